@@ -1,0 +1,63 @@
+# Makefile - wraps CMake. `make run` and `make test` are the README's two commands; both
+# install missing Debian packages first (as root). Every target is documented in README.md.
+BUILD      ?= build
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+CTEST      := ctest --output-on-failure -j $(JOBS)
+
+.PHONY: all deps deps-test build run test test-plain test-asan test-tsan bench install \
+	format format-check clean
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+deps-test:
+	@scripts/deps.sh test
+
+# Plain `make`: install what is missing, then build library, CLI, examples and benchmarks.
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=OFF $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The quickstart writes a nested trace into the local store; `weft trace show last` prints it.
+run: build
+	@$(BUILD)/trace_quickstart
+	@$(BUILD)/weft trace show last
+
+test: deps deps-test test-plain test-asan test-tsan
+
+test-plain:
+	cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON $(CMAKE_ARGS) >/dev/null
+	cmake --build build-test -j $(JOBS)
+	cd build-test && $(CTEST)
+
+test-asan:
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON \
+		-DWEFT_SANITIZE=address,undefined -DWEFT_BUILD_BENCH=OFF $(CMAKE_ARGS) >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(CTEST)
+
+test-tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON \
+		-DWEFT_SANITIZE=thread -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF $(CMAKE_ARGS) >/dev/null
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(CTEST) -L concurrency
+
+bench: build
+	$(BUILD)/span_bench
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
+
+C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(C_SOURCES)
+
+format-check:
+	clang-format --dry-run --Werror $(C_SOURCES)
+
+clean:
+	rm -rf $(BUILD) build-test build-asan build-tsan

@@ -1,0 +1,34 @@
+/* exporters/otlp_encode.h - encode span batches as an OTLP ExportTraceServiceRequest, in
+ * protobuf (opentelemetry-proto trace/v1, collector/trace/v1) or in OTLP JSON.
+ *
+ * Spans are grouped by resource, then by scope (pointer identity, first-seen order); an
+ * empty batch encodes as an empty request (no envelopes). The output is appended to @p out.
+ * Errors: WEFT_EINVAL (NULL arguments), WEFT_ELIMIT (the buffer's cap was reached; @p out is
+ * restored to its previous length), WEFT_ENOMEM.
+ */
+#ifndef WEFT_EXPORTERS_OTLP_ENCODE_H
+#define WEFT_EXPORTERS_OTLP_ENCODE_H
+
+#include "../tracing/util.h"
+#include <weft/export.h>
+
+weft_err weft__otlp_encode_proto(const struct weft_span_data *const *spans,
+                                 size_t count,
+                                 struct weft__buf *out);
+
+weft_err weft__otlp_encode_json(const struct weft_span_data *const *spans,
+                                size_t count,
+                                struct weft__buf *out);
+
+/* Parse an ExportTraceServiceResponse body (protobuf or JSON per @p is_json) for
+ * partial_success. Sets *rejected (0 when absent) and copies error_message into @p message
+ * (may be NULL) truncated to @p message_len. An empty body is a full success.
+ * @return WEFT_OK or WEFT_EPARSE. */
+weft_err weft__otlp_parse_response(const char *body,
+                                   size_t len,
+                                   bool is_json,
+                                   uint64_t *rejected,
+                                   char *message,
+                                   size_t message_len);
+
+#endif /* WEFT_EXPORTERS_OTLP_ENCODE_H */

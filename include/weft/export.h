@@ -1,0 +1,220 @@
+/* include/weft/export.h - the exporter interface and weft's built-in exporters.
+ *
+ * An exporter receives batches of ended spans from a processor's export thread through three
+ * calls (as the OTel SpanExporter): export a batch, force a flush, shut down. Spans are
+ * handed over as read-only views (struct weft_span_data) that stay valid only for the call.
+ *
+ * Thread-safety: a processor calls its exporter from one thread at a time (its export
+ * thread, or the ending thread for the simple processor); exporters need no locking of
+ * their own for export_batch. weft_exporter_free() must not race with any other call.
+ */
+#ifndef WEFT_EXPORT_H
+#define WEFT_EXPORT_H
+
+#include <weft/trace.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The resource spans belong to. Immutable for the provider's lifetime. */
+struct weft_resource {
+    const struct weft_attr *attrs;
+    size_t attr_count;
+    uint32_t dropped_attrs;
+    const char *schema_url; /**< may be NULL */
+};
+
+/** The instrumentation scope (one per tracer). Immutable for the provider's lifetime. */
+struct weft_scope {
+    const char *name;
+    const char *version;    /**< may be NULL */
+    const char *schema_url; /**< may be NULL */
+    const struct weft_attr *attrs;
+    size_t attr_count;
+};
+
+/** One span event. */
+struct weft_event_data {
+    uint64_t time_ns;
+    const char *name;
+    const struct weft_attr *attrs;
+    size_t attr_count;
+    uint32_t dropped_attrs;
+};
+
+/** One span link. */
+struct weft_link_data {
+    uint8_t trace_id[WEFT_TRACE_ID_SIZE];
+    uint8_t span_id[WEFT_SPAN_ID_SIZE];
+    const char *trace_state; /**< may be NULL */
+    uint8_t trace_flags;
+    bool is_remote;
+    const struct weft_attr *attrs;
+    size_t attr_count;
+    uint32_t dropped_attrs;
+};
+
+/** A read-only view of an ended span. Every string is NUL-terminated. Spans of one provider
+ * share @c resource; spans of one tracer share @c scope (compare pointers to group them). */
+struct weft_span_data {
+    uint8_t trace_id[WEFT_TRACE_ID_SIZE];
+    uint8_t span_id[WEFT_SPAN_ID_SIZE];
+    uint8_t parent_span_id[WEFT_SPAN_ID_SIZE]; /**< all zero for a root span */
+    bool has_parent;
+    bool parent_is_remote;
+    uint8_t trace_flags;
+    const char *trace_state; /**< may be NULL */
+    const char *name;
+    weft_span_kind kind;
+    uint64_t start_time_ns;
+    uint64_t end_time_ns;
+    const struct weft_attr *attrs;
+    size_t attr_count;
+    uint32_t dropped_attrs;
+    const struct weft_event_data *events;
+    size_t event_count;
+    uint32_t dropped_events;
+    const struct weft_link_data *links;
+    size_t link_count;
+    uint32_t dropped_links;
+    weft_status_code status_code;
+    const char *status_message; /**< may be NULL */
+    const struct weft_resource *resource;
+    const struct weft_scope *scope;
+};
+
+/** Look up an attribute of a span by key. @return borrowed value or NULL. */
+WEFT_API const struct weft_value *weft_span_data_attr(const struct weft_span_data *span,
+                                                      const char *key);
+
+/** What an export call reports beyond its return code. */
+struct weft_export_result {
+    /** Spans the receiver rejected although the call succeeded (OTLP partial_success). */
+    uint64_t rejected;
+};
+
+/** Exporter operations. @c export_batch must return within the batch deadline.
+ * - export_batch: WEFT_OK (delivered; result->rejected may be non-zero) or an error (the
+ *   whole batch failed for good; the processor counts it as failed and does not retry:
+ *   retries are the exporter's job).
+ * - force_flush: deliver anything the exporter buffers itself. May be NULL.
+ * - shutdown: release connections; later export calls fail. May be NULL.
+ * - destroy: free @p self. May be NULL. */
+struct weft_exporter_ops {
+    const char *name;
+    weft_err (*export_batch)(void *self,
+                             const struct weft_span_data *const *spans,
+                             size_t count,
+                             uint64_t deadline_ns,
+                             struct weft_export_result *result);
+    weft_err (*force_flush)(void *self, uint64_t deadline_ns);
+    weft_err (*shutdown)(void *self, uint64_t deadline_ns);
+    void (*destroy)(void *self);
+};
+
+/** Wrap an implementation in an exporter handle. Deadlines passed to the ops are
+ * CLOCK_MONOTONIC ns (weft_monotonic_ns()); 0 means none.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM (then @p self is destroyed through ops->destroy).
+ * Ownership: takes @p self; @p ops must outlive the exporter (use a static struct). */
+WEFT_API weft_err weft_exporter_new(const struct weft_exporter_ops *ops,
+                                    void *self,
+                                    struct weft_exporter **out);
+
+/** Free an exporter that was not handed to a processor. NULL is a no-op. */
+WEFT_API void weft_exporter_free(struct weft_exporter *exporter);
+
+/** The ops name ("otlp", "file", ...). Never NULL. */
+WEFT_API const char *weft_exporter_name(const struct weft_exporter *exporter);
+
+/** CLOCK_MONOTONIC in ns, the clock of export deadlines. */
+WEFT_API uint64_t weft_monotonic_ns(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* OTLP/HTTP                                                                                   */
+
+typedef enum weft_otlp_protocol {
+    WEFT_OTLP_HTTP_PROTOBUF = 0,
+    WEFT_OTLP_HTTP_JSON = 1
+} weft_otlp_protocol;
+
+/** OTLP/HTTP exporter options. Zero-initialise; zero/NULL fields come from the
+ * OTEL_EXPORTER_OTLP_* environment (REFERENCE.md rules), else the OTLP defaults. */
+struct weft_otlp_options {
+    const char *endpoint;        /**< base URL; "/v1/traces" is appended */
+    const char *traces_endpoint; /**< full URL, used as given (wins over endpoint) */
+    bool protocol_set;           /**< use @c protocol instead of the environment */
+    weft_otlp_protocol protocol;
+    int compression;         /**< 0 from env, 1 none, 2 gzip */
+    const char *headers;     /**< "k=v,k2=v2", values percent-decoded; added to env headers */
+    uint32_t timeout_ms;     /**< per request; 0 from env (default 10000) */
+    const char *ca_file;     /**< PEM CA bundle; NULL from OTEL_EXPORTER_OTLP_CERTIFICATE */
+    const char *client_cert; /**< PEM client certificate (mTLS) */
+    const char *client_key;  /**< PEM client key (mTLS) */
+    bool insecure_skip_verify; /**< never from the environment; for local tests only */
+    uint32_t max_retry_ms;     /**< total retry budget; 0 means bounded by the deadline only */
+    uint32_t initial_backoff_ms; /**< default 1000 (first retry waits up to this) */
+    uint32_t max_backoff_ms;     /**< default 5000 */
+    const char *user_agent;      /**< default "weft/<version> (OTLP)" */
+};
+
+/** Create an OTLP/HTTP trace exporter (libcurl; connection reused across exports).
+ * Retries 429, 502, 503, 504 and connection failures with exponential backoff and jitter,
+ * honouring Retry-After (seconds or HTTP-date); other answers are final. A 200 carrying
+ * partial_success reports its rejected count.
+ * @return WEFT_OK, WEFT_EINVAL (bad URL or option, logged with the variable name),
+ * WEFT_ENOMEM. Ownership: strings are copied; caller owns *out. */
+WEFT_API weft_err weft_otlp_exporter_new(const struct weft_otlp_options *opts,
+                                         struct weft_exporter **out);
+
+/** Counters of an OTLP exporter (NULL-safe; zeros for other exporters). */
+struct weft_otlp_stats {
+    uint64_t requests;      /**< HTTP requests sent, retries included */
+    uint64_t retries;       /**< requests that were retries */
+    uint64_t bytes_sent;    /**< body bytes after compression */
+    uint64_t spans_rejected;/**< partial_success rejected_spans summed */
+    long last_http_status;  /**< 0 when the last attempt got no HTTP answer */
+};
+WEFT_API void weft_otlp_exporter_stats(const struct weft_exporter *exporter,
+                                       struct weft_otlp_stats *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Local exporters                                                                             */
+
+/** File exporter: appends one OTLP JSON ExportTraceServiceRequest per line to @p path
+ * (created with mode 0600, parent directories created), flushed after every batch.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (cannot open; logged with the path), WEFT_ENOMEM. */
+WEFT_API weft_err weft_file_exporter_new(const char *path, struct weft_exporter **out);
+
+/** Console exporter: prints each finished trace as an indented tree (name, duration, status,
+ * key attributes) to @p stream (NULL means stdout). Spans are held until their root ends
+ * (at most 10000 spans held; older traces are printed incomplete rather than dropped). */
+WEFT_API weft_err weft_console_exporter_new(void *stream, struct weft_exporter **out);
+
+/** SQLite span store exporter: writes spans into the database at @p db_path (NULL means
+ * weft_store_default_path()), WAL mode, one transaction per batch.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged with the path and SQLite's message). */
+WEFT_API weft_err weft_store_exporter_new(const char *db_path, struct weft_exporter **out);
+
+/** The default store path: $WEFT_HOME/weft.db, or ./.weft/weft.db. Ownership: writes into
+ * @p buf; @return WEFT_OK or WEFT_EINVAL (buffer too small). */
+WEFT_API weft_err weft_store_default_path(char *buf, size_t buf_len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Environment set-up                                                                          */
+
+/** Build processors from OTEL_TRACES_EXPORTER (comma list of otlp, console, file, store,
+ * none; @p default_exporters when unset, e.g. "store") and add them to @p provider, each
+ * behind its own batch processor (console behind a simple one), so a slow collector never
+ * stalls the local store. The file exporter writes WEFT_TRACES_FILE (default
+ * $WEFT_HOME/traces.jsonl). Unknown names are logged and skipped.
+ * @return WEFT_OK, WEFT_EINVAL, or the first exporter's creation error (the others are
+ * still added). */
+WEFT_API weft_err weft_provider_add_env_exporters(struct weft_provider *provider,
+                                                  const char *default_exporters);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_EXPORT_H */

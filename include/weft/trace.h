@@ -1,0 +1,498 @@
+/* include/weft/trace.h - the weft tracing SDK: provider, tracers, spans, context, samplers,
+ * limits, redaction and span processors.
+ *
+ * The model follows the OpenTelemetry tracing specification. A provider owns the resource,
+ * the sampler, the limits, the redaction rules and the processors; tracers are cheap handles
+ * for an instrumentation scope; spans are started by a tracer and ended exactly once.
+ *
+ * Thread-safety:
+ * - struct weft_provider: every function is thread-safe.
+ * - struct weft_tracer: thread-safe; owned by its provider.
+ * - struct weft_span: confine a span to one thread while it is being recorded (setting
+ *   attributes, events, status); weft_span_context_of() may be called from any thread that
+ *   holds a reference. After weft_span_end() the caller's pointer is invalid unless it holds
+ *   a reference taken with weft_span_ref().
+ * - The current-span context is thread-local.
+ *
+ * Hot path: weft_span_start(), the weft_span_set_*() setters and weft_span_end() never block
+ * and never touch the network. When a processor's queue is full the span is dropped and
+ * counted (weft_provider_get_stats()).
+ */
+#ifndef WEFT_TRACE_H
+#define WEFT_TRACE_H
+
+#include <weft/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_provider;
+struct weft_tracer;
+struct weft_span;
+struct weft_processor;
+struct weft_exporter;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values and attributes                                                                       */
+
+/** OTLP span kinds (values are the OTLP enum numbers). */
+typedef enum weft_span_kind {
+    WEFT_SPAN_KIND_UNSPECIFIED = 0,
+    WEFT_SPAN_KIND_INTERNAL = 1,
+    WEFT_SPAN_KIND_SERVER = 2,
+    WEFT_SPAN_KIND_CLIENT = 3,
+    WEFT_SPAN_KIND_PRODUCER = 4,
+    WEFT_SPAN_KIND_CONSUMER = 5
+} weft_span_kind;
+
+/** OTLP status codes (values are the OTLP enum numbers). */
+typedef enum weft_status_code {
+    WEFT_STATUS_UNSET = 0,
+    WEFT_STATUS_OK = 1,
+    WEFT_STATUS_ERROR = 2
+} weft_status_code;
+
+/** Attribute value types: every type OTLP attributes may hold. */
+typedef enum weft_value_type {
+    WEFT_VALUE_STRING = 0,
+    WEFT_VALUE_BOOL = 1,
+    WEFT_VALUE_INT = 2,
+    WEFT_VALUE_DOUBLE = 3,
+    WEFT_VALUE_STRING_ARRAY = 4,
+    WEFT_VALUE_BOOL_ARRAY = 5,
+    WEFT_VALUE_INT_ARRAY = 6,
+    WEFT_VALUE_DOUBLE_ARRAY = 7
+} weft_value_type;
+
+/** A typed value. @c len is the byte length of a string (strings need not be NUL-terminated
+ * when given to the SDK; strings handed to exporters always are) or the element count of an
+ * array. String-array elements are NUL-terminated. */
+struct weft_value {
+    weft_value_type type;
+    size_t len;
+    union {
+        const char *str;
+        bool b;
+        int64_t i;
+        double d;
+        const char *const *strs;
+        const bool *bools;
+        const int64_t *ints;
+        const double *doubles;
+    } u;
+};
+
+/** A key and its value. Keys are NUL-terminated and non-empty. */
+struct weft_attr {
+    const char *key;
+    struct weft_value value;
+};
+
+/** Build attributes for arrays (events, links, start options). Ownership: nothing is copied
+ * until the attribute is handed to the SDK; the pointers must outlive that call. */
+WEFT_API struct weft_attr weft_attr_str(const char *key, const char *value);
+WEFT_API struct weft_attr weft_attr_bool(const char *key, bool value);
+WEFT_API struct weft_attr weft_attr_int(const char *key, int64_t value);
+WEFT_API struct weft_attr weft_attr_double(const char *key, double value);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Span context and W3C trace context                                                          */
+
+#define WEFT_TRACE_ID_SIZE       16
+#define WEFT_SPAN_ID_SIZE        8
+#define WEFT_TRACE_FLAG_SAMPLED  0x01u
+#define WEFT_TRACE_FLAG_RANDOM   0x02u
+#define WEFT_TRACEPARENT_LEN     55   /**< characters of a version-00 traceparent */
+#define WEFT_TRACESTATE_MAX_LEN  512  /**< longest tracestate weft keeps (W3C minimum) */
+#define WEFT_TRACESTATE_MAX_KEYS 32
+
+/** The propagated identity of a span. @c trace_state is a W3C tracestate header value or
+ * NULL; it is borrowed (see the function that filled the struct for its lifetime). */
+struct weft_span_context {
+    uint8_t trace_id[WEFT_TRACE_ID_SIZE];
+    uint8_t span_id[WEFT_SPAN_ID_SIZE];
+    uint8_t trace_flags;
+    bool is_remote;
+    const char *trace_state;
+};
+
+/** True when neither id is all zeros. */
+WEFT_API bool weft_span_context_is_valid(const struct weft_span_context *ctx);
+
+/** Parse a W3C traceparent header and, optionally, its tracestate.
+ * Version 00 must be exactly 55 characters; later versions (not ff) may carry more fields
+ * after a '-'. Hex must be lowercase; all-zero ids and version ff are invalid.
+ * An invalid tracestate (more than 32 members, a bad key or value, over 512 characters) is
+ * ignored and the traceparent is still used, as the W3C specification says.
+ * @param traceparent header value; leading and trailing spaces and tabs are ignored.
+ * @param tracestate header value or NULL.
+ * @param out filled on success with is_remote = true; untouched on error.
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument), WEFT_EPARSE (invalid header: ignore it whole).
+ * Ownership: out->trace_state borrows @p tracestate (NULL when absent or invalid). */
+WEFT_API weft_err weft_traceparent_parse(const char *traceparent,
+                                         const char *tracestate,
+                                         struct weft_span_context *out);
+
+/** Format @p ctx as a version-00 traceparent into @p buf (at least WEFT_TRACEPARENT_LEN + 1
+ * bytes). @return WEFT_OK, WEFT_EINVAL (NULL, short buffer or invalid context). */
+WEFT_API weft_err weft_traceparent_format(const struct weft_span_context *ctx,
+                                          char *buf,
+                                          size_t buf_len);
+
+/** Validate a W3C tracestate value. @return WEFT_OK or WEFT_EPARSE. */
+WEFT_API weft_err weft_tracestate_validate(const char *tracestate);
+
+/** Lowercase hex of an id into @p out (2 * @p len + 1 bytes, NUL-terminated). */
+WEFT_API void weft_hex_encode(const uint8_t *id, size_t len, char *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Samplers, limits, redaction                                                                 */
+
+/** Built-in samplers (OTEL_TRACES_SAMPLER names). WEFT_SAMPLER_FROM_ENV reads the
+ * environment and falls back to parentbased_always_on. */
+typedef enum weft_sampler_kind {
+    WEFT_SAMPLER_FROM_ENV = 0,
+    WEFT_SAMPLER_ALWAYS_ON = 1,
+    WEFT_SAMPLER_ALWAYS_OFF = 2,
+    WEFT_SAMPLER_TRACEIDRATIO = 3,
+    WEFT_SAMPLER_PARENTBASED_ALWAYS_ON = 4,
+    WEFT_SAMPLER_PARENTBASED_ALWAYS_OFF = 5,
+    WEFT_SAMPLER_PARENTBASED_TRACEIDRATIO = 6
+} weft_sampler_kind;
+
+/** Name of a sampler kind as OTEL_TRACES_SAMPLER spells it. Never NULL. */
+WEFT_API const char *weft_sampler_name(weft_sampler_kind kind);
+
+/** Value meaning "no limit" for weft_span_limits fields. */
+#define WEFT_LIMIT_NONE SIZE_MAX
+
+/** Span limits (OTel specification "Span Limits"). */
+struct weft_span_limits {
+    size_t attr_count;         /**< OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, default 128 */
+    size_t attr_value_length;  /**< OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, default none */
+    size_t event_count;        /**< OTEL_SPAN_EVENT_COUNT_LIMIT, default 128 */
+    size_t link_count;         /**< OTEL_SPAN_LINK_COUNT_LIMIT, default 128 */
+    size_t attrs_per_event;    /**< OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, default 128 */
+    size_t attrs_per_link;     /**< OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, default 128 */
+};
+
+/** Fill @p out from the OTEL_* environment variables (the span-specific variable wins over
+ * the general OTEL_ATTRIBUTE_* one; bad values log a warning and keep the default). */
+WEFT_API void weft_span_limits_from_env(struct weft_span_limits *out);
+
+/** A redaction callback, applied to every string attribute value (span, event and link
+ * attributes) before it is stored. Return NULL to keep @p value, or a replacement string
+ * (which may be written into @p scratch, @p scratch_len bytes) that the SDK copies at once.
+ * It runs on the recording thread; it must be fast and must not call back into weft. */
+typedef const char *(*weft_redact_fn)(const char *key,
+                                      const char *value,
+                                      size_t len,
+                                      char *scratch,
+                                      size_t scratch_len,
+                                      void *user_data);
+
+/** The marker the built-in rules put in place of a secret. */
+#define WEFT_REDACTED "[REDACTED]"
+
+/** Apply weft's built-in redaction rules to one value: values of keys that name a secret
+ * (…authorization, …api_key, …password, …secret, …token, …cookie) are replaced whole;
+ * inside other strings, "Bearer <token>", "Basic <credentials>", "sk-…" style API keys and
+ * AWS access key ids are replaced by WEFT_REDACTED.
+ * @return NULL when nothing matched, else the redacted string written into @p scratch
+ * (truncated to @p scratch_len - 1 bytes when longer). */
+WEFT_API const char *weft_redact_builtin(const char *key,
+                                         const char *value,
+                                         size_t len,
+                                         char *scratch,
+                                         size_t scratch_len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Provider                                                                                    */
+
+/** Provider options. Zero-initialise, then set what you need: every zero field means "from
+ * the environment, else the OTel default". */
+struct weft_provider_options {
+    /** service.name; wins over OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. */
+    const char *service_name;
+    /** Extra resource attributes; they win over OTEL_RESOURCE_ATTRIBUTES. */
+    const struct weft_attr *resource_attrs;
+    size_t resource_attr_count;
+    /** Sampler and its ratio (used by the *traceidratio kinds; [0,1]). */
+    weft_sampler_kind sampler;
+    double sampler_ratio;
+    /** Span limits; NULL means weft_span_limits_from_env(). */
+    const struct weft_span_limits *limits;
+    /** Extra redaction applied after the built-in rules. */
+    weft_redact_fn redact;
+    void *redact_user_data;
+    /** Turn the built-in redaction rules off (they are on by default). */
+    bool no_builtin_redaction;
+    /** Seed for the id generator; 0 seeds from the OS. Tests use a fixed seed. */
+    uint64_t id_seed;
+    /** Force the SDK off (as OTEL_SDK_DISABLED=true does). */
+    bool disabled;
+};
+
+/** Create a provider. With OTEL_SDK_DISABLED=true (or opts->disabled) the provider is a
+ * no-op: tracers hand out a shared non-recording span and processors are never called.
+ * @param opts NULL means all defaults.
+ * @return WEFT_OK, WEFT_EINVAL (bad ratio), WEFT_ENOMEM; *out is NULL on failure.
+ * Ownership: caller owns *out; release with weft_provider_free(). Strings and attributes in
+ * @p opts are copied. */
+WEFT_API weft_err weft_provider_new(const struct weft_provider_options *opts,
+                                    struct weft_provider **out);
+
+/** Add a span processor. Processors receive every sampled span when it ends, in the order
+ * they were added; at most 8.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_ELIMIT (already 8), WEFT_ESTATE (shut down).
+ * Ownership: takes @p processor, even on failure. */
+WEFT_API weft_err weft_provider_add_processor_take(struct weft_provider *provider,
+                                                   struct weft_processor *processor);
+
+/** Deliver everything ended so far through every processor, waiting at most @p timeout_ms.
+ * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (an exporter failed), WEFT_EINVAL. */
+WEFT_API weft_err weft_provider_force_flush(struct weft_provider *provider, uint32_t timeout_ms);
+
+/** Flush and shut every processor down within @p timeout_ms in total; later spans are not
+ * recorded. Calling it twice returns WEFT_ESTATE.
+ * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO, WEFT_ESTATE, WEFT_EINVAL. */
+WEFT_API weft_err weft_provider_shutdown(struct weft_provider *provider, uint32_t timeout_ms);
+
+/** Shut down (30 s bound) if not yet done, then free. NULL is a no-op. Every span must have
+ * ended before. */
+WEFT_API void weft_provider_free(struct weft_provider *provider);
+
+/** True when the provider is a no-op (OTEL_SDK_DISABLED). */
+WEFT_API bool weft_provider_is_disabled(const struct weft_provider *provider);
+
+/** The sampler in use after reading the environment. */
+WEFT_API weft_sampler_kind weft_provider_sampler(const struct weft_provider *provider,
+                                                 double *ratio);
+
+/** The limits in use after reading the environment. */
+WEFT_API void weft_provider_limits(const struct weft_provider *provider,
+                                   struct weft_span_limits *out);
+
+/** Look up a resource attribute. @return borrowed value valid until weft_provider_free(), or
+ * NULL when absent. */
+WEFT_API const struct weft_value *weft_provider_resource_get(const struct weft_provider *provider,
+                                                             const char *key);
+
+/** Telemetry counters. Span counts are since the provider was created; exported, dropped and
+ * failed are summed over the processors (a span sent to two exporters counts twice). */
+struct weft_trace_stats {
+    uint64_t spans_started;     /**< recording spans started */
+    uint64_t spans_ended;       /**< recording spans ended */
+    uint64_t spans_sampled_out; /**< spans the sampler did not record */
+    uint64_t spans_exported;    /**< accepted by an exporter */
+    uint64_t spans_dropped;     /**< lost before export: queue full or after shutdown */
+    uint64_t spans_failed;      /**< an exporter failed for good or rejected them */
+    uint64_t context_overflows; /**< weft_context_attach() calls beyond the depth bound */
+};
+
+/** Read the counters. Thread-safe; values are each atomic, not a snapshot of all. */
+WEFT_API void weft_provider_get_stats(const struct weft_provider *provider,
+                                      struct weft_trace_stats *out);
+
+/** Get the tracer for an instrumentation scope (created on first use, then cached).
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. Ownership: the provider owns *out; it lives
+ * until weft_provider_free(). Strings are copied. */
+WEFT_API weft_err weft_provider_get_tracer(struct weft_provider *provider,
+                                           const char *scope_name,
+                                           const char *scope_version,
+                                           struct weft_tracer **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Spans                                                                                       */
+
+/** A link to add at span start. */
+struct weft_link_spec {
+    struct weft_span_context context;
+    const struct weft_attr *attrs;
+    size_t attr_count;
+};
+
+/** Span start options. Zero-initialise; NULL options mean all defaults. */
+struct weft_span_start_options {
+    weft_span_kind kind; /**< 0 (unspecified) is recorded as INTERNAL */
+    /** Explicit parent span (borrowed for the call). Wins over @c parent_context. */
+    const struct weft_span *parent;
+    /** Explicit parent context, e.g. from weft_traceparent_parse(). */
+    const struct weft_span_context *parent_context;
+    /** Start a new trace even when a span is current. */
+    bool is_root;
+    /** Start time in ns since the Unix epoch; 0 means now. */
+    uint64_t start_time_ns;
+    /** Attributes known at start, visible to the sampler. */
+    const struct weft_attr *attrs;
+    size_t attr_count;
+    const struct weft_link_spec *links;
+    size_t link_count;
+};
+
+/** Start a span. Without an explicit parent the current span of this thread is the parent.
+ * Never returns NULL: when the SDK is disabled, shut down or out of memory it returns a
+ * non-recording span on which every call is a no-op (memory failures are counted as drops).
+ * Ownership: the caller owns the span until weft_span_end(). @p name is copied. */
+WEFT_API struct weft_span *weft_span_start(struct weft_tracer *tracer,
+                                           const char *name,
+                                           const struct weft_span_start_options *opts);
+
+/** End the span at @p end_time_ns (ns since the Unix epoch; 0 means now) and hand it to the
+ * processors. Never blocks. A second call is a no-op.
+ * Ownership: releases the caller's reference. */
+WEFT_API void weft_span_end(struct weft_span *span, uint64_t end_time_ns);
+
+/** Take an extra reference so the span object stays valid after weft_span_end() (to read
+ * its context or use it as a parent). Release with weft_span_unref(). */
+WEFT_API struct weft_span *weft_span_ref(struct weft_span *span);
+WEFT_API void weft_span_unref(struct weft_span *span);
+
+/** True if the span records (sampled, SDK enabled, not yet ended). */
+WEFT_API bool weft_span_is_recording(const struct weft_span *span);
+
+/** Copy the span's context. Ownership: out->trace_state borrows from the span (valid while
+ * the caller holds a reference). */
+WEFT_API void weft_span_context_of(const struct weft_span *span, struct weft_span_context *out);
+
+/** Set an attribute (a later value for the same key replaces the earlier one).
+ * Strings are truncated to the value-length limit and pass through redaction.
+ * @return WEFT_OK (also on a non-recording span), WEFT_ELIMIT (attribute limit reached:
+ * dropped and counted in dropped_attributes_count), WEFT_EINVAL, WEFT_ENOMEM (dropped and
+ * counted). Ownership: copies key and value. */
+WEFT_API weft_err weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr);
+WEFT_API weft_err weft_span_set_str(struct weft_span *span, const char *key, const char *value);
+WEFT_API weft_err weft_span_set_strn(struct weft_span *span,
+                                     const char *key,
+                                     const char *value,
+                                     size_t len);
+WEFT_API weft_err weft_span_set_bool(struct weft_span *span, const char *key, bool value);
+WEFT_API weft_err weft_span_set_int(struct weft_span *span, const char *key, int64_t value);
+WEFT_API weft_err weft_span_set_double(struct weft_span *span, const char *key, double value);
+WEFT_API weft_err weft_span_set_str_array(struct weft_span *span,
+                                          const char *key,
+                                          const char *const *values,
+                                          size_t count);
+WEFT_API weft_err weft_span_set_bool_array(struct weft_span *span,
+                                           const char *key,
+                                           const bool *values,
+                                           size_t count);
+WEFT_API weft_err weft_span_set_int_array(struct weft_span *span,
+                                          const char *key,
+                                          const int64_t *values,
+                                          size_t count);
+WEFT_API weft_err weft_span_set_double_array(struct weft_span *span,
+                                             const char *key,
+                                             const double *values,
+                                             size_t count);
+
+/** Add an event at @p time_ns (0 means now) with attributes (limited per event).
+ * @return WEFT_OK, WEFT_ELIMIT (event limit: dropped and counted), WEFT_EINVAL, WEFT_ENOMEM.
+ * Ownership: copies everything. */
+WEFT_API weft_err weft_span_add_event(struct weft_span *span,
+                                      const char *name,
+                                      const struct weft_attr *attrs,
+                                      size_t attr_count,
+                                      uint64_t time_ns);
+
+/** Add a link to another span context (invalid contexts are ignored and return WEFT_EINVAL).
+ * @return WEFT_OK, WEFT_ELIMIT, WEFT_EINVAL, WEFT_ENOMEM. Ownership: copies everything. */
+WEFT_API weft_err weft_span_add_link(struct weft_span *span,
+                                     const struct weft_span_context *context,
+                                     const struct weft_attr *attrs,
+                                     size_t attr_count);
+
+/** Set the status. Per the OTel rules OK is final, ERROR replaces UNSET, and a message is
+ * kept only with ERROR. @return WEFT_OK, WEFT_EINVAL. Ownership: copies @p message. */
+WEFT_API weft_err weft_span_set_status(struct weft_span *span,
+                                       weft_status_code code,
+                                       const char *message);
+
+/** Record an exception as the event "exception" with exception.type, exception.message and
+ * exception.stacktrace (NULL ones are left out), and set the status to ERROR with the message.
+ * @return as weft_span_add_event(). */
+WEFT_API weft_err weft_span_record_exception(struct weft_span *span,
+                                             const char *type,
+                                             const char *message,
+                                             const char *stacktrace);
+
+/** Rename the span. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
+WEFT_API weft_err weft_span_update_name(struct weft_span *span, const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Thread-local current span                                                                   */
+
+/** Make @p span current on this thread (it becomes the default parent) and take a reference.
+ * @return a token for weft_context_detach(). Attaching more than 64 deep is counted and
+ * ignored (the returned token still detaches correctly). */
+WEFT_API size_t weft_context_attach(struct weft_span *span);
+
+/** Restore the current span to what it was when @p token was returned, releasing the
+ * references taken since. */
+WEFT_API void weft_context_detach(size_t token);
+
+/** The current span of this thread, or NULL. Ownership: borrowed until detached. */
+WEFT_API struct weft_span *weft_context_current(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Span processors                                                                             */
+
+/** Batch processor options (OTEL_BSP_* names). */
+struct weft_batch_options {
+    size_t max_queue_size;        /**< default 2048 */
+    size_t max_export_batch_size; /**< default 512, clamped to the queue size */
+    uint32_t schedule_delay_ms;   /**< default 5000 */
+    uint32_t export_timeout_ms;   /**< default 30000; bounds one export with its retries */
+};
+
+/** Fill @p out from OTEL_BSP_* (bad values warn and keep the default). */
+WEFT_API void weft_batch_options_from_env(struct weft_batch_options *out);
+
+/** Create a batch processor: a bounded lock-free queue and one export thread that sends a
+ * batch when max_export_batch_size spans wait or schedule_delay_ms passes.
+ * @param opts NULL means weft_batch_options_from_env().
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM, WEFT_EIO (thread creation failed).
+ * Ownership: takes @p exporter, even on failure; caller owns *out until handed to
+ * weft_provider_add_processor_take() or freed with weft_processor_free(). */
+WEFT_API weft_err weft_batch_processor_new(struct weft_exporter *exporter,
+                                           const struct weft_batch_options *opts,
+                                           struct weft_processor **out);
+
+/** Create a simple processor that exports each span synchronously when it ends (on the
+ * ending thread). For tests and debugging only: it blocks the caller on the exporter.
+ * Ownership: as weft_batch_processor_new(). */
+WEFT_API weft_err weft_simple_processor_new(struct weft_exporter *exporter,
+                                            struct weft_processor **out);
+
+/** Per-processor counters. */
+struct weft_processor_stats {
+    uint64_t enqueued;  /**< spans accepted into the queue */
+    uint64_t exported;  /**< spans the exporter accepted */
+    uint64_t dropped;   /**< spans lost: queue full, or ended after shutdown */
+    uint64_t failed;    /**< spans in failed exports, plus spans rejected (partial success) */
+    uint64_t batches;   /**< export calls made */
+    size_t queue_len;   /**< spans waiting now */
+    size_t queue_cap;   /**< queue capacity */
+};
+
+/** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL. */
+WEFT_API weft_err weft_processor_get_stats(const struct weft_processor *processor,
+                                           struct weft_processor_stats *out);
+
+/** Shut down and free a processor that was never added to a provider. NULL is a no-op. */
+WEFT_API void weft_processor_free(struct weft_processor *processor);
+
+/** Processor @p index (0-based, in the order added) of @p provider, or NULL.
+ * Ownership: borrowed; owned by the provider. */
+WEFT_API struct weft_processor *weft_provider_processor(struct weft_provider *provider,
+                                                        size_t index);
+
+/** Current time in ns since the Unix epoch (CLOCK_REALTIME). */
+WEFT_API uint64_t weft_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_TRACE_H */

@@ -1,0 +1,57 @@
+/* tests/support/weft_test.c - environment and log-capture helpers for tests. */
+#include "weft_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[65536];
+static size_t log_len;
+
+void
+weft_test_setenv(const char *name, const char *value)
+{
+    if (value == NULL) {
+        unsetenv(name);
+    } else {
+        setenv(name, value, 1);
+    }
+}
+
+static void
+capture(weft_log_level level, const char *message, void *user_data)
+{
+    size_t n = strlen(message);
+
+    (void)user_data;
+    pthread_mutex_lock(&log_lock);
+    if (log_len + n + 16 < sizeof(log_text)) {
+        log_len += (size_t)snprintf(log_text + log_len, sizeof(log_text) - log_len, "%s: %s\n",
+                                    weft_log_level_name(level), message);
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+void
+weft_test_capture_logs(void)
+{
+    weft_test_clear_logs();
+    weft_log_set_handler(capture, WEFT_LOG_DEBUG, NULL);
+}
+
+const char *
+weft_test_logs(void)
+{
+    return log_text;
+}
+
+void
+weft_test_clear_logs(void)
+{
+    pthread_mutex_lock(&log_lock);
+    log_len = 0;
+    log_text[0] = '\0';
+    pthread_mutex_unlock(&log_lock);
+}

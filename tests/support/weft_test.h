@@ -1,0 +1,41 @@
+/* tests/support/weft_test.h - what every weft test includes: cmocka, the public API, and
+ * assertion helpers that print weft_strerror() on failure. */
+#ifndef WEFT_TESTS_SUPPORT_WEFT_TEST_H
+#define WEFT_TESTS_SUPPORT_WEFT_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <weft/weft.h>
+
+#define assert_weft_ok(expr)                                                                  \
+    do {                                                                                      \
+        weft_err weft_test_err_ = (expr);                                                     \
+        if (weft_test_err_ != WEFT_OK) {                                                      \
+            fail_msg("%s returned %d (%s)", #expr, (int)weft_test_err_,                       \
+                     weft_strerror(weft_test_err_));                                          \
+        }                                                                                     \
+    } while (0)
+
+#define assert_weft_err(expr, expected)                                                       \
+    do {                                                                                      \
+        weft_err weft_test_err_ = (expr);                                                     \
+        if (weft_test_err_ != (expected)) {                                                   \
+            fail_msg("%s returned %d (%s), expected %d (%s)", #expr, (int)weft_test_err_,     \
+                     weft_strerror(weft_test_err_), (int)(expected),                          \
+                     weft_strerror(expected));                                                \
+        }                                                                                     \
+    } while (0)
+
+/* Set an environment variable for the test (NULL unsets). */
+void weft_test_setenv(const char *name, const char *value);
+
+/* Collect log lines so tests can assert on warnings. */
+void weft_test_capture_logs(void);
+const char *weft_test_logs(void); /* all captured lines joined by '\n' */
+void weft_test_clear_logs(void);
+
+#endif

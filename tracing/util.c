@@ -1,0 +1,429 @@
+/* tracing/util.c - allocation, logging, bounded buffers, environment parsing and clocks
+ * shared by every weft module.
+ *
+ * The allocator and log hooks are plain globals set once before use (documented in
+ * common.h), so the hot path reads them without synchronisation.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static void *(*alloc_malloc)(size_t) = malloc;
+static void *(*alloc_realloc)(void *, size_t) = realloc;
+static void (*alloc_free)(void *) = free;
+
+weft_log_level weft__log_max = WEFT_LOG_ERROR;
+weft_log_fn weft__log_fn = NULL;
+static void *log_user_data = NULL;
+
+const char *
+weft_strerror(weft_err err)
+{
+    switch (err) {
+    case WEFT_OK:
+        return "success";
+    case WEFT_EINVAL:
+        return "invalid argument";
+    case WEFT_ENOMEM:
+        return "out of memory";
+    case WEFT_ELIMIT:
+        return "limit reached (dropped and counted)";
+    case WEFT_EIO:
+        return "input/output error";
+    case WEFT_ETIMEDOUT:
+        return "timed out";
+    case WEFT_ESTATE:
+        return "invalid state";
+    case WEFT_EPARSE:
+        return "parse error";
+    case WEFT_EHTTP:
+        return "HTTP error";
+    case WEFT_ENOTFOUND:
+        return "not found";
+    case WEFT_EDISABLED:
+        return "SDK disabled";
+    }
+    return "unknown error";
+}
+
+weft_err
+weft_set_allocator(void *(*malloc_fn)(size_t),
+                   void *(*realloc_fn)(void *, size_t),
+                   void (*free_fn)(void *))
+{
+    if (malloc_fn == NULL && realloc_fn == NULL && free_fn == NULL) {
+        alloc_malloc = malloc;
+        alloc_realloc = realloc;
+        alloc_free = free;
+        return WEFT_OK;
+    }
+    if (malloc_fn == NULL || realloc_fn == NULL || free_fn == NULL) {
+        return WEFT_EINVAL;
+    }
+    alloc_malloc = malloc_fn;
+    alloc_realloc = realloc_fn;
+    alloc_free = free_fn;
+    return WEFT_OK;
+}
+
+void *
+weft__malloc(size_t size)
+{
+    return alloc_malloc(size == 0 ? 1 : size);
+}
+
+void *
+weft__calloc(size_t count, size_t size)
+{
+    void *p = NULL;
+
+    if (size != 0 && count > SIZE_MAX / size) {
+        return NULL;
+    }
+    p = weft__malloc(count * size);
+    if (p != NULL) {
+        memset(p, 0, count * size);
+    }
+    return p;
+}
+
+void *
+weft__realloc(void *ptr, size_t size)
+{
+    return alloc_realloc(ptr, size == 0 ? 1 : size);
+}
+
+void
+weft__free(void *ptr)
+{
+    if (ptr != NULL) {
+        alloc_free(ptr);
+    }
+}
+
+char *
+weft__strndup(const char *s, size_t len)
+{
+    char *copy = weft__malloc(len + 1);
+
+    if (copy == NULL) {
+        return NULL;
+    }
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    return copy;
+}
+
+char *
+weft__strdup(const char *s)
+{
+    return s == NULL ? NULL : weft__strndup(s, strlen(s));
+}
+
+void
+weft_log_set_handler(weft_log_fn fn, weft_log_level max_level, void *user_data)
+{
+    weft__log_fn = fn;
+    weft__log_max = max_level;
+    log_user_data = user_data;
+}
+
+const char *
+weft_log_level_name(weft_log_level level)
+{
+    switch (level) {
+    case WEFT_LOG_ERROR:
+        return "error";
+    case WEFT_LOG_WARN:
+        return "warn";
+    case WEFT_LOG_INFO:
+        return "info";
+    case WEFT_LOG_DEBUG:
+        return "debug";
+    }
+    return "unknown";
+}
+
+void
+weft__log(weft_log_level level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    weft_log_fn fn = weft__log_fn;
+
+    if (fn == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fn(level, line, log_user_data);
+}
+
+void
+weft__buf_init(struct weft__buf *buf, size_t max)
+{
+    buf->data = NULL;
+    buf->len = 0;
+    buf->cap = 0;
+    buf->max = max == 0 ? SIZE_MAX / 2 : max;
+}
+
+void
+weft__buf_cleanup(struct weft__buf *buf)
+{
+    if (buf == NULL) {
+        return;
+    }
+    weft__free(buf->data);
+    buf->data = NULL;
+    buf->len = 0;
+    buf->cap = 0;
+}
+
+void
+weft__buf_reset(struct weft__buf *buf)
+{
+    buf->len = 0;
+    if (buf->data != NULL) {
+        buf->data[0] = '\0';
+    }
+}
+
+weft_err
+weft__buf_reserve(struct weft__buf *buf, size_t extra)
+{
+    size_t need = 0;
+    size_t cap = 0;
+    char *data = NULL;
+
+    if (extra > buf->max || buf->len > buf->max - extra) {
+        return WEFT_ELIMIT;
+    }
+    need = buf->len + extra + 1;
+    if (need <= buf->cap) {
+        return WEFT_OK;
+    }
+    cap = buf->cap < 256 ? 256 : buf->cap;
+    while (cap < need) {
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    }
+    data = weft__realloc(buf->data, cap);
+    if (data == NULL) {
+        return WEFT_ENOMEM;
+    }
+    buf->data = data;
+    buf->cap = cap;
+    return WEFT_OK;
+}
+
+weft_err
+weft__buf_append(struct weft__buf *buf, const void *data, size_t len)
+{
+    weft_err err = weft__buf_reserve(buf, len);
+
+    if (err != WEFT_OK) {
+        return err;
+    }
+    if (len > 0) {
+        memcpy(buf->data + buf->len, data, len);
+    }
+    buf->len += len;
+    buf->data[buf->len] = '\0';
+    return WEFT_OK;
+}
+
+weft_err
+weft__buf_append_str(struct weft__buf *buf, const char *s)
+{
+    return weft__buf_append(buf, s, strlen(s));
+}
+
+weft_err
+weft__buf_append_byte(struct weft__buf *buf, uint8_t byte)
+{
+    return weft__buf_append(buf, &byte, 1);
+}
+
+weft_err
+weft__buf_printf(struct weft__buf *buf, const char *fmt, ...)
+{
+    va_list ap;
+    int n = 0;
+    weft_err err = WEFT_OK;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return WEFT_EINVAL;
+    }
+    err = weft__buf_reserve(buf, (size_t)n);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf->data + buf->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf->len += (size_t)n;
+    return WEFT_OK;
+}
+
+const char *
+weft__env(const char *name)
+{
+    const char *v = getenv(name);
+
+    return (v == NULL || v[0] == '\0') ? NULL : v;
+}
+
+bool
+weft__env_bool(const char *name, bool def)
+{
+    const char *v = weft__env(name);
+
+    if (v == NULL) {
+        return def;
+    }
+    /* The OTel specification: only a case-insensitive "true" is true; anything else that is
+     * not "false" warns. */
+    if (strcasecmp(v, "true") == 0) {
+        return true;
+    }
+    if (strcasecmp(v, "false") != 0) {
+        WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected true or false; using false", name, v);
+    }
+    return false;
+}
+
+uint64_t
+weft__env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max)
+{
+    const char *v = weft__env(name);
+    char *end = NULL;
+    unsigned long long n = 0;
+
+    if (v == NULL) {
+        return def;
+    }
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    while (end != NULL && (*end == ' ' || *end == '\t')) {
+        end++;
+    }
+    if (v[0] == '-' || errno != 0 || end == v || *end != '\0' || n < min || n > max) {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "%s=%s: expected an integer in [%llu, %llu]; using the default %llu", name, v,
+                 (unsigned long long)min, (unsigned long long)max, (unsigned long long)def);
+        return def;
+    }
+    return (uint64_t)n;
+}
+
+double
+weft__env_double(const char *name, double def, double min, double max)
+{
+    const char *v = weft__env(name);
+    char *end = NULL;
+    double d = 0;
+
+    if (v == NULL) {
+        return def;
+    }
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(d >= min && d <= max)) {
+        WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected a number in [%g, %g]; using the default %g",
+                 name, v, min, max, def);
+        return def;
+    }
+    return d;
+}
+
+uint64_t
+weft__now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+weft__monotonic_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+weft_now_ns(void)
+{
+    return weft__now_ns();
+}
+
+uint64_t
+weft_monotonic_ns(void)
+{
+    return weft__monotonic_ns();
+}
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+char *
+weft__percent_decode(const char *s, size_t len)
+{
+    char *out = weft__malloc(len + 1);
+    size_t i = 0;
+    size_t o = 0;
+
+    if (out == NULL) {
+        return NULL;
+    }
+    while (i < len) {
+        if (s[i] == '%') {
+            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
+                weft__free(out);
+                return NULL;
+            }
+            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            i += 3;
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void
+weft__trim(const char **start, size_t *len)
+{
+    while (*len > 0 && (**start == ' ' || **start == '\t')) {
+        (*start)++;
+        (*len)--;
+    }
+    while (*len > 0 && ((*start)[*len - 1] == ' ' || (*start)[*len - 1] == '\t')) {
+        (*len)--;
+    }
+}

@@ -1,0 +1,66 @@
+/* tracing/util.h - private helpers shared by every weft module: allocation through the
+ * replaceable allocator, logging through the installed handler, a bounded growable byte
+ * buffer, and environment-variable parsing with warn-and-default semantics.
+ *
+ * Nothing here is public API; names carry the weft__ prefix.
+ */
+#ifndef WEFT_TRACING_UTIL_H
+#define WEFT_TRACING_UTIL_H
+
+#include <weft/common.h>
+
+void *weft__malloc(size_t size);
+void *weft__calloc(size_t count, size_t size);
+void *weft__realloc(void *ptr, size_t size);
+void weft__free(void *ptr);
+char *weft__strdup(const char *s);
+char *weft__strndup(const char *s, size_t len);
+
+/* Logging: the level test happens before any formatting. */
+extern weft_log_level weft__log_max;
+extern weft_log_fn weft__log_fn;
+void weft__log(weft_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define WEFT_LOG(level, ...)                                                                   \
+    do {                                                                                       \
+        if (weft__log_fn != NULL && (level) <= weft__log_max) {                                \
+            weft__log((level), __VA_ARGS__);                                                   \
+        }                                                                                      \
+    } while (0)
+
+/* A growable byte buffer with a hard cap. Appends past the cap fail with WEFT_ELIMIT and
+ * leave the buffer unchanged. The data is always NUL-terminated (not counted in len). */
+struct weft__buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    size_t max; /* 0 means SIZE_MAX / 2 */
+};
+void weft__buf_init(struct weft__buf *buf, size_t max);
+void weft__buf_cleanup(struct weft__buf *buf);
+void weft__buf_reset(struct weft__buf *buf);
+weft_err weft__buf_reserve(struct weft__buf *buf, size_t extra);
+weft_err weft__buf_append(struct weft__buf *buf, const void *data, size_t len);
+weft_err weft__buf_append_str(struct weft__buf *buf, const char *s);
+weft_err weft__buf_append_byte(struct weft__buf *buf, uint8_t byte);
+weft_err weft__buf_printf(struct weft__buf *buf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Environment: an unset or empty variable yields NULL / the default. A malformed value logs a
+ * WARN naming the variable and the expected form, and yields the default. */
+const char *weft__env(const char *name);
+bool weft__env_bool(const char *name, bool def);
+uint64_t weft__env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max);
+double weft__env_double(const char *name, double def, double min, double max);
+
+/* Clocks. */
+uint64_t weft__now_ns(void);
+uint64_t weft__monotonic_ns(void);
+
+/* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape or ENOMEM. */
+char *weft__percent_decode(const char *s, size_t len);
+
+/* Trim spaces and tabs: sets *start and *len to the trimmed span of s[0..len). */
+void weft__trim(const char **start, size_t *len);
+
+#endif /* WEFT_TRACING_UTIL_H */
