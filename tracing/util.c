@@ -6,6 +6,8 @@
  */
 #include "util.h"
 
+#include <weft/export.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

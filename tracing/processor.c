@@ -1,0 +1,648 @@
+/* tracing/processor.c - span processors: the batch processor (bounded lock-free queue and one
+ * export thread) and the simple processor (synchronous, for tests and debugging).
+ *
+ * The batch queue is a bounded multi-producer ring in the style of Dmitry Vyukov's MPMC
+ * queue: each slot carries a sequence number, so a producer claims a slot with one CAS on the
+ * tail and never waits for anyone; when the ring is full the span is dropped and counted.
+ * The single consumer (the export thread) needs no CAS at all. Producers wake the export
+ * thread through a semaphore only when a full batch is waiting, and only once until the
+ * thread runs again (the `kicked` flag), so the common enqueue is two atomic operations.
+ *
+ * Flush and shutdown are requests handled by the export thread itself, so the exporter is
+ * only ever called from that thread; the caller waits on a condition variable with a bound.
+ */
+#include "exporter.h"
+#include "sdk.h"
+
+#include <errno.h>
+#include <semaphore.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_QUEUE       2048
+#define DEFAULT_BATCH       512
+#define DEFAULT_DELAY_MS    5000
+#define DEFAULT_TIMEOUT_MS  30000
+#define SHUTDOWN_DEFAULT_MS 30000
+
+void
+weft_batch_options_from_env(struct weft_batch_options *out)
+{
+    if (out == NULL) {
+        return;
+    }
+    out->max_queue_size = weft__env_u64("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_QUEUE, 1, 1u << 24);
+    out->max_export_batch_size =
+        weft__env_u64("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_BATCH, 1, 1u << 24);
+    out->schedule_delay_ms =
+        (uint32_t)weft__env_u64("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_DELAY_MS, 0, UINT32_MAX);
+    out->export_timeout_ms =
+        (uint32_t)weft__env_u64("OTEL_BSP_EXPORT_TIMEOUT", DEFAULT_TIMEOUT_MS, 0, UINT32_MAX);
+    if (out->max_export_batch_size > out->max_queue_size) {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=%zu is larger than OTEL_BSP_MAX_QUEUE_SIZE=%zu; "
+                 "using %zu",
+                 out->max_export_batch_size, out->max_queue_size, out->max_queue_size);
+        out->max_export_batch_size = out->max_queue_size;
+    }
+}
+
+static uint64_t
+export_deadline(uint32_t timeout_ms, uint64_t bound)
+{
+    uint64_t d = timeout_ms == 0 ? 0 : weft__monotonic_ns() + (uint64_t)timeout_ms * 1000000u;
+
+    if (bound != 0 && (d == 0 || bound < d)) {
+        d = bound;
+    }
+    return d;
+}
+
+static void
+exporter_destroy(struct weft_exporter *exporter)
+{
+    if (exporter == NULL) {
+        return;
+    }
+    if (exporter->ops->destroy != NULL) {
+        exporter->ops->destroy(exporter->self);
+    }
+    weft__free(exporter);
+}
+
+static void
+exporter_shutdown(struct weft_exporter *exporter, uint64_t deadline)
+{
+    if (exporter->ops->shutdown != NULL) {
+        exporter->ops->shutdown(exporter->self, deadline);
+    }
+}
+
+/* ---- batch processor ------------------------------------------------------------------ */
+
+struct slot {
+    atomic_size_t seq;
+    struct weft_span *span;
+};
+
+struct batch {
+    struct weft_processor base;
+    struct weft_batch_options opts;
+    struct slot *ring;
+    size_t cap;
+    size_t mask; /* cap - 1 when cap is a power of two, else 0 */
+    _Alignas(64) atomic_size_t tail;
+    _Alignas(64) atomic_size_t head;
+    atomic_bool kicked;
+    _Alignas(64) sem_t wake;
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* flush_done or thread_done changed */
+    uint64_t flush_requested;
+    uint64_t flush_done;
+    weft_err flush_err;
+    bool thread_done;
+    atomic_bool stopping;
+    atomic_uint_fast64_t shutdown_deadline;
+    pthread_t thread;
+    bool has_thread;
+    struct weft__counter dropped;
+    atomic_uint_fast64_t exported;
+    atomic_uint_fast64_t failed;
+    atomic_uint_fast64_t batches;
+    struct weft_span **spans;               /* export-thread scratch, max batch size */
+    const struct weft_span_data **views;    /* same, as exporter views */
+};
+
+static inline struct slot *
+slot_at(struct batch *b, size_t pos)
+{
+    return &b->ring[b->mask != 0 ? (pos & b->mask) : (pos % b->cap)];
+}
+
+static size_t
+queue_len(struct batch *b)
+{
+    size_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+    size_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+
+    return tail > head ? tail - head : 0;
+}
+
+static void
+batch_on_end(struct weft_processor *proc, struct weft_span *span)
+{
+    struct batch *b = (struct batch *)proc;
+    size_t pos = 0;
+    struct slot *s = NULL;
+
+    if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed)) {
+        weft__counter_add(&b->dropped, 1);
+        return;
+    }
+    pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
+    for (;;) {
+        size_t seq = 0;
+        intptr_t diff = 0;
+
+        s = slot_at(b, pos);
+        seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        diff = (intptr_t)seq - (intptr_t)pos;
+        if (diff == 0) {
+            if (atomic_compare_exchange_weak_explicit(&b->tail, &pos, pos + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                break;
+            }
+        } else if (diff < 0) {
+            weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
+            return;
+        } else {
+            pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
+        }
+    }
+    s->span = weft_span_ref(span);
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+    if (pos + 1 - atomic_load_explicit(&b->head, memory_order_relaxed) >=
+            b->opts.max_export_batch_size &&
+        !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
+        sem_post(&b->wake);
+    }
+}
+
+/* Pop up to @p max spans into b->spans. Only the export thread calls this. */
+static size_t
+dequeue(struct batch *b, size_t max)
+{
+    size_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+    size_t n = 0;
+
+    while (n < max) {
+        struct slot *s = slot_at(b, head);
+
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) != head + 1) {
+            break; /* empty, or a producer has claimed the slot but not yet filled it */
+        }
+        b->spans[n++] = s->span;
+        s->span = NULL;
+        atomic_store_explicit(&s->seq, head + b->cap, memory_order_release);
+        head++;
+        atomic_store_explicit(&b->head, head, memory_order_relaxed);
+    }
+    return n;
+}
+
+static void
+export_spans(struct batch *b, size_t n)
+{
+    struct weft_exporter *exporter = b->base.exporter;
+    struct weft_export_result result = {0};
+    uint64_t deadline = export_deadline(b->opts.export_timeout_ms,
+                                        atomic_load(&b->shutdown_deadline));
+    weft_err err = WEFT_OK;
+
+    for (size_t i = 0; i < n; i++) {
+        b->views[i] = weft__span_data(b->spans[i]);
+    }
+    err = exporter->ops->export_batch(exporter->self, b->views, n, deadline, &result);
+    atomic_fetch_add_explicit(&b->batches, 1, memory_order_relaxed);
+    if (err == WEFT_OK) {
+        uint64_t rejected = result.rejected > n ? n : result.rejected;
+
+        atomic_fetch_add_explicit(&b->exported, n - rejected, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->failed, rejected, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&b->failed, n, memory_order_relaxed);
+        WEFT_LOG(WEFT_LOG_WARN, "exporter %s: %zu spans failed: %s", weft_exporter_name(exporter),
+                 n, weft_strerror(err));
+    }
+    weft__span_unref_batch(b->spans, n);
+}
+
+/* Export everything queued now, batch by batch. */
+static void
+drain(struct batch *b)
+{
+    size_t n = 0;
+
+    while ((n = dequeue(b, b->opts.max_export_batch_size)) > 0) {
+        export_spans(b, n);
+    }
+}
+
+static void
+wait_for_work(struct batch *b)
+{
+    struct timespec ts;
+    uint64_t ns = 0;
+
+    if (queue_len(b) >= b->opts.max_export_batch_size) {
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ns = (uint64_t)ts.tv_nsec + (uint64_t)b->opts.schedule_delay_ms * 1000000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    while (sem_timedwait(&b->wake, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *
+export_thread(void *arg)
+{
+    struct batch *b = arg;
+
+    for (;;) {
+        uint64_t target = 0;
+        bool stopping = false;
+
+        wait_for_work(b);
+        atomic_store_explicit(&b->kicked, false, memory_order_relaxed);
+        pthread_mutex_lock(&b->lock);
+        target = b->flush_requested;
+        pthread_mutex_unlock(&b->lock);
+        stopping = atomic_load(&b->stopping);
+
+        drain(b);
+
+        if (target > b->flush_done || stopping) {
+            weft_err err = WEFT_OK;
+            struct weft_exporter *exporter = b->base.exporter;
+
+            if (exporter->ops->force_flush != NULL) {
+                err = exporter->ops->force_flush(
+                    exporter->self,
+                    export_deadline(b->opts.export_timeout_ms, atomic_load(&b->shutdown_deadline)));
+            }
+            pthread_mutex_lock(&b->lock);
+            b->flush_done = target;
+            b->flush_err = err;
+            pthread_cond_broadcast(&b->changed);
+            pthread_mutex_unlock(&b->lock);
+        }
+        if (stopping) {
+            break;
+        }
+    }
+    pthread_mutex_lock(&b->lock);
+    b->thread_done = true;
+    pthread_cond_broadcast(&b->changed);
+    pthread_mutex_unlock(&b->lock);
+    return NULL;
+}
+
+/* Wait on b->changed until @p done is true or the monotonic @p deadline passes. */
+static bool
+wait_until(struct batch *b, bool (*done)(struct batch *, uint64_t), uint64_t arg, uint64_t deadline)
+{
+    struct timespec ts;
+    bool ok = false;
+
+    ts.tv_sec = (time_t)(deadline / 1000000000u);
+    ts.tv_nsec = (long)(deadline % 1000000000u);
+    pthread_mutex_lock(&b->lock);
+    while (!(ok = done(b, arg))) {
+        if (pthread_cond_timedwait(&b->changed, &b->lock, &ts) == ETIMEDOUT) {
+            ok = done(b, arg);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return ok;
+}
+
+static bool
+flush_reached(struct batch *b, uint64_t target)
+{
+    return b->flush_done >= target || b->thread_done;
+}
+
+static bool
+thread_finished(struct batch *b, uint64_t unused)
+{
+    (void)unused;
+    return b->thread_done;
+}
+
+static weft_err
+batch_force_flush(struct weft_processor *proc, uint64_t deadline)
+{
+    struct batch *b = (struct batch *)proc;
+    uint64_t target = 0;
+    weft_err err = WEFT_OK;
+
+    pthread_mutex_lock(&b->lock);
+    if (b->thread_done) {
+        pthread_mutex_unlock(&b->lock);
+        return WEFT_ESTATE;
+    }
+    target = ++b->flush_requested;
+    pthread_mutex_unlock(&b->lock);
+    sem_post(&b->wake);
+    if (!wait_until(b, flush_reached, target, deadline)) {
+        return WEFT_ETIMEDOUT;
+    }
+    pthread_mutex_lock(&b->lock);
+    err = b->flush_done >= target ? b->flush_err : WEFT_ESTATE;
+    pthread_mutex_unlock(&b->lock);
+    return err == WEFT_OK ? WEFT_OK : WEFT_EIO;
+}
+
+static void
+drop_remaining(struct batch *b)
+{
+    size_t n = 0;
+
+    while ((n = dequeue(b, b->opts.max_export_batch_size)) > 0) {
+        weft__counter_add(&b->dropped, n);
+        weft__span_unref_batch(b->spans, n);
+    }
+}
+
+static weft_err
+batch_shutdown(struct weft_processor *proc, uint64_t deadline)
+{
+    struct batch *b = (struct batch *)proc;
+    weft_err err = WEFT_OK;
+
+    if (atomic_exchange(&proc->is_shut_down, true)) {
+        return WEFT_ESTATE;
+    }
+    atomic_store(&b->shutdown_deadline, deadline);
+    atomic_store(&b->stopping, true);
+    sem_post(&b->wake);
+    if (!wait_until(b, thread_finished, 0, deadline)) {
+        /* The exporter is still busy past the bound: shutting it down cuts its retries short
+         * (exporters must allow this one call from another thread), then the join is quick. */
+        err = WEFT_ETIMEDOUT;
+        exporter_shutdown(proc->exporter, deadline);
+    }
+    pthread_join(b->thread, NULL);
+    b->has_thread = false;
+    if (err == WEFT_OK) {
+        exporter_shutdown(proc->exporter, deadline);
+        if (b->flush_err != WEFT_OK) {
+            err = WEFT_EIO;
+        }
+    }
+    drop_remaining(b);
+    return err;
+}
+
+static void
+batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
+{
+    struct batch *b = (struct batch *)(uintptr_t)proc;
+
+    out->enqueued = atomic_load_explicit(&b->tail, memory_order_relaxed);
+    out->exported = atomic_load_explicit(&b->exported, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&b->failed, memory_order_relaxed);
+    out->batches = atomic_load_explicit(&b->batches, memory_order_relaxed);
+    out->dropped = weft__counter_read(&b->dropped);
+    out->queue_len = queue_len(b);
+    out->queue_cap = b->cap;
+}
+
+static void
+batch_destroy(struct weft_processor *proc)
+{
+    struct batch *b = (struct batch *)proc;
+
+    if (b->has_thread) {
+        batch_shutdown(proc, weft__monotonic_ns() + (uint64_t)SHUTDOWN_DEFAULT_MS * 1000000u);
+    }
+    exporter_destroy(proc->exporter);
+    sem_destroy(&b->wake);
+    pthread_cond_destroy(&b->changed);
+    pthread_mutex_destroy(&b->lock);
+    weft__free(b->ring);
+    weft__free(b->spans);
+    weft__free(b->views);
+    weft__free(b);
+}
+
+static const struct weft__processor_vtable batch_vtable = {
+    .on_end = batch_on_end,
+    .force_flush = batch_force_flush,
+    .shutdown = batch_shutdown,
+    .destroy = batch_destroy,
+    .stats = batch_stats,
+};
+
+weft_err
+weft_batch_processor_new(struct weft_exporter *exporter,
+                         const struct weft_batch_options *opts,
+                         struct weft_processor **out)
+{
+    struct weft_batch_options o;
+    struct batch *b = NULL;
+    pthread_condattr_t attr;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (exporter == NULL || out == NULL) {
+        exporter_destroy(exporter);
+        return WEFT_EINVAL;
+    }
+    if (opts != NULL) {
+        o = *opts;
+    } else {
+        weft_batch_options_from_env(&o);
+    }
+    if (o.max_queue_size == 0 || o.max_export_batch_size == 0) {
+        exporter_destroy(exporter);
+        return WEFT_EINVAL;
+    }
+    if (o.max_export_batch_size > o.max_queue_size) {
+        o.max_export_batch_size = o.max_queue_size;
+    }
+    b = weft__calloc(1, sizeof(*b));
+    if (b == NULL) {
+        exporter_destroy(exporter);
+        return WEFT_ENOMEM;
+    }
+    b->ring = weft__calloc(o.max_queue_size, sizeof(*b->ring));
+    b->spans = weft__calloc(o.max_export_batch_size, sizeof(*b->spans));
+    b->views = weft__calloc(o.max_export_batch_size, sizeof(*b->views));
+    if (b->ring == NULL || b->spans == NULL || b->views == NULL) {
+        weft__free(b->ring);
+        weft__free(b->spans);
+        weft__free(b->views);
+        weft__free(b);
+        exporter_destroy(exporter);
+        return WEFT_ENOMEM;
+    }
+    b->base.vt = &batch_vtable;
+    b->base.exporter = exporter;
+    b->opts = o;
+    b->cap = o.max_queue_size;
+    b->mask = (b->cap & (b->cap - 1)) == 0 ? b->cap - 1 : 0;
+    if (b->cap == 1) {
+        b->mask = 0; /* pos % 1 == 0 works; a mask of 0 would too, but keep one code path */
+    }
+    for (size_t i = 0; i < b->cap; i++) {
+        atomic_init(&b->ring[i].seq, i);
+    }
+    sem_init(&b->wake, 0, 0);
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->changed, &attr);
+    pthread_condattr_destroy(&attr);
+    if (pthread_create(&b->thread, NULL, export_thread, b) != 0) {
+        b->has_thread = false;
+        batch_destroy(&b->base);
+        return WEFT_EIO;
+    }
+    b->has_thread = true;
+    *out = &b->base;
+    return WEFT_OK;
+}
+
+/* ---- simple processor ----------------------------------------------------------------- */
+
+struct simple {
+    struct weft_processor base;
+    pthread_mutex_t lock; /* the exporter is called by one thread at a time */
+    atomic_uint_fast64_t exported;
+    atomic_uint_fast64_t failed;
+    atomic_uint_fast64_t dropped;
+    atomic_uint_fast64_t batches;
+};
+
+static void
+simple_on_end(struct weft_processor *proc, struct weft_span *span)
+{
+    struct simple *s = (struct simple *)proc;
+    const struct weft_span_data *view = weft__span_data(span);
+    struct weft_export_result result = {0};
+    weft_err err = WEFT_OK;
+
+    pthread_mutex_lock(&s->lock);
+    if (atomic_load(&proc->is_shut_down)) {
+        pthread_mutex_unlock(&s->lock);
+        atomic_fetch_add(&s->dropped, 1);
+        return;
+    }
+    err = proc->exporter->ops->export_batch(proc->exporter->self, &view, 1,
+                                            export_deadline(DEFAULT_TIMEOUT_MS, 0), &result);
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add(&s->batches, 1);
+    if (err == WEFT_OK && result.rejected == 0) {
+        atomic_fetch_add(&s->exported, 1);
+    } else {
+        atomic_fetch_add(&s->failed, 1);
+    }
+}
+
+static weft_err
+simple_force_flush(struct weft_processor *proc, uint64_t deadline)
+{
+    struct simple *s = (struct simple *)proc;
+    weft_err err = WEFT_OK;
+
+    pthread_mutex_lock(&s->lock);
+    if (proc->exporter->ops->force_flush != NULL) {
+        err = proc->exporter->ops->force_flush(proc->exporter->self, deadline);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return err == WEFT_OK ? WEFT_OK : WEFT_EIO;
+}
+
+static weft_err
+simple_shutdown(struct weft_processor *proc, uint64_t deadline)
+{
+    struct simple *s = (struct simple *)proc;
+    weft_err err = WEFT_OK;
+
+    if (atomic_exchange(&proc->is_shut_down, true)) {
+        return WEFT_ESTATE;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (proc->exporter->ops->force_flush != NULL) {
+        err = proc->exporter->ops->force_flush(proc->exporter->self, deadline);
+    }
+    exporter_shutdown(proc->exporter, deadline);
+    pthread_mutex_unlock(&s->lock);
+    return err == WEFT_OK ? WEFT_OK : WEFT_EIO;
+}
+
+static void
+simple_destroy(struct weft_processor *proc)
+{
+    struct simple *s = (struct simple *)proc;
+
+    if (!atomic_load(&proc->is_shut_down)) {
+        simple_shutdown(proc, weft__monotonic_ns() + (uint64_t)SHUTDOWN_DEFAULT_MS * 1000000u);
+    }
+    exporter_destroy(proc->exporter);
+    pthread_mutex_destroy(&s->lock);
+    weft__free(s);
+}
+
+static void
+simple_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
+{
+    struct simple *s = (struct simple *)(uintptr_t)proc;
+
+    out->exported = atomic_load(&s->exported);
+    out->failed = atomic_load(&s->failed);
+    out->dropped = atomic_load(&s->dropped);
+    out->batches = atomic_load(&s->batches);
+    out->enqueued = out->batches;
+    out->queue_len = 0;
+    out->queue_cap = 0;
+}
+
+static const struct weft__processor_vtable simple_vtable = {
+    .on_end = simple_on_end,
+    .force_flush = simple_force_flush,
+    .shutdown = simple_shutdown,
+    .destroy = simple_destroy,
+    .stats = simple_stats,
+};
+
+weft_err
+weft_simple_processor_new(struct weft_exporter *exporter, struct weft_processor **out)
+{
+    struct simple *s = NULL;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (exporter == NULL || out == NULL) {
+        exporter_destroy(exporter);
+        return WEFT_EINVAL;
+    }
+    s = weft__calloc(1, sizeof(*s));
+    if (s == NULL) {
+        exporter_destroy(exporter);
+        return WEFT_ENOMEM;
+    }
+    s->base.vt = &simple_vtable;
+    s->base.exporter = exporter;
+    pthread_mutex_init(&s->lock, NULL);
+    *out = &s->base;
+    return WEFT_OK;
+}
+
+/* ---- common --------------------------------------------------------------------------- */
+
+weft_err
+weft_processor_get_stats(const struct weft_processor *processor, struct weft_processor_stats *out)
+{
+    if (processor == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    processor->vt->stats(processor, out);
+    return WEFT_OK;
+}
+
+void
+weft_processor_free(struct weft_processor *processor)
+{
+    if (processor != NULL) {
+        processor->vt->destroy(processor);
+    }
+}

@@ -1,0 +1,117 @@
+/* tracing/sdk.h - private structures shared by the provider, spans and processors.
+ *
+ * Span memory: one allocation holds the span, room for eight attributes and a small arena
+ * for copied strings; larger spans grow into extra arena chunks. The exporter-facing view
+ * (struct weft_span_data) is the first member, so processors hand &span->data to exporters
+ * without copying. Spans are reference counted: the owner holds one reference until
+ * weft_span_end(), each processor queue holds one until the export finishes, and the
+ * thread-local context holds one while the span is current.
+ */
+#ifndef WEFT_TRACING_SDK_H
+#define WEFT_TRACING_SDK_H
+
+#include "util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <weft/export.h>
+
+/* A counter striped over cache lines so that threads recording at once do not bounce one
+ * line between cores. Readers sum the stripes. */
+#define WEFT__STRIPES 16
+struct weft__counter {
+    struct {
+        _Alignas(64) atomic_uint_fast64_t v;
+    } stripe[WEFT__STRIPES];
+};
+unsigned weft__stripe_index(void);
+static inline void
+weft__counter_add(struct weft__counter *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(&c->stripe[weft__stripe_index()].v, n, memory_order_relaxed);
+}
+uint64_t weft__counter_read(const struct weft__counter *c);
+
+/* Processor internals: the provider calls on_end for each ended recording span. */
+struct weft__processor_vtable {
+    void (*on_end)(struct weft_processor *proc, struct weft_span *span);
+    weft_err (*force_flush)(struct weft_processor *proc, uint64_t deadline_ns);
+    weft_err (*shutdown)(struct weft_processor *proc, uint64_t deadline_ns);
+    void (*destroy)(struct weft_processor *proc);
+    void (*stats)(const struct weft_processor *proc, struct weft_processor_stats *out);
+};
+
+struct weft_processor {
+    const struct weft__processor_vtable *vt;
+    struct weft_exporter *exporter;
+    atomic_bool is_shut_down;
+};
+
+#define WEFT__MAX_PROCESSORS 8
+
+struct weft_tracer {
+    struct weft_provider *provider;
+    struct weft_scope scope;
+    struct weft_tracer *next;
+};
+
+struct weft_provider {
+    bool is_disabled;
+    atomic_bool is_shut_down;
+    weft_sampler_kind sampler;
+    double sampler_ratio;
+    uint64_t ratio_bound; /* sample when the trace id's low 56 bits are below this */
+    struct weft_span_limits limits;
+    bool builtin_redaction;
+    weft_redact_fn redact;
+    void *redact_user_data;
+    uint64_t id_seed;
+
+    struct weft_resource resource;
+    struct weft_attr *resource_attrs; /* owned; resource.attrs points here */
+
+    pthread_mutex_t lock; /* tracers list, processor registration, seeded rng */
+    struct weft_tracer *tracers;
+    struct weft_processor *processors[WEFT__MAX_PROCESSORS];
+    atomic_size_t processor_count;
+    uint64_t seeded_rng_state[4];
+
+    struct weft__counter started;
+    struct weft__counter ended;
+    struct weft__counter sampled_out;
+    struct weft__counter lost; /* spans lost before any processor: out of memory */
+    atomic_uint_fast64_t context_overflows;
+};
+
+/* Called by processors after an export attempt so stats stay per processor. */
+void weft__span_unref_batch(struct weft_span *const *spans, size_t count);
+const struct weft_span_data *weft__span_data(const struct weft_span *span);
+
+/* Value helpers (tracing/attrs.c). */
+/* Apply the provider's redaction to a string value; returns NULL to keep it, else a
+ * replacement written into @p out (which the caller resets). */
+const char *weft__redact(const struct weft_provider *provider,
+                         const char *key,
+                         const char *value,
+                         size_t len,
+                         struct weft__buf *out);
+/* Length in bytes of the first @p max_chars UTF-8 characters of s[0..len). */
+size_t weft__utf8_prefix(const char *s, size_t len, size_t max_chars);
+
+/* Resource (tracing/resource.c). */
+weft_err weft__resource_build(struct weft_provider *provider,
+                              const struct weft_provider_options *opts);
+void weft__resource_cleanup(struct weft_provider *provider);
+/* Deep copy of attributes into one allocation per attribute list. */
+weft_err weft__attrs_copy(const struct weft_attr *in, size_t count, struct weft_attr **out);
+
+/* Sampler (tracing/sampler.c). */
+void weft__sampler_configure(struct weft_provider *provider,
+                             const struct weft_provider_options *opts);
+bool weft__sampler_should_sample(const struct weft_provider *provider,
+                                 const uint8_t trace_id[WEFT_TRACE_ID_SIZE],
+                                 bool has_parent,
+                                 bool parent_is_remote,
+                                 bool parent_sampled);
+
+#endif /* WEFT_TRACING_SDK_H */
