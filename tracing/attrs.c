@@ -7,7 +7,6 @@
  */
 #include "sdk.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -78,7 +77,11 @@ weft__utf8_prefix(const char *s, size_t len, size_t max_chars)
     }
     while (i < len && chars < max_chars) {
         unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+        size_t n = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xe  ? 3
+                   : (c >> 3) == 0x1e ? 4
+                                      : 1;
 
         if (i + n > len) {
             n = len - i;
@@ -185,21 +188,39 @@ weft__attrs_copy(const struct weft_attr *in, size_t count, struct weft_attr **ou
 
 /* ---- built-in redaction --------------------------------------------------------------- */
 
-/* Last dotted segment of a key names a secret. */
-static bool
-secret_key(const char *key)
-{
-    static const char *const names[] = {
-        "authorization", "proxy-authorization", "api_key",      "apikey",        "api-key",
-        "x-api-key",     "password",            "passwd",       "secret",        "secret_key",
-        "client_secret", "access_token",        "refresh_token", "token",        "private_key",
-        "cookie",        "set-cookie",          "session_token", "auth_token",   "bearer_token",
-    };
-    const char *seg = strrchr(key, '.');
+/* Secret key names by length (index), so a key is compared with at most four names. */
+static const char *const secret_names[20][4] = {
+    [5] = {"token"},
+    [6] = {"apikey", "passwd", "secret", "cookie"},
+    [7] = {"api_key", "api-key"},
+    [8] = {"password"},
+    [9] = {"x-api-key"},
+    [10] = {"secret_key", "set-cookie", "auth_token"},
+    [11] = {"private_key"},
+    [12] = {"access_token", "bearer_token"},
+    [13] = {"authorization", "client_secret", "refresh_token", "session_token"},
+    [19] = {"proxy-authorization"},
+};
 
-    seg = seg == NULL ? key : seg + 1;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcasecmp(seg, names[i]) == 0) {
+/* Does the last dotted segment of @p key name a secret? This runs for every string
+ * attribute, so it finds the segment by scanning back from the end (segments are short) and
+ * compares only with the names of the same length. */
+static bool
+secret_key(const char *key, size_t key_len)
+{
+    size_t start = key_len;
+    size_t len = 0;
+
+    while (start > 0 && key[start - 1] != '.' && key_len - start < 20) {
+        start--;
+    }
+    len = key_len - start;
+    if (len >= 20 || (start > 0 && key[start - 1] != '.')) {
+        return false;
+    }
+    for (size_t i = 0; i < 4 && secret_names[len][i] != NULL; i++) {
+        if ((key[start] | 0x20) == secret_names[len][i][0] &&
+            strcasecmp(key + start, secret_names[len][i]) == 0) {
             return true;
         }
     }
@@ -207,16 +228,22 @@ secret_key(const char *key)
 }
 
 static bool
+ascii_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool
 token_char(char c)
 {
-    return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-           c == '+' || c == '/' || c == '=';
+    return ascii_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' ||
+           c == '=';
 }
 
 static bool
 key_char(char c)
 {
-    return isalnum((unsigned char)c) || c == '-' || c == '_';
+    return ascii_alnum(c) || c == '-' || c == '_';
 }
 
 static size_t
@@ -243,7 +270,7 @@ match_secret(const char *s, size_t len, size_t i, size_t *keep, size_t *skip)
 {
     const char *p = s + i;
     size_t left = len - i;
-    bool boundary = i == 0 || !isalnum((unsigned char)s[i - 1]);
+    bool boundary = i == 0 || !ascii_alnum(s[i - 1]);
     size_t n = 0;
 
     if (!boundary) {
@@ -307,23 +334,66 @@ match_secret(const char *s, size_t len, size_t i, size_t *keep, size_t *skip)
     }
 }
 
+/* Could s[0..len) hold a secret shape? Every shape has a marker byte (' ' after Bearer or
+ * Basic, '-' after sk, '_' after gh?, or the AKIA/ASIA prefix), and memchr finds those with
+ * vector instructions, so ordinary values are rejected at a few ns instead of a byte loop. */
+static bool
+maybe_secret(const char *s, size_t len)
+{
+    const char *end = s + len;
+    const char *p = s;
+
+    while ((p = memchr(p, ' ', (size_t)(end - p))) != NULL) {
+        if ((p - s >= 6 && strncasecmp(p - 6, "bearer", 6) == 0) ||
+            (p - s >= 5 && strncasecmp(p - 5, "basic", 5) == 0)) {
+            return true;
+        }
+        p++;
+    }
+    p = s;
+    while ((p = memchr(p, '-', (size_t)(end - p))) != NULL) {
+        if (p - s >= 2 && p[-2] == 's' && p[-1] == 'k') {
+            return true;
+        }
+        p++;
+    }
+    p = s;
+    while ((p = memchr(p, '_', (size_t)(end - p))) != NULL) {
+        if (p - s >= 3 && p[-3] == 'g' && p[-2] == 'h') {
+            return true;
+        }
+        p++;
+    }
+    if (len >= 20) {
+        for (p = s; (p = memchr(p, 'A', (size_t)(end - p))) != NULL && end - p >= 20; p++) {
+            if (p[2] == 'I' && p[3] == 'A' && (p[1] == 'K' || p[1] == 'S')) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+bool
+weft__may_need_redaction(const char *key, const char *value, size_t len)
+{
+    return secret_key(key, strlen(key)) || (len >= 11 && maybe_secret(value, len));
+}
+
 /* Rewrite @p value with secrets replaced into @p out; false when nothing matched. */
 static bool
-builtin_redact(const char *key,
-               const char *value,
-               size_t len,
-               struct weft__buf *out)
+builtin_redact(const char *key, const char *value, size_t len, struct weft__buf *out)
 {
     size_t copied = 0;
     bool matched = false;
 
-    if (key != NULL && secret_key(key)) {
+    if (key != NULL && secret_key(key, strlen(key))) {
         weft__buf_reset(out);
         weft__buf_append_str(out, WEFT_REDACTED);
         return true;
     }
-    if (len < 11) {
-        return false; /* shorter than any secret shape below */
+    if (len < 11 || !maybe_secret(value, len)) {
+        return false; /* shorter than any secret shape, or no marker byte */
     }
     for (size_t i = 0; i < len; i++) {
         size_t keep = 0;
@@ -352,11 +422,8 @@ whole:
 }
 
 const char *
-weft_redact_builtin(const char *key,
-                    const char *value,
-                    size_t len,
-                    char *scratch,
-                    size_t scratch_len)
+weft_redact_builtin(
+    const char *key, const char *value, size_t len, char *scratch, size_t scratch_len)
 {
     struct weft__buf buf;
     size_t n = 0;

@@ -104,13 +104,11 @@ weft__thread_rng(void)
     return &tls_rng;
 }
 
-static void
+static inline void
 put_u64(uint8_t *out, uint64_t v)
 {
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (uint8_t)v;
-        v >>= 8;
-    }
+    /* Ids are byte strings; only uniqueness matters, so store the bits in host order. */
+    memcpy(out, &v, sizeof(v));
 }
 
 void
@@ -274,8 +272,8 @@ weft_traceparent_format(const struct weft_span_context *ctx, char *buf, size_t b
 static bool
 key_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-           c == '*' || c == '/';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' ||
+           c == '/';
 }
 
 /* W3C tracestate key: simple-key, or tenant-id "@" system-id. */

@@ -1,10 +1,9 @@
 /* tracing/processor.c - span processors: the batch processor (bounded lock-free queue and one
  * export thread) and the simple processor (synchronous, for tests and debugging).
  *
- * The batch queue is a bounded multi-producer ring in the style of Dmitry Vyukov's MPMC
- * queue: each slot carries a sequence number, so a producer claims a slot with one CAS on the
- * tail and never waits for anyone; when the ring is full the span is dropped and counted.
- * The single consumer (the export thread) needs no CAS at all. Producers wake the export
+ * The batch queue is the bounded MPMC ring of ring.h: a producer claims a slot with one CAS
+ * and never waits for anyone; when the ring is full the span is dropped and counted.
+ * Producers wake the export
  * thread through a semaphore only when a full batch is waiting, and only once until the
  * thread runs again (the `kicked` flag), so the common enqueue is two atomic operations.
  *
@@ -12,6 +11,7 @@
  * only ever called from that thread; the caller waits on a condition variable with a bound.
  */
 #include "exporter.h"
+#include "ring.h"
 #include "sdk.h"
 
 #include <errno.h>
@@ -80,19 +80,10 @@ exporter_shutdown(struct weft_exporter *exporter, uint64_t deadline)
 
 /* ---- batch processor ------------------------------------------------------------------ */
 
-struct slot {
-    atomic_size_t seq;
-    struct weft_span *span;
-};
-
 struct batch {
     struct weft_processor base;
     struct weft_batch_options opts;
-    struct slot *ring;
-    size_t cap;
-    size_t mask; /* cap - 1 when cap is a power of two, else 0 */
-    _Alignas(64) atomic_size_t tail;
-    _Alignas(64) atomic_size_t head;
+    struct weft__ring queue;
     atomic_bool kicked;
     _Alignas(64) sem_t wake;
     pthread_mutex_t lock;
@@ -109,23 +100,14 @@ struct batch {
     atomic_uint_fast64_t exported;
     atomic_uint_fast64_t failed;
     atomic_uint_fast64_t batches;
-    struct weft_span **spans;               /* export-thread scratch, max batch size */
-    const struct weft_span_data **views;    /* same, as exporter views */
+    struct weft_span **spans;            /* export-thread scratch, max batch size */
+    const struct weft_span_data **views; /* same, as exporter views */
 };
-
-static inline struct slot *
-slot_at(struct batch *b, size_t pos)
-{
-    return &b->ring[b->mask != 0 ? (pos & b->mask) : (pos % b->cap)];
-}
 
 static size_t
 queue_len(struct batch *b)
 {
-    size_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-    size_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-
-    return tail > head ? tail - head : 0;
+    return weft__ring_len(&b->queue);
 }
 
 static void
@@ -133,36 +115,18 @@ batch_on_end(struct weft_processor *proc, struct weft_span *span)
 {
     struct batch *b = (struct batch *)proc;
     size_t pos = 0;
-    struct slot *s = NULL;
 
     if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed)) {
         weft__counter_add(&b->dropped, 1);
         return;
     }
-    pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
-    for (;;) {
-        size_t seq = 0;
-        intptr_t diff = 0;
-
-        s = slot_at(b, pos);
-        seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        diff = (intptr_t)seq - (intptr_t)pos;
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&b->tail, &pos, pos + 1,
-                                                      memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                break;
-            }
-        } else if (diff < 0) {
-            weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
-            return;
-        } else {
-            pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
-        }
+    weft_span_ref(span);
+    if (!weft__ring_push(&b->queue, span, &pos)) {
+        weft_span_unref(span);
+        weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
+        return;
     }
-    s->span = weft_span_ref(span);
-    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-    if (pos + 1 - atomic_load_explicit(&b->head, memory_order_relaxed) >=
+    if (pos + 1 - atomic_load_explicit(&b->queue.head, memory_order_relaxed) >=
             b->opts.max_export_batch_size &&
         !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
         sem_post(&b->wake);
@@ -173,20 +137,15 @@ batch_on_end(struct weft_processor *proc, struct weft_span *span)
 static size_t
 dequeue(struct batch *b, size_t max)
 {
-    size_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
     size_t n = 0;
 
     while (n < max) {
-        struct slot *s = slot_at(b, head);
+        struct weft_span *span = weft__ring_pop(&b->queue);
 
-        if (atomic_load_explicit(&s->seq, memory_order_acquire) != head + 1) {
+        if (span == NULL) {
             break; /* empty, or a producer has claimed the slot but not yet filled it */
         }
-        b->spans[n++] = s->span;
-        s->span = NULL;
-        atomic_store_explicit(&s->seq, head + b->cap, memory_order_release);
-        head++;
-        atomic_store_explicit(&b->head, head, memory_order_relaxed);
+        b->spans[n++] = span;
     }
     return n;
 }
@@ -196,8 +155,8 @@ export_spans(struct batch *b, size_t n)
 {
     struct weft_exporter *exporter = b->base.exporter;
     struct weft_export_result result = {0};
-    uint64_t deadline = export_deadline(b->opts.export_timeout_ms,
-                                        atomic_load(&b->shutdown_deadline));
+    uint64_t deadline =
+        export_deadline(b->opts.export_timeout_ms, atomic_load(&b->shutdown_deadline));
     weft_err err = WEFT_OK;
 
     for (size_t i = 0; i < n; i++) {
@@ -393,13 +352,13 @@ batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
 {
     struct batch *b = (struct batch *)(uintptr_t)proc;
 
-    out->enqueued = atomic_load_explicit(&b->tail, memory_order_relaxed);
+    out->enqueued = atomic_load_explicit(&b->queue.tail, memory_order_relaxed);
     out->exported = atomic_load_explicit(&b->exported, memory_order_relaxed);
     out->failed = atomic_load_explicit(&b->failed, memory_order_relaxed);
     out->batches = atomic_load_explicit(&b->batches, memory_order_relaxed);
     out->dropped = weft__counter_read(&b->dropped);
     out->queue_len = queue_len(b);
-    out->queue_cap = b->cap;
+    out->queue_cap = b->queue.cap;
 }
 
 static void
@@ -414,7 +373,7 @@ batch_destroy(struct weft_processor *proc)
     sem_destroy(&b->wake);
     pthread_cond_destroy(&b->changed);
     pthread_mutex_destroy(&b->lock);
-    weft__free(b->ring);
+    weft__ring_cleanup(&b->queue);
     weft__free(b->spans);
     weft__free(b->views);
     weft__free(b);
@@ -461,11 +420,10 @@ weft_batch_processor_new(struct weft_exporter *exporter,
         exporter_destroy(exporter);
         return WEFT_ENOMEM;
     }
-    b->ring = weft__calloc(o.max_queue_size, sizeof(*b->ring));
     b->spans = weft__calloc(o.max_export_batch_size, sizeof(*b->spans));
     b->views = weft__calloc(o.max_export_batch_size, sizeof(*b->views));
-    if (b->ring == NULL || b->spans == NULL || b->views == NULL) {
-        weft__free(b->ring);
+    if (b->spans == NULL || b->views == NULL ||
+        weft__ring_init(&b->queue, o.max_queue_size) != WEFT_OK) {
         weft__free(b->spans);
         weft__free(b->views);
         weft__free(b);
@@ -475,14 +433,6 @@ weft_batch_processor_new(struct weft_exporter *exporter,
     b->base.vt = &batch_vtable;
     b->base.exporter = exporter;
     b->opts = o;
-    b->cap = o.max_queue_size;
-    b->mask = (b->cap & (b->cap - 1)) == 0 ? b->cap - 1 : 0;
-    if (b->cap == 1) {
-        b->mask = 0; /* pos % 1 == 0 works; a mask of 0 would too, but keep one code path */
-    }
-    for (size_t i = 0; i < b->cap; i++) {
-        atomic_init(&b->ring[i].seq, i);
-    }
     sem_init(&b->wake, 0, 0);
     pthread_mutex_init(&b->lock, NULL);
     pthread_condattr_init(&attr);

@@ -20,8 +20,8 @@ unsigned
 weft__stripe_index(void)
 {
     if (tls_stripe == UINT32_MAX) {
-        tls_stripe = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) %
-                     WEFT__STRIPES;
+        tls_stripe =
+            atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % WEFT__STRIPES;
     }
     return tls_stripe;
 }
@@ -54,8 +54,8 @@ weft_span_limits_from_env(struct weft_span_limits *out)
     if (out == NULL) {
         return;
     }
-    out->attr_count = env_limit("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT",
-                                DEFAULT_LIMIT);
+    out->attr_count =
+        env_limit("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT", DEFAULT_LIMIT);
     out->attr_value_length = env_limit("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
                                        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", WEFT_LIMIT_NONE);
     out->event_count = env_limit("OTEL_SPAN_EVENT_COUNT_LIMIT", NULL, DEFAULT_LIMIT);
@@ -88,8 +88,8 @@ weft_provider_new(const struct weft_provider_options *opts, struct weft_provider
         return WEFT_ENOMEM;
     }
     pthread_mutex_init(&provider->lock, NULL);
-    provider->is_disabled = (opts != NULL && opts->disabled) ||
-                            weft__env_bool("OTEL_SDK_DISABLED", false);
+    provider->is_disabled =
+        (opts != NULL && opts->disabled) || weft__env_bool("OTEL_SDK_DISABLED", false);
     weft__sampler_configure(provider, opts);
     if (opts != NULL && opts->limits != NULL) {
         provider->limits = *opts->limits;
@@ -281,8 +281,8 @@ weft_provider_get_stats(const struct weft_provider *provider, struct weft_trace_
     out->spans_ended = weft__counter_read(&provider->ended);
     out->spans_sampled_out = weft__counter_read(&provider->sampled_out);
     out->spans_dropped = weft__counter_read(&provider->lost);
-    out->context_overflows = atomic_load_explicit(&provider->context_overflows,
-                                                  memory_order_relaxed);
+    out->context_overflows =
+        atomic_load_explicit(&provider->context_overflows, memory_order_relaxed);
     count = atomic_load_explicit(&provider->processor_count, memory_order_acquire);
     for (size_t i = 0; i < count; i++) {
         struct weft_processor_stats ps;

@@ -95,6 +95,8 @@ const char *weft__redact(const struct weft_provider *provider,
                          const char *value,
                          size_t len,
                          struct weft__buf *out);
+/* Cheap test: could the built-in rules change this value? (false means certainly not) */
+bool weft__may_need_redaction(const char *key, const char *value, size_t len);
 /* Length in bytes of the first @p max_chars UTF-8 characters of s[0..len). */
 size_t weft__utf8_prefix(const char *s, size_t len, size_t max_chars);
 

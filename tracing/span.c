@@ -13,15 +13,16 @@
  * thread).
  */
 #include "ids.h"
+#include "ring.h"
 #include "sdk.h"
 
 #include <string.h>
 
-#define INLINE_ATTRS        8
-#define INLINE_ARENA        384
-#define CHUNK_MIN           1024
+#define INLINE_ATTRS         8
+#define INLINE_ARENA         384
+#define CHUNK_MIN            1024
 #define WEFT__SPAN_ARENA_MAX (4u * 1024 * 1024)
-#define CONTEXT_DEPTH       64
+#define CONTEXT_DEPTH        64
 
 struct chunk {
     struct chunk *next;
@@ -156,7 +157,8 @@ store_string(struct weft_span *span, const char *key, const char *s, size_t len,
     if (provider->limits.attr_value_length != WEFT_LIMIT_NONE) {
         len = weft__utf8_prefix(s, len, provider->limits.attr_value_length);
     }
-    if (provider->builtin_redaction || provider->redact != NULL) {
+    if (provider->redact != NULL ||
+        (provider->builtin_redaction && weft__may_need_redaction(key, s, len))) {
         weft__buf_init(&redacted, 0);
         r = weft__redact(provider, key, s, len, &redacted);
         if (r != NULL) {
@@ -318,10 +320,33 @@ store_attr_list(struct weft_span *span,
 
 /* ---- start ---------------------------------------------------------------------------- */
 
+/* Recycled span objects. Spans are allocated on agent threads and freed on export threads;
+ * with malloc that round trip costs a contended arena lock and cold cache lines on every span,
+ * so freed spans go back through this bounded lock-free ring instead (at most POOL_CAP spans,
+ * about 1 MiB, are kept). */
+#define POOL_CAP 1024
+static struct weft__ring pool;
+static bool pool_ready;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void
+pool_init(void)
+{
+    pool_ready = weft__ring_init(&pool, POOL_CAP) == WEFT_OK;
+}
+
 static struct weft_span *
 span_alloc(struct weft_provider *provider)
 {
-    struct weft_span *span = weft__malloc(sizeof(*span));
+    struct weft_span *span = NULL;
+
+    pthread_once(&pool_once, pool_init);
+    if (pool_ready) {
+        span = weft__ring_pop(&pool);
+    }
+    if (span == NULL) {
+        span = weft__malloc(sizeof(*span));
+    }
 
     if (span == NULL) {
         return NULL;
@@ -352,7 +377,9 @@ span_free(struct weft_span *span)
     }
     weft__free(span->events);
     weft__free(span->links);
-    weft__free(span);
+    if (!pool_ready || !weft__ring_push(&pool, span, NULL)) {
+        weft__free(span);
+    }
 }
 
 static void
@@ -381,7 +408,9 @@ new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
 }
 
 struct weft_span *
-weft_span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts)
+weft_span_start(struct weft_tracer *tracer,
+                const char *name,
+                const struct weft_span_start_options *opts)
 {
     static const struct weft_span_start_options defaults;
     struct weft_provider *provider = NULL;
@@ -433,10 +462,9 @@ weft_span_start(struct weft_tracer *tracer, const char *name, const struct weft_
         new_span_id(provider, span->data.trace_id, span->data.span_id);
         span->data.trace_flags = WEFT_TRACE_FLAG_RANDOM;
     }
-    sampled = weft__sampler_should_sample(provider, span->data.trace_id, has_parent,
-                                          parent_ctx.is_remote,
-                                          has_parent &&
-                                              (parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED));
+    sampled = weft__sampler_should_sample(
+        provider, span->data.trace_id, has_parent, parent_ctx.is_remote,
+        has_parent && (parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED));
     if (sampled) {
         span->data.trace_flags |= WEFT_TRACE_FLAG_SAMPLED;
     } else {
@@ -453,7 +481,8 @@ weft_span_start(struct weft_tracer *tracer, const char *name, const struct weft_
     }
 
     span->is_recording = true;
-    span->data.kind = opts->kind == WEFT_SPAN_KIND_UNSPECIFIED ? WEFT_SPAN_KIND_INTERNAL : opts->kind;
+    span->data.kind =
+        opts->kind == WEFT_SPAN_KIND_UNSPECIFIED ? WEFT_SPAN_KIND_INTERNAL : opts->kind;
     span->data.start_time_ns = opts->start_time_ns != 0 ? opts->start_time_ns : weft__now_ns();
     span->data.resource = &provider->resource;
     span->data.scope = &tracer->scope;
@@ -515,7 +544,9 @@ weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr)
     }
     count = span->data.attr_count;
     for (i = 0; i < count; i++) {
-        if (strcmp(span->attrs[i].key, attr->key) == 0) {
+        const char *k = span->attrs[i].key;
+
+        if (k[0] == attr->key[0] && strcmp(k, attr->key) == 0) {
             break;
         }
     }
@@ -564,8 +595,11 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
 weft_err
 weft_span_set_str(struct weft_span *span, const char *key, const char *value)
 {
-    if (value == NULL) {
+    if (span == NULL || key == NULL || value == NULL) {
         return WEFT_EINVAL;
+    }
+    if (!span->is_recording) {
+        return WEFT_OK; /* before strlen: the disabled SDK must cost next to nothing */
     }
     return weft_span_set_strn(span, key, value, strlen(value));
 }
@@ -573,29 +607,42 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
 weft_err
 weft_span_set_bool(struct weft_span *span, const char *key, bool value)
 {
-    struct weft_attr a = weft_attr_bool(key, value);
+    struct weft_attr a;
 
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    a = weft_attr_bool(key, value);
     return weft_span_set_attr(span, &a);
 }
 
 weft_err
 weft_span_set_int(struct weft_span *span, const char *key, int64_t value)
 {
-    struct weft_attr a = weft_attr_int(key, value);
+    struct weft_attr a;
 
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    a = weft_attr_int(key, value);
     return weft_span_set_attr(span, &a);
 }
 
 weft_err
 weft_span_set_double(struct weft_span *span, const char *key, double value)
 {
-    struct weft_attr a = weft_attr_double(key, value);
+    struct weft_attr a;
 
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    a = weft_attr_double(key, value);
     return weft_span_set_attr(span, &a);
 }
 
 static weft_err
-set_array(struct weft_span *span, const char *key, weft_value_type type, const void *values, size_t count)
+set_array(
+    struct weft_span *span, const char *key, weft_value_type type, const void *values, size_t count)
 {
     struct weft_attr a = {.key = key};
 
@@ -609,7 +656,10 @@ set_array(struct weft_span *span, const char *key, weft_value_type type, const v
 }
 
 weft_err
-weft_span_set_str_array(struct weft_span *span, const char *key, const char *const *values, size_t count)
+weft_span_set_str_array(struct weft_span *span,
+                        const char *key,
+                        const char *const *values,
+                        size_t count)
 {
     return set_array(span, key, WEFT_VALUE_STRING_ARRAY, values, count);
 }
@@ -621,13 +671,19 @@ weft_span_set_bool_array(struct weft_span *span, const char *key, const bool *va
 }
 
 weft_err
-weft_span_set_int_array(struct weft_span *span, const char *key, const int64_t *values, size_t count)
+weft_span_set_int_array(struct weft_span *span,
+                        const char *key,
+                        const int64_t *values,
+                        size_t count)
 {
     return set_array(span, key, WEFT_VALUE_INT_ARRAY, values, count);
 }
 
 weft_err
-weft_span_set_double_array(struct weft_span *span, const char *key, const double *values, size_t count)
+weft_span_set_double_array(struct weft_span *span,
+                           const char *key,
+                           const double *values,
+                           size_t count)
 {
     return set_array(span, key, WEFT_VALUE_DOUBLE_ARRAY, values, count);
 }
@@ -772,7 +828,8 @@ weft_span_set_status(struct weft_span *span, weft_status_code code, const char *
     if (code == WEFT_STATUS_ERROR && message != NULL && message[0] != '\0') {
         size_t len = 0;
 
-        span->data.status_message = store_string(span, "status.message", message, strlen(message), &len);
+        span->data.status_message =
+            store_string(span, "status.message", message, strlen(message), &len);
         if (span->data.status_message == NULL) {
             return WEFT_ENOMEM;
         }

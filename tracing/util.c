@@ -340,8 +340,8 @@ weft__env_double(const char *name, double def, double min, double max)
     errno = 0;
     d = strtod(v, &end);
     if (errno != 0 || end == v || *end != '\0' || !(d >= min && d <= max)) {
-        WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected a number in [%g, %g]; using the default %g",
-                 name, v, min, max, def);
+        WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected a number in [%g, %g]; using the default %g", name,
+                 v, min, max, def);
         return def;
     }
     return d;

@@ -19,13 +19,12 @@ char *weft__strndup(const char *s, size_t len);
 /* Logging: the level test happens before any formatting. */
 extern weft_log_level weft__log_max;
 extern weft_log_fn weft__log_fn;
-void weft__log(weft_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-#define WEFT_LOG(level, ...)                                                                   \
-    do {                                                                                       \
-        if (weft__log_fn != NULL && (level) <= weft__log_max) {                                \
-            weft__log((level), __VA_ARGS__);                                                   \
-        }                                                                                      \
+void weft__log(weft_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define WEFT_LOG(level, ...)                                    \
+    do {                                                        \
+        if (weft__log_fn != NULL && (level) <= weft__log_max) { \
+            weft__log((level), __VA_ARGS__);                    \
+        }                                                       \
     } while (0)
 
 /* A growable byte buffer with a hard cap. Appends past the cap fail with WEFT_ELIMIT and

@@ -4,8 +4,8 @@
 #include "tracing/sdk.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -187,11 +187,11 @@ mem_exporter_new(struct weft_exporter **out, struct mem_exporter **state)
     return weft_exporter_new(&mem_ops, m, out);
 }
 
-#define LOCKED(m, expr)                                                                        \
-    do {                                                                                       \
-        pthread_mutex_lock(&(m)->lock);                                                        \
-        expr;                                                                                  \
-        pthread_mutex_unlock(&(m)->lock);                                                      \
+#define LOCKED(m, expr)                   \
+    do {                                  \
+        pthread_mutex_lock(&(m)->lock);   \
+        expr;                             \
+        pthread_mutex_unlock(&(m)->lock); \
     } while (0)
 
 void

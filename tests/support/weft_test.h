@@ -11,23 +11,22 @@
 #include <cmocka.h>
 #include <weft/weft.h>
 
-#define assert_weft_ok(expr)                                                                  \
-    do {                                                                                      \
-        weft_err weft_test_err_ = (expr);                                                     \
-        if (weft_test_err_ != WEFT_OK) {                                                      \
-            fail_msg("%s returned %d (%s)", #expr, (int)weft_test_err_,                       \
-                     weft_strerror(weft_test_err_));                                          \
-        }                                                                                     \
+#define assert_weft_ok(expr)                                            \
+    do {                                                                \
+        weft_err weft_test_err_ = (expr);                               \
+        if (weft_test_err_ != WEFT_OK) {                                \
+            fail_msg("%s returned %d (%s)", #expr, (int)weft_test_err_, \
+                     weft_strerror(weft_test_err_));                    \
+        }                                                               \
     } while (0)
 
-#define assert_weft_err(expr, expected)                                                       \
-    do {                                                                                      \
-        weft_err weft_test_err_ = (expr);                                                     \
-        if (weft_test_err_ != (expected)) {                                                   \
-            fail_msg("%s returned %d (%s), expected %d (%s)", #expr, (int)weft_test_err_,     \
-                     weft_strerror(weft_test_err_), (int)(expected),                          \
-                     weft_strerror(expected));                                                \
-        }                                                                                     \
+#define assert_weft_err(expr, expected)                                                        \
+    do {                                                                                       \
+        weft_err weft_test_err_ = (expr);                                                      \
+        if (weft_test_err_ != (expected)) {                                                    \
+            fail_msg("%s returned %d (%s), expected %d (%s)", #expr, (int)weft_test_err_,      \
+                     weft_strerror(weft_test_err_), (int)(expected), weft_strerror(expected)); \
+        }                                                                                      \
     } while (0)
 
 /* Set an environment variable for the test (NULL unsets). */
