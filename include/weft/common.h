@@ -43,7 +43,10 @@ typedef enum weft_err {
 WEFT_API const char *weft_strerror(weft_err err);
 
 /** Replace the allocator used by every weft allocation.
- * @param malloc_fn, realloc_fn, free_fn all three or none (NULL restores libc's).
+ * Give all three functions or none (three NULLs restore libc's).
+ * @param malloc_fn replacement for malloc
+ * @param realloc_fn replacement for realloc
+ * @param free_fn replacement for free
  * @return WEFT_OK, or WEFT_EINVAL when only some are given.
  * Thread notes: call once, before any other weft function. */
 WEFT_API weft_err weft_set_allocator(void *(*malloc_fn)(size_t),

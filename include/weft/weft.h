@@ -4,6 +4,7 @@
 
 #include <weft/common.h>
 #include <weft/export.h>
+#include <weft/store.h>
 #include <weft/trace.h>
 
 #define WEFT_VERSION_MAJOR 0

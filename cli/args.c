@@ -1,0 +1,211 @@
+/* cli/args.c - option parsing and terminal helpers shared by the `weft` commands.
+ *
+ * getopt_long is a GNU extension outside the POSIX level the project builds at, and the
+ * commands need little: long options with "=" or a separate value, a few short ones, options
+ * after positionals, and "--".
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct cli_option *
+find_long(const struct cli_option *options, size_t count, const char *name, size_t len)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strlen(options[i].long_name) == len && strncmp(options[i].long_name, name, len) == 0) {
+            return &options[i];
+        }
+    }
+    return NULL;
+}
+
+static const struct cli_option *
+find_short(const struct cli_option *options, size_t count, char name)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (options[i].short_name != 0 && options[i].short_name == name) {
+            return &options[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+mark(const struct cli_option *opt, const char *value)
+{
+    if (opt->is_set != NULL) {
+        *opt->is_set = true;
+    }
+    if (opt->value != NULL) {
+        *opt->value = value;
+    }
+}
+
+int
+cli_parse(const char *cmd,
+          int argc,
+          char **argv,
+          const struct cli_option *options,
+          size_t option_count,
+          char **positional,
+          size_t max_positional,
+          size_t *positional_count)
+{
+    bool is_options_done = false;
+
+    *positional_count = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const struct cli_option *opt = NULL;
+        const char *value = NULL;
+
+        if (is_options_done || arg[0] != '-' || arg[1] == '\0') {
+            if (*positional_count == max_positional) {
+                fprintf(stderr, "weft %s: unexpected argument '%s'\n", cmd, arg);
+                return CLI_EXIT_USAGE;
+            }
+            positional[(*positional_count)++] = argv[i];
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            is_options_done = true;
+            continue;
+        }
+        if (arg[1] == '-') {
+            const char *name = arg + 2;
+            const char *eq = strchr(name, '=');
+            size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+
+            opt = find_long(options, option_count, name, len);
+            if (opt == NULL) {
+                fprintf(stderr, "weft %s: unknown option '--%.*s'\n", cmd, (int)len, name);
+                return CLI_EXIT_USAGE;
+            }
+            if (eq != NULL && !opt->takes_value && !opt->optional_value) {
+                fprintf(stderr, "weft %s: option '--%s' takes no value\n", cmd, opt->long_name);
+                return CLI_EXIT_USAGE;
+            }
+            value = eq != NULL ? eq + 1 : NULL;
+        } else {
+            opt = find_short(options, option_count, arg[1]);
+            if (opt == NULL || arg[2] != '\0') {
+                fprintf(stderr, "weft %s: unknown option '%s'\n", cmd, arg);
+                return CLI_EXIT_USAGE;
+            }
+        }
+        if (opt->takes_value && value == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "weft %s: option '%s' needs a value\n", cmd, arg);
+                return CLI_EXIT_USAGE;
+            }
+            value = argv[++i];
+        }
+        mark(opt, value);
+    }
+    return CLI_EXIT_OK;
+}
+
+bool
+cli_parse_size(const char *text, size_t min, size_t max, size_t *out)
+{
+    char *end = NULL;
+    unsigned long long v = 0;
+
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max) {
+        return false;
+    }
+    *out = (size_t)v;
+    return true;
+}
+
+bool
+cli_color(const char *when, FILE *stream, bool *is_color)
+{
+    const char *term = getenv("TERM");
+    const char *no_color = getenv("NO_COLOR");
+
+    if (when == NULL || strcmp(when, "auto") == 0) {
+        *is_color = isatty(fileno(stream)) && (no_color == NULL || no_color[0] == '\0') &&
+                    (term == NULL || strcmp(term, "dumb") != 0);
+        return true;
+    }
+    if (strcmp(when, "always") == 0) {
+        *is_color = true;
+        return true;
+    }
+    if (strcmp(when, "never") == 0) {
+        *is_color = false;
+        return true;
+    }
+    return false;
+}
+
+size_t
+cli_put_clean(FILE *out, const char *s, size_t max_cols)
+{
+    const unsigned char *p = (const unsigned char *)(s != NULL ? s : "");
+    size_t total = 0;
+    size_t limit = 0;
+    size_t cols = 0;
+
+    /* One column per character: count lead bytes, not UTF-8 continuation bytes. */
+    for (const unsigned char *q = p; *q != '\0'; q++) {
+        total += (*q & 0xc0) != 0x80;
+    }
+    /* Too long: keep room for the "..." within max_cols. */
+    limit = total <= max_cols ? total : (max_cols > 3 ? max_cols - 3 : 0);
+    while (*p != '\0') {
+        bool is_lead = (*p & 0xc0) != 0x80;
+
+        if (is_lead && cols == limit) {
+            break;
+        }
+        if (*p < 0x20 || *p == 0x7f) {
+            fputc('?', out);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fputc('?', out); /* a C1 control character, which some terminals obey */
+            p++;
+        } else {
+            fputc(*p, out);
+        }
+        cols += is_lead;
+        p++;
+    }
+    if (cols < total) {
+        fputs("...", out);
+        cols += 3;
+    }
+    return cols;
+}
+
+void
+cli_format_duration(uint64_t ns, char *buf, size_t len)
+{
+    if (ns < 1000u) {
+        snprintf(buf, len, "%uns", (unsigned)ns);
+    } else if (ns < 1000000u) {
+        snprintf(buf, len, "%.1fus", (double)ns / 1e3);
+    } else if (ns < 100000000u) {
+        snprintf(buf, len, "%.1fms", (double)ns / 1e6);
+    } else if (ns < 1000000000u) {
+        snprintf(buf, len, "%.0fms", (double)ns / 1e6);
+    } else if (ns < 60000000000u) {
+        snprintf(buf, len, "%.2fs", (double)ns / 1e9);
+    } else if (ns < 3600000000000u) {
+        uint64_t s = ns / 1000000000u;
+
+        snprintf(buf, len, "%um%02us", (unsigned)(s / 60), (unsigned)(s % 60));
+    } else {
+        uint64_t m = ns / 60000000000u;
+
+        snprintf(buf, len, "%uh%02um", (unsigned)(m / 60), (unsigned)(m % 60));
+    }
+}

@@ -1,0 +1,74 @@
+/* cli/cli.h - what the `weft` commands share: exit codes, the command table entry, option
+ * parsing and terminal helpers.
+ *
+ * The CLI is a program, not the library: it builds only on include/weft/, it is the one place
+ * that prints, and its cross-file names carry a cli_ prefix (as curl's tool_ in src/).
+ * Adding a command means writing its run and usage functions and adding one line to the
+ * table in main.c.
+ */
+#ifndef WEFT_CLI_CLI_H
+#define WEFT_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes. */
+#define CLI_EXIT_OK    0 /* success */
+#define CLI_EXIT_FAIL  1 /* the command ran and failed (not found, I/O error, ...) */
+#define CLI_EXIT_USAGE 2 /* bad command line: usage went to stderr */
+
+/* One entry of a command table. @p run gets argv with argv[0] = the command's name. */
+struct cli_command {
+    const char *name;
+    const char *synopsis; /* shown in the top-level usage, e.g. "trace list [--limit N]" */
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*usage)(FILE *out); /* full help of the command; may be NULL */
+};
+
+/* Options of one command. @c value receives the argument (for takes_value options: from
+ * "--name VALUE", "--name=VALUE" or "-x VALUE"; for optional_value options only from
+ * "--name=VALUE", else NULL); @c is_set is raised when the option appears. */
+struct cli_option {
+    const char *long_name;
+    char short_name; /* 0 for none */
+    bool takes_value;
+    bool optional_value;
+    const char **value;
+    bool *is_set;
+};
+
+/* Parse argv[1..argc) of command @p cmd: options anywhere, "--" ends them, everything else is
+ * positional (at most @p max_positional). Errors print "weft CMD: ..." on stderr.
+ * @return CLI_EXIT_OK or CLI_EXIT_USAGE. */
+int cli_parse(const char *cmd,
+              int argc,
+              char **argv,
+              const struct cli_option *options,
+              size_t option_count,
+              char **positional,
+              size_t max_positional,
+              size_t *positional_count);
+
+/* Parse a whole decimal number in [min, max]. */
+bool cli_parse_size(const char *text, size_t min, size_t max, size_t *out);
+
+/* Resolve --color=WHEN ("auto", "always", "never"; NULL means auto) for @p stream: auto means
+ * a terminal, NO_COLOR unset and TERM not "dumb". @return false for an unknown WHEN. */
+bool cli_color(const char *when, FILE *stream, bool *is_color);
+
+/* Print @p s with control characters replaced by '?' (stored text must not drive the
+ * terminal); text longer than @p max_cols characters is cut to fit, "..." included.
+ * @return the columns printed (at most max_cols when max_cols >= 3). */
+size_t cli_put_clean(FILE *out, const char *s, size_t max_cols);
+
+/* "1.2ms", "3.45s", "2m05s" ... */
+void cli_format_duration(uint64_t ns, char *buf, size_t len);
+
+/* Commands. */
+int cli_trace(int argc, char **argv);
+void cli_trace_usage(FILE *out);
+
+#endif /* WEFT_CLI_CLI_H */

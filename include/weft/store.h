@@ -1,0 +1,133 @@
+/* include/weft/store.h - read access to the local SQLite span store that
+ * weft_store_exporter_new() writes: list recent traces, resolve a trace reference ("last", a
+ * full id or a unique hex prefix), load one trace's spans in tree order, and render a trace as
+ * an indented tree with durations and errors.
+ *
+ * The store is opened read-only: readers never block the exporter (the database runs in WAL
+ * mode), and a reader sees each batch whole or not at all (one transaction per batch).
+ *
+ * Thread-safety:
+ * - struct weft_store: confine a handle to one thread at a time; open one per thread.
+ * - struct weft_trace and struct weft_trace_summary: immutable once returned; may be read
+ *   from any thread.
+ */
+#ifndef WEFT_STORE_H
+#define WEFT_STORE_H
+
+#include <stdio.h>
+#include <weft/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Characters of a trace id in lowercase hex (without the terminating NUL). */
+#define WEFT_TRACE_ID_HEX_LEN 32
+
+struct weft_store; /* an open read-only store */
+struct weft_trace; /* one loaded trace */
+
+/** One line of weft_store_list_traces(). */
+struct weft_trace_summary {
+    char trace_id[WEFT_TRACE_ID_HEX_LEN + 1]; /**< lowercase hex, NUL-terminated */
+    /** Name of the root span; while the root has not been stored yet, the name of the
+     * earliest span (see @c has_root). Never NULL. */
+    const char *root_name;
+    const char *service_name; /**< service.name of the root span's resource; may be NULL */
+    uint64_t start_ns;        /**< earliest span start, ns since the Unix epoch */
+    uint64_t end_ns;          /**< latest span end */
+    size_t span_count;
+    size_t error_count; /**< spans with status ERROR */
+    bool has_root;      /**< a root span (no parent, or a remote parent) is stored */
+};
+
+/** Open the store at @p db_path read-only.
+ * @param db_path database file; NULL means weft_store_default_path().
+ * @param out receives the handle; NULL on failure.
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOTFOUND (no database at the path),
+ * WEFT_EIO (not a weft store, written by a newer weft, or SQLite failed; logged with the
+ * path), WEFT_ENOMEM.
+ * Ownership: copies @p db_path; caller owns *out, release with weft_store_close(). */
+WEFT_API weft_err weft_store_open(const char *db_path, struct weft_store **out);
+
+/** Close a store. NULL is a no-op. Traces and summaries loaded from it stay valid. */
+WEFT_API void weft_store_close(struct weft_store *store);
+
+/** The database path of @p store. Ownership: borrowed until weft_store_close(). */
+WEFT_API const char *weft_store_path(const struct weft_store *store);
+
+/** A sentence describing the last failure of a call on @p store (for example "prefix 'ab'
+ * matches 3 traces"), or "" when the last call succeeded. Never NULL.
+ * Ownership: borrowed until the next call on @p store. */
+WEFT_API const char *weft_store_errmsg(const struct weft_store *store);
+
+/** List the @p limit most recent traces, newest first (by their earliest span start).
+ * @param limit at most this many; 0 means 20.
+ * @param out receives an array of *count summaries (NULL when there are none).
+ * @return WEFT_OK (also for an empty store), WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.
+ * Ownership: caller owns the array and its strings; release with
+ * weft_trace_summaries_free(). */
+WEFT_API weft_err weft_store_list_traces(struct weft_store *store,
+                                         size_t limit,
+                                         struct weft_trace_summary **out,
+                                         size_t *count);
+
+/** Free an array returned by weft_store_list_traces(). NULL is a no-op. */
+WEFT_API void weft_trace_summaries_free(struct weft_trace_summary *summaries, size_t count);
+
+/** Resolve a trace reference to a full trace id.
+ * @param ref "last" (the most recent trace, as listed first by weft_store_list_traces()), a
+ * 32-character trace id, or a shorter hex prefix of one (case-insensitive).
+ * @param out receives the lowercase hex id, NUL-terminated.
+ * @return WEFT_OK, WEFT_ENOTFOUND (no trace matches, or the store is empty), WEFT_EINVAL
+ * (NULL argument, @p ref is not hex, or a prefix matches several traces: see
+ * weft_store_errmsg(), which names some of them), WEFT_EIO. */
+WEFT_API weft_err weft_store_resolve(struct weft_store *store,
+                                     const char *ref,
+                                     char out[WEFT_TRACE_ID_HEX_LEN + 1]);
+
+/** Load every stored span of one trace, in tree order: depth-first from the roots, children
+ * and roots ordered by start time. Spans whose parent is not stored (orphans) are listed as
+ * roots. Each span's resource holds only service.name; its scope holds name and version.
+ * At most 1048576 spans (the earliest) of one trace are loaded.
+ * @param trace_id a full lowercase or uppercase hex trace id (see weft_store_resolve()).
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no span of that trace), WEFT_EIO (SQLite
+ * failed or a stored JSON column is corrupt), WEFT_ENOMEM.
+ * Ownership: caller owns *out; release with weft_trace_free(). */
+WEFT_API weft_err weft_store_load_trace(struct weft_store *store,
+                                        const char *trace_id,
+                                        struct weft_trace **out);
+
+/** Number of spans in @p trace (0 for NULL). */
+WEFT_API size_t weft_trace_span_count(const struct weft_trace *trace);
+
+/** Span @p index in tree order, or NULL when out of range.
+ * Ownership: borrowed until weft_trace_free(). */
+WEFT_API const struct weft_span_data *weft_trace_span(const struct weft_trace *trace, size_t index);
+
+/** Depth of span @p index in the tree (0 for roots and orphans; 0 when out of range). */
+WEFT_API size_t weft_trace_span_depth(const struct weft_trace *trace, size_t index);
+
+/** Free a trace. NULL is a no-op. */
+WEFT_API void weft_trace_free(struct weft_trace *trace);
+
+/** Render flags for weft_trace_render(). */
+#define WEFT_RENDER_COLOR  0x1u /**< ANSI colours: errors red, header bold, details dim */
+#define WEFT_RENDER_ASCII  0x2u /**< ASCII tree glyphs instead of box-drawing characters */
+#define WEFT_RENDER_ATTRS  0x4u /**< key attributes (error.type, gen_ai.*, weft.*) per span */
+#define WEFT_RENDER_EVENTS 0x8u /**< span events (at most a few per span) under each span */
+
+/** Write @p trace to @p stream as a header (trace id, service, start, total duration, span
+ * and error counts) followed by one line per span: tree glyphs, name, kind when not
+ * INTERNAL, duration, and "ERROR: message" for failed spans. Control characters in names and
+ * values are replaced so that stored data cannot drive the terminal.
+ * @param flags WEFT_RENDER_* bits.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (writing to @p stream failed), WEFT_ENOMEM.
+ * Ownership: borrows both for the call. */
+WEFT_API weft_err weft_trace_render(const struct weft_trace *trace, FILE *stream, unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_STORE_H */

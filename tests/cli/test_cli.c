@@ -1,0 +1,409 @@
+/* tests/cli/test_cli.c - the `weft` binary end to end: the test writes a span store through
+ * the store exporter, runs the built binary against it and checks exit codes, stdout and
+ * stderr: trace list, trace show (last, prefix, unknown, ambiguous, colour), version, help,
+ * and usage errors (unknown command or option: exit 2). */
+#include "support/weft_test.h"
+#include "tracing/exporter.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define MS         1000000ull
+#define T0         1700000000000000000ull
+#define WEFT_BIN   WEFT_BINARY_DIR "/weft"
+#define OLD_TRACE  "0123456789abcdef0123456789abcdef"
+#define NEW_TRACE  "0124aaaabbbbccccddddeeeeffff0000"
+#define MAX_OUTPUT 65536
+
+static const struct weft_attr resource_attrs[] = {
+    {"service.name", {WEFT_VALUE_STRING, 7, {.str = "svc-cli"}}},
+};
+static const struct weft_resource resource = {resource_attrs, 1, 0, NULL};
+static const struct weft_scope scope = {"weft.test", NULL, NULL, NULL, 0};
+
+struct fixture {
+    char dir[64];
+    char db[128];
+    char out[MAX_OUTPUT];
+    char err[MAX_OUTPUT];
+};
+
+struct run {
+    int status;
+    const char *out;
+    const char *err;
+};
+
+static void
+hex_to_bytes(const char *hex, uint8_t *out, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned v = 0;
+
+        sscanf(hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+static struct weft_span_data
+make_span(const char *trace_hex,
+          uint8_t id,
+          uint8_t parent,
+          const char *name,
+          uint64_t start_ms,
+          uint64_t dur_ms)
+{
+    struct weft_span_data s;
+
+    memset(&s, 0, sizeof(s));
+    hex_to_bytes(trace_hex, s.trace_id, WEFT_TRACE_ID_SIZE);
+    s.span_id[7] = id;
+    if (parent != 0) {
+        s.parent_span_id[7] = parent;
+        s.has_parent = true;
+    }
+    s.name = name;
+    s.kind = WEFT_SPAN_KIND_INTERNAL;
+    s.start_time_ns = T0 + start_ms * MS;
+    s.end_time_ns = s.start_time_ns + dur_ms * MS;
+    s.resource = &resource;
+    s.scope = &scope;
+    return s;
+}
+
+/* Two traces sharing the prefix "012": an older one of one span and a newer workflow whose
+ * agent failed. */
+static void
+write_store(const char *db)
+{
+    struct weft_exporter *ex = NULL;
+    struct weft_span_data spans[4];
+    const struct weft_span_data *batch[4];
+    struct weft_export_result result = {0};
+
+    spans[0] = make_span(OLD_TRACE, 1, 0, "invoke_workflow old", 0, 10);
+    spans[1] = make_span(NEW_TRACE, 2, 1, "invoke_agent researcher", 1010, 300);
+    spans[1].status_code = WEFT_STATUS_ERROR;
+    spans[1].status_message = "boom";
+    spans[2] = make_span(NEW_TRACE, 3, 1, "plan supervisor", 1001, 5);
+    spans[3] = make_span(NEW_TRACE, 1, 0, "invoke_workflow new", 1000, 400);
+    for (size_t i = 0; i < 4; i++) {
+        batch[i] = &spans[i];
+    }
+    assert_weft_ok(weft_store_exporter_new(db, &ex));
+    assert_weft_ok(ex->ops->export_batch(ex->self, batch, 4, 0, &result));
+    weft_exporter_free(ex);
+}
+
+static int
+setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-cli-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->db, sizeof(f->db), "%s/weft.db", f->dir);
+    write_store(f->db);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fixture *f = *state;
+    char cmd[160];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static void
+read_file(const char *path, char *buf, size_t len)
+{
+    FILE *fp = fopen(path, "r");
+    size_t n = 0;
+
+    assert_non_null(fp);
+    n = fread(buf, 1, len - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+}
+
+/* Run the weft binary with @p args (NULL-terminated, without argv[0]); stdout and stderr
+ * are captured through files in the fixture's directory. */
+static struct run
+run_weft(struct fixture *f, const char *const *args)
+{
+    char out_path[160];
+    char err_path[160];
+    char *argv[16];
+    size_t argc = 0;
+    posix_spawn_file_actions_t actions;
+    pid_t pid = 0;
+    int status = 0;
+    struct run r = {0};
+
+    snprintf(out_path, sizeof(out_path), "%s/stdout", f->dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", f->dir);
+    argv[argc++] = (char *)WEFT_BIN;
+    for (; args[argc - 1] != NULL; argc++) {
+        assert_true(argc < 15);
+        argv[argc] = (char *)args[argc - 1];
+    }
+    argv[argc] = NULL;
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    read_file(out_path, f->out, sizeof(f->out));
+    read_file(err_path, f->err, sizeof(f->err));
+    r.status = WEXITSTATUS(status);
+    r.out = f->out;
+    r.err = f->err;
+    return r;
+}
+
+#define RUN(f, ...) run_weft((f), (const char *const[]){__VA_ARGS__, NULL})
+
+static void
+test_cli_trace_list_prints_traces_newest_first(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "list", "--db", f->db);
+    const char *newer = NULL;
+    const char *older = NULL;
+
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_non_null(strstr(r.out, "TRACE ID"));
+    newer = strstr(r.out, NEW_TRACE);
+    older = strstr(r.out, OLD_TRACE);
+    assert_non_null(newer);
+    assert_non_null(older);
+    assert_true(newer < older);
+    assert_non_null(strstr(newer, "svc-cli"));
+    assert_non_null(strstr(newer, "invoke_workflow new"));
+    assert_non_null(strstr(newer, "400ms"));
+}
+
+static void
+test_cli_trace_list_limit_keeps_newest(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "list", "--limit=1", "--db", f->db);
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, NEW_TRACE));
+    assert_null(strstr(r.out, OLD_TRACE));
+    r = RUN(f, "trace", "list", "-n", "0", "--db", f->db);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--limit"));
+}
+
+static void
+test_cli_trace_list_reads_weft_home_by_default(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = {0};
+
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "trace", "list");
+    weft_test_setenv("WEFT_HOME", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, NEW_TRACE));
+}
+
+static void
+test_cli_trace_show_last_prints_the_tree(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "show", "last", "--db", f->db, "--color=never");
+    const char *root = NULL;
+    const char *plan = NULL;
+    const char *agent = NULL;
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "trace " NEW_TRACE));
+    assert_non_null(strstr(r.out, "service=svc-cli"));
+    assert_non_null(strstr(r.out, "spans=3"));
+    assert_non_null(strstr(r.out, "errors=1"));
+    root = strstr(r.out, "\ninvoke_workflow new ");
+    plan = strstr(r.out, "\n\xe2\x94\x9c\xe2\x94\x80 plan supervisor ");
+    agent = strstr(r.out, "\n\xe2\x94\x94\xe2\x94\x80 invoke_agent researcher ");
+    assert_non_null(root);
+    assert_non_null(plan);
+    assert_non_null(agent);
+    assert_true(root < plan && plan < agent);
+    assert_non_null(strstr(agent, "300ms  ERROR: boom"));
+    assert_null(strstr(r.out, "\x1b["));
+}
+
+static void
+test_cli_trace_show_accepts_unique_prefix(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "show", "--db", f->db, "01234");
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "trace " OLD_TRACE));
+    assert_non_null(strstr(r.out, "invoke_workflow old"));
+}
+
+static void
+test_cli_trace_show_color_always_highlights_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "show", "last", "--db", f->db, "--color=always");
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\x1b[31mERROR: boom\x1b[0m"));
+    r = RUN(f, "trace", "show", "last", "--db", f->db, "--color");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\x1b[31m"));
+    r = RUN(f, "trace", "show", "last", "--db", f->db, "--color=sometimes");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--color"));
+}
+
+static void
+test_cli_trace_show_unknown_trace_exits_1(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "show", "ffff", "--db", f->db);
+
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "trace 'ffff' not found"));
+}
+
+static void
+test_cli_trace_show_ambiguous_prefix_exits_1(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "show", "012", "--db", f->db);
+
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "ambiguous"));
+    assert_non_null(strstr(r.err, OLD_TRACE));
+    assert_non_null(strstr(r.err, NEW_TRACE));
+}
+
+static void
+test_cli_missing_store_exits_1_with_hint(void **state)
+{
+    struct fixture *f = *state;
+    char path[160];
+    struct run r = {0};
+
+    snprintf(path, sizeof(path), "%s/absent.db", f->dir);
+    r = RUN(f, "trace", "list", "--db", path);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "no trace store at"));
+    assert_non_null(strstr(r.err, "OTEL_TRACES_EXPORTER=store"));
+}
+
+static void
+test_cli_bad_option_exits_2_with_usage(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "trace", "list", "--bogus");
+
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "unknown option '--bogus'"));
+    assert_non_null(strstr(r.err, "usage: weft trace list"));
+    r = RUN(f, "trace", "show", "last", "--db");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "needs a value"));
+    r = RUN(f, "trace", "show");
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_cli_unknown_command_exits_2(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "frobnicate");
+
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unknown command 'frobnicate'"));
+    assert_non_null(strstr(r.err, "usage: weft"));
+    r = RUN(f, "trace", "explode");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unknown subcommand 'explode'"));
+    r = RUN(f, "--frob");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unknown option '--frob'"));
+}
+
+static void
+test_cli_version_and_help_exit_0(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "version");
+
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "weft " WEFT_VERSION "\n");
+    r = RUN(f, "--help");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "usage: weft <command>"));
+    assert_non_null(strstr(r.out, "trace"));
+    r = RUN(f, "help", "trace");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "weft trace show <trace-id|prefix|last>"));
+    r = RUN(f, "trace", "show", "--help");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--color[=WHEN]"));
+}
+
+static void
+test_cli_no_arguments_prints_usage_and_exits_2(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = run_weft(f, (const char *const[]){NULL});
+
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "usage: weft"));
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_cli_trace_list_prints_traces_newest_first),
+        T(test_cli_trace_list_limit_keeps_newest),
+        T(test_cli_trace_list_reads_weft_home_by_default),
+        T(test_cli_trace_show_last_prints_the_tree),
+        T(test_cli_trace_show_accepts_unique_prefix),
+        T(test_cli_trace_show_color_always_highlights_errors),
+        T(test_cli_trace_show_unknown_trace_exits_1),
+        T(test_cli_trace_show_ambiguous_prefix_exits_1),
+        T(test_cli_missing_store_exits_1_with_hint),
+        T(test_cli_bad_option_exits_2_with_usage),
+        T(test_cli_unknown_command_exits_2),
+        T(test_cli_version_and_help_exit_0),
+        T(test_cli_no_arguments_prints_usage_and_exits_2),
+#undef T
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

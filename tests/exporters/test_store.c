@@ -1,0 +1,961 @@
+/* tests/exporters/test_store.c - the SQLite span store: schema and file modes, batches written
+ * by the exporter and read back through include/weft/store.h (list order and counts, tree
+ * order and rendering, "last", prefix resolution and ambiguity), typed attribute round trips,
+ * replacement of duplicate spans, and the failure paths (bad path, foreign or newer
+ * databases, out of memory). Span batches are built by hand, independent of the SDK. */
+#include "support/weft_test.h"
+#include "tracing/exporter.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <weft/store.h>
+
+#define MS 1000000ull
+#define T0 1700000000000000000ull /* 2023-11-14T22:13:20Z */
+
+/* ---- span builder ---------------------------------------------------------------------- */
+
+static const struct weft_attr resource_attrs[] = {
+    {"service.name", {WEFT_VALUE_STRING, 9, {.str = "svc-store"}}},
+};
+static const struct weft_resource resource = {resource_attrs, 1, 0, NULL};
+static const struct weft_scope scope = {"weft.test", "1.2.3", NULL, NULL, 0};
+
+static void
+hex_to_bytes(const char *hex, uint8_t *out, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned v = 0;
+
+        sscanf(hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* A span of trace @p trace_hex (32 hex), id @p span_hex (16 hex), parent @p parent_hex
+ * (NULL for a root), starting @p start_ms after T0 and lasting @p dur_ms. */
+static struct weft_span_data
+make_span(const char *trace_hex,
+          const char *span_hex,
+          const char *parent_hex,
+          const char *name,
+          uint64_t start_ms,
+          uint64_t dur_ms)
+{
+    struct weft_span_data s;
+
+    memset(&s, 0, sizeof(s));
+    hex_to_bytes(trace_hex, s.trace_id, WEFT_TRACE_ID_SIZE);
+    hex_to_bytes(span_hex, s.span_id, WEFT_SPAN_ID_SIZE);
+    if (parent_hex != NULL) {
+        hex_to_bytes(parent_hex, s.parent_span_id, WEFT_SPAN_ID_SIZE);
+        s.has_parent = true;
+    }
+    s.trace_flags = 1;
+    s.name = name;
+    s.kind = WEFT_SPAN_KIND_INTERNAL;
+    s.start_time_ns = T0 + start_ms * MS;
+    s.end_time_ns = s.start_time_ns + dur_ms * MS;
+    s.resource = &resource;
+    s.scope = &scope;
+    return s;
+}
+
+/* Call the exporter as a processor would: one batch of @p n spans. */
+static weft_err
+export_batch(struct weft_exporter *ex, const struct weft_span_data *spans, size_t n)
+{
+    const struct weft_span_data *ptrs[64];
+    struct weft_export_result result = {0};
+
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) {
+        ptrs[i] = &spans[i];
+    }
+    return ex->ops->export_batch(ex->self, ptrs, n, weft_monotonic_ns() + 5000 * MS, &result);
+}
+
+/* ---- fixture --------------------------------------------------------------------------- */
+
+struct fixture {
+    char dir[64];
+    char db[128];
+    struct weft_exporter *ex;
+    struct weft_store *store;
+};
+
+static int
+setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-store-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->db, sizeof(f->db), "%s/home/weft.db", f->dir);
+    assert_weft_ok(weft_store_exporter_new(f->db, &f->ex));
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fixture *f = *state;
+    char cmd[160];
+
+    weft_store_close(f->store);
+    weft_exporter_free(f->ex);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
+    weft_set_allocator(NULL, NULL, NULL);
+    free(f);
+    return 0;
+}
+
+static struct weft_store *
+open_store(struct fixture *f)
+{
+    weft_store_close(f->store);
+    f->store = NULL;
+    assert_weft_ok(weft_store_open(f->db, &f->store));
+    return f->store;
+}
+
+#define TA "aa110000000000000000000000000001"
+#define TB "aa220000000000000000000000000002"
+#define TC "bb330000000000000000000000000003"
+
+/* Trace TA (oldest): a workflow with a plan step and an agent whose tool call failed,
+ * exported children first in two batches as a batch processor would deliver them. TB and TC
+ * are single-span traces started later. */
+static void
+write_three_traces(struct fixture *f)
+{
+    struct weft_span_data a[4];
+    struct weft_span_data others[2];
+
+    a[0] = make_span(TA, "0000000000000004", "0000000000000003", "execute_tool search", 110, 200);
+    a[0].kind = WEFT_SPAN_KIND_CLIENT;
+    a[0].status_code = WEFT_STATUS_ERROR;
+    a[0].status_message = "timeout";
+    a[1] =
+        make_span(TA, "0000000000000003", "0000000000000001", "invoke_agent researcher", 100, 300);
+    a[1].status_code = WEFT_STATUS_ERROR;
+    a[1].status_message = "tool failed";
+    a[2] = make_span(TA, "0000000000000002", "0000000000000001", "plan supervisor", 10, 50);
+    a[3] = make_span(TA, "0000000000000001", NULL, "invoke_workflow demo", 0, 500);
+    assert_weft_ok(export_batch(f->ex, a, 2));
+    assert_weft_ok(export_batch(f->ex, a + 2, 2));
+    others[0] = make_span(TB, "00000000000000b1", NULL, "invoke_workflow second", 1000, 20);
+    others[1] = make_span(TC, "00000000000000c1", NULL, "invoke_workflow third", 2000, 30);
+    assert_weft_ok(export_batch(f->ex, others, 2));
+}
+
+static void
+test_store_exporter_creates_private_wal_database(void **state)
+{
+    struct fixture *f = *state;
+    char dir[160];
+    struct stat st;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+
+    assert_string_equal(weft_exporter_name(f->ex), "store");
+    snprintf(dir, sizeof(dir), "%s/home", f->dir);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(stat(f->db, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "wal");
+    sqlite3_finalize(stmt);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 1);
+    sqlite3_finalize(stmt);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &stmt, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 0x77656674);
+    sqlite3_finalize(stmt);
+    /* The indexes that keep trace loads and time queries off full scans. */
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                        " AND name IN ('spans_trace_start', 'spans_start')",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 2);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+}
+
+static void
+test_store_list_returns_newest_first_with_counts(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace_summary *list = NULL;
+    size_t n = 0;
+
+    write_three_traces(f);
+    assert_weft_ok(weft_store_list_traces(open_store(f), 0, &list, &n));
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].trace_id, TC);
+    assert_string_equal(list[1].trace_id, TB);
+    assert_string_equal(list[2].trace_id, TA);
+    assert_string_equal(list[2].root_name, "invoke_workflow demo");
+    assert_string_equal(list[2].service_name, "svc-store");
+    assert_int_equal(list[2].span_count, 4);
+    assert_int_equal(list[2].error_count, 2);
+    assert_true(list[2].has_root);
+    assert_int_equal(list[2].start_ns, T0);
+    assert_int_equal(list[2].end_ns - list[2].start_ns, 500 * MS);
+    assert_int_equal(list[0].span_count, 1);
+    assert_int_equal(list[0].error_count, 0);
+    weft_trace_summaries_free(list, n);
+}
+
+static void
+test_store_list_honours_limit_and_empty_store(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace_summary *list = NULL;
+    size_t n = 99;
+
+    assert_weft_ok(weft_store_list_traces(open_store(f), 5, &list, &n));
+    assert_int_equal(n, 0);
+    assert_null(list);
+    write_three_traces(f);
+    assert_weft_ok(weft_store_list_traces(f->store, 2, &list, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].trace_id, TC);
+    assert_string_equal(list[1].trace_id, TB);
+    weft_trace_summaries_free(list, n);
+}
+
+static void
+test_store_load_returns_spans_in_tree_order(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *trace = NULL;
+    const char *names[] = {"invoke_workflow demo", "plan supervisor", "invoke_agent researcher",
+                           "execute_tool search"};
+    const size_t depths[] = {0, 1, 1, 2};
+    const struct weft_span_data *tool = NULL;
+
+    write_three_traces(f);
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(weft_trace_span(trace, i)->name, names[i]);
+        assert_int_equal(weft_trace_span_depth(trace, i), depths[i]);
+    }
+    assert_null(weft_trace_span(trace, 4));
+    tool = weft_trace_span(trace, 3);
+    assert_int_equal(tool->kind, WEFT_SPAN_KIND_CLIENT);
+    assert_int_equal(tool->status_code, WEFT_STATUS_ERROR);
+    assert_string_equal(tool->status_message, "timeout");
+    assert_true(tool->has_parent);
+    assert_int_equal(tool->parent_span_id[7], 3);
+    assert_int_equal(tool->start_time_ns, T0 + 110 * MS);
+    assert_int_equal(tool->end_time_ns, T0 + 310 * MS);
+    assert_string_equal(tool->scope->name, "weft.test");
+    assert_string_equal(tool->scope->version, "1.2.3");
+    assert_int_equal(tool->resource->attr_count, 1);
+    assert_string_equal(tool->resource->attrs[0].key, "service.name");
+    assert_string_equal(tool->resource->attrs[0].value.u.str, "svc-store");
+    assert_false(weft_trace_span(trace, 0)->has_parent);
+    weft_trace_free(trace);
+}
+
+/* Render into a memory stream and return the text (free with free()). */
+static char *
+render(const struct weft_trace *trace, unsigned flags)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+
+    assert_non_null(out);
+    assert_weft_ok(weft_trace_render(trace, out, flags));
+    fclose(out);
+    return text;
+}
+
+static void
+test_store_render_draws_tree_with_durations_and_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *trace = NULL;
+    char *text = NULL;
+    const char *root = NULL;
+    const char *plan = NULL;
+    const char *agent = NULL;
+    const char *tool = NULL;
+
+    write_three_traces(f);
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    text = render(trace, 0);
+    /* Header: id, service, total duration, span and error counts. */
+    assert_non_null(strstr(text, "trace " TA));
+    assert_non_null(strstr(text, "service=svc-store"));
+    assert_non_null(strstr(text, "start=2023-11-14T22:13:20.000Z"));
+    assert_non_null(strstr(text, "duration=500ms"));
+    assert_non_null(strstr(text, "spans=4"));
+    assert_non_null(strstr(text, "errors=2"));
+    root = strstr(text, "\ninvoke_workflow demo ");
+    plan = strstr(text, "\n\xe2\x94\x9c\xe2\x94\x80 plan supervisor ");
+    agent = strstr(text, "\n\xe2\x94\x94\xe2\x94\x80 invoke_agent researcher ");
+    tool = strstr(text, "\n   \xe2\x94\x94\xe2\x94\x80 execute_tool search (client) ");
+    assert_non_null(root);
+    assert_non_null(plan);
+    assert_non_null(agent);
+    assert_non_null(tool);
+    assert_true(root < plan && plan < agent && agent < tool);
+    assert_non_null(strstr(agent, "300ms  ERROR: tool failed\n"));
+    assert_non_null(strstr(tool, "200ms  ERROR: timeout\n"));
+    assert_non_null(strstr(plan, "50.0ms\n"));
+    assert_null(strstr(text, "\x1b["));
+    free(text);
+
+    text = render(trace, WEFT_RENDER_COLOR | WEFT_RENDER_ASCII);
+    assert_non_null(strstr(text, "\x1b[31mERROR: timeout\x1b[0m"));
+    assert_non_null(strstr(text, "\n|- plan supervisor"));
+    assert_non_null(strstr(text, "\n   `- execute_tool search"));
+    free(text);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_resolve_last_is_the_newest_trace(void **state)
+{
+    struct fixture *f = *state;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+
+    assert_weft_err(weft_store_resolve(open_store(f), "last", id), WEFT_ENOTFOUND);
+    assert_non_null(strstr(weft_store_errmsg(f->store), "no traces"));
+    write_three_traces(f);
+    assert_weft_ok(weft_store_resolve(f->store, "last", id));
+    assert_string_equal(id, TC);
+    assert_string_equal(weft_store_errmsg(f->store), "");
+}
+
+static void
+test_store_resolve_accepts_unique_prefix_in_any_case(void **state)
+{
+    struct fixture *f = *state;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+
+    write_three_traces(f);
+    assert_weft_ok(weft_store_resolve(open_store(f), "b", id));
+    assert_string_equal(id, TC);
+    assert_weft_ok(weft_store_resolve(f->store, "AA2", id));
+    assert_string_equal(id, TB);
+    assert_weft_ok(weft_store_resolve(f->store, TA, id));
+    assert_string_equal(id, TA);
+}
+
+static void
+test_store_resolve_ambiguous_prefix_names_candidates(void **state)
+{
+    struct fixture *f = *state;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+
+    write_three_traces(f);
+    assert_weft_err(weft_store_resolve(open_store(f), "aa", id), WEFT_EINVAL);
+    assert_string_equal(id, "");
+    assert_non_null(strstr(weft_store_errmsg(f->store), "ambiguous"));
+    assert_non_null(strstr(weft_store_errmsg(f->store), TA));
+    assert_non_null(strstr(weft_store_errmsg(f->store), TB));
+}
+
+static void
+test_store_resolve_rejects_unknown_and_malformed_refs(void **state)
+{
+    struct fixture *f = *state;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+
+    write_three_traces(f);
+    assert_weft_err(weft_store_resolve(open_store(f), "cc", id), WEFT_ENOTFOUND);
+    assert_non_null(strstr(weft_store_errmsg(f->store), "no trace matches 'cc'"));
+    assert_weft_err(weft_store_resolve(f->store, "xyz", id), WEFT_EINVAL);
+    assert_weft_err(weft_store_resolve(f->store, "", id), WEFT_EINVAL);
+    assert_weft_err(weft_store_resolve(f->store, TA "0", id), WEFT_EINVAL);
+    assert_weft_err(weft_store_resolve(f->store, NULL, id), WEFT_EINVAL);
+    assert_weft_err(weft_store_load_trace(f->store, "aa11", NULL), WEFT_EINVAL);
+}
+
+static void
+test_store_load_unknown_trace_is_not_found(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *trace = NULL;
+
+    write_three_traces(f);
+    assert_weft_err(
+        weft_store_load_trace(open_store(f), "cccccccccccccccccccccccccccccccc", &trace),
+        WEFT_ENOTFOUND);
+    assert_null(trace);
+}
+
+static void
+test_store_attribute_types_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const strs[] = {"a", "b\"c", "\xc3\xa9t\xc3\xa9"};
+    static const bool bools[] = {true, false, true};
+    static const int64_t ints[] = {INT64_MIN, 0, INT64_MAX};
+    static const double doubles[] = {1.0, -2.5, 0.1};
+    static const double odd_doubles[] = {1.5, NAN};
+    static const char embedded[] = {'a', '\0', 'b'};
+    struct weft_attr attrs[] = {
+        {"s", {WEFT_VALUE_STRING, 5, {.str = "hello"}}},
+        {"nul", {WEFT_VALUE_STRING, 3, {.str = embedded}}},
+        {"b", {WEFT_VALUE_BOOL, 0, {.b = true}}},
+        {"i", {WEFT_VALUE_INT, 0, {.i = -42}}},
+        {"d_whole", {WEFT_VALUE_DOUBLE, 0, {.d = 3.0}}},
+        {"d", {WEFT_VALUE_DOUBLE, 0, {.d = 0.1}}},
+        {"d_inf", {WEFT_VALUE_DOUBLE, 0, {.d = -INFINITY}}},
+        {"sa", {WEFT_VALUE_STRING_ARRAY, 3, {.strs = strs}}},
+        {"ba", {WEFT_VALUE_BOOL_ARRAY, 3, {.bools = bools}}},
+        {"ia", {WEFT_VALUE_INT_ARRAY, 3, {.ints = ints}}},
+        {"da", {WEFT_VALUE_DOUBLE_ARRAY, 3, {.doubles = doubles}}},
+        {"da_nan", {WEFT_VALUE_DOUBLE_ARRAY, 2, {.doubles = odd_doubles}}},
+        {"ia_empty", {WEFT_VALUE_INT_ARRAY, 0, {.ints = ints}}},
+    };
+    struct weft_attr ev_attrs[] = {{"exception.message", {WEFT_VALUE_STRING, 4, {.str = "boom"}}}};
+    struct weft_event_data event = {T0 + 5 * MS, "exception", ev_attrs, 1, 2};
+    struct weft_attr link_attrs[] = {{"weft.replan.from", {WEFT_VALUE_INT, 0, {.i = 7}}}};
+    struct weft_link_data link = {{0}, {0}, "k=v", 1, true, link_attrs, 1, 0};
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "typed", 0, 10);
+    struct weft_trace *trace = NULL;
+    const struct weft_span_data *got = NULL;
+    const struct weft_value *v = NULL;
+
+    hex_to_bytes(TB, link.trace_id, WEFT_TRACE_ID_SIZE);
+    hex_to_bytes("00000000000000b1", link.span_id, WEFT_SPAN_ID_SIZE);
+    span.attrs = attrs;
+    span.attr_count = sizeof(attrs) / sizeof(attrs[0]);
+    span.dropped_attrs = 3;
+    span.events = &event;
+    span.event_count = 1;
+    span.dropped_events = 4;
+    span.links = &link;
+    span.link_count = 1;
+    span.dropped_links = 5;
+    span.trace_state = "vendor=1";
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    got = weft_trace_span(trace, 0);
+    assert_int_equal(got->attr_count, span.attr_count);
+    for (size_t i = 0; i < span.attr_count; i++) {
+        assert_string_equal(got->attrs[i].key, attrs[i].key); /* recorded order kept */
+    }
+    v = weft_span_data_attr(got, "s");
+    assert_int_equal(v->type, WEFT_VALUE_STRING);
+    assert_int_equal(v->len, 5);
+    assert_string_equal(v->u.str, "hello");
+    v = weft_span_data_attr(got, "nul");
+    assert_int_equal(v->len, 3);
+    assert_memory_equal(v->u.str, embedded, 3);
+    v = weft_span_data_attr(got, "b");
+    assert_int_equal(v->type, WEFT_VALUE_BOOL);
+    assert_true(v->u.b);
+    v = weft_span_data_attr(got, "i");
+    assert_int_equal(v->type, WEFT_VALUE_INT);
+    assert_int_equal(v->u.i, -42);
+    v = weft_span_data_attr(got, "d_whole");
+    assert_int_equal(v->type, WEFT_VALUE_DOUBLE); /* not read back as an int */
+    assert_true(v->u.d == 3.0);
+    v = weft_span_data_attr(got, "d");
+    assert_true(v->u.d == 0.1); /* exact: 17 significant digits */
+    v = weft_span_data_attr(got, "d_inf");
+    assert_int_equal(v->type, WEFT_VALUE_DOUBLE);
+    assert_true(isinf(v->u.d) && v->u.d < 0);
+    v = weft_span_data_attr(got, "sa");
+    assert_int_equal(v->type, WEFT_VALUE_STRING_ARRAY);
+    assert_int_equal(v->len, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(v->u.strs[i], strs[i]);
+    }
+    v = weft_span_data_attr(got, "ba");
+    assert_int_equal(v->type, WEFT_VALUE_BOOL_ARRAY);
+    assert_memory_equal(v->u.bools, bools, sizeof(bools));
+    v = weft_span_data_attr(got, "ia");
+    assert_int_equal(v->type, WEFT_VALUE_INT_ARRAY);
+    assert_memory_equal(v->u.ints, ints, sizeof(ints));
+    v = weft_span_data_attr(got, "da");
+    assert_int_equal(v->type, WEFT_VALUE_DOUBLE_ARRAY);
+    assert_memory_equal(v->u.doubles, doubles, sizeof(doubles));
+    v = weft_span_data_attr(got, "da_nan");
+    assert_int_equal(v->type, WEFT_VALUE_DOUBLE_ARRAY);
+    assert_int_equal(v->len, 2);
+    assert_true(v->u.doubles[0] == 1.5 && isnan(v->u.doubles[1]));
+    v = weft_span_data_attr(got, "ia_empty");
+    assert_int_equal(v->type, WEFT_VALUE_INT_ARRAY);
+    assert_int_equal(v->len, 0);
+    assert_int_equal(got->dropped_attrs, 3);
+    assert_int_equal(got->dropped_events, 4);
+    assert_int_equal(got->dropped_links, 5);
+    assert_string_equal(got->trace_state, "vendor=1");
+
+    assert_int_equal(got->event_count, 1);
+    assert_string_equal(got->events[0].name, "exception");
+    assert_int_equal(got->events[0].time_ns, T0 + 5 * MS);
+    assert_int_equal(got->events[0].dropped_attrs, 2);
+    assert_int_equal(got->events[0].attr_count, 1);
+    assert_string_equal(got->events[0].attrs[0].value.u.str, "boom");
+
+    assert_int_equal(got->link_count, 1);
+    assert_memory_equal(got->links[0].trace_id, link.trace_id, WEFT_TRACE_ID_SIZE);
+    assert_memory_equal(got->links[0].span_id, link.span_id, WEFT_SPAN_ID_SIZE);
+    assert_string_equal(got->links[0].trace_state, "k=v");
+    assert_true(got->links[0].is_remote);
+    assert_int_equal(got->links[0].trace_flags, 1);
+    assert_int_equal(got->links[0].attrs[0].value.type, WEFT_VALUE_INT);
+    assert_int_equal(got->links[0].attrs[0].value.u.i, 7);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_attributes_are_queryable_json(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_attr attrs[] = {
+        {"gen_ai.usage.input_tokens", {WEFT_VALUE_INT, 0, {.i = 120}}},
+    };
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "chat", 0, 10);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+
+    span.attrs = attrs;
+    span.attr_count = 1;
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT json_extract(attributes,"
+                                        " '$.\"gen_ai.usage.input_tokens\"'),"
+                                        " parent_span_id IS NULL, service_name FROM spans",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_type(stmt, 0), SQLITE_INTEGER);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 120);
+    assert_int_equal(sqlite3_column_int(stmt, 1), 1);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 2), "svc-store");
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+}
+
+static void
+test_store_invalid_utf8_is_replaced_not_lost(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_attr attrs[] = {
+        {"tool.output",
+         {WEFT_VALUE_STRING,
+          3,
+          {.str = "a\xff"
+                  "b"}}},
+        {"bad\xfekey", {WEFT_VALUE_INT, 0, {.i = 1}}},
+    };
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "tool", 0, 10);
+    struct weft_trace *trace = NULL;
+    const struct weft_span_data *got = NULL;
+
+    span.attrs = attrs;
+    span.attr_count = 2;
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    got = weft_trace_span(trace, 0);
+    assert_int_equal(got->attr_count, 2);
+    assert_string_equal(weft_span_data_attr(got, "tool.output")->u.str, "a\xef\xbf\xbd"
+                                                                        "b");
+    assert_string_equal(got->attrs[1].key, "bad\xef\xbf\xbdkey");
+    weft_trace_free(trace);
+}
+
+static void
+test_store_duplicate_span_is_replaced(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "first", 0, 10);
+    struct weft_trace_summary *list = NULL;
+    struct weft_trace *trace = NULL;
+    size_t n = 0;
+
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    span.name = "second";
+    span.status_code = WEFT_STATUS_ERROR;
+    span.status_message = "late failure";
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 1);
+    assert_string_equal(weft_trace_span(trace, 0)->name, "second");
+    assert_string_equal(weft_trace_span(trace, 0)->status_message, "late failure");
+    weft_trace_free(trace);
+    assert_weft_ok(weft_store_list_traces(f->store, 10, &list, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].span_count, 1);
+    assert_int_equal(list[0].error_count, 1);
+    assert_string_equal(list[0].root_name, "second");
+    weft_trace_summaries_free(list, n);
+}
+
+static void
+test_store_summary_follows_root_arriving_late(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data child =
+        make_span(TA, "0000000000000002", "0000000000000001", "step", 10, 10);
+    struct weft_span_data root = make_span(TA, "0000000000000001", NULL, "workflow", 0, 100);
+    struct weft_trace_summary *list = NULL;
+    size_t n = 0;
+
+    assert_weft_ok(export_batch(f->ex, &child, 1));
+    assert_weft_ok(weft_store_list_traces(open_store(f), 10, &list, &n));
+    assert_int_equal(n, 1);
+    assert_false(list[0].has_root);
+    assert_string_equal(list[0].root_name, "step");
+    weft_trace_summaries_free(list, n);
+    assert_weft_ok(export_batch(f->ex, &root, 1));
+    assert_weft_ok(weft_store_list_traces(f->store, 10, &list, &n));
+    assert_true(list[0].has_root);
+    assert_string_equal(list[0].root_name, "workflow");
+    assert_int_equal(list[0].span_count, 2);
+    assert_int_equal(list[0].end_ns - list[0].start_ns, 100 * MS);
+    weft_trace_summaries_free(list, n);
+}
+
+static void
+test_store_orphans_and_cycles_are_listed_once_as_roots(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data spans[4];
+    struct weft_trace *trace = NULL;
+    char *text = NULL;
+
+    /* b1 has a parent that was never exported; c1 and c2 name each other as parents. */
+    spans[0] = make_span(TA, "0000000000000001", NULL, "root", 0, 100);
+    spans[1] = make_span(TA, "00000000000000b1", "00000000000000ff", "orphan", 20, 10);
+    spans[2] = make_span(TA, "00000000000000c1", "00000000000000c2", "cycle one", 30, 10);
+    spans[3] = make_span(TA, "00000000000000c2", "00000000000000c1", "cycle two", 40, 10);
+    assert_weft_ok(export_batch(f->ex, spans, 4));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 4);
+    assert_string_equal(weft_trace_span(trace, 0)->name, "root");
+    assert_string_equal(weft_trace_span(trace, 1)->name, "orphan");
+    assert_int_equal(weft_trace_span_depth(trace, 1), 0);
+    assert_string_equal(weft_trace_span(trace, 2)->name, "cycle one");
+    assert_int_equal(weft_trace_span_depth(trace, 2), 0);
+    assert_string_equal(weft_trace_span(trace, 3)->name, "cycle two");
+    assert_int_equal(weft_trace_span_depth(trace, 3), 1);
+    text = render(trace, 0);
+    assert_non_null(strstr(text, "\norphan "));
+    assert_non_null(strstr(text, "(parent span missing)"));
+    free(text);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_render_replaces_control_characters(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "evil\x1b[2Jname", 0, 10);
+    struct weft_trace *trace = NULL;
+    char *text = NULL;
+
+    span.status_code = WEFT_STATUS_ERROR;
+    span.status_message = "line one\nline two\x07";
+    assert_weft_ok(export_batch(f->ex, &span, 1));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    text = render(trace, 0);
+    assert_null(strchr(text, '\x1b'));
+    assert_null(strchr(text, '\x07'));
+    assert_non_null(strstr(text, "evil?[2Jname"));
+    assert_non_null(strstr(text, "ERROR: line one line two?"));
+    free(text);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_bad_path_returns_eio_and_logs_it(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_exporter *ex = NULL;
+    char file[160];
+    char path[200];
+    FILE *fp = NULL;
+
+    snprintf(file, sizeof(file), "%s/plain-file", f->dir);
+    fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(path, sizeof(path), "%s/sub/weft.db", file);
+    weft_test_capture_logs();
+    assert_weft_err(weft_store_exporter_new(path, &ex), WEFT_EIO);
+    assert_null(ex);
+    assert_non_null(strstr(weft_test_logs(), path));
+    /* A directory where the database should be: SQLite itself refuses it. */
+    weft_test_clear_logs();
+    assert_weft_err(weft_store_exporter_new(f->dir, &ex), WEFT_EIO);
+    assert_non_null(strstr(weft_test_logs(), f->dir));
+    assert_weft_err(weft_store_exporter_new("", &ex), WEFT_EINVAL);
+    assert_weft_err(weft_store_exporter_new(path, NULL), WEFT_EINVAL);
+}
+
+static void
+test_store_open_missing_database_is_not_found(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_store *store = NULL;
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/nothing/here.db", f->dir);
+    assert_weft_err(weft_store_open(path, &store), WEFT_ENOTFOUND);
+    assert_null(store);
+    assert_weft_err(weft_store_open(path, NULL), WEFT_EINVAL);
+}
+
+static void
+test_store_refuses_foreign_and_newer_databases(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_store *store = NULL;
+    struct weft_exporter *ex = NULL;
+    char path[160];
+    sqlite3 *db = NULL;
+
+    /* Another program's database: neither read nor extended with weft's tables. */
+    snprintf(path, sizeof(path), "%s/other.db", f->dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE t (x)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    weft_test_capture_logs();
+    assert_weft_err(weft_store_open(path, &store), WEFT_EIO);
+    assert_non_null(strstr(weft_test_logs(), "not a weft span store"));
+    weft_test_clear_logs();
+    assert_weft_err(weft_store_exporter_new(path, &ex), WEFT_EIO);
+    assert_non_null(strstr(weft_test_logs(), "not a weft span store"));
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "SELECT * FROM spans", NULL, NULL, NULL), SQLITE_ERROR);
+    sqlite3_close(db);
+
+    /* A store from a newer weft: refused by both sides rather than misread. */
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    weft_test_clear_logs();
+    assert_weft_err(weft_store_exporter_new(f->db, &ex), WEFT_EIO);
+    assert_non_null(strstr(weft_test_logs(), "newer weft"));
+    assert_weft_err(weft_store_open(f->db, &store), WEFT_EIO);
+    assert_null(store);
+}
+
+static void
+test_store_export_after_shutdown_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data span = make_span(TA, "0000000000000001", NULL, "late", 0, 10);
+
+    assert_weft_ok(f->ex->ops->force_flush(f->ex->self, 0));
+    assert_weft_ok(f->ex->ops->shutdown(f->ex->self, 0));
+    assert_weft_err(export_batch(f->ex, &span, 1), WEFT_ESTATE);
+}
+
+static void
+test_store_reader_sees_batches_written_after_open(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace_summary *list = NULL;
+    size_t n = 0;
+
+    open_store(f); /* the reader is open before anything is written */
+    write_three_traces(f);
+    assert_weft_ok(weft_store_list_traces(f->store, 10, &list, &n));
+    assert_int_equal(n, 3);
+    weft_trace_summaries_free(list, n);
+}
+
+static void
+test_store_default_path_uses_weft_home(void **state)
+{
+    char buf[256];
+    char tiny[8];
+
+    (void)state;
+    weft_test_setenv("WEFT_HOME", "/srv/weft-home");
+    assert_weft_ok(weft_store_default_path(buf, sizeof(buf)));
+    assert_string_equal(buf, "/srv/weft-home/weft.db");
+    assert_weft_err(weft_store_default_path(tiny, sizeof(tiny)), WEFT_EINVAL);
+    weft_test_setenv("WEFT_HOME", "");
+    assert_weft_ok(weft_store_default_path(buf, sizeof(buf)));
+    assert_string_equal(buf, "./.weft/weft.db");
+    weft_test_setenv("WEFT_HOME", NULL);
+    assert_weft_ok(weft_store_default_path(buf, sizeof(buf)));
+    assert_string_equal(buf, "./.weft/weft.db");
+    assert_weft_err(weft_store_default_path(NULL, 10), WEFT_EINVAL);
+}
+
+/* ---- out of memory ---------------------------------------------------------------------- */
+
+static long alloc_budget = -1; /* allocations left before failing; -1 means unlimited */
+
+static void *
+failing_malloc(size_t n)
+{
+    if (alloc_budget == 0) {
+        return NULL;
+    }
+    if (alloc_budget > 0) {
+        alloc_budget--;
+    }
+    return malloc(n);
+}
+
+static void *
+failing_realloc(void *p, size_t n)
+{
+    if (alloc_budget == 0) {
+        return NULL;
+    }
+    if (alloc_budget > 0) {
+        alloc_budget--;
+    }
+    return realloc(p, n);
+}
+
+static void
+test_store_load_and_render_fail_cleanly_out_of_memory(void **state)
+{
+    struct fixture *f = *state;
+    bool is_done = false;
+
+    write_three_traces(f);
+    open_store(f);
+    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    for (long budget = 0; budget < 1000 && !is_done; budget++) {
+        struct weft_trace *trace = NULL;
+        FILE *out = fopen("/dev/null", "w");
+        weft_err err = WEFT_OK;
+
+        struct weft_trace_summary *list = NULL;
+        size_t n = 0;
+
+        alloc_budget = budget;
+        err = weft_store_list_traces(f->store, 10, &list, &n);
+        assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
+        assert_true(err == WEFT_OK ? n == 3 : list == NULL && n == 0);
+        weft_trace_summaries_free(list, n);
+        err = weft_store_load_trace(f->store, TA, &trace);
+        if (err == WEFT_OK) {
+            err = weft_trace_render(trace, out, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS);
+            is_done = err == WEFT_OK;
+        } else {
+            assert_null(trace);
+        }
+        assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
+        weft_trace_free(trace);
+        fclose(out);
+    }
+    alloc_budget = -1;
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+}
+
+/* Each attempt writes a batch of a trace of its own: a batch that fails for want of memory
+ * must leave nothing behind (one transaction per batch). */
+static void
+test_store_exporter_fails_cleanly_out_of_memory(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_attr attrs[] = {
+        {"weft.step.id", {WEFT_VALUE_STRING, 2, {.str = "s1"}}},
+        {"weft.ids", {WEFT_VALUE_INT_ARRAY, 2, {.ints = (const int64_t[]){1, 2}}}},
+    };
+    struct weft_event_data event = {T0, "exception", attrs, 2, 0};
+    char path[160];
+    bool is_done = false;
+
+    snprintf(path, sizeof(path), "%s/oom/weft.db", f->dir);
+    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    for (long budget = 0; budget < 1000 && !is_done; budget++) {
+        struct weft_exporter *ex = NULL;
+        struct weft_store *store = NULL;
+        struct weft_span_data spans[2];
+        char trace[WEFT_TRACE_ID_HEX_LEN + 1];
+        char found[WEFT_TRACE_ID_HEX_LEN + 1];
+        weft_err err = WEFT_OK;
+
+        snprintf(trace, sizeof(trace), "%032lx", budget + 1);
+        spans[0] = make_span(trace, "0000000000000002", "0000000000000001", "child", 1, 5);
+        spans[0].attrs = attrs;
+        spans[0].attr_count = 2;
+        spans[0].events = &event;
+        spans[0].event_count = 1;
+        spans[1] = make_span(trace, "0000000000000001", NULL, "root", 0, 10);
+        spans[1].attrs = attrs;
+        spans[1].attr_count = 2;
+        alloc_budget = budget;
+        err = weft_store_exporter_new(path, &ex);
+        if (err == WEFT_OK) {
+            err = export_batch(ex, spans, 2);
+            is_done = err == WEFT_OK;
+        }
+        assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
+        alloc_budget = -1;
+        weft_exporter_free(ex);
+        if (weft_store_open(path, &store) == WEFT_OK) {
+            assert_weft_err(weft_store_resolve(store, trace, found),
+                            is_done ? WEFT_OK : WEFT_ENOTFOUND);
+            weft_store_close(store);
+        }
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_store_exporter_creates_private_wal_database),
+        T(test_store_list_returns_newest_first_with_counts),
+        T(test_store_list_honours_limit_and_empty_store),
+        T(test_store_load_returns_spans_in_tree_order),
+        T(test_store_render_draws_tree_with_durations_and_errors),
+        T(test_store_resolve_last_is_the_newest_trace),
+        T(test_store_resolve_accepts_unique_prefix_in_any_case),
+        T(test_store_resolve_ambiguous_prefix_names_candidates),
+        T(test_store_resolve_rejects_unknown_and_malformed_refs),
+        T(test_store_load_unknown_trace_is_not_found),
+        T(test_store_attribute_types_round_trip),
+        T(test_store_attributes_are_queryable_json),
+        T(test_store_invalid_utf8_is_replaced_not_lost),
+        T(test_store_duplicate_span_is_replaced),
+        T(test_store_summary_follows_root_arriving_late),
+        T(test_store_orphans_and_cycles_are_listed_once_as_roots),
+        T(test_store_render_replaces_control_characters),
+        T(test_store_bad_path_returns_eio_and_logs_it),
+        T(test_store_open_missing_database_is_not_found),
+        T(test_store_refuses_foreign_and_newer_databases),
+        T(test_store_export_after_shutdown_is_refused),
+        T(test_store_reader_sees_batches_written_after_open),
+        T(test_store_default_path_uses_weft_home),
+        T(test_store_load_and_render_fail_cleanly_out_of_memory),
+        T(test_store_exporter_fails_cleanly_out_of_memory),
+#undef T
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
