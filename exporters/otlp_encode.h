@@ -20,10 +20,15 @@ weft_err weft__otlp_encode_json(const struct weft_span_data *const *spans,
                                 size_t count,
                                 struct weft__buf *out);
 
+/* Length of the UTF-8 sequence at @p s (at most @p avail bytes): when valid, *is_valid is true
+ * and the sequence's length is returned; when not, false and the length of the maximal invalid
+ * subpart (at least 1). Both encoders use it so that they repair invalid UTF-8 the same way. */
+size_t weft__otlp_utf8_seq(const uint8_t *s, size_t avail, bool *is_valid);
+
 /* Parse an ExportTraceServiceResponse body (protobuf or JSON per @p is_json) for
  * partial_success. Sets *rejected (0 when absent) and copies error_message into @p message
  * (may be NULL) truncated to @p message_len. An empty body is a full success.
- * @return WEFT_OK or WEFT_EPARSE. */
+ * @return WEFT_OK, WEFT_EPARSE, or WEFT_EINVAL (NULL body with a non-zero length). */
 weft_err weft__otlp_parse_response(const char *body,
                                    size_t len,
                                    bool is_json,
