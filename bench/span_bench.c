@@ -221,7 +221,7 @@ bench_encode(int runs)
             weft__buf_reset(&buf);
             weft__buf_reset(&gz);
             if (weft__otlp_encode_proto(views, N, &buf) != WEFT_OK ||
-                weft__gzip_compress(buf.data, buf.len, -1, &gz) != WEFT_OK) {
+                weft__gzip_compress(buf.data, buf.len, 1, &gz) != WEFT_OK) {
                 fprintf(stderr, "span_bench: encode+gzip failed\n");
                 exit(1);
             }

@@ -188,7 +188,8 @@ weft__attrs_copy(const struct weft_attr *in, size_t count, struct weft_attr **ou
 
 /* ---- built-in redaction --------------------------------------------------------------- */
 
-/* Secret key names by length (index), so a key is compared with at most four names. */
+/* Secret key names by length (index), so a key is compared with at most four names.
+ * maybe_secret_key() filters on the last two letters of these names: keep it in step. */
 static const char *const secret_names[20][4] = {
     [5] = {"token"},
     [6] = {"apikey", "passwd", "secret", "cookie"},
@@ -334,50 +335,120 @@ match_secret(const char *s, size_t len, size_t i, size_t *keep, size_t *skip)
     }
 }
 
+/* Is s[i] (a marker byte) preceded or followed by the rest of a secret shape? The same tests
+ * as the memchr loops of maybe_secret(), one marker at a time. */
+static bool
+marker_starts_secret(const char *s, size_t len, size_t i)
+{
+    switch (s[i]) {
+    case ' ':
+        return (i >= 6 && strncasecmp(s + i - 6, "bearer", 6) == 0) ||
+               (i >= 5 && strncasecmp(s + i - 5, "basic", 5) == 0);
+    case '-':
+        return i >= 2 && s[i - 2] == 's' && s[i - 1] == 'k';
+    case '_':
+        return i >= 3 && s[i - 3] == 'g' && s[i - 2] == 'h';
+    case 'A':
+        return len - i >= 20 && s[i + 2] == 'I' && s[i + 3] == 'A' &&
+               (s[i + 1] == 'K' || s[i + 1] == 'S');
+    default:
+        return false;
+    }
+}
+
 /* Could s[0..len) hold a secret shape? Every shape has a marker byte (' ' after Bearer or
- * Basic, '-' after sk, '_' after gh?, or the AKIA/ASIA prefix), and memchr finds those with
- * vector instructions, so ordinary values are rejected at a few ns instead of a byte loop. */
+ * Basic, '-' after sk, '_' after gh?, or the AKIA/ASIA prefix). Attribute values are mostly
+ * short (names, ids, statuses), and for those one byte loop costs less than four memchr
+ * calls; long values (prompts, payloads) use memchr, which finds the markers with vector
+ * instructions. Both branches accept exactly the same values. */
 static bool
 maybe_secret(const char *s, size_t len)
 {
+    static const bool is_marker[256] = {[' '] = true, ['-'] = true, ['_'] = true, ['A'] = true};
     const char *end = s + len;
     const char *p = s;
 
+    if (len <= 64) {
+        for (size_t i = 0; i < len; i++) {
+            if (is_marker[(unsigned char)s[i]] && marker_starts_secret(s, len, i)) {
+                return true;
+            }
+        }
+        return false;
+    }
     while ((p = memchr(p, ' ', (size_t)(end - p))) != NULL) {
-        if ((p - s >= 6 && strncasecmp(p - 6, "bearer", 6) == 0) ||
-            (p - s >= 5 && strncasecmp(p - 5, "basic", 5) == 0)) {
+        if (marker_starts_secret(s, len, (size_t)(p - s))) {
             return true;
         }
         p++;
     }
     p = s;
     while ((p = memchr(p, '-', (size_t)(end - p))) != NULL) {
-        if (p - s >= 2 && p[-2] == 's' && p[-1] == 'k') {
+        if (marker_starts_secret(s, len, (size_t)(p - s))) {
             return true;
         }
         p++;
     }
     p = s;
     while ((p = memchr(p, '_', (size_t)(end - p))) != NULL) {
-        if (p - s >= 3 && p[-3] == 'g' && p[-2] == 'h') {
+        if (marker_starts_secret(s, len, (size_t)(p - s))) {
             return true;
         }
         p++;
     }
-    if (len >= 20) {
-        for (p = s; (p = memchr(p, 'A', (size_t)(end - p))) != NULL && end - p >= 20; p++) {
-            if (p[2] == 'I' && p[3] == 'A' && (p[1] == 'K' || p[1] == 'S')) {
-                return true;
-            }
+    for (p = s; (p = memchr(p, 'A', (size_t)(end - p))) != NULL && end - p >= 20; p++) {
+        if (marker_starts_secret(s, len, (size_t)(p - s))) {
+            return true;
         }
     }
     return false;
 }
 
+/* Could @p key (of @p key_len bytes) name a secret? A filter in front of secret_key(), which
+ * runs for every string attribute: every secret name ends in one of seven letter pairs
+ * (en, ey, wd, rd, et, ie, on, in any case), so a key that does not is rejected after two
+ * byte tests; "name", "id", "status" and most other keys are. Bytes >= 0x80 go on to
+ * secret_key() because its strcasecmp follows the locale. */
+static bool
+maybe_secret_key(const char *key, size_t key_len)
+{
+    unsigned char a = 0;
+    unsigned char b = 0;
+    bool candidate = false;
+
+    if (key_len < 5) {
+        return false; /* shorter than "token", the shortest name */
+    }
+    a = (unsigned char)key[key_len - 2];
+    b = (unsigned char)key[key_len - 1];
+    if (a >= 0x80 || b >= 0x80) {
+        return secret_key(key, key_len);
+    }
+    a |= 0x20; /* ASCII lower case; other bytes cannot become letters */
+    switch (b | 0x20) {
+    case 'n':
+        candidate = a == 'e' || a == 'o';
+        break;
+    case 'y':
+    case 't':
+        candidate = a == 'e';
+        break;
+    case 'd':
+        candidate = a == 'w' || a == 'r';
+        break;
+    case 'e':
+        candidate = a == 'i';
+        break;
+    default:
+        break;
+    }
+    return candidate && secret_key(key, key_len);
+}
+
 bool
 weft__may_need_redaction(const char *key, const char *value, size_t len)
 {
-    return secret_key(key, strlen(key)) || (len >= 11 && maybe_secret(value, len));
+    return maybe_secret_key(key, strlen(key)) || (len >= 11 && maybe_secret(value, len));
 }
 
 /* Rewrite @p value with secrets replaced into @p out; false when nothing matched. */

@@ -1,0 +1,112 @@
+/* tests/exporters/test_gzip.c - gzip round trips, caps and corrupt input. */
+#include "exporters/gzip.h"
+#include "support/weft_test.h"
+
+#include <string.h>
+
+static void
+test_gzip_round_trip_restores_bytes(void **state)
+{
+    struct weft__buf in;
+    struct weft__buf gz;
+    struct weft__buf out;
+
+    (void)state;
+    weft__buf_init(&in, 0);
+    weft__buf_init(&gz, 0);
+    weft__buf_init(&out, 0);
+    for (int i = 0; i < 20000; i++) {
+        weft__buf_printf(&in, "span-%d;", i % 97);
+    }
+    assert_weft_ok(weft__gzip_compress(in.data, in.len, 1, &gz));
+    assert_true(gz.len < in.len / 4);
+    /* A gzip member starts with 1f 8b 08 (RFC 1952). */
+    assert_int_equal((unsigned char)gz.data[0], 0x1f);
+    assert_int_equal((unsigned char)gz.data[1], 0x8b);
+    assert_int_equal((unsigned char)gz.data[2], 0x08);
+    assert_weft_ok(weft__gzip_decompress(gz.data, gz.len, &out));
+    assert_int_equal(out.len, in.len);
+    assert_memory_equal(out.data, in.data, in.len);
+    weft__buf_cleanup(&in);
+    weft__buf_cleanup(&gz);
+    weft__buf_cleanup(&out);
+}
+
+static void
+test_gzip_empty_input_is_a_valid_stream(void **state)
+{
+    struct weft__buf gz;
+    struct weft__buf out;
+
+    (void)state;
+    weft__buf_init(&gz, 0);
+    weft__buf_init(&out, 0);
+    assert_weft_ok(weft__gzip_compress("", 0, -1, &gz));
+    assert_true(gz.len >= 18); /* header + empty deflate block + trailer */
+    assert_weft_ok(weft__gzip_decompress(gz.data, gz.len, &out));
+    assert_int_equal(out.len, 0);
+    weft__buf_cleanup(&gz);
+    weft__buf_cleanup(&out);
+}
+
+static void
+test_gzip_decompress_respects_the_cap(void **state)
+{
+    static char zeros[1 << 20];
+    struct weft__buf gz;
+    struct weft__buf out;
+
+    (void)state;
+    weft__buf_init(&gz, 0);
+    weft__buf_init(&out, 4096);
+    assert_weft_ok(weft__gzip_compress(zeros, sizeof(zeros), 6, &gz));
+    assert_weft_err(weft__gzip_decompress(gz.data, gz.len, &out), WEFT_ELIMIT);
+    assert_int_equal(out.len, 0);
+    weft__buf_cleanup(&gz);
+    weft__buf_cleanup(&out);
+}
+
+static void
+test_gzip_compress_respects_the_cap_and_restores_length(void **state)
+{
+    struct weft__buf gz;
+
+    (void)state;
+    weft__buf_init(&gz, 16);
+    assert_weft_ok(weft__buf_append_str(&gz, "keep"));
+    assert_weft_err(weft__gzip_compress("some text to compress", 21, 1, &gz), WEFT_ELIMIT);
+    assert_int_equal(gz.len, 4);
+    assert_string_equal(gz.data, "keep");
+    weft__buf_cleanup(&gz);
+}
+
+static void
+test_gzip_corrupt_or_truncated_input_is_a_parse_error(void **state)
+{
+    struct weft__buf gz;
+    struct weft__buf out;
+
+    (void)state;
+    weft__buf_init(&gz, 0);
+    weft__buf_init(&out, 0);
+    assert_weft_err(weft__gzip_decompress("not gzip at all", 15, &out), WEFT_EPARSE);
+    assert_weft_ok(weft__gzip_compress("hello hello hello", 17, 1, &gz));
+    assert_weft_err(weft__gzip_decompress(gz.data, gz.len - 6, &out), WEFT_EPARSE);
+    assert_int_equal(out.len, 0);
+    weft__buf_cleanup(&gz);
+    weft__buf_cleanup(&out);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gzip_round_trip_restores_bytes),
+        cmocka_unit_test(test_gzip_empty_input_is_a_valid_stream),
+        cmocka_unit_test(test_gzip_decompress_respects_the_cap),
+        cmocka_unit_test(test_gzip_compress_respects_the_cap_and_restores_length),
+        cmocka_unit_test(test_gzip_corrupt_or_truncated_input_is_a_parse_error),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
