@@ -145,14 +145,14 @@ struct weft_otlp_options {
     const char *traces_endpoint; /**< full URL, used as given (wins over endpoint) */
     bool protocol_set;           /**< use @c protocol instead of the environment */
     weft_otlp_protocol protocol;
-    int compression;         /**< 0 from env, 1 none, 2 gzip */
-    const char *headers;     /**< "k=v,k2=v2", values percent-decoded; added to env headers */
-    uint32_t timeout_ms;     /**< per request; 0 from env (default 10000) */
-    const char *ca_file;     /**< PEM CA bundle; NULL from OTEL_EXPORTER_OTLP_CERTIFICATE */
-    const char *client_cert; /**< PEM client certificate (mTLS) */
-    const char *client_key;  /**< PEM client key (mTLS) */
-    bool insecure_skip_verify; /**< never from the environment; for local tests only */
-    uint32_t max_retry_ms;     /**< total retry budget; 0 means bounded by the deadline only */
+    int compression;             /**< 0 from env, 1 none, 2 gzip */
+    const char *headers;         /**< "k=v,k2=v2", values percent-decoded; added to env headers */
+    uint32_t timeout_ms;         /**< per request; 0 from env (default 10000) */
+    const char *ca_file;         /**< PEM CA bundle; NULL from OTEL_EXPORTER_OTLP_CERTIFICATE */
+    const char *client_cert;     /**< PEM client certificate (mTLS) */
+    const char *client_key;      /**< PEM client key (mTLS) */
+    bool insecure_skip_verify;   /**< never from the environment; for local tests only */
+    uint32_t max_retry_ms;       /**< total retry budget; 0 means bounded by the deadline only */
     uint32_t initial_backoff_ms; /**< default 1000 (first retry waits up to this) */
     uint32_t max_backoff_ms;     /**< default 5000 */
     const char *user_agent;      /**< default "weft/<version> (OTLP)" */
@@ -169,11 +169,11 @@ WEFT_API weft_err weft_otlp_exporter_new(const struct weft_otlp_options *opts,
 
 /** Counters of an OTLP exporter (NULL-safe; zeros for other exporters). */
 struct weft_otlp_stats {
-    uint64_t requests;      /**< HTTP requests sent, retries included */
-    uint64_t retries;       /**< requests that were retries */
-    uint64_t bytes_sent;    /**< body bytes after compression */
-    uint64_t spans_rejected;/**< partial_success rejected_spans summed */
-    long last_http_status;  /**< 0 when the last attempt got no HTTP answer */
+    uint64_t requests;       /**< HTTP requests sent, retries included */
+    uint64_t retries;        /**< requests that were retries */
+    uint64_t bytes_sent;     /**< body bytes after compression */
+    uint64_t spans_rejected; /**< partial_success rejected_spans summed */
+    long last_http_status;   /**< 0 when the last attempt got no HTTP answer */
 };
 WEFT_API void weft_otlp_exporter_stats(const struct weft_exporter *exporter,
                                        struct weft_otlp_stats *out);

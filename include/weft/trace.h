@@ -103,8 +103,8 @@ WEFT_API struct weft_attr weft_attr_double(const char *key, double value);
 #define WEFT_SPAN_ID_SIZE        8
 #define WEFT_TRACE_FLAG_SAMPLED  0x01u
 #define WEFT_TRACE_FLAG_RANDOM   0x02u
-#define WEFT_TRACEPARENT_LEN     55   /**< characters of a version-00 traceparent */
-#define WEFT_TRACESTATE_MAX_LEN  512  /**< longest tracestate weft keeps (W3C minimum) */
+#define WEFT_TRACEPARENT_LEN     55  /**< characters of a version-00 traceparent */
+#define WEFT_TRACESTATE_MAX_LEN  512 /**< longest tracestate weft keeps (W3C minimum) */
 #define WEFT_TRACESTATE_MAX_KEYS 32
 
 /** The propagated identity of a span. @c trace_state is a W3C tracestate header value or
@@ -169,12 +169,12 @@ WEFT_API const char *weft_sampler_name(weft_sampler_kind kind);
 
 /** Span limits (OTel specification "Span Limits"). */
 struct weft_span_limits {
-    size_t attr_count;         /**< OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, default 128 */
-    size_t attr_value_length;  /**< OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, default none */
-    size_t event_count;        /**< OTEL_SPAN_EVENT_COUNT_LIMIT, default 128 */
-    size_t link_count;         /**< OTEL_SPAN_LINK_COUNT_LIMIT, default 128 */
-    size_t attrs_per_event;    /**< OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, default 128 */
-    size_t attrs_per_link;     /**< OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, default 128 */
+    size_t attr_count;        /**< OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, default 128 */
+    size_t attr_value_length; /**< OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, default none */
+    size_t event_count;       /**< OTEL_SPAN_EVENT_COUNT_LIMIT, default 128 */
+    size_t link_count;        /**< OTEL_SPAN_LINK_COUNT_LIMIT, default 128 */
+    size_t attrs_per_event;   /**< OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, default 128 */
+    size_t attrs_per_link;    /**< OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, default 128 */
 };
 
 /** Fill @p out from the OTEL_* environment variables (the span-specific variable wins over
@@ -201,11 +201,8 @@ typedef const char *(*weft_redact_fn)(const char *key,
  * AWS access key ids are replaced by WEFT_REDACTED.
  * @return NULL when nothing matched, else the redacted string written into @p scratch
  * (truncated to @p scratch_len - 1 bytes when longer). */
-WEFT_API const char *weft_redact_builtin(const char *key,
-                                         const char *value,
-                                         size_t len,
-                                         char *scratch,
-                                         size_t scratch_len);
+WEFT_API const char *weft_redact_builtin(
+    const char *key, const char *value, size_t len, char *scratch, size_t scratch_len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Provider                                                                                    */
@@ -467,13 +464,13 @@ WEFT_API weft_err weft_simple_processor_new(struct weft_exporter *exporter,
 
 /** Per-processor counters. */
 struct weft_processor_stats {
-    uint64_t enqueued;  /**< spans accepted into the queue */
-    uint64_t exported;  /**< spans the exporter accepted */
-    uint64_t dropped;   /**< spans lost: queue full, or ended after shutdown */
-    uint64_t failed;    /**< spans in failed exports, plus spans rejected (partial success) */
-    uint64_t batches;   /**< export calls made */
-    size_t queue_len;   /**< spans waiting now */
-    size_t queue_cap;   /**< queue capacity */
+    uint64_t enqueued; /**< spans accepted into the queue */
+    uint64_t exported; /**< spans the exporter accepted */
+    uint64_t dropped;  /**< spans lost: queue full, or ended after shutdown */
+    uint64_t failed;   /**< spans in failed exports, plus spans rejected (partial success) */
+    uint64_t batches;  /**< export calls made */
+    size_t queue_len;  /**< spans waiting now */
+    size_t queue_cap;  /**< queue capacity */
 };
 
 /** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL. */
