@@ -3,6 +3,7 @@
  * on the span's line; the hold is bounded (the oldest trace is printed incomplete, not
  * dropped); orphans and late spans come out, marked, on flush and shutdown. Output goes to an
  * open_memstream stream; span batches are built by hand. */
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 #include "tracing/exporter.h"
 
@@ -385,32 +386,6 @@ test_console_write_failure_returns_eio(void **state)
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
 }
 
-static long alloc_budget = -1;
-
-static void *
-failing_malloc(size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return malloc(n);
-}
-
-static void *
-failing_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return realloc(p, n);
-}
-
 static void
 test_console_export_fails_cleanly_out_of_memory(void **state)
 {
@@ -432,12 +407,12 @@ test_console_export_fails_cleanly_out_of_memory(void **state)
     child.event_count = 1;
     weft_exporter_free(f->ex);
     f->ex = NULL;
-    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (long budget = 0; budget < 200 && !is_done; budget++) {
         struct weft_exporter *ex = NULL;
         weft_err err = WEFT_OK;
 
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft_console_exporter_new(f->stream, &ex);
         if (err == WEFT_OK) {
             err = ex->ops->export_batch(ex->self, batch, 2, 0, &result);
@@ -446,7 +421,7 @@ test_console_export_fails_cleanly_out_of_memory(void **state)
         assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
         weft_exporter_free(ex); /* prints and frees whatever was held */
     }
-    alloc_budget = -1;
+    failalloc_budget = -1;
     weft_set_allocator(NULL, NULL, NULL);
     assert_true(is_done);
     assert_non_null(strstr(output(f), "\xe2\x94\x94\xe2\x94\x80 child"));

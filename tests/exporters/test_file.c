@@ -4,6 +4,7 @@
  * for an empty batch, and the failure paths (bad path, a device that refuses
  * writes: WEFT_EIO logged once with the path; export after shutdown). Span
  * batches are built by hand. */
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 #include "tracing/exporter.h"
 
@@ -290,32 +291,6 @@ test_file_export_after_shutdown_is_refused(void **state)
     weft_exporter_free(ex);
 }
 
-static long alloc_budget = -1;
-
-static void *
-failing_malloc(size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return malloc(n);
-}
-
-static void *
-failing_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return realloc(p, n);
-}
-
 /* A batch that fails for want of memory writes nothing: every line in the file stays whole. */
 static void
 test_file_fails_cleanly_out_of_memory(void **state)
@@ -326,18 +301,18 @@ test_file_fails_cleanly_out_of_memory(void **state)
     size_t n = 0;
     json_t *lines = NULL;
 
-    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (long budget = 0; budget < 1000 && !is_done; budget++) {
         struct weft_exporter *ex = NULL;
         weft_err err = WEFT_OK;
 
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft_file_exporter_new(f->path, &ex);
         if (err == WEFT_OK) {
             err = export_batch(ex, spans, 2);
             is_done = err == WEFT_OK;
         }
-        alloc_budget = -1;
+        failalloc_budget = -1;
         assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
         weft_exporter_free(ex);
     }

@@ -4,6 +4,7 @@
  * NaN and infinities as strings), 64-bit integers as strings, hex ids, grouping, the empty
  * batch, and failure paths (ELIMIT at every cap, out of memory) that leave the buffer as it
  * was. */
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 
 #include "exporters/otlp_encode.h"
@@ -608,32 +609,6 @@ test_encode_json_elimit_at_every_cap_restores_length(void **state)
     weft__buf_cleanup(&full);
 }
 
-static long alloc_budget = -1; /* allocations left before failing; -1: unlimited */
-
-static void *
-budget_malloc(size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return malloc(n);
-}
-
-static void *
-budget_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return realloc(p, n);
-}
-
 static void
 test_encode_json_out_of_memory_fails_cleanly_at_every_allocation(void **state)
 {
@@ -651,12 +626,12 @@ test_encode_json_out_of_memory_fails_cleanly_at_every_allocation(void **state)
         spans[i] = minimal_span();
         views[i] = &spans[i];
     }
-    assert_weft_ok(weft_set_allocator(budget_malloc, budget_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (budget = 0; budget < 100; budget++) {
         weft__buf_init(&buf, 0);
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft__otlp_encode_json(views, N, &buf);
-        alloc_budget = -1;
+        failalloc_budget = -1;
         if (err == WEFT_OK) {
             break;
         }

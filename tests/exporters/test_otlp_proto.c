@@ -8,6 +8,7 @@
  * our bytes to text; encode a text request and compare bytes). protoc is required: the test
  * fails when it is missing (scripts/deps.sh test installs protobuf-compiler).
  */
+#include "support/failalloc.h"
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
 
@@ -990,32 +991,6 @@ test_encode_proto_lengths_near_varint_boundaries_are_exact_under_any_cap(void **
     free(value);
 }
 
-static long alloc_budget = -1; /* allocations left before failing; -1: unlimited */
-
-static void *
-budget_malloc(size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return malloc(n);
-}
-
-static void *
-budget_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return realloc(p, n);
-}
-
 static void
 test_encode_proto_out_of_memory_fails_cleanly_at_every_allocation(void **state)
 {
@@ -1032,12 +1007,12 @@ test_encode_proto_out_of_memory_fails_cleanly_at_every_allocation(void **state)
         spans[i] = minimal_span();
         views[i] = &spans[i];
     }
-    assert_weft_ok(weft_set_allocator(budget_malloc, budget_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (budget = 0; budget < 100; budget++) {
         weft__buf_init(&buf, 0);
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft__otlp_encode_proto(views, N, &buf);
-        alloc_budget = -1;
+        failalloc_budget = -1;
         if (err == WEFT_OK) {
             break;
         }

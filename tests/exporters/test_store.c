@@ -3,6 +3,7 @@
  * order and rendering, "last", prefix resolution and ambiguity), typed attribute round trips,
  * replacement of duplicate spans, and the failure paths (bad path, foreign or newer
  * databases, out of memory). Span batches are built by hand, independent of the SDK. */
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 #include "tracing/exporter.h"
 
@@ -808,32 +809,6 @@ test_store_default_path_uses_weft_home(void **state)
 
 /* ---- out of memory ---------------------------------------------------------------------- */
 
-static long alloc_budget = -1; /* allocations left before failing; -1 means unlimited */
-
-static void *
-failing_malloc(size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return malloc(n);
-}
-
-static void *
-failing_realloc(void *p, size_t n)
-{
-    if (alloc_budget == 0) {
-        return NULL;
-    }
-    if (alloc_budget > 0) {
-        alloc_budget--;
-    }
-    return realloc(p, n);
-}
-
 static void
 test_store_load_and_render_fail_cleanly_out_of_memory(void **state)
 {
@@ -842,7 +817,7 @@ test_store_load_and_render_fail_cleanly_out_of_memory(void **state)
 
     write_three_traces(f);
     open_store(f);
-    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (long budget = 0; budget < 1000 && !is_done; budget++) {
         struct weft_trace *trace = NULL;
         FILE *out = fopen("/dev/null", "w");
@@ -851,7 +826,7 @@ test_store_load_and_render_fail_cleanly_out_of_memory(void **state)
         struct weft_trace_summary *list = NULL;
         size_t n = 0;
 
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft_store_list_traces(f->store, 10, &list, &n);
         assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
         assert_true(err == WEFT_OK ? n == 3 : list == NULL && n == 0);
@@ -867,7 +842,7 @@ test_store_load_and_render_fail_cleanly_out_of_memory(void **state)
         weft_trace_free(trace);
         fclose(out);
     }
-    alloc_budget = -1;
+    failalloc_budget = -1;
     weft_set_allocator(NULL, NULL, NULL);
     assert_true(is_done);
 }
@@ -887,7 +862,7 @@ test_store_exporter_fails_cleanly_out_of_memory(void **state)
     bool is_done = false;
 
     snprintf(path, sizeof(path), "%s/oom/weft.db", f->dir);
-    assert_weft_ok(weft_set_allocator(failing_malloc, failing_realloc, free));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (long budget = 0; budget < 1000 && !is_done; budget++) {
         struct weft_exporter *ex = NULL;
         struct weft_store *store = NULL;
@@ -905,14 +880,14 @@ test_store_exporter_fails_cleanly_out_of_memory(void **state)
         spans[1] = make_span(trace, "0000000000000001", NULL, "root", 0, 10);
         spans[1].attrs = attrs;
         spans[1].attr_count = 2;
-        alloc_budget = budget;
+        failalloc_budget = budget;
         err = weft_store_exporter_new(path, &ex);
         if (err == WEFT_OK) {
             err = export_batch(ex, spans, 2);
             is_done = err == WEFT_OK;
         }
         assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
-        alloc_budget = -1;
+        failalloc_budget = -1;
         weft_exporter_free(ex);
         if (weft_store_open(path, &store) == WEFT_OK) {
             assert_weft_err(weft_store_resolve(store, trace, found),
