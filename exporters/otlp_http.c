@@ -229,6 +229,21 @@ copy_header_value(char *dst, size_t dst_len, const char *src, size_t len)
     dst[len] = '\0';
 }
 
+/* Called by curl about once a second and on progress: abort the transfer once the exporter
+ * is shut down, so shutdown's bound also cuts a request that is waiting on a slow server. */
+static int
+on_progress(
+    void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    struct otlp *x = userdata;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return atomic_load(&x->is_shut_down) ? 1 : 0;
+}
+
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
@@ -356,6 +371,9 @@ configure(struct otlp *x, const struct weft_otlp_options *o)
     curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(x->curl, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYPEER, o->insecure_skip_verify ? 0L : 1L);
     curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, o->insecure_skip_verify ? 0L : 2L);
     curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -500,6 +518,9 @@ send_request(struct otlp *x,
             curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
         }
         atomic_store(&x->last_status, status);
+        if (rc == CURLE_ABORTED_BY_CALLBACK) {
+            return WEFT_ESTATE; /* shut down while the request was in flight */
+        }
         if (rc == CURLE_WRITE_ERROR) {
             WEFT_LOG(WEFT_LOG_ERROR, "OTLP export to %s: the answer is over %u bytes", x->url,
                      MAX_RESPONSE_BYTES);

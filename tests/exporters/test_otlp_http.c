@@ -511,6 +511,31 @@ test_otlp_http_shutdown_cuts_a_retry_wait_short(void **state)
     weft_provider_free(provider);
 }
 
+static void
+test_otlp_http_shutdown_cuts_a_slow_request_short(void **state)
+{
+    struct fx *f = *state;
+    struct weft_provider *provider = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_processor *proc = NULL;
+    struct weft_batch_options bo = {64, 8, 10, 60000};
+    struct weft_otlp_options o = {.timeout_ms = 60000};
+    uint64_t t = 0;
+
+    http_receiver_set_default(f->rx, &(struct http_response){.delay_ms = 20000});
+    assert_weft_ok(weft_provider_new(NULL, &provider));
+    assert_weft_ok(weft_provider_get_tracer(provider, "t", NULL, &tracer));
+    assert_weft_ok(weft_batch_processor_new(make_exporter(f, &o), &bo, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(provider, proc));
+    weft_span_end(weft_span_start(tracer, "slow", NULL), 0);
+    assert_true(http_receiver_wait(f->rx, 1, 5000));
+    t = weft_monotonic_ns();
+    assert_weft_err(weft_provider_shutdown(provider, 300), WEFT_ETIMEDOUT);
+    /* curl checks the abort flag about once a second. */
+    assert_true(ms_since(t) < 3000);
+    weft_provider_free(provider);
+}
+
 /* ---- the whole pipeline: provider → batch processor → OTLP/HTTP → receiver ------------- */
 
 struct pipeline {
@@ -688,6 +713,7 @@ main(void)
         T(test_otlp_http_reuses_the_connection),
         T(test_otlp_http_oversized_answer_is_an_error),
         T(test_otlp_http_shutdown_cuts_a_retry_wait_short),
+        T(test_otlp_http_shutdown_cuts_a_slow_request_short),
         T(test_pipeline_no_span_lost_across_transient_failures),
         T(test_pipeline_400_is_counted_failed_not_retried),
         T(test_pipeline_span_end_never_waits_on_a_slow_receiver),
