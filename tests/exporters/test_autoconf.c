@@ -1,0 +1,170 @@
+/* tests/exporters/test_autoconf.c - OTEL_TRACES_EXPORTER wiring: each named exporter gets its own
+ * processor, unknown names are reported and skipped, "none" adds nothing, a disabled SDK opens
+ * nothing, and spans reach every destination (file, store, and OTLP to a real receiver). */
+#include "support/http_receiver.h"
+#include "support/weft_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char home[256];
+
+static int
+setup(void **state)
+{
+    (void)state;
+    snprintf(home, sizeof(home), "/tmp/weft-autoconf-XXXXXX");
+    assert_non_null(mkdtemp(home));
+    weft_test_setenv("WEFT_HOME", home);
+    weft_test_setenv("WEFT_TRACES_FILE", NULL);
+    weft_test_setenv("OTEL_SDK_DISABLED", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    char cmd[300];
+
+    (void)state;
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_SDK_DISABLED", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static void
+emit_one(struct weft_provider *p)
+{
+    struct weft_tracer *t = NULL;
+
+    assert_weft_ok(weft_provider_get_tracer(p, "autoconf", NULL, &t));
+    weft_span_end(weft_span_start(t, "autoconf-span", NULL), 0);
+}
+
+static void
+test_autoconf_file_and_store_receive_spans_unknown_name_reported(void **state)
+{
+    struct weft_provider *p = NULL;
+    struct weft_store *store = NULL;
+    struct weft_trace_summary *list = NULL;
+    size_t n = 0;
+    char path[512];
+    char line[8192];
+    FILE *fp = NULL;
+
+    (void)state;
+    weft_test_capture_logs();
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "file, store,bogus,none");
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_err(weft_provider_add_env_exporters(p, "otlp"), WEFT_EINVAL);
+    assert_non_null(strstr(weft_test_logs(), "bogus"));
+    assert_non_null(weft_provider_processor(p, 0));
+    assert_non_null(weft_provider_processor(p, 1));
+    assert_null(weft_provider_processor(p, 2));
+    emit_one(p);
+    assert_weft_ok(weft_provider_shutdown(p, 5000));
+    weft_provider_free(p);
+
+    snprintf(path, sizeof(path), "%s/traces.jsonl", home);
+    fp = fopen(path, "r");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof(line), fp));
+    assert_non_null(strstr(line, "\"autoconf-span\""));
+    fclose(fp);
+
+    assert_weft_ok(weft_store_open(NULL, &store)); /* the default path under WEFT_HOME */
+    assert_weft_ok(weft_store_list_traces(store, 10, &list, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].root_name, "autoconf-span");
+    weft_trace_summaries_free(list, n);
+    weft_store_close(store);
+}
+
+static void
+test_autoconf_default_list_is_used_when_unset(void **state)
+{
+    struct weft_provider *p = NULL;
+    char path[512];
+    struct stat st;
+
+    (void)state;
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    snprintf(path, sizeof(path), "%s/custom.jsonl", home);
+    weft_test_setenv("WEFT_TRACES_FILE", path);
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(weft_provider_add_env_exporters(p, "file"));
+    emit_one(p);
+    assert_weft_ok(weft_provider_shutdown(p, 5000));
+    weft_provider_free(p);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > 0);
+}
+
+static void
+test_autoconf_otlp_reaches_the_receiver(void **state)
+{
+    struct http_receiver *rx = NULL;
+    struct weft_provider *p = NULL;
+    char url[128];
+
+    (void)state;
+    assert_int_equal(http_receiver_start(&rx), 0);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", http_receiver_url(rx, "", url, sizeof(url)));
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(weft_provider_add_env_exporters(p, NULL));
+    emit_one(p);
+    assert_weft_ok(weft_provider_shutdown(p, 5000));
+    weft_provider_free(p);
+    assert_int_equal(http_receiver_count(rx), 1);
+    assert_string_equal(http_receiver_request(rx, 0)->path, "/v1/traces");
+    http_receiver_stop(rx);
+}
+
+static void
+test_autoconf_none_and_disabled_add_nothing(void **state)
+{
+    struct weft_provider *p = NULL;
+    char path[512];
+    struct stat st;
+
+    (void)state;
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "none");
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(weft_provider_add_env_exporters(p, "store"));
+    assert_null(weft_provider_processor(p, 0));
+    weft_provider_free(p);
+
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "file,store");
+    weft_test_setenv("OTEL_SDK_DISABLED", "true");
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(weft_provider_add_env_exporters(p, NULL));
+    assert_null(weft_provider_processor(p, 0));
+    weft_provider_free(p);
+    snprintf(path, sizeof(path), "%s/weft.db", home);
+    assert_int_not_equal(stat(path, &st), 0); /* nothing was opened */
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_autoconf_file_and_store_receive_spans_unknown_name_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_autoconf_default_list_is_used_when_unset, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_autoconf_otlp_reaches_the_receiver, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_autoconf_none_and_disabled_add_nothing, setup,
+                                        teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
