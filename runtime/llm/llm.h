@@ -1,0 +1,125 @@
+/* runtime/llm/llm.h - the LLM provider interface the engine calls, and its implementations:
+ * the OpenAI-compatible chat-completions client (openai.c), the scripted provider (scripted.c)
+ * and the recorder that wraps any provider for `weft run --record` (record.c).
+ *
+ * Messages, tools and tool calls use the OpenAI chat-completions JSON shapes (jansson values),
+ * because that is the lingua franca of every backend weft talks to; the scripted provider
+ * reads the same shapes from its script.
+ *
+ * A provider never touches tracing: the engine opens the `chat {model}` span around
+ * llm_complete() and records what the response reports (usage, model, finish reason, error).
+ *
+ * Thread-safety: a provider is used by one engine thread at a time.
+ */
+#ifndef WEFT_RUNTIME_LLM_H
+#define WEFT_RUNTIME_LLM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <weft/common.h>
+
+/* What the engine asks the model for; the scripted provider keys responses by it. */
+typedef enum llm_purpose {
+    LLM_PURPOSE_PLAN = 0,
+    LLM_PURPOSE_ROUTE,
+    LLM_PURPOSE_ACT,
+    LLM_PURPOSE_REFLECT,
+    LLM_PURPOSE_CORRECT,
+    LLM_PURPOSE_SUMMARIZE
+} llm_purpose;
+
+const char *llm_purpose_name(llm_purpose purpose);
+/* @return false for an unknown name. */
+bool llm_purpose_parse(const char *name, llm_purpose *out);
+
+struct llm_request {
+    const char *agent;    /* who asks ("supervisor", "router", an agent name); never NULL */
+    llm_purpose purpose;
+    const char *model;    /* model name sent to the backend */
+    const json_t *messages; /* borrowed: array of {"role", "content", ...} (OpenAI shape) */
+    const json_t *tools;    /* borrowed: OpenAI "tools" array, or NULL for none */
+    bool json_mode;         /* ask for a JSON object (response_format json_object) */
+    double temperature;     /* < 0 means the backend's default */
+    int64_t max_tokens;     /* <= 0 means the backend's default */
+    uint32_t timeout_ms;    /* whole call including retries; 0 means none */
+};
+
+/* One tool call the model asked for. */
+struct llm_tool_call {
+    char *id;        /* the model's call id ("call_..."); never NULL (generated when absent) */
+    char *name;      /* tool name */
+    char *arguments; /* JSON text exactly as the model sent it (may be invalid JSON) */
+};
+
+struct llm_response {
+    char *content;         /* assistant text; NULL when the model only called tools */
+    struct llm_tool_call *tool_calls;
+    size_t tool_call_count;
+    int64_t input_tokens;  /* -1 when the backend did not say */
+    int64_t output_tokens; /* -1 when the backend did not say */
+    char *response_model;  /* may be NULL */
+    char *response_id;     /* may be NULL */
+    char *finish_reason;   /* may be NULL */
+    unsigned attempts;     /* HTTP attempts made (1 without retries) */
+};
+
+void llm_response_cleanup(struct llm_response *response); /* zeroes it; NULL is a no-op */
+
+/* Error detail of a failed call: a short machine-friendly type (for error.type: "timeout",
+ * "http_429", "http_500", "connection", "invalid_response", "script_exhausted", ...) and a
+ * human sentence. Never contains credentials or message content. */
+struct llm_error {
+    char type[48];
+    char message[256];
+};
+
+struct llm_provider_ops {
+    /* Run one chat completion. On failure *response is zeroed and *error is filled.
+     * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EHTTP, WEFT_EIO (transport), WEFT_EPARSE
+     * (unusable answer), WEFT_ENOTFOUND (scripted: no response left), WEFT_ENOMEM. */
+    weft_err (*complete)(void *self,
+                         const struct llm_request *request,
+                         struct llm_response *response,
+                         struct llm_error *error);
+    void (*free)(void *self);
+};
+
+struct llm_provider {
+    const struct llm_provider_ops *ops;
+    void *self;
+    const char *provider_name; /* gen_ai.provider.name: "openai", "weft.scripted", ... */
+};
+
+/* Calls through the vtable; both accept NULL providers (EINVAL / no-op). */
+weft_err llm_complete(struct llm_provider *provider,
+                      const struct llm_request *request,
+                      struct llm_response *response,
+                      struct llm_error *error);
+void llm_provider_free(struct llm_provider *provider);
+
+/* OpenAI-compatible chat completions over libcurl. */
+struct llm_openai_options {
+    const char *base_url;       /* e.g. "https://api.openai.com/v1"; "/chat/completions" appended */
+    const char *api_key;        /* may be NULL (local servers); copied, never logged */
+    unsigned max_retries;       /* retries on 429/500/502/503/504/transport; default 3 when 0 */
+    uint32_t initial_backoff_ms; /* default 500 when 0 */
+    uint32_t max_backoff_ms;     /* default 8000 when 0 */
+    const char *provider_name;  /* gen_ai.provider.name; NULL means "openai" */
+};
+/* @return WEFT_OK, WEFT_EINVAL (no base_url), WEFT_ENOMEM. Ownership: copies every string;
+ * free the result with llm_provider_free(). */
+weft_err llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out);
+
+/* Scripted provider: responses from a script (see docs/workflow.md, "Scripts"), keyed by agent
+ * and purpose and consumed in order.
+ * @param script the parsed script (borrowed for the call; what is needed is copied).
+ * @param origin file name for error messages.
+ * @return WEFT_OK, WEFT_EPARSE (message in @p error), WEFT_ENOMEM. */
+weft_err llm_scripted_new(const json_t *script,
+                          const char *origin,
+                          struct llm_provider **out,
+                          struct llm_error *error);
+
+#endif /* WEFT_RUNTIME_LLM_H */
