@@ -4,7 +4,9 @@
 
 #include <weft/common.h>
 #include <weft/export.h>
+#include <weft/runtime.h>
 #include <weft/store.h>
+#include <weft/tool.h>
 #include <weft/trace.h>
 
 #define WEFT_VERSION_MAJOR 0

@@ -92,7 +92,9 @@ struct llm_provider {
     const char *provider_name; /* gen_ai.provider.name: "openai", "weft.scripted", ... */
 };
 
-/* Calls through the vtable; both accept NULL providers (EINVAL / no-op). */
+/* Calls through the vtable; both accept NULL providers (EINVAL / no-op).
+ * llm_provider_free() calls ops->free(self) and then weft__free(provider): constructors
+ * allocate the struct llm_provider itself with weft__malloc(). */
 weft_err llm_complete(struct llm_provider *provider,
                       const struct llm_request *request,
                       struct llm_response *response,
@@ -121,5 +123,28 @@ weft_err llm_scripted_new(const json_t *script,
                           const char *origin,
                           struct llm_provider **out,
                           struct llm_error *error);
+
+
+/* Load a script file for llm_scripted_new(). @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EPARSE
+ * (message with line and column in @p error), WEFT_ENOMEM. Ownership: caller owns *out
+ * (json_decref). */
+weft_err llm_script_load(const char *path, json_t **out, struct llm_error *error);
+
+/* Recording of every exchange of a run (`weft run --record FILE`), in the script format so
+ * that the file replays as is. The file is rewritten (temp file + rename) after every call,
+ * so a crashed run still leaves what it did. It holds message content but never credentials
+ * (requests carry only model and messages). */
+struct llm_recording;
+
+/* @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
+weft_err llm_recording_new(const char *path, struct llm_recording **out);
+/* Append one exchange (the response, or the error when @p response is NULL) and save.
+ * @return WEFT_OK, WEFT_EIO (logged; the run goes on), WEFT_ENOMEM. */
+weft_err llm_recording_add(struct llm_recording *rec,
+                           const struct llm_request *request,
+                           const char *provider_name,
+                           const struct llm_response *response,
+                           const struct llm_error *error);
+void llm_recording_free(struct llm_recording *rec);
 
 #endif /* WEFT_RUNTIME_LLM_H */

@@ -1,0 +1,216 @@
+/* include/weft/runtime.h - load a workflow file and run it: the supervisor engine with its
+ * policies (plan-and-execute, LLM routing, loop-back replanning, three-layer conversational
+ * routing, circuit breaker, tri-state reflection, budgets), traced in DESIGN.md's span model.
+ *
+ * A workflow is immutable once loaded and may be shared by concurrent runs. A run executes on
+ * the calling thread; its spans go to the provider given in the options (exporters run on
+ * their own threads, so a run never waits on the network for telemetry).
+ *
+ * Thread-safety:
+ * - struct weft_workflow: immutable after weft_workflow_load(); share it freely.
+ * - weft_run(): reentrant; each call owns its run. The abort flag may be raised from any
+ *   thread or a signal handler.
+ * - struct weft_run_result: immutable once returned.
+ */
+#ifndef WEFT_RUNTIME_H
+#define WEFT_RUNTIME_H
+
+#include <signal.h>
+#include <weft/tool.h>
+#include <weft/trace.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_workflow;
+
+/** One problem found in a workflow file. */
+struct weft_diag {
+    char *file;    /**< the file (as given) */
+    char *path;    /**< JSON path, e.g. "agents[2].reflection.max_retries"; "" for the root */
+    char *message; /**< what was expected, e.g. "expected integer >= 0" */
+    int line;      /**< 1-based line for JSON syntax errors; 0 when unknown */
+    int column;    /**< 1-based column for JSON syntax errors; 0 when unknown */
+};
+
+/** Every problem found, in document order. Zero-initialise before use. */
+struct weft_diags {
+    struct weft_diag *items;
+    size_t count;
+    size_t dropped; /**< problems beyond the first 256, counted but not kept */
+};
+
+/** Free the diagnostics and zero the struct. NULL is a no-op. */
+WEFT_API void weft_diags_cleanup(struct weft_diags *diags);
+
+/** Format diagnostic @p diag as "file:line:col: path: message" (line and column only when
+ * known) into @p buf. @return @p buf. */
+WEFT_API const char *weft_diag_format(const struct weft_diag *diag, char *buf, size_t len);
+
+/** Load and validate the workflow file at @p path (JSON; see docs/workflow.md). Every error
+ * is collected, not only the first: unknown keys, wrong types, values out of range, unknown
+ * agents, models or tools, dependency cycles in the initial plan, unreadable script files.
+ * @param diags receives every problem (may be NULL); cleared first.
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument), WEFT_ENOTFOUND (no such file), WEFT_EIO,
+ * WEFT_EPARSE (invalid: see @p diags), WEFT_ENOMEM. *out is NULL on failure.
+ * Ownership: caller owns *out; free with weft_workflow_free(). */
+WEFT_API weft_err weft_workflow_load(const char *path,
+                                     struct weft_workflow **out,
+                                     struct weft_diags *diags);
+
+/** The workflow's name. Ownership: borrowed until weft_workflow_free(). */
+WEFT_API const char *weft_workflow_name(const struct weft_workflow *workflow);
+
+/** Free a workflow. NULL is a no-op. */
+WEFT_API void weft_workflow_free(struct weft_workflow *workflow);
+
+/** How a run ended. */
+typedef enum weft_run_status {
+    WEFT_RUN_COMPLETED = 0,        /**< the route reached end with every step done */
+    WEFT_RUN_FAILED = 1,           /**< a step failed, or no valid plan could be made */
+    WEFT_RUN_BUDGET_EXHAUSTED = 2, /**< iterations, tokens or cost ran out */
+    WEFT_RUN_TIMED_OUT = 3,        /**< the run's wall-clock budget ran out */
+    WEFT_RUN_ABORTED = 4           /**< the abort flag was raised */
+} weft_run_status;
+
+/** "completed", "failed", "budget_exhausted", "timed_out", "aborted". Never NULL. */
+WEFT_API const char *weft_run_status_name(weft_run_status status);
+
+/** Kinds of loop the engine counts (also the metrics' loop kind label). */
+typedef enum weft_loop_kind {
+    WEFT_LOOP_REPLAN = 0,     /**< a loop-back replan appended a step */
+    WEFT_LOOP_REFLECTION = 1, /**< a REJECTED verdict re-ran an agent */
+    WEFT_LOOP_CLARIFICATION = 2,
+    WEFT_LOOP_CIRCUIT_BREAKER = 3, /**< a route repeated without progress */
+    WEFT_LOOP_FLOW = 4,
+    WEFT_LOOP_CORRECTION = 5
+} weft_loop_kind;
+
+#define WEFT_LOOP_KIND_COUNT 6
+
+/** "replan", "reflection", "clarification", "circuit_breaker", "flow", "correction". */
+WEFT_API const char *weft_loop_kind_name(weft_loop_kind kind);
+
+/** Progress events, in order. */
+typedef enum weft_run_event_kind {
+    WEFT_EVENT_RUN_START = 0,
+    WEFT_EVENT_DECISION = 1,   /**< the supervisor chose: detail is "layer: next (reason)" */
+    WEFT_EVENT_STEP_START = 2, /**< an agent attempt starts */
+    WEFT_EVENT_STEP_END = 3,   /**< detail is the step status */
+    WEFT_EVENT_LLM_CALL = 4,   /**< an LLM call ended: detail is the model */
+    WEFT_EVENT_TOOL_CALL = 5,  /**< a tool call ended: detail is the tool */
+    WEFT_EVENT_VERDICT = 6,    /**< a reflection verdict: detail is the verdict */
+    WEFT_EVENT_RUN_END = 7     /**< detail is the run status */
+} weft_run_event_kind;
+
+/** One progress event. Every pointer is borrowed for the duration of the callback. */
+struct weft_run_event {
+    weft_run_event_kind kind;
+    const char *run_id;
+    const char *step_id; /**< NULL outside a step */
+    const char *agent;   /**< NULL outside a step */
+    const char *detail;  /**< see weft_run_event_kind; never NULL */
+    size_t iteration;    /**< supervisor decisions so far */
+    size_t steps_done;
+    size_t steps_total;
+    uint64_t elapsed_ns;
+    int64_t input_tokens; /**< run totals so far */
+    int64_t output_tokens;
+    double cost_usd;
+};
+
+/** Receives progress events on the run's thread; must not call back into the run. */
+typedef void (*weft_run_progress_fn)(const struct weft_run_event *event, void *user_data);
+
+/** Run options. Zero-initialise; NULL options mean all defaults. */
+struct weft_run_options {
+    /** Where spans go; NULL means nothing is traced (the run still works). Borrowed. */
+    struct weft_provider *provider;
+    const char *input;      /**< the user's request / message; may be NULL */
+    const char *session_id; /**< conversation id; NULL means the run id */
+    /** Write every LLM exchange to this file in the script format (see docs/workflow.md). */
+    const char *record_path;
+    /** Answer every LLM call from this script (a recording) instead of the network. */
+    const char *replay_path;
+    /** Directory the file and command tools are confined to; NULL means the workflow's
+     * "workspace", else $WEFT_HOME/workspaces/<run id>. Created when missing. */
+    const char *workspace;
+    /** SQLite state database (runs, steps, session messages); NULL means
+     * $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft). */
+    const char *state_path;
+    const struct weft_tools *tools; /**< native tools agents may list; borrowed */
+    /** 1 records message content on spans (after redaction), 0 never, -1 (or any other
+     * value) lets the workflow's capture_content or WEFT_CAPTURE_CONTENT=1 decide. */
+    int capture_content;
+    weft_run_progress_fn progress;
+    void *progress_user_data;
+    /** When non-NULL and it becomes non-zero, the run stops at the next check (between
+     * decisions, LLM rounds and tool calls) with status aborted. */
+    const volatile sig_atomic_t *abort_flag;
+};
+
+/** One step of the final plan. */
+struct weft_run_step {
+    char *id;
+    char *agent;
+    char *task;
+    char *status;       /**< pending, in_progress, completed, failed, paused, skipped */
+    unsigned attempts;  /**< agent attempts (reflection retries included) */
+    char *result;       /**< the step's output; NULL when it produced none */
+    char *requested_by; /**< step id that asked for this step (loop-back replan), or NULL */
+};
+
+/** One supervisor decision. */
+struct weft_run_decision {
+    char *layer;  /**< rule, llm, fallback, counter_limit, pattern, circuit_breaker */
+    char *next;   /**< an agent name, or "end" */
+    char *reason; /**< a sentence */
+};
+
+/** The outcome of a run. */
+struct weft_run_result {
+    weft_run_status status;
+    char *run_id;
+    char *session_id;
+    char trace_id[33]; /**< lowercase hex; "" when not traced */
+    char *output;      /**< the final answer (last completed step's result); may be NULL */
+    char *reason;      /**< why the run ended, a sentence */
+    char *route;       /**< conversational workflows: the route taken; else NULL */
+    size_t iterations; /**< supervisor decisions */
+    size_t loops[WEFT_LOOP_KIND_COUNT];
+    size_t llm_calls;
+    size_t tool_calls;
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+    uint64_t duration_ns;
+    struct weft_run_step *steps;
+    size_t step_count;
+    struct weft_run_decision *decisions;
+    size_t decision_count;
+    char **verdicts; /**< reflection verdicts in order ("coder:REJECTED", ...) */
+    size_t verdict_count;
+};
+
+/** Run @p workflow to its end (a route of end, a spent budget, a failure or an abort).
+ * @param error receives a sentence when the run could not start (may be NULL).
+ * @return WEFT_OK when the run executed, whatever its status (see (*out)->status);
+ * WEFT_EINVAL, WEFT_ENOTFOUND (replay file missing), WEFT_EPARSE (replay file or script
+ * invalid), WEFT_EIO (state database or workspace unusable), WEFT_ENOMEM.
+ * Ownership: borrows @p workflow and @p options; caller owns *out, free it with
+ * weft_run_result_free(). */
+WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
+                           const struct weft_run_options *options,
+                           struct weft_run_result **out,
+                           char *error,
+                           size_t error_len);
+
+/** Free a run result. NULL is a no-op. */
+WEFT_API void weft_run_result_free(struct weft_run_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_RUNTIME_H */

@@ -1,0 +1,102 @@
+/* runtime/llm/llm.c - the provider vtable calls and the helpers every provider shares. */
+#include "llm.h"
+
+#include "../../tracing/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const purpose_names[] = {"plan", "route", "act", "reflect", "correct",
+                                            "summarize"};
+
+#define PURPOSE_COUNT (sizeof(purpose_names) / sizeof(purpose_names[0]))
+
+const char *
+llm_purpose_name(llm_purpose purpose)
+{
+    if ((size_t)purpose >= PURPOSE_COUNT) {
+        return "unknown";
+    }
+    return purpose_names[purpose];
+}
+
+bool
+llm_purpose_parse(const char *name, llm_purpose *out)
+{
+    if (name == NULL || out == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < PURPOSE_COUNT; i++) {
+        if (strcmp(name, purpose_names[i]) == 0) {
+            *out = (llm_purpose)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+llm_response_cleanup(struct llm_response *response)
+{
+    if (response == NULL) {
+        return;
+    }
+    weft__free(response->content);
+    for (size_t i = 0; i < response->tool_call_count; i++) {
+        weft__free(response->tool_calls[i].id);
+        weft__free(response->tool_calls[i].name);
+        weft__free(response->tool_calls[i].arguments);
+    }
+    weft__free(response->tool_calls);
+    weft__free(response->response_model);
+    weft__free(response->response_id);
+    weft__free(response->finish_reason);
+    memset(response, 0, sizeof(*response));
+}
+
+weft_err
+llm_complete(struct llm_provider *provider,
+             const struct llm_request *request,
+             struct llm_response *response,
+             struct llm_error *error)
+{
+    weft_err err = WEFT_OK;
+
+    if (response != NULL) {
+        memset(response, 0, sizeof(*response));
+        response->input_tokens = -1;
+        response->output_tokens = -1;
+    }
+    if (error != NULL) {
+        memset(error, 0, sizeof(*error));
+    }
+    if (provider == NULL || provider->ops == NULL || request == NULL || response == NULL ||
+        error == NULL || request->agent == NULL || request->messages == NULL) {
+        return WEFT_EINVAL;
+    }
+    err = provider->ops->complete(provider->self, request, response, error);
+    if (err != WEFT_OK) {
+        llm_response_cleanup(response);
+        response->input_tokens = -1;
+        response->output_tokens = -1;
+        if (error->type[0] == '\0') {
+            snprintf(error->type, sizeof(error->type), "%s", "llm_error");
+        }
+        if (error->message[0] == '\0') {
+            snprintf(error->message, sizeof(error->message), "%s", weft_strerror(err));
+        }
+    }
+    return err;
+}
+
+void
+llm_provider_free(struct llm_provider *provider)
+{
+    if (provider == NULL) {
+        return;
+    }
+    if (provider->ops != NULL && provider->ops->free != NULL) {
+        provider->ops->free(provider->self);
+    }
+    weft__free(provider);
+}

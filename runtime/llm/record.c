@@ -1,0 +1,163 @@
+/* runtime/llm/record.c - `weft run --record FILE`: every LLM exchange of a run, written in the
+ * script format that the scripted provider replays.
+ *
+ * The file is rewritten whole after each exchange through a temporary file and rename(2), so
+ * a reader (or a crash) never sees half a file. Runs make tens to hundreds of calls, so
+ * rewriting is cheap next to the calls themselves. Requests are stored for the reader's
+ * benefit (model and messages only: credentials live in HTTP headers, which are never kept).
+ */
+#include "llm.h"
+
+#include "../../tracing/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct llm_recording {
+    char *path;
+    json_t *script;
+};
+
+weft_err
+llm_recording_new(const char *path, struct llm_recording **out)
+{
+    struct llm_recording *rec = NULL;
+
+    if (path == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    rec = weft__calloc(1, sizeof(*rec));
+    if (rec == NULL) {
+        return WEFT_ENOMEM;
+    }
+    rec->path = weft__strdup(path);
+    rec->script = json_pack("{s:i, s:o}", "version", 1, "responses", json_object());
+    if (rec->path == NULL || rec->script == NULL) {
+        llm_recording_free(rec);
+        return WEFT_ENOMEM;
+    }
+    *out = rec;
+    return WEFT_OK;
+}
+
+static json_t *
+response_json(const struct llm_request *request,
+              const char *provider_name,
+              const struct llm_response *response,
+              const struct llm_error *error)
+{
+    json_t *r = json_object();
+    json_t *req = json_pack("{s:s, s:O}", "model", request->model != NULL ? request->model : "",
+                            "messages", request->messages);
+
+    if (r == NULL || req == NULL) {
+        json_decref(r);
+        json_decref(req);
+        return NULL;
+    }
+    json_object_set_new(r, "provider", json_string(provider_name != NULL ? provider_name : ""));
+    if (response == NULL) {
+        json_object_set_new(r, "error", json_pack("{s:s, s:s}", "type", error->type, "message",
+                                                  error->message));
+    } else {
+        json_t *calls = json_array();
+        json_t *usage = json_object();
+        if (response->content != NULL) {
+            json_object_set_new(r, "content", json_string(response->content));
+        }
+        for (size_t i = 0; calls != NULL && i < response->tool_call_count; i++) {
+            json_array_append_new(calls, json_pack("{s:s, s:s, s:s}", "id",
+                                                   response->tool_calls[i].id, "name",
+                                                   response->tool_calls[i].name, "arguments",
+                                                   response->tool_calls[i].arguments));
+        }
+        if (json_array_size(calls) > 0) {
+            json_object_set(r, "tool_calls", calls);
+        }
+        json_decref(calls);
+        if (response->input_tokens >= 0) {
+            json_object_set_new(usage, "input_tokens", json_integer(response->input_tokens));
+        }
+        if (response->output_tokens >= 0) {
+            json_object_set_new(usage, "output_tokens", json_integer(response->output_tokens));
+        }
+        json_object_set_new(r, "usage", usage);
+        if (response->response_model != NULL) {
+            json_object_set_new(r, "model", json_string(response->response_model));
+        }
+    }
+    json_object_set_new(r, "request", req);
+    return r;
+}
+
+static weft_err
+save(const struct llm_recording *rec)
+{
+    struct weft__buf tmp;
+    weft_err err = WEFT_OK;
+
+    weft__buf_init(&tmp, 0);
+    if (weft__buf_printf(&tmp, "%s.tmp", rec->path) != WEFT_OK) {
+        weft__buf_cleanup(&tmp);
+        return WEFT_ENOMEM;
+    }
+    if (json_dump_file(rec->script, tmp.data, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        rename(tmp.data, rec->path) != 0) {
+        WEFT_LOG(WEFT_LOG_ERROR, "record: cannot write %s", rec->path);
+        remove(tmp.data);
+        err = WEFT_EIO;
+    }
+    weft__buf_cleanup(&tmp);
+    return err;
+}
+
+weft_err
+llm_recording_add(struct llm_recording *rec,
+                  const struct llm_request *request,
+                  const char *provider_name,
+                  const struct llm_response *response,
+                  const struct llm_error *error)
+{
+    json_t *responses = NULL;
+    json_t *agent = NULL;
+    json_t *list = NULL;
+    json_t *entry = NULL;
+    const char *purpose = NULL;
+
+    if (rec == NULL || request == NULL || (response == NULL && error == NULL)) {
+        return WEFT_EINVAL;
+    }
+    purpose = llm_purpose_name(request->purpose);
+    responses = json_object_get(rec->script, "responses");
+    agent = json_object_get(responses, request->agent);
+    if (agent == NULL) {
+        agent = json_object();
+        if (agent == NULL || json_object_set_new(responses, request->agent, agent) != 0) {
+            return WEFT_ENOMEM;
+        }
+    }
+    list = json_object_get(agent, purpose);
+    if (list == NULL) {
+        list = json_array();
+        if (list == NULL || json_object_set_new(agent, purpose, list) != 0) {
+            return WEFT_ENOMEM;
+        }
+    }
+    entry = response_json(request, provider_name, response, error);
+    if (entry == NULL || json_array_append_new(list, entry) != 0) {
+        return WEFT_ENOMEM;
+    }
+    return save(rec);
+}
+
+void
+llm_recording_free(struct llm_recording *rec)
+{
+    if (rec == NULL) {
+        return;
+    }
+    weft__free(rec->path);
+    json_decref(rec->script);
+    weft__free(rec);
+}

@@ -1,0 +1,358 @@
+/* runtime/llm/scripted.c - the scripted provider (the embedded default) and script loading.
+ *
+ * A script is {"version": 1, "responses": {AGENT: {PURPOSE: [RESPONSE, ...]}}}; each call
+ * takes the next unused response of its (agent, purpose) queue. A RESPONSE is
+ * {"content": text | JSON value, "tool_calls": [{"id", "name", "arguments"}], "usage":
+ * {"input_tokens", "output_tokens"}, "model", "error": {"type", "message"}} where "request"
+ * and "provider" (written by recordings) are ignored. A missing response is an LLM error, so
+ * failure paths can be scripted by leaving a queue short, or by an explicit "error".
+ *
+ * The whole script is validated when loaded, so a typo fails `weft run` before the first
+ * step rather than in the middle of a run.
+ */
+#include "llm.h"
+
+#include "../../tracing/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct scripted {
+    json_t *responses; /* owned copy: agent -> purpose -> array */
+    json_t *cursors;   /* "agent/purpose" -> integer: responses consumed */
+};
+
+static bool
+has_only_keys(const json_t *obj, const char *const *allowed, const char **bad)
+{
+    const char *key = NULL;
+    json_t *v = NULL;
+
+    json_object_foreach((json_t *)obj, key, v) {
+        bool is_known = false;
+        (void)v;
+        for (size_t i = 0; allowed[i] != NULL; i++) {
+            is_known = is_known || strcmp(key, allowed[i]) == 0;
+        }
+        if (!is_known) {
+            *bad = key;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Validate one response; fills error->message with its path on failure. */
+static bool
+check_response(const json_t *r, const char *where, struct llm_error *error)
+{
+    static const char *const keys[] = {"content", "tool_calls", "usage",   "model",
+                                       "error",   "request",    "provider", NULL};
+    static const char *const call_keys[] = {"id", "name", "arguments", NULL};
+    const char *bad = NULL;
+    const json_t *calls = json_object_get(r, "tool_calls");
+    const json_t *usage = json_object_get(r, "usage");
+    const json_t *err = json_object_get(r, "error");
+
+    if (!json_is_object(r)) {
+        snprintf(error->message, sizeof(error->message), "%s: expected object", where);
+        return false;
+    }
+    if (!has_only_keys(r, keys, &bad)) {
+        snprintf(error->message, sizeof(error->message), "%s.%s: unknown key", where, bad);
+        return false;
+    }
+    if (calls != NULL) {
+        if (!json_is_array(calls)) {
+            snprintf(error->message, sizeof(error->message), "%s.tool_calls: expected array",
+                     where);
+            return false;
+        }
+        for (size_t i = 0; i < json_array_size(calls); i++) {
+            const json_t *c = json_array_get(calls, i);
+            if (!json_is_object(c) || !has_only_keys(c, call_keys, &bad) ||
+                !json_is_string(json_object_get(c, "name"))) {
+                snprintf(error->message, sizeof(error->message),
+                         "%s.tool_calls[%zu]: expected {\"name\": string, \"arguments\": "
+                         "object or string, \"id\": string}",
+                         where, i);
+                return false;
+            }
+        }
+    }
+    if (usage != NULL && (!json_is_object(usage) ||
+                          (json_object_get(usage, "input_tokens") != NULL &&
+                           !json_is_integer(json_object_get(usage, "input_tokens"))) ||
+                          (json_object_get(usage, "output_tokens") != NULL &&
+                           !json_is_integer(json_object_get(usage, "output_tokens"))))) {
+        snprintf(error->message, sizeof(error->message),
+                 "%s.usage: expected {\"input_tokens\": integer, \"output_tokens\": integer}",
+                 where);
+        return false;
+    }
+    if (err != NULL && !json_is_string(err) &&
+        !(json_is_object(err) && json_is_string(json_object_get(err, "type")))) {
+        snprintf(error->message, sizeof(error->message),
+                 "%s.error: expected a string or {\"type\": string, \"message\": string}", where);
+        return false;
+    }
+    return true;
+}
+
+static bool
+check_script(const json_t *script, struct llm_error *error)
+{
+    const json_t *responses = json_object_get(script, "responses");
+    const json_t *version = json_object_get(script, "version");
+    const char *agent = NULL;
+    const char *bad = NULL;
+    json_t *purposes = NULL;
+    static const char *const keys[] = {"version", "responses", "description", NULL};
+
+    if (!json_is_object(script) || !json_is_object(responses)) {
+        snprintf(error->message, sizeof(error->message),
+                 "expected {\"version\": 1, \"responses\": {AGENT: {PURPOSE: [...]}}}");
+        return false;
+    }
+    if (!has_only_keys(script, keys, &bad)) {
+        snprintf(error->message, sizeof(error->message), "%s: unknown key", bad);
+        return false;
+    }
+    if (version != NULL && !(json_is_integer(version) && json_integer_value(version) == 1)) {
+        snprintf(error->message, sizeof(error->message), "version: expected 1");
+        return false;
+    }
+    json_object_foreach((json_t *)responses, agent, purposes) {
+        const char *purpose = NULL;
+        json_t *list = NULL;
+        if (!json_is_object(purposes)) {
+            snprintf(error->message, sizeof(error->message),
+                     "responses.%s: expected an object of purposes", agent);
+            return false;
+        }
+        json_object_foreach(purposes, purpose, list) {
+            llm_purpose p;
+            char where[160];
+            if (!llm_purpose_parse(purpose, &p)) {
+                snprintf(error->message, sizeof(error->message),
+                         "responses.%s.%s: unknown purpose (expected plan, route, act, reflect, "
+                         "correct or summarize)",
+                         agent, purpose);
+                return false;
+            }
+            if (!json_is_array(list)) {
+                snprintf(error->message, sizeof(error->message),
+                         "responses.%s.%s: expected an array of responses", agent, purpose);
+                return false;
+            }
+            for (size_t i = 0; i < json_array_size(list); i++) {
+                snprintf(where, sizeof(where), "responses.%s.%s[%zu]", agent, purpose, i);
+                if (!check_response(json_array_get(list, i), where, error)) {
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+weft_err
+llm_script_load(const char *path, json_t **out, struct llm_error *error)
+{
+    json_error_t jerr;
+    json_t *script = NULL;
+    FILE *f = NULL;
+
+    *out = NULL;
+    memset(error, 0, sizeof(*error));
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(error->type, sizeof(error->type), "%s", "script_missing");
+        snprintf(error->message, sizeof(error->message), "%s: cannot open", path);
+        return WEFT_ENOTFOUND;
+    }
+    script = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    if (script == NULL) {
+        snprintf(error->type, sizeof(error->type), "%s", "script_invalid");
+        snprintf(error->message, sizeof(error->message), "%s:%d:%d: invalid JSON: %s", path,
+                 jerr.line, jerr.column, jerr.text);
+        return WEFT_EPARSE;
+    }
+    if (!check_script(script, error)) {
+        char detail[sizeof(error->message)];
+        memcpy(detail, error->message, sizeof(detail));
+        snprintf(error->type, sizeof(error->type), "%s", "script_invalid");
+        snprintf(error->message, sizeof(error->message), "%s: %.200s", path, detail);
+        json_decref(script);
+        return WEFT_EPARSE;
+    }
+    *out = script;
+    return WEFT_OK;
+}
+
+static char *
+json_text(const json_t *v)
+{
+    char *dumped = NULL;
+    char *copy = NULL;
+
+    if (json_is_string(v)) {
+        return weft__strdup(json_string_value(v));
+    }
+    dumped = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    if (dumped == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup(dumped);
+    free(dumped);
+    return copy;
+}
+
+static weft_err
+scripted_complete(void *self,
+                  const struct llm_request *request,
+                  struct llm_response *response,
+                  struct llm_error *error)
+{
+    struct scripted *s = self;
+    const char *purpose = llm_purpose_name(request->purpose);
+    const json_t *list = json_object_get(json_object_get(s->responses, request->agent), purpose);
+    const json_t *r = NULL;
+    const json_t *calls = NULL;
+    const json_t *usage = NULL;
+    const json_t *err = NULL;
+    char key[256];
+    json_int_t used = 0;
+
+    snprintf(key, sizeof(key), "%s/%s", request->agent, purpose);
+    used = json_integer_value(json_object_get(s->cursors, key));
+    if (list == NULL || (size_t)used >= json_array_size(list)) {
+        snprintf(error->type, sizeof(error->type), "%s", "script_exhausted");
+        snprintf(error->message, sizeof(error->message),
+                 "no scripted response left for %.100s/%s (%lld used)", request->agent, purpose,
+                 (long long)used);
+        return WEFT_ENOTFOUND;
+    }
+    if (json_object_set_new(s->cursors, key, json_integer(used + 1)) != 0) {
+        return WEFT_ENOMEM;
+    }
+    r = json_array_get(list, (size_t)used);
+    err = json_object_get(r, "error");
+    if (err != NULL) {
+        const char *type = json_is_string(err) ? json_string_value(err)
+                                               : json_string_value(json_object_get(err, "type"));
+        const char *msg = json_string_value(json_object_get(err, "message"));
+        snprintf(error->type, sizeof(error->type), "%s", type);
+        snprintf(error->message, sizeof(error->message), "%s",
+                 msg != NULL ? msg : "scripted failure");
+        if (strcmp(type, "timeout") == 0) {
+            return WEFT_ETIMEDOUT;
+        }
+        return strcmp(type, "invalid_response") == 0 ? WEFT_EPARSE : WEFT_EIO;
+    }
+    if (json_object_get(r, "content") != NULL && !json_is_null(json_object_get(r, "content"))) {
+        response->content = json_text(json_object_get(r, "content"));
+        if (response->content == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    calls = json_object_get(r, "tool_calls");
+    if (json_array_size(calls) > 0) {
+        response->tool_calls = weft__calloc(json_array_size(calls), sizeof(*response->tool_calls));
+        if (response->tool_calls == NULL) {
+            return WEFT_ENOMEM;
+        }
+        for (size_t i = 0; i < json_array_size(calls); i++) {
+            const json_t *c = json_array_get(calls, i);
+            const json_t *args = json_object_get(c, "arguments");
+            struct llm_tool_call *tc = &response->tool_calls[i];
+            char id[48];
+
+            snprintf(id, sizeof(id), "call_%lld_%zu", (long long)used + 1, i + 1);
+            tc->id = weft__strdup(json_is_string(json_object_get(c, "id"))
+                                      ? json_string_value(json_object_get(c, "id"))
+                                      : id);
+            tc->name = weft__strdup(json_string_value(json_object_get(c, "name")));
+            tc->arguments = args != NULL ? json_text(args) : weft__strdup("{}");
+            response->tool_call_count = i + 1;
+            if (tc->id == NULL || tc->name == NULL || tc->arguments == NULL) {
+                return WEFT_ENOMEM;
+            }
+        }
+    }
+    usage = json_object_get(r, "usage");
+    response->input_tokens = json_is_integer(json_object_get(usage, "input_tokens"))
+                                 ? json_integer_value(json_object_get(usage, "input_tokens"))
+                                 : -1;
+    response->output_tokens = json_is_integer(json_object_get(usage, "output_tokens"))
+                                  ? json_integer_value(json_object_get(usage, "output_tokens"))
+                                  : -1;
+    response->response_model =
+        weft__strdup(json_is_string(json_object_get(r, "model"))
+                         ? json_string_value(json_object_get(r, "model"))
+                         : request->model);
+    response->finish_reason = weft__strdup(response->tool_call_count > 0 ? "tool_calls" : "stop");
+    response->attempts = 1;
+    if (response->response_model == NULL || response->finish_reason == NULL) {
+        return WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
+static void
+scripted_free(void *self)
+{
+    struct scripted *s = self;
+
+    if (s == NULL) {
+        return;
+    }
+    json_decref(s->responses);
+    json_decref(s->cursors);
+    weft__free(s);
+}
+
+static const struct llm_provider_ops scripted_ops = {scripted_complete, scripted_free};
+
+weft_err
+llm_scripted_new(const json_t *script,
+                 const char *origin,
+                 struct llm_provider **out,
+                 struct llm_error *error)
+{
+    struct scripted *s = NULL;
+    struct llm_provider *p = NULL;
+
+    *out = NULL;
+    memset(error, 0, sizeof(*error));
+    if (!check_script(script, error)) {
+        char detail[sizeof(error->message)];
+        memcpy(detail, error->message, sizeof(detail));
+        snprintf(error->type, sizeof(error->type), "%s", "script_invalid");
+        snprintf(error->message, sizeof(error->message), "%s: %.200s",
+                 origin != NULL ? origin : "script", detail);
+        return WEFT_EPARSE;
+    }
+    s = weft__calloc(1, sizeof(*s));
+    p = weft__calloc(1, sizeof(*p));
+    if (s == NULL || p == NULL) {
+        goto fail;
+    }
+    s->responses = json_deep_copy(json_object_get(script, "responses"));
+    s->cursors = json_object();
+    if (s->responses == NULL || s->cursors == NULL) {
+        goto fail;
+    }
+    p->ops = &scripted_ops;
+    p->self = s;
+    p->provider_name = "weft.scripted";
+    *out = p;
+    return WEFT_OK;
+fail:
+    if (s != NULL) {
+        scripted_free(s);
+    }
+    weft__free(p);
+    return WEFT_ENOMEM;
+}

@@ -1,0 +1,109 @@
+/* runtime/plan.h - the plan every policy works on: an ordered list of steps with dependencies
+ * and a status, and the checks a plan must pass (unique ids, known dependencies, no cycles).
+ *
+ * The plan is the engine's state. Steps are only ever appended (loop-back replans, a final
+ * step; DAG surgery will insert and rewire in a later module), and their order is the order
+ * the router considers them in.
+ *
+ * Thread-safety: none; a plan belongs to its run.
+ */
+#ifndef WEFT_RUNTIME_PLAN_H
+#define WEFT_RUNTIME_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <weft/trace.h>
+
+#define PLAN_MAX_STEPS 100000 /* a bound on memory; appends beyond it fail with WEFT_ELIMIT */
+
+typedef enum step_status {
+    STEP_PENDING = 0,
+    STEP_IN_PROGRESS,
+    STEP_COMPLETED,
+    STEP_FAILED,
+    STEP_PAUSED,
+    STEP_SKIPPED
+} step_status;
+
+const char *step_status_name(step_status status);
+
+struct plan_step {
+    char *id;
+    size_t agent; /* index into the workflow's agents */
+    char *task;
+    char **depends_on; /* step ids */
+    size_t depends_count;
+    step_status status;
+    unsigned attempts;
+    char *result;       /* output of the last successful attempt */
+    char *feedback;     /* last reflection feedback or failure reason */
+    char *requested_by; /* id of the step that asked for this one, or NULL */
+    struct weft_span_context requester; /* span of the requesting step (for a link) */
+    bool has_requester;
+};
+
+struct plan {
+    struct plan_step *steps;
+    size_t count;
+    size_t cap;
+    unsigned version; /* bumped by every change of shape (append) */
+    size_t next_number; /* for generated ids "s<N>" */
+};
+
+void plan_init(struct plan *plan);
+void plan_cleanup(struct plan *plan);
+
+/* Append a step. @p id NULL generates "s<N>". Copies every string.
+ * @return WEFT_OK, WEFT_ELIMIT (PLAN_MAX_STEPS), WEFT_ENOMEM; the plan is unchanged on error. */
+weft_err plan_append(struct plan *plan,
+                     const char *id,
+                     size_t agent,
+                     const char *task,
+                     const char *const *depends_on,
+                     size_t depends_count,
+                     size_t *index);
+
+/* Index of step @p id, or (size_t)-1. */
+size_t plan_find(const struct plan *plan, const char *id);
+
+/* The first step in progress, or (size_t)-1. */
+size_t plan_in_progress(const struct plan *plan);
+
+/* Mark pending steps whose dependencies failed or were skipped as skipped (repeatedly, so
+ * the whole chain goes). @return how many were skipped. */
+size_t plan_skip_blocked(struct plan *plan);
+
+/* True when every dependency of step @p i is completed. */
+bool plan_is_ready(const struct plan *plan, size_t i);
+
+/* The first pending step whose dependencies are completed, or (size_t)-1. When @p agent is
+ * not (size_t)-1, only steps of that agent count. */
+size_t plan_next_ready(const struct plan *plan, size_t agent);
+
+/* Count steps with @p status. */
+size_t plan_count_status(const struct plan *plan, step_status status);
+
+/* Checks on a list of (id, depends_on) pairs. */
+struct plan_check {
+    char **ids;
+    const char *const **deps;
+    size_t *dep_counts;
+    size_t count;
+    size_t cap;
+    bool is_oom;
+    size_t bad_index;  /* the first step at fault */
+    char message[256]; /* what is wrong */
+};
+
+void plan_check_init(struct plan_check *check);
+/* Borrow @p id and @p deps until plan_check_cleanup(). */
+void plan_check_add(struct plan_check *check,
+                    const char *id,
+                    const char *const *deps,
+                    size_t dep_count);
+/* @return WEFT_OK, WEFT_EPARSE (duplicate id, unknown dependency, self-dependency, cycle:
+ * see message and bad_index), WEFT_ENOMEM. */
+weft_err plan_check_run(struct plan_check *check);
+void plan_check_cleanup(struct plan_check *check);
+
+#endif /* WEFT_RUNTIME_PLAN_H */

@@ -1,0 +1,1220 @@
+/* runtime/workflow.c - load and validate a workflow file.
+ *
+ * Validation collects every problem rather than stopping at the first, because a user fixing
+ * a workflow wants the whole list at once (`weft validate`). Each problem names the file, the
+ * JSON path and what was expected. Unknown keys are errors: a misspelt "max_retires" silently
+ * ignored would be a budget silently ignored.
+ *
+ * Shape: parse with jansson (syntax errors carry line and column), then one function per
+ * object kind reads its keys into the structs of workflow.h, resolving names to indices in a
+ * second pass once every agent, model and tool is known.
+ */
+#include "workflow.h"
+
+#include "../tracing/util.h"
+#include "plan.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_DIAGS 256
+
+struct loader {
+    const char *file;
+    struct weft_diags *diags;
+    struct weft_diags local; /* used when the caller passes none */
+    size_t errors;
+    bool is_oom;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Diagnostics                                                                                 */
+
+static void
+diag_add(struct loader *ld, const char *path, int line, int column, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void
+diag_add(struct loader *ld, const char *path, int line, int column, const char *fmt, ...)
+{
+    struct weft_diags *d = ld->diags;
+    struct weft_diag *grown = NULL;
+    char message[512];
+    va_list ap;
+
+    ld->errors++;
+    if (d->count >= MAX_DIAGS) {
+        d->dropped++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    grown = weft__realloc(d->items, (d->count + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    d->items = grown;
+    grown[d->count].file = weft__strdup(ld->file);
+    grown[d->count].path = weft__strdup(path);
+    grown[d->count].message = weft__strdup(message);
+    grown[d->count].line = line;
+    grown[d->count].column = column;
+    if (grown[d->count].file == NULL || grown[d->count].path == NULL ||
+        grown[d->count].message == NULL) {
+        weft__free(grown[d->count].file);
+        weft__free(grown[d->count].path);
+        weft__free(grown[d->count].message);
+        ld->is_oom = true;
+        return;
+    }
+    d->count++;
+}
+
+void
+weft_diags_cleanup(struct weft_diags *diags)
+{
+    if (diags == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < diags->count; i++) {
+        weft__free(diags->items[i].file);
+        weft__free(diags->items[i].path);
+        weft__free(diags->items[i].message);
+    }
+    weft__free(diags->items);
+    memset(diags, 0, sizeof(*diags));
+}
+
+const char *
+weft_diag_format(const struct weft_diag *diag, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0) {
+        return buf;
+    }
+    if (diag == NULL) {
+        buf[0] = '\0';
+        return buf;
+    }
+    if (diag->line > 0) {
+        snprintf(buf, len, "%s:%d:%d: %s%s%s", diag->file, diag->line, diag->column,
+                 diag->path[0] != '\0' ? diag->path : "", diag->path[0] != '\0' ? ": " : "",
+                 diag->message);
+    } else {
+        snprintf(buf, len, "%s: %s%s%s", diag->file, diag->path[0] != '\0' ? diag->path : "",
+                 diag->path[0] != '\0' ? ": " : "", diag->message);
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Typed readers. Each reports a problem at PATH.KEY and leaves the default on a mismatch.     */
+
+static void
+join_path(char *out, size_t len, const char *path, const char *key)
+{
+    if (path[0] == '\0') {
+        snprintf(out, len, "%s", key);
+    } else {
+        snprintf(out, len, "%s.%s", path, key);
+    }
+}
+
+static const char *
+json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "value";
+}
+
+/* Report every key of @p obj not in @p allowed (NULL-terminated). */
+static void
+check_keys(struct loader *ld, const json_t *obj, const char *path, const char *const *allowed)
+{
+    const char *key = NULL;
+    json_t *value = NULL;
+    char sub[256];
+
+    json_object_foreach((json_t *)obj, key, value) {
+        bool is_known = false;
+        (void)value;
+        for (size_t i = 0; allowed[i] != NULL; i++) {
+            if (strcmp(key, allowed[i]) == 0) {
+                is_known = true;
+                break;
+            }
+        }
+        if (!is_known) {
+            join_path(sub, sizeof(sub), path, key);
+            diag_add(ld, sub, 0, 0, "unknown key");
+        }
+    }
+}
+
+static const json_t *
+get_typed(struct loader *ld,
+          const json_t *obj,
+          const char *path,
+          const char *key,
+          json_type type,
+          bool is_required)
+{
+    const json_t *v = json_object_get(obj, key);
+    char sub[256];
+    static const char *const names[] = {"object", "array",   "string", "integer",
+                                        "number", "boolean", "boolean", "null"};
+
+    join_path(sub, sizeof(sub), path, key);
+    if (v == NULL) {
+        if (is_required) {
+            diag_add(ld, sub, 0, 0, "required key is missing (expected %s)", names[type]);
+        }
+        return NULL;
+    }
+    if (json_typeof(v) != type && !(type == JSON_REAL && json_is_integer(v)) &&
+        !(type == JSON_TRUE && json_is_boolean(v))) {
+        diag_add(ld, sub, 0, 0, "expected %s, got %s", names[type], json_type_name(v));
+        return NULL;
+    }
+    return v;
+}
+
+static char *
+get_str(struct loader *ld, const json_t *obj, const char *path, const char *key, bool is_required)
+{
+    const json_t *v = get_typed(ld, obj, path, key, JSON_STRING, is_required);
+    char sub[256];
+    char *copy = NULL;
+
+    if (v == NULL) {
+        return NULL;
+    }
+    if (json_string_length(v) == 0 && is_required) {
+        join_path(sub, sizeof(sub), path, key);
+        diag_add(ld, sub, 0, 0, "expected a non-empty string");
+        return NULL;
+    }
+    copy = weft__strdup(json_string_value(v));
+    if (copy == NULL) {
+        ld->is_oom = true;
+    }
+    return copy;
+}
+
+static bool
+get_bool(struct loader *ld, const json_t *obj, const char *path, const char *key, bool def)
+{
+    const json_t *v = get_typed(ld, obj, path, key, JSON_TRUE, false);
+    return v == NULL ? def : json_is_true(v);
+}
+
+/* An integer in [min, max]. */
+static int64_t
+get_int(struct loader *ld,
+        const json_t *obj,
+        const char *path,
+        const char *key,
+        int64_t def,
+        int64_t min,
+        int64_t max)
+{
+    const json_t *v = json_object_get(obj, key);
+    char sub[256];
+
+    if (v == NULL) {
+        return def;
+    }
+    join_path(sub, sizeof(sub), path, key);
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        if (max == INT64_MAX) {
+            diag_add(ld, sub, 0, 0, "expected integer >= %lld", (long long)min);
+        } else {
+            diag_add(ld, sub, 0, 0, "expected integer in [%lld, %lld]", (long long)min,
+                     (long long)max);
+        }
+        return def;
+    }
+    return json_integer_value(v);
+}
+
+static double
+get_num(struct loader *ld,
+        const json_t *obj,
+        const char *path,
+        const char *key,
+        double def,
+        double min,
+        double max)
+{
+    const json_t *v = json_object_get(obj, key);
+    char sub[256];
+
+    if (v == NULL) {
+        return def;
+    }
+    join_path(sub, sizeof(sub), path, key);
+    if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max ||
+        !isfinite(json_number_value(v))) {
+        diag_add(ld, sub, 0, 0, "expected number in [%g, %g]", min, max);
+        return def;
+    }
+    return json_number_value(v);
+}
+
+/* Seconds (number > 0, at most a day) as milliseconds; 0 when absent. */
+static uint32_t
+get_seconds_ms(struct loader *ld, const json_t *obj, const char *path, const char *key)
+{
+    double s = get_num(ld, obj, path, key, 0.0, 0.001, 86400.0);
+    return (uint32_t)(s * 1000.0 + 0.5);
+}
+
+/* An array of non-empty strings; *count receives its length. */
+static char **
+get_str_array(struct loader *ld,
+              const json_t *obj,
+              const char *path,
+              const char *key,
+              size_t *count)
+{
+    const json_t *arr = get_typed(ld, obj, path, key, JSON_ARRAY, false);
+    char **out = NULL;
+    size_t n = 0;
+    char sub[256];
+
+    *count = 0;
+    if (arr == NULL || json_array_size(arr) == 0) {
+        return NULL;
+    }
+    out = weft__calloc(json_array_size(arr), sizeof(*out));
+    if (out == NULL) {
+        ld->is_oom = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const json_t *v = json_array_get(arr, i);
+        char base[200];
+
+        join_path(base, sizeof(base), path, key);
+        snprintf(sub, sizeof(sub), "%s[%zu]", base, i);
+        if (!json_is_string(v) || json_string_length(v) == 0) {
+            diag_add(ld, sub, 0, 0, "expected a non-empty string");
+            continue;
+        }
+        out[n] = weft__strdup(json_string_value(v));
+        if (out[n] == NULL) {
+            ld->is_oom = true;
+            continue;
+        }
+        n++;
+    }
+    *count = n;
+    return out;
+}
+
+static void
+free_str_array(char **arr, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        weft__free(arr[i]);
+    }
+    weft__free(arr);
+}
+
+/* A path relative to the workflow's directory, made absolute. */
+static char *
+resolve_path(const struct weft_workflow *wf, const char *rel)
+{
+    struct weft__buf b;
+
+    if (rel[0] == '/') {
+        return weft__strdup(rel);
+    }
+    weft__buf_init(&b, 0);
+    if (weft__buf_printf(&b, "%s/%s", wf->dir, rel) != WEFT_OK) {
+        weft__buf_cleanup(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lookups                                                                                     */
+
+size_t
+wf_find_agent(const struct weft_workflow *wf, const char *name)
+{
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        if (strcmp(wf->agents[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return WF_NONE;
+}
+
+size_t
+wf_find_tool(const struct weft_workflow *wf, const char *name)
+{
+    for (size_t i = 0; i < wf->tool_count; i++) {
+        if (strcmp(wf->tools[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return WF_NONE;
+}
+
+static size_t
+find_model(const struct weft_workflow *wf, const char *name)
+{
+    for (size_t i = 0; i < wf->model_count; i++) {
+        if (strcmp(wf->models[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return WF_NONE;
+}
+
+/* Resolve obj[key] (a model name) to an index; a missing key falls back to @p def. */
+static size_t
+model_ref(struct loader *ld,
+          const struct weft_workflow *wf,
+          const json_t *obj,
+          const char *path,
+          size_t def)
+{
+    const json_t *v = get_typed(ld, obj, path, "model", JSON_STRING, false);
+    char sub[256];
+    size_t idx = WF_NONE;
+
+    if (v == NULL) {
+        if (def == WF_NONE && json_object_get(obj, "model") == NULL) {
+            join_path(sub, sizeof(sub), path, "model");
+            if (wf->model_count != 1) {
+                diag_add(ld, sub, 0, 0, "required key is missing (expected the name of a model)");
+            }
+            return wf->model_count == 1 ? 0 : WF_NONE;
+        }
+        return def;
+    }
+    idx = find_model(wf, json_string_value(v));
+    if (idx == WF_NONE) {
+        join_path(sub, sizeof(sub), path, "model");
+        diag_add(ld, sub, 0, 0, "unknown model '%s' (expected a key of \"models\")",
+                 json_string_value(v));
+    }
+    return idx;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sections                                                                                    */
+
+static void
+load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"provider",    "model",       "base_url", "api_key_env",
+                                       "script",      "temperature", "max_tokens", "timeout_s",
+                                       "max_retries", "prices",      NULL};
+    static const char *const price_keys[] = {"input_per_1m", "output_per_1m", NULL};
+    const json_t *models = get_typed(ld, root, "", "models", JSON_OBJECT, true);
+    const char *name = NULL;
+    json_t *m = NULL;
+    size_t i = 0;
+
+    if (models == NULL) {
+        return;
+    }
+    if (json_object_size(models) == 0) {
+        diag_add(ld, "models", 0, 0, "expected at least one model");
+        return;
+    }
+    wf->models = weft__calloc(json_object_size(models), sizeof(*wf->models));
+    if (wf->models == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    json_object_foreach((json_t *)models, name, m) {
+        struct wf_model *mod = &wf->models[i];
+        char path[256];
+        char *provider = NULL;
+        const json_t *prices = NULL;
+
+        snprintf(path, sizeof(path), "models.%s", name);
+        mod->name = weft__strdup(name);
+        wf->model_count = ++i;
+        if (mod->name == NULL) {
+            ld->is_oom = true;
+            return;
+        }
+        if (!json_is_object(m)) {
+            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(m));
+            continue;
+        }
+        check_keys(ld, m, path, keys);
+        provider = get_str(ld, m, path, "provider", true);
+        if (provider != NULL && strcmp(provider, "scripted") == 0) {
+            char *script = get_str(ld, m, path, "script", true);
+            mod->provider = WF_PROVIDER_SCRIPTED;
+            if (script != NULL) {
+                mod->script = resolve_path(wf, script);
+                weft__free(script);
+            }
+        } else if (provider != NULL && strcmp(provider, "openai") == 0) {
+            mod->provider = WF_PROVIDER_OPENAI;
+            mod->base_url = get_str(ld, m, path, "base_url", true);
+            mod->api_key_env = get_str(ld, m, path, "api_key_env", false);
+            if (json_object_get(m, "script") != NULL) {
+                char sub[300];
+                snprintf(sub, sizeof(sub), "%s.script", path);
+                diag_add(ld, sub, 0, 0, "only a scripted model takes a script");
+            }
+        } else if (provider != NULL) {
+            char sub[300];
+            snprintf(sub, sizeof(sub), "%s.provider", path);
+            diag_add(ld, sub, 0, 0, "expected \"openai\" or \"scripted\", got \"%s\"", provider);
+        }
+        weft__free(provider);
+        mod->model = get_str(ld, m, path, "model", false);
+        if (mod->model == NULL) {
+            mod->model = weft__strdup(name);
+        }
+        mod->temperature = get_num(ld, m, path, "temperature", -1.0, 0.0, 2.0);
+        mod->max_tokens = get_int(ld, m, path, "max_tokens", 0, 1, INT32_MAX);
+        mod->timeout_ms = get_seconds_ms(ld, m, path, "timeout_s");
+        if (mod->timeout_ms == 0) {
+            mod->timeout_ms = 120000;
+        }
+        mod->max_retries = (unsigned)get_int(ld, m, path, "max_retries", 3, 0, 10);
+        prices = get_typed(ld, m, path, "prices", JSON_OBJECT, false);
+        if (prices != NULL) {
+            char sub[300];
+            snprintf(sub, sizeof(sub), "%s.prices", path);
+            check_keys(ld, prices, sub, price_keys);
+            mod->input_price = get_num(ld, prices, sub, "input_per_1m", 0.0, 0.0, 1e6);
+            mod->output_price = get_num(ld, prices, sub, "output_per_1m", 0.0, 0.0, 1e6);
+            mod->has_prices = true;
+        }
+    }
+}
+
+static void
+load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"name",       "type",        "description", "argv",
+                                       "append_args", "cwd",        "timeout_s",   "max_output",
+                                       "allow_hosts", "max_bytes",   NULL};
+    static const char *const builtins[] = {"read_file", "write_file", "request_agent"};
+    static const tool_type builtin_types[] = {TOOL_READ_FILE, TOOL_WRITE_FILE, TOOL_REQUEST_AGENT};
+    const json_t *tools = get_typed(ld, root, "", "tools", JSON_ARRAY, false);
+    size_t declared = tools != NULL ? json_array_size(tools) : 0;
+
+    wf->tools = weft__calloc(declared + 3, sizeof(*wf->tools));
+    if (wf->tools == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    for (size_t i = 0; i < declared; i++) {
+        const json_t *t = json_array_get(tools, i);
+        struct tool_def *def = &wf->tools[wf->tool_count];
+        char path[64];
+        char *type = NULL;
+
+        snprintf(path, sizeof(path), "tools[%zu]", i);
+        if (!json_is_object(t)) {
+            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(t));
+            continue;
+        }
+        check_keys(ld, t, path, keys);
+        def->name = get_str(ld, t, path, "name", true);
+        if (def->name == NULL) {
+            continue;
+        }
+        if (wf_find_tool(wf, def->name) != WF_NONE || strcmp(def->name, "request_agent") == 0) {
+            char sub[128];
+            snprintf(sub, sizeof(sub), "%s.name", path);
+            diag_add(ld, sub, 0, 0, "duplicate or reserved tool name '%s'", def->name);
+            weft__free(def->name);
+            def->name = NULL;
+            continue;
+        }
+        wf->tool_count++;
+        def->description = get_str(ld, t, path, "description", false);
+        type = get_str(ld, t, path, "type", true);
+        if (type == NULL) {
+            continue;
+        }
+        if (strcmp(type, "command") == 0) {
+            def->type = TOOL_COMMAND;
+            def->argv = get_str_array(ld, t, path, "argv", &def->argc);
+            if (def->argc == 0 && json_object_get(t, "argv") == NULL) {
+                char sub[128];
+                snprintf(sub, sizeof(sub), "%s.argv", path);
+                diag_add(ld, sub, 0, 0, "required key is missing (expected array of strings)");
+            }
+            def->append_args = get_bool(ld, t, path, "append_args", false);
+            def->cwd = get_str(ld, t, path, "cwd", false);
+        } else if (strcmp(type, "http_get") == 0) {
+            def->type = TOOL_HTTP_GET;
+            def->allow_hosts = get_str_array(ld, t, path, "allow_hosts", &def->allow_host_count);
+            if (def->allow_host_count == 0) {
+                char sub[128];
+                snprintf(sub, sizeof(sub), "%s.allow_hosts", path);
+                diag_add(ld, sub, 0, 0, "expected a non-empty array of host names");
+            }
+        } else if (strcmp(type, "read_file") == 0) {
+            def->type = TOOL_READ_FILE;
+        } else if (strcmp(type, "write_file") == 0) {
+            def->type = TOOL_WRITE_FILE;
+        } else if (strcmp(type, "native") == 0) {
+            def->type = TOOL_NATIVE;
+        } else {
+            char sub[128];
+            snprintf(sub, sizeof(sub), "%s.type", path);
+            diag_add(ld, sub, 0, 0,
+                     "expected \"command\", \"http_get\", \"read_file\", \"write_file\" or "
+                     "\"native\", got \"%s\"",
+                     type);
+        }
+        weft__free(type);
+        def->timeout_ms = get_seconds_ms(ld, t, path, "timeout_s");
+        def->max_output = (size_t)get_int(ld, t, path, "max_output", 0, 1, 64 << 20);
+        def->max_bytes = (size_t)get_int(ld, t, path, "max_bytes", 0, 1, 64 << 20);
+        if (def->type != TOOL_NATIVE) {
+            def->schema = tool_builtin_schema(def->type);
+        }
+    }
+    /* Built-ins every agent may list without declaring them. */
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+        struct tool_def *def = NULL;
+
+        if (wf_find_tool(wf, builtins[i]) != WF_NONE) {
+            continue;
+        }
+        def = &wf->tools[wf->tool_count];
+        def->name = weft__strdup(builtins[i]);
+        if (def->name == NULL) {
+            ld->is_oom = true;
+            return;
+        }
+        def->type = builtin_types[i];
+        def->schema = tool_builtin_schema(def->type);
+        wf->tool_count++;
+    }
+}
+
+static void
+load_agents_pass1(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    const json_t *agents = get_typed(ld, root, "", "agents", JSON_ARRAY, true);
+
+    if (agents == NULL) {
+        return;
+    }
+    if (json_array_size(agents) == 0) {
+        diag_add(ld, "agents", 0, 0, "expected at least one agent");
+        return;
+    }
+    wf->agents = weft__calloc(json_array_size(agents), sizeof(*wf->agents));
+    if (wf->agents == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        const json_t *a = json_array_get(agents, i);
+        struct wf_agent *ag = &wf->agents[i];
+        char path[64];
+
+        snprintf(path, sizeof(path), "agents[%zu]", i);
+        wf->agent_count = i + 1;
+        ag->replan_agent = WF_NONE;
+        ag->model = WF_NONE;
+        if (!json_is_object(a)) {
+            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(a));
+            continue;
+        }
+        ag->name = get_str(ld, a, path, "name", true);
+        if (ag->name != NULL) {
+            for (size_t j = 0; j < i; j++) {
+                if (wf->agents[j].name != NULL && strcmp(wf->agents[j].name, ag->name) == 0) {
+                    char sub[128];
+                    snprintf(sub, sizeof(sub), "%s.name", path);
+                    diag_add(ld, sub, 0, 0, "duplicate agent name '%s'", ag->name);
+                }
+            }
+        }
+    }
+}
+
+/* Resolve a list of agent names at obj[key] to indices. */
+static size_t *
+agent_refs(struct loader *ld,
+           const struct weft_workflow *wf,
+           const json_t *obj,
+           const char *path,
+           const char *key,
+           size_t *count)
+{
+    size_t n = 0;
+    char **names = get_str_array(ld, obj, path, key, &n);
+    size_t *out = NULL;
+
+    *count = 0;
+    if (n == 0) {
+        free_str_array(names, n);
+        return NULL;
+    }
+    out = weft__calloc(n, sizeof(*out));
+    if (out == NULL) {
+        ld->is_oom = true;
+        free_str_array(names, n);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t idx = wf_find_agent(wf, names[i]);
+        if (idx == WF_NONE) {
+            char sub[256];
+            char base[200];
+            join_path(base, sizeof(base), path, key);
+            snprintf(sub, sizeof(sub), "%s[%zu]", base, i);
+            diag_add(ld, sub, 0, 0, "unknown agent '%s'", names[i]);
+            continue;
+        }
+        out[(*count)++] = idx;
+    }
+    free_str_array(names, n);
+    return out;
+}
+
+static void
+load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"name",       "model",     "instructions",
+                                       "tools",      "can_request", "replan_on",
+                                       "reflection", "max_tool_rounds", "timeout_s",
+                                       "description", NULL};
+    static const char *const replan_keys[] = {"keywords", "agent", NULL};
+    static const char *const refl_keys[] = {"model", "instructions", "max_retries", NULL};
+    const json_t *agents = json_object_get(root, "agents");
+
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        const json_t *a = json_array_get(agents, i);
+        struct wf_agent *ag = &wf->agents[i];
+        const json_t *replan = NULL;
+        const json_t *refl = NULL;
+        char path[64];
+        char **tool_names = NULL;
+        size_t tool_count = 0;
+
+        if (!json_is_object(a)) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "agents[%zu]", i);
+        check_keys(ld, a, path, keys);
+        ag->model = model_ref(ld, wf, a, path, WF_NONE);
+        ag->instructions = get_str(ld, a, path, "instructions", false);
+        tool_names = get_str_array(ld, a, path, "tools", &tool_count);
+        if (tool_count > 0) {
+            ag->tools = weft__calloc(tool_count, sizeof(*ag->tools));
+            if (ag->tools == NULL) {
+                ld->is_oom = true;
+            }
+        }
+        for (size_t t = 0; t < tool_count && ag->tools != NULL; t++) {
+            size_t idx = wf_find_tool(wf, tool_names[t]);
+            if (idx == WF_NONE || wf->tools[idx].type == TOOL_REQUEST_AGENT) {
+                char sub[128];
+                snprintf(sub, sizeof(sub), "%s.tools[%zu]", path, t);
+                diag_add(ld, sub, 0, 0,
+                         idx == WF_NONE ? "unknown tool '%s' (expected a name from \"tools\" or "
+                                          "a built-in: read_file, write_file)"
+                                        : "'%s' is implied by can_request; do not list it",
+                         tool_names[t]);
+                continue;
+            }
+            ag->tools[ag->tool_count++] = idx;
+        }
+        free_str_array(tool_names, tool_count);
+        ag->can_request = agent_refs(ld, wf, a, path, "can_request", &ag->can_request_count);
+        replan = get_typed(ld, a, path, "replan_on", JSON_OBJECT, false);
+        if (replan != NULL) {
+            char sub[128];
+            char *agent = NULL;
+            snprintf(sub, sizeof(sub), "%s.replan_on", path);
+            check_keys(ld, replan, sub, replan_keys);
+            ag->replan_keywords =
+                get_str_array(ld, replan, sub, "keywords", &ag->replan_keyword_count);
+            if (ag->replan_keyword_count == 0) {
+                char k[160];
+                snprintf(k, sizeof(k), "%s.keywords", sub);
+                diag_add(ld, k, 0, 0, "expected a non-empty array of strings");
+            }
+            agent = get_str(ld, replan, sub, "agent", true);
+            if (agent != NULL) {
+                ag->replan_agent = wf_find_agent(wf, agent);
+                if (ag->replan_agent == WF_NONE) {
+                    char k[160];
+                    snprintf(k, sizeof(k), "%s.agent", sub);
+                    diag_add(ld, k, 0, 0, "unknown agent '%s'", agent);
+                }
+                weft__free(agent);
+            }
+        }
+        refl = get_typed(ld, a, path, "reflection", JSON_OBJECT, false);
+        if (refl != NULL) {
+            char sub[128];
+            snprintf(sub, sizeof(sub), "%s.reflection", path);
+            check_keys(ld, refl, sub, refl_keys);
+            ag->has_reflection = true;
+            ag->reflection.model = model_ref(ld, wf, refl, sub, ag->model);
+            ag->reflection.instructions = get_str(ld, refl, sub, "instructions", false);
+            ag->reflection.max_retries =
+                (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
+        }
+        ag->max_tool_rounds = (unsigned)get_int(ld, a, path, "max_tool_rounds", 8, 1, 1000);
+        ag->timeout_ms = get_seconds_ms(ld, a, path, "timeout_s");
+    }
+}
+
+static void
+load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"name",          "model",          "instructions",
+                                       "policy",        "route_with_llm", "max_iterations",
+                                       "timeout_s",     "step_timeout_s", "max_tokens",
+                                       "max_cost_usd",  "circuit_breaker", "final_agent",
+                                       NULL};
+    const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
+    struct wf_supervisor *sup = &wf->supervisor;
+    const json_t *empty = NULL;
+    char *policy = NULL;
+    char *final = NULL;
+
+    sup->final_agent = WF_NONE;
+    if (s == NULL) {
+        empty = json_object();
+        if (empty == NULL) {
+            ld->is_oom = true;
+            return;
+        }
+        s = empty;
+    }
+    check_keys(ld, s, "supervisor", keys);
+    sup->name = get_str(ld, s, "supervisor", "name", false);
+    if (sup->name == NULL) {
+        sup->name = weft__strdup("supervisor");
+    }
+    sup->model = model_ref(ld, wf, s, "supervisor", wf->model_count > 0 ? 0 : WF_NONE);
+    sup->instructions = get_str(ld, s, "supervisor", "instructions", false);
+    policy = get_str(ld, s, "supervisor", "policy", false);
+    sup->policy = wf->has_router ? WF_POLICY_ROUTER : WF_POLICY_PLAN_EXECUTE;
+    if (policy != NULL) {
+        if (strcmp(policy, "plan_execute") == 0) {
+            sup->policy = WF_POLICY_PLAN_EXECUTE;
+        } else if (strcmp(policy, "router") == 0) {
+            sup->policy = WF_POLICY_ROUTER;
+        } else {
+            diag_add(ld, "supervisor.policy", 0, 0,
+                     "expected \"plan_execute\" or \"router\", got \"%s\"", policy);
+        }
+        weft__free(policy);
+    }
+    if (sup->policy == WF_POLICY_ROUTER && !wf->has_router) {
+        diag_add(ld, "supervisor.policy", 0, 0, "policy \"router\" needs a \"router\" section");
+    }
+    sup->route_with_llm = get_bool(ld, s, "supervisor", "route_with_llm", false);
+    sup->max_iterations = (unsigned)get_int(ld, s, "supervisor", "max_iterations", 50, 1, 1000000);
+    sup->timeout_ms = get_seconds_ms(ld, s, "supervisor", "timeout_s");
+    sup->step_timeout_ms = get_seconds_ms(ld, s, "supervisor", "step_timeout_s");
+    sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
+    sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
+    sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
+    final = get_str(ld, s, "supervisor", "final_agent", false);
+    if (final != NULL) {
+        sup->final_agent = wf_find_agent(wf, final);
+        if (sup->final_agent == WF_NONE) {
+            diag_add(ld, "supervisor.final_agent", 0, 0, "unknown agent '%s'", final);
+        }
+        weft__free(final);
+    }
+    json_decref((json_t *)empty);
+}
+
+static size_t
+find_route(const struct wf_router *r, const char *name)
+{
+    for (size_t i = 0; i < r->route_count; i++) {
+        if (strcmp(r->routes[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return WF_NONE;
+}
+
+static void
+load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"model",        "instructions",        "temperature",
+                                       "routes",       "default_route",       "clarification_route",
+                                       "max_clarifications", "vague_patterns", NULL};
+    const json_t *r = get_typed(ld, root, "", "router", JSON_OBJECT, false);
+    struct wf_router *rt = &wf->router;
+    const json_t *routes = NULL;
+    const char *name = NULL;
+    json_t *agent = NULL;
+    char *def = NULL;
+    char *clar = NULL;
+
+    if (r == NULL) {
+        return;
+    }
+    wf->has_router = true;
+    rt->default_route = WF_NONE;
+    rt->clarification_route = WF_NONE;
+    check_keys(ld, r, "router", keys);
+    rt->model = model_ref(ld, wf, r, "router", wf->model_count > 0 ? 0 : WF_NONE);
+    rt->instructions = get_str(ld, r, "router", "instructions", false);
+    rt->temperature = get_num(ld, r, "router", "temperature", 0.1, 0.0, 2.0);
+    routes = get_typed(ld, r, "router", "routes", JSON_OBJECT, true);
+    if (routes != NULL && json_object_size(routes) > 0) {
+        rt->routes = weft__calloc(json_object_size(routes), sizeof(*rt->routes));
+        if (rt->routes == NULL) {
+            ld->is_oom = true;
+            return;
+        }
+        json_object_foreach((json_t *)routes, name, agent) {
+            char sub[160];
+            snprintf(sub, sizeof(sub), "router.routes.%s", name);
+            if (!json_is_string(agent)) {
+                diag_add(ld, sub, 0, 0, "expected the name of an agent");
+                continue;
+            }
+            rt->routes[rt->route_count].agent = wf_find_agent(wf, json_string_value(agent));
+            if (rt->routes[rt->route_count].agent == WF_NONE) {
+                diag_add(ld, sub, 0, 0, "unknown agent '%s'", json_string_value(agent));
+                continue;
+            }
+            rt->routes[rt->route_count].name = weft__strdup(name);
+            if (rt->routes[rt->route_count].name == NULL) {
+                ld->is_oom = true;
+                return;
+            }
+            rt->route_count++;
+        }
+    } else if (routes != NULL) {
+        diag_add(ld, "router.routes", 0, 0, "expected at least one route");
+    }
+    def = get_str(ld, r, "router", "default_route", true);
+    if (def != NULL) {
+        rt->default_route = find_route(rt, def);
+        if (rt->default_route == WF_NONE) {
+            diag_add(ld, "router.default_route", 0, 0, "unknown route '%s'", def);
+        }
+    }
+    clar = get_str(ld, r, "router", "clarification_route", false);
+    if (clar != NULL) {
+        rt->clarification_route = find_route(rt, clar);
+        if (rt->clarification_route == WF_NONE) {
+            diag_add(ld, "router.clarification_route", 0, 0, "unknown route '%s'", clar);
+        }
+    }
+    weft__free(def);
+    weft__free(clar);
+    rt->max_clarifications = (unsigned)get_int(ld, r, "router", "max_clarifications", 2, 1, 100);
+    rt->vague_patterns =
+        get_str_array(ld, r, "router", "vague_patterns", &rt->vague_pattern_count);
+}
+
+static void
+load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"id", "agent", "task", "depends_on", NULL};
+    const json_t *plan = get_typed(ld, root, "", "plan", JSON_ARRAY, false);
+    struct plan_check check;
+
+    if (plan == NULL || json_array_size(plan) == 0) {
+        return;
+    }
+    wf->plan = weft__calloc(json_array_size(plan), sizeof(*wf->plan));
+    if (wf->plan == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(plan); i++) {
+        const json_t *s = json_array_get(plan, i);
+        struct wf_step *st = &wf->plan[wf->plan_count];
+        char path[64];
+        char *agent = NULL;
+
+        snprintf(path, sizeof(path), "plan[%zu]", i);
+        if (!json_is_object(s)) {
+            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(s));
+            continue;
+        }
+        check_keys(ld, s, path, keys);
+        st->id = get_str(ld, s, path, "id", false);
+        if (st->id == NULL) {
+            char id[32];
+            snprintf(id, sizeof(id), "s%zu", i + 1);
+            st->id = weft__strdup(id);
+        }
+        agent = get_str(ld, s, path, "agent", true);
+        st->agent = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
+        if (agent != NULL && st->agent == WF_NONE) {
+            char sub[128];
+            snprintf(sub, sizeof(sub), "%s.agent", path);
+            diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
+        }
+        weft__free(agent);
+        st->task = get_str(ld, s, path, "task", true);
+        st->depends_on = get_str_array(ld, s, path, "depends_on", &st->depends_count);
+        wf->plan_count++;
+    }
+    /* Ids, references and cycles: the same checks the supervisor applies to an LLM's plan. */
+    plan_check_init(&check);
+    for (size_t i = 0; i < wf->plan_count; i++) {
+        plan_check_add(&check, wf->plan[i].id, (const char *const *)wf->plan[i].depends_on,
+                       wf->plan[i].depends_count);
+    }
+    if (plan_check_run(&check) != WEFT_OK) {
+        char path[64];
+        snprintf(path, sizeof(path), "plan[%zu]", check.bad_index);
+        diag_add(ld, path, 0, 0, "%s", check.message);
+    }
+    plan_check_cleanup(&check);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static char *
+dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char cwd[PATH_MAX];
+
+    if (slash == NULL) {
+        if (getcwd(cwd, sizeof(cwd)) == NULL) {
+            return weft__strdup(".");
+        }
+        return weft__strdup(cwd);
+    }
+    if (slash == path) {
+        return weft__strdup("/");
+    }
+    if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL) {
+        struct weft__buf b;
+        weft__buf_init(&b, 0);
+        if (weft__buf_printf(&b, "%s/%.*s", cwd, (int)(slash - path), path) != WEFT_OK) {
+            weft__buf_cleanup(&b);
+            return NULL;
+        }
+        return b.data;
+    }
+    return weft__strndup(path, (size_t)(slash - path));
+}
+
+static void
+check_scripts(struct loader *ld, const struct weft_workflow *wf)
+{
+    for (size_t i = 0; i < wf->model_count; i++) {
+        struct stat st;
+        char path[256];
+
+        if (wf->models[i].provider != WF_PROVIDER_SCRIPTED || wf->models[i].script == NULL) {
+            continue;
+        }
+        if (stat(wf->models[i].script, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(path, sizeof(path), "models.%s.script", wf->models[i].name);
+            diag_add(ld, path, 0, 0, "cannot read script file '%s': %s", wf->models[i].script,
+                     strerror(errno != 0 ? errno : ENOENT));
+        }
+    }
+}
+
+static void
+check_policy(struct loader *ld, const struct weft_workflow *wf)
+{
+    if (wf->supervisor.policy == WF_POLICY_ROUTER && wf->plan_count > 0) {
+        diag_add(ld, "plan", 0, 0, "a router workflow takes no initial plan");
+    }
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        const struct wf_agent *a = &wf->agents[i];
+        for (size_t j = 0; j < a->can_request_count; j++) {
+            if (a->can_request[j] == i) {
+                char path[96];
+                snprintf(path, sizeof(path), "agents[%zu].can_request", i);
+                diag_add(ld, path, 0, 0, "an agent cannot request itself");
+            }
+        }
+    }
+}
+
+weft_err
+weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_diags *diags)
+{
+    static const char *const keys[] = {"name",  "description", "models", "supervisor",
+                                       "agents", "tools",       "plan",   "router",
+                                       "workspace", "capture_content", NULL};
+    struct loader ld;
+    struct weft_workflow *wf = NULL;
+    json_t *root = NULL;
+    json_error_t jerr;
+    char *workspace = NULL;
+    weft_err err = WEFT_OK;
+    struct stat st;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (path == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    memset(&ld, 0, sizeof(ld));
+    ld.file = path;
+    ld.diags = diags != NULL ? diags : &ld.local;
+    weft_diags_cleanup(ld.diags);
+    if (stat(path, &st) != 0) {
+        diag_add(&ld, "", 0, 0, "cannot open: %s", strerror(errno));
+        err = errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO;
+        goto out;
+    }
+    root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        diag_add(&ld, "", jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
+                 "invalid JSON: %s", jerr.text);
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        diag_add(&ld, "", 0, 0, "expected a JSON object at the top level, got %s",
+                 json_type_name(root));
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    wf = weft__calloc(1, sizeof(*wf));
+    if (wf == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    wf->capture_content = -1;
+    wf->path = weft__strdup(path);
+    wf->dir = dir_of(path);
+    if (wf->path == NULL || wf->dir == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    check_keys(&ld, root, "", keys);
+    wf->name = get_str(&ld, root, "", "name", true);
+    wf->description = get_str(&ld, root, "", "description", false);
+    load_models(&ld, wf, root);
+    load_tools(&ld, wf, root);
+    load_agents_pass1(&ld, wf, root);
+    load_agents_pass2(&ld, wf, root);
+    load_router(&ld, wf, root);
+    load_supervisor(&ld, wf, root);
+    load_plan(&ld, wf, root);
+    check_scripts(&ld, wf);
+    check_policy(&ld, wf);
+    workspace = get_str(&ld, root, "", "workspace", false);
+    if (workspace != NULL) {
+        wf->workspace = resolve_path(wf, workspace);
+        weft__free(workspace);
+    }
+    if (json_object_get(root, "capture_content") != NULL) {
+        wf->capture_content = get_bool(&ld, root, "", "capture_content", false) ? 1 : 0;
+    }
+    if (ld.is_oom) {
+        err = WEFT_ENOMEM;
+    } else if (ld.errors > 0) {
+        err = WEFT_EPARSE;
+    }
+out:
+    json_decref(root);
+    weft_diags_cleanup(&ld.local);
+    if (err != WEFT_OK) {
+        weft_workflow_free(wf);
+        return err;
+    }
+    *out = wf;
+    return WEFT_OK;
+}
+
+const char *
+weft_workflow_name(const struct weft_workflow *workflow)
+{
+    return workflow != NULL && workflow->name != NULL ? workflow->name : "";
+}
+
+void
+weft_workflow_free(struct weft_workflow *wf)
+{
+    if (wf == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < wf->model_count; i++) {
+        struct wf_model *m = &wf->models[i];
+        weft__free(m->name);
+        weft__free(m->model);
+        weft__free(m->base_url);
+        weft__free(m->api_key_env);
+        weft__free(m->script);
+    }
+    weft__free(wf->models);
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        struct wf_agent *a = &wf->agents[i];
+        weft__free(a->name);
+        weft__free(a->instructions);
+        weft__free(a->tools);
+        weft__free(a->can_request);
+        free_str_array(a->replan_keywords, a->replan_keyword_count);
+        weft__free(a->reflection.instructions);
+    }
+    weft__free(wf->agents);
+    for (size_t i = 0; i < wf->tool_count; i++) {
+        tool_def_cleanup(&wf->tools[i]);
+    }
+    weft__free(wf->tools);
+    for (size_t i = 0; i < wf->plan_count; i++) {
+        weft__free(wf->plan[i].id);
+        weft__free(wf->plan[i].task);
+        free_str_array(wf->plan[i].depends_on, wf->plan[i].depends_count);
+    }
+    weft__free(wf->plan);
+    for (size_t i = 0; i < wf->router.route_count; i++) {
+        weft__free(wf->router.routes[i].name);
+    }
+    weft__free(wf->router.routes);
+    weft__free(wf->router.instructions);
+    free_str_array(wf->router.vague_patterns, wf->router.vague_pattern_count);
+    weft__free(wf->supervisor.name);
+    weft__free(wf->supervisor.instructions);
+    weft__free(wf->path);
+    weft__free(wf->dir);
+    weft__free(wf->name);
+    weft__free(wf->description);
+    weft__free(wf->workspace);
+    weft__free(wf);
+}

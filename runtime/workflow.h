@@ -1,0 +1,132 @@
+/* runtime/workflow.h - the loaded form of a workflow file (see docs/workflow.md).
+ *
+ * The loader (workflow.c) turns the JSON into these structs once, resolving every name to an
+ * index, so the engine never looks anything up by string on its hot path and never meets an
+ * invalid reference. Everything is immutable after weft_workflow_load().
+ */
+#ifndef WEFT_RUNTIME_WORKFLOW_H
+#define WEFT_RUNTIME_WORKFLOW_H
+
+#include "tools/tools.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <weft/runtime.h>
+
+#define WF_NONE ((size_t)-1)
+
+typedef enum wf_provider {
+    WF_PROVIDER_SCRIPTED = 0,
+    WF_PROVIDER_OPENAI = 1
+} wf_provider;
+
+struct wf_model {
+    char *name;        /* key in "models" */
+    wf_provider provider;
+    char *model;       /* model name sent to the backend */
+    char *base_url;    /* openai */
+    char *api_key_env; /* openai: name of the variable holding the key; never the key */
+    char *script;      /* scripted: absolute path of the script file */
+    double temperature; /* < 0: backend default */
+    int64_t max_tokens; /* <= 0: backend default */
+    uint32_t timeout_ms;
+    unsigned max_retries;
+    double input_price;  /* USD per 1M input tokens */
+    double output_price; /* USD per 1M output tokens */
+    bool has_prices;
+};
+
+struct wf_reflection {
+    size_t model;
+    char *instructions;
+    unsigned max_retries; /* REJECTED verdicts re-run the agent at most this often */
+};
+
+struct wf_agent {
+    char *name;
+    size_t model;
+    char *instructions;
+    size_t *tools; /* indices into workflow.tools */
+    size_t tool_count;
+    size_t *can_request; /* agent indices */
+    size_t can_request_count;
+    char **replan_keywords; /* replan_on: case-insensitive substrings of the output */
+    size_t replan_keyword_count;
+    size_t replan_agent; /* WF_NONE without replan_on */
+    bool has_reflection;
+    struct wf_reflection reflection;
+    unsigned max_tool_rounds; /* default 8 */
+    uint32_t timeout_ms;      /* per step; 0: the supervisor's step_timeout */
+};
+
+typedef enum wf_policy {
+    WF_POLICY_PLAN_EXECUTE = 0, /* plan, then route by priority (optionally with the LLM) */
+    WF_POLICY_ROUTER = 1        /* conversational: one routed turn per run */
+} wf_policy;
+
+struct wf_supervisor {
+    char *name; /* span name suffix: "plan {name}" */
+    size_t model;
+    char *instructions;
+    wf_policy policy;
+    bool route_with_llm;
+    unsigned max_iterations;  /* default 50 */
+    uint32_t timeout_ms;      /* whole run; 0: none */
+    uint32_t step_timeout_ms; /* default per agent step; 0: none */
+    int64_t max_tokens;       /* 0: none */
+    double max_cost_usd;      /* 0: none */
+    unsigned circuit_breaker; /* default 2 */
+    size_t final_agent;       /* WF_NONE: end */
+};
+
+struct wf_route {
+    char *name;
+    size_t agent;
+};
+
+struct wf_router {
+    size_t model;
+    char *instructions;
+    double temperature; /* default 0.1 */
+    struct wf_route *routes;
+    size_t route_count;
+    size_t default_route;       /* index into routes */
+    size_t clarification_route; /* index into routes; WF_NONE when there is none */
+    unsigned max_clarifications; /* default 2 */
+    char **vague_patterns;       /* a reply matching one is not an answer (pattern layer) */
+    size_t vague_pattern_count;
+};
+
+struct wf_step {
+    char *id;
+    size_t agent;
+    char *task;
+    char **depends_on; /* step ids */
+    size_t depends_count;
+};
+
+struct weft_workflow {
+    char *path;
+    char *dir; /* directory of the file: relative paths resolve against it */
+    char *name;
+    char *description;
+    struct wf_model *models;
+    size_t model_count;
+    struct wf_supervisor supervisor;
+    struct wf_agent *agents;
+    size_t agent_count;
+    struct tool_def *tools; /* declared tools, then implicit built-ins */
+    size_t tool_count;
+    struct wf_step *plan; /* optional initial plan */
+    size_t plan_count;
+    bool has_router;
+    struct wf_router router;
+    char *workspace;     /* absolute, or NULL */
+    int capture_content; /* -1 unset, 0, 1 */
+};
+
+size_t wf_find_agent(const struct weft_workflow *wf, const char *name);
+size_t wf_find_tool(const struct weft_workflow *wf, const char *name);
+
+#endif /* WEFT_RUNTIME_WORKFLOW_H */
