@@ -68,6 +68,10 @@ size_t cli_put_clean(FILE *out, const char *s, size_t max_cols);
 void cli_format_duration(uint64_t ns, char *buf, size_t len);
 
 /* Commands. */
+int cli_run(int argc, char **argv);
+void cli_run_usage(FILE *out);
+int cli_validate(int argc, char **argv);
+void cli_validate_usage(FILE *out);
 int cli_trace(int argc, char **argv);
 void cli_trace_usage(FILE *out);
 

@@ -13,8 +13,12 @@
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
-/* Future commands (run, validate, serve) are one line each here. */
+/* Each command is one line here. */
 static const struct cli_command commands[] = {
+    {"run", "run WORKFLOW [options]", "run a workflow, with live progress and its trace", cli_run,
+     cli_run_usage},
+    {"validate", "validate WORKFLOW...", "check workflow files, printing every problem",
+     cli_validate, cli_validate_usage},
     {"trace", "trace list|show ...", "inspect traces in the local store", cli_trace,
      cli_trace_usage},
     {"version", "version", "print the weft version", cmd_version, NULL},

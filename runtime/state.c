@@ -37,7 +37,10 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS messages ("
     " session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, role TEXT NOT NULL,"
     " content TEXT NOT NULL, route TEXT, created_ns BIGINT NOT NULL,"
-    " PRIMARY KEY (session_id, seq));";
+    " PRIMARY KEY (session_id, seq));"
+    "CREATE TABLE IF NOT EXISTS script_cursors ("
+    " session_id TEXT NOT NULL, script TEXT NOT NULL, cursors TEXT NOT NULL,"
+    " PRIMARY KEY (session_id, script));";
 
 char *
 state_default_path(void)
@@ -87,7 +90,7 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
                  version, SCHEMA_VERSION);
         goto fail;
     }
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL", NULL, NULL, &errmsg) != SQLITE_OK ||
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, schema, NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT", NULL, NULL, &errmsg) !=
@@ -305,4 +308,52 @@ state_message_add(struct rt_state *st,
     bind_text(stmt, 6, route);
     sqlite3_bind_int64(stmt, 7, (sqlite3_int64)weft__now_ns());
     return finish(st, stmt, "message insert");
+}
+
+weft_err
+state_cursors_load(struct rt_state *st, const char *session_id, const char *script, json_t **out)
+{
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT cursors FROM script_cursors WHERE session_id = ? AND script = ?");
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, session_id);
+    bind_text(stmt, 2, script);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        *out = json_loads((const char *)sqlite3_column_text(stmt, 0), 0, NULL);
+    }
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+weft_err
+state_cursors_save(struct rt_state *st,
+                   const char *session_id,
+                   const char *script,
+                   const json_t *cursors)
+{
+    sqlite3_stmt *stmt = NULL;
+    char *text = json_dumps(cursors, JSON_COMPACT | JSON_SORT_KEYS);
+    weft_err err = WEFT_OK;
+
+    if (text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    stmt = prepare(st, "INSERT INTO script_cursors (session_id, script, cursors) VALUES (?, ?, ?)"
+                       " ON CONFLICT (session_id, script) DO UPDATE SET cursors = excluded.cursors");
+    if (stmt == NULL) {
+        free(text);
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, session_id);
+    bind_text(stmt, 2, script);
+    bind_text(stmt, 3, text);
+    err = finish(st, stmt, "cursor upsert");
+    free(text);
+    return err;
 }

@@ -66,4 +66,15 @@ weft_err state_message_add(struct rt_state *st,
                            const char *content,
                            const char *route);
 
+/* Scripted-provider cursors of a session (see llm_scripted_cursors()), keyed by script path.
+ * *out is NULL when none were saved. Ownership: caller owns *out (json_decref). */
+weft_err state_cursors_load(struct rt_state *st,
+                            const char *session_id,
+                            const char *script,
+                            json_t **out);
+weft_err state_cursors_save(struct rt_state *st,
+                            const char *session_id,
+                            const char *script,
+                            const json_t *cursors);
+
 #endif /* WEFT_RUNTIME_STATE_H */

@@ -433,6 +433,38 @@ model_ref(struct loader *ld,
 /* ------------------------------------------------------------------------------------------ */
 /* Sections                                                                                    */
 
+/* Expand one "${NAME}" or "${NAME:-default}" reference (the whole value), so that a shipped
+ * workflow can point at a local server without editing: base_url "${OPENAI_BASE_URL:-https://
+ * api.openai.com/v1}". Any other text is returned as is. Ownership: returns new. */
+static char *
+expand_env(const char *value)
+{
+    const char *end = NULL;
+    const char *sep = NULL;
+    char name[128];
+    const char *env = NULL;
+    size_t len = 0;
+
+    if (strncmp(value, "${", 2) != 0 || (end = strchr(value, '}')) == NULL || end[1] != '\0') {
+        return weft__strdup(value);
+    }
+    sep = strstr(value, ":-");
+    len = (size_t)((sep != NULL && sep < end ? sep : end) - (value + 2));
+    if (len == 0 || len >= sizeof(name)) {
+        return weft__strdup(value);
+    }
+    memcpy(name, value + 2, len);
+    name[len] = '\0';
+    env = getenv(name);
+    if (env != NULL && env[0] != '\0') {
+        return weft__strdup(env);
+    }
+    if (sep != NULL && sep < end) {
+        return weft__strndup(sep + 2, (size_t)(end - (sep + 2)));
+    }
+    return weft__strdup("");
+}
+
 static void
 load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
@@ -486,6 +518,18 @@ load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         } else if (provider != NULL && strcmp(provider, "openai") == 0) {
             mod->provider = WF_PROVIDER_OPENAI;
             mod->base_url = get_str(ld, m, path, "base_url", true);
+            if (mod->base_url != NULL) {
+                char *expanded = expand_env(mod->base_url);
+                weft__free(mod->base_url);
+                mod->base_url = expanded;
+                if (expanded != NULL && strncmp(expanded, "http://", 7) != 0 &&
+                    strncmp(expanded, "https://", 8) != 0) {
+                    char sub[300];
+                    snprintf(sub, sizeof(sub), "%s.base_url", path);
+                    diag_add(ld, sub, 0, 0, "expected an http:// or https:// URL, got \"%s\"",
+                             expanded);
+                }
+            }
             mod->api_key_env = get_str(ld, m, path, "api_key_env", false);
             if (json_object_get(m, "script") != NULL) {
                 char sub[300];

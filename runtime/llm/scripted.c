@@ -356,3 +356,38 @@ fail:
     weft__free(p);
     return WEFT_ENOMEM;
 }
+
+const json_t *
+llm_scripted_cursors(const struct llm_provider *provider)
+{
+    if (provider == NULL || provider->ops != &scripted_ops) {
+        return NULL;
+    }
+    return ((const struct scripted *)provider->self)->cursors;
+}
+
+weft_err
+llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
+{
+    struct scripted *s = NULL;
+    json_t *copy = NULL;
+    const char *key = NULL;
+    json_t *v = NULL;
+
+    if (provider == NULL || provider->ops != &scripted_ops || !json_is_object(cursors)) {
+        return WEFT_EINVAL;
+    }
+    json_object_foreach((json_t *)cursors, key, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            return WEFT_EINVAL;
+        }
+    }
+    copy = json_deep_copy(cursors);
+    if (copy == NULL) {
+        return WEFT_ENOMEM;
+    }
+    s = provider->self;
+    json_decref(s->cursors);
+    s->cursors = copy;
+    return WEFT_OK;
+}

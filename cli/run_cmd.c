@@ -1,0 +1,449 @@
+/* cli/run_cmd.c - `weft run` and `weft validate`.
+ *
+ * `weft run` wires the library together for a terminal user: it loads the workflow, builds a
+ * tracer provider whose spans always reach the local store (plus whatever
+ * OTEL_TRACES_EXPORTER names), runs the workflow with a live progress line on a terminal (plain
+ * lines otherwise), and prints the summary and the run's trace tree. SIGINT aborts the run at
+ * its next check instead of killing the process, so the trace still ends and is flushed.
+ */
+#include "cli.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+static volatile sig_atomic_t abort_requested = 0;
+
+static void
+on_sigint(int sig)
+{
+    (void)sig;
+    abort_requested = 1;
+}
+
+void
+cli_run_usage(FILE *out)
+{
+    fputs("usage: weft run WORKFLOW [--input TEXT] [--session ID] [--record FILE | --replay FILE]\n"
+          "                [--workspace DIR] [--state PATH] [--capture-content] [--json]\n"
+          "                [--quiet] [--no-trace] [--color[=WHEN]]\n"
+          "\n"
+          "Run a workflow. Spans go to the local store ($WEFT_HOME/weft.db) and to the\n"
+          "exporters OTEL_TRACES_EXPORTER names (otlp, file, console).\n"
+          "\n"
+          "options:\n"
+          "  -i, --input TEXT       the user's request or message\n"
+          "  -s, --session ID       conversation id: continues a conversational workflow\n"
+          "      --record FILE      write every LLM exchange to FILE (a replayable script)\n"
+          "      --replay FILE      answer every LLM call from FILE (no network)\n"
+          "      --workspace DIR    directory file and command tools are confined to\n"
+          "      --state PATH       state database (default $WEFT_HOME/state.db)\n"
+          "      --capture-content  record prompts and outputs on spans (after redaction)\n"
+          "      --json             print the result as JSON instead of the summary\n"
+          "  -q, --quiet            no progress display\n"
+          "      --no-trace         do not print the trace tree after the summary\n"
+          "      --color[=WHEN]     auto (default), always or never\n"
+          "\n"
+          "exit status: 0 the run completed, 1 it failed, hit a budget or was aborted,\n"
+          "             2 bad usage or an invalid workflow\n",
+          out);
+}
+
+void
+cli_validate_usage(FILE *out)
+{
+    fputs("usage: weft validate WORKFLOW...\n"
+          "\n"
+          "Check workflow files and print every problem as FILE:PATH: MESSAGE.\n"
+          "exit status: 0 valid, 2 invalid or unreadable\n",
+          out);
+}
+
+/* Print every diagnostic; @return CLI_EXIT_USAGE. */
+static int
+print_diags(const char *path, weft_err err, const struct weft_diags *diags)
+{
+    char line[1024];
+
+    for (size_t i = 0; i < diags->count; i++) {
+        fprintf(stderr, "%s\n", weft_diag_format(&diags->items[i], line, sizeof(line)));
+    }
+    if (diags->dropped > 0) {
+        fprintf(stderr, "%s: ... and %zu more problems\n", path, diags->dropped);
+    }
+    if (diags->count == 0) {
+        fprintf(stderr, "%s: %s\n", path, weft_strerror(err));
+    }
+    return CLI_EXIT_USAGE;
+}
+
+int
+cli_validate(int argc, char **argv)
+{
+    bool is_help = false;
+    char *paths[64];
+    size_t count = 0;
+    int status = CLI_EXIT_OK;
+    const struct cli_option options[] = {{"help", 'h', false, false, NULL, &is_help}};
+
+    if (cli_parse("validate", argc, argv, options, 1, paths, 64, &count) != CLI_EXIT_OK) {
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help) {
+        cli_validate_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (count == 0) {
+        cli_validate_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct weft_workflow *wf = NULL;
+        struct weft_diags diags = {0};
+        weft_err err = weft_workflow_load(paths[i], &wf, &diags);
+        if (err != WEFT_OK) {
+            status = print_diags(paths[i], err, &diags);
+        } else {
+            printf("%s: valid (workflow '%s')\n", paths[i], weft_workflow_name(wf));
+        }
+        weft_diags_cleanup(&diags);
+        weft_workflow_free(wf);
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Progress                                                                                    */
+
+struct progress {
+    bool is_tty;
+    bool is_quiet;
+    bool has_line; /* a live line is on screen */
+};
+
+static const char *const event_names[] = {"start", "decide", "step", "step-end",
+                                          "llm",   "tool",   "verdict", "end"};
+
+static void
+on_progress(const struct weft_run_event *ev, void *user_data)
+{
+    struct progress *p = user_data;
+    char elapsed[32];
+    const char *kind = (size_t)ev->kind < sizeof(event_names) / sizeof(event_names[0])
+                           ? event_names[ev->kind]
+                           : "event";
+
+    if (p->is_quiet) {
+        return;
+    }
+    cli_format_duration(ev->elapsed_ns, elapsed, sizeof(elapsed));
+    if (p->is_tty) {
+        /* One live line, rewritten in place. */
+        fprintf(stderr, "\r\033[K[%s] iter %zu  steps %zu/%zu  %s%s%s  %-8s ", elapsed,
+                ev->iteration, ev->steps_done, ev->steps_total, ev->step_id != NULL ? ev->step_id : "",
+                ev->agent != NULL ? " " : "", ev->agent != NULL ? ev->agent : "", kind);
+        cli_put_clean(stderr, ev->detail, 40);
+        fprintf(stderr, "  %lld tok", (long long)(ev->input_tokens + ev->output_tokens));
+        p->has_line = true;
+        if (ev->kind == WEFT_EVENT_RUN_END) {
+            fputc('\n', stderr);
+            p->has_line = false;
+        }
+        fflush(stderr);
+        return;
+    }
+    if (ev->kind == WEFT_EVENT_LLM_CALL || ev->kind == WEFT_EVENT_TOOL_CALL) {
+        return; /* plain logs keep to decisions, steps and verdicts */
+    }
+    fprintf(stderr, "[%s] iter=%zu %s", elapsed, ev->iteration, kind);
+    if (ev->step_id != NULL) {
+        fprintf(stderr, " step=%s agent=%s", ev->step_id, ev->agent);
+    }
+    fputc(' ', stderr);
+    cli_put_clean(stderr, ev->detail, 160);
+    fputc('\n', stderr);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Output                                                                                      */
+
+static void
+print_summary(const struct weft_run_result *r)
+{
+    char dur[32];
+
+    cli_format_duration(r->duration_ns, dur, sizeof(dur));
+    printf("run %s: %s in %s (%zu decisions)\n", r->run_id, weft_run_status_name(r->status), dur,
+           r->iterations);
+    printf("  reason:  ");
+    cli_put_clean(stdout, r->reason != NULL ? r->reason : "", 200);
+    printf("\n  session: %s\n", r->session_id);
+    if (r->route != NULL) {
+        printf("  route:   %s\n", r->route);
+    }
+    printf("  steps:   ");
+    for (size_t i = 0; i < r->step_count; i++) {
+        printf("%s%s:%s(%s)", i > 0 ? " " : "", r->steps[i].id, r->steps[i].agent,
+               r->steps[i].status);
+    }
+    printf("\n  loops:  ");
+    for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
+        if (r->loops[k] > 0) {
+            printf(" %s=%zu", weft_loop_kind_name((weft_loop_kind)k), r->loops[k]);
+        }
+    }
+    printf("\n  verdicts:");
+    for (size_t i = 0; i < r->verdict_count; i++) {
+        printf(" %s", r->verdicts[i]);
+    }
+    printf("\n  llm calls: %zu, tool calls: %zu, tokens: %lld in / %lld out, cost: $%.6f\n",
+           r->llm_calls, r->tool_calls, (long long)r->input_tokens, (long long)r->output_tokens,
+           r->cost_usd);
+    if (r->trace_id[0] != '\0') {
+        printf("  trace:   %s\n", r->trace_id);
+    }
+    if (r->output != NULL) {
+        printf("  output:  ");
+        cli_put_clean(stdout, r->output, 300);
+        putchar('\n');
+    }
+}
+
+static void
+print_json(const struct weft_run_result *r)
+{
+    json_t *o = json_object();
+    json_t *steps = json_array();
+    json_t *decisions = json_array();
+    json_t *loops = json_object();
+    json_t *verdicts = json_array();
+    char *text = NULL;
+
+    for (size_t i = 0; i < r->step_count; i++) {
+        const struct weft_run_step *s = &r->steps[i];
+        json_array_append_new(steps, json_pack("{s:s, s:s, s:s, s:s, s:i, s:s?, s:s?}", "id",
+                                               s->id, "agent", s->agent, "task", s->task,
+                                               "status", s->status, "attempts", (int)s->attempts,
+                                               "result", s->result, "requested_by",
+                                               s->requested_by));
+    }
+    for (size_t i = 0; i < r->decision_count; i++) {
+        json_array_append_new(decisions, json_pack("{s:s, s:s, s:s}", "layer",
+                                                   r->decisions[i].layer, "next",
+                                                   r->decisions[i].next, "reason",
+                                                   r->decisions[i].reason));
+    }
+    for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
+        json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
+                            json_integer((json_int_t)r->loops[k]));
+    }
+    for (size_t i = 0; i < r->verdict_count; i++) {
+        json_array_append_new(verdicts, json_string(r->verdicts[i]));
+    }
+    json_object_set_new(o, "run_id", json_string(r->run_id));
+    json_object_set_new(o, "session_id", json_string(r->session_id));
+    json_object_set_new(o, "status", json_string(weft_run_status_name(r->status)));
+    json_object_set_new(o, "reason", json_string(r->reason != NULL ? r->reason : ""));
+    json_object_set_new(o, "trace_id", json_string(r->trace_id));
+    json_object_set_new(o, "route", r->route != NULL ? json_string(r->route) : json_null());
+    json_object_set_new(o, "output", r->output != NULL ? json_string(r->output) : json_null());
+    json_object_set_new(o, "iterations", json_integer((json_int_t)r->iterations));
+    json_object_set_new(o, "llm_calls", json_integer((json_int_t)r->llm_calls));
+    json_object_set_new(o, "tool_calls", json_integer((json_int_t)r->tool_calls));
+    json_object_set_new(o, "input_tokens", json_integer(r->input_tokens));
+    json_object_set_new(o, "output_tokens", json_integer(r->output_tokens));
+    json_object_set_new(o, "cost_usd", json_real(r->cost_usd));
+    json_object_set_new(o, "duration_ms", json_real((double)r->duration_ns / 1e6));
+    json_object_set_new(o, "loops", loops);
+    json_object_set_new(o, "steps", steps);
+    json_object_set_new(o, "decisions", decisions);
+    json_object_set_new(o, "verdicts", verdicts);
+    text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (text != NULL) {
+        puts(text);
+        free(text);
+    }
+    json_decref(o);
+}
+
+static void
+print_trace(const char *trace_id, bool is_color)
+{
+    struct weft_store *store = NULL;
+    struct weft_trace *trace = NULL;
+    char path[4096];
+
+    if (weft_store_default_path(path, sizeof(path)) != WEFT_OK ||
+        weft_store_open(path, &store) != WEFT_OK) {
+        return;
+    }
+    if (weft_store_load_trace(store, trace_id, &trace) == WEFT_OK) {
+        putchar('\n');
+        weft_trace_render(trace, stdout,
+                          WEFT_RENDER_ATTRS | (is_color ? WEFT_RENDER_COLOR : 0u));
+    }
+    weft_trace_free(trace);
+    weft_store_close(store);
+}
+
+/* The local store always, plus what OTEL_TRACES_EXPORTER names. */
+static weft_err
+setup_provider(struct weft_provider **out)
+{
+    const char *env = getenv("OTEL_TRACES_EXPORTER");
+    struct weft_provider_options popts = {.service_name = NULL};
+    struct weft_provider *provider = NULL;
+    weft_err err = WEFT_OK;
+
+    if (getenv("OTEL_SERVICE_NAME") == NULL) {
+        popts.service_name = "weft";
+    }
+    err = weft_provider_new(&popts, &provider);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = weft_provider_add_env_exporters(provider, "store");
+    if (err == WEFT_OK && env != NULL && env[0] != '\0' && strstr(env, "store") == NULL) {
+        struct weft_exporter *exporter = NULL;
+        struct weft_processor *proc = NULL;
+        err = weft_store_exporter_new(NULL, &exporter);
+        if (err == WEFT_OK) {
+            err = weft_batch_processor_new(exporter, NULL, &proc);
+        }
+        if (err == WEFT_OK) {
+            err = weft_provider_add_processor_take(provider, proc);
+        }
+    }
+    if (err != WEFT_OK) {
+        weft_provider_free(provider);
+        return err;
+    }
+    *out = provider;
+    return WEFT_OK;
+}
+
+int
+cli_run(int argc, char **argv)
+{
+    const char *input = NULL;
+    const char *session = NULL;
+    const char *record = NULL;
+    const char *replay = NULL;
+    const char *workspace = NULL;
+    const char *state = NULL;
+    const char *color = NULL;
+    bool is_help = false;
+    bool is_json = false;
+    bool is_quiet = false;
+    bool is_no_trace = false;
+    bool is_capture = false;
+    bool is_color_set = false;
+    bool is_color = false;
+    char *positional[1];
+    size_t count = 0;
+    const struct cli_option options[] = {
+        {"input", 'i', true, false, &input, NULL},
+        {"session", 's', true, false, &session, NULL},
+        {"record", 0, true, false, &record, NULL},
+        {"replay", 0, true, false, &replay, NULL},
+        {"workspace", 0, true, false, &workspace, NULL},
+        {"state", 0, true, false, &state, NULL},
+        {"capture-content", 0, false, false, NULL, &is_capture},
+        {"json", 0, false, false, NULL, &is_json},
+        {"quiet", 'q', false, false, NULL, &is_quiet},
+        {"no-trace", 0, false, false, NULL, &is_no_trace},
+        {"color", 0, false, true, &color, &is_color_set},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+    struct weft_workflow *wf = NULL;
+    struct weft_diags diags = {0};
+    struct weft_provider *provider = NULL;
+    struct weft_run_options ro;
+    struct weft_run_result *result = NULL;
+    struct progress progress;
+    struct sigaction sa;
+    char error[512] = "";
+    weft_err err = WEFT_OK;
+    int status = CLI_EXIT_OK;
+
+    if (cli_parse("run", argc, argv, options, sizeof(options) / sizeof(options[0]), positional,
+                  1, &count) != CLI_EXIT_OK) {
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help) {
+        cli_run_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (count != 1) {
+        fputs("weft run: expected one WORKFLOW file\n", stderr);
+        cli_run_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (record != NULL && replay != NULL) {
+        fputs("weft run: --record and --replay exclude each other\n", stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (is_color_set && color == NULL) {
+        color = "always";
+    }
+    if (!cli_color(color, stdout, &is_color)) {
+        fprintf(stderr, "weft run: --color: expected auto, always or never\n");
+        return CLI_EXIT_USAGE;
+    }
+    err = weft_workflow_load(positional[0], &wf, &diags);
+    if (err != WEFT_OK) {
+        status = print_diags(positional[0], err, &diags);
+        weft_diags_cleanup(&diags);
+        return status;
+    }
+    err = setup_provider(&provider);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft run: tracing set-up failed: %s\n", weft_strerror(err));
+        weft_workflow_free(wf);
+        return CLI_EXIT_FAIL;
+    }
+    memset(&progress, 0, sizeof(progress));
+    progress.is_tty = isatty(STDERR_FILENO) != 0;
+    progress.is_quiet = is_quiet;
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = provider;
+    ro.input = input;
+    ro.session_id = session;
+    ro.record_path = record;
+    ro.replay_path = replay;
+    ro.workspace = workspace;
+    ro.state_path = state;
+    ro.capture_content = is_capture ? 1 : -1;
+    ro.progress = on_progress;
+    ro.progress_user_data = &progress;
+    ro.abort_flag = &abort_requested;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    err = weft_run(wf, &ro, &result, error, sizeof(error));
+    weft_provider_shutdown(provider, 10000);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft run: %s\n", error);
+        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE
+                     ? CLI_EXIT_USAGE
+                     : CLI_EXIT_FAIL;
+    } else {
+        if (is_json) {
+            print_json(result);
+        } else {
+            print_summary(result);
+            if (!is_no_trace && result->trace_id[0] != '\0') {
+                print_trace(result->trace_id, is_color);
+            }
+        }
+        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    weft_run_result_free(result);
+    weft_provider_free(provider);
+    weft_workflow_free(wf);
+    return status;
+}

@@ -1,0 +1,534 @@
+/* runtime/agent.c - one plan step of an agent: attempts, the tool loop, loop-back requests
+ * and tri-state reflection, each traced.
+ *
+ * An attempt is an `invoke_agent {agent}` span. Inside it the agent's LLM is called
+ * (`chat {model}`) until it answers without tool calls or max_tool_rounds is spent; every
+ * tool call is an `execute_tool {tool}` span, and a call whose arguments fail the tool's
+ * schema is answered with a tool error without running anything. With reflection on, a
+ * `reflect {agent}` span under the attempt asks the reflector for a verdict: APPROVED keeps
+ * the output, FIXED takes the refined output, REJECTED starts another attempt with the
+ * feedback, up to max_retries. Malformed reflector output is a traced error that counts as
+ * one REJECTED.
+ */
+#define _GNU_SOURCE /* strcasestr, realpath */
+
+#include "engine.h"
+
+#include "../tracing/util.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum verdict {
+    VERDICT_APPROVED = 0,
+    VERDICT_FIXED,
+    VERDICT_REJECTED
+} verdict;
+
+static const char *const verdict_names[] = {"APPROVED", "FIXED", "REJECTED"};
+
+/* The OpenAI "tools" array for the agent, or NULL when it has none. */
+static json_t *
+tools_json(const struct run *run, const struct wf_agent *agent)
+{
+    const struct weft_workflow *wf = run->wf;
+    json_t *arr = json_array();
+
+    for (size_t i = 0; arr != NULL && i < agent->tool_count; i++) {
+        const struct tool_def *d = &wf->tools[agent->tools[i]];
+        const struct tool_def *native = run->native[agent->tools[i]];
+        const json_t *schema = native != NULL ? native->schema : d->schema;
+        const char *desc = native != NULL ? native->description : d->description;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function", "name",
+                           d->name, "description", desc != NULL ? desc : tool_type_name(d->type),
+                           "parameters", schema != NULL ? schema : json_object()));
+    }
+    if (arr != NULL && agent->can_request_count > 0) {
+        size_t idx = wf_find_tool(wf, "request_agent");
+        json_t *schema = tool_builtin_schema(TOOL_REQUEST_AGENT);
+        json_array_append_new(
+            arr, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
+                           "request_agent", "description",
+                           "Ask the supervisor to schedule another agent with a query.",
+                           "parameters", schema != NULL ? schema : json_object()));
+        (void)idx;
+    }
+    if (json_array_size(arr) == 0) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static json_t *
+attempt_messages(const struct run *run, const struct plan_step *step, const char *feedback)
+{
+    const struct weft_workflow *wf = run->wf;
+    const struct wf_agent *agent = &wf->agents[step->agent];
+    json_t *msgs = json_array();
+    struct weft__buf user;
+    struct weft__buf sys;
+
+    weft__buf_init(&sys, 0);
+    weft__buf_init(&user, 0);
+    weft__buf_printf(&sys, "%s", agent->instructions != NULL ? agent->instructions
+                                                             : "You are a helpful agent.");
+    if (agent->can_request_count > 0) {
+        weft__buf_printf(&sys, "\nYou may ask for: ");
+        for (size_t i = 0; i < agent->can_request_count; i++) {
+            weft__buf_printf(&sys, "%s%s", i > 0 ? ", " : "", wf->agents[agent->can_request[i]].name);
+        }
+        weft__buf_printf(&sys, " (tool request_agent).");
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
+                                          sys.data != NULL ? sys.data : ""));
+    /* Conversational runs: the session so far. */
+    for (size_t i = 0; run->history != NULL && i < json_array_size(run->history); i++) {
+        const json_t *m = json_array_get(run->history, i);
+        json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
+                                              "content", json_object_get(m, "content")));
+    }
+    weft__buf_printf(&user, "Task: %s", step->task);
+    if (run->opts->input != NULL && run->history == NULL) {
+        weft__buf_printf(&user, "\n\nRequest: %s", run->opts->input);
+    }
+    for (size_t d = 0; d < step->depends_count; d++) {
+        size_t j = plan_find(&run->plan, step->depends_on[d]);
+        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
+            weft__buf_printf(&user, "\n\nResult of %s (%s): %s", run->plan.steps[j].id,
+                             wf->agents[run->plan.steps[j].agent].name, run->plan.steps[j].result);
+        }
+    }
+    if (step->requested_by != NULL) {
+        size_t j = plan_find(&run->plan, step->requested_by);
+        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
+            weft__buf_printf(&user, "\n\nFrom %s (%s): %s", run->plan.steps[j].id,
+                             wf->agents[run->plan.steps[j].agent].name, run->plan.steps[j].result);
+        }
+    }
+    if (feedback != NULL) {
+        weft__buf_printf(&user, "\n\nYour previous answer was rejected. Feedback: %s", feedback);
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content",
+                                          user.data != NULL ? user.data : ""));
+    weft__buf_cleanup(&sys);
+    weft__buf_cleanup(&user);
+    return msgs;
+}
+
+static bool
+agent_has_tool(const struct wf_agent *agent, size_t tool)
+{
+    for (size_t i = 0; i < agent->tool_count; i++) {
+        if (agent->tools[i] == tool) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+queue_request(struct run *run, size_t step, const char *agent, const char *query,
+              struct weft_span *span)
+{
+    struct rt_request *rq = NULL;
+
+    if (run->request_count >= RUN_MAX_REQUESTS) {
+        run->requests_dropped++;
+        return;
+    }
+    rq = &run->requests[run->request_count];
+    rq->agent = weft__strdup(agent);
+    rq->query = weft__strdup(query != NULL ? query : "");
+    if (rq->agent == NULL || rq->query == NULL) {
+        weft__free(rq->agent);
+        weft__free(rq->query);
+        run->requests_dropped++;
+        return;
+    }
+    rq->from_step = step;
+    weft_span_context_of(span, &rq->requester);
+    rq->requester.trace_state = NULL;
+    run->request_count++;
+}
+
+/* Run one tool call; returns the text for the tool message (new). */
+static char *
+run_tool_call(struct run *run,
+              size_t step,
+              struct weft_span *agent_span,
+              const struct llm_tool_call *call,
+              uint64_t deadline)
+{
+    const struct weft_workflow *wf = run->wf;
+    const struct wf_agent *agent = &wf->agents[run->plan.steps[step].agent];
+    size_t idx = wf_find_tool(wf, call->name);
+    struct weft_span *span = rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
+    struct tool_outcome outcome;
+    json_t *args = NULL;
+    char err[256] = "";
+    const char *outcome_name = "ok";
+    char *text = NULL;
+
+    memset(&outcome, 0, sizeof(outcome));
+    outcome.exit_code = -1;
+    weft_span_set_str(span, "gen_ai.tool.name", call->name);
+    weft_span_set_str(span, "gen_ai.tool.call.id", call->id);
+    weft_span_set_str(span, "gen_ai.tool.type", "function");
+    rt_span_content(run, span, "gen_ai.tool.call.arguments", call->arguments);
+    rt_span_content(run, span, "langfuse.observation.input", call->arguments);
+    args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
+    bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
+    if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
+        outcome_name = "unknown_tool";
+        snprintf(err, sizeof(err), "unknown tool '%.64s' for agent %.64s", call->name,
+                 agent->name);
+    } else if (args == NULL || !json_is_object(args)) {
+        outcome_name = "invalid_arguments";
+        snprintf(err, sizeof(err), "arguments are not a JSON object");
+    } else {
+        const struct tool_def *def = is_request ? NULL
+                                     : run->native[idx] != NULL ? run->native[idx]
+                                                                : &wf->tools[idx];
+        json_t *schema = is_request ? tool_builtin_schema(TOOL_REQUEST_AGENT) : NULL;
+        const json_t *check = is_request ? schema : def->schema;
+        char verr[200] = "";
+        if (check != NULL && !tool_schema_validate(check, args, verr, sizeof(verr))) {
+            outcome_name = "invalid_arguments";
+            snprintf(err, sizeof(err), "invalid arguments: %s", verr);
+        } else if (is_request) {
+            const char *to = json_string_value(json_object_get(args, "agent"));
+            queue_request(run, step, to, json_string_value(json_object_get(args, "query")),
+                          agent_span);
+            weft_span_set_str(span, "weft.replan.to", to);
+            text = weft__strdup("{\"status\":\"requested\",\"note\":\"the supervisor will "
+                                "schedule the agent after this step\"}");
+        } else {
+            struct tool_def bounded = *def;
+            uint32_t left = rt_remaining_ms(run, deadline);
+            if (bounded.type == TOOL_COMMAND || bounded.type == TOOL_HTTP_GET) {
+                uint32_t t = bounded.timeout_ms != 0 ? bounded.timeout_ms : 30000;
+                bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
+            }
+            if (tool_run(&bounded, run->workspace, args, &outcome) != WEFT_OK) {
+                outcome_name = "error";
+                snprintf(err, sizeof(err), "tool failed to run");
+            } else {
+                outcome_name = outcome.is_error ? "error" : "ok";
+                text = outcome.output;
+                outcome.output = NULL;
+                if (outcome.is_error) {
+                    snprintf(err, sizeof(err), "%s", outcome.error_type);
+                }
+            }
+            if (outcome.exit_code >= 0) {
+                weft_span_set_int(span, "weft.tool.exit_code", outcome.exit_code);
+            }
+            if (outcome.is_truncated) {
+                weft_span_set_bool(span, "weft.tool.truncated", true);
+            }
+        }
+        json_decref(schema);
+    }
+    weft_span_set_str(span, "weft.tool.outcome", outcome_name);
+    if (strcmp(outcome_name, "ok") != 0) {
+        weft_span_set_str(span, "error.type",
+                          outcome.error_type[0] != '\0' ? outcome.error_type : outcome_name);
+        weft_span_set_status(span, WEFT_STATUS_ERROR, err);
+        if (text == NULL) {
+            json_t *e = json_pack("{s:s, s:s}", "error", err, "type", outcome_name);
+            char *dumped = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+            text = dumped != NULL ? weft__strdup(dumped) : NULL;
+            free(dumped);
+            json_decref(e);
+        }
+    }
+    rt_span_content(run, span, "gen_ai.tool.call.result", text);
+    rt_span_content(run, span, "langfuse.observation.output", text);
+    weft_span_end(span, 0);
+    run->result->tool_calls++;
+    rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->plan.steps[step], call->name);
+    tool_outcome_cleanup(&outcome);
+    json_decref(args);
+    return text != NULL ? text : weft__strdup("{\"error\":\"out of memory\"}");
+}
+
+static json_t *
+assistant_tool_message(const struct llm_response *resp)
+{
+    json_t *calls = json_array();
+
+    for (size_t i = 0; calls != NULL && i < resp->tool_call_count; i++) {
+        json_array_append_new(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id",
+                                               resp->tool_calls[i].id, "type", "function",
+                                               "function", "name", resp->tool_calls[i].name,
+                                               "arguments", resp->tool_calls[i].arguments));
+    }
+    return json_pack("{s:s, s:s?, s:o}", "role", "assistant", "content", resp->content,
+                     "tool_calls", calls);
+}
+
+/* The tool loop of one attempt. @return the final text (new) or NULL with @p why set. */
+static char *
+act(struct run *run, size_t step, struct weft_span *span, json_t *msgs, uint64_t deadline,
+    char *why, size_t why_len, const char **error_type)
+{
+    const struct wf_agent *agent = &run->wf->agents[run->plan.steps[step].agent];
+    json_t *tools = tools_json(run, agent);
+    char *output = NULL;
+    unsigned round = 0;
+
+    for (round = 0; round < agent->max_tool_rounds; round++) {
+        struct llm_response resp;
+        struct llm_error lerr;
+
+        if (rt_aborted(run)) {
+            snprintf(why, why_len, "aborted");
+            *error_type = "aborted";
+            break;
+        }
+        if (deadline != 0 && rt_remaining_ms(run, deadline) == 0) {
+            snprintf(why, why_len, "step timeout reached");
+            *error_type = "timeout";
+            break;
+        }
+        if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_ACT, agent->model, msgs, tools,
+                        false, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+            snprintf(why, why_len, "LLM call failed (%s): %s", lerr.type, lerr.message);
+            *error_type = "llm_error";
+            break;
+        }
+        if (resp.tool_call_count == 0) {
+            output = weft__strdup(resp.content != NULL ? resp.content : "");
+            llm_response_cleanup(&resp);
+            break;
+        }
+        json_array_append_new(msgs, assistant_tool_message(&resp));
+        for (size_t i = 0; i < resp.tool_call_count; i++) {
+            char *text = run_tool_call(run, step, span, &resp.tool_calls[i], deadline);
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:s}", "role", "tool",
+                                                  "tool_call_id", resp.tool_calls[i].id,
+                                                  "content", text != NULL ? text : ""));
+            weft__free(text);
+        }
+        llm_response_cleanup(&resp);
+    }
+    if (output == NULL && round == agent->max_tool_rounds) {
+        snprintf(why, why_len, "max_tool_rounds (%u) reached without a final answer",
+                 agent->max_tool_rounds);
+        *error_type = "max_tool_rounds";
+    }
+    weft_span_set_int(span, "weft.step.tool_rounds", round);
+    json_decref(tools);
+    return output;
+}
+
+/* replan_on: any keyword in the output (case-insensitive) asks for the configured agent. */
+static void
+check_replan_on(struct run *run, size_t step, const char *output, struct weft_span *span)
+{
+    const struct wf_agent *agent = &run->wf->agents[run->plan.steps[step].agent];
+
+    if (agent->replan_agent == WF_NONE || output == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < agent->replan_keyword_count; i++) {
+        if (strcasestr(output, agent->replan_keywords[i]) != NULL) {
+            struct weft_attr a = weft_attr_str("weft.replan.keyword", agent->replan_keywords[i]);
+            weft_span_add_event(span, "weft.replan_on", &a, 1, 0);
+            queue_request(run, step, run->wf->agents[agent->replan_agent].name, output, span);
+            return;
+        }
+    }
+}
+
+/* Ask the reflector. @return the verdict; *refined and *feedback are new or NULL. */
+static verdict
+reflect(struct run *run, size_t step, struct weft_span *parent, const char *output,
+        unsigned attempt, uint64_t deadline, char **refined, char **feedback)
+{
+    const struct plan_step *s = &run->plan.steps[step];
+    const struct wf_agent *agent = &run->wf->agents[s->agent];
+    struct weft_span *span = rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
+    struct llm_response resp;
+    struct llm_error lerr;
+    struct weft__buf user;
+    json_t *msgs = NULL;
+    json_t *answer = NULL;
+    const char *status = NULL;
+    verdict v = VERDICT_REJECTED;
+    char why[256] = "";
+
+    *refined = NULL;
+    *feedback = NULL;
+    weft__buf_init(&user, 0);
+    weft__buf_printf(&user, "Task: %s\n\nOutput to review:\n%s\n\nAnswer as JSON: {\"status\": "
+                            "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
+                            "\"feedback\": ...}",
+                     s->task, output);
+    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
+                     agent->reflection.instructions != NULL ? agent->reflection.instructions
+                                                            : "You review an agent's output.",
+                     "role", "user", "content", user.data != NULL ? user.data : "");
+    weft__buf_cleanup(&user);
+    weft_span_set_str(span, "gen_ai.agent.name", agent->name);
+    weft_span_set_int(span, "weft.reflection.attempt", attempt);
+    weft_span_set_str(span, "weft.step.id", s->id);
+    if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_REFLECT, agent->reflection.model, msgs,
+                    NULL, true, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+        snprintf(why, sizeof(why), "reflector LLM failed (%s): %.180s", lerr.type, lerr.message);
+    } else {
+        answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
+        status = json_string_value(json_object_get(answer, "status"));
+        if (status == NULL) {
+            snprintf(why, sizeof(why), "reflector output is not {\"status\": ...} JSON");
+        } else if (strcmp(status, "APPROVED") == 0) {
+            v = VERDICT_APPROVED;
+        } else if (strcmp(status, "FIXED") == 0 &&
+                   json_is_string(json_object_get(answer, "refined_output"))) {
+            v = VERDICT_FIXED;
+            *refined = weft__strdup(json_string_value(json_object_get(answer, "refined_output")));
+        } else if (strcmp(status, "FIXED") == 0) {
+            snprintf(why, sizeof(why), "FIXED without a refined_output string");
+        } else if (strcmp(status, "REJECTED") != 0) {
+            snprintf(why, sizeof(why), "unknown status '%.32s'", status);
+        }
+        if (json_is_string(json_object_get(answer, "feedback"))) {
+            *feedback = weft__strdup(json_string_value(json_object_get(answer, "feedback")));
+        }
+    }
+    if (why[0] != '\0') {
+        /* Malformed or failed reflection: a traced error that counts as one REJECTED. */
+        v = VERDICT_REJECTED;
+        weft__free(*feedback);
+        *feedback = weft__strdup(why);
+        weft_span_set_str(span, "error.type", "invalid_reflection");
+        weft_span_set_status(span, WEFT_STATUS_ERROR, why);
+    }
+    weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
+    rt_span_content(run, span, "weft.reflection.feedback", *feedback);
+    {
+        struct weft_attr a[4];
+        size_t n = 0;
+        a[n++] = weft_attr_str("gen_ai.evaluation.name", "reflection_verdict");
+        a[n++] = weft_attr_str("gen_ai.evaluation.score.label", verdict_names[v]);
+        a[n++] = weft_attr_double("gen_ai.evaluation.score.value",
+                                  v == VERDICT_APPROVED ? 1.0 : v == VERDICT_FIXED ? 0.5 : 0.0);
+        if (run->capture_content && *feedback != NULL) {
+            a[n++] = weft_attr_str("gen_ai.evaluation.explanation", *feedback);
+        }
+        weft_span_add_event(span, "gen_ai.evaluation.result", a, n, 0);
+    }
+    weft_span_end(span, 0);
+    rt_add_verdict(run, agent->name, verdict_names[v]);
+    rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
+    json_decref(answer);
+    json_decref(msgs);
+    llm_response_cleanup(&resp);
+    return v;
+}
+
+void
+rt_agent_step(struct run *run, size_t index)
+{
+    struct plan_step *step = &run->plan.steps[index];
+    const struct wf_agent *agent = &run->wf->agents[step->agent];
+    uint32_t timeout = agent->timeout_ms != 0 ? agent->timeout_ms
+                                              : run->wf->supervisor.step_timeout_ms;
+    uint64_t deadline = timeout != 0 ? weft__monotonic_ns() + (uint64_t)timeout * 1000000u : 0;
+    unsigned max_attempts = agent->has_reflection ? agent->reflection.max_retries + 1 : 1;
+    char *feedback = NULL;
+    bool is_done = false;
+
+    step->status = STEP_IN_PROGRESS;
+    rt_save_step(run, index);
+    for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
+        struct weft_link_spec link;
+        struct weft_span *span = NULL;
+        json_t *msgs = NULL;
+        char *output = NULL;
+        char why[512] = "";
+        const char *error_type = NULL;
+        size_t token = 0;
+
+        memset(&link, 0, sizeof(link));
+        link.context = step->requester;
+        step->attempts++;
+        span = rt_span_start(run, RT_SPAN_AGENT, agent->name, run->root, &link,
+                             step->has_requester ? 1 : 0);
+        weft_span_set_str(span, "gen_ai.agent.name", agent->name);
+        weft_span_set_str(span, "gen_ai.agent.id", step->id);
+        weft_span_set_str(span, "weft.step.id", step->id);
+        weft_span_set_int(span, "weft.step.attempt", attempt);
+        weft_span_set_str(span, "graph.node.id", agent->name);
+        weft_span_set_str(span, "graph.node.parent_id", run->wf->supervisor.name);
+        if (step->requested_by != NULL) {
+            weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
+        }
+        rt_span_content(run, span, "weft.step.task", step->task);
+        rt_progress(run, WEFT_EVENT_STEP_START, step, agent->name);
+        token = weft_context_attach(span);
+        msgs = attempt_messages(run, step, feedback);
+        rt_span_content(run, span, "langfuse.observation.input", step->task);
+        output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
+        if (output != NULL) {
+            check_replan_on(run, index, output, span);
+            if (agent->has_reflection) {
+                char *refined = NULL;
+                char *fb = NULL;
+                verdict v = reflect(run, index, span, output, attempt, deadline, &refined, &fb);
+                weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
+                if (v == VERDICT_FIXED) {
+                    weft__free(output);
+                    output = refined;
+                    refined = NULL;
+                }
+                if (v == VERDICT_REJECTED) {
+                    weft__free(feedback);
+                    feedback = fb != NULL ? fb : weft__strdup("rejected without feedback");
+                    fb = NULL;
+                    snprintf(why, sizeof(why), "REJECTED: %.400s",
+                             feedback != NULL ? feedback : "");
+                    error_type = "rejected";
+                    if (attempt < max_attempts) {
+                        run->result->loops[WEFT_LOOP_REFLECTION]++;
+                    }
+                    weft__free(output);
+                    output = NULL;
+                }
+                weft__free(refined);
+                weft__free(fb);
+            }
+        }
+        if (output != NULL) {
+            weft__free(step->result);
+            step->result = output;
+            step->status = STEP_COMPLETED;
+            rt_span_content(run, span, "langfuse.observation.output", output);
+            weft_span_set_str(span, "weft.step.status", "completed");
+            weft_span_set_status(span, WEFT_STATUS_OK, NULL);
+            is_done = true;
+        } else {
+            bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0;
+            weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
+            weft_span_set_str(span, "error.type", error_type);
+            weft_span_set_status(span, WEFT_STATUS_ERROR, why);
+            if (is_final) {
+                weft__free(step->feedback);
+                step->feedback = weft__strdup(why);
+                step->status = STEP_FAILED;
+                is_done = true;
+            }
+        }
+        weft_context_detach(token);
+        weft_span_end(span, 0);
+        json_decref(msgs);
+        rt_progress(run, WEFT_EVENT_STEP_END, step, step_status_name(step->status));
+    }
+    weft__free(feedback);
+    rt_save_step(run, index);
+}

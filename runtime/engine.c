@@ -1,0 +1,1419 @@
+/* runtime/engine.c - weft_run(): the one engine loop every policy shares.
+ *
+ * Each iteration checks the budgets, asks the supervisor for a decision (a `plan {supervisor}`
+ * span), and either runs one plan step or ends. A decision follows the router priority:
+ * pending loop-back requests are validated and appended as steps, then a step in progress,
+ * then the next pending step whose dependencies are completed (chosen by rule, or by the
+ * supervisor's LLM when the workflow asks), then the final step, then end. Conversational
+ * workflows (a router) decide their one routed turn in router.c.
+ *
+ * The circuit breaker watches the decisions: the same next move chosen again while the plan
+ * state has not changed counts as a retry; at the threshold the run goes to its final step
+ * (or ends) and the plan span says why.
+ *
+ * Invariants: every span started here ends here; the run's memory is bounded by the plan
+ * (PLAN_MAX_STEPS), the request queue and the iteration budget.
+ */
+#define _GNU_SOURCE /* strcasestr, realpath */
+
+#include "engine.h"
+
+#include "../tracing/ids.h"
+#include "../tracing/util.h"
+
+#include <weft/weft.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const layer_names[] = {"rule",          "llm",     "fallback",
+                                          "counter_limit", "pattern", "circuit_breaker"};
+
+const char *
+rt_layer_name(rt_layer layer)
+{
+    return (size_t)layer < sizeof(layer_names) / sizeof(layer_names[0]) ? layer_names[layer]
+                                                                          : "unknown";
+}
+
+const char *
+weft_run_status_name(weft_run_status status)
+{
+    static const char *const names[] = {"completed", "failed", "budget_exhausted", "timed_out",
+                                        "aborted"};
+    return (size_t)status < sizeof(names) / sizeof(names[0]) ? names[status] : "unknown";
+}
+
+const char *
+weft_loop_kind_name(weft_loop_kind kind)
+{
+    static const char *const names[] = {"replan",          "reflection", "clarification",
+                                        "circuit_breaker", "flow",       "correction"};
+    return (size_t)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Time, budgets, progress, result bookkeeping                                                 */
+
+bool
+rt_aborted(const struct run *run)
+{
+    return run->opts->abort_flag != NULL && *run->opts->abort_flag != 0;
+}
+
+uint32_t
+rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
+{
+    uint64_t now = weft__monotonic_ns();
+    uint64_t deadline = run->deadline_mono;
+
+    if (step_deadline_mono != 0 && (deadline == 0 || step_deadline_mono < deadline)) {
+        deadline = step_deadline_mono;
+    }
+    if (deadline == 0) {
+        return UINT32_MAX;
+    }
+    if (now >= deadline) {
+        return 0;
+    }
+    return (deadline - now) / 1000000u > UINT32_MAX - 1 ? UINT32_MAX - 1
+                                                        : (uint32_t)((deadline - now) / 1000000u);
+}
+
+void
+rt_progress(struct run *run, weft_run_event_kind kind, const struct plan_step *step, const char *detail)
+{
+    struct weft_run_event ev;
+    const struct weft_run_result *r = run->result;
+
+    if (run->opts->progress == NULL) {
+        return;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.kind = kind;
+    ev.run_id = run->run_id;
+    ev.step_id = step != NULL ? step->id : NULL;
+    ev.agent = step != NULL ? run->wf->agents[step->agent].name : NULL;
+    ev.detail = detail != NULL ? detail : "";
+    ev.iteration = r->iterations;
+    ev.steps_done = plan_count_status(&run->plan, STEP_COMPLETED);
+    ev.steps_total = run->plan.count;
+    ev.elapsed_ns = weft__monotonic_ns() - run->started_mono;
+    ev.input_tokens = r->input_tokens;
+    ev.output_tokens = r->output_tokens;
+    ev.cost_usd = r->cost_usd;
+    run->opts->progress(&ev, run->opts->progress_user_data);
+}
+
+static bool
+grow(void **items, size_t *cap, size_t count, size_t size)
+{
+    void *grown = NULL;
+    size_t new_cap = *cap == 0 ? 16 : *cap * 2;
+
+    if (count < *cap) {
+        return true;
+    }
+    grown = weft__realloc(*items, new_cap * size);
+    if (grown == NULL) {
+        return false;
+    }
+    *items = grown;
+    *cap = new_cap;
+    return true;
+}
+
+void
+rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
+{
+    struct weft_run_result *r = run->result;
+    struct weft_run_decision *d = NULL;
+
+    if (!grow((void **)&r->decisions, &run->decisions_cap, r->decision_count, sizeof(*d))) {
+        run->oom = WEFT_ENOMEM;
+        return;
+    }
+    d = &r->decisions[r->decision_count];
+    d->layer = weft__strdup(rt_layer_name(layer));
+    d->next = weft__strdup(next);
+    d->reason = weft__strdup(reason);
+    if (d->layer == NULL || d->next == NULL || d->reason == NULL) {
+        weft__free(d->layer);
+        weft__free(d->next);
+        weft__free(d->reason);
+        run->oom = WEFT_ENOMEM;
+        return;
+    }
+    r->decision_count++;
+}
+
+void
+rt_add_verdict(struct run *run, const char *agent, const char *verdict)
+{
+    struct weft_run_result *r = run->result;
+    struct weft__buf b;
+
+    if (!grow((void **)&r->verdicts, &run->verdicts_cap, r->verdict_count, sizeof(char *))) {
+        run->oom = WEFT_ENOMEM;
+        return;
+    }
+    weft__buf_init(&b, 0);
+    if (weft__buf_printf(&b, "%s:%s", agent, verdict) != WEFT_OK) {
+        weft__buf_cleanup(&b);
+        run->oom = WEFT_ENOMEM;
+        return;
+    }
+    r->verdicts[r->verdict_count++] = b.data;
+}
+
+void
+rt_save_step(struct run *run, size_t index)
+{
+    const struct plan_step *s = &run->plan.steps[index];
+
+    if (run->state != NULL) {
+        (void)state_step_save(run->state, run->run_id, index, s, run->wf->agents[s->agent].name);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* LLM calls                                                                                   */
+
+static struct llm_provider *
+provider_for(struct run *run, size_t model)
+{
+    return run->replay != NULL ? run->replay : run->providers[model];
+}
+
+static void
+set_usage_attrs(struct weft_span *span, const struct wf_model *m, const struct llm_response *resp,
+                double *cost)
+{
+    char json[256];
+    int64_t in = resp->input_tokens > 0 ? resp->input_tokens : 0;
+    int64_t out = resp->output_tokens > 0 ? resp->output_tokens : 0;
+
+    *cost = 0.0;
+    if (resp->input_tokens >= 0) {
+        weft_span_set_int(span, "gen_ai.usage.input_tokens", resp->input_tokens);
+    }
+    if (resp->output_tokens >= 0) {
+        weft_span_set_int(span, "gen_ai.usage.output_tokens", resp->output_tokens);
+    }
+    snprintf(json, sizeof(json), "{\"input\":%lld,\"output\":%lld,\"total\":%lld}",
+             (long long)in, (long long)out, (long long)(in + out));
+    weft_span_set_str(span, "langfuse.observation.usage_details", json);
+    if (m->has_prices) {
+        double ci = (double)in * m->input_price / 1e6;
+        double co = (double)out * m->output_price / 1e6;
+        *cost = ci + co;
+        snprintf(json, sizeof(json), "{\"input\":%.10g,\"output\":%.10g,\"total\":%.10g}", ci, co,
+                 ci + co);
+        weft_span_set_str(span, "langfuse.observation.cost_details", json);
+        weft_span_set_double(span, "weft.cost.usd", ci + co);
+    }
+}
+
+weft_err
+rt_llm_call(struct run *run,
+            struct weft_span *parent,
+            const char *agent,
+            llm_purpose purpose,
+            size_t model,
+            const json_t *messages,
+            const json_t *tools,
+            bool json_mode,
+            double temperature,
+            uint64_t step_deadline_mono,
+            struct llm_response *response,
+            struct llm_error *error)
+{
+    const struct wf_model *m = &run->wf->models[model];
+    struct llm_provider *p = provider_for(run, model);
+    struct llm_request req;
+    struct weft_span *span = NULL;
+    uint32_t remaining = rt_remaining_ms(run, step_deadline_mono);
+    double cost = 0.0;
+    weft_err err = WEFT_OK;
+
+    memset(&req, 0, sizeof(req));
+    req.agent = agent;
+    req.purpose = purpose;
+    req.model = m->model;
+    req.messages = messages;
+    req.tools = tools;
+    req.json_mode = json_mode;
+    req.temperature = temperature >= 0 ? temperature : m->temperature;
+    req.max_tokens = m->max_tokens;
+    req.timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
+    span = rt_span_start(run, RT_SPAN_CHAT, m->model, parent, NULL, 0);
+    weft_span_set_str(span, "gen_ai.provider.name", p->provider_name);
+    weft_span_set_str(span, "gen_ai.request.model", m->model);
+    weft_span_set_str(span, "langfuse.observation.model.name", m->model);
+    weft_span_set_str(span, "gen_ai.agent.name", agent);
+    weft_span_set_str(span, "weft.llm.purpose", llm_purpose_name(purpose));
+    if (req.temperature >= 0) {
+        weft_span_set_double(span, "gen_ai.request.temperature", req.temperature);
+    }
+    if (req.max_tokens > 0) {
+        weft_span_set_int(span, "gen_ai.request.max_tokens", req.max_tokens);
+    }
+    if (json_mode) {
+        weft_span_set_str(span, "gen_ai.output.type", "json");
+    }
+    if (run->capture_content) {
+        char *text = json_dumps(messages, JSON_COMPACT);
+        rt_span_content(run, span, "gen_ai.input.messages", text);
+        rt_span_content(run, span, "langfuse.observation.input", text);
+        free(text);
+    }
+    if (req.timeout_ms == 0) {
+        memset(response, 0, sizeof(*response));
+        snprintf(error->type, sizeof(error->type), "%s", "timeout");
+        snprintf(error->message, sizeof(error->message), "no time left for the call");
+        err = WEFT_ETIMEDOUT;
+    } else {
+        err = llm_complete(p, &req, response, error);
+    }
+    if (run->recording != NULL) {
+        (void)llm_recording_add(run->recording, &req, p->provider_name,
+                                err == WEFT_OK ? response : NULL, error);
+    }
+    run->result->llm_calls++;
+    if (err == WEFT_OK) {
+        const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
+        if (response->response_model != NULL) {
+            weft_span_set_str(span, "gen_ai.response.model", response->response_model);
+        }
+        if (response->response_id != NULL) {
+            weft_span_set_str(span, "gen_ai.response.id", response->response_id);
+        }
+        weft_span_set_str_array(span, "gen_ai.response.finish_reasons", &finish, 1);
+        set_usage_attrs(span, m, response, &cost);
+        run->result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
+        run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
+        run->result->cost_usd += cost;
+        if (run->capture_content) {
+            json_t *out = json_pack("[{s:s, s:s?}]", "role", "assistant", "content",
+                                    response->content);
+            char *text = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
+            rt_span_content(run, span, "gen_ai.output.messages", text);
+            rt_span_content(run, span, "langfuse.observation.output", response->content);
+            free(text);
+            json_decref(out);
+        }
+    } else {
+        weft_span_set_str(span, "error.type", error->type);
+        weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
+    }
+    weft_span_end(span, 0);
+    rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Set-up                                                                                      */
+
+static weft_err
+make_run_id(char out[24])
+{
+    uint8_t bytes[8];
+    struct weft__rng *rng = weft__thread_rng();
+    uint64_t v = weft__rng_next(rng);
+
+    memcpy(bytes, &v, sizeof(bytes));
+    weft_hex_encode(bytes, 6, out);
+    out[12] = '\0';
+    return WEFT_OK;
+}
+
+static weft_err
+mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    size_t len = strlen(path);
+
+    if (len == 0 || len >= sizeof(buf)) {
+        return WEFT_EINVAL;
+    }
+    memcpy(buf, path, len + 1);
+    for (char *p = buf + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                return WEFT_EIO;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+static weft_err
+setup_workspace(struct run *run, char *error, size_t error_len)
+{
+    struct weft__buf b;
+    char resolved[PATH_MAX];
+    const char *dir = run->opts->workspace != NULL ? run->opts->workspace : run->wf->workspace;
+
+    weft__buf_init(&b, 0);
+    if (dir == NULL) {
+        const char *home = weft__env("WEFT_HOME");
+        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft",
+                             run->run_id) != WEFT_OK) {
+            weft__buf_cleanup(&b);
+            return WEFT_ENOMEM;
+        }
+        dir = b.data;
+    }
+    if (mkdirs(dir) != WEFT_OK || realpath(dir, resolved) == NULL) {
+        snprintf(error, error_len, "workspace %s: cannot create: %s", dir, strerror(errno));
+        weft__buf_cleanup(&b);
+        return WEFT_EIO;
+    }
+    weft__buf_cleanup(&b);
+    run->workspace = weft__strdup(resolved);
+    return run->workspace != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+static weft_err
+setup_providers(struct run *run, char *error, size_t error_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct llm_error lerr;
+    json_t *script = NULL;
+    weft_err err = WEFT_OK;
+
+    run->providers = weft__calloc(wf->model_count, sizeof(*run->providers));
+    if (run->providers == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (run->opts->replay_path != NULL) {
+        err = llm_script_load(run->opts->replay_path, &script, &lerr);
+        if (err == WEFT_OK) {
+            err = llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+        }
+        json_decref(script);
+        if (err != WEFT_OK) {
+            snprintf(error, error_len, "replay: %s", lerr.message);
+        }
+        return err;
+    }
+    for (size_t i = 0; i < wf->model_count; i++) {
+        const struct wf_model *m = &wf->models[i];
+        if (m->provider == WF_PROVIDER_SCRIPTED) {
+            /* Models naming the same script share one provider, so its queues are shared. */
+            for (size_t j = 0; j < i; j++) {
+                if (wf->models[j].provider == WF_PROVIDER_SCRIPTED &&
+                    strcmp(wf->models[j].script, m->script) == 0) {
+                    run->providers[i] = run->providers[j];
+                }
+            }
+            if (run->providers[i] != NULL) {
+                continue;
+            }
+            err = llm_script_load(m->script, &script, &lerr);
+            if (err == WEFT_OK) {
+                err = llm_scripted_new(script, m->script, &run->providers[i], &lerr);
+            }
+            json_decref(script);
+            script = NULL;
+            if (err != WEFT_OK) {
+                snprintf(error, error_len, "models.%s: %s", m->name, lerr.message);
+                return err;
+            }
+        } else {
+            struct llm_openai_options o;
+            const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
+            memset(&o, 0, sizeof(o));
+            if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
+                snprintf(error, error_len, "models.%s: environment variable %s is not set",
+                         m->name, m->api_key_env);
+                return WEFT_EINVAL;
+            }
+            o.base_url = m->base_url;
+            o.api_key = key;
+            o.max_retries = m->max_retries;
+            err = llm_openai_new(&o, &run->providers[i]);
+            if (err != WEFT_OK) {
+                snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
+                return err;
+            }
+        }
+    }
+    return WEFT_OK;
+}
+
+static weft_err
+bind_native_tools(struct run *run, char *error, size_t error_len)
+{
+    const struct weft_workflow *wf = run->wf;
+
+    run->native = weft__calloc(wf->tool_count + 1, sizeof(*run->native));
+    if (run->native == NULL) {
+        return WEFT_ENOMEM;
+    }
+    for (size_t i = 0; i < wf->tool_count; i++) {
+        bool is_found = false;
+        if (wf->tools[i].type != TOOL_NATIVE) {
+            continue;
+        }
+        for (size_t j = 0; j < tool_registry_count(run->opts->tools); j++) {
+            const struct tool_def *d = tool_registry_get(run->opts->tools, j);
+            if (strcmp(d->name, wf->tools[i].name) == 0) {
+                run->native[i] = d;
+                is_found = true;
+            }
+        }
+        if (!is_found) {
+            snprintf(error, error_len,
+                     "tool '%s' is declared native but the program registered no such tool",
+                     wf->tools[i].name);
+            return WEFT_ENOTFOUND;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* The script path a provider of model @p i answers from (replay or scripted), else NULL. */
+static const char *
+script_of(const struct run *run, size_t i)
+{
+    if (run->replay != NULL) {
+        return run->opts->replay_path;
+    }
+    return run->wf->models[i].provider == WF_PROVIDER_SCRIPTED ? run->wf->models[i].script : NULL;
+}
+
+/* A conversation given a session id continues its scripts where the last turn left them. */
+static void
+cursors_restore(struct run *run)
+{
+    for (size_t i = 0; run->opts->session_id != NULL && i < run->wf->model_count; i++) {
+        json_t *saved = NULL;
+        const char *script = script_of(run, i);
+        if (script != NULL &&
+            state_cursors_load(run->state, run->session_id, script, &saved) == WEFT_OK &&
+            saved != NULL) {
+            (void)llm_scripted_restore(provider_for(run, i), saved);
+        }
+        json_decref(saved);
+    }
+}
+
+static void
+cursors_save(struct run *run)
+{
+    for (size_t i = 0; run->opts->session_id != NULL && i < run->wf->model_count; i++) {
+        const char *script = script_of(run, i);
+        const json_t *c = llm_scripted_cursors(provider_for(run, i));
+        if (script != NULL && c != NULL) {
+            (void)state_cursors_save(run->state, run->session_id, script, c);
+        }
+    }
+}
+
+static void
+teardown(struct run *run)
+{
+    for (size_t i = 0; run->providers != NULL && i < run->wf->model_count; i++) {
+        bool is_shared = false;
+        for (size_t j = 0; j < i; j++) {
+            is_shared = is_shared || run->providers[j] == run->providers[i];
+        }
+        if (!is_shared) {
+            llm_provider_free(run->providers[i]);
+        }
+    }
+    weft__free(run->providers);
+    llm_provider_free(run->replay);
+    llm_recording_free(run->recording);
+    weft__free((void *)run->native);
+    for (size_t i = 0; i < run->request_count; i++) {
+        weft__free(run->requests[i].agent);
+        weft__free(run->requests[i].query);
+    }
+    plan_cleanup(&run->plan);
+    json_decref(run->history);
+    state_close(run->state);
+    weft__free(run->session_id);
+    weft__free(run->workspace);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Supervisor decisions                                                                        */
+
+/* Initial plan from the supervisor's LLM, validated; one repair attempt with the error. */
+static bool
+parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    json_error_t jerr;
+    json_t *root = json_loads(text != NULL ? text : "", 0, &jerr);
+    const json_t *steps = json_object_get(root, "plan");
+    struct plan candidate;
+    struct plan_check check;
+    bool is_ok = false;
+
+    plan_init(&candidate);
+    plan_check_init(&check);
+    if (root == NULL) {
+        snprintf(why, why_len, "plan is not JSON: %s", jerr.text);
+        goto out;
+    }
+    if (!json_is_array(steps) || json_array_size(steps) == 0) {
+        snprintf(why, why_len, "expected {\"plan\": [{\"agent\", \"task\", \"depends_on\"}, ...]}");
+        goto out;
+    }
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        const json_t *s = json_array_get(steps, i);
+        const char *agent = json_string_value(json_object_get(s, "agent"));
+        const char *task = json_string_value(json_object_get(s, "task"));
+        const char *id = json_string_value(json_object_get(s, "id"));
+        const json_t *deps = json_object_get(s, "depends_on");
+        const char *dep_ids[64];
+        char numbered[64][24];
+        size_t ndeps = 0;
+        size_t agent_idx = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
+
+        if (agent == NULL || task == NULL) {
+            snprintf(why, why_len, "plan[%zu]: expected \"agent\" and \"task\" strings", i);
+            goto out;
+        }
+        if (agent_idx == WF_NONE) {
+            snprintf(why, why_len, "plan[%zu].agent: unknown agent '%.64s'", i, agent);
+            goto out;
+        }
+        if (deps != NULL && (!json_is_array(deps) || json_array_size(deps) > 64)) {
+            snprintf(why, why_len, "plan[%zu].depends_on: expected an array of step ids", i);
+            goto out;
+        }
+        for (size_t d = 0; d < json_array_size(deps); d++) {
+            const json_t *v = json_array_get(deps, d);
+            /* Step numbers (1-based) are accepted too: models often answer with them. */
+            if (json_is_integer(v)) {
+                snprintf(numbered[d], sizeof(numbered[d]), "s%lld",
+                         (long long)json_integer_value(v));
+                dep_ids[ndeps++] = numbered[d];
+            } else if (json_is_string(v)) {
+                dep_ids[ndeps++] = json_string_value(v);
+            } else {
+                snprintf(why, why_len, "plan[%zu].depends_on[%zu]: expected a step id", i, d);
+                goto out;
+            }
+        }
+        if (plan_append(&candidate, id, agent_idx, task, dep_ids, ndeps, NULL) != WEFT_OK) {
+            snprintf(why, why_len, "plan too large or out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < candidate.count; i++) {
+        plan_check_add(&check, candidate.steps[i].id,
+                       (const char *const *)candidate.steps[i].depends_on,
+                       candidate.steps[i].depends_count);
+    }
+    if (plan_check_run(&check) != WEFT_OK) {
+        snprintf(why, why_len, "plan[%zu]: %s", check.bad_index, check.message);
+        goto out;
+    }
+    plan_cleanup(&run->plan);
+    run->plan = candidate;
+    plan_init(&candidate);
+    is_ok = true;
+out:
+    plan_check_cleanup(&check);
+    plan_cleanup(&candidate);
+    json_decref(root);
+    return is_ok;
+}
+
+static json_t *
+supervisor_messages(struct run *run, const char *user)
+{
+    const struct weft_workflow *wf = run->wf;
+    json_t *msgs = json_array();
+    struct weft__buf sys;
+
+    weft__buf_init(&sys, 0);
+    weft__buf_printf(&sys, "%s\n\nAgents:",
+                     wf->supervisor.instructions != NULL
+                         ? wf->supervisor.instructions
+                         : "You are the supervisor of a team of agents.");
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        weft__buf_printf(&sys, "\n- %s", wf->agents[i].name);
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
+                                          sys.data != NULL ? sys.data : ""));
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    weft__buf_cleanup(&sys);
+    return msgs;
+}
+
+static bool
+initial_plan(struct run *run, char *reason, size_t reason_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
+                                           NULL, 0);
+    struct weft__buf user;
+    char why[256] = "";
+    bool is_ok = false;
+
+    weft__buf_init(&user, 0);
+    weft__buf_printf(&user,
+                     "Make a plan as JSON: {\"thought\": ..., \"plan\": [{\"agent\", \"task\", "
+                     "\"depends_on\": [step ids s1, s2, ...]}]}.\n\nRequest: %s",
+                     run->opts->input != NULL ? run->opts->input : wf->description != NULL
+                                                                       ? wf->description
+                                                                       : wf->name);
+    run->result->iterations++;
+    for (int attempt = 0; attempt < 2 && !is_ok; attempt++) {
+        struct llm_response resp;
+        struct llm_error lerr;
+        json_t *msgs = NULL;
+
+        if (attempt == 1) {
+            weft__buf_printf(&user, "\n\nYour previous plan was rejected: %s. Answer with a "
+                                    "corrected plan.",
+                             why);
+        }
+        msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
+        if (rt_llm_call(run, span, wf->supervisor.name, LLM_PURPOSE_PLAN, wf->supervisor.model,
+                        msgs, NULL, true, -1.0, 0, &resp, &lerr) != WEFT_OK) {
+            snprintf(why, sizeof(why), "planner LLM failed: %.200s", lerr.message);
+        } else if (parse_llm_plan(run, resp.content, why, sizeof(why))) {
+            is_ok = true;
+        }
+        if (!is_ok) {
+            struct weft_attr a[2] = {weft_attr_str("error.type", "invalid_plan"),
+                                     weft_attr_str("weft.plan.error", why)};
+            weft_span_add_event(span, "weft.plan.invalid", a, 2, 0);
+        }
+        llm_response_cleanup(&resp);
+        json_decref(msgs);
+    }
+    weft__buf_cleanup(&user);
+    weft_span_set_str(span, "weft.decision.layer", "llm");
+    weft_span_set_str(span, "weft.decision.next", is_ok ? "plan" : "end");
+    weft_span_set_int(span, "weft.plan.version", run->plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    if (is_ok) {
+        snprintf(reason, reason_len, "planned %zu steps", run->plan.count);
+        weft_span_set_str(span, "weft.decision.reason", reason);
+        rt_add_decision(run, RT_LAYER_LLM, "plan", reason);
+    } else {
+        snprintf(reason, reason_len, "no valid plan: %s", why);
+        weft_span_set_str(span, "weft.decision.reason", reason);
+        weft_span_set_str(span, "error.type", "invalid_plan");
+        weft_span_set_status(span, WEFT_STATUS_ERROR, reason);
+        rt_add_decision(run, RT_LAYER_LLM, "end", reason);
+    }
+    weft_span_end(span, 0);
+    for (size_t i = 0; i < run->plan.count; i++) {
+        rt_save_step(run, i);
+    }
+    return is_ok;
+}
+
+static bool
+can_request(const struct wf_agent *from, size_t to)
+{
+    for (size_t i = 0; i < from->can_request_count; i++) {
+        if (from->can_request[i] == to) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Validate and apply pending loop-back requests; appends to @p note what happened. */
+static void
+apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *note)
+{
+    const struct weft_workflow *wf = run->wf;
+
+    for (size_t i = 0; i < run->request_count; i++) {
+        struct rt_request *rq = &run->requests[i];
+        const struct plan_step *from = &run->plan.steps[rq->from_step];
+        const struct wf_agent *from_agent = &wf->agents[from->agent];
+        size_t to = wf_find_agent(wf, rq->agent);
+        struct weft_link_spec link;
+        struct weft_span *span = NULL;
+        char subject[160];
+        char why[200] = "";
+        size_t added = 0;
+
+        memset(&link, 0, sizeof(link));
+        link.context = rq->requester;
+        snprintf(subject, sizeof(subject), "%s\xe2\x86\x92%s", from_agent->name, rq->agent);
+        span = rt_span_start(run, RT_SPAN_REPLAN, subject, decision, &link,
+                             weft_span_context_is_valid(&rq->requester) ? 1 : 0);
+        weft_span_set_str(span, "weft.replan.from", from_agent->name);
+        weft_span_set_str(span, "weft.replan.to", rq->agent);
+        weft_span_set_str(span, "weft.replan.from_step", from->id);
+        rt_span_content(run, span, "weft.replan.query", rq->query);
+        if (to == WF_NONE) {
+            snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
+        } else if (!can_request(from_agent, to)) {
+            snprintf(why, sizeof(why), "%.64s may not request %.64s (not in can_request)",
+                     from_agent->name, rq->agent);
+        } else if (plan_append(&run->plan, NULL, to, rq->query, NULL, 0, &added) != WEFT_OK) {
+            snprintf(why, sizeof(why), "plan is full");
+        }
+        if (why[0] != '\0') {
+            weft_span_set_bool(span, "weft.replan.step_added", false);
+            weft_span_set_str(span, "error.type", "replan_cancelled");
+            weft_span_set_status(span, WEFT_STATUS_ERROR, why);
+            weft__buf_printf(note, "request from %s cancelled: %s; ", from->id, why);
+        } else {
+            struct plan_step *s = &run->plan.steps[added];
+            s->requested_by = weft__strdup(from->id);
+            s->requester = rq->requester;
+            s->has_requester = weft_span_context_is_valid(&rq->requester);
+            weft_span_set_bool(span, "weft.replan.step_added", true);
+            weft_span_set_str(span, "weft.replan.step_id", s->id);
+            run->result->loops[WEFT_LOOP_REPLAN]++;
+            weft__buf_printf(note, "%s requested %s: added %s; ", from->id, rq->agent, s->id);
+            rt_save_step(run, added);
+        }
+        weft_span_end(span, 0);
+        weft__free(rq->agent);
+        weft__free(rq->query);
+    }
+    if (run->requests_dropped > 0) {
+        weft__buf_printf(note, "%zu requests over the limit cancelled; ", run->requests_dropped);
+        run->requests_dropped = 0;
+    }
+    run->request_count = 0;
+}
+
+/* The supervisor's LLM picks among ready steps: {"next": agent|"end", "reason"}. */
+static size_t
+llm_route(struct run *run,
+          struct weft_span *decision,
+          rt_layer *layer,
+          bool *is_end,
+          char *reason,
+          size_t reason_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct weft__buf user;
+    struct llm_response resp;
+    struct llm_error lerr;
+    json_t *msgs = NULL;
+    json_t *answer = NULL;
+    const char *next = NULL;
+    size_t step = RT_END;
+
+    weft__buf_init(&user, 0);
+    weft__buf_printf(&user, "Plan status:");
+    for (size_t i = 0; i < run->plan.count; i++) {
+        const struct plan_step *s = &run->plan.steps[i];
+        weft__buf_printf(&user, "\n- %s %s [%s]", s->id, wf->agents[s->agent].name,
+                         step_status_name(s->status));
+    }
+    weft__buf_printf(&user, "\nAnswer as JSON: {\"next\": \"<agent>\" or \"end\", \"reason\": "
+                            "\"...\"}");
+    msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
+    weft__buf_cleanup(&user);
+    *is_end = false;
+    if (rt_llm_call(run, decision, wf->supervisor.name, LLM_PURPOSE_ROUTE, wf->supervisor.model,
+                    msgs, NULL, true, 0.0, 0, &resp, &lerr) != WEFT_OK) {
+        *layer = RT_LAYER_FALLBACK;
+        snprintf(reason, reason_len, "route LLM failed (%s): next ready step by rule", lerr.type);
+        json_decref(msgs);
+        return plan_next_ready(&run->plan, WF_NONE);
+    }
+    json_decref(msgs);
+    answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
+    next = json_string_value(json_object_get(answer, "next"));
+    if (next == NULL) {
+        *layer = RT_LAYER_FALLBACK;
+        snprintf(reason, reason_len, "route LLM answer malformed: next ready step by rule");
+        step = plan_next_ready(&run->plan, WF_NONE);
+    } else if (strcmp(next, "end") == 0) {
+        *layer = RT_LAYER_LLM;
+        *is_end = true;
+        snprintf(reason, reason_len, "%.200s",
+                 json_is_string(json_object_get(answer, "reason"))
+                     ? json_string_value(json_object_get(answer, "reason"))
+                     : "the supervisor chose to end");
+    } else {
+        size_t agent = wf_find_agent(wf, next);
+        *layer = RT_LAYER_LLM;
+        if (agent == WF_NONE) {
+            *layer = RT_LAYER_FALLBACK;
+            snprintf(reason, reason_len, "route LLM named unknown agent '%.64s': next ready "
+                                         "step by rule",
+                     next);
+            step = plan_next_ready(&run->plan, WF_NONE);
+        } else {
+            step = plan_next_ready(&run->plan, agent);
+            if (step == RT_END) {
+                /* A route to an agent with nothing to do makes no progress: the circuit
+                 * breaker counts these. The decision names the agent but runs nothing. */
+                snprintf(reason, reason_len, "route to %.64s: no ready step for it", next);
+                step = RT_END - 1;
+            } else {
+                snprintf(reason, reason_len, "%.200s",
+                         json_is_string(json_object_get(answer, "reason"))
+                             ? json_string_value(json_object_get(answer, "reason"))
+                             : "chosen by the supervisor");
+            }
+        }
+    }
+    json_decref(answer);
+    llm_response_cleanup(&resp);
+    return step;
+}
+
+/* The final step (supervisor.final_agent), appended once. RT_END when there is none. */
+static size_t
+final_step(struct run *run)
+{
+    size_t agent = run->wf->supervisor.final_agent;
+    size_t index = RT_END;
+
+    if (agent == WF_NONE) {
+        return RT_END;
+    }
+    for (size_t i = 0; i < run->plan.count; i++) {
+        if (run->plan.steps[i].agent == agent && run->plan.steps[i].status == STEP_PENDING) {
+            return i;
+        }
+    }
+    if (plan_append(&run->plan, NULL, agent, "Synthesize the final answer from the results so far.",
+                    NULL, 0, &index) != WEFT_OK) {
+        return RT_END;
+    }
+    rt_save_step(run, index);
+    return index;
+}
+
+struct breaker {
+    char last_next[96];
+    size_t last_completed;
+    unsigned last_version;
+    unsigned retries;
+    bool has_tripped;
+};
+
+/* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. */
+static size_t
+decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
+                                           NULL, 0);
+    struct weft__buf note;
+    rt_layer layer = RT_LAYER_RULE;
+    size_t step = RT_END;
+    size_t failed = RT_END;
+    const char *next = "end";
+    bool is_end = false;
+    char why[256] = "";
+
+    weft__buf_init(&note, 4096);
+    run->result->iterations++;
+    weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
+    if (run->request_count > 0 || run->requests_dropped > 0) {
+        apply_requests(run, span, &note);
+    }
+    for (size_t i = 0; i < run->plan.count && failed == RT_END; i++) {
+        if (run->plan.steps[i].status == STEP_FAILED) {
+            failed = i;
+        }
+    }
+    if (failed != RT_END) {
+        const struct plan_step *s = &run->plan.steps[failed];
+        *is_failed = true;
+        plan_skip_blocked(&run->plan);
+        snprintf(why, sizeof(why), "step %.32s (%.64s) failed: %.140s", s->id,
+                 wf->agents[s->agent].name, s->feedback != NULL ? s->feedback : "error");
+    } else if (br->has_tripped) {
+        step = plan_in_progress(&run->plan);
+        snprintf(why, sizeof(why), "circuit breaker tripped earlier: ending");
+    } else if ((step = plan_in_progress(&run->plan)) != RT_END) {
+        snprintf(why, sizeof(why), "step %.32s is in progress", run->plan.steps[step].id);
+    } else {
+        plan_skip_blocked(&run->plan);
+        if (wf->supervisor.route_with_llm) {
+            step = llm_route(run, span, &layer, &is_end, why, sizeof(why));
+        } else {
+            step = plan_next_ready(&run->plan, WF_NONE);
+            if (step != RT_END) {
+                snprintf(why, sizeof(why), "next ready step %.32s", run->plan.steps[step].id);
+            }
+        }
+        if (step == RT_END && !is_end && layer != RT_LAYER_FALLBACK) {
+            step = final_step(run);
+            snprintf(why, sizeof(why), step != RT_END ? "plan complete: final step"
+                                                      : "plan complete");
+        } else if (step == RT_END && !is_end) {
+            step = final_step(run);
+        }
+    }
+    char next_name[96] = "end";
+    if (step != RT_END && step != RT_END - 1) {
+        next = wf->agents[run->plan.steps[step].agent].name;
+        snprintf(next_name, sizeof(next_name), "%s", next);
+    } else if (step == RT_END - 1) {
+        /* A no-op route: llm_route() wrote "route to AGENT: ..." */
+        size_t len = strcspn(why + 9, ":");
+        snprintf(next_name, sizeof(next_name), "%.*s", (int)(len < 95 ? len : 95), why + 9);
+        next = next_name;
+    }
+    /* Circuit breaker: the same move again while the plan state stands still. */
+    {
+        size_t completed = plan_count_status(&run->plan, STEP_COMPLETED);
+        if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
+            completed == br->last_completed && run->plan.version == br->last_version) {
+            br->retries++;
+        } else {
+            br->retries = 0;
+        }
+        snprintf(br->last_next, sizeof(br->last_next), "%s", next_name);
+        br->last_completed = completed;
+        br->last_version = run->plan.version;
+        if (br->retries >= wf->supervisor.circuit_breaker && !br->has_tripped) {
+            struct weft_attr a[4];
+            char evidence[200];
+            snprintf(evidence, sizeof(evidence), "route '%s' chosen %u times without progress",
+                     next_name, br->retries + 1);
+            a[0] = weft_attr_str("error.type", "circuit_breaker");
+            a[1] = weft_attr_str("weft.circuit_breaker.route", next_name);
+            a[2] = weft_attr_int("weft.circuit_breaker.retries", br->retries);
+            a[3] = weft_attr_str("weft.circuit_breaker.evidence", evidence);
+            weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
+            weft_span_set_str(span, "error.type", "circuit_breaker");
+            weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
+            run->result->loops[WEFT_LOOP_CIRCUIT_BREAKER]++;
+            br->has_tripped = true;
+            layer = RT_LAYER_CIRCUIT_BREAKER;
+            step = final_step(run);
+            next = step != RT_END ? wf->agents[run->plan.steps[step].agent].name : "end";
+            snprintf(why, sizeof(why), "%s: %s", evidence,
+                     step != RT_END ? "routing to the final step" : "ending");
+        }
+    }
+    if (step == RT_END) {
+        next = "end";
+    }
+    weft__buf_append_str(&note, why);
+    snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
+    weft_span_set_str(span, "weft.decision.layer", rt_layer_name(layer));
+    weft_span_set_str(span, "weft.decision.next", next);
+    weft_span_set_str(span, "weft.decision.reason", reason);
+    weft_span_set_int(span, "weft.plan.version", run->plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    if (step != RT_END && step != RT_END - 1) {
+        weft_span_set_str(span, "weft.step.id", run->plan.steps[step].id);
+    }
+    weft_span_end(span, 0);
+    rt_add_decision(run, layer, next, reason);
+    {
+        char detail[512];
+        snprintf(detail, sizeof(detail), "%s: %s (%s)", rt_layer_name(layer), next, reason);
+        rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
+    }
+    weft__buf_cleanup(&note);
+    return step;
+}
+
+/* Conversational turn: route, run the route's agent, then end. */
+static size_t
+decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
+                                           NULL, 0);
+    rt_layer layer = RT_LAYER_RULE;
+    size_t route = 0;
+    size_t index = RT_END;
+    const char *next = "end";
+
+    run->result->iterations++;
+    weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
+    if (*is_done) {
+        snprintf(reason, reason_len, "turn answered");
+    } else {
+        rt_router_decide(run, span, &route, &layer, reason, reason_len);
+        if (plan_append(&run->plan, NULL, wf->router.routes[route].agent,
+                        run->opts->input != NULL ? run->opts->input : "", NULL, 0,
+                        &index) == WEFT_OK) {
+            next = wf->agents[wf->router.routes[route].agent].name;
+            weft__free(run->result->route);
+            run->result->route = weft__strdup(wf->router.routes[route].name);
+            weft_span_set_str(span, "weft.route", wf->router.routes[route].name);
+            if (route == wf->router.clarification_route) {
+                run->result->loops[WEFT_LOOP_CLARIFICATION]++;
+            }
+            rt_save_step(run, index);
+        }
+        *is_done = true;
+    }
+    weft_span_set_str(span, "weft.decision.layer", rt_layer_name(layer));
+    weft_span_set_str(span, "weft.decision.next", next);
+    weft_span_set_str(span, "weft.decision.reason", reason);
+    weft_span_set_int(span, "weft.plan.version", run->plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    weft_span_end(span, 0);
+    rt_add_decision(run, layer, next, reason);
+    rt_progress(run, WEFT_EVENT_DECISION, NULL, next);
+    return index;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The loop                                                                                    */
+
+static bool
+budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
+{
+    const struct wf_supervisor *sup = &run->wf->supervisor;
+    const struct weft_run_result *r = run->result;
+
+    if (rt_aborted(run)) {
+        *status = WEFT_RUN_ABORTED;
+        snprintf(reason, reason_len, "aborted");
+    } else if (run->deadline_mono != 0 && weft__monotonic_ns() >= run->deadline_mono) {
+        *status = WEFT_RUN_TIMED_OUT;
+        snprintf(reason, reason_len, "run timeout of %.3gs reached",
+                 (double)sup->timeout_ms / 1000.0);
+    } else if (r->iterations >= sup->max_iterations) {
+        *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        snprintf(reason, reason_len, "max_iterations (%u) reached", sup->max_iterations);
+    } else if (sup->max_tokens > 0 && r->input_tokens + r->output_tokens >= sup->max_tokens) {
+        *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        snprintf(reason, reason_len, "token budget (%lld) spent", (long long)sup->max_tokens);
+    } else if (sup->max_cost_usd > 0 && r->cost_usd >= sup->max_cost_usd) {
+        *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        snprintf(reason, reason_len, "cost budget ($%.4g) spent", sup->max_cost_usd);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void
+execute(struct run *run)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct weft_run_result *r = run->result;
+    struct breaker br;
+    char reason[1024] = "";
+    bool is_failed = false;
+    bool is_turn_done = false;
+
+    memset(&br, 0, sizeof(br));
+    r->status = WEFT_RUN_COMPLETED;
+    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE) {
+        if (wf->plan_count > 0) {
+            for (size_t i = 0; i < wf->plan_count; i++) {
+                const struct wf_step *s = &wf->plan[i];
+                if (plan_append(&run->plan, s->id, s->agent, s->task,
+                                (const char *const *)s->depends_on, s->depends_count,
+                                NULL) != WEFT_OK) {
+                    run->oom = WEFT_ENOMEM;
+                    return;
+                }
+                rt_save_step(run, i);
+            }
+        } else if (!initial_plan(run, reason, sizeof(reason))) {
+            r->status = WEFT_RUN_FAILED;
+            r->reason = weft__strdup(reason);
+            return;
+        }
+    }
+    for (;;) {
+        size_t step = RT_END;
+        weft_run_status spent = WEFT_RUN_COMPLETED;
+
+        if (budget_spent(run, &spent, reason, sizeof(reason))) {
+            r->status = spent;
+            break;
+        }
+        if (wf->supervisor.policy == WF_POLICY_ROUTER) {
+            step = decide_router(run, &is_turn_done, reason, sizeof(reason));
+        } else {
+            step = decide(run, &br, &is_failed, reason, sizeof(reason));
+        }
+        if (step == RT_END) {
+            r->status = is_failed ? WEFT_RUN_FAILED : WEFT_RUN_COMPLETED;
+            break;
+        }
+        if (step == RT_END - 1) {
+            continue; /* a route that ran nothing */
+        }
+        rt_agent_step(run, step);
+        if (run->plan.steps[step].status == STEP_COMPLETED) {
+            weft__free(r->output);
+            r->output = weft__strdup(run->plan.steps[step].result);
+        }
+    }
+    r->reason = weft__strdup(reason);
+}
+
+static weft_err
+copy_steps(struct run *run)
+{
+    struct weft_run_result *r = run->result;
+
+    if (run->plan.count == 0) {
+        return WEFT_OK;
+    }
+    r->steps = weft__calloc(run->plan.count, sizeof(*r->steps));
+    if (r->steps == NULL) {
+        return WEFT_ENOMEM;
+    }
+    for (size_t i = 0; i < run->plan.count; i++) {
+        const struct plan_step *s = &run->plan.steps[i];
+        struct weft_run_step *o = &r->steps[i];
+        r->step_count = i + 1;
+        o->id = weft__strdup(s->id);
+        o->agent = weft__strdup(run->wf->agents[s->agent].name);
+        o->task = weft__strdup(s->task);
+        o->status = weft__strdup(step_status_name(s->status));
+        o->attempts = s->attempts;
+        o->result = s->result != NULL ? weft__strdup(s->result) : NULL;
+        o->requested_by = s->requested_by != NULL ? weft__strdup(s->requested_by) : NULL;
+        if (o->id == NULL || o->agent == NULL || o->task == NULL || o->status == NULL ||
+            (s->result != NULL && o->result == NULL) ||
+            (s->requested_by != NULL && o->requested_by == NULL)) {
+            return WEFT_ENOMEM;
+        }
+    }
+    return WEFT_OK;
+}
+
+static void
+end_root(struct run *run)
+{
+    struct weft_run_result *r = run->result;
+    struct weft_span *root = run->root;
+
+    weft_span_set_str(root, "weft.run.status", weft_run_status_name(r->status));
+    weft_span_set_int(root, "weft.run.iterations", (int64_t)r->iterations);
+    weft_span_set_int(root, "weft.run.steps", (int64_t)run->plan.count);
+    weft_span_set_int(root, "gen_ai.usage.input_tokens", r->input_tokens);
+    weft_span_set_int(root, "gen_ai.usage.output_tokens", r->output_tokens);
+    weft_span_set_double(root, "weft.cost.usd", r->cost_usd);
+    for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
+        char key[64];
+        snprintf(key, sizeof(key), "weft.run.loops.%s", weft_loop_kind_name((weft_loop_kind)k));
+        weft_span_set_int(root, key, (int64_t)r->loops[k]);
+    }
+    if (r->route != NULL) {
+        weft_span_set_str(root, "weft.route", r->route);
+    }
+    rt_span_content(run, root, "langfuse.observation.output", r->output);
+    if (r->status == WEFT_RUN_COMPLETED) {
+        weft_span_set_status(root, WEFT_STATUS_OK, NULL);
+    } else {
+        weft_span_set_str(root, "error.type", weft_run_status_name(r->status));
+        weft_span_set_status(root, WEFT_STATUS_ERROR, r->reason);
+    }
+    weft_span_end(root, 0);
+}
+
+weft_err
+weft_run(const struct weft_workflow *workflow,
+         const struct weft_run_options *options,
+         struct weft_run_result **out,
+         char *error,
+         size_t error_len)
+{
+    static const struct weft_run_options defaults = {.capture_content = -1};
+    struct run run;
+    struct weft_run_result *r = NULL;
+    char errbuf[512] = "";
+    char *state_path = NULL;
+    weft_err err = WEFT_OK;
+
+    if (error == NULL || error_len == 0) {
+        error = errbuf;
+        error_len = sizeof(errbuf);
+    }
+    error[0] = '\0';
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (workflow == NULL || out == NULL) {
+        snprintf(error, error_len, "workflow and result are required");
+        return WEFT_EINVAL;
+    }
+    memset(&run, 0, sizeof(run));
+    run.wf = workflow;
+    run.opts = options != NULL ? options : &defaults;
+    plan_init(&run.plan);
+    r = weft__calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return WEFT_ENOMEM;
+    }
+    run.result = r;
+    make_run_id(run.run_id);
+    run.session_id = weft__strdup(run.opts->session_id != NULL && run.opts->session_id[0] != '\0'
+                                      ? run.opts->session_id
+                                      : run.run_id);
+    r->run_id = weft__strdup(run.run_id);
+    if (run.session_id == NULL || r->run_id == NULL) {
+        err = WEFT_ENOMEM;
+        goto fail;
+    }
+    r->session_id = weft__strdup(run.session_id);
+    run.capture_content = run.opts->capture_content == 1 ||
+                          (run.opts->capture_content != 0 &&
+                           (workflow->capture_content == 1 ||
+                            (workflow->capture_content == -1 &&
+                             weft__env_bool("WEFT_CAPTURE_CONTENT", false))));
+    if (run.opts->record_path != NULL && run.opts->replay_path != NULL) {
+        snprintf(error, error_len, "--record and --replay exclude each other");
+        err = WEFT_EINVAL;
+        goto fail;
+    }
+    err = setup_providers(&run, error, error_len);
+    if (err == WEFT_OK) {
+        err = bind_native_tools(&run, error, error_len);
+    }
+    if (err == WEFT_OK) {
+        err = setup_workspace(&run, error, error_len);
+    }
+    if (err == WEFT_OK && run.opts->record_path != NULL) {
+        err = llm_recording_new(run.opts->record_path, &run.recording);
+    }
+    if (err != WEFT_OK) {
+        goto fail;
+    }
+    state_path = run.opts->state_path != NULL ? weft__strdup(run.opts->state_path)
+                                              : state_default_path();
+    if (state_path == NULL) {
+        err = WEFT_ENOMEM;
+        goto fail;
+    }
+    err = state_open(state_path, &run.state, error, error_len);
+    weft__free(state_path);
+    if (err != WEFT_OK) {
+        goto fail;
+    }
+    if (workflow->has_router && workflow->supervisor.policy == WF_POLICY_ROUTER) {
+        err = state_messages_load(run.state, run.session_id, 200, &run.history);
+        if (err != WEFT_OK) {
+            snprintf(error, error_len, "state database: cannot load session %s", run.session_id);
+            goto fail;
+        }
+    }
+    cursors_restore(&run);
+    if (run.opts->provider != NULL) {
+        err = weft_provider_get_tracer(run.opts->provider, "weft.runtime", WEFT_VERSION,
+                                       &run.tracer);
+        if (err != WEFT_OK && err != WEFT_EDISABLED) {
+            snprintf(error, error_len, "tracer: %s", weft_strerror(err));
+            goto fail;
+        }
+        err = WEFT_OK;
+    }
+    run.started_mono = weft__monotonic_ns();
+    if (workflow->supervisor.timeout_ms > 0) {
+        run.deadline_mono =
+            run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
+    }
+    (void)state_run_begin(run.state, run.run_id, workflow->name, run.session_id, run.opts->input,
+                          weft__now_ns());
+    run.root = rt_span_start(&run, RT_SPAN_WORKFLOW, workflow->name, NULL, NULL, 0);
+    {
+        struct weft_span_context ctx;
+        weft_span_context_of(run.root, &ctx);
+        if (weft_span_context_is_valid(&ctx)) {
+            weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, r->trace_id);
+        }
+    }
+    weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
+    rt_span_content(&run, run.root, "langfuse.observation.input", run.opts->input);
+    rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
+    execute(&run);
+    if (run.oom != WEFT_OK) {
+        err = run.oom;
+    }
+    if (err == WEFT_OK) {
+        err = copy_steps(&run);
+    }
+    r->duration_ns = weft__monotonic_ns() - run.started_mono;
+    end_root(&run);
+    if (run.history != NULL && r->route != NULL && run.plan.count > 0) {
+        (void)state_message_add(run.state, run.session_id, run.run_id, "user",
+                                run.opts->input != NULL ? run.opts->input : "", NULL);
+        if (r->output != NULL) {
+            (void)state_message_add(run.state, run.session_id, run.run_id, "assistant", r->output,
+                                    r->route);
+        }
+    }
+    {
+        struct state_run_end end;
+        memset(&end, 0, sizeof(end));
+        end.status = weft_run_status_name(r->status);
+        end.reason = r->reason;
+        end.trace_id = r->trace_id;
+        end.output = r->output;
+        end.iterations = r->iterations;
+        end.input_tokens = r->input_tokens;
+        end.output_tokens = r->output_tokens;
+        end.cost_usd = r->cost_usd;
+        end.ended_ns = weft__now_ns();
+        (void)state_run_end(run.state, run.run_id, &end);
+    }
+    cursors_save(&run);
+    rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
+    teardown(&run);
+    if (err != WEFT_OK) {
+        weft_run_result_free(r);
+        return err;
+    }
+    *out = r;
+    return WEFT_OK;
+fail:
+    if (error[0] == '\0') {
+        snprintf(error, error_len, "%s", weft_strerror(err));
+    }
+    teardown(&run);
+    weft_run_result_free(r);
+    return err;
+}
+
+void
+weft_run_result_free(struct weft_run_result *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    weft__free(r->run_id);
+    weft__free(r->session_id);
+    weft__free(r->output);
+    weft__free(r->reason);
+    weft__free(r->route);
+    for (size_t i = 0; i < r->step_count; i++) {
+        weft__free(r->steps[i].id);
+        weft__free(r->steps[i].agent);
+        weft__free(r->steps[i].task);
+        weft__free(r->steps[i].status);
+        weft__free(r->steps[i].result);
+        weft__free(r->steps[i].requested_by);
+    }
+    weft__free(r->steps);
+    for (size_t i = 0; i < r->decision_count; i++) {
+        weft__free(r->decisions[i].layer);
+        weft__free(r->decisions[i].next);
+        weft__free(r->decisions[i].reason);
+    }
+    weft__free(r->decisions);
+    for (size_t i = 0; i < r->verdict_count; i++) {
+        weft__free(r->verdicts[i]);
+    }
+    weft__free(r->verdicts);
+    weft__free(r);
+}

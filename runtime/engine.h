@@ -1,0 +1,139 @@
+/* runtime/engine.h - the state of one run, shared by the engine loop (engine.c), agent steps
+ * (agent.c), conversational routing (router.c) and span helpers (spans.c).
+ *
+ * One engine, several policies: engine.c owns the loop (budgets, supervisor decisions,
+ * loop-back replans, the circuit breaker); a decision either runs a plan step through
+ * agent.c or ends the run. router.c is the decision function of conversational workflows.
+ */
+#ifndef WEFT_RUNTIME_ENGINE_H
+#define WEFT_RUNTIME_ENGINE_H
+
+#include "llm/llm.h"
+#include "plan.h"
+#include "state.h"
+#include "workflow.h"
+
+#include <weft/runtime.h>
+
+#define RUN_MAX_REQUESTS 16 /* pending loop-back requests; more are cancelled and traced */
+#define RT_END           ((size_t)-1)
+
+/* A loop-back request an agent made with request_agent or replan_on. */
+struct rt_request {
+    size_t from_step;
+    char *agent; /* as the model named it: may be unknown */
+    char *query;
+    struct weft_span_context requester;
+};
+
+/* How a decision was taken (weft.decision.layer). */
+typedef enum rt_layer {
+    RT_LAYER_RULE = 0,
+    RT_LAYER_LLM,
+    RT_LAYER_FALLBACK,
+    RT_LAYER_COUNTER_LIMIT,
+    RT_LAYER_PATTERN,
+    RT_LAYER_CIRCUIT_BREAKER
+} rt_layer;
+
+const char *rt_layer_name(rt_layer layer);
+
+struct run {
+    const struct weft_workflow *wf;
+    const struct weft_run_options *opts;
+    struct weft_tracer *tracer; /* NULL: nothing traced */
+    struct weft_span *root;
+    struct rt_state *state;
+    struct llm_provider **providers; /* one per model (shared where a script is shared) */
+    struct llm_provider *replay;     /* --replay: answers every model */
+    struct llm_recording *recording;
+    const struct tool_def **native; /* per workflow tool: the registry entry of native tools */
+    char run_id[24];
+    char *session_id;
+    char *workspace;
+    bool capture_content;
+    struct plan plan;
+    struct rt_request requests[RUN_MAX_REQUESTS];
+    size_t request_count;
+    size_t requests_dropped;
+    json_t *history; /* router: the session's earlier messages */
+    uint64_t started_mono;
+    uint64_t deadline_mono; /* 0: none */
+    struct weft_run_result *result;
+    size_t decisions_cap;
+    size_t verdicts_cap;
+    weft_err oom; /* set when recording the result ran out of memory */
+};
+
+/* Time and budgets. */
+bool rt_aborted(const struct run *run);
+/* Milliseconds left before @p step_deadline_mono or the run's deadline (whichever is first);
+ * UINT32_MAX when neither is set, 0 when passed. */
+uint32_t rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono);
+
+/* Progress callback. */
+void rt_progress(struct run *run,
+                 weft_run_event_kind kind,
+                 const struct plan_step *step,
+                 const char *detail);
+
+/* Record into the result. */
+void rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *reason);
+void rt_add_verdict(struct run *run, const char *agent, const char *verdict);
+
+/* One LLM call with its `chat {model}` span under @p parent. @p messages is borrowed.
+ * @return as llm_complete(). */
+weft_err rt_llm_call(struct run *run,
+                     struct weft_span *parent,
+                     const char *agent,
+                     llm_purpose purpose,
+                     size_t model,
+                     const json_t *messages,
+                     const json_t *tools,
+                     bool json_mode,
+                     double temperature,
+                     uint64_t step_deadline_mono,
+                     struct llm_response *response,
+                     struct llm_error *error);
+
+/* Span kinds of DESIGN.md's span model. */
+typedef enum rt_span_kind {
+    RT_SPAN_WORKFLOW = 0,
+    RT_SPAN_PLAN,
+    RT_SPAN_AGENT,
+    RT_SPAN_CHAT,
+    RT_SPAN_TOOL,
+    RT_SPAN_REFLECT,
+    RT_SPAN_REPLAN
+} rt_span_kind;
+
+/* Start a span named "{operation} {subject}" with the three vocabularies (gen_ai.operation.name
+ * where the GenAI conventions define one, openinference.span.kind, langfuse.observation.type)
+ * and the run-wide attributes (session, run id, workflow/trace name). Never NULL. */
+struct weft_span *rt_span_start(struct run *run,
+                                rt_span_kind kind,
+                                const char *subject,
+                                struct weft_span *parent,
+                                const struct weft_link_spec *links,
+                                size_t link_count);
+
+/* Set a content attribute (prompts, outputs, arguments) only when capture is on. */
+void rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text);
+
+/* Run plan step @p index of an agent (attempts, tool loop, reflection). Sets the step's final
+ * status; loop-back requests land in run->requests. */
+void rt_agent_step(struct run *run, size_t index);
+
+/* Conversational routing: choose the route for this turn. Sets *route (index into the
+ * router's routes), the layer and the reason; runs the LLM layer under @p decision_span. */
+void rt_router_decide(struct run *run,
+                      struct weft_span *decision_span,
+                      size_t *route,
+                      rt_layer *layer,
+                      char *reason,
+                      size_t reason_len);
+
+/* Save step @p index to the state store (logged on failure: the run goes on). */
+void rt_save_step(struct run *run, size_t index);
+
+#endif /* WEFT_RUNTIME_ENGINE_H */
