@@ -1,0 +1,699 @@
+/* tests/runtime/test_engine.c - whole workflows through weft_run(), asserting the exact
+ * sequence of agents, decisions (with layers), verdicts and loops, and the span tree a real
+ * OTLP receiver on 127.0.0.1 decodes: names, parent links, links, key attributes and status.
+ *
+ * Every run uses the scripted provider, so the sequences are deterministic; the workflows are
+ * the shipped examples plus small ones written by the tests for each failure path. */
+#include "support/otlp_sink.h"
+#include "support/weft_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fx {
+    char dir[256];
+    struct otlp_sink *sink;
+    struct weft_workflow *wf;
+    struct weft_run_result *r;
+    struct weft_run_options ro;
+    char state[300];
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-engine-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
+    f->sink = otlp_sink_new();
+    f->ro.provider = otlp_sink_provider(f->sink);
+    f->ro.state_path = f->state;
+    f->ro.workspace = f->dir;
+    f->ro.capture_content = -1;
+    weft_test_setenv("WEFT_CAPTURE_CONTENT", NULL);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    char cmd[300];
+
+    weft_run_result_free(f->r);
+    weft_workflow_free(f->wf);
+    otlp_sink_free(f->sink);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static void
+write_file(struct fx *f, const char *name, const char *text)
+{
+    char path[512];
+    FILE *out = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    out = fopen(path, "w");
+    assert_non_null(out);
+    fputs(text, out);
+    fclose(out);
+}
+
+static void
+load_path(struct fx *f, const char *path)
+{
+    struct weft_diags d = {0};
+    char line[1024];
+
+    weft_workflow_free(f->wf);
+    f->wf = NULL;
+    if (weft_workflow_load(path, &f->wf, &d) != WEFT_OK) {
+        for (size_t i = 0; i < d.count; i++) {
+            print_message("%s\n", weft_diag_format(&d.items[i], line, sizeof(line)));
+        }
+        fail_msg("cannot load %s", path);
+    }
+    weft_diags_cleanup(&d);
+}
+
+static void
+load_example(struct fx *f, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/examples/%s/workflow.json", WEFT_SOURCE_DIR, name);
+    load_path(f, path);
+}
+
+/* Write wf.json and script.json into the test directory and load them. */
+static void
+load_inline(struct fx *f, const char *workflow, const char *script)
+{
+    char path[512];
+    write_file(f, "wf.json", workflow);
+    write_file(f, "script.json", script);
+    snprintf(path, sizeof(path), "%s/wf.json", f->dir);
+    load_path(f, path);
+}
+
+static void
+run(struct fx *f, const char *input)
+{
+    char error[512] = "";
+    weft_run_result_free(f->r);
+    f->r = NULL;
+    f->ro.input = input;
+    if (weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("weft_run failed: %s", error);
+    }
+    otlp_sink_collect(f->sink);
+}
+
+static char *
+decisions(const struct weft_run_result *r)
+{
+    static char buf[4096];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->decision_count; i++) {
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s:%s", i > 0 ? "," : "",
+                                r->decisions[i].layer, r->decisions[i].next);
+    }
+    return buf;
+}
+
+static char *
+verdicts(const struct weft_run_result *r)
+{
+    static char buf[1024];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->verdict_count; i++) {
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", i > 0 ? "," : "",
+                                r->verdicts[i]);
+    }
+    return buf;
+}
+
+static void
+assert_names(struct otlp_sink *sink, const char *prefix, const char *expected)
+{
+    char *names = otlp_sink_names(sink, prefix);
+    assert_string_equal(names, expected);
+    free(names);
+}
+
+static void
+assert_attrs(struct otlp_sink *sink, const char *prefix, const char *key, const char *expected)
+{
+    char *v = otlp_sink_attr_list(sink, prefix, key);
+    assert_string_equal(v, expected);
+    free(v);
+}
+
+static const char *
+parent_name(struct otlp_sink *sink, const json_t *span)
+{
+    json_t *p = otlp_sink_parent(sink, span);
+    return p != NULL ? json_string_value(json_object_get(p, "name")) : "(root)";
+}
+
+static int
+status_code(const json_t *span)
+{
+    return (int)json_integer_value(json_object_get(json_object_get(span, "status"), "code"));
+}
+
+/* The three vocabularies and the session on every span; every parent present. */
+static void
+assert_span_model(struct otlp_sink *sink, const char *session)
+{
+    for (size_t i = 0; i < otlp_sink_count(sink); i++) {
+        const json_t *s = otlp_sink_span(sink, i);
+        const char *name = json_string_value(json_object_get(s, "name"));
+        const char *type = otlp_span_attr(s, "langfuse.observation.type");
+        assert_string_equal(otlp_span_attr(s, "gen_ai.conversation.id"), session);
+        assert_string_equal(otlp_span_attr(s, "session.id"), session);
+        assert_string_not_equal(otlp_span_attr(s, "openinference.span.kind"), "");
+        if (strncmp(name, "invoke_workflow ", 16) == 0) {
+            assert_string_equal(type, "chain");
+            assert_null(otlp_sink_parent(sink, s));
+        } else {
+            assert_non_null(otlp_sink_parent(sink, s));
+        }
+        if (strncmp(name, "plan ", 5) == 0) {
+            assert_string_equal(type, "chain");
+            assert_string_equal(otlp_span_attr(s, "gen_ai.operation.name"), "plan");
+            assert_string_not_equal(otlp_span_attr(s, "weft.decision.layer"), "");
+            assert_string_not_equal(otlp_span_attr(s, "weft.decision.next"), "");
+        } else if (strncmp(name, "invoke_agent ", 13) == 0) {
+            assert_string_equal(type, "agent");
+            assert_string_equal(otlp_span_attr(s, "openinference.span.kind"), "AGENT");
+            assert_int_equal(strncmp(parent_name(sink, s), "invoke_workflow ", 16), 0);
+            assert_string_not_equal(otlp_span_attr(s, "weft.step.id"), "");
+        } else if (strncmp(name, "chat ", 5) == 0) {
+            assert_string_equal(type, "generation");
+            assert_int_equal(json_integer_value(json_object_get(s, "kind")), 3);
+            assert_string_equal(otlp_span_attr(s, "gen_ai.operation.name"), "chat");
+            assert_string_not_equal(otlp_span_attr(s, "gen_ai.provider.name"), "");
+        } else if (strncmp(name, "execute_tool ", 13) == 0) {
+            assert_string_equal(type, "tool");
+            assert_int_equal(strncmp(parent_name(sink, s), "invoke_agent ", 13), 0);
+        } else if (strncmp(name, "reflect ", 8) == 0) {
+            assert_string_equal(type, "evaluator");
+            assert_int_equal(strncmp(parent_name(sink, s), "invoke_agent ", 13), 0);
+        } else if (strncmp(name, "replan ", 7) == 0) {
+            assert_string_equal(type, "chain");
+            assert_int_equal(strncmp(parent_name(sink, s), "plan ", 5), 0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+test_engine_code_review_loops_back_until_approved(void **state)
+{
+    struct fx *f = *state;
+    json_t *root = NULL;
+
+    load_example(f, "code_review");
+    run(f, "Add a login endpoint");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_names(f->sink, "invoke_agent ",
+                 "invoke_agent architect,invoke_agent codesmith,invoke_agent reviewer,"
+                 "invoke_agent fixer,invoke_agent reviewer,invoke_agent fixer,"
+                 "invoke_agent reviewer,invoke_agent fixer,invoke_agent reviewer");
+    assert_string_equal(decisions(f->r), "llm:plan,rule:architect,rule:codesmith,rule:reviewer,"
+                                         "rule:fixer,rule:reviewer,rule:fixer,rule:reviewer,"
+                                         "rule:fixer,rule:reviewer,rule:end");
+    assert_int_equal(f->r->loops[WEFT_LOOP_REPLAN], 6);
+    assert_int_equal(f->r->step_count, 9);
+    assert_string_equal(f->r->steps[3].requested_by, "s3");
+    assert_string_equal(f->r->steps[8].requested_by, "s8");
+    assert_non_null(strstr(f->r->output, "APPROVED"));
+    /* The span tree a collector sees. */
+    assert_int_equal(otlp_sink_count_named(f->sink, "invoke_workflow code-review"), 1);
+    root = otlp_sink_find(f->sink, "invoke_workflow code-review", 0);
+    assert_string_equal(otlp_span_attr(root, "weft.run.status"), "completed");
+    assert_string_equal(otlp_span_attr(root, "weft.run.loops.replan"), "6");
+    assert_int_equal(status_code(root), 1);
+    assert_attrs(f->sink, "plan ", "weft.decision.layer",
+                 "llm,rule,rule,rule,rule,rule,rule,rule,rule,rule,rule");
+    assert_attrs(f->sink, "replan ", "weft.replan.step_added",
+                 "true,true,true,true,true,true");
+    assert_int_equal(otlp_sink_count_named(f->sink, "replan reviewer\xe2\x86\x92" "fixer"), 3);
+    assert_int_equal(otlp_sink_count_named(f->sink, "replan fixer\xe2\x86\x92reviewer"), 3);
+    /* A replan span and the step it added both link to the requesting step's span. */
+    {
+        json_t *replan = otlp_sink_find(f->sink, "replan reviewer\xe2\x86\x92" "fixer", 0);
+        json_t *requester = otlp_sink_find(f->sink, "invoke_agent reviewer", 0);
+        json_t *added = otlp_sink_find(f->sink, "invoke_agent fixer", 0);
+        const char *req_id = json_string_value(json_object_get(requester, "spanId"));
+        json_t *l1 = json_array_get(json_object_get(replan, "links"), 0);
+        json_t *l2 = json_array_get(json_object_get(added, "links"), 0);
+        assert_non_null(l1);
+        assert_non_null(l2);
+        assert_string_equal(json_string_value(json_object_get(l1, "spanId")), req_id);
+        assert_string_equal(json_string_value(json_object_get(l2, "spanId")), req_id);
+        assert_string_equal(otlp_span_attr(added, "weft.step.requested_by"), "s3");
+    }
+    /* Usage on chat spans; the run totals add up. */
+    {
+        json_t *chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
+        assert_string_equal(otlp_span_attr(chat, "gen_ai.usage.input_tokens"), "350");
+        assert_string_equal(otlp_span_attr(chat, "gen_ai.usage.output_tokens"), "90");
+        assert_string_equal(otlp_span_attr(chat, "weft.llm.purpose"), "plan");
+        assert_string_not_equal(otlp_span_attr(chat, "langfuse.observation.cost_details"), "");
+        assert_int_equal(otlp_sink_count_named(f->sink, "chat scripted-gpt-4o-mini"),
+                         f->r->llm_calls);
+    }
+    assert_span_model(f->sink, f->r->session_id);
+    /* Content is off by default. */
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0),
+                                       "gen_ai.input.messages"),
+                        "");
+}
+
+static void
+test_engine_swarm_reflection_and_circuit_breaker(void **state)
+{
+    struct fx *f = *state;
+    json_t *tripped = NULL;
+
+    load_example(f, "swarm_reflection");
+    run(f, "Build a rate limiter");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(verdicts(f->r),
+                        "coder:REJECTED,coder:FIXED,reviewer:APPROVED,coder:APPROVED");
+    assert_string_equal(decisions(f->r),
+                        "llm:plan,llm:researcher,llm:coder,llm:reviewer,llm:coder,llm:reviewer,"
+                        "llm:reviewer,circuit_breaker:qa,rule:end");
+    assert_int_equal(f->r->loops[WEFT_LOOP_REFLECTION], 1);
+    assert_int_equal(f->r->loops[WEFT_LOOP_CIRCUIT_BREAKER], 1);
+    assert_int_equal(f->r->loops[WEFT_LOOP_REPLAN], 1);
+    /* The FIXED verdict's refined output is the step's result. */
+    assert_non_null(strstr(f->r->steps[1].result, "decrements tokens"));
+    assert_int_equal(f->r->steps[1].attempts, 2);
+    assert_names(f->sink, "invoke_agent ",
+                 "invoke_agent researcher,invoke_agent coder,invoke_agent coder,"
+                 "invoke_agent reviewer,invoke_agent coder,invoke_agent qa");
+    assert_attrs(f->sink, "reflect ", "weft.reflection.verdict",
+                 "REJECTED,FIXED,APPROVED,APPROVED");
+    assert_attrs(f->sink, "invoke_agent coder", "weft.step.attempt", "1,2,1");
+    /* The rejected attempt is an error span; the evaluation event carries the verdict. */
+    assert_int_equal(status_code(otlp_sink_find(f->sink, "invoke_agent coder", 0)), 2);
+    {
+        json_t *reflect = otlp_sink_find(f->sink, "reflect coder", 0);
+        json_t *ev = json_array_get(json_object_get(reflect, "events"), 0);
+        assert_string_equal(json_string_value(json_object_get(ev, "name")),
+                            "gen_ai.evaluation.result");
+    }
+    /* The breaker trip: an event with ERROR status on the deciding plan span. */
+    tripped = otlp_sink_find(f->sink, "plan supervisor", 7);
+    assert_non_null(tripped);
+    assert_string_equal(otlp_span_attr(tripped, "weft.decision.layer"), "circuit_breaker");
+    assert_string_equal(otlp_span_attr(tripped, "weft.decision.next"), "qa");
+    assert_int_equal(status_code(tripped), 2);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(tripped, "events"), 0), "name")),
+                        "weft.circuit_breaker");
+    assert_span_model(f->sink, f->r->session_id);
+}
+
+static void
+test_engine_clarify_three_layers_across_a_session(void **state)
+{
+    struct fx *f = *state;
+    static const char *const turns[] = {"Tell me more about it", "The Rust borrow checker",
+                                        "Tell me more about it", "more about it",
+                                        "what about it?", "Compare tokio and async-std"};
+    static const char *const layers[] = {"llm", "pattern", "llm", "llm", "counter_limit",
+                                         "fallback"};
+    static const char *const routes[] = {"clarification", "research", "clarification",
+                                         "clarification", "research", "research"};
+    size_t router_chats = 0;
+
+    load_example(f, "clarify");
+    f->ro.session_id = "conv-1";
+    for (size_t i = 0; i < 6; i++) {
+        size_t before = otlp_sink_count(f->sink);
+        run(f, turns[i]);
+        assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+        assert_string_equal(f->r->decisions[0].layer, layers[i]);
+        assert_string_equal(f->r->route, routes[i]);
+        assert_string_equal(f->r->session_id, "conv-1");
+        /* Pattern and counter layers skip the router's LLM call. */
+        router_chats = 0;
+        for (size_t s = before; s < otlp_sink_count(f->sink); s++) {
+            json_t *span = otlp_sink_span(f->sink, s);
+            if (strcmp(otlp_span_attr(span, "gen_ai.agent.name"), "router") == 0 &&
+                strncmp(json_string_value(json_object_get(span, "name")), "chat ", 5) == 0) {
+                router_chats++;
+            }
+        }
+        assert_int_equal(router_chats, strcmp(layers[i], "llm") == 0 ||
+                                               strcmp(layers[i], "fallback") == 0
+                                           ? 1
+                                           : 0);
+    }
+    assert_string_equal(f->r->output, "tokio has the larger ecosystem; async-std mirrors std's API.");
+    assert_attrs(f->sink, "plan orchestrator", "weft.route",
+                 "clarification,,research,,clarification,,clarification,,research,,research,");
+    assert_span_model(f->sink, "conv-1");
+}
+
+static void
+test_engine_record_then_replay_gives_identical_structure(void **state)
+{
+    struct fx *f = *state;
+    char rec[320];
+    char *first = NULL;
+    char *second = NULL;
+    size_t n = 0;
+
+    snprintf(rec, sizeof(rec), "%s/recorded.json", f->dir);
+    load_example(f, "swarm_reflection");
+    f->ro.record_path = rec;
+    run(f, "Build a rate limiter");
+    n = otlp_sink_count(f->sink);
+    first = otlp_sink_names(f->sink, "");
+    f->ro.record_path = NULL;
+    f->ro.replay_path = rec;
+    run(f, "Build a rate limiter");
+    assert_int_equal(otlp_sink_count(f->sink), 2 * n);
+    second = otlp_sink_names(f->sink, "");
+    /* The second run's names, in order, repeat the first run's. */
+    assert_int_equal(strlen(second), 2 * strlen(first) + 1);
+    assert_memory_equal(second + strlen(first) + 1, first, strlen(first));
+    assert_string_equal(verdicts(f->r),
+                        "coder:REJECTED,coder:FIXED,reviewer:APPROVED,coder:APPROVED");
+    free(first);
+    free(second);
+}
+
+#define ONE_MODEL                                                                                \
+    "\"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"toy\", \"script\": "        \
+    "\"script.json\"}}"
+
+static void
+test_engine_unknown_and_disallowed_requests_are_cancelled(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"req\", " ONE_MODEL ", \"agents\": ["
+                "{\"name\": \"a\", \"can_request\": [\"b\"]}, {\"name\": \"b\"}, {\"name\": \"c\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"go\"}]}",
+                "{\"responses\": {\"a\": {\"act\": ["
+                "{\"tool_calls\": [{\"name\": \"request_agent\", \"arguments\": {\"agent\": "
+                "\"ghost\", \"query\": \"boo\"}},"
+                "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"c\", \"query\": \"q\"}},"
+                "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"b\", \"query\": \"q\"}}]},"
+                "{\"content\": \"done\"}]}, \"b\": {\"act\": [{\"content\": \"b done\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(f->r->step_count, 2); /* only b was added */
+    assert_string_equal(f->r->steps[1].agent, "b");
+    assert_int_equal(f->r->loops[WEFT_LOOP_REPLAN], 1);
+    assert_attrs(f->sink, "replan ", "weft.replan.step_added", "false,false,true");
+    assert_int_equal(status_code(otlp_sink_find(f->sink, "replan a\xe2\x86\x92ghost", 0)), 2);
+    assert_non_null(strstr(f->r->decisions[1].reason, "unknown agent 'ghost'"));
+    assert_non_null(strstr(f->r->decisions[1].reason, "a may not request c"));
+    assert_string_equal(decisions(f->r), "rule:a,rule:b,rule:end");
+}
+
+static void
+test_engine_invalid_plan_is_repaired_once(void **state)
+{
+    struct fx *f = *state;
+    json_t *plan = NULL;
+
+    load_inline(f,
+                "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
+                "{\"responses\": {\"supervisor\": {\"plan\": ["
+                "{\"content\": {\"plan\": [{\"agent\": \"wizard\", \"task\": \"t\"}]}},"
+                "{\"content\": {\"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}}]},"
+                "\"a\": {\"act\": [{\"content\": \"ok\"}]}}}");
+    run(f, "x");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    plan = otlp_sink_find(f->sink, "plan supervisor", 0);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(plan, "events"), 0), "name")),
+                        "weft.plan.invalid");
+    assert_int_equal(otlp_sink_count_named(f->sink, "chat toy"), 3);
+}
+
+static void
+test_engine_plan_invalid_twice_fails_the_run(void **state)
+{
+    struct fx *f = *state;
+    json_t *plan = NULL;
+
+    load_inline(f,
+                "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
+                "{\"responses\": {\"supervisor\": {\"plan\": ["
+                "{\"content\": {\"plan\": [{\"id\": \"x\", \"agent\": \"a\", \"task\": \"t\","
+                " \"depends_on\": [\"y\"]}, {\"id\": \"y\", \"agent\": \"a\", \"task\": \"t\","
+                " \"depends_on\": [\"x\"]}]}},"
+                "{\"content\": \"not json at all\"}]}}}");
+    run(f, "x");
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_non_null(strstr(f->r->reason, "no valid plan"));
+    plan = otlp_sink_find(f->sink, "plan supervisor", 0);
+    assert_int_equal(status_code(plan), 2);
+    assert_string_equal(otlp_span_attr(plan, "error.type"), "invalid_plan");
+    assert_int_equal(json_array_size(json_object_get(plan, "events")), 2);
+    assert_int_equal(status_code(otlp_sink_find(f->sink, "invoke_workflow p", 0)), 2);
+}
+
+static void
+test_engine_malformed_reflection_counts_as_rejected(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"r\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\","
+                " \"reflection\": {\"max_retries\": 1}}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"v1\"}, {\"content\": \"v2\"}],"
+                "\"reflect\": [{\"content\": \"looks fine to me\"}, {\"content\": {\"status\": "
+                "\"APPROVED\"}}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(verdicts(f->r), "a:REJECTED,a:APPROVED");
+    assert_string_equal(f->r->output, "v2");
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "reflect a", 0), "error.type"),
+                        "invalid_reflection");
+}
+
+static void
+test_engine_rejections_past_max_retries_fail_the_step(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"r\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\","
+                " \"reflection\": {\"max_retries\": 1}}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"v1\"}, {\"content\": \"v2\"}],"
+                "\"reflect\": [{\"content\": {\"status\": \"REJECTED\", \"feedback\": \"no\"}},"
+                "{\"content\": {\"status\": \"REJECTED\", \"feedback\": \"still wrong\"}}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_string_equal(f->r->steps[0].status, "failed");
+    assert_non_null(strstr(f->r->reason, "still wrong"));
+    assert_attrs(f->sink, "invoke_agent a", "weft.step.status", "retrying,failed");
+}
+
+static void
+test_engine_missing_scripted_response_fails_the_step(void **state)
+{
+    struct fx *f = *state;
+    json_t *chat = NULL;
+
+    load_inline(f,
+                "{\"name\": \"m\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"t\"},"
+                " {\"agent\": \"b\", \"task\": \"t\", \"depends_on\": [\"s1\"]}]}",
+                "{\"responses\": {}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_string_equal(f->r->steps[0].status, "failed");
+    assert_string_equal(f->r->steps[1].status, "skipped");
+    chat = otlp_sink_find(f->sink, "chat toy", 0);
+    assert_string_equal(otlp_span_attr(chat, "error.type"), "script_exhausted");
+    assert_int_equal(status_code(chat), 2);
+    assert_string_equal(decisions(f->r), "rule:a,rule:end");
+}
+
+static void
+test_engine_iteration_budget_ends_the_run(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"b\", " ONE_MODEL ", \"supervisor\": {\"max_iterations\": 2},"
+                "\"agents\": [{\"name\": \"a\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"},"
+                " {\"agent\": \"a\", \"task\": \"3\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}, {\"content\": \"y\"},"
+                " {\"content\": \"z\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
+    assert_non_null(strstr(f->r->reason, "max_iterations (2)"));
+    assert_int_equal(f->r->iterations, 2);
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow b", 0),
+                                       "weft.run.status"),
+                        "budget_exhausted");
+}
+
+static void
+test_engine_token_and_cost_budgets_end_the_run(void **state)
+{
+    struct fx *f = *state;
+    static const char script[] =
+        "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\", \"usage\": {\"input_tokens\": "
+        "600, \"output_tokens\": 500}}, {\"content\": \"y\"}]}}}";
+
+    load_inline(f,
+                "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+                "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
+                "\"supervisor\": {\"max_tokens\": 1000}, \"agents\": [{\"name\": \"a\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
+                script);
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
+    assert_non_null(strstr(f->r->reason, "token budget"));
+    assert_int_equal(f->r->input_tokens, 600);
+    load_inline(f,
+                "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+                "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
+                "\"supervisor\": {\"max_cost_usd\": 1.0}, \"agents\": [{\"name\": \"a\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
+                script);
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
+    assert_non_null(strstr(f->r->reason, "cost budget"));
+    assert_true(f->r->cost_usd > 1.09 && f->r->cost_usd < 1.11);
+}
+
+static void
+test_engine_max_tool_rounds_fails_the_step(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\", \"tools\": "
+                "[\"read_file\"], \"max_tool_rounds\": 2}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": ["
+                "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+                "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+                "{\"content\": \"never reached\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_non_null(strstr(f->r->reason, "max_tool_rounds (2)"));
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_agent a", 0),
+                                       "error.type"),
+                        "max_tool_rounds");
+}
+
+static void
+test_engine_bad_tool_calls_are_returned_not_run(void **state)
+{
+    struct fx *f = *state;
+    char path[400];
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\", \"tools\": "
+                "[\"write_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": ["
+                "{\"tool_calls\": [{\"name\": \"write_file\", \"arguments\": {\"path\": \"out.txt\"}},"
+                " {\"name\": \"write_file\", \"arguments\": \"{not json\"},"
+                " {\"name\": \"delete_everything\", \"arguments\": {}}]},"
+                "{\"content\": \"gave up\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_attrs(f->sink, "execute_tool ", "weft.tool.outcome",
+                 "invalid_arguments,invalid_arguments,unknown_tool");
+    assert_int_equal(status_code(otlp_sink_find(f->sink, "execute_tool write_file", 0)), 2);
+    snprintf(path, sizeof(path), "%s/out.txt", f->dir);
+    assert_int_not_equal(access(path, F_OK), 0); /* the invalid call never ran */
+}
+
+static void
+test_engine_abort_flag_stops_the_run(void **state)
+{
+    struct fx *f = *state;
+    static volatile sig_atomic_t flag = 1;
+
+    load_example(f, "code_review");
+    f->ro.abort_flag = &flag;
+    run(f, "x");
+    assert_int_equal(f->r->status, WEFT_RUN_ABORTED);
+    assert_int_equal(otlp_sink_count_named(f->sink, "invoke_workflow code-review"), 1);
+}
+
+static void
+test_engine_capture_content_puts_messages_on_spans(void **state)
+{
+    struct fx *f = *state;
+    json_t *chat = NULL;
+
+    load_example(f, "code_review");
+    f->ro.capture_content = 1;
+    run(f, "Add a login endpoint, password hunter2");
+    chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
+    assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "Add a login endpoint"));
+    assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.output.messages"), "assistant"));
+    assert_string_not_equal(otlp_span_attr(otlp_sink_find(f->sink, "execute_tool write_file", 0),
+                                           "gen_ai.tool.call.arguments"),
+                            "");
+}
+
+static void
+test_engine_replay_file_missing_is_an_error(void **state)
+{
+    struct fx *f = *state;
+    char error[512] = "";
+
+    load_example(f, "code_review");
+    f->ro.replay_path = "/nonexistent/replay.json";
+    assert_weft_err(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)), WEFT_ENOTFOUND);
+    assert_null(f->r);
+    assert_non_null(strstr(error, "/nonexistent/replay.json"));
+}
+
+int
+main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_engine_code_review_loops_back_until_approved),
+        T(test_engine_swarm_reflection_and_circuit_breaker),
+        T(test_engine_clarify_three_layers_across_a_session),
+        T(test_engine_record_then_replay_gives_identical_structure),
+        T(test_engine_unknown_and_disallowed_requests_are_cancelled),
+        T(test_engine_invalid_plan_is_repaired_once),
+        T(test_engine_plan_invalid_twice_fails_the_run),
+        T(test_engine_malformed_reflection_counts_as_rejected),
+        T(test_engine_rejections_past_max_retries_fail_the_step),
+        T(test_engine_missing_scripted_response_fails_the_step),
+        T(test_engine_iteration_budget_ends_the_run),
+        T(test_engine_token_and_cost_budgets_end_the_run),
+        T(test_engine_max_tool_rounds_fails_the_step),
+        T(test_engine_bad_tool_calls_are_returned_not_run),
+        T(test_engine_abort_flag_stops_the_run),
+        T(test_engine_capture_content_puts_messages_on_spans),
+        T(test_engine_replay_file_missing_is_an_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
