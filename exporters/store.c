@@ -2460,7 +2460,8 @@ kind_label(weft_span_kind kind)
 }
 
 /* Attributes that explain a span at a glance. Message content is opt-in and long, and the
- * operation name repeats the span name, so those stay out. */
+ * operation name, run-wide ids and names repeat what the header and span name say, so those
+ * stay out. */
 static bool
 is_key_attr(const char *key, bool is_event)
 {
@@ -2468,6 +2469,10 @@ is_key_attr(const char *key, bool is_event)
         "gen_ai.operation.name",      "gen_ai.input.messages",      "gen_ai.output.messages",
         "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
         "gen_ai.tool.definitions",    "exception.stacktrace",
+        /* Run-wide (the same on every span of a run) or repeated by the span name. */
+        "gen_ai.conversation.id",     "weft.run.id",                "gen_ai.agent.name",
+        "gen_ai.request.model",       "gen_ai.tool.name",           "gen_ai.tool.call.id",
+        "gen_ai.tool.type",           "weft.iteration",             "weft.plan.version",
     };
 
     for (size_t i = 0; i < sizeof(skipped) / sizeof(skipped[0]); i++) {

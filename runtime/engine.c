@@ -620,7 +620,7 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
                        candidate.steps[i].depends_count);
     }
     if (plan_check_run(&check) != WEFT_OK) {
-        snprintf(why, why_len, "plan[%zu]: %s", check.bad_index, check.message);
+        snprintf(why, why_len, "plan[%zu]: %.200s", check.bad_index, check.message);
         goto out;
     }
     plan_cleanup(&run->plan);

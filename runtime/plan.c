@@ -166,8 +166,12 @@ size_t
 plan_skip_blocked(struct plan *plan)
 {
     size_t skipped = 0;
-    bool is_changed = true;
+    bool is_changed = false;
 
+    /* Only a failed or skipped step can block others: the common case costs one scan. */
+    for (size_t i = 0; i < plan->count && !is_changed; i++) {
+        is_changed = plan->steps[i].status == STEP_FAILED || plan->steps[i].status == STEP_SKIPPED;
+    }
     while (is_changed) {
         is_changed = false;
         for (size_t i = 0; i < plan->count; i++) {

@@ -55,16 +55,16 @@ check_response(const json_t *r, const char *where, struct llm_error *error)
     const json_t *err = json_object_get(r, "error");
 
     if (!json_is_object(r)) {
-        snprintf(error->message, sizeof(error->message), "%s: expected object", where);
+        snprintf(error->message, sizeof(error->message), "%.120s: expected object", where);
         return false;
     }
     if (!has_only_keys(r, keys, &bad)) {
-        snprintf(error->message, sizeof(error->message), "%s.%s: unknown key", where, bad);
+        snprintf(error->message, sizeof(error->message), "%.120s.%.60s: unknown key", where, bad);
         return false;
     }
     if (calls != NULL) {
         if (!json_is_array(calls)) {
-            snprintf(error->message, sizeof(error->message), "%s.tool_calls: expected array",
+            snprintf(error->message, sizeof(error->message), "%.120s.tool_calls: expected array",
                      where);
             return false;
         }
@@ -73,7 +73,7 @@ check_response(const json_t *r, const char *where, struct llm_error *error)
             if (!json_is_object(c) || !has_only_keys(c, call_keys, &bad) ||
                 !json_is_string(json_object_get(c, "name"))) {
                 snprintf(error->message, sizeof(error->message),
-                         "%s.tool_calls[%zu]: expected {\"name\": string, \"arguments\": "
+                         "%.100s.tool_calls[%zu]: expected {\"name\": string, \"arguments\": "
                          "object or string, \"id\": string}",
                          where, i);
                 return false;
@@ -86,14 +86,15 @@ check_response(const json_t *r, const char *where, struct llm_error *error)
                           (json_object_get(usage, "output_tokens") != NULL &&
                            !json_is_integer(json_object_get(usage, "output_tokens"))))) {
         snprintf(error->message, sizeof(error->message),
-                 "%s.usage: expected {\"input_tokens\": integer, \"output_tokens\": integer}",
+                 "%.120s.usage: expected {\"input_tokens\": integer, \"output_tokens\": integer}",
                  where);
         return false;
     }
     if (err != NULL && !json_is_string(err) &&
         !(json_is_object(err) && json_is_string(json_object_get(err, "type")))) {
         snprintf(error->message, sizeof(error->message),
-                 "%s.error: expected a string or {\"type\": string, \"message\": string}", where);
+                 "%.120s.error: expected a string or {\"type\": string, \"message\": string}",
+                 where);
         return false;
     }
     return true;
