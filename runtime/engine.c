@@ -1157,6 +1157,15 @@ execute(struct run *run)
             r->output = weft__strdup(run->plan.steps[step].result);
         }
     }
+    /* A step cut short by the run's own deadline means the run timed out. */
+    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 &&
+        weft__monotonic_ns() >= run->deadline_mono) {
+        char detail[sizeof(reason)];
+        memcpy(detail, reason, sizeof(detail));
+        r->status = WEFT_RUN_TIMED_OUT;
+        snprintf(reason, sizeof(reason), "run timeout of %.3gs reached (%.900s)",
+                 (double)wf->supervisor.timeout_ms / 1000.0, detail);
+    }
     r->reason = weft__strdup(reason);
 }
 

@@ -3,7 +3,8 @@
  *
  * The vocabularies are set as start attributes so that samplers see them. Run-wide attributes
  * (session, run id, trace name) go on every span because Langfuse v4 reads trace-level fields
- * from whichever span it meets and does not merge spans after the fact.
+ * from whichever span it meets and does not merge spans after the fact. The session goes out as
+ * gen_ai.conversation.id and session.id, both of which Langfuse reads as its session.
  */
 #include "engine.h"
 
@@ -54,7 +55,6 @@ rt_span_start(struct run *run,
     attrs[n++] = weft_attr_str("langfuse.observation.type", k->langfuse);
     attrs[n++] = weft_attr_str("gen_ai.conversation.id", run->session_id);
     attrs[n++] = weft_attr_str("session.id", run->session_id);
-    attrs[n++] = weft_attr_str("langfuse.session.id", run->session_id);
     attrs[n++] = weft_attr_str("langfuse.trace.name", run->wf->name);
     attrs[n++] = weft_attr_str("weft.run.id", run->run_id);
     if (kind == RT_SPAN_WORKFLOW) {

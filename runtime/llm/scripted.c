@@ -3,8 +3,8 @@
  * A script is {"version": 1, "responses": {AGENT: {PURPOSE: [RESPONSE, ...]}}}; each call
  * takes the next unused response of its (agent, purpose) queue. A RESPONSE is
  * {"content": text | JSON value, "tool_calls": [{"id", "name", "arguments"}], "usage":
- * {"input_tokens", "output_tokens"}, "model", "error": {"type", "message"}} where "request"
- * and "provider" (written by recordings) are ignored. A missing response is an LLM error, so
+ * {"input_tokens", "output_tokens"}, "model", "error": {"type", "message"}, "delay_ms"} where
+ * "request" and "provider" (written by recordings) are ignored. A missing response is an LLM error, so
  * failure paths can be scripted by leaving a queue short, or by an explicit "error".
  *
  * The whole script is validated when loaded, so a typo fails `weft run` before the first
@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 struct scripted {
     json_t *responses; /* owned copy: agent -> purpose -> array */
@@ -46,8 +47,8 @@ has_only_keys(const json_t *obj, const char *const *allowed, const char **bad)
 static bool
 check_response(const json_t *r, const char *where, struct llm_error *error)
 {
-    static const char *const keys[] = {"content", "tool_calls", "usage",   "model",
-                                       "error",   "request",    "provider", NULL};
+    static const char *const keys[] = {"content", "tool_calls", "usage",    "model",
+                                       "error",   "request",    "provider", "delay_ms", NULL};
     static const char *const call_keys[] = {"id", "name", "arguments", NULL};
     const char *bad = NULL;
     const json_t *calls = json_object_get(r, "tool_calls");
@@ -88,6 +89,14 @@ check_response(const json_t *r, const char *where, struct llm_error *error)
         snprintf(error->message, sizeof(error->message),
                  "%.120s.usage: expected {\"input_tokens\": integer, \"output_tokens\": integer}",
                  where);
+        return false;
+    }
+    if (json_object_get(r, "delay_ms") != NULL &&
+        (!json_is_integer(json_object_get(r, "delay_ms")) ||
+         json_integer_value(json_object_get(r, "delay_ms")) < 0 ||
+         json_integer_value(json_object_get(r, "delay_ms")) > 600000)) {
+        snprintf(error->message, sizeof(error->message),
+                 "%.120s.delay_ms: expected integer in [0, 600000]", where);
         return false;
     }
     if (err != NULL && !json_is_string(err) &&
@@ -239,6 +248,26 @@ scripted_complete(void *self,
         return WEFT_ENOMEM;
     }
     r = json_array_get(list, (size_t)used);
+    /* A scripted delay stands for a slow model: it is cut short by the call's timeout, which
+     * then fails the call as a real client would. */
+    if (json_integer_value(json_object_get(r, "delay_ms")) > 0) {
+        uint64_t delay = (uint64_t)json_integer_value(json_object_get(r, "delay_ms"));
+        bool is_cut = request->timeout_ms != 0 && request->timeout_ms < delay;
+        struct timespec ts;
+        if (is_cut) {
+            delay = request->timeout_ms;
+        }
+        ts.tv_sec = (time_t)(delay / 1000u);
+        ts.tv_nsec = (long)(delay % 1000u) * 1000000L;
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        if (is_cut) {
+            snprintf(error->type, sizeof(error->type), "%s", "timeout");
+            snprintf(error->message, sizeof(error->message), "no answer within %u ms",
+                     request->timeout_ms);
+            return WEFT_ETIMEDOUT;
+        }
+    }
     err = json_object_get(r, "error");
     if (err != NULL) {
         const char *type = json_is_string(err) ? json_string_value(err)

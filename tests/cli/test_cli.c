@@ -6,6 +6,7 @@
 #include "tracing/exporter.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +385,132 @@ test_cli_no_arguments_prints_usage_and_exits_2(void **state)
     assert_non_null(strstr(r.err, "usage: weft"));
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* weft validate / weft run                                                                    */
+
+#define EXAMPLE(name) WEFT_SOURCE_DIR "/examples/" name "/workflow.json"
+
+static void
+write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void
+test_cli_validate_examples_exit_0(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "validate", EXAMPLE("code_review"), EXAMPLE("clarify"),
+                       EXAMPLE("swarm_reflection"), EXAMPLE("openai"));
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "valid (workflow 'code-review')"));
+    assert_non_null(strstr(r.out, "valid (workflow 'openai-review')"));
+}
+
+static void
+test_cli_validate_prints_every_error_and_exits_2(void **state)
+{
+    struct fixture *f = *state;
+    char path[128];
+    struct run r;
+
+    snprintf(path, sizeof(path), "%s/bad.json", f->dir);
+    write_text(path, "{\"name\": \"w\", \"models\": {\"m\": {\"provider\": \"openai\","
+                     " \"base_url\": \"http://x\"}}, \"agents\": [{\"name\": \"a\","
+                     " \"reflection\": {\"max_retries\": -2}, \"colour\": 1}]}");
+    r = RUN(f, "validate", path);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "agents[0].reflection.max_retries: expected integer"));
+    assert_non_null(strstr(r.err, "agents[0].colour: unknown key"));
+    assert_non_null(strstr(r.err, path));
+    r = RUN(f, "validate");
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_cli_run_example_prints_summary_and_tree(void **state)
+{
+    struct fixture *f = *state;
+    char state_db[128];
+    struct run r;
+
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "run", EXAMPLE("code_review"), "--input", "Add a login endpoint", "--workspace",
+            f->dir, "--state", state_db);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, ": completed in "));
+    assert_non_null(strstr(r.out, "replan=6"));
+    assert_non_null(strstr(r.out, "s9:reviewer(completed)"));
+    /* The trace tree from the local store, and plain progress lines on a non-terminal. */
+    assert_non_null(strstr(r.out, "invoke_workflow code-review"));
+    assert_non_null(strstr(r.out, "replan reviewer"));
+    assert_non_null(strstr(r.err, "decide rule: fixer"));
+}
+
+static void
+test_cli_run_json_record_and_replay(void **state)
+{
+    struct fixture *f = *state;
+    char rec[128];
+    char first[MAX_OUTPUT];
+    json_t *a = NULL;
+    json_t *b = NULL;
+    struct run r;
+
+    snprintf(rec, sizeof(rec), "%s/rec.json", f->dir);
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--record", rec,
+            "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    memcpy(first, r.out, sizeof(first));
+    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--replay", rec,
+            "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    a = json_loads(first, 0, NULL);
+    b = json_loads(r.out, 0, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "status")), "completed");
+    assert_true(json_equal(json_object_get(a, "decisions"), json_object_get(b, "decisions")));
+    assert_true(json_equal(json_object_get(a, "verdicts"), json_object_get(b, "verdicts")));
+    assert_int_equal(json_array_size(json_object_get(b, "steps")), 5);
+    json_decref(a);
+    json_decref(b);
+    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--record", rec, "--replay", rec);
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_cli_run_failed_run_exits_1_invalid_workflow_exits_2(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/wf.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    write_text(script, "{\"responses\": {}}");
+    write_text(wf, "{\"name\": \"empty\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+                   " \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}");
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "run", wf, "-q", "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.out, ": failed in "));
+    assert_non_null(strstr(r.out, "no scripted response left"));
+    write_text(wf, "{\"name\": \"broken\"");
+    r = RUN(f, "run", wf);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "invalid JSON"));
+}
+
 int
 main(void)
 {
@@ -402,6 +529,11 @@ main(void)
         T(test_cli_unknown_command_exits_2),
         T(test_cli_version_and_help_exit_0),
         T(test_cli_no_arguments_prints_usage_and_exits_2),
+        T(test_cli_validate_examples_exit_0),
+        T(test_cli_validate_prints_every_error_and_exits_2),
+        T(test_cli_run_example_prints_summary_and_tree),
+        T(test_cli_run_json_record_and_replay),
+        T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
 #undef T
     };
 

@@ -630,6 +630,43 @@ test_engine_bad_tool_calls_are_returned_not_run(void **state)
 }
 
 static void
+test_engine_step_timeout_fails_a_hung_llm_call(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t0 = weft_monotonic_ns();
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"supervisor\": {\"step_timeout_s\": 0.2},"
+                "\"agents\": [{\"name\": \"a\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"late\", \"delay_ms\": 30000}]}}}");
+    run(f, NULL);
+    assert_true(weft_monotonic_ns() - t0 < 5000000000ull); /* cut at 0.2 s, not 30 s */
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "chat toy", 0), "error.type"),
+                        "timeout");
+    assert_non_null(strstr(f->r->reason, "timeout"));
+}
+
+static void
+test_engine_run_timeout_ends_the_run(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"supervisor\": {\"timeout_s\": 0.3},"
+                "\"agents\": [{\"name\": \"a\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"1\"},"
+                " {\"agent\": \"a\", \"task\": \"2\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"ok\", \"delay_ms\": 200},"
+                " {\"content\": \"ok\", \"delay_ms\": 200}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_TIMED_OUT);
+    assert_non_null(strstr(f->r->reason, "run timeout"));
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow t", 0),
+                                       "weft.run.status"),
+                        "timed_out");
+}
+
+static void
 test_engine_abort_flag_stops_the_run(void **state)
 {
     struct fx *f = *state;
@@ -691,6 +728,8 @@ main(void)
         T(test_engine_token_and_cost_budgets_end_the_run),
         T(test_engine_max_tool_rounds_fails_the_step),
         T(test_engine_bad_tool_calls_are_returned_not_run),
+        T(test_engine_step_timeout_fails_a_hung_llm_call),
+        T(test_engine_run_timeout_ends_the_run),
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
