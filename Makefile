@@ -21,10 +21,11 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_BUILD_TESTS=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The quickstart writes a nested trace into the local store; `weft trace show last` prints it.
+# The code-review example on the scripted provider: live progress, the run's summary and its
+# trace tree from the local store ($$WEFT_HOME, default ./.weft).
 run: build
-	@$(BUILD)/trace_quickstart
-	@$(BUILD)/weft trace show last
+	@$(BUILD)/weft run examples/code_review/workflow.json \
+		--input "Add a login endpoint to the user service"
 
 test: deps deps-test test-plain test-asan test-tsan
 
@@ -50,6 +51,7 @@ test-tsan:
 
 bench: build
 	$(BUILD)/span_bench
+	$(BUILD)/run_bench
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

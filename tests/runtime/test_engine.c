@@ -4,6 +4,8 @@
  *
  * Every run uses the scripted provider, so the sequences are deterministic; the workflows are
  * the shipped examples plus small ones written by the tests for each failure path. */
+#define _GNU_SOURCE /* memmem */
+
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
@@ -667,6 +669,52 @@ test_engine_run_timeout_ends_the_run(void **state)
 }
 
 static void
+test_engine_replan_on_keywords_request_an_agent(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"k\", " ONE_MODEL ", \"agents\": ["
+                "{\"name\": \"scanner\", \"can_request\": [\"fixer\"],"
+                " \"replan_on\": {\"keywords\": [\"sql injection\"], \"agent\": \"fixer\"}},"
+                "{\"name\": \"fixer\"}], \"plan\": [{\"agent\": \"scanner\", \"task\": \"scan\"}]}",
+                "{\"responses\": {\"scanner\": {\"act\": [{\"content\": \"Found a SQL Injection in q.py\"}]},"
+                " \"fixer\": {\"act\": [{\"content\": \"fixed\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(decisions(f->r), "rule:scanner,rule:fixer,rule:end");
+    assert_string_equal(f->r->steps[1].task, "Found a SQL Injection in q.py");
+    assert_string_equal(f->r->steps[1].requested_by, "s1");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(otlp_sink_find(f->sink,
+                                                                          "invoke_agent scanner",
+                                                                          0),
+                                                           "events"),
+                                           0),
+                            "name")),
+                        "weft.replan_on");
+}
+
+static void
+test_engine_route_llm_failure_falls_back_to_the_rule(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f,
+                "{\"name\": \"f\", " ONE_MODEL ", \"supervisor\": {\"route_with_llm\": true},"
+                "\"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"b\", \"task\": \"2\"}]}",
+                "{\"responses\": {\"supervisor\": {\"route\": [{\"error\": \"http_500\"},"
+                " {\"content\": \"b please\"}, {\"content\": {\"next\": \"end\"}}]},"
+                " \"a\": {\"act\": [{\"content\": \"x\"}]}, \"b\": {\"act\": [{\"content\": \"y\"}]}}}");
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(decisions(f->r), "fallback:a,fallback:b,llm:end");
+    assert_non_null(strstr(f->r->decisions[0].reason, "http_500"));
+    assert_non_null(strstr(f->r->decisions[1].reason, "malformed"));
+}
+
+static void
 test_engine_abort_flag_stops_the_run(void **state)
 {
     struct fx *f = *state;
@@ -687,9 +735,16 @@ test_engine_capture_content_puts_messages_on_spans(void **state)
 
     load_example(f, "code_review");
     f->ro.capture_content = 1;
-    run(f, "Add a login endpoint, password hunter2");
+    run(f, "Add a login endpoint; deploy with sk-live-0123456789abcdefghij");
     chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "Add a login endpoint"));
+    /* Captured content passes through redaction: the key never reaches the collector. */
+    {
+        size_t len = 0;
+        const char *raw = otlp_sink_raw(f->sink, &len);
+        assert_null(memmem(raw, len, "sk-live-0123456789abcdefghij", 28));
+        assert_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "sk-live-0123"));
+    }
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.output.messages"), "assistant"));
     assert_string_not_equal(otlp_span_attr(otlp_sink_find(f->sink, "execute_tool write_file", 0),
                                            "gen_ai.tool.call.arguments"),
@@ -730,6 +785,8 @@ main(void)
         T(test_engine_bad_tool_calls_are_returned_not_run),
         T(test_engine_step_timeout_fails_a_hung_llm_call),
         T(test_engine_run_timeout_ends_the_run),
+        T(test_engine_replan_on_keywords_request_an_agent),
+        T(test_engine_route_llm_failure_falls_back_to_the_rule),
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
