@@ -414,30 +414,6 @@ retryable_curl(CURLcode rc)
     }
 }
 
-/* Retry-After as ms from now: delta-seconds or an HTTP-date. 0 when absent or unparsable. */
-static uint64_t
-retry_after_ms(const char *v)
-{
-    char *end = NULL;
-    unsigned long long secs = 0;
-    time_t when = 0;
-    time_t now = 0;
-
-    if (v[0] == '\0') {
-        return 0;
-    }
-    if (v[0] >= '0' && v[0] <= '9') {
-        secs = strtoull(v, &end, 10);
-        return *end == '\0' ? secs * 1000u : 0;
-    }
-    when = curl_getdate(v, NULL);
-    now = time(NULL);
-    if (when <= 0 || when <= now) {
-        return 0;
-    }
-    return (uint64_t)(when - now) * 1000u;
-}
-
 /* Sleep @p ms unless shutdown comes first. @return false when shut down. */
 static bool
 pause_ms(struct otlp *x, uint64_t ms)
@@ -554,7 +530,7 @@ send_request(struct otlp *x,
         /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
         wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
         if (rc == CURLE_OK) {
-            uint64_t ra = retry_after_ms(x->retry_after);
+            uint64_t ra = weft__http_retry_after_ms(x->retry_after);
             if (ra > 0) {
                 wait_ms = ra;
             }

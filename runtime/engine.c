@@ -1082,7 +1082,8 @@ budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reas
     if (rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
-    } else if (run->deadline_mono != 0 && weft__monotonic_ns() >= run->deadline_mono) {
+    } else if (run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
+        /* Less than a millisecond left counts as spent: no call could use it. */
         *status = WEFT_RUN_TIMED_OUT;
         snprintf(reason, reason_len, "run timeout of %.3gs reached",
                  (double)sup->timeout_ms / 1000.0);
@@ -1158,8 +1159,7 @@ execute(struct run *run)
         }
     }
     /* A step cut short by the run's own deadline means the run timed out. */
-    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 &&
-        weft__monotonic_ns() >= run->deadline_mono) {
+    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
         char detail[sizeof(reason)];
         memcpy(detail, reason, sizeof(detail));
         r->status = WEFT_RUN_TIMED_OUT;

@@ -62,4 +62,12 @@ char *weft__percent_decode(const char *s, size_t len);
 /* Trim spaces and tabs: sets *start and *len to the trimmed span of s[0..len). */
 void weft__trim(const char **start, size_t *len);
 
+/* A Retry-After header value (RFC 9110 10.2.3) as milliseconds from now: delta-seconds, or an
+ * HTTP-date in any of its three forms (IMF-fixdate, RFC 850, asctime). 0 when @p value is NULL,
+ * empty, unparsable or a date in the past; at most 10^12 (about 31 years), so that a caller
+ * may convert it to nanoseconds and add a clock reading without overflow. @p value is the bare
+ * value, without the name or surrounding whitespace. Shared by every HTTP client (OTLP exporter,
+ * LLM providers). */
+uint64_t weft__http_retry_after_ms(const char *value);
+
 #endif /* WEFT_TRACING_UTIL_H */

@@ -6,6 +6,7 @@
  * the shipped examples plus small ones written by the tests for each failure path. */
 #define _GNU_SOURCE /* memmem */
 
+#include "support/openai_server.h"
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
@@ -714,6 +715,117 @@ test_engine_route_llm_failure_falls_back_to_the_rule(void **state)
     assert_non_null(strstr(f->r->decisions[1].reason, "malformed"));
 }
 
+/* Does the file at @p path contain @p needle? */
+static bool
+file_contains(const char *path, const char *needle)
+{
+    FILE *fp = fopen(path, "rb");
+    static char buf[1 << 20];
+    size_t n = 0;
+
+    if (fp == NULL) {
+        return false;
+    }
+    n = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    return memmem(buf, n, needle, strlen(needle)) != NULL;
+}
+
+#define SECRET_KEY "sk-weft-test-0123456789abcdefSECRET"
+
+static void
+test_engine_openai_example_against_a_local_server(void **state)
+{
+    struct fx *f = *state;
+    struct openai_server *srv = NULL;
+    char base[128];
+    char path[400];
+    char rec[400];
+    char *first = NULL;
+    size_t len = 0;
+    const char *raw = NULL;
+    const json_t *body = NULL;
+
+    assert_int_equal(openai_server_start(&srv), 0);
+    openai_server_expect_key(srv, SECRET_KEY);
+    weft_test_setenv("OPENAI_BASE_URL", openai_server_base_url(srv, base, sizeof(base)));
+    weft_test_setenv("OPENAI_API_KEY", SECRET_KEY);
+    weft_test_capture_logs();
+    load_example(f, "openai");
+    openai_server_push_error(srv, 429, "0", "rate limited, retry");
+    openai_server_push_tool_call(srv, "call_w1", "write_file",
+                                 "{\"path\": \"notes.md\", \"content\": \"- traces\\n- loops\\n- costs\\n\"}",
+                                 210, 40);
+    openai_server_push_text(srv, "Wrote three bullet points to notes.md.", 260, 12);
+    openai_server_push_tool_call(srv, "call_r1", "read_file", "{\"path\": \"notes.md\"}", 180, 15);
+    openai_server_push_text(srv, "notes.md answers the request.", 240, 9);
+    snprintf(rec, sizeof(rec), "%s/openai-recording.json", f->dir);
+    f->ro.record_path = rec;
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(f->r->output, "notes.md answers the request.");
+    assert_int_equal(openai_server_request_count(srv), 5); /* 429 retried once */
+    /* The real API shape: tools offered with their schema, tool results sent back. */
+    body = openai_server_request_body(srv, 1);
+    assert_string_equal(json_string_value(json_object_get(body, "model")), "gpt-4o-mini");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(
+                            json_array_get(json_object_get(body, "tools"), 0), "function"),
+                                                          "name")),
+                        "write_file");
+    body = openai_server_request_body(srv, 2);
+    {
+        const json_t *msgs = json_object_get(body, "messages");
+        const json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+        assert_string_equal(json_string_value(json_object_get(last, "role")), "tool");
+        assert_string_equal(json_string_value(json_object_get(last, "tool_call_id")), "call_w1");
+    }
+    snprintf(path, sizeof(path), "%s/notes.md", f->dir);
+    assert_true(file_contains(path, "- loops"));
+    /* Spans: provider, usage and cost from the price table. */
+    {
+        json_t *chat = otlp_sink_find(f->sink, "chat gpt-4o-mini", 0);
+        assert_string_equal(otlp_span_attr(chat, "gen_ai.provider.name"), "openai");
+        assert_string_equal(otlp_span_attr(chat, "gen_ai.usage.input_tokens"), "210");
+        assert_string_not_equal(otlp_span_attr(chat, "weft.cost.usd"), "");
+    }
+    assert_int_equal(f->r->input_tokens, 210 + 260 + 180 + 240);
+    /* The key reached the server and nothing else: no exported byte, no state, no
+     * recording, no log line. */
+    assert_non_null(strstr(openai_server_request_headers(srv, 0), SECRET_KEY));
+    raw = otlp_sink_raw(f->sink, &len);
+    assert_null(memmem(raw, len, SECRET_KEY, strlen(SECRET_KEY)));
+    assert_false(file_contains(f->state, SECRET_KEY));
+    assert_false(file_contains(rec, SECRET_KEY));
+    assert_null(strstr(weft_test_logs(), SECRET_KEY));
+    /* The recording replays without the server, giving the same span structure. */
+    first = otlp_sink_names(f->sink, "");
+    openai_server_stop(srv);
+    f->ro.record_path = NULL;
+    f->ro.replay_path = rec;
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    {
+        char *both = otlp_sink_names(f->sink, "");
+        assert_string_equal(both + strlen(first) + 1, first);
+        free(both);
+    }
+    free(first);
+    weft_test_setenv("OPENAI_BASE_URL", NULL);
+    weft_test_setenv("OPENAI_API_KEY", NULL);
+}
+
+static void
+test_engine_missing_api_key_is_a_start_error(void **state)
+{
+    struct fx *f = *state;
+    char error[512] = "";
+
+    weft_test_setenv("OPENAI_API_KEY", NULL);
+    load_example(f, "openai");
+    assert_weft_err(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)), WEFT_EINVAL);
+    assert_non_null(strstr(error, "OPENAI_API_KEY is not set"));
+}
+
 static void
 test_engine_abort_flag_stops_the_run(void **state)
 {
@@ -787,6 +899,8 @@ main(void)
         T(test_engine_run_timeout_ends_the_run),
         T(test_engine_replan_on_keywords_request_an_agent),
         T(test_engine_route_llm_failure_falls_back_to_the_rule),
+        T(test_engine_openai_example_against_a_local_server),
+        T(test_engine_missing_api_key_is_a_start_error),
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),

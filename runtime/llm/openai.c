@@ -1,0 +1,732 @@
+/* runtime/llm/openai.c - the OpenAI-compatible chat-completions provider over libcurl.
+ *
+ * One call is one POST of {model, messages, tools, ...} to {base_url}/chat/completions, retried
+ * on 429, 500, 502, 503, 504 and transport failures with exponential backoff and full jitter
+ * (or the server's Retry-After), never more than max_retries times and never past the
+ * request's overall timeout: each attempt gets only the time that is left. Any other status is
+ * final. The answer's first choice becomes a struct llm_response.
+ *
+ * Invariants:
+ * - One curl easy handle per provider, so consecutive calls reuse the connection (keep-alive);
+ *   a provider is used by one engine thread at a time (llm.h), so the handle needs no lock.
+ * - The API key lives only in the curl header list ("Authorization: Bearer ..."): it is not in
+ *   the struct, never logged, never copied into an error, scrubbed from error messages a server
+ *   echoes it in, and zeroed before the list is freed.
+ * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer.
+ * - Error messages never hold request content: they are built from the status, the curl error
+ *   text and the server's error.message only.
+ *
+ * Why: the engine owns the spans and the error reporting (llm.h), so this file logs only its
+ * retries, at DEBUG, and reports everything else through struct llm_error.
+ */
+#include "llm.h"
+
+#include "../../tracing/ids.h"
+#include "../../tracing/util.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <weft/weft.h>
+
+#define MAX_RESPONSE_BYTES         (8u << 20)
+#define MAX_REQUEST_BYTES          (64u << 20)
+#define DEFAULT_MAX_RETRIES        3u
+#define DEFAULT_INITIAL_BACKOFF_MS 500u
+#define DEFAULT_MAX_BACKOFF_MS     8000u
+#define AUTH_PREFIX                "Authorization: Bearer "
+
+struct openai {
+    char *url;           /* {base_url}/chat/completions */
+    char *provider_name; /* gen_ai.provider.name */
+    unsigned max_retries;
+    uint32_t initial_backoff_ms;
+    uint32_t max_backoff_ms;
+    uint64_t generated_ids; /* for tool calls the server sent without an id */
+    CURL *curl;
+    struct curl_slist *headers; /* the only place the API key is kept */
+    struct weft__buf request;   /* the JSON body of the current call */
+    struct weft__buf response;  /* the answer body, capped */
+    weft_err body_err;          /* why on_body stopped the transfer */
+    char retry_after[64];       /* the last Retry-After value */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static bool curl_ready;
+
+static void
+curl_init_once(void)
+{
+    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+static void set_error(struct llm_error *error, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_error(struct llm_error *error, const char *type, const char *fmt, ...)
+{
+    va_list ap;
+
+    snprintf(error->type, sizeof(error->type), "%s", type);
+    va_start(ap, fmt);
+    vsnprintf(error->message, sizeof(error->message), fmt, ap);
+    va_end(ap);
+}
+
+/* Overwrite @p n bytes through a volatile pointer so the compiler cannot drop the stores as
+ * dead (C11 has no portable memset_s). */
+static void
+wipe(void *p, size_t n)
+{
+    volatile char *v = p;
+
+    for (size_t i = 0; i < n; i++) {
+        v[i] = 0;
+    }
+}
+
+/* The API key as stored in the header list, or NULL when none was given. */
+static const char *
+api_key(const struct openai *x, size_t *len)
+{
+    size_t prefix = strlen(AUTH_PREFIX);
+
+    for (const struct curl_slist *h = x->headers; h != NULL; h = h->next) {
+        if (strncmp(h->data, AUTH_PREFIX, prefix) == 0) {
+            *len = strlen(h->data + prefix);
+            return *len > 0 ? h->data + prefix : NULL;
+        }
+    }
+    return NULL;
+}
+
+static size_t
+on_body(char *data, size_t size, size_t n, void *userdata)
+{
+    struct openai *x = userdata;
+
+    /* A failed append (over the cap, or out of memory) makes curl stop with
+     * CURLE_WRITE_ERROR; body_err says which. */
+    x->body_err = weft__buf_append(&x->response, data, size * n);
+    if (x->body_err != WEFT_OK) {
+        return 0;
+    }
+    return size * n;
+}
+
+static size_t
+on_header(char *data, size_t size, size_t n, void *userdata)
+{
+    struct openai *x = userdata;
+    size_t len = size * n;
+    const char *v = data + 12;
+    size_t vlen = 0;
+
+    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        vlen = len - 12;
+        while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
+            vlen--;
+        }
+        weft__trim(&v, &vlen);
+        if (vlen >= sizeof(x->retry_after)) {
+            vlen = 0; /* not a value we could parse anyway */
+        }
+        memcpy(x->retry_after, v, vlen);
+        x->retry_after[vlen] = '\0';
+    }
+    return len;
+}
+
+struct dump_sink {
+    struct weft__buf *buf;
+    weft_err err;
+};
+
+static int
+dump_to_buf(const char *data, size_t size, void *userdata)
+{
+    struct dump_sink *sink = userdata;
+
+    sink->err = weft__buf_append(sink->buf, data, size);
+    return sink->err == WEFT_OK ? 0 : -1;
+}
+
+/* Serialise the request body into x->request. @return WEFT_OK, WEFT_ENOMEM, WEFT_ELIMIT. */
+static weft_err
+build_body(struct openai *x, const struct llm_request *request)
+{
+    json_t *body = json_object();
+    json_t *rf = NULL;
+    struct dump_sink sink = {&x->request, WEFT_OK};
+    int rc = 0;
+
+    weft__buf_reset(&x->request);
+    if (body == NULL) {
+        return WEFT_ENOMEM;
+    }
+    /* Deep copies keep the borrowed request untouched (not even its reference counts); the
+     * copy is small next to the HTTP exchange it feeds. */
+    rc |= json_object_set_new(body, "model", json_string(request->model));
+    rc |= json_object_set_new(body, "messages", json_deep_copy(request->messages));
+    if (request->tools != NULL && json_array_size(request->tools) > 0) {
+        rc |= json_object_set_new(body, "tools", json_deep_copy(request->tools));
+        rc |= json_object_set_new(body, "tool_choice", json_string("auto"));
+    }
+    if (request->json_mode) {
+        rf = json_pack("{s:s}", "type", "json_object");
+        rc |= json_object_set_new(body, "response_format", rf);
+    }
+    if (request->temperature >= 0) {
+        rc |= json_object_set_new(body, "temperature", json_real(request->temperature));
+    }
+    if (request->max_tokens > 0) {
+        rc |= json_object_set_new(body, "max_tokens", json_integer(request->max_tokens));
+    }
+    if (rc != 0) {
+        json_decref(body);
+        return WEFT_ENOMEM;
+    }
+    rc = json_dump_callback(body, dump_to_buf, &sink, JSON_COMPACT);
+    json_decref(body);
+    if (rc != 0) {
+        return sink.err != WEFT_OK ? sink.err : WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
+static bool
+retryable_status(long status)
+{
+    return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+/* Transport failures worth another attempt: the server may be restarting or overloaded. */
+static bool
+retryable_curl(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Copy @p src into @p dst (at most @p cap bytes with the NUL) with every occurrence of the API
+ * key replaced and control characters made visible, so that an error text a server sends
+ * back cannot leak the key or break a log line. */
+static void
+copy_scrubbed(const struct openai *x, char *dst, size_t cap, const char *src)
+{
+    size_t key_len = 0;
+    const char *key = api_key(x, &key_len);
+    size_t o = 0;
+
+    while (*src != '\0' && o + 1 < cap) {
+        if (key != NULL && strncmp(src, key, key_len) == 0) {
+            static const char mask[] = "[redacted]";
+            size_t n = sizeof(mask) - 1;
+
+            if (o + n >= cap) {
+                break;
+            }
+            memcpy(dst + o, mask, n);
+            o += n;
+            src += key_len;
+            continue;
+        }
+        dst[o++] = ((unsigned char)*src < 0x20 || *src == 0x7f) ? ' ' : *src;
+        src++;
+    }
+    dst[o] = '\0';
+}
+
+/* Final HTTP status: type "http_<status>", message with the server's error.message if any. */
+static void
+http_error(const struct openai *x, long status, unsigned attempts, struct llm_error *error)
+{
+    json_t *root = NULL;
+    const char *detail = NULL;
+    char text[200] = "";
+
+    if (x->response.len > 0) {
+        root = json_loadb(x->response.data, x->response.len, 0, NULL);
+    }
+    detail = json_string_value(json_object_get(json_object_get(root, "error"), "message"));
+    if (detail == NULL) {
+        /* Some compatible servers send {"error": "text"} or {"message": "text"}. */
+        detail = json_string_value(json_object_get(root, "error"));
+    }
+    if (detail == NULL) {
+        detail = json_string_value(json_object_get(root, "message"));
+    }
+    if (detail != NULL) {
+        copy_scrubbed(x, text, sizeof(text), detail);
+    }
+    json_decref(root);
+    snprintf(error->type, sizeof(error->type), "http_%ld", status);
+    if (text[0] != '\0') {
+        snprintf(error->message, sizeof(error->message), "HTTP %ld after %u attempt%s: %s", status,
+                 attempts, attempts == 1 ? "" : "s", text);
+    } else {
+        snprintf(error->message, sizeof(error->message), "HTTP %ld after %u attempt%s", status,
+                 attempts, attempts == 1 ? "" : "s");
+    }
+}
+
+static char *
+dup_string_member(const json_t *obj, const char *key, bool *is_oom)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    char *copy = NULL;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup(s);
+    if (copy == NULL) {
+        *is_oom = true;
+    }
+    return copy;
+}
+
+static int64_t
+token_count(const json_t *usage, const char *key)
+{
+    const json_t *v = json_object_get(usage, key);
+
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+}
+
+/* Parse one tool call into @p call. @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
+static weft_err
+parse_tool_call(struct openai *x, const json_t *c, struct llm_tool_call *call)
+{
+    const json_t *fn = json_object_get(c, "function");
+    const json_t *args = json_object_get(fn, "arguments");
+    const char *id = json_string_value(json_object_get(c, "id"));
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    char generated[40];
+
+    if (!json_is_object(c) || name == NULL) {
+        return WEFT_EPARSE;
+    }
+    if (id == NULL || id[0] == '\0') {
+        snprintf(generated, sizeof(generated), "call_%llu", (unsigned long long)++x->generated_ids);
+        id = generated;
+    }
+    call->id = weft__strdup(id);
+    call->name = weft__strdup(name);
+    if (json_is_string(args)) {
+        call->arguments = weft__strdup(json_string_value(args));
+    } else if (args == NULL || json_is_null(args)) {
+        call->arguments = weft__strdup("{}");
+    } else {
+        /* Some compatible servers send the arguments as an object rather than as text. */
+        char *text = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+
+        call->arguments = text == NULL ? NULL : weft__strdup(text);
+        free(text); /* jansson's default allocator */
+    }
+    if (call->id == NULL || call->name == NULL || call->arguments == NULL) {
+        return WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
+/* Turn a 2xx answer into @p out. On failure @p out holds what was parsed so far (the caller
+ * cleans it up). @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
+static weft_err
+parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error)
+{
+    json_t *root = NULL;
+    const json_t *choice = NULL;
+    const json_t *message = NULL;
+    const json_t *calls = NULL;
+    const json_t *usage = NULL;
+    bool is_oom = false;
+    weft_err err = WEFT_OK;
+
+    if (x->response.len > 0) {
+        root = json_loadb(x->response.data, x->response.len, 0, NULL);
+    }
+    if (!json_is_object(root)) {
+        set_error(error, "invalid_response", "the answer is not a JSON object (%zu bytes)",
+                  x->response.len);
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    choice = json_array_get(json_object_get(root, "choices"), 0);
+    message = json_object_get(choice, "message");
+    if (!json_is_object(choice) || !json_is_object(message)) {
+        set_error(error, "invalid_response", "the answer has no choices[0].message");
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    out->content = dup_string_member(message, "content", &is_oom);
+    out->finish_reason = dup_string_member(choice, "finish_reason", &is_oom);
+    out->response_model = dup_string_member(root, "model", &is_oom);
+    out->response_id = dup_string_member(root, "id", &is_oom);
+    usage = json_object_get(root, "usage");
+    out->input_tokens = token_count(usage, "prompt_tokens");
+    out->output_tokens = token_count(usage, "completion_tokens");
+    if (is_oom) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    calls = json_object_get(message, "tool_calls");
+    if (json_is_array(calls) && json_array_size(calls) > 0) {
+        out->tool_calls = weft__calloc(json_array_size(calls), sizeof(*out->tool_calls));
+        if (out->tool_calls == NULL) {
+            err = WEFT_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < json_array_size(calls); i++) {
+            /* Count the slot first: a half-filled call is still freed by the cleanup. */
+            out->tool_call_count++;
+            err = parse_tool_call(x, json_array_get(calls, i), &out->tool_calls[i]);
+            if (err == WEFT_EPARSE) {
+                set_error(error, "invalid_response",
+                          "choices[0].message.tool_calls[%zu] has no function name", i);
+            }
+            if (err != WEFT_OK) {
+                goto out;
+            }
+        }
+    }
+out:
+    json_decref(root);
+    return err;
+}
+
+static void
+sleep_ms(uint64_t ms)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(ms / 1000u);
+    ts.tv_nsec = (long)(ms % 1000u) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static weft_err
+openai_complete(void *self,
+                const struct llm_request *request,
+                struct llm_response *response,
+                struct llm_error *error)
+{
+    struct openai *x = self;
+    struct weft__rng *rng = weft__thread_rng();
+    uint64_t start = weft__monotonic_ns();
+    uint64_t deadline = 0;
+    uint64_t backoff = x->initial_backoff_ms;
+    struct llm_response parsed;
+    unsigned attempts = 0;
+    weft_err err = WEFT_OK;
+
+    memset(response, 0, sizeof(*response));
+    response->input_tokens = -1;
+    response->output_tokens = -1;
+    memset(&parsed, 0, sizeof(parsed));
+    if (request == NULL || request->model == NULL || request->model[0] == '\0' ||
+        !json_is_array(request->messages)) {
+        set_error(error, "invalid_request", "a request needs a model and a messages array");
+        return WEFT_EINVAL;
+    }
+    err = build_body(x, request);
+    if (err != WEFT_OK) {
+        set_error(error, err == WEFT_ELIMIT ? "request_too_large" : "out_of_memory",
+                  "could not encode the request: %s", weft_strerror(err));
+        return err;
+    }
+    if (request->timeout_ms != 0) {
+        deadline = start + (uint64_t)request->timeout_ms * 1000000u;
+    }
+    curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, x->request.data);
+    curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->request.len);
+
+    for (;;) {
+        uint64_t now = weft__monotonic_ns();
+        uint64_t wait_ms = 0;
+        uint64_t retry_after = 0;
+        long timeout_ms = 0;
+        long status = 0;
+        CURLcode rc = CURLE_OK;
+
+        if (deadline != 0) {
+            if (now >= deadline) {
+                set_error(error, "timeout", "no answer within %u ms (%u attempt%s)",
+                          (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
+                return WEFT_ETIMEDOUT;
+            }
+            /* Round up so that curl's own timer cannot fire before the overall deadline. */
+            timeout_ms = (long)((deadline - now + 999999u) / 1000000u);
+        }
+        weft__buf_reset(&x->response);
+        x->body_err = WEFT_OK;
+        x->retry_after[0] = '\0';
+        curl_easy_setopt(x->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+        attempts++;
+        rc = curl_easy_perform(x->curl);
+        if (rc == CURLE_OK) {
+            curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        }
+
+        if (rc == CURLE_OK && status >= 200 && status < 300) {
+            err = parse_answer(x, &parsed, error);
+            if (err != WEFT_OK) {
+                llm_response_cleanup(&parsed);
+                if (err == WEFT_ENOMEM) {
+                    set_error(error, "out_of_memory", "could not store the answer");
+                }
+                return err;
+            }
+            parsed.attempts = attempts;
+            *response = parsed;
+            return WEFT_OK;
+        }
+        if (rc == CURLE_WRITE_ERROR && x->body_err == WEFT_ENOMEM) {
+            set_error(error, "out_of_memory", "could not store the answer");
+            return WEFT_ENOMEM;
+        }
+        if (rc == CURLE_WRITE_ERROR) {
+            set_error(error, "invalid_response", "the answer is over %u bytes", MAX_RESPONSE_BYTES);
+            return WEFT_EPARSE;
+        }
+        if (rc == CURLE_OPERATION_TIMEDOUT && deadline != 0 &&
+            weft__monotonic_ns() + 1000000u >= deadline) {
+            set_error(error, "timeout", "no answer within %u ms (%u attempt%s)",
+                      (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
+            return WEFT_ETIMEDOUT;
+        }
+        if (rc != CURLE_OK && !retryable_curl(rc)) {
+            set_error(error, "connection", "%s (not retried)", curl_easy_strerror(rc));
+            return WEFT_EIO;
+        }
+        if (rc == CURLE_OK && !retryable_status(status)) {
+            http_error(x, status, attempts, error);
+            return WEFT_EHTTP;
+        }
+        if (attempts > x->max_retries) {
+            if (rc != CURLE_OK) {
+                set_error(error, "connection", "%s after %u attempts", curl_easy_strerror(rc),
+                          attempts);
+                return WEFT_EIO;
+            }
+            http_error(x, status, attempts, error);
+            return WEFT_EHTTP;
+        }
+
+        /* Retryable: full jitter over the current backoff, unless the server said when. */
+        wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
+        backoff = backoff * 2 > x->max_backoff_ms ? x->max_backoff_ms : backoff * 2;
+        if (rc == CURLE_OK) {
+            retry_after = weft__http_retry_after_ms(x->retry_after);
+            if (retry_after > 0) {
+                wait_ms = retry_after;
+            }
+        }
+        now = weft__monotonic_ns();
+        if (deadline != 0 && (now >= deadline || wait_ms >= (deadline - now) / 1000000u)) {
+            /* Waiting would take us past the deadline: give up now rather than then. */
+            if (rc == CURLE_OK) {
+                set_error(error, "timeout",
+                          "HTTP %ld and no time left to retry within %u ms (%u attempt%s)", status,
+                          (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
+            } else {
+                set_error(error, "timeout", "%s and no time left to retry within %u ms",
+                          curl_easy_strerror(rc), (unsigned)request->timeout_ms);
+            }
+            return WEFT_ETIMEDOUT;
+        }
+        if (rc == CURLE_OK) {
+            WEFT_LOG(WEFT_LOG_DEBUG, "%s: HTTP %ld, retry %u of %u in %llu ms", x->provider_name,
+                     status, attempts, x->max_retries, (unsigned long long)wait_ms);
+        } else {
+            WEFT_LOG(WEFT_LOG_DEBUG, "%s: %s, retry %u of %u in %llu ms", x->provider_name,
+                     curl_easy_strerror(rc), attempts, x->max_retries, (unsigned long long)wait_ms);
+        }
+        sleep_ms(wait_ms);
+    }
+}
+
+static void
+openai_free(void *self)
+{
+    struct openai *x = self;
+
+    if (x == NULL) {
+        return;
+    }
+    if (x->curl != NULL) {
+        curl_easy_cleanup(x->curl);
+    }
+    for (struct curl_slist *h = x->headers; h != NULL; h = h->next) {
+        wipe(h->data, strlen(h->data));
+    }
+    curl_slist_free_all(x->headers);
+    weft__buf_cleanup(&x->request);
+    weft__buf_cleanup(&x->response);
+    weft__free(x->url);
+    weft__free(x->provider_name);
+    weft__free(x);
+}
+
+static const struct llm_provider_ops openai_ops = {
+    .complete = openai_complete,
+    .free = openai_free,
+};
+
+static weft_err
+append_header(struct openai *x, const char *line)
+{
+    struct curl_slist *grown = curl_slist_append(x->headers, line);
+
+    if (grown == NULL) {
+        return WEFT_ENOMEM;
+    }
+    x->headers = grown;
+    return WEFT_OK;
+}
+
+/* Add "Authorization: Bearer <key>". The line is built in an exactly sized buffer (no
+ * realloc could leave a stray copy) and wiped as soon as curl has its own copy. */
+static weft_err
+add_auth_header(struct openai *x, const char *key)
+{
+    size_t len = strlen(AUTH_PREFIX) + strlen(key) + 1;
+    char *line = weft__malloc(len);
+    weft_err err = WEFT_OK;
+
+    if (line == NULL) {
+        return WEFT_ENOMEM;
+    }
+    snprintf(line, len, "%s%s", AUTH_PREFIX, key);
+    err = append_header(x, line);
+    wipe(line, len);
+    weft__free(line);
+    return err;
+}
+
+static weft_err
+configure(struct openai *x, const struct llm_openai_options *o)
+{
+    size_t base_len = strlen(o->base_url);
+    struct weft__buf url;
+    weft_err err = WEFT_OK;
+
+    if (base_len > 0 && o->base_url[base_len - 1] == '/') {
+        base_len--;
+    }
+    weft__buf_init(&url, 0);
+    err = weft__buf_append(&url, o->base_url, base_len);
+    if (err == WEFT_OK) {
+        err = weft__buf_append_str(&url, "/chat/completions");
+    }
+    if (err != WEFT_OK) {
+        weft__buf_cleanup(&url);
+        return err;
+    }
+    x->url = url.data;
+    x->provider_name = weft__strdup(o->provider_name != NULL ? o->provider_name : "openai");
+    if (x->provider_name == NULL) {
+        return WEFT_ENOMEM;
+    }
+    x->max_retries = o->max_retries != 0 ? o->max_retries : DEFAULT_MAX_RETRIES;
+    x->initial_backoff_ms =
+        o->initial_backoff_ms != 0 ? o->initial_backoff_ms : DEFAULT_INITIAL_BACKOFF_MS;
+    x->max_backoff_ms = o->max_backoff_ms != 0 ? o->max_backoff_ms : DEFAULT_MAX_BACKOFF_MS;
+    if (x->max_backoff_ms < x->initial_backoff_ms) {
+        x->max_backoff_ms = x->initial_backoff_ms;
+    }
+
+    err = append_header(x, "Content-Type: application/json");
+    if (err == WEFT_OK) {
+        err = append_header(x, "Accept: application/json");
+    }
+    if (err == WEFT_OK) {
+        /* "Expect: 100-continue" would cost a round trip on every large request. */
+        err = append_header(x, "Expect:");
+    }
+    if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
+        err = add_auth_header(x, o->api_key);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+
+    x->curl = curl_easy_init();
+    if (x->curl == NULL) {
+        return WEFT_ENOMEM;
+    }
+    curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
+    curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(x->curl, CURLOPT_USERAGENT, "weft/" WEFT_VERSION);
+    curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* A redirect would resend the body (and the key) somewhere the user did not configure. */
+    curl_easy_setopt(x->curl, CURLOPT_FOLLOWLOCATION, 0L);
+    return WEFT_OK;
+}
+
+weft_err
+llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out)
+{
+    struct openai *x = NULL;
+    struct llm_provider *p = NULL;
+    weft_err err = WEFT_OK;
+
+    if (out == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    if (options == NULL || options->base_url == NULL ||
+        (strncasecmp(options->base_url, "http://", 7) != 0 &&
+         strncasecmp(options->base_url, "https://", 8) != 0)) {
+        return WEFT_EINVAL;
+    }
+    pthread_once(&curl_once, curl_init_once);
+    if (!curl_ready) {
+        return WEFT_EIO;
+    }
+    x = weft__calloc(1, sizeof(*x));
+    p = weft__calloc(1, sizeof(*p));
+    if (x == NULL || p == NULL) {
+        err = WEFT_ENOMEM;
+        goto fail;
+    }
+    weft__buf_init(&x->request, MAX_REQUEST_BYTES);
+    weft__buf_init(&x->response, MAX_RESPONSE_BYTES);
+    err = configure(x, options);
+    if (err != WEFT_OK) {
+        goto fail;
+    }
+    p->ops = &openai_ops;
+    p->self = x;
+    p->provider_name = x->provider_name;
+    *out = p;
+    return WEFT_OK;
+fail:
+    openai_free(x);
+    weft__free(p);
+    return err;
+}
