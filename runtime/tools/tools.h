@@ -98,4 +98,15 @@ weft_err tool_run(const struct tool_def *def,
 size_t tool_registry_count(const struct weft_tools *tools);
 const struct tool_def *tool_registry_get(const struct weft_tools *tools, size_t i);
 
+/* The implementations tool_run() dispatches to (one file each). Same contract as tool_run(). */
+weft_err weft__tool_fs(const struct tool_def *def,
+                       const char *workspace,
+                       const json_t *args,
+                       struct tool_outcome *out);
+weft_err weft__tool_command(const struct tool_def *def,
+                            const char *workspace,
+                            const json_t *args,
+                            struct tool_outcome *out);
+weft_err weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out);
+
 #endif /* WEFT_RUNTIME_TOOLS_H */
