@@ -81,6 +81,12 @@ open_parent(const char *workspace, const char *path, bool is_create, char *buf, 
     if (len == 0 || len >= MAX_PATH_BYTES || path[0] == '/') {
         return EPERM;
     }
+    /* Any ".." component is refused before anything is opened, existing or not. */
+    for (const char *p = path; p != NULL; p = strchr(p, '/') != NULL ? strchr(p, '/') + 1 : NULL) {
+        if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0')) {
+            return EPERM;
+        }
+    }
     memcpy(buf, path, len + 1);
     fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
