@@ -826,6 +826,52 @@ test_engine_missing_api_key_is_a_start_error(void **state)
     assert_non_null(strstr(error, "OPENAI_API_KEY is not set"));
 }
 
+static weft_err
+stock_level(void *user_data, const char *arguments_json, struct weft_tool_result *result)
+{
+    (void)user_data;
+    return weft_tool_result_set(result,
+                                strstr(arguments_json, "\"sku\":\"A1\"") != NULL
+                                    ? "{\"sku\": \"A1\", \"in_stock\": 7}"
+                                    : "{\"error\": \"unknown sku\"}",
+                                strstr(arguments_json, "\"sku\":\"A1\"") == NULL);
+}
+
+static void
+test_engine_native_tools_and_path_escapes(void **state)
+{
+    struct fx *f = *state;
+    struct weft_tools *tools = NULL;
+    char error[256] = "";
+
+    assert_weft_ok(weft_tools_new(&tools));
+    assert_weft_ok(weft_tools_add(tools, "stock_level", "Units in stock for a SKU",
+                                  "{\"type\": \"object\", \"properties\": {\"sku\": {\"type\": "
+                                  "\"string\"}}, \"required\": [\"sku\"]}",
+                                  stock_level, NULL));
+    load_inline(f,
+                "{\"name\": \"n\", " ONE_MODEL ", \"tools\": [{\"name\": \"stock_level\","
+                " \"type\": \"native\"}], \"agents\": [{\"name\": \"a\", \"tools\": "
+                "[\"stock_level\", \"read_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+                "{\"responses\": {\"a\": {\"act\": [{\"tool_calls\": ["
+                "{\"name\": \"stock_level\", \"arguments\": {\"sku\": \"A1\"}},"
+                "{\"name\": \"stock_level\", \"arguments\": {\"sku\": 5}},"
+                "{\"name\": \"read_file\", \"arguments\": {\"path\": \"../../../etc/passwd\"}}]},"
+                "{\"content\": \"7 in stock\"}]}}}");
+    /* Declared native but not registered: the run does not start. */
+    assert_weft_err(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)), WEFT_ENOTFOUND);
+    assert_non_null(strstr(error, "stock_level"));
+    f->ro.tools = tools;
+    run(f, NULL);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_attrs(f->sink, "execute_tool ", "weft.tool.outcome", "ok,invalid_arguments,error");
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "execute_tool read_file", 0),
+                                       "error.type"),
+                        "path_escape");
+    f->ro.tools = NULL;
+    weft_tools_free(tools);
+}
+
 static void
 test_engine_abort_flag_stops_the_run(void **state)
 {
@@ -901,6 +947,7 @@ main(void)
         T(test_engine_route_llm_failure_falls_back_to_the_rule),
         T(test_engine_openai_example_against_a_local_server),
         T(test_engine_missing_api_key_is_a_start_error),
+        T(test_engine_native_tools_and_path_escapes),
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
