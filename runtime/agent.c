@@ -48,14 +48,12 @@ tools_json(const struct run *run, const struct wf_agent *agent)
                            "parameters", schema != NULL ? schema : json_object()));
     }
     if (arr != NULL && agent->can_request_count > 0) {
-        size_t idx = wf_find_tool(wf, "request_agent");
         json_t *schema = tool_builtin_schema(TOOL_REQUEST_AGENT);
         json_array_append_new(
             arr, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
                            "request_agent", "description",
                            "Ask the supervisor to schedule another agent with a query.",
                            "parameters", schema != NULL ? schema : json_object()));
-        (void)idx;
     }
     if (json_array_size(arr) == 0) {
         json_decref(arr);
@@ -470,7 +468,11 @@ rt_agent_step(struct run *run, size_t index)
             weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
         }
         rt_span_content(run, span, "weft.step.task", step->task);
-        rt_progress(run, WEFT_EVENT_STEP_START, step, agent->name);
+        {
+            char detail[32];
+            snprintf(detail, sizeof(detail), "attempt %u", attempt);
+            rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
+        }
         token = weft_context_attach(span);
         msgs = attempt_messages(run, step, feedback);
         rt_span_content(run, span, "langfuse.observation.input", step->task);

@@ -741,8 +741,10 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
 
     for (size_t i = 0; i < run->request_count; i++) {
         struct rt_request *rq = &run->requests[i];
-        const struct plan_step *from = &run->plan.steps[rq->from_step];
-        const struct wf_agent *from_agent = &wf->agents[from->agent];
+        /* An id copy, not a pointer into the plan: plan_append() may move the steps. */
+        const char *from_id = run->plan.steps[rq->from_step].id;
+        char from[64];
+        const struct wf_agent *from_agent = &wf->agents[run->plan.steps[rq->from_step].agent];
         size_t to = wf_find_agent(wf, rq->agent);
         struct weft_link_spec link;
         struct weft_span *span = NULL;
@@ -757,7 +759,8 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
                              weft_span_context_is_valid(&rq->requester) ? 1 : 0);
         weft_span_set_str(span, "weft.replan.from", from_agent->name);
         weft_span_set_str(span, "weft.replan.to", rq->agent);
-        weft_span_set_str(span, "weft.replan.from_step", from->id);
+        snprintf(from, sizeof(from), "%s", from_id);
+        weft_span_set_str(span, "weft.replan.from_step", from);
         rt_span_content(run, span, "weft.replan.query", rq->query);
         if (to == WF_NONE) {
             snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
@@ -771,16 +774,16 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             weft_span_set_bool(span, "weft.replan.step_added", false);
             weft_span_set_str(span, "error.type", "replan_cancelled");
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
-            weft__buf_printf(note, "request from %s cancelled: %s; ", from->id, why);
+            weft__buf_printf(note, "request from %s cancelled: %s; ", from, why);
         } else {
             struct plan_step *s = &run->plan.steps[added];
-            s->requested_by = weft__strdup(from->id);
+            s->requested_by = weft__strdup(from);
             s->requester = rq->requester;
             s->has_requester = weft_span_context_is_valid(&rq->requester);
             weft_span_set_bool(span, "weft.replan.step_added", true);
             weft_span_set_str(span, "weft.replan.step_id", s->id);
             run->result->loops[WEFT_LOOP_REPLAN]++;
-            weft__buf_printf(note, "%s requested %s: added %s; ", from->id, rq->agent, s->id);
+            weft__buf_printf(note, "%s requested %s: added %s; ", from, rq->agent, s->id);
             rt_save_step(run, added);
         }
         weft_span_end(span, 0);
@@ -905,6 +908,15 @@ struct breaker {
     bool has_tripped;
 };
 
+static void
+progress_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
+{
+    char detail[512];
+
+    snprintf(detail, sizeof(detail), "%s: %s (%.400s)", rt_layer_name(layer), next, reason);
+    rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
+}
+
 /* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. */
 static size_t
 decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
@@ -1018,11 +1030,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     weft_span_end(span, 0);
     rt_add_decision(run, layer, next, reason);
-    {
-        char detail[512];
-        snprintf(detail, sizeof(detail), "%s: %s (%s)", rt_layer_name(layer), next, reason);
-        rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
-    }
+    progress_decision(run, layer, next, reason);
     weft__buf_cleanup(&note);
     return step;
 }
@@ -1066,7 +1074,7 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
     weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
     weft_span_end(span, 0);
     rt_add_decision(run, layer, next, reason);
-    rt_progress(run, WEFT_EVENT_DECISION, NULL, next);
+    progress_decision(run, layer, next, reason);
     return index;
 }
 
@@ -1276,6 +1284,10 @@ weft_run(const struct weft_workflow *workflow,
         goto fail;
     }
     r->session_id = weft__strdup(run.session_id);
+    if (r->session_id == NULL) {
+        err = WEFT_ENOMEM;
+        goto fail;
+    }
     run.capture_content = run.opts->capture_content == 1 ||
                           (run.opts->capture_content != 0 &&
                            (workflow->capture_content == 1 ||

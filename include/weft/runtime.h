@@ -96,7 +96,7 @@ WEFT_API const char *weft_loop_kind_name(weft_loop_kind kind);
 typedef enum weft_run_event_kind {
     WEFT_EVENT_RUN_START = 0,
     WEFT_EVENT_DECISION = 1,   /**< the supervisor chose: detail is "layer: next (reason)" */
-    WEFT_EVENT_STEP_START = 2, /**< an agent attempt starts */
+    WEFT_EVENT_STEP_START = 2, /**< an agent attempt starts: detail is "attempt N" */
     WEFT_EVENT_STEP_END = 3,   /**< detail is the step status */
     WEFT_EVENT_LLM_CALL = 4,   /**< an LLM call ended: detail is the model */
     WEFT_EVENT_TOOL_CALL = 5,  /**< a tool call ended: detail is the tool */
