@@ -51,17 +51,19 @@ write_workflow(const char *dir, size_t steps)
         perror(path);
         exit(1);
     }
-    fprintf(f, "{\"name\": \"bench\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": "
-               "\"bench-model\", \"script\": \"script.json\"}},"
-               " \"supervisor\": {\"max_iterations\": %zu},"
-               " \"agents\": [{\"name\": \"worker\"}], \"plan\": [",
+    fprintf(f,
+            "{\"name\": \"bench\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": "
+            "\"bench-model\", \"script\": \"script.json\"}},"
+            " \"supervisor\": {\"max_iterations\": %zu},"
+            " \"agents\": [{\"name\": \"worker\"}], \"plan\": [",
             steps + 10);
     for (size_t i = 1; i <= steps; i++) {
         if (i == 1) {
             fprintf(f, "{\"agent\": \"worker\", \"task\": \"step %zu\"}", i);
         } else {
-            fprintf(f, ", {\"agent\": \"worker\", \"task\": \"step %zu\", \"depends_on\": "
-                       "[\"s%zu\"]}",
+            fprintf(f,
+                    ", {\"agent\": \"worker\", \"task\": \"step %zu\", \"depends_on\": "
+                    "[\"s%zu\"]}",
                     i, i - 1);
         }
     }
@@ -75,8 +77,9 @@ write_workflow(const char *dir, size_t steps)
     }
     fputs("{\"version\": 1, \"responses\": {\"worker\": {\"act\": [", f);
     for (size_t i = 0; i < steps; i++) {
-        fprintf(f, "%s{\"content\": \"result %zu\", \"usage\": {\"input_tokens\": 100, "
-                   "\"output_tokens\": 20}}",
+        fprintf(f,
+                "%s{\"content\": \"result %zu\", \"usage\": {\"input_tokens\": 100, "
+                "\"output_tokens\": 20}}",
                 i > 0 ? ", " : "", i);
     }
     fputs("]}}}\n", f);
@@ -114,8 +117,8 @@ one_run(const struct weft_workflow *wf, const char *dir, bool is_traced, size_t 
     ro.workspace = dir;
     ro.capture_content = 0;
     t0 = weft_monotonic_ns();
-    if (weft_run(wf, &ro, &r, error, sizeof(error)) != WEFT_OK ||
-        r->status != WEFT_RUN_COMPLETED || r->step_count != steps) {
+    if (weft_run(wf, &ro, &r, error, sizeof(error)) != WEFT_OK || r->status != WEFT_RUN_COMPLETED ||
+        r->step_count != steps) {
         fprintf(stderr, "run_bench: run failed: %s %s\n", error, r != NULL ? r->reason : "");
         exit(1);
     }

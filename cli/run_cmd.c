@@ -124,7 +124,7 @@ struct progress {
     bool has_line; /* a live line is on screen */
 };
 
-static const char *const event_names[] = {"start", "decide", "step", "step-end",
+static const char *const event_names[] = {"start", "decide", "step",    "step-end",
                                           "llm",   "tool",   "verdict", "end"};
 
 static void
@@ -143,8 +143,9 @@ on_progress(const struct weft_run_event *ev, void *user_data)
     if (p->is_tty) {
         /* One live line, rewritten in place. */
         fprintf(stderr, "\r\033[K[%s] iter %zu  steps %zu/%zu  %s%s%s  %-8s ", elapsed,
-                ev->iteration, ev->steps_done, ev->steps_total, ev->step_id != NULL ? ev->step_id : "",
-                ev->agent != NULL ? " " : "", ev->agent != NULL ? ev->agent : "", kind);
+                ev->iteration, ev->steps_done, ev->steps_total,
+                ev->step_id != NULL ? ev->step_id : "", ev->agent != NULL ? " " : "",
+                ev->agent != NULL ? ev->agent : "", kind);
         cli_put_clean(stderr, ev->detail, 40);
         fprintf(stderr, "  %lld tok", (long long)(ev->input_tokens + ev->output_tokens));
         p->has_line = true;
@@ -171,7 +172,7 @@ on_progress(const struct weft_run_event *ev, void *user_data)
 /* Output                                                                                      */
 
 static void
-print_summary(const struct weft_run_result *r)
+print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
     char dur[32];
 
@@ -205,6 +206,10 @@ print_summary(const struct weft_run_result *r)
     if (r->trace_id[0] != '\0') {
         printf("  trace:   %s\n", r->trace_id);
     }
+    /* Telemetry that did not make it is never silent. */
+    printf("  spans:   %llu recorded, %llu dropped, %llu failed to export\n",
+           (unsigned long long)ts->spans_ended, (unsigned long long)ts->spans_dropped,
+           (unsigned long long)ts->spans_failed);
     if (r->output != NULL) {
         printf("  output:  ");
         cli_put_clean(stdout, r->output, 300);
@@ -213,7 +218,7 @@ print_summary(const struct weft_run_result *r)
 }
 
 static void
-print_json(const struct weft_run_result *r)
+print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
     json_t *o = json_object();
     json_t *steps = json_array();
@@ -224,17 +229,15 @@ print_json(const struct weft_run_result *r)
 
     for (size_t i = 0; i < r->step_count; i++) {
         const struct weft_run_step *s = &r->steps[i];
-        json_array_append_new(steps, json_pack("{s:s, s:s, s:s, s:s, s:i, s:s?, s:s?}", "id",
-                                               s->id, "agent", s->agent, "task", s->task,
-                                               "status", s->status, "attempts", (int)s->attempts,
-                                               "result", s->result, "requested_by",
-                                               s->requested_by));
+        json_array_append_new(steps, json_pack("{s:s, s:s, s:s, s:s, s:i, s:s?, s:s?}", "id", s->id,
+                                               "agent", s->agent, "task", s->task, "status",
+                                               s->status, "attempts", (int)s->attempts, "result",
+                                               s->result, "requested_by", s->requested_by));
     }
     for (size_t i = 0; i < r->decision_count; i++) {
-        json_array_append_new(decisions, json_pack("{s:s, s:s, s:s}", "layer",
-                                                   r->decisions[i].layer, "next",
-                                                   r->decisions[i].next, "reason",
-                                                   r->decisions[i].reason));
+        json_array_append_new(decisions,
+                              json_pack("{s:s, s:s, s:s}", "layer", r->decisions[i].layer, "next",
+                                        r->decisions[i].next, "reason", r->decisions[i].reason));
     }
     for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
         json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
@@ -261,6 +264,10 @@ print_json(const struct weft_run_result *r)
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "decisions", decisions);
     json_object_set_new(o, "verdicts", verdicts);
+    json_object_set_new(o, "spans",
+                        json_pack("{s:I, s:I, s:I}", "recorded", (json_int_t)ts->spans_ended,
+                                  "dropped", (json_int_t)ts->spans_dropped, "failed",
+                                  (json_int_t)ts->spans_failed));
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text != NULL) {
         puts(text);
@@ -282,8 +289,7 @@ print_trace(const char *trace_id, bool is_color)
     }
     if (weft_store_load_trace(store, trace_id, &trace) == WEFT_OK) {
         putchar('\n');
-        weft_trace_render(trace, stdout,
-                          WEFT_RENDER_ATTRS | (is_color ? WEFT_RENDER_COLOR : 0u));
+        weft_trace_render(trace, stdout, WEFT_RENDER_ATTRS | (is_color ? WEFT_RENDER_COLOR : 0u));
     }
     weft_trace_free(trace);
     weft_store_close(store);
@@ -364,13 +370,14 @@ cli_run(int argc, char **argv)
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
     struct progress progress;
+    struct weft_trace_stats stats;
     struct sigaction sa;
     char error[512] = "";
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
 
-    if (cli_parse("run", argc, argv, options, sizeof(options) / sizeof(options[0]), positional,
-                  1, &count) != CLI_EXIT_OK) {
+    if (cli_parse("run", argc, argv, options, sizeof(options) / sizeof(options[0]), positional, 1,
+                  &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;
     }
     if (is_help) {
@@ -426,16 +433,20 @@ cli_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     err = weft_run(wf, &ro, &result, error, sizeof(error));
     weft_provider_shutdown(provider, 10000);
+    weft_provider_get_stats(provider, &stats);
+    if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
+        fprintf(stderr, "weft run: %llu spans dropped, %llu failed to export\n",
+                (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
+    }
     if (err != WEFT_OK) {
         fprintf(stderr, "weft run: %s\n", error);
-        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE
-                     ? CLI_EXIT_USAGE
-                     : CLI_EXIT_FAIL;
+        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
+                                                                                   : CLI_EXIT_FAIL;
     } else {
         if (is_json) {
-            print_json(result);
+            print_json(result, &stats);
         } else {
-            print_summary(result);
+            print_summary(result, &stats);
             if (!is_no_trace && result->trace_id[0] != '\0') {
                 print_trace(result->trace_id, is_color);
             }

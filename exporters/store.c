@@ -2466,13 +2466,24 @@ static bool
 is_key_attr(const char *key, bool is_event)
 {
     static const char *const skipped[] = {
-        "gen_ai.operation.name",      "gen_ai.input.messages",      "gen_ai.output.messages",
-        "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
-        "gen_ai.tool.definitions",    "exception.stacktrace",
+        "gen_ai.operation.name",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "gen_ai.tool.definitions",
+        "exception.stacktrace",
         /* Run-wide (the same on every span of a run) or repeated by the span name. */
-        "gen_ai.conversation.id",     "weft.run.id",                "gen_ai.agent.name",
-        "gen_ai.request.model",       "gen_ai.tool.name",           "gen_ai.tool.call.id",
-        "gen_ai.tool.type",           "weft.iteration",             "weft.plan.version",
+        "gen_ai.conversation.id",
+        "weft.run.id",
+        "gen_ai.agent.name",
+        "gen_ai.request.model",
+        "gen_ai.tool.name",
+        "gen_ai.tool.call.id",
+        "gen_ai.tool.type",
+        "weft.iteration",
+        "weft.plan.version",
     };
 
     for (size_t i = 0; i < sizeof(skipped) / sizeof(skipped[0]); i++) {

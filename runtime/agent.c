@@ -22,11 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum verdict {
-    VERDICT_APPROVED = 0,
-    VERDICT_FIXED,
-    VERDICT_REJECTED
-} verdict;
+typedef enum verdict { VERDICT_APPROVED = 0, VERDICT_FIXED, VERDICT_REJECTED } verdict;
 
 static const char *const verdict_names[] = {"APPROVED", "FIXED", "REJECTED"};
 
@@ -73,12 +69,13 @@ attempt_messages(const struct run *run, const struct plan_step *step, const char
 
     weft__buf_init(&sys, 0);
     weft__buf_init(&user, 0);
-    weft__buf_printf(&sys, "%s", agent->instructions != NULL ? agent->instructions
-                                                             : "You are a helpful agent.");
+    weft__buf_printf(
+        &sys, "%s", agent->instructions != NULL ? agent->instructions : "You are a helpful agent.");
     if (agent->can_request_count > 0) {
         weft__buf_printf(&sys, "\nYou may ask for: ");
         for (size_t i = 0; i < agent->can_request_count; i++) {
-            weft__buf_printf(&sys, "%s%s", i > 0 ? ", " : "", wf->agents[agent->can_request[i]].name);
+            weft__buf_printf(&sys, "%s%s", i > 0 ? ", " : "",
+                             wf->agents[agent->can_request[i]].name);
         }
         weft__buf_printf(&sys, " (tool request_agent).");
     }
@@ -130,8 +127,8 @@ agent_has_tool(const struct wf_agent *agent, size_t tool)
 }
 
 static void
-queue_request(struct run *run, size_t step, const char *agent, const char *query,
-              struct weft_span *span)
+queue_request(
+    struct run *run, size_t step, const char *agent, const char *query, struct weft_span *span)
 {
     struct rt_request *rq = NULL;
 
@@ -183,13 +180,12 @@ run_tool_call(struct run *run,
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
     if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
         outcome_name = "unknown_tool";
-        snprintf(err, sizeof(err), "unknown tool '%.64s' for agent %.64s", call->name,
-                 agent->name);
+        snprintf(err, sizeof(err), "unknown tool '%.64s' for agent %.64s", call->name, agent->name);
     } else if (args == NULL || !json_is_object(args)) {
         outcome_name = "invalid_arguments";
         snprintf(err, sizeof(err), "arguments are not a JSON object");
     } else {
-        const struct tool_def *def = is_request ? NULL
+        const struct tool_def *def = is_request                 ? NULL
                                      : run->native[idx] != NULL ? run->native[idx]
                                                                 : &wf->tools[idx];
         json_t *schema = is_request ? tool_builtin_schema(TOOL_REQUEST_AGENT) : NULL;
@@ -272,8 +268,14 @@ assistant_tool_message(const struct llm_response *resp)
 
 /* The tool loop of one attempt. @return the final text (new) or NULL with @p why set. */
 static char *
-act(struct run *run, size_t step, struct weft_span *span, json_t *msgs, uint64_t deadline,
-    char *why, size_t why_len, const char **error_type)
+act(struct run *run,
+    size_t step,
+    struct weft_span *span,
+    json_t *msgs,
+    uint64_t deadline,
+    char *why,
+    size_t why_len,
+    const char **error_type)
 {
     const struct wf_agent *agent = &run->wf->agents[run->plan.steps[step].agent];
     json_t *tools = tools_json(run, agent);
@@ -294,8 +296,8 @@ act(struct run *run, size_t step, struct weft_span *span, json_t *msgs, uint64_t
             *error_type = "timeout";
             break;
         }
-        if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_ACT, agent->model, msgs, tools,
-                        false, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+        if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_ACT, agent->model, msgs, tools, false,
+                        -1.0, deadline, &resp, &lerr) != WEFT_OK) {
             snprintf(why, why_len, "LLM call failed (%s): %s", lerr.type, lerr.message);
             *error_type = "llm_error";
             break;
@@ -308,9 +310,9 @@ act(struct run *run, size_t step, struct weft_span *span, json_t *msgs, uint64_t
         json_array_append_new(msgs, assistant_tool_message(&resp));
         for (size_t i = 0; i < resp.tool_call_count; i++) {
             char *text = run_tool_call(run, step, span, &resp.tool_calls[i], deadline);
-            json_array_append_new(msgs, json_pack("{s:s, s:s, s:s}", "role", "tool",
-                                                  "tool_call_id", resp.tool_calls[i].id,
-                                                  "content", text != NULL ? text : ""));
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id",
+                                                  resp.tool_calls[i].id, "content",
+                                                  text != NULL ? text : ""));
             weft__free(text);
         }
         llm_response_cleanup(&resp);
@@ -346,8 +348,14 @@ check_replan_on(struct run *run, size_t step, const char *output, struct weft_sp
 
 /* Ask the reflector. @return the verdict; *refined and *feedback are new or NULL. */
 static verdict
-reflect(struct run *run, size_t step, struct weft_span *parent, const char *output,
-        unsigned attempt, uint64_t deadline, char **refined, char **feedback)
+reflect(struct run *run,
+        size_t step,
+        struct weft_span *parent,
+        const char *output,
+        unsigned attempt,
+        uint64_t deadline,
+        char **refined,
+        char **feedback)
 {
     const struct plan_step *s = &run->plan.steps[step];
     const struct wf_agent *agent = &run->wf->agents[s->agent];
@@ -364,9 +372,10 @@ reflect(struct run *run, size_t step, struct weft_span *parent, const char *outp
     *refined = NULL;
     *feedback = NULL;
     weft__buf_init(&user, 0);
-    weft__buf_printf(&user, "Task: %s\n\nOutput to review:\n%s\n\nAnswer as JSON: {\"status\": "
-                            "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
-                            "\"feedback\": ...}",
+    weft__buf_printf(&user,
+                     "Task: %s\n\nOutput to review:\n%s\n\nAnswer as JSON: {\"status\": "
+                     "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
+                     "\"feedback\": ...}",
                      s->task, output);
     msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
                      agent->reflection.instructions != NULL ? agent->reflection.instructions
@@ -414,8 +423,9 @@ reflect(struct run *run, size_t step, struct weft_span *parent, const char *outp
         size_t n = 0;
         a[n++] = weft_attr_str("gen_ai.evaluation.name", "reflection_verdict");
         a[n++] = weft_attr_str("gen_ai.evaluation.score.label", verdict_names[v]);
-        a[n++] = weft_attr_double("gen_ai.evaluation.score.value",
-                                  v == VERDICT_APPROVED ? 1.0 : v == VERDICT_FIXED ? 0.5 : 0.0);
+        a[n++] = weft_attr_double("gen_ai.evaluation.score.value", v == VERDICT_APPROVED ? 1.0
+                                                                   : v == VERDICT_FIXED  ? 0.5
+                                                                                         : 0.0);
         if (run->capture_content && *feedback != NULL) {
             a[n++] = weft_attr_str("gen_ai.evaluation.explanation", *feedback);
         }
@@ -435,8 +445,8 @@ rt_agent_step(struct run *run, size_t index)
 {
     struct plan_step *step = &run->plan.steps[index];
     const struct wf_agent *agent = &run->wf->agents[step->agent];
-    uint32_t timeout = agent->timeout_ms != 0 ? agent->timeout_ms
-                                              : run->wf->supervisor.step_timeout_ms;
+    uint32_t timeout =
+        agent->timeout_ms != 0 ? agent->timeout_ms : run->wf->supervisor.step_timeout_ms;
     uint64_t deadline = timeout != 0 ? weft__monotonic_ns() + (uint64_t)timeout * 1000000u : 0;
     unsigned max_attempts = agent->has_reflection ? agent->reflection.max_retries + 1 : 1;
     char *feedback = NULL;

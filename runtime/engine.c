@@ -37,7 +37,7 @@ const char *
 rt_layer_name(rt_layer layer)
 {
     return (size_t)layer < sizeof(layer_names) / sizeof(layer_names[0]) ? layer_names[layer]
-                                                                          : "unknown";
+                                                                        : "unknown";
 }
 
 const char *
@@ -85,7 +85,10 @@ rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
 }
 
 void
-rt_progress(struct run *run, weft_run_event_kind kind, const struct plan_step *step, const char *detail)
+rt_progress(struct run *run,
+            weft_run_event_kind kind,
+            const struct plan_step *step,
+            const char *detail)
 {
     struct weft_run_event ev;
     const struct weft_run_result *r = run->result;
@@ -190,7 +193,9 @@ provider_for(struct run *run, size_t model)
 }
 
 static void
-set_usage_attrs(struct weft_span *span, const struct wf_model *m, const struct llm_response *resp,
+set_usage_attrs(struct weft_span *span,
+                const struct wf_model *m,
+                const struct llm_response *resp,
                 double *cost)
 {
     char json[256];
@@ -204,8 +209,8 @@ set_usage_attrs(struct weft_span *span, const struct wf_model *m, const struct l
     if (resp->output_tokens >= 0) {
         weft_span_set_int(span, "gen_ai.usage.output_tokens", resp->output_tokens);
     }
-    snprintf(json, sizeof(json), "{\"input\":%lld,\"output\":%lld,\"total\":%lld}",
-             (long long)in, (long long)out, (long long)(in + out));
+    snprintf(json, sizeof(json), "{\"input\":%lld,\"output\":%lld,\"total\":%lld}", (long long)in,
+             (long long)out, (long long)(in + out));
     weft_span_set_str(span, "langfuse.observation.usage_details", json);
     if (m->has_prices) {
         double ci = (double)in * m->input_price / 1e6;
@@ -298,8 +303,8 @@ rt_llm_call(struct run *run,
         run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
         run->result->cost_usd += cost;
         if (run->capture_content) {
-            json_t *out = json_pack("[{s:s, s:s?}]", "role", "assistant", "content",
-                                    response->content);
+            json_t *out =
+                json_pack("[{s:s, s:s?}]", "role", "assistant", "content", response->content);
             char *text = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
             rt_span_content(run, span, "gen_ai.output.messages", text);
             rt_span_content(run, span, "langfuse.observation.output", response->content);
@@ -366,8 +371,8 @@ setup_workspace(struct run *run, char *error, size_t error_len)
     weft__buf_init(&b, 0);
     if (dir == NULL) {
         const char *home = weft__env("WEFT_HOME");
-        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft",
-                             run->run_id) != WEFT_OK) {
+        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft", run->run_id) !=
+            WEFT_OK) {
             weft__buf_cleanup(&b);
             return WEFT_ENOMEM;
         }
@@ -434,8 +439,8 @@ setup_providers(struct run *run, char *error, size_t error_len)
             const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
             memset(&o, 0, sizeof(o));
             if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
-                snprintf(error, error_len, "models.%s: environment variable %s is not set",
-                         m->name, m->api_key_env);
+                snprintf(error, error_len, "models.%s: environment variable %s is not set", m->name,
+                         m->api_key_env);
                 return WEFT_EINVAL;
             }
             o.base_url = m->base_url;
@@ -660,8 +665,8 @@ static bool
 initial_plan(struct run *run, char *reason, size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
-    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
-                                           NULL, 0);
+    struct weft_span *span =
+        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     struct weft__buf user;
     char why[256] = "";
     bool is_ok = false;
@@ -670,9 +675,9 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     weft__buf_printf(&user,
                      "Make a plan as JSON: {\"thought\": ..., \"plan\": [{\"agent\", \"task\", "
                      "\"depends_on\": [step ids s1, s2, ...]}]}.\n\nRequest: %s",
-                     run->opts->input != NULL ? run->opts->input : wf->description != NULL
-                                                                       ? wf->description
-                                                                       : wf->name);
+                     run->opts->input != NULL  ? run->opts->input
+                     : wf->description != NULL ? wf->description
+                                               : wf->name);
     run->result->iterations++;
     for (int attempt = 0; attempt < 2 && !is_ok; attempt++) {
         struct llm_response resp;
@@ -680,8 +685,9 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
         json_t *msgs = NULL;
 
         if (attempt == 1) {
-            weft__buf_printf(&user, "\n\nYour previous plan was rejected: %s. Answer with a "
-                                    "corrected plan.",
+            weft__buf_printf(&user,
+                             "\n\nYour previous plan was rejected: %s. Answer with a "
+                             "corrected plan.",
                              why);
         }
         msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
@@ -853,8 +859,9 @@ llm_route(struct run *run,
         *layer = RT_LAYER_LLM;
         if (agent == WF_NONE) {
             *layer = RT_LAYER_FALLBACK;
-            snprintf(reason, reason_len, "route LLM named unknown agent '%.64s': next ready "
-                                         "step by rule",
+            snprintf(reason, reason_len,
+                     "route LLM named unknown agent '%.64s': next ready "
+                     "step by rule",
                      next);
             step = plan_next_ready(&run->plan, WF_NONE);
         } else {
@@ -922,8 +929,8 @@ static size_t
 decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
-    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
-                                           NULL, 0);
+    struct weft_span *span =
+        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     struct weft__buf note;
     rt_layer layer = RT_LAYER_RULE;
     size_t step = RT_END;
@@ -966,8 +973,8 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         }
         if (step == RT_END && !is_end && layer != RT_LAYER_FALLBACK) {
             step = final_step(run);
-            snprintf(why, sizeof(why), step != RT_END ? "plan complete: final step"
-                                                      : "plan complete");
+            snprintf(why, sizeof(why),
+                     step != RT_END ? "plan complete: final step" : "plan complete");
         } else if (step == RT_END && !is_end) {
             step = final_step(run);
         }
@@ -1040,8 +1047,8 @@ static size_t
 decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
-    struct weft_span *span = rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root,
-                                           NULL, 0);
+    struct weft_span *span =
+        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     rt_layer layer = RT_LAYER_RULE;
     size_t route = 0;
     size_t index = RT_END;
@@ -1288,11 +1295,11 @@ weft_run(const struct weft_workflow *workflow,
         err = WEFT_ENOMEM;
         goto fail;
     }
-    run.capture_content = run.opts->capture_content == 1 ||
-                          (run.opts->capture_content != 0 &&
-                           (workflow->capture_content == 1 ||
-                            (workflow->capture_content == -1 &&
-                             weft__env_bool("WEFT_CAPTURE_CONTENT", false))));
+    run.capture_content =
+        run.opts->capture_content == 1 ||
+        (run.opts->capture_content != 0 &&
+         (workflow->capture_content == 1 ||
+          (workflow->capture_content == -1 && weft__env_bool("WEFT_CAPTURE_CONTENT", false))));
     if (run.opts->record_path != NULL && run.opts->replay_path != NULL) {
         snprintf(error, error_len, "--record and --replay exclude each other");
         err = WEFT_EINVAL;
@@ -1311,8 +1318,8 @@ weft_run(const struct weft_workflow *workflow,
     if (err != WEFT_OK) {
         goto fail;
     }
-    state_path = run.opts->state_path != NULL ? weft__strdup(run.opts->state_path)
-                                              : state_default_path();
+    state_path =
+        run.opts->state_path != NULL ? weft__strdup(run.opts->state_path) : state_default_path();
     if (state_path == NULL) {
         err = WEFT_ENOMEM;
         goto fail;
@@ -1331,8 +1338,8 @@ weft_run(const struct weft_workflow *workflow,
     }
     cursors_restore(&run);
     if (run.opts->provider != NULL) {
-        err = weft_provider_get_tracer(run.opts->provider, "weft.runtime", WEFT_VERSION,
-                                       &run.tracer);
+        err =
+            weft_provider_get_tracer(run.opts->provider, "weft.runtime", WEFT_VERSION, &run.tracer);
         if (err != WEFT_OK && err != WEFT_EDISABLED) {
             snprintf(error, error_len, "tracer: %s", weft_strerror(err));
             goto fail;
@@ -1341,8 +1348,7 @@ weft_run(const struct weft_workflow *workflow,
     }
     run.started_mono = weft__monotonic_ns();
     if (workflow->supervisor.timeout_ms > 0) {
-        run.deadline_mono =
-            run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
+        run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
     }
     (void)state_run_begin(run.state, run.run_id, workflow->name, run.session_id, run.opts->input,
                           weft__now_ns());

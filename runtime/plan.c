@@ -13,8 +13,8 @@
 
 #define NONE ((size_t)-1)
 
-static const char *const status_names[] = {"pending",   "in_progress", "completed",
-                                           "failed",    "paused",      "skipped"};
+static const char *const status_names[] = {"pending", "in_progress", "completed",
+                                           "failed",  "paused",      "skipped"};
 
 const char *
 step_status_name(step_status status)
@@ -234,10 +234,7 @@ plan_check_init(struct plan_check *check)
 }
 
 void
-plan_check_add(struct plan_check *check,
-               const char *id,
-               const char *const *deps,
-               size_t dep_count)
+plan_check_add(struct plan_check *check, const char *id, const char *const *deps, size_t dep_count)
 {
     if (check->count == check->cap) {
         size_t cap = check->cap == 0 ? 8 : check->cap * 2;
@@ -282,7 +279,8 @@ check_find(const struct plan_check *check, const char *id)
 
 /* Depth-first search with three colours; on a back edge, write the cycle into message. */
 static bool
-find_cycle(struct plan_check *check, size_t node, unsigned char *colour, size_t *stack, size_t depth)
+find_cycle(
+    struct plan_check *check, size_t node, unsigned char *colour, size_t *stack, size_t depth)
 {
     colour[node] = 1;
     stack[depth] = node;
@@ -343,8 +341,8 @@ plan_check_run(struct plan_check *check)
             const char *dep = check->deps[i][d];
             if (dep == NULL || check_find(check, dep) == NONE) {
                 check->bad_index = i;
-                snprintf(check->message, sizeof(check->message),
-                         "depends_on: unknown step '%s'", dep != NULL ? dep : "(null)");
+                snprintf(check->message, sizeof(check->message), "depends_on: unknown step '%s'",
+                         dep != NULL ? dep : "(null)");
                 return WEFT_EPARSE;
             }
             if (strcmp(dep, check->ids[i]) == 0) {

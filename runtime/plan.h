@@ -35,9 +35,9 @@ struct plan_step {
     size_t depends_count;
     step_status status;
     unsigned attempts;
-    char *result;       /* output of the last successful attempt */
-    char *feedback;     /* last reflection feedback or failure reason */
-    char *requested_by; /* id of the step that asked for this one, or NULL */
+    char *result;                       /* output of the last successful attempt */
+    char *feedback;                     /* last reflection feedback or failure reason */
+    char *requested_by;                 /* id of the step that asked for this one, or NULL */
     struct weft_span_context requester; /* span of the requesting step (for a link) */
     bool has_requester;
 };
@@ -46,7 +46,7 @@ struct plan {
     struct plan_step *steps;
     size_t count;
     size_t cap;
-    unsigned version; /* bumped by every change of shape (append) */
+    unsigned version;   /* bumped by every change of shape (append) */
     size_t next_number; /* for generated ids "s<N>" */
 };
 
@@ -97,10 +97,8 @@ struct plan_check {
 
 void plan_check_init(struct plan_check *check);
 /* Borrow @p id and @p deps until plan_check_cleanup(). */
-void plan_check_add(struct plan_check *check,
-                    const char *id,
-                    const char *const *deps,
-                    size_t dep_count);
+void
+plan_check_add(struct plan_check *check, const char *id, const char *const *deps, size_t dep_count);
 /* @return WEFT_OK, WEFT_EPARSE (duplicate id, unknown dependency, self-dependency, cycle:
  * see message and bad_index), WEFT_ENOMEM. */
 weft_err plan_check_run(struct plan_check *check);

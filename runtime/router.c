@@ -26,8 +26,8 @@ static unsigned
 trailing_clarifications(const struct run *run)
 {
     const struct wf_router *r = &run->wf->router;
-    const char *clar = r->clarification_route != WF_NONE ? r->routes[r->clarification_route].name
-                                                         : NULL;
+    const char *clar =
+        r->clarification_route != WF_NONE ? r->routes[r->clarification_route].name : NULL;
     unsigned n = 0;
 
     if (clar == NULL || run->history == NULL) {
@@ -105,9 +105,8 @@ rt_router_decide(struct run *run,
         return;
     }
     weft__buf_init(&sys, 0);
-    weft__buf_printf(&sys, "%s\nRoutes:", r->instructions != NULL
-                                              ? r->instructions
-                                              : "Route the user's message.");
+    weft__buf_printf(&sys, "%s\nRoutes:",
+                     r->instructions != NULL ? r->instructions : "Route the user's message.");
     for (size_t i = 0; i < r->route_count; i++) {
         weft__buf_printf(&sys, " %s", r->routes[i].name);
     }

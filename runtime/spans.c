@@ -12,8 +12,8 @@
 #include <string.h>
 
 struct kind_info {
-    const char *operation;    /* span name prefix */
-    const char *genai_op;     /* gen_ai.operation.name, or NULL where none is defined */
+    const char *operation;     /* span name prefix */
+    const char *genai_op;      /* gen_ai.operation.name, or NULL where none is defined */
     const char *openinference; /* openinference.span.kind */
     const char *langfuse;      /* langfuse.observation.type */
     weft_span_kind span_kind;

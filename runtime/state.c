@@ -86,15 +86,15 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     }
     sqlite3_finalize(stmt);
     if (version > SCHEMA_VERSION) {
-        snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", path,
-                 version, SCHEMA_VERSION);
+        snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", path, version,
+                 SCHEMA_VERSION);
         goto fail;
     }
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL, &errmsg) != SQLITE_OK ||
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL,
+                     &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, schema, NULL, NULL, &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT", NULL, NULL, &errmsg) !=
-            SQLITE_OK) {
+        sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         snprintf(err, err_len, "state database %s: %s", path,
                  errmsg != NULL ? errmsg : "schema setup failed");
         sqlite3_free(errmsg);
@@ -344,8 +344,9 @@ state_cursors_save(struct rt_state *st,
     if (text == NULL) {
         return WEFT_ENOMEM;
     }
-    stmt = prepare(st, "INSERT INTO script_cursors (session_id, script, cursors) VALUES (?, ?, ?)"
-                       " ON CONFLICT (session_id, script) DO UPDATE SET cursors = excluded.cursors");
+    stmt =
+        prepare(st, "INSERT INTO script_cursors (session_id, script, cursors) VALUES (?, ?, ?)"
+                    " ON CONFLICT (session_id, script) DO UPDATE SET cursors = excluded.cursors");
     if (stmt == NULL) {
         free(text);
         return WEFT_EIO;

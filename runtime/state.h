@@ -57,7 +57,8 @@ weft_err state_step_save(struct rt_state *st,
 
 /* The session's messages, oldest first, as [{"role", "content", "route"}] (route may be
  * null), at most the last @p limit. Ownership: caller owns *out (json_decref). */
-weft_err state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out);
+weft_err
+state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out);
 
 weft_err state_message_add(struct rt_state *st,
                            const char *session_id,
@@ -68,10 +69,8 @@ weft_err state_message_add(struct rt_state *st,
 
 /* Scripted-provider cursors of a session (see llm_scripted_cursors()), keyed by script path.
  * *out is NULL when none were saved. Ownership: caller owns *out (json_decref). */
-weft_err state_cursors_load(struct rt_state *st,
-                            const char *session_id,
-                            const char *script,
-                            json_t **out);
+weft_err
+state_cursors_load(struct rt_state *st, const char *session_id, const char *script, json_t **out);
 weft_err state_cursors_save(struct rt_state *st,
                             const char *session_id,
                             const char *script,

@@ -160,7 +160,8 @@ check_keys(struct loader *ld, const json_t *obj, const char *path, const char *c
     json_t *value = NULL;
     char sub[256];
 
-    json_object_foreach((json_t *)obj, key, value) {
+    json_object_foreach((json_t *)obj, key, value)
+    {
         bool is_known = false;
         (void)value;
         for (size_t i = 0; allowed[i] != NULL; i++) {
@@ -186,7 +187,7 @@ get_typed(struct loader *ld,
 {
     const json_t *v = json_object_get(obj, key);
     char sub[256];
-    static const char *const names[] = {"object", "array",   "string", "integer",
+    static const char *const names[] = {"object", "array",   "string",  "integer",
                                         "number", "boolean", "boolean", "null"};
 
     join_path(sub, sizeof(sub), path, key);
@@ -296,11 +297,8 @@ get_seconds_ms(struct loader *ld, const json_t *obj, const char *path, const cha
 
 /* An array of non-empty strings; *count receives its length. */
 static char **
-get_str_array(struct loader *ld,
-              const json_t *obj,
-              const char *path,
-              const char *key,
-              size_t *count)
+get_str_array(
+    struct loader *ld, const json_t *obj, const char *path, const char *key, size_t *count)
 {
     const json_t *arr = get_typed(ld, obj, path, key, JSON_ARRAY, false);
     char **out = NULL;
@@ -468,7 +466,7 @@ expand_env(const char *value)
 static void
 load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"provider",    "model",       "base_url", "api_key_env",
+    static const char *const keys[] = {"provider",    "model",       "base_url",   "api_key_env",
                                        "script",      "temperature", "max_tokens", "timeout_s",
                                        "max_retries", "prices",      NULL};
     static const char *const price_keys[] = {"input_per_1m", "output_per_1m", NULL};
@@ -489,7 +487,8 @@ load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         ld->is_oom = true;
         return;
     }
-    json_object_foreach((json_t *)models, name, m) {
+    json_object_foreach((json_t *)models, name, m)
+    {
         struct wf_model *mod = &wf->models[i];
         char path[256];
         char *provider = NULL;
@@ -568,9 +567,9 @@ load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 static void
 load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",       "type",        "description", "argv",
-                                       "append_args", "cwd",        "timeout_s",   "max_output",
-                                       "allow_hosts", "max_bytes",   NULL};
+    static const char *const keys[] = {"name",        "type",      "description", "argv",
+                                       "append_args", "cwd",       "timeout_s",   "max_output",
+                                       "allow_hosts", "max_bytes", NULL};
     static const char *const builtins[] = {"read_file", "write_file", "request_agent"};
     static const tool_type builtin_types[] = {TOOL_READ_FILE, TOOL_WRITE_FILE, TOOL_REQUEST_AGENT};
     const json_t *tools = get_typed(ld, root, "", "tools", JSON_ARRAY, false);
@@ -756,10 +755,9 @@ agent_refs(struct loader *ld,
 static void
 load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",       "model",     "instructions",
-                                       "tools",      "can_request", "replan_on",
-                                       "reflection", "max_tool_rounds", "timeout_s",
-                                       "description", NULL};
+    static const char *const keys[] = {
+        "name",       "model",           "instructions", "tools",       "can_request", "replan_on",
+        "reflection", "max_tool_rounds", "timeout_s",    "description", NULL};
     static const char *const replan_keys[] = {"keywords", "agent", NULL};
     static const char *const refl_keys[] = {"model", "instructions", "max_retries", NULL};
     const json_t *agents = json_object_get(root, "agents");
@@ -835,8 +833,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
             ag->has_reflection = true;
             ag->reflection.model = model_ref(ld, wf, refl, sub, ag->model);
             ag->reflection.instructions = get_str(ld, refl, sub, "instructions", false);
-            ag->reflection.max_retries =
-                (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
+            ag->reflection.max_retries = (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
         }
         ag->max_tool_rounds = (unsigned)get_int(ld, a, path, "max_tool_rounds", 8, 1, 1000);
         ag->timeout_ms = get_seconds_ms(ld, a, path, "timeout_s");
@@ -846,10 +843,18 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
 static void
 load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",          "model",          "instructions",
-                                       "policy",        "route_with_llm", "max_iterations",
-                                       "timeout_s",     "step_timeout_s", "max_tokens",
-                                       "max_cost_usd",  "circuit_breaker", "final_agent",
+    static const char *const keys[] = {"name",
+                                       "model",
+                                       "instructions",
+                                       "policy",
+                                       "route_with_llm",
+                                       "max_iterations",
+                                       "timeout_s",
+                                       "step_timeout_s",
+                                       "max_tokens",
+                                       "max_cost_usd",
+                                       "circuit_breaker",
+                                       "final_agent",
                                        NULL};
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
     struct wf_supervisor *sup = &wf->supervisor;
@@ -921,9 +926,15 @@ find_route(const struct wf_router *r, const char *name)
 static void
 load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"model",        "instructions",        "temperature",
-                                       "routes",       "default_route",       "clarification_route",
-                                       "max_clarifications", "vague_patterns", NULL};
+    static const char *const keys[] = {"model",
+                                       "instructions",
+                                       "temperature",
+                                       "routes",
+                                       "default_route",
+                                       "clarification_route",
+                                       "max_clarifications",
+                                       "vague_patterns",
+                                       NULL};
     const json_t *r = get_typed(ld, root, "", "router", JSON_OBJECT, false);
     struct wf_router *rt = &wf->router;
     const json_t *routes = NULL;
@@ -949,7 +960,8 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
             ld->is_oom = true;
             return;
         }
-        json_object_foreach((json_t *)routes, name, agent) {
+        json_object_foreach((json_t *)routes, name, agent)
+        {
             char sub[160];
             snprintf(sub, sizeof(sub), "router.routes.%s", name);
             if (!json_is_string(agent)) {
@@ -988,8 +1000,7 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     weft__free(def);
     weft__free(clar);
     rt->max_clarifications = (unsigned)get_int(ld, r, "router", "max_clarifications", 2, 1, 100);
-    rt->vague_patterns =
-        get_str_array(ld, r, "router", "vague_patterns", &rt->vague_pattern_count);
+    rt->vague_patterns = get_str_array(ld, r, "router", "vague_patterns", &rt->vague_pattern_count);
 }
 
 static void
@@ -1119,8 +1130,8 @@ check_policy(struct loader *ld, const struct weft_workflow *wf)
 weft_err
 weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_diags *diags)
 {
-    static const char *const keys[] = {"name",  "description", "models", "supervisor",
-                                       "agents", "tools",       "plan",   "router",
+    static const char *const keys[] = {"name",      "description",     "models", "supervisor",
+                                       "agents",    "tools",           "plan",   "router",
                                        "workspace", "capture_content", NULL};
     struct loader ld;
     struct weft_workflow *wf = NULL;

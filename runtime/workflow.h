@@ -16,18 +16,15 @@
 
 #define WF_NONE ((size_t)-1)
 
-typedef enum wf_provider {
-    WF_PROVIDER_SCRIPTED = 0,
-    WF_PROVIDER_OPENAI = 1
-} wf_provider;
+typedef enum wf_provider { WF_PROVIDER_SCRIPTED = 0, WF_PROVIDER_OPENAI = 1 } wf_provider;
 
 struct wf_model {
-    char *name;        /* key in "models" */
+    char *name; /* key in "models" */
     wf_provider provider;
-    char *model;       /* model name sent to the backend */
-    char *base_url;    /* openai */
-    char *api_key_env; /* openai: name of the variable holding the key; never the key */
-    char *script;      /* scripted: absolute path of the script file */
+    char *model;        /* model name sent to the backend */
+    char *base_url;     /* openai */
+    char *api_key_env;  /* openai: name of the variable holding the key; never the key */
+    char *script;       /* scripted: absolute path of the script file */
     double temperature; /* < 0: backend default */
     int64_t max_tokens; /* <= 0: backend default */
     uint32_t timeout_ms;
@@ -91,8 +88,8 @@ struct wf_router {
     double temperature; /* default 0.1 */
     struct wf_route *routes;
     size_t route_count;
-    size_t default_route;       /* index into routes */
-    size_t clarification_route; /* index into routes; WF_NONE when there is none */
+    size_t default_route;        /* index into routes */
+    size_t clarification_route;  /* index into routes; WF_NONE when there is none */
     unsigned max_clarifications; /* default 2 */
     char **vague_patterns;       /* a reply matching one is not an answer (pattern layer) */
     size_t vague_pattern_count;

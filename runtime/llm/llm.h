@@ -35,9 +35,9 @@ const char *llm_purpose_name(llm_purpose purpose);
 bool llm_purpose_parse(const char *name, llm_purpose *out);
 
 struct llm_request {
-    const char *agent;    /* who asks ("supervisor", "router", an agent name); never NULL */
+    const char *agent; /* who asks ("supervisor", "router", an agent name); never NULL */
     llm_purpose purpose;
-    const char *model;    /* model name sent to the backend */
+    const char *model;      /* model name sent to the backend */
     const json_t *messages; /* borrowed: array of {"role", "content", ...} (OpenAI shape) */
     const json_t *tools;    /* borrowed: OpenAI "tools" array, or NULL for none */
     bool json_mode;         /* ask for a JSON object (response_format json_object) */
@@ -54,7 +54,7 @@ struct llm_tool_call {
 };
 
 struct llm_response {
-    char *content;         /* assistant text; NULL when the model only called tools */
+    char *content; /* assistant text; NULL when the model only called tools */
     struct llm_tool_call *tool_calls;
     size_t tool_call_count;
     int64_t input_tokens;  /* -1 when the backend did not say */
@@ -103,12 +103,12 @@ void llm_provider_free(struct llm_provider *provider);
 
 /* OpenAI-compatible chat completions over libcurl. */
 struct llm_openai_options {
-    const char *base_url;       /* e.g. "https://api.openai.com/v1"; "/chat/completions" appended */
-    const char *api_key;        /* may be NULL (local servers); copied, never logged */
-    unsigned max_retries;       /* retries on 429/500/502/503/504/transport; default 3 when 0 */
+    const char *base_url; /* e.g. "https://api.openai.com/v1"; "/chat/completions" appended */
+    const char *api_key;  /* may be NULL (local servers); copied, never logged */
+    unsigned max_retries; /* retries on 429/500/502/503/504/transport; default 3 when 0 */
     uint32_t initial_backoff_ms; /* default 500 when 0 */
     uint32_t max_backoff_ms;     /* default 8000 when 0 */
-    const char *provider_name;  /* gen_ai.provider.name; NULL means "openai" */
+    const char *provider_name;   /* gen_ai.provider.name; NULL means "openai" */
 };
 /* @return WEFT_OK, WEFT_EINVAL (no base_url), WEFT_ENOMEM. Ownership: copies every string;
  * free the result with llm_provider_free(). */
@@ -123,7 +123,6 @@ weft_err llm_scripted_new(const json_t *script,
                           const char *origin,
                           struct llm_provider **out,
                           struct llm_error *error);
-
 
 /* Scripted providers only: how many responses of each "agent/purpose" queue were used, as
  * {"agent/purpose": n}, so that a conversation spread over several runs (one per turn)

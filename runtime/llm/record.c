@@ -58,8 +58,8 @@ response_json(const struct llm_request *request,
     }
     json_object_set_new(r, "provider", json_string(provider_name != NULL ? provider_name : ""));
     if (response == NULL) {
-        json_object_set_new(r, "error", json_pack("{s:s, s:s}", "type", error->type, "message",
-                                                  error->message));
+        json_object_set_new(
+            r, "error", json_pack("{s:s, s:s}", "type", error->type, "message", error->message));
     } else {
         json_t *calls = json_array();
         json_t *usage = json_object();
@@ -67,10 +67,10 @@ response_json(const struct llm_request *request,
             json_object_set_new(r, "content", json_string(response->content));
         }
         for (size_t i = 0; calls != NULL && i < response->tool_call_count; i++) {
-            json_array_append_new(calls, json_pack("{s:s, s:s, s:s}", "id",
-                                                   response->tool_calls[i].id, "name",
-                                                   response->tool_calls[i].name, "arguments",
-                                                   response->tool_calls[i].arguments));
+            json_array_append_new(calls,
+                                  json_pack("{s:s, s:s, s:s}", "id", response->tool_calls[i].id,
+                                            "name", response->tool_calls[i].name, "arguments",
+                                            response->tool_calls[i].arguments));
         }
         if (json_array_size(calls) > 0) {
             json_object_set(r, "tool_calls", calls);

@@ -4,8 +4,8 @@
  * takes the next unused response of its (agent, purpose) queue. A RESPONSE is
  * {"content": text | JSON value, "tool_calls": [{"id", "name", "arguments"}], "usage":
  * {"input_tokens", "output_tokens"}, "model", "error": {"type", "message"}, "delay_ms"} where
- * "request" and "provider" (written by recordings) are ignored. A missing response is an LLM error, so
- * failure paths can be scripted by leaving a queue short, or by an explicit "error".
+ * "request" and "provider" (written by recordings) are ignored. A missing response is an LLM error,
+ * so failure paths can be scripted by leaving a queue short, or by an explicit "error".
  *
  * The whole script is validated when loaded, so a typo fails `weft run` before the first
  * step rather than in the middle of a run.
@@ -29,7 +29,8 @@ has_only_keys(const json_t *obj, const char *const *allowed, const char **bad)
     const char *key = NULL;
     json_t *v = NULL;
 
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         bool is_known = false;
         (void)v;
         for (size_t i = 0; allowed[i] != NULL; i++) {
@@ -47,8 +48,8 @@ has_only_keys(const json_t *obj, const char *const *allowed, const char **bad)
 static bool
 check_response(const json_t *r, const char *where, struct llm_error *error)
 {
-    static const char *const keys[] = {"content", "tool_calls", "usage",    "model",
-                                       "error",   "request",    "provider", "delay_ms", NULL};
+    static const char *const keys[] = {"content", "tool_calls", "usage",    "model", "error",
+                                       "request", "provider",   "delay_ms", NULL};
     static const char *const call_keys[] = {"id", "name", "arguments", NULL};
     const char *bad = NULL;
     const json_t *calls = json_object_get(r, "tool_calls");
@@ -132,7 +133,8 @@ check_script(const json_t *script, struct llm_error *error)
         snprintf(error->message, sizeof(error->message), "version: expected 1");
         return false;
     }
-    json_object_foreach((json_t *)responses, agent, purposes) {
+    json_object_foreach((json_t *)responses, agent, purposes)
+    {
         const char *purpose = NULL;
         json_t *list = NULL;
         if (!json_is_object(purposes)) {
@@ -140,7 +142,8 @@ check_script(const json_t *script, struct llm_error *error)
                      "responses.%s: expected an object of purposes", agent);
             return false;
         }
-        json_object_foreach(purposes, purpose, list) {
+        json_object_foreach(purposes, purpose, list)
+        {
             llm_purpose p;
             char where[160];
             if (!llm_purpose_parse(purpose, &p)) {
@@ -318,10 +321,9 @@ scripted_complete(void *self,
     response->output_tokens = json_is_integer(json_object_get(usage, "output_tokens"))
                                   ? json_integer_value(json_object_get(usage, "output_tokens"))
                                   : -1;
-    response->response_model =
-        weft__strdup(json_is_string(json_object_get(r, "model"))
-                         ? json_string_value(json_object_get(r, "model"))
-                         : request->model);
+    response->response_model = weft__strdup(json_is_string(json_object_get(r, "model"))
+                                                ? json_string_value(json_object_get(r, "model"))
+                                                : request->model);
     response->finish_reason = weft__strdup(response->tool_call_count > 0 ? "tool_calls" : "stop");
     response->attempts = 1;
     if (response->response_model == NULL || response->finish_reason == NULL) {
@@ -407,7 +409,8 @@ llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
     if (provider == NULL || provider->ops != &scripted_ops || !json_is_object(cursors)) {
         return WEFT_EINVAL;
     }
-    json_object_foreach((json_t *)cursors, key, v) {
+    json_object_foreach((json_t *)cursors, key, v)
+    {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             return WEFT_EINVAL;
         }

@@ -44,7 +44,11 @@ utf8_clean(const char *s, size_t len)
     }
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        size_t n = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xE  ? 3
+                   : (c >> 3) == 0x1E ? 4
+                                      : 0;
         bool is_ok = n > 0 && i + n <= len && c != 0;
         for (size_t k = 1; is_ok && k < n; k++) {
             is_ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
@@ -147,7 +151,9 @@ drain(int fd, struct weft__buf *buf, struct capture *cap)
 }
 
 weft_err
-weft__tool_command(const struct tool_def *def, const char *workspace, const json_t *args,
+weft__tool_command(const struct tool_def *def,
+                   const char *workspace,
+                   const json_t *args,
                    struct tool_outcome *out)
 {
     const json_t *extra = json_object_get(args, "args");
@@ -285,7 +291,7 @@ weft__tool_command(const struct tool_def *def, const char *workspace, const json
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
     }
-    out->exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+    out->exit_code = WIFEXITED(status)     ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : -1;
     out->is_truncated = cap.is_truncated;

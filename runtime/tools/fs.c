@@ -70,7 +70,11 @@ succeed(struct tool_outcome *out, json_t *j)
  * creating missing directories when @p is_create. On success *dir_fd is open and *name points
  * at the last component. @return 0, or an errno-style code: EPERM for an escape attempt. */
 static int
-open_parent(const char *workspace, const char *path, bool is_create, char *buf, int *dir_fd,
+open_parent(const char *workspace,
+            const char *path,
+            bool is_create,
+            char *buf,
+            int *dir_fd,
             const char **name)
 {
     char *comp = NULL;
@@ -150,7 +154,9 @@ fail_errno(struct tool_outcome *out, int e, const char *path)
 }
 
 static weft_err
-read_file(const struct tool_def *def, const char *workspace, const char *path,
+read_file(const struct tool_def *def,
+          const char *workspace,
+          const char *path,
           struct tool_outcome *out)
 {
     size_t max = def->max_bytes != 0 ? def->max_bytes : DEFAULT_MAX_BYTES;
@@ -226,8 +232,12 @@ write_all(int fd, const char *data, size_t len)
 }
 
 static weft_err
-write_file(const struct tool_def *def, const char *workspace, const char *path,
-           const char *content, size_t content_len, struct tool_outcome *out)
+write_file(const struct tool_def *def,
+           const char *workspace,
+           const char *path,
+           const char *content,
+           size_t content_len,
+           struct tool_outcome *out)
 {
     size_t max = def->max_bytes != 0 ? def->max_bytes : DEFAULT_MAX_BYTES;
     char buf[MAX_PATH_BYTES];
@@ -277,7 +287,9 @@ write_file(const struct tool_def *def, const char *workspace, const char *path,
 
 /* Entry point for tool_run(): validated @p args hold "path" (and "content"). */
 weft_err
-weft__tool_fs(const struct tool_def *def, const char *workspace, const json_t *args,
+weft__tool_fs(const struct tool_def *def,
+              const char *workspace,
+              const json_t *args,
               struct tool_outcome *out)
 {
     const char *path = json_string_value(json_object_get(args, "path"));
@@ -292,6 +304,6 @@ weft__tool_fs(const struct tool_def *def, const char *workspace, const json_t *a
     if (!json_is_string(content)) {
         return fail(out, "invalid_arguments", "%s", "content: expected a string");
     }
-    return write_file(def, workspace, path, json_string_value(content),
-                      json_string_length(content), out);
+    return write_file(def, workspace, path, json_string_value(content), json_string_length(content),
+                      out);
 }

@@ -153,8 +153,8 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
         out->is_error = true;
         snprintf(out->error_type, sizeof(out->error_type), "%s", "http_status");
     }
-    err = finish(out, json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text,
-                                "truncated", body.is_truncated));
+    err = finish(out, json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
+                                body.is_truncated));
 out:
     curl_easy_cleanup(curl);
     curl_url_cleanup(u);

@@ -183,7 +183,9 @@ run_native(const struct tool_def *def, const json_t *args, struct tool_outcome *
 }
 
 weft_err
-tool_run(const struct tool_def *def, const char *workspace, const json_t *args,
+tool_run(const struct tool_def *def,
+         const char *workspace,
+         const json_t *args,
          struct tool_outcome *out)
 {
     weft_err err = WEFT_OK;

@@ -20,8 +20,7 @@ static const char *const type_names[] = {"request_agent", "read_file", "write_fi
 const char *
 tool_type_name(tool_type type)
 {
-    return (size_t)type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[type]
-                                                                      : "unknown";
+    return (size_t)type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[type] : "unknown";
 }
 
 void
@@ -61,10 +60,9 @@ tool_builtin_schema(tool_type type)
     switch (type) {
     case TOOL_REQUEST_AGENT:
         return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s, s], s:b}", "type", "object",
-                         "properties", "agent", "type", "string", "description",
-                         "the agent to ask", "query", "type", "string", "description",
-                         "what the agent should do", "required", "agent", "query",
-                         "additionalProperties", 0);
+                         "properties", "agent", "type", "string", "description", "the agent to ask",
+                         "query", "type", "string", "description", "what the agent should do",
+                         "required", "agent", "query", "additionalProperties", 0);
     case TOOL_READ_FILE:
         return json_pack("{s:s, s:{s:{s:s, s:i}}, s:[s], s:b}", "type", "object", "properties",
                          "path", "type", "string", "minLength", 1, "required", "path",
@@ -78,9 +76,8 @@ tool_builtin_schema(tool_type type)
                          "url", "type", "string", "minLength", 1, "required", "url",
                          "additionalProperties", 0);
     case TOOL_COMMAND:
-        return json_pack("{s:s, s:{s:{s:s, s:{s:s}}}, s:b}", "type", "object", "properties",
-                         "args", "type", "array", "items", "type", "string",
-                         "additionalProperties", 0);
+        return json_pack("{s:s, s:{s:{s:s, s:{s:s}}}, s:b}", "type", "object", "properties", "args",
+                         "type", "array", "items", "type", "string", "additionalProperties", 0);
     case TOOL_NATIVE:
         break;
     }
@@ -133,7 +130,8 @@ check_type(const json_t *schema, const json_t *value, const char *path, char *er
         return true;
     }
     if (json_is_array(type) && json_array_size(type) > 0) {
-        json_array_foreach(type, i, t) {
+        json_array_foreach(type, i, t)
+        {
             if (json_is_string(t) && has_type(value, json_string_value(t))) {
                 return true;
             }
@@ -152,8 +150,12 @@ static bool validate(const json_t *schema,
                      size_t len);
 
 static bool
-check_object(const json_t *schema, const json_t *value, const char *path, unsigned depth,
-             char *err, size_t len)
+check_object(const json_t *schema,
+             const json_t *value,
+             const char *path,
+             unsigned depth,
+             char *err,
+             size_t len)
 {
     const json_t *props = json_object_get(schema, "properties");
     const json_t *required = json_object_get(schema, "required");
@@ -163,13 +165,15 @@ check_object(const json_t *schema, const json_t *value, const char *path, unsign
     size_t i = 0;
     char sub[256];
 
-    json_array_foreach(required, i, v) {
+    json_array_foreach(required, i, v)
+    {
         if (json_is_string(v) && json_object_get(value, json_string_value(v)) == NULL) {
             snprintf(err, len, "%s: missing required property '%s'", path, json_string_value(v));
             return false;
         }
     }
-    json_object_foreach((json_t *)value, key, v) {
+    json_object_foreach((json_t *)value, key, v)
+    {
         const json_t *ps = json_object_get(props, key);
         snprintf(sub, sizeof(sub), "%s.%s", path, key);
         if (ps == NULL) {
@@ -177,8 +181,7 @@ check_object(const json_t *schema, const json_t *value, const char *path, unsign
                 snprintf(err, len, "%s: unknown property", sub);
                 return false;
             }
-            if (json_is_object(additional) &&
-                !validate(additional, v, sub, depth + 1, err, len)) {
+            if (json_is_object(additional) && !validate(additional, v, sub, depth + 1, err, len)) {
                 return false;
             }
             continue;
@@ -191,8 +194,12 @@ check_object(const json_t *schema, const json_t *value, const char *path, unsign
 }
 
 static bool
-check_array(const json_t *schema, const json_t *value, const char *path, unsigned depth,
-            char *err, size_t len)
+check_array(const json_t *schema,
+            const json_t *value,
+            const char *path,
+            unsigned depth,
+            char *err,
+            size_t len)
 {
     const json_t *items = json_object_get(schema, "items");
     const json_t *min = json_object_get(schema, "minItems");

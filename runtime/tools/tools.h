@@ -72,10 +72,12 @@ bool tool_schema_validate(const json_t *schema, const json_t *value, char *err, 
 
 /* What a tool call produced. */
 struct tool_outcome {
-    bool is_error;    /* the call failed: the model gets @c output as an error */
-    char error_type[48]; /* "path_escape", "not_allowed", "timeout", "exit_status", ... ("" when ok) */
-    int exit_code;    /* command: exit status (128+signal when killed); http_get: HTTP status; else -1 */
-    char *output;     /* text returned to the model (JSON for built-ins); never NULL after tool_run() */
+    bool is_error;       /* the call failed: the model gets @c output as an error */
+    char error_type[48]; /* "path_escape", "not_allowed", "timeout", "exit_status", ... ("" when ok)
+                          */
+    int exit_code; /* command: exit status (128+signal when killed); http_get: HTTP status; else -1
+                    */
+    char *output; /* text returned to the model (JSON for built-ins); never NULL after tool_run() */
     bool is_truncated; /* output was cut at max_output */
 };
 
@@ -107,6 +109,7 @@ weft_err weft__tool_command(const struct tool_def *def,
                             const char *workspace,
                             const json_t *args,
                             struct tool_outcome *out);
-weft_err weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out);
+weft_err
+weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out);
 
 #endif /* WEFT_RUNTIME_TOOLS_H */

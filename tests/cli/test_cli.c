@@ -447,6 +447,8 @@ test_cli_run_example_prints_summary_and_tree(void **state)
     assert_non_null(strstr(r.out, ": completed in "));
     assert_non_null(strstr(r.out, "replan=6"));
     assert_non_null(strstr(r.out, "s9:reviewer(completed)"));
+    assert_non_null(strstr(r.out, "spans:   "));
+    assert_non_null(strstr(r.out, " 0 dropped, 0 failed to export"));
     /* The trace tree from the local store, and plain progress lines on a non-terminal. */
     assert_non_null(strstr(r.out, "invoke_workflow code-review"));
     assert_non_null(strstr(r.out, "replan reviewer"));
@@ -465,12 +467,12 @@ test_cli_run_json_record_and_replay(void **state)
 
     snprintf(rec, sizeof(rec), "%s/rec.json", f->dir);
     weft_test_setenv("WEFT_HOME", f->dir);
-    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--record", rec,
-            "--workspace", f->dir);
+    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--record", rec, "--workspace",
+            f->dir);
     assert_int_equal(r.status, 0);
     memcpy(first, r.out, sizeof(first));
-    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--replay", rec,
-            "--workspace", f->dir);
+    r = RUN(f, "run", EXAMPLE("swarm_reflection"), "--json", "-q", "--replay", rec, "--workspace",
+            f->dir);
     assert_int_equal(r.status, 0);
     a = json_loads(first, 0, NULL);
     b = json_loads(r.out, 0, NULL);

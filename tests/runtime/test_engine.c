@@ -250,13 +250,17 @@ test_engine_code_review_loops_back_until_approved(void **state)
     assert_int_equal(status_code(root), 1);
     assert_attrs(f->sink, "plan ", "weft.decision.layer",
                  "llm,rule,rule,rule,rule,rule,rule,rule,rule,rule,rule");
-    assert_attrs(f->sink, "replan ", "weft.replan.step_added",
-                 "true,true,true,true,true,true");
-    assert_int_equal(otlp_sink_count_named(f->sink, "replan reviewer\xe2\x86\x92" "fixer"), 3);
+    assert_attrs(f->sink, "replan ", "weft.replan.step_added", "true,true,true,true,true,true");
+    assert_int_equal(otlp_sink_count_named(f->sink, "replan reviewer\xe2\x86\x92"
+                                                    "fixer"),
+                     3);
     assert_int_equal(otlp_sink_count_named(f->sink, "replan fixer\xe2\x86\x92reviewer"), 3);
     /* A replan span and the step it added both link to the requesting step's span. */
     {
-        json_t *replan = otlp_sink_find(f->sink, "replan reviewer\xe2\x86\x92" "fixer", 0);
+        json_t *replan = otlp_sink_find(f->sink,
+                                        "replan reviewer\xe2\x86\x92"
+                                        "fixer",
+                                        0);
         json_t *requester = otlp_sink_find(f->sink, "invoke_agent reviewer", 0);
         json_t *added = otlp_sink_find(f->sink, "invoke_agent fixer", 0);
         const char *req_id = json_string_value(json_object_get(requester, "spanId"));
@@ -337,9 +341,9 @@ test_engine_clarify_three_layers_across_a_session(void **state)
     struct fx *f = *state;
     static const char *const turns[] = {"Tell me more about it", "The Rust borrow checker",
                                         "Tell me more about it", "more about it",
-                                        "what about it?", "Compare tokio and async-std"};
-    static const char *const layers[] = {"llm", "pattern", "llm", "llm", "counter_limit",
-                                         "fallback"};
+                                        "what about it?",        "Compare tokio and async-std"};
+    static const char *const layers[] = {"llm", "pattern",       "llm",
+                                         "llm", "counter_limit", "fallback"};
     static const char *const routes[] = {"clarification", "research", "clarification",
                                          "clarification", "research", "research"};
     size_t router_chats = 0;
@@ -362,12 +366,12 @@ test_engine_clarify_three_layers_across_a_session(void **state)
                 router_chats++;
             }
         }
-        assert_int_equal(router_chats, strcmp(layers[i], "llm") == 0 ||
-                                               strcmp(layers[i], "fallback") == 0
-                                           ? 1
-                                           : 0);
+        assert_int_equal(router_chats,
+                         strcmp(layers[i], "llm") == 0 || strcmp(layers[i], "fallback") == 0 ? 1
+                                                                                             : 0);
     }
-    assert_string_equal(f->r->output, "tokio has the larger ecosystem; async-std mirrors std's API.");
+    assert_string_equal(f->r->output,
+                        "tokio has the larger ecosystem; async-std mirrors std's API.");
     assert_attrs(f->sink, "plan orchestrator", "weft.route",
                  "clarification,,research,,clarification,,clarification,,research,,research,");
     assert_span_model(f->sink, "conv-1");
@@ -402,8 +406,8 @@ test_engine_record_then_replay_gives_identical_structure(void **state)
     free(second);
 }
 
-#define ONE_MODEL                                                                                \
-    "\"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"toy\", \"script\": "        \
+#define ONE_MODEL                                                                       \
+    "\"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"toy\", \"script\": " \
     "\"script.json\"}}"
 
 static void
@@ -411,16 +415,17 @@ test_engine_unknown_and_disallowed_requests_are_cancelled(void **state)
 {
     struct fx *f = *state;
 
-    load_inline(f,
-                "{\"name\": \"req\", " ONE_MODEL ", \"agents\": ["
-                "{\"name\": \"a\", \"can_request\": [\"b\"]}, {\"name\": \"b\"}, {\"name\": \"c\"}],"
-                "\"plan\": [{\"agent\": \"a\", \"task\": \"go\"}]}",
-                "{\"responses\": {\"a\": {\"act\": ["
-                "{\"tool_calls\": [{\"name\": \"request_agent\", \"arguments\": {\"agent\": "
-                "\"ghost\", \"query\": \"boo\"}},"
-                "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"c\", \"query\": \"q\"}},"
-                "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"b\", \"query\": \"q\"}}]},"
-                "{\"content\": \"done\"}]}, \"b\": {\"act\": [{\"content\": \"b done\"}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"req\", " ONE_MODEL ", \"agents\": ["
+        "{\"name\": \"a\", \"can_request\": [\"b\"]}, {\"name\": \"b\"}, {\"name\": \"c\"}],"
+        "\"plan\": [{\"agent\": \"a\", \"task\": \"go\"}]}",
+        "{\"responses\": {\"a\": {\"act\": ["
+        "{\"tool_calls\": [{\"name\": \"request_agent\", \"arguments\": {\"agent\": "
+        "\"ghost\", \"query\": \"boo\"}},"
+        "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"c\", \"query\": \"q\"}},"
+        "{\"name\": \"request_agent\", \"arguments\": {\"agent\": \"b\", \"query\": \"q\"}}]},"
+        "{\"content\": \"done\"}]}, \"b\": {\"act\": [{\"content\": \"b done\"}]}}}");
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_int_equal(f->r->step_count, 2); /* only b was added */
@@ -439,8 +444,7 @@ test_engine_invalid_plan_is_repaired_once(void **state)
     struct fx *f = *state;
     json_t *plan = NULL;
 
-    load_inline(f,
-                "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
+    load_inline(f, "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
                 "{\"responses\": {\"supervisor\": {\"plan\": ["
                 "{\"content\": {\"plan\": [{\"agent\": \"wizard\", \"task\": \"t\"}]}},"
                 "{\"content\": {\"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}}]},"
@@ -460,8 +464,7 @@ test_engine_plan_invalid_twice_fails_the_run(void **state)
     struct fx *f = *state;
     json_t *plan = NULL;
 
-    load_inline(f,
-                "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
+    load_inline(f, "{\"name\": \"p\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}]}",
                 "{\"responses\": {\"supervisor\": {\"plan\": ["
                 "{\"content\": {\"plan\": [{\"id\": \"x\", \"agent\": \"a\", \"task\": \"t\","
                 " \"depends_on\": [\"y\"]}, {\"id\": \"y\", \"agent\": \"a\", \"task\": \"t\","
@@ -523,7 +526,8 @@ test_engine_missing_scripted_response_fails_the_step(void **state)
     json_t *chat = NULL;
 
     load_inline(f,
-                "{\"name\": \"m\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+                "{\"name\": \"m\", " ONE_MODEL
+                ", \"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
                 "\"plan\": [{\"agent\": \"a\", \"task\": \"t\"},"
                 " {\"agent\": \"b\", \"task\": \"t\", \"depends_on\": [\"s1\"]}]}",
                 "{\"responses\": {}}");
@@ -542,20 +546,21 @@ test_engine_iteration_budget_ends_the_run(void **state)
 {
     struct fx *f = *state;
 
-    load_inline(f,
-                "{\"name\": \"b\", " ONE_MODEL ", \"supervisor\": {\"max_iterations\": 2},"
-                "\"agents\": [{\"name\": \"a\"}],"
-                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"},"
-                " {\"agent\": \"a\", \"task\": \"3\"}]}",
-                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}, {\"content\": \"y\"},"
-                " {\"content\": \"z\"}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"b\", " ONE_MODEL ", \"supervisor\": {\"max_iterations\": 2},"
+        "\"agents\": [{\"name\": \"a\"}],"
+        "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"},"
+        " {\"agent\": \"a\", \"task\": \"3\"}]}",
+        "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}, {\"content\": \"y\"},"
+        " {\"content\": \"z\"}]}}}");
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
     assert_non_null(strstr(f->r->reason, "max_iterations (2)"));
     assert_int_equal(f->r->iterations, 2);
-    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow b", 0),
-                                       "weft.run.status"),
-                        "budget_exhausted");
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow b", 0), "weft.run.status"),
+        "budget_exhausted");
 }
 
 static void
@@ -566,22 +571,24 @@ test_engine_token_and_cost_budgets_end_the_run(void **state)
         "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\", \"usage\": {\"input_tokens\": "
         "600, \"output_tokens\": 500}}, {\"content\": \"y\"}]}}}";
 
-    load_inline(f,
-                "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-                "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
-                "\"supervisor\": {\"max_tokens\": 1000}, \"agents\": [{\"name\": \"a\"}],"
-                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
-                script);
+    load_inline(
+        f,
+        "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
+        "\"supervisor\": {\"max_tokens\": 1000}, \"agents\": [{\"name\": \"a\"}],"
+        "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
+        script);
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
     assert_non_null(strstr(f->r->reason, "token budget"));
     assert_int_equal(f->r->input_tokens, 600);
-    load_inline(f,
-                "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-                "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
-                "\"supervisor\": {\"max_cost_usd\": 1.0}, \"agents\": [{\"name\": \"a\"}],"
-                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
-                script);
+    load_inline(
+        f,
+        "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\", \"prices\": {\"input_per_1m\": 1000, \"output_per_1m\": 1000}}},"
+        "\"supervisor\": {\"max_cost_usd\": 1.0}, \"agents\": [{\"name\": \"a\"}],"
+        "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"a\", \"task\": \"2\"}]}",
+        script);
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
     assert_non_null(strstr(f->r->reason, "cost budget"));
@@ -604,8 +611,7 @@ test_engine_max_tool_rounds_fails_the_step(void **state)
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_FAILED);
     assert_non_null(strstr(f->r->reason, "max_tool_rounds (2)"));
-    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_agent a", 0),
-                                       "error.type"),
+    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_agent a", 0), "error.type"),
                         "max_tool_rounds");
 }
 
@@ -615,14 +621,15 @@ test_engine_bad_tool_calls_are_returned_not_run(void **state)
     struct fx *f = *state;
     char path[400];
 
-    load_inline(f,
-                "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\", \"tools\": "
-                "[\"write_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
-                "{\"responses\": {\"a\": {\"act\": ["
-                "{\"tool_calls\": [{\"name\": \"write_file\", \"arguments\": {\"path\": \"out.txt\"}},"
-                " {\"name\": \"write_file\", \"arguments\": \"{not json\"},"
-                " {\"name\": \"delete_everything\", \"arguments\": {}}]},"
-                "{\"content\": \"gave up\"}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\", \"tools\": "
+        "[\"write_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+        "{\"responses\": {\"a\": {\"act\": ["
+        "{\"tool_calls\": [{\"name\": \"write_file\", \"arguments\": {\"path\": \"out.txt\"}},"
+        " {\"name\": \"write_file\", \"arguments\": \"{not json\"},"
+        " {\"name\": \"delete_everything\", \"arguments\": {}}]},"
+        "{\"content\": \"gave up\"}]}}}");
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_attrs(f->sink, "execute_tool ", "weft.tool.outcome",
@@ -638,10 +645,11 @@ test_engine_step_timeout_fails_a_hung_llm_call(void **state)
     struct fx *f = *state;
     uint64_t t0 = weft_monotonic_ns();
 
-    load_inline(f,
-                "{\"name\": \"t\", " ONE_MODEL ", \"supervisor\": {\"step_timeout_s\": 0.2},"
-                "\"agents\": [{\"name\": \"a\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
-                "{\"responses\": {\"a\": {\"act\": [{\"content\": \"late\", \"delay_ms\": 30000}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"t\", " ONE_MODEL ", \"supervisor\": {\"step_timeout_s\": 0.2},"
+        "\"agents\": [{\"name\": \"a\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+        "{\"responses\": {\"a\": {\"act\": [{\"content\": \"late\", \"delay_ms\": 30000}]}}}");
     run(f, NULL);
     assert_true(weft_monotonic_ns() - t0 < 5000000000ull); /* cut at 0.2 s, not 30 s */
     assert_int_equal(f->r->status, WEFT_RUN_FAILED);
@@ -664,9 +672,9 @@ test_engine_run_timeout_ends_the_run(void **state)
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_TIMED_OUT);
     assert_non_null(strstr(f->r->reason, "run timeout"));
-    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow t", 0),
-                                       "weft.run.status"),
-                        "timed_out");
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow t", 0), "weft.run.status"),
+        "timed_out");
 }
 
 static void
@@ -679,21 +687,20 @@ test_engine_replan_on_keywords_request_an_agent(void **state)
                 "{\"name\": \"scanner\", \"can_request\": [\"fixer\"],"
                 " \"replan_on\": {\"keywords\": [\"sql injection\"], \"agent\": \"fixer\"}},"
                 "{\"name\": \"fixer\"}], \"plan\": [{\"agent\": \"scanner\", \"task\": \"scan\"}]}",
-                "{\"responses\": {\"scanner\": {\"act\": [{\"content\": \"Found a SQL Injection in q.py\"}]},"
+                "{\"responses\": {\"scanner\": {\"act\": [{\"content\": \"Found a SQL Injection in "
+                "q.py\"}]},"
                 " \"fixer\": {\"act\": [{\"content\": \"fixed\"}]}}}");
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_string_equal(decisions(f->r), "rule:scanner,rule:fixer,rule:end");
     assert_string_equal(f->r->steps[1].task, "Found a SQL Injection in q.py");
     assert_string_equal(f->r->steps[1].requested_by, "s1");
-    assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(otlp_sink_find(f->sink,
-                                                                          "invoke_agent scanner",
-                                                                          0),
-                                                           "events"),
-                                           0),
-                            "name")),
-                        "weft.replan_on");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_array_get(
+                json_object_get(otlp_sink_find(f->sink, "invoke_agent scanner", 0), "events"), 0),
+            "name")),
+        "weft.replan_on");
 }
 
 static void
@@ -701,13 +708,14 @@ test_engine_route_llm_failure_falls_back_to_the_rule(void **state)
 {
     struct fx *f = *state;
 
-    load_inline(f,
-                "{\"name\": \"f\", " ONE_MODEL ", \"supervisor\": {\"route_with_llm\": true},"
-                "\"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
-                "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"b\", \"task\": \"2\"}]}",
-                "{\"responses\": {\"supervisor\": {\"route\": [{\"error\": \"http_500\"},"
-                " {\"content\": \"b please\"}, {\"content\": {\"next\": \"end\"}}]},"
-                " \"a\": {\"act\": [{\"content\": \"x\"}]}, \"b\": {\"act\": [{\"content\": \"y\"}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"f\", " ONE_MODEL ", \"supervisor\": {\"route_with_llm\": true},"
+        "\"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+        "\"plan\": [{\"agent\": \"a\", \"task\": \"1\"}, {\"agent\": \"b\", \"task\": \"2\"}]}",
+        "{\"responses\": {\"supervisor\": {\"route\": [{\"error\": \"http_500\"},"
+        " {\"content\": \"b please\"}, {\"content\": {\"next\": \"end\"}}]},"
+        " \"a\": {\"act\": [{\"content\": \"x\"}]}, \"b\": {\"act\": [{\"content\": \"y\"}]}}}");
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_string_equal(decisions(f->r), "fallback:a,fallback:b,llm:end");
@@ -753,9 +761,9 @@ test_engine_openai_example_against_a_local_server(void **state)
     weft_test_capture_logs();
     load_example(f, "openai");
     openai_server_push_error(srv, 429, "0", "rate limited, retry");
-    openai_server_push_tool_call(srv, "call_w1", "write_file",
-                                 "{\"path\": \"notes.md\", \"content\": \"- traces\\n- loops\\n- costs\\n\"}",
-                                 210, 40);
+    openai_server_push_tool_call(
+        srv, "call_w1", "write_file",
+        "{\"path\": \"notes.md\", \"content\": \"- traces\\n- loops\\n- costs\\n\"}", 210, 40);
     openai_server_push_text(srv, "Wrote three bullet points to notes.md.", 260, 12);
     openai_server_push_tool_call(srv, "call_r1", "read_file", "{\"path\": \"notes.md\"}", 180, 15);
     openai_server_push_text(srv, "notes.md answers the request.", 240, 9);
@@ -768,10 +776,11 @@ test_engine_openai_example_against_a_local_server(void **state)
     /* The real API shape: tools offered with their schema, tool results sent back. */
     body = openai_server_request_body(srv, 1);
     assert_string_equal(json_string_value(json_object_get(body, "model")), "gpt-4o-mini");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(
-                            json_array_get(json_object_get(body, "tools"), 0), "function"),
-                                                          "name")),
-                        "write_file");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(json_object_get(body, "tools"), 0), "function"),
+            "name")),
+        "write_file");
     body = openai_server_request_body(srv, 2);
     {
         const json_t *msgs = json_object_get(body, "messages");
@@ -849,15 +858,16 @@ test_engine_native_tools_and_path_escapes(void **state)
                                   "{\"type\": \"object\", \"properties\": {\"sku\": {\"type\": "
                                   "\"string\"}}, \"required\": [\"sku\"]}",
                                   stock_level, NULL));
-    load_inline(f,
-                "{\"name\": \"n\", " ONE_MODEL ", \"tools\": [{\"name\": \"stock_level\","
-                " \"type\": \"native\"}], \"agents\": [{\"name\": \"a\", \"tools\": "
-                "[\"stock_level\", \"read_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
-                "{\"responses\": {\"a\": {\"act\": [{\"tool_calls\": ["
-                "{\"name\": \"stock_level\", \"arguments\": {\"sku\": \"A1\"}},"
-                "{\"name\": \"stock_level\", \"arguments\": {\"sku\": 5}},"
-                "{\"name\": \"read_file\", \"arguments\": {\"path\": \"../../../etc/passwd\"}}]},"
-                "{\"content\": \"7 in stock\"}]}}}");
+    load_inline(
+        f,
+        "{\"name\": \"n\", " ONE_MODEL ", \"tools\": [{\"name\": \"stock_level\","
+        " \"type\": \"native\"}], \"agents\": [{\"name\": \"a\", \"tools\": "
+        "[\"stock_level\", \"read_file\"]}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+        "{\"responses\": {\"a\": {\"act\": [{\"tool_calls\": ["
+        "{\"name\": \"stock_level\", \"arguments\": {\"sku\": \"A1\"}},"
+        "{\"name\": \"stock_level\", \"arguments\": {\"sku\": 5}},"
+        "{\"name\": \"read_file\", \"arguments\": {\"path\": \"../../../etc/passwd\"}}]},"
+        "{\"content\": \"7 in stock\"}]}}}");
     /* Declared native but not registered: the run does not start. */
     assert_weft_err(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)), WEFT_ENOTFOUND);
     assert_non_null(strstr(error, "stock_level"));
@@ -865,9 +875,9 @@ test_engine_native_tools_and_path_escapes(void **state)
     run(f, NULL);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_attrs(f->sink, "execute_tool ", "weft.tool.outcome", "ok,invalid_arguments,error");
-    assert_string_equal(otlp_span_attr(otlp_sink_find(f->sink, "execute_tool read_file", 0),
-                                       "error.type"),
-                        "path_escape");
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "execute_tool read_file", 0), "error.type"),
+        "path_escape");
     f->ro.tools = NULL;
     weft_tools_free(tools);
 }

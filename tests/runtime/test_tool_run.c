@@ -132,8 +132,8 @@ test_tool_schema_keywords(void **state)
                  "args: not one of the allowed values");
     check_schema("{\"type\": \"number\", \"minimum\": 0, \"maximum\": 1}", "1.5", false,
                  "args: expected a value <= 1");
-    check_schema("{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}", "\"\xc3\xa9\xc3\xa9\"",
-                 true, NULL);
+    check_schema("{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}",
+                 "\"\xc3\xa9\xc3\xa9\"", true, NULL);
     check_schema("{\"type\": \"string\", \"maxLength\": 3}", "\"abcd\"", false,
                  "args: expected at most 3 characters");
     check_schema("{\"type\": [\"string\", \"null\"]}", "null", true, NULL);
@@ -152,9 +152,8 @@ test_tool_builtin_schemas(void **state)
     static const char *const good[] = {"{\"agent\": \"a\", \"query\": \"q\"}", "{\"path\": \"a\"}",
                                        "{\"path\": \"a\", \"content\": \"\"}",
                                        "{\"url\": \"http://x/\"}", "{\"args\": [\"-n\"]}"};
-    static const char *const bad[] = {"{\"agent\": \"a\"}", "{\"path\": \"\"}",
-                                      "{\"path\": \"a\"}", "{\"url\": 5}",
-                                      "{\"args\": [1]}"};
+    static const char *const bad[] = {"{\"agent\": \"a\"}", "{\"path\": \"\"}", "{\"path\": \"a\"}",
+                                      "{\"url\": 5}", "{\"args\": [1]}"};
     (void)state;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         json_t *schema = tool_builtin_schema(types[i]);
@@ -208,8 +207,8 @@ test_tool_files_refuse_every_escape(void **state)
     struct tool_def rd = {.type = TOOL_READ_FILE};
     struct tool_def wr = {.type = TOOL_WRITE_FILE};
     static const char *const reads[] = {
-        "{\"path\": \"../secret.txt\"}", "{\"path\": \"a/../../secret.txt\"}",
-        "{\"path\": \"/etc/passwd\"}",   "{\"path\": \"link.txt\"}",
+        "{\"path\": \"../secret.txt\"}",      "{\"path\": \"a/../../secret.txt\"}",
+        "{\"path\": \"/etc/passwd\"}",        "{\"path\": \"link.txt\"}",
         "{\"path\": \"linkdir/secret.txt\"}",
     };
     char target[2 * PATH_MAX];
@@ -370,8 +369,8 @@ test_tool_http_get_allowlist(void **state)
     struct http_receiver *rx = NULL;
     char *hosts[] = {"127.0.0.1"};
     struct tool_def d = {.type = TOOL_HTTP_GET, .allow_hosts = hosts, .allow_host_count = 1};
-    struct http_response ok = {.status = 200, .body = "hello from the docs",
-                               .content_type = "text/plain"};
+    struct http_response ok = {
+        .status = 200, .body = "hello from the docs", .content_type = "text/plain"};
     struct http_response missing = {.status = 404, .body = "nope", .content_type = "text/plain"};
     char url[128];
     char args[300];
@@ -380,7 +379,8 @@ test_tool_http_get_allowlist(void **state)
     http_receiver_push(rx, &ok);
     http_receiver_push(rx, &missing);
     http_receiver_push(rx, &ok);
-    snprintf(args, sizeof(args), "{\"url\": \"%s\"}", http_receiver_url(rx, "/doc", url, sizeof(url)));
+    snprintf(args, sizeof(args), "{\"url\": \"%s\"}",
+             http_receiver_url(rx, "/doc", url, sizeof(url)));
     call(f, &d, args);
     assert_false(f->out.is_error);
     assert_int_equal(f->out.exit_code, 200);

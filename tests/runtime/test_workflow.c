@@ -91,15 +91,13 @@ dump(const struct weft_diags *d)
 static void
 test_workflow_examples_are_valid(void **state)
 {
-    static const char *const examples[] = {"code_review", "clarify", "swarm_reflection",
-                                           "openai"};
+    static const char *const examples[] = {"code_review", "clarify", "swarm_reflection", "openai"};
     (void)state;
     for (size_t i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
         struct weft_workflow *wf = NULL;
         struct weft_diags d = {0};
         char path[512];
-        snprintf(path, sizeof(path), "%s/examples/%s/workflow.json", WEFT_SOURCE_DIR,
-                 examples[i]);
+        snprintf(path, sizeof(path), "%s/examples/%s/workflow.json", WEFT_SOURCE_DIR, examples[i]);
         if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
             dump(&d);
             fail_msg("%s is invalid", path);
@@ -171,7 +169,8 @@ test_workflow_reports_every_error_with_path(void **state)
              "{\"name\": \"b\", \"model\": \"nope\"},"
              "{\"name\": \"c\", \"reflection\": {\"max_retries\": -1}, \"max_tool_rounds\": \"x\"},"
              "{\"name\": \"a\"}],"
-             "\"supervisor\": {\"circuit_breaker\": 0, \"final_agent\": \"zed\", \"policy\": \"x\"}}",
+             "\"supervisor\": {\"circuit_breaker\": 0, \"final_agent\": \"zed\", \"policy\": "
+             "\"x\"}}",
              &d),
         WEFT_EPARSE);
     dump(&d);
@@ -194,19 +193,21 @@ test_workflow_plan_cycles_and_unknown_steps_are_rejected(void **state)
 {
     struct weft_diags d = {0};
     (void)state;
-    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
-                         "\"plan\": [{\"id\": \"x\", \"agent\": \"a\", \"task\": \"t\","
-                         " \"depends_on\": [\"y\"]},"
-                         "{\"id\": \"y\", \"agent\": \"a\", \"task\": \"t\", \"depends_on\": [\"x\"]}]}",
-                         &d),
-                    WEFT_EPARSE);
+    assert_weft_err(
+        load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
+             "\"plan\": [{\"id\": \"x\", \"agent\": \"a\", \"task\": \"t\","
+             " \"depends_on\": [\"y\"]},"
+             "{\"id\": \"y\", \"agent\": \"a\", \"task\": \"t\", \"depends_on\": [\"x\"]}]}",
+             &d),
+        WEFT_EPARSE);
     assert_int_equal(d.count, 1);
     assert_non_null(strstr(d.items[0].message, "dependency cycle"));
     weft_diags_cleanup(&d);
-    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
-                         "\"plan\": [{\"agent\": \"b\", \"task\": \"t\", \"depends_on\": [\"s9\"]}]}",
-                         &d),
-                    WEFT_EPARSE);
+    assert_weft_err(
+        load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
+             "\"plan\": [{\"agent\": \"b\", \"task\": \"t\", \"depends_on\": [\"s9\"]}]}",
+             &d),
+        WEFT_EPARSE);
     assert_true(has_diag(&d, "plan[0].agent", "unknown agent 'b'"));
     assert_true(has_diag(&d, "plan[0]", "unknown step 's9'"));
     weft_diags_cleanup(&d);
@@ -225,7 +226,8 @@ test_workflow_models_tools_and_router_checked(void **state)
              "\"tools\": [{\"name\": \"t\", \"type\": \"http_get\"},"
              "{\"name\": \"c\", \"type\": \"shell\"}],"
              "\"agents\": [{\"name\": \"a\", \"model\": \"s\"}],"
-             "\"router\": {\"model\": \"s\", \"routes\": {\"r\": \"nobody\"}, \"default_route\": \"q\"}}",
+             "\"router\": {\"model\": \"s\", \"routes\": {\"r\": \"nobody\"}, \"default_route\": "
+             "\"q\"}}",
              &d),
         WEFT_EPARSE);
     dump(&d);

@@ -57,7 +57,8 @@ flatten_value(const json_t *v)
     const char *key = NULL;
     json_t *inner = NULL;
 
-    json_object_foreach((json_t *)v, key, inner) {
+    json_object_foreach((json_t *)v, key, inner)
+    {
         if (strcmp(key, "intValue") == 0) {
             return json_integer(strtoll(json_string_value(inner), NULL, 10));
         }
@@ -99,17 +100,21 @@ otlp_sink_collect(struct otlp_sink *sink)
         memcpy(sink->raw + sink->raw_len, req->body, req->body_len);
         sink->raw_len += req->body_len;
         sink->raw[sink->raw_len] = '\0';
-        json_array_foreach(json_object_get(doc, "resourceSpans"), i, rs) {
+        json_array_foreach(json_object_get(doc, "resourceSpans"), i, rs)
+        {
             size_t j = 0;
             json_t *ss = NULL;
-            json_array_foreach(json_object_get(rs, "scopeSpans"), j, ss) {
+            json_array_foreach(json_object_get(rs, "scopeSpans"), j, ss)
+            {
                 size_t k = 0;
                 json_t *span = NULL;
-                json_array_foreach(json_object_get(ss, "spans"), k, span) {
+                json_array_foreach(json_object_get(ss, "spans"), k, span)
+                {
                     json_t *attrs = json_object();
                     size_t a = 0;
                     json_t *kv = NULL;
-                    json_array_foreach(json_object_get(span, "attributes"), a, kv) {
+                    json_array_foreach(json_object_get(span, "attributes"), a, kv)
+                    {
                         json_object_set_new(attrs, json_string_value(json_object_get(kv, "key")),
                                             flatten_value(json_object_get(kv, "value")));
                     }
@@ -173,7 +178,8 @@ otlp_sink_find(struct otlp_sink *sink, const char *name, size_t nth)
     size_t i = 0;
     json_t *span = NULL;
 
-    json_array_foreach(sink->spans, i, span) {
+    json_array_foreach(sink->spans, i, span)
+    {
         if (strcmp(json_string_value(json_object_get(span, "name")), name) == 0 && nth-- == 0) {
             return span;
         }
@@ -188,7 +194,8 @@ otlp_sink_count_named(struct otlp_sink *sink, const char *name)
     size_t i = 0;
     json_t *span = NULL;
 
-    json_array_foreach(sink->spans, i, span) {
+    json_array_foreach(sink->spans, i, span)
+    {
         n += strcmp(json_string_value(json_object_get(span, "name")), name) == 0;
     }
     return n;
@@ -204,7 +211,8 @@ otlp_sink_parent(struct otlp_sink *sink, const json_t *span)
     if (parent == NULL || parent[0] == '\0') {
         return NULL;
     }
-    json_array_foreach(sink->spans, i, s) {
+    json_array_foreach(sink->spans, i, s)
+    {
         if (strcmp(json_string_value(json_object_get(s, "spanId")), parent) == 0) {
             return s;
         }
@@ -244,7 +252,8 @@ join(struct otlp_sink *sink, const char *prefix, const char *key)
     size_t i = 0;
     json_t *span = NULL;
 
-    json_array_foreach(sink->spans, i, span) {
+    json_array_foreach(sink->spans, i, span)
+    {
         const char *name = json_string_value(json_object_get(span, "name"));
         const char *v = NULL;
         size_t vl = 0;
