@@ -469,7 +469,6 @@ rt_agent_step(struct run *run, size_t index)
         span = rt_span_start(run, RT_SPAN_AGENT, agent->name, run->root, &link,
                              step->has_requester ? 1 : 0);
         weft_span_set_str(span, "gen_ai.agent.name", agent->name);
-        weft_span_set_str(span, "gen_ai.agent.id", step->id);
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);
         weft_span_set_str(span, "graph.node.id", agent->name);

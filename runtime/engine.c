@@ -209,9 +209,8 @@ set_usage_attrs(struct weft_span *span,
     if (resp->output_tokens >= 0) {
         weft_span_set_int(span, "gen_ai.usage.output_tokens", resp->output_tokens);
     }
-    snprintf(json, sizeof(json), "{\"input\":%lld,\"output\":%lld,\"total\":%lld}", (long long)in,
-             (long long)out, (long long)(in + out));
-    weft_span_set_str(span, "langfuse.observation.usage_details", json);
+    /* Usage stays in gen_ai.usage.* (Langfuse reads those too); cost has no GenAI attribute,
+     * so it goes out both as a number and as Langfuse's cost_details. */
     if (m->has_prices) {
         double ci = (double)in * m->input_price / 1e6;
         double co = (double)out * m->output_price / 1e6;
@@ -258,7 +257,6 @@ rt_llm_call(struct run *run,
     span = rt_span_start(run, RT_SPAN_CHAT, m->model, parent, NULL, 0);
     weft_span_set_str(span, "gen_ai.provider.name", p->provider_name);
     weft_span_set_str(span, "gen_ai.request.model", m->model);
-    weft_span_set_str(span, "langfuse.observation.model.name", m->model);
     weft_span_set_str(span, "gen_ai.agent.name", agent);
     weft_span_set_str(span, "weft.llm.purpose", llm_purpose_name(purpose));
     if (req.temperature >= 0) {
