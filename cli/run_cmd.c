@@ -200,6 +200,10 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     for (size_t i = 0; i < r->verdict_count; i++) {
         printf(" %s", r->verdicts[i]);
     }
+    printf("\n  reward:  %.2f", r->reward);
+    if (r->corrections > 0) {
+        printf(" (%zu correction%s)", r->corrections, r->corrections == 1 ? "" : "s");
+    }
     printf("\n  llm calls: %zu, tool calls: %zu, tokens: %lld in / %lld out, cost: $%.6f\n",
            r->llm_calls, r->tool_calls, (long long)r->input_tokens, (long long)r->output_tokens,
            r->cost_usd);
@@ -229,10 +233,15 @@ print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 
     for (size_t i = 0; i < r->step_count; i++) {
         const struct weft_run_step *s = &r->steps[i];
-        json_array_append_new(steps, json_pack("{s:s, s:s, s:s, s:s, s:i, s:s?, s:s?}", "id", s->id,
-                                               "agent", s->agent, "task", s->task, "status",
-                                               s->status, "attempts", (int)s->attempts, "result",
-                                               s->result, "requested_by", s->requested_by));
+        json_t *js = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s?, s:s?, s:s?}", "id", s->id,
+                               "agent", s->agent, "executor", s->executor, "task", s->task,
+                               "depends_on", s->depends_on, "status", s->status, "attempts",
+                               (int)s->attempts, "result", s->result, "requested_by",
+                               s->requested_by, "parent", s->parent);
+        if (js != NULL && s->has_reward) {
+            json_object_set_new(js, "reward", json_real(s->reward));
+        }
+        json_array_append_new(steps, js);
     }
     for (size_t i = 0; i < r->decision_count; i++) {
         json_array_append_new(decisions,
@@ -260,6 +269,8 @@ print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
     json_object_set_new(o, "output_tokens", json_integer(r->output_tokens));
     json_object_set_new(o, "cost_usd", json_real(r->cost_usd));
     json_object_set_new(o, "duration_ms", json_real((double)r->duration_ns / 1e6));
+    json_object_set_new(o, "reward", json_real(r->reward));
+    json_object_set_new(o, "corrections", json_integer((json_int_t)r->corrections));
     json_object_set_new(o, "loops", loops);
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "decisions", decisions);

@@ -95,14 +95,14 @@ attempt_messages(const struct run *run, const struct plan_step *step, const char
         size_t j = plan_find(&run->plan, step->depends_on[d]);
         if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
             weft__buf_printf(&user, "\n\nResult of %s (%s): %s", run->plan.steps[j].id,
-                             wf->agents[run->plan.steps[j].agent].name, run->plan.steps[j].result);
+                             rt_step_actor(run, &run->plan.steps[j]), run->plan.steps[j].result);
         }
     }
     if (step->requested_by != NULL) {
         size_t j = plan_find(&run->plan, step->requested_by);
         if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
             weft__buf_printf(&user, "\n\nFrom %s (%s): %s", run->plan.steps[j].id,
-                             wf->agents[run->plan.steps[j].agent].name, run->plan.steps[j].result);
+                             rt_step_actor(run, &run->plan.steps[j]), run->plan.steps[j].result);
         }
     }
     if (feedback != NULL) {
@@ -440,6 +440,23 @@ reflect(struct run *run,
     return v;
 }
 
+/* An agent step with an output_schema must answer JSON that validates against it. */
+static bool
+output_matches_schema(const struct plan_step *step, const char *output)
+{
+    const json_t *schema = json_object_get(step->spec, "output_schema");
+    json_t *value = NULL;
+    bool is_ok = false;
+
+    if (schema == NULL) {
+        return true;
+    }
+    value = json_loads(output, JSON_DECODE_ANY, NULL);
+    is_ok = value != NULL && tool_schema_validate(schema, value, NULL, 0);
+    json_decref(value);
+    return is_ok;
+}
+
 void
 rt_agent_step(struct run *run, size_t index)
 {
@@ -453,6 +470,7 @@ rt_agent_step(struct run *run, size_t index)
     bool is_done = false;
 
     step->status = STEP_IN_PROGRESS;
+    step->started_ns = weft__now_ns();
     rt_save_step(run, index);
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
         struct weft_link_spec link;
@@ -515,6 +533,14 @@ rt_agent_step(struct run *run, size_t index)
                 weft__free(fb);
             }
         }
+        if (output != NULL && !output_matches_schema(step, output)) {
+            snprintf(why, sizeof(why), "output does not match the step's output_schema");
+            error_type = "invalid_output";
+            weft__free(output);
+            output = NULL;
+        }
+        weft_span_context_of(span, &step->span);
+        step->span.trace_state = NULL;
         if (output != NULL) {
             weft__free(step->result);
             step->result = output;
@@ -522,6 +548,7 @@ rt_agent_step(struct run *run, size_t index)
             rt_span_content(run, span, "langfuse.observation.output", output);
             weft_span_set_str(span, "weft.step.status", "completed");
             weft_span_set_status(span, WEFT_STATUS_OK, NULL);
+            rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
             is_done = true;
         } else {
             bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0;
@@ -529,9 +556,17 @@ rt_agent_step(struct run *run, size_t index)
             weft_span_set_str(span, "error.type", error_type);
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
             if (is_final) {
+                bool is_invalid = strcmp(error_type, "rejected") == 0 ||
+                                  strcmp(error_type, "invalid_output") == 0;
                 weft__free(step->feedback);
                 step->feedback = weft__strdup(why);
+                weft__free(step->error_type);
+                step->error_type = weft__strdup(error_type);
+                json_decref(step->error);
+                step->error = json_pack("{s:s, s:s}", "error_type", error_type, "message", why);
                 step->status = STEP_FAILED;
+                rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE,
+                            span);
                 is_done = true;
             }
         }
@@ -541,5 +576,6 @@ rt_agent_step(struct run *run, size_t index)
         rt_progress(run, WEFT_EVENT_STEP_END, step, step_status_name(step->status));
     }
     weft__free(feedback);
+    step->ended_ns = weft__now_ns();
     rt_save_step(run, index);
 }

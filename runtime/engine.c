@@ -30,8 +30,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const layer_names[] = {"rule",          "llm",     "fallback",
-                                          "counter_limit", "pattern", "circuit_breaker"};
+static const char *const layer_names[] = {"rule",    "llm",             "fallback", "counter_limit",
+                                          "pattern", "circuit_breaker", "correction"};
 
 const char *
 rt_layer_name(rt_layer layer)
@@ -100,7 +100,7 @@ rt_progress(struct run *run,
     ev.kind = kind;
     ev.run_id = run->run_id;
     ev.step_id = step != NULL ? step->id : NULL;
-    ev.agent = step != NULL ? run->wf->agents[step->agent].name : NULL;
+    ev.agent = step != NULL ? rt_step_actor(run, step) : NULL;
     ev.detail = detail != NULL ? detail : "";
     ev.iteration = r->iterations;
     ev.steps_done = plan_count_status(&run->plan, STEP_COMPLETED);
@@ -173,13 +173,22 @@ rt_add_verdict(struct run *run, const char *agent, const char *verdict)
     r->verdicts[r->verdict_count++] = b.data;
 }
 
+const char *
+rt_step_actor(const struct run *run, const struct plan_step *step)
+{
+    if (step->executor == EXEC_AGENT && step->agent < run->wf->agent_count) {
+        return run->wf->agents[step->agent].name;
+    }
+    return step_executor_name(step->executor);
+}
+
 void
 rt_save_step(struct run *run, size_t index)
 {
     const struct plan_step *s = &run->plan.steps[index];
 
     if (run->state != NULL) {
-        (void)state_step_save(run->state, run->run_id, index, s, run->wf->agents[s->agent].name);
+        (void)state_step_save(run->state, run->run_id, index, s, rt_step_actor(run, s));
     }
 }
 
@@ -823,7 +832,7 @@ llm_route(struct run *run,
     weft__buf_printf(&user, "Plan status:");
     for (size_t i = 0; i < run->plan.count; i++) {
         const struct plan_step *s = &run->plan.steps[i];
-        weft__buf_printf(&user, "\n- %s %s [%s]", s->id, wf->agents[s->agent].name,
+        weft__buf_printf(&user, "\n- %s %s [%s]", s->id, rt_step_actor(run, s),
                          step_status_name(s->status));
     }
     weft__buf_printf(&user, "\nAnswer as JSON: {\"next\": \"<agent>\" or \"end\", \"reason\": "
@@ -953,7 +962,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         *is_failed = true;
         plan_skip_blocked(&run->plan);
         snprintf(why, sizeof(why), "step %.32s (%.64s) failed: %.140s", s->id,
-                 wf->agents[s->agent].name, s->feedback != NULL ? s->feedback : "error");
+                 rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
     } else if (br->has_tripped) {
         step = plan_in_progress(&run->plan);
         snprintf(why, sizeof(why), "circuit breaker tripped earlier: ending");
@@ -979,7 +988,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     char next_name[96] = "end";
     if (step != RT_END && step != RT_END - 1) {
-        next = wf->agents[run->plan.steps[step].agent].name;
+        next = rt_step_actor(run, &run->plan.steps[step]);
         snprintf(next_name, sizeof(next_name), "%s", next);
     } else if (step == RT_END - 1) {
         /* A no-op route: llm_route() wrote "route to AGENT: ..." */
@@ -1015,7 +1024,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
             br->has_tripped = true;
             layer = RT_LAYER_CIRCUIT_BREAKER;
             step = final_step(run);
-            next = step != RT_END ? wf->agents[run->plan.steps[step].agent].name : "end";
+            next = step != RT_END ? rt_step_actor(run, &run->plan.steps[step]) : "end";
             snprintf(why, sizeof(why), "%s: %s", evidence,
                      step != RT_END ? "routing to the final step" : "ending");
         }
@@ -1115,6 +1124,43 @@ budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reas
     return true;
 }
 
+/* Run one step; a failure enters correction mode when the workflow enables it, until a
+ * corrective plan is in place or max_corrections attempts are spent. */
+static void
+run_step(struct run *run, size_t index)
+{
+    const struct wf_supervisor *sup = &run->wf->supervisor;
+
+    if (run->plan.steps[index].executor == EXEC_AGENT) {
+        rt_agent_step(run, index);
+    } else {
+        rt_executor_step(run, index);
+    }
+    if (run->plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
+        run->wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
+        return;
+    }
+    while (run->corrections < sup->max_corrections && !rt_aborted(run)) {
+        if (rt_correct(run, index)) {
+            return;
+        }
+    }
+    if (run->plan.steps[index].status == STEP_FAILED) {
+        char note[160];
+        snprintf(note, sizeof(note), "; max_corrections (%u) reached", sup->max_corrections);
+        if (run->plan.steps[index].feedback != NULL &&
+            strstr(run->plan.steps[index].feedback, "max_corrections") == NULL) {
+            size_t len = strlen(run->plan.steps[index].feedback) + strlen(note) + 1;
+            char *grown = weft__realloc(run->plan.steps[index].feedback, len);
+            if (grown != NULL) {
+                strcat(grown, note);
+                run->plan.steps[index].feedback = grown;
+            }
+        }
+        rt_save_step(run, index);
+    }
+}
+
 static void
 execute(struct run *run)
 {
@@ -1137,6 +1183,8 @@ execute(struct run *run)
                     run->oom = WEFT_ENOMEM;
                     return;
                 }
+                run->plan.steps[i].executor = s->executor;
+                run->plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
                 rt_save_step(run, i);
             }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
@@ -1165,7 +1213,7 @@ execute(struct run *run)
         if (step == RT_END - 1) {
             continue; /* a route that ran nothing */
         }
-        rt_agent_step(run, step);
+        run_step(run, step);
         if (run->plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);
             r->output = weft__strdup(run->plan.steps[step].result);
@@ -1199,12 +1247,29 @@ copy_steps(struct run *run)
         struct weft_run_step *o = &r->steps[i];
         r->step_count = i + 1;
         o->id = weft__strdup(s->id);
-        o->agent = weft__strdup(run->wf->agents[s->agent].name);
+        o->agent = weft__strdup(rt_step_actor(run, s));
         o->task = weft__strdup(s->task);
         o->status = weft__strdup(step_status_name(s->status));
         o->attempts = s->attempts;
         o->result = s->result != NULL ? weft__strdup(s->result) : NULL;
         o->requested_by = s->requested_by != NULL ? weft__strdup(s->requested_by) : NULL;
+        o->parent = s->parent != NULL ? weft__strdup(s->parent) : NULL;
+        o->executor = weft__strdup(step_executor_name(s->executor));
+        o->reward = s->reward;
+        o->has_reward = s->has_reward;
+        {
+            struct weft__buf deps;
+            weft__buf_init(&deps, 0);
+            weft__buf_append_str(&deps, "");
+            for (size_t d = 0; d < s->depends_count; d++) {
+                weft__buf_printf(&deps, "%s%s", d > 0 ? "," : "", s->depends_on[d]);
+            }
+            o->depends_on = deps.data;
+        }
+        if ((s->parent != NULL && o->parent == NULL) || o->executor == NULL ||
+            o->depends_on == NULL) {
+            return WEFT_ENOMEM;
+        }
         if (o->id == NULL || o->agent == NULL || o->task == NULL || o->status == NULL ||
             (s->result != NULL && o->result == NULL) ||
             (s->requested_by != NULL && o->requested_by == NULL)) {
@@ -1226,6 +1291,8 @@ end_root(struct run *run)
     weft_span_set_int(root, "gen_ai.usage.input_tokens", r->input_tokens);
     weft_span_set_int(root, "gen_ai.usage.output_tokens", r->output_tokens);
     weft_span_set_double(root, "weft.cost.usd", r->cost_usd);
+    weft_span_set_double(root, "weft.run.reward", r->reward);
+    weft_span_set_int(root, "weft.run.corrections", (int64_t)r->corrections);
     for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
         char key[64];
         snprintf(key, sizeof(key), "weft.run.loops.%s", weft_loop_kind_name((weft_loop_kind)k));
@@ -1348,14 +1415,17 @@ weft_run(const struct weft_workflow *workflow,
     if (workflow->supervisor.timeout_ms > 0) {
         run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
     }
-    (void)state_run_begin(run.state, run.run_id, workflow->name, run.session_id, run.opts->input,
-                          weft__now_ns());
+    (void)state_run_begin(run.state, run.run_id, workflow->name, workflow->path, run.session_id,
+                          run.opts->input, weft__now_ns());
     run.root = rt_span_start(&run, RT_SPAN_WORKFLOW, workflow->name, NULL, NULL, 0);
     {
         struct weft_span_context ctx;
         weft_span_context_of(run.root, &ctx);
         if (weft_span_context_is_valid(&ctx)) {
+            char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
             weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, r->trace_id);
+            weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
+            (void)state_run_trace(run.state, run.run_id, r->trace_id, span_hex);
         }
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
@@ -1380,6 +1450,7 @@ weft_run(const struct weft_workflow *workflow,
     }
     {
         struct state_run_end end;
+        char *loops_text = NULL;
         memset(&end, 0, sizeof(end));
         end.status = weft_run_status_name(r->status);
         end.reason = r->reason;
@@ -1390,7 +1461,20 @@ weft_run(const struct weft_workflow *workflow,
         end.output_tokens = r->output_tokens;
         end.cost_usd = r->cost_usd;
         end.ended_ns = weft__now_ns();
+        end.reward = r->reward;
+        end.corrections = r->corrections;
+        {
+            json_t *loops = json_object();
+            for (int k = 0; loops != NULL && k < WEFT_LOOP_KIND_COUNT; k++) {
+                json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
+                                    json_integer((json_int_t)r->loops[k]));
+            }
+            loops_text = loops != NULL ? json_dumps(loops, JSON_COMPACT) : NULL;
+            json_decref(loops);
+        }
+        end.loops = loops_text;
         (void)state_run_end(run.state, run.run_id, &end);
+        free(loops_text);
     }
     cursors_save(&run);
     rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
@@ -1428,6 +1512,9 @@ weft_run_result_free(struct weft_run_result *r)
         weft__free(r->steps[i].status);
         weft__free(r->steps[i].result);
         weft__free(r->steps[i].requested_by);
+        weft__free(r->steps[i].parent);
+        weft__free(r->steps[i].executor);
+        weft__free(r->steps[i].depends_on);
     }
     weft__free(r->steps);
     for (size_t i = 0; i < r->decision_count; i++) {

@@ -33,7 +33,8 @@ typedef enum rt_layer {
     RT_LAYER_FALLBACK,
     RT_LAYER_COUNTER_LIMIT,
     RT_LAYER_PATTERN,
-    RT_LAYER_CIRCUIT_BREAKER
+    RT_LAYER_CIRCUIT_BREAKER,
+    RT_LAYER_CORRECTION
 } rt_layer;
 
 const char *rt_layer_name(rt_layer layer);
@@ -60,6 +61,7 @@ struct run {
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
     struct weft_run_result *result;
+    unsigned corrections; /* correction attempts so far (valid or not) */
     size_t decisions_cap;
     size_t verdicts_cap;
     weft_err oom; /* set when recording the result ran out of memory */
@@ -104,7 +106,8 @@ typedef enum rt_span_kind {
     RT_SPAN_CHAT,
     RT_SPAN_TOOL,
     RT_SPAN_REFLECT,
-    RT_SPAN_REPLAN
+    RT_SPAN_REPLAN,
+    RT_SPAN_CORRECT
 } rt_span_kind;
 
 /* Start a span named "{operation} {subject}" with the three vocabularies (gen_ai.operation.name
@@ -132,6 +135,33 @@ void rt_router_decide(struct run *run,
                       rt_layer *layer,
                       char *reason,
                       size_t reason_len);
+
+/* The evaluator (executor.c). */
+typedef enum rt_eval {
+    RT_EVAL_SUCCESS = 0,
+    RT_EVAL_INVALID_OUTPUT,
+    RT_EVAL_FAILURE
+} rt_eval;
+
+const char *rt_eval_name(rt_eval eval);
+/* first-try success 1.0, success after retries 1.5, invalid output -0.5,
+ * failure -1.0 - 0.1 * retries. */
+double rt_reward(rt_eval eval, unsigned retries);
+/* Score step @p index (retries = attempts - 1), add it to the run's reward (replacing an
+ * earlier score of the same step) and record it on @p span. */
+void rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span *span);
+
+/* Run a command, file_writer or http_call step with its span, evaluation and reward. */
+void rt_executor_step(struct run *run, size_t index);
+
+/* Correction mode (correct.c): ask for a corrective plan for failed step @p index and perform
+ * the DAG surgery. @return true when the plan was rewired (the step is paused and will be
+ * retried after the corrective steps); false when this attempt failed (invalid plan, LLM or
+ * store failure: traced, counted). */
+bool rt_correct(struct run *run, size_t index);
+
+/* The agent's name, or the executor's ("command", ...) for steps without an agent. */
+const char *rt_step_actor(const struct run *run, const struct plan_step *step);
 
 /* Save step @p index to the state store (logged on failure: the run goes on). */
 void rt_save_step(struct run *run, size_t index);

@@ -16,6 +16,41 @@
 static const char *const status_names[] = {"pending", "in_progress", "completed",
                                            "failed",  "paused",      "skipped"};
 
+bool
+step_status_parse(const char *name, step_status *out)
+{
+    for (size_t i = 0; i < sizeof(status_names) / sizeof(status_names[0]); i++) {
+        if (strcmp(name, status_names[i]) == 0) {
+            *out = (step_status)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *const executor_names[] = {"agent", "command", "file_writer", "http_call"};
+
+const char *
+step_executor_name(step_executor executor)
+{
+    if ((size_t)executor >= sizeof(executor_names) / sizeof(executor_names[0])) {
+        return "unknown";
+    }
+    return executor_names[executor];
+}
+
+bool
+step_executor_parse(const char *name, step_executor *out)
+{
+    for (size_t i = 0; i < sizeof(executor_names) / sizeof(executor_names[0]); i++) {
+        if (strcmp(name, executor_names[i]) == 0) {
+            *out = (step_executor)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *
 step_status_name(step_status status)
 {
@@ -44,6 +79,10 @@ step_cleanup(struct plan_step *s)
     weft__free(s->result);
     weft__free(s->feedback);
     weft__free(s->requested_by);
+    weft__free(s->parent);
+    weft__free(s->error_type);
+    json_decref(s->spec);
+    json_decref(s->error);
 }
 
 void
@@ -127,6 +166,15 @@ fail:
     return WEFT_ENOMEM;
 }
 
+void
+plan_truncate(struct plan *plan, size_t count)
+{
+    while (plan->count > count) {
+        step_cleanup(&plan->steps[--plan->count]);
+    }
+    plan->version++;
+}
+
 size_t
 plan_find(const struct plan *plan, const char *id)
 {
@@ -205,7 +253,8 @@ plan_next_ready(const struct plan *plan, size_t agent)
 {
     for (size_t i = 0; i < plan->count; i++) {
         const struct plan_step *s = &plan->steps[i];
-        if (s->status == STEP_PENDING && (agent == NONE || s->agent == agent) &&
+        if ((s->status == STEP_PENDING || s->status == STEP_PAUSED) &&
+            (agent == NONE || (s->executor == EXEC_AGENT && s->agent == agent)) &&
             plan_is_ready(plan, i)) {
             return i;
         }

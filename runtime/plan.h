@@ -10,6 +10,7 @@
 #ifndef WEFT_RUNTIME_PLAN_H
 #define WEFT_RUNTIME_PLAN_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <weft/trace.h>
@@ -26,6 +27,19 @@ typedef enum step_status {
 } step_status;
 
 const char *step_status_name(step_status status);
+/* @return false for an unknown name. */
+bool step_status_parse(const char *name, step_status *out);
+
+/* Who carries a step out: an agent (LLM), or an executor that needs no model. */
+typedef enum step_executor {
+    EXEC_AGENT = 0,
+    EXEC_COMMAND,     /* spec: argv, expect_output (regex), timeout_s */
+    EXEC_FILE_WRITER, /* spec: path, content */
+    EXEC_HTTP_CALL    /* spec: url, timeout_s */
+} step_executor;
+
+const char *step_executor_name(step_executor executor);
+bool step_executor_parse(const char *name, step_executor *out);
 
 struct plan_step {
     char *id;
@@ -40,6 +54,16 @@ struct plan_step {
     char *requested_by;                 /* id of the step that asked for this one, or NULL */
     struct weft_span_context requester; /* span of the requesting step (for a link) */
     bool has_requester;
+    step_executor executor;
+    json_t *spec;        /* executor parameters (owned; NULL for agents without options) */
+    char *parent;        /* correction steps: the failed step they repair */
+    double reward;       /* evaluator reward of the last evaluation */
+    bool has_reward;
+    char *error_type;    /* last failure's type ("exit_status", "timeout", ...) */
+    json_t *error;       /* last failure's details for the corrector (owned) */
+    struct weft_span_context span; /* the last attempt's span (links from corrections) */
+    uint64_t started_ns;
+    uint64_t ended_ns;
 };
 
 struct plan {
@@ -63,6 +87,9 @@ weft_err plan_append(struct plan *plan,
                      size_t depends_count,
                      size_t *index);
 
+/* Drop the steps from @p count on (undoing appends). */
+void plan_truncate(struct plan *plan, size_t count);
+
 /* Index of step @p id, or (size_t)-1. */
 size_t plan_find(const struct plan *plan, const char *id);
 
@@ -76,8 +103,9 @@ size_t plan_skip_blocked(struct plan *plan);
 /* True when every dependency of step @p i is completed. */
 bool plan_is_ready(const struct plan *plan, size_t i);
 
-/* The first pending step whose dependencies are completed, or (size_t)-1. When @p agent is
- * not (size_t)-1, only steps of that agent count. */
+/* The first pending or paused step whose dependencies are completed, or (size_t)-1. When
+ * @p agent is not (size_t)-1, only agent steps of that agent count. A paused step is one
+ * waiting for its corrective steps; once they complete it is retried. */
 size_t plan_next_ready(const struct plan *plan, size_t agent);
 
 /* Count steps with @p status. */

@@ -28,6 +28,7 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_TOOL] = {"execute_tool", "execute_tool", "TOOL", "tool", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_REFLECT] = {"reflect", NULL, "EVALUATOR", "evaluator", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_REPLAN] = {"replan", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_CORRECT] = {"correct", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
 };
 
 struct weft_span *

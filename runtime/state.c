@@ -15,13 +15,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 struct rt_state {
     sqlite3 *db;
 };
 
-static const char schema[] =
+/* Version 1: runs, steps, messages, script cursors. */
+static const char schema_v1[] =
     "CREATE TABLE IF NOT EXISTS runs ("
     " id TEXT PRIMARY KEY, workflow TEXT NOT NULL, session_id TEXT NOT NULL, input TEXT,"
     " status TEXT NOT NULL, reason TEXT, trace_id TEXT, output TEXT,"
@@ -41,6 +42,30 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS script_cursors ("
     " session_id TEXT NOT NULL, script TEXT NOT NULL, cursors TEXT NOT NULL,"
     " PRIMARY KEY (session_id, script));";
+
+/* Version 2: executor steps, rewards, corrections (DAG surgery history), resumable runs.
+ * Only ADD COLUMN and CREATE: the same statements work on PostgreSQL. */
+static const char migrate_v2[] =
+    "ALTER TABLE runs ADD COLUMN workflow_path TEXT;"
+    "ALTER TABLE runs ADD COLUMN root_span_id TEXT;"
+    "ALTER TABLE runs ADD COLUMN reward REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE runs ADD COLUMN corrections INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE runs ADD COLUMN loops TEXT;"
+    "ALTER TABLE runs ADD COLUMN resumed_from_trace TEXT;"
+    "ALTER TABLE steps ADD COLUMN executor TEXT NOT NULL DEFAULT 'agent';"
+    "ALTER TABLE steps ADD COLUMN spec TEXT;"
+    "ALTER TABLE steps ADD COLUMN parent TEXT;"
+    "ALTER TABLE steps ADD COLUMN reward REAL;"
+    "ALTER TABLE steps ADD COLUMN error_type TEXT;"
+    "ALTER TABLE steps ADD COLUMN error TEXT;"
+    "ALTER TABLE steps ADD COLUMN started_ns BIGINT;"
+    "ALTER TABLE steps ADD COLUMN ended_ns BIGINT;"
+    "CREATE TABLE IF NOT EXISTS corrections ("
+    " run_id TEXT NOT NULL, seq INTEGER NOT NULL, failed_step TEXT NOT NULL,"
+    " error_type TEXT, inserted TEXT NOT NULL, depends_before TEXT NOT NULL,"
+    " depends_after TEXT NOT NULL, created_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, seq));"
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_ns);";
 
 char *
 state_default_path(void)
@@ -80,6 +105,13 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
         goto fail;
     }
     sqlite3_busy_timeout(st->db, 5000);
+    /* The version is read inside the write transaction, so two processes opening a new file
+     * at once migrate it once; a crash leaves the previous version whole. */
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL,
+                     &errmsg) != SQLITE_OK ||
+        sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK) {
+        goto sql_fail;
+    }
     if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &stmt, NULL) == SQLITE_OK &&
         sqlite3_step(stmt) == SQLITE_ROW) {
         version = sqlite3_column_int(stmt, 0);
@@ -88,21 +120,21 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     if (version > SCHEMA_VERSION) {
         snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", path, version,
                  SCHEMA_VERSION);
-        goto fail;
-    }
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL,
-                     &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db, schema, NULL, NULL, &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
-        snprintf(err, err_len, "state database %s: %s", path,
-                 errmsg != NULL ? errmsg : "schema setup failed");
-        sqlite3_free(errmsg);
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         goto fail;
     }
+    if ((version < 1 && sqlite3_exec(st->db, schema_v1, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 2 && sqlite3_exec(st->db, migrate_v2, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 2; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        goto sql_fail;
+    }
     *out = st;
     return WEFT_OK;
+sql_fail:
+    snprintf(err, err_len, "state database %s: %s", path,
+             errmsg != NULL ? errmsg : "schema setup failed");
+    sqlite3_free(errmsg);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 fail:
     state_close(st);
     return WEFT_EIO;
@@ -159,30 +191,57 @@ weft_err
 state_run_begin(struct rt_state *st,
                 const char *run_id,
                 const char *workflow,
+                const char *workflow_path,
                 const char *session_id,
                 const char *input,
                 uint64_t started_ns)
 {
-    sqlite3_stmt *stmt = prepare(st, "INSERT INTO runs (id, workflow, session_id, input, status,"
-                                     " started_ns) VALUES (?, ?, ?, ?, 'running', ?)");
+    sqlite3_stmt *stmt = prepare(st, "INSERT INTO runs (id, workflow, workflow_path, session_id,"
+                                     " input, status, started_ns)"
+                                     " VALUES (?, ?, ?, ?, ?, 'running', ?)"
+                                     " ON CONFLICT (id) DO UPDATE SET status = 'running',"
+                                     " ended_ns = NULL");
 
     if (stmt == NULL) {
         return WEFT_EIO;
     }
     bind_text(stmt, 1, run_id);
     bind_text(stmt, 2, workflow);
-    bind_text(stmt, 3, session_id);
-    bind_text(stmt, 4, input);
-    sqlite3_bind_int64(stmt, 5, (sqlite3_int64)started_ns);
+    bind_text(stmt, 3, workflow_path);
+    bind_text(stmt, 4, session_id);
+    bind_text(stmt, 5, input);
+    sqlite3_bind_int64(stmt, 6, (sqlite3_int64)started_ns);
     return finish(st, stmt, "run insert");
+}
+
+weft_err
+state_run_trace(struct rt_state *st,
+                const char *run_id,
+                const char *trace_id,
+                const char *root_span_id)
+{
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET resumed_from_trace = CASE WHEN trace_id IS"
+                                     " NOT NULL AND trace_id != ? THEN trace_id ELSE"
+                                     " resumed_from_trace END, trace_id = ?, root_span_id = ?"
+                                     " WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, trace_id);
+    bind_text(stmt, 2, trace_id);
+    bind_text(stmt, 3, root_span_id);
+    bind_text(stmt, 4, run_id);
+    return finish(st, stmt, "run trace");
 }
 
 weft_err
 state_run_end(struct rt_state *st, const char *run_id, const struct state_run_end *end)
 {
-    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET status = ?, reason = ?, trace_id = ?,"
-                                     " output = ?, iterations = ?, input_tokens = ?,"
-                                     " output_tokens = ?, cost_usd = ?, ended_ns = ?"
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
+                                     " iterations = iterations + ?, input_tokens = input_tokens + ?,"
+                                     " output_tokens = output_tokens + ?, cost_usd = cost_usd + ?,"
+                                     " ended_ns = ?, reward = ?, corrections = ?, loops = ?"
                                      " WHERE id = ?");
 
     if (stmt == NULL) {
@@ -190,27 +249,38 @@ state_run_end(struct rt_state *st, const char *run_id, const struct state_run_en
     }
     bind_text(stmt, 1, end->status);
     bind_text(stmt, 2, end->reason);
-    bind_text(stmt, 3, end->trace_id);
-    bind_text(stmt, 4, end->output);
-    sqlite3_bind_int64(stmt, 5, (sqlite3_int64)end->iterations);
-    sqlite3_bind_int64(stmt, 6, end->input_tokens);
-    sqlite3_bind_int64(stmt, 7, end->output_tokens);
-    sqlite3_bind_double(stmt, 8, end->cost_usd);
-    sqlite3_bind_int64(stmt, 9, (sqlite3_int64)end->ended_ns);
-    bind_text(stmt, 10, run_id);
+    bind_text(stmt, 3, end->output);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)end->iterations);
+    sqlite3_bind_int64(stmt, 5, end->input_tokens);
+    sqlite3_bind_int64(stmt, 6, end->output_tokens);
+    sqlite3_bind_double(stmt, 7, end->cost_usd);
+    sqlite3_bind_int64(stmt, 8, (sqlite3_int64)end->ended_ns);
+    sqlite3_bind_double(stmt, 9, end->reward);
+    sqlite3_bind_int64(stmt, 10, (sqlite3_int64)end->corrections);
+    bind_text(stmt, 11, end->loops);
+    bind_text(stmt, 12, run_id);
     return finish(st, stmt, "run update");
 }
 
-weft_err
-state_step_save(struct rt_state *st,
-                const char *run_id,
-                size_t index,
-                const struct plan_step *step,
-                const char *agent_name)
+static char *
+dump_or_null(const json_t *v)
+{
+    return v != NULL ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+/* Upsert one step row; part of the caller's transaction when there is one. */
+static weft_err
+step_upsert(struct rt_state *st,
+            const char *run_id,
+            size_t index,
+            const struct plan_step *step,
+            const char *actor)
 {
     sqlite3_stmt *stmt = NULL;
     json_t *deps = json_array();
     char *deps_text = NULL;
+    char *spec_text = dump_or_null(step->spec);
+    char *error_text = dump_or_null(step->error);
     weft_err err = WEFT_OK;
 
     for (size_t i = 0; deps != NULL && i < step->depends_count; i++) {
@@ -219,31 +289,132 @@ state_step_save(struct rt_state *st,
     deps_text = deps != NULL ? json_dumps(deps, JSON_COMPACT) : NULL;
     json_decref(deps);
     if (deps_text == NULL) {
+        free(spec_text);
+        free(error_text);
         return WEFT_ENOMEM;
     }
     stmt = prepare(st, "INSERT INTO steps (run_id, idx, step_id, agent, task, depends_on, status,"
-                       " attempts, result, feedback, requested_by)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                       " attempts, result, feedback, requested_by, executor, spec, parent, reward,"
+                       " error_type, error, started_ns, ended_ns)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                        " ON CONFLICT (run_id, idx) DO UPDATE SET status = excluded.status,"
                        " attempts = excluded.attempts, result = excluded.result,"
-                       " feedback = excluded.feedback, depends_on = excluded.depends_on");
-    if (stmt == NULL) {
-        free(deps_text);
-        return WEFT_EIO;
+                       " feedback = excluded.feedback, depends_on = excluded.depends_on,"
+                       " reward = excluded.reward, error_type = excluded.error_type,"
+                       " error = excluded.error, started_ns = excluded.started_ns,"
+                       " ended_ns = excluded.ended_ns");
+    if (stmt != NULL) {
+        bind_text(stmt, 1, run_id);
+        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)index);
+        bind_text(stmt, 3, step->id);
+        bind_text(stmt, 4, actor);
+        bind_text(stmt, 5, step->task);
+        bind_text(stmt, 6, deps_text);
+        bind_text(stmt, 7, step_status_name(step->status));
+        sqlite3_bind_int64(stmt, 8, step->attempts);
+        bind_text(stmt, 9, step->result);
+        bind_text(stmt, 10, step->feedback);
+        bind_text(stmt, 11, step->requested_by);
+        bind_text(stmt, 12, step_executor_name(step->executor));
+        bind_text(stmt, 13, spec_text);
+        bind_text(stmt, 14, step->parent);
+        if (step->has_reward) {
+            sqlite3_bind_double(stmt, 15, step->reward);
+        } else {
+            sqlite3_bind_null(stmt, 15);
+        }
+        bind_text(stmt, 16, step->error_type);
+        bind_text(stmt, 17, error_text);
+        sqlite3_bind_int64(stmt, 18, (sqlite3_int64)step->started_ns);
+        sqlite3_bind_int64(stmt, 19, (sqlite3_int64)step->ended_ns);
+        err = finish(st, stmt, "step upsert");
+    } else {
+        err = WEFT_EIO;
     }
-    bind_text(stmt, 1, run_id);
-    sqlite3_bind_int64(stmt, 2, (sqlite3_int64)index);
-    bind_text(stmt, 3, step->id);
-    bind_text(stmt, 4, agent_name);
-    bind_text(stmt, 5, step->task);
-    bind_text(stmt, 6, deps_text);
-    bind_text(stmt, 7, step_status_name(step->status));
-    sqlite3_bind_int64(stmt, 8, step->attempts);
-    bind_text(stmt, 9, step->result);
-    bind_text(stmt, 10, step->feedback);
-    bind_text(stmt, 11, step->requested_by);
-    err = finish(st, stmt, "step upsert");
     free(deps_text);
+    free(spec_text);
+    free(error_text);
+    return err;
+}
+
+weft_err
+state_step_save(struct rt_state *st,
+                const char *run_id,
+                size_t index,
+                const struct plan_step *step,
+                const char *actor)
+{
+    return step_upsert(st, run_id, index, step, actor);
+}
+
+weft_err
+state_surgery(struct rt_state *st,
+              const char *run_id,
+              const struct plan *plan,
+              size_t failed,
+              size_t first_new,
+              unsigned seq,
+              const char *error_type,
+              const json_t *depends_before,
+              const json_t *depends_after,
+              const char *const *actors)
+{
+    sqlite3_stmt *stmt = NULL;
+    json_t *inserted = json_array();
+    char *inserted_text = NULL;
+    char *before_text = dump_or_null(depends_before);
+    char *after_text = dump_or_null(depends_after);
+    weft_err err = WEFT_OK;
+
+    for (size_t i = first_new; inserted != NULL && i < plan->count; i++) {
+        json_array_append_new(inserted, json_string(plan->steps[i].id));
+    }
+    inserted_text = inserted != NULL ? json_dumps(inserted, JSON_COMPACT) : NULL;
+    json_decref(inserted);
+    if (inserted_text == NULL || before_text == NULL || after_text == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* One transaction: the store holds the plan before the surgery or after it, never a mix. */
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        err = WEFT_EIO;
+        goto out;
+    }
+    for (size_t i = first_new; err == WEFT_OK && i < plan->count; i++) {
+        err = step_upsert(st, run_id, i, &plan->steps[i], actors[i]);
+    }
+    if (err == WEFT_OK) {
+        err = step_upsert(st, run_id, failed, &plan->steps[failed], actors[failed]);
+    }
+    if (err == WEFT_OK) {
+        stmt = prepare(st, "INSERT INTO corrections (run_id, seq, failed_step, error_type,"
+                           " inserted, depends_before, depends_after, created_ns)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        if (stmt == NULL) {
+            err = WEFT_EIO;
+        } else {
+            bind_text(stmt, 1, run_id);
+            sqlite3_bind_int64(stmt, 2, seq);
+            bind_text(stmt, 3, plan->steps[failed].id);
+            bind_text(stmt, 4, error_type);
+            bind_text(stmt, 5, inserted_text);
+            bind_text(stmt, 6, before_text);
+            bind_text(stmt, 7, after_text);
+            sqlite3_bind_int64(stmt, 8, (sqlite3_int64)weft__now_ns());
+            err = finish(st, stmt, "correction insert");
+        }
+    }
+    if (err == WEFT_OK && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: DAG surgery of run %s rolled back", run_id);
+    }
+out:
+    free(inserted_text);
+    free(before_text);
+    free(after_text);
     return err;
 }
 

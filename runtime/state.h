@@ -30,9 +30,17 @@ char *state_default_path(void);
 weft_err state_run_begin(struct rt_state *st,
                          const char *run_id,
                          const char *workflow,
+                         const char *workflow_path,
                          const char *session_id,
                          const char *input,
                          uint64_t started_ns);
+
+/* Record the run's trace as soon as its root span exists, so a killed run can be resumed with
+ * a link to it. */
+weft_err state_run_trace(struct rt_state *st,
+                         const char *run_id,
+                         const char *trace_id,
+                         const char *root_span_id);
 
 struct state_run_end {
     const char *status;
@@ -44,16 +52,33 @@ struct state_run_end {
     int64_t output_tokens;
     double cost_usd;
     uint64_t ended_ns;
+    double reward;
+    size_t corrections;
+    const char *loops; /* JSON object {kind: count} */
 };
 
 weft_err state_run_end(struct rt_state *st, const char *run_id, const struct state_run_end *end);
 
-/* Insert or update step @p index of the run's plan. */
+/* Insert or update step @p index of the run's plan; @p actor is its agent or executor name. */
 weft_err state_step_save(struct rt_state *st,
                          const char *run_id,
                          size_t index,
                          const struct plan_step *step,
-                         const char *agent_name);
+                         const char *actor);
+
+/* DAG surgery in one transaction: insert steps [first_new, plan->count), update the failed
+ * step (paused, rewired) and record correction @p seq. @p actors[i] names step i's agent or
+ * executor. On failure everything is rolled back. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
+weft_err state_surgery(struct rt_state *st,
+                       const char *run_id,
+                       const struct plan *plan,
+                       size_t failed,
+                       size_t first_new,
+                       unsigned seq,
+                       const char *error_type,
+                       const json_t *depends_before,
+                       const json_t *depends_after,
+                       const char *const *actors);
 
 /* The session's messages, oldest first, as [{"role", "content", "route"}] (route may be
  * null), at most the last @p limit. Ownership: caller owns *out (json_decref). */

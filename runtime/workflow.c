@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <regex.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -855,7 +856,10 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                                        "max_cost_usd",
                                        "circuit_breaker",
                                        "final_agent",
+                                       "correction",
                                        NULL};
+    static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
+    const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
     struct wf_supervisor *sup = &wf->supervisor;
     const json_t *empty = NULL;
@@ -901,6 +905,13 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
     sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
     sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
+    corr = get_typed(ld, s, "supervisor", "correction", JSON_OBJECT, false);
+    if (corr != NULL) {
+        check_keys(ld, corr, "supervisor.correction", correction_keys);
+        sup->has_correction = get_bool(ld, corr, "supervisor.correction", "enabled", true);
+        sup->max_corrections =
+            (unsigned)get_int(ld, corr, "supervisor.correction", "max_corrections", 2, 1, 100);
+    }
     final = get_str(ld, s, "supervisor", "final_agent", false);
     if (final != NULL) {
         sup->final_agent = wf_find_agent(wf, final);
@@ -1003,10 +1014,94 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     rt->vague_patterns = get_str_array(ld, r, "router", "vague_patterns", &rt->vague_pattern_count);
 }
 
+json_t *
+wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len)
+{
+    const json_t *argv = json_object_get(step, "argv");
+    const json_t *expect = json_object_get(step, "expect_output");
+    const json_t *timeout = json_object_get(step, "timeout_s");
+    const json_t *path = json_object_get(step, "path");
+    const json_t *content = json_object_get(step, "content");
+    const json_t *url = json_object_get(step, "url");
+    const json_t *schema = json_object_get(step, "output_schema");
+    json_t *spec = json_object();
+
+    why[0] = '\0';
+    if (spec == NULL) {
+        return NULL;
+    }
+    if (timeout != NULL && (!json_is_number(timeout) || json_number_value(timeout) <= 0 ||
+                            json_number_value(timeout) > 86400)) {
+        snprintf(why, why_len, "timeout_s: expected number in (0, 86400]");
+        goto fail;
+    }
+    if (timeout != NULL) {
+        json_object_set(spec, "timeout_s", (json_t *)timeout);
+    }
+    switch (executor) {
+    case EXEC_AGENT:
+        if (schema != NULL && !json_is_object(schema)) {
+            snprintf(why, why_len, "output_schema: expected a JSON schema object");
+            goto fail;
+        }
+        if (schema != NULL) {
+            json_object_set(spec, "output_schema", (json_t *)schema);
+        }
+        break;
+    case EXEC_COMMAND:
+        if (!json_is_array(argv) || json_array_size(argv) == 0) {
+            snprintf(why, why_len, "argv: expected a non-empty array of strings");
+            goto fail;
+        }
+        for (size_t i = 0; i < json_array_size(argv); i++) {
+            if (!json_is_string(json_array_get(argv, i))) {
+                snprintf(why, why_len, "argv[%zu]: expected string", i);
+                goto fail;
+            }
+        }
+        json_object_set(spec, "argv", (json_t *)argv);
+        if (expect != NULL) {
+            regex_t re;
+            if (!json_is_string(expect) ||
+                regcomp(&re, json_string_value(expect), REG_EXTENDED | REG_NOSUB) != 0) {
+                snprintf(why, why_len, "expect_output: expected a POSIX extended regular "
+                                       "expression");
+                goto fail;
+            }
+            regfree(&re);
+            json_object_set(spec, "expect_output", (json_t *)expect);
+        }
+        break;
+    case EXEC_FILE_WRITER:
+        if (!json_is_string(path) || json_string_length(path) == 0 || !json_is_string(content)) {
+            snprintf(why, why_len, "expected \"path\" and \"content\" strings");
+            goto fail;
+        }
+        json_object_set(spec, "path", (json_t *)path);
+        json_object_set(spec, "content", (json_t *)content);
+        break;
+    case EXEC_HTTP_CALL:
+        if (!json_is_string(url) || (strncmp(json_string_value(url), "http://", 7) != 0 &&
+                                     strncmp(json_string_value(url), "https://", 8) != 0)) {
+            snprintf(why, why_len, "url: expected an http:// or https:// URL");
+            goto fail;
+        }
+        json_object_set(spec, "url", (json_t *)url);
+        break;
+    }
+    return spec;
+fail:
+    json_decref(spec);
+    return NULL;
+}
+
 static void
 load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"id", "agent", "task", "depends_on", NULL};
+    static const char *const keys[] = {"id",      "agent",         "task",    "depends_on",
+                                       "executor", "argv",         "expect_output",
+                                       "timeout_s", "path",        "content", "url",
+                                       "output_schema", NULL};
     const json_t *plan = get_typed(ld, root, "", "plan", JSON_ARRAY, false);
     struct plan_check check;
 
@@ -1022,7 +1117,10 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         const json_t *s = json_array_get(plan, i);
         struct wf_step *st = &wf->plan[wf->plan_count];
         char path[64];
+        char sub[128];
+        char why[160];
         char *agent = NULL;
+        char *executor = NULL;
 
         snprintf(path, sizeof(path), "plan[%zu]", i);
         if (!json_is_object(s)) {
@@ -1036,15 +1134,39 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
             snprintf(id, sizeof(id), "s%zu", i + 1);
             st->id = weft__strdup(id);
         }
-        agent = get_str(ld, s, path, "agent", true);
-        st->agent = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
-        if (agent != NULL && st->agent == WF_NONE) {
-            char sub[128];
-            snprintf(sub, sizeof(sub), "%s.agent", path);
-            diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
+        executor = get_str(ld, s, path, "executor", false);
+        st->executor = EXEC_AGENT;
+        if (executor != NULL && !step_executor_parse(executor, &st->executor)) {
+            snprintf(sub, sizeof(sub), "%s.executor", path);
+            diag_add(ld, sub, 0, 0,
+                     "expected \"agent\", \"command\", \"file_writer\" or \"http_call\", got "
+                     "\"%s\"",
+                     executor);
         }
-        weft__free(agent);
-        st->task = get_str(ld, s, path, "task", true);
+        weft__free(executor);
+        st->agent = WF_NONE;
+        if (st->executor == EXEC_AGENT) {
+            agent = get_str(ld, s, path, "agent", true);
+            st->agent = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
+            if (agent != NULL && st->agent == WF_NONE) {
+                snprintf(sub, sizeof(sub), "%s.agent", path);
+                diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
+            }
+            weft__free(agent);
+        } else if (json_object_get(s, "agent") != NULL) {
+            snprintf(sub, sizeof(sub), "%s.agent", path);
+            diag_add(ld, sub, 0, 0, "only an \"agent\" step names an agent");
+        }
+        st->spec = wf_executor_spec(st->executor, s, why, sizeof(why));
+        if (st->spec == NULL && why[0] != '\0') {
+            diag_add(ld, path, 0, 0, "%s", why);
+        } else if (st->spec == NULL) {
+            ld->is_oom = true;
+        }
+        st->task = get_str(ld, s, path, "task", st->executor == EXEC_AGENT);
+        if (st->task == NULL) {
+            st->task = weft__strdup(step_executor_name(st->executor));
+        }
         st->depends_on = get_str_array(ld, s, path, "depends_on", &st->depends_count);
         wf->plan_count++;
     }
@@ -1256,6 +1378,7 @@ weft_workflow_free(struct weft_workflow *wf)
         weft__free(wf->plan[i].id);
         weft__free(wf->plan[i].task);
         free_str_array(wf->plan[i].depends_on, wf->plan[i].depends_count);
+        json_decref(wf->plan[i].spec);
     }
     weft__free(wf->plan);
     for (size_t i = 0; i < wf->router.route_count; i++) {

@@ -7,6 +7,7 @@
 #ifndef WEFT_RUNTIME_WORKFLOW_H
 #define WEFT_RUNTIME_WORKFLOW_H
 
+#include "plan.h"
 #include "tools/tools.h"
 
 #include <stdbool.h>
@@ -75,6 +76,8 @@ struct wf_supervisor {
     double max_cost_usd;      /* 0: none */
     unsigned circuit_breaker; /* default 2 */
     size_t final_agent;       /* WF_NONE: end */
+    bool has_correction;      /* correction mode after a failed step */
+    unsigned max_corrections; /* default 2 */
 };
 
 struct wf_route {
@@ -97,10 +100,12 @@ struct wf_router {
 
 struct wf_step {
     char *id;
-    size_t agent;
+    size_t agent; /* WF_NONE for executor steps */
     char *task;
     char **depends_on; /* step ids */
     size_t depends_count;
+    step_executor executor;
+    json_t *spec; /* executor parameters (owned), see plan.h */
 };
 
 struct weft_workflow {
@@ -124,6 +129,12 @@ struct weft_workflow {
 };
 
 size_t wf_find_agent(const struct weft_workflow *wf, const char *name);
+
+/* Check an executor step's parameters (argv, expect_output, path, content, url) and copy them
+ * into a new spec object. @p why receives the problem ("argv: expected ..."), else "".
+ * Shared by workflow files and corrective plans. @return the spec, or NULL (why set, or out
+ * of memory when why is ""). */
+json_t *wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len);
 size_t wf_find_tool(const struct weft_workflow *wf, const char *name);
 
 #endif /* WEFT_RUNTIME_WORKFLOW_H */

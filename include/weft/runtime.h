@@ -153,12 +153,17 @@ struct weft_run_options {
 /** One step of the final plan. */
 struct weft_run_step {
     char *id;
-    char *agent;
+    char *agent; /**< the agent, or the executor for steps without one ("command", ...) */
     char *task;
     char *status;       /**< pending, in_progress, completed, failed, paused, skipped */
     unsigned attempts;  /**< agent attempts (reflection retries included) */
     char *result;       /**< the step's output; NULL when it produced none */
     char *requested_by; /**< step id that asked for this step (loop-back replan), or NULL */
+    char *parent;       /**< correction steps: the failed step they repair, or NULL */
+    char *executor;     /**< agent, command, file_writer, http_call */
+    char *depends_on;   /**< comma-separated step ids ("" for none) */
+    double reward;      /**< the evaluator's reward; 0 when the step was not evaluated */
+    bool has_reward;
 };
 
 /** One supervisor decision. */
@@ -191,6 +196,8 @@ struct weft_run_result {
     size_t decision_count;
     char **verdicts; /**< reflection verdicts in order ("coder:REJECTED", ...) */
     size_t verdict_count;
+    double reward;      /**< sum of the steps' evaluator rewards (see docs/workflow.md) */
+    size_t corrections; /**< correction attempts (valid corrective plans and invalid ones) */
 };
 
 /** Run @p workflow to its end (a route of end, a spent budget, a failure or an abort).

@@ -1,0 +1,309 @@
+/* runtime/correct.c - correction mode: after a step fails, the supervisor's model writes a
+ * corrective plan and the engine rewires the DAG around the failure.
+ *
+ * Context sent to the model: the overall goal, the failed step (task, executor, structured
+ * error: type, exit code, stderr tail, feedback) and the steps that succeeded. The answer must
+ * be {"steps": [{"description", "executor", "rationale", ...executor fields}, ...]} whose last
+ * step is {"executor": "retry", "step": FAILED_ID}. It is validated like a workflow plan.
+ *
+ * DAG surgery: the failed step becomes paused, the corrective steps are inserted as a chain
+ * (each depends on the one before; ids "<failed>.c<n>.<i>", parent = the failed step), and the
+ * failed step is rewired to also depend on the last of them, so its dependents keep waiting.
+ * The store sees all of it in one SQLite transaction (state_surgery); if that fails, the
+ * in-memory plan is rolled back too, so memory and store never disagree.
+ *
+ * Spans: `correct {step}` under the run, with the before/after dependency lists; the corrective
+ * steps' spans link to the failed step's span.
+ */
+#include "engine.h"
+
+#include "../tracing/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CORRECTIVE_STEPS 10
+
+static json_t *
+context_json(const struct run *run, const struct plan_step *failed)
+{
+    json_t *done = json_array();
+    json_t *ctx = NULL;
+
+    for (size_t i = 0; done != NULL && i < run->plan.count; i++) {
+        const struct plan_step *s = &run->plan.steps[i];
+        if (s->status == STEP_COMPLETED) {
+            json_array_append_new(done, json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
+                                                  step_executor_name(s->executor), "task",
+                                                  s->task));
+        }
+    }
+    ctx = json_pack("{s:s, s:{s:s, s:s, s:s, s:O?, s:s?}, s:o}", "goal",
+                    run->opts->input != NULL          ? run->opts->input
+                    : run->wf->description != NULL ? run->wf->description
+                                                     : run->wf->name,
+                    "failed_step", "id", failed->id, "task", failed->task, "executor",
+                    step_executor_name(failed->executor), "error", failed->error, "feedback",
+                    failed->feedback, "successful_steps", done);
+    return ctx;
+}
+
+/* Validate the corrective plan; on success *steps borrows its "steps" array. */
+static bool
+validate(const json_t *answer, const char *failed_id, const json_t **steps, char *why, size_t len)
+{
+    const json_t *list = json_object_get(answer, "steps");
+    size_t n = json_array_size(list);
+    const json_t *last = NULL;
+
+    if (!json_is_array(list) || n < 1 || n > MAX_CORRECTIVE_STEPS + 1) {
+        snprintf(why, len, "expected {\"steps\": [...]} with 1 to %d steps", MAX_CORRECTIVE_STEPS + 1);
+        return false;
+    }
+    last = json_array_get(list, n - 1);
+    if (!json_is_string(json_object_get(last, "executor")) ||
+        strcmp(json_string_value(json_object_get(last, "executor")), "retry") != 0 ||
+        !json_is_string(json_object_get(last, "step")) ||
+        strcmp(json_string_value(json_object_get(last, "step")), failed_id) != 0) {
+        snprintf(why, len, "the last step must be {\"executor\": \"retry\", \"step\": \"%.40s\"}",
+                 failed_id);
+        return false;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        const json_t *s = json_array_get(list, i);
+        const char *executor = json_string_value(json_object_get(s, "executor"));
+        step_executor ex;
+        json_t *spec = NULL;
+        char sub[160];
+
+        if (!json_is_string(json_object_get(s, "description")) ||
+            !json_is_string(json_object_get(s, "rationale")) || executor == NULL) {
+            snprintf(why, len, "steps[%zu]: expected \"description\", \"executor\" and "
+                               "\"rationale\" strings",
+                     i);
+            return false;
+        }
+        if (!step_executor_parse(executor, &ex)) {
+            snprintf(why, len, "steps[%zu].executor: unknown executor '%.40s'", i, executor);
+            return false;
+        }
+        spec = wf_executor_spec(ex, s, sub, sizeof(sub));
+        if (spec == NULL) {
+            snprintf(why, len, "steps[%zu]: %s", i, sub[0] != '\0' ? sub : "out of memory");
+            return false;
+        }
+        json_decref(spec);
+    }
+    *steps = list;
+    return true;
+}
+
+static json_t *
+string_array(char **items, size_t count)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr != NULL && i < count; i++) {
+        json_array_append_new(arr, json_string(items[i]));
+    }
+    return arr;
+}
+
+/* Append the corrective steps and rewire; returns the first new index, or (size_t)-1. */
+static size_t
+apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char *why, size_t len)
+{
+    size_t first = run->plan.count;
+    size_t n = json_array_size(steps) - 1;
+    char prev[96] = "";
+    char **deps = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        const json_t *js = json_array_get(steps, i);
+        const char *dep = prev;
+        size_t idx = 0;
+        step_executor ex = EXEC_AGENT;
+        char id[96];
+        char sub[160];
+        struct plan_step *s = NULL;
+        size_t agent = WF_NONE;
+
+        step_executor_parse(json_string_value(json_object_get(js, "executor")), &ex);
+        if (ex == EXEC_AGENT) {
+            const char *name = json_string_value(json_object_get(js, "agent"));
+            agent = name != NULL ? wf_find_agent(run->wf, name) : WF_NONE;
+            if (agent == WF_NONE) {
+                snprintf(why, len, "steps[%zu].agent: expected a known agent", i);
+                goto undo;
+            }
+        }
+        snprintf(id, sizeof(id), "%.60s.c%u.%zu", run->plan.steps[failed].id, number, i + 1);
+        if (plan_append(&run->plan, id, agent, json_string_value(json_object_get(js, "description")),
+                        prev[0] != '\0' ? &dep : NULL, prev[0] != '\0' ? 1 : 0, &idx) != WEFT_OK) {
+            snprintf(why, len, "plan is full");
+            goto undo;
+        }
+        s = &run->plan.steps[idx];
+        s->executor = ex;
+        s->spec = wf_executor_spec(ex, js, sub, sizeof(sub));
+        s->parent = weft__strdup(run->plan.steps[failed].id);
+        /* Corrective steps link to the failed step's span. */
+        s->requester = run->plan.steps[failed].span;
+        s->has_requester = weft_span_context_is_valid(&s->requester);
+        if (s->spec == NULL || s->parent == NULL) {
+            snprintf(why, len, "out of memory");
+            goto undo;
+        }
+        snprintf(prev, sizeof(prev), "%s", id);
+    }
+    if (n > 0) {
+        struct plan_step *f = &run->plan.steps[failed];
+        deps = weft__realloc(f->depends_on, (f->depends_count + 1) * sizeof(*deps));
+        if (deps == NULL) {
+            snprintf(why, len, "out of memory");
+            goto undo;
+        }
+        f->depends_on = deps;
+        f->depends_on[f->depends_count] = weft__strdup(prev);
+        if (f->depends_on[f->depends_count] == NULL) {
+            snprintf(why, len, "out of memory");
+            goto undo;
+        }
+        f->depends_count++;
+    }
+    run->plan.steps[failed].status = STEP_PAUSED;
+    return first;
+undo:
+    plan_truncate(&run->plan, first);
+    return (size_t)-1;
+}
+
+bool
+rt_correct(struct run *run, size_t index)
+{
+    const struct weft_workflow *wf = run->wf;
+    struct plan_step *failed = &run->plan.steps[index];
+    struct weft_span *span = NULL;
+    struct weft_link_spec link;
+    struct llm_response resp;
+    struct llm_error lerr;
+    json_t *ctx = NULL;
+    json_t *msgs = NULL;
+    json_t *answer = NULL;
+    json_t *before = NULL;
+    json_t *after = NULL;
+    const json_t *steps = NULL;
+    char *ctx_text = NULL;
+    char why[300] = "";
+    char failed_id[96];
+    size_t first = (size_t)-1;
+    size_t old_count = 0;
+    step_status old_status = failed->status;
+    unsigned number = ++run->corrections;
+    bool is_ok = false;
+
+    snprintf(failed_id, sizeof(failed_id), "%s", failed->id);
+    memset(&link, 0, sizeof(link));
+    memset(&resp, 0, sizeof(resp));
+    link.context = failed->span;
+    span = rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->root, &link,
+                         weft_span_context_is_valid(&failed->span) ? 1 : 0);
+    run->result->loops[WEFT_LOOP_CORRECTION]++;
+    run->result->corrections = run->corrections;
+    weft_span_set_str(span, "weft.correction.failed_task", failed_id);
+    weft_span_set_str(span, "weft.correction.error_type",
+                      failed->error_type != NULL ? failed->error_type : "failed");
+    weft_span_set_int(span, "weft.correction.attempt", number);
+    weft_span_set_int(span, "weft.correction.max_corrections", wf->supervisor.max_corrections);
+    before = string_array(failed->depends_on, failed->depends_count);
+    ctx = context_json(run, failed);
+    ctx_text = ctx != NULL ? json_dumps(ctx, JSON_COMPACT) : NULL;
+    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
+                     "A step of the plan failed. Answer with a corrective plan as JSON: "
+                     "{\"steps\": [{\"description\", \"executor\": \"agent|command|file_writer|"
+                     "http_call\", \"rationale\", ...executor fields}, ..., {\"executor\": "
+                     "\"retry\", \"step\": FAILED_ID}]}",
+                     "role", "user", "content", ctx_text != NULL ? ctx_text : "{}");
+    rt_span_content(run, span, "langfuse.observation.input", ctx_text);
+    if (msgs == NULL) {
+        snprintf(why, sizeof(why), "out of memory");
+    } else if (rt_llm_call(run, span, wf->supervisor.name, LLM_PURPOSE_CORRECT,
+                           wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
+                           &lerr) != WEFT_OK) {
+        snprintf(why, sizeof(why), "corrector LLM failed (%s): %.200s", lerr.type, lerr.message);
+    } else {
+        answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
+        if (answer == NULL) {
+            snprintf(why, sizeof(why), "corrective plan is not JSON");
+        } else if (validate(answer, failed_id, &steps, why, sizeof(why))) {
+            old_count = run->plan.count;
+            first = apply(run, index, steps, number, why, sizeof(why));
+        }
+    }
+    failed = &run->plan.steps[index]; /* apply() may have moved the plan */
+    if (first != (size_t)-1) {
+        after = string_array(failed->depends_on, failed->depends_count);
+        const char **actors = weft__calloc(run->plan.count, sizeof(*actors));
+        weft_err serr = actors == NULL ? WEFT_ENOMEM : WEFT_OK;
+        for (size_t i = 0; actors != NULL && i < run->plan.count; i++) {
+            actors[i] = rt_step_actor(run, &run->plan.steps[i]);
+        }
+        if (serr == WEFT_OK && run->state != NULL) {
+            serr = state_surgery(run->state, run->run_id, &run->plan, index, first, number,
+                                 failed->error_type, before, after, actors);
+        }
+        weft__free((void *)actors);
+        if (serr != WEFT_OK) {
+            snprintf(why, sizeof(why), "the state store refused the DAG surgery");
+            /* Roll memory back to what the store still holds. */
+            plan_truncate(&run->plan, old_count);
+            failed = &run->plan.steps[index];
+            weft__free(failed->depends_on[--failed->depends_count]);
+            failed->status = old_status;
+            first = (size_t)-1;
+        }
+    }
+    if (first != (size_t)-1) {
+        is_ok = true;
+        weft_span_set_int(span, "weft.correction.inserted", (int64_t)(run->plan.count - first));
+        weft_span_set_bool(span, "weft.correction.rewired", run->plan.count > first);
+        for (size_t k = 0; k < 2; k++) {
+            const json_t *list = k == 0 ? before : after;
+            const char *items[64];
+            size_t n = 0;
+            for (; n < json_array_size(list) && n < 64; n++) {
+                items[n] = json_string_value(json_array_get(list, n));
+            }
+            weft_span_set_str_array(span,
+                                    k == 0 ? "weft.correction.depends_before"
+                                           : "weft.correction.depends_after",
+                                    items, n);
+        }
+        weft_span_set_status(span, WEFT_STATUS_OK, NULL);
+    } else {
+        struct weft_attr a[2] = {weft_attr_str("error.type", "invalid_correction"),
+                                 weft_attr_str("weft.correction.error", why)};
+        weft_span_add_event(span, "weft.correction.invalid", a, 2, 0);
+        weft_span_set_bool(span, "weft.correction.rewired", false);
+        weft_span_set_str(span, "error.type", "invalid_correction");
+        weft_span_set_status(span, WEFT_STATUS_ERROR, why);
+        failed->status = old_status;
+    }
+    weft_span_end(span, 0);
+    {
+        char detail[400];
+        snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", number, failed_id,
+                 is_ok ? "rewired" : why);
+        rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
+        rt_add_decision(run, RT_LAYER_CORRECTION, is_ok ? run->plan.steps[first].id : "end",
+                        detail);
+    }
+    json_decref(before);
+    json_decref(after);
+    json_decref(answer);
+    json_decref(msgs);
+    json_decref(ctx);
+    free(ctx_text);
+    llm_response_cleanup(&resp);
+    return is_ok;
+}
