@@ -233,11 +233,11 @@ print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 
     for (size_t i = 0; i < r->step_count; i++) {
         const struct weft_run_step *s = &r->steps[i];
-        json_t *js = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s?, s:s?, s:s?}", "id", s->id,
-                               "agent", s->agent, "executor", s->executor, "task", s->task,
-                               "depends_on", s->depends_on, "status", s->status, "attempts",
-                               (int)s->attempts, "result", s->result, "requested_by",
-                               s->requested_by, "parent", s->parent);
+        json_t *js =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s?, s:s?, s:s?}", "id", s->id, "agent",
+                      s->agent, "executor", s->executor, "task", s->task, "depends_on",
+                      s->depends_on, "status", s->status, "attempts", (int)s->attempts, "result",
+                      s->result, "requested_by", s->requested_by, "parent", s->parent);
         if (js != NULL && s->has_reward) {
             json_object_set_new(js, "reward", json_real(s->reward));
         }

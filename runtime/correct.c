@@ -34,15 +34,15 @@ context_json(const struct run *run, const struct plan_step *failed)
     for (size_t i = 0; done != NULL && i < run->plan.count; i++) {
         const struct plan_step *s = &run->plan.steps[i];
         if (s->status == STEP_COMPLETED) {
-            json_array_append_new(done, json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
-                                                  step_executor_name(s->executor), "task",
-                                                  s->task));
+            json_array_append_new(done,
+                                  json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
+                                            step_executor_name(s->executor), "task", s->task));
         }
     }
     ctx = json_pack("{s:s, s:{s:s, s:s, s:s, s:O?, s:s?}, s:o}", "goal",
-                    run->opts->input != NULL          ? run->opts->input
+                    run->opts->input != NULL       ? run->opts->input
                     : run->wf->description != NULL ? run->wf->description
-                                                     : run->wf->name,
+                                                   : run->wf->name,
                     "failed_step", "id", failed->id, "task", failed->task, "executor",
                     step_executor_name(failed->executor), "error", failed->error, "feedback",
                     failed->feedback, "successful_steps", done);
@@ -58,7 +58,8 @@ validate(const json_t *answer, const char *failed_id, const json_t **steps, char
     const json_t *last = NULL;
 
     if (!json_is_array(list) || n < 1 || n > MAX_CORRECTIVE_STEPS + 1) {
-        snprintf(why, len, "expected {\"steps\": [...]} with 1 to %d steps", MAX_CORRECTIVE_STEPS + 1);
+        snprintf(why, len, "expected {\"steps\": [...]} with 1 to %d steps",
+                 MAX_CORRECTIVE_STEPS + 1);
         return false;
     }
     last = json_array_get(list, n - 1);
@@ -79,8 +80,9 @@ validate(const json_t *answer, const char *failed_id, const json_t **steps, char
 
         if (!json_is_string(json_object_get(s, "description")) ||
             !json_is_string(json_object_get(s, "rationale")) || executor == NULL) {
-            snprintf(why, len, "steps[%zu]: expected \"description\", \"executor\" and "
-                               "\"rationale\" strings",
+            snprintf(why, len,
+                     "steps[%zu]: expected \"description\", \"executor\" and "
+                     "\"rationale\" strings",
                      i);
             return false;
         }
@@ -138,7 +140,8 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
             }
         }
         snprintf(id, sizeof(id), "%.60s.c%u.%zu", run->plan.steps[failed].id, number, i + 1);
-        if (plan_append(&run->plan, id, agent, json_string_value(json_object_get(js, "description")),
+        if (plan_append(&run->plan, id, agent,
+                        json_string_value(json_object_get(js, "description")),
                         prev[0] != '\0' ? &dep : NULL, prev[0] != '\0' ? 1 : 0, &idx) != WEFT_OK) {
             snprintf(why, len, "plan is full");
             goto undo;
@@ -274,10 +277,9 @@ rt_correct(struct run *run, size_t index)
             for (; n < json_array_size(list) && n < 64; n++) {
                 items[n] = json_string_value(json_array_get(list, n));
             }
-            weft_span_set_str_array(span,
-                                    k == 0 ? "weft.correction.depends_before"
-                                           : "weft.correction.depends_after",
-                                    items, n);
+            weft_span_set_str_array(
+                span, k == 0 ? "weft.correction.depends_before" : "weft.correction.depends_after",
+                items, n);
         }
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {

@@ -30,8 +30,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const layer_names[] = {"rule",    "llm",             "fallback", "counter_limit",
-                                          "pattern", "circuit_breaker", "correction"};
+static const char *const layer_names[] = {
+    "rule", "llm", "fallback", "counter_limit", "pattern", "circuit_breaker", "correction"};
 
 const char *
 rt_layer_name(rt_layer layer)

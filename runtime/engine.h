@@ -137,11 +137,7 @@ void rt_router_decide(struct run *run,
                       size_t reason_len);
 
 /* The evaluator (executor.c). */
-typedef enum rt_eval {
-    RT_EVAL_SUCCESS = 0,
-    RT_EVAL_INVALID_OUTPUT,
-    RT_EVAL_FAILURE
-} rt_eval;
+typedef enum rt_eval { RT_EVAL_SUCCESS = 0, RT_EVAL_INVALID_OUTPUT, RT_EVAL_FAILURE } rt_eval;
 
 const char *rt_eval_name(rt_eval eval);
 /* first-try success 1.0, success after retries 1.5, invalid output -0.5,

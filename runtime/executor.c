@@ -25,8 +25,7 @@ static const char *const eval_names[] = {"success", "invalid_output", "failure"}
 const char *
 rt_eval_name(rt_eval eval)
 {
-    return (size_t)eval < sizeof(eval_names) / sizeof(eval_names[0]) ? eval_names[eval]
-                                                                      : "unknown";
+    return (size_t)eval < sizeof(eval_names) / sizeof(eval_names[0]) ? eval_names[eval] : "unknown";
 }
 
 double

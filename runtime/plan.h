@@ -55,12 +55,12 @@ struct plan_step {
     struct weft_span_context requester; /* span of the requesting step (for a link) */
     bool has_requester;
     step_executor executor;
-    json_t *spec;        /* executor parameters (owned; NULL for agents without options) */
-    char *parent;        /* correction steps: the failed step they repair */
-    double reward;       /* evaluator reward of the last evaluation */
+    json_t *spec;  /* executor parameters (owned; NULL for agents without options) */
+    char *parent;  /* correction steps: the failed step they repair */
+    double reward; /* evaluator reward of the last evaluation */
     bool has_reward;
-    char *error_type;    /* last failure's type ("exit_status", "timeout", ...) */
-    json_t *error;       /* last failure's details for the corrector (owned) */
+    char *error_type;              /* last failure's type ("exit_status", "timeout", ...) */
+    json_t *error;                 /* last failure's details for the corrector (owned) */
     struct weft_span_context span; /* the last attempt's span (links from corrections) */
     uint64_t started_ns;
     uint64_t ended_ns;

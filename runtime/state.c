@@ -238,11 +238,12 @@ state_run_trace(struct rt_state *st,
 weft_err
 state_run_end(struct rt_state *st, const char *run_id, const struct state_run_end *end)
 {
-    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
-                                     " iterations = iterations + ?, input_tokens = input_tokens + ?,"
-                                     " output_tokens = output_tokens + ?, cost_usd = cost_usd + ?,"
-                                     " ended_ns = ?, reward = ?, corrections = ?, loops = ?"
-                                     " WHERE id = ?");
+    sqlite3_stmt *stmt =
+        prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
+                    " iterations = iterations + ?, input_tokens = input_tokens + ?,"
+                    " output_tokens = output_tokens + ?, cost_usd = cost_usd + ?,"
+                    " ended_ns = ?, reward = ?, corrections = ?, loops = ?"
+                    " WHERE id = ?");
 
     if (stmt == NULL) {
         return WEFT_EIO;

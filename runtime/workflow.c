@@ -16,9 +16,9 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <regex.h>
 #include <limits.h>
 #include <math.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1064,8 +1064,9 @@ wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t w
             regex_t re;
             if (!json_is_string(expect) ||
                 regcomp(&re, json_string_value(expect), REG_EXTENDED | REG_NOSUB) != 0) {
-                snprintf(why, why_len, "expect_output: expected a POSIX extended regular "
-                                       "expression");
+                snprintf(why, why_len,
+                         "expect_output: expected a POSIX extended regular "
+                         "expression");
                 goto fail;
             }
             regfree(&re);
@@ -1098,10 +1099,9 @@ fail:
 static void
 load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"id",      "agent",         "task",    "depends_on",
-                                       "executor", "argv",         "expect_output",
-                                       "timeout_s", "path",        "content", "url",
-                                       "output_schema", NULL};
+    static const char *const keys[] = {
+        "id",        "agent", "task",    "depends_on", "executor",      "argv", "expect_output",
+        "timeout_s", "path",  "content", "url",        "output_schema", NULL};
     const json_t *plan = get_typed(ld, root, "", "plan", JSON_ARRAY, false);
     struct plan_check check;
 
