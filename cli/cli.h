@@ -67,7 +67,32 @@ size_t cli_put_clean(FILE *out, const char *s, size_t max_cols);
 /* "1.2ms", "3.45s", "2m05s" ... */
 void cli_format_duration(uint64_t ns, char *buf, size_t len);
 
+/* What `weft run` and `weft resume` take from the command line. */
+struct cli_run_flags {
+    const char *input;
+    const char *session;
+    const char *record;
+    const char *replay;
+    const char *workspace;
+    const char *state;
+    const char *resume; /* run id for `weft resume` */
+    bool is_json;
+    bool is_quiet;
+    bool is_no_trace;
+    bool is_capture;
+    bool is_color;
+};
+
+/* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
+ * @p cmd names the command in messages. @return the command's exit status. */
+int cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *flags);
+
 /* Commands. */
+int cli_run_show(int argc, char **argv);
+int cli_runs(int argc, char **argv);
+void cli_runs_usage(FILE *out);
+int cli_resume(int argc, char **argv);
+void cli_resume_usage(FILE *out);
 int cli_run(int argc, char **argv);
 void cli_run_usage(FILE *out);
 int cli_validate(int argc, char **argv);

@@ -343,38 +343,8 @@ setup_provider(struct weft_provider **out)
 }
 
 int
-cli_run(int argc, char **argv)
+cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
-    const char *input = NULL;
-    const char *session = NULL;
-    const char *record = NULL;
-    const char *replay = NULL;
-    const char *workspace = NULL;
-    const char *state = NULL;
-    const char *color = NULL;
-    bool is_help = false;
-    bool is_json = false;
-    bool is_quiet = false;
-    bool is_no_trace = false;
-    bool is_capture = false;
-    bool is_color_set = false;
-    bool is_color = false;
-    char *positional[1];
-    size_t count = 0;
-    const struct cli_option options[] = {
-        {"input", 'i', true, false, &input, NULL},
-        {"session", 's', true, false, &session, NULL},
-        {"record", 0, true, false, &record, NULL},
-        {"replay", 0, true, false, &replay, NULL},
-        {"workspace", 0, true, false, &workspace, NULL},
-        {"state", 0, true, false, &state, NULL},
-        {"capture-content", 0, false, false, NULL, &is_capture},
-        {"json", 0, false, false, NULL, &is_json},
-        {"quiet", 'q', false, false, NULL, &is_quiet},
-        {"no-trace", 0, false, false, NULL, &is_no_trace},
-        {"color", 0, false, true, &color, &is_color_set},
-        {"help", 'h', false, false, NULL, &is_help},
-    };
     struct weft_workflow *wf = NULL;
     struct weft_diags diags = {0};
     struct weft_provider *provider = NULL;
@@ -387,6 +357,94 @@ cli_run(int argc, char **argv)
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
 
+    err = weft_workflow_load(workflow_path, &wf, &diags);
+    if (err != WEFT_OK) {
+        status = print_diags(workflow_path, err, &diags);
+        weft_diags_cleanup(&diags);
+        return status;
+    }
+    err = setup_provider(&provider);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
+        weft_workflow_free(wf);
+        return CLI_EXIT_FAIL;
+    }
+    memset(&progress, 0, sizeof(progress));
+    progress.is_tty = isatty(STDERR_FILENO) != 0;
+    progress.is_quiet = fl->is_quiet;
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = provider;
+    ro.input = fl->input;
+    ro.session_id = fl->session;
+    ro.record_path = fl->record;
+    ro.replay_path = fl->replay;
+    ro.workspace = fl->workspace;
+    ro.state_path = fl->state;
+    ro.resume_run_id = fl->resume;
+    ro.capture_content = fl->is_capture ? 1 : -1;
+    ro.progress = on_progress;
+    ro.progress_user_data = &progress;
+    ro.abort_flag = &abort_requested;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    err = weft_run(wf, &ro, &result, error, sizeof(error));
+    weft_provider_shutdown(provider, 10000);
+    weft_provider_get_stats(provider, &stats);
+    if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
+        fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
+                (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
+    }
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft %s: %s\n", cmd, error);
+        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
+                                                                                   : CLI_EXIT_FAIL;
+    } else {
+        if (fl->is_json) {
+            print_json(result, &stats);
+        } else {
+            print_summary(result, &stats);
+            if (!fl->is_no_trace && result->trace_id[0] != '\0') {
+                print_trace(result->trace_id, fl->is_color);
+            }
+        }
+        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    weft_run_result_free(result);
+    weft_provider_free(provider);
+    weft_workflow_free(wf);
+    return status;
+}
+
+int
+cli_run(int argc, char **argv)
+{
+    struct cli_run_flags fl;
+    const char *color = NULL;
+    bool is_help = false;
+    bool is_color_set = false;
+    char *positional[1];
+    size_t count = 0;
+    const struct cli_option options[] = {
+        {"input", 'i', true, false, &fl.input, NULL},
+        {"session", 's', true, false, &fl.session, NULL},
+        {"record", 0, true, false, &fl.record, NULL},
+        {"replay", 0, true, false, &fl.replay, NULL},
+        {"workspace", 0, true, false, &fl.workspace, NULL},
+        {"state", 0, true, false, &fl.state, NULL},
+        {"capture-content", 0, false, false, NULL, &fl.is_capture},
+        {"json", 0, false, false, NULL, &fl.is_json},
+        {"quiet", 'q', false, false, NULL, &fl.is_quiet},
+        {"no-trace", 0, false, false, NULL, &fl.is_no_trace},
+        {"color", 0, false, true, &color, &is_color_set},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+
+    memset(&fl, 0, sizeof(fl));
+    if (argc >= 2 && strcmp(argv[1], "show") == 0) {
+        return cli_run_show(argc - 1, argv + 1);
+    }
     if (cli_parse("run", argc, argv, options, sizeof(options) / sizeof(options[0]), positional, 1,
                   &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;
@@ -400,72 +458,16 @@ cli_run(int argc, char **argv)
         cli_run_usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    if (record != NULL && replay != NULL) {
+    if (fl.record != NULL && fl.replay != NULL) {
         fputs("weft run: --record and --replay exclude each other\n", stderr);
         return CLI_EXIT_USAGE;
     }
     if (is_color_set && color == NULL) {
         color = "always";
     }
-    if (!cli_color(color, stdout, &is_color)) {
+    if (!cli_color(color, stdout, &fl.is_color)) {
         fprintf(stderr, "weft run: --color: expected auto, always or never\n");
         return CLI_EXIT_USAGE;
     }
-    err = weft_workflow_load(positional[0], &wf, &diags);
-    if (err != WEFT_OK) {
-        status = print_diags(positional[0], err, &diags);
-        weft_diags_cleanup(&diags);
-        return status;
-    }
-    err = setup_provider(&provider);
-    if (err != WEFT_OK) {
-        fprintf(stderr, "weft run: tracing set-up failed: %s\n", weft_strerror(err));
-        weft_workflow_free(wf);
-        return CLI_EXIT_FAIL;
-    }
-    memset(&progress, 0, sizeof(progress));
-    progress.is_tty = isatty(STDERR_FILENO) != 0;
-    progress.is_quiet = is_quiet;
-    memset(&ro, 0, sizeof(ro));
-    ro.provider = provider;
-    ro.input = input;
-    ro.session_id = session;
-    ro.record_path = record;
-    ro.replay_path = replay;
-    ro.workspace = workspace;
-    ro.state_path = state;
-    ro.capture_content = is_capture ? 1 : -1;
-    ro.progress = on_progress;
-    ro.progress_user_data = &progress;
-    ro.abort_flag = &abort_requested;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    err = weft_run(wf, &ro, &result, error, sizeof(error));
-    weft_provider_shutdown(provider, 10000);
-    weft_provider_get_stats(provider, &stats);
-    if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
-        fprintf(stderr, "weft run: %llu spans dropped, %llu failed to export\n",
-                (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
-    }
-    if (err != WEFT_OK) {
-        fprintf(stderr, "weft run: %s\n", error);
-        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
-                                                                                   : CLI_EXIT_FAIL;
-    } else {
-        if (is_json) {
-            print_json(result, &stats);
-        } else {
-            print_summary(result, &stats);
-            if (!is_no_trace && result->trace_id[0] != '\0') {
-                print_trace(result->trace_id, is_color);
-            }
-        }
-        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-    }
-    weft_run_result_free(result);
-    weft_provider_free(provider);
-    weft_workflow_free(wf);
-    return status;
+    return cli_execute("run", positional[0], &fl);
 }

@@ -88,8 +88,8 @@ attempt_messages(const struct run *run, const struct plan_step *step, const char
                                               "content", json_object_get(m, "content")));
     }
     weft__buf_printf(&user, "Task: %s", step->task);
-    if (run->opts->input != NULL && run->history == NULL) {
-        weft__buf_printf(&user, "\n\nRequest: %s", run->opts->input);
+    if (run->input != NULL && run->history == NULL) {
+        weft__buf_printf(&user, "\n\nRequest: %s", run->input);
     }
     for (size_t d = 0; d < step->depends_count; d++) {
         size_t j = plan_find(&run->plan, step->depends_on[d]);

@@ -40,7 +40,7 @@ context_json(const struct run *run, const struct plan_step *failed)
         }
     }
     ctx = json_pack("{s:s, s:{s:s, s:s, s:s, s:O?, s:s?}, s:o}", "goal",
-                    run->opts->input != NULL       ? run->opts->input
+                    run->input != NULL             ? run->input
                     : run->wf->description != NULL ? run->wf->description
                                                    : run->wf->name,
                     "failed_step", "id", failed->id, "task", failed->task, "executor",

@@ -30,6 +30,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static void cursors_save(struct run *run);
+
 static const char *const layer_names[] = {
     "rule", "llm", "fallback", "counter_limit", "pattern", "circuit_breaker", "correction"};
 
@@ -504,11 +506,13 @@ script_of(const struct run *run, size_t i)
     return run->wf->models[i].provider == WF_PROVIDER_SCRIPTED ? run->wf->models[i].script : NULL;
 }
 
-/* A conversation given a session id continues its scripts where the last turn left them. */
+/* A conversation given a session id, or a resumed run, continues its scripts where the last
+ * turn or the last finished step left them; cursors are saved after every step for that. */
 static void
 cursors_restore(struct run *run)
 {
-    for (size_t i = 0; run->opts->session_id != NULL && i < run->wf->model_count; i++) {
+    for (size_t i = 0;
+         (run->opts->session_id != NULL || run->is_resumed) && i < run->wf->model_count; i++) {
         json_t *saved = NULL;
         const char *script = script_of(run, i);
         if (script != NULL &&
@@ -523,7 +527,7 @@ cursors_restore(struct run *run)
 static void
 cursors_save(struct run *run)
 {
-    for (size_t i = 0; run->opts->session_id != NULL && i < run->wf->model_count; i++) {
+    for (size_t i = 0; i < run->wf->model_count; i++) {
         const char *script = script_of(run, i);
         const json_t *c = llm_scripted_cursors(provider_for(run, i));
         if (script != NULL && c != NULL) {
@@ -557,6 +561,7 @@ teardown(struct run *run)
     state_close(run->state);
     weft__free(run->session_id);
     weft__free(run->workspace);
+    weft__free(run->stored_input);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -682,7 +687,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     weft__buf_printf(&user,
                      "Make a plan as JSON: {\"thought\": ..., \"plan\": [{\"agent\", \"task\", "
                      "\"depends_on\": [step ids s1, s2, ...]}]}.\n\nRequest: %s",
-                     run->opts->input != NULL  ? run->opts->input
+                     run->input != NULL        ? run->input
                      : wf->description != NULL ? wf->description
                                                : wf->name);
     run->result->iterations++;
@@ -1068,8 +1073,7 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
     } else {
         rt_router_decide(run, span, &route, &layer, reason, reason_len);
         if (plan_append(&run->plan, NULL, wf->router.routes[route].agent,
-                        run->opts->input != NULL ? run->opts->input : "", NULL, 0,
-                        &index) == WEFT_OK) {
+                        run->input != NULL ? run->input : "", NULL, 0, &index) == WEFT_OK) {
             next = wf->agents[wf->router.routes[route].agent].name;
             weft__free(run->result->route);
             run->result->route = weft__strdup(wf->router.routes[route].name);
@@ -1173,7 +1177,7 @@ execute(struct run *run)
 
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
-    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE) {
+    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->is_resumed) {
         if (wf->plan_count > 0) {
             for (size_t i = 0; i < wf->plan_count; i++) {
                 const struct wf_step *s = &wf->plan[i];
@@ -1214,6 +1218,7 @@ execute(struct run *run)
             continue; /* a route that ran nothing */
         }
         run_step(run, step);
+        cursors_save(run);
         if (run->plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);
             r->output = weft__strdup(run->plan.steps[step].result);
@@ -1311,6 +1316,123 @@ end_root(struct run *run)
     weft_span_end(root, 0);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Resume                                                                                      */
+
+static weft_err
+resume_step(const struct state_step_row *row, void *user_data)
+{
+    struct run *run = user_data;
+    json_t *deps = json_loads(row->depends_on != NULL ? row->depends_on : "[]", 0, NULL);
+    const char *ids[256];
+    size_t n = 0;
+    size_t index = 0;
+    step_executor ex = EXEC_AGENT;
+    size_t agent = WF_NONE;
+    struct plan_step *s = NULL;
+    step_status status = STEP_PENDING;
+
+    if (row->executor != NULL && !step_executor_parse(row->executor, &ex)) {
+        json_decref(deps);
+        return WEFT_EPARSE;
+    }
+    if (ex == EXEC_AGENT) {
+        agent = wf_find_agent(run->wf, row->actor);
+        if (agent == WF_NONE) {
+            WEFT_LOG(WEFT_LOG_ERROR, "resume: step %s names agent '%s', unknown to the workflow",
+                     row->id, row->actor);
+            json_decref(deps);
+            return WEFT_EPARSE;
+        }
+    }
+    for (; n < json_array_size(deps) && n < 256; n++) {
+        ids[n] = json_string_value(json_array_get(deps, n));
+    }
+    if (plan_append(&run->plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
+        json_decref(deps);
+        return WEFT_ENOMEM;
+    }
+    json_decref(deps);
+    s = &run->plan.steps[index];
+    s->executor = ex;
+    (void)step_status_parse(row->status, &status);
+    /* The step that was running when the process died runs again. */
+    s->status = status == STEP_IN_PROGRESS ? STEP_PENDING : status;
+    s->attempts = row->attempts;
+    s->spec = row->spec != NULL ? json_loads(row->spec, 0, NULL) : NULL;
+    s->error = row->error != NULL ? json_loads(row->error, 0, NULL) : NULL;
+    s->result = row->result != NULL ? weft__strdup(row->result) : NULL;
+    s->feedback = row->feedback != NULL ? weft__strdup(row->feedback) : NULL;
+    s->requested_by = row->requested_by != NULL ? weft__strdup(row->requested_by) : NULL;
+    s->parent = row->parent != NULL ? weft__strdup(row->parent) : NULL;
+    s->error_type = row->error_type != NULL ? weft__strdup(row->error_type) : NULL;
+    s->has_reward = row->has_reward;
+    s->reward = row->reward;
+    if (s->has_reward) {
+        run->result->reward += s->reward;
+    }
+    return WEFT_OK;
+}
+
+/* Load the stored run into @p run; fills @p link with the previous trace's root. */
+static weft_err
+resume_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len)
+{
+    struct weft_run_info info;
+    weft_err err = state_run_info(run->state, run->opts->resume_run_id, &info);
+
+    memset(link, 0, sizeof(*link));
+    if (err != WEFT_OK) {
+        snprintf(error, error_len, "resume: no run '%.64s' in the state database",
+                 run->opts->resume_run_id);
+        return err;
+    }
+    if (strcmp(info.workflow, run->wf->name) != 0) {
+        snprintf(error, error_len, "resume: run %.64s belongs to workflow '%.64s', not '%.64s'",
+                 info.run_id, info.workflow, run->wf->name);
+        err = WEFT_EINVAL;
+    } else if (strcmp(info.status, "running") != 0 && strcmp(info.status, "aborted") != 0) {
+        snprintf(error, error_len,
+                 "resume: run %.64s already ended (%s); only interrupted runs "
+                 "resume",
+                 info.run_id, info.status);
+        err = WEFT_EINVAL;
+    }
+    if (err == WEFT_OK) {
+        snprintf(run->run_id, sizeof(run->run_id), "%s", info.run_id);
+        weft__free(run->session_id);
+        run->session_id = weft__strdup(info.session_id);
+        run->stored_input = info.input != NULL ? weft__strdup(info.input) : NULL;
+        if (run->opts->input == NULL) {
+            run->input = run->stored_input;
+        }
+        run->is_resumed = true;
+        run->result->corrections = info.corrections;
+        run->corrections = (unsigned)info.corrections;
+        if (info.trace_id != NULL && info.root_span_id != NULL && strlen(info.trace_id) == 32 &&
+            strlen(info.root_span_id) == 16) {
+            for (size_t i = 0; i < 16; i++) {
+                unsigned v = 0;
+                sscanf(info.trace_id + 2 * i, "%2x", &v);
+                link->trace_id[i] = (uint8_t)v;
+            }
+            for (size_t i = 0; i < 8; i++) {
+                unsigned v = 0;
+                sscanf(info.root_span_id + 2 * i, "%2x", &v);
+                link->span_id[i] = (uint8_t)v;
+            }
+            link->trace_flags = WEFT_TRACE_FLAG_SAMPLED;
+        }
+        err = state_steps_each(run->state, run->run_id, resume_step, run);
+        if (err != WEFT_OK) {
+            snprintf(error, error_len, "resume: the stored plan of run %.64s cannot be loaded",
+                     run->run_id);
+        }
+    }
+    state_info_cleanup(&info);
+    return err;
+}
+
 weft_err
 weft_run(const struct weft_workflow *workflow,
          const struct weft_run_options *options,
@@ -1323,8 +1445,10 @@ weft_run(const struct weft_workflow *workflow,
     struct weft_run_result *r = NULL;
     char errbuf[512] = "";
     char *state_path = NULL;
+    struct weft_span_context resumed_from;
     weft_err err = WEFT_OK;
 
+    memset(&resumed_from, 0, sizeof(resumed_from));
     if (error == NULL || error_len == 0) {
         error = errbuf;
         error_len = sizeof(errbuf);
@@ -1340,6 +1464,7 @@ weft_run(const struct weft_workflow *workflow,
     memset(&run, 0, sizeof(run));
     run.wf = workflow;
     run.opts = options != NULL ? options : &defaults;
+    run.input = run.opts->input;
     plan_init(&run.plan);
     r = weft__calloc(1, sizeof(*r));
     if (r == NULL) {
@@ -1394,6 +1519,21 @@ weft_run(const struct weft_workflow *workflow,
     if (err != WEFT_OK) {
         goto fail;
     }
+    if (run.opts->resume_run_id != NULL) {
+        err = resume_load(&run, &resumed_from, error, error_len);
+        if (err != WEFT_OK) {
+            goto fail;
+        }
+        weft__free(r->run_id);
+        weft__free(r->session_id);
+        r->run_id = weft__strdup(run.run_id);
+        r->session_id = weft__strdup(run.session_id);
+        if (r->run_id == NULL || r->session_id == NULL) {
+            err = WEFT_ENOMEM;
+            goto fail;
+        }
+    }
+    cursors_restore(&run);
     if (workflow->has_router && workflow->supervisor.policy == WF_POLICY_ROUTER) {
         err = state_messages_load(run.state, run.session_id, 200, &run.history);
         if (err != WEFT_OK) {
@@ -1401,7 +1541,6 @@ weft_run(const struct weft_workflow *workflow,
             goto fail;
         }
     }
-    cursors_restore(&run);
     if (run.opts->provider != NULL) {
         err =
             weft_provider_get_tracer(run.opts->provider, "weft.runtime", WEFT_VERSION, &run.tracer);
@@ -1416,8 +1555,20 @@ weft_run(const struct weft_workflow *workflow,
         run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
     }
     (void)state_run_begin(run.state, run.run_id, workflow->name, workflow->path, run.session_id,
-                          run.opts->input, weft__now_ns());
-    run.root = rt_span_start(&run, RT_SPAN_WORKFLOW, workflow->name, NULL, NULL, 0);
+                          run.input, weft__now_ns());
+    {
+        struct weft_link_spec link;
+        struct weft_attr link_attr = weft_attr_str("weft.link.reason", "resumed_from");
+        memset(&link, 0, sizeof(link));
+        link.context = resumed_from;
+        link.attrs = &link_attr;
+        link.attr_count = 1;
+        run.root = rt_span_start(&run, RT_SPAN_WORKFLOW, workflow->name, NULL, &link,
+                                 weft_span_context_is_valid(&resumed_from) ? 1 : 0);
+        if (run.is_resumed) {
+            weft_span_set_bool(run.root, "weft.run.resumed", true);
+        }
+    }
     {
         struct weft_span_context ctx;
         weft_span_context_of(run.root, &ctx);
@@ -1429,7 +1580,7 @@ weft_run(const struct weft_workflow *workflow,
         }
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
-    rt_span_content(&run, run.root, "langfuse.observation.input", run.opts->input);
+    rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
     rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
     execute(&run);
     if (run.oom != WEFT_OK) {
@@ -1442,7 +1593,7 @@ weft_run(const struct weft_workflow *workflow,
     end_root(&run);
     if (run.history != NULL && r->route != NULL && run.plan.count > 0) {
         (void)state_message_add(run.state, run.session_id, run.run_id, "user",
-                                run.opts->input != NULL ? run.opts->input : "", NULL);
+                                run.input != NULL ? run.input : "", NULL);
         if (r->output != NULL) {
             (void)state_message_add(run.state, run.session_id, run.run_id, "assistant", r->output,
                                     r->route);

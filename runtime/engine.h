@@ -49,8 +49,11 @@ struct run {
     struct llm_provider *replay;     /* --replay: answers every model */
     struct llm_recording *recording;
     const struct tool_def **native; /* per workflow tool: the registry entry of native tools */
-    char run_id[24];
+    char run_id[72];
     char *session_id;
+    const char *input;  /* the request: the options' or, on resume, the stored one */
+    char *stored_input; /* owned copy behind input on resume */
+    bool is_resumed;
     char *workspace;
     bool capture_content;
     struct plan plan;

@@ -80,7 +80,7 @@ rt_router_decide(struct run *run,
 {
     const struct weft_workflow *wf = run->wf;
     const struct wf_router *r = &wf->router;
-    const char *input = run->opts->input != NULL ? run->opts->input : "";
+    const char *input = run->input != NULL ? run->input : "";
     unsigned clarifications = trailing_clarifications(run);
     struct llm_response resp;
     struct llm_error lerr;

@@ -530,3 +530,255 @@ state_cursors_save(struct rt_state *st,
     free(text);
     return err;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading runs back                                                                           */
+
+static char *
+col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
+{
+    const unsigned char *v = sqlite3_column_text(stmt, i);
+    char *copy = NULL;
+
+    if (v == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup((const char *)v);
+    if (copy == NULL) {
+        *is_oom = true;
+    }
+    return copy;
+}
+
+#define RUN_COLUMNS                                                                           \
+    "id, workflow, workflow_path, session_id, input, status, reason, trace_id, root_span_id," \
+    " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
+    " input_tokens, output_tokens, cost_usd,"                                                 \
+    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id)"
+
+static void
+read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
+{
+    info->run_id = col_dup(stmt, 0, is_oom);
+    info->workflow = col_dup(stmt, 1, is_oom);
+    info->workflow_path = col_dup(stmt, 2, is_oom);
+    info->session_id = col_dup(stmt, 3, is_oom);
+    info->input = col_dup(stmt, 4, is_oom);
+    info->status = col_dup(stmt, 5, is_oom);
+    info->reason = col_dup(stmt, 6, is_oom);
+    info->trace_id = col_dup(stmt, 7, is_oom);
+    info->root_span_id = col_dup(stmt, 8, is_oom);
+    info->resumed_from_trace = col_dup(stmt, 9, is_oom);
+    info->loops = col_dup(stmt, 10, is_oom);
+    info->started_ns = (uint64_t)sqlite3_column_int64(stmt, 11);
+    info->ended_ns = (uint64_t)sqlite3_column_int64(stmt, 12);
+    info->iterations = (size_t)sqlite3_column_int64(stmt, 13);
+    info->corrections = (size_t)sqlite3_column_int64(stmt, 14);
+    info->reward = sqlite3_column_double(stmt, 15);
+    info->input_tokens = sqlite3_column_int64(stmt, 16);
+    info->output_tokens = sqlite3_column_int64(stmt, 17);
+    info->cost_usd = sqlite3_column_double(stmt, 18);
+    info->step_count = (size_t)sqlite3_column_int64(stmt, 19);
+}
+
+void
+state_info_cleanup(struct weft_run_info *info)
+{
+    weft__free(info->run_id);
+    weft__free(info->workflow);
+    weft__free(info->workflow_path);
+    weft__free(info->session_id);
+    weft__free(info->input);
+    weft__free(info->status);
+    weft__free(info->reason);
+    weft__free(info->trace_id);
+    weft__free(info->root_span_id);
+    weft__free(info->resumed_from_trace);
+    weft__free(info->loops);
+    memset(info, 0, sizeof(*info));
+}
+
+weft_err
+state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count)
+{
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT " RUN_COLUMNS " FROM runs ORDER BY started_ns DESC LIMIT ?");
+    struct weft_run_info *infos = NULL;
+    size_t n = 0;
+    bool is_oom = false;
+    int rc = 0;
+
+    *out = NULL;
+    *count = 0;
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)limit);
+    infos = weft__calloc(limit > 0 ? limit : 1, sizeof(*infos));
+    if (infos == NULL) {
+        sqlite3_finalize(stmt);
+        return WEFT_ENOMEM;
+    }
+    while (n < limit && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        read_info(stmt, &infos[n++], &is_oom);
+    }
+    sqlite3_finalize(stmt);
+    if (is_oom || (rc != SQLITE_ROW && rc != SQLITE_DONE && n < limit)) {
+        for (size_t i = 0; i < n; i++) {
+            state_info_cleanup(&infos[i]);
+        }
+        weft__free(infos);
+        return is_oom ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    *out = infos;
+    *count = n;
+    return WEFT_OK;
+}
+
+weft_err
+state_run_resolve(
+    struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
+{
+    sqlite3_stmt *stmt = NULL;
+    size_t matches = 0;
+    char pattern[96];
+    weft_err result = WEFT_ENOTFOUND;
+
+    if (strcmp(ref, "last") == 0) {
+        stmt = prepare(st, "SELECT id FROM runs ORDER BY started_ns DESC LIMIT 1");
+    } else {
+        if (strlen(ref) == 0 || strlen(ref) > 64 || strpbrk(ref, "%_") != NULL) {
+            snprintf(err, err_len, "'%.64s' is not a run id", ref);
+            return WEFT_EINVAL;
+        }
+        snprintf(pattern, sizeof(pattern), "%s%%", ref);
+        stmt = prepare(st, "SELECT id FROM runs WHERE id LIKE ? ORDER BY started_ns DESC LIMIT 5");
+        if (stmt != NULL) {
+            bind_text(stmt, 1, pattern);
+        }
+    }
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(stmt, 0);
+        if (matches == 0 || strcmp(id, ref) == 0) {
+            snprintf(out, out_len, "%s", id);
+        }
+        if (strcmp(id, ref) == 0) {
+            matches = 1;
+            break;
+        }
+        matches++;
+    }
+    sqlite3_finalize(stmt);
+    if (matches == 1) {
+        result = WEFT_OK;
+    } else if (matches > 1) {
+        snprintf(err, err_len, "'%.64s' matches several runs", ref);
+        result = WEFT_EINVAL;
+    } else {
+        snprintf(err, err_len, "no run '%.64s'", ref);
+    }
+    return result;
+}
+
+weft_err
+state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?");
+    bool is_oom = false;
+    int rc = 0;
+
+    memset(info, 0, sizeof(*info));
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        read_info(stmt, info, &is_oom);
+    }
+    sqlite3_finalize(stmt);
+    if (is_oom) {
+        state_info_cleanup(info);
+        return WEFT_ENOMEM;
+    }
+    return rc == SQLITE_ROW ? WEFT_OK : rc == SQLITE_DONE ? WEFT_ENOTFOUND : WEFT_EIO;
+}
+
+weft_err
+state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT step_id, agent, task, depends_on, status, attempts,"
+                                     " result, feedback, requested_by, executor, spec, parent,"
+                                     " reward, error_type, error FROM steps WHERE run_id = ?"
+                                     " ORDER BY idx");
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct state_step_row row;
+        memset(&row, 0, sizeof(row));
+        row.id = (const char *)sqlite3_column_text(stmt, 0);
+        row.actor = (const char *)sqlite3_column_text(stmt, 1);
+        row.task = (const char *)sqlite3_column_text(stmt, 2);
+        row.depends_on = (const char *)sqlite3_column_text(stmt, 3);
+        row.status = (const char *)sqlite3_column_text(stmt, 4);
+        row.attempts = (unsigned)sqlite3_column_int(stmt, 5);
+        row.result = (const char *)sqlite3_column_text(stmt, 6);
+        row.feedback = (const char *)sqlite3_column_text(stmt, 7);
+        row.requested_by = (const char *)sqlite3_column_text(stmt, 8);
+        row.executor = (const char *)sqlite3_column_text(stmt, 9);
+        row.spec = (const char *)sqlite3_column_text(stmt, 10);
+        row.parent = (const char *)sqlite3_column_text(stmt, 11);
+        row.has_reward = sqlite3_column_type(stmt, 12) != SQLITE_NULL;
+        row.reward = sqlite3_column_double(stmt, 12);
+        row.error_type = (const char *)sqlite3_column_text(stmt, 13);
+        row.error = (const char *)sqlite3_column_text(stmt, 14);
+        err = fn(&row, user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+weft_err
+state_corrections_each(struct rt_state *st,
+                       const char *run_id,
+                       state_correction_fn fn,
+                       void *user_data)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT seq, failed_step, error_type, inserted,"
+                                     " depends_before, depends_after, created_ns FROM corrections"
+                                     " WHERE run_id = ? ORDER BY seq");
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_run_correction c;
+        c.seq = (unsigned)sqlite3_column_int(stmt, 0);
+        c.failed_step = (char *)sqlite3_column_text(stmt, 1);
+        c.error_type = (char *)sqlite3_column_text(stmt, 2);
+        c.inserted = (char *)sqlite3_column_text(stmt, 3);
+        c.depends_before = (char *)sqlite3_column_text(stmt, 4);
+        c.depends_after = (char *)sqlite3_column_text(stmt, 5);
+        c.created_ns = (uint64_t)sqlite3_column_int64(stmt, 6);
+        err = fn(&c, user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}

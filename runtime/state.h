@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
-#include <weft/common.h>
+#include <weft/runtime.h>
 
 struct rt_state;
 
@@ -100,5 +100,45 @@ weft_err state_cursors_save(struct rt_state *st,
                             const char *session_id,
                             const char *script,
                             const json_t *cursors);
+
+/* Reading runs back (runs.c builds the public API on these). */
+weft_err
+state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count);
+void state_info_cleanup(struct weft_run_info *info);
+/* Resolve "last", an id or a unique prefix into @p out. @return WEFT_OK, WEFT_ENOTFOUND,
+ * WEFT_EINVAL (ambiguous or malformed; @p err says which), WEFT_EIO. */
+weft_err state_run_resolve(
+    struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len);
+weft_err state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info);
+
+/* One stored step; every pointer is borrowed for the callback. */
+struct state_step_row {
+    const char *id;
+    const char *actor;
+    const char *task;
+    const char *depends_on; /* JSON array */
+    const char *status;
+    unsigned attempts;
+    const char *result;
+    const char *feedback;
+    const char *requested_by;
+    const char *executor;
+    const char *spec; /* JSON or NULL */
+    const char *parent;
+    bool has_reward;
+    double reward;
+    const char *error_type;
+    const char *error; /* JSON or NULL */
+};
+typedef weft_err (*state_step_fn)(const struct state_step_row *row, void *user_data);
+typedef weft_err (*state_correction_fn)(const struct weft_run_correction *c, void *user_data);
+/* Call @p fn for each step of the run in plan order / each correction in order; stops at the
+ * first error @p fn returns. */
+weft_err
+state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data);
+weft_err state_corrections_each(struct rt_state *st,
+                                const char *run_id,
+                                state_correction_fn fn,
+                                void *user_data);
 
 #endif /* WEFT_RUNTIME_STATE_H */

@@ -148,6 +148,11 @@ struct weft_run_options {
     /** When non-NULL and it becomes non-zero, the run stops at the next check (between
      * decisions, LLM rounds and tool calls) with status aborted. */
     const volatile sig_atomic_t *abort_flag;
+    /** Continue the stored run with this id instead of starting a new one (`weft resume`):
+     * completed steps are kept, a step that was in progress runs again, the run keeps its id
+     * and session, and its new trace links to the previous one. The workflow must be the one
+     * the run was started with. */
+    const char *resume_run_id;
 };
 
 /** One step of the final plan. */
@@ -215,6 +220,75 @@ WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
 
 /** Free a run result. NULL is a no-op. */
 WEFT_API void weft_run_result_free(struct weft_run_result *result);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stored runs: the state database read back (`weft runs`, `weft run show`, `weft resume`).     */
+
+/** One run as the state database holds it. */
+struct weft_run_info {
+    char *run_id;
+    char *workflow;      /**< the workflow's name */
+    char *workflow_path; /**< the file it was loaded from; may be NULL for old runs */
+    char *session_id;
+    char *input;              /**< may be NULL */
+    char *status;             /**< running (or killed while running), completed, failed, ... */
+    char *reason;             /**< may be NULL */
+    char *trace_id;           /**< the latest trace of the run; may be NULL */
+    char *root_span_id;       /**< its root span; may be NULL */
+    char *resumed_from_trace; /**< the trace a resumed run continued; may be NULL */
+    char *loops;              /**< JSON {kind: count}; may be NULL */
+    uint64_t started_ns;
+    uint64_t ended_ns; /**< 0 while running */
+    size_t iterations;
+    size_t step_count;
+    size_t corrections;
+    double reward;
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+};
+
+/** One DAG surgery of a run. Lists are JSON arrays of step ids. */
+struct weft_run_correction {
+    unsigned seq;
+    char *failed_step;
+    char *error_type; /**< may be NULL */
+    char *inserted;
+    char *depends_before;
+    char *depends_after;
+    uint64_t created_ns;
+};
+
+/** Everything stored about one run. */
+struct weft_run_details {
+    struct weft_run_info info;
+    struct weft_run_step *steps; /**< in plan order */
+    size_t step_count;
+    struct weft_run_correction *corrections;
+    size_t correction_count;
+};
+
+/** List the @p limit most recent runs, newest first.
+ * @param state_path NULL means $WEFT_HOME/state.db.
+ * @return WEFT_OK (also when there are none), WEFT_ENOTFOUND (no database), WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: free with weft_run_infos_free(). */
+WEFT_API weft_err weft_runs_list(const char *state_path,
+                                 size_t limit,
+                                 struct weft_run_info **out,
+                                 size_t *count);
+
+/** Free an array from weft_runs_list(). NULL is a no-op. */
+WEFT_API void weft_run_infos_free(struct weft_run_info *infos, size_t count);
+
+/** Load one run: @p ref is a run id, a unique prefix of one, or "last".
+ * @return WEFT_OK, WEFT_ENOTFOUND (no such run, or no database), WEFT_EINVAL (ambiguous prefix,
+ * NULL argument), WEFT_EIO, WEFT_ENOMEM. Ownership: free with weft_run_details_free(). */
+WEFT_API weft_err weft_run_load(const char *state_path,
+                                const char *ref,
+                                struct weft_run_details **out);
+
+/** Free what weft_run_load() returned. NULL is a no-op. */
+WEFT_API void weft_run_details_free(struct weft_run_details *details);
 
 #ifdef __cplusplus
 }

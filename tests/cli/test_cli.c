@@ -7,11 +7,14 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -513,6 +516,147 @@ test_cli_run_failed_run_exits_1_invalid_workflow_exits_2(void **state)
     assert_non_null(strstr(r.err, "invalid JSON"));
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* weft runs / weft run show / weft resume                                                     */
+
+/* A value from an SQLite database, or "" (the caller frees). */
+static char *
+sql_value(const char *db_path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    char *out = NULL;
+
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL) {
+        out = strdup((const char *)sqlite3_column_text(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return out != NULL ? out : strdup("");
+}
+
+static void
+test_cli_runs_and_run_show_list_the_surgery(void **state)
+{
+    struct fixture *f = *state;
+    struct run r;
+
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "runs");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "no runs yet"));
+    r = RUN(f, "run", EXAMPLE("correction"), "-q", "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    r = RUN(f, "runs");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "adaptive-correction"));
+    assert_non_null(strstr(r.out, "completed"));
+    assert_non_null(strstr(r.out, "3.50"));
+    r = RUN(f, "run", "show", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "greet.c1.1"));
+    assert_non_null(strstr(r.out, "file_writer"));
+    assert_non_null(strstr(r.out, "DAG surgery:"));
+    assert_non_null(strstr(r.out, "#1 greet failed (exit_status): inserted [\"greet.c1.1\"]; "
+                                  "depends_on [] -> [\"greet.c1.1\"]"));
+    r = RUN(f, "run", "show", "ffffffffff");
+    assert_int_equal(r.status, 1);
+}
+
+static void
+test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char state_db[128];
+    char weft_db[128];
+    char *run_id = NULL;
+    char *old_trace = NULL;
+    char *links = NULL;
+    char sql[300];
+    const char *argv[] = {WEFT_BIN, "run", wf, "-q", "--no-trace", "--workspace", f->dir, NULL};
+    pid_t pid = 0;
+    int status = 0;
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    snprintf(weft_db, sizeof(weft_db), "%s/weft.db", f->dir);
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"first done\"},"
+                       " {\"content\": \"second done\", \"delay_ms\": 1500},"
+                       " {\"content\": \"third done\"}]}}}");
+    write_text(
+        wf,
+        "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\","
+        " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+        " \"plan\": [{\"id\": \"one\", \"agent\": \"a\", \"task\": \"first\"},"
+        " {\"id\": \"two\", \"agent\": \"a\", \"task\": \"second\", \"depends_on\": [\"one\"]},"
+        " {\"id\": \"three\", \"agent\": \"a\", \"task\": \"third\", \"depends_on\": [\"two\"]}]}");
+    weft_test_setenv("WEFT_HOME", f->dir);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, NULL, NULL, (char *const *)argv, environ), 0);
+    /* Kill it for real while step two is in flight. */
+    for (int i = 0; i < 500; i++) {
+        char *st = sql_value(state_db, "SELECT status FROM steps WHERE step_id = 'two'");
+        bool is_running = strcmp(st, "in_progress") == 0;
+        free(st);
+        if (is_running) {
+            break;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    run_id = sql_value(state_db, "SELECT id FROM runs");
+    old_trace = sql_value(state_db, "SELECT trace_id FROM runs");
+    assert_int_equal(strlen(old_trace), 32);
+    {
+        char *st = sql_value(state_db, "SELECT status FROM runs");
+        assert_string_equal(st, "running");
+        free(st);
+    }
+    r = RUN(f, "resume", run_id, "--json", "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    {
+        json_t *j = json_loads(r.out, 0, NULL);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "run_id")), run_id);
+        assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
+        /* Step one was not re-run: two LLM calls, for steps two and three. */
+        assert_int_equal(json_integer_value(json_object_get(j, "llm_calls")), 2);
+        assert_string_equal(json_string_value(json_object_get(j, "output")), "third done");
+        assert_string_equal(json_string_value(json_object_get(j, "session_id")), run_id);
+        json_decref(j);
+    }
+    {
+        char *st = sql_value(state_db, "SELECT status || ' ' || resumed_from_trace FROM runs");
+        char expected[80];
+        snprintf(expected, sizeof(expected), "completed %s", old_trace);
+        assert_string_equal(st, expected);
+        free(st);
+        st = sql_value(state_db, "SELECT attempts FROM steps WHERE step_id = 'one'");
+        assert_string_equal(st, "1");
+        free(st);
+    }
+    /* The new trace's root links to the old trace. */
+    snprintf(sql, sizeof(sql),
+             "SELECT links FROM spans WHERE name = 'invoke_workflow slow' AND trace_id != '%s'",
+             old_trace);
+    links = sql_value(weft_db, sql);
+    assert_non_null(strstr(links, old_trace));
+    r = RUN(f, "resume", run_id);
+    assert_int_equal(r.status, 2); /* already completed */
+    assert_non_null(strstr(r.err, "already ended"));
+    free(links);
+    free(run_id);
+    free(old_trace);
+}
+
 int
 main(void)
 {
@@ -536,6 +680,8 @@ main(void)
         T(test_cli_run_example_prints_summary_and_tree),
         T(test_cli_run_json_record_and_replay),
         T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
+        T(test_cli_runs_and_run_show_list_the_surgery),
+        T(test_cli_resume_after_sigkill_keeps_completed_steps),
 #undef T
     };
 

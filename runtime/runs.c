@@ -1,0 +1,217 @@
+/* runtime/runs.c - stored runs read back through the public API (`weft runs`, `weft run show`):
+ * a run's record, its plan steps with rewards and lineage, and its DAG-surgery history.
+ *
+ * A missing database is "no runs" for the caller to explain (WEFT_ENOTFOUND), never a new empty
+ * file: reading must not create state.
+ */
+#include "state.h"
+
+#include "../tracing/util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static weft_err
+open_existing(const char *state_path, struct rt_state **out)
+{
+    char *path = state_path != NULL ? weft__strdup(state_path) : state_default_path();
+    char err[256];
+    weft_err rc = WEFT_OK;
+
+    *out = NULL;
+    if (path == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (access(path, F_OK) != 0) {
+        weft__free(path);
+        return WEFT_ENOTFOUND;
+    }
+    rc = state_open(path, out, err, sizeof(err));
+    if (rc != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "%s", err);
+    }
+    weft__free(path);
+    return rc;
+}
+
+weft_err
+weft_runs_list(const char *state_path, size_t limit, struct weft_run_info **out, size_t *count)
+{
+    struct rt_state *st = NULL;
+    weft_err err = WEFT_OK;
+
+    if (out == NULL || count == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    *count = 0;
+    err = open_existing(state_path, &st);
+    if (err == WEFT_OK) {
+        err = state_runs_list(st, limit == 0 ? 20 : limit, out, count);
+    }
+    state_close(st);
+    return err;
+}
+
+void
+weft_run_infos_free(struct weft_run_info *infos, size_t count)
+{
+    for (size_t i = 0; infos != NULL && i < count; i++) {
+        state_info_cleanup(&infos[i]);
+    }
+    weft__free(infos);
+}
+
+static char *
+deps_list(const char *json_text)
+{
+    json_t *deps = json_loads(json_text != NULL ? json_text : "[]", 0, NULL);
+    struct weft__buf b;
+
+    weft__buf_init(&b, 0);
+    weft__buf_append_str(&b, "");
+    for (size_t i = 0; i < json_array_size(deps); i++) {
+        weft__buf_printf(&b, "%s%s", i > 0 ? "," : "", json_string_value(json_array_get(deps, i)));
+    }
+    json_decref(deps);
+    return b.data;
+}
+
+static char *
+dup_or_null(const char *s, bool *is_oom)
+{
+    char *copy = NULL;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup(s);
+    *is_oom = *is_oom || copy == NULL;
+    return copy;
+}
+
+static weft_err
+add_step(const struct state_step_row *row, void *user_data)
+{
+    struct weft_run_details *d = user_data;
+    struct weft_run_step *grown = weft__realloc(d->steps, (d->step_count + 1) * sizeof(*grown));
+    struct weft_run_step *s = NULL;
+    bool is_oom = false;
+
+    if (grown == NULL) {
+        return WEFT_ENOMEM;
+    }
+    d->steps = grown;
+    s = &d->steps[d->step_count++];
+    memset(s, 0, sizeof(*s));
+    s->id = dup_or_null(row->id, &is_oom);
+    s->agent = dup_or_null(row->actor, &is_oom);
+    s->task = dup_or_null(row->task, &is_oom);
+    s->status = dup_or_null(row->status, &is_oom);
+    s->attempts = row->attempts;
+    s->result = dup_or_null(row->result, &is_oom);
+    s->requested_by = dup_or_null(row->requested_by, &is_oom);
+    s->parent = dup_or_null(row->parent, &is_oom);
+    s->executor = dup_or_null(row->executor != NULL ? row->executor : "agent", &is_oom);
+    s->depends_on = deps_list(row->depends_on);
+    s->reward = row->reward;
+    s->has_reward = row->has_reward;
+    return is_oom || s->depends_on == NULL ? WEFT_ENOMEM : WEFT_OK;
+}
+
+static weft_err
+add_correction(const struct weft_run_correction *c, void *user_data)
+{
+    struct weft_run_details *d = user_data;
+    struct weft_run_correction *grown =
+        weft__realloc(d->corrections, (d->correction_count + 1) * sizeof(*grown));
+    struct weft_run_correction *o = NULL;
+    bool is_oom = false;
+
+    if (grown == NULL) {
+        return WEFT_ENOMEM;
+    }
+    d->corrections = grown;
+    o = &d->corrections[d->correction_count++];
+    memset(o, 0, sizeof(*o));
+    o->seq = c->seq;
+    o->created_ns = c->created_ns;
+    o->failed_step = dup_or_null(c->failed_step, &is_oom);
+    o->error_type = dup_or_null(c->error_type, &is_oom);
+    o->inserted = dup_or_null(c->inserted, &is_oom);
+    o->depends_before = dup_or_null(c->depends_before, &is_oom);
+    o->depends_after = dup_or_null(c->depends_after, &is_oom);
+    return is_oom ? WEFT_ENOMEM : WEFT_OK;
+}
+
+weft_err
+weft_run_load(const char *state_path, const char *ref, struct weft_run_details **out)
+{
+    struct rt_state *st = NULL;
+    struct weft_run_details *d = NULL;
+    char id[96];
+    char why[160];
+    weft_err err = WEFT_OK;
+
+    if (ref == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    err = open_existing(state_path, &st);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = state_run_resolve(st, ref, id, sizeof(id), why, sizeof(why));
+    if (err == WEFT_EINVAL) {
+        WEFT_LOG(WEFT_LOG_WARN, "%s", why);
+    }
+    if (err == WEFT_OK) {
+        d = weft__calloc(1, sizeof(*d));
+        err = d == NULL ? WEFT_ENOMEM : state_run_info(st, id, &d->info);
+    }
+    if (err == WEFT_OK) {
+        err = state_steps_each(st, id, add_step, d);
+    }
+    if (err == WEFT_OK) {
+        err = state_corrections_each(st, id, add_correction, d);
+    }
+    state_close(st);
+    if (err != WEFT_OK) {
+        weft_run_details_free(d);
+        return err;
+    }
+    *out = d;
+    return WEFT_OK;
+}
+
+void
+weft_run_details_free(struct weft_run_details *d)
+{
+    if (d == NULL) {
+        return;
+    }
+    state_info_cleanup(&d->info);
+    for (size_t i = 0; i < d->step_count; i++) {
+        struct weft_run_step *s = &d->steps[i];
+        weft__free(s->id);
+        weft__free(s->agent);
+        weft__free(s->task);
+        weft__free(s->status);
+        weft__free(s->result);
+        weft__free(s->requested_by);
+        weft__free(s->parent);
+        weft__free(s->executor);
+        weft__free(s->depends_on);
+    }
+    weft__free(d->steps);
+    for (size_t i = 0; i < d->correction_count; i++) {
+        weft__free(d->corrections[i].failed_step);
+        weft__free(d->corrections[i].error_type);
+        weft__free(d->corrections[i].inserted);
+        weft__free(d->corrections[i].depends_before);
+        weft__free(d->corrections[i].depends_after);
+    }
+    weft__free(d->corrections);
+    weft__free(d);
+}
