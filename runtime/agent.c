@@ -105,6 +105,9 @@ attempt_messages(const struct run *run, const struct plan_step *step, const char
                              rt_step_actor(run, &run->plan.steps[j]), run->plan.steps[j].result);
         }
     }
+    if (step->extra_input != NULL) {
+        weft__buf_printf(&user, "\n\nFeedback for another round: %s", step->extra_input);
+    }
     if (feedback != NULL) {
         weft__buf_printf(&user, "\n\nYour previous answer was rejected. Feedback: %s", feedback);
     }
@@ -208,7 +211,11 @@ run_tool_call(struct run *run,
                 uint32_t t = bounded.timeout_ms != 0 ? bounded.timeout_ms : 30000;
                 bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
             }
-            if (tool_run(&bounded, run->workspace, args, &outcome) != WEFT_OK) {
+            weft_err trc = WEFT_OK;
+            rt_unlock(run);
+            trc = tool_run(&bounded, run->workspace, args, &outcome);
+            rt_lock(run);
+            if (trc != WEFT_OK) {
                 outcome_name = "error";
                 snprintf(err, sizeof(err), "tool failed to run");
             } else {
@@ -484,8 +491,8 @@ rt_agent_step(struct run *run, size_t index)
         memset(&link, 0, sizeof(link));
         link.context = step->requester;
         step->attempts++;
-        span = rt_span_start(run, RT_SPAN_AGENT, agent->name, run->root, &link,
-                             step->has_requester ? 1 : 0);
+        span = rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
+                                   step->has_requester ? 1 : 0);
         weft_span_set_str(span, "gen_ai.agent.name", agent->name);
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);
@@ -504,12 +511,14 @@ rt_agent_step(struct run *run, size_t index)
         msgs = attempt_messages(run, step, feedback);
         rt_span_content(run, span, "langfuse.observation.input", step->task);
         output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
+        step = &run->plan.steps[index]; /* act() released the run lock: re-fetch */
         if (output != NULL) {
             check_replan_on(run, index, output, span);
             if (agent->has_reflection) {
                 char *refined = NULL;
                 char *fb = NULL;
                 verdict v = reflect(run, index, span, output, attempt, deadline, &refined, &fb);
+                step = &run->plan.steps[index];
                 weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
                 if (v == VERDICT_FIXED) {
                     weft__free(output);

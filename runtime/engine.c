@@ -61,6 +61,36 @@ weft_loop_kind_name(weft_loop_kind kind)
 /* ------------------------------------------------------------------------------------------ */
 /* Time, budgets, progress, result bookkeeping                                                 */
 
+static __thread int worker_index = -1;
+
+int
+rt_worker_index(void)
+{
+    return worker_index;
+}
+
+void
+rt_set_worker_index(int index)
+{
+    worker_index = index;
+}
+
+void
+rt_lock(struct run *run)
+{
+    if (run->is_parallel) {
+        pthread_mutex_lock(&run->lock);
+    }
+}
+
+void
+rt_unlock(struct run *run)
+{
+    if (run->is_parallel) {
+        pthread_mutex_unlock(&run->lock);
+    }
+}
+
 bool
 rt_aborted(const struct run *run)
 {
@@ -200,7 +230,18 @@ rt_save_step(struct run *run, size_t index)
 static struct llm_provider *
 provider_for(struct run *run, size_t model)
 {
-    return run->replay != NULL ? run->replay : run->providers[model];
+    int w = rt_worker_index();
+
+    if (run->replay != NULL) {
+        return run->replay;
+    }
+    /* An OpenAI client holds one connection: each worker has its own, so parallel steps
+     * wait on the network side by side. The scripted provider is thread-safe itself. */
+    if (w >= 0 && run->worker_providers != NULL && (size_t)w < run->worker_count &&
+        run->worker_providers[w][model] != NULL) {
+        return run->worker_providers[w][model];
+    }
+    return run->providers[model];
 }
 
 static void
@@ -291,7 +332,9 @@ rt_llm_call(struct run *run,
         snprintf(error->message, sizeof(error->message), "no time left for the call");
         err = WEFT_ETIMEDOUT;
     } else {
+        rt_unlock(run);
         err = llm_complete(p, &req, response, error);
+        rt_lock(run);
     }
     if (run->recording != NULL) {
         (void)llm_recording_add(run->recording, &req, p->provider_name,
@@ -529,10 +572,11 @@ cursors_save(struct run *run)
 {
     for (size_t i = 0; i < run->wf->model_count; i++) {
         const char *script = script_of(run, i);
-        const json_t *c = llm_scripted_cursors(provider_for(run, i));
+        json_t *c = llm_scripted_cursors(provider_for(run, i));
         if (script != NULL && c != NULL) {
             (void)state_cursors_save(run->state, run->session_id, script, c);
         }
+        json_decref(c);
     }
 }
 
@@ -562,6 +606,7 @@ teardown(struct run *run)
     weft__free(run->session_id);
     weft__free(run->workspace);
     weft__free(run->stored_input);
+    pthread_mutex_destroy(&run->lock);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1465,6 +1510,7 @@ weft_run(const struct weft_workflow *workflow,
     run.wf = workflow;
     run.opts = options != NULL ? options : &defaults;
     run.input = run.opts->input;
+    pthread_mutex_init(&run.lock, NULL);
     plan_init(&run.plan);
     r = weft__calloc(1, sizeof(*r));
     if (r == NULL) {

@@ -13,6 +13,7 @@
 #include "state.h"
 #include "workflow.h"
 
+#include <pthread.h>
 #include <weft/runtime.h>
 
 #define RUN_MAX_REQUESTS 16 /* pending loop-back requests; more are cancelled and traced */
@@ -65,10 +66,25 @@ struct run {
     uint64_t deadline_mono; /* 0: none */
     struct weft_run_result *result;
     unsigned corrections; /* correction attempts so far (valid or not) */
+    /* Flows run steps on worker threads. They share the run under one lock, released only
+     * around blocking work (LLM calls, tools), so steps overlap while they wait on I/O and
+     * everything else stays as simple as on one thread. Never hold a pointer into the plan
+     * across a call that releases the lock: plan_append() may move the steps. */
+    pthread_mutex_t lock;
+    bool is_parallel;
+    struct llm_provider ***worker_providers; /* [worker][model] OpenAI clients, or NULL */
+    size_t worker_count;
     size_t decisions_cap;
     size_t verdicts_cap;
     weft_err oom; /* set when recording the result ran out of memory */
 };
+
+/* The run lock (no-ops unless the run is parallel). */
+void rt_lock(struct run *run);
+void rt_unlock(struct run *run);
+/* The worker index of the calling thread, or -1 on the engine thread. */
+int rt_worker_index(void);
+void rt_set_worker_index(int index);
 
 /* Time and budgets. */
 bool rt_aborted(const struct run *run);
@@ -122,6 +138,15 @@ struct weft_span *rt_span_start(struct run *run,
                                 struct weft_span *parent,
                                 const struct weft_link_spec *links,
                                 size_t link_count);
+
+/* The same, nested under the span context @p parent when it is valid (flow items), else
+ * under the run's root span. */
+struct weft_span *rt_span_start_under(struct run *run,
+                                      rt_span_kind kind,
+                                      const char *subject,
+                                      const struct weft_span_context *parent,
+                                      const struct weft_link_spec *links,
+                                      size_t link_count);
 
 /* Set a content attribute (prompts, outputs, arguments) only when capture is on. */
 void rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text);

@@ -91,20 +91,20 @@ set_error(struct plan_step *s, const char *type, json_t *details)
 
 /* Run the step's tool; fills @p out. */
 static weft_err
-run_executor(struct run *run, struct plan_step *s, struct tool_outcome *out)
+run_executor(struct run *run, step_executor executor, const json_t *spec, struct tool_outcome *out)
 {
     struct tool_def def;
     json_t *args = NULL;
     char *host = NULL;
     char *argv_store[64];
     weft_err err = WEFT_OK;
-    const json_t *timeout = json_object_get(s->spec, "timeout_s");
+    const json_t *timeout = json_object_get(spec, "timeout_s");
 
     memset(&def, 0, sizeof(def));
-    def.name = (char *)step_executor_name(s->executor);
+    def.name = (char *)step_executor_name(executor);
     def.timeout_ms = json_is_number(timeout) ? (uint32_t)(json_number_value(timeout) * 1000.0) : 0;
-    if (s->executor == EXEC_COMMAND) {
-        const json_t *argv = json_object_get(s->spec, "argv");
+    if (executor == EXEC_COMMAND) {
+        const json_t *argv = json_object_get(spec, "argv");
         def.type = TOOL_COMMAND;
         def.argc = json_array_size(argv) < 64 ? json_array_size(argv) : 64;
         for (size_t i = 0; i < def.argc; i++) {
@@ -112,13 +112,13 @@ run_executor(struct run *run, struct plan_step *s, struct tool_outcome *out)
         }
         def.argv = argv_store;
         args = json_object();
-    } else if (s->executor == EXEC_FILE_WRITER) {
+    } else if (executor == EXEC_FILE_WRITER) {
         def.type = TOOL_WRITE_FILE;
-        args = json_pack("{s:O, s:O}", "path", json_object_get(s->spec, "path"), "content",
-                         json_object_get(s->spec, "content"));
+        args = json_pack("{s:O, s:O}", "path", json_object_get(spec, "path"), "content",
+                         json_object_get(spec, "content"));
     } else {
         /* The workflow (or the corrective plan) named this URL: allow exactly its host. */
-        const char *url = json_string_value(json_object_get(s->spec, "url"));
+        const char *url = json_string_value(json_object_get(spec, "url"));
         const char *start = url != NULL ? strstr(url, "://") : NULL;
         size_t len = 0;
         if (start != NULL) {
@@ -175,6 +175,7 @@ rt_executor_step(struct run *run, size_t index)
     struct tool_outcome out;
     json_t *result = NULL;
     rt_eval eval = RT_EVAL_SUCCESS;
+    weft_err rc = WEFT_OK;
     char why[300] = "";
 
     memset(&link, 0, sizeof(link));
@@ -184,7 +185,8 @@ rt_executor_step(struct run *run, size_t index)
     s->attempts++;
     s->started_ns = weft__now_ns();
     rt_save_step(run, index);
-    span = rt_span_start(run, RT_SPAN_TOOL, name, run->root, &link, s->has_requester ? 1 : 0);
+    span = rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
+                               s->has_requester ? 1 : 0);
     weft_span_set_str(span, "gen_ai.tool.name", name);
     weft_span_set_str(span, "weft.step.id", s->id);
     weft_span_set_str(span, "weft.step.executor", name);
@@ -200,7 +202,17 @@ rt_executor_step(struct run *run, size_t index)
         snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
         rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
     }
-    if (run_executor(run, s, &out) != WEFT_OK) {
+    {
+        /* The spec object stays put while the lock is released; the step array may move. */
+        step_executor executor = s->executor;
+        json_t *spec = json_incref(s->spec);
+        rt_unlock(run);
+        rc = run_executor(run, executor, spec, &out);
+        rt_lock(run);
+        json_decref(spec);
+        s = &run->plan.steps[index];
+    }
+    if (rc != WEFT_OK) {
         eval = RT_EVAL_FAILURE;
         snprintf(why, sizeof(why), "%s step could not run", name);
         set_error(s, "spawn_failed", json_object());

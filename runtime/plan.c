@@ -80,6 +80,7 @@ step_cleanup(struct plan_step *s)
     weft__free(s->feedback);
     weft__free(s->requested_by);
     weft__free(s->parent);
+    weft__free(s->extra_input);
     weft__free(s->error_type);
     json_decref(s->spec);
     json_decref(s->error);
@@ -122,6 +123,8 @@ plan_append(struct plan *plan,
         id = generated;
     }
     memset(&s, 0, sizeof(s));
+    s.flow_node = -1;
+    s.item = -1;
     if (plan->count == plan->cap) {
         size_t cap = plan->cap == 0 ? 8 : plan->cap * 2;
         struct plan_step *grown = weft__realloc(plan->steps, cap * sizeof(*grown));

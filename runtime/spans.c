@@ -31,13 +31,14 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_CORRECT] = {"correct", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
 };
 
-struct weft_span *
-rt_span_start(struct run *run,
-              rt_span_kind kind,
-              const char *subject,
-              struct weft_span *parent,
-              const struct weft_link_spec *links,
-              size_t link_count)
+static struct weft_span *
+start(struct run *run,
+      rt_span_kind kind,
+      const char *subject,
+      struct weft_span *parent,
+      const struct weft_span_context *parent_ctx,
+      const struct weft_link_spec *links,
+      size_t link_count)
 {
     const struct kind_info *k = &kinds[kind];
     struct weft_span_start_options so;
@@ -64,12 +65,24 @@ rt_span_start(struct run *run,
     memset(&so, 0, sizeof(so));
     so.kind = k->span_kind;
     so.parent = parent;
-    so.is_root = parent == NULL;
+    so.parent_context = parent_ctx;
+    so.is_root = parent == NULL && parent_ctx == NULL;
     so.attrs = attrs;
     so.attr_count = n;
     so.links = links;
     so.link_count = link_count;
     return weft_span_start(run->tracer, name, &so);
+}
+
+struct weft_span *
+rt_span_start(struct run *run,
+              rt_span_kind kind,
+              const char *subject,
+              struct weft_span *parent,
+              const struct weft_link_spec *links,
+              size_t link_count)
+{
+    return start(run, kind, subject, parent, NULL, links, link_count);
 }
 
 void
@@ -78,4 +91,18 @@ rt_span_content(struct run *run, struct weft_span *span, const char *key, const 
     if (run->capture_content && text != NULL) {
         weft_span_set_str(span, key, text);
     }
+}
+
+struct weft_span *
+rt_span_start_under(struct run *run,
+                    rt_span_kind kind,
+                    const char *subject,
+                    const struct weft_span_context *parent,
+                    const struct weft_link_spec *links,
+                    size_t link_count)
+{
+    if (parent == NULL || !weft_span_context_is_valid(parent)) {
+        return rt_span_start(run, kind, subject, run->root, links, link_count);
+    }
+    return start(run, kind, subject, NULL, parent, links, link_count);
 }

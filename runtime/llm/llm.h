@@ -126,8 +126,9 @@ weft_err llm_scripted_new(const json_t *script,
 
 /* Scripted providers only: how many responses of each "agent/purpose" queue were used, as
  * {"agent/purpose": n}, so that a conversation spread over several runs (one per turn)
- * continues where it left off. NULL for other providers. Ownership: borrowed. */
-const json_t *llm_scripted_cursors(const struct llm_provider *provider);
+ * continues where it left off. NULL for other providers (or out of memory). Thread-safe.
+ * Ownership: returns a new reference (json_decref). */
+json_t *llm_scripted_cursors(const struct llm_provider *provider);
 /* Restore cursors saved from llm_scripted_cursors(). @return WEFT_OK, WEFT_EINVAL (not a
  * scripted provider or not an object), WEFT_ENOMEM. */
 weft_err llm_scripted_restore(struct llm_provider *provider, const json_t *cursors);

@@ -14,13 +14,15 @@
 
 #include "../../tracing/util.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 struct scripted {
-    json_t *responses; /* owned copy: agent -> purpose -> array */
-    json_t *cursors;   /* "agent/purpose" -> integer: responses consumed */
+    json_t *responses; /* owned copy: agent -> purpose -> array; immutable after load */
+    json_t *cursors;   /* "agent/purpose" -> integer: responses consumed; under lock */
+    pthread_mutex_t lock; /* parallel flow steps share one script */
 };
 
 static bool
@@ -239,8 +241,10 @@ scripted_complete(void *self,
     json_int_t used = 0;
 
     snprintf(key, sizeof(key), "%s/%s", request->agent, purpose);
+    pthread_mutex_lock(&s->lock);
     used = json_integer_value(json_object_get(s->cursors, key));
     if (list == NULL || (size_t)used >= json_array_size(list)) {
+        pthread_mutex_unlock(&s->lock);
         snprintf(error->type, sizeof(error->type), "%s", "script_exhausted");
         snprintf(error->message, sizeof(error->message),
                  "no scripted response left for %.100s/%s (%lld used)", request->agent, purpose,
@@ -248,9 +252,11 @@ scripted_complete(void *self,
         return WEFT_ENOTFOUND;
     }
     if (json_object_set_new(s->cursors, key, json_integer(used + 1)) != 0) {
+        pthread_mutex_unlock(&s->lock);
         return WEFT_ENOMEM;
     }
-    r = json_array_get(list, (size_t)used);
+    pthread_mutex_unlock(&s->lock);
+    r = json_array_get(list, (size_t)used); /* the responses never change: read unlocked */
     /* A scripted delay stands for a slow model: it is cut short by the call's timeout, which
      * then fails the call as a real client would. */
     if (json_integer_value(json_object_get(r, "delay_ms")) > 0) {
@@ -342,6 +348,7 @@ scripted_free(void *self)
     }
     json_decref(s->responses);
     json_decref(s->cursors);
+    pthread_mutex_destroy(&s->lock);
     weft__free(s);
 }
 
@@ -369,8 +376,11 @@ llm_scripted_new(const json_t *script,
     s = weft__calloc(1, sizeof(*s));
     p = weft__calloc(1, sizeof(*p));
     if (s == NULL || p == NULL) {
-        goto fail;
+        weft__free(s);
+        weft__free(p);
+        return WEFT_ENOMEM;
     }
+    pthread_mutex_init(&s->lock, NULL);
     s->responses = json_deep_copy(json_object_get(script, "responses"));
     s->cursors = json_object();
     if (s->responses == NULL || s->cursors == NULL) {
@@ -389,13 +399,20 @@ fail:
     return WEFT_ENOMEM;
 }
 
-const json_t *
+json_t *
 llm_scripted_cursors(const struct llm_provider *provider)
 {
+    struct scripted *s = NULL;
+    json_t *copy = NULL;
+
     if (provider == NULL || provider->ops != &scripted_ops) {
         return NULL;
     }
-    return ((const struct scripted *)provider->self)->cursors;
+    s = provider->self;
+    pthread_mutex_lock(&s->lock);
+    copy = json_deep_copy(s->cursors);
+    pthread_mutex_unlock(&s->lock);
+    return copy;
 }
 
 weft_err
@@ -420,7 +437,9 @@ llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
         return WEFT_ENOMEM;
     }
     s = provider->self;
+    pthread_mutex_lock(&s->lock);
     json_decref(s->cursors);
     s->cursors = copy;
+    pthread_mutex_unlock(&s->lock);
     return WEFT_OK;
 }
