@@ -26,6 +26,13 @@ typedef enum verdict { VERDICT_APPROVED = 0, VERDICT_FIXED, VERDICT_REJECTED } v
 
 static const char *const verdict_names[] = {"APPROVED", "FIXED", "REJECTED"};
 
+/* Flow steps key scripted and recorded exchanges by step id (see llm_request.step_key). */
+static const char *
+flow_key(const struct run *run, size_t step)
+{
+    return run->wf->flow != NULL ? run->plan.steps[step].id : NULL;
+}
+
 /* The OpenAI "tools" array for the agent, or NULL when it has none. */
 static json_t *
 tools_json(const struct run *run, const struct wf_agent *agent)
@@ -303,8 +310,8 @@ act(struct run *run,
             *error_type = "timeout";
             break;
         }
-        if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_ACT, agent->model, msgs, tools, false,
-                        -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+        if (rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_ACT, agent->model,
+                        msgs, tools, false, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
             snprintf(why, why_len, "LLM call failed (%s): %s", lerr.type, lerr.message);
             *error_type = "llm_error";
             break;
@@ -392,8 +399,9 @@ reflect(struct run *run,
     weft_span_set_str(span, "gen_ai.agent.name", agent->name);
     weft_span_set_int(span, "weft.reflection.attempt", attempt);
     weft_span_set_str(span, "weft.step.id", s->id);
-    if (rt_llm_call(run, span, agent->name, LLM_PURPOSE_REFLECT, agent->reflection.model, msgs,
-                    NULL, true, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+    if (rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
+                    agent->reflection.model, msgs, NULL, true, -1.0, deadline, &resp,
+                    &lerr) != WEFT_OK) {
         snprintf(why, sizeof(why), "reflector LLM failed (%s): %.180s", lerr.type, lerr.message);
     } else {
         answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);

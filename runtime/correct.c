@@ -230,7 +230,7 @@ rt_correct(struct run *run, size_t index)
     rt_span_content(run, span, "langfuse.observation.input", ctx_text);
     if (msgs == NULL) {
         snprintf(why, sizeof(why), "out of memory");
-    } else if (rt_llm_call(run, span, wf->supervisor.name, LLM_PURPOSE_CORRECT,
+    } else if (rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_CORRECT,
                            wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
                            &lerr) != WEFT_OK) {
         snprintf(why, sizeof(why), "corrector LLM failed (%s): %.200s", lerr.type, lerr.message);

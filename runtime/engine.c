@@ -30,8 +30,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void cursors_save(struct run *run);
-
 static const char *const layer_names[] = {
     "rule", "llm", "fallback", "counter_limit", "pattern", "circuit_breaker", "correction"};
 
@@ -278,6 +276,7 @@ weft_err
 rt_llm_call(struct run *run,
             struct weft_span *parent,
             const char *agent,
+            const char *step_key,
             llm_purpose purpose,
             size_t model,
             const json_t *messages,
@@ -298,6 +297,7 @@ rt_llm_call(struct run *run,
 
     memset(&req, 0, sizeof(req));
     req.agent = agent;
+    req.step_key = step_key;
     req.purpose = purpose;
     req.model = m->model;
     req.messages = messages;
@@ -441,6 +441,60 @@ setup_workspace(struct run *run, char *error, size_t error_len)
 }
 
 static weft_err
+make_openai(const struct wf_model *m, struct llm_provider **out, char *error, size_t error_len)
+{
+    struct llm_openai_options o;
+    const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
+    weft_err err = WEFT_OK;
+
+    memset(&o, 0, sizeof(o));
+    if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
+        snprintf(error, error_len, "models.%s: environment variable %s is not set", m->name,
+                 m->api_key_env);
+        return WEFT_EINVAL;
+    }
+    o.base_url = m->base_url;
+    o.api_key = key;
+    o.max_retries = m->max_retries;
+    err = llm_openai_new(&o, out);
+    if (err != WEFT_OK) {
+        snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
+    }
+    return err;
+}
+
+weft_err
+rt_make_worker_providers(struct run *run, size_t workers)
+{
+    const struct weft_workflow *wf = run->wf;
+    char error[256];
+    bool has_openai = false;
+
+    for (size_t i = 0; i < wf->model_count; i++) {
+        has_openai = has_openai || wf->models[i].provider == WF_PROVIDER_OPENAI;
+    }
+    if (!has_openai || run->replay != NULL || workers == 0) {
+        return WEFT_OK;
+    }
+    run->worker_providers = weft__calloc(workers, sizeof(*run->worker_providers));
+    if (run->worker_providers == NULL) {
+        return WEFT_ENOMEM;
+    }
+    run->worker_count = workers;
+    for (size_t w = 0; w < workers; w++) {
+        run->worker_providers[w] = weft__calloc(wf->model_count, sizeof(**run->worker_providers));
+        for (size_t i = 0; run->worker_providers[w] != NULL && i < wf->model_count; i++) {
+            if (wf->models[i].provider == WF_PROVIDER_OPENAI &&
+                make_openai(&wf->models[i], &run->worker_providers[w][i], error, sizeof(error)) !=
+                    WEFT_OK) {
+                WEFT_LOG(WEFT_LOG_WARN, "flow worker %zu shares the engine's client: %s", w, error);
+            }
+        }
+    }
+    return WEFT_OK;
+}
+
+static weft_err
 setup_providers(struct run *run, char *error, size_t error_len)
 {
     const struct weft_workflow *wf = run->wf;
@@ -487,20 +541,8 @@ setup_providers(struct run *run, char *error, size_t error_len)
                 return err;
             }
         } else {
-            struct llm_openai_options o;
-            const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
-            memset(&o, 0, sizeof(o));
-            if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
-                snprintf(error, error_len, "models.%s: environment variable %s is not set", m->name,
-                         m->api_key_env);
-                return WEFT_EINVAL;
-            }
-            o.base_url = m->base_url;
-            o.api_key = key;
-            o.max_retries = m->max_retries;
-            err = llm_openai_new(&o, &run->providers[i]);
+            err = make_openai(m, &run->providers[i], error, error_len);
             if (err != WEFT_OK) {
-                snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
                 return err;
             }
         }
@@ -567,8 +609,8 @@ cursors_restore(struct run *run)
     }
 }
 
-static void
-cursors_save(struct run *run)
+void
+rt_cursors_save(struct run *run)
 {
     for (size_t i = 0; i < run->wf->model_count; i++) {
         const char *script = script_of(run, i);
@@ -593,6 +635,13 @@ teardown(struct run *run)
         }
     }
     weft__free(run->providers);
+    for (size_t w = 0; w < run->worker_count; w++) {
+        for (size_t i = 0; run->worker_providers[w] != NULL && i < run->wf->model_count; i++) {
+            llm_provider_free(run->worker_providers[w][i]);
+        }
+        weft__free(run->worker_providers[w]);
+    }
+    weft__free(run->worker_providers);
     llm_provider_free(run->replay);
     llm_recording_free(run->recording);
     weft__free((void *)run->native);
@@ -748,8 +797,8 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
                              why);
         }
         msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
-        if (rt_llm_call(run, span, wf->supervisor.name, LLM_PURPOSE_PLAN, wf->supervisor.model,
-                        msgs, NULL, true, -1.0, 0, &resp, &lerr) != WEFT_OK) {
+        if (rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_PLAN,
+                        wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp, &lerr) != WEFT_OK) {
             snprintf(why, sizeof(why), "planner LLM failed: %.200s", lerr.message);
         } else if (parse_llm_plan(run, resp.content, why, sizeof(why))) {
             is_ok = true;
@@ -890,8 +939,8 @@ llm_route(struct run *run,
     msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
     weft__buf_cleanup(&user);
     *is_end = false;
-    if (rt_llm_call(run, decision, wf->supervisor.name, LLM_PURPOSE_ROUTE, wf->supervisor.model,
-                    msgs, NULL, true, 0.0, 0, &resp, &lerr) != WEFT_OK) {
+    if (rt_llm_call(run, decision, wf->supervisor.name, NULL, LLM_PURPOSE_ROUTE,
+                    wf->supervisor.model, msgs, NULL, true, 0.0, 0, &resp, &lerr) != WEFT_OK) {
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM failed (%s): next ready step by rule", lerr.type);
         json_decref(msgs);
@@ -1144,8 +1193,8 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 /* ------------------------------------------------------------------------------------------ */
 /* The loop                                                                                    */
 
-static bool
-budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
+bool
+rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
 {
     const struct wf_supervisor *sup = &run->wf->supervisor;
     const struct weft_run_result *r = run->result;
@@ -1222,6 +1271,11 @@ execute(struct run *run)
 
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
+    if (wf->flow != NULL) {
+        rt_run_flow(run, &r->status, reason, sizeof(reason));
+        r->reason = weft__strdup(reason);
+        return;
+    }
     if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->is_resumed) {
         if (wf->plan_count > 0) {
             for (size_t i = 0; i < wf->plan_count; i++) {
@@ -1246,7 +1300,7 @@ execute(struct run *run)
         size_t step = RT_END;
         weft_run_status spent = WEFT_RUN_COMPLETED;
 
-        if (budget_spent(run, &spent, reason, sizeof(reason))) {
+        if (rt_budget_spent(run, &spent, reason, sizeof(reason))) {
             r->status = spent;
             break;
         }
@@ -1263,7 +1317,7 @@ execute(struct run *run)
             continue; /* a route that ran nothing */
         }
         run_step(run, step);
-        cursors_save(run);
+        rt_cursors_save(run);
         if (run->plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);
             r->output = weft__strdup(run->plan.steps[step].result);
@@ -1673,7 +1727,7 @@ weft_run(const struct weft_workflow *workflow,
         (void)state_run_end(run.state, run.run_id, &end);
         free(loops_text);
     }
-    cursors_save(&run);
+    rt_cursors_save(&run);
     rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
     teardown(&run);
     if (err != WEFT_OK) {

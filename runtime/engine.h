@@ -107,6 +107,7 @@ void rt_add_verdict(struct run *run, const char *agent, const char *verdict);
 weft_err rt_llm_call(struct run *run,
                      struct weft_span *parent,
                      const char *agent,
+                     const char *step_key,
                      llm_purpose purpose,
                      size_t model,
                      const json_t *messages,
@@ -126,7 +127,10 @@ typedef enum rt_span_kind {
     RT_SPAN_TOOL,
     RT_SPAN_REFLECT,
     RT_SPAN_REPLAN,
-    RT_SPAN_CORRECT
+    RT_SPAN_CORRECT,
+    RT_SPAN_LOOP,
+    RT_SPAN_FANOUT,
+    RT_SPAN_ITEM
 } rt_span_kind;
 
 /* Start a span named "{operation} {subject}" with the three vocabularies (gen_ai.operation.name
@@ -186,6 +190,20 @@ bool rt_correct(struct run *run, size_t index);
 
 /* The agent's name, or the executor's ("command", ...) for steps without an agent. */
 const char *rt_step_actor(const struct run *run, const struct plan_step *step);
+
+/* The flow engine (flow.c): run the workflow's flow to its end. */
+void rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reason_len);
+
+/* Budgets (iterations, run timeout, tokens, cost, abort): true with status and reason when one
+ * is spent. */
+bool rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len);
+
+/* Create one OpenAI client per worker for the workflow's OpenAI models (logged on failure;
+ * workers then share the engine's client). */
+weft_err rt_make_worker_providers(struct run *run, size_t workers);
+
+/* Save the scripted providers' cursors for the session (resume continues from them). */
+void rt_cursors_save(struct run *run);
 
 /* Save step @p index to the state store (logged on failure: the run goes on). */
 void rt_save_step(struct run *run, size_t index);

@@ -57,7 +57,7 @@ struct expr; /* a parsed expression; immutable, thread-safe to evaluate */
 
 /* Why a parse failed. */
 struct expr_error {
-    size_t position;   /* 1-based character (not byte) offset of the offending token; 0 for ENOMEM */
+    size_t position; /* 1-based character (not byte) offset of the offending token; 0 for ENOMEM */
     char message[160]; /* complete, e.g. "position 12: expected a value after 'and'" */
 };
 

@@ -64,10 +64,10 @@ struct plan_step {
     struct weft_span_context span; /* the last attempt's span (links from corrections) */
     uint64_t started_ns;
     uint64_t ended_ns;
-    char *extra_input;                 /* flows: feedback of a loop that re-opened the step */
+    char *extra_input;                   /* flows: feedback of a loop that re-opened the step */
     struct weft_span_context parent_ctx; /* flows: the span to nest under (a fan-out item) */
-    int flow_node;                     /* flows: index of the node, or -1 */
-    int item;                          /* flows: fan-out item index, or -1 */
+    int flow_node;                       /* flows: index of the node, or -1 */
+    int item;                            /* flows: fan-out item index, or -1 */
 };
 
 struct plan {

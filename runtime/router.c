@@ -121,8 +121,8 @@ rt_router_decide(struct run *run,
                                               "content", json_object_get(m, "content")));
     }
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
-    if (rt_llm_call(run, decision_span, "router", LLM_PURPOSE_ROUTE, r->model, msgs, NULL, true,
-                    r->temperature, 0, &resp, &lerr) != WEFT_OK) {
+    if (rt_llm_call(run, decision_span, "router", NULL, LLM_PURPOSE_ROUTE, r->model, msgs, NULL,
+                    true, r->temperature, 0, &resp, &lerr) != WEFT_OK) {
         *route = r->default_route;
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "router LLM failed (%s): falling back to %s", lerr.type,

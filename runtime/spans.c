@@ -29,6 +29,9 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_REFLECT] = {"reflect", NULL, "EVALUATOR", "evaluator", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_REPLAN] = {"replan", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_CORRECT] = {"correct", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_LOOP] = {"loop", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_FANOUT] = {"fan_out", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_ITEM] = {"item", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
 };
 
 static struct weft_span *

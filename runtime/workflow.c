@@ -12,6 +12,7 @@
 #include "workflow.h"
 
 #include "../tracing/util.h"
+#include "expr.h"
 #include "plan.h"
 
 #include <errno.h>
@@ -1185,6 +1186,300 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Flows                                                                                       */
+
+void
+wf_flow_free(struct wf_flow *flow)
+{
+    if (flow == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < flow->count; i++) {
+        struct wf_flow_node *n = &flow->nodes[i];
+        weft__free(n->id);
+        weft__free(n->task);
+        weft__free(n->upstream);
+        weft__free(n->loop.condition_field);
+        expr_free(n->loop.brk);
+        weft__free(n->for_each);
+        wf_flow_free(n->sub);
+    }
+    weft__free(flow->nodes);
+    weft__free(flow);
+}
+
+static size_t
+flow_find(const struct wf_flow *flow, const char *id)
+{
+    for (size_t i = 0; i < flow->count; i++) {
+        if (flow->nodes[i].id != NULL && strcmp(flow->nodes[i].id, id) == 0) {
+            return i;
+        }
+    }
+    return WF_NONE;
+}
+
+/* Is @p a an upstream (transitively) of @p b? */
+static bool
+flow_reaches(const struct wf_flow *flow, size_t a, size_t b, unsigned depth)
+{
+    const struct wf_flow_node *n = &flow->nodes[b];
+
+    if (depth > flow->count) {
+        return false; /* a cycle: reported separately */
+    }
+    for (size_t i = 0; i < n->upstream_count; i++) {
+        if (n->upstream[i] == a || flow_reaches(flow, a, n->upstream[i], depth + 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static struct wf_flow *load_flow(struct loader *ld,
+                                 struct weft_workflow *wf,
+                                 const json_t *obj,
+                                 const char *path,
+                                 unsigned depth);
+
+static void
+load_flow_node(struct loader *ld,
+               struct weft_workflow *wf,
+               struct wf_flow *flow,
+               size_t i,
+               const json_t *n,
+               const char *path,
+               unsigned depth)
+{
+    static const char *const keys[] = {"id",           "agent",       "task",     "upstream_agents",
+                                       "required",     "loop_config", "for_each", "nodes",
+                                       "max_parallel", NULL};
+    struct wf_flow_node *node = &flow->nodes[i];
+    char *agent = NULL;
+    char sub[256];
+
+    check_keys(ld, n, path, keys);
+    node->agent = WF_NONE;
+    agent = get_str(ld, n, path, "agent", false);
+    node->id = get_str(ld, n, path, "id", false);
+    if (node->id == NULL && agent != NULL) {
+        node->id = weft__strdup(agent);
+    }
+    if (node->id == NULL) {
+        diag_add(ld, path, 0, 0, "expected \"id\" or \"agent\"");
+        node->id = weft__strdup("?");
+    }
+    for (size_t j = 0; j < i; j++) {
+        if (strcmp(flow->nodes[j].id, node->id) == 0) {
+            diag_add(ld, path, 0, 0, "duplicate node id '%s'", node->id);
+        }
+    }
+    if (agent != NULL) {
+        node->agent = wf_find_agent(wf, agent);
+        if (node->agent == WF_NONE) {
+            join_path(sub, sizeof(sub), path, "agent");
+            diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
+        }
+    }
+    weft__free(agent);
+    node->task = get_str(ld, n, path, "task", false);
+    node->is_required = get_bool(ld, n, path, "required", true);
+    node->max_parallel = (unsigned)get_int(ld, n, path, "max_parallel", 4, 1, 256);
+    node->for_each = get_str(ld, n, path, "for_each", false);
+    if (node->for_each != NULL) {
+        join_path(sub, sizeof(sub), path, "nodes");
+        if (node->agent != WF_NONE) {
+            diag_add(ld, path, 0, 0, "a for_each node runs a sub-flow (\"nodes\"), not an agent");
+        }
+        if (depth >= 3) {
+            diag_add(ld, path, 0, 0, "for_each nested deeper than 3 levels");
+        } else {
+            node->sub = load_flow(ld, wf, n, path, depth + 1);
+        }
+    } else if (node->agent == WF_NONE && json_object_get(n, "agent") == NULL) {
+        diag_add(ld, path, 0, 0, "expected \"agent\" (or \"for_each\" with \"nodes\")");
+    }
+}
+
+/* Second pass: upstream references and loops, once every node id is known. */
+static void
+link_flow_node(struct loader *ld, struct wf_flow *flow, size_t i, const json_t *n, const char *path)
+{
+    static const char *const loop_keys[] = {"loop_back_to",      "condition_field",
+                                            "max_iterations",    "break_condition",
+                                            "on_max_iterations", NULL};
+    struct wf_flow_node *node = &flow->nodes[i];
+    size_t count = 0;
+    char **ups = get_str_array(ld, n, path, "upstream_agents", &count);
+    const json_t *loop = get_typed(ld, n, path, "loop_config", JSON_OBJECT, false);
+    char sub[256];
+
+    if (count > 0) {
+        node->upstream = weft__calloc(count, sizeof(*node->upstream));
+        if (node->upstream == NULL) {
+            ld->is_oom = true;
+        }
+    }
+    for (size_t k = 0; k < count && node->upstream != NULL; k++) {
+        size_t up = flow_find(flow, ups[k]);
+        if (up == WF_NONE) {
+            snprintf(sub, sizeof(sub), "%s.upstream_agents[%zu]", path, k);
+            diag_add(ld, sub, 0, 0,
+                     "unknown node '%s' (upstreams are nodes of the same flow or sub-flow)",
+                     ups[k]);
+            continue;
+        }
+        if (up == i) {
+            snprintf(sub, sizeof(sub), "%s.upstream_agents[%zu]", path, k);
+            diag_add(ld, sub, 0, 0, "a node cannot be its own upstream");
+            continue;
+        }
+        node->upstream[node->upstream_count++] = up;
+    }
+    free_str_array(ups, count);
+    if (loop != NULL) {
+        char *back = NULL;
+        char *brk = NULL;
+        char *policy = NULL;
+        join_path(sub, sizeof(sub), path, "loop_config");
+        check_keys(ld, loop, sub, loop_keys);
+        node->has_loop = true;
+        back = get_str(ld, loop, sub, "loop_back_to", true);
+        node->loop.back_to = back != NULL ? flow_find(flow, back) : WF_NONE;
+        if (back != NULL && node->loop.back_to == WF_NONE) {
+            char k[300];
+            snprintf(k, sizeof(k), "%s.loop_back_to", sub);
+            diag_add(ld, k, 0, 0, "unknown node '%s'", back);
+        }
+        weft__free(back);
+        node->loop.condition_field = get_str(ld, loop, sub, "condition_field", true);
+        node->loop.max_iterations = (unsigned)get_int(ld, loop, sub, "max_iterations", 3, 1, 1000);
+        brk = get_str(ld, loop, sub, "break_condition", false);
+        if (brk != NULL) {
+            struct expr_error e;
+            memset(&e, 0, sizeof(e));
+            if (expr_parse(brk, &node->loop.brk, &e) != WEFT_OK) {
+                char k[300];
+                snprintf(k, sizeof(k), "%s.break_condition", sub);
+                diag_add(ld, k, 0, 0, "%s (in \"%s\")", e.message, brk);
+            }
+            weft__free(brk);
+        }
+        policy = get_str(ld, loop, sub, "on_max_iterations", false);
+        if (policy != NULL && strcmp(policy, "fail") != 0 && strcmp(policy, "continue") != 0) {
+            char k[300];
+            snprintf(k, sizeof(k), "%s.on_max_iterations", sub);
+            diag_add(ld, k, 0, 0, "expected \"continue\" or \"fail\", got \"%s\"", policy);
+        }
+        node->loop.is_fail_on_max = policy != NULL && strcmp(policy, "fail") == 0;
+        weft__free(policy);
+    }
+}
+
+static struct wf_flow *
+load_flow(struct loader *ld,
+          struct weft_workflow *wf,
+          const json_t *obj,
+          const char *path,
+          unsigned depth)
+{
+    const json_t *nodes = get_typed(ld, obj, path, "nodes", JSON_ARRAY, true);
+    struct wf_flow *flow = NULL;
+    struct plan_check check;
+    char sub[256];
+
+    if (nodes == NULL) {
+        return NULL;
+    }
+    join_path(sub, sizeof(sub), path, "nodes");
+    if (json_array_size(nodes) == 0 || json_array_size(nodes) > 1000) {
+        diag_add(ld, sub, 0, 0, "expected 1 to 1000 nodes");
+        return NULL;
+    }
+    flow = weft__calloc(1, sizeof(*flow));
+    if (flow == NULL ||
+        (flow->nodes = weft__calloc(json_array_size(nodes), sizeof(*flow->nodes))) == NULL) {
+        weft__free(flow);
+        ld->is_oom = true;
+        return NULL;
+    }
+    flow->max_parallel = (unsigned)get_int(ld, obj, path, "max_parallel", 4, 1, 256);
+    for (size_t i = 0; i < json_array_size(nodes); i++) {
+        const json_t *n = json_array_get(nodes, i);
+        char np[256];
+        snprintf(np, sizeof(np), "%.200s[%zu]", sub, i);
+        flow->count = i + 1;
+        if (!json_is_object(n)) {
+            diag_add(ld, np, 0, 0, "expected object, got %s", json_type_name(n));
+            flow->nodes[i].id = weft__strdup("?");
+            flow->nodes[i].agent = WF_NONE;
+            continue;
+        }
+        load_flow_node(ld, wf, flow, i, n, np, depth);
+    }
+    for (size_t i = 0; i < flow->count; i++) {
+        const json_t *n = json_array_get(nodes, i);
+        char np[256];
+        snprintf(np, sizeof(np), "%.200s[%zu]", sub, i);
+        if (json_is_object(n)) {
+            link_flow_node(ld, flow, i, n, np);
+        }
+    }
+    /* Cycles outside declared loops: the upstream graph must be a DAG. */
+    plan_check_init(&check);
+    {
+        const char ***deps = weft__calloc(flow->count + 1, sizeof(*deps));
+        for (size_t i = 0; deps != NULL && i < flow->count; i++) {
+            deps[i] = weft__calloc(flow->nodes[i].upstream_count + 1, sizeof(**deps));
+            for (size_t k = 0; deps[i] != NULL && k < flow->nodes[i].upstream_count; k++) {
+                deps[i][k] = flow->nodes[flow->nodes[i].upstream[k]].id;
+            }
+            plan_check_add(&check, flow->nodes[i].id, deps[i],
+                           deps[i] != NULL ? flow->nodes[i].upstream_count : 0);
+        }
+        if (deps != NULL && plan_check_run(&check) == WEFT_EPARSE) {
+            char np[300];
+            snprintf(np, sizeof(np), "%s[%zu]", sub, check.bad_index);
+            diag_add(ld, np, 0, 0, "%s (flows may loop only through loop_config)", check.message);
+        } else {
+            /* loop_back_to must be upstream of the node (only meaningful without cycles). */
+            for (size_t i = 0; i < flow->count; i++) {
+                const struct wf_flow_node *n = &flow->nodes[i];
+                if (n->has_loop && n->loop.back_to != WF_NONE && n->loop.back_to != i &&
+                    !flow_reaches(flow, n->loop.back_to, i, 0)) {
+                    char np[320];
+                    snprintf(np, sizeof(np), "%s[%zu].loop_config.loop_back_to", sub, i);
+                    diag_add(ld, np, 0, 0, "'%s' is not upstream of '%s'",
+                             flow->nodes[n->loop.back_to].id, n->id);
+                }
+            }
+        }
+        for (size_t i = 0; deps != NULL && i < flow->count; i++) {
+            weft__free((void *)deps[i]);
+        }
+        weft__free((void *)deps);
+    }
+    plan_check_cleanup(&check);
+    return flow;
+}
+
+static void
+load_flow_section(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"max_parallel", "nodes", NULL};
+    const json_t *flow = get_typed(ld, root, "", "flow", JSON_OBJECT, false);
+
+    if (flow == NULL) {
+        return;
+    }
+    check_keys(ld, flow, "flow", keys);
+    wf->flow = load_flow(ld, wf, flow, "flow", 0);
+    if (wf->plan_count > 0 || wf->has_router) {
+        diag_add(ld, "flow", 0, 0, "a workflow has a flow, a plan or a router, not several");
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 static char *
 dir_of(const char *path)
@@ -1254,7 +1549,7 @@ weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_dia
 {
     static const char *const keys[] = {"name",      "description",     "models", "supervisor",
                                        "agents",    "tools",           "plan",   "router",
-                                       "workspace", "capture_content", NULL};
+                                       "workspace", "capture_content", "flow",   NULL};
     struct loader ld;
     struct weft_workflow *wf = NULL;
     json_t *root = NULL;
@@ -1313,6 +1608,7 @@ weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_dia
     load_router(&ld, wf, root);
     load_supervisor(&ld, wf, root);
     load_plan(&ld, wf, root);
+    load_flow_section(&ld, wf, root);
     check_scripts(&ld, wf);
     check_policy(&ld, wf);
     workspace = get_str(&ld, root, "", "workspace", false);
@@ -1381,6 +1677,7 @@ weft_workflow_free(struct weft_workflow *wf)
         json_decref(wf->plan[i].spec);
     }
     weft__free(wf->plan);
+    wf_flow_free(wf->flow);
     for (size_t i = 0; i < wf->router.route_count; i++) {
         weft__free(wf->router.routes[i].name);
     }

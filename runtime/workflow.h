@@ -108,6 +108,43 @@ struct wf_step {
     json_t *spec; /* executor parameters (owned), see plan.h */
 };
 
+struct expr;
+
+/* A flow node's loop: after the node runs, when condition_field of its JSON result is true and
+ * fewer than max_iterations loops happened, loop_back_to and everything between it and the
+ * node run again with the node's result as feedback; break_condition ends the loop early. */
+struct wf_loop {
+    size_t back_to; /* node index in the same flow */
+    char *condition_field;
+    unsigned max_iterations;
+    struct expr *brk;    /* NULL: none */
+    bool is_fail_on_max; /* on_max_iterations "fail" (default "continue") */
+};
+
+struct wf_flow;
+
+struct wf_flow_node {
+    char *id;
+    size_t agent; /* WF_NONE for a fan-out node */
+    char *task;   /* what the node does (default: "Run <id>.") */
+    size_t *upstream;
+    size_t upstream_count;
+    bool is_required;
+    bool has_loop;
+    struct wf_loop loop;
+    char *for_each;        /* fan-out: field of an upstream result holding the list */
+    struct wf_flow *sub;   /* fan-out: the sub-flow run once per item */
+    unsigned max_parallel; /* fan-out: items in flight (default 4) */
+};
+
+struct wf_flow {
+    struct wf_flow_node *nodes;
+    size_t count;
+    unsigned max_parallel; /* top level: worker threads (default 4) */
+};
+
+void wf_flow_free(struct wf_flow *flow);
+
 struct weft_workflow {
     char *path;
     char *dir; /* directory of the file: relative paths resolve against it */
@@ -124,8 +161,9 @@ struct weft_workflow {
     size_t plan_count;
     bool has_router;
     struct wf_router router;
-    char *workspace;     /* absolute, or NULL */
-    int capture_content; /* -1 unset, 0, 1 */
+    struct wf_flow *flow; /* a DAG flow instead of a supervisor plan, or NULL */
+    char *workspace;      /* absolute, or NULL */
+    int capture_content;  /* -1 unset, 0, 1 */
 };
 
 size_t wf_find_agent(const struct weft_workflow *wf, const char *name);

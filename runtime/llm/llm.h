@@ -36,6 +36,10 @@ bool llm_purpose_parse(const char *name, llm_purpose *out);
 
 struct llm_request {
     const char *agent; /* who asks ("supervisor", "router", an agent name); never NULL */
+    /* Flows: the step asking ("per_chunk[2].audit"), so that scripts stay deterministic when
+     * steps run in parallel: a script queue keyed by the step wins over the agent's. NULL
+     * outside flows. */
+    const char *step_key;
     llm_purpose purpose;
     const char *model;      /* model name sent to the backend */
     const json_t *messages; /* borrowed: array of {"role", "content", ...} (OpenAI shape) */

@@ -124,16 +124,18 @@ llm_recording_add(struct llm_recording *rec,
     json_t *list = NULL;
     json_t *entry = NULL;
     const char *purpose = NULL;
+    const char *who = NULL;
 
     if (rec == NULL || request == NULL || (response == NULL && error == NULL)) {
         return WEFT_EINVAL;
     }
     purpose = llm_purpose_name(request->purpose);
     responses = json_object_get(rec->script, "responses");
-    agent = json_object_get(responses, request->agent);
+    who = request->step_key != NULL ? request->step_key : request->agent;
+    agent = json_object_get(responses, who);
     if (agent == NULL) {
         agent = json_object();
-        if (agent == NULL || json_object_set_new(responses, request->agent, agent) != 0) {
+        if (agent == NULL || json_object_set_new(responses, who, agent) != 0) {
             return WEFT_ENOMEM;
         }
     }

@@ -20,8 +20,8 @@
 #include <time.h>
 
 struct scripted {
-    json_t *responses; /* owned copy: agent -> purpose -> array; immutable after load */
-    json_t *cursors;   /* "agent/purpose" -> integer: responses consumed; under lock */
+    json_t *responses;    /* owned copy: agent -> purpose -> array; immutable after load */
+    json_t *cursors;      /* "agent/purpose" -> integer: responses consumed; under lock */
     pthread_mutex_t lock; /* parallel flow steps share one script */
 };
 
@@ -232,7 +232,11 @@ scripted_complete(void *self,
 {
     struct scripted *s = self;
     const char *purpose = llm_purpose_name(request->purpose);
-    const json_t *list = json_object_get(json_object_get(s->responses, request->agent), purpose);
+    const char *who =
+        request->step_key != NULL && json_object_get(s->responses, request->step_key) != NULL
+            ? request->step_key
+            : request->agent;
+    const json_t *list = json_object_get(json_object_get(s->responses, who), purpose);
     const json_t *r = NULL;
     const json_t *calls = NULL;
     const json_t *usage = NULL;
@@ -240,14 +244,14 @@ scripted_complete(void *self,
     char key[256];
     json_int_t used = 0;
 
-    snprintf(key, sizeof(key), "%s/%s", request->agent, purpose);
+    snprintf(key, sizeof(key), "%s/%s", who, purpose);
     pthread_mutex_lock(&s->lock);
     used = json_integer_value(json_object_get(s->cursors, key));
     if (list == NULL || (size_t)used >= json_array_size(list)) {
         pthread_mutex_unlock(&s->lock);
         snprintf(error->type, sizeof(error->type), "%s", "script_exhausted");
         snprintf(error->message, sizeof(error->message),
-                 "no scripted response left for %.100s/%s (%lld used)", request->agent, purpose,
+                 "no scripted response left for %.100s/%s (%lld used)", who, purpose,
                  (long long)used);
         return WEFT_ENOTFOUND;
     }
