@@ -52,6 +52,7 @@ test-tsan:
 bench: build
 	$(BUILD)/span_bench
 	$(BUILD)/run_bench
+	$(BUILD)/flow_bench
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

@@ -121,13 +121,14 @@ weft_diag_format(const struct weft_diag *diag, char *buf, size_t len)
 /* ------------------------------------------------------------------------------------------ */
 /* Typed readers. Each reports a problem at PATH.KEY and leaves the default on a mismatch.     */
 
+/* Paths are cut to the buffer: a diagnostic with a shortened path beats none. */
 static void
 join_path(char *out, size_t len, const char *path, const char *key)
 {
-    if (path[0] == '\0') {
-        snprintf(out, len, "%s", key);
-    } else {
-        snprintf(out, len, "%s.%s", path, key);
+    int n =
+        path[0] == '\0' ? snprintf(out, len, "%s", key) : snprintf(out, len, "%s.%s", path, key);
+    if (n < 0) {
+        out[0] = '\0';
     }
 }
 
@@ -1323,14 +1324,14 @@ link_flow_node(struct loader *ld, struct wf_flow *flow, size_t i, const json_t *
     for (size_t k = 0; k < count && node->upstream != NULL; k++) {
         size_t up = flow_find(flow, ups[k]);
         if (up == WF_NONE) {
-            snprintf(sub, sizeof(sub), "%s.upstream_agents[%zu]", path, k);
+            snprintf(sub, sizeof(sub), "%.200s.upstream_agents[%zu]", path, k);
             diag_add(ld, sub, 0, 0,
                      "unknown node '%s' (upstreams are nodes of the same flow or sub-flow)",
                      ups[k]);
             continue;
         }
         if (up == i) {
-            snprintf(sub, sizeof(sub), "%s.upstream_agents[%zu]", path, k);
+            snprintf(sub, sizeof(sub), "%.200s.upstream_agents[%zu]", path, k);
             diag_add(ld, sub, 0, 0, "a node cannot be its own upstream");
             continue;
         }
