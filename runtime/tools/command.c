@@ -3,16 +3,27 @@
  *
  * posix_spawn rather than fork: the engine is multi-threaded (exporter threads hold locks),
  * and between fork and exec only async-signal-safe calls are allowed; glibc's posix_spawn does
- * the setup (new process group, /dev/null stdin, pipes, closing every other descriptor, chdir)
- * safely. The child gets its own process group so a timeout kills everything it started.
+ * the setup (new process group, /dev/null stdin, pipes, fchdir, closing every other
+ * descriptor, default signal dispositions and an empty mask) in the child safely. Our pipes
+ * are created O_CLOEXEC, so a command spawned concurrently by another thread never inherits
+ * them (it would hold our pipe open and stall the read loop).
+ *
+ * The working directory is opened with the file tools' openat walk (fs.c) and entered with
+ * fchdir in the child, so the directory checked is the directory used (no path is resolved a
+ * second time).
+ *
+ * The child gets its own process group so a timeout kills everything it started (a
+ * grandchild that creates its own session escapes the group; only a cgroup would catch it).
  * Output beyond the cap is read and discarded, so a chatty child never blocks on a full pipe.
+ * Invariant: every child spawned here is reaped before weft__tool_command() returns.
  */
-#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np, _addchdir_np */
+#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np, _addfchdir_np */
 
 #include "tools.h"
 
 #include "../../tracing/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,7 +43,99 @@
 
 extern char **environ;
 
-/* Text with invalid UTF-8 bytes replaced by '?', so it can travel in JSON. New string. */
+/* Is the variable "NAME=value" a credential? Commands run what a model asked for; the engine's
+ * API keys must not reach them (a model could ask to print the environment). */
+static bool
+is_secret_var(const char *entry)
+{
+    static const char *const marks[] = {"KEY",    "TOKEN",      "SECRET", "PASSWORD",
+                                        "PASSWD", "CREDENTIAL", "AUTH"};
+    size_t len = strcspn(entry, "=");
+    char name[256];
+
+    if (len >= sizeof(name)) {
+        return true; /* an absurd name: leave it out */
+    }
+    for (size_t i = 0; i < len; i++) {
+        name[i] = (char)toupper((unsigned char)entry[i]);
+    }
+    name[len] = '\0';
+    for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+        if (strstr(name, marks[i]) != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The environment a command gets: the engine's, without credentials. Ownership: returns a
+ * new array of borrowed strings (weft__free the array only); NULL when out of memory. */
+static char **
+command_environ(void)
+{
+    size_t n = 0;
+    size_t kept = 0;
+    char **env = NULL;
+
+    while (environ[n] != NULL) {
+        n++;
+    }
+    env = weft__calloc(n + 1, sizeof(*env));
+    for (size_t i = 0; env != NULL && i < n; i++) {
+        if (!is_secret_var(environ[i])) {
+            env[kept++] = environ[i];
+        }
+    }
+    return env;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..len), or 0 when it is invalid (overlong forms,
+ * surrogates, code points above U+10FFFF and NUL are invalid here: jansson would refuse them,
+ * or cut the string at the NUL). */
+static size_t
+utf8_sequence(const unsigned char *s, size_t len)
+{
+    unsigned char c = s[0];
+    size_t n = 0;
+    uint32_t cp = 0;
+
+    if (c == 0) {
+        return 0;
+    }
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n > len) {
+        return 0;
+    }
+    for (size_t k = 1; k < n; k++) {
+        if ((s[k] & 0xC0) != 0x80) {
+            return 0;
+        }
+        cp = (cp << 6) | (s[k] & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return 0;
+    }
+    return n;
+}
+
+/* Text with every byte that is not part of valid UTF-8 replaced by '?', so that it can travel
+ * in JSON (command output is often binary, or cut in the middle of a character by the cap).
+ * New string of the same length, or NULL. */
 static char *
 utf8_clean(const char *s, size_t len)
 {
@@ -43,22 +146,9 @@ utf8_clean(const char *s, size_t len)
         return NULL;
     }
     while (i < len) {
-        unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80           ? 1
-                   : (c >> 5) == 0x6  ? 2
-                   : (c >> 4) == 0xE  ? 3
-                   : (c >> 3) == 0x1E ? 4
-                                      : 0;
-        bool is_ok = n > 0 && i + n <= len && c != 0;
-        for (size_t k = 1; is_ok && k < n; k++) {
-            is_ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-        }
-        if (is_ok && n == 2 && c < 0xC2) {
-            is_ok = false; /* overlong */
-        }
-        if (!is_ok) {
-            out[i] = '?';
-            i++;
+        size_t n = utf8_sequence((const unsigned char *)s + i, len - i);
+        if (n == 0) {
+            out[i++] = '?';
             continue;
         }
         memcpy(out + i, s + i, n);
@@ -66,34 +156,6 @@ utf8_clean(const char *s, size_t len)
     }
     out[len] = '\0';
     return out;
-}
-
-/* The working directory: the workspace, or cwd inside it (no absolute path, no "..", no
- * symlink leading out). New string or NULL. */
-static char *
-resolve_cwd(const char *workspace, const char *cwd, bool *is_escape)
-{
-    char joined[PATH_MAX];
-    char real[PATH_MAX];
-    size_t wl = strlen(workspace);
-
-    *is_escape = false;
-    if (cwd == NULL || cwd[0] == '\0' || strcmp(cwd, ".") == 0) {
-        return weft__strdup(workspace);
-    }
-    if (cwd[0] == '/' || strstr(cwd, "..") != NULL) {
-        *is_escape = true;
-        return NULL;
-    }
-    snprintf(joined, sizeof(joined), "%s/%s", workspace, cwd);
-    if (realpath(joined, real) == NULL) {
-        return NULL;
-    }
-    if (strncmp(real, workspace, wl) != 0 || (real[wl] != '/' && real[wl] != '\0')) {
-        *is_escape = true;
-        return NULL;
-    }
-    return weft__strdup(real);
 }
 
 static weft_err
@@ -140,6 +202,8 @@ drain(int fd, struct weft__buf *buf, struct capture *cap)
         size_t keep = (size_t)n < cap->max - cap->kept ? (size_t)n : cap->max - cap->kept;
         if (weft__buf_append(buf, chunk, keep) == WEFT_OK) {
             cap->kept += keep;
+        } else {
+            keep = 0; /* out of memory: dropped like output past the cap */
         }
         if (keep < (size_t)n) {
             cap->is_truncated = true;
@@ -148,6 +212,98 @@ drain(int fd, struct weft__buf *buf, struct capture *cap)
         cap->is_truncated = true;
     }
     return true;
+}
+
+/* A pipe whose ends are both O_CLOEXEC and above stderr: in a process started with closed
+ * stdio, pipe2 could hand out 0, 1 or 2, and the child's dup2 calls would then clobber one
+ * end with another. @return 0 or -1. */
+static int
+make_pipe(int fds[2])
+{
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        fds[0] = fds[1] = -1;
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] <= 2) {
+            int high = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+            close(fds[i]);
+            fds[i] = high;
+        }
+    }
+    if (fds[0] < 0 || fds[1] < 0) {
+        for (int i = 0; i < 2; i++) {
+            if (fds[i] >= 0) {
+                close(fds[i]);
+            }
+            fds[i] = -1;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Spawn @p argv with stdout/stderr on the pipes' write ends, stdin from /dev/null, in the
+ * directory @p dir_fd, in a new process group, with every other descriptor closed.
+ * @return 0 or an errno value (ENOENT for a missing program). */
+static int
+spawn(char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none;
+    sigset_t all;
+    int rc = 0;
+
+    rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = posix_spawnattr_init(&attr);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return rc;
+    }
+    sigemptyset(&none);
+    sigfillset(&all);
+    /* The actions run in order in the child; fchdir comes before closefrom, which closes
+     * dir_fd along with every descriptor the engine holds (sockets, SQLite, exporters). */
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    }
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    }
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    }
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_addfchdir_np(&fa, dir_fd);
+    }
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    }
+    if (rc == 0) {
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                                 POSIX_SPAWN_SETSIGDEF);
+    }
+    if (rc == 0) {
+        rc = posix_spawnattr_setpgroup(&attr, 0);
+    }
+    if (rc == 0) {
+        rc = posix_spawnattr_setsigmask(&attr, &none);
+    }
+    if (rc == 0) {
+        rc = posix_spawnattr_setsigdefault(&attr, &all);
+    }
+    if (rc == 0) {
+        char **env = command_environ();
+        rc = env != NULL ? posix_spawnp(pid, argv[0], &fa, &attr, argv, env) : ENOMEM;
+        weft__free(env);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    return rc;
 }
 
 weft_err
@@ -159,12 +315,9 @@ weft__tool_command(const struct tool_def *def,
     const json_t *extra = json_object_get(args, "args");
     size_t extra_count = def->append_args ? json_array_size(extra) : 0;
     char *argv[MAX_ARGS + 1];
-    char *dir = NULL;
-    bool is_escape = false;
+    int dir_fd = -1;
     int out_pipe[2] = {-1, -1};
     int err_pipe[2] = {-1, -1};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
     pid_t pid = -1;
     int status = 0;
     int rc = 0;
@@ -172,13 +325,19 @@ weft__tool_command(const struct tool_def *def,
     uint32_t timeout = def->timeout_ms != 0 ? def->timeout_ms : DEFAULT_TIMEOUT_MS;
     uint64_t deadline = weft__monotonic_ns() + (uint64_t)timeout * 1000000u;
     bool is_timed_out = false;
+    bool is_reaped = false;
     bool is_out_open = true;
     bool is_err_open = true;
     char *clean_out = NULL;
     char *clean_err = NULL;
     weft_err err = WEFT_OK;
 
-    if (def->argc == 0 || def->argc + extra_count > MAX_ARGS) {
+    memset(&cap, 0, sizeof(cap));
+    cap.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
+    weft__buf_init(&cap.out, 0);
+    weft__buf_init(&cap.err, 0);
+    if (def->argc == 0 || def->argv == NULL || def->argv[0] == NULL ||
+        def->argc + extra_count > MAX_ARGS) {
         return error_outcome(out, "invalid_arguments", "too many or no arguments");
     }
     for (size_t i = 0; i < def->argc; i++) {
@@ -191,49 +350,27 @@ weft__tool_command(const struct tool_def *def,
         }
     }
     argv[def->argc + extra_count] = NULL;
-    dir = resolve_cwd(workspace, def->cwd, &is_escape);
-    if (dir == NULL) {
-        return is_escape ? error_outcome(out, "path_escape", "cwd is outside the workspace")
-                         : error_outcome(out, "io", "cwd does not exist");
+    rc = weft__tool_open_dir(workspace, def->cwd, &dir_fd);
+    if (rc != 0) {
+        return rc == EPERM ? error_outcome(out, "path_escape", "cwd is outside the workspace")
+                           : error_outcome(out, "io", "cwd is not a directory in the workspace");
     }
-    memset(&cap, 0, sizeof(cap));
-    cap.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
-    weft__buf_init(&cap.out, 0);
-    weft__buf_init(&cap.err, 0);
-    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    if (make_pipe(out_pipe) != 0 || make_pipe(err_pipe) != 0) {
         err = error_outcome(out, "spawn_failed", "cannot create pipes");
         goto out;
     }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    posix_spawn_file_actions_addchdir_np(&fa, dir);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    {
-        sigset_t none;
-        sigset_t all;
-        sigemptyset(&none);
-        sigfillset(&all);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setsigdefault(&attr, &all);
-    }
-    rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    rc = spawn(argv, dir_fd, out_pipe[1], err_pipe[1], &pid);
     close(out_pipe[1]);
     close(err_pipe[1]);
     out_pipe[1] = err_pipe[1] = -1;
     if (rc != 0) {
         char msg[300];
-        snprintf(msg, sizeof(msg), "cannot run %.200s: %s", argv[0], strerror(rc));
+        snprintf(msg, sizeof(msg), "cannot run %.200s: %s", argv[0],
+                 rc == ENOENT ? "no such program" : strerror(rc));
         err = error_outcome(out, "spawn_failed", msg);
         goto out;
     }
+    WEFT_LOG(WEFT_LOG_DEBUG, "tool command: spawned %s (pid %ld)", argv[0], (long)pid);
     while (is_out_open || is_err_open) {
         struct pollfd pfd[2];
         nfds_t n = 0;
@@ -241,12 +378,13 @@ weft__tool_command(const struct tool_def *def,
         int wait_ms = 0;
 
         if (!is_timed_out && now >= deadline) {
-            /* The whole group: grandchildren must not outlive the timeout. */
+            /* The whole group: grandchildren must not outlive the timeout. The child is not
+             * reaped yet, so its pid still names our group and cannot have been reused. */
             kill(-pid, SIGKILL);
             is_timed_out = true;
             deadline = now + 1000000000ull; /* a last second to collect the pipes */
         } else if (is_timed_out && now >= deadline) {
-            break;
+            break; /* a process outside the group still holds the pipes */
         }
         wait_ms = (int)((deadline - now) / 1000000u) + 1;
         if (is_out_open) {
@@ -267,31 +405,41 @@ weft__tool_command(const struct tool_def *def,
             if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
                 continue;
             }
-            if (pfd[i].fd == out_pipe[0] && !drain(out_pipe[0], &cap.out, &cap)) {
-                is_out_open = false;
-            } else if (pfd[i].fd == err_pipe[0] && !drain(err_pipe[0], &cap.err, &cap)) {
-                is_err_open = false;
+            if (pfd[i].fd == out_pipe[0]) {
+                is_out_open = drain(out_pipe[0], &cap.out, &cap);
+            } else {
+                is_err_open = drain(err_pipe[0], &cap.err, &cap);
             }
         }
     }
-    if (!is_timed_out) {
-        /* Output closed: the child is exiting; a child that closed its pipes but lives on is
-         * bounded by the same deadline. */
-        while (waitpid(pid, &status, WNOHANG) == 0) {
-            struct timespec ts = {0, 2000000};
-            if (weft__monotonic_ns() >= deadline) {
-                kill(-pid, SIGKILL);
-                is_timed_out = true;
-                break;
-            }
-            nanosleep(&ts, NULL);
+    /* Output closed: the child is exiting. One that closed its pipes but lives on is bounded
+     * by the same deadline. */
+    while (!is_timed_out) {
+        struct timespec ts = {0, 2000000};
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            is_reaped = true;
+            break;
         }
-    }
-    if (is_timed_out) {
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        if (w < 0 && errno != EINTR) {
+            break; /* ECHILD: reaped elsewhere (SIGCHLD ignored by the host program) */
         }
+        if (weft__monotonic_ns() >= deadline) {
+            kill(-pid, SIGKILL);
+            is_timed_out = true;
+            break;
+        }
+        nanosleep(&ts, NULL);
     }
-    out->exit_code = WIFEXITED(status)     ? WEXITSTATUS(status)
+    if (is_timed_out && !is_reaped) {
+        pid_t w = -1;
+        do {
+            w = waitpid(pid, &status, 0);
+        } while (w < 0 && errno == EINTR);
+        is_reaped = w == pid;
+    }
+    out->exit_code = !is_reaped            ? -1
+                     : WIFEXITED(status)   ? WEXITSTATUS(status)
                      : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                            : -1;
     out->is_truncated = cap.is_truncated;
@@ -320,10 +468,12 @@ out:
             close(err_pipe[i]);
         }
     }
+    if (dir_fd >= 0) {
+        close(dir_fd);
+    }
     weft__buf_cleanup(&cap.out);
     weft__buf_cleanup(&cap.err);
     weft__free(clean_out);
     weft__free(clean_err);
-    weft__free(dir);
     return err;
 }

@@ -1,4 +1,5 @@
-/* runtime/tools/fs.c - read_file and write_file, confined to the run's workspace.
+/* runtime/tools/fs.c - read_file and write_file, confined to the run's workspace, and the
+ * directory walk the command tools reuse for their cwd.
  *
  * Confinement is enforced by the kernel, not by string checks: the workspace is opened once
  * and every path is walked component by component with openat(2) and O_NOFOLLOW, so no
@@ -7,8 +8,16 @@
  * goes to a temporary file in the target directory and is renamed over the name: rename(2)
  * replaces a symlink instead of following it, and readers never see half a file.
  *
- * Limit: a concurrent process that swaps a directory for a symlink between two of our openat
- * calls cannot redirect us, because each step is relative to the descriptor already held.
+ * Invariants: every descriptor we open is relative to one we already hold, and none of them
+ * was reached through a symlink; outcomes are JSON text, errors {"error", "type"}.
+ *
+ * Why not realpath() and a prefix check: that resolves the path once and opens it a second
+ * time, and a symlink swapped in between (TOCTOU) would be followed on the second lookup.
+ * With the walk, a concurrent process that swaps a directory for a symlink between two of
+ * our openat calls cannot redirect us, because each step is relative to the descriptor
+ * already held and refuses to follow links. Consequences, by design: a symlink is refused even
+ * when it points back inside the workspace; hard links cannot be told apart from files (they
+ * can only be created by someone who could already read the target).
  */
 #define _GNU_SOURCE /* O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC on older headers */
 
@@ -66,9 +75,39 @@ succeed(struct tool_outcome *out, json_t *j)
     return out->output != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
-/* Split @p path into its components (in @p buf) and open the directory holding the last one,
- * creating missing directories when @p is_create. On success *dir_fd is open and *name points
- * at the last component. @return 0, or an errno-style code: EPERM for an escape attempt. */
+/* One step of the walk: open directory @p comp under @p dir_fd without following a symlink,
+ * creating it first when @p is_create. @return the new descriptor, or -errno: -EPERM for a
+ * symlink (wherever it points: resolving it would be a second, racy check), -ENOTDIR for a
+ * file used as a directory. */
+static int
+step(int dir_fd, const char *comp, bool is_create)
+{
+    struct stat st;
+    int fd = -1;
+    int e = 0;
+
+    if (is_create && mkdirat(dir_fd, comp, 0755) != 0 && errno != EEXIST) {
+        return -errno;
+    }
+    fd = openat(dir_fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        return fd;
+    }
+    e = errno;
+    if (e != ELOOP && e != ENOTDIR) {
+        return -e;
+    }
+    /* Both errors mean "not a plain directory": tell a symlink from a regular file. */
+    if (fstatat(dir_fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(st.st_mode)) {
+        return -ENOTDIR;
+    }
+    return -EPERM;
+}
+
+/* Split @p path into its components (in @p buf, MAX_PATH_BYTES long) and open the directory
+ * holding the last one, creating missing directories when @p is_create. On success *dir_fd is
+ * open and *name points at the last component, which may be "" or "." (the path names a
+ * directory). @return 0, or an errno-style code: EPERM for an escape attempt. */
 static int
 open_parent(const char *workspace,
             const char *path,
@@ -77,15 +116,15 @@ open_parent(const char *workspace,
             int *dir_fd,
             const char **name)
 {
-    char *comp = NULL;
-    char *next = NULL;
-    int fd = -1;
     size_t len = strlen(path);
+    char *comp = NULL;
+    int fd = -1;
 
-    if (len == 0 || len >= MAX_PATH_BYTES || path[0] == '/') {
+    if (len >= MAX_PATH_BYTES || path[0] == '/') {
         return EPERM;
     }
-    /* Any ".." component is refused before anything is opened, existing or not. */
+    /* Any ".." component is refused before anything is opened, existing or not: even one that
+     * would stay inside ("a/../b") is more likely a probe than a need. */
     for (const char *p = path; p != NULL; p = strchr(p, '/') != NULL ? strchr(p, '/') + 1 : NULL) {
         if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0')) {
             return EPERM;
@@ -98,42 +137,53 @@ open_parent(const char *workspace,
     }
     comp = buf;
     for (;;) {
+        char *slash = strchr(comp, '/');
         int sub = -1;
-        next = strchr(comp, '/');
-        while (next != NULL && next[1] == '/') {
-            *next++ = '\0'; /* "a//b" */
-        }
-        if (next == NULL) {
+
+        if (slash == NULL) {
             break;
         }
-        *next = '\0';
-        if (strcmp(comp, "..") == 0) {
-            close(fd);
-            return EPERM;
-        }
+        *slash = '\0';
+        /* "a//b" and "./a" have empty and "." components: they stay where they are. */
         if (comp[0] != '\0' && strcmp(comp, ".") != 0) {
-            if (is_create && mkdirat(fd, comp, 0755) != 0 && errno != EEXIST) {
-                int e = errno;
-                close(fd);
-                return e;
-            }
-            sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0) {
-                int e = errno == ELOOP || errno == ENOTDIR ? EPERM : errno;
-                close(fd);
-                return e;
-            }
+            sub = step(fd, comp, is_create);
             close(fd);
+            if (sub < 0) {
+                return -sub;
+            }
             fd = sub;
         }
-        comp = next + 1;
-    }
-    if (comp[0] == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-        close(fd);
-        return strcmp(comp, "..") == 0 ? EPERM : EISDIR;
+        comp = slash + 1;
     }
     *dir_fd = fd;
     *name = comp;
+    return 0;
+}
+
+int
+weft__tool_open_dir(const char *workspace, const char *path, int *out_fd)
+{
+    char buf[MAX_PATH_BYTES];
+    const char *name = NULL;
+    int dir = -1;
+    int fd = -1;
+    int e = 0;
+
+    *out_fd = -1;
+    e = open_parent(workspace, path != NULL ? path : "", false, buf, &dir, &name);
+    if (e != 0) {
+        return e;
+    }
+    if (name[0] == '\0' || strcmp(name, ".") == 0) {
+        *out_fd = dir;
+        return 0;
+    }
+    fd = step(dir, name, false);
+    close(dir);
+    if (fd < 0) {
+        return -fd;
+    }
+    *out_fd = fd;
     return 0;
 }
 
@@ -149,6 +199,9 @@ fail_errno(struct tool_outcome *out, int e, const char *path)
     }
     if (e == EISDIR) {
         return fail(out, "io", "%.300s: is a directory", path);
+    }
+    if (e == ENOTDIR) {
+        return fail(out, "io", "%.300s: a component of the path is not a directory", path);
     }
     return fail(out, "io", "%.300s: cannot access", path);
 }
@@ -174,6 +227,12 @@ read_file(const struct tool_def *def,
     if (e != 0) {
         return fail_errno(out, e, path);
     }
+    if (name[0] == '\0' || strcmp(name, ".") == 0) {
+        close(dir);
+        return fail_errno(out, EISDIR, path);
+    }
+    /* O_NONBLOCK: a FIFO planted in the workspace must not hang the run; it is refused below
+     * as not a regular file. */
     fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     e = fd < 0 ? (errno == ELOOP ? EPERM : errno) : 0;
     close(dir);
@@ -254,6 +313,10 @@ write_file(const struct tool_def *def,
     e = open_parent(workspace, path, true, buf, &dir, &name);
     if (e != 0) {
         return fail_errno(out, e, path);
+    }
+    if (name[0] == '\0' || strcmp(name, ".") == 0) {
+        close(dir);
+        return fail_errno(out, EISDIR, path);
     }
     /* An existing directory (or anything but a file or symlink) is not replaced. */
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {

@@ -1,10 +1,16 @@
 /* runtime/tools/http_get.c - the http_get tool: GET a URL whose host is on the tool's
  * allowlist.
  *
- * The host is taken from the URL as libcurl parses it (curl_url), so userinfo tricks
- * ("http://allowed@evil/") and odd spellings are judged on the host curl would connect to.
- * Redirects are not followed: a 3xx comes back to the model, which may ask for the new URL,
- * and that URL meets the allowlist again. Only http and https are accepted.
+ * The host is taken from the URL as libcurl parses it (curl_url), and the same parsed handle
+ * is what the transfer uses (CURLOPT_CURLU), so the host judged is the host curl connects to:
+ * userinfo tricks ("http://allowed@evil/") and odd spellings (numeric IPv4 forms, which curl
+ * normalises) cannot make the two disagree. URLs with credentials are refused outright.
+ * Redirects are not followed: a 3xx comes back to the model with its "location", and that URL
+ * meets the allowlist again when the model asks for it. Only http and https are accepted,
+ * both when judging the URL and as the transfer's protocol whitelist.
+ *
+ * Invariant: nothing is sent to a host that is not on the list. The body is capped at
+ * max_output: the transfer stops there and the outcome says "truncated".
  */
 #include "tools.h"
 
@@ -70,15 +76,56 @@ refuse(struct tool_outcome *out, const char *type, const char *message)
     return finish(out, json_pack("{s:s, s:s}", "error", message, "type", type));
 }
 
+/* Exact, case-insensitive match. curl gives IPv6 literals in brackets ("[::1]"); an entry
+ * may be written with or without them. */
 static bool
 is_allowed(const struct tool_def *def, const char *host)
 {
+    size_t len = strlen(host);
+    bool is_bracketed = len >= 2 && host[0] == '[' && host[len - 1] == ']';
+
     for (size_t i = 0; i < def->allow_host_count; i++) {
-        if (strcasecmp(def->allow_hosts[i], host) == 0) {
+        const char *allowed = def->allow_hosts[i];
+        if (allowed == NULL) {
+            continue;
+        }
+        if (strcasecmp(allowed, host) == 0) {
+            return true;
+        }
+        if (is_bracketed && strlen(allowed) == len - 2 &&
+            strncasecmp(allowed, host + 1, len - 2) == 0) {
             return true;
         }
     }
     return false;
+}
+
+/* The body as a JSON string. A body cut by the cap may end inside a multi-byte character:
+ * drop that partial character rather than the whole text. NULL for a body that is not UTF-8
+ * text (or ENOMEM). */
+static json_t *
+body_text(const struct body *b)
+{
+    const char *data = b->buf.data != NULL ? b->buf.data : "";
+    size_t len = b->buf.len;
+
+    if (b->is_truncated) {
+        /* Walk back over at most 3 continuation bytes to the start of the last character. */
+        size_t i = len;
+        size_t back = 0;
+        while (i > 0 && back < 3 && ((unsigned char)data[i - 1] & 0xC0) == 0x80) {
+            i--;
+            back++;
+        }
+        if (i > 0 && (unsigned char)data[i - 1] >= 0xC0) {
+            unsigned char lead = (unsigned char)data[i - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (back + 1 < need) {
+                len = i - 1; /* incomplete: cut before the lead byte */
+            }
+        }
+    }
+    return json_stringn(data, len);
 }
 
 weft_err
@@ -94,6 +141,8 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
     long status = 0;
     CURLcode rc = CURLE_OK;
     json_t *text = NULL;
+    json_t *result = NULL;
+    char *location = NULL;
     weft_err err = WEFT_OK;
 
     pthread_once(&curl_once, curl_init_once);
@@ -101,14 +150,23 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
     weft__buf_init(&body.buf, 0);
     body.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
     u = curl_url();
-    if (url == NULL || u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+    if (u == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* Parse any scheme, so that "ftp://" or "file://" is refused as not allowed rather than
+     * reported as a malformed URL. */
+    if (url == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
         err = refuse(out, "invalid_arguments", "url: not an absolute URL");
         goto out;
     }
     if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
         err = refuse(out, "not_allowed", "only http and https URLs are allowed");
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL) {
+        err = refuse(out, "invalid_arguments", "url: no host");
         goto out;
     }
     if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK && user != NULL) {
@@ -145,7 +203,7 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
     }
     out->exit_code = (int)status;
     out->is_truncated = body.is_truncated;
-    text = json_stringn(body.buf.data != NULL ? body.buf.data : "", body.buf.len);
+    text = body_text(&body);
     if (text == NULL) {
         text = json_string("(binary body not shown)");
     }
@@ -153,8 +211,19 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
         out->is_error = true;
         snprintf(out->error_type, sizeof(out->error_type), "%s", "http_status");
     }
-    err = finish(out, json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
-                                body.is_truncated));
+    result = json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
+                       body.is_truncated);
+    /* A redirect is not followed (the target host may not be allowed); the model sees where
+     * it points and may ask for it, which checks the allowlist again. */
+    if (result != NULL && status >= 300 && status <= 399 &&
+        curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location != NULL) {
+        json_t *loc = json_string(location);
+        if (loc == NULL || json_object_set_new(result, "location", loc) != 0) {
+            json_decref(result);
+            result = NULL;
+        }
+    }
+    err = finish(out, result);
 out:
     curl_easy_cleanup(curl);
     curl_url_cleanup(u);

@@ -2,7 +2,13 @@
  * tool_run(), the one entry point the engine calls for every tool type.
  *
  * A registry is a growable array of struct tool_def; it is built before runs start and read
- * without locks afterwards (tool.h's thread-safety contract).
+ * without locks afterwards (tool.h's thread-safety contract). Invariants: names are unique,
+ * valid and never a built-in's; every entry is TOOL_NATIVE with a parsed object schema; a
+ * failed weft_tools_add() leaves the registry as it was (everything is allocated before the
+ * entry is appended). tool_run() always leaves a non-NULL output on WEFT_OK and none on error.
+ *
+ * JSON text from jansson (json_dumps) comes from jansson's allocator and is released with
+ * free(); text that outlives a call is copied with weft__strdup.
  */
 #include "tools.h"
 
@@ -98,6 +104,7 @@ weft_tools_add(struct weft_tools *tools,
                void *user_data)
 {
     struct tool_def def;
+    json_error_t jerr;
 
     if (tools == NULL || fn == NULL || !is_valid_name(name)) {
         return WEFT_EINVAL;
@@ -111,11 +118,14 @@ weft_tools_add(struct weft_tools *tools,
     def.type = TOOL_NATIVE;
     def.fn = fn;
     def.user_data = user_data;
-    def.schema = parameters_schema != NULL ? json_loads(parameters_schema, 0, NULL)
+    memset(&jerr, 0, sizeof(jerr));
+    def.schema = parameters_schema != NULL ? json_loads(parameters_schema, 0, &jerr)
                                            : json_pack("{s:s}", "type", "object");
     if (!json_is_object(def.schema)) {
+        bool is_oom = parameters_schema == NULL ||
+                      (def.schema == NULL && json_error_code(&jerr) == json_error_out_of_memory);
         json_decref(def.schema);
-        return parameters_schema != NULL ? WEFT_EINVAL : WEFT_ENOMEM;
+        return is_oom ? WEFT_ENOMEM : WEFT_EINVAL;
     }
     def.name = weft__strdup(name);
     def.description = description != NULL ? weft__strdup(description) : NULL;

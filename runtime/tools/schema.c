@@ -5,6 +5,11 @@
  * fix, before anything runs. The subset covers what function-calling schemas use in practice
  * (type, properties, required, additionalProperties, items, enum, bounds and lengths);
  * unknown keywords are ignored, as JSON Schema itself does.
+ *
+ * Invariants: validation never allocates (messages go into the caller's buffer, paths into
+ * bounded stack buffers, so a long key only shortens the message); recursion is bounded at 32
+ * levels; the first failure found is the one reported, named by its JSON path from "args"
+ * ("args.items[2]: expected integer").
  */
 #include "tools.h"
 
@@ -130,13 +135,28 @@ check_type(const json_t *schema, const json_t *value, const char *path, char *er
         return true;
     }
     if (json_is_array(type) && json_array_size(type) > 0) {
+        char names[160] = "";
+        size_t used = 0;
+        size_t count = json_array_size(type);
+
         json_array_foreach(type, i, t)
         {
             if (json_is_string(t) && has_type(value, json_string_value(t))) {
                 return true;
             }
         }
-        snprintf(err, len, "%s: expected one of the types listed in the schema", path);
+        /* "expected string, integer or null" */
+        json_array_foreach(type, i, t)
+        {
+            const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+            int n = snprintf(names + used, sizeof(names) - used, "%s%s", sep,
+                             json_is_string(t) ? json_string_value(t) : "?");
+            if (n < 0 || (size_t)n >= sizeof(names) - used) {
+                break; /* cut: the message stays readable */
+            }
+            used += (size_t)n;
+        }
+        snprintf(err, len, "%s: expected %s", path, names);
         return false;
     }
     return true;

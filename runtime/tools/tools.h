@@ -112,4 +112,11 @@ weft_err weft__tool_command(const struct tool_def *def,
 weft_err
 weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out);
 
+/* Open directory @p path (relative to @p workspace; NULL, "" or "." is the workspace itself)
+ * the way the file tools resolve paths: component by component with openat(2), refusing ".."
+ * and symlinks. Shared by the file tools and the command tools' cwd (fs.c).
+ * @return 0 with *out_fd open (O_CLOEXEC); EPERM when the path would leave the workspace;
+ * another errno value (ENOENT, ENOTDIR, ...) otherwise, with *out_fd = -1. */
+int weft__tool_open_dir(const char *workspace, const char *path, int *out_fd);
+
 #endif /* WEFT_RUNTIME_TOOLS_H */
