@@ -1663,8 +1663,9 @@ weft_run(const struct weft_workflow *workflow,
         link.context = resumed_from;
         link.attrs = &link_attr;
         link.attr_count = 1;
-        run.root = rt_span_start(&run, RT_SPAN_WORKFLOW, workflow->name, NULL, &link,
-                                 weft_span_context_is_valid(&resumed_from) ? 1 : 0);
+        run.root =
+            rt_span_start_under(&run, RT_SPAN_WORKFLOW, workflow->name, run.opts->parent_context,
+                                &link, weft_span_context_is_valid(&resumed_from) ? 1 : 0);
         if (run.is_resumed) {
             weft_span_set_bool(run.root, "weft.run.resumed", true);
         }

@@ -126,6 +126,78 @@ node_of(const struct flow *fl, size_t step)
 /* ------------------------------------------------------------------------------------------ */
 /* Workers                                                                                     */
 
+/* A node that runs another workflow file as one step: a nested weft_run() whose root span
+ * nests under the step's place in the trace, with the run lock released while it runs. */
+static void
+subflow_step(struct flow *fl, size_t index)
+{
+    struct run *run = fl->run;
+    struct plan_step *s = &run->plan.steps[index];
+    const struct weft_workflow *subwf = node_of(fl, index)->subwf;
+    struct weft_run_options ro;
+    struct weft_run_result *res = NULL;
+    struct weft_span_context parent;
+    struct weft__buf input;
+    char error[256] = "";
+    weft_err err = WEFT_OK;
+
+    s->status = STEP_IN_PROGRESS;
+    s->attempts++;
+    s->started_ns = weft__now_ns();
+    rt_save_step(run, index);
+    weft__buf_init(&input, 0);
+    weft__buf_printf(&input, "%s", s->task);
+    for (size_t d = 0; d < s->depends_count; d++) {
+        size_t j = plan_find(&run->plan, s->depends_on[d]);
+        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
+            weft__buf_printf(&input, "\n\nResult of %s: %s", run->plan.steps[j].id,
+                             run->plan.steps[j].result);
+        }
+    }
+    parent = s->parent_ctx;
+    if (!weft_span_context_is_valid(&parent)) {
+        weft_span_context_of(run->root, &parent);
+    }
+    parent.trace_state = NULL;
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = run->opts->provider;
+    ro.state_path = run->opts->state_path;
+    ro.workspace = run->workspace;
+    ro.session_id = run->session_id;
+    ro.input = input.data;
+    ro.capture_content = run->capture_content ? 1 : 0;
+    ro.abort_flag = run->opts->abort_flag;
+    ro.tools = run->opts->tools;
+    ro.parent_context = weft_span_context_is_valid(&parent) ? &parent : NULL;
+    rt_unlock(run);
+    err = weft_run(subwf, &ro, &res, error, sizeof(error));
+    rt_lock(run);
+    weft__buf_cleanup(&input);
+    s = &run->plan.steps[index];
+    s->ended_ns = weft__now_ns();
+    if (err == WEFT_OK) {
+        run->result->input_tokens += res->input_tokens;
+        run->result->output_tokens += res->output_tokens;
+        run->result->cost_usd += res->cost_usd;
+        run->result->llm_calls += res->llm_calls;
+        run->result->tool_calls += res->tool_calls;
+    }
+    weft__free(s->result);
+    s->result = NULL;
+    if (err == WEFT_OK && res->status == WEFT_RUN_COMPLETED) {
+        s->result = res->output != NULL ? weft__strdup(res->output) : weft__strdup("");
+        s->status = STEP_COMPLETED;
+        rt_evaluate(run, index, RT_EVAL_SUCCESS, NULL);
+    } else {
+        weft__free(s->feedback);
+        s->feedback = weft__strdup(err != WEFT_OK ? error : res->reason);
+        s->status = STEP_FAILED;
+        rt_evaluate(run, index, RT_EVAL_FAILURE, NULL);
+    }
+    weft_run_result_free(res);
+    rt_save_step(run, index);
+}
+
 struct worker_arg {
     struct flow *fl;
     int index;
@@ -151,7 +223,11 @@ worker_main(void *arg)
         step = fl->queue[0];
         memmove(fl->queue, fl->queue + 1, (fl->queued - 1) * sizeof(*fl->queue));
         fl->queued--;
-        rt_agent_step(run, step); /* releases the lock around its LLM and tool calls */
+        if (node_of(fl, step)->subwf != NULL) {
+            subflow_step(fl, step);
+        } else {
+            rt_agent_step(run, step); /* releases the lock around its LLM and tool calls */
+        }
         fl->done[fl->done_count++] = step;
         fl->running--;
         pthread_cond_signal(&fl->changed);

@@ -105,7 +105,9 @@ rt_span_start_under(struct run *run,
                     size_t link_count)
 {
     if (parent == NULL || !weft_span_context_is_valid(parent)) {
-        return rt_span_start(run, kind, subject, run->root, links, link_count);
+        /* The run's root itself starts a new trace when it has no parent. */
+        return rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root, links,
+                             link_count);
     }
     return start(run, kind, subject, NULL, parent, links, link_count);
 }

@@ -31,6 +31,7 @@
 
 struct loader {
     const char *file;
+    unsigned file_depth; /* sub-workflow nesting */
     struct weft_diags *diags;
     struct weft_diags local; /* used when the caller passes none */
     size_t errors;
@@ -1204,6 +1205,7 @@ wf_flow_free(struct wf_flow *flow)
         expr_free(n->loop.brk);
         weft__free(n->for_each);
         wf_flow_free(n->sub);
+        weft_workflow_free(n->subwf);
     }
     weft__free(flow->nodes);
     weft__free(flow);
@@ -1237,6 +1239,9 @@ flow_reaches(const struct wf_flow *flow, size_t a, size_t b, unsigned depth)
     return false;
 }
 
+static weft_err
+load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags);
+
 static struct wf_flow *load_flow(struct loader *ld,
                                  struct weft_workflow *wf,
                                  const json_t *obj,
@@ -1254,7 +1259,7 @@ load_flow_node(struct loader *ld,
 {
     static const char *const keys[] = {"id",           "agent",       "task",     "upstream_agents",
                                        "required",     "loop_config", "for_each", "nodes",
-                                       "max_parallel", NULL};
+                                       "max_parallel", "workflow",    NULL};
     struct wf_flow_node *node = &flow->nodes[i];
     char *agent = NULL;
     char sub[256];
@@ -1297,8 +1302,26 @@ load_flow_node(struct loader *ld,
         } else {
             node->sub = load_flow(ld, wf, n, path, depth + 1);
         }
+    } else if (json_object_get(n, "workflow") != NULL) {
+        char *file = get_str(ld, n, path, "workflow", true);
+        char *full = file != NULL ? resolve_path(wf, file) : NULL;
+        join_path(sub, sizeof(sub), path, "workflow");
+        if (node->agent != WF_NONE) {
+            diag_add(ld, path, 0, 0, "a node runs an agent or a workflow, not both");
+        } else if (full != NULL && ld->file_depth >= 3) {
+            diag_add(ld, sub, 0, 0, "sub-workflows nested deeper than 3 levels (a cycle?)");
+        } else if (full != NULL) {
+            struct weft_diags inner = {0};
+            if (load_depth(full, ld->file_depth + 1, &node->subwf, &inner) != WEFT_OK) {
+                diag_add(ld, sub, 0, 0, "'%s' is invalid: %s", file,
+                         inner.count > 0 ? inner.items[0].message : "cannot be loaded");
+            }
+            weft_diags_cleanup(&inner);
+        }
+        weft__free(file);
+        weft__free(full);
     } else if (node->agent == WF_NONE && json_object_get(n, "agent") == NULL) {
-        diag_add(ld, path, 0, 0, "expected \"agent\" (or \"for_each\" with \"nodes\")");
+        diag_add(ld, path, 0, 0, "expected \"agent\", \"workflow\" or \"for_each\" with \"nodes\"");
     }
 }
 
@@ -1548,6 +1571,12 @@ check_policy(struct loader *ld, const struct weft_workflow *wf)
 weft_err
 weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_diags *diags)
 {
+    return load_depth(path, 0, out, diags);
+}
+
+static weft_err
+load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags)
+{
     static const char *const keys[] = {"name",      "description",     "models", "supervisor",
                                        "agents",    "tools",           "plan",   "router",
                                        "workspace", "capture_content", "flow",   NULL};
@@ -1567,6 +1596,7 @@ weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_dia
     }
     memset(&ld, 0, sizeof(ld));
     ld.file = path;
+    ld.file_depth = depth;
     ld.diags = diags != NULL ? diags : &ld.local;
     weft_diags_cleanup(ld.diags);
     if (stat(path, &st) != 0) {

@@ -153,6 +153,9 @@ struct weft_run_options {
      * and session, and its new trace links to the previous one. The workflow must be the one
      * the run was started with. */
     const char *resume_run_id;
+    /** Nest the run's spans under this span (an embedding program's own span, or the step
+     * that runs a sub-workflow); NULL starts a new trace. Borrowed for the call. */
+    const struct weft_span_context *parent_context;
 };
 
 /** One step of the final plan. */

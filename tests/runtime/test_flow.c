@@ -338,6 +338,43 @@ test_flow_on_max_iterations_fail(void **state)
 }
 
 static void
+test_flow_sub_workflow_runs_as_one_nested_step(void **state)
+{
+    struct fx *f = *state;
+    json_t *outer = NULL;
+    json_t *inner = NULL;
+
+    put(f, "inner_script.json",
+        "{\"responses\": {\"helper\": {\"act\": [{\"content\": \"inner answer\"}]}}}");
+    put(f, "inner.json",
+        "{\"name\": \"inner\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"inner_script.json\"}}, \"agents\": [{\"name\": \"helper\"}],"
+        " \"plan\": [{\"agent\": \"helper\", \"task\": \"help\"}]}");
+    load_inline(
+        f,
+        "{\"name\": \"outer\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"agents\": [{\"name\": \"prep\"}, {\"name\": \"after\"}],"
+        " \"flow\": {\"nodes\": [{\"agent\": \"prep\"},"
+        " {\"id\": \"sub\", \"workflow\": \"inner.json\", \"upstream_agents\": [\"prep\"]},"
+        " {\"agent\": \"after\", \"upstream_agents\": [\"sub\"]}]}}",
+        "{\"responses\": {\"prep\": {\"act\": [{\"content\": \"prepared\"}]},"
+        " \"after\": {\"act\": [{\"content\": \"all done\"}]}}}");
+    run(f);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(step(f->r, "sub")->result, "inner answer");
+    assert_string_equal(f->r->output, "all done");
+    /* The sub-workflow's spans nest in the same trace, under the outer run. */
+    outer = otlp_sink_find(f->sink, "invoke_workflow outer", 0);
+    inner = otlp_sink_find(f->sink, "invoke_workflow inner", 0);
+    assert_non_null(inner);
+    assert_string_equal(json_string_value(json_object_get(inner, "traceId")),
+                        json_string_value(json_object_get(outer, "traceId")));
+    assert_ptr_equal(otlp_sink_parent(f->sink, inner), outer);
+    assert_ptr_equal(otlp_sink_parent(f->sink, otlp_sink_find(f->sink, "invoke_agent helper", 0)),
+                     inner);
+}
+
+static void
 test_flow_load_time_checks(void **state)
 {
     struct fx *f = *state;
@@ -382,6 +419,7 @@ main(void)
         T(test_flow_failed_item_leaves_the_others),
         T(test_flow_required_and_optional_failures),
         T(test_flow_on_max_iterations_fail),
+        T(test_flow_sub_workflow_runs_as_one_nested_step),
         T(test_flow_load_time_checks),
     };
 #undef T
