@@ -340,6 +340,17 @@ rt_llm_call(struct run *run,
         (void)llm_recording_add(run->recording, &req, p->provider_name,
                                 err == WEFT_OK ? response : NULL, error);
     }
+    if (run->state != NULL) {
+        /* Every exchange is kept with the run, so `--replay run:ID` can reproduce it. */
+        json_t *entry =
+            llm_exchange_json(&req, p->provider_name, err == WEFT_OK ? response : NULL, error);
+        if (entry != NULL) {
+            (void)state_exchange_add(run->state, run->run_id,
+                                     req.step_key != NULL ? req.step_key : req.agent,
+                                     llm_purpose_name(purpose), entry);
+        }
+        json_decref(entry);
+    }
     run->result->llm_calls++;
     if (err == WEFT_OK) {
         const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
@@ -505,6 +516,27 @@ setup_providers(struct run *run, char *error, size_t error_len)
     run->providers = weft__calloc(wf->model_count, sizeof(*run->providers));
     if (run->providers == NULL) {
         return WEFT_ENOMEM;
+    }
+    if (run->opts->replay_path != NULL && strncmp(run->opts->replay_path, "run:", 4) == 0) {
+        /* Replay a stored run: its LLM exchanges, in order, become the script. */
+        char id[96];
+        char why[160];
+        err = state_run_resolve(run->state, run->opts->replay_path + 4, id, sizeof(id), why,
+                                sizeof(why));
+        if (err == WEFT_OK) {
+            err = state_exchanges_script(run->state, id, &script);
+        }
+        if (err == WEFT_OK) {
+            err = llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+        } else {
+            snprintf(lerr.message, sizeof(lerr.message), "no stored LLM exchanges for run '%.64s'",
+                     run->opts->replay_path + 4);
+        }
+        json_decref(script);
+        if (err != WEFT_OK) {
+            snprintf(error, error_len, "replay: %s", lerr.message);
+        }
+        return err;
     }
     if (run->opts->replay_path != NULL) {
         err = llm_script_load(run->opts->replay_path, &script, &lerr);
@@ -1595,6 +1627,17 @@ weft_run(const struct weft_workflow *workflow,
         err = WEFT_EINVAL;
         goto fail;
     }
+    state_path =
+        run.opts->state_path != NULL ? weft__strdup(run.opts->state_path) : state_default_path();
+    if (state_path == NULL) {
+        err = WEFT_ENOMEM;
+        goto fail;
+    }
+    err = state_open(state_path, &run.state, error, error_len);
+    weft__free(state_path);
+    if (err != WEFT_OK) {
+        goto fail;
+    }
     err = setup_providers(&run, error, error_len);
     if (err == WEFT_OK) {
         err = bind_native_tools(&run, error, error_len);
@@ -1605,17 +1648,6 @@ weft_run(const struct weft_workflow *workflow,
     if (err == WEFT_OK && run.opts->record_path != NULL) {
         err = llm_recording_new(run.opts->record_path, &run.recording);
     }
-    if (err != WEFT_OK) {
-        goto fail;
-    }
-    state_path =
-        run.opts->state_path != NULL ? weft__strdup(run.opts->state_path) : state_default_path();
-    if (state_path == NULL) {
-        err = WEFT_ENOMEM;
-        goto fail;
-    }
-    err = state_open(state_path, &run.state, error, error_len);
-    weft__free(state_path);
     if (err != WEFT_OK) {
         goto fail;
     }

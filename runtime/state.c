@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 struct rt_state {
     sqlite3 *db;
@@ -42,6 +42,12 @@ static const char schema_v1[] =
     "CREATE TABLE IF NOT EXISTS script_cursors ("
     " session_id TEXT NOT NULL, script TEXT NOT NULL, cursors TEXT NOT NULL,"
     " PRIMARY KEY (session_id, script));";
+
+/* Version 3: every LLM exchange of a run, so that it can be replayed (`--replay run:ID`). */
+static const char migrate_v3[] =
+    "CREATE TABLE IF NOT EXISTS llm_exchanges ("
+    " run_id TEXT NOT NULL, seq INTEGER NOT NULL, who TEXT NOT NULL, purpose TEXT NOT NULL,"
+    " entry TEXT NOT NULL, created_ns BIGINT NOT NULL, PRIMARY KEY (run_id, seq));";
 
 /* Version 2: executor steps, rewards, corrections (DAG surgery history), resumable runs.
  * Only ADD COLUMN and CREATE: the same statements work on PostgreSQL. */
@@ -125,7 +131,8 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     }
     if ((version < 1 && sqlite3_exec(st->db, schema_v1, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 2 && sqlite3_exec(st->db, migrate_v2, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 2; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 3 && sqlite3_exec(st->db, migrate_v3, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 3; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = st;
@@ -781,4 +788,82 @@ state_corrections_each(struct rt_state *st,
         err = WEFT_EIO;
     }
     return err;
+}
+
+weft_err
+state_exchange_add(struct rt_state *st,
+                   const char *run_id,
+                   const char *who,
+                   const char *purpose,
+                   const json_t *entry)
+{
+    char *text = json_dumps(entry, JSON_COMPACT);
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    if (text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    stmt = prepare(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
+                       " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
+                       " WHERE run_id = ?), ?, ?, ?, ?)");
+    if (stmt == NULL) {
+        free(text);
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    bind_text(stmt, 2, run_id);
+    bind_text(stmt, 3, who);
+    bind_text(stmt, 4, purpose);
+    bind_text(stmt, 5, text);
+    sqlite3_bind_int64(stmt, 6, (sqlite3_int64)weft__now_ns());
+    err = finish(st, stmt, "exchange insert");
+    free(text);
+    return err;
+}
+
+weft_err
+state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, entry FROM llm_exchanges"
+                                     " WHERE run_id = ? ORDER BY seq");
+    json_t *responses = json_object();
+    size_t n = 0;
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL || responses == NULL) {
+        sqlite3_finalize(stmt);
+        json_decref(responses);
+        return stmt == NULL ? WEFT_EIO : WEFT_ENOMEM;
+    }
+    bind_text(stmt, 1, run_id);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *who = (const char *)sqlite3_column_text(stmt, 0);
+        const char *purpose = (const char *)sqlite3_column_text(stmt, 1);
+        json_t *entry = json_loads((const char *)sqlite3_column_text(stmt, 2), 0, NULL);
+        json_t *agent = json_object_get(responses, who);
+        json_t *list = NULL;
+        if (entry == NULL) {
+            continue; /* a damaged row: the replay then reports the missing answer */
+        }
+        if (agent == NULL) {
+            agent = json_object();
+            json_object_set_new(responses, who, agent);
+        }
+        list = json_object_get(agent, purpose);
+        if (list == NULL) {
+            list = json_array();
+            json_object_set_new(agent, purpose, list);
+        }
+        json_array_append_new(list, entry);
+        n++;
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE || n == 0) {
+        json_decref(responses);
+        return rc != SQLITE_DONE ? WEFT_EIO : WEFT_ENOTFOUND;
+    }
+    *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
 }

@@ -141,4 +141,14 @@ weft_err state_corrections_each(struct rt_state *st,
                                 state_correction_fn fn,
                                 void *user_data);
 
+/* Keep one LLM exchange of a run (a script entry, see llm_exchange_json()). */
+weft_err state_exchange_add(struct rt_state *st,
+                            const char *run_id,
+                            const char *who,
+                            const char *purpose,
+                            const json_t *entry);
+/* The run's exchanges as a replayable script. @return WEFT_OK, WEFT_ENOTFOUND (none), WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: caller owns *out. */
+weft_err state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
+
 #endif /* WEFT_RUNTIME_STATE_H */

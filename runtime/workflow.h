@@ -132,9 +132,9 @@ struct wf_flow_node {
     bool is_required;
     bool has_loop;
     struct wf_loop loop;
-    char *for_each;        /* fan-out: field of an upstream result holding the list */
-    struct wf_flow *sub;   /* fan-out: the sub-flow run once per item */
-    unsigned max_parallel; /* fan-out: items in flight (default 4) */
+    char *for_each;              /* fan-out: field of an upstream result holding the list */
+    struct wf_flow *sub;         /* fan-out: the sub-flow run once per item */
+    unsigned max_parallel;       /* fan-out: items in flight (default 4) */
     struct weft_workflow *subwf; /* sub-flow node: another workflow file run as one step */
 };
 

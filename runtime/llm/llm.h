@@ -159,4 +159,11 @@ weft_err llm_recording_add(struct llm_recording *rec,
                            const struct llm_error *error);
 void llm_recording_free(struct llm_recording *rec);
 
+/* One exchange as a script entry (the response, or {"error"} when @p response is NULL, plus the
+ * request for reference). Ownership: returns new (json_decref); NULL when out of memory. */
+json_t *llm_exchange_json(const struct llm_request *request,
+                          const char *provider_name,
+                          const struct llm_response *response,
+                          const struct llm_error *error);
+
 #endif /* WEFT_RUNTIME_LLM_H */

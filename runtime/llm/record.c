@@ -41,11 +41,11 @@ llm_recording_new(const char *path, struct llm_recording **out)
     return WEFT_OK;
 }
 
-static json_t *
-response_json(const struct llm_request *request,
-              const char *provider_name,
-              const struct llm_response *response,
-              const struct llm_error *error)
+json_t *
+llm_exchange_json(const struct llm_request *request,
+                  const char *provider_name,
+                  const struct llm_response *response,
+                  const struct llm_error *error)
 {
     json_t *r = json_object();
     json_t *req = json_pack("{s:s, s:O}", "model", request->model != NULL ? request->model : "",
@@ -146,7 +146,7 @@ llm_recording_add(struct llm_recording *rec,
             return WEFT_ENOMEM;
         }
     }
-    entry = response_json(request, provider_name, response, error);
+    entry = llm_exchange_json(request, provider_name, response, error);
     if (entry == NULL || json_array_append_new(list, entry) != 0) {
         return WEFT_ENOMEM;
     }

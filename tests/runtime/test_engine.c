@@ -411,6 +411,41 @@ test_engine_record_then_replay_gives_identical_structure(void **state)
     "\"script.json\"}}"
 
 static void
+test_engine_replay_of_a_stored_run(void **state)
+{
+    struct fx *f = *state;
+    char ref[64];
+    char *first = NULL;
+    char *second = NULL;
+    size_t n = 0;
+
+    load_example(f, "swarm_reflection");
+    run(f, "Build a rate limiter");
+    n = otlp_sink_count(f->sink);
+    first = otlp_sink_names(f->sink, "");
+    /* The state database kept every exchange: the run replays from it alone. */
+    snprintf(ref, sizeof(ref), "run:%s", f->r->run_id);
+    f->ro.replay_path = ref;
+    run(f, "Build a rate limiter");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(verdicts(f->r),
+                        "coder:REJECTED,coder:FIXED,reviewer:APPROVED,coder:APPROVED");
+    assert_int_equal(otlp_sink_count(f->sink), 2 * n);
+    second = otlp_sink_names(f->sink, "");
+    assert_string_equal(second + strlen(first) + 1, first);
+    free(first);
+    free(second);
+    f->ro.replay_path = "run:doesnotexist";
+    {
+        char error[256];
+        weft_run_result_free(f->r);
+        f->r = NULL;
+        assert_weft_err(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)), WEFT_ENOTFOUND);
+        assert_non_null(strstr(error, "no stored LLM exchanges"));
+    }
+}
+
+static void
 test_engine_unknown_and_disallowed_requests_are_cancelled(void **state)
 {
     struct fx *f = *state;
@@ -941,6 +976,7 @@ main(void)
         T(test_engine_swarm_reflection_and_circuit_breaker),
         T(test_engine_clarify_three_layers_across_a_session),
         T(test_engine_record_then_replay_gives_identical_structure),
+        T(test_engine_replay_of_a_stored_run),
         T(test_engine_unknown_and_disallowed_requests_are_cancelled),
         T(test_engine_invalid_plan_is_repaired_once),
         T(test_engine_plan_invalid_twice_fails_the_run),
