@@ -683,6 +683,7 @@ teardown(struct run *run)
     }
     plan_cleanup(&run->plan);
     json_decref(run->history);
+    json_decref(run->resumed);
     state_close(run->state);
     weft__free(run->session_id);
     weft__free(run->workspace);
@@ -1505,6 +1506,22 @@ resume_step(const struct state_step_row *row, void *user_data)
     return WEFT_OK;
 }
 
+static weft_err
+remember_step(const struct state_step_row *row, void *user_data)
+{
+    json_t *steps = user_data;
+    json_t *entry = json_pack("{s:s, s:s?, s:i}", "status", row->status, "result", row->result,
+                              "attempts", (int)row->attempts);
+
+    if (entry == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (row->has_reward) {
+        json_object_set_new(entry, "reward", json_real(row->reward));
+    }
+    return json_object_set_new(steps, row->id, entry) == 0 ? WEFT_OK : WEFT_ENOMEM;
+}
+
 /* Load the stored run into @p run; fills @p link with the previous trace's root. */
 static weft_err
 resume_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len)
@@ -1554,7 +1571,15 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
             }
             link->trace_flags = WEFT_TRACE_FLAG_SAMPLED;
         }
-        err = state_steps_each(run->state, run->run_id, resume_step, run);
+        if (run->wf->flow != NULL) {
+            /* Flows rebuild their scopes as they go; the stored steps fill them in. */
+            run->resumed = json_object();
+            err = run->resumed != NULL
+                      ? state_steps_each(run->state, run->run_id, remember_step, run->resumed)
+                      : WEFT_ENOMEM;
+        } else {
+            err = state_steps_each(run->state, run->run_id, resume_step, run);
+        }
         if (err != WEFT_OK) {
             snprintf(error, error_len, "resume: the stored plan of run %.64s cannot be loaded",
                      run->run_id);

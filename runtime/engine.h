@@ -62,6 +62,7 @@ struct run {
     size_t request_count;
     size_t requests_dropped;
     json_t *history; /* router: the session's earlier messages */
+    json_t *resumed; /* resumed flows: stored steps by id {status, result, attempts, reward} */
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
     struct weft_run_result *result;

@@ -248,6 +248,38 @@ item_text(const json_t *item)
     return copy;
 }
 
+/* A resumed flow: a step the killed run completed keeps its result and is not run again; any
+ * other step keeps its attempt count, which also restores its loop counter. */
+static void
+restore_step(struct flow *fl, int scope, size_t node, size_t step)
+{
+    struct run *run = fl->run;
+    struct plan_step *s = &run->plan.steps[step];
+    const json_t *stored = json_object_get(run->resumed, s->id);
+    const char *status = json_string_value(json_object_get(stored, "status"));
+
+    if (stored == NULL) {
+        return;
+    }
+    s->attempts = (unsigned)json_integer_value(json_object_get(stored, "attempts"));
+    if (fl->scopes[scope].def->nodes[node].has_loop && s->attempts > 1) {
+        fl->scopes[scope].loops[node] = s->attempts - 1;
+    }
+    if (status == NULL || strcmp(status, "completed") != 0) {
+        return;
+    }
+    s->status = STEP_COMPLETED;
+    weft__free(s->result);
+    s->result = json_is_string(json_object_get(stored, "result"))
+                    ? weft__strdup(json_string_value(json_object_get(stored, "result")))
+                    : NULL;
+    if (json_is_number(json_object_get(stored, "reward"))) {
+        s->reward = json_number_value(json_object_get(stored, "reward"));
+        s->has_reward = true;
+        run->result->reward += s->reward;
+    }
+}
+
 /* Create scope @p def with its steps. @return the scope index, or -1 (out of memory). */
 static int
 add_scope(struct flow *fl,
@@ -318,6 +350,7 @@ add_scope(struct flow *fl,
         }
         run->plan.steps[idx].flow_node = (int)i;
         run->plan.steps[idx].item = index;
+        restore_step(fl, index, i, idx);
         rt_save_step(run, idx);
     }
     weft__free(value);
@@ -443,6 +476,8 @@ scope_result(const struct flow *fl, const struct scope *sc)
 /* ------------------------------------------------------------------------------------------ */
 /* Fan-out                                                                                     */
 
+static void check_scope(struct flow *fl, int index);
+
 static void
 activate_items(struct flow *fl, struct fanout *fo)
 {
@@ -464,6 +499,7 @@ activate_items(struct flow *fl, struct fanout *fo)
         sc->is_active = true;
         fo->active++;
         fo->next++;
+        check_scope(fl, (int)(fo->first_scope + fo->next - 1)); /* restored items are done */
     }
 }
 

@@ -20,8 +20,12 @@
 #include <time.h>
 
 struct scripted {
-    json_t *responses;    /* owned copy: agent -> purpose -> array; immutable after load */
-    json_t *cursors;      /* "agent/purpose" -> integer: responses consumed; under lock */
+    json_t *responses; /* owned copy: agent -> purpose -> array; immutable after load */
+    json_t *cursors;   /* "agent/purpose" -> integer: responses handed out; under lock */
+    /* Responses whose call has returned. Saved cursors are these, so a call in flight when the
+     * process died is answered again on resume (parallel flow steps hand out and finish in
+     * different orders). */
+    json_t *committed;
     pthread_mutex_t lock; /* parallel flow steps share one script */
 };
 
@@ -224,6 +228,13 @@ json_text(const json_t *v)
     return copy;
 }
 
+static weft_err answer(struct scripted *s,
+                       const struct llm_request *request,
+                       struct llm_response *response,
+                       struct llm_error *error,
+                       char *key,
+                       size_t key_len);
+
 static weft_err
 scripted_complete(void *self,
                   const struct llm_request *request,
@@ -231,6 +242,28 @@ scripted_complete(void *self,
                   struct llm_error *error)
 {
     struct scripted *s = self;
+    char key[256] = "";
+    weft_err err = answer(s, request, response, error, key, sizeof(key));
+
+    if (key[0] != '\0') {
+        pthread_mutex_lock(&s->lock);
+        (void)json_object_set_new(
+            s->committed, key,
+            json_integer(json_integer_value(json_object_get(s->committed, key)) + 1));
+        pthread_mutex_unlock(&s->lock);
+    }
+    return err;
+}
+
+/* Hand out the next response; @p key receives its queue's key once one was taken. */
+static weft_err
+answer(struct scripted *s,
+       const struct llm_request *request,
+       struct llm_response *response,
+       struct llm_error *error,
+       char *out_key,
+       size_t out_key_len)
+{
     const char *purpose = llm_purpose_name(request->purpose);
     const char *who =
         request->step_key != NULL && json_object_get(s->responses, request->step_key) != NULL
@@ -260,6 +293,7 @@ scripted_complete(void *self,
         return WEFT_ENOMEM;
     }
     pthread_mutex_unlock(&s->lock);
+    snprintf(out_key, out_key_len, "%s", key);
     r = json_array_get(list, (size_t)used); /* the responses never change: read unlocked */
     /* A scripted delay stands for a slow model: it is cut short by the call's timeout, which
      * then fails the call as a real client would. */
@@ -352,6 +386,7 @@ scripted_free(void *self)
     }
     json_decref(s->responses);
     json_decref(s->cursors);
+    json_decref(s->committed);
     pthread_mutex_destroy(&s->lock);
     weft__free(s);
 }
@@ -387,7 +422,8 @@ llm_scripted_new(const json_t *script,
     pthread_mutex_init(&s->lock, NULL);
     s->responses = json_deep_copy(json_object_get(script, "responses"));
     s->cursors = json_object();
-    if (s->responses == NULL || s->cursors == NULL) {
+    s->committed = json_object();
+    if (s->responses == NULL || s->cursors == NULL || s->committed == NULL) {
         goto fail;
     }
     p->ops = &scripted_ops;
@@ -414,7 +450,7 @@ llm_scripted_cursors(const struct llm_provider *provider)
     }
     s = provider->self;
     pthread_mutex_lock(&s->lock);
-    copy = json_deep_copy(s->cursors);
+    copy = json_deep_copy(s->committed);
     pthread_mutex_unlock(&s->lock);
     return copy;
 }
@@ -443,7 +479,9 @@ llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
     s = provider->self;
     pthread_mutex_lock(&s->lock);
     json_decref(s->cursors);
+    json_decref(s->committed);
     s->cursors = copy;
+    s->committed = json_deep_copy(copy);
     pthread_mutex_unlock(&s->lock);
     return WEFT_OK;
 }

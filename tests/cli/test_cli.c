@@ -565,6 +565,35 @@ test_cli_runs_and_run_show_list_the_surgery(void **state)
     assert_int_equal(r.status, 1);
 }
 
+/* Start `weft run WF` and SIGKILL it while step @p step_id is in progress. */
+static void
+kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id)
+{
+    const char *argv[] = {WEFT_BIN, "run", wf, "-q", "--no-trace", "--workspace", f->dir, NULL};
+    char state_db[128];
+    char sql[160];
+    pid_t pid = 0;
+    int status = 0;
+
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    snprintf(sql, sizeof(sql), "SELECT status FROM steps WHERE step_id = '%s'", step_id);
+    weft_test_setenv("WEFT_HOME", f->dir);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, NULL, NULL, (char *const *)argv, environ), 0);
+    for (int i = 0; i < 500; i++) {
+        char *st = sql_value(state_db, sql);
+        bool is_running = strcmp(st, "in_progress") == 0;
+        struct timespec ts = {0, 10000000};
+        free(st);
+        if (is_running) {
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+}
+
 static void
 test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
 {
@@ -577,9 +606,6 @@ test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
     char *old_trace = NULL;
     char *links = NULL;
     char sql[300];
-    const char *argv[] = {WEFT_BIN, "run", wf, "-q", "--no-trace", "--workspace", f->dir, NULL};
-    pid_t pid = 0;
-    int status = 0;
     struct run r;
 
     snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
@@ -596,22 +622,7 @@ test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
         " \"plan\": [{\"id\": \"one\", \"agent\": \"a\", \"task\": \"first\"},"
         " {\"id\": \"two\", \"agent\": \"a\", \"task\": \"second\", \"depends_on\": [\"one\"]},"
         " {\"id\": \"three\", \"agent\": \"a\", \"task\": \"third\", \"depends_on\": [\"two\"]}]}");
-    weft_test_setenv("WEFT_HOME", f->dir);
-    assert_int_equal(posix_spawn(&pid, WEFT_BIN, NULL, NULL, (char *const *)argv, environ), 0);
-    /* Kill it for real while step two is in flight. */
-    for (int i = 0; i < 500; i++) {
-        char *st = sql_value(state_db, "SELECT status FROM steps WHERE step_id = 'two'");
-        bool is_running = strcmp(st, "in_progress") == 0;
-        free(st);
-        if (is_running) {
-            break;
-        }
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    assert_int_equal(kill(pid, SIGKILL), 0);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFSIGNALED(status));
+    kill_while_in_flight(f, wf, "two");
     run_id = sql_value(state_db, "SELECT id FROM runs");
     old_trace = sql_value(state_db, "SELECT trace_id FROM runs");
     assert_int_equal(strlen(old_trace), 32);
@@ -657,6 +668,52 @@ test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
     free(old_trace);
 }
 
+static void
+test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char *run_id = NULL;
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/fslow.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    write_text(script, "{\"responses\": {\"split\": {\"act\": [{\"content\": {\"items\": "
+                       "[\"a\", \"b\"]}}]}, \"each[0].work\": {\"act\": [{\"content\": \"A\"}]},"
+                       " \"each[1].work\": {\"act\": [{\"content\": \"B\", \"delay_ms\": 1500}]},"
+                       " \"join\": {\"act\": [{\"content\": \"AB\"}]}}}");
+    write_text(wf, "{\"name\": \"fslow\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"split\"},"
+                   " {\"name\": \"work\"}, {\"name\": \"join\"}], \"flow\": {\"max_parallel\": 2,"
+                   " \"nodes\": [{\"agent\": \"split\"}, {\"id\": \"each\", \"upstream_agents\":"
+                   " [\"split\"], \"for_each\": \"items\", \"nodes\": [{\"agent\": \"work\"}]},"
+                   " {\"agent\": \"join\", \"upstream_agents\": [\"each\"]}]}}");
+    kill_while_in_flight(f, wf, "each[1].work");
+    {
+        char db[160];
+        snprintf(db, sizeof(db), "%s/state.db", f->dir);
+        run_id = sql_value(db, "SELECT id FROM runs");
+    }
+    r = RUN(f, "resume", run_id, "--json", "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    {
+        json_t *j = json_loads(r.out, 0, NULL);
+        json_t *steps = json_object_get(j, "steps");
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
+        /* split and item 0 were done: only item 1 and the join ask the model again. */
+        assert_int_equal(json_integer_value(json_object_get(j, "llm_calls")), 2);
+        assert_string_equal(json_string_value(json_object_get(j, "output")), "AB");
+        for (size_t i = 0; i < json_array_size(steps); i++) {
+            json_t *s = json_array_get(steps, i);
+            assert_string_equal(json_string_value(json_object_get(s, "status")), "completed");
+        }
+        json_decref(j);
+    }
+    free(run_id);
+}
+
 int
 main(void)
 {
@@ -682,6 +739,7 @@ main(void)
         T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
         T(test_cli_runs_and_run_show_list_the_surgery),
         T(test_cli_resume_after_sigkill_keeps_completed_steps),
+        T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),
 #undef T
     };
 
