@@ -161,11 +161,16 @@ state_close(struct rt_state *st)
 static void
 bind_text(sqlite3_stmt *stmt, int i, const char *s)
 {
+    char *clean = NULL;
+
     if (s == NULL) {
         sqlite3_bind_null(stmt, i);
-    } else {
-        sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT);
+        return;
     }
+    /* Inputs, tasks, results and exchanges are kept on disk: credentials in them are not. */
+    clean = weft__redact_text(s);
+    sqlite3_bind_text(stmt, i, clean != NULL ? clean : "", -1, SQLITE_TRANSIENT);
+    weft__free(clean);
 }
 
 static weft_err
@@ -797,10 +802,12 @@ state_exchange_add(struct rt_state *st,
                    const char *purpose,
                    const json_t *entry)
 {
-    char *text = json_dumps(entry, JSON_COMPACT);
+    char *raw = json_dumps(entry, JSON_COMPACT);
+    char *text = raw != NULL ? weft__redact_text(raw) : NULL;
     sqlite3_stmt *stmt = NULL;
     weft_err err = WEFT_OK;
 
+    free(raw);
     if (text == NULL) {
         return WEFT_ENOMEM;
     }
@@ -808,7 +815,7 @@ state_exchange_add(struct rt_state *st,
                        " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
                        " WHERE run_id = ?), ?, ?, ?, ?)");
     if (stmt == NULL) {
-        free(text);
+        weft__free(text);
         return WEFT_EIO;
     }
     bind_text(stmt, 1, run_id);
@@ -818,7 +825,7 @@ state_exchange_add(struct rt_state *st,
     bind_text(stmt, 5, text);
     sqlite3_bind_int64(stmt, 6, (sqlite3_int64)weft__now_ns());
     err = finish(st, stmt, "exchange insert");
-    free(text);
+    weft__free(text);
     return err;
 }
 

@@ -545,3 +545,22 @@ weft__http_retry_after_ms(const char *value)
     }
     return (uint64_t)(when - now) * 1000u;
 }
+
+char *
+weft__redact_text(const char *text)
+{
+    size_t len = strlen(text);
+    /* A replacement marker can be longer than what it replaces: leave room for many. */
+    size_t cap = len + 64 + len / 2;
+    char *scratch = weft__malloc(cap);
+    const char *redacted = NULL;
+    char *out = NULL;
+
+    if (scratch == NULL) {
+        return NULL;
+    }
+    redacted = weft_redact_builtin("text", text, len, scratch, cap);
+    out = weft__strdup(redacted != NULL ? redacted : text);
+    weft__free(scratch);
+    return out;
+}

@@ -56,6 +56,11 @@ double weft__env_double(const char *name, double def, double min, double max);
 uint64_t weft__now_ns(void);
 uint64_t weft__monotonic_ns(void);
 
+/* @p text with weft's built-in redaction applied to every credential-looking part ("sk-..."
+ * keys, Bearer/Basic credentials, AWS key ids), for text written to files. Never longer than
+ * needed; NULL only when out of memory. Ownership: returns new (weft__free). */
+char *weft__redact_text(const char *text);
+
 /* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape or ENOMEM. */
 char *weft__percent_decode(const char *s, size_t len);
 

@@ -102,8 +102,22 @@ save(const struct llm_recording *rec)
         weft__buf_cleanup(&tmp);
         return WEFT_ENOMEM;
     }
-    if (json_dump_file(rec->script, tmp.data, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        rename(tmp.data, rec->path) != 0) {
+    {
+        /* Message content is kept (that is the point of a recording); credentials are not. */
+        char *raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char *text = raw != NULL ? weft__redact_text(raw) : NULL;
+        FILE *f = text != NULL ? fopen(tmp.data, "w") : NULL;
+        bool is_written = f != NULL && fputs(text, f) >= 0;
+        if (f != NULL && fclose(f) != 0) {
+            is_written = false;
+        }
+        free(raw);
+        weft__free(text);
+        if (!is_written) {
+            err = WEFT_EIO;
+        }
+    }
+    if (err != WEFT_OK || rename(tmp.data, rec->path) != 0) {
         WEFT_LOG(WEFT_LOG_ERROR, "record: cannot write %s", rec->path);
         remove(tmp.data);
         err = WEFT_EIO;

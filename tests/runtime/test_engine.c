@@ -946,6 +946,8 @@ test_engine_capture_content_puts_messages_on_spans(void **state)
         size_t len = 0;
         const char *raw = otlp_sink_raw(f->sink, &len);
         assert_null(memmem(raw, len, "sk-live-0123456789abcdefghij", 28));
+        /* Nor does the state database, which keeps every exchange for replays. */
+        assert_false(file_contains(f->state, "sk-live-0123456789abcdefghij"));
         assert_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "sk-live-0123"));
     }
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.output.messages"), "assistant"));
