@@ -53,6 +53,7 @@ bench: build
 	$(BUILD)/span_bench
 	$(BUILD)/run_bench
 	$(BUILD)/flow_bench
+	$(BUILD)/metrics_bench
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

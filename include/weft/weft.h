@@ -4,6 +4,7 @@
 
 #include <weft/common.h>
 #include <weft/export.h>
+#include <weft/metrics.h>
 #include <weft/runtime.h>
 #include <weft/store.h>
 #include <weft/tool.h>
