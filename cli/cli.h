@@ -75,7 +75,8 @@ struct cli_run_flags {
     const char *replay;
     const char *workspace;
     const char *state;
-    const char *resume; /* run id for `weft resume` */
+    const char *resume;       /* run id for `weft resume` */
+    const char *metrics_addr; /* serve /metrics while the run lasts */
     bool is_json;
     bool is_quiet;
     bool is_no_trace;

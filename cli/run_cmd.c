@@ -42,6 +42,7 @@ cli_run_usage(FILE *out)
           "                         replays a stored run's exchanges from the state database\n"
           "      --workspace DIR    directory file and command tools are confined to\n"
           "      --state PATH       state database (default $WEFT_HOME/state.db)\n"
+          "      --metrics-addr H:P serve Prometheus /metrics on H:P while the run lasts\n"
           "      --capture-content  record prompts and outputs on spans (after redaction)\n"
           "      --json             print the result as JSON instead of the summary\n"
           "  -q, --quiet            no progress display\n"
@@ -307,6 +308,59 @@ print_trace(const char *trace_id, bool is_color)
     weft_store_close(store);
 }
 
+struct collab {
+    char handoffs[2048];
+    size_t handoffs_len;
+    char agents[2048];
+    size_t agents_len;
+};
+
+static const char *
+attr_of(const struct weft_series_view *s, const char *key)
+{
+    for (size_t i = 0; i < s->attr_count; i++) {
+        if (strcmp(s->attrs[i].key, key) == 0 && s->attrs[i].value.type == WEFT_VALUE_STRING) {
+            return s->attrs[i].value.u.str;
+        }
+    }
+    return "";
+}
+
+static bool
+collect_collab(const struct weft_instrument_view *in, const struct weft_series_view *s, void *ud)
+{
+    struct collab *c = ud;
+
+    if (s == NULL) {
+        return true;
+    }
+    if (strcmp(in->name, "weft.handoffs") == 0 && c->handoffs_len < sizeof(c->handoffs) - 128) {
+        c->handoffs_len +=
+            (size_t)snprintf(c->handoffs + c->handoffs_len, sizeof(c->handoffs) - c->handoffs_len,
+                             " %s->%s x%.0f", attr_of(s, "from"), attr_of(s, "to"), s->value);
+    } else if (strcmp(in->name, "weft.agent.invocations") == 0 &&
+               c->agents_len < sizeof(c->agents) - 128) {
+        c->agents_len += (size_t)snprintf(
+            c->agents + c->agents_len, sizeof(c->agents) - c->agents_len, " %s:%s=%.0f",
+            attr_of(s, "gen_ai.agent.name"), attr_of(s, "outcome"), s->value);
+    }
+    return true;
+}
+
+/* The collaboration summary: the hand-off matrix and agent outcomes from the run's meter. */
+static void
+print_collaboration(struct weft_meter *meter)
+{
+    struct collab c;
+
+    memset(&c, 0, sizeof(c));
+    if (weft_meter_collect(meter, collect_collab, &c) != WEFT_OK) {
+        return;
+    }
+    printf("  handoffs:%s\n", c.handoffs_len > 0 ? c.handoffs : " none");
+    printf("  agents:  %s\n", c.agents_len > 0 ? c.agents + 1 : "none");
+}
+
 /* The local store always, plus what OTEL_TRACES_EXPORTER names. */
 static weft_err
 setup_provider(struct weft_provider **out)
@@ -349,6 +403,8 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     struct weft_workflow *wf = NULL;
     struct weft_diags diags = {0};
     struct weft_provider *provider = NULL;
+    struct weft_meter *meter = NULL;
+    struct weft_metrics_server *server = NULL;
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
     struct progress progress;
@@ -365,10 +421,29 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         return status;
     }
     err = setup_provider(&provider);
+    if (err == WEFT_OK) {
+        err = weft_meter_new(NULL, &meter);
+    }
+    if (err == WEFT_OK) {
+        err = weft_runtime_metrics_register(meter);
+    }
     if (err != WEFT_OK) {
         fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
+        weft_provider_free(provider);
         weft_workflow_free(wf);
         return CLI_EXIT_FAIL;
+    }
+    if (fl->metrics_addr != NULL) {
+        err = weft_metrics_server_start(meter, fl->metrics_addr, &server);
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft %s: --metrics-addr %s: %s\n", cmd, fl->metrics_addr,
+                    err == WEFT_EINVAL ? "expected HOST:PORT (IPv4)" : "cannot listen there");
+            weft_meter_free(meter);
+            weft_provider_free(provider);
+            weft_workflow_free(wf);
+            return CLI_EXIT_USAGE;
+        }
+        fprintf(stderr, "weft %s: serving metrics on http://%s/metrics\n", cmd, fl->metrics_addr);
     }
     memset(&progress, 0, sizeof(progress));
     progress.is_tty = isatty(STDERR_FILENO) != 0;
@@ -382,6 +457,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     ro.workspace = fl->workspace;
     ro.state_path = fl->state;
     ro.resume_run_id = fl->resume;
+    ro.meter = meter;
     ro.capture_content = fl->is_capture ? 1 : -1;
     ro.progress = on_progress;
     ro.progress_user_data = &progress;
@@ -406,6 +482,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
             print_json(result, &stats);
         } else {
             print_summary(result, &stats);
+            print_collaboration(meter);
             if (!fl->is_no_trace && result->trace_id[0] != '\0') {
                 print_trace(result->trace_id, fl->is_color);
             }
@@ -413,6 +490,8 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     }
     weft_run_result_free(result);
+    weft_metrics_server_stop(server);
+    weft_meter_free(meter);
     weft_provider_free(provider);
     weft_workflow_free(wf);
     return status;
@@ -434,6 +513,7 @@ cli_run(int argc, char **argv)
         {"replay", 0, true, false, &fl.replay, NULL},
         {"workspace", 0, true, false, &fl.workspace, NULL},
         {"state", 0, true, false, &fl.state, NULL},
+        {"metrics-addr", 0, true, false, &fl.metrics_addr, NULL},
         {"capture-content", 0, false, false, NULL, &fl.is_capture},
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},

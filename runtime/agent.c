@@ -219,9 +219,12 @@ run_tool_call(struct run *run,
                 bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
             }
             weft_err trc = WEFT_OK;
+            uint64_t t0 = weft__monotonic_ns();
             rt_unlock(run);
             trc = tool_run(&bounded, run->workspace, args, &outcome);
             rt_lock(run);
+            rt_metrics_tool(run->metrics, call->name, trc == WEFT_OK && !outcome.is_error,
+                            (double)(weft__monotonic_ns() - t0) / 1e9);
             if (trc != WEFT_OK) {
                 outcome_name = "error";
                 snprintf(err, sizeof(err), "tool failed to run");
@@ -448,6 +451,7 @@ reflect(struct run *run,
     }
     weft_span_end(span, 0);
     rt_add_verdict(run, agent->name, verdict_names[v]);
+    rt_metrics_verdict(run->metrics, agent->name, verdict_names[v]);
     rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
     json_decref(answer);
     json_decref(msgs);
@@ -541,7 +545,7 @@ rt_agent_step(struct run *run, size_t index)
                              feedback != NULL ? feedback : "");
                     error_type = "rejected";
                     if (attempt < max_attempts) {
-                        run->result->loops[WEFT_LOOP_REFLECTION]++;
+                        rt_count_loop(run, WEFT_LOOP_REFLECTION);
                     }
                     weft__free(output);
                     output = NULL;
@@ -594,5 +598,7 @@ rt_agent_step(struct run *run, size_t index)
     }
     weft__free(feedback);
     step->ended_ns = weft__now_ns();
+    rt_metrics_agent(run->metrics, agent->name, step->status == STEP_COMPLETED,
+                     (double)(step->ended_ns - step->started_ns) / 1e9);
     rt_save_step(run, index);
 }

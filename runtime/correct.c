@@ -211,7 +211,7 @@ rt_correct(struct run *run, size_t index)
     link.context = failed->span;
     span = rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->root, &link,
                          weft_span_context_is_valid(&failed->span) ? 1 : 0);
-    run->result->loops[WEFT_LOOP_CORRECTION]++;
+    rt_count_loop(run, WEFT_LOOP_CORRECTION);
     run->result->corrections = run->corrections;
     weft_span_set_str(span, "weft.correction.failed_task", failed_id);
     weft_span_set_str(span, "weft.correction.error_type",
@@ -292,6 +292,7 @@ rt_correct(struct run *run, size_t index)
         failed->status = old_status;
     }
     weft_span_end(span, 0);
+    rt_metrics_correction(run->metrics, is_ok);
     {
         char detail[400];
         snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", number, failed_id,

@@ -89,6 +89,13 @@ rt_unlock(struct run *run)
     }
 }
 
+void
+rt_count_loop(struct run *run, weft_loop_kind kind)
+{
+    run->result->loops[kind]++;
+    rt_metrics_loop(run->metrics, kind);
+}
+
 bool
 rt_aborted(const struct run *run)
 {
@@ -292,6 +299,8 @@ rt_llm_call(struct run *run,
     struct llm_request req;
     struct weft_span *span = NULL;
     uint32_t remaining = rt_remaining_ms(run, step_deadline_mono);
+    uint64_t call_start = 0;
+    uint64_t call_ns = 0;
     double cost = 0.0;
     weft_err err = WEFT_OK;
 
@@ -333,7 +342,9 @@ rt_llm_call(struct run *run,
         err = WEFT_ETIMEDOUT;
     } else {
         rt_unlock(run);
+        call_start = weft__monotonic_ns();
         err = llm_complete(p, &req, response, error);
+        call_ns = weft__monotonic_ns() - call_start;
         rt_lock(run);
     }
     if (run->recording != NULL) {
@@ -379,6 +390,10 @@ rt_llm_call(struct run *run,
         weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
     }
     weft_span_end(span, 0);
+    rt_metrics_llm(run->metrics, p->provider_name, m->model, llm_purpose_name(purpose),
+                   err == WEFT_OK ? response->input_tokens : -1,
+                   err == WEFT_OK ? response->output_tokens : -1, cost, (double)call_ns / 1e9,
+                   err == WEFT_OK ? NULL : error->type);
     rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
     return err;
 }
@@ -688,6 +703,7 @@ teardown(struct run *run)
     weft__free(run->session_id);
     weft__free(run->workspace);
     weft__free(run->stored_input);
+    rt_metrics_free(run->metrics);
     pthread_mutex_destroy(&run->lock);
 }
 
@@ -927,7 +943,7 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             s->has_requester = weft_span_context_is_valid(&rq->requester);
             weft_span_set_bool(span, "weft.replan.step_added", true);
             weft_span_set_str(span, "weft.replan.step_id", s->id);
-            run->result->loops[WEFT_LOOP_REPLAN]++;
+            rt_count_loop(run, WEFT_LOOP_REPLAN);
             weft__buf_printf(note, "%s requested %s: added %s; ", from, rq->agent, s->id);
             rt_save_step(run, added);
         }
@@ -1152,7 +1168,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
             weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
             weft_span_set_str(span, "error.type", "circuit_breaker");
             weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
-            run->result->loops[WEFT_LOOP_CIRCUIT_BREAKER]++;
+            rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
             br->has_tripped = true;
             layer = RT_LAYER_CIRCUIT_BREAKER;
             step = final_step(run);
@@ -1206,7 +1222,7 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
             run->result->route = weft__strdup(wf->router.routes[route].name);
             weft_span_set_str(span, "weft.route", wf->router.routes[route].name);
             if (route == wf->router.clarification_route) {
-                run->result->loops[WEFT_LOOP_CLARIFICATION]++;
+                rt_count_loop(run, WEFT_LOOP_CLARIFICATION);
             }
             rt_save_step(run, index);
         }
@@ -1262,6 +1278,13 @@ run_step(struct run *run, size_t index)
 {
     const struct wf_supervisor *sup = &run->wf->supervisor;
 
+    {
+        const char *actor = rt_step_actor(run, &run->plan.steps[index]);
+        if (run->last_actor != NULL && strcmp(run->last_actor, actor) != 0) {
+            rt_metrics_handoff(run->metrics, run->last_actor, actor);
+        }
+        run->last_actor = actor; /* points into the workflow: stable */
+    }
     if (run->plan.steps[index].executor == EXEC_AGENT) {
         rt_agent_step(run, index);
     } else {
@@ -1739,6 +1762,8 @@ weft_run(const struct weft_workflow *workflow,
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
     rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
+    run.metrics = rt_metrics_new(run.opts->meter, workflow->name);
+    rt_metrics_run_start(run.metrics, &run.metrics_token);
     rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
     execute(&run);
     if (run.oom != WEFT_OK) {
@@ -1786,6 +1811,7 @@ weft_run(const struct weft_workflow *workflow,
         free(loops_text);
     }
     rt_cursors_save(&run);
+    rt_metrics_run_end(run.metrics, run.metrics_token, r);
     rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
     teardown(&run);
     if (err != WEFT_OK) {

@@ -9,6 +9,7 @@
 #define WEFT_RUNTIME_ENGINE_H
 
 #include "llm/llm.h"
+#include "metrics.h"
 #include "plan.h"
 #include "state.h"
 #include "workflow.h"
@@ -66,7 +67,10 @@ struct run {
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
     struct weft_run_result *result;
-    unsigned corrections; /* correction attempts so far (valid or not) */
+    unsigned corrections;       /* correction attempts so far (valid or not) */
+    struct rt_metrics *metrics; /* NULL: no meter */
+    uint64_t metrics_token;
+    const char *last_actor; /* the previous step's agent, for hand-off counts */
     /* Flows run steps on worker threads. They share the run under one lock, released only
      * around blocking work (LLM calls, tools), so steps overlap while they wait on I/O and
      * everything else stays as simple as on one thread. Never hold a pointer into the plan
@@ -92,6 +96,9 @@ bool rt_aborted(const struct run *run);
 /* Milliseconds left before @p step_deadline_mono or the run's deadline (whichever is first);
  * UINT32_MAX when neither is set, 0 when passed. */
 uint32_t rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono);
+
+/* Count one loop iteration of @p kind (result and metrics). */
+void rt_count_loop(struct run *run, weft_loop_kind kind);
 
 /* Progress callback. */
 void rt_progress(struct run *run,

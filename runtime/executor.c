@@ -269,6 +269,8 @@ rt_executor_step(struct run *run, size_t index)
     rt_span_content(run, span, "langfuse.observation.output", out.output);
     weft_span_end(span, 0);
     s->ended_ns = weft__now_ns();
+    rt_metrics_tool(run->metrics, name, eval == RT_EVAL_SUCCESS,
+                    (double)(s->ended_ns - s->started_ns) / 1e9);
     run->result->tool_calls++;
     json_decref(result);
     tool_outcome_cleanup(&out);

@@ -765,7 +765,7 @@ consider_loop(struct flow *fl, size_t step)
     } else {
         char *text = item_text(result);
         (*count)++;
-        run->result->loops[WEFT_LOOP_FLOW]++;
+        rt_count_loop(run, WEFT_LOOP_FLOW);
         weft_span_set_str(span, "weft.loop.outcome", "loop_back");
         reopen(fl, sc, n->loop.back_to, (size_t)s->flow_node, text != NULL ? text : "");
         weft__free(text);
@@ -825,6 +825,13 @@ schedule(struct flow *fl)
                 start_fanout(fl, step);
                 sc = &fl->scopes[c]; /* start_fanout() may move the scopes */
                 continue;
+            }
+            for (size_t k = 0; k < sc->def->nodes[i].upstream_count; k++) {
+                const struct wf_flow_node *up = &sc->def->nodes[sc->def->nodes[i].upstream[k]];
+                if (up->agent != WF_NONE && sc->def->nodes[i].agent != WF_NONE) {
+                    rt_metrics_handoff(run->metrics, run->wf->agents[up->agent].name,
+                                       run->wf->agents[sc->def->nodes[i].agent].name);
+                }
             }
             run->plan.steps[step].status = STEP_IN_PROGRESS;
             fl->queue[fl->queued++] = step;

@@ -165,6 +165,25 @@ WEFT_API const struct weft_attr *weft_meter_resource(const struct weft_meter *me
  * Ownership: *out is new (free() it); *len its length. */
 WEFT_API weft_err weft_prometheus_render(struct weft_meter *meter, char **out, size_t *len);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Serving /metrics                                                                            */
+
+struct weft_metrics_server;
+
+/** Serve GET /metrics (the meter in Prometheus text) and GET /healthz on @p addr
+ * ("HOST:PORT", IPv4; NULL means 127.0.0.1:9464; port 0 picks a free one) from a thread of
+ * its own. @return WEFT_OK, WEFT_EINVAL (bad address), WEFT_EIO (cannot listen), WEFT_ENOMEM.
+ * Ownership: @p meter is borrowed until weft_metrics_server_stop(); caller owns *out. */
+WEFT_API weft_err weft_metrics_server_start(struct weft_meter *meter,
+                                            const char *addr,
+                                            struct weft_metrics_server **out);
+
+/** The port the server listens on. */
+WEFT_API unsigned short weft_metrics_server_port(const struct weft_metrics_server *server);
+
+/** Stop the server (waits for a scrape in progress). NULL is a no-op. */
+WEFT_API void weft_metrics_server_stop(struct weft_metrics_server *server);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
 #define WEFT_RUNTIME_H
 
 #include <signal.h>
+#include <weft/metrics.h>
 #include <weft/tool.h>
 #include <weft/trace.h>
 
@@ -156,6 +157,9 @@ struct weft_run_options {
     /** Nest the run's spans under this span (an embedding program's own span, or the step
      * that runs a sub-workflow); NULL starts a new trace. Borrowed for the call. */
     const struct weft_span_context *parent_context;
+    /** Collaboration metrics go to this meter (include/weft/metrics.h); NULL records none.
+     * Borrowed for the call. */
+    struct weft_meter *meter;
 };
 
 /** One step of the final plan. */
@@ -220,6 +224,12 @@ WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
                            struct weft_run_result **out,
                            char *error,
                            size_t error_len);
+
+/** Create every collaboration-metric family on @p meter (runs, agent invocations, loops by
+ * kind, hand-offs, verdicts, corrections, rewards, GenAI token and duration histograms, ...),
+ * so that a scrape lists them, at zero, before the first run. weft_run() does the same for
+ * its meter. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
+WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
 
 /** Free a run result. NULL is a no-op. */
 WEFT_API void weft_run_result_free(struct weft_run_result *result);

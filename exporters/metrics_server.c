@@ -1,0 +1,155 @@
+/* exporters/metrics_server.c - a small HTTP server (libmicrohttpd) for Prometheus scrapes:
+ * GET /metrics renders the meter (format 0.0.4), GET /healthz answers "ok".
+ *
+ * libmicrohttpd runs its own thread (MHD_USE_INTERNAL_POLLING_THREAD); a scrape reads the
+ * meter through weft_meter_collect(), which never blocks recorders. The server binds to the
+ * address given (loopback unless told otherwise); port 0 picks a free port.
+ */
+#include "../tracing/util.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <weft/metrics.h>
+
+struct weft_metrics_server {
+    struct MHD_Daemon *daemon;
+    struct weft_meter *meter;
+    unsigned short port;
+};
+
+static enum MHD_Result
+answer(void *cls,
+       struct MHD_Connection *conn,
+       const char *url,
+       const char *method,
+       const char *version,
+       const char *upload_data,
+       size_t *upload_data_size,
+       void **con_cls)
+{
+    struct weft_metrics_server *srv = cls;
+    struct MHD_Response *resp = NULL;
+    enum MHD_Result ret = MHD_NO;
+    unsigned status = MHD_HTTP_OK;
+    char *text = NULL;
+    size_t len = 0;
+    const char *type = "text/plain; charset=utf-8";
+
+    (void)version;
+    (void)upload_data;
+    (void)upload_data_size;
+    (void)con_cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        static const char msg[] = "method not allowed\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (strcmp(url, "/metrics") == 0) {
+        if (weft_prometheus_render(srv->meter, &text, &len) != WEFT_OK) {
+            static const char msg[] = "cannot render metrics\n";
+            resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
+                                                   MHD_RESPMEM_PERSISTENT);
+            status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        } else {
+            resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+            type = "text/plain; version=0.0.4; charset=utf-8";
+            if (resp == NULL) {
+                free(text);
+            }
+        }
+    } else if (strcmp(url, "/healthz") == 0) {
+        static const char msg[] = "ok\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    } else {
+        static const char msg[] = "not found: try /metrics or /healthz\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_NOT_FOUND;
+    }
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+weft_err
+weft_metrics_server_start(struct weft_meter *meter,
+                          const char *addr,
+                          struct weft_metrics_server **out)
+{
+    struct weft_metrics_server *srv = NULL;
+    struct sockaddr_in sa;
+    char host[64] = "127.0.0.1";
+    const char *colon = NULL;
+    long port = 9464;
+    const union MHD_DaemonInfo *info = NULL;
+
+    if (meter == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    if (addr != NULL) {
+        char *end = NULL;
+        colon = strrchr(addr, ':');
+        if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
+            return WEFT_EINVAL;
+        }
+        if (colon > addr) {
+            memcpy(host, addr, (size_t)(colon - addr));
+            host[colon - addr] = '\0';
+        }
+        port = strtol(colon + 1, &end, 10);
+        if (*end != '\0' || port < 0 || port > 65535) {
+            return WEFT_EINVAL;
+        }
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        return WEFT_EINVAL;
+    }
+    srv = weft__calloc(1, sizeof(*srv));
+    if (srv == NULL) {
+        return WEFT_ENOMEM;
+    }
+    srv->meter = meter;
+    srv->daemon =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer,
+                         srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (srv->daemon == NULL) {
+        WEFT_LOG(WEFT_LOG_ERROR, "metrics server: cannot listen on %s:%ld", host, port);
+        weft__free(srv);
+        return WEFT_EIO;
+    }
+    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info != NULL ? info->port : (unsigned short)port;
+    *out = srv;
+    return WEFT_OK;
+}
+
+unsigned short
+weft_metrics_server_port(const struct weft_metrics_server *server)
+{
+    return server != NULL ? server->port : 0;
+}
+
+void
+weft_metrics_server_stop(struct weft_metrics_server *server)
+{
+    if (server == NULL) {
+        return;
+    }
+    MHD_stop_daemon(server->daemon);
+    weft__free(server);
+}

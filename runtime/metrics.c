@@ -1,0 +1,353 @@
+/* runtime/metrics.c - collaboration metrics (see metrics.h). Names follow the OTel GenAI
+ * semantic conventions where they exist (gen_ai.client.token.usage, gen_ai.client.operation.
+ * duration, gen_ai.invoke_agent.duration, gen_ai.execute_tool.duration, with their bucket
+ * advice) and use the weft. prefix elsewhere. */
+#include "metrics.h"
+
+#include "../tracing/util.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define MAX_ACTIVE 1024
+
+struct rt_metrics {
+    char *workflow;
+    struct weft_instrument *invocations;
+    struct weft_instrument *step_duration;
+    struct weft_instrument *loops;
+    struct weft_instrument *run_loops;
+    struct weft_instrument *handoffs;
+    struct weft_instrument *verdicts;
+    struct weft_instrument *breaker;
+    struct weft_instrument *corrections;
+    struct weft_instrument *reward;
+    struct weft_instrument *runs;
+    struct weft_instrument *run_duration;
+    struct weft_instrument *active;
+    struct weft_instrument *oldest;
+    struct weft_instrument *tokens;
+    struct weft_instrument *op_duration;
+    struct weft_instrument *agent_duration;
+    struct weft_instrument *tool_duration;
+    struct weft_instrument *tool_calls;
+    struct weft_instrument *cost;
+};
+
+/* Active runs of this process (start times), for the oldest-active-run gauge. */
+static pthread_mutex_t active_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t active_start[MAX_ACTIVE];
+static uint64_t active_token[MAX_ACTIVE];
+static size_t active_count;
+static uint64_t next_token = 1;
+
+static void
+observe_oldest(struct weft_instrument *gauge, void *user_data)
+{
+    uint64_t now = weft__now_ns();
+    uint64_t oldest = now;
+
+    (void)user_data;
+    pthread_mutex_lock(&active_lock);
+    for (size_t i = 0; i < active_count; i++) {
+        if (active_start[i] < oldest) {
+            oldest = active_start[i];
+        }
+    }
+    pthread_mutex_unlock(&active_lock);
+    weft_gauge_observe(gauge, (double)(now - oldest) / 1e9, NULL, 0);
+}
+
+static struct weft_instrument *
+make(struct weft_meter *meter,
+     weft_instrument_kind kind,
+     const char *name,
+     const char *unit,
+     const char *description,
+     const double *bounds,
+     size_t bound_count,
+     bool *is_ok)
+{
+    struct weft_instrument *in = NULL;
+
+    if (weft_meter_instrument(meter, kind, name, unit, description, bounds, bound_count, &in) !=
+        WEFT_OK) {
+        *is_ok = false;
+    }
+    return in;
+}
+
+struct rt_metrics *
+rt_metrics_new(struct weft_meter *meter, const char *workflow)
+{
+    /* GenAI bucket advice: tokens in powers of 4, durations doubling from 10 ms. */
+    static const double token_bounds[] = {
+        1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+    static const double duration_bounds[] = {0.01, 0.02, 0.04, 0.08,  0.16,  0.32,  0.64,
+                                             1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92};
+    static const double count_bounds[] = {0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89};
+    static const double reward_bounds[] = {-5, -2, -1, -0.5, 0, 0.5, 1, 2, 5, 10, 20};
+    struct rt_metrics *m = NULL;
+    bool is_ok = true;
+
+    if (meter == NULL) {
+        return NULL;
+    }
+    m = weft__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    m->workflow = weft__strdup(workflow);
+    m->invocations = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.agent.invocations", "{invocation}",
+                          "Agent steps by outcome", NULL, 0, &is_ok);
+    m->step_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "weft.step.duration", "s",
+                            "Agent step duration", duration_bounds, 14, &is_ok);
+    m->loops = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.loop.iterations", "{iteration}",
+                    "Loop iterations by kind", NULL, 0, &is_ok);
+    m->run_loops = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "weft.run.loop_iterations", "{iteration}",
+                        "Loop iterations per run", count_bounds, 11, &is_ok);
+    m->handoffs = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.handoffs", "{handoff}",
+                       "Hand-offs between agents", NULL, 0, &is_ok);
+    m->verdicts = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.reflection.verdicts", "{verdict}",
+                       "Reflection verdicts", NULL, 0, &is_ok);
+    m->breaker = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.circuit_breaker.trips", "{trip}",
+                      "Circuit-breaker trips", NULL, 0, &is_ok);
+    m->corrections = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.corrections", "{correction}",
+                          "Correction attempts by outcome", NULL, 0, &is_ok);
+    m->reward = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "weft.run.reward", "1", "Run reward",
+                     reward_bounds, 11, &is_ok);
+    m->runs = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.runs", "{run}", "Runs by final status",
+                   NULL, 0, &is_ok);
+    m->run_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "weft.run.duration", "s",
+                           "Run duration", duration_bounds, 14, &is_ok);
+    m->active = make(meter, WEFT_INSTRUMENT_UPDOWN_COUNTER, "weft.runs.active", "{run}",
+                     "Runs in progress", NULL, 0, &is_ok);
+    m->oldest = make(meter, WEFT_INSTRUMENT_GAUGE, "weft.runs.oldest_active_age", "s",
+                     "Age of the oldest run in progress", NULL, 0, &is_ok);
+    m->tokens = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "gen_ai.client.token.usage", "{token}",
+                     "Tokens used per LLM call", token_bounds, 14, &is_ok);
+    m->op_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "gen_ai.client.operation.duration", "s",
+                          "LLM call duration", duration_bounds, 14, &is_ok);
+    m->agent_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "gen_ai.invoke_agent.duration", "s",
+                             "Agent invocation duration", duration_bounds, 14, &is_ok);
+    m->tool_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "gen_ai.execute_tool.duration", "s",
+                            "Tool call duration", duration_bounds, 14, &is_ok);
+    m->tool_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.tool.calls", "{call}",
+                         "Tool calls by outcome", NULL, 0, &is_ok);
+    m->cost = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.llm.cost", "USD",
+                   "LLM cost from the workflow's price table", NULL, 0, &is_ok);
+    if (!is_ok || m->workflow == NULL) {
+        WEFT_LOG(WEFT_LOG_WARN, "metrics: some weft instruments could not be created");
+    }
+    if (m->oldest != NULL) {
+        weft_gauge_set_callback(m->oldest, observe_oldest, NULL);
+    }
+    return m;
+}
+
+void
+rt_metrics_free(struct rt_metrics *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    weft__free(m->workflow);
+    weft__free(m);
+}
+
+#define WF(m) weft_attr_str("workflow", (m)->workflow != NULL ? (m)->workflow : "")
+
+void
+rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
+{
+    struct weft_attr a[1];
+
+    *token = 0;
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    weft_counter_add(m->active, 1, a, 1);
+    pthread_mutex_lock(&active_lock);
+    if (active_count < MAX_ACTIVE) {
+        *token = next_token++;
+        active_start[active_count] = weft__now_ns();
+        active_token[active_count] = *token;
+        active_count++;
+    }
+    pthread_mutex_unlock(&active_lock);
+}
+
+void
+rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *r)
+{
+    struct weft_attr a[2];
+    size_t total = 0;
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("status", weft_run_status_name(r->status));
+    weft_counter_add(m->active, -1, a, 1);
+    weft_counter_add(m->runs, 1, a, 2);
+    weft_histogram_record(m->run_duration, (double)r->duration_ns / 1e9, a, 1);
+    weft_histogram_record(m->reward, r->reward, a, 1);
+    for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
+        total += r->loops[k];
+    }
+    weft_histogram_record(m->run_loops, (double)total, a, 1);
+    pthread_mutex_lock(&active_lock);
+    for (size_t i = 0; i < active_count; i++) {
+        if (active_token[i] == token) {
+            active_start[i] = active_start[active_count - 1];
+            active_token[i] = active_token[active_count - 1];
+            active_count--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&active_lock);
+}
+
+void
+rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
+    weft_counter_add(m->invocations, 1, a, 3);
+    weft_histogram_record(m->step_duration, seconds, a, 2);
+    weft_histogram_record(m->agent_duration, seconds, a, 2);
+}
+
+void
+rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL || from == NULL || to == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("from", from);
+    a[2] = weft_attr_str("to", to);
+    weft_counter_add(m->handoffs, 1, a, 3);
+}
+
+void
+rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
+{
+    struct weft_attr a[2];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("kind", weft_loop_kind_name(kind));
+    weft_counter_add(m->loops, 1, a, 2);
+    if (kind == WEFT_LOOP_CIRCUIT_BREAKER) {
+        weft_counter_add(m->breaker, 1, a, 1);
+    }
+}
+
+void
+rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[2] = weft_attr_str("verdict", verdict);
+    weft_counter_add(m->verdicts, 1, a, 3);
+}
+
+void
+rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("gen_ai.tool.name", tool);
+    a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
+    weft_counter_add(m->tool_calls, 1, a, 3);
+    weft_histogram_record(m->tool_duration, seconds, a, 2);
+}
+
+void
+rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
+{
+    struct weft_attr a[2];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("outcome", is_rewired ? "rewired" : "invalid");
+    weft_counter_add(m->corrections, 1, a, 2);
+}
+
+void
+rt_metrics_llm(struct rt_metrics *m,
+               const char *provider,
+               const char *model,
+               const char *purpose,
+               int64_t input_tokens,
+               int64_t output_tokens,
+               double cost_usd,
+               double seconds,
+               const char *error_type)
+{
+    struct weft_attr a[5];
+    size_t n = 0;
+
+    if (m == NULL) {
+        return;
+    }
+    a[n++] = weft_attr_str("gen_ai.operation.name", "chat");
+    a[n++] = weft_attr_str("gen_ai.provider.name", provider);
+    a[n++] = weft_attr_str("gen_ai.request.model", model);
+    if (error_type != NULL) {
+        a[n++] = weft_attr_str("error.type", error_type);
+    }
+    weft_histogram_record(m->op_duration, seconds, a, n);
+    (void)purpose;
+    if (input_tokens >= 0) {
+        struct weft_attr t[4] = {a[0], a[1], a[2], weft_attr_str("gen_ai.token.type", "input")};
+        weft_histogram_record(m->tokens, (double)input_tokens, t, 4);
+    }
+    if (output_tokens >= 0) {
+        struct weft_attr t[4] = {a[0], a[1], a[2], weft_attr_str("gen_ai.token.type", "output")};
+        weft_histogram_record(m->tokens, (double)output_tokens, t, 4);
+    }
+    if (cost_usd > 0) {
+        struct weft_attr c[2] = {WF(m), weft_attr_str("gen_ai.request.model", model)};
+        weft_counter_add(m->cost, cost_usd, c, 2);
+    }
+}
+
+weft_err
+weft_runtime_metrics_register(struct weft_meter *meter)
+{
+    struct rt_metrics *m = NULL;
+
+    if (meter == NULL) {
+        return WEFT_EINVAL;
+    }
+    m = rt_metrics_new(meter, "");
+    if (m == NULL) {
+        return WEFT_ENOMEM;
+    }
+    rt_metrics_free(m);
+    return WEFT_OK;
+}

@@ -1,0 +1,42 @@
+/* runtime/metrics.h - collaboration metrics: recorded by the runtime at the places that emit
+ * spans, with bounded labels only (workflow, agent, tool, verdict, loop kind, outcome, model;
+ * never a run or trace id: those belong to spans and exemplars).
+ *
+ * Every family is created when a run starts, so a scrape lists them all (at zero) before the
+ * first event. A run without a meter records nothing and pays one NULL test per hook.
+ *
+ * Thread-safety: hooks may be called from any run thread (the metrics SDK is thread-safe).
+ */
+#ifndef WEFT_RUNTIME_METRICS_H
+#define WEFT_RUNTIME_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <weft/metrics.h>
+#include <weft/runtime.h>
+
+struct rt_metrics;
+
+/* Create (or find) every instrument on @p meter. NULL meter: returns NULL (metrics off). */
+struct rt_metrics *rt_metrics_new(struct weft_meter *meter, const char *workflow);
+void rt_metrics_free(struct rt_metrics *m);
+
+void rt_metrics_run_start(struct rt_metrics *m, uint64_t *token);
+void rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *result);
+void rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds);
+void rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to);
+void rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
+void rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
+void rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
+void rt_metrics_correction(struct rt_metrics *m, bool is_rewired);
+void rt_metrics_llm(struct rt_metrics *m,
+                    const char *provider,
+                    const char *model,
+                    const char *purpose,
+                    int64_t input_tokens,
+                    int64_t output_tokens,
+                    double cost_usd,
+                    double seconds,
+                    const char *error_type);
+
+#endif /* WEFT_RUNTIME_METRICS_H */
