@@ -443,7 +443,8 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
             weft_workflow_free(wf);
             return CLI_EXIT_USAGE;
         }
-        fprintf(stderr, "weft %s: serving metrics on http://%s/metrics\n", cmd, fl->metrics_addr);
+        fprintf(stderr, "weft %s: serving metrics on port %u (/metrics, /healthz)\n", cmd,
+                weft_metrics_server_port(server));
     }
     memset(&progress, 0, sizeof(progress));
     progress.is_tty = isatty(STDERR_FILENO) != 0;
