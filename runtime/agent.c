@@ -258,6 +258,7 @@ run_tool_call(struct run *run,
             json_decref(e);
         }
     }
+    rt_watchdog_tool(run, span, call->name, call->arguments);
     rt_span_content(run, span, "gen_ai.tool.call.result", text);
     rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);

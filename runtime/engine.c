@@ -1063,6 +1063,8 @@ final_step(struct run *run)
 }
 
 struct breaker {
+    size_t seen_completed; /* for the watchdog's progress test */
+    unsigned seen_version;
     char last_next[96];
     size_t last_completed;
     unsigned last_version;
@@ -1180,6 +1182,25 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     if (step == RT_END) {
         next = "end";
     }
+    /* The watchdog sees every decision while its span is open. */
+    {
+        size_t completed = plan_count_status(&run->plan, STEP_COMPLETED);
+        bool is_progress = completed != br->seen_completed || run->plan.version != br->seen_version;
+        br->seen_completed = completed;
+        br->seen_version = run->plan.version;
+        rt_watchdog_decision(run, span, is_progress);
+        if (step != RT_END && step != RT_END - 1) {
+            rt_watchdog_step(run, span, step);
+        }
+        if (run->watchdog.is_break && !br->has_tripped) {
+            br->has_tripped = true; /* the same way out as the circuit breaker */
+            layer = RT_LAYER_CIRCUIT_BREAKER;
+            step = final_step(run);
+            next = step != RT_END ? rt_step_actor(run, &run->plan.steps[step]) : "end";
+            snprintf(why, sizeof(why), "stuck loop: %s",
+                     step != RT_END ? "routing to the final step" : "ending");
+        }
+    }
     weft__buf_append_str(&note, why);
     snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
     weft_span_set_str(span, "weft.decision.layer", rt_layer_name(layer));
@@ -1248,7 +1269,10 @@ rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t r
     const struct wf_supervisor *sup = &run->wf->supervisor;
     const struct weft_run_result *r = run->result;
 
-    if (rt_aborted(run)) {
+    if (run->watchdog.is_abort) {
+        *status = WEFT_RUN_ABORTED;
+        snprintf(reason, reason_len, "%s", run->watchdog.abort_reason);
+    } else if (rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
     } else if (run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
@@ -1373,6 +1397,7 @@ execute(struct run *run)
             continue; /* a route that ran nothing */
         }
         run_step(run, step);
+        rt_watchdog_step_done(run, step);
         rt_cursors_save(run);
         if (run->plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);

@@ -71,6 +71,7 @@ struct run {
     struct rt_metrics *metrics; /* NULL: no meter */
     uint64_t metrics_token;
     const char *last_actor; /* the previous step's agent, for hand-off counts */
+    struct watchdog watchdog;
     /* Flows run steps on worker threads. They share the run under one lock, released only
      * around blocking work (LLM calls, tools), so steps overlap while they wait on I/O and
      * everything else stays as simple as on one thread. Never hold a pointer into the plan

@@ -32,6 +32,7 @@ struct rt_metrics {
     struct weft_instrument *tool_duration;
     struct weft_instrument *tool_calls;
     struct weft_instrument *cost;
+    struct weft_instrument *stuck;
 };
 
 /* Active runs of this process (start times), for the oldest-active-run gauge. */
@@ -136,6 +137,8 @@ rt_metrics_new(struct weft_meter *meter, const char *workflow)
                          "Tool calls by outcome", NULL, 0, &is_ok);
     m->cost = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.llm.cost", "USD",
                    "LLM cost from the workflow's price table", NULL, 0, &is_ok);
+    m->stuck = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.stuck_loops", "{detection}",
+                    "Stuck-loop detections by kind", NULL, 0, &is_ok);
     if (!is_ok || m->workflow == NULL) {
         WEFT_LOG(WEFT_LOG_WARN, "metrics: some weft instruments could not be created");
     }
@@ -295,6 +298,19 @@ rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
     a[0] = WF(m);
     a[1] = weft_attr_str("outcome", is_rewired ? "rewired" : "invalid");
     weft_counter_add(m->corrections, 1, a, 2);
+}
+
+void
+rt_metrics_stuck(struct rt_metrics *m, const char *kind)
+{
+    struct weft_attr a[2];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("kind", kind);
+    weft_counter_add(m->stuck, 1, a, 2);
 }
 
 void

@@ -29,6 +29,7 @@ void rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
 void rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
 void rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
 void rt_metrics_correction(struct rt_metrics *m, bool is_rewired);
+void rt_metrics_stuck(struct rt_metrics *m, const char *kind);
 void rt_metrics_llm(struct rt_metrics *m,
                     const char *provider,
                     const char *model,

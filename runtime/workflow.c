@@ -847,21 +847,15 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
 static void
 load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",
-                                       "model",
-                                       "instructions",
-                                       "policy",
-                                       "route_with_llm",
-                                       "max_iterations",
-                                       "timeout_s",
-                                       "step_timeout_s",
-                                       "max_tokens",
-                                       "max_cost_usd",
-                                       "circuit_breaker",
-                                       "final_agent",
-                                       "correction",
-                                       NULL};
+    static const char *const keys[] = {"name",         "model",           "instructions",
+                                       "policy",       "route_with_llm",  "max_iterations",
+                                       "timeout_s",    "step_timeout_s",  "max_tokens",
+                                       "max_cost_usd", "circuit_breaker", "final_agent",
+                                       "correction",   "watchdog",        NULL};
     static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
+    static const char *const watchdog_keys[] = {"policy", "same_agent", "same_tool", "no_progress",
+                                                NULL};
+    const json_t *wd = NULL;
     const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
     struct wf_supervisor *sup = &wf->supervisor;
@@ -908,6 +902,33 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
     sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
     sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
+    sup->watchdog.same_agent = 3;
+    sup->watchdog.same_tool = 5;
+    sup->watchdog.no_progress = 5;
+    wd = get_typed(ld, s, "supervisor", "watchdog", JSON_OBJECT, false);
+    if (wd != NULL) {
+        char *policy_name = get_str(ld, wd, "supervisor.watchdog", "policy", false);
+        check_keys(ld, wd, "supervisor.watchdog", watchdog_keys);
+        if (policy_name != NULL) {
+            if (strcmp(policy_name, "warn") == 0) {
+                sup->watchdog.policy = WATCHDOG_WARN;
+            } else if (strcmp(policy_name, "break") == 0) {
+                sup->watchdog.policy = WATCHDOG_BREAK;
+            } else if (strcmp(policy_name, "abort") == 0) {
+                sup->watchdog.policy = WATCHDOG_ABORT;
+            } else {
+                diag_add(ld, "supervisor.watchdog.policy", 0, 0,
+                         "expected \"warn\", \"break\" or \"abort\", got \"%s\"", policy_name);
+            }
+            weft__free(policy_name);
+        }
+        sup->watchdog.same_agent =
+            (unsigned)get_int(ld, wd, "supervisor.watchdog", "same_agent", 3, 2, 1000);
+        sup->watchdog.same_tool =
+            (unsigned)get_int(ld, wd, "supervisor.watchdog", "same_tool", 5, 2, 1000);
+        sup->watchdog.no_progress =
+            (unsigned)get_int(ld, wd, "supervisor.watchdog", "no_progress", 5, 2, 1000);
+    }
     corr = get_typed(ld, s, "supervisor", "correction", JSON_OBJECT, false);
     if (corr != NULL) {
         check_keys(ld, corr, "supervisor.correction", correction_keys);

@@ -9,6 +9,7 @@
 
 #include "plan.h"
 #include "tools/tools.h"
+#include "watchdog.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -78,6 +79,7 @@ struct wf_supervisor {
     size_t final_agent;       /* WF_NONE: end */
     bool has_correction;      /* correction mode after a failed step */
     unsigned max_corrections; /* default 2 */
+    struct watchdog_config watchdog;
 };
 
 struct wf_route {

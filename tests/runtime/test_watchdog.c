@@ -1,0 +1,267 @@
+/* tests/runtime/test_watchdog.c - the stuck-loop watchdog, each detector on a scripted workflow
+ * that triggers it (repeated agent, repeated tool, no progress, iteration budget) with the warn,
+ * break and abort policies, and the legitimate review-fix cycle of the code-review example,
+ * which must not trigger anything. Spans reach a real OTLP receiver; counts come from a meter. */
+#include "support/otlp_sink.h"
+#include "support/weft_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fx {
+    char dir[128];
+    char state[200];
+    struct otlp_sink *sink;
+    struct weft_meter *meter;
+    struct weft_workflow *wf;
+    struct weft_run_result *r;
+    struct weft_run_options ro;
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-watchdog-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
+    f->sink = otlp_sink_new();
+    assert_weft_ok(weft_meter_new(NULL, &f->meter));
+    f->ro.provider = otlp_sink_provider(f->sink);
+    f->ro.meter = f->meter;
+    f->ro.state_path = f->state;
+    f->ro.workspace = f->dir;
+    f->ro.capture_content = -1;
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    char cmd[200];
+
+    weft_run_result_free(f->r);
+    weft_workflow_free(f->wf);
+    otlp_sink_free(f->sink);
+    weft_meter_free(f->meter);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static void
+put(struct fx *f, const char *name, const char *text)
+{
+    char path[300];
+    FILE *fp = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void
+run_inline(struct fx *f, const char *workflow, const char *script)
+{
+    char path[300];
+    char error[256] = "";
+    struct weft_diags d = {0};
+
+    put(f, "script.json", script);
+    put(f, "wf.json", workflow);
+    snprintf(path, sizeof(path), "%s/wf.json", f->dir);
+    weft_workflow_free(f->wf);
+    f->wf = NULL;
+    if (weft_workflow_load(path, &f->wf, &d) != WEFT_OK) {
+        char line[512];
+        fail_msg("invalid: %s",
+                 d.count > 0 ? weft_diag_format(&d.items[0], line, sizeof(line)) : "?");
+    }
+    weft_run_result_free(f->r);
+    f->r = NULL;
+    if (weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("weft_run: %s", error);
+    }
+    otlp_sink_collect(f->sink);
+}
+
+/* The kinds of every weft.stuck_loop event received, joined by ",". */
+static void
+stuck_kinds(struct fx *f, char *out, size_t len)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < otlp_sink_count(f->sink); i++) {
+        json_t *events = json_object_get(otlp_sink_span(f->sink, i), "events");
+        for (size_t e = 0; e < json_array_size(events); e++) {
+            json_t *ev = json_array_get(events, e);
+            json_t *attr = NULL;
+            size_t k = 0;
+            if (strcmp(json_string_value(json_object_get(ev, "name")), "weft.stuck_loop") != 0) {
+                continue;
+            }
+            json_array_foreach(json_object_get(ev, "attributes"), k, attr)
+            {
+                if (strcmp(json_string_value(json_object_get(attr, "key")),
+                           "weft.stuck_loop.kind") == 0) {
+                    used += (size_t)snprintf(out + used, len - used, "%s%s", used > 0 ? "," : "",
+                                             json_string_value(json_object_get(
+                                                 json_object_get(attr, "value"), "stringValue")));
+                }
+            }
+        }
+    }
+}
+
+static char *
+scrape(struct fx *f)
+{
+    char *text = NULL;
+    size_t len = 0;
+    assert_weft_ok(weft_prometheus_render(f->meter, &text, &len));
+    return text;
+}
+
+#define REPEATING(policy)                                                                \
+    "{\"name\": \"poll\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": " \
+    "\"script.json\"}}, \"supervisor\": {\"watchdog\": {\"policy\": \"" policy "\"}},"   \
+    " \"agents\": [{\"name\": \"poller\"}], \"plan\": ["                                 \
+    "{\"agent\": \"poller\", \"task\": \"Check the build status\"},"                     \
+    " {\"agent\": \"poller\", \"task\": \"check the  build status\"},"                   \
+    " {\"agent\": \"poller\", \"task\": \"Check the build status\"},"                    \
+    " {\"agent\": \"poller\", \"task\": \"Check the build status\"}]}"
+
+#define REPEATING_SCRIPT                                                                 \
+    "{\"responses\": {\"poller\": {\"act\": [{\"content\": \"pending\"}, {\"content\": " \
+    "\"pending\"}, {\"content\": \"pending\"}, {\"content\": \"pending\"}]}}}"
+
+static void
+test_watchdog_repeated_agent_warns(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+    char *text = NULL;
+
+    run_inline(f, REPEATING("warn"), REPEATING_SCRIPT);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED); /* warn only */
+    stuck_kinds(f, kinds, sizeof(kinds));
+    /* The third and the fourth identical call (case and spaces normalised). */
+    assert_string_equal(kinds, "repeated_agent,repeated_agent");
+    text = scrape(f);
+    assert_non_null(strstr(text,
+                           "weft_stuck_loops_total{kind=\"repeated_agent\",workflow=\"poll\"} "
+                           "2\n"));
+    free(text);
+    {
+        json_t *plan = otlp_sink_find(f->sink, "plan supervisor", 2);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(plan, "status"), "code")), 2);
+    }
+}
+
+static void
+test_watchdog_break_and_abort_policies(void **state)
+{
+    struct fx *f = *state;
+
+    run_inline(f, REPEATING("break"), REPEATING_SCRIPT);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(f->r->step_count, 4);
+    assert_string_equal(f->r->steps[3].status, "pending"); /* broken out before the fourth */
+    assert_non_null(strstr(f->r->reason, "ending"));
+    run_inline(f, REPEATING("abort"), REPEATING_SCRIPT);
+    assert_int_equal(f->r->status, WEFT_RUN_ABORTED);
+    assert_non_null(strstr(f->r->reason, "stuck loop (repeated_agent)"));
+}
+
+static void
+test_watchdog_repeated_tool_and_budget(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    run_inline(f,
+               "{\"name\": \"tools\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+               "\"script.json\"}}, \"supervisor\": {\"max_iterations\": 2}, \"agents\": [{\"name\":"
+               " \"r\", \"tools\": [\"read_file\"], \"max_tool_rounds\": 10}],"
+               " \"plan\": [{\"agent\": \"r\", \"task\": \"read\"}]}",
+               "{\"responses\": {\"r\": {\"act\": ["
+               "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+               "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+               "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+               "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+               "{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}]},"
+               "{\"content\": \"gave up\"}]}}}");
+    stuck_kinds(f, kinds, sizeof(kinds));
+    /* 1 of 2 iterations is not 80 %; 2 of 2 is, at the closing decision. */
+    assert_string_equal(kinds, "repeated_tool,iteration_budget");
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "execute_tool read_file", 4), "error.type"),
+        "stuck_loop");
+}
+
+static void
+test_watchdog_no_progress(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    run_inline(
+        f,
+        "{\"name\": \"idle\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"supervisor\": {\"route_with_llm\": true, \"circuit_breaker\":"
+        " 100, \"watchdog\": {\"no_progress\": 4}}, \"agents\": [{\"name\": \"a\"}, {\"name\":"
+        " \"b\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+        "{\"responses\": {\"supervisor\": {\"route\": ["
+        "{\"content\": {\"next\": \"b\"}}, {\"content\": {\"next\": \"b\"}},"
+        "{\"content\": {\"next\": \"b\"}}, {\"content\": {\"next\": \"b\"}},"
+        "{\"content\": {\"next\": \"b\"}}, {\"content\": {\"next\": \"end\"}}]}}}");
+    /* b has no step: every route to it changes nothing; the first decision saw the new plan. */
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "no_progress");
+}
+
+static void
+test_watchdog_quiet_on_a_legitimate_review_cycle(void **state)
+{
+    struct fx *f = *state;
+    char path[300];
+    char kinds[256];
+    char *text = NULL;
+
+    snprintf(path, sizeof(path), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
+    assert_weft_ok(weft_workflow_load(path, &f->wf, NULL));
+    assert_weft_ok(weft_run(f->wf, &f->ro, &f->r, NULL, 0));
+    otlp_sink_collect(f->sink);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+    text = scrape(f);
+    assert_null(strstr(text, "weft_stuck_loops_total{"));
+    assert_non_null(strstr(text, "# TYPE weft_stuck_loops_total counter"));
+    free(text);
+}
+
+int
+main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_watchdog_repeated_agent_warns),
+        T(test_watchdog_break_and_abort_policies),
+        T(test_watchdog_repeated_tool_and_budget),
+        T(test_watchdog_no_progress),
+        T(test_watchdog_quiet_on_a_legitimate_review_cycle),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
