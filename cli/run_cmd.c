@@ -427,6 +427,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     if (err == WEFT_OK) {
         err = weft_runtime_metrics_register(meter);
     }
+    if (err == WEFT_OK) {
+        err = weft_meter_observe_provider(meter, provider);
+    }
     if (err != WEFT_OK) {
         fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
         weft_provider_free(provider);

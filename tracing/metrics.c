@@ -850,3 +850,50 @@ weft_meter_collect(struct weft_meter *meter, weft_metric_visit_fn fn, void *user
     weft__free(exemplars);
     return err;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Provider health                                                                             */
+
+static void
+observe_spans(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_trace_stats st;
+    double v = 0;
+
+    weft_provider_get_stats(user_data, &st);
+    if (strcmp(gauge->name, "weft.spans.ended") == 0) {
+        v = (double)st.spans_ended;
+    } else if (strcmp(gauge->name, "weft.spans.exported") == 0) {
+        v = (double)st.spans_exported;
+    } else if (strcmp(gauge->name, "weft.spans.dropped") == 0) {
+        v = (double)st.spans_dropped;
+    } else {
+        v = (double)st.spans_failed;
+    }
+    weft_gauge_observe(gauge, v, NULL, 0);
+}
+
+weft_err
+weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *provider)
+{
+    static const char *const names[] = {"weft.spans.ended", "weft.spans.exported",
+                                        "weft.spans.dropped", "weft.spans.failed"};
+    static const char *const help[] = {
+        "Spans ended since start", "Spans accepted by exporters since start",
+        "Spans lost before export (queue full, out of memory, after shutdown) since start",
+        "Spans an exporter failed or rejected since start"};
+
+    if (meter == NULL || provider == NULL) {
+        return WEFT_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct weft_instrument *g = NULL;
+        weft_err err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, names[i], "{span}",
+                                             help[i], NULL, 0, &g);
+        if (err != WEFT_OK) {
+            return err;
+        }
+        weft_gauge_set_callback(g, observe_spans, provider);
+    }
+    return WEFT_OK;
+}

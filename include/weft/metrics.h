@@ -102,6 +102,14 @@ WEFT_API weft_err weft_gauge_observe(struct weft_instrument *gauge,
                                      const struct weft_attr *attrs,
                                      size_t attr_count);
 
+/** weft's own health as callback gauges on @p meter, read from @p provider at each collection:
+ * weft.spans.ended, weft.spans.exported, weft.spans.dropped and weft.spans.failed (cumulative
+ * counts since the provider started; observed, hence gauges). Telemetry that was lost is
+ * visible where the alerts look. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * Ownership: @p provider is borrowed while the meter lives. */
+WEFT_API weft_err weft_meter_observe_provider(struct weft_meter *meter,
+                                              struct weft_provider *provider);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Reading (for exporters)                                                                     */
 

@@ -352,6 +352,39 @@ test_metrics_concurrent_recording_is_exact(void **state)
 }
 
 static void
+test_metrics_provider_health_gauges(void **state)
+{
+    struct weft_meter *m = NULL;
+    struct weft_provider *p = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_exporter *ex = NULL;
+    struct mem_exporter *mem = NULL;
+    struct weft_processor *proc = NULL;
+    struct collected *got = NULL;
+
+    (void)state;
+    assert_weft_ok(weft_meter_new(NULL, &m));
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(mem_exporter_new(&ex, &mem));
+    assert_weft_ok(weft_simple_processor_new(ex, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(p, proc));
+    assert_weft_ok(weft_provider_get_tracer(p, "t", NULL, &tracer));
+    assert_weft_ok(weft_meter_observe_provider(m, p));
+    for (int i = 0; i < 3; i++) {
+        weft_span_end(weft_span_start(tracer, "s", NULL), 0);
+    }
+    got = collect(m);
+    assert_true(find(got, "weft.spans.ended", "")->value == 3.0);
+    assert_true(find(got, "weft.spans.exported", "")->value == 3.0);
+    assert_true(find(got, "weft.spans.dropped", "")->value == 0.0);
+    assert_true(find(got, "weft.spans.failed", "")->value == 0.0);
+    assert_weft_err(weft_meter_observe_provider(m, NULL), WEFT_EINVAL);
+    weft_meter_free(m);
+    weft_provider_shutdown(p, 1000);
+    weft_provider_free(p);
+}
+
+static void
 test_metrics_out_of_memory(void **state)
 {
     (void)state;
@@ -391,6 +424,7 @@ main(void)
         cmocka_unit_test(test_metrics_cardinality_overflows_into_one_series),
         cmocka_unit_test(test_metrics_instrument_identity_and_names),
         cmocka_unit_test(test_metrics_concurrent_recording_is_exact),
+        cmocka_unit_test(test_metrics_provider_health_gauges),
         cmocka_unit_test(test_metrics_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
