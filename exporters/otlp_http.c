@@ -1,556 +1,24 @@
-/* exporters/otlp_http.c - the OTLP/HTTP trace exporter over libcurl.
- *
- * Configuration follows the OTel specification: options given through the API win, then the
- * signal-specific OTEL_EXPORTER_OTLP_TRACES_* variables, then OTEL_EXPORTER_OTLP_*, then the
- * defaults. One curl easy handle per exporter keeps its connection alive across exports.
- *
- * Retries follow REFERENCE.md: only 429, 502, 503, 504 and transport failures are retried,
- * with exponential backoff and full jitter, honouring Retry-After (delta-seconds or HTTP-date),
- * and never past the batch deadline or the retry budget. Any other status is final. A 2xx
- * carrying partial_success reports its rejected count and is not retried.
+/* exporters/otlp_http.c - the OTLP/HTTP trace exporter: encodes span batches (protobuf or
+ * OTLP JSON) and sends them through the shared transport (otlp_transport.c), which owns the
+ * environment rules, the connection and the retries.
  *
  * Threads: export_batch runs on one export thread at a time. shutdown may come from another
- * thread while an export waits to retry; it wakes the wait (condition variable) and the
- * export gives up at once. Header values are never logged: they may hold credentials.
+ * thread while an export waits to retry; the transport wakes the wait and the export gives up.
  */
-#include "gzip.h"
 #include "otlp_encode.h"
+#include "otlp_transport.h"
 
 #include "../tracing/exporter.h"
-#include "../tracing/ids.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
-#define MAX_REQUEST_BYTES          (64u << 20) /* REFERENCE.md: keep a request under 64 MiB */
-#define MAX_RESPONSE_BYTES         (4u << 20)  /* ... and treat a larger answer as an error */
-#define DEFAULT_TIMEOUT_MS         10000u
-#define DEFAULT_INITIAL_BACKOFF_MS 1000u
-#define DEFAULT_MAX_BACKOFF_MS     5000u
+#define MAX_REQUEST_BYTES (64u << 20) /* REFERENCE.md: keep a request under 64 MiB */
 
 struct otlp {
-    char *url;
-    bool is_json;
-    bool gzip;
-    uint32_t timeout_ms;
-    uint32_t max_retry_ms;
-    uint32_t initial_backoff_ms;
-    uint32_t max_backoff_ms;
-    CURL *curl;
-    struct curl_slist *headers;
-    struct weft__buf body;     /* encoded request */
-    struct weft__buf gz;       /* compressed request */
-    struct weft__buf response; /* answer body, capped */
-    char retry_after[64];      /* the last Retry-After header value */
-    char content_type[64];     /* of the last answer */
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    atomic_bool is_shut_down;
-    atomic_uint_fast64_t requests;
-    atomic_uint_fast64_t retries;
-    atomic_uint_fast64_t bytes_sent;
-    atomic_uint_fast64_t spans_rejected;
-    atomic_long last_status;
+    struct weft__otlp_transport *transport;
+    struct weft__buf body; /* encoded request */
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
-
-/* The traces-specific variable, else the general one. @p out_name names the one used. */
-static const char *
-env_pair(const char *suffix, const char **out_name)
-{
-    static _Thread_local char names[2][80];
-    const char *v = NULL;
-
-    snprintf(names[0], sizeof(names[0]), "OTEL_EXPORTER_OTLP_TRACES_%s", suffix);
-    snprintf(names[1], sizeof(names[1]), "OTEL_EXPORTER_OTLP_%s", suffix);
-    for (int i = 0; i < 2; i++) {
-        v = weft__env(names[i]);
-        if (v != NULL) {
-            if (out_name != NULL) {
-                *out_name = names[i];
-            }
-            return v;
-        }
-    }
-    return NULL;
-}
-
-static bool
-is_http_url(const char *url)
-{
-    return strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0;
-}
-
-/* Resolve the request URL: traces endpoint as given, else base + "v1/traces". */
-static weft_err
-resolve_url(const struct weft_otlp_options *o, char **out)
-{
-    const char *name = "traces_endpoint option";
-    const char *url = o->traces_endpoint;
-    struct weft__buf b;
-
-    *out = NULL;
-    if (url == NULL && o->endpoint == NULL) {
-        url = env_pair("ENDPOINT", &name);
-        if (url != NULL && strcmp(name, "OTEL_EXPORTER_OTLP_ENDPOINT") == 0) {
-            url = NULL; /* the general variable is a base, handled below */
-        }
-    }
-    if (url != NULL) {
-        if (!is_http_url(url)) {
-            WEFT_LOG(WEFT_LOG_ERROR, "%s=%s: expected an http:// or https:// URL", name, url);
-            return WEFT_EINVAL;
-        }
-        *out = weft__strdup(url);
-        return *out == NULL ? WEFT_ENOMEM : WEFT_OK;
-    }
-    name = "endpoint option";
-    url = o->endpoint;
-    if (url == NULL) {
-        name = "OTEL_EXPORTER_OTLP_ENDPOINT";
-        url = weft__env(name);
-    }
-    if (url == NULL) {
-        url = "http://localhost:4318";
-    }
-    if (!is_http_url(url)) {
-        WEFT_LOG(WEFT_LOG_ERROR, "%s=%s: expected an http:// or https:// URL", name, url);
-        return WEFT_EINVAL;
-    }
-    weft__buf_init(&b, 0);
-    if (weft__buf_append_str(&b, url) != WEFT_OK ||
-        (b.data[b.len - 1] != '/' && weft__buf_append_byte(&b, '/') != WEFT_OK) ||
-        weft__buf_append_str(&b, "v1/traces") != WEFT_OK) {
-        weft__buf_cleanup(&b);
-        return WEFT_ENOMEM;
-    }
-    *out = b.data;
-    return WEFT_OK;
-}
-
-/* Add "k=v,k2=v2" (values percent-decoded) as request headers. Malformed members are warned
- * about (by variable name only) and skipped. */
-static weft_err
-add_headers(struct otlp *x, const char *list, const char *source)
-{
-    const char *p = list;
-
-    while (p != NULL && *p != '\0') {
-        const char *end = strchr(p, ',');
-        size_t len = end == NULL ? strlen(p) : (size_t)(end - p);
-        const char *member = p;
-        const char *eq = NULL;
-
-        weft__trim(&member, &len);
-        if (len > 0) {
-            eq = memchr(member, '=', len);
-            if (eq == NULL || eq == member) {
-                WEFT_LOG(WEFT_LOG_WARN, "%s: expected key=value pairs; skipped a malformed one",
-                         source);
-            } else {
-                const char *k = member;
-                size_t klen = (size_t)(eq - member);
-                const char *v = eq + 1;
-                size_t vlen = len - klen - 1;
-                char *value = NULL;
-                struct weft__buf line;
-                struct curl_slist *grown = NULL;
-
-                weft__trim(&k, &klen);
-                weft__trim(&v, &vlen);
-                value = weft__percent_decode(v, vlen);
-                if (value == NULL || klen == 0) {
-                    weft__free(value);
-                    WEFT_LOG(WEFT_LOG_WARN,
-                             "%s: a header value has a bad percent escape; skipped it", source);
-                } else {
-                    weft__buf_init(&line, 0);
-                    weft__buf_append(&line, k, klen);
-                    weft__buf_append_str(&line, ": ");
-                    weft__buf_append_str(&line, value);
-                    weft__free(value);
-                    if (line.data == NULL) {
-                        return WEFT_ENOMEM;
-                    }
-                    grown = curl_slist_append(x->headers, line.data);
-                    weft__buf_cleanup(&line);
-                    if (grown == NULL) {
-                        return WEFT_ENOMEM;
-                    }
-                    x->headers = grown;
-                }
-            }
-        }
-        p = end == NULL ? NULL : end + 1;
-    }
-    return WEFT_OK;
-}
-
-static size_t
-on_body(char *data, size_t size, size_t n, void *userdata)
-{
-    struct otlp *x = userdata;
-
-    /* A failed append (over 4 MiB) makes curl abort the transfer with CURLE_WRITE_ERROR. */
-    if (weft__buf_append(&x->response, data, size * n) != WEFT_OK) {
-        return 0;
-    }
-    return size * n;
-}
-
-static void
-copy_header_value(char *dst, size_t dst_len, const char *src, size_t len)
-{
-    while (len > 0 && (src[len - 1] == '\r' || src[len - 1] == '\n' || src[len - 1] == ' ')) {
-        len--;
-    }
-    while (len > 0 && (*src == ' ' || *src == '\t')) {
-        src++;
-        len--;
-    }
-    if (len >= dst_len) {
-        len = dst_len - 1;
-    }
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
-/* Called by curl about once a second and on progress: abort the transfer once the exporter
- * is shut down, so shutdown's bound also cuts a request that is waiting on a slow server. */
-static int
-on_progress(
-    void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
-{
-    struct otlp *x = userdata;
-
-    (void)dltotal;
-    (void)dlnow;
-    (void)ultotal;
-    (void)ulnow;
-    return atomic_load(&x->is_shut_down) ? 1 : 0;
-}
-
-static size_t
-on_header(char *data, size_t size, size_t n, void *userdata)
-{
-    struct otlp *x = userdata;
-    size_t len = size * n;
-
-    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        copy_header_value(x->retry_after, sizeof(x->retry_after), data + 12, len - 12);
-    } else if (len > 13 && strncasecmp(data, "Content-Type:", 13) == 0) {
-        copy_header_value(x->content_type, sizeof(x->content_type), data + 13, len - 13);
-    }
-    return len;
-}
-
-static uint32_t
-env_u32(const char *suffix, uint32_t def)
-{
-    const char *name = NULL;
-
-    if (env_pair(suffix, &name) == NULL) {
-        return def;
-    }
-    return (uint32_t)weft__env_u64(name, def, 0, UINT32_MAX);
-}
-
-static weft_err
-configure(struct otlp *x, const struct weft_otlp_options *o)
-{
-    const char *name = NULL;
-    const char *v = NULL;
-    const char *ca = o->ca_file;
-    const char *cert = o->client_cert;
-    const char *key = o->client_key;
-    char ua[96];
-    weft_err err = WEFT_OK;
-
-    err = resolve_url(o, &x->url);
-    if (err != WEFT_OK) {
-        return err;
-    }
-    if (o->protocol_set) {
-        x->is_json = o->protocol == WEFT_OTLP_HTTP_JSON;
-    } else if ((v = env_pair("PROTOCOL", &name)) != NULL) {
-        if (strcmp(v, "http/json") == 0) {
-            x->is_json = true;
-        } else if (strcmp(v, "http/protobuf") != 0) {
-            WEFT_LOG(WEFT_LOG_WARN,
-                     "%s=%s: expected http/protobuf or http/json (grpc is not supported); using "
-                     "http/protobuf",
-                     name, v);
-        }
-    }
-    if (o->compression != 0) {
-        x->gzip = o->compression == 2;
-    } else if ((v = env_pair("COMPRESSION", &name)) != NULL) {
-        if (strcmp(v, "gzip") == 0) {
-            x->gzip = true;
-        } else if (strcmp(v, "none") != 0) {
-            WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected gzip or none; using none", name, v);
-        }
-    }
-    x->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : env_u32("TIMEOUT", DEFAULT_TIMEOUT_MS);
-    x->max_retry_ms = o->max_retry_ms;
-    x->initial_backoff_ms =
-        o->initial_backoff_ms != 0 ? o->initial_backoff_ms : DEFAULT_INITIAL_BACKOFF_MS;
-    x->max_backoff_ms = o->max_backoff_ms != 0 ? o->max_backoff_ms : DEFAULT_MAX_BACKOFF_MS;
-    if (x->max_backoff_ms < x->initial_backoff_ms) {
-        x->max_backoff_ms = x->initial_backoff_ms;
-    }
-    if (ca == NULL) {
-        ca = env_pair("CERTIFICATE", NULL);
-    }
-    if (cert == NULL) {
-        cert = env_pair("CLIENT_CERTIFICATE", NULL);
-    }
-    if (key == NULL) {
-        key = env_pair("CLIENT_KEY", NULL);
-    }
-
-    x->headers = curl_slist_append(NULL, x->is_json ? "Content-Type: application/json"
-                                                    : "Content-Type: application/x-protobuf");
-    if (x->headers == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (x->gzip) {
-        struct curl_slist *h = curl_slist_append(x->headers, "Content-Encoding: gzip");
-        if (h == NULL) {
-            return WEFT_ENOMEM;
-        }
-        x->headers = h;
-    }
-    /* "Expect: 100-continue" costs a round trip per large request; collectors don't need it. */
-    {
-        struct curl_slist *h = curl_slist_append(x->headers, "Expect:");
-        if (h == NULL) {
-            return WEFT_ENOMEM;
-        }
-        x->headers = h;
-    }
-    if ((v = env_pair("HEADERS", &name)) != NULL) {
-        err = add_headers(x, v, name);
-        if (err != WEFT_OK) {
-            return err;
-        }
-    }
-    if (o->headers != NULL) {
-        err = add_headers(x, o->headers, "headers option");
-        if (err != WEFT_OK) {
-            return err;
-        }
-    }
-
-    x->curl = curl_easy_init();
-    if (x->curl == NULL) {
-        return WEFT_ENOMEM;
-    }
-    snprintf(ua, sizeof(ua), "%s",
-             o->user_agent != NULL ? o->user_agent : "weft/" WEFT_VERSION_STRING " (OTLP)");
-    curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
-    curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->headers);
-    curl_easy_setopt(x->curl, CURLOPT_USERAGENT, ua);
-    curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(x->curl, CURLOPT_XFERINFODATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYPEER, o->insecure_skip_verify ? 0L : 1L);
-    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, o->insecure_skip_verify ? 0L : 2L);
-    curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (ca != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_CAINFO, ca);
-    }
-    if (cert != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_SSLCERT, cert);
-    }
-    if (key != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_SSLKEY, key);
-    }
-    return WEFT_OK;
-}
-
-static bool
-retryable_status(long status)
-{
-    return status == 429 || status == 502 || status == 503 || status == 504;
-}
-
-static bool
-retryable_curl(CURLcode rc)
-{
-    switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Sleep @p ms unless shutdown comes first. @return false when shut down. */
-static bool
-pause_ms(struct otlp *x, uint64_t ms)
-{
-    struct timespec ts;
-    uint64_t deadline = weft__monotonic_ns() + ms * 1000000u;
-    bool alive = true;
-
-    ts.tv_sec = (time_t)(deadline / 1000000000u);
-    ts.tv_nsec = (long)(deadline % 1000000000u);
-    pthread_mutex_lock(&x->lock);
-    while ((alive = !atomic_load(&x->is_shut_down)) && weft__monotonic_ns() < deadline) {
-        pthread_cond_timedwait(&x->wake, &x->lock, &ts);
-    }
-    pthread_mutex_unlock(&x->lock);
-    return alive;
-}
-
-/* Print at most 200 bytes of an answer, with control characters replaced. */
-static void
-log_final_status(const struct otlp *x, long status)
-{
-    char snippet[201];
-    size_t n = x->response.len < 200 ? x->response.len : 200;
-
-    for (size_t i = 0; i < n; i++) {
-        char c = x->response.data[i];
-        snippet[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
-    }
-    snippet[n] = '\0';
-    WEFT_LOG(WEFT_LOG_ERROR, "OTLP export to %s failed: HTTP %ld (not retried): %s", x->url, status,
-             snippet);
-}
-
-/* Send the prepared body, retrying per the rules. */
-static weft_err
-send_request(struct otlp *x,
-             const char *data,
-             size_t len,
-             uint64_t deadline,
-             struct weft_export_result *result)
-{
-    struct weft__rng *rng = weft__thread_rng();
-    uint64_t started = weft__monotonic_ns();
-    uint64_t backoff = x->initial_backoff_ms;
-
-    for (unsigned attempt = 0;; attempt++) {
-        uint64_t now = weft__monotonic_ns();
-        uint64_t timeout = x->timeout_ms;
-        uint64_t wait_ms = 0;
-        long status = 0;
-        CURLcode rc = CURLE_OK;
-
-        if (atomic_load(&x->is_shut_down)) {
-            return WEFT_ESTATE;
-        }
-        if (deadline != 0) {
-            if (now >= deadline) {
-                return WEFT_ETIMEDOUT;
-            }
-            if (timeout == 0 || (deadline - now) / 1000000u < timeout) {
-                timeout = (deadline - now) / 1000000u + 1;
-            }
-        }
-        weft__buf_reset(&x->response);
-        x->retry_after[0] = '\0';
-        x->content_type[0] = '\0';
-        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, data);
-        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(x->curl, CURLOPT_TIMEOUT_MS, (long)timeout);
-        atomic_fetch_add(&x->requests, 1);
-        if (attempt > 0) {
-            atomic_fetch_add(&x->retries, 1);
-        }
-        atomic_fetch_add(&x->bytes_sent, len);
-        rc = curl_easy_perform(x->curl);
-        if (rc == CURLE_OK) {
-            curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-        }
-        atomic_store(&x->last_status, status);
-        if (rc == CURLE_ABORTED_BY_CALLBACK) {
-            return WEFT_ESTATE; /* shut down while the request was in flight */
-        }
-        if (rc == CURLE_WRITE_ERROR) {
-            WEFT_LOG(WEFT_LOG_ERROR, "OTLP export to %s: the answer is over %u bytes", x->url,
-                     MAX_RESPONSE_BYTES);
-            return WEFT_EIO;
-        }
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
-            uint64_t rejected = 0;
-            char message[256];
-            bool json = x->is_json || strstr(x->content_type, "json") != NULL;
-
-            if (weft__otlp_parse_response(x->response.data == NULL ? "" : x->response.data,
-                                          x->response.len, json, &rejected, message,
-                                          sizeof(message)) == WEFT_OK &&
-                rejected > 0) {
-                result->rejected += rejected;
-                atomic_fetch_add(&x->spans_rejected, rejected);
-                WEFT_LOG(WEFT_LOG_WARN, "OTLP receiver %s rejected %llu spans: %s", x->url,
-                         (unsigned long long)rejected, message);
-            }
-            return WEFT_OK;
-        }
-        if (rc != CURLE_OK && !retryable_curl(rc)) {
-            WEFT_LOG(WEFT_LOG_ERROR, "OTLP export to %s failed: %s (not retried)", x->url,
-                     curl_easy_strerror(rc));
-            return WEFT_EIO;
-        }
-        if (rc == CURLE_OK && !retryable_status(status)) {
-            log_final_status(x, status);
-            return WEFT_EHTTP;
-        }
-        /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
-        wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
-        if (rc == CURLE_OK) {
-            uint64_t ra = weft__http_retry_after_ms(x->retry_after);
-            if (ra > 0) {
-                wait_ms = ra;
-            }
-        }
-        backoff = backoff * 2 > x->max_backoff_ms ? x->max_backoff_ms : backoff * 2;
-        now = weft__monotonic_ns();
-        if ((deadline != 0 && now + wait_ms * 1000000u >= deadline) ||
-            (x->max_retry_ms != 0 &&
-             now + wait_ms * 1000000u - started > (uint64_t)x->max_retry_ms * 1000000u)) {
-            WEFT_LOG(WEFT_LOG_WARN, "OTLP export to %s: giving up after %u attempts (%s)", x->url,
-                     attempt + 1, rc != CURLE_OK ? curl_easy_strerror(rc) : "retryable status");
-            return WEFT_ETIMEDOUT;
-        }
-        WEFT_LOG(WEFT_LOG_DEBUG, "OTLP export to %s: retrying in %llu ms", x->url,
-                 (unsigned long long)wait_ms);
-        if (!pause_ms(x, wait_ms)) {
-            return WEFT_ESTATE;
-        }
-    }
-}
 
 static weft_err
 export_part(struct otlp *x,
@@ -562,8 +30,9 @@ export_part(struct otlp *x,
     weft_err err = WEFT_OK;
 
     weft__buf_reset(&x->body);
-    err = x->is_json ? weft__otlp_encode_json(spans, count, &x->body)
-                     : weft__otlp_encode_proto(spans, count, &x->body);
+    err = weft__otlp_transport_is_json(x->transport)
+              ? weft__otlp_encode_json(spans, count, &x->body)
+              : weft__otlp_encode_proto(spans, count, &x->body);
     if (err == WEFT_ELIMIT && count > 1) {
         /* Over 64 MiB: send each half on its own. */
         size_t half = count / 2;
@@ -577,18 +46,14 @@ export_part(struct otlp *x,
     if (err != WEFT_OK) {
         return err;
     }
-    if (!x->gzip) {
-        return send_request(x, x->body.data == NULL ? "" : x->body.data, x->body.len, deadline,
-                            result);
+    {
+        uint64_t rejected = 0;
+
+        err =
+            weft__otlp_transport_send(x->transport, x->body.data, x->body.len, deadline, &rejected);
+        result->rejected += rejected;
     }
-    weft__buf_reset(&x->gz);
-    /* Level 1: about 3x faster than the default level for a few percent more bytes; the
-     * export thread, not the network, is the bottleneck on small machines. */
-    err = weft__gzip_compress(x->body.data, x->body.len, 1, &x->gz);
-    if (err != WEFT_OK) {
-        return err;
-    }
-    return send_request(x, x->gz.data, x->gz.len, deadline, result);
+    return err;
 }
 
 static weft_err
@@ -600,9 +65,6 @@ otlp_export(void *self,
 {
     struct otlp *x = self;
 
-    if (atomic_load(&x->is_shut_down)) {
-        return WEFT_ESTATE;
-    }
     if (count == 0) {
         return WEFT_OK; /* no envelopes without spans */
     }
@@ -615,10 +77,7 @@ otlp_shutdown(void *self, uint64_t deadline_ns)
     struct otlp *x = self;
 
     (void)deadline_ns;
-    pthread_mutex_lock(&x->lock);
-    atomic_store(&x->is_shut_down, true);
-    pthread_cond_broadcast(&x->wake);
-    pthread_mutex_unlock(&x->lock);
+    weft__otlp_transport_shutdown(x->transport);
     return WEFT_OK;
 }
 
@@ -630,16 +89,8 @@ otlp_destroy(void *self)
     if (x == NULL) {
         return;
     }
-    if (x->curl != NULL) {
-        curl_easy_cleanup(x->curl);
-    }
-    curl_slist_free_all(x->headers);
+    weft__otlp_transport_free(x->transport);
     weft__buf_cleanup(&x->body);
-    weft__buf_cleanup(&x->gz);
-    weft__buf_cleanup(&x->response);
-    pthread_cond_destroy(&x->wake);
-    pthread_mutex_destroy(&x->lock);
-    weft__free(x->url);
     weft__free(x);
 }
 
@@ -653,32 +104,26 @@ static const struct weft_exporter_ops otlp_ops = {
 weft_err
 weft_otlp_exporter_new(const struct weft_otlp_options *opts, struct weft_exporter **out)
 {
-    static const struct weft_otlp_options defaults;
+    struct weft__otlp_transport_config cfg = {
+        .signal = "TRACES",
+        .path = "v1/traces",
+        .log_name = "OTLP",
+        .parse_partial_success = true,
+    };
     struct otlp *x = NULL;
-    pthread_condattr_t attr;
     weft_err err = WEFT_OK;
 
     if (out == NULL) {
         return WEFT_EINVAL;
     }
     *out = NULL;
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
-        return WEFT_EIO;
-    }
     x = weft__calloc(1, sizeof(*x));
     if (x == NULL) {
         return WEFT_ENOMEM;
     }
-    pthread_mutex_init(&x->lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&x->wake, &attr);
-    pthread_condattr_destroy(&attr);
     weft__buf_init(&x->body, MAX_REQUEST_BYTES);
-    weft__buf_init(&x->gz, 0);
-    weft__buf_init(&x->response, MAX_RESPONSE_BYTES);
-    err = configure(x, opts != NULL ? opts : &defaults);
+    cfg.signal_endpoint = opts != NULL ? opts->traces_endpoint : NULL;
+    err = weft__otlp_transport_new(&cfg, opts, &x->transport);
     if (err != WEFT_OK) {
         otlp_destroy(x);
         return err;
@@ -691,16 +136,5 @@ weft_otlp_exporter_stats(const struct weft_exporter *exporter, struct weft_otlp_
 {
     const struct otlp *x = weft__exporter_self(exporter, &otlp_ops);
 
-    if (out == NULL) {
-        return;
-    }
-    memset(out, 0, sizeof(*out));
-    if (x == NULL) {
-        return;
-    }
-    out->requests = atomic_load(&x->requests);
-    out->retries = atomic_load(&x->retries);
-    out->bytes_sent = atomic_load(&x->bytes_sent);
-    out->spans_rejected = atomic_load(&x->spans_rejected);
-    out->last_http_status = atomic_load(&x->last_status);
+    weft__otlp_transport_stats(x == NULL ? NULL : x->transport, out);
 }

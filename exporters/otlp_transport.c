@@ -1,0 +1,701 @@
+/* exporters/otlp_transport.c - the OTLP/HTTP transport over libcurl (see otlp_transport.h).
+ *
+ * Configuration follows the OTel specification: options given through the API win, then the
+ * signal-specific OTEL_EXPORTER_OTLP_<SIGNAL>_* variables, then OTEL_EXPORTER_OTLP_*, then the
+ * defaults. One curl easy handle per transport keeps its connection alive across requests.
+ *
+ * Retries follow REFERENCE.md: only 429, 502, 503, 504 and transport failures are retried,
+ * with exponential backoff and full jitter, honouring Retry-After (delta-seconds or HTTP-date),
+ * and never past the deadline or the retry budget. Any other status is final. A 2xx carrying
+ * partial_success reports its rejected count and is not retried.
+ */
+#include "otlp_transport.h"
+
+#include "gzip.h"
+#include "otlp_encode.h"
+
+#include "../tracing/ids.h"
+#include "../tracing/util.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define MAX_RESPONSE_BYTES         (4u << 20) /* REFERENCE.md: a larger answer is an error */
+#define DEFAULT_TIMEOUT_MS         10000u
+#define DEFAULT_INITIAL_BACKOFF_MS 1000u
+#define DEFAULT_MAX_BACKOFF_MS     5000u
+
+struct weft__otlp_transport {
+    char *url;
+    const char *log_name; /* static string from the config */
+    const char *signal;   /* static string from the config; NULL: no environment */
+    bool is_json;
+    bool gzip;
+    bool parse_partial_success;
+    uint32_t timeout_ms;
+    uint32_t max_retry_ms;
+    uint32_t initial_backoff_ms;
+    uint32_t max_backoff_ms;
+    CURL *curl;
+    struct curl_slist *headers;
+    struct weft__buf gz;       /* compressed request */
+    struct weft__buf response; /* answer body, capped */
+    char retry_after[64];      /* the last Retry-After header value */
+    char content_type[64];     /* of the last answer */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    atomic_bool is_shut_down;
+    atomic_uint_fast64_t requests;
+    atomic_uint_fast64_t retries;
+    atomic_uint_fast64_t bytes_sent;
+    atomic_uint_fast64_t items_rejected;
+    atomic_long last_status;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static bool curl_ready;
+
+static void
+curl_init_once(void)
+{
+    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+/* The signal-specific variable, else the general one. @p out_name names the one used. NULL
+ * when the transport does not read the environment. */
+static const char *
+env_pair(const struct weft__otlp_transport *x, const char *suffix, const char **out_name)
+{
+    static _Thread_local char names[2][80];
+    const char *v = NULL;
+
+    if (x->signal == NULL) {
+        return NULL;
+    }
+    snprintf(names[0], sizeof(names[0]), "OTEL_EXPORTER_OTLP_%s_%s", x->signal, suffix);
+    snprintf(names[1], sizeof(names[1]), "OTEL_EXPORTER_OTLP_%s", suffix);
+    for (int i = 0; i < 2; i++) {
+        v = weft__env(names[i]);
+        if (v != NULL) {
+            if (out_name != NULL) {
+                *out_name = names[i];
+            }
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static bool
+is_http_url(const char *url)
+{
+    return strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0;
+}
+
+/* Resolve the request URL: the signal endpoint as given, else base + path. */
+static weft_err
+resolve_url(struct weft__otlp_transport *x,
+            const struct weft__otlp_transport_config *cfg,
+            const struct weft_otlp_options *o)
+{
+    const char *name = "signal endpoint option";
+    const char *url = cfg->signal_endpoint;
+    struct weft__buf b;
+
+    if (url == NULL && o->endpoint == NULL) {
+        url = env_pair(x, "ENDPOINT", &name);
+        if (url != NULL && strcmp(name, "OTEL_EXPORTER_OTLP_ENDPOINT") == 0) {
+            url = NULL; /* the general variable is a base, handled below */
+        }
+    }
+    if (url != NULL) {
+        if (!is_http_url(url)) {
+            WEFT_LOG(WEFT_LOG_ERROR, "%s=%s: expected an http:// or https:// URL", name, url);
+            return WEFT_EINVAL;
+        }
+        x->url = weft__strdup(url);
+        return x->url == NULL ? WEFT_ENOMEM : WEFT_OK;
+    }
+    name = "endpoint option";
+    url = o->endpoint;
+    if (url == NULL && x->signal != NULL) {
+        name = "OTEL_EXPORTER_OTLP_ENDPOINT";
+        url = weft__env(name);
+    }
+    if (url == NULL) {
+        url = "http://localhost:4318";
+    }
+    if (!is_http_url(url)) {
+        WEFT_LOG(WEFT_LOG_ERROR, "%s=%s: expected an http:// or https:// URL", name, url);
+        return WEFT_EINVAL;
+    }
+    weft__buf_init(&b, 0);
+    if (weft__buf_append_str(&b, url) != WEFT_OK ||
+        (b.data[b.len - 1] != '/' && weft__buf_append_byte(&b, '/') != WEFT_OK) ||
+        weft__buf_append_str(&b, cfg->path) != WEFT_OK) {
+        weft__buf_cleanup(&b);
+        return WEFT_ENOMEM;
+    }
+    x->url = b.data;
+    return WEFT_OK;
+}
+
+/* Add "k=v,k2=v2" (values percent-decoded) as request headers. Malformed members are warned
+ * about (by variable name only) and skipped. */
+static weft_err
+add_headers(struct weft__otlp_transport *x, const char *list, const char *source)
+{
+    const char *p = list;
+
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end == NULL ? strlen(p) : (size_t)(end - p);
+        const char *member = p;
+        const char *eq = NULL;
+
+        weft__trim(&member, &len);
+        if (len > 0) {
+            eq = memchr(member, '=', len);
+            if (eq == NULL || eq == member) {
+                WEFT_LOG(WEFT_LOG_WARN, "%s: expected key=value pairs; skipped a malformed one",
+                         source);
+            } else {
+                const char *k = member;
+                size_t klen = (size_t)(eq - member);
+                const char *v = eq + 1;
+                size_t vlen = len - klen - 1;
+                char *value = NULL;
+                struct weft__buf line;
+                struct curl_slist *grown = NULL;
+
+                weft__trim(&k, &klen);
+                weft__trim(&v, &vlen);
+                value = weft__percent_decode(v, vlen);
+                if (value == NULL || klen == 0) {
+                    weft__free(value);
+                    WEFT_LOG(WEFT_LOG_WARN,
+                             "%s: a header value has a bad percent escape; skipped it", source);
+                } else {
+                    weft__buf_init(&line, 0);
+                    weft__buf_append(&line, k, klen);
+                    weft__buf_append_str(&line, ": ");
+                    weft__buf_append_str(&line, value);
+                    weft__free(value);
+                    if (line.data == NULL) {
+                        return WEFT_ENOMEM;
+                    }
+                    grown = curl_slist_append(x->headers, line.data);
+                    weft__buf_cleanup(&line);
+                    if (grown == NULL) {
+                        return WEFT_ENOMEM;
+                    }
+                    x->headers = grown;
+                }
+            }
+        }
+        p = end == NULL ? NULL : end + 1;
+    }
+    return WEFT_OK;
+}
+
+static size_t
+on_body(char *data, size_t size, size_t n, void *userdata)
+{
+    struct weft__otlp_transport *x = userdata;
+
+    /* A failed append (over 4 MiB) makes curl abort the transfer with CURLE_WRITE_ERROR. */
+    if (weft__buf_append(&x->response, data, size * n) != WEFT_OK) {
+        return 0;
+    }
+    return size * n;
+}
+
+static void
+copy_header_value(char *dst, size_t dst_len, const char *src, size_t len)
+{
+    while (len > 0 && (src[len - 1] == '\r' || src[len - 1] == '\n' || src[len - 1] == ' ')) {
+        len--;
+    }
+    while (len > 0 && (*src == ' ' || *src == '\t')) {
+        src++;
+        len--;
+    }
+    if (len >= dst_len) {
+        len = dst_len - 1;
+    }
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* Called by curl about once a second and on progress: abort the transfer once the exporter
+ * is shut down, so shutdown's bound also cuts a request that is waiting on a slow server. */
+static int
+on_progress(
+    void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    struct weft__otlp_transport *x = userdata;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return atomic_load(&x->is_shut_down) ? 1 : 0;
+}
+
+static size_t
+on_header(char *data, size_t size, size_t n, void *userdata)
+{
+    struct weft__otlp_transport *x = userdata;
+    size_t len = size * n;
+
+    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        copy_header_value(x->retry_after, sizeof(x->retry_after), data + 12, len - 12);
+    } else if (len > 13 && strncasecmp(data, "Content-Type:", 13) == 0) {
+        copy_header_value(x->content_type, sizeof(x->content_type), data + 13, len - 13);
+    }
+    return len;
+}
+
+static uint32_t
+env_u32(const struct weft__otlp_transport *x, const char *suffix, uint32_t def)
+{
+    const char *name = NULL;
+
+    if (env_pair(x, suffix, &name) == NULL) {
+        return def;
+    }
+    return (uint32_t)weft__env_u64(name, def, 0, UINT32_MAX);
+}
+
+static weft_err
+configure(struct weft__otlp_transport *x,
+          const struct weft__otlp_transport_config *cfg,
+          const struct weft_otlp_options *o)
+{
+    const char *name = NULL;
+    const char *v = NULL;
+    const char *ca = o->ca_file;
+    const char *cert = o->client_cert;
+    const char *key = o->client_key;
+    char ua[96];
+    weft_err err = WEFT_OK;
+
+    err = resolve_url(x, cfg, o);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    if (o->protocol_set) {
+        x->is_json = o->protocol == WEFT_OTLP_HTTP_JSON;
+    } else if ((v = env_pair(x, "PROTOCOL", &name)) != NULL) {
+        if (strcmp(v, "http/json") == 0) {
+            x->is_json = true;
+        } else if (strcmp(v, "http/protobuf") != 0) {
+            WEFT_LOG(WEFT_LOG_WARN,
+                     "%s=%s: expected http/protobuf or http/json (grpc is not supported); using "
+                     "http/protobuf",
+                     name, v);
+        }
+    }
+    if (o->compression != 0) {
+        x->gzip = o->compression == 2;
+    } else if ((v = env_pair(x, "COMPRESSION", &name)) != NULL) {
+        if (strcmp(v, "gzip") == 0) {
+            x->gzip = true;
+        } else if (strcmp(v, "none") != 0) {
+            WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected gzip or none; using none", name, v);
+        }
+    }
+    x->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : env_u32(x, "TIMEOUT", DEFAULT_TIMEOUT_MS);
+    x->max_retry_ms = o->max_retry_ms;
+    x->initial_backoff_ms =
+        o->initial_backoff_ms != 0 ? o->initial_backoff_ms : DEFAULT_INITIAL_BACKOFF_MS;
+    x->max_backoff_ms = o->max_backoff_ms != 0 ? o->max_backoff_ms : DEFAULT_MAX_BACKOFF_MS;
+    if (x->max_backoff_ms < x->initial_backoff_ms) {
+        x->max_backoff_ms = x->initial_backoff_ms;
+    }
+    if (ca == NULL) {
+        ca = env_pair(x, "CERTIFICATE", NULL);
+    }
+    if (cert == NULL) {
+        cert = env_pair(x, "CLIENT_CERTIFICATE", NULL);
+    }
+    if (key == NULL) {
+        key = env_pair(x, "CLIENT_KEY", NULL);
+    }
+
+    x->headers = curl_slist_append(NULL, x->is_json ? "Content-Type: application/json"
+                                                    : "Content-Type: application/x-protobuf");
+    if (x->headers == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (x->gzip) {
+        struct curl_slist *h = curl_slist_append(x->headers, "Content-Encoding: gzip");
+        if (h == NULL) {
+            return WEFT_ENOMEM;
+        }
+        x->headers = h;
+    }
+    /* "Expect: 100-continue" costs a round trip per large request; collectors don't need it. */
+    {
+        struct curl_slist *h = curl_slist_append(x->headers, "Expect:");
+        if (h == NULL) {
+            return WEFT_ENOMEM;
+        }
+        x->headers = h;
+    }
+    if ((v = env_pair(x, "HEADERS", &name)) != NULL) {
+        err = add_headers(x, v, name);
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+    if (o->headers != NULL) {
+        err = add_headers(x, o->headers, "headers option");
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+    for (size_t i = 0; i < cfg->extra_header_count; i++) {
+        struct curl_slist *h = curl_slist_append(x->headers, cfg->extra_headers[i]);
+        if (h == NULL) {
+            return WEFT_ENOMEM;
+        }
+        x->headers = h;
+    }
+
+    x->curl = curl_easy_init();
+    if (x->curl == NULL) {
+        return WEFT_ENOMEM;
+    }
+    snprintf(ua, sizeof(ua), "%s",
+             o->user_agent != NULL ? o->user_agent : "weft/" WEFT_VERSION_STRING " (OTLP)");
+    curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
+    curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(x->curl, CURLOPT_USERAGENT, ua);
+    curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(x->curl, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(x->curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYPEER, o->insecure_skip_verify ? 0L : 1L);
+    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, o->insecure_skip_verify ? 0L : 2L);
+    curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (ca != NULL) {
+        curl_easy_setopt(x->curl, CURLOPT_CAINFO, ca);
+    }
+    if (cert != NULL) {
+        curl_easy_setopt(x->curl, CURLOPT_SSLCERT, cert);
+    }
+    if (key != NULL) {
+        curl_easy_setopt(x->curl, CURLOPT_SSLKEY, key);
+    }
+    return WEFT_OK;
+}
+
+static bool
+retryable_status(long status)
+{
+    return status == 429 || status == 502 || status == 503 || status == 504;
+}
+
+static bool
+retryable_curl(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Sleep @p ms unless shutdown comes first. @return false when shut down. */
+static bool
+pause_ms(struct weft__otlp_transport *x, uint64_t ms)
+{
+    struct timespec ts;
+    uint64_t deadline = weft__monotonic_ns() + ms * 1000000u;
+    bool alive = true;
+
+    ts.tv_sec = (time_t)(deadline / 1000000000u);
+    ts.tv_nsec = (long)(deadline % 1000000000u);
+    pthread_mutex_lock(&x->lock);
+    while ((alive = !atomic_load(&x->is_shut_down)) && weft__monotonic_ns() < deadline) {
+        pthread_cond_timedwait(&x->wake, &x->lock, &ts);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return alive;
+}
+
+/* Print at most 200 bytes of an answer, with control characters replaced. */
+static void
+log_final_status(const struct weft__otlp_transport *x, long status)
+{
+    char snippet[201];
+    size_t n = x->response.len < 200 ? x->response.len : 200;
+
+    for (size_t i = 0; i < n; i++) {
+        char c = x->response.data[i];
+        snippet[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
+    }
+    snippet[n] = '\0';
+    WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: HTTP %ld (not retried): %s", x->log_name,
+             x->url, status, snippet);
+}
+
+/* Send the prepared body, retrying per the rules. */
+static weft_err
+send_request(struct weft__otlp_transport *x,
+             const char *data,
+             size_t len,
+             uint64_t deadline,
+             uint64_t *rejected_out)
+{
+    struct weft__rng *rng = weft__thread_rng();
+    uint64_t started = weft__monotonic_ns();
+    uint64_t backoff = x->initial_backoff_ms;
+
+    for (unsigned attempt = 0;; attempt++) {
+        uint64_t now = weft__monotonic_ns();
+        uint64_t timeout = x->timeout_ms;
+        uint64_t wait_ms = 0;
+        long status = 0;
+        CURLcode rc = CURLE_OK;
+
+        if (atomic_load(&x->is_shut_down)) {
+            return WEFT_ESTATE;
+        }
+        if (deadline != 0) {
+            if (now >= deadline) {
+                return WEFT_ETIMEDOUT;
+            }
+            if (timeout == 0 || (deadline - now) / 1000000u < timeout) {
+                timeout = (deadline - now) / 1000000u + 1;
+            }
+        }
+        weft__buf_reset(&x->response);
+        x->retry_after[0] = '\0';
+        x->content_type[0] = '\0';
+        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, data);
+        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(x->curl, CURLOPT_TIMEOUT_MS, (long)timeout);
+        atomic_fetch_add(&x->requests, 1);
+        if (attempt > 0) {
+            atomic_fetch_add(&x->retries, 1);
+        }
+        atomic_fetch_add(&x->bytes_sent, len);
+        rc = curl_easy_perform(x->curl);
+        if (rc == CURLE_OK) {
+            curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        }
+        atomic_store(&x->last_status, status);
+        if (rc == CURLE_ABORTED_BY_CALLBACK) {
+            return WEFT_ESTATE; /* shut down while the request was in flight */
+        }
+        if (rc == CURLE_WRITE_ERROR) {
+            WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s: the answer is over %u bytes", x->log_name,
+                     x->url, MAX_RESPONSE_BYTES);
+            return WEFT_EIO;
+        }
+        if (rc == CURLE_OK && status >= 200 && status < 300) {
+            uint64_t rejected = 0;
+            char message[256];
+            bool json = x->is_json || strstr(x->content_type, "json") != NULL;
+
+            if (x->parse_partial_success &&
+                weft__otlp_parse_response(x->response.data == NULL ? "" : x->response.data,
+                                          x->response.len, json, &rejected, message,
+                                          sizeof(message)) == WEFT_OK &&
+                rejected > 0) {
+                *rejected_out += rejected;
+                atomic_fetch_add(&x->items_rejected, rejected);
+                WEFT_LOG(WEFT_LOG_WARN, "%s receiver %s rejected %llu items: %s", x->log_name,
+                         x->url, (unsigned long long)rejected, message);
+            }
+            return WEFT_OK;
+        }
+        if (rc != CURLE_OK && !retryable_curl(rc)) {
+            WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: %s (not retried)", x->log_name,
+                     x->url, curl_easy_strerror(rc));
+            return WEFT_EIO;
+        }
+        if (rc == CURLE_OK && !retryable_status(status)) {
+            log_final_status(x, status);
+            return WEFT_EHTTP;
+        }
+        /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
+        wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
+        if (rc == CURLE_OK) {
+            uint64_t ra = weft__http_retry_after_ms(x->retry_after);
+            if (ra > 0) {
+                wait_ms = ra;
+            }
+        }
+        backoff = backoff * 2 > x->max_backoff_ms ? x->max_backoff_ms : backoff * 2;
+        now = weft__monotonic_ns();
+        if ((deadline != 0 && now + wait_ms * 1000000u >= deadline) ||
+            (x->max_retry_ms != 0 &&
+             now + wait_ms * 1000000u - started > (uint64_t)x->max_retry_ms * 1000000u)) {
+            WEFT_LOG(WEFT_LOG_WARN, "%s export to %s: giving up after %u attempts (%s)",
+                     x->log_name, x->url, attempt + 1,
+                     rc != CURLE_OK ? curl_easy_strerror(rc) : "retryable status");
+            return WEFT_ETIMEDOUT;
+        }
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s export to %s: retrying in %llu ms", x->log_name, x->url,
+                 (unsigned long long)wait_ms);
+        if (!pause_ms(x, wait_ms)) {
+            return WEFT_ESTATE;
+        }
+    }
+}
+
+weft_err
+weft__otlp_transport_send(struct weft__otlp_transport *t,
+                          const char *data,
+                          size_t len,
+                          uint64_t deadline,
+                          uint64_t *rejected)
+{
+    uint64_t ignored = 0;
+    weft_err err = WEFT_OK;
+
+    if (t == NULL || (data == NULL && len > 0)) {
+        return WEFT_EINVAL;
+    }
+    if (rejected == NULL) {
+        rejected = &ignored;
+    }
+    *rejected = 0;
+    if (atomic_load(&t->is_shut_down)) {
+        return WEFT_ESTATE;
+    }
+    if (!t->gzip) {
+        return send_request(t, data == NULL ? "" : data, len, deadline, rejected);
+    }
+    weft__buf_reset(&t->gz);
+    /* Level 1: about 3x faster than the default level for a few percent more bytes; the
+     * export thread, not the network, is the bottleneck on small machines. */
+    err = weft__gzip_compress(data, len, 1, &t->gz);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    return send_request(t, t->gz.data, t->gz.len, deadline, rejected);
+}
+
+void
+weft__otlp_transport_shutdown(struct weft__otlp_transport *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&t->lock);
+    atomic_store(&t->is_shut_down, true);
+    pthread_cond_broadcast(&t->wake);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void
+weft__otlp_transport_free(struct weft__otlp_transport *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    if (t->curl != NULL) {
+        curl_easy_cleanup(t->curl);
+    }
+    curl_slist_free_all(t->headers);
+    weft__buf_cleanup(&t->gz);
+    weft__buf_cleanup(&t->response);
+    pthread_cond_destroy(&t->wake);
+    pthread_mutex_destroy(&t->lock);
+    weft__free(t->url);
+    weft__free(t);
+}
+
+weft_err
+weft__otlp_transport_new(const struct weft__otlp_transport_config *cfg,
+                         const struct weft_otlp_options *o,
+                         struct weft__otlp_transport **out)
+{
+    static const struct weft_otlp_options defaults;
+    struct weft__otlp_transport *t = NULL;
+    pthread_condattr_t attr;
+    weft_err err = WEFT_OK;
+
+    if (out == NULL || cfg == NULL || cfg->path == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    pthread_once(&curl_once, curl_init_once);
+    if (!curl_ready) {
+        return WEFT_EIO;
+    }
+    t = weft__calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return WEFT_ENOMEM;
+    }
+    t->signal = cfg->signal;
+    t->log_name = cfg->log_name != NULL ? cfg->log_name : "OTLP";
+    t->parse_partial_success = cfg->parse_partial_success;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    weft__buf_init(&t->gz, 0);
+    weft__buf_init(&t->response, MAX_RESPONSE_BYTES);
+    err = configure(t, cfg, o != NULL ? o : &defaults);
+    if (err != WEFT_OK) {
+        weft__otlp_transport_free(t);
+        return err;
+    }
+    *out = t;
+    return WEFT_OK;
+}
+
+bool
+weft__otlp_transport_is_json(const struct weft__otlp_transport *t)
+{
+    return t != NULL && t->is_json;
+}
+
+const char *
+weft__otlp_transport_url(const struct weft__otlp_transport *t)
+{
+    return t == NULL ? "" : t->url;
+}
+
+void
+weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct weft_otlp_stats *out)
+{
+    if (out == NULL) {
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    if (t == NULL) {
+        return;
+    }
+    out->requests = atomic_load(&t->requests);
+    out->retries = atomic_load(&t->retries);
+    out->bytes_sent = atomic_load(&t->bytes_sent);
+    out->spans_rejected = atomic_load(&t->items_rejected);
+    out->last_http_status = atomic_load(&t->last_status);
+}

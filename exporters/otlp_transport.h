@@ -1,0 +1,70 @@
+/* exporters/otlp_transport.h - the OTLP/HTTP transport shared by the trace, metrics and
+ * Langfuse exporters: endpoint and option resolution from the OTEL_EXPORTER_OTLP_* environment,
+ * one kept-alive libcurl handle, gzip, and the retry rules of REFERENCE.md (429, 502, 503, 504
+ * and connection failures, exponential backoff with full jitter, Retry-After honoured, bounded
+ * by the deadline and the retry budget).
+ *
+ * Threads: send runs on one thread at a time (the exporter's). shutdown may come from any
+ * thread: it wakes a retry wait and aborts a request in flight. Header values are never logged.
+ */
+#ifndef WEFT_EXPORTERS_OTLP_TRANSPORT_H
+#define WEFT_EXPORTERS_OTLP_TRANSPORT_H
+
+#include <weft/export.h>
+
+struct weft__otlp_transport;
+
+/** What differs between the users of the transport. */
+struct weft__otlp_transport_config {
+    /** "TRACES" or "METRICS": OTEL_EXPORTER_OTLP_<signal>_* wins over OTEL_EXPORTER_OTLP_*.
+     * NULL: the environment is not read at all (Langfuse has its own variables). */
+    const char *signal;
+    /** Appended to a base endpoint: "v1/traces", "v1/metrics". */
+    const char *path;
+    /** The full URL given through the API (wins over base and environment); may be NULL. */
+    const char *signal_endpoint;
+    /** Names the exporter in log lines: "OTLP", "OTLP metrics", "Langfuse". */
+    const char *log_name;
+    /** Header lines ("Name: value") added as given; their values are never logged. */
+    const char *const *extra_headers;
+    size_t extra_header_count;
+    /** Parse 2xx answers for OTLP partial_success (false for receivers that answer JSON of
+     * their own, such as Langfuse). */
+    bool parse_partial_success;
+};
+
+/** Create a transport. @p o: zero/NULL fields come from the environment (when cfg->signal is
+ * set), else the defaults. @return WEFT_OK, WEFT_EINVAL (bad URL or option, logged with its
+ * name), WEFT_EIO (libcurl failed to initialise), WEFT_ENOMEM. Ownership: strings are copied. */
+weft_err weft__otlp_transport_new(const struct weft__otlp_transport_config *cfg,
+                                  const struct weft_otlp_options *o,
+                                  struct weft__otlp_transport **out);
+
+/** Free a transport. NULL is a no-op. Must not race with send. */
+void weft__otlp_transport_free(struct weft__otlp_transport *t);
+
+/** True when the transport sends OTLP JSON, false for protobuf. */
+bool weft__otlp_transport_is_json(const struct weft__otlp_transport *t);
+
+/** The request URL (for log lines). */
+const char *weft__otlp_transport_url(const struct weft__otlp_transport *t);
+
+/** Send one encoded request (gzipped here when configured), retrying per the rules until
+ * @p deadline (CLOCK_MONOTONIC ns, 0 none). *rejected (may be NULL) receives the
+ * partial_success count of a 2xx answer. @return WEFT_OK (2xx), WEFT_EHTTP (a final HTTP
+ * status; see stats.last_http_status), WEFT_ETIMEDOUT (retries gave up), WEFT_EIO (transport
+ * error or an oversized answer), WEFT_ESTATE (shut down), WEFT_ENOMEM. */
+weft_err weft__otlp_transport_send(struct weft__otlp_transport *t,
+                                   const char *data,
+                                   size_t len,
+                                   uint64_t deadline,
+                                   uint64_t *rejected);
+
+/** Stop: later sends fail with WEFT_ESTATE, a retry wait and a request in flight end now.
+ * Thread-safe. */
+void weft__otlp_transport_shutdown(struct weft__otlp_transport *t);
+
+/** Counters (spans_rejected holds the partial_success items of any signal). NULL-safe. */
+void weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct weft_otlp_stats *out);
+
+#endif /* WEFT_EXPORTERS_OTLP_TRANSPORT_H */
