@@ -14,6 +14,7 @@
  * Why hand-written and not a library: the record path must cost tens of nanoseconds and
  * never block; a general hash map with a lock would do neither.
  */
+#include "sdk.h"
 #include "util.h"
 
 #include <math.h>
@@ -873,9 +874,35 @@ observe_spans(struct weft_instrument *gauge, void *user_data)
     weft_gauge_observe(gauge, v, NULL, 0);
 }
 
+/* Queue fill per batch processor, labelled with its exporter's name: a queue that stays full
+ * is about to drop spans, so it is worth an alert before weft.spans.dropped moves. */
+static void
+observe_queues(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_provider *provider = user_data;
+    bool is_ratio = strcmp(gauge->name, "weft.exporter.queue.utilization") == 0;
+    struct weft_processor *proc = NULL;
+
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        struct weft_processor_stats ps;
+        struct weft_attr attr;
+
+        if (weft_processor_get_stats(proc, &ps) != WEFT_OK || ps.queue_cap == 0) {
+            continue; /* the simple processor has no queue */
+        }
+        attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
+        weft_gauge_observe(
+            gauge, is_ratio ? (double)ps.queue_len / (double)ps.queue_cap : (double)ps.queue_len,
+            &attr, 1);
+    }
+}
+
 weft_err
 weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *provider)
 {
+    struct weft_instrument *g = NULL;
+    weft_err err = WEFT_OK;
+
     static const char *const names[] = {"weft.spans.ended", "weft.spans.exported",
                                         "weft.spans.dropped", "weft.spans.failed"};
     static const char *const help[] = {
@@ -887,13 +914,23 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
         return WEFT_EINVAL;
     }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        struct weft_instrument *g = NULL;
-        weft_err err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, names[i], "{span}",
-                                             help[i], NULL, 0, &g);
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, names[i], "{span}", help[i], NULL,
+                                    0, &g);
         if (err != WEFT_OK) {
             return err;
         }
         weft_gauge_set_callback(g, observe_spans, provider);
     }
-    return WEFT_OK;
+    err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.queue.size", "{span}",
+                                "Spans waiting in an exporter's queue", NULL, 0, &g);
+    if (err == WEFT_OK) {
+        weft_gauge_set_callback(g, observe_queues, provider);
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.queue.utilization", "1",
+            "Fill of an exporter's queue (0 empty, 1 full: spans drop)", NULL, 0, &g);
+    }
+    if (err == WEFT_OK) {
+        weft_gauge_set_callback(g, observe_queues, provider);
+    }
+    return err;
 }

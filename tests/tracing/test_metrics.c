@@ -384,6 +384,45 @@ test_metrics_provider_health_gauges(void **state)
     weft_provider_free(p);
 }
 
+/* Queue fill per batch processor: spans waiting for their batch show in the gauges, labelled
+ * with the exporter's name. */
+static void
+test_metrics_provider_queue_fill(void **state)
+{
+    struct weft_batch_options bo = {
+        .max_queue_size = 8, .max_export_batch_size = 8, .schedule_delay_ms = 60000};
+    struct weft_meter *m = NULL;
+    struct weft_provider *p = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_exporter *ex = NULL;
+    struct mem_exporter *mem = NULL;
+    struct weft_processor *proc = NULL;
+    struct collected *got = NULL;
+
+    (void)state;
+    assert_weft_ok(weft_meter_new(NULL, &m));
+    assert_weft_ok(weft_provider_new(NULL, &p));
+    assert_weft_ok(mem_exporter_new(&ex, &mem));
+    assert_weft_ok(weft_batch_processor_new(ex, &bo, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(p, proc));
+    assert_weft_ok(weft_provider_get_tracer(p, "t", NULL, &tracer));
+    assert_weft_ok(weft_meter_observe_provider(m, p));
+    got = collect(m);
+    assert_true(find(got, "weft.exporter.queue.size", "exporter=memory")->value == 0.0);
+    for (int i = 0; i < 3; i++) {
+        weft_span_end(weft_span_start(tracer, "s", NULL), 0);
+    }
+    got = collect(m);
+    assert_true(find(got, "weft.exporter.queue.size", "exporter=memory")->value == 3.0);
+    assert_true(find(got, "weft.exporter.queue.utilization", "exporter=memory")->value ==
+                3.0 / 8.0);
+    weft_provider_shutdown(p, 1000);
+    got = collect(m);
+    assert_true(find(got, "weft.exporter.queue.size", "exporter=memory")->value == 0.0);
+    weft_meter_free(m);
+    weft_provider_free(p);
+}
+
 static void
 test_metrics_out_of_memory(void **state)
 {
@@ -419,6 +458,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_counter_sums_per_attribute_set),
         cmocka_unit_test(test_metrics_updown_and_gauges),
+        cmocka_unit_test(test_metrics_provider_queue_fill),
         cmocka_unit_test(test_metrics_callback_gauge_runs_at_each_collection),
         cmocka_unit_test(test_metrics_histogram_buckets_and_exemplars),
         cmocka_unit_test(test_metrics_cardinality_overflows_into_one_series),
