@@ -90,6 +90,8 @@ int cli_execute(const char *cmd, const char *workflow_path, const struct cli_run
 
 /* Commands. */
 int cli_run_show(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+void cli_serve_usage(FILE *out);
 int cli_runs(int argc, char **argv);
 void cli_runs_usage(FILE *out);
 int cli_resume(int argc, char **argv);

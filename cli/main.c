@@ -23,6 +23,8 @@ static const struct cli_command commands[] = {
      cli_runs, cli_runs_usage},
     {"resume", "resume RUN_ID [options]", "continue an interrupted run", cli_resume,
      cli_resume_usage},
+    {"serve", "serve [--addr HOST:PORT]", "serve /metrics across stored runs, and /healthz",
+     cli_serve, cli_serve_usage},
     {"trace", "trace list|show ...", "inspect traces in the local store", cli_trace,
      cli_trace_usage},
     {"version", "version", "print the weft version", cmd_version, NULL},

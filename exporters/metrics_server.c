@@ -18,9 +18,16 @@
 
 struct weft_metrics_server {
     struct MHD_Daemon *daemon;
-    struct weft_meter *meter;
+    weft_metrics_source_fn source;
+    void *source_data;
     unsigned short port;
 };
+
+static weft_err
+render_meter(void *user_data, char **out, size_t *len)
+{
+    return weft_prometheus_render(user_data, out, len);
+}
 
 static enum MHD_Result
 answer(void *cls,
@@ -50,7 +57,7 @@ answer(void *cls,
             MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics") == 0) {
-        if (weft_prometheus_render(srv->meter, &text, &len) != WEFT_OK) {
+        if (srv->source(srv->source_data, &text, &len) != WEFT_OK) {
             static const char msg[] = "cannot render metrics\n";
             resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
                                                    MHD_RESPMEM_PERSISTENT);
@@ -86,6 +93,18 @@ weft_metrics_server_start(struct weft_meter *meter,
                           const char *addr,
                           struct weft_metrics_server **out)
 {
+    if (meter == NULL) {
+        return WEFT_EINVAL;
+    }
+    return weft_metrics_server_start_source(render_meter, meter, addr, out);
+}
+
+weft_err
+weft_metrics_server_start_source(weft_metrics_source_fn source,
+                                 void *user_data,
+                                 const char *addr,
+                                 struct weft_metrics_server **out)
+{
     struct weft_metrics_server *srv = NULL;
     struct sockaddr_in sa;
     char host[64] = "127.0.0.1";
@@ -93,7 +112,7 @@ weft_metrics_server_start(struct weft_meter *meter,
     long port = 9464;
     const union MHD_DaemonInfo *info = NULL;
 
-    if (meter == NULL || out == NULL) {
+    if (source == NULL || out == NULL) {
         return WEFT_EINVAL;
     }
     *out = NULL;
@@ -122,7 +141,8 @@ weft_metrics_server_start(struct weft_meter *meter,
     if (srv == NULL) {
         return WEFT_ENOMEM;
     }
-    srv->meter = meter;
+    srv->source = source;
+    srv->source_data = user_data;
     srv->daemon =
         MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer,
                          srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,

@@ -137,7 +137,10 @@ put_double(struct weft__buf *b, double v)
     } else if (v == floor(v) && fabs(v) < 1e15) {
         weft__buf_printf(b, "%.0f", v);
     } else {
-        weft__buf_printf(b, "%.17g", v);
+        char num[32];
+
+        weft__fmt_double(num, sizeof(num), v);
+        weft__buf_append_str(b, num);
     }
 }
 
@@ -169,7 +172,7 @@ put_labels(struct weft__buf *b, const struct weft_attr *attrs, size_t n, const c
             weft__buf_append_str(b, num);
             break;
         case WEFT_VALUE_DOUBLE:
-            snprintf(num, sizeof(num), "%.17g", attrs[i].value.u.d);
+            weft__fmt_double(num, sizeof(num), attrs[i].value.u.d);
             weft__buf_append_str(b, num);
             break;
         default:

@@ -6,6 +6,7 @@
 
 #include "../tracing/util.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -146,6 +147,12 @@ rt_metrics_new(struct weft_meter *meter, const char *workflow)
         weft_gauge_set_callback(m->oldest, observe_oldest, NULL);
     }
     return m;
+}
+
+const char *
+rt_metrics_workflow(const struct rt_metrics *m)
+{
+    return m != NULL && m->workflow != NULL ? m->workflow : "";
 }
 
 void
@@ -350,6 +357,80 @@ rt_metrics_llm(struct rt_metrics *m,
         struct weft_attr c[2] = {WF(m), weft_attr_str("gen_ai.request.model", model)};
         weft_counter_add(m->cost, cost_usd, c, 2);
     }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* What the state store knows (weft serve)                                                     */
+
+void
+rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info)
+{
+    struct weft_attr a[2];
+    json_t *loops = NULL;
+    const char *kind = NULL;
+    json_t *count = NULL;
+    double total = 0;
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    /* A finished run adds 0: its workflow's series shows "none in progress", not a gap. */
+    weft_counter_add(m->active, info->ended_ns == 0 ? 1 : 0, a, 1);
+    if (info->ended_ns == 0) {
+        return;
+    }
+    a[1] = weft_attr_str("status", info->status != NULL ? info->status : "unknown");
+    weft_counter_add(m->runs, 1, a, 2);
+    weft_histogram_record(
+        m->run_duration,
+        info->ended_ns > info->started_ns ? (double)(info->ended_ns - info->started_ns) / 1e9 : 0.0,
+        a, 1);
+    weft_histogram_record(m->reward, info->reward, a, 1);
+    if (info->cost_usd > 0) {
+        weft_counter_add(m->cost, info->cost_usd, a, 1);
+    }
+    loops = info->loops != NULL ? json_loads(info->loops, 0, NULL) : NULL;
+    json_object_foreach(loops, kind, count)
+    {
+        struct weft_attr k[2] = {a[0], weft_attr_str("kind", kind)};
+        double n = json_is_integer(count) ? (double)json_integer_value(count) : 0;
+
+        if (n > 0) {
+            weft_counter_add(m->loops, n, k, 2);
+            if (strcmp(kind, weft_loop_kind_name(WEFT_LOOP_CIRCUIT_BREAKER)) == 0) {
+                weft_counter_add(m->breaker, n, a, 1);
+            }
+            total += n;
+        }
+    }
+    json_decref(loops);
+    weft_histogram_record(m->run_loops, total, a, 1);
+}
+
+void
+rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_success, uint64_t count)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
+    weft_counter_add(m->invocations, (double)count, a, 3);
+}
+
+void
+rt_metrics_stored_oldest(struct rt_metrics *m, double age_s)
+{
+    if (m == NULL || m->oldest == NULL) {
+        return;
+    }
+    /* The process's own active runs do not matter here: the store's do. */
+    weft_gauge_set_callback(m->oldest, NULL, NULL);
+    weft_gauge_set(m->oldest, age_s, NULL, 0);
 }
 
 weft_err

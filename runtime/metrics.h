@@ -20,6 +20,8 @@ struct rt_metrics;
 /* Create (or find) every instrument on @p meter. NULL meter: returns NULL (metrics off). */
 struct rt_metrics *rt_metrics_new(struct weft_meter *meter, const char *workflow);
 void rt_metrics_free(struct rt_metrics *m);
+/* The workflow label of @p m ("" when none). */
+const char *rt_metrics_workflow(const struct rt_metrics *m);
 
 void rt_metrics_run_start(struct rt_metrics *m, uint64_t *token);
 void rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *result);
@@ -39,5 +41,14 @@ void rt_metrics_llm(struct rt_metrics *m,
                     double cost_usd,
                     double seconds,
                     const char *error_type);
+
+/* weft serve: fold what the state store knows into the metrics. A stored run that has not
+ * ended counts as active; a finished one adds to runs{status}, duration, reward, cost (by
+ * workflow only: the store keeps no per-model split) and loops by kind. */
+void rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info);
+void
+rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_success, uint64_t count);
+/* Replace the process-local oldest-active-run gauge with the store's value. */
+void rt_metrics_stored_oldest(struct rt_metrics *m, double age_s);
 
 #endif /* WEFT_RUNTIME_METRICS_H */

@@ -611,40 +611,100 @@ state_info_cleanup(struct weft_run_info *info)
 }
 
 weft_err
-state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count)
+state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data)
 {
     sqlite3_stmt *stmt =
         prepare(st, "SELECT " RUN_COLUMNS " FROM runs ORDER BY started_ns DESC LIMIT ?");
-    struct weft_run_info *infos = NULL;
-    size_t n = 0;
-    bool is_oom = false;
-    int rc = 0;
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
 
-    *out = NULL;
-    *count = 0;
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)limit);
-    infos = weft__calloc(limit > 0 ? limit : 1, sizeof(*infos));
-    if (infos == NULL) {
-        sqlite3_finalize(stmt);
-        return WEFT_ENOMEM;
-    }
-    while (n < limit && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        read_info(stmt, &infos[n++], &is_oom);
+    sqlite3_bind_int64(stmt, 1, limit > INT64_MAX ? INT64_MAX : (sqlite3_int64)limit);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_run_info info;
+        bool is_oom = false;
+
+        memset(&info, 0, sizeof(info));
+        read_info(stmt, &info, &is_oom);
+        err = is_oom ? WEFT_ENOMEM : fn(&info, user_data);
+        state_info_cleanup(&info);
     }
     sqlite3_finalize(stmt);
-    if (is_oom || (rc != SQLITE_ROW && rc != SQLITE_DONE && n < limit)) {
-        for (size_t i = 0; i < n; i++) {
-            state_info_cleanup(&infos[i]);
-        }
-        weft__free(infos);
-        return is_oom ? WEFT_ENOMEM : WEFT_EIO;
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
     }
-    *out = infos;
-    *count = n;
+    return err;
+}
+
+struct collect_runs {
+    struct weft_run_info *infos;
+    size_t count;
+};
+
+static weft_err
+collect_run(struct weft_run_info *info, void *user_data)
+{
+    struct collect_runs *c = user_data;
+
+    /* Take the strings over: the iterator then cleans up an empty record. */
+    c->infos[c->count++] = *info;
+    memset(info, 0, sizeof(*info));
     return WEFT_OK;
+}
+
+weft_err
+state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count)
+{
+    struct collect_runs c = {NULL, 0};
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    *count = 0;
+    c.infos = weft__calloc(limit > 0 ? limit : 1, sizeof(*c.infos));
+    if (c.infos == NULL) {
+        return WEFT_ENOMEM;
+    }
+    err = state_runs_each(st, limit, collect_run, &c);
+    if (err != WEFT_OK) {
+        for (size_t i = 0; i < c.count; i++) {
+            state_info_cleanup(&c.infos[i]);
+        }
+        weft__free(c.infos);
+        return err;
+    }
+    *out = c.infos;
+    *count = c.count;
+    return WEFT_OK;
+}
+
+weft_err
+state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data)
+{
+    /* Finished agent steps only: pending and paused steps have no outcome yet. */
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT r.workflow, s.agent, s.status, COUNT(*) FROM steps s"
+                    " JOIN runs r ON r.id = s.run_id"
+                    " WHERE s.executor = 'agent' AND s.status IN ('completed', 'failed')"
+                    " GROUP BY r.workflow, s.agent, s.status");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = fn((const char *)sqlite3_column_text(stmt, 0),
+                 (const char *)sqlite3_column_text(stmt, 1),
+                 strcmp((const char *)sqlite3_column_text(stmt, 2), "completed") == 0,
+                 (uint64_t)sqlite3_column_int64(stmt, 3), user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
 }
 
 weft_err

@@ -104,6 +104,15 @@ weft_err state_cursors_save(struct rt_state *st,
 /* Reading runs back (runs.c builds the public API on these). */
 weft_err
 state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count);
+/* Call @p fn for the @p limit most recent runs, newest first, without holding them all. The
+ * record is freed after the call; @p fn may take its strings over by zeroing it. Stops at the
+ * first error @p fn returns. */
+typedef weft_err (*state_run_fn)(struct weft_run_info *info, void *user_data);
+weft_err state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
+/* Finished agent steps counted by workflow, agent and outcome (weft serve's metrics). */
+typedef weft_err (*state_agent_count_fn)(
+    const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data);
+weft_err state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data);
 void state_info_cleanup(struct weft_run_info *info);
 /* Resolve "last", an id or a unique prefix into @p out. @return WEFT_OK, WEFT_ENOTFOUND,
  * WEFT_EINVAL (ambiguous or malformed; @p err says which), WEFT_EIO. */

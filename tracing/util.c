@@ -564,3 +564,17 @@ weft__redact_text(const char *text)
     weft__free(scratch);
     return out;
 }
+
+int
+weft__fmt_double(char *buf, size_t len, double d)
+{
+    int n = 0;
+
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(buf, len, "%.*g", prec, d);
+        if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == d) {
+            break;
+        }
+    }
+    return n;
+}

@@ -52,6 +52,10 @@ bool weft__env_bool(const char *name, bool def);
 uint64_t weft__env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max);
 double weft__env_double(const char *name, double def, double min, double max);
 
+/* Format a finite double in the shortest of %.15g, %.16g and %.17g that reads back exactly,
+ * so that 0.04 prints as "0.04", not "0.040000000000000001". @return the length written. */
+int weft__fmt_double(char *buf, size_t len, double d);
+
 /* Clocks. */
 uint64_t weft__now_ns(void);
 uint64_t weft__monotonic_ns(void);

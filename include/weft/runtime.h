@@ -231,6 +231,16 @@ WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
  * its meter. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
 WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
 
+/** Fill @p meter (a fresh one: values are added) with the collaboration metrics the state
+ * database holds across runs, as `weft serve` exposes them: runs by workflow and status, run
+ * duration, reward, loop iterations by kind and per run, circuit-breaker trips, cost by
+ * workflow, agent invocations by outcome, runs in progress (stored runs that never ended,
+ * killed ones included until `weft resume`) and the oldest one's age. Every other family is
+ * registered at zero. At most the 100000 most recent runs are read.
+ * @param state_path NULL means $WEFT_HOME/state.db; a missing database is no runs.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM. */
+WEFT_API weft_err weft_runtime_metrics_from_store(struct weft_meter *meter, const char *state_path);
+
 /** Free a run result. NULL is a no-op. */
 WEFT_API void weft_run_result_free(struct weft_run_result *result);
 

@@ -5,6 +5,8 @@
 #include "support/weft_test.h"
 #include "tracing/exporter.h"
 
+#include <curl/curl.h>
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -668,6 +670,110 @@ test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
     free(old_trace);
 }
 
+/* GET http://127.0.0.1:PORT/PATH with curl(1)-free libcurl; returns the body (free it). */
+static char *
+http_get_text(unsigned port, const char *path, long *status)
+{
+    CURL *curl = curl_easy_init();
+    FILE *mem = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    char url[128];
+
+    assert_non_null(curl);
+    mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, mem);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_cleanup(curl);
+    fclose(mem);
+    return text;
+}
+
+/* weft serve: /metrics aggregated from the state store across runs, a killed run counted as
+ * in progress with its age, /healthz, and a clean stop on SIGTERM. */
+static void
+test_cli_serve_exposes_metrics_across_stored_runs(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {WEFT_BIN, "serve", "--addr", "127.0.0.1:0", NULL};
+    posix_spawn_file_actions_t actions;
+    char wf[128];
+    char script[128];
+    char err_path[160];
+    char line[4096];
+    unsigned port = 0;
+    pid_t pid = 0;
+    int status = 0;
+    long http = 0;
+    char *text = NULL;
+    const char *age = NULL;
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"one\"},"
+                       " {\"content\": \"two\", \"delay_ms\": 3000}]}}}");
+    write_text(wf, "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+                   " \"plan\": [{\"id\": \"one\", \"agent\": \"a\", \"task\": \"first\"},"
+                   " {\"id\": \"two\", \"agent\": \"a\", \"task\": \"second\","
+                   " \"depends_on\": [\"one\"]}]}");
+    kill_while_in_flight(f, wf, "two"); /* stays "running" in the store */
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--no-trace", "--workspace", f->dir, "--input",
+            "x");
+    assert_int_equal(r.status, 0);
+
+    snprintf(err_path, sizeof(err_path), "%s/serve.err", f->dir);
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    for (int i = 0; i < 500 && port == 0; i++) {
+        struct timespec ts = {0, 10000000};
+        const char *p = NULL;
+
+        read_file(err_path, line, sizeof(line));
+        p = strstr(line, "listening on port ");
+        if (p != NULL) {
+            port = (unsigned)strtoul(p + 18, NULL, 10);
+        } else {
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_true(port > 0);
+    text = http_get_text(port, "/metrics", &http);
+    assert_int_equal(http, 200);
+    assert_non_null(
+        strstr(text, "weft_runs_total{status=\"completed\",workflow=\"code-review\"} 1\n"));
+    assert_non_null(strstr(text, "weft_agent_invocations_total{gen_ai_agent_name=\"reviewer\","
+                                 "outcome=\"success\",workflow=\"code-review\"} 4\n"));
+    assert_non_null(strstr(text, "weft_agent_invocations_total{gen_ai_agent_name=\"a\","
+                                 "outcome=\"success\",workflow=\"slow\"} 1\n"));
+    assert_non_null(strstr(text, "weft_runs_active{workflow=\"slow\"} 1\n"));
+    assert_non_null(strstr(text, "weft_runs_active{workflow=\"code-review\"} 0\n"));
+    /* Families with no stored source are listed at zero, never missing. */
+    assert_non_null(strstr(text, "# TYPE weft_reflection_verdicts_total counter\n"));
+    age = strstr(text, "\nweft_runs_oldest_active_age_seconds ");
+    assert_non_null(age);
+    assert_true(strtod(age + 37, NULL) > 0.0);
+    free(text);
+    text = http_get_text(port, "/healthz", &http);
+    assert_int_equal(http, 200);
+    free(text);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    r = RUN(f, "serve", "--addr", "nope");
+    assert_int_equal(r.status, 2);
+}
+
 static void
 test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight(void **state)
 {
@@ -740,6 +846,7 @@ main(void)
         T(test_cli_runs_and_run_show_list_the_surgery),
         T(test_cli_resume_after_sigkill_keeps_completed_steps),
         T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),
+        T(test_cli_serve_exposes_metrics_across_stored_runs),
 #undef T
     };
 

@@ -131,9 +131,34 @@ test_prometheus_histogram_buckets_are_cumulative(void **state)
                      "gen_ai_invoke_agent_duration_seconds_bucket{gen_ai_agent_name=\"coder\","
                      "le=\"+Inf\"} 4\n"
                      "gen_ai_invoke_agent_duration_seconds_sum{gen_ai_agent_name=\"coder\"} "
-                     "10.800000000000001\n"
+                     "10.8\n"
                      "gen_ai_invoke_agent_duration_seconds_count{gen_ai_agent_name=\"coder\"} "
                      "4\n"));
+    assert_parses(text);
+    free(text);
+    weft_meter_free(m);
+}
+
+/* Bounds print in their shortest exact form, so dashboards can match le="0.04". */
+static void
+test_prometheus_bounds_print_shortest(void **state)
+{
+    static const double bounds[] = {0.01, 0.02, 0.04, 0.08, 81.92};
+    struct weft_meter *m = NULL;
+    struct weft_instrument *h = NULL;
+    char *text = NULL;
+
+    (void)state;
+    assert_weft_ok(weft_meter_new(NULL, &m));
+    assert_weft_ok(
+        weft_meter_instrument(m, WEFT_INSTRUMENT_HISTOGRAM, "d", "s", NULL, bounds, 5, &h));
+    assert_weft_ok(weft_histogram_record(h, 0.1, NULL, 0));
+    text = render(m);
+    assert_non_null(strstr(text, "d_seconds_bucket{le=\"0.04\"} 0\n"));
+    assert_non_null(strstr(text, "d_seconds_bucket{le=\"0.08\"} 0\n"));
+    assert_non_null(strstr(text, "d_seconds_bucket{le=\"81.92\"} 1\n"));
+    assert_non_null(strstr(text, "d_seconds_sum 0.1\n"));
+    assert_null(strstr(text, "00000000"));
     assert_parses(text);
     free(text);
     weft_meter_free(m);
@@ -170,6 +195,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prometheus_names_types_and_empty_families),
         cmocka_unit_test(test_prometheus_histogram_buckets_are_cumulative),
+        cmocka_unit_test(test_prometheus_bounds_print_shortest),
         cmocka_unit_test(test_prometheus_escapes_label_values_and_sanitises_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
