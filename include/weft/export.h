@@ -156,6 +156,9 @@ struct weft_otlp_options {
     uint32_t initial_backoff_ms; /**< default 1000 (first retry waits up to this) */
     uint32_t max_backoff_ms;     /**< default 5000 */
     const char *user_agent;      /**< default "weft/<version> (OTLP)" */
+    /** Metrics only: full URL, used as given (wins over endpoint and
+     * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT). */
+    const char *metrics_endpoint;
 };
 
 /** Create an OTLP/HTTP trace exporter (libcurl; connection reused across exports).

@@ -17,6 +17,7 @@
 #ifndef WEFT_METRICS_H
 #define WEFT_METRICS_H
 
+#include <weft/export.h>
 #include <weft/trace.h>
 
 #ifdef __cplusplus
@@ -186,11 +187,68 @@ WEFT_API weft_err weft_metrics_server_start(struct weft_meter *meter,
                                             const char *addr,
                                             struct weft_metrics_server **out);
 
+/** Produce the /metrics body (Prometheus text 0.0.4) on each scrape, from the server's thread.
+ * @return WEFT_OK with *out new (free() it) and *len its length, or an error (the scrape gets
+ * a 500). */
+typedef weft_err (*weft_metrics_source_fn)(void *user_data, char **out, size_t *len);
+
+/** As weft_metrics_server_start(), with /metrics produced by @p source (`weft serve` builds
+ * it from the state store at each scrape). Ownership: @p user_data is borrowed until stop. */
+WEFT_API weft_err weft_metrics_server_start_source(weft_metrics_source_fn source,
+                                                   void *user_data,
+                                                   const char *addr,
+                                                   struct weft_metrics_server **out);
+
 /** The port the server listens on. */
 WEFT_API unsigned short weft_metrics_server_port(const struct weft_metrics_server *server);
 
 /** Stop the server (waits for a scrape in progress). NULL is a no-op. */
 WEFT_API void weft_metrics_server_stop(struct weft_metrics_server *server);
+
+/* ------------------------------------------------------------------------------------------ */
+/* OTLP metrics export                                                                         */
+
+struct weft_metric_reader;
+
+/** Periodic reader options. Zero-initialise; zero/NULL fields come from the environment. */
+struct weft_metric_reader_options {
+    /** Transport: endpoint (base, "v1/metrics" appended) or metrics_endpoint (exact), protocol,
+     * compression, headers, TLS, timeouts and retry budget as for traces; zero/NULL fields come
+     * from OTEL_EXPORTER_OTLP_METRICS_* then OTEL_EXPORTER_OTLP_*. NULL: all from the env. */
+    const struct weft_otlp_options *otlp;
+    uint32_t interval_ms; /**< 0: OTEL_METRIC_EXPORT_INTERVAL, default 60000 */
+    uint32_t timeout_ms;  /**< one export with its retries; 0: OTEL_METRIC_EXPORT_TIMEOUT, 30000 */
+};
+
+/** Start a periodic OTLP/HTTP metrics reader: a thread of its own collects @p meter every
+ * interval (cumulative temporality) and sends one ExportMetricsServiceRequest (protobuf or
+ * JSON, gzip optional) with the trace exporter's retry rules. Nothing is sent while the meter
+ * has no data points. Every export is counted on @p meter as weft.metrics.exports{outcome}.
+ * @return WEFT_OK, WEFT_EINVAL (bad option, logged with its name), WEFT_EIO (no thread or no
+ * libcurl), WEFT_ENOMEM. Ownership: @p meter is borrowed until weft_metric_reader_stop();
+ * caller owns *out. */
+WEFT_API weft_err weft_otlp_metric_reader_start(struct weft_meter *meter,
+                                                const struct weft_metric_reader_options *options,
+                                                struct weft_metric_reader **out);
+
+/** Export now (on the reader's thread) and wait for it at most @p timeout_ms.
+ * @return WEFT_OK (sent or nothing to send), WEFT_ETIMEDOUT, or the export's error. */
+WEFT_API weft_err weft_metric_reader_force_flush(struct weft_metric_reader *reader,
+                                                 uint32_t timeout_ms);
+
+/** Reader counters. */
+struct weft_metric_reader_stats {
+    uint64_t exports;      /**< export attempts that had data (retries not counted) */
+    uint64_t failures;     /**< exports that failed for good */
+    uint64_t points;       /**< data points in successful exports */
+    long last_http_status; /**< of the last HTTP answer; 0 when none */
+};
+WEFT_API void weft_metric_reader_get_stats(const struct weft_metric_reader *reader,
+                                           struct weft_metric_reader_stats *out);
+
+/** Export one last time (bounded by the export timeout), stop the thread and free the reader.
+ * NULL is a no-op. */
+WEFT_API void weft_metric_reader_stop(struct weft_metric_reader *reader);
 
 #ifdef __cplusplus
 }
