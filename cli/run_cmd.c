@@ -431,10 +431,17 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         err = weft_meter_observe_provider(meter, provider);
     }
     if (err != WEFT_OK) {
-        fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
+        /* The exporter that failed said why on the line above (e.g. a partial Langfuse key
+         * pair): refuse to run rather than lose the run's telemetry. */
+        if (err == WEFT_EINVAL) {
+            fprintf(stderr, "weft %s: not started: fix the exporter configuration above\n", cmd);
+        } else {
+            fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
+        }
+        weft_meter_free(meter);
         weft_provider_free(provider);
         weft_workflow_free(wf);
-        return CLI_EXIT_FAIL;
+        return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     if (fl->metrics_addr != NULL) {
         err = weft_metrics_server_start(meter, fl->metrics_addr, &server);

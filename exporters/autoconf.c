@@ -1,9 +1,10 @@
 /* exporters/autoconf.c - builds the exporters named by OTEL_TRACES_EXPORTER and plugs each into
  * the provider behind its own processor, so that one slow destination never delays another.
  *
- * Names: otlp (OTLP/HTTP), console, file (OTLP JSON lines), store (SQLite), none. The console
- * exporter sits behind a simple processor because it prints whole traces as they finish;
- * everything else is batched.
+ * Names: otlp (OTLP/HTTP), langfuse, console, file (OTLP JSON lines), store (SQLite), none.
+ * The console exporter sits behind a simple processor because it prints whole traces as they
+ * finish; everything else is batched. Setting LANGFUSE_* adds the Langfuse exporter even when
+ * the list does not name it: the keys are all it takes.
  */
 #include "../tracing/util.h"
 
@@ -38,6 +39,8 @@ add_one(struct weft_provider *provider, const char *name)
 
     if (strcmp(name, "otlp") == 0) {
         err = weft_otlp_exporter_new(NULL, &exporter);
+    } else if (strcmp(name, "langfuse") == 0) {
+        err = weft_langfuse_exporter_new(NULL, &exporter);
     } else if (strcmp(name, "console") == 0) {
         err = weft_console_exporter_new(NULL, &exporter);
         if (err == WEFT_OK) {
@@ -53,13 +56,16 @@ add_one(struct weft_provider *provider, const char *name)
         err = weft_store_exporter_new(NULL, &exporter);
     } else {
         WEFT_LOG(WEFT_LOG_WARN,
-                 "OTEL_TRACES_EXPORTER: unknown exporter '%s' (expected otlp, console, file, "
-                 "store or none); skipped",
+                 "OTEL_TRACES_EXPORTER: unknown exporter '%s' (expected otlp, langfuse, console, "
+                 "file, store or none); skipped",
                  name);
         return WEFT_EINVAL;
     }
     if (err != WEFT_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "exporter %s: cannot be created: %s", name, weft_strerror(err));
+        if (err != WEFT_EINVAL) { /* a configuration error was already logged with its cause */
+            WEFT_LOG(WEFT_LOG_ERROR, "exporter %s: cannot be created: %s", name,
+                     weft_strerror(err));
+        }
         return err;
     }
     err = weft_batch_processor_new(exporter, NULL, &proc);
@@ -76,6 +82,7 @@ weft_provider_add_env_exporters(struct weft_provider *provider, const char *defa
     char buf[256];
     char *save = NULL;
     char *name = NULL;
+    bool has_langfuse = false;
     weft_err first = WEFT_OK;
 
     if (provider == NULL) {
@@ -98,7 +105,16 @@ weft_provider_add_env_exporters(struct weft_provider *provider, const char *defa
         if (strcmp(name, "none") == 0) {
             continue;
         }
+        if (strcmp(name, "langfuse") == 0) {
+            has_langfuse = true;
+        }
         err = add_one(provider, name);
+        if (err != WEFT_OK && first == WEFT_OK) {
+            first = err;
+        }
+    }
+    if (!has_langfuse && weft_langfuse_configured()) {
+        weft_err err = add_one(provider, "langfuse");
         if (err != WEFT_OK && first == WEFT_OK) {
             first = err;
         }

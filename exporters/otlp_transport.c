@@ -391,6 +391,12 @@ configure(struct weft__otlp_transport *x,
     curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, o->insecure_skip_verify ? 0L : 2L);
     curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (cfg->basic_user != NULL) {
+        curl_easy_setopt(x->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(x->curl, CURLOPT_USERNAME, cfg->basic_user);
+        curl_easy_setopt(x->curl, CURLOPT_PASSWORD,
+                         cfg->basic_password != NULL ? cfg->basic_password : "");
+    }
     if (ca != NULL) {
         curl_easy_setopt(x->curl, CURLOPT_CAINFO, ca);
     }

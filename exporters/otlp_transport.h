@@ -28,6 +28,9 @@ struct weft__otlp_transport_config {
     /** Header lines ("Name: value") added as given; their values are never logged. */
     const char *const *extra_headers;
     size_t extra_header_count;
+    /** HTTP Basic credentials (libcurl builds the header); never logged. NULL: none. */
+    const char *basic_user;
+    const char *basic_password;
     /** Parse 2xx answers for OTLP partial_success (false for receivers that answer JSON of
      * their own, such as Langfuse). */
     bool parse_partial_success;

@@ -182,6 +182,62 @@ WEFT_API void weft_otlp_exporter_stats(const struct weft_exporter *exporter,
                                        struct weft_otlp_stats *out);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Langfuse                                                                                    */
+
+/** Langfuse exporter options. Zero-initialise; zero/NULL fields come from the environment,
+ * then the defaults. */
+struct weft_langfuse_options {
+    const char *host;        /**< LANGFUSE_HOST (or LANGFUSE_BASE_URL); default the EU cloud,
+                                  https://cloud.langfuse.com */
+    const char *public_key;  /**< LANGFUSE_PUBLIC_KEY */
+    const char *secret_key;  /**< LANGFUSE_SECRET_KEY; never logged, never on a span */
+    const char *environment; /**< LANGFUSE_ENVIRONMENT (or LANGFUSE_TRACING_ENVIRONMENT);
+                                  at most 40 of [a-z0-9-_]; NULL: none sent */
+    const char *release;     /**< LANGFUSE_RELEASE; NULL: none sent */
+    bool sample_rate_set;    /**< use @c sample_rate instead of LANGFUSE_SAMPLE_RATE */
+    double sample_rate;      /**< share of traces sent, decided per trace id; default 1 */
+    bool protocol_json;     /**< OTLP JSON instead of protobuf (WEFT_LANGFUSE_PROTOCOL=http/json) */
+    bool disable_scores;    /**< no scores (or WEFT_LANGFUSE_SCORES=false) */
+    size_t max_value_bytes; /**< longer string values are cut with a marker; default 32768 */
+    size_t max_request_bytes;    /**< a request's body before gzip; default 3 MiB */
+    size_t max_spans_per_trace;  /**< longer runs are split into several traces; default 10000 */
+    uint32_t timeout_ms;         /**< per request; default 10000 */
+    uint32_t max_retry_ms;       /**< retry budget per batch; 0: bounded by the deadline */
+    uint32_t initial_backoff_ms; /**< default 1000 */
+};
+
+/** Create a Langfuse exporter: spans over Langfuse's OTLP endpoint
+ * ({host}/api/public/otel/v1/traces, gzip, Basic auth, x-langfuse-ingestion-version: 4) with
+ * the Langfuse attribute mapping added to every span, and scores (reflection verdicts, run
+ * outcome, reward, loop counts, stuck loops) through {host}/api/public/scores. Give it its own
+ * batch processor so that Langfuse never delays another exporter. docs/langfuse.md has the
+ * mapping. A 401 or 403 stops the exporter for good (one clear log line; later spans fail and
+ * are counted).
+ * @return WEFT_OK, WEFT_EINVAL (missing or partial credentials, bad host, environment or rate:
+ * one log line naming what is wrong), WEFT_EIO, WEFT_ENOMEM. Ownership: caller owns *out. */
+WEFT_API weft_err weft_langfuse_exporter_new(const struct weft_langfuse_options *opts,
+                                             struct weft_exporter **out);
+
+/** True when LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY or LANGFUSE_HOST is set: the user
+ * asked for Langfuse (and weft_langfuse_exporter_new() says what is missing, if anything). */
+WEFT_API bool weft_langfuse_configured(void);
+
+/** Counters of a Langfuse exporter (zeros for other exporters). */
+struct weft_langfuse_stats {
+    uint64_t spans_sent;        /**< spans in accepted requests */
+    uint64_t spans_sampled_out; /**< spans of traces LANGFUSE_SAMPLE_RATE left out */
+    uint64_t spans_dropped;     /**< spans lost: failed requests, over the size limit, stopped */
+    uint64_t values_truncated;  /**< string values cut to max_value_bytes */
+    uint64_t traces_split;      /**< extra traces created by splitting long runs */
+    uint64_t requests;          /**< span requests, retries included */
+    uint64_t scores_sent;
+    uint64_t scores_failed;
+    bool is_stopped; /**< a 401/403 stopped the exporter */
+};
+WEFT_API void weft_langfuse_exporter_stats(const struct weft_exporter *exporter,
+                                           struct weft_langfuse_stats *out);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Local exporters                                                                             */
 
 /** File exporter: appends one OTLP JSON ExportTraceServiceRequest per line to @p path
@@ -206,8 +262,9 @@ WEFT_API weft_err weft_store_default_path(char *buf, size_t buf_len);
 /* ------------------------------------------------------------------------------------------ */
 /* Environment set-up                                                                          */
 
-/** Build processors from OTEL_TRACES_EXPORTER (comma list of otlp, console, file, store,
- * none; @p default_exporters when unset, e.g. "store") and add them to @p provider, each
+/** Build processors from OTEL_TRACES_EXPORTER (comma list of otlp, langfuse, console, file,
+ * store, none; @p default_exporters when unset, e.g. "store"), plus the Langfuse exporter
+ * whenever LANGFUSE_* is set, and add them to @p provider, each
  * behind its own batch processor (console behind a simple one), so a slow collector never
  * stalls the local store. The file exporter writes WEFT_TRACES_FILE (default
  * $WEFT_HOME/traces.jsonl). Unknown names are logged and skipped.
