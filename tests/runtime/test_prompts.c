@@ -1,0 +1,203 @@
+/* tests/runtime/test_prompts.c - agent instructions from Langfuse prompt management, against a
+ * real HTTP server on 127.0.0.1: the request (path, label or version, Basic auth), text and chat
+ * prompts, the cache and its TTL, a stale copy preferred to the fallback, the fallback only when
+ * nothing was cached, and clear errors. */
+#include "support/http_receiver.h"
+#include "support/weft_test.h"
+
+#include "runtime/prompts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fx {
+    struct http_receiver *rx;
+    char host[128];
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    assert_int_equal(http_receiver_start(&f->rx), 0);
+    http_receiver_url(f->rx, "", f->host, sizeof(f->host));
+    weft_test_setenv("LANGFUSE_HOST", f->host);
+    weft_test_setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-test");
+    weft_test_setenv("LANGFUSE_SECRET_KEY", "sk-lf-secret");
+    weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", NULL);
+    rt_prompt_cache_clear();
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    http_receiver_stop(f->rx);
+    rt_prompt_cache_clear();
+    free(f);
+    return 0;
+}
+
+static void
+push_json(struct fx *f, int status, const char *body)
+{
+    struct http_response r = {.status = status, .body = body, .content_type = "application/json"};
+    http_receiver_push(f->rx, &r);
+}
+
+static void
+test_prompts_fetches_text_prompt_by_label_with_basic_auth(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref ref = {.name = "agent orchestrator", .label = "staging"};
+    struct rt_prompt p;
+    char err[256] = "";
+    char auth[128];
+    const struct http_request *req = NULL;
+
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"agent orchestrator\",\"version\":7,"
+              "\"prompt\":\"You route requests.\",\"config\":{},\"labels\":[\"staging\"]}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "You route requests.");
+    assert_int_equal(p.version, 7);
+    assert_false(p.is_fallback);
+    req = http_receiver_request(f->rx, 0);
+    assert_string_equal(req->method, "GET");
+    /* The name is URL-encoded; the label goes in the query. */
+    assert_string_equal(req->path, "/api/public/v2/prompts/agent%20orchestrator?label=staging");
+    assert_non_null(http_request_header(req, "Authorization", auth, sizeof(auth)));
+    /* base64("pk-lf-test:sk-lf-secret") */
+    assert_string_equal(auth, "Basic cGstbGYtdGVzdDpzay1sZi1zZWNyZXQ=");
+    rt_prompt_cleanup(&p);
+}
+
+static void
+test_prompts_chat_prompt_by_version_joins_messages(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref ref = {.name = "critic", .version = 3};
+    struct rt_prompt p;
+    char err[256] = "";
+
+    push_json(f, 200,
+              "{\"type\":\"chat\",\"name\":\"critic\",\"version\":3,\"prompt\":["
+              "{\"role\":\"system\",\"content\":\"Be strict.\"},"
+              "{\"role\":\"user\",\"content\":\"Review the diff.\"}]}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "Be strict.\n\nReview the diff.");
+    assert_int_equal(p.version, 3);
+    assert_string_equal(http_receiver_request(f->rx, 0)->path,
+                        "/api/public/v2/prompts/critic?version=3");
+    rt_prompt_cleanup(&p);
+}
+
+static void
+test_prompts_cache_serves_within_ttl_and_refetches_after(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref ref = {.name = "p"};
+    struct rt_prompt p;
+    char err[256] = "";
+
+    push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":1,\"prompt\":\"one\"}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    rt_prompt_cleanup(&p);
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "one");
+    rt_prompt_cleanup(&p);
+    assert_int_equal(http_receiver_count(f->rx), 1); /* the second came from the cache */
+    assert_string_equal(http_receiver_request(f->rx, 0)->path,
+                        "/api/public/v2/prompts/p?label=production");
+    weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", "0"); /* no caching: every call fetches */
+    push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":2,\"prompt\":\"two\"}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "two");
+    assert_int_equal(p.version, 2);
+    rt_prompt_cleanup(&p);
+    assert_int_equal(http_receiver_count(f->rx), 2);
+}
+
+static void
+test_prompts_stale_copy_beats_fallback_when_fetch_fails(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref ref = {.name = "p", .fallback = "local text"};
+    struct rt_prompt p;
+    char err[256] = "";
+
+    weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", "0");
+    push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":4,\"prompt\":\"remote\"}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    rt_prompt_cleanup(&p);
+    push_json(f, 503, "{\"message\":\"down\"}");
+    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "remote");
+    assert_int_equal(p.version, 4);
+    assert_false(p.is_fallback);
+    rt_prompt_cleanup(&p);
+}
+
+static void
+test_prompts_fallback_only_when_nothing_cached(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref with = {.name = "missing", .fallback = "local text"};
+    struct rt_prompt_ref without = {.name = "missing"};
+    struct rt_prompt p;
+    char err[256] = "";
+
+    push_json(f, 404, "{\"message\":\"Prompt not found\"}");
+    assert_weft_ok(rt_prompt_resolve(&with, &p, err, sizeof(err)));
+    assert_string_equal(p.text, "local text");
+    assert_true(p.is_fallback);
+    assert_int_equal(p.version, 0);
+    rt_prompt_cleanup(&p);
+    push_json(f, 404, "{\"message\":\"Prompt not found\"}");
+    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_ENOTFOUND);
+    assert_non_null(strstr(err, "prompt 'missing' (label production): Langfuse answered HTTP 404"));
+    assert_null(p.text);
+    /* A malformed answer is a failed fetch too. */
+    push_json(f, 200, "{\"type\":\"text\",\"name\":\"missing\"}");
+    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EPARSE);
+    assert_non_null(strstr(err, "no text prompt"));
+}
+
+static void
+test_prompts_without_langfuse_keys(void **state)
+{
+    struct fx *f = *state;
+    struct rt_prompt_ref with = {.name = "p", .fallback = "local"};
+    struct rt_prompt_ref without = {.name = "p"};
+    struct rt_prompt p;
+    char err[256] = "";
+
+    weft_test_setenv("LANGFUSE_SECRET_KEY", NULL);
+    assert_weft_ok(rt_prompt_resolve(&with, &p, err, sizeof(err)));
+    assert_true(p.is_fallback);
+    rt_prompt_cleanup(&p);
+    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EINVAL);
+    assert_non_null(strstr(err, "Langfuse is not configured"));
+    assert_int_equal(http_receiver_count(f->rx), 0); /* no request without credentials */
+}
+
+int
+main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_prompts_fetches_text_prompt_by_label_with_basic_auth),
+        T(test_prompts_chat_prompt_by_version_joins_messages),
+        T(test_prompts_cache_serves_within_ttl_and_refetches_after),
+        T(test_prompts_stale_copy_beats_fallback_when_fetch_fails),
+        T(test_prompts_fallback_only_when_nothing_cached),
+        T(test_prompts_without_langfuse_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
