@@ -397,6 +397,40 @@ setup_provider(struct weft_provider **out)
     return WEFT_OK;
 }
 
+/* OTEL_METRICS_EXPORTER: a comma list of otlp, prometheus (served by --metrics-addr) and
+ * none; unset means none, since a run without a collector should not retry into the void. */
+static bool
+metrics_exporter_is_otlp(const char *cmd)
+{
+    const char *v = getenv("OTEL_METRICS_EXPORTER");
+    bool is_otlp = false;
+
+    while (v != NULL && *v != '\0') {
+        size_t n = strcspn(v, ",");
+        size_t start = 0;
+
+        while (start < n && v[start] == ' ') {
+            start++;
+        }
+        while (n > start && v[n - 1] == ' ') {
+            n--;
+        }
+        if (n - start == 4 && strncmp(v + start, "otlp", 4) == 0) {
+            is_otlp = true;
+        } else if (!(n - start == 4 && strncmp(v + start, "none", 4) == 0) &&
+                   !(n - start == 10 && strncmp(v + start, "prometheus", 10) == 0) &&
+                   n > start) {
+            fprintf(stderr,
+                    "weft %s: OTEL_METRICS_EXPORTER: unknown exporter \"%.*s\" ignored "
+                    "(expected otlp, prometheus or none)\n",
+                    cmd, (int)(n - start), v + start);
+        }
+        v += strcspn(v, ",");
+        v += *v == ',' ? 1 : 0;
+    }
+    return is_otlp;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
@@ -405,6 +439,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     struct weft_provider *provider = NULL;
     struct weft_meter *meter = NULL;
     struct weft_metrics_server *server = NULL;
+    struct weft_metric_reader *reader = NULL;
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
     struct progress progress;
@@ -422,7 +457,14 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     }
     err = setup_provider(&provider);
     if (err == WEFT_OK) {
-        err = weft_meter_new(NULL, &meter);
+        /* Metrics and traces describe the same service. */
+        const struct weft_value *service = weft_provider_resource_get(provider, "service.name");
+        struct weft_meter_options mo = {0};
+
+        if (service != NULL && service->type == WEFT_VALUE_STRING) {
+            mo.service_name = service->u.str;
+        }
+        err = weft_meter_new(&mo, &meter);
     }
     if (err == WEFT_OK) {
         err = weft_runtime_metrics_register(meter);
@@ -455,6 +497,19 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         }
         fprintf(stderr, "weft %s: serving metrics on port %u (/metrics, /healthz)\n", cmd,
                 weft_metrics_server_port(server));
+    }
+    if (metrics_exporter_is_otlp(cmd)) {
+        err = weft_otlp_metric_reader_start(meter, NULL, &reader);
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft %s: OTEL_METRICS_EXPORTER=otlp: %s\n", cmd,
+                    err == WEFT_EINVAL ? "fix the metrics exporter configuration above"
+                                       : weft_strerror(err));
+            weft_metrics_server_stop(server);
+            weft_meter_free(meter);
+            weft_provider_free(provider);
+            weft_workflow_free(wf);
+            return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        }
     }
     memset(&progress, 0, sizeof(progress));
     progress.is_tty = isatty(STDERR_FILENO) != 0;
@@ -501,6 +556,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     }
     weft_run_result_free(result);
+    weft_metric_reader_stop(reader); /* one last export with the run's final numbers */
     weft_metrics_server_stop(server);
     weft_meter_free(meter);
     weft_provider_free(provider);

@@ -11,6 +11,8 @@
 
 #include "../tracing/util.h"
 #include <weft/export.h>
+#include <weft/metrics.h>
+#include <weft/weft.h>
 
 weft_err weft__otlp_encode_proto(const struct weft_span_data *const *spans,
                                  size_t count,
@@ -19,6 +21,20 @@ weft_err weft__otlp_encode_proto(const struct weft_span_data *const *spans,
 weft_err weft__otlp_encode_json(const struct weft_span_data *const *spans,
                                 size_t count,
                                 struct weft__buf *out);
+
+/* Encode what @p meter holds now (weft_meter_collect(): gauge callbacks run first) as one
+ * OTLP ExportMetricsServiceRequest with cumulative temporality: one ResourceMetrics with the
+ * meter's resource, one ScopeMetrics (scope "weft", weft's version); counters become
+ * monotonic Sums, up-down counters non-monotonic Sums, gauges Gauges, histograms Histograms
+ * with their exemplars. Instruments without series are left out. *points receives the number
+ * of data points written (0: nothing worth sending). Appended to @p out; errors as above. */
+#define WEFT__METRICS_SCOPE "weft"
+
+weft_err
+weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out, size_t *points);
+
+weft_err
+weft__otlp_metrics_encode_json(struct weft_meter *meter, struct weft__buf *out, size_t *points);
 
 /* Length of the UTF-8 sequence at @p s (at most @p avail bytes): when valid, *is_valid is true
  * and the sequence's length is returned; when not, false and the length of the maximal invalid

@@ -685,3 +685,208 @@ weft__otlp_encode_json(const struct weft_span_data *const *spans,
     }
     return WEFT_OK;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* ExportMetricsServiceRequest                                                                  */
+
+/* As struct pb_metrics in otlp_proto.c: a Metric opens at its first series. */
+struct js_metrics {
+    struct js *j;
+    struct weft_instrument_view view;
+    bool is_open;
+    bool is_first_metric;
+    bool is_first_point;
+    size_t points;
+};
+
+static void
+js_metric_close(struct js_metrics *m)
+{
+    if (!m->is_open) {
+        return;
+    }
+    put(m->j, "]", 1); /* dataPoints */
+    if (m->view.kind != WEFT_INSTRUMENT_GAUGE) {
+        put_lit(m->j, ",\"aggregationTemporality\":2");
+    }
+    if (m->view.kind == WEFT_INSTRUMENT_COUNTER) {
+        put_lit(m->j, ",\"isMonotonic\":true");
+    }
+    put_lit(m->j, "}}");
+    m->is_open = false;
+}
+
+static void
+js_histogram_point(struct js *j,
+                   const struct weft_instrument_view *in,
+                   const struct weft_series_view *s)
+{
+    bool first = true;
+    bool first_ex = true;
+
+    put(j, "{", 1);
+    opt_time(j, &first, "startTimeUnixNano", in->start_time_ns);
+    opt_time(j, &first, "timeUnixNano", in->time_ns);
+    if (s->count != 0) {
+        key(j, &first, "count");
+        put_u64_string(j, s->count);
+        key(j, &first, "sum");
+        put_double(j, s->sum);
+    }
+    key(j, &first, "bucketCounts");
+    put(j, "[", 1);
+    for (size_t i = 0; i <= in->bound_count; i++) {
+        if (i > 0) {
+            put(j, ",", 1);
+        }
+        put_u64_string(j, s->bucket_counts[i]);
+    }
+    put(j, "]", 1);
+    if (in->bound_count > 0) {
+        key(j, &first, "explicitBounds");
+        put(j, "[", 1);
+        for (size_t i = 0; i < in->bound_count; i++) {
+            if (i > 0) {
+                put(j, ",", 1);
+            }
+            put_double(j, in->bounds[i]);
+        }
+        put(j, "]", 1);
+    }
+    for (size_t i = 0; s->exemplars != NULL && i <= in->bound_count; i++) {
+        const struct weft_exemplar *x = &s->exemplars[i];
+        bool ex_first = true;
+
+        if (x->time_ns == 0) {
+            continue;
+        }
+        if (first_ex) {
+            key(j, &first, "exemplars");
+            put(j, "[", 1);
+        } else {
+            put(j, ",", 1);
+        }
+        first_ex = false;
+        put(j, "{", 1);
+        opt_time(j, &ex_first, "timeUnixNano", x->time_ns);
+        key(j, &ex_first, "asDouble");
+        put_double(j, x->value);
+        key(j, &ex_first, "spanId");
+        put_id(j, x->span_id, WEFT_SPAN_ID_SIZE);
+        key(j, &ex_first, "traceId");
+        put_id(j, x->trace_id, WEFT_TRACE_ID_SIZE);
+        put(j, "}", 1);
+    }
+    if (!first_ex) {
+        put(j, "]", 1);
+    }
+    js_attrs(j, &first, "attributes", s->attrs, s->attr_count);
+    if (s->count != 0) {
+        key(j, &first, "min");
+        put_double(j, s->min);
+        key(j, &first, "max");
+        put_double(j, s->max);
+    }
+    put(j, "}", 1);
+}
+
+static bool
+js_metrics_visit(const struct weft_instrument_view *in,
+                 const struct weft_series_view *s,
+                 void *user_data)
+{
+    struct js_metrics *m = user_data;
+    struct js *j = m->j;
+    bool first = true;
+
+    if (s == NULL) {
+        js_metric_close(m);
+        m->view = *in;
+        return j->err == WEFT_OK;
+    }
+    if (!m->is_open) {
+        if (!m->is_first_metric) {
+            put(j, ",", 1);
+        }
+        m->is_first_metric = false;
+        put(j, "{", 1);
+        opt_cstr(j, &first, "name", in->name);
+        opt_cstr(j, &first, "description", in->description);
+        opt_cstr(j, &first, "unit", in->unit);
+        key(j, &first,
+            in->kind == WEFT_INSTRUMENT_HISTOGRAM ? "histogram"
+            : in->kind == WEFT_INSTRUMENT_GAUGE   ? "gauge"
+                                                  : "sum");
+        put_lit(j, "{\"dataPoints\":[");
+        m->is_open = true;
+        m->is_first_point = true;
+    }
+    if (!m->is_first_point) {
+        put(j, ",", 1);
+    }
+    m->is_first_point = false;
+    m->points++;
+    if (in->kind == WEFT_INSTRUMENT_HISTOGRAM) {
+        js_histogram_point(j, in, s);
+        return j->err == WEFT_OK;
+    }
+    first = true;
+    put(j, "{", 1);
+    if (in->kind != WEFT_INSTRUMENT_GAUGE) {
+        opt_time(j, &first, "startTimeUnixNano", in->start_time_ns);
+    }
+    opt_time(j, &first, "timeUnixNano", in->time_ns);
+    key(j, &first, "asDouble");
+    put_double(j, s->value);
+    js_attrs(j, &first, "attributes", s->attrs, s->attr_count);
+    put(j, "}", 1);
+    return j->err == WEFT_OK;
+}
+
+weft_err
+weft__otlp_metrics_encode_json(struct weft_meter *meter, struct weft__buf *out, size_t *points)
+{
+    struct js j = {out, WEFT_OK};
+    struct js_metrics m;
+    struct weft_resource res;
+    struct weft_scope scope;
+    size_t entry_len = 0;
+    bool first = true;
+    bool sm_first = true;
+    weft_err err = WEFT_OK;
+
+    if (meter == NULL || out == NULL || points == NULL) {
+        return WEFT_EINVAL;
+    }
+    memset(&m, 0, sizeof(m));
+    memset(&res, 0, sizeof(res));
+    memset(&scope, 0, sizeof(scope));
+    m.j = &j;
+    m.is_first_metric = true;
+    res.attrs = weft_meter_resource(meter, &res.attr_count);
+    scope.name = WEFT__METRICS_SCOPE;
+    scope.version = WEFT_VERSION;
+    entry_len = out->len;
+    put_lit(&j, "{\"resourceMetrics\":[{");
+    js_resource(&j, &first, &res);
+    key(&j, &first, "scopeMetrics");
+    put_lit(&j, "[{");
+    js_scope(&j, &sm_first, &scope);
+    key(&j, &sm_first, "metrics");
+    put(&j, "[", 1);
+    err = weft_meter_collect(meter, js_metrics_visit, &m);
+    js_metric_close(&m);
+    put_lit(&j, "]}]}]}");
+    if (j.err == WEFT_OK && err != WEFT_OK) {
+        j.err = err;
+    }
+    if (j.err != WEFT_OK) {
+        out->len = entry_len;
+        if (out->data != NULL) {
+            out->data[entry_len] = '\0';
+        }
+        return j.err;
+    }
+    *points = m.points;
+    return WEFT_OK;
+}

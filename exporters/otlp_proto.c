@@ -870,6 +870,216 @@ weft__otlp_encode_proto(const struct weft_span_data *const *spans,
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* ExportMetricsServiceRequest                                                                  */
+
+/* metrics/v1 (REFERENCE.md). The envelopes share their field numbers with the trace ones:
+ * ResourceMetrics resource 1, scope_metrics 2; ScopeMetrics scope 1, metrics 2. */
+#define REQ_RESOURCE_METRICS TAG(1, WT_LEN)
+#define RM_SCOPE_METRICS     TAG(2, WT_LEN)
+#define SM_METRICS           TAG(2, WT_LEN)
+#define METRIC_NAME          TAG(1, WT_LEN)
+#define METRIC_DESCRIPTION   TAG(2, WT_LEN)
+#define METRIC_UNIT          TAG(3, WT_LEN)
+#define METRIC_GAUGE         TAG(5, WT_LEN)
+#define METRIC_SUM           TAG(7, WT_LEN)
+#define METRIC_HISTOGRAM     TAG(9, WT_LEN)
+#define DATA_POINTS          TAG(1, WT_LEN)
+#define DATA_TEMPORALITY     TAG(2, WT_VARINT)
+#define SUM_IS_MONOTONIC     TAG(3, WT_VARINT)
+#define NDP_START            TAG(2, WT_I64)
+#define NDP_TIME             TAG(3, WT_I64)
+#define NDP_AS_DOUBLE        TAG(4, WT_I64)
+#define NDP_ATTRS            TAG(7, WT_LEN)
+#define HDP_START            TAG(2, WT_I64)
+#define HDP_TIME             TAG(3, WT_I64)
+#define HDP_COUNT            TAG(4, WT_I64)
+#define HDP_SUM              TAG(5, WT_I64)
+#define HDP_BUCKET_COUNTS    TAG(6, WT_LEN)
+#define HDP_BOUNDS           TAG(7, WT_LEN)
+#define HDP_EXEMPLARS        TAG(8, WT_LEN)
+#define HDP_ATTRS            TAG(9, WT_LEN)
+#define HDP_MIN              TAG(11, WT_I64)
+#define HDP_MAX              TAG(12, WT_I64)
+#define EX_TIME              TAG(2, WT_I64)
+#define EX_AS_DOUBLE         TAG(3, WT_I64)
+#define EX_SPAN_ID           TAG(4, WT_LEN)
+#define EX_TRACE_ID          TAG(5, WT_LEN)
+#define TEMPORALITY_CUMULATIVE 2
+
+/* The collection visitor's state: a Metric is opened at its first series, so instruments
+ * without series are left out (an empty Metric has no data type and is invalid). */
+struct pb_metrics {
+    struct pb *e;
+    struct weft_instrument_view view; /* the instrument being visited */
+    struct mark metric;
+    struct mark data;
+    bool is_open;
+    size_t points;
+};
+
+/* A packed repeated fixed64 (bucket counts) or double (bounds) field. */
+static void
+pb_packed64(struct pb *e, uint32_t tag, const uint64_t *counts, const double *doubles, size_t n)
+{
+    size_t head = varint_size(tag) + varint_size(8 * n);
+    uint8_t *p = NULL;
+
+    if (n == 0 || !room(e, head + 8 * n)) {
+        return;
+    }
+    p = cursor(e);
+    p += put_varint(p, tag);
+    p += put_varint(p, 8 * n);
+    for (size_t i = 0; i < n; i++) {
+        put_le(p + 8 * i, counts != NULL ? counts[i] : double_bits(doubles[i]), 8);
+    }
+    e->buf->len += head + 8 * n;
+}
+
+static void
+pb_metric_close(struct pb_metrics *m)
+{
+    if (!m->is_open) {
+        return;
+    }
+    if (m->view.kind != WEFT_INSTRUMENT_GAUGE) {
+        pb_varint(m->e, DATA_TEMPORALITY, TEMPORALITY_CUMULATIVE);
+    }
+    if (m->view.kind == WEFT_INSTRUMENT_COUNTER) {
+        pb_varint(m->e, SUM_IS_MONOTONIC, 1);
+    }
+    pb_end(m->e, m->data);
+    pb_end(m->e, m->metric);
+    m->is_open = false;
+}
+
+static void
+pb_histogram_point(struct pb *e,
+                   const struct weft_instrument_view *in,
+                   const struct weft_series_view *s)
+{
+    struct mark point = pb_begin(e, DATA_POINTS, 2);
+
+    pb_fixed(e, HDP_START, in->start_time_ns, 8);
+    pb_fixed(e, HDP_TIME, in->time_ns, 8);
+    if (s->count != 0) {
+        pb_fixed(e, HDP_COUNT, s->count, 8);
+        pb_fixed(e, HDP_SUM, double_bits(s->sum), 8);
+    }
+    pb_packed64(e, HDP_BUCKET_COUNTS, s->bucket_counts, NULL, in->bound_count + 1);
+    pb_packed64(e, HDP_BOUNDS, NULL, in->bounds, in->bound_count);
+    for (size_t i = 0; s->exemplars != NULL && i <= in->bound_count; i++) {
+        const struct weft_exemplar *x = &s->exemplars[i];
+        struct mark ex = {0, 1};
+
+        if (x->time_ns == 0) {
+            continue;
+        }
+        ex = pb_begin(e, HDP_EXEMPLARS, 1);
+        pb_fixed(e, EX_TIME, x->time_ns, 8);
+        pb_fixed(e, EX_AS_DOUBLE, double_bits(x->value), 8);
+        pb_bytes(e, EX_SPAN_ID, x->span_id, WEFT_SPAN_ID_SIZE);
+        pb_bytes(e, EX_TRACE_ID, x->trace_id, WEFT_TRACE_ID_SIZE);
+        pb_end(e, ex);
+    }
+    pb_attrs(e, HDP_ATTRS, s->attrs, s->attr_count);
+    if (s->count != 0) {
+        pb_fixed(e, HDP_MIN, double_bits(s->min), 8);
+        pb_fixed(e, HDP_MAX, double_bits(s->max), 8);
+    }
+    pb_end(e, point);
+}
+
+static bool
+pb_metrics_visit(const struct weft_instrument_view *in,
+                 const struct weft_series_view *s,
+                 void *user_data)
+{
+    struct pb_metrics *m = user_data;
+    struct pb *e = m->e;
+    struct mark point = {0, 1};
+
+    if (s == NULL) {
+        pb_metric_close(m);
+        m->view = *in;
+        return e->err == WEFT_OK;
+    }
+    if (!m->is_open) {
+        m->metric = pb_begin(e, SM_METRICS, 2);
+        pb_opt_cstr(e, METRIC_NAME, in->name);
+        pb_opt_cstr(e, METRIC_DESCRIPTION, in->description);
+        pb_opt_cstr(e, METRIC_UNIT, in->unit);
+        m->data = pb_begin(e,
+                           in->kind == WEFT_INSTRUMENT_HISTOGRAM ? METRIC_HISTOGRAM
+                           : in->kind == WEFT_INSTRUMENT_GAUGE   ? METRIC_GAUGE
+                                                                 : METRIC_SUM,
+                           2);
+        m->is_open = true;
+    }
+    m->points++;
+    if (in->kind == WEFT_INSTRUMENT_HISTOGRAM) {
+        pb_histogram_point(e, in, s);
+        return e->err == WEFT_OK;
+    }
+    point = pb_begin(e, DATA_POINTS, 1);
+    if (in->kind != WEFT_INSTRUMENT_GAUGE) {
+        pb_fixed(e, NDP_START, in->start_time_ns, 8);
+    }
+    pb_fixed(e, NDP_TIME, in->time_ns, 8);
+    pb_fixed(e, NDP_AS_DOUBLE, double_bits(s->value), 8);
+    pb_attrs(e, NDP_ATTRS, s->attrs, s->attr_count);
+    pb_end(e, point);
+    return e->err == WEFT_OK;
+}
+
+weft_err
+weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out, size_t *points)
+{
+    struct pb e = {out, 0, WEFT_OK};
+    struct pb_metrics m;
+    struct weft_resource res;
+    struct weft_scope scope;
+    struct mark rm = {0, 1};
+    struct mark sm = {0, 1};
+    size_t entry_len = 0;
+    weft_err err = WEFT_OK;
+
+    if (meter == NULL || out == NULL || points == NULL) {
+        return WEFT_EINVAL;
+    }
+    memset(&m, 0, sizeof(m));
+    memset(&res, 0, sizeof(res));
+    memset(&scope, 0, sizeof(scope));
+    m.e = &e;
+    res.attrs = weft_meter_resource(meter, &res.attr_count);
+    scope.name = WEFT__METRICS_SCOPE;
+    scope.version = WEFT_VERSION;
+    entry_len = out->len;
+    update_limit(&e);
+    rm = pb_begin(&e, REQ_RESOURCE_METRICS, 3);
+    pb_resource(&e, &res);
+    sm = pb_begin(&e, RM_SCOPE_METRICS, 3);
+    pb_scope(&e, &scope);
+    err = weft_meter_collect(meter, pb_metrics_visit, &m);
+    pb_metric_close(&m);
+    pb_end(&e, sm);
+    pb_end(&e, rm);
+    if (e.err == WEFT_OK && err != WEFT_OK) {
+        e.err = err;
+    }
+    if (e.err != WEFT_OK) {
+        out->len = entry_len;
+        if (out->data != NULL) {
+            out->data[entry_len] = '\0';
+        }
+        return e.err;
+    }
+    out->data[out->len] = '\0';
+    *points = m.points;
+    return WEFT_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* ExportTraceServiceResponse                                                                   */
 
 /* Copy @p len bytes of @p src into @p dst (@p dst_len bytes with the NUL), cutting before a
@@ -1100,8 +1310,13 @@ parse_response_json(
     }
     ps = json_member(root, "partialSuccess", "partial_success");
     if (ps != NULL && !json_is_null(ps)) {
-        if (!json_is_object(ps) ||
-            json_count(json_member(ps, "rejectedSpans", "rejected_spans"), &n) != WEFT_OK) {
+        json_t *count = json_is_object(ps) ? json_member(ps, "rejectedSpans", "rejected_spans")
+                                           : NULL;
+
+        if (count == NULL && json_is_object(ps)) { /* an ExportMetricsPartialSuccess */
+            count = json_member(ps, "rejectedDataPoints", "rejected_data_points");
+        }
+        if (!json_is_object(ps) || json_count(count, &n) != WEFT_OK) {
             goto out;
         }
         msg = json_member(ps, "errorMessage", "error_message");

@@ -2,6 +2,8 @@
  * the store exporter, runs the built binary against it and checks exit codes, stdout and
  * stderr: trace list, trace show (last, prefix, unknown, ambiguous, colour), version, help,
  * and usage errors (unknown command or option: exit 2). */
+#include "support/http_receiver.h"
+#include "support/otlp_decode.h"
 #include "support/weft_test.h"
 #include "tracing/exporter.h"
 
@@ -820,6 +822,57 @@ test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight(void **state)
     free(run_id);
 }
 
+/* OTEL_METRICS_EXPORTER=otlp: the run's metrics reach an OTLP receiver at the end of the run
+ * (the final export on stop), with the run's numbers in them. */
+static void
+test_cli_run_exports_otlp_metrics(void **state)
+{
+    struct fixture *f = *state;
+    struct http_receiver *rx = NULL;
+    const struct http_request *req = NULL;
+    char url[160];
+    char *text = NULL;
+    json_t *root = NULL;
+    struct run r;
+
+    assert_int_equal(http_receiver_start(&rx), 0);
+    http_receiver_url(rx, "", url, sizeof(url));
+    weft_test_setenv("WEFT_HOME", f->dir);
+    weft_test_setenv("OTEL_METRICS_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "store");
+    weft_test_setenv("OTEL_SERVICE_NAME", "cli-metrics");
+    r = RUN(f, "run", EXAMPLE("code_review"), "--input", "Add a login endpoint", "--workspace",
+            f->dir, "--no-trace");
+    weft_test_setenv("OTEL_METRICS_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_SERVICE_NAME", NULL);
+    assert_int_equal(r.status, 0);
+    assert_true(http_receiver_count(rx) >= 1);
+    req = http_receiver_request(rx, http_receiver_count(rx) - 1);
+    assert_string_equal(req->path, "/v1/metrics");
+    root = weft_test_otlp_decode_metrics_request(req->body, req->body_len, 0, NULL);
+    assert_non_null(root);
+    text = json_dumps(root, 0);
+    assert_non_null(strstr(text, "\"cli-metrics\""));
+    assert_non_null(strstr(text, "\"weft.runs\""));
+    assert_non_null(strstr(text, "\"completed\""));
+    assert_non_null(strstr(text, "\"gen_ai.client.token.usage\""));
+    free(text);
+    json_decref(root);
+    http_receiver_stop(rx);
+
+    /* An unknown exporter name is reported, not fatal. */
+    weft_test_setenv("OTEL_METRICS_EXPORTER", "statsd");
+    r = RUN(f, "run", EXAMPLE("code_review"), "--input", "x", "--workspace", f->dir,
+            "--no-trace", "--quiet");
+    weft_test_setenv("OTEL_METRICS_EXPORTER", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "OTEL_METRICS_EXPORTER: unknown exporter \"statsd\""));
+}
+
 int
 main(void)
 {
@@ -847,6 +900,7 @@ main(void)
         T(test_cli_resume_after_sigkill_keeps_completed_steps),
         T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),
         T(test_cli_serve_exposes_metrics_across_stored_runs),
+        T(test_cli_run_exports_otlp_metrics),
 #undef T
     };
 

@@ -29,7 +29,8 @@ enum kind {
     K_ENUM,    /* int32 enum varint -> number */
     K_BOOL,    /* bool varint -> true/false */
     K_INT64,   /* int64 varint -> decimal string */
-    K_DOUBLE   /* double -> number, or "NaN", "Infinity", "-Infinity" */
+    K_DOUBLE,  /* double -> number, or "NaN", "Infinity", "-Infinity" */
+    K_OPT_DOUBLE /* a double with presence (optional or in a oneof): 0 is not a default */
 };
 
 struct msg_desc;
@@ -160,6 +161,89 @@ static const struct field_desc request_fields[] = {
 };
 MSG(request_desc, "ExportTraceServiceRequest", false, request_fields);
 
+/* metrics/v1 and collector/metrics/v1 (REFERENCE.md). Repeated fixed64 and double fields
+ * are packed. */
+static const struct field_desc exemplar_fields[] = {
+    {2, "timeUnixNano", K_FIXED64, false, NULL, 0},
+    {3, "asDouble", K_OPT_DOUBLE, false, NULL, 0},
+    {4, "spanId", K_ID, false, NULL, 8},
+    {5, "traceId", K_ID, false, NULL, 16},
+    {7, "filteredAttributes", K_MESSAGE, true, &key_value_desc, 0},
+};
+MSG(exemplar_desc, "Exemplar", false, exemplar_fields);
+
+static const struct field_desc number_point_fields[] = {
+    {2, "startTimeUnixNano", K_FIXED64, false, NULL, 0},
+    {3, "timeUnixNano", K_FIXED64, false, NULL, 0},
+    {4, "asDouble", K_OPT_DOUBLE, false, NULL, 0},
+    {5, "exemplars", K_MESSAGE, true, &exemplar_desc, 0},
+    {7, "attributes", K_MESSAGE, true, &key_value_desc, 0},
+    {8, "flags", K_UINT32, false, NULL, 0},
+};
+MSG(number_point_desc, "NumberDataPoint", false, number_point_fields);
+
+static const struct field_desc histogram_point_fields[] = {
+    {2, "startTimeUnixNano", K_FIXED64, false, NULL, 0},
+    {3, "timeUnixNano", K_FIXED64, false, NULL, 0},
+    {4, "count", K_FIXED64, false, NULL, 0},
+    {5, "sum", K_OPT_DOUBLE, false, NULL, 0},
+    {6, "bucketCounts", K_FIXED64, true, NULL, 0},
+    {7, "explicitBounds", K_DOUBLE, true, NULL, 0},
+    {8, "exemplars", K_MESSAGE, true, &exemplar_desc, 0},
+    {9, "attributes", K_MESSAGE, true, &key_value_desc, 0},
+    {10, "flags", K_UINT32, false, NULL, 0},
+    {11, "min", K_OPT_DOUBLE, false, NULL, 0},
+    {12, "max", K_OPT_DOUBLE, false, NULL, 0},
+};
+MSG(histogram_point_desc, "HistogramDataPoint", false, histogram_point_fields);
+
+static const struct field_desc gauge_fields[] = {
+    {1, "dataPoints", K_MESSAGE, true, &number_point_desc, 0},
+};
+MSG(gauge_desc, "Gauge", false, gauge_fields);
+
+static const struct field_desc sum_fields[] = {
+    {1, "dataPoints", K_MESSAGE, true, &number_point_desc, 0},
+    {2, "aggregationTemporality", K_ENUM, false, NULL, 0},
+    {3, "isMonotonic", K_BOOL, false, NULL, 0},
+};
+MSG(sum_desc, "Sum", false, sum_fields);
+
+static const struct field_desc histogram_fields[] = {
+    {1, "dataPoints", K_MESSAGE, true, &histogram_point_desc, 0},
+    {2, "aggregationTemporality", K_ENUM, false, NULL, 0},
+};
+MSG(histogram_desc, "Histogram", false, histogram_fields);
+
+static const struct field_desc metric_fields[] = {
+    {1, "name", K_STRING, false, NULL, 0},
+    {2, "description", K_STRING, false, NULL, 0},
+    {3, "unit", K_STRING, false, NULL, 0},
+    {5, "gauge", K_MESSAGE, false, &gauge_desc, 0},
+    {7, "sum", K_MESSAGE, false, &sum_desc, 0},
+    {9, "histogram", K_MESSAGE, false, &histogram_desc, 0},
+};
+MSG(metric_desc, "Metric", false, metric_fields);
+
+static const struct field_desc scope_metrics_fields[] = {
+    {1, "scope", K_MESSAGE, false, &scope_desc, 0},
+    {2, "metrics", K_MESSAGE, true, &metric_desc, 0},
+    {3, "schemaUrl", K_STRING, false, NULL, 0},
+};
+MSG(scope_metrics_desc, "ScopeMetrics", false, scope_metrics_fields);
+
+static const struct field_desc resource_metrics_fields[] = {
+    {1, "resource", K_MESSAGE, false, &resource_desc, 0},
+    {2, "scopeMetrics", K_MESSAGE, true, &scope_metrics_desc, 0},
+    {3, "schemaUrl", K_STRING, false, NULL, 0},
+};
+MSG(resource_metrics_desc, "ResourceMetrics", false, resource_metrics_fields);
+
+static const struct field_desc metrics_request_fields[] = {
+    {1, "resourceMetrics", K_MESSAGE, true, &resource_metrics_desc, 0},
+};
+MSG(metrics_request_desc, "ExportMetricsServiceRequest", false, metrics_request_fields);
+
 /* ------------------------------------------------------------------------------------------ */
 
 struct reader {
@@ -285,6 +369,7 @@ wire_of(enum kind kind)
     switch (kind) {
     case K_FIXED64:
     case K_DOUBLE:
+    case K_OPT_DOUBLE:
         return WIRE_I64;
     case K_FIXED32:
         return WIRE_I32;
@@ -426,10 +511,11 @@ decode_value(struct reader *r,
         out = f->kind == K_FIXED64 ? decimal_string(false, v) : json_integer((json_int_t)v);
         break;
     case K_DOUBLE:
+    case K_OPT_DOUBLE:
         if (!read_fixed(r, end, 8, &v, what)) {
             return NULL;
         }
-        *is_default = v == 0;
+        *is_default = v == 0 && f->kind == K_DOUBLE;
         memcpy(&d, &v, sizeof(d));
         if (d != d) {
             out = json_string("NaN");
@@ -473,6 +559,43 @@ decode_value(struct reader *r,
         fail(r, at, "%s: out of memory", what);
     }
     return out;
+}
+
+/* A packed repeated fixed64 or double field: its values are appended to the member's array. */
+static bool
+decode_packed64(struct reader *r,
+                const struct msg_desc *m,
+                const struct field_desc *f,
+                size_t end,
+                json_t *obj)
+{
+    json_t *list = json_object_get(obj, f->json_name);
+    char what[96];
+    size_t n = 0;
+    size_t stop = 0;
+
+    snprintf(what, sizeof(what), "%s.%s (field %u)", m->name, f->json_name, f->number);
+    if (!read_len(r, end, &n, what)) {
+        return false;
+    }
+    if (n % 8 != 0) {
+        return fail(r, r->pos, "%s: packed length %zu is not a multiple of 8", what, n);
+    }
+    if (list == NULL) {
+        list = json_array();
+        json_object_set_new(obj, f->json_name, list);
+    }
+    stop = r->pos + n;
+    while (r->pos < stop) {
+        bool is_default = false;
+        json_t *value = decode_value(r, m, f, stop, &is_default);
+
+        if (value == NULL) {
+            return false;
+        }
+        json_array_append_new(list, value);
+    }
+    return true;
 }
 
 static const struct field_desc *
@@ -523,6 +646,12 @@ decode_message(struct reader *r, const struct msg_desc *m, size_t end)
             }
             continue;
         }
+        if (f->is_repeated && wire == WIRE_LEN && wire_of(f->kind) == WIRE_I64) {
+            if (!decode_packed64(r, m, f, end, obj)) {
+                goto fail;
+            }
+            continue;
+        }
         if (wire != wire_of(f->kind)) {
             fail(r, tag_at, "%s.%s (field %u): wire type %u, expected %u", m->name, f->json_name,
                  f->number, wire, wire_of(f->kind));
@@ -567,11 +696,12 @@ fail:
     return NULL;
 }
 
-json_t *
-weft_test_otlp_decode_request(const void *data,
-                              size_t len,
-                              unsigned flags,
-                              struct weft_test_otlp_error *err)
+static json_t *
+decode_request(const struct msg_desc *desc,
+               const void *data,
+               size_t len,
+               unsigned flags,
+               struct weft_test_otlp_error *err)
 {
     struct reader r = {data, 0, flags, 0, err};
 
@@ -586,7 +716,25 @@ weft_test_otlp_decode_request(const void *data,
     if (len == 0) {
         return json_object();
     }
-    return decode_message(&r, &request_desc, len);
+    return decode_message(&r, desc, len);
+}
+
+json_t *
+weft_test_otlp_decode_request(const void *data,
+                              size_t len,
+                              unsigned flags,
+                              struct weft_test_otlp_error *err)
+{
+    return decode_request(&request_desc, data, len, flags, err);
+}
+
+json_t *
+weft_test_otlp_decode_metrics_request(const void *data,
+                                      size_t len,
+                                      unsigned flags,
+                                      struct weft_test_otlp_error *err)
+{
+    return decode_request(&metrics_request_desc, data, len, flags, err);
 }
 
 /* ------------------------------------------------------------------------------------------ */

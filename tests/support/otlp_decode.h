@@ -45,6 +45,13 @@ json_t *weft_test_otlp_decode_request(const void *data,
                                       unsigned flags,
                                       struct weft_test_otlp_error *err);
 
+/** The same for an ExportMetricsServiceRequest (metrics/v1): Sum, Gauge and Histogram data
+ * points with exemplars, packed bucket counts and bounds. */
+json_t *weft_test_otlp_decode_metrics_request(const void *data,
+                                              size_t len,
+                                              unsigned flags,
+                                              struct weft_test_otlp_error *err);
+
 /** Append an ExportTraceServiceResponse carrying partial_success {rejected_spans = @p
  * rejected, error_message = @p message} to @p out, as an OTLP receiver answers. With
  * @p rejected 0 and @p message NULL or empty nothing is appended (the full-success body).
