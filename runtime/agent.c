@@ -220,9 +220,15 @@ run_tool_call(struct run *run,
             }
             weft_err trc = WEFT_OK;
             uint64_t t0 = weft__monotonic_ns();
+            char activity[96];
+            snprintf(activity, sizeof(activity), "tool %.40s for %.40s", call->name,
+                     wf->agents[run->plan.steps[step].agent].name);
+            rt_watchdog_activity(run, activity);
             rt_unlock(run);
             trc = tool_run(&bounded, run->workspace, args, &outcome);
             rt_lock(run);
+            rt_watchdog_progress(run);
+            rt_watchdog_poll(run, span);
             rt_metrics_tool(run->metrics, call->name, trc == WEFT_OK && !outcome.is_error,
                             (double)(weft__monotonic_ns() - t0) / 1e9);
             if (trc != WEFT_OK) {

@@ -341,11 +341,16 @@ rt_llm_call(struct run *run,
         snprintf(error->message, sizeof(error->message), "no time left for the call");
         err = WEFT_ETIMEDOUT;
     } else {
+        char activity[96];
+        snprintf(activity, sizeof(activity), "chat %.40s for %.40s", m->model, agent);
+        rt_watchdog_activity(run, activity);
         rt_unlock(run);
         call_start = weft__monotonic_ns();
         err = llm_complete(p, &req, response, error);
         call_ns = weft__monotonic_ns() - call_start;
         rt_lock(run);
+        rt_watchdog_progress(run);
+        rt_watchdog_poll(run, span);
     }
     if (run->recording != NULL) {
         (void)llm_recording_add(run->recording, &req, p->provider_name,
@@ -376,6 +381,7 @@ rt_llm_call(struct run *run,
         run->result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
         run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
         run->result->cost_usd += cost;
+        rt_watchdog_budget(run, span);
         if (run->capture_content) {
             json_t *out =
                 json_pack("[{s:s, s:s?}]", "role", "assistant", "content", response->content);
@@ -672,6 +678,7 @@ rt_cursors_save(struct run *run)
 static void
 teardown(struct run *run)
 {
+    rt_watchdog_stop(run);
     for (size_t i = 0; run->providers != NULL && i < run->wf->model_count; i++) {
         bool is_shared = false;
         for (size_t j = 0; j < i; j++) {
@@ -1188,6 +1195,8 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         bool is_progress = completed != br->seen_completed || run->plan.version != br->seen_version;
         br->seen_completed = completed;
         br->seen_version = run->plan.version;
+        rt_watchdog_progress(run);
+        rt_watchdog_poll(run, span);
         rt_watchdog_decision(run, span, is_progress);
         if (step != RT_END && step != RT_END - 1) {
             rt_watchdog_step(run, span, step);
@@ -1789,6 +1798,7 @@ weft_run(const struct weft_workflow *workflow,
     rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
     run.metrics = rt_metrics_new(run.opts->meter, workflow->name);
     rt_metrics_run_start(run.metrics, &run.metrics_token);
+    rt_watchdog_start(&run);
     rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
     execute(&run);
     if (run.oom != WEFT_OK) {

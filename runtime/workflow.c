@@ -14,6 +14,7 @@
 #include "../tracing/util.h"
 #include "expr.h"
 #include "plan.h"
+#include "webhook.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -853,8 +854,10 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                                        "max_cost_usd", "circuit_breaker", "final_agent",
                                        "correction",   "watchdog",        NULL};
     static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
-    static const char *const watchdog_keys[] = {"policy", "same_agent", "same_tool", "no_progress",
-                                                NULL};
+    static const char *const watchdog_keys[] = {"policy",  "same_agent", "same_tool", "no_progress",
+                                                "stall_s", "webhook",    NULL};
+    static const char *const webhook_keys[] = {"url", "format", NULL};
+    const json_t *hook = NULL;
     const json_t *wd = NULL;
     const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
@@ -905,6 +908,8 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->watchdog.same_agent = 3;
     sup->watchdog.same_tool = 5;
     sup->watchdog.no_progress = 5;
+    sup->watchdog.stall_ms = 300000;
+    sup->watchdog.webhook_format = -1;
     wd = get_typed(ld, s, "supervisor", "watchdog", JSON_OBJECT, false);
     if (wd != NULL) {
         char *policy_name = get_str(ld, wd, "supervisor.watchdog", "policy", false);
@@ -928,6 +933,31 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
             (unsigned)get_int(ld, wd, "supervisor.watchdog", "same_tool", 5, 2, 1000);
         sup->watchdog.no_progress =
             (unsigned)get_int(ld, wd, "supervisor.watchdog", "no_progress", 5, 2, 1000);
+        sup->watchdog.stall_ms =
+            (uint32_t)(get_num(ld, wd, "supervisor.watchdog", "stall_s", 300.0, 0.0, 86400.0) *
+                           1000.0 +
+                       0.5);
+        hook = get_typed(ld, wd, "supervisor.watchdog", "webhook", JSON_OBJECT, false);
+    }
+    if (hook != NULL) {
+        char *format = get_str(ld, hook, "supervisor.watchdog.webhook", "format", false);
+
+        check_keys(ld, hook, "supervisor.watchdog.webhook", webhook_keys);
+        sup->watchdog.webhook_url = get_str(ld, hook, "supervisor.watchdog.webhook", "url", true);
+        if (sup->watchdog.webhook_url != NULL &&
+            strncmp(sup->watchdog.webhook_url, "http://", 7) != 0 &&
+            strncmp(sup->watchdog.webhook_url, "https://", 8) != 0) {
+            diag_add(ld, "supervisor.watchdog.webhook.url", 0, 0,
+                     "expected an http:// or https:// URL");
+        }
+        sup->watchdog.webhook_format = RT_WEBHOOK_GENERIC;
+        if (format != NULL && strcmp(format, "alertmanager") == 0) {
+            sup->watchdog.webhook_format = RT_WEBHOOK_ALERTMANAGER;
+        } else if (format != NULL && strcmp(format, "generic") != 0) {
+            diag_add(ld, "supervisor.watchdog.webhook.format", 0, 0,
+                     "expected \"generic\" or \"alertmanager\", got \"%s\"", format);
+        }
+        weft__free(format);
     }
     corr = get_typed(ld, s, "supervisor", "correction", JSON_OBJECT, false);
     if (corr != NULL) {
@@ -1738,6 +1768,7 @@ weft_workflow_free(struct weft_workflow *wf)
     free_str_array(wf->router.vague_patterns, wf->router.vague_pattern_count);
     weft__free(wf->supervisor.name);
     weft__free(wf->supervisor.instructions);
+    weft__free(wf->supervisor.watchdog.webhook_url);
     weft__free(wf->path);
     weft__free(wf->dir);
     weft__free(wf->name);

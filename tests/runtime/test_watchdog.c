@@ -1,7 +1,10 @@
 /* tests/runtime/test_watchdog.c - the stuck-loop watchdog, each detector on a scripted workflow
  * that triggers it (repeated agent, repeated tool, no progress, iteration budget) with the warn,
  * break and abort policies, and the legitimate review-fix cycle of the code-review example,
- * which must not trigger anything. Spans reach a real OTLP receiver; counts come from a meter. */
+ * which must not trigger anything; the wall-clock stall timer on a slow model (and not on a
+ * quick one), the token and cost budgets, and webhook alerts (generic and Alertmanager) to a
+ * real local HTTP server. Spans reach a real OTLP receiver; counts come from a meter. */
+#include "support/http_receiver.h"
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
@@ -251,11 +254,228 @@ test_watchdog_quiet_on_a_legitimate_review_cycle(void **state)
     free(text);
 }
 
+/* A fresh sink for the next run of a test. */
+static void
+reset_sink(struct fx *f)
+{
+    otlp_sink_free(f->sink);
+    f->sink = otlp_sink_new();
+    f->ro.provider = otlp_sink_provider(f->sink);
+}
+
+/* The single weft.stuck_loop event's evidence on span @p name, or NULL. */
+static const char *
+stuck_evidence(struct fx *f, const char *name)
+{
+    json_t *span = NULL;
+
+    for (size_t n = 0; (span = otlp_sink_find(f->sink, name, n)) != NULL; n++) {
+        json_t *events = json_object_get(span, "events");
+
+        for (size_t e = 0; e < json_array_size(events); e++) {
+            json_t *ev = json_array_get(events, e);
+            json_t *attr = NULL;
+            size_t k = 0;
+
+            json_array_foreach(json_object_get(ev, "attributes"), k, attr)
+            {
+                if (strcmp(json_string_value(json_object_get(attr, "key")),
+                           "weft.stuck_loop.evidence") == 0) {
+                    return json_string_value(
+                        json_object_get(json_object_get(attr, "value"), "stringValue"));
+                }
+            }
+        }
+    }
+    return "";
+}
+
+#define SLOW(stall, delay, hook)                                                                \
+    "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "        \
+    "\"script.json\"}}, \"supervisor\": {\"watchdog\": {\"stall_s\": " stall hook "}},"         \
+    " \"agents\": [{\"name\": \"thinker\"}], \"plan\": [{\"agent\": \"thinker\", \"task\":"     \
+    " \"think\"}]}",                                                                            \
+        "{\"responses\": {\"thinker\": {\"act\": [{\"content\": \"done\", \"delay_ms\": " delay \
+        "}]}}}"
+
+static void
+test_watchdog_stall_on_a_hung_model_alerts_while_it_hangs(void **state)
+{
+    struct fx *f = *state;
+    struct http_receiver *rx = NULL;
+    const struct http_request *req = NULL;
+    char wf[1024];
+    char url[160];
+    char kinds[256];
+    char *text = NULL;
+    json_t *body = NULL;
+    json_error_t jerr;
+
+    assert_int_equal(http_receiver_start(&rx), 0);
+    http_receiver_set_default(
+        rx,
+        &(struct http_response){.status = 200, .content_type = "application/json", .body = "{}"});
+    http_receiver_url(rx, "/hook", url, sizeof(url));
+    snprintf(wf, sizeof(wf),
+             "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+             "\"script.json\"}}, \"supervisor\": {\"watchdog\": {\"stall_s\": 0.2, \"webhook\": "
+             "{\"url\": \"%s\"}}}, \"agents\": [{\"name\": \"thinker\"}], \"plan\": "
+             "[{\"agent\": \"thinker\", \"task\": \"think\"}]}",
+             url);
+    run_inline(f, wf,
+               "{\"responses\": {\"thinker\": {\"act\": [{\"content\": \"done\", \"delay_ms\": "
+               "900}]}}}");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED); /* warn: the run goes on */
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "stall"); /* once per stall, however long it lasts */
+    /* The event lands on the hung call's own span, naming what the run waited on. */
+    assert_non_null(strstr(stuck_evidence(f, "chat m"), "waiting on chat m for thinker"));
+    text = scrape(f);
+    assert_non_null(strstr(text, "weft_stuck_loops_total{kind=\"stall\",workflow=\"slow\"} 1\n"));
+    free(text);
+    /* The alert went out (the run end drains the webhook queue). */
+    assert_int_equal(http_receiver_count(rx), 1);
+    req = http_receiver_request(rx, 0);
+    assert_string_equal(req->path, "/hook");
+    body = json_loadb(req->body, req->body_len, 0, &jerr);
+    assert_non_null(body);
+    assert_string_equal(json_string_value(json_object_get(body, "kind")), "stall");
+    assert_string_equal(json_string_value(json_object_get(body, "workflow")), "slow");
+    assert_string_equal(json_string_value(json_object_get(body, "run_id")), f->r->run_id);
+    assert_string_equal(json_string_value(json_object_get(body, "trace_id")), f->r->trace_id);
+    json_decref(body);
+    http_receiver_stop(rx);
+}
+
+static void
+test_watchdog_no_stall_on_a_quick_model(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    run_inline(f, SLOW("0.5", "50", ""));
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+    /* stall_s 0 turns the timer off, however slow the call. */
+    reset_sink(f);
+    run_inline(f, SLOW("0", "300", ""));
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+}
+
+#define SPENDING(budget)                                                                    \
+    "{\"name\": \"spend\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "   \
+    "\"script.json\"}}, \"supervisor\": {" budget "}, \"agents\": [{\"name\": \"w\"}],"     \
+    " \"plan\": [{\"agent\": \"w\", \"task\": \"a\"}, {\"agent\": \"w\", \"task\": \"b\"}," \
+    " {\"agent\": \"w\", \"task\": \"c\"}]}"
+
+#define SPENDING_SCRIPT                                                                 \
+    "{\"responses\": {\"w\": {\"act\": ["                                               \
+    "{\"content\": \"1\", \"usage\": {\"input_tokens\": 300, \"output_tokens\": 100}}," \
+    "{\"content\": \"2\", \"usage\": {\"input_tokens\": 300, \"output_tokens\": 150}}," \
+    "{\"content\": \"3\", \"usage\": {\"input_tokens\": 300, \"output_tokens\": 100}}]}}}"
+
+static void
+test_watchdog_token_budget_warns_then_crosses(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    /* 400, then 850 (85 %: the warning), then the budget crossed. */
+    run_inline(f, SPENDING("\"max_tokens\": 1000"), SPENDING_SCRIPT);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "token_budget,token_budget");
+    assert_non_null(strstr(stuck_evidence(f, "chat m"), "of 1000 tokens"));
+    assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
+    /* Well under the budget: nothing. */
+    reset_sink(f);
+    run_inline(f, SPENDING("\"max_tokens\": 100000"), SPENDING_SCRIPT);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+}
+
+static void
+test_watchdog_alertmanager_webhook_and_config_errors(void **state)
+{
+    struct fx *f = *state;
+    struct http_receiver *rx = NULL;
+    char url[160];
+    char path[300];
+    char line[512];
+    char *wf = NULL;
+    json_t *body = NULL;
+    json_t *alert = NULL;
+    json_error_t jerr;
+    struct weft_diags d = {0};
+    struct weft_workflow *bad = NULL;
+
+    assert_int_equal(http_receiver_start(&rx), 0);
+    http_receiver_url(rx, "/api/v2/alerts", url, sizeof(url));
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_URL", url);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_FORMAT", "alertmanager");
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_AUTHORIZATION", "Bearer sekrit-token");
+    weft_test_capture_logs();
+    run_inline(f, REPEATING("warn"), REPEATING_SCRIPT);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_URL", NULL);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_FORMAT", NULL);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_AUTHORIZATION", NULL);
+    assert_int_equal(http_receiver_count(rx), 2); /* two repeated_agent detections */
+    {
+        char auth[64];
+        assert_string_equal(
+            http_request_header(http_receiver_request(rx, 0), "Authorization", auth, sizeof(auth)),
+            "Bearer sekrit-token");
+    }
+    assert_null(strstr(weft_test_logs(), "sekrit"));
+    body = json_loadb(http_receiver_request(rx, 0)->body, http_receiver_request(rx, 0)->body_len, 0,
+                      &jerr);
+    assert_true(json_is_array(body));
+    alert = json_array_get(body, 0);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(alert, "labels"), "alertname")),
+        "WeftStuckLoop");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(alert, "labels"), "kind")),
+        "repeated_agent");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(alert, "labels"), "severity")),
+        "warning");
+    assert_non_null(json_object_get(alert, "startsAt"));
+    json_decref(body);
+    http_receiver_stop(rx);
+
+    /* A webhook that is not http(s), and an unknown format: errors with their field. */
+    put(f, "bad.json",
+        "{\"name\": \"b\", \"models\": {\"m\": {\"provider\": \"scripted\"}}, \"supervisor\":"
+        " {\"watchdog\": {\"stall_s\": -1, \"webhook\": {\"url\": \"ftp://x\", \"format\":"
+        " \"slack\"}}}, \"agents\": [{\"name\": \"a\"}], \"plan\": [{\"agent\": \"a\","
+        " \"task\": \"t\"}]}");
+    snprintf(path, sizeof(path), "%s/bad.json", f->dir);
+    assert_true(weft_workflow_load(path, &bad, &d) != WEFT_OK);
+    assert_null(bad);
+    wf = calloc(1, 4096);
+    for (size_t i = 0; i < d.count; i++) {
+        strcat(wf, weft_diag_format(&d.items[i], line, sizeof(line)));
+        strcat(wf, "\n");
+    }
+    assert_non_null(strstr(wf, "supervisor.watchdog.webhook.url"));
+    assert_non_null(strstr(wf, "supervisor.watchdog.webhook.format"));
+    assert_non_null(strstr(wf, "supervisor.watchdog.stall_s"));
+    free(wf);
+    weft_diags_cleanup(&d);
+}
+
 int
 main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_watchdog_stall_on_a_hung_model_alerts_while_it_hangs),
+        T(test_watchdog_no_stall_on_a_quick_model),
+        T(test_watchdog_token_budget_warns_then_crosses),
+        T(test_watchdog_alertmanager_webhook_and_config_errors),
         T(test_watchdog_repeated_agent_warns),
         T(test_watchdog_break_and_abort_policies),
         T(test_watchdog_repeated_tool_and_budget),
