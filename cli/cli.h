@@ -71,6 +71,8 @@ void cli_format_duration(uint64_t ns, char *buf, size_t len);
 struct cli_run_flags {
     const char *input;
     const char *session;
+    const char *user;
+    const char *tags; /* comma list */
     const char *record;
     const char *replay;
     const char *workspace;

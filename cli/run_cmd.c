@@ -28,15 +28,19 @@ void
 cli_run_usage(FILE *out)
 {
     fputs("usage: weft run WORKFLOW [--input TEXT] [--session ID] [--record FILE | --replay FILE]\n"
+          "                [--user ID] [--tags A,B] [--metrics-addr H:P]\n"
           "                [--workspace DIR] [--state PATH] [--capture-content] [--json]\n"
           "                [--quiet] [--no-trace] [--color[=WHEN]]\n"
           "\n"
           "Run a workflow. Spans go to the local store ($WEFT_HOME/weft.db) and to the\n"
-          "exporters OTEL_TRACES_EXPORTER names (otlp, file, console).\n"
+          "exporters OTEL_TRACES_EXPORTER names (otlp, langfuse, file, console);\n"
+          "LANGFUSE_* adds Langfuse. OTEL_METRICS_EXPORTER=otlp sends metrics too.\n"
           "\n"
           "options:\n"
           "  -i, --input TEXT       the user's request or message\n"
           "  -s, --session ID       conversation id: continues a conversational workflow\n"
+          "      --user ID          the end user the run acts for (user.id on every span)\n"
+          "      --tags A,B         labels of the run (weft.run.tags on every span; at most 16)\n"
           "      --record FILE      write every LLM exchange to FILE (a replayable script)\n"
           "      --replay FILE      answer every LLM call from FILE (no network); run:RUN_ID\n"
           "                         replays a stored run's exchanges from the state database\n"
@@ -418,8 +422,7 @@ metrics_exporter_is_otlp(const char *cmd)
         if (n - start == 4 && strncmp(v + start, "otlp", 4) == 0) {
             is_otlp = true;
         } else if (!(n - start == 4 && strncmp(v + start, "none", 4) == 0) &&
-                   !(n - start == 10 && strncmp(v + start, "prometheus", 10) == 0) &&
-                   n > start) {
+                   !(n - start == 10 && strncmp(v + start, "prometheus", 10) == 0) && n > start) {
             fprintf(stderr,
                     "weft %s: OTEL_METRICS_EXPORTER: unknown exporter \"%.*s\" ignored "
                     "(expected otlp, prometheus or none)\n",
@@ -431,6 +434,35 @@ metrics_exporter_is_otlp(const char *cmd)
     return is_otlp;
 }
 
+#define MAX_TAGS 16
+
+/* Split the comma list @p text (modified in place) into at most MAX_TAGS trimmed, non-empty
+ * tags. @return the count, or -1 when there are more. */
+static int
+split_tags(char *text, char **tags)
+{
+    int n = 0;
+
+    for (char *tok = strtok(text, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        char *end = tok + strlen(tok);
+
+        while (*tok == ' ') {
+            tok++;
+        }
+        while (end > tok && end[-1] == ' ') {
+            *--end = '\0';
+        }
+        if (*tok == '\0') {
+            continue;
+        }
+        if (n == MAX_TAGS) {
+            return -1;
+        }
+        tags[n++] = tok;
+    }
+    return n;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
@@ -440,6 +472,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     struct weft_meter *meter = NULL;
     struct weft_metrics_server *server = NULL;
     struct weft_metric_reader *reader = NULL;
+    char *tag_text = NULL;
+    char *tags[MAX_TAGS];
+    size_t tag_count = 0;
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
     struct progress progress;
@@ -449,10 +484,24 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
 
+    if (fl->tags != NULL) {
+        int n = 0;
+
+        tag_text = strdup(fl->tags);
+        n = tag_text != NULL ? split_tags(tag_text, tags) : -1;
+        if (n < 0) {
+            fprintf(stderr, "weft %s: --tags: expected at most %d comma-separated tags\n", cmd,
+                    MAX_TAGS);
+            free(tag_text);
+            return CLI_EXIT_USAGE;
+        }
+        tag_count = (size_t)n;
+    }
     err = weft_workflow_load(workflow_path, &wf, &diags);
     if (err != WEFT_OK) {
         status = print_diags(workflow_path, err, &diags);
         weft_diags_cleanup(&diags);
+        free(tag_text);
         return status;
     }
     err = setup_provider(&provider);
@@ -483,6 +532,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         weft_meter_free(meter);
         weft_provider_free(provider);
         weft_workflow_free(wf);
+        free(tag_text);
         return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     if (fl->metrics_addr != NULL) {
@@ -493,6 +543,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
             weft_meter_free(meter);
             weft_provider_free(provider);
             weft_workflow_free(wf);
+            free(tag_text);
             return CLI_EXIT_USAGE;
         }
         fprintf(stderr, "weft %s: serving metrics on port %u (/metrics, /healthz)\n", cmd,
@@ -508,6 +559,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
             weft_meter_free(meter);
             weft_provider_free(provider);
             weft_workflow_free(wf);
+            free(tag_text);
             return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
         }
     }
@@ -518,6 +570,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     ro.provider = provider;
     ro.input = fl->input;
     ro.session_id = fl->session;
+    ro.user_id = fl->user;
+    ro.tags = (const char *const *)tags;
+    ro.tag_count = tag_count;
     ro.record_path = fl->record;
     ro.replay_path = fl->replay;
     ro.workspace = fl->workspace;
@@ -561,6 +616,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     weft_meter_free(meter);
     weft_provider_free(provider);
     weft_workflow_free(wf);
+    free(tag_text);
     return status;
 }
 
@@ -576,6 +632,8 @@ cli_run(int argc, char **argv)
     const struct cli_option options[] = {
         {"input", 'i', true, false, &fl.input, NULL},
         {"session", 's', true, false, &fl.session, NULL},
+        {"user", 0, true, false, &fl.user, NULL},
+        {"tags", 0, true, false, &fl.tags, NULL},
         {"record", 0, true, false, &fl.record, NULL},
         {"replay", 0, true, false, &fl.replay, NULL},
         {"workspace", 0, true, false, &fl.workspace, NULL},

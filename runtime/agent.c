@@ -66,7 +66,10 @@ tools_json(const struct run *run, const struct wf_agent *agent)
 }
 
 static json_t *
-attempt_messages(const struct run *run, const struct plan_step *step, const char *feedback)
+attempt_messages(const struct run *run,
+                 const struct plan_step *step,
+                 const char *instructions,
+                 const char *feedback)
 {
     const struct weft_workflow *wf = run->wf;
     const struct wf_agent *agent = &wf->agents[step->agent];
@@ -76,8 +79,7 @@ attempt_messages(const struct run *run, const struct plan_step *step, const char
 
     weft__buf_init(&sys, 0);
     weft__buf_init(&user, 0);
-    weft__buf_printf(
-        &sys, "%s", agent->instructions != NULL ? agent->instructions : "You are a helpful agent.");
+    weft__buf_printf(&sys, "%s", instructions != NULL ? instructions : "You are a helpful agent.");
     if (agent->can_request_count > 0) {
         weft__buf_printf(&sys, "\nYou may ask for: ");
         for (size_t i = 0; i < agent->can_request_count; i++) {
@@ -494,7 +496,11 @@ rt_agent_step(struct run *run, size_t index)
     unsigned max_attempts = agent->has_reflection ? agent->reflection.max_retries + 1 : 1;
     char *feedback = NULL;
     bool is_done = false;
+    struct rt_prompt prompt;
+    bool is_prompt_resolved = false;
+    char prompt_error[300] = "";
 
+    memset(&prompt, 0, sizeof(prompt));
     step->status = STEP_IN_PROGRESS;
     step->started_ns = weft__now_ns();
     rt_save_step(run, index);
@@ -527,9 +533,30 @@ rt_agent_step(struct run *run, size_t index)
             rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
         }
         token = weft_context_attach(span);
-        msgs = attempt_messages(run, step, feedback);
+        if (agent->prompt != NULL && !is_prompt_resolved) {
+            /* Fetched (or cached) once per step, without the run lock. */
+            char perr[256] = "";
+            rt_unlock(run);
+            is_prompt_resolved =
+                rt_prompt_resolve(agent->prompt, &prompt, perr, sizeof(perr)) == WEFT_OK;
+            rt_lock(run);
+            step = &run->plan.steps[index];
+            if (!is_prompt_resolved) {
+                snprintf(prompt_error, sizeof(prompt_error), "instructions: %s", perr);
+            }
+        }
         rt_span_content(run, span, "langfuse.observation.input", step->task);
-        output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
+        if (agent->prompt != NULL && !is_prompt_resolved) {
+            snprintf(why, sizeof(why), "%s", prompt_error);
+            error_type = "prompt_unavailable";
+        } else {
+            msgs = attempt_messages(
+                run, step, agent->prompt != NULL ? prompt.text : agent->instructions, feedback);
+            rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
+                               agent->prompt != NULL ? &prompt : NULL);
+            output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
+            rt_set_prompt_link(NULL, NULL);
+        }
         step = &run->plan.steps[index]; /* act() released the run lock: re-fetch */
         if (output != NULL) {
             check_replan_on(run, index, output, span);
@@ -604,6 +631,7 @@ rt_agent_step(struct run *run, size_t index)
         rt_progress(run, WEFT_EVENT_STEP_END, step, step_status_name(step->status));
     }
     weft__free(feedback);
+    rt_prompt_cleanup(&prompt);
     step->ended_ns = weft__now_ns();
     rt_metrics_agent(run->metrics, agent->name, step->status == STEP_COMPLETED,
                      (double)(step->ended_ns - step->started_ns) / 1e9);

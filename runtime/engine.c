@@ -60,6 +60,15 @@ weft_loop_kind_name(weft_loop_kind kind)
 /* Time, budgets, progress, result bookkeeping                                                 */
 
 static __thread int worker_index = -1;
+static __thread const char *prompt_name;
+static __thread const struct rt_prompt *prompt_link;
+
+void
+rt_set_prompt_link(const char *name, const struct rt_prompt *prompt)
+{
+    prompt_name = prompt != NULL ? name : NULL;
+    prompt_link = prompt;
+}
 
 int
 rt_worker_index(void)
@@ -328,6 +337,15 @@ rt_llm_call(struct run *run,
     }
     if (json_mode) {
         weft_span_set_str(span, "gen_ai.output.type", "json");
+    }
+    if (prompt_link != NULL && purpose == LLM_PURPOSE_ACT) {
+        if (prompt_link->is_fallback) {
+            weft_span_set_str(span, "weft.prompt.name", prompt_name);
+            weft_span_set_bool(span, "weft.prompt.is_fallback", true);
+        } else {
+            weft_span_set_str(span, "langfuse.observation.prompt.name", prompt_name);
+            weft_span_set_int(span, "langfuse.observation.prompt.version", prompt_link->version);
+        }
     }
     if (run->capture_content) {
         char *text = json_dumps(messages, JSON_COMPACT);

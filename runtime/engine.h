@@ -92,6 +92,11 @@ void rt_unlock(struct run *run);
 int rt_worker_index(void);
 void rt_set_worker_index(int index);
 
+/* The Langfuse prompt the calling thread's agent instructions came from (NULL: none):
+ * rt_llm_call() links its chat spans to it (langfuse.observation.prompt.name and .version; a
+ * fallback text is marked weft.prompt.is_fallback instead). Borrowed until cleared. */
+void rt_set_prompt_link(const char *name, const struct rt_prompt *prompt);
+
 /* Time and budgets. */
 bool rt_aborted(const struct run *run);
 /* Milliseconds left before @p step_deadline_mono or the run's deadline (whichever is first);

@@ -168,6 +168,9 @@ subflow_step(struct flow *fl, size_t index)
     ro.capture_content = run->capture_content ? 1 : 0;
     ro.abort_flag = run->opts->abort_flag;
     ro.tools = run->opts->tools;
+    ro.user_id = run->opts->user_id;
+    ro.tags = run->opts->tags;
+    ro.tag_count = run->opts->tag_count;
     ro.parent_context = weft_span_context_is_valid(&parent) ? &parent : NULL;
     rt_unlock(run);
     err = weft_run(subwf, &ro, &res, error, sizeof(error));

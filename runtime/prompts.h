@@ -9,8 +9,10 @@
  * Chat prompts become their messages' contents joined by blank lines.
  *
  * The generation spans of an agent with such instructions carry langfuse.observation.prompt.name
- * and .version, which link them to the prompt in Langfuse (version 0 and
- * weft.prompt.is_fallback=true when the fallback text was used).
+ * and .version, which link them to the prompt in Langfuse. When the fallback text was used they
+ * carry weft.prompt.name and weft.prompt.is_fallback=true instead, so no generation is linked to
+ * a prompt version it did not use. Without instructions to fall back on, the step fails
+ * (error.type prompt_unavailable) and says why.
  *
  * Thread-safety: rt_prompt_resolve() may be called from any run thread; the cache is locked,
  * the fetch is not (two threads may fetch the same prompt once each).

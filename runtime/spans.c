@@ -62,6 +62,15 @@ start(struct run *run,
     attrs[n++] = weft_attr_str("session.id", run->session_id);
     attrs[n++] = weft_attr_str("langfuse.trace.name", run->wf->name);
     attrs[n++] = weft_attr_str("weft.run.id", run->run_id);
+    if (run->opts->user_id != NULL && run->opts->user_id[0] != '\0') {
+        attrs[n++] = weft_attr_str("user.id", run->opts->user_id);
+    }
+    if (run->opts->tags != NULL && run->opts->tag_count > 0) {
+        attrs[n].key = "weft.run.tags";
+        attrs[n].value.type = WEFT_VALUE_STRING_ARRAY;
+        attrs[n].value.len = run->opts->tag_count < 16 ? run->opts->tag_count : 16;
+        attrs[n++].value.u.strs = run->opts->tags;
+    }
     if (kind == RT_SPAN_WORKFLOW) {
         attrs[n++] = weft_attr_str("gen_ai.workflow.name", run->wf->name);
     }

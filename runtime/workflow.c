@@ -300,6 +300,33 @@ get_seconds_ms(struct loader *ld, const json_t *obj, const char *path, const cha
     return (uint32_t)(s * 1000.0 + 0.5);
 }
 
+/* Instructions kept in Langfuse prompt management: {"langfuse_prompt": NAME, "label": L or
+ * "version": N, "fallback": TEXT}. */
+static struct rt_prompt_ref *
+get_prompt_ref(struct loader *ld, const json_t *obj, const char *agent_path)
+{
+    static const char *const keys[] = {"langfuse_prompt", "label", "version", "fallback", NULL};
+    struct rt_prompt_ref *ref = weft__calloc(1, sizeof(*ref));
+    char path[96];
+
+    snprintf(path, sizeof(path), "%s.instructions", agent_path);
+    if (ref == NULL) {
+        ld->is_oom = true;
+        return NULL;
+    }
+    check_keys(ld, obj, path, keys);
+    ref->name = get_str(ld, obj, path, "langfuse_prompt", true);
+    ref->label = get_str(ld, obj, path, "label", false);
+    ref->version = get_int(ld, obj, path, "version", 0, 1, INT32_MAX);
+    ref->fallback = get_str(ld, obj, path, "fallback", false);
+    if (ref->label != NULL && ref->version != 0) {
+        char sub[128];
+        snprintf(sub, sizeof(sub), "%s.version", path);
+        diag_add(ld, sub, 0, 0, "give \"label\" or \"version\", not both");
+    }
+    return ref;
+}
+
 /* An array of non-empty strings; *count receives its length. */
 static char **
 get_str_array(
@@ -782,7 +809,11 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         snprintf(path, sizeof(path), "agents[%zu]", i);
         check_keys(ld, a, path, keys);
         ag->model = model_ref(ld, wf, a, path, WF_NONE);
-        ag->instructions = get_str(ld, a, path, "instructions", false);
+        if (json_is_object(json_object_get(a, "instructions"))) {
+            ag->prompt = get_prompt_ref(ld, json_object_get(a, "instructions"), path);
+        } else {
+            ag->instructions = get_str(ld, a, path, "instructions", false);
+        }
         tool_names = get_str_array(ld, a, path, "tools", &tool_count);
         if (tool_count > 0) {
             ag->tools = weft__calloc(tool_count, sizeof(*ag->tools));
@@ -1742,6 +1773,10 @@ weft_workflow_free(struct weft_workflow *wf)
         struct wf_agent *a = &wf->agents[i];
         weft__free(a->name);
         weft__free(a->instructions);
+        if (a->prompt != NULL) {
+            rt_prompt_ref_cleanup(a->prompt);
+            weft__free(a->prompt);
+        }
         weft__free(a->tools);
         weft__free(a->can_request);
         free_str_array(a->replan_keywords, a->replan_keyword_count);

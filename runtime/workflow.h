@@ -8,6 +8,7 @@
 #define WEFT_RUNTIME_WORKFLOW_H
 
 #include "plan.h"
+#include "prompts.h"
 #include "tools/tools.h"
 #include "watchdog.h"
 
@@ -46,6 +47,7 @@ struct wf_agent {
     char *name;
     size_t model;
     char *instructions;
+    struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
     size_t *tools; /* indices into workflow.tools */
     size_t tool_count;
     size_t *can_request; /* agent indices */

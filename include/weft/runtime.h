@@ -160,6 +160,12 @@ struct weft_run_options {
     /** Collaboration metrics go to this meter (include/weft/metrics.h); NULL records none.
      * Borrowed for the call. */
     struct weft_meter *meter;
+    /** The end user the run acts for: user.id on every span (Langfuse's user). NULL: none. */
+    const char *user_id;
+    /** Labels of the run: weft.run.tags (a string array) on every span (Langfuse's trace tags).
+     * At most 16 are kept. Borrowed for the call. */
+    const char *const *tags;
+    size_t tag_count;
 };
 
 /** One step of the final plan. */

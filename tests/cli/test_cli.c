@@ -823,51 +823,97 @@ test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight(void **state)
 }
 
 /* OTEL_METRICS_EXPORTER=otlp: the run's metrics reach an OTLP receiver at the end of the run
- * (the final export on stop), with the run's numbers in them. */
+ * (the final export on stop), with the run's numbers in them; the traces go to the same
+ * receiver, and every span carries the run's --user and --tags. */
 static void
 test_cli_run_exports_otlp_metrics(void **state)
 {
     struct fixture *f = *state;
     struct http_receiver *rx = NULL;
-    const struct http_request *req = NULL;
     char url[160];
     char *text = NULL;
     json_t *root = NULL;
+    size_t metrics = 0;
+    size_t spans = 0;
     struct run r;
 
     assert_int_equal(http_receiver_start(&rx), 0);
     http_receiver_url(rx, "", url, sizeof(url));
     weft_test_setenv("WEFT_HOME", f->dir);
     weft_test_setenv("OTEL_METRICS_EXPORTER", "otlp");
-    weft_test_setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", NULL);
     weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url);
-    weft_test_setenv("OTEL_TRACES_EXPORTER", "store");
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
     weft_test_setenv("OTEL_SERVICE_NAME", "cli-metrics");
     r = RUN(f, "run", EXAMPLE("code_review"), "--input", "Add a login endpoint", "--workspace",
-            f->dir, "--no-trace");
+            f->dir, "--no-trace", "--user", "alice", "--tags", "nightly, canary");
     weft_test_setenv("OTEL_METRICS_EXPORTER", NULL);
     weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
     weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
     weft_test_setenv("OTEL_SERVICE_NAME", NULL);
     assert_int_equal(r.status, 0);
-    assert_true(http_receiver_count(rx) >= 1);
-    req = http_receiver_request(rx, http_receiver_count(rx) - 1);
-    assert_string_equal(req->path, "/v1/metrics");
-    root = weft_test_otlp_decode_metrics_request(req->body, req->body_len, 0, NULL);
-    assert_non_null(root);
-    text = json_dumps(root, 0);
-    assert_non_null(strstr(text, "\"cli-metrics\""));
-    assert_non_null(strstr(text, "\"weft.runs\""));
-    assert_non_null(strstr(text, "\"completed\""));
-    assert_non_null(strstr(text, "\"gen_ai.client.token.usage\""));
-    free(text);
-    json_decref(root);
+    for (size_t i = 0; i < http_receiver_count(rx); i++) {
+        const struct http_request *req = http_receiver_request(rx, i);
+        size_t k = 0;
+        json_t *rs = NULL;
+
+        if (strcmp(req->path, "/v1/metrics") == 0) {
+            root = weft_test_otlp_decode_metrics_request(req->body, req->body_len, 0, NULL);
+            assert_non_null(root);
+            json_decref(root);
+            metrics++;
+            if (i + 1 < http_receiver_count(rx)) {
+                continue;
+            }
+            root = weft_test_otlp_decode_metrics_request(req->body, req->body_len, 0, NULL);
+            text = json_dumps(root, 0);
+            assert_non_null(strstr(text, "\"cli-metrics\""));
+            assert_non_null(strstr(text, "\"weft.runs\""));
+            assert_non_null(strstr(text, "\"completed\""));
+            assert_non_null(strstr(text, "\"gen_ai.client.token.usage\""));
+            free(text);
+            json_decref(root);
+            continue;
+        }
+        assert_string_equal(req->path, "/v1/traces");
+        root = weft_test_otlp_decode_request(req->body, req->body_len, 0, NULL);
+        assert_non_null(root);
+        json_array_foreach(json_object_get(root, "resourceSpans"), k, rs)
+        {
+            json_t *ss = json_array_get(json_object_get(rs, "scopeSpans"), 0);
+            size_t j = 0;
+            json_t *span = NULL;
+
+            json_array_foreach(json_object_get(ss, "spans"), j, span)
+            {
+                char *attrs = json_dumps(json_object_get(span, "attributes"), JSON_COMPACT);
+
+                assert_non_null(strstr(attrs, "{\"key\":\"user.id\",\"value\":{\"stringValue\":"
+                                              "\"alice\"}}"));
+                assert_non_null(strstr(attrs, "{\"key\":\"weft.run.tags\",\"value\":{"
+                                              "\"arrayValue\":{\"values\":[{\"stringValue\":"
+                                              "\"nightly\"},{\"stringValue\":\"canary\"}]}}}"));
+                free(attrs);
+                spans++;
+            }
+        }
+        json_decref(root);
+    }
+    assert_true(metrics >= 1);
+    assert_true(spans >= 10);
+    /* The metrics export was the last request: after the run ended. */
+    assert_string_equal(http_receiver_request(rx, http_receiver_count(rx) - 1)->path,
+                        "/v1/metrics");
     http_receiver_stop(rx);
+
+    r = RUN(f, "run", EXAMPLE("code_review"), "--tags",
+            "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--tags: expected at most 16"));
 
     /* An unknown exporter name is reported, not fatal. */
     weft_test_setenv("OTEL_METRICS_EXPORTER", "statsd");
-    r = RUN(f, "run", EXAMPLE("code_review"), "--input", "x", "--workspace", f->dir,
-            "--no-trace", "--quiet");
+    r = RUN(f, "run", EXAMPLE("code_review"), "--input", "x", "--workspace", f->dir, "--no-trace",
+            "--quiet");
     weft_test_setenv("OTEL_METRICS_EXPORTER", NULL);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.err, "OTEL_METRICS_EXPORTER: unknown exporter \"statsd\""));

@@ -1,8 +1,12 @@
 /* tests/runtime/test_prompts.c - agent instructions from Langfuse prompt management, against a
  * real HTTP server on 127.0.0.1: the request (path, label or version, Basic auth), text and chat
  * prompts, the cache and its TTL, a stale copy preferred to the fallback, the fallback only when
- * nothing was cached, and clear errors. */
+ * nothing was cached, and clear errors; and whole runs whose agent instructions name a Langfuse
+ * prompt: the prompt text in the system message, generation spans linked to the prompt's name
+ * and version, the fallback marked as such, a step that fails without any instructions, and
+ * the workflow checks. */
 #include "support/http_receiver.h"
+#include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
 #include "runtime/prompts.h"
@@ -10,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct fx {
     struct http_receiver *rx;
@@ -187,6 +192,151 @@ test_prompts_without_langfuse_keys(void **state)
     assert_int_equal(http_receiver_count(f->rx), 0); /* no request without credentials */
 }
 
+/* A run of one agent whose instructions are @p instructions (JSON), traced into a sink. */
+static struct weft_run_result *
+run_with_instructions(struct fx *f, struct otlp_sink *sink, const char *instructions)
+{
+    char dir[] = "/tmp/weft-prompts-XXXXXX";
+    char path[128];
+    char error[256] = "";
+    struct weft_workflow *wf = NULL;
+    struct weft_run_options ro;
+    struct weft_run_result *r = NULL;
+    struct weft_diags d = {0};
+    FILE *fp = NULL;
+
+    (void)f;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/script.json", dir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs("{\"responses\": {\"coder\": {\"act\": [{\"content\": \"done\"}]}}}", fp);
+    fclose(fp);
+    snprintf(path, sizeof(path), "%s/wf.json", dir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+            "\"script.json\"}}, \"agents\": [{\"name\": \"coder\", \"instructions\": %s}], "
+            "\"plan\": [{\"agent\": \"coder\", \"task\": \"write it\"}]}",
+            instructions);
+    fclose(fp);
+    if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
+        char line[512];
+        fail_msg("invalid: %s",
+                 d.count > 0 ? weft_diag_format(&d.items[0], line, sizeof(line)) : "?");
+    }
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = otlp_sink_provider(sink);
+    ro.workspace = dir;
+    ro.capture_content = 1;
+    assert_weft_ok(weft_run(wf, &ro, &r, error, sizeof(error)));
+    otlp_sink_collect(sink);
+    weft_workflow_free(wf);
+    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+    return r;
+}
+
+static void
+test_prompts_run_links_generations_to_the_prompt(void **state)
+{
+    struct fx *f = *state;
+    struct otlp_sink *sink = otlp_sink_new();
+    struct weft_run_result *r = NULL;
+    json_t *chat = NULL;
+
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"coder-sys\",\"version\":4,"
+              "\"prompt\":\"You write careful C.\",\"labels\":[\"production\"]}");
+    r = run_with_instructions(f, sink,
+                              "{\"langfuse_prompt\": \"coder-sys\", \"label\": \"production\", "
+                              "\"fallback\": \"You write code.\"}");
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(http_receiver_request(f->rx, 0)->path,
+                        "/api/public/v2/prompts/coder-sys?label=production");
+    chat = otlp_sink_find(sink, "chat m", 0);
+    assert_non_null(chat);
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.name"), "coder-sys");
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.version"), "4");
+    assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "You write careful C."));
+    assert_string_equal(otlp_span_attr(chat, "weft.prompt.is_fallback"), "");
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+}
+
+static void
+test_prompts_run_uses_fallback_or_fails_the_step(void **state)
+{
+    struct fx *f = *state;
+    struct otlp_sink *sink = otlp_sink_new();
+    struct weft_run_result *r = NULL;
+    json_t *chat = NULL;
+    json_t *agent = NULL;
+
+    /* Langfuse answers 404: the fallback text, marked, and no link to a version. */
+    push_json(f, 404, "{\"error\":\"LangfuseNotFoundError\",\"message\":\"Prompt not found\"}");
+    r = run_with_instructions(
+        f, sink, "{\"langfuse_prompt\": \"missing\", \"fallback\": \"You write code.\"}");
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    chat = otlp_sink_find(sink, "chat m", 0);
+    assert_string_equal(otlp_span_attr(chat, "weft.prompt.is_fallback"), "true");
+    assert_string_equal(otlp_span_attr(chat, "weft.prompt.name"), "missing");
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.name"), "");
+    assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "You write code."));
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+
+    /* No fallback and nothing cached: the step fails and says why; no LLM call is made. */
+    sink = otlp_sink_new();
+    push_json(f, 500, "{\"error\":\"boom\"}");
+    r = run_with_instructions(f, sink, "{\"langfuse_prompt\": \"broken\", \"version\": 2}");
+    assert_int_equal(r->status, WEFT_RUN_FAILED);
+    assert_null(otlp_sink_find(sink, "chat m", 0));
+    agent = otlp_sink_find(sink, "invoke_agent coder", 0);
+    assert_string_equal(otlp_span_attr(agent, "error.type"), "prompt_unavailable");
+    assert_non_null(
+        strstr(json_string_value(json_object_get(json_object_get(agent, "status"), "message")),
+               "instructions:"));
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+}
+
+static void
+test_prompts_workflow_checks_the_reference(void **state)
+{
+    char dir[] = "/tmp/weft-prompts-XXXXXX";
+    char path[128];
+    char all[2048] = "";
+    char line[512];
+    struct weft_workflow *wf = NULL;
+    struct weft_diags d = {0};
+    FILE *fp = NULL;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/wf.json", dir);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs("{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\"}}, \"agents\": "
+          "[{\"name\": \"a\", \"instructions\": {\"label\": \"x\", \"version\": 2, \"lable\": 1}}],"
+          " \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
+          fp);
+    fclose(fp);
+    assert_true(weft_workflow_load(path, &wf, &d) != WEFT_OK);
+    for (size_t i = 0; i < d.count; i++) {
+        strncat(all, weft_diag_format(&d.items[i], line, sizeof(line)),
+                sizeof(all) - strlen(all) - 2);
+        strcat(all, "\n");
+    }
+    assert_non_null(strstr(all, "agents[0].instructions.langfuse_prompt"));
+    assert_non_null(strstr(all, "agents[0].instructions.version"));
+    assert_non_null(strstr(all, "lable"));
+    weft_diags_cleanup(&d);
+    remove(path);
+    rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -198,6 +348,9 @@ main(void)
         T(test_prompts_stale_copy_beats_fallback_when_fetch_fails),
         T(test_prompts_fallback_only_when_nothing_cached),
         T(test_prompts_without_langfuse_keys),
+        T(test_prompts_run_links_generations_to_the_prompt),
+        T(test_prompts_run_uses_fallback_or_fails_the_step),
+        T(test_prompts_workflow_checks_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
