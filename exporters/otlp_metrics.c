@@ -32,7 +32,7 @@ struct weft_metric_reader {
 
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* the thread waits here */
+    pthread_cond_t wake;      /* the thread waits here */
     pthread_cond_t done_cond; /* flushes wait here */
     bool is_stopping;
     uint64_t wanted; /* flush generations asked for */
@@ -72,15 +72,14 @@ export_once(struct weft_metric_reader *r)
               ? weft__otlp_metrics_encode_json(r->meter, &r->body, &points)
               : weft__otlp_metrics_encode_proto(r->meter, &r->body, &points);
     if (err != WEFT_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "OTLP metrics: cannot encode the metrics: %s",
-                 weft_strerror(err));
+        WEFT_LOG(WEFT_LOG_ERROR, "OTLP metrics: cannot encode the metrics: %s", weft_strerror(err));
     } else if (points == 0) {
         return WEFT_OK; /* nothing recorded yet: no empty requests */
     } else {
         atomic_fetch_add(&r->n_exports, 1);
-        err = weft__otlp_transport_send(
-            r->transport, r->body.data, r->body.len,
-            weft__monotonic_ns() + (uint64_t)r->timeout_ms * 1000000u, NULL);
+        err = weft__otlp_transport_send(r->transport, r->body.data, r->body.len,
+                                        weft__monotonic_ns() + (uint64_t)r->timeout_ms * 1000000u,
+                                        NULL);
     }
     if (err == WEFT_OK) {
         atomic_fetch_add(&r->n_points, points);

@@ -874,36 +874,36 @@ weft__otlp_encode_proto(const struct weft_span_data *const *spans,
 
 /* metrics/v1 (REFERENCE.md). The envelopes share their field numbers with the trace ones:
  * ResourceMetrics resource 1, scope_metrics 2; ScopeMetrics scope 1, metrics 2. */
-#define REQ_RESOURCE_METRICS TAG(1, WT_LEN)
-#define RM_SCOPE_METRICS     TAG(2, WT_LEN)
-#define SM_METRICS           TAG(2, WT_LEN)
-#define METRIC_NAME          TAG(1, WT_LEN)
-#define METRIC_DESCRIPTION   TAG(2, WT_LEN)
-#define METRIC_UNIT          TAG(3, WT_LEN)
-#define METRIC_GAUGE         TAG(5, WT_LEN)
-#define METRIC_SUM           TAG(7, WT_LEN)
-#define METRIC_HISTOGRAM     TAG(9, WT_LEN)
-#define DATA_POINTS          TAG(1, WT_LEN)
-#define DATA_TEMPORALITY     TAG(2, WT_VARINT)
-#define SUM_IS_MONOTONIC     TAG(3, WT_VARINT)
-#define NDP_START            TAG(2, WT_I64)
-#define NDP_TIME             TAG(3, WT_I64)
-#define NDP_AS_DOUBLE        TAG(4, WT_I64)
-#define NDP_ATTRS            TAG(7, WT_LEN)
-#define HDP_START            TAG(2, WT_I64)
-#define HDP_TIME             TAG(3, WT_I64)
-#define HDP_COUNT            TAG(4, WT_I64)
-#define HDP_SUM              TAG(5, WT_I64)
-#define HDP_BUCKET_COUNTS    TAG(6, WT_LEN)
-#define HDP_BOUNDS           TAG(7, WT_LEN)
-#define HDP_EXEMPLARS        TAG(8, WT_LEN)
-#define HDP_ATTRS            TAG(9, WT_LEN)
-#define HDP_MIN              TAG(11, WT_I64)
-#define HDP_MAX              TAG(12, WT_I64)
-#define EX_TIME              TAG(2, WT_I64)
-#define EX_AS_DOUBLE         TAG(3, WT_I64)
-#define EX_SPAN_ID           TAG(4, WT_LEN)
-#define EX_TRACE_ID          TAG(5, WT_LEN)
+#define REQ_RESOURCE_METRICS   TAG(1, WT_LEN)
+#define RM_SCOPE_METRICS       TAG(2, WT_LEN)
+#define SM_METRICS             TAG(2, WT_LEN)
+#define METRIC_NAME            TAG(1, WT_LEN)
+#define METRIC_DESCRIPTION     TAG(2, WT_LEN)
+#define METRIC_UNIT            TAG(3, WT_LEN)
+#define METRIC_GAUGE           TAG(5, WT_LEN)
+#define METRIC_SUM             TAG(7, WT_LEN)
+#define METRIC_HISTOGRAM       TAG(9, WT_LEN)
+#define DATA_POINTS            TAG(1, WT_LEN)
+#define DATA_TEMPORALITY       TAG(2, WT_VARINT)
+#define SUM_IS_MONOTONIC       TAG(3, WT_VARINT)
+#define NDP_START              TAG(2, WT_I64)
+#define NDP_TIME               TAG(3, WT_I64)
+#define NDP_AS_DOUBLE          TAG(4, WT_I64)
+#define NDP_ATTRS              TAG(7, WT_LEN)
+#define HDP_START              TAG(2, WT_I64)
+#define HDP_TIME               TAG(3, WT_I64)
+#define HDP_COUNT              TAG(4, WT_I64)
+#define HDP_SUM                TAG(5, WT_I64)
+#define HDP_BUCKET_COUNTS      TAG(6, WT_LEN)
+#define HDP_BOUNDS             TAG(7, WT_LEN)
+#define HDP_EXEMPLARS          TAG(8, WT_LEN)
+#define HDP_ATTRS              TAG(9, WT_LEN)
+#define HDP_MIN                TAG(11, WT_I64)
+#define HDP_MAX                TAG(12, WT_I64)
+#define EX_TIME                TAG(2, WT_I64)
+#define EX_AS_DOUBLE           TAG(3, WT_I64)
+#define EX_SPAN_ID             TAG(4, WT_LEN)
+#define EX_TRACE_ID            TAG(5, WT_LEN)
 #define TEMPORALITY_CUMULATIVE 2
 
 /* The collection visitor's state: a Metric is opened at its first series, so instruments
@@ -1310,8 +1310,8 @@ parse_response_json(
     }
     ps = json_member(root, "partialSuccess", "partial_success");
     if (ps != NULL && !json_is_null(ps)) {
-        json_t *count = json_is_object(ps) ? json_member(ps, "rejectedSpans", "rejected_spans")
-                                           : NULL;
+        json_t *count =
+            json_is_object(ps) ? json_member(ps, "rejectedSpans", "rejected_spans") : NULL;
 
         if (count == NULL && json_is_object(ps)) { /* an ExportMetricsPartialSuccess */
             count = json_member(ps, "rejectedDataPoints", "rejected_data_points");

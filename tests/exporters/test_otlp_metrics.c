@@ -12,11 +12,11 @@
 #include <string.h>
 
 static const char *const env_vars[] = {
-    "OTEL_EXPORTER_OTLP_ENDPOINT",         "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",         "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",      "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_HEADERS",          "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
-    "OTEL_METRIC_EXPORT_INTERVAL",         "OTEL_METRIC_EXPORT_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",     "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_HEADERS",         "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    "OTEL_METRIC_EXPORT_INTERVAL",        "OTEL_METRIC_EXPORT_TIMEOUT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 };
 
@@ -59,8 +59,9 @@ setup(void **state)
 
     clear_env();
     assert_weft_ok(weft_meter_new(&mo, &f->meter));
-    assert_weft_ok(weft_meter_instrument(f->meter, WEFT_INSTRUMENT_COUNTER, "weft.agent.invocations",
-                                         "{invocation}", "agent calls", NULL, 0, &f->counter));
+    assert_weft_ok(weft_meter_instrument(f->meter, WEFT_INSTRUMENT_COUNTER,
+                                         "weft.agent.invocations", "{invocation}", "agent calls",
+                                         NULL, 0, &f->counter));
     assert_weft_ok(weft_meter_instrument(f->meter, WEFT_INSTRUMENT_UPDOWN_COUNTER,
                                          "weft.runs.active", "{run}", NULL, NULL, 0, &f->updown));
     assert_weft_ok(weft_meter_instrument(f->meter, WEFT_INSTRUMENT_GAUGE, "weft.queue.fill", "1",
@@ -137,7 +138,8 @@ metric_named(json_t *metrics, const char *name)
     size_t i = 0;
     json_t *m = NULL;
 
-    json_array_foreach (metrics, i, m) {
+    json_array_foreach(metrics, i, m)
+    {
         if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0) {
             return m;
         }
@@ -152,10 +154,10 @@ attr_of(json_t *attrs, const char *key)
     size_t i = 0;
     json_t *kv = NULL;
 
-    json_array_foreach (attrs, i, kv) {
+    json_array_foreach(attrs, i, kv)
+    {
         if (strcmp(json_string_value(json_object_get(kv, "key")), key) == 0) {
-            return json_string_value(
-                json_object_get(json_object_get(kv, "value"), "stringValue"));
+            return json_string_value(json_object_get(json_object_get(kv, "value"), "stringValue"));
         }
     }
     return NULL;
@@ -262,16 +264,19 @@ strip_times(json_t *v)
     json_t *child = NULL;
 
     if (json_is_array(v)) {
-        json_array_foreach (v, i, child) {
+        json_array_foreach(v, i, child)
+        {
             strip_times(child);
         }
     } else if (json_is_object(v)) {
         if (json_object_get(v, "dataPoints") != NULL) {
-            json_array_foreach (json_object_get(v, "dataPoints"), i, child) {
+            json_array_foreach(json_object_get(v, "dataPoints"), i, child)
+            {
                 json_object_del(child, "timeUnixNano");
             }
         }
-        json_object_foreach (v, k, child) {
+        json_object_foreach(v, k, child)
+        {
             strip_times(child);
         }
     }
@@ -323,8 +328,7 @@ test_empty_meter_has_no_points(void **state)
     (void)state;
     weft__buf_init(&buf, 1u << 20);
     assert_weft_ok(weft_meter_new(NULL, &m));
-    assert_weft_ok(
-        weft_meter_instrument(m, WEFT_INSTRUMENT_COUNTER, "c", NULL, NULL, NULL, 0, &c));
+    assert_weft_ok(weft_meter_instrument(m, WEFT_INSTRUMENT_COUNTER, "c", NULL, NULL, NULL, 0, &c));
     assert_weft_ok(weft__otlp_metrics_encode_proto(m, &buf, &points));
     assert_int_equal(points, 0);
     assert_weft_err(weft__otlp_metrics_encode_json(NULL, &buf, &points), WEFT_EINVAL);
@@ -442,8 +446,8 @@ static void
 test_reader_retries_then_counts_failures(void **state)
 {
     struct fx *f = *state;
-    struct weft_otlp_options o = {.metrics_endpoint = f->url, .initial_backoff_ms = 10,
-                                  .max_backoff_ms = 20};
+    struct weft_otlp_options o = {
+        .metrics_endpoint = f->url, .initial_backoff_ms = 10, .max_backoff_ms = 20};
     struct weft_metric_reader_options ro = {.otlp = &o, .interval_ms = 600000, .timeout_ms = 5000};
     struct weft_metric_reader *r = NULL;
     struct weft_metric_reader_stats st;
@@ -471,9 +475,9 @@ test_reader_retries_then_counts_failures(void **state)
     assert_weft_ok(weft_metric_reader_force_flush(r, 5000));
     req = http_receiver_request(f->rx, 4);
     root = decode_proto(req->body, req->body_len);
-    dp = json_object_get(json_object_get(metric_named(metrics_of(root), "weft.metrics.exports"),
-                                         "sum"),
-                         "dataPoints");
+    dp = json_object_get(
+        json_object_get(metric_named(metrics_of(root), "weft.metrics.exports"), "sum"),
+        "dataPoints");
     assert_int_equal(json_array_size(dp), 2); /* outcome=success and outcome=failure */
     json_decref(root);
     weft_metric_reader_stop(r);

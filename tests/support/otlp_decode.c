@@ -19,17 +19,17 @@
 enum wire { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 
 enum kind {
-    K_STRING,  /* string -> JSON string */
-    K_ID,      /* bytes of a fixed size -> lowercase hex */
-    K_BYTES,   /* bytes -> base64 */
-    K_MESSAGE, /* embedded message -> object */
-    K_FIXED64, /* fixed64 -> decimal string */
-    K_FIXED32, /* fixed32 -> number */
-    K_UINT32,  /* uint32 varint -> number */
-    K_ENUM,    /* int32 enum varint -> number */
-    K_BOOL,    /* bool varint -> true/false */
-    K_INT64,   /* int64 varint -> decimal string */
-    K_DOUBLE,  /* double -> number, or "NaN", "Infinity", "-Infinity" */
+    K_STRING,    /* string -> JSON string */
+    K_ID,        /* bytes of a fixed size -> lowercase hex */
+    K_BYTES,     /* bytes -> base64 */
+    K_MESSAGE,   /* embedded message -> object */
+    K_FIXED64,   /* fixed64 -> decimal string */
+    K_FIXED32,   /* fixed32 -> number */
+    K_UINT32,    /* uint32 varint -> number */
+    K_ENUM,      /* int32 enum varint -> number */
+    K_BOOL,      /* bool varint -> true/false */
+    K_INT64,     /* int64 varint -> decimal string */
+    K_DOUBLE,    /* double -> number, or "NaN", "Infinity", "-Infinity" */
     K_OPT_DOUBLE /* a double with presence (optional or in a oneof): 0 is not a default */
 };
 
@@ -563,11 +563,8 @@ decode_value(struct reader *r,
 
 /* A packed repeated fixed64 or double field: its values are appended to the member's array. */
 static bool
-decode_packed64(struct reader *r,
-                const struct msg_desc *m,
-                const struct field_desc *f,
-                size_t end,
-                json_t *obj)
+decode_packed64(
+    struct reader *r, const struct msg_desc *m, const struct field_desc *f, size_t end, json_t *obj)
 {
     json_t *list = json_object_get(obj, f->json_name);
     char what[96];
