@@ -8,6 +8,8 @@
  * is wall time per op on each thread (median of 5 runs). The scrape renders the Prometheus text
  * of 10,000 series (100 counters x 100 label values). A benchmark, not a test.
  */
+#include "exporters/otlp_encode.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +119,22 @@ main(void)
     printf("metrics_bench case=scrape series=10000 ms=%.2f bytes=%zu\n",
            (double)(weft_monotonic_ns() - t0) / 1e6, len);
     free(text);
+    /* One OTLP metrics export of the same 10,000 series: protobuf, then JSON. */
+    for (int is_json = 0; is_json <= 1; is_json++) {
+        struct weft__buf buf;
+        size_t points = 0;
+
+        weft__buf_init(&buf, 64u << 20);
+        t0 = weft_monotonic_ns();
+        if ((is_json ? weft__otlp_metrics_encode_json(m, &buf, &points)
+                     : weft__otlp_metrics_encode_proto(m, &buf, &points)) != WEFT_OK) {
+            return 1;
+        }
+        printf("metrics_bench case=otlp_encode_%s series=%zu ms=%.2f bytes=%zu\n",
+               is_json ? "json" : "proto", points, (double)(weft_monotonic_ns() - t0) / 1e6,
+               buf.len);
+        weft__buf_cleanup(&buf);
+    }
     weft_meter_free(m);
     return 0;
 }
