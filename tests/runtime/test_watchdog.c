@@ -467,11 +467,84 @@ test_watchdog_alertmanager_webhook_and_config_errors(void **state)
     weft_diags_cleanup(&d);
 }
 
+/* Every agent step fails; correction mode hands each failure to the other agent, whose step
+ * fails too: a, b, a, b, ... with new tasks each time, none completed. */
+static void
+ping_pong_script(char *out, size_t len)
+{
+    static const char err[] = "{\"error\": {\"type\": \"server_error\", \"message\": \"down\"}}";
+    char failed[128] = "s1";
+    size_t n = 0;
+
+    n += (size_t)snprintf(out + n, len - n,
+                          "{\"responses\": {\"a\": {\"act\": [%s, %s, %s, %s]},"
+                          " \"b\": {\"act\": [%s, %s, %s]}, \"supervisor\": {\"correct\": [",
+                          err, err, err, err, err, err, err);
+    for (int i = 1; i <= 6; i++) {
+        n += (size_t)snprintf(out + n, len - n,
+                              "%s{\"content\": {\"steps\": [{\"description\": \"diagnose %d\","
+                              " \"executor\": \"agent\", \"agent\": \"%s\", \"rationale\": \"r\"},"
+                              " {\"executor\": \"retry\", \"step\": \"%s\"}]}}",
+                              i > 1 ? ", " : "", i, i % 2 == 1 ? "b" : "a", failed);
+        snprintf(failed + strlen(failed), sizeof(failed) - strlen(failed), ".c%d.1", i);
+    }
+    snprintf(out + n, len - n, "]}}}");
+}
+
+#define PING_PONG(policy)                                                                 \
+    "{\"name\": \"pp\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "    \
+    "\"script.json\"}}, \"supervisor\": {\"circuit_breaker\": 100, \"correction\": "      \
+    "{\"max_corrections\": 6}, \"watchdog\": {\"policy\": \"" policy "\"}}, \"agents\": " \
+    "[{\"name\": \"a\"}, {\"name\": \"b\"}], \"plan\": [{\"agent\": \"a\", \"task\": \"build\"}]}"
+
+static void
+test_watchdog_ping_pong_between_two_failing_agents(void **state)
+{
+    struct fx *f = *state;
+    char script[4096];
+    char kinds[256];
+
+    ping_pong_script(script, sizeof(script));
+    run_inline(f, PING_PONG("warn"), script);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    /* The sixth and seventh steps close an A-B-A-B-A-B window. */
+    assert_string_equal(kinds, "ping_pong,ping_pong");
+    assert_non_null(strstr(stuck_evidence(f, "plan supervisor"), "alternated over 6 steps"));
+    reset_sink(f);
+    run_inline(f, PING_PONG("abort"), script);
+    assert_int_equal(f->r->status, WEFT_RUN_ABORTED);
+    assert_non_null(strstr(f->r->reason, "stuck loop (ping_pong)"));
+}
+
+static void
+test_watchdog_no_ping_pong_when_steps_complete(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    /* The same alternation, each step done: a hand-off chain, not a stuck loop. */
+    run_inline(f,
+               "{\"name\": \"chain\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\":"
+               " \"script.json\"}}, \"agents\": [{\"name\": \"a\"}, {\"name\": \"b\"}], \"plan\":"
+               " [{\"agent\": \"a\", \"task\": \"t1\"}, {\"agent\": \"b\", \"task\": \"t2\"},"
+               " {\"agent\": \"a\", \"task\": \"t3\"}, {\"agent\": \"b\", \"task\": \"t4\"},"
+               " {\"agent\": \"a\", \"task\": \"t5\"}, {\"agent\": \"b\", \"task\": \"t6\"},"
+               " {\"agent\": \"a\", \"task\": \"t7\"}]}",
+               "{\"responses\": {\"a\": {\"act\": [{\"content\": \"1\"}, {\"content\": \"3\"},"
+               " {\"content\": \"5\"}, {\"content\": \"7\"}]}, \"b\": {\"act\": [{\"content\":"
+               " \"2\"}, {\"content\": \"4\"}, {\"content\": \"6\"}]}}}");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+}
+
 int
 main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_watchdog_ping_pong_between_two_failing_agents),
+        T(test_watchdog_no_ping_pong_when_steps_complete),
         T(test_watchdog_stall_on_a_hung_model_alerts_while_it_hangs),
         T(test_watchdog_no_stall_on_a_quick_model),
         T(test_watchdog_token_budget_warns_then_crosses),
