@@ -171,39 +171,6 @@ weft_store_default_path(char *buf, size_t buf_len)
     return WEFT_OK;
 }
 
-weft_err
-weft__mkdir_parents(const char *path, unsigned mode)
-{
-    char *copy = NULL;
-    char *slash = NULL;
-    weft_err err = WEFT_OK;
-
-    copy = weft__strdup(path);
-    if (copy == NULL) {
-        return WEFT_ENOMEM;
-    }
-    /* Create each ancestor in turn; an existing directory is fine, anything else at a
-     * component's place (a file, no permission) fails with errno set for the caller. */
-    for (slash = strchr(copy + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
-        struct stat st;
-
-        *slash = '\0';
-        if (mkdir(copy, (mode_t)mode) != 0) {
-            int saved = errno;
-
-            if (saved != EEXIST || stat(copy, &st) != 0 || !S_ISDIR(st.st_mode)) {
-                errno = saved == EEXIST ? ENOTDIR : saved;
-                err = WEFT_EIO;
-                goto out;
-            }
-        }
-        *slash = '/';
-    }
-out:
-    weft__free(copy);
-    return err;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* UTF-8                                                                                       */
 

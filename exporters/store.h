@@ -27,10 +27,6 @@ void *weft__arena_alloc(struct weft__arena *arena, size_t size); /* zeroed; NULL
 char *weft__arena_strndup(struct weft__arena *arena, const char *s, size_t len);
 char *weft__arena_strdup(struct weft__arena *arena, const char *s);
 
-/* Create every missing ancestor directory of @p path with @p mode. @return WEFT_OK, WEFT_EIO
- * (errno says why), WEFT_ENOMEM. */
-weft_err weft__mkdir_parents(const char *path, unsigned mode);
-
 /* Tree order of @p count spans of one trace: depth-first from the roots, siblings by start
  * time (then end time, then name). A span is a root when it has no parent or its parent is
  * not among @p spans (an orphan); spans on a parent cycle are broken out as roots too, so

@@ -438,29 +438,16 @@ make_run_id(char out[24])
     return WEFT_OK;
 }
 
+/* mkdir -p: @p path and its missing ancestors. */
 static weft_err
 mkdirs(const char *path)
 {
-    char buf[PATH_MAX];
-    size_t len = strlen(path);
+    weft_err err = weft__mkdir_parents(path, 0755);
 
-    if (len == 0 || len >= sizeof(buf)) {
-        return WEFT_EINVAL;
+    if (err == WEFT_OK && mkdir(path, 0755) != 0 && errno != EEXIST) {
+        err = WEFT_EIO;
     }
-    memcpy(buf, path, len + 1);
-    for (char *p = buf + 1; *p != '\0'; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-                return WEFT_EIO;
-            }
-            *p = '/';
-        }
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-        return WEFT_EIO;
-    }
-    return WEFT_OK;
+    return err;
 }
 
 static weft_err

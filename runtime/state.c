@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define SCHEMA_VERSION 3
 
@@ -82,12 +81,12 @@ state_default_path(void)
     if (home == NULL) {
         home = ".weft";
     }
-    (void)mkdir(home, 0700);
     weft__buf_init(&b, 0);
     if (weft__buf_printf(&b, "%s/state.db", home) != WEFT_OK) {
         weft__buf_cleanup(&b);
         return NULL;
     }
+    (void)weft__mkdir_parents(b.data, 0700); /* state_open() reports what still fails */
     return b.data;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static void *(*alloc_malloc)(size_t) = malloc;
@@ -577,4 +578,37 @@ weft__fmt_double(char *buf, size_t len, double d)
         }
     }
     return n;
+}
+
+weft_err
+weft__mkdir_parents(const char *path, unsigned mode)
+{
+    char *copy = NULL;
+    char *slash = NULL;
+    weft_err err = WEFT_OK;
+
+    copy = weft__strdup(path);
+    if (copy == NULL) {
+        return WEFT_ENOMEM;
+    }
+    /* Create each ancestor in turn; an existing directory is fine, anything else at a
+     * component's place (a file, no permission) fails with errno set for the caller. */
+    for (slash = strchr(copy + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+        struct stat st;
+
+        *slash = '\0';
+        if (mkdir(copy, (mode_t)mode) != 0) {
+            int saved = errno;
+
+            if (saved != EEXIST || stat(copy, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                errno = saved == EEXIST ? ENOTDIR : saved;
+                err = WEFT_EIO;
+                goto out;
+            }
+        }
+        *slash = '/';
+    }
+out:
+    weft__free(copy);
+    return err;
 }

@@ -57,6 +57,10 @@ double weft__env_double(const char *name, double def, double min, double max);
 int weft__fmt_double(char *buf, size_t len, double d);
 
 /* Clocks. */
+/* Create every missing ancestor directory of @p path with @p mode (not @p path itself).
+ * @return WEFT_OK, WEFT_EIO (errno says why), WEFT_ENOMEM. */
+weft_err weft__mkdir_parents(const char *path, unsigned mode);
+
 uint64_t weft__now_ns(void);
 uint64_t weft__monotonic_ns(void);
 
