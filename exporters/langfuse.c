@@ -9,6 +9,8 @@
  * - langfuse.observation.level (ERROR for failed steps, WARNING for stuck loops and breaker
  *   trips), model name, usage_details JSON, and filterable langfuse.observation.metadata.* keys
  *   for the decision, loop, verdict and step attributes;
+ * - usage and cost only on generations: the totals the runtime puts on run and agent spans
+ *   (gen_ai.usage.*, cost_details) become metadata, so Langfuse does not count them twice;
  * - string values longer than max_value_bytes cut with a marker;
  * - runs of more than max_spans_per_trace spans split into several traces (same session, a span
  *   link back to the original trace, "(part N)" in the trace name).
@@ -286,12 +288,15 @@ trace_part(struct langfuse *x, const struct weft_span_data *s)
         slot->spans = 0;
     }
     slot->last_use = x->use_clock;
-    part = slot->spans / x->max_spans;
-    slot->spans++;
-    if (part > 0 && slot->spans % x->max_spans == 1) {
-        atomic_fetch_add(&x->n_split, 1);
+    if (!s->has_parent) {
+        return 0; /* it takes no place in a part, so it cannot start one */
     }
-    return s->has_parent ? part : 0;
+    part = slot->spans / x->max_spans;
+    if (part > 0 && slot->spans % x->max_spans == 0) {
+        atomic_fetch_add(&x->n_split, 1); /* the first span of a new part: one more trace */
+    }
+    slot->spans++;
+    return part;
 }
 
 static void
@@ -440,6 +445,7 @@ rewrite(struct langfuse *x,
     const char *session = str_attr(s, "session.id");
     const char *step_status = str_attr(s, "weft.step.status");
     const char *type = str_attr(s, "langfuse.observation.type");
+    bool is_generation = type != NULL && strcmp(type, "generation") == 0;
     bool is_warning =
         find_event(s, "weft.stuck_loop") != NULL || find_event(s, "weft.circuit_breaker") != NULL;
     double in = -1;
@@ -457,7 +463,9 @@ rewrite(struct langfuse *x,
             return false;
         }
         part_trace_id(s->trace_id, part, v->trace_id);
-        memcpy(links, s->links, s->link_count * sizeof(*links));
+        if (s->link_count > 0) { /* s->links may be NULL then, and memcpy(NULL) is undefined */
+            memcpy(links, s->links, s->link_count * sizeof(*links));
+        }
         /* Back to the run's original trace, where its root span lives. */
         memset(&links[s->link_count], 0, sizeof(*links));
         memcpy(links[s->link_count].trace_id, s->trace_id, WEFT_TRACE_ID_SIZE);
@@ -470,7 +478,17 @@ rewrite(struct langfuse *x,
     for (size_t i = 0; i < s->attr_count; i++) {
         struct weft_attr a = s->attrs[i];
 
-        if (part > 0 && strcmp(a.key, "langfuse.trace.name") == 0) {
+        if (!is_generation && (strncmp(a.key, "gen_ai.usage.", 13) == 0 ||
+                               strcmp(a.key, "langfuse.observation.cost_details") == 0)) {
+            /* Run and agent totals: Langfuse would count them again beside the generations
+             * they sum up, so they go as metadata (usage.input_tokens, cost_details). */
+            char *key = batch_printf(b, strlen(a.key) + 40, "langfuse.observation.metadata.%s",
+                                     a.key[0] == 'g' ? a.key + 7 : "cost_details");
+            if (key == NULL) {
+                return false;
+            }
+            a.key = key;
+        } else if (part > 0 && strcmp(a.key, "langfuse.trace.name") == 0) {
             char *name = batch_printf(b, strlen(a.value.u.str) + 32, "%s (part %llu)",
                                       a.value.u.str, (unsigned long long)part + 1);
             if (name == NULL) {
@@ -532,13 +550,13 @@ rewrite(struct langfuse *x,
     } else if (s->status_code == WEFT_STATUS_ERROR) {
         put_str(attrs, &n, "langfuse.observation.level", "ERROR");
     }
-    if (type != NULL && strcmp(type, "generation") == 0) {
+    if (is_generation) {
         const char *model = str_attr(s, "gen_ai.response.model");
         put_str(attrs, &n, "langfuse.observation.model.name",
                 model != NULL ? model : str_attr(s, "gen_ai.request.model"));
     }
-    has_usage = num_attr(s, "gen_ai.usage.input_tokens", &in);
-    has_usage = num_attr(s, "gen_ai.usage.output_tokens", &out) || has_usage;
+    has_usage = is_generation && num_attr(s, "gen_ai.usage.input_tokens", &in);
+    has_usage = (is_generation && num_attr(s, "gen_ai.usage.output_tokens", &out)) || has_usage;
     if (has_usage && !has_key(attrs, n, "langfuse.observation.usage_details")) {
         char *usage = batch_printf(b, 96, "{\"input\":%lld,\"output\":%lld,\"total\":%lld}",
                                    (long long)(in < 0 ? 0 : in), (long long)(out < 0 ? 0 : out),
@@ -735,10 +753,12 @@ static const struct weft_exporter_ops langfuse_ops = {
 /* ------------------------------------------------------------------------------------------ */
 /* Configuration                                                                               */
 
+/* An empty string counts as not given, as an empty variable does (weft__env): an empty key
+ * is a missing key, refused here rather than answered by a 401 later. */
 static const char *
 pick(const char *given, const char *env1, const char *env2)
 {
-    const char *v = given;
+    const char *v = given != NULL && given[0] != '\0' ? given : NULL;
 
     if (v == NULL) {
         v = weft__env(env1);

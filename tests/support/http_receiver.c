@@ -42,6 +42,8 @@ struct http_receiver {
     size_t script_len;
     struct scripted fallback;
     bool has_fallback;
+    http_receiver_handler_fn handler;
+    void *handler_data;
     unsigned next_conn;
 };
 
@@ -287,6 +289,18 @@ serve(struct http_receiver *r, int fd, unsigned conn_id)
             r->script_head = (r->script_head + 1) % MAX_SCRIPT;
             r->script_len--;
             from_script = true;
+        } else if (r->handler != NULL) {
+            http_receiver_handler_fn fn = r->handler;
+            void *user_data = r->handler_data;
+            struct http_response answer;
+
+            /* The handler may take its own locks and time: call it without ours. */
+            pthread_mutex_unlock(&r->lock);
+            memset(&answer, 0, sizeof(answer));
+            fn(user_data, &req, &answer);
+            scripted_copy(&resp, &answer);
+            from_script = true;
+            pthread_mutex_lock(&r->lock);
         } else if (r->has_fallback) {
             scripted_copy(&resp, &r->fallback.r);
             from_script = true;
@@ -454,6 +468,15 @@ http_receiver_set_default(struct http_receiver *r, const struct http_response *r
     scripted_free(&r->fallback);
     scripted_copy(&r->fallback, resp);
     r->has_fallback = true;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void
+http_receiver_set_handler(struct http_receiver *r, http_receiver_handler_fn fn, void *user_data)
+{
+    pthread_mutex_lock(&r->lock);
+    r->handler = fn;
+    r->handler_data = user_data;
     pthread_mutex_unlock(&r->lock);
 }
 

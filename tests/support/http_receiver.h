@@ -4,7 +4,8 @@
  * to a new connection when one arrives), reads Content-Length bodies, gunzips bodies sent with
  * Content-Encoding: gzip, records every request, and answers from a script of responses
  * (status, extra headers, body, delay, or a dropped connection), falling back to 200 with an
- * empty protobuf body. Thread-safe. */
+ * empty protobuf body. A handler (http_receiver_set_handler) may answer instead of the fallback,
+ * for servers that must look at each request (tests/support/langfuse_server.c). Thread-safe. */
 #ifndef WEFT_TESTS_SUPPORT_HTTP_RECEIVER_H
 #define WEFT_TESTS_SUPPORT_HTTP_RECEIVER_H
 
@@ -35,6 +36,14 @@ struct http_request {
     int answered;     /* status sent back; 0 when the connection was dropped */
 };
 
+/* Answers a request the script did not: fills *resp (zeroed before the call). Runs on the
+ * receiver's thread, one call at a time, without the receiver's lock held. The strings in
+ * *resp must stay valid until the handler is called again or the receiver stops; the
+ * receiver copies them before it answers. */
+typedef void (*http_receiver_handler_fn)(void *user_data,
+                                         const struct http_request *req,
+                                         struct http_response *resp);
+
 int http_receiver_start(struct http_receiver **out);
 void http_receiver_stop(struct http_receiver *r);
 unsigned short http_receiver_port(const struct http_receiver *r);
@@ -45,6 +54,10 @@ http_receiver_url(const struct http_receiver *r, const char *path, char *buf, si
 void http_receiver_push(struct http_receiver *r, const struct http_response *resp);
 /* Answer every request with @p resp once the queue is empty (copied). */
 void http_receiver_set_default(struct http_receiver *r, const struct http_response *resp);
+/* Answer requests with @p fn once the script queue is empty (before the default response);
+ * NULL removes the handler. */
+void
+http_receiver_set_handler(struct http_receiver *r, http_receiver_handler_fn fn, void *user_data);
 size_t http_receiver_count(struct http_receiver *r);
 /* Wait until at least @p n requests were recorded. */
 bool http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms);
