@@ -324,14 +324,17 @@ add_score(struct langfuse *x,
           const char *name,
           json_t *value,
           const char *data_type,
-          const char *comment)
+          const char *comment,
+          unsigned seq)
 {
     char trace[2 * WEFT_TRACE_ID_SIZE + 1];
     char span[2 * WEFT_SPAN_ID_SIZE + 1];
     char id[48];
+    /* Deterministic: a retried score replaces itself; @p seq tells apart several scores of
+     * one name on one span (stuck-loop events). */
     uint64_t h =
         mix64(id_word(v->trace_id, WEFT_TRACE_ID_SIZE) ^ id_word(v->span_id, WEFT_SPAN_ID_SIZE) ^
-              id_word((const uint8_t *)name, strlen(name)));
+              id_word((const uint8_t *)name, strlen(name)) ^ mix64(seq));
     json_t *score = NULL;
 
     if (!x->is_scoring || value == NULL) {
@@ -371,20 +374,22 @@ static void
 derive_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_data *v)
 {
     const char *verdict = str_attr(v, "weft.reflection.verdict");
+    const char *type = str_attr(v, "langfuse.observation.type");
     const char *status = str_attr(v, "weft.run.status");
     double n = 0;
 
-    if (verdict != NULL) {
+    /* The agent span repeats its last verdict; the score belongs to the evaluator. */
+    if (verdict != NULL && type != NULL && strcmp(type, "evaluator") == 0) {
         add_score(x, b, v, true, "reflection_verdict", json_string(verdict), "CATEGORICAL",
-                  str_attr(v, "weft.reflection.feedback"));
+                  str_attr(v, "weft.reflection.feedback"), 0);
     }
     if (!v->has_parent && status != NULL) {
         double total = 0;
 
         add_score(x, b, v, false, "run_success", json_integer(strcmp(status, "completed") == 0),
-                  "BOOLEAN", status);
+                  "BOOLEAN", status, 0);
         if (num_attr(v, "weft.run.reward", &n)) {
-            add_score(x, b, v, false, "run_reward", json_real(n), "NUMERIC", NULL);
+            add_score(x, b, v, false, "run_reward", json_real(n), "NUMERIC", NULL, 0);
         }
         for (size_t i = 0; i < v->attr_count; i++) {
             const char *key = v->attrs[i].key;
@@ -393,18 +398,18 @@ derive_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_dat
                 total += n;
                 if (n > 0) {
                     snprintf(name, sizeof(name), "loops_%s", key + 15);
-                    add_score(x, b, v, false, name, json_real(n), "NUMERIC", NULL);
+                    add_score(x, b, v, false, name, json_real(n), "NUMERIC", NULL, 0);
                 }
             }
         }
-        add_score(x, b, v, false, "loops_total", json_real(total), "NUMERIC", NULL);
+        add_score(x, b, v, false, "loops_total", json_real(total), "NUMERIC", NULL, 0);
     }
     for (size_t i = 0; i < v->event_count; i++) {
         const struct weft_event_data *ev = &v->events[i];
         if (strcmp(ev->name, "weft.stuck_loop") == 0) {
             const char *kind = event_str(ev, "weft.stuck_loop.kind");
             add_score(x, b, v, true, "stuck_loop", json_string(kind != NULL ? kind : "unknown"),
-                      "CATEGORICAL", event_str(ev, "weft.stuck_loop.evidence"));
+                      "CATEGORICAL", event_str(ev, "weft.stuck_loop.evidence"), (unsigned)i);
         }
     }
 }

@@ -1468,10 +1468,68 @@ test_langfuse_sample_rate_zero_sends_nothing(void **state)
     assert_int_equal(http_receiver_count(langfuse_server_receiver(f->srv)), 0);
 }
 
+/* Two detections on one span are two scores (distinct ids), and the agent span that repeats
+ * its reflection's verdict does not make a second verdict score. */
+static void
+test_langfuse_each_detection_and_verdict_scored_once(void **state)
+{
+    struct fx *f = *state;
+    struct weft_span *root = NULL;
+    struct weft_span *span = NULL;
+    struct weft_attr ev[2];
+    size_t stuck = 0;
+    size_t verdicts = 0;
+    const char *first_id = NULL;
+    size_t i = 0;
+    json_t *score = NULL;
+
+    lf_start(f, 3600000);
+    root = rt_start(f, K_WORKFLOW, "research", NULL);
+    span = rt_start(f, K_PLAN, "supervisor", root);
+    ev[0] = weft_attr_str("weft.stuck_loop.kind", "repeated_agent");
+    ev[1] = weft_attr_str("weft.stuck_loop.evidence", "third call");
+    weft_span_add_event(span, "weft.stuck_loop", ev, 2, 0);
+    ev[0] = weft_attr_str("weft.stuck_loop.kind", "iteration_budget");
+    ev[1] = weft_attr_str("weft.stuck_loop.evidence", "8 of 10");
+    weft_span_add_event(span, "weft.stuck_loop", ev, 2, 0);
+    weft_span_end(span, 0);
+    span = rt_start(f, K_AGENT, "writer", root);
+    weft_span_set_str(span, "weft.reflection.verdict", "APPROVED");
+    {
+        struct weft_span *reflect = rt_start(f, K_REFLECT, "writer", span);
+        weft_span_set_str(reflect, "weft.reflection.verdict", "APPROVED");
+        weft_span_end(reflect, 0);
+    }
+    weft_span_end(span, 0);
+    weft_span_end(root, 0);
+    lf_flush(f);
+    json_array_foreach(f->scores, i, score)
+    {
+        const char *name = json_string_value(json_object_get(score, "name"));
+
+        if (strcmp(name, "stuck_loop") == 0) {
+            const char *id = json_string_value(json_object_get(score, "id"));
+            if (first_id == NULL) {
+                first_id = id;
+            } else {
+                assert_string_not_equal(first_id, id);
+            }
+            stuck++;
+        }
+        if (strcmp(name, "reflection_verdict") == 0) {
+            verdicts++;
+        }
+    }
+    assert_int_equal(stuck, 2);
+    assert_int_equal(verdicts, 1);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_langfuse_each_detection_and_verdict_scored_once, setup,
+                                        teardown),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_server_refuses_missing_or_wrong_credentials),
         T(test_server_validates_scores_like_langfuse),
