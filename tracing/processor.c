@@ -91,6 +91,7 @@ struct batch {
     uint64_t flush_requested;
     uint64_t flush_done;
     weft_err flush_err;
+    bool is_failed_since_flush; /* an export failed since the last flush (export thread only) */
     bool thread_done;
     atomic_bool stopping;
     atomic_uint_fast64_t shutdown_deadline;
@@ -171,6 +172,7 @@ export_spans(struct batch *b, size_t n)
         atomic_fetch_add_explicit(&b->failed, rejected, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&b->failed, n, memory_order_relaxed);
+        b->is_failed_since_flush = true;
         WEFT_LOG(WEFT_LOG_WARN, "exporter %s: %zu spans failed: %s", weft_exporter_name(exporter),
                  n, weft_strerror(err));
     }
@@ -232,6 +234,10 @@ export_thread(void *arg)
                     exporter->self,
                     export_deadline(b->opts.export_timeout_ms, atomic_load(&b->shutdown_deadline)));
             }
+            if (err == WEFT_OK && b->is_failed_since_flush) {
+                err = WEFT_EIO; /* the flush could not deliver everything */
+            }
+            b->is_failed_since_flush = false;
             pthread_mutex_lock(&b->lock);
             b->flush_done = target;
             b->flush_err = err;

@@ -637,7 +637,7 @@ test_pipeline_400_is_counted_failed_not_retried(void **state)
     for (int i = 0; i < 10; i++) {
         weft_span_end(weft_span_start(p.tracer, "bad", NULL), 0);
     }
-    assert_weft_ok(weft_provider_force_flush(p.provider, 5000));
+    assert_weft_err(weft_provider_force_flush(p.provider, 5000), WEFT_EIO);
     weft_provider_get_stats(p.provider, &st);
     assert_int_equal(st.spans_failed, 10);
     assert_int_equal(http_receiver_count(f->rx), 1);
