@@ -216,23 +216,6 @@ on_body(char *data, size_t size, size_t n, void *userdata)
     return size * n;
 }
 
-static void
-copy_header_value(char *dst, size_t dst_len, const char *src, size_t len)
-{
-    while (len > 0 && (src[len - 1] == '\r' || src[len - 1] == '\n' || src[len - 1] == ' ')) {
-        len--;
-    }
-    while (len > 0 && (*src == ' ' || *src == '\t')) {
-        src++;
-        len--;
-    }
-    if (len >= dst_len) {
-        len = dst_len - 1;
-    }
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
 /* Called by curl about once a second and on progress: abort the transfer once the exporter
  * is shut down, so shutdown's bound also cuts a request that is waiting on a slow server. */
 static int
@@ -254,10 +237,10 @@ on_header(char *data, size_t size, size_t n, void *userdata)
     struct weft__otlp_transport *x = userdata;
     size_t len = size * n;
 
-    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        copy_header_value(x->retry_after, sizeof(x->retry_after), data + 12, len - 12);
-    } else if (len > 13 && strncasecmp(data, "Content-Type:", 13) == 0) {
-        copy_header_value(x->content_type, sizeof(x->content_type), data + 13, len - 13);
+    if (!weft__http_header_value(data, len, "Retry-After", x->retry_after,
+                                 sizeof(x->retry_after))) {
+        (void)weft__http_header_value(data, len, "Content-Type", x->content_type,
+                                      sizeof(x->content_type));
     }
     return len;
 }

@@ -425,20 +425,8 @@ on_header(char *data, size_t size, size_t n, void *userdata)
     struct rt_webhook *wh = userdata;
     size_t len = size * n;
 
-    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        const char *v = data + 12;
-        size_t vlen = len - 12;
-
-        while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
-            vlen--;
-        }
-        weft__trim(&v, &vlen);
-        if (vlen >= sizeof(wh->retry_after)) {
-            vlen = sizeof(wh->retry_after) - 1;
-        }
-        memcpy(wh->retry_after, v, vlen);
-        wh->retry_after[vlen] = '\0';
-    }
+    (void)weft__http_header_value(data, len, "Retry-After", wh->retry_after,
+                                  sizeof(wh->retry_after));
     return len;
 }
 

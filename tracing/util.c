@@ -612,3 +612,27 @@ out:
     weft__free(copy);
     return err;
 }
+
+bool
+weft__http_header_value(const char *line, size_t len, const char *name, char *out, size_t out_len)
+{
+    size_t name_len = strlen(name);
+    const char *v = line + name_len + 1;
+    size_t vlen = 0;
+
+    if (len <= name_len || line[name_len] != ':' || strncasecmp(line, name, name_len) != 0 ||
+        out_len == 0) {
+        return false;
+    }
+    vlen = len - name_len - 1;
+    while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
+        vlen--;
+    }
+    weft__trim(&v, &vlen);
+    if (vlen >= out_len) {
+        vlen = out_len - 1;
+    }
+    memcpy(out, v, vlen);
+    out[vlen] = '\0';
+    return true;
+}

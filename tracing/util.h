@@ -83,4 +83,11 @@ void weft__trim(const char **start, size_t *len);
  * LLM providers). */
 uint64_t weft__http_retry_after_ms(const char *value);
 
+/* When the header line @p line (@p len bytes, "Name: value\r\n" as an HTTP client's header
+ * callback gets it) has the name @p name (case-insensitive), copy its value without the
+ * surrounding whitespace and line end into @p out, cut to @p out_len - 1 bytes, and return
+ * true; else return false and leave @p out alone. */
+bool
+weft__http_header_value(const char *line, size_t len, const char *name, char *out, size_t out_len);
+
 #endif /* WEFT_TRACING_UTIL_H */

@@ -124,21 +124,8 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 {
     struct openai *x = userdata;
     size_t len = size * n;
-    const char *v = data + 12;
-    size_t vlen = 0;
 
-    if (len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        vlen = len - 12;
-        while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n')) {
-            vlen--;
-        }
-        weft__trim(&v, &vlen);
-        if (vlen >= sizeof(x->retry_after)) {
-            vlen = 0; /* not a value we could parse anyway */
-        }
-        memcpy(x->retry_after, v, vlen);
-        x->retry_after[vlen] = '\0';
-    }
+    (void)weft__http_header_value(data, len, "Retry-After", x->retry_after, sizeof(x->retry_after));
     return len;
 }
 

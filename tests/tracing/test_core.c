@@ -4,6 +4,7 @@
  * the in-memory exporter. */
 #include "support/mem_exporter.h"
 #include "support/weft_test.h"
+#include "tracing/util.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -552,6 +553,32 @@ test_null_arguments_are_rejected(void **state)
     weft_provider_free(NULL);
 }
 
+/* The header capture every HTTP client of weft uses (OTLP, Langfuse, OpenAI, webhooks). */
+static void
+test_http_header_value_matches_trims_and_cuts(void **state)
+{
+    char out[8] = "keep";
+    static const char line[] = "retry-after:  120 \r\n";
+
+    (void)state;
+    assert_true(weft__http_header_value(line, strlen(line), "Retry-After", out, sizeof(out)));
+    assert_string_equal(out, "120");
+    assert_int_equal(weft__http_retry_after_ms(out), 120000);
+    /* Another header, a name that is only a prefix, a line without a colon: untouched. */
+    strcpy(out, "keep");
+    assert_false(weft__http_header_value("Content-Type: x\r\n", 17, "Retry-After", out, 8));
+    assert_false(weft__http_header_value("Retry-After-Ms: 5\r\n", 19, "Retry-After", out, 8));
+    assert_false(weft__http_header_value("Retry-After\r\n", 13, "Retry-After", out, 8));
+    assert_string_equal(out, "keep");
+    /* Too long: cut to the buffer. */
+    assert_true(weft__http_header_value("Retry-After: 123456789012\r\n", 27, "Retry-After", out,
+                                        sizeof(out)));
+    assert_string_equal(out, "1234567");
+    /* Empty value. */
+    assert_true(weft__http_header_value("Retry-After:\r\n", 14, "Retry-After", out, 8));
+    assert_string_equal(out, "");
+}
+
 int
 main(void)
 {
@@ -572,6 +599,7 @@ main(void)
         T(test_env_resource_precedence_and_malformed_value),
         T(test_disabled_sdk_is_a_no_op),
         T(test_null_arguments_are_rejected),
+        T(test_http_header_value_matches_trims_and_cuts),
 #undef T
     };
 
