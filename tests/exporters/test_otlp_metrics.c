@@ -1,15 +1,17 @@
 /* tests/exporters/test_otlp_metrics.c - OTLP metrics: the protobuf encoder read back by the
- * test-side decoder (written separately from the encoder), the JSON encoder equal to the
- * decoded protobuf, and the periodic reader against a real local HTTP receiver: path and
- * content type, periodic and forced exports, retries, failures counted, the final export on
- * stop, and the environment. */
+ * test-side decoder (written separately from the encoder) and by protoc with
+ * tests/support/otlp_metrics.proto, the JSON encoder equal to the decoded protobuf, and the
+ * periodic reader against a real local HTTP receiver: path and content type, periodic and forced
+ * exports, retries, failures counted, the final export on stop, and the environment. */
 #include "exporters/otlp_encode.h"
 #include "support/http_receiver.h"
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const env_vars[] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT",        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
@@ -252,6 +254,78 @@ test_proto_encodes_every_kind_with_exemplars(void **state)
     assert_string_equal(json_string_value(json_object_get(ex, "spanId")), want_span);
     assert_true(json_real_value(json_object_get(ex, "asDouble")) == 9);
     json_decref(root);
+    weft__buf_cleanup(&buf);
+}
+
+/* protoc reads our bytes with a schema written from REFERENCE.md: every field lands where the
+ * schema puts it, with its type, and nothing is left over as an unknown field. */
+static void
+test_proto_decodes_with_protoc(void **state)
+{
+    struct fx *f = *state;
+    struct weft__buf buf;
+    size_t points = 0;
+    char in_path[256];
+    char cmd[1024];
+    char text[65536];
+    size_t len = 0;
+    FILE *fp = NULL;
+    int fd = -1;
+    static const char *const expected[] = {
+        "name: \"weft.agent.invocations\"",
+        "unit: \"{invocation}\"",
+        "is_monotonic: true",
+        "aggregation_temporality: AGGREGATION_TEMPORALITY_CUMULATIVE",
+        "gauge {",
+        "as_double: 0.25",
+        "count: 3",
+        "sum: 11.25",
+        "bucket_counts: 1",
+        "explicit_bounds: 0.5",
+        "explicit_bounds: 5",
+        "min: 0.25",
+        "max: 9",
+        "exemplars {",
+        "string_value: \"replan\"",
+        "string_value: \"metrics-test\"",
+    };
+
+    if (system("protoc --version >/dev/null 2>&1") != 0) {
+        fail_msg("protoc is not on PATH: install protobuf-compiler (scripts/deps.sh test)");
+    }
+    weft__buf_init(&buf, 1u << 20);
+    assert_weft_ok(weft__otlp_metrics_encode_proto(f->meter, &buf, &points));
+    snprintf(in_path, sizeof(in_path), "%s/otlp-metrics-protoc-XXXXXX", WEFT_BINARY_DIR);
+    fd = mkstemp(in_path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf.data, buf.len), (ssize_t)buf.len);
+    close(fd);
+    snprintf(cmd, sizeof(cmd),
+             "protoc --decode=opentelemetry.proto.collector.trace.v1.ExportMetricsServiceRequest "
+             "-I '%s/tests/support' otlp_metrics.proto < '%s'",
+             WEFT_SOURCE_DIR, in_path);
+    fp = popen(cmd, "r");
+    assert_non_null(fp);
+    len = fread(text, 1, sizeof(text) - 1, fp);
+    text[len] = '\0';
+    assert_int_equal(pclose(fp), 0);
+    unlink(in_path);
+    for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
+        if (strstr(text, expected[i]) == NULL) {
+            fail_msg("protoc output lacks `%s`:\n%s", expected[i], text);
+        }
+    }
+    /* An unknown field would print as its number. */
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        while (*line == ' ') {
+            line++;
+        }
+        if (*line >= '0' && *line <= '9') {
+            fail_msg("protoc found an unknown field: %.60s", line);
+        }
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
     weft__buf_cleanup(&buf);
 }
 
@@ -510,6 +584,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_proto_encodes_every_kind_with_exemplars, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_proto_decodes_with_protoc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_equals_decoded_proto, setup, teardown),
         cmocka_unit_test(test_empty_meter_has_no_points),
         cmocka_unit_test_setup_teardown(test_reader_force_flush_sends_protobuf, setup, teardown),
