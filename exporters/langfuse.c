@@ -930,9 +930,18 @@ weft_langfuse_exporter_new(const struct weft_langfuse_options *opts, struct weft
     }
     x->sample_rate = rate;
     x->is_scoring = !o->disable_scores && weft__env_bool("WEFT_LANGFUSE_SCORES", true);
-    x->max_value = o->max_value_bytes != 0 ? o->max_value_bytes : DEFAULT_MAX_VALUE;
-    x->max_request = o->max_request_bytes != 0 ? o->max_request_bytes : DEFAULT_MAX_REQUEST;
-    x->max_spans = o->max_spans_per_trace != 0 ? o->max_spans_per_trace : DEFAULT_MAX_SPANS;
+    /* The limits: the option, else the environment (bad values warn and keep the default). */
+    x->max_value = o->max_value_bytes != 0
+                       ? o->max_value_bytes
+                       : (size_t)weft__env_u64("WEFT_LANGFUSE_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE,
+                                               256, 1u << 30);
+    x->max_request = o->max_request_bytes != 0
+                         ? o->max_request_bytes
+                         : (size_t)weft__env_u64("WEFT_LANGFUSE_MAX_REQUEST_BYTES",
+                                                 DEFAULT_MAX_REQUEST, 4096, 64u << 20);
+    x->max_spans = o->max_spans_per_trace != 0 ? o->max_spans_per_trace
+                                               : weft__env_u64("WEFT_LANGFUSE_MAX_SPANS_PER_TRACE",
+                                                               DEFAULT_MAX_SPANS, 1, UINT32_MAX);
     weft__buf_init(&x->body, x->max_request);
     x->slots = weft__calloc(SPLIT_SLOTS, sizeof(*x->slots));
     x->host = weft__strdup(host);

@@ -198,9 +198,12 @@ struct weft_langfuse_options {
     double sample_rate;      /**< share of traces sent, decided per trace id; default 1 */
     bool protocol_json;     /**< OTLP JSON instead of protobuf (WEFT_LANGFUSE_PROTOCOL=http/json) */
     bool disable_scores;    /**< no scores (or WEFT_LANGFUSE_SCORES=false) */
-    size_t max_value_bytes; /**< longer string values are cut with a marker; default 32768 */
-    size_t max_request_bytes;    /**< a request's body before gzip; default 3 MiB */
-    size_t max_spans_per_trace;  /**< longer runs are split into several traces; default 10000 */
+    size_t max_value_bytes; /**< longer string values are cut with a marker; 0:
+                                 WEFT_LANGFUSE_MAX_VALUE_BYTES, default 32768 */
+    size_t max_request_bytes;    /**< a request's body before gzip; 0:
+                                      WEFT_LANGFUSE_MAX_REQUEST_BYTES, default 3 MiB */
+    size_t max_spans_per_trace;  /**< longer runs are split into several traces; 0:
+                                      WEFT_LANGFUSE_MAX_SPANS_PER_TRACE, default 10000 */
     uint32_t timeout_ms;         /**< per request; default 10000 */
     uint32_t max_retry_ms;       /**< retry budget per batch; 0: bounded by the deadline */
     uint32_t initial_backoff_ms; /**< default 1000 */

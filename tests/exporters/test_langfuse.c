@@ -36,6 +36,9 @@ static const char *const env_vars[] = {
     "LANGFUSE_SAMPLE_RATE",
     "WEFT_LANGFUSE_PROTOCOL",
     "WEFT_LANGFUSE_SCORES",
+    "WEFT_LANGFUSE_MAX_VALUE_BYTES",
+    "WEFT_LANGFUSE_MAX_REQUEST_BYTES",
+    "WEFT_LANGFUSE_MAX_SPANS_PER_TRACE",
     "OTEL_SDK_DISABLED",
     "OTEL_TRACES_SAMPLER",
     "OTEL_TRACES_SAMPLER_ARG",
@@ -1530,6 +1533,35 @@ test_langfuse_each_detection_and_verdict_scored_once(void **state)
     assert_int_equal(verdicts, 1);
 }
 
+/* The limits come from the environment when the options leave them at 0. */
+static void
+test_langfuse_limits_from_the_environment(void **state)
+{
+    struct fx *f = *state;
+    char text[1000];
+    const char *got = NULL;
+
+    memset(text, 'x', sizeof(text) - 1);
+    text[sizeof(text) - 1] = '\0';
+    weft_test_setenv("WEFT_LANGFUSE_MAX_SPANS_PER_TRACE", "3");
+    weft_test_setenv("WEFT_LANGFUSE_MAX_VALUE_BYTES", "300");
+    /* 7 children of 3 per trace: three traces. */
+    assert_int_equal(split_run(f, 0, 7), 3);
+    weft_provider_free(f->provider);
+    f->provider = NULL;
+
+    lf_start(f, 3600000);
+    {
+        struct weft_span *span = rt_start(f, K_TOOL, "long", NULL);
+        weft_span_set_str(span, "langfuse.observation.output", text);
+        weft_span_end(span, 0);
+    }
+    lf_flush(f);
+    got = langfuse_span_str(span_named(f, "execute_tool long"), "langfuse.observation.output");
+    assert_non_null(got);
+    assert_int_equal(strlen(got), 300 + strlen("...[truncated by weft]"));
+}
+
 int
 main(void)
 {
@@ -1537,6 +1569,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_langfuse_each_detection_and_verdict_scored_once, setup,
                                         teardown),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_langfuse_limits_from_the_environment),
         T(test_server_refuses_missing_or_wrong_credentials),
         T(test_server_validates_scores_like_langfuse),
         T(test_server_traces_need_version_header_media_type_and_valid_ids),
