@@ -436,6 +436,9 @@ metrics_exporter_is_otlp(const char *cmd)
 
 #define MAX_TAGS 16
 
+/* How long `weft run` waits at exit for telemetry still on its way (spans, the last metrics). */
+#define SHUTDOWN_MS 10000u
+
 /* Split the comma list @p text (modified in place) into at most MAX_TAGS trimmed, non-empty
  * tags. @return the count, or -1 when there are more. */
 static int
@@ -550,7 +553,15 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
                 weft_metrics_server_port(server));
     }
     if (metrics_exporter_is_otlp(cmd)) {
-        err = weft_otlp_metric_reader_start(meter, NULL, &reader);
+        struct weft_metric_reader_options mo = {0};
+        const char *timeout = getenv("OTEL_METRIC_EXPORT_TIMEOUT");
+
+        /* The last export at exit waits no longer than the span pipeline's shutdown does,
+         * unless the user asked for another bound. */
+        if (timeout == NULL || timeout[0] == '\0') {
+            mo.timeout_ms = SHUTDOWN_MS;
+        }
+        err = weft_otlp_metric_reader_start(meter, &mo, &reader);
         if (err != WEFT_OK) {
             fprintf(stderr, "weft %s: OTEL_METRICS_EXPORTER=otlp: %s\n", cmd,
                     err == WEFT_EINVAL ? "fix the metrics exporter configuration above"
@@ -588,7 +599,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     err = weft_run(wf, &ro, &result, error, sizeof(error));
-    weft_provider_shutdown(provider, 10000);
+    weft_provider_shutdown(provider, SHUTDOWN_MS);
     weft_provider_get_stats(provider, &stats);
     if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
         fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
