@@ -48,7 +48,7 @@ struct wf_agent {
     size_t model;
     char *instructions;
     struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
-    size_t *tools; /* indices into workflow.tools */
+    size_t *tools;                /* indices into workflow.tools */
     size_t tool_count;
     size_t *can_request; /* agent indices */
     size_t can_request_count;
