@@ -587,6 +587,9 @@ weft__mkdir_parents(const char *path, unsigned mode)
     char *slash = NULL;
     weft_err err = WEFT_OK;
 
+    if (path == NULL || path[0] == '\0') {
+        return WEFT_EINVAL; /* and copy + 1 below would be past the end */
+    }
     copy = weft__strdup(path);
     if (copy == NULL) {
         return WEFT_ENOMEM;

@@ -58,7 +58,7 @@ int weft__fmt_double(char *buf, size_t len, double d);
 
 /* Clocks. */
 /* Create every missing ancestor directory of @p path with @p mode (not @p path itself).
- * @return WEFT_OK, WEFT_EIO (errno says why), WEFT_ENOMEM. */
+ * @return WEFT_OK, WEFT_EINVAL (NULL or empty), WEFT_EIO (errno says why), WEFT_ENOMEM. */
 weft_err weft__mkdir_parents(const char *path, unsigned mode);
 
 uint64_t weft__now_ns(void);
