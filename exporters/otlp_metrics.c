@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_REQUEST_BYTES   (64u << 20)
@@ -169,12 +170,21 @@ weft_otlp_metric_reader_start(struct weft_meter *meter,
     };
     const struct weft_otlp_options *otlp = options != NULL ? options->otlp : NULL;
     struct weft_metric_reader *r = NULL;
+    const char *temporality = NULL;
     weft_err err = WEFT_OK;
 
     if (meter == NULL || out == NULL) {
         return WEFT_EINVAL;
     }
     *out = NULL;
+    temporality = weft__env("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
+    if (temporality != NULL && strcasecmp(temporality, "cumulative") != 0) {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=%.40s: weft sends cumulative "
+                 "temporality only (a backend that needs delta must convert, as the "
+                 "collector's cumulativetodelta processor does)",
+                 temporality);
+    }
     r = weft__calloc(1, sizeof(*r));
     if (r == NULL) {
         return WEFT_ENOMEM;

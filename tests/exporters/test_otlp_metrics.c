@@ -19,7 +19,7 @@ static const char *const env_vars[] = {
     "OTEL_EXPORTER_OTLP_COMPRESSION",     "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
     "OTEL_EXPORTER_OTLP_HEADERS",         "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
     "OTEL_METRIC_EXPORT_INTERVAL",        "OTEL_METRIC_EXPORT_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
 };
 
 struct fx {
@@ -106,6 +106,7 @@ teardown(void **state)
 
     http_receiver_stop(f->rx);
     weft_meter_free(f->meter);
+    weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
     clear_env();
     free(f);
     return 0;
@@ -572,6 +573,14 @@ test_reader_sends_nothing_without_points(void **state)
     weft_metric_reader_stop(r);
     assert_int_equal(http_receiver_count(f->rx), 0);
     weft_meter_free(m);
+
+    /* Delta is asked for but not supported: said once, at start. */
+    weft_test_capture_logs();
+    weft_test_setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta");
+    assert_weft_ok(weft_otlp_metric_reader_start(f->meter, &ro, &r));
+    weft_metric_reader_stop(r);
+    assert_non_null(strstr(weft_test_logs(), "cumulative temporality only"));
+    weft_test_clear_logs();
 
     /* A bad endpoint is refused at start. */
     o.metrics_endpoint = "ftp://example.invalid/v1/metrics";
