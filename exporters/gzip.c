@@ -46,14 +46,11 @@ weft__gzip_compress(const void *data, size_t len, int level, struct weft__buf *o
         off += chunk;
     } while (off < len);
     deflateEnd(&zs);
-    out->data[out->len] = '\0';
+    weft__buf_truncate(out, out->len);
     return WEFT_OK;
 fail:
     deflateEnd(&zs);
-    out->len = start;
-    if (out->data != NULL) {
-        out->data[start] = '\0';
-    }
+    weft__buf_truncate(out, start);
     return err;
 }
 
@@ -94,13 +91,10 @@ weft__gzip_decompress(const void *data, size_t len, struct weft__buf *out)
         }
     } while (rc != Z_STREAM_END);
     inflateEnd(&zs);
-    out->data[out->len] = '\0';
+    weft__buf_truncate(out, out->len);
     return WEFT_OK;
 fail:
     inflateEnd(&zs);
-    out->len = start;
-    if (out->data != NULL) {
-        out->data[start] = '\0';
-    }
+    weft__buf_truncate(out, start);
     return err;
 }

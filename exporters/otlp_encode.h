@@ -14,6 +14,8 @@
 #include <weft/metrics.h>
 #include <weft/weft.h>
 
+#include <string.h>
+
 weft_err weft__otlp_encode_proto(const struct weft_span_data *const *spans,
                                  size_t count,
                                  struct weft__buf *out);
@@ -29,6 +31,20 @@ weft_err weft__otlp_encode_json(const struct weft_span_data *const *spans,
  * with their exemplars. Instruments without series are left out. *points receives the number
  * of data points written (0: nothing worth sending). Appended to @p out; errors as above. */
 #define WEFT__METRICS_SCOPE "weft"
+
+/* The envelope both metrics encoders write: the meter's resource, and scope "weft" at weft's
+ * version. */
+static inline void
+weft__otlp_metrics_envelope(struct weft_meter *meter,
+                            struct weft_resource *res,
+                            struct weft_scope *scope)
+{
+    memset(res, 0, sizeof(*res));
+    memset(scope, 0, sizeof(*scope));
+    res->attrs = weft_meter_resource(meter, &res->attr_count);
+    scope->name = WEFT__METRICS_SCOPE;
+    scope->version = WEFT_VERSION;
+}
 
 weft_err
 weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out, size_t *points);

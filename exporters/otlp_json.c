@@ -676,14 +676,8 @@ weft__otlp_encode_json(const struct weft_span_data *const *spans,
     if (done != stack_done) {
         weft__free(done);
     }
-    if (j.err != WEFT_OK) {
-        out->len = entry_len;
-        if (out->data != NULL) {
-            out->data[entry_len] = '\0';
-        }
-        return j.err;
-    }
-    return WEFT_OK;
+    weft__buf_truncate(out, j.err == WEFT_OK ? out->len : entry_len);
+    return j.err;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -859,13 +853,9 @@ weft__otlp_metrics_encode_json(struct weft_meter *meter, struct weft__buf *out, 
         return WEFT_EINVAL;
     }
     memset(&m, 0, sizeof(m));
-    memset(&res, 0, sizeof(res));
-    memset(&scope, 0, sizeof(scope));
     m.j = &j;
     m.is_first_metric = true;
-    res.attrs = weft_meter_resource(meter, &res.attr_count);
-    scope.name = WEFT__METRICS_SCOPE;
-    scope.version = WEFT_VERSION;
+    weft__otlp_metrics_envelope(meter, &res, &scope);
     entry_len = out->len;
     put_lit(&j, "{\"resourceMetrics\":[{");
     js_resource(&j, &first, &res);
@@ -880,13 +870,7 @@ weft__otlp_metrics_encode_json(struct weft_meter *meter, struct weft__buf *out, 
     if (j.err == WEFT_OK && err != WEFT_OK) {
         j.err = err;
     }
-    if (j.err != WEFT_OK) {
-        out->len = entry_len;
-        if (out->data != NULL) {
-            out->data[entry_len] = '\0';
-        }
-        return j.err;
-    }
-    *points = m.points;
-    return WEFT_OK;
+    weft__buf_truncate(out, j.err == WEFT_OK ? out->len : entry_len);
+    *points = j.err == WEFT_OK ? m.points : 0;
+    return j.err;
 }

@@ -858,15 +858,8 @@ weft__otlp_encode_proto(const struct weft_span_data *const *spans,
     if (done != stack_done) {
         weft__free(done);
     }
-    if (e.err != WEFT_OK) {
-        out->len = entry_len;
-        if (out->data != NULL) {
-            out->data[entry_len] = '\0';
-        }
-        return e.err;
-    }
-    out->data[out->len] = '\0';
-    return WEFT_OK;
+    weft__buf_truncate(out, e.err == WEFT_OK ? out->len : entry_len);
+    return e.err;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1048,12 +1041,8 @@ weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out,
         return WEFT_EINVAL;
     }
     memset(&m, 0, sizeof(m));
-    memset(&res, 0, sizeof(res));
-    memset(&scope, 0, sizeof(scope));
     m.e = &e;
-    res.attrs = weft_meter_resource(meter, &res.attr_count);
-    scope.name = WEFT__METRICS_SCOPE;
-    scope.version = WEFT_VERSION;
+    weft__otlp_metrics_envelope(meter, &res, &scope);
     entry_len = out->len;
     update_limit(&e);
     rm = pb_begin(&e, REQ_RESOURCE_METRICS, 3);
@@ -1067,16 +1056,9 @@ weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out,
     if (e.err == WEFT_OK && err != WEFT_OK) {
         e.err = err;
     }
-    if (e.err != WEFT_OK) {
-        out->len = entry_len;
-        if (out->data != NULL) {
-            out->data[entry_len] = '\0';
-        }
-        return e.err;
-    }
-    out->data[out->len] = '\0';
-    *points = m.points;
-    return WEFT_OK;
+    weft__buf_truncate(out, e.err == WEFT_OK ? out->len : entry_len);
+    *points = e.err == WEFT_OK ? m.points : 0;
+    return e.err;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -192,9 +192,17 @@ weft__buf_cleanup(struct weft__buf *buf)
 void
 weft__buf_reset(struct weft__buf *buf)
 {
-    buf->len = 0;
+    weft__buf_truncate(buf, 0);
+}
+
+void
+weft__buf_truncate(struct weft__buf *buf, size_t len)
+{
+    if (len < buf->len) {
+        buf->len = len;
+    }
     if (buf->data != NULL) {
-        buf->data[0] = '\0';
+        buf->data[buf->len] = '\0';
     }
 }
 

@@ -38,6 +38,9 @@ struct weft__buf {
 void weft__buf_init(struct weft__buf *buf, size_t max);
 void weft__buf_cleanup(struct weft__buf *buf);
 void weft__buf_reset(struct weft__buf *buf);
+/* Cut the buffer back to @p len bytes (at most its length), NUL-terminated: how an encoder
+ * that failed halfway restores what its caller had. */
+void weft__buf_truncate(struct weft__buf *buf, size_t len);
 weft_err weft__buf_reserve(struct weft__buf *buf, size_t extra);
 weft_err weft__buf_append(struct weft__buf *buf, const void *data, size_t len);
 weft_err weft__buf_append_str(struct weft__buf *buf, const char *s);

@@ -392,6 +392,36 @@ test_json_equals_decoded_proto(void **state)
     weft__buf_cleanup(&js);
 }
 
+/* A request over the buffer's cap fails with ELIMIT and leaves what the buffer held, in both
+ * encodings, at every cap below the full size. */
+static void
+test_encoders_restore_the_buffer_past_the_cap(void **state)
+{
+    struct fx *f = *state;
+    struct weft__buf full;
+    size_t points = 0;
+
+    weft__buf_init(&full, 1u << 20);
+    assert_weft_ok(weft__otlp_metrics_encode_proto(f->meter, &full, &points));
+    for (int is_json = 0; is_json <= 1; is_json++) {
+        for (size_t cap = 8; cap < full.len; cap += full.len / 7 + 1) {
+            struct weft__buf buf;
+
+            weft__buf_init(&buf, cap);
+            assert_weft_ok(weft__buf_append_str(&buf, "prefix"));
+            points = 99;
+            assert_weft_err(is_json ? weft__otlp_metrics_encode_json(f->meter, &buf, &points)
+                                    : weft__otlp_metrics_encode_proto(f->meter, &buf, &points),
+                            WEFT_ELIMIT);
+            assert_int_equal(buf.len, 6);
+            assert_string_equal(buf.data, "prefix");
+            assert_int_equal(points, 0);
+            weft__buf_cleanup(&buf);
+        }
+    }
+    weft__buf_cleanup(&full);
+}
+
 static void
 test_empty_meter_has_no_points(void **state)
 {
@@ -596,6 +626,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_proto_decodes_with_protoc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_equals_decoded_proto, setup, teardown),
         cmocka_unit_test(test_empty_meter_has_no_points),
+        cmocka_unit_test_setup_teardown(test_encoders_restore_the_buffer_past_the_cap, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_reader_force_flush_sends_protobuf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_json_and_env_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_exports_periodically_and_on_stop, setup,
