@@ -18,6 +18,8 @@
  */
 #include "webhook.h"
 
+#include "http.h"
+
 #include "../tracing/util.h"
 
 #include <curl/curl.h>
@@ -515,25 +517,6 @@ is_retryable_status(long status)
     return status == 429 || status == 502 || status == 503 || status == 504;
 }
 
-static bool
-is_retryable_curl(CURLcode rc)
-{
-    switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Sleep until @p until_ns (monotonic) or until the drain makes the wait pointless.
  * @return false when the alert must be given up: the wait would end past the drain deadline. */
 static bool
@@ -644,7 +627,7 @@ deliver(struct rt_webhook *wh, const char *body)
             note_success(wh);
             return SENT;
         }
-        is_retryable = rc != CURLE_OK ? is_retryable_curl(rc) : is_retryable_status(status);
+        is_retryable = rc != CURLE_OK ? rt_curl_is_retryable(rc) : is_retryable_status(status);
         if (!is_retryable || attempt >= wh->max_retries) {
             note_failure(wh, rc, status, attempt + 1);
             return FAILED;
@@ -741,29 +724,17 @@ destroy(struct rt_webhook *wh)
 }
 
 static weft_err
-add_header(struct rt_webhook *wh, const char *line)
-{
-    struct curl_slist *grown = curl_slist_append(wh->headers, line);
-
-    if (grown == NULL) {
-        return WEFT_ENOMEM;
-    }
-    wh->headers = grown;
-    return WEFT_OK;
-}
-
-static weft_err
 setup_curl(struct rt_webhook *wh, const struct rt_webhook_config *cfg)
 {
     weft_err err = WEFT_OK;
 
-    err = add_header(wh, "Content-Type: application/json");
+    err = rt_curl_add_header(&wh->headers, "Content-Type: application/json");
     /* "Expect: 100-continue" would cost a round trip per alert. */
     if (err == WEFT_OK) {
-        err = add_header(wh, "Expect:");
+        err = rt_curl_add_header(&wh->headers, "Expect:");
     }
     for (size_t i = 0; err == WEFT_OK && i < cfg->header_count; i++) {
-        err = add_header(wh, cfg->headers[i]);
+        err = rt_curl_add_header(&wh->headers, cfg->headers[i]);
     }
     if (err != WEFT_OK) {
         return err;

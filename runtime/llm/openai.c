@@ -21,6 +21,8 @@
  */
 #include "llm.h"
 
+#include "../http.h"
+
 #include "../../tracing/ids.h"
 #include "../../tracing/util.h"
 
@@ -190,25 +192,6 @@ static bool
 retryable_status(long status)
 {
     return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
-}
-
-/* Transport failures worth another attempt: the server may be restarting or overloaded. */
-static bool
-retryable_curl(CURLcode rc)
-{
-    switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-        return true;
-    default:
-        return false;
-    }
 }
 
 /* Copy @p src into @p dst (at most @p cap bytes with the NUL) with every occurrence of the API
@@ -499,7 +482,7 @@ openai_complete(void *self,
                       (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
             return WEFT_ETIMEDOUT;
         }
-        if (rc != CURLE_OK && !retryable_curl(rc)) {
+        if (rc != CURLE_OK && !rt_curl_is_retryable(rc)) {
             set_error(error, "connection", "%s (not retried)", curl_easy_strerror(rc));
             return WEFT_EIO;
         }
@@ -577,18 +560,6 @@ static const struct llm_provider_ops openai_ops = {
     .free = openai_free,
 };
 
-static weft_err
-append_header(struct openai *x, const char *line)
-{
-    struct curl_slist *grown = curl_slist_append(x->headers, line);
-
-    if (grown == NULL) {
-        return WEFT_ENOMEM;
-    }
-    x->headers = grown;
-    return WEFT_OK;
-}
-
 /* Add "Authorization: Bearer <key>". The line is built in an exactly sized buffer (no
  * realloc could leave a stray copy) and wiped as soon as curl has its own copy. */
 static weft_err
@@ -602,7 +573,7 @@ add_auth_header(struct openai *x, const char *key)
         return WEFT_ENOMEM;
     }
     snprintf(line, len, "%s%s", AUTH_PREFIX, key);
-    err = append_header(x, line);
+    err = rt_curl_add_header(&x->headers, line);
     wipe(line, len);
     weft__free(line);
     return err;
@@ -640,13 +611,13 @@ configure(struct openai *x, const struct llm_openai_options *o)
         x->max_backoff_ms = x->initial_backoff_ms;
     }
 
-    err = append_header(x, "Content-Type: application/json");
+    err = rt_curl_add_header(&x->headers, "Content-Type: application/json");
     if (err == WEFT_OK) {
-        err = append_header(x, "Accept: application/json");
+        err = rt_curl_add_header(&x->headers, "Accept: application/json");
     }
     if (err == WEFT_OK) {
         /* "Expect: 100-continue" would cost a round trip on every large request. */
-        err = append_header(x, "Expect:");
+        err = rt_curl_add_header(&x->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
         err = add_auth_header(x, o->api_key);

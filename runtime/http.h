@@ -1,0 +1,19 @@
+/* runtime/http.h - libcurl helpers shared by the runtime's HTTP clients (the OpenAI provider and
+ * the webhook sender). The OTLP transport in exporters/ keeps its own copy of the retry list:
+ * exporters do not depend on the runtime, and tracing/ stays free of libcurl. */
+#ifndef WEFT_RUNTIME_HTTP_H
+#define WEFT_RUNTIME_HTTP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <weft/common.h>
+
+/* Transport failures worth another attempt: the server may be restarting, overloaded or not
+ * reachable yet (resolve, connect, timeout, send or receive, empty answer, TLS handshake). */
+bool rt_curl_is_retryable(CURLcode rc);
+
+/* Append header line @p line ("Name: value", copied by libcurl) to @p list.
+ * @return WEFT_OK, WEFT_ENOMEM (the list is unchanged). */
+weft_err rt_curl_add_header(struct curl_slist **list, const char *line);
+
+#endif /* WEFT_RUNTIME_HTTP_H */
