@@ -491,11 +491,10 @@ http_receiver_count(struct http_receiver *r)
     return n;
 }
 
-bool
-http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms)
+struct timespec
+http_deadline_in(unsigned timeout_ms)
 {
     struct timespec ts;
-    bool ok = false;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += timeout_ms / 1000;
@@ -504,6 +503,16 @@ http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+bool
+http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms)
+{
+    struct timespec ts;
+    bool ok = false;
+
+    ts = http_deadline_in(timeout_ms);
     pthread_mutex_lock(&r->lock);
     while (!(ok = r->count >= n)) {
         if (pthread_cond_timedwait(&r->changed, &r->lock, &ts) == ETIMEDOUT) {

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 struct http_receiver;
 
@@ -59,6 +60,8 @@ void http_receiver_set_default(struct http_receiver *r, const struct http_respon
 void
 http_receiver_set_handler(struct http_receiver *r, http_receiver_handler_fn fn, void *user_data);
 size_t http_receiver_count(struct http_receiver *r);
+/* CLOCK_REALTIME @p timeout_ms from now, for pthread_cond_timedwait() in the test servers. */
+struct timespec http_deadline_in(unsigned timeout_ms);
 /* Wait until at least @p n requests were recorded. */
 bool http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms);
 /* Request @p i; valid until http_receiver_stop(). */

@@ -579,45 +579,19 @@ handle_scores(struct langfuse_server *s, const struct http_request *req, struct 
 /* ------------------------------------------------------------------------------------------ */
 /* Prompts                                                                                     */
 
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/* Percent-decode @p len bytes of @p in into out. @return false on a bad escape or overflow. */
+/* Percent-decode @p len bytes of @p in into out (weft__percent_decode(), as the OTLP header
+ * parser does). @return false on a bad escape or overflow. */
 static bool
 url_decode(const char *in, size_t len, char *out, size_t cap)
 {
-    size_t n = 0;
+    char *decoded = weft__percent_decode(in, len);
+    bool is_ok = decoded != NULL && strlen(decoded) < cap;
 
-    for (size_t i = 0; i < len; i++) {
-        char c = in[i];
-        if (c == '%') {
-            int hi = i + 2 < len ? hex_digit(in[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_digit(in[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                return false;
-            }
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        }
-        if (n + 1 >= cap) {
-            return false;
-        }
-        out[n++] = c;
+    if (is_ok) {
+        memcpy(out, decoded, strlen(decoded) + 1);
     }
-    out[n] = '\0';
-    return true;
+    weft__free(decoded);
+    return is_ok;
 }
 
 /* The value of query parameter @p key in @p query (after '?'), decoded into buf. */
@@ -961,13 +935,7 @@ wait_for(struct langfuse_server *s, json_t *const *array, size_t n, unsigned tim
     struct timespec ts;
     bool ok = false;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = http_deadline_in(timeout_ms);
     pthread_mutex_lock(&s->lock);
     while (!(ok = json_array_size(*array) >= n)) {
         if (pthread_cond_timedwait(&s->changed, &s->lock, &ts) == ETIMEDOUT) {
