@@ -192,35 +192,43 @@ test_prompts_without_langfuse_keys(void **state)
     assert_int_equal(http_receiver_count(f->rx), 0); /* no request without credentials */
 }
 
+/* Write @p text to @p dir/@p name. */
+static void
+put_file(const char *dir, const char *name, const char *text)
+{
+    char path[160];
+    FILE *fp = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
 /* A run of one agent whose instructions are @p instructions (JSON), traced into a sink. */
 static struct weft_run_result *
-run_with_instructions(struct fx *f, struct otlp_sink *sink, const char *instructions)
+run_with_instructions(struct otlp_sink *sink, const char *instructions)
 {
     char dir[] = "/tmp/weft-prompts-XXXXXX";
     char path[128];
+    char workflow[1024];
     char error[256] = "";
     struct weft_workflow *wf = NULL;
     struct weft_run_options ro;
     struct weft_run_result *r = NULL;
     struct weft_diags d = {0};
-    FILE *fp = NULL;
 
-    (void)f;
     assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof(path), "%s/script.json", dir);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs("{\"responses\": {\"coder\": {\"act\": [{\"content\": \"done\"}]}}}", fp);
-    fclose(fp);
+    put_file(dir, "script.json",
+             "{\"responses\": {\"coder\": {\"act\": [{\"content\": \"done\"}]}}}");
+    snprintf(workflow, sizeof(workflow),
+             "{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+             "\"script.json\"}}, \"agents\": [{\"name\": \"coder\", \"instructions\": %s}], "
+             "\"plan\": [{\"agent\": \"coder\", \"task\": \"write it\"}]}",
+             instructions);
+    put_file(dir, "wf.json", workflow);
     snprintf(path, sizeof(path), "%s/wf.json", dir);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    fprintf(fp,
-            "{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-            "\"script.json\"}}, \"agents\": [{\"name\": \"coder\", \"instructions\": %s}], "
-            "\"plan\": [{\"agent\": \"coder\", \"task\": \"write it\"}]}",
-            instructions);
-    fclose(fp);
     if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
         char line[512];
         fail_msg("invalid: %s",
@@ -249,7 +257,7 @@ test_prompts_run_links_generations_to_the_prompt(void **state)
     push_json(f, 200,
               "{\"type\":\"text\",\"name\":\"coder-sys\",\"version\":4,"
               "\"prompt\":\"You write careful C.\",\"labels\":[\"production\"]}");
-    r = run_with_instructions(f, sink,
+    r = run_with_instructions(sink,
                               "{\"langfuse_prompt\": \"coder-sys\", \"label\": \"production\", "
                               "\"fallback\": \"You write code.\"}");
     assert_int_equal(r->status, WEFT_RUN_COMPLETED);
@@ -277,7 +285,7 @@ test_prompts_run_uses_fallback_or_fails_the_step(void **state)
     /* Langfuse answers 404: the fallback text, marked, and no link to a version. */
     push_json(f, 404, "{\"error\":\"LangfuseNotFoundError\",\"message\":\"Prompt not found\"}");
     r = run_with_instructions(
-        f, sink, "{\"langfuse_prompt\": \"missing\", \"fallback\": \"You write code.\"}");
+        sink, "{\"langfuse_prompt\": \"missing\", \"fallback\": \"You write code.\"}");
     assert_int_equal(r->status, WEFT_RUN_COMPLETED);
     chat = otlp_sink_find(sink, "chat m", 0);
     assert_string_equal(otlp_span_attr(chat, "weft.prompt.is_fallback"), "true");
@@ -290,7 +298,7 @@ test_prompts_run_uses_fallback_or_fails_the_step(void **state)
     /* No fallback and nothing cached: the step fails and says why; no LLM call is made. */
     sink = otlp_sink_new();
     push_json(f, 500, "{\"error\":\"boom\"}");
-    r = run_with_instructions(f, sink, "{\"langfuse_prompt\": \"broken\", \"version\": 2}");
+    r = run_with_instructions(sink, "{\"langfuse_prompt\": \"broken\", \"version\": 2}");
     assert_int_equal(r->status, WEFT_RUN_FAILED);
     assert_null(otlp_sink_find(sink, "chat m", 0));
     agent = otlp_sink_find(sink, "invoke_agent coder", 0);
@@ -311,18 +319,14 @@ test_prompts_workflow_checks_the_reference(void **state)
     char line[512];
     struct weft_workflow *wf = NULL;
     struct weft_diags d = {0};
-    FILE *fp = NULL;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
+    put_file(dir, "wf.json",
+             "{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\"}}, \"agents\": "
+             "[{\"name\": \"a\", \"instructions\": {\"label\": \"x\", \"version\": 2, \"lable\": "
+             "1}}], \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}");
     snprintf(path, sizeof(path), "%s/wf.json", dir);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs("{\"name\": \"p\", \"models\": {\"m\": {\"provider\": \"scripted\"}}, \"agents\": "
-          "[{\"name\": \"a\", \"instructions\": {\"label\": \"x\", \"version\": 2, \"lable\": 1}}],"
-          " \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}",
-          fp);
-    fclose(fp);
     assert_true(weft_workflow_load(path, &wf, &d) != WEFT_OK);
     for (size_t i = 0; i < d.count; i++) {
         strncat(all, weft_diag_format(&d.items[i], line, sizeof(line)),
