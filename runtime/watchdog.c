@@ -355,6 +355,13 @@ start_webhook(struct run *run)
     if (hc.format < 0) {
         hc.format = format != NULL && strcmp(format, "alertmanager") == 0 ? RT_WEBHOOK_ALERTMANAGER
                                                                           : RT_WEBHOOK_GENERIC;
+        if (format != NULL && format[0] != '\0' && strcmp(format, "alertmanager") != 0 &&
+            strcmp(format, "generic") != 0) {
+            WEFT_LOG(WEFT_LOG_WARN,
+                     "WEFT_WATCHDOG_WEBHOOK_FORMAT=%.40s: expected generic or alertmanager; "
+                     "sending generic",
+                     format);
+        }
     }
     /* A credential comes from the environment only, never from the workflow file. */
     if (auth != NULL && auth[0] != '\0') {

@@ -1566,9 +1566,8 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_langfuse_each_detection_and_verdict_scored_once, setup,
-                                        teardown),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_langfuse_each_detection_and_verdict_scored_once),
         T(test_langfuse_limits_from_the_environment),
         T(test_server_refuses_missing_or_wrong_credentials),
         T(test_server_validates_scores_like_langfuse),

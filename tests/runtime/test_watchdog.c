@@ -444,6 +444,21 @@ test_watchdog_alertmanager_webhook_and_config_errors(void **state)
         "warning");
     assert_non_null(json_object_get(alert, "startsAt"));
     json_decref(body);
+
+    /* An unknown format in the environment is said, and the generic payload goes out. */
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_URL", url);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_FORMAT", "slack");
+    reset_sink(f);
+    run_inline(f, REPEATING("warn"), REPEATING_SCRIPT);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_URL", NULL);
+    weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_FORMAT", NULL);
+    assert_non_null(strstr(weft_test_logs(), "WEFT_WATCHDOG_WEBHOOK_FORMAT=slack: expected"));
+    assert_int_equal(http_receiver_count(rx), 4);
+    body = json_loadb(http_receiver_request(rx, 2)->body, http_receiver_request(rx, 2)->body_len, 0,
+                      &jerr);
+    assert_true(json_is_object(body));
+    assert_string_equal(json_string_value(json_object_get(body, "type")), "weft.stuck_loop");
+    json_decref(body);
     http_receiver_stop(rx);
 
     /* A webhook that is not http(s), and an unknown format: errors with their field. */
