@@ -17,7 +17,10 @@
 /* Exit codes. */
 #define CLI_EXIT_OK    0 /* success */
 #define CLI_EXIT_FAIL  1 /* the command ran and failed (not found, I/O error, ...) */
-#define CLI_EXIT_USAGE 2 /* bad command line: usage went to stderr */
+#define CLI_EXIT_USAGE 2 /* bad command line or configuration (workflow, exporters, env) */
+#define CLI_EXIT_STUCK 3 /* weft run: the watchdog ended the run on a stuck loop (break, fail) */
+#define CLI_EXIT_TELEMETRY \
+    4 /* weft run: the run completed but an exporter delivered none of its spans */
 
 /* One entry of a command table. @p run gets argv with argv[0] = the command's name. */
 struct cli_command {

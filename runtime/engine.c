@@ -43,8 +43,8 @@ rt_layer_name(rt_layer layer)
 const char *
 weft_run_status_name(weft_run_status status)
 {
-    static const char *const names[] = {"completed", "failed", "budget_exhausted", "timed_out",
-                                        "aborted"};
+    static const char *const names[] = {"completed", "failed",  "budget_exhausted",
+                                        "timed_out", "aborted", "stuck"};
     return (size_t)status < sizeof(names) / sizeof(names[0]) ? names[status] : "unknown";
 }
 

@@ -72,10 +72,13 @@ typedef enum weft_run_status {
     WEFT_RUN_FAILED = 1,           /**< a step failed, or no valid plan could be made */
     WEFT_RUN_BUDGET_EXHAUSTED = 2, /**< iterations, tokens or cost ran out */
     WEFT_RUN_TIMED_OUT = 3,        /**< the run's wall-clock budget ran out */
-    WEFT_RUN_ABORTED = 4           /**< the abort flag was raised */
+    WEFT_RUN_ABORTED = 4,          /**< the abort flag was raised */
+    WEFT_RUN_STUCK = 5             /**< the watchdog found a stuck loop and its policy (break,
+                                        fail) ended the run early: steps never ran */
 } weft_run_status;
 
-/** "completed", "failed", "budget_exhausted", "timed_out", "aborted". Never NULL. */
+/** "completed", "failed", "budget_exhausted", "timed_out", "aborted", "stuck". Never NULL.
+ * Stored runs may also read "running" (in progress) or "interrupted" (its process died). */
 WEFT_API const char *weft_run_status_name(weft_run_status status);
 
 /** Kinds of loop the engine counts (also the metrics' loop kind label). */
