@@ -94,11 +94,20 @@ otlp_destroy(void *self)
     weft__free(x);
 }
 
+static size_t
+otlp_last_error(void *self, char *buf, size_t len)
+{
+    struct otlp *x = self;
+
+    return weft__otlp_transport_last_error(x->transport, buf, len);
+}
+
 static const struct weft_exporter_ops otlp_ops = {
     .name = "otlp",
     .export_batch = otlp_export,
     .shutdown = otlp_shutdown,
     .destroy = otlp_destroy,
+    .last_error = otlp_last_error,
 };
 
 weft_err

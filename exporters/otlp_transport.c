@@ -8,6 +8,16 @@
  * with exponential backoff and full jitter, honouring Retry-After (delta-seconds or HTTP-date),
  * and never past the deadline or the retry budget. Any other status is final. A 2xx carrying
  * partial_success reports its rejected count and is not retried.
+ *
+ * A 2xx answer must be what OTLP/HTTP says a receiver answers: an empty body, or an
+ * Export*ServiceResponse in the encoding its Content-Type names (protobuf when it names none).
+ * Anything else (an HTML page from a proxy or a web server at the wrong port, bytes that do not
+ * decode) means the data did not reach an OTLP receiver, so the export fails (not retried):
+ * treating it as delivered would hide a misconfigured endpoint for good.
+ *
+ * Every failure leaves a one-line description in last_error: what happened (connection
+ * refused, no answer within the timeout, HTTP status and a short excerpt of the body) and where
+ * (scheme://host:port/path of the URL; never user info, query or headers).
  */
 #include "otlp_transport.h"
 
@@ -18,7 +28,9 @@
 #include "../tracing/util.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +60,9 @@ struct weft__otlp_transport {
     struct weft__buf response; /* answer body, capped */
     char retry_after[64];      /* the last Retry-After header value */
     char content_type[64];     /* of the last answer */
+    char where[256];           /* the URL as scheme://host:port/path, for messages */
+    char last_error[320];      /* the last failure, under lock */
+    bool is_failing;           /* the last attempt failed (the send thread only) */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     atomic_bool is_shut_down;
@@ -245,6 +260,31 @@ on_header(char *data, size_t size, size_t n, void *userdata)
     return len;
 }
 
+/* x->where: the URL without user info, query or fragment (they may carry credentials). */
+static void
+describe_url(struct weft__otlp_transport *x)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL;
+    char *host = NULL;
+    char *port = NULL;
+    char *path = NULL;
+
+    snprintf(x->where, sizeof(x->where), "the %s endpoint", x->log_name);
+    if (u != NULL && curl_url_set(u, CURLUPART_URL, x->url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK) {
+        snprintf(x->where, sizeof(x->where), "%s://%s:%s%s", scheme, host, port, path);
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_url_cleanup(u);
+}
+
 static uint32_t
 env_u32(const struct weft__otlp_transport *x, const char *suffix, uint32_t def)
 {
@@ -273,6 +313,7 @@ configure(struct weft__otlp_transport *x,
     if (err != WEFT_OK) {
         return err;
     }
+    describe_url(x);
     if (o->protocol_set) {
         x->is_json = o->protocol == WEFT_OTLP_HTTP_JSON;
     } else if ((v = env_pair(x, "PROTOCOL", &name)) != NULL) {
@@ -434,20 +475,122 @@ pause_ms(struct weft__otlp_transport *x, uint64_t ms)
     return alive;
 }
 
-/* Print at most 200 bytes of an answer, with control characters replaced. */
+/* The first @p max bytes of the answer, control characters and non-ASCII replaced by '.'. */
 static void
-log_final_status(const struct weft__otlp_transport *x, long status)
+body_excerpt(const struct weft__otlp_transport *x, char *out, size_t max)
 {
-    char snippet[201];
-    size_t n = x->response.len < 200 ? x->response.len : 200;
+    size_t n = x->response.len < max - 1 ? x->response.len : max - 1;
 
     for (size_t i = 0; i < n; i++) {
         char c = x->response.data[i];
-        snippet[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
+        out[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
     }
-    snippet[n] = '\0';
-    WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: HTTP %ld (not retried): %s", x->log_name,
-             x->url, status, snippet);
+    out[n] = '\0';
+}
+
+static void set_error(struct weft__otlp_transport *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Record the last failure (read from other threads through weft__otlp_transport_last_error). */
+static void
+set_error(struct weft__otlp_transport *x, const char *fmt, ...)
+{
+    va_list ap;
+
+    pthread_mutex_lock(&x->lock);
+    va_start(ap, fmt);
+    vsnprintf(x->last_error, sizeof(x->last_error), fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Describe a libcurl failure the way a user reads it: what happened and where. */
+static void
+set_curl_error(struct weft__otlp_transport *x, CURLcode rc, uint64_t timeout_ms)
+{
+    long os_errno = 0;
+
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+        curl_easy_getinfo(x->curl, CURLINFO_OS_ERRNO, &os_errno);
+        if (os_errno == ECONNREFUSED || os_errno == 0) {
+            set_error(x, "connection refused by %s", x->where);
+        } else {
+            set_error(x, "cannot connect to %s: %s", x->where, strerror((int)os_errno));
+        }
+        break;
+    case CURLE_OPERATION_TIMEDOUT:
+        set_error(x, "no answer from %s within %llu ms", x->where, (unsigned long long)timeout_ms);
+        break;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        set_error(x, "cannot resolve the host of %s", x->where);
+        break;
+    case CURLE_GOT_NOTHING:
+        set_error(x, "%s closed the connection without an answer", x->where);
+        break;
+    case CURLE_WRITE_ERROR:
+        set_error(x, "the answer from %s is over %u bytes", x->where, MAX_RESPONSE_BYTES);
+        break;
+    default:
+        set_error(x, "%s: %s", x->where, curl_easy_strerror(rc));
+        break;
+    }
+}
+
+/* Check a 2xx answer: an empty body or an OTLP response in the encoding its Content-Type
+ * names. @return WEFT_OK (with *rejected), or WEFT_EPARSE (last_error says why). */
+static weft_err
+check_answer(struct weft__otlp_transport *x, long status, uint64_t *rejected)
+{
+    char message[256];
+    char excerpt[81];
+    const char *ct = x->content_type;
+    bool json = false;
+
+    *rejected = 0;
+    if (x->response.len == 0) {
+        return WEFT_OK;
+    }
+    if (ct[0] == '\0') {
+        json = x->is_json;
+    } else if (strstr(ct, "json") != NULL) {
+        json = true;
+    } else if (strstr(ct, "protobuf") == NULL) {
+        body_excerpt(x, excerpt, sizeof(excerpt));
+        set_error(x, "HTTP %ld from %s is not an OTLP response (Content-Type %s): %s", status,
+                  x->where, ct, excerpt);
+        return WEFT_EPARSE;
+    }
+    if (weft__otlp_parse_response(x->response.data, x->response.len, json, rejected, message,
+                                  sizeof(message)) != WEFT_OK) {
+        body_excerpt(x, excerpt, sizeof(excerpt));
+        set_error(x, "HTTP %ld from %s is not an OTLP %s response: %s", status, x->where,
+                  json ? "JSON" : "protobuf", excerpt);
+        *rejected = 0;
+        return WEFT_EPARSE;
+    }
+    if (*rejected > 0) {
+        set_error(x, "%s rejected %llu items: %s", x->where, (unsigned long long)*rejected,
+                  message);
+        WEFT_LOG(WEFT_LOG_WARN, "%s receiver %s rejected %llu items: %s", x->log_name, x->where,
+                 (unsigned long long)*rejected, message);
+    }
+    return WEFT_OK;
+}
+
+/* A failed attempt that will be retried: say so once per outage, so that a collector that is
+ * down shows at its first failure, not when the batch's time limit ends the retries. */
+static void
+note_retrying(struct weft__otlp_transport *x)
+{
+    char text[sizeof(x->last_error)];
+
+    if (x->is_failing) {
+        return;
+    }
+    x->is_failing = true;
+    weft__otlp_transport_last_error(x, text, sizeof(text));
+    WEFT_LOG(WEFT_LOG_WARN, "%s export failed: %s; retrying", x->log_name, text);
 }
 
 /* Send the prepared body, retrying per the rules. */
@@ -474,6 +617,9 @@ send_request(struct weft__otlp_transport *x,
         }
         if (deadline != 0) {
             if (now >= deadline) {
+                if (attempt == 0) {
+                    set_error(x, "no time left to send to %s", x->where);
+                }
                 return WEFT_ETIMEDOUT;
             }
             if (timeout == 0 || (deadline - now) / 1000000u < timeout) {
@@ -497,39 +643,59 @@ send_request(struct weft__otlp_transport *x,
         }
         atomic_store(&x->last_status, status);
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
-            return WEFT_ESTATE; /* shut down while the request was in flight */
+            /* Shut down while the request was in flight: keep the reason of an earlier failed
+             * attempt, which is why the export was still going at shutdown. */
+            if (!x->is_failing) {
+                set_error(x, "shut down before %s answered", x->where);
+            }
+            return WEFT_ESTATE;
+        }
+        if (rc != CURLE_OK) {
+            set_curl_error(x, rc, timeout);
         }
         if (rc == CURLE_WRITE_ERROR) {
+            x->is_failing = true;
             WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s: the answer is over %u bytes", x->log_name,
-                     x->url, MAX_RESPONSE_BYTES);
+                     x->where, MAX_RESPONSE_BYTES);
             return WEFT_EIO;
         }
         if (rc == CURLE_OK && status >= 200 && status < 300) {
             uint64_t rejected = 0;
-            char message[256];
-            bool json = x->is_json || strstr(x->content_type, "json") != NULL;
 
-            if (x->parse_partial_success &&
-                weft__otlp_parse_response(x->response.data == NULL ? "" : x->response.data,
-                                          x->response.len, json, &rejected, message,
-                                          sizeof(message)) == WEFT_OK &&
-                rejected > 0) {
-                *rejected_out += rejected;
-                atomic_fetch_add(&x->items_rejected, rejected);
-                WEFT_LOG(WEFT_LOG_WARN, "%s receiver %s rejected %llu items: %s", x->log_name,
-                         x->url, (unsigned long long)rejected, message);
+            if (x->parse_partial_success && check_answer(x, status, &rejected) != WEFT_OK) {
+                char text[sizeof(x->last_error)];
+
+                x->is_failing = true;
+                weft__otlp_transport_last_error(x, text, sizeof(text));
+                WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
+                return WEFT_EPARSE;
             }
+            *rejected_out += rejected;
+            atomic_fetch_add(&x->items_rejected, rejected);
+            x->is_failing = false;
             return WEFT_OK;
         }
         if (rc != CURLE_OK && !retryable_curl(rc)) {
+            x->is_failing = true;
             WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: %s (not retried)", x->log_name,
-                     x->url, curl_easy_strerror(rc));
+                     x->where, curl_easy_strerror(rc));
             return WEFT_EIO;
         }
+        if (rc == CURLE_OK) {
+            char excerpt[121];
+
+            body_excerpt(x, excerpt, sizeof(excerpt));
+            set_error(x, "HTTP %ld from %s: %s", status, x->where, excerpt);
+        }
         if (rc == CURLE_OK && !retryable_status(status)) {
-            log_final_status(x, status);
+            char text[sizeof(x->last_error)];
+
+            x->is_failing = true;
+            weft__otlp_transport_last_error(x, text, sizeof(text));
+            WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
             return WEFT_EHTTP;
         }
+        note_retrying(x);
         /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
         wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
         if (rc == CURLE_OK) {
@@ -543,12 +709,14 @@ send_request(struct weft__otlp_transport *x,
         if ((deadline != 0 && now + wait_ms * 1000000u >= deadline) ||
             (x->max_retry_ms != 0 &&
              now + wait_ms * 1000000u - started > (uint64_t)x->max_retry_ms * 1000000u)) {
-            WEFT_LOG(WEFT_LOG_WARN, "%s export to %s: giving up after %u attempts (%s)",
-                     x->log_name, x->url, attempt + 1,
-                     rc != CURLE_OK ? curl_easy_strerror(rc) : "retryable status");
+            char text[sizeof(x->last_error)];
+
+            weft__otlp_transport_last_error(x, text, sizeof(text));
+            WEFT_LOG(WEFT_LOG_WARN, "%s export: giving up after %u attempts: %s", x->log_name,
+                     attempt + 1, text);
             return WEFT_ETIMEDOUT;
         }
-        WEFT_LOG(WEFT_LOG_DEBUG, "%s export to %s: retrying in %llu ms", x->log_name, x->url,
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s export to %s: retrying in %llu ms", x->log_name, x->where,
                  (unsigned long long)wait_ms);
         if (!pause_ms(x, wait_ms)) {
             return WEFT_ESTATE;
@@ -670,6 +838,25 @@ const char *
 weft__otlp_transport_url(const struct weft__otlp_transport *t)
 {
     return t == NULL ? "" : t->url;
+}
+
+size_t
+weft__otlp_transport_last_error(const struct weft__otlp_transport *t, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    if (buf == NULL || len == 0) {
+        return 0;
+    }
+    buf[0] = '\0';
+    if (t == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock((pthread_mutex_t *)&t->lock);
+    n = strlen(t->last_error);
+    snprintf(buf, len, "%s", t->last_error);
+    pthread_mutex_unlock((pthread_mutex_t *)&t->lock);
+    return n;
 }
 
 void

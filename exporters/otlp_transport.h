@@ -55,8 +55,10 @@ const char *weft__otlp_transport_url(const struct weft__otlp_transport *t);
 /** Send one encoded request (gzipped here when configured), retrying per the rules until
  * @p deadline (CLOCK_MONOTONIC ns, 0 none). *rejected (may be NULL) receives the
  * partial_success count of a 2xx answer. @return WEFT_OK (2xx), WEFT_EHTTP (a final HTTP
- * status; see stats.last_http_status), WEFT_ETIMEDOUT (retries gave up), WEFT_EIO (transport
- * error or an oversized answer), WEFT_ESTATE (shut down), WEFT_ENOMEM. */
+ * status; see stats.last_http_status), WEFT_EPARSE (a 2xx whose body is not an OTLP response,
+ * when cfg->parse_partial_success), WEFT_ETIMEDOUT (retries gave up), WEFT_EIO (transport
+ * error or an oversized answer), WEFT_ESTATE (shut down), WEFT_ENOMEM. Every failure leaves
+ * its description in the last error. */
 weft_err weft__otlp_transport_send(struct weft__otlp_transport *t,
                                    const char *data,
                                    size_t len,
@@ -66,6 +68,11 @@ weft_err weft__otlp_transport_send(struct weft__otlp_transport *t,
 /** Stop: later sends fail with WEFT_ESTATE, a retry wait and a request in flight end now.
  * Thread-safe. */
 void weft__otlp_transport_shutdown(struct weft__otlp_transport *t);
+
+/** Copy the last failure ("connection refused by http://host:4318/v1/traces", "no answer from
+ * ... within 10000 ms", "HTTP 500 from ...: excerpt") into @p buf; "" when none yet. Never
+ * holds user info, query strings or header values. Thread-safe. @return its length. */
+size_t weft__otlp_transport_last_error(const struct weft__otlp_transport *t, char *buf, size_t len);
 
 /** Counters (spans_rejected holds the partial_success items of any signal). NULL-safe. */
 void weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct weft_otlp_stats *out);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <semaphore.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -68,6 +69,37 @@ exporter_destroy(struct weft_exporter *exporter)
         exporter->ops->destroy(exporter->self);
     }
     weft__free(exporter);
+}
+
+/* Keep the exporter's description of a failure (or the code's text) for
+ * weft_processor_last_error(). Called on the thread that ran the export. */
+static void
+record_failure(struct weft_processor *proc, weft_err err, size_t span_count)
+{
+    struct weft_exporter *exporter = proc->exporter;
+    char text[sizeof(proc->last_error)];
+
+    text[0] = '\0';
+    if (exporter->ops->last_error == NULL ||
+        exporter->ops->last_error(exporter->self, text, sizeof(text)) == 0) {
+        snprintf(text, sizeof(text), "%s", weft_strerror(err));
+    }
+    pthread_mutex_lock(&proc->error_lock);
+    memcpy(proc->last_error, text, sizeof(text));
+    pthread_mutex_unlock(&proc->error_lock);
+    WEFT_LOG(WEFT_LOG_WARN, "exporter %s: %zu spans failed: %s", weft_exporter_name(exporter),
+             span_count, text);
+}
+
+static void
+base_init(struct weft_processor *proc,
+          const struct weft__processor_vtable *vt,
+          struct weft_exporter *exporter)
+{
+    proc->vt = vt;
+    proc->exporter = exporter;
+    pthread_mutex_init(&proc->error_lock, NULL);
+    proc->last_error[0] = '\0';
 }
 
 static void
@@ -173,8 +205,7 @@ export_spans(struct batch *b, size_t n)
     } else {
         atomic_fetch_add_explicit(&b->failed, n, memory_order_relaxed);
         b->is_failed_since_flush = true;
-        WEFT_LOG(WEFT_LOG_WARN, "exporter %s: %zu spans failed: %s", weft_exporter_name(exporter),
-                 n, weft_strerror(err));
+        record_failure(&b->base, err, n);
     }
     weft__span_unref_batch(b->spans, n);
 }
@@ -376,6 +407,7 @@ batch_destroy(struct weft_processor *proc)
         batch_shutdown(proc, weft__monotonic_ns() + (uint64_t)SHUTDOWN_DEFAULT_MS * 1000000u);
     }
     exporter_destroy(proc->exporter);
+    pthread_mutex_destroy(&proc->error_lock);
     sem_destroy(&b->wake);
     pthread_cond_destroy(&b->changed);
     pthread_mutex_destroy(&b->lock);
@@ -436,8 +468,7 @@ weft_batch_processor_new(struct weft_exporter *exporter,
         exporter_destroy(exporter);
         return WEFT_ENOMEM;
     }
-    b->base.vt = &batch_vtable;
-    b->base.exporter = exporter;
+    base_init(&b->base, &batch_vtable, exporter);
     b->opts = o;
     sem_init(&b->wake, 0, 0);
     pthread_mutex_init(&b->lock, NULL);
@@ -488,6 +519,9 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
         atomic_fetch_add(&s->exported, 1);
     } else {
         atomic_fetch_add(&s->failed, 1);
+        if (err != WEFT_OK) {
+            record_failure(proc, err, 1);
+        }
     }
 }
 
@@ -532,6 +566,7 @@ simple_destroy(struct weft_processor *proc)
         simple_shutdown(proc, weft__monotonic_ns() + (uint64_t)SHUTDOWN_DEFAULT_MS * 1000000u);
     }
     exporter_destroy(proc->exporter);
+    pthread_mutex_destroy(&proc->error_lock);
     pthread_mutex_destroy(&s->lock);
     weft__free(s);
 }
@@ -575,8 +610,7 @@ weft_simple_processor_new(struct weft_exporter *exporter, struct weft_processor 
         exporter_destroy(exporter);
         return WEFT_ENOMEM;
     }
-    s->base.vt = &simple_vtable;
-    s->base.exporter = exporter;
+    base_init(&s->base, &simple_vtable, exporter);
     pthread_mutex_init(&s->lock, NULL);
     *out = &s->base;
     return WEFT_OK;
@@ -593,6 +627,28 @@ weft_processor_get_stats(const struct weft_processor *processor, struct weft_pro
     memset(out, 0, sizeof(*out));
     processor->vt->stats(processor, out);
     return WEFT_OK;
+}
+
+const char *
+weft_processor_exporter_name(const struct weft_processor *processor)
+{
+    return weft_exporter_name(processor == NULL ? NULL : processor->exporter);
+}
+
+size_t
+weft_processor_last_error(const struct weft_processor *processor, char *buf, size_t len)
+{
+    struct weft_processor *proc = (struct weft_processor *)(uintptr_t)processor;
+    size_t n = 0;
+
+    if (proc == NULL || buf == NULL || len == 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&proc->error_lock);
+    n = strlen(proc->last_error);
+    snprintf(buf, len, "%s", proc->last_error);
+    pthread_mutex_unlock(&proc->error_lock);
+    return n;
 }
 
 void

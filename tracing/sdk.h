@@ -45,6 +45,10 @@ struct weft_processor {
     const struct weft__processor_vtable *vt;
     struct weft_exporter *exporter;
     atomic_bool is_shut_down;
+    /* The last failed export, described by the exporter (weft_processor_last_error()); its own
+     * lock, so that a reader never waits on an export in progress. */
+    pthread_mutex_t error_lock;
+    char last_error[320];
 };
 
 #define WEFT__MAX_PROCESSORS 8

@@ -100,7 +100,11 @@ struct weft_export_result {
  *   retries are the exporter's job).
  * - force_flush: deliver anything the exporter buffers itself. May be NULL.
  * - shutdown: release connections; later export calls fail. May be NULL.
- * - destroy: free @p self. May be NULL. */
+ * - destroy: free @p self. May be NULL.
+ * - last_error: copy a one-line description of the last failure (what happened and where,
+ *   never credentials) into @p buf and return its length, 0 when there is none. Called from
+ *   the export thread after a failed export_batch. May be NULL (the processor then reports
+ *   the error code). */
 struct weft_exporter_ops {
     const char *name;
     weft_err (*export_batch)(void *self,
@@ -111,6 +115,7 @@ struct weft_exporter_ops {
     weft_err (*force_flush)(void *self, uint64_t deadline_ns);
     weft_err (*shutdown)(void *self, uint64_t deadline_ns);
     void (*destroy)(void *self);
+    size_t (*last_error)(void *self, char *buf, size_t len);
 };
 
 /** Wrap an implementation in an exporter handle. Deadlines passed to the ops are
@@ -170,7 +175,9 @@ struct weft_otlp_options {
 WEFT_API weft_err weft_otlp_exporter_new(const struct weft_otlp_options *opts,
                                          struct weft_exporter **out);
 
-/** Counters of an OTLP exporter (NULL-safe; zeros for other exporters). */
+/** Counters of an OTLP exporter (NULL-safe; zeros for other exporters). A 200 whose body is
+ * neither empty nor an ExportTraceServiceResponse in the encoding its Content-Type names (for
+ * instance an HTML page) fails the export: the spans did not reach an OTLP receiver. */
 struct weft_otlp_stats {
     uint64_t requests;       /**< HTTP requests sent, retries included */
     uint64_t retries;        /**< requests that were retries */

@@ -477,6 +477,20 @@ struct weft_processor_stats {
 WEFT_API weft_err weft_processor_get_stats(const struct weft_processor *processor,
                                            struct weft_processor_stats *out);
 
+/** The name of the exporter behind @p processor ("otlp", "store", ...; "unknown" for NULL).
+ * Ownership: borrowed; valid until the processor is freed. Thread-safe. */
+WEFT_API const char *weft_processor_exporter_name(const struct weft_processor *processor);
+
+/** Copy a one-line description of the processor's last failed export into @p buf: the
+ * exporter's own words when it gives them ("connection refused by
+ * http://127.0.0.1:4318/v1/traces", "no answer from ... within 10000 ms", "HTTP 500 from ...:
+ * excerpt"), else the error code's text. Kept after later successes; "" when no export failed.
+ * Thread-safe; never waits on an export in progress.
+ * @return the length of the description (0 when none, or for NULL arguments). */
+WEFT_API size_t weft_processor_last_error(const struct weft_processor *processor,
+                                          char *buf,
+                                          size_t len);
+
 /** Shut down and free a processor that was never added to a provider. NULL is a no-op. */
 WEFT_API void weft_processor_free(struct weft_processor *processor);
 

@@ -8,11 +8,15 @@
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
 
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const env_vars[] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT",    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -690,6 +694,185 @@ test_pipeline_shutdown_delivers_what_is_queued(void **state)
     weft_provider_free(p.provider);
 }
 
+/* ---- what a failed export says (issue 12: "N spans failed: invalid state") ------------- */
+
+/* A port on 127.0.0.1 nothing listens on: bound to get a free number, then closed. */
+static unsigned short
+closed_port(void)
+{
+    struct sockaddr_in addr;
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    unsigned short port = 0;
+
+    assert_true(fd >= 0);
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+}
+
+/* The exporter's own description of its last failure. */
+static const char *
+exporter_error(struct weft_exporter *e, char *buf, size_t len)
+{
+    const struct weft_exporter_ops *ops = *(const struct weft_exporter_ops *const *)e;
+    void *self = ((void *const *)e)[1];
+
+    assert_non_null(ops->last_error);
+    ops->last_error(self, buf, len);
+    return buf;
+}
+
+static void
+test_otlp_http_refused_connection_says_so_and_where(void **state)
+{
+    struct fx *f = *state;
+    char url[160];
+    char want[160];
+    char text[400];
+    unsigned short port = closed_port();
+    struct weft_otlp_options o = {.traces_endpoint = url};
+    struct weft_exporter *e = NULL;
+
+    /* User info and query may carry credentials: never in a message. */
+    snprintf(url, sizeof(url), "http://user:s3cret@127.0.0.1:%u/v1/traces?token=t0ken", port);
+    e = make_exporter(f, &o);
+    weft_test_capture_logs();
+    assert_weft_err(export_now(e, f, 1, 300, NULL), WEFT_ETIMEDOUT);
+    snprintf(want, sizeof(want), "connection refused by http://127.0.0.1:%u/v1/traces", port);
+    assert_string_equal(exporter_error(e, text, sizeof(text)), want);
+    /* The first failed attempt is reported at once, not when the retries give up. */
+    assert_non_null(strstr(weft_test_logs(), "OTLP export failed: connection refused by"));
+    assert_null(strstr(weft_test_logs(), "s3cret"));
+    assert_null(strstr(weft_test_logs(), "t0ken"));
+    weft_exporter_free(e);
+}
+
+static void
+test_otlp_http_silent_collector_is_no_answer_within_the_timeout(void **state)
+{
+    struct fx *f = *state;
+    struct weft_otlp_options o = {.timeout_ms = 150};
+    struct weft_exporter *e = make_exporter(f, &o);
+    char want[160];
+    char text[400];
+
+    http_receiver_set_default(f->rx, &(struct http_response){.delay_ms = 10000});
+    assert_weft_err(export_now(e, f, 1, 400, NULL), WEFT_ETIMEDOUT);
+    /* The last attempt may have had less than 150 ms left before the deadline. */
+    snprintf(want, sizeof(want), "no answer from http://127.0.0.1:%u/v1/traces within ",
+             http_receiver_port(f->rx));
+    assert_ptr_equal(strstr(exporter_error(e, text, sizeof(text)), want), text);
+    assert_non_null(strstr(text, " ms"));
+    weft_exporter_free(e);
+}
+
+static void
+test_otlp_http_final_status_names_status_url_and_body(void **state)
+{
+    struct fx *f = *state;
+    struct weft_exporter *e = make_exporter(f, NULL);
+    char want[200];
+    char text[400];
+
+    http_receiver_push(f->rx, &(struct http_response){.status = 400,
+                                                      .body = "bad span id\n",
+                                                      .content_type = "text/plain"});
+    assert_weft_err(export_now(e, f, 1, 5000, NULL), WEFT_EHTTP);
+    snprintf(want, sizeof(want), "HTTP 400 from http://127.0.0.1:%u/v1/traces: bad span id.",
+             http_receiver_port(f->rx));
+    assert_string_equal(exporter_error(e, text, sizeof(text)), want);
+    weft_exporter_free(e);
+}
+
+/* OTLP/HTTP: a receiver answers 200 with an empty body or an ExportTraceServiceResponse in the
+ * encoding its Content-Type names. An HTML page (a web server or proxy at that address) or
+ * bytes that do not decode mean the spans did not reach an OTLP receiver: a failure, not
+ * retried. */
+static void
+test_otlp_http_200_that_is_not_an_otlp_response_fails(void **state)
+{
+    struct fx *f = *state;
+    struct weft_exporter *e = make_exporter(f, NULL);
+    struct weft_otlp_options jo = {.protocol_set = true, .protocol = WEFT_OTLP_HTTP_JSON};
+    struct weft_exporter *je = NULL;
+    char text[400];
+
+    http_receiver_push(f->rx, &(struct http_response){.body = "<html><body>It works!</body></html>",
+                                                      .content_type = "text/html"});
+    assert_weft_err(export_now(e, f, 1, 5000, NULL), WEFT_EPARSE);
+    assert_int_equal(http_receiver_count(f->rx), 1); /* not retried */
+    assert_non_null(strstr(exporter_error(e, text, sizeof(text)),
+                           "is not an OTLP response (Content-Type text/html): <html>"));
+    /* Protobuf that does not decode (a truncated varint, field 0). */
+    http_receiver_push(f->rx, &(struct http_response){.body = "\xff\xff\xff", .body_len = 3});
+    assert_weft_err(export_now(e, f, 1, 5000, NULL), WEFT_EPARSE);
+    assert_non_null(strstr(exporter_error(e, text, sizeof(text)), "not an OTLP protobuf response"));
+    /* An empty body is a success, and so is a valid response. */
+    assert_weft_ok(export_now(e, f, 1, 5000, NULL));
+    assert_int_equal(http_receiver_count(f->rx), 3);
+
+    je = make_exporter(f, &jo);
+    http_receiver_push(f->rx,
+                       &(struct http_response){.body = "{}", .content_type = "application/json"});
+    assert_weft_ok(export_now(je, f, 1, 5000, NULL));
+    http_receiver_push(f->rx, &(struct http_response){.body = "Service Unavailable",
+                                                      .content_type = "application/json"});
+    assert_weft_err(export_now(je, f, 1, 5000, NULL), WEFT_EPARSE);
+    assert_non_null(strstr(exporter_error(je, text, sizeof(text)), "not an OTLP JSON response"));
+    weft_exporter_free(je);
+    weft_exporter_free(e);
+}
+
+/* Through a batch processor: the failure is counted and the processor keeps what happened,
+ * even when shutdown cuts the retries short (that used to read "invalid state"). */
+static void
+test_pipeline_failure_detail_survives_a_shutdown_mid_retry(void **state)
+{
+    struct fx *f = *state;
+    char url[160];
+    char text[400];
+    unsigned short port = closed_port();
+    struct weft_otlp_options o = {.traces_endpoint = url};
+    struct weft_provider *provider = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_processor *proc = NULL;
+    struct weft_batch_options bo = {64, 8, 3600000, 30000};
+    struct weft_processor_stats ps;
+    uint64_t t = 0;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/traces", port);
+    assert_weft_ok(weft_provider_new(NULL, &provider));
+    assert_weft_ok(weft_provider_get_tracer(provider, "pipeline", NULL, &tracer));
+    assert_weft_ok(weft_batch_processor_new(make_exporter(f, &o), &bo, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(provider, proc));
+    weft_test_capture_logs();
+    for (int i = 0; i < 8; i++) {
+        weft_span_end(weft_span_start(tracer, "lost", NULL), 0);
+    }
+    /* The 8th span woke the export thread: its export retries within its 30 s limit, so
+     * the flush gives up first and the shutdown then cuts the retries short. */
+    assert_weft_err(weft_provider_force_flush(provider, 300), WEFT_ETIMEDOUT);
+    t = weft_monotonic_ns();
+    assert_weft_err(weft_provider_shutdown(provider, 300), WEFT_ETIMEDOUT);
+    assert_true(ms_since(t) < 3000);
+    proc = weft_provider_processor(provider, 0);
+    assert_string_equal(weft_processor_exporter_name(proc), "otlp");
+    assert_weft_ok(weft_processor_get_stats(proc, &ps));
+    assert_int_equal(ps.exported, 0);
+    assert_int_equal(ps.failed, 8);
+    assert_true(weft_processor_last_error(proc, text, sizeof(text)) > 0);
+    assert_non_null(strstr(text, "connection refused by http://127.0.0.1:"));
+    assert_null(strstr(weft_test_logs(), "invalid state"));
+    assert_non_null(strstr(weft_test_logs(), "8 spans failed: connection refused by"));
+    weft_provider_free(provider);
+}
+
 int
 main(void)
 {
@@ -718,6 +901,11 @@ main(void)
         T(test_pipeline_400_is_counted_failed_not_retried),
         T(test_pipeline_span_end_never_waits_on_a_slow_receiver),
         T(test_pipeline_shutdown_delivers_what_is_queued),
+        T(test_otlp_http_refused_connection_says_so_and_where),
+        T(test_otlp_http_silent_collector_is_no_answer_within_the_timeout),
+        T(test_otlp_http_final_status_names_status_url_and_body),
+        T(test_otlp_http_200_that_is_not_an_otlp_response_fails),
+        T(test_pipeline_failure_detail_survives_a_shutdown_mid_retry),
 #undef T
     };
 
