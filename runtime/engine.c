@@ -1733,7 +1733,7 @@ weft_run(const struct weft_workflow *workflow,
         err = setup_workspace(&run, error, error_len);
     }
     if (err == WEFT_OK && run.opts->record_path != NULL) {
-        err = llm_recording_new(run.opts->record_path, &run.recording);
+        err = llm_recording_new(run.opts->record_path, &run.recording, error, error_len);
     }
     if (err != WEFT_OK) {
         goto fail;

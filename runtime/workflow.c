@@ -13,6 +13,7 @@
 
 #include "../tracing/util.h"
 #include "expr.h"
+#include "llm/llm.h"
 #include "plan.h"
 #include "webhook.h"
 
@@ -1628,6 +1629,17 @@ check_scripts(struct loader *ld, const struct weft_workflow *wf)
             snprintf(path, sizeof(path), "models.%s.script", wf->models[i].name);
             diag_add(ld, path, 0, 0, "cannot read script file '%s': %s", wf->models[i].script,
                      strerror(errno != 0 ? errno : ENOENT));
+        } else {
+            /* The script with the scripted provider's own rules, reported against its file. */
+            struct llm_script_problem p;
+            const char *workflow_file = ld->file;
+
+            if (llm_script_check(wf->models[i].script, &p) != WEFT_OK) {
+                ld->file = wf->models[i].script;
+                diag_add(ld, p.field, p.line, p.column, "%s (script of model '%s')", p.message,
+                         wf->models[i].name);
+                ld->file = workflow_file;
+            }
         }
     }
 }

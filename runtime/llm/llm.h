@@ -142,16 +142,32 @@ weft_err llm_scripted_restore(struct llm_provider *provider, const json_t *curso
  * (json_decref). */
 weft_err llm_script_load(const char *path, json_t **out, struct llm_error *error);
 
+/* What is wrong with a script file, for `weft validate` and the workflow loader. */
+struct llm_script_problem {
+    int line;          /* of a JSON syntax error (jansson's), else 0 */
+    int column;        /* likewise */
+    char field[192];   /* the offending field as a path ("responses.coder.act[0].usage"), or "" */
+    char message[256]; /* what was expected, or the syntax error */
+};
+
+/* Check a script file with the scripted provider's own rules (what llm_script_load() would
+ * refuse). @return WEFT_OK, WEFT_ENOTFOUND (cannot open), WEFT_EPARSE (see *out). */
+weft_err llm_script_check(const char *path, struct llm_script_problem *out);
+
 /* Recording of every exchange of a run (`weft run --record FILE`), in the script format so
  * that the file replays as is. The file is rewritten (temp file + rename) after every call,
  * so a crashed run still leaves what it did. It holds message content but never credentials
  * (requests carry only model and messages). */
 struct llm_recording;
 
-/* @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
-weft_err llm_recording_new(const char *path, struct llm_recording **out);
+/* Start a recording: writes an empty script to @p path at once (mode 0600), so that a path
+ * that cannot be written is found before the run starts.
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument, or @p path cannot be written: @p error names
+ * the path and the system's reason), WEFT_ENOMEM. */
+weft_err
+llm_recording_new(const char *path, struct llm_recording **out, char *error, size_t error_len);
 /* Append one exchange (the response, or the error when @p response is NULL) and save.
- * @return WEFT_OK, WEFT_EIO (logged; the run goes on), WEFT_ENOMEM. */
+ * @return WEFT_OK, WEFT_EIO (logged once per run of failures; the run goes on), WEFT_ENOMEM. */
 weft_err llm_recording_add(struct llm_recording *rec,
                            const struct llm_request *request,
                            const char *provider_name,

@@ -5,23 +5,36 @@
  * a reader (or a crash) never sees half a file. Runs make tens to hundreds of calls, so
  * rewriting is cheap next to the calls themselves. Requests are stored for the reader's
  * benefit (model and messages only: credentials live in HTTP headers, which are never kept).
+ *
+ * The file is written once when the recording starts (an empty script), so that a path that
+ * cannot be written fails the run before its first step with one clear error, instead of one
+ * error per exchange after the work is done. Recordings hold prompts and answers: the file is
+ * created 0600, like the span store and the traces file.
  */
 #include "llm.h"
 
 #include "../../tracing/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct llm_recording {
     char *path;
     json_t *script;
+    bool is_failing; /* the last save failed and was logged: log the next failure not again */
 };
 
+static weft_err save(struct llm_recording *rec, char *error, size_t error_len);
+
 weft_err
-llm_recording_new(const char *path, struct llm_recording **out)
+llm_recording_new(const char *path, struct llm_recording **out, char *error, size_t error_len)
 {
     struct llm_recording *rec = NULL;
+    weft_err err = WEFT_OK;
 
     if (path == NULL || out == NULL) {
         return WEFT_EINVAL;
@@ -36,6 +49,11 @@ llm_recording_new(const char *path, struct llm_recording **out)
     if (rec->path == NULL || rec->script == NULL) {
         llm_recording_free(rec);
         return WEFT_ENOMEM;
+    }
+    err = save(rec, error, error_len);
+    if (err != WEFT_OK) {
+        llm_recording_free(rec);
+        return err == WEFT_EIO ? WEFT_EINVAL : err;
     }
     *out = rec;
     return WEFT_OK;
@@ -91,10 +109,35 @@ llm_exchange_json(const struct llm_request *request,
     return r;
 }
 
+/* Open @p path for writing, created (or reset to) mode 0600. */
+static FILE *
+open_private(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = NULL;
+
+    if (fd < 0) {
+        return NULL;
+    }
+    if (fchmod(fd, 0600) != 0 || (f = fdopen(fd, "w")) == NULL) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return NULL;
+    }
+    return f;
+}
+
+/* Write the script through "PATH.tmp" and rename(2). On failure @p error (may be NULL) names
+ * the path and the system's reason. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
 static weft_err
-save(const struct llm_recording *rec)
+save(struct llm_recording *rec, char *error, size_t error_len)
 {
     struct weft__buf tmp;
+    char *raw = NULL;
+    char *text = NULL;
+    FILE *f = NULL;
+    int saved_errno = 0;
     weft_err err = WEFT_OK;
 
     weft__buf_init(&tmp, 0);
@@ -102,26 +145,46 @@ save(const struct llm_recording *rec)
         weft__buf_cleanup(&tmp);
         return WEFT_ENOMEM;
     }
-    {
-        /* Message content is kept (that is the point of a recording); credentials are not. */
-        char *raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        char *text = raw != NULL ? weft__redact_text(raw) : NULL;
-        FILE *f = text != NULL ? fopen(tmp.data, "w") : NULL;
-        bool is_written = f != NULL && fputs(text, f) >= 0;
-        if (f != NULL && fclose(f) != 0) {
-            is_written = false;
-        }
-        free(raw);
-        weft__free(text);
-        if (!is_written) {
-            err = WEFT_EIO;
-        }
+    /* Message content is kept (that is the point of a recording); credentials are not. */
+    raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    text = raw != NULL ? weft__redact_text(raw) : NULL;
+    if (text == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
     }
-    if (err != WEFT_OK || rename(tmp.data, rec->path) != 0) {
-        WEFT_LOG(WEFT_LOG_ERROR, "record: cannot write %s", rec->path);
-        remove(tmp.data);
+    errno = 0;
+    f = open_private(tmp.data);
+    if (f == NULL || fputs(text, f) < 0) {
+        saved_errno = errno;
         err = WEFT_EIO;
     }
+    if (f != NULL && fclose(f) != 0 && err == WEFT_OK) {
+        saved_errno = errno;
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK && rename(tmp.data, rec->path) != 0) {
+        saved_errno = errno;
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        if (f != NULL) {
+            remove(tmp.data);
+        }
+        if (error != NULL && error_len > 0) {
+            snprintf(error, error_len, "--record %s: cannot write: %s", rec->path,
+                     strerror(saved_errno != 0 ? saved_errno : EIO));
+        }
+        if (error == NULL && !rec->is_failing) { /* with @p error, the caller reports it */
+            WEFT_LOG(WEFT_LOG_ERROR, "--record %s: cannot write: %s", rec->path,
+                     strerror(saved_errno != 0 ? saved_errno : EIO));
+        }
+        rec->is_failing = true;
+    } else {
+        rec->is_failing = false;
+    }
+out:
+    free(raw);
+    weft__free(text);
     weft__buf_cleanup(&tmp);
     return err;
 }
@@ -164,7 +227,7 @@ llm_recording_add(struct llm_recording *rec,
     if (entry == NULL || json_array_append_new(list, entry) != 0) {
         return WEFT_ENOMEM;
     }
-    return save(rec);
+    return save(rec, NULL, 0);
 }
 
 void

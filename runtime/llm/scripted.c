@@ -14,6 +14,7 @@
 
 #include "../../tracing/util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -208,6 +209,48 @@ llm_script_load(const char *path, json_t **out, struct llm_error *error)
     }
     *out = script;
     return WEFT_OK;
+}
+
+weft_err
+llm_script_check(const char *path, struct llm_script_problem *out)
+{
+    json_error_t jerr;
+    struct llm_error error;
+    json_t *script = NULL;
+    FILE *f = NULL;
+    const char *colon = NULL;
+
+    memset(out, 0, sizeof(*out));
+    memset(&error, 0, sizeof(error));
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(out->message, sizeof(out->message), "cannot open: %s", strerror(errno));
+        return WEFT_ENOTFOUND;
+    }
+    script = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    if (script == NULL) {
+        out->line = jerr.line;
+        out->column = jerr.column;
+        snprintf(out->message, sizeof(out->message), "invalid JSON: %s", jerr.text);
+        return WEFT_EPARSE;
+    }
+    if (check_script(script, &error)) {
+        json_decref(script);
+        return WEFT_OK;
+    }
+    json_decref(script);
+    /* check_script says "FIELD: what was expected" (the field a JSON path without spaces), or
+     * only what the whole script should look like. */
+    colon = strstr(error.message, ": ");
+    if (colon != NULL && memchr(error.message, ' ', (size_t)(colon - error.message)) == NULL) {
+        snprintf(out->field, sizeof(out->field), "%.*s", (int)(colon - error.message),
+                 error.message);
+        snprintf(out->message, sizeof(out->message), "%s", colon + 2);
+    } else {
+        snprintf(out->message, sizeof(out->message), "%s", error.message);
+    }
+    return WEFT_EPARSE;
 }
 
 static char *
