@@ -4,11 +4,17 @@
  * tracer provider whose spans always reach the local store (plus whatever
  * OTEL_TRACES_EXPORTER names), runs the workflow with a live progress line on a terminal (plain
  * lines otherwise), and prints the summary and the run's trace tree. SIGINT aborts the run at
- * its next check instead of killing the process, so the trace still ends and is flushed.
+ * its next check instead of killing the process, so the trace still ends and is flushed. A
+ * second SIGINT exits at once (status 130): while the run is still stopping, or while the
+ * final flush waits on a collector that does not answer; the spans not yet exported are
+ * reported as lost.
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +22,33 @@
 #include <weft/weft.h>
 
 static volatile sig_atomic_t abort_requested = 0;
+static volatile sig_atomic_t interrupts = 0;  /* SIGINTs received */
+static volatile sig_atomic_t is_flushing = 0; /* the run is over; telemetry is being flushed */
+static sem_t flush_wake;                      /* posted by the flush thread and by SIGINT */
+
+#define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
+
+/* How long `weft run` waits at exit for telemetry still on its way (spans, the last metrics). */
+#define SHUTDOWN_MS 10000u
 
 static void
 on_sigint(int sig)
 {
+    static const char msg[] = "weft run: interrupted again: exiting now; spans not yet "
+                              "exported are lost\n";
+
     (void)sig;
     abort_requested = 1;
+    interrupts++;
+    if (is_flushing) {
+        (void)sem_post(&flush_wake); /* async-signal-safe: the main thread reports and exits */
+        return;
+    }
+    if (interrupts >= 2) {
+        /* The run did not stop at its next check (a slow model or tool): stop now. */
+        (void)write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        _exit(EXIT_INTERRUPTED);
+    }
 }
 
 void
@@ -54,7 +81,9 @@ cli_run_usage(FILE *out)
           "      --color[=WHEN]     auto (default), always or never\n"
           "\n"
           "exit status: 0 the run completed, 1 it failed, hit a budget or was aborted,\n"
-          "             2 bad usage or an invalid workflow\n",
+          "             2 bad usage or configuration (workflow, script, exporter, --record),\n"
+          "             3 stuck, 4 completed but an exporter delivered none of its spans,\n"
+          "             130 interrupted twice (exits without waiting for telemetry)\n",
           out);
 }
 
@@ -227,8 +256,177 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     }
 }
 
+/* What each exporter did with the run's spans. */
+static json_t *
+exporters_json(struct weft_provider *provider)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(provider, i);
+        struct weft_processor_stats ps;
+        char error[320];
+
+        weft_processor_get_stats(proc, &ps);
+        weft_processor_last_error(proc, error, sizeof(error));
+        json_array_append_new(
+            list,
+            json_pack("{s:s, s:I, s:I, s:I, s:s?}", "name", weft_processor_exporter_name(proc),
+                      "delivered", (json_int_t)ps.exported, "failed", (json_int_t)ps.failed,
+                      "dropped", (json_int_t)ps.dropped, "last_error",
+                      ps.failed + ps.dropped > 0 && error[0] != '\0' ? error : NULL));
+    }
+    return list;
+}
+
+/* The summary's per-exporter lines: delivered, failed and dropped, and the last failure. */
 static void
-print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
+print_exporters(struct weft_provider *provider)
+{
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(provider, i);
+        struct weft_processor_stats ps;
+        char error[320];
+
+        weft_processor_get_stats(proc, &ps);
+        printf("  %s %s: %llu delivered", i == 0 ? "export: " : "        ",
+               weft_processor_exporter_name(proc), (unsigned long long)ps.exported);
+        if (ps.failed > 0) {
+            printf(", %llu failed", (unsigned long long)ps.failed);
+        }
+        if (ps.dropped > 0) {
+            printf(", %llu dropped", (unsigned long long)ps.dropped);
+        }
+        if (ps.failed + ps.dropped > 0 &&
+            weft_processor_last_error(proc, error, sizeof(error)) > 0) {
+            printf(" (");
+            cli_put_clean(stdout, error, 200);
+            putchar(')');
+        }
+        putchar('\n');
+    }
+}
+
+/* Say on stderr which exporters lost spans and why (also under --json and --quiet).
+ * @return true when one of them delivered none of its spans: the run's telemetry is lost. */
+static bool
+report_export_failures(const char *cmd, struct weft_provider *provider)
+{
+    bool is_total_loss = false;
+
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(provider, i);
+        struct weft_processor_stats ps;
+        char error[320] = "";
+
+        weft_processor_get_stats(proc, &ps);
+        if (ps.failed + ps.dropped == 0) {
+            continue;
+        }
+        is_total_loss = is_total_loss || ps.exported == 0;
+        weft_processor_last_error(proc, error, sizeof(error));
+        fprintf(stderr, "weft %s: exporter %s delivered %llu of %llu spans", cmd,
+                weft_processor_exporter_name(proc), (unsigned long long)ps.exported,
+                (unsigned long long)(ps.exported + ps.failed + ps.dropped));
+        if (error[0] != '\0') {
+            fputs(": ", stderr);
+            cli_put_clean(stderr, error, 300);
+        }
+        fputc('\n', stderr);
+    }
+    return is_total_loss;
+}
+
+/* Spans handed to the processors that none has delivered, failed or dropped yet. */
+static uint64_t
+spans_pending(struct weft_provider *provider)
+{
+    struct weft_trace_stats ts;
+    uint64_t handed = 0;
+    uint64_t settled = 0;
+
+    weft_provider_get_stats(provider, &ts);
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        handed += ts.spans_ended; /* every processor receives every ended span */
+    }
+    settled = ts.spans_exported + ts.spans_failed + ts.spans_dropped;
+    return handed > settled ? handed - settled : 0;
+}
+
+struct flush_job {
+    struct weft_provider *provider;
+    volatile sig_atomic_t is_done;
+};
+
+static void *
+flush_thread(void *arg)
+{
+    struct flush_job *job = arg;
+
+    (void)weft_provider_shutdown(job->provider, SHUTDOWN_MS);
+    job->is_done = 1;
+    sem_post(&flush_wake);
+    return NULL;
+}
+
+/* Deliver the telemetry still on its way (at most SHUTDOWN_MS) on a helper thread, so that a
+ * second SIGINT can end the wait: then print one line with the spans lost and exit 130. */
+static void
+finish_telemetry(const char *cmd, struct weft_provider *provider)
+{
+    struct flush_job job = {provider, 0};
+    pthread_t thread;
+    sigset_t block;
+    sigset_t old;
+    bool is_hinted = false;
+    int rc = 0;
+
+    if (sem_init(&flush_wake, 0, 0) != 0) {
+        (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
+        return;
+    }
+    is_flushing = 1;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old); /* the flush thread never takes the signal */
+    rc = pthread_create(&thread, NULL, flush_thread, &job);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        is_flushing = 0;
+        (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
+        sem_destroy(&flush_wake);
+        return;
+    }
+    while (!job.is_done) {
+        while (sem_wait(&flush_wake) != 0 && errno == EINTR) {
+        }
+        if (job.is_done) {
+            break;
+        }
+        if (interrupts >= 2) {
+            fflush(stdout);
+            fprintf(stderr,
+                    "weft %s: interrupted again: exiting now; %llu spans not yet exported are "
+                    "lost\n",
+                    cmd, (unsigned long long)spans_pending(provider));
+            _exit(EXIT_INTERRUPTED);
+        }
+        if (interrupts == 1 && !is_hinted) {
+            fprintf(stderr,
+                    "weft %s: delivering telemetry (at most %u s); interrupt again to exit now\n",
+                    cmd, SHUTDOWN_MS / 1000u);
+            is_hinted = true;
+        }
+    }
+    pthread_join(thread, NULL);
+    is_flushing = 0;
+    sem_destroy(&flush_wake);
+}
+
+static void
+print_json(const struct weft_run_result *r,
+           const struct weft_trace_stats *ts,
+           struct weft_provider *provider)
 {
     json_t *o = json_object();
     json_t *steps = json_array();
@@ -285,6 +483,7 @@ print_json(const struct weft_run_result *r, const struct weft_trace_stats *ts)
                         json_pack("{s:I, s:I, s:I}", "recorded", (json_int_t)ts->spans_ended,
                                   "dropped", (json_int_t)ts->spans_dropped, "failed",
                                   (json_int_t)ts->spans_failed));
+    json_object_set_new(o, "exporters", exporters_json(provider));
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text != NULL) {
         puts(text);
@@ -365,7 +564,9 @@ print_collaboration(struct weft_meter *meter)
     printf("  agents:  %s\n", c.agents_len > 0 ? c.agents + 1 : "none");
 }
 
-/* The local store always, plus what OTEL_TRACES_EXPORTER names. */
+/* The local store always, plus what OTEL_TRACES_EXPORTER names. The store comes first: the
+ * provider shuts its processors down in order, so the local trace is complete before a slow
+ * collector uses up the time left (or a second SIGINT cuts the wait). */
 static weft_err
 setup_provider(struct weft_provider **out)
 {
@@ -381,8 +582,7 @@ setup_provider(struct weft_provider **out)
     if (err != WEFT_OK) {
         return err;
     }
-    err = weft_provider_add_env_exporters(provider, "store");
-    if (err == WEFT_OK && env != NULL && env[0] != '\0' && strstr(env, "store") == NULL) {
+    if (env != NULL && env[0] != '\0' && strstr(env, "store") == NULL) {
         struct weft_exporter *exporter = NULL;
         struct weft_processor *proc = NULL;
         err = weft_store_exporter_new(NULL, &exporter);
@@ -392,6 +592,9 @@ setup_provider(struct weft_provider **out)
         if (err == WEFT_OK) {
             err = weft_provider_add_processor_take(provider, proc);
         }
+    }
+    if (err == WEFT_OK) {
+        err = weft_provider_add_env_exporters(provider, "store");
     }
     if (err != WEFT_OK) {
         weft_provider_free(provider);
@@ -435,9 +638,6 @@ metrics_exporter_is_otlp(const char *cmd)
 }
 
 #define MAX_TAGS 16
-
-/* How long `weft run` waits at exit for telemetry still on its way (spans, the last metrics). */
-#define SHUTDOWN_MS 10000u
 
 /* Split the comma list @p text (modified in place) into at most MAX_TAGS trimmed, non-empty
  * tags. @return the count, or -1 when there are more. */
@@ -486,6 +686,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     char error[512] = "";
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
+    bool is_telemetry_lost = false;
 
     if (fl->tags != NULL) {
         int n = 0;
@@ -599,27 +800,36 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     err = weft_run(wf, &ro, &result, error, sizeof(error));
-    weft_provider_shutdown(provider, SHUTDOWN_MS);
+    finish_telemetry(cmd, provider);
     weft_provider_get_stats(provider, &stats);
     if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
         fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
                 (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
     }
+    is_telemetry_lost = report_export_failures(cmd, provider);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft %s: %s\n", cmd, error);
         status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
                                                                                    : CLI_EXIT_FAIL;
     } else {
         if (fl->is_json) {
-            print_json(result, &stats);
+            print_json(result, &stats, provider);
         } else {
             print_summary(result, &stats);
+            print_exporters(provider);
             print_collaboration(meter);
             if (!fl->is_no_trace && result->trace_id[0] != '\0') {
                 print_trace(result->trace_id, fl->is_color);
             }
         }
         status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+        if (status == CLI_EXIT_OK && is_telemetry_lost) {
+            fprintf(stderr,
+                    "weft %s: the run completed, but an exporter delivered none of its spans "
+                    "(exit status %d)\n",
+                    cmd, CLI_EXIT_TELEMETRY);
+            status = CLI_EXIT_TELEMETRY;
+        }
     }
     weft_run_result_free(result);
     weft_metric_reader_stop(reader); /* one last export with the run's final numbers */

@@ -9,14 +9,18 @@
 
 #include <curl/curl.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -919,6 +923,282 @@ test_cli_run_exports_otlp_metrics(void **state)
     assert_non_null(strstr(r.err, "OTEL_METRICS_EXPORTER: unknown exporter \"statsd\""));
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Issue 12: configuration errors, --record, scripts, telemetry loss, a second SIGINT          */
+
+/* A port on 127.0.0.1 nothing listens on: bound to get a free number, then closed. */
+static unsigned short
+closed_port(void)
+{
+    struct sockaddr_in addr;
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    unsigned short port = 0;
+
+    assert_true(fd >= 0);
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+}
+
+static size_t
+count_of(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) {
+        n++;
+    }
+    return n;
+}
+
+static void
+test_cli_run_record_to_unwritable_path_fails_at_start(void **state)
+{
+    struct fixture *f = *state;
+    char rec[160];
+    char want[220];
+    struct stat st;
+    struct run r;
+
+    weft_test_setenv("WEFT_HOME", f->dir);
+    snprintf(rec, sizeof(rec), "%s/no-such-dir/rec.json", f->dir);
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--record", rec, "--workspace", f->dir);
+    assert_int_equal(r.status, 2);
+    snprintf(want, sizeof(want), "--record %s: cannot write: No such file or directory", rec);
+    assert_non_null(strstr(r.err, want));
+    assert_int_equal(count_of(r.err, "cannot write"), 1); /* one error, not one per exchange */
+    assert_null(strstr(r.out, "completed"));              /* no step ran */
+
+    /* A recording holds prompts and answers: 0600, also when it replaces a 0644 file. */
+    snprintf(rec, sizeof(rec), "%s/rec.json", f->dir);
+    write_text(rec, "old");
+    assert_int_equal(chmod(rec, 0644), 0);
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--no-trace", "--record", rec, "--workspace",
+            f->dir);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(stat(rec, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_true(st.st_size > 100);
+}
+
+static void
+test_cli_validate_and_run_check_the_scripted_provider_script(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char want[200];
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/wf.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    write_text(wf, "{\"name\": \"w\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+                   " \"plan\": [{\"agent\": \"a\", \"task\": \"t\"}]}");
+    /* A JSON syntax error: file, line and column from the parser. */
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [\n  {\"content\": \"x\",}\n]}}}");
+    r = RUN(f, "validate", wf);
+    assert_int_equal(r.status, 2);
+    snprintf(want, sizeof(want), "%s:2:19: invalid JSON:", script);
+    assert_non_null(strstr(r.err, want));
+    assert_non_null(strstr(r.err, "(script of model 'm')"));
+    /* A wrong field: the file, the field's path and what was expected. */
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\","
+                       " \"usage\": {\"input_tokens\": \"3\"}}]}}}");
+    r = RUN(f, "validate", wf);
+    assert_int_equal(r.status, 2);
+    snprintf(want, sizeof(want),
+             "%s: responses.a.act[0].usage: expected {\"input_tokens\": integer", script);
+    assert_non_null(strstr(r.err, want));
+    weft_test_setenv("WEFT_HOME", f->dir);
+    r = RUN(f, "run", wf, "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, want));
+    /* A good script passes. */
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}]}}}");
+    r = RUN(f, "validate", wf);
+    assert_int_equal(r.status, 0);
+}
+
+/* Configuration errors of every kind end `weft run` with exit status 2 before it runs. */
+static void
+test_cli_run_configuration_errors_exit_2(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    struct run r;
+
+    weft_test_setenv("WEFT_HOME", f->dir);
+    snprintf(wf, sizeof(wf), "%s/missing.json", f->dir);
+    r = RUN(f, "run", wf);
+    assert_int_equal(r.status, 2); /* unreadable workflow */
+
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector:4318");
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--workspace", f->dir);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    assert_int_equal(r.status, 2); /* bad exporter configuration */
+    assert_non_null(strstr(r.err, "OTEL_EXPORTER_OTLP_ENDPOINT=ftp://collector:4318"));
+
+    weft_test_setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-only-half");
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--workspace", f->dir);
+    weft_test_setenv("LANGFUSE_PUBLIC_KEY", NULL);
+    assert_int_equal(r.status, 2); /* half a Langfuse key pair */
+
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--metrics-addr", "nowhere");
+    assert_int_equal(r.status, 2);
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--color=sometimes");
+    assert_int_equal(r.status, 2);
+}
+
+/* Every span failed to reach the collector: the run completed, but its telemetry is lost:
+ * exit status 4, and the summary says which exporter, how many spans and why. */
+static void
+test_cli_run_total_export_loss_exits_4_and_says_why(void **state)
+{
+    struct fixture *f = *state;
+    char url[64];
+    char want[128];
+    unsigned short port = closed_port();
+    json_t *j = NULL;
+    json_t *ex = NULL;
+    size_t i = 0;
+    bool is_otlp_seen = false;
+    struct run r;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", port);
+    weft_test_setenv("WEFT_HOME", f->dir);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url);
+    weft_test_setenv("OTEL_BSP_EXPORT_TIMEOUT", "1000"); /* retries give up after 1 s */
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 4);
+    snprintf(want, sizeof(want), "connection refused by http://127.0.0.1:%u/v1/traces", port);
+    assert_non_null(strstr(r.out, "otlp: 0 delivered, "));
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.out, "store: "));
+    assert_null(strstr(r.out, "store: 0 delivered"));
+    assert_non_null(strstr(r.err, "exporter otlp delivered 0 of "));
+    assert_null(strstr(r.err, "invalid state"));
+
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--json", "--workspace", f->dir);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_BSP_EXPORT_TIMEOUT", NULL);
+    assert_int_equal(r.status, 4);
+    j = json_loads(r.out, 0, NULL);
+    assert_non_null(j);
+    json_array_foreach(json_object_get(j, "exporters"), i, ex)
+    {
+        if (strcmp(json_string_value(json_object_get(ex, "name")), "otlp") == 0) {
+            is_otlp_seen = true;
+            assert_int_equal(json_integer_value(json_object_get(ex, "delivered")), 0);
+            assert_true(json_integer_value(json_object_get(ex, "failed")) > 0);
+            assert_non_null(strstr(json_string_value(json_object_get(ex, "last_error")), want));
+        } else {
+            assert_true(json_integer_value(json_object_get(ex, "delivered")) > 0);
+        }
+    }
+    assert_true(is_otlp_seen);
+    json_decref(j);
+}
+
+/* Wait until the file at @p path contains @p text (the child writes it). */
+static bool
+wait_for_text(const char *path, const char *text, unsigned timeout_ms)
+{
+    static char buf[MAX_OUTPUT];
+
+    for (unsigned waited = 0; waited < timeout_ms; waited += 10) {
+        struct timespec ts = {0, 10000000};
+        FILE *fp = fopen(path, "r");
+
+        if (fp != NULL) {
+            size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+            buf[n] = '\0';
+            fclose(fp);
+            if (strstr(buf, text) != NULL) {
+                return true;
+            }
+        }
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* A collector that never answers holds `weft run` in its final flush; a second SIGINT ends
+ * the wait at once: exit 130, one line saying how many spans are lost. The local store, shut
+ * down first, still has the run's trace. */
+static void
+test_cli_second_sigint_exits_now_while_the_collector_hangs(void **state)
+{
+    struct fixture *f = *state;
+    struct http_receiver *rx = NULL;
+    char url[128];
+    char err_path[160];
+    char out_path[160];
+    char weft_db[160];
+    char *count = NULL;
+    const char *argv[] = {
+        WEFT_BIN, "run", EXAMPLE("code_review"), "-q", "--no-trace", "--workspace", f->dir, NULL};
+    posix_spawn_file_actions_t actions;
+    pid_t pid = 0;
+    int status = 0;
+    uint64_t t = 0;
+    struct timespec now;
+
+    assert_int_equal(http_receiver_start(&rx), 0);
+    http_receiver_set_default(rx, &(struct http_response){.delay_ms = 60000});
+    http_receiver_url(rx, "", url, sizeof(url));
+    snprintf(out_path, sizeof(out_path), "%s/stdout", f->dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", f->dir);
+    snprintf(weft_db, sizeof(weft_db), "%s/weft.db", f->dir);
+    weft_test_setenv("WEFT_HOME", f->dir);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url);
+    weft_test_setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000"); /* the first export is at exit */
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_BSP_SCHEDULE_DELAY", NULL);
+
+    /* The run is over and its spans are on their way to a collector that does not answer. */
+    assert_true(http_receiver_wait(rx, 1, 30000));
+    assert_int_equal(kill(pid, SIGINT), 0);
+    assert_true(wait_for_text(err_path, "interrupt again to exit now", 5000));
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    t = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+    assert_int_equal(kill(pid, SIGINT), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    assert_true((uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u - t < 2000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    read_file(err_path, f->err, sizeof(f->err));
+    assert_int_equal(count_of(f->err, "interrupted again: exiting now; "), 1);
+    assert_non_null(strstr(f->err, " spans not yet exported are lost"));
+    assert_null(strstr(f->err, "; 0 spans not yet exported"));
+    count = sql_value(weft_db, "SELECT count(*) FROM spans");
+    assert_true(atoi(count) > 10);
+    free(count);
+    http_receiver_stop(rx);
+}
+
 int
 main(void)
 {
@@ -947,6 +1227,11 @@ main(void)
         T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),
         T(test_cli_serve_exposes_metrics_across_stored_runs),
         T(test_cli_run_exports_otlp_metrics),
+        T(test_cli_run_record_to_unwritable_path_fails_at_start),
+        T(test_cli_validate_and_run_check_the_scripted_provider_script),
+        T(test_cli_run_configuration_errors_exit_2),
+        T(test_cli_run_total_export_loss_exits_4_and_says_why),
+        T(test_cli_second_sigint_exits_now_while_the_collector_hangs),
 #undef T
     };
 
