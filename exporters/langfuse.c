@@ -748,11 +748,21 @@ lf_destroy(void *self)
     weft__free(x);
 }
 
+/* The span transport's last failure (a 401 that stopped the exporter stays the reason). */
+static size_t
+lf_last_error(void *self, char *buf, size_t len)
+{
+    struct langfuse *x = self;
+
+    return weft__otlp_transport_last_error(x->spans, buf, len);
+}
+
 static const struct weft_exporter_ops langfuse_ops = {
     .name = "langfuse",
     .export_batch = lf_export,
     .shutdown = lf_shutdown,
     .destroy = lf_destroy,
+    .last_error = lf_last_error,
 };
 
 /* ------------------------------------------------------------------------------------------ */
