@@ -36,6 +36,8 @@ on_sigint(int sig)
 {
     static const char msg[] = "weft run: interrupted again: exiting now; spans not yet "
                               "exported are lost\n";
+    static const char first[] = "weft run: interrupted: stopping at the next check; interrupt "
+                                "again to exit now\n";
 
     (void)sig;
     abort_requested = 1;
@@ -49,6 +51,7 @@ on_sigint(int sig)
         (void)write(STDERR_FILENO, msg, sizeof(msg) - 1);
         _exit(EXIT_INTERRUPTED);
     }
+    (void)write(STDERR_FILENO, first, sizeof(first) - 1);
 }
 
 void

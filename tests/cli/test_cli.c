@@ -1199,6 +1199,61 @@ test_cli_second_sigint_exits_now_while_the_collector_hangs(void **state)
     http_receiver_stop(rx);
 }
 
+/* A second SIGINT while the run itself is still stopping (a model that takes its time) exits
+ * at once as well, with one line. */
+static void
+test_cli_second_sigint_during_a_slow_step_exits_130(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char state_db[128];
+    char err_path[160];
+    const char *argv[] = {WEFT_BIN, "run", NULL, "-q", "--no-trace", "--workspace", NULL, NULL};
+    posix_spawn_file_actions_t actions;
+    pid_t pid = 0;
+    int status = 0;
+    bool is_running = false;
+
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", f->dir);
+    write_text(script, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"late\","
+                       " \"delay_ms\": 20000}]}}}");
+    write_text(wf, "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+                   " \"plan\": [{\"id\": \"one\", \"agent\": \"a\", \"task\": \"t\"}]}");
+    argv[2] = wf;
+    argv[6] = f->dir;
+    weft_test_setenv("WEFT_HOME", f->dir);
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    for (int i = 0; i < 1000 && !is_running; i++) {
+        char *st = sql_value(state_db, "SELECT status FROM steps WHERE step_id = 'one'");
+        struct timespec ts = {0, 10000000};
+        is_running = strcmp(st, "in_progress") == 0;
+        free(st);
+        if (!is_running) {
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_true(is_running);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    /* Two signals sent back to back may merge into one: wait until the first is handled. */
+    assert_true(wait_for_text(err_path, "interrupt again to exit now", 5000));
+    assert_int_equal(kill(pid, SIGINT), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    read_file(err_path, f->err, sizeof(f->err));
+    assert_int_equal(count_of(f->err, "interrupted again: exiting now"), 1);
+}
+
 int
 main(void)
 {
@@ -1232,6 +1287,7 @@ main(void)
         T(test_cli_run_configuration_errors_exit_2),
         T(test_cli_run_total_export_loss_exits_4_and_says_why),
         T(test_cli_second_sigint_exits_now_while_the_collector_hangs),
+        T(test_cli_second_sigint_during_a_slow_step_exits_130),
 #undef T
     };
 
