@@ -9,10 +9,12 @@
 #include "../tracing/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SCHEMA_VERSION 3
 
@@ -90,6 +92,23 @@ state_default_path(void)
     return b.data;
 }
 
+/* Create the database file 0600 before SQLite does (it would follow the umask, 0644): it holds
+ * prompts, outputs and recorded exchanges, and SQLite gives -wal and -shm the same mode. An
+ * existing file keeps its mode; what fails here, sqlite3_open_v2() reports. */
+static void
+create_private(const char *path)
+{
+    int fd = -1;
+
+    if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+        return;
+    }
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
 weft_err
 state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
 {
@@ -103,6 +122,7 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     if (st == NULL) {
         return WEFT_ENOMEM;
     }
+    create_private(path);
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         snprintf(err, err_len, "state database %s: %s", path,

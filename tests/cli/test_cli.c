@@ -985,6 +985,17 @@ test_cli_run_record_to_unwritable_path_fails_at_start(void **state)
     assert_int_equal(stat(rec, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
     assert_true(st.st_size > 100);
+    /* So are the databases the run created, and their WAL files. */
+    snprintf(rec, sizeof(rec), "%s/state.db", f->dir);
+    assert_int_equal(stat(rec, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    snprintf(rec, sizeof(rec), "%s/state.db-wal", f->dir);
+    if (stat(rec, &st) == 0) {
+        assert_int_equal(st.st_mode & 0777, 0600);
+    }
+    snprintf(rec, sizeof(rec), "%s/weft.db", f->dir);
+    assert_int_equal(stat(rec, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
 }
 
 static void
