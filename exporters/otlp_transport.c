@@ -613,6 +613,9 @@ send_request(struct weft__otlp_transport *x,
         CURLcode rc = CURLE_OK;
 
         if (atomic_load(&x->is_shut_down)) {
+            if (attempt == 0) {
+                set_error(x, "not sent to %s: the exporter was shut down", x->where);
+            }
             return WEFT_ESTATE;
         }
         if (deadline != 0) {
@@ -646,7 +649,8 @@ send_request(struct weft__otlp_transport *x,
             /* Shut down while the request was in flight: keep the reason of an earlier failed
              * attempt, which is why the export was still going at shutdown. */
             if (!x->is_failing) {
-                set_error(x, "shut down before %s answered", x->where);
+                set_error(x, "no answer from %s within %llu ms (stopped at shutdown)", x->where,
+                          (unsigned long long)((weft__monotonic_ns() - now) / 1000000u));
             }
             return WEFT_ESTATE;
         }
@@ -742,6 +746,7 @@ weft__otlp_transport_send(struct weft__otlp_transport *t,
     }
     *rejected = 0;
     if (atomic_load(&t->is_shut_down)) {
+        set_error(t, "not sent to %s: the exporter was shut down", t->where);
         return WEFT_ESTATE;
     }
     if (!t->gzip) {

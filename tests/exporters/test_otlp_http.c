@@ -873,6 +873,38 @@ test_pipeline_failure_detail_survives_a_shutdown_mid_retry(void **state)
     weft_provider_free(provider);
 }
 
+/* A collector that accepts the connection and never answers, cut short by shutdown: the
+ * processor says there was no answer, and from where. */
+static void
+test_pipeline_silent_collector_at_shutdown_says_no_answer(void **state)
+{
+    struct fx *f = *state;
+    struct weft_provider *provider = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_processor *proc = NULL;
+    struct weft_batch_options bo = {64, 4, 3600000, 30000};
+    char want[160];
+    char text[400];
+
+    http_receiver_set_default(f->rx, &(struct http_response){.delay_ms = 30000});
+    assert_weft_ok(weft_provider_new(NULL, &provider));
+    assert_weft_ok(weft_provider_get_tracer(provider, "pipeline", NULL, &tracer));
+    assert_weft_ok(weft_batch_processor_new(make_exporter(f, NULL), &bo, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(provider, proc));
+    for (int i = 0; i < 4; i++) {
+        weft_span_end(weft_span_start(tracer, "unanswered", NULL), 0);
+    }
+    assert_true(http_receiver_wait(f->rx, 1, 5000));
+    assert_weft_err(weft_provider_shutdown(provider, 300), WEFT_ETIMEDOUT);
+    proc = weft_provider_processor(provider, 0);
+    assert_true(weft_processor_last_error(proc, text, sizeof(text)) > 0);
+    snprintf(want, sizeof(want), "no answer from http://127.0.0.1:%u/v1/traces within ",
+             http_receiver_port(f->rx));
+    assert_ptr_equal(strstr(text, want), text);
+    assert_non_null(strstr(text, " ms (stopped at shutdown)"));
+    weft_provider_free(provider);
+}
+
 int
 main(void)
 {
@@ -906,6 +938,7 @@ main(void)
         T(test_otlp_http_final_status_names_status_url_and_body),
         T(test_otlp_http_200_that_is_not_an_otlp_response_fails),
         T(test_pipeline_failure_detail_survives_a_shutdown_mid_retry),
+        T(test_pipeline_silent_collector_at_shutdown_says_no_answer),
 #undef T
     };
 
