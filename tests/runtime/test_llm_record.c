@@ -3,6 +3,7 @@
  * system's reason), recordings are 0600 and replay as scripts, and llm_script_check reports
  * what `weft validate` prints (line and column of a syntax error, the field and what was
  * expected otherwise). */
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 
 #include "runtime/llm/llm.h"
@@ -160,6 +161,51 @@ test_script_check_reports_line_column_field_and_expected(void **state)
     assert_non_null(strstr(p.message, "No such file or directory"));
 }
 
+static void
+test_record_out_of_memory_fails_cleanly(void **state)
+{
+    struct fx *f = *state;
+    json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", "hi");
+    bool is_done = false;
+
+    snprintf(f->path, sizeof(f->path), "%s/oom.json", f->dir);
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; !is_done && budget < 1000; budget++) {
+        struct llm_recording *rec = NULL;
+        struct llm_request req;
+        struct llm_response resp;
+        char error[300] = "";
+        weft_err err = WEFT_OK;
+
+        memset(&req, 0, sizeof(req));
+        memset(&resp, 0, sizeof(resp));
+        req.agent = "coder";
+        req.purpose = LLM_PURPOSE_ACT;
+        req.messages = messages;
+        resp.content = "ok";
+        resp.input_tokens = -1;
+        resp.output_tokens = -1;
+        failalloc_budget = budget;
+        err = llm_recording_new(f->path, &rec, error, sizeof(error));
+        if (err != WEFT_OK) {
+            assert_int_equal(err, WEFT_ENOMEM);
+            assert_null(rec);
+            continue;
+        }
+        err = llm_recording_add(rec, &req, "weft.scripted", &resp, NULL);
+        if (err == WEFT_OK) {
+            is_done = true;
+        } else {
+            assert_int_equal(err, WEFT_ENOMEM);
+        }
+        llm_recording_free(rec);
+    }
+    failalloc_budget = -1;
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    json_decref(messages);
+}
+
 int
 main(void)
 {
@@ -168,6 +214,7 @@ main(void)
         T(test_record_unwritable_path_fails_at_start_naming_path_and_reason),
         T(test_record_file_is_0600_and_replays_as_a_script),
         T(test_script_check_reports_line_column_field_and_expected),
+        T(test_record_out_of_memory_fails_cleanly),
 #undef T
     };
 
