@@ -22,9 +22,14 @@
 #include <weft/weft.h>
 
 static volatile sig_atomic_t abort_requested = 0;
-static volatile sig_atomic_t interrupts = 0;  /* SIGINTs received */
-static volatile sig_atomic_t is_flushing = 0; /* the run is over; telemetry is being flushed */
-static sem_t flush_wake;                      /* posted by the flush thread and by SIGINT */
+static volatile sig_atomic_t interrupts = 0; /* SIGINTs received */
+/* Where `weft run` is: the run, the span flush (the main thread waits on flush_wake and
+ * reports a second SIGINT itself), or after it (the last metrics export). */
+static volatile sig_atomic_t phase = 0;
+#define PHASE_RUN      0
+#define PHASE_FLUSHING 1
+#define PHASE_AFTER    2
+static sem_t flush_wake; /* posted by the flush thread and by SIGINT; never destroyed */
 
 #define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
 
@@ -38,20 +43,27 @@ on_sigint(int sig)
                               "exported are lost\n";
     static const char first[] = "weft run: interrupted: stopping at the next check; interrupt "
                                 "again to exit now\n";
+    static const char after[] = "weft run: interrupted: sending the last metrics; interrupt "
+                                "again to exit now\n";
 
     (void)sig;
     abort_requested = 1;
     interrupts++;
-    if (is_flushing) {
+    if (phase == PHASE_FLUSHING) {
         (void)sem_post(&flush_wake); /* async-signal-safe: the main thread reports and exits */
         return;
     }
     if (interrupts >= 2) {
-        /* The run did not stop at its next check (a slow model or tool): stop now. */
+        /* The run did not stop at its next check (a slow model or tool), or the last metrics
+         * export waits on a collector: stop now. */
         (void)write(STDERR_FILENO, msg, sizeof(msg) - 1);
         _exit(EXIT_INTERRUPTED);
     }
-    (void)write(STDERR_FILENO, first, sizeof(first) - 1);
+    if (phase == PHASE_AFTER) {
+        (void)write(STDERR_FILENO, after, sizeof(after) - 1);
+    } else {
+        (void)write(STDERR_FILENO, first, sizeof(first) - 1);
+    }
 }
 
 void
@@ -386,18 +398,18 @@ finish_telemetry(const char *cmd, struct weft_provider *provider)
 
     if (sem_init(&flush_wake, 0, 0) != 0) {
         (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
+        phase = PHASE_AFTER;
         return;
     }
-    is_flushing = 1;
+    phase = PHASE_FLUSHING;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old); /* the flush thread never takes the signal */
     rc = pthread_create(&thread, NULL, flush_thread, &job);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        is_flushing = 0;
+        phase = PHASE_AFTER;
         (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
-        sem_destroy(&flush_wake);
         return;
     }
     while (!job.is_done) {
@@ -422,8 +434,7 @@ finish_telemetry(const char *cmd, struct weft_provider *provider)
         }
     }
     pthread_join(thread, NULL);
-    is_flushing = 0;
-    sem_destroy(&flush_wake);
+    phase = PHASE_AFTER;
 }
 
 static void
