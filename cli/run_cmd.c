@@ -741,8 +741,11 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     }
     if (err != WEFT_OK) {
         /* The exporter that failed said why on the line above (e.g. a partial Langfuse key
-         * pair): refuse to run rather than lose the run's telemetry. */
-        if (err == WEFT_EINVAL) {
+         * pair, or a store or traces file that cannot be created where WEFT_HOME or
+         * WEFT_TRACES_FILE point): refuse to run rather than lose the run's telemetry. */
+        bool is_config = err == WEFT_EINVAL || err == WEFT_EIO;
+
+        if (is_config) {
             fprintf(stderr, "weft %s: not started: fix the exporter configuration above\n", cmd);
         } else {
             fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
@@ -751,7 +754,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         weft_provider_free(provider);
         weft_workflow_free(wf);
         free(tag_text);
-        return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        return is_config ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     if (fl->metrics_addr != NULL) {
         err = weft_metrics_server_start(meter, fl->metrics_addr, &server);

@@ -470,7 +470,7 @@ setup_workspace(struct run *run, char *error, size_t error_len)
     if (mkdirs(dir) != WEFT_OK || realpath(dir, resolved) == NULL) {
         snprintf(error, error_len, "workspace %s: cannot create: %s", dir, strerror(errno));
         weft__buf_cleanup(&b);
-        return WEFT_EIO;
+        return WEFT_EINVAL; /* a configuration error, found before the run starts */
     }
     weft__buf_cleanup(&b);
     run->workspace = weft__strdup(resolved);

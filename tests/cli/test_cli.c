@@ -1063,6 +1063,18 @@ test_cli_run_configuration_errors_exit_2(void **state)
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", NULL);
     assert_int_equal(r.status, 2); /* half a Langfuse key pair */
 
+    /* A traces file or a workspace that cannot be created where the user pointed. */
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "file");
+    weft_test_setenv("WEFT_TRACES_FILE", "/proc/no-such-dir/traces.jsonl");
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--workspace", f->dir);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("WEFT_TRACES_FILE", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "/proc/no-such-dir/traces.jsonl"));
+    r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--workspace", "/proc/no-such-dir/ws");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "workspace /proc/no-such-dir/ws: cannot create"));
+
     r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--metrics-addr", "nowhere");
     assert_int_equal(r.status, 2);
     r = RUN(f, "run", EXAMPLE("code_review"), "-q", "--color=sometimes");
