@@ -647,8 +647,8 @@ send_request(struct weft__otlp_transport *x,
         atomic_store(&x->last_status, status);
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
             /* Shut down while the request was in flight: keep the reason of an earlier failed
-             * attempt, which is why the export was still going at shutdown. */
-            if (!x->is_failing) {
+             * attempt of this export, which is why it was still going at shutdown. */
+            if (attempt == 0) {
                 set_error(x, "no answer from %s within %llu ms (stopped at shutdown)", x->where,
                           (unsigned long long)((weft__monotonic_ns() - now) / 1000000u));
             }
