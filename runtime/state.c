@@ -783,7 +783,8 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT step_id, agent, task, depends_on, status, attempts,"
                                      " result, feedback, requested_by, executor, spec, parent,"
-                                     " reward, error_type, error FROM steps WHERE run_id = ?"
+                                     " reward, error_type, error, started_ns, ended_ns FROM steps"
+                                     " WHERE run_id = ?"
                                      " ORDER BY idx");
     int rc = 0;
     weft_err err = WEFT_OK;
@@ -811,6 +812,8 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
         row.reward = sqlite3_column_double(stmt, 12);
         row.error_type = (const char *)sqlite3_column_text(stmt, 13);
         row.error = (const char *)sqlite3_column_text(stmt, 14);
+        row.started_ns = (uint64_t)sqlite3_column_int64(stmt, 15);
+        row.ended_ns = (uint64_t)sqlite3_column_int64(stmt, 16);
         err = fn(&row, user_data);
     }
     sqlite3_finalize(stmt);
