@@ -306,7 +306,9 @@ print_trace(const char *trace_id, bool is_color)
     }
     if (weft_store_load_trace(store, trace_id, &trace) == WEFT_OK) {
         putchar('\n');
-        weft_trace_render(trace, stdout, WEFT_RENDER_ATTRS | (is_color ? WEFT_RENDER_COLOR : 0u));
+        weft_trace_render(trace, stdout,
+                          WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS |
+                              (is_color ? WEFT_RENDER_COLOR : 0u));
     }
     weft_trace_free(trace);
     weft_store_close(store);

@@ -334,20 +334,23 @@ test_console_events_are_listed_under_their_span(void **state)
         {"exception.type", {WEFT_VALUE_STRING, 12, {.str = "TimeoutError"}}},
         {"exception.stacktrace", {WEFT_VALUE_STRING, 9, {.str = "frame one"}}},
     };
-    struct weft_event_data events[5];
+    struct weft_event_data events[17];
     struct weft_span_data span = make_span(0xd3, 1, 0, "execute_tool search", 0, 100 * MS);
     const char *text = NULL;
 
-    for (size_t i = 0; i < 5; i++) {
-        events[i] = (struct weft_event_data){T0 + (10 + i) * MS, "exception", ev_attrs, 2, 0};
+    /* 12 exceptions (notable: at most ten per span) among 5 ordinary events (at most three). */
+    for (size_t i = 0; i < 17; i++) {
+        events[i] = (struct weft_event_data){T0 + (10 + i) * MS, i < 12 ? "exception" : "note",
+                                             ev_attrs, 2, 0};
     }
     span.events = events;
-    span.event_count = 5;
+    span.event_count = 17;
     assert_weft_ok(export_one(f, &span));
     text = output(f);
     assert_non_null(strstr(text, "\xe2\x80\xa2 exception +10.0ms  exception.type=TimeoutError"));
-    assert_int_equal(count_of(text, "exception +"), 3); /* at most three per span */
-    assert_non_null(strstr(text, "2 more events"));
+    assert_int_equal(count_of(text, "exception +"), 10);
+    assert_int_equal(count_of(text, "note +"), 3);
+    assert_non_null(strstr(text, "4 more events"));
     assert_null(strstr(text, "frame one"));
 }
 
