@@ -7,11 +7,14 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -441,6 +444,108 @@ test_show_correction_run_tree_has_links_json_has_corrections(void **state)
     json_decref(doc);
 }
 
+/* A value from an SQLite database, or "" (the caller frees). */
+static char *
+sql_value(const char *db_path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    char *out = NULL;
+
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != NULL) {
+        out = strdup((const char *)sqlite3_column_text(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return out != NULL ? out : strdup("");
+}
+
+/* A run killed (SIGKILL) while its second step waits on a slow answer, then resumed: the run
+ * has two traces, and `weft trace show RUN` shows the latest and names the earlier one. */
+static void
+test_show_trace_show_of_a_resumed_run_names_the_earlier_trace(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char state_db[128];
+    char *run_id = NULL;
+    char *old_trace = NULL;
+    char *new_trace = NULL;
+    pid_t pid = 0;
+    int status = 0;
+    json_t *doc = NULL;
+    struct run r;
+
+    write_text(f, "script.json",
+               "{\"responses\": {\"a\": {\"act\": [{\"content\": \"first done\"},"
+               " {\"content\": \"second done\", \"delay_ms\": 3000},"
+               " {\"content\": \"third done\"}]}}}");
+    write_text(f, "slow.json",
+               "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\","
+               " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+               " \"plan\": [{\"id\": \"one\", \"agent\": \"a\", \"task\": \"first\"},"
+               " {\"id\": \"two\", \"agent\": \"a\", \"task\": \"second\","
+               " \"depends_on\": [\"one\"]}]}");
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    {
+        const char *argv[] = {WEFT_BIN, "run", wf, "-q", "--workspace", f->dir, NULL};
+        bool is_running = false;
+
+        assert_int_equal(posix_spawn(&pid, WEFT_BIN, NULL, NULL, (char *const *)argv, environ), 0);
+        /* Poll the state database (no fixed sleep) until step two is in progress. */
+        for (int i = 0; i < 1000 && !is_running; i++) {
+            char *st = sql_value(state_db, "SELECT status FROM steps WHERE step_id = 'two'");
+            struct timespec ts = {0, 5000000};
+
+            is_running = strcmp(st, "in_progress") == 0;
+            free(st);
+            if (!is_running) {
+                nanosleep(&ts, NULL);
+            }
+        }
+        assert_true(is_running);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+    }
+    run_id = sql_value(state_db, "SELECT id FROM runs");
+    old_trace = sql_value(state_db, "SELECT trace_id FROM runs");
+    assert_int_equal(strlen(old_trace), 32);
+    r = RUN(f, "resume", run_id, "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    new_trace = sql_value(state_db, "SELECT trace_id FROM runs");
+    assert_int_equal(strlen(new_trace), 32);
+    assert_string_not_equal(new_trace, old_trace);
+
+    r = RUN(f, "trace", "show", run_id);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, new_trace));
+    assert_non_null(strstr(r.out, "the run was resumed: its earlier trace is"));
+    assert_non_null(strstr(r.out, old_trace));
+    /* The new root's link to the old trace is drawn. */
+    assert_non_null(strstr(r.out, "link trace "));
+    r = RUN(f, "trace", "show", run_id, "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "trace_id")), new_trace);
+    assert_true(json_is_array(json_object_get(doc, "other_traces")));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(doc, "other_traces"), 0)),
+                        old_trace);
+    json_decref(doc);
+    r = RUN(f, "run", "show", run_id, "--json");
+    doc = parse(r.out);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(doc, "run"), "resumed_from_trace")),
+        old_trace);
+    json_decref(doc);
+    free(run_id);
+    free(old_trace);
+    free(new_trace);
+}
+
 int
 main(void)
 {
@@ -454,6 +559,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_show_correction_run_tree_has_links_json_has_corrections, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_show_trace_show_of_a_resumed_run_names_the_earlier_trace, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
