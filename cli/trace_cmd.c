@@ -33,8 +33,9 @@ void
 cli_trace_usage(FILE *out)
 {
     fputs("usage: weft trace list [--limit N] [--db PATH] [--json]\n"
-          "       weft trace show <trace-id|prefix|last|run-id> [--db PATH] [--state PATH]\n"
-          "                       [--all] [--json] [--color[=WHEN]]\n"
+          "       weft trace show <trace-id|prefix|last> [--db PATH] [--all] [--json]\n"
+          "                       [--color[=WHEN]]\n"
+          "       weft trace show <run-id|run:prefix> [--state PATH] [same options]\n"
           "\n"
           "  list   recent traces in the local store, newest first\n"
           "  show   one trace as a tree: durations, status, errors, key attributes, events\n"
