@@ -167,6 +167,7 @@ cli_runs(int argc, char **argv)
 #define BLOCK_MAX_LINES   12  /* lines of one stored text shown by run show */
 #define BLOCK_MAX_COLS    160 /* characters of one such line */
 #define RESULTS_MAX_STEPS 40  /* step results shown by run show (the last ones) */
+#define SECTION_MAX       50  /* failed / not-run steps listed by run show */
 
 /* Length of the UTF-8 sequence at @p p (1 to 4), or 0 when it is invalid. */
 static size_t
@@ -203,6 +204,10 @@ put_block(FILE *out, const char *text, int indent)
 
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) {
         len--; /* a trailing newline is not an empty last line */
+    }
+    if (len == 0) {
+        fputc('\n', out); /* the caller's label ends the line */
+        return;
     }
     for (size_t i = 0; i < len; i++) {
         total += text[i] == '\n';
@@ -273,7 +278,9 @@ put_failure(const struct weft_run_details *d, size_t i)
         if (json_is_string(value)) {
             const char *text = json_string_value(value);
 
-            if (strchr(text, '\n') == NULL || strchr(text, '\n')[1] == '\0') {
+            if (text[0] == '\0') {
+                printf("    %s: (empty)\n", key);
+            } else if (strchr(text, '\n') == NULL || strchr(text, '\n')[1] == '\0') {
                 printf("    %s: ", key);
                 put_block(stdout, text, 0);
             } else {
@@ -301,6 +308,18 @@ has_failure(const struct weft_run_details *d, size_t i)
            (strcmp(d->steps[i].status, "paused") == 0 && x->error != NULL);
 }
 
+/* A step still pending in a run that is over, not because of a dependency: the run ended
+ * first (stuck, out of budget, aborted, ...). */
+static bool
+is_not_run(const struct weft_run_details *d, size_t i)
+{
+    const char *run = d->info.status;
+
+    return d->step_extras[i].skipped_dependency == NULL &&
+           strcmp(d->steps[i].status, "pending") == 0 && d->info.ended_ns != 0 &&
+           strcmp(run, "running") != 0 && strcmp(run, "interrupted") != 0;
+}
+
 static void
 print_details(const struct weft_run_details *d)
 {
@@ -320,7 +339,10 @@ print_details(const struct weft_run_details *d)
         printf("  resumed from trace %s", d->info.resumed_from_trace);
     }
     printf("\n");
-    if (d->info.reason != NULL) {
+    if (d->info.reason != NULL && strchr(d->info.reason, '\n') != NULL) {
+        printf("  reason:\n");
+        put_block(stdout, d->info.reason, 4);
+    } else if (d->info.reason != NULL) {
         printf("  reason: ");
         put_block(stdout, d->info.reason, 0);
     }
@@ -338,7 +360,7 @@ print_details(const struct weft_run_details *d)
         cli_put_clean(stdout, s->task, 60);
         putchar('\n');
         failures += has_failure(d, i);
-        skipped += d->step_extras[i].skipped_dependency != NULL;
+        skipped += d->step_extras[i].skipped_dependency != NULL || is_not_run(d, i);
         results += s->result != NULL && s->result[0] != '\0';
     }
     if (d->correction_count > 0) {
@@ -352,21 +374,34 @@ print_details(const struct weft_run_details *d)
     }
     if (failures > 0) {
         printf("\nFailed steps:\n");
-        for (size_t i = 0; i < d->step_count; i++) {
-            if (has_failure(d, i)) {
+        for (size_t i = 0, n = 0; i < d->step_count; i++) {
+            if (has_failure(d, i) && n++ < SECTION_MAX) {
                 put_failure(d, i);
             }
+        }
+        if (failures > SECTION_MAX) {
+            printf("  ... %zu more failed steps (weft run show --json has them all)\n",
+                   failures - SECTION_MAX);
         }
     }
     if (skipped > 0) {
         printf("\nNot run:\n");
-        for (size_t i = 0; i < d->step_count; i++) {
+        for (size_t i = 0, n = 0; i < d->step_count; i++) {
             const struct weft_run_step_extra *x = &d->step_extras[i];
 
+            if ((x->skipped_dependency != NULL || is_not_run(d, i)) && n++ >= SECTION_MAX) {
+                continue;
+            }
             if (x->skipped_dependency != NULL) {
                 printf("  %-16s skipped (dependency %s %s)\n", d->steps[i].id,
                        x->skipped_dependency, x->skipped_dependency_status);
+            } else if (is_not_run(d, i)) {
+                printf("  %-16s not run (the run ended %s first)\n", d->steps[i].id,
+                       d->info.status);
             }
+        }
+        if (skipped > SECTION_MAX) {
+            printf("  ... %zu more steps not run (see the table above)\n", skipped - SECTION_MAX);
         }
     }
     if (results > 0) {

@@ -2843,6 +2843,7 @@ struct summariser {
     const size_t *order;
     const size_t *depth;
     const bool *is_notable; /* per tree position: the span or one below it is notable */
+    const bool *is_last;    /* per tree position: the last child of its parent */
     struct level *levels;   /* per depth */
     struct line *lines;
     size_t line_count;
@@ -2990,8 +2991,10 @@ summarise(struct summariser *sm, size_t count, bool is_all)
                 is_kept = lv->notable_kept < NOTABLE_PER_PARENT;
                 lv->notable_kept += is_kept;
             } else {
-                is_kept = seen < KEEP_PER_NAME && lv->plain_kept < KEEP_PER_PARENT &&
-                          sm->plain_total < KEEP_TOTAL;
+                /* The last child stays: it is how the parent ended (the final decision). */
+                is_kept =
+                    sm->is_last[pos] || (seen < KEEP_PER_NAME && lv->plain_kept < KEEP_PER_PARENT &&
+                                         sm->plain_total < KEEP_TOTAL);
                 lv->plain_kept += is_kept;
                 sm->plain_total += is_kept;
             }
@@ -3090,8 +3093,9 @@ weft__render_spans(FILE *stream,
     size_t *depth = NULL;
     bool *is_orphan = NULL;
     bool *is_notable = NULL;
-    bool *has_more = NULL; /* per depth: does the line at that depth have later siblings? */
-    bool *is_last = NULL;  /* per line: is it the last of its siblings? */
+    bool *is_last_pos = NULL; /* per tree position: the last child of its parent */
+    bool *has_more = NULL;    /* per depth: does the line at that depth have later siblings? */
+    bool *is_last = NULL;     /* per line: is it the last of its siblings? */
     size_t *line_depth = NULL;
     size_t column = 0;
     weft_err err = WEFT_OK;
@@ -3108,12 +3112,14 @@ weft__render_spans(FILE *stream,
     depth = weft__malloc(count * sizeof(*depth));
     is_orphan = weft__malloc(count * sizeof(*is_orphan));
     is_notable = weft__malloc(count * sizeof(*is_notable));
+    is_last_pos = weft__malloc(count * sizeof(*is_last_pos));
     has_more = weft__calloc(count + 2, sizeof(*has_more));
     sm.levels = weft__malloc((count + 2) * sizeof(*sm.levels));
     sm.names = weft__malloc(count * sizeof(*sm.names));
     sm.name_seen = weft__malloc(count * sizeof(*sm.name_seen));
     if (order == NULL || depth == NULL || is_orphan == NULL || is_notable == NULL ||
-        has_more == NULL || sm.levels == NULL || sm.names == NULL || sm.name_seen == NULL) {
+        is_last_pos == NULL || has_more == NULL || sm.levels == NULL || sm.names == NULL ||
+        sm.name_seen == NULL) {
         err = WEFT_ENOMEM;
         goto out;
     }
@@ -3122,6 +3128,9 @@ weft__render_spans(FILE *stream,
         goto out;
     }
     mark_notable(spans, order, depth, count, has_more, is_notable);
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    mark_last_siblings(depth, count, has_more, is_last_pos);
+    sm.is_last = is_last_pos;
     sm.spans = spans;
     sm.order = order;
     sm.depth = depth;
@@ -3187,6 +3196,7 @@ out:
     weft__free(depth);
     weft__free(is_orphan);
     weft__free(is_notable);
+    weft__free(is_last_pos);
     weft__free(has_more);
     weft__free(is_last);
     weft__free(line_depth);
