@@ -2842,9 +2842,10 @@ struct summariser {
     const struct weft_span_data *const *spans;
     const size_t *order;
     const size_t *depth;
-    const bool *is_notable; /* per tree position: the span or one below it is notable */
-    const bool *is_last;    /* per tree position: the last child of its parent */
-    struct level *levels;   /* per depth */
+    const bool *is_notable;      /* per tree position: the span or one below it is notable */
+    const bool *is_last;         /* per tree position: the last child of its parent */
+    const size_t *notable_after; /* per tree position: notable siblings after it */
+    struct level *levels;        /* per depth */
     struct line *lines;
     size_t line_count;
     size_t line_cap;
@@ -2988,7 +2989,9 @@ summarise(struct summariser *sm, size_t count, bool is_all)
             size_t seen = seen_and_count(sm, d, s->name != NULL ? s->name : "");
 
             if (sm->is_notable[pos]) {
-                is_kept = lv->notable_kept < NOTABLE_PER_PARENT;
+                /* The first and the last ones: how the trouble started and how it ended. */
+                is_kept = lv->notable_kept < NOTABLE_PER_PARENT / 2 ||
+                          sm->notable_after[pos] < NOTABLE_PER_PARENT / 2;
                 lv->notable_kept += is_kept;
             } else {
                 /* The last child stays: it is how the parent ended (the final decision). */
@@ -3057,6 +3060,24 @@ mark_notable(const struct weft_span_data *const *spans,
     }
 }
 
+/* notable_after[pos]: how many later siblings of the span at pos are notable. A backward
+ * pass: per depth, the notable spans met since the tree last climbed through their parent. */
+static void
+count_notable_after(const size_t *depth,
+                    const bool *is_notable,
+                    size_t count,
+                    size_t *counts,
+                    size_t *notable_after)
+{
+    for (size_t pos = count; pos-- > 0;) {
+        size_t d = depth[pos];
+
+        counts[d + 1] = 0; /* the children of this span, done */
+        notable_after[pos] = counts[d];
+        counts[d] += is_notable[pos];
+    }
+}
+
 static void
 put_summary(const struct style *st, const struct tally *t)
 {
@@ -3094,8 +3115,10 @@ weft__render_spans(FILE *stream,
     bool *is_orphan = NULL;
     bool *is_notable = NULL;
     bool *is_last_pos = NULL; /* per tree position: the last child of its parent */
-    bool *has_more = NULL;    /* per depth: does the line at that depth have later siblings? */
-    bool *is_last = NULL;     /* per line: is it the last of its siblings? */
+    size_t *notable_after = NULL;
+    size_t *notable_counts = NULL;
+    bool *has_more = NULL; /* per depth: does the line at that depth have later siblings? */
+    bool *is_last = NULL;  /* per line: is it the last of its siblings? */
     size_t *line_depth = NULL;
     size_t column = 0;
     weft_err err = WEFT_OK;
@@ -3113,13 +3136,15 @@ weft__render_spans(FILE *stream,
     is_orphan = weft__malloc(count * sizeof(*is_orphan));
     is_notable = weft__malloc(count * sizeof(*is_notable));
     is_last_pos = weft__malloc(count * sizeof(*is_last_pos));
+    notable_after = weft__malloc(count * sizeof(*notable_after));
+    notable_counts = weft__malloc((count + 2) * sizeof(*notable_counts));
     has_more = weft__calloc(count + 2, sizeof(*has_more));
     sm.levels = weft__malloc((count + 2) * sizeof(*sm.levels));
     sm.names = weft__malloc(count * sizeof(*sm.names));
     sm.name_seen = weft__malloc(count * sizeof(*sm.name_seen));
     if (order == NULL || depth == NULL || is_orphan == NULL || is_notable == NULL ||
-        is_last_pos == NULL || has_more == NULL || sm.levels == NULL || sm.names == NULL ||
-        sm.name_seen == NULL) {
+        is_last_pos == NULL || notable_after == NULL || notable_counts == NULL ||
+        has_more == NULL || sm.levels == NULL || sm.names == NULL || sm.name_seen == NULL) {
         err = WEFT_ENOMEM;
         goto out;
     }
@@ -3131,6 +3156,9 @@ weft__render_spans(FILE *stream,
     memset(has_more, 0, (count + 2) * sizeof(*has_more));
     mark_last_siblings(depth, count, has_more, is_last_pos);
     sm.is_last = is_last_pos;
+    memset(notable_counts, 0, (count + 2) * sizeof(*notable_counts));
+    count_notable_after(depth, is_notable, count, notable_counts, notable_after);
+    sm.notable_after = notable_after;
     sm.spans = spans;
     sm.order = order;
     sm.depth = depth;
@@ -3197,6 +3225,8 @@ out:
     weft__free(is_orphan);
     weft__free(is_notable);
     weft__free(is_last_pos);
+    weft__free(notable_after);
+    weft__free(notable_counts);
     weft__free(has_more);
     weft__free(is_last);
     weft__free(line_depth);

@@ -132,7 +132,8 @@ WEFT_API void weft_trace_free(struct weft_trace *trace);
  * (a few hundred lines whatever the span count): under one parent, siblings beyond the first
  * 10 of a name (40 in all, 300 in the whole trace) are replaced, with their subtrees, by one
  * line per name: "... 3987 more `invoke_agent coder` spans (3950 ok, 37 error)". Spans with
- * an error or a notable event, and their ancestors, stay visible (up to 20 per parent).
+ * an error or a notable event, and their ancestors, stay visible (up to 20 per parent: the
+ * first 10 and the last 10), and so does the last child of each parent.
  * @param flags WEFT_RENDER_* bits.
  * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (writing to @p stream failed), WEFT_ENOMEM.
  * Ownership: borrows both for the call. */

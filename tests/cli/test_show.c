@@ -546,6 +546,55 @@ test_show_trace_show_of_a_resumed_run_names_the_earlier_trace(void **state)
     free(new_trace);
 }
 
+/* A plan of 45 command steps whose step s35 fails: `weft run` summarises the steps line and
+ * the tree (the failure stays visible), and `weft run show` says which steps never ran. */
+static void
+test_show_large_plan_is_summarised_failure_kept(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    struct run r;
+
+    assert_non_null(fp);
+    fputs("{\"name\": \"long\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\":"
+          " \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": [",
+          fp);
+    for (int i = 0; i < 45; i++) {
+        fprintf(fp,
+                "%s{\"id\": \"s%d\", \"executor\": \"command\", \"task\": \"t%d\", \"argv\":"
+                " [\"sh\", \"-c\", \"%s\"]}",
+                i > 0 ? "," : "", i, i, i == 35 ? "echo broken >&2; exit 4" : "true");
+    }
+    fputs("]}", fp);
+    fclose(fp);
+    write_text(f, "long.json", text);
+    free(text);
+    write_text(f, "script.json", "{\"responses\": {}}");
+    snprintf(wf, sizeof(wf), "%s/long.json", f->dir);
+    r = RUN(f, "run", wf, "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.out, " s9:command(completed) s35:command(failed) ... 34 more "
+                                  "(25 completed, 9 pending; weft run show "));
+    assert_null(strstr(r.out, "s20:command"));
+    /* The tree: the failed step and the root's error stay, the rest is counted. */
+    assert_non_null(strstr(r.out, "ERROR: command failed: exit_status"));
+    assert_non_null(strstr(r.out, "weft.step.id=s35"));
+    assert_non_null(strstr(r.out, "more `execute_tool command` spans ("));
+    assert_non_null(strstr(r.out, "more `plan supervisor` spans ("));
+    assert_true(count_of(r.out, "\n") < 70);
+    r = RUN(f, "run", "show", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "  s35 (command) failed [exit_status]:\n"));
+    assert_non_null(strstr(r.out, "    stderr_tail: broken\n"));
+    assert_non_null(strstr(r.out, "    stdout_tail: (empty)\n"));
+    assert_non_null(strstr(r.out, "  s36              not run (the run ended failed first)\n"));
+    assert_non_null(strstr(r.out, "  s44              not run (the run ended failed first)\n"));
+    assert_null(strstr(r.out, "  s34              not run"));
+}
+
 int
 main(void)
 {
@@ -561,6 +610,8 @@ main(void)
             test_show_correction_run_tree_has_links_json_has_corrections, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_show_trace_show_of_a_resumed_run_names_the_earlier_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_show_large_plan_is_summarised_failure_kept, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -938,7 +938,7 @@ write_big_trace(struct fixture *f)
             batch[n] = make_span(TD, ids[i], ids[0], "invoke_agent coder", 1 + 2 * k, 1);
             if (k % 100 == 7 && k < 3700) {
                 batch[n].status_code = WEFT_STATUS_ERROR;
-                batch[n].status_message = "coder failed";
+                batch[n].status_message = k == 3607 ? "coder failed at last" : "coder failed";
             }
             if (k == 50) {
                 batch[n].events = &stuck;
@@ -985,6 +985,7 @@ test_store_render_summarises_5000_spans_keeping_errors(void **state)
     shown_errors = count_of(text, "ERROR: coder failed");
     assert_true(shown_errors >= 15);
     assert_true(shown_coders >= shown_errors + 8);
+    assert_non_null(strstr(text, "ERROR: coder failed at last")); /* the last error too */
     assert_non_null(strstr(text, "execute_tool run_tests"));
     assert_non_null(strstr(text, "ERROR: tool failed"));
     assert_non_null(strstr(text, "weft.stuck_loop +"));
