@@ -245,7 +245,8 @@ is_exact_run(const char *state, const char *ref)
     struct weft_run_details *d = NULL;
     bool is_exact = false;
 
-    if (strcmp(ref, "last") == 0 || weft_run_load(state, ref, &d) != WEFT_OK) {
+    if (strcmp(ref, "last") == 0 || strlen(ref) == WEFT_TRACE_ID_HEX_LEN ||
+        weft_run_load(state, ref, &d) != WEFT_OK) {
         return false;
     }
     is_exact = strcmp(d->info.run_id, ref) == 0;

@@ -355,6 +355,30 @@ test_console_events_are_listed_under_their_span(void **state)
 }
 
 static void
+test_console_links_are_listed_under_their_span(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_attr link_attrs[] = {
+        {"weft.link.reason", {WEFT_VALUE_STRING, 7, {.str = "resumed"}}},
+    };
+    struct weft_link_data link;
+    struct weft_span_data span = make_span(0xd5, 1, 0, "invoke_workflow again", 0, 100 * MS);
+    const char *text = NULL;
+
+    memset(&link, 0, sizeof(link));
+    memset(link.trace_id, 0xab, WEFT_TRACE_ID_SIZE);
+    link.span_id[7] = 0x42;
+    link.attrs = link_attrs;
+    link.attr_count = 1;
+    span.links = &link;
+    span.link_count = 1;
+    assert_weft_ok(export_one(f, &span));
+    text = output(f);
+    assert_non_null(strstr(text, "\xe2\x86\xaa link trace abababababababababababababababab span "
+                                 "0000000000000042  weft.link.reason=resumed\n"));
+}
+
+static void
 test_console_replaces_control_characters(void **state)
 {
     struct fixture *f = *state;
@@ -447,6 +471,7 @@ main(void)
         T(test_console_bound_prints_oldest_trace_incomplete_not_dropped),
         T(test_console_shutdown_prints_everything_then_refuses),
         T(test_console_events_are_listed_under_their_span),
+        T(test_console_links_are_listed_under_their_span),
         T(test_console_replaces_control_characters),
         T(test_console_write_failure_returns_eio),
         T(test_console_export_fails_cleanly_out_of_memory),
