@@ -2954,9 +2954,11 @@ close_level(struct summariser *sm, size_t d)
 static void
 summarise(struct summariser *sm, size_t count, bool is_all)
 {
-    size_t open_depth = 0; /* levels [1, open_depth] are open */
+    size_t open_depth = 0; /* levels [0, open_depth] are open; level 0 holds the roots */
     size_t hide_below = SIZE_MAX;
     struct tally *hiding = NULL;
+
+    open_level(sm, 0);
 
     for (size_t pos = 0; pos < count; pos++) {
         const struct weft_span_data *s = sm->spans[sm->order[pos]];
@@ -2972,17 +2974,6 @@ summarise(struct summariser *sm, size_t count, bool is_all)
         hide_below = SIZE_MAX;
         while (open_depth > d) {
             close_level(sm, open_depth--);
-        }
-        if (d == 0) {
-            struct line *ln = push_line(sm);
-
-            if (ln == NULL) {
-                return;
-            }
-            ln->pos = pos;
-            open_level(sm, 1);
-            open_depth = 1;
-            continue;
         }
         lv = &sm->levels[d];
         if (!is_all) {
@@ -3024,6 +3015,7 @@ summarise(struct summariser *sm, size_t count, bool is_all)
     while (open_depth > 0) {
         close_level(sm, open_depth--);
     }
+    close_level(sm, 0);
 }
 
 static bool

@@ -129,7 +129,8 @@ WEFT_API void weft_trace_free(struct weft_trace *trace);
  * weft.run.status, weft.stuck_loop.*, weft.circuit_breaker.*, *reason*, error.type, ...) are
  * always printed; other key attributes within a per-line budget.
  * Unless WEFT_RENDER_ALL is set, a large trace is summarised so that the output stays bounded
- * (a few hundred lines whatever the span count): under one parent, siblings beyond the first
+ * (a few hundred lines whatever the span count): under one parent (roots and orphans count as
+ * siblings of one another), siblings beyond the first
  * 10 of a name (40 in all, 300 in the whole trace) are replaced, with their subtrees, by one
  * line per name: "... 3987 more `invoke_agent coder` spans (3950 ok, 37 error)". Spans with
  * an error or a notable event, and their ancestors, stay visible (up to 20 per parent: the

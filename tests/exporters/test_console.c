@@ -302,7 +302,17 @@ test_console_bound_prints_oldest_trace_incomplete_not_dropped(void **state)
     assert_non_null(strstr(text, "spans=9000"));
     assert_non_null(strstr(text, "incomplete: too many spans held"));
     assert_null(strstr(text, "trace c2c2"));
-    assert_int_equal(count_of(text, "\nstep "), 9000);
+    /* Every span is accounted for: the first ones printed, the rest counted on one line (a
+     * trace this large is summarised, see weft_trace_render()). */
+    {
+        size_t shown = count_of(text, "\nstep ");
+        char summary[96];
+
+        assert_true(shown >= 10 && shown <= 300);
+        snprintf(summary, sizeof(summary), "\xe2\x80\xa6 %zu more `step` spans (%zu ok, 0 error)",
+                 9000 - shown, 9000 - shown);
+        assert_non_null(strstr(text, summary));
+    }
     /* The younger trace is still held and comes out on shutdown. */
     assert_weft_ok(f->ex->ops->shutdown(f->ex->self, 0));
     assert_non_null(strstr(output(f), "trace c2c2"));
