@@ -2810,6 +2810,7 @@ mark_last_siblings(const size_t *depth, size_t count, bool *seen, bool *is_last)
 #define KEEP_PER_PARENT    40  /* ordinary siblings shown under one parent */
 #define NOTABLE_PER_PARENT 20  /* siblings with an error or a notable event shown in addition */
 #define KEEP_TOTAL         300 /* ordinary spans shown in the whole trace */
+#define NOTABLE_TOTAL      200 /* notable spans shown in the whole trace (nested fan-outs) */
 #define TALLY_NAMES        8   /* summary lines per parent; further names share one line */
 
 /* Hidden siblings of one name under one parent. name NULL: every other name. */
@@ -2851,6 +2852,7 @@ struct summariser {
     size_t line_cap;
     bool is_oom;
     size_t plain_total;
+    size_t notable_total;
     size_t hidden_spans;
     /* Kept names per level: which names were seen how often under the current parent. */
     const char **names;
@@ -2981,9 +2983,11 @@ summarise(struct summariser *sm, size_t count, bool is_all)
 
             if (sm->is_notable[pos]) {
                 /* The first and the last ones: how the trouble started and how it ended. */
-                is_kept = lv->notable_kept < NOTABLE_PER_PARENT / 2 ||
-                          sm->notable_after[pos] < NOTABLE_PER_PARENT / 2;
+                is_kept = (lv->notable_kept < NOTABLE_PER_PARENT / 2 ||
+                           sm->notable_after[pos] < NOTABLE_PER_PARENT / 2) &&
+                          sm->notable_total < NOTABLE_TOTAL;
                 lv->notable_kept += is_kept;
+                sm->notable_total += is_kept;
             } else {
                 /* The last child stays: it is how the parent ended (the final decision). */
                 is_kept =
