@@ -595,6 +595,30 @@ test_show_large_plan_is_summarised_failure_kept(void **state)
     assert_null(strstr(r.out, "  s34              not run"));
 }
 
+/* Stored text that is not valid UTF-8 (here the run's input) still gives valid JSON: the
+ * invalid bytes become U+FFFD, the rest is kept. */
+static void
+test_show_json_repairs_invalid_utf8(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    struct run r;
+    json_t *doc = NULL;
+    json_t *run = NULL;
+
+    write_failing_workflow(f);
+    snprintf(wf, sizeof(wf), "%s/wf.json", f->dir);
+    r = RUN(f, "run", wf, "-q", "--workspace", f->dir, "--input", "bad \xff byte \xc3\xa9 end");
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "runs", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    run = json_array_get(json_object_get(doc, "runs"), 0);
+    assert_string_equal(json_string_value(json_object_get(run, "input")),
+                        "bad \xef\xbf\xbd byte \xc3\xa9 end");
+    json_decref(doc);
+}
+
 int
 main(void)
 {
@@ -612,6 +636,7 @@ main(void)
             test_show_trace_show_of_a_resumed_run_names_the_earlier_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_show_large_plan_is_summarised_failure_kept, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_show_json_repairs_invalid_utf8, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
