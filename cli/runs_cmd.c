@@ -146,8 +146,8 @@ cli_runs(int argc, char **argv)
         weft_run_infos_free(runs, count);
         return rc;
     }
-    printf("%-14s %-20s %-17s %-19s %10s %6s %6s %8s\n", "RUN", "WORKFLOW", "STATUS", "STARTED",
-           "DURATION", "STEPS", "LOOPS", "REWARD");
+    printf("%-14s %-20s %-17s %-19s %10s %6s %6s %8s  %s\n", "RUN", "WORKFLOW", "STATUS", "STARTED",
+           "DURATION", "STEPS", "LOOPS", "REWARD", "WHY");
     for (size_t i = 0; i < count; i++) {
         char started[32];
         char dur[32] = "-";
@@ -157,8 +157,14 @@ cli_runs(int argc, char **argv)
         }
         printf("%-14s ", runs[i].run_id);
         printf("%*s", (int)(21 - cli_put_clean(stdout, runs[i].workflow, 20)), "");
-        printf("%-17s %-19s %10s %6zu %6ld %8.2f\n", runs[i].status, started, dur,
-               runs[i].step_count, loops_total(runs[i].loops), runs[i].reward);
+        printf("%-17s %-19s %10s %6zu %6ld %8.2f", runs[i].status, started, dur, runs[i].step_count,
+               loops_total(runs[i].loops), runs[i].reward);
+        /* Why a run did not complete (a stuck loop, a failed step, ...), on its line. */
+        if (strcmp(runs[i].status, "completed") != 0 && runs[i].reason != NULL) {
+            fputs("  ", stdout);
+            cli_put_clean(stdout, runs[i].reason, 70);
+        }
+        putchar('\n');
     }
     weft_run_infos_free(runs, count);
     return CLI_EXIT_OK;
