@@ -221,6 +221,52 @@ on_progress(const struct weft_run_event *ev, void *user_data)
 /* ------------------------------------------------------------------------------------------ */
 /* Output                                                                                      */
 
+#define STEPS_LINE_ALL   30 /* plans up to this size are listed whole on the steps: line */
+#define STEPS_LINE_FIRST 10 /* of larger plans: the first steps, */
+#define STEPS_LINE_ODD   20 /* then steps neither completed nor pending, then counts */
+
+/* The steps: line of the summary. A plan of thousands of steps is summarised: its first steps,
+ * the ones that failed, were skipped or paused (those explain a failed run), and the number
+ * of the others by status. */
+static void
+print_steps_line(const struct weft_run_result *r)
+{
+    const char *names[8];
+    size_t counts[8];
+    size_t kinds = 0;
+    size_t shown = 0;
+    size_t odd = 0;
+    size_t omitted = 0;
+
+    for (size_t i = 0; i < r->step_count; i++) {
+        const struct weft_run_step *s = &r->steps[i];
+        bool is_odd = strcmp(s->status, "completed") != 0 && strcmp(s->status, "pending") != 0;
+        size_t k = 0;
+
+        if (r->step_count <= STEPS_LINE_ALL || i < STEPS_LINE_FIRST ||
+            (is_odd && odd++ < STEPS_LINE_ODD)) {
+            printf("%s%s:%s(%s)", shown++ > 0 ? " " : "", s->id, s->agent, s->status);
+            continue;
+        }
+        omitted++;
+        while (k < kinds && strcmp(names[k], s->status) != 0) {
+            k++;
+        }
+        if (k == kinds && kinds < 8) {
+            names[kinds] = s->status;
+            counts[kinds++] = 0;
+        }
+        counts[k < kinds ? k : kinds - 1]++;
+    }
+    if (omitted > 0) {
+        printf(" ... %zu more (", omitted);
+        for (size_t k = 0; k < kinds; k++) {
+            printf("%s%zu %s", k > 0 ? ", " : "", counts[k], names[k]);
+        }
+        printf("; weft run show %s lists them all)", r->run_id);
+    }
+}
+
 static void
 print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
@@ -236,10 +282,7 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
         printf("  route:   %s\n", r->route);
     }
     printf("  steps:   ");
-    for (size_t i = 0; i < r->step_count; i++) {
-        printf("%s%s:%s(%s)", i > 0 ? " " : "", r->steps[i].id, r->steps[i].agent,
-               r->steps[i].status);
-    }
+    print_steps_line(r);
     printf("\n  loops:  ");
     for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
         if (r->loops[k] > 0) {
@@ -519,7 +562,9 @@ print_trace(const char *trace_id, bool is_color)
     }
     if (weft_store_load_trace(store, trace_id, &trace) == WEFT_OK) {
         putchar('\n');
-        weft_trace_render(trace, stdout, WEFT_RENDER_ATTRS | (is_color ? WEFT_RENDER_COLOR : 0u));
+        weft_trace_render(trace, stdout,
+                          WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS |
+                              (is_color ? WEFT_RENDER_COLOR : 0u));
     }
     weft_trace_free(trace);
     weft_store_close(store);

@@ -1,6 +1,7 @@
 /* cli/runs_cmd.c - `weft runs`, `weft run show RUN_ID` and `weft resume RUN_ID`: the state
  * database read back (include/weft/runtime.h) and interrupted runs continued. */
 #include "cli.h"
+#include "json_out.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +11,20 @@
 void
 cli_runs_usage(FILE *out)
 {
-    fputs("usage: weft runs [--limit N] [--state PATH]\n"
-          "       weft run show RUN_ID|prefix|last [--state PATH]\n"
+    fputs("usage: weft runs [--limit N] [--state PATH] [--json]\n"
+          "       weft run show RUN_ID|prefix|last [--state PATH] [--json]\n"
           "\n"
-          "  runs       recent runs, newest first: status, duration, steps, loops, reward\n"
-          "  run show   one run's plan as a table, with its DAG-surgery history\n"
+          "  runs       recent runs, newest first: status, duration, steps, loops, reward,\n"
+          "             and why a run did not complete\n"
+          "  run show   one run's plan as a table, with its DAG-surgery history, the stored\n"
+          "             failure text of failed steps, the steps a failed dependency skipped,\n"
+          "             and the steps' results\n"
           "\n"
           "options:\n"
           "  -n, --limit N     runs to list (default 20)\n"
           "      --state PATH  state database (default $WEFT_HOME/state.db)\n"
+          "      --json        one JSON document (schema weft.runs/v1, weft.run/v1:\n"
+          "                    docs/cli-json.md)\n"
           "\n"
           "exit status: 0 ok, 1 no such run or no database, 2 bad usage\n",
           out);
@@ -75,23 +81,45 @@ loops_total(const char *loops)
     return total;
 }
 
+static int
+print_runs_json(const struct weft_run_info *runs, size_t count)
+{
+    json_t *doc = json_object();
+    json_t *arr = json_array();
+
+    if (doc == NULL || arr == NULL) {
+        json_decref(doc);
+        json_decref(arr);
+        return cli_json_print(NULL);
+    }
+    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_RUNS));
+    for (size_t i = 0; i < count; i++) {
+        json_array_append_new(arr, cli_json_run_info(&runs[i]));
+    }
+    json_object_set_new(doc, "runs", arr);
+    return cli_json_print(doc);
+}
+
 int
 cli_runs(int argc, char **argv)
 {
     const char *state = NULL;
     const char *limit_text = NULL;
     bool is_help = false;
+    bool is_json = false;
     size_t limit = 20;
     size_t count = 0;
     struct weft_run_info *runs = NULL;
     const struct cli_option options[] = {
         {"limit", 'n', true, false, &limit_text, NULL},
         {"state", 0, true, false, &state, NULL},
+        {"json", 0, false, false, NULL, &is_json},
         {"help", 'h', false, false, NULL, &is_help},
     };
     weft_err err = WEFT_OK;
 
-    if (cli_parse("runs", argc, argv, options, 3, NULL, 0, &count) != CLI_EXIT_OK) {
+    if (cli_parse("runs", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
+                  &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;
     }
     if (is_help) {
@@ -103,6 +131,9 @@ cli_runs(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     err = weft_runs_list(state, limit, &runs, &count);
+    if (err == WEFT_ENOTFOUND && is_json) {
+        return print_runs_json(NULL, 0);
+    }
     if (err == WEFT_ENOTFOUND) {
         printf("no runs yet\n");
         return CLI_EXIT_OK;
@@ -110,8 +141,14 @@ cli_runs(int argc, char **argv)
     if (err != WEFT_OK) {
         return explain("runs", err, "state database");
     }
-    printf("%-14s %-20s %-17s %-19s %10s %6s %6s %8s\n", "RUN", "WORKFLOW", "STATUS", "STARTED",
-           "DURATION", "STEPS", "LOOPS", "REWARD");
+    if (is_json) {
+        int rc = print_runs_json(runs, count);
+
+        weft_run_infos_free(runs, count);
+        return rc;
+    }
+    printf("%-14s %-20s %-17s %-19s %10s %6s %6s %8s  %s\n", "RUN", "WORKFLOW", "STATUS", "STARTED",
+           "DURATION", "STEPS", "LOOPS", "REWARD", "WHY");
     for (size_t i = 0; i < count; i++) {
         char started[32];
         char dur[32] = "-";
@@ -121,39 +158,184 @@ cli_runs(int argc, char **argv)
         }
         printf("%-14s ", runs[i].run_id);
         printf("%*s", (int)(21 - cli_put_clean(stdout, runs[i].workflow, 20)), "");
-        printf("%-17s %-19s %10s %6zu %6ld %8.2f\n", runs[i].status, started, dur,
-               runs[i].step_count, loops_total(runs[i].loops), runs[i].reward);
+        printf("%-17s %-19s %10s %6zu %6ld %8.2f", runs[i].status, started, dur, runs[i].step_count,
+               loops_total(runs[i].loops), runs[i].reward);
+        /* Why a run did not complete (a stuck loop, a failed step, ...), on its line. */
+        if (strcmp(runs[i].status, "completed") != 0 && runs[i].reason != NULL) {
+            fputs("  ", stdout);
+            cli_put_clean(stdout, runs[i].reason, 70);
+        }
+        putchar('\n');
     }
     weft_run_infos_free(runs, count);
     return CLI_EXIT_OK;
 }
 
-int
-cli_run_show(int argc, char **argv)
-{
-    const char *state = NULL;
-    bool is_help = false;
-    char *positional[1];
-    size_t count = 0;
-    struct weft_run_details *d = NULL;
-    const struct cli_option options[] = {
-        {"state", 0, true, false, &state, NULL},
-        {"help", 'h', false, false, NULL, &is_help},
-    };
-    weft_err err = WEFT_OK;
-    char started[32];
+#define BLOCK_MAX_LINES   12  /* lines of one stored text shown by run show */
+#define BLOCK_MAX_COLS    160 /* characters of one such line */
+#define RESULTS_MAX_STEPS 40  /* step results shown by run show (the last ones) */
+#define SECTION_MAX       50  /* failed / not-run steps listed by run show */
 
-    if (cli_parse("run show", argc, argv, options, 2, positional, 1, &count) != CLI_EXIT_OK) {
-        return CLI_EXIT_USAGE;
+/* Length of the UTF-8 sequence at @p p (1 to 4), or 0 when it is invalid. */
+static size_t
+utf8_len(const unsigned char *p)
+{
+    size_t want = p[0] < 0x80             ? 1
+                  : (p[0] & 0xe0) == 0xc0 ? 2
+                  : (p[0] & 0xf0) == 0xe0 ? 3
+                  : (p[0] & 0xf8) == 0xf0 ? 4
+                                          : 0;
+
+    if (want == 2 && p[0] < 0xc2) {
+        return 0; /* overlong */
     }
-    if (is_help || count != 1) {
-        cli_runs_usage(is_help ? stdout : stderr);
-        return is_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    for (size_t k = 1; k < want; k++) {
+        if ((p[k] & 0xc0) != 0x80) {
+            return 0;
+        }
     }
-    err = weft_run_load(state, positional[0], &d);
-    if (err != WEFT_OK) {
-        return explain("run show", err, positional[0]);
+    return want;
+}
+
+/* Print stored multi-line text, each line after @p indent spaces: UTF-8 kept whole (a long
+ * line is cut between characters, never inside one), tabs kept, other control characters
+ * and invalid bytes shown as '?' so that stored text cannot drive the terminal. At most
+ * BLOCK_MAX_LINES lines; a note says how many more there are. */
+static void
+put_block(FILE *out, const char *text, int indent)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    size_t lines = 0;
+    size_t total = 1;
+    size_t len = strlen(text);
+
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) {
+        len--; /* a trailing newline is not an empty last line */
     }
+    if (len == 0) {
+        fputc('\n', out); /* the caller's label ends the line */
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        total += text[i] == '\n';
+    }
+    for (size_t i = 0; i < len && lines < BLOCK_MAX_LINES; lines++) {
+        size_t cols = 0;
+
+        fprintf(out, "%*s", indent, "");
+        while (i < len && p[i] != '\n') {
+            size_t n = utf8_len(p + i);
+
+            if (cols == BLOCK_MAX_COLS) {
+                fputs("...", out);
+                while (i < len && p[i] != '\n') {
+                    i++;
+                }
+                break;
+            }
+            if (n == 0) {
+                fputc('?', out);
+                n = 1;
+            } else if (p[i] == '\t') {
+                fputc('\t', out);
+            } else if (p[i] < 0x20 || p[i] == 0x7f || (p[i] == 0xc2 && p[i + 1] < 0xa0)) {
+                fputc('?', out); /* C0, DEL, C1 */
+            } else {
+                fwrite(p + i, 1, n, out);
+            }
+            i += n;
+            cols++;
+        }
+        fputc('\n', out);
+        i += i < len; /* the newline */
+    }
+    if (total > lines && len > 0) {
+        fprintf(out, "%*s... (%zu more lines; weft run show --json has them all)\n", indent, "",
+                total - lines);
+    }
+}
+
+/* A failed step's stored details: the failure sentence, then each field of the error object
+ * (exit code, stderr and stdout tails, ...), multi-line text as indented blocks. */
+static void
+put_failure(const struct weft_run_details *d, size_t i)
+{
+    const struct weft_run_step *s = &d->steps[i];
+    const struct weft_run_step_extra *x = &d->step_extras[i];
+    json_t *error = x->error != NULL ? json_loads(x->error, 0, NULL) : NULL;
+    const char *key = NULL;
+    json_t *value = NULL;
+
+    printf("  %s (%s) %s", s->id, s->executor, s->status);
+    if (x->error_type != NULL) {
+        printf(" [%s]", x->error_type);
+    }
+    printf(":\n");
+    if (x->feedback != NULL) {
+        put_block(stdout, x->feedback, 4);
+    }
+    if (error == NULL && x->error != NULL) {
+        put_block(stdout, x->error, 4); /* not JSON: as stored */
+    }
+    json_object_foreach(error, key, value)
+    {
+        if (strcmp(key, "error_type") == 0) {
+            continue;
+        }
+        if (json_is_string(value)) {
+            const char *text = json_string_value(value);
+
+            if (text[0] == '\0') {
+                printf("    %s: (empty)\n", key);
+            } else if (strchr(text, '\n') == NULL || strchr(text, '\n')[1] == '\0') {
+                printf("    %s: ", key);
+                put_block(stdout, text, 0);
+            } else {
+                printf("    %s:\n", key);
+                put_block(stdout, text, 6);
+            }
+        } else if (!json_is_null(value)) {
+            char *dumped = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+
+            printf("    %s: ", key);
+            put_block(stdout, dumped != NULL ? dumped : "?", 0);
+            free(dumped);
+        }
+    }
+    json_decref(error);
+}
+
+static bool
+has_failure(const struct weft_run_details *d, size_t i)
+{
+    const struct weft_run_step_extra *x = &d->step_extras[i];
+
+    return strcmp(d->steps[i].status, "failed") == 0 ||
+           (x->error_type != NULL && strcmp(d->steps[i].status, "completed") != 0) ||
+           (strcmp(d->steps[i].status, "paused") == 0 && x->error != NULL);
+}
+
+/* A step still pending in a run that is over, not because of a dependency: the run ended
+ * first (stuck, out of budget, aborted, ...). */
+static bool
+is_not_run(const struct weft_run_details *d, size_t i)
+{
+    const char *run = d->info.status;
+
+    return d->step_extras[i].skipped_dependency == NULL &&
+           strcmp(d->steps[i].status, "pending") == 0 && d->info.ended_ns != 0 &&
+           strcmp(run, "running") != 0 && strcmp(run, "interrupted") != 0;
+}
+
+static void
+print_details(const struct weft_run_details *d)
+{
+    char started[32];
+    size_t failures = 0;
+    size_t skipped = 0;
+    size_t results = 0;
+    size_t shown = 0;
+
     format_time(d->info.started_ns, started, sizeof(started));
     printf("run %s  workflow=%s  status=%s  started=%s  reward=%.2f  corrections=%zu\n",
            d->info.run_id, d->info.workflow, d->info.status, started, d->info.reward,
@@ -164,10 +346,12 @@ cli_run_show(int argc, char **argv)
         printf("  resumed from trace %s", d->info.resumed_from_trace);
     }
     printf("\n");
-    if (d->info.reason != NULL) {
+    if (d->info.reason != NULL && strchr(d->info.reason, '\n') != NULL) {
+        printf("  reason:\n");
+        put_block(stdout, d->info.reason, 4);
+    } else if (d->info.reason != NULL) {
         printf("  reason: ");
-        cli_put_clean(stdout, d->info.reason, 200);
-        putchar('\n');
+        put_block(stdout, d->info.reason, 0);
     }
     printf("\n%-16s %-12s %-12s %-11s %8s %7s  %-24s %s\n", "STEP", "AGENT", "EXECUTOR", "STATUS",
            "ATTEMPTS", "REWARD", "DEPENDS ON", "TASK");
@@ -177,10 +361,14 @@ cli_run_show(int argc, char **argv)
         if (s->has_reward) {
             snprintf(reward, sizeof(reward), "%.2f", s->reward);
         }
-        printf("%-16s %-12s %-12s %-11s %8u %7s  %-24s ", s->id, s->agent, s->executor, s->status,
-               s->attempts, reward, s->depends_on[0] != '\0' ? s->depends_on : "-");
+        printf("%-16s %-12s %-12s %-11s %8u %7s  %-24s ", s->id, s->agent, s->executor,
+               cli_step_status(d, i), s->attempts, reward,
+               s->depends_on[0] != '\0' ? s->depends_on : "-");
         cli_put_clean(stdout, s->task, 60);
         putchar('\n');
+        failures += has_failure(d, i);
+        skipped += d->step_extras[i].skipped_dependency != NULL || is_not_run(d, i);
+        results += s->result != NULL && s->result[0] != '\0';
     }
     if (d->correction_count > 0) {
         printf("\nDAG surgery:\n");
@@ -191,8 +379,93 @@ cli_run_show(int argc, char **argv)
                    c->depends_before, c->depends_after);
         }
     }
+    if (failures > 0) {
+        printf("\nFailed steps:\n");
+        for (size_t i = 0, n = 0; i < d->step_count; i++) {
+            if (has_failure(d, i) && n++ < SECTION_MAX) {
+                put_failure(d, i);
+            }
+        }
+        if (failures > SECTION_MAX) {
+            printf("  ... %zu more failed steps (weft run show --json has them all)\n",
+                   failures - SECTION_MAX);
+        }
+    }
+    if (skipped > 0) {
+        printf("\nNot run:\n");
+        for (size_t i = 0, n = 0; i < d->step_count; i++) {
+            const struct weft_run_step_extra *x = &d->step_extras[i];
+
+            if ((x->skipped_dependency != NULL || is_not_run(d, i)) && n++ >= SECTION_MAX) {
+                continue;
+            }
+            if (x->skipped_dependency != NULL) {
+                printf("  %-16s skipped (dependency %s %s)\n", d->steps[i].id,
+                       x->skipped_dependency, x->skipped_dependency_status);
+            } else if (is_not_run(d, i)) {
+                printf("  %-16s not run (the run ended %s first)\n", d->steps[i].id,
+                       d->info.status);
+            }
+        }
+        if (skipped > SECTION_MAX) {
+            printf("  ... %zu more steps not run (see the table above)\n", skipped - SECTION_MAX);
+        }
+    }
+    if (results > 0) {
+        printf("\nResults:\n");
+        if (results > RESULTS_MAX_STEPS) {
+            printf("  ... %zu earlier results (weft run show --json has them all)\n",
+                   results - RESULTS_MAX_STEPS);
+        }
+        for (size_t i = 0; i < d->step_count; i++) {
+            const char *result = d->steps[i].result;
+
+            if (result == NULL || result[0] == '\0' || ++shown + RESULTS_MAX_STEPS <= results) {
+                continue;
+            }
+            printf("  %s:\n", d->steps[i].id);
+            put_block(stdout, result, 4);
+        }
+    }
+}
+
+int
+cli_run_show(int argc, char **argv)
+{
+    const char *state = NULL;
+    bool is_help = false;
+    bool is_json = false;
+    char *positional[1];
+    size_t count = 0;
+    struct weft_run_details *d = NULL;
+    const struct cli_option options[] = {
+        {"state", 0, true, false, &state, NULL},
+        {"json", 0, false, false, NULL, &is_json},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+    weft_err err = WEFT_OK;
+    int rc = CLI_EXIT_OK;
+
+    if (cli_parse("run show", argc, argv, options, sizeof(options) / sizeof(options[0]), positional,
+                  1, &count) != CLI_EXIT_OK) {
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help || count != 1) {
+        cli_runs_usage(is_help ? stdout : stderr);
+        return is_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    err = weft_run_load(state, positional[0], &d);
+    if (err != WEFT_OK) {
+        return explain("run show", err, positional[0]);
+    }
+    if (is_json) {
+        rc = cli_json_print(cli_json_run_details(d));
+    } else {
+        print_details(d);
+        rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
     weft_run_details_free(d);
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 int

@@ -2,7 +2,9 @@
  * through the read API of include/weft/store.h.
  */
 #include "cli.h"
+#include "json_out.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <weft/store.h>
@@ -17,9 +19,11 @@ static int trace_list(int argc, char **argv);
 static int trace_show(int argc, char **argv);
 
 static const struct cli_command subcommands[] = {
-    {"list", "trace list [--limit N] [--db PATH]", "list recent traces, newest first", trace_list,
-     NULL},
-    {"show", "trace show <trace-id|prefix|last> [--db PATH] [--color=auto|always|never]",
+    {"list", "trace list [--limit N] [--db PATH] [--json]", "list recent traces, newest first",
+     trace_list, NULL},
+    {"show",
+     "trace show <trace-id|prefix|last|run-id> [--db PATH] [--state PATH] [--all] [--json] "
+     "[--color=auto|always|never]",
      "print one trace as a tree with durations and errors", trace_show, NULL},
 };
 
@@ -28,16 +32,26 @@ static const struct cli_command subcommands[] = {
 void
 cli_trace_usage(FILE *out)
 {
-    fputs("usage: weft trace list [--limit N] [--db PATH]\n"
-          "       weft trace show <trace-id|prefix|last> [--db PATH] [--color[=WHEN]]\n"
+    fputs("usage: weft trace list [--limit N] [--db PATH] [--json]\n"
+          "       weft trace show <trace-id|prefix|last> [--db PATH] [--all] [--json]\n"
+          "                       [--color[=WHEN]]\n"
+          "       weft trace show <run-id|run:prefix> [--state PATH] [same options]\n"
           "\n"
           "  list   recent traces in the local store, newest first\n"
-          "  show   one trace as a tree: durations, status, errors and key attributes;\n"
-          "         the trace is a full id, a unique prefix of one, or 'last'\n"
+          "  show   one trace as a tree: durations, status, errors, key attributes, events\n"
+          "         and links; the trace is a full id, a unique prefix of one, 'last', or a\n"
+          "         run (an id or unique prefix from `weft runs`, or run:REF): the run's\n"
+          "         latest trace. A large trace is summarised: repeated sibling spans are\n"
+          "         counted on one line, errors and notable events stay visible\n"
           "\n"
           "options:\n"
           "  -n, --limit N        traces to list (default 20, at most 10000)\n"
           "      --db PATH        the store (default $WEFT_HOME/weft.db, else ./.weft/weft.db)\n"
+          "      --state PATH     the run state database, to find a run's trace\n"
+          "                       (default $WEFT_HOME/state.db)\n"
+          "      --all            print every span, never summarise\n"
+          "      --json           one JSON document (schema weft.traces/v1, weft.trace/v1:\n"
+          "                       docs/cli-json.md)\n"
           "      --color[=WHEN]   auto (default: only on a terminal), always or never;\n"
           "                       a bare --color means always\n"
           "  -h, --help           this help\n"
@@ -120,9 +134,11 @@ trace_list(int argc, char **argv)
     const char *db = NULL;
     const char *limit_text = NULL;
     bool is_help = false;
+    bool is_json = false;
     const struct cli_option options[] = {
         {"limit", 'n', true, false, &limit_text, NULL},
         {"db", 0, true, false, &db, NULL},
+        {"json", 0, false, false, NULL, &is_json},
         {"help", 'h', false, false, NULL, &is_help},
     };
     struct weft_store *store = NULL;
@@ -159,6 +175,12 @@ trace_list(int argc, char **argv)
         weft_store_close(store);
         return CLI_EXIT_FAIL;
     }
+    if (is_json) {
+        rc = cli_json_print(cli_json_traces(weft_store_path(store), list, count));
+        weft_trace_summaries_free(list, count);
+        weft_store_close(store);
+        return rc;
+    }
     if (count == 0) {
         printf("no traces in %s\n", weft_store_path(store));
     } else {
@@ -176,21 +198,121 @@ trace_list(int argc, char **argv)
     return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
+/* A trace reference that names a run: its latest trace id. The run's earlier trace (a
+ * resumed run) goes to @p earlier (or ""). @return CLI_EXIT_OK, CLI_EXIT_FAIL (no such run:
+ * nothing printed when @p is_quiet; a run without a trace is always explained). */
+static int
+run_trace(const char *state,
+          const char *ref,
+          bool is_quiet,
+          char trace_id[WEFT_TRACE_ID_HEX_LEN + 1],
+          char *run_id,
+          size_t run_id_len,
+          char earlier[WEFT_TRACE_ID_HEX_LEN + 1])
+{
+    struct weft_run_details *d = NULL;
+    weft_err err = weft_run_load(state, ref, &d);
+
+    earlier[0] = '\0';
+    if (err != WEFT_OK) {
+        if (!is_quiet) {
+            fprintf(stderr, "weft trace show: no run '%s' in the state database: %s\n", ref,
+                    err == WEFT_ENOTFOUND ? "not found" : weft_strerror(err));
+        }
+        return CLI_EXIT_FAIL;
+    }
+    if (d->info.trace_id == NULL || strlen(d->info.trace_id) != WEFT_TRACE_ID_HEX_LEN) {
+        fprintf(stderr, "weft trace show: run %s has no trace (it ran with --no-trace?)\n",
+                d->info.run_id);
+        weft_run_details_free(d);
+        return CLI_EXIT_FAIL;
+    }
+    memcpy(trace_id, d->info.trace_id, WEFT_TRACE_ID_HEX_LEN + 1);
+    snprintf(run_id, run_id_len, "%s", d->info.run_id);
+    if (d->info.resumed_from_trace != NULL &&
+        strlen(d->info.resumed_from_trace) == WEFT_TRACE_ID_HEX_LEN) {
+        memcpy(earlier, d->info.resumed_from_trace, WEFT_TRACE_ID_HEX_LEN + 1);
+    }
+    weft_run_details_free(d);
+    return CLI_EXIT_OK;
+}
+
+/* Whether @p ref is exactly the id of a stored run (run ids are hex too, so an exact run id
+ * wins over a trace-id prefix). */
+static bool
+is_exact_run(const char *state, const char *ref)
+{
+    struct weft_run_details *d = NULL;
+    bool is_exact = false;
+
+    if (strcmp(ref, "last") == 0 || strlen(ref) == WEFT_TRACE_ID_HEX_LEN ||
+        weft_run_load(state, ref, &d) != WEFT_OK) {
+        return false;
+    }
+    is_exact = strcmp(d->info.run_id, ref) == 0;
+    weft_run_details_free(d);
+    return is_exact;
+}
+
+static int
+print_trace_json(const struct weft_trace *trace, const char *run_id, const char *earlier)
+{
+    json_t *doc = json_object();
+    json_t *spans = json_array();
+    json_t *others = json_array();
+    const struct weft_span_data *first = weft_trace_span(trace, 0);
+    char trace_hex[WEFT_TRACE_ID_HEX_LEN + 1];
+    size_t errors = 0;
+
+    if (doc == NULL || spans == NULL || others == NULL) {
+        json_decref(doc);
+        json_decref(spans);
+        json_decref(others);
+        return cli_json_print(NULL);
+    }
+    weft_hex_encode(first->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
+    for (size_t i = 0; i < weft_trace_span_count(trace); i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+
+        errors += s->status_code == WEFT_STATUS_ERROR;
+        json_array_append_new(spans, cli_json_span(s, weft_trace_span_depth(trace, i)));
+    }
+    if (earlier != NULL && earlier[0] != '\0') {
+        json_array_append_new(others, json_string(earlier));
+    }
+    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_TRACE));
+    json_object_set_new(doc, "trace_id", json_string(trace_hex));
+    json_object_set_new(doc, "run_id", run_id != NULL ? json_string(run_id) : json_null());
+    json_object_set_new(doc, "other_traces", others);
+    json_object_set_new(doc, "span_count", json_integer((json_int_t)weft_trace_span_count(trace)));
+    json_object_set_new(doc, "error_count", json_integer((json_int_t)errors));
+    json_object_set_new(doc, "spans", spans);
+    return cli_json_print(doc);
+}
+
 static int
 trace_show(int argc, char **argv)
 {
     const char *db = NULL;
+    const char *state = NULL;
     const char *color = NULL;
     bool is_help = false;
     bool is_color = false;
     bool has_color = false;
+    bool is_json = false;
+    bool is_all = false;
     const struct cli_option options[] = {
         {"db", 0, true, false, &db, NULL},
+        {"state", 0, true, false, &state, NULL},
         {"color", 0, false, true, &color, &has_color},
+        {"json", 0, false, false, NULL, &is_json},
+        {"all", 0, false, false, NULL, &is_all},
         {"help", 'h', false, false, NULL, &is_help},
     };
     char *ref[1] = {NULL};
     char trace_id[WEFT_TRACE_ID_HEX_LEN + 1];
+    char earlier[WEFT_TRACE_ID_HEX_LEN + 1] = "";
+    char run_id[96] = "";
     struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     size_t npos = 0;
@@ -207,7 +329,8 @@ trace_show(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (npos == 0) {
-        fputs("weft trace show: which trace? give an id, a prefix of one, or 'last'\n", stderr);
+        fputs("weft trace show: which trace? give an id, a prefix of one, 'last' or a run id\n",
+              stderr);
         cli_trace_usage(stderr);
         return CLI_EXIT_USAGE;
     }
@@ -218,18 +341,40 @@ trace_show(int argc, char **argv)
         fprintf(stderr, "weft trace show: --color wants auto, always or never, not '%s'\n", color);
         return CLI_EXIT_USAGE;
     }
+    /* run:REF always names a run; an exact run id is a run; otherwise a trace id or prefix,
+     * and failing that a run id prefix. */
+    if (strncmp(ref[0], "run:", 4) == 0) {
+        rc = run_trace(state, ref[0] + 4, false, trace_id, run_id, sizeof(run_id), earlier);
+        if (rc != CLI_EXIT_OK) {
+            return rc;
+        }
+    } else if (is_exact_run(state, ref[0])) {
+        rc = run_trace(state, ref[0], false, trace_id, run_id, sizeof(run_id), earlier);
+        if (rc != CLI_EXIT_OK) {
+            return rc;
+        }
+    }
     rc = open_store(db, &store);
     if (rc != CLI_EXIT_OK) {
         return rc;
     }
-    err = weft_store_resolve(store, ref[0], trace_id);
+    if (run_id[0] == '\0') {
+        err = weft_store_resolve(store, ref[0], trace_id);
+        if (err == WEFT_ENOTFOUND && run_trace(state, ref[0], true, trace_id, run_id,
+                                               sizeof(run_id), earlier) == CLI_EXIT_OK) {
+            err = WEFT_OK;
+        }
+    }
     if (err == WEFT_OK) {
         err = weft_store_load_trace(store, trace_id, &trace);
     }
     if (err != WEFT_OK) {
         const char *detail = weft_store_errmsg(store);
 
-        if (err == WEFT_ENOTFOUND) {
+        if (err == WEFT_ENOTFOUND && run_id[0] != '\0') {
+            fprintf(stderr, "weft: run %s's trace %s is not in %s (was the store exporter on?)\n",
+                    run_id, trace_id, weft_store_path(store));
+        } else if (err == WEFT_ENOTFOUND) {
             fprintf(stderr, "weft: trace '%s' not found in %s", ref[0], weft_store_path(store));
             fprintf(stderr, "%s%s\n", detail[0] != '\0' ? ": " : "", detail);
         } else {
@@ -238,8 +383,24 @@ trace_show(int argc, char **argv)
         weft_store_close(store);
         return CLI_EXIT_FAIL;
     }
+    if (is_json) {
+        rc = print_trace_json(trace, run_id[0] != '\0' ? run_id : NULL, earlier);
+        weft_trace_free(trace);
+        weft_store_close(store);
+        return rc;
+    }
+    if (run_id[0] != '\0') {
+        printf("run %s: its latest trace", run_id);
+        if (earlier[0] != '\0') {
+            printf(" (the run was resumed: its earlier trace is %s, shown by "
+                   "`weft trace show %s`)",
+                   earlier, earlier);
+        }
+        printf("\n");
+    }
     err = weft_trace_render(trace, stdout,
-                            WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS |
+                            WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS |
+                                (is_all ? WEFT_RENDER_ALL : 0u) |
                                 (is_color ? WEFT_RENDER_COLOR : 0u));
     weft_trace_free(trace);
     weft_store_close(store);

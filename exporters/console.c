@@ -533,7 +533,7 @@ weft_console_exporter_new(void *stream, struct weft_exporter **out)
         return WEFT_ENOMEM;
     }
     c->stream = stream != NULL ? stream : stdout;
-    c->flags = WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS;
+    c->flags = WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS;
     if (wants_color(c->stream)) {
         c->flags |= WEFT_RENDER_COLOR;
     }

@@ -2265,13 +2265,15 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* Rendering                                                                                   */
 
-#define NAME_MAX_COLS   60 /* longer span names are cut with an ellipsis */
-#define ALIGN_MAX_COLS  72 /* durations line up in one column up to here */
-#define VALUE_MAX_COLS  40
-#define STATUS_MAX_COLS 120
-#define ATTRS_MAX       4 /* key attributes shown per span or event */
-#define ATTRS_MAX_COLS  100
-#define EVENTS_MAX      3 /* events shown per span */
+#define NAME_MAX_COLS      60 /* longer span names are cut with an ellipsis */
+#define ALIGN_MAX_COLS     72 /* durations line up in one column up to here */
+#define VALUE_MAX_COLS     40
+#define STATUS_MAX_COLS    120
+#define ATTRS_MAX          4 /* key attributes shown per span or event */
+#define ATTRS_MAX_COLS     100
+#define EVENTS_MAX         3  /* events shown per span, besides the notable ones */
+#define LINKS_MAX          3  /* links shown per span */
+#define NOTABLE_EVENTS_MAX 10 /* notable events (weft.*, exception) shown per span */
 
 struct style {
     FILE *out;
@@ -2512,22 +2514,74 @@ put_value(const struct style *st, const struct weft_value *v)
     fputc(']', st->out);
 }
 
+/* Attributes that say how a run, a loop or a step ended, or why: always shown, whatever the
+ * per-line budget, and with room for a sentence. */
+static bool
+is_outcome_attr(const char *key)
+{
+    static const char *const prefixes[] = {
+        "weft.loop.",
+        "weft.stuck_loop.",
+        "weft.circuit_breaker.",
+        "weft.break",
+    };
+    static const char *const keys[] = {
+        "error.type",        "weft.run.status",         "weft.step.status", "weft.decision.reason",
+        "weft.tool.outcome", "weft.reflection.verdict", "exception.type",   "exception.message",
+    };
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) {
+            return true;
+        }
+    }
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strcmp(key, keys[i]) == 0) {
+            return true;
+        }
+    }
+    return strstr(key, "reason") != NULL && strncmp(key, "weft.", 5) == 0;
+}
+
+static void
+put_attr(const struct style *st, const struct weft_attr *a, size_t max_cols)
+{
+    fprintf(st->out, "  %s", st->dim);
+    put_clean(st, a->key, strlen(a->key), VALUE_MAX_COLS);
+    fputc('=', st->out);
+    if (a->value.type == WEFT_VALUE_STRING) {
+        put_clean(st, a->value.u.str, a->value.len, max_cols);
+    } else {
+        put_value(st, &a->value);
+    }
+    fputs(st->reset, st->out);
+}
+
+/* The outcome attributes first (all of them), then other key attributes within the budget
+ * of ATTRS_MAX attributes and ATTRS_MAX_COLS columns. */
 static void
 put_attrs(const struct style *st, const struct weft_attr *attrs, size_t count, bool is_event)
 {
     size_t shown = 0;
     size_t cols = 0;
 
+    for (size_t i = 0; i < count; i++) {
+        if (attrs[i].key != NULL && is_outcome_attr(attrs[i].key) &&
+            is_key_attr(attrs[i].key, true)) {
+            put_attr(st, &attrs[i], STATUS_MAX_COLS);
+            cols += 3 + strlen(attrs[i].key) +
+                    (attrs[i].value.type == WEFT_VALUE_STRING ? attrs[i].value.len : 8);
+            shown++;
+        }
+    }
     for (size_t i = 0; i < count && shown < ATTRS_MAX && cols < ATTRS_MAX_COLS; i++) {
-        if (attrs[i].key == NULL || !is_key_attr(attrs[i].key, is_event)) {
+        if (attrs[i].key == NULL || is_outcome_attr(attrs[i].key) ||
+            !is_key_attr(attrs[i].key, is_event)) {
             continue;
         }
-        fprintf(st->out, "  %s", st->dim);
-        cols += 2 + put_clean(st, attrs[i].key, strlen(attrs[i].key), VALUE_MAX_COLS) + 1;
-        fputc('=', st->out);
-        put_value(st, &attrs[i].value);
-        fputs(st->reset, st->out);
-        cols += attrs[i].value.type == WEFT_VALUE_STRING ? attrs[i].value.len : 8;
+        put_attr(st, &attrs[i], VALUE_MAX_COLS);
+        cols += 3 + strlen(attrs[i].key) +
+                (attrs[i].value.type == WEFT_VALUE_STRING ? attrs[i].value.len : 8);
         shown++;
     }
 }
@@ -2595,6 +2649,25 @@ put_prefix(const struct style *st, const bool *has_more, size_t depth, bool is_l
     }
 }
 
+/* Events that explain a failure or a loop: up to NOTABLE_EVENTS_MAX of them are shown besides
+ * the EVENTS_MAX others, and they keep a span visible in a summarised trace. */
+static bool
+is_notable_event(const struct weft_event_data *ev)
+{
+    return ev->name != NULL &&
+           (strncmp(ev->name, "weft.", 5) == 0 || strcmp(ev->name, "exception") == 0);
+}
+
+/* The glyphs that continue the tree on a detail line (event, link) of a span. */
+static void
+put_detail_prefix(const struct style *st, const bool *has_more, size_t depth, bool has_children)
+{
+    for (size_t k = 1; k <= depth; k++) {
+        fputs(has_more[k] ? st->pipe : st->blank, st->out);
+    }
+    fputs(has_children ? st->pipe : st->blank, st->out);
+}
+
 static void
 put_events(const struct style *st,
            const struct weft_span_data *s,
@@ -2602,28 +2675,65 @@ put_events(const struct style *st,
            size_t depth,
            bool has_children)
 {
-    size_t shown = s->event_count < EVENTS_MAX ? s->event_count : EVENTS_MAX;
+    size_t other = 0;
+    size_t notable = 0;
+    size_t hidden = 0;
 
-    for (size_t e = 0; e <= shown && e < s->event_count; e++) {
+    for (size_t e = 0; e < s->event_count; e++) {
         const struct weft_event_data *ev = &s->events[e];
         char offset[32];
 
-        for (size_t k = 1; k <= depth; k++) {
-            fputs(has_more[k] ? st->pipe : st->blank, st->out);
+        if (is_notable_event(ev) ? notable++ >= NOTABLE_EVENTS_MAX : other++ >= EVENTS_MAX) {
+            hidden++;
+            continue;
         }
-        fputs(has_children ? st->pipe : st->blank, st->out);
-        if (e == shown) {
-            fprintf(st->out, "%s%s%zu more events%s\n", st->dim, st->bullet, s->event_count - shown,
-                    st->reset);
-            break;
-        }
+        put_detail_prefix(st, has_more, depth, has_children);
         format_duration(ev->time_ns > s->start_time_ns ? ev->time_ns - s->start_time_ns : 0,
                         st->is_ascii, offset, sizeof(offset));
-        fprintf(st->out, "%s%s", st->dim, st->bullet);
+        fprintf(st->out, "%s%s", is_notable_event(ev) ? st->bold : st->dim, st->bullet);
         put_clean(st, ev->name, ev->name != NULL ? strlen(ev->name) : 0, VALUE_MAX_COLS);
-        fprintf(st->out, " +%s%s", offset, st->reset);
+        fprintf(st->out, "%s%s +%s%s", st->reset, st->dim, offset, st->reset);
         put_attrs(st, ev->attrs, ev->attr_count, true);
         fputc('\n', st->out);
+    }
+    if (hidden > 0 || s->dropped_events > 0) {
+        put_detail_prefix(st, has_more, depth, has_children);
+        fprintf(st->out, "%s%s%zu more events%s\n", st->dim, st->bullet, hidden + s->dropped_events,
+                st->reset);
+    }
+}
+
+/* Links: where a span points to another (a resumed run's previous trace, the failed step a
+ * correction repairs, the occurrences of a stuck loop), at most LINKS_MAX per span. */
+static void
+put_links(const struct style *st,
+          const struct weft_span_data *s,
+          const bool *has_more,
+          size_t depth,
+          bool has_children)
+{
+    size_t shown = s->link_count < LINKS_MAX ? s->link_count : LINKS_MAX;
+
+    for (size_t i = 0; i < shown; i++) {
+        const struct weft_link_data *l = &s->links[i];
+        char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
+        char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+
+        weft_hex_encode(l->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
+        weft_hex_encode(l->span_id, WEFT_SPAN_ID_SIZE, span_hex);
+        put_detail_prefix(st, has_more, depth, has_children);
+        fprintf(st->out, "%s%slink ", st->dim, st->is_ascii ? "-> " : "\xe2\x86\xaa ");
+        if (memcmp(l->trace_id, s->trace_id, WEFT_TRACE_ID_SIZE) != 0) {
+            fprintf(st->out, "trace %s ", trace_hex);
+        }
+        fprintf(st->out, "span %s%s", span_hex, st->reset);
+        put_attrs(st, l->attrs, l->attr_count, true);
+        fputc('\n', st->out);
+    }
+    if (s->link_count > shown || s->dropped_links > 0) {
+        put_detail_prefix(st, has_more, depth, has_children);
+        fprintf(st->out, "%s%s%zu more links%s\n", st->dim, st->bullet,
+                s->link_count - shown + s->dropped_links, st->reset);
     }
 }
 
@@ -2693,6 +2803,300 @@ mark_last_siblings(const size_t *depth, size_t count, bool *seen, bool *is_last)
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Summarising large traces                                                                    */
+
+#define KEEP_PER_NAME      10  /* siblings of one name shown before the rest are summarised */
+#define KEEP_PER_PARENT    40  /* ordinary siblings shown under one parent */
+#define NOTABLE_PER_PARENT 20  /* siblings with an error or a notable event shown in addition */
+#define KEEP_TOTAL         300 /* ordinary spans shown in the whole trace */
+#define NOTABLE_TOTAL      200 /* notable spans shown in the whole trace (nested fan-outs) */
+#define TALLY_NAMES        8   /* summary lines per parent; further names share one line */
+
+/* Hidden siblings of one name under one parent. name NULL: every other name. */
+struct tally {
+    const char *name;
+    size_t spans;
+    size_t ok;
+    size_t error;
+    size_t descendants;
+};
+
+/* The children of the current parent at one depth. */
+struct level {
+    size_t plain_kept;
+    size_t notable_kept;
+    struct tally tallies[TALLY_NAMES + 1];
+    size_t tally_count;
+    size_t names_first; /* index into the names list below */
+};
+
+/* One output line: a span (pos into the tree order) or a summary (tally). */
+struct line {
+    size_t pos;
+    size_t depth;
+    struct tally tally;
+    bool is_summary;
+};
+
+struct summariser {
+    const struct weft_span_data *const *spans;
+    const size_t *order;
+    const size_t *depth;
+    const bool *is_notable;      /* per tree position: the span or one below it is notable */
+    const bool *is_last;         /* per tree position: the last child of its parent */
+    const size_t *notable_after; /* per tree position: notable siblings after it */
+    struct level *levels;        /* per depth */
+    struct line *lines;
+    size_t line_count;
+    size_t line_cap;
+    bool is_oom;
+    size_t plain_total;
+    size_t notable_total;
+    size_t hidden_spans;
+    /* Kept names per level: which names were seen how often under the current parent. */
+    const char **names;
+    size_t *name_seen;
+    size_t name_count;
+};
+
+/* A new zeroed line, or NULL (is_oom raised) when memory ran out. */
+static struct line *
+push_line(struct summariser *sm)
+{
+    struct line *ln = NULL;
+
+    if (sm->line_count == sm->line_cap) {
+        size_t cap = sm->line_cap == 0 ? 64 : 2 * sm->line_cap;
+        struct line *grown = weft__realloc(sm->lines, cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            sm->is_oom = true;
+            return NULL;
+        }
+        sm->lines = grown;
+        sm->line_cap = cap;
+    }
+    ln = &sm->lines[sm->line_count++];
+    memset(ln, 0, sizeof(*ln));
+    return ln;
+}
+
+static struct tally *
+tally_for(struct level *lv, const char *name)
+{
+    for (size_t i = 0; i < lv->tally_count; i++) {
+        if (lv->tallies[i].name != NULL && name != NULL && strcmp(lv->tallies[i].name, name) == 0) {
+            return &lv->tallies[i];
+        }
+    }
+    if (lv->tally_count < TALLY_NAMES) {
+        struct tally *t = &lv->tallies[lv->tally_count++];
+
+        memset(t, 0, sizeof(*t));
+        t->name = name;
+        return t;
+    }
+    return &lv->tallies[TALLY_NAMES]; /* "other names"; its name stays NULL */
+}
+
+/* How many siblings named @p name the current parent at level @p d has shown so far
+ * (incremented). The list holds the names of every open level, deepest last. */
+static size_t
+seen_and_count(struct summariser *sm, size_t d, const char *name)
+{
+    for (size_t i = sm->levels[d].names_first; i < sm->name_count; i++) {
+        if (strcmp(sm->names[i], name) == 0) {
+            return sm->name_seen[i]++;
+        }
+    }
+    sm->names[sm->name_count] = name;
+    sm->name_seen[sm->name_count] = 1;
+    sm->name_count++;
+    return 0;
+}
+
+static void
+open_level(struct summariser *sm, size_t d)
+{
+    struct level *lv = &sm->levels[d];
+
+    memset(lv, 0, sizeof(*lv));
+    lv->names_first = sm->name_count;
+}
+
+/* Close level @p d: its summary lines follow the last child of its parent. */
+static void
+close_level(struct summariser *sm, size_t d)
+{
+    struct level *lv = &sm->levels[d];
+
+    for (size_t i = 0; i <= TALLY_NAMES; i++) {
+        const struct tally *t = &lv->tallies[i];
+
+        if ((i < lv->tally_count || i == TALLY_NAMES) && t->spans > 0) {
+            struct line *ln = push_line(sm);
+
+            if (ln == NULL) {
+                return;
+            }
+            ln->is_summary = true;
+            ln->depth = d;
+            ln->tally = *t;
+        }
+    }
+    sm->name_count = lv->names_first;
+    memset(lv, 0, sizeof(*lv));
+}
+
+/* Decide which spans are printed. Every span with an error or a notable event, and the
+ * ancestors of each, stay visible (up to NOTABLE_PER_PARENT per parent); of the others, at most
+ * KEEP_PER_NAME per name and KEEP_PER_PARENT per parent, KEEP_TOTAL in all. The rest are
+ * counted into one summary line per name, placed after their last sibling. */
+static void
+summarise(struct summariser *sm, size_t count, bool is_all)
+{
+    size_t open_depth = 0; /* levels [0, open_depth] are open; level 0 holds the roots */
+    size_t hide_below = SIZE_MAX;
+    struct tally *hiding = NULL;
+
+    open_level(sm, 0);
+
+    for (size_t pos = 0; pos < count; pos++) {
+        const struct weft_span_data *s = sm->spans[sm->order[pos]];
+        size_t d = sm->depth[pos];
+        struct level *lv = NULL;
+        bool is_kept = true;
+
+        if (hide_below != SIZE_MAX && d > hide_below) {
+            hiding->descendants++;
+            sm->hidden_spans++;
+            continue;
+        }
+        hide_below = SIZE_MAX;
+        while (open_depth > d) {
+            close_level(sm, open_depth--);
+        }
+        lv = &sm->levels[d];
+        if (!is_all) {
+            size_t seen = seen_and_count(sm, d, s->name != NULL ? s->name : "");
+
+            if (sm->is_notable[pos]) {
+                /* The first and the last ones: how the trouble started and how it ended. */
+                is_kept = (lv->notable_kept < NOTABLE_PER_PARENT / 2 ||
+                           sm->notable_after[pos] < NOTABLE_PER_PARENT / 2) &&
+                          sm->notable_total < NOTABLE_TOTAL;
+                lv->notable_kept += is_kept;
+                sm->notable_total += is_kept;
+            } else {
+                /* The last child stays: it is how the parent ended (the final decision). */
+                is_kept =
+                    sm->is_last[pos] || (seen < KEEP_PER_NAME && lv->plain_kept < KEEP_PER_PARENT &&
+                                         sm->plain_total < KEEP_TOTAL);
+                lv->plain_kept += is_kept;
+                sm->plain_total += is_kept;
+            }
+        }
+        if (!is_kept) {
+            hiding = tally_for(lv, s->name);
+            hiding->spans++;
+            hiding->ok += s->status_code != WEFT_STATUS_ERROR;
+            hiding->error += s->status_code == WEFT_STATUS_ERROR;
+            sm->hidden_spans++;
+            hide_below = d;
+            continue;
+        }
+        struct line *ln = push_line(sm);
+
+        if (ln == NULL) {
+            return;
+        }
+        ln->pos = pos;
+        ln->depth = d;
+        open_level(sm, d + 1);
+        open_depth = d + 1;
+    }
+    while (open_depth > 0) {
+        close_level(sm, open_depth--);
+    }
+    close_level(sm, 0);
+}
+
+static bool
+is_notable_span(const struct weft_span_data *s)
+{
+    if (s->status_code == WEFT_STATUS_ERROR) {
+        return true;
+    }
+    for (size_t e = 0; e < s->event_count; e++) {
+        if (is_notable_event(&s->events[e])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* is_notable[pos]: the span at tree position pos, or one in its subtree, is notable. A
+ * backward pass: the children of a span follow it, so they are done when it is reached;
+ * below[d] gathers the subtrees at depth d since the last span at depth d - 1. */
+static void
+mark_notable(const struct weft_span_data *const *spans,
+             const size_t *order,
+             const size_t *depth,
+             size_t count,
+             bool *below,
+             bool *is_notable)
+{
+    for (size_t pos = count; pos-- > 0;) {
+        size_t d = depth[pos];
+
+        is_notable[pos] = is_notable_span(spans[order[pos]]) || below[d + 1];
+        below[d + 1] = false;
+        below[d] = below[d] || is_notable[pos];
+    }
+}
+
+/* notable_after[pos]: how many later siblings of the span at pos are notable. A backward
+ * pass: per depth, the notable spans met since the tree last climbed through their parent. */
+static void
+count_notable_after(const size_t *depth,
+                    const bool *is_notable,
+                    size_t count,
+                    size_t *counts,
+                    size_t *notable_after)
+{
+    for (size_t pos = count; pos-- > 0;) {
+        size_t d = depth[pos];
+
+        counts[d + 1] = 0; /* the children of this span, done */
+        notable_after[pos] = counts[d];
+        counts[d] += is_notable[pos];
+    }
+}
+
+static void
+put_summary(const struct style *st, const struct tally *t)
+{
+    fprintf(st->out, "%s%s %zu more ", st->dim, st->ellipsis, t->spans);
+    if (t->name != NULL) {
+        fputc('`', st->out);
+        put_clean(st, t->name, strlen(t->name), NAME_MAX_COLS);
+        fputs("` spans", st->out);
+    } else {
+        fputs("spans of other names", st->out);
+    }
+    fprintf(st->out, " (%zu ok, ", t->ok);
+    if (t->error > 0) {
+        fprintf(st->out, "%s%zu error%s%s", st->red, t->error, st->reset, st->dim);
+    } else {
+        fputs("0 error", st->out);
+    }
+    if (t->descendants > 0) {
+        fprintf(st->out, "; %zu spans below them", t->descendants);
+    }
+    fprintf(st->out, ")%s\n", st->reset);
+}
+
 weft_err
 weft__render_spans(FILE *stream,
                    const struct weft_span_data *const *spans,
@@ -2701,11 +3105,17 @@ weft__render_spans(FILE *stream,
                    const char *note)
 {
     struct style st;
+    struct summariser sm;
     size_t *order = NULL;
     size_t *depth = NULL;
     bool *is_orphan = NULL;
-    bool *has_more = NULL; /* per depth: does the span at that depth have later siblings? */
-    bool *is_last = NULL;  /* per line: is the span the last of its siblings? */
+    bool *is_notable = NULL;
+    bool *is_last_pos = NULL; /* per tree position: the last child of its parent */
+    size_t *notable_after = NULL;
+    size_t *notable_counts = NULL;
+    bool *has_more = NULL; /* per depth: does the line at that depth have later siblings? */
+    bool *is_last = NULL;  /* per line: is it the last of its siblings? */
+    size_t *line_depth = NULL;
     size_t column = 0;
     weft_err err = WEFT_OK;
 
@@ -2715,14 +3125,22 @@ weft__render_spans(FILE *stream,
     if (count == 0) {
         return WEFT_OK;
     }
+    memset(&sm, 0, sizeof(sm));
     style_init(&st, stream, flags);
     order = weft__malloc(count * sizeof(*order));
     depth = weft__malloc(count * sizeof(*depth));
     is_orphan = weft__malloc(count * sizeof(*is_orphan));
-    has_more = weft__calloc(count + 1, sizeof(*has_more));
-    is_last = weft__malloc(count * sizeof(*is_last));
-    if (order == NULL || depth == NULL || is_orphan == NULL || has_more == NULL ||
-        is_last == NULL) {
+    is_notable = weft__malloc(count * sizeof(*is_notable));
+    is_last_pos = weft__malloc(count * sizeof(*is_last_pos));
+    notable_after = weft__malloc(count * sizeof(*notable_after));
+    notable_counts = weft__malloc((count + 2) * sizeof(*notable_counts));
+    has_more = weft__calloc(count + 2, sizeof(*has_more));
+    sm.levels = weft__malloc((count + 2) * sizeof(*sm.levels));
+    sm.names = weft__malloc(count * sizeof(*sm.names));
+    sm.name_seen = weft__malloc(count * sizeof(*sm.name_seen));
+    if (order == NULL || depth == NULL || is_orphan == NULL || is_notable == NULL ||
+        is_last_pos == NULL || notable_after == NULL || notable_counts == NULL ||
+        has_more == NULL || sm.levels == NULL || sm.names == NULL || sm.name_seen == NULL) {
         err = WEFT_ENOMEM;
         goto out;
     }
@@ -2730,27 +3148,68 @@ weft__render_spans(FILE *stream,
     if (err != WEFT_OK) {
         goto out;
     }
+    mark_notable(spans, order, depth, count, has_more, is_notable);
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    mark_last_siblings(depth, count, has_more, is_last_pos);
+    sm.is_last = is_last_pos;
+    memset(notable_counts, 0, (count + 2) * sizeof(*notable_counts));
+    count_notable_after(depth, is_notable, count, notable_counts, notable_after);
+    sm.notable_after = notable_after;
+    sm.spans = spans;
+    sm.order = order;
+    sm.depth = depth;
+    sm.is_notable = is_notable;
+    summarise(&sm, count, (flags & WEFT_RENDER_ALL) != 0);
+    if (sm.is_oom) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    is_last = weft__malloc(sm.line_count * sizeof(*is_last));
+    line_depth = weft__malloc(sm.line_count * sizeof(*line_depth));
+    if (is_last == NULL || line_depth == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
     put_header(&st, spans, count, order);
     if (note != NULL) {
         fprintf(stream, "%s(%s)%s\n", st.dim, note, st.reset);
     }
-    for (size_t i = 0; i < count; i++) {
-        size_t w = name_width(spans[order[i]], depth[i]);
+    if (sm.hidden_spans > 0) {
+        fprintf(stream,
+                "%s(%zu of %zu spans summarised; errors and notable events are kept; "
+                "weft trace show --all prints every span)%s\n",
+                st.dim, sm.hidden_spans, count, st.reset);
+    }
+    for (size_t i = 0; i < sm.line_count; i++) {
+        line_depth[i] = sm.lines[i].depth;
+        if (!sm.lines[i].is_summary) {
+            size_t w = name_width(spans[order[sm.lines[i].pos]], sm.lines[i].depth);
 
-        column = w > column ? w : column;
+            column = w > column ? w : column;
+        }
     }
     column = column < ALIGN_MAX_COLS ? column : ALIGN_MAX_COLS;
-    mark_last_siblings(depth, count, has_more, is_last);
-    memset(has_more, 0, (count + 1) * sizeof(*has_more));
-    for (size_t i = 0; i < count; i++) {
-        const struct weft_span_data *s = spans[order[i]];
-        bool has_children = i + 1 < count && depth[i + 1] > depth[i];
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    mark_last_siblings(line_depth, sm.line_count, has_more, is_last);
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    for (size_t i = 0; i < sm.line_count; i++) {
+        const struct line *ln = &sm.lines[i];
+        const struct weft_span_data *s = NULL;
+        bool has_children = i + 1 < sm.line_count && line_depth[i + 1] > ln->depth;
 
-        has_more[depth[i]] = !is_last[i];
-        put_prefix(&st, has_more, depth[i], is_last[i]);
-        put_span(&st, s, name_width(s, depth[i]), column, is_orphan[i], flags);
+        has_more[ln->depth] = !is_last[i];
+        put_prefix(&st, has_more, ln->depth, is_last[i]);
+        if (ln->is_summary) {
+            put_summary(&st, &ln->tally);
+            continue;
+        }
+        s = spans[order[ln->pos]];
+        put_span(&st, s, name_width(s, ln->depth), column, is_orphan[ln->pos], flags);
         if ((flags & WEFT_RENDER_EVENTS) != 0 && s->event_count > 0) {
-            put_events(&st, s, has_more, depth[i], has_children);
+            put_events(&st, s, has_more, ln->depth, has_children);
+        }
+        if ((flags & WEFT_RENDER_LINKS) != 0 && s->link_count > 0) {
+            put_links(&st, s, has_more, ln->depth, has_children);
         }
     }
     if (ferror(stream)) {
@@ -2760,7 +3219,16 @@ out:
     weft__free(order);
     weft__free(depth);
     weft__free(is_orphan);
+    weft__free(is_notable);
+    weft__free(is_last_pos);
+    weft__free(notable_after);
+    weft__free(notable_counts);
     weft__free(has_more);
     weft__free(is_last);
+    weft__free(line_depth);
+    weft__free(sm.lines);
+    weft__free(sm.levels);
+    weft__free(sm.names);
+    weft__free(sm.name_seen);
     return err;
 }

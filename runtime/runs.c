@@ -97,6 +97,8 @@ add_step(const struct state_step_row *row, void *user_data)
 {
     struct weft_run_details *d = user_data;
     struct weft_run_step *grown = weft__realloc(d->steps, (d->step_count + 1) * sizeof(*grown));
+    struct weft_run_step_extra *grown_extras = NULL;
+    struct weft_run_step_extra *x = NULL;
     struct weft_run_step *s = NULL;
     bool is_oom = false;
 
@@ -104,6 +106,18 @@ add_step(const struct state_step_row *row, void *user_data)
         return WEFT_ENOMEM;
     }
     d->steps = grown;
+    grown_extras = weft__realloc(d->step_extras, (d->step_count + 1) * sizeof(*grown_extras));
+    if (grown_extras == NULL) {
+        return WEFT_ENOMEM;
+    }
+    d->step_extras = grown_extras;
+    x = &d->step_extras[d->step_count];
+    memset(x, 0, sizeof(*x));
+    x->feedback = dup_or_null(row->feedback, &is_oom);
+    x->error_type = dup_or_null(row->error_type, &is_oom);
+    x->error = dup_or_null(row->error, &is_oom);
+    x->started_ns = row->started_ns;
+    x->ended_ns = row->ended_ns;
     s = &d->steps[d->step_count++];
     memset(s, 0, sizeof(*s));
     s->id = dup_or_null(row->id, &is_oom);
@@ -146,6 +160,73 @@ add_correction(const struct weft_run_correction *c, void *user_data)
     return is_oom ? WEFT_ENOMEM : WEFT_OK;
 }
 
+static bool
+is_run_over(const char *status)
+{
+    return status != NULL && strcmp(status, "running") != 0 && strcmp(status, "interrupted") != 0;
+}
+
+static size_t
+step_index(const struct weft_run_details *d, const char *id, size_t len)
+{
+    for (size_t i = 0; i < d->step_count; i++) {
+        if (d->steps[i].id != NULL && strlen(d->steps[i].id) == len &&
+            strncmp(d->steps[i].id, id, len) == 0) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+/* A step that never ran in a run that is over was skipped when a dependency failed, or was
+ * itself skipped. The engine stores such steps as pending, so the reason is derived here, in
+ * plan order: a dependency comes before the steps that depend on it. */
+static weft_err
+mark_skipped(struct weft_run_details *d)
+{
+    bool *is_skipped = NULL;
+
+    if (!is_run_over(d->info.status) || d->step_count == 0) {
+        return WEFT_OK;
+    }
+    is_skipped = weft__calloc(d->step_count, sizeof(*is_skipped));
+    if (is_skipped == NULL) {
+        return WEFT_ENOMEM;
+    }
+    /* Two passes: a dependency may be listed after its dependant after DAG surgery. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < d->step_count; i++) {
+            const char *st = d->steps[i].status;
+            const char *p = d->steps[i].depends_on;
+
+            if (is_skipped[i] || st == NULL ||
+                (strcmp(st, "pending") != 0 && strcmp(st, "skipped") != 0)) {
+                continue;
+            }
+            while (p != NULL && *p != '\0') {
+                size_t len = strcspn(p, ",");
+                size_t k = step_index(d, p, len);
+
+                if (k != SIZE_MAX && (strcmp(d->steps[k].status, "failed") == 0 || is_skipped[k])) {
+                    d->step_extras[i].skipped_dependency = weft__strndup(p, len);
+                    d->step_extras[i].skipped_dependency_status =
+                        is_skipped[k] ? "skipped" : "failed";
+                    if (d->step_extras[i].skipped_dependency == NULL) {
+                        weft__free(is_skipped);
+                        return WEFT_ENOMEM;
+                    }
+                    is_skipped[i] = true;
+                    break;
+                }
+                p += len;
+                p += *p == ',';
+            }
+        }
+    }
+    weft__free(is_skipped);
+    return WEFT_OK;
+}
+
 weft_err
 weft_run_load(const char *state_path, const char *ref, struct weft_run_details **out)
 {
@@ -177,6 +258,9 @@ weft_run_load(const char *state_path, const char *ref, struct weft_run_details *
     if (err == WEFT_OK) {
         err = state_corrections_each(st, id, add_correction, d);
     }
+    if (err == WEFT_OK) {
+        err = mark_skipped(d);
+    }
     state_close(st);
     if (err != WEFT_OK) {
         weft_run_details_free(d);
@@ -204,8 +288,15 @@ weft_run_details_free(struct weft_run_details *d)
         weft__free(s->parent);
         weft__free(s->executor);
         weft__free(s->depends_on);
+        if (d->step_extras != NULL) {
+            weft__free(d->step_extras[i].feedback);
+            weft__free(d->step_extras[i].error_type);
+            weft__free(d->step_extras[i].error);
+            weft__free(d->step_extras[i].skipped_dependency);
+        }
     }
     weft__free(d->steps);
+    weft__free(d->step_extras);
     for (size_t i = 0; i < d->correction_count; i++) {
         weft__free(d->corrections[i].failed_step);
         weft__free(d->corrections[i].error_type);

@@ -192,6 +192,15 @@ bind_text(sqlite3_stmt *stmt, int i, const char *s)
     weft__free(clean);
 }
 
+/* A lookup key (a run id or id prefix) is bound as is: ids are generated, never secrets, and a
+ * redaction that ran out of memory must not turn the lookup into one of "" (no run, no steps,
+ * silently). */
+static void
+bind_key(sqlite3_stmt *stmt, int i, const char *key)
+{
+    sqlite3_bind_text(stmt, i, key, -1, SQLITE_TRANSIENT);
+}
+
 static weft_err
 finish(struct rt_state *st, sqlite3_stmt *stmt, const char *what)
 {
@@ -745,7 +754,7 @@ state_run_resolve(
         snprintf(pattern, sizeof(pattern), "%s%%", ref);
         stmt = prepare(st, "SELECT id FROM runs WHERE id LIKE ? ORDER BY started_ns DESC LIMIT 5");
         if (stmt != NULL) {
-            bind_text(stmt, 1, pattern);
+            bind_key(stmt, 1, pattern);
         }
     }
     if (stmt == NULL) {
@@ -785,7 +794,7 @@ state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *in
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, run_id);
+    bind_key(stmt, 1, run_id);
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW) {
         read_info(stmt, info, &is_oom);
@@ -803,7 +812,8 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT step_id, agent, task, depends_on, status, attempts,"
                                      " result, feedback, requested_by, executor, spec, parent,"
-                                     " reward, error_type, error FROM steps WHERE run_id = ?"
+                                     " reward, error_type, error, started_ns, ended_ns FROM steps"
+                                     " WHERE run_id = ?"
                                      " ORDER BY idx");
     int rc = 0;
     weft_err err = WEFT_OK;
@@ -811,7 +821,7 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, run_id);
+    bind_key(stmt, 1, run_id);
     while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct state_step_row row;
         memset(&row, 0, sizeof(row));
@@ -831,6 +841,8 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
         row.reward = sqlite3_column_double(stmt, 12);
         row.error_type = (const char *)sqlite3_column_text(stmt, 13);
         row.error = (const char *)sqlite3_column_text(stmt, 14);
+        row.started_ns = (uint64_t)sqlite3_column_int64(stmt, 15);
+        row.ended_ns = (uint64_t)sqlite3_column_int64(stmt, 16);
         err = fn(&row, user_data);
     }
     sqlite3_finalize(stmt);
@@ -855,7 +867,7 @@ state_corrections_each(struct rt_state *st,
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, run_id);
+    bind_key(stmt, 1, run_id);
     while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct weft_run_correction c;
         c.seq = (unsigned)sqlite3_column_int(stmt, 0);

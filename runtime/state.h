@@ -138,6 +138,8 @@ struct state_step_row {
     double reward;
     const char *error_type;
     const char *error; /* JSON or NULL */
+    uint64_t started_ns;
+    uint64_t ended_ns;
 };
 typedef weft_err (*state_step_fn)(const struct state_step_row *row, void *user_data);
 typedef weft_err (*state_correction_fn)(const struct weft_run_correction *c, void *user_data);

@@ -291,6 +291,24 @@ struct weft_run_correction {
     uint64_t created_ns;
 };
 
+/** What the state database keeps about a step beyond struct weft_run_step: its failure and
+ * timing, and, for a step that never ran because a dependency failed, which one. */
+struct weft_run_step_extra {
+    char *feedback;   /**< the last failure reason or reflection feedback; may be NULL */
+    char *error_type; /**< the last failure's type ("exit_status", "timeout", ...); may be NULL */
+    /** The last failure's details as a JSON object text (for command steps: exit_code,
+     * stderr_tail, stdout_tail); may be NULL. */
+    char *error;
+    uint64_t started_ns; /**< 0 when the step never started */
+    uint64_t ended_ns;   /**< 0 when it never ended */
+    /** Set when the run has ended, the step never ran (stored as pending or skipped) and one
+     * of its dependencies failed or was itself skipped: that dependency's id. Else NULL. */
+    char *skipped_dependency;
+    /** The status of skipped_dependency: "failed" or "skipped"; NULL when it is NULL. Borrowed
+     * static text. */
+    const char *skipped_dependency_status;
+};
+
 /** Everything stored about one run. */
 struct weft_run_details {
     struct weft_run_info info;
@@ -298,6 +316,8 @@ struct weft_run_details {
     size_t step_count;
     struct weft_run_correction *corrections;
     size_t correction_count;
+    /** step_count entries, parallel to @c steps. */
+    struct weft_run_step_extra *step_extras;
 };
 
 /** List the @p limit most recent runs, newest first.

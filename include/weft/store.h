@@ -112,15 +112,29 @@ WEFT_API size_t weft_trace_span_depth(const struct weft_trace *trace, size_t ind
 WEFT_API void weft_trace_free(struct weft_trace *trace);
 
 /** Render flags for weft_trace_render(). */
-#define WEFT_RENDER_COLOR  0x1u /**< ANSI colours: errors red, header bold, details dim */
-#define WEFT_RENDER_ASCII  0x2u /**< ASCII tree glyphs instead of box-drawing characters */
-#define WEFT_RENDER_ATTRS  0x4u /**< key attributes (error.type, gen_ai.*, weft.*) per span */
-#define WEFT_RENDER_EVENTS 0x8u /**< span events (at most a few per span) under each span */
+#define WEFT_RENDER_COLOR 0x1u /**< ANSI colours: errors red, header bold, details dim */
+#define WEFT_RENDER_ASCII 0x2u /**< ASCII tree glyphs instead of box-drawing characters */
+#define WEFT_RENDER_ATTRS 0x4u /**< key attributes (error.type, gen_ai.*, weft.*) per span */
+#define WEFT_RENDER_EVENTS                                                                  \
+    0x8u                        /**< span events under each span: the notable ones (weft.*, \
+                                      exception) always, at most 3 others */
+#define WEFT_RENDER_LINKS 0x10u /**< span links (at most 3 per span) under each span */
+#define WEFT_RENDER_ALL   0x20u /**< print every span; without it a large trace is summarised */
 
 /** Write @p trace to @p stream as a header (trace id, service, start, total duration, span
  * and error counts) followed by one line per span: tree glyphs, name, kind when not
  * INTERNAL, duration, and "ERROR: message" for failed spans. Control characters in names and
  * values are replaced so that stored data cannot drive the terminal.
+ * With WEFT_RENDER_ATTRS, the attributes that say how a run, loop or step ended (weft.loop.*,
+ * weft.run.status, weft.stuck_loop.*, weft.circuit_breaker.*, *reason*, error.type, ...) are
+ * always printed; other key attributes within a per-line budget.
+ * Unless WEFT_RENDER_ALL is set, a large trace is summarised so that the output stays bounded
+ * (a few hundred lines whatever the span count): under one parent (roots and orphans count as
+ * siblings of one another), siblings beyond the first
+ * 10 of a name (40 in all, 300 in the whole trace) are replaced, with their subtrees, by one
+ * line per name: "... 3987 more `invoke_agent coder` spans (3950 ok, 37 error)". Spans with
+ * an error or a notable event, and their ancestors, stay visible (up to 20 per parent: the
+ * first 10 and the last 10), and so does the last child of each parent.
  * @param flags WEFT_RENDER_* bits.
  * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (writing to @p stream failed), WEFT_ENOMEM.
  * Ownership: borrows both for the call. */

@@ -899,6 +899,179 @@ test_store_exporter_fails_cleanly_out_of_memory(void **state)
     assert_true(is_done);
 }
 
+/* ---- summarised rendering of large traces ------------------------------------------------- */
+
+#define TD "dd440000000000000000000000000004"
+
+static size_t
+count_of(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) {
+        n++;
+    }
+    return n;
+}
+
+/* A plan of 5,000 spans: a root with 3,998 `invoke_agent coder` children (37 failed, one with a
+ * stuck-loop event, one with a failed tool call below it) and 1,000 `plan supervisor`. */
+static void
+write_big_trace(struct fixture *f)
+{
+    static const struct weft_attr loop_attrs[] = {
+        {"weft.stuck_loop.kind", {WEFT_VALUE_STRING, 7, {.str = "handoff"}}},
+    };
+    static const struct weft_event_data stuck = {T0 + 60 * MS, "weft.stuck_loop", loop_attrs, 1, 0};
+    struct weft_span_data batch[64];
+    char ids[5000][17];
+    size_t n = 0;
+
+    for (size_t i = 0; i < 5000; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%016zx", i + 1);
+    }
+    batch[n++] = make_span(TD, ids[0], NULL, "invoke_workflow big", 0, 100000);
+    for (size_t i = 1; i < 5000; i++) {
+        if (i <= 3998) {
+            size_t k = i - 1;
+
+            batch[n] = make_span(TD, ids[i], ids[0], "invoke_agent coder", 1 + 2 * k, 1);
+            if (k % 100 == 7 && k < 3700) {
+                batch[n].status_code = WEFT_STATUS_ERROR;
+                batch[n].status_message = k == 3607 ? "coder failed at last" : "coder failed";
+            }
+            if (k == 50) {
+                batch[n].events = &stuck;
+                batch[n].event_count = 1;
+            }
+        } else if (i == 3999) {
+            /* Below coder k = 60 (span index 61). */
+            batch[n] = make_span(TD, ids[i], ids[61], "execute_tool run_tests", 1 + 2 * 60, 1);
+            batch[n].status_code = WEFT_STATUS_ERROR;
+            batch[n].status_message = "tool failed";
+        } else {
+            batch[n] = make_span(TD, ids[i], ids[0], "plan supervisor", 2 * (i - 4000), 1);
+        }
+        n++;
+        if (n == 64) {
+            assert_weft_ok(export_batch(f->ex, batch, n));
+            n = 0;
+        }
+    }
+    assert_weft_ok(export_batch(f->ex, batch, n));
+}
+
+static void
+test_store_render_summarises_5000_spans_keeping_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *trace = NULL;
+    char *text = NULL;
+    char expected[160];
+    size_t lines = 0;
+    size_t shown_coders = 0;
+    size_t shown_errors = 0;
+
+    write_big_trace(f);
+    assert_weft_ok(weft_store_load_trace(open_store(f), TD, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 5000);
+    text = render(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS);
+    lines = count_of(text, "\n");
+    assert_true(lines < 100);
+    assert_non_null(strstr(text, "spans=5000  errors=38"));
+    assert_non_null(strstr(text, "of 5000 spans summarised"));
+    /* Errors, the failed tool call (and the span above it) and the stuck loop stay visible. */
+    shown_coders = count_of(text, " invoke_agent coder ");
+    shown_errors = count_of(text, "ERROR: coder failed");
+    assert_true(shown_errors >= 15);
+    assert_true(shown_coders >= shown_errors + 8);
+    assert_non_null(strstr(text, "ERROR: coder failed at last")); /* the last error too */
+    assert_non_null(strstr(text, "execute_tool run_tests"));
+    assert_non_null(strstr(text, "ERROR: tool failed"));
+    assert_non_null(strstr(text, "weft.stuck_loop +"));
+    assert_non_null(strstr(text, "weft.stuck_loop.kind=handoff"));
+    /* Everything else is counted, per name, on one line each. */
+    snprintf(expected, sizeof(expected),
+             "\xe2\x80\xa6 %zu more `invoke_agent coder` spans (%zu ok, %zu error)\n",
+             3998 - shown_coders, 3998 - shown_coders - (37 - shown_errors), 37 - shown_errors);
+    assert_non_null(strstr(text, expected));
+    assert_non_null(
+        strstr(text, "\xe2\x80\xa6 990 more `plan supervisor` spans (990 ok, 0 error)\n"));
+    free(text);
+
+    text = render(trace, WEFT_RENDER_ALL);
+    assert_int_equal(count_of(text, "\n"), 5001); /* the header and every span */
+    free(text);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_render_keeps_outcome_attributes_events_and_links(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const reason =
+        "the break condition result.passed == true held after the third iteration";
+    const struct weft_attr attrs[] = {
+        {"weft.step.id", {WEFT_VALUE_STRING, 5, {.str = "loop1"}}},
+        {"weft.step.executor", {WEFT_VALUE_STRING, 4, {.str = "flow"}}},
+        {"weft.step.attempt", {WEFT_VALUE_INT, 0, {.i = 1}}},
+        {"weft.step.task", {WEFT_VALUE_STRING, 23, {.str = "iterate until tests run"}}},
+        {"gen_ai.usage.input_tokens", {WEFT_VALUE_INT, 0, {.i = 42}}},
+        {"weft.loop.iterations", {WEFT_VALUE_INT, 0, {.i = 3}}},
+        {"weft.loop.outcome", {WEFT_VALUE_STRING, 5, {.str = "break"}}},
+        {"weft.decision.reason", {WEFT_VALUE_STRING, strlen(reason), {.str = reason}}},
+    };
+    const struct weft_attr breaker_attrs[] = {
+        {"weft.circuit_breaker.route", {WEFT_VALUE_STRING, 5, {.str = "coder"}}},
+    };
+    const struct weft_attr link_attrs[] = {
+        {"weft.link.reason", {WEFT_VALUE_STRING, 7, {.str = "resumed"}}},
+    };
+    struct weft_event_data events[6];
+    struct weft_link_data link;
+    struct weft_span_data spans[2];
+    struct weft_trace *trace = NULL;
+    char *text = NULL;
+
+    for (size_t i = 0; i < 5; i++) {
+        events[i] = (struct weft_event_data){T0 + (1 + i) * MS, "progress", NULL, 0, 0};
+    }
+    events[5] = (struct weft_event_data){T0 + 9 * MS, "weft.circuit_breaker", breaker_attrs, 1, 0};
+    memset(&link, 0, sizeof(link));
+    hex_to_bytes(TB, link.trace_id, WEFT_TRACE_ID_SIZE);
+    hex_to_bytes("00000000000000b2", link.span_id, WEFT_SPAN_ID_SIZE);
+    link.attrs = link_attrs;
+    link.attr_count = 1;
+    spans[0] = make_span(TD, "00000000000000a1", NULL, "invoke_workflow loops", 0, 20);
+    spans[0].links = &link;
+    spans[0].link_count = 1;
+    spans[1] = make_span(TD, "00000000000000a2", "00000000000000a1", "loop fix", 1, 10);
+    spans[1].attrs = attrs;
+    spans[1].attr_count = sizeof(attrs) / sizeof(attrs[0]);
+    spans[1].events = events;
+    spans[1].event_count = 6;
+    assert_weft_ok(export_batch(f->ex, spans, 2));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TD, &trace));
+    text = render(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS);
+    /* The loop's ending is never cut by the per-line budget, and the reason is whole. */
+    assert_non_null(strstr(text, "weft.loop.outcome=break"));
+    assert_non_null(strstr(text, "weft.loop.iterations=3"));
+    assert_non_null(strstr(text, reason));
+    /* The breaker trip is shown although three ordinary events came first. */
+    assert_int_equal(count_of(text, "progress +"), 3);
+    assert_non_null(strstr(text, "weft.circuit_breaker +8.0ms  weft.circuit_breaker.route=coder"));
+    assert_non_null(strstr(text, "2 more events"));
+    assert_non_null(strstr(text, "\xe2\x86\xaa link trace " TB " span 00000000000000b2"
+                                 "  weft.link.reason=resumed\n"));
+    free(text);
+    /* Without the flags, neither events nor links are printed. */
+    text = render(trace, 0);
+    assert_null(strstr(text, "link trace"));
+    assert_null(strstr(text, "progress +"));
+    free(text);
+    weft_trace_free(trace);
+}
+
 int
 main(void)
 {
@@ -929,6 +1102,8 @@ main(void)
         T(test_store_default_path_uses_weft_home),
         T(test_store_load_and_render_fail_cleanly_out_of_memory),
         T(test_store_exporter_fails_cleanly_out_of_memory),
+        T(test_store_render_summarises_5000_spans_keeping_errors),
+        T(test_store_render_keeps_outcome_attributes_events_and_links),
 #undef T
     };
 

@@ -1,0 +1,468 @@
+/* cli/json_out.c - the `--json` documents of the read commands (see json_out.h and
+ * docs/cli-json.md). The documents are built from the public read APIs only, with their own
+ * schema version, so that scripts do not depend on the text layout.
+ *
+ * Stored text may hold invalid UTF-8 (a command's output cut by a byte limit): jansson
+ * refuses such strings, so they are repaired (invalid bytes become U+FFFD) rather than
+ * dropped or turned into null.
+ */
+#include "json_out.h"
+
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A JSON string for @p s, NULL as null; invalid UTF-8 is replaced, never dropped. */
+static json_t *
+str_or_null(const char *s)
+{
+    json_t *j = NULL;
+    char *fixed = NULL;
+    size_t len = 0;
+    size_t n = 0;
+
+    if (s == NULL) {
+        return json_null();
+    }
+    j = json_string(s);
+    if (j != NULL) {
+        return j;
+    }
+    len = strlen(s);
+    fixed = malloc(3 * len + 1);
+    if (fixed == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < len;) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        size_t want = p[0] < 0x80             ? 1
+                      : (p[0] & 0xe0) == 0xc0 ? 2
+                      : (p[0] & 0xf0) == 0xe0 ? 3
+                      : (p[0] & 0xf8) == 0xf0 ? 4
+                                              : 0;
+        bool is_ok = want > 0 && i + want <= len;
+
+        for (size_t k = 1; is_ok && k < want; k++) {
+            is_ok = (p[k] & 0xc0) == 0x80;
+        }
+        if (is_ok) {
+            json_t *probe = json_stringn((const char *)p, want);
+
+            is_ok = probe != NULL; /* overlong forms and surrogates */
+            json_decref(probe);
+        }
+        if (is_ok) {
+            memcpy(fixed + n, p, want);
+            n += want;
+            i += want;
+        } else {
+            memcpy(fixed + n, "\xef\xbf\xbd", 3);
+            n += 3;
+            i++;
+        }
+    }
+    j = json_stringn(fixed, n);
+    free(fixed);
+    return j;
+}
+
+static json_t *
+ns_or_null(uint64_t ns)
+{
+    return ns == 0 ? json_null() : json_integer((json_int_t)ns);
+}
+
+/* RFC 3339 in UTC with nanoseconds, or null for 0. */
+static json_t *
+rfc3339(uint64_t ns)
+{
+    time_t secs = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    char buf[64];
+    size_t n = 0;
+
+    if (ns == 0 || gmtime_r(&secs, &tm) == NULL) {
+        return json_null();
+    }
+    n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, sizeof(buf) - n, ".%09uZ", (unsigned)(ns % 1000000000u));
+    return json_string(buf);
+}
+
+static void
+set_time(json_t *o, const char *key, uint64_t ns)
+{
+    char ns_key[64];
+
+    snprintf(ns_key, sizeof(ns_key), "%s_ns", key);
+    json_object_set_new(o, ns_key, ns_or_null(ns));
+    json_object_set_new(o, key, rfc3339(ns));
+}
+
+/* A JSON text stored in the database, parsed; @p fallback (consumed) when absent or corrupt. */
+static json_t *
+parsed_or(const char *text, json_t *fallback)
+{
+    json_t *j = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+
+    if (j == NULL) {
+        return fallback;
+    }
+    json_decref(fallback);
+    return j;
+}
+
+/* "a,b" -> ["a", "b"]; "" -> []. */
+static json_t *
+id_list(const char *comma_list)
+{
+    json_t *arr = json_array();
+    const char *p = comma_list;
+
+    while (arr != NULL && p != NULL && *p != '\0') {
+        size_t len = strcspn(p, ",");
+
+        json_array_append_new(arr, json_stringn(p, len));
+        p += len;
+        p += *p == ',';
+    }
+    return arr;
+}
+
+json_t *
+cli_json_run_info(const struct weft_run_info *info)
+{
+    json_t *o = json_object();
+    json_t *loops = parsed_or(info->loops, json_object());
+
+    if (o == NULL) {
+        json_decref(loops);
+        return NULL;
+    }
+    json_object_set_new(o, "run_id", str_or_null(info->run_id));
+    json_object_set_new(o, "workflow", str_or_null(info->workflow));
+    json_object_set_new(o, "workflow_path", str_or_null(info->workflow_path));
+    json_object_set_new(o, "session_id", str_or_null(info->session_id));
+    json_object_set_new(o, "status", str_or_null(info->status));
+    json_object_set_new(o, "reason", str_or_null(info->reason));
+    json_object_set_new(o, "input", str_or_null(info->input));
+    json_object_set_new(o, "trace_id", str_or_null(info->trace_id));
+    json_object_set_new(o, "root_span_id", str_or_null(info->root_span_id));
+    json_object_set_new(o, "resumed_from_trace", str_or_null(info->resumed_from_trace));
+    set_time(o, "started", info->started_ns);
+    set_time(o, "ended", info->ended_ns);
+    json_object_set_new(o, "duration_ns",
+                        info->ended_ns >= info->started_ns && info->ended_ns != 0
+                            ? json_integer((json_int_t)(info->ended_ns - info->started_ns))
+                            : json_null());
+    json_object_set_new(o, "iterations", json_integer((json_int_t)info->iterations));
+    json_object_set_new(o, "step_count", json_integer((json_int_t)info->step_count));
+    json_object_set_new(o, "corrections", json_integer((json_int_t)info->corrections));
+    json_object_set_new(o, "reward", json_real(info->reward));
+    json_object_set_new(o, "input_tokens", json_integer(info->input_tokens));
+    json_object_set_new(o, "output_tokens", json_integer(info->output_tokens));
+    json_object_set_new(o, "cost_usd", json_real(info->cost_usd));
+    json_object_set_new(o, "loops", json_is_object(loops) ? loops : json_object());
+    if (!json_is_object(loops)) {
+        json_decref(loops);
+    }
+    return o;
+}
+
+const char *
+cli_step_status(const struct weft_run_details *d, size_t i)
+{
+    if (d->step_extras != NULL && d->step_extras[i].skipped_dependency != NULL) {
+        return "skipped";
+    }
+    return d->steps[i].status;
+}
+
+static json_t *
+step_json(const struct weft_run_details *d, size_t i)
+{
+    const struct weft_run_step *s = &d->steps[i];
+    const struct weft_run_step_extra *x = d->step_extras != NULL ? &d->step_extras[i] : NULL;
+    json_t *o = json_object();
+
+    if (o == NULL) {
+        return NULL;
+    }
+    json_object_set_new(o, "id", str_or_null(s->id));
+    json_object_set_new(o, "agent", str_or_null(s->agent));
+    json_object_set_new(o, "executor", str_or_null(s->executor));
+    json_object_set_new(o, "status", str_or_null(cli_step_status(d, i)));
+    json_object_set_new(o, "stored_status", str_or_null(s->status));
+    json_object_set_new(o, "attempts", json_integer((json_int_t)s->attempts));
+    json_object_set_new(o, "reward", s->has_reward ? json_real(s->reward) : json_null());
+    json_object_set_new(o, "depends_on", id_list(s->depends_on));
+    json_object_set_new(o, "task", str_or_null(s->task));
+    json_object_set_new(o, "result", str_or_null(s->result));
+    json_object_set_new(o, "requested_by", str_or_null(s->requested_by));
+    json_object_set_new(o, "parent", str_or_null(s->parent));
+    json_object_set_new(o, "feedback", str_or_null(x != NULL ? x->feedback : NULL));
+    json_object_set_new(o, "error_type", str_or_null(x != NULL ? x->error_type : NULL));
+    json_object_set_new(o, "error",
+                        x != NULL && x->error != NULL ? parsed_or(x->error, str_or_null(x->error))
+                                                      : json_null());
+    set_time(o, "started", x != NULL ? x->started_ns : 0);
+    set_time(o, "ended", x != NULL ? x->ended_ns : 0);
+    json_object_set_new(o, "duration_ns",
+                        x != NULL && x->started_ns != 0 && x->ended_ns >= x->started_ns
+                            ? json_integer((json_int_t)(x->ended_ns - x->started_ns))
+                            : json_null());
+    if (x != NULL && x->skipped_dependency != NULL) {
+        json_object_set_new(o, "skipped",
+                            json_pack("{s:s, s:s}", "dependency", x->skipped_dependency,
+                                      "dependency_status", x->skipped_dependency_status));
+    } else {
+        json_object_set_new(o, "skipped", json_null());
+    }
+    return o;
+}
+
+json_t *
+cli_json_run_details(const struct weft_run_details *d)
+{
+    json_t *doc = json_object();
+    json_t *steps = json_array();
+    json_t *corrections = json_array();
+
+    if (doc == NULL || steps == NULL || corrections == NULL) {
+        json_decref(doc);
+        json_decref(steps);
+        json_decref(corrections);
+        return NULL;
+    }
+    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_RUN));
+    json_object_set_new(doc, "run", cli_json_run_info(&d->info));
+    for (size_t i = 0; i < d->step_count; i++) {
+        json_array_append_new(steps, step_json(d, i));
+    }
+    for (size_t i = 0; i < d->correction_count; i++) {
+        const struct weft_run_correction *c = &d->corrections[i];
+        json_t *o = json_object();
+
+        json_object_set_new(o, "seq", json_integer((json_int_t)c->seq));
+        json_object_set_new(o, "failed_step", str_or_null(c->failed_step));
+        json_object_set_new(o, "error_type", str_or_null(c->error_type));
+        json_object_set_new(o, "inserted", parsed_or(c->inserted, json_array()));
+        json_object_set_new(o, "depends_before", parsed_or(c->depends_before, json_array()));
+        json_object_set_new(o, "depends_after", parsed_or(c->depends_after, json_array()));
+        set_time(o, "created", c->created_ns);
+        json_array_append_new(corrections, o);
+    }
+    json_object_set_new(doc, "steps", steps);
+    json_object_set_new(doc, "corrections", corrections);
+    return doc;
+}
+
+json_t *
+cli_json_traces(const char *db_path, const struct weft_trace_summary *list, size_t count)
+{
+    json_t *doc = json_object();
+    json_t *arr = json_array();
+
+    if (doc == NULL || arr == NULL) {
+        json_decref(doc);
+        json_decref(arr);
+        return NULL;
+    }
+    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_TRACES));
+    json_object_set_new(doc, "db", str_or_null(db_path));
+    for (size_t i = 0; i < count; i++) {
+        const struct weft_trace_summary *s = &list[i];
+        json_t *o = json_object();
+
+        json_object_set_new(o, "trace_id", json_string(s->trace_id));
+        json_object_set_new(o, "root_name", str_or_null(s->root_name));
+        json_object_set_new(o, "has_root", json_boolean(s->has_root));
+        json_object_set_new(o, "service_name", str_or_null(s->service_name));
+        set_time(o, "start", s->start_ns);
+        set_time(o, "end", s->end_ns);
+        json_object_set_new(
+            o, "duration_ns",
+            json_integer((json_int_t)(s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0)));
+        json_object_set_new(o, "span_count", json_integer((json_int_t)s->span_count));
+        json_object_set_new(o, "error_count", json_integer((json_int_t)s->error_count));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(doc, "traces", arr);
+    return doc;
+}
+
+static json_t *
+value_json(const struct weft_value *v)
+{
+    json_t *arr = NULL;
+
+    switch (v->type) {
+    case WEFT_VALUE_STRING:
+        return str_or_null(v->u.str);
+    case WEFT_VALUE_BOOL:
+        return json_boolean(v->u.b);
+    case WEFT_VALUE_INT:
+        return json_integer((json_int_t)v->u.i);
+    case WEFT_VALUE_DOUBLE:
+        arr = json_real(v->u.d); /* NaN and infinities have no JSON form: null */
+        return arr != NULL ? arr : json_null();
+    default:
+        break;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < v->len; i++) {
+        switch (v->type) {
+        case WEFT_VALUE_STRING_ARRAY:
+            json_array_append_new(arr, str_or_null(v->u.strs[i]));
+            break;
+        case WEFT_VALUE_BOOL_ARRAY:
+            json_array_append_new(arr, json_boolean(v->u.bools[i]));
+            break;
+        case WEFT_VALUE_INT_ARRAY:
+            json_array_append_new(arr, json_integer((json_int_t)v->u.ints[i]));
+            break;
+        default: {
+            json_t *d = json_real(v->u.doubles[i]);
+            json_array_append_new(arr, d != NULL ? d : json_null());
+            break;
+        }
+        }
+    }
+    return arr;
+}
+
+static json_t *
+attrs_json(const struct weft_attr *attrs, size_t count)
+{
+    json_t *o = json_object();
+
+    for (size_t i = 0; o != NULL && i < count; i++) {
+        json_t *v = NULL;
+
+        if (attrs[i].key == NULL) {
+            continue;
+        }
+        v = value_json(&attrs[i].value);
+        json_object_set_new(o, attrs[i].key, v != NULL ? v : json_null());
+    }
+    return o;
+}
+
+static const char *
+kind_name(weft_span_kind kind)
+{
+    switch (kind) {
+    case WEFT_SPAN_KIND_SERVER:
+        return "server";
+    case WEFT_SPAN_KIND_CLIENT:
+        return "client";
+    case WEFT_SPAN_KIND_PRODUCER:
+        return "producer";
+    case WEFT_SPAN_KIND_CONSUMER:
+        return "consumer";
+    case WEFT_SPAN_KIND_INTERNAL:
+        return "internal";
+    default:
+        return "unspecified";
+    }
+}
+
+static const char *
+status_name(weft_status_code code)
+{
+    return code == WEFT_STATUS_ERROR ? "error" : code == WEFT_STATUS_OK ? "ok" : "unset";
+}
+
+json_t *
+cli_json_span(const struct weft_span_data *s, size_t depth)
+{
+    char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
+    char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+    char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+    const struct weft_value *service = NULL;
+    json_t *o = json_object();
+    json_t *events = json_array();
+    json_t *links = json_array();
+
+    if (o == NULL || events == NULL || links == NULL) {
+        json_decref(o);
+        json_decref(events);
+        json_decref(links);
+        return NULL;
+    }
+    weft_hex_encode(s->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
+    weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, span_hex);
+    weft_hex_encode(s->parent_span_id, WEFT_SPAN_ID_SIZE, parent_hex);
+    for (size_t i = 0; s->resource != NULL && i < s->resource->attr_count; i++) {
+        if (strcmp(s->resource->attrs[i].key, "service.name") == 0) {
+            service = &s->resource->attrs[i].value;
+        }
+    }
+    json_object_set_new(o, "trace_id", json_string(trace_hex));
+    json_object_set_new(o, "span_id", json_string(span_hex));
+    json_object_set_new(o, "parent_span_id", s->has_parent ? json_string(parent_hex) : json_null());
+    json_object_set_new(o, "depth", json_integer((json_int_t)depth));
+    json_object_set_new(o, "name", str_or_null(s->name));
+    json_object_set_new(o, "kind", json_string(kind_name(s->kind)));
+    set_time(o, "start", s->start_time_ns);
+    set_time(o, "end", s->end_time_ns);
+    json_object_set_new(o, "duration_ns",
+                        json_integer((json_int_t)(s->end_time_ns > s->start_time_ns
+                                                      ? s->end_time_ns - s->start_time_ns
+                                                      : 0)));
+    json_object_set_new(o, "status", json_string(status_name(s->status_code)));
+    json_object_set_new(o, "status_message",
+                        s->status_message != NULL && s->status_message[0] != '\0'
+                            ? str_or_null(s->status_message)
+                            : json_null());
+    json_object_set_new(o, "service_name",
+                        service != NULL && service->type == WEFT_VALUE_STRING
+                            ? str_or_null(service->u.str)
+                            : json_null());
+    json_object_set_new(o, "attributes", attrs_json(s->attrs, s->attr_count));
+    for (size_t i = 0; i < s->event_count; i++) {
+        const struct weft_event_data *ev = &s->events[i];
+        json_t *e = json_object();
+
+        json_object_set_new(e, "name", str_or_null(ev->name));
+        set_time(e, "time", ev->time_ns);
+        json_object_set_new(e, "attributes", attrs_json(ev->attrs, ev->attr_count));
+        json_array_append_new(events, e);
+    }
+    for (size_t i = 0; i < s->link_count; i++) {
+        const struct weft_link_data *l = &s->links[i];
+        char lt[2 * WEFT_TRACE_ID_SIZE + 1];
+        char ls[2 * WEFT_SPAN_ID_SIZE + 1];
+        json_t *e = json_object();
+
+        weft_hex_encode(l->trace_id, WEFT_TRACE_ID_SIZE, lt);
+        weft_hex_encode(l->span_id, WEFT_SPAN_ID_SIZE, ls);
+        json_object_set_new(e, "trace_id", json_string(lt));
+        json_object_set_new(e, "span_id", json_string(ls));
+        json_object_set_new(e, "attributes", attrs_json(l->attrs, l->attr_count));
+        json_array_append_new(links, e);
+    }
+    json_object_set_new(o, "events", events);
+    json_object_set_new(o, "links", links);
+    json_object_set_new(o, "dropped_attributes", json_integer((json_int_t)s->dropped_attrs));
+    json_object_set_new(o, "dropped_events", json_integer((json_int_t)s->dropped_events));
+    json_object_set_new(o, "dropped_links", json_integer((json_int_t)s->dropped_links));
+    return o;
+}
+
+int
+cli_json_print(json_t *doc)
+{
+    int rc = CLI_EXIT_OK;
+
+    if (doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+        fputs("weft: cannot write the JSON document (out of memory or stdout closed)\n", stderr);
+        rc = CLI_EXIT_FAIL;
+    }
+    json_decref(doc);
+    return rc;
+}
