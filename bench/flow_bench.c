@@ -9,6 +9,8 @@
  * Prints machine-readable lines:
  *   flow_bench delay_ms=10 max_parallel=8 steps=202 wall_ms=... ideal_ms=... speedup=...
  *   flow_bench delay_ms=0 max_parallel=1 steps=202 us_per_step=...   (scheduling cost)
+ * The scheduling cost is printed for 5, 50 and 1000 items (22, 202 and 4,002 steps): a
+ * step's cost must not grow with the plan's size.
  * Usage: flow_bench [delay_ms]   (default 10). A benchmark, not a test: it asserts nothing.
  */
 #include <stdio.h>
@@ -17,7 +19,8 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define ITEMS 50
+/* Items of the fan-out; the scheduling-cost case also runs at several plan sizes. */
+static int items = 50;
 
 static weft_err
 discard_export(void *self,
@@ -67,15 +70,15 @@ write_files(const char *dir, unsigned parallel, unsigned delay)
         exit(1);
     }
     fputs("{\"responses\": {\"split\": {\"act\": [{\"content\": {\"items\": [", f);
-    for (int i = 0; i < ITEMS; i++) {
+    for (int i = 0; i < items; i++) {
         fprintf(f, "%s%d", i > 0 ? ", " : "", i);
     }
     fprintf(f, "]}}]}, \"join\": {\"act\": [{\"content\": \"done\"}]}, \"work\": {\"act\": [");
-    for (int i = 0; i < 2 * ITEMS; i++) {
+    for (int i = 0; i < 2 * items; i++) {
         fprintf(f, "%s{\"content\": \"w\", \"delay_ms\": %u}", i > 0 ? ", " : "", delay);
     }
     fputs("]}", f);
-    for (int i = 0; i < ITEMS; i++) {
+    for (int i = 0; i < items; i++) {
         fprintf(f,
                 ", \"each[%d].check\": {\"act\": [{\"content\": {\"again\": true}, \"delay_ms\":"
                 " %u}, {\"content\": {\"again\": false}, \"delay_ms\": %u}]}",
@@ -146,7 +149,7 @@ main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(parallel) / sizeof(parallel[0]); i++) {
         /* 4 LLM waits per item on the critical path of its chain, items spread over the
          * workers: the best possible wall time. */
-        double ideal = (double)delay * 4.0 * ITEMS / parallel[i];
+        double ideal = (double)delay * 4.0 * items / parallel[i];
         double base = 0;
         double ms = run_once(dir, parallel[i], delay, &steps);
         if (i == 0) {
@@ -157,10 +160,18 @@ main(int argc, char **argv)
                delay, parallel[i], steps, ms, ideal, ms > 0 ? ideal / ms : 0.0);
         (void)base;
     }
-    {
-        double ms = run_once(dir, 1, 0, &steps);
+    for (size_t i = 0; i < 3; i++) {
+        static const int sizes[] = {5, 50, 1000};
+        double ms = 0;
+
+        items = sizes[i];
+        ms = run_once(dir, 1, 0, &steps);
         printf("flow_bench delay_ms=0 max_parallel=1 steps=%zu wall_ms=%.1f us_per_step=%.1f\n",
                steps, ms, ms * 1000.0 / (double)steps);
+        snprintf(cmd, sizeof(cmd), "rm -f '%s/state.db'*", dir); /* each size from scratch */
+        if (system(cmd) != 0) {
+            return 1;
+        }
     }
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : 1;

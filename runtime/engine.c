@@ -232,9 +232,20 @@ void
 rt_save_step(struct run *run, size_t index)
 {
     const struct plan_step *s = &run->plan.steps[index];
+    bool is_final = s->status == STEP_COMPLETED || s->status == STEP_FAILED;
 
-    if (run->state != NULL) {
-        (void)state_step_save(run->state, run->run_id, index, s, rt_step_actor(run, s));
+    if (run->state == NULL) {
+        return;
+    }
+    /* A step that ended is saved with the script cursors it moved: one commit, and a resumed
+     * run never finds the step done with its answers not taken (or the other way round). */
+    if (is_final) {
+        (void)state_begin(run->state);
+    }
+    (void)state_step_save(run->state, run->run_id, index, s, rt_step_actor(run, s));
+    if (is_final) {
+        rt_cursors_save(run);
+        (void)state_commit(run->state);
     }
 }
 
@@ -672,8 +683,8 @@ rt_cursors_save(struct run *run)
 {
     for (size_t i = 0; i < run->wf->model_count; i++) {
         const char *script = script_of(run, i);
-        json_t *c = llm_scripted_cursors(provider_for(run, i));
-        if (script != NULL && c != NULL) {
+        json_t *c = llm_scripted_cursors_changed(provider_for(run, i));
+        if (script != NULL && c != NULL && json_object_size(c) > 0) {
             (void)state_cursors_save(run->state, run->session_id, script, c);
         }
         json_decref(c);
@@ -889,8 +900,14 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
         rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
     weft_span_end(span, 0);
+    if (run->state != NULL) {
+        (void)state_begin(run->state); /* the whole plan in one commit */
+    }
     for (size_t i = 0; i < run->plan.count; i++) {
         rt_save_step(run, i);
+    }
+    if (run->state != NULL) {
+        (void)state_commit(run->state);
     }
     return is_ok;
 }
@@ -1382,7 +1399,15 @@ execute(struct run *run)
                 }
                 run->plan.steps[i].executor = s->executor;
                 run->plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
+            }
+            if (run->state != NULL) {
+                (void)state_begin(run->state); /* the whole plan in one commit */
+            }
+            for (size_t i = 0; i < run->plan.count; i++) {
                 rt_save_step(run, i);
+            }
+            if (run->state != NULL) {
+                (void)state_commit(run->state);
             }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
             r->status = WEFT_RUN_FAILED;

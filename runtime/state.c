@@ -1,8 +1,11 @@
 /* runtime/state.c - the SQLite run state store (see state.h).
  *
- * WAL mode lets `weft` readers look at a database a run is writing. Statements are prepared
- * per call: the store is written a few times per decision, far from any hot path, and
- * per-call statements keep the handle free of cached state to invalidate on schema changes.
+ * WAL mode lets `weft` readers look at a database a run is writing. The statements a run
+ * repeats (step, cursor, exchange and message writes) are prepared once per handle and kept
+ * in a small cache keyed by their SQL text's address (every SQL text here is a string
+ * literal): parsing them was 60 % of a scripted step's instructions (callgrind). SQLite
+ * re-prepares a cached statement itself when the schema changes (sqlite3_prepare_v2). Reads
+ * for `weft runs` are rare and keep per-call statements.
  */
 #include "state.h"
 
@@ -16,10 +19,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
+
+/* Distinct cached SQL texts; more than this are prepared per call (still correct). */
+#define STMT_CACHE 16
+
+struct cached_stmt {
+    const char *sql; /* a string literal: compared by address */
+    sqlite3_stmt *stmt;
+    bool is_busy; /* handed out and not yet released: a nested use prepares its own */
+};
 
 struct rt_state {
     sqlite3 *db;
+    struct cached_stmt cache[STMT_CACHE];
+    unsigned tx_depth; /* state_begin() nesting: only the outermost pair touches SQLite */
+    bool is_tx_failed; /* a write inside the open transaction failed: roll it back */
 };
 
 /* Version 1: runs, steps, messages, script cursors. */
@@ -49,6 +64,12 @@ static const char migrate_v3[] =
     "CREATE TABLE IF NOT EXISTS llm_exchanges ("
     " run_id TEXT NOT NULL, seq INTEGER NOT NULL, who TEXT NOT NULL, purpose TEXT NOT NULL,"
     " entry TEXT NOT NULL, created_ns BIGINT NOT NULL, PRIMARY KEY (run_id, seq));";
+
+/* Version 4: scripted cursors one row per queue, so a step saves only what it used. */
+static const char migrate_v4[] =
+    "CREATE TABLE IF NOT EXISTS script_cursor_keys ("
+    " session_id TEXT NOT NULL, script TEXT NOT NULL, queue TEXT NOT NULL,"
+    " used INTEGER NOT NULL, PRIMARY KEY (session_id, script, queue));";
 
 /* Version 2: executor steps, rewards, corrections (DAG surgery history), resumable runs.
  * Only ADD COLUMN and CREATE: the same statements work on PostgreSQL. */
@@ -151,7 +172,8 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     if ((version < 1 && sqlite3_exec(st->db, schema_v1, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 2 && sqlite3_exec(st->db, migrate_v2, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 3 && sqlite3_exec(st->db, migrate_v3, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 3; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 4 && sqlite3_exec(st->db, migrate_v4, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 4; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = st;
@@ -171,6 +193,9 @@ state_close(struct rt_state *st)
 {
     if (st == NULL) {
         return;
+    }
+    for (size_t i = 0; i < STMT_CACHE; i++) {
+        sqlite3_finalize(st->cache[i].stmt);
     }
     sqlite3_close(st->db);
     weft__free(st);
@@ -201,14 +226,31 @@ bind_key(sqlite3_stmt *stmt, int i, const char *key)
     sqlite3_bind_text(stmt, i, key, -1, SQLITE_TRANSIENT);
 }
 
+/* Give back a statement from prepare() or cached(): a cached one is reset for its next use
+ * (its bindings cleared, so no text outlives the call), any other is finalized. */
+static void
+release(struct rt_state *st, sqlite3_stmt *stmt)
+{
+    for (size_t i = 0; stmt != NULL && i < STMT_CACHE; i++) {
+        if (st->cache[i].stmt == stmt) {
+            sqlite3_reset(stmt);
+            sqlite3_clear_bindings(stmt);
+            st->cache[i].is_busy = false;
+            return;
+        }
+    }
+    sqlite3_finalize(stmt);
+}
+
 static weft_err
 finish(struct rt_state *st, sqlite3_stmt *stmt, const char *what)
 {
     int rc = sqlite3_step(stmt);
 
-    sqlite3_finalize(stmt);
+    release(st, stmt);
     if (rc != SQLITE_DONE) {
         WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed: %s", what, sqlite3_errmsg(st->db));
+        st->is_tx_failed = st->tx_depth > 0;
         return WEFT_EIO;
     }
     return WEFT_OK;
@@ -225,6 +267,68 @@ prepare(struct rt_state *st, const char *sql)
         return NULL;
     }
     return stmt;
+}
+
+/* The statement for @p sql (a string literal), prepared on first use and then reused. Give it
+ * back with finish() or release(). NULL on failure (logged). */
+static sqlite3_stmt *
+cached(struct rt_state *st, const char *sql)
+{
+    struct cached_stmt *free_slot = NULL;
+
+    for (size_t i = 0; i < STMT_CACHE; i++) {
+        struct cached_stmt *c = &st->cache[i];
+        if (c->sql == sql) {
+            if (c->is_busy) {
+                return prepare(st, sql); /* nested use of the same statement */
+            }
+            c->is_busy = true;
+            return c->stmt;
+        }
+        if (c->sql == NULL && free_slot == NULL) {
+            free_slot = c;
+        }
+    }
+    if (free_slot == NULL) {
+        return prepare(st, sql);
+    }
+    free_slot->stmt = prepare(st, sql);
+    if (free_slot->stmt == NULL) {
+        return NULL;
+    }
+    free_slot->sql = sql;
+    free_slot->is_busy = true;
+    return free_slot->stmt;
+}
+
+weft_err
+state_begin(struct rt_state *st)
+{
+    if (st->tx_depth++ > 0) {
+        return WEFT_OK;
+    }
+    st->is_tx_failed = false;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: begin failed: %s", sqlite3_errmsg(st->db));
+        st->tx_depth = 0;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+weft_err
+state_commit(struct rt_state *st)
+{
+    if (st->tx_depth == 0 || --st->tx_depth > 0) {
+        return WEFT_OK;
+    }
+    if (!st->is_tx_failed && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
+        return WEFT_OK;
+    }
+    WEFT_LOG(WEFT_LOG_ERROR, "state: commit failed: %s",
+             st->is_tx_failed ? "a write in it failed" : sqlite3_errmsg(st->db));
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return WEFT_EIO;
 }
 
 weft_err
@@ -334,16 +438,16 @@ step_upsert(struct rt_state *st,
         free(error_text);
         return WEFT_ENOMEM;
     }
-    stmt = prepare(st, "INSERT INTO steps (run_id, idx, step_id, agent, task, depends_on, status,"
-                       " attempts, result, feedback, requested_by, executor, spec, parent, reward,"
-                       " error_type, error, started_ns, ended_ns)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                       " ON CONFLICT (run_id, idx) DO UPDATE SET status = excluded.status,"
-                       " attempts = excluded.attempts, result = excluded.result,"
-                       " feedback = excluded.feedback, depends_on = excluded.depends_on,"
-                       " reward = excluded.reward, error_type = excluded.error_type,"
-                       " error = excluded.error, started_ns = excluded.started_ns,"
-                       " ended_ns = excluded.ended_ns");
+    stmt = cached(st, "INSERT INTO steps (run_id, idx, step_id, agent, task, depends_on, status,"
+                      " attempts, result, feedback, requested_by, executor, spec, parent, reward,"
+                      " error_type, error, started_ns, ended_ns)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                      " ON CONFLICT (run_id, idx) DO UPDATE SET status = excluded.status,"
+                      " attempts = excluded.attempts, result = excluded.result,"
+                      " feedback = excluded.feedback, depends_on = excluded.depends_on,"
+                      " reward = excluded.reward, error_type = excluded.error_type,"
+                      " error = excluded.error, started_ns = excluded.started_ns,"
+                      " ended_ns = excluded.ended_ns");
     if (stmt != NULL) {
         bind_text(stmt, 1, run_id);
         sqlite3_bind_int64(stmt, 2, (sqlite3_int64)index);
@@ -504,10 +608,10 @@ state_message_add(struct rt_state *st,
                   const char *content,
                   const char *route)
 {
-    sqlite3_stmt *stmt = prepare(st, "INSERT INTO messages (session_id, seq, run_id, role,"
-                                     " content, route, created_ns) VALUES (?, (SELECT"
-                                     " COALESCE(MAX(seq), 0) + 1 FROM messages WHERE"
-                                     " session_id = ?), ?, ?, ?, ?, ?)");
+    sqlite3_stmt *stmt = cached(st, "INSERT INTO messages (session_id, seq, run_id, role,"
+                                    " content, route, created_ns) VALUES (?, (SELECT"
+                                    " COALESCE(MAX(seq), 0) + 1 FROM messages WHERE"
+                                    " session_id = ?), ?, ?, ?, ?, ?)");
 
     if (stmt == NULL) {
         return WEFT_EIO;
@@ -527,20 +631,51 @@ state_cursors_load(struct rt_state *st, const char *session_id, const char *scri
 {
     sqlite3_stmt *stmt =
         prepare(st, "SELECT cursors FROM script_cursors WHERE session_id = ? AND script = ?");
+    json_t *cursors = NULL;
     int rc = 0;
 
     *out = NULL;
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, session_id);
-    bind_text(stmt, 2, script);
+    /* Databases before version 4 kept one JSON object per script; its queues are the base
+     * that the per-queue rows override. */
+    bind_key(stmt, 1, session_id);
+    bind_key(stmt, 2, script);
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW) {
-        *out = json_loads((const char *)sqlite3_column_text(stmt, 0), 0, NULL);
+        cursors = json_loads((const char *)sqlite3_column_text(stmt, 0), 0, NULL);
     }
     sqlite3_finalize(stmt);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT queue, used FROM script_cursor_keys WHERE session_id = ? AND"
+                       " script = ?");
+    if (stmt == NULL) {
+        json_decref(cursors);
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, session_id);
+    bind_key(stmt, 2, script);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (cursors == NULL) {
+            cursors = json_object();
+        }
+        if (cursors == NULL ||
+            json_object_set_new(cursors, (const char *)sqlite3_column_text(stmt, 0),
+                                json_integer(sqlite3_column_int64(stmt, 1))) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        json_decref(cursors);
+        return rc == SQLITE_NOMEM ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    *out = cursors;
+    return WEFT_OK;
 }
 
 weft_err
@@ -549,25 +684,37 @@ state_cursors_save(struct rt_state *st,
                    const char *script,
                    const json_t *cursors)
 {
-    sqlite3_stmt *stmt = NULL;
-    char *text = json_dumps(cursors, JSON_COMPACT | JSON_SORT_KEYS);
+    const char *key = NULL;
+    json_t *v = NULL;
+    bool is_multi = json_object_size(cursors) > 1;
     weft_err err = WEFT_OK;
 
-    if (text == NULL) {
-        return WEFT_ENOMEM;
-    }
-    stmt =
-        prepare(st, "INSERT INTO script_cursors (session_id, script, cursors) VALUES (?, ?, ?)"
-                    " ON CONFLICT (session_id, script) DO UPDATE SET cursors = excluded.cursors");
-    if (stmt == NULL) {
-        free(text);
+    /* Several queues at once (parallel flow steps) land in one transaction. */
+    if (is_multi && state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, session_id);
-    bind_text(stmt, 2, script);
-    bind_text(stmt, 3, text);
-    err = finish(st, stmt, "cursor upsert");
-    free(text);
+    json_object_foreach((json_t *)cursors, key, v)
+    {
+        sqlite3_stmt *stmt = cached(st, "INSERT INTO script_cursor_keys (session_id, script,"
+                                        " queue, used) VALUES (?, ?, ?, ?) ON CONFLICT"
+                                        " (session_id, script, queue) DO UPDATE SET"
+                                        " used = excluded.used");
+        if (stmt == NULL) {
+            err = WEFT_EIO;
+            break;
+        }
+        bind_key(stmt, 1, session_id);
+        bind_key(stmt, 2, script);
+        bind_key(stmt, 3, key);
+        sqlite3_bind_int64(stmt, 4, (sqlite3_int64)json_integer_value(v));
+        err = finish(st, stmt, "cursor upsert");
+        if (err != WEFT_OK) {
+            break;
+        }
+    }
+    if (is_multi && state_commit(st) != WEFT_OK) {
+        err = WEFT_EIO;
+    }
     return err;
 }
 
@@ -902,9 +1049,9 @@ state_exchange_add(struct rt_state *st,
     if (text == NULL) {
         return WEFT_ENOMEM;
     }
-    stmt = prepare(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
-                       " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
-                       " WHERE run_id = ?), ?, ?, ?, ?)");
+    stmt = cached(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
+                      " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
+                      " WHERE run_id = ?), ?, ?, ?, ?)");
     if (stmt == NULL) {
         weft__free(text);
         return WEFT_EIO;

@@ -27,6 +27,14 @@ void state_close(struct rt_state *st);
  * Ownership: returns new (weft__free). */
 char *state_default_path(void);
 
+/* Group the writes until the matching state_commit() into one transaction (one commit, so a
+ * step and what goes with it cost one WAL write). Nestable: only the outermost pair counts.
+ * A write that fails inside makes the commit roll everything back. Never hold a transaction
+ * across a blocking call (an LLM call, a tool): other processes' writes wait on it.
+ * @return WEFT_OK, WEFT_EIO (logged). */
+weft_err state_begin(struct rt_state *st);
+weft_err state_commit(struct rt_state *st);
+
 weft_err state_run_begin(struct rt_state *st,
                          const char *run_id,
                          const char *workflow,
@@ -96,6 +104,9 @@ weft_err state_message_add(struct rt_state *st,
  * *out is NULL when none were saved. Ownership: caller owns *out (json_decref). */
 weft_err
 state_cursors_load(struct rt_state *st, const char *session_id, const char *script, json_t **out);
+/* Save the queues in @p cursors ({"agent/purpose": n}: all of them or only those that changed,
+ * see llm_scripted_cursors_changed()); queues not named keep their saved value. One row per
+ * queue, so a step's save costs the same whatever the plan's size. */
 weft_err state_cursors_save(struct rt_state *st,
                             const char *session_id,
                             const char *script,

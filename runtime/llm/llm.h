@@ -133,6 +133,11 @@ weft_err llm_scripted_new(const json_t *script,
  * continues where it left off. NULL for other providers (or out of memory). Thread-safe.
  * Ownership: returns a new reference (json_decref). */
 json_t *llm_scripted_cursors(const struct llm_provider *provider);
+/* Scripted providers only: the cursors of the queues used since the last call, in the same
+ * form (the first call: since creation or restore), for an incremental save. NULL for other
+ * providers (or out of memory: the queues stay marked). Thread-safe.
+ * Ownership: returns a new reference (json_decref). */
+json_t *llm_scripted_cursors_changed(struct llm_provider *provider);
 /* Restore cursors saved from llm_scripted_cursors(). @return WEFT_OK, WEFT_EINVAL (not a
  * scripted provider or not an object), WEFT_ENOMEM. */
 weft_err llm_scripted_restore(struct llm_provider *provider, const json_t *cursors);

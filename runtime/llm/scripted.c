@@ -27,6 +27,9 @@ struct scripted {
      * process died is answered again on resume (parallel flow steps hand out and finish in
      * different orders). */
     json_t *committed;
+    /* The committed queues changed since llm_scripted_cursors_changed() last took them, so a
+     * step saves only its own cursors (all of them made step cost grow with plan size). */
+    json_t *changed;
     pthread_mutex_t lock; /* parallel flow steps share one script */
 };
 
@@ -289,10 +292,12 @@ scripted_complete(void *self,
     weft_err err = answer(s, request, response, error, key, sizeof(key));
 
     if (key[0] != '\0') {
+        json_int_t used = 0;
+
         pthread_mutex_lock(&s->lock);
-        (void)json_object_set_new(
-            s->committed, key,
-            json_integer(json_integer_value(json_object_get(s->committed, key)) + 1));
+        used = json_integer_value(json_object_get(s->committed, key)) + 1;
+        (void)json_object_set_new(s->committed, key, json_integer(used));
+        (void)json_object_set_new(s->changed, key, json_integer(used));
         pthread_mutex_unlock(&s->lock);
     }
     return err;
@@ -430,6 +435,7 @@ scripted_free(void *self)
     json_decref(s->responses);
     json_decref(s->cursors);
     json_decref(s->committed);
+    json_decref(s->changed);
     pthread_mutex_destroy(&s->lock);
     weft__free(s);
 }
@@ -466,7 +472,8 @@ llm_scripted_new(const json_t *script,
     s->responses = json_deep_copy(json_object_get(script, "responses"));
     s->cursors = json_object();
     s->committed = json_object();
-    if (s->responses == NULL || s->cursors == NULL || s->committed == NULL) {
+    s->changed = json_object();
+    if (s->responses == NULL || s->cursors == NULL || s->committed == NULL || s->changed == NULL) {
         goto fail;
     }
     p->ops = &scripted_ops;
@@ -496,6 +503,25 @@ llm_scripted_cursors(const struct llm_provider *provider)
     copy = json_deep_copy(s->committed);
     pthread_mutex_unlock(&s->lock);
     return copy;
+}
+
+json_t *
+llm_scripted_cursors_changed(struct llm_provider *provider)
+{
+    struct scripted *s = NULL;
+    json_t *fresh = json_object();
+    json_t *taken = NULL;
+
+    if (provider == NULL || provider->ops != &scripted_ops || fresh == NULL) {
+        json_decref(fresh);
+        return NULL;
+    }
+    s = provider->self;
+    pthread_mutex_lock(&s->lock);
+    taken = s->changed;
+    s->changed = fresh;
+    pthread_mutex_unlock(&s->lock);
+    return taken;
 }
 
 weft_err
