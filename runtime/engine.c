@@ -237,7 +237,7 @@ rt_save_step(struct run *run, size_t index)
     if (run->state != NULL) {
         (void)state_step_save(run->state, run->run_id, index, s, rt_step_actor(run, s));
     }
-    rt_mstore_checkpoint(run->mstore, false); /* throttled: at most once a second */
+    rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false); /* throttled */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1859,7 +1859,7 @@ weft_run(const struct weft_workflow *workflow,
     }
     rt_cursors_save(&run);
     rt_metrics_run_end(run.metrics, run.metrics_token, r);
-    rt_mstore_checkpoint(run.mstore, true);
+    rt_mstore_checkpoint(run.mstore, rt_metrics_events(run.metrics), true);
     rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
     teardown(&run);
     if (err != WEFT_OK) {

@@ -8,13 +8,15 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define MAX_ACTIVE 1024
 
 struct rt_metrics {
     char *workflow;
-    struct rt_metrics *tee; /* records the same measurements, or NULL (rt_metrics_new_tee) */
+    struct rt_metrics *tee;  /* records the same measurements, or NULL (rt_metrics_new_tee) */
+    _Atomic uint64_t events; /* measurements so far: a snapshot with nothing new is skipped */
     struct weft_instrument *invocations;
     struct weft_instrument *step_duration;
     struct weft_instrument *loops;
@@ -165,6 +167,12 @@ rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const
     return m;
 }
 
+uint64_t
+rt_metrics_events(struct rt_metrics *m)
+{
+    return m != NULL ? atomic_load_explicit(&m->events, memory_order_relaxed) : 0;
+}
+
 const char *
 rt_metrics_workflow(const struct rt_metrics *m)
 {
@@ -217,6 +225,7 @@ rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_r
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     a[0] = WF(m);
     a[1] = weft_attr_str("status", weft_run_status_name(r->status));
     weft_counter_add(m->active, -1, a, 1);
@@ -254,6 +263,7 @@ rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, doubl
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_agent(m->tee, agent, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
@@ -271,6 +281,7 @@ rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
     if (m == NULL || from == NULL || to == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_handoff(m->tee, from, to);
     a[0] = WF(m);
     a[1] = weft_attr_str("from", from);
@@ -286,6 +297,7 @@ rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_loop(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", weft_loop_kind_name(kind));
@@ -303,6 +315,7 @@ rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_verdict(m->tee, agent, verdict);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
@@ -318,6 +331,7 @@ rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double 
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_tool(m->tee, tool, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.tool.name", tool);
@@ -334,6 +348,7 @@ rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_correction(m->tee, is_rewired);
     a[0] = WF(m);
     a[1] = weft_attr_str("outcome", is_rewired ? "rewired" : "invalid");
@@ -348,6 +363,7 @@ rt_metrics_stuck(struct rt_metrics *m, const char *kind)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_stuck(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", kind);
@@ -371,6 +387,7 @@ rt_metrics_llm(struct rt_metrics *m,
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     rt_metrics_llm(m->tee, provider, model, purpose, input_tokens, output_tokens, cost_usd, seconds,
                    error_type);
     a[n++] = weft_attr_str("gen_ai.operation.name", "chat");

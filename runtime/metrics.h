@@ -25,6 +25,8 @@ struct rt_metrics *rt_metrics_new(struct weft_meter *meter, const char *workflow
 struct rt_metrics *
 rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const char *workflow);
 void rt_metrics_free(struct rt_metrics *m);
+/* How many measurements @p m has taken (0 for NULL): tells a snapshot whether anything moved. */
+uint64_t rt_metrics_events(struct rt_metrics *m);
 /* The workflow label of @p m ("" when none). */
 const char *rt_metrics_workflow(const struct rt_metrics *m);
 

@@ -32,6 +32,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_LABELS      32
@@ -55,14 +56,24 @@ struct rt_mstore {
     int64_t attempt;
     struct weft_meter *meter;
     pthread_mutex_t lock;
-    uint64_t last_mono; /* 0: no snapshot yet */
-    bool is_failing;    /* an error was logged; do not repeat it */
+    uint64_t last_mono;   /* 0: no snapshot yet */
+    uint64_t last_events; /* rt_metrics_events() at the last snapshot */
+    uint64_t events;      /* the latest rt_metrics_events() a checkpoint was given */
+    /* The flusher writes what a throttled checkpoint left behind, one interval later, so a
+     * run blocked in a long step has its metrics stored before it is killed. */
+    pthread_t flusher;
+    pthread_cond_t wake;
+    bool has_flusher;
+    bool is_stopping;
+    bool is_failing; /* an error was logged; do not repeat it */
     uint64_t saves;
     uint64_t save_ns;
 };
 
 /* ------------------------------------------------------------------------------------------ */
 /* Writing                                                                                     */
+
+static void *flush_loop(void *arg);
 
 static sqlite3 *
 open_db(const char *path, int flags)
@@ -93,6 +104,7 @@ rt_mstore_open(const char *state_path)
         return NULL;
     }
     pthread_mutex_init(&ms->lock, NULL);
+    pthread_cond_init(&ms->wake, NULL);
     ms->db = open_db(state_path, SQLITE_OPEN_READWRITE);
     if (ms->db == NULL) {
         goto fail;
@@ -149,6 +161,9 @@ rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *
     }
     if (err == WEFT_OK && provider != NULL) {
         err = weft_meter_observe_provider(ms->meter, provider);
+    }
+    if (err == WEFT_OK) {
+        ms->has_flusher = pthread_create(&ms->flusher, NULL, flush_loop, ms) == 0;
     }
     if (err != WEFT_OK) {
         WEFT_LOG(WEFT_LOG_WARN, "run metrics: run %s will not persist its metrics: %s", run_id,
@@ -364,30 +379,79 @@ write_snapshot(sqlite3 *db,
     return rc;
 }
 
-void
-rt_mstore_checkpoint(struct rt_mstore *ms, bool is_final)
+/* Write the snapshot now. Called with the lock held. */
+static void
+save_locked(struct rt_mstore *ms, uint64_t events)
 {
-    uint64_t now = 0;
-    int rc = SQLITE_OK;
+    uint64_t start = weft__monotonic_ns();
+    int rc = write_snapshot(ms->db, ms->del, ms->ins, ms->run_id, ms->attempt, ms->meter, false);
 
-    if (ms == NULL || ms->meter == NULL) {
-        return;
-    }
-    now = weft__monotonic_ns();
-    pthread_mutex_lock(&ms->lock);
-    if (!is_final && ms->last_mono != 0 &&
-        now - ms->last_mono < (uint64_t)RT_MSTORE_INTERVAL_MS * 1000000u) {
-        pthread_mutex_unlock(&ms->lock);
-        return;
-    }
-    rc = write_snapshot(ms->db, ms->del, ms->ins, ms->run_id, ms->attempt, ms->meter, false);
     ms->last_mono = weft__monotonic_ns();
+    ms->last_events = events;
     ms->saves++;
-    ms->save_ns += ms->last_mono - now;
+    ms->save_ns += ms->last_mono - start;
     if (rc != SQLITE_OK && !ms->is_failing) {
         ms->is_failing = true;
         WEFT_LOG(WEFT_LOG_ERROR, "run metrics: run %s: cannot save its metrics: %s", ms->run_id,
                  sqlite3_errstr(rc));
+    }
+}
+
+static void *
+flush_loop(void *arg)
+{
+    struct rt_mstore *ms = arg;
+
+    pthread_mutex_lock(&ms->lock);
+    while (!ms->is_stopping) {
+        struct timespec until;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += RT_MSTORE_INTERVAL_MS / 1000;
+        until.tv_nsec += (long)(RT_MSTORE_INTERVAL_MS % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&ms->wake, &ms->lock, &until);
+        if (!ms->is_stopping && ms->events != ms->last_events &&
+            weft__monotonic_ns() - ms->last_mono >= (uint64_t)RT_MSTORE_INTERVAL_MS * 1000000u) {
+            save_locked(ms, ms->events);
+        }
+    }
+    pthread_mutex_unlock(&ms->lock);
+    return NULL;
+}
+
+static void
+stop_flusher(struct rt_mstore *ms)
+{
+    if (!ms->has_flusher) {
+        return;
+    }
+    pthread_mutex_lock(&ms->lock);
+    ms->is_stopping = true;
+    pthread_cond_signal(&ms->wake);
+    pthread_mutex_unlock(&ms->lock);
+    pthread_join(ms->flusher, NULL);
+    ms->has_flusher = false;
+}
+
+void
+rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
+{
+    if (ms == NULL || ms->meter == NULL) {
+        return;
+    }
+    if (is_final) {
+        stop_flusher(ms);
+    }
+    pthread_mutex_lock(&ms->lock);
+    ms->events = events;
+    if (is_final || (events != ms->last_events &&
+                     (ms->last_mono == 0 || weft__monotonic_ns() - ms->last_mono >=
+                                                (uint64_t)RT_MSTORE_INTERVAL_MS * 1000000u))) {
+        save_locked(ms, events);
     }
     pthread_mutex_unlock(&ms->lock);
 }
@@ -405,11 +469,13 @@ rt_mstore_free(struct rt_mstore *ms)
     if (ms == NULL) {
         return;
     }
+    stop_flusher(ms);
     sqlite3_finalize(ms->del);
     sqlite3_finalize(ms->ins);
     sqlite3_close(ms->db);
     weft_meter_free(ms->meter);
     weft__free(ms->run_id);
+    pthread_cond_destroy(&ms->wake);
     pthread_mutex_destroy(&ms->lock);
     weft__free(ms);
 }

@@ -8,6 +8,9 @@
  * labels) with its value or histogram buckets. A run killed with SIGKILL keeps its metrics up
  * to its last checkpoint. A resumed run writes a new attempt, so the attempts add up.
  *
+ * A flusher thread per run writes, one interval later, what a throttled checkpoint left
+ * behind, so a run blocked in a long step has its latest metrics stored.
+ *
  * Thread-safety: rt_mstore_checkpoint() may be called from any run thread (it takes the
  * store's own lock and uses its own SQLite connection); the rest from the run's thread.
  */
@@ -35,9 +38,13 @@ weft_err rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_p
 /* The run's meter (NULL before rt_mstore_start() or when @p ms is NULL). Borrowed. */
 struct weft_meter *rt_mstore_meter(struct rt_mstore *ms);
 
-/* Write the run's snapshot when @p is_final or when the last one is older than the interval.
- * NULL @p ms is a no-op. Errors are logged once, never returned: metrics must not fail a run. */
-void rt_mstore_checkpoint(struct rt_mstore *ms, bool is_final);
+/* Write the run's snapshot: always when @p is_final; otherwise when something was measured
+ * since the last one (@p events, rt_metrics_events(), moved) and the last one is older than
+ * the interval. So the first measurements after a quiet second are written at once, and a run
+ * killed with SIGKILL keeps its metrics up to its last checkpoint (at most an interval
+ * behind). NULL @p ms is a no-op. Errors are logged once, never returned: metrics must not
+ * fail a run. */
+void rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final);
 
 /* Snapshots written and the time they took (for the benchmark and the report). */
 void rt_mstore_stats(const struct rt_mstore *ms, uint64_t *saves, uint64_t *total_ns);
