@@ -804,22 +804,24 @@ fold_sums(struct fold *f, sqlite3 *db)
 }
 
 /* Gauges: span counts add up across runs; queue fill counts only for runs in progress that
- * saved recently (utilisation: the fullest one). */
+ * saved recently (utilisation: the fullest one); other runs' queues count as empty, so every
+ * exporter that ever ran has its series. */
 static weft_err
 fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
 {
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
 
-    if (sqlite3_prepare_v2(db,
-                           "SELECT m.name, m.unit, m.description, m.labels,"
-                           " CASE WHEN m.name = 'weft.exporter.queue.utilization' THEN MAX(m.value)"
-                           " ELSE SUM(m.value) END"
-                           " FROM run_metrics m JOIN runs r ON r.id = m.run_id"
-                           " WHERE m.kind = 2 AND (m.name NOT LIKE 'weft.exporter.queue.%'"
-                           " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1))"
-                           " GROUP BY m.name, m.labels",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT m.name, m.unit, m.description, m.labels,"
+            " CASE WHEN m.name = 'weft.exporter.queue.utilization' THEN MAX(v) ELSE SUM(v) END"
+            " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
+            " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
+            " THEN m.value ELSE 0 END AS v"
+            " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"
+            " GROUP BY m.name, m.labels",
+            -1, &st, NULL) != SQLITE_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
         return WEFT_EIO;
     }
