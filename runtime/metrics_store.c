@@ -56,6 +56,7 @@ struct rt_mstore {
     int64_t attempt;
     struct weft_meter *meter;
     pthread_mutex_t lock;
+    uint64_t interval_ns; /* WEFT_METRICS_SNAPSHOT_MS; 0: every checkpoint */
     uint64_t last_mono;   /* 0: no snapshot yet */
     uint64_t last_events; /* rt_metrics_events() at the last snapshot */
     uint64_t events;      /* the latest rt_metrics_events() a checkpoint was given */
@@ -109,7 +110,10 @@ rt_mstore_open(const char *state_path)
     if (ms->db == NULL) {
         goto fail;
     }
-    if (sqlite3_exec(ms->db, schema, NULL, NULL, &errmsg) != SQLITE_OK ||
+    /* As state.c: WAL (the file's mode) with NORMAL sync, so a commit appends to the WAL
+     * without an fsync; a power loss may lose the last snapshots, a crash of weft none. */
+    if (sqlite3_exec(ms->db, "PRAGMA synchronous=NORMAL", NULL, NULL, &errmsg) != SQLITE_OK ||
+        sqlite3_exec(ms->db, schema, NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_prepare_v2(ms->db, "DELETE FROM run_metrics WHERE run_id = ?1 AND attempt = ?2", -1,
                            &ms->del, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(
@@ -162,7 +166,9 @@ rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *
     if (err == WEFT_OK && provider != NULL) {
         err = weft_meter_observe_provider(ms->meter, provider);
     }
-    if (err == WEFT_OK) {
+    ms->interval_ns =
+        weft__env_u64("WEFT_METRICS_SNAPSHOT_MS", RT_MSTORE_INTERVAL_MS, 0, 3600000) * 1000000u;
+    if (err == WEFT_OK && ms->interval_ns > 0) {
         ms->has_flusher = pthread_create(&ms->flusher, NULL, flush_loop, ms) == 0;
     }
     if (err != WEFT_OK) {
@@ -407,15 +413,15 @@ flush_loop(void *arg)
         struct timespec until;
 
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += RT_MSTORE_INTERVAL_MS / 1000;
-        until.tv_nsec += (long)(RT_MSTORE_INTERVAL_MS % 1000) * 1000000L;
+        until.tv_sec += (time_t)(ms->interval_ns / 1000000000u);
+        until.tv_nsec += (long)(ms->interval_ns % 1000000000u);
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
         (void)pthread_cond_timedwait(&ms->wake, &ms->lock, &until);
         if (!ms->is_stopping && ms->events != ms->last_events &&
-            weft__monotonic_ns() - ms->last_mono >= (uint64_t)RT_MSTORE_INTERVAL_MS * 1000000u) {
+            weft__monotonic_ns() - ms->last_mono >= ms->interval_ns) {
             save_locked(ms, ms->events);
         }
     }
@@ -448,19 +454,17 @@ rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
     }
     pthread_mutex_lock(&ms->lock);
     ms->events = events;
-    if (is_final || (events != ms->last_events &&
-                     (ms->last_mono == 0 || weft__monotonic_ns() - ms->last_mono >=
-                                                (uint64_t)RT_MSTORE_INTERVAL_MS * 1000000u))) {
+    if (is_final ||
+        (events != ms->last_events &&
+         (ms->last_mono == 0 || weft__monotonic_ns() - ms->last_mono >= ms->interval_ns))) {
         save_locked(ms, events);
     }
     pthread_mutex_unlock(&ms->lock);
-}
-
-void
-rt_mstore_stats(const struct rt_mstore *ms, uint64_t *saves, uint64_t *total_ns)
-{
-    *saves = ms != NULL ? ms->saves : 0;
-    *total_ns = ms != NULL ? ms->save_ns : 0;
+    if (is_final) {
+        WEFT_LOG(WEFT_LOG_DEBUG, "run metrics: run %s: %llu snapshots, %.1f us each", ms->run_id,
+                 (unsigned long long)ms->saves,
+                 ms->saves > 0 ? (double)ms->save_ns / 1e3 / (double)ms->saves : 0.0);
+    }
 }
 
 void

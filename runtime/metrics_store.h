@@ -46,9 +46,6 @@ struct weft_meter *rt_mstore_meter(struct rt_mstore *ms);
  * fail a run. */
 void rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final);
 
-/* Snapshots written and the time they took (for the benchmark and the report). */
-void rt_mstore_stats(const struct rt_mstore *ms, uint64_t *saves, uint64_t *total_ns);
-
 /* Close. NULL is a no-op. */
 void rt_mstore_free(struct rt_mstore *ms);
 
