@@ -743,7 +743,7 @@ numbers_of(const char *text, double *d, uint64_t *u, size_t cap)
     return out;
 }
 
-/* Sums and histograms: every row adds into its (name, labels) series. */
+/* Sums and histograms: every run's series adds into its (name, labels) series. */
 static weft_err
 fold_sums(struct fold *f, sqlite3 *db)
 {
@@ -758,8 +758,12 @@ fold_sums(struct fold *f, sqlite3 *db)
         return WEFT_ENOMEM;
     }
     if (sqlite3_prepare_v2(db,
-                           "SELECT name, kind, unit, description, labels, value, sum, min, max,"
-                           " bounds, buckets FROM run_metrics WHERE kind IN (0, 1, 3)",
+                           /* Sums add up in SQL; histograms row by row (buckets are JSON). */
+                           "SELECT name, kind, unit, description, labels, SUM(value), 0, NULL,"
+                           " NULL, NULL, NULL FROM run_metrics WHERE kind IN (0, 1)"
+                           " GROUP BY name, labels"
+                           " UNION ALL SELECT name, kind, unit, description, labels, value, sum,"
+                           " min, max, bounds, buckets FROM run_metrics WHERE kind = 3",
                            -1, &st, NULL) != SQLITE_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
         weft__free(bounds);
