@@ -28,7 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WEFT_BIN WEFT_BINARY_DIR "/weft"
+#define WEFT_BIN        WEFT_BINARY_DIR "/weft"
+#define EXAMPLE_CLARIFY WEFT_SOURCE_DIR "/examples/clarify/workflow.json"
 
 extern char **environ;
 
@@ -518,6 +519,45 @@ test_run_metrics_serve_survives_slow_clients(void **state)
             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 }
 
+/* Span counts per exporter: with the local store and an OTLP exporter whose collector refuses
+ * the connection, `weft serve` shows the store's spans exported and OTLP's failed, including
+ * the spans that failed at shutdown (after the run's last checkpoint). */
+static void
+test_run_metrics_serve_labels_span_counts_by_exporter(void **state)
+{
+    char home[64];
+    char ws[128];
+    unsigned port = 0;
+    pid_t pid = 0;
+    long http = 0;
+    char *text = NULL;
+    const char *args[] = {"run", EXAMPLE_CLARIFY, "-q", "--no-trace", "--workspace", ws, NULL};
+    double ended = 0;
+
+    (void)state;
+    make_home(home, sizeof(home));
+    snprintf(ws, sizeof(ws), "%s/ws", home);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
+    (void)serve_proc_run(WEFT_BIN, home, NULL, args);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_TIMEOUT", NULL);
+    pid = serve_proc_start(WEFT_BIN, home, &port);
+    text = serve_proc_get(port, "/metrics", 10000, &http);
+    assert_int_equal(http, 200);
+    serve_proc_stop(pid);
+    ended = metric(text, "weft_spans_ended", NULL);
+    assert_true(ended > 0);
+    assert_true(metric(text, "weft_spans_exported", "exporter=\"store\"") == ended);
+    assert_true(metric(text, "weft_spans_failed", "exporter=\"store\"") == 0);
+    assert_true(metric(text, "weft_spans_exported", "exporter=\"otlp\"") == 0);
+    assert_true(metric(text, "weft_spans_failed", "exporter=\"otlp\"") == ended);
+    free(text);
+    remove_home(home);
+}
+
 int
 main(void)
 {
@@ -527,6 +567,7 @@ main(void)
         cmocka_unit_test(test_run_metrics_counts_agree_between_json_row_and_serve),
         cmocka_unit_test(test_run_metrics_killed_run_keeps_its_metrics),
         cmocka_unit_test(test_run_metrics_serve_survives_slow_clients),
+        cmocka_unit_test(test_run_metrics_serve_labels_span_counts_by_exporter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
