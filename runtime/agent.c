@@ -180,7 +180,6 @@ run_tool_call(struct run *run,
     char err[256] = "";
     const char *outcome_name = "ok";
     char *text = NULL;
-
     uint64_t t0 = weft__monotonic_ns();
 
     memset(&outcome, 0, sizeof(outcome));

@@ -558,6 +558,42 @@ test_run_metrics_serve_labels_span_counts_by_exporter(void **state)
     remove_home(home);
 }
 
+/* Runs stored before per-run snapshots existed (no run_metrics table, or a run without rows)
+ * still count in `weft serve`, from their run rows and steps. */
+static void
+test_run_metrics_serve_counts_runs_without_snapshots(void **state)
+{
+    char home[64];
+    char ws[128];
+    char cmd[300];
+    unsigned port = 0;
+    pid_t pid = 0;
+    long http = 0;
+    char *text = NULL;
+    const char *args[] = {"run",         WEFT_SOURCE_DIR "/examples/code_review/workflow.json",
+                          "-q",          "--no-trace",
+                          "--workspace", ws,
+                          NULL};
+
+    (void)state;
+    make_home(home, sizeof(home));
+    snprintf(ws, sizeof(ws), "%s/ws", home);
+    assert_int_equal(serve_proc_run(WEFT_BIN, home, NULL, args), 0);
+    snprintf(cmd, sizeof(cmd), "sqlite3 '%s/state.db' 'DROP TABLE run_metrics'", home);
+    assert_int_equal(system(cmd), 0);
+    pid = serve_proc_start(WEFT_BIN, home, &port);
+    text = serve_proc_get(port, "/metrics", 10000, &http);
+    assert_int_equal(http, 200);
+    serve_proc_stop(pid);
+    assert_true(metric(text, "weft_runs_total", "status=\"completed\",workflow=\"code-review\"") ==
+                1.0);
+    assert_true(metric(text, "weft_agent_invocations_total",
+                       "gen_ai_agent_name=\"reviewer\",outcome=\"success\"") == 4.0);
+    assert_true(metric(text, "weft_loop_iterations_total", "kind=\"replan\"") == 6.0);
+    free(text);
+    remove_home(home);
+}
+
 int
 main(void)
 {
@@ -568,6 +604,7 @@ main(void)
         cmocka_unit_test(test_run_metrics_killed_run_keeps_its_metrics),
         cmocka_unit_test(test_run_metrics_serve_survives_slow_clients),
         cmocka_unit_test(test_run_metrics_serve_labels_span_counts_by_exporter),
+        cmocka_unit_test(test_run_metrics_serve_counts_runs_without_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
