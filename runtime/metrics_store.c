@@ -869,6 +869,15 @@ register_self_families(struct weft_meter *meter)
                                     "Span pipeline counts (per exporter) summed over stored runs",
                                     NULL, 0, &in);
     }
+    (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.exports", "{export}",
+                                "Export calls (per exporter) summed over stored runs", NULL, 0,
+                                &in);
+    (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.export.failures",
+                                "{export}", "Failed export calls (per exporter) summed over runs",
+                                NULL, 0, &in);
+    (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.export.time", "s",
+                                "Time in export calls (per exporter) summed over stored runs", NULL,
+                                0, &in);
     (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.queue.utilization",
                                 "1", "Fill of an exporter's queue (0 empty, 1 full: spans drop)",
                                 NULL, 0, &in);

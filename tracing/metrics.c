@@ -957,6 +957,33 @@ observe_queues(struct weft_instrument *gauge, void *user_data)
     }
 }
 
+/* Export calls per batch processor, labelled with its exporter's name: how many, how many
+ * failed, and the time spent in them (cumulative; latency = rate(time) / rate(exports)). */
+static void
+observe_exports(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_provider *provider = user_data;
+    int which = strcmp(gauge->name, "weft.exporter.exports") == 0           ? 0
+                : strcmp(gauge->name, "weft.exporter.export.failures") == 0 ? 1
+                                                                            : 2;
+    struct weft_processor *proc = NULL;
+
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        struct weft_processor_stats ps;
+        struct weft_attr attr;
+
+        if (weft_processor_get_stats(proc, &ps) != WEFT_OK || ps.queue_cap == 0) {
+            continue; /* the simple processor exports inline and keeps no timings */
+        }
+        attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
+        weft_gauge_observe(gauge,
+                           which == 0   ? (double)ps.batches
+                           : which == 1 ? (double)ps.failed_batches
+                                        : (double)ps.export_ns / 1e9,
+                           &attr, 1);
+    }
+}
+
 weft_err
 weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *provider)
 {
@@ -996,6 +1023,21 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
     }
     if (err == WEFT_OK) {
         weft_gauge_set_callback(g, observe_queues, provider);
+    }
+    {
+        static const char *const ex_names[] = {
+            "weft.exporter.exports", "weft.exporter.export.failures", "weft.exporter.export.time"};
+        static const char *const ex_units[] = {"{export}", "{export}", "s"};
+        static const char *const ex_help[] = {
+            "Export calls of an exporter since start", "Export calls that failed since start",
+            "Time spent in an exporter's export calls since start"};
+        for (size_t i = 0; err == WEFT_OK && i < 3; i++) {
+            err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, ex_names[i], ex_units[i],
+                                        ex_help[i], NULL, 0, &g);
+            if (err == WEFT_OK) {
+                weft_gauge_set_callback(g, observe_exports, provider);
+            }
+        }
     }
     return err;
 }

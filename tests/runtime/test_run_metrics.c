@@ -554,6 +554,14 @@ test_run_metrics_serve_labels_span_counts_by_exporter(void **state)
     assert_true(metric(text, "weft_spans_failed", "exporter=\"store\"") == 0);
     assert_true(metric(text, "weft_spans_exported", "exporter=\"otlp\"") == 0);
     assert_true(metric(text, "weft_spans_failed", "exporter=\"otlp\"") == ended);
+    /* Export calls, failures and the time spent in them, per exporter. */
+    assert_true(metric(text, "weft_exporter_exports", "exporter=\"store\"") >= 1);
+    assert_true(metric(text, "weft_exporter_export_failures", "exporter=\"store\"") == 0);
+    assert_true(metric(text, "weft_exporter_export_failures", "exporter=\"otlp\"") >= 1);
+    assert_true(metric(text, "weft_exporter_export_failures", "exporter=\"otlp\"") ==
+                metric(text, "weft_exporter_exports", "exporter=\"otlp\""));
+    /* OTLP retried a refused connection with back-off before it gave up. */
+    assert_true(metric(text, "weft_exporter_export_time_seconds", "exporter=\"otlp\"") > 0.1);
     free(text);
     remove_home(home);
 }
