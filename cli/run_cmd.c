@@ -864,6 +864,11 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     err = weft_run(wf, &ro, &result, error, sizeof(error));
     finish_telemetry(cmd, provider);
     weft_provider_get_stats(provider, &stats);
+    if (err == WEFT_OK && result->run_id != NULL) {
+        /* The run's stored span counts include the spans exported at shutdown, so `weft
+         * serve` agrees with the summary below. */
+        (void)weft_run_metrics_save_provider(fl->state, result->run_id, provider);
+    }
     if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
         fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
                 (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);

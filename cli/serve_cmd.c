@@ -1,7 +1,8 @@
 /* cli/serve_cmd.c - `weft serve`: a long-running metrics endpoint over the state store.
  *
  * Each scrape of /metrics builds a fresh meter from the state database (every family listed,
- * at zero before the first run) and renders it; /healthz answers while the process lives. The
+ * at zero before the first run; each run's persisted metrics summed per name and labels, see
+ * weft_runtime_metrics_from_store()) and renders it; /healthz answers while the process lives. The
  * server binds to loopback unless told otherwise. SIGINT and SIGTERM stop it cleanly: they are
  * blocked in every thread and taken with sigwait(), so no handler runs inside libmicrohttpd.
  */
@@ -21,8 +22,10 @@ cli_serve_usage(FILE *out)
 {
     fputs("usage: weft serve [--addr HOST:PORT] [--state PATH]\n"
           "\n"
-          "Serve Prometheus /metrics aggregated across the runs in the state database, and\n"
-          "/healthz, until interrupted (SIGINT or SIGTERM).\n"
+          "Serve Prometheus /metrics aggregated across the runs in the state database (every\n"
+          "metric a run records, with its span counts per exporter), and /healthz, until\n"
+          "interrupted (SIGINT or SIGTERM). Bind to loopback unless a scraper must reach it\n"
+          "from elsewhere (a pod IP, another container).\n"
           "\n"
           "options:\n"
           "      --addr HOST:PORT  listen address (default " DEFAULT_ADDR

@@ -1,9 +1,10 @@
 /* exporters/metrics_server.c - a small HTTP server (libmicrohttpd) for Prometheus scrapes:
  * GET /metrics renders the meter (format 0.0.4), GET /healthz answers "ok".
  *
- * libmicrohttpd runs its own thread (MHD_USE_INTERNAL_POLLING_THREAD); a scrape reads the
- * meter through weft_meter_collect(), which never blocks recorders. The server binds to the
- * address given (loopback unless told otherwise); port 0 picks a free port.
+ * libmicrohttpd runs a pool of its own threads on epoll; a scrape reads the meter through
+ * weft_meter_collect(), which never blocks recorders. Slow clients: a connection silent for
+ * 3 s is closed, and up to 1000 connections are served (fewer when RLIMIT_NOFILE is low). The
+ * server binds to the address given (loopback unless told otherwise); port 0 picks a free port.
  */
 #include "../tracing/util.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <weft/metrics.h>
 
@@ -22,6 +24,25 @@ struct weft_metrics_server {
     void *source_data;
     unsigned short port;
 };
+
+#define IDLE_TIMEOUT_S  3    /* seconds a connection may stay silent */
+#define MAX_CONNECTIONS 1000 /* at most; less when the descriptor limit is lower */
+#define POOL_THREADS    2
+
+/* The connection limit: MAX_CONNECTIONS, or what the descriptor limit leaves after a margin
+ * for the rest of the process (state database, exporters). */
+static unsigned
+connection_limit(void)
+{
+    struct rlimit rl;
+    rlim_t limit = MAX_CONNECTIONS;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < MAX_CONNECTIONS + 64) {
+        limit = rl.rlim_cur > 96 ? rl.rlim_cur - 64 : 32;
+    }
+    return (unsigned)limit;
+}
 
 static weft_err
 render_meter(void *user_data, char **out, size_t *len)
@@ -143,10 +164,17 @@ weft_metrics_server_start_source(weft_metrics_source_fn source,
     }
     srv->source = source;
     srv->source_data = user_data;
+    /* Slow clients must not take the endpoint down: a connection idle for more than
+     * IDLE_TIMEOUT_S between two bytes is closed (a scrape sends its request in one packet),
+     * epoll lifts select()'s 1024-descriptor ceiling so the connection limit can be high, and
+     * a small thread pool keeps one slow render from holding the others. No per-IP limit:
+     * Prometheus often shares its address with other clients (one host, NAT, a proxy), and
+     * would be the one refused. */
     srv->daemon =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer,
-                         srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)32,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, answer,
+                         srv, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (srv->daemon == NULL) {
         WEFT_LOG(WEFT_LOG_ERROR, "metrics server: cannot listen on %s:%ld", host, port);
         weft__free(srv);

@@ -180,6 +180,7 @@ run_tool_call(struct run *run,
     char err[256] = "";
     const char *outcome_name = "ok";
     char *text = NULL;
+    uint64_t t0 = weft__monotonic_ns();
 
     memset(&outcome, 0, sizeof(outcome));
     outcome.exit_code = -1;
@@ -221,7 +222,6 @@ run_tool_call(struct run *run,
                 bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
             }
             weft_err trc = WEFT_OK;
-            uint64_t t0 = weft__monotonic_ns();
             char activity[96];
             snprintf(activity, sizeof(activity), "tool %.40s for %.40s", call->name,
                      wf->agents[run->plan.steps[step].agent].name);
@@ -231,8 +231,6 @@ run_tool_call(struct run *run,
             rt_lock(run);
             rt_watchdog_progress(run);
             rt_watchdog_poll(run, span);
-            rt_metrics_tool(run->metrics, call->name, trc == WEFT_OK && !outcome.is_error,
-                            (double)(weft__monotonic_ns() - t0) / 1e9);
             if (trc != WEFT_OK) {
                 outcome_name = "error";
                 snprintf(err, sizeof(err), "tool failed to run");
@@ -271,6 +269,10 @@ run_tool_call(struct run *run,
     rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);
     run->result->tool_calls++;
+    /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
+     * workflow does not know is not a label value, so series stay bounded. */
+    rt_metrics_tool(run->metrics, idx != WF_NONE || is_request ? call->name : "unknown",
+                    strcmp(outcome_name, "ok") == 0, (double)(weft__monotonic_ns() - t0) / 1e9);
     rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->plan.steps[step], call->name);
     tool_outcome_cleanup(&outcome);
     json_decref(args);

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "engine.h"
+#include "metrics_store.h"
 
 #include "../tracing/ids.h"
 #include "../tracing/util.h"
@@ -247,6 +248,7 @@ rt_save_step(struct run *run, size_t index)
         rt_cursors_save(run);
         (void)state_commit(run->state);
     }
+    rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false); /* throttled */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -727,6 +729,7 @@ teardown(struct run *run)
     weft__free(run->workspace);
     weft__free(run->stored_input);
     rt_metrics_free(run->metrics);
+    rt_mstore_free(run->mstore);
     pthread_mutex_destroy(&run->lock);
 }
 
@@ -1746,6 +1749,9 @@ weft_run(const struct weft_workflow *workflow,
         goto fail;
     }
     err = state_open(state_path, &run.state, error, error_len);
+    if (err == WEFT_OK) {
+        run.mstore = rt_mstore_open(state_path);
+    }
     weft__free(state_path);
     if (err != WEFT_OK) {
         goto fail;
@@ -1826,7 +1832,8 @@ weft_run(const struct weft_workflow *workflow,
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
     rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
-    run.metrics = rt_metrics_new(run.opts->meter, workflow->name);
+    (void)rt_mstore_start(run.mstore, run.run_id, run.opts->provider);
+    run.metrics = rt_metrics_new_tee(rt_mstore_meter(run.mstore), run.opts->meter, workflow->name);
     rt_metrics_run_start(run.metrics, &run.metrics_token);
     rt_watchdog_start(&run);
     rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
@@ -1877,6 +1884,7 @@ weft_run(const struct weft_workflow *workflow,
     }
     rt_cursors_save(&run);
     rt_metrics_run_end(run.metrics, run.metrics_token, r);
+    rt_mstore_checkpoint(run.mstore, rt_metrics_events(run.metrics), true);
     rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
     teardown(&run);
     if (err != WEFT_OK) {

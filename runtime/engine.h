@@ -41,6 +41,8 @@ typedef enum rt_layer {
 
 const char *rt_layer_name(rt_layer layer);
 
+struct rt_mstore;
+
 struct run {
     const struct weft_workflow *wf;
     const struct weft_run_options *opts;
@@ -70,7 +72,8 @@ struct run {
     unsigned corrections;       /* correction attempts so far (valid or not) */
     struct rt_metrics *metrics; /* NULL: no meter */
     uint64_t metrics_token;
-    const char *last_actor; /* the previous step's agent, for hand-off counts */
+    struct rt_mstore *mstore; /* per-run metric snapshots (metrics_store.h); NULL: none */
+    const char *last_actor;   /* the previous step's agent, for hand-off counts */
     struct watchdog watchdog;
     /* Flows run steps on worker threads. They share the run under one lock, released only
      * around blocking work (LLM calls, tools), so steps overlap while they wait on I/O and

@@ -8,12 +8,15 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define MAX_ACTIVE 1024
 
 struct rt_metrics {
     char *workflow;
+    struct rt_metrics *tee;  /* records the same measurements, or NULL (rt_metrics_new_tee) */
+    _Atomic uint64_t events; /* measurements so far: a snapshot with nothing new is skipped */
     struct weft_instrument *invocations;
     struct weft_instrument *step_duration;
     struct weft_instrument *loops;
@@ -149,6 +152,27 @@ rt_metrics_new(struct weft_meter *meter, const char *workflow)
     return m;
 }
 
+struct rt_metrics *
+rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const char *workflow)
+{
+    struct rt_metrics *m = NULL;
+
+    if (run_meter == NULL) {
+        return rt_metrics_new(meter, workflow);
+    }
+    m = rt_metrics_new(run_meter, workflow);
+    if (m != NULL && meter != NULL) {
+        m->tee = rt_metrics_new(meter, workflow);
+    }
+    return m;
+}
+
+uint64_t
+rt_metrics_events(struct rt_metrics *m)
+{
+    return m != NULL ? atomic_load_explicit(&m->events, memory_order_relaxed) : 0;
+}
+
 const char *
 rt_metrics_workflow(const struct rt_metrics *m)
 {
@@ -161,6 +185,7 @@ rt_metrics_free(struct rt_metrics *m)
     if (m == NULL) {
         return;
     }
+    rt_metrics_free(m->tee);
     weft__free(m->workflow);
     weft__free(m);
 }
@@ -178,6 +203,9 @@ rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
     }
     a[0] = WF(m);
     weft_counter_add(m->active, 1, a, 1);
+    if (m->tee != NULL) {
+        weft_counter_add(m->tee->active, 1, a, 1);
+    }
     pthread_mutex_lock(&active_lock);
     if (active_count < MAX_ACTIVE) {
         *token = next_token++;
@@ -197,6 +225,7 @@ rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_r
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     a[0] = WF(m);
     a[1] = weft_attr_str("status", weft_run_status_name(r->status));
     weft_counter_add(m->active, -1, a, 1);
@@ -207,6 +236,13 @@ rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_r
         total += r->loops[k];
     }
     weft_histogram_record(m->run_loops, (double)total, a, 1);
+    if (m->tee != NULL) {
+        weft_counter_add(m->tee->active, -1, a, 1);
+        weft_counter_add(m->tee->runs, 1, a, 2);
+        weft_histogram_record(m->tee->run_duration, (double)r->duration_ns / 1e9, a, 1);
+        weft_histogram_record(m->tee->reward, r->reward, a, 1);
+        weft_histogram_record(m->tee->run_loops, (double)total, a, 1);
+    }
     pthread_mutex_lock(&active_lock);
     for (size_t i = 0; i < active_count; i++) {
         if (active_token[i] == token) {
@@ -227,6 +263,8 @@ rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, doubl
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_agent(m->tee, agent, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
@@ -243,6 +281,8 @@ rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
     if (m == NULL || from == NULL || to == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_handoff(m->tee, from, to);
     a[0] = WF(m);
     a[1] = weft_attr_str("from", from);
     a[2] = weft_attr_str("to", to);
@@ -257,6 +297,8 @@ rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_loop(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", weft_loop_kind_name(kind));
     weft_counter_add(m->loops, 1, a, 2);
@@ -273,6 +315,8 @@ rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_verdict(m->tee, agent, verdict);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
     a[2] = weft_attr_str("verdict", verdict);
@@ -287,6 +331,8 @@ rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double 
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_tool(m->tee, tool, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.tool.name", tool);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
@@ -302,6 +348,8 @@ rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_correction(m->tee, is_rewired);
     a[0] = WF(m);
     a[1] = weft_attr_str("outcome", is_rewired ? "rewired" : "invalid");
     weft_counter_add(m->corrections, 1, a, 2);
@@ -315,6 +363,8 @@ rt_metrics_stuck(struct rt_metrics *m, const char *kind)
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_stuck(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", kind);
     weft_counter_add(m->stuck, 1, a, 2);
@@ -337,6 +387,9 @@ rt_metrics_llm(struct rt_metrics *m,
     if (m == NULL) {
         return;
     }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    rt_metrics_llm(m->tee, provider, model, purpose, input_tokens, output_tokens, cost_usd, seconds,
+                   error_type);
     a[n++] = weft_attr_str("gen_ai.operation.name", "chat");
     a[n++] = weft_attr_str("gen_ai.provider.name", provider);
     a[n++] = weft_attr_str("gen_ai.request.model", model);
@@ -403,6 +456,41 @@ rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info)
             }
             total += n;
         }
+    }
+    json_decref(loops);
+    weft_histogram_record(m->run_loops, total, a, 1);
+}
+
+void
+rt_metrics_stored_end(struct rt_metrics *m, const struct weft_run_info *info, bool is_end_missing)
+{
+    struct weft_attr a[2];
+    json_t *loops = NULL;
+    const char *kind = NULL;
+    json_t *count = NULL;
+    double total = 0;
+
+    if (m == NULL) {
+        return;
+    }
+    a[0] = WF(m);
+    weft_counter_add(m->active, info->ended_ns == 0 ? 1 : 0, a, 1);
+    if (info->ended_ns == 0 || !is_end_missing) {
+        return;
+    }
+    /* The run's snapshots stop before its end (it was killed, then marked by another
+     * process): its end-of-run families come from the row. */
+    a[1] = weft_attr_str("status", info->status != NULL ? info->status : "unknown");
+    weft_counter_add(m->runs, 1, a, 2);
+    weft_histogram_record(
+        m->run_duration,
+        info->ended_ns > info->started_ns ? (double)(info->ended_ns - info->started_ns) / 1e9 : 0.0,
+        a, 1);
+    weft_histogram_record(m->reward, info->reward, a, 1);
+    loops = info->loops != NULL ? json_loads(info->loops, 0, NULL) : NULL;
+    json_object_foreach(loops, kind, count)
+    {
+        total += json_is_integer(count) ? (double)json_integer_value(count) : 0;
     }
     json_decref(loops);
     weft_histogram_record(m->run_loops, total, a, 1);

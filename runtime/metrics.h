@@ -19,7 +19,14 @@ struct rt_metrics;
 
 /* Create (or find) every instrument on @p meter. NULL meter: returns NULL (metrics off). */
 struct rt_metrics *rt_metrics_new(struct weft_meter *meter, const char *workflow);
+/* As rt_metrics_new() on @p run_meter (the run's own meter, persisted by metrics_store.c),
+ * with every measurement also recorded on @p meter (the caller's, may be NULL). A NULL
+ * @p run_meter is rt_metrics_new(meter, workflow). Free with rt_metrics_free(). */
+struct rt_metrics *
+rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const char *workflow);
 void rt_metrics_free(struct rt_metrics *m);
+/* How many measurements @p m has taken (0 for NULL): tells a snapshot whether anything moved. */
+uint64_t rt_metrics_events(struct rt_metrics *m);
 /* The workflow label of @p m ("" when none). */
 const char *rt_metrics_workflow(const struct rt_metrics *m);
 
@@ -46,6 +53,11 @@ void rt_metrics_llm(struct rt_metrics *m,
  * ended counts as active; a finished one adds to runs{status}, duration, reward, cost (by
  * workflow only: the store keeps no per-model split) and loops by kind. */
 void rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info);
+/* weft serve, for a run whose per-run snapshots hold its collaboration metrics: only the
+ * runs-in-progress gauge, plus (when @p is_end_missing and the row has ended) the end-of-run
+ * families (runs by status, duration, reward, loops per run) from the row. */
+void
+rt_metrics_stored_end(struct rt_metrics *m, const struct weft_run_info *info, bool is_end_missing);
 void
 rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_success, uint64_t count);
 /* Replace the process-local oldest-active-run gauge with the store's value. */

@@ -5,6 +5,7 @@
  * file: reading must not create state.
  */
 #include "metrics.h"
+#include "metrics_store.h"
 #include "state.h"
 
 #include "../tracing/util.h"
@@ -309,109 +310,10 @@ weft_run_details_free(struct weft_run_details *d)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Metrics across stored runs (weft serve)                                                     */
-
-#define STORE_METRICS_MAX_RUNS 100000
-
-struct store_fold {
-    struct weft_meter *meter;
-    struct rt_metrics **by_workflow; /* one per distinct workflow name, in first-seen order */
-    size_t count;
-    uint64_t now_ns;
-    uint64_t oldest_start_ns; /* 0 when no run is in progress */
-};
-
-static struct rt_metrics *
-fold_metrics(struct store_fold *f, const char *workflow)
-{
-    struct rt_metrics **grown = NULL;
-    struct rt_metrics *m = NULL;
-
-    for (size_t i = 0; i < f->count; i++) {
-        if (strcmp(rt_metrics_workflow(f->by_workflow[i]), workflow) == 0) {
-            return f->by_workflow[i];
-        }
-    }
-    grown = weft__realloc(f->by_workflow, (f->count + 1) * sizeof(*grown));
-    if (grown == NULL) {
-        return NULL;
-    }
-    f->by_workflow = grown;
-    m = rt_metrics_new(f->meter, workflow);
-    if (m != NULL) {
-        f->by_workflow[f->count++] = m;
-    }
-    return m;
-}
-
-static weft_err
-fold_run(struct weft_run_info *info, void *user_data)
-{
-    struct store_fold *f = user_data;
-    struct rt_metrics *m = fold_metrics(f, info->workflow != NULL ? info->workflow : "");
-
-    if (m == NULL) {
-        return WEFT_ENOMEM;
-    }
-    rt_metrics_stored_run(m, info);
-    if (info->ended_ns == 0 && (f->oldest_start_ns == 0 || info->started_ns < f->oldest_start_ns)) {
-        f->oldest_start_ns = info->started_ns;
-    }
-    return WEFT_OK;
-}
-
-static weft_err
-fold_agents(const char *workflow, const char *agent, bool is_success, uint64_t count, void *ud)
-{
-    struct rt_metrics *m = fold_metrics(ud, workflow != NULL ? workflow : "");
-
-    if (m == NULL) {
-        return WEFT_ENOMEM;
-    }
-    rt_metrics_stored_agents(m, agent != NULL ? agent : "", is_success, count);
-    return WEFT_OK;
-}
+/* Metrics across stored runs (weft serve): per-run snapshots, see metrics_store.c             */
 
 weft_err
 weft_runtime_metrics_from_store(struct weft_meter *meter, const char *state_path)
 {
-    struct store_fold f;
-    struct rt_state *st = NULL;
-    struct rt_metrics *all = NULL;
-    weft_err err = WEFT_OK;
-
-    if (meter == NULL) {
-        return WEFT_EINVAL;
-    }
-    memset(&f, 0, sizeof(f));
-    f.meter = meter;
-    f.now_ns = weft__now_ns();
-    err = weft_runtime_metrics_register(meter);
-    if (err != WEFT_OK) {
-        return err;
-    }
-    all = rt_metrics_new(meter, "");
-    if (all == NULL) {
-        return WEFT_ENOMEM;
-    }
-    err = open_existing(state_path, &st);
-    if (err == WEFT_ENOTFOUND) {
-        err = WEFT_OK; /* no database yet: no runs, every family at zero */
-    } else if (err == WEFT_OK) {
-        err = state_runs_each(st, STORE_METRICS_MAX_RUNS, fold_run, &f);
-        if (err == WEFT_OK) {
-            err = state_agent_counts(st, fold_agents, &f);
-        }
-    }
-    /* The oldest run in progress, across workflows (an unlabelled gauge, as when live). */
-    rt_metrics_stored_oldest(all, f.oldest_start_ns != 0 && f.now_ns > f.oldest_start_ns
-                                      ? (double)(f.now_ns - f.oldest_start_ns) / 1e9
-                                      : 0.0);
-    state_close(st);
-    for (size_t i = 0; i < f.count; i++) {
-        rt_metrics_free(f.by_workflow[i]);
-    }
-    weft__free(f.by_workflow);
-    rt_metrics_free(all);
-    return err;
+    return rt_mstore_fold(meter, state_path);
 }

@@ -742,6 +742,43 @@ weft_histogram_record(struct weft_instrument *histogram,
     return err;
 }
 
+/* Add a whole histogram series (as collected elsewhere) into @p histogram: `weft serve` sums
+ * the per-run snapshots of the state store this way. No exemplars are merged. */
+weft_err
+weft__histogram_merge(struct weft_instrument *histogram,
+                      const struct weft_attr *attrs,
+                      size_t attr_count,
+                      const uint64_t *buckets,
+                      size_t bucket_count,
+                      double sum,
+                      double min,
+                      double max)
+{
+    struct series *s = NULL;
+    uint64_t count = 0;
+    weft_err err = WEFT_OK;
+
+    if (histogram == NULL || histogram->kind != WEFT_INSTRUMENT_HISTOGRAM || buckets == NULL ||
+        bucket_count != histogram->bound_count + 1 || !isfinite(sum)) {
+        return WEFT_EINVAL;
+    }
+    err = locate(histogram, attrs, attr_count, &s);
+    if (s == NULL) {
+        return err;
+    }
+    for (size_t b = 0; b < bucket_count; b++) {
+        atomic_fetch_add_explicit(&s->buckets[b], buckets[b], memory_order_relaxed);
+        count += buckets[b];
+    }
+    atomic_fetch_add_explicit(&s->count, count, memory_order_relaxed);
+    atomic_add_double(&s->sum_bits, sum);
+    if (count > 0 && isfinite(min) && isfinite(max)) {
+        atomic_min_double(&s->min_bits, min);
+        atomic_max_double(&s->max_bits, max);
+    }
+    return err;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Collection                                                                                  */
 
@@ -855,23 +892,43 @@ weft_meter_collect(struct weft_meter *meter, weft_metric_visit_fn fn, void *user
 /* ------------------------------------------------------------------------------------------ */
 /* Provider health                                                                             */
 
+/* Span counts: weft.spans.ended for the provider, the others per processor labelled with its
+ * exporter's name, so that a failing OTLP collector is not hidden behind a healthy store.
+ * Spans the provider itself lost (before any processor) count as exporter="provider". */
 static void
 observe_spans(struct weft_instrument *gauge, void *user_data)
 {
+    struct weft_provider *provider = user_data;
     struct weft_trace_stats st;
-    double v = 0;
+    struct weft_processor *proc = NULL;
+    uint64_t per_exporter = 0;
+    int which = 0;
 
-    weft_provider_get_stats(user_data, &st);
+    weft_provider_get_stats(provider, &st);
     if (strcmp(gauge->name, "weft.spans.ended") == 0) {
-        v = (double)st.spans_ended;
-    } else if (strcmp(gauge->name, "weft.spans.exported") == 0) {
-        v = (double)st.spans_exported;
-    } else if (strcmp(gauge->name, "weft.spans.dropped") == 0) {
-        v = (double)st.spans_dropped;
-    } else {
-        v = (double)st.spans_failed;
+        weft_gauge_observe(gauge, (double)st.spans_ended, NULL, 0);
+        return;
     }
-    weft_gauge_observe(gauge, v, NULL, 0);
+    which = strcmp(gauge->name, "weft.spans.exported") == 0  ? 0
+            : strcmp(gauge->name, "weft.spans.dropped") == 0 ? 1
+                                                             : 2;
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        struct weft_processor_stats ps;
+        struct weft_attr attr;
+        uint64_t v = 0;
+
+        if (weft_processor_get_stats(proc, &ps) != WEFT_OK) {
+            continue;
+        }
+        v = which == 0 ? ps.exported : which == 1 ? ps.dropped : ps.failed;
+        per_exporter += v;
+        attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
+        weft_gauge_observe(gauge, (double)v, &attr, 1);
+    }
+    if (which == 1 && st.spans_dropped > per_exporter) {
+        struct weft_attr attr = weft_attr_str("exporter", "provider");
+        weft_gauge_observe(gauge, (double)(st.spans_dropped - per_exporter), &attr, 1);
+    }
 }
 
 /* Queue fill per batch processor, labelled with its exporter's name: a queue that stays full
@@ -881,6 +938,7 @@ observe_queues(struct weft_instrument *gauge, void *user_data)
 {
     struct weft_provider *provider = user_data;
     bool is_ratio = strcmp(gauge->name, "weft.exporter.queue.utilization") == 0;
+    bool is_cap = strcmp(gauge->name, "weft.exporter.queue.capacity") == 0;
     struct weft_processor *proc = NULL;
 
     for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
@@ -891,9 +949,38 @@ observe_queues(struct weft_instrument *gauge, void *user_data)
             continue; /* the simple processor has no queue */
         }
         attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
-        weft_gauge_observe(
-            gauge, is_ratio ? (double)ps.queue_len / (double)ps.queue_cap : (double)ps.queue_len,
-            &attr, 1);
+        weft_gauge_observe(gauge,
+                           is_ratio ? (double)ps.queue_len / (double)ps.queue_cap
+                           : is_cap ? (double)ps.queue_cap
+                                    : (double)ps.queue_len,
+                           &attr, 1);
+    }
+}
+
+/* Export calls per batch processor, labelled with its exporter's name: how many, how many
+ * failed, and the time spent in them (cumulative; latency = rate(time) / rate(exports)). */
+static void
+observe_exports(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_provider *provider = user_data;
+    int which = strcmp(gauge->name, "weft.exporter.exports") == 0           ? 0
+                : strcmp(gauge->name, "weft.exporter.export.failures") == 0 ? 1
+                                                                            : 2;
+    struct weft_processor *proc = NULL;
+
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        struct weft_processor_stats ps;
+        struct weft_attr attr;
+
+        if (weft_processor_get_stats(proc, &ps) != WEFT_OK || ps.queue_cap == 0) {
+            continue; /* the simple processor exports inline and keeps no timings */
+        }
+        attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
+        weft_gauge_observe(gauge,
+                           which == 0   ? (double)ps.batches
+                           : which == 1 ? (double)ps.failed_batches
+                                        : (double)ps.export_ns / 1e9,
+                           &attr, 1);
     }
 }
 
@@ -931,6 +1018,26 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
     }
     if (err == WEFT_OK) {
         weft_gauge_set_callback(g, observe_queues, provider);
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.queue.capacity",
+                                    "{span}", "Capacity of an exporter's queue", NULL, 0, &g);
+    }
+    if (err == WEFT_OK) {
+        weft_gauge_set_callback(g, observe_queues, provider);
+    }
+    {
+        static const char *const ex_names[] = {
+            "weft.exporter.exports", "weft.exporter.export.failures", "weft.exporter.export.time"};
+        static const char *const ex_units[] = {"{export}", "{export}", "s"};
+        static const char *const ex_help[] = {
+            "Export calls of an exporter since start", "Export calls that failed since start",
+            "Time spent in an exporter's export calls since start"};
+        for (size_t i = 0; err == WEFT_OK && i < 3; i++) {
+            err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, ex_names[i], ex_units[i],
+                                        ex_help[i], NULL, 0, &g);
+            if (err == WEFT_OK) {
+                weft_gauge_set_callback(g, observe_exports, provider);
+            }
+        }
     }
     return err;
 }

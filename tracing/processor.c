@@ -133,6 +133,8 @@ struct batch {
     atomic_uint_fast64_t exported;
     atomic_uint_fast64_t failed;
     atomic_uint_fast64_t batches;
+    atomic_uint_fast64_t failed_batches;
+    atomic_uint_fast64_t export_ns;      /* time spent in export calls */
     struct weft_span **spans;            /* export-thread scratch, max batch size */
     const struct weft_span_data **views; /* same, as exporter views */
 };
@@ -191,11 +193,14 @@ export_spans(struct batch *b, size_t n)
     uint64_t deadline =
         export_deadline(b->opts.export_timeout_ms, atomic_load(&b->shutdown_deadline));
     weft_err err = WEFT_OK;
+    uint64_t t0 = 0;
 
     for (size_t i = 0; i < n; i++) {
         b->views[i] = weft__span_data(b->spans[i]);
     }
+    t0 = weft__monotonic_ns();
     err = exporter->ops->export_batch(exporter->self, b->views, n, deadline, &result);
+    atomic_fetch_add_explicit(&b->export_ns, weft__monotonic_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->batches, 1, memory_order_relaxed);
     if (err == WEFT_OK) {
         uint64_t rejected = result.rejected > n ? n : result.rejected;
@@ -204,6 +209,7 @@ export_spans(struct batch *b, size_t n)
         atomic_fetch_add_explicit(&b->failed, rejected, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&b->failed, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->failed_batches, 1, memory_order_relaxed);
         b->is_failed_since_flush = true;
         record_failure(&b->base, err, n);
     }
@@ -393,6 +399,8 @@ batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
     out->exported = atomic_load_explicit(&b->exported, memory_order_relaxed);
     out->failed = atomic_load_explicit(&b->failed, memory_order_relaxed);
     out->batches = atomic_load_explicit(&b->batches, memory_order_relaxed);
+    out->failed_batches = atomic_load_explicit(&b->failed_batches, memory_order_relaxed);
+    out->export_ns = atomic_load_explicit(&b->export_ns, memory_order_relaxed);
     out->dropped = weft__counter_read(&b->dropped);
     out->queue_len = queue_len(b);
     out->queue_cap = b->queue.cap;

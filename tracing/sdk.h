@@ -32,6 +32,19 @@ weft__counter_add(struct weft__counter *c, uint64_t n)
 }
 uint64_t weft__counter_read(const struct weft__counter *c);
 
+/* Metrics SDK: add a collected histogram series (bound_count + 1 buckets, sum, min, max) to
+ * the series of @p attrs. @return as weft_histogram_record(); WEFT_EINVAL on a bucket-count
+ * mismatch. */
+struct weft_instrument;
+weft_err weft__histogram_merge(struct weft_instrument *histogram,
+                               const struct weft_attr *attrs,
+                               size_t attr_count,
+                               const uint64_t *buckets,
+                               size_t bucket_count,
+                               double sum,
+                               double min,
+                               double max);
+
 /* Processor internals: the provider calls on_end for each ended recording span. */
 struct weft__processor_vtable {
     void (*on_end)(struct weft_processor *proc, struct weft_span *span);

@@ -104,9 +104,13 @@ WEFT_API weft_err weft_gauge_observe(struct weft_instrument *gauge,
                                      size_t attr_count);
 
 /** weft's own health as callback gauges on @p meter, read from @p provider at each collection:
- * weft.spans.ended, weft.spans.exported, weft.spans.dropped and weft.spans.failed (cumulative
- * counts since the provider started; observed, hence gauges). Telemetry that was lost is
- * visible where the alerts look. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * weft.spans.ended (unlabelled), weft.spans.exported, weft.spans.dropped and weft.spans.failed
+ * per exporter (label exporter: the exporter's name; spans the provider lost before any
+ * processor are dropped{exporter="provider"}), all cumulative counts since the provider
+ * started (observed, hence gauges); and weft.exporter.queue.size, .capacity and .utilization,
+ * weft.exporter.exports, .export.failures and .export.time (cumulative seconds in export
+ * calls) per batch processor (label exporter). Telemetry that was lost is visible where the alerts
+ * look. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
  * Ownership: @p provider is borrowed while the meter lives. */
 WEFT_API weft_err weft_meter_observe_provider(struct weft_meter *meter,
                                               struct weft_provider *provider);

@@ -240,15 +240,30 @@ WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
  * its meter. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
 WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
 
-/** Fill @p meter (a fresh one: values are added) with the collaboration metrics the state
- * database holds across runs, as `weft serve` exposes them: runs by workflow and status, run
- * duration, reward, loop iterations by kind and per run, circuit-breaker trips, cost by
- * workflow, agent invocations by outcome, runs in progress (stored runs that never ended,
- * killed ones included until `weft resume`) and the oldest one's age. Every other family is
- * registered at zero. At most the 100000 most recent runs are read.
+/** Fill @p meter (a fresh one: values are added) with the metrics the state database holds
+ * across runs, as `weft serve` exposes them. Every run persists its collaboration metrics and
+ * its span pipeline's counts per run (table run_metrics, written at checkpoints: after a step,
+ * at most once a second, and at run end), with the names and labels a live run uses; they are
+ * summed across runs per (name, labels). Also: runs in progress (stored runs that never ended,
+ * killed ones included until `weft resume`) and the oldest one's age, and exporter queue gauges
+ * of runs in progress (fullest queue for utilization). Runs stored before per-run snapshots
+ * existed count from their run rows (runs, duration, reward, loops, cost, agent outcomes).
+ * Every family is registered, at zero before the first run. At most the 100000 most recent runs
+ * are read. docs/metrics.md lists the families.
  * @param state_path NULL means $WEFT_HOME/state.db; a missing database is no runs.
  * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM. */
 WEFT_API weft_err weft_runtime_metrics_from_store(struct weft_meter *meter, const char *state_path);
+
+/** Persist @p provider's span counts (weft.spans.ended; exported, dropped and failed per
+ * exporter; queue gauges) as run @p run_id's, replacing what its last checkpoint stored. Call
+ * it after weft_provider_shutdown(), so that spans exported at shutdown count: `weft run` does.
+ * The counts are the provider's since it was created, so use a provider per run.
+ * @param state_path NULL means $WEFT_HOME/state.db.
+ * @return WEFT_OK, WEFT_EINVAL (NULL run id or provider), WEFT_EIO (database), WEFT_ENOMEM.
+ * Ownership: borrows everything for the call. Thread-safety: any thread. */
+WEFT_API weft_err weft_run_metrics_save_provider(const char *state_path,
+                                                 const char *run_id,
+                                                 struct weft_provider *provider);
 
 /** Free a run result. NULL is a no-op. */
 WEFT_API void weft_run_result_free(struct weft_run_result *result);

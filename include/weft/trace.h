@@ -471,6 +471,10 @@ struct weft_processor_stats {
     uint64_t batches;  /**< export calls made */
     size_t queue_len;  /**< spans waiting now */
     size_t queue_cap;  /**< queue capacity */
+    /** Export calls that failed (batch processor; 0 for the simple one). */
+    uint64_t failed_batches;
+    /** Time spent in export calls, in ns (batch processor; 0 for the simple one). */
+    uint64_t export_ns;
 };
 
 /** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL. */

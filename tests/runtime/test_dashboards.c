@@ -1,72 +1,198 @@
-/* tests/runtime/test_dashboards.c - the shipped Grafana dashboard: valid JSON, a datasource
- * variable and no hard-coded datasource uid, unique panel ids with a grid position, and every
- * metric a panel queries present in a real scrape of weft's /metrics output after a scripted run
- * (so a renamed metric breaks this test, not a dashboard in production). */
+/* tests/runtime/test_dashboards.c - the shipped Grafana dashboard and alert rules against a
+ * real `weft serve`: every scripted example (examples/STAR/workflow.json but openai) and a
+ * stuck-loop workflow of the test's own run through the built `weft` binary into a throwaway
+ * WEFT_HOME, `weft serve` listens on 127.0.0.1 port 0, and every weft_STAR or gen_ai_STAR metric
+ * that a panel or an alert rule queries must have samples in its scrape (so a renamed metric,
+ * or one `weft serve` does not export, breaks this test, not a dashboard in production).
+ * The dashboard is also checked for valid JSON, a datasource variable and no hard-coded
+ * datasource uid, unique panel ids with a grid position. A promtool rule unit test built from
+ * two real scrapes (before and after the stuck run) checks that the shipped stuck-loop alert
+ * fires (skipped when promtool is not installed). */
+#include "support/serve_proc.h"
 #include "support/weft_test.h"
 
 #include <ctype.h>
+#include <glob.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
-/* The metric names a scrape exposes: every "# TYPE" family, with histogram series suffixes. */
-static json_t *
-scraped_names(void)
-{
-    struct weft_meter *meter = NULL;
-    struct weft_provider *provider = NULL;
-    struct weft_workflow *wf = NULL;
-    struct weft_run_result *r = NULL;
-    struct weft_run_options ro;
-    json_t *names = json_object();
-    char dir[] = "/tmp/weft-dash-XXXXXX";
-    char path[300];
-    char state[300];
-    char cmd[100];
-    char *text = NULL;
-    size_t len = 0;
+#define WEFT_BIN WEFT_BINARY_DIR "/weft"
 
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof(path), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
-    snprintf(state, sizeof(state), "%s/state.db", dir);
-    assert_weft_ok(weft_meter_new(NULL, &meter));
-    assert_weft_ok(weft_provider_new(NULL, &provider));
-    assert_weft_ok(weft_runtime_metrics_register(meter));
-    assert_weft_ok(weft_meter_observe_provider(meter, provider));
-    assert_weft_ok(weft_workflow_load(path, &wf, NULL));
-    memset(&ro, 0, sizeof(ro));
-    ro.meter = meter;
-    ro.provider = provider;
-    ro.workspace = dir;
-    ro.state_path = state;
-    assert_weft_ok(weft_run(wf, &ro, &r, NULL, 0));
-    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
-    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        char name[256];
-        char type[32];
-        if (sscanf(line, "# TYPE %255s %31s", name, type) == 2) {
+/* A workflow that loops on one agent with the same task: the watchdog's repeated_agent
+ * detector fires (policy warn, so the run completes). Self-contained: its own script. */
+#define STUCK_WORKFLOW                                                                       \
+    "{\"name\": \"dash-stuck\", \"models\": {\"m\": {\"provider\": \"scripted\", "           \
+    "\"script\": \"script.json\"}}, \"supervisor\": {\"watchdog\": {\"policy\": \"warn\"}}," \
+    " \"agents\": [{\"name\": \"poller\"}], \"plan\": ["                                     \
+    "{\"agent\": \"poller\", \"task\": \"Check the build status\"},"                         \
+    " {\"agent\": \"poller\", \"task\": \"check the  build status\"},"                       \
+    " {\"agent\": \"poller\", \"task\": \"Check the build status\"},"                        \
+    " {\"agent\": \"poller\", \"task\": \"Check the build status\"}]}"
+#define STUCK_SCRIPT                                                                     \
+    "{\"responses\": {\"poller\": {\"act\": [{\"content\": \"pending\"}, {\"content\": " \
+    "\"pending\"}, {\"content\": \"pending\"}, {\"content\": \"pending\"}]}}}"
+
+struct world {
+    char home[64];
+    char *before;  /* scrape after the examples, before the stuck run */
+    char *after;   /* scrape after everything */
+    json_t *names; /* metric names with at least one sample in the last scrape */
+};
+
+static struct world world;
+
+static void
+put(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *fp = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static char *
+scrape(const char *home)
+{
+    unsigned port = 0;
+    pid_t pid = serve_proc_start(WEFT_BIN, home, &port);
+    long status = 0;
+    char *text = serve_proc_get(port, "/metrics", 10000, &status);
+
+    assert_non_null(text);
+    assert_int_equal(status, 200);
+    serve_proc_stop(pid);
+    return text;
+}
+
+/* Names of the samples of a scrape (histograms show as their _bucket/_sum/_count samples). */
+static json_t *
+sample_names(const char *text)
+{
+    json_t *names = json_object();
+
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t n = strcspn(line, "{ \n");
+
+        if (line[0] != '#' && n > 0 && n < 256) {
+            char name[256];
+            memcpy(name, line, n);
+            name[n] = '\0';
             json_object_set_new(names, name, json_true());
-            if (strcmp(type, "histogram") == 0) {
-                static const char *const sfx[] = {"_bucket", "_sum", "_count"};
-                for (int i = 0; i < 3; i++) {
-                    char full[300];
-                    snprintf(full, sizeof(full), "%s%s", name, sfx[i]);
-                    json_object_set_new(names, full, json_true());
-                }
+        }
+        if (end == NULL) {
+            break;
+        }
+        line = end + 1;
+    }
+    return names;
+}
+
+static int
+setup_world(void **state)
+{
+    glob_t g;
+    char ws[128];
+
+    (void)state;
+    memset(&world, 0, sizeof(world));
+    snprintf(world.home, sizeof(world.home), "/tmp/weft-dash-XXXXXX");
+    if (mkdtemp(world.home) == NULL) {
+        return -1;
+    }
+    snprintf(ws, sizeof(ws), "%s/ws", world.home);
+    if (glob(WEFT_SOURCE_DIR "/examples/*/workflow.json", 0, NULL, &g) != 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *args[] = {"run", g.gl_pathv[i], "-q", "--no-trace", "--workspace", ws, NULL};
+        if (strstr(g.gl_pathv[i], "/openai/") != NULL) {
+            continue; /* needs a real API key */
+        }
+        /* Examples may end in any status; what matters is what they recorded. */
+        (void)serve_proc_run(WEFT_BIN, world.home, NULL, args);
+    }
+    globfree(&g);
+    world.before = scrape(world.home);
+    put(world.home, "stuck.json", STUCK_WORKFLOW);
+    put(world.home, "script.json", STUCK_SCRIPT);
+    {
+        char wf[128];
+        snprintf(wf, sizeof(wf), "%s/stuck.json", world.home);
+        const char *args[] = {"run", wf, "-q", "--no-trace", "--workspace", ws, NULL};
+        (void)serve_proc_run(WEFT_BIN, world.home, NULL, args);
+    }
+    world.after = scrape(world.home);
+    world.names = sample_names(world.after);
+    return 0;
+}
+
+static int
+teardown_world(void **state)
+{
+    char cmd[128];
+
+    (void)state;
+    free(world.before);
+    free(world.after);
+    json_decref(world.names);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", world.home);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Check every metric an expression names against the scrape; @return how many it named.
+ * Label names (before = or !=, or inside by/without (...)) are not metrics. */
+static size_t
+check_expr(const char *expr, const char *where)
+{
+    bool is_in_grouping = false;
+    bool was_by = false;
+    size_t checked = 0;
+
+    for (const char *p = expr; *p != '\0';) {
+        if (isalpha((unsigned char)*p) || *p == '_') {
+            char word[256];
+            size_t n = 0;
+            const char *after = NULL;
+            while ((isalnum((unsigned char)*p) || *p == '_' || *p == ':') && n < 255) {
+                word[n++] = *p++;
             }
+            word[n] = '\0';
+            after = p;
+            while (*after == ' ') {
+                after++;
+            }
+            was_by = strcmp(word, "by") == 0 || strcmp(word, "without") == 0;
+            if (!is_in_grouping && *after != '=' && *after != '!' &&
+                (strncmp(word, "weft_", 5) == 0 || strncmp(word, "gen_ai_", 7) == 0)) {
+                if (json_object_get(world.names, word) == NULL) {
+                    fail_msg("%s queries %s, which `weft serve` does not export after the "
+                             "examples ran",
+                             where, word);
+                }
+                checked++;
+            }
+        } else {
+            if (*p == '(' && was_by) {
+                is_in_grouping = true;
+            } else if (*p == ')') {
+                is_in_grouping = false;
+            }
+            if (*p != ' ') {
+                was_by = false;
+            }
+            p++;
         }
     }
-    free(text);
-    weft_run_result_free(r);
-    weft_workflow_free(wf);
-    weft_provider_shutdown(provider, 1000);
-    weft_provider_free(provider);
-    weft_meter_free(meter);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-    return names;
+    return checked;
 }
 
 /* Every "uid" in the document is the datasource variable. */
@@ -99,7 +225,6 @@ test_dashboards_grafana_queries_exported_metrics(void **state)
     char path[300];
     json_error_t jerr;
     json_t *dash = NULL;
-    json_t *names = scraped_names();
     json_t *panel = NULL;
     json_t *ids = json_object();
     size_t i = 0;
@@ -134,50 +259,145 @@ test_dashboards_grafana_queries_exported_metrics(void **state)
         {
             const char *expr = json_string_value(json_object_get(target, "expr"));
             assert_non_null(expr);
-            /* Each identifier that names a weft or GenAI metric must be in the scrape; label
-             * names (before = or !=, or inside by (...)) are not metrics. */
-            bool is_in_grouping = false;
-            bool was_by = false;
-            for (const char *p = expr; *p != '\0';) {
-                if (isalpha((unsigned char)*p) || *p == '_') {
-                    char word[256];
-                    size_t n = 0;
-                    const char *after = NULL;
-                    while ((isalnum((unsigned char)*p) || *p == '_' || *p == ':') && n < 255) {
-                        word[n++] = *p++;
-                    }
-                    word[n] = '\0';
-                    after = p;
-                    while (*after == ' ') {
-                        after++;
-                    }
-                    was_by = strcmp(word, "by") == 0 || strcmp(word, "without") == 0;
-                    if (!is_in_grouping && *after != '=' && *after != '!' &&
-                        (strncmp(word, "weft_", 5) == 0 || strncmp(word, "gen_ai_", 7) == 0)) {
-                        if (json_object_get(names, word) == NULL) {
-                            fail_msg("panel '%s' queries %s, which weft does not export",
-                                     json_string_value(json_object_get(panel, "title")), word);
-                        }
-                        checked++;
-                    }
-                } else {
-                    if (*p == '(' && was_by) {
-                        is_in_grouping = true;
-                    } else if (*p == ')') {
-                        is_in_grouping = false;
-                    }
-                    if (*p != ' ') {
-                        was_by = false;
-                    }
-                    p++;
-                }
+            {
+                char where[300];
+                snprintf(where, sizeof(where), "panel '%s'",
+                         json_string_value(json_object_get(panel, "title")));
+                checked += check_expr(expr, where);
             }
         }
     }
     assert_true(checked >= 14);
     json_decref(ids);
-    json_decref(names);
     json_decref(dash);
+}
+
+/* The expressions of the alert rules: `expr: text` on one line, or `expr: |` followed by a
+ * block of deeper-indented lines. */
+static void
+test_dashboards_alert_rules_query_exported_metrics(void **state)
+{
+    FILE *fp = fopen(WEFT_SOURCE_DIR "/dashboards/weft-alerts.yml", "r");
+    char line[1024];
+    char expr[4096] = "";
+    char alert[256] = "?";
+    size_t block_indent = 0;
+    bool is_in_block = false;
+    size_t checked = 0;
+    size_t rules = 0;
+
+    (void)state;
+    assert_non_null(fp);
+    while (fgets(line, sizeof(line), fp) != NULL) {
+        size_t indent = strspn(line, " ");
+        const char *text = line + indent;
+        const char *a = strstr(line, "- alert: ");
+
+        if (is_in_block) {
+            if (indent > block_indent || text[0] == '\n') {
+                strncat(expr, text, sizeof(expr) - strlen(expr) - 1);
+                continue;
+            }
+            checked += check_expr(expr, alert);
+            is_in_block = false;
+        }
+        if (a != NULL) {
+            snprintf(alert, sizeof(alert), "alert %.*s", (int)strcspn(a + 9, "\n"), a + 9);
+            rules++;
+        } else if (strncmp(text, "expr:", 5) == 0) {
+            const char *rest = text + 5 + strspn(text + 5, " ");
+            if (rest[0] == '|') {
+                is_in_block = true;
+                block_indent = indent;
+                expr[0] = '\0';
+            } else {
+                checked += check_expr(rest, alert);
+            }
+        }
+    }
+    if (is_in_block) {
+        checked += check_expr(expr, alert);
+    }
+    fclose(fp);
+    assert_true(rules >= 9);
+    assert_true(checked >= 12);
+}
+
+/* The shipped stuck-loop alert fires on input series taken from real scrapes: each
+ * weft_stuck_loops_total series of the stuck workflow holds its value before the run for
+ * three minutes, then its value after. */
+static void
+test_dashboards_stuck_loop_alert_fires_on_a_real_scrape(void **state)
+{
+    char path[256];
+    char cmd[512];
+    FILE *fp = NULL;
+    size_t series = 0;
+
+    (void)state;
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        skip();
+    }
+    snprintf(path, sizeof(path), "%s/stuck.test.yml", world.home);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "rule_files:\n  - %s/dashboards/weft-alerts.yml\nevaluation_interval: 1m\n"
+            "tests:\n  - interval: 1m\n    input_series:\n",
+            WEFT_SOURCE_DIR);
+    for (const char *line = world.after; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        static const char name[] = "weft_stuck_loops_total{";
+
+        if (strncmp(line, name, sizeof(name) - 1) == 0 && len < 1024) {
+            char sample[1024];
+            char *value = NULL;
+            double before = 0;
+            double after = 0;
+            size_t n = 0;
+
+            snprintf(sample, sizeof(sample), "%.*s", (int)len, line);
+            value = strrchr(sample, ' ');
+            assert_non_null(value);
+            *value++ = '\0';
+            after = strtod(value, NULL);
+            /* The same series in the earlier scrape, or 0 when it had none. */
+            {
+                const char *labels[] = {strchr(sample, '{'), NULL};
+                char exact[1024];
+                snprintf(exact, sizeof(exact), "%s", labels[0]);
+                labels[0] = exact;
+                before = serve_proc_sum(world.before, "weft_stuck_loops_total", labels, &n);
+            }
+            if (strstr(sample, "workflow=\"dash-stuck\"") != NULL) {
+                assert_true(after > before);
+                fprintf(fp, "      - series: '%s'\n        values: '%g %g %g %g %g %g'\n", sample,
+                        before, before, before, after, after, after);
+                series++;
+            }
+        }
+        if (end == NULL) {
+            break;
+        }
+        line = end + 1;
+    }
+    assert_true(series >= 1); /* the stuck run's detection is in the scrape */
+    fprintf(
+        fp,
+        "    alert_rule_test:\n      - eval_time: 4m\n        alertname: WeftStuckLoopDetected\n"
+        "        exp_alerts:\n          - exp_labels: {severity: page, workflow: dash-stuck,"
+        " kind: repeated_agent}\n            exp_annotations:\n"
+        "              summary: \"weft workflow dash-stuck is stuck (repeated_agent)\"\n"
+        "              description: \"The stuck-loop watchdog fired %.2f times in 5 minutes."
+        " Find the run's trace by its weft.stuck_loop event.\"\n"
+        "      - eval_time: 2m\n        alertname: WeftStuckLoopDetected\n"
+        "        exp_alerts: []\n",
+        serve_proc_sum(world.after, "weft_stuck_loops_total",
+                       (const char *const[]){"workflow=\"dash-stuck\"", NULL}, NULL));
+    fclose(fp);
+    snprintf(cmd, sizeof(cmd), "promtool test rules '%s' >&2", path);
+    assert_int_equal(system(cmd), 0);
 }
 
 int
@@ -185,6 +405,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dashboards_grafana_queries_exported_metrics),
+        cmocka_unit_test(test_dashboards_alert_rules_query_exported_metrics),
+        cmocka_unit_test(test_dashboards_stuck_loop_alert_fires_on_a_real_scrape),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup_world, teardown_world);
 }

@@ -375,9 +375,10 @@ test_metrics_provider_health_gauges(void **state)
     }
     got = collect(m);
     assert_true(find(got, "weft.spans.ended", "")->value == 3.0);
-    assert_true(find(got, "weft.spans.exported", "")->value == 3.0);
-    assert_true(find(got, "weft.spans.dropped", "")->value == 0.0);
-    assert_true(find(got, "weft.spans.failed", "")->value == 0.0);
+    /* Per exporter, so that one failing exporter is not hidden behind a healthy one. */
+    assert_true(find(got, "weft.spans.exported", "exporter=memory")->value == 3.0);
+    assert_true(find(got, "weft.spans.dropped", "exporter=memory")->value == 0.0);
+    assert_true(find(got, "weft.spans.failed", "exporter=memory")->value == 0.0);
     assert_weft_err(weft_meter_observe_provider(m, NULL), WEFT_EINVAL);
     weft_meter_free(m);
     weft_provider_shutdown(p, 1000);

@@ -1,0 +1,174 @@
+/* tests/support/serve_proc.c - see serve_proc.h. */
+#include "serve_proc.h"
+
+#include "weft_test.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+int
+serve_proc_run(const char *bin, const char *home, const char *out_path, const char *const *args)
+{
+    const char *argv[64];
+    size_t n = 0;
+    posix_spawn_file_actions_t fa;
+    pid_t pid = 0;
+    int status = 0;
+
+    argv[n++] = bin;
+    for (size_t i = 0; args[i] != NULL && n < 63; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    weft_test_setenv("WEFT_HOME", home);
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path != NULL ? out_path : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+pid_t
+serve_proc_start(const char *bin, const char *home, unsigned *port)
+{
+    const char *argv[] = {bin, "serve", "--addr", "127.0.0.1:0", NULL};
+    posix_spawn_file_actions_t fa;
+    char err_path[512];
+    pid_t pid = 0;
+
+    *port = 0;
+    snprintf(err_path, sizeof(err_path), "%s/serve.err", home);
+    weft_test_setenv("WEFT_HOME", home);
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_int_equal(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    /* Poll its stderr for the port line: the server prints it once it listens. */
+    for (int i = 0; i < 1000 && *port == 0; i++) {
+        char text[1024] = "";
+        FILE *fp = fopen(err_path, "r");
+        const char *p = NULL;
+
+        if (fp != NULL) {
+            size_t got = fread(text, 1, sizeof(text) - 1, fp);
+            text[got] = '\0';
+            fclose(fp);
+        }
+        p = strstr(text, "listening on port ");
+        if (p != NULL) {
+            *port = (unsigned)strtoul(p + 18, NULL, 10);
+        } else {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_true(*port > 0);
+    return pid;
+}
+
+void
+serve_proc_stop(pid_t pid)
+{
+    int status = 0;
+
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+struct body {
+    char *data;
+    size_t len;
+};
+
+static size_t
+on_data(char *p, size_t size, size_t n, void *ud)
+{
+    struct body *b = ud;
+    char *grown = realloc(b->data, b->len + size * n + 1);
+
+    if (grown == NULL) {
+        return 0;
+    }
+    b->data = grown;
+    memcpy(b->data + b->len, p, size * n);
+    b->len += size * n;
+    b->data[b->len] = '\0';
+    return size * n;
+}
+
+char *
+serve_proc_get(unsigned port, const char *path, long timeout_ms, long *status)
+{
+    CURL *curl = curl_easy_init();
+    struct body b = {NULL, 0};
+    char url[256];
+    CURLcode rc = CURLE_OK;
+
+    *status = 0;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    rc = curl_easy_perform(curl);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    }
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data != NULL ? b.data : strdup("");
+}
+
+double
+serve_proc_sum(const char *text, const char *name, const char *const *labels, size_t *count)
+{
+    size_t name_len = strlen(name);
+    double sum = 0;
+    size_t n = 0;
+
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+
+        if (line[0] != '#' && len > name_len && strncmp(line, name, name_len) == 0 &&
+            (line[name_len] == '{' || line[name_len] == ' ')) {
+            char buf[2048];
+            const char *value = NULL;
+            bool is_match = true;
+
+            snprintf(buf, sizeof(buf), "%.*s", (int)len, line);
+            value = strrchr(buf, ' ');
+            for (size_t i = 0; labels != NULL && labels[i] != NULL; i++) {
+                is_match = is_match && strstr(buf, labels[i]) != NULL;
+            }
+            if (is_match && value != NULL) {
+                sum += strtod(value + 1, NULL);
+                n++;
+            }
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    if (count != NULL) {
+        *count = n;
+    }
+    return sum;
+}

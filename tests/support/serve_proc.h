@@ -1,0 +1,31 @@
+/* tests/support/serve_proc.h - drive the built `weft` binary from tests: run a command with a
+ * WEFT_HOME, start `weft serve` on 127.0.0.1 port 0 and learn its port, scrape it over HTTP,
+ * and read sample values out of the Prometheus text. */
+#ifndef WEFT_TESTS_SUPPORT_SERVE_PROC_H
+#define WEFT_TESTS_SUPPORT_SERVE_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Run @p bin with @p args (NULL-terminated, without argv[0]) and WEFT_HOME=@p home; stdout to
+ * @p out_path (NULL: /dev/null), stderr to /dev/null. @return the exit status, -1 if killed. */
+int
+serve_proc_run(const char *bin, const char *home, const char *out_path, const char *const *args);
+
+/* Start `bin serve --addr 127.0.0.1:0` on @p home; waits (at most 10 s) for its "listening on
+ * port N" line. @return the pid; *port the port (the test fails when it never listens). */
+pid_t serve_proc_start(const char *bin, const char *home, unsigned *port);
+
+/* SIGTERM, wait, and assert it exited 0. */
+void serve_proc_stop(pid_t pid);
+
+/* GET http://127.0.0.1:port/path within @p timeout_ms. @return the body (free() it), or NULL
+ * when the request failed or timed out; *status the HTTP status (0 on failure). */
+char *serve_proc_get(unsigned port, const char *path, long timeout_ms, long *status);
+
+/* Sum of the samples named exactly @p name whose label set contains every one of the
+ * NULL-terminated @p labels (each like `kind="flow"`; NULL: all). *count (may be NULL) the
+ * number of samples matched. */
+double serve_proc_sum(const char *text, const char *name, const char *const *labels, size_t *count);
+
+#endif
