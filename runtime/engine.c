@@ -248,7 +248,11 @@ rt_save_step(struct run *run, size_t index)
         rt_cursors_save(run);
         (void)state_commit(run->state);
     }
-    rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false); /* throttled */
+    /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
+     * store writes on a connection of its own and would wait on that transaction's lock. */
+    if (!state_in_transaction(run->state)) {
+        rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -316,6 +316,12 @@ state_begin(struct rt_state *st)
     return WEFT_OK;
 }
 
+bool
+state_in_transaction(const struct rt_state *st)
+{
+    return st != NULL && st->tx_depth > 0;
+}
+
 weft_err
 state_commit(struct rt_state *st)
 {

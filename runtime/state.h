@@ -34,6 +34,8 @@ char *state_default_path(void);
  * @return WEFT_OK, WEFT_EIO (logged). */
 weft_err state_begin(struct rt_state *st);
 weft_err state_commit(struct rt_state *st);
+/* Inside a state_begin() pair (false for NULL). */
+bool state_in_transaction(const struct rt_state *st);
 
 weft_err state_run_begin(struct rt_state *st,
                          const char *run_id,
