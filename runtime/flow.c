@@ -920,7 +920,10 @@ rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reaso
             *status = spent;
             break;
         }
-        if (fl.running > 0 && fl.done_count == 0) {
+        /* A step that ended may have made others ready (a fan-out activates its next item
+         * the moment one finishes): queue them before waiting, or their slot stays idle
+         * until another step ends. */
+        if (fl.running > 0 && fl.done_count == 0 && !has_work(&fl)) {
             pthread_cond_wait(&fl.changed, &run->lock);
         }
     }

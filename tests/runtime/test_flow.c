@@ -253,6 +253,58 @@ test_flow_max_parallel_one_runs_in_turn(void **state)
     assert_true(f->r->duration_ns >= 900000000ull);
 }
 
+/* Six items at max_parallel 2, item 1 slow (900 ms), the others quick (100 ms): a slot is
+ * refilled the moment an item ends, so the quick items run one after the other beside the slow
+ * one. The bug left the freed slot idle until the slow item ended too. */
+static void
+test_flow_fan_out_refills_a_slot_as_soon_as_an_item_ends(void **state)
+{
+    struct fx *f = *state;
+    uint64_t starts[6];
+    uint64_t ends[6];
+    uint64_t slow_end = 0;
+    unsigned beside_slow = 0;
+
+    load_inline(f,
+                "{\"name\": \"fo\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"split\"},"
+                " {\"name\": \"work\"}], \"flow\": {\"max_parallel\": 2, \"nodes\":"
+                " [{\"agent\": \"split\"}, {\"id\": \"each\", \"upstream_agents\": [\"split\"],"
+                " \"for_each\": \"items\", \"max_parallel\": 2, \"nodes\": [{\"agent\":"
+                " \"work\"}]}]}}",
+                "{\"responses\": {\"split\": {\"act\": [{\"content\": {\"items\": [0, 1, 2,"
+                " 3, 4, 5]}}]},"
+                " \"each[0].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 100}]},"
+                " \"each[1].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 900}]},"
+                " \"each[2].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 100}]},"
+                " \"each[3].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 100}]},"
+                " \"each[4].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 100}]},"
+                " \"each[5].work\": {\"act\": [{\"content\": \"w\", \"delay_ms\": 100}]}}}");
+    run(f);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    for (size_t i = 0; i < 6; i++) {
+        json_t *span = otlp_sink_find(f->sink, "invoke_agent work", i);
+        assert_non_null(span);
+        starts[i] = nano(span, "startTimeUnixNano");
+        ends[i] = nano(span, "endTimeUnixNano");
+        if (ends[i] - starts[i] >= 800000000ull) {
+            slow_end = ends[i]; /* item 1's */
+        }
+    }
+    assert_true(slow_end > 0);
+    /* Never more than two items at once: at each start, at most one other is in flight. */
+    for (size_t i = 0; i < 6; i++) {
+        unsigned in_flight = 0;
+        for (size_t j = 0; j < 6; j++) {
+            in_flight += j != i && starts[j] <= starts[i] && ends[j] > starts[i];
+        }
+        assert_true(in_flight <= 1);
+        beside_slow += starts[i] < slow_end;
+    }
+    /* The five quick ones (500 ms in a row) all started while the slow one ran. */
+    assert_int_equal(beside_slow, 6);
+}
+
 static void
 test_flow_failed_item_leaves_the_others(void **state)
 {
@@ -416,6 +468,7 @@ main(void)
         T(test_flow_translation_loops_per_chunk_and_fans_in),
         T(test_flow_independent_nodes_overlap_in_time),
         T(test_flow_max_parallel_one_runs_in_turn),
+        T(test_flow_fan_out_refills_a_slot_as_soon_as_an_item_ends),
         T(test_flow_failed_item_leaves_the_others),
         T(test_flow_required_and_optional_failures),
         T(test_flow_on_max_iterations_fail),
