@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -413,7 +414,7 @@ spans_pending(struct weft_provider *provider)
 
 struct flush_job {
     struct weft_provider *provider;
-    volatile sig_atomic_t is_done;
+    atomic_bool is_done; /* set by the flush thread, read by the main thread */
 };
 
 static void *
@@ -422,7 +423,7 @@ flush_thread(void *arg)
     struct flush_job *job = arg;
 
     (void)weft_provider_shutdown(job->provider, SHUTDOWN_MS);
-    job->is_done = 1;
+    atomic_store(&job->is_done, true);
     sem_post(&flush_wake);
     return NULL;
 }
@@ -432,13 +433,14 @@ flush_thread(void *arg)
 static void
 finish_telemetry(const char *cmd, struct weft_provider *provider)
 {
-    struct flush_job job = {provider, 0};
+    struct flush_job job = {.provider = provider};
     pthread_t thread;
     sigset_t block;
     sigset_t old;
     bool is_hinted = false;
     int rc = 0;
 
+    atomic_init(&job.is_done, false);
     if (sem_init(&flush_wake, 0, 0) != 0) {
         (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
         phase = PHASE_AFTER;
@@ -455,10 +457,10 @@ finish_telemetry(const char *cmd, struct weft_provider *provider)
         (void)weft_provider_shutdown(provider, SHUTDOWN_MS);
         return;
     }
-    while (!job.is_done) {
+    while (!atomic_load(&job.is_done)) {
         while (sem_wait(&flush_wake) != 0 && errno == EINTR) {
         }
-        if (job.is_done) {
+        if (atomic_load(&job.is_done)) {
             break;
         }
         if (interrupts >= 2) {
