@@ -9,6 +9,7 @@
 #include "llm.h"
 
 #include "../../tracing/util.h"
+#include "../secrets.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +107,10 @@ save(const struct llm_recording *rec)
         /* Message content is kept (that is the point of a recording); credentials are not. */
         char *raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         char *text = raw != NULL ? weft__redact_text(raw) : NULL;
+        /* Belt: answers and tool outputs were scrubbed at ingress; the input was not. */
+        if (text != NULL && rt_secrets_scrub_owned(&text) != WEFT_OK) {
+            text = NULL;
+        }
         FILE *f = text != NULL ? fopen(tmp.data, "w") : NULL;
         bool is_written = f != NULL && fputs(text, f) >= 0;
         if (f != NULL && fclose(f) != 0) {
