@@ -12,7 +12,9 @@
  * - The API key lives only in the curl header list ("Authorization: Bearer ..."): it is not in
  *   the struct, never logged, never copied into an error, scrubbed from error messages a server
  *   echoes it in, and zeroed before the list is freed.
- * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer.
+ * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer, and so is
+ *   one with a wrong-typed member (content that is not text, tool_calls that is not an array,
+ *   token counts that are not integers in [0, 10^12]): never taken as an empty answer.
  * - Error messages never hold request content: they are built from the status, the curl error
  *   text and the server's error.message only.
  *
