@@ -268,6 +268,27 @@ print_steps_line(const struct weft_run_result *r)
     }
 }
 
+/* The output line, redacted as a belt: the runtime scrubbed the answers and tool outputs it
+ * came from, but the terminal is the place a leaked key is most easily seen and copied. */
+static void
+put_output(const char *text)
+{
+    char *scrubbed = NULL;
+    const char *redacted = NULL;
+    char scratch[4096]; /* at most 300 columns are printed */
+
+    if (weft_secrets_scrub(text, strlen(text), &scrubbed) != WEFT_OK) {
+        fputs("[REDACTED]", stdout);
+        return;
+    }
+    if (scrubbed != NULL) {
+        text = scrubbed;
+    }
+    redacted = weft_redact_builtin(NULL, text, strlen(text), scratch, sizeof(scratch));
+    cli_put_clean(stdout, redacted != NULL ? redacted : text, 300);
+    weft_secrets_text_free(scrubbed);
+}
+
 static void
 print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
@@ -310,7 +331,7 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
            (unsigned long long)ts->spans_failed);
     if (r->output != NULL) {
         printf("  output:  ");
-        cli_put_clean(stdout, r->output, 300);
+        put_output(r->output);
         putchar('\n');
     }
 }
@@ -545,7 +566,12 @@ print_json(const struct weft_run_result *r,
     json_object_set_new(o, "exporters", exporters_json(provider));
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text != NULL) {
-        puts(text);
+        /* Belt, as for the summary's output line: configured secrets never reach stdout. */
+        char *scrubbed = NULL;
+        if (weft_secrets_scrub(text, strlen(text), &scrubbed) == WEFT_OK) {
+            puts(scrubbed != NULL ? scrubbed : text);
+        }
+        weft_secrets_text_free(scrubbed);
         free(text);
     }
     json_decref(o);

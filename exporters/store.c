@@ -1083,9 +1083,16 @@ create_private(const char *path)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
+    struct stat sb;
+
     if (fd < 0) {
         WEFT_LOG(WEFT_LOG_ERROR, "store %s: cannot create the database: %s", path, strerror(errno));
         return WEFT_EIO;
+    }
+    /* A database an older weft created 0644 loses group and other access too. */
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0 &&
+        sb.st_uid == geteuid()) {
+        (void)fchmod(fd, sb.st_mode & 0700);
     }
     close(fd);
     return WEFT_OK;

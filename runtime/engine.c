@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "metrics_store.h"
+#include "secrets.h"
 
 #include "../tracing/ids.h"
 #include "../tracing/util.h"
@@ -1711,6 +1712,8 @@ weft_run(const struct weft_workflow *workflow,
         snprintf(error, error_len, "workflow and result are required");
         return WEFT_EINVAL;
     }
+    /* Before anything can record: every configured secret is scrubbed at ingress. */
+    rt_secrets_load(workflow);
     memset(&run, 0, sizeof(run));
     run.wf = workflow;
     run.opts = options != NULL ? options : &defaults;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SCHEMA_VERSION 4
@@ -113,21 +114,28 @@ state_default_path(void)
     return b.data;
 }
 
-/* Create the database file 0600 before SQLite does (it would follow the umask, 0644): it holds
- * prompts, outputs and recorded exchanges, and SQLite gives -wal and -shm the same mode. An
- * existing file keeps its mode; what fails here, sqlite3_open_v2() reports. */
+/* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
+ * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
+ * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
+ * which reports them. */
 static void
-create_private(const char *path)
+make_private(const char *path)
 {
+    struct stat sb;
     int fd = -1;
 
     if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
         return;
     }
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        close(fd);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return;
     }
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0 &&
+        sb.st_uid == geteuid()) {
+        (void)fchmod(fd, sb.st_mode & 0700);
+    }
+    close(fd);
 }
 
 weft_err
@@ -143,7 +151,7 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
     if (st == NULL) {
         return WEFT_ENOMEM;
     }
-    create_private(path);
+    make_private(path);
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         snprintf(err, err_len, "state database %s: %s", path,

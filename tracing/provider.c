@@ -89,7 +89,7 @@ weft_provider_new(const struct weft_provider_options *opts, struct weft_provider
     }
     pthread_mutex_init(&provider->lock, NULL);
     provider->is_disabled =
-        (opts != NULL && opts->disabled) || weft__env_bool("OTEL_SDK_DISABLED", false);
+        (opts != NULL && opts->disabled) || weft__env_bool_otel("OTEL_SDK_DISABLED", false);
     weft__sampler_configure(provider, opts);
     if (opts != NULL && opts->limits != NULL) {
         provider->limits = *opts->limits;

@@ -296,13 +296,37 @@ weft__env(const char *name)
 bool
 weft__env_bool(const char *name, bool def)
 {
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+    const char *v = weft__env(name);
+
+    if (v == NULL) {
+        return def;
+    }
+    /* The forms the README documents, case-insensitive. */
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            return true;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            return false;
+        }
+    }
+    WEFT_LOG(WEFT_LOG_WARN, "%s=%s: expected true/false, 1/0, yes/no or on/off; using %s", name, v,
+             def ? "true" : "false");
+    return def;
+}
+
+bool
+weft__env_bool_otel(const char *name, bool def)
+{
     const char *v = weft__env(name);
 
     if (v == NULL) {
         return def;
     }
     /* The OTel specification: only a case-insensitive "true" is true; anything else that is
-     * not "false" warns. */
+     * not "false" warns and is false. */
     if (strcasecmp(v, "true") == 0) {
         return true;
     }

@@ -6,6 +6,7 @@
 #include <weft/export.h>
 #include <weft/metrics.h>
 #include <weft/runtime.h>
+#include <weft/secrets.h>
 #include <weft/store.h>
 #include <weft/tool.h>
 #include <weft/trace.h>

@@ -2,6 +2,7 @@
 #include "llm.h"
 
 #include "../../tracing/util.h"
+#include "../secrets.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,39 @@ llm_response_cleanup(struct llm_response *response)
     memset(response, 0, sizeof(*response));
 }
 
+/* Ingress: every configured secret (secrets.h) leaves the answer here, before the engine
+ * records, stores, traces or prints any of it. Every provider's answer passes through, the
+ * scripted and replayed ones included. @return WEFT_OK, WEFT_ENOMEM. */
+static weft_err
+scrub_response(struct llm_response *r)
+{
+    weft_err err = WEFT_OK;
+
+    if (weft_secrets_count() == 0) {
+        return WEFT_OK;
+    }
+    err = rt_secrets_scrub_owned(&r->content);
+    for (size_t i = 0; err == WEFT_OK && i < r->tool_call_count; i++) {
+        err = rt_secrets_scrub_owned(&r->tool_calls[i].arguments);
+        if (err == WEFT_OK) {
+            err = rt_secrets_scrub_owned(&r->tool_calls[i].name);
+        }
+        if (err == WEFT_OK) {
+            err = rt_secrets_scrub_owned(&r->tool_calls[i].id);
+        }
+    }
+    if (err == WEFT_OK) {
+        err = rt_secrets_scrub_owned(&r->response_model);
+    }
+    if (err == WEFT_OK) {
+        err = rt_secrets_scrub_owned(&r->response_id);
+    }
+    if (err == WEFT_OK) {
+        err = rt_secrets_scrub_owned(&r->finish_reason);
+    }
+    return err;
+}
+
 weft_err
 llm_complete(struct llm_provider *provider,
              const struct llm_request *request,
@@ -75,6 +109,14 @@ llm_complete(struct llm_provider *provider,
         return WEFT_EINVAL;
     }
     err = provider->ops->complete(provider->self, request, response, error);
+    if (err == WEFT_OK) {
+        err = scrub_response(response);
+        if (err != WEFT_OK) {
+            snprintf(error->type, sizeof(error->type), "%s", "out_of_memory");
+            snprintf(error->message, sizeof(error->message), "%s",
+                     "could not scrub secrets from the answer");
+        }
+    }
     if (err != WEFT_OK) {
         llm_response_cleanup(response);
         response->input_tokens = -1;
@@ -85,6 +127,7 @@ llm_complete(struct llm_provider *provider,
         if (error->message[0] == '\0') {
             snprintf(error->message, sizeof(error->message), "%s", weft_strerror(err));
         }
+        rt_secrets_scrub_fixed(error->message, sizeof(error->message));
     }
     return err;
 }

@@ -97,6 +97,9 @@ struct llm_provider {
 };
 
 /* Calls through the vtable; both accept NULL providers (EINVAL / no-op).
+ * llm_complete() is the ingress of every answer: it scrubs the configured secrets
+ * (include/weft/secrets.h) from the content, the tool calls, the model, id and finish reason,
+ * and from the error message, before the caller sees them (WEFT_ENOMEM when it cannot).
  * llm_provider_free() calls ops->free(self) and then weft__free(provider): constructors
  * allocate the struct llm_provider itself with weft__malloc(). */
 weft_err llm_complete(struct llm_provider *provider,

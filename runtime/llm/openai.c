@@ -12,7 +12,9 @@
  * - The API key lives only in the curl header list ("Authorization: Bearer ..."): it is not in
  *   the struct, never logged, never copied into an error, scrubbed from error messages a server
  *   echoes it in, and zeroed before the list is freed.
- * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer.
+ * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer, and so is
+ *   one with a wrong-typed member (content that is not text, tool_calls that is not an array,
+ *   token counts that are not integers in [0, 10^12]): never taken as an empty answer.
  * - Error messages never hold request content: they are built from the status, the curl error
  *   text and the server's error.message only.
  *
@@ -256,55 +258,137 @@ http_error(const struct openai *x, long status, unsigned attempts, struct llm_er
     }
 }
 
-static char *
-dup_string_member(const json_t *obj, const char *key, bool *is_oom)
+static const char *
+type_name(const json_t *v)
 {
-    const char *s = json_string_value(json_object_get(obj, key));
-    char *copy = NULL;
-
-    if (s == NULL) {
-        return NULL;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+    default:
+        return "null";
     }
-    copy = weft__strdup(s);
-    if (copy == NULL) {
-        *is_oom = true;
-    }
-    return copy;
 }
 
-static int64_t
-token_count(const json_t *usage, const char *key)
+/* A member that must be a string, or null or absent (*out NULL then). @p path names it in
+ * the error. @return WEFT_OK, WEFT_EPARSE (error set), WEFT_ENOMEM. */
+static weft_err
+opt_string(const json_t *obj, const char *key, const char *path, char **out, struct llm_error *e)
+{
+    const json_t *v = json_object_get(obj, key);
+
+    *out = NULL;
+    if (v == NULL || json_is_null(v)) {
+        return WEFT_OK;
+    }
+    if (!json_is_string(v)) {
+        set_error(e, "invalid_response", "response: %s: expected string or null, got %s", path,
+                  type_name(v));
+        return WEFT_EPARSE;
+    }
+    *out = weft__strdup(json_string_value(v));
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* Largest token count believed: far beyond any context window, far below int64 overflow
+ * when counts are summed over a run. */
+#define MAX_TOKENS 1000000000000LL
+
+/* usage.<key>: a non-negative integer, or null or absent (-1). */
+static weft_err
+token_count(const json_t *usage, const char *key, int64_t *out, struct llm_error *e)
 {
     const json_t *v = json_object_get(usage, key);
 
-    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+    *out = -1;
+    if (v == NULL || json_is_null(v)) {
+        return WEFT_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_TOKENS) {
+        if (json_is_integer(v)) {
+            set_error(e, "invalid_response",
+                      "response: usage.%s: expected an integer in [0, 10^12], got %lld", key,
+                      (long long)json_integer_value(v));
+        } else {
+            set_error(e, "invalid_response",
+                      "response: usage.%s: expected a non-negative integer, got %s", key,
+                      type_name(v));
+        }
+        return WEFT_EPARSE;
+    }
+    *out = (int64_t)json_integer_value(v);
+    return WEFT_OK;
 }
 
-/* Parse one tool call into @p call. @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
+/* Parse tool call @p i into @p call. @return WEFT_OK, WEFT_EPARSE (error set), WEFT_ENOMEM. */
 static weft_err
-parse_tool_call(struct openai *x, const json_t *c, struct llm_tool_call *call)
+parse_tool_call(
+    struct openai *x, const json_t *c, size_t i, struct llm_tool_call *call, struct llm_error *e)
 {
     const json_t *fn = json_object_get(c, "function");
     const json_t *args = json_object_get(fn, "arguments");
-    const char *id = json_string_value(json_object_get(c, "id"));
-    const char *name = json_string_value(json_object_get(fn, "name"));
+    const json_t *id = json_object_get(c, "id");
+    const json_t *name = json_object_get(fn, "name");
     char generated[40];
+    const char *id_text = NULL;
 
-    if (!json_is_object(c) || name == NULL) {
+    if (!json_is_object(c)) {
+        set_error(e, "invalid_response",
+                  "response: choices[0].message.tool_calls[%zu]: expected object, got %s", i,
+                  type_name(c));
         return WEFT_EPARSE;
     }
-    if (id == NULL || id[0] == '\0') {
-        snprintf(generated, sizeof(generated), "call_%llu", (unsigned long long)++x->generated_ids);
-        id = generated;
+    if (!json_is_object(fn)) {
+        set_error(e, "invalid_response",
+                  "response: choices[0].message.tool_calls[%zu].function: expected object, got %s",
+                  i, fn == NULL ? "nothing" : type_name(fn));
+        return WEFT_EPARSE;
     }
-    call->id = weft__strdup(id);
-    call->name = weft__strdup(name);
+    if (!json_is_string(name) || json_string_length(name) == 0) {
+        set_error(e, "invalid_response",
+                  "response: choices[0].message.tool_calls[%zu].function.name: expected a "
+                  "non-empty string, got %s",
+                  i, name == NULL ? "nothing" : type_name(name));
+        return WEFT_EPARSE;
+    }
+    if (id != NULL && !json_is_null(id) && !json_is_string(id)) {
+        set_error(e, "invalid_response",
+                  "response: choices[0].message.tool_calls[%zu].id: expected string, got %s", i,
+                  type_name(id));
+        return WEFT_EPARSE;
+    }
+    /* Text, as the API sends it; some compatible servers send an object instead, which is
+     * taken as the text it stands for. Anything else is not a set of arguments. */
+    if (args != NULL && !json_is_null(args) && !json_is_string(args) && !json_is_object(args)) {
+        set_error(e, "invalid_response",
+                  "response: choices[0].message.tool_calls[%zu].function.arguments: expected "
+                  "string, got %s",
+                  i, type_name(args));
+        return WEFT_EPARSE;
+    }
+    id_text = json_string_value(id);
+    if (id_text == NULL || id_text[0] == '\0') {
+        snprintf(generated, sizeof(generated), "call_%llu", (unsigned long long)++x->generated_ids);
+        id_text = generated;
+    }
+    call->id = weft__strdup(id_text);
+    call->name = weft__strdup(json_string_value(name));
     if (json_is_string(args)) {
         call->arguments = weft__strdup(json_string_value(args));
     } else if (args == NULL || json_is_null(args)) {
         call->arguments = weft__strdup("{}");
     } else {
-        /* Some compatible servers send the arguments as an object rather than as text. */
         char *text = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
 
         call->arguments = text == NULL ? NULL : weft__strdup(text);
@@ -316,17 +400,18 @@ parse_tool_call(struct openai *x, const json_t *c, struct llm_tool_call *call)
     return WEFT_OK;
 }
 
-/* Turn a 2xx answer into @p out. On failure @p out holds what was parsed so far (the caller
- * cleans it up). @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
+/* Turn a 2xx answer into @p out, checking the type of every member it uses: an answer with a
+ * wrong type is not taken as an empty one. On failure @p out holds what was parsed so far
+ * (the caller cleans it up). @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
 static weft_err
 parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error)
 {
     json_t *root = NULL;
+    const json_t *choices = NULL;
     const json_t *choice = NULL;
     const json_t *message = NULL;
     const json_t *calls = NULL;
     const json_t *usage = NULL;
-    bool is_oom = false;
     weft_err err = WEFT_OK;
 
     if (x->response.len > 0) {
@@ -338,26 +423,64 @@ parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error
         err = WEFT_EPARSE;
         goto out;
     }
-    choice = json_array_get(json_object_get(root, "choices"), 0);
-    message = json_object_get(choice, "message");
-    if (!json_is_object(choice) || !json_is_object(message)) {
-        set_error(error, "invalid_response", "the answer has no choices[0].message");
+    choices = json_object_get(root, "choices");
+    if (!json_is_array(choices) || json_array_size(choices) == 0) {
+        set_error(error, "invalid_response",
+                  "response: choices: expected a non-empty array, got %s",
+                  choices == NULL          ? "nothing"
+                  : json_is_array(choices) ? "[]"
+                                           : type_name(choices));
         err = WEFT_EPARSE;
         goto out;
     }
-    out->content = dup_string_member(message, "content", &is_oom);
-    out->finish_reason = dup_string_member(choice, "finish_reason", &is_oom);
-    out->response_model = dup_string_member(root, "model", &is_oom);
-    out->response_id = dup_string_member(root, "id", &is_oom);
+    choice = json_array_get(choices, 0);
+    message = json_object_get(choice, "message");
+    if (!json_is_object(choice) || !json_is_object(message)) {
+        set_error(error, "invalid_response",
+                  "response: choices[0].message: expected object, got %s",
+                  !json_is_object(choice) ? type_name(choice)
+                  : message == NULL       ? "nothing"
+                                          : type_name(message));
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    err = opt_string(message, "content", "choices[0].message.content", &out->content, error);
+    if (err == WEFT_OK) {
+        err = opt_string(choice, "finish_reason", "choices[0].finish_reason", &out->finish_reason,
+                         error);
+    }
+    if (err == WEFT_OK) {
+        err = opt_string(root, "model", "model", &out->response_model, error);
+    }
+    if (err == WEFT_OK) {
+        err = opt_string(root, "id", "id", &out->response_id, error);
+    }
+    if (err != WEFT_OK) {
+        goto out;
+    }
     usage = json_object_get(root, "usage");
-    out->input_tokens = token_count(usage, "prompt_tokens");
-    out->output_tokens = token_count(usage, "completion_tokens");
-    if (is_oom) {
-        err = WEFT_ENOMEM;
+    if (usage != NULL && !json_is_null(usage) && !json_is_object(usage)) {
+        set_error(error, "invalid_response", "response: usage: expected object or null, got %s",
+                  type_name(usage));
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    err = token_count(usage, "prompt_tokens", &out->input_tokens, error);
+    if (err == WEFT_OK) {
+        err = token_count(usage, "completion_tokens", &out->output_tokens, error);
+    }
+    if (err != WEFT_OK) {
         goto out;
     }
     calls = json_object_get(message, "tool_calls");
-    if (json_is_array(calls) && json_array_size(calls) > 0) {
+    if (calls != NULL && !json_is_null(calls) && !json_is_array(calls)) {
+        set_error(error, "invalid_response",
+                  "response: choices[0].message.tool_calls: expected array or null, got %s",
+                  type_name(calls));
+        err = WEFT_EPARSE;
+        goto out;
+    }
+    if (json_array_size(calls) > 0) {
         out->tool_calls = weft__calloc(json_array_size(calls), sizeof(*out->tool_calls));
         if (out->tool_calls == NULL) {
             err = WEFT_ENOMEM;
@@ -366,11 +489,7 @@ parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error
         for (size_t i = 0; i < json_array_size(calls); i++) {
             /* Count the slot first: a half-filled call is still freed by the cleanup. */
             out->tool_call_count++;
-            err = parse_tool_call(x, json_array_get(calls, i), &out->tool_calls[i]);
-            if (err == WEFT_EPARSE) {
-                set_error(error, "invalid_response",
-                          "choices[0].message.tool_calls[%zu] has no function name", i);
-            }
+            err = parse_tool_call(x, json_array_get(calls, i), i, &out->tool_calls[i], error);
             if (err != WEFT_OK) {
                 goto out;
             }

@@ -14,6 +14,7 @@
 #include "llm.h"
 
 #include "../../tracing/util.h"
+#include "../secrets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -148,6 +149,10 @@ save(struct llm_recording *rec, char *error, size_t error_len)
     /* Message content is kept (that is the point of a recording); credentials are not. */
     raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     text = raw != NULL ? weft__redact_text(raw) : NULL;
+    /* Belt: answers and tool outputs were scrubbed at ingress; the input was not. */
+    if (text != NULL && rt_secrets_scrub_owned(&text) != WEFT_OK) {
+        text = NULL;
+    }
     if (text == NULL) {
         err = WEFT_ENOMEM;
         goto out;

@@ -13,6 +13,7 @@
 #include "tools.h"
 
 #include "../../tracing/util.h"
+#include "../secrets.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -222,6 +223,12 @@ tool_run(const struct tool_def *def,
     case TOOL_REQUEST_AGENT:
     default:
         return WEFT_EINVAL;
+    }
+    if (err == WEFT_OK) {
+        /* Ingress: a tool (a command printing its environment, a page echoing a header) may
+         * repeat a configured secret; it leaves here, before the engine stores or traces the
+         * output or hands it to the model. */
+        err = rt_secrets_scrub_owned(&out->output);
     }
     if (err != WEFT_OK) {
         tool_outcome_cleanup(out);

@@ -87,7 +87,8 @@ void tool_outcome_cleanup(struct tool_outcome *outcome);
  * directory). File tools refuse paths that leave the workspace, through "..", absolute
  * paths or symlinks (error_type "path_escape"). http_get refuses hosts outside the allowlist
  * ("not_allowed") and non-http(s) schemes. A command that outlives its timeout is killed
- * ("timeout").
+ * ("timeout"). The output is scrubbed of the configured secrets (include/weft/secrets.h)
+ * before it is returned: a tool repeating a key is an ingress like a model answer.
  * @return WEFT_OK when the outcome is filled (also for tool-level errors), WEFT_EINVAL,
  * WEFT_ENOMEM. */
 weft_err tool_run(const struct tool_def *def,

@@ -518,6 +518,114 @@ test_llm_openai_answer_without_choices_is_eparse(void **state)
     llm_provider_free(p);
 }
 
+/* Every wrong-typed member is an invalid_response error naming the member and the types, not
+ * an empty answer; none is retried. */
+static void
+test_llm_openai_wrong_types_are_invalid_response(void **state)
+{
+    static const struct {
+        const char *body;
+        const char *reason;
+    } cases[] = {
+        {"{\"choices\":[{\"message\":{\"content\":12}}]}",
+         "response: choices[0].message.content: expected string or null, got integer"},
+        {"{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":\"x\"}}]}",
+         "response: choices[0].message.tool_calls: expected array or null, got string"},
+        {"{\"choices\":[{\"message\":{\"content\":\"hi\"}}],"
+         "\"usage\":{\"prompt_tokens\":-5,\"completion_tokens\":1}}",
+         "response: usage.prompt_tokens: expected an integer in [0, 10^12], got -5"},
+        {"{\"choices\":[{\"message\":{\"content\":\"hi\"}}],"
+         "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1e300}}",
+         "response: usage.completion_tokens: expected a non-negative integer, got number"},
+        {"{\"choices\":[{\"message\":{\"content\":\"hi\"}}],\"usage\":[1,2]}",
+         "response: usage: expected object or null, got array"},
+        {"{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+         "\"function\":{\"name\":\"search\",\"arguments\":12}}]}}]}",
+         "response: choices[0].message.tool_calls[0].function.arguments: expected string, got "
+         "integer"},
+        {"{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+         "\"function\":{\"name\":7}}]}}]}",
+         "response: choices[0].message.tool_calls[0].function.name: expected a non-empty "
+         "string, got integer"},
+        {"{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[\"x\"]}}]}",
+         "response: choices[0].message.tool_calls[0]: expected object, got string"},
+        {"{\"id\":\"chatcmpl-1\"}", "response: choices: expected a non-empty array, got nothing"},
+        {"{\"choices\":{}}", "response: choices: expected a non-empty array, got object"},
+        {"{\"choices\":[{\"message\":\"hi\"}]}",
+         "response: choices[0].message: expected object, got string"},
+        {"{\"choices\":[{\"message\":{\"content\":\"hi\"},\"finish_reason\":3}]}",
+         "response: choices[0].finish_reason: expected string or null, got integer"},
+        {"{\"model\":[],\"choices\":[{\"message\":{\"content\":\"hi\"}}]}",
+         "response: model: expected string or null, got array"},
+    };
+    struct fx *f = *state;
+    struct llm_provider *p = make_provider(f, NULL, 3);
+    struct llm_request r = basic_request(f);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t before = openai_server_request_count(f->srv);
+
+        openai_server_push(f->srv, &(struct openai_reply){.raw_body = cases[i].body});
+        assert_weft_err(call(f, p, &r), WEFT_EPARSE);
+        assert_string_equal(f->error.type, "invalid_response");
+        if (strstr(f->error.message, cases[i].reason) == NULL) {
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, f->error.message, cases[i].reason);
+        }
+        assert_null(f->response.content);
+        assert_int_equal(f->response.tool_call_count, 0);
+        assert_int_equal(openai_server_request_count(f->srv), before + 1); /* not retried */
+    }
+    llm_provider_free(p);
+}
+
+/* What the API and compatible servers legitimately send still parses: null content with
+ * tool calls, arguments as an object, null usage and null members. */
+static void
+test_llm_openai_lenient_shapes_still_parse(void **state)
+{
+    struct fx *f = *state;
+    struct llm_provider *p = make_provider(f, NULL, 0);
+    struct llm_request r = basic_request(f);
+
+    openai_server_push(f->srv,
+                       &(struct openai_reply){
+                           .raw_body = "{\"id\":null,\"model\":null,\"usage\":null,\"choices\":[{"
+                                       "\"finish_reason\":null,\"message\":{\"content\":null,"
+                                       "\"tool_calls\":[{\"function\":{\"name\":\"search\","
+                                       "\"arguments\":{\"q\":\"x\"}}}]}}]}"});
+    assert_weft_ok(call(f, p, &r));
+    assert_null(f->response.content);
+    assert_int_equal(f->response.tool_call_count, 1);
+    assert_string_equal(f->response.tool_calls[0].arguments, "{\"q\":\"x\"}");
+    assert_int_equal(f->response.input_tokens, -1);
+    llm_provider_free(p);
+}
+
+/* Configured secrets leave every answer at ingress (llm_complete), whatever member holds
+ * them, and the error texts too. */
+static void
+test_llm_openai_registered_secrets_are_scrubbed_from_answers(void **state)
+{
+    struct fx *f = *state;
+    struct llm_provider *p = make_provider(f, NULL, 0);
+    struct llm_request r = basic_request(f);
+
+    weft_secrets_clear();
+    assert_weft_ok(weft_secrets_add("LOCAL_KEY", "plain-local-token-42"));
+    openai_server_push_text(f->srv, "the token is plain-local-token-42", 1, 1);
+    assert_weft_ok(call(f, p, &r));
+    assert_string_equal(f->response.content, "the token is [REDACTED:LOCAL_KEY]");
+    openai_server_push_tool_call(f->srv, "c1", "search", "{\"q\": \"plain-local-token-42\"}", 1, 1);
+    assert_weft_ok(call(f, p, &r));
+    assert_string_equal(f->response.tool_calls[0].arguments, "{\"q\": \"[REDACTED:LOCAL_KEY]\"}");
+    openai_server_push_error(f->srv, 400, NULL, "bad token plain-local-token-42");
+    assert_weft_err(call(f, p, &r), WEFT_EHTTP);
+    assert_null(strstr(f->error.message, "plain-local-token-42"));
+    assert_non_null(strstr(f->error.message, "[REDACTED:LOCAL_KEY]"));
+    weft_secrets_clear();
+    llm_provider_free(p);
+}
+
 static void
 test_llm_openai_oversized_answer_is_an_error(void **state)
 {
@@ -683,6 +791,9 @@ main(void)
         T(test_llm_openai_dropped_connection_is_retried),
         T(test_llm_openai_invalid_json_is_eparse),
         T(test_llm_openai_answer_without_choices_is_eparse),
+        T(test_llm_openai_wrong_types_are_invalid_response),
+        T(test_llm_openai_lenient_shapes_still_parse),
+        T(test_llm_openai_registered_secrets_are_scrubbed_from_answers),
         T(test_llm_openai_oversized_answer_is_an_error),
         T(test_llm_openai_bad_options_are_einval),
         T(test_llm_openai_request_without_model_is_einval),
