@@ -917,7 +917,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
                 print_trace(result->trace_id, fl->is_color);
             }
         }
-        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK
+                 : result->status == WEFT_RUN_STUCK   ? CLI_EXIT_STUCK
+                                                      : CLI_EXIT_FAIL;
         if (status == CLI_EXIT_OK && is_telemetry_lost) {
             fprintf(stderr,
                     "weft %s: the run completed, but an exporter delivered none of its spans "

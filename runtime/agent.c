@@ -138,6 +138,18 @@ agent_has_tool(const struct wf_agent *agent, size_t tool)
     return false;
 }
 
+/* May @p agent hand work to agent @p to with request_agent (its can_request list)? */
+static bool
+agent_may_request(const struct wf_agent *agent, size_t to)
+{
+    for (size_t i = 0; i < agent->can_request_count; i++) {
+        if (agent->can_request[i] == to) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
 queue_request(
     struct run *run, size_t step, const char *agent, const char *query, struct weft_span *span)
@@ -209,11 +221,22 @@ run_tool_call(struct run *run,
             snprintf(err, sizeof(err), "invalid arguments: %s", verr);
         } else if (is_request) {
             const char *to = json_string_value(json_object_get(args, "agent"));
-            queue_request(run, step, to, json_string_value(json_object_get(args, "query")),
-                          agent_span);
+            size_t to_index = wf_find_agent(wf, to);
             weft_span_set_str(span, "weft.replan.to", to);
-            text = weft__strdup("{\"status\":\"requested\",\"note\":\"the supervisor will "
-                                "schedule the agent after this step\"}");
+            if (to_index == WF_NONE || !agent_may_request(agent, to_index)) {
+                /* Told to the model at once, so it can pick another agent (nothing queued). */
+                outcome_name = "invalid_arguments";
+                snprintf(err, sizeof(err), "%s '%.64s'%s",
+                         to_index == WF_NONE ? "no agent named" : "not allowed to request", to,
+                         to_index == WF_NONE ? "" : " (not in this agent's can_request)");
+                snprintf(outcome.error_type, sizeof(outcome.error_type), "%s",
+                         to_index == WF_NONE ? "unknown_agent" : "agent_not_allowed");
+            } else {
+                queue_request(run, step, to, json_string_value(json_object_get(args, "query")),
+                              agent_span);
+                text = weft__strdup("{\"status\":\"requested\",\"note\":\"the supervisor "
+                                    "will schedule the agent after this step\"}");
+            }
         } else {
             struct tool_def bounded = *def;
             uint32_t left = rt_remaining_ms(run, deadline);
@@ -223,9 +246,8 @@ run_tool_call(struct run *run,
             }
             weft_err trc = WEFT_OK;
             char activity[96];
-            snprintf(activity, sizeof(activity), "tool %.40s for %.40s", call->name,
-                     wf->agents[run->plan.steps[step].agent].name);
-            rt_watchdog_activity(run, activity);
+            snprintf(activity, sizeof(activity), "tool %.60s", call->name);
+            rt_watchdog_activity(run, activity, agent->name, run->plan.steps[step].id);
             rt_unlock(run);
             trc = tool_run(&bounded, run->workspace, args, &outcome);
             rt_lock(run);
@@ -264,7 +286,9 @@ run_tool_call(struct run *run,
             json_decref(e);
         }
     }
-    rt_watchdog_tool(run, span, call->name, call->arguments);
+    if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
+        rt_watchdog_tool(run, span, call->name, call->arguments, text);
+    }
     rt_span_content(run, span, "gen_ai.tool.call.result", text);
     rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);
@@ -317,6 +341,11 @@ act(struct run *run,
         if (rt_aborted(run)) {
             snprintf(why, why_len, "aborted");
             *error_type = "aborted";
+            break;
+        }
+        if (rt_watchdog_should_stop(run)) {
+            snprintf(why, why_len, "stopped by the watchdog: %.400s", run->watchdog.stuck_reason);
+            *error_type = "stuck_loop";
             break;
         }
         if (deadline != 0 && rt_remaining_ms(run, deadline) == 0) {
@@ -460,6 +489,9 @@ reflect(struct run *run,
         }
         weft_span_add_event(span, "gen_ai.evaluation.result", a, n, 0);
     }
+    if (v == VERDICT_REJECTED) {
+        rt_watchdog_reflection(run, span, s->agent, *feedback, output);
+    }
     weft_span_end(span, 0);
     rt_add_verdict(run, agent->name, verdict_names[v]);
     rt_metrics_verdict(run->metrics, agent->name, verdict_names[v]);
@@ -533,6 +565,7 @@ rt_agent_step(struct run *run, size_t index)
             char detail[32];
             snprintf(detail, sizeof(detail), "attempt %u", attempt);
             rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
+            rt_watchdog_activity(run, "the step", agent->name, step->id);
         }
         token = weft_context_attach(span);
         if (agent->prompt != NULL && !is_prompt_resolved) {
@@ -608,7 +641,8 @@ rt_agent_step(struct run *run, size_t index)
             rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
             is_done = true;
         } else {
-            bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0;
+            bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0 ||
+                            rt_watchdog_should_stop(run);
             weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
             weft_span_set_str(span, "error.type", error_type);
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);

@@ -32,8 +32,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const layer_names[] = {
-    "rule", "llm", "fallback", "counter_limit", "pattern", "circuit_breaker", "correction"};
+static const char *const layer_names[] = {"rule",          "llm",     "fallback",
+                                          "counter_limit", "pattern", "circuit_breaker",
+                                          "correction",    "watchdog"};
 
 const char *
 rt_layer_name(rt_layer layer)
@@ -378,8 +379,8 @@ rt_llm_call(struct run *run,
         err = WEFT_ETIMEDOUT;
     } else {
         char activity[96];
-        snprintf(activity, sizeof(activity), "chat %.40s for %.40s", m->model, agent);
-        rt_watchdog_activity(run, activity);
+        snprintf(activity, sizeof(activity), "chat %.60s", m->model);
+        rt_watchdog_activity(run, activity, agent, NULL);
         rt_unlock(run);
         call_start = weft__monotonic_ns();
         err = llm_complete(p, &req, response, error);
@@ -1100,14 +1101,75 @@ final_step(struct run *run)
 }
 
 struct breaker {
-    size_t seen_completed; /* for the watchdog's progress test */
-    unsigned seen_version;
     char last_next[96];
     size_t last_completed;
     unsigned last_version;
     unsigned retries;
     bool has_tripped;
 };
+
+/* The watchdog's policies that change the route: fail ends the run, break goes to the final
+ * step (once; the run then ends as stuck), escalate hands the loop to the escalation agent, in
+ * place of the step that would have repeated it (skipped). */
+static void
+watchdog_route(
+    struct run *run, struct breaker *br, size_t *step, rt_layer *layer, char *why, size_t why_len)
+{
+    struct watchdog *wd = &run->watchdog;
+    const struct wf_supervisor *sup = &run->wf->supervisor;
+
+    if (wd->is_fail) {
+        *step = RT_END; /* the run ends as stuck: nothing more runs */
+        *layer = RT_LAYER_WATCHDOG;
+        snprintf(why, why_len, "%.200s: ending", wd->stuck_reason);
+    } else if (wd->is_break && !wd->is_break_routed) {
+        wd->is_break_routed = true;
+        if (br != NULL) {
+            br->has_tripped = true; /* nothing else is routed after the final step */
+        }
+        *layer = RT_LAYER_WATCHDOG;
+        *step = final_step(run);
+        snprintf(why, why_len, "%.200s: %s", wd->stuck_reason,
+                 *step != RT_END ? "routing to the final step, then ending" : "ending");
+    } else if (wd->is_escalate_pending) {
+        const struct wf_router *router = &run->wf->router;
+        size_t agent =
+            sup->watchdog.escalate_to != WF_NONE ? sup->watchdog.escalate_to : sup->final_agent;
+        size_t added = RT_END;
+        char task[512];
+
+        if (agent == WF_NONE && run->wf->has_router && router->clarification_route != WF_NONE) {
+            agent = router->routes[router->clarification_route].agent; /* the QA path */
+        }
+        wd->is_escalate_pending = false;
+        wd->has_escalated = true;
+        if (*step != RT_END && *step != RT_END - 1 &&
+            run->plan.steps[*step].status == STEP_PENDING) {
+            struct plan_step *s = &run->plan.steps[*step];
+            s->status = STEP_SKIPPED;
+            weft__free(s->feedback);
+            s->feedback = weft__strdup("skipped: the stuck loop was escalated");
+            rt_save_step(run, *step);
+        }
+        snprintf(task, sizeof(task),
+                 "The run is stuck in a loop: %.300s. Resolve it, or hand the work to the agent "
+                 "that can, or give the final answer.",
+                 wd->stuck_reason);
+        if (agent == WF_NONE ||
+            plan_append(&run->plan, NULL, agent, task, NULL, 0, &added) != WEFT_OK) {
+            wd->is_fail = true; /* nowhere to escalate to: the run ends as stuck */
+            *step = RT_END;
+            snprintf(why, why_len, "%.200s: no agent to escalate to", wd->stuck_reason);
+            return;
+        }
+        rt_save_step(run, added);
+        wd->escalated_epoch = wd->epoch;
+        *layer = RT_LAYER_WATCHDOG;
+        *step = added;
+        snprintf(why, why_len, "%.200s: escalated to %.64s", wd->stuck_reason,
+                 run->wf->agents[agent].name);
+    }
+}
 
 static void
 progress_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
@@ -1135,6 +1197,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
 
     weft__buf_init(&note, 4096);
     run->result->iterations++;
+    rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
     weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
     if (run->request_count > 0 || run->requests_dropped > 0) {
         apply_requests(run, span, &note);
@@ -1221,23 +1284,18 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     /* The watchdog sees every decision while its span is open. */
     {
-        size_t completed = plan_count_status(&run->plan, STEP_COMPLETED);
-        bool is_progress = completed != br->seen_completed || run->plan.version != br->seen_version;
-        br->seen_completed = completed;
-        br->seen_version = run->plan.version;
+        bool is_step = step != RT_END && step != RT_END - 1;
         rt_watchdog_progress(run);
         rt_watchdog_poll(run, span);
-        rt_watchdog_decision(run, span, is_progress);
-        if (step != RT_END && step != RT_END - 1) {
+        rt_watchdog_decision(run, span, next, is_step);
+        if (is_step) {
             rt_watchdog_step(run, span, step);
         }
-        if (run->watchdog.is_break && !br->has_tripped) {
-            br->has_tripped = true; /* the same way out as the circuit breaker */
-            layer = RT_LAYER_CIRCUIT_BREAKER;
-            step = final_step(run);
-            next = step != RT_END ? rt_step_actor(run, &run->plan.steps[step]) : "end";
-            snprintf(why, sizeof(why), "stuck loop: %s",
-                     step != RT_END ? "routing to the final step" : "ending");
+        watchdog_route(run, br, &step, &layer, why, sizeof(why));
+        if (step == RT_END) {
+            next = "end";
+        } else if (step != RT_END - 1) {
+            next = rt_step_actor(run, &run->plan.steps[step]);
         }
     }
     weft__buf_append_str(&note, why);
@@ -1271,7 +1329,12 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 
     run->result->iterations++;
     weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
-    if (*is_done) {
+    if (*is_done && run->watchdog.is_escalate_pending) {
+        watchdog_route(run, NULL, &index, &layer, reason, reason_len);
+        if (index != RT_END) {
+            next = rt_step_actor(run, &run->plan.steps[index]);
+        }
+    } else if (*is_done) {
         snprintf(reason, reason_len, "turn answered");
     } else {
         rt_router_decide(run, span, &route, &layer, reason, reason_len);
@@ -1308,9 +1371,10 @@ rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t r
     const struct wf_supervisor *sup = &run->wf->supervisor;
     const struct weft_run_result *r = run->result;
 
-    if (run->watchdog.is_abort) {
-        *status = WEFT_RUN_ABORTED;
-        snprintf(reason, reason_len, "%s", run->watchdog.abort_reason);
+    if (run->watchdog.is_fail || (run->watchdog.is_break && run->watchdog.is_break_routed) ||
+        (run->watchdog.is_break && run->wf->flow != NULL)) {
+        *status = WEFT_RUN_STUCK;
+        snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
     } else if (rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
@@ -1347,6 +1411,7 @@ run_step(struct run *run, size_t index)
             rt_metrics_handoff(run->metrics, run->last_actor, actor);
         }
         run->last_actor = actor; /* points into the workflow: stable */
+        rt_watchdog_activity(run, "the step", actor, run->plan.steps[index].id);
     }
     if (run->plan.steps[index].executor == EXEC_AGENT) {
         rt_agent_step(run, index);
@@ -1378,6 +1443,20 @@ run_step(struct run *run, size_t index)
     }
 }
 
+/* A run the watchdog stopped (break, fail) never reports success: it ends as stuck, and the
+ * reason names the loop. */
+static void
+stuck_status(struct run *run, char *reason, size_t reason_len)
+{
+    weft_run_status *status = &run->result->status;
+
+    if ((*status == WEFT_RUN_COMPLETED || *status == WEFT_RUN_FAILED) &&
+        (run->watchdog.is_fail || run->watchdog.is_break)) {
+        *status = WEFT_RUN_STUCK;
+        snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
+    }
+}
+
 static void
 execute(struct run *run)
 {
@@ -1392,6 +1471,7 @@ execute(struct run *run)
     r->status = WEFT_RUN_COMPLETED;
     if (wf->flow != NULL) {
         rt_run_flow(run, &r->status, reason, sizeof(reason));
+        stuck_status(run, reason, sizeof(reason));
         r->reason = weft__strdup(reason);
         return;
     }
@@ -1451,6 +1531,7 @@ execute(struct run *run)
             r->output = weft__strdup(run->plan.steps[step].result);
         }
     }
+    stuck_status(run, reason, sizeof(reason));
     /* A step cut short by the run's own deadline means the run timed out. */
     if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
         char detail[sizeof(reason)];

@@ -36,7 +36,8 @@ typedef enum rt_layer {
     RT_LAYER_COUNTER_LIMIT,
     RT_LAYER_PATTERN,
     RT_LAYER_CIRCUIT_BREAKER,
-    RT_LAYER_CORRECTION
+    RT_LAYER_CORRECTION,
+    RT_LAYER_WATCHDOG
 } rt_layer;
 
 const char *rt_layer_name(rt_layer layer);

@@ -766,12 +766,20 @@ consider_loop(struct flow *fl, size_t step)
             weft_span_set_status(span, WEFT_STATUS_ERROR, "loop reached max_iterations");
         }
     } else {
-        char *text = item_text(result);
-        (*count)++;
-        rt_count_loop(run, WEFT_LOOP_FLOW);
-        weft_span_set_str(span, "weft.loop.outcome", "loop_back");
-        reopen(fl, sc, n->loop.back_to, (size_t)s->flow_node, text != NULL ? text : "");
-        weft__free(text);
+        rt_watchdog_flow(run, span, n->id, sc->def->nodes[n->loop.back_to].id, s->agent,
+                         sc->def->nodes[n->loop.back_to].agent, s->result);
+        s = &run->plan.steps[step];
+        if (rt_watchdog_should_stop(run)) {
+            /* A stuck loop under break or fail: no more rounds; the run ends as stuck. */
+            weft_span_set_str(span, "weft.loop.outcome", "stuck");
+        } else {
+            char *text = item_text(result);
+            (*count)++;
+            rt_count_loop(run, WEFT_LOOP_FLOW);
+            weft_span_set_str(span, "weft.loop.outcome", "loop_back");
+            reopen(fl, sc, n->loop.back_to, (size_t)s->flow_node, text != NULL ? text : "");
+            weft__free(text);
+        }
     }
     weft_span_end(span, 0);
     json_decref(result);
@@ -785,6 +793,7 @@ on_done(struct flow *fl, size_t step)
     int scope = s->item;
     const struct wf_flow_node *n = node_of(fl, step);
 
+    rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
     if (s->status == STEP_COMPLETED && n->has_loop) {
         consider_loop(fl, step);
         s = &run->plan.steps[step];

@@ -12,39 +12,52 @@
 #include <string.h>
 #include <time.h>
 
+#define FNV_OFFSET 1469598103934665603ull
+#define FNV_PRIME  1099511628211ull
+
+static const char *const kind_names[WD_KIND_COUNT] = {"handoff", "tool", "route", "reflection",
+                                                      "flow"};
+
+/* FNV-1a over @p s; normalised: runs of white space folded to one space, ASCII letters
+ * lower-cased, leading and trailing white space ignored. A 0 byte separates fields. */
 static uint64_t
 hash_text(uint64_t h, const char *s, bool is_normalised)
 {
-    bool was_space = false;
+    bool is_pending_space = false;
+    bool has_text = false;
 
     for (; s != NULL && *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
         if (is_normalised) {
             if (isspace(c)) {
-                if (was_space) {
-                    continue;
-                }
-                was_space = true;
-                c = ' ';
-            } else {
-                was_space = false;
-                c = (unsigned char)tolower(c);
+                is_pending_space = has_text;
+                continue;
             }
+            if (is_pending_space) {
+                h ^= ' ';
+                h *= FNV_PRIME;
+                is_pending_space = false;
+            }
+            has_text = true;
+            c = (unsigned char)tolower(c);
         }
         h ^= c;
-        h *= 1099511628211ull;
+        h *= FNV_PRIME;
     }
-    return h;
+    h ^= 0;
+    return h * FNV_PRIME;
 }
 
 static const char *
 policy_name(const struct run *run)
 {
     switch (run->wf->supervisor.watchdog.policy) {
-    case WATCHDOG_ABORT:
-        return "abort";
+    case WATCHDOG_FAIL:
+        return "fail";
     case WATCHDOG_BREAK:
         return "break";
+    case WATCHDOG_ESCALATE:
+        return "escalate";
     default:
         return "warn";
     }
@@ -56,6 +69,12 @@ is_budget_kind(const char *kind)
 {
     return strcmp(kind, "iteration_budget") == 0 || strcmp(kind, "token_budget") == 0 ||
            strcmp(kind, "cost_budget") == 0;
+}
+
+static const char *
+agent_name(const struct run *run, size_t agent)
+{
+    return agent < run->wf->agent_count ? run->wf->agents[agent].name : run->wf->supervisor.name;
 }
 
 /* Counted, logged and alerted: thread-safe, so the stall timer uses it too. @p span_hex is
@@ -88,29 +107,70 @@ announce(struct run *run,
     }
 }
 
-/* The span side of a detection (engine thread): event, ERROR status and the policy. */
+/* Apply the policy to a loop (not to a budget warning). */
 static void
-mark(struct run *run, struct weft_span *span, const char *kind, const char *evidence)
+apply_policy(struct run *run, const char *kind, const char *evidence)
 {
     struct watchdog *wd = &run->watchdog;
-    struct weft_attr a[3];
+    watchdog_policy policy = run->wf->supervisor.watchdog.policy;
+
+    if (is_budget_kind(kind) || policy == WATCHDOG_WARN || wd->is_fail) {
+        return;
+    }
+    if (policy == WATCHDOG_ESCALATE && wd->has_escalated) {
+        /* The loop came back after the hand-over: nobody could resolve it. */
+        snprintf(wd->stuck_reason, sizeof(wd->stuck_reason),
+                 "stuck loop (%s) after escalation: %.240s", kind, evidence);
+        wd->is_fail = true;
+        return;
+    }
+    snprintf(wd->stuck_reason, sizeof(wd->stuck_reason), "stuck loop (%s): %.280s", kind, evidence);
+    if (policy == WATCHDOG_BREAK) {
+        wd->is_break = true;
+    } else if (policy == WATCHDOG_ESCALATE && run->wf->flow == NULL) {
+        wd->is_escalate_pending = true;
+    } else {
+        wd->is_fail = true; /* fail, or escalate in a flow (refused at load; kept safe) */
+    }
+}
+
+/* The span side of a detection (engine thread): event and ERROR status on @p span, the same
+ * event on the root span, and the policy. @p extra: more event attributes (may be NULL). */
+static void
+mark(struct run *run,
+     struct weft_span *span,
+     const char *kind,
+     const char *evidence,
+     const struct weft_attr *extra,
+     size_t extra_count)
+{
+    struct watchdog *wd = &run->watchdog;
+    struct weft_attr a[10];
+    size_t n = 0;
 
     wd->detections++;
-    a[0] = weft_attr_str("weft.stuck_loop.kind", kind);
-    a[1] = weft_attr_str("weft.stuck_loop.evidence", evidence);
-    a[2] = weft_attr_str("weft.stuck_loop.policy", policy_name(run));
-    weft_span_add_event(span, "weft.stuck_loop", a, 3, 0);
+    a[n++] = weft_attr_str("weft.stuck_loop.kind", kind);
+    a[n++] = weft_attr_str("weft.stuck_loop.evidence", evidence);
+    a[n++] =
+        weft_attr_str("weft.stuck_loop.policy", is_budget_kind(kind) ? "warn" : policy_name(run));
+    for (size_t i = 0; i < extra_count && n < sizeof(a) / sizeof(a[0]); i++) {
+        a[n++] = extra[i];
+    }
+    weft_span_add_event(span, "weft.stuck_loop", a, n, 0);
     weft_span_set_str(span, "error.type", "stuck_loop");
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
-    if (is_budget_kind(kind)) {
-        return; /* a warning ahead of the budget, or the budget that ends the run anyway */
+    if (run->root != NULL && run->root != span) {
+        weft_span_add_event(run->root, "weft.stuck_loop", a, n, 0);
     }
-    if (run->wf->supervisor.watchdog.policy == WATCHDOG_BREAK) {
-        wd->is_break = true;
-    } else if (run->wf->supervisor.watchdog.policy == WATCHDOG_ABORT) {
-        wd->is_abort = true;
-        snprintf(wd->abort_reason, sizeof(wd->abort_reason), "stuck loop (%s): %.200s", kind,
-                 evidence);
+    apply_policy(run, kind, evidence);
+}
+
+static void
+span_hex_of(const struct weft_span_context *ctx, char out[2 * WEFT_SPAN_ID_SIZE + 1])
+{
+    out[0] = '\0';
+    if (weft_span_context_is_valid(ctx)) {
+        weft_hex_encode(ctx->span_id, WEFT_SPAN_ID_SIZE, out);
     }
 }
 
@@ -122,75 +182,221 @@ detect(struct run *run,
        const char *agent)
 {
     struct weft_span_context ctx;
-    char span_hex[2 * WEFT_SPAN_ID_SIZE + 1] = "";
+    char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
 
     weft_span_context_of(span, &ctx);
-    if (weft_span_context_is_valid(&ctx)) {
-        weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
-    }
+    span_hex_of(&ctx, span_hex);
     announce(run, kind, evidence, span_hex[0] != '\0' ? span_hex : NULL, agent);
-    mark(run, span, kind, evidence);
+    mark(run, span, kind, evidence, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Progress facts and repetitions                                                              */
+
+/* Remember @p h; @return true when it is new (the run made progress). */
+static bool
+learn(struct watchdog *wd, uint64_t h)
+{
+    size_t n = wd->fact_count < WATCHDOG_FACTS ? wd->fact_count : WATCHDOG_FACTS;
+
+    for (size_t i = 0; i < n; i++) {
+        if (wd->facts[i] == h) {
+            return false;
+        }
+    }
+    wd->facts[wd->fact_count % WATCHDOG_FACTS] = h;
+    wd->fact_count++;
+    wd->epoch++;
+    return true;
+}
+
+void
+rt_watchdog_fact(struct run *run, const char *text)
+{
+    if (text != NULL) {
+        (void)learn(&run->watchdog, hash_text(FNV_OFFSET, text, true));
+    }
+}
+
+static bool
+is_reported(const struct watchdog *wd, uint64_t loop)
+{
+    size_t n = wd->loop_count < WATCHDOG_LOOPS ? wd->loop_count : WATCHDOG_LOOPS;
+
+    for (size_t i = 0; i < n; i++) {
+        if (wd->loops[i] == loop) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Append the distinct names of the agents involved in occurrences [@p oldest, newest]. */
+static void
+agents_of(const struct run *run, const struct wd_ring *ring, size_t oldest, char *out, size_t len)
+{
+    size_t seen[2 * WATCHDOG_WINDOW_MAX];
+    size_t count = 0;
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = oldest; i < ring->count; i++) {
+        const struct wd_occurrence *o = &ring->items[i % WATCHDOG_WINDOW_MAX];
+        size_t both[2] = {o->from, o->to};
+        for (size_t k = 0; k < 2; k++) {
+            bool is_known = both[k] == WF_NONE && k == 1; /* no second agent */
+            for (size_t j = 0; j < count && !is_known; j++) {
+                is_known = seen[j] == both[k];
+            }
+            if (is_known || count == sizeof(seen) / sizeof(seen[0])) {
+                continue;
+            }
+            seen[count++] = both[k];
+            used += (size_t)snprintf(out + used, used < len ? len - used : 0, "%s%s",
+                                     used > 0 ? "," : "", agent_name(run, both[k]));
+            if (used >= len) {
+                out[len - 1] = '\0';
+                return;
+            }
+        }
+    }
+}
+
+/* Record an occurrence of @p sig (kind @p kind) at @p span, after its own fact (if any) was
+ * learnt. A loop when the signature recurs `repeats` times among the last `window`
+ * occurrences of its kind and no new fact was learnt since its second occurrence of those.
+ * @p what describes one occurrence ("tester -> coder 'make the test pass'"). */
+static void
+occur(struct run *run,
+      struct weft_span *span,
+      watchdog_kind kind,
+      uint64_t sig,
+      size_t from,
+      size_t to,
+      const char *what)
+{
+    struct watchdog *wd = &run->watchdog;
+    struct wd_ring *ring = &wd->rings[kind];
+    struct wd_occurrence *o = &ring->items[ring->count % WATCHDOG_WINDOW_MAX];
+    size_t hits[WATCHDOG_WINDOW_MAX]; /* ring positions of the signature, newest first */
+    size_t hit_count = 0;
+    size_t look = 0;
+    uint64_t loop = sig ^ ((uint64_t)kind + 1) * FNV_PRIME;
+
+    o->sig = sig;
+    o->epoch = wd->epoch;
+    o->from = from;
+    o->to = to;
+    weft_span_context_of(span, &o->span);
+    o->span.trace_state = NULL;
+    ring->count++;
+    look = ring->count < wd->window ? ring->count : wd->window;
+    for (size_t i = 0; i < look && hit_count < wd->repeats; i++) {
+        size_t pos = ring->count - 1 - i;
+        if (ring->items[pos % WATCHDOG_WINDOW_MAX].sig == sig) {
+            hits[hit_count++] = pos;
+        }
+    }
+    if (hit_count < wd->repeats) {
+        return;
+    }
+    /* hits[repeats - 1] is the first of the repetitions, hits[repeats - 2] the second. */
+    if (ring->items[hits[wd->repeats - 2] % WATCHDOG_WINDOW_MAX].epoch != wd->epoch) {
+        return; /* something new came out of the repetitions: the loop makes progress */
+    }
+    if (wd->has_escalated &&
+        ring->items[hits[wd->repeats - 2] % WATCHDOG_WINDOW_MAX].epoch < wd->escalated_epoch) {
+        return; /* the escalation's own output is progress; count afresh after it */
+    }
+    if (is_reported(wd, loop)) {
+        if (wd->has_escalated && !wd->is_fail &&
+            run->wf->supervisor.watchdog.policy == WATCHDOG_ESCALATE) {
+            char evidence[300];
+            snprintf(evidence, sizeof(evidence), "%.200s repeated after escalation", what);
+            apply_policy(run, kind_names[kind], evidence);
+        }
+        return; /* one report per loop */
+    }
+    /* One report per loop: every signature of the cycle (A -> B and B -> A) is this loop. */
+    for (size_t pos = hits[wd->repeats - 1]; pos < ring->count; pos++) {
+        uint64_t member =
+            ring->items[pos % WATCHDOG_WINDOW_MAX].sig ^ ((uint64_t)kind + 1) * FNV_PRIME;
+        if (!is_reported(wd, member)) {
+            wd->loops[wd->loop_count % WATCHDOG_LOOPS] = member;
+            wd->loop_count++;
+        }
+    }
+    {
+        char evidence[300];
+        char agents[160];
+        char sig_hex[17];
+        char ids[WATCHDOG_WINDOW_MAX * 17 + 1];
+        size_t used = 0;
+        struct weft_attr extra[4];
+        struct weft_span_context here;
+        char here_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+
+        snprintf(evidence, sizeof(evidence), "%s %.240s, %u times without progress",
+                 kind_names[kind], what, wd->repeats);
+        agents_of(run, ring, hits[wd->repeats - 1], agents, sizeof(agents));
+        snprintf(sig_hex, sizeof(sig_hex), "%016llx", (unsigned long long)sig);
+        ids[0] = '\0';
+        for (size_t i = wd->repeats; i-- > 0;) {
+            const struct wd_occurrence *r = &ring->items[hits[i] % WATCHDOG_WINDOW_MAX];
+            char hex[2 * WEFT_SPAN_ID_SIZE + 1];
+            struct weft_attr la =
+                weft_attr_int("weft.stuck_loop.repetition", (int64_t)(wd->repeats - i));
+            span_hex_of(&r->span, hex);
+            if (hex[0] == '\0') {
+                continue;
+            }
+            used +=
+                (size_t)snprintf(ids + used, sizeof(ids) - used, "%s%s", used > 0 ? "," : "", hex);
+            /* Links from the detection and from the root to each repetition. */
+            if (i != 0) {
+                (void)weft_span_add_link(span, &r->span, &la, 1);
+            }
+            if (run->root != NULL && run->root != span) {
+                (void)weft_span_add_link(run->root, &r->span, &la, 1);
+            }
+        }
+        extra[0] = weft_attr_str("weft.stuck_loop.signature", sig_hex);
+        extra[1] = weft_attr_int("weft.stuck_loop.repetitions", wd->repeats);
+        extra[2] = weft_attr_str("weft.stuck_loop.agents", agents);
+        extra[3] = weft_attr_str("weft.stuck_loop.span_ids", ids);
+        weft_span_context_of(span, &here);
+        span_hex_of(&here, here_hex);
+        announce(run, kind_names[kind], evidence, here_hex[0] != '\0' ? here_hex : NULL, agents);
+        mark(run, span, kind_names[kind], evidence, extra, 4);
+    }
 }
 
 void
 rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 {
-    struct watchdog *wd = &run->watchdog;
     const struct plan_step *s = &run->plan.steps[step];
-    const struct watchdog_config *cfg = &run->wf->supervisor.watchdog;
-    uint64_t key =
-        hash_text(hash_text(1469598103934665603ull, rt_step_actor(run, s), false), s->task, true);
-    size_t n = wd->step_count < WATCHDOG_HISTORY ? wd->step_count : WATCHDOG_HISTORY;
-    unsigned same = 1;
-    char evidence[200];
+    size_t from = run->last_actor != NULL ? wf_find_agent(run->wf, run->last_actor) : WF_NONE;
+    const char *to = rt_step_actor(run, s);
+    uint64_t sig = hash_text(
+        hash_text(hash_text(FNV_OFFSET, agent_name(run, from), false), to, false), s->task, true);
+    char what[240];
 
-    for (size_t i = 0; i < n && same < cfg->same_agent; i++) {
-        if (wd->agent_keys[(wd->step_count - 1 - i) % WATCHDOG_HISTORY] != key) {
-            break;
-        }
-        same++;
-    }
-    if (same >= cfg->same_agent) {
-        snprintf(evidence, sizeof(evidence), "%.60s called %u times in a row with the same task",
-                 rt_step_actor(run, s), same);
-        detect(run, decision, "repeated_agent", evidence, rt_step_actor(run, s));
-    }
-    wd->agent_keys[wd->step_count % WATCHDOG_HISTORY] = key;
-    wd->agents[wd->step_count % WATCHDOG_HISTORY] = s->agent;
-    wd->completed[wd->step_count % WATCHDOG_HISTORY] = false;
-    wd->step_count++;
-    /* Ping-pong: A B A B A B over the last 6 steps, none of the first five completed. */
-    if (wd->step_count >= 6) {
-        bool is_pong = true;
-        size_t a = wd->agents[(wd->step_count - 1) % WATCHDOG_HISTORY];
-        size_t b = wd->agents[(wd->step_count - 2) % WATCHDOG_HISTORY];
-        for (size_t i = 0; i < 6 && is_pong; i++) {
-            size_t idx = (wd->step_count - 1 - i) % WATCHDOG_HISTORY;
-            is_pong = a != b && wd->agents[idx] == (i % 2 == 0 ? a : b) &&
-                      (i == 0 || !wd->completed[idx]);
-        }
-        if (is_pong) {
-            snprintf(evidence, sizeof(evidence),
-                     "%.60s and %.60s alternated over 6 steps without completing one",
-                     run->wf->agents[a].name, run->wf->agents[b].name);
-            detect(run, decision, "ping_pong", evidence, run->wf->agents[a].name);
-        }
-    }
+    snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.48s '%.100s'", agent_name(run, from), to,
+             s->task != NULL ? s->task : "");
+    occur(run, decision, WD_HANDOFF, sig, from, s->agent, what);
 }
 
 void
 rt_watchdog_step_done(struct run *run, size_t step)
 {
-    struct watchdog *wd = &run->watchdog;
+    const struct plan_step *s = &run->plan.steps[step];
 
-    if (wd->step_count > 0) {
-        wd->completed[(wd->step_count - 1) % WATCHDOG_HISTORY] =
-            run->plan.steps[step].status == STEP_COMPLETED;
-    }
+    /* A step's outcome is a fact: its output, or its failure text. */
+    rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
 }
 
 void
-rt_watchdog_decision(struct run *run, struct weft_span *decision, bool is_progress)
+rt_watchdog_decision(struct run *run, struct weft_span *decision, const char *next, bool is_step)
 {
     struct watchdog *wd = &run->watchdog;
     const struct wf_supervisor *sup = &run->wf->supervisor;
@@ -202,30 +408,71 @@ rt_watchdog_decision(struct run *run, struct weft_span *decision, bool is_progre
                  sup->max_iterations);
         detect(run, decision, "iteration_budget", evidence, NULL);
     }
-    wd->stalled_decisions = is_progress ? 0 : wd->stalled_decisions + 1;
-    if (wd->stalled_decisions >= sup->watchdog.no_progress) {
-        snprintf(evidence, sizeof(evidence),
-                 "%u decisions without a plan change or a completed step", wd->stalled_decisions);
-        wd->stalled_decisions = 0;
-        detect(run, decision, "no_progress", evidence, NULL);
+    if (!is_step && next != NULL && strcmp(next, "end") != 0) {
+        /* A route that started nothing: the plan's state is its only outcome. */
+        char what[160];
+        char state[96];
+        snprintf(state, sizeof(state), "plan v%u, %zu steps, %zu completed", run->plan.version,
+                 run->plan.count, plan_count_status(&run->plan, STEP_COMPLETED));
+        rt_watchdog_fact(run, state);
+        snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.64s", sup->name, next);
+        occur(run, decision, WD_ROUTE, hash_text(FNV_OFFSET, next, false), WF_NONE,
+              wf_find_agent(run->wf, next), what);
     }
 }
 
 void
-rt_watchdog_tool(struct run *run, struct weft_span *span, const char *tool, const char *args)
+rt_watchdog_tool(
+    struct run *run, struct weft_span *span, const char *tool, const char *args, const char *result)
 {
-    struct watchdog *wd = &run->watchdog;
-    uint64_t key = hash_text(hash_text(1469598103934665603ull, tool, false), args, true);
-    char evidence[200];
+    uint64_t sig = hash_text(hash_text(FNV_OFFSET, tool, false), args, true);
+    char what[200];
+    size_t agent = WF_NONE;
 
-    wd->tool_repeats = key == wd->tool_key ? wd->tool_repeats + 1 : 1;
-    wd->tool_key = key;
-    if (wd->tool_repeats >= run->wf->supervisor.watchdog.same_tool) {
-        snprintf(evidence, sizeof(evidence),
-                 "%.60s called %u times in a row with the same arguments", tool, wd->tool_repeats);
-        wd->tool_repeats = 0;
-        detect(run, span, "repeated_tool", evidence, NULL);
+    (void)learn(&run->watchdog, hash_text(sig, result, true));
+    if (run->last_actor != NULL) {
+        agent = wf_find_agent(run->wf, run->last_actor);
     }
+    snprintf(what, sizeof(what), "%.48s %.120s", tool, args != NULL ? args : "");
+    occur(run, span, WD_TOOL, sig, agent, WF_NONE, what);
+}
+
+void
+rt_watchdog_reflection(
+    struct run *run, struct weft_span *span, size_t agent, const char *feedback, const char *output)
+{
+    uint64_t sig = hash_text(hash_text(FNV_OFFSET, agent_name(run, agent), false), feedback, true);
+    char what[240];
+
+    (void)learn(&run->watchdog, hash_text(sig, output, true));
+    snprintf(what, sizeof(what), "%.48s rejected with '%.140s'", agent_name(run, agent),
+             feedback != NULL ? feedback : "");
+    occur(run, span, WD_REFLECTION, sig, agent, WF_NONE, what);
+}
+
+void
+rt_watchdog_flow(struct run *run,
+                 struct weft_span *span,
+                 const char *node,
+                 const char *back_to,
+                 size_t agent,
+                 size_t back_to_agent,
+                 const char *result)
+{
+    uint64_t sig = hash_text(hash_text(FNV_OFFSET, node, false), back_to, false);
+    char what[200];
+
+    (void)learn(&run->watchdog, hash_text(sig, result, true));
+    snprintf(what, sizeof(what), "%.64s \xe2\x86\x92 %.64s", node, back_to);
+    occur(run, span, WD_FLOW, sig, agent, back_to_agent, what);
+}
+
+bool
+rt_watchdog_should_stop(const struct run *run)
+{
+    const struct watchdog *wd = &run->watchdog;
+
+    return wd->is_fail || wd->is_break || wd->is_escalate_pending;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -320,15 +567,26 @@ timer_main(void *arg)
         now = weft__monotonic_ns();
         if (now - last >= stall_ns && last != reported) {
             char evidence[sizeof(wd->stall_evidence)];
+            char agent[sizeof(wd->activity_agent)];
 
             reported = last;
-            snprintf(evidence, sizeof(evidence), "no progress for %.0f s while waiting on %.120s",
-                     (double)(now - last) / 1e9,
-                     wd->activity[0] != '\0' ? wd->activity : "the supervisor");
+            if (wd->activity_step[0] != '\0') {
+                snprintf(evidence, sizeof(evidence),
+                         "no progress for %.0f s in step %.40s (agent %.48s) while waiting on "
+                         "%.100s",
+                         (double)(now - last) / 1e9, wd->activity_step, wd->activity_agent,
+                         wd->activity[0] != '\0' ? wd->activity : "its work");
+            } else {
+                snprintf(evidence, sizeof(evidence),
+                         "no progress for %.0f s while waiting on %.120s",
+                         (double)(now - last) / 1e9,
+                         wd->activity[0] != '\0' ? wd->activity : "the supervisor");
+            }
+            snprintf(agent, sizeof(agent), "%s", wd->activity_agent);
             memcpy(wd->stall_evidence, evidence, sizeof(evidence));
             wd->is_stall_pending = true;
             pthread_mutex_unlock(&wd->timer_lock);
-            announce(run, "stall", evidence, NULL, NULL);
+            announce(run, "stall", evidence, NULL, agent[0] != '\0' ? agent : NULL);
             pthread_mutex_lock(&wd->timer_lock);
         }
     }
@@ -383,6 +641,31 @@ start_webhook(struct run *run)
     }
 }
 
+/* A watchdog setting: the workflow's, else the environment's, else @p fallback. A bad value
+ * in the environment is reported and the fallback used. */
+static unsigned
+setting(unsigned configured, const char *env, unsigned fallback, unsigned lo, unsigned hi)
+{
+    const char *text = getenv(env);
+    char *end = NULL;
+    unsigned long v = 0;
+
+    if (configured != 0) {
+        return configured;
+    }
+    if (text == NULL || text[0] == '\0') {
+        return fallback;
+    }
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
+        WEFT_LOG(WEFT_LOG_ERROR, "%s=%.40s: expected an integer from %u to %u; using %u", env, text,
+                 lo, hi, fallback);
+        return fallback;
+    }
+    return (unsigned)v;
+}
+
 void
 rt_watchdog_start(struct run *run)
 {
@@ -394,6 +677,13 @@ rt_watchdog_start(struct run *run)
     if (weft_span_context_is_valid(&ctx)) {
         weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, wd->trace_hex);
         weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, wd->root_hex);
+    }
+    wd->repeats = setting(run->wf->supervisor.watchdog.repeats, "WEFT_WATCHDOG_REPEATS", 3, 2,
+                          WATCHDOG_WINDOW_MAX);
+    wd->window = setting(run->wf->supervisor.watchdog.window, "WEFT_WATCHDOG_WINDOW", 10, 2,
+                         WATCHDOG_WINDOW_MAX);
+    if (wd->window < wd->repeats) {
+        wd->window = wd->repeats; /* a window holds at least the repetitions it looks for */
     }
     atomic_store(&wd->last_progress, weft__monotonic_ns());
     start_webhook(run);
@@ -434,7 +724,7 @@ rt_watchdog_stop(struct run *run)
 }
 
 void
-rt_watchdog_activity(struct run *run, const char *what)
+rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step)
 {
     struct watchdog *wd = &run->watchdog;
 
@@ -442,6 +732,12 @@ rt_watchdog_activity(struct run *run, const char *what)
     if (wd->has_timer) {
         pthread_mutex_lock(&wd->timer_lock);
         snprintf(wd->activity, sizeof(wd->activity), "%s", what);
+        if (agent != NULL) {
+            snprintf(wd->activity_agent, sizeof(wd->activity_agent), "%s", agent);
+        }
+        if (step != NULL) {
+            snprintf(wd->activity_step, sizeof(wd->activity_step), "%s", step);
+        }
         pthread_mutex_unlock(&wd->timer_lock);
     }
 }
@@ -468,6 +764,6 @@ rt_watchdog_poll(struct run *run, struct weft_span *span)
     memcpy(evidence, wd->stall_evidence, sizeof(evidence));
     pthread_mutex_unlock(&wd->timer_lock);
     if (is_pending) {
-        mark(run, span, "stall", evidence);
+        mark(run, span, "stall", evidence, NULL, 0);
     }
 }

@@ -70,7 +70,7 @@ struct rt_webhook_config {
 
 /* One detection, borrowed for the call. Only kind and policy are required. */
 struct rt_webhook_alert {
-    const char *kind;     /* repeated_agent, ping_pong, no_progress, stall, token_budget, ... */
+    const char *kind;     /* handoff, tool, route, reflection, flow, stall, token_budget, ... */
     const char *evidence; /* a sentence */
     const char *policy;   /* "warn", "break" or "abort" */
     const char *workflow;

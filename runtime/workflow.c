@@ -400,8 +400,9 @@ resolve_path(const struct weft_workflow *wf, const char *rel)
 size_t
 wf_find_agent(const struct weft_workflow *wf, const char *name)
 {
-    for (size_t i = 0; i < wf->agent_count; i++) {
-        if (strcmp(wf->agents[i].name, name) == 0) {
+    /* An agent whose name is missing (a diagnostic already) matches nothing. */
+    for (size_t i = 0; name != NULL && i < wf->agent_count; i++) {
+        if (wf->agents[i].name != NULL && strcmp(wf->agents[i].name, name) == 0) {
             return i;
         }
     }
@@ -411,8 +412,8 @@ wf_find_agent(const struct weft_workflow *wf, const char *name)
 size_t
 wf_find_tool(const struct weft_workflow *wf, const char *name)
 {
-    for (size_t i = 0; i < wf->tool_count; i++) {
-        if (strcmp(wf->tools[i].name, name) == 0) {
+    for (size_t i = 0; name != NULL && i < wf->tool_count; i++) {
+        if (wf->tools[i].name != NULL && strcmp(wf->tools[i].name, name) == 0) {
             return i;
         }
     }
@@ -422,8 +423,8 @@ wf_find_tool(const struct weft_workflow *wf, const char *name)
 static size_t
 find_model(const struct weft_workflow *wf, const char *name)
 {
-    for (size_t i = 0; i < wf->model_count; i++) {
-        if (strcmp(wf->models[i].name, name) == 0) {
+    for (size_t i = 0; name != NULL && i < wf->model_count; i++) {
+        if (wf->models[i].name != NULL && strcmp(wf->models[i].name, name) == 0) {
             return i;
         }
     }
@@ -886,8 +887,8 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                                        "max_cost_usd", "circuit_breaker", "final_agent",
                                        "correction",   "watchdog",        NULL};
     static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
-    static const char *const watchdog_keys[] = {"policy",  "same_agent", "same_tool", "no_progress",
-                                                "stall_s", "webhook",    NULL};
+    static const char *const watchdog_keys[] = {"policy",  "repeats", "window", "escalate_to",
+                                                "stall_s", "webhook", NULL};
     static const char *const webhook_keys[] = {"url", "format", NULL};
     const json_t *hook = NULL;
     const json_t *wd = NULL;
@@ -937,9 +938,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
     sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
     sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
-    sup->watchdog.same_agent = 3;
-    sup->watchdog.same_tool = 5;
-    sup->watchdog.no_progress = 5;
+    sup->watchdog.escalate_to = WF_NONE;
     sup->watchdog.stall_ms = 300000;
     sup->watchdog.webhook_format = -1;
     wd = get_typed(ld, s, "supervisor", "watchdog", JSON_OBJECT, false);
@@ -951,20 +950,38 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                 sup->watchdog.policy = WATCHDOG_WARN;
             } else if (strcmp(policy_name, "break") == 0) {
                 sup->watchdog.policy = WATCHDOG_BREAK;
-            } else if (strcmp(policy_name, "abort") == 0) {
-                sup->watchdog.policy = WATCHDOG_ABORT;
+            } else if (strcmp(policy_name, "escalate") == 0) {
+                sup->watchdog.policy = WATCHDOG_ESCALATE;
+            } else if (strcmp(policy_name, "fail") == 0 || strcmp(policy_name, "abort") == 0) {
+                sup->watchdog.policy = WATCHDOG_FAIL; /* "abort": the name before "fail" */
             } else {
                 diag_add(ld, "supervisor.watchdog.policy", 0, 0,
-                         "expected \"warn\", \"break\" or \"abort\", got \"%s\"", policy_name);
+                         "expected \"warn\", \"break\", \"escalate\" or \"fail\", got \"%s\"",
+                         policy_name);
             }
             weft__free(policy_name);
         }
-        sup->watchdog.same_agent =
-            (unsigned)get_int(ld, wd, "supervisor.watchdog", "same_agent", 3, 2, 1000);
-        sup->watchdog.same_tool =
-            (unsigned)get_int(ld, wd, "supervisor.watchdog", "same_tool", 5, 2, 1000);
-        sup->watchdog.no_progress =
-            (unsigned)get_int(ld, wd, "supervisor.watchdog", "no_progress", 5, 2, 1000);
+        /* 0 when absent: the environment's value or the default applies at run start. */
+        sup->watchdog.repeats =
+            (unsigned)get_int(ld, wd, "supervisor.watchdog", "repeats", 0, 2, WATCHDOG_WINDOW_MAX);
+        sup->watchdog.window =
+            (unsigned)get_int(ld, wd, "supervisor.watchdog", "window", 0, 2, WATCHDOG_WINDOW_MAX);
+        if (sup->watchdog.repeats != 0 && sup->watchdog.window != 0 &&
+            sup->watchdog.window < sup->watchdog.repeats) {
+            diag_add(ld, "supervisor.watchdog.window", 0, 0,
+                     "expected at least repeats (%u), got %u", sup->watchdog.repeats,
+                     sup->watchdog.window);
+        }
+        {
+            char *to = get_str(ld, wd, "supervisor.watchdog", "escalate_to", false);
+            if (to != NULL) {
+                sup->watchdog.escalate_to = wf_find_agent(wf, to);
+                if (sup->watchdog.escalate_to == WF_NONE) {
+                    diag_add(ld, "supervisor.watchdog.escalate_to", 0, 0, "unknown agent '%s'", to);
+                }
+                weft__free(to);
+            }
+        }
         sup->watchdog.stall_ms =
             (uint32_t)(get_num(ld, wd, "supervisor.watchdog", "stall_s", 300.0, 0.0, 86400.0) *
                            1000.0 +
@@ -1647,6 +1664,19 @@ check_scripts(struct loader *ld, const struct weft_workflow *wf)
 static void
 check_policy(struct loader *ld, const struct weft_workflow *wf)
 {
+    const struct watchdog_config *wd = &wf->supervisor.watchdog;
+
+    if (wd->policy == WATCHDOG_ESCALATE && wf->flow != NULL) {
+        diag_add(ld, "supervisor.watchdog.policy", 0, 0,
+                 "\"escalate\" needs a supervisor to hand the loop to; a flow takes \"warn\", "
+                 "\"break\" or \"fail\"");
+    } else if (wd->policy == WATCHDOG_ESCALATE && wd->escalate_to == WF_NONE &&
+               wf->supervisor.final_agent == WF_NONE &&
+               (!wf->has_router || wf->router.clarification_route == WF_NONE)) {
+        diag_add(ld, "supervisor.watchdog.escalate_to", 0, 0,
+                 "policy \"escalate\" needs escalate_to, supervisor.final_agent or a "
+                 "clarification route");
+    }
     if (wf->supervisor.policy == WF_POLICY_ROUTER && wf->plan_count > 0) {
         diag_add(ld, "plan", 0, 0, "a router workflow takes no initial plan");
     }

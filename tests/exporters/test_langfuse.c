@@ -298,7 +298,7 @@ emit_run(struct fx *f, const char *status, const char *output, struct run_ids *i
     weft_span_end(span, 0);
 
     span = rt_start(f, K_PLAN, "watchdog", root);
-    ev[0] = weft_attr_str("weft.stuck_loop.kind", "ping_pong");
+    ev[0] = weft_attr_str("weft.stuck_loop.kind", "handoff");
     ev[1] = weft_attr_str("weft.stuck_loop.evidence", "writer -> critic -> writer");
     ev[2] = weft_attr_str("weft.stuck_loop.policy", "warn");
     weft_span_add_event(span, "weft.stuck_loop", ev, 3, 0);
@@ -946,7 +946,7 @@ test_langfuse_scores_pass_validation_and_point_at_their_spans(void **state)
     sc = score_named(f, "loops_total");
     assert_true(json_number_value(json_object_get(sc, "value")) == 2.0);
     sc = score_named(f, "stuck_loop");
-    assert_string_equal(json_string_value(json_object_get(sc, "value")), "ping_pong");
+    assert_string_equal(json_string_value(json_object_get(sc, "value")), "handoff");
 
     /* Every score: the environment, and its own deterministic id. */
     json_array_foreach(f->scores, i, sc)
@@ -1495,7 +1495,7 @@ test_langfuse_each_detection_and_verdict_scored_once(void **state)
     lf_start(f, 3600000);
     root = rt_start(f, K_WORKFLOW, "research", NULL);
     span = rt_start(f, K_PLAN, "supervisor", root);
-    ev[0] = weft_attr_str("weft.stuck_loop.kind", "repeated_agent");
+    ev[0] = weft_attr_str("weft.stuck_loop.kind", "handoff");
     ev[1] = weft_attr_str("weft.stuck_loop.evidence", "third call");
     weft_span_add_event(span, "weft.stuck_loop", ev, 2, 0);
     ev[0] = weft_attr_str("weft.stuck_loop.kind", "iteration_budget");

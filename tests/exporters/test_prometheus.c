@@ -87,13 +87,13 @@ test_prometheus_names_types_and_empty_families(void **state)
     assert_parses(text);
     free(text);
     {
-        struct weft_attr kind = weft_attr_str("kind", "ping_pong");
+        struct weft_attr kind = weft_attr_str("kind", "handoff");
         assert_weft_ok(weft_counter_add(c, 2, &kind, 1));
         assert_weft_ok(weft_gauge_set(g, 0.5, NULL, 0));
         assert_weft_ok(weft_counter_add(u, 3, NULL, 0));
     }
     text = render(m);
-    assert_non_null(strstr(text, "weft_stuck_loops_total{kind=\"ping_pong\"} 2\n"));
+    assert_non_null(strstr(text, "weft_stuck_loops_total{kind=\"handoff\"} 2\n"));
     assert_non_null(strstr(text, "weft_queue_fill_ratio 0.5\n"));
     assert_non_null(strstr(text, "weft_runs_active 3\n"));
     assert_parses(text);

@@ -1,13 +1,13 @@
 /* tests/runtime/test_dashboards.c - the shipped Grafana dashboard and alert rules against a
- * real `weft serve`: every scripted example (examples/STAR/workflow.json but openai) and a
- * stuck-loop workflow of the test's own run through the built `weft` binary into a throwaway
- * WEFT_HOME, `weft serve` listens on 127.0.0.1 port 0, and every weft_STAR or gen_ai_STAR metric
- * that a panel or an alert rule queries must have samples in its scrape (so a renamed metric,
- * or one `weft serve` does not export, breaks this test, not a dashboard in production).
+ * real `weft serve`: every scripted example (examples/STAR/workflow.json but openai) and the
+ * stuck-loop example (examples/stuck_loops/handoff.json) run through the built `weft` binary into a
+ * throwaway WEFT_HOME, `weft serve` listens on 127.0.0.1 port 0, and every weft_STAR or gen_ai_STAR
+ * metric that a panel or an alert rule queries must have samples in its scrape (so a renamed
+ * metric, or one `weft serve` does not export, breaks this test, not a dashboard in production).
  * The dashboard is also checked for valid JSON, a datasource variable and no hard-coded
  * datasource uid, unique panel ids with a grid position. A promtool rule unit test built from
- * two real scrapes (before and after the stuck run) checks that the shipped stuck-loop alert
- * fires (skipped when promtool is not installed). */
+ * two real scrapes (before and after the stuck-loop example) checks that the shipped stuck-loop
+ * alert fires (skipped when promtool is not installed). */
 #include "support/serve_proc.h"
 #include "support/weft_test.h"
 
@@ -22,19 +22,8 @@
 
 #define WEFT_BIN WEFT_BINARY_DIR "/weft"
 
-/* A workflow that loops on one agent with the same task: the watchdog's repeated_agent
- * detector fires (policy warn, so the run completes). Self-contained: its own script. */
-#define STUCK_WORKFLOW                                                                       \
-    "{\"name\": \"dash-stuck\", \"models\": {\"m\": {\"provider\": \"scripted\", "           \
-    "\"script\": \"script.json\"}}, \"supervisor\": {\"watchdog\": {\"policy\": \"warn\"}}," \
-    " \"agents\": [{\"name\": \"poller\"}], \"plan\": ["                                     \
-    "{\"agent\": \"poller\", \"task\": \"Check the build status\"},"                         \
-    " {\"agent\": \"poller\", \"task\": \"check the  build status\"},"                       \
-    " {\"agent\": \"poller\", \"task\": \"Check the build status\"},"                        \
-    " {\"agent\": \"poller\", \"task\": \"Check the build status\"}]}"
-#define STUCK_SCRIPT                                                                     \
-    "{\"responses\": {\"poller\": {\"act\": [{\"content\": \"pending\"}, {\"content\": " \
-    "\"pending\"}, {\"content\": \"pending\"}, {\"content\": \"pending\"}]}}}"
+/* The shipped stuck-loop example: a tester/coder ping-pong the watchdog breaks (exit 3). */
+#define STUCK_EXAMPLE WEFT_SOURCE_DIR "/examples/stuck_loops/handoff.json"
 
 struct world {
     char home[64];
@@ -44,19 +33,6 @@ struct world {
 };
 
 static struct world world;
-
-static void
-put(const char *dir, const char *name, const char *text)
-{
-    char path[512];
-    FILE *fp = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
 
 static char *
 scrape(const char *home)
@@ -122,13 +98,11 @@ setup_world(void **state)
     }
     globfree(&g);
     world.before = scrape(world.home);
-    put(world.home, "stuck.json", STUCK_WORKFLOW);
-    put(world.home, "script.json", STUCK_SCRIPT);
     {
-        char wf[128];
-        snprintf(wf, sizeof(wf), "%s/stuck.json", world.home);
-        const char *args[] = {"run", wf, "-q", "--no-trace", "--workspace", ws, NULL};
-        (void)serve_proc_run(WEFT_BIN, world.home, NULL, args);
+        const char *args[] = {"run", STUCK_EXAMPLE, "-q", "--no-trace", "--workspace", ws, NULL};
+        if (serve_proc_run(WEFT_BIN, world.home, NULL, args) != 3) {
+            return -1; /* the example must end as stuck */
+        }
     }
     world.after = scrape(world.home);
     world.names = sample_names(world.after);
@@ -370,7 +344,7 @@ test_dashboards_stuck_loop_alert_fires_on_a_real_scrape(void **state)
                 labels[0] = exact;
                 before = serve_proc_sum(world.before, "weft_stuck_loops_total", labels, &n);
             }
-            if (strstr(sample, "workflow=\"dash-stuck\"") != NULL) {
+            if (strstr(sample, "workflow=\"stuck-handoff\"") != NULL) {
                 assert_true(after > before);
                 fprintf(fp, "      - series: '%s'\n        values: '%g %g %g %g %g %g'\n", sample,
                         before, before, before, after, after, after);
@@ -386,15 +360,15 @@ test_dashboards_stuck_loop_alert_fires_on_a_real_scrape(void **state)
     fprintf(
         fp,
         "    alert_rule_test:\n      - eval_time: 4m\n        alertname: WeftStuckLoopDetected\n"
-        "        exp_alerts:\n          - exp_labels: {severity: page, workflow: dash-stuck,"
-        " kind: repeated_agent}\n            exp_annotations:\n"
-        "              summary: \"weft workflow dash-stuck is stuck (repeated_agent)\"\n"
+        "        exp_alerts:\n          - exp_labels: {severity: page, workflow: stuck-handoff,"
+        " kind: handoff}\n            exp_annotations:\n"
+        "              summary: \"weft workflow stuck-handoff is stuck (handoff)\"\n"
         "              description: \"The stuck-loop watchdog fired %.2f times in 5 minutes."
         " Find the run's trace by its weft.stuck_loop event.\"\n"
         "      - eval_time: 2m\n        alertname: WeftStuckLoopDetected\n"
         "        exp_alerts: []\n",
         serve_proc_sum(world.after, "weft_stuck_loops_total",
-                       (const char *const[]){"workflow=\"dash-stuck\"", NULL}, NULL));
+                       (const char *const[]){"workflow=\"stuck-handoff\"", NULL}, NULL));
     fclose(fp);
     snprintf(cmd, sizeof(cmd), "promtool test rules '%s' >&2", path);
     assert_int_equal(system(cmd), 0);

@@ -446,7 +446,7 @@ test_engine_replay_of_a_stored_run(void **state)
 }
 
 static void
-test_engine_unknown_and_disallowed_requests_are_cancelled(void **state)
+test_engine_unknown_and_disallowed_requests_are_refused_to_the_model(void **state)
 {
     struct fx *f = *state;
 
@@ -466,10 +466,21 @@ test_engine_unknown_and_disallowed_requests_are_cancelled(void **state)
     assert_int_equal(f->r->step_count, 2); /* only b was added */
     assert_string_equal(f->r->steps[1].agent, "b");
     assert_int_equal(f->r->loops[WEFT_LOOP_REPLAN], 1);
-    assert_attrs(f->sink, "replan ", "weft.replan.step_added", "false,false,true");
-    assert_int_equal(status_code(otlp_sink_find(f->sink, "replan a\xe2\x86\x92ghost", 0)), 2);
-    assert_non_null(strstr(f->r->decisions[1].reason, "unknown agent 'ghost'"));
-    assert_non_null(strstr(f->r->decisions[1].reason, "a may not request c"));
+    /* The tool refuses what cannot be scheduled, so the model hears it at once; only the valid
+     * request reaches the supervisor. */
+    assert_attrs(f->sink, "execute_tool request_agent", "weft.tool.outcome",
+                 "invalid_arguments,invalid_arguments,ok");
+    assert_attrs(f->sink, "replan ", "weft.replan.step_added", "true");
+    {
+        const json_t *ghost = otlp_sink_find(f->sink, "execute_tool request_agent", 0);
+        const json_t *c = otlp_sink_find(f->sink, "execute_tool request_agent", 1);
+        assert_int_equal(status_code(ghost), 2);
+        assert_string_equal(otlp_span_attr(ghost, "error.type"), "unknown_agent");
+        assert_non_null(
+            strstr(json_string_value(json_object_get(json_object_get(ghost, "status"), "message")),
+                   "no agent named 'ghost'"));
+        assert_string_equal(otlp_span_attr(c, "error.type"), "agent_not_allowed");
+    }
     assert_string_equal(decisions(f->r), "rule:a,rule:b,rule:end");
 }
 
@@ -979,7 +990,7 @@ main(void)
         T(test_engine_clarify_three_layers_across_a_session),
         T(test_engine_record_then_replay_gives_identical_structure),
         T(test_engine_replay_of_a_stored_run),
-        T(test_engine_unknown_and_disallowed_requests_are_cancelled),
+        T(test_engine_unknown_and_disallowed_requests_are_refused_to_the_model),
         T(test_engine_invalid_plan_is_repaired_once),
         T(test_engine_plan_invalid_twice_fails_the_run),
         T(test_engine_malformed_reflection_counts_as_rejected),

@@ -62,7 +62,7 @@ static struct rt_webhook_alert
 sample_alert(const char *policy)
 {
     struct rt_webhook_alert a = {
-        .kind = "ping_pong",
+        .kind = "handoff",
         .evidence = "researcher and writer alternated over 6 steps without completing one",
         .policy = policy,
         .workflow = "research",
@@ -174,7 +174,7 @@ test_webhook_generic_payload_is_one_exact_object(void **state)
     assert_true(json_is_object(doc));
     assert_int_equal(json_object_size(doc), 10);
     assert_string_equal(str_at(doc, "type"), "weft.stuck_loop");
-    assert_string_equal(str_at(doc, "kind"), "ping_pong");
+    assert_string_equal(str_at(doc, "kind"), "handoff");
     assert_string_equal(str_at(doc, "evidence"), a.evidence);
     assert_string_equal(str_at(doc, "policy"), "break");
     assert_string_equal(str_at(doc, "workflow"), "research");
@@ -215,11 +215,11 @@ check_alertmanager(json_t *doc, const char *policy, const char *severity)
     /* Low-cardinality labels only: no trace, span or agent. */
     assert_int_equal(json_object_size(labels), 5);
     assert_string_equal(str_at(labels, "alertname"), "WeftStuckLoop");
-    assert_string_equal(str_at(labels, "kind"), "ping_pong");
+    assert_string_equal(str_at(labels, "kind"), "handoff");
     assert_string_equal(str_at(labels, "workflow"), "research");
     assert_string_equal(str_at(labels, "severity"), severity);
     assert_string_equal(str_at(labels, "run_id"), "run-0001");
-    assert_string_equal(str_at(notes, "summary"), "Stuck loop (ping_pong) in workflow research");
+    assert_string_equal(str_at(notes, "summary"), "Stuck loop (handoff) in workflow research");
     assert_string_equal(str_at(notes, "description"),
                         "researcher and writer alternated over 6 steps without completing one");
     assert_string_equal(str_at(notes, "policy"), policy);

@@ -91,13 +91,18 @@ dump(const struct weft_diags *d)
 static void
 test_workflow_examples_are_valid(void **state)
 {
-    static const char *const examples[] = {"code_review", "clarify", "swarm_reflection", "openai"};
+    static const char *const examples[] = {
+        "code_review/workflow.json",      "clarify/workflow.json",
+        "swarm_reflection/workflow.json", "openai/workflow.json",
+        "stuck_loops/handoff.json",       "stuck_loops/tool.json",
+        "stuck_loops/route.json",         "stuck_loops/reflection.json",
+        "stuck_loops/flow.json"};
     (void)state;
     for (size_t i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
         struct weft_workflow *wf = NULL;
         struct weft_diags d = {0};
         char path[512];
-        snprintf(path, sizeof(path), "%s/examples/%s/workflow.json", WEFT_SOURCE_DIR, examples[i]);
+        snprintf(path, sizeof(path), "%s/examples/%s", WEFT_SOURCE_DIR, examples[i]);
         if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
             dump(&d);
             fail_msg("%s is invalid", path);
@@ -105,6 +110,40 @@ test_workflow_examples_are_valid(void **state)
         assert_int_equal(d.count, 0);
         weft_workflow_free(wf);
     }
+}
+
+/* Regression: a router naming agents while one agent has no name crashed the loader (strcmp
+ * on NULL in the agent lookup); it is an ordinary diagnostic. Watchdog settings are checked. */
+static void
+test_workflow_nameless_agent_and_watchdog_settings_are_diagnostics(void **state)
+{
+    struct weft_diags d = {0};
+    (void)state;
+    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"},"
+                         " {\"instructions\": \"no name\"}], \"router\": {\"routes\": {\"x\":"
+                         " \"a\", \"y\": \"ghost\"}, \"default_route\": \"x\"}}",
+                         &d),
+                    WEFT_EPARSE);
+    assert_true(has_diag(&d, "agents[1].name", "required"));
+    assert_true(has_diag(&d, "router.routes.y", "unknown agent 'ghost'"));
+    weft_diags_cleanup(&d);
+    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"supervisor\": {\"watchdog\":"
+                         " {\"policy\": \"escalate\", \"repeats\": 1, \"window\": 40}},"
+                         " \"agents\": [{\"name\": \"a\"}]}",
+                         &d),
+                    WEFT_EPARSE);
+    assert_true(has_diag(&d, "supervisor.watchdog.repeats", "expected integer in [2, 32]"));
+    assert_true(has_diag(&d, "supervisor.watchdog.window", "expected integer in [2, 32]"));
+    assert_true(has_diag(&d, "supervisor.watchdog.escalate_to", "needs escalate_to"));
+    weft_diags_cleanup(&d);
+    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"supervisor\": {\"watchdog\":"
+                         " {\"policy\": \"loop\", \"escalate_to\": \"nobody\"}},"
+                         " \"agents\": [{\"name\": \"a\"}]}",
+                         &d),
+                    WEFT_EPARSE);
+    assert_true(has_diag(&d, "supervisor.watchdog.policy", "\"escalate\" or \"fail\""));
+    assert_true(has_diag(&d, "supervisor.watchdog.escalate_to", "unknown agent 'nobody'"));
+    weft_diags_cleanup(&d);
 }
 
 static void
@@ -279,6 +318,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workflow_examples_are_valid),
         cmocka_unit_test_setup_teardown(test_workflow_minimal_loads_with_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_workflow_nameless_agent_and_watchdog_settings_are_diagnostics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workflow_syntax_error_has_line_and_column, setup,
                                         teardown),
         cmocka_unit_test(test_workflow_missing_file_is_not_found),
