@@ -677,6 +677,11 @@ send_request(struct weft__otlp_transport *x,
             *rejected_out += rejected;
             atomic_fetch_add(&x->items_rejected, rejected);
             x->is_failing = false;
+            /* Delivered: no failure stands (weft.exporter.failing reads this; the processor
+             * keeps its own copy of the error that failed a batch). */
+            pthread_mutex_lock(&x->lock);
+            x->last_error[0] = '\0';
+            pthread_mutex_unlock(&x->lock);
             return WEFT_OK;
         }
         if (rc != CURLE_OK && !retryable_curl(rc)) {

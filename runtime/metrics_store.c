@@ -811,9 +811,10 @@ fold_sums(struct fold *f, sqlite3 *db)
     return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
-/* Gauges: span counts add up across runs; queue fill counts only for runs in progress that
- * saved recently (utilisation: the fullest one); other runs' queues count as empty, so every
- * exporter that ever ran has its series. */
+/* Gauges: span counts add up across runs; queue fill and "failing" count only for runs in
+ * progress that saved recently (utilisation: the fullest one; failing: 1 when any such run's
+ * exporter is failing); other runs count as empty and healthy, so every exporter that ever
+ * ran has its series. */
 static weft_err
 fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
 {
@@ -823,8 +824,10 @@ fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
     if (sqlite3_prepare_v2(
             db,
             "SELECT m.name, m.unit, m.description, m.labels,"
-            " CASE WHEN m.name = 'weft.exporter.queue.utilization' THEN MAX(v) ELSE SUM(v) END"
+            " CASE WHEN m.name IN ('weft.exporter.queue.utilization', 'weft.exporter.failing')"
+            " THEN MAX(v) ELSE SUM(v) END"
             " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
+            " AND m.name <> 'weft.exporter.failing'"
             " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
             " THEN m.value ELSE 0 END AS v"
             " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"
@@ -881,6 +884,9 @@ register_self_families(struct weft_meter *meter)
     (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.queue.utilization",
                                 "1", "Fill of an exporter's queue (0 empty, 1 full: spans drop)",
                                 NULL, 0, &in);
+    (void)weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.failing", "",
+                                "1 while an exporter of a run in progress is failing", NULL, 0,
+                                &in);
 }
 
 weft_err

@@ -14,6 +14,7 @@
  * Why hand-written and not a library: the record path must cost tens of nanoseconds and
  * never block; a general hash map with a lock would do neither.
  */
+#include "exporter.h"
 #include "sdk.h"
 #include "util.h"
 
@@ -984,6 +985,27 @@ observe_exports(struct weft_instrument *gauge, void *user_data)
     }
 }
 
+/* 1 while an exporter's last attempt failed (its retries are still going, or it gave up and
+ * nothing was delivered since), per exporter: a collector that is down shows at its first
+ * failed attempt, not when the batch's time limit ends the retries. Exporters without a
+ * last_error operation are 0. */
+static void
+observe_failing(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_provider *provider = user_data;
+    struct weft_processor *proc = NULL;
+
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        const struct weft_exporter *ex = proc->exporter;
+        char text[8];
+        struct weft_attr attr = weft_attr_str("exporter", weft_exporter_name(ex));
+        bool is_failing = ex != NULL && ex->ops->last_error != NULL &&
+                          ex->ops->last_error(ex->self, text, sizeof(text)) > 0;
+
+        weft_gauge_observe(gauge, is_failing ? 1.0 : 0.0, &attr, 1);
+    }
+}
+
 weft_err
 weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *provider)
 {
@@ -1038,6 +1060,14 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
                 weft_gauge_set_callback(g, observe_exports, provider);
             }
         }
+    }
+    if (err == WEFT_OK) {
+        err =
+            weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.exporter.failing", "",
+                                  "1 while an exporter's last export attempt failed", NULL, 0, &g);
+    }
+    if (err == WEFT_OK) {
+        weft_gauge_set_callback(g, observe_failing, provider);
     }
     return err;
 }

@@ -905,6 +905,64 @@ test_pipeline_silent_collector_at_shutdown_says_no_answer(void **state)
     weft_provider_free(provider);
 }
 
+/* weft_exporter_failing turns 1 at the first failed attempt, while the batch still retries
+ * within its time limit (so monitoring sees a collector that is down at once, not after the
+ * limit), and back to 0 when a later attempt delivers. */
+static void
+test_pipeline_failing_gauge_shows_at_the_first_failed_attempt(void **state)
+{
+    struct fx *f = *state;
+    struct weft_provider *provider = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_processor *proc = NULL;
+    struct weft_meter *meter = NULL;
+    struct weft_batch_options bo = {64, 4, 3600000, 30000};
+    struct weft_otlp_options o = {.initial_backoff_ms = 200, .max_backoff_ms = 200};
+    struct weft_processor_stats ps;
+    char *text = NULL;
+    size_t len = 0;
+
+    http_receiver_set_default(f->rx, &(struct http_response){.status = 503});
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft_provider_new(NULL, &provider));
+    assert_weft_ok(weft_meter_observe_provider(meter, provider));
+    assert_weft_ok(weft_provider_get_tracer(provider, "pipeline", NULL, &tracer));
+    assert_weft_ok(weft_batch_processor_new(make_exporter(f, &o), &bo, &proc));
+    assert_weft_ok(weft_provider_add_processor_take(provider, proc));
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    assert_non_null(strstr(text, "weft_exporter_failing{exporter=\"otlp\"} 0\n"));
+    free(text);
+    weft_test_capture_logs();
+    for (int i = 0; i < 4; i++) {
+        weft_span_end(weft_span_start(tracer, "retried", NULL), 0);
+    }
+    assert_true(http_receiver_wait(f->rx, 1, 5000));
+    /* The answer reaches the transport just after the receiver counted the request. */
+    for (int i = 0; i < 300; i++) {
+        bool is_shown = false;
+        assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+        is_shown = strstr(text, "weft_exporter_failing{exporter=\"otlp\"} 1\n") != NULL;
+        free(text);
+        if (is_shown) {
+            break;
+        }
+        assert_true(i < 299);
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    proc = weft_provider_processor(provider, 0);
+    assert_weft_ok(weft_processor_get_stats(proc, &ps));
+    assert_int_equal(ps.failed, 0); /* not given up: still retrying */
+    http_receiver_set_default(f->rx, &(struct http_response){.status = 200});
+    assert_weft_ok(weft_provider_force_flush(provider, 5000));
+    assert_weft_ok(weft_processor_get_stats(proc, &ps));
+    assert_int_equal(ps.exported, 4);
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    assert_non_null(strstr(text, "weft_exporter_failing{exporter=\"otlp\"} 0\n"));
+    free(text);
+    weft_provider_free(provider);
+    weft_meter_free(meter);
+}
+
 int
 main(void)
 {
@@ -938,6 +996,7 @@ main(void)
         T(test_otlp_http_final_status_names_status_url_and_body),
         T(test_otlp_http_200_that_is_not_an_otlp_response_fails),
         T(test_pipeline_failure_detail_survives_a_shutdown_mid_retry),
+        T(test_pipeline_failing_gauge_shows_at_the_first_failed_attempt),
         T(test_pipeline_silent_collector_at_shutdown_says_no_answer),
 #undef T
     };
