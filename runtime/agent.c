@@ -138,18 +138,6 @@ agent_has_tool(const struct wf_agent *agent, size_t tool)
     return false;
 }
 
-/* May @p agent hand work to agent @p to with request_agent (its can_request list)? */
-static bool
-agent_may_request(const struct wf_agent *agent, size_t to)
-{
-    for (size_t i = 0; i < agent->can_request_count; i++) {
-        if (agent->can_request[i] == to) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static void
 queue_request(
     struct run *run, size_t step, const char *agent, const char *query, struct weft_span *span)
@@ -223,7 +211,7 @@ run_tool_call(struct run *run,
             const char *to = json_string_value(json_object_get(args, "agent"));
             size_t to_index = wf_find_agent(wf, to);
             weft_span_set_str(span, "weft.replan.to", to);
-            if (to_index == WF_NONE || !agent_may_request(agent, to_index)) {
+            if (to_index == WF_NONE || !wf_agent_can_request(agent, to_index)) {
                 /* Told to the model at once, so it can pick another agent (nothing queued). */
                 outcome_name = "invalid_arguments";
                 snprintf(err, sizeof(err), "%s '%.64s'%s",

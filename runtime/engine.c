@@ -921,17 +921,6 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     return is_ok;
 }
 
-static bool
-can_request(const struct wf_agent *from, size_t to)
-{
-    for (size_t i = 0; i < from->can_request_count; i++) {
-        if (from->can_request[i] == to) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Validate and apply pending loop-back requests; appends to @p note what happened. */
 static void
 apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *note)
@@ -963,7 +952,7 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         rt_span_content(run, span, "weft.replan.query", rq->query);
         if (to == WF_NONE) {
             snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
-        } else if (!can_request(from_agent, to)) {
+        } else if (!wf_agent_can_request(from_agent, to)) {
             snprintf(why, sizeof(why), "%.64s may not request %.64s (not in can_request)",
                      from_agent->name, rq->agent);
         } else if (plan_append(&run->plan, NULL, to, rq->query, NULL, 0, &added) != WEFT_OK) {

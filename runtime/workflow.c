@@ -397,6 +397,17 @@ resolve_path(const struct weft_workflow *wf, const char *rel)
 /* ------------------------------------------------------------------------------------------ */
 /* Lookups                                                                                     */
 
+bool
+wf_agent_can_request(const struct wf_agent *from, size_t to)
+{
+    for (size_t i = 0; from != NULL && i < from->can_request_count; i++) {
+        if (from->can_request[i] == to) {
+            return true;
+        }
+    }
+    return false;
+}
+
 size_t
 wf_find_agent(const struct weft_workflow *wf, const char *name)
 {

@@ -171,6 +171,8 @@ struct weft_workflow {
     int capture_content;  /* -1 unset, 0, 1 */
 };
 
+/* May agent @p from hand work to agent @p to with request_agent (its can_request list)? */
+bool wf_agent_can_request(const struct wf_agent *from, size_t to);
 size_t wf_find_agent(const struct weft_workflow *wf, const char *name);
 
 /* Check an executor step's parameters (argv, expect_output, path, content, url) and copy them
