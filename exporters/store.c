@@ -3232,3 +3232,115 @@ out:
     weft__free(sm.name_seen);
     return err;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Closing spans of interrupted runs (docs/durability.md)                                      */
+
+static bool
+is_hex_id(const char *s, size_t len)
+{
+    if (s == NULL || strlen(s) != len) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char interrupted_sql[] =
+    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns,"
+    " status_code, status_message, attributes, service_name, scope_name)"
+    " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'interrupted', ?9,"
+    " (SELECT service_name FROM spans WHERE trace_id = ?1 AND service_name IS NOT NULL LIMIT 1),"
+    " 'weft.runtime'"
+    " WHERE NOT EXISTS (SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2)";
+
+weft_err
+weft_store_add_interrupted_span(const char *db_path, const struct weft_interrupted_span *span)
+{
+    struct store_exporter *st = NULL;
+    char default_path[4096];
+    sqlite3_stmt *stmt = NULL;
+    json_t *attrs = NULL;
+    char *attrs_text = NULL;
+    uint8_t trace_id[WEFT_TRACE_ID_SIZE];
+    weft_err err = WEFT_OK;
+
+    if (span == NULL || !is_hex_id(span->trace_id, 2 * WEFT_TRACE_ID_SIZE) ||
+        !is_hex_id(span->span_id, 2 * WEFT_SPAN_ID_SIZE) ||
+        (span->parent_span_id != NULL && !is_hex_id(span->parent_span_id, 2 * WEFT_SPAN_ID_SIZE))) {
+        return WEFT_EINVAL;
+    }
+    attrs = json_pack("{s:b}", "weft.interrupted", 1);
+    if (attrs != NULL && span->run_id != NULL) {
+        json_object_set_new(attrs, "weft.run.id", json_string(span->run_id));
+    }
+    attrs_text = attrs != NULL ? json_dumps(attrs, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(attrs);
+    if (attrs_text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (db_path == NULL) {
+        err = weft_store_default_path(default_path, sizeof(default_path));
+        db_path = default_path;
+    }
+    st = err == WEFT_OK ? weft__calloc(1, sizeof(*st)) : NULL;
+    if (st == NULL || (st->path = weft__strdup(db_path)) == NULL) {
+        store_destroy(st);
+        free(attrs_text);
+        return err != WEFT_OK ? err : WEFT_ENOMEM;
+    }
+    weft__buf_init(&st->attrs_text, JSON_COLUMN_MAX);
+    weft__buf_init(&st->events_text, JSON_COLUMN_MAX);
+    weft__buf_init(&st->links_text, JSON_COLUMN_MAX);
+    err = store_open_write(st);
+    if (err != WEFT_OK) {
+        store_destroy(st);
+        free(attrs_text);
+        return err;
+    }
+    if (sqlite3_prepare_v2(st->db, interrupted_sql, -1, &stmt, NULL) != SQLITE_OK ||
+        step_once(st->begin) != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK) {
+        sqlite3_bind_text(stmt, 1, span->trace_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 2, span->span_id, -1, SQLITE_STATIC);
+        if (span->parent_span_id != NULL) {
+            sqlite3_bind_text(stmt, 3, span->parent_span_id, -1, SQLITE_STATIC);
+        }
+        sqlite3_bind_text(stmt, 4, span->name != NULL ? span->name : "interrupted", -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_int(stmt, 5, (int)WEFT_SPAN_KIND_INTERNAL);
+        sqlite3_bind_int64(stmt, 6, ns_column(span->start_ns));
+        sqlite3_bind_int64(
+            stmt, 7, ns_column(span->end_ns > span->start_ns ? span->end_ns : span->start_ns));
+        sqlite3_bind_int(stmt, 8, (int)WEFT_STATUS_ERROR);
+        sqlite3_bind_text(stmt, 9, attrs_text, -1, SQLITE_STATIC);
+        if (sqlite3_step(stmt) != SQLITE_DONE) {
+            err = WEFT_EIO;
+        }
+    }
+    if (err == WEFT_OK) {
+        err = weft__hex_decode_id(span->trace_id, 2 * WEFT_TRACE_ID_SIZE, trace_id,
+                                  sizeof(trace_id)) == WEFT_OK
+                  ? update_summary(st, trace_id)
+                  : WEFT_EINVAL;
+    }
+    if (err == WEFT_OK && step_once(st->commit) != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        log_db_error(WEFT_LOG_ERROR, st->path, st->db, "cannot close an interrupted span");
+        if (!sqlite3_get_autocommit(st->db)) {
+            step_once(st->rollback);
+        }
+    }
+    sqlite3_finalize(stmt);
+    free(attrs_text);
+    store_destroy(st);
+    return err;
+}
