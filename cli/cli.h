@@ -87,11 +87,16 @@ struct cli_run_flags {
     bool is_no_trace;
     bool is_capture;
     bool is_color;
+    bool is_force; /* `weft resume --force`: the workflow file may have changed */
 };
 
 /* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
  * @p cmd names the command in messages. @return the command's exit status. */
 int cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *flags);
+
+/* Mark the runs whose process died as interrupted and close their open spans in the local
+ * span store (docs/durability.md); says so on stderr. @p state may be NULL. */
+void cli_recover(const char *cmd, const char *state);
 
 /* Commands. */
 int cli_run_show(int argc, char **argv);

@@ -30,6 +30,8 @@ static volatile sig_atomic_t phase = 0;
 #define PHASE_RUN      0
 #define PHASE_FLUSHING 1
 #define PHASE_AFTER    2
+/* How long a checkpoint waits for the local span store (docs/durability.md). */
+#define CHECKPOINT_FLUSH_MS 1000u
 static sem_t flush_wake; /* posted by the flush thread and by SIGINT; never destroyed */
 
 #define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
@@ -691,6 +693,27 @@ setup_provider(struct weft_provider **out)
     return WEFT_OK;
 }
 
+/* A step was saved: write the spans ended so far to the local store, so that a SIGKILL loses
+ * none of them (docs/durability.md). Only the store: a network exporter is never waited on. */
+static void
+on_checkpoint(void *user_data)
+{
+    (void)weft_processor_force_flush(user_data, CHECKPOINT_FLUSH_MS);
+}
+
+static struct weft_processor *
+store_processor(struct weft_provider *provider)
+{
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(provider, i);
+
+        if (strcmp(weft_processor_exporter_name(proc), "store") == 0) {
+            return proc;
+        }
+    }
+    return NULL;
+}
+
 /* OTEL_METRICS_EXPORTER: a comma list of otlp, prometheus (served by --metrics-addr) and
  * none; unset means none, since a run without a collector should not retry into the void. */
 static bool
@@ -885,6 +908,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     ro.progress = on_progress;
     ro.progress_user_data = &progress;
     ro.abort_flag = &abort_requested;
+    ro.resume_force = fl->is_force;
+    ro.checkpoint_user_data = store_processor(provider);
+    ro.checkpoint = ro.checkpoint_user_data != NULL ? on_checkpoint : NULL;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);

@@ -34,13 +34,64 @@ void
 cli_resume_usage(FILE *out)
 {
     fputs("usage: weft resume RUN_ID [--state PATH] [--workspace DIR] [--json] [-q] [--no-trace]\n"
+          "                   [--force]\n"
           "\n"
           "Continue a run that was interrupted (killed or aborted): completed steps are kept,\n"
           "the step that was in progress runs again, and the new trace links to the old one.\n"
-          "The workflow is loaded from the path the run was started with.\n"
+          "The workflow is loaded from the path the run was started with. One process owns a\n"
+          "run at a time: a run still running elsewhere is refused, naming its owner.\n"
           "\n"
-          "exit status: as weft run\n",
+          "options:\n"
+          "      --force   resume although the workflow file changed since the run started\n"
+          "\n"
+          "exit status: as weft run; 1 also when another live process owns the run,\n"
+          "             2 when the workflow file changed (without --force)\n",
           out);
+}
+
+struct recover_ctx {
+    const char *cmd;
+};
+
+/* Close the root span of a run found interrupted in the local span store, as ERROR
+ * "interrupted", and say that the run was interrupted. */
+static void
+close_interrupted(const struct weft_interrupted_run *run, void *user_data)
+{
+    const struct recover_ctx *c = user_data;
+
+    if (run->trace_id != NULL && run->root_span_id != NULL && run->root_started_ns != 0) {
+        struct weft_interrupted_span span;
+
+        memset(&span, 0, sizeof(span));
+        span.trace_id = run->trace_id;
+        span.span_id = run->root_span_id;
+        span.parent_span_id = run->root_parent_span_id;
+        span.name = run->root_name;
+        span.run_id = run->run_id;
+        span.start_ns = run->root_started_ns;
+        span.end_ns = run->ended_ns;
+        if (weft_store_add_interrupted_span(NULL, &span) != WEFT_OK) {
+            fprintf(stderr, "weft %s: run %s: cannot close its trace %s in the span store\n",
+                    c->cmd, run->run_id, run->trace_id);
+        }
+    }
+    fprintf(stderr,
+            "weft %s: run %s (%s) was interrupted: its process (pid %lld on %s) died; "
+            "weft resume %s continues it\n",
+            c->cmd, run->run_id, run->workflow != NULL ? run->workflow : "?",
+            (long long)run->owner_pid, run->owner_host != NULL ? run->owner_host : "?",
+            run->run_id);
+}
+
+void
+cli_recover(const char *cmd, const char *state)
+{
+    struct recover_ctx c = {cmd};
+
+    /* A missing database has nothing to recover; a damaged one is reported by the command's
+     * own read, with the file's name. */
+    (void)weft_runs_recover(state, close_interrupted, &c, NULL);
 }
 
 static int
@@ -130,6 +181,7 @@ cli_runs(int argc, char **argv)
         fprintf(stderr, "weft runs: --limit: expected a number from 1 to 100000\n");
         return CLI_EXIT_USAGE;
     }
+    cli_recover("runs", state);
     err = weft_runs_list(state, limit, &runs, &count);
     if (err == WEFT_ENOTFOUND && is_json) {
         return print_runs_json(NULL, 0);
@@ -454,6 +506,7 @@ cli_run_show(int argc, char **argv)
         cli_runs_usage(is_help ? stdout : stderr);
         return is_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
+    cli_recover("run show", state);
     err = weft_run_load(state, positional[0], &d);
     if (err != WEFT_OK) {
         return explain("run show", err, positional[0]);
@@ -482,6 +535,7 @@ cli_resume(int argc, char **argv)
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},
         {"no-trace", 0, false, false, NULL, &fl.is_no_trace},
+        {"force", 0, false, false, NULL, &fl.is_force},
         {"help", 'h', false, false, NULL, &is_help},
     };
     weft_err err = WEFT_OK;
@@ -497,6 +551,7 @@ cli_resume(int argc, char **argv)
         cli_resume_usage(is_help ? stdout : stderr);
         return is_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
+    cli_recover("resume", fl.state);
     err = weft_run_load(fl.state, positional[0], &d);
     if (err != WEFT_OK) {
         return explain("resume", err, positional[0]);

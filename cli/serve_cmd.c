@@ -75,6 +75,7 @@ cli_serve(int argc, char **argv)
     if (rc != CLI_EXIT_OK) {
         return rc;
     }
+    cli_recover("serve", state); /* runs killed earlier read as interrupted, not running */
     /* Block the stop signals before libmicrohttpd starts its thread, which inherits the mask. */
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);

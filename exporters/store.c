@@ -973,6 +973,10 @@ struct store_exporter {
     sqlite3_stmt *rollback;
     sqlite3_stmt *insert;
     sqlite3_stmt *summary;
+    /* The incremental summary (summary_add): prepared on first use. */
+    sqlite3_stmt *exists;
+    sqlite3_stmt *summary_get;
+    sqlite3_stmt *summary_set;
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
@@ -1279,25 +1283,166 @@ update_summary(struct store_exporter *st, const uint8_t *trace_id)
     return step_once(st->summary) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
+/* What one batch adds to one trace's summary. A run's spans reach the store in many small
+ * batches (a flush at each checkpoint, docs/durability.md), so recomputing the summary from
+ * every span of the trace each time would make a step's cost grow with the trace. */
+struct trace_delta {
+    const uint8_t *trace_id;
+    const struct weft_span_data *earliest; /* by (start, span id) */
+    uint64_t max_end;
+    int64_t count;
+    int64_t errors;
+    bool needs_full; /* a span replaced, or a root candidate: recompute from the spans */
+};
+
+static bool
+is_root_candidate(const struct weft_span_data *span)
+{
+    return !span->has_parent || is_zero(span->parent_span_id, WEFT_SPAN_ID_SIZE) ||
+           span->parent_is_remote;
+}
+
+static bool
+is_earlier(const struct weft_span_data *a, const struct weft_span_data *b)
+{
+    return a->start_time_ns < b->start_time_ns ||
+           (a->start_time_ns == b->start_time_ns &&
+            memcmp(a->span_id, b->span_id, WEFT_SPAN_ID_SIZE) < 0);
+}
+
+static int
+prepare_once(struct store_exporter *st, sqlite3_stmt **stmt, const char *sql)
+{
+    if (*stmt != NULL) {
+        return SQLITE_OK;
+    }
+    return sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, NULL);
+}
+
+/* Is the span already stored (so that inserting it replaces a row)? -1 on error. */
+static int
+span_exists(struct store_exporter *st, const struct weft_span_data *span)
+{
+    char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
+    char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+    int rc =
+        prepare_once(st, &st->exists, "SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2");
+
+    if (rc != SQLITE_OK) {
+        return -1;
+    }
+    weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
+    weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, span_hex);
+    sqlite3_bind_text(st->exists, 1, trace_hex, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st->exists, 2, span_hex, -1, SQLITE_TRANSIENT);
+    rc = step_once(st->exists);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Add @p d to its trace's summary row, with the same result as summary_sql: the root is the
+ * parentless span, else one with a remote parent, else the earliest span. Falls back to
+ * summary_sql when the batch replaced a span, holds a root candidate, ties with the stored
+ * earliest span, or the trace has no summary yet. */
+static weft_err
+summary_add(struct store_exporter *st, const struct trace_delta *d)
+{
+    char hex[2 * WEFT_TRACE_ID_SIZE + 1];
+    sqlite3_stmt *get = NULL;
+    sqlite3_stmt *set = NULL;
+    uint64_t start = 0;
+    bool has_root = false;
+    bool is_new_root = false;
+    int rc = 0;
+
+    if (d->needs_full) {
+        return update_summary(st, d->trace_id);
+    }
+    if (prepare_once(st, &st->summary_get,
+                     "SELECT start_ns, has_root FROM traces WHERE trace_id = ?1") != SQLITE_OK ||
+        prepare_once(st, &st->summary_set,
+                     "UPDATE traces SET start_ns = MIN(start_ns, ?2), end_ns = MAX(end_ns, ?3),"
+                     " span_count = span_count + ?4, error_count = error_count + ?5,"
+                     " root_name = CASE WHEN ?6 THEN ?7 ELSE root_name END,"
+                     " service_name = CASE WHEN ?6 THEN ?8 ELSE service_name END"
+                     " WHERE trace_id = ?1") != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    get = st->summary_get;
+    set = st->summary_set;
+    weft_hex_encode(d->trace_id, WEFT_TRACE_ID_SIZE, hex);
+    sqlite3_bind_text(get, 1, hex, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(get);
+    if (rc == SQLITE_ROW) {
+        start = (uint64_t)sqlite3_column_int64(get, 0);
+        has_root = sqlite3_column_int(get, 1) != 0;
+    }
+    sqlite3_reset(get);
+    sqlite3_clear_bindings(get);
+    if (rc == SQLITE_DONE || (!has_root && d->earliest->start_time_ns == start)) {
+        return update_summary(st, d->trace_id);
+    }
+    if (rc != SQLITE_ROW) {
+        return WEFT_EIO;
+    }
+    /* Without a root, the earliest span names the trace. */
+    is_new_root = !has_root && d->earliest->start_time_ns < start;
+    sqlite3_bind_text(set, 1, hex, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(set, 2, ns_column(d->earliest->start_time_ns));
+    sqlite3_bind_int64(set, 3, ns_column(d->max_end));
+    sqlite3_bind_int64(set, 4, d->count);
+    sqlite3_bind_int64(set, 5, d->errors);
+    sqlite3_bind_int(set, 6, is_new_root);
+    if (is_new_root) {
+        sqlite3_bind_text(set, 7, d->earliest->name != NULL ? d->earliest->name : "", -1,
+                          SQLITE_STATIC);
+        if (service_name_of(d->earliest) != NULL) {
+            sqlite3_bind_text(set, 8, service_name_of(d->earliest), -1, SQLITE_STATIC);
+        }
+    }
+    return step_once(set) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
 static weft_err
 write_batch(struct store_exporter *st, const struct weft_span_data *const *spans, size_t count)
 {
+    struct trace_delta *deltas = weft__calloc(count, sizeof(*deltas));
+    size_t traces = 0;
     weft_err err = WEFT_OK;
 
+    if (deltas == NULL) {
+        return WEFT_ENOMEM;
+    }
     for (size_t i = 0; i < count && err == WEFT_OK; i++) {
-        err = insert_span(st, spans[i]);
+        const struct weft_span_data *span = spans[i];
+        struct trace_delta *d = NULL;
+        int exists = span_exists(st, span);
+
+        for (size_t t = 0; t < traces && d == NULL; t++) {
+            if (memcmp(deltas[t].trace_id, span->trace_id, WEFT_TRACE_ID_SIZE) == 0) {
+                d = &deltas[t];
+            }
+        }
+        if (d == NULL) {
+            d = &deltas[traces++];
+            d->trace_id = span->trace_id;
+            d->earliest = span;
+        }
+        d->needs_full = d->needs_full || exists != 0 || is_root_candidate(span);
+        if (is_earlier(span, d->earliest)) {
+            d->earliest = span;
+        }
+        if (span->end_time_ns > d->max_end) {
+            d->max_end = span->end_time_ns;
+        }
+        d->count++;
+        d->errors += span->status_code == WEFT_STATUS_ERROR;
+        err = exists < 0 ? WEFT_EIO : insert_span(st, span);
     }
     /* Refresh the summary of every trace the batch touched, once each. */
-    for (size_t i = 0; i < count && err == WEFT_OK; i++) {
-        bool is_seen = false;
-
-        for (size_t j = 0; j < i && !is_seen; j++) {
-            is_seen = memcmp(spans[j]->trace_id, spans[i]->trace_id, WEFT_TRACE_ID_SIZE) == 0;
-        }
-        if (!is_seen) {
-            err = update_summary(st, spans[i]->trace_id);
-        }
+    for (size_t t = 0; t < traces && err == WEFT_OK; t++) {
+        err = summary_add(st, &deltas[t]);
     }
+    weft__free(deltas);
     return err;
 }
 
@@ -1384,6 +1529,9 @@ store_destroy(void *self)
     sqlite3_finalize(st->rollback);
     sqlite3_finalize(st->insert);
     sqlite3_finalize(st->summary);
+    sqlite3_finalize(st->exists);
+    sqlite3_finalize(st->summary_get);
+    sqlite3_finalize(st->summary_set);
     /* sqlite3_close_v2 checkpoints the WAL when this is the last connection. */
     sqlite3_close_v2(st->db);
     weft__buf_cleanup(&st->attrs_text);
@@ -3237,5 +3385,117 @@ out:
     weft__free(sm.levels);
     weft__free(sm.names);
     weft__free(sm.name_seen);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Closing spans of interrupted runs (docs/durability.md)                                      */
+
+static bool
+is_hex_id(const char *s, size_t len)
+{
+    if (s == NULL || strlen(s) != len) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char interrupted_sql[] =
+    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns,"
+    " status_code, status_message, attributes, service_name, scope_name)"
+    " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'interrupted', ?9,"
+    " (SELECT service_name FROM spans WHERE trace_id = ?1 AND service_name IS NOT NULL LIMIT 1),"
+    " 'weft.runtime'"
+    " WHERE NOT EXISTS (SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2)";
+
+weft_err
+weft_store_add_interrupted_span(const char *db_path, const struct weft_interrupted_span *span)
+{
+    struct store_exporter *st = NULL;
+    char default_path[4096];
+    sqlite3_stmt *stmt = NULL;
+    json_t *attrs = NULL;
+    char *attrs_text = NULL;
+    uint8_t trace_id[WEFT_TRACE_ID_SIZE];
+    weft_err err = WEFT_OK;
+
+    if (span == NULL || !is_hex_id(span->trace_id, 2 * WEFT_TRACE_ID_SIZE) ||
+        !is_hex_id(span->span_id, 2 * WEFT_SPAN_ID_SIZE) ||
+        (span->parent_span_id != NULL && !is_hex_id(span->parent_span_id, 2 * WEFT_SPAN_ID_SIZE))) {
+        return WEFT_EINVAL;
+    }
+    attrs = json_pack("{s:b}", "weft.interrupted", 1);
+    if (attrs != NULL && span->run_id != NULL) {
+        json_object_set_new(attrs, "weft.run.id", json_string(span->run_id));
+    }
+    attrs_text = attrs != NULL ? json_dumps(attrs, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(attrs);
+    if (attrs_text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (db_path == NULL) {
+        err = weft_store_default_path(default_path, sizeof(default_path));
+        db_path = default_path;
+    }
+    st = err == WEFT_OK ? weft__calloc(1, sizeof(*st)) : NULL;
+    if (st == NULL || (st->path = weft__strdup(db_path)) == NULL) {
+        store_destroy(st);
+        free(attrs_text);
+        return err != WEFT_OK ? err : WEFT_ENOMEM;
+    }
+    weft__buf_init(&st->attrs_text, JSON_COLUMN_MAX);
+    weft__buf_init(&st->events_text, JSON_COLUMN_MAX);
+    weft__buf_init(&st->links_text, JSON_COLUMN_MAX);
+    err = store_open_write(st);
+    if (err != WEFT_OK) {
+        store_destroy(st);
+        free(attrs_text);
+        return err;
+    }
+    if (sqlite3_prepare_v2(st->db, interrupted_sql, -1, &stmt, NULL) != SQLITE_OK ||
+        step_once(st->begin) != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK) {
+        sqlite3_bind_text(stmt, 1, span->trace_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 2, span->span_id, -1, SQLITE_STATIC);
+        if (span->parent_span_id != NULL) {
+            sqlite3_bind_text(stmt, 3, span->parent_span_id, -1, SQLITE_STATIC);
+        }
+        sqlite3_bind_text(stmt, 4, span->name != NULL ? span->name : "interrupted", -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_int(stmt, 5, (int)WEFT_SPAN_KIND_INTERNAL);
+        sqlite3_bind_int64(stmt, 6, ns_column(span->start_ns));
+        sqlite3_bind_int64(
+            stmt, 7, ns_column(span->end_ns > span->start_ns ? span->end_ns : span->start_ns));
+        sqlite3_bind_int(stmt, 8, (int)WEFT_STATUS_ERROR);
+        sqlite3_bind_text(stmt, 9, attrs_text, -1, SQLITE_STATIC);
+        if (sqlite3_step(stmt) != SQLITE_DONE) {
+            err = WEFT_EIO;
+        }
+    }
+    if (err == WEFT_OK) {
+        err = weft__hex_decode_id(span->trace_id, 2 * WEFT_TRACE_ID_SIZE, trace_id,
+                                  sizeof(trace_id)) == WEFT_OK
+                  ? update_summary(st, trace_id)
+                  : WEFT_EINVAL;
+    }
+    if (err == WEFT_OK && step_once(st->commit) != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        log_db_error(WEFT_LOG_ERROR, st->path, st->db, "cannot close an interrupted span");
+        if (!sqlite3_get_autocommit(st->db)) {
+            step_once(st->rollback);
+        }
+    }
+    sqlite3_finalize(stmt);
+    free(attrs_text);
+    store_destroy(st);
     return err;
 }

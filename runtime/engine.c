@@ -252,6 +252,9 @@ rt_save_step(struct run *run, size_t index)
     }
     /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
      * store writes on a connection of its own and would wait on that transaction's lock. */
+    if (s->status != STEP_PENDING && s->status != STEP_IN_PROGRESS) {
+        rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
+    }
     if (!state_in_transaction(run->state)) {
         rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false);
     }
@@ -1692,9 +1695,13 @@ static weft_err
 resume_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len)
 {
     struct weft_run_info info;
-    weft_err err = state_run_info(run->state, run->opts->resume_run_id, &info);
+    weft_err err = rt_resume_claim(run, error, error_len); /* durable.c: owner, file hash */
 
     memset(link, 0, sizeof(*link));
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = state_run_info(run->state, run->opts->resume_run_id, &info);
     if (err != WEFT_OK) {
         snprintf(error, error_len, "resume: no run '%.64s' in the state database",
                  run->opts->resume_run_id);
@@ -1704,7 +1711,8 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
         snprintf(error, error_len, "resume: run %.64s belongs to workflow '%.64s', not '%.64s'",
                  info.run_id, info.workflow, run->wf->name);
         err = WEFT_EINVAL;
-    } else if (strcmp(info.status, "running") != 0 && strcmp(info.status, "aborted") != 0) {
+    } else if (strcmp(info.status, "running") != 0 && strcmp(info.status, "aborted") != 0 &&
+               strcmp(info.status, "interrupted") != 0) {
         snprintf(error, error_len,
                  "resume: run %.64s already ended (%s); only interrupted runs "
                  "resume",
@@ -1751,6 +1759,9 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
         }
     }
     state_info_cleanup(&info);
+    if (err != WEFT_OK) {
+        (void)state_lease_release(run->state, run->opts->resume_run_id);
+    }
     return err;
 }
 
@@ -1881,8 +1892,18 @@ weft_run(const struct weft_workflow *workflow,
     if (workflow->supervisor.timeout_ms > 0) {
         run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
     }
-    (void)state_run_begin(run.state, run.run_id, workflow->name, workflow->path, run.session_id,
+    err = state_run_begin(run.state, run.run_id, workflow->name, workflow->path, run.session_id,
                           run.input, weft__now_ns());
+    if (err == WEFT_OK) {
+        err = rt_run_claim(&run, error, error_len); /* durable.c: owner, file hash */
+    }
+    if (err != WEFT_OK) {
+        if (error[0] == '\0' && state_check(run.state, error, error_len) == WEFT_OK) {
+            snprintf(error, error_len, "state database: cannot record run %s", run.run_id);
+        }
+        goto fail;
+    }
+    run.root_started_ns = weft__now_ns();
     {
         struct weft_link_spec link;
         struct weft_attr link_attr = weft_attr_str("weft.link.reason", "resumed_from");
@@ -1905,6 +1926,7 @@ weft_run(const struct weft_workflow *workflow,
             weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, r->trace_id);
             weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
             (void)state_run_trace(run.state, run.run_id, r->trace_id, span_hex);
+            rt_run_root_saved(&run); /* durable.c */
         }
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
@@ -1958,6 +1980,10 @@ weft_run(const struct weft_workflow *workflow,
         end.loops = loops_text;
         (void)state_run_end(run.state, run.run_id, &end);
         free(loops_text);
+    }
+    (void)state_lease_release(run.state, run.run_id);
+    if (err == WEFT_OK && state_check(run.state, error, error_len) != WEFT_OK) {
+        err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
     }
     rt_cursors_save(&run);
     rt_metrics_run_end(run.metrics, run.metrics_token, r);

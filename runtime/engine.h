@@ -50,6 +50,7 @@ struct run {
     struct weft_tracer *tracer; /* NULL: nothing traced */
     struct weft_span *root;
     struct rt_state *state;
+    uint64_t root_started_ns;        /* when the root span started (durable.c) */
     struct llm_provider **providers; /* one per model (shared where a script is shared) */
     struct llm_provider *replay;     /* --replay: answers every model */
     struct llm_recording *recording;
@@ -225,5 +226,16 @@ void rt_cursors_save(struct run *run);
 
 /* Save step @p index to the state store (logged on failure: the run goes on). */
 void rt_save_step(struct run *run, size_t index);
+
+/* Durability (runtime/durable.c, docs/durability.md). */
+/* A step was saved: refresh the owner's heartbeat and call the checkpoint option. */
+void rt_checkpoint(struct run *run);
+/* A new run: take ownership of its stored row and store the workflow file's hash. */
+weft_err rt_run_claim(struct run *run, char *error, size_t error_len);
+/* A resumed run: take ownership (refused with WEFT_ESTATE while a live process holds it) and
+ * compare the workflow file's hash (WEFT_EINVAL when it changed, unless resume_force). */
+weft_err rt_resume_claim(struct run *run, char *error, size_t error_len);
+/* The root span exists: keep its name, parent and start for recovery. */
+void rt_run_root_saved(struct run *run);
 
 #endif /* WEFT_RUNTIME_ENGINE_H */

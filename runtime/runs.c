@@ -56,6 +56,28 @@ weft_runs_list(const char *state_path, size_t limit, struct weft_run_info **out,
     return err;
 }
 
+weft_err
+weft_runs_recover(const char *state_path, weft_interrupted_fn fn, void *user_data, size_t *count)
+{
+    struct rt_state *st = NULL;
+    char why[512];
+    weft_err err = WEFT_OK;
+
+    if (count != NULL) {
+        *count = 0;
+    }
+    err = open_existing(state_path, &st);
+    if (err == WEFT_OK) {
+        err = state_recover(st, fn, user_data, count);
+        if (state_check(st, why, sizeof(why)) != WEFT_OK) {
+            WEFT_LOG(WEFT_LOG_ERROR, "%s", why);
+            err = WEFT_EIO;
+        }
+    }
+    state_close(st);
+    return err;
+}
+
 void
 weft_run_infos_free(struct weft_run_info *infos, size_t count)
 {

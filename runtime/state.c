@@ -9,10 +9,12 @@
  */
 #include "state.h"
 
+#include "../tracing/ids.h"
 #include "../tracing/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 16
@@ -34,9 +36,37 @@ struct cached_stmt {
 struct rt_state {
     sqlite3 *db;
     struct cached_stmt cache[STMT_CACHE];
-    unsigned tx_depth; /* state_begin() nesting: only the outermost pair touches SQLite */
-    bool is_tx_failed; /* a write inside the open transaction failed: roll it back */
+    unsigned tx_depth;    /* state_begin() nesting: only the outermost pair touches SQLite */
+    bool is_tx_failed;    /* a write inside the open transaction failed: roll it back */
+    bool is_damaged;      /* SQLite said the file is corrupt (durable.c) */
+    char owner_token[33]; /* this handle's lease token; "" when it owns no run */
+    uint64_t last_heartbeat_mono; /* heartbeats are written at most once a second */
 };
+
+/* Version 5 (durability, see docs/durability.md): the process that owns a running run (pid,
+ * host, a token per acquisition, since when, its last heartbeat), the workflow file's hash,
+ * the root span's name, parent and start (to close it on recovery) and each step's span. */
+static const char state_migrate_v5[] = "ALTER TABLE runs ADD COLUMN owner_pid BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_host TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_token TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_since_ns BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN heartbeat_ns BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN workflow_hash TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_span_name TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_parent_span_id TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_started_ns BIGINT;"
+                                       "ALTER TABLE steps ADD COLUMN span_id TEXT;";
+
+/* The owner columns read with every run (read_info): a run whose owner is gone reads as
+ * interrupted before anything marks it so. */
+#define STATE_OWNER_COLUMNS                \
+    "owner_pid, owner_host, heartbeat_ns," \
+    " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+
+/* Durability helpers, defined at the end of the file. */
+static void state_note_error(struct rt_state *st, int rc);
+static void
+state_owner_view(sqlite3_stmt *stmt, int first, struct weft_run_info *info, bool *is_oom);
 
 /* Version 1: runs, steps, messages, script cursors. */
 static const char schema_v1[] =
@@ -181,7 +211,8 @@ state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
         (version < 2 && sqlite3_exec(st->db, migrate_v2, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 3 && sqlite3_exec(st->db, migrate_v3, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 4 && sqlite3_exec(st->db, migrate_v4, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 4; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 5 && sqlite3_exec(st->db, state_migrate_v5, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 5; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = st;
@@ -257,6 +288,7 @@ finish(struct rt_state *st, sqlite3_stmt *stmt, const char *what)
 
     release(st, stmt);
     if (rc != SQLITE_DONE) {
+        state_note_error(st, rc);
         WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed: %s", what, sqlite3_errmsg(st->db));
         st->is_tx_failed = st->tx_depth > 0;
         return WEFT_EIO;
@@ -270,6 +302,7 @@ prepare(struct rt_state *st, const char *sql)
     sqlite3_stmt *stmt = NULL;
 
     if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
         WEFT_LOG(WEFT_LOG_ERROR, "state: prepare failed: %s", sqlite3_errmsg(st->db));
         sqlite3_finalize(stmt);
         return NULL;
@@ -755,7 +788,7 @@ col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
     "id, workflow, workflow_path, session_id, input, status, reason, trace_id, root_span_id," \
     " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
     " input_tokens, output_tokens, cost_usd,"                                                 \
-    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id)"
+    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS
 
 static void
 read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
@@ -780,6 +813,7 @@ read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
     info->output_tokens = sqlite3_column_int64(stmt, 17);
     info->cost_usd = sqlite3_column_double(stmt, 18);
     info->step_count = (size_t)sqlite3_column_int64(stmt, 19);
+    state_owner_view(stmt, 20, info, is_oom);
 }
 
 void
@@ -1125,4 +1159,421 @@ state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out)
     }
     *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Durability: damage, one owner per run, heartbeats, interrupted runs (docs/durability.md)    */
+
+static void
+state_note_error(struct rt_state *st, int rc)
+{
+    if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+        st->is_damaged = true;
+    }
+}
+
+weft_err
+state_check(struct rt_state *st, char *err, size_t err_len)
+{
+    const char *path = NULL;
+
+    if (!st->is_damaged) {
+        return WEFT_OK;
+    }
+    path = sqlite3_db_filename(st->db, "main");
+    snprintf(err, err_len,
+             "state database %s is damaged (database disk image is malformed): the run's "
+             "state cannot be saved; move the file away or restore it from a backup",
+             path != NULL && path[0] != '\0' ? path : "(in memory)");
+    return WEFT_EIO;
+}
+
+static void
+state_hostname(char *out, size_t len)
+{
+    if (gethostname(out, len) != 0) {
+        snprintf(out, len, "?");
+    }
+    out[len - 1] = '\0';
+}
+
+bool
+state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns)
+{
+    char me[256];
+
+    if (host == NULL) {
+        return true; /* no owner recorded (a run from before version 4): cannot tell */
+    }
+    state_hostname(me, sizeof(me));
+    if (strcmp(me, host) == 0) {
+        /* EPERM: the process exists but belongs to someone else. */
+        return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH);
+    }
+    return heartbeat_ns + STATE_OWNER_STALE_NS > now_ns;
+}
+
+static char *
+state_col_text(sqlite3_stmt *stmt, int i)
+{
+    return (char *)sqlite3_column_text(stmt, i);
+}
+
+static void
+state_owner_view(sqlite3_stmt *stmt, int first, struct weft_run_info *info, bool *is_oom)
+{
+    const char *host = state_col_text(stmt, first + 1);
+    uint64_t heartbeat = (uint64_t)sqlite3_column_int64(stmt, first + 2);
+    uint64_t last_step = (uint64_t)sqlite3_column_int64(stmt, first + 3);
+    int64_t pid = sqlite3_column_int64(stmt, first);
+    char *status = NULL;
+
+    if (info->status == NULL || strcmp(info->status, "running") != 0 ||
+        state_owner_is_alive(pid, host, heartbeat, weft__now_ns())) {
+        return;
+    }
+    status = weft__strdup("interrupted");
+    if (status == NULL) {
+        *is_oom = true;
+        return;
+    }
+    weft__free(info->status);
+    info->status = status;
+    info->ended_ns = heartbeat > last_step ? heartbeat : last_step;
+    if (info->ended_ns < info->started_ns) {
+        info->ended_ns = info->started_ns;
+    }
+}
+
+static void
+state_new_token(char out[33])
+{
+    uint8_t bytes[16];
+    struct weft__rng *rng = weft__thread_rng();
+
+    for (size_t i = 0; i < sizeof(bytes); i += 8) {
+        uint64_t v = weft__rng_next(rng);
+        memcpy(bytes + i, &v, 8);
+    }
+    weft_hex_encode(bytes, sizeof(bytes), out);
+    out[32] = '\0';
+}
+
+static weft_err
+state_exec(struct rt_state *st, const char *sql)
+{
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+
+    if (rc != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
+        WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed: %s", sql, sqlite3_errmsg(st->db));
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+weft_err
+state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder)
+{
+    sqlite3_stmt *stmt = NULL;
+    char host[256];
+    char token[33];
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    memset(holder, 0, sizeof(*holder));
+    state_hostname(host, sizeof(host));
+    /* IMMEDIATE: two processes cannot both read "no owner" and both take the run. */
+    if (state_exec(st, "BEGIN IMMEDIATE") != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT owner_pid, owner_host, owner_token, owner_since_ns, heartbeat_ns"
+                       " FROM runs WHERE id = ?");
+    if (stmt == NULL) {
+        (void)state_exec(st, "ROLLBACK");
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 2) != SQLITE_NULL &&
+        strcmp(state_col_text(stmt, 2), st->owner_token) != 0 &&
+        state_owner_is_alive(sqlite3_column_int64(stmt, 0), state_col_text(stmt, 1),
+                             (uint64_t)sqlite3_column_int64(stmt, 4), now)) {
+        holder->pid = sqlite3_column_int64(stmt, 0);
+        snprintf(holder->host, sizeof(holder->host), "%s",
+                 state_col_text(stmt, 1) != NULL ? state_col_text(stmt, 1) : "?");
+        holder->since_ns = (uint64_t)sqlite3_column_int64(stmt, 3);
+        holder->heartbeat_ns = (uint64_t)sqlite3_column_int64(stmt, 4);
+        err = WEFT_ESTATE;
+    } else if (rc == SQLITE_DONE) {
+        err = WEFT_ENOTFOUND;
+    } else if (rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    if (err != WEFT_OK) {
+        (void)state_exec(st, "ROLLBACK");
+        return err;
+    }
+    state_new_token(token);
+    stmt = prepare(st, "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
+                       " owner_since_ns = ?, heartbeat_ns = ? WHERE id = ?");
+    if (stmt == NULL) {
+        (void)state_exec(st, "ROLLBACK");
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)getpid());
+    bind_key(stmt, 2, host);
+    bind_key(stmt, 3, token);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)now);
+    sqlite3_bind_int64(stmt, 5, (sqlite3_int64)now);
+    bind_key(stmt, 6, run_id);
+    err = finish(st, stmt, "lease");
+    if (err == WEFT_OK) {
+        err = state_exec(st, "COMMIT");
+    }
+    if (err != WEFT_OK) {
+        (void)state_exec(st, "ROLLBACK");
+        return err;
+    }
+    memcpy(st->owner_token, token, sizeof(st->owner_token));
+    st->last_heartbeat_mono = weft__monotonic_ns();
+    return WEFT_OK;
+}
+
+weft_err
+state_lease_release(struct rt_state *st, const char *run_id)
+{
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    if (st->owner_token[0] == '\0') {
+        return WEFT_OK;
+    }
+    stmt = prepare(st, "UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                       " owner_since_ns = NULL, heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)weft__now_ns());
+    bind_key(stmt, 2, run_id);
+    bind_key(stmt, 3, st->owner_token);
+    err = finish(st, stmt, "lease release");
+    st->owner_token[0] = '\0';
+    return err;
+}
+
+weft_err
+state_heartbeat(struct rt_state *st, const char *run_id)
+{
+    sqlite3_stmt *stmt = NULL;
+    uint64_t mono = weft__monotonic_ns();
+
+    if (st->owner_token[0] == '\0' ||
+        mono - st->last_heartbeat_mono < STATE_HEARTBEAT_MIN_INTERVAL_NS) {
+        return WEFT_OK;
+    }
+    st->last_heartbeat_mono = mono;
+    stmt = prepare(st, "UPDATE runs SET heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)weft__now_ns());
+    bind_key(stmt, 2, run_id);
+    bind_key(stmt, 3, st->owner_token);
+    return finish(st, stmt, "heartbeat");
+}
+
+weft_err
+state_run_root(struct rt_state *st,
+               const char *run_id,
+               const char *name,
+               const char *parent_span_id,
+               uint64_t started_ns)
+{
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET root_span_name = ?, root_parent_span_id = ?,"
+                                     " root_started_ns = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, name);
+    bind_key(stmt, 2, parent_span_id);
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)started_ns);
+    bind_key(stmt, 4, run_id);
+    return finish(st, stmt, "run root");
+}
+
+weft_err
+state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash)
+{
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET workflow_hash = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, hash);
+    bind_key(stmt, 2, run_id);
+    return finish(st, stmt, "workflow hash");
+}
+
+weft_err
+state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT workflow_hash FROM runs WHERE id = ?");
+    weft_err err = WEFT_ENOTFOUND;
+    int rc = 0;
+
+    out[0] = '\0';
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_NULL) {
+        snprintf(out, out_len, "%s", state_col_text(stmt, 0));
+        err = WEFT_OK;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* One run found dead, copied out of the statement before the callbacks run. */
+struct state_dead {
+    char *text[8]; /* id, workflow, host, trace, root span, root parent, root name, reason */
+    int64_t pid;
+    uint64_t root_started_ns;
+    uint64_t ended_ns;
+};
+
+weft_err
+state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
+{
+    sqlite3_stmt *stmt = NULL;
+    struct state_dead *dead = NULL;
+    size_t n = 0;
+    size_t cap = 0;
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (state_exec(st, "BEGIN IMMEDIATE") != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
+                       " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
+                       " root_started_ns, started_ns,"
+                       " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+                       " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
+    if (stmt == NULL) {
+        (void)state_exec(st, "ROLLBACK");
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct state_dead *d = NULL;
+        uint64_t heartbeat = (uint64_t)sqlite3_column_int64(stmt, 8);
+        uint64_t last_step = (uint64_t)sqlite3_column_int64(stmt, 11);
+
+        if (state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2), heartbeat,
+                                 now)) {
+            continue;
+        }
+        if (n == cap) {
+            struct state_dead *grown = weft__realloc(dead, (cap * 2 + 4) * sizeof(*grown));
+            if (grown == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+            dead = grown;
+            cap = cap * 2 + 4;
+        }
+        d = &dead[n++];
+        memset(d, 0, sizeof(*d));
+        for (int i = 0; i < 7; i++) {
+            const char *v = state_col_text(stmt, i);
+            d->text[i] = v != NULL ? weft__strdup(v) : NULL;
+            if (v != NULL && d->text[i] == NULL) {
+                err = WEFT_ENOMEM;
+            }
+        }
+        d->pid = sqlite3_column_int64(stmt, 7);
+        d->root_started_ns = (uint64_t)sqlite3_column_int64(stmt, 9);
+        d->ended_ns = heartbeat > last_step ? heartbeat : last_step;
+        if (d->ended_ns < (uint64_t)sqlite3_column_int64(stmt, 10)) {
+            d->ended_ns = (uint64_t)sqlite3_column_int64(stmt, 10);
+        }
+        if (d->ended_ns < d->root_started_ns) {
+            d->ended_ns = d->root_started_ns;
+        }
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        struct weft__buf reason;
+
+        weft__buf_init(&reason, 0);
+        err = weft__buf_printf(&reason,
+                               "interrupted: its process (pid %lld on %s) ended without finishing "
+                               "it; weft resume %s continues it",
+                               (long long)dead[i].pid,
+                               dead[i].text[2] != NULL ? dead[i].text[2] : "?", dead[i].text[0]);
+        dead[i].text[7] = reason.data;
+        stmt = err == WEFT_OK
+                   ? prepare(st, "UPDATE runs SET status = 'interrupted', reason = ?, ended_ns = ?,"
+                                 " owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                                 " owner_since_ns = NULL WHERE id = ? AND status = 'running'")
+                   : NULL;
+        if (stmt == NULL) {
+            err = err == WEFT_OK ? WEFT_EIO : err;
+            break;
+        }
+        bind_text(stmt, 1, reason.data);
+        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)dead[i].ended_ns);
+        bind_key(stmt, 3, dead[i].text[0]);
+        err = finish(st, stmt, "mark interrupted");
+    }
+    if (err == WEFT_OK) {
+        err = state_exec(st, "COMMIT");
+    }
+    if (err != WEFT_OK) {
+        (void)state_exec(st, "ROLLBACK");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (err == WEFT_OK && fn != NULL) {
+            struct weft_interrupted_run run;
+
+            memset(&run, 0, sizeof(run));
+            run.run_id = dead[i].text[0];
+            run.workflow = dead[i].text[1];
+            run.owner_host = dead[i].text[2];
+            run.owner_pid = dead[i].pid;
+            run.trace_id = dead[i].text[3];
+            run.root_span_id = dead[i].text[4];
+            run.root_parent_span_id = dead[i].text[5];
+            run.root_name = dead[i].text[6];
+            run.reason = dead[i].text[7];
+            run.root_started_ns = dead[i].root_started_ns;
+            run.ended_ns = dead[i].ended_ns;
+            fn(&run, user_data);
+        }
+        for (int k = 0; k < 8; k++) {
+            weft__free(dead[i].text[k]);
+        }
+    }
+    weft__free(dead);
+    if (err == WEFT_OK && count != NULL) {
+        *count = n;
+    }
+    return err;
 }

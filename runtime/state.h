@@ -175,4 +175,57 @@ weft_err state_exchange_add(struct rt_state *st,
  * WEFT_ENOMEM. Ownership: caller owns *out. */
 weft_err state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Durability (docs/durability.md)                                                             */
+
+/* A run whose owner is on another host is taken over when its heartbeat is this old. */
+#define STATE_OWNER_STALE_NS (600ull * 1000000000ull)
+/* Heartbeats are written at checkpoints, at most once per this interval. */
+#define STATE_HEARTBEAT_MIN_INTERVAL_NS 1000000000ull
+
+/* Is the owner alive? On this host: its pid exists (kill(pid, 0) is not ESRCH); on another:
+ * its heartbeat is younger than STATE_OWNER_STALE_NS. No host recorded counts as alive. */
+bool state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns);
+
+/* WEFT_EIO with a sentence naming the file in @p err once SQLite has reported the database
+ * damaged (SQLITE_CORRUPT, SQLITE_NOTADB) on any call; else WEFT_OK. */
+weft_err state_check(struct rt_state *st, char *err, size_t err_len);
+
+/* Who holds a run. */
+struct state_owner {
+    int64_t pid;
+    char host[256];
+    uint64_t since_ns;
+    uint64_t heartbeat_ns;
+};
+
+/* Make this handle the run's only owner, in one IMMEDIATE transaction: taken when the run has
+ * no owner or its owner is gone (see state_owner_is_alive()). @return WEFT_OK, WEFT_ENOTFOUND
+ * (no such run), WEFT_ESTATE (a live owner holds it: @p holder says who), WEFT_EIO. */
+weft_err state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder);
+/* Give the run up (no-op when this handle does not own it); the heartbeat keeps its time. */
+weft_err state_lease_release(struct rt_state *st, const char *run_id);
+/* Refresh the owner's heartbeat (at most once per STATE_HEARTBEAT_MIN_INTERVAL_NS). */
+weft_err state_heartbeat(struct rt_state *st, const char *run_id);
+
+/* The run's root span, kept so recovery can close it: name, parent span id (hex, may be
+ * NULL) and start. */
+weft_err state_run_root(struct rt_state *st,
+                        const char *run_id,
+                        const char *name,
+                        const char *parent_span_id,
+                        uint64_t started_ns);
+
+/* The hash of the workflow file the run was started (or last resumed) with. get: WEFT_OK,
+ * WEFT_ENOTFOUND (none stored), WEFT_EIO. */
+weft_err state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash);
+weft_err state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len);
+
+/* Mark every running run whose owner is gone as interrupted (ended at its last sign of life,
+ * owner cleared), in one transaction, then call @p fn (may be NULL) for each, after the
+ * commit. @p count receives how many were marked. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
+typedef void (*state_interrupted_fn)(const struct weft_interrupted_run *run, void *user_data);
+weft_err
+state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count);
+
 #endif /* WEFT_RUNTIME_STATE_H */

@@ -666,3 +666,13 @@ weft_processor_free(struct weft_processor *processor)
         processor->vt->destroy(processor);
     }
 }
+
+weft_err
+weft_processor_force_flush(struct weft_processor *processor, uint32_t timeout_ms)
+{
+    if (processor == NULL) {
+        return WEFT_EINVAL;
+    }
+    return processor->vt->force_flush(processor,
+                                      weft__monotonic_ns() + (uint64_t)timeout_ms * 1000000u);
+}

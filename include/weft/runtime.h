@@ -169,6 +169,15 @@ struct weft_run_options {
      * At most 16 are kept. Borrowed for the call. */
     const char *const *tags;
     size_t tag_count;
+    /** Called on the run's thread each time a step has ended and been saved to the state
+     * database (a checkpoint), e.g. to flush the local span store so that the spans of saved
+     * steps survive a crash (`weft run` does; see docs/durability.md). NULL: none. It should
+     * return quickly (bound any wait) and must not call back into the run. */
+    void (*checkpoint)(void *user_data);
+    void *checkpoint_user_data;
+    /** With resume_run_id: continue even when the workflow file's bytes changed since the run
+     * started (its hash differs). Without it such a resume fails with WEFT_EINVAL. */
+    bool resume_force;
 };
 
 /** One step of the final plan. */
@@ -277,8 +286,10 @@ struct weft_run_info {
     char *workflow;      /**< the workflow's name */
     char *workflow_path; /**< the file it was loaded from; may be NULL for old runs */
     char *session_id;
-    char *input;              /**< may be NULL */
-    char *status;             /**< running (or killed while running), completed, failed, ... */
+    char *input; /**< may be NULL */
+    /** running, completed, failed, ...; "interrupted" for a run whose process died (also
+     * before weft_runs_recover() marks it: a running run whose owner is gone reads so). */
+    char *status;
     char *reason;             /**< may be NULL */
     char *trace_id;           /**< the latest trace of the run; may be NULL */
     char *root_span_id;       /**< its root span; may be NULL */
@@ -356,6 +367,39 @@ WEFT_API weft_err weft_run_load(const char *state_path,
 
 /** Free what weft_run_load() returned. NULL is a no-op. */
 WEFT_API void weft_run_details_free(struct weft_run_details *details);
+
+/** A run found interrupted by weft_runs_recover(): its process died while it was running.
+ * Every pointer is borrowed for the duration of the callback. */
+struct weft_interrupted_run {
+    const char *run_id;
+    const char *workflow;
+    int64_t owner_pid;               /**< the process that ran it */
+    const char *owner_host;          /**< the host it ran on */
+    const char *reason;              /**< the sentence stored as the run's reason */
+    const char *trace_id;            /**< 32 hex digits; NULL when the run was not traced */
+    const char *root_span_id;        /**< 16 hex digits; NULL when not traced */
+    const char *root_parent_span_id; /**< NULL when the run started its own trace */
+    const char *root_name;           /**< "invoke_workflow NAME"; NULL for older runs */
+    uint64_t root_started_ns;        /**< 0 for older runs */
+    uint64_t ended_ns;               /**< its last sign of life: last heartbeat or step end */
+};
+
+/** Receives one interrupted run. */
+typedef void (*weft_interrupted_fn)(const struct weft_interrupted_run *run, void *user_data);
+
+/** Find the runs stored as running whose owner is gone (on this host its pid no longer
+ * exists; on another host its heartbeat is more than 10 minutes old), mark them
+ * "interrupted" in the state database (ended at their last sign of life) and call @p fn for
+ * each, so that the caller can close their still-open spans (weft_store_add_interrupted_span()).
+ * `weft runs`, `weft run show`, `weft resume` and `weft serve` call it first.
+ * @param state_path NULL means $WEFT_HOME/state.db. @param fn may be NULL. @param count
+ * receives how many runs were marked (may be NULL).
+ * @return WEFT_OK, WEFT_ENOTFOUND (no database), WEFT_EIO (also a damaged database: logged
+ * with the file's name), WEFT_ENOMEM. */
+WEFT_API weft_err weft_runs_recover(const char *state_path,
+                                    weft_interrupted_fn fn,
+                                    void *user_data,
+                                    size_t *count);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,29 @@ WEFT_API const char *weft_store_path(const struct weft_store *store);
  * Ownership: borrowed until the next call on @p store. */
 WEFT_API const char *weft_store_errmsg(const struct weft_store *store);
 
+/** A span whose process died before it ended (a run killed with SIGKILL), to be closed on
+ * recovery. Ids are lowercase hex. */
+struct weft_interrupted_span {
+    const char *trace_id;       /**< 32 hex digits */
+    const char *span_id;        /**< 16 hex digits */
+    const char *parent_span_id; /**< 16 hex digits; NULL for a root */
+    const char *name;           /**< e.g. "invoke_workflow NAME"; NULL means "interrupted" */
+    const char *run_id;         /**< weft.run.id attribute; may be NULL */
+    uint64_t start_ns;
+    uint64_t end_ns; /**< the last sign of life; raised to start_ns when earlier */
+};
+
+/** Write @p span into the store at @p db_path as ended with status ERROR "interrupted"
+ * (attribute weft.interrupted = true), unless the store already holds a span with its ids (it
+ * did end after all): then nothing is written. The trace's summary is refreshed, so `weft trace
+ * list` and `weft trace show` show the trace with an ERROR root. This is the one call of this
+ * header that writes: it opens the store read-write (creating it when missing) for the call.
+ * @param db_path NULL means weft_store_default_path().
+ * @return WEFT_OK (written or already there), WEFT_EINVAL (NULL or malformed ids), WEFT_EIO
+ * (logged with the path), WEFT_ENOMEM. */
+WEFT_API weft_err weft_store_add_interrupted_span(const char *db_path,
+                                                  const struct weft_interrupted_span *span);
+
 /** List the @p limit most recent traces, newest first (by their earliest span start).
  * @param limit at most this many; 0 means 20.
  * @param out receives an array of *count summaries (NULL when there are none).

@@ -495,6 +495,13 @@ WEFT_API size_t weft_processor_last_error(const struct weft_processor *processor
                                           char *buf,
                                           size_t len);
 
+/** Deliver everything @p processor holds through its exporter, waiting at most
+ * @p timeout_ms: what weft_provider_force_flush() does, for one processor (e.g. only the local
+ * store at a run's checkpoints, never a network exporter). Thread-safe.
+ * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (the exporter failed), WEFT_ESTATE (shut down),
+ * WEFT_EINVAL (NULL). */
+WEFT_API weft_err weft_processor_force_flush(struct weft_processor *processor, uint32_t timeout_ms);
+
 /** Shut down and free a processor that was never added to a provider. NULL is a no-op. */
 WEFT_API void weft_processor_free(struct weft_processor *processor);
 

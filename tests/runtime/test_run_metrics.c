@@ -354,7 +354,7 @@ test_run_metrics_counts_agree_between_json_row_and_serve(void **state)
 }
 
 /* A run killed with SIGKILL while a step is in flight keeps the metrics of the steps before
- * it, and `weft serve` shows it in progress. */
+ * it, and `weft serve` counts it as interrupted (its process is gone), not in progress. */
 static void
 test_run_metrics_killed_run_keeps_its_metrics(void **state)
 {
@@ -435,8 +435,9 @@ test_run_metrics_killed_run_keeps_its_metrics(void **state)
     assert_true(metric(text, "weft_agent_invocations_total",
                        "gen_ai_agent_name=\"a\",outcome=\"success\",workflow=\"killed\"") == 2.0);
     assert_true(metric(text, "gen_ai_client_operation_duration_seconds_count", NULL) == 2.0);
-    assert_true(metric(text, "weft_runs_active", "workflow=\"killed\"") == 1.0);
-    assert_true(metric(text, "weft_runs_total", "workflow=\"killed\"") == 0.0);
+    /* weft serve found the killed run's process gone: interrupted, as weft runs says. */
+    assert_true(metric(text, "weft_runs_active", "workflow=\"killed\"") == 0.0);
+    assert_true(metric(text, "weft_runs_total", "status=\"interrupted\"") == 1.0);
     assert_true(metric(text, "weft_spans_ended", NULL) > 0.0);
     free(text);
     remove_home(home);

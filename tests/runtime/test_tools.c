@@ -113,7 +113,9 @@ exists(const char *dir, const char *name)
     char path[2 * PATH_MAX];
     struct stat st;
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
+        return false;
+    }
     return lstat(path, &st) == 0;
 }
 
