@@ -75,6 +75,18 @@ close_interrupted(const struct weft_interrupted_run *run, void *user_data)
             fprintf(stderr, "weft %s: run %s: cannot close its trace %s in the span store\n",
                     c->cmd, run->run_id, run->trace_id);
         }
+        /* The agent spans of the steps in flight never ended either. */
+        for (size_t i = 0; i < run->open_step_count; i++) {
+            const struct weft_interrupted_step *s = &run->open_steps[i];
+            span.span_id = s->span_id;
+            span.parent_span_id = s->parent_span_id != NULL ? s->parent_span_id : run->root_span_id;
+            span.name = s->name;
+            span.start_ns = s->started_ns;
+            if (weft_store_add_interrupted_span(NULL, &span) != WEFT_OK) {
+                fprintf(stderr, "weft %s: run %s: cannot close span %s in the span store\n", c->cmd,
+                        run->run_id, s->span_id);
+            }
+        }
     }
     fprintf(stderr,
             "weft %s: run %s (%s) was interrupted: its process (pid %lld on %s) died; "

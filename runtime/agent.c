@@ -525,7 +525,6 @@ rt_agent_step(struct run *run, size_t index)
     memset(&prompt, 0, sizeof(prompt));
     step->status = STEP_IN_PROGRESS;
     step->started_ns = weft__now_ns();
-    rt_save_step(run, index);
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
         struct weft_link_spec link;
         struct weft_span *span = NULL;
@@ -540,6 +539,10 @@ rt_agent_step(struct run *run, size_t index)
         step->attempts++;
         span = rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
                                    step->has_requester ? 1 : 0);
+        /* Saved in progress with its span, which recovery closes if a kill leaves it open. */
+        weft_span_context_of(span, &step->span);
+        step->span.trace_state = NULL;
+        rt_save_step(run, index);
         weft_span_set_str(span, "gen_ai.agent.name", agent->name);
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);

@@ -55,7 +55,8 @@ static const char state_migrate_v5[] = "ALTER TABLE runs ADD COLUMN owner_pid BI
                                        "ALTER TABLE runs ADD COLUMN root_span_name TEXT;"
                                        "ALTER TABLE runs ADD COLUMN root_parent_span_id TEXT;"
                                        "ALTER TABLE runs ADD COLUMN root_started_ns BIGINT;"
-                                       "ALTER TABLE steps ADD COLUMN span_id TEXT;";
+                                       "ALTER TABLE steps ADD COLUMN span_id TEXT;"
+                                       "ALTER TABLE steps ADD COLUMN span_parent_id TEXT;";
 
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
  * interrupted before anything marks it so. */
@@ -461,6 +462,20 @@ dump_or_null(const json_t *v)
 }
 
 /* Upsert one step row; part of the caller's transaction when there is one. */
+/* Bind the span id of @p ctx as 16 hex digits, or NULL when it is not valid. */
+static void
+bind_span_id(sqlite3_stmt *stmt, int i, const struct weft_span_context *ctx)
+{
+    char hex[2 * WEFT_SPAN_ID_SIZE + 1];
+
+    if (!weft_span_context_is_valid(ctx)) {
+        sqlite3_bind_null(stmt, i);
+        return;
+    }
+    weft_hex_encode(ctx->span_id, WEFT_SPAN_ID_SIZE, hex);
+    sqlite3_bind_text(stmt, i, hex, -1, SQLITE_TRANSIENT);
+}
+
 static weft_err
 step_upsert(struct rt_state *st,
             const char *run_id,
@@ -487,14 +502,15 @@ step_upsert(struct rt_state *st,
     }
     stmt = cached(st, "INSERT INTO steps (run_id, idx, step_id, agent, task, depends_on, status,"
                       " attempts, result, feedback, requested_by, executor, spec, parent, reward,"
-                      " error_type, error, started_ns, ended_ns)"
-                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                      " error_type, error, started_ns, ended_ns, span_id, span_parent_id)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                       " ON CONFLICT (run_id, idx) DO UPDATE SET status = excluded.status,"
                       " attempts = excluded.attempts, result = excluded.result,"
                       " feedback = excluded.feedback, depends_on = excluded.depends_on,"
                       " reward = excluded.reward, error_type = excluded.error_type,"
                       " error = excluded.error, started_ns = excluded.started_ns,"
-                      " ended_ns = excluded.ended_ns");
+                      " ended_ns = excluded.ended_ns, span_id = excluded.span_id,"
+                      " span_parent_id = excluded.span_parent_id");
     if (stmt != NULL) {
         bind_text(stmt, 1, run_id);
         sqlite3_bind_int64(stmt, 2, (sqlite3_int64)index);
@@ -519,6 +535,9 @@ step_upsert(struct rt_state *st,
         bind_text(stmt, 17, error_text);
         sqlite3_bind_int64(stmt, 18, (sqlite3_int64)step->started_ns);
         sqlite3_bind_int64(stmt, 19, (sqlite3_int64)step->ended_ns);
+        /* The step's agent span and its parent: recovery closes a span a kill left open. */
+        bind_span_id(stmt, 20, &step->span);
+        bind_span_id(stmt, 21, &step->parent_ctx);
         err = finish(st, stmt, "step upsert");
     } else {
         err = WEFT_EIO;
@@ -1449,7 +1468,54 @@ struct state_dead {
     int64_t pid;
     uint64_t root_started_ns;
     uint64_t ended_ns;
+    struct weft_interrupted_step *open; /* steps in progress with their spans */
+    size_t open_count;
 };
+
+/* The steps of @p d's run that were in progress, with the spans the kill left open. */
+static weft_err
+open_steps(struct rt_state *st, struct state_dead *d)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT span_id, span_parent_id, agent, started_ns FROM steps"
+                                     " WHERE run_id = ? AND status = 'in_progress'"
+                                     " AND span_id IS NOT NULL ORDER BY idx");
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, d->text[0]);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_interrupted_step *grown =
+            weft__realloc(d->open, (d->open_count + 1) * sizeof(*grown));
+        struct weft__buf name;
+        if (grown == NULL) {
+            err = WEFT_ENOMEM;
+            break;
+        }
+        d->open = grown;
+        weft__buf_init(&name, 0);
+        err = weft__buf_printf(&name, "invoke_agent %s",
+                               state_col_text(stmt, 2) != NULL ? state_col_text(stmt, 2) : "?");
+        grown = &d->open[d->open_count++];
+        memset(grown, 0, sizeof(*grown));
+        grown->span_id = weft__strdup(state_col_text(stmt, 0));
+        grown->parent_span_id =
+            state_col_text(stmt, 1) != NULL ? weft__strdup(state_col_text(stmt, 1)) : NULL;
+        grown->name = name.data;
+        grown->started_ns = (uint64_t)sqlite3_column_int64(stmt, 3);
+        if (grown->span_id == NULL || grown->name == NULL) {
+            err = WEFT_ENOMEM;
+        }
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
 
 weft_err
 state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
@@ -1542,6 +1608,9 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
         sqlite3_bind_int64(stmt, 2, (sqlite3_int64)dead[i].ended_ns);
         bind_key(stmt, 3, dead[i].text[0]);
         err = finish(st, stmt, "mark interrupted");
+        if (err == WEFT_OK) {
+            err = open_steps(st, &dead[i]);
+        }
     }
     if (err == WEFT_OK) {
         err = state_exec(st, "COMMIT");
@@ -1565,11 +1634,19 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
             run.reason = dead[i].text[7];
             run.root_started_ns = dead[i].root_started_ns;
             run.ended_ns = dead[i].ended_ns;
+            run.open_steps = dead[i].open;
+            run.open_step_count = dead[i].open_count;
             fn(&run, user_data);
         }
         for (int k = 0; k < 8; k++) {
             weft__free(dead[i].text[k]);
         }
+        for (size_t k = 0; k < dead[i].open_count; k++) {
+            weft__free((char *)dead[i].open[k].span_id);
+            weft__free((char *)dead[i].open[k].parent_span_id);
+            weft__free((char *)dead[i].open[k].name);
+        }
+        weft__free(dead[i].open);
     }
     weft__free(dead);
     if (err == WEFT_OK && count != NULL) {

@@ -370,6 +370,14 @@ WEFT_API void weft_run_details_free(struct weft_run_details *details);
 
 /** A run found interrupted by weft_runs_recover(): its process died while it was running.
  * Every pointer is borrowed for the duration of the callback. */
+/** A step that was in progress when its run's process died: its agent span never ended. */
+struct weft_interrupted_step {
+    const char *span_id;        /**< 16 hex digits */
+    const char *parent_span_id; /**< 16 hex digits; NULL: the run's root span */
+    const char *name;           /**< "invoke_agent AGENT" */
+    uint64_t started_ns;
+};
+
 struct weft_interrupted_run {
     const char *run_id;
     const char *workflow;
@@ -382,6 +390,8 @@ struct weft_interrupted_run {
     const char *root_name;           /**< "invoke_workflow NAME"; NULL for older runs */
     uint64_t root_started_ns;        /**< 0 for older runs */
     uint64_t ended_ns;               /**< its last sign of life: last heartbeat or step end */
+    const struct weft_interrupted_step *open_steps; /**< borrowed for the call */
+    size_t open_step_count;
 };
 
 /** Receives one interrupted run. */

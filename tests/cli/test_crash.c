@@ -3,9 +3,9 @@
  * in a temporary WEFT_HOME:
  * - a `kill -9` of `weft run` at several points of a six-step scripted run: the spans of the
  *   steps completed before the kill are in weft.db, `weft runs` shows the run interrupted and
- *   closes its root span as ERROR "interrupted", `weft resume` completes it without running a
- *   completed step again (LLM exchanges and step end times counted in state.db), and
- *   PRAGMA integrity_check is ok on both databases;
+ *   closes its root span and the in-flight step's agent span as ERROR "interrupted", `weft resume`
+ * completes it without running a completed step again (LLM exchanges and step end times counted in
+ * state.db), and PRAGMA integrity_check is ok on both databases;
  * - one owner per run: a resume while the original process runs, and two resumes at once, are
  *   refused naming the owner (exit 1), and the steps run once; an owner on another host is
  *   taken over only once its heartbeat is stale;
@@ -373,6 +373,20 @@ crash_at(struct fixture *f, int completed)
                                " AND name = 'invoke_workflow chain' AND span_id = ?",
                                root),
                      1);
+    /* So is the agent span of the step the kill cut short, under the root. */
+    {
+        char step[16];
+        snprintf(step, sizeof(step), "s%d", completed);
+        query_text(f->state_db, "SELECT span_id FROM steps WHERE step_id = ?", step, root,
+                   sizeof(root));
+        assert_int_equal(strlen(root), 16);
+        assert_int_equal(query_int(f->span_db,
+                                   "SELECT count(*) FROM spans WHERE status_code = 2"
+                                   " AND status_message = 'interrupted'"
+                                   " AND name = 'invoke_agent a' AND span_id = ?",
+                                   root),
+                         1);
+    }
     r = RUN(f, "trace", "show", trace);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "ERROR: interrupted"));
@@ -596,7 +610,8 @@ downgrade(const char *path, int version)
                    "ALTER TABLE runs DROP COLUMN root_span_name;"
                    "ALTER TABLE runs DROP COLUMN root_parent_span_id;"
                    "ALTER TABLE runs DROP COLUMN root_started_ns;"
-                   "ALTER TABLE steps DROP COLUMN span_id;");
+                   "ALTER TABLE steps DROP COLUMN span_id;"
+                   "ALTER TABLE steps DROP COLUMN span_parent_id;");
     if (version < 4) {
         exec_sql(path, "DROP TABLE script_cursor_keys;");
     }
