@@ -6,9 +6,9 @@
  * unchanged:
  * - trace-wide attributes on every span (environment, release, session, user, tags): Langfuse
  *   v4 stores spans as immutable and reads trace fields from whichever span it meets;
- * - langfuse.observation.level (ERROR for failed steps, WARNING for stuck loops and breaker
- *   trips), model name, usage_details JSON, and filterable langfuse.observation.metadata.* keys
- *   for the decision, loop, verdict and step attributes;
+ * - langfuse.observation.level (ERROR for failed steps and runs that did not complete, WARNING
+ *   for stuck loops and breaker trips), model name, usage_details JSON, and filterable
+ *   langfuse.observation.metadata.* keys for the decision, loop, verdict and step attributes;
  * - usage and cost only on generations: the totals the runtime puts on run and agent spans
  *   (gen_ai.usage.*, cost_details) become metadata, so Langfuse does not count them twice;
  * - string values longer than max_value_bytes cut with a marker;
@@ -404,7 +404,9 @@ derive_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_dat
         }
         add_score(x, b, v, false, "loops_total", json_real(total), "NUMERIC", NULL, 0);
     }
-    for (size_t i = 0; i < v->event_count; i++) {
+    /* The run's root span repeats each detection for the trace view; its score belongs to the
+     * observation where the loop was found, once. */
+    for (size_t i = 0; status == NULL && i < v->event_count; i++) {
         const struct weft_event_data *ev = &v->events[i];
         if (strcmp(ev->name, "weft.stuck_loop") == 0) {
             const char *kind = event_str(ev, "weft.stuck_loop.kind");
@@ -548,7 +550,11 @@ rewrite(struct langfuse *x,
             n++;
         }
     }
-    if (step_status != NULL && strcmp(step_status, "failed") == 0) {
+    /* A failed step, and a run that did not complete (its root repeats the loops it met), are
+     * errors; a span with a stuck-loop or breaker event is a warning, though its status is
+     * ERROR. */
+    if ((step_status != NULL && strcmp(step_status, "failed") == 0) ||
+        (str_attr(s, "weft.run.status") != NULL && s->status_code == WEFT_STATUS_ERROR)) {
         put_str(attrs, &n, "langfuse.observation.level", "ERROR");
     } else if (is_warning) {
         put_str(attrs, &n, "langfuse.observation.level", "WARNING");

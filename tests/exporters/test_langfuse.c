@@ -302,6 +302,7 @@ emit_run(struct fx *f, const char *status, const char *output, struct run_ids *i
     ev[1] = weft_attr_str("weft.stuck_loop.evidence", "writer -> critic -> writer");
     ev[2] = weft_attr_str("weft.stuck_loop.policy", "warn");
     weft_span_add_event(span, "weft.stuck_loop", ev, 3, 0);
+    weft_span_add_event(root, "weft.stuck_loop", ev, 3, 0); /* the runtime's root copy */
     weft_span_end(span, 0);
 
     weft_span_set_str(root, "weft.run.status", status);
@@ -884,8 +885,10 @@ test_langfuse_levels_error_for_failures_and_warning_for_stuck_loops(void **state
                         "ERROR");
     assert_null(
         langfuse_span_attr(span_named(f, "invoke_agent researcher"), "langfuse.observation.level"));
-    assert_null(langfuse_span_attr(span_named(f, "invoke_workflow research"),
-                                   "langfuse.observation.level"));
+    /* The completed run's root repeats the stuck-loop event: a warning on the trace. */
+    assert_string_equal(
+        langfuse_span_str(span_named(f, "invoke_workflow research"), "langfuse.observation.level"),
+        "WARNING");
 }
 
 static void
@@ -947,6 +950,16 @@ test_langfuse_scores_pass_validation_and_point_at_their_spans(void **state)
     assert_true(json_number_value(json_object_get(sc, "value")) == 2.0);
     sc = score_named(f, "stuck_loop");
     assert_string_equal(json_string_value(json_object_get(sc, "value")), "handoff");
+    assert_non_null(json_object_get(sc, "observationId"));
+    {
+        /* One score per detection: the root span's copy of the event adds none. */
+        size_t stuck = 0;
+        json_array_foreach(f->scores, i, sc)
+        {
+            stuck += strcmp(json_string_value(json_object_get(sc, "name")), "stuck_loop") == 0;
+        }
+        assert_int_equal(stuck, 1);
+    }
 
     /* Every score: the environment, and its own deterministic id. */
     json_array_foreach(f->scores, i, sc)
