@@ -351,6 +351,7 @@ state_begin(struct rt_state *st)
     }
     st->is_tx_failed = false;
     if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
         WEFT_LOG(WEFT_LOG_ERROR, "state: begin failed: %s", sqlite3_errmsg(st->db));
         st->tx_depth = 0;
         return WEFT_EIO;
@@ -372,6 +373,9 @@ state_commit(struct rt_state *st)
     }
     if (!st->is_tx_failed && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
         return WEFT_OK;
+    }
+    if (!st->is_tx_failed) {
+        state_note_error(st, sqlite3_errcode(st->db));
     }
     WEFT_LOG(WEFT_LOG_ERROR, "state: commit failed: %s",
              st->is_tx_failed ? "a write in it failed" : sqlite3_errmsg(st->db));
@@ -1278,17 +1282,19 @@ state_new_token(char out[33])
     out[32] = '\0';
 }
 
+/* End a transaction of state_begin(): committed when @p err is WEFT_OK or a refusal that
+ * wrote nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the
+ * commit's failure. */
 static weft_err
-state_exec(struct rt_state *st, const char *sql)
+tx_end(struct rt_state *st, weft_err err)
 {
-    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    weft_err commit_err = WEFT_OK;
 
-    if (rc != SQLITE_OK) {
-        state_note_error(st, sqlite3_errcode(st->db));
-        WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed: %s", sql, sqlite3_errmsg(st->db));
-        return WEFT_EIO;
+    if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
+        st->is_tx_failed = true;
     }
-    return WEFT_OK;
+    commit_err = state_commit(st);
+    return err != WEFT_OK ? err : commit_err;
 }
 
 weft_err
@@ -1303,15 +1309,15 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
 
     memset(holder, 0, sizeof(*holder));
     state_hostname(host, sizeof(host));
-    /* IMMEDIATE: two processes cannot both read "no owner" and both take the run. */
-    if (state_exec(st, "BEGIN IMMEDIATE") != WEFT_OK) {
+    /* IMMEDIATE (state_begin): two processes cannot both read "no owner" and both take the
+     * run. */
+    if (state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
     stmt = prepare(st, "SELECT owner_pid, owner_host, owner_token, owner_since_ns, heartbeat_ns"
                        " FROM runs WHERE id = ?");
     if (stmt == NULL) {
-        (void)state_exec(st, "ROLLBACK");
-        return WEFT_EIO;
+        return tx_end(st, WEFT_EIO);
     }
     bind_key(stmt, 1, run_id);
     rc = sqlite3_step(stmt);
@@ -1331,17 +1337,15 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
         state_note_error(st, rc);
         err = WEFT_EIO;
     }
-    sqlite3_finalize(stmt);
+    release(st, stmt);
     if (err != WEFT_OK) {
-        (void)state_exec(st, "ROLLBACK");
-        return err;
+        return tx_end(st, err);
     }
     state_new_token(token);
     stmt = prepare(st, "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
                        " owner_since_ns = ?, heartbeat_ns = ? WHERE id = ?");
     if (stmt == NULL) {
-        (void)state_exec(st, "ROLLBACK");
-        return WEFT_EIO;
+        return tx_end(st, WEFT_EIO);
     }
     sqlite3_bind_int64(stmt, 1, (sqlite3_int64)getpid());
     bind_key(stmt, 2, host);
@@ -1349,12 +1353,8 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
     sqlite3_bind_int64(stmt, 4, (sqlite3_int64)now);
     sqlite3_bind_int64(stmt, 5, (sqlite3_int64)now);
     bind_key(stmt, 6, run_id);
-    err = finish(st, stmt, "lease");
-    if (err == WEFT_OK) {
-        err = state_exec(st, "COMMIT");
-    }
+    err = tx_end(st, finish(st, stmt, "lease"));
     if (err != WEFT_OK) {
-        (void)state_exec(st, "ROLLBACK");
         return err;
     }
     memcpy(st->owner_token, token, sizeof(st->owner_token));
@@ -1395,7 +1395,8 @@ state_heartbeat(struct rt_state *st, const char *run_id)
         return WEFT_OK;
     }
     st->last_heartbeat_mono = mono;
-    stmt = prepare(st, "UPDATE runs SET heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
+    /* At each checkpoint (throttled): a cached statement, as for the step it follows. */
+    stmt = cached(st, "UPDATE runs SET heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
     if (stmt == NULL) {
         return WEFT_EIO;
     }
@@ -1531,7 +1532,7 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
     if (count != NULL) {
         *count = 0;
     }
-    if (state_exec(st, "BEGIN IMMEDIATE") != WEFT_OK) {
+    if (state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
     stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
@@ -1540,8 +1541,7 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
                        " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
                        " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
     if (stmt == NULL) {
-        (void)state_exec(st, "ROLLBACK");
-        return WEFT_EIO;
+        return tx_end(st, WEFT_EIO);
     }
     while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct state_dead *d = NULL;
@@ -1612,12 +1612,7 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
             err = open_steps(st, &dead[i]);
         }
     }
-    if (err == WEFT_OK) {
-        err = state_exec(st, "COMMIT");
-    }
-    if (err != WEFT_OK) {
-        (void)state_exec(st, "ROLLBACK");
-    }
+    err = tx_end(st, err);
     for (size_t i = 0; i < n; i++) {
         if (err == WEFT_OK && fn != NULL) {
             struct weft_interrupted_run run;
