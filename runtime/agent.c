@@ -45,13 +45,14 @@ tools_json(const struct run *run, const struct wf_agent *agent)
         const struct tool_def *native = run->native[agent->tools[i]];
         const json_t *schema = native != NULL ? native->schema : d->schema;
         const char *desc = native != NULL ? native->description : d->description;
-        json_array_append_new(
-            arr, json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function", "name",
-                           d->name, "description", desc != NULL ? desc : tool_type_name(d->type),
-                           "parameters", schema != NULL ? schema : json_object()));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function",
+                                        "name", d->name, "description",
+                                        desc != NULL ? desc : weft__tool_type_name(d->type),
+                                        "parameters", schema != NULL ? schema : json_object()));
     }
     if (arr != NULL && agent->can_request_count > 0) {
-        json_t *schema = tool_builtin_schema(TOOL_REQUEST_AGENT);
+        json_t *schema = weft__tool_builtin_schema(TOOL_REQUEST_AGENT);
         json_array_append_new(
             arr, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
                            "request_agent", "description",
@@ -101,17 +102,19 @@ attempt_messages(const struct run *run,
         weft__buf_printf(&user, "\n\nRequest: %s", run->input);
     }
     for (size_t d = 0; d < step->depends_count; d++) {
-        size_t j = plan_find(&run->plan, step->depends_on[d]);
+        size_t j = weft__plan_find(&run->plan, step->depends_on[d]);
         if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
             weft__buf_printf(&user, "\n\nResult of %s (%s): %s", run->plan.steps[j].id,
-                             rt_step_actor(run, &run->plan.steps[j]), run->plan.steps[j].result);
+                             weft__rt_step_actor(run, &run->plan.steps[j]),
+                             run->plan.steps[j].result);
         }
     }
     if (step->requested_by != NULL) {
-        size_t j = plan_find(&run->plan, step->requested_by);
+        size_t j = weft__plan_find(&run->plan, step->requested_by);
         if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
             weft__buf_printf(&user, "\n\nFrom %s (%s): %s", run->plan.steps[j].id,
-                             rt_step_actor(run, &run->plan.steps[j]), run->plan.steps[j].result);
+                             weft__rt_step_actor(run, &run->plan.steps[j]),
+                             run->plan.steps[j].result);
         }
     }
     if (step->extra_input != NULL) {
@@ -173,8 +176,9 @@ run_tool_call(struct run *run,
 {
     const struct weft_workflow *wf = run->wf;
     const struct wf_agent *agent = &wf->agents[run->plan.steps[step].agent];
-    size_t idx = wf_find_tool(wf, call->name);
-    struct weft_span *span = rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
+    size_t idx = weft__wf_find_tool(wf, call->name);
+    struct weft_span *span =
+        weft__rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
     struct tool_outcome outcome;
     json_t *args = NULL;
     char err[256] = "";
@@ -187,8 +191,8 @@ run_tool_call(struct run *run,
     weft_span_set_str(span, "gen_ai.tool.name", call->name);
     weft_span_set_str(span, "gen_ai.tool.call.id", call->id);
     weft_span_set_str(span, "gen_ai.tool.type", "function");
-    rt_span_content(run, span, "gen_ai.tool.call.arguments", call->arguments);
-    rt_span_content(run, span, "langfuse.observation.input", call->arguments);
+    weft__rt_span_content(run, span, "gen_ai.tool.call.arguments", call->arguments);
+    weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
     args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
     if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
@@ -201,17 +205,17 @@ run_tool_call(struct run *run,
         const struct tool_def *def = is_request                 ? NULL
                                      : run->native[idx] != NULL ? run->native[idx]
                                                                 : &wf->tools[idx];
-        json_t *schema = is_request ? tool_builtin_schema(TOOL_REQUEST_AGENT) : NULL;
+        json_t *schema = is_request ? weft__tool_builtin_schema(TOOL_REQUEST_AGENT) : NULL;
         const json_t *check = is_request ? schema : def->schema;
         char verr[200] = "";
-        if (check != NULL && !tool_schema_validate(check, args, verr, sizeof(verr))) {
+        if (check != NULL && !weft__tool_schema_validate(check, args, verr, sizeof(verr))) {
             outcome_name = "invalid_arguments";
             snprintf(err, sizeof(err), "invalid arguments: %s", verr);
         } else if (is_request) {
             const char *to = json_string_value(json_object_get(args, "agent"));
-            size_t to_index = wf_find_agent(wf, to);
+            size_t to_index = weft__wf_find_agent(wf, to);
             weft_span_set_str(span, "weft.replan.to", to);
-            if (to_index == WF_NONE || !wf_agent_can_request(agent, to_index)) {
+            if (to_index == WF_NONE || !weft__wf_agent_can_request(agent, to_index)) {
                 /* Told to the model at once, so it can pick another agent (nothing queued). */
                 outcome_name = "invalid_arguments";
                 snprintf(err, sizeof(err), "%s '%.64s'%s",
@@ -227,7 +231,7 @@ run_tool_call(struct run *run,
             }
         } else {
             struct tool_def bounded = *def;
-            uint32_t left = rt_remaining_ms(run, deadline);
+            uint32_t left = weft__rt_remaining_ms(run, deadline);
             if (bounded.type == TOOL_COMMAND || bounded.type == TOOL_HTTP_GET) {
                 uint32_t t = bounded.timeout_ms != 0 ? bounded.timeout_ms : 30000;
                 bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
@@ -235,12 +239,12 @@ run_tool_call(struct run *run,
             weft_err trc = WEFT_OK;
             char activity[96];
             snprintf(activity, sizeof(activity), "tool %.60s", call->name);
-            rt_watchdog_activity(run, activity, agent->name, run->plan.steps[step].id);
-            rt_unlock(run);
-            trc = tool_run(&bounded, run->workspace, args, &outcome);
-            rt_lock(run);
-            rt_watchdog_progress(run);
-            rt_watchdog_poll(run, span);
+            weft__rt_watchdog_activity(run, activity, agent->name, run->plan.steps[step].id);
+            weft__rt_unlock(run);
+            trc = weft__tool_run(&bounded, run->workspace, args, &outcome);
+            weft__rt_lock(run);
+            weft__rt_watchdog_progress(run);
+            weft__rt_watchdog_poll(run, span);
             if (trc != WEFT_OK) {
                 outcome_name = "error";
                 snprintf(err, sizeof(err), "tool failed to run");
@@ -275,18 +279,19 @@ run_tool_call(struct run *run,
         }
     }
     if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
-        rt_watchdog_tool(run, span, call->name, call->arguments, text);
+        weft__rt_watchdog_tool(run, span, call->name, call->arguments, text);
     }
-    rt_span_content(run, span, "gen_ai.tool.call.result", text);
-    rt_span_content(run, span, "langfuse.observation.output", text);
+    weft__rt_span_content(run, span, "gen_ai.tool.call.result", text);
+    weft__rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);
     run->result->tool_calls++;
     /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
      * workflow does not know is not a label value, so series stay bounded. */
-    rt_metrics_tool(run->metrics, idx != WF_NONE || is_request ? call->name : "unknown",
-                    strcmp(outcome_name, "ok") == 0, (double)(weft__monotonic_ns() - t0) / 1e9);
-    rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->plan.steps[step], call->name);
-    tool_outcome_cleanup(&outcome);
+    weft__rt_metrics_tool(run->metrics, idx != WF_NONE || is_request ? call->name : "unknown",
+                          strcmp(outcome_name, "ok") == 0,
+                          (double)(weft__monotonic_ns() - t0) / 1e9);
+    weft__rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->plan.steps[step], call->name);
+    weft__tool_outcome_cleanup(&outcome);
     json_decref(args);
     return text != NULL ? text : weft__strdup("{\"error\":\"out of memory\"}");
 }
@@ -326,30 +331,31 @@ act(struct run *run,
         struct llm_response resp;
         struct llm_error lerr;
 
-        if (rt_aborted(run)) {
+        if (weft__rt_aborted(run)) {
             snprintf(why, why_len, "aborted");
             *error_type = "aborted";
             break;
         }
-        if (rt_watchdog_should_stop(run)) {
+        if (weft__rt_watchdog_should_stop(run)) {
             snprintf(why, why_len, "stopped by the watchdog: %.400s", run->watchdog.stuck_reason);
             *error_type = "stuck_loop";
             break;
         }
-        if (deadline != 0 && rt_remaining_ms(run, deadline) == 0) {
+        if (deadline != 0 && weft__rt_remaining_ms(run, deadline) == 0) {
             snprintf(why, why_len, "step timeout reached");
             *error_type = "timeout";
             break;
         }
-        if (rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_ACT, agent->model,
-                        msgs, tools, false, -1.0, deadline, &resp, &lerr) != WEFT_OK) {
+        if (weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_ACT,
+                              agent->model, msgs, tools, false, -1.0, deadline, &resp,
+                              &lerr) != WEFT_OK) {
             snprintf(why, why_len, "LLM call failed (%s): %s", lerr.type, lerr.message);
             *error_type = "llm_error";
             break;
         }
         if (resp.tool_call_count == 0) {
             output = weft__strdup(resp.content != NULL ? resp.content : "");
-            llm_response_cleanup(&resp);
+            weft__llm_response_cleanup(&resp);
             break;
         }
         json_array_append_new(msgs, assistant_tool_message(&resp));
@@ -360,7 +366,7 @@ act(struct run *run,
                                                   text != NULL ? text : ""));
             weft__free(text);
         }
-        llm_response_cleanup(&resp);
+        weft__llm_response_cleanup(&resp);
     }
     if (output == NULL && round == agent->max_tool_rounds) {
         snprintf(why, why_len, "max_tool_rounds (%u) reached without a final answer",
@@ -404,7 +410,8 @@ reflect(struct run *run,
 {
     const struct plan_step *s = &run->plan.steps[step];
     const struct wf_agent *agent = &run->wf->agents[s->agent];
-    struct weft_span *span = rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
+    struct weft_span *span =
+        weft__rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
     struct llm_response resp;
     struct llm_error lerr;
     struct weft__buf user;
@@ -430,9 +437,9 @@ reflect(struct run *run,
     weft_span_set_str(span, "gen_ai.agent.name", agent->name);
     weft_span_set_int(span, "weft.reflection.attempt", attempt);
     weft_span_set_str(span, "weft.step.id", s->id);
-    if (rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
-                    agent->reflection.model, msgs, NULL, true, -1.0, deadline, &resp,
-                    &lerr) != WEFT_OK) {
+    if (weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
+                          agent->reflection.model, msgs, NULL, true, -1.0, deadline, &resp,
+                          &lerr) != WEFT_OK) {
         snprintf(why, sizeof(why), "reflector LLM failed (%s): %.180s", lerr.type, lerr.message);
     } else {
         answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
@@ -463,7 +470,7 @@ reflect(struct run *run,
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
     weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
-    rt_span_content(run, span, "weft.reflection.feedback", *feedback);
+    weft__rt_span_content(run, span, "weft.reflection.feedback", *feedback);
     {
         struct weft_attr a[4];
         size_t n = 0;
@@ -478,15 +485,15 @@ reflect(struct run *run,
         weft_span_add_event(span, "gen_ai.evaluation.result", a, n, 0);
     }
     if (v == VERDICT_REJECTED) {
-        rt_watchdog_reflection(run, span, s->agent, *feedback, output);
+        weft__rt_watchdog_reflection(run, span, s->agent, *feedback, output);
     }
     weft_span_end(span, 0);
-    rt_add_verdict(run, agent->name, verdict_names[v]);
-    rt_metrics_verdict(run->metrics, agent->name, verdict_names[v]);
-    rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
+    weft__rt_add_verdict(run, agent->name, verdict_names[v]);
+    weft__rt_metrics_verdict(run->metrics, agent->name, verdict_names[v]);
+    weft__rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
     json_decref(answer);
     json_decref(msgs);
-    llm_response_cleanup(&resp);
+    weft__llm_response_cleanup(&resp);
     return v;
 }
 
@@ -502,13 +509,13 @@ output_matches_schema(const struct plan_step *step, const char *output)
         return true;
     }
     value = json_loads(output, JSON_DECODE_ANY, NULL);
-    is_ok = value != NULL && tool_schema_validate(schema, value, NULL, 0);
+    is_ok = value != NULL && weft__tool_schema_validate(schema, value, NULL, 0);
     json_decref(value);
     return is_ok;
 }
 
 void
-rt_agent_step(struct run *run, size_t index)
+weft__rt_agent_step(struct run *run, size_t index)
 {
     struct plan_step *step = &run->plan.steps[index];
     const struct wf_agent *agent = &run->wf->agents[step->agent];
@@ -537,12 +544,12 @@ rt_agent_step(struct run *run, size_t index)
         memset(&link, 0, sizeof(link));
         link.context = step->requester;
         step->attempts++;
-        span = rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
-                                   step->has_requester ? 1 : 0);
+        span = weft__rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
+                                         step->has_requester ? 1 : 0);
         /* Saved in progress with its span, which recovery closes if a kill leaves it open. */
         weft_span_context_of(span, &step->span);
         step->span.trace_state = NULL;
-        rt_save_step(run, index);
+        weft__rt_save_step(run, index);
         weft_span_set_str(span, "gen_ai.agent.name", agent->name);
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);
@@ -551,37 +558,37 @@ rt_agent_step(struct run *run, size_t index)
         if (step->requested_by != NULL) {
             weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
         }
-        rt_span_content(run, span, "weft.step.task", step->task);
+        weft__rt_span_content(run, span, "weft.step.task", step->task);
         {
             char detail[32];
             snprintf(detail, sizeof(detail), "attempt %u", attempt);
-            rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
-            rt_watchdog_activity(run, "the step", agent->name, step->id);
+            weft__rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
+            weft__rt_watchdog_activity(run, "the step", agent->name, step->id);
         }
         token = weft_context_attach(span);
         if (agent->prompt != NULL && !is_prompt_resolved) {
             /* Fetched (or cached) once per step, without the run lock. */
             char perr[256] = "";
-            rt_unlock(run);
+            weft__rt_unlock(run);
             is_prompt_resolved =
-                rt_prompt_resolve(agent->prompt, &prompt, perr, sizeof(perr)) == WEFT_OK;
-            rt_lock(run);
+                weft__rt_prompt_resolve(agent->prompt, &prompt, perr, sizeof(perr)) == WEFT_OK;
+            weft__rt_lock(run);
             step = &run->plan.steps[index];
             if (!is_prompt_resolved) {
                 snprintf(prompt_error, sizeof(prompt_error), "instructions: %s", perr);
             }
         }
-        rt_span_content(run, span, "langfuse.observation.input", step->task);
+        weft__rt_span_content(run, span, "langfuse.observation.input", step->task);
         if (agent->prompt != NULL && !is_prompt_resolved) {
             snprintf(why, sizeof(why), "%s", prompt_error);
             error_type = "prompt_unavailable";
         } else {
             msgs = attempt_messages(
                 run, step, agent->prompt != NULL ? prompt.text : agent->instructions, feedback);
-            rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
-                               agent->prompt != NULL ? &prompt : NULL);
+            weft__rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
+                                     agent->prompt != NULL ? &prompt : NULL);
             output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
-            rt_set_prompt_link(NULL, NULL);
+            weft__rt_set_prompt_link(NULL, NULL);
         }
         step = &run->plan.steps[index]; /* act() released the run lock: re-fetch */
         if (output != NULL) {
@@ -605,7 +612,7 @@ rt_agent_step(struct run *run, size_t index)
                              feedback != NULL ? feedback : "");
                     error_type = "rejected";
                     if (attempt < max_attempts) {
-                        rt_count_loop(run, WEFT_LOOP_REFLECTION);
+                        weft__rt_count_loop(run, WEFT_LOOP_REFLECTION);
                     }
                     weft__free(output);
                     output = NULL;
@@ -626,14 +633,14 @@ rt_agent_step(struct run *run, size_t index)
             weft__free(step->result);
             step->result = output;
             step->status = STEP_COMPLETED;
-            rt_span_content(run, span, "langfuse.observation.output", output);
+            weft__rt_span_content(run, span, "langfuse.observation.output", output);
             weft_span_set_str(span, "weft.step.status", "completed");
             weft_span_set_status(span, WEFT_STATUS_OK, NULL);
-            rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
+            weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
             is_done = true;
         } else {
             bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0 ||
-                            rt_watchdog_should_stop(run);
+                            weft__rt_watchdog_should_stop(run);
             weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
             weft_span_set_str(span, "error.type", error_type);
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
@@ -647,20 +654,20 @@ rt_agent_step(struct run *run, size_t index)
                 json_decref(step->error);
                 step->error = json_pack("{s:s, s:s}", "error_type", error_type, "message", why);
                 step->status = STEP_FAILED;
-                rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE,
-                            span);
+                weft__rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE,
+                                  span);
                 is_done = true;
             }
         }
         weft_context_detach(token);
         weft_span_end(span, 0);
         json_decref(msgs);
-        rt_progress(run, WEFT_EVENT_STEP_END, step, step_status_name(step->status));
+        weft__rt_progress(run, WEFT_EVENT_STEP_END, step, weft__step_status_name(step->status));
     }
     weft__free(feedback);
-    rt_prompt_cleanup(&prompt);
+    weft__rt_prompt_cleanup(&prompt);
     step->ended_ns = weft__now_ns();
-    rt_metrics_agent(run->metrics, agent->name, step->status == STEP_COMPLETED,
-                     (double)(step->ended_ns - step->started_ns) / 1e9);
-    rt_save_step(run, index);
+    weft__rt_metrics_agent(run->metrics, agent->name, step->status == STEP_COMPLETED,
+                           (double)(step->ended_ns - step->started_ns) / 1e9);
+    weft__rt_save_step(run, index);
 }

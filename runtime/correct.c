@@ -9,7 +9,7 @@
  * DAG surgery: the failed step becomes paused, the corrective steps are inserted as a chain
  * (each depends on the one before; ids "<failed>.c<n>.<i>", parent = the failed step), and the
  * failed step is rewired to also depend on the last of them, so its dependents keep waiting.
- * The store sees all of it in one SQLite transaction (state_surgery); if that fails, the
+ * The store sees all of it in one SQLite transaction (weft__state_surgery); if that fails, the
  * in-memory plan is rolled back too, so memory and store never disagree.
  *
  * Spans: `correct {step}` under the run, with the before/after dependency lists; the corrective
@@ -34,9 +34,9 @@ context_json(const struct run *run, const struct plan_step *failed)
     for (size_t i = 0; done != NULL && i < run->plan.count; i++) {
         const struct plan_step *s = &run->plan.steps[i];
         if (s->status == STEP_COMPLETED) {
-            json_array_append_new(done,
-                                  json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
-                                            step_executor_name(s->executor), "task", s->task));
+            json_array_append_new(done, json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
+                                                  weft__step_executor_name(s->executor), "task",
+                                                  s->task));
         }
     }
     ctx = json_pack("{s:s, s:{s:s, s:s, s:s, s:O?, s:s?}, s:o}", "goal",
@@ -44,7 +44,7 @@ context_json(const struct run *run, const struct plan_step *failed)
                     : run->wf->description != NULL ? run->wf->description
                                                    : run->wf->name,
                     "failed_step", "id", failed->id, "task", failed->task, "executor",
-                    step_executor_name(failed->executor), "error", failed->error, "feedback",
+                    weft__step_executor_name(failed->executor), "error", failed->error, "feedback",
                     failed->feedback, "successful_steps", done);
     return ctx;
 }
@@ -86,11 +86,11 @@ validate(const json_t *answer, const char *failed_id, const json_t **steps, char
                      i);
             return false;
         }
-        if (!step_executor_parse(executor, &ex)) {
+        if (!weft__step_executor_parse(executor, &ex)) {
             snprintf(why, len, "steps[%zu].executor: unknown executor '%.40s'", i, executor);
             return false;
         }
-        spec = wf_executor_spec(ex, s, sub, sizeof(sub));
+        spec = weft__wf_executor_spec(ex, s, sub, sizeof(sub));
         if (spec == NULL) {
             snprintf(why, len, "steps[%zu]: %s", i, sub[0] != '\0' ? sub : "out of memory");
             return false;
@@ -130,25 +130,25 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         struct plan_step *s = NULL;
         size_t agent = WF_NONE;
 
-        step_executor_parse(json_string_value(json_object_get(js, "executor")), &ex);
+        weft__step_executor_parse(json_string_value(json_object_get(js, "executor")), &ex);
         if (ex == EXEC_AGENT) {
             const char *name = json_string_value(json_object_get(js, "agent"));
-            agent = name != NULL ? wf_find_agent(run->wf, name) : WF_NONE;
+            agent = name != NULL ? weft__wf_find_agent(run->wf, name) : WF_NONE;
             if (agent == WF_NONE) {
                 snprintf(why, len, "steps[%zu].agent: expected a known agent", i);
                 goto undo;
             }
         }
         snprintf(id, sizeof(id), "%.60s.c%u.%zu", run->plan.steps[failed].id, number, i + 1);
-        if (plan_append(&run->plan, id, agent,
-                        json_string_value(json_object_get(js, "description")),
-                        prev[0] != '\0' ? &dep : NULL, prev[0] != '\0' ? 1 : 0, &idx) != WEFT_OK) {
+        if (weft__plan_append(
+                &run->plan, id, agent, json_string_value(json_object_get(js, "description")),
+                prev[0] != '\0' ? &dep : NULL, prev[0] != '\0' ? 1 : 0, &idx) != WEFT_OK) {
             snprintf(why, len, "plan is full");
             goto undo;
         }
         s = &run->plan.steps[idx];
         s->executor = ex;
-        s->spec = wf_executor_spec(ex, js, sub, sizeof(sub));
+        s->spec = weft__wf_executor_spec(ex, js, sub, sizeof(sub));
         s->parent = weft__strdup(run->plan.steps[failed].id);
         /* Corrective steps link to the failed step's span. */
         s->requester = run->plan.steps[failed].span;
@@ -177,12 +177,12 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
     run->plan.steps[failed].status = STEP_PAUSED;
     return first;
 undo:
-    plan_truncate(&run->plan, first);
+    weft__plan_truncate(&run->plan, first);
     return (size_t)-1;
 }
 
 bool
-rt_correct(struct run *run, size_t index)
+weft__rt_correct(struct run *run, size_t index)
 {
     const struct weft_workflow *wf = run->wf;
     struct plan_step *failed = &run->plan.steps[index];
@@ -209,9 +209,9 @@ rt_correct(struct run *run, size_t index)
     memset(&link, 0, sizeof(link));
     memset(&resp, 0, sizeof(resp));
     link.context = failed->span;
-    span = rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->root, &link,
-                         weft_span_context_is_valid(&failed->span) ? 1 : 0);
-    rt_count_loop(run, WEFT_LOOP_CORRECTION);
+    span = weft__rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->root, &link,
+                               weft_span_context_is_valid(&failed->span) ? 1 : 0);
+    weft__rt_count_loop(run, WEFT_LOOP_CORRECTION);
     run->result->corrections = run->corrections;
     weft_span_set_str(span, "weft.correction.failed_task", failed_id);
     weft_span_set_str(span, "weft.correction.error_type",
@@ -227,12 +227,12 @@ rt_correct(struct run *run, size_t index)
                      "http_call\", \"rationale\", ...executor fields}, ..., {\"executor\": "
                      "\"retry\", \"step\": FAILED_ID}]}",
                      "role", "user", "content", ctx_text != NULL ? ctx_text : "{}");
-    rt_span_content(run, span, "langfuse.observation.input", ctx_text);
+    weft__rt_span_content(run, span, "langfuse.observation.input", ctx_text);
     if (msgs == NULL) {
         snprintf(why, sizeof(why), "out of memory");
-    } else if (rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_CORRECT,
-                           wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
-                           &lerr) != WEFT_OK) {
+    } else if (weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_CORRECT,
+                                 wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
+                                 &lerr) != WEFT_OK) {
         snprintf(why, sizeof(why), "corrector LLM failed (%s): %.200s", lerr.type, lerr.message);
     } else {
         answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
@@ -249,17 +249,17 @@ rt_correct(struct run *run, size_t index)
         const char **actors = weft__calloc(run->plan.count, sizeof(*actors));
         weft_err serr = actors == NULL ? WEFT_ENOMEM : WEFT_OK;
         for (size_t i = 0; actors != NULL && i < run->plan.count; i++) {
-            actors[i] = rt_step_actor(run, &run->plan.steps[i]);
+            actors[i] = weft__rt_step_actor(run, &run->plan.steps[i]);
         }
         if (serr == WEFT_OK && run->state != NULL) {
-            serr = state_surgery(run->state, run->run_id, &run->plan, index, first, number,
-                                 failed->error_type, before, after, actors);
+            serr = weft__state_surgery(run->state, run->run_id, &run->plan, index, first, number,
+                                       failed->error_type, before, after, actors);
         }
         weft__free((void *)actors);
         if (serr != WEFT_OK) {
             snprintf(why, sizeof(why), "the state store refused the DAG surgery");
             /* Roll memory back to what the store still holds. */
-            plan_truncate(&run->plan, old_count);
+            weft__plan_truncate(&run->plan, old_count);
             failed = &run->plan.steps[index];
             weft__free(failed->depends_on[--failed->depends_count]);
             failed->status = old_status;
@@ -292,14 +292,14 @@ rt_correct(struct run *run, size_t index)
         failed->status = old_status;
     }
     weft_span_end(span, 0);
-    rt_metrics_correction(run->metrics, is_ok);
+    weft__rt_metrics_correction(run->metrics, is_ok);
     {
         char detail[400];
         snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", number, failed_id,
                  is_ok ? "rewired" : why);
-        rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
-        rt_add_decision(run, RT_LAYER_CORRECTION, is_ok ? run->plan.steps[first].id : "end",
-                        detail);
+        weft__rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
+        weft__rt_add_decision(run, RT_LAYER_CORRECTION, is_ok ? run->plan.steps[first].id : "end",
+                              detail);
     }
     json_decref(before);
     json_decref(after);
@@ -307,6 +307,6 @@ rt_correct(struct run *run, size_t index)
     json_decref(msgs);
     json_decref(ctx);
     free(ctx_text);
-    llm_response_cleanup(&resp);
+    weft__llm_response_cleanup(&resp);
     return is_ok;
 }

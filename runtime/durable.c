@@ -46,9 +46,9 @@ file_hash(const char *path, char out[HASH_HEX_LEN])
 }
 
 void
-rt_checkpoint(struct run *run)
+weft__rt_checkpoint(struct run *run)
 {
-    (void)state_heartbeat(run->state, run->run_id);
+    (void)weft__state_heartbeat(run->state, run->run_id);
     if (run->opts->checkpoint != NULL) {
         run->opts->checkpoint(run->opts->checkpoint_user_data);
     }
@@ -71,7 +71,7 @@ static weft_err
 claim(struct run *run, const char *run_id, char *error, size_t error_len)
 {
     struct state_owner holder;
-    weft_err err = state_lease_acquire(run->state, run_id, &holder);
+    weft_err err = weft__state_lease_acquire(run->state, run_id, &holder);
 
     if (err == WEFT_ESTATE) {
         char since[32];
@@ -86,26 +86,26 @@ claim(struct run *run, const char *run_id, char *error, size_t error_len)
                  run_id, (long long)holder.pid, holder.host, since, beat, run_id);
     } else if (err == WEFT_ENOTFOUND) {
         snprintf(error, error_len, "resume: no run '%.64s' in the state database", run_id);
-    } else if (err != WEFT_OK && state_check(run->state, error, error_len) == WEFT_OK) {
+    } else if (err != WEFT_OK && weft__state_check(run->state, error, error_len) == WEFT_OK) {
         snprintf(error, error_len, "state database: cannot take ownership of run %.64s", run_id);
     }
     return err;
 }
 
 weft_err
-rt_run_claim(struct run *run, char *error, size_t error_len)
+weft__rt_run_claim(struct run *run, char *error, size_t error_len)
 {
     char hash[HASH_HEX_LEN];
     weft_err err = claim(run, run->run_id, error, error_len);
 
     if (err == WEFT_OK && file_hash(run->wf->path, hash)) {
-        err = state_run_hash_set(run->state, run->run_id, hash);
+        err = weft__state_run_hash_set(run->state, run->run_id, hash);
     }
     return err;
 }
 
 weft_err
-rt_resume_claim(struct run *run, char *error, size_t error_len)
+weft__rt_resume_claim(struct run *run, char *error, size_t error_len)
 {
     const char *id = run->opts->resume_run_id;
     char stored[64];
@@ -115,7 +115,7 @@ rt_resume_claim(struct run *run, char *error, size_t error_len)
     if (err != WEFT_OK) {
         return err;
     }
-    err = state_run_hash_get(run->state, id, stored, sizeof(stored));
+    err = weft__state_run_hash_get(run->state, id, stored, sizeof(stored));
     if (err == WEFT_ENOTFOUND) {
         return WEFT_OK; /* a run from before hashes were kept */
     }
@@ -135,7 +135,7 @@ rt_resume_claim(struct run *run, char *error, size_t error_len)
         }
     }
     if (err != WEFT_OK) {
-        (void)state_lease_release(run->state, id);
+        (void)weft__state_lease_release(run->state, id);
         if (error[0] == '\0') {
             snprintf(error, error_len, "resume: the state of run %.64s cannot be read", id);
         }
@@ -144,7 +144,7 @@ rt_resume_claim(struct run *run, char *error, size_t error_len)
 }
 
 void
-rt_run_root_saved(struct run *run)
+weft__rt_run_root_saved(struct run *run)
 {
     const struct weft_span_context *parent = run->opts->parent_context;
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
@@ -154,8 +154,8 @@ rt_run_root_saved(struct run *run)
     if (has_parent) {
         weft_hex_encode(parent->span_id, WEFT_SPAN_ID_SIZE, parent_hex);
     }
-    /* The name rt_span_start gives the root (spans.c). */
+    /* The name weft__rt_span_start gives the root (spans.c). */
     snprintf(name, sizeof(name), "invoke_workflow %s", run->wf->name);
-    (void)state_run_root(run->state, run->run_id, name, has_parent ? parent_hex : NULL,
-                         run->root_started_ns);
+    (void)weft__state_run_root(run->state, run->run_id, name, has_parent ? parent_hex : NULL,
+                               run->root_started_ns);
 }

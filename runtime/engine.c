@@ -37,7 +37,7 @@ static const char *const layer_names[] = {"rule",          "llm",     "fallback"
                                           "correction",    "watchdog"};
 
 const char *
-rt_layer_name(rt_layer layer)
+weft__rt_layer_name(rt_layer layer)
 {
     return (size_t)layer < sizeof(layer_names) / sizeof(layer_names[0]) ? layer_names[layer]
                                                                         : "unknown";
@@ -67,26 +67,26 @@ static __thread const char *prompt_name;
 static __thread const struct rt_prompt *prompt_link;
 
 void
-rt_set_prompt_link(const char *name, const struct rt_prompt *prompt)
+weft__rt_set_prompt_link(const char *name, const struct rt_prompt *prompt)
 {
     prompt_name = prompt != NULL ? name : NULL;
     prompt_link = prompt;
 }
 
 int
-rt_worker_index(void)
+weft__rt_worker_index(void)
 {
     return worker_index;
 }
 
 void
-rt_set_worker_index(int index)
+weft__rt_set_worker_index(int index)
 {
     worker_index = index;
 }
 
 void
-rt_lock(struct run *run)
+weft__rt_lock(struct run *run)
 {
     if (run->is_parallel) {
         pthread_mutex_lock(&run->lock);
@@ -94,7 +94,7 @@ rt_lock(struct run *run)
 }
 
 void
-rt_unlock(struct run *run)
+weft__rt_unlock(struct run *run)
 {
     if (run->is_parallel) {
         pthread_mutex_unlock(&run->lock);
@@ -102,20 +102,20 @@ rt_unlock(struct run *run)
 }
 
 void
-rt_count_loop(struct run *run, weft_loop_kind kind)
+weft__rt_count_loop(struct run *run, weft_loop_kind kind)
 {
     run->result->loops[kind]++;
-    rt_metrics_loop(run->metrics, kind);
+    weft__rt_metrics_loop(run->metrics, kind);
 }
 
 bool
-rt_aborted(const struct run *run)
+weft__rt_aborted(const struct run *run)
 {
     return run->opts->abort_flag != NULL && *run->opts->abort_flag != 0;
 }
 
 uint32_t
-rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
+weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
 {
     uint64_t now = weft__monotonic_ns();
     uint64_t deadline = run->deadline_mono;
@@ -134,10 +134,10 @@ rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
 }
 
 void
-rt_progress(struct run *run,
-            weft_run_event_kind kind,
-            const struct plan_step *step,
-            const char *detail)
+weft__rt_progress(struct run *run,
+                  weft_run_event_kind kind,
+                  const struct plan_step *step,
+                  const char *detail)
 {
     struct weft_run_event ev;
     const struct weft_run_result *r = run->result;
@@ -149,10 +149,10 @@ rt_progress(struct run *run,
     ev.kind = kind;
     ev.run_id = run->run_id;
     ev.step_id = step != NULL ? step->id : NULL;
-    ev.agent = step != NULL ? rt_step_actor(run, step) : NULL;
+    ev.agent = step != NULL ? weft__rt_step_actor(run, step) : NULL;
     ev.detail = detail != NULL ? detail : "";
     ev.iteration = r->iterations;
-    ev.steps_done = plan_count_status(&run->plan, STEP_COMPLETED);
+    ev.steps_done = weft__plan_count_status(&run->plan, STEP_COMPLETED);
     ev.steps_total = run->plan.count;
     ev.elapsed_ns = weft__monotonic_ns() - run->started_mono;
     ev.input_tokens = r->input_tokens;
@@ -180,7 +180,7 @@ grow(void **items, size_t *cap, size_t count, size_t size)
 }
 
 void
-rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
+weft__rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
 {
     struct weft_run_result *r = run->result;
     struct weft_run_decision *d = NULL;
@@ -190,7 +190,7 @@ rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *r
         return;
     }
     d = &r->decisions[r->decision_count];
-    d->layer = weft__strdup(rt_layer_name(layer));
+    d->layer = weft__strdup(weft__rt_layer_name(layer));
     d->next = weft__strdup(next);
     d->reason = weft__strdup(reason);
     if (d->layer == NULL || d->next == NULL || d->reason == NULL) {
@@ -204,7 +204,7 @@ rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *r
 }
 
 void
-rt_add_verdict(struct run *run, const char *agent, const char *verdict)
+weft__rt_add_verdict(struct run *run, const char *agent, const char *verdict)
 {
     struct weft_run_result *r = run->result;
     struct weft__buf b;
@@ -223,16 +223,16 @@ rt_add_verdict(struct run *run, const char *agent, const char *verdict)
 }
 
 const char *
-rt_step_actor(const struct run *run, const struct plan_step *step)
+weft__rt_step_actor(const struct run *run, const struct plan_step *step)
 {
     if (step->executor == EXEC_AGENT && step->agent < run->wf->agent_count) {
         return run->wf->agents[step->agent].name;
     }
-    return step_executor_name(step->executor);
+    return weft__step_executor_name(step->executor);
 }
 
 void
-rt_save_step(struct run *run, size_t index)
+weft__rt_save_step(struct run *run, size_t index)
 {
     const struct plan_step *s = &run->plan.steps[index];
     bool is_final = s->status == STEP_COMPLETED || s->status == STEP_FAILED;
@@ -243,20 +243,20 @@ rt_save_step(struct run *run, size_t index)
     /* A step that ended is saved with the script cursors it moved: one commit, and a resumed
      * run never finds the step done with its answers not taken (or the other way round). */
     if (is_final) {
-        (void)state_begin(run->state);
+        (void)weft__state_begin(run->state);
     }
-    (void)state_step_save(run->state, run->run_id, index, s, rt_step_actor(run, s));
+    (void)weft__state_step_save(run->state, run->run_id, index, s, weft__rt_step_actor(run, s));
     if (is_final) {
-        rt_cursors_save(run);
-        (void)state_commit(run->state);
+        weft__rt_cursors_save(run);
+        (void)weft__state_commit(run->state);
     }
     /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
      * store writes on a connection of its own and would wait on that transaction's lock. */
     if (s->status != STEP_PENDING && s->status != STEP_IN_PROGRESS) {
-        rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
+        weft__rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
     }
-    if (!state_in_transaction(run->state)) {
-        rt_mstore_checkpoint(run->mstore, rt_metrics_events(run->metrics), false);
+    if (!weft__state_in_transaction(run->state)) {
+        weft__rt_mstore_checkpoint(run->mstore, weft__rt_metrics_events(run->metrics), false);
     }
 }
 
@@ -266,7 +266,7 @@ rt_save_step(struct run *run, size_t index)
 static struct llm_provider *
 provider_for(struct run *run, size_t model)
 {
-    int w = rt_worker_index();
+    int w = weft__rt_worker_index();
 
     if (run->replay != NULL) {
         return run->replay;
@@ -311,25 +311,25 @@ set_usage_attrs(struct weft_span *span,
 }
 
 weft_err
-rt_llm_call(struct run *run,
-            struct weft_span *parent,
-            const char *agent,
-            const char *step_key,
-            llm_purpose purpose,
-            size_t model,
-            const json_t *messages,
-            const json_t *tools,
-            bool json_mode,
-            double temperature,
-            uint64_t step_deadline_mono,
-            struct llm_response *response,
-            struct llm_error *error)
+weft__rt_llm_call(struct run *run,
+                  struct weft_span *parent,
+                  const char *agent,
+                  const char *step_key,
+                  llm_purpose purpose,
+                  size_t model,
+                  const json_t *messages,
+                  const json_t *tools,
+                  bool json_mode,
+                  double temperature,
+                  uint64_t step_deadline_mono,
+                  struct llm_response *response,
+                  struct llm_error *error)
 {
     const struct wf_model *m = &run->wf->models[model];
     struct llm_provider *p = provider_for(run, model);
     struct llm_request req;
     struct weft_span *span = NULL;
-    uint32_t remaining = rt_remaining_ms(run, step_deadline_mono);
+    uint32_t remaining = weft__rt_remaining_ms(run, step_deadline_mono);
     uint64_t call_start = 0;
     uint64_t call_ns = 0;
     double cost = 0.0;
@@ -346,11 +346,11 @@ rt_llm_call(struct run *run,
     req.temperature = temperature >= 0 ? temperature : m->temperature;
     req.max_tokens = m->max_tokens;
     req.timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
-    span = rt_span_start(run, RT_SPAN_CHAT, m->model, parent, NULL, 0);
+    span = weft__rt_span_start(run, RT_SPAN_CHAT, m->model, parent, NULL, 0);
     weft_span_set_str(span, "gen_ai.provider.name", p->provider_name);
     weft_span_set_str(span, "gen_ai.request.model", m->model);
     weft_span_set_str(span, "gen_ai.agent.name", agent);
-    weft_span_set_str(span, "weft.llm.purpose", llm_purpose_name(purpose));
+    weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(purpose));
     if (req.temperature >= 0) {
         weft_span_set_double(span, "gen_ai.request.temperature", req.temperature);
     }
@@ -371,8 +371,8 @@ rt_llm_call(struct run *run,
     }
     if (run->capture_content) {
         char *text = json_dumps(messages, JSON_COMPACT);
-        rt_span_content(run, span, "gen_ai.input.messages", text);
-        rt_span_content(run, span, "langfuse.observation.input", text);
+        weft__rt_span_content(run, span, "gen_ai.input.messages", text);
+        weft__rt_span_content(run, span, "langfuse.observation.input", text);
         free(text);
     }
     if (req.timeout_ms == 0) {
@@ -383,27 +383,27 @@ rt_llm_call(struct run *run,
     } else {
         char activity[96];
         snprintf(activity, sizeof(activity), "chat %.60s", m->model);
-        rt_watchdog_activity(run, activity, agent, NULL);
-        rt_unlock(run);
+        weft__rt_watchdog_activity(run, activity, agent, NULL);
+        weft__rt_unlock(run);
         call_start = weft__monotonic_ns();
-        err = llm_complete(p, &req, response, error);
+        err = weft__llm_complete(p, &req, response, error);
         call_ns = weft__monotonic_ns() - call_start;
-        rt_lock(run);
-        rt_watchdog_progress(run);
-        rt_watchdog_poll(run, span);
+        weft__rt_lock(run);
+        weft__rt_watchdog_progress(run);
+        weft__rt_watchdog_poll(run, span);
     }
     if (run->recording != NULL) {
-        (void)llm_recording_add(run->recording, &req, p->provider_name,
-                                err == WEFT_OK ? response : NULL, error);
+        (void)weft__llm_recording_add(run->recording, &req, p->provider_name,
+                                      err == WEFT_OK ? response : NULL, error);
     }
     if (run->state != NULL) {
         /* Every exchange is kept with the run, so `--replay run:ID` can reproduce it. */
-        json_t *entry =
-            llm_exchange_json(&req, p->provider_name, err == WEFT_OK ? response : NULL, error);
+        json_t *entry = weft__llm_exchange_json(&req, p->provider_name,
+                                                err == WEFT_OK ? response : NULL, error);
         if (entry != NULL) {
-            (void)state_exchange_add(run->state, run->run_id,
-                                     req.step_key != NULL ? req.step_key : req.agent,
-                                     llm_purpose_name(purpose), entry);
+            (void)weft__state_exchange_add(run->state, run->run_id,
+                                           req.step_key != NULL ? req.step_key : req.agent,
+                                           weft__llm_purpose_name(purpose), entry);
         }
         json_decref(entry);
     }
@@ -421,13 +421,13 @@ rt_llm_call(struct run *run,
         run->result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
         run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
         run->result->cost_usd += cost;
-        rt_watchdog_budget(run, span);
+        weft__rt_watchdog_budget(run, span);
         if (run->capture_content) {
             json_t *out =
                 json_pack("[{s:s, s:s?}]", "role", "assistant", "content", response->content);
             char *text = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
-            rt_span_content(run, span, "gen_ai.output.messages", text);
-            rt_span_content(run, span, "langfuse.observation.output", response->content);
+            weft__rt_span_content(run, span, "gen_ai.output.messages", text);
+            weft__rt_span_content(run, span, "langfuse.observation.output", response->content);
             free(text);
             json_decref(out);
         }
@@ -436,11 +436,11 @@ rt_llm_call(struct run *run,
         weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
     }
     weft_span_end(span, 0);
-    rt_metrics_llm(run->metrics, p->provider_name, m->model, llm_purpose_name(purpose),
-                   err == WEFT_OK ? response->input_tokens : -1,
-                   err == WEFT_OK ? response->output_tokens : -1, cost, (double)call_ns / 1e9,
-                   err == WEFT_OK ? NULL : error->type);
-    rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
+    weft__rt_metrics_llm(run->metrics, p->provider_name, m->model, weft__llm_purpose_name(purpose),
+                         err == WEFT_OK ? response->input_tokens : -1,
+                         err == WEFT_OK ? response->output_tokens : -1, cost, (double)call_ns / 1e9,
+                         err == WEFT_OK ? NULL : error->type);
+    weft__rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
     return err;
 }
 
@@ -515,7 +515,7 @@ make_openai(const struct wf_model *m, struct llm_provider **out, char *error, si
     o.base_url = m->base_url;
     o.api_key = key;
     o.max_retries = m->max_retries;
-    err = llm_openai_new(&o, out);
+    err = weft__llm_openai_new(&o, out);
     if (err != WEFT_OK) {
         snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
     }
@@ -523,7 +523,7 @@ make_openai(const struct wf_model *m, struct llm_provider **out, char *error, si
 }
 
 weft_err
-rt_make_worker_providers(struct run *run, size_t workers)
+weft__rt_make_worker_providers(struct run *run, size_t workers)
 {
     const struct weft_workflow *wf = run->wf;
     char error[256];
@@ -569,13 +569,13 @@ setup_providers(struct run *run, char *error, size_t error_len)
         /* Replay a stored run: its LLM exchanges, in order, become the script. */
         char id[96];
         char why[160];
-        err = state_run_resolve(run->state, run->opts->replay_path + 4, id, sizeof(id), why,
-                                sizeof(why));
+        err = weft__state_run_resolve(run->state, run->opts->replay_path + 4, id, sizeof(id), why,
+                                      sizeof(why));
         if (err == WEFT_OK) {
-            err = state_exchanges_script(run->state, id, &script);
+            err = weft__state_exchanges_script(run->state, id, &script);
         }
         if (err == WEFT_OK) {
-            err = llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+            err = weft__llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
         } else {
             snprintf(lerr.message, sizeof(lerr.message), "no stored LLM exchanges for run '%.64s'",
                      run->opts->replay_path + 4);
@@ -587,9 +587,9 @@ setup_providers(struct run *run, char *error, size_t error_len)
         return err;
     }
     if (run->opts->replay_path != NULL) {
-        err = llm_script_load(run->opts->replay_path, &script, &lerr);
+        err = weft__llm_script_load(run->opts->replay_path, &script, &lerr);
         if (err == WEFT_OK) {
-            err = llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+            err = weft__llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
         }
         json_decref(script);
         if (err != WEFT_OK) {
@@ -610,9 +610,9 @@ setup_providers(struct run *run, char *error, size_t error_len)
             if (run->providers[i] != NULL) {
                 continue;
             }
-            err = llm_script_load(m->script, &script, &lerr);
+            err = weft__llm_script_load(m->script, &script, &lerr);
             if (err == WEFT_OK) {
-                err = llm_scripted_new(script, m->script, &run->providers[i], &lerr);
+                err = weft__llm_scripted_new(script, m->script, &run->providers[i], &lerr);
             }
             json_decref(script);
             script = NULL;
@@ -644,8 +644,8 @@ bind_native_tools(struct run *run, char *error, size_t error_len)
         if (wf->tools[i].type != TOOL_NATIVE) {
             continue;
         }
-        for (size_t j = 0; j < tool_registry_count(run->opts->tools); j++) {
-            const struct tool_def *d = tool_registry_get(run->opts->tools, j);
+        for (size_t j = 0; j < weft__tool_registry_count(run->opts->tools); j++) {
+            const struct tool_def *d = weft__tool_registry_get(run->opts->tools, j);
             if (strcmp(d->name, wf->tools[i].name) == 0) {
                 run->native[i] = d;
                 is_found = true;
@@ -681,22 +681,22 @@ cursors_restore(struct run *run)
         json_t *saved = NULL;
         const char *script = script_of(run, i);
         if (script != NULL &&
-            state_cursors_load(run->state, run->session_id, script, &saved) == WEFT_OK &&
+            weft__state_cursors_load(run->state, run->session_id, script, &saved) == WEFT_OK &&
             saved != NULL) {
-            (void)llm_scripted_restore(provider_for(run, i), saved);
+            (void)weft__llm_scripted_restore(provider_for(run, i), saved);
         }
         json_decref(saved);
     }
 }
 
 void
-rt_cursors_save(struct run *run)
+weft__rt_cursors_save(struct run *run)
 {
     for (size_t i = 0; i < run->wf->model_count; i++) {
         const char *script = script_of(run, i);
-        json_t *c = llm_scripted_cursors_changed(provider_for(run, i));
+        json_t *c = weft__llm_scripted_cursors_changed(provider_for(run, i));
         if (script != NULL && c != NULL && json_object_size(c) > 0) {
-            (void)state_cursors_save(run->state, run->session_id, script, c);
+            (void)weft__state_cursors_save(run->state, run->session_id, script, c);
         }
         json_decref(c);
     }
@@ -705,40 +705,40 @@ rt_cursors_save(struct run *run)
 static void
 teardown(struct run *run)
 {
-    rt_watchdog_stop(run);
+    weft__rt_watchdog_stop(run);
     for (size_t i = 0; run->providers != NULL && i < run->wf->model_count; i++) {
         bool is_shared = false;
         for (size_t j = 0; j < i; j++) {
             is_shared = is_shared || run->providers[j] == run->providers[i];
         }
         if (!is_shared) {
-            llm_provider_free(run->providers[i]);
+            weft__llm_provider_free(run->providers[i]);
         }
     }
     weft__free(run->providers);
     for (size_t w = 0; w < run->worker_count; w++) {
         for (size_t i = 0; run->worker_providers[w] != NULL && i < run->wf->model_count; i++) {
-            llm_provider_free(run->worker_providers[w][i]);
+            weft__llm_provider_free(run->worker_providers[w][i]);
         }
         weft__free(run->worker_providers[w]);
     }
     weft__free(run->worker_providers);
-    llm_provider_free(run->replay);
-    llm_recording_free(run->recording);
+    weft__llm_provider_free(run->replay);
+    weft__llm_recording_free(run->recording);
     weft__free((void *)run->native);
     for (size_t i = 0; i < run->request_count; i++) {
         weft__free(run->requests[i].agent);
         weft__free(run->requests[i].query);
     }
-    plan_cleanup(&run->plan);
+    weft__plan_cleanup(&run->plan);
     json_decref(run->history);
     json_decref(run->resumed);
-    state_close(run->state);
+    weft__state_close(run->state);
     weft__free(run->session_id);
     weft__free(run->workspace);
     weft__free(run->stored_input);
-    rt_metrics_free(run->metrics);
-    rt_mstore_free(run->mstore);
+    weft__rt_metrics_free(run->metrics);
+    weft__rt_mstore_free(run->mstore);
     pthread_mutex_destroy(&run->lock);
 }
 
@@ -757,8 +757,8 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
     struct plan_check check;
     bool is_ok = false;
 
-    plan_init(&candidate);
-    plan_check_init(&check);
+    weft__plan_init(&candidate);
+    weft__plan_check_init(&check);
     if (root == NULL) {
         snprintf(why, why_len, "plan is not JSON: %s", jerr.text);
         goto out;
@@ -776,7 +776,7 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
         const char *dep_ids[64];
         char numbered[64][24];
         size_t ndeps = 0;
-        size_t agent_idx = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
+        size_t agent_idx = agent != NULL ? weft__wf_find_agent(wf, agent) : WF_NONE;
 
         if (agent == NULL || task == NULL) {
             snprintf(why, why_len, "plan[%zu]: expected \"agent\" and \"task\" strings", i);
@@ -804,27 +804,27 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
                 goto out;
             }
         }
-        if (plan_append(&candidate, id, agent_idx, task, dep_ids, ndeps, NULL) != WEFT_OK) {
+        if (weft__plan_append(&candidate, id, agent_idx, task, dep_ids, ndeps, NULL) != WEFT_OK) {
             snprintf(why, why_len, "plan too large or out of memory");
             goto out;
         }
     }
     for (size_t i = 0; i < candidate.count; i++) {
-        plan_check_add(&check, candidate.steps[i].id,
-                       (const char *const *)candidate.steps[i].depends_on,
-                       candidate.steps[i].depends_count);
+        weft__plan_check_add(&check, candidate.steps[i].id,
+                             (const char *const *)candidate.steps[i].depends_on,
+                             candidate.steps[i].depends_count);
     }
-    if (plan_check_run(&check) != WEFT_OK) {
+    if (weft__plan_check_run(&check) != WEFT_OK) {
         snprintf(why, why_len, "plan[%zu]: %.200s", check.bad_index, check.message);
         goto out;
     }
-    plan_cleanup(&run->plan);
+    weft__plan_cleanup(&run->plan);
     run->plan = candidate;
-    plan_init(&candidate);
+    weft__plan_init(&candidate);
     is_ok = true;
 out:
-    plan_check_cleanup(&check);
-    plan_cleanup(&candidate);
+    weft__plan_check_cleanup(&check);
+    weft__plan_cleanup(&candidate);
     json_decref(root);
     return is_ok;
 }
@@ -856,7 +856,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
     struct weft_span *span =
-        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     struct weft__buf user;
     char why[256] = "";
     bool is_ok = false;
@@ -881,8 +881,9 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
                              why);
         }
         msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
-        if (rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_PLAN,
-                        wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp, &lerr) != WEFT_OK) {
+        if (weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_PLAN,
+                              wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
+                              &lerr) != WEFT_OK) {
             snprintf(why, sizeof(why), "planner LLM failed: %.200s", lerr.message);
         } else if (parse_llm_plan(run, resp.content, why, sizeof(why))) {
             is_ok = true;
@@ -892,7 +893,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
                                      weft_attr_str("weft.plan.error", why)};
             weft_span_add_event(span, "weft.plan.invalid", a, 2, 0);
         }
-        llm_response_cleanup(&resp);
+        weft__llm_response_cleanup(&resp);
         json_decref(msgs);
     }
     weft__buf_cleanup(&user);
@@ -903,23 +904,23 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     if (is_ok) {
         snprintf(reason, reason_len, "planned %zu steps", run->plan.count);
         weft_span_set_str(span, "weft.decision.reason", reason);
-        rt_add_decision(run, RT_LAYER_LLM, "plan", reason);
+        weft__rt_add_decision(run, RT_LAYER_LLM, "plan", reason);
     } else {
         snprintf(reason, reason_len, "no valid plan: %s", why);
         weft_span_set_str(span, "weft.decision.reason", reason);
         weft_span_set_str(span, "error.type", "invalid_plan");
         weft_span_set_status(span, WEFT_STATUS_ERROR, reason);
-        rt_add_decision(run, RT_LAYER_LLM, "end", reason);
+        weft__rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
     weft_span_end(span, 0);
     if (run->state != NULL) {
-        (void)state_begin(run->state); /* the whole plan in one commit */
+        (void)weft__state_begin(run->state); /* the whole plan in one commit */
     }
     for (size_t i = 0; i < run->plan.count; i++) {
-        rt_save_step(run, i);
+        weft__rt_save_step(run, i);
     }
     if (run->state != NULL) {
-        (void)state_commit(run->state);
+        (void)weft__state_commit(run->state);
     }
     return is_ok;
 }
@@ -932,11 +933,11 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
 
     for (size_t i = 0; i < run->request_count; i++) {
         struct rt_request *rq = &run->requests[i];
-        /* An id copy, not a pointer into the plan: plan_append() may move the steps. */
+        /* An id copy, not a pointer into the plan: weft__plan_append() may move the steps. */
         const char *from_id = run->plan.steps[rq->from_step].id;
         char from[64];
         const struct wf_agent *from_agent = &wf->agents[run->plan.steps[rq->from_step].agent];
-        size_t to = wf_find_agent(wf, rq->agent);
+        size_t to = weft__wf_find_agent(wf, rq->agent);
         struct weft_link_spec link;
         struct weft_span *span = NULL;
         char subject[160];
@@ -946,19 +947,19 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         memset(&link, 0, sizeof(link));
         link.context = rq->requester;
         snprintf(subject, sizeof(subject), "%s\xe2\x86\x92%s", from_agent->name, rq->agent);
-        span = rt_span_start(run, RT_SPAN_REPLAN, subject, decision, &link,
-                             weft_span_context_is_valid(&rq->requester) ? 1 : 0);
+        span = weft__rt_span_start(run, RT_SPAN_REPLAN, subject, decision, &link,
+                                   weft_span_context_is_valid(&rq->requester) ? 1 : 0);
         weft_span_set_str(span, "weft.replan.from", from_agent->name);
         weft_span_set_str(span, "weft.replan.to", rq->agent);
         snprintf(from, sizeof(from), "%s", from_id);
         weft_span_set_str(span, "weft.replan.from_step", from);
-        rt_span_content(run, span, "weft.replan.query", rq->query);
+        weft__rt_span_content(run, span, "weft.replan.query", rq->query);
         if (to == WF_NONE) {
             snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
-        } else if (!wf_agent_can_request(from_agent, to)) {
+        } else if (!weft__wf_agent_can_request(from_agent, to)) {
             snprintf(why, sizeof(why), "%.64s may not request %.64s (not in can_request)",
                      from_agent->name, rq->agent);
-        } else if (plan_append(&run->plan, NULL, to, rq->query, NULL, 0, &added) != WEFT_OK) {
+        } else if (weft__plan_append(&run->plan, NULL, to, rq->query, NULL, 0, &added) != WEFT_OK) {
             snprintf(why, sizeof(why), "plan is full");
         }
         if (why[0] != '\0') {
@@ -973,9 +974,9 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             s->has_requester = weft_span_context_is_valid(&rq->requester);
             weft_span_set_bool(span, "weft.replan.step_added", true);
             weft_span_set_str(span, "weft.replan.step_id", s->id);
-            rt_count_loop(run, WEFT_LOOP_REPLAN);
+            weft__rt_count_loop(run, WEFT_LOOP_REPLAN);
             weft__buf_printf(note, "%s requested %s: added %s; ", from, rq->agent, s->id);
-            rt_save_step(run, added);
+            weft__rt_save_step(run, added);
         }
         weft_span_end(span, 0);
         weft__free(rq->agent);
@@ -1010,20 +1011,21 @@ llm_route(struct run *run,
     weft__buf_printf(&user, "Plan status:");
     for (size_t i = 0; i < run->plan.count; i++) {
         const struct plan_step *s = &run->plan.steps[i];
-        weft__buf_printf(&user, "\n- %s %s [%s]", s->id, rt_step_actor(run, s),
-                         step_status_name(s->status));
+        weft__buf_printf(&user, "\n- %s %s [%s]", s->id, weft__rt_step_actor(run, s),
+                         weft__step_status_name(s->status));
     }
     weft__buf_printf(&user, "\nAnswer as JSON: {\"next\": \"<agent>\" or \"end\", \"reason\": "
                             "\"...\"}");
     msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
     weft__buf_cleanup(&user);
     *is_end = false;
-    if (rt_llm_call(run, decision, wf->supervisor.name, NULL, LLM_PURPOSE_ROUTE,
-                    wf->supervisor.model, msgs, NULL, true, 0.0, 0, &resp, &lerr) != WEFT_OK) {
+    if (weft__rt_llm_call(run, decision, wf->supervisor.name, NULL, LLM_PURPOSE_ROUTE,
+                          wf->supervisor.model, msgs, NULL, true, 0.0, 0, &resp,
+                          &lerr) != WEFT_OK) {
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM failed (%s): next ready step by rule", lerr.type);
         json_decref(msgs);
-        return plan_next_ready(&run->plan, WF_NONE);
+        return weft__plan_next_ready(&run->plan, WF_NONE);
     }
     json_decref(msgs);
     answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
@@ -1031,7 +1033,7 @@ llm_route(struct run *run,
     if (next == NULL) {
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM answer malformed: next ready step by rule");
-        step = plan_next_ready(&run->plan, WF_NONE);
+        step = weft__plan_next_ready(&run->plan, WF_NONE);
     } else if (strcmp(next, "end") == 0) {
         *layer = RT_LAYER_LLM;
         *is_end = true;
@@ -1040,7 +1042,7 @@ llm_route(struct run *run,
                      ? json_string_value(json_object_get(answer, "reason"))
                      : "the supervisor chose to end");
     } else {
-        size_t agent = wf_find_agent(wf, next);
+        size_t agent = weft__wf_find_agent(wf, next);
         *layer = RT_LAYER_LLM;
         if (agent == WF_NONE) {
             *layer = RT_LAYER_FALLBACK;
@@ -1048,9 +1050,9 @@ llm_route(struct run *run,
                      "route LLM named unknown agent '%.64s': next ready "
                      "step by rule",
                      next);
-            step = plan_next_ready(&run->plan, WF_NONE);
+            step = weft__plan_next_ready(&run->plan, WF_NONE);
         } else {
-            step = plan_next_ready(&run->plan, agent);
+            step = weft__plan_next_ready(&run->plan, agent);
             if (step == RT_END) {
                 /* A route to an agent with nothing to do makes no progress: the circuit
                  * breaker counts these. The decision names the agent but runs nothing. */
@@ -1065,7 +1067,7 @@ llm_route(struct run *run,
         }
     }
     json_decref(answer);
-    llm_response_cleanup(&resp);
+    weft__llm_response_cleanup(&resp);
     return step;
 }
 
@@ -1084,11 +1086,12 @@ final_step(struct run *run)
             return i;
         }
     }
-    if (plan_append(&run->plan, NULL, agent, "Synthesize the final answer from the results so far.",
-                    NULL, 0, &index) != WEFT_OK) {
+    if (weft__plan_append(&run->plan, NULL, agent,
+                          "Synthesize the final answer from the results so far.", NULL, 0,
+                          &index) != WEFT_OK) {
         return RT_END;
     }
-    rt_save_step(run, index);
+    weft__rt_save_step(run, index);
     return index;
 }
 
@@ -1141,20 +1144,20 @@ watchdog_route(
             s->status = STEP_SKIPPED;
             weft__free(s->feedback);
             s->feedback = weft__strdup("skipped: the stuck loop was escalated");
-            rt_save_step(run, *step);
+            weft__rt_save_step(run, *step);
         }
         snprintf(task, sizeof(task),
                  "The run is stuck in a loop: %.300s. Resolve it, or hand the work to the agent "
                  "that can, or give the final answer.",
                  wd->stuck_reason);
         if (agent == WF_NONE ||
-            plan_append(&run->plan, NULL, agent, task, NULL, 0, &added) != WEFT_OK) {
+            weft__plan_append(&run->plan, NULL, agent, task, NULL, 0, &added) != WEFT_OK) {
             wd->is_fail = true; /* nowhere to escalate to: the run ends as stuck */
             *step = RT_END;
             snprintf(why, why_len, "%.200s: no agent to escalate to", wd->stuck_reason);
             return;
         }
-        rt_save_step(run, added);
+        weft__rt_save_step(run, added);
         wd->escalated_epoch = wd->epoch;
         *layer = RT_LAYER_WATCHDOG;
         *step = added;
@@ -1168,8 +1171,8 @@ progress_decision(struct run *run, rt_layer layer, const char *next, const char 
 {
     char detail[512];
 
-    snprintf(detail, sizeof(detail), "%s: %s (%.400s)", rt_layer_name(layer), next, reason);
-    rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
+    snprintf(detail, sizeof(detail), "%s: %s (%.400s)", weft__rt_layer_name(layer), next, reason);
+    weft__rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
 }
 
 /* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. */
@@ -1178,7 +1181,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
 {
     const struct weft_workflow *wf = run->wf;
     struct weft_span *span =
-        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     struct weft__buf note;
     rt_layer layer = RT_LAYER_RULE;
     size_t step = RT_END;
@@ -1189,7 +1192,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
 
     weft__buf_init(&note, 4096);
     run->result->iterations++;
-    rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
+    weft__rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
     weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
     if (run->request_count > 0 || run->requests_dropped > 0) {
         apply_requests(run, span, &note);
@@ -1202,20 +1205,20 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     if (failed != RT_END) {
         const struct plan_step *s = &run->plan.steps[failed];
         *is_failed = true;
-        plan_skip_blocked(&run->plan);
+        weft__plan_skip_blocked(&run->plan);
         snprintf(why, sizeof(why), "step %.32s (%.64s) failed: %.140s", s->id,
-                 rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
+                 weft__rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
     } else if (br->has_tripped) {
-        step = plan_in_progress(&run->plan);
+        step = weft__plan_in_progress(&run->plan);
         snprintf(why, sizeof(why), "circuit breaker tripped earlier: ending");
-    } else if ((step = plan_in_progress(&run->plan)) != RT_END) {
+    } else if ((step = weft__plan_in_progress(&run->plan)) != RT_END) {
         snprintf(why, sizeof(why), "step %.32s is in progress", run->plan.steps[step].id);
     } else {
-        plan_skip_blocked(&run->plan);
+        weft__plan_skip_blocked(&run->plan);
         if (wf->supervisor.route_with_llm) {
             step = llm_route(run, span, &layer, &is_end, why, sizeof(why));
         } else {
-            step = plan_next_ready(&run->plan, WF_NONE);
+            step = weft__plan_next_ready(&run->plan, WF_NONE);
             if (step != RT_END) {
                 snprintf(why, sizeof(why), "next ready step %.32s", run->plan.steps[step].id);
             }
@@ -1230,7 +1233,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     char next_name[96] = "end";
     if (step != RT_END && step != RT_END - 1) {
-        next = rt_step_actor(run, &run->plan.steps[step]);
+        next = weft__rt_step_actor(run, &run->plan.steps[step]);
         snprintf(next_name, sizeof(next_name), "%s", next);
     } else if (step == RT_END - 1) {
         /* A no-op route: llm_route() wrote "route to AGENT: ..." */
@@ -1240,7 +1243,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     /* Circuit breaker: the same move again while the plan state stands still. */
     {
-        size_t completed = plan_count_status(&run->plan, STEP_COMPLETED);
+        size_t completed = weft__plan_count_status(&run->plan, STEP_COMPLETED);
         if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
             completed == br->last_completed && run->plan.version == br->last_version) {
             br->retries++;
@@ -1262,11 +1265,11 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
             weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
             weft_span_set_str(span, "error.type", "circuit_breaker");
             weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
-            rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
+            weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
             br->has_tripped = true;
             layer = RT_LAYER_CIRCUIT_BREAKER;
             step = final_step(run);
-            next = step != RT_END ? rt_step_actor(run, &run->plan.steps[step]) : "end";
+            next = step != RT_END ? weft__rt_step_actor(run, &run->plan.steps[step]) : "end";
             snprintf(why, sizeof(why), "%s: %s", evidence,
                      step != RT_END ? "routing to the final step" : "ending");
         }
@@ -1277,22 +1280,22 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     /* The watchdog sees every decision while its span is open. */
     {
         bool is_step = step != RT_END && step != RT_END - 1;
-        rt_watchdog_progress(run);
-        rt_watchdog_poll(run, span);
-        rt_watchdog_decision(run, span, next, is_step);
+        weft__rt_watchdog_progress(run);
+        weft__rt_watchdog_poll(run, span);
+        weft__rt_watchdog_decision(run, span, next, is_step);
         if (is_step) {
-            rt_watchdog_step(run, span, step);
+            weft__rt_watchdog_step(run, span, step);
         }
         watchdog_route(run, br, &step, &layer, why, sizeof(why));
         if (step == RT_END) {
             next = "end";
         } else if (step != RT_END - 1) {
-            next = rt_step_actor(run, &run->plan.steps[step]);
+            next = weft__rt_step_actor(run, &run->plan.steps[step]);
         }
     }
     weft__buf_append_str(&note, why);
     snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
-    weft_span_set_str(span, "weft.decision.layer", rt_layer_name(layer));
+    weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
     weft_span_set_str(span, "weft.decision.next", next);
     weft_span_set_str(span, "weft.decision.reason", reason);
     weft_span_set_int(span, "weft.plan.version", run->plan.version);
@@ -1301,7 +1304,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         weft_span_set_str(span, "weft.step.id", run->plan.steps[step].id);
     }
     weft_span_end(span, 0);
-    rt_add_decision(run, layer, next, reason);
+    weft__rt_add_decision(run, layer, next, reason);
     progress_decision(run, layer, next, reason);
     weft__buf_cleanup(&note);
     return step;
@@ -1313,7 +1316,7 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
     struct weft_span *span =
-        rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
     rt_layer layer = RT_LAYER_RULE;
     size_t route = 0;
     size_t index = RT_END;
@@ -1324,32 +1327,32 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
     if (*is_done && run->watchdog.is_escalate_pending) {
         watchdog_route(run, NULL, &index, &layer, reason, reason_len);
         if (index != RT_END) {
-            next = rt_step_actor(run, &run->plan.steps[index]);
+            next = weft__rt_step_actor(run, &run->plan.steps[index]);
         }
     } else if (*is_done) {
         snprintf(reason, reason_len, "turn answered");
     } else {
-        rt_router_decide(run, span, &route, &layer, reason, reason_len);
-        if (plan_append(&run->plan, NULL, wf->router.routes[route].agent,
-                        run->input != NULL ? run->input : "", NULL, 0, &index) == WEFT_OK) {
+        weft__rt_router_decide(run, span, &route, &layer, reason, reason_len);
+        if (weft__plan_append(&run->plan, NULL, wf->router.routes[route].agent,
+                              run->input != NULL ? run->input : "", NULL, 0, &index) == WEFT_OK) {
             next = wf->agents[wf->router.routes[route].agent].name;
             weft__free(run->result->route);
             run->result->route = weft__strdup(wf->router.routes[route].name);
             weft_span_set_str(span, "weft.route", wf->router.routes[route].name);
             if (route == wf->router.clarification_route) {
-                rt_count_loop(run, WEFT_LOOP_CLARIFICATION);
+                weft__rt_count_loop(run, WEFT_LOOP_CLARIFICATION);
             }
-            rt_save_step(run, index);
+            weft__rt_save_step(run, index);
         }
         *is_done = true;
     }
-    weft_span_set_str(span, "weft.decision.layer", rt_layer_name(layer));
+    weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
     weft_span_set_str(span, "weft.decision.next", next);
     weft_span_set_str(span, "weft.decision.reason", reason);
     weft_span_set_int(span, "weft.plan.version", run->plan.version);
     weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
     weft_span_end(span, 0);
-    rt_add_decision(run, layer, next, reason);
+    weft__rt_add_decision(run, layer, next, reason);
     progress_decision(run, layer, next, reason);
     return index;
 }
@@ -1358,7 +1361,7 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 /* The loop                                                                                    */
 
 bool
-rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
+weft__rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
 {
     const struct wf_supervisor *sup = &run->wf->supervisor;
     const struct weft_run_result *r = run->result;
@@ -1367,10 +1370,10 @@ rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t r
         (run->watchdog.is_break && run->wf->flow != NULL)) {
         *status = WEFT_RUN_STUCK;
         snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
-    } else if (rt_aborted(run)) {
+    } else if (weft__rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
-    } else if (run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
+    } else if (run->deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
         /* Less than a millisecond left counts as spent: no call could use it. */
         *status = WEFT_RUN_TIMED_OUT;
         snprintf(reason, reason_len, "run timeout of %.3gs reached",
@@ -1398,24 +1401,24 @@ run_step(struct run *run, size_t index)
     const struct wf_supervisor *sup = &run->wf->supervisor;
 
     {
-        const char *actor = rt_step_actor(run, &run->plan.steps[index]);
+        const char *actor = weft__rt_step_actor(run, &run->plan.steps[index]);
         if (run->last_actor != NULL && strcmp(run->last_actor, actor) != 0) {
-            rt_metrics_handoff(run->metrics, run->last_actor, actor);
+            weft__rt_metrics_handoff(run->metrics, run->last_actor, actor);
         }
         run->last_actor = actor; /* points into the workflow: stable */
-        rt_watchdog_activity(run, "the step", actor, run->plan.steps[index].id);
+        weft__rt_watchdog_activity(run, "the step", actor, run->plan.steps[index].id);
     }
     if (run->plan.steps[index].executor == EXEC_AGENT) {
-        rt_agent_step(run, index);
+        weft__rt_agent_step(run, index);
     } else {
-        rt_executor_step(run, index);
+        weft__rt_executor_step(run, index);
     }
     if (run->plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
         run->wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
         return;
     }
-    while (run->corrections < sup->max_corrections && !rt_aborted(run)) {
-        if (rt_correct(run, index)) {
+    while (run->corrections < sup->max_corrections && !weft__rt_aborted(run)) {
+        if (weft__rt_correct(run, index)) {
             return;
         }
     }
@@ -1431,7 +1434,7 @@ run_step(struct run *run, size_t index)
                 run->plan.steps[index].feedback = grown;
             }
         }
-        rt_save_step(run, index);
+        weft__rt_save_step(run, index);
     }
 }
 
@@ -1462,7 +1465,7 @@ execute(struct run *run)
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
     if (wf->flow != NULL) {
-        rt_run_flow(run, &r->status, reason, sizeof(reason));
+        weft__rt_run_flow(run, &r->status, reason, sizeof(reason));
         stuck_status(run, reason, sizeof(reason));
         r->reason = weft__strdup(reason);
         return;
@@ -1471,9 +1474,9 @@ execute(struct run *run)
         if (wf->plan_count > 0) {
             for (size_t i = 0; i < wf->plan_count; i++) {
                 const struct wf_step *s = &wf->plan[i];
-                if (plan_append(&run->plan, s->id, s->agent, s->task,
-                                (const char *const *)s->depends_on, s->depends_count,
-                                NULL) != WEFT_OK) {
+                if (weft__plan_append(&run->plan, s->id, s->agent, s->task,
+                                      (const char *const *)s->depends_on, s->depends_count,
+                                      NULL) != WEFT_OK) {
                     run->oom = WEFT_ENOMEM;
                     return;
                 }
@@ -1481,13 +1484,13 @@ execute(struct run *run)
                 run->plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
             }
             if (run->state != NULL) {
-                (void)state_begin(run->state); /* the whole plan in one commit */
+                (void)weft__state_begin(run->state); /* the whole plan in one commit */
             }
             for (size_t i = 0; i < run->plan.count; i++) {
-                rt_save_step(run, i);
+                weft__rt_save_step(run, i);
             }
             if (run->state != NULL) {
-                (void)state_commit(run->state);
+                (void)weft__state_commit(run->state);
             }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
             r->status = WEFT_RUN_FAILED;
@@ -1499,7 +1502,7 @@ execute(struct run *run)
         size_t step = RT_END;
         weft_run_status spent = WEFT_RUN_COMPLETED;
 
-        if (rt_budget_spent(run, &spent, reason, sizeof(reason))) {
+        if (weft__rt_budget_spent(run, &spent, reason, sizeof(reason))) {
             r->status = spent;
             break;
         }
@@ -1516,8 +1519,8 @@ execute(struct run *run)
             continue; /* a route that ran nothing */
         }
         run_step(run, step);
-        rt_watchdog_step_done(run, step);
-        rt_cursors_save(run);
+        weft__rt_watchdog_step_done(run, step);
+        weft__rt_cursors_save(run);
         if (run->plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);
             r->output = weft__strdup(run->plan.steps[step].result);
@@ -1525,7 +1528,8 @@ execute(struct run *run)
     }
     stuck_status(run, reason, sizeof(reason));
     /* A step cut short by the run's own deadline means the run timed out. */
-    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 && rt_remaining_ms(run, 0) == 0) {
+    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 &&
+        weft__rt_remaining_ms(run, 0) == 0) {
         char detail[sizeof(reason)];
         memcpy(detail, reason, sizeof(detail));
         r->status = WEFT_RUN_TIMED_OUT;
@@ -1552,14 +1556,14 @@ copy_steps(struct run *run)
         struct weft_run_step *o = &r->steps[i];
         r->step_count = i + 1;
         o->id = weft__strdup(s->id);
-        o->agent = weft__strdup(rt_step_actor(run, s));
+        o->agent = weft__strdup(weft__rt_step_actor(run, s));
         o->task = weft__strdup(s->task);
-        o->status = weft__strdup(step_status_name(s->status));
+        o->status = weft__strdup(weft__step_status_name(s->status));
         o->attempts = s->attempts;
         o->result = s->result != NULL ? weft__strdup(s->result) : NULL;
         o->requested_by = s->requested_by != NULL ? weft__strdup(s->requested_by) : NULL;
         o->parent = s->parent != NULL ? weft__strdup(s->parent) : NULL;
-        o->executor = weft__strdup(step_executor_name(s->executor));
+        o->executor = weft__strdup(weft__step_executor_name(s->executor));
         o->reward = s->reward;
         o->has_reward = s->has_reward;
         {
@@ -1606,7 +1610,7 @@ end_root(struct run *run)
     if (r->route != NULL) {
         weft_span_set_str(root, "weft.route", r->route);
     }
-    rt_span_content(run, root, "langfuse.observation.output", r->output);
+    weft__rt_span_content(run, root, "langfuse.observation.output", r->output);
     if (r->status == WEFT_RUN_COMPLETED) {
         weft_span_set_status(root, WEFT_STATUS_OK, NULL);
     } else {
@@ -1632,12 +1636,12 @@ resume_step(const struct state_step_row *row, void *user_data)
     struct plan_step *s = NULL;
     step_status status = STEP_PENDING;
 
-    if (row->executor != NULL && !step_executor_parse(row->executor, &ex)) {
+    if (row->executor != NULL && !weft__step_executor_parse(row->executor, &ex)) {
         json_decref(deps);
         return WEFT_EPARSE;
     }
     if (ex == EXEC_AGENT) {
-        agent = wf_find_agent(run->wf, row->actor);
+        agent = weft__wf_find_agent(run->wf, row->actor);
         if (agent == WF_NONE) {
             WEFT_LOG(WEFT_LOG_ERROR, "resume: step %s names agent '%s', unknown to the workflow",
                      row->id, row->actor);
@@ -1648,14 +1652,14 @@ resume_step(const struct state_step_row *row, void *user_data)
     for (; n < json_array_size(deps) && n < 256; n++) {
         ids[n] = json_string_value(json_array_get(deps, n));
     }
-    if (plan_append(&run->plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
+    if (weft__plan_append(&run->plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
         json_decref(deps);
         return WEFT_ENOMEM;
     }
     json_decref(deps);
     s = &run->plan.steps[index];
     s->executor = ex;
-    (void)step_status_parse(row->status, &status);
+    (void)weft__step_status_parse(row->status, &status);
     /* The step that was running when the process died runs again. */
     s->status = status == STEP_IN_PROGRESS ? STEP_PENDING : status;
     s->attempts = row->attempts;
@@ -1695,13 +1699,13 @@ static weft_err
 resume_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len)
 {
     struct weft_run_info info;
-    weft_err err = rt_resume_claim(run, error, error_len); /* durable.c: owner, file hash */
+    weft_err err = weft__rt_resume_claim(run, error, error_len); /* durable.c: owner, file hash */
 
     memset(link, 0, sizeof(*link));
     if (err != WEFT_OK) {
         return err;
     }
-    err = state_run_info(run->state, run->opts->resume_run_id, &info);
+    err = weft__state_run_info(run->state, run->opts->resume_run_id, &info);
     if (err != WEFT_OK) {
         snprintf(error, error_len, "resume: no run '%.64s' in the state database",
                  run->opts->resume_run_id);
@@ -1748,19 +1752,19 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
             /* Flows rebuild their scopes as they go; the stored steps fill them in. */
             run->resumed = json_object();
             err = run->resumed != NULL
-                      ? state_steps_each(run->state, run->run_id, remember_step, run->resumed)
+                      ? weft__state_steps_each(run->state, run->run_id, remember_step, run->resumed)
                       : WEFT_ENOMEM;
         } else {
-            err = state_steps_each(run->state, run->run_id, resume_step, run);
+            err = weft__state_steps_each(run->state, run->run_id, resume_step, run);
         }
         if (err != WEFT_OK) {
             snprintf(error, error_len, "resume: the stored plan of run %.64s cannot be loaded",
                      run->run_id);
         }
     }
-    state_info_cleanup(&info);
+    weft__state_info_cleanup(&info);
     if (err != WEFT_OK) {
-        (void)state_lease_release(run->state, run->opts->resume_run_id);
+        (void)weft__state_lease_release(run->state, run->opts->resume_run_id);
     }
     return err;
 }
@@ -1794,13 +1798,13 @@ weft_run(const struct weft_workflow *workflow,
         return WEFT_EINVAL;
     }
     /* Before anything can record: every configured secret is scrubbed at ingress. */
-    rt_secrets_load(workflow);
+    weft__rt_secrets_load(workflow);
     memset(&run, 0, sizeof(run));
     run.wf = workflow;
     run.opts = options != NULL ? options : &defaults;
     run.input = run.opts->input;
     pthread_mutex_init(&run.lock, NULL);
-    plan_init(&run.plan);
+    weft__plan_init(&run.plan);
     r = weft__calloc(1, sizeof(*r));
     if (r == NULL) {
         return WEFT_ENOMEM;
@@ -1830,15 +1834,15 @@ weft_run(const struct weft_workflow *workflow,
         err = WEFT_EINVAL;
         goto fail;
     }
-    state_path =
-        run.opts->state_path != NULL ? weft__strdup(run.opts->state_path) : state_default_path();
+    state_path = run.opts->state_path != NULL ? weft__strdup(run.opts->state_path)
+                                              : weft__state_default_path();
     if (state_path == NULL) {
         err = WEFT_ENOMEM;
         goto fail;
     }
-    err = state_open(state_path, &run.state, error, error_len);
+    err = weft__state_open(state_path, &run.state, error, error_len);
     if (err == WEFT_OK) {
-        run.mstore = rt_mstore_open(state_path);
+        run.mstore = weft__rt_mstore_open(state_path);
     }
     weft__free(state_path);
     if (err != WEFT_OK) {
@@ -1852,7 +1856,7 @@ weft_run(const struct weft_workflow *workflow,
         err = setup_workspace(&run, error, error_len);
     }
     if (err == WEFT_OK && run.opts->record_path != NULL) {
-        err = llm_recording_new(run.opts->record_path, &run.recording, error, error_len);
+        err = weft__llm_recording_new(run.opts->record_path, &run.recording, error, error_len);
     }
     if (err != WEFT_OK) {
         goto fail;
@@ -1873,7 +1877,7 @@ weft_run(const struct weft_workflow *workflow,
     }
     cursors_restore(&run);
     if (workflow->has_router && workflow->supervisor.policy == WF_POLICY_ROUTER) {
-        err = state_messages_load(run.state, run.session_id, 200, &run.history);
+        err = weft__state_messages_load(run.state, run.session_id, 200, &run.history);
         if (err != WEFT_OK) {
             snprintf(error, error_len, "state database: cannot load session %s", run.session_id);
             goto fail;
@@ -1892,13 +1896,13 @@ weft_run(const struct weft_workflow *workflow,
     if (workflow->supervisor.timeout_ms > 0) {
         run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
     }
-    err = state_run_begin(run.state, run.run_id, workflow->name, workflow->path, run.session_id,
-                          run.input, weft__now_ns());
+    err = weft__state_run_begin(run.state, run.run_id, workflow->name, workflow->path,
+                                run.session_id, run.input, weft__now_ns());
     if (err == WEFT_OK) {
-        err = rt_run_claim(&run, error, error_len); /* durable.c: owner, file hash */
+        err = weft__rt_run_claim(&run, error, error_len); /* durable.c: owner, file hash */
     }
     if (err != WEFT_OK) {
-        if (error[0] == '\0' && state_check(run.state, error, error_len) == WEFT_OK) {
+        if (error[0] == '\0' && weft__state_check(run.state, error, error_len) == WEFT_OK) {
             snprintf(error, error_len, "state database: cannot record run %s", run.run_id);
         }
         goto fail;
@@ -1911,9 +1915,9 @@ weft_run(const struct weft_workflow *workflow,
         link.context = resumed_from;
         link.attrs = &link_attr;
         link.attr_count = 1;
-        run.root =
-            rt_span_start_under(&run, RT_SPAN_WORKFLOW, workflow->name, run.opts->parent_context,
-                                &link, weft_span_context_is_valid(&resumed_from) ? 1 : 0);
+        run.root = weft__rt_span_start_under(&run, RT_SPAN_WORKFLOW, workflow->name,
+                                             run.opts->parent_context, &link,
+                                             weft_span_context_is_valid(&resumed_from) ? 1 : 0);
         if (run.is_resumed) {
             weft_span_set_bool(run.root, "weft.run.resumed", true);
         }
@@ -1925,17 +1929,18 @@ weft_run(const struct weft_workflow *workflow,
             char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
             weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, r->trace_id);
             weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
-            (void)state_run_trace(run.state, run.run_id, r->trace_id, span_hex);
-            rt_run_root_saved(&run); /* durable.c */
+            (void)weft__state_run_trace(run.state, run.run_id, r->trace_id, span_hex);
+            weft__rt_run_root_saved(&run); /* durable.c */
         }
     }
     weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
-    rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
-    (void)rt_mstore_start(run.mstore, run.run_id, run.opts->provider);
-    run.metrics = rt_metrics_new_tee(rt_mstore_meter(run.mstore), run.opts->meter, workflow->name);
-    rt_metrics_run_start(run.metrics, &run.metrics_token);
-    rt_watchdog_start(&run);
-    rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
+    weft__rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
+    (void)weft__rt_mstore_start(run.mstore, run.run_id, run.opts->provider);
+    run.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run.mstore), run.opts->meter,
+                                           workflow->name);
+    weft__rt_metrics_run_start(run.metrics, &run.metrics_token);
+    weft__rt_watchdog_start(&run);
+    weft__rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
     execute(&run);
     if (run.oom != WEFT_OK) {
         err = run.oom;
@@ -1946,15 +1951,15 @@ weft_run(const struct weft_workflow *workflow,
     r->duration_ns = weft__monotonic_ns() - run.started_mono;
     end_root(&run);
     if (run.history != NULL && r->route != NULL && run.plan.count > 0) {
-        (void)state_message_add(run.state, run.session_id, run.run_id, "user",
-                                run.input != NULL ? run.input : "", NULL);
+        (void)weft__state_message_add(run.state, run.session_id, run.run_id, "user",
+                                      run.input != NULL ? run.input : "", NULL);
         if (r->output != NULL) {
-            (void)state_message_add(run.state, run.session_id, run.run_id, "assistant", r->output,
-                                    r->route);
+            (void)weft__state_message_add(run.state, run.session_id, run.run_id, "assistant",
+                                          r->output, r->route);
         }
     }
     {
-        struct state_run_end end;
+        struct weft__state_run_end end;
         char *loops_text = NULL;
         memset(&end, 0, sizeof(end));
         end.status = weft_run_status_name(r->status);
@@ -1978,17 +1983,17 @@ weft_run(const struct weft_workflow *workflow,
             json_decref(loops);
         }
         end.loops = loops_text;
-        (void)state_run_end(run.state, run.run_id, &end);
+        (void)weft__state_run_end(run.state, run.run_id, &end);
         free(loops_text);
     }
-    (void)state_lease_release(run.state, run.run_id);
-    if (err == WEFT_OK && state_check(run.state, error, error_len) != WEFT_OK) {
+    (void)weft__state_lease_release(run.state, run.run_id);
+    if (err == WEFT_OK && weft__state_check(run.state, error, error_len) != WEFT_OK) {
         err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
     }
-    rt_cursors_save(&run);
-    rt_metrics_run_end(run.metrics, run.metrics_token, r);
-    rt_mstore_checkpoint(run.mstore, rt_metrics_events(run.metrics), true);
-    rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
+    weft__rt_cursors_save(&run);
+    weft__rt_metrics_run_end(run.metrics, run.metrics_token, r);
+    weft__rt_mstore_checkpoint(run.mstore, weft__rt_metrics_events(run.metrics), true);
+    weft__rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
     teardown(&run);
     if (err != WEFT_OK) {
         weft_run_result_free(r);

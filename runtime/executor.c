@@ -23,13 +23,13 @@
 static const char *const eval_names[] = {"success", "invalid_output", "failure"};
 
 const char *
-rt_eval_name(rt_eval eval)
+weft__rt_eval_name(rt_eval eval)
 {
     return (size_t)eval < sizeof(eval_names) / sizeof(eval_names[0]) ? eval_names[eval] : "unknown";
 }
 
 double
-rt_reward(rt_eval eval, unsigned retries)
+weft__rt_reward(rt_eval eval, unsigned retries)
 {
     switch (eval) {
     case RT_EVAL_SUCCESS:
@@ -43,11 +43,11 @@ rt_reward(rt_eval eval, unsigned retries)
 }
 
 void
-rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span *span)
+weft__rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span *span)
 {
     struct plan_step *s = &run->plan.steps[index];
     unsigned retries = s->attempts > 0 ? s->attempts - 1 : 0;
-    double reward = rt_reward(eval, retries);
+    double reward = weft__rt_reward(eval, retries);
 
     /* A step evaluated again (a retry after correction) replaces its earlier reward. */
     if (s->has_reward) {
@@ -56,7 +56,7 @@ rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span *span)
     s->reward = reward;
     s->has_reward = true;
     run->result->reward += reward;
-    weft_span_set_str(span, "weft.evaluation.result", rt_eval_name(eval));
+    weft_span_set_str(span, "weft.evaluation.result", weft__rt_eval_name(eval));
     weft_span_set_double(span, "weft.step.reward", reward);
     weft_span_set_int(span, "weft.step.retries", retries);
 }
@@ -101,7 +101,7 @@ run_executor(struct run *run, step_executor executor, const json_t *spec, struct
     const json_t *timeout = json_object_get(spec, "timeout_s");
 
     memset(&def, 0, sizeof(def));
-    def.name = (char *)step_executor_name(executor);
+    def.name = (char *)weft__step_executor_name(executor);
     def.timeout_ms = json_is_number(timeout) ? (uint32_t)(json_number_value(timeout) * 1000.0) : 0;
     if (executor == EXEC_COMMAND) {
         const json_t *argv = json_object_get(spec, "argv");
@@ -135,7 +135,7 @@ run_executor(struct run *run, step_executor executor, const json_t *spec, struct
         weft__free(host);
         return WEFT_ENOMEM;
     }
-    err = tool_run(&def, run->workspace, args, out);
+    err = weft__tool_run(&def, run->workspace, args, out);
     json_decref(args);
     weft__free(host);
     return err;
@@ -154,11 +154,11 @@ file_matches(struct run *run, const struct plan_step *s)
     memset(&def, 0, sizeof(def));
     def.type = TOOL_READ_FILE;
     def.max_bytes = 64u << 20;
-    if (args != NULL && tool_run(&def, run->workspace, args, &out) == WEFT_OK) {
+    if (args != NULL && weft__tool_run(&def, run->workspace, args, &out) == WEFT_OK) {
         got = out.is_error ? NULL : json_loads(out.output, 0, NULL);
         is_match = got != NULL &&
                    json_equal(json_object_get(got, "content"), json_object_get(s->spec, "content"));
-        tool_outcome_cleanup(&out);
+        weft__tool_outcome_cleanup(&out);
     }
     json_decref(got);
     json_decref(args);
@@ -166,10 +166,10 @@ file_matches(struct run *run, const struct plan_step *s)
 }
 
 void
-rt_executor_step(struct run *run, size_t index)
+weft__rt_executor_step(struct run *run, size_t index)
 {
     struct plan_step *s = &run->plan.steps[index];
-    const char *name = step_executor_name(s->executor);
+    const char *name = weft__step_executor_name(s->executor);
     struct weft_link_spec link;
     struct weft_span *span = NULL;
     struct tool_outcome out;
@@ -184,9 +184,9 @@ rt_executor_step(struct run *run, size_t index)
     s->status = STEP_IN_PROGRESS;
     s->attempts++;
     s->started_ns = weft__now_ns();
-    rt_save_step(run, index);
-    span = rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
-                               s->has_requester ? 1 : 0);
+    weft__rt_save_step(run, index);
+    span = weft__rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
+                                     s->has_requester ? 1 : 0);
     weft_span_set_str(span, "gen_ai.tool.name", name);
     weft_span_set_str(span, "weft.step.id", s->id);
     weft_span_set_str(span, "weft.step.executor", name);
@@ -194,21 +194,21 @@ rt_executor_step(struct run *run, size_t index)
     if (s->parent != NULL) {
         weft_span_set_str(span, "weft.step.parent", s->parent);
     }
-    rt_span_content(run, span, "weft.step.task", s->task);
+    weft__rt_span_content(run, span, "weft.step.task", s->task);
     weft_span_context_of(span, &s->span);
     s->span.trace_state = NULL;
     {
         char detail[32];
         snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
-        rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
+        weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
     }
     {
         /* The spec object stays put while the lock is released; the step array may move. */
         step_executor executor = s->executor;
         json_t *spec = json_incref(s->spec);
-        rt_unlock(run);
+        weft__rt_unlock(run);
         rc = run_executor(run, executor, spec, &out);
-        rt_lock(run);
+        weft__rt_lock(run);
         json_decref(spec);
         s = &run->plan.steps[index];
     }
@@ -251,7 +251,7 @@ rt_executor_step(struct run *run, size_t index)
         }
     }
     weft_span_set_str(span, "weft.tool.outcome", eval == RT_EVAL_SUCCESS ? "ok" : "error");
-    rt_evaluate(run, index, eval, span);
+    weft__rt_evaluate(run, index, eval, span);
     if (eval == RT_EVAL_SUCCESS) {
         weft__free(s->result);
         s->result = weft__strdup(out.output != NULL ? out.output : "");
@@ -266,14 +266,14 @@ rt_executor_step(struct run *run, size_t index)
         weft_span_set_str(span, "error.type", s->error_type != NULL ? s->error_type : "failed");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
-    rt_span_content(run, span, "langfuse.observation.output", out.output);
+    weft__rt_span_content(run, span, "langfuse.observation.output", out.output);
     weft_span_end(span, 0);
     s->ended_ns = weft__now_ns();
-    rt_metrics_tool(run->metrics, name, eval == RT_EVAL_SUCCESS,
-                    (double)(s->ended_ns - s->started_ns) / 1e9);
+    weft__rt_metrics_tool(run->metrics, name, eval == RT_EVAL_SUCCESS,
+                          (double)(s->ended_ns - s->started_ns) / 1e9);
     run->result->tool_calls++;
     json_decref(result);
-    tool_outcome_cleanup(&out);
-    rt_progress(run, WEFT_EVENT_STEP_END, s, step_status_name(s->status));
-    rt_save_step(run, index);
+    weft__tool_outcome_cleanup(&out);
+    weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
+    weft__rt_save_step(run, index);
 }

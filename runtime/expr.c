@@ -891,7 +891,7 @@ no_memory(struct expr_error *error)
 }
 
 weft_err
-expr_parse(const char *text, struct expr **out, struct expr_error *error)
+weft__expr_parse(const char *text, struct expr **out, struct expr_error *error)
 {
     struct parser *p = NULL;
     struct expr *e = NULL;
@@ -982,13 +982,13 @@ out:
 }
 
 void
-expr_free(struct expr *e)
+weft__expr_free(struct expr *e)
 {
     weft__free(e);
 }
 
 const char *
-expr_text(const struct expr *e)
+weft__expr_text(const struct expr *e)
 {
     return e != NULL ? e->text : NULL;
 }
@@ -1261,7 +1261,7 @@ eval_node(const struct expr *e, unsigned short index, const json_t *root)
 }
 
 weft_err
-expr_eval(const struct expr *e, const json_t *root, bool *result)
+weft__expr_eval(const struct expr *e, const json_t *root, bool *result)
 {
     if (e == NULL || root == NULL || result == NULL) {
         return WEFT_EINVAL;

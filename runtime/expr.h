@@ -67,12 +67,12 @@ struct expr_error {
  * @param error optional; filled when the parse fails
  * @return WEFT_OK, WEFT_EINVAL (NULL @p text or @p out), WEFT_EPARSE (@p error filled),
  * WEFT_ENOMEM.
- * Ownership: copies @p text; caller owns *out (release with expr_free()).
+ * Ownership: copies @p text; caller owns *out (release with weft__expr_free()).
  * Thread notes: reentrant. */
-weft_err expr_parse(const char *text, struct expr **out, struct expr_error *error);
+weft_err weft__expr_parse(const char *text, struct expr **out, struct expr_error *error);
 
 /** Release @p e. NULL is a no-op. */
-void expr_free(struct expr *e);
+void weft__expr_free(struct expr *e);
 
 /** Evaluate @p e against @p root (normally a JSON object: paths look up keys in it).
  * @param e a parsed expression
@@ -81,10 +81,10 @@ void expr_free(struct expr *e);
  * @return WEFT_OK, or WEFT_EINVAL for a NULL argument. Evaluation never fails otherwise.
  * Ownership: borrows @p e and @p root for the call.
  * Thread notes: safe to call concurrently on the same expression. */
-weft_err expr_eval(const struct expr *e, const json_t *root, bool *result);
+weft_err weft__expr_eval(const struct expr *e, const json_t *root, bool *result);
 
 /** The source text of @p e.
- * Ownership: returns borrowed (valid until expr_free(@p e)); NULL when @p e is NULL. */
-const char *expr_text(const struct expr *e);
+ * Ownership: returns borrowed (valid until weft__expr_free(@p e)); NULL when @p e is NULL. */
+const char *weft__expr_text(const struct expr *e);
 
 #endif /* WEFT_RUNTIME_EXPR_H */

@@ -4,7 +4,7 @@
  *
  * Every node execution is a plan step, so the state store, `weft run show` and the evaluator
  * see flows like any plan. The scheduler (the engine thread) owns the plan; workers run one
- * step at a time through rt_agent_step(), which releases the run lock only around LLM calls
+ * step at a time through weft__rt_agent_step(), which releases the run lock only around LLM calls
  * and tools (engine.h), so steps overlap exactly where they wait on I/O.
  *
  * Scopes: the top-level flow is scope 0; each fan-out item is a scope running the fan-out
@@ -144,11 +144,11 @@ subflow_step(struct flow *fl, size_t index)
     s->status = STEP_IN_PROGRESS;
     s->attempts++;
     s->started_ns = weft__now_ns();
-    rt_save_step(run, index);
+    weft__rt_save_step(run, index);
     weft__buf_init(&input, 0);
     weft__buf_printf(&input, "%s", s->task);
     for (size_t d = 0; d < s->depends_count; d++) {
-        size_t j = plan_find(&run->plan, s->depends_on[d]);
+        size_t j = weft__plan_find(&run->plan, s->depends_on[d]);
         if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
             weft__buf_printf(&input, "\n\nResult of %s: %s", run->plan.steps[j].id,
                              run->plan.steps[j].result);
@@ -172,9 +172,9 @@ subflow_step(struct flow *fl, size_t index)
     ro.tags = run->opts->tags;
     ro.tag_count = run->opts->tag_count;
     ro.parent_context = weft_span_context_is_valid(&parent) ? &parent : NULL;
-    rt_unlock(run);
+    weft__rt_unlock(run);
     err = weft_run(subwf, &ro, &res, error, sizeof(error));
-    rt_lock(run);
+    weft__rt_lock(run);
     weft__buf_cleanup(&input);
     s = &run->plan.steps[index];
     s->ended_ns = weft__now_ns();
@@ -190,15 +190,15 @@ subflow_step(struct flow *fl, size_t index)
     if (err == WEFT_OK && res->status == WEFT_RUN_COMPLETED) {
         s->result = res->output != NULL ? weft__strdup(res->output) : weft__strdup("");
         s->status = STEP_COMPLETED;
-        rt_evaluate(run, index, RT_EVAL_SUCCESS, NULL);
+        weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, NULL);
     } else {
         weft__free(s->feedback);
         s->feedback = weft__strdup(err != WEFT_OK ? error : res->reason);
         s->status = STEP_FAILED;
-        rt_evaluate(run, index, RT_EVAL_FAILURE, NULL);
+        weft__rt_evaluate(run, index, RT_EVAL_FAILURE, NULL);
     }
     weft_run_result_free(res);
-    rt_save_step(run, index);
+    weft__rt_save_step(run, index);
 }
 
 struct worker_arg {
@@ -213,7 +213,7 @@ worker_main(void *arg)
     struct flow *fl = wa->fl;
     struct run *run = fl->run;
 
-    rt_set_worker_index(wa->index);
+    weft__rt_set_worker_index(wa->index);
     pthread_mutex_lock(&run->lock);
     for (;;) {
         size_t step = 0;
@@ -229,7 +229,7 @@ worker_main(void *arg)
         if (node_of(fl, step)->subwf != NULL) {
             subflow_step(fl, step);
         } else {
-            rt_agent_step(run, step); /* releases the lock around its LLM and tool calls */
+            weft__rt_agent_step(run, step); /* releases the lock around its LLM and tool calls */
         }
         fl->done[fl->done_count++] = step;
         fl->running--;
@@ -344,8 +344,8 @@ add_scope(struct flow *fl,
         if (value != NULL) {
             weft__buf_printf(&task, "\n\nItem %d: %s", item, value);
         }
-        err = plan_append(&run->plan, id, n->agent, task.data != NULL ? task.data : "", deps, k,
-                          &idx);
+        err = weft__plan_append(&run->plan, id, n->agent, task.data != NULL ? task.data : "", deps,
+                                k, &idx);
         weft__buf_cleanup(&task);
         if (err != WEFT_OK) {
             weft__free(value);
@@ -354,7 +354,7 @@ add_scope(struct flow *fl,
         run->plan.steps[idx].flow_node = (int)i;
         run->plan.steps[idx].item = index;
         restore_step(fl, index, i, idx);
-        rt_save_step(run, idx);
+        weft__rt_save_step(run, idx);
     }
     weft__free(value);
     return reserve_jobs(fl) ? index : -1;
@@ -491,7 +491,7 @@ activate_items(struct flow *fl, struct fanout *fo)
         struct scope *sc = &fl->scopes[fo->first_scope + fo->next];
         char subject[160];
         snprintf(subject, sizeof(subject), "%.100s[%d]", run->plan.steps[fo->step].id, sc->item);
-        sc->span = rt_span_start(run, RT_SPAN_ITEM, subject, fo->span, NULL, 0);
+        sc->span = weft__rt_span_start(run, RT_SPAN_ITEM, subject, fo->span, NULL, 0);
         weft_span_set_int(sc->span, "weft.item.index", sc->item);
         weft_span_set_str(sc->span, "weft.step.id", run->plan.steps[fo->step].id);
         weft_span_context_of(sc->span, &sc->ctx);
@@ -546,8 +546,8 @@ start_fanout(struct flow *fl, size_t step)
         fo->step = step;
         fo->first_scope = fl->scope_count;
         fo->items = json_array_size(list);
-        fo->span = rt_span_start_under(run, RT_SPAN_FANOUT, run->plan.steps[step].id,
-                                       &run->plan.steps[step].parent_ctx, NULL, 0);
+        fo->span = weft__rt_span_start_under(run, RT_SPAN_FANOUT, run->plan.steps[step].id,
+                                             &run->plan.steps[step].parent_ctx, NULL, 0);
         weft_span_set_str(fo->span, "weft.step.id", run->plan.steps[step].id);
         weft_span_set_str(fo->span, "weft.fan_out.for_each", n->for_each);
         weft_span_set_int(fo->span, "weft.fan_out.items", (int64_t)fo->items);
@@ -614,7 +614,7 @@ finish_fanout(struct flow *fl, struct fanout *fo)
     weft_span_set_int(fo->span, "weft.fan_out.failed", (int64_t)failed);
     weft_span_end(fo->span, 0);
     fo->span = NULL;
-    rt_save_step(run, fo->step);
+    weft__rt_save_step(run, fo->step);
     fl->done[fl->done_count++] = fo->step;
 }
 
@@ -718,7 +718,7 @@ reopen(struct flow *fl, const struct scope *sc, size_t back_to, size_t node, con
             s->status = STEP_PENDING;
             weft__free(s->extra_input);
             s->extra_input = weft__strdup(feedback);
-            rt_save_step(run, sc->first_step + i);
+            weft__rt_save_step(run, sc->first_step + i);
         }
     }
 }
@@ -739,20 +739,20 @@ consider_loop(struct flow *fl, size_t step)
     char subject[200];
 
     if (is_wanted && n->loop.brk != NULL) {
-        (void)expr_eval(n->loop.brk, result, &is_break);
+        (void)weft__expr_eval(n->loop.brk, result, &is_break);
     }
     if (!is_wanted) {
         json_decref(result);
         return;
     }
     snprintf(subject, sizeof(subject), "%s", s->id);
-    span = rt_span_start_under(run, RT_SPAN_LOOP, subject, &s->parent_ctx, NULL, 0);
+    span = weft__rt_span_start_under(run, RT_SPAN_LOOP, subject, &s->parent_ctx, NULL, 0);
     weft_span_set_int(span, "weft.loop.iteration", *count + 1);
     weft_span_set_int(span, "weft.loop.max_iterations", n->loop.max_iterations);
     weft_span_set_str(span, "weft.loop.loop_back_to", sc->def->nodes[n->loop.back_to].id);
     weft_span_set_str(span, "weft.loop.condition", n->loop.condition_field);
     if (n->loop.brk != NULL) {
-        weft_span_set_str(span, "weft.loop.break_condition", expr_text(n->loop.brk));
+        weft_span_set_str(span, "weft.loop.break_condition", weft__expr_text(n->loop.brk));
     }
     if (is_break) {
         weft_span_set_str(span, "weft.loop.outcome", "break");
@@ -766,16 +766,16 @@ consider_loop(struct flow *fl, size_t step)
             weft_span_set_status(span, WEFT_STATUS_ERROR, "loop reached max_iterations");
         }
     } else {
-        rt_watchdog_flow(run, span, n->id, sc->def->nodes[n->loop.back_to].id, s->agent,
-                         sc->def->nodes[n->loop.back_to].agent, s->result);
+        weft__rt_watchdog_flow(run, span, n->id, sc->def->nodes[n->loop.back_to].id, s->agent,
+                               sc->def->nodes[n->loop.back_to].agent, s->result);
         s = &run->plan.steps[step];
-        if (rt_watchdog_should_stop(run)) {
+        if (weft__rt_watchdog_should_stop(run)) {
             /* A stuck loop under break or fail: no more rounds; the run ends as stuck. */
             weft_span_set_str(span, "weft.loop.outcome", "stuck");
         } else {
             char *text = item_text(result);
             (*count)++;
-            rt_count_loop(run, WEFT_LOOP_FLOW);
+            weft__rt_count_loop(run, WEFT_LOOP_FLOW);
             weft_span_set_str(span, "weft.loop.outcome", "loop_back");
             reopen(fl, sc, n->loop.back_to, (size_t)s->flow_node, text != NULL ? text : "");
             weft__free(text);
@@ -793,7 +793,7 @@ on_done(struct flow *fl, size_t step)
     int scope = s->item;
     const struct wf_flow_node *n = node_of(fl, step);
 
-    rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
+    weft__rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
     if (s->status == STEP_COMPLETED && n->has_loop) {
         consider_loop(fl, step);
         s = &run->plan.steps[step];
@@ -841,8 +841,8 @@ schedule(struct flow *fl)
             for (size_t k = 0; k < sc->def->nodes[i].upstream_count; k++) {
                 const struct wf_flow_node *up = &sc->def->nodes[sc->def->nodes[i].upstream[k]];
                 if (up->agent != WF_NONE && sc->def->nodes[i].agent != WF_NONE) {
-                    rt_metrics_handoff(run->metrics, run->wf->agents[up->agent].name,
-                                       run->wf->agents[sc->def->nodes[i].agent].name);
+                    weft__rt_metrics_handoff(run->metrics, run->wf->agents[up->agent].name,
+                                             run->wf->agents[sc->def->nodes[i].agent].name);
                 }
             }
             run->plan.steps[step].status = STEP_IN_PROGRESS;
@@ -874,7 +874,7 @@ has_work(const struct flow *fl)
 }
 
 void
-rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
+weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
 {
     const struct wf_flow *def = run->wf->flow;
     struct flow fl;
@@ -889,7 +889,7 @@ rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reaso
     pthread_cond_init(&fl.changed, NULL);
     *status = WEFT_RUN_COMPLETED;
     run->is_parallel = true;
-    (void)rt_make_worker_providers(run, nthreads);
+    (void)weft__rt_make_worker_providers(run, nthreads);
     pthread_mutex_lock(&run->lock);
     if (add_scope(&fl, def, -1, 0, -1, NULL) < 0) {
         fl.is_failed = true;
@@ -917,7 +917,7 @@ rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reaso
         while (fl.done_count > 0) {
             size_t step = fl.done[--fl.done_count];
             on_done(&fl, step);
-            rt_cursors_save(run);
+            weft__rt_cursors_save(run);
         }
         if (fl.is_failed) {
             break;
@@ -925,7 +925,7 @@ rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reaso
         if (fl.running == 0 && fl.queued == 0 && !has_work(&fl)) {
             break;
         }
-        if (rt_budget_spent(run, &spent, reason, reason_len)) {
+        if (weft__rt_budget_spent(run, &spent, reason, reason_len)) {
             *status = spent;
             break;
         }

@@ -2,7 +2,7 @@
 #include "http.h"
 
 bool
-rt_curl_is_retryable(CURLcode rc)
+weft__rt_curl_is_retryable(CURLcode rc)
 {
     switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -21,7 +21,7 @@ rt_curl_is_retryable(CURLcode rc)
 }
 
 weft_err
-rt_curl_add_header(struct curl_slist **list, const char *line)
+weft__rt_curl_add_header(struct curl_slist **list, const char *line)
 {
     struct curl_slist *grown = curl_slist_append(*list, line);
 

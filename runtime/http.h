@@ -10,10 +10,10 @@
 
 /* Transport failures worth another attempt: the server may be restarting, overloaded or not
  * reachable yet (resolve, connect, timeout, send or receive, empty answer, TLS handshake). */
-bool rt_curl_is_retryable(CURLcode rc);
+bool weft__rt_curl_is_retryable(CURLcode rc);
 
 /* Append header line @p line ("Name: value", copied by libcurl) to @p list.
  * @return WEFT_OK, WEFT_ENOMEM (the list is unchanged). */
-weft_err rt_curl_add_header(struct curl_slist **list, const char *line);
+weft_err weft__rt_curl_add_header(struct curl_slist **list, const char *line);
 
 #endif /* WEFT_RUNTIME_HTTP_H */

@@ -15,7 +15,7 @@
 
 struct rt_metrics {
     char *workflow;
-    struct rt_metrics *tee;  /* records the same measurements, or NULL (rt_metrics_new_tee) */
+    struct rt_metrics *tee;  /* records the same measurements, or NULL (weft__rt_metrics_new_tee) */
     _Atomic uint64_t events; /* measurements so far: a snapshot with nothing new is skipped */
     struct weft_instrument *invocations;
     struct weft_instrument *step_duration;
@@ -83,7 +83,7 @@ make(struct weft_meter *meter,
 }
 
 struct rt_metrics *
-rt_metrics_new(struct weft_meter *meter, const char *workflow)
+weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
 {
     /* GenAI bucket advice: tokens in powers of 4, durations doubling from 10 ms. */
     static const double token_bounds[] = {
@@ -153,39 +153,41 @@ rt_metrics_new(struct weft_meter *meter, const char *workflow)
 }
 
 struct rt_metrics *
-rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const char *workflow)
+weft__rt_metrics_new_tee(struct weft_meter *run_meter,
+                         struct weft_meter *meter,
+                         const char *workflow)
 {
     struct rt_metrics *m = NULL;
 
     if (run_meter == NULL) {
-        return rt_metrics_new(meter, workflow);
+        return weft__rt_metrics_new(meter, workflow);
     }
-    m = rt_metrics_new(run_meter, workflow);
+    m = weft__rt_metrics_new(run_meter, workflow);
     if (m != NULL && meter != NULL) {
-        m->tee = rt_metrics_new(meter, workflow);
+        m->tee = weft__rt_metrics_new(meter, workflow);
     }
     return m;
 }
 
 uint64_t
-rt_metrics_events(struct rt_metrics *m)
+weft__rt_metrics_events(struct rt_metrics *m)
 {
     return m != NULL ? atomic_load_explicit(&m->events, memory_order_relaxed) : 0;
 }
 
 const char *
-rt_metrics_workflow(const struct rt_metrics *m)
+weft__rt_metrics_workflow(const struct rt_metrics *m)
 {
     return m != NULL && m->workflow != NULL ? m->workflow : "";
 }
 
 void
-rt_metrics_free(struct rt_metrics *m)
+weft__rt_metrics_free(struct rt_metrics *m)
 {
     if (m == NULL) {
         return;
     }
-    rt_metrics_free(m->tee);
+    weft__rt_metrics_free(m->tee);
     weft__free(m->workflow);
     weft__free(m);
 }
@@ -193,7 +195,7 @@ rt_metrics_free(struct rt_metrics *m)
 #define WF(m) weft_attr_str("workflow", (m)->workflow != NULL ? (m)->workflow : "")
 
 void
-rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
+weft__rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
 {
     struct weft_attr a[1];
 
@@ -217,7 +219,7 @@ rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
 }
 
 void
-rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *r)
+weft__rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *r)
 {
     struct weft_attr a[2];
     size_t total = 0;
@@ -256,7 +258,7 @@ rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_r
 }
 
 void
-rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds)
+weft__rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds)
 {
     struct weft_attr a[3];
 
@@ -264,7 +266,7 @@ rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, doubl
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_agent(m->tee, agent, is_success, seconds);
+    weft__rt_metrics_agent(m->tee, agent, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
@@ -274,7 +276,7 @@ rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, doubl
 }
 
 void
-rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
+weft__rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
 {
     struct weft_attr a[3];
 
@@ -282,7 +284,7 @@ rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_handoff(m->tee, from, to);
+    weft__rt_metrics_handoff(m->tee, from, to);
     a[0] = WF(m);
     a[1] = weft_attr_str("from", from);
     a[2] = weft_attr_str("to", to);
@@ -290,7 +292,7 @@ rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to)
 }
 
 void
-rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
+weft__rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
 {
     struct weft_attr a[2];
 
@@ -298,7 +300,7 @@ rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_loop(m->tee, kind);
+    weft__rt_metrics_loop(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", weft_loop_kind_name(kind));
     weft_counter_add(m->loops, 1, a, 2);
@@ -308,7 +310,7 @@ rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind)
 }
 
 void
-rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
+weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
 {
     struct weft_attr a[3];
 
@@ -316,7 +318,7 @@ rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_verdict(m->tee, agent, verdict);
+    weft__rt_metrics_verdict(m->tee, agent, verdict);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.agent.name", agent);
     a[2] = weft_attr_str("verdict", verdict);
@@ -324,7 +326,7 @@ rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict)
 }
 
 void
-rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds)
+weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds)
 {
     struct weft_attr a[3];
 
@@ -332,7 +334,7 @@ rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double 
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_tool(m->tee, tool, is_success, seconds);
+    weft__rt_metrics_tool(m->tee, tool, is_success, seconds);
     a[0] = WF(m);
     a[1] = weft_attr_str("gen_ai.tool.name", tool);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
@@ -341,7 +343,7 @@ rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double 
 }
 
 void
-rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
+weft__rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
 {
     struct weft_attr a[2];
 
@@ -349,14 +351,14 @@ rt_metrics_correction(struct rt_metrics *m, bool is_rewired)
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_correction(m->tee, is_rewired);
+    weft__rt_metrics_correction(m->tee, is_rewired);
     a[0] = WF(m);
     a[1] = weft_attr_str("outcome", is_rewired ? "rewired" : "invalid");
     weft_counter_add(m->corrections, 1, a, 2);
 }
 
 void
-rt_metrics_stuck(struct rt_metrics *m, const char *kind)
+weft__rt_metrics_stuck(struct rt_metrics *m, const char *kind)
 {
     struct weft_attr a[2];
 
@@ -364,22 +366,22 @@ rt_metrics_stuck(struct rt_metrics *m, const char *kind)
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_stuck(m->tee, kind);
+    weft__rt_metrics_stuck(m->tee, kind);
     a[0] = WF(m);
     a[1] = weft_attr_str("kind", kind);
     weft_counter_add(m->stuck, 1, a, 2);
 }
 
 void
-rt_metrics_llm(struct rt_metrics *m,
-               const char *provider,
-               const char *model,
-               const char *purpose,
-               int64_t input_tokens,
-               int64_t output_tokens,
-               double cost_usd,
-               double seconds,
-               const char *error_type)
+weft__rt_metrics_llm(struct rt_metrics *m,
+                     const char *provider,
+                     const char *model,
+                     const char *purpose,
+                     int64_t input_tokens,
+                     int64_t output_tokens,
+                     double cost_usd,
+                     double seconds,
+                     const char *error_type)
 {
     struct weft_attr a[5];
     size_t n = 0;
@@ -388,8 +390,8 @@ rt_metrics_llm(struct rt_metrics *m,
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    rt_metrics_llm(m->tee, provider, model, purpose, input_tokens, output_tokens, cost_usd, seconds,
-                   error_type);
+    weft__rt_metrics_llm(m->tee, provider, model, purpose, input_tokens, output_tokens, cost_usd,
+                         seconds, error_type);
     a[n++] = weft_attr_str("gen_ai.operation.name", "chat");
     a[n++] = weft_attr_str("gen_ai.provider.name", provider);
     a[n++] = weft_attr_str("gen_ai.request.model", model);
@@ -416,7 +418,7 @@ rt_metrics_llm(struct rt_metrics *m,
 /* What the state store knows (weft serve)                                                     */
 
 void
-rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info)
+weft__rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info)
 {
     struct weft_attr a[2];
     json_t *loops = NULL;
@@ -462,7 +464,9 @@ rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info)
 }
 
 void
-rt_metrics_stored_end(struct rt_metrics *m, const struct weft_run_info *info, bool is_end_missing)
+weft__rt_metrics_stored_end(struct rt_metrics *m,
+                            const struct weft_run_info *info,
+                            bool is_end_missing)
 {
     struct weft_attr a[2];
     json_t *loops = NULL;
@@ -497,7 +501,10 @@ rt_metrics_stored_end(struct rt_metrics *m, const struct weft_run_info *info, bo
 }
 
 void
-rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_success, uint64_t count)
+weft__rt_metrics_stored_agents(struct rt_metrics *m,
+                               const char *agent,
+                               bool is_success,
+                               uint64_t count)
 {
     struct weft_attr a[3];
 
@@ -511,7 +518,7 @@ rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_succes
 }
 
 void
-rt_metrics_stored_oldest(struct rt_metrics *m, double age_s)
+weft__rt_metrics_stored_oldest(struct rt_metrics *m, double age_s)
 {
     if (m == NULL || m->oldest == NULL) {
         return;
@@ -529,10 +536,10 @@ weft_runtime_metrics_register(struct weft_meter *meter)
     if (meter == NULL) {
         return WEFT_EINVAL;
     }
-    m = rt_metrics_new(meter, "");
+    m = weft__rt_metrics_new(meter, "");
     if (m == NULL) {
         return WEFT_ENOMEM;
     }
-    rt_metrics_free(m);
+    weft__rt_metrics_free(m);
     return WEFT_OK;
 }

@@ -18,49 +18,56 @@
 struct rt_metrics;
 
 /* Create (or find) every instrument on @p meter. NULL meter: returns NULL (metrics off). */
-struct rt_metrics *rt_metrics_new(struct weft_meter *meter, const char *workflow);
-/* As rt_metrics_new() on @p run_meter (the run's own meter, persisted by metrics_store.c),
+struct rt_metrics *weft__rt_metrics_new(struct weft_meter *meter, const char *workflow);
+/* As weft__rt_metrics_new() on @p run_meter (the run's own meter, persisted by metrics_store.c),
  * with every measurement also recorded on @p meter (the caller's, may be NULL). A NULL
- * @p run_meter is rt_metrics_new(meter, workflow). Free with rt_metrics_free(). */
-struct rt_metrics *
-rt_metrics_new_tee(struct weft_meter *run_meter, struct weft_meter *meter, const char *workflow);
-void rt_metrics_free(struct rt_metrics *m);
+ * @p run_meter is weft__rt_metrics_new(meter, workflow). Free with weft__rt_metrics_free(). */
+struct rt_metrics *weft__rt_metrics_new_tee(struct weft_meter *run_meter,
+                                            struct weft_meter *meter,
+                                            const char *workflow);
+void weft__rt_metrics_free(struct rt_metrics *m);
 /* How many measurements @p m has taken (0 for NULL): tells a snapshot whether anything moved. */
-uint64_t rt_metrics_events(struct rt_metrics *m);
+uint64_t weft__rt_metrics_events(struct rt_metrics *m);
 /* The workflow label of @p m ("" when none). */
-const char *rt_metrics_workflow(const struct rt_metrics *m);
+const char *weft__rt_metrics_workflow(const struct rt_metrics *m);
 
-void rt_metrics_run_start(struct rt_metrics *m, uint64_t *token);
-void rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft_run_result *result);
-void rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds);
-void rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to);
-void rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
-void rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
-void rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
-void rt_metrics_correction(struct rt_metrics *m, bool is_rewired);
-void rt_metrics_stuck(struct rt_metrics *m, const char *kind);
-void rt_metrics_llm(struct rt_metrics *m,
-                    const char *provider,
-                    const char *model,
-                    const char *purpose,
-                    int64_t input_tokens,
-                    int64_t output_tokens,
-                    double cost_usd,
-                    double seconds,
-                    const char *error_type);
+void weft__rt_metrics_run_start(struct rt_metrics *m, uint64_t *token);
+void weft__rt_metrics_run_end(struct rt_metrics *m,
+                              uint64_t token,
+                              const struct weft_run_result *result);
+void
+weft__rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds);
+void weft__rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to);
+void weft__rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
+void weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
+void weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
+void weft__rt_metrics_correction(struct rt_metrics *m, bool is_rewired);
+void weft__rt_metrics_stuck(struct rt_metrics *m, const char *kind);
+void weft__rt_metrics_llm(struct rt_metrics *m,
+                          const char *provider,
+                          const char *model,
+                          const char *purpose,
+                          int64_t input_tokens,
+                          int64_t output_tokens,
+                          double cost_usd,
+                          double seconds,
+                          const char *error_type);
 
 /* weft serve: fold what the state store knows into the metrics. A stored run that has not
  * ended counts as active; a finished one adds to runs{status}, duration, reward, cost (by
  * workflow only: the store keeps no per-model split) and loops by kind. */
-void rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info);
+void weft__rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *info);
 /* weft serve, for a run whose per-run snapshots hold its collaboration metrics: only the
  * runs-in-progress gauge, plus (when @p is_end_missing and the row has ended) the end-of-run
  * families (runs by status, duration, reward, loops per run) from the row. */
-void
-rt_metrics_stored_end(struct rt_metrics *m, const struct weft_run_info *info, bool is_end_missing);
-void
-rt_metrics_stored_agents(struct rt_metrics *m, const char *agent, bool is_success, uint64_t count);
+void weft__rt_metrics_stored_end(struct rt_metrics *m,
+                                 const struct weft_run_info *info,
+                                 bool is_end_missing);
+void weft__rt_metrics_stored_agents(struct rt_metrics *m,
+                                    const char *agent,
+                                    bool is_success,
+                                    uint64_t count);
 /* Replace the process-local oldest-active-run gauge with the store's value. */
-void rt_metrics_stored_oldest(struct rt_metrics *m, double age_s);
+void weft__rt_metrics_stored_oldest(struct rt_metrics *m, double age_s);
 
 #endif /* WEFT_RUNTIME_METRICS_H */

@@ -58,8 +58,8 @@ struct rt_mstore {
     pthread_mutex_t lock;
     uint64_t interval_ns; /* WEFT_METRICS_SNAPSHOT_MS; 0: every checkpoint */
     uint64_t last_mono;   /* 0: no snapshot yet */
-    uint64_t last_events; /* rt_metrics_events() at the last snapshot */
-    uint64_t events;      /* the latest rt_metrics_events() a checkpoint was given */
+    uint64_t last_events; /* weft__rt_metrics_events() at the last snapshot */
+    uint64_t events;      /* the latest weft__rt_metrics_events() a checkpoint was given */
     /* The flusher writes what a throttled checkpoint left behind, one interval later, so a
      * run blocked in a long step has its metrics stored before it is killed. */
     pthread_t flusher;
@@ -92,7 +92,7 @@ open_db(const char *path, int flags)
 }
 
 struct rt_mstore *
-rt_mstore_open(const char *state_path)
+weft__rt_mstore_open(const char *state_path)
 {
     struct rt_mstore *ms = NULL;
     char *errmsg = NULL;
@@ -130,12 +130,12 @@ rt_mstore_open(const char *state_path)
     }
     return ms;
 fail:
-    rt_mstore_free(ms);
+    weft__rt_mstore_free(ms);
     return NULL;
 }
 
 weft_err
-rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *provider)
+weft__rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *provider)
 {
     sqlite3_stmt *stmt = NULL;
     weft_err err = WEFT_OK;
@@ -181,7 +181,7 @@ rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *
 }
 
 struct weft_meter *
-rt_mstore_meter(struct rt_mstore *ms)
+weft__rt_mstore_meter(struct rt_mstore *ms)
 {
     return ms != NULL ? ms->meter : NULL;
 }
@@ -444,7 +444,7 @@ stop_flusher(struct rt_mstore *ms)
 }
 
 void
-rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
+weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
 {
     if (ms == NULL || ms->meter == NULL) {
         return;
@@ -468,7 +468,7 @@ rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
 }
 
 void
-rt_mstore_free(struct rt_mstore *ms)
+weft__rt_mstore_free(struct rt_mstore *ms)
 {
     if (ms == NULL) {
         return;
@@ -501,11 +501,11 @@ weft_run_metrics_save_provider(const char *state_path,
     if (run_id == NULL || provider == NULL) {
         return WEFT_EINVAL;
     }
-    path = state_path != NULL ? weft__strdup(state_path) : state_default_path();
+    path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
     if (path == NULL) {
         return WEFT_ENOMEM;
     }
-    ms = rt_mstore_open(path);
+    ms = weft__rt_mstore_open(path);
     weft__free(path);
     if (ms == NULL) {
         return WEFT_EIO;
@@ -541,7 +541,7 @@ out:
     sqlite3_finalize(stmt);
     sqlite3_finalize(del);
     weft_meter_free(meter);
-    rt_mstore_free(ms);
+    weft__rt_mstore_free(ms);
     return err;
 }
 
@@ -563,7 +563,7 @@ fold_metrics(struct fold *f, const char *workflow)
     struct rt_metrics *m = NULL;
 
     for (size_t i = 0; i < f->count; i++) {
-        if (strcmp(rt_metrics_workflow(f->by_workflow[i]), workflow) == 0) {
+        if (strcmp(weft__rt_metrics_workflow(f->by_workflow[i]), workflow) == 0) {
             return f->by_workflow[i];
         }
     }
@@ -572,7 +572,7 @@ fold_metrics(struct fold *f, const char *workflow)
         return NULL;
     }
     f->by_workflow = grown;
-    m = rt_metrics_new(f->meter, workflow);
+    m = weft__rt_metrics_new(f->meter, workflow);
     if (m != NULL) {
         f->by_workflow[f->count++] = m;
     }
@@ -642,9 +642,9 @@ fold_runs(struct fold *f, sqlite3 *db, bool has_snapshots)
         info.cost_usd = sqlite3_column_double(st, 5);
         info.loops = sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL : (char *)col_text(st, 6);
         if (!has_snapshot) {
-            rt_metrics_stored_run(m, &info);
+            weft__rt_metrics_stored_run(m, &info);
         } else {
-            rt_metrics_stored_end(m, &info, !has_end);
+            weft__rt_metrics_stored_end(m, &info, !has_end);
         }
         if (info.ended_ns == 0 &&
             (f->oldest_start_ns == 0 || info.started_ns < f->oldest_start_ns)) {
@@ -680,8 +680,9 @@ fold_legacy_agents(struct fold *f, sqlite3 *db, bool has_snapshots)
             sqlite3_finalize(st);
             return WEFT_ENOMEM;
         }
-        rt_metrics_stored_agents(m, col_text(st, 1), strcmp(col_text(st, 2), "completed") == 0,
-                                 (uint64_t)sqlite3_column_int64(st, 3));
+        weft__rt_metrics_stored_agents(m, col_text(st, 1),
+                                       strcmp(col_text(st, 2), "completed") == 0,
+                                       (uint64_t)sqlite3_column_int64(st, 3));
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
@@ -890,7 +891,7 @@ register_self_families(struct weft_meter *meter)
 }
 
 weft_err
-rt_mstore_fold(struct weft_meter *meter, const char *state_path)
+weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
 {
     struct fold f;
     struct rt_metrics *all = NULL;
@@ -910,8 +911,8 @@ rt_mstore_fold(struct weft_meter *meter, const char *state_path)
         return err;
     }
     register_self_families(meter);
-    all = rt_metrics_new(meter, "");
-    path = state_path != NULL ? weft__strdup(state_path) : state_default_path();
+    all = weft__rt_metrics_new(meter, "");
+    path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
     if (all == NULL || path == NULL) {
         err = WEFT_ENOMEM;
         goto out;
@@ -944,15 +945,15 @@ rt_mstore_fold(struct weft_meter *meter, const char *state_path)
     }
 out:
     /* The oldest run in progress, across workflows (an unlabelled gauge, as when live). */
-    rt_metrics_stored_oldest(all, f.oldest_start_ns != 0 && now_ns > f.oldest_start_ns
-                                      ? (double)(now_ns - f.oldest_start_ns) / 1e9
-                                      : 0.0);
+    weft__rt_metrics_stored_oldest(all, f.oldest_start_ns != 0 && now_ns > f.oldest_start_ns
+                                            ? (double)(now_ns - f.oldest_start_ns) / 1e9
+                                            : 0.0);
     sqlite3_close(db);
     weft__free(path);
     for (size_t i = 0; i < f.count; i++) {
-        rt_metrics_free(f.by_workflow[i]);
+        weft__rt_metrics_free(f.by_workflow[i]);
     }
     weft__free(f.by_workflow);
-    rt_metrics_free(all);
+    weft__rt_metrics_free(all);
     return err;
 }

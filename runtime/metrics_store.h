@@ -11,7 +11,7 @@
  * A flusher thread per run writes, one interval later, what a throttled checkpoint left
  * behind, so a run blocked in a long step has its latest metrics stored.
  *
- * Thread-safety: rt_mstore_checkpoint() may be called from any run thread (it takes the
+ * Thread-safety: weft__rt_mstore_checkpoint() may be called from any run thread (it takes the
  * store's own lock and uses its own SQLite connection); the rest from the run's thread.
  */
 #ifndef WEFT_RUNTIME_METRICS_STORE_H
@@ -28,28 +28,29 @@ struct rt_mstore;
 
 /* Open the snapshot writer on the state database @p state_path (its own connection; creates
  * the table when missing). NULL when it cannot (logged): the run then persists no metrics. */
-struct rt_mstore *rt_mstore_open(const char *state_path);
+struct rt_mstore *weft__rt_mstore_open(const char *state_path);
 
 /* Start run @p run_id: pick its attempt number, create the run's meter and observe
  * @p provider's span counts and queues on it (NULL: none). @return WEFT_OK, WEFT_EIO,
  * WEFT_ENOMEM (logged; the run goes on without snapshots). */
-weft_err rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *provider);
+weft_err
+weft__rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_provider *provider);
 
-/* The run's meter (NULL before rt_mstore_start() or when @p ms is NULL). Borrowed. */
-struct weft_meter *rt_mstore_meter(struct rt_mstore *ms);
+/* The run's meter (NULL before weft__rt_mstore_start() or when @p ms is NULL). Borrowed. */
+struct weft_meter *weft__rt_mstore_meter(struct rt_mstore *ms);
 
 /* Write the run's snapshot: always when @p is_final; otherwise when something was measured
- * since the last one (@p events, rt_metrics_events(), moved) and the last one is older than
+ * since the last one (@p events, weft__rt_metrics_events(), moved) and the last one is older than
  * the interval. So the first measurements after a quiet second are written at once, and a run
  * killed with SIGKILL keeps its metrics up to its last checkpoint (at most an interval
  * behind). NULL @p ms is a no-op. Errors are logged once, never returned: metrics must not
  * fail a run. */
-void rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final);
+void weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final);
 
 /* Close. NULL is a no-op. */
-void rt_mstore_free(struct rt_mstore *ms);
+void weft__rt_mstore_free(struct rt_mstore *ms);
 
 /* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()). */
-weft_err rt_mstore_fold(struct weft_meter *meter, const char *state_path);
+weft_err weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path);
 
 #endif /* WEFT_RUNTIME_METRICS_STORE_H */

@@ -17,7 +17,7 @@ static const char *const status_names[] = {"pending", "in_progress", "completed"
                                            "failed",  "paused",      "skipped"};
 
 bool
-step_status_parse(const char *name, step_status *out)
+weft__step_status_parse(const char *name, step_status *out)
 {
     for (size_t i = 0; i < sizeof(status_names) / sizeof(status_names[0]); i++) {
         if (strcmp(name, status_names[i]) == 0) {
@@ -31,7 +31,7 @@ step_status_parse(const char *name, step_status *out)
 static const char *const executor_names[] = {"agent", "command", "file_writer", "http_call"};
 
 const char *
-step_executor_name(step_executor executor)
+weft__step_executor_name(step_executor executor)
 {
     if ((size_t)executor >= sizeof(executor_names) / sizeof(executor_names[0])) {
         return "unknown";
@@ -40,7 +40,7 @@ step_executor_name(step_executor executor)
 }
 
 bool
-step_executor_parse(const char *name, step_executor *out)
+weft__step_executor_parse(const char *name, step_executor *out)
 {
     for (size_t i = 0; i < sizeof(executor_names) / sizeof(executor_names[0]); i++) {
         if (strcmp(name, executor_names[i]) == 0) {
@@ -52,7 +52,7 @@ step_executor_parse(const char *name, step_executor *out)
 }
 
 const char *
-step_status_name(step_status status)
+weft__step_status_name(step_status status)
 {
     if ((size_t)status >= sizeof(status_names) / sizeof(status_names[0])) {
         return "unknown";
@@ -61,7 +61,7 @@ step_status_name(step_status status)
 }
 
 void
-plan_init(struct plan *plan)
+weft__plan_init(struct plan *plan)
 {
     memset(plan, 0, sizeof(*plan));
     plan->next_number = 1;
@@ -87,7 +87,7 @@ step_cleanup(struct plan_step *s)
 }
 
 void
-plan_cleanup(struct plan *plan)
+weft__plan_cleanup(struct plan *plan)
 {
     if (plan == NULL) {
         return;
@@ -100,13 +100,13 @@ plan_cleanup(struct plan *plan)
 }
 
 weft_err
-plan_append(struct plan *plan,
-            const char *id,
-            size_t agent,
-            const char *task,
-            const char *const *depends_on,
-            size_t depends_count,
-            size_t *index)
+weft__plan_append(struct plan *plan,
+                  const char *id,
+                  size_t agent,
+                  const char *task,
+                  const char *const *depends_on,
+                  size_t depends_count,
+                  size_t *index)
 {
     struct plan_step s;
     char generated[32];
@@ -119,7 +119,7 @@ plan_append(struct plan *plan,
         /* Skip numbers an explicit id already took ("s3" given by a workflow's plan). */
         do {
             snprintf(generated, sizeof(generated), "s%zu", number++);
-        } while (plan_find(plan, generated) != NONE);
+        } while (weft__plan_find(plan, generated) != NONE);
         id = generated;
     }
     memset(&s, 0, sizeof(s));
@@ -170,7 +170,7 @@ fail:
 }
 
 void
-plan_truncate(struct plan *plan, size_t count)
+weft__plan_truncate(struct plan *plan, size_t count)
 {
     while (plan->count > count) {
         step_cleanup(&plan->steps[--plan->count]);
@@ -179,7 +179,7 @@ plan_truncate(struct plan *plan, size_t count)
 }
 
 size_t
-plan_find(const struct plan *plan, const char *id)
+weft__plan_find(const struct plan *plan, const char *id)
 {
     for (size_t i = 0; i < plan->count; i++) {
         if (strcmp(plan->steps[i].id, id) == 0) {
@@ -190,7 +190,7 @@ plan_find(const struct plan *plan, const char *id)
 }
 
 size_t
-plan_in_progress(const struct plan *plan)
+weft__plan_in_progress(const struct plan *plan)
 {
     for (size_t i = 0; i < plan->count; i++) {
         if (plan->steps[i].status == STEP_IN_PROGRESS) {
@@ -204,7 +204,7 @@ static bool
 dependency_blocked(const struct plan *plan, const struct plan_step *s)
 {
     for (size_t d = 0; d < s->depends_count; d++) {
-        size_t j = plan_find(plan, s->depends_on[d]);
+        size_t j = weft__plan_find(plan, s->depends_on[d]);
         if (j == NONE || plan->steps[j].status == STEP_FAILED ||
             plan->steps[j].status == STEP_SKIPPED) {
             return true;
@@ -214,7 +214,7 @@ dependency_blocked(const struct plan *plan, const struct plan_step *s)
 }
 
 size_t
-plan_skip_blocked(struct plan *plan)
+weft__plan_skip_blocked(struct plan *plan)
 {
     size_t skipped = 0;
     bool is_changed = false;
@@ -238,12 +238,12 @@ plan_skip_blocked(struct plan *plan)
 }
 
 bool
-plan_is_ready(const struct plan *plan, size_t i)
+weft__plan_is_ready(const struct plan *plan, size_t i)
 {
     const struct plan_step *s = &plan->steps[i];
 
     for (size_t d = 0; d < s->depends_count; d++) {
-        size_t j = plan_find(plan, s->depends_on[d]);
+        size_t j = weft__plan_find(plan, s->depends_on[d]);
         if (j == NONE || plan->steps[j].status != STEP_COMPLETED) {
             return false;
         }
@@ -252,13 +252,13 @@ plan_is_ready(const struct plan *plan, size_t i)
 }
 
 size_t
-plan_next_ready(const struct plan *plan, size_t agent)
+weft__plan_next_ready(const struct plan *plan, size_t agent)
 {
     for (size_t i = 0; i < plan->count; i++) {
         const struct plan_step *s = &plan->steps[i];
         if ((s->status == STEP_PENDING || s->status == STEP_PAUSED) &&
             (agent == NONE || (s->executor == EXEC_AGENT && s->agent == agent)) &&
-            plan_is_ready(plan, i)) {
+            weft__plan_is_ready(plan, i)) {
             return i;
         }
     }
@@ -266,7 +266,7 @@ plan_next_ready(const struct plan *plan, size_t agent)
 }
 
 size_t
-plan_count_status(const struct plan *plan, step_status status)
+weft__plan_count_status(const struct plan *plan, step_status status)
 {
     size_t n = 0;
 
@@ -280,13 +280,16 @@ plan_count_status(const struct plan *plan, step_status status)
 /* Checks                                                                                      */
 
 void
-plan_check_init(struct plan_check *check)
+weft__plan_check_init(struct plan_check *check)
 {
     memset(check, 0, sizeof(*check));
 }
 
 void
-plan_check_add(struct plan_check *check, const char *id, const char *const *deps, size_t dep_count)
+weft__plan_check_add(struct plan_check *check,
+                     const char *id,
+                     const char *const *deps,
+                     size_t dep_count)
 {
     if (check->count == check->cap) {
         size_t cap = check->cap == 0 ? 8 : check->cap * 2;
@@ -368,7 +371,7 @@ find_cycle(
 }
 
 weft_err
-plan_check_run(struct plan_check *check)
+weft__plan_check_run(struct plan_check *check)
 {
     unsigned char *colour = NULL;
     size_t *stack = NULL;
@@ -424,7 +427,7 @@ out:
 }
 
 void
-plan_check_cleanup(struct plan_check *check)
+weft__plan_check_cleanup(struct plan_check *check)
 {
     weft__free(check->ids);
     weft__free((void *)check->deps);

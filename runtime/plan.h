@@ -26,9 +26,9 @@ typedef enum step_status {
     STEP_SKIPPED
 } step_status;
 
-const char *step_status_name(step_status status);
+const char *weft__step_status_name(step_status status);
 /* @return false for an unknown name. */
-bool step_status_parse(const char *name, step_status *out);
+bool weft__step_status_parse(const char *name, step_status *out);
 
 /* Who carries a step out: an agent (LLM), or an executor that needs no model. */
 typedef enum step_executor {
@@ -38,8 +38,8 @@ typedef enum step_executor {
     EXEC_HTTP_CALL    /* spec: url, timeout_s */
 } step_executor;
 
-const char *step_executor_name(step_executor executor);
-bool step_executor_parse(const char *name, step_executor *out);
+const char *weft__step_executor_name(step_executor executor);
+bool weft__step_executor_parse(const char *name, step_executor *out);
 
 struct plan_step {
     char *id;
@@ -78,42 +78,42 @@ struct plan {
     size_t next_number; /* for generated ids "s<N>" */
 };
 
-void plan_init(struct plan *plan);
-void plan_cleanup(struct plan *plan);
+void weft__plan_init(struct plan *plan);
+void weft__plan_cleanup(struct plan *plan);
 
 /* Append a step. @p id NULL generates "s<N>". Copies every string.
  * @return WEFT_OK, WEFT_ELIMIT (PLAN_MAX_STEPS), WEFT_ENOMEM; the plan is unchanged on error. */
-weft_err plan_append(struct plan *plan,
-                     const char *id,
-                     size_t agent,
-                     const char *task,
-                     const char *const *depends_on,
-                     size_t depends_count,
-                     size_t *index);
+weft_err weft__plan_append(struct plan *plan,
+                           const char *id,
+                           size_t agent,
+                           const char *task,
+                           const char *const *depends_on,
+                           size_t depends_count,
+                           size_t *index);
 
 /* Drop the steps from @p count on (undoing appends). */
-void plan_truncate(struct plan *plan, size_t count);
+void weft__plan_truncate(struct plan *plan, size_t count);
 
 /* Index of step @p id, or (size_t)-1. */
-size_t plan_find(const struct plan *plan, const char *id);
+size_t weft__plan_find(const struct plan *plan, const char *id);
 
 /* The first step in progress, or (size_t)-1. */
-size_t plan_in_progress(const struct plan *plan);
+size_t weft__plan_in_progress(const struct plan *plan);
 
 /* Mark pending steps whose dependencies failed or were skipped as skipped (repeatedly, so
  * the whole chain goes). @return how many were skipped. */
-size_t plan_skip_blocked(struct plan *plan);
+size_t weft__plan_skip_blocked(struct plan *plan);
 
 /* True when every dependency of step @p i is completed. */
-bool plan_is_ready(const struct plan *plan, size_t i);
+bool weft__plan_is_ready(const struct plan *plan, size_t i);
 
 /* The first pending or paused step whose dependencies are completed, or (size_t)-1. When
  * @p agent is not (size_t)-1, only agent steps of that agent count. A paused step is one
  * waiting for its corrective steps; once they complete it is retried. */
-size_t plan_next_ready(const struct plan *plan, size_t agent);
+size_t weft__plan_next_ready(const struct plan *plan, size_t agent);
 
 /* Count steps with @p status. */
-size_t plan_count_status(const struct plan *plan, step_status status);
+size_t weft__plan_count_status(const struct plan *plan, step_status status);
 
 /* Checks on a list of (id, depends_on) pairs. */
 struct plan_check {
@@ -127,13 +127,15 @@ struct plan_check {
     char message[256]; /* what is wrong */
 };
 
-void plan_check_init(struct plan_check *check);
-/* Borrow @p id and @p deps until plan_check_cleanup(). */
-void
-plan_check_add(struct plan_check *check, const char *id, const char *const *deps, size_t dep_count);
+void weft__plan_check_init(struct plan_check *check);
+/* Borrow @p id and @p deps until weft__plan_check_cleanup(). */
+void weft__plan_check_add(struct plan_check *check,
+                          const char *id,
+                          const char *const *deps,
+                          size_t dep_count);
 /* @return WEFT_OK, WEFT_EPARSE (duplicate id, unknown dependency, self-dependency, cycle:
  * see message and bad_index), WEFT_ENOMEM. */
-weft_err plan_check_run(struct plan_check *check);
-void plan_check_cleanup(struct plan_check *check);
+weft_err weft__plan_check_run(struct plan_check *check);
+void weft__plan_check_cleanup(struct plan_check *check);
 
 #endif /* WEFT_RUNTIME_PLAN_H */

@@ -38,7 +38,7 @@ curl_init_once(void)
 }
 
 void
-rt_prompt_cleanup(struct rt_prompt *p)
+weft__rt_prompt_cleanup(struct rt_prompt *p)
 {
     if (p != NULL) {
         weft__free(p->text);
@@ -47,7 +47,7 @@ rt_prompt_cleanup(struct rt_prompt *p)
 }
 
 void
-rt_prompt_ref_cleanup(struct rt_prompt_ref *ref)
+weft__rt_prompt_ref_cleanup(struct rt_prompt_ref *ref)
 {
     if (ref != NULL) {
         weft__free(ref->name);
@@ -58,7 +58,7 @@ rt_prompt_ref_cleanup(struct rt_prompt_ref *ref)
 }
 
 void
-rt_prompt_cache_clear(void)
+weft__rt_prompt_cache_clear(void)
 {
     pthread_mutex_lock(&cache_lock);
     for (size_t i = 0; i < CACHE_SLOTS; i++) {
@@ -272,7 +272,10 @@ out:
 }
 
 weft_err
-rt_prompt_resolve(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t err_len)
+weft__rt_prompt_resolve(const struct rt_prompt_ref *ref,
+                        struct rt_prompt *out,
+                        char *err,
+                        size_t err_len)
 {
     uint64_t ttl_ns =
         weft__env_u64("WEFT_LANGFUSE_PROMPT_TTL_S", DEFAULT_TTL_S, 0, 86400) * 1000000000u;

@@ -14,7 +14,7 @@
  * a prompt version it did not use. Without instructions to fall back on, the step fails
  * (error.type prompt_unavailable) and says why.
  *
- * Thread-safety: rt_prompt_resolve() may be called from any run thread; the cache is locked,
+ * Thread-safety: weft__rt_prompt_resolve() may be called from any run thread; the cache is locked,
  * the fetch is not (two threads may fetch the same prompt once each).
  */
 #ifndef WEFT_RUNTIME_PROMPTS_H
@@ -38,18 +38,18 @@ struct rt_prompt {
     bool is_fallback;
 };
 
-/* Resolve @p ref. @return WEFT_OK (*out filled; free with rt_prompt_cleanup()), WEFT_EINVAL
+/* Resolve @p ref. @return WEFT_OK (*out filled; free with weft__rt_prompt_cleanup()), WEFT_EINVAL
  * (Langfuse not configured and no fallback), WEFT_ENOTFOUND / WEFT_EIO / WEFT_EHTTP (fetch
  * failed, nothing cached and no fallback), WEFT_ENOMEM. @p err receives a sentence. */
-weft_err rt_prompt_resolve(const struct rt_prompt_ref *ref,
-                           struct rt_prompt *out,
-                           char *err,
-                           size_t err_len);
+weft_err weft__rt_prompt_resolve(const struct rt_prompt_ref *ref,
+                                 struct rt_prompt *out,
+                                 char *err,
+                                 size_t err_len);
 
-void rt_prompt_cleanup(struct rt_prompt *p);
-void rt_prompt_ref_cleanup(struct rt_prompt_ref *ref);
+void weft__rt_prompt_cleanup(struct rt_prompt *p);
+void weft__rt_prompt_ref_cleanup(struct rt_prompt_ref *ref);
 
 /* Forget every cached prompt (tests). */
-void rt_prompt_cache_clear(void);
+void weft__rt_prompt_cache_clear(void);
 
 #endif /* WEFT_RUNTIME_PROMPTS_H */

@@ -71,12 +71,12 @@ find_route(const struct wf_router *r, const char *name)
 }
 
 void
-rt_router_decide(struct run *run,
-                 struct weft_span *decision_span,
-                 size_t *route,
-                 rt_layer *layer,
-                 char *reason,
-                 size_t reason_len)
+weft__rt_router_decide(struct run *run,
+                       struct weft_span *decision_span,
+                       size_t *route,
+                       rt_layer *layer,
+                       char *reason,
+                       size_t reason_len)
 {
     const struct weft_workflow *wf = run->wf;
     const struct wf_router *r = &wf->router;
@@ -121,8 +121,8 @@ rt_router_decide(struct run *run,
                                               "content", json_object_get(m, "content")));
     }
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
-    if (rt_llm_call(run, decision_span, "router", NULL, LLM_PURPOSE_ROUTE, r->model, msgs, NULL,
-                    true, r->temperature, 0, &resp, &lerr) != WEFT_OK) {
+    if (weft__rt_llm_call(run, decision_span, "router", NULL, LLM_PURPOSE_ROUTE, r->model, msgs,
+                          NULL, true, r->temperature, 0, &resp, &lerr) != WEFT_OK) {
         *route = r->default_route;
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "router LLM failed (%s): falling back to %s", lerr.type,
@@ -145,5 +145,5 @@ rt_router_decide(struct run *run,
         snprintf(reason, reason_len, "%.300s", why != NULL ? why : chosen);
     }
     json_decref(answer);
-    llm_response_cleanup(&resp);
+    weft__llm_response_cleanup(&resp);
 }

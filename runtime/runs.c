@@ -17,7 +17,7 @@
 static weft_err
 open_existing(const char *state_path, struct rt_state **out)
 {
-    char *path = state_path != NULL ? weft__strdup(state_path) : state_default_path();
+    char *path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
     char err[256];
     weft_err rc = WEFT_OK;
 
@@ -29,7 +29,7 @@ open_existing(const char *state_path, struct rt_state **out)
         weft__free(path);
         return WEFT_ENOTFOUND;
     }
-    rc = state_open(path, out, err, sizeof(err));
+    rc = weft__state_open(path, out, err, sizeof(err));
     if (rc != WEFT_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "%s", err);
     }
@@ -50,9 +50,9 @@ weft_runs_list(const char *state_path, size_t limit, struct weft_run_info **out,
     *count = 0;
     err = open_existing(state_path, &st);
     if (err == WEFT_OK) {
-        err = state_runs_list(st, limit == 0 ? 20 : limit, out, count);
+        err = weft__state_runs_list(st, limit == 0 ? 20 : limit, out, count);
     }
-    state_close(st);
+    weft__state_close(st);
     return err;
 }
 
@@ -68,13 +68,13 @@ weft_runs_recover(const char *state_path, weft_interrupted_fn fn, void *user_dat
     }
     err = open_existing(state_path, &st);
     if (err == WEFT_OK) {
-        err = state_recover(st, fn, user_data, count);
-        if (state_check(st, why, sizeof(why)) != WEFT_OK) {
+        err = weft__state_recover(st, fn, user_data, count);
+        if (weft__state_check(st, why, sizeof(why)) != WEFT_OK) {
             WEFT_LOG(WEFT_LOG_ERROR, "%s", why);
             err = WEFT_EIO;
         }
     }
-    state_close(st);
+    weft__state_close(st);
     return err;
 }
 
@@ -82,7 +82,7 @@ void
 weft_run_infos_free(struct weft_run_info *infos, size_t count)
 {
     for (size_t i = 0; infos != NULL && i < count; i++) {
-        state_info_cleanup(&infos[i]);
+        weft__state_info_cleanup(&infos[i]);
     }
     weft__free(infos);
 }
@@ -267,24 +267,24 @@ weft_run_load(const char *state_path, const char *ref, struct weft_run_details *
     if (err != WEFT_OK) {
         return err;
     }
-    err = state_run_resolve(st, ref, id, sizeof(id), why, sizeof(why));
+    err = weft__state_run_resolve(st, ref, id, sizeof(id), why, sizeof(why));
     if (err == WEFT_EINVAL) {
         WEFT_LOG(WEFT_LOG_WARN, "%s", why);
     }
     if (err == WEFT_OK) {
         d = weft__calloc(1, sizeof(*d));
-        err = d == NULL ? WEFT_ENOMEM : state_run_info(st, id, &d->info);
+        err = d == NULL ? WEFT_ENOMEM : weft__state_run_info(st, id, &d->info);
     }
     if (err == WEFT_OK) {
-        err = state_steps_each(st, id, add_step, d);
+        err = weft__state_steps_each(st, id, add_step, d);
     }
     if (err == WEFT_OK) {
-        err = state_corrections_each(st, id, add_correction, d);
+        err = weft__state_corrections_each(st, id, add_correction, d);
     }
     if (err == WEFT_OK) {
         err = mark_skipped(d);
     }
-    state_close(st);
+    weft__state_close(st);
     if (err != WEFT_OK) {
         weft_run_details_free(d);
         return err;
@@ -299,7 +299,7 @@ weft_run_details_free(struct weft_run_details *d)
     if (d == NULL) {
         return;
     }
-    state_info_cleanup(&d->info);
+    weft__state_info_cleanup(&d->info);
     for (size_t i = 0; i < d->step_count; i++) {
         struct weft_run_step *s = &d->steps[i];
         weft__free(s->id);
@@ -337,5 +337,5 @@ weft_run_details_free(struct weft_run_details *d)
 weft_err
 weft_runtime_metrics_from_store(struct weft_meter *meter, const char *state_path)
 {
-    return rt_mstore_fold(meter, state_path);
+    return weft__rt_mstore_fold(meter, state_path);
 }

@@ -323,7 +323,7 @@ weft_secrets_text_free(char *text)
 }
 
 weft_err
-rt_secrets_scrub_owned(char **text)
+weft__rt_secrets_scrub_owned(char **text)
 {
     char *scrubbed = NULL;
     weft_err err = WEFT_OK;
@@ -345,7 +345,7 @@ rt_secrets_scrub_owned(char **text)
 }
 
 void
-rt_secrets_scrub_fixed(char *buf, size_t cap)
+weft__rt_secrets_scrub_fixed(char *buf, size_t cap)
 {
     char *scrubbed = NULL;
 
@@ -422,7 +422,7 @@ add_env(const char *var)
 }
 
 void
-rt_secrets_load(const struct weft_workflow *wf)
+weft__rt_secrets_load(const struct weft_workflow *wf)
 {
     static const char *const header_vars[] = {
         "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",

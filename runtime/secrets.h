@@ -15,15 +15,15 @@ struct weft_workflow;
  * "pk:sk" that Basic authentication sends, and WEFT_WATCHDOG_WEBHOOK_AUTHORIZATION (whole and
  * after its scheme). Values shorter than WEFT_SECRET_MIN_LEN are skipped. @p wf may be NULL
  * (environment only). Never fails: a full registry is logged once by weft_secrets_add(). */
-void rt_secrets_load(const struct weft_workflow *wf);
+void weft__rt_secrets_load(const struct weft_workflow *wf);
 
 /* Replace the weft__malloc'd string *@p text by its scrubbed copy when a secret occurs in it.
  * NULL *text is left alone. @return WEFT_OK, WEFT_ENOMEM (*text is then freed and NULL, so
  * the secret cannot be written by mistake). */
-weft_err rt_secrets_scrub_owned(char **text);
+weft_err weft__rt_secrets_scrub_owned(char **text);
 
 /* Scrub the NUL-terminated text in @p buf (capacity @p cap) in place, cutting the result to
  * cap - 1 bytes. When out of memory the whole text becomes "[REDACTED]". */
-void rt_secrets_scrub_fixed(char *buf, size_t cap);
+void weft__rt_secrets_scrub_fixed(char *buf, size_t cap);
 
 #endif /* WEFT_RUNTIME_SECRETS_H */

@@ -87,18 +87,18 @@ start(struct run *run,
 }
 
 struct weft_span *
-rt_span_start(struct run *run,
-              rt_span_kind kind,
-              const char *subject,
-              struct weft_span *parent,
-              const struct weft_link_spec *links,
-              size_t link_count)
+weft__rt_span_start(struct run *run,
+                    rt_span_kind kind,
+                    const char *subject,
+                    struct weft_span *parent,
+                    const struct weft_link_spec *links,
+                    size_t link_count)
 {
     return start(run, kind, subject, parent, NULL, links, link_count);
 }
 
 void
-rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text)
+weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text)
 {
     if (run->capture_content && text != NULL) {
         weft_span_set_str(span, key, text);
@@ -106,17 +106,17 @@ rt_span_content(struct run *run, struct weft_span *span, const char *key, const 
 }
 
 struct weft_span *
-rt_span_start_under(struct run *run,
-                    rt_span_kind kind,
-                    const char *subject,
-                    const struct weft_span_context *parent,
-                    const struct weft_link_spec *links,
-                    size_t link_count)
+weft__rt_span_start_under(struct run *run,
+                          rt_span_kind kind,
+                          const char *subject,
+                          const struct weft_span_context *parent,
+                          const struct weft_link_spec *links,
+                          size_t link_count)
 {
     if (parent == NULL || !weft_span_context_is_valid(parent)) {
         /* The run's root itself starts a new trace when it has no parent. */
-        return rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root, links,
-                             link_count);
+        return weft__rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root,
+                                   links, link_count);
     }
     return start(run, kind, subject, NULL, parent, links, link_count);
 }

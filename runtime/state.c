@@ -36,7 +36,7 @@ struct cached_stmt {
 struct rt_state {
     sqlite3 *db;
     struct cached_stmt cache[STMT_CACHE];
-    unsigned tx_depth;    /* state_begin() nesting: only the outermost pair touches SQLite */
+    unsigned tx_depth;    /* weft__state_begin() nesting: only the outermost pair touches SQLite */
     bool is_tx_failed;    /* a write inside the open transaction failed: roll it back */
     bool is_damaged;      /* SQLite said the file is corrupt (durable.c) */
     char owner_token[33]; /* this handle's lease token; "" when it owns no run */
@@ -128,7 +128,7 @@ static const char migrate_v2[] =
     "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_ns);";
 
 char *
-state_default_path(void)
+weft__state_default_path(void)
 {
     const char *home = weft__env("WEFT_HOME");
     struct weft__buf b;
@@ -141,7 +141,7 @@ state_default_path(void)
         weft__buf_cleanup(&b);
         return NULL;
     }
-    (void)weft__mkdir_parents(b.data, 0700); /* state_open() reports what still fails */
+    (void)weft__mkdir_parents(b.data, 0700); /* weft__state_open() reports what still fails */
     return b.data;
 }
 
@@ -170,7 +170,7 @@ make_private(const char *path)
 }
 
 weft_err
-state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
+weft__state_open(const char *path, struct rt_state **out, char *err, size_t err_len)
 {
     struct rt_state *st = NULL;
     char *errmsg = NULL;
@@ -224,12 +224,12 @@ sql_fail:
     sqlite3_free(errmsg);
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 fail:
-    state_close(st);
+    weft__state_close(st);
     return WEFT_EIO;
 }
 
 void
-state_close(struct rt_state *st)
+weft__state_close(struct rt_state *st)
 {
     if (st == NULL) {
         return;
@@ -344,7 +344,7 @@ cached(struct rt_state *st, const char *sql)
 }
 
 weft_err
-state_begin(struct rt_state *st)
+weft__state_begin(struct rt_state *st)
 {
     if (st->tx_depth++ > 0) {
         return WEFT_OK;
@@ -360,13 +360,13 @@ state_begin(struct rt_state *st)
 }
 
 bool
-state_in_transaction(const struct rt_state *st)
+weft__state_in_transaction(const struct rt_state *st)
 {
     return st != NULL && st->tx_depth > 0;
 }
 
 weft_err
-state_commit(struct rt_state *st)
+weft__state_commit(struct rt_state *st)
 {
     if (st->tx_depth == 0 || --st->tx_depth > 0) {
         return WEFT_OK;
@@ -384,13 +384,13 @@ state_commit(struct rt_state *st)
 }
 
 weft_err
-state_run_begin(struct rt_state *st,
-                const char *run_id,
-                const char *workflow,
-                const char *workflow_path,
-                const char *session_id,
-                const char *input,
-                uint64_t started_ns)
+weft__state_run_begin(struct rt_state *st,
+                      const char *run_id,
+                      const char *workflow,
+                      const char *workflow_path,
+                      const char *session_id,
+                      const char *input,
+                      uint64_t started_ns)
 {
     sqlite3_stmt *stmt = prepare(st, "INSERT INTO runs (id, workflow, workflow_path, session_id,"
                                      " input, status, started_ns)"
@@ -411,10 +411,10 @@ state_run_begin(struct rt_state *st,
 }
 
 weft_err
-state_run_trace(struct rt_state *st,
-                const char *run_id,
-                const char *trace_id,
-                const char *root_span_id)
+weft__state_run_trace(struct rt_state *st,
+                      const char *run_id,
+                      const char *trace_id,
+                      const char *root_span_id)
 {
     sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET resumed_from_trace = CASE WHEN trace_id IS"
                                      " NOT NULL AND trace_id != ? THEN trace_id ELSE"
@@ -432,7 +432,7 @@ state_run_trace(struct rt_state *st,
 }
 
 weft_err
-state_run_end(struct rt_state *st, const char *run_id, const struct state_run_end *end)
+weft__state_run_end(struct rt_state *st, const char *run_id, const struct weft__state_run_end *end)
 {
     sqlite3_stmt *stmt =
         prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
@@ -522,12 +522,12 @@ step_upsert(struct rt_state *st,
         bind_text(stmt, 4, actor);
         bind_text(stmt, 5, step->task);
         bind_text(stmt, 6, deps_text);
-        bind_text(stmt, 7, step_status_name(step->status));
+        bind_text(stmt, 7, weft__step_status_name(step->status));
         sqlite3_bind_int64(stmt, 8, step->attempts);
         bind_text(stmt, 9, step->result);
         bind_text(stmt, 10, step->feedback);
         bind_text(stmt, 11, step->requested_by);
-        bind_text(stmt, 12, step_executor_name(step->executor));
+        bind_text(stmt, 12, weft__step_executor_name(step->executor));
         bind_text(stmt, 13, spec_text);
         bind_text(stmt, 14, step->parent);
         if (step->has_reward) {
@@ -553,26 +553,26 @@ step_upsert(struct rt_state *st,
 }
 
 weft_err
-state_step_save(struct rt_state *st,
-                const char *run_id,
-                size_t index,
-                const struct plan_step *step,
-                const char *actor)
+weft__state_step_save(struct rt_state *st,
+                      const char *run_id,
+                      size_t index,
+                      const struct plan_step *step,
+                      const char *actor)
 {
     return step_upsert(st, run_id, index, step, actor);
 }
 
 weft_err
-state_surgery(struct rt_state *st,
-              const char *run_id,
-              const struct plan *plan,
-              size_t failed,
-              size_t first_new,
-              unsigned seq,
-              const char *error_type,
-              const json_t *depends_before,
-              const json_t *depends_after,
-              const char *const *actors)
+weft__state_surgery(struct rt_state *st,
+                    const char *run_id,
+                    const struct plan *plan,
+                    size_t failed,
+                    size_t first_new,
+                    unsigned seq,
+                    const char *error_type,
+                    const json_t *depends_before,
+                    const json_t *depends_after,
+                    const char *const *actors)
 {
     sqlite3_stmt *stmt = NULL;
     json_t *inserted = json_array();
@@ -634,7 +634,7 @@ out:
 }
 
 weft_err
-state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out)
+weft__state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT role, content, route FROM (SELECT seq, role, content,"
                                      " route FROM messages WHERE session_id = ?"
@@ -671,12 +671,12 @@ state_messages_load(struct rt_state *st, const char *session_id, size_t limit, j
 }
 
 weft_err
-state_message_add(struct rt_state *st,
-                  const char *session_id,
-                  const char *run_id,
-                  const char *role,
-                  const char *content,
-                  const char *route)
+weft__state_message_add(struct rt_state *st,
+                        const char *session_id,
+                        const char *run_id,
+                        const char *role,
+                        const char *content,
+                        const char *route)
 {
     sqlite3_stmt *stmt = cached(st, "INSERT INTO messages (session_id, seq, run_id, role,"
                                     " content, route, created_ns) VALUES (?, (SELECT"
@@ -697,7 +697,10 @@ state_message_add(struct rt_state *st,
 }
 
 weft_err
-state_cursors_load(struct rt_state *st, const char *session_id, const char *script, json_t **out)
+weft__state_cursors_load(struct rt_state *st,
+                         const char *session_id,
+                         const char *script,
+                         json_t **out)
 {
     sqlite3_stmt *stmt =
         prepare(st, "SELECT cursors FROM script_cursors WHERE session_id = ? AND script = ?");
@@ -749,10 +752,10 @@ state_cursors_load(struct rt_state *st, const char *session_id, const char *scri
 }
 
 weft_err
-state_cursors_save(struct rt_state *st,
-                   const char *session_id,
-                   const char *script,
-                   const json_t *cursors)
+weft__state_cursors_save(struct rt_state *st,
+                         const char *session_id,
+                         const char *script,
+                         const json_t *cursors)
 {
     const char *key = NULL;
     json_t *v = NULL;
@@ -760,7 +763,7 @@ state_cursors_save(struct rt_state *st,
     weft_err err = WEFT_OK;
 
     /* Several queues at once (parallel flow steps) land in one transaction. */
-    if (is_multi && state_begin(st) != WEFT_OK) {
+    if (is_multi && weft__state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
     json_object_foreach((json_t *)cursors, key, v)
@@ -782,7 +785,7 @@ state_cursors_save(struct rt_state *st,
             break;
         }
     }
-    if (is_multi && state_commit(st) != WEFT_OK) {
+    if (is_multi && weft__state_commit(st) != WEFT_OK) {
         err = WEFT_EIO;
     }
     return err;
@@ -840,7 +843,7 @@ read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
 }
 
 void
-state_info_cleanup(struct weft_run_info *info)
+weft__state_info_cleanup(struct weft_run_info *info)
 {
     weft__free(info->run_id);
     weft__free(info->workflow);
@@ -857,7 +860,7 @@ state_info_cleanup(struct weft_run_info *info)
 }
 
 weft_err
-state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data)
+weft__state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data)
 {
     sqlite3_stmt *stmt =
         prepare(st, "SELECT " RUN_COLUMNS " FROM runs ORDER BY started_ns DESC LIMIT ?");
@@ -875,7 +878,7 @@ state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_d
         memset(&info, 0, sizeof(info));
         read_info(stmt, &info, &is_oom);
         err = is_oom ? WEFT_ENOMEM : fn(&info, user_data);
-        state_info_cleanup(&info);
+        weft__state_info_cleanup(&info);
     }
     sqlite3_finalize(stmt);
     if (err == WEFT_OK && rc != SQLITE_DONE) {
@@ -901,7 +904,7 @@ collect_run(struct weft_run_info *info, void *user_data)
 }
 
 weft_err
-state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count)
+weft__state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count)
 {
     struct collect_runs c = {NULL, 0};
     weft_err err = WEFT_OK;
@@ -912,10 +915,10 @@ state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, s
     if (c.infos == NULL) {
         return WEFT_ENOMEM;
     }
-    err = state_runs_each(st, limit, collect_run, &c);
+    err = weft__state_runs_each(st, limit, collect_run, &c);
     if (err != WEFT_OK) {
         for (size_t i = 0; i < c.count; i++) {
-            state_info_cleanup(&c.infos[i]);
+            weft__state_info_cleanup(&c.infos[i]);
         }
         weft__free(c.infos);
         return err;
@@ -926,7 +929,7 @@ state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, s
 }
 
 weft_err
-state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data)
+weft__state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data)
 {
     /* Finished agent steps only: pending and paused steps have no outcome yet. */
     sqlite3_stmt *stmt =
@@ -954,7 +957,7 @@ state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data
 }
 
 weft_err
-state_run_resolve(
+weft__state_run_resolve(
     struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
 {
     sqlite3_stmt *stmt = NULL;
@@ -1002,7 +1005,7 @@ state_run_resolve(
 }
 
 weft_err
-state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info)
+weft__state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?");
     bool is_oom = false;
@@ -1019,14 +1022,14 @@ state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *in
     }
     sqlite3_finalize(stmt);
     if (is_oom) {
-        state_info_cleanup(info);
+        weft__state_info_cleanup(info);
         return WEFT_ENOMEM;
     }
     return rc == SQLITE_ROW ? WEFT_OK : rc == SQLITE_DONE ? WEFT_ENOTFOUND : WEFT_EIO;
 }
 
 weft_err
-state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data)
+weft__state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT step_id, agent, task, depends_on, status, attempts,"
                                      " result, feedback, requested_by, executor, spec, parent,"
@@ -1071,10 +1074,10 @@ state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void
 }
 
 weft_err
-state_corrections_each(struct rt_state *st,
-                       const char *run_id,
-                       state_correction_fn fn,
-                       void *user_data)
+weft__state_corrections_each(struct rt_state *st,
+                             const char *run_id,
+                             state_correction_fn fn,
+                             void *user_data)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT seq, failed_step, error_type, inserted,"
                                      " depends_before, depends_after, created_ns FROM corrections"
@@ -1105,11 +1108,11 @@ state_corrections_each(struct rt_state *st,
 }
 
 weft_err
-state_exchange_add(struct rt_state *st,
-                   const char *run_id,
-                   const char *who,
-                   const char *purpose,
-                   const json_t *entry)
+weft__state_exchange_add(struct rt_state *st,
+                         const char *run_id,
+                         const char *who,
+                         const char *purpose,
+                         const json_t *entry)
 {
     char *raw = json_dumps(entry, JSON_COMPACT);
     char *text = raw != NULL ? weft__redact_text(raw) : NULL;
@@ -1139,7 +1142,7 @@ state_exchange_add(struct rt_state *st,
 }
 
 weft_err
-state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out)
+weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, entry FROM llm_exchanges"
                                      " WHERE run_id = ? ORDER BY seq");
@@ -1196,7 +1199,7 @@ state_note_error(struct rt_state *st, int rc)
 }
 
 weft_err
-state_check(struct rt_state *st, char *err, size_t err_len)
+weft__state_check(struct rt_state *st, char *err, size_t err_len)
 {
     const char *path = NULL;
 
@@ -1221,7 +1224,7 @@ state_hostname(char *out, size_t len)
 }
 
 bool
-state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns)
+weft__state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns)
 {
     char me[256];
 
@@ -1252,7 +1255,7 @@ state_owner_view(sqlite3_stmt *stmt, int first, struct weft_run_info *info, bool
     char *status = NULL;
 
     if (info->status == NULL || strcmp(info->status, "running") != 0 ||
-        state_owner_is_alive(pid, host, heartbeat, weft__now_ns())) {
+        weft__state_owner_is_alive(pid, host, heartbeat, weft__now_ns())) {
         return;
     }
     status = weft__strdup("interrupted");
@@ -1282,7 +1285,7 @@ state_new_token(char out[33])
     out[32] = '\0';
 }
 
-/* End a transaction of state_begin(): committed when @p err is WEFT_OK or a refusal that
+/* End a transaction of weft__state_begin(): committed when @p err is WEFT_OK or a refusal that
  * wrote nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the
  * commit's failure. */
 static weft_err
@@ -1293,12 +1296,12 @@ tx_end(struct rt_state *st, weft_err err)
     if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
         st->is_tx_failed = true;
     }
-    commit_err = state_commit(st);
+    commit_err = weft__state_commit(st);
     return err != WEFT_OK ? err : commit_err;
 }
 
 weft_err
-state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder)
+weft__state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder)
 {
     sqlite3_stmt *stmt = NULL;
     char host[256];
@@ -1309,9 +1312,9 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
 
     memset(holder, 0, sizeof(*holder));
     state_hostname(host, sizeof(host));
-    /* IMMEDIATE (state_begin): two processes cannot both read "no owner" and both take the
+    /* IMMEDIATE (weft__state_begin): two processes cannot both read "no owner" and both take the
      * run. */
-    if (state_begin(st) != WEFT_OK) {
+    if (weft__state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
     stmt = prepare(st, "SELECT owner_pid, owner_host, owner_token, owner_since_ns, heartbeat_ns"
@@ -1323,8 +1326,8 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 2) != SQLITE_NULL &&
         strcmp(state_col_text(stmt, 2), st->owner_token) != 0 &&
-        state_owner_is_alive(sqlite3_column_int64(stmt, 0), state_col_text(stmt, 1),
-                             (uint64_t)sqlite3_column_int64(stmt, 4), now)) {
+        weft__state_owner_is_alive(sqlite3_column_int64(stmt, 0), state_col_text(stmt, 1),
+                                   (uint64_t)sqlite3_column_int64(stmt, 4), now)) {
         holder->pid = sqlite3_column_int64(stmt, 0);
         snprintf(holder->host, sizeof(holder->host), "%s",
                  state_col_text(stmt, 1) != NULL ? state_col_text(stmt, 1) : "?");
@@ -1363,7 +1366,7 @@ state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner 
 }
 
 weft_err
-state_lease_release(struct rt_state *st, const char *run_id)
+weft__state_lease_release(struct rt_state *st, const char *run_id)
 {
     sqlite3_stmt *stmt = NULL;
     weft_err err = WEFT_OK;
@@ -1385,7 +1388,7 @@ state_lease_release(struct rt_state *st, const char *run_id)
 }
 
 weft_err
-state_heartbeat(struct rt_state *st, const char *run_id)
+weft__state_heartbeat(struct rt_state *st, const char *run_id)
 {
     sqlite3_stmt *stmt = NULL;
     uint64_t mono = weft__monotonic_ns();
@@ -1407,11 +1410,11 @@ state_heartbeat(struct rt_state *st, const char *run_id)
 }
 
 weft_err
-state_run_root(struct rt_state *st,
-               const char *run_id,
-               const char *name,
-               const char *parent_span_id,
-               uint64_t started_ns)
+weft__state_run_root(struct rt_state *st,
+                     const char *run_id,
+                     const char *name,
+                     const char *parent_span_id,
+                     uint64_t started_ns)
 {
     sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET root_span_name = ?, root_parent_span_id = ?,"
                                      " root_started_ns = ? WHERE id = ?");
@@ -1427,7 +1430,7 @@ state_run_root(struct rt_state *st,
 }
 
 weft_err
-state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash)
+weft__state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash)
 {
     sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET workflow_hash = ? WHERE id = ?");
 
@@ -1440,7 +1443,7 @@ state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash)
 }
 
 weft_err
-state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len)
+weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len)
 {
     sqlite3_stmt *stmt = prepare(st, "SELECT workflow_hash FROM runs WHERE id = ?");
     weft_err err = WEFT_ENOTFOUND;
@@ -1519,7 +1522,7 @@ open_steps(struct rt_state *st, struct state_dead *d)
 }
 
 weft_err
-state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
+weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
 {
     sqlite3_stmt *stmt = NULL;
     struct state_dead *dead = NULL;
@@ -1532,7 +1535,7 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
     if (count != NULL) {
         *count = 0;
     }
-    if (state_begin(st) != WEFT_OK) {
+    if (weft__state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
     stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
@@ -1548,8 +1551,8 @@ state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, siz
         uint64_t heartbeat = (uint64_t)sqlite3_column_int64(stmt, 8);
         uint64_t last_step = (uint64_t)sqlite3_column_int64(stmt, 11);
 
-        if (state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2), heartbeat,
-                                 now)) {
+        if (weft__state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2),
+                                       heartbeat, now)) {
             continue;
         }
         if (n == cap) {

@@ -20,39 +20,39 @@ struct rt_state;
 
 /* Open (creating file and schema when missing). @return WEFT_OK, WEFT_EIO (message in @p err),
  * WEFT_ENOMEM. */
-weft_err state_open(const char *path, struct rt_state **out, char *err, size_t err_len);
-void state_close(struct rt_state *st);
+weft_err weft__state_open(const char *path, struct rt_state **out, char *err, size_t err_len);
+void weft__state_close(struct rt_state *st);
 
 /* The default path: $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft, created on demand).
  * Ownership: returns new (weft__free). */
-char *state_default_path(void);
+char *weft__state_default_path(void);
 
-/* Group the writes until the matching state_commit() into one transaction (one commit, so a
+/* Group the writes until the matching weft__state_commit() into one transaction (one commit, so a
  * step and what goes with it cost one WAL write). Nestable: only the outermost pair counts.
  * A write that fails inside makes the commit roll everything back. Never hold a transaction
  * across a blocking call (an LLM call, a tool): other processes' writes wait on it.
  * @return WEFT_OK, WEFT_EIO (logged). */
-weft_err state_begin(struct rt_state *st);
-weft_err state_commit(struct rt_state *st);
-/* Inside a state_begin() pair (false for NULL). */
-bool state_in_transaction(const struct rt_state *st);
+weft_err weft__state_begin(struct rt_state *st);
+weft_err weft__state_commit(struct rt_state *st);
+/* Inside a weft__state_begin() pair (false for NULL). */
+bool weft__state_in_transaction(const struct rt_state *st);
 
-weft_err state_run_begin(struct rt_state *st,
-                         const char *run_id,
-                         const char *workflow,
-                         const char *workflow_path,
-                         const char *session_id,
-                         const char *input,
-                         uint64_t started_ns);
+weft_err weft__state_run_begin(struct rt_state *st,
+                               const char *run_id,
+                               const char *workflow,
+                               const char *workflow_path,
+                               const char *session_id,
+                               const char *input,
+                               uint64_t started_ns);
 
 /* Record the run's trace as soon as its root span exists, so a killed run can be resumed with
  * a link to it. */
-weft_err state_run_trace(struct rt_state *st,
-                         const char *run_id,
-                         const char *trace_id,
-                         const char *root_span_id);
+weft_err weft__state_run_trace(struct rt_state *st,
+                               const char *run_id,
+                               const char *trace_id,
+                               const char *root_span_id);
 
-struct state_run_end {
+struct weft__state_run_end {
     const char *status;
     const char *reason;
     const char *trace_id;
@@ -67,71 +67,74 @@ struct state_run_end {
     const char *loops; /* JSON object {kind: count} */
 };
 
-weft_err state_run_end(struct rt_state *st, const char *run_id, const struct state_run_end *end);
+weft_err
+weft__state_run_end(struct rt_state *st, const char *run_id, const struct weft__state_run_end *end);
 
 /* Insert or update step @p index of the run's plan; @p actor is its agent or executor name. */
-weft_err state_step_save(struct rt_state *st,
-                         const char *run_id,
-                         size_t index,
-                         const struct plan_step *step,
-                         const char *actor);
+weft_err weft__state_step_save(struct rt_state *st,
+                               const char *run_id,
+                               size_t index,
+                               const struct plan_step *step,
+                               const char *actor);
 
 /* DAG surgery in one transaction: insert steps [first_new, plan->count), update the failed
  * step (paused, rewired) and record correction @p seq. @p actors[i] names step i's agent or
  * executor. On failure everything is rolled back. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
-weft_err state_surgery(struct rt_state *st,
-                       const char *run_id,
-                       const struct plan *plan,
-                       size_t failed,
-                       size_t first_new,
-                       unsigned seq,
-                       const char *error_type,
-                       const json_t *depends_before,
-                       const json_t *depends_after,
-                       const char *const *actors);
+weft_err weft__state_surgery(struct rt_state *st,
+                             const char *run_id,
+                             const struct plan *plan,
+                             size_t failed,
+                             size_t first_new,
+                             unsigned seq,
+                             const char *error_type,
+                             const json_t *depends_before,
+                             const json_t *depends_after,
+                             const char *const *actors);
 
 /* The session's messages, oldest first, as [{"role", "content", "route"}] (route may be
  * null), at most the last @p limit. Ownership: caller owns *out (json_decref). */
 weft_err
-state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out);
+weft__state_messages_load(struct rt_state *st, const char *session_id, size_t limit, json_t **out);
 
-weft_err state_message_add(struct rt_state *st,
-                           const char *session_id,
-                           const char *run_id,
-                           const char *role,
-                           const char *content,
-                           const char *route);
+weft_err weft__state_message_add(struct rt_state *st,
+                                 const char *session_id,
+                                 const char *run_id,
+                                 const char *role,
+                                 const char *content,
+                                 const char *route);
 
-/* Scripted-provider cursors of a session (see llm_scripted_cursors()), keyed by script path.
+/* Scripted-provider cursors of a session (see weft__llm_scripted_cursors()), keyed by script path.
  * *out is NULL when none were saved. Ownership: caller owns *out (json_decref). */
-weft_err
-state_cursors_load(struct rt_state *st, const char *session_id, const char *script, json_t **out);
+weft_err weft__state_cursors_load(struct rt_state *st,
+                                  const char *session_id,
+                                  const char *script,
+                                  json_t **out);
 /* Save the queues in @p cursors ({"agent/purpose": n}: all of them or only those that changed,
- * see llm_scripted_cursors_changed()); queues not named keep their saved value. One row per
+ * see weft__llm_scripted_cursors_changed()); queues not named keep their saved value. One row per
  * queue, so a step's save costs the same whatever the plan's size. */
-weft_err state_cursors_save(struct rt_state *st,
-                            const char *session_id,
-                            const char *script,
-                            const json_t *cursors);
+weft_err weft__state_cursors_save(struct rt_state *st,
+                                  const char *session_id,
+                                  const char *script,
+                                  const json_t *cursors);
 
 /* Reading runs back (runs.c builds the public API on these). */
 weft_err
-state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count);
+weft__state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **out, size_t *count);
 /* Call @p fn for the @p limit most recent runs, newest first, without holding them all. The
  * record is freed after the call; @p fn may take its strings over by zeroing it. Stops at the
  * first error @p fn returns. */
 typedef weft_err (*state_run_fn)(struct weft_run_info *info, void *user_data);
-weft_err state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
+weft_err weft__state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
 /* Finished agent steps counted by workflow, agent and outcome (weft serve's metrics). */
 typedef weft_err (*state_agent_count_fn)(
     const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data);
-weft_err state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data);
-void state_info_cleanup(struct weft_run_info *info);
+weft_err weft__state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data);
+void weft__state_info_cleanup(struct weft_run_info *info);
 /* Resolve "last", an id or a unique prefix into @p out. @return WEFT_OK, WEFT_ENOTFOUND,
  * WEFT_EINVAL (ambiguous or malformed; @p err says which), WEFT_EIO. */
-weft_err state_run_resolve(
+weft_err weft__state_run_resolve(
     struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len);
-weft_err state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info);
+weft_err weft__state_run_info(struct rt_state *st, const char *run_id, struct weft_run_info *info);
 
 /* One stored step; every pointer is borrowed for the callback. */
 struct state_step_row {
@@ -159,21 +162,21 @@ typedef weft_err (*state_correction_fn)(const struct weft_run_correction *c, voi
 /* Call @p fn for each step of the run in plan order / each correction in order; stops at the
  * first error @p fn returns. */
 weft_err
-state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data);
-weft_err state_corrections_each(struct rt_state *st,
-                                const char *run_id,
-                                state_correction_fn fn,
-                                void *user_data);
+weft__state_steps_each(struct rt_state *st, const char *run_id, state_step_fn fn, void *user_data);
+weft_err weft__state_corrections_each(struct rt_state *st,
+                                      const char *run_id,
+                                      state_correction_fn fn,
+                                      void *user_data);
 
-/* Keep one LLM exchange of a run (a script entry, see llm_exchange_json()). */
-weft_err state_exchange_add(struct rt_state *st,
-                            const char *run_id,
-                            const char *who,
-                            const char *purpose,
-                            const json_t *entry);
+/* Keep one LLM exchange of a run (a script entry, see weft__llm_exchange_json()). */
+weft_err weft__state_exchange_add(struct rt_state *st,
+                                  const char *run_id,
+                                  const char *who,
+                                  const char *purpose,
+                                  const json_t *entry);
 /* The run's exchanges as a replayable script. @return WEFT_OK, WEFT_ENOTFOUND (none), WEFT_EIO,
  * WEFT_ENOMEM. Ownership: caller owns *out. */
-weft_err state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
+weft_err weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Durability (docs/durability.md)                                                             */
@@ -185,11 +188,12 @@ weft_err state_exchanges_script(struct rt_state *st, const char *run_id, json_t 
 
 /* Is the owner alive? On this host: its pid exists (kill(pid, 0) is not ESRCH); on another:
  * its heartbeat is younger than STATE_OWNER_STALE_NS. No host recorded counts as alive. */
-bool state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns);
+bool
+weft__state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns);
 
 /* WEFT_EIO with a sentence naming the file in @p err once SQLite has reported the database
  * damaged (SQLITE_CORRUPT, SQLITE_NOTADB) on any call; else WEFT_OK. */
-weft_err state_check(struct rt_state *st, char *err, size_t err_len);
+weft_err weft__state_check(struct rt_state *st, char *err, size_t err_len);
 
 /* Who holds a run. */
 struct state_owner {
@@ -200,32 +204,34 @@ struct state_owner {
 };
 
 /* Make this handle the run's only owner, in one IMMEDIATE transaction: taken when the run has
- * no owner or its owner is gone (see state_owner_is_alive()). @return WEFT_OK, WEFT_ENOTFOUND
+ * no owner or its owner is gone (see weft__state_owner_is_alive()). @return WEFT_OK, WEFT_ENOTFOUND
  * (no such run), WEFT_ESTATE (a live owner holds it: @p holder says who), WEFT_EIO. */
-weft_err state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder);
+weft_err
+weft__state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder);
 /* Give the run up (no-op when this handle does not own it); the heartbeat keeps its time. */
-weft_err state_lease_release(struct rt_state *st, const char *run_id);
+weft_err weft__state_lease_release(struct rt_state *st, const char *run_id);
 /* Refresh the owner's heartbeat (at most once per STATE_HEARTBEAT_MIN_INTERVAL_NS). */
-weft_err state_heartbeat(struct rt_state *st, const char *run_id);
+weft_err weft__state_heartbeat(struct rt_state *st, const char *run_id);
 
 /* The run's root span, kept so recovery can close it: name, parent span id (hex, may be
  * NULL) and start. */
-weft_err state_run_root(struct rt_state *st,
-                        const char *run_id,
-                        const char *name,
-                        const char *parent_span_id,
-                        uint64_t started_ns);
+weft_err weft__state_run_root(struct rt_state *st,
+                              const char *run_id,
+                              const char *name,
+                              const char *parent_span_id,
+                              uint64_t started_ns);
 
 /* The hash of the workflow file the run was started (or last resumed) with. get: WEFT_OK,
  * WEFT_ENOTFOUND (none stored), WEFT_EIO. */
-weft_err state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash);
-weft_err state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len);
+weft_err weft__state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash);
+weft_err
+weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len);
 
 /* Mark every running run whose owner is gone as interrupted (ended at its last sign of life,
  * owner cleared), in one transaction, then call @p fn (may be NULL) for each, after the
  * commit. @p count receives how many were marked. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
 typedef void (*state_interrupted_fn)(const struct weft_interrupted_run *run, void *user_data);
 weft_err
-state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count);
+weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count);
 
 #endif /* WEFT_RUNTIME_STATE_H */

@@ -88,7 +88,7 @@ announce(struct run *run,
 {
     struct watchdog *wd = &run->watchdog;
 
-    rt_metrics_stuck(run->metrics, kind);
+    weft__rt_metrics_stuck(run->metrics, kind);
     WEFT_LOG(WEFT_LOG_WARN, "run %s: stuck loop (%s): %s", run->run_id, kind, evidence);
     if (wd->webhook != NULL) {
         struct rt_webhook_alert alert = {
@@ -103,7 +103,7 @@ announce(struct run *run,
                                                  : NULL,
             .agent = agent,
         };
-        (void)rt_webhook_post(wd->webhook, &alert); /* a full queue is counted there */
+        (void)weft__rt_webhook_post(wd->webhook, &alert); /* a full queue is counted there */
     }
 }
 
@@ -211,7 +211,7 @@ learn(struct watchdog *wd, uint64_t h)
 }
 
 void
-rt_watchdog_fact(struct run *run, const char *text)
+weft__rt_watchdog_fact(struct run *run, const char *text)
 {
     if (text != NULL) {
         (void)learn(&run->watchdog, hash_text(FNV_OFFSET, text, true));
@@ -372,11 +372,11 @@ occur(struct run *run,
 }
 
 void
-rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
+weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 {
     const struct plan_step *s = &run->plan.steps[step];
-    size_t from = run->last_actor != NULL ? wf_find_agent(run->wf, run->last_actor) : WF_NONE;
-    const char *to = rt_step_actor(run, s);
+    size_t from = run->last_actor != NULL ? weft__wf_find_agent(run->wf, run->last_actor) : WF_NONE;
+    const char *to = weft__rt_step_actor(run, s);
     uint64_t sig = hash_text(
         hash_text(hash_text(FNV_OFFSET, agent_name(run, from), false), to, false), s->task, true);
     char what[240];
@@ -387,16 +387,19 @@ rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 }
 
 void
-rt_watchdog_step_done(struct run *run, size_t step)
+weft__rt_watchdog_step_done(struct run *run, size_t step)
 {
     const struct plan_step *s = &run->plan.steps[step];
 
     /* A step's outcome is a fact: its output, or its failure text. */
-    rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
+    weft__rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
 }
 
 void
-rt_watchdog_decision(struct run *run, struct weft_span *decision, const char *next, bool is_step)
+weft__rt_watchdog_decision(struct run *run,
+                           struct weft_span *decision,
+                           const char *next,
+                           bool is_step)
 {
     struct watchdog *wd = &run->watchdog;
     const struct wf_supervisor *sup = &run->wf->supervisor;
@@ -413,16 +416,16 @@ rt_watchdog_decision(struct run *run, struct weft_span *decision, const char *ne
         char what[160];
         char state[96];
         snprintf(state, sizeof(state), "plan v%u, %zu steps, %zu completed", run->plan.version,
-                 run->plan.count, plan_count_status(&run->plan, STEP_COMPLETED));
-        rt_watchdog_fact(run, state);
+                 run->plan.count, weft__plan_count_status(&run->plan, STEP_COMPLETED));
+        weft__rt_watchdog_fact(run, state);
         snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.64s", sup->name, next);
         occur(run, decision, WD_ROUTE, hash_text(FNV_OFFSET, next, false), WF_NONE,
-              wf_find_agent(run->wf, next), what);
+              weft__wf_find_agent(run->wf, next), what);
     }
 }
 
 void
-rt_watchdog_tool(
+weft__rt_watchdog_tool(
     struct run *run, struct weft_span *span, const char *tool, const char *args, const char *result)
 {
     uint64_t sig = hash_text(hash_text(FNV_OFFSET, tool, false), args, true);
@@ -431,14 +434,14 @@ rt_watchdog_tool(
 
     (void)learn(&run->watchdog, hash_text(sig, result, true));
     if (run->last_actor != NULL) {
-        agent = wf_find_agent(run->wf, run->last_actor);
+        agent = weft__wf_find_agent(run->wf, run->last_actor);
     }
     snprintf(what, sizeof(what), "%.48s %.120s", tool, args != NULL ? args : "");
     occur(run, span, WD_TOOL, sig, agent, WF_NONE, what);
 }
 
 void
-rt_watchdog_reflection(
+weft__rt_watchdog_reflection(
     struct run *run, struct weft_span *span, size_t agent, const char *feedback, const char *output)
 {
     uint64_t sig = hash_text(hash_text(FNV_OFFSET, agent_name(run, agent), false), feedback, true);
@@ -451,13 +454,13 @@ rt_watchdog_reflection(
 }
 
 void
-rt_watchdog_flow(struct run *run,
-                 struct weft_span *span,
-                 const char *node,
-                 const char *back_to,
-                 size_t agent,
-                 size_t back_to_agent,
-                 const char *result)
+weft__rt_watchdog_flow(struct run *run,
+                       struct weft_span *span,
+                       const char *node,
+                       const char *back_to,
+                       size_t agent,
+                       size_t back_to_agent,
+                       const char *result)
 {
     uint64_t sig = hash_text(hash_text(FNV_OFFSET, node, false), back_to, false);
     char what[200];
@@ -468,7 +471,7 @@ rt_watchdog_flow(struct run *run,
 }
 
 bool
-rt_watchdog_should_stop(const struct run *run)
+weft__rt_watchdog_should_stop(const struct run *run)
 {
     const struct watchdog *wd = &run->watchdog;
 
@@ -509,7 +512,7 @@ check_budget(struct run *run,
 }
 
 void
-rt_watchdog_budget(struct run *run, struct weft_span *span)
+weft__rt_watchdog_budget(struct run *run, struct weft_span *span)
 {
     struct watchdog *wd = &run->watchdog;
     const struct wf_supervisor *sup = &run->wf->supervisor;
@@ -631,7 +634,7 @@ start_webhook(struct run *run)
             hc.header_count = 1;
         }
     }
-    if (rt_webhook_new(&hc, &run->watchdog.webhook) != WEFT_OK) {
+    if (weft__rt_webhook_new(&hc, &run->watchdog.webhook) != WEFT_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "run %s: the watchdog webhook is off (see the error above)",
                  run->run_id);
     }
@@ -667,7 +670,7 @@ setting(unsigned configured, const char *env, unsigned fallback, unsigned lo, un
 }
 
 void
-rt_watchdog_start(struct run *run)
+weft__rt_watchdog_start(struct run *run)
 {
     struct watchdog *wd = &run->watchdog;
     struct weft_span_context ctx;
@@ -705,7 +708,7 @@ rt_watchdog_start(struct run *run)
 }
 
 void
-rt_watchdog_stop(struct run *run)
+weft__rt_watchdog_stop(struct run *run)
 {
     struct watchdog *wd = &run->watchdog;
 
@@ -719,12 +722,12 @@ rt_watchdog_stop(struct run *run)
         pthread_mutex_destroy(&wd->timer_lock);
         wd->has_timer = false;
     }
-    rt_webhook_free(wd->webhook, 2000);
+    weft__rt_webhook_free(wd->webhook, 2000);
     wd->webhook = NULL;
 }
 
 void
-rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step)
+weft__rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step)
 {
     struct watchdog *wd = &run->watchdog;
 
@@ -743,13 +746,13 @@ rt_watchdog_activity(struct run *run, const char *what, const char *agent, const
 }
 
 void
-rt_watchdog_progress(struct run *run)
+weft__rt_watchdog_progress(struct run *run)
 {
     atomic_store(&run->watchdog.last_progress, weft__monotonic_ns());
 }
 
 void
-rt_watchdog_poll(struct run *run, struct weft_span *span)
+weft__rt_watchdog_poll(struct run *run, struct weft_span *span)
 {
     struct watchdog *wd = &run->watchdog;
     char evidence[sizeof(wd->stall_evidence)];

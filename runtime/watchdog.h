@@ -135,49 +135,52 @@ struct watchdog {
 
 /* At run start (root span open): the stall timer and the webhook. Failures are logged; the run
  * goes on without them. */
-void rt_watchdog_start(struct run *run);
+void weft__rt_watchdog_start(struct run *run);
 /* At run end: stop the timer, deliver queued alerts for at most 2 s, free the webhook. */
-void rt_watchdog_stop(struct run *run);
+void weft__rt_watchdog_stop(struct run *run);
 /* A blocking call or a step starts (@p what: "chat gpt-4o", "tool search"): progress. @p agent
  * and @p step (NULL: unchanged) name who holds the run, for a stall report. */
-void rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step);
+void
+weft__rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step);
 /* A call returned or a step or decision happened: progress. */
-void rt_watchdog_progress(struct run *run);
+void weft__rt_watchdog_progress(struct run *run);
 /* On the engine thread: report a stall the timer found on @p span, apply the policy. */
-void rt_watchdog_poll(struct run *run, struct weft_span *span);
+void weft__rt_watchdog_poll(struct run *run, struct weft_span *span);
 /* After usage was added to the run's totals: the token and cost budget detectors. */
-void rt_watchdog_budget(struct run *run, struct weft_span *span);
+void weft__rt_watchdog_budget(struct run *run, struct weft_span *span);
 
 /* Before a step runs (its decision span still open): the hand-off detector. */
-void rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step);
+void weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step);
 /* After the step ran: its output is a fact (progress when new). */
-void rt_watchdog_step_done(struct run *run, size_t step);
+void weft__rt_watchdog_step_done(struct run *run, size_t step);
 /* At each decision; @p is_step: it starts a step (else the route detector looks at it). */
-void
-rt_watchdog_decision(struct run *run, struct weft_span *decision, const char *next, bool is_step);
+void weft__rt_watchdog_decision(struct run *run,
+                                struct weft_span *decision,
+                                const char *next,
+                                bool is_step);
 /* At each tool call (its span still open), with the arguments and the result text. */
-void rt_watchdog_tool(struct run *run,
-                      struct weft_span *span,
-                      const char *tool,
-                      const char *args,
-                      const char *result);
-/* A REJECTED reflection verdict (its span still open) on @p output with @p feedback. */
-void rt_watchdog_reflection(struct run *run,
+void weft__rt_watchdog_tool(struct run *run,
                             struct weft_span *span,
-                            size_t agent,
-                            const char *feedback,
-                            const char *output);
+                            const char *tool,
+                            const char *args,
+                            const char *result);
+/* A REJECTED reflection verdict (its span still open) on @p output with @p feedback. */
+void weft__rt_watchdog_reflection(struct run *run,
+                                  struct weft_span *span,
+                                  size_t agent,
+                                  const char *feedback,
+                                  const char *output);
 /* A flow loops back from @p node to @p back_to (its loop span open); @p result is the node's. */
-void rt_watchdog_flow(struct run *run,
-                      struct weft_span *span,
-                      const char *node,
-                      const char *back_to,
-                      size_t agent,
-                      size_t back_to_agent,
-                      const char *result);
+void weft__rt_watchdog_flow(struct run *run,
+                            struct weft_span *span,
+                            const char *node,
+                            const char *back_to,
+                            size_t agent,
+                            size_t back_to_agent,
+                            const char *result);
 /* A text that is progress when it was not seen before (a flow step's output, ...). */
-void rt_watchdog_fact(struct run *run, const char *text);
+void weft__rt_watchdog_fact(struct run *run, const char *text);
 /* Should the current step or loop stop now (policy break, escalate or fail fired)? */
-bool rt_watchdog_should_stop(const struct run *run);
+bool weft__rt_watchdog_should_stop(const struct run *run);
 
 #endif /* WEFT_RUNTIME_WATCHDOG_H */

@@ -1,16 +1,16 @@
 /* runtime/webhook.c - stuck-loop alerts POSTed to a webhook by one sender thread (see
  * webhook.h).
  *
- * rt_webhook_post() renders the JSON body on the caller's thread and queues the string: a body
- * is one allocation, it holds no pointer into the caller's memory, and the sender thread needs
+ * weft__rt_webhook_post() renders the JSON body on the caller's thread and queues the string: a
+ * body is one allocation, it holds no pointer into the caller's memory, and the sender thread needs
  * nothing but libcurl. The queue is a ring of at most queue_cap bodies under one mutex that is
  * never held across network I/O, so a post waits at most for another post or a pop.
  *
  * The sender drives its easy handle through a private multi handle instead of
  * curl_easy_perform(): curl_multi_poll() can be interrupted by curl_multi_wakeup() from
- * rt_webhook_free(), so a request waiting on a slow server is cut at the drain bound instead
+ * weft__rt_webhook_free(), so a request waiting on a slow server is cut at the drain bound instead
  * of at the next progress callback (up to a second later). Backoff waits sleep on a condition
- * variable (monotonic clock) that rt_webhook_free() broadcasts.
+ * variable (monotonic clock) that weft__rt_webhook_free() broadcasts.
  *
  * Invariants: count <= cap; queue[(head + i) % cap] for i < count are owned bodies; the stats
  * and the drain fields change only under lock; is_failing, rng, retry_after and answer belong
@@ -61,7 +61,7 @@ struct rt_webhook {
     bool is_draining;
     uint64_t drain_deadline_ns; /* monotonic; meaningful once is_draining */
     bool is_dropping;           /* a queue-full drop was logged; reset by the next queued post */
-    struct rt_webhook_stats stats;
+    struct weft__rt_webhook_stats stats;
     uint64_t unsent; /* dropped at shutdown */
 
     /* Sender thread only. */
@@ -484,7 +484,7 @@ perform(struct rt_webhook *wh, const char *body, long *status, bool *is_cut)
             *is_cut = true;
             break;
         }
-        /* Returns on socket activity, curl's own timers, or rt_webhook_free()'s wakeup. */
+        /* Returns on socket activity, curl's own timers, or weft__rt_webhook_free()'s wakeup. */
         mc = curl_multi_poll(wh->multi, NULL, 0, wait_ms, NULL);
         if (mc != CURLM_OK) {
             break;
@@ -627,7 +627,8 @@ deliver(struct rt_webhook *wh, const char *body)
             note_success(wh);
             return SENT;
         }
-        is_retryable = rc != CURLE_OK ? rt_curl_is_retryable(rc) : is_retryable_status(status);
+        is_retryable =
+            rc != CURLE_OK ? weft__rt_curl_is_retryable(rc) : is_retryable_status(status);
         if (!is_retryable || attempt >= wh->max_retries) {
             note_failure(wh, rc, status, attempt + 1);
             return FAILED;
@@ -728,13 +729,13 @@ setup_curl(struct rt_webhook *wh, const struct rt_webhook_config *cfg)
 {
     weft_err err = WEFT_OK;
 
-    err = rt_curl_add_header(&wh->headers, "Content-Type: application/json");
+    err = weft__rt_curl_add_header(&wh->headers, "Content-Type: application/json");
     /* "Expect: 100-continue" would cost a round trip per alert. */
     if (err == WEFT_OK) {
-        err = rt_curl_add_header(&wh->headers, "Expect:");
+        err = weft__rt_curl_add_header(&wh->headers, "Expect:");
     }
     for (size_t i = 0; err == WEFT_OK && i < cfg->header_count; i++) {
-        err = rt_curl_add_header(&wh->headers, cfg->headers[i]);
+        err = weft__rt_curl_add_header(&wh->headers, cfg->headers[i]);
     }
     if (err != WEFT_OK) {
         return err;
@@ -760,7 +761,7 @@ setup_curl(struct rt_webhook *wh, const struct rt_webhook_config *cfg)
 }
 
 weft_err
-rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **out)
+weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **out)
 {
     struct rt_webhook *wh = NULL;
     pthread_condattr_t attr;
@@ -837,7 +838,7 @@ fail:
 }
 
 weft_err
-rt_webhook_post(struct rt_webhook *wh, const struct rt_webhook_alert *alert)
+weft__rt_webhook_post(struct rt_webhook *wh, const struct rt_webhook_alert *alert)
 {
     char *body = NULL;
     bool is_first_drop = false;
@@ -879,7 +880,7 @@ rt_webhook_post(struct rt_webhook *wh, const struct rt_webhook_alert *alert)
 }
 
 void
-rt_webhook_stats(struct rt_webhook *wh, struct rt_webhook_stats *out)
+weft__rt_webhook_stats(struct rt_webhook *wh, struct weft__rt_webhook_stats *out)
 {
     if (out == NULL) {
         return;
@@ -894,7 +895,7 @@ rt_webhook_stats(struct rt_webhook *wh, struct rt_webhook_stats *out)
 }
 
 void
-rt_webhook_free(struct rt_webhook *wh, uint32_t drain_ms)
+weft__rt_webhook_free(struct rt_webhook *wh, uint32_t drain_ms)
 {
     uint64_t unsent = 0;
 

@@ -1,7 +1,7 @@
 /* runtime/webhook.h - stuck-loop alerts POSTed to a webhook, off the engine thread.
  *
  * When the watchdog (watchdog.h) detects a stuck loop, the runtime may POST an alert to one
- * optional URL. rt_webhook_post() renders the alert's JSON body and appends it to a bounded
+ * optional URL. weft__rt_webhook_post() renders the alert's JSON body and appends it to a bounded
  * queue; one sender thread per webhook, with its own libcurl handles, delivers the queue in
  * order. The engine thread never waits on the network: a full queue drops the alert and counts
  * it (WEFT_ELIMIT), exactly like the span pipeline.
@@ -29,9 +29,9 @@
  * Secrets: header values are never logged, and log lines show the URL as scheme://host[:port]
  * only, because webhook URLs (Slack, Discord, ...) often carry their token in the path.
  *
- * Thread-safety: rt_webhook_post() and rt_webhook_stats() may be called from any thread,
- * concurrently. rt_webhook_new() and rt_webhook_free() must not race with any other call on
- * the same webhook.
+ * Thread-safety: weft__rt_webhook_post() and weft__rt_webhook_stats() may be called from any
+ * thread, concurrently. weft__rt_webhook_new() and weft__rt_webhook_free() must not race with any
+ * other call on the same webhook.
  */
 #ifndef WEFT_RUNTIME_WEBHOOK_H
 #define WEFT_RUNTIME_WEBHOOK_H
@@ -81,10 +81,10 @@ struct rt_webhook_alert {
     uint64_t time_unix_ns; /* 0: now */
 };
 
-struct rt_webhook_stats {
+struct weft__rt_webhook_stats {
     uint64_t sent;    /* delivered (2xx) */
     uint64_t failed;  /* final status, non-retryable transport error, or retries exhausted */
-    uint64_t dropped; /* queue full, or still unsent when rt_webhook_free() gave up */
+    uint64_t dropped; /* queue full, or still unsent when weft__rt_webhook_free() gave up */
     uint64_t retries; /* attempts after the first, over all alerts */
 };
 
@@ -97,8 +97,9 @@ struct rt_webhook;
  *         queue_cap over 4096, a malformed header line; logged at ERROR naming the field, never
  *         a header value); WEFT_ENOMEM (allocation, thread or libcurl handle); WEFT_EIO (libcurl
  *         could not be initialised). *out is NULL on failure.
- * Ownership: copies every string of @p cfg; caller owns *out, release with rt_webhook_free(). */
-weft_err rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **out);
+ * Ownership: copies every string of @p cfg; caller owns *out, release with weft__rt_webhook_free().
+ */
+weft_err weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **out);
 
 /** Queue @p alert for delivery without waiting on anything but a short internal lock.
  * @param wh the webhook
@@ -107,11 +108,11 @@ weft_err rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook *
  *         argument, empty kind, policy not warn/break/abort); WEFT_ENOMEM (counted as dropped).
  * Ownership: borrows @p alert for the call (its text is rendered into the queued body).
  * Thread notes: any thread. */
-weft_err rt_webhook_post(struct rt_webhook *wh, const struct rt_webhook_alert *alert);
+weft_err weft__rt_webhook_post(struct rt_webhook *wh, const struct rt_webhook_alert *alert);
 
 /** Counters so far. @param wh the webhook (NULL gives zeros) @param out receives them.
  * Thread notes: any thread; the four values are read together under the lock. */
-void rt_webhook_stats(struct rt_webhook *wh, struct rt_webhook_stats *out);
+void weft__rt_webhook_stats(struct rt_webhook *wh, struct weft__rt_webhook_stats *out);
 
 /** Deliver what is queued for at most @p drain_ms, then stop the sender and free everything.
  * An in-flight request or backoff wait is cut at the bound; what is still unsent is counted
@@ -119,6 +120,6 @@ void rt_webhook_stats(struct rt_webhook *wh, struct rt_webhook_stats *out);
  * no-op.
  * @param wh the webhook
  * @param drain_ms time allowed for delivering the queue; 0 drops it at once */
-void rt_webhook_free(struct rt_webhook *wh, uint32_t drain_ms);
+void weft__rt_webhook_free(struct rt_webhook *wh, uint32_t drain_ms);
 
 #endif /* WEFT_RUNTIME_WEBHOOK_H */

@@ -398,7 +398,7 @@ resolve_path(const struct weft_workflow *wf, const char *rel)
 /* Lookups                                                                                     */
 
 bool
-wf_agent_can_request(const struct wf_agent *from, size_t to)
+weft__wf_agent_can_request(const struct wf_agent *from, size_t to)
 {
     for (size_t i = 0; from != NULL && i < from->can_request_count; i++) {
         if (from->can_request[i] == to) {
@@ -409,7 +409,7 @@ wf_agent_can_request(const struct wf_agent *from, size_t to)
 }
 
 size_t
-wf_find_agent(const struct weft_workflow *wf, const char *name)
+weft__wf_find_agent(const struct weft_workflow *wf, const char *name)
 {
     /* An agent whose name is missing (a diagnostic already) matches nothing. */
     for (size_t i = 0; name != NULL && i < wf->agent_count; i++) {
@@ -421,7 +421,7 @@ wf_find_agent(const struct weft_workflow *wf, const char *name)
 }
 
 size_t
-wf_find_tool(const struct weft_workflow *wf, const char *name)
+weft__wf_find_tool(const struct weft_workflow *wf, const char *name)
 {
     for (size_t i = 0; name != NULL && i < wf->tool_count; i++) {
         if (wf->tools[i].name != NULL && strcmp(wf->tools[i].name, name) == 0) {
@@ -641,7 +641,8 @@ load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         if (def->name == NULL) {
             continue;
         }
-        if (wf_find_tool(wf, def->name) != WF_NONE || strcmp(def->name, "request_agent") == 0) {
+        if (weft__wf_find_tool(wf, def->name) != WF_NONE ||
+            strcmp(def->name, "request_agent") == 0) {
             char sub[128];
             snprintf(sub, sizeof(sub), "%s.name", path);
             diag_add(ld, sub, 0, 0, "duplicate or reserved tool name '%s'", def->name);
@@ -692,14 +693,14 @@ load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         def->max_output = (size_t)get_int(ld, t, path, "max_output", 0, 1, 64 << 20);
         def->max_bytes = (size_t)get_int(ld, t, path, "max_bytes", 0, 1, 64 << 20);
         if (def->type != TOOL_NATIVE) {
-            def->schema = tool_builtin_schema(def->type);
+            def->schema = weft__tool_builtin_schema(def->type);
         }
     }
     /* Built-ins every agent may list without declaring them. */
     for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
         struct tool_def *def = NULL;
 
-        if (wf_find_tool(wf, builtins[i]) != WF_NONE) {
+        if (weft__wf_find_tool(wf, builtins[i]) != WF_NONE) {
             continue;
         }
         def = &wf->tools[wf->tool_count];
@@ -709,7 +710,7 @@ load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
             return;
         }
         def->type = builtin_types[i];
-        def->schema = tool_builtin_schema(def->type);
+        def->schema = weft__tool_builtin_schema(def->type);
         wf->tool_count++;
     }
 }
@@ -782,7 +783,7 @@ agent_refs(struct loader *ld,
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
-        size_t idx = wf_find_agent(wf, names[i]);
+        size_t idx = weft__wf_find_agent(wf, names[i]);
         if (idx == WF_NONE) {
             char sub[256];
             char base[200];
@@ -835,7 +836,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
             }
         }
         for (size_t t = 0; t < tool_count && ag->tools != NULL; t++) {
-            size_t idx = wf_find_tool(wf, tool_names[t]);
+            size_t idx = weft__wf_find_tool(wf, tool_names[t]);
             if (idx == WF_NONE || wf->tools[idx].type == TOOL_REQUEST_AGENT) {
                 char sub[128];
                 snprintf(sub, sizeof(sub), "%s.tools[%zu]", path, t);
@@ -865,7 +866,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
             }
             agent = get_str(ld, replan, sub, "agent", true);
             if (agent != NULL) {
-                ag->replan_agent = wf_find_agent(wf, agent);
+                ag->replan_agent = weft__wf_find_agent(wf, agent);
                 if (ag->replan_agent == WF_NONE) {
                     char k[160];
                     snprintf(k, sizeof(k), "%s.agent", sub);
@@ -986,7 +987,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         {
             char *to = get_str(ld, wd, "supervisor.watchdog", "escalate_to", false);
             if (to != NULL) {
-                sup->watchdog.escalate_to = wf_find_agent(wf, to);
+                sup->watchdog.escalate_to = weft__wf_find_agent(wf, to);
                 if (sup->watchdog.escalate_to == WF_NONE) {
                     diag_add(ld, "supervisor.watchdog.escalate_to", 0, 0, "unknown agent '%s'", to);
                 }
@@ -1028,7 +1029,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
     final = get_str(ld, s, "supervisor", "final_agent", false);
     if (final != NULL) {
-        sup->final_agent = wf_find_agent(wf, final);
+        sup->final_agent = weft__wf_find_agent(wf, final);
         if (sup->final_agent == WF_NONE) {
             diag_add(ld, "supervisor.final_agent", 0, 0, "unknown agent '%s'", final);
         }
@@ -1093,7 +1094,7 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                 diag_add(ld, sub, 0, 0, "expected the name of an agent");
                 continue;
             }
-            rt->routes[rt->route_count].agent = wf_find_agent(wf, json_string_value(agent));
+            rt->routes[rt->route_count].agent = weft__wf_find_agent(wf, json_string_value(agent));
             if (rt->routes[rt->route_count].agent == WF_NONE) {
                 diag_add(ld, sub, 0, 0, "unknown agent '%s'", json_string_value(agent));
                 continue;
@@ -1129,7 +1130,7 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 }
 
 json_t *
-wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len)
+weft__wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len)
 {
     const json_t *argv = json_object_get(step, "argv");
     const json_t *expect = json_object_get(step, "expect_output");
@@ -1250,7 +1251,7 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         }
         executor = get_str(ld, s, path, "executor", false);
         st->executor = EXEC_AGENT;
-        if (executor != NULL && !step_executor_parse(executor, &st->executor)) {
+        if (executor != NULL && !weft__step_executor_parse(executor, &st->executor)) {
             snprintf(sub, sizeof(sub), "%s.executor", path);
             diag_add(ld, sub, 0, 0,
                      "expected \"agent\", \"command\", \"file_writer\" or \"http_call\", got "
@@ -1261,7 +1262,7 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         st->agent = WF_NONE;
         if (st->executor == EXEC_AGENT) {
             agent = get_str(ld, s, path, "agent", true);
-            st->agent = agent != NULL ? wf_find_agent(wf, agent) : WF_NONE;
+            st->agent = agent != NULL ? weft__wf_find_agent(wf, agent) : WF_NONE;
             if (agent != NULL && st->agent == WF_NONE) {
                 snprintf(sub, sizeof(sub), "%s.agent", path);
                 diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
@@ -1271,7 +1272,7 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
             snprintf(sub, sizeof(sub), "%s.agent", path);
             diag_add(ld, sub, 0, 0, "only an \"agent\" step names an agent");
         }
-        st->spec = wf_executor_spec(st->executor, s, why, sizeof(why));
+        st->spec = weft__wf_executor_spec(st->executor, s, why, sizeof(why));
         if (st->spec == NULL && why[0] != '\0') {
             diag_add(ld, path, 0, 0, "%s", why);
         } else if (st->spec == NULL) {
@@ -1279,30 +1280,30 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         }
         st->task = get_str(ld, s, path, "task", st->executor == EXEC_AGENT);
         if (st->task == NULL) {
-            st->task = weft__strdup(step_executor_name(st->executor));
+            st->task = weft__strdup(weft__step_executor_name(st->executor));
         }
         st->depends_on = get_str_array(ld, s, path, "depends_on", &st->depends_count);
         wf->plan_count++;
     }
     /* Ids, references and cycles: the same checks the supervisor applies to an LLM's plan. */
-    plan_check_init(&check);
+    weft__plan_check_init(&check);
     for (size_t i = 0; i < wf->plan_count; i++) {
-        plan_check_add(&check, wf->plan[i].id, (const char *const *)wf->plan[i].depends_on,
-                       wf->plan[i].depends_count);
+        weft__plan_check_add(&check, wf->plan[i].id, (const char *const *)wf->plan[i].depends_on,
+                             wf->plan[i].depends_count);
     }
-    if (plan_check_run(&check) != WEFT_OK) {
+    if (weft__plan_check_run(&check) != WEFT_OK) {
         char path[64];
         snprintf(path, sizeof(path), "plan[%zu]", check.bad_index);
         diag_add(ld, path, 0, 0, "%s", check.message);
     }
-    plan_check_cleanup(&check);
+    weft__plan_check_cleanup(&check);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* Flows                                                                                       */
 
 void
-wf_flow_free(struct wf_flow *flow)
+weft__wf_flow_free(struct wf_flow *flow)
 {
     if (flow == NULL) {
         return;
@@ -1313,9 +1314,9 @@ wf_flow_free(struct wf_flow *flow)
         weft__free(n->task);
         weft__free(n->upstream);
         weft__free(n->loop.condition_field);
-        expr_free(n->loop.brk);
+        weft__expr_free(n->loop.brk);
         weft__free(n->for_each);
-        wf_flow_free(n->sub);
+        weft__wf_flow_free(n->sub);
         weft_workflow_free(n->subwf);
     }
     weft__free(flow->nodes);
@@ -1392,7 +1393,7 @@ load_flow_node(struct loader *ld,
         }
     }
     if (agent != NULL) {
-        node->agent = wf_find_agent(wf, agent);
+        node->agent = weft__wf_find_agent(wf, agent);
         if (node->agent == WF_NONE) {
             join_path(sub, sizeof(sub), path, "agent");
             diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
@@ -1493,7 +1494,7 @@ link_flow_node(struct loader *ld, struct wf_flow *flow, size_t i, const json_t *
         if (brk != NULL) {
             struct expr_error e;
             memset(&e, 0, sizeof(e));
-            if (expr_parse(brk, &node->loop.brk, &e) != WEFT_OK) {
+            if (weft__expr_parse(brk, &node->loop.brk, &e) != WEFT_OK) {
                 char k[300];
                 snprintf(k, sizeof(k), "%s.break_condition", sub);
                 diag_add(ld, k, 0, 0, "%s (in \"%s\")", e.message, brk);
@@ -1561,7 +1562,7 @@ load_flow(struct loader *ld,
         }
     }
     /* Cycles outside declared loops: the upstream graph must be a DAG. */
-    plan_check_init(&check);
+    weft__plan_check_init(&check);
     {
         const char ***deps = weft__calloc(flow->count + 1, sizeof(*deps));
         for (size_t i = 0; deps != NULL && i < flow->count; i++) {
@@ -1569,10 +1570,10 @@ load_flow(struct loader *ld,
             for (size_t k = 0; deps[i] != NULL && k < flow->nodes[i].upstream_count; k++) {
                 deps[i][k] = flow->nodes[flow->nodes[i].upstream[k]].id;
             }
-            plan_check_add(&check, flow->nodes[i].id, deps[i],
-                           deps[i] != NULL ? flow->nodes[i].upstream_count : 0);
+            weft__plan_check_add(&check, flow->nodes[i].id, deps[i],
+                                 deps[i] != NULL ? flow->nodes[i].upstream_count : 0);
         }
-        if (deps != NULL && plan_check_run(&check) == WEFT_EPARSE) {
+        if (deps != NULL && weft__plan_check_run(&check) == WEFT_EPARSE) {
             char np[300];
             snprintf(np, sizeof(np), "%s[%zu]", sub, check.bad_index);
             diag_add(ld, np, 0, 0, "%s (flows may loop only through loop_config)", check.message);
@@ -1594,7 +1595,7 @@ load_flow(struct loader *ld,
         }
         weft__free((void *)deps);
     }
-    plan_check_cleanup(&check);
+    weft__plan_check_cleanup(&check);
     return flow;
 }
 
@@ -1662,7 +1663,7 @@ check_scripts(struct loader *ld, const struct weft_workflow *wf)
             struct llm_script_problem p;
             const char *workflow_file = ld->file;
 
-            if (llm_script_check(wf->models[i].script, &p) != WEFT_OK) {
+            if (weft__llm_script_check(wf->models[i].script, &p) != WEFT_OK) {
                 ld->file = wf->models[i].script;
                 diag_add(ld, p.field, p.line, p.column, "%s (script of model '%s')", p.message,
                          wf->models[i].name);
@@ -1827,7 +1828,7 @@ weft_workflow_free(struct weft_workflow *wf)
         weft__free(a->name);
         weft__free(a->instructions);
         if (a->prompt != NULL) {
-            rt_prompt_ref_cleanup(a->prompt);
+            weft__rt_prompt_ref_cleanup(a->prompt);
             weft__free(a->prompt);
         }
         weft__free(a->tools);
@@ -1837,7 +1838,7 @@ weft_workflow_free(struct weft_workflow *wf)
     }
     weft__free(wf->agents);
     for (size_t i = 0; i < wf->tool_count; i++) {
-        tool_def_cleanup(&wf->tools[i]);
+        weft__tool_def_cleanup(&wf->tools[i]);
     }
     weft__free(wf->tools);
     for (size_t i = 0; i < wf->plan_count; i++) {
@@ -1847,7 +1848,7 @@ weft_workflow_free(struct weft_workflow *wf)
         json_decref(wf->plan[i].spec);
     }
     weft__free(wf->plan);
-    wf_flow_free(wf->flow);
+    weft__wf_flow_free(wf->flow);
     for (size_t i = 0; i < wf->router.route_count; i++) {
         weft__free(wf->router.routes[i].name);
     }

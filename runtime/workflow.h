@@ -148,7 +148,7 @@ struct wf_flow {
     unsigned max_parallel; /* top level: worker threads (default 4) */
 };
 
-void wf_flow_free(struct wf_flow *flow);
+void weft__wf_flow_free(struct wf_flow *flow);
 
 struct weft_workflow {
     char *path;
@@ -172,14 +172,15 @@ struct weft_workflow {
 };
 
 /* May agent @p from hand work to agent @p to with request_agent (its can_request list)? */
-bool wf_agent_can_request(const struct wf_agent *from, size_t to);
-size_t wf_find_agent(const struct weft_workflow *wf, const char *name);
+bool weft__wf_agent_can_request(const struct wf_agent *from, size_t to);
+size_t weft__wf_find_agent(const struct weft_workflow *wf, const char *name);
 
 /* Check an executor step's parameters (argv, expect_output, path, content, url) and copy them
  * into a new spec object. @p why receives the problem ("argv: expected ..."), else "".
  * Shared by workflow files and corrective plans. @return the spec, or NULL (why set, or out
  * of memory when why is ""). */
-json_t *wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len);
-size_t wf_find_tool(const struct weft_workflow *wf, const char *name);
+json_t *
+weft__wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len);
+size_t weft__wf_find_tool(const struct weft_workflow *wf, const char *name);
 
 #endif /* WEFT_RUNTIME_WORKFLOW_H */

@@ -13,7 +13,7 @@ static const char *const purpose_names[] = {"plan",    "route",   "act",
 #define PURPOSE_COUNT (sizeof(purpose_names) / sizeof(purpose_names[0]))
 
 const char *
-llm_purpose_name(llm_purpose purpose)
+weft__llm_purpose_name(llm_purpose purpose)
 {
     if ((size_t)purpose >= PURPOSE_COUNT) {
         return "unknown";
@@ -22,7 +22,7 @@ llm_purpose_name(llm_purpose purpose)
 }
 
 bool
-llm_purpose_parse(const char *name, llm_purpose *out)
+weft__llm_purpose_parse(const char *name, llm_purpose *out)
 {
     if (name == NULL || out == NULL) {
         return false;
@@ -37,7 +37,7 @@ llm_purpose_parse(const char *name, llm_purpose *out)
 }
 
 void
-llm_response_cleanup(struct llm_response *response)
+weft__llm_response_cleanup(struct llm_response *response)
 {
     if (response == NULL) {
         return;
@@ -66,33 +66,33 @@ scrub_response(struct llm_response *r)
     if (weft_secrets_count() == 0) {
         return WEFT_OK;
     }
-    err = rt_secrets_scrub_owned(&r->content);
+    err = weft__rt_secrets_scrub_owned(&r->content);
     for (size_t i = 0; err == WEFT_OK && i < r->tool_call_count; i++) {
-        err = rt_secrets_scrub_owned(&r->tool_calls[i].arguments);
+        err = weft__rt_secrets_scrub_owned(&r->tool_calls[i].arguments);
         if (err == WEFT_OK) {
-            err = rt_secrets_scrub_owned(&r->tool_calls[i].name);
+            err = weft__rt_secrets_scrub_owned(&r->tool_calls[i].name);
         }
         if (err == WEFT_OK) {
-            err = rt_secrets_scrub_owned(&r->tool_calls[i].id);
+            err = weft__rt_secrets_scrub_owned(&r->tool_calls[i].id);
         }
     }
     if (err == WEFT_OK) {
-        err = rt_secrets_scrub_owned(&r->response_model);
+        err = weft__rt_secrets_scrub_owned(&r->response_model);
     }
     if (err == WEFT_OK) {
-        err = rt_secrets_scrub_owned(&r->response_id);
+        err = weft__rt_secrets_scrub_owned(&r->response_id);
     }
     if (err == WEFT_OK) {
-        err = rt_secrets_scrub_owned(&r->finish_reason);
+        err = weft__rt_secrets_scrub_owned(&r->finish_reason);
     }
     return err;
 }
 
 weft_err
-llm_complete(struct llm_provider *provider,
-             const struct llm_request *request,
-             struct llm_response *response,
-             struct llm_error *error)
+weft__llm_complete(struct llm_provider *provider,
+                   const struct llm_request *request,
+                   struct llm_response *response,
+                   struct llm_error *error)
 {
     weft_err err = WEFT_OK;
 
@@ -118,7 +118,7 @@ llm_complete(struct llm_provider *provider,
         }
     }
     if (err != WEFT_OK) {
-        llm_response_cleanup(response);
+        weft__llm_response_cleanup(response);
         response->input_tokens = -1;
         response->output_tokens = -1;
         if (error->type[0] == '\0') {
@@ -127,13 +127,13 @@ llm_complete(struct llm_provider *provider,
         if (error->message[0] == '\0') {
             snprintf(error->message, sizeof(error->message), "%s", weft_strerror(err));
         }
-        rt_secrets_scrub_fixed(error->message, sizeof(error->message));
+        weft__rt_secrets_scrub_fixed(error->message, sizeof(error->message));
     }
     return err;
 }
 
 void
-llm_provider_free(struct llm_provider *provider)
+weft__llm_provider_free(struct llm_provider *provider)
 {
     if (provider == NULL) {
         return;

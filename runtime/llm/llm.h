@@ -7,7 +7,7 @@
  * reads the same shapes from its script.
  *
  * A provider never touches tracing: the engine opens the `chat {model}` span around
- * llm_complete() and records what the response reports (usage, model, finish reason, error).
+ * weft__llm_complete() and records what the response reports (usage, model, finish reason, error).
  *
  * Thread-safety: a provider is used by one engine thread at a time.
  */
@@ -30,9 +30,9 @@ typedef enum llm_purpose {
     LLM_PURPOSE_SUMMARIZE
 } llm_purpose;
 
-const char *llm_purpose_name(llm_purpose purpose);
+const char *weft__llm_purpose_name(llm_purpose purpose);
 /* @return false for an unknown name. */
-bool llm_purpose_parse(const char *name, llm_purpose *out);
+bool weft__llm_purpose_parse(const char *name, llm_purpose *out);
 
 struct llm_request {
     const char *agent; /* who asks ("supervisor", "router", an agent name); never NULL */
@@ -69,7 +69,7 @@ struct llm_response {
     unsigned attempts;     /* HTTP attempts made (1 without retries) */
 };
 
-void llm_response_cleanup(struct llm_response *response); /* zeroes it; NULL is a no-op */
+void weft__llm_response_cleanup(struct llm_response *response); /* zeroes it; NULL is a no-op */
 
 /* Error detail of a failed call: a short machine-friendly type (for error.type: "timeout",
  * "http_429", "http_500", "connection", "invalid_response", "script_exhausted", ...) and a
@@ -97,16 +97,16 @@ struct llm_provider {
 };
 
 /* Calls through the vtable; both accept NULL providers (EINVAL / no-op).
- * llm_complete() is the ingress of every answer: it scrubs the configured secrets
+ * weft__llm_complete() is the ingress of every answer: it scrubs the configured secrets
  * (include/weft/secrets.h) from the content, the tool calls, the model, id and finish reason,
  * and from the error message, before the caller sees them (WEFT_ENOMEM when it cannot).
- * llm_provider_free() calls ops->free(self) and then weft__free(provider): constructors
+ * weft__llm_provider_free() calls ops->free(self) and then weft__free(provider): constructors
  * allocate the struct llm_provider itself with weft__malloc(). */
-weft_err llm_complete(struct llm_provider *provider,
-                      const struct llm_request *request,
-                      struct llm_response *response,
-                      struct llm_error *error);
-void llm_provider_free(struct llm_provider *provider);
+weft_err weft__llm_complete(struct llm_provider *provider,
+                            const struct llm_request *request,
+                            struct llm_response *response,
+                            struct llm_error *error);
+void weft__llm_provider_free(struct llm_provider *provider);
 
 /* OpenAI-compatible chat completions over libcurl. */
 struct llm_openai_options {
@@ -118,37 +118,37 @@ struct llm_openai_options {
     const char *provider_name;   /* gen_ai.provider.name; NULL means "openai" */
 };
 /* @return WEFT_OK, WEFT_EINVAL (no base_url), WEFT_ENOMEM. Ownership: copies every string;
- * free the result with llm_provider_free(). */
-weft_err llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out);
+ * free the result with weft__llm_provider_free(). */
+weft_err weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out);
 
 /* Scripted provider: responses from a script (see docs/workflow.md, "Scripts"), keyed by agent
  * and purpose and consumed in order.
  * @param script the parsed script (borrowed for the call; what is needed is copied).
  * @param origin file name for error messages.
  * @return WEFT_OK, WEFT_EPARSE (message in @p error), WEFT_ENOMEM. */
-weft_err llm_scripted_new(const json_t *script,
-                          const char *origin,
-                          struct llm_provider **out,
-                          struct llm_error *error);
+weft_err weft__llm_scripted_new(const json_t *script,
+                                const char *origin,
+                                struct llm_provider **out,
+                                struct llm_error *error);
 
 /* Scripted providers only: how many responses of each "agent/purpose" queue were used, as
  * {"agent/purpose": n}, so that a conversation spread over several runs (one per turn)
  * continues where it left off. NULL for other providers (or out of memory). Thread-safe.
  * Ownership: returns a new reference (json_decref). */
-json_t *llm_scripted_cursors(const struct llm_provider *provider);
+json_t *weft__llm_scripted_cursors(const struct llm_provider *provider);
 /* Scripted providers only: the cursors of the queues used since the last call, in the same
  * form (the first call: since creation or restore), for an incremental save. NULL for other
  * providers (or out of memory: the queues stay marked). Thread-safe.
  * Ownership: returns a new reference (json_decref). */
-json_t *llm_scripted_cursors_changed(struct llm_provider *provider);
-/* Restore cursors saved from llm_scripted_cursors(). @return WEFT_OK, WEFT_EINVAL (not a
+json_t *weft__llm_scripted_cursors_changed(struct llm_provider *provider);
+/* Restore cursors saved from weft__llm_scripted_cursors(). @return WEFT_OK, WEFT_EINVAL (not a
  * scripted provider or not an object), WEFT_ENOMEM. */
-weft_err llm_scripted_restore(struct llm_provider *provider, const json_t *cursors);
+weft_err weft__llm_scripted_restore(struct llm_provider *provider, const json_t *cursors);
 
-/* Load a script file for llm_scripted_new(). @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EPARSE
+/* Load a script file for weft__llm_scripted_new(). @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EPARSE
  * (message with line and column in @p error), WEFT_ENOMEM. Ownership: caller owns *out
  * (json_decref). */
-weft_err llm_script_load(const char *path, json_t **out, struct llm_error *error);
+weft_err weft__llm_script_load(const char *path, json_t **out, struct llm_error *error);
 
 /* What is wrong with a script file, for `weft validate` and the workflow loader. */
 struct llm_script_problem {
@@ -158,9 +158,9 @@ struct llm_script_problem {
     char message[256]; /* what was expected, or the syntax error */
 };
 
-/* Check a script file with the scripted provider's own rules (what llm_script_load() would
+/* Check a script file with the scripted provider's own rules (what weft__llm_script_load() would
  * refuse). @return WEFT_OK, WEFT_ENOTFOUND (cannot open), WEFT_EPARSE (see *out). */
-weft_err llm_script_check(const char *path, struct llm_script_problem *out);
+weft_err weft__llm_script_check(const char *path, struct llm_script_problem *out);
 
 /* Recording of every exchange of a run (`weft run --record FILE`), in the script format so
  * that the file replays as is. The file is rewritten (temp file + rename) after every call,
@@ -172,22 +172,24 @@ struct llm_recording;
  * that cannot be written is found before the run starts.
  * @return WEFT_OK, WEFT_EINVAL (NULL argument, or @p path cannot be written: @p error names
  * the path and the system's reason), WEFT_ENOMEM. */
-weft_err
-llm_recording_new(const char *path, struct llm_recording **out, char *error, size_t error_len);
+weft_err weft__llm_recording_new(const char *path,
+                                 struct llm_recording **out,
+                                 char *error,
+                                 size_t error_len);
 /* Append one exchange (the response, or the error when @p response is NULL) and save.
  * @return WEFT_OK, WEFT_EIO (logged once per run of failures; the run goes on), WEFT_ENOMEM. */
-weft_err llm_recording_add(struct llm_recording *rec,
-                           const struct llm_request *request,
-                           const char *provider_name,
-                           const struct llm_response *response,
-                           const struct llm_error *error);
-void llm_recording_free(struct llm_recording *rec);
+weft_err weft__llm_recording_add(struct llm_recording *rec,
+                                 const struct llm_request *request,
+                                 const char *provider_name,
+                                 const struct llm_response *response,
+                                 const struct llm_error *error);
+void weft__llm_recording_free(struct llm_recording *rec);
 
 /* One exchange as a script entry (the response, or {"error"} when @p response is NULL, plus the
  * request for reference). Ownership: returns new (json_decref); NULL when out of memory. */
-json_t *llm_exchange_json(const struct llm_request *request,
-                          const char *provider_name,
-                          const struct llm_response *response,
-                          const struct llm_error *error);
+json_t *weft__llm_exchange_json(const struct llm_request *request,
+                                const char *provider_name,
+                                const struct llm_response *response,
+                                const struct llm_error *error);
 
 #endif /* WEFT_RUNTIME_LLM_H */

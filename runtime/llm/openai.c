@@ -577,7 +577,7 @@ openai_complete(void *self,
         if (rc == CURLE_OK && status >= 200 && status < 300) {
             err = parse_answer(x, &parsed, error);
             if (err != WEFT_OK) {
-                llm_response_cleanup(&parsed);
+                weft__llm_response_cleanup(&parsed);
                 if (err == WEFT_ENOMEM) {
                     set_error(error, "out_of_memory", "could not store the answer");
                 }
@@ -601,7 +601,7 @@ openai_complete(void *self,
                       (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
             return WEFT_ETIMEDOUT;
         }
-        if (rc != CURLE_OK && !rt_curl_is_retryable(rc)) {
+        if (rc != CURLE_OK && !weft__rt_curl_is_retryable(rc)) {
             set_error(error, "connection", "%s (not retried)", curl_easy_strerror(rc));
             return WEFT_EIO;
         }
@@ -692,7 +692,7 @@ add_auth_header(struct openai *x, const char *key)
         return WEFT_ENOMEM;
     }
     snprintf(line, len, "%s%s", AUTH_PREFIX, key);
-    err = rt_curl_add_header(&x->headers, line);
+    err = weft__rt_curl_add_header(&x->headers, line);
     wipe(line, len);
     weft__free(line);
     return err;
@@ -730,13 +730,13 @@ configure(struct openai *x, const struct llm_openai_options *o)
         x->max_backoff_ms = x->initial_backoff_ms;
     }
 
-    err = rt_curl_add_header(&x->headers, "Content-Type: application/json");
+    err = weft__rt_curl_add_header(&x->headers, "Content-Type: application/json");
     if (err == WEFT_OK) {
-        err = rt_curl_add_header(&x->headers, "Accept: application/json");
+        err = weft__rt_curl_add_header(&x->headers, "Accept: application/json");
     }
     if (err == WEFT_OK) {
         /* "Expect: 100-continue" would cost a round trip on every large request. */
-        err = rt_curl_add_header(&x->headers, "Expect:");
+        err = weft__rt_curl_add_header(&x->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
         err = add_auth_header(x, o->api_key);
@@ -766,7 +766,7 @@ configure(struct openai *x, const struct llm_openai_options *o)
 }
 
 weft_err
-llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out)
+weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out)
 {
     struct openai *x = NULL;
     struct llm_provider *p = NULL;

@@ -32,7 +32,7 @@ struct llm_recording {
 static weft_err save(struct llm_recording *rec, char *error, size_t error_len);
 
 weft_err
-llm_recording_new(const char *path, struct llm_recording **out, char *error, size_t error_len)
+weft__llm_recording_new(const char *path, struct llm_recording **out, char *error, size_t error_len)
 {
     struct llm_recording *rec = NULL;
     weft_err err = WEFT_OK;
@@ -48,12 +48,12 @@ llm_recording_new(const char *path, struct llm_recording **out, char *error, siz
     rec->path = weft__strdup(path);
     rec->script = json_pack("{s:i, s:o}", "version", 1, "responses", json_object());
     if (rec->path == NULL || rec->script == NULL) {
-        llm_recording_free(rec);
+        weft__llm_recording_free(rec);
         return WEFT_ENOMEM;
     }
     err = save(rec, error, error_len);
     if (err != WEFT_OK) {
-        llm_recording_free(rec);
+        weft__llm_recording_free(rec);
         return err == WEFT_EIO ? WEFT_EINVAL : err;
     }
     *out = rec;
@@ -61,10 +61,10 @@ llm_recording_new(const char *path, struct llm_recording **out, char *error, siz
 }
 
 json_t *
-llm_exchange_json(const struct llm_request *request,
-                  const char *provider_name,
-                  const struct llm_response *response,
-                  const struct llm_error *error)
+weft__llm_exchange_json(const struct llm_request *request,
+                        const char *provider_name,
+                        const struct llm_response *response,
+                        const struct llm_error *error)
 {
     json_t *r = json_object();
     json_t *req = json_pack("{s:s, s:O}", "model", request->model != NULL ? request->model : "",
@@ -150,7 +150,7 @@ save(struct llm_recording *rec, char *error, size_t error_len)
     raw = json_dumps(rec->script, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     text = raw != NULL ? weft__redact_text(raw) : NULL;
     /* Belt: answers and tool outputs were scrubbed at ingress; the input was not. */
-    if (text != NULL && rt_secrets_scrub_owned(&text) != WEFT_OK) {
+    if (text != NULL && weft__rt_secrets_scrub_owned(&text) != WEFT_OK) {
         text = NULL;
     }
     if (text == NULL) {
@@ -195,11 +195,11 @@ out:
 }
 
 weft_err
-llm_recording_add(struct llm_recording *rec,
-                  const struct llm_request *request,
-                  const char *provider_name,
-                  const struct llm_response *response,
-                  const struct llm_error *error)
+weft__llm_recording_add(struct llm_recording *rec,
+                        const struct llm_request *request,
+                        const char *provider_name,
+                        const struct llm_response *response,
+                        const struct llm_error *error)
 {
     json_t *responses = NULL;
     json_t *agent = NULL;
@@ -211,7 +211,7 @@ llm_recording_add(struct llm_recording *rec,
     if (rec == NULL || request == NULL || (response == NULL && error == NULL)) {
         return WEFT_EINVAL;
     }
-    purpose = llm_purpose_name(request->purpose);
+    purpose = weft__llm_purpose_name(request->purpose);
     responses = json_object_get(rec->script, "responses");
     who = request->step_key != NULL ? request->step_key : request->agent;
     agent = json_object_get(responses, who);
@@ -228,7 +228,7 @@ llm_recording_add(struct llm_recording *rec,
             return WEFT_ENOMEM;
         }
     }
-    entry = llm_exchange_json(request, provider_name, response, error);
+    entry = weft__llm_exchange_json(request, provider_name, response, error);
     if (entry == NULL || json_array_append_new(list, entry) != 0) {
         return WEFT_ENOMEM;
     }
@@ -236,7 +236,7 @@ llm_recording_add(struct llm_recording *rec,
 }
 
 void
-llm_recording_free(struct llm_recording *rec)
+weft__llm_recording_free(struct llm_recording *rec)
 {
     if (rec == NULL) {
         return;

@@ -27,7 +27,7 @@ struct scripted {
      * process died is answered again on resume (parallel flow steps hand out and finish in
      * different orders). */
     json_t *committed;
-    /* The committed queues changed since llm_scripted_cursors_changed() last took them, so a
+    /* The committed queues changed since weft__llm_scripted_cursors_changed() last took them, so a
      * step saves only its own cursors (all of them made step cost grow with plan size). */
     json_t *changed;
     pthread_mutex_t lock; /* parallel flow steps share one script */
@@ -156,7 +156,7 @@ check_script(const json_t *script, struct llm_error *error)
         {
             llm_purpose p;
             char where[160];
-            if (!llm_purpose_parse(purpose, &p)) {
+            if (!weft__llm_purpose_parse(purpose, &p)) {
                 snprintf(error->message, sizeof(error->message),
                          "responses.%s.%s: unknown purpose (expected plan, route, act, reflect, "
                          "correct or summarize)",
@@ -180,7 +180,7 @@ check_script(const json_t *script, struct llm_error *error)
 }
 
 weft_err
-llm_script_load(const char *path, json_t **out, struct llm_error *error)
+weft__llm_script_load(const char *path, json_t **out, struct llm_error *error)
 {
     json_error_t jerr;
     json_t *script = NULL;
@@ -215,7 +215,7 @@ llm_script_load(const char *path, json_t **out, struct llm_error *error)
 }
 
 weft_err
-llm_script_check(const char *path, struct llm_script_problem *out)
+weft__llm_script_check(const char *path, struct llm_script_problem *out)
 {
     json_error_t jerr;
     struct llm_error error;
@@ -312,7 +312,7 @@ answer(struct scripted *s,
        char *out_key,
        size_t out_key_len)
 {
-    const char *purpose = llm_purpose_name(request->purpose);
+    const char *purpose = weft__llm_purpose_name(request->purpose);
     const char *who =
         request->step_key != NULL && json_object_get(s->responses, request->step_key) != NULL
             ? request->step_key
@@ -443,10 +443,10 @@ scripted_free(void *self)
 static const struct llm_provider_ops scripted_ops = {scripted_complete, scripted_free};
 
 weft_err
-llm_scripted_new(const json_t *script,
-                 const char *origin,
-                 struct llm_provider **out,
-                 struct llm_error *error)
+weft__llm_scripted_new(const json_t *script,
+                       const char *origin,
+                       struct llm_provider **out,
+                       struct llm_error *error)
 {
     struct scripted *s = NULL;
     struct llm_provider *p = NULL;
@@ -490,7 +490,7 @@ fail:
 }
 
 json_t *
-llm_scripted_cursors(const struct llm_provider *provider)
+weft__llm_scripted_cursors(const struct llm_provider *provider)
 {
     struct scripted *s = NULL;
     json_t *copy = NULL;
@@ -506,7 +506,7 @@ llm_scripted_cursors(const struct llm_provider *provider)
 }
 
 json_t *
-llm_scripted_cursors_changed(struct llm_provider *provider)
+weft__llm_scripted_cursors_changed(struct llm_provider *provider)
 {
     struct scripted *s = NULL;
     json_t *fresh = json_object();
@@ -525,7 +525,7 @@ llm_scripted_cursors_changed(struct llm_provider *provider)
 }
 
 weft_err
-llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
+weft__llm_scripted_restore(struct llm_provider *provider, const json_t *cursors)
 {
     struct scripted *s = NULL;
     json_t *copy = NULL;

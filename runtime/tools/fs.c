@@ -348,7 +348,7 @@ write_file(const struct tool_def *def,
     return succeed(out, json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)content_len));
 }
 
-/* Entry point for tool_run(): validated @p args hold "path" (and "content"). */
+/* Entry point for weft__tool_run(): validated @p args hold "path" (and "content"). */
 weft_err
 weft__tool_fs(const struct tool_def *def,
               const char *workspace,

@@ -1,11 +1,12 @@
 /* runtime/tools/registry.c - native tools registered from C (include/weft/tool.h), and
- * tool_run(), the one entry point the engine calls for every tool type.
+ * weft__tool_run(), the one entry point the engine calls for every tool type.
  *
  * A registry is a growable array of struct tool_def; it is built before runs start and read
  * without locks afterwards (tool.h's thread-safety contract). Invariants: names are unique,
  * valid and never a built-in's; every entry is TOOL_NATIVE with a parsed object schema; a
  * failed weft_tools_add() leaves the registry as it was (everything is allocated before the
- * entry is appended). tool_run() always leaves a non-NULL output on WEFT_OK and none on error.
+ * entry is appended). weft__tool_run() always leaves a non-NULL output on WEFT_OK and none on
+ * error.
  *
  * JSON text from jansson (json_dumps) comes from jansson's allocator and is released with
  * free(); text that outlives a call is copied with weft__strdup.
@@ -68,7 +69,7 @@ weft_tools_free(struct weft_tools *tools)
         return;
     }
     for (size_t i = 0; i < tools->count; i++) {
-        tool_def_cleanup(&tools->defs[i]);
+        weft__tool_def_cleanup(&tools->defs[i]);
     }
     weft__free(tools->defs);
     weft__free(tools);
@@ -131,14 +132,14 @@ weft_tools_add(struct weft_tools *tools,
     def.name = weft__strdup(name);
     def.description = description != NULL ? weft__strdup(description) : NULL;
     if (def.name == NULL || (description != NULL && def.description == NULL)) {
-        tool_def_cleanup(&def);
+        weft__tool_def_cleanup(&def);
         return WEFT_ENOMEM;
     }
     if (tools->count == tools->cap) {
         size_t cap = tools->cap == 0 ? 4 : tools->cap * 2;
         struct tool_def *grown = weft__realloc(tools->defs, cap * sizeof(*grown));
         if (grown == NULL) {
-            tool_def_cleanup(&def);
+            weft__tool_def_cleanup(&def);
             return WEFT_ENOMEM;
         }
         tools->defs = grown;
@@ -149,13 +150,13 @@ weft_tools_add(struct weft_tools *tools,
 }
 
 size_t
-tool_registry_count(const struct weft_tools *tools)
+weft__tool_registry_count(const struct weft_tools *tools)
 {
     return tools != NULL ? tools->count : 0;
 }
 
 const struct tool_def *
-tool_registry_get(const struct weft_tools *tools, size_t i)
+weft__tool_registry_get(const struct weft_tools *tools, size_t i)
 {
     return tools != NULL && i < tools->count ? &tools->defs[i] : NULL;
 }
@@ -194,10 +195,10 @@ run_native(const struct tool_def *def, const json_t *args, struct tool_outcome *
 }
 
 weft_err
-tool_run(const struct tool_def *def,
-         const char *workspace,
-         const json_t *args,
-         struct tool_outcome *out)
+weft__tool_run(const struct tool_def *def,
+               const char *workspace,
+               const json_t *args,
+               struct tool_outcome *out)
 {
     weft_err err = WEFT_OK;
 
@@ -228,10 +229,10 @@ tool_run(const struct tool_def *def,
         /* Ingress: a tool (a command printing its environment, a page echoing a header) may
          * repeat a configured secret; it leaves here, before the engine stores or traces the
          * output or hands it to the model. */
-        err = rt_secrets_scrub_owned(&out->output);
+        err = weft__rt_secrets_scrub_owned(&out->output);
     }
     if (err != WEFT_OK) {
-        tool_outcome_cleanup(out);
+        weft__tool_outcome_cleanup(out);
     }
     return err;
 }

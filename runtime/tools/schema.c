@@ -23,13 +23,13 @@ static const char *const type_names[] = {"request_agent", "read_file", "write_fi
                                          "http_get",      "command",   "native"};
 
 const char *
-tool_type_name(tool_type type)
+weft__tool_type_name(tool_type type)
 {
     return (size_t)type < sizeof(type_names) / sizeof(type_names[0]) ? type_names[type] : "unknown";
 }
 
 void
-tool_def_cleanup(struct tool_def *def)
+weft__tool_def_cleanup(struct tool_def *def)
 {
     if (def == NULL) {
         return;
@@ -50,7 +50,7 @@ tool_def_cleanup(struct tool_def *def)
 }
 
 void
-tool_outcome_cleanup(struct tool_outcome *outcome)
+weft__tool_outcome_cleanup(struct tool_outcome *outcome)
 {
     if (outcome == NULL) {
         return;
@@ -60,7 +60,7 @@ tool_outcome_cleanup(struct tool_outcome *outcome)
 }
 
 json_t *
-tool_builtin_schema(tool_type type)
+weft__tool_builtin_schema(tool_type type)
 {
     switch (type) {
     case TOOL_REQUEST_AGENT:
@@ -325,7 +325,7 @@ validate(const json_t *schema,
 }
 
 bool
-tool_schema_validate(const json_t *schema, const json_t *value, char *err, size_t err_len)
+weft__tool_schema_validate(const json_t *schema, const json_t *value, char *err, size_t err_len)
 {
     char scratch[8];
 

@@ -3,11 +3,11 @@
  * without a shell, native tools registered from C (include/weft/tool.h), and the JSON-schema
  * check every call passes before it runs.
  *
- * The engine resolves the tool, validates the arguments with tool_schema_validate(), opens the
- * `execute_tool {tool}` span, calls tool_run() and records the outcome. Nothing here traces or
- * logs message content.
+ * The engine resolves the tool, validates the arguments with weft__tool_schema_validate(), opens
+ * the `execute_tool {tool}` span, calls weft__tool_run() and records the outcome. Nothing here
+ * traces or logs message content.
  *
- * Thread-safety: tool configs are immutable after loading; tool_run() may be called from any
+ * Thread-safety: tool configs are immutable after loading; weft__tool_run() may be called from any
  * thread.
  */
 #ifndef WEFT_RUNTIME_TOOLS_H
@@ -20,7 +20,7 @@
 #include <weft/tool.h>
 
 typedef enum tool_type {
-    TOOL_REQUEST_AGENT = 0, /* handled by the engine itself, never by tool_run() */
+    TOOL_REQUEST_AGENT = 0, /* handled by the engine itself, never by weft__tool_run() */
     TOOL_READ_FILE,
     TOOL_WRITE_FILE,
     TOOL_HTTP_GET,
@@ -29,7 +29,7 @@ typedef enum tool_type {
 } tool_type;
 
 /* "request_agent", "read_file", "write_file", "http_get", "command", "native". */
-const char *tool_type_name(tool_type type);
+const char *weft__tool_type_name(tool_type type);
 
 /* A configured tool (built by the workflow loader or from a native registry entry). */
 struct tool_def {
@@ -55,12 +55,12 @@ struct tool_def {
     void *user_data;
 };
 
-void tool_def_cleanup(struct tool_def *def); /* frees what it owns; NULL is a no-op */
+void weft__tool_def_cleanup(struct tool_def *def); /* frees what it owns; NULL is a no-op */
 
 /* The JSON schema of a built-in type's arguments (new reference), e.g. read_file:
  * {"type":"object","properties":{"path":{"type":"string"}},"required":["path"],
  *  "additionalProperties":false}. NULL for TOOL_NATIVE. */
-json_t *tool_builtin_schema(tool_type type);
+json_t *weft__tool_builtin_schema(tool_type type);
 
 /* Validate @p value against the JSON-schema subset weft supports: type (string, number,
  * integer, boolean, object, array, null, or a list of them), properties, required,
@@ -68,7 +68,8 @@ json_t *tool_builtin_schema(tool_type type);
  * minItems, maxItems. Unknown keywords are ignored.
  * @param err receives "args.path: expected string" style text on failure.
  * @return true when valid. */
-bool tool_schema_validate(const json_t *schema, const json_t *value, char *err, size_t err_len);
+bool
+weft__tool_schema_validate(const json_t *schema, const json_t *value, char *err, size_t err_len);
 
 /* What a tool call produced. */
 struct tool_outcome {
@@ -77,11 +78,12 @@ struct tool_outcome {
                           */
     int exit_code; /* command: exit status (128+signal when killed); http_get: HTTP status; else -1
                     */
-    char *output; /* text returned to the model (JSON for built-ins); never NULL after tool_run() */
+    char *output;  /* text returned to the model (JSON for built-ins); never NULL after
+                      weft__tool_run() */
     bool is_truncated; /* output was cut at max_output */
 };
 
-void tool_outcome_cleanup(struct tool_outcome *outcome);
+void weft__tool_outcome_cleanup(struct tool_outcome *outcome);
 
 /* Run @p def with validated @p args in @p workspace (an absolute path to an existing
  * directory). File tools refuse paths that leave the workspace, through "..", absolute
@@ -91,17 +93,18 @@ void tool_outcome_cleanup(struct tool_outcome *outcome);
  * before it is returned: a tool repeating a key is an ingress like a model answer.
  * @return WEFT_OK when the outcome is filled (also for tool-level errors), WEFT_EINVAL,
  * WEFT_ENOMEM. */
-weft_err tool_run(const struct tool_def *def,
-                  const char *workspace,
-                  const json_t *args,
-                  struct tool_outcome *out);
+weft_err weft__tool_run(const struct tool_def *def,
+                        const char *workspace,
+                        const json_t *args,
+                        struct tool_outcome *out);
 
 /* Native registry access for the engine. @return the number of tools / tool @p i (borrowed
  * until weft_tools_free()); NULL registry means none. */
-size_t tool_registry_count(const struct weft_tools *tools);
-const struct tool_def *tool_registry_get(const struct weft_tools *tools, size_t i);
+size_t weft__tool_registry_count(const struct weft_tools *tools);
+const struct tool_def *weft__tool_registry_get(const struct weft_tools *tools, size_t i);
 
-/* The implementations tool_run() dispatches to (one file each). Same contract as tool_run(). */
+/* The implementations weft__tool_run() dispatches to (one file each). Same contract as
+ * weft__tool_run(). */
 weft_err weft__tool_fs(const struct tool_def *def,
                        const char *workspace,
                        const json_t *args,

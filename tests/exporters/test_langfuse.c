@@ -96,7 +96,7 @@ teardown(void **state)
     json_decref(f->scores);
     langfuse_server_stop(f->srv);
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
-    rt_prompt_cache_clear();
+    weft__rt_prompt_cache_clear();
     clear_env();
     free(f);
     return 0;
@@ -682,23 +682,23 @@ test_server_serves_prompts_as_the_runtime_client_reads_them(void **state)
     weft_test_setenv("LANGFUSE_HOST", f->host);
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", PK);
     weft_test_setenv("LANGFUSE_SECRET_KEY", SK);
-    rt_prompt_cache_clear();
-    assert_weft_ok(rt_prompt_resolve(&by_label, &p, err, sizeof(err)));
+    weft__rt_prompt_cache_clear();
+    assert_weft_ok(weft__rt_prompt_resolve(&by_label, &p, err, sizeof(err)));
     assert_string_equal(p.text, "Plan the work, v2.");
     assert_int_equal(p.version, 2);
-    rt_prompt_cleanup(&p);
-    assert_weft_ok(rt_prompt_resolve(&by_version, &p, err, sizeof(err)));
+    weft__rt_prompt_cleanup(&p);
+    assert_weft_ok(weft__rt_prompt_resolve(&by_version, &p, err, sizeof(err)));
     assert_string_equal(p.text, "Plan the work.");
     assert_int_equal(p.version, 1);
-    rt_prompt_cleanup(&p);
-    assert_weft_ok(rt_prompt_resolve(&chat, &p, err, sizeof(err))); /* label production */
+    weft__rt_prompt_cleanup(&p);
+    assert_weft_ok(weft__rt_prompt_resolve(&chat, &p, err, sizeof(err))); /* label production */
     assert_string_equal(p.text, "Be strict.\n\nCheck it.");
     assert_int_equal(p.version, 4);
-    rt_prompt_cleanup(&p);
-    assert_weft_ok(rt_prompt_resolve(&missing, &p, err, sizeof(err)));
+    weft__rt_prompt_cleanup(&p);
+    assert_weft_ok(weft__rt_prompt_resolve(&missing, &p, err, sizeof(err)));
     assert_true(p.is_fallback);
     assert_string_equal(p.text, "fallback text");
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -145,13 +145,14 @@ static void
 test_correct_reward_table(void **state)
 {
     (void)state;
-    assert_true(rt_reward(RT_EVAL_SUCCESS, 0) == 1.0);
-    assert_true(rt_reward(RT_EVAL_SUCCESS, 2) == 1.5);
-    assert_true(rt_reward(RT_EVAL_INVALID_OUTPUT, 0) == -0.5);
-    assert_true(rt_reward(RT_EVAL_INVALID_OUTPUT, 3) == -0.5);
-    assert_true(rt_reward(RT_EVAL_FAILURE, 0) == -1.0);
-    assert_true(rt_reward(RT_EVAL_FAILURE, 3) > -1.31 && rt_reward(RT_EVAL_FAILURE, 3) < -1.29);
-    assert_string_equal(rt_eval_name(RT_EVAL_INVALID_OUTPUT), "invalid_output");
+    assert_true(weft__rt_reward(RT_EVAL_SUCCESS, 0) == 1.0);
+    assert_true(weft__rt_reward(RT_EVAL_SUCCESS, 2) == 1.5);
+    assert_true(weft__rt_reward(RT_EVAL_INVALID_OUTPUT, 0) == -0.5);
+    assert_true(weft__rt_reward(RT_EVAL_INVALID_OUTPUT, 3) == -0.5);
+    assert_true(weft__rt_reward(RT_EVAL_FAILURE, 0) == -1.0);
+    assert_true(weft__rt_reward(RT_EVAL_FAILURE, 3) > -1.31 &&
+                weft__rt_reward(RT_EVAL_FAILURE, 3) < -1.29);
+    assert_string_equal(weft__rt_eval_name(RT_EVAL_INVALID_OUTPUT), "invalid_output");
 }
 
 static void

@@ -46,14 +46,15 @@ eval_text(const char *text, const json_t *doc)
     struct expr *e = NULL;
     struct expr_error error;
     bool result = false;
-    weft_err err = expr_parse(text, &e, &error);
+    weft_err err = weft__expr_parse(text, &e, &error);
 
     if (err != WEFT_OK) {
-        fail_msg("expr_parse(\"%s\") returned %s: %s", text, weft_strerror(err), error.message);
+        fail_msg("weft__expr_parse(\"%s\") returned %s: %s", text, weft_strerror(err),
+                 error.message);
     }
-    assert_string_equal(expr_text(e), text);
-    assert_weft_ok(expr_eval(e, doc, &result));
-    expr_free(e);
+    assert_string_equal(weft__expr_text(e), text);
+    assert_weft_ok(weft__expr_eval(e, doc, &result));
+    weft__expr_free(e);
     return result;
 }
 
@@ -309,14 +310,14 @@ test_expr_eval_on_non_object_root_gives_null_fields(void **state)
     bool result = true;
 
     (void)state;
-    assert_weft_ok(expr_parse("length == 2 and x == null", &e, NULL));
-    assert_weft_ok(expr_eval(e, arr, &result));
+    assert_weft_ok(weft__expr_parse("length == 2 and x == null", &e, NULL));
+    assert_weft_ok(weft__expr_eval(e, arr, &result));
     assert_true(result); /* `length` applies to the root itself */
-    expr_free(e);
-    assert_weft_ok(expr_parse("x", &e, NULL));
-    assert_weft_ok(expr_eval(e, json_null(), &result));
+    weft__expr_free(e);
+    assert_weft_ok(weft__expr_parse("x", &e, NULL));
+    assert_weft_ok(weft__expr_eval(e, json_null(), &result));
     assert_false(result);
-    expr_free(e);
+    weft__expr_free(e);
     json_decref(arr);
 }
 
@@ -329,18 +330,18 @@ test_expr_rejects_null_arguments(void **state)
     json_t *doc = json_object();
 
     (void)state;
-    assert_weft_err(expr_parse(NULL, &e, NULL), WEFT_EINVAL);
-    assert_weft_err(expr_parse("a", NULL, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__expr_parse(NULL, &e, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__expr_parse("a", NULL, NULL), WEFT_EINVAL);
     e = sentinel;
-    assert_weft_err(expr_parse(NULL, &e, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__expr_parse(NULL, &e, NULL), WEFT_EINVAL);
     assert_null(e);
-    assert_weft_ok(expr_parse("a", &e, NULL));
-    assert_weft_err(expr_eval(NULL, doc, &result), WEFT_EINVAL);
-    assert_weft_err(expr_eval(e, NULL, &result), WEFT_EINVAL);
-    assert_weft_err(expr_eval(e, doc, NULL), WEFT_EINVAL);
-    assert_null(expr_text(NULL));
-    expr_free(e);
-    expr_free(NULL);
+    assert_weft_ok(weft__expr_parse("a", &e, NULL));
+    assert_weft_err(weft__expr_eval(NULL, doc, &result), WEFT_EINVAL);
+    assert_weft_err(weft__expr_eval(e, NULL, &result), WEFT_EINVAL);
+    assert_weft_err(weft__expr_eval(e, doc, NULL), WEFT_EINVAL);
+    assert_null(weft__expr_text(NULL));
+    weft__expr_free(e);
+    weft__expr_free(NULL);
     json_decref(doc);
 }
 
@@ -440,7 +441,7 @@ test_expr_parse_errors_name_position_and_problem(void **state)
         weft_err err = WEFT_OK;
 
         memset(&error, 0x5a, sizeof(error));
-        err = expr_parse(c->text, &e, &error);
+        err = weft__expr_parse(c->text, &e, &error);
         if (err != WEFT_EPARSE) {
             fail_msg("\"%s\": expected WEFT_EPARSE, got %s", c->text, weft_strerror(err));
         }
@@ -455,7 +456,7 @@ test_expr_parse_errors_name_position_and_problem(void **state)
                      prefix);
         }
         /* The error is optional. */
-        assert_weft_err(expr_parse(c->text, &e, NULL), WEFT_EPARSE);
+        assert_weft_err(weft__expr_parse(c->text, &e, NULL), WEFT_EPARSE);
         assert_null(e);
     }
 }
@@ -482,7 +483,7 @@ expect_parse_error(const char *text, size_t position, const char *message)
     struct expr *e = NULL;
     struct expr_error error;
 
-    assert_weft_err(expr_parse(text, &e, &error), WEFT_EPARSE);
+    assert_weft_err(weft__expr_parse(text, &e, &error), WEFT_EPARSE);
     assert_null(e);
     if (error.position != position || strstr(error.message, message) == NULL) {
         fail_msg("got \"%s\" (position %zu), expected position %zu and \"%s\"", error.message,
@@ -612,7 +613,7 @@ test_expr_parse_survives_out_of_memory(void **state)
         weft_err err = WEFT_OK;
 
         failalloc_budget = budget;
-        err = expr_parse(text, &e, &error);
+        err = weft__expr_parse(text, &e, &error);
         failalloc_budget = -1;
         if (err == WEFT_ENOMEM) {
             assert_null(e);
@@ -622,9 +623,9 @@ test_expr_parse_survives_out_of_memory(void **state)
             continue;
         }
         assert_weft_ok(err);
-        assert_weft_ok(expr_eval(e, doc, &result));
+        assert_weft_ok(weft__expr_eval(e, doc, &result));
         assert_true(result);
-        expr_free(e);
+        weft__expr_free(e);
         is_done = true;
     }
     weft_set_allocator(NULL, NULL, NULL);
@@ -639,13 +640,13 @@ parse_anything(const char *text, const json_t *doc)
 {
     struct expr *e = NULL;
     struct expr_error error;
-    weft_err err = expr_parse(text, &e, &error);
+    weft_err err = weft__expr_parse(text, &e, &error);
 
     if (err == WEFT_OK) {
         bool result = false;
         assert_non_null(e);
-        assert_weft_ok(expr_eval(e, doc, &result));
-        expr_free(e);
+        assert_weft_ok(weft__expr_eval(e, doc, &result));
+        weft__expr_free(e);
         return;
     }
     assert_int_equal(err, WEFT_EPARSE);

@@ -47,7 +47,7 @@ teardown(void **state)
     struct fx *f = *state;
 
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
-    llm_response_cleanup(&f->response);
+    weft__llm_response_cleanup(&f->response);
     openai_server_stop(f->srv);
     json_decref(f->messages);
     free(f);
@@ -66,7 +66,7 @@ make_provider(struct fx *f, const char *key, unsigned max_retries)
     o.max_retries = max_retries;
     o.initial_backoff_ms = 1;
     o.max_backoff_ms = 5;
-    assert_weft_ok(llm_openai_new(&o, &p));
+    assert_weft_ok(weft__llm_openai_new(&o, &p));
     assert_non_null(p);
     return p;
 }
@@ -88,8 +88,8 @@ basic_request(struct fx *f)
 static weft_err
 call(struct fx *f, struct llm_provider *p, const struct llm_request *r)
 {
-    llm_response_cleanup(&f->response);
-    return llm_complete(p, r, &f->response, &f->error);
+    weft__llm_response_cleanup(&f->response);
+    return weft__llm_complete(p, r, &f->response, &f->error);
 }
 
 static uint64_t
@@ -126,7 +126,7 @@ test_llm_openai_text_answer_parses_content_and_usage(void **state)
     assert_non_null(openai_server_request_header(f->srv, 0, "Content-Type", buf, sizeof(buf)));
     assert_string_equal(buf, "application/json");
     assert_null(openai_server_request_header(f->srv, 0, "Authorization", buf, sizeof(buf)));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -141,7 +141,7 @@ test_llm_openai_missing_usage_gives_minus_one(void **state)
     assert_string_equal(f->response.content, "no usage here");
     assert_int_equal(f->response.input_tokens, -1);
     assert_int_equal(f->response.output_tokens, -1);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -180,7 +180,7 @@ test_llm_openai_request_body_carries_every_option(void **state)
     /* The answer's model is what the server reports. */
     assert_string_equal(f->response.response_model, "gpt-4.1");
     json_decref(tools);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -205,7 +205,7 @@ test_llm_openai_defaults_leave_options_out(void **state)
     assert_null(json_object_get(body, "temperature"));
     assert_null(json_object_get(body, "max_tokens"));
     json_decref(no_tools);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -226,7 +226,7 @@ test_llm_openai_tool_call_answer_is_parsed(void **state)
     assert_string_equal(f->response.finish_reason, "tool_calls");
     assert_int_equal(f->response.input_tokens, 20);
     assert_int_equal(f->response.output_tokens, 7);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -245,7 +245,7 @@ test_llm_openai_tool_call_without_id_gets_one(void **state)
     assert_string_equal(f->response.tool_calls[0].arguments, "{}");
     assert_weft_ok(call(f, p, &r));
     assert_string_equal(f->response.tool_calls[0].id, "call_2"); /* unique per provider */
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -261,7 +261,7 @@ test_llm_openai_429_is_retried_then_succeeds(void **state)
     assert_string_equal(f->response.content, "after the rate limit");
     assert_int_equal(f->response.attempts, 2);
     assert_int_equal(openai_server_request_count(f->srv), 2);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -277,7 +277,7 @@ test_llm_openai_retry_after_seconds_is_honoured(void **state)
     assert_weft_ok(call(f, p, &r));
     assert_true(ms_since(t) >= 950); /* the backoff alone is at most 1 ms */
     assert_int_equal(f->response.attempts, 2);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -295,7 +295,7 @@ test_llm_openai_retry_after_past_the_deadline_gives_up_at_once(void **state)
     assert_non_null(strstr(f->error.message, "503"));
     assert_true(ms_since(t) < 2000);
     assert_int_equal(openai_server_request_count(f->srv), 1);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -312,7 +312,7 @@ test_llm_openai_500_twice_then_success(void **state)
     assert_string_equal(f->response.content, "third time lucky");
     assert_int_equal(f->response.attempts, 3);
     assert_int_equal(openai_server_request_count(f->srv), 3);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -328,7 +328,7 @@ test_llm_openai_502_503_504_are_retried(void **state)
     openai_server_push_text(f->srv, "up again", 1, 1);
     assert_weft_ok(call(f, p, &r));
     assert_int_equal(f->response.attempts, 4); /* the default of 3 retries */
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -345,7 +345,7 @@ test_llm_openai_retries_are_bounded(void **state)
     assert_non_null(strstr(f->error.message, "The server had an error"));
     assert_int_equal(openai_server_request_count(f->srv), 3);
     assert_null(f->response.content);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -364,7 +364,7 @@ test_llm_openai_400_is_final(void **state)
     assert_non_null(
         strstr(f->error.message, "Invalid value for 'temperature': must be between 0 and 2."));
     assert_int_equal(openai_server_request_count(f->srv), 1);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -382,7 +382,7 @@ test_llm_openai_long_error_message_is_truncated(void **state)
     assert_string_equal(f->error.type, "http_422");
     assert_true(strlen(f->error.message) < sizeof(f->error.message));
     assert_non_null(strstr(f->error.message, "xxxxxxxx"));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -402,7 +402,7 @@ test_llm_openai_wrong_key_is_401_without_leaking_it(void **state)
     assert_null(strstr(f->error.message, "SECRET"));
     assert_non_null(strstr(f->error.message, "[redacted]"));
     assert_int_equal(openai_server_request_count(f->srv), 1);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -429,7 +429,7 @@ test_llm_openai_key_is_sent_but_never_logged(void **state)
     openai_server_expect_key(f->srv, "sk-rotated");
     assert_weft_err(call(f, p, &r), WEFT_EHTTP);
     assert_null(strstr(f->error.message, SECRET));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 
     assert_non_null(strstr(weft_test_logs(), "retry")); /* the capture did see lines */
     assert_null(strstr(weft_test_logs(), SECRET));
@@ -452,7 +452,7 @@ test_llm_openai_overall_timeout_with_a_slow_server(void **state)
     assert_string_equal(f->error.type, "timeout");
     assert_true(took >= 290);
     assert_true(took < 2000);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -467,7 +467,7 @@ test_llm_openai_connection_refused_is_eio_after_retries(void **state)
     assert_weft_err(call(f, p, &r), WEFT_EIO);
     assert_string_equal(f->error.type, "connection");
     assert_non_null(strstr(f->error.message, "3 attempts"));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -482,7 +482,7 @@ test_llm_openai_dropped_connection_is_retried(void **state)
     assert_weft_ok(call(f, p, &r));
     assert_string_equal(f->response.content, "reconnected");
     assert_int_equal(f->response.attempts, 2);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -498,7 +498,7 @@ test_llm_openai_invalid_json_is_eparse(void **state)
     assert_string_equal(f->error.type, "invalid_response");
     assert_null(f->response.content);
     assert_int_equal(openai_server_request_count(f->srv), 1); /* not retried */
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -515,7 +515,7 @@ test_llm_openai_answer_without_choices_is_eparse(void **state)
     assert_weft_err(call(f, p, &r), WEFT_EPARSE);
     assert_string_equal(f->error.type, "invalid_response");
     assert_non_null(strstr(f->error.message, "choices"));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 /* Every wrong-typed member is an invalid_response error naming the member and the types, not
@@ -575,7 +575,7 @@ test_llm_openai_wrong_types_are_invalid_response(void **state)
         assert_int_equal(f->response.tool_call_count, 0);
         assert_int_equal(openai_server_request_count(f->srv), before + 1); /* not retried */
     }
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 /* What the API and compatible servers legitimately send still parses: null content with
@@ -598,10 +598,10 @@ test_llm_openai_lenient_shapes_still_parse(void **state)
     assert_int_equal(f->response.tool_call_count, 1);
     assert_string_equal(f->response.tool_calls[0].arguments, "{\"q\":\"x\"}");
     assert_int_equal(f->response.input_tokens, -1);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
-/* Configured secrets leave every answer at ingress (llm_complete), whatever member holds
+/* Configured secrets leave every answer at ingress (weft__llm_complete), whatever member holds
  * them, and the error texts too. */
 static void
 test_llm_openai_registered_secrets_are_scrubbed_from_answers(void **state)
@@ -623,7 +623,7 @@ test_llm_openai_registered_secrets_are_scrubbed_from_answers(void **state)
     assert_null(strstr(f->error.message, "plain-local-token-42"));
     assert_non_null(strstr(f->error.message, "[REDACTED:LOCAL_KEY]"));
     weft_secrets_clear();
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -643,7 +643,7 @@ test_llm_openai_oversized_answer_is_an_error(void **state)
     assert_weft_err(call(f, p, &r), WEFT_EPARSE);
     assert_string_equal(f->error.type, "invalid_response");
     assert_non_null(strstr(f->error.message, "over"));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -652,15 +652,15 @@ test_llm_openai_bad_options_are_einval(void **state)
     struct llm_openai_options o = {0};
     struct llm_provider *p = (struct llm_provider *)state; /* any non-NULL value */
 
-    assert_weft_err(llm_openai_new(&o, &p), WEFT_EINVAL); /* no base_url */
+    assert_weft_err(weft__llm_openai_new(&o, &p), WEFT_EINVAL); /* no base_url */
     assert_null(p);
     o.base_url = "";
-    assert_weft_err(llm_openai_new(&o, &p), WEFT_EINVAL);
+    assert_weft_err(weft__llm_openai_new(&o, &p), WEFT_EINVAL);
     o.base_url = "ftp://example.com/v1";
-    assert_weft_err(llm_openai_new(&o, &p), WEFT_EINVAL);
-    assert_weft_err(llm_openai_new(NULL, &p), WEFT_EINVAL);
+    assert_weft_err(weft__llm_openai_new(&o, &p), WEFT_EINVAL);
+    assert_weft_err(weft__llm_openai_new(NULL, &p), WEFT_EINVAL);
     o.base_url = "http://127.0.0.1:1/v1";
-    assert_weft_err(llm_openai_new(&o, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__llm_openai_new(&o, NULL), WEFT_EINVAL);
 }
 
 static void
@@ -673,7 +673,7 @@ test_llm_openai_request_without_model_is_einval(void **state)
     r.model = NULL;
     assert_weft_err(call(f, p, &r), WEFT_EINVAL);
     assert_int_equal(openai_server_request_count(f->srv), 0);
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -688,12 +688,12 @@ test_llm_openai_trailing_slash_is_stripped(void **state)
     snprintf(url, sizeof(url), "%s/", f->base_url);
     o.base_url = url;
     o.provider_name = "vllm";
-    assert_weft_ok(llm_openai_new(&o, &p));
+    assert_weft_ok(weft__llm_openai_new(&o, &p));
     assert_string_equal(p->provider_name, "vllm");
     openai_server_push_text(f->srv, "ok", 1, 1);
     assert_weft_ok(call(f, p, &r));
     assert_string_equal(openai_server_request_path(f->srv, 0), "/v1/chat/completions");
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -713,7 +713,7 @@ test_llm_openai_reuses_the_connection(void **state)
     assert_string_equal(f->response.content, "three");
     assert_int_equal(openai_server_request_count(f->srv), 3);
     assert_int_equal(openai_server_request_conn(f->srv, 0), openai_server_request_conn(f->srv, 2));
-    llm_provider_free(p);
+    weft__llm_provider_free(p);
 }
 
 static void
@@ -734,7 +734,7 @@ test_llm_openai_out_of_memory_fails_cleanly(void **state)
         o.base_url = f->base_url;
         o.api_key = SECRET;
         failalloc_budget = budget;
-        err = llm_openai_new(&o, &p);
+        err = weft__llm_openai_new(&o, &p);
         if (err != WEFT_OK) {
             assert_int_equal(err, WEFT_ENOMEM);
             assert_null(p);
@@ -757,8 +757,8 @@ test_llm_openai_out_of_memory_fails_cleanly(void **state)
             assert_null(f->response.content);
             assert_int_equal(f->response.tool_call_count, 0);
         }
-        llm_response_cleanup(&f->response);
-        llm_provider_free(p);
+        weft__llm_response_cleanup(&f->response);
+        weft__llm_provider_free(p);
     }
     failalloc_budget = -1;
     weft_set_allocator(NULL, NULL, NULL);

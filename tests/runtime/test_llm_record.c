@@ -1,6 +1,6 @@
 /* tests/runtime/test_llm_record.c - the `--record` recorder and the script checker: a path
  * that cannot be written fails when the recording starts (one error naming the path and the
- * system's reason), recordings are 0600 and replay as scripts, and llm_script_check reports
+ * system's reason), recordings are 0600 and replay as scripts, and weft__llm_script_check reports
  * what `weft validate` prints (line and column of a syntax error, the field and what was
  * expected otherwise). */
 #include "support/failalloc.h"
@@ -65,7 +65,7 @@ test_record_unwritable_path_fails_at_start_naming_path_and_reason(void **state)
 
     snprintf(f->path, sizeof(f->path), "%s/missing/rec.json", f->dir);
     weft_test_capture_logs();
-    assert_weft_err(llm_recording_new(f->path, &rec, error, sizeof(error)), WEFT_EINVAL);
+    assert_weft_err(weft__llm_recording_new(f->path, &rec, error, sizeof(error)), WEFT_EINVAL);
     assert_null(rec);
     snprintf(want, sizeof(want), "--record %s: cannot write: No such file or directory", f->path);
     assert_string_equal(error, want);
@@ -89,11 +89,11 @@ test_record_file_is_0600_and_replays_as_a_script(void **state)
     snprintf(f->path, sizeof(f->path), "%s/rec.json", f->dir);
     write_text(f->path, "an older file, world-readable");
     assert_int_equal(chmod(f->path, 0644), 0);
-    assert_weft_ok(llm_recording_new(f->path, &rec, error, sizeof(error)));
+    assert_weft_ok(weft__llm_recording_new(f->path, &rec, error, sizeof(error)));
     /* Written at once, private. */
     assert_int_equal(stat(f->path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
-    assert_weft_ok(llm_script_load(f->path, &script, &lerr));
+    assert_weft_ok(weft__llm_script_load(f->path, &script, &lerr));
     json_decref(script);
 
     memset(&req, 0, sizeof(req));
@@ -105,10 +105,10 @@ test_record_file_is_0600_and_replays_as_a_script(void **state)
     resp.content = "done";
     resp.input_tokens = 3;
     resp.output_tokens = 1;
-    assert_weft_ok(llm_recording_add(rec, &req, "weft.scripted", &resp, NULL));
+    assert_weft_ok(weft__llm_recording_add(rec, &req, "weft.scripted", &resp, NULL));
     assert_int_equal(stat(f->path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
-    assert_weft_ok(llm_script_load(f->path, &script, &lerr));
+    assert_weft_ok(weft__llm_script_load(f->path, &script, &lerr));
     assert_string_equal(
         json_string_value(json_object_get(
             json_array_get(
@@ -118,7 +118,7 @@ test_record_file_is_0600_and_replays_as_a_script(void **state)
             "content")),
         "done");
     json_decref(script);
-    llm_recording_free(rec);
+    weft__llm_recording_free(rec);
     json_decref(messages);
 }
 
@@ -130,7 +130,7 @@ test_script_check_reports_line_column_field_and_expected(void **state)
 
     snprintf(f->path, sizeof(f->path), "%s/script.json", f->dir);
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [\n  {\"content\": \"x\",}\n]}}}");
-    assert_weft_err(llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
     assert_int_equal(p.line, 2);
     assert_int_equal(p.column, 19);
     assert_string_equal(p.field, "");
@@ -138,26 +138,26 @@ test_script_check_reports_line_column_field_and_expected(void **state)
 
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"},"
                         " {\"tool_calls\": \"x\"}]}}}");
-    assert_weft_err(llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
     assert_int_equal(p.line, 0);
     assert_string_equal(p.field, "responses.a.act[1].tool_calls");
     assert_string_equal(p.message, "expected array");
 
     write_text(f->path, "{\"responses\": {\"a\": {\"think\": []}}}");
-    assert_weft_err(llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
     assert_string_equal(p.field, "responses.a.think");
     assert_non_null(strstr(p.message, "unknown purpose"));
 
     write_text(f->path, "[1, 2]");
-    assert_weft_err(llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
     assert_string_equal(p.field, "");
     assert_non_null(strstr(p.message, "expected {\"version\": 1"));
 
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}]}}}");
-    assert_weft_ok(llm_script_check(f->path, &p));
+    assert_weft_ok(weft__llm_script_check(f->path, &p));
 
     snprintf(f->path, sizeof(f->path), "%s/none.json", f->dir);
-    assert_weft_err(llm_script_check(f->path, &p), WEFT_ENOTFOUND);
+    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_ENOTFOUND);
     assert_non_null(strstr(p.message, "No such file or directory"));
 }
 
@@ -186,19 +186,19 @@ test_record_out_of_memory_fails_cleanly(void **state)
         resp.input_tokens = -1;
         resp.output_tokens = -1;
         failalloc_budget = budget;
-        err = llm_recording_new(f->path, &rec, error, sizeof(error));
+        err = weft__llm_recording_new(f->path, &rec, error, sizeof(error));
         if (err != WEFT_OK) {
             assert_int_equal(err, WEFT_ENOMEM);
             assert_null(rec);
             continue;
         }
-        err = llm_recording_add(rec, &req, "weft.scripted", &resp, NULL);
+        err = weft__llm_recording_add(rec, &req, "weft.scripted", &resp, NULL);
         if (err == WEFT_OK) {
             is_done = true;
         } else {
             assert_int_equal(err, WEFT_ENOMEM);
         }
-        llm_recording_free(rec);
+        weft__llm_recording_free(rec);
     }
     failalloc_budget = -1;
     weft_set_allocator(NULL, NULL, NULL);

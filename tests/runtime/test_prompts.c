@@ -33,7 +33,7 @@ setup(void **state)
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-test");
     weft_test_setenv("LANGFUSE_SECRET_KEY", "sk-lf-secret");
     weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", NULL);
-    rt_prompt_cache_clear();
+    weft__rt_prompt_cache_clear();
     *state = f;
     return 0;
 }
@@ -44,7 +44,7 @@ teardown(void **state)
     struct fx *f = *state;
 
     http_receiver_stop(f->rx);
-    rt_prompt_cache_clear();
+    weft__rt_prompt_cache_clear();
     free(f);
     return 0;
 }
@@ -69,7 +69,7 @@ test_prompts_fetches_text_prompt_by_label_with_basic_auth(void **state)
     push_json(f, 200,
               "{\"type\":\"text\",\"name\":\"agent orchestrator\",\"version\":7,"
               "\"prompt\":\"You route requests.\",\"config\":{},\"labels\":[\"staging\"]}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
     assert_string_equal(p.text, "You route requests.");
     assert_int_equal(p.version, 7);
     assert_false(p.is_fallback);
@@ -80,7 +80,7 @@ test_prompts_fetches_text_prompt_by_label_with_basic_auth(void **state)
     assert_non_null(http_request_header(req, "Authorization", auth, sizeof(auth)));
     /* base64("pk-lf-test:sk-lf-secret") */
     assert_string_equal(auth, "Basic cGstbGYtdGVzdDpzay1sZi1zZWNyZXQ=");
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
 }
 
 static void
@@ -95,12 +95,12 @@ test_prompts_chat_prompt_by_version_joins_messages(void **state)
               "{\"type\":\"chat\",\"name\":\"critic\",\"version\":3,\"prompt\":["
               "{\"role\":\"system\",\"content\":\"Be strict.\"},"
               "{\"role\":\"user\",\"content\":\"Review the diff.\"}]}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
     assert_string_equal(p.text, "Be strict.\n\nReview the diff.");
     assert_int_equal(p.version, 3);
     assert_string_equal(http_receiver_request(f->rx, 0)->path,
                         "/api/public/v2/prompts/critic?version=3");
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
 }
 
 static void
@@ -112,20 +112,20 @@ test_prompts_cache_serves_within_ttl_and_refetches_after(void **state)
     char err[256] = "";
 
     push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":1,\"prompt\":\"one\"}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
-    rt_prompt_cleanup(&p);
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    weft__rt_prompt_cleanup(&p);
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
     assert_string_equal(p.text, "one");
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
     assert_int_equal(http_receiver_count(f->rx), 1); /* the second came from the cache */
     assert_string_equal(http_receiver_request(f->rx, 0)->path,
                         "/api/public/v2/prompts/p?label=production");
     weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", "0"); /* no caching: every call fetches */
     push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":2,\"prompt\":\"two\"}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
     assert_string_equal(p.text, "two");
     assert_int_equal(p.version, 2);
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
     assert_int_equal(http_receiver_count(f->rx), 2);
 }
 
@@ -139,14 +139,14 @@ test_prompts_stale_copy_beats_fallback_when_fetch_fails(void **state)
 
     weft_test_setenv("WEFT_LANGFUSE_PROMPT_TTL_S", "0");
     push_json(f, 200, "{\"type\":\"text\",\"name\":\"p\",\"version\":4,\"prompt\":\"remote\"}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
-    rt_prompt_cleanup(&p);
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    weft__rt_prompt_cleanup(&p);
     push_json(f, 503, "{\"message\":\"down\"}");
-    assert_weft_ok(rt_prompt_resolve(&ref, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&ref, &p, err, sizeof(err)));
     assert_string_equal(p.text, "remote");
     assert_int_equal(p.version, 4);
     assert_false(p.is_fallback);
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
 }
 
 static void
@@ -159,18 +159,18 @@ test_prompts_fallback_only_when_nothing_cached(void **state)
     char err[256] = "";
 
     push_json(f, 404, "{\"message\":\"Prompt not found\"}");
-    assert_weft_ok(rt_prompt_resolve(&with, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&with, &p, err, sizeof(err)));
     assert_string_equal(p.text, "local text");
     assert_true(p.is_fallback);
     assert_int_equal(p.version, 0);
-    rt_prompt_cleanup(&p);
+    weft__rt_prompt_cleanup(&p);
     push_json(f, 404, "{\"message\":\"Prompt not found\"}");
-    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_ENOTFOUND);
+    assert_weft_err(weft__rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_ENOTFOUND);
     assert_non_null(strstr(err, "prompt 'missing' (label production): Langfuse answered HTTP 404"));
     assert_null(p.text);
     /* A malformed answer is a failed fetch too. */
     push_json(f, 200, "{\"type\":\"text\",\"name\":\"missing\"}");
-    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EPARSE);
+    assert_weft_err(weft__rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EPARSE);
     assert_non_null(strstr(err, "no text prompt"));
 }
 
@@ -184,10 +184,10 @@ test_prompts_without_langfuse_keys(void **state)
     char err[256] = "";
 
     weft_test_setenv("LANGFUSE_SECRET_KEY", NULL);
-    assert_weft_ok(rt_prompt_resolve(&with, &p, err, sizeof(err)));
+    assert_weft_ok(weft__rt_prompt_resolve(&with, &p, err, sizeof(err)));
     assert_true(p.is_fallback);
-    rt_prompt_cleanup(&p);
-    assert_weft_err(rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EINVAL);
+    weft__rt_prompt_cleanup(&p);
+    assert_weft_err(weft__rt_prompt_resolve(&without, &p, err, sizeof(err)), WEFT_EINVAL);
     assert_non_null(strstr(err, "Langfuse is not configured"));
     assert_int_equal(http_receiver_count(f->rx), 0); /* no request without credentials */
 }

@@ -187,7 +187,7 @@ test_secrets_load_reads_every_configured_source(void **state)
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", "pk-lf-0123456789");
     weft_test_setenv("LANGFUSE_SECRET_KEY", "sk-lf-0123456789");
     weft_test_setenv("WEFT_WATCHDOG_WEBHOOK_AUTHORIZATION", "Token hook-secret-42");
-    rt_secrets_load(NULL);
+    weft__rt_secrets_load(NULL);
     weft_test_setenv("OTEL_EXPORTER_OTLP_HEADERS", NULL);
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", NULL);
     weft_test_setenv("LANGFUSE_SECRET_KEY", NULL);

@@ -23,7 +23,7 @@ check(const char *schema, const char *value, bool expected, const char *message)
     if (s == NULL || v == NULL) {
         fail_msg("bad test JSON: %s / %s", schema, value);
     }
-    got = tool_schema_validate(s, v, err, sizeof(err));
+    got = weft__tool_schema_validate(s, v, err, sizeof(err));
     if (got != expected) {
         fail_msg("%s against %s: expected %s, got %s (%s)", value, schema,
                  expected ? "valid" : "invalid", got ? "valid" : "invalid", err);
@@ -215,7 +215,7 @@ test_schema_reports_deep_nesting_instead_of_recursing(void **state)
         json_t *js = json_loads(schema, 0, NULL);
         json_t *jv = json_loads(value, 0, NULL);
         char err[256] = "";
-        assert_false(tool_schema_validate(js, jv, err, sizeof(err)));
+        assert_false(weft__tool_schema_validate(js, jv, err, sizeof(err)));
         assert_non_null(strstr(err, ": nested too deeply"));
         assert_int_equal(strncmp(err, "args[0][0][0]", 13), 0);
         json_decref(js);
@@ -231,10 +231,10 @@ test_schema_tolerates_missing_value_and_error_buffer(void **state)
     char err[8];
 
     (void)state;
-    assert_false(tool_schema_validate(schema, NULL, NULL, 0));
-    assert_false(tool_schema_validate(schema, value, NULL, 0));
+    assert_false(weft__tool_schema_validate(schema, NULL, NULL, 0));
+    assert_false(weft__tool_schema_validate(schema, value, NULL, 0));
     /* A short buffer gets a cut, terminated message. */
-    assert_false(tool_schema_validate(schema, value, err, sizeof(err)));
+    assert_false(weft__tool_schema_validate(schema, value, err, sizeof(err)));
     assert_int_equal(strlen(err), sizeof(err) - 1);
     json_decref(schema);
     json_decref(value);
@@ -283,7 +283,7 @@ test_schema_builtin_schemas_accept_good_and_reject_bad_args(void **state)
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        json_t *schema = tool_builtin_schema(cases[i].type);
+        json_t *schema = weft__tool_builtin_schema(cases[i].type);
         json_t *args = json_loads(cases[i].args, JSON_DECODE_ANY, NULL);
         char err[256] = "";
         bool got = false;
@@ -291,9 +291,9 @@ test_schema_builtin_schemas_accept_good_and_reject_bad_args(void **state)
         assert_non_null(schema);
         assert_true(json_is_object(schema));
         assert_non_null(args);
-        got = tool_schema_validate(schema, args, err, sizeof(err));
+        got = weft__tool_schema_validate(schema, args, err, sizeof(err));
         if (got != cases[i].is_valid) {
-            fail_msg("%s %s: expected %s (%s)", tool_type_name(cases[i].type), cases[i].args,
+            fail_msg("%s %s: expected %s (%s)", weft__tool_type_name(cases[i].type), cases[i].args,
                      cases[i].is_valid ? "valid" : "invalid", err);
         }
         if (cases[i].message != NULL) {
@@ -302,20 +302,20 @@ test_schema_builtin_schemas_accept_good_and_reject_bad_args(void **state)
         json_decref(schema);
         json_decref(args);
     }
-    assert_null(tool_builtin_schema(TOOL_NATIVE));
+    assert_null(weft__tool_builtin_schema(TOOL_NATIVE));
 }
 
 static void
 test_schema_type_names(void **state)
 {
     (void)state;
-    assert_string_equal(tool_type_name(TOOL_REQUEST_AGENT), "request_agent");
-    assert_string_equal(tool_type_name(TOOL_READ_FILE), "read_file");
-    assert_string_equal(tool_type_name(TOOL_WRITE_FILE), "write_file");
-    assert_string_equal(tool_type_name(TOOL_HTTP_GET), "http_get");
-    assert_string_equal(tool_type_name(TOOL_COMMAND), "command");
-    assert_string_equal(tool_type_name(TOOL_NATIVE), "native");
-    assert_string_equal(tool_type_name((tool_type)99), "unknown");
+    assert_string_equal(weft__tool_type_name(TOOL_REQUEST_AGENT), "request_agent");
+    assert_string_equal(weft__tool_type_name(TOOL_READ_FILE), "read_file");
+    assert_string_equal(weft__tool_type_name(TOOL_WRITE_FILE), "write_file");
+    assert_string_equal(weft__tool_type_name(TOOL_HTTP_GET), "http_get");
+    assert_string_equal(weft__tool_type_name(TOOL_COMMAND), "command");
+    assert_string_equal(weft__tool_type_name(TOOL_NATIVE), "native");
+    assert_string_equal(weft__tool_type_name((tool_type)99), "unknown");
 }
 
 static void
@@ -325,12 +325,12 @@ test_schema_cleanup_functions_free_everything_and_accept_null(void **state)
     struct tool_outcome outcome;
 
     (void)state;
-    /* Every owned field set: LeakSanitizer reports anything tool_def_cleanup() misses. */
+    /* Every owned field set: LeakSanitizer reports anything weft__tool_def_cleanup() misses. */
     memset(&def, 0, sizeof(def));
     def.name = weft__strdup("fetch_docs");
     def.description = weft__strdup("Fetch a page");
     def.type = TOOL_COMMAND;
-    def.schema = tool_builtin_schema(TOOL_COMMAND);
+    def.schema = weft__tool_builtin_schema(TOOL_COMMAND);
     def.allow_hosts = weft__calloc(2, sizeof(char *));
     assert_non_null(def.allow_hosts);
     def.allow_hosts[0] = weft__strdup("a.example");
@@ -341,19 +341,19 @@ test_schema_cleanup_functions_free_everything_and_accept_null(void **state)
     def.argv[0] = weft__strdup("ls");
     def.argc = 1;
     def.cwd = weft__strdup("src");
-    tool_def_cleanup(&def);
+    weft__tool_def_cleanup(&def);
     assert_null(def.name);
     assert_null(def.schema);
     assert_int_equal(def.argc, 0);
-    tool_def_cleanup(&def); /* twice is harmless */
-    tool_def_cleanup(NULL);
+    weft__tool_def_cleanup(&def); /* twice is harmless */
+    weft__tool_def_cleanup(NULL);
 
     memset(&outcome, 0, sizeof(outcome));
     outcome.output = weft__strdup("{}");
-    tool_outcome_cleanup(&outcome);
+    weft__tool_outcome_cleanup(&outcome);
     assert_null(outcome.output);
-    tool_outcome_cleanup(&outcome);
-    tool_outcome_cleanup(NULL);
+    weft__tool_outcome_cleanup(&outcome);
+    weft__tool_outcome_cleanup(NULL);
 }
 
 int

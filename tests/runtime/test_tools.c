@@ -1,4 +1,4 @@
-/* tests/runtime/test_tools.c - every tool type run for real through tool_run():
+/* tests/runtime/test_tools.c - every tool type run for real through weft__tool_run():
  * - read_file / write_file in a mkdtemp workspace: round trips, parents created, atomic
  *   replacement, and every way out refused ("..", absolute paths, a symlinked file, a
  *   symlinked directory component, for reading and for writing), size caps, FIFOs;
@@ -67,7 +67,7 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    tool_outcome_cleanup(&f->out);
+    weft__tool_outcome_cleanup(&f->out);
     json_decref(f->parsed);
     assert_int_equal(nftw(f->root, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
     free(f);
@@ -130,10 +130,10 @@ call(struct fx *f, const struct tool_def *def, const char *args_json)
     if (args == NULL) {
         fail_msg("bad test JSON %s: %s", args_json, jerr.text);
     }
-    tool_outcome_cleanup(&f->out);
+    weft__tool_outcome_cleanup(&f->out);
     json_decref(f->parsed);
     f->parsed = NULL;
-    assert_weft_ok(tool_run(def, f->ws, args, &f->out));
+    assert_weft_ok(weft__tool_run(def, f->ws, args, &f->out));
     assert_non_null(f->out.output);
     json_decref(args);
     if (def->type != TOOL_NATIVE) {
@@ -686,14 +686,14 @@ run_commands(void *arg)
 
         snprintf(word, sizeof(word), "w%d-%d", w->id, i);
         snprintf(expected, sizeof(expected), "\"stdout\":\"w%d-%d\\n\"", w->id, i);
-        if (tool_run(&d, w->ws, args, &out) != WEFT_OK) {
+        if (weft__tool_run(&d, w->ws, args, &out) != WEFT_OK) {
             w->failures++;
             continue;
         }
         if (out.is_error || strstr(out.output, expected) == NULL) {
             w->failures++;
         }
-        tool_outcome_cleanup(&out);
+        weft__tool_outcome_cleanup(&out);
         if (weft_monotonic_ns() - t0 > w->slowest_ns) {
             w->slowest_ns = weft_monotonic_ns() - t0;
         }
@@ -717,7 +717,7 @@ run_sleeper(void *arg)
     json_t *args = json_object();
 
     d.timeout_ms = 20000;
-    s->err = tool_run(&d, s->ws, args, &s->out);
+    s->err = weft__tool_run(&d, s->ws, args, &s->out);
     json_decref(args);
     return NULL;
 }
@@ -751,7 +751,7 @@ test_tools_command_runs_concurrently_from_threads(void **state)
     assert_int_equal(pthread_join(sleeper_thread, NULL), 0);
     assert_weft_ok(sleeper.err);
     assert_false(sleeper.out.is_error);
-    tool_outcome_cleanup(&sleeper.out);
+    weft__tool_outcome_cleanup(&sleeper.out);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -966,8 +966,8 @@ test_tools_native_registry_validates_names(void **state)
     (void)state;
     assert_weft_err(weft_tools_new(NULL), WEFT_EINVAL);
     assert_weft_ok(weft_tools_new(&tools));
-    assert_int_equal(tool_registry_count(tools), 0);
-    assert_null(tool_registry_get(tools, 0));
+    assert_int_equal(weft__tool_registry_count(tools), 0);
+    assert_null(weft__tool_registry_get(tools, 0));
     assert_weft_ok(weft_tools_add(tools, "lookup-order_2", "Find an order",
                                   "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"
                                   "\"string\"}}}",
@@ -991,10 +991,10 @@ test_tools_native_registry_validates_names(void **state)
                     WEFT_EINVAL);
     assert_weft_err(weft_tools_add(NULL, "x", NULL, NULL, native_tool, &calls), WEFT_EINVAL);
     /* Failed adds changed nothing. */
-    assert_int_equal(tool_registry_count(tools), 2);
+    assert_int_equal(weft__tool_registry_count(tools), 2);
     {
-        const struct tool_def *d = tool_registry_get(tools, 0);
-        const struct tool_def *d2 = tool_registry_get(tools, 1);
+        const struct tool_def *d = weft__tool_registry_get(tools, 0);
+        const struct tool_def *d2 = weft__tool_registry_get(tools, 1);
         assert_string_equal(d->name, "lookup-order_2");
         assert_string_equal(d->description, "Find an order");
         assert_int_equal(d->type, TOOL_NATIVE);
@@ -1003,13 +1003,13 @@ test_tools_native_registry_validates_names(void **state)
         /* A NULL schema means {"type":"object"}; a NULL description stays NULL. */
         assert_string_equal(json_string_value(json_object_get(d2->schema, "type")), "object");
         assert_null(d2->description);
-        assert_null(tool_registry_get(tools, 2));
+        assert_null(weft__tool_registry_get(tools, 2));
     }
     assert_int_equal(calls.count, 0);
     weft_tools_free(tools);
     weft_tools_free(NULL);
-    assert_int_equal(tool_registry_count(NULL), 0);
-    assert_null(tool_registry_get(NULL, 0));
+    assert_int_equal(weft__tool_registry_count(NULL), 0);
+    assert_null(weft__tool_registry_get(NULL, 0));
 }
 
 static void
@@ -1022,7 +1022,7 @@ test_tools_native_calls_and_outcomes(void **state)
 
     assert_weft_ok(weft_tools_new(&tools));
     assert_weft_ok(weft_tools_add(tools, "orders", NULL, NULL, native_tool, &calls));
-    d = tool_registry_get(tools, 0);
+    d = weft__tool_registry_get(tools, 0);
 
     call(f, d, "{\"mode\": \"ok\", \"n\": [1, 2]}");
     assert_false(f->out.is_error);
@@ -1058,11 +1058,11 @@ test_tools_run_rejects_bad_calls(void **state)
     json_t *args = json_pack("{s:s, s:s}", "agent", "a", "query", "q");
     struct tool_outcome out;
 
-    assert_weft_err(tool_run(&agent, f->ws, args, &out), WEFT_EINVAL);
-    assert_weft_err(tool_run(NULL, f->ws, args, &out), WEFT_EINVAL);
-    assert_weft_err(tool_run(&read_def, f->ws, NULL, &out), WEFT_EINVAL);
-    assert_weft_err(tool_run(&read_def, NULL, args, &out), WEFT_EINVAL);
-    assert_weft_err(tool_run(&read_def, f->ws, args, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__tool_run(&agent, f->ws, args, &out), WEFT_EINVAL);
+    assert_weft_err(weft__tool_run(NULL, f->ws, args, &out), WEFT_EINVAL);
+    assert_weft_err(weft__tool_run(&read_def, f->ws, NULL, &out), WEFT_EINVAL);
+    assert_weft_err(weft__tool_run(&read_def, NULL, args, &out), WEFT_EINVAL);
+    assert_weft_err(weft__tool_run(&read_def, f->ws, args, NULL), WEFT_EINVAL);
     assert_weft_err(weft_tool_result_set(NULL, "x", false), WEFT_EINVAL);
     json_decref(args);
 }
@@ -1094,14 +1094,14 @@ test_tools_native_add_out_of_memory(void **state)
         }
         failalloc_budget = -1;
         if (err == WEFT_OK) {
-            assert_int_equal(tool_registry_count(tools), 5);
+            assert_int_equal(weft__tool_registry_count(tools), 5);
             weft_tools_free(tools);
             assert_true(budget > 0);
             break;
         }
         assert_int_equal(err, WEFT_ENOMEM);
         /* The failed add left the registry as it was. */
-        assert_int_equal(tool_registry_count(tools), added);
+        assert_int_equal(weft__tool_registry_count(tools), added);
         weft_tools_free(tools);
     }
     weft_set_allocator(NULL, NULL, NULL);
@@ -1123,7 +1123,7 @@ test_tools_run_out_of_memory(void **state)
 
     assert_weft_ok(weft_tools_new(&tools));
     assert_weft_ok(weft_tools_add(tools, "n", NULL, NULL, native_tool, &calls));
-    defs[3] = tool_registry_get(tools, 0);
+    defs[3] = weft__tool_registry_get(tools, 0);
     put(f->ws, "f.txt", "content");
     assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
     for (size_t t = 0; t < 4; t++) {
@@ -1135,12 +1135,12 @@ test_tools_run_out_of_memory(void **state)
 
             memset(&out, 0, sizeof(out));
             failalloc_budget = budget;
-            err = tool_run(defs[t], f->ws, args, &out);
+            err = weft__tool_run(defs[t], f->ws, args, &out);
             failalloc_budget = -1;
             if (err == WEFT_OK) {
                 assert_non_null(out.output);
                 assert_false(out.is_error);
-                tool_outcome_cleanup(&out);
+                weft__tool_outcome_cleanup(&out);
                 break;
             }
             assert_int_equal(err, WEFT_ENOMEM);

@@ -1,7 +1,7 @@
 /* tests/runtime/test_webhook.c - stuck-loop alerts POSTed to a webhook, against a real HTTP
  * server on 127.0.0.1 (tests/support/http_receiver.c): both payload formats field by field, the
  * retry rules (503 + Retry-After, final 400, failures logged once), a post that never waits on
- * the network and counts what it drops, rt_webhook_free() draining the queue and returning
+ * the network and counts what it drops, weft__rt_webhook_free() draining the queue and returning
  * within its bound when the server is down or hangs, configuration errors, and an OOM loop. */
 #include "support/failalloc.h"
 #include "support/http_receiver.h"
@@ -90,22 +90,22 @@ make(const char *url, int format, size_t queue_cap)
     };
     struct rt_webhook *wh = NULL;
 
-    assert_weft_ok(rt_webhook_new(&c, &wh));
+    assert_weft_ok(weft__rt_webhook_new(&c, &wh));
     assert_non_null(wh);
     return wh;
 }
 
 /* Wait until sent + failed reaches @p n (the sender counts after the answer). */
-static struct rt_webhook_stats
+static struct weft__rt_webhook_stats
 wait_done(struct rt_webhook *wh, uint64_t n, unsigned timeout_ms)
 {
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     uint64_t start = weft_monotonic_ns();
 
     for (;;) {
         struct timespec ts = {0, 2000000};
 
-        rt_webhook_stats(wh, &st);
+        weft__rt_webhook_stats(wh, &st);
         if (st.sent + st.failed >= n || elapsed_ms(start) > timeout_ms) {
             return st;
         }
@@ -154,11 +154,11 @@ test_webhook_generic_payload_is_one_exact_object(void **state)
     struct rt_webhook *wh = make(f->url, RT_WEBHOOK_GENERIC, 0);
     struct rt_webhook_alert a = sample_alert("break");
     const struct http_request *req = NULL;
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     char hdr[128];
     json_t *doc = NULL;
 
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 1, 5000);
     assert_int_equal(st.sent, 1);
     assert_int_equal(http_receiver_count(f->rx), 1);
@@ -187,7 +187,7 @@ test_webhook_generic_payload_is_one_exact_object(void **state)
 
     /* No agent: the field stays, as null. */
     a.agent = NULL;
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 2, 5000);
     assert_int_equal(st.sent, 2);
     doc = body_of(f, 1);
@@ -195,7 +195,7 @@ test_webhook_generic_payload_is_one_exact_object(void **state)
     assert_int_equal(json_object_size(doc), 10);
     json_decref(doc);
     assert_int_equal(st.failed + st.dropped + st.retries, 0);
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 }
 
 static void
@@ -253,14 +253,14 @@ test_webhook_alertmanager_payload_is_postable_alerts_array(void **state)
     struct rt_webhook_config c = {.format = RT_WEBHOOK_ALERTMANAGER,
                                   .trace_url = "http://jaeger:16686/trace/"};
     struct rt_webhook *wh = NULL;
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     json_t *doc = NULL;
 
     c.url = http_receiver_url(f->rx, "/api/v2/alerts", url, sizeof(url));
-    assert_weft_ok(rt_webhook_new(&c, &wh));
+    assert_weft_ok(weft__rt_webhook_new(&c, &wh));
     for (size_t i = 0; i < 3; i++) {
         struct rt_webhook_alert a = sample_alert(policies[i]);
-        assert_weft_ok(rt_webhook_post(wh, &a));
+        assert_weft_ok(weft__rt_webhook_post(wh, &a));
     }
     st = wait_done(wh, 3, 5000);
     assert_int_equal(st.sent, 3);
@@ -279,7 +279,7 @@ test_webhook_alertmanager_payload_is_postable_alerts_array(void **state)
         assert_string_equal(str_at(alert, "generatorURL"), "http://jaeger:16686/trace/" TRACE_ID);
         json_decref(doc);
     }
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 }
 
 static void
@@ -291,7 +291,7 @@ test_webhook_alertmanager_leaves_out_absent_values(void **state)
     json_t *doc = NULL;
     json_t *alert = NULL;
 
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_int_equal(wait_done(wh, 1, 5000).sent, 1);
     doc = body_of(f, 0);
     alert = json_array_get(doc, 0);
@@ -304,7 +304,7 @@ test_webhook_alertmanager_leaves_out_absent_values(void **state)
     assert_string_equal(str_at(alert, "startsAt"), "1970-01-01T00:00:00.000Z");
     assert_null(json_object_get(alert, "generatorURL"));
     json_decref(doc);
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 }
 
 static void
@@ -315,14 +315,14 @@ test_webhook_retries_503_after_retry_after(void **state)
     struct http_response busy = {.status = 503, .headers = "Retry-After: 1\r\n"};
     struct http_response ok = {.status = 200};
     struct rt_webhook_alert a = sample_alert("warn");
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     uint64_t start = 0;
     uint64_t waited = 0;
 
     http_receiver_push(f->rx, &busy);
     http_receiver_push(f->rx, &ok);
     start = weft_monotonic_ns();
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_true(http_receiver_wait(f->rx, 2, 5000));
     waited = elapsed_ms(start);
     st = wait_done(wh, 1, 5000);
@@ -336,7 +336,7 @@ test_webhook_retries_503_after_retry_after(void **state)
     assert_int_equal(http_receiver_count(f->rx), 2);
     assert_int_equal(http_receiver_request(f->rx, 0)->answered, 503);
     assert_int_equal(http_receiver_request(f->rx, 1)->answered, 200);
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
     assert_int_equal(http_receiver_count(f->rx), 2); /* delivered once */
 }
 
@@ -348,21 +348,21 @@ test_webhook_retries_transport_errors_then_gives_up(void **state)
     struct http_response drop = {.drop = true};
     struct http_response bad_gateway = {.status = 502};
     struct rt_webhook_alert a = sample_alert("warn");
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
 
     /* A dropped connection and a 502 are retried; the default of 3 retries ends it. */
     http_receiver_push(f->rx, &drop);
     http_receiver_push(f->rx, &bad_gateway);
     http_receiver_push(f->rx, &bad_gateway);
     http_receiver_push(f->rx, &bad_gateway);
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 1, 5000);
     assert_int_equal(st.failed, 1);
     assert_int_equal(st.sent, 0);
     assert_int_equal(st.retries, 3);
     assert_int_equal(http_receiver_count(f->rx), 4);
     assert_non_null(strstr(weft_test_logs(), "after 4 attempt(s): HTTP 502"));
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 }
 
 static void
@@ -374,26 +374,26 @@ test_webhook_400_is_final_counted_and_logged_once(void **state)
         .status = 400, .body = "invalid label set", .content_type = "text/plain"};
     struct http_response ok = {.status = 200};
     struct rt_webhook_alert a = sample_alert("warn");
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     const char *logs = NULL;
 
     http_receiver_push(f->rx, &bad);
     http_receiver_push(f->rx, &bad);
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 1, 5000);
     assert_int_equal(st.failed, 1);
     assert_int_equal(st.retries, 0);
     assert_int_equal(http_receiver_count(f->rx), 1); /* counted only after the final answer */
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 2, 5000);
     assert_int_equal(st.failed, 2);
     assert_int_equal(st.retries, 0);
     assert_int_equal(http_receiver_count(f->rx), 2);
     http_receiver_push(f->rx, &ok);
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     st = wait_done(wh, 3, 5000);
     assert_int_equal(st.sent, 1);
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 
     logs = weft_test_logs();
     assert_int_equal(count_of(logs, "not delivered"), 1);
@@ -411,18 +411,18 @@ test_webhook_post_never_blocks_and_counts_drops(void **state)
     struct rt_webhook *wh = make(f->url, RT_WEBHOOK_GENERIC, 8);
     struct http_response slow = {.status = 200, .delay_ms = 2000};
     struct rt_webhook_alert a = sample_alert("warn");
-    struct rt_webhook_stats st;
+    struct weft__rt_webhook_stats st;
     size_t queued = 0;
     size_t limited = 0;
     uint64_t start = 0;
 
     http_receiver_set_default(f->rx, &slow);
     /* One alert in flight, held by the server for 2 s. */
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_true(http_receiver_wait(f->rx, 1, 5000));
     start = weft_monotonic_ns();
     for (int i = 0; i < 100; i++) {
-        weft_err err = rt_webhook_post(wh, &a);
+        weft_err err = weft__rt_webhook_post(wh, &a);
         if (err == WEFT_OK) {
             queued++;
         } else {
@@ -433,14 +433,14 @@ test_webhook_post_never_blocks_and_counts_drops(void **state)
     assert_true(elapsed_ms(start) < 50);
     assert_int_equal(queued, 8);
     assert_int_equal(limited, 92);
-    rt_webhook_stats(wh, &st);
+    weft__rt_webhook_stats(wh, &st);
     assert_int_equal(st.dropped, 92);
     assert_int_equal(st.sent, 0);
     assert_int_equal(count_of(weft_test_logs(), "alert queue full (8)"), 1);
 
     /* No drain: the in-flight request is cut, not waited for. */
     start = weft_monotonic_ns();
-    rt_webhook_free(wh, 0);
+    weft__rt_webhook_free(wh, 0);
     assert_true(elapsed_ms(start) < 500);
     assert_non_null(strstr(weft_test_logs(), "9 alert(s) not delivered within the 0 ms drain"));
 }
@@ -456,10 +456,10 @@ test_webhook_free_drains_queued_alerts(void **state)
 
     http_receiver_set_default(f->rx, &slowish);
     for (int i = 0; i < 5; i++) {
-        assert_weft_ok(rt_webhook_post(wh, &a));
+        assert_weft_ok(weft__rt_webhook_post(wh, &a));
     }
     start = weft_monotonic_ns();
-    rt_webhook_free(wh, 5000);
+    weft__rt_webhook_free(wh, 5000);
     assert_int_equal(http_receiver_count(f->rx), 5);
     for (size_t i = 0; i < 5; i++) {
         assert_int_equal(http_receiver_request(f->rx, i)->answered, 200);
@@ -481,12 +481,12 @@ test_webhook_free_with_server_down_returns_within_drain(void **state)
     /* Nothing listens on the port any more: every attempt is refused, and retried. */
     http_receiver_stop(f->rx);
     f->rx = NULL;
-    assert_weft_ok(rt_webhook_new(&c, &wh));
+    assert_weft_ok(weft__rt_webhook_new(&c, &wh));
     for (int i = 0; i < 3; i++) {
-        assert_weft_ok(rt_webhook_post(wh, &a));
+        assert_weft_ok(weft__rt_webhook_post(wh, &a));
     }
     start = weft_monotonic_ns();
-    rt_webhook_free(wh, 300);
+    weft__rt_webhook_free(wh, 300);
     took = elapsed_ms(start);
     assert_true(took < 300 + 150);
     assert_non_null(strstr(weft_test_logs(), "3 alert(s) not delivered within the 300 ms drain"));
@@ -503,10 +503,10 @@ test_webhook_free_cuts_hanging_request_at_drain_bound(void **state)
     uint64_t took = 0;
 
     http_receiver_set_default(f->rx, &hang);
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_true(http_receiver_wait(f->rx, 1, 5000));
     start = weft_monotonic_ns();
-    rt_webhook_free(wh, 200);
+    weft__rt_webhook_free(wh, 200);
     took = elapsed_ms(start);
     assert_true(took >= 150);
     assert_true(took < 200 + 150);
@@ -523,12 +523,12 @@ test_webhook_free_wakes_a_retry_after_wait(void **state)
     uint64_t start = 0;
 
     http_receiver_push(f->rx, &busy);
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_true(http_receiver_wait(f->rx, 1, 5000));
     /* The sender now sleeps 20 s; a 1 s drain cannot cover it, so the alert is given up at
      * once instead of waiting out the drain. */
     start = weft_monotonic_ns();
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
     assert_true(elapsed_ms(start) < 300);
     assert_int_equal(http_receiver_count(f->rx), 1);
     assert_non_null(strstr(weft_test_logs(), "1 alert(s) not delivered within the 1000 ms drain"));
@@ -548,60 +548,60 @@ test_webhook_rejects_bad_config_and_alerts(void **state)
     struct rt_webhook *wh = (struct rt_webhook *)&c; /* must come back NULL */
     struct rt_webhook_alert a = sample_alert("warn");
 
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL); /* no URL */
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL); /* no URL */
     assert_null(wh);
     for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
         c.url = bad_urls[i];
-        assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+        assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
         assert_null(wh);
     }
     assert_non_null(strstr(weft_test_logs(), "webhook url: expected an http:// or https://"));
     assert_null(strstr(weft_test_logs(), "passwd"));
     c.url = f->url;
     c.format = 7;
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
     assert_non_null(strstr(weft_test_logs(), "webhook format"));
     c.format = RT_WEBHOOK_GENERIC;
     c.queue_cap = RT_WEBHOOK_MAX_QUEUE + 1;
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
     assert_non_null(strstr(weft_test_logs(), "webhook queue_cap"));
     c.queue_cap = 0;
     c.headers = injected;
     c.header_count = 1;
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
     c.headers = nameless;
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
     assert_non_null(strstr(weft_test_logs(), "webhook headers[0]"));
     assert_null(strstr(weft_test_logs(), "abc"));
     c.headers = NULL;
     c.header_count = 0;
     c.trace_url = "jaeger/trace/";
-    assert_weft_err(rt_webhook_new(&c, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, &wh), WEFT_EINVAL);
     assert_non_null(strstr(weft_test_logs(), "webhook trace_url"));
     c.trace_url = NULL;
-    assert_weft_err(rt_webhook_new(NULL, &wh), WEFT_EINVAL);
-    assert_weft_err(rt_webhook_new(&c, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(NULL, &wh), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_new(&c, NULL), WEFT_EINVAL);
 
     /* Alerts: kind and a known policy are required; nothing is queued or counted. */
     wh = make(f->url, RT_WEBHOOK_GENERIC, 0);
-    assert_weft_err(rt_webhook_post(wh, NULL), WEFT_EINVAL);
-    assert_weft_err(rt_webhook_post(NULL, &a), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_post(wh, NULL), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_post(NULL, &a), WEFT_EINVAL);
     a.policy = "panic";
-    assert_weft_err(rt_webhook_post(wh, &a), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_post(wh, &a), WEFT_EINVAL);
     a.policy = NULL;
-    assert_weft_err(rt_webhook_post(wh, &a), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_post(wh, &a), WEFT_EINVAL);
     a.policy = "warn";
     a.kind = "";
-    assert_weft_err(rt_webhook_post(wh, &a), WEFT_EINVAL);
+    assert_weft_err(weft__rt_webhook_post(wh, &a), WEFT_EINVAL);
     {
-        struct rt_webhook_stats st;
-        rt_webhook_stats(wh, &st);
+        struct weft__rt_webhook_stats st;
+        weft__rt_webhook_stats(wh, &st);
         assert_int_equal(st.sent + st.failed + st.dropped + st.retries, 0);
     }
-    rt_webhook_free(wh, 0);
+    weft__rt_webhook_free(wh, 0);
     assert_int_equal(http_receiver_count(f->rx), 0);
-    rt_webhook_free(NULL, 0);
-    rt_webhook_stats(NULL, NULL);
+    weft__rt_webhook_free(NULL, 0);
+    weft__rt_webhook_stats(NULL, NULL);
 }
 
 static void
@@ -622,7 +622,7 @@ test_webhook_cuts_long_and_invalid_utf8_text(void **state)
     long_text[4999] = '\0';
     a.evidence = long_text;
     a.agent = "bad\xa9name";
-    assert_weft_ok(rt_webhook_post(wh, &a));
+    assert_weft_ok(weft__rt_webhook_post(wh, &a));
     assert_int_equal(wait_done(wh, 1, 5000).sent, 1);
     doc = body_of(f, 0);
     evidence = str_at(doc, "evidence");
@@ -632,7 +632,7 @@ test_webhook_cuts_long_and_invalid_utf8_text(void **state)
     assert_string_equal(str_at(doc, "agent"), "bad?name");
     json_decref(doc);
     free(long_text);
-    rt_webhook_free(wh, 1000);
+    weft__rt_webhook_free(wh, 1000);
 }
 
 static void
@@ -650,23 +650,23 @@ test_webhook_out_of_memory_fails_cleanly(void **state)
         weft_err err = WEFT_OK;
 
         failalloc_budget = budget;
-        err = rt_webhook_new(&c, &wh);
+        err = weft__rt_webhook_new(&c, &wh);
         if (err != WEFT_OK) {
             assert_int_equal(err, WEFT_ENOMEM);
             assert_null(wh);
             continue;
         }
-        err = rt_webhook_post(wh, &a);
+        err = weft__rt_webhook_post(wh, &a);
         if (err == WEFT_OK) {
             is_done = true;
         } else {
-            struct rt_webhook_stats st;
+            struct weft__rt_webhook_stats st;
             assert_int_equal(err, WEFT_ENOMEM);
-            rt_webhook_stats(wh, &st);
+            weft__rt_webhook_stats(wh, &st);
             assert_int_equal(st.dropped, 1);
         }
         failalloc_budget = -1;
-        rt_webhook_free(wh, 5000);
+        weft__rt_webhook_free(wh, 5000);
     }
     failalloc_budget = -1;
     weft_set_allocator(NULL, NULL, NULL);
