@@ -8,6 +8,7 @@
  * is wall time per op on each thread (median of 5 runs). The scrape renders the Prometheus text
  * of 10,000 series (100 counters x 100 label values). A benchmark, not a test.
  */
+#include "base/buf.h"
 #include "exporters/otlp_encode.h"
 
 #include <pthread.h>

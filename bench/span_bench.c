@@ -11,6 +11,7 @@
  * Usage: span_bench [spans_per_run] [runs]   (defaults 1000000 and 5)
  * A benchmark, not a test: it asserts nothing about speed.
  */
+#include "base/buf.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_encode.h"
 

@@ -6,7 +6,8 @@
  * finish; everything else is batched. Setting LANGFUSE_* adds the Langfuse exporter even when
  * the list does not name it: the keys are all it takes.
  */
-#include "../tracing/util.h"
+#include "base/env.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -14,6 +14,9 @@
  * Thread-safety: a mutex guards everything, because shutdown may be called from another thread
  * while an export overruns its deadline.
  */
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
 #include "store.h"
 
 #include <pthread.h>

@@ -13,6 +13,10 @@
  * Shutdown only raises a flag (it may race with an export that overran its deadline); the
  * descriptor is closed in destroy.
  */
+#include "base/buf.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/mem.h"
 #include "otlp_encode.h"
 #include "store.h"
 

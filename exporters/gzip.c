@@ -2,6 +2,7 @@
  * (windowBits 15 + 16), writing straight into a capped weft__buf so that a request never grows
  * past its limit. */
 #include "gzip.h"
+#include "base/buf.h"
 
 #include <zlib.h>
 

@@ -2,7 +2,7 @@
 #ifndef WEFT_EXPORTERS_GZIP_H
 #define WEFT_EXPORTERS_GZIP_H
 
-#include "../tracing/util.h"
+#include "base/buf.h"
 
 /* Append the gzip encoding of data[0..len) to @p out at zlib @p level (-1 default, 0-9).
  * @return WEFT_OK, WEFT_ELIMIT (out->max reached; out restored), WEFT_ENOMEM, WEFT_EIO. */

@@ -28,8 +28,12 @@
 #include "otlp_encode.h"
 #include "otlp_transport.h"
 
-#include "../tracing/exporter.h"
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/utf8.h"
+#include "tracing/exporter.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -504,13 +508,10 @@ rewrite(struct langfuse *x,
             a.value.u.str = name;
             a.value.len = strlen(name);
         } else if (a.value.type == WEFT_VALUE_STRING && a.value.len > x->max_value) {
-            size_t keep = x->max_value;
+            /* Cut on a UTF-8 boundary, then say so. */
+            size_t keep = weft__utf8_cut(a.value.u.str, a.value.len, x->max_value);
             char *cut = NULL;
 
-            /* Cut on a UTF-8 boundary, then say so. */
-            while (keep > 0 && ((uint8_t)a.value.u.str[keep] & 0xc0) == 0x80) {
-                keep--;
-            }
             cut = batch_alloc(b, keep + sizeof(TRUNCATION_MARKER));
             if (cut == NULL) {
                 return false;

@@ -6,7 +6,8 @@
  * 3 s is closed, and up to 1000 connections are served (fewer when RLIMIT_NOFILE is low). The
  * server binds to the address given (loopback unless told otherwise); port 0 picks a free port.
  */
-#include "../tracing/util.h"
+#include "base/log.h"
+#include "base/mem.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -9,7 +9,7 @@
 #ifndef WEFT_EXPORTERS_OTLP_ENCODE_H
 #define WEFT_EXPORTERS_OTLP_ENCODE_H
 
-#include "../tracing/util.h"
+#include "base/buf.h"
 #include <weft/export.h>
 #include <weft/metrics.h>
 #include <weft/weft.h>
@@ -51,11 +51,6 @@ weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out,
 
 weft_err
 weft__otlp_metrics_encode_json(struct weft_meter *meter, struct weft__buf *out, size_t *points);
-
-/* Length of the UTF-8 sequence at @p s (at most @p avail bytes): when valid, *is_valid is true
- * and the sequence's length is returned; when not, false and the length of the maximal invalid
- * subpart (at least 1). Both encoders use it so that they repair invalid UTF-8 the same way. */
-size_t weft__otlp_utf8_seq(const uint8_t *s, size_t avail, bool *is_valid);
 
 /* Parse an ExportTraceServiceResponse body (protobuf or JSON per @p is_json) for
  * partial_success. Sets *rejected (0 when absent) and copies error_message into @p message

@@ -8,7 +8,9 @@
 #include "otlp_encode.h"
 #include "otlp_transport.h"
 
-#include "../tracing/exporter.h"
+#include "base/buf.h"
+#include "base/mem.h"
+#include "tracing/exporter.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  * value (about forty per span) plus a dump pass, and jansson refuses strings that are not
  * UTF-8 instead of repairing them. Here every byte is appended once to the caller's buffer.
  * Strings are escaped (quote, backslash, control characters) and invalid UTF-8 is replaced by
- * U+FFFD, one per maximal invalid subpart (weft__otlp_utf8_seq(), shared with otlp_proto.c),
+ * U+FFFD, one per maximal invalid subpart (weft__utf8_seq(), shared with otlp_proto.c),
  * so the output is always valid JSON. Doubles use the shortest of %.15g, %.16g and %.17g that
  * reads back exactly, with ".0" added to integral values so every reader sees a real number;
  * the decimal point is forced to '.' whatever LC_NUMERIC says.
@@ -21,6 +21,9 @@
  * Errors are sticky in struct js: after the first failure appends are skipped, and the entry
  * point restores the caller's length.
  */
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/utf8.h"
 #include "otlp_encode.h"
 
 #include <math.h>
@@ -99,7 +102,7 @@ put_string(struct js *j, const char *str, size_t len)
             continue;
         }
         if (c >= 0x80) {
-            n = weft__otlp_utf8_seq(s + i, len - i, &is_valid);
+            n = weft__utf8_seq(s + i, len - i, &is_valid);
             if (is_valid) {
                 i += n;
                 continue;

@@ -9,6 +9,11 @@
  * A flush is a generation counter: force_flush bumps `wanted` and waits until `done` reaches
  * it, so concurrent flushes share one export and a flush never returns on an older export.
  */
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
 #include "otlp_encode.h"
 #include "otlp_transport.h"
 

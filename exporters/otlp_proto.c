@@ -31,9 +31,12 @@
  * inside the AnyValue oneof, where a set member is always written. Strings must be UTF-8 in
  * proto3 (strict receivers reject the whole request otherwise), so invalid sequences are
  * replaced by U+FFFD, one per maximal invalid subpart, exactly as otlp_json.c does: both
- * encoders use weft__otlp_utf8_seq(). Errors are sticky in struct pb: once set, writes are
+ * encoders use weft__utf8_seq(). Errors are sticky in struct pb: once set, writes are
  * skipped and the entry point restores the caller's length.
  */
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/utf8.h"
 #include "otlp_encode.h"
 
 #include <jansson.h>
@@ -110,79 +113,6 @@
 
 /* Markers for the grouping pass live on the stack up to this many spans (the default batch). */
 #define STACK_MARKS 512
-
-/* ------------------------------------------------------------------------------------------ */
-/* UTF-8                                                                                        */
-
-size_t
-weft__otlp_utf8_seq(const uint8_t *s, size_t avail, bool *is_valid)
-{
-    uint8_t c = s[0];
-    uint8_t lo = 0x80;
-    uint8_t hi = 0xBF;
-    size_t need = 0;
-
-    /* Well-formed sequences per Unicode table 3-7; the bounds of the second byte exclude
-     * overlong forms, surrogates and code points above U+10FFFF. */
-    if (c < 0x80) {
-        *is_valid = true;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        lo = c == 0xE0 ? 0xA0 : 0x80;
-        hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        lo = c == 0xF0 ? 0x90 : 0x80;
-        hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else {
-        *is_valid = false;
-        return 1;
-    }
-    for (size_t i = 1; i <= need; i++) {
-        if (i >= avail || s[i] < lo || s[i] > hi) {
-            *is_valid = false;
-            return i;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    *is_valid = true;
-    return need + 1;
-}
-
-/* True when s[0..len) is valid UTF-8. Eight ASCII bytes are checked at a time: attribute
- * keys and most values are ASCII, and this check runs on every string of every span. */
-static inline bool
-utf8_is_valid(const uint8_t *s, size_t len)
-{
-    size_t i = 0;
-    bool is_valid = true;
-
-    while (i < len) {
-        if (len - i >= 8) {
-            uint64_t word = 0;
-
-            memcpy(&word, s + i, 8);
-            if ((word & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        i += weft__otlp_utf8_seq(s + i, len - i, &is_valid);
-        if (!is_valid) {
-            return false;
-        }
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Writer                                                                                       */
@@ -332,7 +262,7 @@ pb_string_repaired(struct pb *e, uint32_t tag, const uint8_t *s, size_t len)
     uint8_t *p = NULL;
 
     for (size_t i = 0; i < len; i += n) {
-        n = weft__otlp_utf8_seq(s + i, len - i, &is_valid);
+        n = weft__utf8_seq(s + i, len - i, &is_valid);
         out_len += is_valid ? n : 3;
     }
     head = varint_size(tag) + varint_size(out_len);
@@ -343,7 +273,7 @@ pb_string_repaired(struct pb *e, uint32_t tag, const uint8_t *s, size_t len)
     p += put_varint(p, tag);
     p += put_varint(p, out_len);
     for (size_t i = 0; i < len; i += n) {
-        n = weft__otlp_utf8_seq(s + i, len - i, &is_valid);
+        n = weft__utf8_seq(s + i, len - i, &is_valid);
         if (is_valid) {
             memcpy(p, s + i, n);
             p += n;
@@ -364,7 +294,7 @@ pb_string(struct pb *e, uint32_t tag, const char *s, size_t len)
     if (s == NULL) {
         len = 0;
     }
-    if (len > 0 && !utf8_is_valid((const uint8_t *)s, len)) {
+    if (len > 0 && !weft__utf8_valid(s, len)) {
         pb_string_repaired(e, tag, (const uint8_t *)s, len);
         return;
     }
@@ -548,7 +478,7 @@ scalar_value_size(const struct weft_value *v)
     switch (v->type) {
     case WEFT_VALUE_STRING:
         len = v->u.str == NULL ? 0 : v->len;
-        if (!utf8_is_valid((const uint8_t *)v->u.str, len)) {
+        if (!weft__utf8_valid(v->u.str, len)) {
             return 0;
         }
         return 1 + varint_size(len) + len;
@@ -630,7 +560,7 @@ pb_attrs(struct pb *e, uint32_t tag, const struct weft_attr *attrs, size_t count
         struct mark kv = {0, 1};
         struct mark value = {0, 1};
 
-        if (utf8_is_valid((const uint8_t *)key, key_len)) {
+        if (weft__utf8_valid(key, key_len)) {
             value_size = scalar_value_size(&attrs[i].value);
         }
         if (value_size > 0) {
@@ -1069,17 +999,12 @@ weft__otlp_metrics_encode_proto(struct weft_meter *meter, struct weft__buf *out,
 static void
 copy_message(char *dst, size_t dst_len, const char *src, size_t len)
 {
-    size_t n = len;
+    size_t n = 0;
 
     if (dst == NULL || dst_len == 0) {
         return;
     }
-    if (n > dst_len - 1) {
-        n = dst_len - 1;
-        while (n > 0 && ((uint8_t)src[n] & 0xC0) == 0x80) {
-            n--;
-        }
-    }
+    n = weft__utf8_cut(src, len, dst_len - 1);
     if (n > 0) {
         memcpy(dst, src, n);
     }

@@ -24,8 +24,14 @@
 #include "gzip.h"
 #include "otlp_encode.h"
 
-#include "../tracing/ids.h"
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/http.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "tracing/ids.h"
 
 #include <curl/curl.h>
 #include <errno.h>

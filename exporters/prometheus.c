@@ -14,7 +14,8 @@
  * Label values are escaped (\\, \", \n). Exemplars are not part of format 0.0.4; they travel
  * in OTLP metrics.
  */
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/str.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -29,7 +29,12 @@
  */
 #include "store.h"
 
-#include "../tracing/ids.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "tracing/ids.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,8 +8,6 @@
 #ifndef WEFT_EXPORTERS_STORE_H
 #define WEFT_EXPORTERS_STORE_H
 
-#include "../tracing/util.h"
-
 #include <stdio.h>
 #include <weft/export.h>
 

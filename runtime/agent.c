@@ -14,7 +14,9 @@
 
 #include "engine.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 #include <ctype.h>
 #include <stdio.h>

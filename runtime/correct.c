@@ -17,7 +17,7 @@
  */
 #include "engine.h"
 
-#include "../tracing/util.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

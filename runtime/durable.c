@@ -10,7 +10,7 @@
 #include "state.h"
 #include "workflow.h"
 
-#include "../tracing/util.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -20,8 +20,13 @@
 #include "metrics_store.h"
 #include "secrets.h"
 
-#include "../tracing/ids.h"
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "tracing/ids.h"
 
 #include <weft/weft.h>
 

@@ -13,7 +13,8 @@
  */
 #include "engine.h"
 
-#include "../tracing/util.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 #include <regex.h>
 #include <stdio.h>

@@ -22,7 +22,8 @@
  */
 #include "expr.h"
 
-#include "../tracing/util.h"
+#include "base/mem.h"
+#include "base/utf8.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -139,14 +140,7 @@ struct parser {
 static size_t
 char_position(const char *text, size_t offset)
 {
-    size_t position = 1;
-
-    for (size_t i = 0; i < offset && text[i] != '\0'; i++) {
-        if (((unsigned char)text[i] & 0xC0u) != 0x80u) {
-            position++;
-        }
-    }
-    return position;
+    return 1 + weft__utf8_chars(text, strnlen(text, offset));
 }
 
 static void
@@ -1088,12 +1082,7 @@ length_of(const json_t *json)
     }
     if (json_is_string(json)) {
         const char *s = json_string_value(json);
-        size_t len = json_string_length(json);
-        for (size_t i = 0; i < len; i++) {
-            if (((unsigned char)s[i] & 0xC0u) != 0x80u) {
-                count++;
-            }
-        }
+        count = weft__utf8_chars(s, json_string_length(json));
         return make_int((long long)count);
     }
     return make_val(V_NULL);

@@ -24,7 +24,9 @@
  */
 #include "engine.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/time.h"
 #include "expr.h"
 
 #include <stdio.h>

@@ -4,7 +4,9 @@
  * advice) and use the weft. prefix elsewhere. */
 #include "metrics.h"
 
-#include "../tracing/util.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 #include <jansson.h>
 #include <pthread.h>

@@ -24,8 +24,11 @@
 #include "metrics.h"
 #include "state.h"
 
-#include "../tracing/sdk.h"
-#include "../tracing/util.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "tracing/sdk.h"
 
 #include <jansson.h>
 #include <pthread.h>

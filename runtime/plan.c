@@ -6,7 +6,7 @@
  */
 #include "plan.h"
 
-#include "../tracing/util.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,11 @@
  */
 #include "prompts.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 #include <curl/curl.h>
 #include <jansson.h>

@@ -15,7 +15,7 @@
 
 #include "engine.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,7 +8,9 @@
 #include "metrics_store.h"
 #include "state.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <string.h>

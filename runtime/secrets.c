@@ -20,7 +20,11 @@
 
 #include "workflow.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -9,8 +9,14 @@
  */
 #include "state.h"
 
-#include "../tracing/ids.h"
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/env.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "tracing/ids.h"
+#include "tracing/redact.h"
 
 #include <errno.h>
 #include <fcntl.h>

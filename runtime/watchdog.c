@@ -3,7 +3,9 @@
 #include "engine.h"
 #include "webhook.h"
 
-#include "../tracing/util.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -20,7 +20,12 @@
 
 #include "http.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/http.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "base/utf8.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -206,13 +211,7 @@ text(const char *s)
         return json_null();
     }
     len = strlen(s);
-    if (len > MAX_FIELD_BYTES) {
-        len = MAX_FIELD_BYTES;
-        /* Do not cut a multi-byte character: back up to its lead byte. */
-        while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80) {
-            len--;
-        }
-    }
+    len = weft__utf8_cut(s, len, MAX_FIELD_BYTES);
     j = json_stringn(s, len);
     if (j != NULL) {
         return j;

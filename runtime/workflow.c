@@ -11,7 +11,8 @@
  */
 #include "workflow.h"
 
-#include "../tracing/util.h"
+#include "base/buf.h"
+#include "base/mem.h"
 #include "expr.h"
 #include "llm/llm.h"
 #include "plan.h"

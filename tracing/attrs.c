@@ -5,7 +5,10 @@
  * every string attribute on the recording thread, and one pass over the bytes with a switch
  * on the first character costs about a nanosecond per byte, far below a regex engine.
  */
+#include "base/buf.h"
+#include "base/mem.h"
 #include "sdk.h"
+#include "tracing/redact.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -64,32 +67,6 @@ weft_span_data_attr(const struct weft_span_data *span, const char *key)
         }
     }
     return NULL;
-}
-
-size_t
-weft__utf8_prefix(const char *s, size_t len, size_t max_chars)
-{
-    size_t i = 0;
-    size_t chars = 0;
-
-    if (max_chars >= len) {
-        return len; /* never more characters than bytes */
-    }
-    while (i < len && chars < max_chars) {
-        unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80           ? 1
-                   : (c >> 5) == 0x6  ? 2
-                   : (c >> 4) == 0xe  ? 3
-                   : (c >> 3) == 0x1e ? 4
-                                      : 1;
-
-        if (i + n > len) {
-            n = len - i;
-        }
-        i += n;
-        chars++;
-    }
-    return i;
 }
 
 /* ---- deep copies ---------------------------------------------------------------------- */
@@ -551,4 +528,23 @@ weft__redact(const struct weft_provider *provider,
         return WEFT_REDACTED;
     }
     return out->data;
+}
+
+char *
+weft__redact_text(const char *text)
+{
+    size_t len = strlen(text);
+    /* A replacement marker can be longer than what it replaces: leave room for many. */
+    size_t cap = len + 64 + len / 2;
+    char *scratch = weft__malloc(cap);
+    const char *redacted = NULL;
+    char *out = NULL;
+
+    if (scratch == NULL) {
+        return NULL;
+    }
+    redacted = weft_redact_builtin("text", text, len, scratch, cap);
+    out = weft__strdup(redacted != NULL ? redacted : text);
+    weft__free(scratch);
+    return out;
 }

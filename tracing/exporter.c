@@ -2,7 +2,8 @@
  * Processors call the ops; weft_exporter_free() is for handles never given to a processor. */
 #include "exporter.h"
 
-#include "util.h"
+#include "base/mem.h"
+#include "base/time.h"
 
 weft_err
 weft_exporter_new(const struct weft_exporter_ops *ops, void *self, struct weft_exporter **out)

@@ -7,7 +7,7 @@
  */
 #include "ids.h"
 
-#include "util.h"
+#include "base/str.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

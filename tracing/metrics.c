@@ -14,9 +14,10 @@
  * Why hand-written and not a library: the record path must cost tens of nanoseconds and
  * never block; a general hash map with a lock would do neither.
  */
+#include "base/mem.h"
+#include "base/time.h"
 #include "exporter.h"
 #include "sdk.h"
-#include "util.h"
 
 #include <math.h>
 #include <pthread.h>

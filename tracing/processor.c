@@ -10,6 +10,10 @@
  * Flush and shutdown are requests handled by the export thread itself, so the exporter is
  * only ever called from that thread; the caller waits on a condition variable with a bound.
  */
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
 #include "exporter.h"
 #include "ring.h"
 #include "sdk.h"

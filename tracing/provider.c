@@ -6,6 +6,9 @@
  * path (weft_span_end) reads them without a lock; they are only removed at free time, when no
  * span may be live.
  */
+#include "base/env.h"
+#include "base/mem.h"
+#include "base/time.h"
 #include "ids.h"
 #include "sdk.h"
 

@@ -4,6 +4,10 @@
  * Per the OTel specification an OTEL_RESOURCE_ATTRIBUTES value that fails to decode is
  * discarded whole, with a warning.
  */
+#include "base/env.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
 #include "sdk.h"
 
 #include <limits.h>

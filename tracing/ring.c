@@ -1,7 +1,7 @@
 /* tracing/ring.c - set-up and tear-down of the bounded MPMC ring (see ring.h). */
 #include "ring.h"
 
-#include "util.h"
+#include "base/mem.h"
 
 weft_err
 weft__ring_init(struct weft__ring *ring, size_t cap)

@@ -5,6 +5,8 @@
  * a trace at the same ratio makes the same decision. The parent-based samplers follow the
  * parent's sampled flag and use the root sampler only for root spans.
  */
+#include "base/env.h"
+#include "base/log.h"
 #include "sdk.h"
 
 #include <string.h>

@@ -10,7 +10,7 @@
 #ifndef WEFT_TRACING_SDK_H
 #define WEFT_TRACING_SDK_H
 
-#include "util.h"
+#include "base/buf.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -114,8 +114,6 @@ const char *weft__redact(const struct weft_provider *provider,
                          struct weft__buf *out);
 /* Cheap test: could the built-in rules change this value? (false means certainly not) */
 bool weft__may_need_redaction(const char *key, const char *value, size_t len);
-/* Length in bytes of the first @p max_chars UTF-8 characters of s[0..len). */
-size_t weft__utf8_prefix(const char *s, size_t len, size_t max_chars);
 
 /* Resource (tracing/resource.c). */
 weft_err weft__resource_build(struct weft_provider *provider,

@@ -16,6 +16,10 @@
  * in its arena; after end, nothing in the span changes (exporters read it from another
  * thread).
  */
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "base/utf8.h"
 #include "ids.h"
 #include "ring.h"
 #include "sdk.h"

@@ -1,8 +1,8 @@
 /* runtime/llm/llm.c - the provider vtable calls and the helpers every provider shares. */
 #include "llm.h"
 
-#include "../../tracing/util.h"
-#include "../secrets.h"
+#include "base/mem.h"
+#include "runtime/secrets.h"
 
 #include <stdio.h>
 #include <string.h>

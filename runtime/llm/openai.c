@@ -23,10 +23,14 @@
  */
 #include "llm.h"
 
-#include "../http.h"
+#include "runtime/http.h"
 
-#include "../../tracing/ids.h"
-#include "../../tracing/util.h"
+#include "base/buf.h"
+#include "base/http.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "tracing/ids.h"
 
 #include <curl/curl.h>
 #include <errno.h>

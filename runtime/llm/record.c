@@ -13,8 +13,11 @@
  */
 #include "llm.h"
 
-#include "../../tracing/util.h"
-#include "../secrets.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "runtime/secrets.h"
+#include "tracing/redact.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
  */
 #include "llm.h"
 
-#include "../../tracing/util.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -21,7 +21,11 @@
 
 #include "tools.h"
 
-#include "../../tracing/util.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "base/utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -89,50 +93,6 @@ command_environ(void)
     return env;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..len), or 0 when it is invalid (overlong forms,
- * surrogates, code points above U+10FFFF and NUL are invalid here: jansson would refuse them,
- * or cut the string at the NUL). */
-static size_t
-utf8_sequence(const unsigned char *s, size_t len)
-{
-    unsigned char c = s[0];
-    size_t n = 0;
-    uint32_t cp = 0;
-
-    if (c == 0) {
-        return 0;
-    }
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n > len) {
-        return 0;
-    }
-    for (size_t k = 1; k < n; k++) {
-        if ((s[k] & 0xC0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (s[k] & 0x3F);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return 0;
-    }
-    return n;
-}
-
 /* Text with every byte that is not part of valid UTF-8 replaced by '?', so that it can travel
  * in JSON (command output is often binary, or cut in the middle of a character by the cap).
  * New string of the same length, or NULL. */
@@ -146,12 +106,14 @@ utf8_clean(const char *s, size_t len)
         return NULL;
     }
     while (i < len) {
-        size_t n = utf8_sequence((const unsigned char *)s + i, len - i);
-        if (n == 0) {
-            out[i++] = '?';
-            continue;
+        bool is_valid = true;
+        size_t n = weft__utf8_seq((const uint8_t *)s + i, len - i, &is_valid);
+
+        if (!is_valid || s[i] == '\0') { /* jansson would cut the string at a NUL */
+            memset(out + i, '?', n);
+        } else {
+            memcpy(out + i, s + i, n);
         }
-        memcpy(out + i, s + i, n);
         i += n;
     }
     out[len] = '\0';

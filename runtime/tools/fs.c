@@ -23,7 +23,7 @@
 
 #include "tools.h"
 
-#include "../../tracing/util.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>

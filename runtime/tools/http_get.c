@@ -14,7 +14,9 @@
  */
 #include "tools.h"
 
-#include "../../tracing/util.h"
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/utf8.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -110,20 +112,7 @@ body_text(const struct body *b)
     size_t len = b->buf.len;
 
     if (b->is_truncated) {
-        /* Walk back over at most 3 continuation bytes to the start of the last character. */
-        size_t i = len;
-        size_t back = 0;
-        while (i > 0 && back < 3 && ((unsigned char)data[i - 1] & 0xC0) == 0x80) {
-            i--;
-            back++;
-        }
-        if (i > 0 && (unsigned char)data[i - 1] >= 0xC0) {
-            unsigned char lead = (unsigned char)data[i - 1];
-            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-            if (back + 1 < need) {
-                len = i - 1; /* incomplete: cut before the lead byte */
-            }
-        }
+        len = weft__utf8_complete(data, len);
     }
     return json_stringn(data, len);
 }

@@ -13,8 +13,8 @@
  */
 #include "tools.h"
 
-#include "../../tracing/util.h"
-#include "../secrets.h"
+#include "base/mem.h"
+#include "runtime/secrets.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -13,7 +13,8 @@
  */
 #include "tools.h"
 
-#include "../../tracing/util.h"
+#include "base/mem.h"
+#include "base/utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -246,17 +247,6 @@ check_array(const json_t *schema,
     return true;
 }
 
-/* Characters, not bytes: a schema's lengths count code points. */
-static size_t
-utf8_length(const char *s, size_t bytes)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < bytes; i++) {
-        n += ((unsigned char)s[i] & 0xC0) != 0x80;
-    }
-    return n;
-}
-
 static bool
 validate(const json_t *schema,
          const json_t *value,
@@ -303,7 +293,7 @@ validate(const json_t *schema,
     if (json_is_string(value)) {
         const json_t *min = json_object_get(schema, "minLength");
         const json_t *max = json_object_get(schema, "maxLength");
-        size_t n = utf8_length(json_string_value(value), json_string_length(value));
+        size_t n = weft__utf8_chars(json_string_value(value), json_string_length(value));
         if (json_is_integer(min) && (json_int_t)n < json_integer_value(min)) {
             snprintf(err, len, "%s: expected at least %lld characters", path,
                      (long long)json_integer_value(min));

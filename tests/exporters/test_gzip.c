@@ -1,4 +1,5 @@
 /* tests/exporters/test_gzip.c - gzip round trips, caps and corrupt input. */
+#include "base/buf.h"
 #include "exporters/gzip.h"
 #include "support/weft_test.h"
 

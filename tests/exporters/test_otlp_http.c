@@ -4,6 +4,7 @@
  * rules (429/502/503/504 and transport failures only, Retry-After in both forms, deadlines),
  * partial success, connection reuse, and the whole pipeline: no span lost across transient
  * failures, drops counted, shutdown delivering the queue, span end never waiting. */
+#include "base/buf.h"
 #include "support/http_receiver.h"
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"

@@ -7,6 +7,7 @@
 #include "support/failalloc.h"
 #include "support/weft_test.h"
 
+#include "base/buf.h"
 #include "exporters/otlp_encode.h"
 
 #include <float.h>

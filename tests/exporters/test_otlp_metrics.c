@@ -3,6 +3,7 @@
  * tests/support/otlp_metrics.proto, the JSON encoder equal to the decoded protobuf, and the
  * periodic reader against a real local HTTP receiver: path and content type, periodic and forced
  * exports, retries, failures counted, the final export on stop, and the environment. */
+#include "base/buf.h"
 #include "exporters/otlp_encode.h"
 #include "support/http_receiver.h"
 #include "support/otlp_decode.h"

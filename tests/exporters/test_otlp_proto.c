@@ -12,6 +12,7 @@
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
 
+#include "base/buf.h"
 #include "exporters/otlp_encode.h"
 
 #include <math.h>

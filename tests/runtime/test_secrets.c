@@ -13,8 +13,8 @@
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
+#include "base/env.h"
 #include "runtime/secrets.h"
-#include "tracing/util.h"
 
 #include <fcntl.h>
 #include <ftw.h>

@@ -2,9 +2,9 @@
  * (runtime/tools/schema.c): every keyword accepting and rejecting, error messages that name
  * the JSON path of the first failure, and the built-in tools' schemas against good and bad
  * arguments. Pure functions: no fixtures, no I/O. */
+#include "base/mem.h"
 #include "runtime/tools/tools.h"
 #include "support/weft_test.h"
-#include "tracing/util.h"
 
 #include <stdio.h>
 #include <string.h>

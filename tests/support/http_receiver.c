@@ -1,6 +1,7 @@
 /* tests/support/http_receiver.c - a small real HTTP/1.1 server for integration tests. */
 #include "http_receiver.h"
 
+#include "base/buf.h"
 #include "exporters/gzip.h"
 
 #include <arpa/inet.h>

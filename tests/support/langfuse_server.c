@@ -11,6 +11,8 @@
  */
 #include "langfuse_server.h"
 
+#include "base/mem.h"
+#include "base/str.h"
 #include "otlp_decode.h"
 
 #include <errno.h>

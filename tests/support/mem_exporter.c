@@ -1,6 +1,7 @@
 /* tests/support/mem_exporter.c - in-memory exporter for tests. */
 #include "mem_exporter.h"
 
+#include "base/mem.h"
 #include "tracing/sdk.h"
 
 #include <pthread.h>

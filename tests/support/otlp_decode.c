@@ -7,6 +7,7 @@
  * overruns its parent is caught where it occurs.
  */
 #include "otlp_decode.h"
+#include "base/buf.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracing/util.h"
+#include "base/buf.h"
 
 /* Also reject what weft's encoders never write: proto3 default values outside the AnyValue
  * oneof (0, "", an empty singular message such as "resource": {}) and varints with

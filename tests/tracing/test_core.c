@@ -2,9 +2,9 @@
  * samplers, span limits and dropped counts, redaction, attribute types, parent/child context,
  * environment parsing and the disabled SDK. Spans are observed through a simple processor and
  * the in-memory exporter. */
+#include "base/http.h"
 #include "support/mem_exporter.h"
 #include "support/weft_test.h"
-#include "tracing/util.h"
 
 #include <math.h>
 #include <stdlib.h>

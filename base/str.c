@@ -1,0 +1,74 @@
+/* base/str.c - small string helpers: percent-decoding, trimming, shortest round-trip doubles. */
+#include "base/str.h"
+#include "base/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+char *
+weft__percent_decode(const char *s, size_t len)
+{
+    char *out = weft__malloc(len + 1);
+    size_t i = 0;
+    size_t o = 0;
+
+    if (out == NULL) {
+        return NULL;
+    }
+    while (i < len) {
+        if (s[i] == '%') {
+            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
+                weft__free(out);
+                return NULL;
+            }
+            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            i += 3;
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void
+weft__trim(const char **start, size_t *len)
+{
+    while (*len > 0 && (**start == ' ' || **start == '\t')) {
+        (*start)++;
+        (*len)--;
+    }
+    while (*len > 0 && ((*start)[*len - 1] == ' ' || (*start)[*len - 1] == '\t')) {
+        (*len)--;
+    }
+}
+
+int
+weft__fmt_double(char *buf, size_t len, double d)
+{
+    int n = 0;
+
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(buf, len, "%.*g", prec, d);
+        if (n < 0 || (size_t)n >= len || strtod(buf, NULL) == d) {
+            break;
+        }
+    }
+    return n;
+}
