@@ -9,6 +9,7 @@
 #include "base/mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NONE ((size_t)-1)
@@ -321,108 +322,193 @@ weft__plan_check_add(struct plan_check *check,
     check->count++;
 }
 
-static size_t
-check_find(const struct plan_check *check, const char *id)
+/* An id with its position, sorted by id: dependency lookups are a binary search, so checking
+ * a plan of PLAN_MAX_STEPS steps stays O(n log n) instead of a scan per dependency. */
+struct check_key {
+    const char *id;
+    size_t index;
+};
+
+static int
+key_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < check->count; i++) {
-        if (check->ids[i] != NULL && strcmp(check->ids[i], id) == 0) {
-            return i;
+    const struct check_key *x = a;
+    const struct check_key *y = b;
+    int c = strcmp(x->id, y->id);
+
+    if (c != 0) {
+        return c;
+    }
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static size_t
+check_find(const struct check_key *keys, size_t n, const char *id)
+{
+    size_t lo = 0;
+    size_t hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(keys[mid].id, id);
+        if (c == 0) {
+            return keys[mid].index;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
     return NONE;
 }
 
-/* Depth-first search with three colours; on a back edge, write the cycle into message. */
-static bool
-find_cycle(
-    struct plan_check *check, size_t node, unsigned char *colour, size_t *stack, size_t depth)
+/* Write "dependency cycle: a -> b -> ... -> a" for the nodes stack[start..depth] closed by
+ * @p next. */
+static void
+cycle_message(
+    struct plan_check *check, const size_t *stack, size_t start, size_t depth, size_t next)
 {
-    colour[node] = 1;
-    stack[depth] = node;
-    for (size_t d = 0; d < check->dep_counts[node]; d++) {
-        size_t next = check_find(check, check->deps[node][d]);
-        if (next == NONE) {
+    size_t len = (size_t)snprintf(check->message, sizeof(check->message), "dependency cycle: ");
+
+    for (size_t k = start; k <= depth && len < sizeof(check->message); k++) {
+        len += (size_t)snprintf(check->message + len, sizeof(check->message) - len, "%s -> ",
+                                check->ids[stack[k]]);
+    }
+    if (len < sizeof(check->message)) {
+        snprintf(check->message + len, sizeof(check->message) - len, "%s", check->ids[next]);
+    }
+    check->bad_index = next;
+}
+
+/* Depth-first search from @p root with three colours and an explicit stack (a chain of
+ * PLAN_MAX_STEPS dependencies must not recurse that deep); on a back edge, describe the
+ * cycle. @p pos[node] is the position of the node on the stack while it is grey. */
+static bool
+find_cycle(struct plan_check *check,
+           const struct check_key *keys,
+           size_t nkeys,
+           size_t root,
+           unsigned char *colour,
+           size_t *stack,
+           size_t *next_dep,
+           size_t *pos)
+{
+    size_t depth = 0;
+
+    stack[0] = root;
+    next_dep[0] = 0;
+    pos[root] = 0;
+    colour[root] = 1;
+    for (;;) {
+        size_t node = stack[depth];
+        size_t next = NONE;
+
+        if (next_dep[depth] == check->dep_counts[node]) {
+            colour[node] = 2;
+            if (depth == 0) {
+                return false;
+            }
+            depth--;
+            continue;
+        }
+        next = check_find(keys, nkeys, check->deps[node][next_dep[depth]++]);
+        if (next == NONE || colour[next] == 2) {
             continue;
         }
         if (colour[next] == 1) {
-            size_t len = 0;
-            size_t start = 0;
-            while (stack[start] != next) {
-                start++;
-            }
-            len = (size_t)snprintf(check->message, sizeof(check->message), "dependency cycle: ");
-            for (size_t k = start; k <= depth && len < sizeof(check->message); k++) {
-                len += (size_t)snprintf(check->message + len, sizeof(check->message) - len,
-                                        "%s -> ", check->ids[stack[k]]);
-            }
-            if (len < sizeof(check->message)) {
-                snprintf(check->message + len, sizeof(check->message) - len, "%s",
-                         check->ids[next]);
-            }
-            check->bad_index = next;
+            cycle_message(check, stack, pos[next], depth, next);
             return true;
         }
-        if (colour[next] == 0 && find_cycle(check, next, colour, stack, depth + 1)) {
-            return true;
-        }
+        depth++;
+        stack[depth] = next;
+        next_dep[depth] = 0;
+        pos[next] = depth;
+        colour[next] = 1;
     }
-    colour[node] = 2;
-    return false;
 }
 
 weft_err
 weft__plan_check_run(struct plan_check *check)
 {
+    struct check_key *keys = NULL;
     unsigned char *colour = NULL;
     size_t *stack = NULL;
+    size_t *next_dep = NULL;
+    size_t *pos = NULL;
+    size_t nkeys = 0;
+    size_t duplicate = NONE;
     weft_err err = WEFT_OK;
 
     if (check->is_oom) {
         return WEFT_ENOMEM;
     }
+    keys = weft__calloc(check->count + 1, sizeof(*keys));
+    colour = weft__calloc(check->count + 1, 1);
+    stack = weft__calloc(check->count + 1, sizeof(*stack));
+    next_dep = weft__calloc(check->count + 1, sizeof(*next_dep));
+    pos = weft__calloc(check->count + 1, sizeof(*pos));
+    if (keys == NULL || colour == NULL || stack == NULL || next_dep == NULL || pos == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < check->count; i++) {
+        if (check->ids[i] != NULL) {
+            keys[nkeys].id = check->ids[i];
+            keys[nkeys].index = i;
+            nkeys++;
+        }
+    }
+    qsort(keys, nkeys, sizeof(*keys), key_cmp);
+    /* The first step (in plan order) whose id an earlier step already has. */
+    for (size_t k = 1; k < nkeys; k++) {
+        if (strcmp(keys[k - 1].id, keys[k].id) == 0 &&
+            (duplicate == NONE || keys[k].index < duplicate)) {
+            duplicate = keys[k].index;
+        }
+    }
     for (size_t i = 0; i < check->count; i++) {
         if (check->ids[i] == NULL) {
             continue;
         }
-        for (size_t j = 0; j < i; j++) {
-            if (check->ids[j] != NULL && strcmp(check->ids[i], check->ids[j]) == 0) {
-                check->bad_index = i;
-                snprintf(check->message, sizeof(check->message), "duplicate step id '%s'",
-                         check->ids[i]);
-                return WEFT_EPARSE;
-            }
+        if (i == duplicate) {
+            check->bad_index = i;
+            snprintf(check->message, sizeof(check->message), "duplicate step id '%s'",
+                     check->ids[i]);
+            err = WEFT_EPARSE;
+            goto out;
         }
         for (size_t d = 0; d < check->dep_counts[i]; d++) {
             const char *dep = check->deps[i][d];
-            if (dep == NULL || check_find(check, dep) == NONE) {
+            if (dep == NULL || check_find(keys, nkeys, dep) == NONE) {
                 check->bad_index = i;
                 snprintf(check->message, sizeof(check->message), "depends_on: unknown step '%s'",
                          dep != NULL ? dep : "(null)");
-                return WEFT_EPARSE;
+                err = WEFT_EPARSE;
+                goto out;
             }
             if (strcmp(dep, check->ids[i]) == 0) {
                 check->bad_index = i;
                 snprintf(check->message, sizeof(check->message), "step '%s' depends on itself",
                          dep);
-                return WEFT_EPARSE;
+                err = WEFT_EPARSE;
+                goto out;
             }
         }
     }
-    colour = weft__calloc(check->count + 1, 1);
-    stack = weft__calloc(check->count + 1, sizeof(*stack));
-    if (colour == NULL || stack == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
     for (size_t i = 0; i < check->count; i++) {
-        if (check->ids[i] != NULL && colour[i] == 0 && find_cycle(check, i, colour, stack, 0)) {
+        if (check->ids[i] != NULL && colour[i] == 0 &&
+            find_cycle(check, keys, nkeys, i, colour, stack, next_dep, pos)) {
             err = WEFT_EPARSE;
             goto out;
         }
     }
 out:
+    weft__free(keys);
     weft__free(colour);
     weft__free(stack);
+    weft__free(next_dep);
+    weft__free(pos);
     return err;
 }
 

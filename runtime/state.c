@@ -596,8 +596,10 @@ weft__state_surgery(struct rt_state *st,
         err = WEFT_ENOMEM;
         goto out;
     }
-    /* One transaction: the store holds the plan before the surgery or after it, never a mix. */
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    /* One transaction: the store holds the plan before the surgery or after it, never a mix.
+     * weft__state_begin() nests, so a surgery inside the caller's transaction joins it (a plain
+     * BEGIN there failed, and its ROLLBACK undid the caller's writes behind its back). */
+    if (weft__state_begin(st) != WEFT_OK) {
         err = WEFT_EIO;
         goto out;
     }
@@ -625,11 +627,13 @@ weft__state_surgery(struct rt_state *st,
             err = finish(st, stmt, "correction insert");
         }
     }
-    if (err == WEFT_OK && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    if (err != WEFT_OK) {
+        st->is_tx_failed = true; /* the outermost commit rolls back */
+    }
+    if (weft__state_commit(st) != WEFT_OK && err == WEFT_OK) {
         err = WEFT_EIO;
     }
     if (err != WEFT_OK) {
-        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         WEFT_LOG(WEFT_LOG_ERROR, "state: DAG surgery of run %s rolled back", run_id);
     }
 out:
@@ -970,6 +974,7 @@ weft__state_run_resolve(
     size_t matches = 0;
     char pattern[96];
     weft_err result = WEFT_ENOTFOUND;
+    int rc = SQLITE_DONE;
 
     if (strcmp(ref, "last") == 0) {
         stmt = prepare(st, "SELECT id FROM runs ORDER BY started_ns DESC LIMIT 1");
@@ -979,27 +984,36 @@ weft__state_run_resolve(
             return WEFT_EINVAL;
         }
         snprintf(pattern, sizeof(pattern), "%s%%", ref);
-        stmt = prepare(st, "SELECT id FROM runs WHERE id LIKE ? ORDER BY started_ns DESC LIMIT 5");
+        /* An exact id comes first, however many newer runs it is a prefix of. */
+        stmt = prepare(st, "SELECT id FROM runs WHERE id LIKE ?"
+                           " ORDER BY id = ? DESC, started_ns DESC LIMIT 2");
         if (stmt != NULL) {
             bind_key(stmt, 1, pattern);
+            bind_key(stmt, 2, ref);
         }
     }
     if (stmt == NULL) {
         return WEFT_EIO;
     }
-    while (sqlite3_step(stmt) == SQLITE_ROW) {
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(stmt, 0);
-        if (matches == 0 || strcmp(id, ref) == 0) {
+        if (matches == 0) {
             snprintf(out, out_len, "%s", id);
         }
+        matches++;
         if (strcmp(id, ref) == 0) {
             matches = 1;
             break;
         }
-        matches++;
     }
     sqlite3_finalize(stmt);
-    if (matches == 1) {
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        /* A damaged or locked database is an error, not "no such run". */
+        state_note_error(st, rc);
+        snprintf(err, err_len, "state database: %s", sqlite3_errstr(rc));
+        out[0] = '\0';
+        result = WEFT_EIO;
+    } else if (matches == 1) {
         result = WEFT_OK;
     } else if (matches > 1) {
         snprintf(err, err_len, "'%.64s' matches several runs", ref);

@@ -39,7 +39,8 @@ typedef enum weft_err {
 } weft_err;
 
 /** Short English description of @p err. Never returns NULL (unknown codes give "unknown error").
- * Ownership: returns a static string. */
+ * Ownership: returns a static string.
+ * Errors: none. */
 WEFT_API const char *weft_strerror(weft_err err);
 
 /** Replace the allocator used by every weft allocation.
@@ -48,7 +49,8 @@ WEFT_API const char *weft_strerror(weft_err err);
  * @param realloc_fn replacement for realloc
  * @param free_fn replacement for free
  * @return WEFT_OK, or WEFT_EINVAL when only some are given.
- * Thread notes: call once, before any other weft function. */
+ * Thread notes: call once, before any other weft function.
+ * Ownership: none; the functions are kept, not called until the next allocation. */
 WEFT_API weft_err weft_set_allocator(void *(*malloc_fn)(size_t),
                                      void *(*realloc_fn)(void *, size_t),
                                      void (*free_fn)(void *));
@@ -66,10 +68,12 @@ typedef void (*weft_log_fn)(weft_log_level level, const char *message, void *use
 
 /** Route library log lines to @p fn for every level up to @p max_level. The library is
  * silent until a handler is set; NULL removes it. Credentials and message content are
- * never logged. Thread notes: @p fn may be called from any weft thread, concurrently. */
+ * never logged. Thread notes: @p fn may be called from any weft thread, concurrently.
+ * Errors: none. Ownership: @p user_data is borrowed until the handler is replaced. */
 WEFT_API void weft_log_set_handler(weft_log_fn fn, weft_log_level max_level, void *user_data);
 
-/** Name of @p level ("error", "warn", "info", "debug"). Never NULL. */
+/** Name of @p level ("error", "warn", "info", "debug"). Never NULL.
+ * Errors: none (unknown levels give "unknown"). Ownership: returns a static string. */
 WEFT_API const char *weft_log_level_name(weft_log_level level);
 
 #ifdef __cplusplus

@@ -84,7 +84,8 @@ struct weft_span_data {
     const struct weft_scope *scope;
 };
 
-/** Look up an attribute of a span by key. @return borrowed value or NULL. */
+/** Look up an attribute of a span by key. @return borrowed value or NULL.
+ * Ownership: borrowed from @p span; valid while the span data is. */
 WEFT_API const struct weft_value *weft_span_data_attr(const struct weft_span_data *span,
                                                       const char *key);
 
@@ -126,13 +127,16 @@ WEFT_API weft_err weft_exporter_new(const struct weft_exporter_ops *ops,
                                     void *self,
                                     struct weft_exporter **out);
 
-/** Free an exporter that was not handed to a processor. NULL is a no-op. */
+/** Free an exporter that was not handed to a processor. NULL is a no-op.
+ * Errors: none. Ownership: takes @p exporter (frees it and what it owns). */
 WEFT_API void weft_exporter_free(struct weft_exporter *exporter);
 
-/** The ops name ("otlp", "file", ...). Never NULL. */
+/** The ops name ("otlp", "file", ...). Never NULL.
+ * "unknown" for NULL. Errors: none. Ownership: returns a static string. */
 WEFT_API const char *weft_exporter_name(const struct weft_exporter *exporter);
 
-/** CLOCK_MONOTONIC in ns, the clock of export deadlines. */
+/** CLOCK_MONOTONIC in ns, the clock of export deadlines.
+ * Errors: none. Ownership: none. */
 WEFT_API uint64_t weft_monotonic_ns(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -185,6 +189,8 @@ struct weft_otlp_stats {
     uint64_t spans_rejected; /**< partial_success rejected_spans summed */
     long last_http_status;   /**< 0 when the last attempt got no HTTP answer */
 };
+/** Read the OTLP exporter's counters into @p out (zeroed when @p exporter is NULL or not an
+ * OTLP exporter). Errors: none. Ownership: none; @p out is the caller's. */
 WEFT_API void weft_otlp_exporter_stats(const struct weft_exporter *exporter,
                                        struct weft_otlp_stats *out);
 
@@ -229,7 +235,8 @@ WEFT_API weft_err weft_langfuse_exporter_new(const struct weft_langfuse_options 
                                              struct weft_exporter **out);
 
 /** True when LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY or LANGFUSE_HOST is set: the user
- * asked for Langfuse (and weft_langfuse_exporter_new() says what is missing, if anything). */
+ * asked for Langfuse (and weft_langfuse_exporter_new() says what is missing, if anything).
+ * Errors: none. Ownership: none. */
 WEFT_API bool weft_langfuse_configured(void);
 
 /** Counters of a Langfuse exporter (zeros for other exporters). */
@@ -244,6 +251,8 @@ struct weft_langfuse_stats {
     uint64_t scores_failed;
     bool is_stopped; /**< a 401/403 stopped the exporter */
 };
+/** Read the Langfuse exporter's counters into @p out (zeroed when @p exporter is NULL or
+ * not a Langfuse exporter). Errors: none. Ownership: none; @p out is the caller's. */
 WEFT_API void weft_langfuse_exporter_stats(const struct weft_exporter *exporter,
                                            struct weft_langfuse_stats *out);
 
@@ -252,17 +261,23 @@ WEFT_API void weft_langfuse_exporter_stats(const struct weft_exporter *exporter,
 
 /** File exporter: appends one OTLP JSON ExportTraceServiceRequest per line to @p path
  * (created with mode 0600, parent directories created), flushed after every batch.
- * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (cannot open; logged with the path), WEFT_ENOMEM. */
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (cannot open; logged with the path), WEFT_ENOMEM.
+ * Ownership: copies @p path; caller owns *out (hand it to a processor, or
+ * weft_exporter_free()); *out is NULL on failure. */
 WEFT_API weft_err weft_file_exporter_new(const char *path, struct weft_exporter **out);
 
 /** Console exporter: prints each finished trace as an indented tree (name, duration, status,
  * key attributes) to @p stream (NULL means stdout). Spans are held until their root ends
- * (at most 10000 spans held; older traces are printed incomplete rather than dropped). */
+ * (at most 10000 spans held; older traces are printed incomplete rather than dropped).
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOMEM; *out is NULL on failure.
+ * Ownership: borrows @p stream for the exporter's life (not closed); caller owns *out. */
 WEFT_API weft_err weft_console_exporter_new(void *stream, struct weft_exporter **out);
 
 /** SQLite span store exporter: writes spans into the database at @p db_path (NULL means
  * weft_store_default_path()), WAL mode, one transaction per batch.
- * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged with the path and SQLite's message). */
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged with the path and SQLite's message).
+ * Ownership: copies @p db_path; caller owns *out (hand it to a processor, or
+ * weft_exporter_free()); *out is NULL on failure. */
 WEFT_API weft_err weft_store_exporter_new(const char *db_path, struct weft_exporter **out);
 
 /** The default store path: $WEFT_HOME/weft.db, or ./.weft/weft.db. Ownership: writes into
@@ -279,7 +294,9 @@ WEFT_API weft_err weft_store_default_path(char *buf, size_t buf_len);
  * stalls the local store. The file exporter writes WEFT_TRACES_FILE (default
  * $WEFT_HOME/traces.jsonl). Unknown names are logged and skipped.
  * @return WEFT_OK, WEFT_EINVAL, or the first exporter's creation error (the others are
- * still added). */
+ * still added).
+ * Ownership: borrows both arguments for the call; the processors and exporters it
+ * creates belong to @p provider. */
 WEFT_API weft_err weft_provider_add_env_exporters(struct weft_provider *provider,
                                                   const char *default_exporters);
 

@@ -46,7 +46,8 @@ struct weft_meter_options {
  * Ownership: caller owns *out; free with weft_meter_free(). */
 WEFT_API weft_err weft_meter_new(const struct weft_meter_options *options, struct weft_meter **out);
 
-/** Free a meter and its instruments. NULL is a no-op. No recording may be in flight. */
+/** Free a meter and its instruments. NULL is a no-op. No recording may be in flight.
+ * Errors: none. Ownership: takes @p meter; every instrument pointer from it dies with it. */
 WEFT_API void weft_meter_free(struct weft_meter *meter);
 
 /** Get or create an instrument. A second call with the same name returns the same instrument
@@ -85,19 +86,22 @@ WEFT_API weft_err weft_counter_add(struct weft_instrument *counter,
                                    size_t attr_count);
 
 /** Record @p value into a histogram; inside a sampled span (the thread's current span) the
- * bucket's exemplar is updated. @return as weft_counter_add(). */
+ * bucket's exemplar is updated. @return as weft_counter_add().
+ * Ownership: copies the attributes of a new series; borrows them for the call. */
 WEFT_API weft_err weft_histogram_record(struct weft_instrument *histogram,
                                         double value,
                                         const struct weft_attr *attrs,
                                         size_t attr_count);
 
-/** Set a gauge's value. @return as weft_counter_add(). */
+/** Set a gauge's value. @return as weft_counter_add().
+ * Ownership: copies the attributes of a new series; borrows them for the call. */
 WEFT_API weft_err weft_gauge_set(struct weft_instrument *gauge,
                                  double value,
                                  const struct weft_attr *attrs,
                                  size_t attr_count);
 
-/** Same as weft_gauge_set(), for use inside a gauge callback. */
+/** Same as weft_gauge_set(), for use inside a gauge callback.
+ * @return as weft_gauge_set(). Ownership: as weft_gauge_set(). */
 WEFT_API weft_err weft_gauge_observe(struct weft_instrument *gauge,
                                      double value,
                                      const struct weft_attr *attrs,
@@ -162,12 +166,14 @@ typedef bool (*weft_metric_visit_fn)(const struct weft_instrument_view *instrume
 
 /** Run the gauge callbacks, then visit every instrument in creation order (also instruments
  * without series yet, so every family is listed from the start) and its series.
- * @return WEFT_OK, WEFT_EINVAL. */
+ * @return WEFT_OK, WEFT_EINVAL.
+ * Ownership: everything passed to @p fn is borrowed for that call only. */
 WEFT_API weft_err weft_meter_collect(struct weft_meter *meter,
                                      weft_metric_visit_fn fn,
                                      void *user_data);
 
-/** The meter's resource attributes (service.name first). Ownership: borrowed. */
+/** The meter's resource attributes (service.name first). Ownership: borrowed.
+ * Errors: none (NULL, *count untouched, when @p meter or @p count is NULL). */
 WEFT_API const struct weft_attr *weft_meter_resource(const struct weft_meter *meter, size_t *count);
 
 /** Render every instrument in the Prometheus text exposition format 0.0.4 following the OTel
@@ -197,16 +203,21 @@ WEFT_API weft_err weft_metrics_server_start(struct weft_meter *meter,
 typedef weft_err (*weft_metrics_source_fn)(void *user_data, char **out, size_t *len);
 
 /** As weft_metrics_server_start(), with /metrics produced by @p source (`weft serve` builds
- * it from the state store at each scrape). Ownership: @p user_data is borrowed until stop. */
+ * it from the state store at each scrape). Ownership: @p user_data is borrowed until stop.
+ * @return WEFT_OK, WEFT_EINVAL (NULL or malformed argument), WEFT_EIO (cannot
+ * bind: logged), WEFT_ENOMEM; *out is NULL on failure. Caller owns *out
+ * (weft_metrics_server_stop()). */
 WEFT_API weft_err weft_metrics_server_start_source(weft_metrics_source_fn source,
                                                    void *user_data,
                                                    const char *addr,
                                                    struct weft_metrics_server **out);
 
-/** The port the server listens on. */
+/** The port the server listens on.
+ * Errors: none. Ownership: none. */
 WEFT_API unsigned short weft_metrics_server_port(const struct weft_metrics_server *server);
 
-/** Stop the server (waits for a scrape in progress). NULL is a no-op. */
+/** Stop the server (waits for a scrape in progress). NULL is a no-op.
+ * Errors: none. Ownership: takes @p server (frees it). */
 WEFT_API void weft_metrics_server_stop(struct weft_metrics_server *server);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -236,7 +247,8 @@ WEFT_API weft_err weft_otlp_metric_reader_start(struct weft_meter *meter,
                                                 struct weft_metric_reader **out);
 
 /** Export now (on the reader's thread) and wait for it at most @p timeout_ms.
- * @return WEFT_OK (sent or nothing to send), WEFT_ETIMEDOUT, or the export's error. */
+ * @return WEFT_OK (sent or nothing to send), WEFT_ETIMEDOUT, or the export's error.
+ * Ownership: none; borrows @p reader for the call. */
 WEFT_API weft_err weft_metric_reader_force_flush(struct weft_metric_reader *reader,
                                                  uint32_t timeout_ms);
 
@@ -247,11 +259,14 @@ struct weft_metric_reader_stats {
     uint64_t points;       /**< data points in successful exports */
     long last_http_status; /**< of the last HTTP answer; 0 when none */
 };
+/** Read the reader's counters into @p out (zeroed for a NULL reader). Thread-safe.
+ * Errors: none. Ownership: none; @p out is the caller's. */
 WEFT_API void weft_metric_reader_get_stats(const struct weft_metric_reader *reader,
                                            struct weft_metric_reader_stats *out);
 
 /** Export one last time (bounded by the export timeout), stop the thread and free the reader.
- * NULL is a no-op. */
+ * NULL is a no-op.
+ * Errors: none. Ownership: takes @p reader (frees it). */
 WEFT_API void weft_metric_reader_stop(struct weft_metric_reader *reader);
 
 #ifdef __cplusplus

@@ -42,11 +42,13 @@ struct weft_diags {
     size_t dropped; /**< problems beyond the first 256, counted but not kept */
 };
 
-/** Free the diagnostics and zero the struct. NULL is a no-op. */
+/** Free the diagnostics and zero the struct. NULL is a no-op.
+ * Errors: none. Ownership: frees what @p diags holds, not @p diags itself. */
 WEFT_API void weft_diags_cleanup(struct weft_diags *diags);
 
 /** Format diagnostic @p diag as "file:line:col: path: message" (line and column only when
- * known) into @p buf. @return @p buf. */
+ * known) into @p buf. @return @p buf.
+ * Errors: none (truncated to @p len). Ownership: writes into the caller's @p buf. */
 WEFT_API const char *weft_diag_format(const struct weft_diag *diag, char *buf, size_t len);
 
 /** Load and validate the workflow file at @p path (JSON; see docs/workflow.md). Every error
@@ -60,10 +62,12 @@ WEFT_API weft_err weft_workflow_load(const char *path,
                                      struct weft_workflow **out,
                                      struct weft_diags *diags);
 
-/** The workflow's name. Ownership: borrowed until weft_workflow_free(). */
+/** The workflow's name. Ownership: borrowed until weft_workflow_free().
+ * Errors: none. */
 WEFT_API const char *weft_workflow_name(const struct weft_workflow *workflow);
 
-/** Free a workflow. NULL is a no-op. */
+/** Free a workflow. NULL is a no-op.
+ * Errors: none. Ownership: takes @p workflow (frees it). */
 WEFT_API void weft_workflow_free(struct weft_workflow *workflow);
 
 /** How a run ended. */
@@ -78,7 +82,8 @@ typedef enum weft_run_status {
 } weft_run_status;
 
 /** "completed", "failed", "budget_exhausted", "timed_out", "aborted", "stuck". Never NULL.
- * Stored runs may also read "running" (in progress) or "interrupted" (its process died). */
+ * Stored runs may also read "running" (in progress) or "interrupted" (its process died).
+ * Errors: none. Ownership: returns a static string. */
 WEFT_API const char *weft_run_status_name(weft_run_status status);
 
 /** Kinds of loop the engine counts (also the metrics' loop kind label). */
@@ -93,7 +98,8 @@ typedef enum weft_loop_kind {
 
 #define WEFT_LOOP_KIND_COUNT 6
 
-/** "replan", "reflection", "clarification", "circuit_breaker", "flow", "correction". */
+/** "replan", "reflection", "clarification", "circuit_breaker", "flow", "correction".
+ * Never NULL. Errors: none. Ownership: returns a static string. */
 WEFT_API const char *weft_loop_kind_name(weft_loop_kind kind);
 
 /** Progress events, in order. */
@@ -246,7 +252,8 @@ WEFT_API weft_err weft_run(const struct weft_workflow *workflow,
 /** Create every collaboration-metric family on @p meter (runs, agent invocations, loops by
  * kind, hand-offs, verdicts, corrections, rewards, GenAI token and duration histograms, ...),
  * so that a scrape lists them, at zero, before the first run. weft_run() does the same for
- * its meter. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
+ * its meter. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * Ownership: borrows @p meter; the families belong to it. */
 WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
 
 /** Fill @p meter (a fresh one: values are added) with the metrics the state database holds
@@ -260,7 +267,9 @@ WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
  * Every family is registered, at zero before the first run. At most the 100000 most recent runs
  * are read. docs/metrics.md lists the families.
  * @param state_path NULL means $WEFT_HOME/state.db; a missing database is no runs.
- * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM. */
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.
+ * Ownership: borrows both arguments for the call; the series added belong to
+ * @p meter. */
 WEFT_API weft_err weft_runtime_metrics_from_store(struct weft_meter *meter, const char *state_path);
 
 /** Persist @p provider's span counts (weft.spans.ended; exported, dropped and failed per
@@ -274,7 +283,8 @@ WEFT_API weft_err weft_run_metrics_save_provider(const char *state_path,
                                                  const char *run_id,
                                                  struct weft_provider *provider);
 
-/** Free a run result. NULL is a no-op. */
+/** Free a run result. NULL is a no-op.
+ * Errors: none. Ownership: takes @p result (frees it and its strings). */
 WEFT_API void weft_run_result_free(struct weft_run_result *result);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -355,7 +365,8 @@ WEFT_API weft_err weft_runs_list(const char *state_path,
                                  struct weft_run_info **out,
                                  size_t *count);
 
-/** Free an array from weft_runs_list(). NULL is a no-op. */
+/** Free an array from weft_runs_list(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p infos (frees the array and every string in it). */
 WEFT_API void weft_run_infos_free(struct weft_run_info *infos, size_t count);
 
 /** Load one run: @p ref is a run id, a unique prefix of one, or "last".
@@ -365,7 +376,8 @@ WEFT_API weft_err weft_run_load(const char *state_path,
                                 const char *ref,
                                 struct weft_run_details **out);
 
-/** Free what weft_run_load() returned. NULL is a no-op. */
+/** Free what weft_run_load() returned. NULL is a no-op.
+ * Errors: none. Ownership: takes @p details (frees it and everything in it). */
 WEFT_API void weft_run_details_free(struct weft_run_details *details);
 
 /** A run found interrupted by weft_runs_recover(): its process died while it was running.
@@ -405,7 +417,9 @@ typedef void (*weft_interrupted_fn)(const struct weft_interrupted_run *run, void
  * @param state_path NULL means $WEFT_HOME/state.db. @param fn may be NULL. @param count
  * receives how many runs were marked (may be NULL).
  * @return WEFT_OK, WEFT_ENOTFOUND (no database), WEFT_EIO (also a damaged database: logged
- * with the file's name), WEFT_ENOMEM. */
+ * with the file's name), WEFT_ENOMEM.
+ * Ownership: the run passed to @p fn is borrowed for that call only; @p user_data
+ * is borrowed for the call. */
 WEFT_API weft_err weft_runs_recover(const char *state_path,
                                     weft_interrupted_fn fn,
                                     void *user_data,

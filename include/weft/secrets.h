@@ -49,14 +49,17 @@ WEFT_API weft_err weft_secrets_add(const char *name, const char *value);
  * Ownership: *out is new; release it with weft_secrets_text_free(). */
 WEFT_API weft_err weft_secrets_scrub(const char *text, size_t len, char **out);
 
-/** Free text returned by weft_secrets_scrub(); NULL is a no-op. */
+/** Free text returned by weft_secrets_scrub(); NULL is a no-op.
+ * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_secrets_text_free(char *text);
 
-/** How many values (encodings included) are registered. */
+/** How many values (encodings included) are registered.
+ * Errors: none. Ownership: none. */
 WEFT_API size_t weft_secrets_count(void);
 
 /** Forget every registered value (their copies are wiped). For tests and for programs that
- * rotate credentials between runs; not while other threads add or scrub. */
+ * rotate credentials between runs; not while other threads add or scrub.
+ * Errors: none. Ownership: none. */
 WEFT_API void weft_secrets_clear(void);
 
 #ifdef __cplusplus

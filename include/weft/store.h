@@ -50,15 +50,18 @@ struct weft_trace_summary {
  * Ownership: copies @p db_path; caller owns *out, release with weft_store_close(). */
 WEFT_API weft_err weft_store_open(const char *db_path, struct weft_store **out);
 
-/** Close a store. NULL is a no-op. Traces and summaries loaded from it stay valid. */
+/** Close a store. NULL is a no-op. Traces and summaries loaded from it stay valid.
+ * Errors: none. Ownership: takes @p store (frees it). */
 WEFT_API void weft_store_close(struct weft_store *store);
 
-/** The database path of @p store. Ownership: borrowed until weft_store_close(). */
+/** The database path of @p store. Ownership: borrowed until weft_store_close().
+ * Errors: none. */
 WEFT_API const char *weft_store_path(const struct weft_store *store);
 
 /** A sentence describing the last failure of a call on @p store (for example "prefix 'ab'
  * matches 3 traces"), or "" when the last call succeeded. Never NULL.
- * Ownership: borrowed until the next call on @p store. */
+ * Ownership: borrowed until the next call on @p store.
+ * Errors: none. */
 WEFT_API const char *weft_store_errmsg(const struct weft_store *store);
 
 /** A span whose process died before it ended (a run killed with SIGKILL), to be closed on
@@ -80,7 +83,8 @@ struct weft_interrupted_span {
  * header that writes: it opens the store read-write (creating it when missing) for the call.
  * @param db_path NULL means weft_store_default_path().
  * @return WEFT_OK (written or already there), WEFT_EINVAL (NULL or malformed ids), WEFT_EIO
- * (logged with the path), WEFT_ENOMEM. */
+ * (logged with the path), WEFT_ENOMEM.
+ * Ownership: borrows @p db_path and @p span for the call. */
 WEFT_API weft_err weft_store_add_interrupted_span(const char *db_path,
                                                   const struct weft_interrupted_span *span);
 
@@ -95,7 +99,8 @@ WEFT_API weft_err weft_store_list_traces(struct weft_store *store,
                                          struct weft_trace_summary **out,
                                          size_t *count);
 
-/** Free an array returned by weft_store_list_traces(). NULL is a no-op. */
+/** Free an array returned by weft_store_list_traces(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p summaries (the array and its strings). */
 WEFT_API void weft_trace_summaries_free(struct weft_trace_summary *summaries, size_t count);
 
 /** Resolve a trace reference to a full trace id.
@@ -104,7 +109,8 @@ WEFT_API void weft_trace_summaries_free(struct weft_trace_summary *summaries, si
  * @param out receives the lowercase hex id, NUL-terminated.
  * @return WEFT_OK, WEFT_ENOTFOUND (no trace matches, or the store is empty), WEFT_EINVAL
  * (NULL argument, @p ref is not hex, or a prefix matches several traces: see
- * weft_store_errmsg(), which names some of them), WEFT_EIO. */
+ * weft_store_errmsg(), which names some of them), WEFT_EIO.
+ * Ownership: borrows @p ref for the call; writes into the caller's @p out. */
 WEFT_API weft_err weft_store_resolve(struct weft_store *store,
                                      const char *ref,
                                      char out[WEFT_TRACE_ID_HEX_LEN + 1]);
@@ -121,17 +127,21 @@ WEFT_API weft_err weft_store_load_trace(struct weft_store *store,
                                         const char *trace_id,
                                         struct weft_trace **out);
 
-/** Number of spans in @p trace (0 for NULL). */
+/** Number of spans in @p trace (0 for NULL).
+ * Errors: none. Ownership: none. */
 WEFT_API size_t weft_trace_span_count(const struct weft_trace *trace);
 
 /** Span @p index in tree order, or NULL when out of range.
- * Ownership: borrowed until weft_trace_free(). */
+ * Ownership: borrowed until weft_trace_free().
+ * Errors: none. */
 WEFT_API const struct weft_span_data *weft_trace_span(const struct weft_trace *trace, size_t index);
 
-/** Depth of span @p index in the tree (0 for roots and orphans; 0 when out of range). */
+/** Depth of span @p index in the tree (0 for roots and orphans; 0 when out of range).
+ * Errors: none. Ownership: none. */
 WEFT_API size_t weft_trace_span_depth(const struct weft_trace *trace, size_t index);
 
-/** Free a trace. NULL is a no-op. */
+/** Free a trace. NULL is a no-op.
+ * Errors: none. Ownership: takes @p trace (frees it; its span pointers die with it). */
 WEFT_API void weft_trace_free(struct weft_trace *trace);
 
 /** Render flags for weft_trace_render(). */

@@ -46,7 +46,8 @@ WEFT_API weft_err weft_tool_result_set(struct weft_tool_result *result,
  * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. Ownership: free with weft_tools_free(). */
 WEFT_API weft_err weft_tools_new(struct weft_tools **out);
 
-/** Free a registry. NULL is a no-op. */
+/** Free a registry. NULL is a no-op.
+ * Errors: none. Ownership: takes @p tools (frees it and every tool in it). */
 WEFT_API void weft_tools_free(struct weft_tools *tools);
 
 /** Register a tool.

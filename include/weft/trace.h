@@ -90,7 +90,8 @@ struct weft_attr {
 };
 
 /** Build attributes for arrays (events, links, start options). Ownership: nothing is copied
- * until the attribute is handed to the SDK; the pointers must outlive that call. */
+ * until the attribute is handed to the SDK; the pointers must outlive that call.
+ * Errors: none. */
 WEFT_API struct weft_attr weft_attr_str(const char *key, const char *value);
 WEFT_API struct weft_attr weft_attr_bool(const char *key, bool value);
 WEFT_API struct weft_attr weft_attr_int(const char *key, int64_t value);
@@ -117,7 +118,8 @@ struct weft_span_context {
     const char *trace_state;
 };
 
-/** True when neither id is all zeros. */
+/** True when neither id is all zeros.
+ * False for NULL. Errors: none. Ownership: borrows @p ctx. */
 WEFT_API bool weft_span_context_is_valid(const struct weft_span_context *ctx);
 
 /** Parse a W3C traceparent header and, optionally, its tracestate.
@@ -135,15 +137,18 @@ WEFT_API weft_err weft_traceparent_parse(const char *traceparent,
                                          struct weft_span_context *out);
 
 /** Format @p ctx as a version-00 traceparent into @p buf (at least WEFT_TRACEPARENT_LEN + 1
- * bytes). @return WEFT_OK, WEFT_EINVAL (NULL, short buffer or invalid context). */
+ * bytes). @return WEFT_OK, WEFT_EINVAL (NULL, short buffer or invalid context).
+ * Ownership: borrows @p ctx; writes into the caller's @p buf. */
 WEFT_API weft_err weft_traceparent_format(const struct weft_span_context *ctx,
                                           char *buf,
                                           size_t buf_len);
 
-/** Validate a W3C tracestate value. @return WEFT_OK or WEFT_EPARSE. */
+/** Validate a W3C tracestate value. @return WEFT_OK or WEFT_EPARSE.
+ * Ownership: borrows @p tracestate for the call. */
 WEFT_API weft_err weft_tracestate_validate(const char *tracestate);
 
-/** Lowercase hex of an id into @p out (2 * @p len + 1 bytes, NUL-terminated). */
+/** Lowercase hex of an id into @p out (2 * @p len + 1 bytes, NUL-terminated).
+ * Errors: none (arguments are not checked). Ownership: writes into the caller's @p out. */
 WEFT_API void weft_hex_encode(const uint8_t *id, size_t len, char *out);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -161,7 +166,8 @@ typedef enum weft_sampler_kind {
     WEFT_SAMPLER_PARENTBASED_TRACEIDRATIO = 6
 } weft_sampler_kind;
 
-/** Name of a sampler kind as OTEL_TRACES_SAMPLER spells it. Never NULL. */
+/** Name of a sampler kind as OTEL_TRACES_SAMPLER spells it. Never NULL.
+ * Errors: none. Ownership: returns a static string. */
 WEFT_API const char *weft_sampler_name(weft_sampler_kind kind);
 
 /** Value meaning "no limit" for weft_span_limits fields. */
@@ -178,7 +184,8 @@ struct weft_span_limits {
 };
 
 /** Fill @p out from the OTEL_* environment variables (the span-specific variable wins over
- * the general OTEL_ATTRIBUTE_* one; bad values log a warning and keep the default). */
+ * the general OTEL_ATTRIBUTE_* one; bad values log a warning and keep the default).
+ * NULL @p out is a no-op. Errors: none. Ownership: @p out is the caller's. */
 WEFT_API void weft_span_limits_from_env(struct weft_span_limits *out);
 
 /** A redaction callback, applied to every string attribute value (span, event and link
@@ -200,7 +207,9 @@ typedef const char *(*weft_redact_fn)(const char *key,
  * inside other strings, "Bearer <token>", "Basic <credentials>", "sk-…" style API keys and
  * AWS access key ids are replaced by WEFT_REDACTED.
  * @return NULL when nothing matched, else the redacted string written into @p scratch
- * (truncated to @p scratch_len - 1 bytes when longer). */
+ * (truncated to @p scratch_len - 1 bytes when longer).
+ * Errors: none. Ownership: borrows @p key and @p value; the result is @p scratch
+ * (the caller's) or NULL. */
 WEFT_API const char *weft_redact_builtin(
     const char *key, const char *value, size_t len, char *scratch, size_t scratch_len);
 
@@ -248,31 +257,39 @@ WEFT_API weft_err weft_provider_add_processor_take(struct weft_provider *provide
                                                    struct weft_processor *processor);
 
 /** Deliver everything ended so far through every processor, waiting at most @p timeout_ms.
- * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (an exporter failed), WEFT_EINVAL. */
+ * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (an exporter failed), WEFT_EINVAL.
+ * Ownership: none; borrows @p provider for the call. */
 WEFT_API weft_err weft_provider_force_flush(struct weft_provider *provider, uint32_t timeout_ms);
 
 /** Flush and shut every processor down within @p timeout_ms in total; later spans are not
  * recorded. Calling it twice returns WEFT_ESTATE.
- * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO, WEFT_ESTATE, WEFT_EINVAL. */
+ * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO, WEFT_ESTATE, WEFT_EINVAL.
+ * Ownership: none; the provider stays the caller's (weft_provider_free()). */
 WEFT_API weft_err weft_provider_shutdown(struct weft_provider *provider, uint32_t timeout_ms);
 
 /** Shut down (30 s bound) if not yet done, then free. NULL is a no-op. Every span must have
- * ended before. */
+ * ended before.
+ * Errors: none. Ownership: takes @p provider with its processors and exporters. */
 WEFT_API void weft_provider_free(struct weft_provider *provider);
 
-/** True when the provider is a no-op (OTEL_SDK_DISABLED). */
+/** True when the provider is a no-op (OTEL_SDK_DISABLED).
+ * True for NULL. Errors: none. Ownership: none. */
 WEFT_API bool weft_provider_is_disabled(const struct weft_provider *provider);
 
-/** The sampler in use after reading the environment. */
+/** The sampler in use after reading the environment.
+ * WEFT_SAMPLER_FROM_ENV for NULL; *@p ratio (may be NULL) receives the ratio.
+ * Errors: none. Ownership: none. */
 WEFT_API weft_sampler_kind weft_provider_sampler(const struct weft_provider *provider,
                                                  double *ratio);
 
-/** The limits in use after reading the environment. */
+/** The limits in use after reading the environment.
+ * NULL arguments are a no-op. Errors: none. Ownership: @p out is the caller's. */
 WEFT_API void weft_provider_limits(const struct weft_provider *provider,
                                    struct weft_span_limits *out);
 
 /** Look up a resource attribute. @return borrowed value valid until weft_provider_free(), or
- * NULL when absent. */
+ * NULL when absent.
+ * Errors: none. Ownership: borrowed (see above); @p key is borrowed for the call. */
 WEFT_API const struct weft_value *weft_provider_resource_get(const struct weft_provider *provider,
                                                              const char *key);
 
@@ -288,7 +305,8 @@ struct weft_trace_stats {
     uint64_t context_overflows; /**< weft_context_attach() calls beyond the depth bound */
 };
 
-/** Read the counters. Thread-safe; values are each atomic, not a snapshot of all. */
+/** Read the counters. Thread-safe; values are each atomic, not a snapshot of all.
+ * @p out is zeroed for a NULL provider. Errors: none. Ownership: @p out is the caller's. */
 WEFT_API void weft_provider_get_stats(const struct weft_provider *provider,
                                       struct weft_trace_stats *out);
 
@@ -331,26 +349,32 @@ struct weft_span_start_options {
 /** Start a span. Without an explicit parent the current span of this thread is the parent.
  * Never returns NULL: when the SDK is disabled, shut down or out of memory it returns a
  * non-recording span on which every call is a no-op (memory failures are counted as drops).
- * Ownership: the caller owns the span until weft_span_end(). @p name is copied. */
+ * Ownership: the caller owns the span until weft_span_end(). @p name is copied.
+ * Errors: none (see above). */
 WEFT_API struct weft_span *weft_span_start(struct weft_tracer *tracer,
                                            const char *name,
                                            const struct weft_span_start_options *opts);
 
 /** End the span at @p end_time_ns (ns since the Unix epoch; 0 means now) and hand it to the
  * processors. Never blocks. A second call is a no-op.
- * Ownership: releases the caller's reference. */
+ * Ownership: releases the caller's reference.
+ * Errors: none. NULL is a no-op. */
 WEFT_API void weft_span_end(struct weft_span *span, uint64_t end_time_ns);
 
 /** Take an extra reference so the span object stays valid after weft_span_end() (to read
- * its context or use it as a parent). Release with weft_span_unref(). */
+ * its context or use it as a parent). Release with weft_span_unref().
+ * @return @p span (NULL for NULL). Errors: none.
+ * Ownership: new reference; weft_span_unref() (also NULL-safe) releases one. */
 WEFT_API struct weft_span *weft_span_ref(struct weft_span *span);
 WEFT_API void weft_span_unref(struct weft_span *span);
 
-/** True if the span records (sampled, SDK enabled, not yet ended). */
+/** True if the span records (sampled, SDK enabled, not yet ended).
+ * False for NULL. Errors: none. Ownership: none. */
 WEFT_API bool weft_span_is_recording(const struct weft_span *span);
 
 /** Copy the span's context. Ownership: out->trace_state borrows from the span (valid while
- * the caller holds a reference). */
+ * the caller holds a reference).
+ * Zeroed for NULL and for the no-op span of a disabled or shut-down SDK. Errors: none. */
 WEFT_API void weft_span_context_of(const struct weft_span *span, struct weft_span_context *out);
 
 /** Set an attribute (a later value for the same key replaces the earlier one).
@@ -408,13 +432,15 @@ WEFT_API weft_err weft_span_set_status(struct weft_span *span,
 
 /** Record an exception as the event "exception" with exception.type, exception.message and
  * exception.stacktrace (NULL ones are left out), and set the status to ERROR with the message.
- * @return as weft_span_add_event(). */
+ * @return as weft_span_add_event().
+ * Ownership: copies the three strings. */
 WEFT_API weft_err weft_span_record_exception(struct weft_span *span,
                                              const char *type,
                                              const char *message,
                                              const char *stacktrace);
 
-/** Rename the span. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. */
+/** Rename the span. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * WEFT_OK without effect on a non-recording span. Ownership: copies @p name. */
 WEFT_API weft_err weft_span_update_name(struct weft_span *span, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -422,14 +448,18 @@ WEFT_API weft_err weft_span_update_name(struct weft_span *span, const char *name
 
 /** Make @p span current on this thread (it becomes the default parent) and take a reference.
  * @return a token for weft_context_detach(). Attaching more than 64 deep is counted and
- * ignored (the returned token still detaches correctly). */
+ * ignored (the returned token still detaches correctly).
+ * Errors: none. Ownership: takes a new reference to @p span, released by
+ * weft_context_detach(). */
 WEFT_API size_t weft_context_attach(struct weft_span *span);
 
 /** Restore the current span to what it was when @p token was returned, releasing the
- * references taken since. */
+ * references taken since.
+ * Errors: none. Ownership: releases the references weft_context_attach() took. */
 WEFT_API void weft_context_detach(size_t token);
 
-/** The current span of this thread, or NULL. Ownership: borrowed until detached. */
+/** The current span of this thread, or NULL. Ownership: borrowed until detached.
+ * Errors: none. */
 WEFT_API struct weft_span *weft_context_current(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -443,7 +473,8 @@ struct weft_batch_options {
     uint32_t export_timeout_ms;   /**< default 30000; bounds one export with its retries */
 };
 
-/** Fill @p out from OTEL_BSP_* (bad values warn and keep the default). */
+/** Fill @p out from OTEL_BSP_* (bad values warn and keep the default).
+ * NULL @p out is a no-op. Errors: none. Ownership: @p out is the caller's. */
 WEFT_API void weft_batch_options_from_env(struct weft_batch_options *out);
 
 /** Create a batch processor: a bounded lock-free queue and one export thread that sends a
@@ -458,7 +489,8 @@ WEFT_API weft_err weft_batch_processor_new(struct weft_exporter *exporter,
 
 /** Create a simple processor that exports each span synchronously when it ends (on the
  * ending thread). For tests and debugging only: it blocks the caller on the exporter.
- * Ownership: as weft_batch_processor_new(). */
+ * Ownership: as weft_batch_processor_new().
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument), WEFT_ENOMEM; *out is NULL on failure. */
 WEFT_API weft_err weft_simple_processor_new(struct weft_exporter *exporter,
                                             struct weft_processor **out);
 
@@ -477,12 +509,14 @@ struct weft_processor_stats {
     uint64_t export_ns;
 };
 
-/** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL. */
+/** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL.
+ * Ownership: none; @p out is the caller's. */
 WEFT_API weft_err weft_processor_get_stats(const struct weft_processor *processor,
                                            struct weft_processor_stats *out);
 
 /** The name of the exporter behind @p processor ("otlp", "store", ...; "unknown" for NULL).
- * Ownership: borrowed; valid until the processor is freed. Thread-safe. */
+ * Ownership: borrowed; valid until the processor is freed. Thread-safe.
+ * Errors: none. */
 WEFT_API const char *weft_processor_exporter_name(const struct weft_processor *processor);
 
 /** Copy a one-line description of the processor's last failed export into @p buf: the
@@ -490,7 +524,8 @@ WEFT_API const char *weft_processor_exporter_name(const struct weft_processor *p
  * http://127.0.0.1:4318/v1/traces", "no answer from ... within 10000 ms", "HTTP 500 from ...:
  * excerpt"), else the error code's text. Kept after later successes; "" when no export failed.
  * Thread-safe; never waits on an export in progress.
- * @return the length of the description (0 when none, or for NULL arguments). */
+ * @return the length of the description (0 when none, or for NULL arguments).
+ * Ownership: writes into the caller's @p buf (truncated to @p len). */
 WEFT_API size_t weft_processor_last_error(const struct weft_processor *processor,
                                           char *buf,
                                           size_t len);
@@ -499,18 +534,22 @@ WEFT_API size_t weft_processor_last_error(const struct weft_processor *processor
  * @p timeout_ms: what weft_provider_force_flush() does, for one processor (e.g. only the local
  * store at a run's checkpoints, never a network exporter). Thread-safe.
  * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (the exporter failed), WEFT_ESTATE (shut down),
- * WEFT_EINVAL (NULL). */
+ * WEFT_EINVAL (NULL).
+ * Ownership: none; borrows @p processor for the call. */
 WEFT_API weft_err weft_processor_force_flush(struct weft_processor *processor, uint32_t timeout_ms);
 
-/** Shut down and free a processor that was never added to a provider. NULL is a no-op. */
+/** Shut down and free a processor that was never added to a provider. NULL is a no-op.
+ * Errors: none. Ownership: takes @p processor with its exporter. */
 WEFT_API void weft_processor_free(struct weft_processor *processor);
 
 /** Processor @p index (0-based, in the order added) of @p provider, or NULL.
- * Ownership: borrowed; owned by the provider. */
+ * Ownership: borrowed; owned by the provider.
+ * Errors: none (NULL for a NULL provider or an index out of range). */
 WEFT_API struct weft_processor *weft_provider_processor(struct weft_provider *provider,
                                                         size_t index);
 
-/** Current time in ns since the Unix epoch (CLOCK_REALTIME). */
+/** Current time in ns since the Unix epoch (CLOCK_REALTIME).
+ * Errors: none. Ownership: none. */
 WEFT_API uint64_t weft_now_ns(void);
 
 #ifdef __cplusplus

@@ -1,6 +1,7 @@
 /* tests/base/test_utf8.c - the one UTF-8 implementation: well-formedness per Unicode table 3-7,
  * maximal invalid subparts, cutting on a character boundary, completing text a cap cut short,
  * counting characters and repairing invalid text. */
+#include "base/buf.h"
 #include "base/utf8.h"
 #include "support/weft_test.h"
 

@@ -1,7 +1,8 @@
 /* tests/support/http_receiver.h - a real HTTP/1.1 server on 127.0.0.1 for integration tests.
  *
- * It listens on an ephemeral port, serves one connection at a time with keep-alive (switching
- * to a new connection when one arrives), reads Content-Length bodies, gunzips bodies sent with
+ * Built on tests/support/http_server.h (ephemeral port, one connection at a time with
+ * keep-alive, switching to a new connection when one arrives, Content-Length and chunked
+ * bodies), it gunzips bodies sent with
  * Content-Encoding: gzip, records every request, and answers from a script of responses
  * (status, extra headers, body, delay, or a dropped connection), falling back to 200 with an
  * empty protobuf body. A handler (http_receiver_set_handler) may answer instead of the fallback,
@@ -13,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "http_server.h" /* http_deadline_in() */
 
 struct http_receiver;
 
@@ -60,8 +63,6 @@ void http_receiver_set_default(struct http_receiver *r, const struct http_respon
 void
 http_receiver_set_handler(struct http_receiver *r, http_receiver_handler_fn fn, void *user_data);
 size_t http_receiver_count(struct http_receiver *r);
-/* CLOCK_REALTIME @p timeout_ms from now, for pthread_cond_timedwait() in the test servers. */
-struct timespec http_deadline_in(unsigned timeout_ms);
 /* Wait until at least @p n requests were recorded. */
 bool http_receiver_wait(struct http_receiver *r, size_t n, unsigned timeout_ms);
 /* Request @p i; valid until http_receiver_stop(). */

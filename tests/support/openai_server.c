@@ -1,31 +1,22 @@
 /* tests/support/openai_server.c - a fake OpenAI chat-completions server on 127.0.0.1.
  *
- * Shaped like tests/support/http_receiver.c: one server thread accepts one connection at a
- * time and serves it with keep-alive until it closes, or until it is idle while another
- * connection waits (curl opens a new one after a timeout). Requests carry Content-Length bodies
- * (what libcurl sends for a POST of a known size). Test and server threads share the reply
- * queue and the request log under one mutex; a recorded request is never changed after it is
- * logged, so the test thread may read it without the lock.
+ * The sockets, the thread and the HTTP framing are tests/support/http_server.c's; this file
+ * keeps the OpenAI protocol: the checks a real server makes, the reply queue and the request
+ * log. Test and server threads share the queue and the log under one mutex; a recorded request
+ * is never changed after it is logged, so the test thread may read it without the lock.
  */
 #include "openai_server.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
+#include "http_server.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_REQUESTS 256
 #define MAX_REPLIES  64
-#define MAX_HEADERS  65536
-#define MAX_BODY     (16u << 20)
 
 struct reply_entry {
     struct openai_reply r;
@@ -42,18 +33,14 @@ struct recorded {
 };
 
 struct openai_server {
-    int listen_fd;
-    unsigned short port;
-    pthread_t thread;
+    struct http_server *server;
     pthread_mutex_t lock;
-    bool stop;
     char *expected_key;
     struct recorded requests[MAX_REQUESTS];
     size_t count;
     struct reply_entry queue[MAX_REPLIES];
     size_t head;
     size_t len;
-    unsigned next_conn;
     unsigned next_id;
 };
 
@@ -94,105 +81,6 @@ entry_free(struct reply_entry *e)
         free(e->strings[i]);
     }
     memset(e, 0, sizeof(*e));
-}
-
-static bool
-stopping(struct openai_server *srv)
-{
-    bool s = false;
-
-    pthread_mutex_lock(&srv->lock);
-    s = srv->stop;
-    pthread_mutex_unlock(&srv->lock);
-    return s;
-}
-
-/* Read more bytes; false on close, error, stop, or (when idle) a newer connection waiting. */
-static bool
-read_more(struct openai_server *srv, int fd, char *buf, size_t *len, size_t cap, bool idle)
-{
-    for (;;) {
-        struct pollfd p[2] = {{fd, POLLIN, 0}, {srv->listen_fd, POLLIN, 0}};
-        int n = poll(p, 2, 20);
-        ssize_t got = 0;
-
-        if (stopping(srv)) {
-            return false;
-        }
-        if (n <= 0) {
-            continue;
-        }
-        if (idle && (p[1].revents & POLLIN) && !(p[0].revents & POLLIN)) {
-            return false;
-        }
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            continue;
-        }
-        if (*len >= cap) {
-            return false;
-        }
-        got = recv(fd, buf + *len, cap - *len, 0);
-        if (got <= 0) {
-            return false;
-        }
-        *len += (size_t)got;
-        return true;
-    }
-}
-
-static char *
-find_crlfcrlf(char *buf, size_t len)
-{
-    for (size_t i = 0; i + 4 <= len; i++) {
-        if (memcmp(buf + i, "\r\n\r\n", 4) == 0) {
-            return buf + i;
-        }
-    }
-    return NULL;
-}
-
-static void
-send_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-        if (n <= 0) {
-            return;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-}
-
-static const char *
-find_header(const char *headers, const char *name, size_t *vlen)
-{
-    size_t nlen = strlen(name);
-    const char *p = headers;
-
-    while (p != NULL && *p != '\0') {
-        const char *eol = strstr(p, "\r\n");
-        if (eol == NULL) {
-            break;
-        }
-        if ((size_t)(eol - p) > nlen && strncasecmp(p, name, nlen) == 0 && p[nlen] == ':') {
-            const char *v = p + nlen + 1;
-            while (*v == ' ' || *v == '\t') {
-                v++;
-            }
-            *vlen = (size_t)(eol - v);
-            return v;
-        }
-        p = eol + 2;
-    }
-    return NULL;
-}
-
-static void
-sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* OpenAI's error object: {"error": {"message", "type", "param", "code"}}. */
@@ -280,7 +168,7 @@ decide(struct openai_server *srv, const struct recorded *req, struct answer *a)
 {
     char auth[512];
     size_t vlen = 0;
-    const char *v = find_header(req->headers, "Authorization", &vlen);
+    const char *v = http_find_header(req->headers, "Authorization", &vlen);
     const char *model = json_string_value(json_object_get(req->json, "model"));
     struct reply_entry e;
 
@@ -366,178 +254,60 @@ decide(struct openai_server *srv, const struct recorded *req, struct answer *a)
     entry_free(&e);
 }
 
-/* Serve requests on one connection until it closes. */
+/* Record one request and answer it. */
 static void
-serve(struct openai_server *srv, int fd, unsigned conn_id)
+on_request(void *user_data, struct http_server_request *in, struct http_server_response *out)
 {
-    char *buf = malloc(MAX_HEADERS);
-    size_t len = 0;
+    struct openai_server *srv = user_data;
+    struct recorded req;
+    struct answer a;
+    char extra[512];
 
-    for (;;) {
-        char *end = NULL;
-        size_t head_len = 0;
-        size_t body_len = 0;
-        size_t vlen = 0;
-        size_t have = 0;
-        const char *cl = NULL;
-        struct recorded req;
-        struct answer a;
-        char head[1024];
+    memset(&req, 0, sizeof(req));
+    snprintf(req.method, sizeof(req.method), "%s", in->method);
+    snprintf(req.path, sizeof(req.path), "%s", in->path);
+    req.conn_id = in->conn_id;
+    req.headers = in->headers;
+    req.body = in->body;
+    in->headers = NULL;
+    in->body = NULL;
+    req.json = json_loadb(req.body, in->body_len, 0, NULL);
 
-        while ((end = find_crlfcrlf(buf, len)) == NULL) {
-            if (!read_more(srv, fd, buf, &len, MAX_HEADERS, len == 0)) {
-                free(buf);
-                return;
-            }
-        }
-        head_len = (size_t)(end - buf) + 4;
-        memset(&req, 0, sizeof(req));
-        req.conn_id = conn_id;
-        {
-            const char *sp1 = memchr(buf, ' ', head_len);
-            const char *sp2 =
-                sp1 == NULL ? NULL : memchr(sp1 + 1, ' ', head_len - (size_t)(sp1 + 1 - buf));
-            const char *eol = strstr(buf, "\r\n");
-
-            if (sp1 == NULL || sp2 == NULL || eol == NULL) {
-                free(buf);
-                return;
-            }
-            snprintf(req.method, sizeof(req.method), "%.*s", (int)(sp1 - buf), buf);
-            snprintf(req.path, sizeof(req.path), "%.*s", (int)(sp2 - sp1 - 1), sp1 + 1);
-            req.headers = strndup(eol + 2, (size_t)(end + 2 - (eol + 2)));
-        }
-        cl = find_header(req.headers, "Content-Length", &vlen);
-        body_len = cl != NULL ? strtoull(cl, NULL, 10) : 0;
-        if (body_len > MAX_BODY) {
-            free(req.headers);
-            free(buf);
-            return;
-        }
-        req.body = malloc(body_len + 1);
-        have = len - head_len < body_len ? len - head_len : body_len;
-        memcpy(req.body, buf + head_len, have);
-        memmove(buf, buf + head_len + have, len - head_len - have);
-        len -= head_len + have;
-        while (have < body_len) {
-            struct pollfd p = {fd, POLLIN, 0};
-            ssize_t got = 0;
-
-            if (stopping(srv) || poll(&p, 1, 1000) <= 0) {
-                break;
-            }
-            got = recv(fd, req.body + have, body_len - have, 0);
-            if (got <= 0) {
-                break;
-            }
-            have += (size_t)got;
-        }
-        if (have < body_len) {
-            free(req.body);
-            free(req.headers);
-            free(buf);
-            return;
-        }
-        req.body[body_len] = '\0';
-        req.json = json_loadb(req.body, body_len, 0, NULL);
-
-        pthread_mutex_lock(&srv->lock);
-        decide(srv, &req, &a);
-        if (srv->count < MAX_REQUESTS) {
-            srv->requests[srv->count++] = req;
-        } else {
-            free(req.headers);
-            free(req.body);
-            json_decref(req.json);
-        }
-        pthread_mutex_unlock(&srv->lock);
-
-        for (unsigned left = a.delay_ms; left > 0 && !stopping(srv);) {
-            unsigned step = left > 10 ? 10 : left;
-
-            sleep_ms(step);
-            left -= step;
-        }
-        if (a.drop || stopping(srv)) {
-            free(a.body);
-            free(a.retry_after);
-            free(buf);
-            return;
-        }
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d Status\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                 "x-request-id: req_weft%u\r\nopenai-processing-ms: 1\r\n%s%s%s\r\n",
-                 a.status, a.content_type, a.body != NULL ? strlen(a.body) : (size_t)0, a.number,
-                 a.retry_after != NULL ? "Retry-After: " : "",
-                 a.retry_after != NULL ? a.retry_after : "", a.retry_after != NULL ? "\r\n" : "");
-        send_all(fd, head, strlen(head));
-        if (a.body != NULL) {
-            send_all(fd, a.body, strlen(a.body));
-        }
-        free(a.body);
-        free(a.retry_after);
+    pthread_mutex_lock(&srv->lock);
+    decide(srv, &req, &a);
+    if (srv->count < MAX_REQUESTS) {
+        srv->requests[srv->count++] = req;
+    } else {
+        free(req.headers);
+        free(req.body);
+        json_decref(req.json);
     }
-}
+    pthread_mutex_unlock(&srv->lock);
 
-static void *
-run(void *arg)
-{
-    struct openai_server *srv = arg;
-
-    while (!stopping(srv)) {
-        struct pollfd p = {srv->listen_fd, POLLIN, 0};
-        int fd = -1;
-        unsigned id = 0;
-
-        if (poll(&p, 1, 20) <= 0) {
-            continue;
-        }
-        fd = accept(srv->listen_fd, NULL, NULL);
-        if (fd < 0) {
-            continue;
-        }
-        pthread_mutex_lock(&srv->lock);
-        id = ++srv->next_conn;
-        pthread_mutex_unlock(&srv->lock);
-        serve(srv, fd, id);
-        close(fd);
-    }
-    return NULL;
+    snprintf(extra, sizeof(extra), "x-request-id: req_weft%u\r\nopenai-processing-ms: 1\r\n%s%s%s",
+             a.number, a.retry_after != NULL ? "Retry-After: " : "",
+             a.retry_after != NULL ? a.retry_after : "", a.retry_after != NULL ? "\r\n" : "");
+    free(a.retry_after);
+    out->status = a.status;
+    out->content_type = strdup(a.content_type);
+    out->headers = strdup(extra);
+    out->body = a.body;
+    out->body_len = a.body != NULL ? strlen(a.body) : 0;
+    out->delay_ms = a.delay_ms;
+    out->drop = a.drop;
 }
 
 int
 openai_server_start(struct openai_server **out)
 {
     struct openai_server *srv = calloc(1, sizeof(*srv));
-    struct sockaddr_in addr;
-    socklen_t alen = sizeof(addr);
-    int one = 1;
 
     if (srv == NULL) {
         return -1;
     }
-    srv->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (srv->listen_fd >= 0) {
-        setsockopt(srv->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    }
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    if (srv->listen_fd < 0 || bind(srv->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
-        listen(srv->listen_fd, 16) != 0 ||
-        getsockname(srv->listen_fd, (struct sockaddr *)&addr, &alen) != 0) {
-        if (srv->listen_fd >= 0) {
-            close(srv->listen_fd);
-        }
-        free(srv);
-        return -1;
-    }
-    srv->port = ntohs(addr.sin_port);
     pthread_mutex_init(&srv->lock, NULL);
-    if (pthread_create(&srv->thread, NULL, run, srv) != 0) {
+    if (http_server_start(on_request, srv, &srv->server) != 0) {
         pthread_mutex_destroy(&srv->lock);
-        close(srv->listen_fd);
         free(srv);
         return -1;
     }
@@ -551,11 +321,7 @@ openai_server_stop(struct openai_server *srv)
     if (srv == NULL) {
         return;
     }
-    pthread_mutex_lock(&srv->lock);
-    srv->stop = true;
-    pthread_mutex_unlock(&srv->lock);
-    pthread_join(srv->thread, NULL);
-    close(srv->listen_fd);
+    http_server_stop(srv->server);
     for (size_t i = 0; i < srv->count; i++) {
         free(srv->requests[i].headers);
         free(srv->requests[i].body);
@@ -574,13 +340,13 @@ openai_server_stop(struct openai_server *srv)
 unsigned short
 openai_server_port(const struct openai_server *srv)
 {
-    return srv->port;
+    return http_server_port(srv->server);
 }
 
 const char *
 openai_server_base_url(const struct openai_server *srv, char *buf, size_t len)
 {
-    snprintf(buf, len, "http://127.0.0.1:%u/v1", (unsigned)srv->port);
+    snprintf(buf, len, "http://127.0.0.1:%u/v1", (unsigned)http_server_port(srv->server));
     return buf;
 }
 
@@ -731,16 +497,6 @@ openai_server_request_header(
     struct openai_server *srv, size_t i, const char *name, char *buf, size_t len)
 {
     const struct recorded *req = request_at(srv, i);
-    size_t vlen = 0;
-    const char *v = req == NULL ? NULL : find_header(req->headers, name, &vlen);
 
-    if (v == NULL || len == 0) {
-        return NULL;
-    }
-    if (vlen >= len) {
-        vlen = len - 1;
-    }
-    memcpy(buf, v, vlen);
-    buf[vlen] = '\0';
-    return buf;
+    return req == NULL ? NULL : http_header_copy(req->headers, name, buf, len);
 }

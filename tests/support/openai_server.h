@@ -1,7 +1,8 @@
 /* tests/support/openai_server.h - a fake OpenAI chat-completions server for integration tests.
  *
- * A real HTTP/1.1 server on 127.0.0.1 (ephemeral port, its own thread, one keep-alive
- * connection at a time, switching when a new one arrives) that speaks the shape of the OpenAI
+ * A real HTTP/1.1 server on 127.0.0.1 (tests/support/http_server.h: ephemeral port, its own
+ * thread, one keep-alive connection at a time, switching when a new one arrives) that speaks
+ * the shape of the OpenAI
  * API: `POST /v1/chat/completions` with a JSON body that must hold "model" and "messages".
  * Every request is recorded (method, path, raw headers, body text and parsed JSON). When an
  * expected key is set, a request without `Authorization: Bearer <key>` gets OpenAI's 401
