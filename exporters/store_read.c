@@ -150,6 +150,37 @@ column_ns(sqlite3_stmt *stmt, int col)
     return v < 0 ? 0 : (uint64_t)v;
 }
 
+static const char list_sql[] =
+    "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name, service_name,"
+    " has_root FROM traces ORDER BY start_ns DESC, trace_id LIMIT ?1";
+
+/* One row of the traces table (list_sql's columns) into @p sum. @return WEFT_OK or
+ * WEFT_ENOMEM (what was copied stays in @p sum, for weft_trace_summaries_free()). */
+static weft_err
+row_to_summary(sqlite3_stmt *stmt, struct weft_trace_summary *sum)
+{
+    const unsigned char *id = sqlite3_column_text(stmt, 0);
+    sqlite3_int64 spans = sqlite3_column_int64(stmt, 3);
+    sqlite3_int64 errors = sqlite3_column_int64(stmt, 4);
+
+    memset(sum, 0, sizeof(*sum));
+    snprintf(sum->trace_id, sizeof(sum->trace_id), "%s", id != NULL ? (const char *)id : "");
+    sum->start_ns = column_ns(stmt, 1);
+    sum->end_ns = column_ns(stmt, 2);
+    sum->span_count = spans < 0 ? 0 : (size_t)spans;
+    sum->error_count = errors < 0 ? 0 : (size_t)errors;
+    sum->has_root = sqlite3_column_int(stmt, 7) != 0;
+    sum->root_name =
+        sqlite3_column_type(stmt, 5) != SQLITE_NULL ? column_strdup(stmt, 5) : weft__strdup("");
+    if (sqlite3_column_type(stmt, 6) != SQLITE_NULL) {
+        sum->service_name = column_strdup(stmt, 6);
+        if (sum->service_name == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    return sum->root_name == NULL ? WEFT_ENOMEM : WEFT_OK;
+}
+
 weft_err
 weft_store_list_traces(struct weft_store *store,
                        size_t limit,
@@ -179,19 +210,12 @@ weft_store_list_traces(struct weft_store *store,
     if (limit > 100000) {
         limit = 100000;
     }
-    if (sqlite3_prepare_v2(store->db,
-                           "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name,"
-                           " service_name, has_root FROM traces"
-                           " ORDER BY start_ns DESC, trace_id LIMIT ?1",
-                           -1, &stmt, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(store->db, list_sql, -1, &stmt, NULL) != SQLITE_OK) {
         return db_failure(store, "cannot list traces");
     }
     sqlite3_bind_int64(stmt, 1, (sqlite3_int64)limit);
     for (;;) {
         struct weft_trace_summary *sum = NULL;
-        sqlite3_int64 spans = 0;
-        sqlite3_int64 errors = 0;
-        const unsigned char *id = NULL;
 
         rc = sqlite3_step(stmt);
         if (rc != SQLITE_ROW) {
@@ -208,28 +232,9 @@ weft_store_list_traces(struct weft_store *store,
             list = grown;
             cap = new_cap;
         }
-        sum = &list[n++];
-        memset(sum, 0, sizeof(*sum));
-        id = sqlite3_column_text(stmt, 0);
-        spans = sqlite3_column_int64(stmt, 3);
-        errors = sqlite3_column_int64(stmt, 4);
-        snprintf(sum->trace_id, sizeof(sum->trace_id), "%s", id != NULL ? (const char *)id : "");
-        sum->start_ns = column_ns(stmt, 1);
-        sum->end_ns = column_ns(stmt, 2);
-        sum->span_count = spans < 0 ? 0 : (size_t)spans;
-        sum->error_count = errors < 0 ? 0 : (size_t)errors;
-        sum->has_root = sqlite3_column_int(stmt, 7) != 0;
-        sum->root_name =
-            sqlite3_column_type(stmt, 5) != SQLITE_NULL ? column_strdup(stmt, 5) : weft__strdup("");
-        if (sqlite3_column_type(stmt, 6) != SQLITE_NULL) {
-            sum->service_name = column_strdup(stmt, 6);
-            if (sum->service_name == NULL) {
-                err = WEFT_ENOMEM;
-                goto fail;
-            }
-        }
-        if (sum->root_name == NULL) {
-            err = WEFT_ENOMEM;
+        sum = &list[n++]; /* counted first: a failed row's strings are freed with the list */
+        err = row_to_summary(stmt, sum);
+        if (err != WEFT_OK) {
             goto fail;
         }
     }
@@ -459,6 +464,31 @@ json_column(struct weft_store *store, sqlite3_stmt *stmt, int col, const char *w
     return j;
 }
 
+/* The attributes, events and links columns of the row into @p span. */
+static weft_err
+read_json_columns(struct weft_store *store,
+                  struct weft__arena *arena,
+                  sqlite3_stmt *stmt,
+                  struct weft_span_data *span)
+{
+    json_t *attrs = json_column(store, stmt, COL_ATTRS, "attributes");
+    json_t *events = json_column(store, stmt, COL_EVENTS, "events");
+    json_t *links = json_column(store, stmt, COL_LINKS, "links");
+    weft_err err =
+        weft__store_read_attrs(arena, attrs, &span->attrs, &span->attr_count, &span->dropped_attrs);
+
+    if (err == WEFT_OK) {
+        err = weft__store_read_events(arena, events, span);
+    }
+    if (err == WEFT_OK) {
+        err = weft__store_read_links(arena, links, span);
+    }
+    json_decref(attrs);
+    json_decref(events);
+    json_decref(links);
+    return err;
+}
+
 static weft_err
 row_to_span(struct weft_store *store,
             struct weft__arena *arena,
@@ -471,9 +501,6 @@ row_to_span(struct weft_store *store,
     struct weft_scope *scope = weft__arena_alloc(arena, sizeof(*scope));
     const char *span_hex = (const char *)sqlite3_column_text(stmt, COL_SPAN_ID);
     const char *parent_hex = (const char *)sqlite3_column_text(stmt, COL_PARENT);
-    json_t *attrs = NULL;
-    json_t *events = NULL;
-    json_t *links = NULL;
     bool is_oom = false;
     weft_err err = WEFT_OK;
 
@@ -532,38 +559,92 @@ row_to_span(struct weft_store *store,
     if (is_oom) {
         return WEFT_ENOMEM;
     }
-    attrs = json_column(store, stmt, COL_ATTRS, "attributes");
-    events = json_column(store, stmt, COL_EVENTS, "events");
-    links = json_column(store, stmt, COL_LINKS, "links");
-    err =
-        weft__store_read_attrs(arena, attrs, &span->attrs, &span->attr_count, &span->dropped_attrs);
-    if (err == WEFT_OK) {
-        err = weft__store_read_events(arena, events, span);
-    }
-    if (err == WEFT_OK) {
-        err = weft__store_read_links(arena, links, span);
-    }
-    json_decref(attrs);
-    json_decref(events);
-    json_decref(links);
+    err = read_json_columns(store, arena, stmt, span);
     if (err == WEFT_OK) {
         *out = span;
     }
     return err;
 }
 
+/* Read the stored spans of trace @p hex (@p id in bytes) into @p trace's arena; *rows receives
+ * a new array of *count pointers into it (the caller frees the array). */
+static weft_err
+read_spans(struct weft_store *store,
+           struct weft_trace *trace,
+           const char *hex,
+           const uint8_t *id,
+           struct weft_span_data ***rows,
+           size_t *count)
+{
+    sqlite3_stmt *stmt = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(store->db, load_sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return db_failure(store, "cannot load the trace");
+    }
+    sqlite3_bind_text(stmt, 1, hex, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, MAX_LOADED_SPANS);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_span_data *span = NULL;
+
+        if (*count == cap) {
+            size_t new_cap = cap == 0 ? 64 : cap * 2;
+            struct weft_span_data **grown = weft__realloc(*rows, new_cap * sizeof(**rows));
+
+            if (grown == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+            *rows = grown;
+            cap = new_cap;
+        }
+        err = row_to_span(store, &trace->arena, stmt, id, &span);
+        if (err == WEFT_OK && span != NULL) {
+            (*rows)[(*count)++] = span;
+        }
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = db_failure(store, "cannot load the trace");
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* Put the @p n spans of @p rows into @p trace in tree order. */
+static weft_err
+arrange(struct weft_trace *trace, struct weft_span_data **rows, size_t n)
+{
+    size_t *order = weft__malloc(n * sizeof(*order));
+    weft_err err = WEFT_OK;
+
+    trace->spans = weft__arena_alloc(&trace->arena, n * sizeof(*trace->spans));
+    trace->depth = weft__arena_alloc(&trace->arena, n * sizeof(*trace->depth));
+    if (trace->spans == NULL || trace->depth == NULL || order == NULL) {
+        weft__free(order);
+        return WEFT_ENOMEM;
+    }
+    err =
+        weft__trace_tree((const struct weft_span_data *const *)rows, n, order, trace->depth, NULL);
+    if (err == WEFT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            trace->spans[i] = rows[order[i]];
+        }
+        trace->count = n;
+    }
+    weft__free(order);
+    return err;
+}
+
 weft_err
 weft_store_load_trace(struct weft_store *store, const char *trace_id, struct weft_trace **out)
 {
-    sqlite3_stmt *stmt = NULL;
     struct weft_trace *trace = NULL;
     struct weft_span_data **rows = NULL;
-    size_t *order = NULL;
     char hex[WEFT_TRACE_ID_HEX_LEN + 1];
     uint8_t id[WEFT_TRACE_ID_SIZE];
     size_t n = 0;
-    size_t cap = 0;
-    int rc = 0;
     weft_err err = WEFT_OK;
 
     if (out != NULL) {
@@ -583,70 +664,21 @@ weft_store_load_trace(struct weft_store *store, const char *trace_id, struct wef
         return WEFT_ENOMEM;
     }
     weft__arena_init(&trace->arena);
-    if (sqlite3_prepare_v2(store->db, load_sql, -1, &stmt, NULL) != SQLITE_OK) {
-        err = db_failure(store, "cannot load the trace");
-        goto fail;
-    }
-    sqlite3_bind_text(stmt, 1, hex, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 2, MAX_LOADED_SPANS);
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        struct weft_span_data *span = NULL;
-
-        if (n == cap) {
-            size_t new_cap = cap == 0 ? 64 : cap * 2;
-            struct weft_span_data **grown = weft__realloc(rows, new_cap * sizeof(*rows));
-
-            if (grown == NULL) {
-                err = WEFT_ENOMEM;
-                goto fail;
-            }
-            rows = grown;
-            cap = new_cap;
-        }
-        err = row_to_span(store, &trace->arena, stmt, id, &span);
-        if (err != WEFT_OK) {
-            goto fail;
-        }
-        if (span != NULL) {
-            rows[n++] = span;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = db_failure(store, "cannot load the trace");
-        goto fail;
-    }
-    if (n == 0) {
+    err = read_spans(store, trace, hex, id, &rows, &n);
+    if (err == WEFT_OK && n == 0) {
         set_errmsg(store, "no spans stored for trace %s", hex);
         err = WEFT_ENOTFOUND;
-        goto fail;
     }
-    trace->spans = weft__arena_alloc(&trace->arena, n * sizeof(*trace->spans));
-    trace->depth = weft__arena_alloc(&trace->arena, n * sizeof(*trace->depth));
-    order = weft__malloc(n * sizeof(*order));
-    if (trace->spans == NULL || trace->depth == NULL || order == NULL) {
-        err = WEFT_ENOMEM;
-        goto fail;
+    if (err == WEFT_OK) {
+        err = arrange(trace, rows, n);
     }
-    err =
-        weft__trace_tree((const struct weft_span_data *const *)rows, n, order, trace->depth, NULL);
-    if (err != WEFT_OK) {
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i++) {
-        trace->spans[i] = rows[order[i]];
-    }
-    trace->count = n;
-    sqlite3_finalize(stmt);
-    weft__free(order);
     weft__free(rows);
+    if (err != WEFT_OK) {
+        weft_trace_free(trace);
+        return err;
+    }
     *out = trace;
     return WEFT_OK;
-fail:
-    sqlite3_finalize(stmt);
-    weft__free(order);
-    weft__free(rows);
-    weft_trace_free(trace);
-    return err;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -590,6 +590,27 @@ static const char interrupted_sql[] =
     " 'weft.runtime'"
     " WHERE NOT EXISTS (SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2)";
 
+/* Bind @p span to interrupted_sql and run it once. */
+static weft_err
+insert_interrupted(sqlite3_stmt *stmt,
+                   const struct weft_interrupted_span *span,
+                   const char *attrs_text)
+{
+    sqlite3_bind_text(stmt, 1, span->trace_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 2, span->span_id, -1, SQLITE_STATIC);
+    if (span->parent_span_id != NULL) {
+        sqlite3_bind_text(stmt, 3, span->parent_span_id, -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_text(stmt, 4, span->name != NULL ? span->name : "interrupted", -1, SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 5, (int)WEFT_SPAN_KIND_INTERNAL);
+    sqlite3_bind_int64(stmt, 6, ns_column(span->start_ns));
+    sqlite3_bind_int64(stmt, 7,
+                       ns_column(span->end_ns > span->start_ns ? span->end_ns : span->start_ns));
+    sqlite3_bind_int(stmt, 8, (int)WEFT_STATUS_ERROR);
+    sqlite3_bind_text(stmt, 9, attrs_text, -1, SQLITE_STATIC);
+    return sqlite3_step(stmt) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
 weft_err
 weft_store_add_interrupted_span(const char *db_path, const struct weft_interrupted_span *span)
 {
@@ -639,22 +660,7 @@ weft_store_add_interrupted_span(const char *db_path, const struct weft_interrupt
         err = WEFT_EIO;
     }
     if (err == WEFT_OK) {
-        sqlite3_bind_text(stmt, 1, span->trace_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 2, span->span_id, -1, SQLITE_STATIC);
-        if (span->parent_span_id != NULL) {
-            sqlite3_bind_text(stmt, 3, span->parent_span_id, -1, SQLITE_STATIC);
-        }
-        sqlite3_bind_text(stmt, 4, span->name != NULL ? span->name : "interrupted", -1,
-                          SQLITE_STATIC);
-        sqlite3_bind_int(stmt, 5, (int)WEFT_SPAN_KIND_INTERNAL);
-        sqlite3_bind_int64(stmt, 6, ns_column(span->start_ns));
-        sqlite3_bind_int64(
-            stmt, 7, ns_column(span->end_ns > span->start_ns ? span->end_ns : span->start_ns));
-        sqlite3_bind_int(stmt, 8, (int)WEFT_STATUS_ERROR);
-        sqlite3_bind_text(stmt, 9, attrs_text, -1, SQLITE_STATIC);
-        if (sqlite3_step(stmt) != SQLITE_DONE) {
-            err = WEFT_EIO;
-        }
+        err = insert_interrupted(stmt, span, attrs_text);
     }
     if (err == WEFT_OK) {
         err = weft__hex_decode_id(span->trace_id, 2 * WEFT_TRACE_ID_SIZE, trace_id,

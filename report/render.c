@@ -856,6 +856,166 @@ put_summary(const struct style *st, const struct tally *t)
     fprintf(st->out, ")%s\n", st->reset);
 }
 
+/* The per-span arrays of one rendering, indexed by tree position (has_more and
+ * notable_counts by depth, count + 2 entries). */
+struct layout {
+    size_t *order;
+    size_t *depth;
+    bool *is_orphan;
+    bool *is_notable;
+    bool *is_last_pos; /* the last child of its parent */
+    size_t *notable_after;
+    size_t *notable_counts;
+    bool *has_more; /* scratch: does the line at that depth have later siblings? */
+};
+
+static void
+layout_cleanup(struct layout *l, struct summariser *sm)
+{
+    weft__free(l->order);
+    weft__free(l->depth);
+    weft__free(l->is_orphan);
+    weft__free(l->is_notable);
+    weft__free(l->is_last_pos);
+    weft__free(l->notable_after);
+    weft__free(l->notable_counts);
+    weft__free(l->has_more);
+    weft__free(sm->lines);
+    weft__free(sm->levels);
+    weft__free(sm->names);
+    weft__free(sm->name_seen);
+}
+
+static weft_err
+layout_init(struct layout *l, struct summariser *sm, size_t count)
+{
+    memset(l, 0, sizeof(*l));
+    memset(sm, 0, sizeof(*sm));
+    l->order = weft__malloc(count * sizeof(*l->order));
+    l->depth = weft__malloc(count * sizeof(*l->depth));
+    l->is_orphan = weft__malloc(count * sizeof(*l->is_orphan));
+    l->is_notable = weft__malloc(count * sizeof(*l->is_notable));
+    l->is_last_pos = weft__malloc(count * sizeof(*l->is_last_pos));
+    l->notable_after = weft__malloc(count * sizeof(*l->notable_after));
+    l->notable_counts = weft__malloc((count + 2) * sizeof(*l->notable_counts));
+    l->has_more = weft__calloc(count + 2, sizeof(*l->has_more));
+    sm->levels = weft__malloc((count + 2) * sizeof(*sm->levels));
+    sm->names = weft__malloc(count * sizeof(*sm->names));
+    sm->name_seen = weft__malloc(count * sizeof(*sm->name_seen));
+    if (l->order == NULL || l->depth == NULL || l->is_orphan == NULL || l->is_notable == NULL ||
+        l->is_last_pos == NULL || l->notable_after == NULL || l->notable_counts == NULL ||
+        l->has_more == NULL || sm->levels == NULL || sm->names == NULL || sm->name_seen == NULL) {
+        return WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
+/* Order the spans as a tree and decide which lines are printed (sm->lines). */
+static weft_err
+decide_lines(struct layout *l,
+             struct summariser *sm,
+             const struct weft_span_data *const *spans,
+             size_t count,
+             bool is_all)
+{
+    weft_err err = weft__trace_tree(spans, count, l->order, l->depth, l->is_orphan);
+
+    if (err != WEFT_OK) {
+        return err;
+    }
+    mark_notable(spans, l->order, l->depth, count, l->has_more, l->is_notable);
+    memset(l->has_more, 0, (count + 2) * sizeof(*l->has_more));
+    mark_last_siblings(l->depth, count, l->has_more, l->is_last_pos);
+    memset(l->notable_counts, 0, (count + 2) * sizeof(*l->notable_counts));
+    count_notable_after(l->depth, l->is_notable, count, l->notable_counts, l->notable_after);
+    sm->is_last = l->is_last_pos;
+    sm->notable_after = l->notable_after;
+    sm->spans = spans;
+    sm->order = l->order;
+    sm->depth = l->depth;
+    sm->is_notable = l->is_notable;
+    summarise(sm, count, is_all);
+    return sm->is_oom ? WEFT_ENOMEM : WEFT_OK;
+}
+
+/* The column durations line up in: after the widest name, up to ALIGN_MAX_COLS. */
+static size_t
+align_column(const struct summariser *sm, const struct weft_span_data *const *spans)
+{
+    size_t column = 0;
+
+    for (size_t i = 0; i < sm->line_count; i++) {
+        if (!sm->lines[i].is_summary) {
+            size_t w = name_width(spans[sm->order[sm->lines[i].pos]], sm->lines[i].depth);
+
+            column = w > column ? w : column;
+        }
+    }
+    return column < ALIGN_MAX_COLS ? column : ALIGN_MAX_COLS;
+}
+
+/* Print the header, @p note and the decided lines: tree glyphs, then a span (with its events
+ * and links) or a summary. Nothing is printed when memory runs out. */
+static weft_err
+print_lines(const struct style *st,
+            const struct summariser *sm,
+            struct layout *l,
+            const struct weft_span_data *const *spans,
+            size_t count,
+            unsigned flags,
+            const char *note)
+{
+    bool *is_last = weft__malloc(sm->line_count * sizeof(*is_last)); /* per line */
+    size_t *line_depth = weft__malloc(sm->line_count * sizeof(*line_depth));
+    size_t column = align_column(sm, spans);
+    bool *has_more = l->has_more;
+
+    if (is_last == NULL || line_depth == NULL) {
+        weft__free(is_last);
+        weft__free(line_depth);
+        return WEFT_ENOMEM;
+    }
+    put_header(st, spans, count, l->order);
+    if (note != NULL) {
+        fprintf(st->out, "%s(%s)%s\n", st->dim, note, st->reset);
+    }
+    if (sm->hidden_spans > 0) {
+        fprintf(st->out,
+                "%s(%zu of %zu spans summarised; errors and notable events are kept; "
+                "weft trace show --all prints every span)%s\n",
+                st->dim, sm->hidden_spans, count, st->reset);
+    }
+    for (size_t i = 0; i < sm->line_count; i++) {
+        line_depth[i] = sm->lines[i].depth;
+    }
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    mark_last_siblings(line_depth, sm->line_count, has_more, is_last);
+    memset(has_more, 0, (count + 2) * sizeof(*has_more));
+    for (size_t i = 0; i < sm->line_count; i++) {
+        const struct line *ln = &sm->lines[i];
+        const struct weft_span_data *s = NULL;
+        bool has_children = i + 1 < sm->line_count && line_depth[i + 1] > ln->depth;
+
+        has_more[ln->depth] = !is_last[i];
+        put_prefix(st, has_more, ln->depth, is_last[i]);
+        if (ln->is_summary) {
+            put_summary(st, &ln->tally);
+            continue;
+        }
+        s = spans[l->order[ln->pos]];
+        put_span(st, s, name_width(s, ln->depth), column, l->is_orphan[ln->pos], flags);
+        if ((flags & WEFT_RENDER_EVENTS) != 0 && s->event_count > 0) {
+            put_events(st, s, has_more, ln->depth, has_children);
+        }
+        if ((flags & WEFT_RENDER_LINKS) != 0 && s->link_count > 0) {
+            put_links(st, s, has_more, ln->depth, has_children);
+        }
+    }
+    weft__free(is_last);
+    weft__free(line_depth);
+    return WEFT_OK;
+}
+
 weft_err
 weft__render_spans(FILE *stream,
                    const struct weft_span_data *const *spans,
@@ -865,17 +1025,7 @@ weft__render_spans(FILE *stream,
 {
     struct style st;
     struct summariser sm;
-    size_t *order = NULL;
-    size_t *depth = NULL;
-    bool *is_orphan = NULL;
-    bool *is_notable = NULL;
-    bool *is_last_pos = NULL; /* per tree position: the last child of its parent */
-    size_t *notable_after = NULL;
-    size_t *notable_counts = NULL;
-    bool *has_more = NULL; /* per depth: does the line at that depth have later siblings? */
-    bool *is_last = NULL;  /* per line: is it the last of its siblings? */
-    size_t *line_depth = NULL;
-    size_t column = 0;
+    struct layout l;
     weft_err err = WEFT_OK;
 
     if (stream == NULL || (spans == NULL && count > 0)) {
@@ -884,111 +1034,18 @@ weft__render_spans(FILE *stream,
     if (count == 0) {
         return WEFT_OK;
     }
-    memset(&sm, 0, sizeof(sm));
     style_init(&st, stream, flags);
-    order = weft__malloc(count * sizeof(*order));
-    depth = weft__malloc(count * sizeof(*depth));
-    is_orphan = weft__malloc(count * sizeof(*is_orphan));
-    is_notable = weft__malloc(count * sizeof(*is_notable));
-    is_last_pos = weft__malloc(count * sizeof(*is_last_pos));
-    notable_after = weft__malloc(count * sizeof(*notable_after));
-    notable_counts = weft__malloc((count + 2) * sizeof(*notable_counts));
-    has_more = weft__calloc(count + 2, sizeof(*has_more));
-    sm.levels = weft__malloc((count + 2) * sizeof(*sm.levels));
-    sm.names = weft__malloc(count * sizeof(*sm.names));
-    sm.name_seen = weft__malloc(count * sizeof(*sm.name_seen));
-    if (order == NULL || depth == NULL || is_orphan == NULL || is_notable == NULL ||
-        is_last_pos == NULL || notable_after == NULL || notable_counts == NULL ||
-        has_more == NULL || sm.levels == NULL || sm.names == NULL || sm.name_seen == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
+    err = layout_init(&l, &sm, count);
+    if (err == WEFT_OK) {
+        err = decide_lines(&l, &sm, spans, count, (flags & WEFT_RENDER_ALL) != 0);
     }
-    err = weft__trace_tree(spans, count, order, depth, is_orphan);
-    if (err != WEFT_OK) {
-        goto out;
+    if (err == WEFT_OK) {
+        err = print_lines(&st, &sm, &l, spans, count, flags, note);
     }
-    mark_notable(spans, order, depth, count, has_more, is_notable);
-    memset(has_more, 0, (count + 2) * sizeof(*has_more));
-    mark_last_siblings(depth, count, has_more, is_last_pos);
-    sm.is_last = is_last_pos;
-    memset(notable_counts, 0, (count + 2) * sizeof(*notable_counts));
-    count_notable_after(depth, is_notable, count, notable_counts, notable_after);
-    sm.notable_after = notable_after;
-    sm.spans = spans;
-    sm.order = order;
-    sm.depth = depth;
-    sm.is_notable = is_notable;
-    summarise(&sm, count, (flags & WEFT_RENDER_ALL) != 0);
-    if (sm.is_oom) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
-    is_last = weft__malloc(sm.line_count * sizeof(*is_last));
-    line_depth = weft__malloc(sm.line_count * sizeof(*line_depth));
-    if (is_last == NULL || line_depth == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
-    put_header(&st, spans, count, order);
-    if (note != NULL) {
-        fprintf(stream, "%s(%s)%s\n", st.dim, note, st.reset);
-    }
-    if (sm.hidden_spans > 0) {
-        fprintf(stream,
-                "%s(%zu of %zu spans summarised; errors and notable events are kept; "
-                "weft trace show --all prints every span)%s\n",
-                st.dim, sm.hidden_spans, count, st.reset);
-    }
-    for (size_t i = 0; i < sm.line_count; i++) {
-        line_depth[i] = sm.lines[i].depth;
-        if (!sm.lines[i].is_summary) {
-            size_t w = name_width(spans[order[sm.lines[i].pos]], sm.lines[i].depth);
-
-            column = w > column ? w : column;
-        }
-    }
-    column = column < ALIGN_MAX_COLS ? column : ALIGN_MAX_COLS;
-    memset(has_more, 0, (count + 2) * sizeof(*has_more));
-    mark_last_siblings(line_depth, sm.line_count, has_more, is_last);
-    memset(has_more, 0, (count + 2) * sizeof(*has_more));
-    for (size_t i = 0; i < sm.line_count; i++) {
-        const struct line *ln = &sm.lines[i];
-        const struct weft_span_data *s = NULL;
-        bool has_children = i + 1 < sm.line_count && line_depth[i + 1] > ln->depth;
-
-        has_more[ln->depth] = !is_last[i];
-        put_prefix(&st, has_more, ln->depth, is_last[i]);
-        if (ln->is_summary) {
-            put_summary(&st, &ln->tally);
-            continue;
-        }
-        s = spans[order[ln->pos]];
-        put_span(&st, s, name_width(s, ln->depth), column, is_orphan[ln->pos], flags);
-        if ((flags & WEFT_RENDER_EVENTS) != 0 && s->event_count > 0) {
-            put_events(&st, s, has_more, ln->depth, has_children);
-        }
-        if ((flags & WEFT_RENDER_LINKS) != 0 && s->link_count > 0) {
-            put_links(&st, s, has_more, ln->depth, has_children);
-        }
-    }
-    if (ferror(stream)) {
+    if (err == WEFT_OK && ferror(stream)) {
         err = WEFT_EIO;
     }
-out:
-    weft__free(order);
-    weft__free(depth);
-    weft__free(is_orphan);
-    weft__free(is_notable);
-    weft__free(is_last_pos);
-    weft__free(notable_after);
-    weft__free(notable_counts);
-    weft__free(has_more);
-    weft__free(is_last);
-    weft__free(line_depth);
-    weft__free(sm.lines);
-    weft__free(sm.levels);
-    weft__free(sm.names);
-    weft__free(sm.name_seen);
+    layout_cleanup(&l, &sm);
     return err;
 }
 
