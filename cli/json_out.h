@@ -14,10 +14,11 @@
 #include <weft/store.h>
 #include <weft/weft.h>
 
-#define CLI_SCHEMA_RUNS   "weft.runs/v1"
-#define CLI_SCHEMA_RUN    "weft.run/v1"
-#define CLI_SCHEMA_TRACES "weft.traces/v1"
-#define CLI_SCHEMA_TRACE  "weft.trace/v1"
+#define CLI_SCHEMA_RUNS      "weft.runs/v1"
+#define CLI_SCHEMA_RUN       "weft.run/v1"
+#define CLI_SCHEMA_TRACES    "weft.traces/v1"
+#define CLI_SCHEMA_TRACE     "weft.trace/v1"
+#define CLI_SCHEMA_EXPORTERS "weft.exporters/v1"
 
 /* One run of `weft runs` (also the "run" member of `weft run show`). */
 json_t *cli_json_run_info(const struct weft_run_info *info);

@@ -27,6 +27,8 @@ static const struct cli_command commands[] = {
      cli_serve, cli_serve_usage},
     {"trace", "trace list|show ...", "inspect traces in the local store", cli_trace,
      cli_trace_usage},
+    {"exporters", "exporters [--json]", "list the exporters OTEL_TRACES_EXPORTER can name",
+     cli_exporters, cli_exporters_usage},
     {"version", "version", "print the weft version", cmd_version, NULL},
     {"help", "help [COMMAND]", "show help for weft or one command", cmd_help, NULL},
 };

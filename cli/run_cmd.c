@@ -776,27 +776,201 @@ split_tags(char *text, char **tags)
     return n;
 }
 
+/* What a run reports to: the tracer provider, the meter, and optionally the /metrics server
+ * and the OTLP metric reader. */
+struct telemetry {
+    struct weft_provider *provider;
+    struct weft_meter *meter;
+    struct weft_metrics_server *server;
+    struct weft_metric_reader *reader;
+};
+
+static void
+telemetry_stop(struct telemetry *t)
+{
+    weft_metric_reader_stop(t->reader); /* one last export with the run's final numbers */
+    weft_metrics_server_stop(t->server);
+    weft_meter_free(t->meter);
+    weft_provider_free(t->provider);
+    memset(t, 0, sizeof(*t));
+}
+
+/* The provider with its exporters, and a meter that observes it. @return CLI_EXIT_OK or the
+ * exit status after saying what is wrong. */
+static int
+start_tracing(const char *cmd, struct telemetry *t)
+{
+    weft_err err = setup_provider(&t->provider);
+
+    if (err == WEFT_OK) {
+        /* Metrics and traces describe the same service. */
+        const struct weft_value *service = weft_provider_resource_get(t->provider, "service.name");
+        struct weft_meter_options mo = {0};
+
+        if (service != NULL && service->type == WEFT_VALUE_STRING) {
+            mo.service_name = service->u.str;
+        }
+        err = weft_meter_new(&mo, &t->meter);
+    }
+    if (err == WEFT_OK) {
+        err = weft_runtime_metrics_register(t->meter);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_observe_provider(t->meter, t->provider);
+    }
+    if (err != WEFT_OK) {
+        /* The exporter that failed said why on the line above (e.g. a partial Langfuse key
+         * pair, or a store or traces file that cannot be created where WEFT_HOME or
+         * WEFT_TRACES_FILE point): refuse to run rather than lose the run's telemetry. */
+        bool is_config = err == WEFT_EINVAL || err == WEFT_EIO;
+
+        if (is_config) {
+            fprintf(stderr, "weft %s: not started: fix the exporter configuration above\n", cmd);
+        } else {
+            fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
+        }
+        return is_config ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The /metrics server (--metrics-addr) and the OTLP metric reader (OTEL_METRICS_EXPORTER).
+ * @return CLI_EXIT_OK or the exit status after saying what is wrong. */
+static int
+start_metrics(const char *cmd, const struct cli_run_flags *fl, struct telemetry *t)
+{
+    weft_err err = WEFT_OK;
+
+    if (fl->metrics_addr != NULL) {
+        err = weft_metrics_server_start(t->meter, fl->metrics_addr, &t->server);
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft %s: --metrics-addr %s: %s\n", cmd, fl->metrics_addr,
+                    err == WEFT_EINVAL ? "expected HOST:PORT (IPv4)" : "cannot listen there");
+            return CLI_EXIT_USAGE;
+        }
+        fprintf(stderr, "weft %s: serving metrics on port %u (/metrics, /healthz)\n", cmd,
+                weft_metrics_server_port(t->server));
+    }
+    if (metrics_exporter_is_otlp(cmd)) {
+        struct weft_metric_reader_options mo = {0};
+        const char *timeout = getenv("OTEL_METRIC_EXPORT_TIMEOUT");
+
+        /* The last export at exit waits no longer than the span pipeline's shutdown does,
+         * unless the user asked for another bound. */
+        if (timeout == NULL || timeout[0] == '\0') {
+            mo.timeout_ms = SHUTDOWN_MS;
+        }
+        err = weft_otlp_metric_reader_start(t->meter, &mo, &t->reader);
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft %s: OTEL_METRICS_EXPORTER=otlp: %s\n", cmd,
+                    err == WEFT_EINVAL ? "fix the metrics exporter configuration above"
+                                       : weft_strerror(err));
+            return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+static void
+fill_run_options(struct weft_run_options *ro,
+                 const struct cli_run_flags *fl,
+                 const struct telemetry *t,
+                 char **tags,
+                 size_t tag_count,
+                 struct progress *progress)
+{
+    memset(ro, 0, sizeof(*ro));
+    ro->provider = t->provider;
+    ro->input = fl->input;
+    ro->session_id = fl->session;
+    ro->user_id = fl->user;
+    ro->tags = (const char *const *)tags;
+    ro->tag_count = tag_count;
+    ro->record_path = fl->record;
+    ro->replay_path = fl->replay;
+    ro->workspace = fl->workspace;
+    ro->state_path = fl->state;
+    ro->resume_run_id = fl->resume;
+    ro->meter = t->meter;
+    ro->capture_content = fl->is_capture ? 1 : -1;
+    ro->progress = on_progress;
+    ro->progress_user_data = progress;
+    ro->abort_flag = &abort_requested;
+    ro->resume_force = fl->is_force;
+    ro->checkpoint_user_data = store_processor(t->provider);
+    ro->checkpoint = ro->checkpoint_user_data != NULL ? on_checkpoint : NULL;
+}
+
+/* After the run: flush the telemetry, then the summary (or JSON) and the trace.
+ * @return the command's exit status. */
+static int
+report_run(const char *cmd,
+           const struct cli_run_flags *fl,
+           const struct telemetry *t,
+           weft_err err,
+           const struct weft_run_result *result,
+           const char *error)
+{
+    struct weft_trace_stats stats;
+    bool is_telemetry_lost = false;
+    int status = CLI_EXIT_OK;
+
+    finish_telemetry(cmd, t->provider);
+    weft_provider_get_stats(t->provider, &stats);
+    if (err == WEFT_OK && result->run_id != NULL) {
+        /* The run's stored span counts include the spans exported at shutdown, so `weft
+         * serve` agrees with the summary below. */
+        (void)weft_run_metrics_save_provider(fl->state, result->run_id, t->provider);
+    }
+    if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
+        fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
+                (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
+    }
+    is_telemetry_lost = report_export_failures(cmd, t->provider);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft %s: %s\n", cmd, error);
+        return err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
+                                                                                 : CLI_EXIT_FAIL;
+    }
+    if (fl->is_json) {
+        print_json(result, &stats, t->provider);
+    } else {
+        print_summary(result, &stats);
+        print_exporters(t->provider);
+        print_collaboration(t->meter);
+        if (!fl->is_no_trace && result->trace_id[0] != '\0') {
+            print_trace(result->trace_id, fl->is_color);
+        }
+    }
+    status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK
+             : result->status == WEFT_RUN_STUCK   ? CLI_EXIT_STUCK
+                                                  : CLI_EXIT_FAIL;
+    if (status == CLI_EXIT_OK && is_telemetry_lost) {
+        fprintf(stderr,
+                "weft %s: the run completed, but an exporter delivered none of its spans "
+                "(exit status %d)\n",
+                cmd, CLI_EXIT_TELEMETRY);
+        status = CLI_EXIT_TELEMETRY;
+    }
+    return status;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
     struct weft_workflow *wf = NULL;
     struct weft_diags diags = {0};
-    struct weft_provider *provider = NULL;
-    struct weft_meter *meter = NULL;
-    struct weft_metrics_server *server = NULL;
-    struct weft_metric_reader *reader = NULL;
+    struct telemetry t = {0};
     char *tag_text = NULL;
     char *tags[MAX_TAGS];
     size_t tag_count = 0;
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
     struct progress progress;
-    struct weft_trace_stats stats;
     struct sigaction sa;
     char error[512] = "";
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
-    bool is_telemetry_lost = false;
 
     if (fl->tags != NULL) {
         int n = 0;
@@ -818,147 +992,24 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         free(tag_text);
         return status;
     }
-    err = setup_provider(&provider);
-    if (err == WEFT_OK) {
-        /* Metrics and traces describe the same service. */
-        const struct weft_value *service = weft_provider_resource_get(provider, "service.name");
-        struct weft_meter_options mo = {0};
-
-        if (service != NULL && service->type == WEFT_VALUE_STRING) {
-            mo.service_name = service->u.str;
-        }
-        err = weft_meter_new(&mo, &meter);
+    status = start_tracing(cmd, &t);
+    if (status == CLI_EXIT_OK) {
+        status = start_metrics(cmd, fl, &t);
     }
-    if (err == WEFT_OK) {
-        err = weft_runtime_metrics_register(meter);
+    if (status == CLI_EXIT_OK) {
+        memset(&progress, 0, sizeof(progress));
+        progress.is_tty = isatty(STDERR_FILENO) != 0;
+        progress.is_quiet = fl->is_quiet;
+        fill_run_options(&ro, fl, &t, tags, tag_count, &progress);
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        err = weft_run(wf, &ro, &result, error, sizeof(error));
+        status = report_run(cmd, fl, &t, err, result, error);
+        weft_run_result_free(result);
     }
-    if (err == WEFT_OK) {
-        err = weft_meter_observe_provider(meter, provider);
-    }
-    if (err != WEFT_OK) {
-        /* The exporter that failed said why on the line above (e.g. a partial Langfuse key
-         * pair, or a store or traces file that cannot be created where WEFT_HOME or
-         * WEFT_TRACES_FILE point): refuse to run rather than lose the run's telemetry. */
-        bool is_config = err == WEFT_EINVAL || err == WEFT_EIO;
-
-        if (is_config) {
-            fprintf(stderr, "weft %s: not started: fix the exporter configuration above\n", cmd);
-        } else {
-            fprintf(stderr, "weft %s: tracing set-up failed: %s\n", cmd, weft_strerror(err));
-        }
-        weft_meter_free(meter);
-        weft_provider_free(provider);
-        weft_workflow_free(wf);
-        free(tag_text);
-        return is_config ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
-    }
-    if (fl->metrics_addr != NULL) {
-        err = weft_metrics_server_start(meter, fl->metrics_addr, &server);
-        if (err != WEFT_OK) {
-            fprintf(stderr, "weft %s: --metrics-addr %s: %s\n", cmd, fl->metrics_addr,
-                    err == WEFT_EINVAL ? "expected HOST:PORT (IPv4)" : "cannot listen there");
-            weft_meter_free(meter);
-            weft_provider_free(provider);
-            weft_workflow_free(wf);
-            free(tag_text);
-            return CLI_EXIT_USAGE;
-        }
-        fprintf(stderr, "weft %s: serving metrics on port %u (/metrics, /healthz)\n", cmd,
-                weft_metrics_server_port(server));
-    }
-    if (metrics_exporter_is_otlp(cmd)) {
-        struct weft_metric_reader_options mo = {0};
-        const char *timeout = getenv("OTEL_METRIC_EXPORT_TIMEOUT");
-
-        /* The last export at exit waits no longer than the span pipeline's shutdown does,
-         * unless the user asked for another bound. */
-        if (timeout == NULL || timeout[0] == '\0') {
-            mo.timeout_ms = SHUTDOWN_MS;
-        }
-        err = weft_otlp_metric_reader_start(meter, &mo, &reader);
-        if (err != WEFT_OK) {
-            fprintf(stderr, "weft %s: OTEL_METRICS_EXPORTER=otlp: %s\n", cmd,
-                    err == WEFT_EINVAL ? "fix the metrics exporter configuration above"
-                                       : weft_strerror(err));
-            weft_metrics_server_stop(server);
-            weft_meter_free(meter);
-            weft_provider_free(provider);
-            weft_workflow_free(wf);
-            free(tag_text);
-            return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
-        }
-    }
-    memset(&progress, 0, sizeof(progress));
-    progress.is_tty = isatty(STDERR_FILENO) != 0;
-    progress.is_quiet = fl->is_quiet;
-    memset(&ro, 0, sizeof(ro));
-    ro.provider = provider;
-    ro.input = fl->input;
-    ro.session_id = fl->session;
-    ro.user_id = fl->user;
-    ro.tags = (const char *const *)tags;
-    ro.tag_count = tag_count;
-    ro.record_path = fl->record;
-    ro.replay_path = fl->replay;
-    ro.workspace = fl->workspace;
-    ro.state_path = fl->state;
-    ro.resume_run_id = fl->resume;
-    ro.meter = meter;
-    ro.capture_content = fl->is_capture ? 1 : -1;
-    ro.progress = on_progress;
-    ro.progress_user_data = &progress;
-    ro.abort_flag = &abort_requested;
-    ro.resume_force = fl->is_force;
-    ro.checkpoint_user_data = store_processor(provider);
-    ro.checkpoint = ro.checkpoint_user_data != NULL ? on_checkpoint : NULL;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    err = weft_run(wf, &ro, &result, error, sizeof(error));
-    finish_telemetry(cmd, provider);
-    weft_provider_get_stats(provider, &stats);
-    if (err == WEFT_OK && result->run_id != NULL) {
-        /* The run's stored span counts include the spans exported at shutdown, so `weft
-         * serve` agrees with the summary below. */
-        (void)weft_run_metrics_save_provider(fl->state, result->run_id, provider);
-    }
-    if (stats.spans_dropped > 0 || stats.spans_failed > 0) {
-        fprintf(stderr, "weft %s: %llu spans dropped, %llu failed to export\n", cmd,
-                (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
-    }
-    is_telemetry_lost = report_export_failures(cmd, provider);
-    if (err != WEFT_OK) {
-        fprintf(stderr, "weft %s: %s\n", cmd, error);
-        status = err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
-                                                                                   : CLI_EXIT_FAIL;
-    } else {
-        if (fl->is_json) {
-            print_json(result, &stats, provider);
-        } else {
-            print_summary(result, &stats);
-            print_exporters(provider);
-            print_collaboration(meter);
-            if (!fl->is_no_trace && result->trace_id[0] != '\0') {
-                print_trace(result->trace_id, fl->is_color);
-            }
-        }
-        status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK
-                 : result->status == WEFT_RUN_STUCK   ? CLI_EXIT_STUCK
-                                                      : CLI_EXIT_FAIL;
-        if (status == CLI_EXIT_OK && is_telemetry_lost) {
-            fprintf(stderr,
-                    "weft %s: the run completed, but an exporter delivered none of its spans "
-                    "(exit status %d)\n",
-                    cmd, CLI_EXIT_TELEMETRY);
-            status = CLI_EXIT_TELEMETRY;
-        }
-    }
-    weft_run_result_free(result);
-    weft_metric_reader_stop(reader); /* one last export with the run's final numbers */
-    weft_metrics_server_stop(server);
-    weft_meter_free(meter);
-    weft_provider_free(provider);
+    telemetry_stop(&t);
     weft_workflow_free(wf);
     free(tag_text);
     return status;

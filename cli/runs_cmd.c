@@ -391,14 +391,11 @@ is_not_run(const struct weft_run_details *d, size_t i)
            strcmp(run, "running") != 0 && strcmp(run, "interrupted") != 0;
 }
 
+/* The run's line: ids, status, times, reward, and why it ended. */
 static void
-print_details(const struct weft_run_details *d)
+print_run_header(const struct weft_run_details *d)
 {
     char started[32];
-    size_t failures = 0;
-    size_t skipped = 0;
-    size_t results = 0;
-    size_t shown = 0;
 
     format_time(d->info.started_ns, started, sizeof(started));
     printf("run %s  workflow=%s  status=%s  started=%s  reward=%.2f  corrections=%zu\n",
@@ -417,6 +414,15 @@ print_details(const struct weft_run_details *d)
         printf("  reason: ");
         put_block(stdout, d->info.reason, 0);
     }
+}
+
+/* The plan as a table; counts what the sections below it will show. */
+static void
+print_step_table(const struct weft_run_details *d,
+                 size_t *failures,
+                 size_t *skipped,
+                 size_t *results)
+{
     printf("\n%-16s %-12s %-12s %-11s %8s %7s  %-24s %s\n", "STEP", "AGENT", "EXECUTOR", "STATUS",
            "ATTEMPTS", "REWARD", "DEPENDS ON", "TASK");
     for (size_t i = 0; i < d->step_count; i++) {
@@ -430,10 +436,15 @@ print_details(const struct weft_run_details *d)
                s->depends_on[0] != '\0' ? s->depends_on : "-");
         cli_put_clean(stdout, s->task, 60);
         putchar('\n');
-        failures += has_failure(d, i);
-        skipped += d->step_extras[i].skipped_dependency != NULL || is_not_run(d, i);
-        results += s->result != NULL && s->result[0] != '\0';
+        *failures += has_failure(d, i);
+        *skipped += d->step_extras[i].skipped_dependency != NULL || is_not_run(d, i);
+        *results += s->result != NULL && s->result[0] != '\0';
     }
+}
+
+static void
+print_surgery(const struct weft_run_details *d)
+{
     if (d->correction_count > 0) {
         printf("\nDAG surgery:\n");
         for (size_t i = 0; i < d->correction_count; i++) {
@@ -443,6 +454,11 @@ print_details(const struct weft_run_details *d)
                    c->depends_before, c->depends_after);
         }
     }
+}
+
+static void
+print_failed_steps(const struct weft_run_details *d, size_t failures)
+{
     if (failures > 0) {
         printf("\nFailed steps:\n");
         for (size_t i = 0, n = 0; i < d->step_count; i++) {
@@ -455,6 +471,11 @@ print_details(const struct weft_run_details *d)
                    failures - SECTION_MAX);
         }
     }
+}
+
+static void
+print_not_run(const struct weft_run_details *d, size_t skipped)
+{
     if (skipped > 0) {
         printf("\nNot run:\n");
         for (size_t i = 0, n = 0; i < d->step_count; i++) {
@@ -475,6 +496,14 @@ print_details(const struct weft_run_details *d)
             printf("  ... %zu more steps not run (see the table above)\n", skipped - SECTION_MAX);
         }
     }
+}
+
+/* The last RESULTS_MAX_STEPS results, multi-line and intact. */
+static void
+print_results(const struct weft_run_details *d, size_t results)
+{
+    size_t shown = 0;
+
     if (results > 0) {
         printf("\nResults:\n");
         if (results > RESULTS_MAX_STEPS) {
@@ -491,6 +520,21 @@ print_details(const struct weft_run_details *d)
             put_block(stdout, result, 4);
         }
     }
+}
+
+static void
+print_details(const struct weft_run_details *d)
+{
+    size_t failures = 0;
+    size_t skipped = 0;
+    size_t results = 0;
+
+    print_run_header(d);
+    print_step_table(d, &failures, &skipped, &results);
+    print_surgery(d);
+    print_failed_steps(d, failures);
+    print_not_run(d, skipped);
+    print_results(d, results);
 }
 
 int

@@ -290,6 +290,101 @@ print_trace_json(const struct weft_trace *trace, const char *run_id, const char 
     return cli_json_print(doc);
 }
 
+/* Why the trace @p ref (or run @p run_id's trace @p trace_id) could not be loaded. */
+static void
+say_not_loaded(const struct weft_store *store,
+               weft_err err,
+               const char *ref,
+               const char *run_id,
+               const char *trace_id)
+{
+    const char *detail = weft_store_errmsg(store);
+
+    if (err == WEFT_ENOTFOUND && run_id[0] != '\0') {
+        fprintf(stderr, "weft: run %s's trace %s is not in %s (was the store exporter on?)\n",
+                run_id, trace_id, weft_store_path(store));
+    } else if (err == WEFT_ENOTFOUND) {
+        fprintf(stderr, "weft: trace '%s' not found in %s", ref, weft_store_path(store));
+        fprintf(stderr, "%s%s\n", detail[0] != '\0' ? ": " : "", detail);
+    } else {
+        fprintf(stderr, "weft: %s\n", detail[0] != '\0' ? detail : weft_strerror(err));
+    }
+}
+
+/* The tree of @p trace, after a line naming the run when it was shown for one. */
+static int
+print_trace_text(const struct weft_trace *trace,
+                 const char *run_id,
+                 const char *earlier,
+                 unsigned flags)
+{
+    weft_err err = WEFT_OK;
+
+    if (run_id[0] != '\0') {
+        printf("run %s: its latest trace", run_id);
+        if (earlier[0] != '\0') {
+            printf(" (the run was resumed: its earlier trace is %s, shown by "
+                   "`weft trace show %s`)",
+                   earlier, earlier);
+        }
+        printf("\n");
+    }
+    err = weft_trace_render(trace, stdout, flags);
+    if (err != WEFT_OK || fflush(stdout) != 0) {
+        fprintf(stderr, "weft: cannot print the trace: %s\n", weft_strerror(err));
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Open the store and load the trace @p ref names. run:REF always names a run; an exact run id
+ * is a run; otherwise a trace id or prefix, and failing that a run id prefix. For a run,
+ * @p run_id and @p earlier are filled as run_trace() does. On success the caller owns *store
+ * and *trace. @return CLI_EXIT_OK, or the exit status after saying what went wrong. */
+static int
+load_shown(const char *db,
+           const char *state,
+           const char *ref,
+           struct weft_store **store,
+           struct weft_trace **trace,
+           char trace_id[WEFT_TRACE_ID_HEX_LEN + 1],
+           char *run_id,
+           size_t run_id_len,
+           char earlier[WEFT_TRACE_ID_HEX_LEN + 1])
+{
+    weft_err err = WEFT_OK;
+    int rc = CLI_EXIT_OK;
+
+    if (strncmp(ref, "run:", 4) == 0) {
+        rc = run_trace(state, ref + 4, false, trace_id, run_id, run_id_len, earlier);
+    } else if (is_exact_run(state, ref)) {
+        rc = run_trace(state, ref, false, trace_id, run_id, run_id_len, earlier);
+    }
+    if (rc == CLI_EXIT_OK) {
+        rc = open_store(db, store);
+    }
+    if (rc != CLI_EXIT_OK) {
+        return rc;
+    }
+    if (run_id[0] == '\0') {
+        err = weft_store_resolve(*store, ref, trace_id);
+        if (err == WEFT_ENOTFOUND &&
+            run_trace(state, ref, true, trace_id, run_id, run_id_len, earlier) == CLI_EXIT_OK) {
+            err = WEFT_OK;
+        }
+    }
+    if (err == WEFT_OK) {
+        err = weft_store_load_trace(*store, trace_id, trace);
+    }
+    if (err != WEFT_OK) {
+        say_not_loaded(*store, err, ref, run_id, trace_id);
+        weft_store_close(*store);
+        *store = NULL;
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int
 trace_show(int argc, char **argv)
 {
@@ -316,7 +411,6 @@ trace_show(int argc, char **argv)
     struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     size_t npos = 0;
-    weft_err err = WEFT_OK;
     int rc = cli_parse("trace show", argc, argv, options, sizeof(options) / sizeof(options[0]), ref,
                        1, &npos);
 
@@ -341,47 +435,9 @@ trace_show(int argc, char **argv)
         fprintf(stderr, "weft trace show: --color wants auto, always or never, not '%s'\n", color);
         return CLI_EXIT_USAGE;
     }
-    /* run:REF always names a run; an exact run id is a run; otherwise a trace id or prefix,
-     * and failing that a run id prefix. */
-    if (strncmp(ref[0], "run:", 4) == 0) {
-        rc = run_trace(state, ref[0] + 4, false, trace_id, run_id, sizeof(run_id), earlier);
-        if (rc != CLI_EXIT_OK) {
-            return rc;
-        }
-    } else if (is_exact_run(state, ref[0])) {
-        rc = run_trace(state, ref[0], false, trace_id, run_id, sizeof(run_id), earlier);
-        if (rc != CLI_EXIT_OK) {
-            return rc;
-        }
-    }
-    rc = open_store(db, &store);
+    rc = load_shown(db, state, ref[0], &store, &trace, trace_id, run_id, sizeof(run_id), earlier);
     if (rc != CLI_EXIT_OK) {
         return rc;
-    }
-    if (run_id[0] == '\0') {
-        err = weft_store_resolve(store, ref[0], trace_id);
-        if (err == WEFT_ENOTFOUND && run_trace(state, ref[0], true, trace_id, run_id,
-                                               sizeof(run_id), earlier) == CLI_EXIT_OK) {
-            err = WEFT_OK;
-        }
-    }
-    if (err == WEFT_OK) {
-        err = weft_store_load_trace(store, trace_id, &trace);
-    }
-    if (err != WEFT_OK) {
-        const char *detail = weft_store_errmsg(store);
-
-        if (err == WEFT_ENOTFOUND && run_id[0] != '\0') {
-            fprintf(stderr, "weft: run %s's trace %s is not in %s (was the store exporter on?)\n",
-                    run_id, trace_id, weft_store_path(store));
-        } else if (err == WEFT_ENOTFOUND) {
-            fprintf(stderr, "weft: trace '%s' not found in %s", ref[0], weft_store_path(store));
-            fprintf(stderr, "%s%s\n", detail[0] != '\0' ? ": " : "", detail);
-        } else {
-            fprintf(stderr, "weft: %s\n", detail[0] != '\0' ? detail : weft_strerror(err));
-        }
-        weft_store_close(store);
-        return CLI_EXIT_FAIL;
     }
     if (is_json) {
         rc = print_trace_json(trace, run_id[0] != '\0' ? run_id : NULL, earlier);
@@ -389,26 +445,13 @@ trace_show(int argc, char **argv)
         weft_store_close(store);
         return rc;
     }
-    if (run_id[0] != '\0') {
-        printf("run %s: its latest trace", run_id);
-        if (earlier[0] != '\0') {
-            printf(" (the run was resumed: its earlier trace is %s, shown by "
-                   "`weft trace show %s`)",
-                   earlier, earlier);
-        }
-        printf("\n");
-    }
-    err = weft_trace_render(trace, stdout,
-                            WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS |
-                                (is_all ? WEFT_RENDER_ALL : 0u) |
-                                (is_color ? WEFT_RENDER_COLOR : 0u));
+    rc =
+        print_trace_text(trace, run_id, earlier,
+                         WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS |
+                             (is_all ? WEFT_RENDER_ALL : 0u) | (is_color ? WEFT_RENDER_COLOR : 0u));
     weft_trace_free(trace);
     weft_store_close(store);
-    if (err != WEFT_OK || fflush(stdout) != 0) {
-        fprintf(stderr, "weft: cannot print the trace: %s\n", weft_strerror(err));
-        return CLI_EXIT_FAIL;
-    }
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 int

@@ -4,7 +4,7 @@
  * Spans arrive one by one as they end, children before their parents, so the exporter holds
  * copies grouped by trace (in arrival order) until a root arrives: a span without a parent, or
  * whose parent is remote (the local root of a distributed trace). The tree is drawn by the
- * renderer shared with `weft trace show` (exporters/store.h), so both look the same.
+ * renderer shared with `weft trace show` (report/render.h), so both look the same.
  *
  * Bounds: at most 10000 spans and 64 MiB of copies are held. Past either, the oldest trace is
  * printed at once, marked incomplete, rather than dropped: a debugging aid should not lose the
@@ -14,10 +14,11 @@
  * Thread-safety: a mutex guards everything, because shutdown may be called from another thread
  * while an export overruns its deadline.
  */
+#include "base/arena.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "store.h"
+#include "report/render.h"
 
 #include <pthread.h>
 #include <stdlib.h>

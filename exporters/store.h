@@ -1,29 +1,73 @@
-/* exporters/store.h - private helpers that the span store (store.c) shares with the console
- * exporter (console.c): an arena that owns copies of spans, the tree ordering of a trace's
- * spans, and the tree renderer behind both `weft trace show` and the console exporter, so the
- * two print traces the same way.
+/* exporters/store.h - private declarations shared by the files of the local span store:
+ * store_schema.c (default path, schema, identity checks), store_json.c (the JSON columns and
+ * span facts), store_writer.c (the exporter), store_read.c (the read API and tree order), and
+ * their one consumer outside exporters/, the renderer in report/render.c.
  *
- * All of it is implemented in store.c. Nothing here is public API.
+ * Dependencies point one way: writer and reader use schema and JSON; the renderer uses the
+ * reader (tree order, loaded traces); nothing here knows about rendering. Nothing here is
+ * public API.
  */
 #ifndef WEFT_EXPORTERS_STORE_H
 #define WEFT_EXPORTERS_STORE_H
 
+#include "base/arena.h"
+#include "base/buf.h"
+
+#include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <weft/export.h>
+#include <weft/store.h>
 
-/* A bump allocator: many small allocations released together. Allocations are 8-byte
- * aligned; @c bytes counts everything allocated from the system (for caps). */
-struct weft__arena {
-    struct weft__arena_block *head;
-    size_t bytes;
-};
+#define STORE_BUSY_TIMEOUT_MS 5000
+#define STORE_JSON_COLUMN_MAX (64u << 20) /* bytes of one JSON column, written or read */
 
-void weft__arena_init(struct weft__arena *arena);
-void weft__arena_cleanup(struct weft__arena *arena); /* frees every block; may be repeated */
-void *weft__arena_alloc(struct weft__arena *arena, size_t size); /* zeroed; NULL on ENOMEM */
-/* Copy @p len bytes and a NUL. NULL @p s gives NULL (not an error: check s first). */
-char *weft__arena_strndup(struct weft__arena *arena, const char *s, size_t len);
-char *weft__arena_strdup(struct weft__arena *arena, const char *s);
+/* --- store_schema.c ------------------------------------------------------------------------ */
+
+/* Log a database failure with the path and SQLite's message (NULL @p db: no connection). */
+void
+weft__store_log_db_error(weft_log_level level, const char *path, sqlite3 *db, const char *what);
+
+/* Is the open database a weft store this build can read? @p is_fresh_ok accepts an empty
+ * database (the writer creates the schema). *version receives PRAGMA user_version and, on
+ * WEFT_EIO, *why a sentence saying why not. @return WEFT_OK or WEFT_EIO. */
+weft_err weft__store_check_identity(sqlite3 *db, bool is_fresh_ok, int *version, const char **why);
+
+/* Create or upgrade the schema of the read-write connection @p db inside one IMMEDIATE
+ * transaction; failures are logged with @p path. @return WEFT_OK or WEFT_EIO. */
+weft_err weft__store_migrate(sqlite3 *db, const char *path);
+
+/* --- store_json.c -------------------------------------------------------------------------- */
+
+/* The JSON of a span's attributes, events and links as the store writes them; NULL on
+ * ENOMEM. Ownership: new references. */
+json_t *weft__store_attrs_json(const struct weft_attr *attrs, size_t count);
+json_t *weft__store_events_json(const struct weft_span_data *span);
+json_t *weft__store_links_json(const struct weft_span_data *span);
+/* Serialise @p j (consumed, may be NULL for ENOMEM) into @p out, replacing its contents.
+ * @return WEFT_OK or WEFT_ENOMEM. */
+weft_err weft__store_dump_json(json_t *j, struct weft__buf *out);
+
+/* Parse the JSON columns back into @p arena: values weft would not write are skipped and
+ * counted in *dropped (attributes) or the span's dropped counts. @p j may be NULL (read as
+ * empty). @return WEFT_OK or WEFT_ENOMEM. */
+weft_err weft__store_read_attrs(struct weft__arena *arena,
+                                const json_t *j,
+                                const struct weft_attr **out,
+                                size_t *count,
+                                uint32_t *dropped);
+weft_err
+weft__store_read_events(struct weft__arena *arena, const json_t *arr, struct weft_span_data *span);
+weft_err
+weft__store_read_links(struct weft__arena *arena, const json_t *arr, struct weft_span_data *span);
+
+/* service.name of the span's resource, or NULL. Ownership: borrowed from @p span. */
+const char *weft__store_service_name(const struct weft_span_data *span);
+
+/* The span has a parent with a non-zero id (a zero parent id counts as none). */
+bool weft__store_has_parent(const struct weft_span_data *span);
+
+/* --- store_read.c -------------------------------------------------------------------------- */
 
 /* Tree order of @p count spans of one trace: depth-first from the roots, siblings by start
  * time (then end time, then name). A span is a root when it has no parent or its parent is
@@ -37,14 +81,8 @@ weft_err weft__trace_tree(const struct weft_span_data *const *spans,
                           size_t *depth,
                           bool *is_orphan);
 
-/* Render @p count spans of one trace (any order) as a header and a tree; @p note, when not
- * NULL, is printed after the header (for example why a trace is incomplete). @p flags are
- * WEFT_RENDER_* from <weft/store.h>. @return WEFT_OK, WEFT_EIO (the stream failed),
- * WEFT_ENOMEM. */
-weft_err weft__render_spans(FILE *stream,
-                            const struct weft_span_data *const *spans,
-                            size_t count,
-                            unsigned flags,
-                            const char *note);
+/* The spans of a loaded trace in tree order (weft_trace_span_count() of them).
+ * Ownership: borrowed until weft_trace_free(). */
+const struct weft_span_data *const *weft__trace_spans(const struct weft_trace *trace);
 
 #endif /* WEFT_EXPORTERS_STORE_H */

@@ -300,6 +300,37 @@ WEFT_API weft_err weft_store_default_path(char *buf, size_t buf_len);
 WEFT_API weft_err weft_provider_add_env_exporters(struct weft_provider *provider,
                                                   const char *default_exporters);
 
+/** One environment variable an exporter of the registry reads. */
+struct weft_exporter_env {
+    const char *name;          /**< e.g. "OTEL_EXPORTER_OTLP_ENDPOINT" */
+    const char *default_value; /**< what applies when it is unset; NULL when nothing does */
+    const char *meaning;       /**< one short sentence */
+};
+
+/** One name OTEL_TRACES_EXPORTER accepts: the registry that
+ * weft_provider_add_env_exporters() chooses from and `weft exporters` prints. */
+struct weft_exporter_info {
+    const char *name;        /**< "otlp", "langfuse", "console", "file", "store" or "none" */
+    const char *description; /**< one short sentence */
+    /** "batch" or "simple": the processor the exporter is put behind; NULL for "none". */
+    const char *processor;
+    const struct weft_exporter_env *env; /**< the variables it reads (env_count of them) */
+    size_t env_count;
+};
+
+/** Entry @p index of the exporter registry, in a fixed order (the order of the docs), or NULL
+ * past the last one: iterate from 0 until NULL.
+ * Ownership: returns borrowed static data, valid for the life of the process.
+ * Errors: none (NULL past the last entry).
+ * Thread-safety: the registry is immutable; call from any thread. */
+WEFT_API const struct weft_exporter_info *weft_exporter_info_at(size_t index);
+
+/** The registry entry named @p name (exact, case-sensitive, as OTEL_TRACES_EXPORTER is read),
+ * or NULL when @p name is NULL or not a known name.
+ * Ownership: returns borrowed static data. Errors: none (NULL for an unknown name).
+ * Thread-safety: any thread. */
+WEFT_API const struct weft_exporter_info *weft_exporter_info_find(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 /* tests/cli/test_cli.c - the `weft` binary end to end: the test writes a span store through
  * the store exporter, runs the built binary against it and checks exit codes, stdout and
  * stderr: trace list, trace show (last, prefix, unknown, ambiguous, colour), version, help,
- * and usage errors (unknown command or option: exit 2). */
+ * exporters (the README's table is the command's output), and usage errors (unknown command or
+ * option: exit 2). */
 #include "support/http_receiver.h"
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
@@ -1280,6 +1281,101 @@ test_cli_second_sigint_during_a_slow_step_exits_130(void **state)
     assert_int_equal(count_of(f->err, "interrupted again: exiting now"), 1);
 }
 
+/* The block README.md carries between its `weft exporters --markdown` markers. */
+static char *
+readme_exporters_block(void)
+{
+    static const char begin[] = "<!-- weft exporters --markdown: begin -->\n";
+    static const char end[] = "<!-- weft exporters --markdown: end -->";
+    static char readme[1 << 17];
+    const char *from = NULL;
+    char *to = NULL;
+
+    read_file(WEFT_SOURCE_DIR "/README.md", readme, sizeof(readme));
+    from = strstr(readme, begin);
+    assert_non_null(from);
+    from += strlen(begin);
+    to = strstr(from, end);
+    assert_non_null(to);
+    *to = '\0';
+    return (char *)from;
+}
+
+static void
+test_cli_exporters_markdown_is_the_readme_table(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "exporters", "--markdown");
+
+    assert_int_equal(r.status, 0);
+    /* On failure: paste `build/weft exporters --markdown` between the README markers. */
+    assert_string_equal(r.out, readme_exporters_block());
+}
+
+static void
+test_cli_exporters_json_and_text_list_the_registry(void **state)
+{
+    struct fixture *f = *state;
+    const struct weft_exporter_info *e = NULL;
+    json_error_t jerr;
+    json_t *doc = NULL;
+    json_t *list = NULL;
+    struct run r = RUN(f, "exporters", "--json");
+    size_t i = 0;
+
+    assert_int_equal(r.status, 0);
+    doc = json_loads(r.out, 0, &jerr);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.exporters/v1");
+    list = json_object_get(doc, "exporters");
+    for (i = 0; (e = weft_exporter_info_at(i)) != NULL; i++) {
+        json_t *o = json_array_get(list, i);
+        json_t *env = json_object_get(o, "env");
+
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "name")), e->name);
+        assert_int_equal(json_array_size(env), e->env_count);
+        for (size_t v = 0; v < e->env_count; v++) {
+            json_t *d = json_object_get(json_array_get(env, v), "default");
+
+            assert_string_equal(json_string_value(json_object_get(json_array_get(env, v), "name")),
+                                e->env[v].name);
+            if (e->env[v].default_value == NULL) {
+                assert_true(json_is_null(d));
+            } else {
+                assert_string_equal(json_string_value(d), e->env[v].default_value);
+            }
+        }
+    }
+    assert_int_equal(json_array_size(list), i);
+    json_decref(doc);
+
+    r = RUN(f, "exporters");
+    assert_int_equal(r.status, 0);
+    for (i = 0; (e = weft_exporter_info_at(i)) != NULL; i++) {
+        assert_non_null(strstr(r.out, e->name));
+        for (size_t v = 0; v < e->env_count; v++) {
+            assert_non_null(strstr(r.out, e->env[v].name));
+        }
+    }
+}
+
+static void
+test_cli_exporters_bad_usage_exits_2(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "exporters", "otlp");
+
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unexpected argument 'otlp'"));
+    r = RUN(f, "exporters", "--json", "--markdown");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "exclude each other"));
+    r = RUN(f, "help", "exporters");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "usage: weft exporters"));
+}
+
 int
 main(void)
 {
@@ -1314,6 +1410,9 @@ main(void)
         T(test_cli_run_total_export_loss_exits_4_and_says_why),
         T(test_cli_second_sigint_exits_now_while_the_collector_hangs),
         T(test_cli_second_sigint_during_a_slow_step_exits_130),
+        T(test_cli_exporters_markdown_is_the_readme_table),
+        T(test_cli_exporters_json_and_text_list_the_registry),
+        T(test_cli_exporters_bad_usage_exits_2),
 #undef T
     };
 

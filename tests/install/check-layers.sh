@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/install/check-layers.sh SRCDIR - the one-way dependencies of docs/ARCHITECTURE.md, read
 # off the #include lines: base/ uses nothing of weft but include/weft/common.h; tracing/ uses
-# base/ only; exporters/ never include runtime/ or cli/; runtime/ never includes cli/; no
+# base/ only; exporters/ and report/ (the renderer the console exporter and the CLI share)
+# never include runtime/ or cli/; runtime/ never includes cli/; no
 # include climbs with "../".
 set -eu
 cd "$1"
@@ -27,6 +28,10 @@ done
 for line in $(quoted exporters | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
     case $inc in runtime/* | cli/*) bad "$(echo "$line" | tr '\001' ' '): exporters/ may not include runtime/ or cli/" ;; esac
+done
+for line in $(quoted report | tr ' ' '\001'); do
+    inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
+    case $inc in runtime/* | cli/*) bad "$(echo "$line" | tr '\001' ' '): report/ may not include runtime/ or cli/" ;; esac
 done
 for line in $(quoted runtime | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
