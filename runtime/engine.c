@@ -428,7 +428,9 @@ rt_llm_call(struct run *run,
                 weft__semconv_genai_mode(), response->content, response->tool_calls,
                 response->tool_call_count, response->finish_reason);
             rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
-            rt_span_content(run, span, "langfuse.observation.output", response->content);
+            /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
+            rt_span_content(run, span, "langfuse.observation.output",
+                            response->content != NULL ? response->content : text);
             free(text);
         }
     } else {
