@@ -13,6 +13,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "engine.h"
+#include "semconv.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
@@ -190,10 +191,10 @@ run_tool_call(struct run *run,
 
     memset(&outcome, 0, sizeof(outcome));
     outcome.exit_code = -1;
-    weft_span_set_str(span, "gen_ai.tool.name", call->name);
-    weft_span_set_str(span, "gen_ai.tool.call.id", call->id);
-    weft_span_set_str(span, "gen_ai.tool.type", "function");
-    weft__rt_span_content(run, span, "gen_ai.tool.call.arguments", call->arguments);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, call->name);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_CALL_ID, call->id);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "function");
+    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_ARGUMENTS, call->arguments);
     weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
     args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
@@ -269,7 +270,7 @@ run_tool_call(struct run *run,
     }
     weft_span_set_str(span, "weft.tool.outcome", outcome_name);
     if (strcmp(outcome_name, "ok") != 0) {
-        weft_span_set_str(span, "error.type",
+        weft_span_set_str(span, WEFT__ERROR_TYPE,
                           outcome.error_type[0] != '\0' ? outcome.error_type : outcome_name);
         weft_span_set_status(span, WEFT_STATUS_ERROR, err);
         if (text == NULL) {
@@ -283,7 +284,7 @@ run_tool_call(struct run *run,
     if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
         weft__rt_watchdog_tool(run, span, call->name, call->arguments, text);
     }
-    weft__rt_span_content(run, span, "gen_ai.tool.call.result", text);
+    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_RESULT, text);
     weft__rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);
     run->result->tool_calls++;
@@ -436,7 +437,7 @@ reflect(struct run *run,
                                                             : "You review an agent's output.",
                      "role", "user", "content", user.data != NULL ? user.data : "");
     weft__buf_cleanup(&user);
-    weft_span_set_str(span, "gen_ai.agent.name", agent->name);
+    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
     weft_span_set_int(span, "weft.reflection.attempt", attempt);
     weft_span_set_str(span, "weft.step.id", s->id);
     if (weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
@@ -468,7 +469,7 @@ reflect(struct run *run,
         v = VERDICT_REJECTED;
         weft__free(*feedback);
         *feedback = weft__strdup(why);
-        weft_span_set_str(span, "error.type", "invalid_reflection");
+        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_reflection");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
     weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
@@ -476,15 +477,15 @@ reflect(struct run *run,
     {
         struct weft_attr a[4];
         size_t n = 0;
-        a[n++] = weft_attr_str("gen_ai.evaluation.name", "reflection_verdict");
-        a[n++] = weft_attr_str("gen_ai.evaluation.score.label", verdict_names[v]);
-        a[n++] = weft_attr_double("gen_ai.evaluation.score.value", v == VERDICT_APPROVED ? 1.0
-                                                                   : v == VERDICT_FIXED  ? 0.5
-                                                                                         : 0.0);
+        a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_NAME, "reflection_verdict");
+        a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_SCORE_LABEL, verdict_names[v]);
+        a[n++] = weft_attr_double(WEFT__GENAI_EVALUATION_SCORE_VALUE, v == VERDICT_APPROVED ? 1.0
+                                                                      : v == VERDICT_FIXED  ? 0.5
+                                                                                            : 0.0);
         if (run->capture_content && *feedback != NULL) {
-            a[n++] = weft_attr_str("gen_ai.evaluation.explanation", *feedback);
+            a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_EXPLANATION, *feedback);
         }
-        weft_span_add_event(span, "gen_ai.evaluation.result", a, n, 0);
+        weft_span_add_event(span, WEFT__GENAI_EVALUATION_EVENT, a, n, 0);
     }
     if (v == VERDICT_REJECTED) {
         weft__rt_watchdog_reflection(run, span, s->agent, *feedback, output);
@@ -552,7 +553,7 @@ weft__rt_agent_step(struct run *run, size_t index)
         weft_span_context_of(span, &step->span);
         step->span.trace_state = NULL;
         weft__rt_save_step(run, index);
-        weft_span_set_str(span, "gen_ai.agent.name", agent->name);
+        weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);
         weft_span_set_str(span, "graph.node.id", agent->name);
@@ -585,8 +586,14 @@ weft__rt_agent_step(struct run *run, size_t index)
             snprintf(why, sizeof(why), "%s", prompt_error);
             error_type = "prompt_unavailable";
         } else {
-            msgs = attempt_messages(
-                run, step, agent->prompt != NULL ? prompt.text : agent->instructions, feedback);
+            const char *instructions = agent->prompt != NULL ? prompt.text : agent->instructions;
+            if (run->capture_content) {
+                /* The agent's own instructions, apart from the chat history. */
+                char *si = weft__semconv_system_instructions(instructions);
+                weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
+                free(si);
+            }
+            msgs = attempt_messages(run, step, instructions, feedback);
             weft__rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
                                      agent->prompt != NULL ? &prompt : NULL);
             output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
@@ -644,7 +651,7 @@ weft__rt_agent_step(struct run *run, size_t index)
             bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0 ||
                             weft__rt_watchdog_should_stop(run);
             weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
-            weft_span_set_str(span, "error.type", error_type);
+            weft_span_set_str(span, WEFT__ERROR_TYPE, error_type);
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
             if (is_final) {
                 bool is_invalid = strcmp(error_type, "rejected") == 0 ||

@@ -16,6 +16,7 @@
  * steps' spans link to the failed step's span.
  */
 #include "engine.h"
+#include "semconv.h"
 
 #include "base/mem.h"
 
@@ -283,11 +284,11 @@ weft__rt_correct(struct run *run, size_t index)
         }
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {
-        struct weft_attr a[2] = {weft_attr_str("error.type", "invalid_correction"),
+        struct weft_attr a[2] = {weft_attr_str(WEFT__ERROR_TYPE, "invalid_correction"),
                                  weft_attr_str("weft.correction.error", why)};
         weft_span_add_event(span, "weft.correction.invalid", a, 2, 0);
         weft_span_set_bool(span, "weft.correction.rewired", false);
-        weft_span_set_str(span, "error.type", "invalid_correction");
+        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_correction");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
         failed->status = old_status;
     }

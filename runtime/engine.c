@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "metrics_store.h"
 #include "secrets.h"
+#include "semconv.h"
 
 #include "base/buf.h"
 #include "base/env.h"
@@ -297,10 +298,10 @@ set_usage_attrs(struct weft_span *span,
 
     *cost = 0.0;
     if (resp->input_tokens >= 0) {
-        weft_span_set_int(span, "gen_ai.usage.input_tokens", resp->input_tokens);
+        weft_span_set_int(span, WEFT__GENAI_USAGE_INPUT, resp->input_tokens);
     }
     if (resp->output_tokens >= 0) {
-        weft_span_set_int(span, "gen_ai.usage.output_tokens", resp->output_tokens);
+        weft_span_set_int(span, WEFT__GENAI_USAGE_OUTPUT, resp->output_tokens);
     }
     /* Usage stays in gen_ai.usage.* (Langfuse reads those too); cost has no GenAI attribute,
      * so it goes out both as a number and as Langfuse's cost_details. */
@@ -351,19 +352,17 @@ weft__rt_llm_call(struct run *run,
     req.temperature = temperature >= 0 ? temperature : m->temperature;
     req.max_tokens = m->max_tokens;
     req.timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
-    span = weft__rt_span_start(run, RT_SPAN_CHAT, m->model, parent, NULL, 0);
-    weft_span_set_str(span, "gen_ai.provider.name", p->provider_name);
-    weft_span_set_str(span, "gen_ai.request.model", m->model);
-    weft_span_set_str(span, "gen_ai.agent.name", agent);
+    span = weft__span_start_chat(run, m->model, p->provider_name, parent);
+    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent);
     weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(purpose));
     if (req.temperature >= 0) {
-        weft_span_set_double(span, "gen_ai.request.temperature", req.temperature);
+        weft_span_set_double(span, WEFT__GENAI_REQUEST_TEMPERATURE, req.temperature);
     }
     if (req.max_tokens > 0) {
-        weft_span_set_int(span, "gen_ai.request.max_tokens", req.max_tokens);
+        weft_span_set_int(span, WEFT__GENAI_REQUEST_MAX_TOKENS, req.max_tokens);
     }
     if (json_mode) {
-        weft_span_set_str(span, "gen_ai.output.type", "json");
+        weft_span_set_str(span, WEFT__GENAI_OUTPUT_TYPE, "json");
     }
     if (prompt_link != NULL && purpose == LLM_PURPOSE_ACT) {
         if (prompt_link->is_fallback) {
@@ -376,8 +375,10 @@ weft__rt_llm_call(struct run *run,
     }
     if (run->capture_content) {
         char *text = json_dumps(messages, JSON_COMPACT);
-        weft__rt_span_content(run, span, "gen_ai.input.messages", text);
+        char *semconv = weft__semconv_input_messages(messages);
+        weft__rt_span_content(run, span, WEFT__GENAI_INPUT_MESSAGES, semconv);
         weft__rt_span_content(run, span, "langfuse.observation.input", text);
+        free(semconv);
         free(text);
     }
     if (req.timeout_ms == 0) {
@@ -416,28 +417,29 @@ weft__rt_llm_call(struct run *run,
     if (err == WEFT_OK) {
         const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
         if (response->response_model != NULL) {
-            weft_span_set_str(span, "gen_ai.response.model", response->response_model);
+            weft_span_set_str(span, WEFT__GENAI_RESPONSE_MODEL, response->response_model);
         }
         if (response->response_id != NULL) {
-            weft_span_set_str(span, "gen_ai.response.id", response->response_id);
+            weft_span_set_str(span, WEFT__GENAI_RESPONSE_ID, response->response_id);
         }
-        weft_span_set_str_array(span, "gen_ai.response.finish_reasons", &finish, 1);
+        weft_span_set_str_array(span, WEFT__GENAI_RESPONSE_FINISH, &finish, 1);
         set_usage_attrs(span, m, response, &cost);
         run->result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
         run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
         run->result->cost_usd += cost;
         weft__rt_watchdog_budget(run, span);
         if (run->capture_content) {
-            json_t *out =
-                json_pack("[{s:s, s:s?}]", "role", "assistant", "content", response->content);
-            char *text = out != NULL ? json_dumps(out, JSON_COMPACT) : NULL;
-            weft__rt_span_content(run, span, "gen_ai.output.messages", text);
-            weft__rt_span_content(run, span, "langfuse.observation.output", response->content);
+            char *text = weft__semconv_output_messages(
+                weft__semconv_genai_mode(), response->content, response->tool_calls,
+                response->tool_call_count, response->finish_reason);
+            weft__rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
+            /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
+            weft__rt_span_content(run, span, "langfuse.observation.output",
+                                  response->content != NULL ? response->content : text);
             free(text);
-            json_decref(out);
         }
     } else {
-        weft_span_set_str(span, "error.type", error->type);
+        weft_span_set_str(span, WEFT__ERROR_TYPE, error->type);
         weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
     }
     weft_span_end(span, 0);
@@ -894,7 +896,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
             is_ok = true;
         }
         if (!is_ok) {
-            struct weft_attr a[2] = {weft_attr_str("error.type", "invalid_plan"),
+            struct weft_attr a[2] = {weft_attr_str(WEFT__ERROR_TYPE, "invalid_plan"),
                                      weft_attr_str("weft.plan.error", why)};
             weft_span_add_event(span, "weft.plan.invalid", a, 2, 0);
         }
@@ -913,7 +915,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     } else {
         snprintf(reason, reason_len, "no valid plan: %s", why);
         weft_span_set_str(span, "weft.decision.reason", reason);
-        weft_span_set_str(span, "error.type", "invalid_plan");
+        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_plan");
         weft_span_set_status(span, WEFT_STATUS_ERROR, reason);
         weft__rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
@@ -969,7 +971,7 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         }
         if (why[0] != '\0') {
             weft_span_set_bool(span, "weft.replan.step_added", false);
-            weft_span_set_str(span, "error.type", "replan_cancelled");
+            weft_span_set_str(span, WEFT__ERROR_TYPE, "replan_cancelled");
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
             weft__buf_printf(note, "request from %s cancelled: %s; ", from, why);
         } else {
@@ -1263,12 +1265,12 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
             char evidence[200];
             snprintf(evidence, sizeof(evidence), "route '%s' chosen %u times without progress",
                      next_name, br->retries + 1);
-            a[0] = weft_attr_str("error.type", "circuit_breaker");
+            a[0] = weft_attr_str(WEFT__ERROR_TYPE, "circuit_breaker");
             a[1] = weft_attr_str("weft.circuit_breaker.route", next_name);
             a[2] = weft_attr_int("weft.circuit_breaker.retries", br->retries);
             a[3] = weft_attr_str("weft.circuit_breaker.evidence", evidence);
             weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
-            weft_span_set_str(span, "error.type", "circuit_breaker");
+            weft_span_set_str(span, WEFT__ERROR_TYPE, "circuit_breaker");
             weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
             weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
             br->has_tripped = true;
@@ -1602,8 +1604,8 @@ end_root(struct run *run)
     weft_span_set_str(root, "weft.run.status", weft_run_status_name(r->status));
     weft_span_set_int(root, "weft.run.iterations", (int64_t)r->iterations);
     weft_span_set_int(root, "weft.run.steps", (int64_t)run->plan.count);
-    weft_span_set_int(root, "gen_ai.usage.input_tokens", r->input_tokens);
-    weft_span_set_int(root, "gen_ai.usage.output_tokens", r->output_tokens);
+    weft_span_set_int(root, WEFT__GENAI_USAGE_INPUT, r->input_tokens);
+    weft_span_set_int(root, WEFT__GENAI_USAGE_OUTPUT, r->output_tokens);
     weft_span_set_double(root, "weft.cost.usd", r->cost_usd);
     weft_span_set_double(root, "weft.run.reward", r->reward);
     weft_span_set_int(root, "weft.run.corrections", (int64_t)r->corrections);
@@ -1619,7 +1621,7 @@ end_root(struct run *run)
     if (r->status == WEFT_RUN_COMPLETED) {
         weft_span_set_status(root, WEFT_STATUS_OK, NULL);
     } else {
-        weft_span_set_str(root, "error.type", weft_run_status_name(r->status));
+        weft_span_set_str(root, WEFT__ERROR_TYPE, weft_run_status_name(r->status));
         weft_span_set_status(root, WEFT_STATUS_ERROR, r->reason);
     }
     weft_span_end(root, 0);
@@ -1938,7 +1940,7 @@ weft_run(const struct weft_workflow *workflow,
             weft__rt_run_root_saved(&run); /* durable.c */
         }
     }
-    weft_span_set_str(run.root, "gen_ai.agent.name", workflow->supervisor.name);
+    weft_span_set_str(run.root, WEFT__GENAI_AGENT_NAME, workflow->supervisor.name);
     weft__rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
     (void)weft__rt_mstore_start(run.mstore, run.run_id, run.opts->provider);
     run.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run.mstore), run.opts->meter,

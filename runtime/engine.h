@@ -171,6 +171,13 @@ struct weft_span *weft__rt_span_start_under(struct run *run,
                                             const struct weft_link_spec *links,
                                             size_t link_count);
 
+/* A chat span for @p model under @p parent, with gen_ai.provider.name and gen_ai.request.model
+ * among its start attributes (both sampling-relevant). Never NULL. */
+struct weft_span *weft__span_start_chat(struct run *run,
+                                        const char *model,
+                                        const char *provider,
+                                        struct weft_span *parent);
+
 /* Set a content attribute (prompts, outputs, arguments) only when capture is on. */
 void
 weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text);

@@ -12,6 +12,7 @@
  *   failure -1.0 - 0.1 * retries   (retries = attempts - 1)
  */
 #include "engine.h"
+#include "semconv.h"
 
 #include "base/mem.h"
 #include "base/time.h"
@@ -188,7 +189,7 @@ weft__rt_executor_step(struct run *run, size_t index)
     weft__rt_save_step(run, index);
     span = weft__rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
                                      s->has_requester ? 1 : 0);
-    weft_span_set_str(span, "gen_ai.tool.name", name);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, name);
     weft_span_set_str(span, "weft.step.id", s->id);
     weft_span_set_str(span, "weft.step.executor", name);
     weft_span_set_int(span, "weft.step.attempt", s->attempts);
@@ -264,7 +265,7 @@ weft__rt_executor_step(struct run *run, size_t index)
         s->feedback = weft__strdup(why);
         s->status = STEP_FAILED;
         weft_span_set_str(span, "weft.step.status", "failed");
-        weft_span_set_str(span, "error.type", s->error_type != NULL ? s->error_type : "failed");
+        weft_span_set_str(span, WEFT__ERROR_TYPE, s->error_type != NULL ? s->error_type : "failed");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
     weft__rt_span_content(run, span, "langfuse.observation.output", out.output);

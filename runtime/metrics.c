@@ -3,6 +3,7 @@
  * duration, gen_ai.invoke_agent.duration, gen_ai.execute_tool.duration, with their bucket
  * advice) and use the weft. prefix elsewhere. */
 #include "metrics.h"
+#include "semconv.h"
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -270,7 +271,7 @@ weft__rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success,
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     weft__rt_metrics_agent(m->tee, agent, is_success, seconds);
     a[0] = WF(m);
-    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->invocations, 1, a, 3);
     weft_histogram_record(m->step_duration, seconds, a, 2);
@@ -322,7 +323,7 @@ weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *ve
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     weft__rt_metrics_verdict(m->tee, agent, verdict);
     a[0] = WF(m);
-    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
     a[2] = weft_attr_str("verdict", verdict);
     weft_counter_add(m->verdicts, 1, a, 3);
 }
@@ -338,7 +339,7 @@ weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, d
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     weft__rt_metrics_tool(m->tee, tool, is_success, seconds);
     a[0] = WF(m);
-    a[1] = weft_attr_str("gen_ai.tool.name", tool);
+    a[1] = weft_attr_str(WEFT__GENAI_TOOL_NAME, tool);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->tool_calls, 1, a, 3);
     weft_histogram_record(m->tool_duration, seconds, a, 2);
@@ -394,11 +395,11 @@ weft__rt_metrics_llm(struct rt_metrics *m,
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
     weft__rt_metrics_llm(m->tee, provider, model, purpose, input_tokens, output_tokens, cost_usd,
                          seconds, error_type);
-    a[n++] = weft_attr_str("gen_ai.operation.name", "chat");
-    a[n++] = weft_attr_str("gen_ai.provider.name", provider);
-    a[n++] = weft_attr_str("gen_ai.request.model", model);
+    a[n++] = weft_attr_str(WEFT__GENAI_OPERATION_NAME, "chat");
+    a[n++] = weft_attr_str(WEFT__GENAI_PROVIDER_NAME, provider);
+    a[n++] = weft_attr_str(WEFT__GENAI_REQUEST_MODEL, model);
     if (error_type != NULL) {
-        a[n++] = weft_attr_str("error.type", error_type);
+        a[n++] = weft_attr_str(WEFT__ERROR_TYPE, error_type);
     }
     weft_histogram_record(m->op_duration, seconds, a, n);
     (void)purpose;
@@ -411,7 +412,7 @@ weft__rt_metrics_llm(struct rt_metrics *m,
         weft_histogram_record(m->tokens, (double)output_tokens, t, 4);
     }
     if (cost_usd > 0) {
-        struct weft_attr c[2] = {WF(m), weft_attr_str("gen_ai.request.model", model)};
+        struct weft_attr c[2] = {WF(m), weft_attr_str(WEFT__GENAI_REQUEST_MODEL, model)};
         weft_counter_add(m->cost, cost_usd, c, 2);
     }
 }
@@ -514,7 +515,7 @@ weft__rt_metrics_stored_agents(struct rt_metrics *m,
         return;
     }
     a[0] = WF(m);
-    a[1] = weft_attr_str("gen_ai.agent.name", agent);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->invocations, (double)count, a, 3);
 }

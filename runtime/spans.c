@@ -5,8 +5,13 @@
  * (session, run id, trace name) go on every span because Langfuse v4 reads trace-level fields
  * from whichever span it meets and does not merge spans after the fact. The session goes out as
  * gen_ai.conversation.id and session.id, both of which Langfuse reads as its session.
+ *
+ * The GenAI names come from semconv.h. The attributes the conventions mark sampling-relevant
+ * (operation, agent name, provider, request model, tool name) are start attributes too; which
+ * convention version decides the rest is asked of weft__semconv_genai_mode().
  */
 #include "engine.h"
+#include "semconv.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,12 +25,19 @@ struct kind_info {
 };
 
 static const struct kind_info kinds[] = {
-    [RT_SPAN_WORKFLOW] = {"invoke_workflow", "invoke_workflow", "CHAIN", "chain",
-                          WEFT_SPAN_KIND_INTERNAL},
-    [RT_SPAN_PLAN] = {"plan", "plan", "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
-    [RT_SPAN_AGENT] = {"invoke_agent", "invoke_agent", "AGENT", "agent", WEFT_SPAN_KIND_INTERNAL},
-    [RT_SPAN_CHAT] = {"chat", "chat", "LLM", "generation", WEFT_SPAN_KIND_CLIENT},
-    [RT_SPAN_TOOL] = {"execute_tool", "execute_tool", "TOOL", "tool", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_WORKFLOW] = {WEFT__GENAI_OP_INVOKE_WORKFLOW, WEFT__GENAI_OP_INVOKE_WORKFLOW, "CHAIN",
+                          "chain", WEFT_SPAN_KIND_INTERNAL},
+    [RT_SPAN_PLAN] = {WEFT__GENAI_OP_PLAN, WEFT__GENAI_OP_PLAN, "CHAIN", "chain",
+                      WEFT_SPAN_KIND_INTERNAL},
+    /* In-process agents: INTERNAL (CLIENT is for remote agent services). */
+    [RT_SPAN_AGENT] = {WEFT__GENAI_OP_INVOKE_AGENT, WEFT__GENAI_OP_INVOKE_AGENT, "AGENT", "agent",
+                       WEFT_SPAN_KIND_INTERNAL},
+    /* Model calls leave the process (or stand for calls that do): CLIENT. */
+    [RT_SPAN_CHAT] = {WEFT__GENAI_OP_CHAT, WEFT__GENAI_OP_CHAT, "LLM", "generation",
+                      WEFT_SPAN_KIND_CLIENT},
+    /* Tools run in the process (or as its child processes): INTERNAL. */
+    [RT_SPAN_TOOL] = {WEFT__GENAI_OP_EXECUTE_TOOL, WEFT__GENAI_OP_EXECUTE_TOOL, "TOOL", "tool",
+                      WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_REFLECT] = {"reflect", NULL, "EVALUATOR", "evaluator", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_REPLAN] = {"replan", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_CORRECT] = {"correct", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
@@ -34,10 +46,72 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_ITEM] = {"item", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
 };
 
+/* The provider that answers @p model's calls (the replay answers every model). */
+static const char *
+provider_name(const struct run *run, size_t model)
+{
+    const struct llm_provider *p = NULL;
+
+    if (run->replay != NULL) {
+        p = run->replay;
+    } else if (run->providers != NULL && model < run->wf->model_count) {
+        p = run->providers[model];
+    }
+    return p != NULL ? p->provider_name : NULL;
+}
+
+/* The GenAI start attributes of one kind of span; @p provider only for chat spans. */
+static size_t
+genai_start_attrs(const struct run *run,
+                  rt_span_kind kind,
+                  const char *subject,
+                  const char *provider,
+                  struct weft_attr *attrs)
+{
+    size_t n = 0;
+
+    switch (kind) {
+    case RT_SPAN_WORKFLOW:
+        attrs[n++] = weft_attr_str(WEFT__GENAI_WORKFLOW_NAME, run->wf->name);
+        break;
+    case RT_SPAN_AGENT: {
+        size_t a = weft__wf_find_agent(run->wf, subject);
+        attrs[n++] = weft_attr_str(WEFT__GENAI_AGENT_NAME, subject);
+        if (a != WF_NONE) {
+            size_t model = run->wf->agents[a].model;
+            const char *provider_of = provider_name(run, model);
+            attrs[n++] = weft_attr_str(WEFT__GENAI_REQUEST_MODEL, run->wf->models[model].model);
+            if (provider_of != NULL &&
+                weft__semconv_agent_has_provider(weft__semconv_genai_mode())) {
+                attrs[n++] = weft_attr_str(WEFT__GENAI_PROVIDER_NAME, provider_of);
+            }
+        }
+        break;
+    }
+    case RT_SPAN_PLAN:
+    case RT_SPAN_REFLECT:
+        attrs[n++] = weft_attr_str(WEFT__GENAI_AGENT_NAME, subject);
+        break;
+    case RT_SPAN_CHAT:
+        if (provider != NULL) {
+            attrs[n++] = weft_attr_str(WEFT__GENAI_PROVIDER_NAME, provider);
+        }
+        attrs[n++] = weft_attr_str(WEFT__GENAI_REQUEST_MODEL, subject);
+        break;
+    case RT_SPAN_TOOL:
+        attrs[n++] = weft_attr_str(WEFT__GENAI_TOOL_NAME, subject);
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
 static struct weft_span *
 start(struct run *run,
       rt_span_kind kind,
       const char *subject,
+      const char *provider,
       struct weft_span *parent,
       const struct weft_span_context *parent_ctx,
       const struct weft_link_spec *links,
@@ -45,7 +119,7 @@ start(struct run *run,
 {
     const struct kind_info *k = &kinds[kind];
     struct weft_span_start_options so;
-    struct weft_attr attrs[12];
+    struct weft_attr attrs[16];
     size_t n = 0;
     char name[256];
 
@@ -54,11 +128,12 @@ start(struct run *run,
     }
     snprintf(name, sizeof(name), "%s %s", k->operation, subject);
     if (k->genai_op != NULL) {
-        attrs[n++] = weft_attr_str("gen_ai.operation.name", k->genai_op);
+        attrs[n++] = weft_attr_str(WEFT__GENAI_OPERATION_NAME, k->genai_op);
     }
+    n += genai_start_attrs(run, kind, subject, provider, attrs + n);
     attrs[n++] = weft_attr_str("openinference.span.kind", k->openinference);
     attrs[n++] = weft_attr_str("langfuse.observation.type", k->langfuse);
-    attrs[n++] = weft_attr_str("gen_ai.conversation.id", run->session_id);
+    attrs[n++] = weft_attr_str(WEFT__GENAI_CONVERSATION_ID, run->session_id);
     attrs[n++] = weft_attr_str("session.id", run->session_id);
     attrs[n++] = weft_attr_str("langfuse.trace.name", run->wf->name);
     attrs[n++] = weft_attr_str("weft.run.id", run->run_id);
@@ -70,9 +145,6 @@ start(struct run *run,
         attrs[n].value.type = WEFT_VALUE_STRING_ARRAY;
         attrs[n].value.len = run->opts->tag_count < 16 ? run->opts->tag_count : 16;
         attrs[n++].value.u.strs = run->opts->tags;
-    }
-    if (kind == RT_SPAN_WORKFLOW) {
-        attrs[n++] = weft_attr_str("gen_ai.workflow.name", run->wf->name);
     }
     memset(&so, 0, sizeof(so));
     so.kind = k->span_kind;
@@ -94,7 +166,16 @@ weft__rt_span_start(struct run *run,
                     const struct weft_link_spec *links,
                     size_t link_count)
 {
-    return start(run, kind, subject, parent, NULL, links, link_count);
+    return start(run, kind, subject, NULL, parent, NULL, links, link_count);
+}
+
+struct weft_span *
+weft__span_start_chat(struct run *run,
+                      const char *model,
+                      const char *provider,
+                      struct weft_span *parent)
+{
+    return start(run, RT_SPAN_CHAT, model, provider, parent, NULL, NULL, 0);
 }
 
 void
@@ -118,5 +199,5 @@ weft__rt_span_start_under(struct run *run,
         return weft__rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root,
                                    links, link_count);
     }
-    return start(run, kind, subject, NULL, parent, links, link_count);
+    return start(run, kind, subject, NULL, NULL, parent, links, link_count);
 }

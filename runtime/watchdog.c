@@ -1,6 +1,7 @@
 /* runtime/watchdog.c - the stuck-loop watchdog (see watchdog.h). Everything here runs on the
  * engine thread under the run lock; detectors keep a short bounded history. */
 #include "engine.h"
+#include "semconv.h"
 #include "webhook.h"
 
 #include "base/log.h"
@@ -159,7 +160,7 @@ mark(struct run *run,
         a[n++] = extra[i];
     }
     weft_span_add_event(span, "weft.stuck_loop", a, n, 0);
-    weft_span_set_str(span, "error.type", "stuck_loop");
+    weft_span_set_str(span, WEFT__ERROR_TYPE, "stuck_loop");
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
     if (run->root != NULL && run->root != span) {
         weft_span_add_event(run->root, "weft.stuck_loop", a, n, 0);

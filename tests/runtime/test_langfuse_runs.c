@@ -12,6 +12,8 @@
 #include "support/mem_exporter.h"
 #include "support/weft_test.h"
 
+#include "runtime/semconv.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +319,43 @@ test_langfuse_runs_every_example_is_well_formed(void **state)
     assert_secret_never_sent(f);
 }
 
+/* With the newest GenAI conventions opted into, Langfuse still gets each generation's model,
+ * usage, input and output. */
+static void
+test_langfuse_runs_latest_semconv_keeps_the_mapping(void **state)
+{
+    struct fx *f = *state;
+    json_t *spans = NULL;
+    size_t i = 0;
+    json_t *span = NULL;
+    size_t generations = 0;
+
+    weft_test_setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental");
+    weft__semconv_reload();
+    start_provider(f);
+    run_example(f, "code_review", "Add a login endpoint to the user service", "session-latest");
+    weft_test_setenv("OTEL_SEMCONV_STABILITY_OPT_IN", NULL);
+    weft__semconv_reload();
+    (void)check_run(f, "code-review", "session-latest");
+    spans = spans_of(f, f->r->trace_id);
+    json_array_foreach(spans, i, span)
+    {
+        const char *name = json_string_value(json_object_get(span, "name"));
+        if (strcmp(expected_type(name), "generation") != 0) {
+            continue;
+        }
+        generations++;
+        assert_string_equal(langfuse_span_str(span, "langfuse.observation.model.name"),
+                            "scripted-gpt-4o-mini");
+        assert_non_null(langfuse_span_str(span, "langfuse.observation.usage_details"));
+        assert_non_null(langfuse_span_str(span, "langfuse.observation.input"));
+        assert_non_null(langfuse_span_str(span, "langfuse.observation.output"));
+        assert_non_null(langfuse_span_str(span, "gen_ai.input.messages"));
+    }
+    assert_true(generations > 0);
+    json_decref(spans);
+}
+
 static void
 test_langfuse_runs_session_groups_a_conversation(void **state)
 {
@@ -369,6 +408,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_langfuse_runs_every_example_is_well_formed),
+        T(test_langfuse_runs_latest_semconv_keeps_the_mapping),
         T(test_langfuse_runs_session_groups_a_conversation),
         T(test_langfuse_runs_outage_loses_nothing_and_delays_nothing),
     };
