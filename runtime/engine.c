@@ -1463,6 +1463,34 @@ stuck_status(struct run *run, char *reason, size_t reason_len)
     }
 }
 
+/* The workflow file's plan, saved in one commit. false: out of memory (recorded). */
+static bool
+file_plan(struct run *run)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+
+    for (size_t i = 0; i < wf->plan_count; i++) {
+        const struct wf_step *s = &wf->plan[i];
+        if (plan_append(&run->ps.plan, s->id, s->agent, s->task, (const char *const *)s->depends_on,
+                        s->depends_count, NULL) != WEFT_OK) {
+            ENG(run)->oom = WEFT_ENOMEM;
+            return false;
+        }
+        run->ps.plan.steps[i].executor = s->executor;
+        run->ps.plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
+    }
+    if (run->store.state != NULL) {
+        (void)state_begin(run->store.state); /* the whole plan in one commit */
+    }
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        rt_save_step(run, i);
+    }
+    if (run->store.state != NULL) {
+        (void)state_commit(run->store.state);
+    }
+    return true;
+}
+
 static void
 execute(struct run *run)
 {
@@ -1483,25 +1511,8 @@ execute(struct run *run)
     }
     if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->store.is_resumed) {
         if (wf->plan_count > 0) {
-            for (size_t i = 0; i < wf->plan_count; i++) {
-                const struct wf_step *s = &wf->plan[i];
-                if (plan_append(&run->ps.plan, s->id, s->agent, s->task,
-                                (const char *const *)s->depends_on, s->depends_count,
-                                NULL) != WEFT_OK) {
-                    ENG(run)->oom = WEFT_ENOMEM;
-                    return;
-                }
-                run->ps.plan.steps[i].executor = s->executor;
-                run->ps.plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
-            }
-            if (run->store.state != NULL) {
-                (void)state_begin(run->store.state); /* the whole plan in one commit */
-            }
-            for (size_t i = 0; i < run->ps.plan.count; i++) {
-                rt_save_step(run, i);
-            }
-            if (run->store.state != NULL) {
-                (void)state_commit(run->store.state);
+            if (!file_plan(run)) {
+                return;
             }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
             r->status = WEFT_RUN_FAILED;

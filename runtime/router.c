@@ -69,6 +69,33 @@ find_route(const struct wf_router *r, const char *name)
     return WF_NONE;
 }
 
+/* What the router's model is shown: its instructions and the routes, the session's earlier
+ * messages, then the user's message. */
+static json_t *
+route_messages(const struct wf_router *r, const char *input, const json_t *history)
+{
+    struct weft__buf sys;
+    json_t *msgs = json_array();
+
+    weft__buf_init(&sys, 0);
+    weft__buf_printf(&sys, "%s\nRoutes:",
+                     r->instructions != NULL ? r->instructions : "Route the user's message.");
+    for (size_t i = 0; i < r->route_count; i++) {
+        weft__buf_printf(&sys, " %s", r->routes[i].name);
+    }
+    weft__buf_printf(&sys, "\nAnswer as JSON: {\"route\": ..., \"reason\": ...}");
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
+                                          sys.data != NULL ? sys.data : ""));
+    weft__buf_cleanup(&sys);
+    for (size_t i = 0; history != NULL && i < json_array_size(history); i++) {
+        const json_t *m = json_array_get(history, i);
+        json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
+                                              "content", json_object_get(m, "content")));
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
+    return msgs;
+}
+
 void
 rt_router_decide(const struct run_services *svc,
                  const struct wf_router *r,
@@ -86,7 +113,6 @@ rt_router_decide(const struct run_services *svc,
     struct run_llm_call call;
     struct llm_response resp;
     struct llm_error lerr;
-    struct weft__buf sys;
     json_t *msgs = NULL;
     json_t *answer = NULL;
     const char *chosen = NULL;
@@ -106,23 +132,7 @@ rt_router_decide(const struct run_services *svc,
                  r->routes[r->default_route].name);
         return;
     }
-    weft__buf_init(&sys, 0);
-    weft__buf_printf(&sys, "%s\nRoutes:",
-                     r->instructions != NULL ? r->instructions : "Route the user's message.");
-    for (size_t i = 0; i < r->route_count; i++) {
-        weft__buf_printf(&sys, " %s", r->routes[i].name);
-    }
-    weft__buf_printf(&sys, "\nAnswer as JSON: {\"route\": ..., \"reason\": ...}");
-    msgs = json_array();
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
-                                          sys.data != NULL ? sys.data : ""));
-    weft__buf_cleanup(&sys);
-    for (size_t i = 0; history != NULL && i < json_array_size(history); i++) {
-        const json_t *m = json_array_get(history, i);
-        json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
-                                              "content", json_object_get(m, "content")));
-    }
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
+    msgs = route_messages(r, input, history);
     memset(&call, 0, sizeof(call));
     call.parent = decision_span;
     call.agent = "router";
