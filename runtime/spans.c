@@ -6,7 +6,7 @@
  * from whichever span it meets and does not merge spans after the fact. The session goes out as
  * gen_ai.conversation.id and session.id, both of which Langfuse reads as its session.
  */
-#include "engine.h"
+#include "spans.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +49,7 @@ start(struct run *run,
     size_t n = 0;
     char name[256];
 
-    if (run->tracer == NULL) {
+    if (run->tel.tracer == NULL) {
         return weft_span_start(NULL, "", NULL); /* the shared non-recording span */
     }
     snprintf(name, sizeof(name), "%s %s", k->operation, subject);
@@ -58,21 +58,21 @@ start(struct run *run,
     }
     attrs[n++] = weft_attr_str("openinference.span.kind", k->openinference);
     attrs[n++] = weft_attr_str("langfuse.observation.type", k->langfuse);
-    attrs[n++] = weft_attr_str("gen_ai.conversation.id", run->session_id);
-    attrs[n++] = weft_attr_str("session.id", run->session_id);
-    attrs[n++] = weft_attr_str("langfuse.trace.name", run->wf->name);
-    attrs[n++] = weft_attr_str("weft.run.id", run->run_id);
-    if (run->opts->user_id != NULL && run->opts->user_id[0] != '\0') {
-        attrs[n++] = weft_attr_str("user.id", run->opts->user_id);
+    attrs[n++] = weft_attr_str("gen_ai.conversation.id", run->store.session_id);
+    attrs[n++] = weft_attr_str("session.id", run->store.session_id);
+    attrs[n++] = weft_attr_str("langfuse.trace.name", run->cfg.wf->name);
+    attrs[n++] = weft_attr_str("weft.run.id", run->store.run_id);
+    if (run->cfg.opts->user_id != NULL && run->cfg.opts->user_id[0] != '\0') {
+        attrs[n++] = weft_attr_str("user.id", run->cfg.opts->user_id);
     }
-    if (run->opts->tags != NULL && run->opts->tag_count > 0) {
+    if (run->cfg.opts->tags != NULL && run->cfg.opts->tag_count > 0) {
         attrs[n].key = "weft.run.tags";
         attrs[n].value.type = WEFT_VALUE_STRING_ARRAY;
-        attrs[n].value.len = run->opts->tag_count < 16 ? run->opts->tag_count : 16;
-        attrs[n++].value.u.strs = run->opts->tags;
+        attrs[n].value.len = run->cfg.opts->tag_count < 16 ? run->cfg.opts->tag_count : 16;
+        attrs[n++].value.u.strs = run->cfg.opts->tags;
     }
     if (kind == RT_SPAN_WORKFLOW) {
-        attrs[n++] = weft_attr_str("gen_ai.workflow.name", run->wf->name);
+        attrs[n++] = weft_attr_str("gen_ai.workflow.name", run->cfg.wf->name);
     }
     memset(&so, 0, sizeof(so));
     so.kind = k->span_kind;
@@ -83,7 +83,7 @@ start(struct run *run,
     so.attr_count = n;
     so.links = links;
     so.link_count = link_count;
-    return weft_span_start(run->tracer, name, &so);
+    return weft_span_start(run->tel.tracer, name, &so);
 }
 
 struct weft_span *
@@ -100,7 +100,7 @@ weft__rt_span_start(struct run *run,
 void
 weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text)
 {
-    if (run->capture_content && text != NULL) {
+    if (run->cfg.capture_content && text != NULL) {
         weft_span_set_str(span, key, text);
     }
 }
@@ -115,8 +115,8 @@ weft__rt_span_start_under(struct run *run,
 {
     if (parent == NULL || !weft_span_context_is_valid(parent)) {
         /* The run's root itself starts a new trace when it has no parent. */
-        return weft__rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root,
-                                   links, link_count);
+        return weft__rt_span_start(
+            run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->tel.root, links, link_count);
     }
     return start(run, kind, subject, NULL, parent, links, link_count);
 }
