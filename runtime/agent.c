@@ -12,8 +12,10 @@
  */
 #define _GNU_SOURCE /* strcasestr, realpath */
 
-#include "engine.h"
+#include "agent.h"
+#include "evaluate.h"
 #include "semconv.h"
+#include "spans.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
@@ -33,19 +35,19 @@ static const char *const verdict_names[] = {"APPROVED", "FIXED", "REJECTED"};
 static const char *
 flow_key(const struct run *run, size_t step)
 {
-    return run->wf->flow != NULL ? run->plan.steps[step].id : NULL;
+    return run->cfg.wf->flow != NULL ? run->ps.plan.steps[step].id : NULL;
 }
 
 /* The OpenAI "tools" array for the agent, or NULL when it has none. */
 static json_t *
 tools_json(const struct run *run, const struct wf_agent *agent)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     json_t *arr = json_array();
 
     for (size_t i = 0; arr != NULL && i < agent->tool_count; i++) {
         const struct tool_def *d = &wf->tools[agent->tools[i]];
-        const struct tool_def *native = run->native[agent->tools[i]];
+        const struct tool_def *native = run->cfg.native[agent->tools[i]];
         const json_t *schema = native != NULL ? native->schema : d->schema;
         const char *desc = native != NULL ? native->description : d->description;
         json_array_append_new(arr,
@@ -75,7 +77,7 @@ attempt_messages(const struct run *run,
                  const char *instructions,
                  const char *feedback)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     const struct wf_agent *agent = &wf->agents[step->agent];
     json_t *msgs = json_array();
     struct weft__buf user;
@@ -95,29 +97,29 @@ attempt_messages(const struct run *run,
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
                                           sys.data != NULL ? sys.data : ""));
     /* Conversational runs: the session so far. */
-    for (size_t i = 0; run->history != NULL && i < json_array_size(run->history); i++) {
-        const json_t *m = json_array_get(run->history, i);
+    for (size_t i = 0; run->store.history != NULL && i < json_array_size(run->store.history); i++) {
+        const json_t *m = json_array_get(run->store.history, i);
         json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
                                               "content", json_object_get(m, "content")));
     }
     weft__buf_printf(&user, "Task: %s", step->task);
-    if (run->input != NULL && run->history == NULL) {
-        weft__buf_printf(&user, "\n\nRequest: %s", run->input);
+    if (run->cfg.input != NULL && run->store.history == NULL) {
+        weft__buf_printf(&user, "\n\nRequest: %s", run->cfg.input);
     }
     for (size_t d = 0; d < step->depends_count; d++) {
-        size_t j = weft__plan_find(&run->plan, step->depends_on[d]);
-        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
-            weft__buf_printf(&user, "\n\nResult of %s (%s): %s", run->plan.steps[j].id,
-                             weft__rt_step_actor(run, &run->plan.steps[j]),
-                             run->plan.steps[j].result);
+        size_t j = weft__plan_find(&run->ps.plan, step->depends_on[d]);
+        if (j != (size_t)-1 && run->ps.plan.steps[j].result != NULL) {
+            weft__buf_printf(&user, "\n\nResult of %s (%s): %s", run->ps.plan.steps[j].id,
+                             weft__rt_step_actor(run, &run->ps.plan.steps[j]),
+                             run->ps.plan.steps[j].result);
         }
     }
     if (step->requested_by != NULL) {
-        size_t j = weft__plan_find(&run->plan, step->requested_by);
-        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
-            weft__buf_printf(&user, "\n\nFrom %s (%s): %s", run->plan.steps[j].id,
-                             weft__rt_step_actor(run, &run->plan.steps[j]),
-                             run->plan.steps[j].result);
+        size_t j = weft__plan_find(&run->ps.plan, step->requested_by);
+        if (j != (size_t)-1 && run->ps.plan.steps[j].result != NULL) {
+            weft__buf_printf(&user, "\n\nFrom %s (%s): %s", run->ps.plan.steps[j].id,
+                             weft__rt_step_actor(run, &run->ps.plan.steps[j]),
+                             run->ps.plan.steps[j].result);
         }
     }
     if (step->extra_input != NULL) {
@@ -150,23 +152,23 @@ queue_request(
 {
     struct rt_request *rq = NULL;
 
-    if (run->request_count >= RUN_MAX_REQUESTS) {
-        run->requests_dropped++;
+    if (run->ps.request_count >= RUN_MAX_REQUESTS) {
+        run->ps.requests_dropped++;
         return;
     }
-    rq = &run->requests[run->request_count];
+    rq = &run->ps.requests[run->ps.request_count];
     rq->agent = weft__strdup(agent);
     rq->query = weft__strdup(query != NULL ? query : "");
     if (rq->agent == NULL || rq->query == NULL) {
         weft__free(rq->agent);
         weft__free(rq->query);
-        run->requests_dropped++;
+        run->ps.requests_dropped++;
         return;
     }
     rq->from_step = step;
     weft_span_context_of(span, &rq->requester);
     rq->requester.trace_state = NULL;
-    run->request_count++;
+    run->ps.request_count++;
 }
 
 /* Run one tool call; returns the text for the tool message (new). */
@@ -177,8 +179,8 @@ run_tool_call(struct run *run,
               const struct llm_tool_call *call,
               uint64_t deadline)
 {
-    const struct weft_workflow *wf = run->wf;
-    const struct wf_agent *agent = &wf->agents[run->plan.steps[step].agent];
+    const struct weft_workflow *wf = run->cfg.wf;
+    const struct wf_agent *agent = &wf->agents[run->ps.plan.steps[step].agent];
     size_t idx = weft__wf_find_tool(wf, call->name);
     struct weft_span *span =
         weft__rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
@@ -205,9 +207,9 @@ run_tool_call(struct run *run,
         outcome_name = "invalid_arguments";
         snprintf(err, sizeof(err), "arguments are not a JSON object");
     } else {
-        const struct tool_def *def = is_request                 ? NULL
-                                     : run->native[idx] != NULL ? run->native[idx]
-                                                                : &wf->tools[idx];
+        const struct tool_def *def = is_request                     ? NULL
+                                     : run->cfg.native[idx] != NULL ? run->cfg.native[idx]
+                                                                    : &wf->tools[idx];
         json_t *schema = is_request ? weft__tool_builtin_schema(TOOL_REQUEST_AGENT) : NULL;
         const json_t *check = is_request ? schema : def->schema;
         char verr[200] = "";
@@ -242,9 +244,9 @@ run_tool_call(struct run *run,
             weft_err trc = WEFT_OK;
             char activity[96];
             snprintf(activity, sizeof(activity), "tool %.60s", call->name);
-            weft__rt_watchdog_activity(run, activity, agent->name, run->plan.steps[step].id);
+            weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
             weft__rt_unlock(run);
-            trc = weft__tool_run(&bounded, run->workspace, args, &outcome);
+            trc = weft__tool_run(&bounded, run->cfg.workspace, args, &outcome);
             weft__rt_lock(run);
             weft__rt_watchdog_progress(run);
             weft__rt_watchdog_poll(run, span);
@@ -287,13 +289,13 @@ run_tool_call(struct run *run,
     weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_RESULT, text);
     weft__rt_span_content(run, span, "langfuse.observation.output", text);
     weft_span_end(span, 0);
-    run->result->tool_calls++;
+    run->tel.result->tool_calls++;
     /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
      * workflow does not know is not a label value, so series stay bounded. */
-    weft__rt_metrics_tool(run->metrics, idx != WF_NONE || is_request ? call->name : "unknown",
+    weft__rt_metrics_tool(run->tel.metrics, idx != WF_NONE || is_request ? call->name : "unknown",
                           strcmp(outcome_name, "ok") == 0,
                           (double)(weft__monotonic_ns() - t0) / 1e9);
-    weft__rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->plan.steps[step], call->name);
+    weft__rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->ps.plan.steps[step], call->name);
     weft__tool_outcome_cleanup(&outcome);
     json_decref(args);
     return text != NULL ? text : weft__strdup("{\"error\":\"out of memory\"}");
@@ -325,7 +327,7 @@ act(struct run *run,
     size_t why_len,
     const char **error_type)
 {
-    const struct wf_agent *agent = &run->wf->agents[run->plan.steps[step].agent];
+    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
     json_t *tools = tools_json(run, agent);
     char *output = NULL;
     unsigned round = 0;
@@ -385,7 +387,7 @@ act(struct run *run,
 static void
 check_replan_on(struct run *run, size_t step, const char *output, struct weft_span *span)
 {
-    const struct wf_agent *agent = &run->wf->agents[run->plan.steps[step].agent];
+    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
 
     if (agent->replan_agent == WF_NONE || output == NULL) {
         return;
@@ -394,7 +396,7 @@ check_replan_on(struct run *run, size_t step, const char *output, struct weft_sp
         if (strcasestr(output, agent->replan_keywords[i]) != NULL) {
             struct weft_attr a = weft_attr_str("weft.replan.keyword", agent->replan_keywords[i]);
             weft_span_add_event(span, "weft.replan_on", &a, 1, 0);
-            queue_request(run, step, run->wf->agents[agent->replan_agent].name, output, span);
+            queue_request(run, step, run->cfg.wf->agents[agent->replan_agent].name, output, span);
             return;
         }
     }
@@ -411,8 +413,8 @@ reflect(struct run *run,
         char **refined,
         char **feedback)
 {
-    const struct plan_step *s = &run->plan.steps[step];
-    const struct wf_agent *agent = &run->wf->agents[s->agent];
+    const struct plan_step *s = &run->ps.plan.steps[step];
+    const struct wf_agent *agent = &run->cfg.wf->agents[s->agent];
     struct weft_span *span =
         weft__rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
     struct llm_response resp;
@@ -482,7 +484,7 @@ reflect(struct run *run,
         a[n++] = weft_attr_double(WEFT__GENAI_EVALUATION_SCORE_VALUE, v == VERDICT_APPROVED ? 1.0
                                                                       : v == VERDICT_FIXED  ? 0.5
                                                                                             : 0.0);
-        if (run->capture_content && *feedback != NULL) {
+        if (run->cfg.capture_content && *feedback != NULL) {
             a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_EXPLANATION, *feedback);
         }
         weft_span_add_event(span, WEFT__GENAI_EVALUATION_EVENT, a, n, 0);
@@ -492,7 +494,7 @@ reflect(struct run *run,
     }
     weft_span_end(span, 0);
     weft__rt_add_verdict(run, agent->name, verdict_names[v]);
-    weft__rt_metrics_verdict(run->metrics, agent->name, verdict_names[v]);
+    weft__rt_metrics_verdict(run->tel.metrics, agent->name, verdict_names[v]);
     weft__rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
     json_decref(answer);
     json_decref(msgs);
@@ -520,10 +522,10 @@ output_matches_schema(const struct plan_step *step, const char *output)
 void
 weft__rt_agent_step(struct run *run, size_t index)
 {
-    struct plan_step *step = &run->plan.steps[index];
-    const struct wf_agent *agent = &run->wf->agents[step->agent];
+    struct plan_step *step = &run->ps.plan.steps[index];
+    const struct wf_agent *agent = &run->cfg.wf->agents[step->agent];
     uint32_t timeout =
-        agent->timeout_ms != 0 ? agent->timeout_ms : run->wf->supervisor.step_timeout_ms;
+        agent->timeout_ms != 0 ? agent->timeout_ms : run->cfg.wf->supervisor.step_timeout_ms;
     uint64_t deadline = timeout != 0 ? weft__monotonic_ns() + (uint64_t)timeout * 1000000u : 0;
     unsigned max_attempts = agent->has_reflection ? agent->reflection.max_retries + 1 : 1;
     char *feedback = NULL;
@@ -557,7 +559,7 @@ weft__rt_agent_step(struct run *run, size_t index)
         weft_span_set_str(span, "weft.step.id", step->id);
         weft_span_set_int(span, "weft.step.attempt", attempt);
         weft_span_set_str(span, "graph.node.id", agent->name);
-        weft_span_set_str(span, "graph.node.parent_id", run->wf->supervisor.name);
+        weft_span_set_str(span, "graph.node.parent_id", run->cfg.wf->supervisor.name);
         if (step->requested_by != NULL) {
             weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
         }
@@ -576,7 +578,7 @@ weft__rt_agent_step(struct run *run, size_t index)
             is_prompt_resolved =
                 weft__rt_prompt_resolve(agent->prompt, &prompt, perr, sizeof(perr)) == WEFT_OK;
             weft__rt_lock(run);
-            step = &run->plan.steps[index];
+            step = &run->ps.plan.steps[index];
             if (!is_prompt_resolved) {
                 snprintf(prompt_error, sizeof(prompt_error), "instructions: %s", perr);
             }
@@ -587,7 +589,7 @@ weft__rt_agent_step(struct run *run, size_t index)
             error_type = "prompt_unavailable";
         } else {
             const char *instructions = agent->prompt != NULL ? prompt.text : agent->instructions;
-            if (run->capture_content) {
+            if (run->cfg.capture_content) {
                 /* The agent's own instructions, apart from the chat history. */
                 char *si = weft__semconv_system_instructions(instructions);
                 weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
@@ -599,14 +601,14 @@ weft__rt_agent_step(struct run *run, size_t index)
             output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
             weft__rt_set_prompt_link(NULL, NULL);
         }
-        step = &run->plan.steps[index]; /* act() released the run lock: re-fetch */
+        step = &run->ps.plan.steps[index]; /* act() released the run lock: re-fetch */
         if (output != NULL) {
             check_replan_on(run, index, output, span);
             if (agent->has_reflection) {
                 char *refined = NULL;
                 char *fb = NULL;
                 verdict v = reflect(run, index, span, output, attempt, deadline, &refined, &fb);
-                step = &run->plan.steps[index];
+                step = &run->ps.plan.steps[index];
                 weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
                 if (v == VERDICT_FIXED) {
                     weft__free(output);
@@ -676,7 +678,7 @@ weft__rt_agent_step(struct run *run, size_t index)
     weft__free(feedback);
     weft__rt_prompt_cleanup(&prompt);
     step->ended_ns = weft__now_ns();
-    weft__rt_metrics_agent(run->metrics, agent->name, step->status == STEP_COMPLETED,
+    weft__rt_metrics_agent(run->tel.metrics, agent->name, step->status == STEP_COMPLETED,
                            (double)(step->ended_ns - step->started_ns) / 1e9);
     weft__rt_save_step(run, index);
 }

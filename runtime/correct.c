@@ -15,8 +15,9 @@
  * Spans: `correct {step}` under the run, with the before/after dependency lists; the corrective
  * steps' spans link to the failed step's span.
  */
-#include "engine.h"
+#include "correct.h"
 #include "semconv.h"
+#include "spans.h"
 
 #include "base/mem.h"
 
@@ -32,8 +33,8 @@ context_json(const struct run *run, const struct plan_step *failed)
     json_t *done = json_array();
     json_t *ctx = NULL;
 
-    for (size_t i = 0; done != NULL && i < run->plan.count; i++) {
-        const struct plan_step *s = &run->plan.steps[i];
+    for (size_t i = 0; done != NULL && i < run->ps.plan.count; i++) {
+        const struct plan_step *s = &run->ps.plan.steps[i];
         if (s->status == STEP_COMPLETED) {
             json_array_append_new(done, json_pack("{s:s, s:s, s:s}", "id", s->id, "executor",
                                                   weft__step_executor_name(s->executor), "task",
@@ -41,9 +42,9 @@ context_json(const struct run *run, const struct plan_step *failed)
         }
     }
     ctx = json_pack("{s:s, s:{s:s, s:s, s:s, s:O?, s:s?}, s:o}", "goal",
-                    run->input != NULL             ? run->input
-                    : run->wf->description != NULL ? run->wf->description
-                                                   : run->wf->name,
+                    run->cfg.input != NULL             ? run->cfg.input
+                    : run->cfg.wf->description != NULL ? run->cfg.wf->description
+                                                       : run->cfg.wf->name,
                     "failed_step", "id", failed->id, "task", failed->task, "executor",
                     weft__step_executor_name(failed->executor), "error", failed->error, "feedback",
                     failed->feedback, "successful_steps", done);
@@ -116,7 +117,7 @@ string_array(char **items, size_t count)
 static size_t
 apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char *why, size_t len)
 {
-    size_t first = run->plan.count;
+    size_t first = run->ps.plan.count;
     size_t n = json_array_size(steps) - 1;
     char prev[96] = "";
     char **deps = NULL;
@@ -134,25 +135,25 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         weft__step_executor_parse(json_string_value(json_object_get(js, "executor")), &ex);
         if (ex == EXEC_AGENT) {
             const char *name = json_string_value(json_object_get(js, "agent"));
-            agent = name != NULL ? weft__wf_find_agent(run->wf, name) : WF_NONE;
+            agent = name != NULL ? weft__wf_find_agent(run->cfg.wf, name) : WF_NONE;
             if (agent == WF_NONE) {
                 snprintf(why, len, "steps[%zu].agent: expected a known agent", i);
                 goto undo;
             }
         }
-        snprintf(id, sizeof(id), "%.60s.c%u.%zu", run->plan.steps[failed].id, number, i + 1);
+        snprintf(id, sizeof(id), "%.60s.c%u.%zu", run->ps.plan.steps[failed].id, number, i + 1);
         if (weft__plan_append(
-                &run->plan, id, agent, json_string_value(json_object_get(js, "description")),
+                &run->ps.plan, id, agent, json_string_value(json_object_get(js, "description")),
                 prev[0] != '\0' ? &dep : NULL, prev[0] != '\0' ? 1 : 0, &idx) != WEFT_OK) {
             snprintf(why, len, "plan is full");
             goto undo;
         }
-        s = &run->plan.steps[idx];
+        s = &run->ps.plan.steps[idx];
         s->executor = ex;
         s->spec = weft__wf_executor_spec(ex, js, sub, sizeof(sub));
-        s->parent = weft__strdup(run->plan.steps[failed].id);
+        s->parent = weft__strdup(run->ps.plan.steps[failed].id);
         /* Corrective steps link to the failed step's span. */
-        s->requester = run->plan.steps[failed].span;
+        s->requester = run->ps.plan.steps[failed].span;
         s->has_requester = weft_span_context_is_valid(&s->requester);
         if (s->spec == NULL || s->parent == NULL) {
             snprintf(why, len, "out of memory");
@@ -161,7 +162,7 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         snprintf(prev, sizeof(prev), "%s", id);
     }
     if (n > 0) {
-        struct plan_step *f = &run->plan.steps[failed];
+        struct plan_step *f = &run->ps.plan.steps[failed];
         deps = weft__realloc(f->depends_on, (f->depends_count + 1) * sizeof(*deps));
         if (deps == NULL) {
             snprintf(why, len, "out of memory");
@@ -175,18 +176,18 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         }
         f->depends_count++;
     }
-    run->plan.steps[failed].status = STEP_PAUSED;
+    run->ps.plan.steps[failed].status = STEP_PAUSED;
     return first;
 undo:
-    weft__plan_truncate(&run->plan, first);
+    weft__plan_truncate(&run->ps.plan, first);
     return (size_t)-1;
 }
 
 bool
 weft__rt_correct(struct run *run, size_t index)
 {
-    const struct weft_workflow *wf = run->wf;
-    struct plan_step *failed = &run->plan.steps[index];
+    const struct weft_workflow *wf = run->cfg.wf;
+    struct plan_step *failed = &run->ps.plan.steps[index];
     struct weft_span *span = NULL;
     struct weft_link_spec link;
     struct llm_response resp;
@@ -203,17 +204,17 @@ weft__rt_correct(struct run *run, size_t index)
     size_t first = (size_t)-1;
     size_t old_count = 0;
     step_status old_status = failed->status;
-    unsigned number = ++run->corrections;
+    unsigned number = ++run->ps.corrections;
     bool is_ok = false;
 
     snprintf(failed_id, sizeof(failed_id), "%s", failed->id);
     memset(&link, 0, sizeof(link));
     memset(&resp, 0, sizeof(resp));
     link.context = failed->span;
-    span = weft__rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->root, &link,
+    span = weft__rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->tel.root, &link,
                                weft_span_context_is_valid(&failed->span) ? 1 : 0);
     weft__rt_count_loop(run, WEFT_LOOP_CORRECTION);
-    run->result->corrections = run->corrections;
+    run->tel.result->corrections = run->ps.corrections;
     weft_span_set_str(span, "weft.correction.failed_task", failed_id);
     weft_span_set_str(span, "weft.correction.error_type",
                       failed->error_type != NULL ? failed->error_type : "failed");
@@ -240,28 +241,28 @@ weft__rt_correct(struct run *run, size_t index)
         if (answer == NULL) {
             snprintf(why, sizeof(why), "corrective plan is not JSON");
         } else if (validate(answer, failed_id, &steps, why, sizeof(why))) {
-            old_count = run->plan.count;
+            old_count = run->ps.plan.count;
             first = apply(run, index, steps, number, why, sizeof(why));
         }
     }
-    failed = &run->plan.steps[index]; /* apply() may have moved the plan */
+    failed = &run->ps.plan.steps[index]; /* apply() may have moved the plan */
     if (first != (size_t)-1) {
         after = string_array(failed->depends_on, failed->depends_count);
-        const char **actors = weft__calloc(run->plan.count, sizeof(*actors));
+        const char **actors = weft__calloc(run->ps.plan.count, sizeof(*actors));
         weft_err serr = actors == NULL ? WEFT_ENOMEM : WEFT_OK;
-        for (size_t i = 0; actors != NULL && i < run->plan.count; i++) {
-            actors[i] = weft__rt_step_actor(run, &run->plan.steps[i]);
+        for (size_t i = 0; actors != NULL && i < run->ps.plan.count; i++) {
+            actors[i] = weft__rt_step_actor(run, &run->ps.plan.steps[i]);
         }
-        if (serr == WEFT_OK && run->state != NULL) {
-            serr = weft__state_surgery(run->state, run->run_id, &run->plan, index, first, number,
-                                       failed->error_type, before, after, actors);
+        if (serr == WEFT_OK && run->store.state != NULL) {
+            serr = weft__state_surgery(run->store.state, run->store.run_id, &run->ps.plan, index,
+                                       first, number, failed->error_type, before, after, actors);
         }
         weft__free((void *)actors);
         if (serr != WEFT_OK) {
             snprintf(why, sizeof(why), "the state store refused the DAG surgery");
             /* Roll memory back to what the store still holds. */
-            weft__plan_truncate(&run->plan, old_count);
-            failed = &run->plan.steps[index];
+            weft__plan_truncate(&run->ps.plan, old_count);
+            failed = &run->ps.plan.steps[index];
             weft__free(failed->depends_on[--failed->depends_count]);
             failed->status = old_status;
             first = (size_t)-1;
@@ -269,8 +270,8 @@ weft__rt_correct(struct run *run, size_t index)
     }
     if (first != (size_t)-1) {
         is_ok = true;
-        weft_span_set_int(span, "weft.correction.inserted", (int64_t)(run->plan.count - first));
-        weft_span_set_bool(span, "weft.correction.rewired", run->plan.count > first);
+        weft_span_set_int(span, "weft.correction.inserted", (int64_t)(run->ps.plan.count - first));
+        weft_span_set_bool(span, "weft.correction.rewired", run->ps.plan.count > first);
         for (size_t k = 0; k < 2; k++) {
             const json_t *list = k == 0 ? before : after;
             const char *items[64];
@@ -293,14 +294,14 @@ weft__rt_correct(struct run *run, size_t index)
         failed->status = old_status;
     }
     weft_span_end(span, 0);
-    weft__rt_metrics_correction(run->metrics, is_ok);
+    weft__rt_metrics_correction(run->tel.metrics, is_ok);
     {
         char detail[400];
         snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", number, failed_id,
                  is_ok ? "rewired" : why);
         weft__rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
-        weft__rt_add_decision(run, RT_LAYER_CORRECTION, is_ok ? run->plan.steps[first].id : "end",
-                              detail);
+        weft__rt_add_decision(run, RT_LAYER_CORRECTION,
+                              is_ok ? run->ps.plan.steps[first].id : "end", detail);
     }
     json_decref(before);
     json_decref(after);

@@ -6,7 +6,7 @@
  * The engine calls these at a few points (engine.c); the state database does the work
  * (state.c). Nothing here knows exporters: the checkpoint option is the embedding program's.
  */
-#include "engine.h"
+#include "durable.h"
 #include "state.h"
 #include "workflow.h"
 
@@ -48,9 +48,9 @@ file_hash(const char *path, char out[HASH_HEX_LEN])
 void
 weft__rt_checkpoint(struct run *run)
 {
-    (void)weft__state_heartbeat(run->state, run->run_id);
-    if (run->opts->checkpoint != NULL) {
-        run->opts->checkpoint(run->opts->checkpoint_user_data);
+    (void)weft__state_heartbeat(run->store.state, run->store.run_id);
+    if (run->cfg.opts->checkpoint != NULL) {
+        run->cfg.opts->checkpoint(run->cfg.opts->checkpoint_user_data);
     }
 }
 
@@ -71,7 +71,7 @@ static weft_err
 claim(struct run *run, const char *run_id, char *error, size_t error_len)
 {
     struct state_owner holder;
-    weft_err err = weft__state_lease_acquire(run->state, run_id, &holder);
+    weft_err err = weft__state_lease_acquire(run->store.state, run_id, &holder);
 
     if (err == WEFT_ESTATE) {
         char since[32];
@@ -86,7 +86,7 @@ claim(struct run *run, const char *run_id, char *error, size_t error_len)
                  run_id, (long long)holder.pid, holder.host, since, beat, run_id);
     } else if (err == WEFT_ENOTFOUND) {
         snprintf(error, error_len, "resume: no run '%.64s' in the state database", run_id);
-    } else if (err != WEFT_OK && weft__state_check(run->state, error, error_len) == WEFT_OK) {
+    } else if (err != WEFT_OK && weft__state_check(run->store.state, error, error_len) == WEFT_OK) {
         snprintf(error, error_len, "state database: cannot take ownership of run %.64s", run_id);
     }
     return err;
@@ -96,10 +96,10 @@ weft_err
 weft__rt_run_claim(struct run *run, char *error, size_t error_len)
 {
     char hash[HASH_HEX_LEN];
-    weft_err err = claim(run, run->run_id, error, error_len);
+    weft_err err = claim(run, run->store.run_id, error, error_len);
 
-    if (err == WEFT_OK && file_hash(run->wf->path, hash)) {
-        err = weft__state_run_hash_set(run->state, run->run_id, hash);
+    if (err == WEFT_OK && file_hash(run->cfg.wf->path, hash)) {
+        err = weft__state_run_hash_set(run->store.state, run->store.run_id, hash);
     }
     return err;
 }
@@ -107,7 +107,7 @@ weft__rt_run_claim(struct run *run, char *error, size_t error_len)
 weft_err
 weft__rt_resume_claim(struct run *run, char *error, size_t error_len)
 {
-    const char *id = run->opts->resume_run_id;
+    const char *id = run->cfg.opts->resume_run_id;
     char stored[64];
     char now[HASH_HEX_LEN];
     weft_err err = claim(run, id, error, error_len);
@@ -115,27 +115,27 @@ weft__rt_resume_claim(struct run *run, char *error, size_t error_len)
     if (err != WEFT_OK) {
         return err;
     }
-    err = weft__state_run_hash_get(run->state, id, stored, sizeof(stored));
+    err = weft__state_run_hash_get(run->store.state, id, stored, sizeof(stored));
     if (err == WEFT_ENOTFOUND) {
         return WEFT_OK; /* a run from before hashes were kept */
     }
-    if (err == WEFT_OK && file_hash(run->wf->path, now) && strcmp(now, stored) != 0) {
-        if (run->opts->resume_force) {
+    if (err == WEFT_OK && file_hash(run->cfg.wf->path, now) && strcmp(now, stored) != 0) {
+        if (run->cfg.opts->resume_force) {
             WEFT_LOG(WEFT_LOG_WARN,
                      "resume: the workflow file %s changed since run %s started; continuing "
                      "with the changed file (--force)",
-                     run->wf->path, id);
+                     run->cfg.wf->path, id);
         } else {
             snprintf(error, error_len,
                      "resume: the workflow file %.200s changed since run %.64s started (hash %s, "
                      "now %s): its stored steps may not match the file; resume with --force to "
                      "continue with the changed file",
-                     run->wf->path, id, stored, now);
+                     run->cfg.wf->path, id, stored, now);
             err = WEFT_EINVAL;
         }
     }
     if (err != WEFT_OK) {
-        (void)weft__state_lease_release(run->state, id);
+        (void)weft__state_lease_release(run->store.state, id);
         if (error[0] == '\0') {
             snprintf(error, error_len, "resume: the state of run %.64s cannot be read", id);
         }
@@ -146,7 +146,7 @@ weft__rt_resume_claim(struct run *run, char *error, size_t error_len)
 void
 weft__rt_run_root_saved(struct run *run)
 {
-    const struct weft_span_context *parent = run->opts->parent_context;
+    const struct weft_span_context *parent = run->cfg.opts->parent_context;
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     char name[256];
     bool has_parent = parent != NULL && weft_span_context_is_valid(parent);
@@ -155,7 +155,7 @@ weft__rt_run_root_saved(struct run *run)
         weft_hex_encode(parent->span_id, WEFT_SPAN_ID_SIZE, parent_hex);
     }
     /* The name weft__rt_span_start gives the root (spans.c). */
-    snprintf(name, sizeof(name), "invoke_workflow %s", run->wf->name);
-    (void)weft__state_run_root(run->state, run->run_id, name, has_parent ? parent_hex : NULL,
-                               run->root_started_ns);
+    snprintf(name, sizeof(name), "invoke_workflow %s", run->cfg.wf->name);
+    (void)weft__state_run_root(run->store.state, run->store.run_id, name,
+                               has_parent ? parent_hex : NULL, run->tel.root_started_ns);
 }

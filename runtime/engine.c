@@ -17,9 +17,15 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "engine.h"
+#include "correct.h"
+#include "durable.h"
+#include "evaluate.h"
+#include "flow.h"
 #include "metrics_store.h"
+#include "router.h"
 #include "secrets.h"
 #include "semconv.h"
+#include "spans.h"
 
 #include "base/buf.h"
 #include "base/env.h"
@@ -68,103 +74,74 @@ weft_loop_kind_name(weft_loop_kind kind)
 /* ------------------------------------------------------------------------------------------ */
 /* Time, budgets, progress, result bookkeeping                                                 */
 
-static __thread int worker_index = -1;
-static __thread const char *prompt_name;
-static __thread const struct rt_prompt *prompt_link;
-
-void
-weft__rt_set_prompt_link(const char *name, const struct rt_prompt *prompt)
+static void
+svc_lock(void *ctx)
 {
-    prompt_name = prompt != NULL ? name : NULL;
-    prompt_link = prompt;
-}
-
-int
-weft__rt_worker_index(void)
-{
-    return worker_index;
-}
-
-void
-weft__rt_set_worker_index(int index)
-{
-    worker_index = index;
-}
-
-void
-weft__rt_lock(struct run *run)
-{
-    if (run->is_parallel) {
-        pthread_mutex_lock(&run->lock);
+    if (ENG(ctx)->is_parallel) {
+        pthread_mutex_lock(&ENG(ctx)->lock);
     }
 }
 
-void
-weft__rt_unlock(struct run *run)
+static void
+svc_unlock(void *ctx)
 {
-    if (run->is_parallel) {
-        pthread_mutex_unlock(&run->lock);
+    if (ENG(ctx)->is_parallel) {
+        pthread_mutex_unlock(&ENG(ctx)->lock);
     }
 }
 
-void
-weft__rt_count_loop(struct run *run, weft_loop_kind kind)
+static void
+svc_set_parallel(void *ctx, bool is_parallel)
 {
-    run->result->loops[kind]++;
-    weft__rt_metrics_loop(run->metrics, kind);
+    ENG(ctx)->is_parallel = is_parallel;
 }
 
-bool
-weft__rt_aborted(const struct run *run)
+static void
+svc_cond_wait(void *ctx, pthread_cond_t *cond)
 {
-    return run->opts->abort_flag != NULL && *run->opts->abort_flag != 0;
+    pthread_cond_wait(cond, &ENG(ctx)->lock);
 }
 
-uint32_t
-weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
+static uint64_t
+svc_now_mono(void *ctx)
 {
-    uint64_t now = weft__monotonic_ns();
-    uint64_t deadline = run->deadline_mono;
-
-    if (step_deadline_mono != 0 && (deadline == 0 || step_deadline_mono < deadline)) {
-        deadline = step_deadline_mono;
-    }
-    if (deadline == 0) {
-        return UINT32_MAX;
-    }
-    if (now >= deadline) {
-        return 0;
-    }
-    return (deadline - now) / 1000000u > UINT32_MAX - 1 ? UINT32_MAX - 1
-                                                        : (uint32_t)((deadline - now) / 1000000u);
+    (void)ctx;
+    return weft__monotonic_ns();
 }
 
-void
-weft__rt_progress(struct run *run,
-                  weft_run_event_kind kind,
-                  const struct plan_step *step,
-                  const char *detail)
+static void
+svc_count_loop(void *ctx, weft_loop_kind kind)
 {
+    struct run *run = ctx;
+
+    run->tel.result->loops[kind]++;
+    weft__rt_metrics_loop(run->tel.metrics, kind);
+}
+
+static void
+svc_progress(void *ctx, weft_run_event_kind kind, const struct plan_step *step, const char *detail)
+{
+    struct run *run = ctx;
     struct weft_run_event ev;
-    const struct weft_run_result *r = run->result;
+    const struct weft_run_result *r = run->tel.result;
 
-    if (run->opts->progress == NULL) {
+    if (run->cfg.opts->progress == NULL) {
         return;
     }
     memset(&ev, 0, sizeof(ev));
     ev.kind = kind;
-    ev.run_id = run->run_id;
+    ev.run_id = run->store.run_id;
     ev.step_id = step != NULL ? step->id : NULL;
     ev.agent = step != NULL ? weft__rt_step_actor(run, step) : NULL;
     ev.detail = detail != NULL ? detail : "";
     ev.iteration = r->iterations;
-    ev.steps_done = weft__plan_count_status(&run->plan, STEP_COMPLETED);
-    ev.steps_total = run->plan.count;
-    ev.elapsed_ns = weft__monotonic_ns() - run->started_mono;
+    ev.steps_done = weft__plan_count_status(&run->ps.plan, STEP_COMPLETED);
+    ev.steps_total = run->ps.plan.count;
+    ev.elapsed_ns = weft__monotonic_ns() - run->cfg.started_mono;
     ev.input_tokens = r->input_tokens;
     ev.output_tokens = r->output_tokens;
     ev.cost_usd = r->cost_usd;
-    run->opts->progress(&ev, run->opts->progress_user_data);
+    run->cfg.opts->progress(&ev, run->cfg.opts->progress_user_data);
 }
 
 static bool
@@ -185,14 +162,15 @@ grow(void **items, size_t *cap, size_t count, size_t size)
     return true;
 }
 
-void
-weft__rt_add_decision(struct run *run, rt_layer layer, const char *next, const char *reason)
+static void
+svc_add_decision(void *ctx, rt_layer layer, const char *next, const char *reason)
 {
-    struct weft_run_result *r = run->result;
+    struct run *run = ctx;
+    struct weft_run_result *r = run->tel.result;
     struct weft_run_decision *d = NULL;
 
-    if (!grow((void **)&r->decisions, &run->decisions_cap, r->decision_count, sizeof(*d))) {
-        run->oom = WEFT_ENOMEM;
+    if (!grow((void **)&r->decisions, &ENG(run)->decisions_cap, r->decision_count, sizeof(*d))) {
+        ENG(run)->oom = WEFT_ENOMEM;
         return;
     }
     d = &r->decisions[r->decision_count];
@@ -203,66 +181,61 @@ weft__rt_add_decision(struct run *run, rt_layer layer, const char *next, const c
         weft__free(d->layer);
         weft__free(d->next);
         weft__free(d->reason);
-        run->oom = WEFT_ENOMEM;
+        ENG(run)->oom = WEFT_ENOMEM;
         return;
     }
     r->decision_count++;
 }
 
-void
-weft__rt_add_verdict(struct run *run, const char *agent, const char *verdict)
+static void
+svc_add_verdict(void *ctx, const char *agent, const char *verdict)
 {
-    struct weft_run_result *r = run->result;
+    struct run *run = ctx;
+    struct weft_run_result *r = run->tel.result;
     struct weft__buf b;
 
-    if (!grow((void **)&r->verdicts, &run->verdicts_cap, r->verdict_count, sizeof(char *))) {
-        run->oom = WEFT_ENOMEM;
+    if (!grow((void **)&r->verdicts, &ENG(run)->verdicts_cap, r->verdict_count, sizeof(char *))) {
+        ENG(run)->oom = WEFT_ENOMEM;
         return;
     }
     weft__buf_init(&b, 0);
     if (weft__buf_printf(&b, "%s:%s", agent, verdict) != WEFT_OK) {
         weft__buf_cleanup(&b);
-        run->oom = WEFT_ENOMEM;
+        ENG(run)->oom = WEFT_ENOMEM;
         return;
     }
     r->verdicts[r->verdict_count++] = b.data;
 }
 
-const char *
-weft__rt_step_actor(const struct run *run, const struct plan_step *step)
+static void
+svc_save_step(void *ctx, size_t index)
 {
-    if (step->executor == EXEC_AGENT && step->agent < run->wf->agent_count) {
-        return run->wf->agents[step->agent].name;
-    }
-    return weft__step_executor_name(step->executor);
-}
-
-void
-weft__rt_save_step(struct run *run, size_t index)
-{
-    const struct plan_step *s = &run->plan.steps[index];
+    struct run *run = ctx;
+    const struct plan_step *s = &run->ps.plan.steps[index];
     bool is_final = s->status == STEP_COMPLETED || s->status == STEP_FAILED;
 
-    if (run->state == NULL) {
+    if (run->store.state == NULL) {
         return;
     }
     /* A step that ended is saved with the script cursors it moved: one commit, and a resumed
      * run never finds the step done with its answers not taken (or the other way round). */
     if (is_final) {
-        (void)weft__state_begin(run->state);
+        (void)weft__state_begin(run->store.state);
     }
-    (void)weft__state_step_save(run->state, run->run_id, index, s, weft__rt_step_actor(run, s));
+    (void)weft__state_step_save(run->store.state, run->store.run_id, index, s,
+                                weft__rt_step_actor(run, s));
     if (is_final) {
         weft__rt_cursors_save(run);
-        (void)weft__state_commit(run->state);
+        (void)weft__state_commit(run->store.state);
     }
     /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
      * store writes on a connection of its own and would wait on that transaction's lock. */
     if (s->status != STEP_PENDING && s->status != STEP_IN_PROGRESS) {
         weft__rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
     }
-    if (!weft__state_in_transaction(run->state)) {
-        weft__rt_mstore_checkpoint(run->mstore, weft__rt_metrics_events(run->metrics), false);
+    if (!weft__state_in_transaction(run->store.state)) {
+        weft__rt_mstore_checkpoint(run->tel.mstore, weft__rt_metrics_events(run->tel.metrics),
+                                   false);
     }
 }
 
@@ -274,16 +247,16 @@ provider_for(struct run *run, size_t model)
 {
     int w = weft__rt_worker_index();
 
-    if (run->replay != NULL) {
-        return run->replay;
+    if (ENG(run)->replay != NULL) {
+        return ENG(run)->replay;
     }
     /* An OpenAI client holds one connection: each worker has its own, so parallel steps
      * wait on the network side by side. The scripted provider is thread-safe itself. */
-    if (w >= 0 && run->worker_providers != NULL && (size_t)w < run->worker_count &&
-        run->worker_providers[w][model] != NULL) {
-        return run->worker_providers[w][model];
+    if (w >= 0 && ENG(run)->worker_providers != NULL && (size_t)w < ENG(run)->worker_count &&
+        ENG(run)->worker_providers[w][model] != NULL) {
+        return ENG(run)->worker_providers[w][model];
     }
-    return run->providers[model];
+    return ENG(run)->providers[model];
 }
 
 static void
@@ -316,55 +289,43 @@ set_usage_attrs(struct weft_span *span,
     }
 }
 
-weft_err
-weft__rt_llm_call(struct run *run,
-                  struct weft_span *parent,
-                  const char *agent,
-                  const char *step_key,
-                  llm_purpose purpose,
-                  size_t model,
-                  const json_t *messages,
-                  const json_t *tools,
-                  bool json_mode,
-                  double temperature,
-                  uint64_t step_deadline_mono,
-                  struct llm_response *response,
-                  struct llm_error *error)
+/* The request of one call and its `chat {model}` span with the request attributes. */
+static struct weft_span *
+chat_start(struct run *run,
+           const struct run_llm_call *call,
+           const struct llm_provider *p,
+           struct llm_request *req)
 {
-    const struct wf_model *m = &run->wf->models[model];
-    struct llm_provider *p = provider_for(run, model);
-    struct llm_request req;
+    const struct wf_model *m = &run->cfg.wf->models[call->model];
+    uint32_t remaining = weft__rt_remaining_ms(run, call->step_deadline_mono);
+    const char *prompt_name = NULL;
+    const struct rt_prompt *prompt_link = weft__prompt_link(&prompt_name);
     struct weft_span *span = NULL;
-    uint32_t remaining = weft__rt_remaining_ms(run, step_deadline_mono);
-    uint64_t call_start = 0;
-    uint64_t call_ns = 0;
-    double cost = 0.0;
-    weft_err err = WEFT_OK;
 
-    memset(&req, 0, sizeof(req));
-    req.agent = agent;
-    req.step_key = step_key;
-    req.purpose = purpose;
-    req.model = m->model;
-    req.messages = messages;
-    req.tools = tools;
-    req.json_mode = json_mode;
-    req.temperature = temperature >= 0 ? temperature : m->temperature;
-    req.max_tokens = m->max_tokens;
-    req.timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
-    span = weft__span_start_chat(run, m->model, p->provider_name, parent);
-    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent);
-    weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(purpose));
-    if (req.temperature >= 0) {
-        weft_span_set_double(span, WEFT__GENAI_REQUEST_TEMPERATURE, req.temperature);
+    memset(req, 0, sizeof(*req));
+    req->agent = call->agent;
+    req->step_key = call->step_key;
+    req->purpose = call->purpose;
+    req->model = m->model;
+    req->messages = call->messages;
+    req->tools = call->tools;
+    req->json_mode = call->json_mode;
+    req->temperature = call->temperature >= 0 ? call->temperature : m->temperature;
+    req->max_tokens = m->max_tokens;
+    req->timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
+    span = weft__span_start_chat(run, m->model, p->provider_name, call->parent);
+    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, call->agent);
+    weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(call->purpose));
+    if (req->temperature >= 0) {
+        weft_span_set_double(span, WEFT__GENAI_REQUEST_TEMPERATURE, req->temperature);
     }
-    if (req.max_tokens > 0) {
-        weft_span_set_int(span, WEFT__GENAI_REQUEST_MAX_TOKENS, req.max_tokens);
+    if (req->max_tokens > 0) {
+        weft_span_set_int(span, WEFT__GENAI_REQUEST_MAX_TOKENS, req->max_tokens);
     }
-    if (json_mode) {
+    if (call->json_mode) {
         weft_span_set_str(span, WEFT__GENAI_OUTPUT_TYPE, "json");
     }
-    if (prompt_link != NULL && purpose == LLM_PURPOSE_ACT) {
+    if (prompt_link != NULL && call->purpose == LLM_PURPOSE_ACT) {
         if (prompt_link->is_fallback) {
             weft_span_set_str(span, "weft.prompt.name", prompt_name);
             weft_span_set_bool(span, "weft.prompt.is_fallback", true);
@@ -373,14 +334,95 @@ weft__rt_llm_call(struct run *run,
             weft_span_set_int(span, "langfuse.observation.prompt.version", prompt_link->version);
         }
     }
-    if (run->capture_content) {
-        char *text = json_dumps(messages, JSON_COMPACT);
-        char *semconv = weft__semconv_input_messages(messages);
+    if (run->cfg.capture_content) {
+        char *text = json_dumps(call->messages, JSON_COMPACT);
+        char *semconv = weft__semconv_input_messages(call->messages);
         weft__rt_span_content(run, span, WEFT__GENAI_INPUT_MESSAGES, semconv);
         weft__rt_span_content(run, span, "langfuse.observation.input", text);
         free(semconv);
         free(text);
     }
+    return span;
+}
+
+/* Keep the exchange: in the --record file and with the run, so `--replay run:ID` can
+ * reproduce it. */
+static void
+chat_record(struct run *run,
+            const struct llm_request *req,
+            const struct llm_provider *p,
+            weft_err err,
+            const struct llm_response *response,
+            const struct llm_error *error)
+{
+    if (ENG(run)->recording != NULL) {
+        (void)weft__llm_recording_add(ENG(run)->recording, req, p->provider_name,
+                                      err == WEFT_OK ? response : NULL, error);
+    }
+    if (run->store.state != NULL) {
+        json_t *entry =
+            weft__llm_exchange_json(req, p->provider_name, err == WEFT_OK ? response : NULL, error);
+        if (entry != NULL) {
+            (void)weft__state_exchange_add(run->store.state, run->store.run_id,
+                                           req->step_key != NULL ? req->step_key : req->agent,
+                                           weft__llm_purpose_name(req->purpose), entry);
+        }
+        json_decref(entry);
+    }
+}
+
+/* The answer on the span and in the run's totals; returns the call's cost. */
+static double
+chat_answered(struct run *run,
+              struct weft_span *span,
+              const struct wf_model *m,
+              const struct llm_response *response)
+{
+    const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
+    double cost = 0.0;
+
+    if (response->response_model != NULL) {
+        weft_span_set_str(span, WEFT__GENAI_RESPONSE_MODEL, response->response_model);
+    }
+    if (response->response_id != NULL) {
+        weft_span_set_str(span, WEFT__GENAI_RESPONSE_ID, response->response_id);
+    }
+    weft_span_set_str_array(span, WEFT__GENAI_RESPONSE_FINISH, &finish, 1);
+    set_usage_attrs(span, m, response, &cost);
+    run->tel.result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
+    run->tel.result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
+    run->tel.result->cost_usd += cost;
+    weft__rt_watchdog_budget(run, span);
+    if (run->cfg.capture_content) {
+        char *text = weft__semconv_output_messages(weft__semconv_genai_mode(), response->content,
+                                                   response->tool_calls, response->tool_call_count,
+                                                   response->finish_reason);
+        weft__rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
+        /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
+        weft__rt_span_content(run, span, "langfuse.observation.output",
+                              response->content != NULL ? response->content : text);
+        free(text);
+    }
+    return cost;
+}
+
+/* The llm_call service: one call with its `chat {model}` span, the run lock released around
+ * the network call. */
+static weft_err
+svc_llm_call(void *ctx,
+             const struct run_llm_call *call,
+             struct llm_response *response,
+             struct llm_error *error)
+{
+    struct run *run = ctx;
+    const struct wf_model *m = &run->cfg.wf->models[call->model];
+    struct llm_provider *p = provider_for(run, call->model);
+    struct llm_request req;
+    struct weft_span *span = chat_start(run, call, p, &req);
+    uint64_t call_ns = 0;
+    double cost = 0.0;
+    weft_err err = WEFT_OK;
+
     if (req.timeout_ms == 0) {
         memset(response, 0, sizeof(*response));
         snprintf(error->type, sizeof(error->type), "%s", "timeout");
@@ -388,8 +430,9 @@ weft__rt_llm_call(struct run *run,
         err = WEFT_ETIMEDOUT;
     } else {
         char activity[96];
+        uint64_t call_start = 0;
         snprintf(activity, sizeof(activity), "chat %.60s", m->model);
-        weft__rt_watchdog_activity(run, activity, agent, NULL);
+        weft__rt_watchdog_activity(run, activity, call->agent, NULL);
         weft__rt_unlock(run);
         call_start = weft__monotonic_ns();
         err = weft__llm_complete(p, &req, response, error);
@@ -398,55 +441,19 @@ weft__rt_llm_call(struct run *run,
         weft__rt_watchdog_progress(run);
         weft__rt_watchdog_poll(run, span);
     }
-    if (run->recording != NULL) {
-        (void)weft__llm_recording_add(run->recording, &req, p->provider_name,
-                                      err == WEFT_OK ? response : NULL, error);
-    }
-    if (run->state != NULL) {
-        /* Every exchange is kept with the run, so `--replay run:ID` can reproduce it. */
-        json_t *entry = weft__llm_exchange_json(&req, p->provider_name,
-                                                err == WEFT_OK ? response : NULL, error);
-        if (entry != NULL) {
-            (void)weft__state_exchange_add(run->state, run->run_id,
-                                           req.step_key != NULL ? req.step_key : req.agent,
-                                           weft__llm_purpose_name(purpose), entry);
-        }
-        json_decref(entry);
-    }
-    run->result->llm_calls++;
+    chat_record(run, &req, p, err, response, error);
+    run->tel.result->llm_calls++;
     if (err == WEFT_OK) {
-        const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
-        if (response->response_model != NULL) {
-            weft_span_set_str(span, WEFT__GENAI_RESPONSE_MODEL, response->response_model);
-        }
-        if (response->response_id != NULL) {
-            weft_span_set_str(span, WEFT__GENAI_RESPONSE_ID, response->response_id);
-        }
-        weft_span_set_str_array(span, WEFT__GENAI_RESPONSE_FINISH, &finish, 1);
-        set_usage_attrs(span, m, response, &cost);
-        run->result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
-        run->result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
-        run->result->cost_usd += cost;
-        weft__rt_watchdog_budget(run, span);
-        if (run->capture_content) {
-            char *text = weft__semconv_output_messages(
-                weft__semconv_genai_mode(), response->content, response->tool_calls,
-                response->tool_call_count, response->finish_reason);
-            weft__rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
-            /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
-            weft__rt_span_content(run, span, "langfuse.observation.output",
-                                  response->content != NULL ? response->content : text);
-            free(text);
-        }
+        cost = chat_answered(run, span, m, response);
     } else {
         weft_span_set_str(span, WEFT__ERROR_TYPE, error->type);
         weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
     }
     weft_span_end(span, 0);
-    weft__rt_metrics_llm(run->metrics, p->provider_name, m->model, weft__llm_purpose_name(purpose),
-                         err == WEFT_OK ? response->input_tokens : -1,
-                         err == WEFT_OK ? response->output_tokens : -1, cost, (double)call_ns / 1e9,
-                         err == WEFT_OK ? NULL : error->type);
+    weft__rt_metrics_llm(
+        run->tel.metrics, p->provider_name, m->model, weft__llm_purpose_name(call->purpose),
+        err == WEFT_OK ? response->input_tokens : -1, err == WEFT_OK ? response->output_tokens : -1,
+        cost, (double)call_ns / 1e9, err == WEFT_OK ? NULL : error->type);
     weft__rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
     return err;
 }
@@ -484,13 +491,14 @@ setup_workspace(struct run *run, char *error, size_t error_len)
 {
     struct weft__buf b;
     char resolved[PATH_MAX];
-    const char *dir = run->opts->workspace != NULL ? run->opts->workspace : run->wf->workspace;
+    const char *dir =
+        run->cfg.opts->workspace != NULL ? run->cfg.opts->workspace : run->cfg.wf->workspace;
 
     weft__buf_init(&b, 0);
     if (dir == NULL) {
         const char *home = weft__env("WEFT_HOME");
-        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft", run->run_id) !=
-            WEFT_OK) {
+        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft",
+                             run->store.run_id) != WEFT_OK) {
             weft__buf_cleanup(&b);
             return WEFT_ENOMEM;
         }
@@ -502,8 +510,8 @@ setup_workspace(struct run *run, char *error, size_t error_len)
         return WEFT_EINVAL; /* a configuration error, found before the run starts */
     }
     weft__buf_cleanup(&b);
-    run->workspace = weft__strdup(resolved);
-    return run->workspace != NULL ? WEFT_OK : WEFT_ENOMEM;
+    run->cfg.workspace = weft__strdup(resolved);
+    return run->cfg.workspace != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
 static weft_err
@@ -529,30 +537,32 @@ make_openai(const struct wf_model *m, struct llm_provider **out, char *error, si
     return err;
 }
 
-weft_err
-weft__rt_make_worker_providers(struct run *run, size_t workers)
+static weft_err
+svc_make_worker_providers(void *ctx, size_t workers)
 {
-    const struct weft_workflow *wf = run->wf;
+    struct run *run = ctx;
+    const struct weft_workflow *wf = run->cfg.wf;
     char error[256];
     bool has_openai = false;
 
     for (size_t i = 0; i < wf->model_count; i++) {
         has_openai = has_openai || wf->models[i].provider == WF_PROVIDER_OPENAI;
     }
-    if (!has_openai || run->replay != NULL || workers == 0) {
+    if (!has_openai || ENG(run)->replay != NULL || workers == 0) {
         return WEFT_OK;
     }
-    run->worker_providers = weft__calloc(workers, sizeof(*run->worker_providers));
-    if (run->worker_providers == NULL) {
+    ENG(run)->worker_providers = weft__calloc(workers, sizeof(*ENG(run)->worker_providers));
+    if (ENG(run)->worker_providers == NULL) {
         return WEFT_ENOMEM;
     }
-    run->worker_count = workers;
+    ENG(run)->worker_count = workers;
     for (size_t w = 0; w < workers; w++) {
-        run->worker_providers[w] = weft__calloc(wf->model_count, sizeof(**run->worker_providers));
-        for (size_t i = 0; run->worker_providers[w] != NULL && i < wf->model_count; i++) {
+        ENG(run)->worker_providers[w] =
+            weft__calloc(wf->model_count, sizeof(**ENG(run)->worker_providers));
+        for (size_t i = 0; ENG(run)->worker_providers[w] != NULL && i < wf->model_count; i++) {
             if (wf->models[i].provider == WF_PROVIDER_OPENAI &&
-                make_openai(&wf->models[i], &run->worker_providers[w][i], error, sizeof(error)) !=
-                    WEFT_OK) {
+                make_openai(&wf->models[i], &ENG(run)->worker_providers[w][i], error,
+                            sizeof(error)) != WEFT_OK) {
                 WEFT_LOG(WEFT_LOG_WARN, "flow worker %zu shares the engine's client: %s", w, error);
             }
         }
@@ -563,29 +573,30 @@ weft__rt_make_worker_providers(struct run *run, size_t workers)
 static weft_err
 setup_providers(struct run *run, char *error, size_t error_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     struct llm_error lerr;
     json_t *script = NULL;
     weft_err err = WEFT_OK;
 
-    run->providers = weft__calloc(wf->model_count, sizeof(*run->providers));
-    if (run->providers == NULL) {
+    ENG(run)->providers = weft__calloc(wf->model_count, sizeof(*ENG(run)->providers));
+    if (ENG(run)->providers == NULL) {
         return WEFT_ENOMEM;
     }
-    if (run->opts->replay_path != NULL && strncmp(run->opts->replay_path, "run:", 4) == 0) {
+    if (run->cfg.opts->replay_path != NULL && strncmp(run->cfg.opts->replay_path, "run:", 4) == 0) {
         /* Replay a stored run: its LLM exchanges, in order, become the script. */
         char id[96];
         char why[160];
-        err = weft__state_run_resolve(run->state, run->opts->replay_path + 4, id, sizeof(id), why,
-                                      sizeof(why));
+        err = weft__state_run_resolve(run->store.state, run->cfg.opts->replay_path + 4, id,
+                                      sizeof(id), why, sizeof(why));
         if (err == WEFT_OK) {
-            err = weft__state_exchanges_script(run->state, id, &script);
+            err = weft__state_exchanges_script(run->store.state, id, &script);
         }
         if (err == WEFT_OK) {
-            err = weft__llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+            err = weft__llm_scripted_new(script, run->cfg.opts->replay_path, &ENG(run)->replay,
+                                         &lerr);
         } else {
             snprintf(lerr.message, sizeof(lerr.message), "no stored LLM exchanges for run '%.64s'",
-                     run->opts->replay_path + 4);
+                     run->cfg.opts->replay_path + 4);
         }
         json_decref(script);
         if (err != WEFT_OK) {
@@ -593,10 +604,11 @@ setup_providers(struct run *run, char *error, size_t error_len)
         }
         return err;
     }
-    if (run->opts->replay_path != NULL) {
-        err = weft__llm_script_load(run->opts->replay_path, &script, &lerr);
+    if (run->cfg.opts->replay_path != NULL) {
+        err = weft__llm_script_load(run->cfg.opts->replay_path, &script, &lerr);
         if (err == WEFT_OK) {
-            err = weft__llm_scripted_new(script, run->opts->replay_path, &run->replay, &lerr);
+            err = weft__llm_scripted_new(script, run->cfg.opts->replay_path, &ENG(run)->replay,
+                                         &lerr);
         }
         json_decref(script);
         if (err != WEFT_OK) {
@@ -611,15 +623,15 @@ setup_providers(struct run *run, char *error, size_t error_len)
             for (size_t j = 0; j < i; j++) {
                 if (wf->models[j].provider == WF_PROVIDER_SCRIPTED &&
                     strcmp(wf->models[j].script, m->script) == 0) {
-                    run->providers[i] = run->providers[j];
+                    ENG(run)->providers[i] = ENG(run)->providers[j];
                 }
             }
-            if (run->providers[i] != NULL) {
+            if (ENG(run)->providers[i] != NULL) {
                 continue;
             }
             err = weft__llm_script_load(m->script, &script, &lerr);
             if (err == WEFT_OK) {
-                err = weft__llm_scripted_new(script, m->script, &run->providers[i], &lerr);
+                err = weft__llm_scripted_new(script, m->script, &ENG(run)->providers[i], &lerr);
             }
             json_decref(script);
             script = NULL;
@@ -628,7 +640,7 @@ setup_providers(struct run *run, char *error, size_t error_len)
                 return err;
             }
         } else {
-            err = make_openai(m, &run->providers[i], error, error_len);
+            err = make_openai(m, &ENG(run)->providers[i], error, error_len);
             if (err != WEFT_OK) {
                 return err;
             }
@@ -640,10 +652,10 @@ setup_providers(struct run *run, char *error, size_t error_len)
 static weft_err
 bind_native_tools(struct run *run, char *error, size_t error_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
 
-    run->native = weft__calloc(wf->tool_count + 1, sizeof(*run->native));
-    if (run->native == NULL) {
+    run->cfg.native = weft__calloc(wf->tool_count + 1, sizeof(*run->cfg.native));
+    if (run->cfg.native == NULL) {
         return WEFT_ENOMEM;
     }
     for (size_t i = 0; i < wf->tool_count; i++) {
@@ -651,10 +663,10 @@ bind_native_tools(struct run *run, char *error, size_t error_len)
         if (wf->tools[i].type != TOOL_NATIVE) {
             continue;
         }
-        for (size_t j = 0; j < weft__tool_registry_count(run->opts->tools); j++) {
-            const struct tool_def *d = weft__tool_registry_get(run->opts->tools, j);
+        for (size_t j = 0; j < weft__tool_registry_count(run->cfg.opts->tools); j++) {
+            const struct tool_def *d = weft__tool_registry_get(run->cfg.opts->tools, j);
             if (strcmp(d->name, wf->tools[i].name) == 0) {
-                run->native[i] = d;
+                run->cfg.native[i] = d;
                 is_found = true;
             }
         }
@@ -672,10 +684,11 @@ bind_native_tools(struct run *run, char *error, size_t error_len)
 static const char *
 script_of(const struct run *run, size_t i)
 {
-    if (run->replay != NULL) {
-        return run->opts->replay_path;
+    if (ENG(run)->replay != NULL) {
+        return run->cfg.opts->replay_path;
     }
-    return run->wf->models[i].provider == WF_PROVIDER_SCRIPTED ? run->wf->models[i].script : NULL;
+    return run->cfg.wf->models[i].provider == WF_PROVIDER_SCRIPTED ? run->cfg.wf->models[i].script
+                                                                   : NULL;
 }
 
 /* A conversation given a session id, or a resumed run, continues its scripts where the last
@@ -683,12 +696,14 @@ script_of(const struct run *run, size_t i)
 static void
 cursors_restore(struct run *run)
 {
-    for (size_t i = 0;
-         (run->opts->session_id != NULL || run->is_resumed) && i < run->wf->model_count; i++) {
+    for (size_t i = 0; (run->cfg.opts->session_id != NULL || run->store.is_resumed) &&
+                       i < run->cfg.wf->model_count;
+         i++) {
         json_t *saved = NULL;
         const char *script = script_of(run, i);
         if (script != NULL &&
-            weft__state_cursors_load(run->state, run->session_id, script, &saved) == WEFT_OK &&
+            weft__state_cursors_load(run->store.state, run->store.session_id, script, &saved) ==
+                WEFT_OK &&
             saved != NULL) {
             (void)weft__llm_scripted_restore(provider_for(run, i), saved);
         }
@@ -696,14 +711,26 @@ cursors_restore(struct run *run)
     }
 }
 
-void
-weft__rt_cursors_save(struct run *run)
+static const char *
+svc_provider_name(void *ctx, size_t model)
 {
-    for (size_t i = 0; i < run->wf->model_count; i++) {
+    struct run *run = ctx;
+    const struct llm_provider *p = ENG(run)->providers != NULL && model < run->cfg.wf->model_count
+                                       ? provider_for(run, model)
+                                       : NULL;
+
+    return p != NULL ? p->provider_name : NULL;
+}
+
+static void
+svc_cursors_save(void *ctx)
+{
+    struct run *run = ctx;
+    for (size_t i = 0; i < run->cfg.wf->model_count; i++) {
         const char *script = script_of(run, i);
         json_t *c = weft__llm_scripted_cursors_changed(provider_for(run, i));
         if (script != NULL && c != NULL && json_object_size(c) > 0) {
-            (void)weft__state_cursors_save(run->state, run->session_id, script, c);
+            (void)weft__state_cursors_save(run->store.state, run->store.session_id, script, c);
         }
         json_decref(c);
     }
@@ -713,40 +740,41 @@ static void
 teardown(struct run *run)
 {
     weft__rt_watchdog_stop(run);
-    for (size_t i = 0; run->providers != NULL && i < run->wf->model_count; i++) {
+    for (size_t i = 0; ENG(run)->providers != NULL && i < run->cfg.wf->model_count; i++) {
         bool is_shared = false;
         for (size_t j = 0; j < i; j++) {
-            is_shared = is_shared || run->providers[j] == run->providers[i];
+            is_shared = is_shared || ENG(run)->providers[j] == ENG(run)->providers[i];
         }
         if (!is_shared) {
-            weft__llm_provider_free(run->providers[i]);
+            weft__llm_provider_free(ENG(run)->providers[i]);
         }
     }
-    weft__free(run->providers);
-    for (size_t w = 0; w < run->worker_count; w++) {
-        for (size_t i = 0; run->worker_providers[w] != NULL && i < run->wf->model_count; i++) {
-            weft__llm_provider_free(run->worker_providers[w][i]);
+    weft__free(ENG(run)->providers);
+    for (size_t w = 0; w < ENG(run)->worker_count; w++) {
+        for (size_t i = 0; ENG(run)->worker_providers[w] != NULL && i < run->cfg.wf->model_count;
+             i++) {
+            weft__llm_provider_free(ENG(run)->worker_providers[w][i]);
         }
-        weft__free(run->worker_providers[w]);
+        weft__free(ENG(run)->worker_providers[w]);
     }
-    weft__free(run->worker_providers);
-    weft__llm_provider_free(run->replay);
-    weft__llm_recording_free(run->recording);
-    weft__free((void *)run->native);
-    for (size_t i = 0; i < run->request_count; i++) {
-        weft__free(run->requests[i].agent);
-        weft__free(run->requests[i].query);
+    weft__free(ENG(run)->worker_providers);
+    weft__llm_provider_free(ENG(run)->replay);
+    weft__llm_recording_free(ENG(run)->recording);
+    weft__free((void *)run->cfg.native);
+    for (size_t i = 0; i < run->ps.request_count; i++) {
+        weft__free(run->ps.requests[i].agent);
+        weft__free(run->ps.requests[i].query);
     }
-    weft__plan_cleanup(&run->plan);
-    json_decref(run->history);
-    json_decref(run->resumed);
-    weft__state_close(run->state);
-    weft__free(run->session_id);
-    weft__free(run->workspace);
-    weft__free(run->stored_input);
-    weft__rt_metrics_free(run->metrics);
-    weft__rt_mstore_free(run->mstore);
-    pthread_mutex_destroy(&run->lock);
+    weft__plan_cleanup(&run->ps.plan);
+    json_decref(run->store.history);
+    json_decref(run->store.resumed);
+    weft__state_close(run->store.state);
+    weft__free(run->store.session_id);
+    weft__free(run->cfg.workspace);
+    weft__free(run->cfg.stored_input);
+    weft__rt_metrics_free(run->tel.metrics);
+    weft__rt_mstore_free(run->tel.mstore);
+    pthread_mutex_destroy(&ENG(run)->lock);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -756,7 +784,7 @@ teardown(struct run *run)
 static bool
 parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     json_error_t jerr;
     json_t *root = json_loads(text != NULL ? text : "", 0, &jerr);
     const json_t *steps = json_object_get(root, "plan");
@@ -825,8 +853,8 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
         snprintf(why, why_len, "plan[%zu]: %.200s", check.bad_index, check.message);
         goto out;
     }
-    weft__plan_cleanup(&run->plan);
-    run->plan = candidate;
+    weft__plan_cleanup(&run->ps.plan);
+    run->ps.plan = candidate;
     weft__plan_init(&candidate);
     is_ok = true;
 out:
@@ -839,7 +867,7 @@ out:
 static json_t *
 supervisor_messages(struct run *run, const char *user)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     json_t *msgs = json_array();
     struct weft__buf sys;
 
@@ -861,9 +889,9 @@ supervisor_messages(struct run *run, const char *user)
 static bool
 initial_plan(struct run *run, char *reason, size_t reason_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     struct weft_span *span =
-        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->tel.root, NULL, 0);
     struct weft__buf user;
     char why[256] = "";
     bool is_ok = false;
@@ -872,10 +900,10 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     weft__buf_printf(&user,
                      "Make a plan as JSON: {\"thought\": ..., \"plan\": [{\"agent\", \"task\", "
                      "\"depends_on\": [step ids s1, s2, ...]}]}.\n\nRequest: %s",
-                     run->input != NULL        ? run->input
+                     run->cfg.input != NULL    ? run->cfg.input
                      : wf->description != NULL ? wf->description
                                                : wf->name);
-    run->result->iterations++;
+    run->tel.result->iterations++;
     for (int attempt = 0; attempt < 2 && !is_ok; attempt++) {
         struct llm_response resp;
         struct llm_error lerr;
@@ -906,10 +934,10 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     weft__buf_cleanup(&user);
     weft_span_set_str(span, "weft.decision.layer", "llm");
     weft_span_set_str(span, "weft.decision.next", is_ok ? "plan" : "end");
-    weft_span_set_int(span, "weft.plan.version", run->plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
     if (is_ok) {
-        snprintf(reason, reason_len, "planned %zu steps", run->plan.count);
+        snprintf(reason, reason_len, "planned %zu steps", run->ps.plan.count);
         weft_span_set_str(span, "weft.decision.reason", reason);
         weft__rt_add_decision(run, RT_LAYER_LLM, "plan", reason);
     } else {
@@ -920,14 +948,14 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
         weft__rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
     weft_span_end(span, 0);
-    if (run->state != NULL) {
-        (void)weft__state_begin(run->state); /* the whole plan in one commit */
+    if (run->store.state != NULL) {
+        (void)weft__state_begin(run->store.state); /* the whole plan in one commit */
     }
-    for (size_t i = 0; i < run->plan.count; i++) {
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
         weft__rt_save_step(run, i);
     }
-    if (run->state != NULL) {
-        (void)weft__state_commit(run->state);
+    if (run->store.state != NULL) {
+        (void)weft__state_commit(run->store.state);
     }
     return is_ok;
 }
@@ -936,14 +964,14 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
 static void
 apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *note)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
 
-    for (size_t i = 0; i < run->request_count; i++) {
-        struct rt_request *rq = &run->requests[i];
+    for (size_t i = 0; i < run->ps.request_count; i++) {
+        struct rt_request *rq = &run->ps.requests[i];
         /* An id copy, not a pointer into the plan: weft__plan_append() may move the steps. */
-        const char *from_id = run->plan.steps[rq->from_step].id;
+        const char *from_id = run->ps.plan.steps[rq->from_step].id;
         char from[64];
-        const struct wf_agent *from_agent = &wf->agents[run->plan.steps[rq->from_step].agent];
+        const struct wf_agent *from_agent = &wf->agents[run->ps.plan.steps[rq->from_step].agent];
         size_t to = weft__wf_find_agent(wf, rq->agent);
         struct weft_link_spec link;
         struct weft_span *span = NULL;
@@ -966,7 +994,8 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         } else if (!weft__wf_agent_can_request(from_agent, to)) {
             snprintf(why, sizeof(why), "%.64s may not request %.64s (not in can_request)",
                      from_agent->name, rq->agent);
-        } else if (weft__plan_append(&run->plan, NULL, to, rq->query, NULL, 0, &added) != WEFT_OK) {
+        } else if (weft__plan_append(&run->ps.plan, NULL, to, rq->query, NULL, 0, &added) !=
+                   WEFT_OK) {
             snprintf(why, sizeof(why), "plan is full");
         }
         if (why[0] != '\0') {
@@ -975,7 +1004,7 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
             weft__buf_printf(note, "request from %s cancelled: %s; ", from, why);
         } else {
-            struct plan_step *s = &run->plan.steps[added];
+            struct plan_step *s = &run->ps.plan.steps[added];
             s->requested_by = weft__strdup(from);
             s->requester = rq->requester;
             s->has_requester = weft_span_context_is_valid(&rq->requester);
@@ -989,11 +1018,11 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         weft__free(rq->agent);
         weft__free(rq->query);
     }
-    if (run->requests_dropped > 0) {
-        weft__buf_printf(note, "%zu requests over the limit cancelled; ", run->requests_dropped);
-        run->requests_dropped = 0;
+    if (run->ps.requests_dropped > 0) {
+        weft__buf_printf(note, "%zu requests over the limit cancelled; ", run->ps.requests_dropped);
+        run->ps.requests_dropped = 0;
     }
-    run->request_count = 0;
+    run->ps.request_count = 0;
 }
 
 /* The supervisor's LLM picks among ready steps: {"next": agent|"end", "reason"}. */
@@ -1005,7 +1034,7 @@ llm_route(struct run *run,
           char *reason,
           size_t reason_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     struct weft__buf user;
     struct llm_response resp;
     struct llm_error lerr;
@@ -1016,8 +1045,8 @@ llm_route(struct run *run,
 
     weft__buf_init(&user, 0);
     weft__buf_printf(&user, "Plan status:");
-    for (size_t i = 0; i < run->plan.count; i++) {
-        const struct plan_step *s = &run->plan.steps[i];
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        const struct plan_step *s = &run->ps.plan.steps[i];
         weft__buf_printf(&user, "\n- %s %s [%s]", s->id, weft__rt_step_actor(run, s),
                          weft__step_status_name(s->status));
     }
@@ -1032,7 +1061,7 @@ llm_route(struct run *run,
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM failed (%s): next ready step by rule", lerr.type);
         json_decref(msgs);
-        return weft__plan_next_ready(&run->plan, WF_NONE);
+        return weft__plan_next_ready(&run->ps.plan, WF_NONE);
     }
     json_decref(msgs);
     answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
@@ -1040,7 +1069,7 @@ llm_route(struct run *run,
     if (next == NULL) {
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM answer malformed: next ready step by rule");
-        step = weft__plan_next_ready(&run->plan, WF_NONE);
+        step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
     } else if (strcmp(next, "end") == 0) {
         *layer = RT_LAYER_LLM;
         *is_end = true;
@@ -1057,9 +1086,9 @@ llm_route(struct run *run,
                      "route LLM named unknown agent '%.64s': next ready "
                      "step by rule",
                      next);
-            step = weft__plan_next_ready(&run->plan, WF_NONE);
+            step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
         } else {
-            step = weft__plan_next_ready(&run->plan, agent);
+            step = weft__plan_next_ready(&run->ps.plan, agent);
             if (step == RT_END) {
                 /* A route to an agent with nothing to do makes no progress: the circuit
                  * breaker counts these. The decision names the agent but runs nothing. */
@@ -1082,18 +1111,18 @@ llm_route(struct run *run,
 static size_t
 final_step(struct run *run)
 {
-    size_t agent = run->wf->supervisor.final_agent;
+    size_t agent = run->cfg.wf->supervisor.final_agent;
     size_t index = RT_END;
 
     if (agent == WF_NONE) {
         return RT_END;
     }
-    for (size_t i = 0; i < run->plan.count; i++) {
-        if (run->plan.steps[i].agent == agent && run->plan.steps[i].status == STEP_PENDING) {
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        if (run->ps.plan.steps[i].agent == agent && run->ps.plan.steps[i].status == STEP_PENDING) {
             return i;
         }
     }
-    if (weft__plan_append(&run->plan, NULL, agent,
+    if (weft__plan_append(&run->ps.plan, NULL, agent,
                           "Synthesize the final answer from the results so far.", NULL, 0,
                           &index) != WEFT_OK) {
         return RT_END;
@@ -1118,7 +1147,7 @@ watchdog_route(
     struct run *run, struct breaker *br, size_t *step, rt_layer *layer, char *why, size_t why_len)
 {
     struct watchdog *wd = &run->watchdog;
-    const struct wf_supervisor *sup = &run->wf->supervisor;
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
 
     if (wd->is_fail) {
         *step = RT_END; /* the run ends as stuck: nothing more runs */
@@ -1134,20 +1163,20 @@ watchdog_route(
         snprintf(why, why_len, "%.200s: %s", wd->stuck_reason,
                  *step != RT_END ? "routing to the final step, then ending" : "ending");
     } else if (wd->is_escalate_pending) {
-        const struct wf_router *router = &run->wf->router;
+        const struct wf_router *router = &run->cfg.wf->router;
         size_t agent =
             sup->watchdog.escalate_to != WF_NONE ? sup->watchdog.escalate_to : sup->final_agent;
         size_t added = RT_END;
         char task[512];
 
-        if (agent == WF_NONE && run->wf->has_router && router->clarification_route != WF_NONE) {
+        if (agent == WF_NONE && run->cfg.wf->has_router && router->clarification_route != WF_NONE) {
             agent = router->routes[router->clarification_route].agent; /* the QA path */
         }
         wd->is_escalate_pending = false;
         wd->has_escalated = true;
         if (*step != RT_END && *step != RT_END - 1 &&
-            run->plan.steps[*step].status == STEP_PENDING) {
-            struct plan_step *s = &run->plan.steps[*step];
+            run->ps.plan.steps[*step].status == STEP_PENDING) {
+            struct plan_step *s = &run->ps.plan.steps[*step];
             s->status = STEP_SKIPPED;
             weft__free(s->feedback);
             s->feedback = weft__strdup("skipped: the stuck loop was escalated");
@@ -1158,7 +1187,7 @@ watchdog_route(
                  "that can, or give the final answer.",
                  wd->stuck_reason);
         if (agent == WF_NONE ||
-            weft__plan_append(&run->plan, NULL, agent, task, NULL, 0, &added) != WEFT_OK) {
+            weft__plan_append(&run->ps.plan, NULL, agent, task, NULL, 0, &added) != WEFT_OK) {
             wd->is_fail = true; /* nowhere to escalate to: the run ends as stuck */
             *step = RT_END;
             snprintf(why, why_len, "%.200s: no agent to escalate to", wd->stuck_reason);
@@ -1169,7 +1198,7 @@ watchdog_route(
         *layer = RT_LAYER_WATCHDOG;
         *step = added;
         snprintf(why, why_len, "%.200s: escalated to %.64s", wd->stuck_reason,
-                 run->wf->agents[agent].name);
+                 run->cfg.wf->agents[agent].name);
     }
 }
 
@@ -1186,9 +1215,9 @@ progress_decision(struct run *run, rt_layer layer, const char *next, const char 
 static size_t
 decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     struct weft_span *span =
-        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->tel.root, NULL, 0);
     struct weft__buf note;
     rt_layer layer = RT_LAYER_RULE;
     size_t step = RT_END;
@@ -1198,36 +1227,36 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     char why[256] = "";
 
     weft__buf_init(&note, 4096);
-    run->result->iterations++;
+    run->tel.result->iterations++;
     weft__rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
-    weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
-    if (run->request_count > 0 || run->requests_dropped > 0) {
+    weft_span_set_int(span, "weft.iteration", (int64_t)run->tel.result->iterations);
+    if (run->ps.request_count > 0 || run->ps.requests_dropped > 0) {
         apply_requests(run, span, &note);
     }
-    for (size_t i = 0; i < run->plan.count && failed == RT_END; i++) {
-        if (run->plan.steps[i].status == STEP_FAILED) {
+    for (size_t i = 0; i < run->ps.plan.count && failed == RT_END; i++) {
+        if (run->ps.plan.steps[i].status == STEP_FAILED) {
             failed = i;
         }
     }
     if (failed != RT_END) {
-        const struct plan_step *s = &run->plan.steps[failed];
+        const struct plan_step *s = &run->ps.plan.steps[failed];
         *is_failed = true;
-        weft__plan_skip_blocked(&run->plan);
+        weft__plan_skip_blocked(&run->ps.plan);
         snprintf(why, sizeof(why), "step %.32s (%.64s) failed: %.140s", s->id,
                  weft__rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
     } else if (br->has_tripped) {
-        step = weft__plan_in_progress(&run->plan);
+        step = weft__plan_in_progress(&run->ps.plan);
         snprintf(why, sizeof(why), "circuit breaker tripped earlier: ending");
-    } else if ((step = weft__plan_in_progress(&run->plan)) != RT_END) {
-        snprintf(why, sizeof(why), "step %.32s is in progress", run->plan.steps[step].id);
+    } else if ((step = weft__plan_in_progress(&run->ps.plan)) != RT_END) {
+        snprintf(why, sizeof(why), "step %.32s is in progress", run->ps.plan.steps[step].id);
     } else {
-        weft__plan_skip_blocked(&run->plan);
+        weft__plan_skip_blocked(&run->ps.plan);
         if (wf->supervisor.route_with_llm) {
             step = llm_route(run, span, &layer, &is_end, why, sizeof(why));
         } else {
-            step = weft__plan_next_ready(&run->plan, WF_NONE);
+            step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
             if (step != RT_END) {
-                snprintf(why, sizeof(why), "next ready step %.32s", run->plan.steps[step].id);
+                snprintf(why, sizeof(why), "next ready step %.32s", run->ps.plan.steps[step].id);
             }
         }
         if (step == RT_END && !is_end && layer != RT_LAYER_FALLBACK) {
@@ -1240,7 +1269,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     char next_name[96] = "end";
     if (step != RT_END && step != RT_END - 1) {
-        next = weft__rt_step_actor(run, &run->plan.steps[step]);
+        next = weft__rt_step_actor(run, &run->ps.plan.steps[step]);
         snprintf(next_name, sizeof(next_name), "%s", next);
     } else if (step == RT_END - 1) {
         /* A no-op route: llm_route() wrote "route to AGENT: ..." */
@@ -1250,16 +1279,16 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     /* Circuit breaker: the same move again while the plan state stands still. */
     {
-        size_t completed = weft__plan_count_status(&run->plan, STEP_COMPLETED);
+        size_t completed = weft__plan_count_status(&run->ps.plan, STEP_COMPLETED);
         if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
-            completed == br->last_completed && run->plan.version == br->last_version) {
+            completed == br->last_completed && run->ps.plan.version == br->last_version) {
             br->retries++;
         } else {
             br->retries = 0;
         }
         snprintf(br->last_next, sizeof(br->last_next), "%s", next_name);
         br->last_completed = completed;
-        br->last_version = run->plan.version;
+        br->last_version = run->ps.plan.version;
         if (br->retries >= wf->supervisor.circuit_breaker && !br->has_tripped) {
             struct weft_attr a[4];
             char evidence[200];
@@ -1276,7 +1305,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
             br->has_tripped = true;
             layer = RT_LAYER_CIRCUIT_BREAKER;
             step = final_step(run);
-            next = step != RT_END ? weft__rt_step_actor(run, &run->plan.steps[step]) : "end";
+            next = step != RT_END ? weft__rt_step_actor(run, &run->ps.plan.steps[step]) : "end";
             snprintf(why, sizeof(why), "%s: %s", evidence,
                      step != RT_END ? "routing to the final step" : "ending");
         }
@@ -1297,7 +1326,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         if (step == RT_END) {
             next = "end";
         } else if (step != RT_END - 1) {
-            next = weft__rt_step_actor(run, &run->plan.steps[step]);
+            next = weft__rt_step_actor(run, &run->ps.plan.steps[step]);
         }
     }
     weft__buf_append_str(&note, why);
@@ -1305,10 +1334,10 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
     weft_span_set_str(span, "weft.decision.next", next);
     weft_span_set_str(span, "weft.decision.reason", reason);
-    weft_span_set_int(span, "weft.plan.version", run->plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
     if (step != RT_END && step != RT_END - 1) {
-        weft_span_set_str(span, "weft.step.id", run->plan.steps[step].id);
+        weft_span_set_str(span, "weft.step.id", run->ps.plan.steps[step].id);
     }
     weft_span_end(span, 0);
     weft__rt_add_decision(run, layer, next, reason);
@@ -1321,30 +1350,35 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
 static size_t
 decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 {
-    const struct weft_workflow *wf = run->wf;
+    const struct weft_workflow *wf = run->cfg.wf;
     struct weft_span *span =
-        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->root, NULL, 0);
+        weft__rt_span_start(run, RT_SPAN_PLAN, wf->supervisor.name, run->tel.root, NULL, 0);
     rt_layer layer = RT_LAYER_RULE;
     size_t route = 0;
     size_t index = RT_END;
     const char *next = "end";
 
-    run->result->iterations++;
-    weft_span_set_int(span, "weft.iteration", (int64_t)run->result->iterations);
+    run->tel.result->iterations++;
+    weft_span_set_int(span, "weft.iteration", (int64_t)run->tel.result->iterations);
     if (*is_done && run->watchdog.is_escalate_pending) {
         watchdog_route(run, NULL, &index, &layer, reason, reason_len);
         if (index != RT_END) {
-            next = weft__rt_step_actor(run, &run->plan.steps[index]);
+            next = weft__rt_step_actor(run, &run->ps.plan.steps[index]);
         }
     } else if (*is_done) {
         snprintf(reason, reason_len, "turn answered");
     } else {
-        weft__rt_router_decide(run, span, &route, &layer, reason, reason_len);
-        if (weft__plan_append(&run->plan, NULL, wf->router.routes[route].agent,
-                              run->input != NULL ? run->input : "", NULL, 0, &index) == WEFT_OK) {
+        struct rt_route_decision d;
+        weft__rt_router_decide(run->svc, &wf->router, run->cfg.input, run->store.history, span, &d);
+        route = d.route;
+        layer = d.layer;
+        snprintf(reason, reason_len, "%s", d.reason);
+        if (weft__plan_append(&run->ps.plan, NULL, wf->router.routes[route].agent,
+                              run->cfg.input != NULL ? run->cfg.input : "", NULL, 0,
+                              &index) == WEFT_OK) {
             next = wf->agents[wf->router.routes[route].agent].name;
-            weft__free(run->result->route);
-            run->result->route = weft__strdup(wf->router.routes[route].name);
+            weft__free(run->tel.result->route);
+            run->tel.result->route = weft__strdup(wf->router.routes[route].name);
             weft_span_set_str(span, "weft.route", wf->router.routes[route].name);
             if (route == wf->router.clarification_route) {
                 weft__rt_count_loop(run, WEFT_LOOP_CLARIFICATION);
@@ -1356,8 +1390,8 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
     weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
     weft_span_set_str(span, "weft.decision.next", next);
     weft_span_set_str(span, "weft.decision.reason", reason);
-    weft_span_set_int(span, "weft.plan.version", run->plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->plan.count);
+    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
+    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
     weft_span_end(span, 0);
     weft__rt_add_decision(run, layer, next, reason);
     progress_decision(run, layer, next, reason);
@@ -1367,20 +1401,21 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
 /* ------------------------------------------------------------------------------------------ */
 /* The loop                                                                                    */
 
-bool
-weft__rt_budget_spent(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
+static bool
+svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason_len)
 {
-    const struct wf_supervisor *sup = &run->wf->supervisor;
-    const struct weft_run_result *r = run->result;
+    struct run *run = ctx;
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
+    const struct weft_run_result *r = run->tel.result;
 
     if (run->watchdog.is_fail || (run->watchdog.is_break && run->watchdog.is_break_routed) ||
-        (run->watchdog.is_break && run->wf->flow != NULL)) {
+        (run->watchdog.is_break && run->cfg.wf->flow != NULL)) {
         *status = WEFT_RUN_STUCK;
         snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
     } else if (weft__rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
-    } else if (run->deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
+    } else if (run->cfg.deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
         /* Less than a millisecond left counts as spent: no call could use it. */
         *status = WEFT_RUN_TIMED_OUT;
         snprintf(reason, reason_len, "run timeout of %.3gs reached",
@@ -1405,40 +1440,36 @@ weft__rt_budget_spent(struct run *run, weft_run_status *status, char *reason, si
 static void
 run_step(struct run *run, size_t index)
 {
-    const struct wf_supervisor *sup = &run->wf->supervisor;
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
 
     {
-        const char *actor = weft__rt_step_actor(run, &run->plan.steps[index]);
-        if (run->last_actor != NULL && strcmp(run->last_actor, actor) != 0) {
-            weft__rt_metrics_handoff(run->metrics, run->last_actor, actor);
+        const char *actor = weft__rt_step_actor(run, &run->ps.plan.steps[index]);
+        if (run->ps.last_actor != NULL && strcmp(run->ps.last_actor, actor) != 0) {
+            weft__rt_metrics_handoff(run->tel.metrics, run->ps.last_actor, actor);
         }
-        run->last_actor = actor; /* points into the workflow: stable */
-        weft__rt_watchdog_activity(run, "the step", actor, run->plan.steps[index].id);
+        run->ps.last_actor = actor; /* points into the workflow: stable */
+        weft__rt_watchdog_activity(run, "the step", actor, run->ps.plan.steps[index].id);
     }
-    if (run->plan.steps[index].executor == EXEC_AGENT) {
-        weft__rt_agent_step(run, index);
-    } else {
-        weft__rt_executor_step(run, index);
-    }
-    if (run->plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
-        run->wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
+    rt_execute_step(run, index);
+    if (run->ps.plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
+        run->cfg.wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
         return;
     }
-    while (run->corrections < sup->max_corrections && !weft__rt_aborted(run)) {
+    while (run->ps.corrections < sup->max_corrections && !weft__rt_aborted(run)) {
         if (weft__rt_correct(run, index)) {
             return;
         }
     }
-    if (run->plan.steps[index].status == STEP_FAILED) {
+    if (run->ps.plan.steps[index].status == STEP_FAILED) {
         char note[160];
         snprintf(note, sizeof(note), "; max_corrections (%u) reached", sup->max_corrections);
-        if (run->plan.steps[index].feedback != NULL &&
-            strstr(run->plan.steps[index].feedback, "max_corrections") == NULL) {
-            size_t len = strlen(run->plan.steps[index].feedback) + strlen(note) + 1;
-            char *grown = weft__realloc(run->plan.steps[index].feedback, len);
+        if (run->ps.plan.steps[index].feedback != NULL &&
+            strstr(run->ps.plan.steps[index].feedback, "max_corrections") == NULL) {
+            size_t len = strlen(run->ps.plan.steps[index].feedback) + strlen(note) + 1;
+            char *grown = weft__realloc(run->ps.plan.steps[index].feedback, len);
             if (grown != NULL) {
                 strcat(grown, note);
-                run->plan.steps[index].feedback = grown;
+                run->ps.plan.steps[index].feedback = grown;
             }
         }
         weft__rt_save_step(run, index);
@@ -1450,7 +1481,7 @@ run_step(struct run *run, size_t index)
 static void
 stuck_status(struct run *run, char *reason, size_t reason_len)
 {
-    weft_run_status *status = &run->result->status;
+    weft_run_status *status = &run->tel.result->status;
 
     if ((*status == WEFT_RUN_COMPLETED || *status == WEFT_RUN_FAILED) &&
         (run->watchdog.is_fail || run->watchdog.is_break)) {
@@ -1459,11 +1490,40 @@ stuck_status(struct run *run, char *reason, size_t reason_len)
     }
 }
 
+/* The workflow file's plan, saved in one commit. false: out of memory (recorded). */
+static bool
+file_plan(struct run *run)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+
+    for (size_t i = 0; i < wf->plan_count; i++) {
+        const struct wf_step *s = &wf->plan[i];
+        if (weft__plan_append(&run->ps.plan, s->id, s->agent, s->task,
+                              (const char *const *)s->depends_on, s->depends_count,
+                              NULL) != WEFT_OK) {
+            ENG(run)->oom = WEFT_ENOMEM;
+            return false;
+        }
+        run->ps.plan.steps[i].executor = s->executor;
+        run->ps.plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
+    }
+    if (run->store.state != NULL) {
+        (void)weft__state_begin(run->store.state); /* the whole plan in one commit */
+    }
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        weft__rt_save_step(run, i);
+    }
+    if (run->store.state != NULL) {
+        (void)weft__state_commit(run->store.state);
+    }
+    return true;
+}
+
 static void
 execute(struct run *run)
 {
-    const struct weft_workflow *wf = run->wf;
-    struct weft_run_result *r = run->result;
+    const struct weft_workflow *wf = run->cfg.wf;
+    struct weft_run_result *r = run->tel.result;
     struct breaker br;
     char reason[1024] = "";
     bool is_failed = false;
@@ -1477,27 +1537,10 @@ execute(struct run *run)
         r->reason = weft__strdup(reason);
         return;
     }
-    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->is_resumed) {
+    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->store.is_resumed) {
         if (wf->plan_count > 0) {
-            for (size_t i = 0; i < wf->plan_count; i++) {
-                const struct wf_step *s = &wf->plan[i];
-                if (weft__plan_append(&run->plan, s->id, s->agent, s->task,
-                                      (const char *const *)s->depends_on, s->depends_count,
-                                      NULL) != WEFT_OK) {
-                    run->oom = WEFT_ENOMEM;
-                    return;
-                }
-                run->plan.steps[i].executor = s->executor;
-                run->plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
-            }
-            if (run->state != NULL) {
-                (void)weft__state_begin(run->state); /* the whole plan in one commit */
-            }
-            for (size_t i = 0; i < run->plan.count; i++) {
-                weft__rt_save_step(run, i);
-            }
-            if (run->state != NULL) {
-                (void)weft__state_commit(run->state);
+            if (!file_plan(run)) {
+                return;
             }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
             r->status = WEFT_RUN_FAILED;
@@ -1528,14 +1571,14 @@ execute(struct run *run)
         run_step(run, step);
         weft__rt_watchdog_step_done(run, step);
         weft__rt_cursors_save(run);
-        if (run->plan.steps[step].status == STEP_COMPLETED) {
+        if (run->ps.plan.steps[step].status == STEP_COMPLETED) {
             weft__free(r->output);
-            r->output = weft__strdup(run->plan.steps[step].result);
+            r->output = weft__strdup(run->ps.plan.steps[step].result);
         }
     }
     stuck_status(run, reason, sizeof(reason));
     /* A step cut short by the run's own deadline means the run timed out. */
-    if (r->status == WEFT_RUN_FAILED && run->deadline_mono != 0 &&
+    if (r->status == WEFT_RUN_FAILED && run->cfg.deadline_mono != 0 &&
         weft__rt_remaining_ms(run, 0) == 0) {
         char detail[sizeof(reason)];
         memcpy(detail, reason, sizeof(detail));
@@ -1549,17 +1592,17 @@ execute(struct run *run)
 static weft_err
 copy_steps(struct run *run)
 {
-    struct weft_run_result *r = run->result;
+    struct weft_run_result *r = run->tel.result;
 
-    if (run->plan.count == 0) {
+    if (run->ps.plan.count == 0) {
         return WEFT_OK;
     }
-    r->steps = weft__calloc(run->plan.count, sizeof(*r->steps));
+    r->steps = weft__calloc(run->ps.plan.count, sizeof(*r->steps));
     if (r->steps == NULL) {
         return WEFT_ENOMEM;
     }
-    for (size_t i = 0; i < run->plan.count; i++) {
-        const struct plan_step *s = &run->plan.steps[i];
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        const struct plan_step *s = &run->ps.plan.steps[i];
         struct weft_run_step *o = &r->steps[i];
         r->step_count = i + 1;
         o->id = weft__strdup(s->id);
@@ -1598,17 +1641,17 @@ copy_steps(struct run *run)
 static void
 end_root(struct run *run)
 {
-    struct weft_run_result *r = run->result;
-    struct weft_span *root = run->root;
+    struct weft_run_result *r = run->tel.result;
+    struct weft_span *root = run->tel.root;
 
     weft_span_set_str(root, "weft.run.status", weft_run_status_name(r->status));
     weft_span_set_int(root, "weft.run.iterations", (int64_t)r->iterations);
-    weft_span_set_int(root, "weft.run.steps", (int64_t)run->plan.count);
+    weft_span_set_int(root, "weft.run.steps", (int64_t)run->ps.plan.count);
     weft_span_set_int(root, WEFT__GENAI_USAGE_INPUT, r->input_tokens);
     weft_span_set_int(root, WEFT__GENAI_USAGE_OUTPUT, r->output_tokens);
     weft_span_set_double(root, "weft.cost.usd", r->cost_usd);
     weft_span_set_double(root, "weft.run.reward", r->reward);
-    weft_span_set_int(root, "weft.run.corrections", (int64_t)r->corrections);
+    weft_span_set_int(root, "weft.run.ps.corrections", (int64_t)r->corrections);
     for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
         char key[64];
         snprintf(key, sizeof(key), "weft.run.loops.%s", weft_loop_kind_name((weft_loop_kind)k));
@@ -1648,7 +1691,7 @@ resume_step(const struct state_step_row *row, void *user_data)
         return WEFT_EPARSE;
     }
     if (ex == EXEC_AGENT) {
-        agent = weft__wf_find_agent(run->wf, row->actor);
+        agent = weft__wf_find_agent(run->cfg.wf, row->actor);
         if (agent == WF_NONE) {
             WEFT_LOG(WEFT_LOG_ERROR, "resume: step %s names agent '%s', unknown to the workflow",
                      row->id, row->actor);
@@ -1659,12 +1702,12 @@ resume_step(const struct state_step_row *row, void *user_data)
     for (; n < json_array_size(deps) && n < 256; n++) {
         ids[n] = json_string_value(json_array_get(deps, n));
     }
-    if (weft__plan_append(&run->plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
+    if (weft__plan_append(&run->ps.plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
         json_decref(deps);
         return WEFT_ENOMEM;
     }
     json_decref(deps);
-    s = &run->plan.steps[index];
+    s = &run->ps.plan.steps[index];
     s->executor = ex;
     (void)weft__step_status_parse(row->status, &status);
     /* The step that was running when the process died runs again. */
@@ -1680,7 +1723,7 @@ resume_step(const struct state_step_row *row, void *user_data)
     s->has_reward = row->has_reward;
     s->reward = row->reward;
     if (s->has_reward) {
-        run->result->reward += s->reward;
+        run->tel.result->reward += s->reward;
     }
     return WEFT_OK;
 }
@@ -1712,15 +1755,15 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
     if (err != WEFT_OK) {
         return err;
     }
-    err = weft__state_run_info(run->state, run->opts->resume_run_id, &info);
+    err = weft__state_run_info(run->store.state, run->cfg.opts->resume_run_id, &info);
     if (err != WEFT_OK) {
         snprintf(error, error_len, "resume: no run '%.64s' in the state database",
-                 run->opts->resume_run_id);
+                 run->cfg.opts->resume_run_id);
         return err;
     }
-    if (strcmp(info.workflow, run->wf->name) != 0) {
+    if (strcmp(info.workflow, run->cfg.wf->name) != 0) {
         snprintf(error, error_len, "resume: run %.64s belongs to workflow '%.64s', not '%.64s'",
-                 info.run_id, info.workflow, run->wf->name);
+                 info.run_id, info.workflow, run->cfg.wf->name);
         err = WEFT_EINVAL;
     } else if (strcmp(info.status, "running") != 0 && strcmp(info.status, "aborted") != 0 &&
                strcmp(info.status, "interrupted") != 0) {
@@ -1731,16 +1774,16 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
         err = WEFT_EINVAL;
     }
     if (err == WEFT_OK) {
-        snprintf(run->run_id, sizeof(run->run_id), "%s", info.run_id);
-        weft__free(run->session_id);
-        run->session_id = weft__strdup(info.session_id);
-        run->stored_input = info.input != NULL ? weft__strdup(info.input) : NULL;
-        if (run->opts->input == NULL) {
-            run->input = run->stored_input;
+        snprintf(run->store.run_id, sizeof(run->store.run_id), "%s", info.run_id);
+        weft__free(run->store.session_id);
+        run->store.session_id = weft__strdup(info.session_id);
+        run->cfg.stored_input = info.input != NULL ? weft__strdup(info.input) : NULL;
+        if (run->cfg.opts->input == NULL) {
+            run->cfg.input = run->cfg.stored_input;
         }
-        run->is_resumed = true;
-        run->result->corrections = info.corrections;
-        run->corrections = (unsigned)info.corrections;
+        run->store.is_resumed = true;
+        run->tel.result->corrections = info.corrections;
+        run->ps.corrections = (unsigned)info.corrections;
         if (info.trace_id != NULL && info.root_span_id != NULL && strlen(info.trace_id) == 32 &&
             strlen(info.root_span_id) == 16) {
             for (size_t i = 0; i < 16; i++) {
@@ -1755,39 +1798,521 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
             }
             link->trace_flags = WEFT_TRACE_FLAG_SAMPLED;
         }
-        if (run->wf->flow != NULL) {
+        if (run->cfg.wf->flow != NULL) {
             /* Flows rebuild their scopes as they go; the stored steps fill them in. */
-            run->resumed = json_object();
-            err = run->resumed != NULL
-                      ? weft__state_steps_each(run->state, run->run_id, remember_step, run->resumed)
+            run->store.resumed = json_object();
+            err = run->store.resumed != NULL
+                      ? weft__state_steps_each(run->store.state, run->store.run_id, remember_step,
+                                               run->store.resumed)
                       : WEFT_ENOMEM;
         } else {
-            err = weft__state_steps_each(run->state, run->run_id, resume_step, run);
+            err = weft__state_steps_each(run->store.state, run->store.run_id, resume_step, run);
         }
         if (err != WEFT_OK) {
             snprintf(error, error_len, "resume: the stored plan of run %.64s cannot be loaded",
-                     run->run_id);
+                     run->store.run_id);
         }
     }
     weft__state_info_cleanup(&info);
     if (err != WEFT_OK) {
-        (void)weft__state_lease_release(run->state, run->opts->resume_run_id);
+        (void)weft__state_lease_release(run->store.state, run->cfg.opts->resume_run_id);
     }
     return err;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The executor: every step goes to it as a task (executor.h)                                  */
+
+static struct engine_task *
+task_slot(struct engine *eng, uint64_t task_id)
+{
+    for (size_t i = 0; i < ENGINE_MAX_IN_FLIGHT; i++) {
+        if (eng->tasks[i].task_id == task_id) {
+            return &eng->tasks[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+task_release(struct engine *eng, struct engine_task *t)
+{
+    weft__free(t->output);
+    weft__free(t->error);
+    memset(t, 0, sizeof(*t));
+    eng->tasks_in_flight--;
+}
+
+/* The completion callback: results are matched to their task by id; a result for a task that
+ * is not (or no longer) waited for is dropped. */
+static void
+task_done(void *user_data, const struct weft__step_result *result)
+{
+    struct engine *eng = user_data;
+    struct engine_task *t = result->task_id != 0 ? task_slot(eng, result->task_id) : NULL;
+
+    if (t == NULL || t->is_done) {
+        WEFT_LOG(WEFT_LOG_WARN, "executor %s: result for task %llu ignored (not waited for)",
+                 eng->executor->name, (unsigned long long)result->task_id);
+        return;
+    }
+    t->status = result->status == STEP_COMPLETED ? STEP_COMPLETED : STEP_FAILED;
+    if (!eng->executor->writes_plan) {
+        t->output = result->output != NULL ? weft__strdup(result->output) : NULL;
+        t->error = result->error != NULL ? weft__strdup(result->error) : NULL;
+    }
+    t->is_done = true;
+}
+
+/* The dependencies' results as a JSON object text (free with free()), for the task. */
+static char *
+task_context(const struct run *run, const struct plan_step *s)
+{
+    json_t *deps = json_object();
+    char *text = NULL;
+
+    for (size_t d = 0; deps != NULL && d < s->depends_count; d++) {
+        size_t j = weft__plan_find(&run->ps.plan, s->depends_on[d]);
+        if (j != (size_t)-1 && run->ps.plan.steps[j].result != NULL) {
+            json_object_set_new(deps, s->depends_on[d], json_string(run->ps.plan.steps[j].result));
+        }
+    }
+    text = deps != NULL ? json_dumps(deps, JSON_COMPACT) : NULL;
+    json_decref(deps);
+    return text;
+}
+
+/* For executors that do not write the plan: the step starts as an in-process one would. */
+static void
+step_started(struct run *run, size_t index)
+{
+    struct plan_step *s = &run->ps.plan.steps[index];
+    char detail[32];
+
+    s->status = STEP_IN_PROGRESS;
+    s->attempts++;
+    s->started_ns = weft__now_ns();
+    weft__rt_save_step(run, index);
+    snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
+    weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
+}
+
+/* The step ends with @p status; @p output and @p error are taken (NULL: none). */
+static void
+step_ended(struct run *run, size_t index, step_status status, char *output, char *error)
+{
+    struct plan_step *s = &run->ps.plan.steps[index];
+
+    s->status = status;
+    s->ended_ns = weft__now_ns();
+    weft__free(s->result);
+    s->result = output;
+    if (error != NULL || status == STEP_FAILED) {
+        weft__free(s->feedback);
+        s->feedback = error;
+    } else {
+        weft__free(error);
+    }
+    weft__rt_evaluate(run, index, status == STEP_COMPLETED ? RT_EVAL_SUCCESS : RT_EVAL_FAILURE,
+                      NULL);
+    weft__rt_save_step(run, index);
+    weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
+}
+
+/* Deliver results until @p t has its own: the run's deadline and abort flag bound the wait. */
+static weft_err
+task_await(struct run *run, struct engine_task *t)
+{
+    struct weft__executor *ex = ENG(run)->executor;
+
+    while (!t->is_done) {
+        uint32_t left = weft__rt_remaining_ms(run, 0);
+        weft_err err = WEFT_OK;
+        if (ex->ops->poll == NULL) {
+            return WEFT_ESTATE; /* it promised a result inside submit and gave none */
+        }
+        if (left == 0 || weft__rt_aborted(run)) {
+            return WEFT_ETIMEDOUT;
+        }
+        err = ex->ops->poll(ex, left < 1000 ? left : 1000);
+        if (err != WEFT_OK && err != WEFT_ETIMEDOUT) {
+            return err;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* Make room for one more task in flight (the executor's max_in_flight). */
+static weft_err
+task_room(struct run *run)
+{
+    struct engine *eng = ENG(run);
+    struct weft__executor *ex = eng->executor;
+    size_t max = ex->max_in_flight == 0 ? 1 : ex->max_in_flight;
+
+    while (eng->tasks_in_flight >= max || eng->tasks_in_flight >= ENGINE_MAX_IN_FLIGHT) {
+        weft_err err = WEFT_ELIMIT;
+        if (ex->ops->poll == NULL || weft__rt_aborted(run) || weft__rt_remaining_ms(run, 0) == 0) {
+            return WEFT_ELIMIT;
+        }
+        err = ex->ops->poll(ex, 1000);
+        if (err != WEFT_OK && err != WEFT_ETIMEDOUT) {
+            return err;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* The execute_step service: plan step @p index handed to the executor as a task, waited for,
+ * and (for executors that do not write the plan) its result applied to the step. */
+static void
+svc_execute_step(void *ctx, size_t index)
+{
+    struct run *run = ctx;
+    struct engine *eng = ENG(run);
+    struct weft__executor *ex = eng->executor;
+    const struct plan_step *s = &run->ps.plan.steps[index];
+    struct weft__step_task task;
+    struct engine_task *t = NULL;
+    char *context = NULL;
+    char why[160];
+    weft_err err = task_room(run);
+
+    t = err == WEFT_OK ? task_slot(eng, 0) : NULL;
+    if (t == NULL) {
+        snprintf(why, sizeof(why), "executor %s: no room for another task (%s)", ex->name,
+                 weft_strerror(err != WEFT_OK ? err : WEFT_ELIMIT));
+        step_ended(run, index, STEP_FAILED, NULL, weft__strdup(why));
+        return;
+    }
+    context = task_context(run, s);
+    memset(&task, 0, sizeof(task));
+    task.task_id = ++eng->next_task_id;
+    task.attempt = s->attempts + 1;
+    task.step = index;
+    task.step_id = s->id;
+    task.kind = weft__step_executor_name(s->executor);
+    task.agent = weft__rt_step_actor(run, s);
+    task.task = s->task;
+    task.context = context != NULL ? context : "{}";
+    t->task_id = task.task_id;
+    t->step = index;
+    eng->tasks_in_flight++;
+    if (!ex->writes_plan) {
+        step_started(run, index);
+    }
+    err = ex->ops->submit(ex, &task, task_done, eng);
+    free(context);
+    if (err == WEFT_OK) {
+        err = task_await(run, t);
+    }
+    if (err != WEFT_OK) {
+        snprintf(why, sizeof(why), "executor %s gave no result: %s", ex->name, weft_strerror(err));
+        WEFT_LOG(WEFT_LOG_WARN, "step %s: %s", run->ps.plan.steps[index].id, why);
+        step_ended(run, index, STEP_FAILED, NULL, weft__strdup(why));
+    } else if (!ex->writes_plan) {
+        step_ended(run, index, t->status, t->output, t->error);
+        t->output = NULL;
+        t->error = NULL;
+    }
+    task_release(eng, t);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* weft_run                                                                                    */
+
+static void
+services_init(struct engine *eng)
+{
+    struct run_services *svc = &eng->services;
+
+    svc->ctx = &eng->run;
+    svc->llm_call = svc_llm_call;
+    svc->save_step = svc_save_step;
+    svc->progress = svc_progress;
+    svc->lock = svc_lock;
+    svc->unlock = svc_unlock;
+    svc->set_parallel = svc_set_parallel;
+    svc->cond_wait = svc_cond_wait;
+    svc->now_mono = svc_now_mono;
+    svc->count_loop = svc_count_loop;
+    svc->add_decision = svc_add_decision;
+    svc->add_verdict = svc_add_verdict;
+    svc->budget_spent = svc_budget_spent;
+    svc->make_worker_providers = svc_make_worker_providers;
+    svc->cursors_save = svc_cursors_save;
+    svc->provider_name = svc_provider_name;
+    svc->execute_step = svc_execute_step;
+    eng->run.svc = svc;
+}
+
+/* The run's ids, copied into the result. */
+static weft_err
+init_ids(struct run *run)
+{
+    struct weft_run_result *r = run->tel.result;
+    const char *session = run->cfg.opts->session_id;
+
+    make_run_id(run->store.run_id);
+    run->store.session_id =
+        weft__strdup(session != NULL && session[0] != '\0' ? session : run->store.run_id);
+    r->run_id = weft__strdup(run->store.run_id);
+    if (run->store.session_id == NULL || r->run_id == NULL) {
+        return WEFT_ENOMEM;
+    }
+    r->session_id = weft__strdup(run->store.session_id);
+    return r->session_id != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* The state database, the providers, native tools, workspace and recording. */
+static weft_err
+open_resources(struct run *run, char *error, size_t error_len)
+{
+    const struct weft_run_options *opts = run->cfg.opts;
+    char *state_path = NULL;
+    weft_err err = WEFT_OK;
+
+    if (opts->record_path != NULL && opts->replay_path != NULL) {
+        snprintf(error, error_len, "--record and --replay exclude each other");
+        return WEFT_EINVAL;
+    }
+    state_path =
+        opts->state_path != NULL ? weft__strdup(opts->state_path) : weft__state_default_path();
+    if (state_path == NULL) {
+        return WEFT_ENOMEM;
+    }
+    err = weft__state_open(state_path, &run->store.state, error, error_len);
+    if (err == WEFT_OK) {
+        run->tel.mstore = weft__rt_mstore_open(state_path);
+    }
+    weft__free(state_path);
+    if (err == WEFT_OK) {
+        err = setup_providers(run, error, error_len);
+    }
+    if (err == WEFT_OK) {
+        err = bind_native_tools(run, error, error_len);
+    }
+    if (err == WEFT_OK) {
+        err = setup_workspace(run, error, error_len);
+    }
+    if (err == WEFT_OK && opts->record_path != NULL) {
+        err = weft__llm_recording_new(opts->record_path, &ENG(run)->recording, error, error_len);
+    }
+    return err;
+}
+
+/* A resumed run's stored state, the scripts' cursors, the session history and the tracer. */
+static weft_err
+load_context(struct run *run, struct weft_span_context *resumed_from, char *error, size_t error_len)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+    struct weft_run_result *r = run->tel.result;
+    weft_err err = WEFT_OK;
+
+    if (run->cfg.opts->resume_run_id != NULL) {
+        err = resume_load(run, resumed_from, error, error_len);
+        if (err != WEFT_OK) {
+            return err;
+        }
+        weft__free(r->run_id);
+        weft__free(r->session_id);
+        r->run_id = weft__strdup(run->store.run_id);
+        r->session_id = weft__strdup(run->store.session_id);
+        if (r->run_id == NULL || r->session_id == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    cursors_restore(run);
+    if (wf->has_router && wf->supervisor.policy == WF_POLICY_ROUTER) {
+        err = weft__state_messages_load(run->store.state, run->store.session_id, 200,
+                                        &run->store.history);
+        if (err != WEFT_OK) {
+            snprintf(error, error_len, "state database: cannot load session %s",
+                     run->store.session_id);
+            return err;
+        }
+    }
+    if (run->cfg.opts->provider != NULL) {
+        err = weft_provider_get_tracer(run->cfg.opts->provider, "weft.runtime", WEFT_VERSION,
+                                       &run->tel.tracer);
+        if (err != WEFT_OK && err != WEFT_EDISABLED) {
+            snprintf(error, error_len, "tracer: %s", weft_strerror(err));
+            return err;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* Everything before the root span: on failure the caller tears the run down. */
+static weft_err
+run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, size_t error_len)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+    const struct weft_run_options *opts = run->cfg.opts;
+    weft_err err = init_ids(run);
+
+    if (err != WEFT_OK) {
+        return err;
+    }
+    run->cfg.capture_content =
+        opts->capture_content == 1 ||
+        (opts->capture_content != 0 &&
+         (wf->capture_content == 1 ||
+          (wf->capture_content == -1 && weft__env_bool("WEFT_CAPTURE_CONTENT", false))));
+    err = open_resources(run, error, error_len);
+    if (err == WEFT_OK) {
+        err = load_context(run, resumed_from, error, error_len);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    run->cfg.started_mono = weft__monotonic_ns();
+    if (wf->supervisor.timeout_ms > 0) {
+        run->cfg.deadline_mono =
+            run->cfg.started_mono + (uint64_t)wf->supervisor.timeout_ms * 1000000u;
+    }
+    err = weft__state_run_begin(run->store.state, run->store.run_id, wf->name, wf->path,
+                                run->store.session_id, run->cfg.input, weft__now_ns());
+    if (err == WEFT_OK) {
+        err = weft__rt_run_claim(run, error, error_len); /* durable.c: owner, file hash */
+    }
+    if (err != WEFT_OK && error[0] == '\0' &&
+        weft__state_check(run->store.state, error, error_len) == WEFT_OK) {
+        snprintf(error, error_len, "state database: cannot record run %s", run->store.run_id);
+    }
+    return err;
+}
+
+/* The root span (linked to the run it resumes), its ids kept with the run, the meters and the
+ * watchdog started. */
+static void
+run_start(struct run *run, const struct weft_span_context *resumed_from)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+    struct weft_link_spec link;
+    struct weft_attr link_attr = weft_attr_str("weft.link.reason", "resumed_from");
+    struct weft_span_context ctx;
+
+    run->tel.root_started_ns = weft__now_ns();
+    memset(&link, 0, sizeof(link));
+    link.context = *resumed_from;
+    link.attrs = &link_attr;
+    link.attr_count = 1;
+    run->tel.root =
+        weft__rt_span_start_under(run, RT_SPAN_WORKFLOW, wf->name, run->cfg.opts->parent_context,
+                                  &link, weft_span_context_is_valid(resumed_from) ? 1 : 0);
+    if (run->store.is_resumed) {
+        weft_span_set_bool(run->tel.root, "weft.run.resumed", true);
+    }
+    weft_span_context_of(run->tel.root, &ctx);
+    if (weft_span_context_is_valid(&ctx)) {
+        char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+        weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, run->tel.result->trace_id);
+        weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
+        (void)weft__state_run_trace(run->store.state, run->store.run_id, run->tel.result->trace_id,
+                                    span_hex);
+        weft__rt_run_root_saved(run); /* durable.c */
+    }
+    weft_span_set_str(run->tel.root, WEFT__GENAI_AGENT_NAME, wf->supervisor.name);
+    weft__rt_span_content(run, run->tel.root, "langfuse.observation.input", run->cfg.input);
+    (void)weft__rt_mstore_start(run->tel.mstore, run->store.run_id, run->cfg.opts->provider);
+    run->tel.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run->tel.mstore),
+                                                run->cfg.opts->meter, wf->name);
+    weft__rt_metrics_run_start(run->tel.metrics, &run->tel.metrics_token);
+    weft__rt_watchdog_start(run);
+    weft__rt_progress(run, WEFT_EVENT_RUN_START, NULL, wf->name);
+}
+
+/* The routed turn joins the session's history. */
+static void
+save_turn(struct run *run)
+{
+    const struct weft_run_result *r = run->tel.result;
+
+    if (run->store.history == NULL || r->route == NULL || run->ps.plan.count == 0) {
+        return;
+    }
+    (void)weft__state_message_add(run->store.state, run->store.session_id, run->store.run_id,
+                                  "user", run->cfg.input != NULL ? run->cfg.input : "", NULL);
+    if (r->output != NULL) {
+        (void)weft__state_message_add(run->store.state, run->store.session_id, run->store.run_id,
+                                      "assistant", r->output, r->route);
+    }
+}
+
+/* The run's final row. */
+static void
+save_run_end(struct run *run)
+{
+    const struct weft_run_result *r = run->tel.result;
+    struct weft__state_run_end end;
+    char *loops_text = NULL;
+    json_t *loops = json_object();
+
+    memset(&end, 0, sizeof(end));
+    end.status = weft_run_status_name(r->status);
+    end.reason = r->reason;
+    end.trace_id = r->trace_id;
+    end.output = r->output;
+    end.iterations = r->iterations;
+    end.input_tokens = r->input_tokens;
+    end.output_tokens = r->output_tokens;
+    end.cost_usd = r->cost_usd;
+    end.ended_ns = weft__now_ns();
+    end.reward = r->reward;
+    end.corrections = r->corrections;
+    for (int k = 0; loops != NULL && k < WEFT_LOOP_KIND_COUNT; k++) {
+        json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
+                            json_integer((json_int_t)r->loops[k]));
+    }
+    loops_text = loops != NULL ? json_dumps(loops, JSON_COMPACT) : NULL;
+    json_decref(loops);
+    end.loops = loops_text;
+    (void)weft__state_run_end(run->store.state, run->store.run_id, &end);
+    free(loops_text);
+}
+
+/* After the loop: the result's steps, the root span, the stored turn and run, the lease, the
+ * last metrics and progress. @return @p err, or the first failure of these. */
+static weft_err
+run_finish(struct run *run, weft_err err, char *error, size_t error_len)
+{
+    struct weft_run_result *r = run->tel.result;
+
+    if (ENG(run)->oom != WEFT_OK) {
+        err = ENG(run)->oom;
+    }
+    if (err == WEFT_OK) {
+        err = copy_steps(run);
+    }
+    r->duration_ns = weft__monotonic_ns() - run->cfg.started_mono;
+    end_root(run);
+    save_turn(run);
+    save_run_end(run);
+    (void)weft__state_lease_release(run->store.state, run->store.run_id);
+    if (err == WEFT_OK && weft__state_check(run->store.state, error, error_len) != WEFT_OK) {
+        err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
+    }
+    weft__rt_cursors_save(run);
+    weft__rt_metrics_run_end(run->tel.metrics, run->tel.metrics_token, r);
+    weft__rt_mstore_checkpoint(run->tel.mstore, weft__rt_metrics_events(run->tel.metrics), true);
+    weft__rt_progress(run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
+    return err;
+}
+
 weft_err
-weft_run(const struct weft_workflow *workflow,
-         const struct weft_run_options *options,
-         struct weft_run_result **out,
-         char *error,
-         size_t error_len)
+weft__run_with_executor(const struct weft_workflow *workflow,
+                        const struct weft_run_options *options,
+                        struct weft__executor *executor,
+                        struct weft_run_result **out,
+                        char *error,
+                        size_t error_len)
 {
     static const struct weft_run_options defaults = {.capture_content = -1};
-    struct run run;
+    struct engine *eng = NULL;
+    struct run *run = NULL;
     struct weft_run_result *r = NULL;
     char errbuf[512] = "";
-    char *state_path = NULL;
     struct weft_span_context resumed_from;
     weft_err err = WEFT_OK;
 
@@ -1800,221 +2325,60 @@ weft_run(const struct weft_workflow *workflow,
     if (out != NULL) {
         *out = NULL;
     }
-    if (workflow == NULL || out == NULL) {
+    if (workflow == NULL || out == NULL || (executor != NULL && executor->ops == NULL)) {
         snprintf(error, error_len, "workflow and result are required");
         return WEFT_EINVAL;
     }
     /* Before anything can record: every configured secret is scrubbed at ingress. */
     weft__rt_secrets_load(workflow);
-    memset(&run, 0, sizeof(run));
-    run.wf = workflow;
-    run.opts = options != NULL ? options : &defaults;
-    run.input = run.opts->input;
-    pthread_mutex_init(&run.lock, NULL);
-    weft__plan_init(&run.plan);
+    eng = weft__calloc(1, sizeof(*eng));
     r = weft__calloc(1, sizeof(*r));
-    if (r == NULL) {
+    if (eng == NULL || r == NULL) {
+        weft__free(eng);
+        weft__free(r);
         return WEFT_ENOMEM;
     }
-    run.result = r;
-    make_run_id(run.run_id);
-    run.session_id = weft__strdup(run.opts->session_id != NULL && run.opts->session_id[0] != '\0'
-                                      ? run.opts->session_id
-                                      : run.run_id);
-    r->run_id = weft__strdup(run.run_id);
-    if (run.session_id == NULL || r->run_id == NULL) {
-        err = WEFT_ENOMEM;
-        goto fail;
-    }
-    r->session_id = weft__strdup(run.session_id);
-    if (r->session_id == NULL) {
-        err = WEFT_ENOMEM;
-        goto fail;
-    }
-    run.capture_content =
-        run.opts->capture_content == 1 ||
-        (run.opts->capture_content != 0 &&
-         (workflow->capture_content == 1 ||
-          (workflow->capture_content == -1 && weft__env_bool("WEFT_CAPTURE_CONTENT", false))));
-    if (run.opts->record_path != NULL && run.opts->replay_path != NULL) {
-        snprintf(error, error_len, "--record and --replay exclude each other");
-        err = WEFT_EINVAL;
-        goto fail;
-    }
-    state_path = run.opts->state_path != NULL ? weft__strdup(run.opts->state_path)
-                                              : weft__state_default_path();
-    if (state_path == NULL) {
-        err = WEFT_ENOMEM;
-        goto fail;
-    }
-    err = weft__state_open(state_path, &run.state, error, error_len);
-    if (err == WEFT_OK) {
-        run.mstore = weft__rt_mstore_open(state_path);
-    }
-    weft__free(state_path);
+    run = &eng->run;
+    services_init(eng);
+    weft__inproc_executor_init(&eng->inproc, run);
+    eng->executor = executor != NULL ? executor : &eng->inproc.base;
+    run->cfg.wf = workflow;
+    run->cfg.opts = options != NULL ? options : &defaults;
+    run->cfg.input = run->cfg.opts->input;
+    pthread_mutex_init(&eng->lock, NULL);
+    weft__plan_init(&run->ps.plan);
+    run->tel.result = r;
+    err = run_setup(run, &resumed_from, error, error_len);
     if (err != WEFT_OK) {
-        goto fail;
-    }
-    err = setup_providers(&run, error, error_len);
-    if (err == WEFT_OK) {
-        err = bind_native_tools(&run, error, error_len);
-    }
-    if (err == WEFT_OK) {
-        err = setup_workspace(&run, error, error_len);
-    }
-    if (err == WEFT_OK && run.opts->record_path != NULL) {
-        err = weft__llm_recording_new(run.opts->record_path, &run.recording, error, error_len);
-    }
-    if (err != WEFT_OK) {
-        goto fail;
-    }
-    if (run.opts->resume_run_id != NULL) {
-        err = resume_load(&run, &resumed_from, error, error_len);
-        if (err != WEFT_OK) {
-            goto fail;
+        if (error[0] == '\0') {
+            snprintf(error, error_len, "%s", weft_strerror(err));
         }
-        weft__free(r->run_id);
-        weft__free(r->session_id);
-        r->run_id = weft__strdup(run.run_id);
-        r->session_id = weft__strdup(run.session_id);
-        if (r->run_id == NULL || r->session_id == NULL) {
-            err = WEFT_ENOMEM;
-            goto fail;
-        }
+        teardown(run);
+        weft__free(eng);
+        weft_run_result_free(r);
+        return err;
     }
-    cursors_restore(&run);
-    if (workflow->has_router && workflow->supervisor.policy == WF_POLICY_ROUTER) {
-        err = weft__state_messages_load(run.state, run.session_id, 200, &run.history);
-        if (err != WEFT_OK) {
-            snprintf(error, error_len, "state database: cannot load session %s", run.session_id);
-            goto fail;
-        }
-    }
-    if (run.opts->provider != NULL) {
-        err =
-            weft_provider_get_tracer(run.opts->provider, "weft.runtime", WEFT_VERSION, &run.tracer);
-        if (err != WEFT_OK && err != WEFT_EDISABLED) {
-            snprintf(error, error_len, "tracer: %s", weft_strerror(err));
-            goto fail;
-        }
-        err = WEFT_OK;
-    }
-    run.started_mono = weft__monotonic_ns();
-    if (workflow->supervisor.timeout_ms > 0) {
-        run.deadline_mono = run.started_mono + (uint64_t)workflow->supervisor.timeout_ms * 1000000u;
-    }
-    err = weft__state_run_begin(run.state, run.run_id, workflow->name, workflow->path,
-                                run.session_id, run.input, weft__now_ns());
-    if (err == WEFT_OK) {
-        err = weft__rt_run_claim(&run, error, error_len); /* durable.c: owner, file hash */
-    }
-    if (err != WEFT_OK) {
-        if (error[0] == '\0' && weft__state_check(run.state, error, error_len) == WEFT_OK) {
-            snprintf(error, error_len, "state database: cannot record run %s", run.run_id);
-        }
-        goto fail;
-    }
-    run.root_started_ns = weft__now_ns();
-    {
-        struct weft_link_spec link;
-        struct weft_attr link_attr = weft_attr_str("weft.link.reason", "resumed_from");
-        memset(&link, 0, sizeof(link));
-        link.context = resumed_from;
-        link.attrs = &link_attr;
-        link.attr_count = 1;
-        run.root = weft__rt_span_start_under(&run, RT_SPAN_WORKFLOW, workflow->name,
-                                             run.opts->parent_context, &link,
-                                             weft_span_context_is_valid(&resumed_from) ? 1 : 0);
-        if (run.is_resumed) {
-            weft_span_set_bool(run.root, "weft.run.resumed", true);
-        }
-    }
-    {
-        struct weft_span_context ctx;
-        weft_span_context_of(run.root, &ctx);
-        if (weft_span_context_is_valid(&ctx)) {
-            char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
-            weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, r->trace_id);
-            weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, span_hex);
-            (void)weft__state_run_trace(run.state, run.run_id, r->trace_id, span_hex);
-            weft__rt_run_root_saved(&run); /* durable.c */
-        }
-    }
-    weft_span_set_str(run.root, WEFT__GENAI_AGENT_NAME, workflow->supervisor.name);
-    weft__rt_span_content(&run, run.root, "langfuse.observation.input", run.input);
-    (void)weft__rt_mstore_start(run.mstore, run.run_id, run.opts->provider);
-    run.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run.mstore), run.opts->meter,
-                                           workflow->name);
-    weft__rt_metrics_run_start(run.metrics, &run.metrics_token);
-    weft__rt_watchdog_start(&run);
-    weft__rt_progress(&run, WEFT_EVENT_RUN_START, NULL, workflow->name);
-    execute(&run);
-    if (run.oom != WEFT_OK) {
-        err = run.oom;
-    }
-    if (err == WEFT_OK) {
-        err = copy_steps(&run);
-    }
-    r->duration_ns = weft__monotonic_ns() - run.started_mono;
-    end_root(&run);
-    if (run.history != NULL && r->route != NULL && run.plan.count > 0) {
-        (void)weft__state_message_add(run.state, run.session_id, run.run_id, "user",
-                                      run.input != NULL ? run.input : "", NULL);
-        if (r->output != NULL) {
-            (void)weft__state_message_add(run.state, run.session_id, run.run_id, "assistant",
-                                          r->output, r->route);
-        }
-    }
-    {
-        struct weft__state_run_end end;
-        char *loops_text = NULL;
-        memset(&end, 0, sizeof(end));
-        end.status = weft_run_status_name(r->status);
-        end.reason = r->reason;
-        end.trace_id = r->trace_id;
-        end.output = r->output;
-        end.iterations = r->iterations;
-        end.input_tokens = r->input_tokens;
-        end.output_tokens = r->output_tokens;
-        end.cost_usd = r->cost_usd;
-        end.ended_ns = weft__now_ns();
-        end.reward = r->reward;
-        end.corrections = r->corrections;
-        {
-            json_t *loops = json_object();
-            for (int k = 0; loops != NULL && k < WEFT_LOOP_KIND_COUNT; k++) {
-                json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
-                                    json_integer((json_int_t)r->loops[k]));
-            }
-            loops_text = loops != NULL ? json_dumps(loops, JSON_COMPACT) : NULL;
-            json_decref(loops);
-        }
-        end.loops = loops_text;
-        (void)weft__state_run_end(run.state, run.run_id, &end);
-        free(loops_text);
-    }
-    (void)weft__state_lease_release(run.state, run.run_id);
-    if (err == WEFT_OK && weft__state_check(run.state, error, error_len) != WEFT_OK) {
-        err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
-    }
-    weft__rt_cursors_save(&run);
-    weft__rt_metrics_run_end(run.metrics, run.metrics_token, r);
-    weft__rt_mstore_checkpoint(run.mstore, weft__rt_metrics_events(run.metrics), true);
-    weft__rt_progress(&run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));
-    teardown(&run);
+    run_start(run, &resumed_from);
+    execute(run);
+    err = run_finish(run, WEFT_OK, error, error_len);
+    teardown(run);
+    weft__free(eng);
     if (err != WEFT_OK) {
         weft_run_result_free(r);
         return err;
     }
     *out = r;
     return WEFT_OK;
-fail:
-    if (error[0] == '\0') {
-        snprintf(error, error_len, "%s", weft_strerror(err));
-    }
-    teardown(&run);
-    weft_run_result_free(r);
-    return err;
+}
+
+weft_err
+weft_run(const struct weft_workflow *workflow,
+         const struct weft_run_options *options,
+         struct weft_run_result **out,
+         char *error,
+         size_t error_len)
+{
+    return weft__run_with_executor(workflow, options, NULL, out, error, error_len);
 }
 
 void

@@ -1,281 +1,50 @@
-/* runtime/executor.c - steps that need no model (command, file_writer, http_call), and the
- * evaluator that turns every step's outcome into a reward.
+/* runtime/executor.c - the in-process executor: the executor interface (executor.h) over
+ * agent.c and command_step.c, running each task on the calling thread.
  *
- * Executor steps reuse the tools (tools/): a command step is a command tool with the step's
- * argv, a file_writer step writes through the confined write_file, an http_call step is an
- * http_get allowed to exactly its own host. Each is an `execute_tool {executor}` span under the
- * run. The evaluator validates per type (command: exit code 0 and the optional expected-output
- * pattern; file_writer: the file holds the expected content; http_call: 2xx; agent: the
- * reflection verdict and the optional output schema) and scores it:
- *
- *   first-try success 1.0, success after retries 1.5, output that fails validation -0.5,
- *   failure -1.0 - 0.1 * retries   (retries = attempts - 1)
+ * It shares the run's memory, so a step writes its own status, result, spans and saved row as
+ * it always has; the result handed back is read from the plan after the step ran.
  */
-#include "engine.h"
-#include "semconv.h"
+#include "executor.h"
+#include "agent.h"
+#include "command_step.h"
 
-#include "base/mem.h"
-#include "base/time.h"
-
-#include <regex.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const char *const eval_names[] = {"success", "invalid_output", "failure"};
-
-const char *
-weft__rt_eval_name(rt_eval eval)
-{
-    return (size_t)eval < sizeof(eval_names) / sizeof(eval_names[0]) ? eval_names[eval] : "unknown";
-}
-
-double
-weft__rt_reward(rt_eval eval, unsigned retries)
-{
-    switch (eval) {
-    case RT_EVAL_SUCCESS:
-        return retries == 0 ? 1.0 : 1.5;
-    case RT_EVAL_INVALID_OUTPUT:
-        return -0.5;
-    case RT_EVAL_FAILURE:
-    default:
-        return -1.0 - 0.1 * (double)retries;
-    }
-}
-
-void
-weft__rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span *span)
-{
-    struct plan_step *s = &run->plan.steps[index];
-    unsigned retries = s->attempts > 0 ? s->attempts - 1 : 0;
-    double reward = weft__rt_reward(eval, retries);
-
-    /* A step evaluated again (a retry after correction) replaces its earlier reward. */
-    if (s->has_reward) {
-        run->result->reward -= s->reward;
-    }
-    s->reward = reward;
-    s->has_reward = true;
-    run->result->reward += reward;
-    weft_span_set_str(span, "weft.evaluation.result", weft__rt_eval_name(eval));
-    weft_span_set_double(span, "weft.step.reward", reward);
-    weft_span_set_int(span, "weft.step.retries", retries);
-}
-
-/* Keep the last @p max bytes of @p text (at a UTF-8 boundary) for error details. */
-static json_t *
-tail(const char *text, size_t max)
-{
-    size_t len = text != NULL ? strlen(text) : 0;
-    const char *p = text != NULL ? text : "";
-
-    if (len > max) {
-        p += len - max;
-        while ((*p & 0xC0) == 0x80) {
-            p++;
-        }
-    }
-    return json_string(p);
-}
-
-static void
-set_error(struct plan_step *s, const char *type, json_t *details)
-{
-    weft__free(s->error_type);
-    s->error_type = weft__strdup(type);
-    json_decref(s->error);
-    s->error = details;
-    if (s->error != NULL) {
-        json_object_set_new(s->error, "error_type", json_string(type));
-    }
-}
-
-/* Run the step's tool; fills @p out. */
 static weft_err
-run_executor(struct run *run, step_executor executor, const json_t *spec, struct tool_outcome *out)
+inproc_submit(struct weft__executor *base,
+              const struct weft__step_task *task,
+              weft__step_done_fn done,
+              void *user_data)
 {
-    struct tool_def def;
-    json_t *args = NULL;
-    char *host = NULL;
-    char *argv_store[64];
-    weft_err err = WEFT_OK;
-    const json_t *timeout = json_object_get(spec, "timeout_s");
+    struct weft__inproc_executor *ex = (struct weft__inproc_executor *)base;
+    struct run *run = ex->run;
+    struct weft__step_result result;
+    const struct plan_step *s = NULL;
 
-    memset(&def, 0, sizeof(def));
-    def.name = (char *)weft__step_executor_name(executor);
-    def.timeout_ms = json_is_number(timeout) ? (uint32_t)(json_number_value(timeout) * 1000.0) : 0;
-    if (executor == EXEC_COMMAND) {
-        const json_t *argv = json_object_get(spec, "argv");
-        def.type = TOOL_COMMAND;
-        def.argc = json_array_size(argv) < 64 ? json_array_size(argv) : 64;
-        for (size_t i = 0; i < def.argc; i++) {
-            argv_store[i] = (char *)json_string_value(json_array_get(argv, i));
-        }
-        def.argv = argv_store;
-        args = json_object();
-    } else if (executor == EXEC_FILE_WRITER) {
-        def.type = TOOL_WRITE_FILE;
-        args = json_pack("{s:O, s:O}", "path", json_object_get(spec, "path"), "content",
-                         json_object_get(spec, "content"));
+    if (task->step >= run->ps.plan.count) {
+        return WEFT_EINVAL;
+    }
+    if (run->ps.plan.steps[task->step].executor == EXEC_AGENT) {
+        weft__rt_agent_step(run, task->step);
     } else {
-        /* The workflow (or the corrective plan) named this URL: allow exactly its host. */
-        const char *url = json_string_value(json_object_get(spec, "url"));
-        const char *start = url != NULL ? strstr(url, "://") : NULL;
-        size_t len = 0;
-        if (start != NULL) {
-            start += 3;
-            len = strcspn(start, "/:?#");
-            host = weft__strndup(start, len);
-        }
-        def.type = TOOL_HTTP_GET;
-        def.allow_hosts = &host;
-        def.allow_host_count = host != NULL ? 1 : 0;
-        args = json_pack("{s:s}", "url", url != NULL ? url : "");
+        weft__command_step(run, task->step);
     }
-    if (args == NULL) {
-        weft__free(host);
-        return WEFT_ENOMEM;
-    }
-    err = weft__tool_run(&def, run->workspace, args, out);
-    json_decref(args);
-    weft__free(host);
-    return err;
+    /* Read after the step: appends during it may have moved the plan. */
+    s = &run->ps.plan.steps[task->step];
+    result.task_id = task->task_id;
+    result.status = s->status;
+    result.output = s->result;
+    result.error = s->feedback;
+    done(user_data, &result);
+    return WEFT_OK;
 }
 
-/* Does the file hold exactly the content the step wrote? */
-static bool
-file_matches(struct run *run, const struct plan_step *s)
-{
-    struct tool_def def;
-    struct tool_outcome out;
-    json_t *args = json_pack("{s:O}", "path", json_object_get(s->spec, "path"));
-    json_t *got = NULL;
-    bool is_match = false;
-
-    memset(&def, 0, sizeof(def));
-    def.type = TOOL_READ_FILE;
-    def.max_bytes = 64u << 20;
-    if (args != NULL && weft__tool_run(&def, run->workspace, args, &out) == WEFT_OK) {
-        got = out.is_error ? NULL : json_loads(out.output, 0, NULL);
-        is_match = got != NULL &&
-                   json_equal(json_object_get(got, "content"), json_object_get(s->spec, "content"));
-        weft__tool_outcome_cleanup(&out);
-    }
-    json_decref(got);
-    json_decref(args);
-    return is_match;
-}
+static const struct weft__executor_ops inproc_ops = {inproc_submit, NULL, NULL};
 
 void
-weft__rt_executor_step(struct run *run, size_t index)
+weft__inproc_executor_init(struct weft__inproc_executor *ex, struct run *run)
 {
-    struct plan_step *s = &run->plan.steps[index];
-    const char *name = weft__step_executor_name(s->executor);
-    struct weft_link_spec link;
-    struct weft_span *span = NULL;
-    struct tool_outcome out;
-    json_t *result = NULL;
-    rt_eval eval = RT_EVAL_SUCCESS;
-    weft_err rc = WEFT_OK;
-    char why[300] = "";
-
-    memset(&link, 0, sizeof(link));
-    memset(&out, 0, sizeof(out));
-    link.context = s->requester;
-    s->status = STEP_IN_PROGRESS;
-    s->attempts++;
-    s->started_ns = weft__now_ns();
-    weft__rt_save_step(run, index);
-    span = weft__rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
-                                     s->has_requester ? 1 : 0);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, name);
-    weft_span_set_str(span, "weft.step.id", s->id);
-    weft_span_set_str(span, "weft.step.executor", name);
-    weft_span_set_int(span, "weft.step.attempt", s->attempts);
-    if (s->parent != NULL) {
-        weft_span_set_str(span, "weft.step.parent", s->parent);
-    }
-    weft__rt_span_content(run, span, "weft.step.task", s->task);
-    weft_span_context_of(span, &s->span);
-    s->span.trace_state = NULL;
-    {
-        char detail[32];
-        snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
-        weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
-    }
-    {
-        /* The spec object stays put while the lock is released; the step array may move. */
-        step_executor executor = s->executor;
-        json_t *spec = json_incref(s->spec);
-        weft__rt_unlock(run);
-        rc = run_executor(run, executor, spec, &out);
-        weft__rt_lock(run);
-        json_decref(spec);
-        s = &run->plan.steps[index];
-    }
-    if (rc != WEFT_OK) {
-        eval = RT_EVAL_FAILURE;
-        snprintf(why, sizeof(why), "%s step could not run", name);
-        set_error(s, "spawn_failed", json_object());
-    } else {
-        result = json_loads(out.output, 0, NULL);
-        if (out.exit_code >= 0) {
-            weft_span_set_int(span, "weft.tool.exit_code", out.exit_code);
-        }
-        if (out.is_error) {
-            eval = RT_EVAL_FAILURE;
-            snprintf(why, sizeof(why), "%s failed: %s", name, out.error_type);
-            set_error(s, out.error_type,
-                      json_pack("{s:i, s:o, s:o}", "exit_code", out.exit_code, "stderr_tail",
-                                tail(json_string_value(json_object_get(result, "stderr")), 2000),
-                                "stdout_tail",
-                                tail(json_string_value(json_object_get(result, "stdout")), 1000)));
-        } else if (s->executor == EXEC_COMMAND &&
-                   json_is_string(json_object_get(s->spec, "expect_output"))) {
-            regex_t re;
-            const char *stdout_text = json_string_value(json_object_get(result, "stdout"));
-            if (regcomp(&re, json_string_value(json_object_get(s->spec, "expect_output")),
-                        REG_EXTENDED | REG_NOSUB) != 0 ||
-                regexec(&re, stdout_text != NULL ? stdout_text : "", 0, NULL, 0) != 0) {
-                eval = RT_EVAL_INVALID_OUTPUT;
-                snprintf(why, sizeof(why), "output does not match the expected pattern");
-                set_error(s, "invalid_output",
-                          json_pack("{s:i, s:o, s:O}", "exit_code", out.exit_code, "stdout_tail",
-                                    tail(stdout_text, 1000), "expected",
-                                    json_object_get(s->spec, "expect_output")));
-            }
-            regfree(&re);
-        } else if (s->executor == EXEC_FILE_WRITER && !file_matches(run, s)) {
-            eval = RT_EVAL_INVALID_OUTPUT;
-            snprintf(why, sizeof(why), "the file does not hold the expected content");
-            set_error(s, "invalid_output", json_object());
-        }
-    }
-    weft_span_set_str(span, "weft.tool.outcome", eval == RT_EVAL_SUCCESS ? "ok" : "error");
-    weft__rt_evaluate(run, index, eval, span);
-    if (eval == RT_EVAL_SUCCESS) {
-        weft__free(s->result);
-        s->result = weft__strdup(out.output != NULL ? out.output : "");
-        s->status = STEP_COMPLETED;
-        weft_span_set_str(span, "weft.step.status", "completed");
-        weft_span_set_status(span, WEFT_STATUS_OK, NULL);
-    } else {
-        weft__free(s->feedback);
-        s->feedback = weft__strdup(why);
-        s->status = STEP_FAILED;
-        weft_span_set_str(span, "weft.step.status", "failed");
-        weft_span_set_str(span, WEFT__ERROR_TYPE, s->error_type != NULL ? s->error_type : "failed");
-        weft_span_set_status(span, WEFT_STATUS_ERROR, why);
-    }
-    weft__rt_span_content(run, span, "langfuse.observation.output", out.output);
-    weft_span_end(span, 0);
-    s->ended_ns = weft__now_ns();
-    weft__rt_metrics_tool(run->metrics, name, eval == RT_EVAL_SUCCESS,
-                          (double)(s->ended_ns - s->started_ns) / 1e9);
-    run->result->tool_calls++;
-    json_decref(result);
-    weft__tool_outcome_cleanup(&out);
-    weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
-    weft__rt_save_step(run, index);
+    ex->base.ops = &inproc_ops;
+    ex->base.name = "in_process";
+    ex->base.max_in_flight = 256; /* one per flow worker at most */
+    ex->base.writes_plan = true;
+    ex->run = run;
 }

@@ -4,8 +4,8 @@
  *
  * Every node execution is a plan step, so the state store, `weft run show` and the evaluator
  * see flows like any plan. The scheduler (the engine thread) owns the plan; workers run one
- * step at a time through weft__rt_agent_step(), which releases the run lock only around LLM calls
- * and tools (engine.h), so steps overlap exactly where they wait on I/O.
+ * step at a time through the run's executor (rt_execute_step()), which releases the run lock only
+ * around LLM calls and tools (run.h), so steps overlap exactly where they wait on I/O.
  *
  * Scopes: the top-level flow is scope 0; each fan-out item is a scope running the fan-out
  * node's sub-flow with its own loop counters. A step records its scope (plan_step.item) and
@@ -22,7 +22,9 @@
  * its item inside a fan-out, where the other items' results survive). A non-required node's
  * failure lets its dependents run without its result.
  */
-#include "engine.h"
+#include "flow.h"
+#include "evaluate.h"
+#include "spans.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
@@ -104,7 +106,7 @@ grow(void **items, size_t *cap, size_t need, size_t size)
 static bool
 reserve_jobs(struct flow *fl)
 {
-    size_t need = fl->run->plan.count + 1;
+    size_t need = fl->run->ps.plan.count + 1;
     size_t cap = fl->cap;
 
     if (!grow((void **)&fl->queue, &cap, need, sizeof(size_t))) {
@@ -121,7 +123,7 @@ reserve_jobs(struct flow *fl)
 static const struct wf_flow_node *
 node_of(const struct flow *fl, size_t step)
 {
-    const struct plan_step *s = &fl->run->plan.steps[step];
+    const struct plan_step *s = &fl->run->ps.plan.steps[step];
     return &fl->scopes[s->item].def->nodes[s->flow_node];
 }
 
@@ -134,7 +136,7 @@ static void
 subflow_step(struct flow *fl, size_t index)
 {
     struct run *run = fl->run;
-    struct plan_step *s = &run->plan.steps[index];
+    struct plan_step *s = &run->ps.plan.steps[index];
     const struct weft_workflow *subwf = node_of(fl, index)->subwf;
     struct weft_run_options ro;
     struct weft_run_result *res = NULL;
@@ -150,42 +152,42 @@ subflow_step(struct flow *fl, size_t index)
     weft__buf_init(&input, 0);
     weft__buf_printf(&input, "%s", s->task);
     for (size_t d = 0; d < s->depends_count; d++) {
-        size_t j = weft__plan_find(&run->plan, s->depends_on[d]);
-        if (j != (size_t)-1 && run->plan.steps[j].result != NULL) {
-            weft__buf_printf(&input, "\n\nResult of %s: %s", run->plan.steps[j].id,
-                             run->plan.steps[j].result);
+        size_t j = weft__plan_find(&run->ps.plan, s->depends_on[d]);
+        if (j != (size_t)-1 && run->ps.plan.steps[j].result != NULL) {
+            weft__buf_printf(&input, "\n\nResult of %s: %s", run->ps.plan.steps[j].id,
+                             run->ps.plan.steps[j].result);
         }
     }
     parent = s->parent_ctx;
     if (!weft_span_context_is_valid(&parent)) {
-        weft_span_context_of(run->root, &parent);
+        weft_span_context_of(run->tel.root, &parent);
     }
     parent.trace_state = NULL;
     memset(&ro, 0, sizeof(ro));
-    ro.provider = run->opts->provider;
-    ro.state_path = run->opts->state_path;
-    ro.workspace = run->workspace;
-    ro.session_id = run->session_id;
+    ro.provider = run->cfg.opts->provider;
+    ro.state_path = run->cfg.opts->state_path;
+    ro.workspace = run->cfg.workspace;
+    ro.session_id = run->store.session_id;
     ro.input = input.data;
-    ro.capture_content = run->capture_content ? 1 : 0;
-    ro.abort_flag = run->opts->abort_flag;
-    ro.tools = run->opts->tools;
-    ro.user_id = run->opts->user_id;
-    ro.tags = run->opts->tags;
-    ro.tag_count = run->opts->tag_count;
+    ro.capture_content = run->cfg.capture_content ? 1 : 0;
+    ro.abort_flag = run->cfg.opts->abort_flag;
+    ro.tools = run->cfg.opts->tools;
+    ro.user_id = run->cfg.opts->user_id;
+    ro.tags = run->cfg.opts->tags;
+    ro.tag_count = run->cfg.opts->tag_count;
     ro.parent_context = weft_span_context_is_valid(&parent) ? &parent : NULL;
     weft__rt_unlock(run);
     err = weft_run(subwf, &ro, &res, error, sizeof(error));
     weft__rt_lock(run);
     weft__buf_cleanup(&input);
-    s = &run->plan.steps[index];
+    s = &run->ps.plan.steps[index];
     s->ended_ns = weft__now_ns();
     if (err == WEFT_OK) {
-        run->result->input_tokens += res->input_tokens;
-        run->result->output_tokens += res->output_tokens;
-        run->result->cost_usd += res->cost_usd;
-        run->result->llm_calls += res->llm_calls;
-        run->result->tool_calls += res->tool_calls;
+        run->tel.result->input_tokens += res->input_tokens;
+        run->tel.result->output_tokens += res->output_tokens;
+        run->tel.result->cost_usd += res->cost_usd;
+        run->tel.result->llm_calls += res->llm_calls;
+        run->tel.result->tool_calls += res->tool_calls;
     }
     weft__free(s->result);
     s->result = NULL;
@@ -216,11 +218,11 @@ worker_main(void *arg)
     struct run *run = fl->run;
 
     weft__rt_set_worker_index(wa->index);
-    pthread_mutex_lock(&run->lock);
+    weft__rt_lock(run);
     for (;;) {
         size_t step = 0;
         while (fl->queued == 0 && !fl->is_stopping) {
-            pthread_cond_wait(&fl->work, &run->lock);
+            run->svc->cond_wait(run->svc->ctx, &fl->work);
         }
         if (fl->is_stopping) {
             break;
@@ -231,13 +233,14 @@ worker_main(void *arg)
         if (node_of(fl, step)->subwf != NULL) {
             subflow_step(fl, step);
         } else {
-            weft__rt_agent_step(run, step); /* releases the lock around its LLM and tool calls */
+            rt_execute_step(run,
+                            step); /* the executor; releases the lock around LLM and tool calls */
         }
         fl->done[fl->done_count++] = step;
         fl->running--;
         pthread_cond_signal(&fl->changed);
     }
-    pthread_mutex_unlock(&run->lock);
+    weft__rt_unlock(run);
     return NULL;
 }
 
@@ -259,8 +262,8 @@ static void
 restore_step(struct flow *fl, int scope, size_t node, size_t step)
 {
     struct run *run = fl->run;
-    struct plan_step *s = &run->plan.steps[step];
-    const json_t *stored = json_object_get(run->resumed, s->id);
+    struct plan_step *s = &run->ps.plan.steps[step];
+    const json_t *stored = json_object_get(run->store.resumed, s->id);
     const char *status = json_string_value(json_object_get(stored, "status"));
 
     if (stored == NULL) {
@@ -281,7 +284,7 @@ restore_step(struct flow *fl, int scope, size_t node, size_t step)
     if (json_is_number(json_object_get(stored, "reward"))) {
         s->reward = json_number_value(json_object_get(stored, "reward"));
         s->has_reward = true;
-        run->result->reward += s->reward;
+        run->tel.result->reward += s->reward;
     }
 }
 
@@ -309,7 +312,7 @@ add_scope(struct flow *fl,
     sc->parent = parent;
     sc->owner = owner;
     sc->item = item;
-    sc->first_step = run->plan.count;
+    sc->first_step = run->ps.plan.count;
     sc->is_active = parent < 0;
     sc->loops = weft__calloc(def->count, sizeof(*sc->loops));
     if (sc->loops == NULL) {
@@ -330,14 +333,14 @@ add_scope(struct flow *fl,
         if (parent < 0) {
             snprintf(id, sizeof(id), "%s", n->id);
         } else {
-            snprintf(id, sizeof(id), "%.60s[%d].%.60s", run->plan.steps[owner].id, item, n->id);
+            snprintf(id, sizeof(id), "%.60s[%d].%.60s", run->ps.plan.steps[owner].id, item, n->id);
         }
         for (; k < n->upstream_count && k < 64; k++) {
             if (parent < 0) {
                 snprintf(ids[k], sizeof(ids[k]), "%s", def->nodes[n->upstream[k]].id);
             } else {
-                snprintf(ids[k], sizeof(ids[k]), "%.60s[%d].%.60s", run->plan.steps[owner].id, item,
-                         def->nodes[n->upstream[k]].id);
+                snprintf(ids[k], sizeof(ids[k]), "%.60s[%d].%.60s", run->ps.plan.steps[owner].id,
+                         item, def->nodes[n->upstream[k]].id);
             }
             deps[k] = ids[k];
         }
@@ -346,15 +349,15 @@ add_scope(struct flow *fl,
         if (value != NULL) {
             weft__buf_printf(&task, "\n\nItem %d: %s", item, value);
         }
-        err = weft__plan_append(&run->plan, id, n->agent, task.data != NULL ? task.data : "", deps,
-                                k, &idx);
+        err = weft__plan_append(&run->ps.plan, id, n->agent, task.data != NULL ? task.data : "",
+                                deps, k, &idx);
         weft__buf_cleanup(&task);
         if (err != WEFT_OK) {
             weft__free(value);
             return -1;
         }
-        run->plan.steps[idx].flow_node = (int)i;
-        run->plan.steps[idx].item = index;
+        run->ps.plan.steps[idx].flow_node = (int)i;
+        run->ps.plan.steps[idx].item = index;
         restore_step(fl, index, i, idx);
         weft__rt_save_step(run, idx);
     }
@@ -367,12 +370,12 @@ static bool
 is_ready(const struct flow *fl, size_t step)
 {
     const struct run *run = fl->run;
-    const struct plan_step *s = &run->plan.steps[step];
+    const struct plan_step *s = &run->ps.plan.steps[step];
     const struct scope *sc = &fl->scopes[s->item];
     const struct wf_flow_node *n = &sc->def->nodes[s->flow_node];
 
     for (size_t k = 0; k < n->upstream_count; k++) {
-        const struct plan_step *u = &run->plan.steps[sc->first_step + n->upstream[k]];
+        const struct plan_step *u = &run->ps.plan.steps[sc->first_step + n->upstream[k]];
         bool is_optional_failure =
             u->status == STEP_FAILED && !sc->def->nodes[n->upstream[k]].is_required;
         if (u->status != STEP_COMPLETED && !is_optional_failure) {
@@ -442,7 +445,7 @@ item_result(const struct flow *fl, const struct scope *sc)
 
     for (size_t i = 0; all != NULL && i < sc->def->count; i++) {
         json_object_set_new(all, sc->def->nodes[i].id,
-                            parse_result(fl->run->plan.steps[sc->first_step + i].result));
+                            parse_result(fl->run->ps.plan.steps[sc->first_step + i].result));
     }
     return all;
 }
@@ -464,7 +467,7 @@ scope_result(const struct flow *fl, const struct scope *sc)
             }
         }
         if (is_sink) {
-            json_t *r = parse_result(run->plan.steps[sc->first_step + i].result);
+            json_t *r = parse_result(run->ps.plan.steps[sc->first_step + i].result);
             json_object_set_new(sinks, sc->def->nodes[i].id, r);
             only = r;
             n++;
@@ -492,14 +495,14 @@ activate_items(struct flow *fl, struct fanout *fo)
     while (fo->next < fo->items && fo->active < n->max_parallel) {
         struct scope *sc = &fl->scopes[fo->first_scope + fo->next];
         char subject[160];
-        snprintf(subject, sizeof(subject), "%.100s[%d]", run->plan.steps[fo->step].id, sc->item);
+        snprintf(subject, sizeof(subject), "%.100s[%d]", run->ps.plan.steps[fo->step].id, sc->item);
         sc->span = weft__rt_span_start(run, RT_SPAN_ITEM, subject, fo->span, NULL, 0);
         weft_span_set_int(sc->span, "weft.item.index", sc->item);
-        weft_span_set_str(sc->span, "weft.step.id", run->plan.steps[fo->step].id);
+        weft_span_set_str(sc->span, "weft.step.id", run->ps.plan.steps[fo->step].id);
         weft_span_context_of(sc->span, &sc->ctx);
         sc->ctx.trace_state = NULL;
         for (size_t i = 0; i < sc->def->count; i++) {
-            run->plan.steps[sc->first_step + i].parent_ctx = sc->ctx;
+            run->ps.plan.steps[sc->first_step + i].parent_ctx = sc->ctx;
         }
         sc->is_active = true;
         fo->active++;
@@ -516,17 +519,17 @@ start_fanout(struct flow *fl, size_t step)
 {
     struct run *run = fl->run;
     const struct wf_flow_node *n = node_of(fl, step);
-    const struct scope *sc = &fl->scopes[run->plan.steps[step].item];
-    int scope_index = run->plan.steps[step].item;
+    const struct scope *sc = &fl->scopes[run->ps.plan.steps[step].item];
+    int scope_index = run->ps.plan.steps[step].item;
     json_t *list = NULL;
     struct fanout *fo = NULL;
     char why[256] = "";
 
-    run->plan.steps[step].status = STEP_IN_PROGRESS;
-    run->plan.steps[step].attempts++;
-    run->plan.steps[step].started_ns = weft__now_ns();
+    run->ps.plan.steps[step].status = STEP_IN_PROGRESS;
+    run->ps.plan.steps[step].attempts++;
+    run->ps.plan.steps[step].started_ns = weft__now_ns();
     for (size_t k = 0; k < n->upstream_count && list == NULL; k++) {
-        json_t *r = parse_result(run->plan.steps[sc->first_step + n->upstream[k]].result);
+        json_t *r = parse_result(run->ps.plan.steps[sc->first_step + n->upstream[k]].result);
         const json_t *v = lookup(r, n->for_each);
         if (json_is_array(v)) {
             list = json_incref((json_t *)v);
@@ -548,9 +551,9 @@ start_fanout(struct flow *fl, size_t step)
         fo->step = step;
         fo->first_scope = fl->scope_count;
         fo->items = json_array_size(list);
-        fo->span = weft__rt_span_start_under(run, RT_SPAN_FANOUT, run->plan.steps[step].id,
-                                             &run->plan.steps[step].parent_ctx, NULL, 0);
-        weft_span_set_str(fo->span, "weft.step.id", run->plan.steps[step].id);
+        fo->span = weft__rt_span_start_under(run, RT_SPAN_FANOUT, run->ps.plan.steps[step].id,
+                                             &run->ps.plan.steps[step].parent_ctx, NULL, 0);
+        weft_span_set_str(fo->span, "weft.step.id", run->ps.plan.steps[step].id);
         weft_span_set_str(fo->span, "weft.fan_out.for_each", n->for_each);
         weft_span_set_int(fo->span, "weft.fan_out.items", (int64_t)fo->items);
         weft_span_set_int(fo->span, "weft.fan_out.max_parallel", n->max_parallel);
@@ -563,7 +566,7 @@ start_fanout(struct flow *fl, size_t step)
     }
     json_decref(list);
     if (why[0] != '\0') {
-        struct plan_step *s = &run->plan.steps[step];
+        struct plan_step *s = &run->ps.plan.steps[step];
         weft__free(s->feedback);
         s->feedback = weft__strdup(why);
         s->status = STEP_FAILED;
@@ -599,7 +602,7 @@ finish_fanout(struct flow *fl, struct fanout *fo)
     }
     text = results != NULL ? json_dumps(results, JSON_COMPACT) : NULL;
     json_decref(results);
-    s = &run->plan.steps[fo->step];
+    s = &run->ps.plan.steps[fo->step];
     weft__free(s->result);
     s->result = text != NULL ? weft__strdup(text) : NULL;
     free(text);
@@ -674,7 +677,7 @@ check_scope(struct flow *fl, int index)
     const struct run *run = fl->run;
 
     for (size_t i = 0; i < sc->def->count; i++) {
-        step_status st = run->plan.steps[sc->first_step + i].status;
+        step_status st = run->ps.plan.steps[sc->first_step + i].status;
         if (st != STEP_COMPLETED && st != STEP_FAILED && st != STEP_SKIPPED) {
             return;
         }
@@ -716,7 +719,7 @@ reopen(struct flow *fl, const struct scope *sc, size_t back_to, size_t node, con
 
     for (size_t i = 0; i < sc->def->count; i++) {
         if (reaches(sc->def, back_to, i) && reaches(sc->def, i, node)) {
-            struct plan_step *s = &run->plan.steps[sc->first_step + i];
+            struct plan_step *s = &run->ps.plan.steps[sc->first_step + i];
             s->status = STEP_PENDING;
             weft__free(s->extra_input);
             s->extra_input = weft__strdup(feedback);
@@ -730,7 +733,7 @@ static void
 consider_loop(struct flow *fl, size_t step)
 {
     struct run *run = fl->run;
-    struct plan_step *s = &run->plan.steps[step];
+    struct plan_step *s = &run->ps.plan.steps[step];
     struct scope *sc = &fl->scopes[s->item];
     const struct wf_flow_node *n = &sc->def->nodes[s->flow_node];
     json_t *result = parse_result(s->result);
@@ -770,7 +773,7 @@ consider_loop(struct flow *fl, size_t step)
     } else {
         weft__rt_watchdog_flow(run, span, n->id, sc->def->nodes[n->loop.back_to].id, s->agent,
                                sc->def->nodes[n->loop.back_to].agent, s->result);
-        s = &run->plan.steps[step];
+        s = &run->ps.plan.steps[step];
         if (weft__rt_watchdog_should_stop(run)) {
             /* A stuck loop under break or fail: no more rounds; the run ends as stuck. */
             weft_span_set_str(span, "weft.loop.outcome", "stuck");
@@ -791,14 +794,14 @@ static void
 on_done(struct flow *fl, size_t step)
 {
     struct run *run = fl->run;
-    struct plan_step *s = &run->plan.steps[step];
+    struct plan_step *s = &run->ps.plan.steps[step];
     int scope = s->item;
     const struct wf_flow_node *n = node_of(fl, step);
 
     weft__rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
     if (s->status == STEP_COMPLETED && n->has_loop) {
         consider_loop(fl, step);
-        s = &run->plan.steps[step];
+        s = &run->ps.plan.steps[step];
     }
     if (s->status == STEP_FAILED && n->is_required) {
         if (fl->scopes[scope].parent < 0) {
@@ -828,13 +831,13 @@ schedule(struct flow *fl)
         }
         for (size_t i = 0; i < sc->def->count; i++) {
             size_t step = sc->first_step + i;
-            if (run->plan.steps[step].status != STEP_PENDING || !is_ready(fl, step)) {
+            if (run->ps.plan.steps[step].status != STEP_PENDING || !is_ready(fl, step)) {
                 continue;
             }
-            if (run->result->iterations >= run->wf->supervisor.max_iterations) {
+            if (run->tel.result->iterations >= run->cfg.wf->supervisor.max_iterations) {
                 return; /* the budget check in run_flow() ends the run */
             }
-            run->result->iterations++;
+            run->tel.result->iterations++;
             if (sc->def->nodes[i].sub != NULL) {
                 start_fanout(fl, step);
                 sc = &fl->scopes[c]; /* start_fanout() may move the scopes */
@@ -843,11 +846,11 @@ schedule(struct flow *fl)
             for (size_t k = 0; k < sc->def->nodes[i].upstream_count; k++) {
                 const struct wf_flow_node *up = &sc->def->nodes[sc->def->nodes[i].upstream[k]];
                 if (up->agent != WF_NONE && sc->def->nodes[i].agent != WF_NONE) {
-                    weft__rt_metrics_handoff(run->metrics, run->wf->agents[up->agent].name,
-                                             run->wf->agents[sc->def->nodes[i].agent].name);
+                    weft__rt_metrics_handoff(run->tel.metrics, run->cfg.wf->agents[up->agent].name,
+                                             run->cfg.wf->agents[sc->def->nodes[i].agent].name);
                 }
             }
-            run->plan.steps[step].status = STEP_IN_PROGRESS;
+            run->ps.plan.steps[step].status = STEP_IN_PROGRESS;
             fl->queue[fl->queued++] = step;
             fl->running++;
             pthread_cond_signal(&fl->work);
@@ -866,7 +869,7 @@ has_work(const struct flow *fl)
             continue;
         }
         for (size_t i = 0; i < sc->def->count; i++) {
-            if (run->plan.steps[sc->first_step + i].status == STEP_PENDING &&
+            if (run->ps.plan.steps[sc->first_step + i].status == STEP_PENDING &&
                 is_ready(fl, sc->first_step + i)) {
                 return true;
             }
@@ -878,7 +881,7 @@ has_work(const struct flow *fl)
 void
 weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
 {
-    const struct wf_flow *def = run->wf->flow;
+    const struct wf_flow *def = run->cfg.wf->flow;
     struct flow fl;
     pthread_t threads[256];
     struct worker_arg args[256];
@@ -890,9 +893,9 @@ weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t
     pthread_cond_init(&fl.work, NULL);
     pthread_cond_init(&fl.changed, NULL);
     *status = WEFT_RUN_COMPLETED;
-    run->is_parallel = true;
-    (void)weft__rt_make_worker_providers(run, nthreads);
-    pthread_mutex_lock(&run->lock);
+    run->svc->set_parallel(run->svc->ctx, true);
+    (void)run->svc->make_worker_providers(run->svc->ctx, nthreads);
+    weft__rt_lock(run);
     if (add_scope(&fl, def, -1, 0, -1, NULL) < 0) {
         fl.is_failed = true;
         snprintf(fl.reason, sizeof(fl.reason), "out of memory");
@@ -935,27 +938,27 @@ weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t
          * the moment one finishes): queue them before waiting, or their slot stays idle
          * until another step ends. */
         if (fl.running > 0 && fl.done_count == 0 && !has_work(&fl)) {
-            pthread_cond_wait(&fl.changed, &run->lock);
+            run->svc->cond_wait(run->svc->ctx, &fl.changed);
         }
     }
     /* Drop what no worker has taken, let running steps finish (they check the abort flag and
      * their deadlines), then stop the workers. */
     for (size_t i = 0; i < fl.queued; i++) {
-        run->plan.steps[fl.queue[i]].status = STEP_PENDING;
+        run->ps.plan.steps[fl.queue[i]].status = STEP_PENDING;
     }
     fl.running -= fl.queued;
     fl.queued = 0;
     while (fl.running > 0) {
-        pthread_cond_wait(&fl.changed, &run->lock);
+        run->svc->cond_wait(run->svc->ctx, &fl.changed);
     }
     fl.done_count = 0;
     fl.is_stopping = true;
     pthread_cond_broadcast(&fl.work);
-    pthread_mutex_unlock(&run->lock);
+    weft__rt_unlock(run);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(threads[i], NULL);
     }
-    run->is_parallel = false;
+    run->svc->set_parallel(run->svc->ctx, false);
     /* Spans of fan-outs or items cut short by a failure still end. */
     for (size_t i = 0; i < fl.scope_count; i++) {
         if (fl.scopes[i].span != NULL) {
@@ -976,12 +979,12 @@ weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t
     } else if (*status == WEFT_RUN_COMPLETED) {
         json_t *out = fl.scope_count > 0 ? scope_result(&fl, &fl.scopes[0]) : NULL;
         char *text = out != NULL ? json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        weft__free(run->result->output);
-        run->result->output = NULL;
+        weft__free(run->tel.result->output);
+        run->tel.result->output = NULL;
         if (json_is_string(out)) {
-            run->result->output = weft__strdup(json_string_value(out));
+            run->tel.result->output = weft__strdup(json_string_value(out));
         } else if (text != NULL) {
-            run->result->output = weft__strdup(text);
+            run->tel.result->output = weft__strdup(text);
         }
         free(text);
         json_decref(out);

@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE /* strcasestr, realpath */
 
-#include "engine.h"
+#include "router.h"
 
 #include "base/buf.h"
 
@@ -23,18 +23,17 @@
 
 /* Clarifications asked in a row at the end of the history. */
 static unsigned
-trailing_clarifications(const struct run *run)
+trailing_clarifications(const struct wf_router *r, const json_t *history)
 {
-    const struct wf_router *r = &run->wf->router;
     const char *clar =
         r->clarification_route != WF_NONE ? r->routes[r->clarification_route].name : NULL;
     unsigned n = 0;
 
-    if (clar == NULL || run->history == NULL) {
+    if (clar == NULL || history == NULL) {
         return 0;
     }
-    for (size_t i = json_array_size(run->history); i > 0; i--) {
-        const json_t *m = json_array_get(run->history, i - 1);
+    for (size_t i = json_array_size(history); i > 0; i--) {
+        const json_t *m = json_array_get(history, i - 1);
         const char *role = json_string_value(json_object_get(m, "role"));
         const char *route = json_string_value(json_object_get(m, "route"));
         if (role == NULL || strcmp(role, "assistant") != 0) {
@@ -70,21 +69,50 @@ find_route(const struct wf_router *r, const char *name)
     return WF_NONE;
 }
 
-void
-weft__rt_router_decide(struct run *run,
-                       struct weft_span *decision_span,
-                       size_t *route,
-                       rt_layer *layer,
-                       char *reason,
-                       size_t reason_len)
+/* What the router's model is shown: its instructions and the routes, the session's earlier
+ * messages, then the user's message. */
+static json_t *
+route_messages(const struct wf_router *r, const char *input, const json_t *history)
 {
-    const struct weft_workflow *wf = run->wf;
-    const struct wf_router *r = &wf->router;
-    const char *input = run->input != NULL ? run->input : "";
-    unsigned clarifications = trailing_clarifications(run);
+    struct weft__buf sys;
+    json_t *msgs = json_array();
+
+    weft__buf_init(&sys, 0);
+    weft__buf_printf(&sys, "%s\nRoutes:",
+                     r->instructions != NULL ? r->instructions : "Route the user's message.");
+    for (size_t i = 0; i < r->route_count; i++) {
+        weft__buf_printf(&sys, " %s", r->routes[i].name);
+    }
+    weft__buf_printf(&sys, "\nAnswer as JSON: {\"route\": ..., \"reason\": ...}");
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
+                                          sys.data != NULL ? sys.data : ""));
+    weft__buf_cleanup(&sys);
+    for (size_t i = 0; history != NULL && i < json_array_size(history); i++) {
+        const json_t *m = json_array_get(history, i);
+        json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
+                                              "content", json_object_get(m, "content")));
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
+    return msgs;
+}
+
+void
+weft__rt_router_decide(const struct run_services *svc,
+                       const struct wf_router *r,
+                       const char *input_or_null,
+                       const json_t *history,
+                       struct weft_span *decision_span,
+                       struct rt_route_decision *out)
+{
+    const char *input = input_or_null != NULL ? input_or_null : "";
+    unsigned clarifications = trailing_clarifications(r, history);
+    size_t *route = &out->route;
+    rt_layer *layer = &out->layer;
+    char *reason = out->reason;
+    size_t reason_len = sizeof(out->reason);
+    struct run_llm_call call;
     struct llm_response resp;
     struct llm_error lerr;
-    struct weft__buf sys;
     json_t *msgs = NULL;
     json_t *answer = NULL;
     const char *chosen = NULL;
@@ -104,25 +132,16 @@ weft__rt_router_decide(struct run *run,
                  r->routes[r->default_route].name);
         return;
     }
-    weft__buf_init(&sys, 0);
-    weft__buf_printf(&sys, "%s\nRoutes:",
-                     r->instructions != NULL ? r->instructions : "Route the user's message.");
-    for (size_t i = 0; i < r->route_count; i++) {
-        weft__buf_printf(&sys, " %s", r->routes[i].name);
-    }
-    weft__buf_printf(&sys, "\nAnswer as JSON: {\"route\": ..., \"reason\": ...}");
-    msgs = json_array();
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
-                                          sys.data != NULL ? sys.data : ""));
-    weft__buf_cleanup(&sys);
-    for (size_t i = 0; run->history != NULL && i < json_array_size(run->history); i++) {
-        const json_t *m = json_array_get(run->history, i);
-        json_array_append_new(msgs, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
-                                              "content", json_object_get(m, "content")));
-    }
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", input));
-    if (weft__rt_llm_call(run, decision_span, "router", NULL, LLM_PURPOSE_ROUTE, r->model, msgs,
-                          NULL, true, r->temperature, 0, &resp, &lerr) != WEFT_OK) {
+    msgs = route_messages(r, input, history);
+    memset(&call, 0, sizeof(call));
+    call.parent = decision_span;
+    call.agent = "router";
+    call.purpose = LLM_PURPOSE_ROUTE;
+    call.model = r->model;
+    call.messages = msgs;
+    call.json_mode = true;
+    call.temperature = r->temperature;
+    if (svc->llm_call(svc->ctx, &call, &resp, &lerr) != WEFT_OK) {
         *route = r->default_route;
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "router LLM failed (%s): falling back to %s", lerr.type,

@@ -10,7 +10,7 @@
  * (operation, agent name, provider, request model, tool name) are start attributes too; which
  * convention version decides the rest is asked of weft__semconv_genai_mode().
  */
-#include "engine.h"
+#include "spans.h"
 #include "semconv.h"
 
 #include <stdio.h>
@@ -46,20 +46,6 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_ITEM] = {"item", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
 };
 
-/* The provider that answers @p model's calls (the replay answers every model). */
-static const char *
-provider_name(const struct run *run, size_t model)
-{
-    const struct llm_provider *p = NULL;
-
-    if (run->replay != NULL) {
-        p = run->replay;
-    } else if (run->providers != NULL && model < run->wf->model_count) {
-        p = run->providers[model];
-    }
-    return p != NULL ? p->provider_name : NULL;
-}
-
 /* The GenAI start attributes of one kind of span; @p provider only for chat spans. */
 static size_t
 genai_start_attrs(const struct run *run,
@@ -72,15 +58,17 @@ genai_start_attrs(const struct run *run,
 
     switch (kind) {
     case RT_SPAN_WORKFLOW:
-        attrs[n++] = weft_attr_str(WEFT__GENAI_WORKFLOW_NAME, run->wf->name);
+        attrs[n++] = weft_attr_str(WEFT__GENAI_WORKFLOW_NAME, run->cfg.wf->name);
         break;
     case RT_SPAN_AGENT: {
-        size_t a = weft__wf_find_agent(run->wf, subject);
+        size_t a = weft__wf_find_agent(run->cfg.wf, subject);
         attrs[n++] = weft_attr_str(WEFT__GENAI_AGENT_NAME, subject);
         if (a != WF_NONE) {
-            size_t model = run->wf->agents[a].model;
-            const char *provider_of = provider_name(run, model);
-            attrs[n++] = weft_attr_str(WEFT__GENAI_REQUEST_MODEL, run->wf->models[model].model);
+            size_t model = run->cfg.wf->agents[a].model;
+            const char *provider_of = run->svc->provider_name != NULL
+                                          ? run->svc->provider_name(run->svc->ctx, model)
+                                          : NULL;
+            attrs[n++] = weft_attr_str(WEFT__GENAI_REQUEST_MODEL, run->cfg.wf->models[model].model);
             if (provider_of != NULL &&
                 weft__semconv_agent_has_provider(weft__semconv_genai_mode())) {
                 attrs[n++] = weft_attr_str(WEFT__GENAI_PROVIDER_NAME, provider_of);
@@ -123,7 +111,7 @@ start(struct run *run,
     size_t n = 0;
     char name[256];
 
-    if (run->tracer == NULL) {
+    if (run->tel.tracer == NULL) {
         return weft_span_start(NULL, "", NULL); /* the shared non-recording span */
     }
     snprintf(name, sizeof(name), "%s %s", k->operation, subject);
@@ -133,18 +121,18 @@ start(struct run *run,
     n += genai_start_attrs(run, kind, subject, provider, attrs + n);
     attrs[n++] = weft_attr_str("openinference.span.kind", k->openinference);
     attrs[n++] = weft_attr_str("langfuse.observation.type", k->langfuse);
-    attrs[n++] = weft_attr_str(WEFT__GENAI_CONVERSATION_ID, run->session_id);
-    attrs[n++] = weft_attr_str("session.id", run->session_id);
-    attrs[n++] = weft_attr_str("langfuse.trace.name", run->wf->name);
-    attrs[n++] = weft_attr_str("weft.run.id", run->run_id);
-    if (run->opts->user_id != NULL && run->opts->user_id[0] != '\0') {
-        attrs[n++] = weft_attr_str("user.id", run->opts->user_id);
+    attrs[n++] = weft_attr_str(WEFT__GENAI_CONVERSATION_ID, run->store.session_id);
+    attrs[n++] = weft_attr_str("session.id", run->store.session_id);
+    attrs[n++] = weft_attr_str("langfuse.trace.name", run->cfg.wf->name);
+    attrs[n++] = weft_attr_str("weft.run.id", run->store.run_id);
+    if (run->cfg.opts->user_id != NULL && run->cfg.opts->user_id[0] != '\0') {
+        attrs[n++] = weft_attr_str("user.id", run->cfg.opts->user_id);
     }
-    if (run->opts->tags != NULL && run->opts->tag_count > 0) {
+    if (run->cfg.opts->tags != NULL && run->cfg.opts->tag_count > 0) {
         attrs[n].key = "weft.run.tags";
         attrs[n].value.type = WEFT_VALUE_STRING_ARRAY;
-        attrs[n].value.len = run->opts->tag_count < 16 ? run->opts->tag_count : 16;
-        attrs[n++].value.u.strs = run->opts->tags;
+        attrs[n].value.len = run->cfg.opts->tag_count < 16 ? run->cfg.opts->tag_count : 16;
+        attrs[n++].value.u.strs = run->cfg.opts->tags;
     }
     memset(&so, 0, sizeof(so));
     so.kind = k->span_kind;
@@ -155,7 +143,7 @@ start(struct run *run,
     so.attr_count = n;
     so.links = links;
     so.link_count = link_count;
-    return weft_span_start(run->tracer, name, &so);
+    return weft_span_start(run->tel.tracer, name, &so);
 }
 
 struct weft_span *
@@ -181,7 +169,7 @@ weft__span_start_chat(struct run *run,
 void
 weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text)
 {
-    if (run->capture_content && text != NULL) {
+    if (run->cfg.capture_content && text != NULL) {
         weft_span_set_str(span, key, text);
     }
 }
@@ -196,8 +184,8 @@ weft__rt_span_start_under(struct run *run,
 {
     if (parent == NULL || !weft_span_context_is_valid(parent)) {
         /* The run's root itself starts a new trace when it has no parent. */
-        return weft__rt_span_start(run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->root,
-                                   links, link_count);
+        return weft__rt_span_start(
+            run, kind, subject, kind == RT_SPAN_WORKFLOW ? NULL : run->tel.root, links, link_count);
     }
     return start(run, kind, subject, NULL, NULL, parent, links, link_count);
 }

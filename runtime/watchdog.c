@@ -1,6 +1,6 @@
 /* runtime/watchdog.c - the stuck-loop watchdog (see watchdog.h). Everything here runs on the
  * engine thread under the run lock; detectors keep a short bounded history. */
-#include "engine.h"
+#include "run.h"
 #include "semconv.h"
 #include "webhook.h"
 
@@ -54,7 +54,7 @@ hash_text(uint64_t h, const char *s, bool is_normalised)
 static const char *
 policy_name(const struct run *run)
 {
-    switch (run->wf->supervisor.watchdog.policy) {
+    switch (run->cfg.wf->supervisor.watchdog.policy) {
     case WATCHDOG_FAIL:
         return "fail";
     case WATCHDOG_BREAK:
@@ -77,7 +77,8 @@ is_budget_kind(const char *kind)
 static const char *
 agent_name(const struct run *run, size_t agent)
 {
-    return agent < run->wf->agent_count ? run->wf->agents[agent].name : run->wf->supervisor.name;
+    return agent < run->cfg.wf->agent_count ? run->cfg.wf->agents[agent].name
+                                            : run->cfg.wf->supervisor.name;
 }
 
 /* Counted, logged and alerted: thread-safe, so the stall timer uses it too. @p span_hex is
@@ -91,15 +92,15 @@ announce(struct run *run,
 {
     struct watchdog *wd = &run->watchdog;
 
-    weft__rt_metrics_stuck(run->metrics, kind);
-    WEFT_LOG(WEFT_LOG_WARN, "run %s: stuck loop (%s): %s", run->run_id, kind, evidence);
+    weft__rt_metrics_stuck(run->tel.metrics, kind);
+    WEFT_LOG(WEFT_LOG_WARN, "run %s: stuck loop (%s): %s", run->store.run_id, kind, evidence);
     if (wd->webhook != NULL) {
         struct rt_webhook_alert alert = {
             .kind = kind,
             .evidence = evidence,
             .policy = is_budget_kind(kind) ? "warn" : policy_name(run),
-            .workflow = run->wf->name,
-            .run_id = run->run_id,
+            .workflow = run->cfg.wf->name,
+            .run_id = run->store.run_id,
             .trace_id = wd->trace_hex[0] != '\0' ? wd->trace_hex : NULL,
             .span_id = span_hex != NULL          ? span_hex
                        : wd->root_hex[0] != '\0' ? wd->root_hex
@@ -115,7 +116,7 @@ static void
 apply_policy(struct run *run, const char *kind, const char *evidence)
 {
     struct watchdog *wd = &run->watchdog;
-    watchdog_policy policy = run->wf->supervisor.watchdog.policy;
+    watchdog_policy policy = run->cfg.wf->supervisor.watchdog.policy;
 
     if (is_budget_kind(kind) || policy == WATCHDOG_WARN || wd->is_fail) {
         return;
@@ -130,7 +131,7 @@ apply_policy(struct run *run, const char *kind, const char *evidence)
     snprintf(wd->stuck_reason, sizeof(wd->stuck_reason), "stuck loop (%s): %.280s", kind, evidence);
     if (policy == WATCHDOG_BREAK) {
         wd->is_break = true;
-    } else if (policy == WATCHDOG_ESCALATE && run->wf->flow == NULL) {
+    } else if (policy == WATCHDOG_ESCALATE && run->cfg.wf->flow == NULL) {
         wd->is_escalate_pending = true;
     } else {
         wd->is_fail = true; /* fail, or escalate in a flow (refused at load; kept safe) */
@@ -162,8 +163,8 @@ mark(struct run *run,
     weft_span_add_event(span, "weft.stuck_loop", a, n, 0);
     weft_span_set_str(span, WEFT__ERROR_TYPE, "stuck_loop");
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
-    if (run->root != NULL && run->root != span) {
-        weft_span_add_event(run->root, "weft.stuck_loop", a, n, 0);
+    if (run->tel.root != NULL && run->tel.root != span) {
+        weft_span_add_event(run->tel.root, "weft.stuck_loop", a, n, 0);
     }
     apply_policy(run, kind, evidence);
 }
@@ -313,7 +314,7 @@ occur(struct run *run,
     }
     if (is_reported(wd, loop)) {
         if (wd->has_escalated && !wd->is_fail &&
-            run->wf->supervisor.watchdog.policy == WATCHDOG_ESCALATE) {
+            run->cfg.wf->supervisor.watchdog.policy == WATCHDOG_ESCALATE) {
             char evidence[300];
             snprintf(evidence, sizeof(evidence), "%.200s repeated after escalation", what);
             apply_policy(run, kind_names[kind], evidence);
@@ -359,8 +360,8 @@ occur(struct run *run,
             if (i != 0) {
                 (void)weft_span_add_link(span, &r->span, &la, 1);
             }
-            if (run->root != NULL && run->root != span) {
-                (void)weft_span_add_link(run->root, &r->span, &la, 1);
+            if (run->tel.root != NULL && run->tel.root != span) {
+                (void)weft_span_add_link(run->tel.root, &r->span, &la, 1);
             }
         }
         extra[0] = weft_attr_str("weft.stuck_loop.signature", sig_hex);
@@ -377,8 +378,9 @@ occur(struct run *run,
 void
 weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 {
-    const struct plan_step *s = &run->plan.steps[step];
-    size_t from = run->last_actor != NULL ? weft__wf_find_agent(run->wf, run->last_actor) : WF_NONE;
+    const struct plan_step *s = &run->ps.plan.steps[step];
+    size_t from =
+        run->ps.last_actor != NULL ? weft__wf_find_agent(run->cfg.wf, run->ps.last_actor) : WF_NONE;
     const char *to = weft__rt_step_actor(run, s);
     uint64_t sig = hash_text(
         hash_text(hash_text(FNV_OFFSET, agent_name(run, from), false), to, false), s->task, true);
@@ -392,7 +394,7 @@ weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 void
 weft__rt_watchdog_step_done(struct run *run, size_t step)
 {
-    const struct plan_step *s = &run->plan.steps[step];
+    const struct plan_step *s = &run->ps.plan.steps[step];
 
     /* A step's outcome is a fact: its output, or its failure text. */
     weft__rt_watchdog_fact(run, s->status == STEP_COMPLETED ? s->result : s->feedback);
@@ -405,25 +407,26 @@ weft__rt_watchdog_decision(struct run *run,
                            bool is_step)
 {
     struct watchdog *wd = &run->watchdog;
-    const struct wf_supervisor *sup = &run->wf->supervisor;
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
     char evidence[200];
 
-    if (!wd->is_budget_warned && run->result->iterations * 5 >= (size_t)sup->max_iterations * 4) {
+    if (!wd->is_budget_warned &&
+        run->tel.result->iterations * 5 >= (size_t)sup->max_iterations * 4) {
         wd->is_budget_warned = true;
-        snprintf(evidence, sizeof(evidence), "%zu of %u iterations spent", run->result->iterations,
-                 sup->max_iterations);
+        snprintf(evidence, sizeof(evidence), "%zu of %u iterations spent",
+                 run->tel.result->iterations, sup->max_iterations);
         detect(run, decision, "iteration_budget", evidence, NULL);
     }
     if (!is_step && next != NULL && strcmp(next, "end") != 0) {
         /* A route that started nothing: the plan's state is its only outcome. */
         char what[160];
         char state[96];
-        snprintf(state, sizeof(state), "plan v%u, %zu steps, %zu completed", run->plan.version,
-                 run->plan.count, weft__plan_count_status(&run->plan, STEP_COMPLETED));
+        snprintf(state, sizeof(state), "plan v%u, %zu steps, %zu completed", run->ps.plan.version,
+                 run->ps.plan.count, weft__plan_count_status(&run->ps.plan, STEP_COMPLETED));
         weft__rt_watchdog_fact(run, state);
         snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.64s", sup->name, next);
         occur(run, decision, WD_ROUTE, hash_text(FNV_OFFSET, next, false), WF_NONE,
-              weft__wf_find_agent(run->wf, next), what);
+              weft__wf_find_agent(run->cfg.wf, next), what);
     }
 }
 
@@ -436,8 +439,8 @@ weft__rt_watchdog_tool(
     size_t agent = WF_NONE;
 
     (void)learn(&run->watchdog, hash_text(sig, result, true));
-    if (run->last_actor != NULL) {
-        agent = weft__wf_find_agent(run->wf, run->last_actor);
+    if (run->ps.last_actor != NULL) {
+        agent = weft__wf_find_agent(run->cfg.wf, run->ps.last_actor);
     }
     snprintf(what, sizeof(what), "%.48s %.120s", tool, args != NULL ? args : "");
     occur(run, span, WD_TOOL, sig, agent, WF_NONE, what);
@@ -518,8 +521,8 @@ void
 weft__rt_watchdog_budget(struct run *run, struct weft_span *span)
 {
     struct watchdog *wd = &run->watchdog;
-    const struct wf_supervisor *sup = &run->wf->supervisor;
-    const struct weft_run_result *r = run->result;
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
+    const struct weft_run_result *r = run->tel.result;
 
     check_budget(run, span, "token_budget", (double)(r->input_tokens + r->output_tokens),
                  (double)sup->max_tokens, "tokens", &wd->is_tokens_warned, &wd->is_tokens_crossed);
@@ -550,7 +553,7 @@ timer_main(void *arg)
 {
     struct run *run = arg;
     struct watchdog *wd = &run->watchdog;
-    uint64_t stall_ns = (uint64_t)run->wf->supervisor.watchdog.stall_ms * 1000000u;
+    uint64_t stall_ns = (uint64_t)run->cfg.wf->supervisor.watchdog.stall_ms * 1000000u;
     uint64_t period = stall_ns / 4 < 1000000000u ? stall_ns / 4 : 1000000000u;
     uint64_t reported = 0; /* the progress mark a stall was reported for */
 
@@ -603,7 +606,7 @@ timer_main(void *arg)
 static void
 start_webhook(struct run *run)
 {
-    const struct watchdog_config *cfg = &run->wf->supervisor.watchdog;
+    const struct watchdog_config *cfg = &run->cfg.wf->supervisor.watchdog;
     struct rt_webhook_config hc;
     const char *format = getenv("WEFT_WATCHDOG_WEBHOOK_FORMAT");
     const char *auth = getenv("WEFT_WATCHDOG_WEBHOOK_AUTHORIZATION");
@@ -639,7 +642,7 @@ start_webhook(struct run *run)
     }
     if (weft__rt_webhook_new(&hc, &run->watchdog.webhook) != WEFT_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "run %s: the watchdog webhook is off (see the error above)",
-                 run->run_id);
+                 run->store.run_id);
     }
     if (header != NULL) {
         memset(header, 0, strlen(header)); /* the copy in the webhook is the only one left */
@@ -679,21 +682,21 @@ weft__rt_watchdog_start(struct run *run)
     struct weft_span_context ctx;
     pthread_condattr_t attr;
 
-    weft_span_context_of(run->root, &ctx);
+    weft_span_context_of(run->tel.root, &ctx);
     if (weft_span_context_is_valid(&ctx)) {
         weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, wd->trace_hex);
         weft_hex_encode(ctx.span_id, WEFT_SPAN_ID_SIZE, wd->root_hex);
     }
-    wd->repeats = setting(run->wf->supervisor.watchdog.repeats, "WEFT_WATCHDOG_REPEATS", 3, 2,
+    wd->repeats = setting(run->cfg.wf->supervisor.watchdog.repeats, "WEFT_WATCHDOG_REPEATS", 3, 2,
                           WATCHDOG_WINDOW_MAX);
-    wd->window = setting(run->wf->supervisor.watchdog.window, "WEFT_WATCHDOG_WINDOW", 10, 2,
+    wd->window = setting(run->cfg.wf->supervisor.watchdog.window, "WEFT_WATCHDOG_WINDOW", 10, 2,
                          WATCHDOG_WINDOW_MAX);
     if (wd->window < wd->repeats) {
         wd->window = wd->repeats; /* a window holds at least the repetitions it looks for */
     }
     atomic_store(&wd->last_progress, weft__monotonic_ns());
     start_webhook(run);
-    if (run->wf->supervisor.watchdog.stall_ms == 0) {
+    if (run->cfg.wf->supervisor.watchdog.stall_ms == 0) {
         return;
     }
     pthread_mutex_init(&wd->timer_lock, NULL);
@@ -704,7 +707,7 @@ weft__rt_watchdog_start(struct run *run)
     wd->has_timer = pthread_create(&wd->timer, NULL, timer_main, run) == 0;
     if (!wd->has_timer) {
         WEFT_LOG(WEFT_LOG_ERROR, "run %s: no stall detection (cannot start its thread)",
-                 run->run_id);
+                 run->store.run_id);
         pthread_cond_destroy(&wd->timer_cond);
         pthread_mutex_destroy(&wd->timer_lock);
     }

@@ -1,0 +1,13 @@
+/* runtime/agent.h - one agent step (agent.c): attempts, the tool loop, loop-back requests and
+ * reflection, reaching the engine only through the run services (run.h). */
+#ifndef WEFT_RUNTIME_AGENT_H
+#define WEFT_RUNTIME_AGENT_H
+
+#include "run.h"
+
+/* Run plan step @p index of an agent (attempts, tool loop, reflection). Sets the step's final
+ * status; loop-back requests land in run->ps.requests. In a parallel flow the run lock is held
+ * on entry and released only around LLM and tool calls. */
+void weft__rt_agent_step(struct run *run, size_t index);
+
+#endif /* WEFT_RUNTIME_AGENT_H */

@@ -1,0 +1,70 @@
+/* runtime/run.c - helpers over the parts of a run (run.h) that need no engine: the step's
+ * actor, the abort flag, the time left, and the calling thread's worker index and prompt link.
+ */
+#include "run.h"
+
+#include <stdint.h>
+
+static __thread int worker_index = -1;
+static __thread const char *prompt_name;
+static __thread const struct rt_prompt *prompt_link;
+
+void
+weft__rt_set_prompt_link(const char *name, const struct rt_prompt *prompt)
+{
+    prompt_name = prompt != NULL ? name : NULL;
+    prompt_link = prompt;
+}
+
+const struct rt_prompt *
+weft__prompt_link(const char **name)
+{
+    *name = prompt_name;
+    return prompt_link;
+}
+
+int
+weft__rt_worker_index(void)
+{
+    return worker_index;
+}
+
+void
+weft__rt_set_worker_index(int index)
+{
+    worker_index = index;
+}
+
+bool
+weft__rt_aborted(const struct run *run)
+{
+    return run->cfg.opts->abort_flag != NULL && *run->cfg.opts->abort_flag != 0;
+}
+
+uint32_t
+weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
+{
+    uint64_t now = run->svc->now_mono(run->svc->ctx);
+    uint64_t deadline = run->cfg.deadline_mono;
+
+    if (step_deadline_mono != 0 && (deadline == 0 || step_deadline_mono < deadline)) {
+        deadline = step_deadline_mono;
+    }
+    if (deadline == 0) {
+        return UINT32_MAX;
+    }
+    if (now >= deadline) {
+        return 0;
+    }
+    return (deadline - now) / 1000000u > UINT32_MAX - 1 ? UINT32_MAX - 1
+                                                        : (uint32_t)((deadline - now) / 1000000u);
+}
+
+const char *
+weft__rt_step_actor(const struct run *run, const struct plan_step *step)
+{
+    if (step->executor == EXEC_AGENT && step->agent < run->cfg.wf->agent_count) {
+        return run->cfg.wf->agents[step->agent].name;
+    }
+    return weft__step_executor_name(step->executor);
+}
