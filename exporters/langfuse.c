@@ -442,6 +442,170 @@ put_str(struct weft_attr *attrs, size_t *n, const char *key, const char *value)
     }
 }
 
+/* Part @p part (> 0) of a run's trace goes to a trace id of its own: @p v gets that id and
+ * one more link, back to where the run's root lives in the original trace. */
+static bool
+relink_part(struct lf_batch *b,
+            const struct weft_span_data *s,
+            uint64_t part,
+            struct weft_span_data *v)
+{
+    struct weft_link_data *links = batch_alloc(b, (s->link_count + 1) * sizeof(*links));
+
+    if (links == NULL) {
+        return false;
+    }
+    part_trace_id(s->trace_id, part, v->trace_id);
+    if (s->link_count > 0) { /* s->links may be NULL then, and memcpy(NULL) is undefined */
+        memcpy(links, s->links, s->link_count * sizeof(*links));
+    }
+    memset(&links[s->link_count], 0, sizeof(*links));
+    memcpy(links[s->link_count].trace_id, s->trace_id, WEFT_TRACE_ID_SIZE);
+    memcpy(links[s->link_count].span_id, s->has_parent ? s->parent_span_id : s->span_id,
+           WEFT_SPAN_ID_SIZE);
+    links[s->link_count].trace_flags = s->trace_flags;
+    v->links = links;
+    v->link_count = s->link_count + 1;
+    return true;
+}
+
+/* One of the span's own attributes as Langfuse should get it: usage totals of non-generations
+ * as metadata, the trace name of a part marked, long strings cut and counted. */
+static bool
+rewrite_attr(
+    struct langfuse *x, struct lf_batch *b, bool is_generation, uint64_t part, struct weft_attr *a)
+{
+    if (!is_generation && (strncmp(a->key, "gen_ai.usage.", 13) == 0 ||
+                           strcmp(a->key, "langfuse.observation.cost_details") == 0)) {
+        /* Run and agent totals: Langfuse would count them again beside the generations
+         * they sum up, so they go as metadata (usage.input_tokens, cost_details). */
+        char *key = batch_printf(b, strlen(a->key) + 40, "langfuse.observation.metadata.%s",
+                                 a->key[0] == 'g' ? a->key + 7 : "cost_details");
+        if (key == NULL) {
+            return false;
+        }
+        a->key = key;
+    } else if (part > 0 && strcmp(a->key, "langfuse.trace.name") == 0) {
+        char *name = batch_printf(b, strlen(a->value.u.str) + 32, "%s (part %llu)", a->value.u.str,
+                                  (unsigned long long)part + 1);
+        if (name == NULL) {
+            return false;
+        }
+        a->value.u.str = name;
+        a->value.len = strlen(name);
+    } else if (a->value.type == WEFT_VALUE_STRING && a->value.len > x->max_value) {
+        /* Cut on a UTF-8 boundary, then say so. */
+        size_t keep = weft__utf8_cut(a->value.u.str, a->value.len, x->max_value);
+        char *cut = batch_alloc(b, keep + sizeof(TRUNCATION_MARKER));
+
+        if (cut == NULL) {
+            return false;
+        }
+        memcpy(cut, a->value.u.str, keep);
+        memcpy(cut + keep, TRUNCATION_MARKER, sizeof(TRUNCATION_MARKER));
+        a->value.u.str = cut;
+        a->value.len = keep + sizeof(TRUNCATION_MARKER) - 1;
+        atomic_fetch_add(&x->n_truncated, 1);
+    }
+    return true;
+}
+
+/* Filterable metadata: weft.decision.layer -> langfuse.observation.metadata.decision.layer. */
+static bool
+add_metadata(struct lf_batch *b,
+             const struct weft_span_data *s,
+             struct weft_attr *attrs,
+             size_t *n,
+             size_t cap)
+{
+    for (size_t i = 0; i < s->attr_count && *n < cap - 16; i++) {
+        if (is_metadata_key(s->attrs[i].key)) {
+            char *key = batch_printf(b, strlen(s->attrs[i].key) + 32,
+                                     "langfuse.observation.metadata.%s", s->attrs[i].key + 5);
+            if (key == NULL) {
+                return false;
+            }
+            attrs[*n] = attrs[i];
+            attrs[(*n)++].key = key;
+        }
+    }
+    return true;
+}
+
+/* The trace-level attributes Langfuse reads: environment, release, session, user, trace name
+ * and tags. */
+static void
+add_trace_attrs(const struct langfuse *x,
+                const struct weft_span_data *s,
+                struct weft_attr *attrs,
+                size_t *n)
+{
+    const char *session = str_attr(s, "session.id");
+
+    put_str(attrs, n, "langfuse.environment", x->environment);
+    put_str(attrs, n, "langfuse.release", x->release);
+    put_str(attrs, n, "langfuse.session.id",
+            session != NULL ? session : str_attr(s, "gen_ai.conversation.id"));
+    put_str(attrs, n, "langfuse.user.id", str_attr(s, "user.id"));
+    if (str_attr(s, "langfuse.trace.name") == NULL && !s->has_parent) {
+        put_str(attrs, n, "langfuse.trace.name", s->name);
+    }
+    if (!has_key(attrs, *n, "langfuse.trace.tags")) {
+        const struct weft_value *tags = attr_of(s, "weft.run.tags");
+        if (tags != NULL && tags->type == WEFT_VALUE_STRING_ARRAY) {
+            attrs[*n] = (struct weft_attr){"langfuse.trace.tags", *tags};
+            (*n)++;
+        }
+    }
+}
+
+/* A failed step, and a run that did not complete (its root repeats the loops it met), are
+ * errors; a span with a stuck-loop or breaker event is a warning, though its status is ERROR. */
+static void
+add_level(const struct weft_span_data *s, struct weft_attr *attrs, size_t *n)
+{
+    const char *step_status = str_attr(s, "weft.step.status");
+    bool is_warning =
+        find_event(s, "weft.stuck_loop") != NULL || find_event(s, "weft.circuit_breaker") != NULL;
+
+    if ((step_status != NULL && strcmp(step_status, "failed") == 0) ||
+        (str_attr(s, "weft.run.status") != NULL && s->status_code == WEFT_STATUS_ERROR)) {
+        put_str(attrs, n, "langfuse.observation.level", "ERROR");
+    } else if (is_warning) {
+        put_str(attrs, n, "langfuse.observation.level", "WARNING");
+    } else if (s->status_code == WEFT_STATUS_ERROR) {
+        put_str(attrs, n, "langfuse.observation.level", "ERROR");
+    }
+}
+
+/* A generation's model and usage details, unless the span set them itself. */
+static bool
+add_generation(struct lf_batch *b,
+               const struct weft_span_data *s,
+               struct weft_attr *attrs,
+               size_t *n)
+{
+    const char *model = str_attr(s, "gen_ai.response.model");
+    double in = -1;
+    double out = -1;
+    bool has_usage = false;
+
+    put_str(attrs, n, "langfuse.observation.model.name",
+            model != NULL ? model : str_attr(s, "gen_ai.request.model"));
+    has_usage = num_attr(s, "gen_ai.usage.input_tokens", &in);
+    has_usage = num_attr(s, "gen_ai.usage.output_tokens", &out) || has_usage;
+    if (has_usage && !has_key(attrs, *n, "langfuse.observation.usage_details")) {
+        char *usage = batch_printf(b, 96, "{\"input\":%lld,\"output\":%lld,\"total\":%lld}",
+                                   (long long)(in < 0 ? 0 : in), (long long)(out < 0 ? 0 : out),
+                                   (long long)((in < 0 ? 0 : in) + (out < 0 ? 0 : out)));
+        if (usage == NULL) {
+            return false;
+        }
+        attrs[(*n)++] = weft_attr_str("langfuse.observation.usage_details", usage);
+    }
+    return true;
+}
+
 /* Fill @p v, Langfuse's copy of @p s. @return false when out of memory. */
 static bool
 rewrite(struct langfuse *x,
@@ -452,131 +616,31 @@ rewrite(struct langfuse *x,
     size_t cap = 2 * s->attr_count + 16;
     struct weft_attr *attrs = batch_alloc(b, cap * sizeof(*attrs));
     uint64_t part = trace_part(x, s);
-    const char *trace_name = str_attr(s, "langfuse.trace.name");
-    const char *session = str_attr(s, "session.id");
-    const char *step_status = str_attr(s, "weft.step.status");
     const char *type = str_attr(s, "langfuse.observation.type");
     bool is_generation = type != NULL && strcmp(type, "generation") == 0;
-    bool is_warning =
-        find_event(s, "weft.stuck_loop") != NULL || find_event(s, "weft.circuit_breaker") != NULL;
-    double in = -1;
-    double out = -1;
-    bool has_usage = false;
     size_t n = 0;
 
     if (attrs == NULL) {
         return false;
     }
     *v = *s;
-    if (part > 0) {
-        struct weft_link_data *links = batch_alloc(b, (s->link_count + 1) * sizeof(*links));
-        if (links == NULL) {
-            return false;
-        }
-        part_trace_id(s->trace_id, part, v->trace_id);
-        if (s->link_count > 0) { /* s->links may be NULL then, and memcpy(NULL) is undefined */
-            memcpy(links, s->links, s->link_count * sizeof(*links));
-        }
-        /* Back to the run's original trace, where its root span lives. */
-        memset(&links[s->link_count], 0, sizeof(*links));
-        memcpy(links[s->link_count].trace_id, s->trace_id, WEFT_TRACE_ID_SIZE);
-        memcpy(links[s->link_count].span_id, s->has_parent ? s->parent_span_id : s->span_id,
-               WEFT_SPAN_ID_SIZE);
-        links[s->link_count].trace_flags = s->trace_flags;
-        v->links = links;
-        v->link_count = s->link_count + 1;
+    if (part > 0 && !relink_part(b, s, part, v)) {
+        return false;
     }
     for (size_t i = 0; i < s->attr_count; i++) {
-        struct weft_attr a = s->attrs[i];
-
-        if (!is_generation && (strncmp(a.key, "gen_ai.usage.", 13) == 0 ||
-                               strcmp(a.key, "langfuse.observation.cost_details") == 0)) {
-            /* Run and agent totals: Langfuse would count them again beside the generations
-             * they sum up, so they go as metadata (usage.input_tokens, cost_details). */
-            char *key = batch_printf(b, strlen(a.key) + 40, "langfuse.observation.metadata.%s",
-                                     a.key[0] == 'g' ? a.key + 7 : "cost_details");
-            if (key == NULL) {
-                return false;
-            }
-            a.key = key;
-        } else if (part > 0 && strcmp(a.key, "langfuse.trace.name") == 0) {
-            char *name = batch_printf(b, strlen(a.value.u.str) + 32, "%s (part %llu)",
-                                      a.value.u.str, (unsigned long long)part + 1);
-            if (name == NULL) {
-                return false;
-            }
-            a.value.u.str = name;
-            a.value.len = strlen(name);
-        } else if (a.value.type == WEFT_VALUE_STRING && a.value.len > x->max_value) {
-            /* Cut on a UTF-8 boundary, then say so. */
-            size_t keep = weft__utf8_cut(a.value.u.str, a.value.len, x->max_value);
-            char *cut = NULL;
-
-            cut = batch_alloc(b, keep + sizeof(TRUNCATION_MARKER));
-            if (cut == NULL) {
-                return false;
-            }
-            memcpy(cut, a.value.u.str, keep);
-            memcpy(cut + keep, TRUNCATION_MARKER, sizeof(TRUNCATION_MARKER));
-            a.value.u.str = cut;
-            a.value.len = keep + sizeof(TRUNCATION_MARKER) - 1;
-            atomic_fetch_add(&x->n_truncated, 1);
-        }
-        attrs[n++] = a;
-    }
-    /* Filterable metadata: weft.decision.layer -> langfuse.observation.metadata.decision.layer */
-    for (size_t i = 0; i < s->attr_count && n < cap - 16; i++) {
-        if (is_metadata_key(s->attrs[i].key)) {
-            char *key = batch_printf(b, strlen(s->attrs[i].key) + 32,
-                                     "langfuse.observation.metadata.%s", s->attrs[i].key + 5);
-            if (key == NULL) {
-                return false;
-            }
-            attrs[n] = attrs[i];
-            attrs[n++].key = key;
-        }
-    }
-    put_str(attrs, &n, "langfuse.environment", x->environment);
-    put_str(attrs, &n, "langfuse.release", x->release);
-    put_str(attrs, &n, "langfuse.session.id",
-            session != NULL ? session : str_attr(s, "gen_ai.conversation.id"));
-    put_str(attrs, &n, "langfuse.user.id", str_attr(s, "user.id"));
-    if (trace_name == NULL && !s->has_parent) {
-        put_str(attrs, &n, "langfuse.trace.name", s->name);
-    }
-    if (!has_key(attrs, n, "langfuse.trace.tags")) {
-        const struct weft_value *tags = attr_of(s, "weft.run.tags");
-        if (tags != NULL && tags->type == WEFT_VALUE_STRING_ARRAY) {
-            attrs[n] = (struct weft_attr){"langfuse.trace.tags", *tags};
-            n++;
-        }
-    }
-    /* A failed step, and a run that did not complete (its root repeats the loops it met), are
-     * errors; a span with a stuck-loop or breaker event is a warning, though its status is
-     * ERROR. */
-    if ((step_status != NULL && strcmp(step_status, "failed") == 0) ||
-        (str_attr(s, "weft.run.status") != NULL && s->status_code == WEFT_STATUS_ERROR)) {
-        put_str(attrs, &n, "langfuse.observation.level", "ERROR");
-    } else if (is_warning) {
-        put_str(attrs, &n, "langfuse.observation.level", "WARNING");
-    } else if (s->status_code == WEFT_STATUS_ERROR) {
-        put_str(attrs, &n, "langfuse.observation.level", "ERROR");
-    }
-    if (is_generation) {
-        const char *model = str_attr(s, "gen_ai.response.model");
-        put_str(attrs, &n, "langfuse.observation.model.name",
-                model != NULL ? model : str_attr(s, "gen_ai.request.model"));
-    }
-    has_usage = is_generation && num_attr(s, "gen_ai.usage.input_tokens", &in);
-    has_usage = (is_generation && num_attr(s, "gen_ai.usage.output_tokens", &out)) || has_usage;
-    if (has_usage && !has_key(attrs, n, "langfuse.observation.usage_details")) {
-        char *usage = batch_printf(b, 96, "{\"input\":%lld,\"output\":%lld,\"total\":%lld}",
-                                   (long long)(in < 0 ? 0 : in), (long long)(out < 0 ? 0 : out),
-                                   (long long)((in < 0 ? 0 : in) + (out < 0 ? 0 : out)));
-        if (usage == NULL) {
+        attrs[n] = s->attrs[i];
+        if (!rewrite_attr(x, b, is_generation, part, &attrs[n])) {
             return false;
         }
-        attrs[n++] = weft_attr_str("langfuse.observation.usage_details", usage);
+        n++;
+    }
+    if (!add_metadata(b, s, attrs, &n, cap)) {
+        return false;
+    }
+    add_trace_attrs(x, s, attrs, &n);
+    add_level(s, attrs, &n);
+    if (is_generation && !add_generation(b, s, attrs, &n)) {
+        return false;
     }
     v->attrs = attrs;
     v->attr_count = n;
