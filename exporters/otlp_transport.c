@@ -163,8 +163,8 @@ resolve_url(struct weft__otlp_transport *x,
 
 /* Add "k=v,k2=v2" (values percent-decoded) as request headers. Malformed members are warned
  * about (by variable name only) and skipped. */
-static weft_err
-add_headers(struct weft__otlp_transport *x, const char *list, const char *source)
+weft_err
+weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source)
 {
     const char *p = list;
 
@@ -205,12 +205,12 @@ add_headers(struct weft__otlp_transport *x, const char *list, const char *source
                     if (line.data == NULL) {
                         return WEFT_ENOMEM;
                     }
-                    grown = curl_slist_append(x->headers, line.data);
+                    grown = curl_slist_append(*headers, line.data);
                     weft__buf_cleanup(&line);
                     if (grown == NULL) {
                         return WEFT_ENOMEM;
                     }
-                    x->headers = grown;
+                    *headers = grown;
                 }
             }
         }
@@ -374,13 +374,13 @@ configure(struct weft__otlp_transport *x,
         x->headers = h;
     }
     if ((v = env_pair(x, "HEADERS", &name)) != NULL) {
-        err = add_headers(x, v, name);
+        err = weft__otlp_headers_add(&x->headers, v, name);
         if (err != WEFT_OK) {
             return err;
         }
     }
     if (o->headers != NULL) {
-        err = add_headers(x, o->headers, "headers option");
+        err = weft__otlp_headers_add(&x->headers, o->headers, "headers option");
         if (err != WEFT_OK) {
             return err;
         }
