@@ -83,7 +83,6 @@ void weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct wef
  * are warned about by @p source (a variable name) and skipped; values are never logged.
  * @return WEFT_OK, WEFT_ENOMEM (the list keeps what was added). Ownership: the lines are new
  * in *headers (curl_slist_free_all). */
-weft_err
-weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source);
+weft_err weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source);
 
 #endif /* WEFT_EXPORTERS_OTLP_TRANSPORT_H */

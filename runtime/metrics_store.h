@@ -17,8 +17,8 @@
 #ifndef WEFT_RUNTIME_METRICS_STORE_H
 #define WEFT_RUNTIME_METRICS_STORE_H
 
-#include <stdbool.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <weft/metrics.h>

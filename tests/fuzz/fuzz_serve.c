@@ -59,10 +59,9 @@ fold_row(char **f)
         json_decref(labels);
         return;
     }
-    err = weft_meter_instrument(meter,
-                                is_histogram ? WEFT_INSTRUMENT_HISTOGRAM : WEFT_INSTRUMENT_COUNTER,
-                                f[3], f[4], f[5], is_histogram ? bounds : NULL,
-                                is_histogram ? (size_t)nb : 0, &in);
+    err = weft_meter_instrument(
+        meter, is_histogram ? WEFT_INSTRUMENT_HISTOGRAM : WEFT_INSTRUMENT_COUNTER, f[3], f[4], f[5],
+        is_histogram ? bounds : NULL, is_histogram ? (size_t)nb : 0, &in);
     if (err == WEFT_OK && is_histogram) {
         (void)weft__histogram_merge(in, attrs, n, buckets, (size_t)nc, 1.5, 0.5, 2.5);
     } else if (err == WEFT_OK) {

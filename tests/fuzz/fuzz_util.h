@@ -98,12 +98,12 @@ fuzz_split(const uint8_t *data,
 
 /* Abort (a crash libFuzzer reports with the input) when @p cond is false: harnesses check
  * properties of what the parsers return, not only that they survive. */
-#define FUZZ_CHECK(cond)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
+#define FUZZ_CHECK(cond)                                                             \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                 \
+        }                                                                            \
     } while (0)
 
 #endif /* WEFT_TESTS_FUZZ_UTIL_H */
