@@ -77,7 +77,8 @@ uint64_t weft__monotonic_ns(void);
  * needed; NULL only when out of memory. Ownership: returns new (weft__free). */
 char *weft__redact_text(const char *text);
 
-/* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape or ENOMEM. */
+/* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape (including %00,
+ * which a C string cannot hold) or ENOMEM. */
 char *weft__percent_decode(const char *s, size_t len);
 
 /* Trim spaces and tabs: sets *start and *len to the trimmed span of s[0..len). */
