@@ -5,8 +5,8 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps deps-test build run test test-plain test-asan test-tsan bench install \
-	format format-check clean
+.PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-fuzz fuzz bench \
+	install format format-check clean
 
 all: build
 
@@ -27,7 +27,7 @@ run: build
 	@$(BUILD)/weft run examples/code_review/workflow.json \
 		--input "Add a login endpoint to the user service"
 
-test: deps deps-test test-plain test-asan test-tsan
+test: deps deps-test test-plain test-asan test-tsan test-fuzz
 
 test-plain:
 	cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON $(CMAKE_ARGS) >/dev/null
@@ -49,6 +49,28 @@ test-tsan:
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		setarch $$(uname -m) -R $(CTEST) -L concurrency
 
+# libFuzzer harnesses (tests/fuzz, clang, ASan+UBSan) in build-fuzz. test-fuzz runs each for
+# FUZZ_TEST_TIME seconds through ctest (label fuzz); `make fuzz` runs each, one at a time, for
+# FUZZ_TIME seconds and prints executions and coverage. New corpus entries and crash inputs go
+# to build-fuzz/fuzz-work, never into the committed seed corpus.
+FUZZ_TIME      ?= 60
+FUZZ_TEST_TIME ?= 5
+FUZZ_CMAKE = cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+	-DWEFT_FUZZ=ON -DWEFT_WERROR=ON -DWEFT_FUZZ_TEST_SECONDS=$(FUZZ_TEST_TIME) $(CMAKE_ARGS)
+
+test-fuzz:
+	$(FUZZ_CMAKE) >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	cd build-fuzz && $(CTEST) -L fuzz
+
+fuzz: deps deps-test
+	$(FUZZ_CMAKE) >/dev/null
+	cmake --build build-fuzz -j $(JOBS)
+	@rc=0; for h in $$(cd tests/fuzz && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$$//'); do \
+		sh tests/fuzz/run-fuzz.sh build-fuzz/fuzz_$$h $$h $(FUZZ_TIME) tests/fuzz \
+			build-fuzz/fuzz-work || rc=1; \
+	done; exit $$rc
+
 bench: build
 	$(BUILD)/span_bench
 	$(BUILD)/run_bench
@@ -66,4 +88,4 @@ format-check:
 	clang-format --dry-run --Werror $(C_SOURCES)
 
 clean:
-	rm -rf $(BUILD) build-test build-asan build-tsan
+	rm -rf $(BUILD) build-test build-asan build-tsan build-fuzz

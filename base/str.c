@@ -33,7 +33,10 @@ weft__percent_decode(const char *s, size_t len)
     }
     while (i < len) {
         if (s[i] == '%') {
-            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
+            /* %00 is refused like a bad escape: the result is a C string, and a NUL in it
+             * would silently cut a header value or make a resource key empty. */
+            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0 ||
+                (s[i + 1] == '0' && s[i + 2] == '0')) {
                 weft__free(out);
                 return NULL;
             }

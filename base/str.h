@@ -16,7 +16,8 @@
  * so that 0.04 prints as "0.04", not "0.040000000000000001". @return the length written. */
 int weft__fmt_double(char *buf, size_t len, double d);
 
-/* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape or ENOMEM. */
+/* Percent-decode @p len bytes of @p s into a new string; NULL on a bad escape (including %00,
+ * which a C string cannot hold) or ENOMEM. */
 char *weft__percent_decode(const char *s, size_t len);
 
 /* Trim spaces and tabs: sets *start and *len to the trimmed span of s[0..len). */

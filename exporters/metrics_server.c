@@ -6,6 +6,8 @@
  * 3 s is closed, and up to 1000 connections are served (fewer when RLIMIT_NOFILE is low). The
  * server binds to the address given (loopback unless told otherwise); port 0 picks a free port.
  */
+#include "metrics_server.h"
+
 #include "base/log.h"
 #include "base/mem.h"
 
@@ -51,6 +53,60 @@ render_meter(void *user_data, char **out, size_t *len)
     return weft_prometheus_render(user_data, out, len);
 }
 
+weft__metrics_route
+weft__metrics_server_route(const char *method, const char *url)
+{
+    if (method == NULL || url == NULL) {
+        return WEFT__ROUTE_NOT_FOUND;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        return WEFT__ROUTE_BAD_METHOD;
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        return WEFT__ROUTE_METRICS;
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        return WEFT__ROUTE_HEALTHZ;
+    }
+    return WEFT__ROUTE_NOT_FOUND;
+}
+
+weft_err
+weft__metrics_server_parse_addr(const char *addr, struct sockaddr_in *out)
+{
+    char host[64] = "127.0.0.1";
+    const char *colon = NULL;
+    long port = 9464;
+    char *end = NULL;
+
+    memset(out, 0, sizeof(*out));
+    if (addr != NULL) {
+        colon = strrchr(addr, ':');
+        if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
+            return WEFT_EINVAL;
+        }
+        if (colon > addr) {
+            memcpy(host, addr, (size_t)(colon - addr));
+            host[colon - addr] = '\0';
+        }
+        /* Digits only: strtol alone would take " 80", "+80" and an empty port (as 0). */
+        if (colon[1] < '0' || colon[1] > '9') {
+            return WEFT_EINVAL;
+        }
+        port = strtol(colon + 1, &end, 10);
+        if (*end != '\0' || port < 0 || port > 65535) {
+            return WEFT_EINVAL;
+        }
+    }
+    if (inet_pton(AF_INET, host, &out->sin_addr) != 1) {
+        memset(out, 0, sizeof(*out));
+        return WEFT_EINVAL;
+    }
+    out->sin_family = AF_INET;
+    out->sin_port = htons((uint16_t)port);
+    return WEFT_OK;
+}
+
 static enum MHD_Result
 answer(void *cls,
        struct MHD_Connection *conn,
@@ -68,17 +124,19 @@ answer(void *cls,
     char *text = NULL;
     size_t len = 0;
     const char *type = "text/plain; charset=utf-8";
+    weft__metrics_route route = WEFT__ROUTE_NOT_FOUND;
 
     (void)version;
     (void)upload_data;
     (void)upload_data_size;
     (void)con_cls;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    route = weft__metrics_server_route(method, url);
+    if (route == WEFT__ROUTE_BAD_METHOD) {
         static const char msg[] = "method not allowed\n";
         resp =
             MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
-    } else if (strcmp(url, "/metrics") == 0) {
+    } else if (route == WEFT__ROUTE_METRICS) {
         if (srv->source(srv->source_data, &text, &len) != WEFT_OK) {
             static const char msg[] = "cannot render metrics\n";
             resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
@@ -91,7 +149,7 @@ answer(void *cls,
                 free(text);
             }
         }
-    } else if (strcmp(url, "/healthz") == 0) {
+    } else if (route == WEFT__ROUTE_HEALTHZ) {
         static const char msg[] = "ok\n";
         resp =
             MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
@@ -129,36 +187,19 @@ weft_metrics_server_start_source(weft_metrics_source_fn source,
 {
     struct weft_metrics_server *srv = NULL;
     struct sockaddr_in sa;
-    char host[64] = "127.0.0.1";
-    const char *colon = NULL;
-    long port = 9464;
+    char host[INET_ADDRSTRLEN] = "";
+    unsigned port = 0;
     const union MHD_DaemonInfo *info = NULL;
 
     if (source == NULL || out == NULL) {
         return WEFT_EINVAL;
     }
     *out = NULL;
-    if (addr != NULL) {
-        char *end = NULL;
-        colon = strrchr(addr, ':');
-        if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
-            return WEFT_EINVAL;
-        }
-        if (colon > addr) {
-            memcpy(host, addr, (size_t)(colon - addr));
-            host[colon - addr] = '\0';
-        }
-        port = strtol(colon + 1, &end, 10);
-        if (*end != '\0' || port < 0 || port > 65535) {
-            return WEFT_EINVAL;
-        }
-    }
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+    if (weft__metrics_server_parse_addr(addr, &sa) != WEFT_OK) {
         return WEFT_EINVAL;
     }
+    port = ntohs(sa.sin_port);
+    inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
     srv = weft__calloc(1, sizeof(*srv));
     if (srv == NULL) {
         return WEFT_ENOMEM;
@@ -177,7 +218,7 @@ weft_metrics_server_start_source(weft_metrics_source_fn source,
                          (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (srv->daemon == NULL) {
-        WEFT_LOG(WEFT_LOG_ERROR, "metrics server: cannot listen on %s:%ld", host, port);
+        WEFT_LOG(WEFT_LOG_ERROR, "metrics server: cannot listen on %s:%u", host, port);
         weft__free(srv);
         return WEFT_EIO;
     }

@@ -167,10 +167,45 @@ resolve_url(struct weft__otlp_transport *x,
     return WEFT_OK;
 }
 
-/* Add "k=v,k2=v2" (values percent-decoded) as request headers. Malformed members are warned
- * about (by variable name only) and skipped. */
-static weft_err
-add_headers(struct weft__otlp_transport *x, const char *list, const char *source)
+/* An HTTP field name: one or more tchar (RFC 9110, 5.6.2). */
+static bool
+is_token(const char *s, size_t len)
+{
+    if (len == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", c) != NULL) ||
+            c == '\0') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A decoded header value: no control character but tab (a CR or LF would start another
+ * header; weft__percent_decode() refuses %00). */
+static bool
+is_field_value(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Add "k=v,k2=v2" (values percent-decoded) as request headers. Malformed members (a name that
+ * is not an HTTP token, a value with a bad escape or a control character) are warned about
+ * (by variable name only) and skipped. */
+weft_err
+weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source)
 {
     const char *p = list;
 
@@ -198,10 +233,12 @@ add_headers(struct weft__otlp_transport *x, const char *list, const char *source
                 weft__trim(&k, &klen);
                 weft__trim(&v, &vlen);
                 value = weft__percent_decode(v, vlen);
-                if (value == NULL || klen == 0) {
+                if (value == NULL || !is_token(k, klen) || !is_field_value(value)) {
                     weft__free(value);
                     WEFT_LOG(WEFT_LOG_WARN,
-                             "%s: a header value has a bad percent escape; skipped it", source);
+                             "%s: a header has a name that is not a token, a bad percent "
+                             "escape or a control character in its value; skipped it",
+                             source);
                 } else {
                     weft__buf_init(&line, 0);
                     weft__buf_append(&line, k, klen);
@@ -211,12 +248,12 @@ add_headers(struct weft__otlp_transport *x, const char *list, const char *source
                     if (line.data == NULL) {
                         return WEFT_ENOMEM;
                     }
-                    grown = curl_slist_append(x->headers, line.data);
+                    grown = curl_slist_append(*headers, line.data);
                     weft__buf_cleanup(&line);
                     if (grown == NULL) {
                         return WEFT_ENOMEM;
                     }
-                    x->headers = grown;
+                    *headers = grown;
                 }
             }
         }
@@ -380,13 +417,13 @@ configure(struct weft__otlp_transport *x,
         x->headers = h;
     }
     if ((v = env_pair(x, "HEADERS", &name)) != NULL) {
-        err = add_headers(x, v, name);
+        err = weft__otlp_headers_add(&x->headers, v, name);
         if (err != WEFT_OK) {
             return err;
         }
     }
     if (o->headers != NULL) {
-        err = add_headers(x, o->headers, "headers option");
+        err = weft__otlp_headers_add(&x->headers, o->headers, "headers option");
         if (err != WEFT_OK) {
             return err;
         }

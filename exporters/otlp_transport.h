@@ -13,6 +13,7 @@
 #include <weft/export.h>
 
 struct weft__otlp_transport;
+struct curl_slist;
 
 /** What differs between the users of the transport. */
 struct weft__otlp_transport_config {
@@ -76,5 +77,12 @@ size_t weft__otlp_transport_last_error(const struct weft__otlp_transport *t, cha
 
 /** Counters (spans_rejected holds the partial_success items of any signal). NULL-safe. */
 void weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct weft_otlp_stats *out);
+
+/** Append the members of @p list, an OTEL_EXPORTER_OTLP_HEADERS-style "k=v,k2=v2" value
+ * (values percent-decoded, members trimmed), to @p headers as "k: v" lines. Malformed members
+ * are warned about by @p source (a variable name) and skipped; values are never logged.
+ * @return WEFT_OK, WEFT_ENOMEM (the list keeps what was added). Ownership: the lines are new
+ * in *headers (curl_slist_free_all). */
+weft_err weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source);
 
 #endif /* WEFT_EXPORTERS_OTLP_TRANSPORT_H */

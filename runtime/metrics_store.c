@@ -38,7 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_LABELS      32
 #define FOLD_MAX_RUNS   100000
 #define QUEUE_FRESH_NS  (60ull * 1000000000ull)
 #define SELF_NAME_MATCH "(name LIKE 'weft.spans.%' OR name LIKE 'weft.exporter.%')"
@@ -692,8 +691,8 @@ fold_legacy_agents(struct fold *f, sqlite3 *db, bool has_snapshots)
 }
 
 /* Labels JSON back into attributes borrowed from @p o (valid while @p o lives). */
-static size_t
-attrs_of(json_t *o, struct weft_attr *attrs)
+size_t
+weft__mstore_labels(json_t *o, struct weft_attr *attrs)
 {
     const char *key = NULL;
     json_t *v = NULL;
@@ -701,7 +700,7 @@ attrs_of(json_t *o, struct weft_attr *attrs)
 
     json_object_foreach(o, key, v)
     {
-        if (n == MAX_LABELS) {
+        if (n == WEFT__MSTORE_MAX_LABELS) {
             break;
         }
         if (json_is_string(v)) {
@@ -718,8 +717,8 @@ attrs_of(json_t *o, struct weft_attr *attrs)
 }
 
 /* Parse a JSON array of numbers into @p out (at most @p cap). @return the count, or -1. */
-static long
-numbers_of(const char *text, double *d, uint64_t *u, size_t cap)
+long
+weft__mstore_numbers(const char *text, double *d, uint64_t *u, size_t cap)
 {
     json_t *a = json_loads(text, 0, NULL);
     size_t n = json_array_size(a);
@@ -777,16 +776,16 @@ fold_sums(struct fold *f, sqlite3 *db)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int kind = sqlite3_column_int(st, 1);
         json_t *labels = json_loads(col_text(st, 4), 0, NULL);
-        struct weft_attr attrs[MAX_LABELS];
-        size_t n = attrs_of(labels, attrs);
+        struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
+        size_t n = weft__mstore_labels(labels, attrs);
         struct weft_instrument *in = NULL;
         long nb = 0;
         long nc = 0;
         weft_err e = WEFT_OK;
 
         if (kind == WEFT_INSTRUMENT_HISTOGRAM) {
-            nb = numbers_of(col_text(st, 9), bounds, NULL, 256);
-            nc = numbers_of(col_text(st, 10), NULL, buckets, 257);
+            nb = weft__mstore_numbers(col_text(st, 9), bounds, NULL, 256);
+            nc = weft__mstore_numbers(col_text(st, 10), NULL, buckets, 257);
         }
         if (!json_is_object(labels) || nb < 0 || nc < 0 ||
             (kind == WEFT_INSTRUMENT_HISTOGRAM && (nb == 0 || nc != nb + 1))) {
@@ -844,8 +843,8 @@ fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
                        (sqlite3_int64)(now_ns > QUEUE_FRESH_NS ? now_ns - QUEUE_FRESH_NS : 0));
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         json_t *labels = json_loads(col_text(st, 3), 0, NULL);
-        struct weft_attr attrs[MAX_LABELS];
-        size_t n = attrs_of(labels, attrs);
+        struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
+        size_t n = weft__mstore_labels(labels, attrs);
         struct weft_instrument *in = NULL;
         weft_err e = weft_meter_instrument(f->meter, WEFT_INSTRUMENT_GAUGE, col_text(st, 0),
                                            col_text(st, 1), col_text(st, 2), NULL, 0, &in);

@@ -17,7 +17,9 @@
 #ifndef WEFT_RUNTIME_METRICS_STORE_H
 #define WEFT_RUNTIME_METRICS_STORE_H
 
+#include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <weft/metrics.h>
 #include <weft/runtime.h>
@@ -52,5 +54,18 @@ void weft__rt_mstore_free(struct rt_mstore *ms);
 
 /* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()). */
 weft_err weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path);
+
+/* What `weft serve` parses out of a stored row (exposed for tests/fuzz/fuzz_serve.c). */
+#define WEFT__MSTORE_MAX_LABELS 32
+
+/* Labels JSON (an object) back into at most WEFT__MSTORE_MAX_LABELS attributes of @p attrs;
+ * members that are not strings, booleans or numbers are skipped; a non-object gives none.
+ * @return the count. Ownership: the attributes borrow from @p o (valid while it lives). */
+size_t weft__mstore_labels(json_t *o, struct weft_attr *attrs);
+
+/* Parse @p text, a JSON array of at most @p cap numbers, into @p d (doubles) or, when @p d is
+ * NULL, @p u (counts; negative or fractional ones read as 0).
+ * @return the count, or -1 (not an array of numbers, or over @p cap). */
+long weft__mstore_numbers(const char *text, double *d, uint64_t *u, size_t cap);
 
 #endif /* WEFT_RUNTIME_METRICS_STORE_H */

@@ -171,6 +171,26 @@ prompt_text(json_t *answer)
     return b.data;
 }
 
+weft_err
+weft__prompt_parse_answer(const char *data, size_t len, struct rt_prompt *out)
+{
+    json_t *doc = json_loadb(data != NULL ? data : "", len, 0, NULL);
+    weft_err err = WEFT_EPARSE;
+
+    out->text = doc != NULL ? prompt_text(doc) : NULL;
+    if (out->text == NULL || !json_is_integer(json_object_get(doc, "version"))) {
+        weft__free(out->text);
+        out->text = NULL;
+        goto out;
+    }
+    out->version = json_integer_value(json_object_get(doc, "version"));
+    out->is_fallback = false;
+    err = WEFT_OK;
+out:
+    json_decref(doc);
+    return err;
+}
+
 static weft_err
 fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t err_len)
 {
@@ -182,7 +202,6 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
     char *label = NULL;
     struct weft__buf url;
     struct weft__buf answer;
-    json_t *doc = NULL;
     long status = 0;
     CURLcode rc = CURLE_OK;
     weft_err result = WEFT_EIO;
@@ -251,22 +270,13 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
         result = status == 404 ? WEFT_ENOTFOUND : WEFT_EHTTP;
         goto out;
     }
-    doc = json_loadb(answer.data != NULL ? answer.data : "", answer.len, 0, NULL);
-    out->text = doc != NULL ? prompt_text(doc) : NULL;
-    if (out->text == NULL || !json_is_integer(json_object_get(doc, "version"))) {
-        weft__free(out->text);
-        out->text = NULL;
+    result = weft__prompt_parse_answer(answer.data, answer.len, out);
+    if (result == WEFT_EPARSE) {
         snprintf(err, err_len,
                  "prompt '%s': Langfuse's answer has no text prompt or chat messages and version",
                  ref->name);
-        result = WEFT_EPARSE;
-        goto out;
     }
-    out->version = json_integer_value(json_object_get(doc, "version"));
-    out->is_fallback = false;
-    result = WEFT_OK;
 out:
-    json_decref(doc);
     curl_free(name);
     curl_free(label);
     weft__buf_cleanup(&url);

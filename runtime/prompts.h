@@ -41,6 +41,13 @@ struct rt_prompt {
 /* Resolve @p ref. @return WEFT_OK (*out filled; free with weft__rt_prompt_cleanup()), WEFT_EINVAL
  * (Langfuse not configured and no fallback), WEFT_ENOTFOUND / WEFT_EIO / WEFT_EHTTP (fetch
  * failed, nothing cached and no fallback), WEFT_ENOMEM. @p err receives a sentence. */
+/* Parse a Langfuse prompt API answer (@p len bytes of @p data; NULL data reads as empty):
+ * a text prompt's string or a chat prompt's message contents (joined by blank lines), and its
+ * integer version. Exposed for the fuzz harness (tests/fuzz/fuzz_http_answer.c).
+ * @return WEFT_OK (out->text new: weft__rt_prompt_cleanup()), WEFT_EPARSE (out->text NULL; also
+ * when out of memory). */
+weft_err weft__prompt_parse_answer(const char *data, size_t len, struct rt_prompt *out);
+
 weft_err weft__rt_prompt_resolve(const struct rt_prompt_ref *ref,
                                  struct rt_prompt *out,
                                  char *err,

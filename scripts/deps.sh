@@ -6,8 +6,9 @@ set -eu
 
 pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libsqlite3-dev libmicrohttpd-dev"
 if [ "${1:-build}" = test ]; then
-    # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/.
-    pkgs="$pkgs libcmocka-dev protobuf-compiler prometheus python3-yaml"
+    # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
+    # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.
+    pkgs="$pkgs libcmocka-dev protobuf-compiler prometheus python3-yaml clang libclang-rt-14-dev"
 fi
 
 missing=""

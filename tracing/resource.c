@@ -125,6 +125,26 @@ bad:
 }
 
 weft_err
+weft__resource_parse_env(const char *value, struct weft_attr **out, size_t *count)
+{
+    struct draft d;
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    *count = 0;
+    memset(&d, 0, sizeof(d));
+    parse_env_attrs(&d, value);
+    if (d.count > 0) {
+        err = weft__attrs_copy(d.attrs, d.count, out);
+    }
+    if (err == WEFT_OK) {
+        *count = d.count;
+    }
+    draft_cleanup(&d);
+    return err;
+}
+
+weft_err
 weft__resource_build(struct weft_provider *provider, const struct weft_provider_options *opts)
 {
     struct draft d;

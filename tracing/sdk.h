@@ -119,6 +119,10 @@ bool weft__may_need_redaction(const char *key, const char *value, size_t len);
 weft_err weft__resource_build(struct weft_provider *provider,
                               const struct weft_provider_options *opts);
 void weft__resource_cleanup(struct weft_provider *provider);
+/* Parse an OTEL_RESOURCE_ATTRIBUTES value as weft__resource_build() does (a value that fails
+ * to decode is ignored whole: *count 0). @return WEFT_OK, WEFT_ENOMEM. Ownership: *out is new
+ * (weft__free), NULL when *count is 0. */
+weft_err weft__resource_parse_env(const char *value, struct weft_attr **out, size_t *count);
 /* Deep copy of attributes into one allocation per attribute list. */
 weft_err weft__attrs_copy(const struct weft_attr *in, size_t count, struct weft_attr **out);
 

@@ -121,6 +121,17 @@ struct llm_openai_options {
  * free the result with weft__llm_provider_free(). */
 weft_err weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provider **out);
 
+/* Parse a 2xx chat-completions answer (@p len bytes of @p data, not NUL-terminated) into
+ * @p out, checking the type of every member used. Tool calls without an id get
+ * "call_<++*generated_ids>". Exposed for the fuzz harness (tests/fuzz/fuzz_llm_response.c).
+ * @return WEFT_OK, WEFT_EPARSE (@p error set), WEFT_ENOMEM. On failure @p out holds what was
+ * parsed so far: the caller cleans it up with weft__llm_response_cleanup() either way. */
+weft_err weft__llm_openai_parse(const char *data,
+                                size_t len,
+                                uint64_t *generated_ids,
+                                struct llm_response *out,
+                                struct llm_error *error);
+
 /* Scripted provider: responses from a script (see docs/workflow.md, "Scripts"), keyed by agent
  * and purpose and consumed in order.
  * @param script the parsed script (borrowed for the call; what is needed is copied).

@@ -337,8 +337,11 @@ token_count(const json_t *usage, const char *key, int64_t *out, struct llm_error
 
 /* Parse tool call @p i into @p call. @return WEFT_OK, WEFT_EPARSE (error set), WEFT_ENOMEM. */
 static weft_err
-parse_tool_call(
-    struct openai *x, const json_t *c, size_t i, struct llm_tool_call *call, struct llm_error *e)
+parse_tool_call(const json_t *c,
+                size_t i,
+                uint64_t *generated_ids,
+                struct llm_tool_call *call,
+                struct llm_error *e)
 {
     const json_t *fn = json_object_get(c, "function");
     const json_t *args = json_object_get(fn, "arguments");
@@ -383,7 +386,7 @@ parse_tool_call(
     }
     id_text = json_string_value(id);
     if (id_text == NULL || id_text[0] == '\0') {
-        snprintf(generated, sizeof(generated), "call_%llu", (unsigned long long)++x->generated_ids);
+        snprintf(generated, sizeof(generated), "call_%llu", (unsigned long long)++*generated_ids);
         id_text = generated;
     }
     call->id = weft__strdup(id_text);
@@ -407,8 +410,12 @@ parse_tool_call(
 /* Turn a 2xx answer into @p out, checking the type of every member it uses: an answer with a
  * wrong type is not taken as an empty one. On failure @p out holds what was parsed so far
  * (the caller cleans it up). @return WEFT_OK, WEFT_EPARSE, WEFT_ENOMEM. */
-static weft_err
-parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error)
+weft_err
+weft__llm_openai_parse(const char *data,
+                       size_t len,
+                       uint64_t *generated_ids,
+                       struct llm_response *out,
+                       struct llm_error *error)
 {
     json_t *root = NULL;
     const json_t *choices = NULL;
@@ -418,12 +425,11 @@ parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error
     const json_t *usage = NULL;
     weft_err err = WEFT_OK;
 
-    if (x->response.len > 0) {
-        root = json_loadb(x->response.data, x->response.len, 0, NULL);
+    if (len > 0) {
+        root = json_loadb(data, len, 0, NULL);
     }
     if (!json_is_object(root)) {
-        set_error(error, "invalid_response", "the answer is not a JSON object (%zu bytes)",
-                  x->response.len);
+        set_error(error, "invalid_response", "the answer is not a JSON object (%zu bytes)", len);
         err = WEFT_EPARSE;
         goto out;
     }
@@ -493,7 +499,8 @@ parse_answer(struct openai *x, struct llm_response *out, struct llm_error *error
         for (size_t i = 0; i < json_array_size(calls); i++) {
             /* Count the slot first: a half-filled call is still freed by the cleanup. */
             out->tool_call_count++;
-            err = parse_tool_call(x, json_array_get(calls, i), i, &out->tool_calls[i], error);
+            err = parse_tool_call(json_array_get(calls, i), i, generated_ids, &out->tool_calls[i],
+                                  error);
             if (err != WEFT_OK) {
                 goto out;
             }
@@ -579,7 +586,8 @@ openai_complete(void *self,
         }
 
         if (rc == CURLE_OK && status >= 200 && status < 300) {
-            err = parse_answer(x, &parsed, error);
+            err = weft__llm_openai_parse(x->response.data, x->response.len, &x->generated_ids,
+                                         &parsed, error);
             if (err != WEFT_OK) {
                 weft__llm_response_cleanup(&parsed);
                 if (err == WEFT_ENOMEM) {

@@ -5,11 +5,13 @@
  * partial success, connection reuse, and the whole pipeline: no span lost across transient
  * failures, drops counted, shutdown delivering the queue, span end never waiting. */
 #include "base/buf.h"
+#include "exporters/otlp_transport.h"
 #include "support/http_receiver.h"
 #include "support/otlp_decode.h"
 #include "support/weft_test.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -964,6 +966,27 @@ test_pipeline_failing_gauge_shows_at_the_first_failed_attempt(void **state)
     weft_meter_free(meter);
 }
 
+/* Found by tests/fuzz/fuzz_otel_env: OTEL_EXPORTER_OTLP_HEADERS members became header lines
+ * as given, so a name with spaces or bytes outside ASCII, or a value decoded to CR LF (a second,
+ * injected header), went out on the wire. */
+static void
+test_otlp_http_headers_that_are_not_http_are_skipped(void **state)
+{
+    struct curl_slist *headers = NULL;
+
+    (void)state;
+    assert_weft_ok(weft__otlp_headers_add(&headers,
+                                          "a=1%0D%0AInjected: x,b c=2,\xff=3,d:e=4,f=%7F,"
+                                          "ok-1=v%20w, tab = x%09y ",
+                                          "OTEL_EXPORTER_OTLP_HEADERS"));
+    assert_non_null(headers);
+    assert_string_equal(headers->data, "ok-1: v w");
+    assert_non_null(headers->next);
+    assert_string_equal(headers->next->data, "tab: x\ty");
+    assert_null(headers->next->next);
+    curl_slist_free_all(headers);
+}
+
 int
 main(void)
 {
@@ -973,6 +996,7 @@ main(void)
         T(test_otlp_http_json_protocol_sends_otlp_json),
         T(test_otlp_http_gzip_from_env_compresses_body),
         T(test_otlp_http_headers_env_are_percent_decoded),
+        T(test_otlp_http_headers_that_are_not_http_are_skipped),
         T(test_otlp_http_endpoint_base_keeps_path_and_traces_endpoint_is_exact),
         T(test_otlp_http_bad_url_is_refused_naming_the_variable),
         T(test_otlp_http_bad_env_values_warn_and_fall_back),

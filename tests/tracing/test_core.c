@@ -3,8 +3,11 @@
  * environment parsing and the disabled SDK. Spans are observed through a simple processor and
  * the in-memory exporter. */
 #include "base/http.h"
+#include "base/mem.h"
+#include "base/str.h"
 #include "support/mem_exporter.h"
 #include "support/weft_test.h"
+#include "tracing/sdk.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -579,6 +582,28 @@ test_http_header_value_matches_trims_and_cuts(void **state)
     assert_string_equal(out, "");
 }
 
+/* Found by tests/fuzz/fuzz_otel_env: "%00" decoded to a NUL that cut the string, so "%00=v"
+ * became a resource attribute with an empty key and "k=a%00b" a silently shortened value. */
+static void
+test_env_resource_nul_escape_discards_value(void **state)
+{
+    struct weft_attr *attrs = NULL;
+    size_t count = 99;
+
+    (void)state;
+    assert_null(weft__percent_decode("a%00b", 5));
+    assert_weft_ok(weft__resource_parse_env("ok=1,%00=v", &attrs, &count));
+    assert_int_equal(count, 0);
+    assert_null(attrs);
+    assert_weft_ok(weft__resource_parse_env("ok=1,k=a%00b", &attrs, &count));
+    assert_int_equal(count, 0);
+    assert_weft_ok(weft__resource_parse_env("ok=1,k=a%20b", &attrs, &count));
+    assert_int_equal(count, 2);
+    assert_string_equal(attrs[1].key, "k");
+    assert_string_equal(attrs[1].value.u.str, "a b");
+    weft__free(attrs);
+}
+
 int
 main(void)
 {
@@ -597,6 +622,7 @@ main(void)
         T(test_redaction_builtin_rules_and_callback),
         T(test_env_limits_batch_options_and_bad_values),
         T(test_env_resource_precedence_and_malformed_value),
+        T(test_env_resource_nul_escape_discards_value),
         T(test_disabled_sdk_is_a_no_op),
         T(test_null_arguments_are_rejected),
         T(test_http_header_value_matches_trims_and_cuts),
