@@ -151,11 +151,12 @@ batch_on_end(struct weft_processor *proc, struct weft_span *span)
     struct batch *b = (struct batch *)proc;
     size_t pos = 0;
 
+    /* on_end owns one reference: the queue keeps it, or it is dropped here. */
     if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed)) {
+        weft_span_unref(span);
         weft__counter_add(&b->dropped, 1);
         return;
     }
-    weft_span_ref(span);
     if (!weft__ring_push(&b->queue, span, &pos)) {
         weft_span_unref(span);
         weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
@@ -517,6 +518,7 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
     if (atomic_load(&proc->is_shut_down)) {
         pthread_mutex_unlock(&s->lock);
         atomic_fetch_add(&s->dropped, 1);
+        weft_span_unref(span); /* on_end owns one reference */
         return;
     }
     err = proc->exporter->ops->export_batch(proc->exporter->self, &view, 1,
@@ -531,6 +533,7 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
             record_failure(proc, err, 1);
         }
     }
+    weft_span_unref(span); /* on_end owns one reference */
 }
 
 static weft_err

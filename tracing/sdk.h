@@ -45,7 +45,8 @@ weft_err weft__histogram_merge(struct weft_instrument *histogram,
                                double min,
                                double max);
 
-/* Processor internals: the provider calls on_end for each ended recording span. */
+/* Processor internals: the provider calls on_end for each ended recording span, handing it
+ * one reference that on_end keeps (until its export) or releases (weft_span_unref). */
 struct weft__processor_vtable {
     void (*on_end)(struct weft_processor *proc, struct weft_span *span);
     weft_err (*force_flush)(struct weft_processor *proc, uint64_t deadline_ns);
@@ -112,8 +113,9 @@ const char *weft__redact(const struct weft_provider *provider,
                          const char *value,
                          size_t len,
                          struct weft__buf *out);
-/* Cheap test: could the built-in rules change this value? (false means certainly not) */
-bool weft__may_need_redaction(const char *key, const char *value, size_t len);
+/* Cheap test: could the built-in rules change this value of @p key (@p key_len bytes)?
+ * (false means certainly not) */
+bool weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len);
 /* Length in bytes of the first @p max_chars UTF-8 characters of s[0..len). */
 size_t weft__utf8_prefix(const char *s, size_t len, size_t max_chars);
 

@@ -392,7 +392,7 @@ store_string(struct weft_span *span, const char *key, const char *s, size_t len,
         len = weft__utf8_prefix(s, len, provider->limits.attr_value_length);
     }
     if (provider->redact != NULL ||
-        (provider->builtin_redaction && weft__may_need_redaction(key, s, len))) {
+        (provider->builtin_redaction && weft__may_need_redaction(key, strlen(key), s, len))) {
         weft__buf_init(&redacted, 0);
         r = weft__redact(provider, key, s, len, &redacted);
         if (r != NULL) {
@@ -930,11 +930,12 @@ struct attr_slot {
     bool is_new;
 };
 
-/* Look @p key up and apply the count limit. @return WEFT_OK or WEFT_ELIMIT (counted). */
+/* Look @p key (@p klen bytes, klen > 0) up and apply the count limit.
+ * @return WEFT_OK or WEFT_ELIMIT (counted). */
 static HOT_INLINE weft_err
-attr_slot_find(struct weft_span *span, const char *key, struct attr_slot *slot)
+attr_slot_find(struct weft_span *span, const char *key, size_t klen, struct attr_slot *slot)
 {
-    slot->klen = strlen(key);
+    slot->klen = klen;
     slot->tag = key_tag(key, slot->klen);
     slot->i = find_attr(span, key, slot->klen, slot->tag);
     slot->is_new = slot->i == span->data.attr_count;
@@ -1009,13 +1010,45 @@ commit_string(struct weft_span *span,
     copy_bytes(p, value, len);
     p[len] = '\0';
     if (slot->is_new) {
-        copy_bytes(p + len + 1, key, key_size); /* with its NUL */
+        copy_bytes(p + len + 1, key, slot->klen);
+        p[len + 1 + slot->klen] = '\0'; /* keys from the _n setters need not end in NUL */
     }
     v.type = WEFT_VALUE_STRING;
     v.len = len;
     v.u.str = p;
     attr_slot_commit(span, slot, p + len + 1, &v);
     return WEFT_OK;
+}
+
+/* A NUL-terminated copy of a key given with its length, for the redaction code and the user's
+ * callback (the slow path only): on the stack when short, else on the heap. */
+struct key_buf {
+    char *key;
+    char *heap;
+    char small[128];
+};
+
+static weft_err
+key_buf_init(struct key_buf *kb, const char *key, size_t klen)
+{
+    kb->heap = NULL;
+    kb->key = kb->small;
+    if (klen >= sizeof(kb->small)) {
+        kb->heap = weft__malloc(klen + 1);
+        if (kb->heap == NULL) {
+            return WEFT_ENOMEM;
+        }
+        kb->key = kb->heap;
+    }
+    memcpy(kb->key, key, klen);
+    kb->key[klen] = '\0';
+    return WEFT_OK;
+}
+
+static void
+key_buf_cleanup(struct key_buf *kb)
+{
+    weft__free(kb->heap);
 }
 
 /* The general string path: the same steps as store_string() (truncate, redact, truncate
@@ -1029,6 +1062,7 @@ set_string_slow(struct weft_span *span,
 {
     const struct weft_provider *provider = span->provider;
     struct weft__buf redacted;
+    struct key_buf kb;
     const char *r = NULL;
     weft_err err = WEFT_OK;
 
@@ -1036,11 +1070,16 @@ set_string_slow(struct weft_span *span,
         len = weft__utf8_prefix(value, len, provider->limits.attr_value_length);
     }
     if (provider->redact == NULL &&
-        (!provider->builtin_redaction || !weft__may_need_redaction(key, value, len))) {
+        (!provider->builtin_redaction || !weft__may_need_redaction(key, slot->klen, value, len))) {
         return commit_string(span, slot, key, value, len);
     }
+    /* Redaction and callbacks read the key as a C string: give them a terminated copy. */
+    if (key_buf_init(&kb, key, slot->klen) != WEFT_OK) {
+        span->data.dropped_attrs++;
+        return WEFT_ENOMEM;
+    }
     weft__buf_init(&redacted, 0);
-    r = weft__redact(provider, key, value, len, &redacted);
+    r = weft__redact(provider, kb.key, value, len, &redacted);
     if (r != NULL) {
         value = r;
         len = strlen(r);
@@ -1050,6 +1089,7 @@ set_string_slow(struct weft_span *span,
     }
     err = commit_string(span, slot, key, value, len);
     weft__buf_cleanup(&redacted);
+    key_buf_cleanup(&kb);
     return err;
 }
 
@@ -1059,16 +1099,16 @@ set_string_slow(struct weft_span *span,
  * still goes through the redaction pre-check and, when it may hold a secret or a callback
  * is installed, through weft__redact(). */
 static weft_err
-set_string(struct weft_span *span, const char *key, const char *value, size_t len)
+set_string(struct weft_span *span, const char *key, size_t klen, const char *value, size_t len)
 {
     const struct weft_provider *provider = span->provider;
     struct attr_slot slot;
 
-    if (attr_slot_find(span, key, &slot) != WEFT_OK) {
+    if (attr_slot_find(span, key, klen, &slot) != WEFT_OK) {
         return WEFT_ELIMIT;
     }
     if (provider->limits.attr_value_length != WEFT_LIMIT_NONE || provider->redact != NULL ||
-        (provider->builtin_redaction && weft__may_need_redaction(key, value, len))) {
+        (provider->builtin_redaction && weft__may_need_redaction(key, klen, value, len))) {
         return set_string_slow(span, &slot, key, value, len);
     }
     return commit_string(span, &slot, key, value, len);
@@ -1076,13 +1116,13 @@ set_string(struct weft_span *span, const char *key, const char *value, size_t le
 
 /* Bool, int and double: nothing to copy but the key. */
 static weft_err
-set_scalar(struct weft_span *span, const char *key, const struct weft_value *value)
+set_scalar(struct weft_span *span, const char *key, size_t klen, const struct weft_value *value)
 {
     struct attr_slot slot;
     char *key_copy = NULL;
     weft_err err = WEFT_OK;
 
-    err = attr_slot_find(span, key, &slot);
+    err = attr_slot_find(span, key, klen, &slot);
     if (err != WEFT_OK) {
         return err;
     }
@@ -1091,7 +1131,8 @@ set_scalar(struct weft_span *span, const char *key, const struct weft_value *val
             key_copy = arena_alloc(span, slot.klen + 1);
         }
         if (key_copy != NULL) {
-            copy_bytes(key_copy, key, slot.klen + 1);
+            copy_bytes(key_copy, key, slot.klen);
+            key_copy[slot.klen] = '\0'; /* keys from the _n setters need not end in NUL */
         }
         if (key_copy == NULL || attr_slot_reserve(span, &slot) != WEFT_OK) {
             span->data.dropped_attrs++;
@@ -1119,17 +1160,17 @@ weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr)
     switch (attr->value.type) {
     case WEFT_VALUE_STRING:
         if (attr->value.u.str == NULL) {
-            return set_string(span, attr->key, "", 0); /* as store_string() */
+            return set_string(span, attr->key, strlen(attr->key), "", 0); /* as store_string() */
         }
-        return set_string(span, attr->key, attr->value.u.str, attr->value.len);
+        return set_string(span, attr->key, strlen(attr->key), attr->value.u.str, attr->value.len);
     case WEFT_VALUE_BOOL:
     case WEFT_VALUE_INT:
     case WEFT_VALUE_DOUBLE:
-        return set_scalar(span, attr->key, &attr->value);
+        return set_scalar(span, attr->key, strlen(attr->key), &attr->value);
     default:
         break;
     }
-    err = attr_slot_find(span, attr->key, &slot);
+    err = attr_slot_find(span, attr->key, strlen(attr->key), &slot);
     if (err != WEFT_OK) {
         return err;
     }
@@ -1162,7 +1203,31 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
     if (!span->is_recording) {
         return WEFT_OK;
     }
-    return set_string(span, key, value, len);
+    return set_string(span, key, strlen(key), value, len);
+}
+
+/* A key given with its length must be non-empty and hold no NUL byte: exporters write keys
+ * as C strings, and a NUL inside would silently cut the key short. */
+static inline bool
+key_n_is_valid(const char *key, size_t key_len)
+{
+    return key != NULL && key_len > 0 && memchr(key, '\0', key_len) == NULL;
+}
+
+weft_err
+weft_span_set_string_n(
+    struct weft_span *span, const char *key, size_t key_len, const char *value, size_t value_len)
+{
+    if (span == NULL || key == NULL || (value == NULL && value_len > 0)) {
+        return WEFT_EINVAL;
+    }
+    if (!span->is_recording) {
+        return WEFT_OK;
+    }
+    if (!key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    return set_string(span, key, key_len, value == NULL ? "" : value, value_len);
 }
 
 weft_err
@@ -1177,7 +1242,7 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
     if (key[0] == '\0') {
         return WEFT_EINVAL;
     }
-    return set_string(span, key, value, strlen(value));
+    return set_string(span, key, strlen(key), value, strlen(value));
 }
 
 /* The scalar setters. A non-recording span accepts anything but a NULL span or key, as
@@ -1198,7 +1263,24 @@ weft_span_set_bool(struct weft_span *span, const char *key, bool value)
     v.type = WEFT_VALUE_BOOL;
     v.len = 0;
     v.u.b = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, strlen(key), &v);
+}
+
+weft_err
+weft_span_set_bool_n(struct weft_span *span, const char *key, size_t key_len, bool value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_BOOL;
+    v.len = 0;
+    v.u.b = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 weft_err
@@ -1215,7 +1297,24 @@ weft_span_set_int(struct weft_span *span, const char *key, int64_t value)
     v.type = WEFT_VALUE_INT;
     v.len = 0;
     v.u.i = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, strlen(key), &v);
+}
+
+weft_err
+weft_span_set_int_n(struct weft_span *span, const char *key, size_t key_len, int64_t value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_INT;
+    v.len = 0;
+    v.u.i = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 weft_err
@@ -1232,7 +1331,24 @@ weft_span_set_double(struct weft_span *span, const char *key, double value)
     v.type = WEFT_VALUE_DOUBLE;
     v.len = 0;
     v.u.d = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, strlen(key), &v);
+}
+
+weft_err
+weft_span_set_double_n(struct weft_span *span, const char *key, size_t key_len, double value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_DOUBLE;
+    v.len = 0;
+    v.u.d = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 static weft_err
@@ -1498,12 +1614,20 @@ weft_span_end(struct weft_span *span, uint64_t end_time_ns)
             span->data.end_time_ns = span->data.start_time_ns;
         }
         weft__counter_add(&provider->ended, 1);
-        /* Processors take their own references; the acquire pairs with the release in
-         * weft_provider_add_processor_take so a processor is fully built before use. */
+        /* The acquire pairs with the release in weft_provider_add_processor_take so a
+         * processor is fully built before use. Each processor is handed one reference that
+         * it keeps or drops (on_end steals it): the owner's own reference goes to the first,
+         * so with one processor span end does no reference-count atomics at all. */
         count = atomic_load_explicit(&provider->processor_count, memory_order_acquire);
-        for (size_t i = 0; i < count; i++) {
-            struct weft_processor *proc = provider->processors[i];
-            proc->vt->on_end(proc, span);
+        if (count > 0) {
+            if (count > 1) {
+                atomic_fetch_add_explicit(&span->refs, (unsigned)(count - 1), memory_order_relaxed);
+            }
+            for (size_t i = 0; i < count; i++) {
+                struct weft_processor *proc = provider->processors[i];
+                proc->vt->on_end(proc, span);
+            }
+            return;
         }
     }
     weft_span_unref(span);
