@@ -24,7 +24,14 @@ struct weft__counter {
         _Alignas(64) atomic_uint_fast64_t v;
     } stripe[WEFT__STRIPES];
 };
-unsigned weft__stripe_index(void);
+extern _Thread_local unsigned weft__tls_stripe; /* UINT32_MAX until first use */
+unsigned weft__stripe_assign(void);
+/* This thread's stripe: threads get consecutive indexes (mod WEFT__STRIPES) on first use. */
+static inline unsigned
+weft__stripe_index(void)
+{
+    return weft__tls_stripe != UINT32_MAX ? weft__tls_stripe : weft__stripe_assign();
+}
 static inline void
 weft__counter_add(struct weft__counter *c, uint64_t n)
 {
