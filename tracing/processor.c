@@ -554,8 +554,10 @@ weft_batch_processor_new(struct weft_exporter *exporter,
     }
     b->spans = weft__calloc(o.max_export_batch_size, sizeof(*b->spans));
     b->views = weft__calloc(o.max_export_batch_size, sizeof(*b->views));
-    b->shard_count = SHARDS; /* a power of two, at most the queue size */
-    while (b->shard_count > o.max_queue_size) {
+    /* A power of two, with at least two slots per shard: the ring needs two to tell a full
+     * slot from an empty one. */
+    b->shard_count = SHARDS;
+    while (b->shard_count > 1 && b->shard_count * 2 > o.max_queue_size) {
         b->shard_count /= 2;
     }
     b->shards = weft__calloc(b->shard_count, sizeof(*b->shards));
