@@ -367,59 +367,6 @@ marker_starts_secret(const char *s, size_t len, size_t i)
     }
 }
 
-/* Bytes of @p w equal to @p c, as the high bit of each byte (exact: no false positives,
- * unlike the classic "has zero byte" trick, because the low seven bits are added apart). */
-static inline uint64_t
-bytes_equal(uint64_t w, unsigned char c)
-{
-    const uint64_t low7 = UINT64_C(0x7f7f7f7f7f7f7f7f);
-    uint64_t x = w ^ (UINT64_C(0x0101010101010101) * c);
-
-    return ~(((x & low7) + low7) | x) & ~low7;
-}
-
-/* maybe_secret() for 8 to 64 bytes, eight bytes at a time: the marker bytes of a word are
- * found with a few integer operations, and only a marker goes on to marker_starts_secret().
- * The last word overlaps the one before it; the bytes already seen are masked off. Byte
- * order does not matter for the set, but the index of a hit does, so the scan decodes hits
- * in little-endian order and falls back to a byte loop elsewhere. */
-static bool
-maybe_secret_short(const char *s, size_t len)
-{
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && \
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (size_t off = 0; off < len; off += 8) {
-        size_t base = off + 8 <= len ? off : len - 8;
-        uint64_t w = 0;
-        uint64_t hits = 0;
-
-        memcpy(&w, s + base, 8);
-        hits =
-            bytes_equal(w, ' ') | bytes_equal(w, '-') | bytes_equal(w, '_') | bytes_equal(w, 'A');
-        if (base != off) {
-            hits &= ~UINT64_C(0) << (8 * (off - base)); /* bytes before off were scanned */
-        }
-        while (hits != 0) {
-            size_t i = base + (size_t)(__builtin_ctzll(hits) / 8);
-
-            if (marker_starts_secret(s, len, i)) {
-                return true;
-            }
-            hits &= hits - 1;
-        }
-    }
-    return false;
-#else
-    for (size_t i = 0; i < len; i++) {
-        if ((s[i] == ' ' || s[i] == '-' || s[i] == '_' || s[i] == 'A') &&
-            marker_starts_secret(s, len, i)) {
-            return true;
-        }
-    }
-    return false;
-#endif
-}
-
 /* Could s[0..len) hold a secret shape? Every shape has a marker byte (' ' after Bearer or
  * Basic, '-' after sk, '_' after gh?, or the AKIA/ASIA prefix). Attribute values are mostly
  * short (names, ids, statuses), and for those one byte loop costs less than four memchr
@@ -432,10 +379,7 @@ maybe_secret(const char *s, size_t len)
     const char *end = s + len;
     const char *p = s;
 
-    if (len >= 8 && len <= 64) {
-        return maybe_secret_short(s, len);
-    }
-    if (len < 8) {
+    if (len <= 64) {
         for (size_t i = 0; i < len; i++) {
             if (is_marker[(unsigned char)s[i]] && marker_starts_secret(s, len, i)) {
                 return true;
@@ -512,10 +456,15 @@ maybe_secret_key(const char *key, size_t key_len)
     return candidate && secret_key(key, key_len);
 }
 
+/* The shortest value that can hold a secret shape: "Basic " and 8 token characters (14);
+ * "Bearer " needs 15, "sk-" 19, AKIA/ASIA 20 and "gh?_" 24. Shorter values (names, ids,
+ * statuses, most enum values) skip the scan: match_secret() could not match them. */
+#define SECRET_MIN_LEN 14
+
 bool
 weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len)
 {
-    return maybe_secret_key(key, key_len) || (len >= 11 && maybe_secret(value, len));
+    return maybe_secret_key(key, key_len) || (len >= SECRET_MIN_LEN && maybe_secret(value, len));
 }
 
 /* Rewrite @p value with secrets replaced into @p out; false when nothing matched. */
@@ -530,7 +479,7 @@ builtin_redact(const char *key, const char *value, size_t len, struct weft__buf 
         weft__buf_append_str(out, WEFT_REDACTED);
         return true;
     }
-    if (len < 11 || !maybe_secret(value, len)) {
+    if (len < SECRET_MIN_LEN || !maybe_secret(value, len)) {
         return false; /* shorter than any secret shape, or no marker byte */
     }
     for (size_t i = 0; i < len; i++) {

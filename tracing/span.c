@@ -57,6 +57,7 @@ struct weft_span {
     struct weft_provider *provider;
     struct weft_attr *attrs; /* == inline_attrs until it grows */
     uint64_t *key_tags;      /* key_tag() of attrs[i].key; same allocation as attrs */
+    uint64_t tag_filter;     /* bit tag_bit(t) set for the tag t of every key (a Bloom filter) */
     size_t attr_cap;
     struct weft_event_data *events;
     size_t event_cap;
@@ -877,12 +878,23 @@ key_tag(const char *key, size_t klen)
            (uint64_t)(unsigned char)key[klen / 2] << 8 | (uint64_t)(unsigned char)key[klen - 1];
 }
 
+/* One bit of the span's key filter per tag: a clear bit proves the key is new, which is
+ * the common case (a span sets each key once), so the lookup below scans nothing. */
+static HOT_INLINE uint64_t
+tag_bit(uint64_t tag)
+{
+    return UINT64_C(1) << ((tag ^ (tag >> 8) ^ (tag >> 24)) & 63);
+}
+
 /* Index of @p key among the span's attributes, or attr_count when absent. */
 static HOT_INLINE size_t
 find_attr(const struct weft_span *span, const char *key, size_t klen, uint64_t tag)
 {
     size_t count = span->data.attr_count;
 
+    if ((span->tag_filter & tag_bit(tag)) == 0) {
+        return count;
+    }
     for (size_t i = 0; i < count; i++) {
         if (span->key_tags[i] == tag && memcmp(span->attrs[i].key, key, klen) == 0) {
             return i;
@@ -966,6 +978,7 @@ attr_slot_commit(struct weft_span *span,
     if (slot->is_new) {
         span->attrs[slot->i].key = key_copy;
         span->key_tags[slot->i] = slot->tag;
+        span->tag_filter |= tag_bit(slot->tag);
         span->data.attr_count++;
     }
     span->attrs[slot->i].value = *value;
