@@ -6,9 +6,11 @@
  * when a span needs them, and span objects are recycled through a pool (span_alloc), so
  * start + five attributes + end allocates nothing in the steady state. The other hot-path
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
- * attribute) and the TSC span clock, each explained where it is defined; with them the
- * span_bench attrs5 case costs about 1,700 instructions per span on the recording thread
- * (2,600 before). A span's total arena is capped
+ * attribute, a Bloom filter in front of the key lookup), the TSC span clock, and span end
+ * handing the owner's reference to the processor, each explained where it is defined; with
+ * them the span_bench attrs5 case costs about 1,390 instructions per span on the recording
+ * thread (callgrind; 1,540 before this round, 2,600 before the first). A span's total arena is
+ * capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
  * bound: past the cap, new values are dropped and counted like any other limit.
  *
