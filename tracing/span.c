@@ -40,8 +40,10 @@
  * non-recording early return) stay separate. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE inline __attribute__((always_inline))
+#define NO_INLINE  __attribute__((noinline))
 #else
 #define HOT_INLINE inline
+#define NO_INLINE
 #endif
 
 struct chunk {
@@ -936,6 +938,11 @@ grow_attrs(struct weft_span *span)
     return WEFT_OK;
 }
 
+/* The key length that set_string() and set_scalar() measure themselves (a NUL-terminated key):
+ * the public entry points then make no call before their early return, which keeps their
+ * register saves off the path of a non-recording span. */
+#define KEY_CSTR SIZE_MAX
+
 /* Where a setter will write: slot @c i (== attr_count for a new key). */
 struct attr_slot {
     size_t i;
@@ -1113,12 +1120,15 @@ set_string_slow(struct weft_span *span,
  * could be a secret) is inlined; everything else takes set_string_slow(). Every value
  * still goes through the redaction pre-check and, when it may hold a secret or a callback
  * is installed, through weft__redact(). */
-static weft_err
+static NO_INLINE weft_err
 set_string(struct weft_span *span, const char *key, size_t klen, const char *value, size_t len)
 {
     const struct weft_provider *provider = span->provider;
     struct attr_slot slot;
 
+    if (klen == KEY_CSTR) {
+        klen = strlen(key);
+    }
     if (attr_slot_find(span, key, klen, &slot) != WEFT_OK) {
         return WEFT_ELIMIT;
     }
@@ -1129,14 +1139,19 @@ set_string(struct weft_span *span, const char *key, size_t klen, const char *val
     return commit_string(span, &slot, key, value, len);
 }
 
-/* Bool, int and double: nothing to copy but the key. */
-static weft_err
+/* Bool, int and double: nothing to copy but the key. Never inlined into the public entry
+ * points, whose early return for a non-recording span must not pay this path's register
+ * saves (a disabled SDK calls them too). */
+static NO_INLINE weft_err
 set_scalar(struct weft_span *span, const char *key, size_t klen, const struct weft_value *value)
 {
     struct attr_slot slot;
     char *key_copy = NULL;
     weft_err err = WEFT_OK;
 
+    if (klen == KEY_CSTR) {
+        klen = strlen(key);
+    }
     err = attr_slot_find(span, key, klen, &slot);
     if (err != WEFT_OK) {
         return err;
@@ -1175,13 +1190,13 @@ weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr)
     switch (attr->value.type) {
     case WEFT_VALUE_STRING:
         if (attr->value.u.str == NULL) {
-            return set_string(span, attr->key, strlen(attr->key), "", 0); /* as store_string() */
+            return set_string(span, attr->key, KEY_CSTR, "", 0); /* as store_string() */
         }
-        return set_string(span, attr->key, strlen(attr->key), attr->value.u.str, attr->value.len);
+        return set_string(span, attr->key, KEY_CSTR, attr->value.u.str, attr->value.len);
     case WEFT_VALUE_BOOL:
     case WEFT_VALUE_INT:
     case WEFT_VALUE_DOUBLE:
-        return set_scalar(span, attr->key, strlen(attr->key), &attr->value);
+        return set_scalar(span, attr->key, KEY_CSTR, &attr->value);
     default:
         break;
     }
@@ -1218,7 +1233,7 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
     if (!span->is_recording) {
         return WEFT_OK;
     }
-    return set_string(span, key, strlen(key), value, len);
+    return set_string(span, key, KEY_CSTR, value, len);
 }
 
 /* A key given with its length must be non-empty and hold no NUL byte: exporters write keys
@@ -1226,7 +1241,7 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
 static inline bool
 key_n_is_valid(const char *key, size_t key_len)
 {
-    return key != NULL && key_len > 0 && memchr(key, '\0', key_len) == NULL;
+    return key != NULL && key_len > 0 && key_len != KEY_CSTR && memchr(key, 0, key_len) == NULL;
 }
 
 weft_err
@@ -1257,7 +1272,7 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
     if (key[0] == '\0') {
         return WEFT_EINVAL;
     }
-    return set_string(span, key, strlen(key), value, strlen(value));
+    return set_string(span, key, KEY_CSTR, value, strlen(value));
 }
 
 /* The scalar setters. A non-recording span accepts anything but a NULL span or key, as
@@ -1278,7 +1293,7 @@ weft_span_set_bool(struct weft_span *span, const char *key, bool value)
     v.type = WEFT_VALUE_BOOL;
     v.len = 0;
     v.u.b = value;
-    return set_scalar(span, key, strlen(key), &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
 }
 
 weft_err
@@ -1312,7 +1327,7 @@ weft_span_set_int(struct weft_span *span, const char *key, int64_t value)
     v.type = WEFT_VALUE_INT;
     v.len = 0;
     v.u.i = value;
-    return set_scalar(span, key, strlen(key), &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
 }
 
 weft_err
@@ -1346,7 +1361,7 @@ weft_span_set_double(struct weft_span *span, const char *key, double value)
     v.type = WEFT_VALUE_DOUBLE;
     v.len = 0;
     v.u.d = value;
-    return set_scalar(span, key, strlen(key), &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
 }
 
 weft_err
