@@ -298,6 +298,7 @@ wait_for_work(struct batch *b)
      * (seq_cst on both sides), so a batch completed in between is either seen here or
      * posted by its producer. */
     atomic_store(&b->sleeping, true);
+    atomic_thread_fence(memory_order_seq_cst);
     if (queue_len(b) < b->opts.max_export_batch_size) {
         while (sem_timedwait(&b->wake, &ts) != 0 && errno == EINTR) {
         }
