@@ -8,7 +8,7 @@
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
  * attribute, a Bloom filter in front of the key lookup), the TSC span clock, and span end
  * handing the owner's reference to the processor, each explained where it is defined; with
- * them the span_bench attrs5 case costs about 1,390 instructions per span on the recording
+ * them the span_bench attrs5 case costs about 1,370 instructions per span on the recording
  * thread (callgrind; 1,540 before this round, 2,600 before the first). A span's total arena is
  * capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
@@ -764,24 +764,21 @@ new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
     pthread_mutex_unlock(&provider->lock);
 }
 
-struct weft_span *
-weft_span_start(struct weft_tracer *tracer,
-                const char *name,
-                const struct weft_span_start_options *opts)
+/* The body of weft_span_start() for a live provider. Kept out of line so that the public entry
+ * point's early return (SDK disabled or shut down) runs before any register saves: a disabled
+ * SDK pays a few instructions per call, not this function's frame. The same split keeps
+ * weft_span_end() and weft_span_set_str() cheap on a non-recording span. */
+static NO_INLINE struct weft_span *
+span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts)
 {
     static const struct weft_span_start_options defaults;
-    struct weft_provider *provider = NULL;
+    struct weft_provider *provider = tracer->provider;
     struct weft_span *span = NULL;
     const struct weft_span *parent = NULL;
     struct weft_span_context parent_ctx;
     bool has_parent = false;
     bool sampled = false;
 
-    if (tracer == NULL || tracer->provider->is_disabled ||
-        atomic_load_explicit(&tracer->provider->is_shut_down, memory_order_relaxed)) {
-        return &noop_span;
-    }
-    provider = tracer->provider;
     if (opts == NULL) {
         opts = &defaults;
     }
@@ -863,6 +860,18 @@ weft_span_start(struct weft_tracer *tracer,
     }
     weft__counter_add(&provider->started, 1);
     return span;
+}
+
+struct weft_span *
+weft_span_start(struct weft_tracer *tracer,
+                const char *name,
+                const struct weft_span_start_options *opts)
+{
+    if (tracer == NULL || tracer->provider->is_disabled ||
+        atomic_load_explicit(&tracer->provider->is_shut_down, memory_order_relaxed)) {
+        return &noop_span;
+    }
+    return span_start(tracer, name, opts);
 }
 
 /* ---- attributes ----------------------------------------------------------------------- */
@@ -1262,6 +1271,16 @@ weft_span_set_string_n(
     return set_string(span, key, key_len, value == NULL ? "" : value, value_len);
 }
 
+/* weft_span_set_str() on a recording span (see span_start() for why it is apart). */
+static NO_INLINE weft_err
+set_str(struct weft_span *span, const char *key, const char *value)
+{
+    if (key[0] == '\0') {
+        return WEFT_EINVAL;
+    }
+    return set_string(span, key, KEY_CSTR, value, strlen(value));
+}
+
 weft_err
 weft_span_set_str(struct weft_span *span, const char *key, const char *value)
 {
@@ -1271,10 +1290,7 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
     if (!span->is_recording) {
         return WEFT_OK; /* before strlen: the disabled SDK must cost next to nothing */
     }
-    if (key[0] == '\0') {
-        return WEFT_EINVAL;
-    }
-    return set_string(span, key, KEY_CSTR, value, strlen(value));
+    return set_str(span, key, value);
 }
 
 /* The scalar setters. A non-recording span accepts anything but a NULL span or key, as
@@ -1628,15 +1644,13 @@ weft_span_update_name(struct weft_span *span, const char *name)
 
 /* ---- end, references, context --------------------------------------------------------- */
 
-void
-weft_span_end(struct weft_span *span, uint64_t end_time_ns)
+/* weft_span_end() of a span not ended yet (see span_start() for why it is apart). */
+static NO_INLINE void
+span_end(struct weft_span *span, uint64_t end_time_ns)
 {
     struct weft_provider *provider = NULL;
     size_t count = 0;
 
-    if (span == NULL || span->is_static || span->has_ended) {
-        return;
-    }
     span->has_ended = true;
     if (span->is_recording) {
         provider = span->provider;
@@ -1663,6 +1677,15 @@ weft_span_end(struct weft_span *span, uint64_t end_time_ns)
         }
     }
     weft_span_unref(span);
+}
+
+void
+weft_span_end(struct weft_span *span, uint64_t end_time_ns)
+{
+    if (span == NULL || span->is_static || span->has_ended) {
+        return;
+    }
+    span_end(span, end_time_ns);
 }
 
 struct weft_span *
