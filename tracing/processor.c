@@ -122,7 +122,8 @@ exporter_shutdown(struct weft_exporter *exporter, uint64_t deadline)
 
 /* ---- batch processor ------------------------------------------------------------------ */
 
-#define SHARDS 8
+#define SHARDS     8
+#define SHARD_TURN 64 /* spans dequeue() takes from one shard before it moves on */
 
 struct batch {
     struct weft_processor base;
@@ -222,19 +223,25 @@ dequeue(struct batch *b, size_t max)
 {
     size_t n = 0;
     size_t empty = 0; /* shards in a row found empty */
+    size_t here = 0;  /* spans taken from the current shard */
 
-    /* Round robin over the shards, so that a busy thread cannot starve another's spans. An
-     * empty pop also covers a slot claimed but not yet filled: it is taken next time. */
+    /* Round robin over the shards, at most SHARD_TURN spans from one before the next, so that
+     * a busy thread cannot starve another's spans, while a single busy shard still costs one
+     * pop per span. An empty pop also covers a slot claimed but not yet filled: it is taken
+     * next time. */
     while (n < max && empty < b->shard_count) {
         struct weft_span *span = weft__ring_pop(&b->shards[b->next_shard]);
 
-        if (span == NULL) {
+        if (span != NULL) {
+            empty = 0;
+            b->spans[n++] = span;
+        } else {
             empty++;
-            b->next_shard = b->next_shard + 1 < b->shard_count ? b->next_shard + 1 : 0;
-            continue;
         }
-        empty = 0;
-        b->spans[n++] = span;
+        if (span == NULL || ++here == SHARD_TURN) {
+            here = 0;
+            b->next_shard = b->next_shard + 1 < b->shard_count ? b->next_shard + 1 : 0;
+        }
     }
     return n;
 }
