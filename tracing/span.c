@@ -8,7 +8,7 @@
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
  * attribute, a Bloom filter in front of the key lookup), the TSC span clock, and span end
  * handing the owner's reference to the processor, each explained where it is defined; with
- * them the span_bench attrs5 case costs about 1,370 instructions per span on the recording
+ * them the span_bench attrs5 case costs about 1,375 instructions per span on the recording
  * thread (callgrind; 1,540 before this round, 2,600 before the first). A span's total arena is
  * capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
