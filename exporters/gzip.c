@@ -5,9 +5,11 @@
  * libdeflate's one-shot compressor is about three times faster than zlib's streaming deflate
  * at level 1 for the same ratio on OTLP protobuf (span_bench, case export). Its compressor
  * is built once per thread and kept (the OTLP transport compresses on its export thread;
- * building one costs several page-sized allocations). Decompression has no size known in
- * advance and streams through zlib's inflate. The zlib compressor stays for the benchmark and
- * for tests that cross-check the two. */
+ * building one costs several page-sized allocations). The compressor's memory comes from libc's
+ * malloc, not weft__malloc: libdeflate 1.14 (Debian 12) has only a process-wide allocator hook,
+ * which would change it for every other user of libdeflate in the process. Decompression has no
+ * size known in advance and streams through zlib's inflate. The zlib compressor stays for the
+ * benchmark and for tests that cross-check the two. */
 #include "gzip.h"
 
 #include <libdeflate.h>
