@@ -2,7 +2,7 @@
  * grows past its limit.
  *
  * Compression of a whole request body uses libdeflate: the body is in memory already, and
- * libdeflate's one-shot compressor is about three times faster than zlib's streaming deflate
+ * libdeflate's one-shot compressor is about twice as fast as zlib's streaming deflate
  * at level 1 for the same ratio on OTLP protobuf (span_bench, case export). Its compressor
  * is built once per thread and kept (the OTLP transport compresses on its export thread;
  * building one costs several page-sized allocations). The compressor's memory comes from libc's
