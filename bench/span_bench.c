@@ -1,14 +1,25 @@
-/* bench/span_bench.c - measures the tracing hot path and the OTLP encoder.
+/* bench/span_bench.c - measures the tracing hot path and the OTLP export encoders.
  *
- * Prints one machine-readable line per case:
- *   span_bench case=attrs5 threads=1 ns_per_span=87.3 spans_per_sec=... dropped=0 runs=5
+ * Prints one JSON object per line (JSON Lines), for example
+ *   {"bench":"span_bench","case":"attrs5","threads":1,"ns_per_span":58.1,...}
  * Cases:
- *   attrs5     start + 5 attributes (2 strings, 2 int64, 1 string) + end, through the batch
- *              processor into an exporter that discards; 1 and 2 threads; median of runs.
- *   disabled   the same with the SDK disabled (OTEL_SDK_DISABLED).
- *   encode     OTLP protobuf encoding of 512-span batches (spans/s, bytes/span).
- *   encode_gzip  the same plus gzip.
- * Usage: span_bench [spans_per_run] [runs]   (defaults 1000000 and 5)
+ *   attrs5       span start + 5 attributes (string, int, double, bool, string) + end, through a
+ *                batch processor (queue 65536, batch 512, delay 10 ms) into an exporter that
+ *                discards; 1, 2 and 4 recording threads. ns_per_span is the median over the
+ *                runs of (wall time / spans each thread recorded); cpu_ns_per_span the median
+ *                of the recording threads' CPU time (CLOCK_THREAD_CPUTIME_ID) per span, which
+ *                a shared machine disturbs less than wall time; spans_per_sec is the median
+ *                aggregate over all threads; scaling is spans_per_sec over the 1-thread figure;
+ *                allocs_per_span counts weft allocations (weft_set_allocator) during the timed
+ *                part, after each thread's warm-up; dropped sums the spans the queue refused.
+ *   attrs5_n     the same with the length-carrying setters (weft_span_set_string_n & co.).
+ *   disabled     the same calls with the SDK disabled (OTEL_SDK_DISABLED).
+ *   export       OTLP protobuf encoding of 512-span batches, alone ("none") and followed by
+ *                whole-batch gzip at level 1 with zlib and with libdeflate (when built with it):
+ *                spans/s end to end and bytes per span.
+ * Usage: span_bench [spans_per_run] [runs] [only]   (defaults 1000000, 5, every case)
+ *   only: run just one case, "case:threads" (attrs5:1, attrs5_n:2, disabled:1) or "export";
+ *   handy under valgrind --tool=callgrind --toggle-collect=record_one.
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
@@ -16,10 +27,33 @@
 #include "exporters/otlp_encode.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <weft/weft.h>
+
+#define MAX_THREADS 8
+#define MAX_RUNS    31
+
+/* ---- counting allocator --------------------------------------------------------------- */
+
+static atomic_uint_fast64_t alloc_count;
+
+static void *
+count_malloc(size_t n)
+{
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    return malloc(n);
+}
+
+static void *
+count_realloc(void *p, size_t n)
+{
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    return realloc(p, n);
+}
 
 static weft_err
 discard_export(void *self,
@@ -41,26 +75,85 @@ static const struct weft_exporter_ops discard_ops = {
     .export_batch = discard_export,
 };
 
+/* ---- hot path ------------------------------------------------------------------------- */
+
 struct run {
     struct weft_tracer *tracer;
     size_t spans;
+    size_t warmup;
+    bool with_lengths;
+    pthread_barrier_t *ready;    /* threads + main: warm-up done */
+    pthread_barrier_t *go;       /* threads + main: start timing */
+    atomic_uint_fast64_t cpu_ns; /* sum over threads of their CPU time in the timed part */
 };
+
+static uint64_t
+thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Not inlined, so that callgrind can count one span's instructions (--toggle-collect). */
+#if defined(__GNUC__) || defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
+static NOINLINE void
+record_one(struct weft_tracer *tracer, size_t i)
+{
+    struct weft_span *s = weft_span_start(tracer, "invoke_agent planner", NULL);
+
+    weft_span_set_str(s, "gen_ai.operation.name", "invoke_agent");
+    weft_span_set_int(s, "weft.step.id", (int64_t)i);
+    weft_span_set_double(s, "weft.step.score", 0.75);
+    weft_span_set_bool(s, "weft.step.final", true);
+    weft_span_set_str(s, "weft.step.status", "completed");
+    weft_span_end(s, 0);
+}
+
+#define LIT(s) s, sizeof(s) - 1
+
+static NOINLINE void
+record_one_n(struct weft_tracer *tracer, size_t i)
+{
+    struct weft_span *s = weft_span_start(tracer, "invoke_agent planner", NULL);
+
+    weft_span_set_string_n(s, LIT("gen_ai.operation.name"), LIT("invoke_agent"));
+    weft_span_set_int_n(s, LIT("weft.step.id"), (int64_t)i);
+    weft_span_set_double_n(s, LIT("weft.step.score"), 0.75);
+    weft_span_set_bool_n(s, LIT("weft.step.final"), true);
+    weft_span_set_string_n(s, LIT("weft.step.status"), LIT("completed"));
+    weft_span_end(s, 0);
+}
 
 static void *
 record_spans(void *arg)
 {
     struct run *r = arg;
 
-    for (size_t i = 0; i < r->spans; i++) {
-        struct weft_span *s = weft_span_start(r->tracer, "invoke_agent planner", NULL);
-
-        weft_span_set_str(s, "gen_ai.operation.name", "invoke_agent");
-        weft_span_set_str(s, "gen_ai.agent.name", "planner");
-        weft_span_set_int(s, "weft.step.id", (int64_t)i);
-        weft_span_set_int(s, "weft.step.attempt", 1);
-        weft_span_set_str(s, "weft.step.status", "completed");
-        weft_span_end(s, 0);
+    for (size_t i = 0; i < r->warmup; i++) {
+        record_one(r->tracer, i);
     }
+    pthread_barrier_wait(r->ready);
+    uint64_t cpu0 = 0;
+
+    pthread_barrier_wait(r->go);
+    cpu0 = thread_cpu_ns();
+    if (r->with_lengths) {
+        for (size_t i = 0; i < r->spans; i++) {
+            record_one_n(r->tracer, i);
+        }
+    } else {
+        for (size_t i = 0; i < r->spans; i++) {
+            record_one(r->tracer, i);
+        }
+    }
+    atomic_fetch_add(&r->cpu_ns, thread_cpu_ns() - cpu0);
     return NULL;
 }
 
@@ -73,9 +166,16 @@ cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One timed run: @p threads threads each record @p per_thread spans. Returns wall ns. */
-static double
-timed_run(bool disabled, int threads, size_t per_thread, uint64_t *dropped)
+struct result {
+    double wall_ns;
+    double cpu_ns; /* CPU time of the recording threads, summed */
+    uint64_t allocs;
+    uint64_t dropped;
+};
+
+/* One timed run: @p threads threads each record @p per_thread spans after a warm-up. */
+static struct result
+timed_run(bool disabled, bool with_lengths, int threads, size_t per_thread)
 {
     struct weft_provider_options popts = {.disabled = disabled, .service_name = "span_bench"};
     struct weft_batch_options bopts = {.max_queue_size = 1u << 16,
@@ -87,10 +187,13 @@ timed_run(bool disabled, int threads, size_t per_thread, uint64_t *dropped)
     struct weft_exporter *exporter = NULL;
     struct weft_processor *proc = NULL;
     struct weft_trace_stats st;
-    pthread_t tids[8];
+    pthread_t tids[MAX_THREADS];
+    pthread_barrier_t ready;
+    pthread_barrier_t go;
     struct run run;
+    struct result res = {0};
     uint64_t start = 0;
-    uint64_t elapsed = 0;
+    uint64_t allocs0 = 0;
 
     if (weft_provider_new(&popts, &provider) != WEFT_OK ||
         weft_provider_get_tracer(provider, "span_bench", WEFT_VERSION, &tracer) != WEFT_OK ||
@@ -100,47 +203,81 @@ timed_run(bool disabled, int threads, size_t per_thread, uint64_t *dropped)
         fprintf(stderr, "span_bench: set-up failed\n");
         exit(1);
     }
+    pthread_barrier_init(&ready, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
     run.tracer = tracer;
     run.spans = per_thread;
-    start = weft_monotonic_ns();
+    run.warmup = per_thread / 10 < 20000 ? per_thread / 10 : 20000;
+    run.with_lengths = with_lengths;
+    run.ready = &ready;
+    run.go = &go;
+    atomic_init(&run.cpu_ns, 0);
     for (int t = 0; t < threads; t++) {
         pthread_create(&tids[t], NULL, record_spans, &run);
     }
+    pthread_barrier_wait(&ready);
+    allocs0 = atomic_load(&alloc_count);
+    start = weft_monotonic_ns();
+    pthread_barrier_wait(&go);
     for (int t = 0; t < threads; t++) {
         pthread_join(tids[t], NULL);
     }
-    elapsed = weft_monotonic_ns() - start;
+    res.wall_ns = (double)(weft_monotonic_ns() - start);
+    res.allocs = atomic_load(&alloc_count) - allocs0;
+    res.cpu_ns = (double)atomic_load(&run.cpu_ns);
+    pthread_barrier_destroy(&ready);
+    pthread_barrier_destroy(&go);
     weft_provider_shutdown(provider, 30000);
     weft_provider_get_stats(provider, &st);
-    *dropped = st.spans_dropped;
+    res.dropped = st.spans_dropped;
     weft_provider_free(provider);
-    return (double)elapsed;
+    return res;
 }
+
+static double one_thread_rate;
 
 static void
-bench_hot_path(const char *name, bool disabled, int threads, size_t spans, int runs)
+bench_hot_path(
+    const char *name, bool disabled, bool with_lengths, int threads, size_t spans, int runs)
 {
-    double ns_per_span[32];
+    double ns_per_span[MAX_RUNS];
+    double cpu_per_span[MAX_RUNS];
+    double rate[MAX_RUNS];
     uint64_t dropped = 0;
-    uint64_t dropped_total = 0;
+    uint64_t allocs = 0;
     size_t per_thread = spans / (size_t)threads;
-    double median = 0;
+    double median_rate = 0;
 
     for (int r = 0; r < runs; r++) {
-        double wall = timed_run(disabled, threads, per_thread, &dropped);
+        struct result res = timed_run(disabled, with_lengths, threads, per_thread);
 
-        /* Per-thread cost of one span: wall time over the spans each thread recorded. */
-        ns_per_span[r] = wall / (double)per_thread;
-        dropped_total += dropped;
+        ns_per_span[r] = res.wall_ns / (double)per_thread;
+        cpu_per_span[r] = res.cpu_ns / (double)(per_thread * (size_t)threads);
+        rate[r] = (double)(per_thread * (size_t)threads) / (res.wall_ns / 1e9);
+        dropped += res.dropped;
+        allocs += res.allocs;
     }
     qsort(ns_per_span, (size_t)runs, sizeof(double), cmp_double);
-    median = ns_per_span[runs / 2];
-    printf("span_bench case=%s threads=%d ns_per_span=%.1f spans_per_sec=%.0f dropped=%llu "
-           "runs=%d spans_per_run=%zu\n",
-           name, threads, median, 1e9 / median * threads, (unsigned long long)dropped_total, runs,
-           per_thread * (size_t)threads);
+    qsort(rate, (size_t)runs, sizeof(double), cmp_double);
+    qsort(cpu_per_span, (size_t)runs, sizeof(double), cmp_double);
+    median_rate = rate[runs / 2];
+    if (threads == 1) {
+        one_thread_rate = median_rate;
+    }
+    printf("{\"bench\":\"span_bench\",\"case\":\"%s\",\"threads\":%d,\"ns_per_span\":%.1f,"
+           "\"ns_per_span_min\":%.1f,\"ns_per_span_max\":%.1f,\"cpu_ns_per_span\":%.1f,"
+           "\"spans_per_sec\":%.0f,"
+           "\"scaling\":%.2f,\"allocs_per_span\":%.6f,\"dropped\":%llu,\"runs\":%d,"
+           "\"spans_per_run\":%zu}\n",
+           name, threads, ns_per_span[runs / 2], ns_per_span[0], ns_per_span[runs - 1],
+           cpu_per_span[runs / 2], median_rate,
+           one_thread_rate > 0 ? median_rate / one_thread_rate : 0.0,
+           (double)allocs / (double)(per_thread * (size_t)threads * (size_t)runs),
+           (unsigned long long)dropped, runs, per_thread * (size_t)threads);
     fflush(stdout);
 }
+
+/* ---- export --------------------------------------------------------------------------- */
 
 /* A realistic agent span: 5 attributes, names and values of typical length. */
 static void
@@ -169,9 +306,9 @@ fill_spans(struct weft_span_data *spans,
         s->start_time_ns = 1700000000000000000ull + i * 1000;
         s->end_time_ns = s->start_time_ns + 123456;
         a[0] = weft_attr_str("gen_ai.operation.name", "invoke_agent");
-        a[1] = weft_attr_str("gen_ai.agent.name", "planner");
-        a[2] = weft_attr_int("weft.step.id", (int64_t)i);
-        a[3] = weft_attr_int("weft.step.attempt", 1);
+        a[1] = weft_attr_int("weft.step.id", (int64_t)i);
+        a[2] = weft_attr_double("weft.step.score", 0.75);
+        a[3] = weft_attr_bool("weft.step.final", true);
         a[4] = weft_attr_str("weft.step.status", "completed");
         s->attrs = a;
         s->attr_count = 5;
@@ -181,22 +318,36 @@ fill_spans(struct weft_span_data *spans,
     }
 }
 
-static void
-bench_encode(int runs)
+enum compressor { NONE, ZLIB, LIBDEFLATE };
+
+static weft_err
+compress(enum compressor c, const struct weft__buf *in, struct weft__buf *out)
 {
-    enum { N = 512, ITER = 400 };
+    switch (c) {
+    case ZLIB:
+        return weft__gzip_compress_zlib(in->data, in->len, 1, out);
+    case LIBDEFLATE:
+        return weft__gzip_compress(in->data, in->len, 1, out);
+    default:
+        return WEFT_OK;
+    }
+}
+
+static void
+bench_export(enum compressor c, int runs)
+{
+    enum { N = 512, ITER = 200 };
     static struct weft_span_data spans[N];
     static struct weft_attr attrs[N * 5];
+    static const char *const names[] = {"none", "zlib", "libdeflate"};
     const struct weft_span_data *views[N];
     struct weft_attr res_attrs[1] = {weft_attr_str("service.name", "span_bench")};
     struct weft_resource res = {.attrs = res_attrs, .attr_count = 1};
     struct weft_scope scope = {.name = "weft", .version = WEFT_VERSION};
     struct weft__buf buf;
     struct weft__buf gz;
-    double proto_rate[32];
-    double gzip_rate[32];
-    size_t proto_bytes = 0;
-    size_t gzip_bytes = 0;
+    double rate[MAX_RUNS];
+    size_t bytes = 0;
 
     fill_spans(spans, attrs, N, &res, &scope);
     for (size_t i = 0; i < N; i++) {
@@ -209,35 +360,22 @@ bench_encode(int runs)
 
         for (int it = 0; it < ITER; it++) {
             weft__buf_reset(&buf);
-            if (weft__otlp_encode_proto(views, N, &buf) != WEFT_OK) {
+            weft__buf_reset(&gz);
+            if (weft__otlp_encode_proto(views, N, &buf) != WEFT_OK ||
+                compress(c, &buf, &gz) != WEFT_OK) {
                 fprintf(stderr, "span_bench: encode failed\n");
                 exit(1);
             }
         }
-        proto_rate[r] = (double)N * ITER / ((double)(weft_monotonic_ns() - start) / 1e9);
-        proto_bytes = buf.len;
-
-        start = weft_monotonic_ns();
-        for (int it = 0; it < ITER / 4; it++) {
-            weft__buf_reset(&buf);
-            weft__buf_reset(&gz);
-            if (weft__otlp_encode_proto(views, N, &buf) != WEFT_OK ||
-                weft__gzip_compress(buf.data, buf.len, 1, &gz) != WEFT_OK) {
-                fprintf(stderr, "span_bench: encode+gzip failed\n");
-                exit(1);
-            }
-        }
-        gzip_rate[r] = (double)N * (ITER / 4) / ((double)(weft_monotonic_ns() - start) / 1e9);
-        gzip_bytes = gz.len;
+        rate[r] = (double)N * ITER / ((double)(weft_monotonic_ns() - start) / 1e9);
+        bytes = c == NONE ? buf.len : gz.len;
     }
-    qsort(proto_rate, (size_t)runs, sizeof(double), cmp_double);
-    qsort(gzip_rate, (size_t)runs, sizeof(double), cmp_double);
-    printf("span_bench case=encode format=protobuf batch=%d spans_per_sec=%.0f "
-           "bytes_per_span=%.1f runs=%d\n",
-           N, proto_rate[runs / 2], (double)proto_bytes / N, runs);
-    printf("span_bench case=encode_gzip format=protobuf batch=%d spans_per_sec=%.0f "
-           "bytes_per_span=%.1f runs=%d\n",
-           N, gzip_rate[runs / 2], (double)gzip_bytes / N, runs);
+    qsort(rate, (size_t)runs, sizeof(double), cmp_double);
+    printf("{\"bench\":\"span_bench\",\"case\":\"export\",\"format\":\"protobuf\","
+           "\"compression\":\"%s\",\"batch\":%d,\"spans_per_sec\":%.0f,\"bytes_per_span\":%.1f,"
+           "\"runs\":%d}\n",
+           names[c], N, rate[runs / 2], (double)bytes / N, runs);
+    fflush(stdout);
     weft__buf_cleanup(&buf);
     weft__buf_cleanup(&gz);
 }
@@ -247,15 +385,32 @@ main(int argc, char **argv)
 {
     size_t spans = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 1000000;
     int runs = argc > 2 ? atoi(argv[2]) : 5;
+    const char *only = argc > 3 ? argv[3] : NULL;
+    static const int thread_counts[] = {1, 2, 4};
+    char tag[32];
 
-    if (spans < 2 || runs < 1 || runs > 31) {
-        fprintf(stderr, "usage: span_bench [spans_per_run >= 2] [runs 1..31]\n");
+    if (spans < 8 || runs < 1 || runs > MAX_RUNS) {
+        fprintf(stderr, "usage: span_bench [spans_per_run >= 8] [runs 1..31]\n");
         return 2;
     }
-    bench_hot_path("attrs5", false, 1, spans, runs);
-    bench_hot_path("attrs5", false, 2, spans, runs);
-    bench_hot_path("disabled", true, 1, spans, runs);
-    bench_hot_path("disabled", true, 2, spans, runs);
-    bench_encode(runs);
+    if (weft_set_allocator(count_malloc, count_realloc, free) != WEFT_OK) {
+        fprintf(stderr, "span_bench: weft_set_allocator failed\n");
+        return 1;
+    }
+    for (int c = 0; c < 3; c++) {
+        static const char *const cases[] = {"attrs5", "attrs5_n", "disabled"};
+
+        for (size_t i = 0; i < sizeof(thread_counts) / sizeof(thread_counts[0]); i++) {
+            snprintf(tag, sizeof(tag), "%s:%d", cases[c], thread_counts[i]);
+            if (only == NULL || strcmp(only, tag) == 0) {
+                bench_hot_path(cases[c], c == 2, c == 1, thread_counts[i], spans, runs);
+            }
+        }
+    }
+    if (only == NULL || strcmp(only, "export") == 0) {
+        bench_export(NONE, runs);
+        bench_export(ZLIB, runs);
+        bench_export(LIBDEFLATE, runs);
+    }
     return 0;
 }

@@ -4,7 +4,7 @@
 # Installs with apt-get when run as root; otherwise lists what is missing and fails.
 set -eu
 
-pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libsqlite3-dev libmicrohttpd-dev"
+pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev"
 if [ "${1:-build}" = test ]; then
     # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
     # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.

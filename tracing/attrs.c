@@ -26,6 +26,17 @@ weft_attr_str(const char *key, const char *value)
 }
 
 struct weft_attr
+weft_attr_strn(const char *key, const char *value, size_t len)
+{
+    struct weft_attr a = {.key = key};
+
+    a.value.type = WEFT_VALUE_STRING;
+    a.value.u.str = value;
+    a.value.len = value == NULL ? 0 : len;
+    return a;
+}
+
+struct weft_attr
 weft_attr_bool(const char *key, bool value)
 {
     struct weft_attr a = {.key = key};
@@ -422,10 +433,15 @@ maybe_secret_key(const char *key, size_t key_len)
     return candidate && secret_key(key, key_len);
 }
 
+/* The shortest value that can hold a secret shape: "Basic " and 8 token characters (14);
+ * "Bearer " needs 15, "sk-" 19, AKIA/ASIA 20 and "gh?_" 24. Shorter values (names, ids,
+ * statuses, most enum values) skip the scan: match_secret() could not match them. */
+#define SECRET_MIN_LEN 14
+
 bool
-weft__may_need_redaction(const char *key, const char *value, size_t len)
+weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len)
 {
-    return maybe_secret_key(key, strlen(key)) || (len >= 11 && maybe_secret(value, len));
+    return maybe_secret_key(key, key_len) || (len >= SECRET_MIN_LEN && maybe_secret(value, len));
 }
 
 /* Rewrite @p value with secrets replaced into @p out; false when nothing matched. */
@@ -440,7 +456,7 @@ builtin_redact(const char *key, const char *value, size_t len, struct weft__buf 
         weft__buf_append_str(out, WEFT_REDACTED);
         return true;
     }
-    if (len < 11 || !maybe_secret(value, len)) {
+    if (len < SECRET_MIN_LEN || !maybe_secret(value, len)) {
         return false; /* shorter than any secret shape, or no marker byte */
     }
     for (size_t i = 0; i < len; i++) {

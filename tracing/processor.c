@@ -1,11 +1,21 @@
 /* tracing/processor.c - span processors: the batch processor (bounded lock-free queue and one
  * export thread) and the simple processor (synchronous, for tests and debugging).
  *
- * The batch queue is the bounded MPMC ring of ring.h: a producer claims a slot with one CAS
- * and never waits for anyone; when the ring is full the span is dropped and counted.
- * Producers wake the export
- * thread through a semaphore only when a full batch is waiting, and only once until the
- * thread runs again (the `kicked` flag), so the common enqueue is two atomic operations.
+ * The batch queue is sharded: up to SHARDS bounded MPMC rings (ring.h) whose capacities add
+ * up to max_queue_size. A recording thread pushes into the shard of its stripe index (threads
+ * get consecutive indexes), so two threads recording at once do not write one cache line per
+ * span (a single ring's tail bounced between cores on every span and cost more than the
+ * span itself). A push claims a slot with one CAS and never waits; when its shard is full it
+ * tries the others, so the queue's bound stays max_queue_size for any number of threads, and
+ * a span is dropped (and counted) only when every shard is full. The export thread pops the
+ * shards in turn; spans of different threads are exported in no particular order relative to
+ * each other. The queue holds no per-thread state: a thread that exits leaves nothing behind
+ * that flush or shutdown could miss.
+ *
+ * Producers wake the export thread through a semaphore only when a full batch is waiting
+ * and the thread is asleep, and only once until it runs again (the `kicked` flag). The fill
+ * is summed over the shards only when a producer's shard crosses a multiple of its share of
+ * a batch, so the common enqueue is one CAS and one release store.
  *
  * Flush and shutdown are requests handled by the export thread itself, so the exporter is
  * only ever called from that thread; the caller waits on a condition variable with a bound.
@@ -116,11 +126,18 @@ exporter_shutdown(struct weft_exporter *exporter, uint64_t deadline)
 
 /* ---- batch processor ------------------------------------------------------------------ */
 
+#define SHARDS     8
+#define SHARD_TURN 64 /* spans dequeue() takes from one shard before it moves on */
+
 struct batch {
     struct weft_processor base;
     struct weft_batch_options opts;
-    struct weft__ring queue;
-    atomic_bool kicked;
+    struct weft__ring *shards; /* shard_count rings, capacities summing to max_queue_size */
+    size_t shard_count;
+    size_t kick_mask;  /* a shard checks the total fill every kick_mask + 1 pushes (2^k) */
+    size_t next_shard; /* export thread only: where dequeue() starts */
+    _Alignas(64) atomic_bool kicked;
+    atomic_bool sleeping;
     _Alignas(64) sem_t wake;
     pthread_mutex_t lock;
     pthread_cond_t changed; /* flush_done or thread_done changed */
@@ -146,29 +163,61 @@ struct batch {
 static size_t
 queue_len(struct batch *b)
 {
-    return weft__ring_len(&b->queue);
+    size_t n = 0;
+
+    for (size_t i = 0; i < b->shard_count; i++) {
+        n += weft__ring_len(&b->shards[i]);
+    }
+    return n;
+}
+
+/* Push into this thread's shard, else any shard with room. */
+static bool
+queue_push(struct batch *b, struct weft_span *span, size_t *shard_out, size_t *pos_out)
+{
+    size_t home = weft__stripe_index() & (b->shard_count - 1); /* a power of two */
+
+    for (size_t k = 0; k < b->shard_count; k++) {
+        size_t i = home + k < b->shard_count ? home + k : home + k - b->shard_count;
+
+        if (weft__ring_push(&b->shards[i], span, pos_out)) {
+            *shard_out = i;
+            return true;
+        }
+    }
+    return false;
 }
 
 static void
 batch_on_end(struct weft_processor *proc, struct weft_span *span)
 {
     struct batch *b = (struct batch *)proc;
+    size_t shard = 0;
     size_t pos = 0;
 
+    /* on_end owns one reference: the queue keeps it, or it is dropped here. */
     if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed)) {
+        weft_span_unref(span);
         weft__counter_add(&b->dropped, 1);
         return;
     }
-    weft_span_ref(span);
-    if (!weft__ring_push(&b->queue, span, &pos)) {
+    if (!queue_push(b, span, &shard, &pos)) {
         weft_span_unref(span);
         weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
         return;
     }
-    if (pos + 1 - atomic_load_explicit(&b->queue.head, memory_order_relaxed) >=
-            b->opts.max_export_batch_size &&
-        !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
-        sem_post(&b->wake);
+    (void)shard;
+    /* Every kick_mask + 1 pushes into a shard, see whether a batch is waiting in all of them
+     * while the export thread sleeps. The fence pairs with the export thread's seq_cst store
+     * of `sleeping` and its reading of the fill: one of the two sees the other. */
+    if (((pos + 1) & b->kick_mask) == 0) {
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&b->sleeping, memory_order_relaxed) &&
+            !atomic_load_explicit(&b->kicked, memory_order_relaxed) &&
+            queue_len(b) >= b->opts.max_export_batch_size &&
+            !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
+            sem_post(&b->wake);
+        }
     }
 }
 
@@ -177,14 +226,26 @@ static size_t
 dequeue(struct batch *b, size_t max)
 {
     size_t n = 0;
+    size_t empty = 0; /* shards in a row found empty */
+    size_t here = 0;  /* spans taken from the current shard */
 
-    while (n < max) {
-        struct weft_span *span = weft__ring_pop(&b->queue);
+    /* Round robin over the shards, at most SHARD_TURN spans from one before the next, so that
+     * a busy thread cannot starve another's spans, while a single busy shard still costs one
+     * pop per span. An empty pop also covers a slot claimed but not yet filled: it is taken
+     * next time. */
+    while (n < max && empty < b->shard_count) {
+        struct weft_span *span = weft__ring_pop(&b->shards[b->next_shard]);
 
-        if (span == NULL) {
-            break; /* empty, or a producer has claimed the slot but not yet filled it */
+        if (span != NULL) {
+            empty = 0;
+            b->spans[n++] = span;
+        } else {
+            empty++;
         }
-        b->spans[n++] = span;
+        if (span == NULL || ++here == SHARD_TURN) {
+            here = 0;
+            b->next_shard = b->next_shard + 1 < b->shard_count ? b->next_shard + 1 : 0;
+        }
     }
     return n;
 }
@@ -244,8 +305,16 @@ wait_for_work(struct batch *b)
     ns = (uint64_t)ts.tv_nsec + (uint64_t)b->opts.schedule_delay_ms * 1000000u;
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
-    while (sem_timedwait(&b->wake, &ts) != 0 && errno == EINTR) {
+    /* Producers post only while `sleeping` is set. Set it before the last look at the fill
+     * (seq_cst on both sides), so a batch completed in between is either seen here or
+     * posted by its producer. */
+    atomic_store(&b->sleeping, true);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (queue_len(b) < b->opts.max_export_batch_size) {
+        while (sem_timedwait(&b->wake, &ts) != 0 && errno == EINTR) {
+        }
     }
+    atomic_store(&b->sleeping, false);
 }
 
 static void *
@@ -399,7 +468,12 @@ batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
 {
     struct batch *b = (struct batch *)(uintptr_t)proc;
 
-    out->enqueued = atomic_load_explicit(&b->queue.tail, memory_order_relaxed);
+    out->enqueued = 0;
+    out->queue_cap = 0;
+    for (size_t i = 0; i < b->shard_count; i++) {
+        out->enqueued += atomic_load_explicit(&b->shards[i].tail, memory_order_relaxed);
+        out->queue_cap += b->shards[i].cap;
+    }
     out->exported = atomic_load_explicit(&b->exported, memory_order_relaxed);
     out->failed = atomic_load_explicit(&b->failed, memory_order_relaxed);
     out->batches = atomic_load_explicit(&b->batches, memory_order_relaxed);
@@ -407,7 +481,6 @@ batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
     out->export_ns = atomic_load_explicit(&b->export_ns, memory_order_relaxed);
     out->dropped = weft__counter_read(&b->dropped);
     out->queue_len = queue_len(b);
-    out->queue_cap = b->queue.cap;
 }
 
 static void
@@ -423,10 +496,31 @@ batch_destroy(struct weft_processor *proc)
     sem_destroy(&b->wake);
     pthread_cond_destroy(&b->changed);
     pthread_mutex_destroy(&b->lock);
-    weft__ring_cleanup(&b->queue);
+    for (size_t i = 0; i < b->shard_count; i++) {
+        weft__ring_cleanup(&b->shards[i]);
+    }
+    weft__free(b->shards);
     weft__free(b->spans);
     weft__free(b->views);
     weft__free(b);
+}
+
+/* Split @p cap slots over the shards (the first ones take the remainder). On failure the
+ * shards initialised so far are cleaned up. */
+static weft_err
+shards_init(struct batch *b, size_t cap)
+{
+    for (size_t i = 0; i < b->shard_count; i++) {
+        size_t n = cap / b->shard_count + (i < cap % b->shard_count ? 1 : 0);
+
+        if (weft__ring_init(&b->shards[i], n) != WEFT_OK) {
+            while (i-- > 0) {
+                weft__ring_cleanup(&b->shards[i]);
+            }
+            return WEFT_ENOMEM;
+        }
+    }
+    return WEFT_OK;
 }
 
 static const struct weft__processor_vtable batch_vtable = {
@@ -472,14 +566,29 @@ weft_batch_processor_new(struct weft_exporter *exporter,
     }
     b->spans = weft__calloc(o.max_export_batch_size, sizeof(*b->spans));
     b->views = weft__calloc(o.max_export_batch_size, sizeof(*b->views));
-    if (b->spans == NULL || b->views == NULL ||
-        weft__ring_init(&b->queue, o.max_queue_size) != WEFT_OK) {
+    /* A power of two, with at least two slots per shard: the ring needs two to tell a full
+     * slot from an empty one. */
+    b->shard_count = SHARDS;
+    while (b->shard_count > 1 && b->shard_count * 2 > o.max_queue_size) {
+        b->shard_count /= 2;
+    }
+    b->shards = weft__calloc(b->shard_count, sizeof(*b->shards));
+    if (b->spans == NULL || b->views == NULL || b->shards == NULL ||
+        shards_init(b, o.max_queue_size) != WEFT_OK) {
+        weft__free(b->shards);
         weft__free(b->spans);
         weft__free(b->views);
         weft__free(b);
         exporter_destroy(exporter);
         return WEFT_ENOMEM;
     }
+    /* The largest power of two not above a shard's share of a batch: with one recording
+     * thread, the check runs exactly when the queue reaches a full batch (512 = 8 x 64). */
+    b->kick_mask = 1;
+    while (b->kick_mask * 2 <= o.max_export_batch_size / b->shard_count) {
+        b->kick_mask *= 2;
+    }
+    b->kick_mask -= 1;
     base_init(&b->base, &batch_vtable, exporter);
     b->opts = o;
     sem_init(&b->wake, 0, 0);
@@ -521,6 +630,7 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
     if (atomic_load(&proc->is_shut_down)) {
         pthread_mutex_unlock(&s->lock);
         atomic_fetch_add(&s->dropped, 1);
+        weft_span_unref(span); /* on_end owns one reference */
         return;
     }
     err = proc->exporter->ops->export_batch(proc->exporter->self, &view, 1,
@@ -535,6 +645,7 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
             record_failure(proc, err, 1);
         }
     }
+    weft_span_unref(span); /* on_end owns one reference */
 }
 
 static weft_err

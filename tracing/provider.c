@@ -17,16 +17,14 @@
 #define DEFAULT_LIMIT 128
 
 static atomic_uint next_stripe;
-static _Thread_local unsigned tls_stripe = UINT32_MAX;
+_Thread_local unsigned weft__tls_stripe = UINT32_MAX;
 
 unsigned
-weft__stripe_index(void)
+weft__stripe_assign(void)
 {
-    if (tls_stripe == UINT32_MAX) {
-        tls_stripe =
-            atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % WEFT__STRIPES;
-    }
-    return tls_stripe;
+    weft__tls_stripe =
+        atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % WEFT__STRIPES;
+    return weft__tls_stripe;
 }
 
 uint64_t

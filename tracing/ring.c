@@ -9,6 +9,11 @@ weft__ring_init(struct weft__ring *ring, size_t cap)
     if (cap == 0) {
         return WEFT_EINVAL;
     }
+    /* With one slot, a filled slot's sequence (pos + 1) equals what the next push expects:
+     * the ring would overwrite its item. Two slots is the least the algorithm allows. */
+    if (cap == 1) {
+        cap = 2;
+    }
     ring->slots = weft__calloc(cap, sizeof(*ring->slots));
     if (ring->slots == NULL) {
         return WEFT_ENOMEM;

@@ -24,7 +24,7 @@ struct weft__ring {
     _Alignas(64) atomic_size_t head;
 };
 
-/* @return WEFT_OK, WEFT_EINVAL (cap 0), WEFT_ENOMEM. */
+/* @return WEFT_OK, WEFT_EINVAL (cap 0), WEFT_ENOMEM. A cap of 1 holds 2 (the least that works). */
 weft_err weft__ring_init(struct weft__ring *ring, size_t cap);
 void weft__ring_cleanup(struct weft__ring *ring);
 

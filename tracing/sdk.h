@@ -24,7 +24,14 @@ struct weft__counter {
         _Alignas(64) atomic_uint_fast64_t v;
     } stripe[WEFT__STRIPES];
 };
-unsigned weft__stripe_index(void);
+extern _Thread_local unsigned weft__tls_stripe; /* UINT32_MAX until first use */
+unsigned weft__stripe_assign(void);
+/* This thread's stripe: threads get consecutive indexes (mod WEFT__STRIPES) on first use. */
+static inline unsigned
+weft__stripe_index(void)
+{
+    return weft__tls_stripe != UINT32_MAX ? weft__tls_stripe : weft__stripe_assign();
+}
 static inline void
 weft__counter_add(struct weft__counter *c, uint64_t n)
 {
@@ -45,7 +52,8 @@ weft_err weft__histogram_merge(struct weft_instrument *histogram,
                                double min,
                                double max);
 
-/* Processor internals: the provider calls on_end for each ended recording span. */
+/* Processor internals: the provider calls on_end for each ended recording span, handing it
+ * one reference that on_end keeps (until its export) or releases (weft_span_unref). */
 struct weft__processor_vtable {
     void (*on_end)(struct weft_processor *proc, struct weft_span *span);
     weft_err (*force_flush)(struct weft_processor *proc, uint64_t deadline_ns);
@@ -112,8 +120,9 @@ const char *weft__redact(const struct weft_provider *provider,
                          const char *value,
                          size_t len,
                          struct weft__buf *out);
-/* Cheap test: could the built-in rules change this value? (false means certainly not) */
-bool weft__may_need_redaction(const char *key, const char *value, size_t len);
+/* Cheap test: could the built-in rules change this value of @p key (@p key_len bytes)?
+ * (false means certainly not) */
+bool weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len);
 
 /* Resource (tracing/resource.c). */
 weft_err weft__resource_build(struct weft_provider *provider,

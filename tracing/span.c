@@ -6,9 +6,11 @@
  * when a span needs them, and span objects are recycled through a pool (span_alloc), so
  * start + five attributes + end allocates nothing in the steady state. The other hot-path
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
- * attribute) and the TSC span clock, each explained where it is defined; with them the
- * span_bench attrs5 case costs about 1,700 instructions per span on the recording thread
- * (2,600 before). A span's total arena is capped
+ * attribute, a Bloom filter in front of the key lookup), the TSC span clock, and span end
+ * handing the owner's reference to the processor, each explained where it is defined; with
+ * them the span_bench attrs5 case costs about 1,375 instructions per span on the recording
+ * thread (callgrind; 1,540 before this round, 2,600 before the first). A span's total arena is
+ * capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
  * bound: past the cap, new values are dropped and counted like any other limit.
  *
@@ -21,7 +23,6 @@
 #include "base/time.h"
 #include "base/utf8.h"
 #include "ids.h"
-#include "ring.h"
 #include "sdk.h"
 
 #include <fcntl.h>
@@ -42,8 +43,10 @@
  * non-recording early return) stay separate. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HOT_INLINE inline __attribute__((always_inline))
+#define NO_INLINE  __attribute__((noinline))
 #else
 #define HOT_INLINE inline
+#define NO_INLINE
 #endif
 
 struct chunk {
@@ -61,6 +64,7 @@ struct weft_span {
     struct weft_provider *provider;
     struct weft_attr *attrs; /* == inline_attrs until it grows */
     uint64_t *key_tags;      /* key_tag() of attrs[i].key; same allocation as attrs */
+    uint64_t tag_filter;     /* bit tag_bit(t) set for the tag t of every key (a Bloom filter) */
     size_t attr_cap;
     struct weft_event_data *events;
     size_t event_cap;
@@ -70,8 +74,9 @@ struct weft_span {
     size_t arena_left;
     size_t arena_used;  /* bytes in chunks, for the cap */
     uint64_t start_tsc; /* span clock reading at start; 0 when the start came from elsewhere */
-    struct weft_span *pool_next; /* while pooled: next span of the bundle or thread cache */
-    size_t pool_count;           /* while pooled: spans in the bundle this span heads */
+    struct weft_span *pool_next;   /* while pooled: next span of the bundle or thread cache */
+    struct weft_span *bundle_next; /* while pooled as a bundle's head: the next bundle */
+    size_t pool_count;             /* while pooled: spans in the bundle this span heads */
     struct chunk *chunks;
     /* Not zeroed on reuse: everything from here on is written before it is read. */
     uint64_t inline_tags[INLINE_ATTRS];
@@ -396,7 +401,7 @@ store_string(struct weft_span *span, const char *key, const char *s, size_t len,
         len = weft__utf8_prefix(s, len, provider->limits.attr_value_length);
     }
     if (provider->redact != NULL ||
-        (provider->builtin_redaction && weft__may_need_redaction(key, s, len))) {
+        (provider->builtin_redaction && weft__may_need_redaction(key, strlen(key), s, len))) {
         weft__buf_init(&redacted, 0);
         r = weft__redact(provider, key, s, len, &redacted);
         if (r != NULL) {
@@ -562,23 +567,32 @@ store_attr_list(struct weft_span *span,
  * with malloc that round trip costs a contended arena lock and cold cache lines on every
  * span, so freed spans are kept for reuse, in two tiers:
  *
- * - a process-wide bounded lock-free ring of bundles: the export thread releases a batch of
- *   spans at once (weft__span_unref_batch) and pushes them as bundles of up to POOL_BUNDLE
- *   spans linked through pool_next, one ring operation per bundle rather than per span;
+ * - a process-wide bounded stack of bundles: the export thread releases a batch of spans at
+ *   once (weft__span_unref_batch) and pushes them as bundles of up to POOL_BUNDLE spans
+ *   linked through pool_next, one operation per bundle rather than per span. Last in, first
+ *   out: the bundle handed out is the one freed last, whose lines are most likely still in a
+ *   cache (a first-in first-out ring of the same size handed out spans that had left it; with
+ *   four times the capacity a span cost 30 % more). The stack is a short critical section
+ *   under a mutex that recording threads only ever try (pthread_mutex_trylock): when it is
+ *   busy they allocate instead, so the hot path never waits;
  * - a per-thread cache (a plain list, no atomics) that a recording thread fills by popping
  *   one bundle when it runs dry, and with the spans it frees itself (sampled-out spans, the
  *   simple processor). Two recording threads therefore touch the shared ring once per
  *   POOL_BUNDLE spans instead of contending for its head on every span.
  *
- * Bounds: the ring holds at most POOL_CAP bundles (2048 spans, about 2 MiB) and each thread
- * cache THREAD_CACHE_MAX spans (64 KiB); a thread's cache is freed when the thread exits.
- * The ring is sized for a burst of several export batches: with 32 bundles (1 MiB), a
- * drained burst overflowed it and one span in 60-300 went back to malloc in span_bench. */
+ * Bounds: the stack holds at most POOL_CAP bundles (8192 spans, about 8 MiB, kept only after
+ * that many were in flight at once) and each thread cache THREAD_CACHE_MAX spans (64 KiB); a
+ * thread's cache is freed when the thread exits. The stack is sized for the spans a batch
+ * queue holds while its export thread waits for a CPU: with 64 bundles, span_bench on a
+ * loaded 2-core machine went back to malloc for 1 span in 15-300 with one recording thread;
+ * with 256, 1 in 150-500. (With the first-in first-out ring this replaced, 256 bundles made a
+ * span 30 % dearer, by handing out cold spans; as a stack they cost nothing measurable.) */
 #define POOL_BUNDLE      32
-#define POOL_CAP         64
+#define POOL_CAP         256
 #define THREAD_CACHE_MAX (2 * POOL_BUNDLE)
-static struct weft__ring pool;
-static bool pool_ready;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct weft_span *pool_top; /* bundles linked through bundle_next; under pool_lock */
+static size_t pool_bundles;        /* under pool_lock */
 static pthread_key_t cache_key;
 static bool cache_key_ready;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -603,18 +617,31 @@ cache_destroy(void *unused)
 static void
 pool_init(void)
 {
-    pool_ready = weft__ring_init(&pool, POOL_CAP) == WEFT_OK;
     cache_key_ready = pthread_key_create(&cache_key, cache_destroy) == 0;
 }
 
-/* Give a bundle of @p n spans (linked through pool_next) to the ring, or free it if full. */
+/* Give a bundle of @p n spans (linked through pool_next) to the stack, or free it when the
+ * stack is full, or busy and @p may_wait is false (recording threads never wait for it; the
+ * export thread may). */
 static void
-pool_put_bundle(struct weft_span *head, size_t n)
+pool_put_bundle(struct weft_span *head, size_t n, bool may_wait)
 {
-    pthread_once(&pool_once, pool_init);
+    bool locked =
+        may_wait ? pthread_mutex_lock(&pool_lock) == 0 : pthread_mutex_trylock(&pool_lock) == 0;
+
     head->pool_count = n;
-    if (pool_ready && weft__ring_push(&pool, head, NULL)) {
-        return;
+    if (locked) {
+        bool kept = pool_bundles < POOL_CAP;
+
+        if (kept) {
+            head->bundle_next = pool_top;
+            pool_top = head;
+            pool_bundles++;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        if (kept) {
+            return;
+        }
     }
     while (head != NULL) {
         struct weft_span *next = head->pool_next;
@@ -653,7 +680,7 @@ cache_put(struct weft_span *span)
     return true;
 }
 
-/* A recycled span: from this thread's cache, else a bundle from the ring; NULL if none. */
+/* A recycled span: from this thread's cache, else a bundle from the stack; NULL if none. */
 static struct weft_span *
 pool_get(void)
 {
@@ -664,11 +691,15 @@ pool_get(void)
         cache_len--;
         return span;
     }
-    pthread_once(&pool_once, pool_init);
-    if (!pool_ready) {
-        return NULL;
+    if (pthread_mutex_trylock(&pool_lock) != 0) {
+        return NULL; /* busy: allocate rather than wait */
     }
-    span = weft__ring_pop(&pool);
+    span = pool_top;
+    if (span != NULL) {
+        pool_top = span->bundle_next;
+        pool_bundles--;
+    }
+    pthread_mutex_unlock(&pool_lock);
     if (span == NULL) {
         return NULL;
     }
@@ -679,7 +710,7 @@ pool_get(void)
             cache_head = span->pool_next;
             cache_len = span->pool_count - 1;
         } else {
-            pool_put_bundle(span->pool_next, span->pool_count - 1);
+            pool_put_bundle(span->pool_next, span->pool_count - 1, false);
         }
     }
     return span;
@@ -732,7 +763,7 @@ span_free(struct weft_span *span)
     span_release(span);
     if (!cache_put(span)) {
         span->pool_next = NULL;
-        pool_put_bundle(span, 1);
+        pool_put_bundle(span, 1, false);
     }
 }
 
@@ -761,24 +792,21 @@ new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
     pthread_mutex_unlock(&provider->lock);
 }
 
-struct weft_span *
-weft_span_start(struct weft_tracer *tracer,
-                const char *name,
-                const struct weft_span_start_options *opts)
+/* The body of weft_span_start() for a live provider. Kept out of line so that the public entry
+ * point's early return (SDK disabled or shut down) runs before any register saves: a disabled
+ * SDK pays a few instructions per call, not this function's frame. The same split keeps
+ * weft_span_end() and weft_span_set_str() cheap on a non-recording span. */
+static NO_INLINE struct weft_span *
+span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts)
 {
     static const struct weft_span_start_options defaults;
-    struct weft_provider *provider = NULL;
+    struct weft_provider *provider = tracer->provider;
     struct weft_span *span = NULL;
     const struct weft_span *parent = NULL;
     struct weft_span_context parent_ctx;
     bool has_parent = false;
     bool sampled = false;
 
-    if (tracer == NULL || tracer->provider->is_disabled ||
-        atomic_load_explicit(&tracer->provider->is_shut_down, memory_order_relaxed)) {
-        return &noop_span;
-    }
-    provider = tracer->provider;
     if (opts == NULL) {
         opts = &defaults;
     }
@@ -862,6 +890,18 @@ weft_span_start(struct weft_tracer *tracer,
     return span;
 }
 
+struct weft_span *
+weft_span_start(struct weft_tracer *tracer,
+                const char *name,
+                const struct weft_span_start_options *opts)
+{
+    if (tracer == NULL || tracer->provider->is_disabled ||
+        atomic_load_explicit(&tracer->provider->is_shut_down, memory_order_relaxed)) {
+        return &noop_span;
+    }
+    return span_start(tracer, name, opts);
+}
+
 /* ---- attributes ----------------------------------------------------------------------- */
 
 /* Attribute setters are the hottest code in the SDK (a typical span sets five to ten), so
@@ -881,12 +921,23 @@ key_tag(const char *key, size_t klen)
            (uint64_t)(unsigned char)key[klen / 2] << 8 | (uint64_t)(unsigned char)key[klen - 1];
 }
 
+/* One bit of the span's key filter per tag: a clear bit proves the key is new, which is
+ * the common case (a span sets each key once), so the lookup below scans nothing. */
+static HOT_INLINE uint64_t
+tag_bit(uint64_t tag)
+{
+    return UINT64_C(1) << ((tag ^ (tag >> 8) ^ (tag >> 24)) & 63);
+}
+
 /* Index of @p key among the span's attributes, or attr_count when absent. */
 static HOT_INLINE size_t
 find_attr(const struct weft_span *span, const char *key, size_t klen, uint64_t tag)
 {
     size_t count = span->data.attr_count;
 
+    if ((span->tag_filter & tag_bit(tag)) == 0) {
+        return count;
+    }
     for (size_t i = 0; i < count; i++) {
         if (span->key_tags[i] == tag && memcmp(span->attrs[i].key, key, klen) == 0) {
             return i;
@@ -926,6 +977,11 @@ grow_attrs(struct weft_span *span)
     return WEFT_OK;
 }
 
+/* The key length that set_string() and set_scalar() measure themselves (a NUL-terminated key):
+ * the public entry points then make no call before their early return, which keeps their
+ * register saves off the path of a non-recording span. */
+#define KEY_CSTR SIZE_MAX
+
 /* Where a setter will write: slot @c i (== attr_count for a new key). */
 struct attr_slot {
     size_t i;
@@ -934,11 +990,12 @@ struct attr_slot {
     bool is_new;
 };
 
-/* Look @p key up and apply the count limit. @return WEFT_OK or WEFT_ELIMIT (counted). */
+/* Look @p key (@p klen bytes, klen > 0) up and apply the count limit.
+ * @return WEFT_OK or WEFT_ELIMIT (counted). */
 static HOT_INLINE weft_err
-attr_slot_find(struct weft_span *span, const char *key, struct attr_slot *slot)
+attr_slot_find(struct weft_span *span, const char *key, size_t klen, struct attr_slot *slot)
 {
-    slot->klen = strlen(key);
+    slot->klen = klen;
     slot->tag = key_tag(key, slot->klen);
     slot->i = find_attr(span, key, slot->klen, slot->tag);
     slot->is_new = slot->i == span->data.attr_count;
@@ -969,6 +1026,7 @@ attr_slot_commit(struct weft_span *span,
     if (slot->is_new) {
         span->attrs[slot->i].key = key_copy;
         span->key_tags[slot->i] = slot->tag;
+        span->tag_filter |= tag_bit(slot->tag);
         span->data.attr_count++;
     }
     span->attrs[slot->i].value = *value;
@@ -1013,13 +1071,45 @@ commit_string(struct weft_span *span,
     copy_bytes(p, value, len);
     p[len] = '\0';
     if (slot->is_new) {
-        copy_bytes(p + len + 1, key, key_size); /* with its NUL */
+        copy_bytes(p + len + 1, key, slot->klen);
+        p[len + 1 + slot->klen] = '\0'; /* keys from the _n setters need not end in NUL */
     }
     v.type = WEFT_VALUE_STRING;
     v.len = len;
     v.u.str = p;
     attr_slot_commit(span, slot, p + len + 1, &v);
     return WEFT_OK;
+}
+
+/* A NUL-terminated copy of a key given with its length, for the redaction code and the user's
+ * callback (the slow path only): on the stack when short, else on the heap. */
+struct key_buf {
+    char *key;
+    char *heap;
+    char small[128];
+};
+
+static weft_err
+key_buf_init(struct key_buf *kb, const char *key, size_t klen)
+{
+    kb->heap = NULL;
+    kb->key = kb->small;
+    if (klen >= sizeof(kb->small)) {
+        kb->heap = weft__malloc(klen + 1);
+        if (kb->heap == NULL) {
+            return WEFT_ENOMEM;
+        }
+        kb->key = kb->heap;
+    }
+    memcpy(kb->key, key, klen);
+    kb->key[klen] = '\0';
+    return WEFT_OK;
+}
+
+static void
+key_buf_cleanup(struct key_buf *kb)
+{
+    weft__free(kb->heap);
 }
 
 /* The general string path: the same steps as store_string() (truncate, redact, truncate
@@ -1033,6 +1123,7 @@ set_string_slow(struct weft_span *span,
 {
     const struct weft_provider *provider = span->provider;
     struct weft__buf redacted;
+    struct key_buf kb;
     const char *r = NULL;
     weft_err err = WEFT_OK;
 
@@ -1040,11 +1131,16 @@ set_string_slow(struct weft_span *span,
         len = weft__utf8_prefix(value, len, provider->limits.attr_value_length);
     }
     if (provider->redact == NULL &&
-        (!provider->builtin_redaction || !weft__may_need_redaction(key, value, len))) {
+        (!provider->builtin_redaction || !weft__may_need_redaction(key, slot->klen, value, len))) {
         return commit_string(span, slot, key, value, len);
     }
+    /* Redaction and callbacks read the key as a C string: give them a terminated copy. */
+    if (key_buf_init(&kb, key, slot->klen) != WEFT_OK) {
+        span->data.dropped_attrs++;
+        return WEFT_ENOMEM;
+    }
     weft__buf_init(&redacted, 0);
-    r = weft__redact(provider, key, value, len, &redacted);
+    r = weft__redact(provider, kb.key, value, len, &redacted);
     if (r != NULL) {
         value = r;
         len = strlen(r);
@@ -1054,6 +1150,7 @@ set_string_slow(struct weft_span *span,
     }
     err = commit_string(span, slot, key, value, len);
     weft__buf_cleanup(&redacted);
+    key_buf_cleanup(&kb);
     return err;
 }
 
@@ -1062,31 +1159,39 @@ set_string_slow(struct weft_span *span,
  * could be a secret) is inlined; everything else takes set_string_slow(). Every value
  * still goes through the redaction pre-check and, when it may hold a secret or a callback
  * is installed, through weft__redact(). */
-static weft_err
-set_string(struct weft_span *span, const char *key, const char *value, size_t len)
+static NO_INLINE weft_err
+set_string(struct weft_span *span, const char *key, size_t klen, const char *value, size_t len)
 {
     const struct weft_provider *provider = span->provider;
     struct attr_slot slot;
 
-    if (attr_slot_find(span, key, &slot) != WEFT_OK) {
+    if (klen == KEY_CSTR) {
+        klen = strlen(key);
+    }
+    if (attr_slot_find(span, key, klen, &slot) != WEFT_OK) {
         return WEFT_ELIMIT;
     }
     if (provider->limits.attr_value_length != WEFT_LIMIT_NONE || provider->redact != NULL ||
-        (provider->builtin_redaction && weft__may_need_redaction(key, value, len))) {
+        (provider->builtin_redaction && weft__may_need_redaction(key, klen, value, len))) {
         return set_string_slow(span, &slot, key, value, len);
     }
     return commit_string(span, &slot, key, value, len);
 }
 
-/* Bool, int and double: nothing to copy but the key. */
-static weft_err
-set_scalar(struct weft_span *span, const char *key, const struct weft_value *value)
+/* Bool, int and double: nothing to copy but the key. Never inlined into the public entry
+ * points, whose early return for a non-recording span must not pay this path's register
+ * saves (a disabled SDK calls them too). */
+static NO_INLINE weft_err
+set_scalar(struct weft_span *span, const char *key, size_t klen, const struct weft_value *value)
 {
     struct attr_slot slot;
     char *key_copy = NULL;
     weft_err err = WEFT_OK;
 
-    err = attr_slot_find(span, key, &slot);
+    if (klen == KEY_CSTR) {
+        klen = strlen(key);
+    }
+    err = attr_slot_find(span, key, klen, &slot);
     if (err != WEFT_OK) {
         return err;
     }
@@ -1095,7 +1200,8 @@ set_scalar(struct weft_span *span, const char *key, const struct weft_value *val
             key_copy = arena_alloc(span, slot.klen + 1);
         }
         if (key_copy != NULL) {
-            copy_bytes(key_copy, key, slot.klen + 1);
+            copy_bytes(key_copy, key, slot.klen);
+            key_copy[slot.klen] = '\0'; /* keys from the _n setters need not end in NUL */
         }
         if (key_copy == NULL || attr_slot_reserve(span, &slot) != WEFT_OK) {
             span->data.dropped_attrs++;
@@ -1123,17 +1229,17 @@ weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr)
     switch (attr->value.type) {
     case WEFT_VALUE_STRING:
         if (attr->value.u.str == NULL) {
-            return set_string(span, attr->key, "", 0); /* as store_string() */
+            return set_string(span, attr->key, KEY_CSTR, "", 0); /* as store_string() */
         }
-        return set_string(span, attr->key, attr->value.u.str, attr->value.len);
+        return set_string(span, attr->key, KEY_CSTR, attr->value.u.str, attr->value.len);
     case WEFT_VALUE_BOOL:
     case WEFT_VALUE_INT:
     case WEFT_VALUE_DOUBLE:
-        return set_scalar(span, attr->key, &attr->value);
+        return set_scalar(span, attr->key, KEY_CSTR, &attr->value);
     default:
         break;
     }
-    err = attr_slot_find(span, attr->key, &slot);
+    err = attr_slot_find(span, attr->key, strlen(attr->key), &slot);
     if (err != WEFT_OK) {
         return err;
     }
@@ -1166,7 +1272,41 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
     if (!span->is_recording) {
         return WEFT_OK;
     }
-    return set_string(span, key, value, len);
+    return set_string(span, key, KEY_CSTR, value, len);
+}
+
+/* A key given with its length must be non-empty and hold no NUL byte: exporters write keys
+ * as C strings, and a NUL inside would silently cut the key short. */
+static inline bool
+key_n_is_valid(const char *key, size_t key_len)
+{
+    return key != NULL && key_len > 0 && key_len != KEY_CSTR && memchr(key, 0, key_len) == NULL;
+}
+
+weft_err
+weft_span_set_string_n(
+    struct weft_span *span, const char *key, size_t key_len, const char *value, size_t value_len)
+{
+    if (span == NULL || key == NULL || (value == NULL && value_len > 0)) {
+        return WEFT_EINVAL;
+    }
+    if (!span->is_recording) {
+        return WEFT_OK;
+    }
+    if (!key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    return set_string(span, key, key_len, value == NULL ? "" : value, value_len);
+}
+
+/* weft_span_set_str() on a recording span (see span_start() for why it is apart). */
+static NO_INLINE weft_err
+set_str(struct weft_span *span, const char *key, const char *value)
+{
+    if (key[0] == '\0') {
+        return WEFT_EINVAL;
+    }
+    return set_string(span, key, KEY_CSTR, value, strlen(value));
 }
 
 weft_err
@@ -1178,10 +1318,7 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
     if (!span->is_recording) {
         return WEFT_OK; /* before strlen: the disabled SDK must cost next to nothing */
     }
-    if (key[0] == '\0') {
-        return WEFT_EINVAL;
-    }
-    return set_string(span, key, value, strlen(value));
+    return set_str(span, key, value);
 }
 
 /* The scalar setters. A non-recording span accepts anything but a NULL span or key, as
@@ -1202,7 +1339,24 @@ weft_span_set_bool(struct weft_span *span, const char *key, bool value)
     v.type = WEFT_VALUE_BOOL;
     v.len = 0;
     v.u.b = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
+}
+
+weft_err
+weft_span_set_bool_n(struct weft_span *span, const char *key, size_t key_len, bool value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_BOOL;
+    v.len = 0;
+    v.u.b = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 weft_err
@@ -1219,7 +1373,24 @@ weft_span_set_int(struct weft_span *span, const char *key, int64_t value)
     v.type = WEFT_VALUE_INT;
     v.len = 0;
     v.u.i = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
+}
+
+weft_err
+weft_span_set_int_n(struct weft_span *span, const char *key, size_t key_len, int64_t value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_INT;
+    v.len = 0;
+    v.u.i = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 weft_err
@@ -1236,7 +1407,24 @@ weft_span_set_double(struct weft_span *span, const char *key, double value)
     v.type = WEFT_VALUE_DOUBLE;
     v.len = 0;
     v.u.d = value;
-    return set_scalar(span, key, &v);
+    return set_scalar(span, key, KEY_CSTR, &v);
+}
+
+weft_err
+weft_span_set_double_n(struct weft_span *span, const char *key, size_t key_len, double value)
+{
+    struct weft_value v;
+
+    if (span != NULL && !span->is_recording && key != NULL) {
+        return WEFT_OK;
+    }
+    if (span == NULL || !key_n_is_valid(key, key_len)) {
+        return WEFT_EINVAL;
+    }
+    v.type = WEFT_VALUE_DOUBLE;
+    v.len = 0;
+    v.u.d = value;
+    return set_scalar(span, key, key_len, &v);
 }
 
 static weft_err
@@ -1484,15 +1672,13 @@ weft_span_update_name(struct weft_span *span, const char *name)
 
 /* ---- end, references, context --------------------------------------------------------- */
 
-void
-weft_span_end(struct weft_span *span, uint64_t end_time_ns)
+/* weft_span_end() of a span not ended yet (see span_start() for why it is apart). */
+static NO_INLINE void
+span_end(struct weft_span *span, uint64_t end_time_ns)
 {
     struct weft_provider *provider = NULL;
     size_t count = 0;
 
-    if (span == NULL || span->is_static || span->has_ended) {
-        return;
-    }
     span->has_ended = true;
     if (span->is_recording) {
         provider = span->provider;
@@ -1502,15 +1688,32 @@ weft_span_end(struct weft_span *span, uint64_t end_time_ns)
             span->data.end_time_ns = span->data.start_time_ns;
         }
         weft__counter_add(&provider->ended, 1);
-        /* Processors take their own references; the acquire pairs with the release in
-         * weft_provider_add_processor_take so a processor is fully built before use. */
+        /* The acquire pairs with the release in weft_provider_add_processor_take so a
+         * processor is fully built before use. Each processor is handed one reference that
+         * it keeps or drops (on_end steals it): the owner's own reference goes to the first,
+         * so with one processor span end does no reference-count atomics at all. */
         count = atomic_load_explicit(&provider->processor_count, memory_order_acquire);
-        for (size_t i = 0; i < count; i++) {
-            struct weft_processor *proc = provider->processors[i];
-            proc->vt->on_end(proc, span);
+        if (count > 0) {
+            if (count > 1) {
+                atomic_fetch_add_explicit(&span->refs, (unsigned)(count - 1), memory_order_relaxed);
+            }
+            for (size_t i = 0; i < count; i++) {
+                struct weft_processor *proc = provider->processors[i];
+                proc->vt->on_end(proc, span);
+            }
+            return;
         }
     }
     weft_span_unref(span);
+}
+
+void
+weft_span_end(struct weft_span *span, uint64_t end_time_ns)
+{
+    if (span == NULL || span->is_static || span->has_ended) {
+        return;
+    }
+    span_end(span, end_time_ns);
 }
 
 struct weft_span *
@@ -1552,13 +1755,13 @@ weft__span_unref_batch(struct weft_span *const *spans, size_t count)
         span->pool_next = bundle;
         bundle = span;
         if (++n == POOL_BUNDLE) {
-            pool_put_bundle(bundle, n);
+            pool_put_bundle(bundle, n, true);
             bundle = NULL;
             n = 0;
         }
     }
     if (bundle != NULL) {
-        pool_put_bundle(bundle, n);
+        pool_put_bundle(bundle, n, true);
     }
 }
 

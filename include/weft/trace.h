@@ -96,6 +96,10 @@ WEFT_API struct weft_attr weft_attr_str(const char *key, const char *value);
 WEFT_API struct weft_attr weft_attr_bool(const char *key, bool value);
 WEFT_API struct weft_attr weft_attr_int(const char *key, int64_t value);
 WEFT_API struct weft_attr weft_attr_double(const char *key, double value);
+/** A string attribute whose value has a known length (@p len bytes, which may hold NUL bytes
+ * or invalid UTF-8; NULL only with len 0). The key stays NUL-terminated. Ownership: as
+ * weft_attr_str(). Errors: none. */
+WEFT_API struct weft_attr weft_attr_strn(const char *key, const char *value, size_t len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Span context and W3C trace context                                                          */
@@ -391,6 +395,39 @@ WEFT_API weft_err weft_span_set_strn(struct weft_span *span,
 WEFT_API weft_err weft_span_set_bool(struct weft_span *span, const char *key, bool value);
 WEFT_API weft_err weft_span_set_int(struct weft_span *span, const char *key, int64_t value);
 WEFT_API weft_err weft_span_set_double(struct weft_span *span, const char *key, double value);
+
+/** Set a string attribute from a key and a value of known lengths: the length-carrying form
+ * of weft_span_set_str() for hot paths (no strlen of either; pass sizeof("literal") - 1).
+ * @param span the span (a non-recording span accepts the call and records nothing)
+ * @param key @p key_len bytes, not necessarily NUL-terminated; must be non-empty and hold no
+ *        NUL byte
+ * @param key_len length of @p key in bytes
+ * @param value @p value_len bytes, copied as given: they may hold NUL bytes and need not be
+ *        valid UTF-8 (exporters replace invalid sequences); NULL is allowed when value_len is 0
+ * @param value_len length of @p value in bytes; the value-length limit truncates it to whole
+ *        UTF-8 characters (an invalid byte counts as one character)
+ * @return WEFT_OK (also on a non-recording span), WEFT_EINVAL (NULL span, a NULL key, an
+ * empty key or one holding a NUL byte, NULL value with a non-zero length), WEFT_ELIMIT
+ * (attribute limit reached: dropped and counted), WEFT_ENOMEM (dropped and counted).
+ * Ownership: copies key and value; both are borrowed for the call only.
+ * Thread-safety: as the other setters (one thread records a span at a time). */
+WEFT_API weft_err weft_span_set_string_n(
+    struct weft_span *span, const char *key, size_t key_len, const char *value, size_t value_len);
+/** The length-carrying forms of weft_span_set_bool(), _int() and _double(): @p key is
+ * @p key_len bytes, non-empty, without NUL bytes, and need not be NUL-terminated.
+ * @return as weft_span_set_string_n(). Ownership: copies the key. */
+WEFT_API weft_err weft_span_set_bool_n(struct weft_span *span,
+                                       const char *key,
+                                       size_t key_len,
+                                       bool value);
+WEFT_API weft_err weft_span_set_int_n(struct weft_span *span,
+                                      const char *key,
+                                      size_t key_len,
+                                      int64_t value);
+WEFT_API weft_err weft_span_set_double_n(struct weft_span *span,
+                                         const char *key,
+                                         size_t key_len,
+                                         double value);
 WEFT_API weft_err weft_span_set_str_array(struct weft_span *span,
                                           const char *key,
                                           const char *const *values,

@@ -141,10 +141,30 @@ test_ring_concurrent_producers_and_consumers_lose_nothing(void **state)
     pthread_mutex_destroy(&sh.lock);
 }
 
+static void
+test_ring_of_one_never_overwrites(void **state)
+{
+    struct weft__ring ring;
+    int a = 1;
+    int b = 2;
+    int c = 3;
+
+    (void)state;
+    assert_weft_ok(weft__ring_init(&ring, 1));
+    assert_true(weft__ring_push(&ring, &a, NULL));
+    assert_true(weft__ring_push(&ring, &b, NULL));
+    assert_false(weft__ring_push(&ring, &c, NULL));
+    assert_ptr_equal(weft__ring_pop(&ring), &a);
+    assert_ptr_equal(weft__ring_pop(&ring), &b);
+    assert_null(weft__ring_pop(&ring));
+    weft__ring_cleanup(&ring);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_of_one_never_overwrites),
         cmocka_unit_test(test_ring_is_fifo_and_refuses_when_full),
         cmocka_unit_test(test_ring_wraps_with_capacity_not_power_of_two),
         cmocka_unit_test(test_ring_rejects_zero_capacity),
