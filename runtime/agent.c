@@ -519,6 +519,162 @@ output_matches_schema(const struct plan_step *step, const char *output)
     return is_ok;
 }
 
+/* Attempt @p attempt of step @p index: its `invoke_agent` span, saved with the step (recovery
+ * closes it if a kill leaves it open), with the step's attributes; progress and the watchdog are
+ * told. Never NULL. */
+static struct weft_span *
+attempt_start(struct run *run, size_t index, const struct wf_agent *agent, unsigned attempt)
+{
+    struct plan_step *step = &run->ps.plan.steps[index];
+    struct weft_link_spec link;
+    struct weft_span *span = NULL;
+    char detail[32];
+
+    memset(&link, 0, sizeof(link));
+    link.context = step->requester;
+    step->attempts++;
+    span = weft__rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
+                                     step->has_requester ? 1 : 0);
+    weft_span_context_of(span, &step->span);
+    step->span.trace_state = NULL;
+    weft__rt_save_step(run, index);
+    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
+    weft_span_set_str(span, "weft.step.id", step->id);
+    weft_span_set_int(span, "weft.step.attempt", attempt);
+    weft_span_set_str(span, "graph.node.id", agent->name);
+    weft_span_set_str(span, "graph.node.parent_id", run->cfg.wf->supervisor.name);
+    if (step->requested_by != NULL) {
+        weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
+    }
+    weft__rt_span_content(run, span, "weft.step.task", step->task);
+    snprintf(detail, sizeof(detail), "attempt %u", attempt);
+    weft__rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
+    weft__rt_watchdog_activity(run, "the step", agent->name, step->id);
+    return span;
+}
+
+/* What one attempt produced: the output (owned), or why there is none. */
+struct attempt {
+    char *output;
+    char why[512];
+    const char *error_type;
+};
+
+/* Ask the agent's model (act(), with its tool loop) for the step's output, with the
+ * instructions from @p prompt (a managed prompt) or the workflow. */
+static void
+attempt_act(struct run *run,
+            size_t index,
+            struct weft_span *span,
+            const struct wf_agent *agent,
+            const struct rt_prompt *prompt,
+            const char *feedback,
+            uint64_t deadline,
+            struct attempt *a)
+{
+    const char *instructions = agent->prompt != NULL ? prompt->text : agent->instructions;
+    json_t *msgs = NULL;
+
+    if (run->cfg.capture_content) {
+        /* The agent's own instructions, apart from the chat history. */
+        char *si = weft__semconv_system_instructions(instructions);
+        weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
+        free(si);
+    }
+    msgs = attempt_messages(run, &run->ps.plan.steps[index], instructions, feedback);
+    weft__rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
+                             agent->prompt != NULL ? prompt : NULL);
+    a->output = act(run, index, span, msgs, deadline, a->why, sizeof(a->why), &a->error_type);
+    weft__rt_set_prompt_link(NULL, NULL);
+    json_decref(msgs);
+}
+
+/* Reflection on @p a's output: APPROVED keeps it, FIXED replaces it with the refined one,
+ * REJECTED drops it and leaves the critique in *feedback for the next attempt. */
+static void
+attempt_reflect(struct run *run,
+                size_t index,
+                struct weft_span *span,
+                unsigned attempt,
+                unsigned max_attempts,
+                uint64_t deadline,
+                char **feedback,
+                struct attempt *a)
+{
+    char *refined = NULL;
+    char *fb = NULL;
+    verdict v = reflect(run, index, span, a->output, attempt, deadline, &refined, &fb);
+
+    weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
+    if (v == VERDICT_FIXED) {
+        weft__free(a->output);
+        a->output = refined;
+        refined = NULL;
+    }
+    if (v == VERDICT_REJECTED) {
+        weft__free(*feedback);
+        *feedback = fb != NULL ? fb : weft__strdup("rejected without feedback");
+        fb = NULL;
+        snprintf(a->why, sizeof(a->why), "REJECTED: %.400s", *feedback != NULL ? *feedback : "");
+        a->error_type = "rejected";
+        if (attempt < max_attempts) {
+            weft__rt_count_loop(run, WEFT_LOOP_REFLECTION);
+        }
+        weft__free(a->output);
+        a->output = NULL;
+    }
+    weft__free(refined);
+    weft__free(fb);
+}
+
+/* Record attempt @p a on the step and its span: completed, retrying, or failed for good.
+ * Takes a->output. @return true when the step is done (no further attempt). */
+static bool
+attempt_finish(struct run *run,
+               size_t index,
+               struct weft_span *span,
+               unsigned attempt,
+               unsigned max_attempts,
+               struct attempt *a)
+{
+    struct plan_step *step = &run->ps.plan.steps[index];
+    bool is_final = false;
+    bool is_invalid = false;
+
+    weft_span_context_of(span, &step->span);
+    step->span.trace_state = NULL;
+    if (a->output != NULL) {
+        weft__free(step->result);
+        step->result = a->output;
+        a->output = NULL;
+        step->status = STEP_COMPLETED;
+        weft__rt_span_content(run, span, "langfuse.observation.output", step->result);
+        weft_span_set_str(span, "weft.step.status", "completed");
+        weft_span_set_status(span, WEFT_STATUS_OK, NULL);
+        weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
+        return true;
+    }
+    is_final = attempt >= max_attempts || strcmp(a->error_type, "rejected") != 0 ||
+               weft__rt_watchdog_should_stop(run);
+    weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
+    weft_span_set_str(span, WEFT__ERROR_TYPE, a->error_type);
+    weft_span_set_status(span, WEFT_STATUS_ERROR, a->why);
+    if (!is_final) {
+        return false;
+    }
+    is_invalid =
+        strcmp(a->error_type, "rejected") == 0 || strcmp(a->error_type, "invalid_output") == 0;
+    weft__free(step->feedback);
+    step->feedback = weft__strdup(a->why);
+    weft__free(step->error_type);
+    step->error_type = weft__strdup(a->error_type);
+    json_decref(step->error);
+    step->error = json_pack("{s:s, s:s}", "error_type", a->error_type, "message", a->why);
+    step->status = STEP_FAILED;
+    weft__rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE, span);
+    return true;
+}
+
 void
 weft__rt_agent_step(struct run *run, size_t index)
 {
@@ -538,39 +694,11 @@ weft__rt_agent_step(struct run *run, size_t index)
     step->status = STEP_IN_PROGRESS;
     step->started_ns = weft__now_ns();
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
-        struct weft_link_spec link;
-        struct weft_span *span = NULL;
-        json_t *msgs = NULL;
-        char *output = NULL;
-        char why[512] = "";
-        const char *error_type = NULL;
-        size_t token = 0;
+        struct weft_span *span = attempt_start(run, index, agent, attempt);
+        size_t token = weft_context_attach(span);
+        struct attempt a;
 
-        memset(&link, 0, sizeof(link));
-        link.context = step->requester;
-        step->attempts++;
-        span = weft__rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
-                                         step->has_requester ? 1 : 0);
-        /* Saved in progress with its span, which recovery closes if a kill leaves it open. */
-        weft_span_context_of(span, &step->span);
-        step->span.trace_state = NULL;
-        weft__rt_save_step(run, index);
-        weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
-        weft_span_set_str(span, "weft.step.id", step->id);
-        weft_span_set_int(span, "weft.step.attempt", attempt);
-        weft_span_set_str(span, "graph.node.id", agent->name);
-        weft_span_set_str(span, "graph.node.parent_id", run->cfg.wf->supervisor.name);
-        if (step->requested_by != NULL) {
-            weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
-        }
-        weft__rt_span_content(run, span, "weft.step.task", step->task);
-        {
-            char detail[32];
-            snprintf(detail, sizeof(detail), "attempt %u", attempt);
-            weft__rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
-            weft__rt_watchdog_activity(run, "the step", agent->name, step->id);
-        }
-        token = weft_context_attach(span);
+        memset(&a, 0, sizeof(a));
         if (agent->prompt != NULL && !is_prompt_resolved) {
             /* Fetched (or cached) once per step, without the run lock. */
             char perr[256] = "";
@@ -578,101 +706,35 @@ weft__rt_agent_step(struct run *run, size_t index)
             is_prompt_resolved =
                 weft__rt_prompt_resolve(agent->prompt, &prompt, perr, sizeof(perr)) == WEFT_OK;
             weft__rt_lock(run);
-            step = &run->ps.plan.steps[index];
             if (!is_prompt_resolved) {
                 snprintf(prompt_error, sizeof(prompt_error), "instructions: %s", perr);
             }
         }
-        weft__rt_span_content(run, span, "langfuse.observation.input", step->task);
+        weft__rt_span_content(run, span, "langfuse.observation.input",
+                              run->ps.plan.steps[index].task);
         if (agent->prompt != NULL && !is_prompt_resolved) {
-            snprintf(why, sizeof(why), "%s", prompt_error);
-            error_type = "prompt_unavailable";
+            snprintf(a.why, sizeof(a.why), "%s", prompt_error);
+            a.error_type = "prompt_unavailable";
         } else {
-            const char *instructions = agent->prompt != NULL ? prompt.text : agent->instructions;
-            if (run->cfg.capture_content) {
-                /* The agent's own instructions, apart from the chat history. */
-                char *si = weft__semconv_system_instructions(instructions);
-                weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
-                free(si);
-            }
-            msgs = attempt_messages(run, step, instructions, feedback);
-            weft__rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
-                                     agent->prompt != NULL ? &prompt : NULL);
-            output = act(run, index, span, msgs, deadline, why, sizeof(why), &error_type);
-            weft__rt_set_prompt_link(NULL, NULL);
+            attempt_act(run, index, span, agent, &prompt, feedback, deadline, &a);
         }
-        step = &run->ps.plan.steps[index]; /* act() released the run lock: re-fetch */
-        if (output != NULL) {
-            check_replan_on(run, index, output, span);
+        if (a.output != NULL) {
+            check_replan_on(run, index, a.output, span);
             if (agent->has_reflection) {
-                char *refined = NULL;
-                char *fb = NULL;
-                verdict v = reflect(run, index, span, output, attempt, deadline, &refined, &fb);
-                step = &run->ps.plan.steps[index];
-                weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
-                if (v == VERDICT_FIXED) {
-                    weft__free(output);
-                    output = refined;
-                    refined = NULL;
-                }
-                if (v == VERDICT_REJECTED) {
-                    weft__free(feedback);
-                    feedback = fb != NULL ? fb : weft__strdup("rejected without feedback");
-                    fb = NULL;
-                    snprintf(why, sizeof(why), "REJECTED: %.400s",
-                             feedback != NULL ? feedback : "");
-                    error_type = "rejected";
-                    if (attempt < max_attempts) {
-                        weft__rt_count_loop(run, WEFT_LOOP_REFLECTION);
-                    }
-                    weft__free(output);
-                    output = NULL;
-                }
-                weft__free(refined);
-                weft__free(fb);
+                attempt_reflect(run, index, span, attempt, max_attempts, deadline, &feedback, &a);
             }
         }
-        if (output != NULL && !output_matches_schema(step, output)) {
-            snprintf(why, sizeof(why), "output does not match the step's output_schema");
-            error_type = "invalid_output";
-            weft__free(output);
-            output = NULL;
+        if (a.output != NULL && !output_matches_schema(&run->ps.plan.steps[index], a.output)) {
+            snprintf(a.why, sizeof(a.why), "output does not match the step's output_schema");
+            a.error_type = "invalid_output";
+            weft__free(a.output);
+            a.output = NULL;
         }
-        weft_span_context_of(span, &step->span);
-        step->span.trace_state = NULL;
-        if (output != NULL) {
-            weft__free(step->result);
-            step->result = output;
-            step->status = STEP_COMPLETED;
-            weft__rt_span_content(run, span, "langfuse.observation.output", output);
-            weft_span_set_str(span, "weft.step.status", "completed");
-            weft_span_set_status(span, WEFT_STATUS_OK, NULL);
-            weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
-            is_done = true;
-        } else {
-            bool is_final = attempt >= max_attempts || strcmp(error_type, "rejected") != 0 ||
-                            weft__rt_watchdog_should_stop(run);
-            weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
-            weft_span_set_str(span, WEFT__ERROR_TYPE, error_type);
-            weft_span_set_status(span, WEFT_STATUS_ERROR, why);
-            if (is_final) {
-                bool is_invalid = strcmp(error_type, "rejected") == 0 ||
-                                  strcmp(error_type, "invalid_output") == 0;
-                weft__free(step->feedback);
-                step->feedback = weft__strdup(why);
-                weft__free(step->error_type);
-                step->error_type = weft__strdup(error_type);
-                json_decref(step->error);
-                step->error = json_pack("{s:s, s:s}", "error_type", error_type, "message", why);
-                step->status = STEP_FAILED;
-                weft__rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE,
-                                  span);
-                is_done = true;
-            }
-        }
+        is_done = attempt_finish(run, index, span, attempt, max_attempts, &a);
         weft_context_detach(token);
         weft_span_end(span, 0);
-        json_decref(msgs);
+        /* act() and reflect() release the run lock: the plan may have moved. */
+        step = &run->ps.plan.steps[index];
         weft__rt_progress(run, WEFT_EVENT_STEP_END, step, weft__step_status_name(step->status));
     }
     weft__free(feedback);
