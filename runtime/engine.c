@@ -1211,6 +1211,135 @@ progress_decision(struct run *run, rt_layer layer, const char *next, const char 
     weft__rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
 }
 
+/* The supervisor's choice before the checks: a failed step ends the plan (*is_failed), a step
+ * in progress goes on, else the next ready step (or the LLM's route), else the final step. */
+static size_t
+choose_step(struct run *run,
+            struct weft_span *span,
+            const struct breaker *br,
+            bool *is_failed,
+            rt_layer *layer,
+            char *why,
+            size_t why_len)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+    size_t step = RT_END;
+    size_t failed = RT_END;
+    bool is_end = false;
+
+    for (size_t i = 0; i < run->ps.plan.count && failed == RT_END; i++) {
+        if (run->ps.plan.steps[i].status == STEP_FAILED) {
+            failed = i;
+        }
+    }
+    if (failed != RT_END) {
+        const struct plan_step *s = &run->ps.plan.steps[failed];
+        *is_failed = true;
+        weft__plan_skip_blocked(&run->ps.plan);
+        snprintf(why, why_len, "step %.32s (%.64s) failed: %.140s", s->id,
+                 weft__rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
+        return RT_END;
+    }
+    if (br->has_tripped) {
+        snprintf(why, why_len, "circuit breaker tripped earlier: ending");
+        return weft__plan_in_progress(&run->ps.plan);
+    }
+    if ((step = weft__plan_in_progress(&run->ps.plan)) != RT_END) {
+        snprintf(why, why_len, "step %.32s is in progress", run->ps.plan.steps[step].id);
+        return step;
+    }
+    weft__plan_skip_blocked(&run->ps.plan);
+    if (wf->supervisor.route_with_llm) {
+        step = llm_route(run, span, layer, &is_end, why, why_len);
+    } else {
+        step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
+        if (step != RT_END) {
+            snprintf(why, why_len, "next ready step %.32s", run->ps.plan.steps[step].id);
+        }
+    }
+    if (step == RT_END && !is_end && *layer != RT_LAYER_FALLBACK) {
+        step = final_step(run);
+        snprintf(why, why_len, step != RT_END ? "plan complete: final step" : "plan complete");
+    } else if (step == RT_END && !is_end) {
+        step = final_step(run);
+    }
+    return step;
+}
+
+/* Circuit breaker: the same move (@p next_name) again while the plan state stands still. On
+ * the tripping repetition the span gets the event, and the run goes to the final step. */
+static void
+breaker_check(struct run *run,
+              struct breaker *br,
+              struct weft_span *span,
+              const char *next_name,
+              size_t *step,
+              rt_layer *layer,
+              const char **next,
+              char *why,
+              size_t why_len)
+{
+    size_t completed = weft__plan_count_status(&run->ps.plan, STEP_COMPLETED);
+    struct weft_attr a[4];
+    char evidence[200];
+
+    if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
+        completed == br->last_completed && run->ps.plan.version == br->last_version) {
+        br->retries++;
+    } else {
+        br->retries = 0;
+    }
+    snprintf(br->last_next, sizeof(br->last_next), "%s", next_name);
+    br->last_completed = completed;
+    br->last_version = run->ps.plan.version;
+    if (br->retries < run->cfg.wf->supervisor.circuit_breaker || br->has_tripped) {
+        return;
+    }
+    snprintf(evidence, sizeof(evidence), "route '%s' chosen %u times without progress", next_name,
+             br->retries + 1);
+    a[0] = weft_attr_str(WEFT__ERROR_TYPE, "circuit_breaker");
+    a[1] = weft_attr_str("weft.circuit_breaker.route", next_name);
+    a[2] = weft_attr_int("weft.circuit_breaker.retries", br->retries);
+    a[3] = weft_attr_str("weft.circuit_breaker.evidence", evidence);
+    weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
+    weft_span_set_str(span, WEFT__ERROR_TYPE, "circuit_breaker");
+    weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
+    weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
+    br->has_tripped = true;
+    *layer = RT_LAYER_CIRCUIT_BREAKER;
+    *step = final_step(run);
+    *next = *step != RT_END ? weft__rt_step_actor(run, &run->ps.plan.steps[*step]) : "end";
+    snprintf(why, why_len, "%s: %s", evidence,
+             *step != RT_END ? "routing to the final step" : "ending");
+}
+
+/* The watchdog sees every decision while its span is open, and may reroute it. */
+static void
+watchdog_check(struct run *run,
+               struct breaker *br,
+               struct weft_span *span,
+               size_t *step,
+               rt_layer *layer,
+               const char **next,
+               char *why,
+               size_t why_len)
+{
+    bool is_step = *step != RT_END && *step != RT_END - 1;
+
+    weft__rt_watchdog_progress(run);
+    weft__rt_watchdog_poll(run, span);
+    weft__rt_watchdog_decision(run, span, *next, is_step);
+    if (is_step) {
+        weft__rt_watchdog_step(run, span, *step);
+    }
+    watchdog_route(run, br, step, layer, why, why_len);
+    if (*step == RT_END) {
+        *next = "end";
+    } else if (*step != RT_END - 1) {
+        *next = weft__rt_step_actor(run, &run->ps.plan.steps[*step]);
+    }
+}
+
 /* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. */
 static size_t
 decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
@@ -1221,9 +1350,8 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     struct weft__buf note;
     rt_layer layer = RT_LAYER_RULE;
     size_t step = RT_END;
-    size_t failed = RT_END;
     const char *next = "end";
-    bool is_end = false;
+    char next_name[96] = "end";
     char why[256] = "";
 
     weft__buf_init(&note, 4096);
@@ -1233,41 +1361,7 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     if (run->ps.request_count > 0 || run->ps.requests_dropped > 0) {
         apply_requests(run, span, &note);
     }
-    for (size_t i = 0; i < run->ps.plan.count && failed == RT_END; i++) {
-        if (run->ps.plan.steps[i].status == STEP_FAILED) {
-            failed = i;
-        }
-    }
-    if (failed != RT_END) {
-        const struct plan_step *s = &run->ps.plan.steps[failed];
-        *is_failed = true;
-        weft__plan_skip_blocked(&run->ps.plan);
-        snprintf(why, sizeof(why), "step %.32s (%.64s) failed: %.140s", s->id,
-                 weft__rt_step_actor(run, s), s->feedback != NULL ? s->feedback : "error");
-    } else if (br->has_tripped) {
-        step = weft__plan_in_progress(&run->ps.plan);
-        snprintf(why, sizeof(why), "circuit breaker tripped earlier: ending");
-    } else if ((step = weft__plan_in_progress(&run->ps.plan)) != RT_END) {
-        snprintf(why, sizeof(why), "step %.32s is in progress", run->ps.plan.steps[step].id);
-    } else {
-        weft__plan_skip_blocked(&run->ps.plan);
-        if (wf->supervisor.route_with_llm) {
-            step = llm_route(run, span, &layer, &is_end, why, sizeof(why));
-        } else {
-            step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
-            if (step != RT_END) {
-                snprintf(why, sizeof(why), "next ready step %.32s", run->ps.plan.steps[step].id);
-            }
-        }
-        if (step == RT_END && !is_end && layer != RT_LAYER_FALLBACK) {
-            step = final_step(run);
-            snprintf(why, sizeof(why),
-                     step != RT_END ? "plan complete: final step" : "plan complete");
-        } else if (step == RT_END && !is_end) {
-            step = final_step(run);
-        }
-    }
-    char next_name[96] = "end";
+    step = choose_step(run, span, br, is_failed, &layer, why, sizeof(why));
     if (step != RT_END && step != RT_END - 1) {
         next = weft__rt_step_actor(run, &run->ps.plan.steps[step]);
         snprintf(next_name, sizeof(next_name), "%s", next);
@@ -1277,58 +1371,11 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
         snprintf(next_name, sizeof(next_name), "%.*s", (int)(len < 95 ? len : 95), why + 9);
         next = next_name;
     }
-    /* Circuit breaker: the same move again while the plan state stands still. */
-    {
-        size_t completed = weft__plan_count_status(&run->ps.plan, STEP_COMPLETED);
-        if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
-            completed == br->last_completed && run->ps.plan.version == br->last_version) {
-            br->retries++;
-        } else {
-            br->retries = 0;
-        }
-        snprintf(br->last_next, sizeof(br->last_next), "%s", next_name);
-        br->last_completed = completed;
-        br->last_version = run->ps.plan.version;
-        if (br->retries >= wf->supervisor.circuit_breaker && !br->has_tripped) {
-            struct weft_attr a[4];
-            char evidence[200];
-            snprintf(evidence, sizeof(evidence), "route '%s' chosen %u times without progress",
-                     next_name, br->retries + 1);
-            a[0] = weft_attr_str(WEFT__ERROR_TYPE, "circuit_breaker");
-            a[1] = weft_attr_str("weft.circuit_breaker.route", next_name);
-            a[2] = weft_attr_int("weft.circuit_breaker.retries", br->retries);
-            a[3] = weft_attr_str("weft.circuit_breaker.evidence", evidence);
-            weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
-            weft_span_set_str(span, WEFT__ERROR_TYPE, "circuit_breaker");
-            weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
-            weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
-            br->has_tripped = true;
-            layer = RT_LAYER_CIRCUIT_BREAKER;
-            step = final_step(run);
-            next = step != RT_END ? weft__rt_step_actor(run, &run->ps.plan.steps[step]) : "end";
-            snprintf(why, sizeof(why), "%s: %s", evidence,
-                     step != RT_END ? "routing to the final step" : "ending");
-        }
-    }
+    breaker_check(run, br, span, next_name, &step, &layer, &next, why, sizeof(why));
     if (step == RT_END) {
         next = "end";
     }
-    /* The watchdog sees every decision while its span is open. */
-    {
-        bool is_step = step != RT_END && step != RT_END - 1;
-        weft__rt_watchdog_progress(run);
-        weft__rt_watchdog_poll(run, span);
-        weft__rt_watchdog_decision(run, span, next, is_step);
-        if (is_step) {
-            weft__rt_watchdog_step(run, span, step);
-        }
-        watchdog_route(run, br, &step, &layer, why, sizeof(why));
-        if (step == RT_END) {
-            next = "end";
-        } else if (step != RT_END - 1) {
-            next = weft__rt_step_actor(run, &run->ps.plan.steps[step]);
-        }
-    }
+    watchdog_check(run, br, span, &step, &layer, &next, why, sizeof(why));
     weft__buf_append_str(&note, why);
     snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
     weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
