@@ -7,8 +7,8 @@
  * the clarification route chosen by the model, and what the model is shown. */
 #include "runtime/router.h"
 
-#include "support/weft_test.h"
 #include "base/mem.h"
+#include "support/weft_test.h"
 
 #include <string.h>
 
