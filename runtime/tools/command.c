@@ -268,14 +268,167 @@ spawn(char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
     return rc;
 }
 
+/* The argv of @p def plus, when it appends them, the call's string "args"; NULL-terminated in
+ * @p argv (MAX_ARGS + 1 slots, borrowed strings). @return true, or false with the error
+ * outcome in @p out and *err what building it returned. */
+static bool
+build_argv(const struct tool_def *def,
+           const json_t *args,
+           char **argv,
+           struct tool_outcome *out,
+           weft_err *err)
+{
+    const json_t *extra = json_object_get(args, "args");
+    size_t extra_count = def->append_args ? json_array_size(extra) : 0;
+
+    if (def->argc == 0 || def->argv == NULL || def->argv[0] == NULL ||
+        def->argc + extra_count > MAX_ARGS) {
+        *err = error_outcome(out, "invalid_arguments", "too many or no arguments");
+        return false;
+    }
+    for (size_t i = 0; i < def->argc; i++) {
+        argv[i] = def->argv[i];
+    }
+    for (size_t i = 0; i < extra_count; i++) {
+        argv[def->argc + i] = (char *)json_string_value(json_array_get(extra, i));
+        if (argv[def->argc + i] == NULL) {
+            *err = error_outcome(out, "invalid_arguments", "args: expected strings");
+            return false;
+        }
+    }
+    argv[def->argc + extra_count] = NULL;
+    return true;
+}
+
+/* Read the child's stdout and stderr into @p cap until both close. At *deadline the whole
+ * process group is killed (*is_timed_out) and the pipes get one last second. */
+static void
+collect_output(
+    pid_t pid, int out_fd, int err_fd, struct capture *cap, uint64_t *deadline, bool *is_timed_out)
+{
+    bool is_out_open = true;
+    bool is_err_open = true;
+
+    while (is_out_open || is_err_open) {
+        struct pollfd pfd[2];
+        nfds_t n = 0;
+        uint64_t now = weft__monotonic_ns();
+        int rc = 0;
+
+        if (!*is_timed_out && now >= *deadline) {
+            /* The whole group: grandchildren must not outlive the timeout. The child is not
+             * reaped yet, so its pid still names our group and cannot have been reused. */
+            kill(-pid, SIGKILL);
+            *is_timed_out = true;
+            *deadline = now + 1000000000ull; /* a last second to collect the pipes */
+        } else if (*is_timed_out && now >= *deadline) {
+            break; /* a process outside the group still holds the pipes */
+        }
+        if (is_out_open) {
+            pfd[n].fd = out_fd;
+            pfd[n].events = POLLIN;
+            n++;
+        }
+        if (is_err_open) {
+            pfd[n].fd = err_fd;
+            pfd[n].events = POLLIN;
+            n++;
+        }
+        rc = poll(pfd, n, (int)((*deadline - now) / 1000000u) + 1);
+        if (rc < 0 && errno != EINTR) {
+            break;
+        }
+        for (nfds_t i = 0; rc > 0 && i < n; i++) {
+            if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+                continue;
+            }
+            if (pfd[i].fd == out_fd) {
+                is_out_open = drain(out_fd, &cap->out, cap);
+            } else {
+                is_err_open = drain(err_fd, &cap->err, cap);
+            }
+        }
+    }
+}
+
+/* Wait for the child whose output has closed: it is exiting, and one that closed its pipes but
+ * lives on is bounded by the same deadline. @return true when reaped (*status set). */
+static bool
+reap(pid_t pid, uint64_t deadline, bool *is_timed_out, int *status)
+{
+    bool is_reaped = false;
+
+    while (!*is_timed_out) {
+        struct timespec ts = {0, 2000000};
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid) {
+            return true;
+        }
+        if (w < 0 && errno != EINTR) {
+            return false; /* ECHILD: reaped elsewhere (SIGCHLD ignored by the host program) */
+        }
+        if (weft__monotonic_ns() >= deadline) {
+            kill(-pid, SIGKILL);
+            *is_timed_out = true;
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    if (*is_timed_out) {
+        pid_t w = -1;
+        do {
+            w = waitpid(pid, status, 0);
+        } while (w < 0 && errno == EINTR);
+        is_reaped = w == pid;
+    }
+    return is_reaped;
+}
+
+/* The outcome of a finished child: exit code, error type, and the JSON result with its output
+ * made valid UTF-8. */
+static weft_err
+command_outcome(struct tool_outcome *out,
+                const struct capture *cap,
+                bool is_reaped,
+                int status,
+                bool is_timed_out)
+{
+    char *clean_out = NULL;
+    char *clean_err = NULL;
+    weft_err err = WEFT_OK;
+
+    out->exit_code = !is_reaped            ? -1
+                     : WIFEXITED(status)   ? WEXITSTATUS(status)
+                     : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                           : -1;
+    out->is_truncated = cap->is_truncated;
+    clean_out = utf8_clean(cap->out.data != NULL ? cap->out.data : "", cap->out.len);
+    clean_err = utf8_clean(cap->err.data != NULL ? cap->err.data : "", cap->err.len);
+    if (clean_out == NULL || clean_err == NULL) {
+        err = WEFT_ENOMEM;
+    } else {
+        if (is_timed_out) {
+            out->is_error = true;
+            snprintf(out->error_type, sizeof(out->error_type), "%s", "timeout");
+        } else if (out->exit_code != 0) {
+            out->is_error = true;
+            snprintf(out->error_type, sizeof(out->error_type), "%s", "exit_status");
+        }
+        err = outcome_json(out, json_pack("{s:i, s:s, s:s, s:b, s:b}", "exit_code", out->exit_code,
+                                          "stdout", clean_out, "stderr", clean_err, "truncated",
+                                          cap->is_truncated, "timed_out", is_timed_out));
+    }
+    weft__free(clean_out);
+    weft__free(clean_err);
+    return err;
+}
+
 weft_err
 weft__tool_command(const struct tool_def *def,
                    const char *workspace,
                    const json_t *args,
                    struct tool_outcome *out)
 {
-    const json_t *extra = json_object_get(args, "args");
-    size_t extra_count = def->append_args ? json_array_size(extra) : 0;
     char *argv[MAX_ARGS + 1];
     int dir_fd = -1;
     int out_pipe[2] = {-1, -1};
@@ -288,30 +441,15 @@ weft__tool_command(const struct tool_def *def,
     uint64_t deadline = weft__monotonic_ns() + (uint64_t)timeout * 1000000u;
     bool is_timed_out = false;
     bool is_reaped = false;
-    bool is_out_open = true;
-    bool is_err_open = true;
-    char *clean_out = NULL;
-    char *clean_err = NULL;
     weft_err err = WEFT_OK;
 
     memset(&cap, 0, sizeof(cap));
     cap.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
     weft__buf_init(&cap.out, 0);
     weft__buf_init(&cap.err, 0);
-    if (def->argc == 0 || def->argv == NULL || def->argv[0] == NULL ||
-        def->argc + extra_count > MAX_ARGS) {
-        return error_outcome(out, "invalid_arguments", "too many or no arguments");
+    if (!build_argv(def, args, argv, out, &err)) {
+        return err;
     }
-    for (size_t i = 0; i < def->argc; i++) {
-        argv[i] = def->argv[i];
-    }
-    for (size_t i = 0; i < extra_count; i++) {
-        argv[def->argc + i] = (char *)json_string_value(json_array_get(extra, i));
-        if (argv[def->argc + i] == NULL) {
-            return error_outcome(out, "invalid_arguments", "args: expected strings");
-        }
-    }
-    argv[def->argc + extra_count] = NULL;
     rc = weft__tool_open_dir(workspace, def->cwd, &dir_fd);
     if (rc != 0) {
         return rc == EPERM ? error_outcome(out, "path_escape", "cwd is outside the workspace")
@@ -333,94 +471,9 @@ weft__tool_command(const struct tool_def *def,
         goto out;
     }
     WEFT_LOG(WEFT_LOG_DEBUG, "tool command: spawned %s (pid %ld)", argv[0], (long)pid);
-    while (is_out_open || is_err_open) {
-        struct pollfd pfd[2];
-        nfds_t n = 0;
-        uint64_t now = weft__monotonic_ns();
-        int wait_ms = 0;
-
-        if (!is_timed_out && now >= deadline) {
-            /* The whole group: grandchildren must not outlive the timeout. The child is not
-             * reaped yet, so its pid still names our group and cannot have been reused. */
-            kill(-pid, SIGKILL);
-            is_timed_out = true;
-            deadline = now + 1000000000ull; /* a last second to collect the pipes */
-        } else if (is_timed_out && now >= deadline) {
-            break; /* a process outside the group still holds the pipes */
-        }
-        wait_ms = (int)((deadline - now) / 1000000u) + 1;
-        if (is_out_open) {
-            pfd[n].fd = out_pipe[0];
-            pfd[n].events = POLLIN;
-            n++;
-        }
-        if (is_err_open) {
-            pfd[n].fd = err_pipe[0];
-            pfd[n].events = POLLIN;
-            n++;
-        }
-        rc = poll(pfd, n, wait_ms);
-        if (rc < 0 && errno != EINTR) {
-            break;
-        }
-        for (nfds_t i = 0; rc > 0 && i < n; i++) {
-            if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-                continue;
-            }
-            if (pfd[i].fd == out_pipe[0]) {
-                is_out_open = drain(out_pipe[0], &cap.out, &cap);
-            } else {
-                is_err_open = drain(err_pipe[0], &cap.err, &cap);
-            }
-        }
-    }
-    /* Output closed: the child is exiting. One that closed its pipes but lives on is bounded
-     * by the same deadline. */
-    while (!is_timed_out) {
-        struct timespec ts = {0, 2000000};
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            is_reaped = true;
-            break;
-        }
-        if (w < 0 && errno != EINTR) {
-            break; /* ECHILD: reaped elsewhere (SIGCHLD ignored by the host program) */
-        }
-        if (weft__monotonic_ns() >= deadline) {
-            kill(-pid, SIGKILL);
-            is_timed_out = true;
-            break;
-        }
-        nanosleep(&ts, NULL);
-    }
-    if (is_timed_out && !is_reaped) {
-        pid_t w = -1;
-        do {
-            w = waitpid(pid, &status, 0);
-        } while (w < 0 && errno == EINTR);
-        is_reaped = w == pid;
-    }
-    out->exit_code = !is_reaped            ? -1
-                     : WIFEXITED(status)   ? WEXITSTATUS(status)
-                     : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                           : -1;
-    out->is_truncated = cap.is_truncated;
-    clean_out = utf8_clean(cap.out.data != NULL ? cap.out.data : "", cap.out.len);
-    clean_err = utf8_clean(cap.err.data != NULL ? cap.err.data : "", cap.err.len);
-    if (clean_out == NULL || clean_err == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
-    if (is_timed_out) {
-        out->is_error = true;
-        snprintf(out->error_type, sizeof(out->error_type), "%s", "timeout");
-    } else if (out->exit_code != 0) {
-        out->is_error = true;
-        snprintf(out->error_type, sizeof(out->error_type), "%s", "exit_status");
-    }
-    err = outcome_json(out, json_pack("{s:i, s:s, s:s, s:b, s:b}", "exit_code", out->exit_code,
-                                      "stdout", clean_out, "stderr", clean_err, "truncated",
-                                      cap.is_truncated, "timed_out", is_timed_out));
+    collect_output(pid, out_pipe[0], err_pipe[0], &cap, &deadline, &is_timed_out);
+    is_reaped = reap(pid, deadline, &is_timed_out, &status);
+    err = command_outcome(out, &cap, is_reaped, status, is_timed_out);
 out:
     for (int i = 0; i < 2; i++) {
         if (out_pipe[i] >= 0) {
@@ -435,7 +488,5 @@ out:
     }
     weft__buf_cleanup(&cap.out);
     weft__buf_cleanup(&cap.err);
-    weft__free(clean_out);
-    weft__free(clean_err);
     return err;
 }
