@@ -891,6 +891,119 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
     }
 }
 
+/* supervisor.policy: plan_execute, or router (which needs a "router" section); the default
+ * follows the section's presence. */
+static void
+load_policy(struct loader *ld, struct weft_workflow *wf, const json_t *s)
+{
+    struct wf_supervisor *sup = &wf->supervisor;
+    char *policy = get_str(ld, s, "supervisor", "policy", false);
+
+    sup->policy = wf->has_router ? WF_POLICY_ROUTER : WF_POLICY_PLAN_EXECUTE;
+    if (policy != NULL) {
+        if (strcmp(policy, "plan_execute") == 0) {
+            sup->policy = WF_POLICY_PLAN_EXECUTE;
+        } else if (strcmp(policy, "router") == 0) {
+            sup->policy = WF_POLICY_ROUTER;
+        } else {
+            diag_add(ld, "supervisor.policy", 0, 0,
+                     "expected \"plan_execute\" or \"router\", got \"%s\"", policy);
+        }
+        weft__free(policy);
+    }
+    if (sup->policy == WF_POLICY_ROUTER && !wf->has_router) {
+        diag_add(ld, "supervisor.policy", 0, 0, "policy \"router\" needs a \"router\" section");
+    }
+}
+
+/* supervisor.watchdog.webhook: where stuck-loop alerts go, and in which format. */
+static void
+load_webhook(struct loader *ld, const json_t *hook, struct wf_supervisor *sup)
+{
+    static const char *const webhook_keys[] = {"url", "format", NULL};
+    char *format = get_str(ld, hook, "supervisor.watchdog.webhook", "format", false);
+
+    check_keys(ld, hook, "supervisor.watchdog.webhook", webhook_keys);
+    sup->watchdog.webhook_url = get_str(ld, hook, "supervisor.watchdog.webhook", "url", true);
+    if (sup->watchdog.webhook_url != NULL &&
+        strncmp(sup->watchdog.webhook_url, "http://", 7) != 0 &&
+        strncmp(sup->watchdog.webhook_url, "https://", 8) != 0) {
+        diag_add(ld, "supervisor.watchdog.webhook.url", 0, 0,
+                 "expected an http:// or https:// URL");
+    }
+    sup->watchdog.webhook_format = RT_WEBHOOK_GENERIC;
+    if (format != NULL && strcmp(format, "alertmanager") == 0) {
+        sup->watchdog.webhook_format = RT_WEBHOOK_ALERTMANAGER;
+    } else if (format != NULL && strcmp(format, "generic") != 0) {
+        diag_add(ld, "supervisor.watchdog.webhook.format", 0, 0,
+                 "expected \"generic\" or \"alertmanager\", got \"%s\"", format);
+    }
+    weft__free(format);
+}
+
+/* supervisor.watchdog: policy, repeats and window (0 when absent: the environment or the
+ * default applies at run start), escalate_to, stall_s, webhook. */
+static void
+load_watchdog(struct loader *ld, struct weft_workflow *wf, const json_t *s)
+{
+    static const char *const watchdog_keys[] = {"policy",  "repeats", "window", "escalate_to",
+                                                "stall_s", "webhook", NULL};
+    struct wf_supervisor *sup = &wf->supervisor;
+    const json_t *wd = get_typed(ld, s, "supervisor", "watchdog", JSON_OBJECT, false);
+    const json_t *hook = NULL;
+    char *policy_name = NULL;
+    char *to = NULL;
+
+    sup->watchdog.escalate_to = WF_NONE;
+    sup->watchdog.stall_ms = 300000;
+    sup->watchdog.webhook_format = -1;
+    if (wd == NULL) {
+        return;
+    }
+    policy_name = get_str(ld, wd, "supervisor.watchdog", "policy", false);
+    check_keys(ld, wd, "supervisor.watchdog", watchdog_keys);
+    if (policy_name != NULL) {
+        if (strcmp(policy_name, "warn") == 0) {
+            sup->watchdog.policy = WATCHDOG_WARN;
+        } else if (strcmp(policy_name, "break") == 0) {
+            sup->watchdog.policy = WATCHDOG_BREAK;
+        } else if (strcmp(policy_name, "escalate") == 0) {
+            sup->watchdog.policy = WATCHDOG_ESCALATE;
+        } else if (strcmp(policy_name, "fail") == 0 || strcmp(policy_name, "abort") == 0) {
+            sup->watchdog.policy = WATCHDOG_FAIL; /* "abort": the name before "fail" */
+        } else {
+            diag_add(ld, "supervisor.watchdog.policy", 0, 0,
+                     "expected \"warn\", \"break\", \"escalate\" or \"fail\", got \"%s\"",
+                     policy_name);
+        }
+        weft__free(policy_name);
+    }
+    sup->watchdog.repeats =
+        (unsigned)get_int(ld, wd, "supervisor.watchdog", "repeats", 0, 2, WATCHDOG_WINDOW_MAX);
+    sup->watchdog.window =
+        (unsigned)get_int(ld, wd, "supervisor.watchdog", "window", 0, 2, WATCHDOG_WINDOW_MAX);
+    if (sup->watchdog.repeats != 0 && sup->watchdog.window != 0 &&
+        sup->watchdog.window < sup->watchdog.repeats) {
+        diag_add(ld, "supervisor.watchdog.window", 0, 0, "expected at least repeats (%u), got %u",
+                 sup->watchdog.repeats, sup->watchdog.window);
+    }
+    to = get_str(ld, wd, "supervisor.watchdog", "escalate_to", false);
+    if (to != NULL) {
+        sup->watchdog.escalate_to = weft__wf_find_agent(wf, to);
+        if (sup->watchdog.escalate_to == WF_NONE) {
+            diag_add(ld, "supervisor.watchdog.escalate_to", 0, 0, "unknown agent '%s'", to);
+        }
+        weft__free(to);
+    }
+    sup->watchdog.stall_ms =
+        (uint32_t)(get_num(ld, wd, "supervisor.watchdog", "stall_s", 300.0, 0.0, 86400.0) * 1000.0 +
+                   0.5);
+    hook = get_typed(ld, wd, "supervisor.watchdog", "webhook", JSON_OBJECT, false);
+    if (hook != NULL) {
+        load_webhook(ld, hook, sup);
+    }
+}
+
 static void
 load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
@@ -900,16 +1013,10 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
                                        "max_cost_usd", "circuit_breaker", "final_agent",
                                        "correction",   "watchdog",        NULL};
     static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
-    static const char *const watchdog_keys[] = {"policy",  "repeats", "window", "escalate_to",
-                                                "stall_s", "webhook", NULL};
-    static const char *const webhook_keys[] = {"url", "format", NULL};
-    const json_t *hook = NULL;
-    const json_t *wd = NULL;
     const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
     struct wf_supervisor *sup = &wf->supervisor;
     const json_t *empty = NULL;
-    char *policy = NULL;
     char *final = NULL;
 
     sup->final_agent = WF_NONE;
@@ -928,22 +1035,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
     sup->model = model_ref(ld, wf, s, "supervisor", wf->model_count > 0 ? 0 : WF_NONE);
     sup->instructions = get_str(ld, s, "supervisor", "instructions", false);
-    policy = get_str(ld, s, "supervisor", "policy", false);
-    sup->policy = wf->has_router ? WF_POLICY_ROUTER : WF_POLICY_PLAN_EXECUTE;
-    if (policy != NULL) {
-        if (strcmp(policy, "plan_execute") == 0) {
-            sup->policy = WF_POLICY_PLAN_EXECUTE;
-        } else if (strcmp(policy, "router") == 0) {
-            sup->policy = WF_POLICY_ROUTER;
-        } else {
-            diag_add(ld, "supervisor.policy", 0, 0,
-                     "expected \"plan_execute\" or \"router\", got \"%s\"", policy);
-        }
-        weft__free(policy);
-    }
-    if (sup->policy == WF_POLICY_ROUTER && !wf->has_router) {
-        diag_add(ld, "supervisor.policy", 0, 0, "policy \"router\" needs a \"router\" section");
-    }
+    load_policy(ld, wf, s);
     sup->route_with_llm = get_bool(ld, s, "supervisor", "route_with_llm", false);
     sup->max_iterations = (unsigned)get_int(ld, s, "supervisor", "max_iterations", 50, 1, 1000000);
     sup->timeout_ms = get_seconds_ms(ld, s, "supervisor", "timeout_s");
@@ -951,76 +1043,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
     sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
     sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
-    sup->watchdog.escalate_to = WF_NONE;
-    sup->watchdog.stall_ms = 300000;
-    sup->watchdog.webhook_format = -1;
-    wd = get_typed(ld, s, "supervisor", "watchdog", JSON_OBJECT, false);
-    if (wd != NULL) {
-        char *policy_name = get_str(ld, wd, "supervisor.watchdog", "policy", false);
-        check_keys(ld, wd, "supervisor.watchdog", watchdog_keys);
-        if (policy_name != NULL) {
-            if (strcmp(policy_name, "warn") == 0) {
-                sup->watchdog.policy = WATCHDOG_WARN;
-            } else if (strcmp(policy_name, "break") == 0) {
-                sup->watchdog.policy = WATCHDOG_BREAK;
-            } else if (strcmp(policy_name, "escalate") == 0) {
-                sup->watchdog.policy = WATCHDOG_ESCALATE;
-            } else if (strcmp(policy_name, "fail") == 0 || strcmp(policy_name, "abort") == 0) {
-                sup->watchdog.policy = WATCHDOG_FAIL; /* "abort": the name before "fail" */
-            } else {
-                diag_add(ld, "supervisor.watchdog.policy", 0, 0,
-                         "expected \"warn\", \"break\", \"escalate\" or \"fail\", got \"%s\"",
-                         policy_name);
-            }
-            weft__free(policy_name);
-        }
-        /* 0 when absent: the environment's value or the default applies at run start. */
-        sup->watchdog.repeats =
-            (unsigned)get_int(ld, wd, "supervisor.watchdog", "repeats", 0, 2, WATCHDOG_WINDOW_MAX);
-        sup->watchdog.window =
-            (unsigned)get_int(ld, wd, "supervisor.watchdog", "window", 0, 2, WATCHDOG_WINDOW_MAX);
-        if (sup->watchdog.repeats != 0 && sup->watchdog.window != 0 &&
-            sup->watchdog.window < sup->watchdog.repeats) {
-            diag_add(ld, "supervisor.watchdog.window", 0, 0,
-                     "expected at least repeats (%u), got %u", sup->watchdog.repeats,
-                     sup->watchdog.window);
-        }
-        {
-            char *to = get_str(ld, wd, "supervisor.watchdog", "escalate_to", false);
-            if (to != NULL) {
-                sup->watchdog.escalate_to = weft__wf_find_agent(wf, to);
-                if (sup->watchdog.escalate_to == WF_NONE) {
-                    diag_add(ld, "supervisor.watchdog.escalate_to", 0, 0, "unknown agent '%s'", to);
-                }
-                weft__free(to);
-            }
-        }
-        sup->watchdog.stall_ms =
-            (uint32_t)(get_num(ld, wd, "supervisor.watchdog", "stall_s", 300.0, 0.0, 86400.0) *
-                           1000.0 +
-                       0.5);
-        hook = get_typed(ld, wd, "supervisor.watchdog", "webhook", JSON_OBJECT, false);
-    }
-    if (hook != NULL) {
-        char *format = get_str(ld, hook, "supervisor.watchdog.webhook", "format", false);
-
-        check_keys(ld, hook, "supervisor.watchdog.webhook", webhook_keys);
-        sup->watchdog.webhook_url = get_str(ld, hook, "supervisor.watchdog.webhook", "url", true);
-        if (sup->watchdog.webhook_url != NULL &&
-            strncmp(sup->watchdog.webhook_url, "http://", 7) != 0 &&
-            strncmp(sup->watchdog.webhook_url, "https://", 8) != 0) {
-            diag_add(ld, "supervisor.watchdog.webhook.url", 0, 0,
-                     "expected an http:// or https:// URL");
-        }
-        sup->watchdog.webhook_format = RT_WEBHOOK_GENERIC;
-        if (format != NULL && strcmp(format, "alertmanager") == 0) {
-            sup->watchdog.webhook_format = RT_WEBHOOK_ALERTMANAGER;
-        } else if (format != NULL && strcmp(format, "generic") != 0) {
-            diag_add(ld, "supervisor.watchdog.webhook.format", 0, 0,
-                     "expected \"generic\" or \"alertmanager\", got \"%s\"", format);
-        }
-        weft__free(format);
-    }
+    load_watchdog(ld, wf, s);
     corr = get_typed(ld, s, "supervisor", "correction", JSON_OBJECT, false);
     if (corr != NULL) {
         check_keys(ld, corr, "supervisor.correction", correction_keys);
