@@ -1541,16 +1541,155 @@ open_steps(struct rt_state *st, struct state_dead *d)
     return err;
 }
 
+/* Copy the row of a run found dead (the SELECT of collect_dead()) into @p d, which owns the
+ * copies. Its end is the latest sign of life: the heartbeat, the last step's end or the start. */
+static weft_err
+dead_copy(sqlite3_stmt *stmt, struct state_dead *d)
+{
+    uint64_t heartbeat = (uint64_t)sqlite3_column_int64(stmt, 8);
+    uint64_t last_step = (uint64_t)sqlite3_column_int64(stmt, 11);
+    weft_err err = WEFT_OK;
+
+    memset(d, 0, sizeof(*d));
+    for (int i = 0; i < 7; i++) {
+        const char *v = state_col_text(stmt, i);
+        d->text[i] = v != NULL ? weft__strdup(v) : NULL;
+        if (v != NULL && d->text[i] == NULL) {
+            err = WEFT_ENOMEM;
+        }
+    }
+    d->pid = sqlite3_column_int64(stmt, 7);
+    d->root_started_ns = (uint64_t)sqlite3_column_int64(stmt, 9);
+    d->ended_ns = heartbeat > last_step ? heartbeat : last_step;
+    if (d->ended_ns < (uint64_t)sqlite3_column_int64(stmt, 10)) {
+        d->ended_ns = (uint64_t)sqlite3_column_int64(stmt, 10);
+    }
+    if (d->ended_ns < d->root_started_ns) {
+        d->ended_ns = d->root_started_ns;
+    }
+    return err;
+}
+
+/* The running runs whose owner is gone at @p now, appended to *dead (grown as needed, *n
+ * entries, owned by the caller even on error, free with dead_free()). */
+static weft_err
+collect_dead(struct rt_state *st, uint64_t now, struct state_dead **dead, size_t *n)
+{
+    sqlite3_stmt *stmt = NULL;
+    size_t cap = 0;
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
+                       " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
+                       " root_started_ns, started_ns,"
+                       " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+                       " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (weft__state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2),
+                                       (uint64_t)sqlite3_column_int64(stmt, 8), now)) {
+            continue;
+        }
+        if (*n == cap) {
+            struct state_dead *grown = weft__realloc(*dead, (cap * 2 + 4) * sizeof(*grown));
+            if (grown == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+            *dead = grown;
+            cap = cap * 2 + 4;
+        }
+        err = dead_copy(stmt, &(*dead)[(*n)++]);
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* Mark @p d's run interrupted (the reason names its process and `weft resume`, kept in
+ * d->text[7]) and read the steps it left in progress into @p d. */
+static weft_err
+mark_interrupted(struct rt_state *st, struct state_dead *d)
+{
+    sqlite3_stmt *stmt = NULL;
+    struct weft__buf reason;
+    weft_err err = WEFT_OK;
+
+    weft__buf_init(&reason, 0);
+    err = weft__buf_printf(&reason,
+                           "interrupted: its process (pid %lld on %s) ended without finishing "
+                           "it; weft resume %s continues it",
+                           (long long)d->pid, d->text[2] != NULL ? d->text[2] : "?", d->text[0]);
+    d->text[7] = reason.data;
+    stmt = err == WEFT_OK
+               ? prepare(st, "UPDATE runs SET status = 'interrupted', reason = ?, ended_ns = ?,"
+                             " owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                             " owner_since_ns = NULL WHERE id = ? AND status = 'running'")
+               : NULL;
+    if (stmt == NULL) {
+        return err == WEFT_OK ? WEFT_EIO : err;
+    }
+    bind_text(stmt, 1, reason.data);
+    sqlite3_bind_int64(stmt, 2, (sqlite3_int64)d->ended_ns);
+    bind_key(stmt, 3, d->text[0]);
+    err = finish(st, stmt, "mark interrupted");
+    if (err == WEFT_OK) {
+        err = open_steps(st, d);
+    }
+    return err;
+}
+
+/* Tell @p fn about @p d's run; the strings it sees are borrowed from @p d for the call. */
+static void
+dead_report(const struct state_dead *d, state_interrupted_fn fn, void *user_data)
+{
+    struct weft_interrupted_run run;
+
+    memset(&run, 0, sizeof(run));
+    run.run_id = d->text[0];
+    run.workflow = d->text[1];
+    run.owner_host = d->text[2];
+    run.owner_pid = d->pid;
+    run.trace_id = d->text[3];
+    run.root_span_id = d->text[4];
+    run.root_parent_span_id = d->text[5];
+    run.root_name = d->text[6];
+    run.reason = d->text[7];
+    run.root_started_ns = d->root_started_ns;
+    run.ended_ns = d->ended_ns;
+    run.open_steps = d->open;
+    run.open_step_count = d->open_count;
+    fn(&run, user_data);
+}
+
+/* Free what @p d owns (not @p d itself). */
+static void
+dead_free(struct state_dead *d)
+{
+    for (int k = 0; k < 8; k++) {
+        weft__free(d->text[k]);
+    }
+    for (size_t k = 0; k < d->open_count; k++) {
+        weft__free((char *)d->open[k].span_id);
+        weft__free((char *)d->open[k].parent_span_id);
+        weft__free((char *)d->open[k].name);
+    }
+    weft__free(d->open);
+}
+
 weft_err
 weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
 {
-    sqlite3_stmt *stmt = NULL;
     struct state_dead *dead = NULL;
     size_t n = 0;
-    size_t cap = 0;
     uint64_t now = weft__now_ns();
     weft_err err = WEFT_OK;
-    int rc = 0;
 
     if (count != NULL) {
         *count = 0;
@@ -1558,113 +1697,17 @@ weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_dat
     if (weft__state_begin(st) != WEFT_OK) {
         return WEFT_EIO;
     }
-    stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
-                       " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
-                       " root_started_ns, started_ns,"
-                       " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
-                       " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
-    if (stmt == NULL) {
-        return tx_end(st, WEFT_EIO);
-    }
-    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        struct state_dead *d = NULL;
-        uint64_t heartbeat = (uint64_t)sqlite3_column_int64(stmt, 8);
-        uint64_t last_step = (uint64_t)sqlite3_column_int64(stmt, 11);
-
-        if (weft__state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2),
-                                       heartbeat, now)) {
-            continue;
-        }
-        if (n == cap) {
-            struct state_dead *grown = weft__realloc(dead, (cap * 2 + 4) * sizeof(*grown));
-            if (grown == NULL) {
-                err = WEFT_ENOMEM;
-                break;
-            }
-            dead = grown;
-            cap = cap * 2 + 4;
-        }
-        d = &dead[n++];
-        memset(d, 0, sizeof(*d));
-        for (int i = 0; i < 7; i++) {
-            const char *v = state_col_text(stmt, i);
-            d->text[i] = v != NULL ? weft__strdup(v) : NULL;
-            if (v != NULL && d->text[i] == NULL) {
-                err = WEFT_ENOMEM;
-            }
-        }
-        d->pid = sqlite3_column_int64(stmt, 7);
-        d->root_started_ns = (uint64_t)sqlite3_column_int64(stmt, 9);
-        d->ended_ns = heartbeat > last_step ? heartbeat : last_step;
-        if (d->ended_ns < (uint64_t)sqlite3_column_int64(stmt, 10)) {
-            d->ended_ns = (uint64_t)sqlite3_column_int64(stmt, 10);
-        }
-        if (d->ended_ns < d->root_started_ns) {
-            d->ended_ns = d->root_started_ns;
-        }
-    }
-    if (err == WEFT_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        state_note_error(st, rc);
-        err = WEFT_EIO;
-    }
-    sqlite3_finalize(stmt);
+    err = collect_dead(st, now, &dead, &n);
     for (size_t i = 0; err == WEFT_OK && i < n; i++) {
-        struct weft__buf reason;
-
-        weft__buf_init(&reason, 0);
-        err = weft__buf_printf(&reason,
-                               "interrupted: its process (pid %lld on %s) ended without finishing "
-                               "it; weft resume %s continues it",
-                               (long long)dead[i].pid,
-                               dead[i].text[2] != NULL ? dead[i].text[2] : "?", dead[i].text[0]);
-        dead[i].text[7] = reason.data;
-        stmt = err == WEFT_OK
-                   ? prepare(st, "UPDATE runs SET status = 'interrupted', reason = ?, ended_ns = ?,"
-                                 " owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
-                                 " owner_since_ns = NULL WHERE id = ? AND status = 'running'")
-                   : NULL;
-        if (stmt == NULL) {
-            err = err == WEFT_OK ? WEFT_EIO : err;
-            break;
-        }
-        bind_text(stmt, 1, reason.data);
-        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)dead[i].ended_ns);
-        bind_key(stmt, 3, dead[i].text[0]);
-        err = finish(st, stmt, "mark interrupted");
-        if (err == WEFT_OK) {
-            err = open_steps(st, &dead[i]);
-        }
+        err = mark_interrupted(st, &dead[i]);
     }
+    /* The callbacks run once the transaction has ended, and only if it committed. */
     err = tx_end(st, err);
     for (size_t i = 0; i < n; i++) {
         if (err == WEFT_OK && fn != NULL) {
-            struct weft_interrupted_run run;
-
-            memset(&run, 0, sizeof(run));
-            run.run_id = dead[i].text[0];
-            run.workflow = dead[i].text[1];
-            run.owner_host = dead[i].text[2];
-            run.owner_pid = dead[i].pid;
-            run.trace_id = dead[i].text[3];
-            run.root_span_id = dead[i].text[4];
-            run.root_parent_span_id = dead[i].text[5];
-            run.root_name = dead[i].text[6];
-            run.reason = dead[i].text[7];
-            run.root_started_ns = dead[i].root_started_ns;
-            run.ended_ns = dead[i].ended_ns;
-            run.open_steps = dead[i].open;
-            run.open_step_count = dead[i].open_count;
-            fn(&run, user_data);
+            dead_report(&dead[i], fn, user_data);
         }
-        for (int k = 0; k < 8; k++) {
-            weft__free(dead[i].text[k]);
-        }
-        for (size_t k = 0; k < dead[i].open_count; k++) {
-            weft__free((char *)dead[i].open[k].span_id);
-            weft__free((char *)dead[i].open[k].parent_span_id);
-            weft__free((char *)dead[i].open[k].name);
-        }
-        weft__free(dead[i].open);
+        dead_free(&dead[i]);
     }
     weft__free(dead);
     if (err == WEFT_OK && count != NULL) {
