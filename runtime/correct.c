@@ -183,46 +183,57 @@ undo:
     return (size_t)-1;
 }
 
-bool
-weft__rt_correct(struct run *run, size_t index)
+/* One correction in progress: what weft__rt_correct()'s phases hand each other. Owns before and
+ * after (the failed step's dependencies before and after the surgery, JSON string arrays). */
+struct correction {
+    unsigned number;
+    char failed_id[96];
+    step_status old_status;
+    size_t old_count;
+    size_t first; /* the first corrective step, or (size_t)-1 while there is none */
+    json_t *before;
+    json_t *after;
+    char why[300];
+};
+
+/* The `correct` span for correction @p c of @p failed, linked to the failed step's span, with the
+ * correction's attributes; the correction loop is counted. Never NULL. */
+static struct weft_span *
+correction_start(struct run *run, const struct plan_step *failed, const struct correction *c)
 {
     const struct weft_workflow *wf = run->cfg.wf;
-    struct plan_step *failed = &run->ps.plan.steps[index];
-    struct weft_span *span = NULL;
     struct weft_link_spec link;
-    struct llm_response resp;
-    struct llm_error lerr;
-    json_t *ctx = NULL;
-    json_t *msgs = NULL;
-    json_t *answer = NULL;
-    json_t *before = NULL;
-    json_t *after = NULL;
-    const json_t *steps = NULL;
-    char *ctx_text = NULL;
-    char why[300] = "";
-    char failed_id[96];
-    size_t first = (size_t)-1;
-    size_t old_count = 0;
-    step_status old_status = failed->status;
-    unsigned number = ++run->ps.corrections;
-    bool is_ok = false;
+    struct weft_span *span = NULL;
 
-    snprintf(failed_id, sizeof(failed_id), "%s", failed->id);
     memset(&link, 0, sizeof(link));
-    memset(&resp, 0, sizeof(resp));
     link.context = failed->span;
-    span = weft__rt_span_start(run, RT_SPAN_CORRECT, failed_id, run->tel.root, &link,
+    span = weft__rt_span_start(run, RT_SPAN_CORRECT, c->failed_id, run->tel.root, &link,
                                weft_span_context_is_valid(&failed->span) ? 1 : 0);
     weft__rt_count_loop(run, WEFT_LOOP_CORRECTION);
     run->tel.result->corrections = run->ps.corrections;
-    weft_span_set_str(span, "weft.correction.failed_task", failed_id);
+    weft_span_set_str(span, "weft.correction.failed_task", c->failed_id);
     weft_span_set_str(span, "weft.correction.error_type",
                       failed->error_type != NULL ? failed->error_type : "failed");
-    weft_span_set_int(span, "weft.correction.attempt", number);
+    weft_span_set_int(span, "weft.correction.attempt", c->number);
     weft_span_set_int(span, "weft.correction.max_corrections", wf->supervisor.max_corrections);
-    before = string_array(failed->depends_on, failed->depends_count);
-    ctx = context_json(run, failed);
-    ctx_text = ctx != NULL ? json_dumps(ctx, JSON_COMPACT) : NULL;
+    return span;
+}
+
+/* Ask the supervisor's model for a corrective plan for step @p index and, if it is valid, apply
+ * it to the plan in memory (c->first, c->old_count); otherwise c->why says why not. */
+static void
+ask_corrector(struct run *run, struct weft_span *span, size_t index, struct correction *c)
+{
+    const struct weft_workflow *wf = run->cfg.wf;
+    struct llm_response resp;
+    struct llm_error lerr;
+    json_t *ctx = context_json(run, &run->ps.plan.steps[index]);
+    char *ctx_text = ctx != NULL ? json_dumps(ctx, JSON_COMPACT) : NULL;
+    json_t *msgs = NULL;
+    json_t *answer = NULL;
+    const json_t *steps = NULL;
+
+    memset(&resp, 0, sizeof(resp));
     msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
                      "A step of the plan failed. Answer with a corrective plan as JSON: "
                      "{\"steps\": [{\"description\", \"executor\": \"agent|command|file_writer|"
@@ -231,49 +242,72 @@ weft__rt_correct(struct run *run, size_t index)
                      "role", "user", "content", ctx_text != NULL ? ctx_text : "{}");
     weft__rt_span_content(run, span, "langfuse.observation.input", ctx_text);
     if (msgs == NULL) {
-        snprintf(why, sizeof(why), "out of memory");
+        snprintf(c->why, sizeof(c->why), "out of memory");
     } else if (weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_CORRECT,
                                  wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
                                  &lerr) != WEFT_OK) {
-        snprintf(why, sizeof(why), "corrector LLM failed (%s): %.200s", lerr.type, lerr.message);
+        snprintf(c->why, sizeof(c->why), "corrector LLM failed (%s): %.200s", lerr.type,
+                 lerr.message);
     } else {
         answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
         if (answer == NULL) {
-            snprintf(why, sizeof(why), "corrective plan is not JSON");
-        } else if (validate(answer, failed_id, &steps, why, sizeof(why))) {
-            old_count = run->ps.plan.count;
-            first = apply(run, index, steps, number, why, sizeof(why));
+            snprintf(c->why, sizeof(c->why), "corrective plan is not JSON");
+        } else if (validate(answer, c->failed_id, &steps, c->why, sizeof(c->why))) {
+            c->old_count = run->ps.plan.count;
+            c->first = apply(run, index, steps, c->number, c->why, sizeof(c->why));
         }
     }
-    failed = &run->ps.plan.steps[index]; /* apply() may have moved the plan */
-    if (first != (size_t)-1) {
-        after = string_array(failed->depends_on, failed->depends_count);
-        const char **actors = weft__calloc(run->ps.plan.count, sizeof(*actors));
-        weft_err serr = actors == NULL ? WEFT_ENOMEM : WEFT_OK;
-        for (size_t i = 0; actors != NULL && i < run->ps.plan.count; i++) {
-            actors[i] = weft__rt_step_actor(run, &run->ps.plan.steps[i]);
-        }
-        if (serr == WEFT_OK && run->store.state != NULL) {
-            serr = weft__state_surgery(run->store.state, run->store.run_id, &run->ps.plan, index,
-                                       first, number, failed->error_type, before, after, actors);
-        }
-        weft__free((void *)actors);
-        if (serr != WEFT_OK) {
-            snprintf(why, sizeof(why), "the state store refused the DAG surgery");
-            /* Roll memory back to what the store still holds. */
-            weft__plan_truncate(&run->ps.plan, old_count);
-            failed = &run->ps.plan.steps[index];
-            weft__free(failed->depends_on[--failed->depends_count]);
-            failed->status = old_status;
-            first = (size_t)-1;
-        }
+    json_decref(answer);
+    json_decref(msgs);
+    json_decref(ctx);
+    free(ctx_text);
+    weft__llm_response_cleanup(&resp);
+}
+
+/* Save the applied correction (c->first) in the state store as one DAG surgery. If the store
+ * refuses it, the plan in memory is rolled back to what the store holds and c->first is reset. */
+static void
+persist_surgery(struct run *run, size_t index, struct correction *c)
+{
+    struct plan_step *failed = &run->ps.plan.steps[index];
+    const char **actors = NULL;
+    weft_err serr = WEFT_OK;
+
+    c->after = string_array(failed->depends_on, failed->depends_count);
+    actors = weft__calloc(run->ps.plan.count, sizeof(*actors));
+    serr = actors == NULL ? WEFT_ENOMEM : WEFT_OK;
+    for (size_t i = 0; actors != NULL && i < run->ps.plan.count; i++) {
+        actors[i] = weft__rt_step_actor(run, &run->ps.plan.steps[i]);
     }
-    if (first != (size_t)-1) {
-        is_ok = true;
-        weft_span_set_int(span, "weft.correction.inserted", (int64_t)(run->ps.plan.count - first));
-        weft_span_set_bool(span, "weft.correction.rewired", run->ps.plan.count > first);
+    if (serr == WEFT_OK && run->store.state != NULL) {
+        serr =
+            weft__state_surgery(run->store.state, run->store.run_id, &run->ps.plan, index, c->first,
+                                c->number, failed->error_type, c->before, c->after, actors);
+    }
+    weft__free((void *)actors);
+    if (serr != WEFT_OK) {
+        snprintf(c->why, sizeof(c->why), "the state store refused the DAG surgery");
+        /* Roll memory back to what the store still holds. */
+        weft__plan_truncate(&run->ps.plan, c->old_count);
+        failed = &run->ps.plan.steps[index];
+        weft__free(failed->depends_on[--failed->depends_count]);
+        failed->status = c->old_status;
+        c->first = (size_t)-1;
+    }
+}
+
+/* Record on @p span what correction @p c came to: the inserted steps and the failed step's
+ * dependencies before and after, or the `weft.correction.invalid` event with c->why (and the
+ * failed step back in its old status). */
+static void
+correction_outcome(struct run *run, struct weft_span *span, size_t index, struct correction *c)
+{
+    if (c->first != (size_t)-1) {
+        weft_span_set_int(span, "weft.correction.inserted",
+                          (int64_t)(run->ps.plan.count - c->first));
+        weft_span_set_bool(span, "weft.correction.rewired", run->ps.plan.count > c->first);
         for (size_t k = 0; k < 2; k++) {
-            const json_t *list = k == 0 ? before : after;
+            const json_t *list = k == 0 ? c->before : c->after;
             const char *items[64];
             size_t n = 0;
             for (; n < json_array_size(list) && n < 64; n++) {
@@ -286,29 +320,47 @@ weft__rt_correct(struct run *run, size_t index)
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {
         struct weft_attr a[2] = {weft_attr_str(WEFT__ERROR_TYPE, "invalid_correction"),
-                                 weft_attr_str("weft.correction.error", why)};
+                                 weft_attr_str("weft.correction.error", c->why)};
         weft_span_add_event(span, "weft.correction.invalid", a, 2, 0);
         weft_span_set_bool(span, "weft.correction.rewired", false);
         weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_correction");
-        weft_span_set_status(span, WEFT_STATUS_ERROR, why);
-        failed->status = old_status;
+        weft_span_set_status(span, WEFT_STATUS_ERROR, c->why);
+        run->ps.plan.steps[index].status = c->old_status;
     }
+}
+
+bool
+weft__rt_correct(struct run *run, size_t index)
+{
+    struct plan_step *failed = &run->ps.plan.steps[index];
+    struct weft_span *span = NULL;
+    struct correction c;
+    bool is_ok = false;
+
+    memset(&c, 0, sizeof(c));
+    c.number = ++run->ps.corrections;
+    snprintf(c.failed_id, sizeof(c.failed_id), "%s", failed->id);
+    c.old_status = failed->status;
+    c.first = (size_t)-1;
+    span = correction_start(run, failed, &c);
+    c.before = string_array(failed->depends_on, failed->depends_count);
+    ask_corrector(run, span, index, &c);
+    if (c.first != (size_t)-1) {
+        persist_surgery(run, index, &c);
+    }
+    is_ok = c.first != (size_t)-1;
+    correction_outcome(run, span, index, &c);
     weft_span_end(span, 0);
     weft__rt_metrics_correction(run->tel.metrics, is_ok);
     {
         char detail[400];
-        snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", number, failed_id,
-                 is_ok ? "rewired" : why);
+        snprintf(detail, sizeof(detail), "correction %u of %.60s: %.250s", c.number, c.failed_id,
+                 is_ok ? "rewired" : c.why);
         weft__rt_progress(run, WEFT_EVENT_DECISION, NULL, detail);
         weft__rt_add_decision(run, RT_LAYER_CORRECTION,
-                              is_ok ? run->ps.plan.steps[first].id : "end", detail);
+                              is_ok ? run->ps.plan.steps[c.first].id : "end", detail);
     }
-    json_decref(before);
-    json_decref(after);
-    json_decref(answer);
-    json_decref(msgs);
-    json_decref(ctx);
-    free(ctx_text);
-    weft__llm_response_cleanup(&resp);
+    json_decref(c.before);
+    json_decref(c.after);
     return is_ok;
 }
