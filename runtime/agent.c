@@ -171,6 +171,141 @@ queue_request(
     run->ps.request_count++;
 }
 
+/* What one tool call came to, as run_tool_call()'s phases fill it in: the outcome name for
+ * weft.tool.outcome ("ok", "unknown_tool", "invalid_arguments", "error"), the error message,
+ * the text for the tool message (owned, may stay NULL) and the tool's own outcome (owned). */
+struct call_result {
+    const char *outcome_name;
+    char err[256];
+    char *text;
+    struct tool_outcome outcome;
+};
+
+/* The `execute_tool` span of @p call under @p agent_span, with the call's attributes. */
+static struct weft_span *
+tool_call_start(struct run *run, struct weft_span *agent_span, const struct llm_tool_call *call)
+{
+    struct weft_span *span =
+        weft__rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
+
+    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, call->name);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_CALL_ID, call->id);
+    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "function");
+    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_ARGUMENTS, call->arguments);
+    weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
+    return span;
+}
+
+/* The built-in request_agent tool with validated @p args: queue the request for the supervisor,
+ * or refuse an agent that does not exist or that @p agent may not request. */
+static void
+call_request(struct run *run,
+             size_t step,
+             struct weft_span *span,
+             struct weft_span *agent_span,
+             const struct wf_agent *agent,
+             const json_t *args,
+             struct call_result *r)
+{
+    const char *to = json_string_value(json_object_get(args, "agent"));
+    size_t to_index = weft__wf_find_agent(run->cfg.wf, to);
+
+    weft_span_set_str(span, "weft.replan.to", to);
+    if (to_index == WF_NONE || !weft__wf_agent_can_request(agent, to_index)) {
+        /* Told to the model at once, so it can pick another agent (nothing queued). */
+        r->outcome_name = "invalid_arguments";
+        snprintf(r->err, sizeof(r->err), "%s '%.64s'%s",
+                 to_index == WF_NONE ? "no agent named" : "not allowed to request", to,
+                 to_index == WF_NONE ? "" : " (not in this agent's can_request)");
+        snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "%s",
+                 to_index == WF_NONE ? "unknown_agent" : "agent_not_allowed");
+    } else {
+        queue_request(run, step, to, json_string_value(json_object_get(args, "query")), agent_span);
+        r->text = weft__strdup("{\"status\":\"requested\",\"note\":\"the supervisor "
+                               "will schedule the agent after this step\"}");
+    }
+}
+
+/* Run tool @p def with validated @p args, its timeout cut to what is left of the step's
+ * @p deadline. The run's lock is released while the tool runs; the watchdog is told before and
+ * after. */
+static void
+call_tool(struct run *run,
+          size_t step,
+          struct weft_span *span,
+          const struct tool_def *def,
+          const char *name,
+          const json_t *args,
+          uint64_t deadline,
+          struct call_result *r)
+{
+    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    struct tool_def bounded = *def;
+    uint32_t left = weft__rt_remaining_ms(run, deadline);
+    weft_err trc = WEFT_OK;
+    char activity[96];
+
+    if (bounded.type == TOOL_COMMAND || bounded.type == TOOL_HTTP_GET) {
+        uint32_t t = bounded.timeout_ms != 0 ? bounded.timeout_ms : 30000;
+        bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
+    }
+    snprintf(activity, sizeof(activity), "tool %.60s", name);
+    weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
+    weft__rt_unlock(run);
+    trc = weft__tool_run(&bounded, run->cfg.workspace, args, &r->outcome);
+    weft__rt_lock(run);
+    weft__rt_watchdog_progress(run);
+    weft__rt_watchdog_poll(run, span);
+    if (trc != WEFT_OK) {
+        r->outcome_name = "error";
+        snprintf(r->err, sizeof(r->err), "tool failed to run");
+    } else {
+        r->outcome_name = r->outcome.is_error ? "error" : "ok";
+        r->text = r->outcome.output;
+        r->outcome.output = NULL;
+        if (r->outcome.is_error) {
+            snprintf(r->err, sizeof(r->err), "%s", r->outcome.error_type);
+        }
+    }
+    if (r->outcome.exit_code >= 0) {
+        weft_span_set_int(span, "weft.tool.exit_code", r->outcome.exit_code);
+    }
+    if (r->outcome.is_truncated) {
+        weft_span_set_bool(span, "weft.tool.truncated", true);
+    }
+}
+
+/* Record @p r on the span and end it. A failure gets the error type and status, and when the
+ * tool gave no text, the model gets {"error", "type"} instead. */
+static void
+tool_call_finish(struct run *run,
+                 struct weft_span *span,
+                 const struct llm_tool_call *call,
+                 bool is_request,
+                 struct call_result *r)
+{
+    weft_span_set_str(span, "weft.tool.outcome", r->outcome_name);
+    if (strcmp(r->outcome_name, "ok") != 0) {
+        weft_span_set_str(span, WEFT__ERROR_TYPE,
+                          r->outcome.error_type[0] != '\0' ? r->outcome.error_type
+                                                           : r->outcome_name);
+        weft_span_set_status(span, WEFT_STATUS_ERROR, r->err);
+        if (r->text == NULL) {
+            json_t *e = json_pack("{s:s, s:s}", "error", r->err, "type", r->outcome_name);
+            char *dumped = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+            r->text = dumped != NULL ? weft__strdup(dumped) : NULL;
+            free(dumped);
+            json_decref(e);
+        }
+    }
+    if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
+        weft__rt_watchdog_tool(run, span, call->name, call->arguments, r->text);
+    }
+    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_RESULT, r->text);
+    weft__rt_span_content(run, span, "langfuse.observation.output", r->text);
+    weft_span_end(span, 0);
+}
+
 /* Run one tool call; returns the text for the tool message (new). */
 static char *
 run_tool_call(struct run *run,
@@ -182,30 +317,23 @@ run_tool_call(struct run *run,
     const struct weft_workflow *wf = run->cfg.wf;
     const struct wf_agent *agent = &wf->agents[run->ps.plan.steps[step].agent];
     size_t idx = weft__wf_find_tool(wf, call->name);
-    struct weft_span *span =
-        weft__rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
-    struct tool_outcome outcome;
+    struct weft_span *span = tool_call_start(run, agent_span, call);
+    struct call_result r;
     json_t *args = NULL;
-    char err[256] = "";
-    const char *outcome_name = "ok";
-    char *text = NULL;
     uint64_t t0 = weft__monotonic_ns();
 
-    memset(&outcome, 0, sizeof(outcome));
-    outcome.exit_code = -1;
-    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, call->name);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_CALL_ID, call->id);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "function");
-    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_ARGUMENTS, call->arguments);
-    weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
+    memset(&r, 0, sizeof(r));
+    r.outcome.exit_code = -1;
+    r.outcome_name = "ok";
     args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
     if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
-        outcome_name = "unknown_tool";
-        snprintf(err, sizeof(err), "unknown tool '%.64s' for agent %.64s", call->name, agent->name);
+        r.outcome_name = "unknown_tool";
+        snprintf(r.err, sizeof(r.err), "unknown tool '%.64s' for agent %.64s", call->name,
+                 agent->name);
     } else if (args == NULL || !json_is_object(args)) {
-        outcome_name = "invalid_arguments";
-        snprintf(err, sizeof(err), "arguments are not a JSON object");
+        r.outcome_name = "invalid_arguments";
+        snprintf(r.err, sizeof(r.err), "arguments are not a JSON object");
     } else {
         const struct tool_def *def = is_request                     ? NULL
                                      : run->cfg.native[idx] != NULL ? run->cfg.native[idx]
@@ -214,91 +342,26 @@ run_tool_call(struct run *run,
         const json_t *check = is_request ? schema : def->schema;
         char verr[200] = "";
         if (check != NULL && !weft__tool_schema_validate(check, args, verr, sizeof(verr))) {
-            outcome_name = "invalid_arguments";
-            snprintf(err, sizeof(err), "invalid arguments: %s", verr);
+            r.outcome_name = "invalid_arguments";
+            snprintf(r.err, sizeof(r.err), "invalid arguments: %s", verr);
         } else if (is_request) {
-            const char *to = json_string_value(json_object_get(args, "agent"));
-            size_t to_index = weft__wf_find_agent(wf, to);
-            weft_span_set_str(span, "weft.replan.to", to);
-            if (to_index == WF_NONE || !weft__wf_agent_can_request(agent, to_index)) {
-                /* Told to the model at once, so it can pick another agent (nothing queued). */
-                outcome_name = "invalid_arguments";
-                snprintf(err, sizeof(err), "%s '%.64s'%s",
-                         to_index == WF_NONE ? "no agent named" : "not allowed to request", to,
-                         to_index == WF_NONE ? "" : " (not in this agent's can_request)");
-                snprintf(outcome.error_type, sizeof(outcome.error_type), "%s",
-                         to_index == WF_NONE ? "unknown_agent" : "agent_not_allowed");
-            } else {
-                queue_request(run, step, to, json_string_value(json_object_get(args, "query")),
-                              agent_span);
-                text = weft__strdup("{\"status\":\"requested\",\"note\":\"the supervisor "
-                                    "will schedule the agent after this step\"}");
-            }
+            call_request(run, step, span, agent_span, agent, args, &r);
         } else {
-            struct tool_def bounded = *def;
-            uint32_t left = weft__rt_remaining_ms(run, deadline);
-            if (bounded.type == TOOL_COMMAND || bounded.type == TOOL_HTTP_GET) {
-                uint32_t t = bounded.timeout_ms != 0 ? bounded.timeout_ms : 30000;
-                bounded.timeout_ms = t < left ? t : (left > 0 ? left : 1);
-            }
-            weft_err trc = WEFT_OK;
-            char activity[96];
-            snprintf(activity, sizeof(activity), "tool %.60s", call->name);
-            weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
-            weft__rt_unlock(run);
-            trc = weft__tool_run(&bounded, run->cfg.workspace, args, &outcome);
-            weft__rt_lock(run);
-            weft__rt_watchdog_progress(run);
-            weft__rt_watchdog_poll(run, span);
-            if (trc != WEFT_OK) {
-                outcome_name = "error";
-                snprintf(err, sizeof(err), "tool failed to run");
-            } else {
-                outcome_name = outcome.is_error ? "error" : "ok";
-                text = outcome.output;
-                outcome.output = NULL;
-                if (outcome.is_error) {
-                    snprintf(err, sizeof(err), "%s", outcome.error_type);
-                }
-            }
-            if (outcome.exit_code >= 0) {
-                weft_span_set_int(span, "weft.tool.exit_code", outcome.exit_code);
-            }
-            if (outcome.is_truncated) {
-                weft_span_set_bool(span, "weft.tool.truncated", true);
-            }
+            call_tool(run, step, span, def, call->name, args, deadline, &r);
         }
         json_decref(schema);
     }
-    weft_span_set_str(span, "weft.tool.outcome", outcome_name);
-    if (strcmp(outcome_name, "ok") != 0) {
-        weft_span_set_str(span, WEFT__ERROR_TYPE,
-                          outcome.error_type[0] != '\0' ? outcome.error_type : outcome_name);
-        weft_span_set_status(span, WEFT_STATUS_ERROR, err);
-        if (text == NULL) {
-            json_t *e = json_pack("{s:s, s:s}", "error", err, "type", outcome_name);
-            char *dumped = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
-            text = dumped != NULL ? weft__strdup(dumped) : NULL;
-            free(dumped);
-            json_decref(e);
-        }
-    }
-    if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
-        weft__rt_watchdog_tool(run, span, call->name, call->arguments, text);
-    }
-    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_RESULT, text);
-    weft__rt_span_content(run, span, "langfuse.observation.output", text);
-    weft_span_end(span, 0);
+    tool_call_finish(run, span, call, is_request, &r);
     run->tel.result->tool_calls++;
     /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
      * workflow does not know is not a label value, so series stay bounded. */
     weft__rt_metrics_tool(run->tel.metrics, idx != WF_NONE || is_request ? call->name : "unknown",
-                          strcmp(outcome_name, "ok") == 0,
+                          strcmp(r.outcome_name, "ok") == 0,
                           (double)(weft__monotonic_ns() - t0) / 1e9);
     weft__rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->ps.plan.steps[step], call->name);
-    weft__tool_outcome_cleanup(&outcome);
+    weft__tool_outcome_cleanup(&r.outcome);
     json_decref(args);
-    return text != NULL ? text : weft__strdup("{\"error\":\"out of memory\"}");
+    return r.text != NULL ? r.text : weft__strdup("{\"error\":\"out of memory\"}");
 }
 
 static json_t *
