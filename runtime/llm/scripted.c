@@ -303,6 +303,126 @@ scripted_complete(void *self,
     return err;
 }
 
+/* Take the next response of @p list, the queue @p key (who/purpose), under the lock: its cursor
+ * moves on by one. @return WEFT_OK with its position in *used, WEFT_ENOTFOUND when the queue is
+ * used up (script_exhausted in @p error), WEFT_ENOMEM. */
+static weft_err
+take_next(struct scripted *s,
+          const json_t *list,
+          const char *key,
+          const char *who,
+          const char *purpose,
+          json_int_t *used,
+          struct llm_error *error)
+{
+    pthread_mutex_lock(&s->lock);
+    *used = json_integer_value(json_object_get(s->cursors, key));
+    if (list == NULL || (size_t)*used >= json_array_size(list)) {
+        pthread_mutex_unlock(&s->lock);
+        snprintf(error->type, sizeof(error->type), "%s", "script_exhausted");
+        snprintf(error->message, sizeof(error->message),
+                 "no scripted response left for %.100s/%s (%lld used)", who, purpose,
+                 (long long)*used);
+        return WEFT_ENOTFOUND;
+    }
+    if (json_object_set_new(s->cursors, key, json_integer(*used + 1)) != 0) {
+        pthread_mutex_unlock(&s->lock);
+        return WEFT_ENOMEM;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return WEFT_OK;
+}
+
+/* Wait out response @p r's "delay_ms". A scripted delay stands for a slow model: it is cut short
+ * by the call's timeout, which then fails the call as a real client would (WEFT_ETIMEDOUT). */
+static weft_err
+scripted_delay(const json_t *r, const struct llm_request *request, struct llm_error *error)
+{
+    uint64_t delay = 0;
+    bool is_cut = false;
+    struct timespec ts;
+
+    if (json_integer_value(json_object_get(r, "delay_ms")) <= 0) {
+        return WEFT_OK;
+    }
+    delay = (uint64_t)json_integer_value(json_object_get(r, "delay_ms"));
+    is_cut = request->timeout_ms != 0 && request->timeout_ms < delay;
+    if (is_cut) {
+        delay = request->timeout_ms;
+    }
+    ts.tv_sec = (time_t)(delay / 1000u);
+    ts.tv_nsec = (long)(delay % 1000u) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    if (is_cut) {
+        snprintf(error->type, sizeof(error->type), "%s", "timeout");
+        snprintf(error->message, sizeof(error->message), "no answer within %u ms",
+                 request->timeout_ms);
+        return WEFT_ETIMEDOUT;
+    }
+    return WEFT_OK;
+}
+
+/* A scripted failure: response @p r's "error" (a type, or {"type", "message"}) into @p error.
+ * @return false when @p r is no failure; else true with the call's result in *code. */
+static bool
+scripted_failure(const json_t *r, struct llm_error *error, weft_err *code)
+{
+    const json_t *err = json_object_get(r, "error");
+    const char *type = NULL;
+    const char *msg = NULL;
+
+    if (err == NULL) {
+        return false;
+    }
+    type = json_is_string(err) ? json_string_value(err)
+                               : json_string_value(json_object_get(err, "type"));
+    msg = json_string_value(json_object_get(err, "message"));
+    snprintf(error->type, sizeof(error->type), "%s", type);
+    snprintf(error->message, sizeof(error->message), "%s", msg != NULL ? msg : "scripted failure");
+    if (strcmp(type, "timeout") == 0) {
+        *code = WEFT_ETIMEDOUT;
+    } else {
+        *code = strcmp(type, "invalid_response") == 0 ? WEFT_EPARSE : WEFT_EIO;
+    }
+    return true;
+}
+
+/* Copy response @p r's "tool_calls" into @p response (which owns them; tool_call_count counts
+ * those begun, so that cleanup frees them on error). Ids default to call_<n>_<i>, with n the
+ * response's number in its queue, arguments to {}. */
+static weft_err
+copy_tool_calls(const json_t *r, json_int_t used, struct llm_response *response)
+{
+    const json_t *calls = json_object_get(r, "tool_calls");
+
+    if (json_array_size(calls) == 0) {
+        return WEFT_OK;
+    }
+    response->tool_calls = weft__calloc(json_array_size(calls), sizeof(*response->tool_calls));
+    if (response->tool_calls == NULL) {
+        return WEFT_ENOMEM;
+    }
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        const json_t *c = json_array_get(calls, i);
+        const json_t *args = json_object_get(c, "arguments");
+        struct llm_tool_call *tc = &response->tool_calls[i];
+        char id[48];
+
+        snprintf(id, sizeof(id), "call_%lld_%zu", (long long)used + 1, i + 1);
+        tc->id = weft__strdup(json_is_string(json_object_get(c, "id"))
+                                  ? json_string_value(json_object_get(c, "id"))
+                                  : id);
+        tc->name = weft__strdup(json_string_value(json_object_get(c, "name")));
+        tc->arguments = args != NULL ? json_text(args) : weft__strdup("{}");
+        response->tool_call_count = i + 1;
+        if (tc->id == NULL || tc->name == NULL || tc->arguments == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    return WEFT_OK;
+}
+
 /* Hand out the next response; @p key receives its queue's key once one was taken. */
 static weft_err
 answer(struct scripted *s,
@@ -319,62 +439,24 @@ answer(struct scripted *s,
             : request->agent;
     const json_t *list = json_object_get(json_object_get(s->responses, who), purpose);
     const json_t *r = NULL;
-    const json_t *calls = NULL;
     const json_t *usage = NULL;
-    const json_t *err = NULL;
     char key[256];
     json_int_t used = 0;
+    weft_err rc = WEFT_OK;
 
     snprintf(key, sizeof(key), "%s/%s", who, purpose);
-    pthread_mutex_lock(&s->lock);
-    used = json_integer_value(json_object_get(s->cursors, key));
-    if (list == NULL || (size_t)used >= json_array_size(list)) {
-        pthread_mutex_unlock(&s->lock);
-        snprintf(error->type, sizeof(error->type), "%s", "script_exhausted");
-        snprintf(error->message, sizeof(error->message),
-                 "no scripted response left for %.100s/%s (%lld used)", who, purpose,
-                 (long long)used);
-        return WEFT_ENOTFOUND;
+    rc = take_next(s, list, key, who, purpose, &used, error);
+    if (rc != WEFT_OK) {
+        return rc;
     }
-    if (json_object_set_new(s->cursors, key, json_integer(used + 1)) != 0) {
-        pthread_mutex_unlock(&s->lock);
-        return WEFT_ENOMEM;
-    }
-    pthread_mutex_unlock(&s->lock);
     snprintf(out_key, out_key_len, "%s", key);
     r = json_array_get(list, (size_t)used); /* the responses never change: read unlocked */
-    /* A scripted delay stands for a slow model: it is cut short by the call's timeout, which
-     * then fails the call as a real client would. */
-    if (json_integer_value(json_object_get(r, "delay_ms")) > 0) {
-        uint64_t delay = (uint64_t)json_integer_value(json_object_get(r, "delay_ms"));
-        bool is_cut = request->timeout_ms != 0 && request->timeout_ms < delay;
-        struct timespec ts;
-        if (is_cut) {
-            delay = request->timeout_ms;
-        }
-        ts.tv_sec = (time_t)(delay / 1000u);
-        ts.tv_nsec = (long)(delay % 1000u) * 1000000L;
-        while (nanosleep(&ts, &ts) != 0) {
-        }
-        if (is_cut) {
-            snprintf(error->type, sizeof(error->type), "%s", "timeout");
-            snprintf(error->message, sizeof(error->message), "no answer within %u ms",
-                     request->timeout_ms);
-            return WEFT_ETIMEDOUT;
-        }
+    rc = scripted_delay(r, request, error);
+    if (rc != WEFT_OK) {
+        return rc;
     }
-    err = json_object_get(r, "error");
-    if (err != NULL) {
-        const char *type = json_is_string(err) ? json_string_value(err)
-                                               : json_string_value(json_object_get(err, "type"));
-        const char *msg = json_string_value(json_object_get(err, "message"));
-        snprintf(error->type, sizeof(error->type), "%s", type);
-        snprintf(error->message, sizeof(error->message), "%s",
-                 msg != NULL ? msg : "scripted failure");
-        if (strcmp(type, "timeout") == 0) {
-            return WEFT_ETIMEDOUT;
-        }
-        return strcmp(type, "invalid_response") == 0 ? WEFT_EPARSE : WEFT_EIO;
+    if (scripted_failure(r, error, &rc)) {
+        return rc;
     }
     if (json_object_get(r, "content") != NULL && !json_is_null(json_object_get(r, "content"))) {
         response->content = json_text(json_object_get(r, "content"));
@@ -382,29 +464,9 @@ answer(struct scripted *s,
             return WEFT_ENOMEM;
         }
     }
-    calls = json_object_get(r, "tool_calls");
-    if (json_array_size(calls) > 0) {
-        response->tool_calls = weft__calloc(json_array_size(calls), sizeof(*response->tool_calls));
-        if (response->tool_calls == NULL) {
-            return WEFT_ENOMEM;
-        }
-        for (size_t i = 0; i < json_array_size(calls); i++) {
-            const json_t *c = json_array_get(calls, i);
-            const json_t *args = json_object_get(c, "arguments");
-            struct llm_tool_call *tc = &response->tool_calls[i];
-            char id[48];
-
-            snprintf(id, sizeof(id), "call_%lld_%zu", (long long)used + 1, i + 1);
-            tc->id = weft__strdup(json_is_string(json_object_get(c, "id"))
-                                      ? json_string_value(json_object_get(c, "id"))
-                                      : id);
-            tc->name = weft__strdup(json_string_value(json_object_get(c, "name")));
-            tc->arguments = args != NULL ? json_text(args) : weft__strdup("{}");
-            response->tool_call_count = i + 1;
-            if (tc->id == NULL || tc->name == NULL || tc->arguments == NULL) {
-                return WEFT_ENOMEM;
-            }
-        }
+    rc = copy_tool_calls(r, used, response);
+    if (rc != WEFT_OK) {
+        return rc;
     }
     usage = json_object_get(r, "usage");
     response->input_tokens = json_is_integer(json_object_get(usage, "input_tokens"))
