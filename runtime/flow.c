@@ -878,6 +878,128 @@ has_work(const struct flow *fl)
     return false;
 }
 
+/* Start up to @p nthreads workers (fewer if the system refuses more). @return how many started;
+ * @p threads and @p args hold theirs and must outlive them. */
+static unsigned
+start_workers(struct flow *fl, pthread_t *threads, struct worker_arg *args, unsigned nthreads)
+{
+    unsigned started = 0;
+
+    for (; started < nthreads && !fl->is_failed; started++) {
+        args[started].fl = fl;
+        args[started].index = (int)started;
+        if (pthread_create(&threads[started], NULL, worker_main, &args[started]) != 0) {
+            break;
+        }
+    }
+    return started;
+}
+
+/* The scheduling loop, under the run's lock: queue what is ready, handle the steps that ended,
+ * and wait for the workers, until the flow is done, fails or the run's budget is spent
+ * (then *status and @p reason say which). */
+static void
+drive(struct flow *fl, weft_run_status *status, char *reason, size_t reason_len)
+{
+    struct run *run = fl->run;
+
+    while (!fl->is_failed) {
+        weft_run_status spent = WEFT_RUN_COMPLETED;
+        if (!reserve_jobs(fl)) {
+            fl->is_failed = true;
+            snprintf(fl->reason, sizeof(fl->reason), "out of memory");
+            break;
+        }
+        schedule(fl);
+        while (fl->done_count > 0) {
+            size_t step = fl->done[--fl->done_count];
+            on_done(fl, step);
+            weft__rt_cursors_save(run);
+        }
+        if (fl->is_failed) {
+            break;
+        }
+        if (fl->running == 0 && fl->queued == 0 && !has_work(fl)) {
+            break;
+        }
+        if (weft__rt_budget_spent(run, &spent, reason, reason_len)) {
+            *status = spent;
+            break;
+        }
+        /* A step that ended may have made others ready (a fan-out activates its next item
+         * the moment one finishes): queue them before waiting, or their slot stays idle
+         * until another step ends. */
+        if (fl->running > 0 && fl->done_count == 0 && !has_work(fl)) {
+            run->svc->cond_wait(run->svc->ctx, &fl->changed);
+        }
+    }
+}
+
+/* Drop what no worker has taken, let running steps finish (they check the abort flag and
+ * their deadlines), then stop the @p started workers. Called with the run's lock held; returns
+ * without it. */
+static void
+stop_workers(struct flow *fl, pthread_t *threads, unsigned started)
+{
+    struct run *run = fl->run;
+
+    for (size_t i = 0; i < fl->queued; i++) {
+        run->ps.plan.steps[fl->queue[i]].status = STEP_PENDING;
+    }
+    fl->running -= fl->queued;
+    fl->queued = 0;
+    while (fl->running > 0) {
+        run->svc->cond_wait(run->svc->ctx, &fl->changed);
+    }
+    fl->done_count = 0;
+    fl->is_stopping = true;
+    pthread_cond_broadcast(&fl->work);
+    weft__rt_unlock(run);
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(threads[i], NULL);
+    }
+}
+
+/* End the spans of fan-outs or items cut short by a failure (error "flow stopped"), and free the
+ * scopes' loop counters. */
+static void
+end_open_spans(struct flow *fl)
+{
+    for (size_t i = 0; i < fl->scope_count; i++) {
+        if (fl->scopes[i].span != NULL) {
+            weft_span_set_status(fl->scopes[i].span, WEFT_STATUS_ERROR, "flow stopped");
+            weft_span_end(fl->scopes[i].span, 0);
+        }
+        weft__free(fl->scopes[i].loops);
+    }
+    for (size_t i = 0; i < fl->fanout_count; i++) {
+        if (fl->fanouts[i].span != NULL) {
+            weft_span_set_status(fl->fanouts[i].span, WEFT_STATUS_ERROR, "flow stopped");
+            weft_span_end(fl->fanouts[i].span, 0);
+        }
+    }
+}
+
+/* The run's output is the top scope's result: a string as it is, anything else as compact
+ * JSON. */
+static void
+set_flow_output(struct flow *fl)
+{
+    struct weft_run_result *result = fl->run->tel.result;
+    json_t *out = fl->scope_count > 0 ? scope_result(fl, &fl->scopes[0]) : NULL;
+    char *text = out != NULL ? json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+
+    weft__free(result->output);
+    result->output = NULL;
+    if (json_is_string(out)) {
+        result->output = weft__strdup(json_string_value(out));
+    } else if (text != NULL) {
+        result->output = weft__strdup(text);
+    }
+    free(text);
+    json_decref(out);
+}
+
 void
 weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t reason_len)
 {
@@ -900,94 +1022,20 @@ weft__rt_run_flow(struct run *run, weft_run_status *status, char *reason, size_t
         fl.is_failed = true;
         snprintf(fl.reason, sizeof(fl.reason), "out of memory");
     }
-    for (; started < nthreads && !fl.is_failed; started++) {
-        args[started].fl = &fl;
-        args[started].index = (int)started;
-        if (pthread_create(&threads[started], NULL, worker_main, &args[started]) != 0) {
-            break;
-        }
-    }
+    started = start_workers(&fl, threads, args, nthreads);
     if (started == 0 && !fl.is_failed) {
         fl.is_failed = true;
         snprintf(fl.reason, sizeof(fl.reason), "cannot start worker threads");
     }
-    while (!fl.is_failed) {
-        weft_run_status spent = WEFT_RUN_COMPLETED;
-        if (!reserve_jobs(&fl)) {
-            fl.is_failed = true;
-            snprintf(fl.reason, sizeof(fl.reason), "out of memory");
-            break;
-        }
-        schedule(&fl);
-        while (fl.done_count > 0) {
-            size_t step = fl.done[--fl.done_count];
-            on_done(&fl, step);
-            weft__rt_cursors_save(run);
-        }
-        if (fl.is_failed) {
-            break;
-        }
-        if (fl.running == 0 && fl.queued == 0 && !has_work(&fl)) {
-            break;
-        }
-        if (weft__rt_budget_spent(run, &spent, reason, reason_len)) {
-            *status = spent;
-            break;
-        }
-        /* A step that ended may have made others ready (a fan-out activates its next item
-         * the moment one finishes): queue them before waiting, or their slot stays idle
-         * until another step ends. */
-        if (fl.running > 0 && fl.done_count == 0 && !has_work(&fl)) {
-            run->svc->cond_wait(run->svc->ctx, &fl.changed);
-        }
-    }
-    /* Drop what no worker has taken, let running steps finish (they check the abort flag and
-     * their deadlines), then stop the workers. */
-    for (size_t i = 0; i < fl.queued; i++) {
-        run->ps.plan.steps[fl.queue[i]].status = STEP_PENDING;
-    }
-    fl.running -= fl.queued;
-    fl.queued = 0;
-    while (fl.running > 0) {
-        run->svc->cond_wait(run->svc->ctx, &fl.changed);
-    }
-    fl.done_count = 0;
-    fl.is_stopping = true;
-    pthread_cond_broadcast(&fl.work);
-    weft__rt_unlock(run);
-    for (unsigned i = 0; i < started; i++) {
-        pthread_join(threads[i], NULL);
-    }
+    drive(&fl, status, reason, reason_len);
+    stop_workers(&fl, threads, started);
     run->svc->set_parallel(run->svc->ctx, false);
-    /* Spans of fan-outs or items cut short by a failure still end. */
-    for (size_t i = 0; i < fl.scope_count; i++) {
-        if (fl.scopes[i].span != NULL) {
-            weft_span_set_status(fl.scopes[i].span, WEFT_STATUS_ERROR, "flow stopped");
-            weft_span_end(fl.scopes[i].span, 0);
-        }
-        weft__free(fl.scopes[i].loops);
-    }
-    for (size_t i = 0; i < fl.fanout_count; i++) {
-        if (fl.fanouts[i].span != NULL) {
-            weft_span_set_status(fl.fanouts[i].span, WEFT_STATUS_ERROR, "flow stopped");
-            weft_span_end(fl.fanouts[i].span, 0);
-        }
-    }
+    end_open_spans(&fl);
     if (fl.is_failed) {
         *status = WEFT_RUN_FAILED;
         snprintf(reason, reason_len, "%s", fl.reason);
     } else if (*status == WEFT_RUN_COMPLETED) {
-        json_t *out = fl.scope_count > 0 ? scope_result(&fl, &fl.scopes[0]) : NULL;
-        char *text = out != NULL ? json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        weft__free(run->tel.result->output);
-        run->tel.result->output = NULL;
-        if (json_is_string(out)) {
-            run->tel.result->output = weft__strdup(json_string_value(out));
-        } else if (text != NULL) {
-            run->tel.result->output = weft__strdup(text);
-        }
-        free(text);
-        json_decref(out);
+        set_flow_output(&fl);
         snprintf(reason, reason_len, "flow complete");
     }
     weft__free(fl.scopes);
