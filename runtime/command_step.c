@@ -126,21 +126,17 @@ file_matches(struct run *run, const struct plan_step *s)
     return is_match;
 }
 
-void
-weft__command_step(struct run *run, size_t index)
+/* Start step @p index: in progress and saved, its tool span (linked to its requester) with the
+ * step's attributes, progress told. Never NULL. */
+static struct weft_span *
+command_step_start(struct run *run, size_t index, const char *name)
 {
     struct plan_step *s = &run->ps.plan.steps[index];
-    const char *name = weft__step_executor_name(s->executor);
     struct weft_link_spec link;
     struct weft_span *span = NULL;
-    struct tool_outcome out;
-    json_t *result = NULL;
-    rt_eval eval = RT_EVAL_SUCCESS;
-    weft_err rc = WEFT_OK;
-    char why[300] = "";
+    char detail[32];
 
     memset(&link, 0, sizeof(link));
-    memset(&out, 0, sizeof(out));
     link.context = s->requester;
     s->status = STEP_IN_PROGRESS;
     s->attempts++;
@@ -158,64 +154,94 @@ weft__command_step(struct run *run, size_t index)
     weft__rt_span_content(run, span, "weft.step.task", s->task);
     weft_span_context_of(span, &s->span);
     s->span.trace_state = NULL;
-    {
-        char detail[32];
-        snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
-        weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
+    snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
+    weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
+    return span;
+}
+
+/* Does the stdout of command step @p s (in @p result, the tool's JSON output) match the spec's
+ * expect_output pattern? If not, the step's error says so. */
+static bool
+output_expected(struct plan_step *s, const struct tool_outcome *out, const json_t *result)
+{
+    regex_t re;
+    const char *stdout_text = json_string_value(json_object_get(result, "stdout"));
+    bool is_match = true;
+
+    if (regcomp(&re, json_string_value(json_object_get(s->spec, "expect_output")),
+                REG_EXTENDED | REG_NOSUB) != 0 ||
+        regexec(&re, stdout_text != NULL ? stdout_text : "", 0, NULL, 0) != 0) {
+        is_match = false;
+        set_error(s, "invalid_output",
+                  json_pack("{s:i, s:o, s:O}", "exit_code", out->exit_code, "stdout_tail",
+                            tail(stdout_text, 1000), "expected",
+                            json_object_get(s->spec, "expect_output")));
     }
-    {
-        /* The spec object stays put while the lock is released; the step array may move. */
-        step_executor executor = s->executor;
-        json_t *spec = json_incref(s->spec);
-        weft__rt_unlock(run);
-        rc = run_executor(run, executor, spec, &out);
-        weft__rt_lock(run);
-        json_decref(spec);
-        s = &run->ps.plan.steps[index];
-    }
+    regfree(&re);
+    return is_match;
+}
+
+/* Judge what step @p index's executor gave (@p rc, @p out): a failure to run, a failed tool, or
+ * output that is not what the step expects sets the step's error and @p why. */
+static rt_eval
+command_step_judge(struct run *run,
+                   size_t index,
+                   struct weft_span *span,
+                   const char *name,
+                   weft_err rc,
+                   const struct tool_outcome *out,
+                   char *why,
+                   size_t why_len)
+{
+    struct plan_step *s = &run->ps.plan.steps[index];
+    json_t *result = NULL;
+    rt_eval eval = RT_EVAL_SUCCESS;
+
     if (rc != WEFT_OK) {
-        eval = RT_EVAL_FAILURE;
-        snprintf(why, sizeof(why), "%s step could not run", name);
+        snprintf(why, why_len, "%s step could not run", name);
         set_error(s, "spawn_failed", json_object());
-    } else {
-        result = json_loads(out.output, 0, NULL);
-        if (out.exit_code >= 0) {
-            weft_span_set_int(span, "weft.tool.exit_code", out.exit_code);
-        }
-        if (out.is_error) {
-            eval = RT_EVAL_FAILURE;
-            snprintf(why, sizeof(why), "%s failed: %s", name, out.error_type);
-            set_error(s, out.error_type,
-                      json_pack("{s:i, s:o, s:o}", "exit_code", out.exit_code, "stderr_tail",
-                                tail(json_string_value(json_object_get(result, "stderr")), 2000),
-                                "stdout_tail",
-                                tail(json_string_value(json_object_get(result, "stdout")), 1000)));
-        } else if (s->executor == EXEC_COMMAND &&
-                   json_is_string(json_object_get(s->spec, "expect_output"))) {
-            regex_t re;
-            const char *stdout_text = json_string_value(json_object_get(result, "stdout"));
-            if (regcomp(&re, json_string_value(json_object_get(s->spec, "expect_output")),
-                        REG_EXTENDED | REG_NOSUB) != 0 ||
-                regexec(&re, stdout_text != NULL ? stdout_text : "", 0, NULL, 0) != 0) {
-                eval = RT_EVAL_INVALID_OUTPUT;
-                snprintf(why, sizeof(why), "output does not match the expected pattern");
-                set_error(s, "invalid_output",
-                          json_pack("{s:i, s:o, s:O}", "exit_code", out.exit_code, "stdout_tail",
-                                    tail(stdout_text, 1000), "expected",
-                                    json_object_get(s->spec, "expect_output")));
-            }
-            regfree(&re);
-        } else if (s->executor == EXEC_FILE_WRITER && !file_matches(run, s)) {
-            eval = RT_EVAL_INVALID_OUTPUT;
-            snprintf(why, sizeof(why), "the file does not hold the expected content");
-            set_error(s, "invalid_output", json_object());
-        }
+        return RT_EVAL_FAILURE;
     }
-    weft_span_set_str(span, "weft.tool.outcome", eval == RT_EVAL_SUCCESS ? "ok" : "error");
-    weft__rt_evaluate(run, index, eval, span);
+    result = json_loads(out->output, 0, NULL);
+    if (out->exit_code >= 0) {
+        weft_span_set_int(span, "weft.tool.exit_code", out->exit_code);
+    }
+    if (out->is_error) {
+        eval = RT_EVAL_FAILURE;
+        snprintf(why, why_len, "%s failed: %s", name, out->error_type);
+        set_error(s, out->error_type,
+                  json_pack("{s:i, s:o, s:o}", "exit_code", out->exit_code, "stderr_tail",
+                            tail(json_string_value(json_object_get(result, "stderr")), 2000),
+                            "stdout_tail",
+                            tail(json_string_value(json_object_get(result, "stdout")), 1000)));
+    } else if (s->executor == EXEC_COMMAND &&
+               json_is_string(json_object_get(s->spec, "expect_output"))) {
+        if (!output_expected(s, out, result)) {
+            eval = RT_EVAL_INVALID_OUTPUT;
+            snprintf(why, why_len, "output does not match the expected pattern");
+        }
+    } else if (s->executor == EXEC_FILE_WRITER && !file_matches(run, s)) {
+        eval = RT_EVAL_INVALID_OUTPUT;
+        snprintf(why, why_len, "the file does not hold the expected content");
+        set_error(s, "invalid_output", json_object());
+    }
+    json_decref(result);
+    return eval;
+}
+
+/* Record @p eval on step @p s and its span: completed with the output as its result, or failed
+ * with @p why as feedback; then end the span. */
+static void
+command_step_finish(struct run *run,
+                    struct plan_step *s,
+                    struct weft_span *span,
+                    rt_eval eval,
+                    const char *why,
+                    const struct tool_outcome *out)
+{
     if (eval == RT_EVAL_SUCCESS) {
         weft__free(s->result);
-        s->result = weft__strdup(out.output != NULL ? out.output : "");
+        s->result = weft__strdup(out->output != NULL ? out->output : "");
         s->status = STEP_COMPLETED;
         weft_span_set_str(span, "weft.step.status", "completed");
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
@@ -227,13 +253,40 @@ weft__command_step(struct run *run, size_t index)
         weft_span_set_str(span, WEFT__ERROR_TYPE, s->error_type != NULL ? s->error_type : "failed");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
-    weft__rt_span_content(run, span, "langfuse.observation.output", out.output);
+    weft__rt_span_content(run, span, "langfuse.observation.output", out->output);
     weft_span_end(span, 0);
+}
+
+void
+weft__command_step(struct run *run, size_t index)
+{
+    struct plan_step *s = &run->ps.plan.steps[index];
+    const char *name = weft__step_executor_name(s->executor);
+    struct weft_span *span = command_step_start(run, index, name);
+    struct tool_outcome out;
+    rt_eval eval = RT_EVAL_SUCCESS;
+    weft_err rc = WEFT_OK;
+    char why[300] = "";
+
+    memset(&out, 0, sizeof(out));
+    {
+        /* The spec object stays put while the lock is released; the step array may move. */
+        step_executor executor = s->executor;
+        json_t *spec = json_incref(s->spec);
+        weft__rt_unlock(run);
+        rc = run_executor(run, executor, spec, &out);
+        weft__rt_lock(run);
+        json_decref(spec);
+        s = &run->ps.plan.steps[index];
+    }
+    eval = command_step_judge(run, index, span, name, rc, &out, why, sizeof(why));
+    weft_span_set_str(span, "weft.tool.outcome", eval == RT_EVAL_SUCCESS ? "ok" : "error");
+    weft__rt_evaluate(run, index, eval, span);
+    command_step_finish(run, s, span, eval, why, &out);
     s->ended_ns = weft__now_ns();
     weft__rt_metrics_tool(run->tel.metrics, name, eval == RT_EVAL_SUCCESS,
                           (double)(s->ended_ns - s->started_ns) / 1e9);
     run->tel.result->tool_calls++;
-    json_decref(result);
     weft__tool_outcome_cleanup(&out);
     weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
     weft__rt_save_step(run, index);
