@@ -509,13 +509,96 @@ expand_env(const char *value)
     return weft__strdup("");
 }
 
+/* The provider of model @p mod (at @p path) and what only that provider takes: a scripted
+ * model's script (resolved against the workflow's directory), an OpenAI-compatible model's
+ * base_url (environment expanded, http:// or https://) and api_key_env. */
 static void
-load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+load_model_provider(struct loader *ld,
+                    struct weft_workflow *wf,
+                    struct wf_model *mod,
+                    const json_t *m,
+                    const char *path)
+{
+    char *provider = get_str(ld, m, path, "provider", true);
+    char sub[300];
+
+    if (provider != NULL && strcmp(provider, "scripted") == 0) {
+        char *script = get_str(ld, m, path, "script", true);
+        mod->provider = WF_PROVIDER_SCRIPTED;
+        if (script != NULL) {
+            mod->script = resolve_path(wf, script);
+            weft__free(script);
+        }
+    } else if (provider != NULL && strcmp(provider, "openai") == 0) {
+        mod->provider = WF_PROVIDER_OPENAI;
+        mod->base_url = get_str(ld, m, path, "base_url", true);
+        if (mod->base_url != NULL) {
+            char *expanded = expand_env(mod->base_url);
+            weft__free(mod->base_url);
+            mod->base_url = expanded;
+            if (expanded != NULL && strncmp(expanded, "http://", 7) != 0 &&
+                strncmp(expanded, "https://", 8) != 0) {
+                snprintf(sub, sizeof(sub), "%s.base_url", path);
+                diag_add(ld, sub, 0, 0, "expected an http:// or https:// URL, got \"%s\"",
+                         expanded);
+            }
+        }
+        mod->api_key_env = get_str(ld, m, path, "api_key_env", false);
+        if (json_object_get(m, "script") != NULL) {
+            snprintf(sub, sizeof(sub), "%s.script", path);
+            diag_add(ld, sub, 0, 0, "only a scripted model takes a script");
+        }
+    } else if (provider != NULL) {
+        snprintf(sub, sizeof(sub), "%s.provider", path);
+        diag_add(ld, sub, 0, 0, "expected \"openai\" or \"scripted\", got \"%s\"", provider);
+    }
+    weft__free(provider);
+}
+
+/* Load models.<name> (@p m) into @p mod, whose name is set: provider, model (the name by
+ * default), sampling, timeout (120 s by default), retries and prices. */
+static void
+load_model(struct loader *ld, struct weft_workflow *wf, struct wf_model *mod, const json_t *m)
 {
     static const char *const keys[] = {"provider",    "model",       "base_url",   "api_key_env",
                                        "script",      "temperature", "max_tokens", "timeout_s",
                                        "max_retries", "prices",      NULL};
     static const char *const price_keys[] = {"input_per_1m", "output_per_1m", NULL};
+    const json_t *prices = NULL;
+    char path[256];
+
+    snprintf(path, sizeof(path), "models.%s", mod->name);
+    if (!json_is_object(m)) {
+        diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(m));
+        return;
+    }
+    check_keys(ld, m, path, keys);
+    load_model_provider(ld, wf, mod, m, path);
+    mod->model = get_str(ld, m, path, "model", false);
+    if (mod->model == NULL) {
+        mod->model = weft__strdup(mod->name);
+    }
+    mod->temperature = get_num(ld, m, path, "temperature", -1.0, 0.0, 2.0);
+    mod->max_tokens = get_int(ld, m, path, "max_tokens", 0, 1, INT32_MAX);
+    mod->timeout_ms = get_seconds_ms(ld, m, path, "timeout_s");
+    if (mod->timeout_ms == 0) {
+        mod->timeout_ms = 120000;
+    }
+    mod->max_retries = (unsigned)get_int(ld, m, path, "max_retries", 3, 0, 10);
+    prices = get_typed(ld, m, path, "prices", JSON_OBJECT, false);
+    if (prices != NULL) {
+        char sub[300];
+        snprintf(sub, sizeof(sub), "%s.prices", path);
+        check_keys(ld, prices, sub, price_keys);
+        mod->input_price = get_num(ld, prices, sub, "input_per_1m", 0.0, 0.0, 1e6);
+        mod->output_price = get_num(ld, prices, sub, "output_per_1m", 0.0, 0.0, 1e6);
+        mod->has_prices = true;
+    }
+}
+
+static void
+load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
     const json_t *models = get_typed(ld, root, "", "models", JSON_OBJECT, true);
     const char *name = NULL;
     json_t *m = NULL;
@@ -536,86 +619,105 @@ load_models(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     json_object_foreach((json_t *)models, name, m)
     {
         struct wf_model *mod = &wf->models[i];
-        char path[256];
-        char *provider = NULL;
-        const json_t *prices = NULL;
 
-        snprintf(path, sizeof(path), "models.%s", name);
         mod->name = weft__strdup(name);
         wf->model_count = ++i;
         if (mod->name == NULL) {
             ld->is_oom = true;
             return;
         }
-        if (!json_is_object(m)) {
-            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(m));
-            continue;
+        load_model(ld, wf, mod, m);
+    }
+}
+
+/* The fields of tool @p def that depend on its "type" (@p type, as written; the loader's
+ * diagnostics under @p path for what is missing or unknown). */
+static void
+load_tool_type(
+    struct loader *ld, struct tool_def *def, const json_t *t, const char *path, const char *type)
+{
+    char sub[128];
+
+    if (strcmp(type, "command") == 0) {
+        def->type = TOOL_COMMAND;
+        def->argv = get_str_array(ld, t, path, "argv", &def->argc);
+        if (def->argc == 0 && json_object_get(t, "argv") == NULL) {
+            snprintf(sub, sizeof(sub), "%s.argv", path);
+            diag_add(ld, sub, 0, 0, "required key is missing (expected array of strings)");
         }
-        check_keys(ld, m, path, keys);
-        provider = get_str(ld, m, path, "provider", true);
-        if (provider != NULL && strcmp(provider, "scripted") == 0) {
-            char *script = get_str(ld, m, path, "script", true);
-            mod->provider = WF_PROVIDER_SCRIPTED;
-            if (script != NULL) {
-                mod->script = resolve_path(wf, script);
-                weft__free(script);
-            }
-        } else if (provider != NULL && strcmp(provider, "openai") == 0) {
-            mod->provider = WF_PROVIDER_OPENAI;
-            mod->base_url = get_str(ld, m, path, "base_url", true);
-            if (mod->base_url != NULL) {
-                char *expanded = expand_env(mod->base_url);
-                weft__free(mod->base_url);
-                mod->base_url = expanded;
-                if (expanded != NULL && strncmp(expanded, "http://", 7) != 0 &&
-                    strncmp(expanded, "https://", 8) != 0) {
-                    char sub[300];
-                    snprintf(sub, sizeof(sub), "%s.base_url", path);
-                    diag_add(ld, sub, 0, 0, "expected an http:// or https:// URL, got \"%s\"",
-                             expanded);
-                }
-            }
-            mod->api_key_env = get_str(ld, m, path, "api_key_env", false);
-            if (json_object_get(m, "script") != NULL) {
-                char sub[300];
-                snprintf(sub, sizeof(sub), "%s.script", path);
-                diag_add(ld, sub, 0, 0, "only a scripted model takes a script");
-            }
-        } else if (provider != NULL) {
-            char sub[300];
-            snprintf(sub, sizeof(sub), "%s.provider", path);
-            diag_add(ld, sub, 0, 0, "expected \"openai\" or \"scripted\", got \"%s\"", provider);
+        def->append_args = get_bool(ld, t, path, "append_args", false);
+        def->cwd = get_str(ld, t, path, "cwd", false);
+    } else if (strcmp(type, "http_get") == 0) {
+        def->type = TOOL_HTTP_GET;
+        def->allow_hosts = get_str_array(ld, t, path, "allow_hosts", &def->allow_host_count);
+        if (def->allow_host_count == 0) {
+            snprintf(sub, sizeof(sub), "%s.allow_hosts", path);
+            diag_add(ld, sub, 0, 0, "expected a non-empty array of host names");
         }
-        weft__free(provider);
-        mod->model = get_str(ld, m, path, "model", false);
-        if (mod->model == NULL) {
-            mod->model = weft__strdup(name);
-        }
-        mod->temperature = get_num(ld, m, path, "temperature", -1.0, 0.0, 2.0);
-        mod->max_tokens = get_int(ld, m, path, "max_tokens", 0, 1, INT32_MAX);
-        mod->timeout_ms = get_seconds_ms(ld, m, path, "timeout_s");
-        if (mod->timeout_ms == 0) {
-            mod->timeout_ms = 120000;
-        }
-        mod->max_retries = (unsigned)get_int(ld, m, path, "max_retries", 3, 0, 10);
-        prices = get_typed(ld, m, path, "prices", JSON_OBJECT, false);
-        if (prices != NULL) {
-            char sub[300];
-            snprintf(sub, sizeof(sub), "%s.prices", path);
-            check_keys(ld, prices, sub, price_keys);
-            mod->input_price = get_num(ld, prices, sub, "input_per_1m", 0.0, 0.0, 1e6);
-            mod->output_price = get_num(ld, prices, sub, "output_per_1m", 0.0, 0.0, 1e6);
-            mod->has_prices = true;
-        }
+    } else if (strcmp(type, "read_file") == 0) {
+        def->type = TOOL_READ_FILE;
+    } else if (strcmp(type, "write_file") == 0) {
+        def->type = TOOL_WRITE_FILE;
+    } else if (strcmp(type, "native") == 0) {
+        def->type = TOOL_NATIVE;
+    } else {
+        snprintf(sub, sizeof(sub), "%s.type", path);
+        diag_add(ld, sub, 0, 0,
+                 "expected \"command\", \"http_get\", \"read_file\", \"write_file\" or "
+                 "\"native\", got \"%s\"",
+                 type);
+    }
+}
+
+/* Load tools[@p i] (@p t) into the next free slot of wf->tools; a tool with a valid, new name is
+ * counted in wf->tool_count even if other fields are wrong (they get diagnostics). */
+static void
+load_tool(struct loader *ld, struct weft_workflow *wf, const json_t *t, size_t i)
+{
+    static const char *const keys[] = {"name",        "type",      "description", "argv",
+                                       "append_args", "cwd",       "timeout_s",   "max_output",
+                                       "allow_hosts", "max_bytes", NULL};
+    struct tool_def *def = &wf->tools[wf->tool_count];
+    char path[64];
+    char *type = NULL;
+
+    snprintf(path, sizeof(path), "tools[%zu]", i);
+    if (!json_is_object(t)) {
+        diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(t));
+        return;
+    }
+    check_keys(ld, t, path, keys);
+    def->name = get_str(ld, t, path, "name", true);
+    if (def->name == NULL) {
+        return;
+    }
+    if (weft__wf_find_tool(wf, def->name) != WF_NONE || strcmp(def->name, "request_agent") == 0) {
+        char sub[128];
+        snprintf(sub, sizeof(sub), "%s.name", path);
+        diag_add(ld, sub, 0, 0, "duplicate or reserved tool name '%s'", def->name);
+        weft__free(def->name);
+        def->name = NULL;
+        return;
+    }
+    wf->tool_count++;
+    def->description = get_str(ld, t, path, "description", false);
+    type = get_str(ld, t, path, "type", true);
+    if (type == NULL) {
+        return;
+    }
+    load_tool_type(ld, def, t, path, type);
+    weft__free(type);
+    def->timeout_ms = get_seconds_ms(ld, t, path, "timeout_s");
+    def->max_output = (size_t)get_int(ld, t, path, "max_output", 0, 1, 64 << 20);
+    def->max_bytes = (size_t)get_int(ld, t, path, "max_bytes", 0, 1, 64 << 20);
+    if (def->type != TOOL_NATIVE) {
+        def->schema = weft__tool_builtin_schema(def->type);
     }
 }
 
 static void
 load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",        "type",      "description", "argv",
-                                       "append_args", "cwd",       "timeout_s",   "max_output",
-                                       "allow_hosts", "max_bytes", NULL};
     static const char *const builtins[] = {"read_file", "write_file", "request_agent"};
     static const tool_type builtin_types[] = {TOOL_READ_FILE, TOOL_WRITE_FILE, TOOL_REQUEST_AGENT};
     const json_t *tools = get_typed(ld, root, "", "tools", JSON_ARRAY, false);
@@ -627,75 +729,7 @@ load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         return;
     }
     for (size_t i = 0; i < declared; i++) {
-        const json_t *t = json_array_get(tools, i);
-        struct tool_def *def = &wf->tools[wf->tool_count];
-        char path[64];
-        char *type = NULL;
-
-        snprintf(path, sizeof(path), "tools[%zu]", i);
-        if (!json_is_object(t)) {
-            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(t));
-            continue;
-        }
-        check_keys(ld, t, path, keys);
-        def->name = get_str(ld, t, path, "name", true);
-        if (def->name == NULL) {
-            continue;
-        }
-        if (weft__wf_find_tool(wf, def->name) != WF_NONE ||
-            strcmp(def->name, "request_agent") == 0) {
-            char sub[128];
-            snprintf(sub, sizeof(sub), "%s.name", path);
-            diag_add(ld, sub, 0, 0, "duplicate or reserved tool name '%s'", def->name);
-            weft__free(def->name);
-            def->name = NULL;
-            continue;
-        }
-        wf->tool_count++;
-        def->description = get_str(ld, t, path, "description", false);
-        type = get_str(ld, t, path, "type", true);
-        if (type == NULL) {
-            continue;
-        }
-        if (strcmp(type, "command") == 0) {
-            def->type = TOOL_COMMAND;
-            def->argv = get_str_array(ld, t, path, "argv", &def->argc);
-            if (def->argc == 0 && json_object_get(t, "argv") == NULL) {
-                char sub[128];
-                snprintf(sub, sizeof(sub), "%s.argv", path);
-                diag_add(ld, sub, 0, 0, "required key is missing (expected array of strings)");
-            }
-            def->append_args = get_bool(ld, t, path, "append_args", false);
-            def->cwd = get_str(ld, t, path, "cwd", false);
-        } else if (strcmp(type, "http_get") == 0) {
-            def->type = TOOL_HTTP_GET;
-            def->allow_hosts = get_str_array(ld, t, path, "allow_hosts", &def->allow_host_count);
-            if (def->allow_host_count == 0) {
-                char sub[128];
-                snprintf(sub, sizeof(sub), "%s.allow_hosts", path);
-                diag_add(ld, sub, 0, 0, "expected a non-empty array of host names");
-            }
-        } else if (strcmp(type, "read_file") == 0) {
-            def->type = TOOL_READ_FILE;
-        } else if (strcmp(type, "write_file") == 0) {
-            def->type = TOOL_WRITE_FILE;
-        } else if (strcmp(type, "native") == 0) {
-            def->type = TOOL_NATIVE;
-        } else {
-            char sub[128];
-            snprintf(sub, sizeof(sub), "%s.type", path);
-            diag_add(ld, sub, 0, 0,
-                     "expected \"command\", \"http_get\", \"read_file\", \"write_file\" or "
-                     "\"native\", got \"%s\"",
-                     type);
-        }
-        weft__free(type);
-        def->timeout_ms = get_seconds_ms(ld, t, path, "timeout_s");
-        def->max_output = (size_t)get_int(ld, t, path, "max_output", 0, 1, 64 << 20);
-        def->max_bytes = (size_t)get_int(ld, t, path, "max_bytes", 0, 1, 64 << 20);
-        if (def->type != TOOL_NATIVE) {
-            def->schema = weft__tool_builtin_schema(def->type);
-        }
+        load_tool(ld, wf, json_array_get(tools, i), i);
     }
     /* Built-ins every agent may list without declaring them. */
     for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
