@@ -117,21 +117,111 @@ body_text(const struct body *b)
     return json_stringn(data, len);
 }
 
+/* May the tool fetch @p url (parsed into @p u)? Only absolute http and https URLs without
+ * credentials, to a host on the tool's allow_hosts list. @return true if so; otherwise false,
+ * with the refusal in @p out and refuse()'s result in *err. */
+static bool
+check_url(
+    const struct tool_def *def, CURLU *u, const char *url, struct tool_outcome *out, weft_err *err)
+{
+    char *scheme = NULL;
+    char *host = NULL;
+    char *user = NULL;
+    bool is_ok = false;
+
+    /* Parse any scheme, so that "ftp://" or "file://" is refused as not allowed rather than
+     * reported as a malformed URL. */
+    if (url == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+        *err = refuse(out, "invalid_arguments", "url: not an absolute URL");
+        goto out;
+    }
+    if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+        *err = refuse(out, "not_allowed", "only http and https URLs are allowed");
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL) {
+        *err = refuse(out, "invalid_arguments", "url: no host");
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK && user != NULL) {
+        *err = refuse(out, "not_allowed", "URLs with credentials are not allowed");
+        goto out;
+    }
+    if (!is_allowed(def, host)) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "host '%.200s' is not on the tool's allow_hosts list", host);
+        *err = refuse(out, "not_allowed", msg);
+        goto out;
+    }
+    is_ok = true;
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(user);
+    return is_ok;
+}
+
+/* GET the URL in @p u with @p curl into @p body: http and https only, no redirect followed,
+ * the tool's timeout. */
+static CURLcode
+perform_get(CURL *curl, const struct tool_def *def, CURLU *u, struct body *body)
+{
+    curl_easy_setopt(curl, CURLOPT_CURLU, u);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                     (long)(def->timeout_ms != 0 ? def->timeout_ms : DEFAULT_TIMEOUT_MS));
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft-http_get");
+    return curl_easy_perform(curl);
+}
+
+/* The outcome of a GET that got an answer with HTTP @p status: {"status", "body", "truncated"},
+ * plus "location" for a redirect; a status outside 2xx is an error ("http_status"). */
+static weft_err
+answer_outcome(CURL *curl, long status, const struct body *body, struct tool_outcome *out)
+{
+    json_t *text = NULL;
+    json_t *result = NULL;
+    char *location = NULL;
+
+    out->exit_code = (int)status;
+    out->is_truncated = body->is_truncated;
+    text = body_text(body);
+    if (text == NULL) {
+        text = json_string("(binary body not shown)");
+    }
+    if (status < 200 || status > 299) {
+        out->is_error = true;
+        snprintf(out->error_type, sizeof(out->error_type), "%s", "http_status");
+    }
+    result = json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
+                       body->is_truncated);
+    /* A redirect is not followed (the target host may not be allowed); the model sees where
+     * it points and may ask for it, which checks the allowlist again. */
+    if (result != NULL && status >= 300 && status <= 399 &&
+        curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location != NULL) {
+        json_t *loc = json_string(location);
+        if (loc == NULL || json_object_set_new(result, "location", loc) != 0) {
+            json_decref(result);
+            result = NULL;
+        }
+    }
+    return finish(out, result);
+}
+
 weft_err
 weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out)
 {
     const char *url = json_string_value(json_object_get(args, "url"));
     CURLU *u = NULL;
     CURL *curl = NULL;
-    char *scheme = NULL;
-    char *host = NULL;
-    char *user = NULL;
     struct body body;
     long status = 0;
     CURLcode rc = CURLE_OK;
-    json_t *text = NULL;
-    json_t *result = NULL;
-    char *location = NULL;
     weft_err err = WEFT_OK;
 
     pthread_once(&curl_once, curl_init_once);
@@ -143,29 +233,7 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
         err = WEFT_ENOMEM;
         goto out;
     }
-    /* Parse any scheme, so that "ftp://" or "file://" is refused as not allowed rather than
-     * reported as a malformed URL. */
-    if (url == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
-        err = refuse(out, "invalid_arguments", "url: not an absolute URL");
-        goto out;
-    }
-    if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
-        err = refuse(out, "not_allowed", "only http and https URLs are allowed");
-        goto out;
-    }
-    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL) {
-        err = refuse(out, "invalid_arguments", "url: no host");
-        goto out;
-    }
-    if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK && user != NULL) {
-        err = refuse(out, "not_allowed", "URLs with credentials are not allowed");
-        goto out;
-    }
-    if (!is_allowed(def, host)) {
-        char msg[300];
-        snprintf(msg, sizeof(msg), "host '%.200s' is not on the tool's allow_hosts list", host);
-        err = refuse(out, "not_allowed", msg);
+    if (!check_url(def, u, url, out, &err)) {
         goto out;
     }
     curl = curl_easy_init();
@@ -173,16 +241,7 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
         err = WEFT_ENOMEM;
         goto out;
     }
-    curl_easy_setopt(curl, CURLOPT_CURLU, u);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     (long)(def->timeout_ms != 0 ? def->timeout_ms : DEFAULT_TIMEOUT_MS));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft-http_get");
-    rc = curl_easy_perform(curl);
+    rc = perform_get(curl, def, u, &body);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && body.is_truncated)) {
         char msg[300];
@@ -190,35 +249,10 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
         err = refuse(out, rc == CURLE_OPERATION_TIMEDOUT ? "timeout" : "connection", msg);
         goto out;
     }
-    out->exit_code = (int)status;
-    out->is_truncated = body.is_truncated;
-    text = body_text(&body);
-    if (text == NULL) {
-        text = json_string("(binary body not shown)");
-    }
-    if (status < 200 || status > 299) {
-        out->is_error = true;
-        snprintf(out->error_type, sizeof(out->error_type), "%s", "http_status");
-    }
-    result = json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
-                       body.is_truncated);
-    /* A redirect is not followed (the target host may not be allowed); the model sees where
-     * it points and may ask for it, which checks the allowlist again. */
-    if (result != NULL && status >= 300 && status <= 399 &&
-        curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location != NULL) {
-        json_t *loc = json_string(location);
-        if (loc == NULL || json_object_set_new(result, "location", loc) != 0) {
-            json_decref(result);
-            result = NULL;
-        }
-    }
-    err = finish(out, result);
+    err = answer_outcome(curl, status, &body, out);
 out:
     curl_easy_cleanup(curl);
     curl_url_cleanup(u);
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(user);
     weft__buf_cleanup(&body.buf);
     return err;
 }
