@@ -266,6 +266,131 @@ agents_of(const struct run *run, const struct wd_ring *ring, size_t oldest, char
     }
 }
 
+/* Push an occurrence of @p sig at @p span (steps @p from -> @p to) onto @p ring, stamped with
+ * the current epoch. */
+static void
+push_occurrence(const struct watchdog *wd,
+                struct wd_ring *ring,
+                uint64_t sig,
+                size_t from,
+                size_t to,
+                struct weft_span *span)
+{
+    struct wd_occurrence *o = &ring->items[ring->count % WATCHDOG_WINDOW_MAX];
+
+    o->sig = sig;
+    o->epoch = wd->epoch;
+    o->from = from;
+    o->to = to;
+    weft_span_context_of(span, &o->span);
+    o->span.trace_state = NULL;
+    ring->count++;
+}
+
+/* The ring positions of @p sig among the last `window` occurrences of @p ring, newest first,
+ * into @p hits; at most `repeats` of them. @return how many. */
+static size_t
+find_repeats(const struct watchdog *wd,
+             const struct wd_ring *ring,
+             uint64_t sig,
+             size_t hits[WATCHDOG_WINDOW_MAX])
+{
+    size_t look = ring->count < wd->window ? ring->count : wd->window;
+    size_t hit_count = 0;
+
+    for (size_t i = 0; i < look && hit_count < wd->repeats; i++) {
+        size_t pos = ring->count - 1 - i;
+        if (ring->items[pos % WATCHDOG_WINDOW_MAX].sig == sig) {
+            hits[hit_count++] = pos;
+        }
+    }
+    return hit_count;
+}
+
+/* One report per loop: every signature of the cycle (A -> B and B -> A), from ring position
+ * @p first on, is remembered as this loop. */
+static void
+remember_loop(struct watchdog *wd, const struct wd_ring *ring, watchdog_kind kind, size_t first)
+{
+    for (size_t pos = first; pos < ring->count; pos++) {
+        uint64_t member =
+            ring->items[pos % WATCHDOG_WINDOW_MAX].sig ^ ((uint64_t)kind + 1) * FNV_PRIME;
+        if (!is_reported(wd, member)) {
+            wd->loops[wd->loop_count % WATCHDOG_LOOPS] = member;
+            wd->loop_count++;
+        }
+    }
+}
+
+/* Link the detection @p span and the run's root to each repetition (@p hits, newest first),
+ * and list their span ids, oldest first and comma-separated, in @p ids. */
+static void
+link_repetitions(struct run *run,
+                 struct weft_span *span,
+                 const struct wd_ring *ring,
+                 const size_t *hits,
+                 char *ids,
+                 size_t ids_len)
+{
+    unsigned repeats = run->watchdog.repeats;
+    size_t used = 0;
+
+    ids[0] = '\0';
+    for (size_t i = repeats; i-- > 0;) {
+        const struct wd_occurrence *r = &ring->items[hits[i] % WATCHDOG_WINDOW_MAX];
+        char hex[2 * WEFT_SPAN_ID_SIZE + 1];
+        struct weft_attr la = weft_attr_int("weft.stuck_loop.repetition", (int64_t)(repeats - i));
+        span_hex_of(&r->span, hex);
+        if (hex[0] == '\0') {
+            continue;
+        }
+        used += (size_t)snprintf(ids + used, ids_len - used, "%s%s", used > 0 ? "," : "", hex);
+        /* Links from the detection and from the root to each repetition. */
+        if (i != 0) {
+            (void)weft_span_add_link(span, &r->span, &la, 1);
+        }
+        if (run->tel.root != NULL && run->tel.root != span) {
+            (void)weft_span_add_link(run->tel.root, &r->span, &la, 1);
+        }
+    }
+}
+
+/* Report the loop of @p sig found at @p span (its repetitions at @p hits in @p ring): the
+ * evidence, the agents involved, the links to the repetitions; announced and marked on the
+ * span. */
+static void
+report_loop(struct run *run,
+            struct weft_span *span,
+            watchdog_kind kind,
+            uint64_t sig,
+            const struct wd_ring *ring,
+            const size_t *hits,
+            const char *what)
+{
+    const struct watchdog *wd = &run->watchdog;
+    char evidence[300];
+    char agents[160];
+    char sig_hex[17];
+    char ids[WATCHDOG_WINDOW_MAX * 17 + 1];
+    struct weft_attr extra[4];
+    struct weft_span_context here;
+    char here_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+
+    snprintf(evidence, sizeof(evidence), "%s %.240s, %u times without progress", kind_names[kind],
+             what, wd->repeats);
+    agents_of(run, ring, hits[wd->repeats - 1], agents, sizeof(agents));
+    snprintf(sig_hex, sizeof(sig_hex), "%016llx", (unsigned long long)sig);
+    link_repetitions(run, span, ring, hits, ids, sizeof(ids));
+    extra[0] = weft_attr_str("weft.stuck_loop.signature", sig_hex);
+    extra[1] = weft_attr_int("weft.stuck_loop.repetitions", wd->repeats);
+    extra[2] = weft_attr_str("weft.stuck_loop.agents", agents);
+    extra[3] = weft_attr_str("weft.stuck_loop.span_ids", ids);
+    weft_span_context_of(span, &here);
+    span_hex_of(&here, here_hex);
+    announce(run, kind_names[kind], evidence, here_hex[0] != '\0' ? here_hex : NULL, agents);
+    mark(run, span, kind_names[kind], evidence, extra, 4);
+}
+
 /* Record an occurrence of @p sig (kind @p kind) at @p span, after its own fact (if any) was
  * learnt. A loop when the signature recurs `repeats` times among the last `window`
  * occurrences of its kind and no new fact was learnt since its second occurrence of those.
@@ -281,27 +406,11 @@ occur(struct run *run,
 {
     struct watchdog *wd = &run->watchdog;
     struct wd_ring *ring = &wd->rings[kind];
-    struct wd_occurrence *o = &ring->items[ring->count % WATCHDOG_WINDOW_MAX];
     size_t hits[WATCHDOG_WINDOW_MAX]; /* ring positions of the signature, newest first */
-    size_t hit_count = 0;
-    size_t look = 0;
     uint64_t loop = sig ^ ((uint64_t)kind + 1) * FNV_PRIME;
 
-    o->sig = sig;
-    o->epoch = wd->epoch;
-    o->from = from;
-    o->to = to;
-    weft_span_context_of(span, &o->span);
-    o->span.trace_state = NULL;
-    ring->count++;
-    look = ring->count < wd->window ? ring->count : wd->window;
-    for (size_t i = 0; i < look && hit_count < wd->repeats; i++) {
-        size_t pos = ring->count - 1 - i;
-        if (ring->items[pos % WATCHDOG_WINDOW_MAX].sig == sig) {
-            hits[hit_count++] = pos;
-        }
-    }
-    if (hit_count < wd->repeats) {
+    push_occurrence(wd, ring, sig, from, to, span);
+    if (find_repeats(wd, ring, sig, hits) < wd->repeats) {
         return;
     }
     /* hits[repeats - 1] is the first of the repetitions, hits[repeats - 2] the second. */
@@ -321,58 +430,8 @@ occur(struct run *run,
         }
         return; /* one report per loop */
     }
-    /* One report per loop: every signature of the cycle (A -> B and B -> A) is this loop. */
-    for (size_t pos = hits[wd->repeats - 1]; pos < ring->count; pos++) {
-        uint64_t member =
-            ring->items[pos % WATCHDOG_WINDOW_MAX].sig ^ ((uint64_t)kind + 1) * FNV_PRIME;
-        if (!is_reported(wd, member)) {
-            wd->loops[wd->loop_count % WATCHDOG_LOOPS] = member;
-            wd->loop_count++;
-        }
-    }
-    {
-        char evidence[300];
-        char agents[160];
-        char sig_hex[17];
-        char ids[WATCHDOG_WINDOW_MAX * 17 + 1];
-        size_t used = 0;
-        struct weft_attr extra[4];
-        struct weft_span_context here;
-        char here_hex[2 * WEFT_SPAN_ID_SIZE + 1];
-
-        snprintf(evidence, sizeof(evidence), "%s %.240s, %u times without progress",
-                 kind_names[kind], what, wd->repeats);
-        agents_of(run, ring, hits[wd->repeats - 1], agents, sizeof(agents));
-        snprintf(sig_hex, sizeof(sig_hex), "%016llx", (unsigned long long)sig);
-        ids[0] = '\0';
-        for (size_t i = wd->repeats; i-- > 0;) {
-            const struct wd_occurrence *r = &ring->items[hits[i] % WATCHDOG_WINDOW_MAX];
-            char hex[2 * WEFT_SPAN_ID_SIZE + 1];
-            struct weft_attr la =
-                weft_attr_int("weft.stuck_loop.repetition", (int64_t)(wd->repeats - i));
-            span_hex_of(&r->span, hex);
-            if (hex[0] == '\0') {
-                continue;
-            }
-            used +=
-                (size_t)snprintf(ids + used, sizeof(ids) - used, "%s%s", used > 0 ? "," : "", hex);
-            /* Links from the detection and from the root to each repetition. */
-            if (i != 0) {
-                (void)weft_span_add_link(span, &r->span, &la, 1);
-            }
-            if (run->tel.root != NULL && run->tel.root != span) {
-                (void)weft_span_add_link(run->tel.root, &r->span, &la, 1);
-            }
-        }
-        extra[0] = weft_attr_str("weft.stuck_loop.signature", sig_hex);
-        extra[1] = weft_attr_int("weft.stuck_loop.repetitions", wd->repeats);
-        extra[2] = weft_attr_str("weft.stuck_loop.agents", agents);
-        extra[3] = weft_attr_str("weft.stuck_loop.span_ids", ids);
-        weft_span_context_of(span, &here);
-        span_hex_of(&here, here_hex);
-        announce(run, kind_names[kind], evidence, here_hex[0] != '\0' ? here_hex : NULL, agents);
-        mark(run, span, kind_names[kind], evidence, extra, 4);
-    }
+    remember_loop(wd, ring, kind, hits[wd->repeats - 1]);
+    report_loop(run, span, kind, sig, ring, hits, what);
 }
 
 void
