@@ -465,6 +465,76 @@ check_replan_on(struct run *run, size_t step, const char *output, struct weft_sp
     }
 }
 
+/* The reflector's messages for @p output of step @p s: the agent's reflection instructions and
+ * the task with the output to review. @return new, or NULL when out of memory. */
+static json_t *
+reflect_messages(const struct wf_agent *agent, const struct plan_step *s, const char *output)
+{
+    struct weft__buf user;
+    json_t *msgs = NULL;
+
+    weft__buf_init(&user, 0);
+    weft__buf_printf(&user,
+                     "Task: %s\n\nOutput to review:\n%s\n\nAnswer as JSON: {\"status\": "
+                     "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
+                     "\"feedback\": ...}",
+                     s->task, output);
+    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
+                     agent->reflection.instructions != NULL ? agent->reflection.instructions
+                                                            : "You review an agent's output.",
+                     "role", "user", "content", user.data != NULL ? user.data : "");
+    weft__buf_cleanup(&user);
+    return msgs;
+}
+
+/* Read the reflector's answer @p content ({"status", "refined_output", "feedback"}). Sets
+ * *refined for FIXED and *feedback when given (both new); @p why says what is malformed. */
+static verdict
+read_verdict(const char *content, char **refined, char **feedback, char *why, size_t why_len)
+{
+    json_t *answer = json_loads(content != NULL ? content : "", 0, NULL);
+    const char *status = json_string_value(json_object_get(answer, "status"));
+    verdict v = VERDICT_REJECTED;
+
+    if (status == NULL) {
+        snprintf(why, why_len, "reflector output is not {\"status\": ...} JSON");
+    } else if (strcmp(status, "APPROVED") == 0) {
+        v = VERDICT_APPROVED;
+    } else if (strcmp(status, "FIXED") == 0 &&
+               json_is_string(json_object_get(answer, "refined_output"))) {
+        v = VERDICT_FIXED;
+        *refined = weft__strdup(json_string_value(json_object_get(answer, "refined_output")));
+    } else if (strcmp(status, "FIXED") == 0) {
+        snprintf(why, why_len, "FIXED without a refined_output string");
+    } else if (strcmp(status, "REJECTED") != 0) {
+        snprintf(why, why_len, "unknown status '%.32s'", status);
+    }
+    if (json_is_string(json_object_get(answer, "feedback"))) {
+        *feedback = weft__strdup(json_string_value(json_object_get(answer, "feedback")));
+    }
+    json_decref(answer);
+    return v;
+}
+
+/* The verdict as a GenAI evaluation event on the reflection @p span (score 1 approved, 0.5
+ * fixed, 0 rejected; the feedback as explanation only when content is captured). */
+static void
+verdict_event(const struct run *run, struct weft_span *span, verdict v, const char *feedback)
+{
+    struct weft_attr a[4];
+    size_t n = 0;
+
+    a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_NAME, "reflection_verdict");
+    a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_SCORE_LABEL, verdict_names[v]);
+    a[n++] = weft_attr_double(WEFT__GENAI_EVALUATION_SCORE_VALUE, v == VERDICT_APPROVED ? 1.0
+                                                                  : v == VERDICT_FIXED  ? 0.5
+                                                                                        : 0.0);
+    if (run->cfg.capture_content && feedback != NULL) {
+        a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_EXPLANATION, feedback);
+    }
+    weft_span_add_event(span, WEFT__GENAI_EVALUATION_EVENT, a, n, 0);
+}
+
 /* Ask the reflector. @return the verdict; *refined and *feedback are new or NULL. */
 static verdict
 reflect(struct run *run,
@@ -482,26 +552,13 @@ reflect(struct run *run,
         weft__rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
     struct llm_response resp;
     struct llm_error lerr;
-    struct weft__buf user;
     json_t *msgs = NULL;
-    json_t *answer = NULL;
-    const char *status = NULL;
     verdict v = VERDICT_REJECTED;
     char why[256] = "";
 
     *refined = NULL;
     *feedback = NULL;
-    weft__buf_init(&user, 0);
-    weft__buf_printf(&user,
-                     "Task: %s\n\nOutput to review:\n%s\n\nAnswer as JSON: {\"status\": "
-                     "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
-                     "\"feedback\": ...}",
-                     s->task, output);
-    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
-                     agent->reflection.instructions != NULL ? agent->reflection.instructions
-                                                            : "You review an agent's output.",
-                     "role", "user", "content", user.data != NULL ? user.data : "");
-    weft__buf_cleanup(&user);
+    msgs = reflect_messages(agent, s, output);
     weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
     weft_span_set_int(span, "weft.reflection.attempt", attempt);
     weft_span_set_str(span, "weft.step.id", s->id);
@@ -510,24 +567,7 @@ reflect(struct run *run,
                           &lerr) != WEFT_OK) {
         snprintf(why, sizeof(why), "reflector LLM failed (%s): %.180s", lerr.type, lerr.message);
     } else {
-        answer = json_loads(resp.content != NULL ? resp.content : "", 0, NULL);
-        status = json_string_value(json_object_get(answer, "status"));
-        if (status == NULL) {
-            snprintf(why, sizeof(why), "reflector output is not {\"status\": ...} JSON");
-        } else if (strcmp(status, "APPROVED") == 0) {
-            v = VERDICT_APPROVED;
-        } else if (strcmp(status, "FIXED") == 0 &&
-                   json_is_string(json_object_get(answer, "refined_output"))) {
-            v = VERDICT_FIXED;
-            *refined = weft__strdup(json_string_value(json_object_get(answer, "refined_output")));
-        } else if (strcmp(status, "FIXED") == 0) {
-            snprintf(why, sizeof(why), "FIXED without a refined_output string");
-        } else if (strcmp(status, "REJECTED") != 0) {
-            snprintf(why, sizeof(why), "unknown status '%.32s'", status);
-        }
-        if (json_is_string(json_object_get(answer, "feedback"))) {
-            *feedback = weft__strdup(json_string_value(json_object_get(answer, "feedback")));
-        }
+        v = read_verdict(resp.content, refined, feedback, why, sizeof(why));
     }
     if (why[0] != '\0') {
         /* Malformed or failed reflection: a traced error that counts as one REJECTED. */
@@ -539,19 +579,7 @@ reflect(struct run *run,
     }
     weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
     weft__rt_span_content(run, span, "weft.reflection.feedback", *feedback);
-    {
-        struct weft_attr a[4];
-        size_t n = 0;
-        a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_NAME, "reflection_verdict");
-        a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_SCORE_LABEL, verdict_names[v]);
-        a[n++] = weft_attr_double(WEFT__GENAI_EVALUATION_SCORE_VALUE, v == VERDICT_APPROVED ? 1.0
-                                                                      : v == VERDICT_FIXED  ? 0.5
-                                                                                            : 0.0);
-        if (run->cfg.capture_content && *feedback != NULL) {
-            a[n++] = weft_attr_str(WEFT__GENAI_EVALUATION_EXPLANATION, *feedback);
-        }
-        weft_span_add_event(span, WEFT__GENAI_EVALUATION_EVENT, a, n, 0);
-    }
+    verdict_event(run, span, v, *feedback);
     if (v == VERDICT_REJECTED) {
         weft__rt_watchdog_reflection(run, span, s->agent, *feedback, output);
     }
@@ -559,7 +587,6 @@ reflect(struct run *run,
     weft__rt_add_verdict(run, agent->name, verdict_names[v]);
     weft__rt_metrics_verdict(run->tel.metrics, agent->name, verdict_names[v]);
     weft__rt_progress(run, WEFT_EVENT_VERDICT, s, verdict_names[v]);
-    json_decref(answer);
     json_decref(msgs);
     weft__llm_response_cleanup(&resp);
     return v;
