@@ -833,24 +833,114 @@ agent_refs(struct loader *ld,
     return out;
 }
 
+/* Agent @p ag's "tools": indexes into wf->tools. A name that is not a tool, or request_agent
+ * (implied by can_request), gets a diagnostic and is left out. */
+static void
+load_agent_tools(struct loader *ld,
+                 const struct weft_workflow *wf,
+                 struct wf_agent *ag,
+                 const json_t *a,
+                 const char *path)
+{
+    size_t tool_count = 0;
+    char **tool_names = get_str_array(ld, a, path, "tools", &tool_count);
+
+    if (tool_count > 0) {
+        ag->tools = weft__calloc(tool_count, sizeof(*ag->tools));
+        if (ag->tools == NULL) {
+            ld->is_oom = true;
+        }
+    }
+    for (size_t t = 0; t < tool_count && ag->tools != NULL; t++) {
+        size_t idx = weft__wf_find_tool(wf, tool_names[t]);
+        if (idx == WF_NONE || wf->tools[idx].type == TOOL_REQUEST_AGENT) {
+            char sub[128];
+            snprintf(sub, sizeof(sub), "%s.tools[%zu]", path, t);
+            diag_add(ld, sub, 0, 0,
+                     idx == WF_NONE ? "unknown tool '%s' (expected a name from \"tools\" or "
+                                      "a built-in: read_file, write_file)"
+                                    : "'%s' is implied by can_request; do not list it",
+                     tool_names[t]);
+            continue;
+        }
+        ag->tools[ag->tool_count++] = idx;
+    }
+    free_str_array(tool_names, tool_count);
+}
+
+/* Agent @p ag's "replan_on" section, if any: the keywords that hand over to another agent, and
+ * that agent. */
+static void
+load_agent_replan(struct loader *ld,
+                  const struct weft_workflow *wf,
+                  struct wf_agent *ag,
+                  const json_t *a,
+                  const char *path)
+{
+    static const char *const replan_keys[] = {"keywords", "agent", NULL};
+    const json_t *replan = get_typed(ld, a, path, "replan_on", JSON_OBJECT, false);
+    char sub[128];
+    char *agent = NULL;
+
+    if (replan == NULL) {
+        return;
+    }
+    snprintf(sub, sizeof(sub), "%s.replan_on", path);
+    check_keys(ld, replan, sub, replan_keys);
+    ag->replan_keywords = get_str_array(ld, replan, sub, "keywords", &ag->replan_keyword_count);
+    if (ag->replan_keyword_count == 0) {
+        char k[160];
+        snprintf(k, sizeof(k), "%s.keywords", sub);
+        diag_add(ld, k, 0, 0, "expected a non-empty array of strings");
+    }
+    agent = get_str(ld, replan, sub, "agent", true);
+    if (agent != NULL) {
+        ag->replan_agent = weft__wf_find_agent(wf, agent);
+        if (ag->replan_agent == WF_NONE) {
+            char k[160];
+            snprintf(k, sizeof(k), "%s.agent", sub);
+            diag_add(ld, k, 0, 0, "unknown agent '%s'", agent);
+        }
+        weft__free(agent);
+    }
+}
+
+/* Agent @p ag's "reflection" section, if any: the reviewing model (the agent's by default), its
+ * instructions and how many rejections the agent may retry. */
+static void
+load_agent_reflection(struct loader *ld,
+                      const struct weft_workflow *wf,
+                      struct wf_agent *ag,
+                      const json_t *a,
+                      const char *path)
+{
+    static const char *const refl_keys[] = {"model", "instructions", "max_retries", NULL};
+    const json_t *refl = get_typed(ld, a, path, "reflection", JSON_OBJECT, false);
+    char sub[128];
+
+    if (refl == NULL) {
+        return;
+    }
+    snprintf(sub, sizeof(sub), "%s.reflection", path);
+    check_keys(ld, refl, sub, refl_keys);
+    ag->has_reflection = true;
+    ag->reflection.model = model_ref(ld, wf, refl, sub, ag->model);
+    ag->reflection.instructions = get_str(ld, refl, sub, "instructions", false);
+    ag->reflection.max_retries = (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
+}
+
 static void
 load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
         "name",       "model",           "instructions", "tools",       "can_request", "replan_on",
         "reflection", "max_tool_rounds", "timeout_s",    "description", NULL};
-    static const char *const replan_keys[] = {"keywords", "agent", NULL};
-    static const char *const refl_keys[] = {"model", "instructions", "max_retries", NULL};
     const json_t *agents = json_object_get(root, "agents");
 
     for (size_t i = 0; i < wf->agent_count; i++) {
         const json_t *a = json_array_get(agents, i);
         struct wf_agent *ag = &wf->agents[i];
-        const json_t *replan = NULL;
-        const json_t *refl = NULL;
         char path[64];
-        char **tool_names = NULL;
-        size_t tool_count = 0;
 
         if (!json_is_object(a)) {
             continue;
@@ -863,63 +953,10 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         } else {
             ag->instructions = get_str(ld, a, path, "instructions", false);
         }
-        tool_names = get_str_array(ld, a, path, "tools", &tool_count);
-        if (tool_count > 0) {
-            ag->tools = weft__calloc(tool_count, sizeof(*ag->tools));
-            if (ag->tools == NULL) {
-                ld->is_oom = true;
-            }
-        }
-        for (size_t t = 0; t < tool_count && ag->tools != NULL; t++) {
-            size_t idx = weft__wf_find_tool(wf, tool_names[t]);
-            if (idx == WF_NONE || wf->tools[idx].type == TOOL_REQUEST_AGENT) {
-                char sub[128];
-                snprintf(sub, sizeof(sub), "%s.tools[%zu]", path, t);
-                diag_add(ld, sub, 0, 0,
-                         idx == WF_NONE ? "unknown tool '%s' (expected a name from \"tools\" or "
-                                          "a built-in: read_file, write_file)"
-                                        : "'%s' is implied by can_request; do not list it",
-                         tool_names[t]);
-                continue;
-            }
-            ag->tools[ag->tool_count++] = idx;
-        }
-        free_str_array(tool_names, tool_count);
+        load_agent_tools(ld, wf, ag, a, path);
         ag->can_request = agent_refs(ld, wf, a, path, "can_request", &ag->can_request_count);
-        replan = get_typed(ld, a, path, "replan_on", JSON_OBJECT, false);
-        if (replan != NULL) {
-            char sub[128];
-            char *agent = NULL;
-            snprintf(sub, sizeof(sub), "%s.replan_on", path);
-            check_keys(ld, replan, sub, replan_keys);
-            ag->replan_keywords =
-                get_str_array(ld, replan, sub, "keywords", &ag->replan_keyword_count);
-            if (ag->replan_keyword_count == 0) {
-                char k[160];
-                snprintf(k, sizeof(k), "%s.keywords", sub);
-                diag_add(ld, k, 0, 0, "expected a non-empty array of strings");
-            }
-            agent = get_str(ld, replan, sub, "agent", true);
-            if (agent != NULL) {
-                ag->replan_agent = weft__wf_find_agent(wf, agent);
-                if (ag->replan_agent == WF_NONE) {
-                    char k[160];
-                    snprintf(k, sizeof(k), "%s.agent", sub);
-                    diag_add(ld, k, 0, 0, "unknown agent '%s'", agent);
-                }
-                weft__free(agent);
-            }
-        }
-        refl = get_typed(ld, a, path, "reflection", JSON_OBJECT, false);
-        if (refl != NULL) {
-            char sub[128];
-            snprintf(sub, sizeof(sub), "%s.reflection", path);
-            check_keys(ld, refl, sub, refl_keys);
-            ag->has_reflection = true;
-            ag->reflection.model = model_ref(ld, wf, refl, sub, ag->model);
-            ag->reflection.instructions = get_str(ld, refl, sub, "instructions", false);
-            ag->reflection.max_retries = (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
-        }
+        load_agent_replan(ld, wf, ag, a, path);
+        load_agent_reflection(ld, wf, ag, a, path);
         ag->max_tool_rounds = (unsigned)get_int(ld, a, path, "max_tool_rounds", 8, 1, 1000);
         ag->timeout_ms = get_seconds_ms(ld, a, path, "timeout_s");
     }
@@ -1269,12 +1306,71 @@ fail:
     return NULL;
 }
 
+/* Load plan[@p i] (@p s, an object) into @p st: id (s<i+1> by default), executor, agent (only
+ * for an agent step), the executor's spec, task (the executor's name by default) and
+ * depends_on. */
 static void
-load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+load_plan_step(struct loader *ld,
+               const struct weft_workflow *wf,
+               struct wf_step *st,
+               const json_t *s,
+               size_t i,
+               const char *path)
 {
     static const char *const keys[] = {
         "id",        "agent", "task",    "depends_on", "executor",      "argv", "expect_output",
         "timeout_s", "path",  "content", "url",        "output_schema", NULL};
+    char sub[128];
+    char why[160];
+    char *agent = NULL;
+    char *executor = NULL;
+
+    check_keys(ld, s, path, keys);
+    st->id = get_str(ld, s, path, "id", false);
+    if (st->id == NULL) {
+        char id[32];
+        snprintf(id, sizeof(id), "s%zu", i + 1);
+        st->id = weft__strdup(id);
+    }
+    executor = get_str(ld, s, path, "executor", false);
+    st->executor = EXEC_AGENT;
+    if (executor != NULL && !weft__step_executor_parse(executor, &st->executor)) {
+        snprintf(sub, sizeof(sub), "%s.executor", path);
+        diag_add(ld, sub, 0, 0,
+                 "expected \"agent\", \"command\", \"file_writer\" or \"http_call\", got "
+                 "\"%s\"",
+                 executor);
+    }
+    weft__free(executor);
+    st->agent = WF_NONE;
+    if (st->executor == EXEC_AGENT) {
+        agent = get_str(ld, s, path, "agent", true);
+        st->agent = agent != NULL ? weft__wf_find_agent(wf, agent) : WF_NONE;
+        if (agent != NULL && st->agent == WF_NONE) {
+            snprintf(sub, sizeof(sub), "%s.agent", path);
+            diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
+        }
+        weft__free(agent);
+    } else if (json_object_get(s, "agent") != NULL) {
+        snprintf(sub, sizeof(sub), "%s.agent", path);
+        diag_add(ld, sub, 0, 0, "only an \"agent\" step names an agent");
+    }
+    st->spec = weft__wf_executor_spec(st->executor, s, why, sizeof(why));
+    if (st->spec == NULL && why[0] != '\0') {
+        diag_add(ld, path, 0, 0, "%s", why);
+    } else if (st->spec == NULL) {
+        ld->is_oom = true;
+    }
+    st->task = get_str(ld, s, path, "task", st->executor == EXEC_AGENT);
+    if (st->task == NULL) {
+        st->task = weft__strdup(weft__step_executor_name(st->executor));
+    }
+    st->depends_on = get_str_array(ld, s, path, "depends_on", &st->depends_count);
+}
+
+static void
+load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
     const json_t *plan = get_typed(ld, root, "", "plan", JSON_ARRAY, false);
     struct plan_check check;
 
@@ -1288,59 +1384,14 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
     for (size_t i = 0; i < json_array_size(plan); i++) {
         const json_t *s = json_array_get(plan, i);
-        struct wf_step *st = &wf->plan[wf->plan_count];
         char path[64];
-        char sub[128];
-        char why[160];
-        char *agent = NULL;
-        char *executor = NULL;
 
         snprintf(path, sizeof(path), "plan[%zu]", i);
         if (!json_is_object(s)) {
             diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(s));
             continue;
         }
-        check_keys(ld, s, path, keys);
-        st->id = get_str(ld, s, path, "id", false);
-        if (st->id == NULL) {
-            char id[32];
-            snprintf(id, sizeof(id), "s%zu", i + 1);
-            st->id = weft__strdup(id);
-        }
-        executor = get_str(ld, s, path, "executor", false);
-        st->executor = EXEC_AGENT;
-        if (executor != NULL && !weft__step_executor_parse(executor, &st->executor)) {
-            snprintf(sub, sizeof(sub), "%s.executor", path);
-            diag_add(ld, sub, 0, 0,
-                     "expected \"agent\", \"command\", \"file_writer\" or \"http_call\", got "
-                     "\"%s\"",
-                     executor);
-        }
-        weft__free(executor);
-        st->agent = WF_NONE;
-        if (st->executor == EXEC_AGENT) {
-            agent = get_str(ld, s, path, "agent", true);
-            st->agent = agent != NULL ? weft__wf_find_agent(wf, agent) : WF_NONE;
-            if (agent != NULL && st->agent == WF_NONE) {
-                snprintf(sub, sizeof(sub), "%s.agent", path);
-                diag_add(ld, sub, 0, 0, "unknown agent '%s'", agent);
-            }
-            weft__free(agent);
-        } else if (json_object_get(s, "agent") != NULL) {
-            snprintf(sub, sizeof(sub), "%s.agent", path);
-            diag_add(ld, sub, 0, 0, "only an \"agent\" step names an agent");
-        }
-        st->spec = weft__wf_executor_spec(st->executor, s, why, sizeof(why));
-        if (st->spec == NULL && why[0] != '\0') {
-            diag_add(ld, path, 0, 0, "%s", why);
-        } else if (st->spec == NULL) {
-            ld->is_oom = true;
-        }
-        st->task = get_str(ld, s, path, "task", st->executor == EXEC_AGENT);
-        if (st->task == NULL) {
-            st->task = weft__strdup(weft__step_executor_name(st->executor));
-        }
-        st->depends_on = get_str_array(ld, s, path, "depends_on", &st->depends_count);
+        load_plan_step(ld, wf, &wf->plan[wf->plan_count], s, i, path);
         wf->plan_count++;
     }
     /* Ids, references and cycles: the same checks the supervisor applies to an LLM's plan. */
@@ -1570,6 +1621,49 @@ link_flow_node(struct loader *ld, struct wf_flow *flow, size_t i, const json_t *
     }
 }
 
+/* Check the graph of @p flow (node paths under @p sub): outside declared loops the upstream
+ * graph must be a DAG, and a loop_back_to target must be upstream of its node. */
+static void
+check_flow_graph(struct loader *ld, const struct wf_flow *flow, const char *sub)
+{
+    struct plan_check check;
+    const char ***deps = NULL;
+
+    /* Cycles outside declared loops: the upstream graph must be a DAG. */
+    weft__plan_check_init(&check);
+    deps = weft__calloc(flow->count + 1, sizeof(*deps));
+    for (size_t i = 0; deps != NULL && i < flow->count; i++) {
+        deps[i] = weft__calloc(flow->nodes[i].upstream_count + 1, sizeof(**deps));
+        for (size_t k = 0; deps[i] != NULL && k < flow->nodes[i].upstream_count; k++) {
+            deps[i][k] = flow->nodes[flow->nodes[i].upstream[k]].id;
+        }
+        weft__plan_check_add(&check, flow->nodes[i].id, deps[i],
+                             deps[i] != NULL ? flow->nodes[i].upstream_count : 0);
+    }
+    if (deps != NULL && weft__plan_check_run(&check) == WEFT_EPARSE) {
+        char np[300];
+        snprintf(np, sizeof(np), "%s[%zu]", sub, check.bad_index);
+        diag_add(ld, np, 0, 0, "%s (flows may loop only through loop_config)", check.message);
+    } else {
+        /* loop_back_to must be upstream of the node (only meaningful without cycles). */
+        for (size_t i = 0; i < flow->count; i++) {
+            const struct wf_flow_node *n = &flow->nodes[i];
+            if (n->has_loop && n->loop.back_to != WF_NONE && n->loop.back_to != i &&
+                !flow_reaches(flow, n->loop.back_to, i, 0)) {
+                char np[320];
+                snprintf(np, sizeof(np), "%s[%zu].loop_config.loop_back_to", sub, i);
+                diag_add(ld, np, 0, 0, "'%s' is not upstream of '%s'",
+                         flow->nodes[n->loop.back_to].id, n->id);
+            }
+        }
+    }
+    for (size_t i = 0; deps != NULL && i < flow->count; i++) {
+        weft__free((void *)deps[i]);
+    }
+    weft__free((void *)deps);
+    weft__plan_check_cleanup(&check);
+}
+
 static struct wf_flow *
 load_flow(struct loader *ld,
           struct weft_workflow *wf,
@@ -1579,7 +1673,6 @@ load_flow(struct loader *ld,
 {
     const json_t *nodes = get_typed(ld, obj, path, "nodes", JSON_ARRAY, true);
     struct wf_flow *flow = NULL;
-    struct plan_check check;
     char sub[256];
 
     if (nodes == NULL) {
@@ -1619,41 +1712,7 @@ load_flow(struct loader *ld,
             link_flow_node(ld, flow, i, n, np);
         }
     }
-    /* Cycles outside declared loops: the upstream graph must be a DAG. */
-    weft__plan_check_init(&check);
-    {
-        const char ***deps = weft__calloc(flow->count + 1, sizeof(*deps));
-        for (size_t i = 0; deps != NULL && i < flow->count; i++) {
-            deps[i] = weft__calloc(flow->nodes[i].upstream_count + 1, sizeof(**deps));
-            for (size_t k = 0; deps[i] != NULL && k < flow->nodes[i].upstream_count; k++) {
-                deps[i][k] = flow->nodes[flow->nodes[i].upstream[k]].id;
-            }
-            weft__plan_check_add(&check, flow->nodes[i].id, deps[i],
-                                 deps[i] != NULL ? flow->nodes[i].upstream_count : 0);
-        }
-        if (deps != NULL && weft__plan_check_run(&check) == WEFT_EPARSE) {
-            char np[300];
-            snprintf(np, sizeof(np), "%s[%zu]", sub, check.bad_index);
-            diag_add(ld, np, 0, 0, "%s (flows may loop only through loop_config)", check.message);
-        } else {
-            /* loop_back_to must be upstream of the node (only meaningful without cycles). */
-            for (size_t i = 0; i < flow->count; i++) {
-                const struct wf_flow_node *n = &flow->nodes[i];
-                if (n->has_loop && n->loop.back_to != WF_NONE && n->loop.back_to != i &&
-                    !flow_reaches(flow, n->loop.back_to, i, 0)) {
-                    char np[320];
-                    snprintf(np, sizeof(np), "%s[%zu].loop_config.loop_back_to", sub, i);
-                    diag_add(ld, np, 0, 0, "'%s' is not upstream of '%s'",
-                             flow->nodes[n->loop.back_to].id, n->id);
-                }
-            }
-        }
-        for (size_t i = 0; deps != NULL && i < flow->count; i++) {
-            weft__free((void *)deps[i]);
-        }
-        weft__free((void *)deps);
-    }
-    weft__plan_check_cleanup(&check);
+    check_flow_graph(ld, flow, sub);
     return flow;
 }
 
@@ -1768,19 +1827,72 @@ weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_dia
     return load_depth(path, 0, out, diags);
 }
 
+/* Read the workflow file @p path into *root (new): it must exist and hold a JSON object.
+ * @return WEFT_OK, or WEFT_ENOTFOUND, WEFT_EIO, WEFT_EPARSE with a diagnostic. */
 static weft_err
-load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags)
+read_root(struct loader *ld, const char *path, json_t **root)
+{
+    json_error_t jerr;
+    struct stat st;
+
+    if (stat(path, &st) != 0) {
+        diag_add(ld, "", 0, 0, "cannot open: %s", strerror(errno));
+        return errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO;
+    }
+    *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (*root == NULL) {
+        diag_add(ld, "", jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
+                 "invalid JSON: %s", jerr.text);
+        return WEFT_EPARSE;
+    }
+    if (!json_is_object(*root)) {
+        diag_add(ld, "", 0, 0, "expected a JSON object at the top level, got %s",
+                 json_type_name(*root));
+        return WEFT_EPARSE;
+    }
+    return WEFT_OK;
+}
+
+/* Load every section of @p root into @p wf, in the order their diagnostics come out: later
+ * sections refer to what earlier ones declared (models, tools, agents). */
+static void
+load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {"name",      "description",     "models", "supervisor",
                                        "agents",    "tools",           "plan",   "router",
                                        "workspace", "capture_content", "flow",   NULL};
+    char *workspace = NULL;
+
+    check_keys(ld, root, "", keys);
+    wf->name = get_str(ld, root, "", "name", true);
+    wf->description = get_str(ld, root, "", "description", false);
+    load_models(ld, wf, root);
+    load_tools(ld, wf, root);
+    load_agents_pass1(ld, wf, root);
+    load_agents_pass2(ld, wf, root);
+    load_router(ld, wf, root);
+    load_supervisor(ld, wf, root);
+    load_plan(ld, wf, root);
+    load_flow_section(ld, wf, root);
+    check_scripts(ld, wf);
+    check_policy(ld, wf);
+    workspace = get_str(ld, root, "", "workspace", false);
+    if (workspace != NULL) {
+        wf->workspace = resolve_path(wf, workspace);
+        weft__free(workspace);
+    }
+    if (json_object_get(root, "capture_content") != NULL) {
+        wf->capture_content = get_bool(ld, root, "", "capture_content", false) ? 1 : 0;
+    }
+}
+
+static weft_err
+load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags)
+{
     struct loader ld;
     struct weft_workflow *wf = NULL;
     json_t *root = NULL;
-    json_error_t jerr;
-    char *workspace = NULL;
     weft_err err = WEFT_OK;
-    struct stat st;
 
     if (out != NULL) {
         *out = NULL;
@@ -1793,22 +1905,8 @@ load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct 
     ld.file_depth = depth;
     ld.diags = diags != NULL ? diags : &ld.local;
     weft_diags_cleanup(ld.diags);
-    if (stat(path, &st) != 0) {
-        diag_add(&ld, "", 0, 0, "cannot open: %s", strerror(errno));
-        err = errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO;
-        goto out;
-    }
-    root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        diag_add(&ld, "", jerr.line > 0 ? jerr.line : 0, jerr.column > 0 ? jerr.column : 0,
-                 "invalid JSON: %s", jerr.text);
-        err = WEFT_EPARSE;
-        goto out;
-    }
-    if (!json_is_object(root)) {
-        diag_add(&ld, "", 0, 0, "expected a JSON object at the top level, got %s",
-                 json_type_name(root));
-        err = WEFT_EPARSE;
+    err = read_root(&ld, path, &root);
+    if (err != WEFT_OK) {
         goto out;
     }
     wf = weft__calloc(1, sizeof(*wf));
@@ -1823,27 +1921,7 @@ load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct 
         err = WEFT_ENOMEM;
         goto out;
     }
-    check_keys(&ld, root, "", keys);
-    wf->name = get_str(&ld, root, "", "name", true);
-    wf->description = get_str(&ld, root, "", "description", false);
-    load_models(&ld, wf, root);
-    load_tools(&ld, wf, root);
-    load_agents_pass1(&ld, wf, root);
-    load_agents_pass2(&ld, wf, root);
-    load_router(&ld, wf, root);
-    load_supervisor(&ld, wf, root);
-    load_plan(&ld, wf, root);
-    load_flow_section(&ld, wf, root);
-    check_scripts(&ld, wf);
-    check_policy(&ld, wf);
-    workspace = get_str(&ld, root, "", "workspace", false);
-    if (workspace != NULL) {
-        wf->workspace = resolve_path(wf, workspace);
-        weft__free(workspace);
-    }
-    if (json_object_get(root, "capture_content") != NULL) {
-        wf->capture_content = get_bool(&ld, root, "", "capture_content", false) ? 1 : 0;
-    }
+    load_sections(&ld, wf, root);
     if (ld.is_oom) {
         err = WEFT_ENOMEM;
     } else if (ld.errors > 0) {
