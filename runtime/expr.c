@@ -884,6 +884,48 @@ no_memory(struct expr_error *error)
     }
 }
 
+/* Input left after a whole expression was parsed: an error that names the likely cause
+ * (an unmatched ')', a keyword in the wrong case, a missing 'and'/'or'). */
+static void
+fail_trailing(struct parser *p)
+{
+    char found[SNIPPET_MAX + 8];
+
+    if (p->cur.kind == T_RPAREN) {
+        fail(p, p->cur.start, "unexpected ')' without a matching '('");
+    } else if (p->cur.kind == T_IDENT && is_miscased_keyword(p->text + p->cur.start, p->cur.len)) {
+        fail(p, p->cur.start, "trailing input %s (keywords are lowercase)",
+             describe(p, &p->cur, found, sizeof(found)));
+    } else {
+        fail(p, p->cur.start, "trailing input %s; expected 'and', 'or' or the end",
+             describe(p, &p->cur, found, sizeof(found)));
+    }
+}
+
+/* Copy the parsed tree of @p p (rooted at @p root) into one block: the expression, its nodes,
+ * its decoded strings and the source text. @return new (free with weft__expr_free), or NULL
+ * when out of memory. */
+static struct expr *
+expr_from_parser(const struct parser *p, unsigned short root)
+{
+    size_t nodes_size = p->count * sizeof(struct node);
+    char *block = weft__malloc(sizeof(struct expr) + nodes_size + p->pool_len + p->len + 1);
+    struct expr *e = NULL;
+
+    if (block == NULL) {
+        return NULL;
+    }
+    e = (struct expr *)(void *)block;
+    memcpy(e->nodes, p->nodes, nodes_size);
+    memcpy(block + sizeof(struct expr) + nodes_size, p->pool, p->pool_len);
+    memcpy(block + sizeof(struct expr) + nodes_size + p->pool_len, p->text, p->len + 1);
+    e->pool = block + sizeof(struct expr) + nodes_size;
+    e->text = e->pool + p->pool_len;
+    e->count = p->count;
+    e->root = root;
+    return e;
+}
+
 weft_err
 weft__expr_parse(const char *text, struct expr **out, struct expr_error *error)
 {
@@ -891,8 +933,6 @@ weft__expr_parse(const char *text, struct expr **out, struct expr_error *error)
     struct expr *e = NULL;
     unsigned short root = NO_NODE;
     size_t len = 0;
-    size_t nodes_size = 0;
-    char *block = NULL;
     weft_err err = WEFT_OK;
 
     if (out != NULL) {
@@ -934,16 +974,7 @@ weft__expr_parse(const char *text, struct expr **out, struct expr_error *error)
     advance(p);
     root = parse_or(p);
     if (root != NO_NODE && p->cur.kind != T_END) {
-        char found[SNIPPET_MAX + 8];
-        if (p->cur.kind == T_RPAREN) {
-            fail(p, p->cur.start, "unexpected ')' without a matching '('");
-        } else if (p->cur.kind == T_IDENT && is_miscased_keyword(text + p->cur.start, p->cur.len)) {
-            fail(p, p->cur.start, "trailing input %s (keywords are lowercase)",
-                 describe(p, &p->cur, found, sizeof(found)));
-        } else {
-            fail(p, p->cur.start, "trailing input %s; expected 'and', 'or' or the end",
-                 describe(p, &p->cur, found, sizeof(found)));
-        }
+        fail_trailing(p);
     }
     if (p->failed) {
         if (error != NULL) {
@@ -953,22 +984,12 @@ weft__expr_parse(const char *text, struct expr **out, struct expr_error *error)
         goto out;
     }
     assert(root != NO_NODE && p->count > 0);
-
-    nodes_size = p->count * sizeof(struct node);
-    block = weft__malloc(sizeof(struct expr) + nodes_size + p->pool_len + len + 1);
-    if (block == NULL) {
+    e = expr_from_parser(p, root);
+    if (e == NULL) {
         no_memory(error);
         err = WEFT_ENOMEM;
         goto out;
     }
-    e = (struct expr *)(void *)block;
-    memcpy(e->nodes, p->nodes, nodes_size);
-    memcpy(block + sizeof(struct expr) + nodes_size, p->pool, p->pool_len);
-    memcpy(block + sizeof(struct expr) + nodes_size + p->pool_len, text, len + 1);
-    e->pool = block + sizeof(struct expr) + nodes_size;
-    e->text = e->pool + p->pool_len;
-    e->count = p->count;
-    e->root = root;
     *out = e;
 out:
     weft__free(p);
