@@ -2032,7 +2032,8 @@ svc_execute_step(void *ctx, size_t index)
         step_ended(run, index, STEP_FAILED, NULL, weft__strdup(why));
         return;
     }
-    context = task_context(run, s);
+    /* Serialised only for an executor that works on a copy (in process, it would be unused). */
+    context = ex->writes_plan ? NULL : task_context(run, s);
     memset(&task, 0, sizeof(task));
     task.task_id = ++eng->next_task_id;
     task.attempt = s->attempts + 1;

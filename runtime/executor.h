@@ -45,10 +45,12 @@ struct weft__step_task {
     unsigned attempt; /* 1 on a step's first execution, then one more each time it runs again */
     size_t step;      /* plan index; meaningful to in-process executors only */
     const char *step_id;
-    const char *kind;    /* "agent", "command", "file_writer" or "http_call" */
-    const char *agent;   /* the agent's name; for command steps the kind again */
-    const char *task;    /* the task text */
-    const char *context; /* JSON object text: {dependency step id: its result} */
+    const char *kind;  /* "agent", "command", "file_writer" or "http_call" */
+    const char *agent; /* the agent's name; for command steps the kind again */
+    const char *task;  /* the task text */
+    /* JSON object text: {dependency step id: its result}; "{}" for an executor that writes the
+     * plan (it shares the run's memory and reads the dependencies there). */
+    const char *context;
 };
 
 /* What came of a task. Strings are borrowed for the callback. */

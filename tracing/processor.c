@@ -173,7 +173,7 @@ queue_len(struct batch *b)
 
 /* Push into this thread's shard, else any shard with room. */
 static bool
-queue_push(struct batch *b, struct weft_span *span, size_t *shard_out, size_t *pos_out)
+queue_push(struct batch *b, struct weft_span *span, size_t *pos_out)
 {
     size_t home = weft__stripe_index() & (b->shard_count - 1); /* a power of two */
 
@@ -181,7 +181,6 @@ queue_push(struct batch *b, struct weft_span *span, size_t *shard_out, size_t *p
         size_t i = home + k < b->shard_count ? home + k : home + k - b->shard_count;
 
         if (weft__ring_push(&b->shards[i], span, pos_out)) {
-            *shard_out = i;
             return true;
         }
     }
@@ -192,7 +191,6 @@ static void
 batch_on_end(struct weft_processor *proc, struct weft_span *span)
 {
     struct batch *b = (struct batch *)proc;
-    size_t shard = 0;
     size_t pos = 0;
 
     /* on_end owns one reference: the queue keeps it, or it is dropped here. */
@@ -201,12 +199,11 @@ batch_on_end(struct weft_processor *proc, struct weft_span *span)
         weft__counter_add(&b->dropped, 1);
         return;
     }
-    if (!queue_push(b, span, &shard, &pos)) {
+    if (!queue_push(b, span, &pos)) {
         weft_span_unref(span);
         weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
         return;
     }
-    (void)shard;
     /* Every kick_mask + 1 pushes into a shard, see whether a batch is waiting in all of them
      * while the export thread sleeps. The fence pairs with the export thread's seq_cst store
      * of `sleeping` and its reading of the fill: one of the two sees the other. */
