@@ -5,6 +5,7 @@
  * after positionals, and "--".
  */
 #include "cli.h"
+#include "report/render.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -189,23 +190,5 @@ cli_put_clean(FILE *out, const char *s, size_t max_cols)
 void
 cli_format_duration(uint64_t ns, char *buf, size_t len)
 {
-    if (ns < 1000u) {
-        snprintf(buf, len, "%uns", (unsigned)ns);
-    } else if (ns < 1000000u) {
-        snprintf(buf, len, "%.1fus", (double)ns / 1e3);
-    } else if (ns < 100000000u) {
-        snprintf(buf, len, "%.1fms", (double)ns / 1e6);
-    } else if (ns < 1000000000u) {
-        snprintf(buf, len, "%.0fms", (double)ns / 1e6);
-    } else if (ns < 60000000000u) {
-        snprintf(buf, len, "%.2fs", (double)ns / 1e9);
-    } else if (ns < 3600000000000u) {
-        uint64_t s = ns / 1000000000u;
-
-        snprintf(buf, len, "%um%02us", (unsigned)(s / 60), (unsigned)(s % 60));
-    } else {
-        uint64_t m = ns / 60000000000u;
-
-        snprintf(buf, len, "%uh%02um", (unsigned)(m / 60), (unsigned)(m % 60));
-    }
+    weft__format_duration(ns, true, buf, len);
 }

@@ -145,8 +145,8 @@ put_spaces(FILE *out, size_t n)
     }
 }
 
-static void
-format_duration(uint64_t ns, bool is_ascii, char *buf, size_t len)
+void
+weft__format_duration(uint64_t ns, bool is_ascii, char *buf, size_t len)
 {
     if (ns < 1000u) {
         snprintf(buf, len, "%uns", (unsigned)ns);
@@ -377,7 +377,7 @@ put_header(const struct style *st,
         }
     }
     weft_hex_encode(spans[order[0]]->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
-    format_duration(end > start ? end - start : 0, st->is_ascii, duration, sizeof(duration));
+    weft__format_duration(end > start ? end - start : 0, st->is_ascii, duration, sizeof(duration));
     secs = (time_t)(start / 1000000000u);
     if (gmtime_r(&secs, &tm) != NULL) {
         size_t n = strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -452,8 +452,8 @@ put_events(const struct style *st,
             continue;
         }
         put_detail_prefix(st, has_more, depth, has_children);
-        format_duration(ev->time_ns > s->start_time_ns ? ev->time_ns - s->start_time_ns : 0,
-                        st->is_ascii, offset, sizeof(offset));
+        weft__format_duration(ev->time_ns > s->start_time_ns ? ev->time_ns - s->start_time_ns : 0,
+                              st->is_ascii, offset, sizeof(offset));
         fprintf(st->out, "%s%s", is_notable_event(ev) ? st->bold : st->dim, st->bullet);
         put_clean(st, ev->name, ev->name != NULL ? strlen(ev->name) : 0, VALUE_MAX_COLS);
         fprintf(st->out, "%s%s +%s%s", st->reset, st->dim, offset, st->reset);
@@ -525,7 +525,7 @@ put_span(const struct style *st,
         fprintf(st->out, " %s(%s)%s", st->dim, kind, st->reset);
     }
     put_spaces(st->out, width < column ? column - width : 0);
-    format_duration(span_duration(s), st->is_ascii, duration, sizeof(duration));
+    weft__format_duration(span_duration(s), st->is_ascii, duration, sizeof(duration));
     put_spaces(st->out, 2 + 8 - clean_width(duration, 8));
     fputs(duration, st->out);
     if (s->status_code == WEFT_STATUS_ERROR) {

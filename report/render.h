@@ -5,6 +5,8 @@
 #ifndef WEFT_REPORT_RENDER_H
 #define WEFT_REPORT_RENDER_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <weft/export.h>
 
@@ -17,5 +19,9 @@ weft_err weft__render_spans(FILE *stream,
                             size_t count,
                             unsigned flags,
                             const char *note);
+
+/* A duration as people read it: 950ns, 12.3us (µs unless @p is_ascii), 4.5ms, 250ms, 3.25s,
+ * 2m05s, 1h02m. Shared by the trace tree and the CLI's summaries. */
+void weft__format_duration(uint64_t ns, bool is_ascii, char *buf, size_t len);
 
 #endif /* WEFT_REPORT_RENDER_H */
