@@ -56,10 +56,8 @@ static int
 teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[160];
 
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(f->dir);
     free(f->out);
     free(f->err);
     free(f);

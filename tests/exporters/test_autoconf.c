@@ -33,7 +33,6 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    char cmd[300];
 
     (void)state;
     weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
@@ -43,8 +42,7 @@ teardown(void **state)
     weft_test_setenv("LANGFUSE_PUBLIC_KEY", NULL);
     weft_test_setenv("LANGFUSE_SECRET_KEY", NULL);
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(home);
     return 0;
 }
 

@@ -108,12 +108,10 @@ static int
 teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[160];
 
     weft_store_close(f->store);
     weft_exporter_free(f->ex);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(f->dir);
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
     weft_set_allocator(NULL, NULL, NULL);
     free(f);

@@ -42,13 +42,11 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    char cmd[200];
 
     weft_run_result_free(f->r);
     weft_workflow_free(f->wf);
     otlp_sink_free(f->sink);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(f->dir);
     free(f);
     return 0;
 }

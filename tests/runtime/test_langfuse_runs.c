@@ -52,14 +52,12 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    char cmd[128];
 
     weft_run_result_free(f->r);
     weft_workflow_free(f->wf);
     weft_provider_free(f->provider);
     langfuse_server_stop(f->srv);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(f->dir);
     free(f);
     return 0;
 }

@@ -96,7 +96,6 @@ test_prometheus_scrapes_weft(void **state)
     char conf[300];
     char data[300];
     char listen[64];
-    char cmd[100];
     char flag_conf[400];
     char flag_data[400];
     unsigned short prom_port = free_port();
@@ -186,8 +185,7 @@ test_prometheus_scrapes_weft(void **state)
     weft_run_result_free(r);
     weft_workflow_free(wf);
     weft_meter_free(meter);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(dir);
 }
 
 int

@@ -241,8 +241,7 @@ run_with_instructions(struct otlp_sink *sink, const char *instructions)
     assert_weft_ok(weft_run(wf, &ro, &r, error, sizeof(error)));
     otlp_sink_collect(sink);
     weft_workflow_free(wf);
-    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-    assert_int_equal(system(path), 0);
+    weft_test_rmtree(dir);
     return r;
 }
 

@@ -98,7 +98,6 @@ test_run_metrics_scraped_after_real_runs(void **state)
     struct weft_meter *meter = NULL;
     struct weft_metrics_server *srv = NULL;
     char dir[] = "/tmp/weft-metrics-XXXXXX";
-    char cmd[100];
     char *text = NULL;
     long status = 0;
 
@@ -153,8 +152,7 @@ test_run_metrics_scraped_after_real_runs(void **state)
     free(text);
     weft_metrics_server_stop(srv);
     weft_meter_free(meter);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(dir);
 }
 
 static void
@@ -182,9 +180,7 @@ make_home(char *home, size_t len)
 static void
 remove_home(const char *home)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(home);
 }
 
 static double

@@ -52,12 +52,10 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    char cmd[300];
 
     weft_secrets_clear();
     weft_log_set_handler(NULL, WEFT_LOG_ERROR, NULL);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(f->dir);
     free(f);
     return 0;
 }

@@ -22,10 +22,8 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    char cmd[300];
     (void)state;
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    weft_test_rmtree(dir);
     return 0;
 }
 

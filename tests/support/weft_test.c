@@ -20,6 +20,17 @@ weft_test_setenv(const char *name, const char *value)
     }
 }
 
+void
+weft_test_rmtree(const char *dir)
+{
+    char cmd[4200];
+
+    assert_non_null(dir);
+    assert_null(strchr(dir, '\''));
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void
 capture(weft_log_level level, const char *message, void *user_data)
 {

@@ -32,6 +32,10 @@
 /* Set an environment variable for the test (NULL unsets). */
 void weft_test_setenv(const char *name, const char *value);
 
+/* Remove directory @p dir and everything in it (a test's temp dir); fails the test when that
+ * does not work. */
+void weft_test_rmtree(const char *dir);
+
 /* Collect log lines so tests can assert on warnings. */
 void weft_test_capture_logs(void);
 const char *weft_test_logs(void); /* all captured lines joined by '\n' */
