@@ -9,6 +9,11 @@ if [ "${1:-build}" = test ]; then
     # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
     # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.
     pkgs="$pkgs libcmocka-dev protobuf-compiler prometheus python3-yaml clang libclang-rt-14-dev"
+    # Distributed runs (issue 14): the `servers` tests start a real RabbitMQ broker and a real
+    # PostgreSQL 15 (binaries in /usr/lib/postgresql/15/bin) and talk to them with librabbitmq
+    # and libpq. The two -dev packages belong in the build list once the library links them;
+    # until then only the tests use them.
+    pkgs="$pkgs rabbitmq-server postgresql-15 librabbitmq-dev libpq-dev"
 fi
 
 missing=""
@@ -30,3 +35,32 @@ export DEBIAN_FRONTEND=noninteractive
 # shellcheck disable=SC2086
 apt-get install -y --no-install-recommends $missing ||
     { apt-get update && apt-get install -y --no-install-recommends $missing; }
+
+# Debian starts a system-wide broker and cluster on install where services may start (not in
+# containers with policy-rc.d). The tests start their own on free loopback ports, but an idle
+# system broker (5672, 25672, epmd's 4369 on every interface) and cluster (5432) only take memory
+# and ports: stop them and keep them from starting at boot.
+stop_service() {
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl disable --now "$1" >/dev/null 2>&1 || true
+    elif command -v service >/dev/null 2>&1; then
+        service "$1" stop >/dev/null 2>&1 || true
+        if command -v update-rc.d >/dev/null 2>&1; then
+            update-rc.d "$1" disable >/dev/null 2>&1 || true
+        fi
+    fi
+}
+case " $missing " in
+*" rabbitmq-server "*)
+    stop_service rabbitmq-server
+    # Whatever the init system: no system node, and no epmd on the default port 4369 (the
+    # tests run their own epmd on a free port; `epmd -kill` leaves one with nodes alone).
+    if pgrep -u rabbitmq beam.smp >/dev/null 2>&1; then
+        rabbitmqctl stop >/dev/null 2>&1 || true
+    fi
+    epmd -kill >/dev/null 2>&1 || true
+    ;;
+esac
+case " $missing " in
+*" postgresql-15 "*) stop_service postgresql ;;
+esac
