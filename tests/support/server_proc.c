@@ -411,6 +411,207 @@ weft_test_sleep_ms(long ms)
     }
 }
 
+/* Read a whole small file (/proc) into a NUL-terminated buffer. @return bytes read, or -1. */
+static ssize_t
+read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    size_t have = 0;
+
+    if (fd < 0) {
+        return -1;
+    }
+    while (have + 1 < len) {
+        ssize_t got = read(fd, buf + have, len - 1 - have);
+
+        if (got <= 0) {
+            break;
+        }
+        have += (size_t)got;
+    }
+    close(fd);
+    buf[have] = '\0';
+    return (ssize_t)have;
+}
+
+static bool
+is_zombie(long pid)
+{
+    char path[64];
+    char text[512];
+    const char *paren = NULL;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    if (read_small(path, text, sizeof(text)) <= 0) {
+        return true; /* gone meanwhile */
+    }
+    paren = strrchr(text, ')');
+    return paren == NULL || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+size_t
+weft_test_find_procs(const char *env_entry, pid_t *pids, size_t max)
+{
+    static char environ_text[1 << 16];
+    size_t entry_len = strlen(env_entry) + 1; /* the NUL that ends it in /proc */
+    DIR *proc = opendir("/proc");
+    struct dirent *ent = NULL;
+    size_t found = 0;
+
+    if (proc == NULL) {
+        return 0;
+    }
+    for (ent = readdir(proc); ent != NULL; ent = readdir(proc)) {
+        char path[300];
+        ssize_t len = 0;
+        char *end = NULL;
+        long pid = strtol(ent->d_name, &end, 10);
+
+        if (pid <= 0 || *end != '\0') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/environ", pid);
+        len = read_small(path, environ_text, sizeof(environ_text));
+        for (ssize_t i = 0; i + (ssize_t)entry_len <= len;
+             i += (ssize_t)strlen(environ_text + i) + 1) {
+            if (memcmp(environ_text + i, env_entry, entry_len) == 0) {
+                if (!is_zombie(pid)) {
+                    if (found < max) {
+                        pids[found] = (pid_t)pid;
+                    }
+                    found++;
+                }
+                break;
+            }
+        }
+    }
+    closedir(proc);
+    return found;
+}
+
+/* Socket inodes held by @p pid, appended to @p inodes. */
+static size_t
+socket_inodes(pid_t pid, unsigned long *inodes, size_t have, size_t max)
+{
+    char path[64];
+    DIR *dir = NULL;
+    struct dirent *ent = NULL;
+
+    snprintf(path, sizeof(path), "/proc/%ld/fd", (long)pid);
+    dir = opendir(path);
+    if (dir == NULL) {
+        return have;
+    }
+    for (ent = readdir(dir); ent != NULL && have < max; ent = readdir(dir)) {
+        char link_path[320];
+        char target[64];
+        ssize_t n = 0;
+        unsigned long inode = 0;
+
+        snprintf(link_path, sizeof(link_path), "%s/%s", path, ent->d_name);
+        n = readlink(link_path, target, sizeof(target) - 1);
+        if (n <= 0) {
+            continue;
+        }
+        target[n] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) == 1) {
+            inodes[have++] = inode;
+        }
+    }
+    closedir(dir);
+    return have;
+}
+
+/* Append the LISTEN sockets of /proc/net/@p table whose inode is in @p inodes. */
+static size_t
+scan_table(const char *table,
+           bool is_v6,
+           const unsigned long *inodes,
+           size_t n_inodes,
+           char *buf,
+           size_t len,
+           size_t count)
+{
+    char path[64];
+    char line[512];
+    FILE *fp = NULL;
+
+    snprintf(path, sizeof(path), "/proc/net/%s", table);
+    fp = fopen(path, "r");
+    if (fp == NULL) {
+        return count;
+    }
+    if (fgets(line, sizeof(line), fp) == NULL) { /* the header */
+        fclose(fp);
+        return count;
+    }
+    while (fgets(line, sizeof(line), fp) != NULL) {
+        char local[64];
+        unsigned port = 0;
+        unsigned state = 0;
+        unsigned long inode = 0;
+        bool is_ours = false;
+        char addr[INET6_ADDRSTRLEN] = "?";
+        size_t used = strlen(buf);
+
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*s %*s %lu", local, &port,
+                   &state, &inode) != 4 ||
+            state != 0x0A) {
+            continue;
+        }
+        for (size_t i = 0; i < n_inodes; i++) {
+            is_ours = is_ours || inodes[i] == inode;
+        }
+        if (!is_ours) {
+            continue;
+        }
+        /* The kernel prints each 32-bit word of the address as it lies in memory, in hex. */
+        if (is_v6 && strlen(local) == 32) {
+            unsigned char raw[16];
+
+            for (int w = 0; w < 4; w++) {
+                char word[9];
+                unsigned value = 0;
+
+                memcpy(word, local + 8 * w, 8);
+                word[8] = '\0';
+                value = (unsigned)strtoul(word, NULL, 16);
+                memcpy(raw + 4 * w, &value, 4);
+            }
+            inet_ntop(AF_INET6, raw, addr, sizeof(addr));
+        } else if (!is_v6 && strlen(local) == 8) {
+            unsigned value = (unsigned)strtoul(local, NULL, 16);
+
+            inet_ntop(AF_INET, &value, addr, sizeof(addr));
+        }
+        snprintf(buf + used, len - used, is_v6 ? "%s[%s]:%u" : "%s%s:%u", used > 0 ? " " : "", addr,
+                 port);
+        count++;
+    }
+    fclose(fp);
+    return count;
+}
+
+size_t
+weft_test_listen_addrs(const pid_t *pids, size_t n, char *buf, size_t len)
+{
+    unsigned long inodes[512];
+    size_t n_inodes = 0;
+    size_t count = 0;
+
+    if (len == 0) {
+        return 0;
+    }
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        n_inodes = socket_inodes(pids[i], inodes, n_inodes, sizeof(inodes) / sizeof(inodes[0]));
+    }
+    count = scan_table("tcp", false, inodes, n_inodes, buf, len, count);
+    count = scan_table("tcp6", true, inodes, n_inodes, buf, len, count);
+    return count;
+}
+
 /* The guard process: wait for a byte or the end of the stream, then act. */
 static void
 guard_main(int fd, const char *script)

@@ -69,6 +69,15 @@ long weft_test_now_ms(void);
 /* Sleep @p ms milliseconds. */
 void weft_test_sleep_ms(long ms);
 
+/* Live processes (zombies excluded) whose environment holds @p env_entry ("NAME=value"):
+ * the pids of up to @p max of them into @p pids. Reads /proc; sees the processes this user
+ * may inspect (root: all). @return how many there are, which may exceed @p max. */
+size_t weft_test_find_procs(const char *env_entry, pid_t *pids, size_t max);
+
+/* The TCP sockets in LISTEN state that processes @p pids hold, as "addr:port" (IPv4) or
+ * "[addr]:port" (IPv6), separated by spaces, into @p buf. @return how many there are. */
+size_t weft_test_listen_addrs(const pid_t *pids, size_t n, char *buf, size_t len);
+
 /* The guard: a detached process (its own session, parent init, so neither a ctest timeout
  * nor a crash of the test takes it down) that waits on a pipe from this process. When the
  * pipe closes without a disarm - the test exited, crashed or was killed - it runs @p script
