@@ -4,7 +4,8 @@
  * starts the server with pg_ctl on 127.0.0.1 only, on a free port, with its Unix socket in that
  * directory and trust authentication for the superuser "postgres". PostgreSQL refuses to run as
  * root: as root the binaries run as the unprivileged "postgres" user (runuser -u postgres), as
- * anyone else they run as that user. The binaries come from $WEFT_TEST_PG_BINDIR, default
+ * anyone else they run as that user (so as root, $TMPDIR must be one the postgres user can
+ * enter, as /tmp is). The binaries come from $WEFT_TEST_PG_BINDIR, default
  * /usr/lib/postgresql/15/bin (Debian's postgresql-15, installed by `scripts/deps.sh test`).
  *
  * Layout of the directory: data/ (the cluster), sock/ (the socket), initdb.log, postgres.log
