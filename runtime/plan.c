@@ -124,6 +124,7 @@ weft__plan_append(struct plan *plan,
         id = generated;
     }
     memset(&s, 0, sizeof(s));
+    weft__uuid_v4(s.task_uuid);
     s.flow_node = -1;
     s.item = -1;
     if (plan->count == plan->cap) {

@@ -10,6 +10,8 @@
 #ifndef WEFT_RUNTIME_PLAN_H
 #define WEFT_RUNTIME_PLAN_H
 
+#include "base/uuid.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -68,6 +70,12 @@ struct plan_step {
     struct weft_span_context parent_ctx; /* flows: the span to nest under (a fan-out item) */
     int flow_node;                       /* flows: index of the node, or -1 */
     int item;                            /* flows: fan-out item index, or -1 */
+    /* Distributed runs (docs/distributed.md): the task's id on the broker and in the state
+     * (tasks.task_id), made when the step is appended and kept across attempts and resumes. */
+    char task_uuid[WEFT_UUID_LEN + 1];
+    unsigned retries;   /* redeliveries of its task messages (a worker died or the broker
+                         * restarted mid-task) */
+    bool is_dispatched; /* handed to a remote executor and no result yet */
 };
 
 struct plan {

@@ -156,6 +156,9 @@ struct state_step_row {
     const char *error; /* JSON or NULL */
     uint64_t started_ns;
     uint64_t ended_ns;
+    const char *task_uuid; /* the step's task id (plan_step.task_uuid); NULL: none stored */
+    unsigned retries;
+    bool is_dispatched;
 };
 typedef weft_err (*state_step_fn)(const struct state_step_row *row, void *user_data);
 typedef weft_err (*state_correction_fn)(const struct weft_run_correction *c, void *user_data);
