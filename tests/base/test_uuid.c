@@ -24,7 +24,7 @@ test_v4_form_and_uniqueness(void **state)
         weft__uuid_v4(ids[i]);
         assert_int_equal(strlen(ids[i]), WEFT_UUID_LEN);
         assert_true(weft__uuid_is_valid(ids[i]));
-        assert_int_equal(ids[i][14], '4'); /* version */
+        assert_int_equal(ids[i][14], '4');           /* version */
         assert_non_null(strchr("89ab", ids[i][19])); /* variant 10xx */
         for (size_t k = 0; k < WEFT_UUID_LEN; k++) {
             assert_false(ids[i][k] >= 'A' && ids[i][k] <= 'F'); /* lowercase */
@@ -44,8 +44,8 @@ test_is_valid(void **state)
     assert_true(weft__uuid_is_valid("123e4567-E89B-12d3-a456-426614174000"));
     assert_false(weft__uuid_is_valid(NULL));
     assert_false(weft__uuid_is_valid(""));
-    assert_false(weft__uuid_is_valid("123e4567e89b12d3a456426614174000"));     /* no hyphens */
-    assert_false(weft__uuid_is_valid("123e4567-e89b-12d3-a456-42661417400"));  /* short */
+    assert_false(weft__uuid_is_valid("123e4567e89b12d3a456426614174000"));      /* no hyphens */
+    assert_false(weft__uuid_is_valid("123e4567-e89b-12d3-a456-42661417400"));   /* short */
     assert_false(weft__uuid_is_valid("123e4567-e89b-12d3-a456-4266141740000")); /* long */
     assert_false(weft__uuid_is_valid("123e4567-e89b-12d3-a456_426614174000"));  /* separator */
     assert_false(weft__uuid_is_valid("g23e4567-e89b-12d3-a456-426614174000"));  /* not hex */
