@@ -82,6 +82,10 @@ struct cli_run_flags {
     const char *state;
     const char *resume;       /* run id for `weft resume` */
     const char *metrics_addr; /* serve /metrics while the run lasts */
+    const char *executor;     /* in_process or amqp; NULL: $WEFT_EXECUTOR or in_process */
+    const char *broker;       /* amqp: the broker URL; NULL: $WEFT_BROKER_URL */
+    const char *queue_prefix; /* amqp: NULL: $WEFT_QUEUE_PREFIX */
+    const char *max_in_flight;
     bool is_json;
     bool is_quiet;
     bool is_no_trace;
@@ -93,6 +97,33 @@ struct cli_run_flags {
 /* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
  * @p cmd names the command in messages. @return the command's exit status. */
 int cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *flags);
+
+struct weft_provider;
+struct weft_meter;
+struct weft_metrics_server;
+struct weft_metric_reader;
+
+/* What a command reports to: the tracer provider (exporters from the OTEL_* environment and
+ * the local store), a meter observing it, and optionally the /metrics server and the OTLP
+ * metric reader. */
+struct cli_telemetry {
+    struct weft_provider *provider;
+    struct weft_meter *meter;
+    struct weft_metrics_server *server;
+    struct weft_metric_reader *reader;
+};
+
+/* The provider (with service.instance.id = @p instance_id unless NULL) and its meter.
+ * @return CLI_EXIT_OK or the exit status after saying what is wrong on stderr. */
+int cli_start_tracing(const char *cmd, const char *instance_id, struct cli_telemetry *t);
+/* The /metrics server on @p metrics_addr (NULL: none) and the OTLP metric reader when
+ * OTEL_METRICS_EXPORTER asks for it. @return as cli_start_tracing(). */
+int cli_start_metrics(const char *cmd, const char *metrics_addr, struct cli_telemetry *t);
+/* Stop and free everything (flushes the last metrics and spans). */
+void cli_telemetry_stop(struct cli_telemetry *t);
+
+int cli_worker(int argc, char **argv);
+void cli_worker_usage(FILE *out);
 
 /* Mark the runs whose process died as interrupted and close their open spans in the local
  * span store (docs/durability.md); says so on stderr. @p state may be NULL. */

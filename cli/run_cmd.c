@@ -10,6 +10,7 @@
  * reported as lost.
  */
 #include "cli.h"
+#include "runtime/dist/amqp_executor.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -76,6 +77,8 @@ cli_run_usage(FILE *out)
           "                [--user ID] [--tags A,B] [--metrics-addr H:P]\n"
           "                [--workspace DIR] [--state PATH] [--capture-content] [--json]\n"
           "                [--quiet] [--no-trace] [--color[=WHEN]]\n"
+          "                [--executor in_process|amqp] [--broker URL] [--queue-prefix P]\n"
+          "                [--max-in-flight N]\n"
           "\n"
           "Run a workflow. Spans go to the local store ($WEFT_HOME/weft.db) and to the\n"
           "exporters OTEL_TRACES_EXPORTER names (otlp, langfuse, file, console);\n"
@@ -92,6 +95,11 @@ cli_run_usage(FILE *out)
           "      --workspace DIR    directory file and command tools are confined to\n"
           "      --state PATH       state database (default $WEFT_HOME/state.db)\n"
           "      --metrics-addr H:P serve Prometheus /metrics on H:P while the run lasts\n"
+          "      --executor KIND    in_process (default; $WEFT_EXECUTOR) or amqp: steps go to\n"
+          "                         `weft worker` processes over RabbitMQ\n"
+          "      --broker URL       amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
+          "      --queue-prefix P   prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
+          "      --max-in-flight N  amqp: tasks dispatched at once, 1 to 256 (default 64)\n"
           "      --capture-content  record prompts and outputs on spans (after redaction)\n"
           "      --json             print the result as JSON instead of the summary\n"
           "  -q, --quiet            no progress display\n"
@@ -657,10 +665,16 @@ print_collaboration(struct weft_meter *meter)
  * provider shuts its processors down in order, so the local trace is complete before a slow
  * collector uses up the time left (or a second SIGINT cuts the wait). */
 static weft_err
-setup_provider(struct weft_provider **out)
+setup_provider(const char *instance_id, struct weft_provider **out)
 {
     const char *env = getenv("OTEL_TRACES_EXPORTER");
     struct weft_provider_options popts = {.service_name = NULL};
+    struct weft_attr instance = weft_attr_str("service.instance.id", instance_id);
+
+    if (instance_id != NULL) {
+        popts.resource_attrs = &instance;
+        popts.resource_attr_count = 1;
+    }
     struct weft_provider *provider = NULL;
     weft_err err = WEFT_OK;
 
@@ -776,17 +790,8 @@ split_tags(char *text, char **tags)
     return n;
 }
 
-/* What a run reports to: the tracer provider, the meter, and optionally the /metrics server
- * and the OTLP metric reader. */
-struct telemetry {
-    struct weft_provider *provider;
-    struct weft_meter *meter;
-    struct weft_metrics_server *server;
-    struct weft_metric_reader *reader;
-};
-
-static void
-telemetry_stop(struct telemetry *t)
+void
+cli_telemetry_stop(struct cli_telemetry *t)
 {
     weft_metric_reader_stop(t->reader); /* one last export with the run's final numbers */
     weft_metrics_server_stop(t->server);
@@ -797,10 +802,10 @@ telemetry_stop(struct telemetry *t)
 
 /* The provider with its exporters, and a meter that observes it. @return CLI_EXIT_OK or the
  * exit status after saying what is wrong. */
-static int
-start_tracing(const char *cmd, struct telemetry *t)
+int
+cli_start_tracing(const char *cmd, const char *instance_id, struct cli_telemetry *t)
 {
-    weft_err err = setup_provider(&t->provider);
+    weft_err err = setup_provider(instance_id, &t->provider);
 
     if (err == WEFT_OK) {
         /* Metrics and traces describe the same service. */
@@ -836,15 +841,15 @@ start_tracing(const char *cmd, struct telemetry *t)
 
 /* The /metrics server (--metrics-addr) and the OTLP metric reader (OTEL_METRICS_EXPORTER).
  * @return CLI_EXIT_OK or the exit status after saying what is wrong. */
-static int
-start_metrics(const char *cmd, const struct cli_run_flags *fl, struct telemetry *t)
+int
+cli_start_metrics(const char *cmd, const char *metrics_addr, struct cli_telemetry *t)
 {
     weft_err err = WEFT_OK;
 
-    if (fl->metrics_addr != NULL) {
-        err = weft_metrics_server_start(t->meter, fl->metrics_addr, &t->server);
+    if (metrics_addr != NULL) {
+        err = weft_metrics_server_start(t->meter, metrics_addr, &t->server);
         if (err != WEFT_OK) {
-            fprintf(stderr, "weft %s: --metrics-addr %s: %s\n", cmd, fl->metrics_addr,
+            fprintf(stderr, "weft %s: --metrics-addr %s: %s\n", cmd, metrics_addr,
                     err == WEFT_EINVAL ? "expected HOST:PORT (IPv4)" : "cannot listen there");
             return CLI_EXIT_USAGE;
         }
@@ -874,7 +879,7 @@ start_metrics(const char *cmd, const struct cli_run_flags *fl, struct telemetry 
 static void
 fill_run_options(struct weft_run_options *ro,
                  const struct cli_run_flags *fl,
-                 const struct telemetry *t,
+                 const struct cli_telemetry *t,
                  char **tags,
                  size_t tag_count,
                  struct progress *progress)
@@ -906,7 +911,7 @@ fill_run_options(struct weft_run_options *ro,
 static int
 report_run(const char *cmd,
            const struct cli_run_flags *fl,
-           const struct telemetry *t,
+           const struct cli_telemetry *t,
            weft_err err,
            const struct weft_run_result *result,
            const char *error)
@@ -955,12 +960,66 @@ report_run(const char *cmd,
     return status;
 }
 
+/* The run on the executor the flags, the environment (WEFT_EXECUTOR) or nothing choose:
+ * in process by default, RabbitMQ workers with "amqp" (docs/distributed.md). */
+static weft_err
+run_on_executor(const char *cmd,
+                const struct cli_run_flags *fl,
+                const struct weft_workflow *wf,
+                const struct weft_run_options *ro,
+                const struct cli_telemetry *t,
+                struct weft_run_result **result,
+                char *error,
+                size_t error_len)
+{
+    const char *kind = fl->executor != NULL ? fl->executor : getenv("WEFT_EXECUTOR");
+    struct weft__amqp_executor_config cfg;
+    struct weft__executor *ex = NULL;
+    struct weft__amqp_executor_stats stats;
+    size_t max_in_flight = 64;
+    weft_err err = WEFT_OK;
+
+    if (kind == NULL || kind[0] == '\0' || strcmp(kind, "in_process") == 0) {
+        return weft_run(wf, ro, result, error, error_len);
+    }
+    if (strcmp(kind, "amqp") != 0) {
+        snprintf(error, error_len, "--executor: expected in_process or amqp, got \"%s\"", kind);
+        return WEFT_EINVAL;
+    }
+    if (fl->max_in_flight != NULL && !cli_parse_size(fl->max_in_flight, 1, 256, &max_in_flight)) {
+        snprintf(error, error_len, "--max-in-flight: expected an integer from 1 to 256");
+        return WEFT_EINVAL;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.url = fl->broker;
+    cfg.prefix = fl->queue_prefix;
+    cfg.max_in_flight = (unsigned)max_in_flight;
+    cfg.provider = t->provider;
+    cfg.meter = t->meter;
+    err = weft__amqp_executor_new(&cfg, wf, 30000, &ex, error, error_len);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = weft__run_with_executor(wf, ro, ex, result, error, error_len);
+    weft__amqp_executor_stats(ex, &stats);
+    if (!fl->is_quiet && !fl->is_json) {
+        fprintf(stderr,
+                "weft %s: amqp executor: %llu task(s) published, %llu result(s), %llu "
+                "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s)\n",
+                cmd, (unsigned long long)stats.published, (unsigned long long)stats.results,
+                (unsigned long long)stats.duplicates, (unsigned long long)stats.redeliveries,
+                (unsigned long long)stats.dead_lettered, (unsigned long long)stats.reconnects);
+    }
+    ex->ops->destroy(ex);
+    return err;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
     struct weft_workflow *wf = NULL;
     struct weft_diags diags = {0};
-    struct telemetry t = {0};
+    struct cli_telemetry t = {0};
     char *tag_text = NULL;
     char *tags[MAX_TAGS];
     size_t tag_count = 0;
@@ -992,9 +1051,9 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         free(tag_text);
         return status;
     }
-    status = start_tracing(cmd, &t);
+    status = cli_start_tracing(cmd, NULL, &t);
     if (status == CLI_EXIT_OK) {
-        status = start_metrics(cmd, fl, &t);
+        status = cli_start_metrics(cmd, fl->metrics_addr, &t);
     }
     if (status == CLI_EXIT_OK) {
         memset(&progress, 0, sizeof(progress));
@@ -1005,11 +1064,11 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         sa.sa_handler = on_sigint;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
-        err = weft_run(wf, &ro, &result, error, sizeof(error));
+        err = run_on_executor(cmd, fl, wf, &ro, &t, &result, error, sizeof(error));
         status = report_run(cmd, fl, &t, err, result, error);
         weft_run_result_free(result);
     }
-    telemetry_stop(&t);
+    cli_telemetry_stop(&t);
     weft_workflow_free(wf);
     free(tag_text);
     return status;
@@ -1034,6 +1093,10 @@ cli_run(int argc, char **argv)
         {"workspace", 0, true, false, &fl.workspace, NULL},
         {"state", 0, true, false, &fl.state, NULL},
         {"metrics-addr", 0, true, false, &fl.metrics_addr, NULL},
+        {"executor", 0, true, false, &fl.executor, NULL},
+        {"broker", 0, true, false, &fl.broker, NULL},
+        {"queue-prefix", 0, true, false, &fl.queue_prefix, NULL},
+        {"max-in-flight", 0, true, false, &fl.max_in_flight, NULL},
         {"capture-content", 0, false, false, NULL, &fl.is_capture},
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},

@@ -191,6 +191,7 @@ tool_call_start(struct run *run, struct weft_span *agent_span, const struct llm_
     weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, call->name);
     weft_span_set_str(span, WEFT__GENAI_TOOL_CALL_ID, call->id);
     weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "function");
+    weft__rt_span_task_attempt(run, span);
     weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_ARGUMENTS, call->arguments);
     weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
     return span;

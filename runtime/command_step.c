@@ -148,6 +148,7 @@ command_step_start(struct run *run, size_t index, const char *name)
     weft_span_set_str(span, "weft.step.id", s->id);
     weft_span_set_str(span, "weft.step.executor", name);
     weft_span_set_int(span, "weft.step.attempt", s->attempts);
+    weft__rt_span_task_attempt(run, span);
     if (s->parent != NULL) {
         weft_span_set_str(span, "weft.step.parent", s->parent);
     }

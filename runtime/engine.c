@@ -17,6 +17,8 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "engine.h"
+#include "agent.h"
+#include "command_step.h"
 #include "correct.h"
 #include "durable.h"
 #include "evaluate.h"
@@ -775,6 +777,7 @@ teardown(struct run *run)
     weft__rt_metrics_free(run->tel.metrics);
     weft__rt_mstore_free(run->tel.mstore);
     pthread_mutex_destroy(&ENG(run)->lock);
+    pthread_mutex_destroy(&ENG(run)->task_lock);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1870,6 +1873,8 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
 /* ------------------------------------------------------------------------------------------ */
 /* The executor: every step goes to it as a task (executor.h)                                  */
 
+static json_t *task_cursors(struct run *run, const json_t *in);
+
 static struct engine_task *
 task_slot(struct engine *eng, uint64_t task_id)
 {
@@ -1884,10 +1889,15 @@ task_slot(struct engine *eng, uint64_t task_id)
 static void
 task_release(struct engine *eng, struct engine_task *t)
 {
+    pthread_mutex_lock(&eng->task_lock);
     weft__free(t->output);
     weft__free(t->error);
+    weft__free(t->error_type);
+    json_decref(t->details);
+    json_decref(t->cursors);
     memset(t, 0, sizeof(*t));
     eng->tasks_in_flight--;
+    pthread_mutex_unlock(&eng->task_lock);
 }
 
 /* The completion callback: results are matched to their task by id; a result for a task that
@@ -1896,9 +1906,12 @@ static void
 task_done(void *user_data, const struct weft__step_result *result)
 {
     struct engine *eng = user_data;
-    struct engine_task *t = result->task_id != 0 ? task_slot(eng, result->task_id) : NULL;
+    struct engine_task *t = NULL;
 
+    pthread_mutex_lock(&eng->task_lock);
+    t = result->task_id != 0 ? task_slot(eng, result->task_id) : NULL;
     if (t == NULL || t->is_done) {
+        pthread_mutex_unlock(&eng->task_lock);
         WEFT_LOG(WEFT_LOG_WARN, "executor %s: result for task %llu ignored (not waited for)",
                  eng->executor->name, (unsigned long long)result->task_id);
         return;
@@ -1907,8 +1920,29 @@ task_done(void *user_data, const struct weft__step_result *result)
     if (!eng->executor->writes_plan) {
         t->output = result->output != NULL ? weft__strdup(result->output) : NULL;
         t->error = result->error != NULL ? weft__strdup(result->error) : NULL;
+        t->error_type = result->error_type != NULL ? weft__strdup(result->error_type) : NULL;
+        t->details = result->details != NULL ? json_deep_copy(result->details) : NULL;
+        t->cursors = result->cursors != NULL ? json_deep_copy(result->cursors) : NULL;
+        t->input_tokens = result->input_tokens;
+        t->output_tokens = result->output_tokens;
+        t->cost_usd = result->cost_usd;
+        t->llm_calls = result->llm_calls;
+        t->tool_calls = result->tool_calls;
+        t->redeliveries = result->redeliveries;
     }
     t->is_done = true;
+    pthread_mutex_unlock(&eng->task_lock);
+}
+
+static bool
+task_is_done(struct engine *eng, const struct engine_task *t)
+{
+    bool is_done = false;
+
+    pthread_mutex_lock(&eng->task_lock);
+    is_done = t->is_done;
+    pthread_mutex_unlock(&eng->task_lock);
+    return is_done;
 }
 
 /* The dependencies' results as a JSON object text (free with free()), for the task. */
@@ -1938,10 +1972,43 @@ step_started(struct run *run, size_t index)
 
     s->status = STEP_IN_PROGRESS;
     s->attempts++;
+    s->is_dispatched = true;
     s->started_ns = weft__now_ns();
     weft__rt_save_step(run, index);
     snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
     weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
+}
+
+/* What a remote executor reported beyond status, output and error: usage into the run's
+ * totals, the failure's type and details for correction, the scripts' positions, the
+ * redeliveries. */
+static void
+step_apply_remote(struct run *run, size_t index, struct engine_task *t)
+{
+    struct plan_step *s = &run->ps.plan.steps[index];
+    struct weft_run_result *r = run->tel.result;
+
+    r->input_tokens += t->input_tokens;
+    r->output_tokens += t->output_tokens;
+    r->cost_usd += t->cost_usd;
+    r->llm_calls += t->llm_calls;
+    r->tool_calls += t->tool_calls;
+    if (t->error_type != NULL) {
+        weft__free(s->error_type);
+        s->error_type = t->error_type;
+        t->error_type = NULL;
+    }
+    if (t->details != NULL) {
+        json_decref(s->error);
+        s->error = t->details;
+        t->details = NULL;
+    }
+    if (t->redeliveries > s->retries) {
+        s->retries = t->redeliveries;
+    }
+    if (t->cursors != NULL) {
+        (void)task_cursors(run, t->cursors);
+    }
 }
 
 /* The step ends with @p status; @p output and @p error are taken (NULL: none). */
@@ -1951,6 +2018,7 @@ step_ended(struct run *run, size_t index, step_status status, char *output, char
     struct plan_step *s = &run->ps.plan.steps[index];
 
     s->status = status;
+    s->is_dispatched = false;
     s->ended_ns = weft__now_ns();
     weft__free(s->result);
     s->result = output;
@@ -1962,6 +2030,12 @@ step_ended(struct run *run, size_t index, step_status status, char *output, char
     }
     weft__rt_evaluate(run, index, status == STEP_COMPLETED ? RT_EVAL_SUCCESS : RT_EVAL_FAILURE,
                       NULL);
+    if (s->executor == EXEC_AGENT) {
+        /* The worker counted it in its own meter; the run's collaboration metrics count it here. */
+        weft__rt_metrics_agent(run->tel.metrics, weft__rt_step_actor(run, s),
+                               status == STEP_COMPLETED,
+                               (double)(s->ended_ns - s->started_ns) / 1e9);
+    }
     weft__rt_save_step(run, index);
     weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
 }
@@ -1972,7 +2046,7 @@ task_await(struct run *run, struct engine_task *t)
 {
     struct weft__executor *ex = ENG(run)->executor;
 
-    while (!t->is_done) {
+    while (!task_is_done(ENG(run), t)) {
         uint32_t left = weft__rt_remaining_ms(run, 0);
         weft_err err = WEFT_OK;
         if (ex->ops->poll == NULL) {
@@ -1981,12 +2055,38 @@ task_await(struct run *run, struct engine_task *t)
         if (left == 0 || weft__rt_aborted(run)) {
             return WEFT_ETIMEDOUT;
         }
+        /* Other steps of a parallel batch submit and apply results meanwhile. */
+        weft__rt_unlock(run);
         err = ex->ops->poll(ex, left < 1000 ? left : 1000);
+        weft__rt_lock(run);
         if (err != WEFT_OK && err != WEFT_ETIMEDOUT) {
             return err;
         }
     }
     return WEFT_OK;
+}
+
+/* What an executor working on a copy needs besides the step: the run, the task's UUID, the
+ * command parameters, the scripts' positions (*cursors, new), where its spans nest, the time
+ * left and the content-capture choice. */
+static void
+task_remote_fields(struct run *run,
+                   const struct plan_step *s,
+                   struct weft__step_task *task,
+                   json_t **cursors)
+{
+    *cursors = task_cursors(run, NULL);
+    task->run_id = run->store.run_id;
+    task->task_uuid = s->task_uuid;
+    task->spec = s->spec;
+    task->cursors = *cursors;
+    if (weft_span_context_is_valid(&s->parent_ctx)) {
+        task->parent = s->parent_ctx;
+    } else {
+        weft_span_context_of(run->tel.root, &task->parent);
+    }
+    task->timeout_ms = run->cfg.deadline_mono != 0 ? weft__rt_remaining_ms(run, 0) : 0;
+    task->capture_content = run->cfg.capture_content;
 }
 
 /* Make room for one more task in flight (the executor's max_in_flight). */
@@ -1997,12 +2097,21 @@ task_room(struct run *run)
     struct weft__executor *ex = eng->executor;
     size_t max = ex->max_in_flight == 0 ? 1 : ex->max_in_flight;
 
-    while (eng->tasks_in_flight >= max || eng->tasks_in_flight >= ENGINE_MAX_IN_FLIGHT) {
+    for (;;) {
         weft_err err = WEFT_ELIMIT;
+        size_t in_flight = 0;
+        pthread_mutex_lock(&eng->task_lock);
+        in_flight = eng->tasks_in_flight;
+        pthread_mutex_unlock(&eng->task_lock);
+        if (in_flight < max && in_flight < ENGINE_MAX_IN_FLIGHT) {
+            break;
+        }
         if (ex->ops->poll == NULL || weft__rt_aborted(run) || weft__rt_remaining_ms(run, 0) == 0) {
             return WEFT_ELIMIT;
         }
+        weft__rt_unlock(run);
         err = ex->ops->poll(ex, 1000);
+        weft__rt_lock(run);
         if (err != WEFT_OK && err != WEFT_ETIMEDOUT) {
             return err;
         }
@@ -2022,10 +2131,20 @@ svc_execute_step(void *ctx, size_t index)
     struct weft__step_task task;
     struct engine_task *t = NULL;
     char *context = NULL;
+    json_t *cursors = NULL;
     char why[160];
     weft_err err = task_room(run);
 
-    t = err == WEFT_OK ? task_slot(eng, 0) : NULL;
+    if (err == WEFT_OK) {
+        pthread_mutex_lock(&eng->task_lock);
+        t = task_slot(eng, 0);
+        if (t != NULL) {
+            t->task_id = ++eng->next_task_id;
+            t->step = index;
+            eng->tasks_in_flight++;
+        }
+        pthread_mutex_unlock(&eng->task_lock);
+    }
     if (t == NULL) {
         snprintf(why, sizeof(why), "executor %s: no room for another task (%s)", ex->name,
                  weft_strerror(err != WEFT_OK ? err : WEFT_ELIMIT));
@@ -2035,7 +2154,7 @@ svc_execute_step(void *ctx, size_t index)
     /* Serialised only for an executor that works on a copy (in process, it would be unused). */
     context = ex->writes_plan ? NULL : task_context(run, s);
     memset(&task, 0, sizeof(task));
-    task.task_id = ++eng->next_task_id;
+    task.task_id = t->task_id;
     task.attempt = s->attempts + 1;
     task.step = index;
     task.step_id = s->id;
@@ -2043,14 +2162,13 @@ svc_execute_step(void *ctx, size_t index)
     task.agent = weft__rt_step_actor(run, s);
     task.task = s->task;
     task.context = context != NULL ? context : "{}";
-    t->task_id = task.task_id;
-    t->step = index;
-    eng->tasks_in_flight++;
     if (!ex->writes_plan) {
+        task_remote_fields(run, s, &task, &cursors);
         step_started(run, index);
     }
     err = ex->ops->submit(ex, &task, task_done, eng);
     free(context);
+    json_decref(cursors);
     if (err == WEFT_OK) {
         err = task_await(run, t);
     }
@@ -2059,6 +2177,7 @@ svc_execute_step(void *ctx, size_t index)
         WEFT_LOG(WEFT_LOG_WARN, "step %s: %s", run->ps.plan.steps[index].id, why);
         step_ended(run, index, STEP_FAILED, NULL, weft__strdup(why));
     } else if (!ex->writes_plan) {
+        step_apply_remote(run, index, t);
         step_ended(run, index, t->status, t->output, t->error);
         t->output = NULL;
         t->error = NULL;
@@ -2348,6 +2467,221 @@ run_finish(struct run *run, weft_err err, char *error, size_t error_len)
     return err;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Task runs (`weft worker`)                                                                   */
+
+/* The task run's plan: one completed step per dependency (its result from the context), then
+ * the step itself depending on them, nested under the consumer span. */
+static weft_err
+task_plan(struct run *run, const struct weft__task_run *t, char *err, size_t err_len)
+{
+    const struct weft__step_task *task = t->task;
+    const char *key = NULL;
+    const json_t *value = NULL;
+    const char **deps = NULL;
+    size_t dep_count = 0;
+    size_t agent = 0;
+    size_t index = 0;
+    step_executor kind = EXEC_AGENT;
+    weft_err e = WEFT_OK;
+
+    if (!weft__step_executor_parse(task->kind, &kind)) {
+        snprintf(err, err_len, "task %s: unknown step kind \"%s\"", task->step_id, task->kind);
+        return WEFT_EINVAL;
+    }
+    if (kind == EXEC_AGENT) {
+        agent = weft__wf_find_agent(run->cfg.wf, task->agent);
+        if (agent == WF_NONE) {
+            snprintf(err, err_len, "task %s: workflow %s has no agent \"%s\"", task->step_id,
+                     run->cfg.wf->name, task->agent);
+            return WEFT_EINVAL;
+        }
+    }
+    deps = weft__calloc(json_object_size(t->context) + 1, sizeof(*deps));
+    if (deps == NULL) {
+        return WEFT_ENOMEM;
+    }
+    json_object_foreach((json_t *)t->context, key, value)
+    {
+        size_t i = 0;
+        e = strcmp(key, task->step_id) == 0
+                ? WEFT_EINVAL
+                : weft__plan_append(&run->ps.plan, key, agent, "", NULL, 0, &i);
+        if (e != WEFT_OK) {
+            break;
+        }
+        run->ps.plan.steps[i].status = STEP_COMPLETED;
+        run->ps.plan.steps[i].result =
+            weft__strdup(json_is_string(value) ? json_string_value(value) : "");
+        deps[dep_count++] = run->ps.plan.steps[i].id;
+    }
+    if (e == WEFT_OK) {
+        e = weft__plan_append(&run->ps.plan, task->step_id, agent, task->task, deps, dep_count,
+                              &index);
+    }
+    weft__free(deps);
+    if (e != WEFT_OK) {
+        snprintf(err, err_len, "task %s: %s", task->step_id,
+                 e == WEFT_EINVAL ? "depends on itself" : weft_strerror(e));
+        return e;
+    }
+    {
+        struct plan_step *s = &run->ps.plan.steps[index];
+        s->executor = kind;
+        s->spec = t->spec != NULL ? json_deep_copy(t->spec) : NULL;
+        s->attempts = task->attempt > 0 ? task->attempt - 1 : 0;
+        if (t->parent != NULL) {
+            s->parent_ctx = *t->parent;
+        }
+    }
+    return WEFT_OK;
+}
+
+/* The scripts' positions: restore from @p in, or (in NULL) collect into a new object. */
+static json_t *
+task_cursors(struct run *run, const json_t *in)
+{
+    json_t *out = in == NULL ? json_object() : NULL;
+
+    for (size_t i = 0; i < run->cfg.wf->model_count; i++) {
+        const char *script = script_of(run, i);
+        if (script == NULL) {
+            continue;
+        }
+        if (in != NULL) {
+            const json_t *c = json_object_get(in, script);
+            if (c != NULL) {
+                (void)weft__llm_scripted_restore(provider_for(run, i), c);
+            }
+        } else if (out != NULL && json_object_get(out, script) == NULL) {
+            json_t *c = weft__llm_scripted_cursors(provider_for(run, i));
+            if (c != NULL) {
+                json_object_set_new(out, script, c);
+            }
+        }
+    }
+    if (out != NULL && json_object_size(out) == 0) {
+        json_decref(out);
+        out = NULL;
+    }
+    return out;
+}
+
+static void
+task_outcome(struct run *run, const struct weft__task_run *t, struct weft__task_outcome *out)
+{
+    const struct plan_step *s = &run->ps.plan.steps[run->ps.plan.count - 1];
+    const struct weft_run_result *r = run->tel.result;
+    unsigned before = t->task->attempt > 0 ? t->task->attempt - 1 : 0;
+
+    out->is_success = s->status == STEP_COMPLETED;
+    out->output = s->result != NULL ? weft__strdup(s->result) : NULL;
+    out->error = s->feedback != NULL ? weft__strdup(s->feedback) : NULL;
+    out->error_type = s->error_type != NULL ? weft__strdup(s->error_type) : NULL;
+    out->details = s->error != NULL ? json_deep_copy(s->error) : NULL;
+    out->input_tokens = r->input_tokens;
+    out->output_tokens = r->output_tokens;
+    out->cost_usd = r->cost_usd;
+    out->llm_calls = r->llm_calls;
+    out->tool_calls = r->tool_calls;
+    out->attempts = s->attempts > before ? s->attempts - before : 0;
+    out->cursors = task_cursors(run, NULL);
+}
+
+weft_err
+weft__execute_task(const struct weft__task_run *t,
+                   struct weft__task_outcome *out,
+                   char *err,
+                   size_t err_len)
+{
+    struct weft_run_options opts;
+    struct engine *eng = NULL;
+    struct run *run = NULL;
+    weft_err e = WEFT_OK;
+
+    memset(out, 0, sizeof(*out));
+    err[0] = '\0';
+    if (t == NULL || t->wf == NULL || t->task == NULL || t->run_id == NULL) {
+        snprintf(err, err_len, "task run: workflow, task and run id are required");
+        return WEFT_EINVAL;
+    }
+    weft__rt_secrets_load(t->wf);
+    memset(&opts, 0, sizeof(opts));
+    opts.provider = t->provider;
+    opts.capture_content = t->capture_content ? 1 : 0;
+    opts.abort_flag = t->abort_flag;
+    opts.meter = t->meter;
+    eng = weft__calloc(1, sizeof(*eng));
+    if (eng == NULL ||
+        (eng->run.tel.result = weft__calloc(1, sizeof(struct weft_run_result))) == NULL) {
+        weft__free(eng);
+        return WEFT_ENOMEM;
+    }
+    run = &eng->run;
+    services_init(eng);
+    weft__inproc_executor_init(&eng->inproc, run);
+    eng->executor = &eng->inproc.base;
+    pthread_mutex_init(&eng->lock, NULL);
+    pthread_mutex_init(&eng->task_lock, NULL);
+    weft__plan_init(&run->ps.plan);
+    run->cfg.wf = t->wf;
+    run->cfg.opts = &opts;
+    run->cfg.capture_content = t->capture_content;
+    run->cfg.task_attempt = t->task->attempt;
+    run->cfg.task_redeliveries = t->redeliveries;
+    snprintf(run->store.run_id, sizeof(run->store.run_id), "%s", t->run_id);
+    run->store.session_id = weft__strdup(t->run_id);
+    e = run->store.session_id != NULL ? setup_providers(run, err, err_len) : WEFT_ENOMEM;
+    if (e == WEFT_OK) {
+        e = bind_native_tools(run, err, err_len);
+    }
+    if (e == WEFT_OK) {
+        e = setup_workspace(run, err, err_len);
+    }
+    if (e == WEFT_OK && t->provider != NULL) {
+        e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
+        e = e == WEFT_EDISABLED ? WEFT_OK : e;
+    }
+    if (e == WEFT_OK) {
+        e = task_plan(run, t, err, err_len);
+    }
+    if (e == WEFT_OK) {
+        if (t->cursors != NULL) {
+            (void)task_cursors(run, t->cursors); /* restores: returns NULL */
+        }
+        run->tel.metrics = weft__rt_metrics_new_tee(NULL, t->meter, t->wf->name);
+        weft__rt_watchdog_start(run); /* the step's own loops: repeated tool calls, budgets */
+        run->cfg.started_mono = weft__monotonic_ns();
+        if (t->timeout_ms > 0) {
+            run->cfg.deadline_mono = run->cfg.started_mono + (uint64_t)t->timeout_ms * 1000000u;
+        }
+        if (run->ps.plan.steps[run->ps.plan.count - 1].executor == EXEC_AGENT) {
+            weft__rt_agent_step(run, run->ps.plan.count - 1);
+        } else {
+            weft__command_step(run, run->ps.plan.count - 1);
+        }
+        task_outcome(run, t, out);
+    }
+    if (e != WEFT_OK && err[0] == '\0') {
+        snprintf(err, err_len, "task run: %s", weft_strerror(e));
+    }
+    weft_run_result_free(run->tel.result);
+    teardown(run);
+    weft__free(eng);
+    return e;
+}
+
+void
+weft__task_outcome_cleanup(struct weft__task_outcome *out)
+{
+    weft__free(out->output);
+    weft__free(out->error);
+    weft__free(out->error_type);
+    json_decref(out->details);
+    json_decref(out->cursors);
+    memset(out, 0, sizeof(*out));
+}
+
 weft_err
 weft__run_with_executor(const struct weft_workflow *workflow,
                         const struct weft_run_options *options,
@@ -2394,6 +2728,7 @@ weft__run_with_executor(const struct weft_workflow *workflow,
     run->cfg.opts = options != NULL ? options : &defaults;
     run->cfg.input = run->cfg.opts->input;
     pthread_mutex_init(&eng->lock, NULL);
+    pthread_mutex_init(&eng->task_lock, NULL);
     weft__plan_init(&run->ps.plan);
     run->tel.result = r;
     err = run_setup(run, &resumed_from, error, error_len);

@@ -24,6 +24,15 @@ struct engine_task {
     step_status status;
     char *output; /* owned copies of the result */
     char *error;
+    char *error_type;
+    json_t *details;
+    json_t *cursors;
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+    size_t llm_calls;
+    size_t tool_calls;
+    unsigned redeliveries;
 };
 
 struct engine {
@@ -44,6 +53,9 @@ struct engine {
     bool is_parallel;
     struct weft__inproc_executor inproc;
     struct weft__executor *executor; /* &inproc.base or the caller's */
+    /* Guards tasks[] and tasks_in_flight: results may arrive on any thread that polls while
+     * the run lock is released (a remote executor's waits). */
+    pthread_mutex_t task_lock;
     uint64_t next_task_id;
     struct engine_task tasks[ENGINE_MAX_IN_FLIGHT];
     size_t tasks_in_flight;

@@ -31,6 +31,8 @@
 
 #include "plan.h"
 
+#include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +53,14 @@ struct weft__step_task {
     /* JSON object text: {dependency step id: its result}; "{}" for an executor that writes the
      * plan (it shares the run's memory and reads the dependencies there). */
     const char *context;
+    /* For executors that work on a copy (NULL / empty otherwise): */
+    const char *run_id;
+    const char *task_uuid;           /* plan_step.task_uuid */
+    const json_t *spec;              /* command steps' parameters, or NULL */
+    const json_t *cursors;           /* {script path: cursors} of the run's scripts, or NULL */
+    struct weft_span_context parent; /* the span the task's spans nest under */
+    uint32_t timeout_ms;             /* time left in the run; 0: none */
+    bool capture_content;
 };
 
 /* What came of a task. Strings are borrowed for the callback. */
@@ -59,6 +69,16 @@ struct weft__step_result {
     step_status status; /* STEP_COMPLETED or STEP_FAILED */
     const char *output; /* NULL: none */
     const char *error;  /* why it failed (the step's feedback); NULL: none */
+    /* Remote executors (zero / NULL otherwise): */
+    const char *error_type;
+    const json_t *details; /* the failure's details for the corrector */
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+    size_t llm_calls;
+    size_t tool_calls;
+    const json_t *cursors; /* the scripts' positions after the task */
+    unsigned redeliveries; /* deliveries of the task message before the one that ran */
 };
 
 /* Called once per submitted task with its result. */
@@ -108,5 +128,55 @@ weft_err weft__run_with_executor(const struct weft_workflow *workflow,
                                  struct weft_run_result **out,
                                  char *error,
                                  size_t error_len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Task runs: one step of a run that lives elsewhere, executed here (`weft worker`)            */
+
+struct weft_meter;
+struct weft_provider;
+
+/* Everything borrowed for the call. */
+struct weft__task_run {
+    const struct weft_workflow *wf;
+    const char *run_id;                     /* the orchestrator's run: weft.run.id, the workspace */
+    const struct weft__step_task *task;     /* step_id, kind, agent, task, attempt */
+    const json_t *context;                  /* {dependency step id: its result}; NULL: none */
+    const json_t *spec;                     /* command steps' parameters; NULL: none */
+    const json_t *cursors;                  /* {script path: cursors} to start the scripts from */
+    const struct weft_span_context *parent; /* the spans nest under it (the consumer span) */
+    struct weft_provider *provider;         /* where the spans go; NULL: not traced */
+    struct weft_meter *meter;               /* collaboration metrics; NULL: none */
+    const volatile sig_atomic_t *abort_flag;
+    uint32_t timeout_ms; /* 0: no deadline */
+    bool capture_content;
+    int64_t redeliveries; /* earlier deliveries of the task message (on execute_tool spans) */
+};
+
+/* How a task run ended. Owned strings; clean up with weft__task_outcome_cleanup(). */
+struct weft__task_outcome {
+    bool is_success;
+    char *output;
+    char *error;
+    char *error_type;
+    json_t *details; /* the failure's details for the corrector, or NULL */
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+    size_t llm_calls;
+    size_t tool_calls;
+    unsigned attempts; /* agent attempts in this run (reflection retries included) */
+    json_t *cursors;   /* {script path: cursors} after the step, or NULL (no scripted model) */
+};
+
+/* Run @p t's step here, as the in-process executor runs it (agent with its LLM calls, tools and
+ * reflection; or a command step), without a state database: the orchestrator keeps the state.
+ * The step's spans nest under t->parent. @return WEFT_OK (the step ran: see out->is_success),
+ * WEFT_EINVAL (no such agent, bad kind: @p err says which), WEFT_ENOMEM, or what setting up the
+ * providers or the workspace returned (reason in @p err). Ownership: caller cleans @p out up. */
+weft_err weft__execute_task(const struct weft__task_run *t,
+                            struct weft__task_outcome *out,
+                            char *err,
+                            size_t err_len);
+void weft__task_outcome_cleanup(struct weft__task_outcome *out);
 
 #endif /* WEFT_RUNTIME_EXECUTOR_H */

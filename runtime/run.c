@@ -68,3 +68,12 @@ weft__rt_step_actor(const struct run *run, const struct plan_step *step)
     }
     return weft__step_executor_name(step->executor);
 }
+
+void
+weft__rt_span_task_attempt(const struct run *run, struct weft_span *span)
+{
+    if (run->cfg.task_attempt > 0) {
+        weft_span_set_int(span, "weft.task.attempt", run->cfg.task_attempt);
+        weft_span_set_int(span, "weft.task.redeliveries", run->cfg.task_redeliveries);
+    }
+}

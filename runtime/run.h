@@ -80,6 +80,11 @@ struct run_config {
     const struct tool_def **native; /* per workflow tool: the registry entry of native tools */
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
+    /* A worker's task run (docs/distributed.md): the task's attempt and the deliveries of its
+     * message before this one, set on every execute_tool span so repeated side effects show.
+     * 0 and 0 for an ordinary run. */
+    unsigned task_attempt;
+    int64_t task_redeliveries;
 };
 
 /* Where the run is kept. */
@@ -289,5 +294,9 @@ bool weft__rt_aborted(const struct run *run);
 uint32_t weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono);
 /* The agent's name, or the step kind's ("command", ...) for steps without an agent. */
 const char *weft__rt_step_actor(const struct run *run, const struct plan_step *step);
+
+/* On a worker's task run: the task's attempt and redeliveries on @p span (execute_tool spans),
+ * so a side effect repeated by a redelivery is visible. No-op for ordinary runs. */
+void weft__rt_span_task_attempt(const struct run *run, struct weft_span *span);
 
 #endif /* WEFT_RUNTIME_RUN_H */

@@ -39,6 +39,7 @@ struct loader {
     struct weft_diags local; /* used when the caller passes none */
     size_t errors;
     bool is_oom;
+    const json_t *doc; /* the document itself (a task message's copy), instead of reading file */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1460,8 +1461,11 @@ flow_reaches(const struct wf_flow *flow, size_t a, size_t b, unsigned depth)
     return false;
 }
 
-static weft_err
-load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags);
+static weft_err load_depth(const char *path,
+                           const json_t *doc,
+                           unsigned depth,
+                           struct weft_workflow **out,
+                           struct weft_diags *diags);
 
 static struct wf_flow *load_flow(struct loader *ld,
                                  struct weft_workflow *wf,
@@ -1533,7 +1537,7 @@ load_flow_node(struct loader *ld,
             diag_add(ld, sub, 0, 0, "sub-workflows nested deeper than 3 levels (a cycle?)");
         } else if (full != NULL) {
             struct weft_diags inner = {0};
-            if (load_depth(full, ld->file_depth + 1, &node->subwf, &inner) != WEFT_OK) {
+            if (load_depth(full, NULL, ld->file_depth + 1, &node->subwf, &inner) != WEFT_OK) {
                 diag_add(ld, sub, 0, 0, "'%s' is invalid: %s", file,
                          inner.count > 0 ? inner.items[0].message : "cannot be loaded");
             }
@@ -1824,7 +1828,19 @@ check_policy(struct loader *ld, const struct weft_workflow *wf)
 weft_err
 weft_workflow_load(const char *path, struct weft_workflow **out, struct weft_diags *diags)
 {
-    return load_depth(path, 0, out, diags);
+    return load_depth(path, NULL, 0, out, diags);
+}
+
+weft_err
+weft__workflow_load_doc(const char *path,
+                        const json_t *doc,
+                        struct weft_workflow **out,
+                        struct weft_diags *diags)
+{
+    if (doc == NULL) {
+        return WEFT_EINVAL;
+    }
+    return load_depth(path, doc, 0, out, diags);
 }
 
 /* Read the workflow file @p path into *root (new): it must exist and hold a JSON object.
@@ -1835,6 +1851,14 @@ read_root(struct loader *ld, const char *path, json_t **root)
     json_error_t jerr;
     struct stat st;
 
+    if (ld->doc != NULL) {
+        *root = json_deep_copy(ld->doc);
+        if (*root == NULL || !json_is_object(*root)) {
+            diag_add(ld, "", 0, 0, "expected a JSON object at the top level");
+            return *root == NULL && json_is_object(ld->doc) ? WEFT_ENOMEM : WEFT_EPARSE;
+        }
+        return WEFT_OK;
+    }
     if (stat(path, &st) != 0) {
         diag_add(ld, "", 0, 0, "cannot open: %s", strerror(errno));
         return errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO;
@@ -1887,7 +1911,11 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 }
 
 static weft_err
-load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct weft_diags *diags)
+load_depth(const char *path,
+           const json_t *doc,
+           unsigned depth,
+           struct weft_workflow **out,
+           struct weft_diags *diags)
 {
     struct loader ld;
     struct weft_workflow *wf = NULL;
@@ -1902,6 +1930,7 @@ load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct 
     }
     memset(&ld, 0, sizeof(ld));
     ld.file = path;
+    ld.doc = doc;
     ld.file_depth = depth;
     ld.diags = diags != NULL ? diags : &ld.local;
     weft_diags_cleanup(ld.diags);
@@ -1922,6 +1951,7 @@ load_depth(const char *path, unsigned depth, struct weft_workflow **out, struct 
         goto out;
     }
     load_sections(&ld, wf, root);
+    wf->doc = json_incref(root);
     if (ld.is_oom) {
         err = WEFT_ENOMEM;
     } else if (ld.errors > 0) {
@@ -1950,6 +1980,7 @@ weft_workflow_free(struct weft_workflow *wf)
     if (wf == NULL) {
         return;
     }
+    json_decref(wf->doc);
     for (size_t i = 0; i < wf->model_count; i++) {
         struct wf_model *m = &wf->models[i];
         weft__free(m->name);

@@ -152,7 +152,8 @@ void weft__wf_flow_free(struct wf_flow *flow);
 
 struct weft_workflow {
     char *path;
-    char *dir; /* directory of the file: relative paths resolve against it */
+    char *dir;   /* directory of the file: relative paths resolve against it */
+    json_t *doc; /* the document as loaded (task messages carry it to workers) */
     char *name;
     char *description;
     struct wf_model *models;
@@ -182,5 +183,15 @@ size_t weft__wf_find_agent(const struct weft_workflow *wf, const char *name);
 json_t *
 weft__wf_executor_spec(step_executor executor, const json_t *step, char *why, size_t why_len);
 size_t weft__wf_find_tool(const struct weft_workflow *wf, const char *name);
+
+/* Load a workflow from its document @p doc (a task message's copy, docs/distributed.md) as if
+ * it were the file @p path: relative paths (scripts, sub-workflows, workspace) resolve against
+ * @p path's directory, which must exist where they are used. Diagnostics as weft_workflow_load().
+ * @return as weft_workflow_load(); WEFT_EINVAL for a NULL @p doc.
+ * Ownership: borrows @p doc; caller owns *out (weft_workflow_free). */
+weft_err weft__workflow_load_doc(const char *path,
+                                 const json_t *doc,
+                                 struct weft_workflow **out,
+                                 struct weft_diags *diags);
 
 #endif /* WEFT_RUNTIME_WORKFLOW_H */

@@ -1,0 +1,644 @@
+/* runtime/dist/amqp_executor.c - the executor interface over RabbitMQ (amqp_executor.h).
+ *
+ * Each submitted task is an entry of a fixed table (max_in_flight entries) under one mutex:
+ * its encoded message, its producer span, its publish confirm number (0: to be published,
+ * again after a reconnect) and, once one arrived, its result. The I/O thread publishes,
+ * consumes and reconnects; poll() takes the results out. Nothing here blocks the agent thread
+ * on the network: submit() only encodes and queues.
+ */
+#include "runtime/dist/amqp_executor.h"
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "runtime/dist/broker.h"
+#include "runtime/dist/dist_telemetry.h"
+#include "runtime/dist/message.h"
+#include "runtime/workflow.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/metrics.h>
+#include <weft/trace.h>
+#include <weft/weft.h>
+
+#define MAX_SLOTS   256
+#define MAX_BOUNCES 20 /* a foreign result goes back to the queue at most this often */
+
+struct slot {
+    bool is_used;
+    uint64_t seq; /* the engine's task id */
+    char task_uuid[WEFT_UUID_LEN + 1];
+    unsigned attempt;
+    char *body;
+    size_t body_len;
+    char traceparent[WEFT_TRACEPARENT_LEN + 1];
+    struct weft_span *span; /* producer span, ended at the confirm */
+    uint64_t publish_seq;   /* confirm number on the current connection; 0: not published */
+    bool is_confirmed;
+    uint64_t sent_ns;
+    weft__step_done_fn done;
+    void *user_data;
+    bool has_result;
+    struct weft__result_msg result; /* valid when has_result */
+    char *dead_note;                /* dead-lettered: why (the result is a failure) */
+};
+
+struct amqp_ex {
+    struct weft__executor base;
+    const struct weft_workflow *wf;
+    struct weft__broker *broker;
+    struct weft_tracer *tracer;
+    struct weft__dist_metrics metrics;
+    pthread_t io;
+    bool has_io;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    bool is_stopping;
+    bool is_broken; /* the I/O thread gave up (never: it reconnects until destroyed) */
+    struct slot slots[MAX_SLOTS];
+    size_t slot_count;
+    struct weft__amqp_executor_stats stats;
+    uint64_t next_stats_ns;
+    char run_id[80]; /* the run of the tasks submitted (set by the first) */
+};
+
+static struct slot *
+slot_by_uuid(struct amqp_ex *ex, const char *uuid, unsigned attempt)
+{
+    for (size_t i = 0; i < ex->slot_count; i++) {
+        struct slot *s = &ex->slots[i];
+        if (s->is_used && s->attempt == attempt && strcmp(s->task_uuid, uuid) == 0) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static size_t
+in_flight(const struct amqp_ex *ex)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < ex->slot_count; i++) {
+        n += ex->slots[i].is_used ? 1 : 0;
+    }
+    return n;
+}
+
+static void
+slot_free(struct slot *s)
+{
+    free(s->body);
+    weft__result_msg_cleanup(&s->result);
+    weft__free(s->dead_note);
+    weft_span_end(s->span, 0);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* submit and poll (engine threads)                                                            */
+
+static void
+producer_span(struct amqp_ex *ex, struct slot *s, const struct weft__step_task *task)
+{
+    const struct weft__broker_names *nm = weft__broker_names(ex->broker);
+    struct weft_span_start_options so;
+    struct weft_attr attrs[12];
+    size_t n = 0;
+    char name[WEFT__BROKER_NAME_MAX + 16];
+    struct weft_span_context ctx;
+
+    attrs[n++] = weft_attr_str("messaging.system", "rabbitmq");
+    attrs[n++] = weft_attr_str("messaging.operation.type", "send");
+    attrs[n++] = weft_attr_str("messaging.operation.name", "publish");
+    attrs[n++] = weft_attr_str("messaging.destination.name", nm->exchange);
+    attrs[n++] = weft_attr_str("messaging.rabbitmq.destination.routing_key", "task");
+    attrs[n++] = weft_attr_str("messaging.message.id", s->task_uuid);
+    attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)s->body_len);
+    attrs[n++] = weft_attr_str("weft.step.id", task->step_id);
+    attrs[n++] = weft_attr_int("weft.task.attempt", task->attempt);
+    attrs[n++] = weft_attr_str("weft.run.id", task->run_id != NULL ? task->run_id : "");
+    memset(&so, 0, sizeof(so));
+    so.kind = WEFT_SPAN_KIND_PRODUCER;
+    so.parent_context = weft_span_context_is_valid(&task->parent) ? &task->parent : NULL;
+    so.is_root = so.parent_context == NULL;
+    so.attrs = attrs;
+    so.attr_count = n;
+    snprintf(name, sizeof(name), "publish %s", nm->exchange);
+    s->span = weft_span_start(ex->tracer, name, &so);
+    weft_span_context_of(s->span, &ctx);
+    if (!weft_span_context_is_valid(&ctx)) {
+        ctx = task->parent; /* not traced here: pass the step's own context on */
+    }
+    if (weft_span_context_is_valid(&ctx)) {
+        (void)weft_traceparent_format(&ctx, s->traceparent, sizeof(s->traceparent));
+    }
+}
+
+static weft_err
+amqp_submit(struct weft__executor *base,
+            const struct weft__step_task *task,
+            weft__step_done_fn done,
+            void *user_data)
+{
+    struct amqp_ex *ex = (struct amqp_ex *)base;
+    struct weft__task_msg m;
+    struct slot *s = NULL;
+    json_t *context = NULL;
+    weft_err e = WEFT_OK;
+
+    if (task->task_uuid == NULL || task->run_id == NULL) {
+        return WEFT_EINVAL;
+    }
+    context = json_loads(task->context != NULL ? task->context : "{}", 0, NULL);
+    memset(&m, 0, sizeof(m));
+    m.run_id = (char *)task->run_id;
+    snprintf(m.task_id, sizeof(m.task_id), "%s", task->task_uuid);
+    m.seq = task->task_id;
+    m.attempt = task->attempt;
+    m.step_id = (char *)task->step_id;
+    m.kind = (char *)task->kind;
+    m.agent = (char *)task->agent;
+    m.task = (char *)task->task;
+    m.context = context;
+    m.spec = (json_t *)task->spec;
+    m.workflow_path = ex->wf->path;
+    m.workflow = ex->wf->doc;
+    m.cursors = (json_t *)task->cursors;
+    m.capture_content = task->capture_content;
+    m.timeout_ms = task->timeout_ms;
+    m.sent_ns = weft__now_ns();
+    pthread_mutex_lock(&ex->lock);
+    for (size_t i = 0; i < MAX_SLOTS && s == NULL; i++) {
+        if (!ex->slots[i].is_used) {
+            s = &ex->slots[i];
+            if (i >= ex->slot_count) {
+                ex->slot_count = i + 1;
+            }
+        }
+    }
+    if (s == NULL) {
+        pthread_mutex_unlock(&ex->lock);
+        json_decref(context);
+        return WEFT_ELIMIT;
+    }
+    memset(s, 0, sizeof(*s));
+    e = weft__task_msg_encode(&m, &s->body, &s->body_len);
+    json_decref(context);
+    if (e != WEFT_OK) {
+        memset(s, 0, sizeof(*s));
+        pthread_mutex_unlock(&ex->lock);
+        return e;
+    }
+    s->is_used = true;
+    snprintf(ex->run_id, sizeof(ex->run_id), "%s", task->run_id);
+    s->seq = task->task_id;
+    memcpy(s->task_uuid, m.task_id, sizeof(s->task_uuid));
+    s->attempt = task->attempt;
+    s->sent_ns = m.sent_ns;
+    s->done = done;
+    s->user_data = user_data;
+    producer_span(ex, s, task);
+    weft__dist_metrics_dispatched(&ex->metrics, ex->wf->name);
+    weft__dist_metrics_in_flight(&ex->metrics, ex->wf->name, in_flight(ex));
+    pthread_mutex_unlock(&ex->lock);
+    weft__broker_wake(ex->broker);
+    return WEFT_OK;
+}
+
+/* Hand @p s's result to the engine (under the lock; the engine's callback never calls back). */
+static void
+deliver(struct amqp_ex *ex, struct slot *s)
+{
+    struct weft__step_result r;
+    const struct weft__result_msg *m = &s->result;
+
+    memset(&r, 0, sizeof(r));
+    r.task_id = s->seq;
+    if (s->dead_note != NULL) {
+        r.status = STEP_FAILED;
+        r.error = s->dead_note;
+        r.error_type = "dead_lettered";
+        r.redeliveries = (unsigned)m->delivery_count;
+    } else {
+        r.status = m->is_success ? STEP_COMPLETED : STEP_FAILED;
+        r.output = m->output;
+        r.error = m->error;
+        r.error_type = m->error_type;
+        r.details = m->details;
+        r.input_tokens = m->input_tokens;
+        r.output_tokens = m->output_tokens;
+        r.cost_usd = m->cost_usd;
+        r.llm_calls = (size_t)m->llm_calls;
+        r.tool_calls = (size_t)m->tool_calls;
+        r.cursors = m->cursors;
+        r.redeliveries = (unsigned)m->delivery_count;
+    }
+    s->done(s->user_data, &r);
+    slot_free(s);
+    weft__dist_metrics_in_flight(&ex->metrics, ex->wf->name, in_flight(ex));
+}
+
+static weft_err
+amqp_poll(struct weft__executor *base, uint32_t timeout_ms)
+{
+    struct amqp_ex *ex = (struct amqp_ex *)base;
+    uint64_t deadline = weft__monotonic_ns() + (uint64_t)timeout_ms * 1000000u;
+    size_t delivered = 0;
+
+    pthread_mutex_lock(&ex->lock);
+    for (;;) {
+        for (size_t i = 0; i < ex->slot_count; i++) {
+            if (ex->slots[i].is_used && ex->slots[i].has_result) {
+                deliver(ex, &ex->slots[i]);
+                delivered++;
+            }
+        }
+        if (delivered > 0 || ex->is_broken || weft__monotonic_ns() >= deadline) {
+            break;
+        }
+        weft__cond_timedwait_ns(&ex->changed, &ex->lock, deadline);
+    }
+    pthread_mutex_unlock(&ex->lock);
+    if (delivered > 0) {
+        return WEFT_OK;
+    }
+    return ex->is_broken ? WEFT_EIO : WEFT_ETIMEDOUT;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The I/O thread                                                                              */
+
+/* Publish every task not published on this connection (under the lock). */
+static void
+publish_pending(struct amqp_ex *ex)
+{
+    for (size_t i = 0; i < ex->slot_count && weft__broker_is_connected(ex->broker); i++) {
+        struct slot *s = &ex->slots[i];
+        struct weft__broker_msg msg;
+        if (!s->is_used || s->publish_seq != 0 || s->has_result) {
+            continue;
+        }
+        memset(&msg, 0, sizeof(msg));
+        msg.message_id = s->task_uuid;
+        msg.correlation_id = s->task_uuid;
+        msg.type = WEFT__MSG_TASK;
+        msg.reply_to = weft__broker_names(ex->broker)->results;
+        msg.traceparent = s->traceparent[0] != '\0' ? s->traceparent : NULL;
+        msg.attempt = s->attempt;
+        msg.timestamp_ms = weft__now_ns() / 1000000u;
+        if (weft__broker_publish(ex->broker, "task", false, &msg, s->body, s->body_len,
+                                 &s->publish_seq) != WEFT_OK) {
+            s->publish_seq = 0;
+        }
+    }
+}
+
+static void
+on_confirm(struct amqp_ex *ex, const struct weft__broker_event *ev)
+{
+    for (size_t i = 0; i < ex->slot_count; i++) {
+        struct slot *s = &ex->slots[i];
+        bool is_hit = s->is_used && s->publish_seq != 0 && !s->is_confirmed &&
+                      (ev->is_multiple ? s->publish_seq <= ev->seq : s->publish_seq == ev->seq);
+        if (!is_hit) {
+            continue;
+        }
+        if (ev->is_nack) {
+            WEFT_LOG(WEFT_LOG_WARN, "broker refused task %s (attempt %u): publishing again",
+                     s->task_uuid, s->attempt);
+            s->publish_seq = 0;
+            continue;
+        }
+        s->is_confirmed = true;
+        ex->stats.published++;
+        weft_span_end(s->span, 0);
+        s->span = NULL;
+    }
+}
+
+/* The CONSUMER span of a result taken. */
+static void
+consumer_span(struct amqp_ex *ex, const struct weft__broker_event *ev, const struct slot *s)
+{
+    struct weft_span_start_options so;
+    struct weft_attr attrs[10];
+    struct weft_span_context parent;
+    size_t n = 0;
+    char name[WEFT__BROKER_NAME_MAX + 16];
+    struct weft_span *span = NULL;
+
+    memset(&parent, 0, sizeof(parent));
+    if (ev->msg.traceparent == NULL ||
+        weft_traceparent_parse(ev->msg.traceparent, NULL, &parent) != WEFT_OK) {
+        return;
+    }
+    attrs[n++] = weft_attr_str("messaging.system", "rabbitmq");
+    attrs[n++] = weft_attr_str("messaging.operation.type", "process");
+    attrs[n++] = weft_attr_str("messaging.operation.name", "process");
+    attrs[n++] = weft_attr_str("messaging.destination.name",
+                               weft__broker_names(ex->broker)->exchange);
+    attrs[n++] = weft_attr_str("messaging.rabbitmq.destination.routing_key", "result");
+    attrs[n++] = weft_attr_int("messaging.rabbitmq.message.delivery_tag",
+                               (int64_t)ev->delivery_tag);
+    attrs[n++] = weft_attr_str("messaging.message.id", s->task_uuid);
+    attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)ev->body_len);
+    attrs[n++] = weft_attr_int("weft.task.attempt", s->attempt);
+    memset(&so, 0, sizeof(so));
+    so.kind = WEFT_SPAN_KIND_CONSUMER;
+    so.parent_context = &parent;
+    so.attrs = attrs;
+    so.attr_count = n;
+    snprintf(name, sizeof(name), "process %s", weft__broker_names(ex->broker)->exchange);
+    span = weft_span_start(ex->tracer, name, &so);
+    if (s->dead_note != NULL || !s->result.is_success) {
+        weft_span_set_status(span, WEFT_STATUS_ERROR,
+                             s->dead_note != NULL ? "dead_lettered" : "task failed");
+    }
+    weft_span_end(span, 0);
+}
+
+/* A task message came back through the dead-letter exchange: fail its task. */
+static void
+on_dead_task(struct amqp_ex *ex, const struct weft__broker_event *ev)
+{
+    struct weft__task_msg t;
+    char why[256];
+    struct slot *s = NULL;
+    const char *reason = ev->msg.death_reason != NULL ? ev->msg.death_reason : "unknown";
+
+    if (weft__task_msg_decode(ev->body, ev->body_len, &t, why, sizeof(why)) != WEFT_OK) {
+        /* A foreign or malformed message a worker rejected: its copy stays in the dead-letter
+         * queue for an operator; nothing of ours waits for it. */
+        ex->stats.malformed++;
+        weft__dist_metrics_dead_lettered(&ex->metrics, ex->wf->name, "malformed");
+        (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+        return;
+    }
+    s = slot_by_uuid(ex, t.task_id, t.attempt);
+    weft__dist_metrics_dead_lettered(&ex->metrics, ex->wf->name,
+                                     strcmp(reason, "delivery_limit") == 0 ? "delivery_limit"
+                                                                           : "rejected");
+    if (s != NULL && !s->has_result) {
+        char note[512];
+        snprintf(note, sizeof(note),
+                 "task %s of step %s (attempt %u) was dead-lettered by the broker (%s) after %lld "
+                 "deliveries without a result: a worker crashed or was killed on it each time, "
+                 "or rejected it; the message is in %s",
+                 t.task_id, t.step_id, t.attempt, reason,
+                 (long long)(ev->msg.delivery_count > 0 ? ev->msg.delivery_count
+                                                        : ev->msg.death_count),
+                 weft__broker_names(ex->broker)->dead);
+        s->dead_note = weft__strdup(note);
+        s->has_result = true;
+        s->result.delivery_count = ev->msg.delivery_count;
+        ex->stats.dead_lettered++;
+        consumer_span(ex, ev, s);
+        pthread_cond_broadcast(&ex->changed);
+    }
+    weft__task_msg_cleanup(&t);
+    (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+}
+
+static void
+on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
+{
+    struct weft__result_msg r;
+    char why[256];
+    struct slot *s = NULL;
+
+    if (ev->msg.type != NULL && strcmp(ev->msg.type, WEFT__MSG_TASK) == 0) {
+        on_dead_task(ex, ev);
+        return;
+    }
+    if (weft__result_msg_decode(ev->body, ev->body_len, &r, why, sizeof(why)) != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_WARN, "results queue: message rejected to the dead letters: %s", why);
+        ex->stats.malformed++;
+        weft__dist_metrics_dead_lettered(&ex->metrics, ex->wf->name, "malformed");
+        (void)weft__broker_reject(ex->broker, ev->delivery_tag, false);
+        return;
+    }
+    s = slot_by_uuid(ex, r.task_id, r.attempt);
+    if (s == NULL && strcmp(r.run_id, ex->run_id) != 0 && ev->msg.bounces < MAX_BOUNCES) {
+        /* Another orchestrator's (runs that share a queue prefix share the results queue):
+         * back to the queue's tail for it, a bounded number of times (a result of a run no
+         * orchestrator waits for any more is dropped then, and counted). */
+        struct weft__broker_msg msg;
+        uint64_t seq = 0;
+        memset(&msg, 0, sizeof(msg));
+        msg.type = WEFT__MSG_RESULT;
+        msg.message_id = r.task_id;
+        msg.traceparent = ev->msg.traceparent;
+        msg.bounces = ev->msg.bounces + 1;
+        ex->stats.foreign++;
+        if (weft__broker_publish(ex->broker, "result", false, &msg, ev->body, ev->body_len, &seq) ==
+            WEFT_OK) {
+            (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+        }
+        weft__result_msg_cleanup(&r);
+        return;
+    }
+    if (s == NULL || s->has_result) {
+        ex->stats.duplicates++;
+        weft__dist_metrics_duplicate(&ex->metrics, ex->wf->name);
+        WEFT_LOG(WEFT_LOG_INFO, "result for task %s attempt %u ignored: already answered",
+                 r.task_id, r.attempt);
+        weft__result_msg_cleanup(&r);
+        (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+        return;
+    }
+    s->result = r;
+    s->has_result = true;
+    ex->stats.results++;
+    ex->stats.redeliveries += (uint64_t)(r.delivery_count > 0 ? r.delivery_count : 0);
+    weft__dist_metrics_result(&ex->metrics, ex->wf->name, &r, s->sent_ns);
+    consumer_span(ex, ev, s);
+    pthread_cond_broadcast(&ex->changed);
+    (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+}
+
+static void
+reconnect(struct amqp_ex *ex, unsigned *backoff_ms)
+{
+    char err[512] = "";
+
+    pthread_mutex_unlock(&ex->lock);
+    if (weft__broker_connect(ex->broker, err, sizeof(err)) == WEFT_OK &&
+        weft__broker_consume(ex->broker, weft__broker_names(ex->broker)->results) == WEFT_OK) {
+        pthread_mutex_lock(&ex->lock);
+        ex->stats.reconnects++;
+        *backoff_ms = 100;
+        WEFT_LOG(WEFT_LOG_INFO, "broker %s: connected again", weft__broker_url_safe(ex->broker));
+        for (size_t i = 0; i < ex->slot_count; i++) {
+            if (ex->slots[i].is_used && !ex->slots[i].is_confirmed) {
+                ex->slots[i].publish_seq = 0; /* unconfirmed: publish again */
+            }
+        }
+        return;
+    }
+    WEFT_LOG(WEFT_LOG_WARN, "%s; retrying in %u ms", err, *backoff_ms);
+    weft__sleep_ms(*backoff_ms);
+    *backoff_ms = *backoff_ms * 2 > 5000 ? 5000 : *backoff_ms * 2;
+    pthread_mutex_lock(&ex->lock);
+}
+
+static void
+refresh_stats(struct amqp_ex *ex)
+{
+    uint64_t now = weft__monotonic_ns();
+
+    if (now < ex->next_stats_ns || !weft__broker_is_connected(ex->broker)) {
+        return;
+    }
+    ex->next_stats_ns = now + 2000000000ull;
+    weft__dist_metrics_queues(&ex->metrics, ex->broker);
+}
+
+static void *
+io_main(void *arg)
+{
+    struct amqp_ex *ex = arg;
+    unsigned backoff_ms = 100;
+
+    pthread_mutex_lock(&ex->lock);
+    while (!ex->is_stopping) {
+        struct weft__broker_event ev;
+        if (!weft__broker_is_connected(ex->broker)) {
+            reconnect(ex, &backoff_ms);
+            continue;
+        }
+        publish_pending(ex);
+        refresh_stats(ex);
+        pthread_mutex_unlock(&ex->lock);
+        (void)weft__broker_wait(ex->broker, 200, &ev);
+        pthread_mutex_lock(&ex->lock);
+        switch (ev.kind) {
+        case WEFT__BROKER_DELIVERY:
+            on_result(ex, &ev);
+            break;
+        case WEFT__BROKER_CONFIRM:
+            on_confirm(ex, &ev);
+            break;
+        default:
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Life                                                                                        */
+
+static void
+amqp_destroy(struct weft__executor *base)
+{
+    struct amqp_ex *ex = (struct amqp_ex *)base;
+
+    if (ex == NULL) {
+        return;
+    }
+    if (ex->has_io) {
+        pthread_mutex_lock(&ex->lock);
+        ex->is_stopping = true;
+        pthread_mutex_unlock(&ex->lock);
+        weft__broker_wake(ex->broker);
+        pthread_join(ex->io, NULL);
+    }
+    for (size_t i = 0; i < ex->slot_count; i++) {
+        if (ex->slots[i].is_used) {
+            slot_free(&ex->slots[i]);
+        }
+    }
+    weft__broker_free(ex->broker);
+    weft__dist_metrics_cleanup(&ex->metrics);
+    pthread_cond_destroy(&ex->changed);
+    pthread_mutex_destroy(&ex->lock);
+    weft__free(ex);
+}
+
+static const struct weft__executor_ops amqp_ops = {amqp_submit, amqp_poll, amqp_destroy};
+
+weft_err
+weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
+                        const struct weft_workflow *wf,
+                        uint32_t connect_timeout_ms,
+                        struct weft__executor **out,
+                        char *err,
+                        size_t err_len)
+{
+    struct weft__broker_config bc;
+    struct amqp_ex *ex = NULL;
+    uint64_t deadline = weft__monotonic_ns() + (uint64_t)connect_timeout_ms * 1000000u;
+    unsigned backoff = 100;
+    weft_err e = WEFT_OK;
+
+    *out = NULL;
+    err[0] = '\0';
+    if (wf == NULL || wf->doc == NULL || wf->path == NULL) {
+        snprintf(err, err_len, "amqp executor: the workflow document is required");
+        return WEFT_EINVAL;
+    }
+    ex = weft__calloc(1, sizeof(*ex));
+    if (ex == NULL) {
+        return WEFT_ENOMEM;
+    }
+    memset(&bc, 0, sizeof(bc));
+    bc.url = cfg->url;
+    bc.prefix = cfg->prefix;
+    bc.max_redeliveries = cfg->max_redeliveries;
+    bc.name = "weft orchestrator";
+    e = weft__broker_new(&bc, &ex->broker, err, err_len);
+    if (e != WEFT_OK) {
+        weft__free(ex);
+        return e;
+    }
+    pthread_mutex_init(&ex->lock, NULL);
+    weft__cond_init_monotonic(&ex->changed);
+    ex->wf = wf;
+    ex->base.ops = &amqp_ops;
+    ex->base.name = "amqp";
+    ex->base.max_in_flight = cfg->max_in_flight == 0 ? 64
+                             : cfg->max_in_flight > MAX_SLOTS ? MAX_SLOTS
+                                                              : cfg->max_in_flight;
+    ex->base.writes_plan = false;
+    if (cfg->provider != NULL) {
+        (void)weft_provider_get_tracer(cfg->provider, "weft.dist", WEFT_VERSION, &ex->tracer);
+    }
+    weft__dist_metrics_init(&ex->metrics, cfg->meter, weft__broker_names(ex->broker));
+    for (;;) {
+        e = weft__broker_connect(ex->broker, err, err_len);
+        if (e == WEFT_OK) {
+            e = weft__broker_consume(ex->broker, weft__broker_names(ex->broker)->results);
+        }
+        if (e == WEFT_OK || e == WEFT_EINVAL || weft__monotonic_ns() + backoff * 1000000ull >= deadline) {
+            break;
+        }
+        weft__sleep_ms(backoff);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+    if (e == WEFT_OK && pthread_create(&ex->io, NULL, io_main, ex) != 0) {
+        snprintf(err, err_len, "amqp executor: cannot start its thread");
+        e = WEFT_ENOMEM;
+    }
+    if (e != WEFT_OK) {
+        amqp_destroy(&ex->base);
+        return e;
+    }
+    ex->has_io = true;
+    *out = &ex->base;
+    return WEFT_OK;
+}
+
+void
+weft__amqp_executor_stats(struct weft__executor *base, struct weft__amqp_executor_stats *out)
+{
+    struct amqp_ex *ex = (struct amqp_ex *)base;
+
+    pthread_mutex_lock(&ex->lock);
+    *out = ex->stats;
+    pthread_mutex_unlock(&ex->lock);
+}

@@ -1,0 +1,59 @@
+/* runtime/dist/amqp_executor.h - the executor interface (runtime/executor.h) over RabbitMQ:
+ * each task becomes a persistent message on task_dispatch_queue, `weft worker` processes run
+ * it, and their results come back on task_results_queue (docs/distributed.md).
+ *
+ * An I/O thread owns the connection: it publishes submitted tasks (confirmed by the broker),
+ * consumes results with manual acknowledgement, reconnects with backoff when the broker goes
+ * away and then publishes again every task not confirmed yet. poll() hands the results that
+ * arrived to the engine. Delivery is at least once: the first result per (task, attempt) is
+ * taken, later ones are counted as duplicates and dropped; a task the broker dead-letters
+ * (its message was delivered more than max_redeliveries times, or a worker rejected it) fails
+ * with a note saying so.
+ *
+ * Spans: a PRODUCER span `publish {exchange}` per task, under the step's parent, whose context
+ * travels as the message's traceparent (the worker's spans nest under it), and a CONSUMER span
+ * `process {results queue}` per result, both with the OTel messaging attributes.
+ */
+#ifndef WEFT_RUNTIME_DIST_AMQP_EXECUTOR_H
+#define WEFT_RUNTIME_DIST_AMQP_EXECUTOR_H
+
+#include "runtime/executor.h"
+
+struct weft_meter;
+struct weft_provider;
+
+struct weft__amqp_executor_config {
+    const char *url;           /* NULL: $WEFT_BROKER_URL */
+    const char *prefix;        /* NULL: $WEFT_QUEUE_PREFIX */
+    unsigned max_in_flight;    /* 0: 64; at most 256 */
+    unsigned max_redeliveries; /* 0: 5 */
+    struct weft_provider *provider; /* producer/consumer spans; NULL: none */
+    struct weft_meter *meter;       /* weft.tasks.* metrics; NULL: none */
+};
+
+/* Connect (waiting at most @p connect_timeout_ms for the broker) and start the I/O thread.
+ * @return WEFT_OK, WEFT_EINVAL (bad URL or prefix, reason in @p err), WEFT_EIO (the broker
+ * could not be reached in time: reason in @p err), WEFT_ENOMEM. The workflow is borrowed for
+ * the executor's life: its document travels in every task message.
+ * Ownership: caller owns *out; release with (*out)->ops->destroy(*out). */
+weft_err weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
+                                 const struct weft_workflow *wf,
+                                 uint32_t connect_timeout_ms,
+                                 struct weft__executor **out,
+                                 char *err,
+                                 size_t err_len);
+
+/* Counts since the executor started (tests and the run summary). */
+struct weft__amqp_executor_stats {
+    uint64_t published;      /* task messages confirmed by the broker (republishes included) */
+    uint64_t results;        /* results taken */
+    uint64_t duplicates;     /* results for a task already answered */
+    uint64_t foreign;        /* results of other runs, put back on the queue */
+    uint64_t dead_lettered;  /* tasks failed because the broker dead-lettered them */
+    uint64_t malformed;      /* unreadable messages on the results queue (to the dead letters) */
+    uint64_t redeliveries;   /* deliveries before the one that ran, summed over results */
+    uint64_t reconnects;
+};
+void weft__amqp_executor_stats(struct weft__executor *ex, struct weft__amqp_executor_stats *out);
+
+#endif /* WEFT_RUNTIME_DIST_AMQP_EXECUTOR_H */

@@ -1,0 +1,180 @@
+/* runtime/dist/dist_telemetry.c - metrics of distributed runs (dist_telemetry.h). */
+#include "runtime/dist/dist_telemetry.h"
+
+#include <string.h>
+#include <weft/metrics.h>
+#include <weft/trace.h>
+
+/* Latency buckets in seconds: from 1 ms (a warm worker on the same host) to 5 minutes. */
+static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
+                                        0.5,   1,      2.5,   5,    10,   30,   60,  300};
+
+static struct weft_instrument *
+make(struct weft__dist_metrics *m,
+     weft_instrument_kind kind,
+     const char *name,
+     const char *unit,
+     const char *description)
+{
+    struct weft_instrument *inst = NULL;
+    bool is_histogram = kind == WEFT_INSTRUMENT_HISTOGRAM;
+
+    (void)weft_meter_instrument(m->meter, kind, name, unit, description,
+                                is_histogram ? latency_bounds : NULL,
+                                is_histogram ? sizeof(latency_bounds) / sizeof(*latency_bounds)
+                                             : 0,
+                                &inst);
+    return inst;
+}
+
+void
+weft__dist_metrics_init(struct weft__dist_metrics *m,
+                        struct weft_meter *meter,
+                        const struct weft__broker_names *names)
+{
+    memset(m, 0, sizeof(*m));
+    m->meter = meter;
+    m->names = names;
+    if (meter == NULL) {
+        return;
+    }
+    m->dispatched = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.dispatched", "{task}",
+                         "Task messages published to the dispatch queue");
+    m->redeliveries = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.redeliveries", "{delivery}",
+                           "Deliveries of task messages before the one that produced the result");
+    m->dead = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.dead_lettered", "{task}",
+                   "Task messages that went to the dead-letter queue");
+    m->duplicates = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.duplicate_results", "{result}",
+                         "Results for a task already answered (ignored)");
+    m->in_flight = make(m, WEFT_INSTRUMENT_GAUGE, "weft.tasks.in_flight", "{task}",
+                        "Tasks dispatched and not answered yet");
+    m->dispatch_to_start = make(m, WEFT_INSTRUMENT_HISTOGRAM, "weft.task.dispatch_to_start", "s",
+                                "From publishing a task to a worker starting it");
+    m->start_to_end = make(m, WEFT_INSTRUMENT_HISTOGRAM, "weft.task.start_to_end", "s",
+                           "From a worker starting a task to its result");
+    m->depth = make(m, WEFT_INSTRUMENT_GAUGE, "weft.broker.queue.depth", "{message}",
+                    "Messages ready in the queue");
+    m->live = make(m, WEFT_INSTRUMENT_GAUGE, "weft.workers.live", "{worker}",
+                   "Consumers of the dispatch queue, as the broker reports");
+    m->worker_tasks = make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.tasks", "{task}",
+                           "Tasks a worker finished, by outcome");
+    m->worker_busy = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.busy", "{task}",
+                          "Tasks executing on the worker now");
+    m->worker_concurrency = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.concurrency", "{task}",
+                                 "Tasks the worker runs at once at most");
+}
+
+void
+weft__dist_metrics_cleanup(struct weft__dist_metrics *m)
+{
+    memset(m, 0, sizeof(*m)); /* the meter owns the instruments */
+}
+
+void
+weft__dist_metrics_dispatched(struct weft__dist_metrics *m, const char *workflow)
+{
+    struct weft_attr a = weft_attr_str("workflow", workflow);
+
+    if (m->dispatched != NULL) {
+        (void)weft_counter_add(m->dispatched, 1, &a, 1);
+    }
+}
+
+void
+weft__dist_metrics_dead_lettered(struct weft__dist_metrics *m,
+                                 const char *workflow,
+                                 const char *reason)
+{
+    struct weft_attr a[2] = {weft_attr_str("workflow", workflow), weft_attr_str("reason", reason)};
+
+    if (m->dead != NULL) {
+        (void)weft_counter_add(m->dead, 1, a, 2);
+    }
+}
+
+void
+weft__dist_metrics_duplicate(struct weft__dist_metrics *m, const char *workflow)
+{
+    struct weft_attr a = weft_attr_str("workflow", workflow);
+
+    if (m->duplicates != NULL) {
+        (void)weft_counter_add(m->duplicates, 1, &a, 1);
+    }
+}
+
+void
+weft__dist_metrics_result(struct weft__dist_metrics *m,
+                          const char *workflow,
+                          const struct weft__result_msg *r,
+                          uint64_t sent_ns)
+{
+    struct weft_attr a[2] = {weft_attr_str("workflow", workflow),
+                             weft_attr_str("outcome", r->is_success ? "success" : "failed")};
+
+    if (m->meter == NULL) {
+        return;
+    }
+    if (r->delivery_count > 0) {
+        (void)weft_counter_add(m->redeliveries, (double)r->delivery_count, a, 1);
+    }
+    if (r->started_ns >= sent_ns && sent_ns > 0) {
+        (void)weft_histogram_record(m->dispatch_to_start, (double)(r->started_ns - sent_ns) / 1e9,
+                                    a, 1);
+    }
+    if (r->ended_ns >= r->started_ns && r->started_ns > 0) {
+        (void)weft_histogram_record(m->start_to_end, (double)(r->ended_ns - r->started_ns) / 1e9,
+                                    a, 2);
+    }
+}
+
+void
+weft__dist_metrics_in_flight(struct weft__dist_metrics *m, const char *workflow, size_t n)
+{
+    struct weft_attr a = weft_attr_str("workflow", workflow);
+
+    if (m->in_flight != NULL) {
+        (void)weft_gauge_set(m->in_flight, (double)n, &a, 1);
+    }
+}
+
+void
+weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker *broker)
+{
+    const char *queues[3] = {m->names->dispatch, m->names->results, m->names->dead};
+    const char *labels[3] = {"dispatch", "results", "dead_letter"};
+
+    if (m->depth == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t messages = 0;
+        uint64_t consumers = 0;
+        struct weft_attr a = weft_attr_str("queue", labels[i]);
+        if (weft__broker_queue_stats(broker, queues[i], &messages, &consumers) != WEFT_OK) {
+            return;
+        }
+        (void)weft_gauge_set(m->depth, (double)messages, &a, 1);
+        if (i == 0) {
+            (void)weft_gauge_set(m->live, (double)consumers, NULL, 0);
+        }
+    }
+}
+
+void
+weft__dist_metrics_worker_task(struct weft__dist_metrics *m, const char *outcome)
+{
+    struct weft_attr a = weft_attr_str("outcome", outcome);
+
+    if (m->worker_tasks != NULL) {
+        (void)weft_counter_add(m->worker_tasks, 1, &a, 1);
+    }
+}
+
+void
+weft__dist_metrics_worker_busy(struct weft__dist_metrics *m, size_t busy, size_t concurrency)
+{
+    if (m->worker_busy != NULL) {
+        (void)weft_gauge_set(m->worker_busy, (double)busy, NULL, 0);
+        (void)weft_gauge_set(m->worker_concurrency, (double)concurrency, NULL, 0);
+    }
+}

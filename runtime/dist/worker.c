@@ -1,0 +1,660 @@
+/* runtime/dist/worker.c - `weft worker` (worker.h).
+ *
+ * The calling thread owns the broker connection (librabbitmq is not thread-safe): it receives
+ * deliveries into a job table, publishes finished jobs' results, acknowledges a delivery when
+ * its result's publish is confirmed, and reconnects. `concurrency` executor threads take jobs,
+ * decode them, run the step (runtime/executor.h, weft__execute_task) under a CONSUMER span whose
+ * parent is the message's traceparent, and encode the result. One mutex guards the table.
+ */
+#include "runtime/dist/worker.h"
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "runtime/dist/broker.h"
+#include "runtime/dist/dist_telemetry.h"
+#include "runtime/dist/message.h"
+#include "runtime/executor.h"
+#include "runtime/workflow.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/trace.h>
+#include <weft/weft.h>
+
+#define MAX_CONCURRENCY 256
+#define WF_CACHE        8
+
+typedef enum {
+    JOB_FREE = 0,
+    JOB_QUEUED,    /* received, not started */
+    JOB_RUNNING,   /* on an executor thread */
+    JOB_DONE,      /* result encoded, to publish */
+    JOB_PUBLISHED, /* result published, waiting for its confirm */
+    JOB_REJECT     /* not a task message: reject to the dead letters */
+} job_state;
+
+struct job {
+    job_state state;
+    uint64_t tag;        /* delivery tag */
+    uint64_t generation; /* the connection it arrived on: tags are per connection */
+    char *body;
+    size_t body_len;
+    char traceparent[WEFT_TRACEPARENT_LEN + 1];
+    int64_t delivery_count;
+    bool is_redelivered;
+    uint64_t received_ns;
+    char *result;
+    size_t result_len;
+    char task_id[WEFT_UUID_LEN + 1];
+    bool is_success;
+    uint64_t publish_seq;
+};
+
+struct cached_wf {
+    char *path;
+    json_t *doc;
+    struct weft_workflow *wf;
+    uint64_t used;
+};
+
+struct worker {
+    const struct weft__worker_config *cfg;
+    char id[320];
+    struct weft__broker *broker;
+    struct weft_tracer *tracer;
+    struct weft__dist_metrics metrics;
+    unsigned concurrency;
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    struct job *jobs;
+    size_t job_cap;
+    uint64_t generation;
+    size_t running;
+    bool is_stopping;     /* no new task */
+    bool is_exiting;      /* executor threads leave */
+    volatile sig_atomic_t abort_tasks;
+    struct cached_wf cache[WF_CACHE];
+    uint64_t cache_clock;
+    pthread_mutex_t cache_lock;
+    struct weft__worker_stats stats;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Workflows, cached by path and document                                                      */
+
+static struct weft_workflow *
+workflow_get(struct worker *w, const char *path, const json_t *doc, char *err, size_t err_len)
+{
+    struct cached_wf *slot = &w->cache[0];
+    struct weft_diags diags;
+    struct weft_workflow *wf = NULL;
+    weft_err e = WEFT_OK;
+
+    pthread_mutex_lock(&w->cache_lock);
+    for (size_t i = 0; i < WF_CACHE; i++) {
+        struct cached_wf *c = &w->cache[i];
+        if (c->wf != NULL && strcmp(c->path, path) == 0 && json_equal(c->doc, (json_t *)doc)) {
+            c->used = ++w->cache_clock;
+            pthread_mutex_unlock(&w->cache_lock);
+            return c->wf; /* immutable and never freed while the worker runs tasks */
+        }
+        if (c->used < slot->used) {
+            slot = c;
+        }
+    }
+    memset(&diags, 0, sizeof(diags));
+    e = weft__workflow_load_doc(path, doc, &wf, &diags);
+    if (e != WEFT_OK) {
+        const struct weft_diag *d = diags.count > 0 ? &diags.items[0] : NULL;
+        snprintf(err, err_len, "workflow %s: %s%s%s", path, weft_strerror(e),
+                 d != NULL ? ": " : "", d != NULL ? d->message : "");
+        weft_diags_cleanup(&diags);
+        pthread_mutex_unlock(&w->cache_lock);
+        return NULL;
+    }
+    weft_diags_cleanup(&diags);
+    if (slot->wf != NULL && w->running > 1) {
+        /* Evicting a workflow another thread may be running: keep it (bounded by the number
+         * of distinct workflows seen while busy; rare) by not caching the new one. */
+        pthread_mutex_unlock(&w->cache_lock);
+        WEFT_LOG(WEFT_LOG_WARN, "worker: workflow cache full; %s loaded for this task only", path);
+        return wf; /* the caller frees it: see job_run */
+    }
+    weft__free(slot->path);
+    json_decref(slot->doc);
+    weft_workflow_free(slot->wf);
+    slot->path = weft__strdup(path);
+    slot->doc = json_deep_copy(doc);
+    slot->wf = wf;
+    slot->used = ++w->cache_clock;
+    pthread_mutex_unlock(&w->cache_lock);
+    return wf;
+}
+
+static bool
+workflow_is_cached(struct worker *w, const struct weft_workflow *wf)
+{
+    bool is_cached = false;
+
+    pthread_mutex_lock(&w->cache_lock);
+    for (size_t i = 0; i < WF_CACHE; i++) {
+        is_cached = is_cached || w->cache[i].wf == wf;
+    }
+    pthread_mutex_unlock(&w->cache_lock);
+    return is_cached;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Executor threads                                                                            */
+
+static struct weft_span *
+consumer_span(struct worker *w, const struct job *j, const struct weft__task_msg *t)
+{
+    const struct weft__broker_names *nm = weft__broker_names(w->broker);
+    struct weft_span_start_options so;
+    struct weft_span_context parent;
+    struct weft_attr attrs[14];
+    size_t n = 0;
+    char name[WEFT__BROKER_NAME_MAX + 16];
+
+    memset(&parent, 0, sizeof(parent));
+    attrs[n++] = weft_attr_str("messaging.system", "rabbitmq");
+    attrs[n++] = weft_attr_str("messaging.operation.type", "process");
+    attrs[n++] = weft_attr_str("messaging.operation.name", "process");
+    attrs[n++] = weft_attr_str("messaging.destination.name", nm->exchange);
+    attrs[n++] = weft_attr_str("messaging.rabbitmq.destination.routing_key", "task");
+    attrs[n++] = weft_attr_int("messaging.rabbitmq.message.delivery_tag", (int64_t)j->tag);
+    attrs[n++] = weft_attr_str("messaging.message.id", t->task_id);
+    attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)j->body_len);
+    attrs[n++] = weft_attr_str("weft.run.id", t->run_id);
+    attrs[n++] = weft_attr_str("weft.step.id", t->step_id);
+    attrs[n++] = weft_attr_int("weft.task.attempt", t->attempt);
+    attrs[n++] = weft_attr_int("weft.task.redeliveries", j->delivery_count);
+    attrs[n++] = weft_attr_str("weft.worker.id", w->id);
+    memset(&so, 0, sizeof(so));
+    so.kind = WEFT_SPAN_KIND_CONSUMER;
+    if (j->traceparent[0] != '\0' &&
+        weft_traceparent_parse(j->traceparent, NULL, &parent) == WEFT_OK) {
+        so.parent_context = &parent;
+    } else {
+        so.is_root = true;
+    }
+    so.attrs = attrs;
+    so.attr_count = n;
+    snprintf(name, sizeof(name), "process %s", nm->exchange);
+    return weft_span_start(w->tracer, name, &so);
+}
+
+/* Run the step of task @p t under @p span into @p r. */
+static void
+run_step(struct worker *w, const struct job *j, const struct weft__task_msg *t,
+         struct weft_span *span, struct weft__result_msg *r)
+{
+    struct weft__step_task task;
+    struct weft__task_run tr;
+    struct weft__task_outcome out;
+    struct weft_workflow *wf = NULL;
+    char err[512] = "";
+    weft_err e = WEFT_OK;
+
+    if (strcmp(t->kind, "noop") == 0) {
+        r->is_success = true;
+        r->output = weft__strdup(t->task);
+        return;
+    }
+    wf = workflow_get(w, t->workflow_path, t->workflow, err, sizeof(err));
+    if (wf == NULL) {
+        r->error = weft__strdup(err);
+        r->error_type = weft__strdup("workflow_invalid");
+        return;
+    }
+    memset(&task, 0, sizeof(task));
+    task.attempt = t->attempt;
+    task.step_id = t->step_id;
+    task.kind = t->kind;
+    task.agent = t->agent;
+    task.task = t->task;
+    memset(&tr, 0, sizeof(tr));
+    tr.wf = wf;
+    tr.run_id = t->run_id;
+    tr.task = &task;
+    tr.context = t->context;
+    tr.spec = t->spec;
+    tr.cursors = t->cursors;
+    weft_span_context_of(span, &task.parent);
+    tr.parent = &task.parent;
+    tr.provider = w->cfg->provider;
+    tr.meter = w->cfg->meter;
+    tr.abort_flag = &w->abort_tasks;
+    tr.timeout_ms = t->timeout_ms;
+    tr.capture_content = t->capture_content;
+    tr.redeliveries = j->delivery_count;
+    e = weft__execute_task(&tr, &out, err, sizeof(err));
+    if (e != WEFT_OK) {
+        r->error = weft__strdup(err);
+        r->error_type = weft__strdup("task_setup");
+    } else {
+        r->is_success = out.is_success;
+        r->output = out.output;
+        r->error = out.error;
+        r->error_type = out.error_type;
+        r->details = out.details;
+        r->cursors = out.cursors;
+        r->input_tokens = out.input_tokens;
+        r->output_tokens = out.output_tokens;
+        r->cost_usd = out.cost_usd;
+        r->llm_calls = out.llm_calls;
+        r->tool_calls = out.tool_calls;
+        r->agent_attempts = out.attempts;
+        memset(&out, 0, sizeof(out));
+    }
+    if (!workflow_is_cached(w, wf)) {
+        weft_workflow_free(wf);
+    }
+}
+
+/* Decode, run and encode job @p j (the lock is not held). @return false: not a task. */
+static bool
+job_run(struct worker *w, struct job *j)
+{
+    struct weft__task_msg t;
+    struct weft__result_msg r;
+    struct weft_span *span = NULL;
+    char why[512];
+
+    if (weft__task_msg_decode(j->body, j->body_len, &t, why, sizeof(why)) != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_WARN, "worker %s: message rejected to the dead letters: %s", w->id, why);
+        return false;
+    }
+    memset(&r, 0, sizeof(r));
+    r.received_ns = j->received_ns;
+    r.started_ns = weft__now_ns();
+    span = consumer_span(w, j, &t);
+    run_step(w, j, &t, span, &r);
+    r.ended_ns = weft__now_ns();
+    r.run_id = t.run_id;
+    memcpy(r.task_id, t.task_id, sizeof(r.task_id));
+    r.seq = t.seq;
+    r.attempt = t.attempt;
+    r.worker = w->id;
+    r.delivery_count = j->delivery_count;
+    if (!r.is_success) {
+        weft_span_set_status(span, WEFT_STATUS_ERROR, r.error_type != NULL ? r.error_type : "failed");
+    }
+    weft_span_end(span, 0);
+    memcpy(j->task_id, t.task_id, sizeof(j->task_id));
+    j->is_success = r.is_success;
+    if (weft__result_msg_encode(&r, &j->result, &j->result_len) != WEFT_OK) {
+        /* Too large or out of memory: say so in a result that fits. */
+        struct weft__result_msg small = r;
+        char note[] = "the step's result could not be encoded (larger than 16 MiB or out of memory)";
+        small.output = NULL;
+        small.details = NULL;
+        small.cursors = r.cursors;
+        small.is_success = false;
+        small.error = note;
+        small.error_type = (char *)"result_too_large";
+        (void)weft__result_msg_encode(&small, &j->result, &j->result_len);
+        j->is_success = false;
+    }
+    r.run_id = NULL; /* borrowed from t */
+    r.worker = NULL;
+    weft__result_msg_cleanup(&r);
+    weft__task_msg_cleanup(&t);
+    return true;
+}
+
+static void *
+executor_main(void *arg)
+{
+    struct worker *w = arg;
+
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        struct job *j = NULL;
+        bool is_task = false;
+        for (size_t i = 0; i < w->job_cap && j == NULL; i++) {
+            if (w->jobs[i].state == JOB_QUEUED) {
+                j = &w->jobs[i];
+            }
+        }
+        if (j == NULL) {
+            if (w->is_exiting) {
+                break;
+            }
+            pthread_cond_wait(&w->work, &w->lock);
+            continue;
+        }
+        j->state = JOB_RUNNING;
+        w->running++;
+        weft__dist_metrics_worker_busy(&w->metrics, w->running, w->concurrency);
+        pthread_mutex_unlock(&w->lock);
+        is_task = job_run(w, j);
+        pthread_mutex_lock(&w->lock);
+        w->running--;
+        weft__dist_metrics_worker_busy(&w->metrics, w->running, w->concurrency);
+        j->state = is_task && j->result != NULL ? JOB_DONE : JOB_REJECT;
+        weft__broker_wake(w->broker);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The connection thread                                                                       */
+
+static void
+job_free(struct job *j)
+{
+    free(j->body);
+    free(j->result);
+    memset(j, 0, sizeof(*j));
+}
+
+static void
+on_delivery(struct worker *w, const struct weft__broker_event *ev)
+{
+    struct job *j = NULL;
+
+    for (size_t i = 0; i < w->job_cap && j == NULL; i++) {
+        j = w->jobs[i].state == JOB_FREE ? &w->jobs[i] : NULL;
+    }
+    if (w->is_stopping || j == NULL) {
+        (void)weft__broker_reject(w->broker, ev->delivery_tag, true); /* someone else's now */
+        return;
+    }
+    w->stats.received++;
+    j->body = malloc(ev->body_len + 1);
+    if (j->body == NULL) {
+        (void)weft__broker_reject(w->broker, ev->delivery_tag, true);
+        return;
+    }
+    memcpy(j->body, ev->body, ev->body_len);
+    j->body[ev->body_len] = '\0';
+    j->body_len = ev->body_len;
+    j->tag = ev->delivery_tag;
+    j->generation = w->generation;
+    j->delivery_count = ev->msg.delivery_count;
+    j->is_redelivered = ev->msg.is_redelivered;
+    j->received_ns = weft__now_ns();
+    snprintf(j->traceparent, sizeof(j->traceparent), "%s",
+             ev->msg.traceparent != NULL ? ev->msg.traceparent : "");
+    j->state = JOB_QUEUED;
+    pthread_cond_signal(&w->work);
+}
+
+static void
+on_confirm(struct worker *w, const struct weft__broker_event *ev)
+{
+    for (size_t i = 0; i < w->job_cap; i++) {
+        struct job *j = &w->jobs[i];
+        if (j->state != JOB_PUBLISHED ||
+            !(ev->is_multiple ? j->publish_seq <= ev->seq : j->publish_seq == ev->seq)) {
+            continue;
+        }
+        if (ev->is_nack) {
+            j->state = JOB_DONE; /* publish again */
+            continue;
+        }
+        /* Acknowledged only now: had the worker died before, the task would come back. */
+        if (j->generation == w->generation) {
+            (void)weft__broker_ack(w->broker, j->tag);
+        }
+        if (j->is_success) {
+            w->stats.succeeded++;
+        } else {
+            w->stats.failed++;
+        }
+        weft__dist_metrics_worker_task(&w->metrics, j->is_success ? "success" : "failed");
+        job_free(j);
+    }
+}
+
+/* Publish finished jobs' results; reject the messages that were not tasks. */
+static void
+flush_jobs(struct worker *w)
+{
+    for (size_t i = 0; i < w->job_cap && weft__broker_is_connected(w->broker); i++) {
+        struct job *j = &w->jobs[i];
+        if (j->state == JOB_REJECT) {
+            if (j->generation == w->generation) {
+                (void)weft__broker_reject(w->broker, j->tag, false);
+            }
+            w->stats.rejected++;
+            weft__dist_metrics_worker_task(&w->metrics, "rejected");
+            job_free(j);
+        } else if (j->state == JOB_DONE) {
+            struct weft__broker_msg msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.message_id = j->task_id;
+            msg.correlation_id = j->task_id;
+            msg.type = WEFT__MSG_RESULT;
+            msg.traceparent = j->traceparent[0] != '\0' ? j->traceparent : NULL;
+            msg.timestamp_ms = weft__now_ns() / 1000000u;
+            if (weft__broker_publish(w->broker, "result", false, &msg, j->result, j->result_len,
+                                     &j->publish_seq) == WEFT_OK) {
+                j->state = JOB_PUBLISHED;
+            }
+        }
+    }
+}
+
+/* A new connection: tasks received on the old one come back from the broker; results not
+ * confirmed are published again. */
+static void
+connection_lost(struct worker *w)
+{
+    w->generation++;
+    for (size_t i = 0; i < w->job_cap; i++) {
+        struct job *j = &w->jobs[i];
+        if (j->state == JOB_QUEUED) {
+            job_free(j);
+        } else if (j->state == JOB_PUBLISHED) {
+            j->state = JOB_DONE;
+        }
+    }
+}
+
+static weft_err
+connect_loop(struct worker *w, char *err, size_t err_len)
+{
+    unsigned backoff = 100;
+    uint64_t deadline = w->cfg->connect_timeout_ms > 0
+                            ? weft__monotonic_ns() + (uint64_t)w->cfg->connect_timeout_ms * 1000000u
+                            : UINT64_MAX;
+
+    while (!(w->cfg->stop != NULL && *w->cfg->stop)) {
+        weft_err e = weft__broker_connect(w->broker, err, err_len);
+        if (e == WEFT_OK) {
+            e = weft__broker_consume(w->broker, weft__broker_names(w->broker)->dispatch);
+        }
+        if (e == WEFT_OK) {
+            return WEFT_OK;
+        }
+        if (e == WEFT_EINVAL || weft__monotonic_ns() >= deadline) {
+            return e;
+        }
+        WEFT_LOG(WEFT_LOG_WARN, "worker %s: %s; retrying in %u ms", w->id, err, backoff);
+        weft__sleep_ms(backoff);
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+    }
+    return WEFT_OK;
+}
+
+static size_t
+count_state(const struct worker *w, job_state a, job_state b)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < w->job_cap; i++) {
+        n += w->jobs[i].state == a || w->jobs[i].state == b ? 1 : 0;
+    }
+    return n;
+}
+
+/* After the stop: give back what did not start, let the rest finish (bounded), flush. */
+static void
+drain(struct worker *w)
+{
+    uint64_t deadline = weft__monotonic_ns() + (uint64_t)(w->cfg->grace_ms != 0 ? w->cfg->grace_ms
+                                                                                 : 30000) *
+                                                   1000000u;
+
+    w->is_stopping = true;
+    for (size_t i = 0; i < w->job_cap; i++) {
+        if (w->jobs[i].state == JOB_QUEUED) {
+            if (w->jobs[i].generation == w->generation) {
+                (void)weft__broker_reject(w->broker, w->jobs[i].tag, true);
+            }
+            w->stats.requeued++;
+            weft__dist_metrics_worker_task(&w->metrics, "requeued");
+            job_free(&w->jobs[i]);
+        }
+    }
+    while (count_state(w, JOB_RUNNING, JOB_DONE) + count_state(w, JOB_PUBLISHED, JOB_REJECT) > 0) {
+        struct weft__broker_event ev;
+        if (weft__monotonic_ns() >= deadline) {
+            WEFT_LOG(WEFT_LOG_WARN,
+                     "worker %s: %zu task(s) still running after the grace period: aborted and "
+                     "left to the broker to deliver again",
+                     w->id, count_state(w, JOB_RUNNING, JOB_RUNNING));
+            w->abort_tasks = 1;
+            break;
+        }
+        if (!weft__broker_is_connected(w->broker)) {
+            break; /* nothing can be acknowledged: the broker redelivers them */
+        }
+        flush_jobs(w);
+        pthread_mutex_unlock(&w->lock);
+        (void)weft__broker_wait(w->broker, 100, &ev);
+        pthread_mutex_lock(&w->lock);
+        if (ev.kind == WEFT__BROKER_CONFIRM) {
+            on_confirm(w, &ev);
+        } else if (ev.kind == WEFT__BROKER_DELIVERY) {
+            (void)weft__broker_reject(w->broker, ev.delivery_tag, true);
+        }
+    }
+}
+
+static void
+serve(struct worker *w, char *err, size_t err_len)
+{
+    pthread_mutex_lock(&w->lock);
+    while (!(w->cfg->stop != NULL && *w->cfg->stop)) {
+        struct weft__broker_event ev;
+        if (!weft__broker_is_connected(w->broker)) {
+            connection_lost(w);
+            pthread_mutex_unlock(&w->lock);
+            (void)connect_loop(w, err, err_len);
+            pthread_mutex_lock(&w->lock);
+            w->stats.reconnects++;
+            continue;
+        }
+        flush_jobs(w);
+        pthread_mutex_unlock(&w->lock);
+        (void)weft__broker_wait(w->broker, 250, &ev);
+        pthread_mutex_lock(&w->lock);
+        if (ev.kind == WEFT__BROKER_DELIVERY) {
+            on_delivery(w, &ev);
+        } else if (ev.kind == WEFT__BROKER_CONFIRM) {
+            on_confirm(w, &ev);
+        }
+    }
+    drain(w);
+    w->is_exiting = true;
+    pthread_cond_broadcast(&w->work);
+    pthread_mutex_unlock(&w->lock);
+}
+
+weft_err
+weft__worker_run(const struct weft__worker_config *cfg,
+                 struct weft__worker_stats *stats,
+                 char *err,
+                 size_t err_len)
+{
+    struct worker *w = weft__calloc(1, sizeof(*w));
+    struct weft__broker_config bc;
+    pthread_t threads[MAX_CONCURRENCY];
+    size_t started = 0;
+    char host[256] = "localhost";
+    weft_err e = WEFT_OK;
+
+    err[0] = '\0';
+    if (w == NULL) {
+        return WEFT_ENOMEM;
+    }
+    w->cfg = cfg;
+    w->concurrency = cfg->concurrency == 0 ? 4
+                     : cfg->concurrency > MAX_CONCURRENCY ? MAX_CONCURRENCY
+                                                          : cfg->concurrency;
+    (void)gethostname(host, sizeof(host) - 1);
+    snprintf(w->id, sizeof(w->id), "%s", cfg->id != NULL ? cfg->id : "");
+    if (w->id[0] == '\0') {
+        snprintf(w->id, sizeof(w->id), "%s/%ld", host, (long)getpid());
+    }
+    memset(&bc, 0, sizeof(bc));
+    bc.url = cfg->url;
+    bc.prefix = cfg->prefix;
+    bc.prefetch = w->concurrency;
+    bc.max_redeliveries = cfg->max_redeliveries;
+    bc.name = w->id;
+    e = weft__broker_new(&bc, &w->broker, err, err_len);
+    /* Room for a full prefetch on a new connection while the old one's tasks finish. */
+    w->job_cap = 2 * (size_t)w->concurrency;
+    w->jobs = e == WEFT_OK ? weft__calloc(w->job_cap, sizeof(*w->jobs)) : NULL;
+    if (e == WEFT_OK && w->jobs == NULL) {
+        e = WEFT_ENOMEM;
+    }
+    if (e == WEFT_OK) {
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_mutex_init(&w->cache_lock, NULL);
+        pthread_cond_init(&w->work, NULL);
+        if (cfg->provider != NULL) {
+            (void)weft_provider_get_tracer(cfg->provider, "weft.worker", WEFT_VERSION, &w->tracer);
+        }
+        weft__dist_metrics_init(&w->metrics, cfg->meter, weft__broker_names(w->broker));
+        weft__dist_metrics_worker_busy(&w->metrics, 0, w->concurrency);
+        e = connect_loop(w, err, err_len);
+    }
+    if (e == WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_INFO, "worker %s: consuming %s on %s with %u slots", w->id,
+                 weft__broker_names(w->broker)->dispatch, weft__broker_url_safe(w->broker),
+                 w->concurrency);
+        for (; started < w->concurrency; started++) {
+            if (pthread_create(&threads[started], NULL, executor_main, w) != 0) {
+                break;
+            }
+        }
+        serve(w, err, err_len);
+        for (size_t i = 0; i < started; i++) {
+            pthread_join(threads[i], NULL);
+        }
+        pthread_mutex_lock(&w->lock);
+        for (size_t i = 0; i < w->job_cap; i++) {
+            job_free(&w->jobs[i]); /* unacknowledged ones come back from the broker */
+        }
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (stats != NULL) {
+        *stats = w->stats;
+    }
+    if (w->jobs != NULL) {
+        pthread_cond_destroy(&w->work);
+        pthread_mutex_destroy(&w->cache_lock);
+        pthread_mutex_destroy(&w->lock);
+    }
+    for (size_t i = 0; i < WF_CACHE; i++) {
+        weft__free(w->cache[i].path);
+        json_decref(w->cache[i].doc);
+        weft_workflow_free(w->cache[i].wf);
+    }
+    weft__dist_metrics_cleanup(&w->metrics);
+    weft__broker_free(w->broker);
+    weft__free(w->jobs);
+    weft__free(w);
+    return e;
+}

@@ -1,0 +1,58 @@
+/* runtime/dist/worker.h - `weft worker`: a long-running executor process that consumes task
+ * messages from RabbitMQ, runs each step as the in-process executor would, and publishes its
+ * result (docs/distributed.md).
+ *
+ * Delivery: manual acknowledgements, sent only after the result's publish is confirmed by the
+ * broker, so a worker that dies mid-task loses nothing (the broker delivers the task again);
+ * basic.qos prefetch equals the concurrency. A message that is not a task message is rejected
+ * (no requeue: it goes to the dead-letter queue) and logged with the reason. When the broker
+ * goes away the worker reconnects with backoff; tasks running then still publish their results
+ * (the orchestrator keeps the first per task and attempt).
+ *
+ * Shutdown: when *stop becomes non-zero (SIGTERM), the worker takes no new task, gives back
+ * the ones it received but did not start, lets the running ones finish (at most grace_ms, then
+ * they are aborted and left unacknowledged, so the broker redelivers them), publishes their
+ * results and returns.
+ */
+#ifndef WEFT_RUNTIME_DIST_WORKER_H
+#define WEFT_RUNTIME_DIST_WORKER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <weft/common.h>
+
+struct weft_meter;
+struct weft_provider;
+
+struct weft__worker_config {
+    const char *url;           /* NULL: $WEFT_BROKER_URL */
+    const char *prefix;        /* NULL: $WEFT_QUEUE_PREFIX */
+    unsigned concurrency;      /* tasks at once; 0: 4; at most 256 */
+    unsigned max_redeliveries; /* the dispatch queue's delivery limit when it is created; 0: 5 */
+    unsigned grace_ms;         /* 0: 30000 */
+    const char *id;            /* weft.worker.id on spans and logs; NULL: "host/pid" */
+    struct weft_provider *provider; /* the worker's spans; NULL: not traced */
+    struct weft_meter *meter;       /* weft.worker.* metrics; NULL: none */
+    const volatile sig_atomic_t *stop;
+    /* Give up when no connection could be made for this long (0: keep trying). */
+    uint32_t connect_timeout_ms;
+};
+
+struct weft__worker_stats {
+    uint64_t received;
+    uint64_t succeeded; /* results published and acknowledged, by task outcome */
+    uint64_t failed;
+    uint64_t rejected;  /* malformed or foreign messages sent to the dead letters */
+    uint64_t requeued;  /* given back at shutdown without running */
+    uint64_t reconnects;
+};
+
+/* Run until *cfg->stop. @return WEFT_OK after a graceful stop, WEFT_EINVAL (bad URL or prefix:
+ * reason in @p err), WEFT_EIO (no connection within connect_timeout_ms: reason in @p err),
+ * WEFT_ENOMEM. @p stats (may be NULL) receives the counts. */
+weft_err weft__worker_run(const struct weft__worker_config *cfg,
+                          struct weft__worker_stats *stats,
+                          char *err,
+                          size_t err_len);
+
+#endif /* WEFT_RUNTIME_DIST_WORKER_H */
