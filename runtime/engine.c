@@ -1895,6 +1895,7 @@ task_release(struct engine *eng, struct engine_task *t)
     weft__free(t->error_type);
     json_decref(t->details);
     json_decref(t->cursors);
+    json_decref(t->requests);
     memset(t, 0, sizeof(*t));
     eng->tasks_in_flight--;
     pthread_mutex_unlock(&eng->task_lock);
@@ -1923,6 +1924,7 @@ task_done(void *user_data, const struct weft__step_result *result)
         t->error_type = result->error_type != NULL ? weft__strdup(result->error_type) : NULL;
         t->details = result->details != NULL ? json_deep_copy(result->details) : NULL;
         t->cursors = result->cursors != NULL ? json_deep_copy(result->cursors) : NULL;
+        t->requests = result->requests != NULL ? json_deep_copy(result->requests) : NULL;
         t->input_tokens = result->input_tokens;
         t->output_tokens = result->output_tokens;
         t->cost_usd = result->cost_usd;
@@ -2008,6 +2010,32 @@ step_apply_remote(struct run *run, size_t index, struct engine_task *t)
     }
     if (t->cursors != NULL) {
         (void)task_cursors(run, t->cursors);
+    }
+    for (size_t i = 0; i < json_array_size(t->requests); i++) {
+        const json_t *rq = json_array_get(t->requests, i);
+        const char *agent = json_string_value(json_object_get(rq, "agent"));
+        const char *query = json_string_value(json_object_get(rq, "query"));
+        const char *tp = json_string_value(json_object_get(rq, "requester"));
+        struct rt_request *dst = &run->ps.requests[run->ps.request_count];
+        if (agent == NULL || run->ps.request_count >= RUN_MAX_REQUESTS) {
+            run->ps.requests_dropped++;
+            continue;
+        }
+        memset(dst, 0, sizeof(*dst));
+        dst->agent = weft__strdup(agent);
+        dst->query = weft__strdup(query != NULL ? query : "");
+        if (dst->agent == NULL || dst->query == NULL) {
+            weft__free(dst->agent);
+            weft__free(dst->query);
+            run->ps.requests_dropped++;
+            continue;
+        }
+        dst->from_step = index;
+        if (tp != NULL && tp[0] != '\0') {
+            (void)weft_traceparent_parse(tp, NULL, &dst->requester);
+            dst->requester.trace_state = NULL;
+        }
+        run->ps.request_count++;
     }
 }
 
@@ -2586,6 +2614,14 @@ task_outcome(struct run *run, const struct weft__task_run *t, struct weft__task_
     out->tool_calls = r->tool_calls;
     out->attempts = s->attempts > before ? s->attempts - before : 0;
     out->cursors = task_cursors(run, NULL);
+    out->requests = run->ps.request_count > 0 ? json_array() : NULL;
+    for (size_t i = 0; out->requests != NULL && i < run->ps.request_count; i++) {
+        const struct rt_request *rq = &run->ps.requests[i];
+        char tp[WEFT_TRACEPARENT_LEN + 1] = "";
+        (void)weft_traceparent_format(&rq->requester, tp, sizeof(tp));
+        json_array_append_new(out->requests, json_pack("{s:s, s:s, s:s}", "agent", rq->agent,
+                                                       "query", rq->query, "requester", tp));
+    }
 }
 
 weft_err
@@ -2679,6 +2715,7 @@ weft__task_outcome_cleanup(struct weft__task_outcome *out)
     weft__free(out->error_type);
     json_decref(out->details);
     json_decref(out->cursors);
+    json_decref(out->requests);
     memset(out, 0, sizeof(*out));
 }
 

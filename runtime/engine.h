@@ -27,6 +27,7 @@ struct engine_task {
     char *error_type;
     json_t *details;
     json_t *cursors;
+    json_t *requests;
     int64_t input_tokens;
     int64_t output_tokens;
     double cost_usd;

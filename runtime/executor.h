@@ -78,6 +78,8 @@ struct weft__step_result {
     size_t llm_calls;
     size_t tool_calls;
     const json_t *cursors; /* the scripts' positions after the task */
+    /* Loop-back requests the agent made: [{"agent", "query", "requester": traceparent}] */
+    const json_t *requests;
     unsigned redeliveries; /* deliveries of the task message before the one that ran */
 };
 
@@ -166,6 +168,7 @@ struct weft__task_outcome {
     size_t tool_calls;
     unsigned attempts; /* agent attempts in this run (reflection retries included) */
     json_t *cursors;   /* {script path: cursors} after the step, or NULL (no scripted model) */
+    json_t *requests;  /* loop-back requests: [{"agent", "query", "requester"}], or NULL */
 };
 
 /* Run @p t's step here, as the in-process executor runs it (agent with its LLM calls, tools and

@@ -235,6 +235,7 @@ deliver(struct amqp_ex *ex, struct slot *s)
         r.llm_calls = (size_t)m->llm_calls;
         r.tool_calls = (size_t)m->tool_calls;
         r.cursors = m->cursors;
+        r.requests = m->requests;
         r.redeliveries = (unsigned)m->delivery_count;
     }
     s->done(s->user_data, &r);

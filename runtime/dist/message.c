@@ -117,6 +117,9 @@ weft__result_msg_encode(const struct weft__result_msg *m, char **out, size_t *le
     if (m->cursors != NULL) {
         json_object_set(o, "cursors", m->cursors);
     }
+    if (m->requests != NULL) {
+        json_object_set(o, "requests", m->requests);
+    }
     return dump(o, out, len);
 }
 
@@ -365,6 +368,7 @@ weft__result_msg_decode(const void *body,
     }
     m->agent_attempts = (unsigned)get_uint(&r, "agent_attempts", false, 0);
     m->cursors = get_json(&r, "cursors", JSON_OBJECT, "an object");
+    m->requests = get_json(&r, "requests", JSON_ARRAY, "an array");
     e = finish(&r, root);
     if (e != WEFT_OK) {
         weft__result_msg_cleanup(m);
@@ -398,5 +402,6 @@ weft__result_msg_cleanup(struct weft__result_msg *m)
     json_decref(m->details);
     weft__free(m->worker);
     json_decref(m->cursors);
+    json_decref(m->requests);
     memset(m, 0, sizeof(*m));
 }

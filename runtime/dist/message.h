@@ -62,7 +62,8 @@ struct weft__result_msg {
     double cost_usd;
     uint64_t llm_calls, tool_calls;
     unsigned agent_attempts; /* attempts inside the worker (reflection retries) */
-    json_t *cursors;         /* scripted positions after the step, or NULL */
+    json_t *cursors;  /* scripted positions after the step, or NULL */
+    json_t *requests; /* loop-back requests [{"agent", "query", "requester"}], or NULL */
 };
 
 /* Encode @p m as JSON text. Ownership: caller owns *out (free()). @return WEFT_OK,

@@ -244,6 +244,7 @@ run_step(struct worker *w, const struct job *j, const struct weft__task_msg *t,
         r->error_type = out.error_type;
         r->details = out.details;
         r->cursors = out.cursors;
+        r->requests = out.requests;
         r->input_tokens = out.input_tokens;
         r->output_tokens = out.output_tokens;
         r->cost_usd = out.cost_usd;
