@@ -1002,7 +1002,7 @@ run_on_executor(const char *cmd,
     }
     err = weft__run_with_executor(wf, ro, ex, result, error, error_len);
     weft__amqp_executor_stats(ex, &stats);
-    if (!fl->is_quiet && !fl->is_json) {
+    if (!fl->is_json) {
         fprintf(stderr,
                 "weft %s: amqp executor: %llu task(s) published, %llu result(s), %llu "
                 "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s)\n",

@@ -274,6 +274,8 @@ job_run(struct worker *w, struct job *j)
     memset(&r, 0, sizeof(r));
     r.received_ns = j->received_ns;
     r.started_ns = weft__now_ns();
+    WEFT_LOG(WEFT_LOG_INFO, "worker %s: task %s started: step %s of run %s, attempt %u, %lld earlier deliveries",
+             w->id, t.task_id, t.step_id, t.run_id, t.attempt, (long long)j->delivery_count);
     span = consumer_span(w, j, &t);
     run_step(w, j, &t, span, &r);
     r.ended_ns = weft__now_ns();

@@ -1,0 +1,423 @@
+/* tests/dist/test_dist.c - distributed runs against a real RabbitMQ broker started by the test:
+ * `weft run --executor amqp` with `weft worker` processes gives the same run as in process; a
+ * worker killed with SIGKILL mid-task loses nothing (the task is delivered again and counted
+ * once); a poison task that kills every worker ends in the dead-letter queue and fails its step
+ * with a note; malformed messages go to the dead letters and never crash a worker; a worker
+ * stops on SIGTERM with exit 0. Each test uses its own queue prefix (its own queues). */
+#include "support/amqp_server.h"
+#include "support/server_proc.h"
+#include "support/weft_test.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static struct weft_test_amqp *broker;
+static char weft_bin[1024];
+
+struct env {
+    char dir[512];
+    char home[600];
+    char url[600];
+    char prefix[600];
+    const char *vars[6];
+};
+
+static int
+group_setup(void **state)
+{
+    char err[1024];
+
+    (void)state;
+    snprintf(weft_bin, sizeof(weft_bin), "%s/weft", WEFT_BINARY_DIR);
+    broker = weft_test_amqp_start(err, sizeof(err));
+    if (broker == NULL) {
+        fprintf(stderr, "cannot start RabbitMQ: %s\n", err);
+        return -1; /* fails the group: never a silent skip */
+    }
+    return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+    (void)state;
+    return weft_test_amqp_stop(broker) == 0 ? 0 : -1;
+}
+
+static void
+env_init(struct env *e, const char *prefix)
+{
+    char *dir = weft_test_mkdtemp("weft-dist-");
+
+    assert_non_null(dir);
+    snprintf(e->dir, sizeof(e->dir), "%s", dir);
+    free(dir);
+    snprintf(e->home, sizeof(e->home), "WEFT_HOME=%s/home", e->dir);
+    snprintf(e->url, sizeof(e->url), "WEFT_BROKER_URL=%s", weft_test_amqp_url(broker));
+    snprintf(e->prefix, sizeof(e->prefix), "WEFT_QUEUE_PREFIX=%s.", prefix);
+    e->vars[0] = e->home;
+    e->vars[1] = e->url;
+    e->vars[2] = e->prefix;
+    e->vars[3] = "OTEL_TRACES_EXPORTER=none";
+    e->vars[4] = "WEFT_DEBUG=1"; /* workers log each task they start */
+    e->vars[5] = NULL;
+}
+
+static pid_t
+start_worker(const struct env *e, const char *name, const char *concurrency, const char *extra)
+{
+    char log[700];
+    const char *argv[] = {weft_bin, "worker", "--concurrency", concurrency, "--id", name,
+                          extra, extra != NULL ? "2" : NULL, NULL};
+    pid_t pid = 0;
+
+    snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
+    pid = weft_test_spawn(argv, e->vars, e->dir, log, true);
+    assert_true(pid > 0);
+    return pid;
+}
+
+/* A queue's ready and unacknowledged message counts from rabbitmqctl. */
+static void
+queue_counts(const char *queue, long *ready, long *unacked)
+{
+    const char *args[] = {"list_queues", "-q", "name", "messages_ready",
+                          "messages_unacknowledged", NULL};
+    char *out = NULL;
+    char *line = NULL;
+
+    *ready = -1;
+    *unacked = -1;
+    assert_int_equal(weft_test_amqp_ctl(broker, args, &out), 0);
+    for (line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char name[256];
+        long r = 0, u = 0;
+        if (sscanf(line, "%255s %ld %ld", name, &r, &u) == 3 && strcmp(name, queue) == 0) {
+            *ready = r;
+            *unacked = u;
+        }
+    }
+    free(out);
+}
+
+/* Wait (at most 30 s: the broker refreshes these statistics every few seconds) until the
+ * queue shows @p ready and @p unacked messages. */
+static void
+wait_counts(const char *queue, long ready, long unacked)
+{
+    long r = -1, u = -1;
+    long deadline = weft_test_now_ms() + 30000;
+
+    for (;;) {
+        queue_counts(queue, &r, &u);
+        if ((r == ready && u == unacked) || weft_test_now_ms() >= deadline) {
+            break;
+        }
+        weft_test_sleep_ms(250);
+    }
+    assert_int_equal(r, ready);
+    assert_int_equal(u, unacked);
+}
+
+static void
+write_file(const char *dir, const char *name, const char *text)
+{
+    char path[700];
+    FILE *f = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void
+assert_log(const struct env *e, const char *name, const char *needle)
+{
+    char path[700];
+
+    snprintf(path, sizeof(path), "%s/%s", e->dir, name);
+    if (!weft_test_file_contains(path, needle)) {
+        char *tail = weft_test_log_tail(path, 4000);
+        fprintf(stderr, "%s lacks \"%s\":\n%s\n", path, needle, tail);
+        free(tail);
+        fail();
+    }
+}
+
+/* Wait until the worker logging to @p name has started a task. */
+static void
+wait_started(const struct env *e, const char *name)
+{
+    char path[700];
+    long deadline = weft_test_now_ms() + 60000;
+
+    snprintf(path, sizeof(path), "%s/%s", e->dir, name);
+    while (!weft_test_file_contains(path, " started: step ") && weft_test_now_ms() < deadline) {
+        weft_test_sleep_ms(100);
+    }
+    assert_log(e, name, " started: step ");
+}
+
+/* The code-review example: its loop-back replanning, tools and reflection run on two workers
+ * and come out exactly as in process. */
+static void
+test_run_matches_in_process(void **state)
+{
+    struct env e;
+    char wf[1024];
+    pid_t w1 = 0, w2 = 0;
+    const char *expect = "s1:architect(completed) s2:codesmith(completed) s3:reviewer(completed) "
+                         "s4:fixer(completed) s5:reviewer(completed) s6:fixer(completed) "
+                         "s7:reviewer(completed) s8:fixer(completed) s9:reviewer(completed)";
+
+    (void)state;
+    env_init(&e, "match");
+    snprintf(wf, sizeof(wf), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
+    w1 = start_worker(&e, "w1", "2", NULL);
+    w2 = start_worker(&e, "w2", "2", NULL);
+    {
+        char log[700];
+        const char *argv[] = {weft_bin, "run", wf, "--input", "Add a login endpoint",
+                              "--executor", "amqp", "--no-trace", "-q", NULL};
+        snprintf(log, sizeof(log), "%s/amqp.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    {
+        char log[700];
+        const char *argv[] = {weft_bin, "run", wf, "--input", "Add a login endpoint",
+                              "--no-trace", "-q", NULL};
+        snprintf(log, sizeof(log), "%s/local.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    assert_log(&e, "amqp.log", expect);
+    assert_log(&e, "local.log", expect);
+    assert_log(&e, "amqp.log", "9 task(s) published, 9 result(s), 0 duplicate(s)");
+    assert_log(&e, "amqp.log", "llm calls: 26, tool calls: 16, tokens: 8870 in / 1085 out");
+    assert_log(&e, "local.log", "llm calls: 26, tool calls: 16, tokens: 8870 in / 1085 out");
+    assert_log(&e, "amqp.log", "loops:   replan=6");
+    /* SIGTERM: a graceful stop, exit 0, with the tasks it ran counted. */
+    kill(w1, SIGTERM);
+    kill(w2, SIGTERM);
+    assert_int_equal(weft_test_wait(w1, 60000), 0);
+    assert_int_equal(weft_test_wait(w2, 60000), 0);
+    assert_log(&e, "w1.log", "stopped:");
+    weft_test_rm_rf(e.dir);
+}
+
+static const char slow_workflow[] =
+    "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
+    "\"script\": \"script.json\"}},"
+    " \"supervisor\": {\"timeout_s\": 120},"
+    " \"agents\": [{\"name\": \"slow\", \"instructions\": \"Take your time.\"}],"
+    " \"plan\": [{\"id\": \"s1\", \"agent\": \"slow\", \"task\": \"think\"}]}\n";
+static const char slow_script[] =
+    "{\"version\": 1, \"responses\": {\"slow\": {\"act\": [{\"content\": \"thought it over\", "
+    "\"delay_ms\": 4000}]}}}\n";
+
+/* SIGKILL the only worker while it runs the task: the broker delivers the task again to the
+ * next worker, the run completes, and the step's result is counted once. */
+static void
+test_worker_killed_mid_task(void **state)
+{
+    struct env e;
+    char wf[700], log[700], queue[300];
+    pid_t a = 0, b = 0, run = 0;
+
+    (void)state;
+    env_init(&e, "kill");
+    write_file(e.dir, "workflow.json", slow_workflow);
+    write_file(e.dir, "script.json", slow_script);
+    snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
+    snprintf(queue, sizeof(queue), "kill.task_dispatch_queue");
+    a = start_worker(&e, "a", "1", NULL);
+    {
+        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", "-q", NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        run = weft_test_spawn(argv, e.vars, e.dir, log, true);
+        assert_true(run > 0);
+    }
+    wait_started(&e, "a.log");
+    kill(-a, SIGKILL);
+    assert_int_equal(weft_test_wait(a, 10000), 128 + SIGKILL);
+    b = start_worker(&e, "b", "1", NULL);
+    assert_int_equal(weft_test_wait(run, 120000), 0);
+    assert_log(&e, "run.log", "s1:slow(completed)");
+    assert_log(&e, "run.log", "1 result(s), 0 duplicate(s), 1 redelivery(ies), 0 dead-lettered");
+    wait_counts(queue, 0, 0);
+    kill(b, SIGTERM);
+    assert_int_equal(weft_test_wait(b, 60000), 0);
+    assert_log(&e, "b.log", "1 succeeded");
+    weft_test_rm_rf(e.dir);
+}
+
+static const char poison_workflow[] =
+    "{\"name\": \"poison\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
+    "\"script\": \"script.json\"}}, \"supervisor\": {\"timeout_s\": 120},"
+    " \"agents\": [{\"name\": \"noop\", \"instructions\": \"-\"}],"
+    " \"plan\": [{\"id\": \"boom\", \"executor\": \"command\", \"task\": \"crash the worker\","
+    " \"argv\": [\"sh\", \"-c\", \"kill -9 $PPID; sleep 5\"], \"timeout_s\": 30}]}\n";
+
+/* A task that kills every worker that runs it goes to the dead-letter queue after the
+ * delivery limit, and its step fails with a note that says so. */
+static void
+test_poison_task_dead_lettered(void **state)
+{
+    struct env e;
+    char wf[700], log[700];
+    pid_t run = 0, w = 0;
+    int status = -1;
+    long deadline = 0;
+    int starts = 0;
+
+    (void)state;
+    env_init(&e, "poison");
+    write_file(e.dir, "workflow.json", poison_workflow);
+    write_file(e.dir, "script.json", slow_script);
+    snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
+    w = start_worker(&e, "p0", "1", "--max-redeliveries");
+    {
+        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        run = weft_test_spawn(argv, e.vars, e.dir, log, true);
+        assert_true(run > 0);
+    }
+    deadline = weft_test_now_ms() + 120000;
+    while (!weft_test_has_exited(run, &status) && weft_test_now_ms() < deadline) {
+        int ws = 0;
+        if (weft_test_has_exited(w, &ws)) {
+            char name[16];
+            assert_int_equal(ws, 128 + SIGKILL); /* the poison killed it */
+            snprintf(name, sizeof(name), "p%d", ++starts);
+            w = start_worker(&e, name, "1", "--max-redeliveries");
+        }
+        weft_test_sleep_ms(100);
+    }
+    assert_int_equal(status, 1); /* the run failed: its only step did */
+    assert_true(starts >= 2);    /* delivered more than once before the limit */
+    assert_log(&e, "run.log", "dead-lettered by the broker (delivery_limit)");
+    assert_log(&e, "run.log", "1 dead-lettered");
+    wait_counts("poison.task_dead_letter_queue", 1, 0); /* kept for an operator */
+    kill(w, SIGTERM);
+    (void)weft_test_wait(w, 60000);
+    weft_test_rm_rf(e.dir);
+}
+
+/* Publish @p body to the dispatch exchange as a foreign producer would. */
+static void
+publish_raw(const char *prefix, const char *body, const char *type)
+{
+    amqp_connection_state_t conn = amqp_new_connection();
+    amqp_socket_t *sock = amqp_tcp_socket_new(conn);
+    amqp_basic_properties_t p;
+    char exchange[256];
+
+    assert_int_equal(amqp_socket_open(sock, "127.0.0.1", (int)weft_test_amqp_port(broker)),
+                     AMQP_STATUS_OK);
+    assert_int_equal(
+        amqp_login(conn, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type,
+        AMQP_RESPONSE_NORMAL);
+    amqp_channel_open(conn, 1);
+    assert_int_equal(amqp_get_rpc_reply(conn).reply_type, AMQP_RESPONSE_NORMAL);
+    memset(&p, 0, sizeof(p));
+    if (type != NULL) {
+        p._flags = AMQP_BASIC_TYPE_FLAG;
+        p.type = amqp_cstring_bytes(type);
+    }
+    snprintf(exchange, sizeof(exchange), "%sagent_exchange", prefix);
+    assert_int_equal(amqp_basic_publish(conn, 1, amqp_cstring_bytes(exchange),
+                                        amqp_cstring_bytes("task"), 0, 0, &p,
+                                        amqp_cstring_bytes(body)),
+                     AMQP_STATUS_OK);
+    amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(conn);
+}
+
+/* Garbage, a foreign JSON message and a task message with a bad field go to the dead letters;
+ * the worker stays up and runs the next real run. */
+static void
+test_malformed_messages_rejected(void **state)
+{
+    struct env e;
+    char wf[700], log[700];
+    pid_t w = 0;
+
+    (void)state;
+    env_init(&e, "bad");
+    write_file(e.dir, "workflow.json", slow_workflow);
+    write_file(e.dir, "script.json",
+               "{\"version\": 1, \"responses\": {\"slow\": {\"act\": [{\"content\": \"ok\"}]}}}\n");
+    snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
+    w = start_worker(&e, "w", "2", NULL);
+    weft_test_sleep_ms(1500); /* the worker declares the topology */
+    publish_raw("bad.", "\x01\x02 not json", NULL);
+    publish_raw("bad.", "{\"hello\": \"world\"}", "something.else");
+    publish_raw("bad.",
+                "{\"type\": \"weft.task.v1\", \"run_id\": \"r\", \"task_id\": \"nope\", \"seq\": 1,"
+                " \"attempt\": 1, \"step_id\": \"s\", \"kind\": \"agent\", \"agent\": \"a\","
+                " \"task\": \"t\"}",
+                "weft.task.v1");
+    wait_counts("bad.task_dead_letter_queue", 3, 0);
+    assert_false(weft_test_has_exited(w, NULL));
+    assert_log(&e, "w.log", "field \"task_id\": expected a UUID");
+    {
+        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    assert_log(&e, "run.log", "s1:slow(completed)");
+    kill(w, SIGTERM);
+    assert_int_equal(weft_test_wait(w, 60000), 0);
+    assert_log(&e, "w.log", "3 rejected");
+    weft_test_rm_rf(e.dir);
+}
+
+/* The broker restarts while a worker runs a task: orchestrator and worker reconnect, the run
+ * completes and nothing is lost. */
+static void
+test_broker_restart_mid_run(void **state)
+{
+    struct env e;
+    char wf[700], log[700], err[1024];
+    pid_t w = 0, run = 0;
+
+    (void)state;
+    env_init(&e, "restart");
+    write_file(e.dir, "workflow.json", slow_workflow);
+    write_file(e.dir, "script.json", slow_script);
+    snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
+    w = start_worker(&e, "w", "1", NULL);
+    {
+        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", "-q", NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        run = weft_test_spawn(argv, e.vars, e.dir, log, true);
+        assert_true(run > 0);
+    }
+    wait_started(&e, "w.log");
+    assert_int_equal(weft_test_amqp_restart(broker, err, sizeof(err)), 0);
+    assert_int_equal(weft_test_wait(run, 120000), 0);
+    assert_log(&e, "run.log", "s1:slow(completed)");
+    assert_log(&e, "run.log", "0 dead-lettered");
+    kill(w, SIGTERM);
+    assert_int_equal(weft_test_wait(w, 60000), 0);
+    weft_test_rm_rf(e.dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_matches_in_process),
+        cmocka_unit_test(test_worker_killed_mid_task),
+        cmocka_unit_test(test_malformed_messages_rejected),
+        cmocka_unit_test(test_poison_task_dead_lettered),
+        cmocka_unit_test(test_broker_restart_mid_run),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
