@@ -271,6 +271,22 @@ declare_queue(struct weft__broker *b,
     }
     args.num_entries = (int)n;
     args.entries = e;
+    /* A queue that exists keeps the arguments its first declarer gave it (the delivery limit
+     * of whoever deployed first): look first, declare only when it is missing. */
+    if (amqp_queue_declare(b->conn, CH_RPC, amqp_cstring_bytes(queue), 1, 1, 0, 0,
+                           amqp_empty_table) != NULL &&
+        amqp_get_rpc_reply(b->conn).reply_type == AMQP_RESPONSE_NORMAL) {
+        return true;
+    }
+    {
+        /* 404: the broker closed the RPC channel; acknowledge and open it again. */
+        amqp_channel_close_ok_t close_ok;
+        (void)amqp_send_method(b->conn, CH_RPC, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+        amqp_channel_open(b->conn, CH_RPC);
+        if (!rpc_ok(b, "open channel", err, err_len)) {
+            return false;
+        }
+    }
     amqp_queue_declare(b->conn, CH, amqp_cstring_bytes(queue), 0, 1, 0, 0, args);
     snprintf(what, sizeof(what), "declare queue %s", queue);
     return rpc_ok(b, what, err, err_len);
