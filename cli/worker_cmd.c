@@ -22,30 +22,32 @@ on_stop(int sig)
 void
 cli_worker_usage(FILE *out)
 {
-    fputs("usage: weft worker [--broker URL] [--queue-prefix P] [--concurrency N]\n"
-          "                   [--max-redeliveries N] [--grace SECONDS] [--id ID]\n"
-          "                   [--metrics-addr H:P]\n"
-          "\n"
-          "Run steps of distributed runs: consume task messages from the dispatch queue, run\n"
-          "each step (its agent, LLM calls, tools and reflection) and publish the result. The\n"
-          "workflow travels in the task message; API keys come from this process's environment.\n"
-          "Spans go where OTEL_* and LANGFUSE_* say, with service.instance.id = the worker id.\n"
-          "SIGTERM or SIGINT: take no new task, finish the running ones (at most --grace\n"
-          "seconds), give back the rest, exit 0.\n"
-          "\n"
-          "options:\n"
-          "      --broker URL          amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
-          "      --queue-prefix P      prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
-          "      --concurrency N       tasks at once, 1 to 256 ($WEFT_WORKER_CONCURRENCY, default 4)\n"
-          "      --max-redeliveries N  deliveries of a task before the dead-letter queue, when this\n"
-          "                            worker creates the queue (default 5)\n"
-          "      --grace SECONDS       how long running tasks may finish after SIGTERM (default 30)\n"
-          "      --id ID               the worker's id (default HOST/PID)\n"
-          "      --metrics-addr H:P    serve this worker's Prometheus /metrics on H:P\n"
-          "\n"
-          "exit status: 0 stopped by a signal, 1 the broker could not be reached,\n"
-          "             2 bad usage or configuration\n",
-          out);
+    fputs(
+        "usage: weft worker [--broker URL] [--queue-prefix P] [--concurrency N]\n"
+        "                   [--max-redeliveries N] [--grace SECONDS] [--id ID]\n"
+        "                   [--metrics-addr H:P]\n"
+        "\n"
+        "Run steps of distributed runs: consume task messages from the dispatch queue, run\n"
+        "each step (its agent, LLM calls, tools and reflection) and publish the result. The\n"
+        "workflow travels in the task message; API keys come from this process's environment.\n"
+        "Spans go where OTEL_* and LANGFUSE_* say, with service.instance.id = the worker id.\n"
+        "SIGTERM or SIGINT: take no new task, finish the running ones (at most --grace\n"
+        "seconds), give back the rest, exit 0.\n"
+        "\n"
+        "options:\n"
+        "      --broker URL          amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
+        "      --queue-prefix P      prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
+        "      --concurrency N       tasks at once, 1 to 256 ($WEFT_WORKER_CONCURRENCY, default "
+        "4)\n"
+        "      --max-redeliveries N  deliveries of a task before the dead-letter queue, when this\n"
+        "                            worker creates the queue (default 5)\n"
+        "      --grace SECONDS       how long running tasks may finish after SIGTERM (default 30)\n"
+        "      --id ID               the worker's id (default HOST/PID)\n"
+        "      --metrics-addr H:P    serve this worker's Prometheus /metrics on H:P\n"
+        "\n"
+        "exit status: 0 stopped by a signal, 1 the broker could not be reached,\n"
+        "             2 bad usage or configuration\n",
+        out);
 }
 
 int

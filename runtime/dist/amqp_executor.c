@@ -340,11 +340,11 @@ consumer_span(struct amqp_ex *ex, const struct weft__broker_event *ev, const str
     attrs[n++] = weft_attr_str("messaging.system", "rabbitmq");
     attrs[n++] = weft_attr_str("messaging.operation.type", "process");
     attrs[n++] = weft_attr_str("messaging.operation.name", "process");
-    attrs[n++] = weft_attr_str("messaging.destination.name",
-                               weft__broker_names(ex->broker)->exchange);
+    attrs[n++] =
+        weft_attr_str("messaging.destination.name", weft__broker_names(ex->broker)->exchange);
     attrs[n++] = weft_attr_str("messaging.rabbitmq.destination.routing_key", "result");
-    attrs[n++] = weft_attr_int("messaging.rabbitmq.message.delivery_tag",
-                               (int64_t)ev->delivery_tag);
+    attrs[n++] =
+        weft_attr_int("messaging.rabbitmq.message.delivery_tag", (int64_t)ev->delivery_tag);
     attrs[n++] = weft_attr_str("messaging.message.id", s->task_uuid);
     attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)ev->body_len);
     attrs[n++] = weft_attr_int("weft.task.attempt", s->attempt);
@@ -385,14 +385,14 @@ on_dead_task(struct amqp_ex *ex, const struct weft__broker_event *ev)
                                                                            : "rejected");
     if (s != NULL && !s->has_result) {
         char note[512];
-        snprintf(note, sizeof(note),
-                 "task %s of step %s (attempt %u) was dead-lettered by the broker (%s) after %lld "
-                 "deliveries without a result: a worker crashed or was killed on it each time, "
-                 "or rejected it; the message is in %s",
-                 t.task_id, t.step_id, t.attempt, reason,
-                 (long long)(ev->msg.delivery_count > 0 ? ev->msg.delivery_count
-                                                        : ev->msg.death_count),
-                 weft__broker_names(ex->broker)->dead);
+        snprintf(
+            note, sizeof(note),
+            "task %s of step %s (attempt %u) was dead-lettered by the broker (%s) after %lld "
+            "deliveries without a result: a worker crashed or was killed on it each time, "
+            "or rejected it; the message is in %s",
+            t.task_id, t.step_id, t.attempt, reason,
+            (long long)(ev->msg.delivery_count > 0 ? ev->msg.delivery_count : ev->msg.death_count),
+            weft__broker_names(ex->broker)->dead);
         s->dead_note = weft__strdup(note);
         s->has_result = true;
         s->result.delivery_count = ev->msg.delivery_count;
@@ -602,7 +602,7 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
     ex->wf = wf;
     ex->base.ops = &amqp_ops;
     ex->base.name = "amqp";
-    ex->base.max_in_flight = cfg->max_in_flight == 0 ? 64
+    ex->base.max_in_flight = cfg->max_in_flight == 0          ? 64
                              : cfg->max_in_flight > MAX_SLOTS ? MAX_SLOTS
                                                               : cfg->max_in_flight;
     ex->base.writes_plan = false;
@@ -615,7 +615,8 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
         if (e == WEFT_OK) {
             e = weft__broker_consume(ex->broker, weft__broker_names(ex->broker)->results);
         }
-        if (e == WEFT_OK || e == WEFT_EINVAL || weft__monotonic_ns() + backoff * 1000000ull >= deadline) {
+        if (e == WEFT_OK || e == WEFT_EINVAL ||
+            weft__monotonic_ns() + backoff * 1000000ull >= deadline) {
             break;
         }
         weft__sleep_ms(backoff);

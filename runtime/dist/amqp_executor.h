@@ -23,10 +23,10 @@ struct weft_meter;
 struct weft_provider;
 
 struct weft__amqp_executor_config {
-    const char *url;           /* NULL: $WEFT_BROKER_URL */
-    const char *prefix;        /* NULL: $WEFT_QUEUE_PREFIX */
-    unsigned max_in_flight;    /* 0: 64; at most 256 */
-    unsigned max_redeliveries; /* 0: 5 */
+    const char *url;                /* NULL: $WEFT_BROKER_URL */
+    const char *prefix;             /* NULL: $WEFT_QUEUE_PREFIX */
+    unsigned max_in_flight;         /* 0: 64; at most 256 */
+    unsigned max_redeliveries;      /* 0: 5 */
     struct weft_provider *provider; /* producer/consumer spans; NULL: none */
     struct weft_meter *meter;       /* weft.tasks.* metrics; NULL: none */
 };
@@ -45,13 +45,13 @@ weft_err weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
 
 /* Counts since the executor started (tests and the run summary). */
 struct weft__amqp_executor_stats {
-    uint64_t published;      /* task messages confirmed by the broker (republishes included) */
-    uint64_t results;        /* results taken */
-    uint64_t duplicates;     /* results for a task already answered */
-    uint64_t foreign;        /* results of other runs, put back on the queue */
-    uint64_t dead_lettered;  /* tasks failed because the broker dead-lettered them */
-    uint64_t malformed;      /* unreadable messages on the results queue (to the dead letters) */
-    uint64_t redeliveries;   /* deliveries before the one that ran, summed over results */
+    uint64_t published;     /* task messages confirmed by the broker (republishes included) */
+    uint64_t results;       /* results taken */
+    uint64_t duplicates;    /* results for a task already answered */
+    uint64_t foreign;       /* results of other runs, put back on the queue */
+    uint64_t dead_lettered; /* tasks failed because the broker dead-lettered them */
+    uint64_t malformed;     /* unreadable messages on the results queue (to the dead letters) */
+    uint64_t redeliveries;  /* deliveries before the one that ran, summed over results */
     uint64_t reconnects;
 };
 void weft__amqp_executor_stats(struct weft__executor *ex, struct weft__amqp_executor_stats *out);

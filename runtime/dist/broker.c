@@ -21,7 +21,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#define CH 1     /* publish + consume */
+#define CH     1 /* publish + consume */
 #define CH_RPC 2 /* passive declares */
 
 struct weft__broker {
@@ -47,8 +47,8 @@ struct weft__broker {
 static bool
 name_char_ok(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
 }
 
 weft_err
@@ -208,8 +208,8 @@ reply_text(amqp_rpc_reply_t r, const char *what, char *err, size_t err_len)
     case AMQP_RESPONSE_SERVER_EXCEPTION:
         if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
             const amqp_connection_close_t *m = r.reply.decoded;
-            snprintf(err, err_len, "%s: broker closed the connection: %u %.*s", what,
-                     m->reply_code, (int)m->reply_text.len, (const char *)m->reply_text.bytes);
+            snprintf(err, err_len, "%s: broker closed the connection: %u %.*s", what, m->reply_code,
+                     (int)m->reply_text.len, (const char *)m->reply_text.bytes);
         } else if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
             const amqp_channel_close_t *m = r.reply.decoded;
             snprintf(err, err_len, "%s: broker closed the channel: %u %.*s", what, m->reply_code,
@@ -318,8 +318,8 @@ declare_topology(struct weft__broker *b, char *err, size_t err_len)
     if (!rpc_ok(b, "declare exchange", err, err_len)) {
         return false;
     }
-    amqp_exchange_declare(b->conn, CH, amqp_cstring_bytes(nm->dlx), amqp_cstring_bytes("direct"),
-                          0, 1, 0, 0, amqp_empty_table);
+    amqp_exchange_declare(b->conn, CH, amqp_cstring_bytes(nm->dlx), amqp_cstring_bytes("direct"), 0,
+                          1, 0, 0, amqp_empty_table);
     return rpc_ok(b, "declare dead-letter exchange", err, err_len) &&
            declare_queue(b, nm->dispatch, "dead.task", b->max_redeliveries, err, err_len) &&
            declare_queue(b, nm->results, "dead.result", 0, err, err_len) &&
@@ -365,7 +365,8 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         return WEFT_EIO;
     }
     if (info.vhost == NULL || info.vhost[0] == '\0') {
-        info.vhost = (char *)"/"; /* "amqp://host/" names the default vhost, as most clients read it */
+        info.vhost =
+            (char *)"/"; /* "amqp://host/" names the default vhost, as most clients read it */
     }
     props[0].key = amqp_cstring_bytes("connection_name");
     props[0].value.kind = AMQP_FIELD_KIND_UTF8;
@@ -373,8 +374,7 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
     client_props.num_entries = 1;
     client_props.entries = props;
     r = amqp_login_with_properties(b->conn, info.vhost, 0, 131072, (int)b->heartbeat_s,
-                                   &client_props, AMQP_SASL_METHOD_PLAIN, info.user,
-                                   info.password);
+                                   &client_props, AMQP_SASL_METHOD_PLAIN, info.user, info.password);
     weft__free(scratch);
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         char why[256];
@@ -643,10 +643,10 @@ fill_delivery(struct weft__broker *b, struct weft__broker_event *ev)
     m->correlation_id = prop_str(p->_flags, AMQP_BASIC_CORRELATION_ID_FLAG, &p->correlation_id,
                                  correlation_id, sizeof(correlation_id));
     m->type = prop_str(p->_flags, AMQP_BASIC_TYPE_FLAG, &p->type, type, sizeof(type));
-    m->reply_to = prop_str(p->_flags, AMQP_BASIC_REPLY_TO_FLAG, &p->reply_to, reply_to,
-                           sizeof(reply_to));
-    m->routing_key = prop_str(AMQP_BASIC_TYPE_FLAG, AMQP_BASIC_TYPE_FLAG,
-                              &b->envelope.routing_key, routing_key, sizeof(routing_key));
+    m->reply_to =
+        prop_str(p->_flags, AMQP_BASIC_REPLY_TO_FLAG, &p->reply_to, reply_to, sizeof(reply_to));
+    m->routing_key = prop_str(AMQP_BASIC_TYPE_FLAG, AMQP_BASIC_TYPE_FLAG, &b->envelope.routing_key,
+                              routing_key, sizeof(routing_key));
     if (h == NULL) {
         return;
     }

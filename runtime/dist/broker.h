@@ -36,12 +36,12 @@ struct weft__broker_names {
 };
 
 struct weft__broker_config {
-    const char *url;         /* amqp://user:pass@host:port/vhost; NULL: $WEFT_BROKER_URL */
-    const char *prefix;      /* prepended to every name; NULL: $WEFT_QUEUE_PREFIX or none */
-    unsigned heartbeat_s;    /* 0: 30 */
-    unsigned prefetch;       /* basic.qos; 0: no limit */
+    const char *url;           /* amqp://user:pass@host:port/vhost; NULL: $WEFT_BROKER_URL */
+    const char *prefix;        /* prepended to every name; NULL: $WEFT_QUEUE_PREFIX or none */
+    unsigned heartbeat_s;      /* 0: 30 */
+    unsigned prefetch;         /* basic.qos; 0: no limit */
     unsigned max_redeliveries; /* quorum x-delivery-limit; 0: 5 */
-    const char *name;        /* connection_name shown by the broker and in logs */
+    const char *name;          /* connection_name shown by the broker and in logs */
 };
 
 struct weft__broker;
@@ -54,9 +54,9 @@ struct weft__broker_msg {
     const char *reply_to;
     const char *traceparent; /* headers */
     const char *tracestate;
-    int64_t attempt;        /* header x-weft-attempt; 0: absent */
-    uint64_t timestamp_ms;  /* header x-weft-sent-ms (AMQP's timestamp has seconds only) */
-    int64_t bounces;        /* header x-weft-bounces: times an orchestrator put it back */
+    int64_t attempt;       /* header x-weft-attempt; 0: absent */
+    uint64_t timestamp_ms; /* header x-weft-sent-ms (AMQP's timestamp has seconds only) */
+    int64_t bounces;       /* header x-weft-bounces: times an orchestrator put it back */
     /* Deliveries only. */
     int64_t delivery_count; /* x-delivery-count: earlier deliveries of this message */
     bool is_redelivered;
@@ -134,7 +134,8 @@ weft_err weft__broker_reject(struct weft__broker *b, uint64_t delivery_tag, bool
 
 /* Wait at most @p timeout_ms for the next event. Heartbeats are kept while waiting.
  * @return WEFT_OK with *ev filled (its strings and body valid until the next call). */
-weft_err weft__broker_wait(struct weft__broker *b, uint32_t timeout_ms, struct weft__broker_event *ev);
+weft_err
+weft__broker_wait(struct weft__broker *b, uint32_t timeout_ms, struct weft__broker_event *ev);
 
 /* Thread-safe: make the current or next weft__broker_wait() return WEFT__BROKER_WOKEN. */
 void weft__broker_wake(struct weft__broker *b);

@@ -19,11 +19,9 @@ make(struct weft__dist_metrics *m,
     struct weft_instrument *inst = NULL;
     bool is_histogram = kind == WEFT_INSTRUMENT_HISTOGRAM;
 
-    (void)weft_meter_instrument(m->meter, kind, name, unit, description,
-                                is_histogram ? latency_bounds : NULL,
-                                is_histogram ? sizeof(latency_bounds) / sizeof(*latency_bounds)
-                                             : 0,
-                                &inst);
+    (void)weft_meter_instrument(
+        m->meter, kind, name, unit, description, is_histogram ? latency_bounds : NULL,
+        is_histogram ? sizeof(latency_bounds) / sizeof(*latency_bounds) : 0, &inst);
     return inst;
 }
 
@@ -122,8 +120,8 @@ weft__dist_metrics_result(struct weft__dist_metrics *m,
                                     a, 1);
     }
     if (r->ended_ns >= r->started_ns && r->started_ns > 0) {
-        (void)weft_histogram_record(m->start_to_end, (double)(r->ended_ns - r->started_ns) / 1e9,
-                                    a, 2);
+        (void)weft_histogram_record(m->start_to_end, (double)(r->ended_ns - r->started_ns) / 1e9, a,
+                                    2);
     }
 }
 

@@ -174,8 +174,7 @@ get_uint(struct reader *r, const char *key, bool is_required, uint64_t min)
     if (v == NULL && !is_required) {
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        (uint64_t)json_integer_value(v) < min) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) < min) {
         bad(r, key, min > 0 ? "a positive integer" : "a non-negative integer");
         return 0;
     }
@@ -254,8 +253,8 @@ finish(struct reader *r, json_t *root)
 static bool
 is_known_kind(const char *kind)
 {
-    static const char *const kinds[] = {"agent", "command", "file_writer", "http_call", "noop",
-                                        NULL};
+    static const char *const kinds[] = {"agent",     "command", "file_writer",
+                                        "http_call", "noop",    NULL};
     for (size_t i = 0; kind != NULL && kinds[i] != NULL; i++) {
         if (strcmp(kind, kinds[i]) == 0) {
             return true;
@@ -265,11 +264,8 @@ is_known_kind(const char *kind)
 }
 
 weft_err
-weft__task_msg_decode(const void *body,
-                      size_t len,
-                      struct weft__task_msg *m,
-                      char *err,
-                      size_t err_len)
+weft__task_msg_decode(
+    const void *body, size_t len, struct weft__task_msg *m, char *err, size_t err_len)
 {
     struct reader r = {NULL, "task message", err, err_len, false, false};
     json_t *root = NULL;
@@ -317,11 +313,8 @@ weft__task_msg_decode(const void *body,
 }
 
 weft_err
-weft__result_msg_decode(const void *body,
-                        size_t len,
-                        struct weft__result_msg *m,
-                        char *err,
-                        size_t err_len)
+weft__result_msg_decode(
+    const void *body, size_t len, struct weft__result_msg *m, char *err, size_t err_len)
 {
     struct reader r = {NULL, "result message", err, err_len, false, false};
     json_t *root = NULL;

@@ -22,9 +22,9 @@
 #include <stdint.h>
 #include <weft/common.h>
 
-#define WEFT__MSG_TASK   "weft.task.v1"   /* AMQP type property and the body's "type" */
+#define WEFT__MSG_TASK   "weft.task.v1" /* AMQP type property and the body's "type" */
 #define WEFT__MSG_RESULT "weft.result.v1"
-#define WEFT__MSG_MAX    (16u << 20)      /* bodies above this are refused, both ways */
+#define WEFT__MSG_MAX    (16u << 20) /* bodies above this are refused, both ways */
 
 struct weft__task_msg {
     char *run_id;
@@ -35,14 +35,14 @@ struct weft__task_msg {
     char *kind;  /* "agent", "command", "file_writer", "http_call" or "noop" */
     char *agent; /* agent name (the kind again for command steps) */
     char *task;
-    json_t *context;       /* {dependency step id: result} */
-    json_t *spec;          /* command steps' parameters, or NULL */
-    char *workflow_path;   /* may be NULL for "noop" */
-    json_t *workflow;      /* the document, or NULL for "noop" */
-    json_t *cursors;       /* {script path: {"agent/purpose": n}}, or NULL */
+    json_t *context;     /* {dependency step id: result} */
+    json_t *spec;        /* command steps' parameters, or NULL */
+    char *workflow_path; /* may be NULL for "noop" */
+    json_t *workflow;    /* the document, or NULL for "noop" */
+    json_t *cursors;     /* {script path: {"agent/purpose": n}}, or NULL */
     bool capture_content;
-    uint32_t timeout_ms;   /* time left in the run when sent; 0: none */
-    uint64_t sent_ns;      /* wall clock at publish */
+    uint32_t timeout_ms; /* time left in the run when sent; 0: none */
+    uint64_t sent_ns;    /* wall clock at publish */
 };
 
 struct weft__result_msg {
@@ -62,8 +62,8 @@ struct weft__result_msg {
     double cost_usd;
     uint64_t llm_calls, tool_calls;
     unsigned agent_attempts; /* attempts inside the worker (reflection retries) */
-    json_t *cursors;  /* scripted positions after the step, or NULL */
-    json_t *requests; /* loop-back requests [{"agent", "query", "requester"}], or NULL */
+    json_t *cursors;         /* scripted positions after the step, or NULL */
+    json_t *requests;        /* loop-back requests [{"agent", "query", "requester"}], or NULL */
 };
 
 /* Encode @p m as JSON text. Ownership: caller owns *out (free()). @return WEFT_OK,
@@ -74,16 +74,10 @@ weft_err weft__result_msg_encode(const struct weft__result_msg *m, char **out, s
 /* Decode @p len bytes of @p body into @p m (zeroed first). @return WEFT_OK, WEFT_EPARSE with
  * the reason in @p err ("task message: field \"attempt\": expected a positive integer"),
  * WEFT_ENOMEM. On failure @p m holds nothing to free. Ownership: caller cleans @p m up. */
-weft_err weft__task_msg_decode(const void *body,
-                               size_t len,
-                               struct weft__task_msg *m,
-                               char *err,
-                               size_t err_len);
-weft_err weft__result_msg_decode(const void *body,
-                                 size_t len,
-                                 struct weft__result_msg *m,
-                                 char *err,
-                                 size_t err_len);
+weft_err weft__task_msg_decode(
+    const void *body, size_t len, struct weft__task_msg *m, char *err, size_t err_len);
+weft_err weft__result_msg_decode(
+    const void *body, size_t len, struct weft__result_msg *m, char *err, size_t err_len);
 
 void weft__task_msg_cleanup(struct weft__task_msg *m);
 void weft__result_msg_cleanup(struct weft__result_msg *m);

@@ -74,8 +74,8 @@ struct worker {
     size_t job_cap;
     uint64_t generation;
     size_t running;
-    bool is_stopping;     /* no new task */
-    bool is_exiting;      /* executor threads leave */
+    bool is_stopping; /* no new task */
+    bool is_exiting;  /* executor threads leave */
     volatile sig_atomic_t abort_tasks;
     struct cached_wf cache[WF_CACHE];
     uint64_t cache_clock;
@@ -110,8 +110,8 @@ workflow_get(struct worker *w, const char *path, const json_t *doc, char *err, s
     e = weft__workflow_load_doc(path, doc, &wf, &diags);
     if (e != WEFT_OK) {
         const struct weft_diag *d = diags.count > 0 ? &diags.items[0] : NULL;
-        snprintf(err, err_len, "workflow %s: %s%s%s", path, weft_strerror(e),
-                 d != NULL ? ": " : "", d != NULL ? d->message : "");
+        snprintf(err, err_len, "workflow %s: %s%s%s", path, weft_strerror(e), d != NULL ? ": " : "",
+                 d != NULL ? d->message : "");
         weft_diags_cleanup(&diags);
         pthread_mutex_unlock(&w->cache_lock);
         return NULL;
@@ -191,8 +191,11 @@ consumer_span(struct worker *w, const struct job *j, const struct weft__task_msg
 
 /* Run the step of task @p t under @p span into @p r. */
 static void
-run_step(struct worker *w, const struct job *j, const struct weft__task_msg *t,
-         struct weft_span *span, struct weft__result_msg *r)
+run_step(struct worker *w,
+         const struct job *j,
+         const struct weft__task_msg *t,
+         struct weft_span *span,
+         struct weft__result_msg *r)
 {
     struct weft__step_task task;
     struct weft__task_run tr;
@@ -274,7 +277,8 @@ job_run(struct worker *w, struct job *j)
     memset(&r, 0, sizeof(r));
     r.received_ns = j->received_ns;
     r.started_ns = weft__now_ns();
-    WEFT_LOG(WEFT_LOG_INFO, "worker %s: task %s started: step %s of run %s, attempt %u, %lld earlier deliveries",
+    WEFT_LOG(WEFT_LOG_INFO,
+             "worker %s: task %s started: step %s of run %s, attempt %u, %lld earlier deliveries",
              w->id, t.task_id, t.step_id, t.run_id, t.attempt, (long long)j->delivery_count);
     span = consumer_span(w, j, &t);
     run_step(w, j, &t, span, &r);
@@ -286,7 +290,8 @@ job_run(struct worker *w, struct job *j)
     r.worker = w->id;
     r.delivery_count = j->delivery_count;
     if (!r.is_success) {
-        weft_span_set_status(span, WEFT_STATUS_ERROR, r.error_type != NULL ? r.error_type : "failed");
+        weft_span_set_status(span, WEFT_STATUS_ERROR,
+                             r.error_type != NULL ? r.error_type : "failed");
     }
     weft_span_end(span, 0);
     memcpy(j->task_id, t.task_id, sizeof(j->task_id));
@@ -294,7 +299,8 @@ job_run(struct worker *w, struct job *j)
     if (weft__result_msg_encode(&r, &j->result, &j->result_len) != WEFT_OK) {
         /* Too large or out of memory: say so in a result that fits. */
         struct weft__result_msg small = r;
-        char note[] = "the step's result could not be encoded (larger than 16 MiB or out of memory)";
+        char note[] =
+            "the step's result could not be encoded (larger than 16 MiB or out of memory)";
         small.output = NULL;
         small.details = NULL;
         small.cursors = r.cursors;
@@ -503,9 +509,8 @@ count_state(const struct worker *w, job_state a, job_state b)
 static void
 drain(struct worker *w)
 {
-    uint64_t deadline = weft__monotonic_ns() + (uint64_t)(w->cfg->grace_ms != 0 ? w->cfg->grace_ms
-                                                                                 : 30000) *
-                                                   1000000u;
+    uint64_t deadline = weft__monotonic_ns() +
+                        (uint64_t)(w->cfg->grace_ms != 0 ? w->cfg->grace_ms : 30000) * 1000000u;
 
     w->is_stopping = true;
     for (size_t i = 0; i < w->job_cap; i++) {
@@ -591,7 +596,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
         return WEFT_ENOMEM;
     }
     w->cfg = cfg;
-    w->concurrency = cfg->concurrency == 0 ? 4
+    w->concurrency = cfg->concurrency == 0                ? 4
                      : cfg->concurrency > MAX_CONCURRENCY ? MAX_CONCURRENCY
                                                           : cfg->concurrency;
     (void)gethostname(host, sizeof(host) - 1);

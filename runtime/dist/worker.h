@@ -42,8 +42,8 @@ struct weft__worker_stats {
     uint64_t received;
     uint64_t succeeded; /* results published and acknowledged, by task outcome */
     uint64_t failed;
-    uint64_t rejected;  /* malformed or foreign messages sent to the dead letters */
-    uint64_t requeued;  /* given back at shutdown without running */
+    uint64_t rejected; /* malformed or foreign messages sent to the dead letters */
+    uint64_t requeued; /* given back at shutdown without running */
     uint64_t reconnects;
 };
 

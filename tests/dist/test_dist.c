@@ -72,8 +72,9 @@ static pid_t
 start_worker(const struct env *e, const char *name, const char *concurrency, const char *extra)
 {
     char log[700];
-    const char *argv[] = {weft_bin, "worker", "--concurrency", concurrency, "--id", name,
-                          extra, extra != NULL ? "2" : NULL, NULL};
+    const char *argv[] = {weft_bin, "worker", "--concurrency", concurrency,
+                          "--id",   name,     extra,           extra != NULL ? "2" : NULL,
+                          NULL};
     pid_t pid = 0;
 
     snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
@@ -86,8 +87,8 @@ start_worker(const struct env *e, const char *name, const char *concurrency, con
 static void
 queue_counts(const char *queue, long *ready, long *unacked)
 {
-    const char *args[] = {"list_queues", "-q", "name", "messages_ready",
-                          "messages_unacknowledged", NULL};
+    const char *args[] = {"list_queues", "-q", "name", "messages_ready", "messages_unacknowledged",
+                          NULL};
     char *out = NULL;
     char *line = NULL;
 
@@ -184,15 +185,15 @@ test_run_matches_in_process(void **state)
     w2 = start_worker(&e, "w2", "2", NULL);
     {
         char log[700];
-        const char *argv[] = {weft_bin, "run", wf, "--input", "Add a login endpoint",
-                              "--executor", "amqp", "--no-trace", "-q", NULL};
+        const char *argv[] = {weft_bin,     "run",  wf,           "--input", "Add a login endpoint",
+                              "--executor", "amqp", "--no-trace", "-q",      NULL};
         snprintf(log, sizeof(log), "%s/amqp.log", e.dir);
         assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
     }
     {
         char log[700];
-        const char *argv[] = {weft_bin, "run", wf, "--input", "Add a login endpoint",
-                              "--no-trace", "-q", NULL};
+        const char *argv[] = {weft_bin,     "run", wf,  "--input", "Add a login endpoint",
+                              "--no-trace", "-q",  NULL};
         snprintf(log, sizeof(log), "%s/local.log", e.dir);
         assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
     }
