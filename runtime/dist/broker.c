@@ -40,8 +40,14 @@ struct weft__broker {
     bool has_envelope;
     char death_reason[64];
     char death_queue[WEFT__BROKER_NAME_MAX];
+    /* The current delivery's strings (valid until the next wait). */
     char traceparent[128];
     char tracestate[512];
+    char message_id[128];
+    char correlation_id[128];
+    char type[64];
+    char reply_to[256];
+    char routing_key[256];
 };
 
 static bool
@@ -343,6 +349,7 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
     amqp_rpc_reply_t r;
     int rc = 0;
 
+    err[0] = '\0'; /* the steps below test it: a retry must not see the last attempt's */
     weft__broker_close(b);
     if (scratch == NULL || amqp_parse_url(scratch, &info) != AMQP_STATUS_OK) {
         weft__free(scratch);
@@ -611,8 +618,9 @@ field_str(const amqp_field_value_t *v, char *out, size_t out_len)
     return true;
 }
 
+/* @p bytes as a C string in @p out, or NULL when absent (@p flag not in @p flags) or too long. */
 static const char *
-prop_str(amqp_flags_t flags, amqp_flags_t flag, const amqp_bytes_t *bytes, char *out, size_t len)
+bytes_str(amqp_flags_t flags, amqp_flags_t flag, const amqp_bytes_t *bytes, char *out, size_t len)
 {
     if ((flags & flag) == 0 || bytes->len >= len) {
         return NULL;
@@ -626,8 +634,6 @@ prop_str(amqp_flags_t flags, amqp_flags_t flag, const amqp_bytes_t *bytes, char 
 static void
 fill_delivery(struct weft__broker *b, struct weft__broker_event *ev)
 {
-    static _Thread_local char message_id[128], correlation_id[128], type[64], reply_to[256],
-        routing_key[256];
     const amqp_basic_properties_t *p = &b->envelope.message.properties;
     const amqp_table_t *h = (p->_flags & AMQP_BASIC_HEADERS_FLAG) != 0 ? &p->headers : NULL;
     struct weft__broker_msg *m = &ev->msg;
@@ -638,15 +644,15 @@ fill_delivery(struct weft__broker *b, struct weft__broker_event *ev)
     ev->body = b->envelope.message.body.bytes;
     ev->body_len = b->envelope.message.body.len;
     m->is_redelivered = b->envelope.redelivered != 0;
-    m->message_id = prop_str(p->_flags, AMQP_BASIC_MESSAGE_ID_FLAG, &p->message_id, message_id,
-                             sizeof(message_id));
-    m->correlation_id = prop_str(p->_flags, AMQP_BASIC_CORRELATION_ID_FLAG, &p->correlation_id,
-                                 correlation_id, sizeof(correlation_id));
-    m->type = prop_str(p->_flags, AMQP_BASIC_TYPE_FLAG, &p->type, type, sizeof(type));
-    m->reply_to =
-        prop_str(p->_flags, AMQP_BASIC_REPLY_TO_FLAG, &p->reply_to, reply_to, sizeof(reply_to));
-    m->routing_key = prop_str(AMQP_BASIC_TYPE_FLAG, AMQP_BASIC_TYPE_FLAG, &b->envelope.routing_key,
-                              routing_key, sizeof(routing_key));
+    m->message_id = bytes_str(p->_flags, AMQP_BASIC_MESSAGE_ID_FLAG, &p->message_id, b->message_id,
+                              sizeof(b->message_id));
+    m->correlation_id = bytes_str(p->_flags, AMQP_BASIC_CORRELATION_ID_FLAG, &p->correlation_id,
+                                  b->correlation_id, sizeof(b->correlation_id));
+    m->type = bytes_str(p->_flags, AMQP_BASIC_TYPE_FLAG, &p->type, b->type, sizeof(b->type));
+    m->reply_to = bytes_str(p->_flags, AMQP_BASIC_REPLY_TO_FLAG, &p->reply_to, b->reply_to,
+                            sizeof(b->reply_to));
+    m->routing_key = bytes_str(1, 1, &b->envelope.routing_key, b->routing_key,
+                               sizeof(b->routing_key)); /* always present */
     if (h == NULL) {
         return;
     }
