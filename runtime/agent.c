@@ -150,25 +150,10 @@ static void
 queue_request(
     struct run *run, size_t step, const char *agent, const char *query, struct weft_span *span)
 {
-    struct rt_request *rq = NULL;
+    struct weft_span_context requester;
 
-    if (run->ps.request_count >= RUN_MAX_REQUESTS) {
-        run->ps.requests_dropped++;
-        return;
-    }
-    rq = &run->ps.requests[run->ps.request_count];
-    rq->agent = weft__strdup(agent);
-    rq->query = weft__strdup(query != NULL ? query : "");
-    if (rq->agent == NULL || rq->query == NULL) {
-        weft__free(rq->agent);
-        weft__free(rq->query);
-        run->ps.requests_dropped++;
-        return;
-    }
-    rq->from_step = step;
-    weft_span_context_of(span, &rq->requester);
-    rq->requester.trace_state = NULL;
-    run->ps.request_count++;
+    weft_span_context_of(span, &requester);
+    weft__rt_request_add(run, step, agent, query, &requester);
 }
 
 /* What one tool call came to, as run_tool_call()'s phases fill it in: the outcome name for

@@ -1873,7 +1873,8 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
 /* ------------------------------------------------------------------------------------------ */
 /* The executor: every step goes to it as a task (executor.h)                                  */
 
-static json_t *task_cursors(struct run *run, const json_t *in);
+static json_t *cursors_collect(struct run *run);
+static void cursors_apply(struct run *run, const json_t *in);
 
 static struct engine_task *
 task_slot(struct engine *eng, uint64_t task_id)
@@ -2008,34 +2009,17 @@ step_apply_remote(struct run *run, size_t index, struct engine_task *t)
     if (t->redeliveries > s->retries) {
         s->retries = t->redeliveries;
     }
-    if (t->cursors != NULL) {
-        (void)task_cursors(run, t->cursors);
-    }
+    cursors_apply(run, t->cursors);
     for (size_t i = 0; i < json_array_size(t->requests); i++) {
         const json_t *rq = json_array_get(t->requests, i);
-        const char *agent = json_string_value(json_object_get(rq, "agent"));
-        const char *query = json_string_value(json_object_get(rq, "query"));
         const char *tp = json_string_value(json_object_get(rq, "requester"));
-        struct rt_request *dst = &run->ps.requests[run->ps.request_count];
-        if (agent == NULL || run->ps.request_count >= RUN_MAX_REQUESTS) {
-            run->ps.requests_dropped++;
-            continue;
-        }
-        memset(dst, 0, sizeof(*dst));
-        dst->agent = weft__strdup(agent);
-        dst->query = weft__strdup(query != NULL ? query : "");
-        if (dst->agent == NULL || dst->query == NULL) {
-            weft__free(dst->agent);
-            weft__free(dst->query);
-            run->ps.requests_dropped++;
-            continue;
-        }
-        dst->from_step = index;
+        struct weft_span_context requester;
+        memset(&requester, 0, sizeof(requester));
         if (tp != NULL && tp[0] != '\0') {
-            (void)weft_traceparent_parse(tp, NULL, &dst->requester);
-            dst->requester.trace_state = NULL;
+            (void)weft_traceparent_parse(tp, NULL, &requester);
         }
-        run->ps.request_count++;
+        weft__rt_request_add(run, index, json_string_value(json_object_get(rq, "agent")),
+                             json_string_value(json_object_get(rq, "query")), &requester);
     }
 }
 
@@ -2103,7 +2087,7 @@ task_remote_fields(struct run *run,
                    struct weft__step_task *task,
                    json_t **cursors)
 {
-    *cursors = task_cursors(run, NULL);
+    *cursors = cursors_collect(run);
     task->run_id = run->store.run_id;
     task->task_uuid = s->task_uuid;
     task->spec = s->spec;
@@ -2565,27 +2549,22 @@ task_plan(struct run *run, const struct weft__task_run *t, char *err, size_t err
     return WEFT_OK;
 }
 
-/* The scripts' positions: restore from @p in, or (in NULL) collect into a new object. */
+/* The scripts' positions of the run's scripted models: {script path: cursors} (new), or NULL
+ * when it has none. What a task message carries to a worker and a result brings back. */
 static json_t *
-task_cursors(struct run *run, const json_t *in)
+cursors_collect(struct run *run)
 {
-    json_t *out = in == NULL ? json_object() : NULL;
+    json_t *out = json_object();
 
-    for (size_t i = 0; i < run->cfg.wf->model_count; i++) {
+    for (size_t i = 0; out != NULL && i < run->cfg.wf->model_count; i++) {
         const char *script = script_of(run, i);
-        if (script == NULL) {
+        json_t *c = NULL;
+        if (script == NULL || json_object_get(out, script) != NULL) {
             continue;
         }
-        if (in != NULL) {
-            const json_t *c = json_object_get(in, script);
-            if (c != NULL) {
-                (void)weft__llm_scripted_restore(provider_for(run, i), c);
-            }
-        } else if (out != NULL && json_object_get(out, script) == NULL) {
-            json_t *c = weft__llm_scripted_cursors(provider_for(run, i));
-            if (c != NULL) {
-                json_object_set_new(out, script, c);
-            }
+        c = weft__llm_scripted_cursors(provider_for(run, i));
+        if (c != NULL) {
+            json_object_set_new(out, script, c);
         }
     }
     if (out != NULL && json_object_size(out) == 0) {
@@ -2593,6 +2572,19 @@ task_cursors(struct run *run, const json_t *in)
         out = NULL;
     }
     return out;
+}
+
+/* Move the scripts to the positions in @p in ({script path: cursors}). */
+static void
+cursors_apply(struct run *run, const json_t *in)
+{
+    for (size_t i = 0; in != NULL && i < run->cfg.wf->model_count; i++) {
+        const char *script = script_of(run, i);
+        const json_t *c = script != NULL ? json_object_get(in, script) : NULL;
+        if (c != NULL) {
+            (void)weft__llm_scripted_restore(provider_for(run, i), c);
+        }
+    }
 }
 
 static void
@@ -2613,7 +2605,7 @@ task_outcome(struct run *run, const struct weft__task_run *t, struct weft__task_
     out->llm_calls = r->llm_calls;
     out->tool_calls = r->tool_calls;
     out->attempts = s->attempts > before ? s->attempts - before : 0;
-    out->cursors = task_cursors(run, NULL);
+    out->cursors = cursors_collect(run);
     out->requests = run->ps.request_count > 0 ? json_array() : NULL;
     for (size_t i = 0; out->requests != NULL && i < run->ps.request_count; i++) {
         const struct rt_request *rq = &run->ps.requests[i];
@@ -2682,9 +2674,7 @@ weft__execute_task(const struct weft__task_run *t,
         e = task_plan(run, t, err, err_len);
     }
     if (e == WEFT_OK) {
-        if (t->cursors != NULL) {
-            (void)task_cursors(run, t->cursors); /* restores: returns NULL */
-        }
+        cursors_apply(run, t->cursors);
         run->tel.metrics = weft__rt_metrics_new_tee(NULL, t->meter, t->wf->name);
         weft__rt_watchdog_start(run); /* the step's own loops: repeated tool calls, budgets */
         run->cfg.started_mono = weft__monotonic_ns();

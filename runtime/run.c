@@ -3,7 +3,10 @@
  */
 #include "run.h"
 
+#include "base/mem.h"
+
 #include <stdint.h>
+#include <string.h>
 
 static __thread int worker_index = -1;
 static __thread const char *prompt_name;
@@ -76,4 +79,35 @@ weft__rt_span_task_attempt(const struct run *run, struct weft_span *span)
         weft_span_set_int(span, "weft.task.attempt", run->cfg.task_attempt);
         weft_span_set_int(span, "weft.task.redeliveries", run->cfg.task_redeliveries);
     }
+}
+
+void
+weft__rt_request_add(struct run *run,
+                     size_t step,
+                     const char *agent,
+                     const char *query,
+                     const struct weft_span_context *requester)
+{
+    struct rt_request *rq = NULL;
+
+    if (agent == NULL || run->ps.request_count >= RUN_MAX_REQUESTS) {
+        run->ps.requests_dropped++;
+        return;
+    }
+    rq = &run->ps.requests[run->ps.request_count];
+    rq->agent = weft__strdup(agent);
+    rq->query = weft__strdup(query != NULL ? query : "");
+    if (rq->agent == NULL || rq->query == NULL) {
+        weft__free(rq->agent);
+        weft__free(rq->query);
+        run->ps.requests_dropped++;
+        return;
+    }
+    rq->from_step = step;
+    memset(&rq->requester, 0, sizeof(rq->requester));
+    if (requester != NULL) {
+        rq->requester = *requester;
+    }
+    rq->requester.trace_state = NULL;
+    run->ps.request_count++;
 }

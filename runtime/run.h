@@ -299,4 +299,13 @@ const char *weft__rt_step_actor(const struct run *run, const struct plan_step *s
  * so a side effect repeated by a redelivery is visible. No-op for ordinary runs. */
 void weft__rt_span_task_attempt(const struct run *run, struct weft_span *span);
 
+/* Queue a loop-back request of step @p step for @p agent (as the model named it; validated
+ * when applied) with @p query, linked to @p requester (may be NULL). A full queue or no memory
+ * counts it in requests_dropped. Errors: none. */
+void weft__rt_request_add(struct run *run,
+                          size_t step,
+                          const char *agent,
+                          const char *query,
+                          const struct weft_span_context *requester);
+
 #endif /* WEFT_RUNTIME_RUN_H */

@@ -58,7 +58,6 @@ struct cached_wf {
     char *path;
     json_t *doc;
     struct weft_workflow *wf;
-    uint64_t used;
 };
 
 struct worker {
@@ -78,7 +77,6 @@ struct worker {
     bool is_exiting;  /* executor threads leave */
     volatile sig_atomic_t abort_tasks;
     struct cached_wf cache[WF_CACHE];
-    uint64_t cache_clock;
     pthread_mutex_t cache_lock;
     struct weft__worker_stats stats;
 };
@@ -86,10 +84,13 @@ struct worker {
 /* ------------------------------------------------------------------------------------------ */
 /* Workflows, cached by path and document                                                      */
 
+/* The workflow of a task: from the cache, else loaded. Cached workflows are immutable and live
+ * until the worker exits, so threads share them without references; once the cache is full, a
+ * workflow not in it is loaded for its task alone (the caller frees it: workflow_is_cached()). */
 static struct weft_workflow *
 workflow_get(struct worker *w, const char *path, const json_t *doc, char *err, size_t err_len)
 {
-    struct cached_wf *slot = &w->cache[0];
+    struct cached_wf *free_slot = NULL;
     struct weft_diags diags;
     struct weft_workflow *wf = NULL;
     weft_err e = WEFT_OK;
@@ -97,40 +98,32 @@ workflow_get(struct worker *w, const char *path, const json_t *doc, char *err, s
     pthread_mutex_lock(&w->cache_lock);
     for (size_t i = 0; i < WF_CACHE; i++) {
         struct cached_wf *c = &w->cache[i];
-        if (c->wf != NULL && strcmp(c->path, path) == 0 && json_equal(c->doc, (json_t *)doc)) {
-            c->used = ++w->cache_clock;
+        if (c->wf == NULL) {
+            free_slot = free_slot != NULL ? free_slot : c;
+        } else if (strcmp(c->path, path) == 0 && json_equal(c->doc, (json_t *)doc)) {
             pthread_mutex_unlock(&w->cache_lock);
-            return c->wf; /* immutable and never freed while the worker runs tasks */
-        }
-        if (c->used < slot->used) {
-            slot = c;
+            return c->wf;
         }
     }
     memset(&diags, 0, sizeof(diags));
     e = weft__workflow_load_doc(path, doc, &wf, &diags);
     if (e != WEFT_OK) {
         const struct weft_diag *d = diags.count > 0 ? &diags.items[0] : NULL;
-        snprintf(err, err_len, "workflow %s: %s%s%s", path, weft_strerror(e), d != NULL ? ": " : "",
+        snprintf(err, err_len, "workflow %s: %s%s%s%s%s", path, weft_strerror(e),
+                 d != NULL ? ": " : "", d != NULL ? d->path : "", d != NULL ? ": " : "",
                  d != NULL ? d->message : "");
-        weft_diags_cleanup(&diags);
-        pthread_mutex_unlock(&w->cache_lock);
-        return NULL;
+    } else if (free_slot != NULL) {
+        free_slot->path = weft__strdup(path);
+        free_slot->doc = json_deep_copy(doc);
+        if (free_slot->path != NULL && free_slot->doc != NULL) {
+            free_slot->wf = wf;
+        } else {
+            weft__free(free_slot->path);
+            json_decref(free_slot->doc);
+            memset(free_slot, 0, sizeof(*free_slot));
+        }
     }
     weft_diags_cleanup(&diags);
-    if (slot->wf != NULL && w->running > 1) {
-        /* Evicting a workflow another thread may be running: keep it (bounded by the number
-         * of distinct workflows seen while busy; rare) by not caching the new one. */
-        pthread_mutex_unlock(&w->cache_lock);
-        WEFT_LOG(WEFT_LOG_WARN, "worker: workflow cache full; %s loaded for this task only", path);
-        return wf; /* the caller frees it: see job_run */
-    }
-    weft__free(slot->path);
-    json_decref(slot->doc);
-    weft_workflow_free(slot->wf);
-    slot->path = weft__strdup(path);
-    slot->doc = json_deep_copy(doc);
-    slot->wf = wf;
-    slot->used = ++w->cache_clock;
     pthread_mutex_unlock(&w->cache_lock);
     return wf;
 }
