@@ -20,6 +20,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/time.h"
 #include "tracing/ids.h"
 
 #include <errno.h>
@@ -106,6 +107,35 @@ create_private(const char *path)
     return WEFT_OK;
 }
 
+/* PRAGMA journal_mode = WAL, its row in *stmt. Turning a new file to WAL takes an exclusive
+ * lock for which SQLite does not call the busy handler, so two processes opening the same new
+ * store at once (a run and a worker on one WEFT_HOME) would see SQLITE_BUSY: retried here for
+ * as long as the busy timeout. @return true with the row ready. */
+static bool
+journal_wal(sqlite3 *db, sqlite3_stmt **stmt)
+{
+    uint64_t deadline = weft__monotonic_ns() + (uint64_t)STORE_BUSY_TIMEOUT_MS * 1000000u;
+
+    for (;;) {
+        int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, stmt, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(*stmt);
+        }
+        if (rc == SQLITE_ROW) {
+            return true;
+        }
+        sqlite3_finalize(*stmt);
+        *stmt = NULL;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) {
+            return false;
+        }
+        if (weft__monotonic_ns() >= deadline) {
+            return false;
+        }
+        weft__sleep_ms(10);
+    }
+}
+
 static weft_err
 store_open_write(struct store_exporter *st)
 {
@@ -136,9 +166,7 @@ store_open_write(struct store_exporter *st)
     sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
     /* journal_mode answers with the mode in force; a file system without shared memory
      * (some network mounts) keeps the rollback journal, which still works, only slower. */
-    if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &stmt, NULL) != SQLITE_OK ||
-        sqlite3_step(stmt) != SQLITE_ROW) {
-        sqlite3_finalize(stmt);
+    if (!journal_wal(st->db, &stmt)) {
         weft__store_log_db_error(WEFT_LOG_ERROR, st->path, st->db, "not a usable SQLite database");
         return WEFT_EIO;
     }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <weft/store.h>
 
@@ -897,6 +898,37 @@ test_store_exporter_fails_cleanly_out_of_memory(void **state)
     assert_true(is_done);
 }
 
+/* Processes that open one new store at the same moment (a run and its workers on one
+ * WEFT_HOME) all get it: turning the file to WAL mode waits for the others. */
+static void
+test_store_concurrent_first_opens_all_succeed(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 8, ROUNDS = 5 };
+
+    for (int round = 0; round < ROUNDS; round++) {
+        char path[600];
+        pid_t pids[N];
+        snprintf(path, sizeof(path), "%s/race%d.db", f->dir, round);
+        for (int i = 0; i < N; i++) {
+            pids[i] = fork();
+            assert_true(pids[i] >= 0);
+            if (pids[i] == 0) {
+                struct weft_exporter *ex = NULL;
+                weft_err err = weft_store_exporter_new(path, &ex);
+                weft_exporter_free(ex);
+                _exit(err == WEFT_OK ? 0 : 1);
+            }
+        }
+        for (int i = 0; i < N; i++) {
+            int status = -1;
+            assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+            assert_true(WIFEXITED(status));
+            assert_int_equal(WEXITSTATUS(status), 0);
+        }
+    }
+}
+
 /* ---- summarised rendering of large traces ------------------------------------------------- */
 
 #define TD "dd440000000000000000000000000004"
@@ -1076,6 +1108,7 @@ main(void)
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_store_exporter_creates_private_wal_database),
+        T(test_store_concurrent_first_opens_all_succeed),
         T(test_store_list_returns_newest_first_with_counts),
         T(test_store_list_honours_limit_and_empty_store),
         T(test_store_load_returns_spans_in_tree_order),
