@@ -783,6 +783,21 @@ teardown(struct run *run)
 /* ------------------------------------------------------------------------------------------ */
 /* Supervisor decisions                                                                        */
 
+/* Every step of the plan saved, in one commit. */
+static void
+save_plan(struct run *run)
+{
+    if (run->store.state != NULL) {
+        (void)weft__state_begin(run->store.state);
+    }
+    for (size_t i = 0; i < run->ps.plan.count; i++) {
+        weft__rt_save_step(run, i);
+    }
+    if (run->store.state != NULL) {
+        (void)weft__state_commit(run->store.state);
+    }
+}
+
 /* Initial plan from the supervisor's LLM, validated; one repair attempt with the error. */
 static bool
 parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
@@ -951,15 +966,7 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
         weft__rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
     weft_span_end(span, 0);
-    if (run->store.state != NULL) {
-        (void)weft__state_begin(run->store.state); /* the whole plan in one commit */
-    }
-    for (size_t i = 0; i < run->ps.plan.count; i++) {
-        weft__rt_save_step(run, i);
-    }
-    if (run->store.state != NULL) {
-        (void)weft__state_commit(run->store.state);
-    }
+    save_plan(run);
     return is_ok;
 }
 
@@ -1557,15 +1564,7 @@ file_plan(struct run *run)
         run->ps.plan.steps[i].executor = s->executor;
         run->ps.plan.steps[i].spec = s->spec != NULL ? json_deep_copy(s->spec) : NULL;
     }
-    if (run->store.state != NULL) {
-        (void)weft__state_begin(run->store.state); /* the whole plan in one commit */
-    }
-    for (size_t i = 0; i < run->ps.plan.count; i++) {
-        weft__rt_save_step(run, i);
-    }
-    if (run->store.state != NULL) {
-        (void)weft__state_commit(run->store.state);
-    }
+    save_plan(run);
     return true;
 }
 
