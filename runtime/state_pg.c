@@ -1711,13 +1711,15 @@ static weft_err
 pg_check(struct rt_state *base, char *err, size_t err_len)
 {
     struct pg_state *st = pg(base);
+    char why[512];
 
     if (!st->is_lost) {
         return WEFT_OK;
     }
+    error_text(st, NULL, why, sizeof(why));
     snprintf(err, err_len,
              "state database %s: the connection was lost and could not be made again: %s",
-             st->where, PQerrorMessage(st->conn));
+             st->where, why);
     return WEFT_EIO;
 }
 

@@ -9,7 +9,8 @@
  *   and feedback_notes in the success and failure shapes; two processes racing for a run's
  *   lease: exactly one wins; recovery skips a run another connection holds locked; a connection
  *   terminated by the server (pg_terminate_backend) is made again, and a transaction it cut
- *   short is rolled back; errors and logs never show the URL's password.
+ *   short is rolled back; a server gone for good is reported, naming the URL; errors and logs
+ *   never show the URL's password.
  * A server that cannot start fails the file: it never skips. */
 #include "base/mem.h"
 #include "runtime/state.h"
@@ -684,6 +685,41 @@ test_pg_dropped_connection_is_made_again(void **state)
     weft__plan_cleanup(&plan);
 }
 
+/* The server goes away for good: calls fail (logged), nothing crashes, weft__state_check()
+ * names the URL, and closing the handle works. */
+static void
+test_pg_server_gone_for_good_is_reported(void **state)
+{
+    struct weft_test_pg *gone = NULL;
+    struct rt_state *st = NULL;
+    struct weft_run_info info;
+    char err[4096] = "";
+    char url[256];
+
+    (void)state;
+    gone = weft_test_pg_start(NULL, err, sizeof(err));
+    if (gone == NULL) {
+        fail_msg("PostgreSQL did not start: %s", err);
+    }
+    snprintf(url, sizeof(url), "%s", weft_test_pg_url(gone));
+    assert_weft_ok(weft__state_open(url, &st, err, sizeof(err)));
+    assert_weft_ok(weft__state_run_begin(st, "r", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_check(st, err, sizeof(err)));
+    assert_int_equal(weft_test_pg_stop(gone), 0);
+    weft_test_capture_logs();
+    assert_int_equal(weft__state_run_info(st, "r", &info), WEFT_EIO);
+    assert_null(info.run_id);
+    assert_int_equal(weft__state_begin(st), WEFT_EIO);
+    assert_false(weft__state_in_transaction(st));
+    assert_non_null(
+        strstr(weft_test_logs(), "run info failed on postgresql://postgres@127.0.0.1:"));
+    assert_int_equal(weft__state_check(st, err, sizeof(err)), WEFT_EIO);
+    assert_non_null(strstr(err, url));
+    assert_non_null(strstr(err, "the connection was lost and could not be made again"));
+    assert_null(strchr(err, '\n'));
+    weft__state_close(st);
+}
+
 /* A server that is not there: a clear error naming the URL, quickly, without its password. */
 static void
 test_pg_unreachable_server_fails_clearly(void **state)
@@ -787,6 +823,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_pg_lease_race_has_exactly_one_winner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_recover_skips_a_locked_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_dropped_connection_is_made_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_server_gone_for_good_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_unreachable_server_fails_clearly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_password_never_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_state_url_is_the_default_location, setup, teardown),
