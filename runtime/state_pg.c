@@ -204,7 +204,7 @@ params_cleanup(struct params *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* The next slot; NULL (and is_oom) past MAX_PARAMS, which is a bug of this file. */
+/* The next slot, or -1 (and is_oom) past MAX_PARAMS, which would be a bug of this file. */
 static int
 slot(struct params *p)
 {

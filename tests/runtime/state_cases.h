@@ -6,7 +6,7 @@
  * transaction that a failed write rolls back whole; runs written and read back, steps (with
  * their task UUID, redeliveries and dispatched flag), messages, exchanges, corrections (DAG
  * surgery, also inside a caller's transaction), run ids resolved by prefix, the owner lease,
- * heartbeat and recovery of runs whose process died.
+ * heartbeat and recovery of runs whose process died, and out of memory at every allocation.
  *
  * The cases look at the store through SQL on weft's SQLite names (tables runs and steps, their
  * columns): the PostgreSQL test creates views of those names over its workflows and tasks
@@ -22,6 +22,7 @@
 
 #include "base/mem.h"
 #include "runtime/state.h"
+#include "support/failalloc.h"
 #include "support/weft_test.h"
 
 #include <stdio.h>
@@ -791,6 +792,94 @@ test_state_steps_keep_task_uuid_retries_and_dispatch(void **state)
     weft__plan_cleanup(&plan);
 }
 
+/* Run every kind of call once, counting the ones that succeeded; @p seen collects the rows read
+ * back. */
+static size_t
+every_call(struct fx *f, struct plan *plan, struct rows *seen)
+{
+    struct rt_state *other = NULL;
+    struct weft_run_info info;
+    struct weft_run_info *infos = NULL;
+    json_t *entry = json_pack("{s:s}", "content", "answer");
+    json_t *out = NULL;
+    char err[512];
+    char id[64];
+    size_t count = 0;
+    size_t ok = 0;
+
+    ok += weft__state_open(f->location, &other, err, sizeof(err)) == WEFT_OK;
+    weft__state_close(other);
+    ok += weft__state_run_begin(f->st, "oom", "wf", "wf.json", "s", "the input", 1) == WEFT_OK;
+    ok += weft__state_step_save(f->st, "oom", 0, &plan->steps[0], "coder") == WEFT_OK;
+    ok += weft__state_step_save(f->st, "oom", 1, &plan->steps[1], "cmd") == WEFT_OK;
+    memset(seen, 0, sizeof(*seen));
+    ok += weft__state_steps_each(f->st, "oom", collect_step, seen) == WEFT_OK;
+    if (weft__state_run_info(f->st, "oom", &info) == WEFT_OK) {
+        ok++;
+        weft__state_info_cleanup(&info);
+    }
+    if (weft__state_runs_list(f->st, 5, &infos, &count) == WEFT_OK) {
+        ok++;
+        for (size_t i = 0; i < count; i++) {
+            weft__state_info_cleanup(&infos[i]);
+        }
+        weft__free(infos);
+    }
+    ok += weft__state_run_resolve(f->st, "oo", id, sizeof(id), err, sizeof(err)) == WEFT_OK;
+    ok += weft__state_message_add(f->st, "s", "oom", "user", "hello", NULL) == WEFT_OK;
+    if (weft__state_messages_load(f->st, "s", 10, &out) == WEFT_OK) {
+        ok++;
+        json_decref(out);
+    }
+    ok += weft__state_exchange_add(f->st, "oom", "coder", "act", entry) == WEFT_OK;
+    if (weft__state_exchanges_script(f->st, "oom", &out) == WEFT_OK) {
+        ok++;
+        json_decref(out);
+    }
+    ok += weft__state_recover(f->st, NULL, NULL, &count) == WEFT_OK;
+    json_decref(entry);
+    return ok;
+}
+
+/* Out of memory at every allocation in turn: each call fails cleanly (no crash, no leak, no
+ * transaction left open), and the handle works afterwards. */
+static void
+test_state_out_of_memory_fails_cleanly(void **state)
+{
+    struct fx *f = *state;
+    struct plan plan;
+    struct rows seen;
+    const char *deps[1] = {"a"};
+    bool is_done = false;
+
+    weft__plan_init(&plan);
+    assert_weft_ok(weft__plan_append(&plan, "a", 0, "write it", NULL, 0, NULL));
+    assert_weft_ok(weft__plan_append(&plan, "b", 0, "make", deps, 1, NULL));
+    plan.steps[0].status = STEP_COMPLETED;
+    plan.steps[0].result = weft__strdup("done");
+    plan.steps[1].executor = EXEC_COMMAND;
+    plan.steps[1].status = STEP_FAILED;
+    plan.steps[1].feedback = weft__strdup("command failed: exit_status");
+    plan.steps[1].error_type = weft__strdup("exit_status");
+    plan.steps[1].error = json_pack("{s:i}", "exit_code", 2);
+    print_message("plain: %zu\n", every_call(f, &plan, &seen));
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    failalloc_budget = -1;
+    print_message("failalloc -1: %zu\n", every_call(f, &plan, &seen));
+    for (long budget = 0; !is_done && budget < 5000; budget++) {
+        failalloc_budget = budget;
+        is_done = every_call(f, &plan, &seen) == 13;
+        failalloc_budget = -1;
+        assert_false(weft__state_in_transaction(f->st));
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    assert_int_equal(seen.n, 2);
+    assert_string_equal(seen.status[1], "failed");
+    assert_int_equal(every_call(f, &plan, &seen), 13);
+    weft__plan_cleanup(&plan);
+}
+
 #define STATE_CASES(setup, teardown)                                                              \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,          \
                                     teardown),                                                    \
@@ -819,6 +908,7 @@ test_state_steps_keep_task_uuid_retries_and_dispatch(void **state)
             test_state_lease_is_exclusive_and_recover_marks_dead_owners, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),           \
         cmocka_unit_test_setup_teardown(test_state_agent_counts_only_finished_agent_steps, setup, \
-                                        teardown)
+                                        teardown),                                                \
+        cmocka_unit_test_setup_teardown(test_state_out_of_memory_fails_cleanly, setup, teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
