@@ -30,7 +30,8 @@ cli_serve_usage(FILE *out)
           "options:\n"
           "      --addr HOST:PORT  listen address (default " DEFAULT_ADDR
           "; IPv4; port 0 picks one)\n"
-          "      --state PATH      state database (default $WEFT_HOME/state.db)\n"
+          "      --state PATH      state: a SQLite file or a postgresql:// URL (default\n"
+          "                        $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
           "\n"
           "exit status: 0 stopped by a signal, 1 cannot listen, 2 bad usage\n",
           out);

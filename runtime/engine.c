@@ -1762,6 +1762,13 @@ resume_step(const struct state_step_row *row, void *user_data)
     /* The step that was running when the process died runs again. */
     s->status = status == STEP_IN_PROGRESS ? STEP_PENDING : status;
     s->attempts = row->attempts;
+    /* The task keeps its id across a resume: a result a worker published for it while the
+     * orchestrator was down still matches (docs/distributed.md, Resume). */
+    if (row->task_uuid != NULL && weft__uuid_is_valid(row->task_uuid)) {
+        memcpy(s->task_uuid, row->task_uuid, sizeof(s->task_uuid));
+    }
+    s->retries = row->retries;
+    s->is_dispatched = row->is_dispatched;
     s->spec = row->spec != NULL ? json_loads(row->spec, 0, NULL) : NULL;
     s->error = row->error != NULL ? json_loads(row->error, 0, NULL) : NULL;
     s->result = row->result != NULL ? weft__strdup(row->result) : NULL;

@@ -33,6 +33,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -93,6 +94,27 @@ open_db(const char *path, int flags)
     return db;
 }
 
+/* Snapshots are kept only in a SQLite state database: say so once per process for a
+ * PostgreSQL one (never fall back to a SQLite file the user did not name). */
+static void
+warn_not_in_postgresql(const char *state_path)
+{
+    static atomic_bool is_warned;
+    char *shown = NULL;
+
+    if (atomic_exchange(&is_warned, true)) {
+        return;
+    }
+    shown = weft__state_location_redacted(state_path);
+    WEFT_LOG(WEFT_LOG_WARN,
+             "run metrics: per-run metric snapshots (table run_metrics: span pipeline counts and "
+             "collaboration metrics per run) are kept only in a SQLite state database, not in "
+             "PostgreSQL state %s; weft serve folds run totals and agent outcomes from its "
+             "workflows and tasks tables instead",
+             shown != NULL ? shown : "(URL)");
+    weft__free(shown);
+}
+
 struct rt_mstore *
 weft__rt_mstore_open(const char *state_path)
 {
@@ -100,6 +122,10 @@ weft__rt_mstore_open(const char *state_path)
     char *errmsg = NULL;
 
     if (state_path == NULL) {
+        return NULL;
+    }
+    if (weft__state_is_url(state_path)) {
+        warn_not_in_postgresql(state_path);
         return NULL;
     }
     ms = weft__calloc(1, sizeof(*ms));
@@ -507,6 +533,11 @@ weft_run_metrics_save_provider(const char *state_path,
     if (path == NULL) {
         return WEFT_ENOMEM;
     }
+    if (weft__state_is_url(path)) {
+        warn_not_in_postgresql(path);
+        weft__free(path);
+        return WEFT_ESTATE;
+    }
     ms = weft__rt_mstore_open(path);
     weft__free(path);
     if (ms == NULL) {
@@ -892,6 +923,58 @@ register_self_families(struct weft_meter *meter)
                                 &in);
 }
 
+static weft_err
+fold_stored_run(struct weft_run_info *info, void *user_data)
+{
+    struct fold *f = user_data;
+    struct rt_metrics *m = fold_metrics(f, info->workflow != NULL ? info->workflow : "");
+
+    if (m == NULL) {
+        return WEFT_ENOMEM;
+    }
+    weft__rt_metrics_stored_run(m, info);
+    if (info->ended_ns == 0 && (f->oldest_start_ns == 0 || info->started_ns < f->oldest_start_ns)) {
+        f->oldest_start_ns = info->started_ns;
+    }
+    return WEFT_OK;
+}
+
+static weft_err
+fold_stored_agents(
+    const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data)
+{
+    struct fold *f = user_data;
+    struct rt_metrics *m = fold_metrics(f, workflow);
+
+    if (m == NULL) {
+        return WEFT_ENOMEM;
+    }
+    weft__rt_metrics_stored_agents(m, agent, is_success, count);
+    return WEFT_OK;
+}
+
+/* A PostgreSQL state keeps no snapshots: every run counts from its workflows row (runs,
+ * duration, reward, loops, cost) and its tasks (agent outcomes), as SQLite runs stored before
+ * snapshots do. */
+static weft_err
+fold_postgresql(struct fold *f, const char *url)
+{
+    struct rt_state *st = NULL;
+    char why[512];
+    weft_err err = weft__state_open(url, &st, why, sizeof(why));
+
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: %s", why);
+        return err;
+    }
+    err = weft__state_runs_each(st, FOLD_MAX_RUNS, fold_stored_run, f);
+    if (err == WEFT_OK) {
+        err = weft__state_agent_counts(st, fold_stored_agents, f);
+    }
+    weft__state_close(st);
+    return err;
+}
+
 weft_err
 weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
 {
@@ -917,6 +1000,10 @@ weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
     path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
     if (all == NULL || path == NULL) {
         err = WEFT_ENOMEM;
+        goto out;
+    }
+    if (weft__state_is_url(path)) {
+        err = fold_postgresql(&f, path);
         goto out;
     }
     if (access(path, F_OK) != 0) {

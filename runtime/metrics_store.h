@@ -29,7 +29,9 @@
 struct rt_mstore;
 
 /* Open the snapshot writer on the state database @p state_path (its own connection; creates
- * the table when missing). NULL when it cannot (logged): the run then persists no metrics. */
+ * the table when missing). NULL when it cannot (logged): the run then persists no metrics.
+ * Snapshots are kept only in a SQLite state: for a PostgreSQL URL this is NULL, with one
+ * warning per process naming what is not stored. */
 struct rt_mstore *weft__rt_mstore_open(const char *state_path);
 
 /* Start run @p run_id: pick its attempt number, create the run's meter and observe
@@ -52,7 +54,8 @@ void weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_f
 /* Close. NULL is a no-op. */
 void weft__rt_mstore_free(struct rt_mstore *ms);
 
-/* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()). */
+/* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()). From a
+ * PostgreSQL state: every run from its row and agent outcomes from its steps. */
 weft_err weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path);
 
 /* What `weft serve` parses out of a stored row (exposed for tests/fuzz/fuzz_serve.c). */

@@ -2,7 +2,8 @@
  * a run's record, its plan steps with rewards and lineage, and its DAG-surgery history.
  *
  * A missing database is "no runs" for the caller to explain (WEFT_ENOTFOUND), never a new empty
- * file: reading must not create state.
+ * file: reading must not create state. A PostgreSQL state (a URL) is always opened: the
+ * server says whether it is there, and its schema is migrated like a writer's.
  */
 #include "metrics.h"
 #include "metrics_store.h"
@@ -27,7 +28,7 @@ open_existing(const char *state_path, struct rt_state **out)
     if (path == NULL) {
         return WEFT_ENOMEM;
     }
-    if (access(path, F_OK) != 0) {
+    if (!weft__state_is_url(path) && access(path, F_OK) != 0) {
         weft__free(path);
         return WEFT_ENOTFOUND;
     }

@@ -1,9 +1,27 @@
-/* runtime/state.h - the run state store: runs, their plan steps and conversation messages in
- * an embedded SQLite database ($WEFT_HOME/state.db by default).
+/* runtime/state.h - the run state store: runs, their plan steps and conversation messages,
+ * behind one interface with two backends:
+ * - SQLite (state_sqlite.c), the embedded default: a file, $WEFT_HOME/state.db unless told
+ *   otherwise, its schema versioned with PRAGMA user_version;
+ * - PostgreSQL (state_pg.c, libpq) for a postgresql:// or postgres:// URL: the design's
+ *   `workflows` and `tasks` tables with weft's own columns beside them, created by versioned
+ *   migrations (docs/distributed.md, "PostgreSQL state").
+ * weft__state_open() picks the backend from the location; nothing else differs for callers.
  *
  * Every change is one transaction, so a reader (`weft runs`, a resumed run) sees a run's
- * state as of a whole decision. The schema is versioned with PRAGMA user_version and written
- * in SQL that PostgreSQL also accepts, so a second backend can follow behind this interface.
+ * state as of a whole decision.
+ *
+ * Concurrency between processes: SQLite serialises writers (BEGIN IMMEDIATE, WAL readers).
+ * On PostgreSQL, weft__state_lease_acquire() reads the run's row with SELECT ... FOR UPDATE,
+ * so of two processes taking a run at once the second waits and then sees the first one's
+ * lease; weft__state_recover() scans running runs with FOR UPDATE SKIP LOCKED, so a scan never
+ * waits on (or marks) a run another process is taking over at that moment; migrations run
+ * under pg_advisory_xact_lock, so processes starting together migrate once. A PostgreSQL call
+ * that fails because the connection dropped reconnects once (PQreset) and is retried when no
+ * transaction was open; inside one, the error is returned (logged) and the transaction's
+ * commit rolls back. Nothing here exits or aborts.
+ *
+ * Errors and logs name the database: the file, or the URL with its password replaced by
+ * "****" (weft__state_location_redacted()).
  *
  * Thread-safety: confine a handle to one thread (each run opens its own).
  */
@@ -18,14 +36,32 @@
 
 struct rt_state;
 
-/* Open (creating file and schema when missing). @return WEFT_OK, WEFT_EIO (message in @p err),
- * WEFT_ENOMEM. */
-weft_err weft__state_open(const char *path, struct rt_state **out, char *err, size_t err_len);
+/* Open the state at @p location: a PostgreSQL connection URI (postgresql:// or postgres://,
+ * see weft__state_is_url()) or else a SQLite file path, creating the file, schema or
+ * migrations when missing. @return WEFT_OK, WEFT_EINVAL (no location), WEFT_EIO (a sentence
+ * naming the file or the password-free URL in @p err: cannot open or connect, a schema newer
+ * than this weft, a failed migration), WEFT_ENOMEM. *out is NULL on failure.
+ * Ownership: borrows @p location; caller owns *out (weft__state_close()). */
+weft_err weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len);
+/* Close the handle (NULL is a no-op); an open transaction is rolled back. */
 void weft__state_close(struct rt_state *st);
 
-/* The default path: $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft, created on demand).
- * Ownership: returns new (weft__free). */
+/* The default location: $WEFT_STATE_URL when set and not empty (a PostgreSQL URL, or a file),
+ * else $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft, created on demand). Callers use it
+ * when given no explicit path. Ownership: returns new (weft__free); NULL when out of memory. */
 char *weft__state_default_path(void);
+
+/* Does @p location name a PostgreSQL database (starts with postgresql:// or postgres://)?
+ * false for NULL. */
+bool weft__state_is_url(const char *location);
+
+/* @p location fit for a message or a log line: a URL's password (user:PASSWORD@ and any
+ * password= query parameter) replaced by "****"; a file path as it is. Ownership: borrows
+ * @p location; returns new (weft__free), NULL for NULL or when out of memory. */
+char *weft__state_location_redacted(const char *location);
+
+/* "sqlite" or "postgresql" ("none" for NULL): for messages. Ownership: returns static. */
+const char *weft__state_backend_name(const struct rt_state *st);
 
 /* Group the writes until the matching weft__state_commit() into one transaction (one commit, so a
  * step and what goes with it cost one WAL write). Nestable: only the outermost pair counts.
@@ -194,8 +230,10 @@ weft_err weft__state_exchanges_script(struct rt_state *st, const char *run_id, j
 bool
 weft__state_owner_is_alive(int64_t pid, const char *host, uint64_t heartbeat_ns, uint64_t now_ns);
 
-/* WEFT_EIO with a sentence naming the file in @p err once SQLite has reported the database
- * damaged (SQLITE_CORRUPT, SQLITE_NOTADB) on any call; else WEFT_OK. */
+/* WEFT_EIO with a sentence in @p err once the store is unusable: SQLite reported the file
+ * damaged (SQLITE_CORRUPT, SQLITE_NOTADB; the sentence names the file), or PostgreSQL's
+ * connection was lost and could not be made again (it names the password-free URL); else
+ * WEFT_OK. */
 weft_err weft__state_check(struct rt_state *st, char *err, size_t err_len);
 
 /* Who holds a run. */
@@ -206,9 +244,10 @@ struct state_owner {
     uint64_t heartbeat_ns;
 };
 
-/* Make this handle the run's only owner, in one IMMEDIATE transaction: taken when the run has
- * no owner or its owner is gone (see weft__state_owner_is_alive()). @return WEFT_OK, WEFT_ENOTFOUND
- * (no such run), WEFT_ESTATE (a live owner holds it: @p holder says who), WEFT_EIO. */
+/* Make this handle the run's only owner, in one transaction (SQLite: IMMEDIATE; PostgreSQL: the
+ * run's row read FOR UPDATE): taken when the run has no owner or its owner is gone (see
+ * weft__state_owner_is_alive()). @return WEFT_OK, WEFT_ENOTFOUND (no such run), WEFT_ESTATE (a live
+ * owner holds it: @p holder says who), WEFT_EIO. */
 weft_err
 weft__state_lease_acquire(struct rt_state *st, const char *run_id, struct state_owner *holder);
 /* Give the run up (no-op when this handle does not own it); the heartbeat keeps its time. */
@@ -231,7 +270,8 @@ weft_err
 weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len);
 
 /* Mark every running run whose owner is gone as interrupted (ended at its last sign of life,
- * owner cleared), in one transaction, then call @p fn (may be NULL) for each, after the
+ * owner cleared), in one transaction (PostgreSQL: rows another process has locked are
+ * skipped, FOR UPDATE SKIP LOCKED), then call @p fn (may be NULL) for each, after the
  * commit. @p count receives how many were marked. @return WEFT_OK, WEFT_EIO, WEFT_ENOMEM. */
 typedef void (*state_interrupted_fn)(const struct weft_interrupted_run *run, void *user_data);
 weft_err

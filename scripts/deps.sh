@@ -4,15 +4,17 @@
 # Installs with apt-get when run as root; otherwise lists what is missing and fails.
 set -eu
 
-pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev librabbitmq-dev"
+# libpq-dev: the PostgreSQL state backend (WEFT_STATE_URL=postgresql://...) links libpq;
+# librabbitmq-dev: the AMQP executor and `weft worker` link librabbitmq.
+pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev librabbitmq-dev libpq-dev"
 if [ "${1:-build}" = test ]; then
     # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
     # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.
     pkgs="$pkgs libcmocka-dev protobuf-compiler prometheus python3-yaml clang libclang-rt-14-dev"
     # Distributed runs (issue 14): the `servers` tests start a real RabbitMQ broker and a real
     # PostgreSQL 15 (binaries in /usr/lib/postgresql/15/bin) and talk to them with librabbitmq
-    # (in the build list: the library's AMQP executor links it) and libpq.
-    pkgs="$pkgs rabbitmq-server postgresql-15 libpq-dev"
+    # (both in the build list: the library links them).
+    pkgs="$pkgs rabbitmq-server postgresql-15"
 fi
 
 missing=""

@@ -146,8 +146,9 @@ struct weft_run_options {
     /** Directory the file and command tools are confined to; NULL means the workflow's
      * "workspace", else $WEFT_HOME/workspaces/<run id>. Created when missing. */
     const char *workspace;
-    /** SQLite state database (runs, steps, session messages); NULL means
-     * $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft). */
+    /** State store (runs, steps, session messages): a SQLite file path, or a PostgreSQL
+     * connection URI (postgresql://... or postgres://..., docs/distributed.md); NULL means
+     * $WEFT_STATE_URL when set, else $WEFT_HOME/state.db (WEFT_HOME defaults to ./.weft). */
     const char *state_path;
     const struct weft_tools *tools; /**< native tools agents may list; borrowed */
     /** 1 records message content on spans (after redaction), 0 never, -1 (or any other
@@ -265,8 +266,11 @@ WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
  * of runs in progress (fullest queue for utilization). Runs stored before per-run snapshots
  * existed count from their run rows (runs, duration, reward, loops, cost, agent outcomes).
  * Every family is registered, at zero before the first run. At most the 100000 most recent runs
- * are read. docs/metrics.md lists the families.
- * @param state_path NULL means $WEFT_HOME/state.db; a missing database is no runs.
+ * are read. docs/metrics.md lists the families. A PostgreSQL state keeps no per-run snapshots:
+ * every run counts from its row and its steps there (runs, duration, reward, loops, cost, agent
+ * outcomes; no span pipeline counts).
+ * @param state_path a file or a PostgreSQL URL; NULL means $WEFT_STATE_URL, else
+ * $WEFT_HOME/state.db; a missing file is no runs.
  * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.
  * Ownership: borrows both arguments for the call; the series added belong to
  * @p meter. */
@@ -276,8 +280,10 @@ WEFT_API weft_err weft_runtime_metrics_from_store(struct weft_meter *meter, cons
  * exporter; queue gauges) as run @p run_id's, replacing what its last checkpoint stored. Call
  * it after weft_provider_shutdown(), so that spans exported at shutdown count: `weft run` does.
  * The counts are the provider's since it was created, so use a provider per run.
- * @param state_path NULL means $WEFT_HOME/state.db.
- * @return WEFT_OK, WEFT_EINVAL (NULL run id or provider), WEFT_EIO (database), WEFT_ENOMEM.
+ * @param state_path NULL means $WEFT_STATE_URL, else $WEFT_HOME/state.db.
+ * @return WEFT_OK, WEFT_EINVAL (NULL run id or provider), WEFT_EIO (database), WEFT_ESTATE (a
+ * PostgreSQL state: snapshots are kept only in SQLite; nothing is written, a warning is
+ * logged once), WEFT_ENOMEM.
  * Ownership: borrows everything for the call. Thread-safety: any thread. */
 WEFT_API weft_err weft_run_metrics_save_provider(const char *state_path,
                                                  const char *run_id,
@@ -357,7 +363,8 @@ struct weft_run_details {
 };
 
 /** List the @p limit most recent runs, newest first.
- * @param state_path NULL means $WEFT_HOME/state.db.
+ * @param state_path a file or a PostgreSQL URL; NULL means $WEFT_STATE_URL, else
+ * $WEFT_HOME/state.db.
  * @return WEFT_OK (also when there are none), WEFT_ENOTFOUND (no database), WEFT_EIO,
  * WEFT_ENOMEM. Ownership: free with weft_run_infos_free(). */
 WEFT_API weft_err weft_runs_list(const char *state_path,
@@ -414,7 +421,8 @@ typedef void (*weft_interrupted_fn)(const struct weft_interrupted_run *run, void
  * "interrupted" in the state database (ended at their last sign of life) and call @p fn for
  * each, so that the caller can close their still-open spans (weft_store_add_interrupted_span()).
  * `weft runs`, `weft run show`, `weft resume` and `weft serve` call it first.
- * @param state_path NULL means $WEFT_HOME/state.db. @param fn may be NULL. @param count
+ * @param state_path a file or a PostgreSQL URL; NULL means $WEFT_STATE_URL, else
+ * $WEFT_HOME/state.db. @param fn may be NULL. @param count
  * receives how many runs were marked (may be NULL).
  * @return WEFT_OK, WEFT_ENOTFOUND (no database), WEFT_EIO (also a damaged database: logged
  * with the file's name), WEFT_ENOMEM.

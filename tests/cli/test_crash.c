@@ -11,8 +11,8 @@
  *   taken over only once its heartbeat is stale;
  * - `weft resume` of a run whose workflow file changed refuses (exit 2) unless --force;
  * - a damaged state.db fails `weft run` loudly (exit 1, the file named);
- * - state.db files of schema versions 3 and 4 are migrated (per-queue cursors, owner columns)
- *   and keep their runs.
+ * - state.db files of schema versions 3 and 4 are migrated (per-queue cursors, owner columns,
+ *   task columns) and keep their runs.
  *
  * The test waits on conditions in the databases (a step saved as in progress), never on
  * sleeps: the scripted model's delay only keeps the run busy while the test looks. */
@@ -592,14 +592,17 @@ test_crash_damaged_state_db_fails_loudly(void **state)
     assert_non_null(strstr(r.err, "malformed"));
 }
 
-/* Take the state database back to schema @p version: without the owner columns (5), and
- * for 3 without the per-queue cursor table (4) as well. */
+/* Take the state database back to schema @p version: without the task columns (6) and the
+ * owner columns (5), and for 3 without the per-queue cursor table (4) as well. */
 static void
 downgrade(const char *path, int version)
 {
     char sql[128];
 
-    exec_sql(path, "ALTER TABLE runs DROP COLUMN owner_pid;"
+    exec_sql(path, "ALTER TABLE steps DROP COLUMN task_uuid;"
+                   "ALTER TABLE steps DROP COLUMN retries;"
+                   "ALTER TABLE steps DROP COLUMN is_dispatched;"
+                   "ALTER TABLE runs DROP COLUMN owner_pid;"
                    "ALTER TABLE runs DROP COLUMN owner_host;"
                    "ALTER TABLE runs DROP COLUMN owner_token;"
                    "ALTER TABLE runs DROP COLUMN owner_since_ns;"
@@ -618,7 +621,7 @@ downgrade(const char *path, int version)
 }
 
 /* Databases written before owners existed (schema 4) and before per-queue cursors (schema 3)
- * are migrated to schema 5 and keep their runs; a new run works on them. */
+ * are migrated to the current schema (6) and keep their runs; a new run works on them. */
 static void
 test_crash_older_schemas_are_migrated(void **state)
 {
@@ -633,7 +636,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 5);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 6);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

@@ -1,12 +1,9 @@
-/* tests/runtime/test_state.c - the state store as a module: cached statements stay correct
- * across many writes and nested uses, scripted cursors are saved one queue at a time and
- * loaded merged with a pre-version-4 row, and weft__state_begin()/weft__state_commit() group writes
- * into one transaction that a failed write rolls back whole; runs written and read back, steps,
- * messages, exchanges, corrections (DAG surgery, also inside a caller's transaction), run ids
- * resolved by prefix, the owner lease, heartbeat and recovery of runs whose process died,
- * migration of a version-1 database, and clear errors for a newer, corrupt, damaged or
- * unopenable file. Real SQLite files in a temp dir. */
-#include "base/mem.h"
+/* tests/runtime/test_state.c - the state store over SQLite files in a temp dir: every case of
+ * state_cases.h (the behaviour both backends share), plus what only the SQLite backend has:
+ * scripted cursors merged with a pre-version-4 row, migration of a version-1 database to the
+ * current schema (6: task UUIDs, retries, dispatched flags), and clear errors for a newer,
+ * corrupt, damaged or unopenable file. tests/runtime_pg/test_state_pg.c runs the same cases
+ * against PostgreSQL. */
 #include "runtime/state.h"
 #include "support/weft_test.h"
 
@@ -19,36 +16,9 @@
 
 struct fx {
     char dir[64];
-    char path[128];
+    char location[128]; /* the state.db file */
     struct rt_state *st;
 };
-
-static int
-setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof(*f));
-    char err[256] = "";
-
-    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-state-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof(f->path), "%s/state.db", f->dir);
-    assert_int_equal(weft__state_open(f->path, &f->st, err, sizeof(err)), WEFT_OK);
-    *state = f;
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    struct fx *f = *state;
-    char cmd[160];
-
-    weft__state_close(f->st);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-    (void)system(cmd);
-    free(f);
-    return 0;
-}
 
 static long long
 count_rows(const char *path, const char *sql)
@@ -68,118 +38,6 @@ count_rows(const char *path, const char *sql)
 }
 
 static void
-test_state_cached_statements_write_every_row(void **state)
-{
-    struct fx *f = *state;
-    struct plan_step step;
-
-    memset(&step, 0, sizeof(step));
-    assert_int_equal(weft__state_run_begin(f->st, "r1", "wf", NULL, "s1", "in", 1), WEFT_OK);
-    /* The same cached INSERT 500 times, with different bindings each time. */
-    for (int i = 0; i < 500; i++) {
-        char id[16];
-        char task[32];
-        snprintf(id, sizeof(id), "s%d", i);
-        snprintf(task, sizeof(task), "task %d", i);
-        step.id = id;
-        step.task = task;
-        step.status = i % 2 == 0 ? STEP_COMPLETED : STEP_PENDING;
-        assert_int_equal(weft__state_step_save(f->st, "r1", (size_t)i, &step, "worker"), WEFT_OK);
-    }
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r1'"), 500);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE status = 'completed'"),
-                     250);
-    /* A binding never outlives its call: the last row has its own task, not a neighbour's. */
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE idx = 499 AND"
-                                         " task = 'task 499' AND step_id = 's499'"),
-                     1);
-}
-
-static void
-test_state_cursors_are_saved_per_queue_and_merged_with_old_rows(void **state)
-{
-    struct fx *f = *state;
-    json_t *first = json_pack("{s:i, s:i}", "coder/act", 2, "tester/act", 1);
-    json_t *second = json_pack("{s:i}", "coder/act", 5);
-    json_t *out = NULL;
-    sqlite3 *db = NULL;
-
-    assert_int_equal(weft__state_cursors_save(f->st, "sess", "script.json", first), WEFT_OK);
-    assert_int_equal(weft__state_cursors_save(f->st, "sess", "script.json", second), WEFT_OK);
-    assert_int_equal(weft__state_cursors_load(f->st, "sess", "script.json", &out), WEFT_OK);
-    assert_non_null(out);
-    assert_int_equal(json_integer_value(json_object_get(out, "coder/act")), 5);
-    assert_int_equal(json_integer_value(json_object_get(out, "tester/act")), 1);
-    json_decref(out);
-    /* Another session or script sees nothing. */
-    assert_int_equal(weft__state_cursors_load(f->st, "other", "script.json", &out), WEFT_OK);
-    assert_null(out);
-    /* A row written by a version-3 weft is the base the per-queue rows override. */
-    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "INSERT INTO script_cursors VALUES ('sess', 'script.json',"
-                                  " '{\"coder/act\": 1, \"planner/plan\": 3}')",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(db);
-    assert_int_equal(weft__state_cursors_load(f->st, "sess", "script.json", &out), WEFT_OK);
-    assert_int_equal(json_integer_value(json_object_get(out, "coder/act")), 5);
-    assert_int_equal(json_integer_value(json_object_get(out, "planner/plan")), 3);
-    assert_int_equal(json_integer_value(json_object_get(out, "tester/act")), 1);
-    json_decref(out);
-    json_decref(first);
-    json_decref(second);
-}
-
-static void
-test_state_transaction_groups_writes_and_rolls_back_on_failure(void **state)
-{
-    struct fx *f = *state;
-    struct plan_step step;
-    json_t *cursors = json_pack("{s:i}", "a/act", 1);
-    sqlite3 *db = NULL;
-
-    memset(&step, 0, sizeof(step));
-    step.id = "s0";
-    step.task = "t";
-    step.status = STEP_COMPLETED;
-    assert_int_equal(weft__state_run_begin(f->st, "r2", "wf", NULL, "s2", NULL, 1), WEFT_OK);
-    /* Nested pairs: nothing is visible to another connection before the outermost commit. */
-    assert_int_equal(weft__state_begin(f->st), WEFT_OK);
-    assert_int_equal(weft__state_step_save(f->st, "r2", 0, &step, "a"), WEFT_OK);
-    assert_int_equal(weft__state_begin(f->st), WEFT_OK);
-    assert_int_equal(weft__state_cursors_save(f->st, "s2", "x.json", cursors), WEFT_OK);
-    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r2'"), 0);
-    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r2'"), 1);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM script_cursor_keys"), 1);
-
-    /* A write that fails inside (a trigger refuses it) rolls back the step saved before it. */
-    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "CREATE TRIGGER no_cursors BEFORE INSERT ON script_cursor_keys"
-                                  " BEGIN SELECT RAISE(ABORT, 'refused'); END",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(db);
-    weft_test_capture_logs();
-    step.id = "s1";
-    assert_int_equal(weft__state_begin(f->st), WEFT_OK);
-    assert_int_equal(weft__state_step_save(f->st, "r2", 1, &step, "a"), WEFT_OK);
-    json_object_set_new(cursors, "b/act", json_integer(4));
-    assert_int_equal(weft__state_cursors_save(f->st, "s2", "y.json", cursors), WEFT_EIO);
-    assert_int_equal(weft__state_commit(f->st), WEFT_EIO);
-    assert_non_null(strstr(weft_test_logs(), "refused"));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r2'"), 1);
-    /* The handle is usable afterwards. */
-    step.id = "s2";
-    assert_int_equal(weft__state_step_save(f->st, "r2", 2, &step, "a"), WEFT_OK);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r2'"), 2);
-    json_decref(cursors);
-}
-
-static void
 exec_sql(const char *path, const char *sql)
 {
     sqlite3 *db = NULL;
@@ -192,444 +50,64 @@ exec_sql(const char *path, const char *sql)
     sqlite3_close(db);
 }
 
-static void
-test_state_run_begin_end_and_info_round_trip(void **state)
+static long long
+fx_count(struct fx *f, const char *sql)
 {
-    struct fx *f = *state;
-    struct weft_run_info info;
-    struct weft__state_run_end end;
-
-    assert_weft_ok(
-        weft__state_run_begin(f->st, "run-a", "review", "wf/review.json", "sess-a", "hello", 1000));
-    assert_weft_ok(weft__state_run_info(f->st, "run-a", &info));
-    assert_string_equal(info.run_id, "run-a");
-    assert_string_equal(info.workflow, "review");
-    assert_string_equal(info.workflow_path, "wf/review.json");
-    assert_string_equal(info.session_id, "sess-a");
-    assert_string_equal(info.input, "hello");
-    assert_string_equal(info.status, "running"); /* no owner recorded: cannot be called dead */
-    assert_int_equal(info.started_ns, 1000);
-    assert_int_equal(info.ended_ns, 0);
-    assert_null(info.trace_id);
-    weft__state_info_cleanup(&info);
-    assert_null(info.run_id);
-
-    assert_weft_ok(weft__state_run_trace(f->st, "run-a", "0af7651916cd43dd8448eb211c80319c",
-                                         "b7ad6b7169203331"));
-    memset(&end, 0, sizeof(end));
-    end.status = "failed";
-    end.reason = "budget";
-    end.output = "partial";
-    end.iterations = 3;
-    end.input_tokens = 10;
-    end.output_tokens = 20;
-    end.cost_usd = 0.5;
-    end.ended_ns = 5000;
-    end.reward = -1.0;
-    end.corrections = 1;
-    end.loops = "{\"replan\":2}";
-    assert_weft_ok(weft__state_run_end(f->st, "run-a", &end));
-    /* Resumed: running again under a new trace; counters add up over both processes. */
-    assert_weft_ok(
-        weft__state_run_begin(f->st, "run-a", "review", NULL, "sess-a", "ignored", 9000));
-    assert_weft_ok(weft__state_run_trace(f->st, "run-a", "11111111111111111111111111111111",
-                                         "2222222222222222"));
-    assert_weft_ok(weft__state_run_info(f->st, "run-a", &info));
-    assert_string_equal(info.status, "running");
-    assert_int_equal(info.ended_ns, 0);
-    assert_int_equal(info.started_ns, 1000); /* the first start stays */
-    assert_string_equal(info.input, "hello");
-    assert_string_equal(info.resumed_from_trace, "0af7651916cd43dd8448eb211c80319c");
-    assert_string_equal(info.trace_id, "11111111111111111111111111111111");
-    weft__state_info_cleanup(&info);
-    end.status = "completed";
-    end.reason = NULL;
-    end.ended_ns = 12000;
-    assert_weft_ok(weft__state_run_end(f->st, "run-a", &end));
-    assert_weft_ok(weft__state_run_info(f->st, "run-a", &info));
-    assert_string_equal(info.status, "completed");
-    assert_null(info.reason);
-    assert_int_equal(info.iterations, 6);
-    assert_int_equal(info.input_tokens, 20);
-    assert_int_equal(info.output_tokens, 40);
-    assert_true(info.cost_usd > 0.99 && info.cost_usd < 1.01);
-    assert_int_equal(info.ended_ns, 12000);
-    assert_int_equal(info.corrections, 1);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE output = 'partial'"), 1);
-    assert_string_equal(info.loops, "{\"replan\":2}");
-    weft__state_info_cleanup(&info);
-    assert_int_equal(weft__state_run_info(f->st, "nope", &info), WEFT_ENOTFOUND);
-    assert_null(info.run_id);
+    return count_rows(f->location, sql);
 }
 
 static void
-test_state_inputs_are_redacted_on_disk(void **state)
+fx_exec(struct fx *f, const char *sqlite_sql, const char *pg_sql)
+{
+    (void)pg_sql;
+    exec_sql(f->location, sqlite_sql);
+}
+
+#include "state_cases.h"
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    char err[256] = "";
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-state-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->location, sizeof(f->location), "%s/state.db", f->dir);
+    assert_int_equal(weft__state_open(f->location, &f->st, err, sizeof(err)), WEFT_OK);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
 {
     struct fx *f = *state;
 
-    assert_weft_ok(weft__state_run_begin(f->st, "run-s", "wf", NULL, "s",
-                                         "use sk-proj-"
-                                         "abcdefghijklmnopqrstuvwxyz0123456789 please",
-                                         1));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE input LIKE"
-                                         " '%abcdefghijklmnopqrstuvwxyz0123456789%'"),
-                     0);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE id = 'run-s'"), 1);
+    weft__state_close(f->st);
+    weft_test_rmtree(f->dir);
+    free(f);
+    return 0;
 }
 
-struct rows {
-    size_t n;
-    char ids[8][16];
-    char status[8][16];
-    unsigned attempts[8];
-    bool has_reward[8];
-    double reward[8];
-    char spec[8][64];
-    char error[8][64];
-    size_t stop_after; /* return WEFT_ELIMIT after this many rows; 0: never */
-};
-
-static weft_err
-collect_step(const struct state_step_row *row, void *user_data)
-{
-    struct rows *r = user_data;
-
-    assert_true(r->n < 8);
-    snprintf(r->ids[r->n], sizeof(r->ids[0]), "%s", row->id);
-    snprintf(r->status[r->n], sizeof(r->status[0]), "%s", row->status);
-    snprintf(r->spec[r->n], sizeof(r->spec[0]), "%s", row->spec != NULL ? row->spec : "-");
-    snprintf(r->error[r->n], sizeof(r->error[0]), "%s", row->error != NULL ? row->error : "-");
-    r->attempts[r->n] = row->attempts;
-    r->has_reward[r->n] = row->has_reward;
-    r->reward[r->n] = row->reward;
-    r->n++;
-    return r->stop_after != 0 && r->n == r->stop_after ? WEFT_ELIMIT : WEFT_OK;
-}
-
+/* A row written by a version-3 weft (one JSON object per script) is the base the per-queue
+ * rows override. */
 static void
-test_state_steps_save_update_and_read_in_plan_order(void **state)
+test_state_cursors_are_merged_with_old_rows(void **state)
 {
     struct fx *f = *state;
-    struct plan plan;
-    struct rows rows;
-    const char *deps[1] = {"a"};
+    json_t *first = json_pack("{s:i, s:i}", "coder/act", 5, "tester/act", 1);
+    json_t *out = NULL;
 
-    memset(&rows, 0, sizeof(rows));
-    weft__plan_init(&plan);
-    assert_weft_ok(weft__plan_append(&plan, "a", 0, "first", NULL, 0, NULL));
-    assert_weft_ok(weft__plan_append(&plan, "b", 0, "second", deps, 1, NULL));
-    plan.steps[1].executor = EXEC_COMMAND;
-    plan.steps[1].spec = json_pack("{s:[s,s]}", "argv", "make", "test");
-    plan.steps[1].error = json_pack("{s:i}", "exit_code", 2);
-    plan.steps[1].error_type = weft__strdup("exit_status");
-    plan.steps[1].has_reward = true;
-    plan.steps[1].reward = -1.1;
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    /* Saved out of order: read back by index. */
-    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "command"));
-    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
-    plan.steps[0].status = STEP_COMPLETED;
-    plan.steps[0].attempts = 2;
-    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
-    assert_weft_ok(weft__state_steps_each(f->st, "r", collect_step, &rows));
-    assert_int_equal(rows.n, 2);
-    assert_string_equal(rows.ids[0], "a");
-    assert_string_equal(rows.status[0], "completed");
-    assert_int_equal(rows.attempts[0], 2);
-    assert_false(rows.has_reward[0]);
-    assert_string_equal(rows.spec[0], "-");
-    assert_string_equal(rows.ids[1], "b");
-    assert_true(rows.has_reward[1]);
-    assert_true(rows.reward[1] < -1.0);
-    assert_string_equal(rows.spec[1], "{\"argv\":[\"make\",\"test\"]}");
-    assert_string_equal(rows.error[1], "{\"exit_code\":2}");
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE idx = 1 AND"
-                                         " executor = 'command' AND depends_on = '[\"a\"]'"
-                                         " AND error_type = 'exit_status'"),
-                     1);
-    /* The callback's error stops the walk and is returned. */
-    memset(&rows, 0, sizeof(rows));
-    rows.stop_after = 1;
-    assert_int_equal(weft__state_steps_each(f->st, "r", collect_step, &rows), WEFT_ELIMIT);
-    assert_int_equal(rows.n, 1);
-    /* Another run has no steps. */
-    memset(&rows, 0, sizeof(rows));
-    assert_weft_ok(weft__state_steps_each(f->st, "other", collect_step, &rows));
-    assert_int_equal(rows.n, 0);
-    weft__plan_cleanup(&plan);
-}
-
-struct run_ids {
-    size_t n;
-    char ids[8][16];
-};
-
-static weft_err
-collect_id(struct weft_run_info *info, void *user_data)
-{
-    struct run_ids *r = user_data;
-
-    snprintf(r->ids[r->n++], sizeof(r->ids[0]), "%s", info->run_id);
-    return r->n == 2 ? WEFT_ELIMIT : WEFT_OK;
-}
-
-static void
-test_state_runs_list_newest_first_with_limit(void **state)
-{
-    struct fx *f = *state;
-    struct weft_run_info *infos = NULL;
-    struct run_ids ids;
-    size_t count = 99;
-
-    assert_weft_ok(weft__state_runs_list(f->st, 10, &infos, &count));
-    assert_int_equal(count, 0);
-    weft__free(infos);
-    assert_weft_ok(weft__state_run_begin(f->st, "old", "wf", NULL, "s", NULL, 100));
-    assert_weft_ok(weft__state_run_begin(f->st, "new", "wf", NULL, "s", NULL, 300));
-    assert_weft_ok(weft__state_run_begin(f->st, "mid", "wf", NULL, "s", NULL, 200));
-    assert_weft_ok(weft__state_runs_list(f->st, 2, &infos, &count));
-    assert_int_equal(count, 2);
-    assert_string_equal(infos[0].run_id, "new");
-    assert_string_equal(infos[1].run_id, "mid");
-    for (size_t i = 0; i < count; i++) {
-        weft__state_info_cleanup(&infos[i]);
-    }
-    weft__free(infos);
-    assert_weft_ok(weft__state_runs_list(f->st, 0, &infos, &count));
-    assert_int_equal(count, 0);
-    weft__free(infos);
-    /* The iterator stops at the callback's first error and returns it. */
-    memset(&ids, 0, sizeof(ids));
-    assert_int_equal(weft__state_runs_each(f->st, 10, collect_id, &ids), WEFT_ELIMIT);
-    assert_int_equal(ids.n, 2);
-    assert_string_equal(ids.ids[1], "mid");
-}
-
-static void
-test_state_run_resolve_by_prefix(void **state)
-{
-    struct fx *f = *state;
-    char id[64];
-    char err[128];
-
-    assert_int_equal(weft__state_run_resolve(f->st, "last", id, sizeof(id), err, sizeof(err)),
-                     WEFT_ENOTFOUND);
-    assert_non_null(strstr(err, "no run 'last'"));
-    assert_weft_ok(weft__state_run_begin(f->st, "abc", "wf", NULL, "s", NULL, 1));
-    for (int i = 0; i < 6; i++) {
-        char run[16];
-        snprintf(run, sizeof(run), "abc%d", i);
-        assert_weft_ok(weft__state_run_begin(f->st, run, "wf", NULL, "s", NULL, 10 + (uint64_t)i));
-    }
-    assert_weft_ok(weft__state_run_begin(f->st, "xyz9", "wf", NULL, "s", NULL, 5));
-    assert_weft_ok(weft__state_run_resolve(f->st, "last", id, sizeof(id), err, sizeof(err)));
-    assert_string_equal(id, "abc5");
-    assert_weft_ok(weft__state_run_resolve(f->st, "xy", id, sizeof(id), err, sizeof(err)));
-    assert_string_equal(id, "xyz9");
-    assert_weft_ok(weft__state_run_resolve(f->st, "abc3", id, sizeof(id), err, sizeof(err)));
-    assert_string_equal(id, "abc3");
-    /* An exact id wins even when six newer runs start with it (it used to look ambiguous
-     * once more than four did). */
-    assert_weft_ok(weft__state_run_resolve(f->st, "abc", id, sizeof(id), err, sizeof(err)));
-    assert_string_equal(id, "abc");
-    assert_int_equal(weft__state_run_resolve(f->st, "ab", id, sizeof(id), err, sizeof(err)),
-                     WEFT_EINVAL);
-    assert_non_null(strstr(err, "matches several runs"));
-    assert_int_equal(weft__state_run_resolve(f->st, "q", id, sizeof(id), err, sizeof(err)),
-                     WEFT_ENOTFOUND);
-    assert_non_null(strstr(err, "no run 'q'"));
-    /* LIKE wildcards and empty or overlong references are not run ids. */
-    assert_int_equal(weft__state_run_resolve(f->st, "a%", id, sizeof(id), err, sizeof(err)),
-                     WEFT_EINVAL);
-    assert_non_null(strstr(err, "is not a run id"));
-    assert_int_equal(weft__state_run_resolve(f->st, "a_c", id, sizeof(id), err, sizeof(err)),
-                     WEFT_EINVAL);
-    assert_int_equal(weft__state_run_resolve(f->st, "", id, sizeof(id), err, sizeof(err)),
-                     WEFT_EINVAL);
-    assert_int_equal(
-        weft__state_run_resolve(f->st,
-                                "0123456789012345678901234567890123456789012345678901234"
-                                "5678901234",
-                                id, sizeof(id), err, sizeof(err)),
-        WEFT_EINVAL);
-}
-
-static void
-test_state_messages_keep_the_last_ones_oldest_first(void **state)
-{
-    struct fx *f = *state;
-    json_t *msgs = NULL;
-
-    for (int i = 0; i < 5; i++) {
-        char text[16];
-        snprintf(text, sizeof(text), "m%d", i);
-        assert_weft_ok(weft__state_message_add(f->st, "chat", "r",
-                                               i % 2 == 0 ? "user" : "assistant", text,
-                                               i == 3 ? "research" : NULL));
-    }
-    assert_weft_ok(weft__state_message_add(f->st, "other", "r", "user", NULL, NULL));
-    assert_weft_ok(weft__state_messages_load(f->st, "chat", 3, &msgs));
-    assert_int_equal(json_array_size(msgs), 3);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
-                        "m2");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 1), "route")),
-                        "research");
-    assert_true(json_is_null(json_object_get(json_array_get(msgs, 2), "route")));
-    assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 2), "role")),
-                        "user");
-    json_decref(msgs);
-    assert_weft_ok(weft__state_messages_load(f->st, "other", 10, &msgs));
-    assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 0), "content")),
-                        ""); /* NULL content is kept as "" */
-    json_decref(msgs);
-    assert_weft_ok(weft__state_messages_load(f->st, "nobody", 10, &msgs));
-    assert_int_equal(json_array_size(msgs), 0);
-    json_decref(msgs);
-}
-
-static void
-test_state_exchanges_make_a_replayable_script(void **state)
-{
-    struct fx *f = *state;
-    json_t *e1 = json_pack("{s:s}", "content", "one");
-    json_t *e2 = json_pack("{s:s}", "content", "two");
-    json_t *e3 = json_pack("{s:s}", "content", "plan");
-    json_t *script = NULL;
-    json_t *list = NULL;
-
-    assert_int_equal(weft__state_exchanges_script(f->st, "r", &script), WEFT_ENOTFOUND);
-    assert_null(script);
-    assert_weft_ok(weft__state_exchange_add(f->st, "r", "coder", "act", e1));
-    assert_weft_ok(weft__state_exchange_add(f->st, "r", "planner", "plan", e3));
-    assert_weft_ok(weft__state_exchange_add(f->st, "r", "coder", "act", e2));
-    assert_weft_ok(weft__state_exchange_add(f->st, "other", "coder", "act", e3));
-    assert_weft_ok(weft__state_exchanges_script(f->st, "r", &script));
-    assert_int_equal(json_integer_value(json_object_get(script, "version")), 1);
-    list = json_object_get(json_object_get(json_object_get(script, "responses"), "coder"), "act");
-    assert_int_equal(json_array_size(list), 2);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "content")),
-                        "one");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "content")),
-                        "two");
-    list =
-        json_object_get(json_object_get(json_object_get(script, "responses"), "planner"), "plan");
-    assert_int_equal(json_array_size(list), 1);
-    json_decref(script);
-    json_decref(e1);
-    json_decref(e2);
-    json_decref(e3);
-}
-
-struct corrections {
-    size_t n;
-    unsigned seq[4];
-    char failed[4][16];
-    char inserted[4][64];
-    char after[4][64];
-};
-
-static weft_err
-collect_correction(const struct weft_run_correction *c, void *user_data)
-{
-    struct corrections *r = user_data;
-
-    r->seq[r->n] = c->seq;
-    snprintf(r->failed[r->n], sizeof(r->failed[0]), "%s", c->failed_step);
-    snprintf(r->inserted[r->n], sizeof(r->inserted[0]), "%s", c->inserted);
-    snprintf(r->after[r->n], sizeof(r->after[0]), "%s", c->depends_after);
-    r->n++;
-    return WEFT_OK;
-}
-
-/* A plan a, b (failed) and corrective steps c1, c2 appended; b rewired onto c2. */
-static void
-surgery_plan(struct plan *plan)
-{
-    const char *deps_b[1] = {"a"};
-    const char *deps_c2[1] = {"c1"};
-
-    weft__plan_init(plan);
-    assert_weft_ok(weft__plan_append(plan, "a", 0, "t", NULL, 0, NULL));
-    assert_weft_ok(weft__plan_append(plan, "b", 0, "t", deps_b, 1, NULL));
-    assert_weft_ok(weft__plan_append(plan, "c1", 0, "fix", NULL, 0, NULL));
-    assert_weft_ok(weft__plan_append(plan, "c2", 0, "fix more", deps_c2, 1, NULL));
-    plan->steps[2].parent = weft__strdup("b");
-    plan->steps[3].parent = weft__strdup("b");
-    plan->steps[1].status = STEP_PAUSED;
-}
-
-static void
-test_state_surgery_records_steps_and_correction(void **state)
-{
-    struct fx *f = *state;
-    struct plan plan;
-    struct corrections cs;
-    json_t *before = json_pack("[s]", "a");
-    json_t *after = json_pack("[s,s]", "a", "c2");
-    const char *actors[4] = {"coder", "coder", "fixer", "fixer"};
-
-    memset(&cs, 0, sizeof(cs));
-    surgery_plan(&plan);
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
-    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
-    assert_weft_ok(
-        weft__state_surgery(f->st, "r", &plan, 1, 2, 1, "exit_status", before, after, actors));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE run_id = 'r'"), 4);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE step_id = 'b' AND"
-                                         " status = 'paused'"),
-                     1);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps WHERE parent = 'b' AND"
-                                         " agent = 'fixer'"),
-                     2);
-    assert_weft_ok(weft__state_corrections_each(f->st, "r", collect_correction, &cs));
-    assert_int_equal(cs.n, 1);
-    assert_int_equal(cs.seq[0], 1);
-    assert_string_equal(cs.failed[0], "b");
-    assert_string_equal(cs.inserted[0], "[\"c1\",\"c2\"]");
-    assert_string_equal(cs.after[0], "[\"a\",\"c2\"]");
-    weft__plan_cleanup(&plan);
-    json_decref(before);
-    json_decref(after);
-}
-
-/* Surgery joins a transaction its caller opened (it used to fail there with a nested BEGIN),
- * and a failed surgery rolls back all of it. */
-static void
-test_state_surgery_nests_in_a_transaction_and_rolls_back_whole(void **state)
-{
-    struct fx *f = *state;
-    struct plan plan;
-    json_t *deps = json_pack("[s]", "a");
-    const char *actors[4] = {"coder", "coder", "fixer", "fixer"};
-
-    surgery_plan(&plan);
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    assert_weft_ok(weft__state_begin(f->st));
-    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
-    assert_weft_ok(weft__state_surgery(f->st, "r", &plan, 1, 2, 1, NULL, deps, deps, actors));
-    assert_true(weft__state_in_transaction(f->st));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM corrections"), 0);
-    assert_weft_ok(weft__state_commit(f->st));
-    assert_false(weft__state_in_transaction(f->st));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM corrections"), 1);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps"), 4);
-
-    /* The same correction number again: its insert fails, and none of the steps stay. */
-    weft_test_capture_logs();
-    assert_weft_ok(weft__plan_append(&plan, "c3", 0, "again", NULL, 0, NULL));
-    assert_int_equal(weft__state_surgery(f->st, "r", &plan, 1, 4, 1, NULL, deps, deps,
-                                         (const char *[]){"c", "c", "f", "f", "f"}),
-                     WEFT_EIO);
-    assert_non_null(strstr(weft_test_logs(), "rolled back"));
-    assert_false(weft__state_in_transaction(f->st));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps"), 4);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM corrections"), 1);
-    /* The handle still writes. */
-    assert_weft_ok(weft__state_step_save(f->st, "r", 4, &plan.steps[4], "f"));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM steps"), 5);
-    weft__plan_cleanup(&plan);
-    json_decref(deps);
+    assert_int_equal(weft__state_cursors_save(f->st, "sess", "script.json", first), WEFT_OK);
+    exec_sql(f->location, "INSERT INTO script_cursors VALUES ('sess', 'script.json',"
+                          " '{\"coder/act\": 1, \"planner/plan\": 3}')");
+    assert_int_equal(weft__state_cursors_load(f->st, "sess", "script.json", &out), WEFT_OK);
+    assert_int_equal(json_integer_value(json_object_get(out, "coder/act")), 5);
+    assert_int_equal(json_integer_value(json_object_get(out, "planner/plan")), 3);
+    assert_int_equal(json_integer_value(json_object_get(out, "tester/act")), 1);
+    json_decref(out);
+    json_decref(first);
 }
 
 static void
@@ -656,170 +134,6 @@ test_state_owner_is_alive_by_pid_or_heartbeat(void **state)
         weft__state_owner_is_alive(1, "elsewhere.invalid", 1000, 1000 + STATE_OWNER_STALE_NS - 1));
     assert_false(
         weft__state_owner_is_alive(1, "elsewhere.invalid", 1000, 1000 + STATE_OWNER_STALE_NS));
-}
-
-struct recovered {
-    size_t n;
-    char run[16];
-    char reason[256];
-    size_t open_steps;
-    char open_name[64];
-    char open_span[32];
-    uint64_t ended_ns;
-};
-
-static void
-on_recovered(const struct weft_interrupted_run *run, void *user_data)
-{
-    struct recovered *r = user_data;
-
-    r->n++;
-    snprintf(r->run, sizeof(r->run), "%s", run->run_id);
-    snprintf(r->reason, sizeof(r->reason), "%s", run->reason);
-    r->open_steps = run->open_step_count;
-    r->ended_ns = run->ended_ns;
-    if (run->open_step_count > 0) {
-        snprintf(r->open_name, sizeof(r->open_name), "%s", run->open_steps[0].name);
-        snprintf(r->open_span, sizeof(r->open_span), "%s", run->open_steps[0].span_id);
-    }
-}
-
-static void
-test_state_lease_is_exclusive_and_recover_marks_dead_owners(void **state)
-{
-    struct fx *f = *state;
-    struct rt_state *other = NULL;
-    struct state_owner holder;
-    struct weft_run_info info;
-    struct recovered rec;
-    struct plan plan;
-    char err[256] = "";
-    char sql[256];
-    size_t count = 99;
-    pid_t child = fork();
-    int status = 0;
-
-    assert_true(child >= 0);
-    if (child == 0) {
-        _exit(0);
-    }
-    assert_int_equal(waitpid(child, &status, 0), child);
-    memset(&rec, 0, sizeof(rec));
-    assert_weft_ok(weft__state_open(f->path, &other, err, sizeof(err)));
-    assert_weft_ok(weft__state_run_begin(f->st, "r1", "wf", NULL, "s", NULL, 100));
-    assert_int_equal(weft__state_lease_acquire(f->st, "missing", &holder), WEFT_ENOTFOUND);
-    assert_weft_ok(weft__state_lease_acquire(f->st, "r1", &holder));
-    assert_weft_ok(weft__state_lease_acquire(f->st, "r1", &holder)); /* again: already ours */
-    /* A second handle (another process, as far as the store knows) is refused. */
-    assert_int_equal(weft__state_lease_acquire(other, "r1", &holder), WEFT_ESTATE);
-    assert_int_equal(holder.pid, getpid());
-    assert_true(holder.host[0] != '\0');
-    assert_true(holder.since_ns > 0);
-    /* The heartbeat is throttled: right after the lease it writes nothing. */
-    assert_weft_ok(weft__state_heartbeat(f->st, "r1"));
-    assert_weft_ok(weft__state_heartbeat(other, "r1")); /* not the owner: a no-op */
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE heartbeat_ns ="
-                                         " owner_since_ns"),
-                     1);
-    assert_weft_ok(weft__state_lease_release(other, "r1")); /* owns nothing: a no-op */
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE owner_token IS NULL"), 0);
-    assert_weft_ok(weft__state_lease_release(f->st, "r1"));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE owner_token IS NULL"), 1);
-    assert_weft_ok(weft__state_lease_acquire(other, "r1", &holder));
-
-    /* The owner dies with a step in progress: the run reads as interrupted at once ... */
-    weft__plan_init(&plan);
-    assert_weft_ok(weft__plan_append(&plan, "a", 0, "t", NULL, 0, NULL));
-    plan.steps[0].status = STEP_IN_PROGRESS;
-    plan.steps[0].ended_ns = 0;
-    memset(plan.steps[0].span.trace_id, 0xab, sizeof(plan.steps[0].span.trace_id));
-    memset(plan.steps[0].span.span_id, 0xcd, sizeof(plan.steps[0].span.span_id));
-    assert_weft_ok(weft__state_step_save(other, "r1", 0, &plan.steps[0], "coder"));
-    snprintf(sql, sizeof(sql), "UPDATE runs SET owner_pid = %d, heartbeat_ns = 777 WHERE id = 'r1'",
-             (int)child);
-    exec_sql(f->path, sql);
-    assert_weft_ok(weft__state_run_info(f->st, "r1", &info));
-    assert_string_equal(info.status, "interrupted");
-    assert_int_equal(info.ended_ns, 777);
-    weft__state_info_cleanup(&info);
-    /* ... and recovery marks it so, once, with the spans the kill left open. */
-    assert_weft_ok(weft__state_recover(f->st, on_recovered, &rec, &count));
-    assert_int_equal(count, 1);
-    assert_int_equal(rec.n, 1);
-    assert_string_equal(rec.run, "r1");
-    assert_non_null(strstr(rec.reason, "weft resume r1"));
-    assert_int_equal(rec.open_steps, 1);
-    assert_string_equal(rec.open_name, "invoke_agent coder");
-    assert_string_equal(rec.open_span, "cdcdcdcdcdcdcdcd");
-    assert_int_equal(rec.ended_ns, 777);
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE status = 'interrupted'"
-                                         " AND owner_token IS NULL"),
-                     1);
-    assert_weft_ok(weft__state_recover(f->st, NULL, NULL, &count));
-    assert_int_equal(count, 0);
-    /* A run owned by a live process is left alone. */
-    assert_weft_ok(weft__state_run_begin(f->st, "r2", "wf", NULL, "s", NULL, 100));
-    assert_weft_ok(weft__state_lease_acquire(f->st, "r2", &holder));
-    assert_weft_ok(weft__state_recover(other, NULL, NULL, &count));
-    assert_int_equal(count, 0);
-    weft__plan_cleanup(&plan);
-    weft__state_close(other);
-}
-
-static void
-test_state_run_hash_and_root(void **state)
-{
-    struct fx *f = *state;
-    char hash[80];
-
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    assert_int_equal(weft__state_run_hash_get(f->st, "r", hash, sizeof(hash)), WEFT_ENOTFOUND);
-    assert_string_equal(hash, "");
-    assert_int_equal(weft__state_run_hash_get(f->st, "missing", hash, sizeof(hash)),
-                     WEFT_ENOTFOUND);
-    assert_weft_ok(weft__state_run_hash_set(f->st, "r", "sha256:abcd"));
-    assert_weft_ok(weft__state_run_hash_get(f->st, "r", hash, sizeof(hash)));
-    assert_string_equal(hash, "sha256:abcd");
-    assert_weft_ok(weft__state_run_root(f->st, "r", "invoke_workflow wf", NULL, 42));
-    assert_int_equal(count_rows(f->path, "SELECT COUNT(*) FROM runs WHERE root_started_ns = 42"
-                                         " AND root_span_name = 'invoke_workflow wf'"
-                                         " AND root_parent_span_id IS NULL"),
-                     1);
-}
-
-static weft_err
-count_agents(const char *workflow, const char *agent, bool is_success, uint64_t n, void *ud)
-{
-    uint64_t *totals = ud;
-
-    assert_string_equal(workflow, "wf");
-    assert_string_equal(agent, "coder");
-    totals[is_success ? 0 : 1] += n;
-    return WEFT_OK;
-}
-
-static void
-test_state_agent_counts_only_finished_agent_steps(void **state)
-{
-    struct fx *f = *state;
-    struct plan plan;
-    uint64_t totals[2] = {0, 0};
-    const step_status statuses[5] = {STEP_COMPLETED, STEP_COMPLETED, STEP_FAILED, STEP_PENDING,
-                                     STEP_COMPLETED};
-
-    weft__plan_init(&plan);
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    for (size_t i = 0; i < 5; i++) {
-        assert_weft_ok(weft__plan_append(&plan, NULL, 0, "t", NULL, 0, NULL));
-        plan.steps[i].status = statuses[i];
-        plan.steps[i].executor = i == 4 ? EXEC_COMMAND : EXEC_AGENT;
-        assert_weft_ok(
-            weft__state_step_save(f->st, "r", i, &plan.steps[i], i == 4 ? "cmd" : "coder"));
-    }
-    assert_weft_ok(weft__state_agent_counts(f->st, count_agents, totals));
-    assert_int_equal(totals[0], 2);
-    assert_int_equal(totals[1], 1);
-    weft__plan_cleanup(&plan);
 }
 
 /* A database written by weft's first schema is migrated in place and keeps its data. */
@@ -857,7 +171,7 @@ test_state_migrates_a_version_1_database(void **state)
              " 'done', NULL, NULL);"
              "PRAGMA user_version = 1;");
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 5);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 6);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     assert_string_equal(info.status, "completed");
     assert_int_equal(info.iterations, 4);
@@ -876,6 +190,10 @@ test_state_migrates_a_version_1_database(void **state)
     assert_weft_ok(weft__state_run_hash_set(st, "old-run", "h"));
     assert_int_equal(count_rows(path, "SELECT COUNT(*) FROM llm_exchanges"), 0);
     assert_int_equal(count_rows(path, "SELECT COUNT(*) FROM corrections"), 0);
+    assert_int_equal(count_rows(path,
+                                "SELECT COUNT(*) FROM steps WHERE step_id = 's2' AND"
+                                " retries = 0 AND is_dispatched = 0 AND task_uuid IS NOT NULL"),
+                     1);
     weft__plan_cleanup(&plan);
     weft__state_close(st);
     /* Opening again migrates nothing twice. */
@@ -895,7 +213,7 @@ test_state_refuses_a_newer_schema(void **state)
     exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99;");
     assert_int_equal(weft__state_open(path, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 5"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 6"));
     assert_non_null(strstr(err, path));
     /* Nothing was changed. */
     assert_int_equal(count_rows(path, "PRAGMA user_version"), 99);
@@ -994,34 +312,10 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,
+        STATE_CASES(setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_cursors_are_merged_with_old_rows, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(
-            test_state_cursors_are_saved_per_queue_and_merged_with_old_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(
-            test_state_transaction_groups_writes_and_rolls_back_on_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_run_begin_end_and_info_round_trip, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_inputs_are_redacted_on_disk, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_steps_save_update_and_read_in_plan_order, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_runs_list_newest_first_with_limit, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_run_resolve_by_prefix, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_messages_keep_the_last_ones_oldest_first, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_exchanges_make_a_replayable_script, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_surgery_records_steps_and_correction, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(
-            test_state_surgery_nests_in_a_transaction_and_rolls_back_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_owner_is_alive_by_pid_or_heartbeat, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_state_lease_is_exclusive_and_recover_marks_dead_owners,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_agent_counts_only_finished_agent_steps, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_state_migrates_a_version_1_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_refuses_a_newer_schema, setup, teardown),

@@ -1,0 +1,171 @@
+/* runtime/state_backend.h - what the two state backends (state_sqlite.c, state_pg.c) and the
+ * dispatcher (state.c) share; nothing outside runtime/state*.c includes it.
+ *
+ * A handle is a backend's own struct whose first member is a struct rt_state, so the
+ * dispatcher can read the ops table and the backend can cast back. Each entry of the ops
+ * table implements the weft__state_* function of the same name (state.h documents them);
+ * every entry is required.
+ */
+#ifndef WEFT_RUNTIME_STATE_BACKEND_H
+#define WEFT_RUNTIME_STATE_BACKEND_H
+
+#include "state.h"
+
+struct weft__state_ops {
+    const char *name; /* "sqlite", "postgresql" */
+    void (*close)(struct rt_state *st);
+    weft_err (*begin)(struct rt_state *st);
+    weft_err (*commit)(struct rt_state *st);
+    bool (*in_transaction)(const struct rt_state *st);
+    weft_err (*run_begin)(struct rt_state *st,
+                          const char *run_id,
+                          const char *workflow,
+                          const char *workflow_path,
+                          const char *session_id,
+                          const char *input,
+                          uint64_t started_ns);
+    weft_err (*run_trace)(struct rt_state *st,
+                          const char *run_id,
+                          const char *trace_id,
+                          const char *root_span_id);
+    weft_err (*run_end)(struct rt_state *st,
+                        const char *run_id,
+                        const struct weft__state_run_end *end);
+    weft_err (*step_save)(struct rt_state *st,
+                          const char *run_id,
+                          size_t index,
+                          const struct plan_step *step,
+                          const char *actor);
+    weft_err (*surgery)(struct rt_state *st,
+                        const char *run_id,
+                        const struct plan *plan,
+                        size_t failed,
+                        size_t first_new,
+                        unsigned seq,
+                        const char *error_type,
+                        const json_t *depends_before,
+                        const json_t *depends_after,
+                        const char *const *actors);
+    weft_err (*messages_load)(struct rt_state *st,
+                              const char *session_id,
+                              size_t limit,
+                              json_t **out);
+    weft_err (*message_add)(struct rt_state *st,
+                            const char *session_id,
+                            const char *run_id,
+                            const char *role,
+                            const char *content,
+                            const char *route);
+    weft_err (*cursors_load)(struct rt_state *st,
+                             const char *session_id,
+                             const char *script,
+                             json_t **out);
+    weft_err (*cursors_save)(struct rt_state *st,
+                             const char *session_id,
+                             const char *script,
+                             const json_t *cursors);
+    weft_err (*runs_each)(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
+    weft_err (*agent_counts)(struct rt_state *st, state_agent_count_fn fn, void *user_data);
+    weft_err (*run_resolve)(
+        struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len);
+    weft_err (*run_info)(struct rt_state *st, const char *run_id, struct weft_run_info *info);
+    weft_err (*steps_each)(struct rt_state *st,
+                           const char *run_id,
+                           state_step_fn fn,
+                           void *user_data);
+    weft_err (*corrections_each)(struct rt_state *st,
+                                 const char *run_id,
+                                 state_correction_fn fn,
+                                 void *user_data);
+    weft_err (*exchange_add)(struct rt_state *st,
+                             const char *run_id,
+                             const char *who,
+                             const char *purpose,
+                             const json_t *entry);
+    weft_err (*exchanges_script)(struct rt_state *st, const char *run_id, json_t **out);
+    weft_err (*check)(struct rt_state *st, char *err, size_t err_len);
+    weft_err (*lease_acquire)(struct rt_state *st, const char *run_id, struct state_owner *holder);
+    weft_err (*lease_release)(struct rt_state *st, const char *run_id);
+    weft_err (*heartbeat)(struct rt_state *st, const char *run_id);
+    weft_err (*run_root)(struct rt_state *st,
+                         const char *run_id,
+                         const char *name,
+                         const char *parent_span_id,
+                         uint64_t started_ns);
+    weft_err (*run_hash_set)(struct rt_state *st, const char *run_id, const char *hash);
+    weft_err (*run_hash_get)(struct rt_state *st, const char *run_id, char *out, size_t out_len);
+    weft_err (*recover)(struct rt_state *st,
+                        state_interrupted_fn fn,
+                        void *user_data,
+                        size_t *count);
+};
+
+/* The first member of every backend's handle. */
+struct rt_state {
+    const struct weft__state_ops *ops;
+};
+
+/* Open a backend (weft__state_open() picks one). Same contract as weft__state_open(). */
+weft_err
+weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size_t err_len);
+weft_err weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Helpers both backends use (state.c)                                                         */
+
+/* This host's name ("?" when it has none), NUL-terminated within @p len. */
+void weft__state_hostname(char *out, size_t len);
+
+/* A fresh random lease token: 32 hex digits and a NUL. */
+void weft__state_new_token(char out[33]);
+
+/* A stored run that reads "running" while its owner is gone reads "interrupted", ended at its
+ * last sign of life (@p heartbeat_ns, @p last_step_ns, at least its start). Sets *is_oom when
+ * the copy of the new status cannot be made. */
+void weft__state_owner_view(struct weft_run_info *info,
+                            int64_t pid,
+                            const char *host,
+                            uint64_t heartbeat_ns,
+                            uint64_t last_step_ns,
+                            bool *is_oom);
+
+/* Is @p ref acceptable to weft__state_run_resolve() (not "last")? When not, @p err says why. */
+bool weft__state_ref_is_valid(const char *ref, char *err, size_t err_len);
+
+/* The step's dependencies as a compact JSON array of step ids. Ownership: returns new (free()),
+ * NULL when out of memory. */
+char *weft__state_deps_json(const struct plan_step *step);
+
+/* One run found dead by weft__state_recover(): the backend fills it, state.c reports and
+ * frees it. */
+struct weft__state_dead {
+    char *text[8]; /* id, workflow, host, trace, root span, root parent, root name, reason */
+    int64_t pid;
+    uint64_t root_started_ns;
+    uint64_t ended_ns;
+    struct weft_interrupted_step *open; /* steps in progress with their spans */
+    size_t open_count;
+};
+
+/* Its end: the latest of @p heartbeat_ns, @p last_step_ns and @p started_ns, and never before
+ * its root span's start. */
+uint64_t weft__state_dead_end(const struct weft__state_dead *d,
+                              uint64_t heartbeat_ns,
+                              uint64_t last_step_ns,
+                              uint64_t started_ns);
+/* Build d->text[7], the reason stored for it (names its process and `weft resume`).
+ * @return WEFT_OK, WEFT_ENOMEM. */
+weft_err weft__state_dead_reason(struct weft__state_dead *d);
+/* Append an open step to @p d (copies the strings; @p agent may be NULL). */
+weft_err weft__state_dead_add_step(struct weft__state_dead *d,
+                                   const char *span_id,
+                                   const char *parent_span_id,
+                                   const char *agent,
+                                   uint64_t started_ns);
+/* Tell @p fn about @p d's run; the strings it sees are borrowed from @p d for the call. */
+void
+weft__state_dead_report(const struct weft__state_dead *d, state_interrupted_fn fn, void *user_data);
+/* Free what @p d owns (not @p d itself). */
+void weft__state_dead_free(struct weft__state_dead *d);
+
+#endif /* WEFT_RUNTIME_STATE_BACKEND_H */

@@ -1,0 +1,2135 @@
+/* runtime/state_pg.c - the PostgreSQL backend of the run state store (state.h), over libpq, for
+ * a postgresql:// or postgres:// URL (WEFT_STATE_URL, --state).
+ *
+ * Schema. The design's two tables carry a run and its plan: a run is one `workflows` row
+ * (workflow_id a fresh UUID per run; weft's 12-hex run id is the unique column run_id) and a
+ * plan step is one `tasks` row (task_id is the step's plan_step.task_uuid, kept from its first
+ * save on; task_order its index in the plan). The design's columns hold the design's vocabulary
+ * (final_status and tasks.status in its status names, feedback_notes in its JSON shape,
+ * dependencies and parent_id as task UUIDs); weft's own columns sit beside them and keep weft's
+ * own names and values (workflows.status, tasks.step_status, depends_on as step ids...), so
+ * what is read back is exactly what was written. Sessions' messages, scripted cursors, LLM
+ * exchanges and corrections are tables of their own. docs/distributed.md has the full map.
+ *
+ * Migrations are an ordered array of SQL texts; version N is migrations[N - 1]. Each is applied
+ * in a transaction of its own under pg_advisory_xact_lock(MIGRATION_LOCK) and recorded in
+ * weft_schema_migrations, so two processes opening a new database at once apply it once and a
+ * failure leaves the previous version whole. A database with a version this weft does not
+ * know is refused (an older weft must not write a newer schema).
+ *
+ * Every statement is a constant text with $n parameters (text format); values never become
+ * SQL. A statement with parameters is prepared once per session (PQprepare, then
+ * PQexecPrepared), keyed by its text's address as the SQLite backend's cache is: planning the
+ * step upsert cost about 1 ms, ten times its execution. Free text (inputs, tasks, results,
+ * messages, exchanges) is redacted as the SQLite backend does, and made valid UTF-8 (PostgreSQL
+ * refuses anything else).
+ *
+ * Connection loss: a statement that fails with the connection gone (PQstatus CONNECTION_BAD)
+ * reconnects once (PQreset) and is run again, unless a transaction was open: then the error
+ * is returned and the outermost commit rolls back (and reconnects for the next call). COMMIT
+ * and ROLLBACK are never retried: a retried COMMIT would claim a transaction the server lost.
+ * Whether a statement that failed with the connection had reached the server cannot be known;
+ * retrying one is harmless for the upserts and updates, and may store an append (a message, an
+ * LLM exchange) twice in that rare case (docs/distributed.md).
+ *
+ * Memory: results are read whole (a run's steps, one page of runs at a time); everything else
+ * is one row.
+ */
+#include "state_backend.h"
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "base/utf8.h"
+#include "base/uuid.h"
+#include "tracing/ids.h"
+#include "tracing/redact.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIGRATION_LOCK   2003134068 /* pg_advisory_xact_lock key of the migrations: "weft" */
+#define MAX_PARAMS       28
+#define RUNS_PAGE        256  /* runs read per query by runs_each */
+#define NOTES_TEXT_CAP   8192 /* bytes of each text copied into feedback_notes */
+#define CONNECT_TIMEOUT  "10" /* seconds; the URL's connect_timeout wins */
+#define SQL_IN_LOG_BYTES 160  /* how much of a failed statement a log line quotes */
+#define PREPARED_MAX     48   /* distinct statements prepared per connection */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Schema                                                                                      */
+
+/* Version 1: the design's workflows and tasks with weft's columns, and weft's own tables. */
+static const char migration_1[] =
+    "CREATE TABLE workflows ("
+    " workflow_id UUID PRIMARY KEY,"
+    " user_prompt TEXT,"
+    " creation_timestamp TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " final_status VARCHAR(20) DEFAULT 'in_progress',"
+    " total_reward FLOAT,"
+    /* weft's own columns */
+    " run_id TEXT NOT NULL UNIQUE,"
+    " workflow TEXT NOT NULL,"
+    " workflow_path TEXT,"
+    " session_id TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " reason TEXT,"
+    " output TEXT,"
+    " trace_id TEXT,"
+    " root_span_id TEXT,"
+    " resumed_from_trace TEXT,"
+    " iterations BIGINT NOT NULL DEFAULT 0,"
+    " input_tokens BIGINT NOT NULL DEFAULT 0,"
+    " output_tokens BIGINT NOT NULL DEFAULT 0,"
+    " cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,"
+    " corrections BIGINT NOT NULL DEFAULT 0,"
+    " loops TEXT,"
+    " started_ns BIGINT NOT NULL,"
+    " ended_ns BIGINT,"
+    " owner_pid BIGINT,"
+    " owner_host TEXT,"
+    " owner_token TEXT,"
+    " owner_since_ns BIGINT,"
+    " heartbeat_ns BIGINT,"
+    " workflow_hash TEXT,"
+    " root_span_name TEXT,"
+    " root_parent_span_id TEXT,"
+    " root_started_ns BIGINT);"
+    "CREATE INDEX workflows_started_idx ON workflows (started_ns);"
+    "CREATE INDEX workflows_session_idx ON workflows (session_id);"
+    "CREATE INDEX workflows_running_idx ON workflows (status) WHERE status = 'running';"
+    "CREATE TABLE tasks ("
+    " task_id UUID PRIMARY KEY,"
+    " workflow_id UUID NOT NULL REFERENCES workflows (workflow_id) ON DELETE CASCADE,"
+    " parent_id UUID REFERENCES tasks (task_id) ON DELETE SET NULL,"
+    " task_order INT NOT NULL,"
+    " description TEXT,"
+    " status VARCHAR(20) NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'dispatched',"
+    " 'in_progress', 'success', 'failed', 'paused', 'skipped')),"
+    " dependencies UUID[] NOT NULL DEFAULT '{}',"
+    " executor_type VARCHAR(50),"
+    " reward FLOAT,"
+    " feedback_notes JSONB,"
+    " retries INT NOT NULL DEFAULT 0,"
+    " creation_timestamp TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " last_update_timestamp TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    /* weft's own columns */
+    " step_id TEXT NOT NULL,"
+    " step_status TEXT NOT NULL,"
+    " agent TEXT NOT NULL,"
+    " attempts INT NOT NULL DEFAULT 0,"
+    " result TEXT,"
+    " feedback TEXT,"
+    " requested_by TEXT,"
+    " spec TEXT,"
+    " parent_step TEXT,"
+    " error_type TEXT,"
+    " error TEXT,"
+    " depends_on TEXT NOT NULL DEFAULT '[]',"
+    " started_ns BIGINT,"
+    " ended_ns BIGINT,"
+    " span_id TEXT,"
+    " span_parent_id TEXT,"
+    " is_dispatched BOOLEAN NOT NULL DEFAULT false,"
+    " UNIQUE (workflow_id, task_order));"
+    "CREATE INDEX tasks_status_idx ON tasks (status);"
+    "CREATE INDEX tasks_workflow_id_idx ON tasks (workflow_id);"
+    "CREATE INDEX tasks_step_idx ON tasks (workflow_id, step_id);"
+    "CREATE TABLE messages ("
+    " seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " session_id TEXT NOT NULL, run_id TEXT NOT NULL, role TEXT NOT NULL,"
+    " content TEXT NOT NULL, route TEXT, created_ns BIGINT NOT NULL);"
+    "CREATE INDEX messages_session_idx ON messages (session_id, seq);"
+    "CREATE TABLE script_cursor_keys ("
+    " session_id TEXT NOT NULL, script TEXT NOT NULL, queue TEXT NOT NULL,"
+    " used BIGINT NOT NULL, PRIMARY KEY (session_id, script, queue));"
+    "CREATE TABLE llm_exchanges ("
+    " seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " run_id TEXT NOT NULL, who TEXT NOT NULL, purpose TEXT NOT NULL, entry TEXT NOT NULL,"
+    " created_ns BIGINT NOT NULL);"
+    "CREATE INDEX llm_exchanges_run_idx ON llm_exchanges (run_id, seq);"
+    "CREATE TABLE corrections ("
+    " run_id TEXT NOT NULL, seq INT NOT NULL, failed_step TEXT NOT NULL, error_type TEXT,"
+    " inserted TEXT NOT NULL, depends_before TEXT NOT NULL, depends_after TEXT NOT NULL,"
+    " created_ns BIGINT NOT NULL, PRIMARY KEY (run_id, seq));";
+
+static const char *const migrations[] = {migration_1};
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+/* ------------------------------------------------------------------------------------------ */
+/* The handle                                                                                  */
+
+/* A statement prepared in the current session (see send_sql()). */
+struct prepared {
+    const char *sql; /* a string literal: compared by address; NULL: a free slot */
+    char name[16];
+    bool is_ready; /* prepared in this session (a reconnect starts a new one) */
+};
+
+struct pg_state {
+    struct rt_state base; /* first: the handle callers hold */
+    PGconn *conn;
+    struct prepared prepared[PREPARED_MAX];
+    char *where;          /* the URL without its password, for messages */
+    unsigned tx_depth;    /* weft__state_begin() nesting: only the outermost pair reaches PG */
+    bool is_tx_failed;    /* a statement inside the open transaction failed: roll it back */
+    bool is_lost;         /* the connection dropped and could not be made again */
+    char owner_token[33]; /* this handle's lease token; "" when it owns no run */
+    uint64_t last_heartbeat_mono; /* heartbeats are written at most once a second */
+};
+
+static const struct weft__state_ops pg_ops;
+
+static struct pg_state *
+pg(struct rt_state *base)
+{
+    return (struct pg_state *)base; /* base is the first member */
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parameters: text values for PQexecParams, owning what they had to copy                      */
+
+struct params {
+    const char *v[MAX_PARAMS];
+    char *owned[MAX_PARAMS];
+    char num[MAX_PARAMS][32];
+    int n;
+    bool is_oom;
+};
+
+static void
+params_init(struct params *p)
+{
+    memset(p, 0, sizeof(*p));
+}
+
+static void
+params_cleanup(struct params *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        weft__free(p->owned[i]);
+    }
+    memset(p, 0, sizeof(*p));
+}
+
+/* The next slot, or -1 (and is_oom) past MAX_PARAMS, which would be a bug of this file. */
+static int
+slot(struct params *p)
+{
+    if (p->n == MAX_PARAMS) {
+        p->is_oom = true;
+        return -1;
+    }
+    p->v[p->n] = NULL;
+    p->owned[p->n] = NULL;
+    return p->n++;
+}
+
+/* @p s made valid UTF-8 (PostgreSQL refuses other text): @p s itself when it is, else a copy
+ * with each invalid part replaced by U+FFFD, kept in slot @p i. */
+static void
+put_utf8(struct params *p, int i, const char *s, char *owned)
+{
+    struct weft__buf b;
+    size_t len = strlen(s);
+
+    if (weft__utf8_valid(s, len)) {
+        p->v[i] = s;
+        p->owned[i] = owned;
+        return;
+    }
+    weft__buf_init(&b, 0);
+    if (weft__utf8_sanitize(s, len, WEFT__UTF8_REPLACEMENT, &b) != WEFT_OK || b.data == NULL) {
+        weft__buf_cleanup(&b);
+        weft__free(owned);
+        p->is_oom = true;
+        return;
+    }
+    weft__free(owned);
+    p->v[i] = b.data;
+    p->owned[i] = b.data;
+}
+
+/* Free text: redacted (credentials never reach the database) and valid UTF-8. NULL is NULL. */
+static void
+p_text(struct params *p, const char *s)
+{
+    int i = slot(p);
+    char *clean = NULL;
+
+    if (i < 0 || s == NULL) {
+        return;
+    }
+    clean = weft__redact_text(s);
+    if (clean == NULL) {
+        p->is_oom = true;
+        return;
+    }
+    put_utf8(p, i, clean, clean);
+}
+
+/* A key (run, session, step id, script path): generated or chosen by the user, never a secret,
+ * and bound as it is so that reads and writes agree (valid UTF-8 aside). NULL is NULL. */
+static void
+p_key(struct params *p, const char *s)
+{
+    int i = slot(p);
+
+    if (i >= 0 && s != NULL) {
+        put_utf8(p, i, s, NULL);
+    }
+}
+
+/* A string this file built (JSON, UUIDs, status names): bound as it is. */
+static void
+p_raw(struct params *p, const char *s)
+{
+    int i = slot(p);
+
+    if (i >= 0) {
+        p->v[i] = s;
+    }
+}
+
+static void
+p_i64(struct params *p, int64_t v)
+{
+    int i = slot(p);
+
+    if (i >= 0) {
+        snprintf(p->num[i], sizeof(p->num[i]), "%lld", (long long)v);
+        p->v[i] = p->num[i];
+    }
+}
+
+/* Nanosecond times and other counters stored as BIGINT. */
+static void
+p_u64(struct params *p, uint64_t v)
+{
+    p_i64(p, v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+static void
+p_double(struct params *p, double v)
+{
+    int i = slot(p);
+
+    if (i >= 0) {
+        snprintf(p->num[i], sizeof(p->num[i]), "%.17g", v); /* round-trips exactly */
+        p->v[i] = p->num[i];
+    }
+}
+
+static void
+p_bool(struct params *p, bool v)
+{
+    p_raw(p, v ? "true" : "false");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Running statements                                                                          */
+
+static void
+notice(void *arg, const char *message)
+{
+    (void)arg;
+    /* CREATE ... IF NOT EXISTS and friends: the library never prints. */
+    WEFT_LOG(WEFT_LOG_DEBUG, "state: postgresql: %s", message);
+}
+
+/* The server's one-line message of @p res (or the connection's), without its trailing
+ * newline, into @p out. Only the primary message: DETAIL and CONTEXT may quote row values. */
+static void
+error_text(const struct pg_state *st, const PGresult *res, char *out, size_t len)
+{
+    const char *primary = res != NULL ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *code = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    size_t n = 0;
+
+    if (primary != NULL) {
+        snprintf(out, len, "%s (SQLSTATE %s)", primary, code != NULL ? code : "?");
+    } else {
+        snprintf(out, len, "%s", PQerrorMessage(st->conn));
+    }
+    n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
+        out[--n] = '\0';
+    }
+    for (char *c = out; *c != '\0'; c++) {
+        if (*c == '\n') {
+            *c = ' ';
+        }
+    }
+}
+
+/* After the connection dropped: make it again. @return true when it is back. */
+static bool
+reconnect(struct pg_state *st, const char *what)
+{
+    PQreset(st->conn);
+    for (size_t i = 0; i < PREPARED_MAX; i++) {
+        st->prepared[i].is_ready = false; /* prepared statements live in a session */
+    }
+    if (PQstatus(st->conn) == CONNECTION_OK) {
+        WEFT_LOG(WEFT_LOG_WARN, "state: the connection to %s was lost during %s; reconnected",
+                 st->where, what);
+        st->is_lost = false;
+        return true;
+    }
+    st->is_lost = true;
+    return false;
+}
+
+/* The prepared statement of @p sql (a string literal, known by its address), or NULL when the
+ * cache is full: that statement then runs unprepared. */
+static struct prepared *
+prepared_of(struct pg_state *st, const char *sql)
+{
+    for (size_t i = 0; i < PREPARED_MAX; i++) {
+        struct prepared *ps = &st->prepared[i];
+        if (ps->sql == sql) {
+            return ps;
+        }
+        if (ps->sql == NULL) {
+            ps->sql = sql;
+            snprintf(ps->name, sizeof(ps->name), "weft_%zu", i);
+            ps->is_ready = false;
+            return ps;
+        }
+    }
+    return NULL;
+}
+
+/* Send @p sql once: statements with parameters are prepared on their first use in a session
+ * and executed by name afterwards (parsing and planning a step's upsert cost ten times its
+ * execution); others go as they are. The result is the server's answer, whatever it is. */
+static PGresult *
+send_sql(struct pg_state *st, const char *sql, const struct params *p)
+{
+    struct prepared *ps = p != NULL ? prepared_of(st, sql) : NULL;
+    PGresult *res = NULL;
+
+    if (ps == NULL) {
+        return PQexecParams(st->conn, sql, p != NULL ? p->n : 0, NULL, p != NULL ? p->v : NULL,
+                            NULL, NULL, 0);
+    }
+    if (!ps->is_ready) {
+        res = PQprepare(st->conn, ps->name, sql, p->n, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            return res;
+        }
+        PQclear(res);
+        ps->is_ready = true;
+    }
+    return PQexecPrepared(st->conn, ps->name, p->n, p->v, NULL, NULL, 0);
+}
+
+/* Run @p sql with the parameters @p p (NULL: none). @p may_retry: the statement may run again
+ * after a reconnect (never inside a transaction, never COMMIT or ROLLBACK). @return the result
+ * (PQclear it), or NULL on failure: logged with the statement and the database, and an open
+ * transaction is marked to roll back. */
+static PGresult *
+run_sql(
+    struct pg_state *st, const char *what, const char *sql, const struct params *p, bool may_retry)
+{
+    PGresult *res = NULL;
+    char why[512];
+
+    if (p != NULL && p->is_oom) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: %s on %s: out of memory", what, st->where);
+        st->is_tx_failed = st->tx_depth > 0;
+        return NULL;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        ExecStatusType status = PGRES_FATAL_ERROR;
+
+        res = send_sql(st, sql, p);
+        status = PQresultStatus(res);
+        if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+            return res;
+        }
+        if (attempt > 0 || !may_retry || st->tx_depth > 0 || PQstatus(st->conn) != CONNECTION_BAD) {
+            break;
+        }
+        PQclear(res);
+        res = NULL;
+        if (!reconnect(st, what)) {
+            break;
+        }
+    }
+    error_text(st, res, why, sizeof(why));
+    WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed on %s: %s (statement: %.*s%s)", what, st->where, why,
+             SQL_IN_LOG_BYTES, sql, strlen(sql) > SQL_IN_LOG_BYTES ? "..." : "");
+    PQclear(res);
+    st->is_tx_failed = st->tx_depth > 0;
+    return NULL;
+}
+
+static PGresult *
+query(struct pg_state *st, const char *what, const char *sql, const struct params *p)
+{
+    return run_sql(st, what, sql, p, true);
+}
+
+/* A statement whose result is not needed. @return WEFT_OK, WEFT_EIO (logged). */
+static weft_err
+exec_sql(struct pg_state *st, const char *what, const char *sql, const struct params *p)
+{
+    PGresult *res = query(st, what, sql, p);
+
+    PQclear(res);
+    return res != NULL ? WEFT_OK : WEFT_EIO;
+}
+
+/* NULL for SQL NULL, else the text value (valid until PQclear). */
+static const char *
+val(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
+}
+
+static int64_t
+col_i64(const PGresult *res, int row, int col)
+{
+    const char *v = val(res, row, col);
+
+    return v != NULL ? strtoll(v, NULL, 10) : 0;
+}
+
+static double
+col_double(const PGresult *res, int row, int col)
+{
+    const char *v = val(res, row, col);
+
+    return v != NULL ? strtod(v, NULL) : 0.0;
+}
+
+static char *
+col_dup(const PGresult *res, int row, int col, bool *is_oom)
+{
+    const char *v = val(res, row, col);
+    char *copy = NULL;
+
+    if (v == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup(v);
+    if (copy == NULL) {
+        *is_oom = true;
+    }
+    return copy;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Open, migrate, close                                                                        */
+
+static weft_err
+migrate_one(struct pg_state *st, int version, char *err, size_t err_len)
+{
+    struct params p;
+    struct params lock;
+    PGresult *res = NULL;
+    int applied = 0;
+    weft_err rc = WEFT_EIO;
+
+    params_init(&p);
+    p_i64(&p, version);
+    params_init(&lock);
+    p_i64(&lock, MIGRATION_LOCK);
+    if (exec_sql(st, "migration begin", "BEGIN", NULL) != WEFT_OK) {
+        snprintf(err, err_len, "state database %s: cannot begin a migration", st->where);
+        return WEFT_EIO;
+    }
+    st->tx_depth = 1; /* nothing below is retried after a reconnect */
+    /* The lock is the transaction's: the table that records versions is created under it too,
+     * so the first two processes on an empty database do not both create it. */
+    if (exec_sql(st, "migration lock", "SELECT pg_advisory_xact_lock($1)", &lock) != WEFT_OK ||
+        exec_sql(st, "migration table",
+                 "CREATE TABLE IF NOT EXISTS weft_schema_migrations (version INT PRIMARY KEY,"
+                 " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                 NULL) != WEFT_OK) {
+        snprintf(err, err_len, "state database %s: cannot lock or create weft_schema_migrations",
+                 st->where);
+        goto out;
+    }
+    res = query(st, "migration version",
+                "SELECT COALESCE(MAX(version), 0) FROM weft_schema_migrations", NULL);
+    if (res == NULL) {
+        snprintf(err, err_len, "state database %s: cannot read weft_schema_migrations", st->where);
+        goto out;
+    }
+    applied = (int)col_i64(res, 0, 0);
+    PQclear(res);
+    if (applied > SCHEMA_VERSION) {
+        snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", st->where,
+                 applied, SCHEMA_VERSION);
+        goto out;
+    }
+    if (applied >= version) {
+        rc = WEFT_OK; /* another process applied it while this one waited for the lock */
+        goto out;
+    }
+    /* A migration is several statements without values: the simple query protocol runs them
+     * in the open transaction. */
+    res = PQexec(st->conn, migrations[version - 1]);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        char why[512];
+        error_text(st, res, why, sizeof(why));
+        snprintf(err, err_len, "state database %s: migration %d failed: %s", st->where, version,
+                 why);
+        PQclear(res);
+        goto out;
+    }
+    PQclear(res);
+    if (exec_sql(st, "migration record", "INSERT INTO weft_schema_migrations (version) VALUES ($1)",
+                 &p) != WEFT_OK) {
+        snprintf(err, err_len, "state database %s: cannot record migration %d", st->where, version);
+        goto out;
+    }
+    rc = WEFT_OK;
+out:
+    st->tx_depth = 0;
+    if (rc == WEFT_OK) {
+        res = run_sql(st, "migration commit", "COMMIT", NULL, false);
+        if (res == NULL || strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+            snprintf(err, err_len, "state database %s: migration %d did not commit", st->where,
+                     version);
+            rc = WEFT_EIO;
+        }
+        PQclear(res);
+    } else {
+        PQclear(run_sql(st, "migration rollback", "ROLLBACK", NULL, false));
+    }
+    params_cleanup(&p);
+    params_cleanup(&lock);
+    return rc;
+}
+
+static weft_err
+migrate(struct pg_state *st, char *err, size_t err_len)
+{
+    PGresult *res = NULL;
+    int applied = -1;
+
+    /* The common case, an up-to-date database, costs one query and takes no lock. Its failure
+     * (no table yet) is expected, so it is not logged: PQexec, not query(). */
+    res = PQexec(st->conn, "SELECT COALESCE(MAX(version), 0) FROM weft_schema_migrations");
+    if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+        applied = (int)col_i64(res, 0, 0);
+    }
+    PQclear(res);
+    if (applied > SCHEMA_VERSION) {
+        snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", st->where,
+                 applied, SCHEMA_VERSION);
+        return WEFT_EIO;
+    }
+    for (int v = applied < 0 ? 1 : applied + 1; v <= SCHEMA_VERSION; v++) {
+        weft_err rc = migrate_one(st, v, err, err_len);
+        if (rc != WEFT_OK) {
+            return rc;
+        }
+    }
+    return WEFT_OK;
+}
+
+static void pg_close(struct rt_state *base);
+
+weft_err
+weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t err_len)
+{
+    /* Defaults first: the URL's own settings, processed after them, win. */
+    static const char *const keys[] = {"connect_timeout", "fallback_application_name",
+                                       "client_encoding", "dbname", NULL};
+    const char *values[] = {CONNECT_TIMEOUT, "weft", "UTF8", url, NULL};
+    struct pg_state *st = NULL;
+    weft_err rc = WEFT_OK;
+
+    *out = NULL;
+    st = weft__calloc(1, sizeof(*st));
+    if (st == NULL) {
+        return WEFT_ENOMEM;
+    }
+    st->base.ops = &pg_ops;
+    st->where = weft__state_location_redacted(url);
+    if (st->where == NULL) {
+        weft__free(st);
+        return WEFT_ENOMEM;
+    }
+    st->conn = PQconnectdbParams(keys, values, 1);
+    if (st->conn == NULL) {
+        pg_close(&st->base);
+        return WEFT_ENOMEM;
+    }
+    PQsetNoticeProcessor(st->conn, notice, NULL);
+    if (PQstatus(st->conn) != CONNECTION_OK) {
+        char why[512];
+        error_text(st, NULL, why, sizeof(why));
+        snprintf(err, err_len, "state database %s: cannot connect: %s", st->where, why);
+        pg_close(&st->base);
+        return WEFT_EIO;
+    }
+    rc = migrate(st, err, err_len);
+    if (rc != WEFT_OK) {
+        pg_close(&st->base);
+        return rc;
+    }
+    *out = &st->base;
+    return WEFT_OK;
+}
+
+static void
+pg_close(struct rt_state *base)
+{
+    struct pg_state *st = pg(base);
+
+    if (st == NULL) {
+        return;
+    }
+    PQfinish(st->conn); /* an open transaction ends with the session: rolled back */
+    weft__free(st->where);
+    weft__free(st);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transactions                                                                                */
+
+static weft_err
+pg_begin(struct rt_state *base)
+{
+    struct pg_state *st = pg(base);
+
+    if (st->tx_depth > 0) {
+        st->tx_depth++;
+        return WEFT_OK;
+    }
+    /* Not inside a transaction yet: a dropped connection is made again and BEGIN retried. */
+    if (exec_sql(st, "begin", "BEGIN", NULL) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    st->tx_depth = 1;
+    st->is_tx_failed = false;
+    return WEFT_OK;
+}
+
+static bool
+pg_in_transaction(const struct rt_state *base)
+{
+    return ((const struct pg_state *)base)->tx_depth > 0;
+}
+
+static weft_err
+pg_commit(struct rt_state *base)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    bool is_committed = false;
+
+    if (st->tx_depth == 0 || --st->tx_depth > 0) {
+        return WEFT_OK;
+    }
+    if (!st->is_tx_failed) {
+        res = run_sql(st, "commit", "COMMIT", NULL, false);
+        /* The server answers COMMIT of a failed transaction with "ROLLBACK". */
+        is_committed = res != NULL && strcmp(PQcmdStatus(res), "COMMIT") == 0;
+        PQclear(res);
+        if (is_committed) {
+            return WEFT_OK;
+        }
+    }
+    WEFT_LOG(WEFT_LOG_ERROR, "state: commit on %s failed: %s", st->where,
+             st->is_tx_failed ? "a statement in the transaction failed; rolled back"
+                              : "the transaction was rolled back");
+    st->is_tx_failed = false;
+    if (PQstatus(st->conn) == CONNECTION_BAD) {
+        (void)reconnect(st, "commit"); /* the transaction is gone with the connection */
+    } else {
+        PQclear(run_sql(st, "rollback", "ROLLBACK", NULL, false));
+    }
+    return WEFT_EIO;
+}
+
+/* End a transaction of pg_begin(): committed when @p err is WEFT_OK or a refusal that wrote
+ * nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the commit's
+ * failure. */
+static weft_err
+tx_end(struct pg_state *st, weft_err err)
+{
+    weft_err commit_err = WEFT_OK;
+
+    if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
+        st->is_tx_failed = true;
+    }
+    commit_err = pg_commit(&st->base);
+    return err != WEFT_OK ? err : commit_err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Runs                                                                                        */
+
+/* weft's run status in the design's final_status vocabulary. Resumable ends (interrupted,
+ * aborted) are paused; every other end but completed is a failure. */
+static const char *
+final_status(const char *status)
+{
+    if (status == NULL || strcmp(status, "running") == 0) {
+        return "in_progress";
+    }
+    if (strcmp(status, "completed") == 0) {
+        return "success";
+    }
+    if (strcmp(status, "interrupted") == 0 || strcmp(status, "aborted") == 0) {
+        return "paused";
+    }
+    return "failed";
+}
+
+static weft_err
+pg_run_begin(struct rt_state *base,
+             const char *run_id,
+             const char *workflow,
+             const char *workflow_path,
+             const char *session_id,
+             const char *input,
+             uint64_t started_ns)
+{
+    struct pg_state *st = pg(base);
+    char workflow_id[WEFT_UUID_LEN + 1];
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    weft__uuid_v4(workflow_id);
+    params_init(&p);
+    p_raw(&p, workflow_id);
+    p_key(&p, run_id);
+    p_text(&p, workflow);
+    p_text(&p, workflow_path);
+    p_key(&p, session_id);
+    p_text(&p, input);
+    p_u64(&p, started_ns);
+    /* A resumed run keeps its row, its workflow_id and its first input. */
+    err =
+        exec_sql(st, "run insert",
+                 "INSERT INTO workflows (workflow_id, run_id, workflow, workflow_path, session_id,"
+                 " user_prompt, status, final_status, started_ns, creation_timestamp)"
+                 " VALUES ($1, $2, $3, $4, $5, $6, 'running', 'in_progress', $7,"
+                 " to_timestamp($7::bigint / 1e9))"
+                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running',"
+                 " final_status = 'in_progress', ended_ns = NULL",
+                 &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_trace(struct rt_state *base,
+             const char *run_id,
+             const char *trace_id,
+             const char *root_span_id)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, trace_id);
+    p_key(&p, root_span_id);
+    p_key(&p, run_id);
+    err = exec_sql(st, "run trace",
+                   "UPDATE workflows SET resumed_from_trace = CASE WHEN trace_id IS NOT NULL AND"
+                   " trace_id <> $1 THEN trace_id ELSE resumed_from_trace END, trace_id = $1,"
+                   " root_span_id = $2 WHERE run_id = $3",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_end(struct rt_state *base, const char *run_id, const struct weft__state_run_end *end)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, end->status);
+    p_raw(&p, final_status(end->status));
+    p_text(&p, end->reason);
+    p_text(&p, end->output);
+    p_u64(&p, end->iterations);
+    p_i64(&p, end->input_tokens);
+    p_i64(&p, end->output_tokens);
+    p_double(&p, end->cost_usd);
+    p_u64(&p, end->ended_ns);
+    p_double(&p, end->reward);
+    p_u64(&p, end->corrections);
+    p_text(&p, end->loops);
+    p_key(&p, run_id);
+    err = exec_sql(st, "run update",
+                   "UPDATE workflows SET status = $1, final_status = $2, reason = $3, output = $4,"
+                   " iterations = iterations + $5, input_tokens = input_tokens + $6,"
+                   " output_tokens = output_tokens + $7, cost_usd = cost_usd + $8, ended_ns = $9,"
+                   " total_reward = $10, corrections = $11, loops = $12 WHERE run_id = $13",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Steps (tasks)                                                                               */
+
+/* The step's status in the design's tasks.status vocabulary. */
+static const char *
+task_status(const struct plan_step *s)
+{
+    switch (s->status) {
+    case STEP_PENDING:
+        return "pending";
+    case STEP_IN_PROGRESS:
+        return s->is_dispatched ? "dispatched" : "in_progress";
+    case STEP_COMPLETED:
+        return "success";
+    case STEP_FAILED:
+        return "failed";
+    case STEP_PAUSED:
+        return "paused";
+    case STEP_SKIPPED:
+        return "skipped";
+    }
+    return "pending";
+}
+
+/* Set @p key of @p o to @p s cut to NOTES_TEXT_CAP bytes and made valid UTF-8 ("" for NULL).
+ * @return false when out of memory. */
+static bool
+notes_set(json_t *o, const char *key, const char *s)
+{
+    struct weft__buf b;
+    size_t len = s != NULL ? weft__utf8_cut(s, strlen(s), NOTES_TEXT_CAP) : 0;
+    bool is_ok = false;
+
+    weft__buf_init(&b, 0);
+    if (weft__buf_append_str(&b, "") == WEFT_OK &&
+        (len == 0 || weft__utf8_sanitize(s, len, WEFT__UTF8_REPLACEMENT, &b) == WEFT_OK)) {
+        is_ok = json_object_set_new(o, key, json_string(b.data)) == 0;
+    }
+    weft__buf_cleanup(&b);
+    return is_ok;
+}
+
+/* {"status": "success", "notes", "stdout", "stderr"}: a command step's result is its tool's
+ * JSON ({"stdout", "stderr", ...}); an agent's is its answer, which goes to stdout. */
+static json_t *
+success_notes(const struct plan_step *s)
+{
+    json_t *o = json_pack("{s:s}", "status", "success");
+    json_t *tool = s->executor != EXEC_AGENT && s->result != NULL
+                       ? json_loads(s->result, JSON_DECODE_ANY, NULL)
+                       : NULL;
+    const char *out =
+        json_is_object(tool) ? json_string_value(json_object_get(tool, "stdout")) : s->result;
+    const char *err =
+        json_is_object(tool) ? json_string_value(json_object_get(tool, "stderr")) : NULL;
+
+    if (o != NULL && (!notes_set(o, "notes", s->feedback) || !notes_set(o, "stdout", out) ||
+                      !notes_set(o, "stderr", err))) {
+        json_decref(o);
+        o = NULL;
+    }
+    json_decref(tool);
+    return o;
+}
+
+/* {"status": "failed", "error_type", "error_message", "traceback" or "details"}: the failure's
+ * type, the reason the step gave (its feedback, else the error's message) and the error's
+ * details as the step recorded them (command steps: exit code, stderr and stdout tails). */
+static json_t *
+failure_notes(const struct plan_step *s)
+{
+    json_t *o = json_pack("{s:s}", "status", "failed");
+    const char *type = s->error_type != NULL
+                           ? s->error_type
+                           : json_string_value(json_object_get(s->error, "error_type"));
+    const char *message =
+        s->feedback != NULL ? s->feedback : json_string_value(json_object_get(s->error, "message"));
+    const char *traceback = json_string_value(json_object_get(s->error, "traceback"));
+    bool is_ok = o != NULL && notes_set(o, "error_type", type != NULL ? type : "failed") &&
+                 notes_set(o, "error_message", message);
+
+    if (is_ok && traceback != NULL) {
+        is_ok = notes_set(o, "traceback", traceback);
+    } else if (is_ok) {
+        is_ok = json_object_set_new(o, "details",
+                                    json_is_object(s->error) ? json_deep_copy(s->error)
+                                                             : json_object()) == 0;
+    }
+    if (!is_ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The step's feedback_notes as JSON text (redacted), or NULL when it has none: a completed
+ * step has the success shape; a failed or paused one, and a step retried after a failure, the
+ * failure shape of its last failure. *is_oom is set when it cannot be built. */
+static char *
+feedback_notes(const struct plan_step *s, bool *is_oom)
+{
+    json_t *o = NULL;
+    char *raw = NULL;
+    char *text = NULL;
+
+    if (s->status == STEP_COMPLETED) {
+        o = success_notes(s);
+    } else if (s->status == STEP_FAILED || s->status == STEP_PAUSED ||
+               (s->status != STEP_SKIPPED && (s->error_type != NULL || s->error != NULL))) {
+        o = failure_notes(s);
+    } else {
+        return NULL;
+    }
+    raw = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    /* JSONB refuses the NUL character; the details (any JSON a step recorded) may hold one. */
+    if (raw != NULL && strstr(raw, "\\u0000") != NULL) {
+        free(raw);
+        o = s->status == STEP_COMPLETED ? NULL : failure_notes(s);
+        if (o != NULL) {
+            json_object_set_new(o, "details", json_object());
+        }
+        raw = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+    }
+    text = raw != NULL ? weft__redact_text(raw) : NULL;
+    free(raw);
+    if (text == NULL) {
+        *is_oom = true;
+    }
+    return text;
+}
+
+static char *
+dump_or_null(const json_t *v)
+{
+    return v != NULL ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+/* Bind the span id of @p ctx as 16 hex digits, or NULL when it is not valid. */
+static void
+p_span_id(struct params *p,
+          const struct weft_span_context *ctx,
+          char hex[2 * WEFT_SPAN_ID_SIZE + 1])
+{
+    if (!weft_span_context_is_valid(ctx)) {
+        p_raw(p, NULL);
+        return;
+    }
+    weft_hex_encode(ctx->span_id, WEFT_SPAN_ID_SIZE, hex);
+    hex[2 * WEFT_SPAN_ID_SIZE] = '\0';
+    p_raw(p, hex);
+}
+
+/* The task row of step @p index: inserted with the step's task UUID, or updated in place
+ * (the first task_id stays). Dependencies and parent are resolved to task UUIDs from the rows
+ * already stored, so a step saved before its dependencies gets them at its next save. */
+static const char step_upsert_sql[] =
+    "INSERT INTO tasks (task_id, workflow_id, parent_id, task_order, description, status,"
+    " dependencies, executor_type, reward, feedback_notes, retries, step_id, step_status, agent,"
+    " attempts, result, feedback, requested_by, spec, parent_step, error_type, error, depends_on,"
+    " started_ns, ended_ns, span_id, span_parent_id, is_dispatched)"
+    " SELECT $3::uuid, w.workflow_id,"
+    " (SELECT p.task_id FROM tasks p WHERE p.workflow_id = w.workflow_id AND p.step_id = $16"
+    " ORDER BY p.task_order LIMIT 1),"
+    " $2::int, $6, $8,"
+    " ARRAY(SELECT d.task_id FROM jsonb_array_elements_text($7::text::jsonb) WITH ORDINALITY"
+    " AS j (id, n) JOIN tasks d ON d.workflow_id = w.workflow_id AND d.step_id = j.id"
+    " ORDER BY j.n, d.task_order),"
+    " $14, $17::float8, $26::jsonb, $24::int, $4, $9, $5, $10::int, $11, $12, $13, $15, $16,"
+    " $18, $19, $7::text, $20::bigint, $21::bigint, $22, $23, $25::boolean"
+    " FROM workflows w WHERE w.run_id = $1"
+    " ON CONFLICT (workflow_id, task_order) DO UPDATE SET"
+    " parent_id = COALESCE(tasks.parent_id, excluded.parent_id), status = excluded.status,"
+    " dependencies = excluded.dependencies, reward = excluded.reward,"
+    " feedback_notes = excluded.feedback_notes, retries = excluded.retries,"
+    " last_update_timestamp = now(), step_status = excluded.step_status,"
+    " attempts = excluded.attempts, result = excluded.result, feedback = excluded.feedback,"
+    " depends_on = excluded.depends_on, error_type = excluded.error_type,"
+    " error = excluded.error, started_ns = excluded.started_ns, ended_ns = excluded.ended_ns,"
+    " span_id = excluded.span_id, span_parent_id = excluded.span_parent_id,"
+    " is_dispatched = excluded.is_dispatched";
+
+static weft_err
+step_upsert(struct pg_state *st,
+            const char *run_id,
+            size_t index,
+            const struct plan_step *step,
+            const char *actor)
+{
+    char task_id[WEFT_UUID_LEN + 1];
+    char span_hex[2][2 * WEFT_SPAN_ID_SIZE + 1];
+    char *deps_text = weft__state_deps_json(step);
+    char *spec_text = dump_or_null(step->spec);
+    char *error_text = dump_or_null(step->error);
+    bool is_oom = deps_text == NULL || (step->spec != NULL && spec_text == NULL) ||
+                  (step->error != NULL && error_text == NULL);
+    char *notes = feedback_notes(step, &is_oom);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (index > (size_t)INT32_MAX) {
+        is_oom = true; /* task_order is an INT; PLAN_MAX_STEPS keeps far below */
+    }
+    if (weft__uuid_is_valid(step->task_uuid)) {
+        memcpy(task_id, step->task_uuid, sizeof(task_id));
+    } else {
+        weft__uuid_v4(task_id); /* a step made without one (tests, older callers) */
+    }
+    params_init(&p);
+    p.is_oom = is_oom;
+    p_key(&p, run_id);
+    p_u64(&p, index);
+    p_raw(&p, task_id);
+    p_key(&p, step->id);
+    p_key(&p, actor);
+    p_text(&p, step->task);
+    p_raw(&p, deps_text);
+    p_raw(&p, task_status(step));
+    p_raw(&p, weft__step_status_name(step->status));
+    p_u64(&p, step->attempts);
+    p_text(&p, step->result);
+    p_text(&p, step->feedback);
+    p_key(&p, step->requested_by);
+    p_raw(&p, weft__step_executor_name(step->executor));
+    p_text(&p, spec_text);
+    p_key(&p, step->parent);
+    if (step->has_reward) {
+        p_double(&p, step->reward);
+    } else {
+        p_raw(&p, NULL);
+    }
+    p_key(&p, step->error_type);
+    p_text(&p, error_text);
+    p_u64(&p, step->started_ns);
+    p_u64(&p, step->ended_ns);
+    /* The step's agent span and its parent: recovery closes a span a kill left open. */
+    p_span_id(&p, &step->span, span_hex[0]);
+    p_span_id(&p, &step->parent_ctx, span_hex[1]);
+    p_u64(&p, step->retries);
+    p_bool(&p, step->is_dispatched);
+    p_raw(&p, notes);
+    res = query(st, "step upsert", step_upsert_sql, &p);
+    if (res == NULL) {
+        err = WEFT_EIO;
+    } else if (strcmp(PQcmdTuples(res), "1") != 0) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: step upsert on %s: run %s is not stored", st->where,
+                 run_id);
+        st->is_tx_failed = st->tx_depth > 0;
+        err = WEFT_EIO;
+    }
+    PQclear(res);
+    params_cleanup(&p);
+    free(deps_text);
+    free(spec_text);
+    free(error_text);
+    weft__free(notes);
+    return err;
+}
+
+static weft_err
+pg_step_save(struct rt_state *base,
+             const char *run_id,
+             size_t index,
+             const struct plan_step *step,
+             const char *actor)
+{
+    return step_upsert(pg(base), run_id, index, step, actor);
+}
+
+static weft_err
+pg_surgery(struct rt_state *base,
+           const char *run_id,
+           const struct plan *plan,
+           size_t failed,
+           size_t first_new,
+           unsigned seq,
+           const char *error_type,
+           const json_t *depends_before,
+           const json_t *depends_after,
+           const char *const *actors)
+{
+    struct pg_state *st = pg(base);
+    json_t *inserted = json_array();
+    char *inserted_text = NULL;
+    char *before_text = dump_or_null(depends_before);
+    char *after_text = dump_or_null(depends_after);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    for (size_t i = first_new; inserted != NULL && i < plan->count; i++) {
+        json_array_append_new(inserted, json_string(plan->steps[i].id));
+    }
+    inserted_text = inserted != NULL ? json_dumps(inserted, JSON_COMPACT) : NULL;
+    json_decref(inserted);
+    if (inserted_text == NULL || before_text == NULL || after_text == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* One transaction (nested in the caller's when there is one): the store holds the plan
+     * before the surgery or after it, never a mix. The corrective steps go first, so that the
+     * failed step's new dependencies resolve to their task ids. */
+    if (pg_begin(base) != WEFT_OK) {
+        err = WEFT_EIO;
+        goto out;
+    }
+    for (size_t i = first_new; err == WEFT_OK && i < plan->count; i++) {
+        err = step_upsert(st, run_id, i, &plan->steps[i], actors[i]);
+    }
+    if (err == WEFT_OK) {
+        err = step_upsert(st, run_id, failed, &plan->steps[failed], actors[failed]);
+    }
+    if (err == WEFT_OK) {
+        p_key(&p, run_id);
+        p_u64(&p, seq);
+        p_key(&p, plan->steps[failed].id);
+        p_key(&p, error_type);
+        p_raw(&p, inserted_text);
+        p_raw(&p, before_text);
+        p_raw(&p, after_text);
+        p_u64(&p, weft__now_ns());
+        err = exec_sql(st, "correction insert",
+                       "INSERT INTO corrections (run_id, seq, failed_step, error_type, inserted,"
+                       " depends_before, depends_after, created_ns)"
+                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                       &p);
+    }
+    if (err != WEFT_OK) {
+        st->is_tx_failed = true; /* the outermost commit rolls back */
+    }
+    if (pg_commit(base) != WEFT_OK && err == WEFT_OK) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: DAG surgery of run %s rolled back", run_id);
+    }
+out:
+    params_cleanup(&p);
+    free(inserted_text);
+    free(before_text);
+    free(after_text);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sessions: messages and scripted cursors                                                     */
+
+static weft_err
+pg_messages_load(struct rt_state *base, const char *session_id, size_t limit, json_t **out)
+{
+    struct pg_state *st = pg(base);
+    json_t *arr = json_array();
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    params_init(&p);
+    p_key(&p, session_id);
+    p_u64(&p, limit);
+    res = arr != NULL ? query(st, "messages load",
+                              "SELECT role, content, route FROM (SELECT seq, role, content, route"
+                              " FROM messages WHERE session_id = $1 ORDER BY seq DESC LIMIT $2)"
+                              " m ORDER BY seq",
+                              &p)
+                      : NULL;
+    params_cleanup(&p);
+    if (res == NULL) {
+        json_decref(arr);
+        return arr == NULL ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        const char *route = val(res, i, 2);
+        json_t *m = json_pack("{s:s, s:s, s:o}", "role", PQgetvalue(res, i, 0), "content",
+                              PQgetvalue(res, i, 1), "route",
+                              route != NULL ? json_string(route) : json_null());
+        if (m == NULL || json_array_append_new(arr, m) != 0) {
+            err = WEFT_ENOMEM;
+        }
+    }
+    PQclear(res);
+    if (err != WEFT_OK) {
+        json_decref(arr);
+        return err;
+    }
+    *out = arr;
+    return WEFT_OK;
+}
+
+static weft_err
+pg_message_add(struct rt_state *base,
+               const char *session_id,
+               const char *run_id,
+               const char *role,
+               const char *content,
+               const char *route)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, session_id);
+    p_key(&p, run_id);
+    p_text(&p, role);
+    p_text(&p, content != NULL ? content : "");
+    p_text(&p, route);
+    p_u64(&p, weft__now_ns());
+    /* seq is an identity column: appends from parallel flow steps never collide. */
+    err = exec_sql(st, "message insert",
+                   "INSERT INTO messages (session_id, run_id, role, content, route, created_ns)"
+                   " VALUES ($1, $2, $3, $4, $5, $6)",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_cursors_load(struct rt_state *base, const char *session_id, const char *script, json_t **out)
+{
+    struct pg_state *st = pg(base);
+    json_t *cursors = NULL;
+    PGresult *res = NULL;
+    struct params p;
+
+    *out = NULL;
+    params_init(&p);
+    p_key(&p, session_id);
+    p_key(&p, script);
+    res = query(st, "cursors load",
+                "SELECT queue, used FROM script_cursor_keys WHERE session_id = $1 AND"
+                " script = $2",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (cursors == NULL) {
+            cursors = json_object();
+        }
+        if (cursors == NULL || json_object_set_new(cursors, PQgetvalue(res, i, 0),
+                                                   json_integer(col_i64(res, i, 1))) != 0) {
+            PQclear(res);
+            json_decref(cursors);
+            return WEFT_ENOMEM;
+        }
+    }
+    PQclear(res);
+    *out = cursors;
+    return WEFT_OK;
+}
+
+static weft_err
+pg_cursors_save(struct rt_state *base,
+                const char *session_id,
+                const char *script,
+                const json_t *cursors)
+{
+    struct pg_state *st = pg(base);
+    const char *key = NULL;
+    json_t *v = NULL;
+    bool is_multi = json_object_size(cursors) > 1;
+    weft_err err = WEFT_OK;
+
+    /* Several queues at once (parallel flow steps) land in one transaction. */
+    if (is_multi && pg_begin(base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    json_object_foreach((json_t *)cursors, key, v)
+    {
+        struct params p;
+
+        params_init(&p);
+        p_key(&p, session_id);
+        p_key(&p, script);
+        p_key(&p, key);
+        p_i64(&p, (int64_t)json_integer_value(v));
+        err = exec_sql(st, "cursor upsert",
+                       "INSERT INTO script_cursor_keys (session_id, script, queue, used)"
+                       " VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, script, queue)"
+                       " DO UPDATE SET used = excluded.used",
+                       &p);
+        params_cleanup(&p);
+        if (err != WEFT_OK) {
+            break;
+        }
+    }
+    if (is_multi && pg_commit(base) != WEFT_OK) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading runs back                                                                           */
+
+/* The columns read_info() reads, in its order; the last four feed weft__state_owner_view(). */
+#define RUN_COLUMNS                                                                            \
+    "run_id, workflow, workflow_path, session_id, user_prompt, status, reason, trace_id,"      \
+    " root_span_id, resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections," \
+    " COALESCE(total_reward, 0), input_tokens, output_tokens, cost_usd,"                       \
+    " (SELECT count(*) FROM tasks t WHERE t.workflow_id = w.workflow_id),"                     \
+    " owner_pid, owner_host, heartbeat_ns,"                                                    \
+    " (SELECT MAX(t.ended_ns) FROM tasks t WHERE t.workflow_id = w.workflow_id)"
+
+static void
+read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom)
+{
+    info->run_id = col_dup(res, row, 0, is_oom);
+    info->workflow = col_dup(res, row, 1, is_oom);
+    info->workflow_path = col_dup(res, row, 2, is_oom);
+    info->session_id = col_dup(res, row, 3, is_oom);
+    info->input = col_dup(res, row, 4, is_oom);
+    info->status = col_dup(res, row, 5, is_oom);
+    info->reason = col_dup(res, row, 6, is_oom);
+    info->trace_id = col_dup(res, row, 7, is_oom);
+    info->root_span_id = col_dup(res, row, 8, is_oom);
+    info->resumed_from_trace = col_dup(res, row, 9, is_oom);
+    info->loops = col_dup(res, row, 10, is_oom);
+    info->started_ns = (uint64_t)col_i64(res, row, 11);
+    info->ended_ns = (uint64_t)col_i64(res, row, 12);
+    info->iterations = (size_t)col_i64(res, row, 13);
+    info->corrections = (size_t)col_i64(res, row, 14);
+    info->reward = col_double(res, row, 15);
+    info->input_tokens = col_i64(res, row, 16);
+    info->output_tokens = col_i64(res, row, 17);
+    info->cost_usd = col_double(res, row, 18);
+    info->step_count = (size_t)col_i64(res, row, 19);
+    weft__state_owner_view(info, col_i64(res, row, 20), val(res, row, 21),
+                           (uint64_t)col_i64(res, row, 22), (uint64_t)col_i64(res, row, 23),
+                           is_oom);
+}
+
+static weft_err
+pg_runs_each(struct rt_state *base, size_t limit, state_run_fn fn, void *user_data)
+{
+    struct pg_state *st = pg(base);
+    char *after_id = NULL;
+    int64_t after_ns = 0;
+    weft_err err = WEFT_OK;
+
+    /* Page by page (newest first, keyed by start and id), so memory stays one page whatever
+     * the limit, and @p fn may use the handle between rows. */
+    while (err == WEFT_OK && limit > 0) {
+        size_t page = limit < RUNS_PAGE ? limit : RUNS_PAGE;
+        PGresult *res = NULL;
+        struct params p;
+        int rows = 0;
+
+        params_init(&p);
+        p_u64(&p, page);
+        if (after_id != NULL) {
+            p_i64(&p, after_ns);
+            p_key(&p, after_id);
+        } else {
+            p_raw(&p, NULL);
+            p_raw(&p, NULL);
+        }
+        res = query(st, "runs list",
+                    "SELECT " RUN_COLUMNS " FROM workflows w WHERE $2::bigint IS NULL"
+                    " OR (started_ns, run_id) < ($2::bigint, $3::text)"
+                    " ORDER BY started_ns DESC, run_id DESC LIMIT $1",
+                    &p);
+        params_cleanup(&p);
+        if (res == NULL) {
+            err = WEFT_EIO;
+            break;
+        }
+        rows = PQntuples(res);
+        for (int i = 0; err == WEFT_OK && i < rows; i++) {
+            struct weft_run_info info;
+            bool is_oom = false;
+
+            memset(&info, 0, sizeof(info));
+            read_info(res, i, &info, &is_oom);
+            if (i == rows - 1) {
+                weft__free(after_id);
+                after_id = weft__strdup(PQgetvalue(res, i, 0));
+                after_ns = col_i64(res, i, 11);
+                is_oom = is_oom || after_id == NULL;
+            }
+            err = is_oom ? WEFT_ENOMEM : fn(&info, user_data);
+            weft__state_info_cleanup(&info);
+        }
+        PQclear(res);
+        limit -= (size_t)rows;
+        if ((size_t)rows < page) {
+            break;
+        }
+    }
+    weft__free(after_id);
+    return err;
+}
+
+static weft_err
+pg_agent_counts(struct rt_state *base, state_agent_count_fn fn, void *user_data)
+{
+    struct pg_state *st = pg(base);
+    /* Finished agent steps only: pending and paused steps have no outcome yet. */
+    PGresult *res = query(st, "agent counts",
+                          "SELECT w.workflow, t.agent, t.step_status, count(*) FROM tasks t"
+                          " JOIN workflows w ON w.workflow_id = t.workflow_id"
+                          " WHERE t.executor_type = 'agent'"
+                          " AND t.step_status IN ('completed', 'failed')"
+                          " GROUP BY w.workflow, t.agent, t.step_status",
+                          NULL);
+    weft_err err = WEFT_OK;
+
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = fn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                 strcmp(PQgetvalue(res, i, 2), "completed") == 0, (uint64_t)col_i64(res, i, 3),
+                 user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+pg_run_resolve(
+    struct rt_state *base, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    int matches = 0;
+    weft_err result = WEFT_ENOTFOUND;
+
+    out[0] = '\0';
+    params_init(&p);
+    if (strcmp(ref, "last") == 0) {
+        res = query(st, "run resolve",
+                    "SELECT run_id FROM workflows ORDER BY started_ns DESC LIMIT 1", NULL);
+    } else {
+        if (!weft__state_ref_is_valid(ref, err, err_len)) {
+            return WEFT_EINVAL;
+        }
+        p_key(&p, ref);
+        /* An exact id comes first, however many newer runs it is a prefix of. */
+        res = query(st, "run resolve",
+                    "SELECT run_id FROM workflows WHERE starts_with(run_id, $1)"
+                    " ORDER BY run_id = $1 DESC, started_ns DESC LIMIT 2",
+                    &p);
+    }
+    params_cleanup(&p);
+    if (res == NULL) {
+        /* An unreachable database is an error, not "no such run". */
+        snprintf(err, err_len, "state database %s: cannot be read", st->where);
+        return WEFT_EIO;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *id = PQgetvalue(res, i, 0);
+        if (matches == 0) {
+            snprintf(out, out_len, "%s", id);
+        }
+        matches++;
+        if (strcmp(id, ref) == 0) {
+            matches = 1;
+            break;
+        }
+    }
+    PQclear(res);
+    if (matches == 1) {
+        result = WEFT_OK;
+    } else if (matches > 1) {
+        snprintf(err, err_len, "'%.64s' matches several runs", ref);
+        result = WEFT_EINVAL;
+    } else {
+        snprintf(err, err_len, "no run '%.64s'", ref);
+    }
+    return result;
+}
+
+static weft_err
+pg_run_info(struct rt_state *base, const char *run_id, struct weft_run_info *info)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    bool is_oom = false;
+    weft_err err = WEFT_OK;
+
+    memset(info, 0, sizeof(*info));
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "run info", "SELECT " RUN_COLUMNS " FROM workflows w WHERE run_id = $1", &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    if (PQntuples(res) == 0) {
+        err = WEFT_ENOTFOUND;
+    } else {
+        read_info(res, 0, info, &is_oom);
+    }
+    PQclear(res);
+    if (is_oom) {
+        weft__state_info_cleanup(info);
+        return WEFT_ENOMEM;
+    }
+    return err;
+}
+
+static weft_err
+pg_steps_each(struct rt_state *base, const char *run_id, state_step_fn fn, void *user_data)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "steps read",
+                "SELECT t.step_id, t.agent, t.description, t.depends_on, t.step_status,"
+                " t.attempts, t.result, t.feedback, t.requested_by, t.executor_type, t.spec,"
+                " t.parent_step, t.reward, t.error_type, t.error, t.started_ns, t.ended_ns,"
+                " t.task_id, t.retries, t.is_dispatched"
+                " FROM tasks t JOIN workflows w ON w.workflow_id = t.workflow_id"
+                " WHERE w.run_id = $1 ORDER BY t.task_order",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct state_step_row row;
+
+        memset(&row, 0, sizeof(row));
+        row.id = val(res, i, 0);
+        row.actor = val(res, i, 1);
+        row.task = val(res, i, 2);
+        row.depends_on = val(res, i, 3);
+        row.status = val(res, i, 4);
+        row.attempts = (unsigned)col_i64(res, i, 5);
+        row.result = val(res, i, 6);
+        row.feedback = val(res, i, 7);
+        row.requested_by = val(res, i, 8);
+        row.executor = val(res, i, 9);
+        row.spec = val(res, i, 10);
+        row.parent = val(res, i, 11);
+        row.has_reward = val(res, i, 12) != NULL;
+        row.reward = col_double(res, i, 12);
+        row.error_type = val(res, i, 13);
+        row.error = val(res, i, 14);
+        row.started_ns = (uint64_t)col_i64(res, i, 15);
+        row.ended_ns = (uint64_t)col_i64(res, i, 16);
+        row.task_uuid = val(res, i, 17);
+        row.retries = (unsigned)col_i64(res, i, 18);
+        row.is_dispatched = val(res, i, 19) != NULL && strcmp(val(res, i, 19), "t") == 0;
+        err = fn(&row, user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+pg_corrections_each(struct rt_state *base,
+                    const char *run_id,
+                    state_correction_fn fn,
+                    void *user_data)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "corrections read",
+                "SELECT seq, failed_step, error_type, inserted, depends_before, depends_after,"
+                " created_ns FROM corrections WHERE run_id = $1 ORDER BY seq",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft_run_correction c;
+
+        c.seq = (unsigned)col_i64(res, i, 0);
+        c.failed_step = (char *)val(res, i, 1);
+        c.error_type = (char *)val(res, i, 2);
+        c.inserted = (char *)val(res, i, 3);
+        c.depends_before = (char *)val(res, i, 4);
+        c.depends_after = (char *)val(res, i, 5);
+        c.created_ns = (uint64_t)col_i64(res, i, 6);
+        err = fn(&c, user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* LLM exchanges                                                                               */
+
+static weft_err
+pg_exchange_add(struct rt_state *base,
+                const char *run_id,
+                const char *who,
+                const char *purpose,
+                const json_t *entry)
+{
+    struct pg_state *st = pg(base);
+    char *raw = json_dumps(entry, JSON_COMPACT);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (raw == NULL) {
+        return WEFT_ENOMEM;
+    }
+    params_init(&p);
+    p_key(&p, run_id);
+    p_text(&p, who);
+    p_text(&p, purpose);
+    p_text(&p, raw); /* redacted, as the SQLite backend does */
+    p_u64(&p, weft__now_ns());
+    free(raw);
+    err = exec_sql(st, "exchange insert",
+                   "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
+                   " VALUES ($1, $2, $3, $4, $5)",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
+{
+    struct pg_state *st = pg(base);
+    json_t *responses = json_object();
+    PGresult *res = NULL;
+    struct params p;
+    size_t n = 0;
+
+    *out = NULL;
+    params_init(&p);
+    p_key(&p, run_id);
+    res = responses != NULL ? query(st, "exchanges read",
+                                    "SELECT who, purpose, entry FROM llm_exchanges"
+                                    " WHERE run_id = $1 ORDER BY seq",
+                                    &p)
+                            : NULL;
+    params_cleanup(&p);
+    if (res == NULL) {
+        json_decref(responses);
+        return responses == NULL ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *who = PQgetvalue(res, i, 0);
+        const char *purpose = PQgetvalue(res, i, 1);
+        json_t *entry = json_loads(PQgetvalue(res, i, 2), 0, NULL);
+        json_t *agent = json_object_get(responses, who);
+        json_t *list = NULL;
+
+        if (entry == NULL) {
+            continue; /* a damaged row: the replay then reports the missing answer */
+        }
+        if (agent == NULL) {
+            agent = json_object();
+            json_object_set_new(responses, who, agent);
+        }
+        list = json_object_get(agent, purpose);
+        if (list == NULL) {
+            list = json_array();
+            json_object_set_new(agent, purpose, list);
+        }
+        json_array_append_new(list, entry);
+        n++;
+    }
+    PQclear(res);
+    if (n == 0) {
+        json_decref(responses);
+        return WEFT_ENOTFOUND;
+    }
+    *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Durability: one owner per run, heartbeats, interrupted runs (docs/durability.md)            */
+
+static weft_err
+pg_check(struct rt_state *base, char *err, size_t err_len)
+{
+    struct pg_state *st = pg(base);
+    char why[512];
+
+    if (!st->is_lost) {
+        return WEFT_OK;
+    }
+    error_text(st, NULL, why, sizeof(why));
+    snprintf(err, err_len,
+             "state database %s: the connection was lost and could not be made again: %s",
+             st->where, why);
+    return WEFT_EIO;
+}
+
+static weft_err
+pg_lease_acquire(struct rt_state *base, const char *run_id, struct state_owner *holder)
+{
+    struct pg_state *st = pg(base);
+    char host[256];
+    char token[33];
+    uint64_t now = weft__now_ns();
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    memset(holder, 0, sizeof(*holder));
+    weft__state_hostname(host, sizeof(host));
+    if (pg_begin(base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    /* FOR UPDATE: of two processes taking the run at once, the second waits here until the
+     * first commits, then reads the first one's lease and is refused. */
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "lease read",
+                "SELECT owner_pid, owner_host, owner_token, owner_since_ns, heartbeat_ns"
+                " FROM workflows WHERE run_id = $1 FOR UPDATE",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    if (PQntuples(res) == 0) {
+        err = WEFT_ENOTFOUND;
+    } else if (val(res, 0, 2) != NULL && strcmp(val(res, 0, 2), st->owner_token) != 0 &&
+               weft__state_owner_is_alive(col_i64(res, 0, 0), val(res, 0, 1),
+                                          (uint64_t)col_i64(res, 0, 4), now)) {
+        holder->pid = col_i64(res, 0, 0);
+        snprintf(holder->host, sizeof(holder->host), "%s",
+                 val(res, 0, 1) != NULL ? val(res, 0, 1) : "?");
+        holder->since_ns = (uint64_t)col_i64(res, 0, 3);
+        holder->heartbeat_ns = (uint64_t)col_i64(res, 0, 4);
+        err = WEFT_ESTATE;
+    }
+    PQclear(res);
+    if (err != WEFT_OK) {
+        return tx_end(st, err);
+    }
+    weft__state_new_token(token);
+    params_init(&p);
+    p_i64(&p, (int64_t)getpid());
+    p_key(&p, host);
+    p_raw(&p, token);
+    p_u64(&p, now);
+    p_key(&p, run_id);
+    err = exec_sql(st, "lease",
+                   "UPDATE workflows SET owner_pid = $1, owner_host = $2, owner_token = $3,"
+                   " owner_since_ns = $4, heartbeat_ns = $4 WHERE run_id = $5",
+                   &p);
+    params_cleanup(&p);
+    err = tx_end(st, err);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    memcpy(st->owner_token, token, sizeof(st->owner_token));
+    st->last_heartbeat_mono = weft__monotonic_ns();
+    return WEFT_OK;
+}
+
+static weft_err
+pg_lease_release(struct rt_state *base, const char *run_id)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (st->owner_token[0] == '\0') {
+        return WEFT_OK;
+    }
+    params_init(&p);
+    p_u64(&p, weft__now_ns());
+    p_key(&p, run_id);
+    p_raw(&p, st->owner_token);
+    err =
+        exec_sql(st, "lease release",
+                 "UPDATE workflows SET owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                 " owner_since_ns = NULL, heartbeat_ns = $1 WHERE run_id = $2 AND owner_token = $3",
+                 &p);
+    params_cleanup(&p);
+    st->owner_token[0] = '\0';
+    return err;
+}
+
+static weft_err
+pg_heartbeat(struct rt_state *base, const char *run_id)
+{
+    struct pg_state *st = pg(base);
+    uint64_t mono = weft__monotonic_ns();
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (st->owner_token[0] == '\0' ||
+        mono - st->last_heartbeat_mono < STATE_HEARTBEAT_MIN_INTERVAL_NS) {
+        return WEFT_OK;
+    }
+    st->last_heartbeat_mono = mono;
+    params_init(&p);
+    p_u64(&p, weft__now_ns());
+    p_key(&p, run_id);
+    p_raw(&p, st->owner_token);
+    err = exec_sql(st, "heartbeat",
+                   "UPDATE workflows SET heartbeat_ns = $1 WHERE run_id = $2 AND owner_token = $3",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_root(struct rt_state *base,
+            const char *run_id,
+            const char *name,
+            const char *parent_span_id,
+            uint64_t started_ns)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_text(&p, name);
+    p_key(&p, parent_span_id);
+    p_u64(&p, started_ns);
+    p_key(&p, run_id);
+    err = exec_sql(st, "run root",
+                   "UPDATE workflows SET root_span_name = $1, root_parent_span_id = $2,"
+                   " root_started_ns = $3 WHERE run_id = $4",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_hash_set(struct rt_state *base, const char *run_id, const char *hash)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, hash);
+    p_key(&p, run_id);
+    err = exec_sql(st, "workflow hash", "UPDATE workflows SET workflow_hash = $1 WHERE run_id = $2",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_hash_get(struct rt_state *base, const char *run_id, char *out, size_t out_len)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_ENOTFOUND;
+
+    out[0] = '\0';
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "workflow hash read", "SELECT workflow_hash FROM workflows WHERE run_id = $1",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    if (PQntuples(res) == 1 && val(res, 0, 0) != NULL) {
+        snprintf(out, out_len, "%s", val(res, 0, 0));
+        err = WEFT_OK;
+    }
+    PQclear(res);
+    return err;
+}
+
+/* The steps of @p d's run that were in progress, with the spans the kill left open. */
+static weft_err
+open_steps(struct pg_state *st, struct weft__state_dead *d)
+{
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, d->text[0]);
+    res = query(st, "open steps",
+                "SELECT t.span_id, t.span_parent_id, t.agent, t.started_ns FROM tasks t"
+                " JOIN workflows w ON w.workflow_id = t.workflow_id WHERE w.run_id = $1"
+                " AND t.step_status = 'in_progress' AND t.span_id IS NOT NULL"
+                " ORDER BY t.task_order",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = weft__state_dead_add_step(d, val(res, i, 0), val(res, i, 1), val(res, i, 2),
+                                        (uint64_t)col_i64(res, i, 3));
+    }
+    PQclear(res);
+    return err;
+}
+
+/* The running runs whose owner is gone at @p now, into *dead (*n entries, owned by the caller
+ * even on error, free with weft__state_dead_free()). Rows another process holds locked (it is
+ * taking the run over, or marking it) are skipped: that process decides about them. */
+static weft_err
+collect_dead(struct pg_state *st, uint64_t now, struct weft__state_dead **dead, size_t *n)
+{
+    PGresult *res = query(st, "recover scan",
+                          "SELECT run_id, workflow, owner_host, trace_id, root_span_id,"
+                          " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
+                          " root_started_ns, started_ns,"
+                          " (SELECT MAX(t.ended_ns) FROM tasks t"
+                          " WHERE t.workflow_id = w.workflow_id)"
+                          " FROM workflows w WHERE status = 'running' AND owner_token IS NOT NULL"
+                          " FOR UPDATE OF w SKIP LOCKED",
+                          NULL);
+    int rows = 0;
+    weft_err err = WEFT_OK;
+
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    rows = PQntuples(res);
+    *dead = rows > 0 ? weft__calloc((size_t)rows, sizeof(**dead)) : NULL;
+    if (rows > 0 && *dead == NULL) {
+        PQclear(res);
+        return WEFT_ENOMEM;
+    }
+    for (int i = 0; err == WEFT_OK && i < rows; i++) {
+        struct weft__state_dead *d = NULL;
+
+        if (weft__state_owner_is_alive(col_i64(res, i, 7), val(res, i, 2),
+                                       (uint64_t)col_i64(res, i, 8), now)) {
+            continue;
+        }
+        d = &(*dead)[(*n)++];
+        for (int c = 0; c < 7; c++) {
+            const char *v = val(res, i, c);
+            d->text[c] = v != NULL ? weft__strdup(v) : NULL;
+            if (v != NULL && d->text[c] == NULL) {
+                err = WEFT_ENOMEM;
+            }
+        }
+        d->pid = col_i64(res, i, 7);
+        d->root_started_ns = (uint64_t)col_i64(res, i, 9);
+        d->ended_ns =
+            weft__state_dead_end(d, (uint64_t)col_i64(res, i, 8), (uint64_t)col_i64(res, i, 11),
+                                 (uint64_t)col_i64(res, i, 10));
+    }
+    PQclear(res);
+    return err;
+}
+
+/* Mark @p d's run interrupted (final_status paused: `weft resume` continues it) and read the
+ * steps it left in progress into @p d. */
+static weft_err
+mark_interrupted(struct pg_state *st, struct weft__state_dead *d)
+{
+    struct params p;
+    weft_err err = weft__state_dead_reason(d);
+
+    if (err != WEFT_OK) {
+        return err;
+    }
+    params_init(&p);
+    p_text(&p, d->text[7]);
+    p_u64(&p, d->ended_ns);
+    p_key(&p, d->text[0]);
+    p_raw(&p, final_status("interrupted"));
+    err = exec_sql(st, "mark interrupted",
+                   "UPDATE workflows SET status = 'interrupted', final_status = $4, reason = $1,"
+                   " ended_ns = $2, owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                   " owner_since_ns = NULL WHERE run_id = $3 AND status = 'running'",
+                   &p);
+    params_cleanup(&p);
+    if (err == WEFT_OK) {
+        err = open_steps(st, d);
+    }
+    return err;
+}
+
+static weft_err
+pg_recover(struct rt_state *base, state_interrupted_fn fn, void *user_data, size_t *count)
+{
+    struct pg_state *st = pg(base);
+    struct weft__state_dead *dead = NULL;
+    size_t n = 0;
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (pg_begin(base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    err = collect_dead(st, now, &dead, &n);
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        err = mark_interrupted(st, &dead[i]);
+    }
+    /* The callbacks run once the transaction has ended, and only if it committed. */
+    err = tx_end(st, err);
+    for (size_t i = 0; i < n; i++) {
+        if (err == WEFT_OK && fn != NULL) {
+            weft__state_dead_report(&dead[i], fn, user_data);
+        }
+        weft__state_dead_free(&dead[i]);
+    }
+    weft__free(dead);
+    if (err == WEFT_OK && count != NULL) {
+        *count = n;
+    }
+    return err;
+}
+
+static const struct weft__state_ops pg_ops = {
+    .name = "postgresql",
+    .close = pg_close,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .in_transaction = pg_in_transaction,
+    .run_begin = pg_run_begin,
+    .run_trace = pg_run_trace,
+    .run_end = pg_run_end,
+    .step_save = pg_step_save,
+    .surgery = pg_surgery,
+    .messages_load = pg_messages_load,
+    .message_add = pg_message_add,
+    .cursors_load = pg_cursors_load,
+    .cursors_save = pg_cursors_save,
+    .runs_each = pg_runs_each,
+    .agent_counts = pg_agent_counts,
+    .run_resolve = pg_run_resolve,
+    .run_info = pg_run_info,
+    .steps_each = pg_steps_each,
+    .corrections_each = pg_corrections_each,
+    .exchange_add = pg_exchange_add,
+    .exchanges_script = pg_exchanges_script,
+    .check = pg_check,
+    .lease_acquire = pg_lease_acquire,
+    .lease_release = pg_lease_release,
+    .heartbeat = pg_heartbeat,
+    .run_root = pg_run_root,
+    .run_hash_set = pg_run_hash_set,
+    .run_hash_get = pg_run_hash_get,
+    .recover = pg_recover,
+};

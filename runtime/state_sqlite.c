@@ -1,0 +1,1595 @@
+/* runtime/state_sqlite.c - the SQLite backend of the run state store (state.h): the embedded
+ * default, one file ($WEFT_HOME/state.db unless told otherwise).
+ *
+ * WAL mode lets `weft` readers look at a database a run is writing. The statements a run
+ * repeats (step, cursor, exchange and message writes) are prepared once per handle and kept
+ * in a small cache keyed by their SQL text's address (every SQL text here is a string
+ * literal): parsing them was 60 % of a scripted step's instructions (callgrind). SQLite
+ * re-prepares a cached statement itself when the schema changes (sqlite3_prepare_v2). Reads
+ * for `weft runs` are rare and keep per-call statements.
+ */
+#include "state_backend.h"
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "tracing/ids.h"
+#include "tracing/redact.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SCHEMA_VERSION 6
+
+/* Distinct cached SQL texts; more than this are prepared per call (still correct). */
+#define STMT_CACHE 16
+
+struct cached_stmt {
+    const char *sql; /* a string literal: compared by address */
+    sqlite3_stmt *stmt;
+    bool is_busy; /* handed out and not yet released: a nested use prepares its own */
+};
+
+struct lite_state {
+    struct rt_state base; /* first: the handle callers hold */
+    sqlite3 *db;
+    struct cached_stmt cache[STMT_CACHE];
+    unsigned tx_depth;    /* weft__state_begin() nesting: only the outermost pair touches SQLite */
+    bool is_tx_failed;    /* a write inside the open transaction failed: roll it back */
+    bool is_damaged;      /* SQLite said the file is corrupt (durable.c) */
+    char owner_token[33]; /* this handle's lease token; "" when it owns no run */
+    uint64_t last_heartbeat_mono; /* heartbeats are written at most once a second */
+};
+
+static const struct weft__state_ops lite_ops;
+
+static struct lite_state *
+lite(struct rt_state *base)
+{
+    return (struct lite_state *)base; /* base is the first member */
+}
+
+static void lite_close(struct rt_state *base);
+static weft_err lite_begin(struct rt_state *base);
+static weft_err lite_commit(struct rt_state *base);
+
+/* Version 5 (durability, see docs/durability.md): the process that owns a running run (pid,
+ * host, a token per acquisition, since when, its last heartbeat), the workflow file's hash,
+ * the root span's name, parent and start (to close it on recovery) and each step's span. */
+static const char state_migrate_v5[] = "ALTER TABLE runs ADD COLUMN owner_pid BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_host TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_token TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN owner_since_ns BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN heartbeat_ns BIGINT;"
+                                       "ALTER TABLE runs ADD COLUMN workflow_hash TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_span_name TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_parent_span_id TEXT;"
+                                       "ALTER TABLE runs ADD COLUMN root_started_ns BIGINT;"
+                                       "ALTER TABLE steps ADD COLUMN span_id TEXT;"
+                                       "ALTER TABLE steps ADD COLUMN span_parent_id TEXT;";
+
+/* Version 6 (distributed runs, docs/distributed.md): each step's task id (a UUID, the
+ * PostgreSQL backend's tasks.task_id), the redeliveries of its task messages and whether it is
+ * handed to a remote executor without a result yet. */
+static const char state_migrate_v6[] = "ALTER TABLE steps ADD COLUMN task_uuid TEXT;"
+                                       "ALTER TABLE steps ADD COLUMN retries INTEGER NOT NULL"
+                                       " DEFAULT 0;"
+                                       "ALTER TABLE steps ADD COLUMN is_dispatched INTEGER NOT NULL"
+                                       " DEFAULT 0;";
+
+/* The owner columns read with every run (read_info): a run whose owner is gone reads as
+ * interrupted before anything marks it so. */
+#define STATE_OWNER_COLUMNS                \
+    "owner_pid, owner_host, heartbeat_ns," \
+    " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+
+/* Durability helpers, defined at the end of the file. */
+static void state_note_error(struct lite_state *st, int rc);
+static void
+state_owner_view(sqlite3_stmt *stmt, int first, struct weft_run_info *info, bool *is_oom);
+
+/* Version 1: runs, steps, messages, script cursors. */
+static const char schema_v1[] =
+    "CREATE TABLE IF NOT EXISTS runs ("
+    " id TEXT PRIMARY KEY, workflow TEXT NOT NULL, session_id TEXT NOT NULL, input TEXT,"
+    " status TEXT NOT NULL, reason TEXT, trace_id TEXT, output TEXT,"
+    " iterations INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,"
+    " output_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,"
+    " started_ns BIGINT NOT NULL, ended_ns BIGINT);"
+    "CREATE INDEX IF NOT EXISTS runs_session ON runs(session_id);"
+    "CREATE TABLE IF NOT EXISTS steps ("
+    " run_id TEXT NOT NULL, idx INTEGER NOT NULL, step_id TEXT NOT NULL, agent TEXT NOT NULL,"
+    " task TEXT NOT NULL, depends_on TEXT NOT NULL, status TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL, result TEXT, feedback TEXT, requested_by TEXT,"
+    " PRIMARY KEY (run_id, idx));"
+    "CREATE TABLE IF NOT EXISTS messages ("
+    " session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL, role TEXT NOT NULL,"
+    " content TEXT NOT NULL, route TEXT, created_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (session_id, seq));"
+    "CREATE TABLE IF NOT EXISTS script_cursors ("
+    " session_id TEXT NOT NULL, script TEXT NOT NULL, cursors TEXT NOT NULL,"
+    " PRIMARY KEY (session_id, script));";
+
+/* Version 3: every LLM exchange of a run, so that it can be replayed (`--replay run:ID`). */
+static const char migrate_v3[] =
+    "CREATE TABLE IF NOT EXISTS llm_exchanges ("
+    " run_id TEXT NOT NULL, seq INTEGER NOT NULL, who TEXT NOT NULL, purpose TEXT NOT NULL,"
+    " entry TEXT NOT NULL, created_ns BIGINT NOT NULL, PRIMARY KEY (run_id, seq));";
+
+/* Version 4: scripted cursors one row per queue, so a step saves only what it used. */
+static const char migrate_v4[] =
+    "CREATE TABLE IF NOT EXISTS script_cursor_keys ("
+    " session_id TEXT NOT NULL, script TEXT NOT NULL, queue TEXT NOT NULL,"
+    " used INTEGER NOT NULL, PRIMARY KEY (session_id, script, queue));";
+
+/* Version 2: executor steps, rewards, corrections (DAG surgery history), resumable runs.
+ * Only ADD COLUMN and CREATE: the same statements work on PostgreSQL. */
+static const char migrate_v2[] =
+    "ALTER TABLE runs ADD COLUMN workflow_path TEXT;"
+    "ALTER TABLE runs ADD COLUMN root_span_id TEXT;"
+    "ALTER TABLE runs ADD COLUMN reward REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE runs ADD COLUMN corrections INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE runs ADD COLUMN loops TEXT;"
+    "ALTER TABLE runs ADD COLUMN resumed_from_trace TEXT;"
+    "ALTER TABLE steps ADD COLUMN executor TEXT NOT NULL DEFAULT 'agent';"
+    "ALTER TABLE steps ADD COLUMN spec TEXT;"
+    "ALTER TABLE steps ADD COLUMN parent TEXT;"
+    "ALTER TABLE steps ADD COLUMN reward REAL;"
+    "ALTER TABLE steps ADD COLUMN error_type TEXT;"
+    "ALTER TABLE steps ADD COLUMN error TEXT;"
+    "ALTER TABLE steps ADD COLUMN started_ns BIGINT;"
+    "ALTER TABLE steps ADD COLUMN ended_ns BIGINT;"
+    "CREATE TABLE IF NOT EXISTS corrections ("
+    " run_id TEXT NOT NULL, seq INTEGER NOT NULL, failed_step TEXT NOT NULL,"
+    " error_type TEXT, inserted TEXT NOT NULL, depends_before TEXT NOT NULL,"
+    " depends_after TEXT NOT NULL, created_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, seq));"
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_ns);";
+
+/* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
+ * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
+ * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
+ * which reports them. */
+static void
+make_private(const char *path)
+{
+    struct stat sb;
+    int fd = -1;
+
+    if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+        return;
+    }
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return;
+    }
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0 &&
+        sb.st_uid == geteuid()) {
+        (void)fchmod(fd, sb.st_mode & 0700);
+    }
+    close(fd);
+}
+
+weft_err
+weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size_t err_len)
+{
+    struct lite_state *st = NULL;
+    char *errmsg = NULL;
+    sqlite3_stmt *stmt = NULL;
+    int version = 0;
+
+    *out = NULL;
+    st = weft__calloc(1, sizeof(*st));
+    if (st == NULL) {
+        return WEFT_ENOMEM;
+    }
+    st->base.ops = &lite_ops;
+    make_private(path);
+    if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, err_len, "state database %s: %s", path,
+                 st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
+        goto fail;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    /* The version is read inside the write transaction, so two processes opening a new file
+     * at once migrate it once; a crash leaves the previous version whole. */
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL,
+                     &errmsg) != SQLITE_OK ||
+        sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK) {
+        goto sql_fail;
+    }
+    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &stmt, NULL) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+        version = sqlite3_column_int(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+    if (version > SCHEMA_VERSION) {
+        snprintf(err, err_len, "state database %s has schema %d; this weft knows %d", path, version,
+                 SCHEMA_VERSION);
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        goto fail;
+    }
+    if ((version < 1 && sqlite3_exec(st->db, schema_v1, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 2 && sqlite3_exec(st->db, migrate_v2, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 3 && sqlite3_exec(st->db, migrate_v3, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 4 && sqlite3_exec(st->db, migrate_v4, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 5 && sqlite3_exec(st->db, state_migrate_v5, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        (version < 6 && sqlite3_exec(st->db, state_migrate_v6, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 6; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        goto sql_fail;
+    }
+    *out = &st->base;
+    return WEFT_OK;
+sql_fail:
+    snprintf(err, err_len, "state database %s: %s", path,
+             errmsg != NULL ? errmsg : "schema setup failed");
+    sqlite3_free(errmsg);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+fail:
+    lite_close(&st->base);
+    return WEFT_EIO;
+}
+
+static void
+lite_close(struct rt_state *base)
+{
+    struct lite_state *st = lite(base);
+
+    if (st == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < STMT_CACHE; i++) {
+        sqlite3_finalize(st->cache[i].stmt);
+    }
+    sqlite3_close(st->db);
+    weft__free(st);
+}
+
+/* Bind a NUL-terminated string or NULL. */
+static void
+bind_text(sqlite3_stmt *stmt, int i, const char *s)
+{
+    char *clean = NULL;
+
+    if (s == NULL) {
+        sqlite3_bind_null(stmt, i);
+        return;
+    }
+    /* Inputs, tasks, results and exchanges are kept on disk: credentials in them are not. */
+    clean = weft__redact_text(s);
+    sqlite3_bind_text(stmt, i, clean != NULL ? clean : "", -1, SQLITE_TRANSIENT);
+    weft__free(clean);
+}
+
+/* A lookup key (a run id or id prefix) is bound as is: ids are generated, never secrets, and a
+ * redaction that ran out of memory must not turn the lookup into one of "" (no run, no steps,
+ * silently). */
+static void
+bind_key(sqlite3_stmt *stmt, int i, const char *key)
+{
+    sqlite3_bind_text(stmt, i, key, -1, SQLITE_TRANSIENT);
+}
+
+/* Give back a statement from prepare() or cached(): a cached one is reset for its next use
+ * (its bindings cleared, so no text outlives the call), any other is finalized. */
+static void
+release(struct lite_state *st, sqlite3_stmt *stmt)
+{
+    for (size_t i = 0; stmt != NULL && i < STMT_CACHE; i++) {
+        if (st->cache[i].stmt == stmt) {
+            sqlite3_reset(stmt);
+            sqlite3_clear_bindings(stmt);
+            st->cache[i].is_busy = false;
+            return;
+        }
+    }
+    sqlite3_finalize(stmt);
+}
+
+static weft_err
+finish(struct lite_state *st, sqlite3_stmt *stmt, const char *what)
+{
+    int rc = sqlite3_step(stmt);
+
+    release(st, stmt);
+    if (rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed: %s", what, sqlite3_errmsg(st->db));
+        st->is_tx_failed = st->tx_depth > 0;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+static sqlite3_stmt *
+prepare(struct lite_state *st, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+
+    if (sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
+        WEFT_LOG(WEFT_LOG_ERROR, "state: prepare failed: %s", sqlite3_errmsg(st->db));
+        sqlite3_finalize(stmt);
+        return NULL;
+    }
+    return stmt;
+}
+
+/* The statement for @p sql (a string literal), prepared on first use and then reused. Give it
+ * back with finish() or release(). NULL on failure (logged). */
+static sqlite3_stmt *
+cached(struct lite_state *st, const char *sql)
+{
+    struct cached_stmt *free_slot = NULL;
+
+    for (size_t i = 0; i < STMT_CACHE; i++) {
+        struct cached_stmt *c = &st->cache[i];
+        if (c->sql == sql) {
+            if (c->is_busy) {
+                return prepare(st, sql); /* nested use of the same statement */
+            }
+            c->is_busy = true;
+            return c->stmt;
+        }
+        if (c->sql == NULL && free_slot == NULL) {
+            free_slot = c;
+        }
+    }
+    if (free_slot == NULL) {
+        return prepare(st, sql);
+    }
+    free_slot->stmt = prepare(st, sql);
+    if (free_slot->stmt == NULL) {
+        return NULL;
+    }
+    free_slot->sql = sql;
+    free_slot->is_busy = true;
+    return free_slot->stmt;
+}
+
+static weft_err
+lite_begin(struct rt_state *base)
+{
+    struct lite_state *st = lite(base);
+
+    if (st->tx_depth++ > 0) {
+        return WEFT_OK;
+    }
+    st->is_tx_failed = false;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
+        WEFT_LOG(WEFT_LOG_ERROR, "state: begin failed: %s", sqlite3_errmsg(st->db));
+        st->tx_depth = 0;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+static bool
+lite_in_transaction(const struct rt_state *base)
+{
+    const struct lite_state *st = (const struct lite_state *)base;
+
+    return st != NULL && st->tx_depth > 0;
+}
+
+static weft_err
+lite_commit(struct rt_state *base)
+{
+    struct lite_state *st = lite(base);
+
+    if (st->tx_depth == 0 || --st->tx_depth > 0) {
+        return WEFT_OK;
+    }
+    if (!st->is_tx_failed && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
+        return WEFT_OK;
+    }
+    if (!st->is_tx_failed) {
+        state_note_error(st, sqlite3_errcode(st->db));
+    }
+    WEFT_LOG(WEFT_LOG_ERROR, "state: commit failed: %s",
+             st->is_tx_failed ? "a write in it failed" : sqlite3_errmsg(st->db));
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return WEFT_EIO;
+}
+
+static weft_err
+lite_run_begin(struct rt_state *base,
+               const char *run_id,
+               const char *workflow,
+               const char *workflow_path,
+               const char *session_id,
+               const char *input,
+               uint64_t started_ns)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "INSERT INTO runs (id, workflow, workflow_path, session_id,"
+                                     " input, status, started_ns)"
+                                     " VALUES (?, ?, ?, ?, ?, 'running', ?)"
+                                     " ON CONFLICT (id) DO UPDATE SET status = 'running',"
+                                     " ended_ns = NULL");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    bind_text(stmt, 2, workflow);
+    bind_text(stmt, 3, workflow_path);
+    bind_text(stmt, 4, session_id);
+    bind_text(stmt, 5, input);
+    sqlite3_bind_int64(stmt, 6, (sqlite3_int64)started_ns);
+    return finish(st, stmt, "run insert");
+}
+
+static weft_err
+lite_run_trace(struct rt_state *base,
+               const char *run_id,
+               const char *trace_id,
+               const char *root_span_id)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET resumed_from_trace = CASE WHEN trace_id IS"
+                                     " NOT NULL AND trace_id != ? THEN trace_id ELSE"
+                                     " resumed_from_trace END, trace_id = ?, root_span_id = ?"
+                                     " WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, trace_id);
+    bind_text(stmt, 2, trace_id);
+    bind_text(stmt, 3, root_span_id);
+    bind_text(stmt, 4, run_id);
+    return finish(st, stmt, "run trace");
+}
+
+static weft_err
+lite_run_end(struct rt_state *base, const char *run_id, const struct weft__state_run_end *end)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt =
+        prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
+                    " iterations = iterations + ?, input_tokens = input_tokens + ?,"
+                    " output_tokens = output_tokens + ?, cost_usd = cost_usd + ?,"
+                    " ended_ns = ?, reward = ?, corrections = ?, loops = ?"
+                    " WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, end->status);
+    bind_text(stmt, 2, end->reason);
+    bind_text(stmt, 3, end->output);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)end->iterations);
+    sqlite3_bind_int64(stmt, 5, end->input_tokens);
+    sqlite3_bind_int64(stmt, 6, end->output_tokens);
+    sqlite3_bind_double(stmt, 7, end->cost_usd);
+    sqlite3_bind_int64(stmt, 8, (sqlite3_int64)end->ended_ns);
+    sqlite3_bind_double(stmt, 9, end->reward);
+    sqlite3_bind_int64(stmt, 10, (sqlite3_int64)end->corrections);
+    bind_text(stmt, 11, end->loops);
+    bind_text(stmt, 12, run_id);
+    return finish(st, stmt, "run update");
+}
+
+static char *
+dump_or_null(const json_t *v)
+{
+    return v != NULL ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+/* Upsert one step row; part of the caller's transaction when there is one. */
+/* Bind the span id of @p ctx as 16 hex digits, or NULL when it is not valid. */
+static void
+bind_span_id(sqlite3_stmt *stmt, int i, const struct weft_span_context *ctx)
+{
+    char hex[2 * WEFT_SPAN_ID_SIZE + 1];
+
+    if (!weft_span_context_is_valid(ctx)) {
+        sqlite3_bind_null(stmt, i);
+        return;
+    }
+    weft_hex_encode(ctx->span_id, WEFT_SPAN_ID_SIZE, hex);
+    sqlite3_bind_text(stmt, i, hex, -1, SQLITE_TRANSIENT);
+}
+
+static weft_err
+step_upsert(struct lite_state *st,
+            const char *run_id,
+            size_t index,
+            const struct plan_step *step,
+            const char *actor)
+{
+    sqlite3_stmt *stmt = NULL;
+    char *deps_text = weft__state_deps_json(step);
+    char *spec_text = dump_or_null(step->spec);
+    char *error_text = dump_or_null(step->error);
+    weft_err err = WEFT_OK;
+
+    if (deps_text == NULL) {
+        free(spec_text);
+        free(error_text);
+        return WEFT_ENOMEM;
+    }
+    stmt = cached(st, "INSERT INTO steps (run_id, idx, step_id, agent, task, depends_on, status,"
+                      " attempts, result, feedback, requested_by, executor, spec, parent, reward,"
+                      " error_type, error, started_ns, ended_ns, span_id, span_parent_id,"
+                      " task_uuid, retries, is_dispatched)"
+                      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                      " ?, ?)"
+                      " ON CONFLICT (run_id, idx) DO UPDATE SET status = excluded.status,"
+                      " attempts = excluded.attempts, result = excluded.result,"
+                      " feedback = excluded.feedback, depends_on = excluded.depends_on,"
+                      " reward = excluded.reward, error_type = excluded.error_type,"
+                      " error = excluded.error, started_ns = excluded.started_ns,"
+                      " ended_ns = excluded.ended_ns, span_id = excluded.span_id,"
+                      " span_parent_id = excluded.span_parent_id,"
+                      " task_uuid = COALESCE(steps.task_uuid, excluded.task_uuid),"
+                      " retries = excluded.retries, is_dispatched = excluded.is_dispatched");
+    if (stmt != NULL) {
+        bind_text(stmt, 1, run_id);
+        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)index);
+        bind_text(stmt, 3, step->id);
+        bind_text(stmt, 4, actor);
+        bind_text(stmt, 5, step->task);
+        bind_text(stmt, 6, deps_text);
+        bind_text(stmt, 7, weft__step_status_name(step->status));
+        sqlite3_bind_int64(stmt, 8, step->attempts);
+        bind_text(stmt, 9, step->result);
+        bind_text(stmt, 10, step->feedback);
+        bind_text(stmt, 11, step->requested_by);
+        bind_text(stmt, 12, weft__step_executor_name(step->executor));
+        bind_text(stmt, 13, spec_text);
+        bind_text(stmt, 14, step->parent);
+        if (step->has_reward) {
+            sqlite3_bind_double(stmt, 15, step->reward);
+        } else {
+            sqlite3_bind_null(stmt, 15);
+        }
+        bind_text(stmt, 16, step->error_type);
+        bind_text(stmt, 17, error_text);
+        sqlite3_bind_int64(stmt, 18, (sqlite3_int64)step->started_ns);
+        sqlite3_bind_int64(stmt, 19, (sqlite3_int64)step->ended_ns);
+        /* The step's agent span and its parent: recovery closes a span a kill left open. */
+        bind_span_id(stmt, 20, &step->span);
+        bind_span_id(stmt, 21, &step->parent_ctx);
+        /* The task id stays the one first stored (as PostgreSQL's tasks.task_id does): a resumed
+         * plan that made new ids keeps naming the same task. */
+        bind_key(stmt, 22, step->task_uuid[0] != '\0' ? step->task_uuid : NULL);
+        sqlite3_bind_int64(stmt, 23, step->retries);
+        sqlite3_bind_int(stmt, 24, step->is_dispatched ? 1 : 0);
+        err = finish(st, stmt, "step upsert");
+    } else {
+        err = WEFT_EIO;
+    }
+    free(deps_text);
+    free(spec_text);
+    free(error_text);
+    return err;
+}
+
+static weft_err
+lite_step_save(struct rt_state *base,
+               const char *run_id,
+               size_t index,
+               const struct plan_step *step,
+               const char *actor)
+{
+    struct lite_state *st = lite(base);
+
+    return step_upsert(st, run_id, index, step, actor);
+}
+
+static weft_err
+lite_surgery(struct rt_state *base,
+             const char *run_id,
+             const struct plan *plan,
+             size_t failed,
+             size_t first_new,
+             unsigned seq,
+             const char *error_type,
+             const json_t *depends_before,
+             const json_t *depends_after,
+             const char *const *actors)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    json_t *inserted = json_array();
+    char *inserted_text = NULL;
+    char *before_text = dump_or_null(depends_before);
+    char *after_text = dump_or_null(depends_after);
+    weft_err err = WEFT_OK;
+
+    for (size_t i = first_new; inserted != NULL && i < plan->count; i++) {
+        json_array_append_new(inserted, json_string(plan->steps[i].id));
+    }
+    inserted_text = inserted != NULL ? json_dumps(inserted, JSON_COMPACT) : NULL;
+    json_decref(inserted);
+    if (inserted_text == NULL || before_text == NULL || after_text == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* One transaction: the store holds the plan before the surgery or after it, never a mix.
+     * weft__state_begin() nests, so a surgery inside the caller's transaction joins it (a plain
+     * BEGIN there failed, and its ROLLBACK undid the caller's writes behind its back). */
+    if (lite_begin(&st->base) != WEFT_OK) {
+        err = WEFT_EIO;
+        goto out;
+    }
+    for (size_t i = first_new; err == WEFT_OK && i < plan->count; i++) {
+        err = step_upsert(st, run_id, i, &plan->steps[i], actors[i]);
+    }
+    if (err == WEFT_OK) {
+        err = step_upsert(st, run_id, failed, &plan->steps[failed], actors[failed]);
+    }
+    if (err == WEFT_OK) {
+        stmt = prepare(st, "INSERT INTO corrections (run_id, seq, failed_step, error_type,"
+                           " inserted, depends_before, depends_after, created_ns)"
+                           " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        if (stmt == NULL) {
+            err = WEFT_EIO;
+        } else {
+            bind_text(stmt, 1, run_id);
+            sqlite3_bind_int64(stmt, 2, seq);
+            bind_text(stmt, 3, plan->steps[failed].id);
+            bind_text(stmt, 4, error_type);
+            bind_text(stmt, 5, inserted_text);
+            bind_text(stmt, 6, before_text);
+            bind_text(stmt, 7, after_text);
+            sqlite3_bind_int64(stmt, 8, (sqlite3_int64)weft__now_ns());
+            err = finish(st, stmt, "correction insert");
+        }
+    }
+    if (err != WEFT_OK) {
+        st->is_tx_failed = true; /* the outermost commit rolls back */
+    }
+    if (lite_commit(&st->base) != WEFT_OK && err == WEFT_OK) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: DAG surgery of run %s rolled back", run_id);
+    }
+out:
+    free(inserted_text);
+    free(before_text);
+    free(after_text);
+    return err;
+}
+
+static weft_err
+lite_messages_load(struct rt_state *base, const char *session_id, size_t limit, json_t **out)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT role, content, route FROM (SELECT seq, role, content,"
+                                     " route FROM messages WHERE session_id = ?"
+                                     " ORDER BY seq DESC LIMIT ?) ORDER BY seq");
+    json_t *arr = json_array();
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL || arr == NULL) {
+        sqlite3_finalize(stmt);
+        json_decref(arr);
+        return stmt == NULL ? WEFT_EIO : WEFT_ENOMEM;
+    }
+    bind_text(stmt, 1, session_id);
+    sqlite3_bind_int64(stmt, 2, (sqlite3_int64)limit);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *route = (const char *)sqlite3_column_text(stmt, 2);
+        json_t *m = json_pack("{s:s, s:s, s:o}", "role", sqlite3_column_text(stmt, 0), "content",
+                              sqlite3_column_text(stmt, 1), "route",
+                              route != NULL ? json_string(route) : json_null());
+        if (m == NULL || json_array_append_new(arr, m) != 0) {
+            sqlite3_finalize(stmt);
+            json_decref(arr);
+            return WEFT_ENOMEM;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        json_decref(arr);
+        return WEFT_EIO;
+    }
+    *out = arr;
+    return WEFT_OK;
+}
+
+static weft_err
+lite_message_add(struct rt_state *base,
+                 const char *session_id,
+                 const char *run_id,
+                 const char *role,
+                 const char *content,
+                 const char *route)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = cached(st, "INSERT INTO messages (session_id, seq, run_id, role,"
+                                    " content, route, created_ns) VALUES (?, (SELECT"
+                                    " COALESCE(MAX(seq), 0) + 1 FROM messages WHERE"
+                                    " session_id = ?), ?, ?, ?, ?, ?)");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, session_id);
+    bind_text(stmt, 2, session_id);
+    bind_text(stmt, 3, run_id);
+    bind_text(stmt, 4, role);
+    bind_text(stmt, 5, content != NULL ? content : "");
+    bind_text(stmt, 6, route);
+    sqlite3_bind_int64(stmt, 7, (sqlite3_int64)weft__now_ns());
+    return finish(st, stmt, "message insert");
+}
+
+static weft_err
+lite_cursors_load(struct rt_state *base, const char *session_id, const char *script, json_t **out)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT cursors FROM script_cursors WHERE session_id = ? AND script = ?");
+    json_t *cursors = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    /* Databases before version 4 kept one JSON object per script; its queues are the base
+     * that the per-queue rows override. */
+    bind_key(stmt, 1, session_id);
+    bind_key(stmt, 2, script);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        cursors = json_loads((const char *)sqlite3_column_text(stmt, 0), 0, NULL);
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT queue, used FROM script_cursor_keys WHERE session_id = ? AND"
+                       " script = ?");
+    if (stmt == NULL) {
+        json_decref(cursors);
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, session_id);
+    bind_key(stmt, 2, script);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (cursors == NULL) {
+            cursors = json_object();
+        }
+        if (cursors == NULL ||
+            json_object_set_new(cursors, (const char *)sqlite3_column_text(stmt, 0),
+                                json_integer(sqlite3_column_int64(stmt, 1))) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        json_decref(cursors);
+        return rc == SQLITE_NOMEM ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    *out = cursors;
+    return WEFT_OK;
+}
+
+static weft_err
+lite_cursors_save(struct rt_state *base,
+                  const char *session_id,
+                  const char *script,
+                  const json_t *cursors)
+{
+    struct lite_state *st = lite(base);
+    const char *key = NULL;
+    json_t *v = NULL;
+    bool is_multi = json_object_size(cursors) > 1;
+    weft_err err = WEFT_OK;
+
+    /* Several queues at once (parallel flow steps) land in one transaction. */
+    if (is_multi && lite_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    json_object_foreach((json_t *)cursors, key, v)
+    {
+        sqlite3_stmt *stmt = cached(st, "INSERT INTO script_cursor_keys (session_id, script,"
+                                        " queue, used) VALUES (?, ?, ?, ?) ON CONFLICT"
+                                        " (session_id, script, queue) DO UPDATE SET"
+                                        " used = excluded.used");
+        if (stmt == NULL) {
+            err = WEFT_EIO;
+            break;
+        }
+        bind_key(stmt, 1, session_id);
+        bind_key(stmt, 2, script);
+        bind_key(stmt, 3, key);
+        sqlite3_bind_int64(stmt, 4, (sqlite3_int64)json_integer_value(v));
+        err = finish(st, stmt, "cursor upsert");
+        if (err != WEFT_OK) {
+            break;
+        }
+    }
+    if (is_multi && lite_commit(&st->base) != WEFT_OK) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading runs back                                                                           */
+
+static char *
+col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
+{
+    const unsigned char *v = sqlite3_column_text(stmt, i);
+    char *copy = NULL;
+
+    if (v == NULL) {
+        return NULL;
+    }
+    copy = weft__strdup((const char *)v);
+    if (copy == NULL) {
+        *is_oom = true;
+    }
+    return copy;
+}
+
+#define RUN_COLUMNS                                                                           \
+    "id, workflow, workflow_path, session_id, input, status, reason, trace_id, root_span_id," \
+    " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
+    " input_tokens, output_tokens, cost_usd,"                                                 \
+    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS
+
+static void
+read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
+{
+    info->run_id = col_dup(stmt, 0, is_oom);
+    info->workflow = col_dup(stmt, 1, is_oom);
+    info->workflow_path = col_dup(stmt, 2, is_oom);
+    info->session_id = col_dup(stmt, 3, is_oom);
+    info->input = col_dup(stmt, 4, is_oom);
+    info->status = col_dup(stmt, 5, is_oom);
+    info->reason = col_dup(stmt, 6, is_oom);
+    info->trace_id = col_dup(stmt, 7, is_oom);
+    info->root_span_id = col_dup(stmt, 8, is_oom);
+    info->resumed_from_trace = col_dup(stmt, 9, is_oom);
+    info->loops = col_dup(stmt, 10, is_oom);
+    info->started_ns = (uint64_t)sqlite3_column_int64(stmt, 11);
+    info->ended_ns = (uint64_t)sqlite3_column_int64(stmt, 12);
+    info->iterations = (size_t)sqlite3_column_int64(stmt, 13);
+    info->corrections = (size_t)sqlite3_column_int64(stmt, 14);
+    info->reward = sqlite3_column_double(stmt, 15);
+    info->input_tokens = sqlite3_column_int64(stmt, 16);
+    info->output_tokens = sqlite3_column_int64(stmt, 17);
+    info->cost_usd = sqlite3_column_double(stmt, 18);
+    info->step_count = (size_t)sqlite3_column_int64(stmt, 19);
+    state_owner_view(stmt, 20, info, is_oom);
+}
+
+static weft_err
+lite_runs_each(struct rt_state *base, size_t limit, state_run_fn fn, void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT " RUN_COLUMNS " FROM runs ORDER BY started_ns DESC LIMIT ?");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, limit > INT64_MAX ? INT64_MAX : (sqlite3_int64)limit);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_run_info info;
+        bool is_oom = false;
+
+        memset(&info, 0, sizeof(info));
+        read_info(stmt, &info, &is_oom);
+        err = is_oom ? WEFT_ENOMEM : fn(&info, user_data);
+        weft__state_info_cleanup(&info);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_agent_counts(struct rt_state *base, state_agent_count_fn fn, void *user_data)
+{
+    struct lite_state *st = lite(base);
+    /* Finished agent steps only: pending and paused steps have no outcome yet. */
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT r.workflow, s.agent, s.status, COUNT(*) FROM steps s"
+                    " JOIN runs r ON r.id = s.run_id"
+                    " WHERE s.executor = 'agent' AND s.status IN ('completed', 'failed')"
+                    " GROUP BY r.workflow, s.agent, s.status");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = fn((const char *)sqlite3_column_text(stmt, 0),
+                 (const char *)sqlite3_column_text(stmt, 1),
+                 strcmp((const char *)sqlite3_column_text(stmt, 2), "completed") == 0,
+                 (uint64_t)sqlite3_column_int64(stmt, 3), user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_run_resolve(
+    struct rt_state *base, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    size_t matches = 0;
+    char pattern[96];
+    weft_err result = WEFT_ENOTFOUND;
+    int rc = SQLITE_DONE;
+
+    if (strcmp(ref, "last") == 0) {
+        stmt = prepare(st, "SELECT id FROM runs ORDER BY started_ns DESC LIMIT 1");
+    } else {
+        if (!weft__state_ref_is_valid(ref, err, err_len)) {
+            return WEFT_EINVAL;
+        }
+        snprintf(pattern, sizeof(pattern), "%s%%", ref);
+        /* An exact id comes first, however many newer runs it is a prefix of. */
+        stmt = prepare(st, "SELECT id FROM runs WHERE id LIKE ?"
+                           " ORDER BY id = ? DESC, started_ns DESC LIMIT 2");
+        if (stmt != NULL) {
+            bind_key(stmt, 1, pattern);
+            bind_key(stmt, 2, ref);
+        }
+    }
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(stmt, 0);
+        if (matches == 0) {
+            snprintf(out, out_len, "%s", id);
+        }
+        matches++;
+        if (strcmp(id, ref) == 0) {
+            matches = 1;
+            break;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        /* A damaged or locked database is an error, not "no such run". */
+        state_note_error(st, rc);
+        snprintf(err, err_len, "state database: %s", sqlite3_errstr(rc));
+        out[0] = '\0';
+        result = WEFT_EIO;
+    } else if (matches == 1) {
+        result = WEFT_OK;
+    } else if (matches > 1) {
+        snprintf(err, err_len, "'%.64s' matches several runs", ref);
+        result = WEFT_EINVAL;
+    } else {
+        snprintf(err, err_len, "no run '%.64s'", ref);
+    }
+    return result;
+}
+
+static weft_err
+lite_run_info(struct rt_state *base, const char *run_id, struct weft_run_info *info)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT " RUN_COLUMNS " FROM runs WHERE id = ?");
+    bool is_oom = false;
+    int rc = 0;
+
+    memset(info, 0, sizeof(*info));
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        read_info(stmt, info, &is_oom);
+    }
+    sqlite3_finalize(stmt);
+    if (is_oom) {
+        weft__state_info_cleanup(info);
+        return WEFT_ENOMEM;
+    }
+    return rc == SQLITE_ROW ? WEFT_OK : rc == SQLITE_DONE ? WEFT_ENOTFOUND : WEFT_EIO;
+}
+
+static weft_err
+lite_steps_each(struct rt_state *base, const char *run_id, state_step_fn fn, void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT step_id, agent, task, depends_on, status, attempts,"
+                                     " result, feedback, requested_by, executor, spec, parent,"
+                                     " reward, error_type, error, started_ns, ended_ns, task_uuid,"
+                                     " retries, is_dispatched FROM steps"
+                                     " WHERE run_id = ?"
+                                     " ORDER BY idx");
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct state_step_row row;
+        memset(&row, 0, sizeof(row));
+        row.id = (const char *)sqlite3_column_text(stmt, 0);
+        row.actor = (const char *)sqlite3_column_text(stmt, 1);
+        row.task = (const char *)sqlite3_column_text(stmt, 2);
+        row.depends_on = (const char *)sqlite3_column_text(stmt, 3);
+        row.status = (const char *)sqlite3_column_text(stmt, 4);
+        row.attempts = (unsigned)sqlite3_column_int(stmt, 5);
+        row.result = (const char *)sqlite3_column_text(stmt, 6);
+        row.feedback = (const char *)sqlite3_column_text(stmt, 7);
+        row.requested_by = (const char *)sqlite3_column_text(stmt, 8);
+        row.executor = (const char *)sqlite3_column_text(stmt, 9);
+        row.spec = (const char *)sqlite3_column_text(stmt, 10);
+        row.parent = (const char *)sqlite3_column_text(stmt, 11);
+        row.has_reward = sqlite3_column_type(stmt, 12) != SQLITE_NULL;
+        row.reward = sqlite3_column_double(stmt, 12);
+        row.error_type = (const char *)sqlite3_column_text(stmt, 13);
+        row.error = (const char *)sqlite3_column_text(stmt, 14);
+        row.started_ns = (uint64_t)sqlite3_column_int64(stmt, 15);
+        row.ended_ns = (uint64_t)sqlite3_column_int64(stmt, 16);
+        row.task_uuid = (const char *)sqlite3_column_text(stmt, 17);
+        row.retries = (unsigned)sqlite3_column_int64(stmt, 18);
+        row.is_dispatched = sqlite3_column_int(stmt, 19) != 0;
+        err = fn(&row, user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_corrections_each(struct rt_state *base,
+                      const char *run_id,
+                      state_correction_fn fn,
+                      void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT seq, failed_step, error_type, inserted,"
+                                     " depends_before, depends_after, created_ns FROM corrections"
+                                     " WHERE run_id = ? ORDER BY seq");
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft_run_correction c;
+        c.seq = (unsigned)sqlite3_column_int(stmt, 0);
+        c.failed_step = (char *)sqlite3_column_text(stmt, 1);
+        c.error_type = (char *)sqlite3_column_text(stmt, 2);
+        c.inserted = (char *)sqlite3_column_text(stmt, 3);
+        c.depends_before = (char *)sqlite3_column_text(stmt, 4);
+        c.depends_after = (char *)sqlite3_column_text(stmt, 5);
+        c.created_ns = (uint64_t)sqlite3_column_int64(stmt, 6);
+        err = fn(&c, user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_exchange_add(struct rt_state *base,
+                  const char *run_id,
+                  const char *who,
+                  const char *purpose,
+                  const json_t *entry)
+{
+    struct lite_state *st = lite(base);
+    char *raw = json_dumps(entry, JSON_COMPACT);
+    char *text = raw != NULL ? weft__redact_text(raw) : NULL;
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    free(raw);
+    if (text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    stmt = cached(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
+                      " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
+                      " WHERE run_id = ?), ?, ?, ?, ?)");
+    if (stmt == NULL) {
+        weft__free(text);
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, run_id);
+    bind_text(stmt, 2, run_id);
+    bind_text(stmt, 3, who);
+    bind_text(stmt, 4, purpose);
+    bind_text(stmt, 5, text);
+    sqlite3_bind_int64(stmt, 6, (sqlite3_int64)weft__now_ns());
+    err = finish(st, stmt, "exchange insert");
+    weft__free(text);
+    return err;
+}
+
+static weft_err
+lite_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, entry FROM llm_exchanges"
+                                     " WHERE run_id = ? ORDER BY seq");
+    json_t *responses = json_object();
+    size_t n = 0;
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL || responses == NULL) {
+        sqlite3_finalize(stmt);
+        json_decref(responses);
+        return stmt == NULL ? WEFT_EIO : WEFT_ENOMEM;
+    }
+    bind_text(stmt, 1, run_id);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *who = (const char *)sqlite3_column_text(stmt, 0);
+        const char *purpose = (const char *)sqlite3_column_text(stmt, 1);
+        json_t *entry = json_loads((const char *)sqlite3_column_text(stmt, 2), 0, NULL);
+        json_t *agent = json_object_get(responses, who);
+        json_t *list = NULL;
+        if (entry == NULL) {
+            continue; /* a damaged row: the replay then reports the missing answer */
+        }
+        if (agent == NULL) {
+            agent = json_object();
+            json_object_set_new(responses, who, agent);
+        }
+        list = json_object_get(agent, purpose);
+        if (list == NULL) {
+            list = json_array();
+            json_object_set_new(agent, purpose, list);
+        }
+        json_array_append_new(list, entry);
+        n++;
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE || n == 0) {
+        json_decref(responses);
+        return rc != SQLITE_DONE ? WEFT_EIO : WEFT_ENOTFOUND;
+    }
+    *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Durability: damage, one owner per run, heartbeats, interrupted runs (docs/durability.md)    */
+
+static void
+state_note_error(struct lite_state *st, int rc)
+{
+    if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+        st->is_damaged = true;
+    }
+}
+
+static weft_err
+lite_check(struct rt_state *base, char *err, size_t err_len)
+{
+    struct lite_state *st = lite(base);
+    const char *path = NULL;
+
+    if (!st->is_damaged) {
+        return WEFT_OK;
+    }
+    path = sqlite3_db_filename(st->db, "main");
+    snprintf(err, err_len,
+             "state database %s is damaged (database disk image is malformed): the run's "
+             "state cannot be saved; move the file away or restore it from a backup",
+             path != NULL && path[0] != '\0' ? path : "(in memory)");
+    return WEFT_EIO;
+}
+
+static char *
+state_col_text(sqlite3_stmt *stmt, int i)
+{
+    return (char *)sqlite3_column_text(stmt, i);
+}
+
+static void
+state_owner_view(sqlite3_stmt *stmt, int first, struct weft_run_info *info, bool *is_oom)
+{
+    weft__state_owner_view(info, sqlite3_column_int64(stmt, first), state_col_text(stmt, first + 1),
+                           (uint64_t)sqlite3_column_int64(stmt, first + 2),
+                           (uint64_t)sqlite3_column_int64(stmt, first + 3), is_oom);
+}
+
+/* End a transaction of weft__state_begin(): committed when @p err is WEFT_OK or a refusal that
+ * wrote nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the
+ * commit's failure. */
+static weft_err
+tx_end(struct lite_state *st, weft_err err)
+{
+    weft_err commit_err = WEFT_OK;
+
+    if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
+        st->is_tx_failed = true;
+    }
+    commit_err = lite_commit(&st->base);
+    return err != WEFT_OK ? err : commit_err;
+}
+
+static weft_err
+lite_lease_acquire(struct rt_state *base, const char *run_id, struct state_owner *holder)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    char host[256];
+    char token[33];
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    memset(holder, 0, sizeof(*holder));
+    weft__state_hostname(host, sizeof(host));
+    /* IMMEDIATE (weft__state_begin): two processes cannot both read "no owner" and both take the
+     * run. */
+    if (lite_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT owner_pid, owner_host, owner_token, owner_since_ns, heartbeat_ns"
+                       " FROM runs WHERE id = ?");
+    if (stmt == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 2) != SQLITE_NULL &&
+        strcmp(state_col_text(stmt, 2), st->owner_token) != 0 &&
+        weft__state_owner_is_alive(sqlite3_column_int64(stmt, 0), state_col_text(stmt, 1),
+                                   (uint64_t)sqlite3_column_int64(stmt, 4), now)) {
+        holder->pid = sqlite3_column_int64(stmt, 0);
+        snprintf(holder->host, sizeof(holder->host), "%s",
+                 state_col_text(stmt, 1) != NULL ? state_col_text(stmt, 1) : "?");
+        holder->since_ns = (uint64_t)sqlite3_column_int64(stmt, 3);
+        holder->heartbeat_ns = (uint64_t)sqlite3_column_int64(stmt, 4);
+        err = WEFT_ESTATE;
+    } else if (rc == SQLITE_DONE) {
+        err = WEFT_ENOTFOUND;
+    } else if (rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    release(st, stmt);
+    if (err != WEFT_OK) {
+        return tx_end(st, err);
+    }
+    weft__state_new_token(token);
+    stmt = prepare(st, "UPDATE runs SET owner_pid = ?, owner_host = ?, owner_token = ?,"
+                       " owner_since_ns = ?, heartbeat_ns = ? WHERE id = ?");
+    if (stmt == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)getpid());
+    bind_key(stmt, 2, host);
+    bind_key(stmt, 3, token);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)now);
+    sqlite3_bind_int64(stmt, 5, (sqlite3_int64)now);
+    bind_key(stmt, 6, run_id);
+    err = tx_end(st, finish(st, stmt, "lease"));
+    if (err != WEFT_OK) {
+        return err;
+    }
+    memcpy(st->owner_token, token, sizeof(st->owner_token));
+    st->last_heartbeat_mono = weft__monotonic_ns();
+    return WEFT_OK;
+}
+
+static weft_err
+lite_lease_release(struct rt_state *base, const char *run_id)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    if (st->owner_token[0] == '\0') {
+        return WEFT_OK;
+    }
+    stmt = prepare(st, "UPDATE runs SET owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                       " owner_since_ns = NULL, heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)weft__now_ns());
+    bind_key(stmt, 2, run_id);
+    bind_key(stmt, 3, st->owner_token);
+    err = finish(st, stmt, "lease release");
+    st->owner_token[0] = '\0';
+    return err;
+}
+
+static weft_err
+lite_heartbeat(struct rt_state *base, const char *run_id)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    uint64_t mono = weft__monotonic_ns();
+
+    if (st->owner_token[0] == '\0' ||
+        mono - st->last_heartbeat_mono < STATE_HEARTBEAT_MIN_INTERVAL_NS) {
+        return WEFT_OK;
+    }
+    st->last_heartbeat_mono = mono;
+    /* At each checkpoint (throttled): a cached statement, as for the step it follows. */
+    stmt = cached(st, "UPDATE runs SET heartbeat_ns = ? WHERE id = ? AND owner_token = ?");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)weft__now_ns());
+    bind_key(stmt, 2, run_id);
+    bind_key(stmt, 3, st->owner_token);
+    return finish(st, stmt, "heartbeat");
+}
+
+static weft_err
+lite_run_root(struct rt_state *base,
+              const char *run_id,
+              const char *name,
+              const char *parent_span_id,
+              uint64_t started_ns)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET root_span_name = ?, root_parent_span_id = ?,"
+                                     " root_started_ns = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, name);
+    bind_key(stmt, 2, parent_span_id);
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)started_ns);
+    bind_key(stmt, 4, run_id);
+    return finish(st, stmt, "run root");
+}
+
+static weft_err
+lite_run_hash_set(struct rt_state *base, const char *run_id, const char *hash)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET workflow_hash = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, hash);
+    bind_key(stmt, 2, run_id);
+    return finish(st, stmt, "workflow hash");
+}
+
+static weft_err
+lite_run_hash_get(struct rt_state *base, const char *run_id, char *out, size_t out_len)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT workflow_hash FROM runs WHERE id = ?");
+    weft_err err = WEFT_ENOTFOUND;
+    int rc = 0;
+
+    out[0] = '\0';
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_NULL) {
+        snprintf(out, out_len, "%s", state_col_text(stmt, 0));
+        err = WEFT_OK;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* The steps of @p d's run that were in progress, with the spans the kill left open. */
+static weft_err
+open_steps(struct lite_state *st, struct weft__state_dead *d)
+{
+    sqlite3_stmt *stmt = prepare(st, "SELECT span_id, span_parent_id, agent, started_ns FROM steps"
+                                     " WHERE run_id = ? AND status = 'in_progress'"
+                                     " AND span_id IS NOT NULL ORDER BY idx");
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, d->text[0]);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = weft__state_dead_add_step(d, state_col_text(stmt, 0), state_col_text(stmt, 1),
+                                        state_col_text(stmt, 2),
+                                        (uint64_t)sqlite3_column_int64(stmt, 3));
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* Copy the row of a run found dead (the SELECT of collect_dead()) into @p d, which owns the
+ * copies. Its end is the latest sign of life: the heartbeat, the last step's end or the start. */
+static weft_err
+dead_copy(sqlite3_stmt *stmt, struct weft__state_dead *d)
+{
+    weft_err err = WEFT_OK;
+
+    memset(d, 0, sizeof(*d));
+    for (int i = 0; i < 7; i++) {
+        const char *v = state_col_text(stmt, i);
+        d->text[i] = v != NULL ? weft__strdup(v) : NULL;
+        if (v != NULL && d->text[i] == NULL) {
+            err = WEFT_ENOMEM;
+        }
+    }
+    d->pid = sqlite3_column_int64(stmt, 7);
+    d->root_started_ns = (uint64_t)sqlite3_column_int64(stmt, 9);
+    d->ended_ns = weft__state_dead_end(d, (uint64_t)sqlite3_column_int64(stmt, 8),
+                                       (uint64_t)sqlite3_column_int64(stmt, 11),
+                                       (uint64_t)sqlite3_column_int64(stmt, 10));
+    return err;
+}
+
+/* The running runs whose owner is gone at @p now, appended to *dead (grown as needed, *n
+ * entries, owned by the caller even on error, free with weft__state_dead_free()). */
+static weft_err
+collect_dead(struct lite_state *st, uint64_t now, struct weft__state_dead **dead, size_t *n)
+{
+    sqlite3_stmt *stmt = NULL;
+    size_t cap = 0;
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
+                       " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
+                       " root_started_ns, started_ns,"
+                       " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+                       " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        if (weft__state_owner_is_alive(sqlite3_column_int64(stmt, 7), state_col_text(stmt, 2),
+                                       (uint64_t)sqlite3_column_int64(stmt, 8), now)) {
+            continue;
+        }
+        if (*n == cap) {
+            struct weft__state_dead *grown = weft__realloc(*dead, (cap * 2 + 4) * sizeof(*grown));
+            if (grown == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+            *dead = grown;
+            cap = cap * 2 + 4;
+        }
+        err = dead_copy(stmt, &(*dead)[(*n)++]);
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+/* Mark @p d's run interrupted (the reason names its process and `weft resume`, kept in
+ * d->text[7]) and read the steps it left in progress into @p d. */
+static weft_err
+mark_interrupted(struct lite_state *st, struct weft__state_dead *d)
+{
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = weft__state_dead_reason(d);
+
+    stmt = err == WEFT_OK
+               ? prepare(st, "UPDATE runs SET status = 'interrupted', reason = ?, ended_ns = ?,"
+                             " owner_pid = NULL, owner_host = NULL, owner_token = NULL,"
+                             " owner_since_ns = NULL WHERE id = ? AND status = 'running'")
+               : NULL;
+    if (stmt == NULL) {
+        return err == WEFT_OK ? WEFT_EIO : err;
+    }
+    bind_text(stmt, 1, d->text[7]);
+    sqlite3_bind_int64(stmt, 2, (sqlite3_int64)d->ended_ns);
+    bind_key(stmt, 3, d->text[0]);
+    err = finish(st, stmt, "mark interrupted");
+    if (err == WEFT_OK) {
+        err = open_steps(st, d);
+    }
+    return err;
+}
+
+static weft_err
+lite_recover(struct rt_state *base, state_interrupted_fn fn, void *user_data, size_t *count)
+{
+    struct lite_state *st = lite(base);
+    struct weft__state_dead *dead = NULL;
+    size_t n = 0;
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (lite_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    err = collect_dead(st, now, &dead, &n);
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        err = mark_interrupted(st, &dead[i]);
+    }
+    /* The callbacks run once the transaction has ended, and only if it committed. */
+    err = tx_end(st, err);
+    for (size_t i = 0; i < n; i++) {
+        if (err == WEFT_OK && fn != NULL) {
+            weft__state_dead_report(&dead[i], fn, user_data);
+        }
+        weft__state_dead_free(&dead[i]);
+    }
+    weft__free(dead);
+    if (err == WEFT_OK && count != NULL) {
+        *count = n;
+    }
+    return err;
+}
+
+static const struct weft__state_ops lite_ops = {
+    .name = "sqlite",
+    .close = lite_close,
+    .begin = lite_begin,
+    .commit = lite_commit,
+    .in_transaction = lite_in_transaction,
+    .run_begin = lite_run_begin,
+    .run_trace = lite_run_trace,
+    .run_end = lite_run_end,
+    .step_save = lite_step_save,
+    .surgery = lite_surgery,
+    .messages_load = lite_messages_load,
+    .message_add = lite_message_add,
+    .cursors_load = lite_cursors_load,
+    .cursors_save = lite_cursors_save,
+    .runs_each = lite_runs_each,
+    .agent_counts = lite_agent_counts,
+    .run_resolve = lite_run_resolve,
+    .run_info = lite_run_info,
+    .steps_each = lite_steps_each,
+    .corrections_each = lite_corrections_each,
+    .exchange_add = lite_exchange_add,
+    .exchanges_script = lite_exchanges_script,
+    .check = lite_check,
+    .lease_acquire = lite_lease_acquire,
+    .lease_release = lite_lease_release,
+    .heartbeat = lite_heartbeat,
+    .run_root = lite_run_root,
+    .run_hash_set = lite_run_hash_set,
+    .run_hash_get = lite_run_hash_get,
+    .recover = lite_recover,
+};
