@@ -529,8 +529,8 @@ test_dashboards_alert_rules_query_exported_metrics(void **state)
         checked += check_expr(expr, alert, NULL);
     }
     fclose(fp);
-    assert_true(rules >= 9);
-    assert_true(checked >= 12);
+    assert_true(rules >= 13);
+    assert_true(checked >= 22);
 }
 
 /* The shipped stuck-loop alert fires on input series taken from real scrapes: each
