@@ -2,17 +2,79 @@
 """scripts/check-deploy.py - static checks of the deploy files that no tool here can run:
 every YAML file parses (all documents), Kubernetes manifests carry apiVersion, kind and a
 name and run their containers as non-root, compose services have an image or a build and
-publish ports on 127.0.0.1 only, and the systemd units name an ExecStart. Prints one line per
-problem (file: what) and exits 1 when there is any. Run by `make test` (ctest deploy/files).
+publish ports on 127.0.0.1 only, and the systemd units name an ExecStart. For distributed
+runs: a weft container says what it runs (command or args), a `weft worker` gets more time to
+stop than its --grace for finishing tasks, and in Kubernetes a readiness probe; RabbitMQ and
+PostgreSQL services have a healthcheck. No credentials in the files: a secret-looking variable
+or a URL with a password takes its value from the environment (${VAR}) in compose and from a
+Secret in Kubernetes, which ships no Secret with data. Prints one line per problem (file: what)
+and exits 1 when there is any. Run by `make test` (ctest deploy/files).
 """
 import configparser
 import pathlib
+import re
 import sys
 
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 problems = []
+
+# Variable names that hold credentials (not *_FILE, which names a file holding one).
+SECRET_NAME = re.compile(r"(PASSWORD|_PASS$|SECRET|TOKEN|API_KEY|PRIVATE_KEY|ENCRYPTION_KEY|_AUTH$)")
+# A URL with a password: scheme://user:password@host
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:([^@\s]+)@")
+# `weft worker` stops after at most --grace seconds of finishing tasks (default 30).
+WORKER_GRACE_DEFAULT = 30
+
+
+def is_weft_image(image):
+    return str(image or "").split("/")[-1].split(":")[0] == "weft"
+
+
+def worker_grace(argv):
+    """--grace of a `weft worker` command line, or None when argv runs something else."""
+    argv = [str(a) for a in argv or []]
+    if not argv or argv[0] != "worker":
+        return None
+    for i, arg in enumerate(argv):
+        if arg == "--grace" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--grace="):
+            return int(arg.split("=", 1)[1])
+    return WORKER_GRACE_DEFAULT
+
+
+def duration_seconds(text):
+    """A compose duration (1m30s, 90s, 2m) in seconds, or None."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)", str(text))
+    if not parts or "".join(n + u for n, u in parts) != str(text):
+        return None
+    scale = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def check_compose_secret(path, where, name, value):
+    value = str(value)
+    if name is not None and SECRET_NAME.search(name) and not name.endswith("_FILE"):
+        if value and not value.startswith("${"):
+            problems.append(f"{path}: {where}: {name} is a literal credential, not ${{VAR}}")
+    for password in URL_PASSWORD.findall(value):
+        if not password.startswith("${"):
+            problems.append(f"{path}: {where}: a URL with a literal password")
+
+
+def check_k8s_env(path, where, env):
+    for var in env or []:
+        name = var.get("name", "")
+        value = var.get("value")
+        if value is None:
+            continue
+        if SECRET_NAME.search(name) and not name.endswith("_FILE") and str(value):
+            problems.append(f"{path}: {where}: {name} has a literal value, not a secretKeyRef")
+        if any(not p.startswith("$(") for p in URL_PASSWORD.findall(str(value))):
+            problems.append(f"{path}: {where}: {name} holds a URL with a password, not a "
+                            f"secretKeyRef")
 
 
 def check_k8s(path, doc):
@@ -21,6 +83,9 @@ def check_k8s(path, doc):
             problems.append(f"{path}: a document without {key}")
     if not (doc.get("metadata") or {}).get("name"):
         problems.append(f"{path}: {doc.get('kind')} without metadata.name")
+    if doc.get("kind") == "Secret" and (doc.get("data") or doc.get("stringData")):
+        problems.append(f"{path}: Secret {doc['metadata'].get('name')} ships credentials "
+                        f"(create it with kubectl instead)")
     spec = doc.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec")
     if pod is None:
@@ -29,8 +94,20 @@ def check_k8s(path, doc):
         problems.append(f"{path}: {doc['kind']} {doc['metadata']['name']}: pod not runAsNonRoot")
     volumes = {v.get("name") for v in pod.get("volumes") or []}
     for c in pod.get("containers") or []:
+        where = f"container {c.get('name')}"
         if not c.get("image"):
             problems.append(f"{path}: container {c.get('name')} without an image")
+        if is_weft_image(c.get("image")) and not (c.get("args") or c.get("command")):
+            problems.append(f"{path}: {where}: a weft container without args")
+        grace = worker_grace(c.get("args") or c.get("command"))
+        if grace is not None:
+            period = pod.get("terminationGracePeriodSeconds")
+            if period is None or period <= grace:
+                problems.append(f"{path}: {where}: weft worker needs a "
+                                f"terminationGracePeriodSeconds above its --grace ({grace} s)")
+            if not c.get("readinessProbe"):
+                problems.append(f"{path}: {where}: weft worker without a readinessProbe")
+        check_k8s_env(path, where, c.get("env"))
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:
                 problems.append(f"{path}: container {c.get('name')} mounts unknown volume "
@@ -45,6 +122,26 @@ def check_compose(path, doc):
     for name, svc in services.items():
         if "image" not in svc and "build" not in svc:
             problems.append(f"{path}: service {name} has neither image nor build")
+        weft = is_weft_image(svc.get("image")) or "build" in svc
+        if weft and not svc.get("command"):
+            problems.append(f"{path}: service {name}: a weft service without a command")
+        image = str(svc.get("image") or "").split("/")[-1]
+        if image.startswith(("rabbitmq:", "postgres:")) and not svc.get("healthcheck"):
+            problems.append(f"{path}: service {name}: {image} without a healthcheck")
+        grace = worker_grace(svc.get("command")) if weft else None
+        if grace is not None:
+            stop = duration_seconds(svc.get("stop_grace_period", "10s"))
+            if stop is None or stop <= grace:
+                problems.append(f"{path}: service {name}: weft worker needs a "
+                                f"stop_grace_period above its --grace ({grace} s)")
+        env = svc.get("environment") or {}
+        if isinstance(env, list):
+            env = dict(str(e).split("=", 1) if "=" in str(e) else (str(e), "") for e in env)
+        for key, value in env.items():
+            check_compose_secret(path, f"service {name}", key, "" if value is None else value)
+        command = svc.get("command") or []
+        for arg in command if isinstance(command, list) else [command]:
+            check_compose_secret(path, f"service {name} command", None, arg)
         for port in svc.get("ports") or []:
             if not str(port).startswith("127.0.0.1:"):
                 problems.append(f"{path}: service {name} publishes {port} beyond 127.0.0.1")

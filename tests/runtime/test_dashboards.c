@@ -5,9 +5,12 @@
  * metric that a panel or an alert rule queries must have samples in its scrape (so a renamed
  * metric, or one `weft serve` does not export, breaks this test, not a dashboard in production).
  * The dashboard is also checked for valid JSON, a datasource variable and no hard-coded
- * datasource uid, unique panel ids with a grid position. A promtool rule unit test built from
- * two real scrapes (before and after the stuck-loop example) checks that the shipped stuck-loop
- * alert fires (skipped when promtool is not installed). */
+ * datasource uid, unique panel ids with grid positions that do not overlap, and every query
+ * parses (promtool). Every metric a panel or a rule queries must also be a row of the table in
+ * docs/metrics.md; the distributed-run families (broker, tasks, workers) need a broker and
+ * workers this test does not start, so for them the table is the only check. A promtool rule
+ * unit test built from two real scrapes (before and after the stuck-loop example) checks that
+ * the shipped stuck-loop alert fires (fails when promtool is not installed). */
 #include "support/serve_proc.h"
 #include "support/weft_test.h"
 
@@ -27,9 +30,28 @@
 
 struct world {
     char home[64];
-    char *before;  /* scrape after the examples, before the stuck run */
-    char *after;   /* scrape after everything */
-    json_t *names; /* metric names with at least one sample in the last scrape */
+    char *before;       /* scrape after the examples, before the stuck run */
+    char *after;        /* scrape after everything */
+    json_t *names;      /* metric names with at least one sample in the last scrape */
+    json_t *documented; /* Prometheus name -> type ("counter", "histogram"...) in docs/metrics.md */
+};
+
+/* Families of distributed runs: `weft serve` has them only with a broker (WEFT_BROKER_URL) and
+ * runs dispatched through it, and the weft_worker_STAR ones only a `weft worker` exports. This test
+ * starts neither, so a query of these is checked against docs/metrics.md alone. */
+static const char *const distributed_families[] = {
+    "weft_broker_queue_depth",
+    "weft_workers_live",
+    "weft_tasks_in_flight",
+    "weft_tasks_dispatched_total",
+    "weft_tasks_redeliveries_total",
+    "weft_tasks_dead_lettered_total",
+    "weft_tasks_duplicate_results_total",
+    "weft_task_dispatch_to_start_seconds",
+    "weft_task_start_to_end_seconds",
+    "weft_worker_tasks_total",
+    "weft_worker_busy",
+    "weft_worker_concurrency",
 };
 
 static struct world world;
@@ -72,6 +94,91 @@ sample_names(const char *text)
     return names;
 }
 
+/* The Prometheus names of the metric table in docs/metrics.md: each row's second column holds
+ * one or more `name`s, the third the type. */
+static json_t *
+documented_names(void)
+{
+    FILE *fp = fopen(WEFT_SOURCE_DIR "/docs/metrics.md", "r");
+    json_t *names = json_object();
+    char line[2048];
+
+    if (fp == NULL) {
+        return names;
+    }
+    while (fgets(line, sizeof(line), fp) != NULL) {
+        char *col[4] = {NULL, NULL, NULL, NULL};
+        char *p = line;
+        size_t n = 0;
+
+        if (line[0] != '|') {
+            continue;
+        }
+        /* Columns: | instrument | Prometheus name | type | labels | */
+        while (n < 4 && (p = strchr(p, '|')) != NULL) {
+            *p++ = '\0';
+            col[n++] = p;
+        }
+        if (n < 4) {
+            continue;
+        }
+        {
+            char type[32];
+            size_t len = strcspn(col[2] + strspn(col[2], " "), " |");
+            snprintf(type, sizeof(type), "%.*s", (int)len, col[2] + strspn(col[2], " "));
+            for (char *q = strchr(col[1], '`'); q != NULL; q = strchr(q, '`')) {
+                char *end = strchr(q + 1, '`');
+                if (end == NULL) {
+                    break;
+                }
+                *end = '\0';
+                if (strncmp(q + 1, "weft_", 5) == 0 || strncmp(q + 1, "gen_ai_", 7) == 0) {
+                    json_object_set_new(names, q + 1, json_string(type));
+                }
+                q = end + 1;
+            }
+        }
+    }
+    fclose(fp);
+    return names;
+}
+
+static bool
+is_distributed_family(const char *family)
+{
+    for (size_t i = 0; i < sizeof(distributed_families) / sizeof(distributed_families[0]); i++) {
+        if (strcmp(family, distributed_families[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The family a queried sample name belongs to in docs/metrics.md (a histogram's _bucket, _sum
+ * and _count samples belong to the histogram), or NULL when the table does not list it. */
+static const char *
+documented_family(const char *name, char *buf, size_t size)
+{
+    static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+    size_t len = strlen(name);
+
+    if (json_object_get(world.documented, name) != NULL) {
+        return name;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        size_t sl = strlen(suffixes[i]);
+        json_t *type = NULL;
+        if (len > sl && strcmp(name + len - sl, suffixes[i]) == 0 && len - sl < size) {
+            snprintf(buf, size, "%.*s", (int)(len - sl), name);
+            type = json_object_get(world.documented, buf);
+            if (type != NULL && strcmp(json_string_value(type), "histogram") == 0) {
+                return buf;
+            }
+        }
+    }
+    return NULL;
+}
+
 static int
 setup_world(void **state)
 {
@@ -106,6 +213,7 @@ setup_world(void **state)
     }
     world.after = scrape(world.home);
     world.names = sample_names(world.after);
+    world.documented = documented_names();
     return 0;
 }
 
@@ -118,39 +226,54 @@ teardown_world(void **state)
     free(world.before);
     free(world.after);
     json_decref(world.names);
+    json_decref(world.documented);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", world.home);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* Check every metric an expression names against the scrape; @return how many it named.
- * Label names (before = or !=, or inside by/without (...)) are not metrics. */
+/* Check every metric an expression names against docs/metrics.md and the scrape; @return how
+ * many it named. Label names (inside {...}, or inside the (...) after by, without, on, ignoring,
+ * group_left, group_right) and quoted strings are not metrics. The documented families of the
+ * metrics are added to @p families (NULL: not collected). */
 static size_t
-check_expr(const char *expr, const char *where)
+check_expr(const char *expr, const char *where, json_t *families)
 {
     bool is_in_grouping = false;
     bool was_by = false;
+    int braces = 0;
     size_t checked = 0;
 
     for (const char *p = expr; *p != '\0';) {
-        if (isalpha((unsigned char)*p) || *p == '_') {
+        if (*p == '"' || *p == '\'' || *p == '`') {
+            const char *close = strchr(p + 1, *p);
+            p = close != NULL ? close + 1 : p + strlen(p);
+            was_by = false;
+        } else if (isalpha((unsigned char)*p) || *p == '_') {
             char word[256];
             size_t n = 0;
-            const char *after = NULL;
             while ((isalnum((unsigned char)*p) || *p == '_' || *p == ':') && n < 255) {
                 word[n++] = *p++;
             }
             word[n] = '\0';
-            after = p;
-            while (*after == ' ') {
-                after++;
-            }
-            was_by = strcmp(word, "by") == 0 || strcmp(word, "without") == 0;
-            if (!is_in_grouping && *after != '=' && *after != '!' &&
+            was_by = strcmp(word, "by") == 0 || strcmp(word, "without") == 0 ||
+                     strcmp(word, "on") == 0 || strcmp(word, "ignoring") == 0 ||
+                     strcmp(word, "group_left") == 0 || strcmp(word, "group_right") == 0;
+            if (!is_in_grouping && braces == 0 &&
                 (strncmp(word, "weft_", 5) == 0 || strncmp(word, "gen_ai_", 7) == 0)) {
-                if (json_object_get(world.names, word) == NULL) {
+                char buf[256];
+                const char *family = documented_family(word, buf, sizeof(buf));
+                if (family == NULL) {
+                    fail_msg("%s queries %s, which the metric table of docs/metrics.md does not "
+                             "list",
+                             where, word);
+                }
+                if (!is_distributed_family(family) && json_object_get(world.names, word) == NULL) {
                     fail_msg("%s queries %s, which `weft serve` does not export after the "
                              "examples ran",
                              where, word);
+                }
+                if (families != NULL) {
+                    json_object_set_new(families, family, json_true());
                 }
                 checked++;
             }
@@ -159,8 +282,12 @@ check_expr(const char *expr, const char *where)
                 is_in_grouping = true;
             } else if (*p == ')') {
                 is_in_grouping = false;
+            } else if (*p == '{') {
+                braces++;
+            } else if (*p == '}' && braces > 0) {
+                braces--;
             }
-            if (*p != ' ') {
+            if (!isspace((unsigned char)*p)) {
                 was_by = false;
             }
             p++;
@@ -193,24 +320,48 @@ assert_no_hard_coded_uid(const json_t *v)
     }
 }
 
+/* Two panels' grid rectangles share a cell. */
+static bool
+grid_overlaps(const json_t *a, const json_t *b)
+{
+    json_int_t ax = json_integer_value(json_object_get(a, "x"));
+    json_int_t ay = json_integer_value(json_object_get(a, "y"));
+    json_int_t bx = json_integer_value(json_object_get(b, "x"));
+    json_int_t by = json_integer_value(json_object_get(b, "y"));
+
+    return ax < bx + json_integer_value(json_object_get(b, "w")) &&
+           bx < ax + json_integer_value(json_object_get(a, "w")) &&
+           ay < by + json_integer_value(json_object_get(b, "h")) &&
+           by < ay + json_integer_value(json_object_get(a, "h"));
+}
+
+static json_t *
+load_dashboard(void)
+{
+    json_error_t jerr;
+    json_t *dash = json_load_file(WEFT_SOURCE_DIR "/dashboards/weft-grafana.json",
+                                  JSON_REJECT_DUPLICATES, &jerr);
+
+    if (dash == NULL) {
+        fail_msg("dashboards/weft-grafana.json:%d: %s", jerr.line, jerr.text);
+    }
+    return dash;
+}
+
 static void
 test_dashboards_grafana_queries_exported_metrics(void **state)
 {
-    char path[300];
-    json_error_t jerr;
-    json_t *dash = NULL;
+    json_t *dash = load_dashboard();
     json_t *panel = NULL;
+    json_t *panels = json_object_get(dash, "panels");
     json_t *ids = json_object();
+    json_t *families = json_object();
     size_t i = 0;
     size_t checked = 0;
     bool has_datasource_var = false;
+    bool has_distributed_row = false;
 
     (void)state;
-    snprintf(path, sizeof(path), "%s/dashboards/weft-grafana.json", WEFT_SOURCE_DIR);
-    dash = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (dash == NULL) {
-        fail_msg("%s:%d: %s", path, jerr.line, jerr.text);
-    }
     assert_no_hard_coded_uid(dash);
     json_array_foreach(json_object_get(json_object_get(dash, "templating"), "list"), i, panel)
     {
@@ -219,30 +370,115 @@ test_dashboards_grafana_queries_exported_metrics(void **state)
             strcmp(json_string_value(json_object_get(panel, "type")), "datasource") == 0;
     }
     assert_true(has_datasource_var);
-    json_array_foreach(json_object_get(dash, "panels"), i, panel)
+    json_array_foreach(panels, i, panel)
     {
         char id[32];
         json_t *target = NULL;
+        json_t *grid = json_object_get(panel, "gridPos");
+        const char *title = json_string_value(json_object_get(panel, "title"));
         size_t t = 0;
         snprintf(id, sizeof(id), "%lld",
                  (long long)json_integer_value(json_object_get(panel, "id")));
         assert_null(json_object_get(ids, id));
         json_object_set_new(ids, id, json_true());
-        assert_non_null(json_object_get(panel, "gridPos"));
+        assert_non_null(grid);
+        for (size_t j = 0; j < i; j++) {
+            json_t *other = json_array_get(panels, j);
+            if (grid_overlaps(grid, json_object_get(other, "gridPos"))) {
+                fail_msg("panel '%s' overlaps panel '%s'", title,
+                         json_string_value(json_object_get(other, "title")));
+            }
+        }
+        if (strcmp(json_string_value(json_object_get(panel, "type")), "row") == 0) {
+            /* A collapsed row keeps its panels inside it, where nothing here would look. */
+            assert_false(json_is_true(json_object_get(panel, "collapsed")));
+            has_distributed_row = has_distributed_row || strcmp(title, "Distributed") == 0;
+        }
         json_array_foreach(json_object_get(panel, "targets"), t, target)
         {
             const char *expr = json_string_value(json_object_get(target, "expr"));
             assert_non_null(expr);
             {
                 char where[300];
-                snprintf(where, sizeof(where), "panel '%s'",
-                         json_string_value(json_object_get(panel, "title")));
-                checked += check_expr(expr, where);
+                snprintf(where, sizeof(where), "panel '%s'", title);
+                checked += check_expr(expr, where, families);
             }
         }
     }
-    assert_true(checked >= 14);
+    /* The Distributed row shows every family of distributed runs. */
+    assert_true(has_distributed_row);
+    for (i = 0; i < sizeof(distributed_families) / sizeof(distributed_families[0]); i++) {
+        if (json_object_get(world.documented, distributed_families[i]) == NULL) {
+            fail_msg("%s is not in docs/metrics.md's table", distributed_families[i]);
+        }
+        if (json_object_get(families, distributed_families[i]) == NULL) {
+            fail_msg("no panel shows %s", distributed_families[i]);
+        }
+    }
+    assert_true(checked >= 38);
+    json_decref(families);
     json_decref(ids);
+    json_decref(dash);
+}
+
+/* Replace every @p from in @p s (in place, @p size bytes) by @p to. */
+static void
+replace_all(char *s, size_t size, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    size_t tl = strlen(to);
+
+    for (char *p = strstr(s, from); p != NULL; p = strstr(p + tl, from)) {
+        assert_true(strlen(s) - fl + tl < size);
+        memmove(p + tl, p + fl, strlen(p + fl) + 1);
+        memcpy(p, to, tl);
+    }
+}
+
+/* Every panel query parses: promtool checks them as recording rules, with Grafana's variables
+ * replaced by values of their kind. */
+static void
+test_dashboards_grafana_queries_parse(void **state)
+{
+    json_t *dash = load_dashboard();
+    json_t *panel = NULL;
+    char path[256];
+    char cmd[512];
+    FILE *fp = NULL;
+    size_t i = 0;
+    size_t rules = 0;
+
+    (void)state;
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        fail_msg("promtool is not installed (make deps-test installs Debian's prometheus)");
+    }
+    snprintf(path, sizeof(path), "%s/panels.rules.yml", world.home);
+    fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "groups:\n  - name: panels\n    rules:\n");
+    json_array_foreach(json_object_get(dash, "panels"), i, panel)
+    {
+        json_t *target = NULL;
+        size_t t = 0;
+        json_array_foreach(json_object_get(panel, "targets"), t, target)
+        {
+            char expr[4096];
+            snprintf(expr, sizeof(expr), "%s", json_string_value(json_object_get(target, "expr")));
+            replace_all(expr, sizeof(expr), "$__rate_interval", "5m");
+            replace_all(expr, sizeof(expr), "$__interval", "1m");
+            replace_all(expr, sizeof(expr), "$__range", "6h");
+            replace_all(expr, sizeof(expr), "$workflow", ".*");
+            replace_all(expr, sizeof(expr), "'", "''"); /* YAML single-quoted */
+            fprintf(fp, "      - record: 'panel_%lld_%s'\n        expr: '%s'\n",
+                    (long long)json_integer_value(json_object_get(panel, "id")),
+                    json_string_value(json_object_get(target, "refId")), expr);
+            rules++;
+        }
+    }
+    fclose(fp);
+    assert_true(rules >= 36);
+    snprintf(cmd, sizeof(cmd), "promtool check rules '%s' >&2", path);
+    assert_int_equal(system(cmd), 0);
     json_decref(dash);
 }
 
@@ -272,7 +508,7 @@ test_dashboards_alert_rules_query_exported_metrics(void **state)
                 strncat(expr, text, sizeof(expr) - strlen(expr) - 1);
                 continue;
             }
-            checked += check_expr(expr, alert);
+            checked += check_expr(expr, alert, NULL);
             is_in_block = false;
         }
         if (a != NULL) {
@@ -285,16 +521,16 @@ test_dashboards_alert_rules_query_exported_metrics(void **state)
                 block_indent = indent;
                 expr[0] = '\0';
             } else {
-                checked += check_expr(rest, alert);
+                checked += check_expr(rest, alert, NULL);
             }
         }
     }
     if (is_in_block) {
-        checked += check_expr(expr, alert);
+        checked += check_expr(expr, alert, NULL);
     }
     fclose(fp);
-    assert_true(rules >= 9);
-    assert_true(checked >= 12);
+    assert_true(rules >= 13);
+    assert_true(checked >= 22);
 }
 
 /* The shipped stuck-loop alert fires on input series taken from real scrapes: each
@@ -379,6 +615,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dashboards_grafana_queries_exported_metrics),
+        cmocka_unit_test(test_dashboards_grafana_queries_parse),
         cmocka_unit_test(test_dashboards_alert_rules_query_exported_metrics),
         cmocka_unit_test(test_dashboards_stuck_loop_alert_fires_on_a_real_scrape),
     };
