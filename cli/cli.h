@@ -86,6 +86,7 @@ struct cli_run_flags {
     const char *broker;       /* amqp: the broker URL; NULL: $WEFT_BROKER_URL */
     const char *queue_prefix; /* amqp: NULL: $WEFT_QUEUE_PREFIX */
     const char *max_in_flight;
+    const char *max_parallel; /* ready plan steps at once; NULL: the workflow decides */
     bool is_json;
     bool is_quiet;
     bool is_no_trace;

@@ -78,7 +78,7 @@ cli_run_usage(FILE *out)
           "                [--workspace DIR] [--state PATH] [--capture-content] [--json]\n"
           "                [--quiet] [--no-trace] [--color[=WHEN]]\n"
           "                [--executor in_process|amqp] [--broker URL] [--queue-prefix P]\n"
-          "                [--max-in-flight N]\n"
+          "                [--max-in-flight N] [--max-parallel N]\n"
           "\n"
           "Run a workflow. Spans go to the local store ($WEFT_HOME/weft.db) and to the\n"
           "exporters OTEL_TRACES_EXPORTER names (otlp, langfuse, file, console);\n"
@@ -101,6 +101,9 @@ cli_run_usage(FILE *out)
           "      --broker URL       amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
           "      --queue-prefix P   prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
           "      --max-in-flight N  amqp: tasks dispatched at once, 1 to 256 (default 64)\n"
+          "      --max-parallel N   plan steps whose dependencies are met run at once, 1 to\n"
+          "                         256 (default: supervisor.max_parallel, else 1 in process\n"
+          "                         and --max-in-flight with amqp)\n"
           "      --capture-content  record prompts and outputs on spans (after redaction)\n"
           "      --json             print the result as JSON instead of the summary\n"
           "  -q, --quiet            no progress display\n"
@@ -1031,7 +1034,12 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     char error[512] = "";
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
+    size_t max_parallel = 0;
 
+    if (fl->max_parallel != NULL && !cli_parse_size(fl->max_parallel, 1, 256, &max_parallel)) {
+        fprintf(stderr, "weft %s: --max-parallel: expected an integer from 1 to 256\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
     if (fl->tags != NULL) {
         int n = 0;
 
@@ -1061,6 +1069,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         progress.is_tty = isatty(STDERR_FILENO) != 0;
         progress.is_quiet = fl->is_quiet;
         fill_run_options(&ro, fl, &t, tags, tag_count, &progress);
+        ro.max_parallel = (unsigned)max_parallel;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_sigint;
         sigemptyset(&sa.sa_mask);
@@ -1098,6 +1107,7 @@ cli_run(int argc, char **argv)
         {"broker", 0, true, false, &fl.broker, NULL},
         {"queue-prefix", 0, true, false, &fl.queue_prefix, NULL},
         {"max-in-flight", 0, true, false, &fl.max_in_flight, NULL},
+        {"max-parallel", 0, true, false, &fl.max_parallel, NULL},
         {"capture-content", 0, false, false, NULL, &fl.is_capture},
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},

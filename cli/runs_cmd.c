@@ -36,7 +36,7 @@ cli_resume_usage(FILE *out)
 {
     fputs("usage: weft resume RUN_ID [--state PATH] [--workspace DIR] [--json] [-q] [--no-trace]\n"
           "                   [--force] [--executor in_process|amqp] [--broker URL]\n"
-          "                   [--queue-prefix P] [--max-in-flight N]\n"
+          "                   [--queue-prefix P] [--max-in-flight N] [--max-parallel N]\n"
           "\n"
           "Continue a run that was interrupted (killed or aborted): completed steps are kept,\n"
           "the step that was in progress runs again, and the new trace links to the old one.\n"
@@ -45,7 +45,8 @@ cli_resume_usage(FILE *out)
           "\n"
           "options:\n"
           "      --force   resume although the workflow file changed since the run started\n"
-          "      --executor, --broker, --queue-prefix, --max-in-flight: as for weft run\n"
+          "      --executor, --broker, --queue-prefix, --max-in-flight, --max-parallel: as for\n"
+          "                weft run\n"
           "\n"
           "exit status: as weft run; 1 also when another live process owns the run,\n"
           "             2 when the workflow file changed (without --force)\n",
@@ -594,6 +595,7 @@ cli_resume(int argc, char **argv)
         {"broker", 0, true, false, &fl.broker, NULL},
         {"queue-prefix", 0, true, false, &fl.queue_prefix, NULL},
         {"max-in-flight", 0, true, false, &fl.max_in_flight, NULL},
+        {"max-parallel", 0, true, false, &fl.max_parallel, NULL},
         {"workspace", 0, true, false, &fl.workspace, NULL},
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},

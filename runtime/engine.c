@@ -24,6 +24,7 @@
 #include "evaluate.h"
 #include "flow.h"
 #include "metrics_store.h"
+#include "parallel.h"
 #include "router.h"
 #include "secrets.h"
 #include "semconv.h"
@@ -1228,6 +1229,7 @@ choose_step(struct run *run,
             struct weft_span *span,
             const struct breaker *br,
             bool *is_failed,
+            bool *is_ready_pick,
             rt_layer *layer,
             char *why,
             size_t why_len)
@@ -1265,6 +1267,7 @@ choose_step(struct run *run,
         step = weft__plan_next_ready(&run->ps.plan, WF_NONE);
         if (step != RT_END) {
             snprintf(why, why_len, "next ready step %.32s", run->ps.plan.steps[step].id);
+            *is_ready_pick = true;
         }
     }
     if (step == RT_END && !is_end && *layer != RT_LAYER_FALLBACK) {
@@ -1350,9 +1353,90 @@ watchdog_check(struct run *run,
     }
 }
 
-/* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. */
+/* The steps one decision starts: the chosen one first, then those ready beside it. */
+struct batch {
+    size_t width; /* steps at once at most (parallel_width()) */
+    size_t count;
+    size_t steps[WEFT__RT_MAX_PARALLEL];
+};
+
+/* Steps that run at once in plan mode: the run's option, else the workflow's
+ * supervisor.max_parallel, else 1 in process (steps kept in order, as before parallel plans)
+ * and the executor's max_in_flight for a remote one. An LLM router chooses one step at a time. */
 static size_t
-decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_t reason_len)
+parallel_width(const struct run *run)
+{
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
+    const struct weft__executor *ex = ENG(run)->executor;
+    size_t cap = ex->max_in_flight == 0 ? 1 : ex->max_in_flight;
+    size_t width = run->cfg.opts->max_parallel;
+
+    if (sup->policy != WF_POLICY_PLAN_EXECUTE || sup->route_with_llm) {
+        return 1;
+    }
+    if (width == 0) {
+        width = sup->max_parallel;
+    }
+    if (width == 0) {
+        width = ex->writes_plan ? 1 : cap;
+    }
+    cap = cap < WEFT__RT_MAX_PARALLEL ? cap : WEFT__RT_MAX_PARALLEL;
+    return width < cap ? width : cap;
+}
+
+static bool
+is_final_agent(const struct run *run, const struct plan_step *s)
+{
+    size_t final = run->cfg.wf->supervisor.final_agent;
+
+    return final != WF_NONE && s->executor == EXEC_AGENT && s->agent == final;
+}
+
+/* The steps ready beside @p first (pending, dependencies met), in plan order, up to the
+ * batch's width; each counts as an iteration of the run's budget. The final agent's step runs
+ * alone: it sums up the others. Their ids go on the decision's span and into @p note. */
+static void
+batch_collect(
+    struct run *run, size_t first, struct batch *b, struct weft_span *span, struct weft__buf *note)
+{
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
+    const char *ids[WEFT__RT_MAX_PARALLEL];
+
+    b->count = 1;
+    b->steps[0] = first;
+    ids[0] = run->ps.plan.steps[first].id;
+    if (is_final_agent(run, &run->ps.plan.steps[first])) {
+        return;
+    }
+    for (size_t i = 0; i < run->ps.plan.count && b->count < b->width; i++) {
+        const struct plan_step *s = &run->ps.plan.steps[i];
+        if (i == first || s->status != STEP_PENDING || !weft__plan_is_ready(&run->ps.plan, i) ||
+            is_final_agent(run, s) || run->tel.result->iterations >= sup->max_iterations) {
+            continue;
+        }
+        run->tel.result->iterations++;
+        ids[b->count] = s->id;
+        b->steps[b->count++] = i;
+    }
+    if (b->count > 1) {
+        weft_span_set_int(span, "weft.decision.parallel", (int64_t)b->count);
+        weft_span_set_str_array(span, "weft.decision.batch", ids, b->count);
+        weft__buf_printf(note, "; %zu ready steps at once:", b->count);
+        for (size_t i = 0; i < b->count; i++) {
+            weft__buf_printf(note, " %.32s", ids[i]);
+        }
+    }
+}
+
+/* One decision. Returns the step to run, RT_END to end, or RT_END - 1 for a no-op route. A
+ * step picked as the next ready one brings the steps ready beside it into @p b. */
+static size_t
+decide(struct run *run,
+       struct breaker *br,
+       bool *is_failed,
+       struct batch *b,
+       char *reason,
+       size_t reason_len)
 {
     const struct weft_workflow *wf = run->cfg.wf;
     struct weft_span *span =
@@ -1363,15 +1447,19 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     const char *next = "end";
     char next_name[96] = "end";
     char why[256] = "";
+    bool is_ready_pick = false;
+    size_t picked = RT_END;
 
     weft__buf_init(&note, 4096);
+    b->count = 0;
     run->tel.result->iterations++;
     weft__rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
     weft_span_set_int(span, "weft.iteration", (int64_t)run->tel.result->iterations);
     if (run->ps.request_count > 0 || run->ps.requests_dropped > 0) {
         apply_requests(run, span, &note);
     }
-    step = choose_step(run, span, br, is_failed, &layer, why, sizeof(why));
+    step = choose_step(run, span, br, is_failed, &is_ready_pick, &layer, why, sizeof(why));
+    picked = step;
     if (step != RT_END && step != RT_END - 1) {
         next = weft__rt_step_actor(run, &run->ps.plan.steps[step]);
         snprintf(next_name, sizeof(next_name), "%s", next);
@@ -1387,6 +1475,9 @@ decide(struct run *run, struct breaker *br, bool *is_failed, char *reason, size_
     }
     watchdog_check(run, br, span, &step, &layer, &next, why, sizeof(why));
     weft__buf_append_str(&note, why);
+    if (is_ready_pick && step == picked && step < RT_END - 1) {
+        batch_collect(run, step, b, span, &note);
+    }
     snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
     weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
     weft_span_set_str(span, "weft.decision.next", next);
@@ -1492,22 +1583,26 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
     return true;
 }
 
-/* Run one step; a failure enters correction mode when the workflow enables it, until a
+/* Before a step runs: the hand-off from the previous actor and the watchdog's activity. */
+static void
+step_begin(struct run *run, size_t index)
+{
+    const char *actor = weft__rt_step_actor(run, &run->ps.plan.steps[index]);
+
+    if (run->ps.last_actor != NULL && strcmp(run->ps.last_actor, actor) != 0) {
+        weft__rt_metrics_handoff(run->tel.metrics, run->ps.last_actor, actor);
+    }
+    run->ps.last_actor = actor; /* points into the workflow: stable */
+    weft__rt_watchdog_activity(run, "the step", actor, run->ps.plan.steps[index].id);
+}
+
+/* After a step ran: a failure enters correction mode when the workflow enables it, until a
  * corrective plan is in place or max_corrections attempts are spent. */
 static void
-run_step(struct run *run, size_t index)
+step_correct(struct run *run, size_t index)
 {
     const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
 
-    {
-        const char *actor = weft__rt_step_actor(run, &run->ps.plan.steps[index]);
-        if (run->ps.last_actor != NULL && strcmp(run->ps.last_actor, actor) != 0) {
-            weft__rt_metrics_handoff(run->tel.metrics, run->ps.last_actor, actor);
-        }
-        run->ps.last_actor = actor; /* points into the workflow: stable */
-        weft__rt_watchdog_activity(run, "the step", actor, run->ps.plan.steps[index].id);
-    }
-    rt_execute_step(run, index);
     if (run->ps.plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
         run->cfg.wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
         return;
@@ -1530,6 +1625,39 @@ run_step(struct run *run, size_t index)
             }
         }
         weft__rt_save_step(run, index);
+    }
+}
+
+/* After a step and its corrections: the watchdog's count, the scripts' positions, and the
+ * run's output (the last completed step's). */
+static void
+step_finish(struct run *run, size_t index)
+{
+    struct weft_run_result *r = run->tel.result;
+
+    weft__rt_watchdog_step_done(run, index);
+    weft__rt_cursors_save(run);
+    if (run->ps.plan.steps[index].status == STEP_COMPLETED) {
+        weft__free(r->output);
+        r->output = weft__strdup(run->ps.plan.steps[index].result);
+    }
+}
+
+/* Run the decision's steps: on this thread, or several at once when more were ready. */
+static void
+run_batch(struct run *run, const struct batch *b)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        step_begin(run, b->steps[i]);
+    }
+    if (b->count == 1) {
+        rt_execute_step(run, b->steps[0]);
+    } else {
+        weft__rt_run_parallel(run, b->steps, b->count);
+    }
+    for (size_t i = 0; i < b->count; i++) {
+        step_correct(run, b->steps[i]);
+        step_finish(run, b->steps[i]);
     }
 }
 
@@ -1574,6 +1702,7 @@ execute(struct run *run)
     const struct weft_workflow *wf = run->cfg.wf;
     struct weft_run_result *r = run->tel.result;
     struct breaker br;
+    struct batch *batch = NULL; /* 2 KiB: on the heap */
     char reason[1024] = "";
     bool is_failed = false;
     bool is_turn_done = false;
@@ -1597,6 +1726,15 @@ execute(struct run *run)
             return;
         }
     }
+    batch = weft__calloc(1, sizeof(*batch));
+    if (batch == NULL) {
+        ENG(run)->oom = WEFT_ENOMEM;
+        return;
+    }
+    batch->width = parallel_width(run);
+    if (batch->width > 1) {
+        (void)run->svc->make_worker_providers(run->svc->ctx, batch->width);
+    }
     for (;;) {
         size_t step = RT_END;
         weft_run_status spent = WEFT_RUN_COMPLETED;
@@ -1605,10 +1743,11 @@ execute(struct run *run)
             r->status = spent;
             break;
         }
+        batch->count = 0;
         if (wf->supervisor.policy == WF_POLICY_ROUTER) {
             step = decide_router(run, &is_turn_done, reason, sizeof(reason));
         } else {
-            step = decide(run, &br, &is_failed, reason, sizeof(reason));
+            step = decide(run, &br, &is_failed, batch, reason, sizeof(reason));
         }
         if (step == RT_END) {
             r->status = is_failed ? WEFT_RUN_FAILED : WEFT_RUN_COMPLETED;
@@ -1617,14 +1756,13 @@ execute(struct run *run)
         if (step == RT_END - 1) {
             continue; /* a route that ran nothing */
         }
-        run_step(run, step);
-        weft__rt_watchdog_step_done(run, step);
-        weft__rt_cursors_save(run);
-        if (run->ps.plan.steps[step].status == STEP_COMPLETED) {
-            weft__free(r->output);
-            r->output = weft__strdup(run->ps.plan.steps[step].result);
+        if (batch->count == 0) {
+            batch->count = 1;
+            batch->steps[0] = step;
         }
+        run_batch(run, batch);
     }
+    weft__free(batch);
     stuck_status(run, reason, sizeof(reason));
     /* A step cut short by the run's own deadline means the run timed out. */
     if (r->status == WEFT_RUN_FAILED && run->cfg.deadline_mono != 0 &&

@@ -23,8 +23,9 @@
  * Threads: the engine calls submit and poll with the run lock held, from the engine thread or,
  * in a parallel flow, from a flow worker; callbacks run on the thread that called submit or
  * poll. The in-process executor releases the lock around LLM and tool calls as agent steps
- * always have. Today the engine waits for each step before it submits the next (flows overlap
- * steps on their worker threads); a remote executor is the next issue's work.
+ * always have. Steps overlap on threads: a flow's workers, or a batch of ready plan steps
+ * (parallel.c), each thread submitting one task and polling until its own result came (a
+ * poll may deliver another thread's result: poll must be thread-safe).
  */
 #ifndef WEFT_RUNTIME_EXECUTOR_H
 #define WEFT_RUNTIME_EXECUTOR_H

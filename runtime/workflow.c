@@ -1079,11 +1079,11 @@ load_watchdog(struct loader *ld, struct weft_workflow *wf, const json_t *s)
 static void
 load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",         "model",           "instructions",
-                                       "policy",       "route_with_llm",  "max_iterations",
-                                       "timeout_s",    "step_timeout_s",  "max_tokens",
-                                       "max_cost_usd", "circuit_breaker", "final_agent",
-                                       "correction",   "watchdog",        NULL};
+    static const char *const keys[] = {
+        "name",           "model",          "instructions",    "policy",
+        "route_with_llm", "max_iterations", "timeout_s",       "step_timeout_s",
+        "max_tokens",     "max_cost_usd",   "circuit_breaker", "final_agent",
+        "correction",     "watchdog",       "max_parallel",    NULL};
     static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
     const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
@@ -1115,6 +1115,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     sup->max_tokens = get_int(ld, s, "supervisor", "max_tokens", 0, 1, INT64_MAX);
     sup->max_cost_usd = get_num(ld, s, "supervisor", "max_cost_usd", 0.0, 0.0, 1e9);
     sup->circuit_breaker = (unsigned)get_int(ld, s, "supervisor", "circuit_breaker", 2, 1, 1000);
+    sup->max_parallel = (unsigned)get_int(ld, s, "supervisor", "max_parallel", 0, 1, 256);
     load_watchdog(ld, wf, s);
     corr = get_typed(ld, s, "supervisor", "correction", JSON_OBJECT, false);
     if (corr != NULL) {

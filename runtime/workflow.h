@@ -81,6 +81,9 @@ struct wf_supervisor {
     size_t final_agent;       /* WF_NONE: end */
     bool has_correction;      /* correction mode after a failed step */
     unsigned max_corrections; /* default 2 */
+    /* Ready steps run at once in plan mode; 0: not set (1 in process, the executor's
+     * max_in_flight for a remote one; engine.c parallel_width()). */
+    unsigned max_parallel;
     struct watchdog_config watchdog;
 };
 

@@ -185,6 +185,11 @@ struct weft_run_options {
     /** With resume_run_id: continue even when the workflow file's bytes changed since the run
      * started (its hash differs). Without it such a resume fails with WEFT_EINVAL. */
     bool resume_force;
+    /** Plan steps whose dependencies are met run at once, up to this many (1 to 256); 0
+     * means the workflow's supervisor.max_parallel, else 1 with the in-process executor and
+     * the remote executor's max-in-flight with `--executor amqp`. Steps chosen by an LLM
+     * router (supervisor.route_with_llm) and the final agent's step always run alone. */
+    unsigned max_parallel;
 };
 
 /** One step of the final plan. */

@@ -56,6 +56,9 @@ struct amqp_ex {
     bool has_io;
     pthread_mutex_t lock;
     pthread_cond_t changed;
+    /* Results handed to the engine so far: a poll() returns when another thread's poll
+     * delivered a result meanwhile (it may be the one this thread waits for). */
+    uint64_t delivered;
     bool is_stopping;
     bool is_broken; /* the I/O thread gave up (never: it reconnects until destroyed) */
     struct slot slots[MAX_SLOTS];
@@ -240,6 +243,7 @@ deliver(struct amqp_ex *ex, struct slot *s)
     }
     s->done(s->user_data, &r);
     slot_free(s);
+    ex->delivered++;
     weft__dist_metrics_in_flight(&ex->metrics, ex->wf->name, in_flight(ex));
 }
 
@@ -249,14 +253,21 @@ amqp_poll(struct weft__executor *base, uint32_t timeout_ms)
     struct amqp_ex *ex = (struct amqp_ex *)base;
     uint64_t deadline = weft__monotonic_ns() + (uint64_t)timeout_ms * 1000000u;
     size_t delivered = 0;
+    uint64_t seen = 0;
 
     pthread_mutex_lock(&ex->lock);
+    seen = ex->delivered;
     for (;;) {
         for (size_t i = 0; i < ex->slot_count; i++) {
             if (ex->slots[i].is_used && ex->slots[i].has_result) {
                 deliver(ex, &ex->slots[i]);
                 delivered++;
             }
+        }
+        if (ex->delivered != seen) {
+            /* Wake the other pollers: one of the results may be theirs. */
+            pthread_cond_broadcast(&ex->changed);
+            delivered = delivered > 0 ? delivered : 1;
         }
         if (delivered > 0 || ex->is_broken || weft__monotonic_ns() >= deadline) {
             break;

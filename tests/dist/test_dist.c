@@ -212,6 +212,54 @@ test_run_matches_in_process(void **state)
     weft_test_rm_rf(e.dir);
 }
 
+#define BARRIER                                                                                 \
+    "mkdir -p barrier && touch barrier/$0 && n=0 && while [ $(ls barrier | wc -l) -lt 2 ]; do " \
+    "n=$((n+1)); [ $n -gt 600 ] && exit 1; sleep 0.05; done"
+/* Two command steps that each wait until both have started (in the run's workspace, shared by
+ * the workers here), and a step that joins them: with two workers of one slot each, the run
+ * completes only when the orchestrator dispatched both at once and each worker ran one. */
+static const char wide_workflow[] =
+    "{\"name\": \"wide\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+    "\"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
+    "{\"id\": \"left\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"" BARRIER "\", "
+    "\"left\"]},"
+    "{\"id\": \"right\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"" BARRIER "\", "
+    "\"right\"]},"
+    "{\"id\": \"join\", \"executor\": \"command\", \"argv\": [\"ls\", \"barrier\"], "
+    "\"depends_on\": [\"left\", \"right\"]}]}\n";
+
+static void
+test_wide_plan_runs_on_two_workers_at_once(void **state)
+{
+    struct env e;
+    char wf[700], log[700];
+    pid_t a = 0, b = 0;
+
+    (void)state;
+    env_init(&e, "wide");
+    write_file(e.dir, "workflow.json", wide_workflow);
+    write_file(e.dir, "script.json", "{\"responses\": {}}");
+    snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
+    a = start_worker(&e, "a", "1", NULL);
+    b = start_worker(&e, "b", "1", NULL);
+    {
+        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", "-q", NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    assert_log(&e, "run.log", "left:command(completed) right:command(completed)");
+    assert_log(&e, "run.log", "join:command(completed)");
+    assert_log(&e, "run.log", "3 task(s) published, 3 result(s), 0 duplicate(s)");
+    /* Each worker took one of the pair (one slot each, and neither could finish alone). */
+    assert_log(&e, "a.log", " started: step ");
+    assert_log(&e, "b.log", " started: step ");
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(weft_test_wait(a, 60000), 0);
+    assert_int_equal(weft_test_wait(b, 60000), 0);
+    weft_test_rm_rf(e.dir);
+}
+
 static const char slow_workflow[] =
     "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
     "\"script\": \"script.json\"}},"
@@ -415,6 +463,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_matches_in_process),
+        cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
         cmocka_unit_test(test_worker_killed_mid_task),
         cmocka_unit_test(test_malformed_messages_rejected),
         cmocka_unit_test(test_poison_task_dead_lettered),

@@ -978,6 +978,75 @@ test_engine_replay_file_missing_is_an_error(void **state)
     assert_non_null(strstr(error, "/nonexistent/replay.json"));
 }
 
+/* Three independent command steps that each wait (up to @p limit x 50 ms) until all three have
+ * started: they can only succeed when they run at once. A fourth step joins them. */
+static void
+load_barrier(struct fx *f, int limit, const char *supervisor)
+{
+    char wf[2048];
+    char barrier[256];
+
+    snprintf(barrier, sizeof(barrier),
+             "mkdir -p barrier && touch barrier/$0 && n=0 && while [ $(ls barrier | wc -l) "
+             "-lt 3 ]; do n=$((n+1)); [ $n -gt %d ] && exit 1; sleep 0.05; done; echo $0 ok",
+             limit);
+    snprintf(wf, sizeof(wf),
+             "{\"name\": \"wide\", \"supervisor\": %s, \"models\": {\"m\": {\"provider\": "
+             "\"scripted\", \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], "
+             "\"plan\": ["
+             "{\"id\": \"s1\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"%s\", "
+             "\"s1\"]},"
+             "{\"id\": \"s2\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"%s\", "
+             "\"s2\"]},"
+             "{\"id\": \"s3\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"%s\", "
+             "\"s3\"]},"
+             "{\"id\": \"join\", \"executor\": \"command\", \"argv\": [\"ls\", \"barrier\"], "
+             "\"depends_on\": [\"s1\", \"s2\", \"s3\"]}]}",
+             supervisor, barrier, barrier, barrier);
+    load_inline(f, wf, "{\"responses\": {}}");
+}
+
+static void
+test_engine_parallel_plan_runs_ready_steps_at_once(void **state)
+{
+    struct fx *f = *state;
+    json_t *plan = NULL;
+
+    load_barrier(f, 200, "{\"max_parallel\": 3}");
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    for (size_t i = 0; i < f->r->step_count; i++) {
+        assert_string_equal(f->r->steps[i].status, "completed");
+    }
+    /* One decision started the three; the join ran after them, alone. */
+    assert_int_equal(f->r->decision_count, 3); /* the batch, the join, the end */
+    assert_non_null(strstr(f->r->decisions[0].reason, "3 ready steps at once: s1 s2 s3"));
+    assert_non_null(strstr(f->r->output, "s1"));
+    plan = otlp_sink_find(f->sink, "plan supervisor", 0);
+    assert_non_null(plan);
+    assert_string_equal(otlp_span_attr(plan, "weft.decision.parallel"), "3");
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "plan supervisor", 1), "weft.decision.parallel"),
+        "");
+    assert_int_equal(otlp_sink_count_named(f->sink, "execute_tool command"), 4);
+}
+
+/* The run's option wins over the workflow's: with 1, the steps run one after the other, so the
+ * first one's barrier gives up and the run fails there. */
+static void
+test_engine_parallel_plan_option_one_runs_steps_in_order(void **state)
+{
+    struct fx *f = *state;
+
+    load_barrier(f, 10, "{\"max_parallel\": 3}");
+    f->ro.max_parallel = 1;
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_string_equal(f->r->steps[0].status, "failed");
+    assert_string_equal(f->r->steps[1].status, "pending");
+    assert_null(strstr(f->r->decisions[0].reason, "at once"));
+}
+
 int
 main(void)
 {
@@ -1008,6 +1077,8 @@ main(void)
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
+        T(test_engine_parallel_plan_runs_ready_steps_at_once),
+        T(test_engine_parallel_plan_option_one_runs_steps_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

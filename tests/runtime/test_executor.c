@@ -4,13 +4,17 @@
  * drive the run: step results, dependencies' context, failures, the run's output and status.
  * Also: an executor that refuses a task or never answers fails the step, not the process, and
  * a result for a task nobody waits for is ignored. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include "runtime/executor.h"
 
 #include "support/weft_test.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TASKS 8
@@ -25,8 +29,11 @@ struct recorded {
     char context[256];
 };
 
+/* submit and poll may be called from several threads at once (a parallel batch): one lock. */
 struct test_executor {
     struct weft__executor base;
+    pthread_mutex_t lock;
+    size_t hold_until; /* poll delivers nothing until this many tasks were submitted */
     struct recorded tasks[MAX_TASKS];
     size_t task_count;
     /* Results waiting for poll(). */
@@ -51,10 +58,11 @@ test_submit(struct weft__executor *base,
     struct test_executor *ex = (struct test_executor *)base;
     struct recorded *r = NULL;
 
-    if (ex->is_refusing) {
+    pthread_mutex_lock(&ex->lock);
+    if (ex->is_refusing || ex->task_count == MAX_TASKS) {
+        pthread_mutex_unlock(&ex->lock);
         return WEFT_EIO;
     }
-    assert_true(ex->task_count < MAX_TASKS);
     r = &ex->tasks[ex->task_count];
     r->task_id = task->task_id;
     r->attempt = task->attempt;
@@ -67,6 +75,7 @@ test_submit(struct weft__executor *base,
     ex->user_data[ex->task_count] = user_data;
     ex->task_count++;
     ex->pending_count++;
+    pthread_mutex_unlock(&ex->lock);
     return WEFT_OK; /* the answer comes from poll(), later */
 }
 
@@ -79,11 +88,18 @@ test_poll(struct weft__executor *base, uint32_t timeout_ms)
     char output[128];
 
     (void)timeout_ms;
+    pthread_mutex_lock(&ex->lock);
     ex->polls++;
     if (ex->is_silent && ex->abort_flag != NULL) {
         *ex->abort_flag = 1;
     }
-    if (ex->is_silent || ex->pending_count == 0) {
+    if (ex->hold_until > 0 && ex->task_count < ex->hold_until && ex->polls > 5000 &&
+        ex->abort_flag != NULL) {
+        *ex->abort_flag = 1; /* the tasks never came together: end the run */
+    }
+    if (ex->is_silent || ex->pending_count == 0 || ex->task_count < ex->hold_until) {
+        pthread_mutex_unlock(&ex->lock);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
         return WEFT_ETIMEDOUT;
     }
     r = &ex->tasks[ex->pending_first];
@@ -104,6 +120,7 @@ test_poll(struct weft__executor *base, uint32_t timeout_ms)
     }
     ex->pending_first++;
     ex->pending_count--;
+    pthread_mutex_unlock(&ex->lock);
     return WEFT_OK;
 }
 
@@ -161,6 +178,7 @@ setup(void **state)
     f->ex.base.name = "test";
     f->ex.base.max_in_flight = 4;
     f->ex.base.writes_plan = false;
+    pthread_mutex_init(&f->ex.lock, NULL);
     *state = f;
     return 0;
 }
@@ -173,6 +191,7 @@ teardown(void **state)
     weft_run_result_free(f->r);
     weft_workflow_free(f->wf);
     weft_test_rmtree(f->dir);
+    pthread_mutex_destroy(&f->ex.lock);
     free(f);
     return 0;
 }
@@ -296,6 +315,48 @@ test_executor_redelivered_result_is_ignored(void **state)
     assert_string_equal(f->r->output, "done: write (attempt 1)");
 }
 
+/* Three independent steps and one that joins them: a remote executor gets the three at once
+ * (its max_in_flight is the default width) and answers none until all three are in flight. */
+static void
+test_executor_ready_steps_are_dispatched_together(void **state)
+{
+    struct fx *f = *state;
+    struct weft_diags d = {0};
+    char error[256] = "";
+    char path[400];
+    int abort_flag = 0;
+    bool seen[3] = {false, false, false};
+
+    write_file(f->dir, "wide.json",
+               "{\"name\": \"wide\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+               "\"script.json\"}}, \"agents\": [{\"name\": \"researcher\"}, {\"name\": "
+               "\"writer\"}], \"plan\": [{\"id\": \"a\", \"agent\": \"researcher\", \"task\": "
+               "\"t\"}, {\"id\": \"b\", \"agent\": \"researcher\", \"task\": \"t\"}, {\"id\": "
+               "\"c\", \"agent\": \"researcher\", \"task\": \"t\"}, {\"id\": \"join\", \"agent\": "
+               "\"writer\", \"task\": \"t\", \"depends_on\": [\"a\", \"b\", \"c\"]}]}");
+    snprintf(path, sizeof(path), "%s/wide.json", f->dir);
+    weft_workflow_free(f->wf);
+    assert_weft_ok(weft_workflow_load(path, &f->wf, &d));
+    weft_diags_cleanup(&d);
+    f->ex.hold_until = 3;
+    f->ex.abort_flag = &abort_flag;
+    f->ro.abort_flag = &abort_flag;
+    assert_weft_ok(run(f, error, sizeof(error)));
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(f->ex.task_count, 4);
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(f->ex.tasks[i].step_id[0] >= 'a' && f->ex.tasks[i].step_id[0] <= 'c');
+        seen[f->ex.tasks[i].step_id[0] - 'a'] = true;
+    }
+    assert_true(seen[0] && seen[1] && seen[2]);
+    assert_string_equal(f->ex.tasks[3].step_id, "join");
+    assert_non_null(strstr(f->ex.tasks[3].context, "\"a\":\"done: a (attempt 1)\""));
+    assert_non_null(strstr(f->ex.tasks[3].context, "\"c\":\"done: c (attempt 1)\""));
+    assert_non_null(strstr(f->r->decisions[0].reason, "3 ready steps at once"));
+    assert_string_equal(f->r->output, "done: join (attempt 1)");
+    assert_true(f->r->reward == 4.0);
+}
+
 int
 main(void)
 {
@@ -307,6 +368,7 @@ main(void)
         T(test_executor_refusing_a_task_fails_the_step),
         T(test_executor_silent_until_abort_fails_the_step),
         T(test_executor_redelivered_result_is_ignored),
+        T(test_executor_ready_steps_are_dispatched_together),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
