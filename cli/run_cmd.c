@@ -1000,6 +1000,7 @@ run_on_executor(const char *cmd,
     cfg.max_in_flight = (unsigned)max_in_flight;
     cfg.provider = t->provider;
     cfg.meter = t->meter;
+    cfg.run_id = fl->resume; /* results that came while the run was down wait for it */
     err = weft__amqp_executor_new(&cfg, wf, 30000, &ex, error, error_len);
     if (err != WEFT_OK) {
         return err;
@@ -1009,10 +1010,12 @@ run_on_executor(const char *cmd,
     if (!fl->is_json) {
         fprintf(stderr,
                 "weft %s: amqp executor: %llu task(s) published, %llu result(s), %llu "
-                "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s)\n",
+                "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s), "
+                "%llu reclaimed\n",
                 cmd, (unsigned long long)stats.published, (unsigned long long)stats.results,
                 (unsigned long long)stats.duplicates, (unsigned long long)stats.redeliveries,
-                (unsigned long long)stats.dead_lettered, (unsigned long long)stats.reconnects);
+                (unsigned long long)stats.dead_lettered, (unsigned long long)stats.reconnects,
+                (unsigned long long)stats.reclaimed);
     }
     ex->ops->destroy(ex);
     return err;

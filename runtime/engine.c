@@ -2110,19 +2110,21 @@ task_context(const struct run *run, const struct plan_step *s)
     return text;
 }
 
-/* For executors that do not write the plan: the step starts as an in-process one would. */
+/* For executors that do not write the plan: the step starts as an in-process one would. A
+ * reclaimed task (dispatched before a resume) keeps its attempt. */
 static void
-step_started(struct run *run, size_t index)
+step_started(struct run *run, size_t index, bool is_reclaim)
 {
     struct plan_step *s = &run->ps.plan.steps[index];
-    char detail[32];
+    char detail[64];
 
     s->status = STEP_IN_PROGRESS;
-    s->attempts++;
+    s->attempts += is_reclaim ? 0 : 1;
     s->is_dispatched = true;
     s->started_ns = weft__now_ns();
     weft__rt_save_step(run, index);
-    snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
+    snprintf(detail, sizeof(detail),
+             is_reclaim ? "attempt %u, dispatched before the resume" : "attempt %u", s->attempts);
     weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
 }
 
@@ -2311,7 +2313,10 @@ svc_execute_step(void *ctx, size_t index)
     context = ex->writes_plan ? NULL : task_context(run, s);
     memset(&task, 0, sizeof(task));
     task.task_id = t->task_id;
-    task.attempt = s->attempts + 1;
+    /* A task in flight when the orchestrator stopped goes out again as the same attempt: the
+     * result a worker published meanwhile (or will) answers it (docs/distributed.md). */
+    task.is_reclaim = !ex->writes_plan && s->is_dispatched && s->attempts > 0;
+    task.attempt = task.is_reclaim ? s->attempts : s->attempts + 1;
     task.step = index;
     task.step_id = s->id;
     task.kind = weft__step_executor_name(s->executor);
@@ -2320,7 +2325,9 @@ svc_execute_step(void *ctx, size_t index)
     task.context = context != NULL ? context : "{}";
     if (!ex->writes_plan) {
         task_remote_fields(run, s, &task, &cursors);
-        step_started(run, index);
+        step_started(run, index, task.is_reclaim);
+    } else {
+        run->ps.plan.steps[index].is_dispatched = false; /* resumed in process: runs here */
     }
     err = ex->ops->submit(ex, &task, task_done, eng);
     free(context);

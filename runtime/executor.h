@@ -62,6 +62,9 @@ struct weft__step_task {
     struct weft_span_context parent; /* the span the task's spans nest under */
     uint32_t timeout_ms;             /* time left in the run; 0: none */
     bool capture_content;
+    /* The same task and attempt as before a resume (it was dispatched when the orchestrator
+     * stopped): its result may already be waiting. */
+    bool is_reclaim;
 };
 
 /* What came of a task. Strings are borrowed for the callback. */

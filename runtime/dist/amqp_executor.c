@@ -25,7 +25,10 @@
 #include <weft/weft.h>
 
 #define MAX_SLOTS   256
-#define MAX_BOUNCES 20 /* a foreign result goes back to the queue at most this often */
+#define MAX_BOUNCES 20  /* a foreign result goes back to the queue at most this often */
+#define MAX_PARKED  256 /* results kept for a submit after a resume */
+/* (task, attempt) keys of the latest results taken: a later copy is a duplicate, not kept. */
+#define MAX_ANSWERED 512
 
 struct slot {
     bool is_used;
@@ -44,6 +47,18 @@ struct slot {
     bool has_result;
     struct weft__result_msg result; /* valid when has_result */
     char *dead_note;                /* dead-lettered: why (the result is a failure) */
+};
+
+/* A result of this run for a task not submitted (yet): kept for its submit after a resume. */
+struct parked {
+    bool is_used;
+    uint64_t order; /* the oldest goes first when the table is full */
+    struct weft__result_msg result;
+};
+
+struct answered {
+    char task_uuid[WEFT_UUID_LEN + 1];
+    unsigned attempt;
 };
 
 struct amqp_ex {
@@ -65,7 +80,11 @@ struct amqp_ex {
     size_t slot_count;
     struct weft__amqp_executor_stats stats;
     uint64_t next_stats_ns;
-    char run_id[80]; /* the run of the tasks submitted (set by the first) */
+    char run_id[80]; /* the run of the tasks submitted (config, or set by the first) */
+    struct parked parked[MAX_PARKED];
+    uint64_t parked_order;
+    struct answered answered[MAX_ANSWERED]; /* a ring */
+    size_t answered_next;
 };
 
 static struct slot *
@@ -99,6 +118,93 @@ slot_free(struct slot *s)
     weft__free(s->dead_note);
     weft_span_end(s->span, 0);
     memset(s, 0, sizeof(*s));
+}
+
+static bool
+was_answered(const struct amqp_ex *ex, const char *uuid, unsigned attempt)
+{
+    for (size_t i = 0; i < MAX_ANSWERED; i++) {
+        if (ex->answered[i].attempt == attempt && strcmp(ex->answered[i].task_uuid, uuid) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+remember_answered(struct amqp_ex *ex, const char *uuid, unsigned attempt)
+{
+    struct answered *a = &ex->answered[ex->answered_next];
+
+    snprintf(a->task_uuid, sizeof(a->task_uuid), "%s", uuid);
+    a->attempt = attempt;
+    ex->answered_next = (ex->answered_next + 1) % MAX_ANSWERED;
+}
+
+/* Keep @p r (taken) for a submit to come; the oldest kept result makes room, as a duplicate. */
+static void
+park(struct amqp_ex *ex, struct weft__result_msg *r)
+{
+    struct parked *p = NULL;
+
+    for (size_t i = 0; i < MAX_PARKED; i++) {
+        if (!ex->parked[i].is_used) {
+            p = &ex->parked[i];
+            break;
+        }
+        if (p == NULL || ex->parked[i].order < p->order) {
+            p = &ex->parked[i];
+        }
+    }
+    if (p->is_used) {
+        ex->stats.duplicates++;
+        weft__dist_metrics_duplicate(&ex->metrics, ex->wf->name);
+        weft__result_msg_cleanup(&p->result);
+    }
+    p->is_used = true;
+    p->order = ++ex->parked_order;
+    p->result = *r;
+    memset(r, 0, sizeof(*r));
+}
+
+/* The kept result for @p s's task and attempt, moved into the slot: its task is answered
+ * without being published (under the lock). */
+static bool
+unpark(struct amqp_ex *ex, struct slot *s)
+{
+    for (size_t i = 0; i < MAX_PARKED; i++) {
+        struct parked *p = &ex->parked[i];
+        if (p->is_used && p->result.attempt == s->attempt &&
+            strcmp(p->result.task_id, s->task_uuid) == 0) {
+            s->result = p->result;
+            s->has_result = true;
+            s->is_confirmed = true;
+            memset(p, 0, sizeof(*p));
+            remember_answered(ex, s->task_uuid, s->attempt);
+            ex->stats.results++;
+            ex->stats.reclaimed++;
+            weft_span_set_bool(s->span, "weft.task.reclaimed", true);
+            weft_span_end(s->span, 0);
+            s->span = NULL;
+            WEFT_LOG(WEFT_LOG_INFO,
+                     "task %s (attempt %u): its result came while no "
+                     "orchestrator ran; taken without running it again",
+                     s->task_uuid, s->attempt);
+            return true;
+        }
+    }
+    return false;
+}
+
+static size_t
+parked_count(const struct amqp_ex *ex)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < MAX_PARKED; i++) {
+        n += ex->parked[i].is_used ? 1 : 0;
+    }
+    return n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -205,7 +311,14 @@ amqp_submit(struct weft__executor *base,
     s->done = done;
     s->user_data = user_data;
     producer_span(ex, s, task);
-    weft__dist_metrics_dispatched(&ex->metrics, ex->wf->name);
+    if (task->is_reclaim) {
+        weft_span_set_bool(s->span, "weft.task.resumed", true);
+    }
+    if (unpark(ex, s)) {
+        pthread_cond_broadcast(&ex->changed);
+    } else {
+        weft__dist_metrics_dispatched(&ex->metrics, ex->wf->name);
+    }
     weft__dist_metrics_in_flight(&ex->metrics, ex->wf->name, in_flight(ex));
     pthread_mutex_unlock(&ex->lock);
     weft__broker_wake(ex->broker);
@@ -334,7 +447,11 @@ on_confirm(struct amqp_ex *ex, const struct weft__broker_event *ev)
 
 /* The CONSUMER span of a result taken. */
 static void
-consumer_span(struct amqp_ex *ex, const struct weft__broker_event *ev, const struct slot *s)
+consumer_span(struct amqp_ex *ex,
+              const struct weft__broker_event *ev,
+              const char *task_uuid,
+              unsigned attempt,
+              const char *error)
 {
     struct weft_span_start_options so;
     struct weft_attr attrs[10];
@@ -356,9 +473,9 @@ consumer_span(struct amqp_ex *ex, const struct weft__broker_event *ev, const str
     attrs[n++] = weft_attr_str("messaging.rabbitmq.destination.routing_key", "result");
     attrs[n++] =
         weft_attr_int("messaging.rabbitmq.message.delivery_tag", (int64_t)ev->delivery_tag);
-    attrs[n++] = weft_attr_str("messaging.message.id", s->task_uuid);
+    attrs[n++] = weft_attr_str("messaging.message.id", task_uuid);
     attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)ev->body_len);
-    attrs[n++] = weft_attr_int("weft.task.attempt", s->attempt);
+    attrs[n++] = weft_attr_int("weft.task.attempt", attempt);
     memset(&so, 0, sizeof(so));
     so.kind = WEFT_SPAN_KIND_CONSUMER;
     so.parent_context = &parent;
@@ -366,9 +483,8 @@ consumer_span(struct amqp_ex *ex, const struct weft__broker_event *ev, const str
     so.attr_count = n;
     snprintf(name, sizeof(name), "process %s", weft__broker_names(ex->broker)->exchange);
     span = weft_span_start(ex->tracer, name, &so);
-    if (s->dead_note != NULL || !s->result.is_success) {
-        weft_span_set_status(span, WEFT_STATUS_ERROR,
-                             s->dead_note != NULL ? "dead_lettered" : "task failed");
+    if (error != NULL) {
+        weft_span_set_status(span, WEFT_STATUS_ERROR, error);
     }
     weft_span_end(span, 0);
 }
@@ -408,7 +524,7 @@ on_dead_task(struct amqp_ex *ex, const struct weft__broker_event *ev)
         s->has_result = true;
         s->result.delivery_count = ev->msg.delivery_count;
         ex->stats.dead_lettered++;
-        consumer_span(ex, ev, s);
+        consumer_span(ex, ev, s->task_uuid, s->attempt, "dead_lettered");
         pthread_cond_broadcast(&ex->changed);
     }
     weft__task_msg_cleanup(&t);
@@ -434,6 +550,14 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
         return;
     }
     s = slot_by_uuid(ex, r.task_id, r.attempt);
+    if (s == NULL && ex->run_id[0] != '\0' && strcmp(r.run_id, ex->run_id) == 0 &&
+        !was_answered(ex, r.task_id, r.attempt)) {
+        /* This run's, for a task not submitted (yet): after a resume, its submit comes. */
+        consumer_span(ex, ev, r.task_id, r.attempt, r.is_success ? NULL : "task failed");
+        park(ex, &r);
+        (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+        return;
+    }
     if (s == NULL && strcmp(r.run_id, ex->run_id) != 0 && ev->msg.bounces < MAX_BOUNCES) {
         /* Another orchestrator's (runs that share a queue prefix share the results queue):
          * back to the queue's tail for it, a bounded number of times (a result of a run no
@@ -464,10 +588,11 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     }
     s->result = r;
     s->has_result = true;
+    remember_answered(ex, s->task_uuid, s->attempt);
     ex->stats.results++;
     ex->stats.redeliveries += (uint64_t)(r.delivery_count > 0 ? r.delivery_count : 0);
     weft__dist_metrics_result(&ex->metrics, ex->wf->name, &r, s->sent_ns);
-    consumer_span(ex, ev, s);
+    consumer_span(ex, ev, s->task_uuid, s->attempt, r.is_success ? NULL : "task failed");
     pthread_cond_broadcast(&ex->changed);
     (void)weft__broker_ack(ex->broker, ev->delivery_tag);
 }
@@ -565,6 +690,12 @@ amqp_destroy(struct weft__executor *base)
             slot_free(&ex->slots[i]);
         }
     }
+    for (size_t i = 0; i < MAX_PARKED; i++) {
+        if (ex->parked[i].is_used) {
+            weft__dist_metrics_duplicate(&ex->metrics, ex->wf->name); /* nobody asked again */
+            weft__result_msg_cleanup(&ex->parked[i].result);
+        }
+    }
     weft__broker_free(ex->broker);
     weft__dist_metrics_cleanup(&ex->metrics);
     pthread_cond_destroy(&ex->changed);
@@ -611,6 +742,9 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
     pthread_mutex_init(&ex->lock, NULL);
     weft__cond_init_monotonic(&ex->changed);
     ex->wf = wf;
+    if (cfg->run_id != NULL) {
+        snprintf(ex->run_id, sizeof(ex->run_id), "%s", cfg->run_id);
+    }
     ex->base.ops = &amqp_ops;
     ex->base.name = "amqp";
     ex->base.max_in_flight = cfg->max_in_flight == 0          ? 64
@@ -653,5 +787,6 @@ weft__amqp_executor_stats(struct weft__executor *base, struct weft__amqp_executo
 
     pthread_mutex_lock(&ex->lock);
     *out = ex->stats;
+    out->duplicates += parked_count(ex); /* kept and never asked for: duplicates after all */
     pthread_mutex_unlock(&ex->lock);
 }

@@ -10,6 +10,11 @@
  * (its message was delivered more than max_redeliveries times, or a worker rejected it) fails
  * with a note saying so.
  *
+ * Resume (docs/distributed.md, "When the orchestrator dies"): a resumed run submits the tasks
+ * that were in flight again with their ids and attempts. A result of the run that comes before
+ * its task is submitted again (the worker finished while no orchestrator ran) is kept aside,
+ * at most 256 of them, and taken by that submit: the task does not run again.
+ *
  * Spans: a PRODUCER span `publish {exchange}` per task, under the step's parent, whose context
  * travels as the message's traceparent (the worker's spans nest under it), and a CONSUMER span
  * `process {results queue}` per result, both with the OTel messaging attributes.
@@ -29,6 +34,9 @@ struct weft__amqp_executor_config {
     unsigned max_redeliveries;      /* 0: 5 */
     struct weft_provider *provider; /* producer/consumer spans; NULL: none */
     struct weft_meter *meter;       /* weft.tasks.* metrics; NULL: none */
+    /* The run served, when known before its first task (`weft resume`): its results are kept
+     * for the tasks submitted again. NULL: learnt from the first task. */
+    const char *run_id;
 };
 
 /* Connect (waiting at most @p connect_timeout_ms for the broker) and start the I/O thread.
@@ -53,6 +61,7 @@ struct weft__amqp_executor_stats {
     uint64_t malformed;     /* unreadable messages on the results queue (to the dead letters) */
     uint64_t redeliveries;  /* deliveries before the one that ran, summed over results */
     uint64_t reconnects;
+    uint64_t reclaimed; /* tasks submitted again after a resume whose result was waiting */
 };
 void weft__amqp_executor_stats(struct weft__executor *ex, struct weft__amqp_executor_stats *out);
 

@@ -411,6 +411,8 @@ on_confirm(struct worker *w, const struct weft__broker_event *ev)
         } else {
             w->stats.failed++;
         }
+        WEFT_LOG(WEFT_LOG_INFO, "worker %s: task %s ended: %s, result published", w->id, j->task_id,
+                 j->is_success ? "success" : "failed");
         weft__dist_metrics_worker_task(&w->metrics, j->is_success ? "success" : "failed");
         job_free(j);
     }
