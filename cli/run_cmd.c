@@ -11,6 +11,7 @@
  */
 #include "cli.h"
 #include "runtime/dist/amqp_executor.h"
+#include "runtime/workflow.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -977,11 +978,20 @@ run_on_executor(const char *cmd,
                 size_t error_len)
 {
     const char *kind = fl->executor != NULL ? fl->executor : getenv("WEFT_EXECUTOR");
+    const char *prefix = fl->queue_prefix != NULL ? fl->queue_prefix : getenv("WEFT_QUEUE_PREFIX");
     struct weft__amqp_executor_config cfg;
     struct weft__executor *ex = NULL;
     struct weft__amqp_executor_stats stats;
-    size_t max_in_flight = 64;
+    size_t max_in_flight = wf->executor.max_in_flight != 0 ? wf->executor.max_in_flight : 64;
     weft_err err = WEFT_OK;
+
+    /* A flag wins over the environment, which wins over the workflow's "executor". */
+    if (kind == NULL || kind[0] == '\0') {
+        kind = wf->executor.kind;
+    }
+    if (prefix == NULL) {
+        prefix = wf->executor.queue_prefix;
+    }
 
     if (kind == NULL || kind[0] == '\0' || strcmp(kind, "in_process") == 0) {
         return weft_run(wf, ro, result, error, error_len);
@@ -996,7 +1006,7 @@ run_on_executor(const char *cmd,
     }
     memset(&cfg, 0, sizeof(cfg));
     cfg.url = fl->broker;
-    cfg.prefix = fl->queue_prefix;
+    cfg.prefix = prefix;
     cfg.max_in_flight = (unsigned)max_in_flight;
     cfg.provider = t->provider;
     cfg.meter = t->meter;

@@ -1878,14 +1878,43 @@ read_root(struct loader *ld, const char *path, json_t **root)
     return WEFT_OK;
 }
 
+/* "executor": {"kind": "in_process"|"amqp", "queue_prefix": "...", "max_in_flight": N}. */
+static void
+load_executor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {"kind", "queue_prefix", "max_in_flight", NULL};
+    const json_t *e = get_typed(ld, root, "", "executor", JSON_OBJECT, false);
+    struct wf_executor *ex = &wf->executor;
+
+    if (e == NULL) {
+        return;
+    }
+    check_keys(ld, e, "executor", keys);
+    ex->kind = get_str(ld, e, "executor", "kind", false);
+    if (ex->kind != NULL && strcmp(ex->kind, "in_process") != 0 && strcmp(ex->kind, "amqp") != 0) {
+        diag_add(ld, "executor.kind", 0, 0, "expected \"in_process\" or \"amqp\", got \"%s\"",
+                 ex->kind);
+    }
+    ex->queue_prefix = get_str(ld, e, "executor", "queue_prefix", false);
+    if (ex->queue_prefix != NULL &&
+        (strlen(ex->queue_prefix) > 64 ||
+         strspn(ex->queue_prefix,
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") !=
+             strlen(ex->queue_prefix))) {
+        diag_add(ld, "executor.queue_prefix", 0, 0,
+                 "expected at most 64 of the characters A-Z a-z 0-9 . _ : -");
+    }
+    ex->max_in_flight = (unsigned)get_int(ld, e, "executor", "max_in_flight", 0, 1, 256);
+}
+
 /* Load every section of @p root into @p wf, in the order their diagnostics come out: later
  * sections refer to what earlier ones declared (models, tools, agents). */
 static void
 load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    static const char *const keys[] = {"name",      "description",     "models", "supervisor",
-                                       "agents",    "tools",           "plan",   "router",
-                                       "workspace", "capture_content", "flow",   NULL};
+    static const char *const keys[] = {
+        "name",   "description", "models",          "supervisor", "agents",   "tools", "plan",
+        "router", "workspace",   "capture_content", "flow",       "executor", NULL};
     char *workspace = NULL;
 
     check_keys(ld, root, "", keys);
@@ -1899,6 +1928,7 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     load_supervisor(ld, wf, root);
     load_plan(ld, wf, root);
     load_flow_section(ld, wf, root);
+    load_executor(ld, wf, root);
     check_scripts(ld, wf);
     check_policy(ld, wf);
     workspace = get_str(ld, root, "", "workspace", false);
@@ -2026,6 +2056,8 @@ weft_workflow_free(struct weft_workflow *wf)
     weft__free(wf->supervisor.name);
     weft__free(wf->supervisor.instructions);
     weft__free(wf->supervisor.watchdog.webhook_url);
+    weft__free(wf->executor.kind);
+    weft__free(wf->executor.queue_prefix);
     weft__free(wf->path);
     weft__free(wf->dir);
     weft__free(wf->name);

@@ -153,6 +153,14 @@ struct wf_flow {
 
 void weft__wf_flow_free(struct wf_flow *flow);
 
+/* Where the run's steps execute when neither a flag nor the environment says
+ * (docs/distributed.md). The broker URL is never in a workflow file: it carries credentials. */
+struct wf_executor {
+    char *kind;             /* "in_process" or "amqp"; NULL: not set */
+    char *queue_prefix;     /* NULL: not set */
+    unsigned max_in_flight; /* 0: not set */
+};
+
 struct weft_workflow {
     char *path;
     char *dir;   /* directory of the file: relative paths resolve against it */
@@ -173,6 +181,7 @@ struct weft_workflow {
     struct wf_flow *flow; /* a DAG flow instead of a supervisor plan, or NULL */
     char *workspace;      /* absolute, or NULL */
     int capture_content;  /* -1 unset, 0, 1 */
+    struct wf_executor executor;
 };
 
 /* May agent @p from hand work to agent @p to with request_agent (its can_request list)? */

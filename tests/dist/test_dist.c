@@ -217,10 +217,12 @@ test_run_matches_in_process(void **state)
     "n=$((n+1)); [ $n -gt 600 ] && exit 1; sleep 0.05; done"
 /* Two command steps that each wait until both have started (in the run's workspace, shared by
  * the workers here), and a step that joins them: with two workers of one slot each, the run
- * completes only when the orchestrator dispatched both at once and each worker ran one. */
+ * completes only when the orchestrator dispatched both at once and each worker ran one. The
+ * workflow itself asks for the amqp executor. */
 static const char wide_workflow[] =
-    "{\"name\": \"wide\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-    "\"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
+    "{\"name\": \"wide\", \"executor\": {\"kind\": \"amqp\"}, \"models\": {\"m\": "
+    "{\"provider\": \"scripted\", \"script\": \"script.json\"}}, \"agents\": [{\"name\": "
+    "\"a\"}], \"plan\": ["
     "{\"id\": \"left\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"" BARRIER "\", "
     "\"left\"]},"
     "{\"id\": \"right\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"" BARRIER "\", "
@@ -243,7 +245,8 @@ test_wide_plan_runs_on_two_workers_at_once(void **state)
     a = start_worker(&e, "a", "1", NULL);
     b = start_worker(&e, "b", "1", NULL);
     {
-        const char *argv[] = {weft_bin, "run", wf, "--executor", "amqp", "--no-trace", "-q", NULL};
+        /* No --executor: the workflow's "executor" says amqp. */
+        const char *argv[] = {weft_bin, "run", wf, "--no-trace", "-q", NULL};
         snprintf(log, sizeof(log), "%s/run.log", e.dir);
         assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
     }

@@ -310,6 +310,32 @@ test_workflow_diag_format_without_line(void **state)
                         "f.json: agents[2].reflection.max_retries: expected integer >= 0");
 }
 
+static void
+test_workflow_executor_and_max_parallel_are_checked(void **state)
+{
+    struct weft_diags d = {0};
+
+    (void)state;
+    assert_weft_ok(load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
+                        " \"supervisor\": {\"max_parallel\": 8}, \"executor\": {\"kind\": "
+                        "\"amqp\", \"queue_prefix\": \"team-a.\", \"max_in_flight\": 32}}",
+                        &d));
+    assert_weft_err(load("{\"name\": \"w\", " MODELS ", \"agents\": [{\"name\": \"a\"}],"
+                         " \"supervisor\": {\"max_parallel\": 0}, \"executor\": {\"kind\": "
+                         "\"kafka\", \"queue_prefix\": \"a b\", \"max_in_flight\": 300, "
+                         "\"broker\": \"amqp://u:p@h/\"}}",
+                         &d),
+                    WEFT_EPARSE);
+    dump(&d);
+    assert_true(has_diag(&d, "supervisor.max_parallel", "expected integer in [1, 256]"));
+    assert_true(has_diag(&d, "executor.kind", "expected \"in_process\" or \"amqp\""));
+    assert_true(has_diag(&d, "executor.queue_prefix", "A-Z a-z 0-9"));
+    assert_true(has_diag(&d, "executor.max_in_flight", "expected integer in [1, 256]"));
+    /* The broker URL carries credentials: not a workflow key. */
+    assert_true(has_diag(&d, "executor.broker", "unknown"));
+    weft_diags_cleanup(&d);
+}
+
 int
 main(void)
 {
@@ -331,6 +357,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_workflow_base_url_expands_environment, setup,
                                         teardown),
         cmocka_unit_test(test_workflow_diag_format_without_line),
+        cmocka_unit_test_setup_teardown(test_workflow_executor_and_max_parallel_are_checked, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
