@@ -1,12 +1,13 @@
 # Makefile - wraps CMake. `make run` and `make test` are the README's two commands; both
-# install missing Debian packages first (as root). Every target is documented in README.md.
+# install missing Debian packages first (as root), and so does `make distributed`, the optional
+# third. Every target is documented in README.md.
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-fuzz fuzz bench \
-	install format format-check clean
+.PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
+	test-fuzz fuzz bench install format format-check clean
 
 all: build
 
@@ -15,6 +16,10 @@ deps:
 
 deps-test:
 	@scripts/deps.sh test
+
+# After deps: two apt-get runs at once (make -j) would fight over dpkg's lock.
+deps-servers: deps
+	@scripts/deps.sh servers
 
 # Plain `make`: install what is missing, then build library, CLI, examples and benchmarks.
 build: deps
@@ -26,6 +31,13 @@ build: deps
 run: build
 	@$(BUILD)/weft run examples/code_review/workflow.json \
 		--input "Add a login endpoint to the user service"
+
+# The same example distributed on this machine: a throwaway RabbitMQ and PostgreSQL 15 on free
+# loopback ports, WORKERS (2) `weft worker` processes, `weft run --executor amqp` with
+# WEFT_STATE_URL, its summary and trace tree; then everything stopped and removed (KEEP=1 leaves
+# it running). Exit status: the run's. scripts/distributed.sh lists the options.
+distributed: build deps-servers
+	@WEFT_BIN=$(BUILD)/weft scripts/distributed.sh
 
 test: deps deps-test test-plain test-asan test-tsan test-fuzz
 

@@ -1,6 +1,8 @@
 #!/bin/sh
 # scripts/deps.sh - install the Debian packages weft needs to build and test, if missing.
-# Usage: scripts/deps.sh [build|test]
+# Usage: scripts/deps.sh [build|test|servers]
+#   build    what `make` needs; test: also the test tools and servers (`make test`);
+#   servers  the build packages plus rabbitmq-server and postgresql-15 (`make distributed`)
 # Installs with apt-get when run as root; otherwise lists what is missing and fails.
 set -eu
 
@@ -15,6 +17,13 @@ if [ "${1:-build}" = test ]; then
     # PostgreSQL 15 (binaries in /usr/lib/postgresql/15/bin) and talk to them with librabbitmq
     # (both in the build list: the library links them).
     pkgs="$pkgs rabbitmq-server postgresql-15"
+elif [ "${1:-build}" = servers ]; then
+    # `make distributed` (scripts/distributed.sh) starts a throwaway broker and cluster of its
+    # own, the same way as the tests; it needs none of the test tools.
+    pkgs="$pkgs rabbitmq-server postgresql-15"
+elif [ "${1:-build}" != build ]; then
+    echo "usage: scripts/deps.sh [build|test|servers]" >&2
+    exit 2
 fi
 
 missing=""
@@ -40,7 +49,8 @@ apt-get install -y --no-install-recommends $missing ||
 # Debian starts a system-wide broker and cluster on install where services may start (not in
 # containers with policy-rc.d). The tests start their own on free loopback ports, but an idle
 # system broker (5672, 25672, epmd's 4369 on every interface) and cluster (5432) only take memory
-# and ports: stop them and keep them from starting at boot.
+# and ports: stop them and keep them from starting at boot (scripts/distributed.sh starts its own
+# too).
 stop_service() {
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
         systemctl disable --now "$1" >/dev/null 2>&1 || true
