@@ -277,18 +277,18 @@ test_store_load_returns_spans_in_tree_order(void **state)
     weft_trace_free(trace);
 }
 
-/* Render into a memory stream and return the text (free with free()). */
-static char *
-render(const struct weft_trace *trace, unsigned flags)
+/* Render into a memory stream; the text goes to *@p text (free with free()). The stream writes
+ * the caller's pointer itself: returned from a local, GCC 12 at -O2 took pointers into the text
+ * for pointers to that local (-Wdangling-pointer). */
+static void
+render_into(const struct weft_trace *trace, unsigned flags, char **text)
 {
-    char *text = NULL;
     size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
+    FILE *out = open_memstream(text, &len);
 
     assert_non_null(out);
     assert_weft_ok(weft_trace_render(trace, out, flags));
     fclose(out);
-    return text;
 }
 
 static void
@@ -304,7 +304,7 @@ test_store_render_draws_tree_with_durations_and_errors(void **state)
 
     write_three_traces(f);
     assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
-    text = render(trace, 0);
+    render_into(trace, 0, &text);
     /* Header: id, service, total duration, span and error counts. */
     assert_non_null(strstr(text, "trace " TA));
     assert_non_null(strstr(text, "service=svc-store"));
@@ -327,7 +327,7 @@ test_store_render_draws_tree_with_durations_and_errors(void **state)
     assert_null(strstr(text, "\x1b["));
     free(text);
 
-    text = render(trace, WEFT_RENDER_COLOR | WEFT_RENDER_ASCII);
+    render_into(trace, WEFT_RENDER_COLOR | WEFT_RENDER_ASCII, &text);
     assert_non_null(strstr(text, "\x1b[31mERROR: timeout\x1b[0m"));
     assert_non_null(strstr(text, "\n|- plan supervisor"));
     assert_non_null(strstr(text, "\n   `- execute_tool search"));
@@ -659,7 +659,7 @@ test_store_orphans_and_cycles_are_listed_once_as_roots(void **state)
     assert_int_equal(weft_trace_span_depth(trace, 2), 0);
     assert_string_equal(weft_trace_span(trace, 3)->name, "cycle two");
     assert_int_equal(weft_trace_span_depth(trace, 3), 1);
-    text = render(trace, 0);
+    render_into(trace, 0, &text);
     assert_non_null(strstr(text, "\norphan "));
     assert_non_null(strstr(text, "(parent span missing)"));
     free(text);
@@ -678,7 +678,7 @@ test_store_render_replaces_control_characters(void **state)
     span.status_message = "line one\nline two\x07";
     assert_weft_ok(export_batch(f->ex, &span, 1));
     assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
-    text = render(trace, 0);
+    render_into(trace, 0, &text);
     assert_null(strchr(text, '\x1b'));
     assert_null(strchr(text, '\x07'));
     assert_non_null(strstr(text, "evil?[2Jname"));
@@ -1005,7 +1005,7 @@ test_store_render_summarises_5000_spans_keeping_errors(void **state)
     write_big_trace(f);
     assert_weft_ok(weft_store_load_trace(open_store(f), TD, &trace));
     assert_int_equal(weft_trace_span_count(trace), 5000);
-    text = render(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS);
+    render_into(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS, &text);
     lines = count_of(text, "\n");
     assert_true(lines < 100);
     assert_non_null(strstr(text, "spans=5000  errors=38"));
@@ -1029,7 +1029,7 @@ test_store_render_summarises_5000_spans_keeping_errors(void **state)
         strstr(text, "\xe2\x80\xa6 990 more `plan supervisor` spans (990 ok, 0 error)\n"));
     free(text);
 
-    text = render(trace, WEFT_RENDER_ALL);
+    render_into(trace, WEFT_RENDER_ALL, &text);
     assert_int_equal(count_of(text, "\n"), 5001); /* the header and every span */
     free(text);
     weft_trace_free(trace);
@@ -1082,7 +1082,7 @@ test_store_render_keeps_outcome_attributes_events_and_links(void **state)
     spans[1].event_count = 6;
     assert_weft_ok(export_batch(f->ex, spans, 2));
     assert_weft_ok(weft_store_load_trace(open_store(f), TD, &trace));
-    text = render(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS);
+    render_into(trace, WEFT_RENDER_ATTRS | WEFT_RENDER_EVENTS | WEFT_RENDER_LINKS, &text);
     /* The loop's ending is never cut by the per-line budget, and the reason is whole. */
     assert_non_null(strstr(text, "weft.loop.outcome=break"));
     assert_non_null(strstr(text, "weft.loop.iterations=3"));
@@ -1095,7 +1095,7 @@ test_store_render_keeps_outcome_attributes_events_and_links(void **state)
                                  "  weft.link.reason=resumed\n"));
     free(text);
     /* Without the flags, neither events nor links are printed. */
-    text = render(trace, 0);
+    render_into(trace, 0, &text);
     assert_null(strstr(text, "link trace"));
     assert_null(strstr(text, "progress +"));
     free(text);

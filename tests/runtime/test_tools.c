@@ -77,7 +77,7 @@ teardown(void **state)
 static void
 put(const char *dir, const char *name, const char *text)
 {
-    char path[2 * PATH_MAX];
+    char path[3 * PATH_MAX]; /* dir may be a 2 * PATH_MAX buffer: room for "/name" too */
     FILE *fp = NULL;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -92,7 +92,7 @@ static const char *
 slurp(const char *dir, const char *name)
 {
     static char buf[4096];
-    char path[2 * PATH_MAX];
+    char path[3 * PATH_MAX];
     FILE *fp = NULL;
     size_t n = 0;
 
