@@ -1583,14 +1583,15 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
     return true;
 }
 
-/* Before a step runs: the hand-off from the previous actor and the watchdog's activity. */
+/* Before a step runs: the hand-off from @p from (the actor before the decision; NULL: none)
+ * and the watchdog's activity. Steps of one batch are all handed off from the same actor. */
 static void
-step_begin(struct run *run, size_t index)
+step_begin(struct run *run, const char *from, size_t index)
 {
     const char *actor = weft__rt_step_actor(run, &run->ps.plan.steps[index]);
 
-    if (run->ps.last_actor != NULL && strcmp(run->ps.last_actor, actor) != 0) {
-        weft__rt_metrics_handoff(run->tel.metrics, run->ps.last_actor, actor);
+    if (from != NULL && strcmp(from, actor) != 0) {
+        weft__rt_metrics_handoff(run->tel.metrics, from, actor);
     }
     run->ps.last_actor = actor; /* points into the workflow: stable */
     weft__rt_watchdog_activity(run, "the step", actor, run->ps.plan.steps[index].id);
@@ -1647,8 +1648,10 @@ step_finish(struct run *run, size_t index)
 static void
 run_batch(struct run *run, const struct batch *b)
 {
+    const char *from = run->ps.last_actor;
+
     for (size_t i = 0; i < b->count; i++) {
-        step_begin(run, b->steps[i]);
+        step_begin(run, from, b->steps[i]);
     }
     if (b->count == 1) {
         rt_execute_step(run, b->steps[0]);
