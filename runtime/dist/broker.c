@@ -432,12 +432,16 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         info.vhost =
             (char *)"/"; /* "amqp://host/" names the default vhost, as most clients read it */
     }
-    if (is_bounded && (!next_bound(b, &tv, &is_bounded) ||
-                       amqp_set_handshake_timeout(b->conn, &tv) != AMQP_STATUS_OK)) {
-        snprintf(err, err_len, "broker %s: cannot log in: no time left", b->url_safe);
-        weft__free(scratch);
-        weft__broker_close(b);
-        return WEFT_EIO;
+    if (is_bounded) {
+        /* What the TCP connect left of the deadline bounds the login. */
+        bool has_time = next_bound(b, &tv, &is_bounded);
+        if (!has_time) {
+            snprintf(err, err_len, "broker %s: cannot log in: no time left", b->url_safe);
+            weft__free(scratch);
+            weft__broker_close(b);
+            return WEFT_EIO;
+        }
+        (void)amqp_set_handshake_timeout(b->conn, &tv);
     }
     props[0].key = amqp_cstring_bytes("connection_name");
     props[0].value.kind = AMQP_FIELD_KIND_UTF8;

@@ -93,11 +93,16 @@ ask(struct weft__broker_probe *p, struct weft__dist_queues *q, char *why, size_t
     why[0] = '\0';
     for (int tries = 0; tries < 2; tries++) {
         bool was_connected = weft__broker_is_connected(p->broker);
+        weft_err err = WEFT_OK;
 
-        if (!was_connected && weft__broker_connect(p->broker, why, why_len) != WEFT_OK) {
+        if (!was_connected) {
+            err = weft__broker_connect(p->broker, why, why_len);
+        }
+        if (err != WEFT_OK) {
             return false;
         }
-        if (weft__dist_queues_ask(p->broker, q) == WEFT_OK) {
+        err = weft__dist_queues_ask(p->broker, q);
+        if (err == WEFT_OK) {
             return true;
         }
         snprintf(why, why_len, "broker %s: no answer about its queues",
