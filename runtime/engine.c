@@ -776,6 +776,9 @@ teardown(struct run *run)
     weft__free(run->cfg.workspace);
     weft__free(run->cfg.stored_input);
     weft__rt_metrics_free(run->tel.metrics);
+    if (ENG(run)->executor != NULL && ENG(run)->executor->ops->bind_run_meter != NULL) {
+        ENG(run)->executor->ops->bind_run_meter(ENG(run)->executor, NULL); /* before it is freed */
+    }
     weft__rt_mstore_free(run->tel.mstore);
     pthread_mutex_destroy(&ENG(run)->lock);
     pthread_mutex_destroy(&ENG(run)->task_lock);
@@ -2551,6 +2554,11 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
     (void)weft__rt_mstore_start(run->tel.mstore, run->store.run_id, run->cfg.opts->provider);
     run->tel.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run->tel.mstore),
                                                 run->cfg.opts->meter, wf->name);
+    if (ENG(run)->executor->ops->bind_run_meter != NULL) {
+        /* A remote executor's task metrics belong to the run too (stored with its snapshots). */
+        ENG(run)->executor->ops->bind_run_meter(ENG(run)->executor,
+                                                weft__rt_mstore_meter(run->tel.mstore));
+    }
     weft__rt_metrics_run_start(run->tel.metrics, &run->tel.metrics_token);
     weft__rt_watchdog_start(run);
     weft__rt_progress(run, WEFT_EVENT_RUN_START, NULL, wf->name);

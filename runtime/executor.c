@@ -37,7 +37,7 @@ inproc_submit(struct weft__executor *base,
     return WEFT_OK;
 }
 
-static const struct weft__executor_ops inproc_ops = {inproc_submit, NULL, NULL};
+static const struct weft__executor_ops inproc_ops = {inproc_submit, NULL, NULL, NULL};
 
 void
 weft__inproc_executor_init(struct weft__inproc_executor *ex, struct run *run)

@@ -40,6 +40,7 @@
 #include <weft/runtime.h>
 
 struct run;
+struct weft_meter;
 
 /* One step handed to an executor. All strings are borrowed for the submit call: an executor
  * that keeps the task copies what it needs. */
@@ -107,6 +108,13 @@ struct weft__executor_ops {
     weft_err (*poll)(struct weft__executor *ex, uint32_t timeout_ms);
     /* Release the executor (NULL: nothing to release). */
     void (*destroy)(struct weft__executor *ex);
+    /* Record what the executor measures for the run (weft.tasks.*, weft.task.*) into
+     * @p run_meter too: the run's own meter, whose snapshots the state database keeps
+     * (metrics_store.h). The engine binds it when the run starts and passes NULL before it
+     * frees that meter; the executor may be called from its own threads meanwhile, so it
+     * swaps the meter under its own lock. NULL: the executor measures nothing per run (the
+     * in-process executor: its steps record into the run's meters themselves). */
+    void (*bind_run_meter)(struct weft__executor *ex, struct weft_meter *run_meter);
 };
 
 struct weft__executor {
@@ -138,7 +146,6 @@ weft_err weft__run_with_executor(const struct weft_workflow *workflow,
 /* ------------------------------------------------------------------------------------------ */
 /* Task runs: one step of a run that lives elsewhere, executed here (`weft worker`)            */
 
-struct weft_meter;
 struct weft_provider;
 
 /* Everything borrowed for the call. */

@@ -16,7 +16,8 @@
  *
  * Folding (weft serve): sums and histograms add up across runs per (name, labels); span
  * counts (gauges of cumulative counts) add up too; queue gauges count only for runs still in
- * progress whose last snapshot is recent, since a dead run's last queue fill means nothing.
+ * progress whose last snapshot is recent, since a dead run's last queue fill means nothing
+ * (nor do its distributed tasks in flight).
  * Runs stored before snapshots existed are folded from their run rows, as before.
  */
 #include "metrics_store.h"
@@ -28,6 +29,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
+#include "runtime/dist/dist_telemetry.h"
 #include "tracing/sdk.h"
 
 #include <jansson.h>
@@ -845,10 +847,43 @@ fold_sums(struct fold *f, sqlite3 *db)
     return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
-/* Gauges: span counts add up across runs; queue fill and "failing" count only for runs in
- * progress that saved recently (utilisation: the fullest one; failing: 1 when any such run's
- * exporter is failing); other runs count as empty and healthy, so every exporter that ever
- * ran has its series. */
+/* Every workflow that dispatched tasks to a broker has each task counter at least at 0
+ * (snapshots leave counters that never moved out), as a live orchestrator's would: rates and
+ * ratios over them read 0 rather than nothing. */
+static weft_err
+fold_task_zeros(struct fold *f, sqlite3 *db)
+{
+    struct weft__dist_metrics dm;
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+
+    if (sqlite3_prepare_v2(db,
+                           "SELECT DISTINCT labels FROM run_metrics"
+                           " WHERE name = 'weft.tasks.dispatched'",
+                           -1, &st, NULL) != SQLITE_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
+        return WEFT_EIO;
+    }
+    weft__dist_metrics_init(&dm, f->meter, WEFT__DIST_TASKS);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *labels = json_loads(col_text(st, 0), 0, NULL);
+        const char *workflow = json_string_value(json_object_get(labels, "workflow"));
+
+        if (workflow != NULL) {
+            weft__dist_metrics_zero(&dm, workflow);
+        }
+        json_decref(labels);
+    }
+    weft__dist_metrics_cleanup(&dm);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+/* Gauges: span counts add up across runs; queue fill, "failing" and distributed tasks in
+ * flight count only for runs in progress that saved recently (utilisation: the fullest one;
+ * failing: 1 when any such run's exporter is failing); other runs count as empty and healthy,
+ * so every exporter that ever ran has its series (a run killed with tasks in flight does not
+ * keep them in flight forever). */
 static weft_err
 fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
 {
@@ -861,7 +896,7 @@ fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
             " CASE WHEN m.name IN ('weft.exporter.queue.utilization', 'weft.exporter.failing')"
             " THEN MAX(v) ELSE SUM(v) END"
             " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
-            " AND m.name <> 'weft.exporter.failing'"
+            " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
             " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
             " THEN m.value ELSE 0 END AS v"
             " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"
@@ -1023,6 +1058,9 @@ weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
     }
     if (err == WEFT_OK && has_snapshots) {
         err = fold_sums(&f, db);
+    }
+    if (err == WEFT_OK && has_snapshots) {
+        err = fold_task_zeros(&f, db);
     }
     if (err == WEFT_OK && has_snapshots) {
         err = fold_gauges(&f, db, now_ns);

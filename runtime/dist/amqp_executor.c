@@ -66,7 +66,8 @@ struct amqp_ex {
     const struct weft_workflow *wf;
     struct weft__broker *broker;
     struct weft_tracer *tracer;
-    struct weft__dist_metrics metrics;
+    struct weft__dist_metrics metrics;     /* the caller's meter: task families and broker gauges */
+    struct weft__dist_metrics run_metrics; /* the run's own meter (persisted): task families */
     pthread_t io;
     bool has_io;
     pthread_mutex_t lock;
@@ -698,12 +699,32 @@ amqp_destroy(struct weft__executor *base)
     }
     weft__broker_free(ex->broker);
     weft__dist_metrics_cleanup(&ex->metrics);
+    weft__dist_metrics_cleanup(&ex->run_metrics);
     pthread_cond_destroy(&ex->changed);
     pthread_mutex_destroy(&ex->lock);
     weft__free(ex);
 }
 
-static const struct weft__executor_ops amqp_ops = {amqp_submit, amqp_poll, amqp_destroy};
+/* The run's own meter: every task measurement from now on goes to it too (the tee), so the
+ * run's snapshots in the state database carry weft.tasks.* and weft.task.* and `weft serve`
+ * shows them. Swapped under the lock that every recording call holds. */
+static void
+amqp_bind_run_meter(struct weft__executor *base, struct weft_meter *run_meter)
+{
+    struct amqp_ex *ex = (struct amqp_ex *)base;
+
+    pthread_mutex_lock(&ex->lock);
+    weft__dist_metrics_tee(&ex->metrics, NULL);
+    weft__dist_metrics_cleanup(&ex->run_metrics);
+    if (run_meter != NULL) {
+        weft__dist_metrics_init(&ex->run_metrics, run_meter, WEFT__DIST_TASKS);
+        weft__dist_metrics_tee(&ex->metrics, &ex->run_metrics);
+    }
+    pthread_mutex_unlock(&ex->lock);
+}
+
+static const struct weft__executor_ops amqp_ops = {amqp_submit, amqp_poll, amqp_destroy,
+                                                   amqp_bind_run_meter};
 
 weft_err
 weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
@@ -754,7 +775,8 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
     if (cfg->provider != NULL) {
         (void)weft_provider_get_tracer(cfg->provider, "weft.dist", WEFT_VERSION, &ex->tracer);
     }
-    weft__dist_metrics_init(&ex->metrics, cfg->meter, weft__broker_names(ex->broker));
+    weft__dist_metrics_init(&ex->metrics, cfg->meter, WEFT__DIST_TASKS | WEFT__DIST_BROKER);
+    weft__dist_metrics_zero(&ex->metrics, wf->name);
     for (;;) {
         e = weft__broker_connect(ex->broker, err, err_len);
         if (e == WEFT_OK) {

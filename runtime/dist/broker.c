@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/time.h"
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
@@ -32,6 +33,9 @@ struct weft__broker {
     unsigned heartbeat_s;
     unsigned prefetch;
     unsigned max_redeliveries;
+    unsigned timeout_ms;  /* 0: connect in 10 s, RPCs unbounded */
+    uint64_t deadline_ns; /* monotonic; 0: none */
+    bool is_observer;
     amqp_connection_state_t conn;
     bool is_connected;
     uint64_t next_seq;
@@ -150,6 +154,8 @@ weft__broker_new(const struct weft__broker_config *cfg,
     b->heartbeat_s = cfg->heartbeat_s != 0 ? cfg->heartbeat_s : 30;
     b->prefetch = cfg->prefetch;
     b->max_redeliveries = cfg->max_redeliveries != 0 ? cfg->max_redeliveries : 5;
+    b->timeout_ms = cfg->timeout_ms;
+    b->is_observer = cfg->is_observer;
     if (b->url == NULL || b->url_safe == NULL || b->name == NULL || pipe(b->wake) != 0) {
         weft__broker_free(b);
         return WEFT_ENOMEM;
@@ -337,6 +343,41 @@ declare_topology(struct weft__broker *b, char *err, size_t err_len)
            bind(b, nm->results, nm->dlx, "dead.task", err, err_len);
 }
 
+/* The bound of the next wait: the configured timeout cut to what is left before the deadline
+ * (*is_bounded false: no bound). @return false when the deadline has passed. */
+static bool
+next_bound(const struct weft__broker *b, struct timeval *tv, bool *is_bounded)
+{
+    uint64_t ms = b->timeout_ms;
+
+    if (b->deadline_ns != 0) {
+        uint64_t now = weft__monotonic_ns();
+        uint64_t left = b->deadline_ns > now ? (b->deadline_ns - now) / 1000000u : 0;
+        if (left == 0) {
+            return false;
+        }
+        ms = ms == 0 || left < ms ? left : ms;
+    }
+    *is_bounded = ms > 0;
+    tv->tv_sec = (time_t)(ms / 1000);
+    tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    return true;
+}
+
+/* Bound the next RPC of the live connection. @return false when the deadline has passed. */
+static bool
+bound_rpc(struct weft__broker *b)
+{
+    struct timeval tv;
+    bool is_bounded = false;
+
+    if (!next_bound(b, &tv, &is_bounded)) {
+        return false;
+    }
+    (void)amqp_set_rpc_timeout(b->conn, is_bounded ? &tv : NULL);
+    return true;
+}
+
 weft_err
 weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
 {
@@ -344,6 +385,7 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
     char *scratch = weft__strdup(b->url);
     amqp_socket_t *sock = NULL;
     struct timeval tv = {10, 0};
+    bool is_bounded = false;
     amqp_table_entry_t props[1];
     amqp_table_t client_props;
     amqp_rpc_reply_t r;
@@ -363,6 +405,21 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         weft__broker_close(b);
         return WEFT_ENOMEM;
     }
+    if (!next_bound(b, &tv, &is_bounded)) {
+        snprintf(err, err_len, "broker %s: cannot connect: no time left", b->url_safe);
+        weft__free(scratch);
+        weft__broker_close(b);
+        return WEFT_EIO;
+    }
+    if (is_bounded) {
+        /* One bound for every step that waits on the broker: a broker that accepts the TCP
+         * connection and then hangs (stopped, overloaded) must not hold the caller. */
+        (void)amqp_set_handshake_timeout(b->conn, &tv);
+        (void)amqp_set_rpc_timeout(b->conn, &tv);
+    } else {
+        tv.tv_sec = 10;
+        tv.tv_usec = 0;
+    }
     rc = amqp_socket_open_noblock(sock, info.host, info.port, &tv);
     if (rc != AMQP_STATUS_OK) {
         snprintf(err, err_len, "broker %s: cannot connect: %s", b->url_safe,
@@ -375,13 +432,25 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         info.vhost =
             (char *)"/"; /* "amqp://host/" names the default vhost, as most clients read it */
     }
+    if (is_bounded) {
+        /* What the TCP connect left of the deadline bounds the login. */
+        bool has_time = next_bound(b, &tv, &is_bounded);
+        if (!has_time) {
+            snprintf(err, err_len, "broker %s: cannot log in: no time left", b->url_safe);
+            weft__free(scratch);
+            weft__broker_close(b);
+            return WEFT_EIO;
+        }
+        (void)amqp_set_handshake_timeout(b->conn, &tv);
+    }
     props[0].key = amqp_cstring_bytes("connection_name");
     props[0].value.kind = AMQP_FIELD_KIND_UTF8;
     props[0].value.value.bytes = amqp_cstring_bytes(b->name);
     client_props.num_entries = 1;
     client_props.entries = props;
-    r = amqp_login_with_properties(b->conn, info.vhost, 0, 131072, (int)b->heartbeat_s,
-                                   &client_props, AMQP_SASL_METHOD_PLAIN, info.user, info.password);
+    r = amqp_login_with_properties(b->conn, info.vhost, 0, 131072,
+                                   b->is_observer ? 0 : (int)b->heartbeat_s, &client_props,
+                                   AMQP_SASL_METHOD_PLAIN, info.user, info.password);
     weft__free(scratch);
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
         char why[256];
@@ -391,6 +460,21 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         return WEFT_EIO;
     }
     b->is_connected = true;
+    if (b->is_observer) {
+        if (!bound_rpc(b)) {
+            snprintf(err, err_len, "broker %s: open channel: no time left", b->url_safe);
+            b->is_connected = false; /* drop it: a polite close would wait again */
+            weft__broker_close(b);
+            return WEFT_EIO;
+        }
+        amqp_channel_open(b->conn, CH_RPC);
+        if (!rpc_ok(b, "open channel", err, err_len)) {
+            b->is_connected = false;
+            weft__broker_close(b);
+            return WEFT_EIO;
+        }
+        return WEFT_OK;
+    }
     amqp_channel_open(b->conn, CH);
     if (rpc_ok(b, "open channel", err, err_len)) {
         amqp_channel_open(b->conn, CH_RPC);
@@ -797,6 +881,12 @@ weft__broker_wait(struct weft__broker *b, uint32_t timeout_ms, struct weft__brok
     return read_frame(b, ev); /* also keeps the heartbeat when nothing arrived */
 }
 
+void
+weft__broker_set_deadline(struct weft__broker *b, uint64_t deadline_ns)
+{
+    b->deadline_ns = deadline_ns;
+}
+
 weft_err
 weft__broker_queue_stats(struct weft__broker *b,
                          const char *queue,
@@ -804,14 +894,36 @@ weft__broker_queue_stats(struct weft__broker *b,
                          uint64_t *consumers)
 {
     amqp_queue_declare_ok_t *ok = NULL;
+    amqp_rpc_reply_t r;
     char err[256] = "";
 
     if (!b->is_connected) {
         return WEFT_EIO;
     }
+    if (!bound_rpc(b)) {
+        /* The reply to a request we give up on would arrive out of turn: close instead. */
+        WEFT_LOG(WEFT_LOG_DEBUG, "broker %s: queue stats: no time left", b->url_safe);
+        b->is_connected = false;
+        return WEFT_EIO;
+    }
     ok = amqp_queue_declare(b->conn, CH_RPC, amqp_cstring_bytes(queue), 1, 0, 0, 0,
                             amqp_empty_table);
-    if (ok == NULL || !rpc_ok(b, "queue stats", err, sizeof(err))) {
+    r = amqp_get_rpc_reply(b->conn);
+    if (ok == NULL && r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+        r.reply.id == AMQP_CHANNEL_CLOSE_METHOD &&
+        ((const amqp_channel_close_t *)r.reply.decoded)->reply_code == AMQP_NOT_FOUND) {
+        /* No such queue (nothing declared it yet): the broker closed the RPC channel only.
+         * Acknowledge and open it again; the connection serves the next request. */
+        amqp_channel_close_ok_t close_ok;
+        (void)amqp_send_method(b->conn, CH_RPC, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+        amqp_channel_open(b->conn, CH_RPC);
+        if (rpc_ok(b, "open channel", err, sizeof(err))) {
+            return WEFT_ENOTFOUND;
+        }
+    } else if (ok == NULL || r.reply_type != AMQP_RESPONSE_NORMAL) {
+        reply_text(r, "queue stats", err, sizeof(err));
+    }
+    if (err[0] != '\0') {
         WEFT_LOG(WEFT_LOG_WARN, "broker %s: %s", b->url_safe, err);
         b->is_connected = false; /* a failed passive declare closes the channel */
         return WEFT_EIO;

@@ -42,6 +42,15 @@ struct weft__broker_config {
     unsigned prefetch;         /* basic.qos; 0: no limit */
     unsigned max_redeliveries; /* quorum x-delivery-limit; 0: 5 */
     const char *name;          /* connection_name shown by the broker and in logs */
+    /* Bound in ms on the TCP connect, the login handshake and each synchronous request (RPC)
+     * of a connection; weft__broker_set_timeout() changes it. 0: 10 s to connect, no bound on
+     * the rest (a worker or an orchestrator waits on heartbeats instead). */
+    unsigned timeout_ms;
+    /* An observer (`weft serve`) only asks for queue statistics: its connect opens the RPC
+     * channel and nothing else (no confirm mode, no topology: it must not create the queues
+     * with its own arguments before the deployment does) and sends no heartbeats, so an idle
+     * connection between two scrapes is not closed by the broker. */
+    bool is_observer;
 };
 
 struct weft__broker;
@@ -140,7 +149,14 @@ weft__broker_wait(struct weft__broker *b, uint32_t timeout_ms, struct weft__brok
 /* Thread-safe: make the current or next weft__broker_wait() return WEFT__BROKER_WOKEN. */
 void weft__broker_wake(struct weft__broker *b);
 
-/* Messages ready and consumers of @p queue (a passive declare). @return WEFT_OK, WEFT_EIO. */
+/* From now on, connect and weft__broker_queue_stats() wait no later than @p deadline_ns
+ * (weft__monotonic_ns() time; 0: no deadline, only weft__broker_config.timeout_ms): each wait
+ * is cut to what is left, and once it has passed they fail at once (WEFT_EIO). */
+void weft__broker_set_deadline(struct weft__broker *b, uint64_t deadline_ns);
+
+/* Messages ready and consumers of @p queue (a passive declare). @return WEFT_OK,
+ * WEFT_ENOTFOUND (the broker has no such queue; the connection stays usable), WEFT_EIO (no
+ * answer within the timeout, or the connection is gone: it is closed, connect again). */
 weft_err weft__broker_queue_stats(struct weft__broker *b,
                                   const char *queue,
                                   uint64_t *messages,

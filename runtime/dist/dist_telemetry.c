@@ -1,4 +1,11 @@
-/* runtime/dist/dist_telemetry.c - metrics of distributed runs (dist_telemetry.h). */
+/* runtime/dist/dist_telemetry.c - metrics of distributed runs (dist_telemetry.h).
+ *
+ * Instruments of a family group that was not registered stay NULL, and every recording
+ * function tests its instrument, so one struct serves the orchestrator, a run's meter, a
+ * worker and `weft serve` alike. The task measurements are forwarded to m->also (the run's
+ * own meter) by the same calls, so no call site can record into one meter and forget the
+ * other.
+ */
 #include "runtime/dist/dist_telemetry.h"
 
 #include <string.h>
@@ -8,6 +15,10 @@
 /* Latency buckets in seconds: from 1 ms (a warm worker on the same host) to 5 minutes. */
 static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
                                         0.5,   1,      2.5,   5,    10,   30,   60,  300};
+
+/* The values of the bounded labels (docs/metrics.md). */
+static const char *const worker_outcomes[] = {"success", "failed", "requeued", "rejected"};
+static const char *const dead_reasons[] = {"delivery_limit", "malformed", "rejected"};
 
 static struct weft_instrument *
 make(struct weft__dist_metrics *m,
@@ -25,17 +36,9 @@ make(struct weft__dist_metrics *m,
     return inst;
 }
 
-void
-weft__dist_metrics_init(struct weft__dist_metrics *m,
-                        struct weft_meter *meter,
-                        const struct weft__broker_names *names)
+static void
+init_tasks(struct weft__dist_metrics *m)
 {
-    memset(m, 0, sizeof(*m));
-    m->meter = meter;
-    m->names = names;
-    if (meter == NULL) {
-        return;
-    }
     m->dispatched = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.dispatched", "{task}",
                          "Task messages published to the dispatch queue");
     m->redeliveries = make(m, WEFT_INSTRUMENT_COUNTER, "weft.tasks.redeliveries", "{delivery}",
@@ -50,16 +53,59 @@ weft__dist_metrics_init(struct weft__dist_metrics *m,
                                 "From publishing a task to a worker starting it");
     m->start_to_end = make(m, WEFT_INSTRUMENT_HISTOGRAM, "weft.task.start_to_end", "s",
                            "From a worker starting a task to its result");
-    m->depth = make(m, WEFT_INSTRUMENT_GAUGE, "weft.broker.queue.depth", "{message}",
-                    "Messages ready in the queue");
-    m->live = make(m, WEFT_INSTRUMENT_GAUGE, "weft.workers.live", "{worker}",
-                   "Consumers of the dispatch queue, as the broker reports");
-    m->worker_tasks = make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.tasks", "{task}",
-                           "Tasks a worker finished, by outcome");
-    m->worker_busy = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.busy", "{task}",
-                          "Tasks executing on the worker now");
-    m->worker_concurrency = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.concurrency", "{task}",
-                                 "Tasks the worker runs at once at most");
+}
+
+void
+weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, unsigned families)
+{
+    memset(m, 0, sizeof(*m));
+    m->meter = meter;
+    if (meter == NULL) {
+        return;
+    }
+    if ((families & WEFT__DIST_TASKS) != 0) {
+        init_tasks(m);
+    }
+    if ((families & WEFT__DIST_BROKER) != 0) {
+        m->depth = make(m, WEFT_INSTRUMENT_GAUGE, "weft.broker.queue.depth", "{message}",
+                        "Messages ready in the queue");
+        m->live = make(m, WEFT_INSTRUMENT_GAUGE, "weft.workers.live", "{worker}",
+                       "Consumers of the dispatch queue, as the broker reports");
+        m->up = make(m, WEFT_INSTRUMENT_GAUGE, "weft.broker.up", "",
+                     "1 when the broker answered the last question about its queues, else 0");
+    }
+    if ((families & WEFT__DIST_WORKER) != 0) {
+        m->worker_tasks = make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.tasks", "{task}",
+                               "Tasks a worker finished, by outcome");
+        m->worker_busy = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.busy", "{task}",
+                              "Tasks executing on the worker now");
+        m->worker_concurrency = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.concurrency", "{task}",
+                                     "Tasks the worker runs at once at most");
+        for (size_t i = 0; i < sizeof(worker_outcomes) / sizeof(worker_outcomes[0]); i++) {
+            struct weft_attr a = weft_attr_str("outcome", worker_outcomes[i]);
+            if (m->worker_tasks != NULL) {
+                (void)weft_counter_add(m->worker_tasks, 0, &a, 1);
+            }
+        }
+    }
+}
+
+void
+weft__dist_metrics_zero(struct weft__dist_metrics *m, const char *workflow)
+{
+    struct weft_attr a[2];
+
+    if (m->dispatched == NULL) {
+        return;
+    }
+    a[0] = weft_attr_str("workflow", workflow);
+    (void)weft_counter_add(m->dispatched, 0, a, 1);
+    (void)weft_counter_add(m->redeliveries, 0, a, 1);
+    (void)weft_counter_add(m->duplicates, 0, a, 1);
+    for (size_t i = 0; i < sizeof(dead_reasons) / sizeof(dead_reasons[0]); i++) {
+        a[1] = weft_attr_str("reason", dead_reasons[i]);
+        (void)weft_counter_add(m->dead, 0, a, 2);
+    }
 }
 
 void
@@ -69,12 +115,21 @@ weft__dist_metrics_cleanup(struct weft__dist_metrics *m)
 }
 
 void
+weft__dist_metrics_tee(struct weft__dist_metrics *m, struct weft__dist_metrics *also)
+{
+    m->also = also != m ? also : NULL; /* never a loop */
+}
+
+void
 weft__dist_metrics_dispatched(struct weft__dist_metrics *m, const char *workflow)
 {
     struct weft_attr a = weft_attr_str("workflow", workflow);
 
     if (m->dispatched != NULL) {
         (void)weft_counter_add(m->dispatched, 1, &a, 1);
+    }
+    if (m->also != NULL) {
+        weft__dist_metrics_dispatched(m->also, workflow);
     }
 }
 
@@ -88,6 +143,9 @@ weft__dist_metrics_dead_lettered(struct weft__dist_metrics *m,
     if (m->dead != NULL) {
         (void)weft_counter_add(m->dead, 1, a, 2);
     }
+    if (m->also != NULL) {
+        weft__dist_metrics_dead_lettered(m->also, workflow, reason);
+    }
 }
 
 void
@@ -97,6 +155,9 @@ weft__dist_metrics_duplicate(struct weft__dist_metrics *m, const char *workflow)
 
     if (m->duplicates != NULL) {
         (void)weft_counter_add(m->duplicates, 1, &a, 1);
+    }
+    if (m->also != NULL) {
+        weft__dist_metrics_duplicate(m->also, workflow);
     }
 }
 
@@ -109,8 +170,11 @@ weft__dist_metrics_result(struct weft__dist_metrics *m,
     struct weft_attr a[2] = {weft_attr_str("workflow", workflow),
                              weft_attr_str("outcome", r->is_success ? "success" : "failed")};
 
-    if (m->meter == NULL) {
-        return;
+    if (m->also != NULL) {
+        weft__dist_metrics_result(m->also, workflow, r, sent_ns);
+    }
+    if (m->dispatched == NULL) {
+        return; /* the task families are not registered here */
     }
     if (r->delivery_count > 0) {
         (void)weft_counter_add(m->redeliveries, (double)r->delivery_count, a, 1);
@@ -133,29 +197,68 @@ weft__dist_metrics_in_flight(struct weft__dist_metrics *m, const char *workflow,
     if (m->in_flight != NULL) {
         (void)weft_gauge_set(m->in_flight, (double)n, &a, 1);
     }
+    if (m->also != NULL) {
+        weft__dist_metrics_in_flight(m->also, workflow, n);
+    }
+}
+
+weft_err
+weft__dist_queues_ask(struct weft__broker *broker, struct weft__dist_queues *out)
+{
+    const struct weft__broker_names *names = weft__broker_names(broker);
+    const char *queues[3] = {names->dispatch, names->results, names->dead};
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t messages = 0;
+        uint64_t consumers = 0;
+        weft_err err = weft__broker_queue_stats(broker, queues[i], &messages, &consumers);
+
+        if (err == WEFT_ENOTFOUND) {
+            continue; /* not declared yet: empty, nobody consumes it */
+        }
+        if (err != WEFT_OK) {
+            memset(out, 0, sizeof(*out));
+            return WEFT_EIO;
+        }
+        out->depth[i] = messages;
+        if (i == 0) {
+            out->consumers = consumers;
+        }
+    }
+    out->is_up = true;
+    return WEFT_OK;
+}
+
+void
+weft__dist_metrics_record_queues(struct weft__dist_metrics *m, const struct weft__dist_queues *q)
+{
+    static const char *const labels[3] = {"dispatch", "results", "dead_letter"};
+
+    if (m->up != NULL) {
+        (void)weft_gauge_set(m->up, q->is_up ? 1 : 0, NULL, 0);
+    }
+    /* Down: no depth rather than a stale or invented one; weft_broker_up says why. */
+    if (!q->is_up || m->depth == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        struct weft_attr a = weft_attr_str("queue", labels[i]);
+        (void)weft_gauge_set(m->depth, (double)q->depth[i], &a, 1);
+    }
+    (void)weft_gauge_set(m->live, (double)q->consumers, NULL, 0);
 }
 
 void
 weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker *broker)
 {
-    const char *queues[3] = {m->names->dispatch, m->names->results, m->names->dead};
-    const char *labels[3] = {"dispatch", "results", "dead_letter"};
+    struct weft__dist_queues q;
 
     if (m->depth == NULL) {
         return;
     }
-    for (size_t i = 0; i < 3; i++) {
-        uint64_t messages = 0;
-        uint64_t consumers = 0;
-        struct weft_attr a = weft_attr_str("queue", labels[i]);
-        if (weft__broker_queue_stats(broker, queues[i], &messages, &consumers) != WEFT_OK) {
-            return;
-        }
-        (void)weft_gauge_set(m->depth, (double)messages, &a, 1);
-        if (i == 0) {
-            (void)weft_gauge_set(m->live, (double)consumers, NULL, 0);
-        }
-    }
+    (void)weft__dist_queues_ask(broker, &q);
+    weft__dist_metrics_record_queues(m, &q);
 }
 
 void

@@ -2,7 +2,16 @@
  * "Distributed" rows): task dispatch, redeliveries, dead letters, duplicates, latencies, queue
  * depths and live workers on the orchestrator; tasks by outcome and busy slots on a worker.
  *
- * Every function is a no-op when the meter is NULL. Thread-safe (the meter is).
+ * Families are registered in groups, so that each meter holds the ones its process owns: the
+ * orchestrator's task families (weft.tasks.*, weft.task.*) go to the caller's meter and to the
+ * run's own meter (metrics_store.h), which is persisted and which `weft serve` folds; the broker
+ * gauges (weft.broker.queue.depth, weft.workers.live, weft.broker.up) are asked live and never
+ * persisted (a stored queue depth means nothing a minute later); the weft.worker.* families
+ * belong to a worker's own meter.
+ *
+ * Every function is a no-op when the meter is NULL or the family is not registered.
+ * Thread-safe (the meter is), except weft__dist_metrics_tee(), which the caller serialises
+ * with the recording calls.
  */
 #ifndef WEFT_RUNTIME_DIST_DIST_TELEMETRY_H
 #define WEFT_RUNTIME_DIST_DIST_TELEMETRY_H
@@ -13,19 +22,35 @@
 struct weft_meter;
 struct weft_instrument;
 
+/* Family groups for weft__dist_metrics_init(). */
+#define WEFT__DIST_TASKS  1u /* weft.tasks.*, weft.task.*: an orchestrator's, per run */
+#define WEFT__DIST_BROKER 2u /* weft.broker.queue.depth, weft.workers.live, weft.broker.up */
+#define WEFT__DIST_WORKER 4u /* weft.worker.*: a worker's own */
+
 struct weft__dist_metrics {
     struct weft_meter *meter;
-    const struct weft__broker_names *names;
     struct weft_instrument *dispatched, *redeliveries, *dead, *duplicates, *in_flight;
-    struct weft_instrument *dispatch_to_start, *start_to_end, *depth, *live;
+    struct weft_instrument *dispatch_to_start, *start_to_end, *depth, *live, *up;
     struct weft_instrument *worker_tasks, *worker_busy, *worker_concurrency;
+    /* The task measurements are recorded here too when set (weft__dist_metrics_tee). */
+    struct weft__dist_metrics *also;
 };
 
-/* Register the instruments on @p meter (NULL: none). @p names is borrowed. */
-void weft__dist_metrics_init(struct weft__dist_metrics *m,
-                             struct weft_meter *meter,
-                             const struct weft__broker_names *names);
+/* Register the @p families (WEFT__DIST_* bits) on @p meter (NULL: none). A worker's task
+ * counter gets its four outcomes at 0 at once. */
+void
+weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, unsigned families);
 void weft__dist_metrics_cleanup(struct weft__dist_metrics *m);
+
+/* Record the task measurements of @p m into @p also as well (NULL: stop). Borrowed until
+ * replaced; not thread-safe against the recording calls. */
+void weft__dist_metrics_tee(struct weft__dist_metrics *m, struct weft__dist_metrics *also);
+
+/* Give @p workflow's task counters a series at 0 (dispatched, redeliveries, duplicates, and
+ * dead letters per reason), so that a rate or increase over them reads 0, not nothing, until
+ * the first event, and its first increment is seen (Prometheus counts increments between
+ * samples). Not forwarded to m->also. */
+void weft__dist_metrics_zero(struct weft__dist_metrics *m, const char *workflow);
 
 void weft__dist_metrics_dispatched(struct weft__dist_metrics *m, const char *workflow);
 /* @p reason: delivery_limit, rejected or malformed. */
@@ -39,8 +64,25 @@ void weft__dist_metrics_result(struct weft__dist_metrics *m,
                                const struct weft__result_msg *r,
                                uint64_t sent_ns);
 void weft__dist_metrics_in_flight(struct weft__dist_metrics *m, const char *workflow, size_t n);
-/* Queue depths and consumers of the dispatch queue, asked from the broker (the caller's
- * thread owns @p broker). */
+
+/* What the broker said about the deployment's queues at one moment. */
+struct weft__dist_queues {
+    bool is_up;         /* the broker answered every question */
+    uint64_t depth[3];  /* messages ready: dispatch, results, dead letters */
+    uint64_t consumers; /* consumers of the dispatch queue */
+};
+
+/* Ask @p broker (connected; the caller's thread owns it) for the depth of its three queues
+ * and the consumers of the dispatch queue. A queue the broker does not have (nothing declared
+ * it yet) counts as empty, with no consumer. @return WEFT_OK (*out->is_up), WEFT_EIO (the
+ * broker did not answer; the connection is closed; *out->is_up false). */
+weft_err weft__dist_queues_ask(struct weft__broker *broker, struct weft__dist_queues *out);
+
+/* Record @p q: weft.broker.up, and when it is up the depths and live workers. */
+void weft__dist_metrics_record_queues(struct weft__dist_metrics *m,
+                                      const struct weft__dist_queues *q);
+
+/* weft__dist_queues_ask() then weft__dist_metrics_record_queues(). */
 void weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker *broker);
 
 /* Worker side. @p outcome: success, failed, requeued or rejected. */

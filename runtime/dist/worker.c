@@ -619,7 +619,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
         if (cfg->provider != NULL) {
             (void)weft_provider_get_tracer(cfg->provider, "weft.worker", WEFT_VERSION, &w->tracer);
         }
-        weft__dist_metrics_init(&w->metrics, cfg->meter, weft__broker_names(w->broker));
+        weft__dist_metrics_init(&w->metrics, cfg->meter, WEFT__DIST_WORKER);
         weft__dist_metrics_worker_busy(&w->metrics, 0, w->concurrency);
         e = connect_loop(w, err, err_len);
     }

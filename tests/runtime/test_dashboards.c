@@ -8,7 +8,10 @@
  * datasource uid, unique panel ids with grid positions that do not overlap, and every query
  * parses (promtool). Every metric a panel or a rule queries must also be a row of the table in
  * docs/metrics.md; the distributed-run families (broker, tasks, workers) need a broker and
- * workers this test does not start, so for them the table is the only check. A promtool rule
+ * workers this test does not start: here they are checked against the table, and
+ * tests/dist/test_serve_dist.c (label `servers`) checks that each one the dashboard and the
+ * alert rules query has samples in the scrapes of a real `weft serve` with a broker and of a
+ * real `weft worker` after a distributed run. A promtool rule
  * unit test built from two real scrapes (before and after the stuck-loop example) checks that
  * the shipped stuck-loop alert fires (fails when promtool is not installed). */
 #include "support/serve_proc.h"
@@ -38,10 +41,13 @@ struct world {
 
 /* Families of distributed runs: `weft serve` has them only with a broker (WEFT_BROKER_URL) and
  * runs dispatched through it, and the weft_worker_STAR ones only a `weft worker` exports. This test
- * starts neither, so a query of these is checked against docs/metrics.md alone. */
+ * starts neither, so here a query of these is checked against docs/metrics.md; that they have
+ * samples in real scrapes is tests/dist/test_serve_dist.c's check (a `servers` test: it starts
+ * RabbitMQ, serve, a worker and a distributed run). */
 static const char *const distributed_families[] = {
     "weft_broker_queue_depth",
     "weft_workers_live",
+    "weft_broker_up",
     "weft_tasks_in_flight",
     "weft_tasks_dispatched_total",
     "weft_tasks_redeliveries_total",

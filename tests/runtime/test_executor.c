@@ -124,7 +124,7 @@ test_poll(struct weft__executor *base, uint32_t timeout_ms)
     return WEFT_OK;
 }
 
-static const struct weft__executor_ops test_ops = {test_submit, test_poll, NULL};
+static const struct weft__executor_ops test_ops = {test_submit, test_poll, NULL, NULL};
 
 struct fx {
     char dir[256];

@@ -499,6 +499,15 @@ weft_test_amqp_log(const struct weft_test_amqp *amqp)
 }
 
 int
+weft_test_amqp_pause(struct weft_test_amqp *amqp, bool is_paused)
+{
+    if (amqp->server <= 0) {
+        return -1;
+    }
+    return kill(-amqp->server, is_paused ? SIGSTOP : SIGCONT) == 0 ? 0 : -1;
+}
+
+int
 weft_test_amqp_restart(struct weft_test_amqp *amqp, char *err, size_t err_len)
 {
     set_err(err, err_len, "");

@@ -26,6 +26,7 @@
 #ifndef WEFT_TESTS_SUPPORT_AMQP_SERVER_H
 #define WEFT_TESTS_SUPPORT_AMQP_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct weft_test_amqp;
@@ -53,6 +54,12 @@ const char *weft_test_amqp_log(const struct weft_test_amqp *amqp);
  * same data: durable queues and their persistent messages survive, connections do not.
  * Waits as weft_test_amqp_start() does. @return 0, or -1 with the reason in @p err. */
 int weft_test_amqp_restart(struct weft_test_amqp *amqp, char *err, size_t err_len);
+
+/* Freeze (@p is_paused: SIGSTOP) or thaw (SIGCONT) the broker's process group: a frozen
+ * broker still accepts TCP connections (the kernel completes them) but answers nothing, as a
+ * hung or overloaded broker does. Thaw it before weft_test_amqp_restart() or _stop().
+ * @return 0, or -1 when the broker is not running. */
+int weft_test_amqp_pause(struct weft_test_amqp *amqp, bool is_paused);
 
 /* Run `rabbitmqctl -n <node> <args...>` (@p args NULL-terminated) against the broker, for
  * example {"list_queues", "-q", "name", "messages", NULL}. *out (may be NULL) receives its
