@@ -6,9 +6,17 @@
  * what that run did. Recording into two meters costs a second lock-free update per
  * measurement; the snapshot itself is throttled and off the span path.
  *
- * Why its own SQLite connection: a checkpoint may come from a fan-out worker while the run's
- * own handle is confined to another thread, and a separate connection keeps state.c as it is.
- * WAL mode (set by state.c) lets `weft serve` read while runs write.
+ * Why its own SQLite connection (and, for PostgreSQL, its own state handle): a checkpoint may
+ * come from a fan-out worker or the flusher while the run's own handle is confined to another
+ * thread. WAL mode (set by state.c) lets `weft serve` read while runs write; PostgreSQL's MVCC
+ * does the same.
+ *
+ * Two backends, one shape: the snapshot is built series by series (write_series()) into rows
+ * (struct weft__state_metric), which SQLite gets at once inside its transaction and PostgreSQL
+ * gets after the collection, whole, through weft__state_metrics_save() (state_pg.c), so an
+ * allocation failure there writes nothing. The fold reads the same five things from either
+ * (run rows, legacy agent outcomes, sums and histograms, task workflows, folded gauges) and
+ * hands each row to the same fold_* function.
  *
  * Rows: (run_id, attempt, name, labels) -> kind, unit, description, value (sums and gauges),
  * count, sum, min, max, bounds and buckets (JSON arrays, histograms), saved_ns. A snapshot
@@ -18,7 +26,8 @@
  * counts (gauges of cumulative counts) add up too; queue gauges count only for runs still in
  * progress whose last snapshot is recent, since a dead run's last queue fill means nothing
  * (nor do its distributed tasks in flight).
- * Runs stored before snapshots existed are folded from their run rows, as before.
+ * Runs stored before snapshots existed (SQLite before the table, PostgreSQL before migration 2)
+ * are folded from their run rows, as before.
  */
 #include "metrics_store.h"
 
@@ -35,7 +44,6 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

@@ -9,7 +9,9 @@
  * dependencies and parent_id as task UUIDs); weft's own columns sit beside them and keep weft's
  * own names and values (workflows.status, tasks.step_status, depends_on as step ids...), so
  * what is read back is exactly what was written. Sessions' messages, scripted cursors, LLM
- * exchanges and corrections are tables of their own. docs/distributed.md has the full map.
+ * exchanges, corrections and per-run metric snapshots (run_metrics, migration 2, written and
+ * folded for metrics_store.c by the weft__state_metrics_* functions) are tables of their own.
+ * docs/distributed.md has the full map.
  *
  * Migrations are an ordered array of SQL texts; version N is migrations[N - 1]. Each is applied
  * in a transaction of its own under pg_advisory_xact_lock(MIGRATION_LOCK) and recorded in
