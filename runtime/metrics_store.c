@@ -6,9 +6,17 @@
  * what that run did. Recording into two meters costs a second lock-free update per
  * measurement; the snapshot itself is throttled and off the span path.
  *
- * Why its own SQLite connection: a checkpoint may come from a fan-out worker while the run's
- * own handle is confined to another thread, and a separate connection keeps state.c as it is.
- * WAL mode (set by state.c) lets `weft serve` read while runs write.
+ * Why its own SQLite connection (and, for PostgreSQL, its own state handle): a checkpoint may
+ * come from a fan-out worker or the flusher while the run's own handle is confined to another
+ * thread. WAL mode (set by state.c) lets `weft serve` read while runs write; PostgreSQL's MVCC
+ * does the same.
+ *
+ * Two backends, one shape: the snapshot is built series by series (write_series()) into rows
+ * (struct weft__state_metric), which SQLite gets at once inside its transaction and PostgreSQL
+ * gets after the collection, whole, through weft__state_metrics_save() (state_pg.c), so an
+ * allocation failure there writes nothing. The fold reads the same five things from either
+ * (run rows, legacy agent outcomes, sums and histograms, task workflows, folded gauges) and
+ * hands each row to the same fold_* function.
  *
  * Rows: (run_id, attempt, name, labels) -> kind, unit, description, value (sums and gauges),
  * count, sum, min, max, bounds and buckets (JSON arrays, histograms), saved_ns. A snapshot
@@ -18,7 +26,8 @@
  * counts (gauges of cumulative counts) add up too; queue gauges count only for runs still in
  * progress whose last snapshot is recent, since a dead run's last queue fill means nothing
  * (nor do its distributed tasks in flight).
- * Runs stored before snapshots existed are folded from their run rows, as before.
+ * Runs stored before snapshots existed (SQLite before the table, PostgreSQL before migration 2)
+ * are folded from their run rows, as before.
  */
 #include "metrics_store.h"
 
@@ -35,7 +44,6 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -54,9 +62,10 @@ static const char schema[] =
     " saved_ns BIGINT NOT NULL, PRIMARY KEY (run_id, attempt, name, labels));";
 
 struct rt_mstore {
-    sqlite3 *db;
+    sqlite3 *db; /* a SQLite state: its own connection and statements */
     sqlite3_stmt *del;
     sqlite3_stmt *ins;
+    struct rt_state *pg; /* a PostgreSQL state: its own handle (and libpq connection) */
     char *run_id;
     int64_t attempt;
     struct weft_meter *meter;
@@ -96,27 +105,6 @@ open_db(const char *path, int flags)
     return db;
 }
 
-/* Snapshots are kept only in a SQLite state database: say so once per process for a
- * PostgreSQL one (never fall back to a SQLite file the user did not name). */
-static void
-warn_not_in_postgresql(const char *state_path)
-{
-    static atomic_bool is_warned;
-    char *shown = NULL;
-
-    if (atomic_exchange(&is_warned, true)) {
-        return;
-    }
-    shown = weft__state_location_redacted(state_path);
-    WEFT_LOG(WEFT_LOG_WARN,
-             "run metrics: per-run metric snapshots (table run_metrics: span pipeline counts and "
-             "collaboration metrics per run) are kept only in a SQLite state database, not in "
-             "PostgreSQL state %s; weft serve folds run totals and agent outcomes from its "
-             "workflows and tasks tables instead",
-             shown != NULL ? shown : "(URL)");
-    weft__free(shown);
-}
-
 struct rt_mstore *
 weft__rt_mstore_open(const char *state_path)
 {
@@ -126,16 +114,23 @@ weft__rt_mstore_open(const char *state_path)
     if (state_path == NULL) {
         return NULL;
     }
-    if (weft__state_is_url(state_path)) {
-        warn_not_in_postgresql(state_path);
-        return NULL;
-    }
     ms = weft__calloc(1, sizeof(*ms));
     if (ms == NULL) {
         return NULL;
     }
     pthread_mutex_init(&ms->lock, NULL);
     pthread_cond_init(&ms->wake, NULL);
+    if (weft__state_is_url(state_path)) {
+        /* A handle of its own: the run's is confined to the run's thread, and checkpoints come
+         * from fan-out workers and the flusher (serialised by ms->lock). The sentence names
+         * the URL without its password. */
+        char why[512];
+        if (weft__state_open(state_path, &ms->pg, why, sizeof(why)) != WEFT_OK) {
+            WEFT_LOG(WEFT_LOG_ERROR, "run metrics: %s", why);
+            goto fail;
+        }
+        return ms;
+    }
     ms->db = open_db(state_path, SQLITE_OPEN_READWRITE);
     if (ms->db == NULL) {
         goto fail;
@@ -178,18 +173,22 @@ weft__rt_mstore_start(struct rt_mstore *ms, const char *run_id, struct weft_prov
         return WEFT_ENOMEM;
     }
     /* A resumed run continues the same run id: its attempts add up in the fold. */
-    if (sqlite3_prepare_v2(
-            ms->db, "SELECT COALESCE(MAX(attempt) + 1, 0) FROM run_metrics WHERE run_id = ?1", -1,
-            &stmt, NULL) != SQLITE_OK) {
-        return WEFT_EIO;
-    }
-    sqlite3_bind_text(stmt, 1, run_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-        ms->attempt = sqlite3_column_int64(stmt, 0);
-    } else {
+    if (ms->pg != NULL) {
+        err = weft__state_metrics_attempt(ms->pg, run_id, true, &ms->attempt);
+    } else if (sqlite3_prepare_v2(ms->db,
+                                  "SELECT COALESCE(MAX(attempt) + 1, 0) FROM run_metrics"
+                                  " WHERE run_id = ?1",
+                                  -1, &stmt, NULL) != SQLITE_OK) {
         err = WEFT_EIO;
+    } else {
+        sqlite3_bind_text(stmt, 1, run_id, -1, SQLITE_STATIC);
+        if (sqlite3_step(stmt) == SQLITE_ROW) {
+            ms->attempt = sqlite3_column_int64(stmt, 0);
+        } else {
+            err = WEFT_EIO;
+        }
+        sqlite3_finalize(stmt);
     }
-    sqlite3_finalize(stmt);
     if (err == WEFT_OK) {
         err = weft_meter_new(NULL, &ms->meter);
     }
@@ -279,14 +278,84 @@ counts_json(const uint64_t *c, size_t n)
     return text;
 }
 
+/* A PostgreSQL snapshot's rows, gathered during the collection (whose views are borrowed for
+ * one call) and written after it, in one transaction, by weft__state_metrics_save(). Each row
+ * owns its six texts in owned[6 * i ...]. */
+struct pg_rows {
+    struct weft__state_metric *v;
+    char **owned;
+    size_t count;
+    size_t cap;
+};
+
+static void
+pg_rows_cleanup(struct pg_rows *r)
+{
+    for (size_t i = 0; i < 6 * r->count; i++) {
+        weft__free(r->owned[i]);
+    }
+    weft__free(r->v);
+    weft__free(r->owned);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Append a copy of @p m. @return WEFT_OK, WEFT_ENOMEM (nothing appended). */
+static weft_err
+pg_rows_add(struct pg_rows *r, const struct weft__state_metric *m)
+{
+    const char *texts[6] = {m->name, m->unit, m->description, m->labels, m->bounds, m->buckets};
+    char *copies[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    struct weft__state_metric *row = NULL;
+
+    if (r->count == r->cap) {
+        size_t cap = r->cap > 0 ? 2 * r->cap : 64;
+        struct weft__state_metric *v = weft__realloc(r->v, cap * sizeof(*v));
+        char **owned = NULL;
+
+        if (v == NULL) {
+            return WEFT_ENOMEM;
+        }
+        r->v = v;
+        owned = weft__realloc(r->owned, 6 * cap * sizeof(*owned));
+        if (owned == NULL) {
+            return WEFT_ENOMEM;
+        }
+        r->owned = owned;
+        r->cap = cap;
+    }
+    for (size_t i = 0; i < 6; i++) {
+        if (texts[i] != NULL) {
+            copies[i] = weft__strdup(texts[i]);
+            if (copies[i] == NULL) {
+                for (size_t j = 0; j < i; j++) {
+                    weft__free(copies[j]);
+                }
+                return WEFT_ENOMEM;
+            }
+        }
+    }
+    row = &r->v[r->count];
+    *row = *m;
+    row->name = copies[0];
+    row->unit = copies[1];
+    row->description = copies[2];
+    row->labels = copies[3];
+    row->bounds = copies[4];
+    row->buckets = copies[5];
+    memcpy(&r->owned[6 * r->count], copies, sizeof(copies));
+    r->count++;
+    return WEFT_OK;
+}
+
 struct writer {
-    sqlite3 *db;
-    sqlite3_stmt *ins;
+    sqlite3_stmt *ins;    /* SQLite: each row goes straight in */
+    struct pg_rows *rows; /* PostgreSQL: rows gathered for weft__state_metrics_save() */
     const char *run_id;
     int64_t attempt;
     uint64_t now_ns;
     bool is_self_only; /* only span counts and queues (after the provider's shutdown) */
     int rc;            /* first SQLite error */
+    weft_err err;      /* first error */
 };
 
 /* Families `weft serve` computes from the run rows, not from snapshots. */
@@ -303,15 +372,60 @@ is_self_metric(const char *name)
     return strncmp(name, "weft.spans.", 11) == 0 || strncmp(name, "weft.exporter.", 14) == 0;
 }
 
+/* Store @p m: bound and inserted (SQLite) or gathered (PostgreSQL). */
+static void
+put_row(struct writer *w, const struct weft__state_metric *m)
+{
+    sqlite3_stmt *st = w->ins;
+    int rc = SQLITE_OK;
+
+    if (w->rows != NULL) {
+        w->err = pg_rows_add(w->rows, m);
+        return;
+    }
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, w->run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, w->attempt);
+    sqlite3_bind_text(st, 3, m->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, m->kind);
+    sqlite3_bind_text(st, 5, m->unit, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, m->description, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, m->labels, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 8, m->value);
+    sqlite3_bind_int64(st, 9, (sqlite3_int64)m->count);
+    sqlite3_bind_double(st, 10, m->sum);
+    if (m->has_range) {
+        sqlite3_bind_double(st, 11, m->min);
+        sqlite3_bind_double(st, 12, m->max);
+    } else {
+        sqlite3_bind_null(st, 11);
+        sqlite3_bind_null(st, 12);
+    }
+    if (m->bounds != NULL && m->buckets != NULL) {
+        sqlite3_bind_text(st, 13, m->bounds, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 14, m->buckets, -1, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(st, 13);
+        sqlite3_bind_null(st, 14);
+    }
+    sqlite3_bind_int64(st, 15, (sqlite3_int64)m->saved_ns);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE) {
+        w->rc = rc;
+        w->err = WEFT_EIO;
+    }
+}
+
 static bool
 write_series(const struct weft_instrument_view *in, const struct weft_series_view *s, void *ud)
 {
     struct writer *w = ud;
-    sqlite3_stmt *st = w->ins;
+    struct weft__state_metric m;
     char *labels = NULL;
     char *bounds = NULL;
     char *buckets = NULL;
-    int rc = SQLITE_OK;
 
     if (s == NULL || is_store_gauge(in->name) || (w->is_self_only && !is_self_metric(in->name))) {
         return true;
@@ -329,60 +443,44 @@ write_series(const struct weft_instrument_view *in, const struct weft_series_vie
     if (labels == NULL ||
         (in->kind == WEFT_INSTRUMENT_HISTOGRAM && (bounds == NULL || buckets == NULL))) {
         w->rc = SQLITE_NOMEM;
+        w->err = WEFT_ENOMEM;
         goto out;
     }
-    sqlite3_reset(st);
-    sqlite3_bind_text(st, 1, w->run_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, w->attempt);
-    sqlite3_bind_text(st, 3, in->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, (int)in->kind);
-    sqlite3_bind_text(st, 5, in->unit, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, in->description, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, labels, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 8, s->value);
-    sqlite3_bind_int64(st, 9, (sqlite3_int64)s->count);
+    memset(&m, 0, sizeof(m));
+    m.name = in->name;
+    m.kind = (int)in->kind;
+    m.unit = in->unit;
+    m.description = in->description;
+    m.labels = labels;
+    m.value = s->value;
+    m.count = s->count;
     if (in->kind == WEFT_INSTRUMENT_HISTOGRAM) {
-        sqlite3_bind_double(st, 10, s->sum);
-        if (s->count > 0) {
-            sqlite3_bind_double(st, 11, s->min);
-            sqlite3_bind_double(st, 12, s->max);
-        } else {
-            sqlite3_bind_null(st, 11);
-            sqlite3_bind_null(st, 12);
-        }
-        sqlite3_bind_text(st, 13, bounds, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 14, buckets, -1, SQLITE_STATIC);
-    } else {
-        sqlite3_bind_double(st, 10, 0);
-        sqlite3_bind_null(st, 11);
-        sqlite3_bind_null(st, 12);
-        sqlite3_bind_null(st, 13);
-        sqlite3_bind_null(st, 14);
+        m.sum = s->sum;
+        m.has_range = s->count > 0;
+        m.min = s->min;
+        m.max = s->max;
+        m.bounds = bounds;
+        m.buckets = buckets;
     }
-    sqlite3_bind_int64(st, 15, (sqlite3_int64)w->now_ns);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc != SQLITE_DONE) {
-        w->rc = rc;
-    }
+    m.saved_ns = w->now_ns;
+    put_row(w, &m);
 out:
     free(labels);
     free(bounds);
     free(buckets);
-    return w->rc == SQLITE_OK;
+    return w->err == WEFT_OK;
 }
 
-/* Replace the rows of (run, attempt) by @p meter's series, in one transaction. @p del deletes
- * the rows to replace. @return an SQLite code. */
+/* Replace the rows of (run, attempt) by @p meter's series, in one SQLite transaction. @p del
+ * deletes the rows to replace. @return an SQLite code. */
 static int
-write_snapshot(sqlite3 *db,
-               sqlite3_stmt *del,
-               sqlite3_stmt *ins,
-               const char *run_id,
-               int64_t attempt,
-               struct weft_meter *meter,
-               bool is_self_only)
+write_sqlite(sqlite3 *db,
+             sqlite3_stmt *del,
+             sqlite3_stmt *ins,
+             const char *run_id,
+             int64_t attempt,
+             struct weft_meter *meter,
+             bool is_self_only)
 {
     struct writer w;
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -397,7 +495,6 @@ write_snapshot(sqlite3 *db,
     sqlite3_clear_bindings(del);
     if (rc == SQLITE_DONE) {
         memset(&w, 0, sizeof(w));
-        w.db = db;
         w.ins = ins;
         w.run_id = run_id;
         w.attempt = attempt;
@@ -415,21 +512,57 @@ write_snapshot(sqlite3 *db,
     return rc;
 }
 
+/* The same into a PostgreSQL state: the rows are gathered first, so a failure to build one
+ * (out of memory) writes nothing, then weft__state_metrics_save() replaces the (run, attempt)
+ * rows in one transaction. @return WEFT_OK, WEFT_EIO (logged by the state), WEFT_ENOMEM. */
+static weft_err
+write_pg(struct rt_state *st,
+         const char *run_id,
+         int64_t attempt,
+         struct weft_meter *meter,
+         bool is_self_only)
+{
+    struct pg_rows rows;
+    struct writer w;
+    weft_err err = WEFT_OK;
+
+    memset(&rows, 0, sizeof(rows));
+    memset(&w, 0, sizeof(w));
+    w.rows = &rows;
+    w.run_id = run_id;
+    w.attempt = attempt;
+    w.now_ns = weft__now_ns();
+    w.is_self_only = is_self_only;
+    (void)weft_meter_collect(meter, write_series, &w);
+    err = w.err;
+    if (err == WEFT_OK) {
+        err = weft__state_metrics_save(st, run_id, attempt, is_self_only, rows.v, rows.count);
+    }
+    pg_rows_cleanup(&rows);
+    return err;
+}
+
 /* Write the snapshot now. Called with the lock held. */
 static void
 save_locked(struct rt_mstore *ms, uint64_t events)
 {
     uint64_t start = weft__monotonic_ns();
-    int rc = write_snapshot(ms->db, ms->del, ms->ins, ms->run_id, ms->attempt, ms->meter, false);
+    int rc = SQLITE_OK;
+    weft_err err = WEFT_OK;
 
+    if (ms->pg != NULL) {
+        err = write_pg(ms->pg, ms->run_id, ms->attempt, ms->meter, false);
+    } else {
+        rc = write_sqlite(ms->db, ms->del, ms->ins, ms->run_id, ms->attempt, ms->meter, false);
+    }
     ms->last_mono = weft__monotonic_ns();
     ms->last_events = events;
     ms->saves++;
     ms->save_ns += ms->last_mono - start;
-    if (rc != SQLITE_OK && !ms->is_failing) {
+    if ((rc != SQLITE_OK || err != WEFT_OK) && !ms->is_failing) {
         ms->is_failing = true;
         WEFT_LOG(WEFT_LOG_ERROR, "run metrics: run %s: cannot save its metrics: %s", ms->run_id,
-                 sqlite3_errstr(rc));
+                 rc != SQLITE_OK ? sqlite3_errstr(rc) : weft_strerror(err));
     }
 }
 
@@ -507,11 +640,39 @@ weft__rt_mstore_free(struct rt_mstore *ms)
     sqlite3_finalize(ms->del);
     sqlite3_finalize(ms->ins);
     sqlite3_close(ms->db);
+    weft__state_close(ms->pg);
     weft_meter_free(ms->meter);
     weft__free(ms->run_id);
     pthread_cond_destroy(&ms->wake);
     pthread_mutex_destroy(&ms->lock);
     weft__free(ms);
+}
+
+/* The attempt @p run_id's last run wrote (its latest), or 0 for a run that wrote none, on a
+ * SQLite state; @p del gets the statement that deletes its span pipeline rows. */
+static weft_err
+sqlite_latest(struct rt_mstore *ms, const char *run_id, int64_t *attempt, sqlite3_stmt **del)
+{
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(ms->db,
+                           "SELECT COALESCE(MAX(attempt), 0) FROM run_metrics WHERE run_id = ?1",
+                           -1, &stmt, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ms->db,
+                           "DELETE FROM run_metrics WHERE run_id = ?1 AND attempt = ?2"
+                           " AND " SELF_NAME_MATCH,
+                           -1, del, NULL) != SQLITE_OK) {
+        err = WEFT_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(stmt, 1, run_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+        *attempt = sqlite3_column_int64(stmt, 0);
+    }
+out:
+    sqlite3_finalize(stmt);
+    return err;
 }
 
 weft_err
@@ -523,7 +684,6 @@ weft_run_metrics_save_provider(const char *state_path,
     struct rt_mstore *ms = NULL;
     struct weft_meter *meter = NULL;
     sqlite3_stmt *del = NULL;
-    sqlite3_stmt *stmt = NULL;
     int64_t attempt = 0;
     weft_err err = WEFT_OK;
     int rc = SQLITE_OK;
@@ -535,45 +695,36 @@ weft_run_metrics_save_provider(const char *state_path,
     if (path == NULL) {
         return WEFT_ENOMEM;
     }
-    if (weft__state_is_url(path)) {
-        warn_not_in_postgresql(path);
-        weft__free(path);
-        return WEFT_ESTATE;
-    }
     ms = weft__rt_mstore_open(path);
     weft__free(path);
     if (ms == NULL) {
         return WEFT_EIO;
     }
-    /* The attempt the run just wrote (its latest), or 0 for a run that wrote none. */
-    if (sqlite3_prepare_v2(ms->db,
-                           "SELECT COALESCE(MAX(attempt), 0) FROM run_metrics WHERE run_id = ?1",
-                           -1, &stmt, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(ms->db,
-                           "DELETE FROM run_metrics WHERE run_id = ?1 AND attempt = ?2"
-                           " AND " SELF_NAME_MATCH,
-                           -1, &del, NULL) != SQLITE_OK) {
-        err = WEFT_EIO;
-        goto out;
+    if (ms->pg != NULL) {
+        err = weft__state_metrics_attempt(ms->pg, run_id, false, &attempt);
+    } else {
+        err = sqlite_latest(ms, run_id, &attempt, &del);
     }
-    sqlite3_bind_text(stmt, 1, run_id, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-        attempt = sqlite3_column_int64(stmt, 0);
+    if (err == WEFT_OK) {
+        err = weft_meter_new(NULL, &meter);
     }
-    err = weft_meter_new(NULL, &meter);
     if (err == WEFT_OK) {
         err = weft_meter_observe_provider(meter, provider);
     }
-    if (err == WEFT_OK) {
-        rc = write_snapshot(ms->db, del, ms->ins, run_id, attempt, meter, true);
+    if (err == WEFT_OK && ms->pg != NULL) {
+        err = write_pg(ms->pg, run_id, attempt, meter, true);
+        if (err != WEFT_OK) {
+            WEFT_LOG(WEFT_LOG_ERROR, "run metrics: run %s: cannot save its span counts: %s", run_id,
+                     weft_strerror(err));
+        }
+    } else if (err == WEFT_OK) {
+        rc = write_sqlite(ms->db, del, ms->ins, run_id, attempt, meter, true);
         if (rc != SQLITE_OK) {
             WEFT_LOG(WEFT_LOG_ERROR, "run metrics: run %s: cannot save its span counts: %s", run_id,
                      sqlite3_errstr(rc));
             err = WEFT_EIO;
         }
     }
-out:
-    sqlite3_finalize(stmt);
     sqlite3_finalize(del);
     weft_meter_free(meter);
     weft__rt_mstore_free(ms);
@@ -587,8 +738,12 @@ struct fold {
     struct weft_meter *meter;
     struct rt_metrics **by_workflow; /* one per distinct workflow name, in first-seen order */
     size_t count;
-    uint64_t oldest_start_ns; /* 0 when no run is in progress */
-    uint64_t skipped;         /* rows that did not fit their instrument */
+    uint64_t oldest_start_ns;     /* 0 when no run is in progress */
+    uint64_t skipped;             /* rows that did not fit their instrument */
+    struct weft__dist_metrics dm; /* the task families, zeroed per workflow (see fold_task) */
+    bool has_dm;
+    double *bounds;    /* 256 histogram bounds */
+    uint64_t *buckets; /* 257 histogram buckets */
 };
 
 static struct rt_metrics *
@@ -614,11 +769,154 @@ fold_metrics(struct fold *f, const char *workflow)
     return m;
 }
 
+/* ---- What each stored row adds; both backends' readers call these ---- */
+
+/* A run row: runs in progress and the oldest one's age always; for a run without snapshots
+ * (stored before they existed) everything the row says; for a run whose snapshots lack its end
+ * (killed, then marked by another process) the end-of-run families from the row. */
+static weft_err
+fold_run(const struct weft_run_info *info, bool has_snapshot, bool has_end, void *user_data)
+{
+    struct fold *f = user_data;
+    struct rt_metrics *m = fold_metrics(f, info->workflow != NULL ? info->workflow : "");
+
+    if (m == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (!has_snapshot) {
+        weft__rt_metrics_stored_run(m, info);
+    } else {
+        weft__rt_metrics_stored_end(m, info, !has_end);
+    }
+    if (info->ended_ns == 0 && (f->oldest_start_ns == 0 || info->started_ns < f->oldest_start_ns)) {
+        f->oldest_start_ns = info->started_ns;
+    }
+    return WEFT_OK;
+}
+
+/* Agent outcomes of runs without snapshots, from their steps (as before snapshots). */
+static weft_err
+fold_agents(
+    const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data)
+{
+    struct fold *f = user_data;
+    struct rt_metrics *m = fold_metrics(f, workflow);
+
+    if (m == NULL) {
+        return WEFT_ENOMEM;
+    }
+    weft__rt_metrics_stored_agents(m, agent, is_success, count);
+    return WEFT_OK;
+}
+
+/* Sums and histograms: every run's series adds into its (name, labels) series. A row that does
+ * not fit is counted and skipped. */
+static weft_err
+fold_sum(const struct weft__state_metric *row, void *user_data)
+{
+    struct fold *f = user_data;
+    json_t *labels = json_loads(row->labels != NULL ? row->labels : "", 0, NULL);
+    struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
+    size_t n = weft__mstore_labels(labels, attrs);
+    struct weft_instrument *in = NULL;
+    bool is_histogram = row->kind == WEFT_INSTRUMENT_HISTOGRAM;
+    long nb = 0;
+    long nc = 0;
+    weft_err e = WEFT_OK;
+
+    if (is_histogram) {
+        nb = weft__mstore_numbers(row->bounds != NULL ? row->bounds : "", f->bounds, NULL, 256);
+        nc = weft__mstore_numbers(row->buckets != NULL ? row->buckets : "", NULL, f->buckets, 257);
+    }
+    if (!json_is_object(labels) || nb < 0 || nc < 0 ||
+        (is_histogram && (nb == 0 || nc != nb + 1))) {
+        e = WEFT_EPARSE;
+    }
+    if (e == WEFT_OK) {
+        e = weft_meter_instrument(f->meter, (weft_instrument_kind)row->kind, row->name, row->unit,
+                                  row->description, f->bounds, (size_t)nb, &in);
+    }
+    if (e == WEFT_OK && is_histogram) {
+        e = weft__histogram_merge(in, attrs, n, f->buckets, (size_t)nc, row->sum,
+                                  row->has_range ? row->min : 0, row->has_range ? row->max : 0);
+    } else if (e == WEFT_OK) {
+        e = weft_counter_add(in, row->value, attrs, n);
+    }
+    if (e != WEFT_OK && e != WEFT_ELIMIT) {
+        f->skipped++;
+    }
+    json_decref(labels);
+    return WEFT_OK;
+}
+
+/* Every workflow that dispatched tasks to a broker has each task counter at least at 0
+ * (snapshots leave counters that never moved out), as a live orchestrator's would: rates and
+ * ratios over them read 0 rather than nothing. */
+static weft_err
+fold_task(const char *labels_text, void *user_data)
+{
+    struct fold *f = user_data;
+    json_t *labels = json_loads(labels_text, 0, NULL);
+    const char *workflow = json_string_value(json_object_get(labels, "workflow"));
+
+    if (workflow != NULL) {
+        if (!f->has_dm) {
+            weft__dist_metrics_init(&f->dm, f->meter, WEFT__DIST_TASKS);
+            f->has_dm = true;
+        }
+        weft__dist_metrics_zero(&f->dm, workflow);
+    }
+    json_decref(labels);
+    return WEFT_OK;
+}
+
+/* Gauges: span counts add up across runs; queue fill, "failing" and distributed tasks in
+ * flight count only for runs in progress that saved recently (utilisation: the fullest one;
+ * failing: 1 when any such run's exporter is failing); other runs count as empty and healthy,
+ * so every exporter that ever ran has its series (a run killed with tasks in flight does not
+ * keep them in flight forever). The readers fold the values; this sets them. */
+static weft_err
+fold_gauge(const struct weft__state_metric *row, void *user_data)
+{
+    struct fold *f = user_data;
+    json_t *labels = json_loads(row->labels != NULL ? row->labels : "", 0, NULL);
+    struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
+    size_t n = weft__mstore_labels(labels, attrs);
+    struct weft_instrument *in = NULL;
+    weft_err e = weft_meter_instrument(f->meter, WEFT_INSTRUMENT_GAUGE, row->name, row->unit,
+                                       row->description, NULL, 0, &in);
+
+    if (e == WEFT_OK && json_is_object(labels)) {
+        e = weft_gauge_set(in, row->value, attrs, n);
+    }
+    if (e != WEFT_OK || !json_is_object(labels)) {
+        f->skipped++;
+    }
+    json_decref(labels);
+    return WEFT_OK;
+}
+
+static const struct weft__state_metrics_fold fold_cb = {
+    .run = fold_run,
+    .agents = fold_agents,
+    .sum = fold_sum,
+    .task_labels = fold_task,
+    .gauge = fold_gauge,
+};
+
+/* ---- Reading a SQLite state (PostgreSQL: weft__state_metrics_fold()) ---- */
+
 static const char *
 col_text(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
     return t != NULL ? (const char *)t : "";
+}
+
+static const char *
+col_text_or_null(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NULL : col_text(st, i);
 }
 
 static bool
@@ -636,15 +934,13 @@ has_table(sqlite3 *db)
     return is_there;
 }
 
-/* Run rows: runs in progress and the oldest one's age always; for runs without snapshots
- * (stored before they existed) everything the row says; for a run whose snapshots lack its
- * end (killed, then marked by another process) the end-of-run families from the row. */
 static weft_err
-fold_runs(struct fold *f, sqlite3 *db, bool has_snapshots)
+sqlite_runs(struct fold *f, sqlite3 *db, bool has_snapshots)
 {
     char sql[1024];
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
+    weft_err err = WEFT_OK;
 
     snprintf(sql, sizeof(sql),
              "SELECT workflow, status, started_ns, ended_ns, reward, cost_usd, loops, %s, %s"
@@ -658,16 +954,9 @@ fold_runs(struct fold *f, sqlite3 *db, bool has_snapshots)
         WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading runs: %s", sqlite3_errmsg(db));
         return WEFT_EIO;
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (err == WEFT_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct weft_run_info info;
-        struct rt_metrics *m = fold_metrics(f, col_text(st, 0));
-        bool has_snapshot = sqlite3_column_int(st, 7) != 0;
-        bool has_end = sqlite3_column_int(st, 8) != 0;
 
-        if (m == NULL) {
-            sqlite3_finalize(st);
-            return WEFT_ENOMEM;
-        }
         memset(&info, 0, sizeof(info));
         info.workflow = (char *)col_text(st, 0);
         info.status = (char *)col_text(st, 1);
@@ -675,28 +964,20 @@ fold_runs(struct fold *f, sqlite3 *db, bool has_snapshots)
         info.ended_ns = (uint64_t)sqlite3_column_int64(st, 3);
         info.reward = sqlite3_column_double(st, 4);
         info.cost_usd = sqlite3_column_double(st, 5);
-        info.loops = sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL : (char *)col_text(st, 6);
-        if (!has_snapshot) {
-            weft__rt_metrics_stored_run(m, &info);
-        } else {
-            weft__rt_metrics_stored_end(m, &info, !has_end);
-        }
-        if (info.ended_ns == 0 &&
-            (f->oldest_start_ns == 0 || info.started_ns < f->oldest_start_ns)) {
-            f->oldest_start_ns = info.started_ns;
-        }
+        info.loops = (char *)col_text_or_null(st, 6);
+        err = fold_run(&info, sqlite3_column_int(st, 7) != 0, sqlite3_column_int(st, 8) != 0, f);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+    return err != WEFT_OK ? err : rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
-/* Agent outcomes of runs without snapshots, from their steps (as before snapshots). */
 static weft_err
-fold_legacy_agents(struct fold *f, sqlite3 *db, bool has_snapshots)
+sqlite_agents(struct fold *f, sqlite3 *db, bool has_snapshots)
 {
     char sql[600];
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
+    weft_err err = WEFT_OK;
 
     snprintf(sql, sizeof(sql),
              "SELECT r.workflow, s.agent, s.status, COUNT(*) FROM steps s"
@@ -709,18 +990,148 @@ fold_legacy_agents(struct fold *f, sqlite3 *db, bool has_snapshots)
         WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading steps: %s", sqlite3_errmsg(db));
         return WEFT_EIO;
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct rt_metrics *m = fold_metrics(f, col_text(st, 0));
-        if (m == NULL) {
-            sqlite3_finalize(st);
-            return WEFT_ENOMEM;
-        }
-        weft__rt_metrics_stored_agents(m, col_text(st, 1),
-                                       strcmp(col_text(st, 2), "completed") == 0,
-                                       (uint64_t)sqlite3_column_int64(st, 3));
+    while (err == WEFT_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        err =
+            fold_agents(col_text(st, 0), col_text(st, 1), strcmp(col_text(st, 2), "completed") == 0,
+                        (uint64_t)sqlite3_column_int64(st, 3), f);
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+    return err != WEFT_OK ? err : rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+/* Run @p sql (columns: name, kind, unit, description, labels, value, sum, min, max, bounds,
+ * buckets; @p since bound to ?1 when the statement has it) and hand each row to @p fn. */
+static weft_err
+sqlite_metrics(struct fold *f,
+               sqlite3 *db,
+               const char *sql,
+               uint64_t since,
+               weft_err (*fn)(const struct weft__state_metric *row, void *user_data))
+{
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
+        return WEFT_EIO;
+    }
+    if (sqlite3_bind_parameter_count(st) > 0) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)since);
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct weft__state_metric row;
+
+        memset(&row, 0, sizeof(row));
+        row.name = col_text(st, 0);
+        row.kind = sqlite3_column_int(st, 1);
+        row.unit = col_text(st, 2);
+        row.description = col_text(st, 3);
+        row.labels = col_text(st, 4);
+        row.value = sqlite3_column_double(st, 5);
+        row.sum = sqlite3_column_double(st, 6);
+        row.has_range =
+            sqlite3_column_type(st, 7) != SQLITE_NULL && sqlite3_column_type(st, 8) != SQLITE_NULL;
+        row.min = sqlite3_column_double(st, 7);
+        row.max = sqlite3_column_double(st, 8);
+        row.bounds = col_text_or_null(st, 9);
+        row.buckets = col_text_or_null(st, 10);
+        err = fn(&row, f);
+    }
+    sqlite3_finalize(st);
+    return err != WEFT_OK ? err : rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+static weft_err
+sqlite_tasks(struct fold *f, sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(db,
+                           "SELECT DISTINCT labels FROM run_metrics"
+                           " WHERE name = 'weft.tasks.dispatched'",
+                           -1, &st, NULL) != SQLITE_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        err = fold_task(col_text(st, 0), f);
+    }
+    sqlite3_finalize(st);
+    return err != WEFT_OK ? err : rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+/* The same reads as weft__state_metrics_fold() (state_pg.c), in one read transaction. */
+static weft_err
+fold_sqlite(struct fold *f, const char *path, uint64_t fresh_ns)
+{
+    sqlite3 *db = NULL;
+    bool has_snapshots = false;
+    weft_err err = WEFT_OK;
+
+    if (access(path, F_OK) != 0) {
+        return WEFT_OK; /* no database yet: no runs, every family at zero */
+    }
+    db = open_db(path, SQLITE_OPEN_READONLY);
+    if (db == NULL) {
+        return WEFT_EIO;
+    }
+    /* One read transaction: every run and its snapshot as of one moment. */
+    (void)sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    has_snapshots = has_table(db);
+    err = sqlite_runs(f, db, has_snapshots);
+    if (err == WEFT_OK) {
+        err = sqlite_agents(f, db, has_snapshots);
+    }
+    if (err == WEFT_OK && has_snapshots) {
+        /* Sums add up in SQL; histograms row by row (buckets are JSON). */
+        err = sqlite_metrics(f, db,
+                             "SELECT name, kind, unit, description, labels, SUM(value), 0, NULL,"
+                             " NULL, NULL, NULL FROM run_metrics WHERE kind IN (0, 1)"
+                             " GROUP BY name, labels"
+                             " UNION ALL SELECT name, kind, unit, description, labels, value, sum,"
+                             " min, max, bounds, buckets FROM run_metrics WHERE kind = 3",
+                             0, fold_sum);
+    }
+    if (err == WEFT_OK && has_snapshots) {
+        err = sqlite_tasks(f, db);
+    }
+    if (err == WEFT_OK && has_snapshots) {
+        err = sqlite_metrics(
+            f, db,
+            "SELECT m.name, 2, m.unit, m.description, m.labels,"
+            " CASE WHEN m.name IN ('weft.exporter.queue.utilization', 'weft.exporter.failing')"
+            " THEN MAX(v) ELSE SUM(v) END, 0, NULL, NULL, NULL, NULL"
+            " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
+            " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
+            " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
+            " THEN m.value ELSE 0 END AS v"
+            " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"
+            " GROUP BY m.name, m.labels",
+            fresh_ns, fold_gauge);
+    }
+    (void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return err;
+}
+
+/* A PostgreSQL state: the same rows through the state's own reader. */
+static weft_err
+fold_postgresql(struct fold *f, const char *url, uint64_t fresh_ns)
+{
+    struct rt_state *st = NULL;
+    char why[512];
+    weft_err err = weft__state_open(url, &st, why, sizeof(why));
+
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: %s", why);
+        return err;
+    }
+    err = weft__state_metrics_fold(st, FOLD_MAX_RUNS, fresh_ns, &fold_cb, f);
+    weft__state_close(st);
+    return err;
 }
 
 /* Labels JSON back into attributes borrowed from @p o (valid while @p o lives). */
@@ -779,154 +1190,6 @@ weft__mstore_numbers(const char *text, double *d, uint64_t *u, size_t cap)
     return out;
 }
 
-/* Sums and histograms: every run's series adds into its (name, labels) series. */
-static weft_err
-fold_sums(struct fold *f, sqlite3 *db)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
-    double *bounds = weft__malloc(257 * sizeof(double));
-    uint64_t *buckets = weft__malloc(258 * sizeof(uint64_t));
-
-    if (bounds == NULL || buckets == NULL) {
-        weft__free(bounds);
-        weft__free(buckets);
-        return WEFT_ENOMEM;
-    }
-    if (sqlite3_prepare_v2(db,
-                           /* Sums add up in SQL; histograms row by row (buckets are JSON). */
-                           "SELECT name, kind, unit, description, labels, SUM(value), 0, NULL,"
-                           " NULL, NULL, NULL FROM run_metrics WHERE kind IN (0, 1)"
-                           " GROUP BY name, labels"
-                           " UNION ALL SELECT name, kind, unit, description, labels, value, sum,"
-                           " min, max, bounds, buckets FROM run_metrics WHERE kind = 3",
-                           -1, &st, NULL) != SQLITE_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
-        weft__free(bounds);
-        weft__free(buckets);
-        return WEFT_EIO;
-    }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int kind = sqlite3_column_int(st, 1);
-        json_t *labels = json_loads(col_text(st, 4), 0, NULL);
-        struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
-        size_t n = weft__mstore_labels(labels, attrs);
-        struct weft_instrument *in = NULL;
-        long nb = 0;
-        long nc = 0;
-        weft_err e = WEFT_OK;
-
-        if (kind == WEFT_INSTRUMENT_HISTOGRAM) {
-            nb = weft__mstore_numbers(col_text(st, 9), bounds, NULL, 256);
-            nc = weft__mstore_numbers(col_text(st, 10), NULL, buckets, 257);
-        }
-        if (!json_is_object(labels) || nb < 0 || nc < 0 ||
-            (kind == WEFT_INSTRUMENT_HISTOGRAM && (nb == 0 || nc != nb + 1))) {
-            e = WEFT_EPARSE;
-        }
-        if (e == WEFT_OK) {
-            e = weft_meter_instrument(f->meter, (weft_instrument_kind)kind, col_text(st, 0),
-                                      col_text(st, 2), col_text(st, 3), bounds, (size_t)nb, &in);
-        }
-        if (e == WEFT_OK && kind == WEFT_INSTRUMENT_HISTOGRAM) {
-            e = weft__histogram_merge(
-                in, attrs, n, buckets, (size_t)nc, sqlite3_column_double(st, 6),
-                sqlite3_column_type(st, 7) == SQLITE_NULL ? 0 : sqlite3_column_double(st, 7),
-                sqlite3_column_type(st, 8) == SQLITE_NULL ? 0 : sqlite3_column_double(st, 8));
-        } else if (e == WEFT_OK) {
-            e = weft_counter_add(in, sqlite3_column_double(st, 5), attrs, n);
-        }
-        if (e != WEFT_OK && e != WEFT_ELIMIT) {
-            f->skipped++;
-        }
-        json_decref(labels);
-    }
-    sqlite3_finalize(st);
-    weft__free(bounds);
-    weft__free(buckets);
-    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
-}
-
-/* Every workflow that dispatched tasks to a broker has each task counter at least at 0
- * (snapshots leave counters that never moved out), as a live orchestrator's would: rates and
- * ratios over them read 0 rather than nothing. */
-static weft_err
-fold_task_zeros(struct fold *f, sqlite3 *db)
-{
-    struct weft__dist_metrics dm;
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
-
-    if (sqlite3_prepare_v2(db,
-                           "SELECT DISTINCT labels FROM run_metrics"
-                           " WHERE name = 'weft.tasks.dispatched'",
-                           -1, &st, NULL) != SQLITE_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
-        return WEFT_EIO;
-    }
-    weft__dist_metrics_init(&dm, f->meter, WEFT__DIST_TASKS);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *labels = json_loads(col_text(st, 0), 0, NULL);
-        const char *workflow = json_string_value(json_object_get(labels, "workflow"));
-
-        if (workflow != NULL) {
-            weft__dist_metrics_zero(&dm, workflow);
-        }
-        json_decref(labels);
-    }
-    weft__dist_metrics_cleanup(&dm);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
-}
-
-/* Gauges: span counts add up across runs; queue fill, "failing" and distributed tasks in
- * flight count only for runs in progress that saved recently (utilisation: the fullest one;
- * failing: 1 when any such run's exporter is failing); other runs count as empty and healthy,
- * so every exporter that ever ran has its series (a run killed with tasks in flight does not
- * keep them in flight forever). */
-static weft_err
-fold_gauges(struct fold *f, sqlite3 *db, uint64_t now_ns)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = SQLITE_OK;
-
-    if (sqlite3_prepare_v2(
-            db,
-            "SELECT m.name, m.unit, m.description, m.labels,"
-            " CASE WHEN m.name IN ('weft.exporter.queue.utilization', 'weft.exporter.failing')"
-            " THEN MAX(v) ELSE SUM(v) END"
-            " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
-            " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
-            " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
-            " THEN m.value ELSE 0 END AS v"
-            " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"
-            " GROUP BY m.name, m.labels",
-            -1, &st, NULL) != SQLITE_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: reading run metrics: %s", sqlite3_errmsg(db));
-        return WEFT_EIO;
-    }
-    sqlite3_bind_int64(st, 1,
-                       (sqlite3_int64)(now_ns > QUEUE_FRESH_NS ? now_ns - QUEUE_FRESH_NS : 0));
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *labels = json_loads(col_text(st, 3), 0, NULL);
-        struct weft_attr attrs[WEFT__MSTORE_MAX_LABELS];
-        size_t n = weft__mstore_labels(labels, attrs);
-        struct weft_instrument *in = NULL;
-        weft_err e = weft_meter_instrument(f->meter, WEFT_INSTRUMENT_GAUGE, col_text(st, 0),
-                                           col_text(st, 1), col_text(st, 2), NULL, 0, &in);
-
-        if (e == WEFT_OK && json_is_object(labels)) {
-            e = weft_gauge_set(in, sqlite3_column_double(st, 4), attrs, n);
-        }
-        if (e != WEFT_OK || !json_is_object(labels)) {
-            f->skipped++;
-        }
-        json_decref(labels);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
-}
-
 /* The self-metric families, listed (without series) before any run stored them. */
 static void
 register_self_families(struct weft_meter *meter)
@@ -958,67 +1221,14 @@ register_self_families(struct weft_meter *meter)
                                 &in);
 }
 
-static weft_err
-fold_stored_run(struct weft_run_info *info, void *user_data)
-{
-    struct fold *f = user_data;
-    struct rt_metrics *m = fold_metrics(f, info->workflow != NULL ? info->workflow : "");
-
-    if (m == NULL) {
-        return WEFT_ENOMEM;
-    }
-    weft__rt_metrics_stored_run(m, info);
-    if (info->ended_ns == 0 && (f->oldest_start_ns == 0 || info->started_ns < f->oldest_start_ns)) {
-        f->oldest_start_ns = info->started_ns;
-    }
-    return WEFT_OK;
-}
-
-static weft_err
-fold_stored_agents(
-    const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data)
-{
-    struct fold *f = user_data;
-    struct rt_metrics *m = fold_metrics(f, workflow);
-
-    if (m == NULL) {
-        return WEFT_ENOMEM;
-    }
-    weft__rt_metrics_stored_agents(m, agent, is_success, count);
-    return WEFT_OK;
-}
-
-/* A PostgreSQL state keeps no snapshots: every run counts from its workflows row (runs,
- * duration, reward, loops, cost) and its tasks (agent outcomes), as SQLite runs stored before
- * snapshots do. */
-static weft_err
-fold_postgresql(struct fold *f, const char *url)
-{
-    struct rt_state *st = NULL;
-    char why[512];
-    weft_err err = weft__state_open(url, &st, why, sizeof(why));
-
-    if (err != WEFT_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "weft serve: %s", why);
-        return err;
-    }
-    err = weft__state_runs_each(st, FOLD_MAX_RUNS, fold_stored_run, f);
-    if (err == WEFT_OK) {
-        err = weft__state_agent_counts(st, fold_stored_agents, f);
-    }
-    weft__state_close(st);
-    return err;
-}
-
 weft_err
 weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
 {
     struct fold f;
     struct rt_metrics *all = NULL;
     char *path = NULL;
-    sqlite3 *db = NULL;
     uint64_t now_ns = weft__now_ns();
-    bool has_snapshots = false;
+    uint64_t fresh_ns = now_ns > QUEUE_FRESH_NS ? now_ns - QUEUE_FRESH_NS : 0;
     weft_err err = WEFT_OK;
 
     if (meter == NULL) {
@@ -1033,39 +1243,17 @@ weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path)
     register_self_families(meter);
     all = weft__rt_metrics_new(meter, "");
     path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
-    if (all == NULL || path == NULL) {
+    f.bounds = weft__malloc(256 * sizeof(double));
+    f.buckets = weft__malloc(257 * sizeof(uint64_t));
+    if (all == NULL || path == NULL || f.bounds == NULL || f.buckets == NULL) {
         err = WEFT_ENOMEM;
         goto out;
     }
     if (weft__state_is_url(path)) {
-        err = fold_postgresql(&f, path);
-        goto out;
+        err = fold_postgresql(&f, path, fresh_ns);
+    } else {
+        err = fold_sqlite(&f, path, fresh_ns);
     }
-    if (access(path, F_OK) != 0) {
-        goto out; /* no database yet: no runs, every family at zero */
-    }
-    db = open_db(path, SQLITE_OPEN_READONLY);
-    if (db == NULL) {
-        err = WEFT_EIO;
-        goto out;
-    }
-    /* One read transaction: every run and its snapshot as of one moment. */
-    (void)sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    has_snapshots = has_table(db);
-    err = fold_runs(&f, db, has_snapshots);
-    if (err == WEFT_OK) {
-        err = fold_legacy_agents(&f, db, has_snapshots);
-    }
-    if (err == WEFT_OK && has_snapshots) {
-        err = fold_sums(&f, db);
-    }
-    if (err == WEFT_OK && has_snapshots) {
-        err = fold_task_zeros(&f, db);
-    }
-    if (err == WEFT_OK && has_snapshots) {
-        err = fold_gauges(&f, db, now_ns);
-    }
-    (void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (f.skipped > 0) {
         WEFT_LOG(WEFT_LOG_WARN, "weft serve: %llu stored metric rows did not fit and were skipped",
                  (unsigned long long)f.skipped);
@@ -1075,8 +1263,12 @@ out:
     weft__rt_metrics_stored_oldest(all, f.oldest_start_ns != 0 && now_ns > f.oldest_start_ns
                                             ? (double)(now_ns - f.oldest_start_ns) / 1e9
                                             : 0.0);
-    sqlite3_close(db);
+    if (f.has_dm) {
+        weft__dist_metrics_cleanup(&f.dm);
+    }
     weft__free(path);
+    weft__free(f.bounds);
+    weft__free(f.buckets);
     for (size_t i = 0; i < f.count; i++) {
         weft__rt_metrics_free(f.by_workflow[i]);
     }

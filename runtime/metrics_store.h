@@ -11,8 +11,14 @@
  * A flusher thread per run writes, one interval later, what a throttled checkpoint left
  * behind, so a run blocked in a long step has its latest metrics stored.
  *
+ * Both state backends keep the snapshots: a SQLite file through this module's own connection,
+ * PostgreSQL through the weft__state_metrics_* functions of a state handle of its own, so the
+ * SQL of each backend lives with the rest of that backend's SQL conventions (state_pg.c: its
+ * migrations, prepared statements, reconnect-once rule).
+ *
  * Thread-safety: weft__rt_mstore_checkpoint() may be called from any run thread (it takes the
- * store's own lock and uses its own SQLite connection); the rest from the run's thread.
+ * store's own lock, under which its own connection or state handle is used); the rest from the
+ * run's thread.
  */
 #ifndef WEFT_RUNTIME_METRICS_STORE_H
 #define WEFT_RUNTIME_METRICS_STORE_H
@@ -28,10 +34,10 @@
 
 struct rt_mstore;
 
-/* Open the snapshot writer on the state database @p state_path (its own connection; creates
- * the table when missing). NULL when it cannot (logged): the run then persists no metrics.
- * Snapshots are kept only in a SQLite state: for a PostgreSQL URL this is NULL, with one
- * warning per process naming what is not stored. */
+/* Open the snapshot writer on the state @p state_path: a SQLite file (its own connection;
+ * creates the table when missing) or a PostgreSQL URL (its own state handle, whose migration 2
+ * made the table; state.h). NULL when it cannot (logged, the URL without its password): the
+ * run then persists no metrics. */
 struct rt_mstore *weft__rt_mstore_open(const char *state_path);
 
 /* Start run @p run_id: pick its attempt number, create the run's meter and observe
@@ -54,8 +60,8 @@ void weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_f
 /* Close. NULL is a no-op. */
 void weft__rt_mstore_free(struct rt_mstore *ms);
 
-/* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()). From a
- * PostgreSQL state: every run from its row and agent outcomes from its steps. */
+/* Fill @p meter with every stored run's metrics (see weft_runtime_metrics_from_store()), from a
+ * SQLite file or a PostgreSQL URL alike. */
 weft_err weft__rt_mstore_fold(struct weft_meter *meter, const char *state_path);
 
 /* What `weft serve` parses out of a stored row (exposed for tests/fuzz/fuzz_serve.c). */

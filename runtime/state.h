@@ -218,6 +218,77 @@ weft_err weft__state_exchange_add(struct rt_state *st,
 weft_err weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Run metric snapshots in a PostgreSQL state (metrics_store.c)                                */
+
+/* A SQLite state's snapshots are written and folded by metrics_store.c over a connection of its
+ * own; a PostgreSQL state's go through these, on a handle metrics_store.c opens for itself, so
+ * they share this backend's migrations, prepared statements and reconnect-once rule. Each
+ * returns WEFT_EINVAL for a SQLite handle. */
+
+/* One stored series of a run's snapshot (table run_metrics); every pointer is borrowed. */
+struct weft__state_metric {
+    const char *name;
+    int kind; /* weft_instrument_kind */
+    const char *unit;
+    const char *description;
+    const char *labels; /* JSON object */
+    double value;       /* sums and gauges */
+    uint64_t count;     /* histograms */
+    double sum;
+    bool has_range; /* min and max are set (a histogram with observations) */
+    double min;
+    double max;
+    const char *bounds;  /* JSON array; NULL but for histograms */
+    const char *buckets; /* JSON array; NULL but for histograms */
+    uint64_t saved_ns;
+};
+
+/* The attempt number of @p run_id's next snapshot (@p is_next: one past the highest stored, 0
+ * when none) or of its latest (0 when none) into *out. @return WEFT_OK, WEFT_EINVAL, WEFT_EIO. */
+weft_err
+weft__state_metrics_attempt(struct rt_state *st, const char *run_id, bool is_next, int64_t *out);
+
+/* Replace the rows of (@p run_id, @p attempt) by @p rows in one transaction (@p is_self_only:
+ * only its span pipeline rows, weft.spans.* and weft.exporter.*). On failure nothing changes.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged), WEFT_ENOMEM. Ownership: borrows @p rows. */
+weft_err weft__state_metrics_save(struct rt_state *st,
+                                  const char *run_id,
+                                  int64_t attempt,
+                                  bool is_self_only,
+                                  const struct weft__state_metric *rows,
+                                  size_t count);
+
+/* What weft__state_metrics_fold() reads, row by row; every pointer is borrowed for the call. A
+ * callback's error stops the fold and is returned. */
+struct weft__state_metrics_fold {
+    /* The @p limit most recent runs, newest first: whether the run has snapshots and whether
+     * they include its end (the weft.runs counter). */
+    weft_err (*run)(const struct weft_run_info *info,
+                    bool has_snapshot,
+                    bool has_end,
+                    void *user_data);
+    /* Finished agent steps of runs without snapshots (stored before they existed). */
+    state_agent_count_fn agents;
+    /* Sums and up-down sums added up per (name, labels) in m->value; histograms row by row. */
+    weft_err (*sum)(const struct weft__state_metric *m, void *user_data);
+    /* The labels of every distinct weft.tasks.dispatched series. */
+    weft_err (*task_labels)(const char *labels, void *user_data);
+    /* Gauges per (name, labels), m->value folded: queue fill, "failing" and tasks in flight
+     * count only for runs in progress whose snapshot is at least @p fresh_ns, the fill and
+     * "failing" as the maximum; everything else is the sum. */
+    weft_err (*gauge)(const struct weft__state_metric *m, void *user_data);
+};
+
+/* Read every stored run's snapshots through @p cb, all as of one moment (one read-only
+ * REPEATABLE READ transaction). @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged), or a
+ * callback's error. */
+weft_err weft__state_metrics_fold(struct rt_state *st,
+                                  size_t limit,
+                                  uint64_t fresh_ns,
+                                  const struct weft__state_metrics_fold *cb,
+                                  void *user_data);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Durability (docs/durability.md)                                                             */
 
 /* A run whose owner is on another host is taken over when its heartbeat is this old. */

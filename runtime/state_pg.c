@@ -9,7 +9,9 @@
  * dependencies and parent_id as task UUIDs); weft's own columns sit beside them and keep weft's
  * own names and values (workflows.status, tasks.step_status, depends_on as step ids...), so
  * what is read back is exactly what was written. Sessions' messages, scripted cursors, LLM
- * exchanges and corrections are tables of their own. docs/distributed.md has the full map.
+ * exchanges, corrections and per-run metric snapshots (run_metrics, migration 2, written and
+ * folded for metrics_store.c by the weft__state_metrics_* functions) are tables of their own.
+ * docs/distributed.md has the full map.
  *
  * Migrations are an ordered array of SQL texts; version N is migrations[N - 1]. Each is applied
  * in a transaction of its own under pg_advisory_xact_lock(MIGRATION_LOCK) and recorded in
@@ -157,7 +159,19 @@ static const char migration_1[] =
     " inserted TEXT NOT NULL, depends_before TEXT NOT NULL, depends_after TEXT NOT NULL,"
     " created_ns BIGINT NOT NULL, PRIMARY KEY (run_id, seq));";
 
-static const char *const migrations[] = {migration_1};
+/* Version 2: per-run metric snapshots (metrics_store.h), the SQLite table's columns with
+ * PostgreSQL's types. No foreign key to workflows: as in SQLite, a snapshot row stands alone. */
+static const char migration_2[] =
+    "CREATE TABLE run_metrics ("
+    " run_id TEXT NOT NULL, attempt BIGINT NOT NULL, name TEXT NOT NULL, kind INT NOT NULL,"
+    " unit TEXT NOT NULL, description TEXT NOT NULL, labels TEXT NOT NULL,"
+    " value DOUBLE PRECISION NOT NULL DEFAULT 0, count BIGINT NOT NULL DEFAULT 0,"
+    " sum DOUBLE PRECISION NOT NULL DEFAULT 0, min DOUBLE PRECISION, max DOUBLE PRECISION,"
+    " bounds TEXT, buckets TEXT, saved_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, attempt, name, labels));"
+    "CREATE INDEX run_metrics_name_idx ON run_metrics (name);";
+
+static const char *const migrations[] = {migration_1, migration_2};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2099,6 +2113,303 @@ pg_recover(struct rt_state *base, state_interrupted_fn fn, void *user_data, size
         *count = n;
     }
     return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Run metric snapshots (metrics_store.c)                                                      */
+
+weft_err
+weft__state_metrics_attempt(struct rt_state *base, const char *run_id, bool is_next, int64_t *out)
+{
+    static const char next_sql[] =
+        "SELECT COALESCE(MAX(attempt) + 1, 0) FROM run_metrics WHERE run_id = $1";
+    static const char latest_sql[] =
+        "SELECT COALESCE(MAX(attempt), 0) FROM run_metrics WHERE run_id = $1";
+    struct pg_state *st = NULL;
+    PGresult *res = NULL;
+    struct params p;
+
+    if (base == NULL || base->ops != &pg_ops || run_id == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    st = pg(base);
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "run metrics attempt", is_next ? next_sql : latest_sql, &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    *out = col_i64(res, 0, 0);
+    PQclear(res);
+    return WEFT_OK;
+}
+
+static const char metric_insert_sql[] =
+    "INSERT INTO run_metrics (run_id, attempt, name, kind, unit, description, labels, value,"
+    " count, sum, min, max, bounds, buckets, saved_ns)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)";
+
+static weft_err
+metric_insert(struct pg_state *st,
+              const char *run_id,
+              int64_t attempt,
+              const struct weft__state_metric *m)
+{
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    p_i64(&p, attempt);
+    p_key(&p, m->name);
+    p_i64(&p, m->kind);
+    p_key(&p, m->unit);
+    p_key(&p, m->description);
+    p_key(&p, m->labels);
+    p_double(&p, m->value);
+    p_u64(&p, m->count);
+    p_double(&p, m->sum);
+    if (m->has_range) {
+        p_double(&p, m->min);
+        p_double(&p, m->max);
+    } else {
+        p_raw(&p, NULL);
+        p_raw(&p, NULL);
+    }
+    p_raw(&p, m->bounds);
+    p_raw(&p, m->buckets);
+    p_u64(&p, m->saved_ns);
+    err = exec_sql(st, "run metrics insert", metric_insert_sql, &p);
+    params_cleanup(&p);
+    return err;
+}
+
+weft_err
+weft__state_metrics_save(struct rt_state *base,
+                         const char *run_id,
+                         int64_t attempt,
+                         bool is_self_only,
+                         const struct weft__state_metric *rows,
+                         size_t count)
+{
+    static const char del_sql[] = "DELETE FROM run_metrics WHERE run_id = $1 AND attempt = $2";
+    static const char del_self_sql[] =
+        "DELETE FROM run_metrics WHERE run_id = $1 AND attempt = $2"
+        " AND (name LIKE 'weft.spans.%' OR name LIKE 'weft.exporter.%')";
+    struct pg_state *st = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (base == NULL || base->ops != &pg_ops || run_id == NULL || (rows == NULL && count > 0)) {
+        return WEFT_EINVAL;
+    }
+    st = pg(base);
+    err = pg_begin(base);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    params_init(&p);
+    p_key(&p, run_id);
+    p_i64(&p, attempt);
+    err = exec_sql(st, "run metrics delete", is_self_only ? del_self_sql : del_sql, &p);
+    params_cleanup(&p);
+    for (size_t i = 0; err == WEFT_OK && i < count; i++) {
+        err = metric_insert(st, run_id, attempt, &rows[i]);
+    }
+    return tx_end(st, err);
+}
+
+/* A snapshot row of the fold's sums or gauges: columns name, kind, unit, description, labels,
+ * value, sum, min, max, bounds, buckets. */
+static void
+read_metric(const PGresult *res, int row, struct weft__state_metric *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->name = PQgetvalue(res, row, 0);
+    m->kind = (int)col_i64(res, row, 1);
+    m->unit = PQgetvalue(res, row, 2);
+    m->description = PQgetvalue(res, row, 3);
+    m->labels = PQgetvalue(res, row, 4);
+    m->value = col_double(res, row, 5);
+    m->sum = col_double(res, row, 6);
+    m->has_range = val(res, row, 7) != NULL && val(res, row, 8) != NULL;
+    m->min = col_double(res, row, 7);
+    m->max = col_double(res, row, 8);
+    m->bounds = val(res, row, 9);
+    m->buckets = val(res, row, 10);
+}
+
+static weft_err
+fold_run_rows(struct pg_state *st,
+              size_t limit,
+              const struct weft__state_metrics_fold *cb,
+              void *user_data)
+{
+    struct params p;
+    PGresult *res = NULL;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_u64(&p, limit);
+    res = query(st, "run metrics runs",
+                "SELECT w.workflow, w.status, w.started_ns, w.ended_ns, w.total_reward,"
+                " w.cost_usd, w.loops,"
+                " EXISTS (SELECT 1 FROM run_metrics m WHERE m.run_id = w.run_id),"
+                " EXISTS (SELECT 1 FROM run_metrics m WHERE m.run_id = w.run_id"
+                " AND m.name = 'weft.runs')"
+                " FROM workflows w ORDER BY w.started_ns DESC, w.run_id DESC LIMIT $1",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft_run_info info;
+
+        memset(&info, 0, sizeof(info));
+        info.workflow = PQgetvalue(res, i, 0);
+        info.status = PQgetvalue(res, i, 1);
+        info.started_ns = (uint64_t)col_i64(res, i, 2);
+        info.ended_ns = (uint64_t)col_i64(res, i, 3);
+        info.reward = col_double(res, i, 4);
+        info.cost_usd = col_double(res, i, 5);
+        info.loops = (char *)val(res, i, 6);
+        err = cb->run(&info, strcmp(PQgetvalue(res, i, 7), "t") == 0,
+                      strcmp(PQgetvalue(res, i, 8), "t") == 0, user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+fold_agent_rows(struct pg_state *st, const struct weft__state_metrics_fold *cb, void *user_data)
+{
+    PGresult *res = query(st, "run metrics agents",
+                          "SELECT w.workflow, t.agent, t.step_status, count(*) FROM tasks t"
+                          " JOIN workflows w ON w.workflow_id = t.workflow_id"
+                          " WHERE t.executor_type = 'agent'"
+                          " AND t.step_status IN ('completed', 'failed')"
+                          " AND NOT EXISTS (SELECT 1 FROM run_metrics m"
+                          " WHERE m.run_id = w.run_id)"
+                          " GROUP BY w.workflow, t.agent, t.step_status",
+                          NULL);
+    weft_err err = WEFT_OK;
+
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = cb->agents(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                         strcmp(PQgetvalue(res, i, 2), "completed") == 0,
+                         (uint64_t)col_i64(res, i, 3), user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+fold_metric_rows(struct pg_state *st,
+                 uint64_t fresh_ns,
+                 const struct weft__state_metrics_fold *cb,
+                 void *user_data)
+{
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    /* Sums add up in SQL; histograms row by row (their buckets are JSON). A family's kind,
+     * unit and description are the same in every row a weft writes; MIN() picks one should
+     * two versions disagree, as SQLite's bare columns do. */
+    res = query(st, "run metrics sums",
+                "SELECT name, MIN(kind), MIN(unit), MIN(description), labels, SUM(value), 0,"
+                " NULL, NULL, NULL, NULL FROM run_metrics WHERE kind IN (0, 1)"
+                " GROUP BY name, labels"
+                " UNION ALL SELECT name, kind, unit, description, labels, value, sum, min, max,"
+                " bounds, buckets FROM run_metrics WHERE kind = 3",
+                NULL);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft__state_metric m;
+        read_metric(res, i, &m);
+        err = cb->sum(&m, user_data);
+    }
+    PQclear(res);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    res =
+        query(st, "run metrics tasks",
+              "SELECT DISTINCT labels FROM run_metrics WHERE name = 'weft.tasks.dispatched'", NULL);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = cb->task_labels(PQgetvalue(res, i, 0), user_data);
+    }
+    PQclear(res);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    params_init(&p);
+    p_u64(&p, fresh_ns);
+    res = query(st, "run metrics gauges",
+                "SELECT m.name, 2, MIN(m.unit), MIN(m.description), m.labels,"
+                " CASE WHEN m.name IN ('weft.exporter.queue.utilization', 'weft.exporter.failing')"
+                " THEN MAX(v) ELSE SUM(v) END, 0, NULL, NULL, NULL, NULL"
+                " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
+                " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
+                " OR ((w.ended_ns IS NULL OR w.ended_ns = 0) AND m.saved_ns >= $1)"
+                " THEN m.value ELSE 0 END AS v"
+                " FROM run_metrics m JOIN workflows w ON w.run_id = m.run_id WHERE m.kind = 2) m"
+                " GROUP BY m.name, m.labels",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft__state_metric m;
+        read_metric(res, i, &m);
+        err = cb->gauge(&m, user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+weft_err
+weft__state_metrics_fold(struct rt_state *base,
+                         size_t limit,
+                         uint64_t fresh_ns,
+                         const struct weft__state_metrics_fold *cb,
+                         void *user_data)
+{
+    struct pg_state *st = NULL;
+    weft_err err = WEFT_OK;
+
+    if (base == NULL || base->ops != &pg_ops || cb == NULL) {
+        return WEFT_EINVAL;
+    }
+    st = pg(base);
+    err = pg_begin(base);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    /* Every run and its snapshots as of one moment, as SQLite's read transaction gives. */
+    err = exec_sql(st, "run metrics snapshot",
+                   "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", NULL);
+    if (err == WEFT_OK) {
+        err = fold_run_rows(st, limit, cb, user_data);
+    }
+    if (err == WEFT_OK) {
+        err = fold_agent_rows(st, cb, user_data);
+    }
+    if (err == WEFT_OK) {
+        err = fold_metric_rows(st, fresh_ns, cb, user_data);
+    }
+    return tx_end(st, err);
 }
 
 static const struct weft__state_ops pg_ops = {

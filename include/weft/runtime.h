@@ -271,9 +271,8 @@ WEFT_API weft_err weft_runtime_metrics_register(struct weft_meter *meter);
  * of runs in progress (fullest queue for utilization). Runs stored before per-run snapshots
  * existed count from their run rows (runs, duration, reward, loops, cost, agent outcomes).
  * Every family is registered, at zero before the first run. At most the 100000 most recent runs
- * are read. docs/metrics.md lists the families. A PostgreSQL state keeps no per-run snapshots:
- * every run counts from its row and its steps there (runs, duration, reward, loops, cost, agent
- * outcomes; no span pipeline counts).
+ * are read. docs/metrics.md lists the families. SQLite and PostgreSQL states keep the same
+ * snapshots and fold the same way.
  * @param state_path a file or a PostgreSQL URL; NULL means $WEFT_STATE_URL, else
  * $WEFT_HOME/state.db; a missing file is no runs.
  * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.
@@ -285,10 +284,9 @@ WEFT_API weft_err weft_runtime_metrics_from_store(struct weft_meter *meter, cons
  * exporter; queue gauges) as run @p run_id's, replacing what its last checkpoint stored. Call
  * it after weft_provider_shutdown(), so that spans exported at shutdown count: `weft run` does.
  * The counts are the provider's since it was created, so use a provider per run.
- * @param state_path NULL means $WEFT_STATE_URL, else $WEFT_HOME/state.db.
- * @return WEFT_OK, WEFT_EINVAL (NULL run id or provider), WEFT_EIO (database), WEFT_ESTATE (a
- * PostgreSQL state: snapshots are kept only in SQLite; nothing is written, a warning is
- * logged once), WEFT_ENOMEM.
+ * @param state_path a file or a PostgreSQL URL; NULL means $WEFT_STATE_URL, else
+ * $WEFT_HOME/state.db.
+ * @return WEFT_OK, WEFT_EINVAL (NULL run id or provider), WEFT_EIO (database), WEFT_ENOMEM.
  * Ownership: borrows everything for the call. Thread-safety: any thread. */
 WEFT_API weft_err weft_run_metrics_save_provider(const char *state_path,
                                                  const char *run_id,

@@ -3,10 +3,14 @@
  * - `weft run` of examples/code_review/workflow.json leaves its workflows row with
  *   final_status, total_reward and the user prompt, and tasks rows with the design's statuses,
  *   rewards and feedback_notes; `weft runs`, `weft run show` (also --json) read it back, and
- *   weft serve's metrics fold it (weft_runtime_metrics_from_store); no SQLite state file is
- *   written anywhere, and the one warning about per-run metric snapshots names PostgreSQL;
+ *   its per-run metric snapshot is stored in run_metrics and weft serve's fold of it
+ *   (weft_runtime_metrics_from_store) has the agent invocations, LLM calls, tokens and span
+ *   counts its --json summary printed; no SQLite state file is written anywhere, and nothing
+ *   warns that snapshots are not kept;
  * - a `kill -9` of `weft run` mid-run: `weft runs` marks it interrupted (final_status paused)
  *   and `weft resume` completes it from PostgreSQL without running a completed step again;
+ *   the fold has the killed run's invocations up to its last checkpoint, then the resumed
+ *   attempt's added to them (every step once);
  * - a state URL nobody answers at fails `weft run` with the URL (password hidden) and exit 1.
  * One server for the file, a fresh database and WEFT_HOME per test. A server that cannot start
  * fails the file: it never skips. */
@@ -241,6 +245,85 @@ assert_no_state_file(struct fixture *f)
     assert_int_not_equal(stat(".weft/state.db", &sb), 0);
 }
 
+/* The sum of every sample of family @p name whose labels contain @p label (NULL: all). */
+static double
+metric(const char *text, const char *name, const char *label)
+{
+    size_t n = strlen(name);
+    double total = 0;
+
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        const char *value = NULL;
+
+        if (strncmp(line, name, n) == 0 && (line[n] == '{' || line[n] == ' ')) {
+            value = line[n] == '{' ? strstr(line, "} ") : line + n;
+            if (value != NULL && (end == NULL || value < end) &&
+                (label == NULL ||
+                 (line[n] == '{' && strstr(line, label) != NULL && strstr(line, label) < value))) {
+                total += strtod(value + (line[n] == '{' ? 2 : 1), NULL);
+            }
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return total;
+}
+
+/* Agent invocations by agent and outcome, counted from the --json summary's steps, are what
+ * the fold says. */
+static void
+assert_summary_agrees(const char *text, json_t *summary)
+{
+    json_t *counts = json_object();
+    json_t *v = NULL;
+    const char *key = NULL;
+    size_t i = 0;
+
+    json_array_foreach(json_object_get(summary, "steps"), i, v)
+    {
+        const char *st = json_string_value(json_object_get(v, "status"));
+        char k[256];
+
+        if (strcmp(json_string_value(json_object_get(v, "executor")), "agent") != 0 ||
+            (strcmp(st, "completed") != 0 && strcmp(st, "failed") != 0)) {
+            continue;
+        }
+        snprintf(k, sizeof(k), "gen_ai_agent_name=\"%s\",outcome=\"%s\"",
+                 json_string_value(json_object_get(v, "agent")),
+                 strcmp(st, "completed") == 0 ? "success" : "failure");
+        json_object_set_new(counts, k,
+                            json_integer(json_integer_value(json_object_get(counts, k)) + 1));
+    }
+    assert_true(json_object_size(counts) >= 3);
+    json_object_foreach(counts, key, v)
+    {
+        if (metric(text, "weft_agent_invocations_total", key) != (double)json_integer_value(v)) {
+            fail_msg("invocations {%s}: summary %lld, fold %g", key,
+                     (long long)json_integer_value(v),
+                     metric(text, "weft_agent_invocations_total", key));
+        }
+    }
+    json_decref(counts);
+}
+
+/* The fold's invocations of agent "a" (the chain's). */
+static double
+folded_invocations(struct fixture *f)
+{
+    struct weft_meter *meter = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    double n = 0;
+
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft_runtime_metrics_from_store(meter, f->url));
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    n = metric(text, "weft_agent_invocations_total", "gen_ai_agent_name=\"a\",outcome=\"success\"");
+    free(text);
+    weft_meter_free(meter);
+    return n;
+}
+
 static void
 test_pg_run_of_the_code_review_example(void **state)
 {
@@ -250,17 +333,21 @@ test_pg_run_of_the_code_review_example(void **state)
     struct run r;
     json_t *doc = NULL;
     struct weft_meter *meter = NULL;
+    json_t *summary = NULL;
     char *text = NULL;
     size_t len = 0;
 
-    r = RUN(f, "run", EXAMPLE, "--input", "Add a login endpoint to the user service", "-q",
+    r = RUN(f, "run", EXAMPLE, "--input", "Add a login endpoint to the user service", "--json",
             "--no-trace");
     if (r.status != 0) {
         fail_msg("weft run exited %d: %s", r.status, r.err);
     }
     assert_no_state_file(f);
-    /* One warning: snapshots are SQLite-only; the URL is named and nothing else is wrong. */
-    assert_non_null(strstr(r.err, "not in PostgreSQL state postgresql://postgres@127.0.0.1:"));
+    /* Per-run metric snapshots are kept in PostgreSQL: no warning that they are not, no error. */
+    assert_null(strstr(r.err, "kept only in a SQLite"));
+    assert_null(strstr(r.err, "run metrics"));
+    summary = json_loads(r.out, 0, NULL);
+    assert_non_null(summary);
 
     /* The run's workflows row. */
     query_text(f, "SELECT run_id FROM workflows", NULL, id, sizeof(id));
@@ -319,14 +406,27 @@ test_pg_run_of_the_code_review_example(void **state)
                      query_int(f, "SELECT count(*) FROM tasks", NULL));
     json_decref(doc);
 
-    /* weft serve's numbers: folded from the workflows and tasks rows. */
+    /* weft serve's numbers: the run's own snapshot (attempt 0) in run_metrics, folded, says
+     * what the run's --json summary said. */
+    assert_true(
+        query_int(f, "SELECT count(*) FROM run_metrics WHERE run_id = $1 AND attempt = 0", id) > 0);
     assert_weft_ok(weft_meter_new(NULL, &meter));
     assert_weft_ok(weft_runtime_metrics_from_store(meter, f->url));
     assert_weft_ok(weft_prometheus_render(meter, &text, &len));
-    assert_non_null(strstr(text, "workflow=\"code-review\""));
-    assert_non_null(strstr(text, "gen_ai_agent_name=\"reviewer\",outcome=\"success\""));
+    assert_summary_agrees(text, summary);
+    assert_true(metric(text, "weft_runs_total", "status=\"completed\",workflow=\"code-review\"") ==
+                1.0);
+    assert_true(metric(text, "gen_ai_client_operation_duration_seconds_count", NULL) ==
+                (double)json_integer_value(json_object_get(summary, "llm_calls")));
+    assert_true(metric(text, "gen_ai_client_token_usage_sum", "gen_ai_token_type=\"input\"") ==
+                (double)json_integer_value(json_object_get(summary, "input_tokens")));
+    /* Span counts were saved after the run's provider shut down (self-only rows). */
+    assert_true(
+        metric(text, "weft_spans_ended", NULL) ==
+        (double)json_integer_value(json_object_get(json_object_get(summary, "spans"), "recorded")));
     free(text);
     weft_meter_free(meter);
+    json_decref(summary);
     assert_no_state_file(f);
 }
 
@@ -385,7 +485,9 @@ test_pg_resume_of_a_killed_run(void **state)
     pid_t pid = 0;
     struct run r;
 
-    write_chain(f, 150);
+    /* 1.1 s a step: s1 ends over a snapshot interval (1 s) after s0, so its checkpoint writes
+     * while s2 is in flight. */
+    write_chain(f, 1100);
     pid = spawn_weft(f, "run", (const char *const[]){"run", f->wf, "-q", "--no-trace", NULL});
     for (int waited = 0;
          poll_count(
@@ -396,10 +498,22 @@ test_pg_resume_of_a_killed_run(void **state)
         }
         pause_ms(10);
     }
+    /* The two finished steps' invocations are stored (by the checkpoint after s1, or by the
+     * flusher one interval later) before the kill. */
+    for (int waited = 0; poll_count(f, "SELECT COALESCE(SUM(value), 0)::bigint FROM run_metrics"
+                                       " WHERE name = 'weft.agent.invocations'") < 2;
+         waited += 10) {
+        if (waited > WAIT_MS) {
+            fail_msg("timed out waiting for the run's metric snapshot");
+        }
+        pause_ms(10);
+    }
     assert_int_equal(kill(pid, SIGKILL), 0);
     assert_int_equal(waitpid(pid, &(int){0}, 0), pid);
     query_text(f, "SELECT run_id FROM workflows", NULL, id, sizeof(id));
     assert_int_equal(query_int(f, "SELECT count(*) FROM tasks WHERE status = 'success'", NULL), 2);
+    /* Killed: its metrics up to its last checkpoint, s0 and s1. */
+    assert_true(folded_invocations(f) == 2.0);
     for (int k = 0; k < STEPS; k++) {
         char step[8];
         snprintf(step, sizeof(step), "s%d", k);
@@ -447,6 +561,11 @@ test_pg_resume_of_a_killed_run(void **state)
                sizeof(uuids[1]));
     assert_string_equal(uuids[0], uuids[1]);
     assert_int_equal(query_int(f, "SELECT count(*) FROM tasks", NULL), STEPS);
+    /* The resume wrote attempt 1 beside the killed attempt 0; they add up to every step once. */
+    assert_int_equal(
+        query_int(f, "SELECT count(DISTINCT attempt) FROM run_metrics WHERE run_id = $1", id), 2);
+    assert_true(folded_invocations(f) == (double)STEPS);
+    assert_null(strstr(r.err, "kept only in a SQLite"));
     assert_no_state_file(f);
 }
 
