@@ -30,6 +30,9 @@
 #define PREFIX      "sd."
 #define BOUND_MS    2000 /* serve's budget for one scrape's broker questions */
 #define DEADLINE_MS 30000
+/* What a bounded scrape may take beyond BOUND_MS on a loaded 2-core machine (servers, workers
+ * and other tests share it): the check is that a dead broker cannot hold a scrape, not speed. */
+#define SLACK_MS 6000
 
 static const char slow_workflow[] =
     "{\"name\": \"waits\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
@@ -439,7 +442,7 @@ test_broker_down_is_visible_and_bounded(void **state)
     assert_true(value(text, "weft_broker_up", NULL, &n) == 0 && n == 1);
     (void)value(text, "weft_broker_queue_depth", NULL, &n);
     assert_int_equal(n, 0); /* no stale depth */
-    if (elapsed > BOUND_MS + 1500) {
+    if (elapsed > BOUND_MS + SLACK_MS) {
         fail_msg("a scrape with a frozen broker took %ld ms (bound %d ms)", elapsed, BOUND_MS);
     }
     free(text);
@@ -454,7 +457,7 @@ test_broker_down_is_visible_and_bounded(void **state)
     assert_true(value(text, "weft_broker_up", NULL, &n) == 0 && n == 1);
     (void)value(text, "weft_workers_live", NULL, &n);
     assert_int_equal(n, 0);
-    assert_true(elapsed < BOUND_MS + 1500);
+    assert_true(elapsed < BOUND_MS + SLACK_MS);
     /* The stored runs' families are still there. */
     assert_true(value(text, "weft_tasks_dispatched_total", "workflow=\"code-review\"", &n) == 9);
     free(text);
