@@ -633,3 +633,31 @@ weft__state_dead_free(struct weft__state_dead *d)
     weft__free(d->open);
     memset(d, 0, sizeof(*d));
 }
+
+bool
+weft__state_script_add(json_t *responses, const char *who, const char *purpose, json_t *entry)
+{
+    json_t *agent = NULL;
+    json_t *list = NULL;
+
+    if (entry == NULL) {
+        return false;
+    }
+    agent = json_object_get(responses, who);
+    if (agent == NULL) {
+        agent = json_object();
+        if (json_object_set_new(responses, who, agent) != 0) {
+            json_decref(entry);
+            return false;
+        }
+    }
+    list = json_object_get(agent, purpose);
+    if (list == NULL) {
+        list = json_array();
+        if (json_object_set_new(agent, purpose, list) != 0) {
+            json_decref(entry);
+            return false;
+        }
+    }
+    return json_array_append_new(list, entry) == 0;
+}

@@ -168,4 +168,9 @@ weft__state_dead_report(const struct weft__state_dead *d, state_interrupted_fn f
 /* Free what @p d owns (not @p d itself). */
 void weft__state_dead_free(struct weft__state_dead *d);
 
+/* Append one stored LLM exchange @p entry (taken) to a replay script's @p responses, under
+ * {who: {purpose: [...]}}. @return false when @p entry is NULL (a damaged row) or memory ran
+ * out (nothing added). */
+bool weft__state_script_add(json_t *responses, const char *who, const char *purpose, json_t *entry);
+
 #endif /* WEFT_RUNTIME_STATE_BACKEND_H */

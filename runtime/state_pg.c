@@ -1749,23 +1749,8 @@ pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
         const char *who = PQgetvalue(res, i, 0);
         const char *purpose = PQgetvalue(res, i, 1);
         json_t *entry = json_loads(PQgetvalue(res, i, 2), 0, NULL);
-        json_t *agent = json_object_get(responses, who);
-        json_t *list = NULL;
-
-        if (entry == NULL) {
-            continue; /* a damaged row: the replay then reports the missing answer */
-        }
-        if (agent == NULL) {
-            agent = json_object();
-            json_object_set_new(responses, who, agent);
-        }
-        list = json_object_get(agent, purpose);
-        if (list == NULL) {
-            list = json_array();
-            json_object_set_new(agent, purpose, list);
-        }
-        json_array_append_new(list, entry);
-        n++;
+        /* A damaged row is skipped: the replay then reports the missing answer. */
+        n += weft__state_script_add(responses, who, purpose, entry) ? 1 : 0;
     }
     PQclear(res);
     if (n == 0) {
