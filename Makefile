@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-fuzz fuzz bench \
-	install format format-check clean
+	bench-dist install format format-check clean
 
 all: build
 
@@ -76,6 +76,13 @@ bench: build
 	$(BUILD)/run_bench
 	$(BUILD)/flow_bench
 	$(BUILD)/metrics_bench
+
+# Distributed runs end to end (no-op tasks through RabbitMQ, `weft worker` processes and
+# PostgreSQL state): starts its own throwaway servers, so it needs the test packages and is
+# kept out of `make bench`. DIST_BENCH_ARGS: e.g. --tasks 5000 --cases throughput.
+DIST_BENCH_ARGS ?=
+bench-dist: build deps-test
+	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

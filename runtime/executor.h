@@ -81,6 +81,8 @@ struct weft__step_result {
     /* Loop-back requests the agent made: [{"agent", "query", "requester": traceparent}] */
     const json_t *requests;
     unsigned redeliveries; /* deliveries of the task message before the one that ran */
+    uint64_t started_ns;   /* when the worker started and ended it (its wall clock); 0: unknown */
+    uint64_t ended_ns;
 };
 
 /* Called once per submitted task with its result. */
