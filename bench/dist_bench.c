@@ -23,8 +23,13 @@
  * orchestrator, workers, broker, PostgreSQL and everything else on the machine.
  *
  * Usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]
- *                   [--rss-tasks N] [--cases throughput,paced,rss] [--pg-fsync on|off]
- *                   [--no-worker-trace] [--weft PATH] [--keep]
+ *                   [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]
+ *                   [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]
+ *                   [--weft PATH] [--keep]
+ * --rate: the paced case's tasks/s (default half the 2-worker throughput); --no-worker-trace:
+ * workers run with OTEL_SDK_DISABLED=true (by default they write their spans to a local store
+ * each, as `weft worker` does); --durable-dispatch: the dispatched mark with an ordinary commit
+ * (the engine before it used weft__state_begin_lazy), for comparison; --keep: keep the logs.
  * A benchmark, not a test: it asserts nothing. Needs rabbitmq-server and PostgreSQL 15
  * (`scripts/deps.sh test`); `make bench-dist` builds and runs it.
  */
@@ -62,6 +67,7 @@ struct options {
     unsigned max_in_flight;
     bool is_pg_fsync;
     bool is_worker_traced;
+    bool is_durable_dispatch;
     bool do_throughput, do_paced, do_rss;
     bool is_keep;
     char weft[1024];
@@ -465,7 +471,13 @@ dispatch(struct batch *bt, size_t i)
     s->attempts++;
     s->is_dispatched = true;
     s->started_ns = weft__now_ns();
+    if (bt->b->opt.is_durable_dispatch) {
+        (void)weft__state_begin(bt->st);
+    } else {
+        (void)weft__state_begin_lazy(bt->st);
+    }
     (void)weft__state_step_save(bt->st, bt->run_id, i, s, "noop");
+    (void)weft__state_commit(bt->st);
     t1 = weft__monotonic_ns();
     bt->pg_dispatch_ns += t1 - t0;
     memset(&task, 0, sizeof(task));
@@ -708,7 +720,8 @@ usage(void)
 {
     fputs("usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]\n"
           "                  [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]\n"
-          "                  [--pg-fsync on|off] [--no-worker-trace] [--weft PATH] [--keep]\n",
+          "                  [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]\n"
+          "                  [--weft PATH] [--keep]\n",
           stderr);
     exit(2);
 }
@@ -747,6 +760,9 @@ parse_args(int argc, char **argv, struct options *o, double *rate)
         bool has_value = true;
         if (strcmp(a, "--no-worker-trace") == 0) {
             o->is_worker_traced = false;
+            has_value = false;
+        } else if (strcmp(a, "--durable-dispatch") == 0) {
+            o->is_durable_dispatch = true;
             has_value = false;
         } else if (strcmp(a, "--keep") == 0) {
             o->is_keep = true;
@@ -876,9 +892,11 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     setup(&b);
     printf("{\"bench\":\"dist_bench\",\"case\":\"setup\",\"nproc\":%ld,\"pg_fsync\":%s,"
-           "\"worker_tracing\":%s,\"concurrency\":%u,\"max_in_flight\":%u}\n",
+           "\"worker_tracing\":%s,\"dispatch_commit\":\"%s\",\"concurrency\":%u,"
+           "\"max_in_flight\":%u}\n",
            sysconf(_SC_NPROCESSORS_ONLN), b.opt.is_pg_fsync ? "true" : "false",
-           b.opt.is_worker_traced ? "true" : "false", b.opt.concurrency, b.opt.max_in_flight);
+           b.opt.is_worker_traced ? "true" : "false",
+           b.opt.is_durable_dispatch ? "durable" : "lazy", b.opt.concurrency, b.opt.max_in_flight);
     fflush(stdout);
     for (size_t i = 0; b.opt.do_throughput && i < b.opt.worker_cases; i++) {
         struct case_result cr = run_case(&b, "throughput", b.opt.workers[i], b.opt.tasks, 0);

@@ -1983,7 +1983,17 @@ step_started(struct run *run, size_t index)
     s->attempts++;
     s->is_dispatched = true;
     s->started_ns = weft__now_ns();
+    /* The dispatched mark is committed without waiting for the disk (a WAL flush, which on
+     * PostgreSQL is most of a save's time): lost in a crash of the database's machine, the step
+     * reads as it was before and runs again on resume, as a step in flight does anyway; the
+     * step's end is an ordinary commit, which makes this one durable first. */
+    if (run->store.state != NULL) {
+        (void)weft__state_begin_lazy(run->store.state);
+    }
     weft__rt_save_step(run, index);
+    if (run->store.state != NULL) {
+        (void)weft__state_commit(run->store.state);
+    }
     snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
     weft__rt_progress(run, WEFT_EVENT_STEP_START, s, detail);
 }

@@ -715,6 +715,36 @@ pg_begin(struct rt_state *base)
     return WEFT_OK;
 }
 
+/* A transaction whose COMMIT returns once the WAL record is written, before it is flushed
+ * (SET LOCAL: this transaction only). The WAL writer flushes it within a few hundred
+ * milliseconds, and any later synchronous commit flushes it first. BEGIN and SET travel as one
+ * simple query (one round trip). Should that fail, the transaction is an ordinary one: slower,
+ * never less durable. */
+static weft_err
+pg_begin_lazy(struct rt_state *base)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    bool is_ok = false;
+
+    if (st->tx_depth > 0) {
+        st->tx_depth++;
+        return WEFT_OK;
+    }
+    res = PQexec(st->conn, "BEGIN; SET LOCAL synchronous_commit TO OFF");
+    is_ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+    if (is_ok) {
+        st->tx_depth = 1;
+        st->is_tx_failed = false;
+        return WEFT_OK;
+    }
+    if (PQstatus(st->conn) == CONNECTION_OK && PQtransactionStatus(st->conn) != PQTRANS_IDLE) {
+        PQclear(PQexec(st->conn, "ROLLBACK"));
+    }
+    return pg_begin(base); /* reconnects and logs as an ordinary BEGIN does */
+}
+
 static bool
 pg_in_transaction(const struct rt_state *base)
 {
@@ -2114,6 +2144,7 @@ static const struct weft__state_ops pg_ops = {
     .name = "postgresql",
     .close = pg_close,
     .begin = pg_begin,
+    .begin_lazy = pg_begin_lazy,
     .commit = pg_commit,
     .in_transaction = pg_in_transaction,
     .run_begin = pg_run_begin,
