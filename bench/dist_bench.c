@@ -800,6 +800,15 @@ parse_args(int argc, char **argv, struct options *o, double *rate)
         }
         i += has_value ? 1 : 0;
     }
+    if (o->weft[0] != '\0' && o->weft[0] != '/') {
+        char cwd[512];
+        char rel[sizeof(o->weft)];
+        /* Workers start in the bench's own directory: the path must not be relative. */
+        if (getcwd(cwd, sizeof(cwd)) != NULL) {
+            memcpy(rel, o->weft, sizeof(rel));
+            snprintf(o->weft, sizeof(o->weft), "%.511s/%.500s", cwd, rel);
+        }
+    }
     o->do_throughput = strstr(cases, "throughput") != NULL;
     o->do_paced = strstr(cases, "paced") != NULL;
     o->do_rss = strstr(cases, "rss") != NULL;
