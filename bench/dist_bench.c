@@ -25,14 +25,16 @@
  * Usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]
  *                   [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]
  *                   [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]
- *                   [--group-commit] [--weft PATH] [--keep]
+ *                   [--group-commit] [--drop-results] [--weft PATH] [--keep]
  * --rate: the paced case's tasks/s (default half the 2-worker throughput); --no-worker-trace:
  * workers run with OTEL_SDK_DISABLED=true (by default they write their spans to a local store
  * each, as `weft worker` does); --durable-dispatch: the dispatched mark with an ordinary commit
  * (the engine before it used weft__state_begin_lazy), for comparison; --group-commit: the
  * results that one poll() returned are saved in one transaction (one WAL flush for all of them)
  * instead of one each: NOT what the engine does, which saves each step on its own; it measures
- * what grouping the saves would buy; --keep: keep the logs.
+ * what grouping the saves would buy; --drop-results: free each step's result once it is saved
+ * (the engine keeps it in the plan, 32 bytes for an empty one), which tells the plan's own
+ * growth from the rest in the rss case; --keep: keep the logs.
  * A benchmark, not a test: it asserts nothing. Needs rabbitmq-server and PostgreSQL 15
  * (`scripts/deps.sh test`); `make bench-dist` builds and runs it.
  */
@@ -72,6 +74,7 @@ struct options {
     bool is_worker_traced;
     bool is_durable_dispatch;
     bool is_group_commit; /* what the engine does not do (yet): see the header */
+    bool is_drop_results; /* free each step's result once saved (the rss case's control) */
     bool do_throughput, do_paced, do_rss;
     bool is_keep;
     char weft[1024];
@@ -539,6 +542,10 @@ apply(struct batch *bt)
         (void)weft__state_begin(bt->st);
         (void)weft__state_step_save(bt->st, bt->run_id, i, s, "noop");
         (void)weft__state_commit(bt->st);
+        if (bt->b->opt.is_drop_results && !is_group) {
+            weft__free(s->result);
+            s->result = NULL;
+        }
         if (!is_group) {
             bt->apply_ns += weft__monotonic_ns() - t0;
         }
@@ -747,7 +754,7 @@ usage(void)
     fputs("usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]\n"
           "                  [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]\n"
           "                  [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]\n"
-          "                  [--group-commit] [--weft PATH] [--keep]\n",
+          "                  [--group-commit] [--drop-results] [--weft PATH] [--keep]\n",
           stderr);
     exit(2);
 }
@@ -786,6 +793,9 @@ parse_args(int argc, char **argv, struct options *o, double *rate)
         bool has_value = true;
         if (strcmp(a, "--no-worker-trace") == 0) {
             o->is_worker_traced = false;
+            has_value = false;
+        } else if (strcmp(a, "--drop-results") == 0) {
+            o->is_drop_results = true;
             has_value = false;
         } else if (strcmp(a, "--group-commit") == 0) {
             o->is_group_commit = true;
