@@ -300,6 +300,24 @@ rss_kb(void)
 /* ------------------------------------------------------------------------------------------ */
 /* Workers                                                                                     */
 
+/* What an early exit (exit(1) on a failed set-up) must not leave behind: the workers it
+ * started and the bench's directory. The servers have guards of their own. */
+static pid_t live_workers[MAX_WORKERS];
+static size_t live_worker_count;
+static char *work_dir;
+
+static void
+cleanup_at_exit(void)
+{
+    for (size_t i = 0; i < live_worker_count; i++) {
+        weft_test_kill_group(live_workers[i], 5000);
+    }
+    live_worker_count = 0;
+    if (work_dir != NULL) {
+        weft_test_rm_rf(work_dir);
+    }
+}
+
 static size_t
 workers_start(struct bench *b, unsigned count, const char *prefix, pid_t *pids)
 {
@@ -326,6 +344,7 @@ workers_start(struct bench *b, unsigned count, const char *prefix, pid_t *pids)
         env[4] = NULL;
         pids[started] = weft_test_spawn(argv, env, b->dir, log, true);
         if (pids[started] > 0) {
+            live_workers[live_worker_count++] = pids[started];
             started++;
         }
     }
@@ -375,6 +394,7 @@ workers_stop(pid_t *pids, size_t n)
     for (size_t i = 0; i < n; i++) {
         weft_test_kill_group(pids[i], 30000);
     }
+    live_worker_count = 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -882,6 +902,8 @@ setup(struct bench *b)
     if (b->dir == NULL) {
         exit(1);
     }
+    work_dir = b->opt.is_keep ? NULL : b->dir;
+    atexit(cleanup_at_exit);
     /* The executor sends a workflow with each task; no-op tasks never read it. */
     snprintf(path, sizeof(path), "%s/script.json", b->dir);
     f = fopen(path, "w");
@@ -975,6 +997,7 @@ main(int argc, char **argv)
     } else {
         fprintf(stderr, "dist_bench: logs kept in %s\n", b.dir);
     }
+    work_dir = NULL;
     free(b.dir);
     return 0;
 }
