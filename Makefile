@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench install format format-check clean
+	test-fuzz fuzz bench bench-dist install format format-check clean
 
 all: build
 
@@ -88,6 +88,13 @@ bench: build
 	$(BUILD)/run_bench
 	$(BUILD)/flow_bench
 	$(BUILD)/metrics_bench
+
+# Distributed runs end to end (no-op tasks through RabbitMQ, `weft worker` processes and
+# PostgreSQL state): starts its own throwaway servers, so it needs the test packages and is
+# kept out of `make bench`. DIST_BENCH_ARGS: e.g. --tasks 5000 --cases throughput.
+DIST_BENCH_ARGS ?=
+bench-dist: build deps-test
+	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

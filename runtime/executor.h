@@ -49,7 +49,7 @@ struct weft__step_task {
     unsigned attempt; /* 1 on a step's first execution, then one more each time it runs again */
     size_t step;      /* plan index; meaningful to in-process executors only */
     const char *step_id;
-    const char *kind;  /* "agent", "command", "file_writer" or "http_call" */
+    const char *kind;  /* "agent", "command", "file_writer", "http_call" or "noop" */
     const char *agent; /* the agent's name; for command steps the kind again */
     const char *task;  /* the task text */
     /* JSON object text: {dependency step id: its result}; "{}" for an executor that writes the
@@ -86,6 +86,8 @@ struct weft__step_result {
     /* Loop-back requests the agent made: [{"agent", "query", "requester": traceparent}] */
     const json_t *requests;
     unsigned redeliveries; /* deliveries of the task message before the one that ran */
+    uint64_t started_ns;   /* when the worker started and ended it (its wall clock); 0: unknown */
+    uint64_t ended_ns;
 };
 
 /* Called once per submitted task with its result. */
@@ -184,6 +186,8 @@ struct weft__task_outcome {
 
 /* Run @p t's step here, as the in-process executor runs it (agent with its LLM calls, tools and
  * reflection; or a command step), without a state database: the orchestrator keeps the state.
+ * A task of kind "noop" runs nothing and succeeds at once with an empty output (t->wf may then
+ * be NULL).
  * The step's spans nest under t->parent. @return WEFT_OK (the step ran: see out->is_success),
  * WEFT_EINVAL (no such agent, bad kind: @p err says which), WEFT_ENOMEM, or what setting up the
  * providers or the workspace returned (reason in @p err). Ownership: caller cleans @p out up. */

@@ -164,6 +164,12 @@ weft__state_begin(struct rt_state *st)
 }
 
 weft_err
+weft__state_begin_lazy(struct rt_state *st)
+{
+    return st->ops->begin_lazy(st);
+}
+
+weft_err
 weft__state_commit(struct rt_state *st)
 {
     return st->ops->commit(st);

@@ -70,6 +70,15 @@ const char *weft__state_backend_name(const struct rt_state *st);
  * @return WEFT_OK, WEFT_EIO (logged). */
 weft_err weft__state_begin(struct rt_state *st);
 weft_err weft__state_commit(struct rt_state *st);
+/* weft__state_begin() for writes whose loss in a crash of the database's machine is harmless,
+ * because a later ordinary commit rewrites them or a resumed run redoes what they record (the
+ * mark that a step was handed to a remote executor): the commit returns without waiting for
+ * the disk. The order of commits is kept (a later ordinary commit makes this one durable too);
+ * a crash of weft loses nothing. PostgreSQL: synchronous_commit off for this transaction;
+ * SQLite: as weft__state_begin() (WAL with synchronous=NORMAL never waits at commit). Inside
+ * an open transaction it nests like weft__state_begin() and that transaction's durability
+ * holds. @return WEFT_OK, WEFT_EIO (logged). */
+weft_err weft__state_begin_lazy(struct rt_state *st);
 /* Inside a weft__state_begin() pair (false for NULL). */
 bool weft__state_in_transaction(const struct rt_state *st);
 

@@ -15,6 +15,7 @@ struct weft__state_ops {
     const char *name; /* "sqlite", "postgresql" */
     void (*close)(struct rt_state *st);
     weft_err (*begin)(struct rt_state *st);
+    weft_err (*begin_lazy)(struct rt_state *st);
     weft_err (*commit)(struct rt_state *st);
     bool (*in_transaction)(const struct rt_state *st);
     weft_err (*run_begin)(struct rt_state *st,

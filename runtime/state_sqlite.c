@@ -1551,6 +1551,7 @@ static const struct weft__state_ops lite_ops = {
     .name = "sqlite",
     .close = lite_close,
     .begin = lite_begin,
+    .begin_lazy = lite_begin, /* synchronous=NORMAL: no commit waits for the disk */
     .commit = lite_commit,
     .in_transaction = lite_in_transaction,
     .run_begin = lite_run_begin,

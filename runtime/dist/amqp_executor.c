@@ -42,6 +42,7 @@ struct slot {
     uint64_t publish_seq;   /* confirm number on the current connection; 0: not published */
     bool is_confirmed;
     uint64_t sent_ns;
+    uint64_t submit_mono; /* for the confirm wait in the stats */
     weft__step_done_fn done;
     void *user_data;
     bool has_result;
@@ -309,6 +310,7 @@ amqp_submit(struct weft__executor *base,
     memcpy(s->task_uuid, m.task_id, sizeof(s->task_uuid));
     s->attempt = task->attempt;
     s->sent_ns = m.sent_ns;
+    s->submit_mono = weft__monotonic_ns();
     s->done = done;
     s->user_data = user_data;
     producer_span(ex, s, task);
@@ -354,6 +356,8 @@ deliver(struct amqp_ex *ex, struct slot *s)
         r.cursors = m->cursors;
         r.requests = m->requests;
         r.redeliveries = (unsigned)m->delivery_count;
+        r.started_ns = m->started_ns;
+        r.ended_ns = m->ended_ns;
     }
     s->done(s->user_data, &r);
     slot_free(s);
@@ -402,6 +406,9 @@ amqp_poll(struct weft__executor *base, uint32_t timeout_ms)
 static void
 publish_pending(struct amqp_ex *ex)
 {
+    uint64_t t0 = weft__monotonic_ns();
+    bool has_published = false;
+
     for (size_t i = 0; i < ex->slot_count && weft__broker_is_connected(ex->broker); i++) {
         struct slot *s = &ex->slots[i];
         struct weft__broker_msg msg;
@@ -420,6 +427,10 @@ publish_pending(struct amqp_ex *ex)
                                  &s->publish_seq) != WEFT_OK) {
             s->publish_seq = 0;
         }
+        has_published = true;
+    }
+    if (has_published) {
+        ex->stats.publish_ns += weft__monotonic_ns() - t0;
     }
 }
 
@@ -441,6 +452,7 @@ on_confirm(struct amqp_ex *ex, const struct weft__broker_event *ev)
         }
         s->is_confirmed = true;
         ex->stats.published++;
+        ex->stats.confirm_wait_ns += weft__monotonic_ns() - s->submit_mono;
         weft_span_end(s->span, 0);
         s->span = NULL;
     }
@@ -654,9 +666,12 @@ io_main(void *arg)
         (void)weft__broker_wait(ex->broker, 200, &ev);
         pthread_mutex_lock(&ex->lock);
         switch (ev.kind) {
-        case WEFT__BROKER_DELIVERY:
+        case WEFT__BROKER_DELIVERY: {
+            uint64_t t0 = weft__monotonic_ns();
             on_result(ex, &ev);
+            ex->stats.result_ns += weft__monotonic_ns() - t0;
             break;
+        }
         case WEFT__BROKER_CONFIRM:
             on_confirm(ex, &ev);
             break;

@@ -62,6 +62,13 @@ struct weft__amqp_executor_stats {
     uint64_t redeliveries;  /* deliveries before the one that ran, summed over results */
     uint64_t reconnects;
     uint64_t reclaimed; /* tasks submitted again after a resume whose result was waiting */
+    /* Where the I/O thread's time goes (monotonic nanoseconds, summed): in publish calls
+     * (encoding frames and writing them to the socket), from submit to the broker's confirm
+     * (queueing + publish + the broker's fsync of a persistent message), and handling results
+     * (decode, match, acknowledge). */
+    uint64_t publish_ns;
+    uint64_t confirm_wait_ns;
+    uint64_t result_ns;
 };
 void weft__amqp_executor_stats(struct weft__executor *ex, struct weft__amqp_executor_stats *out);
 

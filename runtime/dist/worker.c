@@ -197,13 +197,11 @@ run_step(struct worker *w,
     char err[512] = "";
     weft_err e = WEFT_OK;
 
-    if (strcmp(t->kind, "noop") == 0) {
-        r->is_success = true;
-        r->output = weft__strdup(t->task);
-        return;
-    }
-    wf = workflow_get(w, t->workflow_path, t->workflow, err, sizeof(err));
-    if (wf == NULL) {
+    /* A no-op task needs no workflow (its message may carry none): nothing to load. */
+    wf = strcmp(t->kind, "noop") == 0
+             ? NULL
+             : workflow_get(w, t->workflow_path, t->workflow, err, sizeof(err));
+    if (wf == NULL && strcmp(t->kind, "noop") != 0) {
         r->error = weft__strdup(err);
         r->error_type = weft__strdup("workflow_invalid");
         return;
@@ -249,7 +247,7 @@ run_step(struct worker *w,
         r->agent_attempts = out.attempts;
         memset(&out, 0, sizeof(out));
     }
-    if (!workflow_is_cached(w, wf)) {
+    if (wf != NULL && !workflow_is_cached(w, wf)) {
         weft_workflow_free(wf);
     }
 }

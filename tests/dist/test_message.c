@@ -83,6 +83,55 @@ test_result_round_trip(void **state)
     json_decref(m.requests);
 }
 
+/* A no-op task needs no workflow; its result is a success with an empty (not a missing)
+ * output. */
+static void
+test_noop_round_trip(void **state)
+{
+    struct weft__task_msg m, back;
+    struct weft__result_msg r, r_back;
+    char *text = NULL;
+    size_t len = 0;
+    char err[256] = "";
+
+    (void)state;
+    memset(&m, 0, sizeof(m));
+    m.run_id = "r1";
+    memcpy(m.task_id, uuid, sizeof(uuid));
+    m.seq = 1;
+    m.attempt = 1;
+    m.step_id = "s1";
+    m.kind = "noop";
+    m.agent = "noop";
+    m.task = "";
+    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
+    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
+    assert_string_equal(back.kind, "noop");
+    assert_null(back.workflow);
+    assert_null(back.workflow_path);
+    weft__task_msg_cleanup(&back);
+    free(text);
+
+    memset(&r, 0, sizeof(r));
+    r.run_id = "r1";
+    memcpy(r.task_id, uuid, sizeof(uuid));
+    r.seq = 1;
+    r.attempt = 1;
+    r.is_success = true;
+    r.output = "";
+    r.started_ns = 1000;
+    r.ended_ns = 1001;
+    assert_int_equal(weft__result_msg_encode(&r, &text, &len), WEFT_OK);
+    assert_int_equal(weft__result_msg_decode(text, len, &r_back, err, sizeof(err)), WEFT_OK);
+    assert_true(r_back.is_success);
+    assert_non_null(r_back.output);
+    assert_string_equal(r_back.output, "");
+    assert_int_equal(r_back.started_ns, 1000);
+    assert_int_equal(r_back.ended_ns, 1001);
+    weft__result_msg_cleanup(&r_back);
+    free(text);
+}
+
 static void
 expect_bad_task(const char *body, const char *needle)
 {
@@ -141,9 +190,8 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_task_round_trip),
-        cmocka_unit_test(test_result_round_trip),
-        cmocka_unit_test(test_bad_tasks_refused),
+        cmocka_unit_test(test_task_round_trip),    cmocka_unit_test(test_result_round_trip),
+        cmocka_unit_test(test_noop_round_trip),    cmocka_unit_test(test_bad_tasks_refused),
         cmocka_unit_test(test_bad_result_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

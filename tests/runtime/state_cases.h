@@ -130,6 +130,49 @@ test_state_transaction_groups_writes_and_rolls_back_on_failure(void **state)
     json_decref(cursors);
 }
 
+/* A lazy transaction (weft__state_begin_lazy) groups and commits like an ordinary one, alone
+ * or nested in one, and the handle's later ordinary transactions work as before. */
+static void
+test_state_lazy_transaction_commits_like_an_ordinary_one(void **state)
+{
+    struct fx *f = *state;
+    struct plan_step step;
+
+    memset(&step, 0, sizeof(step));
+    step.id = "s0";
+    step.task = "t";
+    step.status = STEP_IN_PROGRESS;
+    step.is_dispatched = true;
+    assert_int_equal(weft__state_run_begin(f->st, "rl", "wf", NULL, "sl", NULL, 1), WEFT_OK);
+    assert_int_equal(weft__state_begin_lazy(f->st), WEFT_OK);
+    assert_true(weft__state_in_transaction(f->st));
+    assert_int_equal(weft__state_step_save(f->st, "rl", 0, &step, "a"), WEFT_OK);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'rl'"), 0);
+    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
+    assert_false(weft__state_in_transaction(f->st));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'rl'"
+                                 " AND status = 'in_progress'"),
+                     1);
+    /* Nested in an ordinary transaction: part of it, visible at the outer commit only. */
+    step.id = "s1";
+    assert_int_equal(weft__state_begin(f->st), WEFT_OK);
+    assert_int_equal(weft__state_begin_lazy(f->st), WEFT_OK);
+    assert_int_equal(weft__state_step_save(f->st, "rl", 1, &step, "a"), WEFT_OK);
+    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'rl'"), 1);
+    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'rl'"), 2);
+    /* Then an ordinary transaction: the step ends. */
+    step.status = STEP_COMPLETED;
+    step.is_dispatched = false;
+    assert_int_equal(weft__state_begin(f->st), WEFT_OK);
+    assert_int_equal(weft__state_step_save(f->st, "rl", 1, &step, "a"), WEFT_OK);
+    assert_int_equal(weft__state_commit(f->st), WEFT_OK);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'rl'"
+                                 " AND status = 'completed'"),
+                     1);
+}
+
 static void
 test_state_run_begin_end_and_info_round_trip(void **state)
 {
@@ -886,6 +929,8 @@ test_state_out_of_memory_fails_cleanly(void **state)
         cmocka_unit_test_setup_teardown(test_state_cursors_are_saved_per_queue, setup, teardown), \
         cmocka_unit_test_setup_teardown(                                                          \
             test_state_transaction_groups_writes_and_rolls_back_on_failure, setup, teardown),     \
+        cmocka_unit_test_setup_teardown(test_state_lazy_transaction_commits_like_an_ordinary_one, \
+                                        setup, teardown),                                         \
         cmocka_unit_test_setup_teardown(test_state_run_begin_end_and_info_round_trip, setup,      \
                                         teardown),                                                \
         cmocka_unit_test_setup_teardown(test_state_inputs_are_redacted_on_disk, setup, teardown), \

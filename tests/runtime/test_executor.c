@@ -357,6 +357,33 @@ test_executor_ready_steps_are_dispatched_together(void **state)
     assert_true(f->r->reward == 4.0);
 }
 
+/* A no-op task runs nothing: no workflow needed, success with an empty output. */
+static void
+test_execute_task_noop_succeeds_without_workflow(void **state)
+{
+    struct weft__step_task task;
+    struct weft__task_run tr;
+    struct weft__task_outcome out;
+    char err[256] = "";
+
+    (void)state;
+    memset(&task, 0, sizeof(task));
+    task.attempt = 1;
+    task.step_id = "s1";
+    task.kind = "noop";
+    task.agent = "noop";
+    task.task = "";
+    memset(&tr, 0, sizeof(tr));
+    tr.run_id = "r1";
+    tr.task = &task;
+    assert_weft_ok(weft__execute_task(&tr, &out, err, sizeof(err)));
+    assert_true(out.is_success);
+    assert_string_equal(out.output, "");
+    assert_null(out.error);
+    assert_int_equal(out.llm_calls, 0);
+    weft__task_outcome_cleanup(&out);
+}
+
 int
 main(void)
 {
@@ -370,6 +397,7 @@ main(void)
         T(test_executor_redelivered_result_is_ignored),
         T(test_executor_ready_steps_are_dispatched_together),
 #undef T
+        cmocka_unit_test(test_execute_task_noop_succeeds_without_workflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
