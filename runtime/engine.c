@@ -2263,6 +2263,45 @@ task_remote_fields(struct run *run,
     task->capture_content = run->cfg.capture_content;
 }
 
+/* Apply every result that came and is not in the plan yet, this thread's and those of other
+ * threads' tasks, in one transaction: one durable commit for all the results one poll brought
+ * (group commit), instead of one each. Each step is saved whole (status, output, cursors) before
+ * anything reads it: the run lock is held throughout, and the commit comes before it is
+ * released. Run lock held. */
+static void
+apply_results(struct run *run)
+{
+    struct engine *eng = ENG(run);
+    struct engine_task *ready[ENGINE_MAX_IN_FLIGHT];
+    size_t n = 0;
+
+    pthread_mutex_lock(&eng->task_lock);
+    for (size_t i = 0; i < ENGINE_MAX_IN_FLIGHT; i++) {
+        struct engine_task *t = &eng->tasks[i];
+        if (t->task_id != 0 && t->is_done && !t->is_applied) {
+            ready[n++] = t;
+        }
+    }
+    pthread_mutex_unlock(&eng->task_lock);
+    if (n == 0) {
+        return;
+    }
+    if (run->store.state != NULL) {
+        (void)weft__state_begin(run->store.state);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct engine_task *t = ready[i];
+        step_apply_remote(run, t->step, t);
+        step_ended(run, t->step, t->status, t->output, t->error);
+        t->output = NULL;
+        t->error = NULL;
+        t->is_applied = true;
+    }
+    if (run->store.state != NULL) {
+        (void)weft__state_commit(run->store.state);
+    }
+}
+
 /* Make room for one more task in flight (the executor's max_in_flight). */
 static weft_err
 task_room(struct run *run)
@@ -2354,12 +2393,10 @@ svc_execute_step(void *ctx, size_t index)
     if (err != WEFT_OK) {
         snprintf(why, sizeof(why), "executor %s gave no result: %s", ex->name, weft_strerror(err));
         WEFT_LOG(WEFT_LOG_WARN, "step %s: %s", run->ps.plan.steps[index].id, why);
+        t->is_applied = true; /* a late result is not applied by another thread either */
         step_ended(run, index, STEP_FAILED, NULL, weft__strdup(why));
     } else if (!ex->writes_plan) {
-        step_apply_remote(run, index, t);
-        step_ended(run, index, t->status, t->output, t->error);
-        t->output = NULL;
-        t->error = NULL;
+        apply_results(run); /* this task's result, unless another thread's poll applied it */
     }
     task_release(eng, t);
 }

@@ -21,6 +21,9 @@ struct engine_task {
     uint64_t task_id; /* 0: free slot */
     size_t step;
     bool is_done;
+    /* Its result is in the plan (under the run lock): whichever thread polled it in applied
+     * it, together with the other results that came with it (engine.c apply_results()). */
+    bool is_applied;
     step_status status;
     char *output; /* owned copies of the result */
     char *error;

@@ -65,6 +65,10 @@ struct answered {
 struct amqp_ex {
     struct weft__executor base;
     const struct weft_workflow *wf;
+    /* The workflow document the tasks carry: the file's, without its "plan" (a worker runs the
+     * one step its task names; a wide plan would otherwise travel in every task, and be parsed
+     * by the worker each time). Shares the file document's values. */
+    json_t *doc;
     struct weft__broker *broker;
     struct weft_tracer *tracer;
     struct weft__dist_metrics metrics;     /* the caller's meter: task families and broker gauges */
@@ -277,7 +281,7 @@ amqp_submit(struct weft__executor *base,
     m.context = context;
     m.spec = (json_t *)task->spec;
     m.workflow_path = ex->wf->path;
-    m.workflow = ex->wf->doc;
+    m.workflow = ex->doc;
     m.cursors = (json_t *)task->cursors;
     m.capture_content = task->capture_content;
     m.timeout_ms = task->timeout_ms;
@@ -713,6 +717,7 @@ amqp_destroy(struct weft__executor *base)
         }
     }
     weft__broker_free(ex->broker);
+    json_decref(ex->doc);
     weft__dist_metrics_cleanup(&ex->metrics);
     weft__dist_metrics_cleanup(&ex->run_metrics);
     pthread_cond_destroy(&ex->changed);
@@ -775,6 +780,13 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
         weft__free(ex);
         return e;
     }
+    ex->doc = json_copy(wf->doc);
+    if (ex->doc == NULL) {
+        weft__broker_free(ex->broker);
+        weft__free(ex);
+        return WEFT_ENOMEM;
+    }
+    (void)json_object_del(ex->doc, "plan");
     pthread_mutex_init(&ex->lock, NULL);
     weft__cond_init_monotonic(&ex->changed);
     ex->wf = wf;

@@ -33,7 +33,8 @@ struct recorded {
 struct test_executor {
     struct weft__executor base;
     pthread_mutex_t lock;
-    size_t hold_until; /* poll delivers nothing until this many tasks were submitted */
+    size_t hold_until;      /* poll delivers nothing until this many tasks were submitted */
+    bool is_delivering_all; /* one poll delivers every pending result (other threads' too) */
     struct recorded tasks[MAX_TASKS];
     size_t task_count;
     /* Results waiting for poll(). */
@@ -120,6 +121,10 @@ test_poll(struct weft__executor *base, uint32_t timeout_ms)
     }
     ex->pending_first++;
     ex->pending_count--;
+    if (ex->is_delivering_all && ex->pending_count > 0) {
+        pthread_mutex_unlock(&ex->lock);
+        return test_poll(base, timeout_ms);
+    }
     pthread_mutex_unlock(&ex->lock);
     return WEFT_OK;
 }
@@ -316,7 +321,9 @@ test_executor_redelivered_result_is_ignored(void **state)
 }
 
 /* Three independent steps and one that joins them: a remote executor gets the three at once
- * (its max_in_flight is the default width) and answers none until all three are in flight. */
+ * (its max_in_flight is the default width) and answers none until all three are in flight;
+ * then one poll brings all three results, and the thread that polled applies them all (one
+ * commit) while the other two find theirs done. */
 static void
 test_executor_ready_steps_are_dispatched_together(void **state)
 {
@@ -339,6 +346,7 @@ test_executor_ready_steps_are_dispatched_together(void **state)
     assert_weft_ok(weft_workflow_load(path, &f->wf, &d));
     weft_diags_cleanup(&d);
     f->ex.hold_until = 3;
+    f->ex.is_delivering_all = true; /* one thread's poll brings all three results */
     f->ex.abort_flag = &abort_flag;
     f->ro.abort_flag = &abort_flag;
     assert_weft_ok(run(f, error, sizeof(error)));
