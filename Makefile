@@ -93,7 +93,7 @@ bench: build
 # PostgreSQL state): starts its own throwaway servers, so it needs the test packages and is
 # kept out of `make bench`. DIST_BENCH_ARGS: e.g. --tasks 5000 --cases throughput.
 DIST_BENCH_ARGS ?=
-bench-dist: build deps-test
+bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)
 
 install: build
