@@ -276,12 +276,6 @@ weft__state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *
 }
 
 weft_err
-weft__state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data)
-{
-    return st->ops->agent_counts(st, fn, user_data);
-}
-
-weft_err
 weft__state_run_resolve(
     struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
 {

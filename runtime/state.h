@@ -170,10 +170,10 @@ weft__state_runs_list(struct rt_state *st, size_t limit, struct weft_run_info **
  * first error @p fn returns. */
 typedef weft_err (*state_run_fn)(struct weft_run_info *info, void *user_data);
 weft_err weft__state_runs_each(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
-/* Finished agent steps counted by workflow, agent and outcome (weft serve's metrics). */
+/* Finished agent steps counted by workflow, agent and outcome (the metrics fold's rows for
+ * runs stored before snapshots existed). */
 typedef weft_err (*state_agent_count_fn)(
     const char *workflow, const char *agent, bool is_success, uint64_t count, void *user_data);
-weft_err weft__state_agent_counts(struct rt_state *st, state_agent_count_fn fn, void *user_data);
 void weft__state_info_cleanup(struct weft_run_info *info);
 /* Resolve "last", an id or a unique prefix into @p out. @return WEFT_OK, WEFT_ENOTFOUND,
  * WEFT_EINVAL (ambiguous or malformed; @p err says which), WEFT_EIO. */

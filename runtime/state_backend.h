@@ -66,7 +66,6 @@ struct weft__state_ops {
                              const char *script,
                              const json_t *cursors);
     weft_err (*runs_each)(struct rt_state *st, size_t limit, state_run_fn fn, void *user_data);
-    weft_err (*agent_counts)(struct rt_state *st, state_agent_count_fn fn, void *user_data);
     weft_err (*run_resolve)(
         struct rt_state *st, const char *ref, char *out, size_t out_len, char *err, size_t err_len);
     weft_err (*run_info)(struct rt_state *st, const char *run_id, struct weft_run_info *info);

@@ -1550,32 +1550,6 @@ pg_runs_each(struct rt_state *base, size_t limit, state_run_fn fn, void *user_da
 }
 
 static weft_err
-pg_agent_counts(struct rt_state *base, state_agent_count_fn fn, void *user_data)
-{
-    struct pg_state *st = pg(base);
-    /* Finished agent steps only: pending and paused steps have no outcome yet. */
-    PGresult *res = query(st, "agent counts",
-                          "SELECT w.workflow, t.agent, t.step_status, count(*) FROM tasks t"
-                          " JOIN workflows w ON w.workflow_id = t.workflow_id"
-                          " WHERE t.executor_type = 'agent'"
-                          " AND t.step_status IN ('completed', 'failed')"
-                          " GROUP BY w.workflow, t.agent, t.step_status",
-                          NULL);
-    weft_err err = WEFT_OK;
-
-    if (res == NULL) {
-        return WEFT_EIO;
-    }
-    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
-        err = fn(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-                 strcmp(PQgetvalue(res, i, 2), "completed") == 0, (uint64_t)col_i64(res, i, 3),
-                 user_data);
-    }
-    PQclear(res);
-    return err;
-}
-
-static weft_err
 pg_run_resolve(
     struct rt_state *base, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
 {
@@ -2474,7 +2448,6 @@ static const struct weft__state_ops pg_ops = {
     .cursors_load = pg_cursors_load,
     .cursors_save = pg_cursors_save,
     .runs_each = pg_runs_each,
-    .agent_counts = pg_agent_counts,
     .run_resolve = pg_run_resolve,
     .run_info = pg_run_info,
     .steps_each = pg_steps_each,

@@ -902,35 +902,6 @@ lite_runs_each(struct rt_state *base, size_t limit, state_run_fn fn, void *user_
 }
 
 static weft_err
-lite_agent_counts(struct rt_state *base, state_agent_count_fn fn, void *user_data)
-{
-    struct lite_state *st = lite(base);
-    /* Finished agent steps only: pending and paused steps have no outcome yet. */
-    sqlite3_stmt *stmt =
-        prepare(st, "SELECT r.workflow, s.agent, s.status, COUNT(*) FROM steps s"
-                    " JOIN runs r ON r.id = s.run_id"
-                    " WHERE s.executor = 'agent' AND s.status IN ('completed', 'failed')"
-                    " GROUP BY r.workflow, s.agent, s.status");
-    weft_err err = WEFT_OK;
-    int rc = SQLITE_DONE;
-
-    if (stmt == NULL) {
-        return WEFT_EIO;
-    }
-    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        err = fn((const char *)sqlite3_column_text(stmt, 0),
-                 (const char *)sqlite3_column_text(stmt, 1),
-                 strcmp((const char *)sqlite3_column_text(stmt, 2), "completed") == 0,
-                 (uint64_t)sqlite3_column_int64(stmt, 3), user_data);
-    }
-    sqlite3_finalize(stmt);
-    if (err == WEFT_OK && rc != SQLITE_DONE) {
-        err = WEFT_EIO;
-    }
-    return err;
-}
-
-static weft_err
 lite_run_resolve(
     struct rt_state *base, const char *ref, char *out, size_t out_len, char *err, size_t err_len)
 {
@@ -1564,7 +1535,6 @@ static const struct weft__state_ops lite_ops = {
     .cursors_load = lite_cursors_load,
     .cursors_save = lite_cursors_save,
     .runs_each = lite_runs_each,
-    .agent_counts = lite_agent_counts,
     .run_resolve = lite_run_resolve,
     .run_info = lite_run_info,
     .steps_each = lite_steps_each,

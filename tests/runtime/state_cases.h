@@ -742,41 +742,6 @@ test_state_run_hash_and_root(void **state)
                      1);
 }
 
-static weft_err
-count_agents(const char *workflow, const char *agent, bool is_success, uint64_t n, void *ud)
-{
-    uint64_t *totals = ud;
-
-    assert_string_equal(workflow, "wf");
-    assert_string_equal(agent, "coder");
-    totals[is_success ? 0 : 1] += n;
-    return WEFT_OK;
-}
-
-static void
-test_state_agent_counts_only_finished_agent_steps(void **state)
-{
-    struct fx *f = *state;
-    struct plan plan;
-    uint64_t totals[2] = {0, 0};
-    const step_status statuses[5] = {STEP_COMPLETED, STEP_COMPLETED, STEP_FAILED, STEP_PENDING,
-                                     STEP_COMPLETED};
-
-    weft__plan_init(&plan);
-    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
-    for (size_t i = 0; i < 5; i++) {
-        assert_weft_ok(weft__plan_append(&plan, NULL, 0, "t", NULL, 0, NULL));
-        plan.steps[i].status = statuses[i];
-        plan.steps[i].executor = i == 4 ? EXEC_COMMAND : EXEC_AGENT;
-        assert_weft_ok(
-            weft__state_step_save(f->st, "r", i, &plan.steps[i], i == 4 ? "cmd" : "coder"));
-    }
-    assert_weft_ok(weft__state_agent_counts(f->st, count_agents, totals));
-    assert_int_equal(totals[0], 2);
-    assert_int_equal(totals[1], 1);
-    weft__plan_cleanup(&plan);
-}
-
 /* The distributed-run fields of a step (its task UUID, redeliveries, dispatched flag) are
  * stored and read back; the first task id stored stays the step's. */
 struct task_fields {
@@ -952,8 +917,6 @@ test_state_out_of_memory_fails_cleanly(void **state)
         cmocka_unit_test_setup_teardown(                                                          \
             test_state_lease_is_exclusive_and_recover_marks_dead_owners, setup, teardown),        \
         cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),           \
-        cmocka_unit_test_setup_teardown(test_state_agent_counts_only_finished_agent_steps, setup, \
-                                        teardown),                                                \
         cmocka_unit_test_setup_teardown(test_state_out_of_memory_fails_cleanly, setup, teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
