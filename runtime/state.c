@@ -368,7 +368,34 @@ weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, siz
 weft_err
 weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count)
 {
-    return st->ops->recover(st, fn, user_data, count);
+    struct weft__state_dead *dead = NULL;
+    size_t n = 0;
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (st->ops->begin(st) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    err = st->ops->dead_collect(st, now, &dead, &n);
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        err = st->ops->dead_mark(st, &dead[i]);
+    }
+    /* The callbacks run once the transaction has ended, and only if it committed. */
+    err = st->ops->end(st, err);
+    for (size_t i = 0; i < n; i++) {
+        if (err == WEFT_OK && fn != NULL) {
+            weft__state_dead_report(&dead[i], fn, user_data);
+        }
+        weft__state_dead_free(&dead[i]);
+    }
+    weft__free(dead);
+    if (err == WEFT_OK && count != NULL) {
+        *count = n;
+    }
+    return err;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -11,6 +11,8 @@
 
 #include "state.h"
 
+struct weft__state_dead;
+
 struct weft__state_ops {
     const char *name; /* "sqlite", "postgresql" */
     void (*close)(struct rt_state *st);
@@ -94,10 +96,19 @@ struct weft__state_ops {
                          uint64_t started_ns);
     weft_err (*run_hash_set)(struct rt_state *st, const char *run_id, const char *hash);
     weft_err (*run_hash_get)(struct rt_state *st, const char *run_id, char *out, size_t out_len);
-    weft_err (*recover)(struct rt_state *st,
-                        state_interrupted_fn fn,
-                        void *user_data,
-                        size_t *count);
+    /* End a transaction of begin(): committed when @p err is WEFT_OK or a refusal that wrote
+     * nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the
+     * commit's failure. */
+    weft_err (*end)(struct rt_state *st, weft_err err);
+    /* Recovery (weft__state_recover() in state.c runs the transaction and the reports): the
+     * runs marked running whose owner is gone, locked against other scans (*dead: new array of
+     * *n, each filled as state.c's weft__state_dead_* helpers describe), and marking one of
+     * them interrupted. */
+    weft_err (*dead_collect)(struct rt_state *st,
+                             uint64_t now,
+                             struct weft__state_dead **dead,
+                             size_t *n);
+    weft_err (*dead_mark)(struct rt_state *st, struct weft__state_dead *d);
 };
 
 /* The first member of every backend's handle. */

@@ -2101,37 +2101,21 @@ mark_interrupted(struct pg_state *st, struct weft__state_dead *d)
 }
 
 static weft_err
-pg_recover(struct rt_state *base, state_interrupted_fn fn, void *user_data, size_t *count)
+pg_end(struct rt_state *base, weft_err err)
 {
-    struct pg_state *st = pg(base);
-    struct weft__state_dead *dead = NULL;
-    size_t n = 0;
-    uint64_t now = weft__now_ns();
-    weft_err err = WEFT_OK;
+    return tx_end(pg(base), err);
+}
 
-    if (count != NULL) {
-        *count = 0;
-    }
-    if (pg_begin(base) != WEFT_OK) {
-        return WEFT_EIO;
-    }
-    err = collect_dead(st, now, &dead, &n);
-    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
-        err = mark_interrupted(st, &dead[i]);
-    }
-    /* The callbacks run once the transaction has ended, and only if it committed. */
-    err = tx_end(st, err);
-    for (size_t i = 0; i < n; i++) {
-        if (err == WEFT_OK && fn != NULL) {
-            weft__state_dead_report(&dead[i], fn, user_data);
-        }
-        weft__state_dead_free(&dead[i]);
-    }
-    weft__free(dead);
-    if (err == WEFT_OK && count != NULL) {
-        *count = n;
-    }
-    return err;
+static weft_err
+pg_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
+{
+    return collect_dead(pg(base), now, dead, n);
+}
+
+static weft_err
+pg_dead_mark(struct rt_state *base, struct weft__state_dead *d)
+{
+    return mark_interrupted(pg(base), d);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2461,5 +2445,7 @@ static const struct weft__state_ops pg_ops = {
     .run_root = pg_run_root,
     .run_hash_set = pg_run_hash_set,
     .run_hash_get = pg_run_hash_get,
-    .recover = pg_recover,
+    .end = pg_end,
+    .dead_collect = pg_dead_collect,
+    .dead_mark = pg_dead_mark,
 };

@@ -1485,37 +1485,21 @@ mark_interrupted(struct lite_state *st, struct weft__state_dead *d)
 }
 
 static weft_err
-lite_recover(struct rt_state *base, state_interrupted_fn fn, void *user_data, size_t *count)
+lite_end(struct rt_state *base, weft_err err)
 {
-    struct lite_state *st = lite(base);
-    struct weft__state_dead *dead = NULL;
-    size_t n = 0;
-    uint64_t now = weft__now_ns();
-    weft_err err = WEFT_OK;
+    return tx_end(lite(base), err);
+}
 
-    if (count != NULL) {
-        *count = 0;
-    }
-    if (lite_begin(&st->base) != WEFT_OK) {
-        return WEFT_EIO;
-    }
-    err = collect_dead(st, now, &dead, &n);
-    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
-        err = mark_interrupted(st, &dead[i]);
-    }
-    /* The callbacks run once the transaction has ended, and only if it committed. */
-    err = tx_end(st, err);
-    for (size_t i = 0; i < n; i++) {
-        if (err == WEFT_OK && fn != NULL) {
-            weft__state_dead_report(&dead[i], fn, user_data);
-        }
-        weft__state_dead_free(&dead[i]);
-    }
-    weft__free(dead);
-    if (err == WEFT_OK && count != NULL) {
-        *count = n;
-    }
-    return err;
+static weft_err
+lite_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
+{
+    return collect_dead(lite(base), now, dead, n);
+}
+
+static weft_err
+lite_dead_mark(struct rt_state *base, struct weft__state_dead *d)
+{
+    return mark_interrupted(lite(base), d);
 }
 
 static const struct weft__state_ops lite_ops = {
@@ -1548,5 +1532,7 @@ static const struct weft__state_ops lite_ops = {
     .run_root = lite_run_root,
     .run_hash_set = lite_run_hash_set,
     .run_hash_get = lite_run_hash_get,
-    .recover = lite_recover,
+    .end = lite_end,
+    .dead_collect = lite_dead_collect,
+    .dead_mark = lite_dead_mark,
 };
