@@ -202,15 +202,19 @@ unpark(struct amqp_ex *ex, struct slot *s)
     return false;
 }
 
-static size_t
-parked_count(const struct amqp_ex *ex)
+/* The run ended: results kept and never asked for were duplicates after all (under the lock;
+ * counted in the stats and the metrics at once, so the summary and /metrics agree). */
+static void
+drop_parked(struct amqp_ex *ex)
 {
-    size_t n = 0;
-
     for (size_t i = 0; i < MAX_PARKED; i++) {
-        n += ex->parked[i].is_used ? 1 : 0;
+        if (ex->parked[i].is_used) {
+            ex->stats.duplicates++;
+            weft__dist_metrics_duplicate(&ex->metrics, ex->wf->name);
+            weft__result_msg_cleanup(&ex->parked[i].result);
+            memset(&ex->parked[i], 0, sizeof(ex->parked[i]));
+        }
     }
-    return n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -710,12 +714,7 @@ amqp_destroy(struct weft__executor *base)
             slot_free(&ex->slots[i]);
         }
     }
-    for (size_t i = 0; i < MAX_PARKED; i++) {
-        if (ex->parked[i].is_used) {
-            weft__dist_metrics_duplicate(&ex->metrics, ex->wf->name); /* nobody asked again */
-            weft__result_msg_cleanup(&ex->parked[i].result);
-        }
-    }
+    drop_parked(ex);
     weft__broker_free(ex->broker);
     json_decref(ex->doc);
     weft__dist_metrics_cleanup(&ex->metrics);
@@ -734,6 +733,9 @@ amqp_bind_run_meter(struct weft__executor *base, struct weft_meter *run_meter)
     struct amqp_ex *ex = (struct amqp_ex *)base;
 
     pthread_mutex_lock(&ex->lock);
+    if (run_meter == NULL) {
+        drop_parked(ex); /* the run ends: counted in its meter too, while the tee stands */
+    }
     weft__dist_metrics_tee(&ex->metrics, NULL);
     weft__dist_metrics_cleanup(&ex->run_metrics);
     if (run_meter != NULL) {
@@ -836,6 +838,5 @@ weft__amqp_executor_stats(struct weft__executor *base, struct weft__amqp_executo
 
     pthread_mutex_lock(&ex->lock);
     *out = ex->stats;
-    out->duplicates += parked_count(ex); /* kept and never asked for: duplicates after all */
     pthread_mutex_unlock(&ex->lock);
 }
