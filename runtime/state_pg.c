@@ -2024,8 +2024,9 @@ open_steps(struct pg_state *st, struct weft__state_dead *d)
  * even on error, free with weft__state_dead_free()). Rows another process holds locked (it is
  * taking the run over, or marking it) are skipped: that process decides about them. */
 static weft_err
-collect_dead(struct pg_state *st, uint64_t now, struct weft__state_dead **dead, size_t *n)
+pg_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
 {
+    struct pg_state *st = pg(base);
     PGresult *res = query(st, "recover scan",
                           "SELECT run_id, workflow, owner_host, trace_id, root_span_id,"
                           " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
@@ -2075,8 +2076,9 @@ collect_dead(struct pg_state *st, uint64_t now, struct weft__state_dead **dead, 
 /* Mark @p d's run interrupted (final_status paused: `weft resume` continues it) and read the
  * steps it left in progress into @p d. */
 static weft_err
-mark_interrupted(struct pg_state *st, struct weft__state_dead *d)
+pg_dead_mark(struct rt_state *base, struct weft__state_dead *d)
 {
+    struct pg_state *st = pg(base);
     struct params p;
     weft_err err = weft__state_dead_reason(d);
 
@@ -2104,18 +2106,6 @@ static weft_err
 pg_end(struct rt_state *base, weft_err err)
 {
     return tx_end(pg(base), err);
-}
-
-static weft_err
-pg_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
-{
-    return collect_dead(pg(base), now, dead, n);
-}
-
-static weft_err
-pg_dead_mark(struct rt_state *base, struct weft__state_dead *d)
-{
-    return mark_interrupted(pg(base), d);
 }
 
 /* ------------------------------------------------------------------------------------------ */

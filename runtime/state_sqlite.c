@@ -1393,7 +1393,7 @@ open_steps(struct lite_state *st, struct weft__state_dead *d)
     return err;
 }
 
-/* Copy the row of a run found dead (the SELECT of collect_dead()) into @p d, which owns the
+/* Copy the row of a run found dead (the SELECT of lite_dead_collect()) into @p d, which owns the
  * copies. Its end is the latest sign of life: the heartbeat, the last step's end or the start. */
 static weft_err
 dead_copy(sqlite3_stmt *stmt, struct weft__state_dead *d)
@@ -1419,8 +1419,9 @@ dead_copy(sqlite3_stmt *stmt, struct weft__state_dead *d)
 /* The running runs whose owner is gone at @p now, appended to *dead (grown as needed, *n
  * entries, owned by the caller even on error, free with weft__state_dead_free()). */
 static weft_err
-collect_dead(struct lite_state *st, uint64_t now, struct weft__state_dead **dead, size_t *n)
+lite_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
 {
+    struct lite_state *st = lite(base);
     sqlite3_stmt *stmt = NULL;
     size_t cap = 0;
     weft_err err = WEFT_OK;
@@ -1461,8 +1462,9 @@ collect_dead(struct lite_state *st, uint64_t now, struct weft__state_dead **dead
 /* Mark @p d's run interrupted (the reason names its process and `weft resume`, kept in
  * d->text[7]) and read the steps it left in progress into @p d. */
 static weft_err
-mark_interrupted(struct lite_state *st, struct weft__state_dead *d)
+lite_dead_mark(struct rt_state *base, struct weft__state_dead *d)
 {
+    struct lite_state *st = lite(base);
     sqlite3_stmt *stmt = NULL;
     weft_err err = weft__state_dead_reason(d);
 
@@ -1488,18 +1490,6 @@ static weft_err
 lite_end(struct rt_state *base, weft_err err)
 {
     return tx_end(lite(base), err);
-}
-
-static weft_err
-lite_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **dead, size_t *n)
-{
-    return collect_dead(lite(base), now, dead, n);
-}
-
-static weft_err
-lite_dead_mark(struct rt_state *base, struct weft__state_dead *d)
-{
-    return mark_interrupted(lite(base), d);
 }
 
 static const struct weft__state_ops lite_ops = {
