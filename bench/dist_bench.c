@@ -25,14 +25,14 @@
  * Usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]
  *                   [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]
  *                   [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]
- *                   [--group-commit] [--drop-results] [--weft PATH] [--keep]
+ *                   [--no-group-commit] [--drop-results] [--weft PATH] [--keep]
  * --rate: the paced case's tasks/s (default half the 2-worker throughput); --no-worker-trace:
  * workers run with OTEL_SDK_DISABLED=true (by default they write their spans to a local store
  * each, as `weft worker` does); --durable-dispatch: the dispatched mark with an ordinary commit
- * (the engine before it used weft__state_begin_lazy), for comparison; --group-commit: the
- * results that one poll() returned are saved in one transaction (one WAL flush for all of them)
- * instead of one each: NOT what the engine does, which saves each step on its own; it measures
- * what grouping the saves would buy; --drop-results: free each step's result once it is saved
+ * (the engine before it used weft__state_begin_lazy), for comparison; --no-group-commit: each
+ * result saved in a transaction of its own (one WAL flush each; the engine before it grouped
+ * them) instead of the results one poll() returned in one transaction, as the engine's
+ * apply_results() does; --drop-results: free each step's result once it is saved
  * (the engine keeps it in the plan, 32 bytes for an empty one), which tells the plan's own
  * growth from the rest in the rss case; --keep: keep the logs.
  * A benchmark, not a test: it asserts nothing. Needs rabbitmq-server and PostgreSQL 15
@@ -73,7 +73,7 @@ struct options {
     bool is_pg_fsync;
     bool is_worker_traced;
     bool is_durable_dispatch;
-    bool is_group_commit; /* what the engine does not do (yet): see the header */
+    bool is_group_commit; /* as the engine: the results of one poll() in one transaction */
     bool is_drop_results; /* free each step's result once saved (the rss case's control) */
     bool do_throughput, do_paced, do_rss;
     bool is_keep;
@@ -562,7 +562,7 @@ apply(struct batch *bt)
         (void)weft__state_begin(bt->st);
         (void)weft__state_step_save(bt->st, bt->run_id, i, s, "noop");
         (void)weft__state_commit(bt->st);
-        if (bt->b->opt.is_drop_results && !is_group) {
+        if (bt->b->opt.is_drop_results) {
             weft__free(s->result);
             s->result = NULL;
         }
@@ -774,7 +774,7 @@ usage(void)
     fputs("usage: dist_bench [--tasks N] [--workers 1,2,4] [--concurrency C] [--max-in-flight M]\n"
           "                  [--rss-tasks N] [--rate R] [--cases throughput,paced,rss]\n"
           "                  [--pg-fsync on|off] [--no-worker-trace] [--durable-dispatch]\n"
-          "                  [--group-commit] [--drop-results] [--weft PATH] [--keep]\n",
+          "                  [--no-group-commit] [--drop-results] [--weft PATH] [--keep]\n",
           stderr);
     exit(2);
 }
@@ -798,6 +798,7 @@ parse_args(int argc, char **argv, struct options *o, double *rate)
     o->max_in_flight = 64;
     o->is_pg_fsync = true;
     o->is_worker_traced = true;
+    o->is_group_commit = true;
     if (len > 0) {
         char *slash = NULL;
         exe[len] = '\0';
@@ -817,8 +818,8 @@ parse_args(int argc, char **argv, struct options *o, double *rate)
         } else if (strcmp(a, "--drop-results") == 0) {
             o->is_drop_results = true;
             has_value = false;
-        } else if (strcmp(a, "--group-commit") == 0) {
-            o->is_group_commit = true;
+        } else if (strcmp(a, "--no-group-commit") == 0) {
+            o->is_group_commit = false;
             has_value = false;
         } else if (strcmp(a, "--durable-dispatch") == 0) {
             o->is_durable_dispatch = true;

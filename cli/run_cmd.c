@@ -310,8 +310,12 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     char dur[32];
 
     cli_format_duration(r->duration_ns, dur, sizeof(dur));
-    printf("run %s: %s in %s (%zu decisions)\n", r->run_id, weft_run_status_name(r->status), dur,
-           r->iterations);
+    printf("run %s: %s in %s (%zu decisions", r->run_id, weft_run_status_name(r->status), dur,
+           r->decision_count);
+    if (r->iterations != r->decision_count) { /* parallel decisions start several steps */
+        printf(", %zu iterations", r->iterations);
+    }
+    printf(")\n");
     printf("  reason:  ");
     cli_put_clean(stdout, r->reason != NULL ? r->reason : "", 200);
     printf("\n  session: %s\n", r->session_id);

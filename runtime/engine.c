@@ -1356,11 +1356,17 @@ watchdog_check(struct run *run,
     }
 }
 
-/* The steps one decision starts: the chosen one first, then those ready beside it. */
+/* The steps one decision starts: the chosen one first, then those ready beside it; and, while
+ * steps run on the pool (run_parallel()), the ones that ended and those whose failure waits
+ * for correction mode until no step runs. */
 struct batch {
-    size_t width; /* steps at once at most (parallel_width()) */
+    size_t width; /* steps this decision may start at most (parallel_width(), less those running) */
     size_t count;
     size_t steps[WEFT__RT_MAX_PARALLEL];
+    size_t ended[WEFT__RT_MAX_PARALLEL];
+    size_t failed[WEFT__RT_MAX_PARALLEL];
+    size_t failed_count;
+    bool is_alone; /* the running step must run alone (the final agent's, a resumed one, a route) */
 };
 
 /* Steps that run at once in plan mode: the run's option, else the workflow's
@@ -1413,8 +1419,9 @@ batch_collect(
     }
     for (size_t i = 0; i < run->ps.plan.count && b->count < b->width; i++) {
         const struct plan_step *s = &run->ps.plan.steps[i];
-        if (i == first || s->status != STEP_PENDING || !weft__plan_is_ready(&run->ps.plan, i) ||
-            is_final_agent(run, s) || run->tel.result->iterations >= sup->max_iterations) {
+        if (i == first || s->status != STEP_PENDING || s->is_running ||
+            !weft__plan_is_ready(&run->ps.plan, i) || is_final_agent(run, s) ||
+            run->tel.result->iterations >= sup->max_iterations) {
             continue;
         }
         run->tel.result->iterations++;
@@ -1633,38 +1640,172 @@ step_correct(struct run *run, size_t index)
 }
 
 /* After a step and its corrections: the watchdog's count, the scripts' positions, and the
- * run's output (the last completed step's). */
+ * run's output (the last completed step's). On the pool, the engine may hear of a step after
+ * it heard of one that ended later (a remote executor applies several results at once, and
+ * their threads return in any order): there the later end wins. */
 static void
 step_finish(struct run *run, size_t index)
 {
     struct weft_run_result *r = run->tel.result;
+    const struct plan_step *s = &run->ps.plan.steps[index];
 
     weft__rt_watchdog_step_done(run, index);
     weft__rt_cursors_save(run);
-    if (run->ps.plan.steps[index].status == STEP_COMPLETED) {
+    if (s->status == STEP_COMPLETED &&
+        (!ENG(run)->is_parallel || s->ended_ns >= ENG(run)->output_ended_ns)) {
         weft__free(r->output);
-        r->output = weft__strdup(run->ps.plan.steps[index].result);
+        r->output = weft__strdup(s->result);
+        ENG(run)->output_ended_ns = s->ended_ns;
     }
 }
 
-/* Run the decision's steps: on this thread, or several at once when more were ready. */
+/* Run the decision's step on this thread. */
 static void
-run_batch(struct run *run, const struct batch *b)
+run_step(struct run *run, size_t index)
 {
-    const char *from = run->ps.last_actor;
+    step_begin(run, run->ps.last_actor, index);
+    rt_execute_step(run, index);
+    step_correct(run, index);
+    step_finish(run, index);
+}
 
-    for (size_t i = 0; i < b->count; i++) {
-        step_begin(run, from, b->steps[i]);
+/* Whether the engine may decide while steps run: only to start more ready steps. Whatever
+ * changes the plan's shape or ends the run (a failure and its correction, loop-back requests,
+ * the breaker, the watchdog's routes, the final agent's step) waits until no step runs. */
+static bool
+can_refill(struct run *run, const struct breaker *br, const struct batch *b)
+{
+    const struct watchdog *wd = &run->watchdog;
+    size_t next = RT_END;
+
+    if (b->is_alone || b->failed_count > 0 || run->ps.request_count > 0 ||
+        run->ps.requests_dropped > 0 || br->has_tripped || wd->is_fail || wd->is_break ||
+        wd->is_escalate_pending || weft__plan_in_progress(&run->ps.plan) != RT_END) {
+        return false;
     }
-    if (b->count == 1) {
-        rt_execute_step(run, b->steps[0]);
-    } else {
-        weft__rt_run_parallel(run, b->steps, b->count);
+    next = weft__plan_next_ready(&run->ps.plan, WF_NONE);
+    return next != RT_END && !is_final_agent(run, &run->ps.plan.steps[next]);
+}
+
+/* Wait until steps on the pool end, and finish them: a failed one waits for correction mode
+ * until no step runs any more. */
+static void
+steps_ended(struct run *run, struct weft__rt_pool *pool, struct batch *b)
+{
+    size_t n = weft__rt_pool_wait(pool, b->ended, WEFT__RT_MAX_PARALLEL);
+
+    for (size_t i = 0; i < n; i++) {
+        struct plan_step *s = &run->ps.plan.steps[b->ended[i]];
+        s->is_running = false;
+        if (s->status == STEP_FAILED) {
+            b->failed[b->failed_count++] = b->ended[i];
+        } else {
+            step_finish(run, b->ended[i]);
+        }
     }
-    for (size_t i = 0; i < b->count; i++) {
-        step_correct(run, b->steps[i]);
-        step_finish(run, b->steps[i]);
+    if (weft__rt_pool_running(pool) > 0) {
+        return;
     }
+    b->is_alone = false;
+    for (size_t i = 0; i < b->failed_count; i++) {
+        step_correct(run, b->failed[i]);
+        step_finish(run, b->failed[i]);
+    }
+    b->failed_count = 0;
+}
+
+/* One step at a time on this thread (a width of 1, and the conversational router). */
+static void
+run_sequential(
+    struct run *run, struct batch *b, struct breaker *br, char *reason, size_t reason_len)
+{
+    struct weft_run_result *r = run->tel.result;
+    bool is_failed = false;
+    bool is_turn_done = false;
+
+    for (;;) {
+        size_t step = RT_END;
+        weft_run_status spent = WEFT_RUN_COMPLETED;
+
+        if (weft__rt_budget_spent(run, &spent, reason, reason_len)) {
+            r->status = spent;
+            return;
+        }
+        b->count = 0;
+        if (run->cfg.wf->supervisor.policy == WF_POLICY_ROUTER) {
+            step = decide_router(run, &is_turn_done, reason, reason_len);
+        } else {
+            step = decide(run, br, &is_failed, b, reason, reason_len);
+        }
+        if (step == RT_END) {
+            r->status = is_failed ? WEFT_RUN_FAILED : WEFT_RUN_COMPLETED;
+            return;
+        }
+        if (step != RT_END - 1) { /* else a route that ran nothing */
+            run_step(run, step);
+        }
+    }
+}
+
+/* Plan mode with a width above 1: the decisions' steps run on a pool of threads, and each time
+ * steps end, the engine decides again and starts the steps now ready in the free slots, so a
+ * wide plan keeps its window full (parallel.c). Returns with no step running; the run's status
+ * and @p reason set as execute() sets them. */
+static void
+run_parallel(struct run *run, struct batch *b, struct breaker *br, char *reason, size_t reason_len)
+{
+    struct weft_run_result *r = run->tel.result;
+    struct weft__rt_pool *pool = NULL;
+    size_t width = b->width;
+    bool is_failed = false;
+
+    if (weft__rt_pool_start(run, width, &pool) != WEFT_OK) {
+        ENG(run)->oom = WEFT_ENOMEM;
+        return;
+    }
+    for (;;) {
+        size_t running = weft__rt_pool_running(pool);
+        size_t step = RT_END;
+        weft_run_status spent = WEFT_RUN_COMPLETED;
+        const char *from = run->ps.last_actor;
+
+        if (running > 0 && (running == width || !can_refill(run, br, b))) {
+            steps_ended(run, pool, b);
+            continue;
+        }
+        if (weft__rt_budget_spent(run, &spent, reason, reason_len)) {
+            r->status = spent;
+            break;
+        }
+        b->count = 0;
+        b->width = width - running;
+        step = decide(run, br, &is_failed, b, reason, reason_len);
+        if (step == RT_END) {
+            r->status = is_failed ? WEFT_RUN_FAILED : WEFT_RUN_COMPLETED;
+            break;
+        }
+        if (step == RT_END - 1) {
+            continue; /* a route that ran nothing */
+        }
+        if (b->count == 0 || is_final_agent(run, &run->ps.plan.steps[step])) {
+            /* Not a pick among ready steps: it runs alone, after those running. */
+            while (weft__rt_pool_running(pool) > 0) {
+                steps_ended(run, pool, b);
+            }
+            b->count = 1;
+            b->steps[0] = step;
+            b->is_alone = true;
+        }
+        for (size_t i = 0; i < b->count; i++) {
+            step_begin(run, from, b->steps[i]);
+            run->ps.plan.steps[b->steps[i]].is_running = true;
+            weft__rt_pool_submit(pool, b->steps[i]);
+        }
+    }
+    while (weft__rt_pool_running(pool) > 0) {
+        steps_ended(run, pool, b);
+    }
+    weft__rt_pool_stop(pool);
 }
 
 /* A run the watchdog stopped (break, fail) never reports success: it ends as stuck, and the
@@ -1708,10 +1849,8 @@ execute(struct run *run)
     const struct weft_workflow *wf = run->cfg.wf;
     struct weft_run_result *r = run->tel.result;
     struct breaker br;
-    struct batch *batch = NULL; /* 2 KiB: on the heap */
+    struct batch *batch = NULL; /* 6 KiB: on the heap */
     char reason[1024] = "";
-    bool is_failed = false;
-    bool is_turn_done = false;
 
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
@@ -1740,33 +1879,9 @@ execute(struct run *run)
     batch->width = parallel_width(run);
     if (batch->width > 1) {
         (void)run->svc->make_worker_providers(run->svc->ctx, batch->width);
-    }
-    for (;;) {
-        size_t step = RT_END;
-        weft_run_status spent = WEFT_RUN_COMPLETED;
-
-        if (weft__rt_budget_spent(run, &spent, reason, sizeof(reason))) {
-            r->status = spent;
-            break;
-        }
-        batch->count = 0;
-        if (wf->supervisor.policy == WF_POLICY_ROUTER) {
-            step = decide_router(run, &is_turn_done, reason, sizeof(reason));
-        } else {
-            step = decide(run, &br, &is_failed, batch, reason, sizeof(reason));
-        }
-        if (step == RT_END) {
-            r->status = is_failed ? WEFT_RUN_FAILED : WEFT_RUN_COMPLETED;
-            break;
-        }
-        if (step == RT_END - 1) {
-            continue; /* a route that ran nothing */
-        }
-        if (batch->count == 0) {
-            batch->count = 1;
-            batch->steps[0] = step;
-        }
-        run_batch(run, batch);
+        run_parallel(run, batch, &br, reason, sizeof(reason));
+    } else {
+        run_sequential(run, batch, &br, reason, sizeof(reason));
     }
     weft__free(batch);
     stuck_status(run, reason, sizeof(reason));

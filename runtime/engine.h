@@ -55,6 +55,7 @@ struct engine {
      * everything else stays as simple as on one thread. */
     pthread_mutex_t lock;
     bool is_parallel;
+    uint64_t output_ended_ns; /* when the step whose result is the run's output ended */
     struct weft__inproc_executor inproc;
     struct weft__executor *executor; /* &inproc.base or the caller's */
     /* Guards tasks[] and tasks_in_flight: results may arrive on any thread that polls while

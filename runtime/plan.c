@@ -195,7 +195,7 @@ size_t
 weft__plan_in_progress(const struct plan *plan)
 {
     for (size_t i = 0; i < plan->count; i++) {
-        if (plan->steps[i].status == STEP_IN_PROGRESS) {
+        if (plan->steps[i].status == STEP_IN_PROGRESS && !plan->steps[i].is_running) {
             return i;
         }
     }
@@ -258,7 +258,7 @@ weft__plan_next_ready(const struct plan *plan, size_t agent)
 {
     for (size_t i = 0; i < plan->count; i++) {
         const struct plan_step *s = &plan->steps[i];
-        if ((s->status == STEP_PENDING || s->status == STEP_PAUSED) &&
+        if ((s->status == STEP_PENDING || s->status == STEP_PAUSED) && !s->is_running &&
             (agent == NONE || (s->executor == EXEC_AGENT && s->agent == agent)) &&
             weft__plan_is_ready(plan, i)) {
             return i;

@@ -76,6 +76,7 @@ struct plan_step {
     unsigned retries;   /* redeliveries of its task messages (a worker died or the broker
                          * restarted mid-task) */
     bool is_dispatched; /* handed to a remote executor and no result yet */
+    bool is_running;    /* on a thread of the engine's step pool now (parallel.h) */
 };
 
 struct plan {
@@ -105,7 +106,8 @@ void weft__plan_truncate(struct plan *plan, size_t count);
 /* Index of step @p id, or (size_t)-1. */
 size_t weft__plan_find(const struct plan *plan, const char *id);
 
-/* The first step in progress, or (size_t)-1. */
+/* The first step in progress that no thread runs now (one a resume found in progress), or
+ * (size_t)-1. */
 size_t weft__plan_in_progress(const struct plan *plan);
 
 /* Mark pending steps whose dependencies failed or were skipped as skipped (repeatedly, so
@@ -115,7 +117,8 @@ size_t weft__plan_skip_blocked(struct plan *plan);
 /* True when every dependency of step @p i is completed. */
 bool weft__plan_is_ready(const struct plan *plan, size_t i);
 
-/* The first pending or paused step whose dependencies are completed, or (size_t)-1. When
+/* The first pending or paused step whose dependencies are completed and that no thread runs
+ * (plan_step.is_running), or (size_t)-1. When
  * @p agent is not (size_t)-1, only agent steps of that agent count. A paused step is one
  * waiting for its corrective steps; once they complete it is retried. */
 size_t weft__plan_next_ready(const struct plan *plan, size_t agent);

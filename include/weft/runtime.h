@@ -224,7 +224,9 @@ struct weft_run_result {
     char *output;      /**< the final answer (last completed step's result); may be NULL */
     char *reason;      /**< why the run ended, a sentence */
     char *route;       /**< conversational workflows: the route taken; else NULL */
-    size_t iterations; /**< supervisor decisions */
+    /** Iterations spent of supervisor.max_iterations: one per supervisor decision, plus one
+     * per further step a parallel decision starts (docs/workflow.md, "Parallel steps"). */
+    size_t iterations;
     size_t loops[WEFT_LOOP_KIND_COUNT];
     size_t llm_calls;
     size_t tool_calls;

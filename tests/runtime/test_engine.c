@@ -1031,6 +1031,42 @@ test_engine_parallel_plan_runs_ready_steps_at_once(void **state)
     assert_int_equal(otlp_sink_count_named(f->sink, "execute_tool command"), 4);
 }
 
+/* Two at once, three independent steps: s1 can only end once s3 has started, and s3 is not
+ * ready in the first decision (no room): it starts when s2 ends and frees its slot, while s1
+ * still runs. A run that waited for the whole first pair before deciding again would fail s1. */
+static void
+test_engine_parallel_plan_fills_a_freed_slot_at_once(void **state)
+{
+    struct fx *f = *state;
+    const char *wf =
+        "{\"name\": \"window\", \"supervisor\": {\"max_parallel\": 2}, \"models\": {\"m\": "
+        "{\"provider\": \"scripted\", \"script\": \"script.json\"}}, \"agents\": [{\"name\": "
+        "\"a\"}], \"plan\": ["
+        "{\"id\": \"s1\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"n=0; while [ ! "
+        "-e s3.started ]; do n=$((n+1)); [ $n -gt 200 ] && exit 1; sleep 0.05; done; echo s1 "
+        "ok\"]},"
+        "{\"id\": \"s2\", \"executor\": \"command\", \"argv\": [\"echo\", \"s2 ok\"]},"
+        "{\"id\": \"s3\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"touch "
+        "s3.started; echo s3 ok\"]}]}";
+    json_t *second = NULL;
+
+    load_inline(f, wf, "{\"responses\": {}}");
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    for (size_t i = 0; i < f->r->step_count; i++) {
+        assert_string_equal(f->r->steps[i].status, "completed");
+    }
+    /* The pair, then s3 in s2's slot while s1 ran, then the end. */
+    assert_int_equal(f->r->decision_count, 3);
+    assert_non_null(strstr(f->r->decisions[0].reason, "2 ready steps at once: s1 s2"));
+    assert_non_null(strstr(f->r->decisions[1].reason, "next ready step s3"));
+    second = otlp_sink_find(f->sink, "plan supervisor", 1);
+    assert_non_null(second);
+    assert_string_equal(otlp_span_attr(second, "weft.step.id"), "s3");
+    /* s1 ended last: its output is the run's. */
+    assert_non_null(strstr(f->r->output, "s1 ok"));
+}
+
 /* The run's option wins over the workflow's: with 1, the steps run one after the other, so the
  * first one's barrier gives up and the run fails there. */
 static void
@@ -1078,6 +1114,7 @@ main(void)
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
         T(test_engine_parallel_plan_runs_ready_steps_at_once),
+        T(test_engine_parallel_plan_fills_a_freed_slot_at_once),
         T(test_engine_parallel_plan_option_one_runs_steps_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
