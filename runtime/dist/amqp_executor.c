@@ -69,6 +69,10 @@ struct amqp_ex {
      * one step its task names; a wide plan would otherwise travel in every task, and be parsed
      * by the worker each time). Shares the file document's values. */
     json_t *doc;
+    /* The workflow file's absolute path (the workflow's directory, absolute since it was
+     * loaded, and its file name): workers resolve the workflow's relative paths against it,
+     * whatever directory the orchestrator was started in. */
+    char *workflow_path;
     struct weft__broker *broker;
     struct weft_tracer *tracer;
     struct weft__dist_metrics metrics;     /* the caller's meter: task families and broker gauges */
@@ -284,7 +288,7 @@ amqp_submit(struct weft__executor *base,
     m.task = (char *)task->task;
     m.context = context;
     m.spec = (json_t *)task->spec;
-    m.workflow_path = ex->wf->path;
+    m.workflow_path = ex->workflow_path;
     m.workflow = ex->doc;
     m.cursors = (json_t *)task->cursors;
     m.capture_content = task->capture_content;
@@ -717,6 +721,7 @@ amqp_destroy(struct weft__executor *base)
     drop_parked(ex);
     weft__broker_free(ex->broker);
     json_decref(ex->doc);
+    weft__free(ex->workflow_path);
     weft__dist_metrics_cleanup(&ex->metrics);
     weft__dist_metrics_cleanup(&ex->run_metrics);
     pthread_cond_destroy(&ex->changed);
@@ -747,6 +752,25 @@ amqp_bind_run_meter(struct weft__executor *base, struct weft_meter *run_meter)
 
 static const struct weft__executor_ops amqp_ops = {amqp_submit, amqp_poll, amqp_destroy,
                                                    amqp_bind_run_meter};
+
+/* wf->path made absolute with wf->dir (absolute already). NULL: out of memory. */
+static char *
+absolute_path(const struct weft_workflow *wf)
+{
+    const char *slash = strrchr(wf->path, '/');
+    const char *name = slash != NULL ? slash + 1 : wf->path;
+    size_t len = strlen(wf->dir) + strlen(name) + 2;
+    char *out = NULL;
+
+    if (wf->path[0] == '/') {
+        return weft__strdup(wf->path);
+    }
+    out = weft__malloc(len);
+    if (out != NULL) {
+        snprintf(out, len, "%s/%s", wf->dir, name);
+    }
+    return out;
+}
 
 weft_err
 weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
@@ -783,7 +807,10 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
         return e;
     }
     ex->doc = json_copy(wf->doc);
-    if (ex->doc == NULL) {
+    ex->workflow_path = absolute_path(wf);
+    if (ex->doc == NULL || ex->workflow_path == NULL) {
+        json_decref(ex->doc);
+        weft__free(ex->workflow_path);
         weft__broker_free(ex->broker);
         weft__free(ex);
         return WEFT_ENOMEM;

@@ -10,6 +10,7 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +264,54 @@ test_wide_plan_runs_on_two_workers_at_once(void **state)
     weft_test_rm_rf(e.dir);
 }
 
+/* A plan wider than the window: 300 independent command steps, 32 in flight, on two workers
+ * of 4 slots. Results come back in groups (one poll brings several), and the engine refills
+ * each freed slot at once: every step must run, none be judged a loop, and the run says so
+ * truthfully. The workflow is named by a path relative to the orchestrator's directory, which
+ * the workers (started elsewhere) resolve through the absolute path the task carries. */
+static void
+test_wider_than_the_window_runs_every_step(void **state)
+{
+    struct env e;
+    char log[700];
+    pid_t a = 0, b = 0;
+    json_t *steps = json_array();
+    json_t *doc = NULL;
+    char *text = NULL;
+
+    (void)state;
+    env_init(&e, "window");
+    for (int i = 0; i < 300; i++) {
+        json_array_append_new(steps, json_pack("{s:o, s:s, s:[s]}", "id", json_sprintf("s%d", i),
+                                               "executor", "command", "argv", "true"));
+    }
+    doc = json_pack("{s:s, s:{s:i}, s:{s:{s:s, s:s}}, s:[{s:s}], s:o}", "name", "window",
+                    "supervisor", "max_iterations", 1000, "models", "m", "provider", "scripted",
+                    "script", "script.json", "agents", "name", "a", "plan", steps);
+    text = json_dumps(doc, 0);
+    write_file(e.dir, "workflow.json", text);
+    free(text);
+    json_decref(doc);
+    write_file(e.dir, "script.json", "{\"responses\": {}}");
+    a = start_worker(&e, "a", "4", NULL);
+    b = start_worker(&e, "b", "4", NULL);
+    {
+        const char *argv[] = {weft_bin,          "run", "workflow.json", "--executor", "amqp",
+                              "--max-in-flight", "32",  "--no-trace",    "-q",         NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    assert_log(&e, "run.log", "completed in");
+    assert_log(&e, "run.log", "290 more (290 completed;"); /* and the 10 listed */
+    assert_log(&e, "run.log", "s9:command(completed)");
+    assert_log(&e, "run.log", "300 task(s) published, 300 result(s), 0 duplicate(s)");
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(weft_test_wait(a, 60000), 0);
+    assert_int_equal(weft_test_wait(b, 60000), 0);
+    weft_test_rm_rf(e.dir);
+}
+
 static const char slow_workflow[] =
     "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
     "\"script\": \"script.json\"}},"
@@ -467,6 +516,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_matches_in_process),
         cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
+        cmocka_unit_test(test_wider_than_the_window_runs_every_step),
         cmocka_unit_test(test_worker_killed_mid_task),
         cmocka_unit_test(test_malformed_messages_rejected),
         cmocka_unit_test(test_poison_task_dead_lettered),
