@@ -1148,9 +1148,11 @@ final_step(struct run *run)
 struct breaker {
     char last_next[96];
     size_t last_completed;
+    size_t last_finished;
     unsigned last_version;
     unsigned retries;
     bool has_tripped;
+    char evidence[200]; /* why it tripped */
 };
 
 /* The watchdog's policies that change the route: fail ends the run, break goes to the final
@@ -1282,8 +1284,9 @@ choose_step(struct run *run,
     return step;
 }
 
-/* Circuit breaker: the same move (@p next_name) again while the plan state stands still. On
- * the tripping repetition the span gets the event, and the run goes to the final step. */
+/* Circuit breaker: the same move (@p next_name) again while the plan state stands still (no
+ * step completed or ended since, the plan unchanged). On the tripping repetition the span gets
+ * the event, and the run goes to the final step. */
 static void
 breaker_check(struct run *run,
               struct breaker *br,
@@ -1300,13 +1303,15 @@ breaker_check(struct run *run,
     char evidence[200];
 
     if (strcmp(next_name, "end") != 0 && strcmp(next_name, br->last_next) == 0 &&
-        completed == br->last_completed && run->ps.plan.version == br->last_version) {
+        completed == br->last_completed && ENG(run)->steps_finished == br->last_finished &&
+        run->ps.plan.version == br->last_version) {
         br->retries++;
     } else {
         br->retries = 0;
     }
     snprintf(br->last_next, sizeof(br->last_next), "%s", next_name);
     br->last_completed = completed;
+    br->last_finished = ENG(run)->steps_finished;
     br->last_version = run->ps.plan.version;
     if (br->retries < run->cfg.wf->supervisor.circuit_breaker || br->has_tripped) {
         return;
@@ -1322,6 +1327,7 @@ breaker_check(struct run *run,
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
     weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
     br->has_tripped = true;
+    memcpy(br->evidence, evidence, sizeof(br->evidence));
     *layer = RT_LAYER_CIRCUIT_BREAKER;
     *step = final_step(run);
     *next = *step != RT_END ? weft__rt_step_actor(run, &run->ps.plan.steps[*step]) : "end";
@@ -1649,6 +1655,7 @@ step_finish(struct run *run, size_t index)
     struct weft_run_result *r = run->tel.result;
     const struct plan_step *s = &run->ps.plan.steps[index];
 
+    ENG(run)->steps_finished++;
     weft__rt_watchdog_step_done(run, index);
     weft__rt_cursors_save(run);
     if (s->status == STEP_COMPLETED &&
@@ -1809,16 +1816,29 @@ run_parallel(struct run *run, struct batch *b, struct breaker *br, char *reason,
 }
 
 /* A run the watchdog stopped (break, fail) never reports success: it ends as stuck, and the
- * reason names the loop. */
+ * reason names the loop. So does one the circuit breaker (@p br; NULL: none) ended with steps
+ * of its plan that never ran. */
 static void
-stuck_status(struct run *run, char *reason, size_t reason_len)
+stuck_status(struct run *run, const struct breaker *br, char *reason, size_t reason_len)
 {
     weft_run_status *status = &run->tel.result->status;
+    size_t left = 0;
 
     if ((*status == WEFT_RUN_COMPLETED || *status == WEFT_RUN_FAILED) &&
         (run->watchdog.is_fail || run->watchdog.is_break)) {
         *status = WEFT_RUN_STUCK;
         snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
+        return;
+    }
+    if (br == NULL || !br->has_tripped || *status != WEFT_RUN_COMPLETED) {
+        return;
+    }
+    left = weft__plan_count_status(&run->ps.plan, STEP_PENDING) +
+           weft__plan_count_status(&run->ps.plan, STEP_PAUSED);
+    if (left > 0) {
+        *status = WEFT_RUN_STUCK;
+        snprintf(reason, reason_len, "circuit breaker: %s; %zu step(s) of the plan never ran",
+                 br->evidence, left);
     }
 }
 
@@ -1856,7 +1876,7 @@ execute(struct run *run)
     r->status = WEFT_RUN_COMPLETED;
     if (wf->flow != NULL) {
         weft__rt_run_flow(run, &r->status, reason, sizeof(reason));
-        stuck_status(run, reason, sizeof(reason));
+        stuck_status(run, NULL, reason, sizeof(reason));
         r->reason = weft__strdup(reason);
         return;
     }
@@ -1884,7 +1904,7 @@ execute(struct run *run)
         run_sequential(run, batch, &br, reason, sizeof(reason));
     }
     weft__free(batch);
-    stuck_status(run, reason, sizeof(reason));
+    stuck_status(run, &br, reason, sizeof(reason));
     /* A step cut short by the run's own deadline means the run timed out. */
     if (r->status == WEFT_RUN_FAILED && run->cfg.deadline_mono != 0 &&
         weft__rt_remaining_ms(run, 0) == 0) {

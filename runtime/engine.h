@@ -56,6 +56,9 @@ struct engine {
     pthread_mutex_t lock;
     bool is_parallel;
     uint64_t output_ended_ns; /* when the step whose result is the run's output ended */
+    /* Steps the loop saw end (step_finish()): progress for the circuit breaker even when their
+     * results were applied before an earlier decision (a remote executor's grouped results). */
+    size_t steps_finished;
     struct weft__inproc_executor inproc;
     struct weft__executor *executor; /* &inproc.base or the caller's */
     /* Guards tasks[] and tasks_in_flight: results may arrive on any thread that polls while

@@ -978,6 +978,37 @@ test_engine_replay_file_missing_is_an_error(void **state)
     assert_non_null(strstr(error, "/nonexistent/replay.json"));
 }
 
+/* The model keeps routing to the researcher after its one step is done: the breaker trips on
+ * the repeated no-op route and ends the run, and the coder's step never ran. That is no
+ * success: the run ends as stuck, and its reason says why and what was left. */
+static void
+test_engine_breaker_ending_with_steps_left_is_stuck(void **state)
+{
+    struct fx *f = *state;
+    const char *route = "{\"content\": {\"next\": \"researcher\", \"reason\": \"more\"}}";
+    char script[1024];
+
+    snprintf(script, sizeof(script),
+             "{\"responses\": {\"supervisor\": {\"route\": [%s, %s, %s, %s]}, \"researcher\": "
+             "{\"act\": [{\"content\": \"facts\"}]}}}",
+             route, route, route, route);
+    load_inline(f,
+                "{\"name\": \"loopy\", \"supervisor\": {\"route_with_llm\": true, "
+                "\"circuit_breaker\": 2}, \"models\": {\"m\": {\"provider\": \"scripted\", "
+                "\"script\": \"script.json\"}}, \"agents\": [{\"name\": \"researcher\"}, "
+                "{\"name\": \"coder\"}], \"plan\": [{\"id\": \"s1\", \"agent\": \"researcher\", "
+                "\"task\": \"find\"}, {\"id\": \"s2\", \"agent\": \"coder\", \"task\": \"write\", "
+                "\"depends_on\": [\"s1\"]}]}",
+                script);
+    run(f, "go");
+    assert_int_equal(f->r->loops[WEFT_LOOP_CIRCUIT_BREAKER], 1);
+    assert_int_equal(f->r->status, WEFT_RUN_STUCK);
+    assert_string_equal(f->r->steps[0].status, "completed");
+    assert_string_equal(f->r->steps[1].status, "pending");
+    assert_non_null(strstr(f->r->reason, "circuit breaker: route 'researcher' chosen"));
+    assert_non_null(strstr(f->r->reason, "1 step(s) of the plan never ran"));
+}
+
 /* Three independent command steps that each wait (up to @p limit x 50 ms) until all three have
  * started: they can only succeed when they run at once. A fourth step joins them. */
 static void
@@ -1113,6 +1144,7 @@ main(void)
         T(test_engine_abort_flag_stops_the_run),
         T(test_engine_capture_content_puts_messages_on_spans),
         T(test_engine_replay_file_missing_is_an_error),
+        T(test_engine_breaker_ending_with_steps_left_is_stuck),
         T(test_engine_parallel_plan_runs_ready_steps_at_once),
         T(test_engine_parallel_plan_fills_a_freed_slot_at_once),
         T(test_engine_parallel_plan_option_one_runs_steps_in_order),
