@@ -153,6 +153,16 @@ assert_log(const struct env *e, const char *name, const char *needle)
     }
 }
 
+/* SIGTERM to two workers: a graceful stop, each exits 0. */
+static void
+stop_workers(pid_t a, pid_t b)
+{
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(weft_test_wait(a, 60000), 0);
+    assert_int_equal(weft_test_wait(b, 60000), 0);
+}
+
 /* Wait until the worker logging to @p name has started a task. */
 static void
 wait_started(const struct env *e, const char *name)
@@ -205,10 +215,7 @@ test_run_matches_in_process(void **state)
     assert_log(&e, "local.log", "llm calls: 26, tool calls: 16, tokens: 8870 in / 1085 out");
     assert_log(&e, "amqp.log", "loops:   replan=6");
     /* SIGTERM: a graceful stop, exit 0, with the tasks it ran counted. */
-    kill(w1, SIGTERM);
-    kill(w2, SIGTERM);
-    assert_int_equal(weft_test_wait(w1, 60000), 0);
-    assert_int_equal(weft_test_wait(w2, 60000), 0);
+    stop_workers(w1, w2);
     assert_log(&e, "w1.log", "stopped:");
     weft_test_rm_rf(e.dir);
 }
@@ -257,10 +264,7 @@ test_wide_plan_runs_on_two_workers_at_once(void **state)
     /* Each worker took one of the pair (one slot each, and neither could finish alone). */
     assert_log(&e, "a.log", " started: step ");
     assert_log(&e, "b.log", " started: step ");
-    kill(a, SIGTERM);
-    kill(b, SIGTERM);
-    assert_int_equal(weft_test_wait(a, 60000), 0);
-    assert_int_equal(weft_test_wait(b, 60000), 0);
+    stop_workers(a, b);
     weft_test_rm_rf(e.dir);
 }
 
@@ -305,10 +309,7 @@ test_wider_than_the_window_runs_every_step(void **state)
     assert_log(&e, "run.log", "290 more (290 completed;"); /* and the 10 listed */
     assert_log(&e, "run.log", "s9:command(completed)");
     assert_log(&e, "run.log", "300 task(s) published, 300 result(s), 0 duplicate(s)");
-    kill(a, SIGTERM);
-    kill(b, SIGTERM);
-    assert_int_equal(weft_test_wait(a, 60000), 0);
-    assert_int_equal(weft_test_wait(b, 60000), 0);
+    stop_workers(a, b);
     weft_test_rm_rf(e.dir);
 }
 
