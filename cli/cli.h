@@ -146,5 +146,7 @@ int cli_trace(int argc, char **argv);
 void cli_trace_usage(FILE *out);
 int cli_exporters(int argc, char **argv);
 void cli_exporters_usage(FILE *out);
+int cli_mcp(int argc, char **argv);
+void cli_mcp_usage(FILE *out);
 
 #endif /* WEFT_CLI_CLI_H */

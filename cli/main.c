@@ -17,8 +17,11 @@ static int cmd_help(int argc, char **argv);
 static const struct cli_command commands[] = {
     {"run", "run WORKFLOW [options]", "run a workflow, with live progress and its trace", cli_run,
      cli_run_usage},
-    {"validate", "validate WORKFLOW...", "check workflow files, printing every problem",
+    {"validate", "validate [--offline] WORKFLOW...",
+     "check workflow files (and that their MCP servers start), printing every problem",
      cli_validate, cli_validate_usage},
+    {"mcp", "mcp list FILE SERVER [--json]", "list an MCP server's tools (docs/mcp.md)", cli_mcp,
+     cli_mcp_usage},
     {"runs", "runs [--limit N]", "list stored runs: status, duration, steps, loops, reward",
      cli_runs, cli_runs_usage},
     {"resume", "resume RUN_ID [options]", "continue an interrupted run", cli_resume,

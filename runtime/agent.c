@@ -14,6 +14,7 @@
 
 #include "agent.h"
 #include "evaluate.h"
+#include "mcp/hub.h"
 #include "semconv.h"
 #include "spans.h"
 
@@ -55,6 +56,9 @@ tools_json(const struct run *run, const struct wf_agent *agent)
                                         "name", d->name, "description",
                                         desc != NULL ? desc : weft__tool_type_name(d->type),
                                         "parameters", schema != NULL ? schema : json_object()));
+    }
+    if (arr != NULL && agent->mcp_server_count > 0 && run->cfg.mcp != NULL) {
+        (void)weft__mcp_hub_tools_json(run->cfg.mcp, agent, arr); /* out of memory: fewer */
     }
     if (arr != NULL && agent->can_request_count > 0) {
         json_t *schema = weft__tool_builtin_schema(TOOL_REQUEST_AGENT);
@@ -261,6 +265,69 @@ call_tool(struct run *run,
     }
 }
 
+/* Tool @p name of MCP server @p server with @p args, validated first against the tool's
+ * @p schema, its timeout cut to what is left of the step's @p deadline. The run's lock is
+ * released during the call; its client span nests under @p span (the execute_tool span). */
+static void
+call_mcp(struct run *run,
+         size_t step,
+         struct weft_span *span,
+         size_t server,
+         const char *name,
+         const json_t *args,
+         const json_t *schema,
+         uint64_t deadline,
+         struct call_result *r)
+{
+    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    struct weft__mcp_client *client = weft__mcp_hub_client(run->cfg.mcp, server);
+    char *mcp_name = weft__mcp_hub_tool_name(run->cfg.mcp, server, name);
+    struct weft__mcp_call_result res;
+    struct weft_span_context ctx;
+    char verr[200] = "";
+    char activity[96];
+
+    memset(&res, 0, sizeof(res));
+    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "extension");
+    weft_span_set_str(span, "weft.mcp.server", run->cfg.wf->mcp[server].cfg.name);
+    if (!json_is_object(args)) {
+        r->outcome_name = "invalid_arguments";
+        snprintf(r->err, sizeof(r->err), "arguments are not a JSON object");
+    } else if (schema != NULL && !weft__tool_schema_validate(schema, args, verr, sizeof(verr))) {
+        r->outcome_name = "invalid_arguments";
+        snprintf(r->err, sizeof(r->err), "invalid arguments: %s", verr);
+    } else if (client == NULL || mcp_name == NULL) {
+        r->outcome_name = "error";
+        snprintf(r->err, sizeof(r->err), "MCP server %s is not running",
+                 run->cfg.wf->mcp[server].cfg.name);
+        snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "server_down");
+    } else {
+        uint32_t left = weft__rt_remaining_ms(run, deadline);
+        snprintf(activity, sizeof(activity), "mcp tool %.60s", name);
+        weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
+        weft_span_context_of(span, &ctx);
+        weft__rt_unlock(run);
+        (void)weft__mcp_client_call(client, mcp_name, args, &ctx,
+                                    deadline != 0 ? (left > 0 ? left : 1) : 0, &res);
+        weft__rt_lock(run);
+        weft__rt_watchdog_progress(run);
+        weft__rt_watchdog_poll(run, span);
+        r->outcome_name = res.is_error ? "error" : "ok";
+        r->text = res.text;
+        res.text = NULL;
+        if (res.is_error) {
+            const char *type = res.error_type[0] != '\0' ? res.error_type : "tool_error";
+            snprintf(r->err, sizeof(r->err), "%.47s", type);
+            snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "%.47s", type);
+        }
+        if (res.is_truncated) {
+            weft_span_set_bool(span, "weft.tool.truncated", true);
+        }
+    }
+    weft__mcp_call_result_cleanup(&res);
+    weft__free(mcp_name);
+}
+
 /* Record @p r on the span and end it. A failure gets the error type and status, and when the
  * tool gave no text, the model gets {"error", "type"} instead. */
 static void
@@ -306,6 +373,8 @@ run_tool_call(struct run *run,
     struct weft_span *span = tool_call_start(run, agent_span, call);
     struct call_result r;
     json_t *args = NULL;
+    json_t *mcp_schema = NULL;
+    size_t mcp_server = 0;
     uint64_t t0 = weft__monotonic_ns();
 
     memset(&r, 0, sizeof(r));
@@ -313,7 +382,13 @@ run_tool_call(struct run *run,
     r.outcome_name = "ok";
     args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
-    if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
+    bool is_mcp = !is_request && (idx == WF_NONE || !agent_has_tool(agent, idx)) &&
+                  run->cfg.mcp != NULL &&
+                  weft__mcp_hub_find(run->cfg.mcp, agent, call->name, &mcp_server, &mcp_schema);
+    if (is_mcp) {
+        idx = WF_NONE;
+        call_mcp(run, step, span, mcp_server, call->name, args, mcp_schema, deadline, &r);
+    } else if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
         r.outcome_name = "unknown_tool";
         snprintf(r.err, sizeof(r.err), "unknown tool '%.64s' for agent %.64s", call->name,
                  agent->name);
@@ -341,9 +416,10 @@ run_tool_call(struct run *run,
     run->tel.result->tool_calls++;
     /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
      * workflow does not know is not a label value, so series stay bounded. */
-    weft__rt_metrics_tool(run->tel.metrics, idx != WF_NONE || is_request ? call->name : "unknown",
-                          strcmp(r.outcome_name, "ok") == 0,
-                          (double)(weft__monotonic_ns() - t0) / 1e9);
+    json_decref(mcp_schema);
+    weft__rt_metrics_tool(
+        run->tel.metrics, idx != WF_NONE || is_request || is_mcp ? call->name : "unknown",
+        strcmp(r.outcome_name, "ok") == 0, (double)(weft__monotonic_ns() - t0) / 1e9);
     weft__rt_progress(run, WEFT_EVENT_TOOL_CALL, &run->ps.plan.steps[step], call->name);
     weft__tool_outcome_cleanup(&r.outcome);
     json_decref(args);
@@ -385,6 +461,11 @@ act(struct run *run,
         struct llm_response resp;
         struct llm_error lerr;
 
+        if (round > 0 && agent->mcp_server_count > 0) {
+            /* An MCP server's tools may have changed since the last round (list_changed). */
+            json_decref(tools);
+            tools = tools_json(run, agent);
+        }
         if (weft__rt_aborted(run)) {
             snprintf(why, why_len, "aborted");
             *error_type = "aborted";

@@ -23,6 +23,7 @@
 #include "durable.h"
 #include "evaluate.h"
 #include "flow.h"
+#include "mcp/hub.h"
 #include "metrics_store.h"
 #include "parallel.h"
 #include "router.h"
@@ -764,6 +765,7 @@ teardown(struct run *run)
     weft__llm_provider_free(ENG(run)->replay);
     weft__llm_recording_free(ENG(run)->recording);
     weft__free((void *)run->cfg.native);
+    weft__mcp_hub_free(run->cfg.mcp);
     for (size_t i = 0; i < run->ps.request_count; i++) {
         weft__free(run->ps.requests[i].agent);
         weft__free(run->ps.requests[i].query);
@@ -899,7 +901,15 @@ supervisor_messages(struct run *run, const char *user)
                          ? wf->supervisor.instructions
                          : "You are the supervisor of a team of agents.");
     for (size_t i = 0; i < wf->agent_count; i++) {
+        char *about = wf->agents[i].is_mcp && run->cfg.mcp != NULL
+                          ? weft__mcp_hub_describe(run->cfg.mcp, &wf->agents[i])
+                          : NULL;
+        const char *text = about != NULL ? about : wf->agents[i].description;
         weft__buf_printf(&sys, "\n- %s", wf->agents[i].name);
+        if (text != NULL && text[0] != '\0') {
+            weft__buf_printf(&sys, ": %s", text);
+        }
+        weft__free(about);
     }
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
                                           sys.data != NULL ? sys.data : ""));
@@ -2661,6 +2671,58 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
     return WEFT_OK;
 }
 
+/* An MCP call's progress notification, shown in the run's progress display. Called on the
+ * client's reader thread: the run lock is taken for the event (the agent waiting on the call
+ * released it). */
+static void
+mcp_progress(void *user_data,
+             const char *server,
+             const char *tool,
+             double progress,
+             double total,
+             const char *message)
+{
+    struct run *run = user_data;
+    char detail[256];
+
+    if (total > 0) {
+        snprintf(detail, sizeof(detail), "mcp %s %s: %.0f%%%s%.160s", server,
+                 tool != NULL ? tool : "", 100.0 * progress / total, message != NULL ? " " : "",
+                 message != NULL ? message : "");
+    } else {
+        snprintf(detail, sizeof(detail), "mcp %s %s: %g%s%.160s", server, tool != NULL ? tool : "",
+                 progress, message != NULL ? " " : "", message != NULL ? message : "");
+    }
+    weft__rt_lock(run);
+    weft__rt_progress(run, WEFT_EVENT_TOOL_PROGRESS, NULL, detail);
+    weft__rt_unlock(run);
+}
+
+/* The workflow's MCP servers, started before the run (a server that does not start is logged
+ * and tried again when its agent runs: mcp/hub.h). Spans through the run's tracer; the
+ * clients' metrics into @p meter. */
+static weft_err
+start_mcp(struct run *run, struct weft_meter *meter, char *error, size_t error_len)
+{
+    struct weft__mcp_hub_options o;
+    char why[256] = "";
+    weft_err err = WEFT_OK;
+
+    if (run->cfg.wf->mcp_count == 0) {
+        return WEFT_OK;
+    }
+    memset(&o, 0, sizeof(o));
+    o.tracer = run->tel.tracer;
+    o.meter = meter != NULL ? meter : run->cfg.opts->meter;
+    o.on_progress = mcp_progress;
+    o.user_data = run;
+    err = weft__mcp_hub_new(run->cfg.wf, &o, &run->cfg.mcp, why, sizeof(why));
+    if (err != WEFT_OK) {
+        snprintf(error, error_len, "MCP servers: %s", why[0] != '\0' ? why : weft_strerror(err));
+    }
+    return err;
+}
+
 /* Everything before the root span: on failure the caller tears the run down. */
 static weft_err
 run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, size_t error_len)
@@ -2680,6 +2742,9 @@ run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, 
     err = open_resources(run, error, error_len);
     if (err == WEFT_OK) {
         err = load_context(run, resumed_from, error, error_len);
+    }
+    if (err == WEFT_OK) {
+        err = start_mcp(run, weft__rt_mstore_meter(run->tel.mstore), error, error_len);
     }
     if (err != WEFT_OK) {
         return err;
@@ -3021,6 +3086,10 @@ weft__execute_task(const struct weft__task_run *t,
     if (e == WEFT_OK && t->provider != NULL) {
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
         e = e == WEFT_EDISABLED ? WEFT_OK : e;
+    }
+    if (e == WEFT_OK) {
+        /* A worker starts the workflow's MCP servers for the task (no pool across tasks yet). */
+        e = start_mcp(run, t->meter, err, err_len);
     }
     if (e == WEFT_OK) {
         e = task_plan(run, t, err, err_len);

@@ -46,6 +46,7 @@
 struct rt_mstore;
 struct rt_prompt;
 struct tool_def;
+struct weft__mcp_hub;
 
 /* A loop-back request an agent made with request_agent or replan_on. */
 struct rt_request {
@@ -78,6 +79,7 @@ struct run_config {
     char *workspace;
     bool capture_content;
     const struct tool_def **native; /* per workflow tool: the registry entry of native tools */
+    struct weft__mcp_hub *mcp;      /* the workflow's MCP servers (mcp/hub.h); NULL: none */
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
     /* A worker's task run (docs/distributed.md): the task's attempt and the deliveries of its

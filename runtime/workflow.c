@@ -49,29 +49,26 @@ static void
 diag_add(struct loader *ld, const char *path, int line, int column, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-static void
-diag_add(struct loader *ld, const char *path, int line, int column, const char *fmt, ...)
+weft_err
+weft__diags_add(struct weft_diags *d,
+                const char *file,
+                const char *path,
+                int line,
+                int column,
+                const char *message)
 {
-    struct weft_diags *d = ld->diags;
     struct weft_diag *grown = NULL;
-    char message[512];
-    va_list ap;
 
-    ld->errors++;
     if (d->count >= MAX_DIAGS) {
         d->dropped++;
-        return;
+        return WEFT_OK;
     }
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof(message), fmt, ap);
-    va_end(ap);
     grown = weft__realloc(d->items, (d->count + 1) * sizeof(*grown));
     if (grown == NULL) {
-        ld->is_oom = true;
-        return;
+        return WEFT_ENOMEM;
     }
     d->items = grown;
-    grown[d->count].file = weft__strdup(ld->file);
+    grown[d->count].file = weft__strdup(file);
     grown[d->count].path = weft__strdup(path);
     grown[d->count].message = weft__strdup(message);
     grown[d->count].line = line;
@@ -81,10 +78,25 @@ diag_add(struct loader *ld, const char *path, int line, int column, const char *
         weft__free(grown[d->count].file);
         weft__free(grown[d->count].path);
         weft__free(grown[d->count].message);
-        ld->is_oom = true;
-        return;
+        return WEFT_ENOMEM;
     }
     d->count++;
+    return WEFT_OK;
+}
+
+static void
+diag_add(struct loader *ld, const char *path, int line, int column, const char *fmt, ...)
+{
+    char message[512];
+    va_list ap;
+
+    ld->errors++;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    if (weft__diags_add(ld->diags, ld->file, path, line, column, message) != WEFT_OK) {
+        ld->is_oom = true;
+    }
 }
 
 void
@@ -751,19 +763,156 @@ load_tools(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
 }
 
+/* One MCP server entry named @p name (at @p where, for diagnostics), appended to wf->mcp. */
+static void
+load_mcp_entry(struct loader *ld,
+               struct weft_workflow *wf,
+               const char *name,
+               const json_t *value,
+               const char *where)
+{
+    struct weft__mcp_entry e;
+    char field[160];
+    char why[256];
+    char sub[320];
+
+    for (size_t i = 0; i < wf->mcp_count; i++) {
+        if (strcmp(wf->mcp[i].cfg.name, name) == 0) {
+            snprintf(sub, sizeof(sub), "%s.%s", where, name);
+            diag_add(ld, sub, 0, 0, "duplicate MCP server name '%s'", name);
+            return;
+        }
+    }
+    if (!weft__mcp_entry_parse(name, value, wf->dir, &e, field, sizeof(field), why, sizeof(why))) {
+        snprintf(sub, sizeof(sub), "%s.%s%s%s", where, name, field[0] != '\0' ? "." : "", field);
+        diag_add(ld, sub, 0, 0, "%s", why);
+        ld->is_oom = ld->is_oom || strcmp(why, "out of memory") == 0;
+        return;
+    }
+    wf->mcp[wf->mcp_count++] = e; /* room made by load_mcp_servers() */
+}
+
+/* "mcp_servers" (name -> entry) and "mcp_servers_file" (a file with {"mcpServers": {...}}, as
+ * editors and desktop clients write it; relative to the workflow). */
+static void
+load_mcp_servers(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    const json_t *inline_servers = get_typed(ld, root, "", "mcp_servers", JSON_OBJECT, false);
+    char *file = get_str(ld, root, "", "mcp_servers_file", false);
+    json_t *doc = NULL;
+    const json_t *file_servers = NULL;
+    char where[600] = "";
+    const char *k = NULL;
+    json_t *v = NULL;
+
+    if (file != NULL) {
+        char *path = resolve_path(wf, file);
+        json_error_t jerr;
+        doc = path != NULL ? json_load_file(path, 0, &jerr) : NULL;
+        snprintf(where, sizeof(where), "mcp_servers_file(%s).mcpServers", file);
+        if (path != NULL && doc == NULL) {
+            diag_add(ld, "mcp_servers_file", jerr.line, jerr.column, "%s: %s", path, jerr.text);
+        }
+        file_servers = json_object_get(doc, "mcpServers");
+        if (doc != NULL && !json_is_object(file_servers)) {
+            diag_add(ld, "mcp_servers_file", 0, 0, "%s: expected an object with \"mcpServers\"",
+                     path);
+            file_servers = NULL;
+        }
+        weft__free(path);
+    }
+    wf->mcp = weft__calloc(json_object_size(inline_servers) + json_object_size(file_servers) + 1,
+                           sizeof(*wf->mcp));
+    if (wf->mcp == NULL) {
+        ld->is_oom = true;
+    }
+    json_object_foreach((json_t *)inline_servers, k, v)
+    {
+        if (wf->mcp != NULL) {
+            load_mcp_entry(ld, wf, k, v, "mcp_servers");
+        }
+    }
+    json_object_foreach((json_t *)file_servers, k, v)
+    {
+        if (wf->mcp != NULL) {
+            load_mcp_entry(ld, wf, k, v, where);
+        }
+    }
+    json_decref(doc);
+    weft__free(file);
+}
+
+/* The MCP servers that get an agent of their own: those not turned off with "agent": false
+ * and not already declared under that name in "agents" (which then binds the server). */
+static bool
+mcp_gets_agent(const struct weft_workflow *wf, const json_t *agents, size_t server)
+{
+    char name[96];
+
+    if (!wf->mcp[server].is_agent) {
+        return false;
+    }
+    weft__mcp_agent_name(wf->mcp[server].cfg.name, name, sizeof(name));
+    for (size_t i = 0; i < json_array_size(agents); i++) {
+        const char *declared =
+            json_string_value(json_object_get(json_array_get(agents, i), "name"));
+        if (declared != NULL && strcmp(declared, name) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The agents after the declared ones: one per MCP server (mcp_agent_<name>). */
+static void
+add_mcp_agents(struct loader *ld, struct weft_workflow *wf, const json_t *agents)
+{
+    for (size_t s = 0; s < wf->mcp_count; s++) {
+        struct wf_agent *ag = NULL;
+        char name[96];
+
+        if (!mcp_gets_agent(wf, agents, s)) {
+            continue;
+        }
+        ag = &wf->agents[wf->agent_count];
+        weft__mcp_agent_name(wf->mcp[s].cfg.name, name, sizeof(name));
+        ag->name = weft__strdup(name);
+        ag->mcp_servers = weft__calloc(1, sizeof(*ag->mcp_servers));
+        ag->description =
+            wf->mcp[s].description != NULL ? weft__strdup(wf->mcp[s].description) : NULL;
+        if (ag->name == NULL || ag->mcp_servers == NULL ||
+            (wf->mcp[s].description != NULL && ag->description == NULL)) {
+            ld->is_oom = true;
+        }
+        if (ag->mcp_servers != NULL) {
+            ag->mcp_servers[ag->mcp_server_count++] = s;
+        }
+        ag->is_mcp = true;
+        ag->replan_agent = WF_NONE;
+        ag->model = WF_NONE;
+        ag->max_tool_rounds = 8;
+        wf->agent_count++;
+    }
+}
+
 static void
 load_agents_pass1(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
-    const json_t *agents = get_typed(ld, root, "", "agents", JSON_ARRAY, true);
+    const json_t *agents = NULL;
+    size_t extra = 0;
 
-    if (agents == NULL) {
+    for (size_t s = 0; s < wf->mcp_count; s++) {
+        extra += mcp_gets_agent(wf, json_object_get(root, "agents"), s) ? 1 : 0;
+    }
+    agents = get_typed(ld, root, "", "agents", JSON_ARRAY, extra == 0);
+    if (agents == NULL && extra == 0) {
         return;
     }
-    if (json_array_size(agents) == 0) {
+    if (json_array_size(agents) + extra == 0) {
         diag_add(ld, "agents", 0, 0, "expected at least one agent");
         return;
     }
-    wf->agents = weft__calloc(json_array_size(agents), sizeof(*wf->agents));
+    wf->agents = weft__calloc(json_array_size(agents) + extra, sizeof(*wf->agents));
     if (wf->agents == NULL) {
         ld->is_oom = true;
         return;
@@ -792,6 +941,7 @@ load_agents_pass1(struct loader *ld, struct weft_workflow *wf, const json_t *roo
             }
         }
     }
+    add_mcp_agents(ld, wf, agents);
 }
 
 /* Resolve a list of agent names at obj[key] to indices. */
@@ -930,12 +1080,71 @@ load_agent_reflection(struct loader *ld,
     ag->reflection.max_retries = (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
 }
 
+/* Agent @p ag's "mcp_servers": the servers whose tools it may call besides its own tools; an
+ * agent declared as mcp_agent_<name> binds server <name> without listing it. */
+static void
+load_agent_mcp(struct loader *ld,
+               const struct weft_workflow *wf,
+               struct wf_agent *ag,
+               const json_t *a,
+               const char *path)
+{
+    size_t n = 0;
+    char **names = get_str_array(ld, a, path, "mcp_servers", &n);
+
+    ag->mcp_servers = weft__calloc(n + 1, sizeof(*ag->mcp_servers));
+    if (ag->mcp_servers == NULL) {
+        ld->is_oom = true;
+        free_str_array(names, n);
+        return;
+    }
+    for (size_t s = 0; s < wf->mcp_count && ag->name != NULL; s++) {
+        char name[96];
+        weft__mcp_agent_name(wf->mcp[s].cfg.name, name, sizeof(name));
+        if (strcmp(name, ag->name) == 0) {
+            ag->mcp_servers[ag->mcp_server_count++] = s;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t found = WF_NONE;
+        for (size_t s = 0; s < wf->mcp_count && found == WF_NONE; s++) {
+            found = strcmp(wf->mcp[s].cfg.name, names[i]) == 0 ? s : WF_NONE;
+        }
+        if (found == WF_NONE) {
+            char sub[160];
+            snprintf(sub, sizeof(sub), "%s.mcp_servers[%zu]", path, i);
+            diag_add(ld, sub, 0, 0, "unknown MCP server '%s' (expected a key of \"mcp_servers\")",
+                     names[i]);
+        } else if (ag->mcp_server_count == 0 || ag->mcp_servers[0] != found) {
+            ag->mcp_servers[ag->mcp_server_count++] = found;
+        }
+    }
+    free_str_array(names, n);
+}
+
+/* An agent made for an MCP server: the server's model, else the workflow's only or first. */
+static void
+load_mcp_agent(struct loader *ld, struct weft_workflow *wf, struct wf_agent *ag)
+{
+    const struct weft__mcp_entry *e = &wf->mcp[ag->mcp_servers[0]];
+
+    ag->model = e->model != NULL ? find_model(wf, e->model) : (wf->model_count > 0 ? 0 : WF_NONE);
+    if (ag->model == WF_NONE) {
+        char sub[160];
+        snprintf(sub, sizeof(sub), "mcp_servers.%s.model", e->cfg.name);
+        diag_add(ld, sub, 0, 0,
+                 e->model != NULL ? "unknown model '%s' (expected a key of \"models\")"
+                                  : "no model for agent mcp_agent_%s (expected \"models\")",
+                 e->model != NULL ? e->model : e->cfg.name);
+    }
+}
+
 static void
 load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
         "name",       "model",           "instructions", "tools",       "can_request", "replan_on",
-        "reflection", "max_tool_rounds", "timeout_s",    "description", NULL};
+        "reflection", "max_tool_rounds", "timeout_s",    "description", "mcp_servers", NULL};
     const json_t *agents = json_object_get(root, "agents");
 
     for (size_t i = 0; i < wf->agent_count; i++) {
@@ -943,6 +1152,10 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         struct wf_agent *ag = &wf->agents[i];
         char path[64];
 
+        if (ag->is_mcp) {
+            load_mcp_agent(ld, wf, ag);
+            continue;
+        }
         if (!json_is_object(a)) {
             continue;
         }
@@ -954,7 +1167,9 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         } else {
             ag->instructions = get_str(ld, a, path, "instructions", false);
         }
+        ag->description = get_str(ld, a, path, "description", false);
         load_agent_tools(ld, wf, ag, a, path);
+        load_agent_mcp(ld, wf, ag, a, path);
         ag->can_request = agent_refs(ld, wf, a, path, "can_request", &ag->can_request_count);
         load_agent_replan(ld, wf, ag, a, path);
         load_agent_reflection(ld, wf, ag, a, path);
@@ -1913,8 +2128,9 @@ static void
 load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
-        "name",   "description", "models",          "supervisor", "agents",   "tools", "plan",
-        "router", "workspace",   "capture_content", "flow",       "executor", NULL};
+        "name",  "description", "models",      "supervisor",       "agents",
+        "tools", "plan",        "router",      "workspace",        "capture_content",
+        "flow",  "executor",    "mcp_servers", "mcp_servers_file", NULL};
     char *workspace = NULL;
 
     check_keys(ld, root, "", keys);
@@ -1922,6 +2138,7 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     wf->description = get_str(ld, root, "", "description", false);
     load_models(ld, wf, root);
     load_tools(ld, wf, root);
+    load_mcp_servers(ld, wf, root);
     load_agents_pass1(ld, wf, root);
     load_agents_pass2(ld, wf, root);
     load_router(ld, wf, root);
@@ -2030,11 +2247,17 @@ weft_workflow_free(struct weft_workflow *wf)
             weft__free(a->prompt);
         }
         weft__free(a->tools);
+        weft__free(a->description);
+        weft__free(a->mcp_servers);
         weft__free(a->can_request);
         free_str_array(a->replan_keywords, a->replan_keyword_count);
         weft__free(a->reflection.instructions);
     }
     weft__free(wf->agents);
+    for (size_t i = 0; i < wf->mcp_count; i++) {
+        weft__mcp_entry_cleanup(&wf->mcp[i]);
+    }
+    weft__free(wf->mcp);
     for (size_t i = 0; i < wf->tool_count; i++) {
         weft__tool_def_cleanup(&wf->tools[i]);
     }

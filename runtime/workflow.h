@@ -7,6 +7,7 @@
 #ifndef WEFT_RUNTIME_WORKFLOW_H
 #define WEFT_RUNTIME_WORKFLOW_H
 
+#include "mcp/config.h"
 #include "plan.h"
 #include "prompts.h"
 #include "tools/tools.h"
@@ -59,6 +60,10 @@ struct wf_agent {
     struct wf_reflection reflection;
     unsigned max_tool_rounds; /* default 8 */
     uint32_t timeout_ms;      /* per step; 0: the supervisor's step_timeout */
+    char *description;        /* what the supervisor is told the agent does; NULL: nothing */
+    size_t *mcp_servers;      /* indices into workflow.mcp: their tools are the agent's too */
+    size_t mcp_server_count;
+    bool is_mcp; /* made for an MCP server (mcp_agent_<name>), not declared in "agents" */
 };
 
 typedef enum wf_policy {
@@ -182,7 +187,19 @@ struct weft_workflow {
     char *workspace;      /* absolute, or NULL */
     int capture_content;  /* -1 unset, 0, 1 */
     struct wf_executor executor;
+    /* MCP servers ("mcp_servers", then "mcp_servers_file"'s "mcpServers"): runtime/mcp/. */
+    struct weft__mcp_entry *mcp;
+    size_t mcp_count;
 };
+
+/* Append a problem to @p d (copies every string; past 256 problems only counted).
+ * @return WEFT_OK, WEFT_ENOMEM (nothing added). */
+weft_err weft__diags_add(struct weft_diags *d,
+                         const char *file,
+                         const char *path,
+                         int line,
+                         int column,
+                         const char *message);
 
 /* May agent @p from hand work to agent @p to with request_agent (its can_request list)? */
 bool weft__wf_agent_can_request(const struct wf_agent *from, size_t to);

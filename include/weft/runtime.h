@@ -111,7 +111,10 @@ typedef enum weft_run_event_kind {
     WEFT_EVENT_LLM_CALL = 4,   /**< an LLM call ended: detail is the model */
     WEFT_EVENT_TOOL_CALL = 5,  /**< a tool call ended: detail is the tool */
     WEFT_EVENT_VERDICT = 6,    /**< a reflection verdict: detail is the verdict */
-    WEFT_EVENT_RUN_END = 7     /**< detail is the run status */
+    WEFT_EVENT_RUN_END = 7,    /**< detail is the run status */
+    /** An MCP tool call in flight reported progress: detail is "mcp SERVER TOOL: P% MESSAGE"
+     * (or the raw progress value when the server gives no total); step_id is NULL. */
+    WEFT_EVENT_TOOL_PROGRESS = 8
 } weft_run_event_kind;
 
 /** One progress event. Every pointer is borrowed for the duration of the callback. */

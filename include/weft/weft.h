@@ -16,6 +16,7 @@
 
 #include <weft/common.h>
 #include <weft/export.h>
+#include <weft/mcp.h>
 #include <weft/metrics.h>
 #include <weft/runtime.h>
 #include <weft/secrets.h>
