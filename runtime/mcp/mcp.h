@@ -81,7 +81,9 @@ struct weft__mcp_event {
     const char *message; /* PROGRESS: may be NULL; SERVER_DOWN: why */
 };
 
-/* Called on the client's reader thread: must not call back into the client. */
+/* Called on one of the client's own threads (the stdio reader, the HTTP request or listener
+ * thread, the worker that reloads the tool list, or the caller of a call that restarted the
+ * server), never under the client's lock; it must not call back into the client. */
 typedef void (*weft__mcp_event_fn)(void *user_data, const struct weft__mcp_event *event);
 
 struct weft__mcp_options {
@@ -97,9 +99,9 @@ struct weft__mcp_client;
  * tools, all within cfg->init_timeout_ms. The server's stderr (stdio) goes to weft's log at
  * INFO, one line at a time, prefixed "mcp <name>: ".
  * @return WEFT_OK; WEFT_EINVAL (bad config); WEFT_EIO (could not start, crashed, or answered
- * garbage), WEFT_ETIMEDOUT (no answer to initialize), WEFT_EPROTO (no common protocol version
- * or an error answer), with a sentence naming the server in @p err; WEFT_ENOMEM. *out is NULL
- * on error. Ownership: free with weft__mcp_client_free(). */
+ * garbage), WEFT_ETIMEDOUT (no answer to initialize), WEFT_EPARSE (no common protocol version,
+ * or an error answer to initialize: weft_err has no EPROTO), with a sentence naming the server
+ * in @p err; WEFT_ENOMEM. *out is NULL on error. Ownership: free with weft__mcp_client_free(). */
 weft_err weft__mcp_client_new(const struct weft__mcp_server_config *cfg,
                               const struct weft__mcp_options *opts,
                               struct weft__mcp_client **out,
@@ -116,6 +118,8 @@ void weft__mcp_client_free(struct weft__mcp_client *client);
 const char *weft__mcp_client_name(const struct weft__mcp_client *client);
 const char *weft__mcp_client_protocol(const struct weft__mcp_client *client);
 const char *weft__mcp_client_instructions(const struct weft__mcp_client *client);
+const char *weft__mcp_client_session_id(const struct weft__mcp_client *client);
+const char *weft__mcp_client_server_name(const struct weft__mcp_client *client);
 
 /* A copy of the current tool list. *version increases each time the list is reloaded.
  * @return WEFT_OK, WEFT_ENOMEM. Ownership: free with weft__mcp_tools_free(). */
@@ -128,7 +132,8 @@ weft_err weft__mcp_client_tools(struct weft__mcp_client *client,
 struct weft__mcp_call_result {
     bool is_error;       /* isError from the server, or the call failed (error_type says) */
     char error_type[48]; /* "" (ok), "tool_error" (isError), "timeout", "server_down",
-                          * "protocol", "jsonrpc_<code>" */
+                          * "protocol", "jsonrpc_<code>", "overloaded" (more than 64
+                          * requests in flight on this client) */
     char *text;          /* the content as text for the model (text items joined, other items
                           * as JSON); never NULL after a call that returned WEFT_OK */
     json_t *structured;  /* structuredContent, or NULL */
