@@ -2717,7 +2717,7 @@ start_mcp(struct run *run, struct weft_meter *meter, char *error, size_t error_l
     o.on_progress = mcp_progress;
     o.user_data = run;
     err = weft__mcp_hub_new(run->cfg.wf, &o, &run->cfg.mcp, why, sizeof(why));
-    if (err != WEFT_OK) {
+    if (err != WEFT_OK && error != NULL) {
         snprintf(error, error_len, "MCP servers: %s", why[0] != '\0' ? why : weft_strerror(err));
     }
     return err;
@@ -2742,9 +2742,6 @@ run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, 
     err = open_resources(run, error, error_len);
     if (err == WEFT_OK) {
         err = load_context(run, resumed_from, error, error_len);
-    }
-    if (err == WEFT_OK) {
-        err = start_mcp(run, weft__rt_mstore_meter(run->tel.mstore), error, error_len);
     }
     if (err != WEFT_OK) {
         return err;
@@ -2807,6 +2804,9 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
                                                 weft__rt_mstore_meter(run->tel.mstore));
     }
     weft__rt_metrics_run_start(run->tel.metrics, &run->tel.metrics_token);
+    if (start_mcp(run, weft__rt_mstore_meter(run->tel.mstore), NULL, 0) != WEFT_OK) {
+        ENG(run)->oom = WEFT_ENOMEM; /* the only error of a run's (not strict) start */
+    }
     weft__rt_watchdog_start(run);
     weft__rt_progress(run, WEFT_EVENT_RUN_START, NULL, wf->name);
 }

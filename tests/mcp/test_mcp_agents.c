@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define MODULES WEFT_SOURCE_DIR "/tests/mcp/node_modules"
+#define MODULES   WEFT_SOURCE_DIR "/tests/mcp/node_modules"
 #define FS_SERVER MODULES "/@modelcontextprotocol/server-filesystem/dist/index.js"
 
 struct fx {
@@ -135,16 +135,16 @@ test_mcp_config_errors_name_server_and_key(void **state)
     struct fx *f = *state;
 
     write_file(f, "script.json", "{\"responses\": {}}");
-    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"colour\": 1}}", "mcp_servers.fs.colour",
-                      "unknown key");
+    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"colour\": 1}}",
+                      "mcp_servers.fs.colour", "unknown key");
     assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"url\": \"http://127.0.0.1:1/\"}}",
                       "mcp_servers.fs", "exactly one of \"command\"");
     assert_load_error(f, "{\"fs\": {\"url\": \"http://127.0.0.1:1/\", \"type\": \"sse\"}}",
                       "mcp_servers.fs.type", "legacy HTTP+SSE");
     assert_load_error(f, "{\"f s\": {\"command\": \"node\"}}", "mcp_servers.f s",
                       "1 to 48 characters");
-    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"args\": [1]}}", "mcp_servers.fs.args[0]",
-                      "expected a string");
+    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"args\": [1]}}",
+                      "mcp_servers.fs.args[0]", "expected a string");
     assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"env\": {\"K\": 2}}}",
                       "mcp_servers.fs.env.K", "expected a string");
     assert_load_error(f, "{\"fs\": {\"url\": \"ftp://x/\"}}", "mcp_servers.fs.url",
@@ -160,7 +160,8 @@ test_mcp_config_errors_name_server_and_key(void **state)
                    "{\"name\": \"bind\", " MODEL ", \"agents\": [{\"name\": \"a\", "
                    "\"mcp_servers\": [\"nope\"]}]}");
         assert_weft_err(load(f, "bind.json", &d), WEFT_EPARSE);
-        assert_non_null(strstr(diag_text(&d), "agents[0].mcp_servers[0]: unknown MCP server 'nope'"));
+        assert_non_null(
+            strstr(diag_text(&d), "agents[0].mcp_servers[0]: unknown MCP server 'nope'"));
         weft_diags_cleanup(&d);
     }
 }
@@ -224,6 +225,247 @@ test_mcp_agents_from_file_inline_and_bindings(void **state)
     unsetenv("WEFT_TEST_MCP_TOKEN");
 }
 
+/* The contents of file @p path (to free()), or NULL. */
+static char *
+slurp(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    char *text = NULL;
+    long len = 0;
+
+    if (in == NULL) {
+        return NULL;
+    }
+    fseek(in, 0, SEEK_END);
+    len = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    text = calloc((size_t)len + 1, 1);
+    if (text != NULL && fread(text, 1, (size_t)len, in) != (size_t)len) {
+        free(text);
+        text = NULL;
+    }
+    fclose(in);
+    return text;
+}
+
+/* The example, copied into the test directory with a sandbox of its own. */
+static void
+copy_example(struct fx *f)
+{
+    char *wf = slurp(WEFT_SOURCE_DIR "/examples/mcp_filesystem/workflow.json");
+    char *script = slurp(WEFT_SOURCE_DIR "/examples/mcp_filesystem/script.json");
+    char sandbox[1024];
+
+    assert_non_null(wf);
+    assert_non_null(script);
+    write_file(f, "workflow.json", wf);
+    write_file(f, "script.json", script);
+    free(wf);
+    free(script);
+    snprintf(sandbox, sizeof(sandbox), "%s/sandbox", f->dir);
+    assert_int_equal(mkdir(sandbox, 0700), 0);
+}
+
+static void
+run(struct fx *f, const char *input)
+{
+    char error[512] = "";
+
+    weft_run_result_free(f->r);
+    f->r = NULL;
+    f->ro.input = input;
+    if (weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("weft_run failed: %s", error);
+    }
+    otlp_sink_collect(f->sink);
+}
+
+/* The supervisor's plan routes to mcp_agent_filesystem, which writes the file and reads it
+ * back through the real server; each MCP request is a client span under its execute_tool
+ * span, and the MCP metrics reach what `weft serve` shows. */
+static void
+test_mcp_example_writes_and_reads_through_the_server(void **state)
+{
+    struct fx *f = *state;
+    struct weft_diags d = {0};
+    char path[1024];
+    char *notes = NULL;
+    json_t *tool = NULL;
+    json_t *call = NULL;
+    json_t *parent = NULL;
+    struct weft_meter *meter = NULL;
+    char *prom = NULL;
+    size_t prom_len = 0;
+
+    copy_example(f);
+    if (load(f, "workflow.json", &d) != WEFT_OK) {
+        fail_msg("%s", diag_text(&d));
+    }
+    weft_diags_cleanup(&d);
+    run(f, "Write the release notes");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(f->r->step_count, 3);
+    assert_string_equal(f->r->steps[0].agent, "mcp_agent_filesystem");
+    assert_string_equal(f->r->steps[1].agent, "mcp_agent_filesystem");
+    for (size_t i = 0; i < f->r->step_count; i++) {
+        assert_string_equal(f->r->steps[i].status, "completed");
+    }
+    /* The file is really there, written by the server. */
+    snprintf(path, sizeof(path), "%s/sandbox/notes.md", f->dir);
+    notes = slurp(path);
+    assert_non_null(notes);
+    assert_non_null(strstr(notes, "# Release 1.4"));
+    free(notes);
+    /* The read came back through MCP: the tool message the agent got holds the text. */
+    assert_int_equal(f->r->tool_calls, 2);
+    /* execute_tool write_file, and under it the MCP client span. */
+    tool = otlp_sink_find(f->sink, "execute_tool write_file", 0);
+    assert_non_null(tool);
+    assert_string_equal(otlp_span_attr(tool, "gen_ai.tool.type"), "extension");
+    assert_string_equal(otlp_span_attr(tool, "weft.mcp.server"), "filesystem");
+    call = otlp_sink_find(f->sink, "tools/call write_file", 0);
+    assert_non_null(call);
+    parent = otlp_sink_parent(f->sink, call);
+    assert_non_null(parent);
+    assert_string_equal(json_string_value(json_object_get(parent, "spanId")),
+                        json_string_value(json_object_get(tool, "spanId")));
+    assert_int_equal(json_integer_value(json_object_get(call, "kind")), 3); /* CLIENT */
+    assert_string_equal(otlp_span_attr(call, "mcp.method.name"), "tools/call");
+    assert_string_equal(otlp_span_attr(call, "gen_ai.tool.name"), "write_file");
+    assert_string_equal(otlp_span_attr(call, "network.transport"), "pipe");
+    assert_true(strlen(otlp_span_attr(call, "mcp.protocol.version")) == 10);
+    assert_true(strlen(otlp_span_attr(call, "jsonrpc.request.id")) > 0);
+    assert_non_null(otlp_sink_find(f->sink, "tools/call read_text_file", 0));
+    /* The run's metrics in the state database carry the MCP histogram. */
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft_runtime_metrics_from_store(meter, f->state));
+    assert_weft_ok(weft_prometheus_render(meter, &prom, &prom_len));
+    if (strstr(prom, "mcp_client_operation_duration_seconds_count{") == NULL ||
+        strstr(prom, "gen_ai_tool_name=\"write_file\"") == NULL) {
+        fail_msg("no MCP operation histogram for write_file in:\n%.3000s", prom);
+    }
+    free(prom);
+    weft_meter_free(meter);
+}
+
+/* Run the built weft with @p args in the test directory; @return its exit status, and its
+ * output (stdout and stderr) in @p out (to free()). */
+static int
+weft_cli(const struct fx *f, const char *const *args, char **out)
+{
+    const char *argv[16];
+    char log[1024];
+    size_t n = 0;
+    int status = 0;
+
+    argv[n++] = WEFT_BINARY_DIR "/weft";
+    for (size_t i = 0; args[i] != NULL && n < 15; i++) {
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/cli.log", f->dir);
+    unlink(log);
+    status = weft_test_run(argv, NULL, f->dir, log, 60000);
+    *out = slurp(log);
+    assert_non_null(*out);
+    return status;
+}
+
+/* weft mcp list: a server's tools with their schemas, from a workflow or an mcpServers file;
+ * an unknown server is named with the ones there are. weft validate starts the servers
+ * (--offline does not), and a server that does not start is a problem at its path. */
+static void
+test_mcp_list_and_validate(void **state)
+{
+    struct fx *f = *state;
+    char *out = NULL;
+    json_t *listing = NULL;
+
+    copy_example(f);
+    {
+        const char *args[] = {"mcp", "list", "workflow.json", "filesystem", "--json", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 0);
+        listing = json_loads(out, 0, NULL);
+        if (listing == NULL) {
+            fail_msg("not JSON:\n%s", out);
+        }
+        assert_string_equal(json_string_value(json_object_get(listing, "server")), "filesystem");
+        assert_string_equal(json_string_value(json_object_get(listing, "transport")), "stdio");
+        assert_true(json_array_size(json_object_get(listing, "tools")) >= 5);
+        assert_non_null(strstr(out, "\"write_file\""));
+        assert_non_null(strstr(out, "\"input_schema\""));
+        json_decref(listing);
+        free(out);
+    }
+    write_file(f, "mcp.json",
+               "{\"mcpServers\": {\"fs\": {\"command\": \"node\", \"args\": [\"" FS_SERVER
+               "\", \"sandbox\"]}, \"other\": {\"url\": \"http://127.0.0.1:9/mcp\"}}}");
+    {
+        const char *args[] = {"mcp", "list", "mcp.json", "fs", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 0);
+        assert_non_null(strstr(out, "mcp server fs (stdio, protocol "));
+        assert_non_null(strstr(out, "read_text_file"));
+        free(out);
+    }
+    {
+        const char *args[] = {"mcp", "list", "mcp.json", "nope", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 2);
+        assert_non_null(strstr(out, "no MCP server 'nope' (servers: fs, other)"));
+        free(out);
+    }
+    {
+        const char *args[] = {"validate", "workflow.json", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 0);
+        assert_non_null(strstr(out, "mcp server filesystem: "));
+        assert_non_null(strstr(out, "valid (workflow 'mcp-filesystem')"));
+        free(out);
+    }
+    write_file(f, "broken.json",
+               "{\"name\": \"broken\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
+               "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
+               "\"init_timeout_s\": 5}}}");
+    {
+        const char *args[] = {"validate", "broken.json", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 2);
+        assert_non_null(strstr(out, "mcp_servers.gone: "));
+        assert_non_null(strstr(out, "gone"));
+        free(out);
+    }
+    {
+        const char *args[] = {"validate", "--offline", "broken.json", NULL};
+        assert_int_equal(weft_cli(f, args, &out), 0);
+        free(out);
+    }
+}
+
+/* A server that does not start fails nothing by itself: its agent is there, described as
+ * unavailable, and the run goes on; the log names the server. */
+static void
+test_mcp_server_that_does_not_start_leaves_the_run_going(void **state)
+{
+    struct fx *f = *state;
+    struct weft_diags d = {0};
+
+    weft_test_capture_logs();
+    write_file(f, "script.json",
+               "{\"responses\": {\"mcp_agent_gone\": {\"act\": [{\"content\": \"no tools "
+               "today\"}]}, \"a\": {\"act\": [{\"content\": \"done\"}]}}}");
+    write_file(f, "gone.json",
+               "{\"name\": \"gone\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
+               "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
+               "\"init_timeout_s\": 5}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
+               "\"mcp_agent_gone\", \"task\": \"try\"}, {\"id\": \"s2\", \"agent\": \"a\", "
+               "\"task\": \"go on\", \"depends_on\": [\"s1\"]}]}");
+    if (load(f, "gone.json", &d) != WEFT_OK) {
+        fail_msg("%s", diag_text(&d));
+    }
+    weft_diags_cleanup(&d);
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(f->r->steps[1].status, "completed");
+    assert_non_null(strstr(weft_test_logs(), "gone"));
+}
+
 int
 main(void)
 {
@@ -232,6 +474,11 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mcp_agents_from_file_inline_and_bindings, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_example_writes_and_reads_through_the_server, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_list_and_validate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_server_that_does_not_start_leaves_the_run_going,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
