@@ -265,6 +265,28 @@ call_tool(struct run *run,
     }
 }
 
+/* weft.mcp.calls' outcome label for @p r: a bounded set (JSON-RPC error codes fold into one). */
+static const char *
+mcp_outcome(const struct call_result *r)
+{
+    const char *type = r->outcome.error_type;
+
+    if (strcmp(r->outcome_name, "ok") == 0) {
+        return "success";
+    }
+    if (strcmp(r->outcome_name, "invalid_arguments") == 0) {
+        return "invalid_arguments";
+    }
+    if (strncmp(type, "jsonrpc_", 8) == 0) {
+        return "jsonrpc_error";
+    }
+    if (strcmp(type, "tool_error") == 0 || strcmp(type, "timeout") == 0 ||
+        strcmp(type, "server_down") == 0 || strcmp(type, "protocol") == 0) {
+        return type;
+    }
+    return "error";
+}
+
 /* Tool @p name of MCP server @p server with @p args, validated first against the tool's
  * @p schema, its timeout cut to what is left of the step's @p deadline. The run's lock is
  * released during the call; its client span nests under @p span (the execute_tool span). */
@@ -324,6 +346,7 @@ call_mcp(struct run *run,
             weft_span_set_bool(span, "weft.tool.truncated", true);
         }
     }
+    weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name, mcp_outcome(r));
     weft__mcp_call_result_cleanup(&res);
     weft__free(mcp_name);
 }

@@ -38,6 +38,7 @@ struct rt_metrics {
     struct weft_instrument *agent_duration;
     struct weft_instrument *tool_duration;
     struct weft_instrument *tool_calls;
+    struct weft_instrument *mcp_calls;
     struct weft_instrument *cost;
     struct weft_instrument *stuck;
 };
@@ -142,6 +143,8 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
                             "Tool call duration", duration_bounds, 14, &is_ok);
     m->tool_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.tool.calls", "{call}",
                          "Tool calls by outcome", NULL, 0, &is_ok);
+    m->mcp_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.calls", "{call}",
+                        "MCP tool calls by server and outcome", NULL, 0, &is_ok);
     m->cost = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.llm.cost", "USD",
                    "LLM cost from the workflow's price table", NULL, 0, &is_ok);
     m->stuck = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.stuck_loops", "{detection}",
@@ -343,6 +346,22 @@ weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, d
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->tool_calls, 1, a, 3);
     weft_histogram_record(m->tool_duration, seconds, a, 2);
+}
+
+void
+weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outcome)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_mcp(m->tee, server, outcome);
+    a[0] = WF(m);
+    a[1] = weft_attr_str("server", server);
+    a[2] = weft_attr_str("outcome", outcome);
+    weft_counter_add(m->mcp_calls, 1, a, 3);
 }
 
 void

@@ -43,7 +43,8 @@ WEFT_API weft_err weft_mcp_check(const struct weft_workflow *workflow,
                                  struct weft_diags *diags,
                                  char **report);
 
-/** Free text returned by this header's functions. NULL is a no-op. */
+/** Free text returned by this header's functions. NULL is a no-op.
+ * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_mcp_text_free(char *text);
 
 #ifdef __cplusplus
