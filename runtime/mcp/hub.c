@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <weft/secrets.h>
 
 #define BACKOFF_MIN_MS 500u
 #define BACKOFF_MAX_MS 30000u
@@ -59,30 +58,6 @@ on_client_event(void *user_data, const struct weft__mcp_event *ev)
     if (ev->kind == WEFT__MCP_PROGRESS && hub->opts.on_progress != NULL) {
         hub->opts.on_progress(hub->opts.user_data, ev->server, ev->tool, ev->progress, ev->total,
                               ev->message);
-    }
-}
-
-/* Register what the server's configuration holds in secret: env values, header values. */
-static void
-add_secrets(const struct weft__mcp_server_config *cfg)
-{
-    char name[128];
-
-    for (size_t i = 0; i < cfg->env_count; i++) {
-        const char *eq = strchr(cfg->env[i], '=');
-        if (eq != NULL && eq[1] != '\0') {
-            snprintf(name, sizeof(name), "mcp.%s.%.*s", cfg->name, (int)(eq - cfg->env[i]),
-                     cfg->env[i]);
-            (void)weft_secrets_add(name, eq + 1);
-        }
-    }
-    for (size_t i = 0; i < cfg->header_count; i++) {
-        const char *colon = strstr(cfg->headers[i], ": ");
-        if (colon != NULL && colon[2] != '\0') {
-            snprintf(name, sizeof(name), "mcp.%s.%.*s", cfg->name, (int)(colon - cfg->headers[i]),
-                     cfg->headers[i]);
-            (void)weft_secrets_add(name, colon + 2);
-        }
     }
 }
 
@@ -176,7 +151,6 @@ weft__mcp_hub_new(const struct weft_workflow *wf,
     pthread_mutex_init(&hub->lock, NULL);
     for (size_t i = 0; i < hub->count; i++) {
         hub->servers[i].entry = &wf->mcp[i];
-        add_secrets(&wf->mcp[i].cfg);
     }
     for (size_t i = 0; i < hub->count; i++) {
         char why[256] = "";

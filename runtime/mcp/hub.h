@@ -44,8 +44,8 @@ struct weft__mcp_hub_options {
     bool is_strict; /* a server that does not start fails the call (validate, mcp list) */
 };
 
-/* Start the workflow's MCP servers (all at once; each within its init timeout). Their env and
- * header values are registered as secrets (weft_secrets_add) first.
+/* Start the workflow's MCP servers (one after the other; each within its init timeout; the
+ * clients register their env and header values as secrets).
  * @return WEFT_OK (a server that did not start is logged and retried later, unless is_strict);
  * with is_strict, the first start error (as weft__mcp_client_new()) with @p err naming the
  * server; WEFT_ENOMEM. *out is NULL on error. Ownership: borrows @p wf for the hub's life. */

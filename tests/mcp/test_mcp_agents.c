@@ -344,6 +344,10 @@ test_mcp_example_writes_and_reads_through_the_server(void **state)
         strstr(prom, "gen_ai_tool_name=\"write_file\"") == NULL) {
         fail_msg("no MCP operation histogram for write_file in:\n%.3000s", prom);
     }
+    if (strstr(prom, "weft_mcp_calls_total{") == NULL ||
+        strstr(prom, "outcome=\"success\",server=\"filesystem\"") == NULL) {
+        fail_msg("no weft_mcp_calls_total for filesystem in:\n%.3000s", prom);
+    }
     free(prom);
     weft_meter_free(meter);
 }
