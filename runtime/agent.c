@@ -41,7 +41,7 @@ flow_key(const struct run *run, size_t step)
 
 /* The OpenAI "tools" array for the agent, or NULL when it has none. */
 static json_t *
-tools_json(const struct run *run, const struct wf_agent *agent)
+tools_json(struct run *run, const struct wf_agent *agent)
 {
     const struct weft_workflow *wf = run->cfg.wf;
     json_t *arr = json_array();
@@ -58,7 +58,11 @@ tools_json(const struct run *run, const struct wf_agent *agent)
                                         "parameters", schema != NULL ? schema : json_object()));
     }
     if (arr != NULL && agent->mcp_server_count > 0 && run->cfg.mcp != NULL) {
+        /* Without the run lock: the client may wait on its reader thread (a reload), which
+         * may wait on the run lock to show a progress notification. */
+        weft__rt_unlock(run);
         (void)weft__mcp_hub_tools_json(run->cfg.mcp, agent, arr); /* out of memory: fewer */
+        weft__rt_lock(run);
     }
     if (arr != NULL && agent->can_request_count > 0) {
         json_t *schema = weft__tool_builtin_schema(TOOL_REQUEST_AGENT);

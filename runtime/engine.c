@@ -901,9 +901,12 @@ supervisor_messages(struct run *run, const char *user)
                          ? wf->supervisor.instructions
                          : "You are the supervisor of a team of agents.");
     for (size_t i = 0; i < wf->agent_count; i++) {
-        char *about = wf->agents[i].is_mcp && run->cfg.mcp != NULL
-                          ? weft__mcp_hub_describe(run->cfg.mcp, &wf->agents[i])
-                          : NULL;
+        char *about = NULL;
+        if (wf->agents[i].is_mcp && run->cfg.mcp != NULL) {
+            weft__rt_unlock(run); /* as agent.c tools_json(): the client may wait on its reader */
+            about = weft__mcp_hub_describe(run->cfg.mcp, &wf->agents[i]);
+            weft__rt_lock(run);
+        }
         const char *text = about != NULL ? about : wf->agents[i].description;
         weft__buf_printf(&sys, "\n- %s", wf->agents[i].name);
         if (text != NULL && text[0] != '\0') {
