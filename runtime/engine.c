@@ -765,7 +765,9 @@ teardown(struct run *run)
     weft__llm_provider_free(ENG(run)->replay);
     weft__llm_recording_free(ENG(run)->recording);
     weft__free((void *)run->cfg.native);
-    weft__mcp_hub_free(run->cfg.mcp);
+    if (!run->cfg.is_mcp_borrowed) {
+        weft__mcp_hub_free(run->cfg.mcp);
+    }
     for (size_t i = 0; i < run->ps.request_count; i++) {
         weft__free(run->ps.requests[i].agent);
         weft__free(run->ps.requests[i].query);
@@ -3090,8 +3092,10 @@ weft__execute_task(const struct weft__task_run *t,
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
         e = e == WEFT_EDISABLED ? WEFT_OK : e;
     }
-    if (e == WEFT_OK) {
-        /* A worker starts the workflow's MCP servers for the task (no pool across tasks yet). */
+    if (e == WEFT_OK && t->mcp != NULL) {
+        run->cfg.mcp = t->mcp; /* the worker's, started once for its tasks */
+        run->cfg.is_mcp_borrowed = true;
+    } else if (e == WEFT_OK) {
         e = start_mcp(run, t->meter, err, err_len);
     }
     if (e == WEFT_OK) {

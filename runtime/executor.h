@@ -165,6 +165,9 @@ struct weft__task_run {
     uint32_t timeout_ms; /* 0: no deadline */
     bool capture_content;
     int64_t redeliveries; /* earlier deliveries of the task message (on execute_tool spans) */
+    /* The workflow's MCP servers, already started (a worker keeps them across tasks); NULL:
+     * the task starts its own and stops them when it ends. */
+    struct weft__mcp_hub *mcp;
 };
 
 /* How a task run ended. Owned strings; clean up with weft__task_outcome_cleanup(). */

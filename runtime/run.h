@@ -80,6 +80,7 @@ struct run_config {
     bool capture_content;
     const struct tool_def **native; /* per workflow tool: the registry entry of native tools */
     struct weft__mcp_hub *mcp;      /* the workflow's MCP servers (mcp/hub.h); NULL: none */
+    bool is_mcp_borrowed;           /* mcp belongs to the caller (a worker's): not freed here */
     uint64_t started_mono;
     uint64_t deadline_mono; /* 0: none */
     /* A worker's task run (docs/distributed.md): the task's attempt and the deliveries of its

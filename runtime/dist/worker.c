@@ -8,6 +8,8 @@
  */
 #include "runtime/dist/worker.h"
 
+#include "runtime/mcp/hub.h"
+
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
@@ -58,6 +60,7 @@ struct cached_wf {
     char *path;
     json_t *doc;
     struct weft_workflow *wf;
+    struct weft__mcp_hub *mcp; /* its MCP servers, started for the first task that needs them */
 };
 
 struct worker {
@@ -139,6 +142,48 @@ workflow_is_cached(struct worker *w, const struct weft_workflow *wf)
     }
     pthread_mutex_unlock(&w->cache_lock);
     return is_cached;
+}
+
+/* The MCP servers of cached workflow @p wf, started the first time a task needs them and kept
+ * until the worker exits, so a task does not pay a server's start. NULL: the workflow has no
+ * servers or is not cached (its task starts its own). The start happens outside the cache's
+ * lock; two threads starting at once keep the first hub. */
+static struct weft__mcp_hub *
+mcp_for(struct worker *w, const struct weft_workflow *wf)
+{
+    struct weft__mcp_hub_options o;
+    struct weft__mcp_hub *hub = NULL;
+    struct weft__mcp_hub *kept = NULL;
+    struct cached_wf *entry = NULL;
+    char why[256];
+
+    if (wf == NULL || wf->mcp_count == 0) {
+        return NULL;
+    }
+    pthread_mutex_lock(&w->cache_lock);
+    for (size_t i = 0; i < WF_CACHE && entry == NULL; i++) {
+        entry = w->cache[i].wf == wf ? &w->cache[i] : NULL;
+    }
+    hub = entry != NULL ? entry->mcp : NULL;
+    pthread_mutex_unlock(&w->cache_lock);
+    if (entry == NULL || hub != NULL) {
+        return hub;
+    }
+    memset(&o, 0, sizeof(o));
+    o.tracer = w->tracer;
+    o.meter = w->cfg->meter;
+    if (weft__mcp_hub_new(wf, &o, &hub, why, sizeof(why)) != WEFT_OK) {
+        return NULL; /* out of memory: the task starts its own */
+    }
+    pthread_mutex_lock(&w->cache_lock);
+    if (entry->mcp == NULL) {
+        entry->mcp = hub;
+        hub = NULL;
+    }
+    kept = entry->mcp;
+    pthread_mutex_unlock(&w->cache_lock);
+    weft__mcp_hub_free(hub); /* another thread's came first */
+    return kept;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -227,6 +272,7 @@ run_step(struct worker *w,
     tr.timeout_ms = t->timeout_ms;
     tr.capture_content = t->capture_content;
     tr.redeliveries = j->delivery_count;
+    tr.mcp = mcp_for(w, wf);
     e = weft__execute_task(&tr, &out, err, sizeof(err));
     if (e != WEFT_OK) {
         r->error = weft__strdup(err);
@@ -651,6 +697,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
     for (size_t i = 0; i < WF_CACHE; i++) {
         weft__free(w->cache[i].path);
         json_decref(w->cache[i].doc);
+        weft__mcp_hub_free(w->cache[i].mcp); /* before the workflow it borrows */
         weft_workflow_free(w->cache[i].wf);
     }
     weft__dist_metrics_cleanup(&w->metrics);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 static struct weft_test_amqp *broker;
@@ -25,7 +26,7 @@ struct env {
     char home[600];
     char url[600];
     char prefix[600];
-    const char *vars[6];
+    const char *vars[8];
 };
 
 static int
@@ -151,6 +152,14 @@ assert_log(const struct env *e, const char *name, const char *needle)
         free(tail);
         fail();
     }
+}
+
+/* SIGTERM to a worker: a graceful stop, exit 0. */
+static void
+stop_worker(pid_t w)
+{
+    kill(w, SIGTERM);
+    assert_int_equal(weft_test_wait(w, 60000), 0);
 }
 
 /* SIGTERM to two workers: a graceful stop, each exits 0. */
@@ -313,6 +322,56 @@ test_wider_than_the_window_runs_every_step(void **state)
     weft_test_rm_rf(e.dir);
 }
 
+/* A copy of file @p name of examples/mcp_filesystem into @p dir. */
+static void
+copy_example_file(const char *dir, const char *name)
+{
+    char src[700], text[16384];
+    FILE *in = NULL;
+    size_t n = 0;
+
+    snprintf(src, sizeof(src), "%s/examples/mcp_filesystem/%s", WEFT_SOURCE_DIR, name);
+    in = fopen(src, "r");
+    assert_non_null(in);
+    n = fread(text, 1, sizeof(text) - 1, in);
+    fclose(in);
+    text[n] = '\0';
+    write_file(dir, name, text);
+}
+
+/* An MCP agent's steps on a worker: the worker starts the workflow's filesystem server once
+ * (kept across its tasks), and the file the plan writes and reads through it is on disk. */
+static void
+test_mcp_agent_runs_on_a_worker(void **state)
+{
+    struct env e;
+    char path[700], log[700];
+    pid_t w = 0;
+
+    (void)state;
+    env_init(&e, "mcp");
+    e.vars[5] = "WEFT_MCP_MODULES=" WEFT_SOURCE_DIR "/tests/mcp/node_modules";
+    e.vars[6] = NULL;
+    copy_example_file(e.dir, "workflow.json");
+    copy_example_file(e.dir, "script.json");
+    snprintf(path, sizeof(path), "%s/sandbox", e.dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    w = start_worker(&e, "w", "2", NULL);
+    {
+        const char *argv[] = {weft_bin, "run", "workflow.json", "--executor", "amqp", "--no-trace",
+                              "-q",     NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    assert_log(&e, "run.log",
+               "s1:mcp_agent_filesystem(completed) s2:mcp_agent_filesystem(completed)");
+    assert_log(&e, "run.log", "3 task(s) published, 3 result(s)");
+    snprintf(path, sizeof(path), "%s/sandbox/notes.md", e.dir);
+    assert_true(weft_test_file_contains(path, "# Release 1.4"));
+    stop_worker(w);
+    weft_test_rm_rf(e.dir);
+}
+
 static const char slow_workflow[] =
     "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": \"s\", "
     "\"script\": \"script.json\"}},"
@@ -353,8 +412,7 @@ test_worker_killed_mid_task(void **state)
     assert_log(&e, "run.log", "s1:slow(completed)");
     assert_log(&e, "run.log", "1 result(s), 0 duplicate(s), 1 redelivery(ies), 0 dead-lettered");
     wait_counts(queue, 0, 0);
-    kill(b, SIGTERM);
-    assert_int_equal(weft_test_wait(b, 60000), 0);
+    stop_worker(b);
     assert_log(&e, "b.log", "1 succeeded");
     weft_test_rm_rf(e.dir);
 }
@@ -474,8 +532,7 @@ test_malformed_messages_rejected(void **state)
         assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
     }
     assert_log(&e, "run.log", "s1:slow(completed)");
-    kill(w, SIGTERM);
-    assert_int_equal(weft_test_wait(w, 60000), 0);
+    stop_worker(w);
     assert_log(&e, "w.log", "3 rejected");
     weft_test_rm_rf(e.dir);
 }
@@ -506,8 +563,7 @@ test_broker_restart_mid_run(void **state)
     assert_int_equal(weft_test_wait(run, 120000), 0);
     assert_log(&e, "run.log", "s1:slow(completed)");
     assert_log(&e, "run.log", "0 dead-lettered");
-    kill(w, SIGTERM);
-    assert_int_equal(weft_test_wait(w, 60000), 0);
+    stop_worker(w);
     weft_test_rm_rf(e.dir);
 }
 
@@ -518,6 +574,7 @@ main(void)
         cmocka_unit_test(test_run_matches_in_process),
         cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
         cmocka_unit_test(test_wider_than_the_window_runs_every_step),
+        cmocka_unit_test(test_mcp_agent_runs_on_a_worker),
         cmocka_unit_test(test_worker_killed_mid_task),
         cmocka_unit_test(test_malformed_messages_rejected),
         cmocka_unit_test(test_poison_task_dead_lettered),
