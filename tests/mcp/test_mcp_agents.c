@@ -470,6 +470,54 @@ test_mcp_server_that_does_not_start_leaves_the_run_going(void **state)
     assert_non_null(strstr(weft_test_logs(), "gone"));
 }
 
+#define EVERYTHING MODULES "/@modelcontextprotocol/server-everything/dist/index.js"
+
+struct progress_seen {
+    size_t count;
+    char last[256];
+};
+
+static void
+on_progress(const struct weft_run_event *ev, void *user_data)
+{
+    struct progress_seen *seen = user_data;
+
+    if (ev->kind == WEFT_EVENT_TOOL_PROGRESS) {
+        seen->count++;
+        snprintf(seen->last, sizeof(seen->last), "%s", ev->detail);
+    }
+}
+
+/* A long MCP call's progress notifications reach the run's progress display as they come. */
+static void
+test_mcp_progress_reaches_the_progress_display(void **state)
+{
+    struct fx *f = *state;
+    struct weft_diags d = {0};
+    struct progress_seen seen;
+
+    memset(&seen, 0, sizeof(seen));
+    write_file(f, "script.json",
+               "{\"responses\": {\"mcp_agent_everything\": {\"act\": [{\"tool_calls\": "
+               "[{\"name\": \"trigger-long-running-operation\", \"arguments\": {\"duration\": "
+               "0.4, \"steps\": 4}}]}, {\"content\": \"done\"}]}}}");
+    write_file(f, "wf.json",
+               "{\"name\": \"long\", " MODEL ", \"mcp_servers\": {\"everything\": "
+               "{\"command\": \"node\", \"args\": [\"" EVERYTHING "\", \"stdio\"]}}, "
+               "\"plan\": [{\"id\": \"s1\", \"agent\": \"mcp_agent_everything\", \"task\": "
+               "\"wait\"}]}");
+    if (load(f, "wf.json", &d) != WEFT_OK) {
+        fail_msg("%s", diag_text(&d));
+    }
+    weft_diags_cleanup(&d);
+    f->ro.progress = on_progress;
+    f->ro.progress_user_data = &seen;
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(seen.count, 4);
+    assert_string_equal(seen.last, "mcp everything trigger-long-running-operation: 100%");
+}
+
 int
 main(void)
 {
@@ -481,6 +529,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mcp_example_writes_and_reads_through_the_server, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mcp_list_and_validate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_progress_reaches_the_progress_display, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mcp_server_that_does_not_start_leaves_the_run_going,
                                         setup, teardown),
     };
