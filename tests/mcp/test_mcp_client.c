@@ -393,7 +393,8 @@ test_everything_http_session_progress(void **state)
     }
     if (rc != WEFT_OK) {
         weft_test_kill_group(pid, 1000);
-        fail_msg("could not start server-everything over HTTP: %s", err);
+        fail_msg("could not start server-everything over HTTP: %s\nlogs:\n%s", err,
+                 weft_test_logs());
     }
     assert_string_equal(weft__mcp_client_protocol(c), "2025-11-25");
     assert_non_null(weft__mcp_client_session_id(c));
@@ -691,7 +692,8 @@ test_trace_context_in_meta(void **state)
     weft_hex_encode(s->trace_id, 16, trace_hex);
     weft_hex_encode(s->span_id, 8, span_hex);
     /* The traceparent in params._meta names the MCP span itself as the server's parent. */
-    snprintf(expected, sizeof(expected), "\"traceparent\":\"00-%s-%s-01\"", trace_hex, span_hex);
+    snprintf(expected, sizeof(expected), "\"traceparent\":\"00-%s-%s-%02x\"", trace_hex, span_hex,
+             s->trace_flags);
     rec = read_record(f, "\"name\":\"echo\"");
     assert_non_null(rec);
     assert_non_null(strstr(rec, expected));
