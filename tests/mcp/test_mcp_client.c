@@ -485,6 +485,10 @@ test_fault_crash_mid_call_then_restart(void **state)
     assert_non_null(strstr(r.text, "fault"));
     assert_non_null(strstr(r.text, "status 3"));
     weft__mcp_call_result_cleanup(&r);
+    /* SERVER_DOWN is emitted by the reader thread right after it wakes the caller. */
+    for (int i = 0; i < 100 && count_of(f, &f->down) == 0; i++) {
+        msleep(10);
+    }
     assert_int_equal(count_of(f, &f->down), 1);
 
     assert_weft_ok(weft__mcp_client_call(c, "echo", NULL, &f->parent_ctx, 0, &r));
