@@ -26,13 +26,37 @@ elif [ "${1:-build}" != build ]; then
     exit 2
 fi
 
+# The MCP client's tests (tests/mcp) start real MCP servers from npm: node and npm from Debian
+# when node is missing, then `npm ci` in tests/mcp (as the current user, root or not) when
+# node_modules is missing or older than the lockfile.
+mcp_test_servers() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+    if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+        echo "weft: installing the MCP test servers (npm ci in tests/mcp)" >&2
+        (cd "$dir" && npm ci --no-audit --no-fund) && touch "$dir/node_modules"
+    fi
+}
+if [ "${1:-build}" = test ]; then
+    if ! command -v node >/dev/null 2>&1; then
+        pkgs="$pkgs nodejs"
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        pkgs="$pkgs npm"
+    fi
+fi
+
 missing=""
 for p in $pkgs; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    if [ "${1:-build}" = test ]; then
+        mcp_test_servers
+    fi
+    exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "weft: missing Debian packages:$missing" >&2
@@ -75,3 +99,7 @@ esac
 case " $missing " in
 *" postgresql-15 "*) stop_service postgresql ;;
 esac
+
+if [ "${1:-build}" = test ]; then
+    mcp_test_servers
+fi

@@ -1166,6 +1166,11 @@ rpc(struct weft__mcp_client *c,
             snprintf(out->message, sizeof(out->message), "%s", emsg != NULL ? emsg : "error");
         } else {
             out->result = json_incref(json_object_get(answer, "result"));
+            /* isError: the call worked, the tool failed; the conventions' error.type. */
+            if (json_is_true(json_object_get(out->result, "isError"))) {
+                snprintf(out->span_error, sizeof(out->span_error), "tool_error");
+                snprintf(out->message, sizeof(out->message), "the tool reported an error");
+            }
         }
         json_decref(answer);
     }
@@ -1464,7 +1469,8 @@ start_session(struct weft__mcp_client *c, uint64_t deadline, char *err, size_t e
     pthread_mutex_unlock(&c->lock);
     json_decref(r.result);
     r.result = NULL;
-    if (c->is_http && weft__mcp_http_set_protocol(cn->http, version) != WEFT_OK) {
+    /* From the copy: `version` pointed into the answer, which is gone now. */
+    if (c->is_http && weft__mcp_http_set_protocol(cn->http, c->protocol) != WEFT_OK) {
         rc = WEFT_ENOMEM;
         goto fail;
     }

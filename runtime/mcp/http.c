@@ -360,7 +360,10 @@ perform(struct xfer *x,
         snprintf(err, err_len, "%s", curl_easy_strerror(rc));
         result = WEFT_EIO;
     } else if (*status >= 400) {
-        snprintf(err, err_len, "answered HTTP %ld", *status);
+        /* The head of the body says why (the SDKs answer a JSON-RPC error with a message). */
+        size_t n = x->body.len < 160 ? x->body.len : 160;
+        snprintf(err, err_len, "answered HTTP %ld%s%.*s", *status, n > 0 ? ": " : "", (int)n,
+                 n > 0 ? x->body.data : "");
         result = WEFT_EHTTP;
     }
     /* A JSON body is delivered whatever the status: an error status may carry a JSON-RPC
