@@ -26,7 +26,7 @@ extern "C" {
  * @param error receives a sentence naming the file, the server and the problem on failure.
  * @return WEFT_OK; WEFT_ENOTFOUND (no such server in the file: @p error lists the names);
  * WEFT_EPARSE (the file is not valid); the server's start error (WEFT_EIO, WEFT_ETIMEDOUT,
- * WEFT_EPROTO); WEFT_EINVAL; WEFT_ENOMEM. *out is NULL on error.
+ * WEFT_EPARSE for no common protocol version); WEFT_EINVAL; WEFT_ENOMEM. *out is NULL on error.
  * Ownership: *out is new; free it with weft_mcp_text_free(). */
 WEFT_API weft_err
 weft_mcp_list(const char *file, const char *server, char **out, char *error, size_t error_len);

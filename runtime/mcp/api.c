@@ -40,6 +40,7 @@ listing(struct weft__mcp_client *client, const struct weft__mcp_server_config *c
     uint64_t version = 0;
     json_t *arr = json_array();
     json_t *o = NULL;
+    char *instructions = NULL;
 
     if (arr == NULL || weft__mcp_client_tools(client, &tools, &count, &version) != WEFT_OK) {
         json_decref(arr);
@@ -52,10 +53,11 @@ listing(struct weft__mcp_client *client, const struct weft__mcp_server_config *c
                            tools[i].input_schema, "output_schema", tools[i].output_schema));
     }
     weft__mcp_tools_free(tools, count);
+    instructions = weft__mcp_client_instructions(client);
     o = json_pack("{s:s, s:s, s:s?, s:s?, s:o}", "server", cfg->name, "transport",
                   cfg->url != NULL ? "http" : "stdio", "protocol_version",
-                  weft__mcp_client_protocol(client), "instructions",
-                  weft__mcp_client_instructions(client), "tools", arr);
+                  weft__mcp_client_protocol(client), "instructions", instructions, "tools", arr);
+    weft__free(instructions);
     return o;
 }
 

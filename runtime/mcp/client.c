@@ -1738,10 +1738,19 @@ weft__mcp_client_server_name(const struct weft__mcp_client *client)
     return client != NULL && client->server_name[0] != '\0' ? client->server_name : NULL;
 }
 
-const char *
-weft__mcp_client_instructions(const struct weft__mcp_client *client)
+char *
+weft__mcp_client_instructions(struct weft__mcp_client *client)
 {
-    return client != NULL ? client->instructions : NULL;
+    char *copy = NULL;
+
+    if (client == NULL) {
+        return NULL;
+    }
+    /* A copy under the lock: a restart replaces them (a hub reads them from other threads). */
+    pthread_mutex_lock(&client->lock);
+    copy = client->instructions != NULL ? weft__strdup(client->instructions) : NULL;
+    pthread_mutex_unlock(&client->lock);
+    return copy;
 }
 
 weft_err

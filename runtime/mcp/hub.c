@@ -380,12 +380,13 @@ weft__mcp_hub_describe(struct weft__mcp_hub *hub, const struct wf_agent *agent)
                                s->entry->cfg.name, s->error);
         pthread_mutex_unlock(&hub->lock);
     } else {
-        const char *instructions = weft__mcp_client_instructions(s->client);
+        char *instructions = weft__mcp_client_instructions(s->client);
         (void)weft__buf_printf(&b, "the tools of MCP server %s", s->entry->cfg.name);
         if (instructions != NULL && instructions[0] != '\0') {
             (void)weft__buf_append_str(&b, ": ");
             first_line(&b, instructions, 300);
         }
+        weft__free(instructions);
         pthread_mutex_lock(&hub->lock);
         (void)weft__buf_append_str(&b, ". Tools:");
         for (size_t t = 0; t < s->tool_count; t++) {

@@ -112,12 +112,14 @@ weft_err weft__mcp_client_new(const struct weft__mcp_server_config *cfg,
  * and free. NULL is a no-op. */
 void weft__mcp_client_free(struct weft__mcp_client *client);
 
-/* The server's name, its negotiated protocol version, its session id (HTTP; NULL for stdio),
- * its serverInfo name and its `instructions` (NULL: none). Borrowed until the client is
- * freed or restarted: copy them. */
+/* The server's name and its negotiated protocol version: borrowed until the client is freed
+ * (a restart may rewrite the protocol: read it where no restart can happen). */
 const char *weft__mcp_client_name(const struct weft__mcp_client *client);
 const char *weft__mcp_client_protocol(const struct weft__mcp_client *client);
-const char *weft__mcp_client_instructions(const struct weft__mcp_client *client);
+
+/* The server's `instructions` from its initialize answer, copied (NULL: none, or out of
+ * memory). Ownership: free with weft__free(). */
+char *weft__mcp_client_instructions(struct weft__mcp_client *client);
 const char *weft__mcp_client_session_id(const struct weft__mcp_client *client);
 const char *weft__mcp_client_server_name(const struct weft__mcp_client *client);
 

@@ -4,6 +4,7 @@
  * (npm ci in tests/mcp); a server that cannot start fails the test. */
 #include "support/weft_test.h"
 
+#include "base/mem.h"
 #include "runtime/mcp/mcp.h"
 #include "support/mem_exporter.h"
 #include "support/server_proc.h"
@@ -642,7 +643,11 @@ test_fault_errors_and_list_changed(void **state)
     /* Six tools over three pages. */
     assert_true(has_tool(c, "change", &v0, &n));
     assert_int_equal(n, 6);
-    assert_string_equal(weft__mcp_client_instructions(c), "a server that breaks");
+    {
+        char *instructions = weft__mcp_client_instructions(c);
+        assert_string_equal(instructions, "a server that breaks");
+        weft__free(instructions);
+    }
 
     assert_weft_ok(weft__mcp_client_call(c, "fail", NULL, &f->parent_ctx, 0, &r));
     assert_true(r.is_error);
