@@ -722,7 +722,14 @@ one_message(struct conn *cn, json_t *msg, const char *data, size_t len)
     {
         struct pending *p = find_pending_locked(c, cn->gen, n);
         if (p != NULL && !p->is_done) {
-            p->answer = json_incref(msg);
+            /* A copy the waiter owns alone: jansson's reference counts are not safe to share
+             * between threads (json_decref reads the count before its atomic decrement), and
+             * this thread still holds the message it came in. */
+            p->answer = json_deep_copy(msg);
+            if (p->answer == NULL) {
+                snprintf(p->fail_type, sizeof(p->fail_type), "out_of_memory");
+                snprintf(p->why, sizeof(p->why), "out of memory reading the answer");
+            }
             p->is_done = true;
             pthread_cond_broadcast(&c->cond);
         } else {
