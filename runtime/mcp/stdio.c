@@ -17,13 +17,14 @@
  * Invariant: the child is reaped exactly once, by the reader (when stdout ends) or by stop;
  * `reaped` under `lock` says which.
  */
-#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np, _addchdir_np */
+#define _GNU_SOURCE /* pipe2 */
 
 #include "runtime/mcp/transport.h"
 
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/spawn.h"
 #include "base/time.h"
 
 #include <errno.h>
@@ -31,7 +32,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,57 +98,11 @@ static int
 spawn_child(
     const struct weft__mcp_server_config *cfg, int in_fd, int out_fd, int err_fd, pid_t *pid)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t none;
-    sigset_t all;
-    char **env = NULL;
-    int rc = 0;
+    char **env = child_environ(cfg);
+    struct weft__spawn s = {cfg->argv, env, in_fd, out_fd, err_fd, cfg->cwd, -1};
+    int rc = env != NULL ? weft__spawn(&s, pid) : ENOMEM;
 
-    rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = posix_spawnattr_init(&attr);
-    if (rc != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return rc;
-    }
-    sigemptyset(&none);
-    sigfillset(&all);
-    rc = posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-    }
-    if (rc == 0 && cfg->cwd != NULL) {
-        rc = posix_spawn_file_actions_addchdir_np(&fa, cfg->cwd);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                 POSIX_SPAWN_SETSIGDEF);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setpgroup(&attr, 0);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setsigmask(&attr, &none);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setsigdefault(&attr, &all);
-    }
-    if (rc == 0) {
-        env = child_environ(cfg);
-        rc = env != NULL ? posix_spawnp(pid, cfg->argv[0], &fa, &attr, cfg->argv, env) : ENOMEM;
-        weft__free(env);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    weft__free(env);
     return rc;
 }
 

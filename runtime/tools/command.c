@@ -17,13 +17,14 @@
  * Output beyond the cap is read and discarded, so a chatty child never blocks on a full pipe.
  * Invariant: every child spawned here is reaped before weft__tool_command() returns.
  */
-#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np, _addfchdir_np */
+#define _GNU_SOURCE /* pipe2 */
 
 #include "tools.h"
 
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/spawn.h"
 #include "base/time.h"
 #include "base/utf8.h"
 
@@ -33,7 +34,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,60 +211,11 @@ make_pipe(int fds[2])
 static int
 spawn(char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t none;
-    sigset_t all;
-    int rc = 0;
+    char **env = command_environ();
+    struct weft__spawn s = {argv, env, -1, out_fd, err_fd, NULL, dir_fd};
+    int rc = env != NULL ? weft__spawn(&s, pid) : ENOMEM;
 
-    rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = posix_spawnattr_init(&attr);
-    if (rc != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return rc;
-    }
-    sigemptyset(&none);
-    sigfillset(&all);
-    /* The actions run in order in the child; fchdir comes before closefrom, which closes
-     * dir_fd along with every descriptor the engine holds (sockets, SQLite, exporters). */
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_addfchdir_np(&fa, dir_fd);
-    }
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                 POSIX_SPAWN_SETSIGDEF);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setpgroup(&attr, 0);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setsigmask(&attr, &none);
-    }
-    if (rc == 0) {
-        rc = posix_spawnattr_setsigdefault(&attr, &all);
-    }
-    if (rc == 0) {
-        char **env = command_environ();
-        rc = env != NULL ? posix_spawnp(pid, argv[0], &fa, &attr, argv, env) : ENOMEM;
-        weft__free(env);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    weft__free(env);
     return rc;
 }
 
