@@ -722,7 +722,11 @@ one_message(struct conn *cn, json_t *msg, const char *data, size_t len)
     {
         struct pending *p = find_pending_locked(c, cn->gen, n);
         if (p != NULL && !p->is_done) {
-            p->answer = json_incref(msg);
+            /* A copy, not a reference: the reader thread drops its own reference to msg
+             * after this, and jansson's json_decref reads the count without an atomic load,
+             * which races with the caller's decref of a shared value (ThreadSanitizer sees it
+             * when a server answers at once). */
+            p->answer = json_deep_copy(msg);
             p->is_done = true;
             pthread_cond_broadcast(&c->cond);
         } else {
