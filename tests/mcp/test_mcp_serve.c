@@ -22,6 +22,7 @@
 #include <weft/mcp.h>
 
 #define WEFT        WEFT_BINARY_DIR "/weft"
+#define INSPECTOR   WEFT_SOURCE_DIR "/tests/mcp/node_modules/.bin/mcp-inspector"
 #define EXAMPLES    WEFT_SOURCE_DIR "/examples"
 #define TOKEN       "test-token-0123456789"
 #define RUN_TIMEOUT 60000
@@ -760,6 +761,29 @@ test_http_session_origin_token(void **state)
     assert_int_equal(weft_test_wait(pid, 10000), 0);
 }
 
+/* @modelcontextprotocol/inspector's CLI mode (pinned in tests/mcp/package.json) lists the
+ * tools of `weft mcp serve` over stdio: another implementation of the protocol agrees. */
+static void
+test_inspector_cli_lists_tools(void **state)
+{
+    char out_path[600];
+    const char *argv[] = {INSPECTOR, "--cli", WEFT, "mcp", "serve", "--method", "tools/list", NULL};
+    const char *env[] = {fx.home_env, NULL};
+    int status = 0;
+
+    (void)state;
+    snprintf(out_path, sizeof(out_path), "%s/inspector.out", fx.dir);
+    status = weft_test_run(argv, env, fx.dir, out_path, 60000);
+    if (status != 0) {
+        char *tail = weft_test_log_tail(out_path, 2000);
+
+        fail_msg("mcp-inspector --cli exited %d (npm ci in tests/mcp installs it): %s", status,
+                 tail);
+    }
+    assert_true(weft_test_file_contains(out_path, "\"why_failed\""));
+    assert_true(weft_test_file_contains(out_path, "\"outputSchema\""));
+}
+
 int
 main(void)
 {
@@ -775,6 +799,7 @@ main(void)
         cmocka_unit_test(test_handle_jsonrpc_errors),
         cmocka_unit_test(test_http_session_origin_token),
         cmocka_unit_test(test_stdio_stdout_only_protocol_and_eof_ends),
+        cmocka_unit_test(test_inspector_cli_lists_tools),
         cmocka_unit_test(test_stdio_start_run_then_listed),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
