@@ -1,0 +1,806 @@
+/* tests/mcp/test_mcp_serve.c - `weft mcp serve` (runtime/mcp/server.c, serve_http.c), the built
+ * binary driven by weft's own MCP client (runtime/mcp/mcp.h) over stdio and Streamable HTTP,
+ * against a store filled by `weft run` of example workflows: one completed after a correction
+ * (examples/correction), one completed with reflection (examples/swarm_reflection) and one
+ * that fails (a command step running `false`). The JSON-RPC error paths are checked on the
+ * library entry point weft_mcp_server_handle(); the HTTP status codes with raw libcurl
+ * requests. Anything that cannot start fails the test. */
+#include "support/weft_test.h"
+
+#include "runtime/mcp/mcp.h"
+#include "support/server_proc.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <weft/mcp.h>
+
+#define WEFT        WEFT_BINARY_DIR "/weft"
+#define INSPECTOR   WEFT_SOURCE_DIR "/tests/mcp/node_modules/.bin/mcp-inspector"
+#define EXAMPLES    WEFT_SOURCE_DIR "/examples"
+#define TOKEN       "test-token-0123456789"
+#define RUN_TIMEOUT 60000
+
+struct fx {
+    char *dir;          /* the temp directory */
+    char home[512];     /* WEFT_HOME */
+    char home_env[600]; /* "WEFT_HOME=..." */
+    char wf_dir[512];   /* --workflows */
+    char failed_run[64];
+    char failed_span[32];
+    struct weft__mcp_client *client; /* stdio */
+};
+
+static struct fx fx;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Helpers                                                                                    */
+
+static void
+write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void
+copy_file(const char *from, const char *to)
+{
+    json_t *j = json_load_file(from, 0, NULL);
+
+    assert_non_null(j);
+    assert_int_equal(json_dump_file(j, to, JSON_INDENT(2)), 0);
+    json_decref(j);
+}
+
+/* `weft run WORKFLOW` into the test's WEFT_HOME. @return the exit status. */
+static int
+weft_run_example(const char *workflow)
+{
+    const char *argv[] = {WEFT, "run", "-q", "--no-trace", workflow, NULL};
+    const char *env[] = {fx.home_env, "OTEL_*", NULL};
+    char log[600];
+
+    snprintf(log, sizeof(log), "%s/run.log", fx.dir);
+    return weft_test_run(argv, env, fx.dir, log, RUN_TIMEOUT);
+}
+
+static struct weft__mcp_client *
+start_client(const char *name,
+             char **argv,
+             size_t argc,
+             const char *url,
+             char **headers,
+             size_t header_count)
+{
+    struct weft__mcp_server_config cfg;
+    struct weft__mcp_client *c = NULL;
+    char *env[] = {fx.home_env};
+    char err[512] = "";
+    weft_err rc = WEFT_OK;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.name = (char *)name;
+    cfg.argv = argv;
+    cfg.argc = argc;
+    cfg.env = argv != NULL ? env : NULL;
+    cfg.env_count = argv != NULL ? 1 : 0;
+    cfg.url = (char *)url;
+    cfg.headers = headers;
+    cfg.header_count = header_count;
+    cfg.init_timeout_ms = 15000;
+    cfg.timeout_ms = 60000;
+    rc = weft__mcp_client_new(&cfg, NULL, &c, err, sizeof(err));
+    if (rc != WEFT_OK && url == NULL) {
+        fail_msg("weft mcp serve did not start: %s (%s)", err, weft_strerror(rc));
+    }
+    return c;
+}
+
+/* Call @p tool and return its structuredContent (owned), failing on isError. */
+static json_t *
+call_ok(struct weft__mcp_client *c, const char *tool, json_t *args)
+{
+    struct weft__mcp_call_result r;
+    json_t *out = NULL;
+
+    assert_weft_ok(weft__mcp_client_call(c, tool, args, NULL, 0, &r));
+    json_decref(args);
+    if (r.is_error) {
+        fail_msg("%s failed: %s: %s", tool, r.error_type, r.text != NULL ? r.text : "");
+    }
+    assert_non_null(r.structured);
+    out = json_incref(r.structured);
+    /* The text content carries the same JSON. */
+    {
+        json_t *from_text = json_loads(r.text, 0, NULL);
+
+        assert_non_null(from_text);
+        assert_true(json_equal(from_text, out));
+        json_decref(from_text);
+    }
+    weft__mcp_call_result_cleanup(&r);
+    return out;
+}
+
+/* Call @p tool expecting a failure; return its text (static) and error type. */
+static const char *
+call_fail(struct weft__mcp_client *c, const char *tool, json_t *args, char *error_type, size_t len)
+{
+    static char text[1024];
+    struct weft__mcp_call_result r;
+
+    assert_weft_ok(weft__mcp_client_call(c, tool, args, NULL, 0, &r));
+    json_decref(args);
+    assert_true(r.is_error);
+    snprintf(error_type, len, "%s", r.error_type);
+    snprintf(text, sizeof(text), "%s", r.text != NULL ? r.text : "");
+    weft__mcp_call_result_cleanup(&r);
+    return text;
+}
+
+static const json_t *
+run_named(const json_t *runs, const char *workflow)
+{
+    size_t i = 0;
+    const json_t *r = NULL;
+
+    json_array_foreach(runs, i, r)
+    {
+        const char *w = json_string_value(json_object_get(r, "workflow"));
+
+        if (w != NULL && strcmp(w, workflow) == 0) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Fixture: the store, and one stdio server                                                   */
+
+static int
+group_setup(void **state)
+{
+    char path[700];
+    char wf[700];
+    char *argv[] = {WEFT, "mcp", "serve", "--workflows", fx.wf_dir, NULL};
+
+    (void)state;
+    memset(&fx, 0, sizeof(fx));
+    fx.dir = weft_test_mkdtemp("weft-mcp-serve-");
+    assert_non_null(fx.dir);
+    snprintf(fx.home, sizeof(fx.home), "%s/home", fx.dir);
+    snprintf(fx.home_env, sizeof(fx.home_env), "WEFT_HOME=%s", fx.home);
+    snprintf(fx.wf_dir, sizeof(fx.wf_dir), "%s/workflows", fx.dir);
+    assert_int_equal(mkdir(fx.wf_dir, 0700), 0);
+
+    /* A workflow that fails: one command step running `false`. */
+    snprintf(wf, sizeof(wf), "%s/fail.json", fx.dir);
+    write_file(wf, "{\"name\": \"always-fails\",\n"
+                   " \"models\": {\"scripted\": {\"provider\": \"scripted\", \"model\": \"m\",\n"
+                   "   \"script\": \"script.json\"}},\n"
+                   " \"agents\": [{\"name\": \"reporter\", \"instructions\": \"Report.\"}],\n"
+                   " \"plan\": [{\"id\": \"boom\", \"executor\": \"command\", \"task\": \"Run "
+                   "false\",\n"
+                   "   \"argv\": [\"false\"], \"timeout_s\": 5}]}\n");
+    snprintf(path, sizeof(path), "%s/script.json", fx.dir);
+    write_file(path, "{\"version\": 1, \"responses\": {}}\n");
+    /* start_run's workflow: swarm_reflection and its script, copied into the allowed dir. */
+    snprintf(path, sizeof(path), "%s/swarm.json", fx.wf_dir);
+    copy_file(EXAMPLES "/swarm_reflection/workflow.json", path);
+    snprintf(path, sizeof(path), "%s/script.json", fx.wf_dir);
+    copy_file(EXAMPLES "/swarm_reflection/script.json", path);
+
+    assert_int_equal(weft_run_example(EXAMPLES "/correction/workflow.json"), 0);
+    assert_int_equal(weft_run_example(EXAMPLES "/swarm_reflection/workflow.json"), 0);
+    assert_int_equal(weft_run_example(wf), 1); /* failed */
+
+    fx.client = start_client("weft", argv, 5, NULL, NULL, 0);
+    return fx.client != NULL ? 0 : -1;
+}
+
+static int
+group_teardown(void **state)
+{
+    (void)state;
+    weft__mcp_client_free(fx.client); /* closes stdin: the server ends at EOF */
+    if (fx.dir != NULL) {
+        weft_test_rm_rf(fx.dir);
+        free(fx.dir);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* stdio                                                                                      */
+
+static void
+test_stdio_initialize_negotiates_newest(void **state)
+{
+    char *instructions = weft__mcp_client_instructions(fx.client);
+
+    (void)state;
+    assert_string_equal(weft__mcp_client_protocol(fx.client), "2025-11-25");
+    assert_string_equal(weft__mcp_client_server_name(fx.client), "weft");
+    assert_non_null(instructions);
+    assert_non_null(strstr(instructions, "why_failed"));
+    weft_mcp_text_free(instructions);
+    assert_weft_ok(weft__mcp_client_ping(fx.client, 5000));
+}
+
+static void
+test_stdio_tools_listed_with_schemas(void **state)
+{
+    static const char *const names[] = {"list_runs",    "show_run",   "get_trace", "get_span",
+                                        "search_spans", "why_failed", "start_run"};
+    struct weft__mcp_tool *tools = NULL;
+    size_t count = 0;
+    uint64_t version = 0;
+
+    (void)state;
+    assert_weft_ok(weft__mcp_client_tools(fx.client, &tools, &count, &version));
+    assert_int_equal(count, 7);
+    for (size_t i = 0; i < 7; i++) {
+        assert_string_equal(tools[i].name, names[i]);
+        assert_non_null(tools[i].description);
+        assert_string_equal(json_string_value(json_object_get(tools[i].input_schema, "type")),
+                            "object");
+        assert_non_null(tools[i].output_schema);
+        assert_string_equal(json_string_value(json_object_get(tools[i].output_schema, "type")),
+                            "object");
+    }
+    weft__mcp_tools_free(tools, count);
+}
+
+static void
+test_stdio_list_runs_has_statuses(void **state)
+{
+    json_t *out = call_ok(fx.client, "list_runs", json_object());
+    const json_t *runs = json_object_get(out, "runs");
+    const json_t *failed = run_named(runs, "always-fails");
+    json_t *only_failed = NULL;
+
+    (void)state;
+    assert_true(json_array_size(runs) >= 3);
+    assert_non_null(failed);
+    assert_string_equal(json_string_value(json_object_get(failed, "status")), "failed");
+    assert_string_equal(
+        json_string_value(json_object_get(run_named(runs, "adaptive-correction"), "status")),
+        "completed");
+    assert_string_equal(
+        json_string_value(json_object_get(run_named(runs, "swarm-reflection"), "status")),
+        "completed");
+    snprintf(fx.failed_run, sizeof(fx.failed_run), "%s",
+             json_string_value(json_object_get(failed, "run_id")));
+    json_decref(out);
+
+    only_failed =
+        call_ok(fx.client, "list_runs", json_pack("{s:s, s:i}", "status", "failed", "limit", 5));
+    assert_int_equal(json_array_size(json_object_get(only_failed, "runs")), 1);
+    json_decref(only_failed);
+}
+
+static void
+test_stdio_show_run_last_has_plan(void **state)
+{
+    json_t *out = call_ok(fx.client, "show_run", json_pack("{s:s}", "run_id", "last"));
+    const json_t *plan = json_object_get(out, "plan");
+    const json_t *failed = json_object_get(out, "failed_steps");
+
+    (void)state;
+    /* The failing workflow ran last. */
+    assert_string_equal(json_string_value(json_object_get(out, "status")), "failed");
+    assert_int_equal(json_array_size(plan), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(plan, 0), "id")), "boom");
+    assert_int_equal(json_array_size(failed), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "error_type")),
+                        "exit_status");
+    assert_int_equal(strlen(json_string_value(json_object_get(out, "trace_id"))), 32);
+    json_decref(out);
+}
+
+static void
+test_stdio_why_failed_reaches_error_span(void **state)
+{
+    json_t *out = NULL;
+    const json_t *path = NULL;
+    const json_t *span = NULL;
+
+    (void)state;
+    assert_true(fx.failed_run[0] != '\0');
+    out = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", fx.failed_run));
+    path = json_object_get(out, "path");
+    span = json_object_get(out, "failed_span");
+    assert_true(json_array_size(path) >= 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(path, 0), "name")),
+                        "invoke_workflow always-fails");
+    assert_string_equal(json_string_value(json_object_get(span, "name")), "execute_tool command");
+    assert_string_equal(json_string_value(json_object_get(span, "status")), "ERROR");
+    assert_string_equal(json_string_value(json_object_get(span, "error_type")), "exit_status");
+    assert_true(json_equal(json_array_get(path, json_array_size(path) - 1), span));
+    assert_non_null(strstr(json_string_value(json_object_get(out, "summary")), "exit_status"));
+    snprintf(fx.failed_span, sizeof(fx.failed_span), "%s",
+             json_string_value(json_object_get(span, "span_id")));
+    json_decref(out);
+}
+
+static void
+test_stdio_trace_span_and_search(void **state)
+{
+    json_t *trace = NULL;
+    json_t *span = NULL;
+    json_t *found = NULL;
+    const json_t *m = NULL;
+    size_t i = 0;
+    bool is_found = false;
+
+    (void)state;
+    assert_true(fx.failed_span[0] != '\0');
+    /* A run id is accepted as a trace reference. */
+    trace = call_ok(fx.client, "get_trace", json_pack("{s:s}", "trace_id", fx.failed_run));
+    assert_int_equal(json_integer_value(json_object_get(trace, "span_count")),
+                     json_array_size(json_object_get(trace, "spans")));
+    assert_true(json_integer_value(json_object_get(trace, "span_count")) >= 3);
+    assert_true(json_integer_value(json_object_get(trace, "error_count")) >= 2);
+    assert_false(json_is_true(json_object_get(trace, "truncated")));
+
+    span = call_ok(fx.client, "get_span",
+                   json_pack("{s:s, s:s}", "trace_id", fx.failed_run, "span_id", fx.failed_span));
+    assert_string_equal(json_string_value(json_object_get(span, "name")), "execute_tool command");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(span, "attributes"), "weft.step.id")),
+        "boom");
+    assert_true(json_is_array(json_object_get(span, "events")));
+    assert_true(json_is_array(json_object_get(span, "links")));
+
+    found = call_ok(fx.client, "search_spans",
+                    json_pack("{s:s, s:s}", "key", "weft.step.status", "value", "failed"));
+    json_array_foreach(json_object_get(found, "matches"), i, m)
+    {
+        is_found |= strcmp(json_string_value(json_object_get(m, "span_id")), fx.failed_span) == 0;
+        assert_string_equal(json_string_value(json_object_get(m, "value")), "failed");
+    }
+    assert_true(is_found);
+    json_decref(trace);
+    json_decref(span);
+    json_decref(found);
+}
+
+static void
+test_stdio_tool_errors(void **state)
+{
+    char type[48];
+    const char *text = NULL;
+
+    (void)state;
+    text = call_fail(fx.client, "show_run", json_pack("{s:s}", "run_id", "ffffffffff"), type,
+                     sizeof(type));
+    assert_string_equal(type, "tool_error");
+    assert_non_null(strstr(text, "no run matches"));
+    text = call_fail(fx.client, "show_run", json_object(), type, sizeof(type));
+    assert_string_equal(type, "tool_error");
+    assert_non_null(strstr(text, "run_id"));
+    text = call_fail(fx.client, "list_runs", json_pack("{s:i}", "limit", 0), type, sizeof(type));
+    assert_string_equal(type, "tool_error");
+    /* An unknown tool is a protocol error: -32602, as the MCP specification shows it. */
+    call_fail(fx.client, "no_such_tool", json_object(), type, sizeof(type));
+    assert_string_equal(type, "jsonrpc_-32602");
+}
+
+static void
+test_stdio_start_run_refuses_escapes(void **state)
+{
+    char type[48];
+    const char *text = NULL;
+
+    (void)state;
+    /* ../fail.json exists, but outside --workflows. */
+    text = call_fail(fx.client, "start_run", json_pack("{s:s}", "workflow", "../fail.json"), type,
+                     sizeof(type));
+    assert_string_equal(type, "tool_error");
+    assert_non_null(strstr(text, "outside"));
+    text = call_fail(fx.client, "start_run", json_pack("{s:s}", "workflow", "/etc/passwd"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "outside"));
+    text = call_fail(fx.client, "start_run", json_pack("{s:s}", "workflow", "missing.json"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "no workflow file"));
+}
+
+static void
+test_stdio_start_run_then_listed(void **state)
+{
+    json_t *run = NULL;
+    json_t *list = NULL;
+    json_t *trace = NULL;
+    const json_t *r = NULL;
+    const char *run_id = NULL;
+    size_t i = 0;
+    bool is_listed = false;
+
+    (void)state;
+    run = call_ok(fx.client, "start_run",
+                  json_pack("{s:s, s:s}", "workflow", "swarm.json", "input", "a rate limiter"));
+    assert_string_equal(json_string_value(json_object_get(run, "status")), "completed");
+    run_id = json_string_value(json_object_get(run, "run_id"));
+    assert_non_null(run_id);
+    assert_true(json_is_string(json_object_get(run, "trace_id")));
+
+    list = call_ok(fx.client, "list_runs", json_pack("{s:i}", "limit", 50));
+    json_array_foreach(json_object_get(list, "runs"), i, r)
+    {
+        is_listed |= strcmp(json_string_value(json_object_get(r, "run_id")), run_id) == 0;
+    }
+    assert_true(is_listed);
+    /* Its spans reached the store before the tool answered. */
+    trace = call_ok(
+        fx.client, "get_trace",
+        json_pack("{s:s}", "trace_id", json_string_value(json_object_get(run, "trace_id"))));
+    assert_true(json_integer_value(json_object_get(trace, "span_count")) > 3);
+    json_decref(trace);
+    json_decref(list);
+    json_decref(run);
+}
+
+/* stdout carries only protocol messages; logs (WEFT_DEBUG=1) go to stderr; EOF ends it. */
+static void
+test_stdio_stdout_only_protocol_and_eof_ends(void **state)
+{
+    char script[4096];
+    char out_path[600];
+    char err_path[600];
+    char quoted[700];
+    char quoted_out[700];
+    char quoted_err[700];
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    const char *env[] = {fx.home_env, "WEFT_DEBUG=1", NULL};
+    FILE *f = NULL;
+    char line[65536];
+    int lines = 0;
+
+    (void)state;
+    snprintf(out_path, sizeof(out_path), "%s/stdio.out", fx.dir);
+    snprintf(err_path, sizeof(err_path), "%s/stdio.err", fx.dir);
+    assert_non_null(weft_test_shell_quote(WEFT, quoted, sizeof(quoted)));
+    assert_non_null(weft_test_shell_quote(out_path, quoted_out, sizeof(quoted_out)));
+    assert_non_null(weft_test_shell_quote(err_path, quoted_err, sizeof(quoted_err)));
+    snprintf(script, sizeof(script),
+             "printf '%%s\\n' "
+             "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+             "\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+             "\"t\",\"version\":\"1\"}}}' "
+             "'{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}' "
+             "'{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"list_runs\",\"arguments\":{}}}' "
+             "| %s mcp serve >%s 2>%s",
+             quoted, quoted_out, quoted_err);
+    assert_int_equal(weft_test_run(argv, env, fx.dir, NULL, 30000), 0);
+    f = fopen(out_path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        json_t *msg = json_loads(line, 0, NULL);
+
+        if (msg == NULL) {
+            fail_msg("stdout holds a line that is not JSON: %.200s", line);
+        }
+        assert_string_equal(json_string_value(json_object_get(msg, "jsonrpc")), "2.0");
+        if (lines == 0) {
+            assert_string_equal(json_string_value(json_object_get(json_object_get(msg, "result"),
+                                                                  "protocolVersion")),
+                                "2025-03-26");
+        }
+        json_decref(msg);
+        lines++;
+    }
+    fclose(f);
+    assert_int_equal(lines, 2); /* the notification got no answer */
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The library entry point: JSON-RPC errors                                                   */
+
+static json_t *
+handle(struct weft_mcp_server *srv, const char *msg)
+{
+    char *response = NULL;
+    json_t *j = NULL;
+
+    assert_weft_ok(weft_mcp_server_handle(srv, msg, strlen(msg), &response));
+    if (response == NULL) {
+        return NULL;
+    }
+    j = json_loads(response, 0, NULL);
+    assert_non_null(j);
+    weft_mcp_text_free(response);
+    return j;
+}
+
+static void
+expect_error(struct weft_mcp_server *srv, const char *msg, int code)
+{
+    json_t *j = handle(srv, msg);
+
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")),
+                     code);
+    json_decref(j);
+}
+
+static void
+test_handle_jsonrpc_errors(void **state)
+{
+    struct weft_mcp_server_options o = {0};
+    struct weft_mcp_server *srv = NULL;
+    char state_path[600];
+    char db_path[600];
+    json_t *j = NULL;
+    char *big = NULL;
+    char *response = NULL;
+
+    (void)state;
+    snprintf(state_path, sizeof(state_path), "%s/state.db", fx.home);
+    snprintf(db_path, sizeof(db_path), "%s/weft.db", fx.home);
+    o.state_path = state_path;
+    o.db_path = db_path;
+    o.workflows_dir = fx.wf_dir;
+    o.max_message_bytes = 4096;
+    assert_weft_ok(weft_mcp_server_new(&o, &srv));
+
+    expect_error(srv, "{not json", -32700);
+    expect_error(srv, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600);
+    expect_error(srv, "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", -32600);
+    expect_error(srv, "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", -32600);
+    expect_error(srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}", -32601);
+    expect_error(srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":[]}",
+                 -32602);
+    expect_error(srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}",
+                 -32602);
+    expect_error(srv,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{"
+                 "\"cursor\":\"page2\"}}",
+                 -32602);
+    expect_error(srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}",
+                 -32602);
+    /* Unknown notifications and responses get no answer. */
+    assert_null(handle(srv, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}"));
+    assert_null(handle(srv, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"));
+    /* Older revisions are answered with themselves, unknown ones with the newest. */
+    j = handle(srv, "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"initialize\",\"params\":{"
+                    "\"protocolVersion\":\"2025-06-18\"}}");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "result"), "protocolVersion")),
+        "2025-06-18");
+    assert_string_equal(json_string_value(json_object_get(j, "id")), "a");
+    json_decref(j);
+    j = handle(srv, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{"
+                    "\"protocolVersion\":\"1999-01-01\"}}");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "result"), "protocolVersion")),
+        "2025-11-25");
+    assert_false(json_is_true(json_object_get(
+        json_object_get(json_object_get(json_object_get(j, "result"), "capabilities"), "tools"),
+        "listChanged")));
+    json_decref(j);
+    /* A message over the cap. */
+    big = calloc(1, 8192);
+    assert_non_null(big);
+    memset(big, ' ', 8190);
+    assert_weft_ok(weft_mcp_server_handle(srv, big, 8190, &response));
+    assert_non_null(strstr(response, "-32600"));
+    weft_mcp_text_free(response);
+    free(big);
+    weft_mcp_server_free(srv);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streamable HTTP                                                                            */
+
+static size_t
+header_cb(char *buf, size_t size, size_t n, void *ud)
+{
+    char *sid = ud;
+    size_t len = size * n;
+
+    if (len > 16 && strncasecmp(buf, "Mcp-Session-Id:", 15) == 0) {
+        size_t start = 15;
+        size_t end = len;
+
+        while (start < len && buf[start] == ' ') {
+            start++;
+        }
+        while (end > start && (buf[end - 1] == '\r' || buf[end - 1] == '\n')) {
+            end--;
+        }
+        snprintf(sid, 64, "%.*s", (int)(end - start), buf + start);
+    }
+    return len;
+}
+
+static size_t
+discard_cb(char *buf, size_t size, size_t n, void *ud)
+{
+    (void)buf;
+    (void)ud;
+    return size * n;
+}
+
+/* One raw request. @return the HTTP status (0 when it could not be made). */
+static long
+http_request(const char *method,
+             const char *url,
+             const char *const *headers,
+             const char *body,
+             char *sid_out)
+{
+    CURL *curl = curl_easy_init();
+    struct curl_slist *list = NULL;
+    char sid[64] = "";
+    long status = 0;
+
+    assert_non_null(curl);
+    for (size_t i = 0; headers != NULL && headers[i] != NULL; i++) {
+        list = curl_slist_append(list, headers[i]);
+    }
+    list = curl_slist_append(list, "Content-Type: application/json");
+    list = curl_slist_append(list, "Accept: application/json, text/event-stream");
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, sid);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_cb);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    if (body != NULL) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    }
+    if (curl_easy_perform(curl) == CURLE_OK) {
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    }
+    if (sid_out != NULL) {
+        snprintf(sid_out, 64, "%s", sid);
+    }
+    curl_slist_free_all(list);
+    curl_easy_cleanup(curl);
+    return status;
+}
+
+#define INIT_BODY                                                                              \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":" \
+    "\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}"
+#define PING_BODY "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"
+
+static void
+test_http_session_origin_token(void **state)
+{
+    unsigned port = weft_test_free_port();
+    char addr[64];
+    char url[128];
+    char log_path[600];
+    char sid[64] = "";
+    char sid_hdr[128];
+    const char *argv[] = {WEFT, "mcp",         "serve",   "--http", "--addr",
+                          addr, "--workflows", fx.wf_dir, NULL};
+    const char *env[] = {fx.home_env, "WEFT_MCP_TOKEN=" TOKEN, NULL};
+    char *client_headers[] = {"Authorization: Bearer " TOKEN};
+    const char *auth[] = {"Authorization: Bearer " TOKEN, NULL};
+    const char *wrong[] = {"Authorization: Bearer nope-nope-nope", NULL};
+    const char *with_sid[] = {"Authorization: Bearer " TOKEN, sid_hdr, NULL};
+    const char *evil[] = {"Authorization: Bearer " TOKEN, sid_hdr, "Origin: http://evil.example",
+                          NULL};
+    const char *local[] = {"Authorization: Bearer " TOKEN, sid_hdr, "Origin: http://localhost:6274",
+                           NULL};
+    const char *unknown[] = {"Authorization: Bearer " TOKEN, "Mcp-Session-Id: not-a-session", NULL};
+    struct weft__mcp_client *c = NULL;
+    json_t *out = NULL;
+    long status = 0;
+    pid_t pid = 0;
+
+    (void)state;
+    assert_true(port > 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", port);
+    snprintf(log_path, sizeof(log_path), "%s/http.log", fx.dir);
+    pid = weft_test_spawn(argv, env, fx.dir, log_path, true);
+    assert_true(pid > 0);
+    /* Wait for it to listen (at most 10 s). */
+    for (int i = 0; i < 100 && status == 0; i++) {
+        status = http_request("POST", url, auth, INIT_BODY, sid);
+        if (status == 0) {
+            weft_test_sleep_ms(100);
+        }
+    }
+    if (status != 200) {
+        char *tail = weft_test_log_tail(log_path, 2000);
+
+        weft_test_kill_group(pid, 1000);
+        fail_msg("weft mcp serve --http did not answer initialize (HTTP %ld): %s", status, tail);
+    }
+    assert_int_equal(strlen(sid), 36);
+    snprintf(sid_hdr, sizeof(sid_hdr), "Mcp-Session-Id: %s", sid);
+
+    assert_int_equal(http_request("POST", url, with_sid, PING_BODY, NULL), 200);
+    assert_int_equal(http_request("POST", url, auth, PING_BODY, NULL), 400);    /* no session */
+    assert_int_equal(http_request("POST", url, unknown, PING_BODY, NULL), 404); /* unknown */
+    assert_int_equal(http_request("POST", url, evil, PING_BODY, NULL), 403);    /* Origin */
+    assert_int_equal(http_request("POST", url, local, PING_BODY, NULL), 200);   /* loopback */
+    assert_int_equal(http_request("POST", url, wrong, INIT_BODY, NULL), 401);   /* token */
+    assert_int_equal(http_request("POST", url, NULL, INIT_BODY, NULL), 401);    /* no token */
+    assert_int_equal(http_request("GET", url, with_sid, NULL, NULL), 405);      /* no stream */
+    assert_int_equal(
+        http_request("POST", url, with_sid, "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}", NULL), 202);
+    assert_int_equal(http_request("DELETE", url, with_sid, NULL, NULL), 200);
+    assert_int_equal(http_request("POST", url, with_sid, PING_BODY, NULL), 404); /* ended */
+
+    /* weft's own client over HTTP. */
+    c = start_client("weft_http", NULL, 0, url, client_headers, 1);
+    if (c == NULL) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("the MCP client could not start over HTTP");
+    }
+    assert_string_equal(weft__mcp_client_protocol(c), "2025-11-25");
+    assert_non_null(weft__mcp_client_session_id(c));
+    out = call_ok(c, "why_failed", json_pack("{s:s}", "run_id", fx.failed_run));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(out, "failed_span"), "error_type")),
+        "exit_status");
+    json_decref(out);
+    weft__mcp_client_free(c);
+
+    /* SIGTERM stops it cleanly. */
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(weft_test_wait(pid, 10000), 0);
+}
+
+/* @modelcontextprotocol/inspector's CLI mode (pinned in tests/mcp/package.json) lists the
+ * tools of `weft mcp serve` over stdio: another implementation of the protocol agrees. */
+static void
+test_inspector_cli_lists_tools(void **state)
+{
+    char out_path[600];
+    const char *argv[] = {INSPECTOR, "--cli", WEFT, "mcp", "serve", "--method", "tools/list", NULL};
+    const char *env[] = {fx.home_env, NULL};
+    int status = 0;
+
+    (void)state;
+    snprintf(out_path, sizeof(out_path), "%s/inspector.out", fx.dir);
+    status = weft_test_run(argv, env, fx.dir, out_path, 60000);
+    if (status != 0) {
+        char *tail = weft_test_log_tail(out_path, 2000);
+
+        fail_msg("mcp-inspector --cli exited %d (npm ci in tests/mcp installs it): %s", status,
+                 tail);
+    }
+    assert_true(weft_test_file_contains(out_path, "\"why_failed\""));
+    assert_true(weft_test_file_contains(out_path, "\"outputSchema\""));
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stdio_initialize_negotiates_newest),
+        cmocka_unit_test(test_stdio_tools_listed_with_schemas),
+        cmocka_unit_test(test_stdio_list_runs_has_statuses),
+        cmocka_unit_test(test_stdio_show_run_last_has_plan),
+        cmocka_unit_test(test_stdio_why_failed_reaches_error_span),
+        cmocka_unit_test(test_stdio_trace_span_and_search),
+        cmocka_unit_test(test_stdio_tool_errors),
+        cmocka_unit_test(test_stdio_start_run_refuses_escapes),
+        cmocka_unit_test(test_handle_jsonrpc_errors),
+        cmocka_unit_test(test_http_session_origin_token),
+        cmocka_unit_test(test_stdio_stdout_only_protocol_and_eof_ends),
+        cmocka_unit_test(test_inspector_cli_lists_tools),
+        cmocka_unit_test(test_stdio_start_run_then_listed),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
