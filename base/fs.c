@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 weft_err
 weft__mkdir_parents(const char *path, unsigned mode)
@@ -40,4 +41,21 @@ weft__mkdir_parents(const char *path, unsigned mode)
 out:
     weft__free(copy);
     return err;
+}
+
+weft_err
+weft__write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return WEFT_EIO;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return WEFT_OK;
 }

@@ -16,4 +16,8 @@
  * @return WEFT_OK, WEFT_EINVAL (NULL or empty), WEFT_EIO (errno says why), WEFT_ENOMEM. */
 weft_err weft__mkdir_parents(const char *path, unsigned mode);
 
+/* Write all @p len bytes of @p data to blocking descriptor @p fd, again after EINTR and short
+ * writes. @return WEFT_OK, WEFT_EIO (errno says why). */
+weft_err weft__write_all(int fd, const char *data, size_t len);
+
 #endif /* WEFT_BASE_FS_H */

@@ -20,6 +20,7 @@
 #include "runtime/mcp/server.h"
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
@@ -1646,24 +1647,6 @@ weft_mcp_server_free(struct weft_mcp_server *server)
     weft__free(server);
 }
 
-static weft_err
-write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return WEFT_EIO;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return WEFT_OK;
-}
-
 /* Answer one line (without its newline). */
 static weft_err
 serve_line(struct weft_mcp_server *srv, int out_fd, const char *line, size_t len)
@@ -1679,9 +1662,9 @@ serve_line(struct weft_mcp_server *srv, int out_fd, const char *line, size_t len
     }
     err = weft__mcp_server_handle(srv, line, len, &response, NULL, NULL);
     if (err == WEFT_OK && response != NULL) {
-        err = write_all(out_fd, response, strlen(response));
+        err = weft__write_all(out_fd, response, strlen(response));
         if (err == WEFT_OK) {
-            err = write_all(out_fd, "\n", 1);
+            err = weft__write_all(out_fd, "\n", 1);
         }
     }
     weft__free(response);
@@ -1735,7 +1718,7 @@ weft_mcp_server_serve_stdio(struct weft_mcp_server *server, int in_fd, int out_f
                          server->max_message);
                 WEFT_LOG(WEFT_LOG_WARN, "mcp serve: a message larger than %zu bytes skipped",
                          server->max_message);
-                err = write_all(out_fd, text, strlen(text));
+                err = weft__write_all(out_fd, text, strlen(text));
                 is_skipping = true;
                 weft__buf_reset(&line);
             } else if (added != WEFT_OK) {

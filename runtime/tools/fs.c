@@ -23,6 +23,7 @@
 
 #include "tools.h"
 
+#include "base/fs.h"
 #include "base/mem.h"
 
 #include <errno.h>
@@ -273,23 +274,6 @@ read_file(const struct tool_def *def,
     return err;
 }
 
-static bool
-write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            return false;
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 static weft_err
 write_file(const struct tool_def *def,
            const char *workspace,
@@ -334,7 +318,7 @@ write_file(const struct tool_def *def,
         close(dir);
         return fail(out, "io", "%.300s: cannot create a temporary file", path);
     }
-    if (!write_all(fd, content, content_len) || close(fd) != 0) {
+    if (weft__write_all(fd, content, content_len) != WEFT_OK || close(fd) != 0) {
         unlinkat(dir, tmp, 0);
         close(dir);
         return fail(out, "io", "%.300s: write failed", path);
