@@ -350,7 +350,8 @@ call_mcp(struct run *run,
             weft_span_set_bool(span, "weft.tool.truncated", true);
         }
     }
-    weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name, mcp_outcome(r));
+    weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name, mcp_outcome(r),
+                         res.is_truncated);
     weft__mcp_call_result_cleanup(&res);
     weft__free(mcp_name);
 }

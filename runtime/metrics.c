@@ -39,6 +39,7 @@ struct rt_metrics {
     struct weft_instrument *tool_duration;
     struct weft_instrument *tool_calls;
     struct weft_instrument *mcp_calls;
+    struct weft_instrument *mcp_truncated;
     struct weft_instrument *cost;
     struct weft_instrument *stuck;
 };
@@ -145,6 +146,9 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
                          "Tool calls by outcome", NULL, 0, &is_ok);
     m->mcp_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.calls", "{call}",
                         "MCP tool calls by server and outcome", NULL, 0, &is_ok);
+    m->mcp_truncated =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.truncated_results", "{result}",
+             "MCP tool results cut at the server's max_output_bytes", NULL, 0, &is_ok);
     m->cost = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.llm.cost", "USD",
                    "LLM cost from the workflow's price table", NULL, 0, &is_ok);
     m->stuck = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.stuck_loops", "{detection}",
@@ -349,7 +353,7 @@ weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, d
 }
 
 void
-weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outcome)
+weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outcome, bool is_cut)
 {
     struct weft_attr a[3];
 
@@ -357,11 +361,14 @@ weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outco
         return;
     }
     atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
-    weft__rt_metrics_mcp(m->tee, server, outcome);
+    weft__rt_metrics_mcp(m->tee, server, outcome, is_cut);
     a[0] = WF(m);
     a[1] = weft_attr_str("server", server);
     a[2] = weft_attr_str("outcome", outcome);
     weft_counter_add(m->mcp_calls, 1, a, 3);
+    if (is_cut) {
+        weft_counter_add(m->mcp_truncated, 1, a, 2);
+    }
 }
 
 void

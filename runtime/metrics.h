@@ -42,8 +42,10 @@ void weft__rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
 void weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
 void weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
 /* An MCP tool call to @p server: @p outcome is success, tool_error, timeout, server_down,
- * protocol, jsonrpc_error or invalid_arguments (a bounded set: weft.mcp.calls). */
-void weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outcome);
+ * protocol, jsonrpc_error or invalid_arguments (a bounded set: weft.mcp.calls); @p is_cut:
+ * its result was cut at max_output_bytes (weft.mcp.truncated_results). */
+void
+weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outcome, bool is_cut);
 void weft__rt_metrics_correction(struct rt_metrics *m, bool is_rewired);
 void weft__rt_metrics_stuck(struct rt_metrics *m, const char *kind);
 void weft__rt_metrics_llm(struct rt_metrics *m,

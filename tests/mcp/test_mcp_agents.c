@@ -352,6 +352,59 @@ test_mcp_example_writes_and_reads_through_the_server(void **state)
     weft_meter_free(meter);
 }
 
+/* A result longer than the server's max_output_bytes reaches the agent cut, and the cut is
+ * shown on the span and counted. */
+static void
+test_mcp_long_result_is_cut_and_counted(void **state)
+{
+    struct fx *f = *state;
+    struct weft_diags d = {0};
+    char big[8193];
+    json_t *tool = NULL;
+    const char *result = NULL;
+    struct weft_meter *meter = NULL;
+    char *prom = NULL;
+    size_t prom_len = 0;
+
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    {
+        char sandbox[1024];
+        snprintf(sandbox, sizeof(sandbox), "%s/sandbox", f->dir);
+        assert_int_equal(mkdir(sandbox, 0700), 0);
+    }
+    write_file(f, "sandbox/big.txt", big);
+    write_file(f, "script.json",
+               "{\"responses\": {\"mcp_agent_fs\": {\"act\": [{\"tool_calls\": [{\"name\": "
+               "\"read_text_file\", \"arguments\": {\"path\": \"big.txt\"}}]}, {\"content\": "
+               "\"read\"}]}}}");
+    write_file(f, "wf.json",
+               "{\"name\": \"cut\", " MODEL ", \"mcp_servers\": {\"fs\": {\"command\": "
+               "\"node\", \"args\": [\"" FS_SERVER "\", \"sandbox\"], \"cwd\": \".\", "
+               "\"max_output_bytes\": 1024}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
+               "\"mcp_agent_fs\", \"task\": \"read\"}]}");
+    if (load(f, "wf.json", &d) != WEFT_OK) {
+        fail_msg("%s", diag_text(&d));
+    }
+    weft_diags_cleanup(&d);
+    f->ro.capture_content = 1;
+    run(f, "go");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    tool = otlp_sink_find(f->sink, "execute_tool read_text_file", 0);
+    assert_non_null(tool);
+    assert_string_equal(otlp_span_attr(tool, "weft.tool.truncated"), "true");
+    result = otlp_span_attr(tool, "gen_ai.tool.call.result");
+    assert_true(strlen(result) > 512 && strlen(result) < 2048);
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft_runtime_metrics_from_store(meter, f->state));
+    assert_weft_ok(weft_prometheus_render(meter, &prom, &prom_len));
+    if (strstr(prom, "weft_mcp_truncated_results_total{server=\"fs\"") == NULL) {
+        fail_msg("no weft_mcp_truncated_results_total for fs in:\n%.3000s", prom);
+    }
+    free(prom);
+    weft_meter_free(meter);
+}
+
 /* Run the built weft with @p args in the test directory; @return its exit status, and its
  * output (stdout and stderr) in @p out (to free()). */
 static int
@@ -529,6 +582,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mcp_example_writes_and_reads_through_the_server, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mcp_list_and_validate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mcp_long_result_is_cut_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mcp_progress_reaches_the_progress_display, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mcp_server_that_does_not_start_leaves_the_run_going,

@@ -352,6 +352,57 @@ test_everything_stdio_lifecycle_tools_progress(void **state)
     assert_true(has_series(f, "tools/call", "trigger-long-running-operation"));
 }
 
+/* A call's event stream that drops before its answer is resumed with GET + Last-Event-ID,
+ * and the answer that comes on the resumed stream completes the call. */
+static void
+test_http_dropped_stream_is_resumed(void **state)
+{
+    struct fx *f = *state;
+    unsigned port = weft_test_free_port();
+    char port_env[32], record_env[400], record[340], url[128], log_path[300];
+    const char *argv[] = {"/usr/bin/node", MCP_DIR "/servers/resume_http.mjs", NULL};
+    const char *env[] = {port_env, record_env, NULL};
+    struct weft__mcp_server_config cfg;
+    struct weft__mcp_options o = options(f);
+    struct weft__mcp_client *c = NULL;
+    struct weft__mcp_call_result r;
+    char err[512] = "";
+    pid_t pid = 0;
+    weft_err rc = WEFT_OK;
+
+    assert_true(port > 0);
+    snprintf(port_env, sizeof(port_env), "PORT=%u", port);
+    snprintf(record, sizeof(record), "%s/resume.record", f->dir);
+    snprintf(record_env, sizeof(record_env), "RECORD=%s", record);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", port);
+    snprintf(log_path, sizeof(log_path), "%s/resume.log", f->dir);
+    pid = weft_test_spawn(argv, env, MCP_DIR, log_path, true);
+    assert_true(pid > 0);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.name = "resume";
+    cfg.url = url;
+    cfg.init_timeout_ms = 2000;
+    for (int i = 0; i < 50; i++) {
+        rc = weft__mcp_client_new(&cfg, &o, &c, err, sizeof(err));
+        if (rc == WEFT_OK) {
+            break;
+        }
+        msleep(200);
+    }
+    if (rc != WEFT_OK) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("could not start the resuming server: %s", err);
+    }
+    assert_weft_ok(weft__mcp_client_call(c, "slow", NULL, &f->parent_ctx, 5000, &r));
+    assert_false(r.is_error);
+    assert_string_equal(r.text, "resumed after event 1");
+    weft__mcp_call_result_cleanup(&r);
+    assert_int_equal(count_of(f, &f->progress), 1); /* the event before the drop */
+    weft__mcp_client_free(c);
+    weft_test_kill_group(pid, 2000);
+    assert_true(weft_test_file_contains(record, "Last-Event-ID: 1"));
+}
+
 static void
 test_everything_http_session_progress(void **state)
 {
@@ -759,6 +810,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_everything_stdio_lifecycle_tools_progress, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_everything_http_session_progress, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_dropped_stream_is_resumed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filesystem_write_then_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_crash_mid_call_then_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_hang_times_out_and_cancels, setup, teardown),
