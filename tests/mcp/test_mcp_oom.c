@@ -1,0 +1,129 @@
+/* tests/mcp/test_mcp_oom.c - out-of-memory loops (tests/support/failalloc.h) over the MCP
+ * modules that allocate from input: a server entry's parse (runtime/mcp/config.c) and
+ * weft mcp serve's message handling (runtime/mcp/server.c). Each allocation in turn fails: the
+ * call fails cleanly (nothing half-built, nothing leaked: ASan's leak check runs this test in
+ * `make test`) or succeeds, and with enough memory it succeeds.
+ */
+#include "runtime/mcp/config.h"
+#include "support/failalloc.h"
+#include "support/server_proc.h"
+#include "support/weft_test.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/weft.h>
+
+static void
+test_mcp_entry_parse_out_of_memory(void **state)
+{
+    json_t *entry = json_loads(
+        "{\"command\": \"node\", \"args\": [\"server.js\", \"${HOME}\", \"--flag\"], "
+        "\"env\": {\"A\": \"1\", \"TOKEN\": \"${WEFT_OOM_TOKEN:-secret-default}\"}, \"cwd\": "
+        "\"sub\", \"description\": \"files\", \"model\": \"m\", \"timeout_s\": 5}",
+        0, NULL);
+    size_t failures = 0;
+    bool is_done = false;
+
+    (void)state;
+    assert_non_null(entry);
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; budget < 200 && !is_done; budget++) {
+        struct weft__mcp_entry e;
+        char field[64], why[128];
+        bool is_ok = false;
+
+        failalloc_budget = budget;
+        is_ok =
+            weft__mcp_entry_parse("fs", entry, "/tmp", &e, field, sizeof(field), why, sizeof(why));
+        failalloc_budget = -1;
+        if (!is_ok) {
+            assert_string_equal(why, "out of memory");
+            assert_null(e.cfg.argv); /* cleaned up */
+            failures++;
+            continue;
+        }
+        assert_string_equal(e.cfg.argv[2], getenv("HOME") != NULL ? getenv("HOME") : "");
+        assert_string_equal(e.cfg.env[1], "TOKEN=secret-default");
+        assert_string_equal(e.cfg.cwd, "/tmp/sub");
+        weft__mcp_entry_cleanup(&e);
+        is_done = true;
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    json_decref(entry);
+    assert_true(is_done);
+    assert_true(failures > 5);
+}
+
+/* One message through a fresh server at each budget. */
+static void
+oom_loop_handle(const char *dir, const char *message, const char *needle)
+{
+    size_t failures = 0;
+    bool is_done = false;
+
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; budget < 400 && !is_done; budget++) {
+        struct weft_mcp_server_options o;
+        struct weft_mcp_server *srv = NULL;
+        char *response = NULL;
+        weft_err err = WEFT_OK;
+
+        memset(&o, 0, sizeof(o));
+        o.workflows_dir = dir;
+        failalloc_budget = budget;
+        err = weft_mcp_server_new(&o, &srv);
+        if (err == WEFT_OK) {
+            err = weft_mcp_server_handle(srv, message, strlen(message), &response);
+        }
+        failalloc_budget = -1;
+        if (err == WEFT_ENOMEM) {
+            assert_null(response);
+            weft_mcp_server_free(srv);
+            failures++;
+            continue;
+        }
+        assert_weft_ok(err);
+        assert_non_null(response);
+        /* A response made while short of memory may be an error answer; the last is not. */
+        if (strstr(response, needle) != NULL) {
+            is_done = true;
+        } else {
+            failures++;
+        }
+        weft_mcp_text_free(response);
+        weft_mcp_server_free(srv);
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    assert_true(failures > 0);
+}
+
+static void
+test_mcp_server_handle_out_of_memory(void **state)
+{
+    char *dir = weft_test_mkdtemp("weft-mcp-oom-");
+
+    (void)state;
+    assert_non_null(dir);
+    oom_loop_handle(dir,
+                    "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\", \"params\": "
+                    "{\"protocolVersion\": \"2025-11-25\", \"capabilities\": {}, \"clientInfo\": "
+                    "{\"name\": \"oom\", \"version\": \"1\"}}}",
+                    "\"protocolVersion\":\"2025-11-25\"");
+    oom_loop_handle(dir, "{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"tools/list\"}",
+                    "\"why_failed\"");
+    weft_test_rm_rf(dir);
+    free(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mcp_entry_parse_out_of_memory),
+        cmocka_unit_test(test_mcp_server_handle_out_of_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
