@@ -2718,7 +2718,8 @@ start_mcp(struct run *run, struct weft_meter *meter, char *error, size_t error_l
     }
     memset(&o, 0, sizeof(o));
     o.tracer = run->tel.tracer;
-    o.meter = meter != NULL ? meter : run->cfg.opts->meter;
+    o.meter = meter; /* the run's own (stored with it), and the caller's */
+    o.meter_tee = run->cfg.opts->meter;
     o.on_progress = mcp_progress;
     o.user_data = run;
     err = weft__mcp_hub_new(run->cfg.wf, &o, &run->cfg.mcp, why, sizeof(why));
@@ -2887,6 +2888,11 @@ run_finish(struct run *run, weft_err err, char *error, size_t error_len)
         err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
     }
     weft__rt_cursors_save(run);
+    if (!run->cfg.is_mcp_borrowed) {
+        /* The servers stop before the last snapshot: their session durations are in it. */
+        weft__mcp_hub_free(run->cfg.mcp);
+        run->cfg.mcp = NULL;
+    }
     weft__rt_metrics_run_end(run->tel.metrics, run->tel.metrics_token, r);
     weft__rt_mstore_checkpoint(run->tel.mstore, weft__rt_metrics_events(run->tel.metrics), true);
     weft__rt_progress(run, WEFT_EVENT_RUN_END, NULL, weft_run_status_name(r->status));

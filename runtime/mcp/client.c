@@ -104,8 +104,9 @@ struct weft__mcp_client {
     bool is_http;
     char host[256]; /* server.address and server.port (HTTP) */
     int port;
-    struct weft_instrument *op_duration;
-    struct weft_instrument *session_duration;
+    /* In opts.meter and opts.meter_tee (NULL where there is none). */
+    struct weft_instrument *op_duration[2];
+    struct weft_instrument *session_duration[2];
     pthread_mutex_t start_lock; /* one (re)start at a time */
     pthread_t worker;
     bool has_worker;
@@ -137,6 +138,56 @@ struct weft__mcp_client {
     char *outbox[OUTBOX_MAX];
     size_t outbox_len;
 };
+
+/* The two histograms in @p meter (NULL: none), at slot @p i. */
+static void
+make_instruments(struct weft__mcp_client *c, size_t i, struct weft_meter *meter)
+{
+    if (meter == NULL) {
+        return;
+    }
+    (void)weft_meter_instrument(
+        meter, WEFT_INSTRUMENT_HISTOGRAM, "mcp.client.operation.duration", "s",
+        "The duration of the MCP request or notification as observed "
+        "on the sender from the time it was sent until the response "
+        "or ack is received.",
+        duration_bounds, sizeof(duration_bounds) / sizeof(duration_bounds[0]), &c->op_duration[i]);
+    (void)weft_meter_instrument(
+        meter, WEFT_INSTRUMENT_HISTOGRAM, "mcp.client.session.duration", "s",
+        "The duration of the MCP session as observed on the MCP client.", duration_bounds,
+        sizeof(duration_bounds) / sizeof(duration_bounds[0]), &c->session_duration[i]);
+}
+
+/* mcp.client.session.duration, once per session, when it ends: @p fail_type says why it broke
+ * (NULL: closed cleanly). Client lock held. */
+static void
+record_session_locked(struct weft__mcp_client *c, const char *fail_type)
+{
+    struct weft_attr attrs[7];
+    size_t n = 0;
+    double s = 0;
+
+    if (!c->is_session_open) {
+        return;
+    }
+    c->is_session_open = false;
+    s = (double)(weft__monotonic_ns() - c->session_start_ns) / 1e9;
+    attrs[n++] = weft_attr_str("mcp.protocol.version", c->protocol);
+    attrs[n++] = weft_attr_str("network.transport", c->is_http ? "tcp" : "pipe");
+    if (fail_type != NULL) {
+        attrs[n++] = weft_attr_str("error.type", fail_type);
+    }
+    if (c->is_http) {
+        attrs[n++] = weft_attr_str("network.protocol.name", "http");
+        attrs[n++] = weft_attr_str("server.address", c->host);
+        attrs[n++] = weft_attr_int("server.port", c->port);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        if (c->session_duration[i] != NULL) {
+            (void)weft_histogram_record(c->session_duration[i], s, attrs, n);
+        }
+    }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers                                                                               */
@@ -524,20 +575,7 @@ mark_down_locked(struct weft__mcp_client *c,
             snprintf(p->why, sizeof(p->why), "%s", c->down_why);
         }
     }
-    if (c->is_session_open && c->session_duration != NULL) {
-        struct weft_attr attrs[6];
-        size_t n = 0;
-        double s = (double)(weft__monotonic_ns() - c->session_start_ns) / 1e9;
-        attrs[n++] = weft_attr_str("mcp.protocol.version", c->protocol);
-        attrs[n++] = weft_attr_str("error.type", fail_type);
-        if (c->is_http) {
-            attrs[n++] = weft_attr_str("network.protocol.name", "http");
-            attrs[n++] = weft_attr_str("server.address", c->host);
-            attrs[n++] = weft_attr_int("server.port", c->port);
-        }
-        (void)weft_histogram_record(c->session_duration, s, attrs, n);
-    }
-    c->is_session_open = false;
+    record_session_locked(c, fail_type);
     pthread_cond_broadcast(&c->cond);
     note->is_new = true;
     snprintf(note->why, sizeof(note->why), "%s", c->down_why);
@@ -905,7 +943,7 @@ record_operation(struct weft__mcp_client *c,
     size_t n = 0;
     char protocol[32];
 
-    if (c->op_duration == NULL) {
+    if (c->op_duration[0] == NULL && c->op_duration[1] == NULL) {
         return;
     }
     pthread_mutex_lock(&c->lock);
@@ -932,7 +970,11 @@ record_operation(struct weft__mcp_client *c,
         attrs[n++] = weft_attr_str("server.address", c->host);
         attrs[n++] = weft_attr_int("server.port", c->port);
     }
-    (void)weft_histogram_record(c->op_duration, seconds, attrs, n);
+    for (size_t i = 0; i < 2; i++) {
+        if (c->op_duration[i] != NULL) {
+            (void)weft_histogram_record(c->op_duration[i], seconds, attrs, n);
+        }
+    }
 }
 
 /* Start the client span of one request. */
@@ -1633,19 +1675,9 @@ weft__mcp_client_new(const struct weft__mcp_server_config *cfg,
     pthread_mutex_init(&c->start_lock, NULL);
     weft__cond_init_monotonic(&c->cond);
     register_secrets(&c->cfg);
-    if (c->opts.meter != NULL) {
-        (void)weft_meter_instrument(
-            c->opts.meter, WEFT_INSTRUMENT_HISTOGRAM, "mcp.client.operation.duration", "s",
-            "The duration of the MCP request or notification as observed "
-            "on the sender from the time it was sent until the response "
-            "or ack is received.",
-            duration_bounds, sizeof(duration_bounds) / sizeof(duration_bounds[0]), &c->op_duration);
-        (void)weft_meter_instrument(
-            c->opts.meter, WEFT_INSTRUMENT_HISTOGRAM, "mcp.client.session.duration", "s",
-            "The duration of the MCP session as observed on the MCP "
-            "client.",
-            duration_bounds, sizeof(duration_bounds) / sizeof(duration_bounds[0]),
-            &c->session_duration);
+    make_instruments(c, 0, c->opts.meter);
+    if (c->opts.meter_tee != c->opts.meter) {
+        make_instruments(c, 1, c->opts.meter_tee);
     }
     if (pthread_create(&c->worker, NULL, worker_main, c) != 0) {
         weft__mcp_client_free(c);
@@ -1678,19 +1710,7 @@ weft__mcp_client_free(struct weft__mcp_client *c)
         return;
     }
     pthread_mutex_lock(&c->lock);
-    if (c->is_session_open && c->session_duration != NULL) {
-        struct weft_attr attrs[5];
-        size_t n = 0;
-        double s = (double)(weft__monotonic_ns() - c->session_start_ns) / 1e9;
-        attrs[n++] = weft_attr_str("mcp.protocol.version", c->protocol);
-        if (c->is_http) {
-            attrs[n++] = weft_attr_str("network.protocol.name", "http");
-            attrs[n++] = weft_attr_str("server.address", c->host);
-            attrs[n++] = weft_attr_int("server.port", c->port);
-        }
-        (void)weft_histogram_record(c->session_duration, s, attrs, n);
-    }
-    c->is_session_open = false;
+    record_session_locked(c, NULL);
     c->state = ST_CLOSING;
     c->is_worker_stopping = true;
     pthread_cond_broadcast(&c->cond);

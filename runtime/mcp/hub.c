@@ -84,6 +84,7 @@ start_server(struct weft__mcp_hub *hub, struct hub_server *s, char *err, size_t 
     memset(&o, 0, sizeof(o));
     o.tracer = hub->opts.tracer;
     o.meter = hub->opts.meter;
+    o.meter_tee = hub->opts.meter_tee;
     o.on_event = on_client_event;
     o.user_data = hub;
     e = weft__mcp_client_new(&s->entry->cfg, &o, &client, err, err_len);

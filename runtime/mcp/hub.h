@@ -34,8 +34,9 @@ typedef void (*weft__mcp_hub_progress_fn)(void *user_data,
                                           const char *message);
 
 struct weft__mcp_hub_options {
-    struct weft_tracer *tracer; /* NULL: no spans */
-    struct weft_meter *meter;   /* NULL: no metrics */
+    struct weft_tracer *tracer;   /* NULL: no spans */
+    struct weft_meter *meter;     /* NULL: no metrics */
+    struct weft_meter *meter_tee; /* a second one recording the same; NULL: none */
     weft__mcp_hub_progress_fn on_progress;
     void *user_data;
     /* Only these servers (indices into wf->mcp); NULL: every server. */

@@ -87,8 +87,10 @@ struct weft__mcp_event {
 typedef void (*weft__mcp_event_fn)(void *user_data, const struct weft__mcp_event *event);
 
 struct weft__mcp_options {
-    struct weft_tracer *tracer; /* NULL: no spans */
-    struct weft_meter *meter;   /* NULL: no metrics */
+    struct weft_tracer *tracer;   /* NULL: no spans */
+    struct weft_meter *meter;     /* NULL: no metrics */
+    struct weft_meter *meter_tee; /* a second meter recording the same (NULL: none): a run's
+                                   * own meter (stored with it) besides the caller's */
     weft__mcp_event_fn on_event;
     void *user_data;
 };

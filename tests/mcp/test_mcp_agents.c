@@ -294,6 +294,7 @@ test_mcp_example_writes_and_reads_through_the_server(void **state)
     json_t *call = NULL;
     json_t *parent = NULL;
     struct weft_meter *meter = NULL;
+    struct weft_meter *live = NULL;
     char *prom = NULL;
     size_t prom_len = 0;
 
@@ -302,7 +303,18 @@ test_mcp_example_writes_and_reads_through_the_server(void **state)
         fail_msg("%s", diag_text(&d));
     }
     weft_diags_cleanup(&d);
+    assert_weft_ok(weft_meter_new(NULL, &live));
+    f->ro.meter = live; /* the caller's meter (weft run --metrics-addr, OTLP metrics) */
     run(f, "Write the release notes");
+    assert_weft_ok(weft_prometheus_render(live, &prom, &prom_len));
+    if (strstr(prom, "mcp_client_operation_duration_seconds_count{") == NULL ||
+        strstr(prom, "weft_mcp_calls_total{") == NULL) {
+        fail_msg("the caller's meter lacks the MCP metrics:\n%.3000s", prom);
+    }
+    free(prom);
+    prom = NULL;
+    f->ro.meter = NULL;
+    weft_meter_free(live);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
     assert_int_equal(f->r->step_count, 3);
     assert_string_equal(f->r->steps[0].agent, "mcp_agent_filesystem");
@@ -343,6 +355,9 @@ test_mcp_example_writes_and_reads_through_the_server(void **state)
     if (strstr(prom, "mcp_client_operation_duration_seconds_count{") == NULL ||
         strstr(prom, "gen_ai_tool_name=\"write_file\"") == NULL) {
         fail_msg("no MCP operation histogram for write_file in:\n%.3000s", prom);
+    }
+    if (strstr(prom, "mcp_client_session_duration_seconds_count{") == NULL) {
+        fail_msg("no MCP session duration stored in:\n%.3000s", prom);
     }
     if (strstr(prom, "weft_mcp_calls_total{") == NULL ||
         strstr(prom, "outcome=\"success\",server=\"filesystem\"") == NULL) {
