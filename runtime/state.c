@@ -13,6 +13,7 @@
 #include "base/fs.h"
 #include "base/mem.h"
 #include "base/time.h"
+#include "base/utf8.h"
 #include "tracing/ids.h"
 
 #include <errno.h>
@@ -125,6 +126,8 @@ weft__state_default_path(void)
 weft_err
 weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len)
 {
+    weft_err rc = WEFT_OK;
+
     if (out == NULL || err == NULL || err_len == 0) {
         return WEFT_EINVAL;
     }
@@ -135,9 +138,14 @@ weft__state_open(const char *location, struct rt_state **out, char *err, size_t 
         return WEFT_EINVAL;
     }
     if (weft__state_is_url(location)) {
-        return weft__state_pg_open(location, out, err, err_len);
+        rc = weft__state_pg_open(location, out, err, err_len);
+    } else {
+        rc = weft__state_sqlite_open(location, out, err, err_len);
     }
-    return weft__state_sqlite_open(location, out, err, err_len);
+    if (rc == WEFT_OK) {
+        weft__state_skills_retention(*out, WEFT_SKILLS_MAX_PER_AGENT, WEFT_SKILLS_MAX_AGE_NS);
+    }
+    return rc;
 }
 
 const char *
@@ -687,4 +695,411 @@ weft__state_script_add(json_t *responses, const char *who, const char *purpose, 
         }
     }
     return json_array_append_new(list, entry) == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Skill memory                                                                                */
+
+void
+weft__state_skills_retention(struct rt_state *st, size_t max_per_agent, uint64_t max_age_ns)
+{
+    if (st != NULL) {
+        st->skills_max_per_agent = max_per_agent;
+        st->skills_max_age_ns = max_age_ns;
+    }
+}
+
+static bool
+is_word_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+static unsigned char
+lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
+}
+
+void
+weft__skill_task_hash(const char *task, char out[17])
+{
+    /* FNV-1a over the normalised bytes, fed word by word with one space between words: 64
+     * bits are plenty for the tasks of one agent (a collision would merge two skills, never
+     * lose data silently: the kept one is the better rewarded). */
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = (const unsigned char *)(task != NULL ? task : "");
+    bool is_first = true;
+
+    while (*p != '\0') {
+        while (*p != '\0' && !is_word_byte(*p)) {
+            p++;
+        }
+        if (*p == '\0') {
+            break;
+        }
+        if (!is_first) {
+            h = (h ^ ' ') * 1099511628211ull;
+        }
+        is_first = false;
+        while (is_word_byte(*p)) {
+            h = (h ^ lower(*p)) * 1099511628211ull;
+            p++;
+        }
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+char *
+weft__skill_cap(const char *text, size_t max)
+{
+    struct weft__buf b;
+    size_t len = strlen(text);
+    size_t keep = 0;
+    char note[96];
+    int note_len = 0;
+
+    if (len <= max) {
+        return weft__strdup(text);
+    }
+    note_len = snprintf(note, sizeof(note), "\n[weft: cut to %zu of %zu bytes]", max, len);
+    keep = max > (size_t)note_len ? weft__utf8_cut(text, len, max - (size_t)note_len) : 0;
+    weft__buf_init(&b, 0);
+    if (weft__buf_append(&b, text, keep) != WEFT_OK ||
+        weft__buf_append(&b, note, (size_t)note_len) != WEFT_OK || b.data == NULL) {
+        weft__buf_cleanup(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+/* Words too common to tell tasks apart: ORed, each would match most of the store and cost a
+ * ranking of every row it matches. */
+static const char *const stop_words[] = {
+    "a",    "an", "and", "are", "as",   "at",   "be",   "by",   "for",  "from", "in",
+    "is",   "it", "its", "of",  "on",   "or",   "so",   "than", "that", "the",  "then",
+    "this", "to", "was", "we",  "were", "will", "with", "you",  "your", "our",  "not",
+};
+
+static bool
+is_stop_word(const char *w, size_t len)
+{
+    for (size_t i = 0; i < sizeof(stop_words) / sizeof(stop_words[0]); i++) {
+        if (strlen(stop_words[i]) == len && memcmp(stop_words[i], w, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+weft_err
+weft__skill_query_terms(const char *query, const char *quote, const char *sep, char **out)
+{
+    struct weft__buf b;
+    const unsigned char *p = (const unsigned char *)query;
+    char seen[WEFT_SKILL_QUERY_TERMS][64];
+    size_t seen_len[WEFT_SKILL_QUERY_TERMS];
+    size_t terms = 0;
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    weft__buf_init(&b, 0);
+    while (err == WEFT_OK && *p != '\0' && terms < WEFT_SKILL_QUERY_TERMS) {
+        char *word = seen[terms];
+        size_t len = 0;
+        bool is_seen = false;
+
+        while (*p != '\0' && !is_word_byte(*p)) {
+            p++;
+        }
+        while (is_word_byte(*p)) {
+            if (len < sizeof(seen[0])) {
+                word[len++] = (char)lower(*p);
+            }
+            p++;
+        }
+        /* A word cut by the length cap must stay valid UTF-8 (PostgreSQL refuses other text). */
+        len = weft__utf8_complete(word, len);
+        for (size_t i = 0; i < terms; i++) {
+            is_seen = is_seen || (seen_len[i] == len && memcmp(seen[i], word, len) == 0);
+        }
+        if (len == 0 || is_stop_word(word, len) || is_seen) {
+            continue;
+        }
+        seen_len[terms] = len;
+        if (terms > 0) {
+            err = weft__buf_append(&b, sep, strlen(sep));
+        }
+        if (err == WEFT_OK) {
+            err = weft__buf_printf(&b, "%s%.*s%s", quote, (int)len, word, quote);
+        }
+        terms++;
+    }
+    if (err != WEFT_OK) {
+        weft__buf_cleanup(&b);
+        return err;
+    }
+    *out = b.data; /* NULL when no word was found */
+    return WEFT_OK;
+}
+
+bool
+weft__skill_ref_is_valid(const char *ref)
+{
+    size_t len = ref != NULL ? strlen(ref) : 0;
+
+    if (len < 4 || len > WEFT_UUID_LEN) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = ref[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+              c == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void
+weft__skill_cleanup(struct weft__skill *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    weft__free(s->agent);
+    weft__free(s->task);
+    weft__free(s->solution);
+    weft__free(s->workflow);
+    weft__free(s->run_id);
+    memset(s, 0, sizeof(*s));
+}
+
+void
+weft__skills_free(struct weft__skill *skills, size_t count)
+{
+    if (skills == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        weft__skill_cleanup(&skills[i]);
+    }
+    weft__free(skills);
+}
+
+static bool
+is_hex_or_empty(const char *s, size_t len)
+{
+    size_t n = strnlen(s, len + 1);
+
+    if (n == 0) {
+        return true;
+    }
+    if (n != len) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+is_short_text(const char *s)
+{
+    return s == NULL || strnlen(s, WEFT_SKILL_TEXT_MAX + 1) <= WEFT_SKILL_TEXT_MAX;
+}
+
+weft_err
+weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *is_new)
+{
+    struct weft__skill copy;
+    char hash[17];
+    bool added = false;
+    weft_err err = WEFT_OK;
+
+    if (is_new != NULL) {
+        *is_new = false;
+    }
+    if (st == NULL || s == NULL || s->agent == NULL || s->agent[0] == '\0' || s->task == NULL ||
+        s->task[0] == '\0' || s->solution == NULL || !is_short_text(s->agent) ||
+        !is_short_text(s->workflow) || !is_short_text(s->run_id) ||
+        !is_hex_or_empty(s->trace_id, 32) || !is_hex_or_empty(s->span_id, 16) ||
+        (s->id[0] != '\0' && !weft__uuid_is_valid(s->id))) {
+        return WEFT_EINVAL;
+    }
+    /* The caps apply to a copy: the caller's skill is borrowed. */
+    copy = *s;
+    copy.task = weft__skill_cap(s->task, WEFT_SKILL_TASK_MAX);
+    copy.solution = weft__skill_cap(s->solution, WEFT_SKILL_SOLUTION_MAX);
+    if (copy.task == NULL || copy.solution == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    if (copy.id[0] == '\0') {
+        weft__uuid_v4(copy.id);
+    }
+    for (char *c = copy.id; *c != '\0'; c++) {
+        *c = (char)lower((unsigned char)*c); /* ids are stored lowercase: prefixes match */
+    }
+    if (copy.created_ns == 0) {
+        copy.created_ns = weft__now_ns();
+    }
+    weft__skill_task_hash(s->task, hash);
+    err = st->ops->skill_save(st, &copy, hash, &added);
+    if (err == WEFT_OK && is_new != NULL) {
+        *is_new = added;
+    }
+out:
+    weft__free(copy.task);
+    weft__free(copy.solution);
+    return err;
+}
+
+weft_err
+weft__state_skills_search(struct rt_state *st,
+                          const char *agent,
+                          const char *query,
+                          size_t k,
+                          double min_score,
+                          struct weft__skill **out,
+                          size_t *count)
+{
+    bool is_pg = false;
+    char *terms = NULL;
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (st == NULL || agent == NULL || query == NULL || out == NULL || count == NULL ||
+        min_score != min_score) {
+        return WEFT_EINVAL;
+    }
+    if (k == 0) {
+        return WEFT_OK;
+    }
+    is_pg = strcmp(st->ops->name, "postgresql") == 0;
+    /* FTS5: each word a quoted string, so no character of the query is FTS5 syntax (a quote
+     * cannot occur: words are letters and digits). PostgreSQL: websearch_to_tsquery's "or". */
+    err = weft__skill_query_terms(query, is_pg ? "" : "\"", is_pg ? " or " : " OR ", &terms);
+    if (err != WEFT_OK || terms == NULL) {
+        return err;
+    }
+    err = st->ops->skills_search(st, agent, terms, k > WEFT_SKILLS_K_MAX ? WEFT_SKILLS_K_MAX : k,
+                                 min_score, out, count);
+    weft__free(terms);
+    return err;
+}
+
+weft_err
+weft__state_skill_used(struct rt_state *st, const char *id, uint64_t now_ns)
+{
+    if (st == NULL || !weft__uuid_is_valid(id)) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->skill_used(st, id, now_ns);
+}
+
+weft_err
+weft__state_skills_list(
+    struct rt_state *st, const char *agent, size_t limit, struct weft__skill **out, size_t *count)
+{
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (st == NULL || out == NULL || count == NULL || limit > WEFT_SKILLS_LIST_MAX) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->skills_list(st, agent, limit == 0 ? 50 : limit, out, count);
+}
+
+weft_err
+weft__state_skill_get(struct rt_state *st, const char *id_or_prefix, struct weft__skill *out)
+{
+    struct weft__skill *found = NULL;
+    char ref[WEFT_UUID_LEN + 1];
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        memset(out, 0, sizeof(*out));
+    }
+    if (st == NULL || out == NULL || !weft__skill_ref_is_valid(id_or_prefix)) {
+        return WEFT_EINVAL;
+    }
+    for (n = 0; id_or_prefix[n] != '\0'; n++) {
+        ref[n] = (char)lower((unsigned char)id_or_prefix[n]);
+    }
+    ref[n] = '\0';
+    n = 0;
+    err = st->ops->skill_get(st, ref, &found, &n);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    /* An exact id wins over the longer ids it is a prefix of (the backend lists it first). */
+    if (n == 0) {
+        err = WEFT_ENOTFOUND;
+    } else if (n > 1 && strcmp(found[0].id, ref) != 0) {
+        err = WEFT_EINVAL;
+    } else {
+        *out = found[0];
+        memset(&found[0], 0, sizeof(found[0]));
+    }
+    weft__skills_free(found, n);
+    return err;
+}
+
+weft_err
+weft__state_skills_forget(struct rt_state *st,
+                          const char *id_or_prefix,
+                          const char *agent,
+                          size_t *removed)
+{
+    struct weft__skill s;
+    weft_err err = WEFT_OK;
+
+    if (removed != NULL) {
+        *removed = 0;
+    }
+    if (st == NULL || (id_or_prefix == NULL && agent == NULL)) {
+        return WEFT_EINVAL;
+    }
+    if (id_or_prefix == NULL) {
+        return st->ops->skills_forget(st, NULL, agent, removed);
+    }
+    err = weft__state_skill_get(st, id_or_prefix, &s);
+    if (err == WEFT_ENOTFOUND) {
+        return WEFT_OK;
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = st->ops->skills_forget(st, s.id, agent, removed);
+    weft__skill_cleanup(&s);
+    return err;
+}
+
+weft_err
+weft__state_skills_prune(struct rt_state *st,
+                         size_t max_per_agent,
+                         uint64_t max_age_ns,
+                         uint64_t now_ns,
+                         size_t *removed)
+{
+    if (removed != NULL) {
+        *removed = 0;
+    }
+    if (st == NULL) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->skills_prune(st, max_per_agent, max_age_ns, now_ns, removed);
 }

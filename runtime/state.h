@@ -30,6 +30,8 @@
 
 #include "plan.h"
 
+#include "base/uuid.h"
+
 #include <jansson.h>
 #include <stdint.h>
 #include <weft/runtime.h>
@@ -356,5 +358,140 @@ weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, siz
 typedef void (*state_interrupted_fn)(const struct weft_interrupted_run *run, void *user_data);
 weft_err
 weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_data, size_t *count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Skill memory (docs/memory.md)                                                               */
+
+/* A skill is a step that succeeded (reflection APPROVED or FIXED, evaluator reward > 0), kept
+ * so that a later step of the same agent on a similar task can be shown how it was done. Both
+ * backends store skills in a table `skills`, one row per (agent, normalised task hash): the
+ * task text lowercased, punctuation dropped, whitespace collapsed, digits kept (see
+ * weft__skill_task_hash()). Retrieval is full-text ranking over the task text (SQLite FTS5
+ * BM25, PostgreSQL ts_rank_cd over a GIN-indexed tsvector), filtered by agent.
+ *
+ * Caps: a task is cut to WEFT_SKILL_TASK_MAX bytes and a solution to WEFT_SKILL_SOLUTION_MAX,
+ * on a UTF-8 boundary, with a note saying so at the end of the cut text. The dedup hash is of
+ * the whole task, before the cut. Free text is redacted like every other stored text.
+ *
+ * Retention: every save of a new row drops the skills older than the handle's maximum age and
+ * the agent's skills beyond its maximum count (lowest reward first, then oldest): two indexed
+ * deletes that touch nothing when nothing is due, never a scan of the table
+ * (weft__state_skills_retention() sets the limits; WEFT_SKILLS_* below are the defaults). */
+
+#define WEFT_SKILL_TASK_MAX       2048u /* bytes of a stored task (a longer one is cut) */
+#define WEFT_SKILL_SOLUTION_MAX   8192u /* bytes of a stored solution (a longer one is cut) */
+#define WEFT_SKILL_TEXT_MAX       256u  /* bytes of an agent, workflow or run id */
+#define WEFT_SKILLS_MAX_PER_AGENT 1000u
+#define WEFT_SKILLS_MAX_AGE_NS    (180ull * 24 * 3600 * 1000000000ull) /* 180 days */
+#define WEFT_SKILLS_K_MAX         64u    /* most hits one search returns */
+#define WEFT_SKILLS_LIST_MAX      10000u /* most skills one list returns */
+#define WEFT_SKILL_QUERY_TERMS    32u    /* distinct query words a search uses, in order */
+
+/* One stored skill. Every string is owned by the struct (weft__skill_cleanup()); only agent,
+ * task and solution are required to save one (the others may be NULL or empty). */
+struct weft__skill {
+    char id[WEFT_UUID_LEN + 1]; /* a UUID; "" on save: a new one is made */
+    char *agent;
+    char *task;
+    char *solution;    /* final output, code, the tool calls that worked: the caller's text */
+    char *workflow;    /* may be NULL */
+    char *run_id;      /* may be NULL */
+    char trace_id[33]; /* hex, "" when none */
+    char span_id[17];  /* hex, "" when none */
+    double reward;
+    uint64_t created_ns;   /* on save: 0 means now */
+    uint64_t last_used_ns; /* 0: never injected */
+    uint64_t uses;         /* times it was injected (weft__state_skill_used()) */
+    double score;          /* search results only: relevance in [0, 1), higher is better */
+};
+
+/* Set the handle's retention for later saves: at most @p max_per_agent skills per agent (0: no
+ * count limit) and none older than @p max_age_ns (0: no age limit). A handle starts with
+ * WEFT_SKILLS_MAX_PER_AGENT and WEFT_SKILLS_MAX_AGE_NS. Nothing is deleted by this call. */
+void weft__state_skills_retention(struct rt_state *st, size_t max_per_agent, uint64_t max_age_ns);
+
+/* Save skill @p s (copied; the caps above applied). When the agent already has a skill for the
+ * same normalised task, that row is replaced (its id, uses and last use kept; task, solution,
+ * provenance, reward and created_ns new) when s->reward is at least its reward, else left as it
+ * is. *is_new (may be NULL) says whether a row was added. One transaction, retention included.
+ * @return WEFT_OK (also when an existing better skill was kept), WEFT_EINVAL (NULL or empty
+ * agent or task, NULL solution, a malformed id), WEFT_EIO (logged), WEFT_ENOMEM.
+ * Ownership: borrows @p s. */
+weft_err weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *is_new);
+
+/* The @p k (at most WEFT_SKILLS_K_MAX) skills of @p agent whose task best matches @p query,
+ * best first, only those whose score is at least @p min_score (their relevance in [0, 1):
+ * SQLite s/(s+1) of s = -bm25, PostgreSQL ts_rank_cd with normalisation 32). The query is
+ * untrusted text: only its words count (at most WEFT_SKILL_QUERY_TERMS distinct ones, ORed),
+ * never its syntax. *out is NULL when nothing matched. @return WEFT_OK, WEFT_EINVAL, WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: caller owns *out (weft__skills_free(*out, *count)). */
+weft_err weft__state_skills_search(struct rt_state *st,
+                                   const char *agent,
+                                   const char *query,
+                                   size_t k,
+                                   double min_score,
+                                   struct weft__skill **out,
+                                   size_t *count);
+
+/* Count one injection of skill @p id (uses + 1, last used at @p now_ns).
+ * @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EINVAL, WEFT_EIO. */
+weft_err weft__state_skill_used(struct rt_state *st, const char *id, uint64_t now_ns);
+
+/* The @p limit (1..WEFT_SKILLS_LIST_MAX; 0 means 50) newest skills of @p agent (NULL: of every
+ * agent), newest first. *out is NULL when there are none. @return WEFT_OK, WEFT_EINVAL,
+ * WEFT_EIO, WEFT_ENOMEM. Ownership: caller owns *out (weft__skills_free()). */
+weft_err weft__state_skills_list(
+    struct rt_state *st, const char *agent, size_t limit, struct weft__skill **out, size_t *count);
+
+/* The skill whose id is @p id_or_prefix or starts with it (at least 4 characters of a UUID).
+ * @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EINVAL (malformed, or a prefix of several), WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: caller cleans *out up (weft__skill_cleanup()); zeroed on error. */
+weft_err
+weft__state_skill_get(struct rt_state *st, const char *id_or_prefix, struct weft__skill *out);
+
+/* Delete the skill @p id_or_prefix (as weft__state_skill_get() finds it), or every skill of
+ * @p agent, or, with both, that skill when it is @p agent's. *removed (may be NULL) gets the
+ * count. @return WEFT_OK (also when none matched: *removed is 0), WEFT_EINVAL (both NULL, a
+ * malformed or ambiguous prefix), WEFT_EIO. */
+weft_err weft__state_skills_forget(struct rt_state *st,
+                                   const char *id_or_prefix,
+                                   const char *agent,
+                                   size_t *removed);
+
+/* Apply a retention policy to the whole store now: drop skills created before @p now_ns -
+ * @p max_age_ns (0: no age limit), then keep at most @p max_per_agent (0: no limit) per agent,
+ * the highest reward and then the newest. One transaction. @return WEFT_OK, WEFT_EIO. */
+weft_err weft__state_skills_prune(struct rt_state *st,
+                                  size_t max_per_agent,
+                                  uint64_t max_age_ns,
+                                  uint64_t now_ns,
+                                  size_t *removed);
+
+/* Free what weft__skill_cleanup() frees in each of @p count skills, then the array. NULL is a
+ * no-op. */
+void weft__skills_free(struct weft__skill *skills, size_t count);
+/* Free @p s's strings and zero it (not @p s itself). NULL is a no-op. */
+void weft__skill_cleanup(struct weft__skill *s);
+
+/* Helpers both backends use (state.c). */
+
+/* The dedup key of @p task: 16 hex digits (FNV-1a 64 of the normalised text: lowercase ASCII,
+ * every run of characters that are not letters or digits one space, no leading or trailing
+ * space; bytes >= 0x80 are kept as they are, so non-ASCII words still count). */
+void weft__skill_task_hash(const char *task, char out[17]);
+
+/* @p text cut to @p max bytes on a UTF-8 boundary, ending with a note of how much was cut
+ * when it was. Ownership: returns new (weft__free); NULL when out of memory. */
+char *weft__skill_cap(const char *text, size_t max);
+
+/* The distinct words of @p query (lowercased ASCII letters and digits, and bytes >= 0x80),
+ * without a few very common English words, at most WEFT_SKILL_QUERY_TERMS of 64 bytes, each
+ * wrapped in @p quote and joined by @p sep (FTS5: "\"" and " OR "; PostgreSQL websearch: ""
+ * and " or "). *out is NULL when the query has no word. @return WEFT_OK, WEFT_ENOMEM.
+ * Ownership: caller owns *out (weft__free). */
+weft_err weft__skill_query_terms(const char *query, const char *quote, const char *sep, char **out);
+
+/* Is @p ref a UUID or a prefix of one (4 to 36 characters of hex digits and hyphens)? */
+bool weft__skill_ref_is_valid(const char *ref);
 
 #endif /* WEFT_RUNTIME_STATE_H */

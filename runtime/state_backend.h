@@ -109,11 +109,50 @@ struct weft__state_ops {
                              struct weft__state_dead **dead,
                              size_t *n);
     weft_err (*dead_mark)(struct rt_state *st, struct weft__state_dead *d);
+    /* Skill memory: state.c checks the arguments and applies the caps (s->task and
+     * s->solution are already cut, s->id set, @p hash the task's weft__skill_task_hash());
+     * @p terms is weft__skill_query_terms()'s text in the backend's syntax, never NULL. */
+    weft_err (*skill_save)(struct rt_state *st,
+                           const struct weft__skill *s,
+                           const char *hash,
+                           bool *is_new);
+    weft_err (*skills_search)(struct rt_state *st,
+                              const char *agent,
+                              const char *terms,
+                              size_t k,
+                              double min_score,
+                              struct weft__skill **out,
+                              size_t *count);
+    weft_err (*skill_used)(struct rt_state *st, const char *id, uint64_t now_ns);
+    weft_err (*skills_list)(struct rt_state *st,
+                            const char *agent,
+                            size_t limit,
+                            struct weft__skill **out,
+                            size_t *count);
+    /* The skills whose id starts with @p prefix: at most 2 (enough to tell "ambiguous"). */
+    weft_err (*skill_get)(struct rt_state *st,
+                          const char *prefix,
+                          struct weft__skill **out,
+                          size_t *count);
+    /* Delete by exact @p id (may be NULL) and/or @p agent (may be NULL), not both NULL. */
+    weft_err (*skills_forget)(struct rt_state *st,
+                              const char *id,
+                              const char *agent,
+                              size_t *removed);
+    weft_err (*skills_prune)(struct rt_state *st,
+                             size_t max_per_agent,
+                             uint64_t max_age_ns,
+                             uint64_t now_ns,
+                             size_t *removed);
 };
 
 /* The first member of every backend's handle. */
 struct rt_state {
     const struct weft__state_ops *ops;
+    /* Skill retention applied by each new skill's save (weft__state_skills_retention()); the
+     * backends' open leaves them 0 and weft__state_open() sets the defaults. */
+    size_t skills_max_per_agent;
+    uint64_t skills_max_age_ns;
 };
 
 /* Open a backend (weft__state_open() picks one). Same contract as weft__state_open(). */

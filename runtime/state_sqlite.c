@@ -10,6 +10,7 @@
  */
 #include "state_backend.h"
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
@@ -24,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 16
@@ -81,6 +82,34 @@ static const char state_migrate_v6[] = "ALTER TABLE steps ADD COLUMN task_uuid T
                                        " DEFAULT 0;"
                                        "ALTER TABLE steps ADD COLUMN is_dispatched INTEGER NOT NULL"
                                        " DEFAULT 0;";
+
+/* Version 7 (skill memory, docs/memory.md): one row per (agent, normalised task hash), an
+ * integer key for the full-text index, and the indexes retention needs: (agent, reward,
+ * created_ns) keeps the best of an agent with one range walk, created_ns finds the old ones.
+ * skills_fts is an external-content FTS5 table over the task (and the agent, which a search
+ * ANDs into the match so that BM25 ranks only that agent's rows; its weight is 0), kept in
+ * step by triggers. Porter stemming: "tests" finds "testing". */
+static const char state_migrate_v7[] =
+    "CREATE TABLE IF NOT EXISTS skills ("
+    " rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, agent TEXT NOT NULL,"
+    " task_hash TEXT NOT NULL, task TEXT NOT NULL, solution TEXT NOT NULL, workflow TEXT,"
+    " run_id TEXT, trace_id TEXT, span_id TEXT, reward REAL NOT NULL,"
+    " created_ns BIGINT NOT NULL, last_used_ns BIGINT NOT NULL DEFAULT 0,"
+    " uses INTEGER NOT NULL DEFAULT 0, UNIQUE (agent, task_hash));"
+    "CREATE INDEX IF NOT EXISTS skills_agent_rank ON skills(agent, reward, created_ns);"
+    "CREATE INDEX IF NOT EXISTS skills_created ON skills(created_ns);"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS skills_fts USING fts5(task, agent, content='skills',"
+    " content_rowid='rid', tokenize='porter unicode61 remove_diacritics 2');"
+    "CREATE TRIGGER IF NOT EXISTS skills_fts_insert AFTER INSERT ON skills BEGIN"
+    " INSERT INTO skills_fts(rowid, task, agent) VALUES (new.rid, new.task, new.agent); END;"
+    "CREATE TRIGGER IF NOT EXISTS skills_fts_delete AFTER DELETE ON skills BEGIN"
+    " INSERT INTO skills_fts(skills_fts, rowid, task, agent)"
+    " VALUES ('delete', old.rid, old.task, old.agent); END;"
+    "CREATE TRIGGER IF NOT EXISTS skills_fts_update AFTER UPDATE OF task, agent ON skills BEGIN"
+    " INSERT INTO skills_fts(skills_fts, rowid, task, agent)"
+    " VALUES ('delete', old.rid, old.task, old.agent);"
+    " INSERT INTO skills_fts(rowid, task, agent) VALUES (new.rid, new.task, new.agent); END;"
+    "INSERT INTO skills_fts(skills_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)');";
 
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
  * interrupted before anything marks it so. */
@@ -221,7 +250,8 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         (version < 4 && sqlite3_exec(st->db, migrate_v4, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 5 && sqlite3_exec(st->db, state_migrate_v5, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 6 && sqlite3_exec(st->db, state_migrate_v6, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 6; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 7 && sqlite3_exec(st->db, state_migrate_v7, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 7; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = &st->base;
@@ -1492,6 +1522,423 @@ lite_end(struct rt_state *base, weft_err err)
     return tx_end(lite(base), err);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Skill memory (state.h, docs/memory.md)                                                      */
+
+#define SKILL_COLUMNS                                                                           \
+    "s.id, s.agent, s.task, s.solution, s.workflow, s.run_id, s.trace_id, s.span_id, s.reward," \
+    " s.created_ns, s.last_used_ns, s.uses"
+
+/* Bind free text redacted, failing (instead of binding "") when the redaction runs out of
+ * memory: a skill saved with an empty task would be found by nothing and never replaced. */
+static bool
+bind_redacted(sqlite3_stmt *stmt, int i, const char *s)
+{
+    char *clean = NULL;
+
+    if (s == NULL) {
+        sqlite3_bind_null(stmt, i);
+        return true;
+    }
+    clean = weft__redact_text(s);
+    if (clean == NULL) {
+        return false;
+    }
+    sqlite3_bind_text(stmt, i, clean, -1, SQLITE_TRANSIENT);
+    weft__free(clean);
+    return true;
+}
+
+static void
+bind_hex(sqlite3_stmt *stmt, int i, const char *hex)
+{
+    if (hex[0] == '\0') {
+        sqlite3_bind_null(stmt, i);
+    } else {
+        bind_key(stmt, i, hex);
+    }
+}
+
+/* One row of SKILL_COLUMNS from column @p first into @p s (which owns the copies). */
+static void
+read_skill(sqlite3_stmt *stmt, int first, struct weft__skill *s, bool *is_oom)
+{
+    const char *v = NULL;
+
+    memset(s, 0, sizeof(*s));
+    v = state_col_text(stmt, first);
+    snprintf(s->id, sizeof(s->id), "%s", v != NULL ? v : "");
+    s->agent = col_dup(stmt, first + 1, is_oom);
+    s->task = col_dup(stmt, first + 2, is_oom);
+    s->solution = col_dup(stmt, first + 3, is_oom);
+    s->workflow = col_dup(stmt, first + 4, is_oom);
+    s->run_id = col_dup(stmt, first + 5, is_oom);
+    v = state_col_text(stmt, first + 6);
+    snprintf(s->trace_id, sizeof(s->trace_id), "%s", v != NULL ? v : "");
+    v = state_col_text(stmt, first + 7);
+    snprintf(s->span_id, sizeof(s->span_id), "%s", v != NULL ? v : "");
+    s->reward = sqlite3_column_double(stmt, first + 8);
+    s->created_ns = (uint64_t)sqlite3_column_int64(stmt, first + 9);
+    s->last_used_ns = (uint64_t)sqlite3_column_int64(stmt, first + 10);
+    s->uses = (uint64_t)sqlite3_column_int64(stmt, first + 11);
+}
+
+/* Step @p stmt to its end, appending each row (SKILL_COLUMNS, then the rank when @p has_rank)
+ * to *out; a ranked row whose score is below @p min_score ends the walk (rows come best
+ * first). The statement is released. */
+static weft_err
+collect_skills(struct lite_state *st,
+               sqlite3_stmt *stmt,
+               size_t cap,
+               bool has_rank,
+               double min_score,
+               struct weft__skill **out,
+               size_t *count)
+{
+    struct weft__skill *rows = NULL;
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    while (err == WEFT_OK && n < cap && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        bool is_oom = false;
+        double score = 0.0;
+
+        if (has_rank) {
+            /* bm25() is negative, better more so; FTS5 keeps every term's IDF above 0. */
+            double s = -sqlite3_column_double(stmt, 12);
+            score = s > 0.0 ? s / (s + 1.0) : 0.0;
+            if (score < min_score) {
+                rc = SQLITE_DONE;
+                break;
+            }
+        }
+        if (rows == NULL) {
+            rows = weft__calloc(cap, sizeof(*rows));
+            if (rows == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+        }
+        read_skill(stmt, 0, &rows[n], &is_oom);
+        rows[n++].score = score;
+        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: skills read failed: %s", sqlite3_errstr(rc));
+        err = WEFT_EIO;
+    }
+    release(st, stmt);
+    if (err != WEFT_OK) {
+        weft__skills_free(rows, n);
+        return err;
+    }
+    *out = rows;
+    *count = n;
+    return WEFT_OK;
+}
+
+/* Retention after a new row (state.h): two indexed deletes that find nothing to do in the
+ * usual case. */
+static weft_err
+skills_retain(struct lite_state *st, const char *agent)
+{
+    sqlite3_stmt *stmt = NULL;
+    uint64_t now = weft__now_ns();
+    weft_err err = WEFT_OK;
+
+    if (st->base.skills_max_age_ns > 0 && now > st->base.skills_max_age_ns) {
+        stmt = cached(st, "DELETE FROM skills WHERE created_ns < ?");
+        if (stmt == NULL) {
+            return WEFT_EIO;
+        }
+        sqlite3_bind_int64(stmt, 1, (sqlite3_int64)(now - st->base.skills_max_age_ns));
+        err = finish(st, stmt, "skills age retention");
+    }
+    if (err == WEFT_OK && st->base.skills_max_per_agent > 0) {
+        stmt = cached(st, "DELETE FROM skills WHERE rid IN (SELECT rid FROM skills"
+                          " WHERE agent = ? ORDER BY reward DESC, created_ns DESC"
+                          " LIMIT -1 OFFSET ?)");
+        if (stmt == NULL) {
+            return WEFT_EIO;
+        }
+        bind_key(stmt, 1, agent);
+        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)st->base.skills_max_per_agent);
+        err = finish(st, stmt, "skills count retention");
+    }
+    return err;
+}
+
+static weft_err
+lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *hash, bool *is_new)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    sqlite3_int64 rid = 0;
+    double old_reward = 0.0;
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    *is_new = false;
+    if (lite_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    stmt = cached(st, "SELECT rid, reward FROM skills WHERE agent = ? AND task_hash = ?");
+    if (stmt == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    bind_key(stmt, 1, s->agent);
+    bind_key(stmt, 2, hash);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        rid = sqlite3_column_int64(stmt, 0);
+        old_reward = sqlite3_column_double(stmt, 1);
+    }
+    release(st, stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        return tx_end(st, WEFT_EIO);
+    }
+    if (rc == SQLITE_ROW && s->reward < old_reward) {
+        return tx_end(st, WEFT_OK); /* the stored solution earned more: it stays */
+    }
+    if (rc == SQLITE_ROW) {
+        stmt = cached(st, "UPDATE skills SET task = ?, solution = ?, workflow = ?, run_id = ?,"
+                          " trace_id = ?, span_id = ?, reward = ?, created_ns = ? WHERE rid = ?");
+    } else {
+        stmt = cached(st, "INSERT INTO skills (task, solution, workflow, run_id, trace_id,"
+                          " span_id, reward, created_ns, id, agent, task_hash)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    if (stmt == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    if (!bind_redacted(stmt, 1, s->task) || !bind_redacted(stmt, 2, s->solution)) {
+        release(st, stmt);
+        return tx_end(st, WEFT_ENOMEM);
+    }
+    bind_key(stmt, 3, s->workflow);
+    bind_key(stmt, 4, s->run_id);
+    bind_hex(stmt, 5, s->trace_id);
+    bind_hex(stmt, 6, s->span_id);
+    sqlite3_bind_double(stmt, 7, s->reward);
+    sqlite3_bind_int64(stmt, 8, (sqlite3_int64)s->created_ns);
+    if (rc == SQLITE_ROW) {
+        sqlite3_bind_int64(stmt, 9, rid);
+    } else {
+        bind_key(stmt, 9, s->id);
+        bind_key(stmt, 10, s->agent);
+        bind_key(stmt, 11, hash);
+    }
+    err = finish(st, stmt, rc == SQLITE_ROW ? "skill update" : "skill insert");
+    if (err == WEFT_OK && rc == SQLITE_DONE) {
+        err = skills_retain(st, s->agent);
+    }
+    err = tx_end(st, err);
+    *is_new = err == WEFT_OK && rc == SQLITE_DONE;
+    return err;
+}
+
+/* @p agent as an FTS5 phrase ("..." with quotes doubled), or NULL when it has no letter or
+ * digit (its tokens would be empty: only the join's exact test filters then). */
+static char *
+agent_phrase(const char *agent, bool *is_oom)
+{
+    struct weft__buf b;
+    bool has_word = false;
+    weft_err err = WEFT_OK;
+
+    for (const char *c = agent; *c != '\0'; c++) {
+        has_word = has_word || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+                   (*c >= 'A' && *c <= 'Z') || (unsigned char)*c >= 0x80;
+    }
+    if (!has_word) {
+        return NULL;
+    }
+    weft__buf_init(&b, 0);
+    err = weft__buf_append(&b, "agent : \"", 9);
+    for (const char *c = agent; err == WEFT_OK && *c != '\0'; c++) {
+        err = weft__buf_append(&b, *c == '"' ? "\"\"" : c, *c == '"' ? 2 : 1);
+    }
+    if (err == WEFT_OK) {
+        err = weft__buf_append(&b, "\" AND (", 7);
+    }
+    if (err != WEFT_OK || b.data == NULL) {
+        weft__buf_cleanup(&b);
+        *is_oom = true;
+        return NULL;
+    }
+    return b.data;
+}
+
+static weft_err
+lite_skills_search(struct rt_state *base,
+                   const char *agent,
+                   const char *terms,
+                   size_t k,
+                   double min_score,
+                   struct weft__skill **out,
+                   size_t *count)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    bool is_oom = false;
+    char *phrase = agent_phrase(agent, &is_oom);
+    struct weft__buf match;
+    weft_err err = WEFT_OK;
+
+    if (is_oom) {
+        return WEFT_ENOMEM;
+    }
+    /* The agent's phrase ANDed into the match makes FTS5 rank only rows that carry it (a
+     * fraction of the store), and the join's equality keeps exactly that agent's. */
+    weft__buf_init(&match, 0);
+    err = phrase != NULL ? weft__buf_printf(&match, "%s%s)", phrase, terms)
+                         : weft__buf_append(&match, terms, strlen(terms));
+    weft__free(phrase);
+    if (err != WEFT_OK) {
+        weft__buf_cleanup(&match);
+        return err;
+    }
+    /* CROSS JOIN: the full-text match drives, never a scan of the agent's rows probing it. */
+    stmt = cached(st, "SELECT " SKILL_COLUMNS ", f.rank FROM skills_fts f CROSS JOIN skills s"
+                      " ON s.rid = f.rowid WHERE skills_fts MATCH ? AND s.agent = ?"
+                      " ORDER BY f.rank LIMIT ?");
+    if (stmt == NULL) {
+        weft__buf_cleanup(&match);
+        return WEFT_EIO;
+    }
+    sqlite3_bind_text(stmt, 1, match.data, -1, SQLITE_TRANSIENT);
+    bind_key(stmt, 2, agent);
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)k);
+    weft__buf_cleanup(&match);
+    return collect_skills(st, stmt, k, true, min_score, out, count);
+}
+
+static weft_err
+lite_skill_used(struct rt_state *base, const char *id, uint64_t now_ns)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt =
+        cached(st, "UPDATE skills SET uses = uses + 1, last_used_ns = ? WHERE id = ?");
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, (sqlite3_int64)now_ns);
+    bind_key(stmt, 2, id);
+    err = finish(st, stmt, "skill used");
+    if (err == WEFT_OK && sqlite3_changes(st->db) == 0) {
+        err = WEFT_ENOTFOUND;
+    }
+    return err;
+}
+
+static weft_err
+lite_skills_list(
+    struct rt_state *base, const char *agent, size_t limit, struct weft__skill **out, size_t *count)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+
+    if (agent != NULL) {
+        stmt = prepare(st, "SELECT " SKILL_COLUMNS " FROM skills s WHERE agent = ?"
+                           " ORDER BY created_ns DESC LIMIT ?");
+    } else {
+        stmt = prepare(st, "SELECT " SKILL_COLUMNS " FROM skills s"
+                           " ORDER BY created_ns DESC LIMIT ?");
+    }
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    if (agent != NULL) {
+        bind_key(stmt, 1, agent);
+    }
+    sqlite3_bind_int64(stmt, agent != NULL ? 2 : 1, (sqlite3_int64)limit);
+    return collect_skills(st, stmt, limit, false, 0.0, out, count);
+}
+
+static weft_err
+lite_skill_get(struct rt_state *base, const char *prefix, struct weft__skill **out, size_t *count)
+{
+    struct lite_state *st = lite(base);
+    /* Ids are lowercase hex and hyphens, all below 'z': every id starting with the prefix lies
+     * between it and it followed by 'z', a range of the unique index. */
+    sqlite3_stmt *stmt = prepare(st, "SELECT " SKILL_COLUMNS " FROM skills s"
+                                     " WHERE id >= ?1 AND id < ?1 || 'z'"
+                                     " ORDER BY id = ?1 DESC, id LIMIT 2");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, prefix);
+    return collect_skills(st, stmt, 2, false, 0.0, out, count);
+}
+
+static weft_err
+lite_skills_forget(struct rt_state *base, const char *id, const char *agent, size_t *removed)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "DELETE FROM skills WHERE (?1 IS NULL OR id = ?1)"
+                                     " AND (?2 IS NULL OR agent = ?2)");
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, id);
+    bind_key(stmt, 2, agent);
+    err = finish(st, stmt, "skills forget");
+    if (err == WEFT_OK && removed != NULL) {
+        *removed = (size_t)sqlite3_changes(st->db);
+    }
+    return err;
+}
+
+static weft_err
+lite_skills_prune(struct rt_state *base,
+                  size_t max_per_agent,
+                  uint64_t max_age_ns,
+                  uint64_t now_ns,
+                  size_t *removed)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (lite_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    if (max_age_ns > 0 && now_ns > max_age_ns) {
+        stmt = prepare(st, "DELETE FROM skills WHERE created_ns < ?");
+        if (stmt == NULL) {
+            return tx_end(st, WEFT_EIO);
+        }
+        sqlite3_bind_int64(stmt, 1, (sqlite3_int64)(now_ns - max_age_ns));
+        err = finish(st, stmt, "skills prune by age");
+        n += err == WEFT_OK ? (size_t)sqlite3_changes(st->db) : 0;
+    }
+    if (err == WEFT_OK && max_per_agent > 0) {
+        stmt = prepare(st, "DELETE FROM skills WHERE rid IN (SELECT rid FROM (SELECT rid,"
+                           " row_number() OVER (PARTITION BY agent ORDER BY reward DESC,"
+                           " created_ns DESC) AS n FROM skills) WHERE n > ?)");
+        if (stmt == NULL) {
+            return tx_end(st, WEFT_EIO);
+        }
+        sqlite3_bind_int64(stmt, 1, (sqlite3_int64)max_per_agent);
+        err = finish(st, stmt, "skills prune by count");
+        n += err == WEFT_OK ? (size_t)sqlite3_changes(st->db) : 0;
+    }
+    err = tx_end(st, err);
+    if (err == WEFT_OK && removed != NULL) {
+        *removed = n;
+    }
+    return err;
+}
+
 static const struct weft__state_ops lite_ops = {
     .name = "sqlite",
     .close = lite_close,
@@ -1525,4 +1972,11 @@ static const struct weft__state_ops lite_ops = {
     .end = lite_end,
     .dead_collect = lite_dead_collect,
     .dead_mark = lite_dead_mark,
+    .skill_save = lite_skill_save,
+    .skills_search = lite_skills_search,
+    .skill_used = lite_skill_used,
+    .skills_list = lite_skills_list,
+    .skill_get = lite_skill_get,
+    .skills_forget = lite_skills_forget,
+    .skills_prune = lite_skills_prune,
 };

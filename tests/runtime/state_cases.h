@@ -21,6 +21,9 @@
 #define WEFT_TESTS_STATE_CASES_H
 
 #include "base/mem.h"
+#include "base/time.h"
+#include "base/utf8.h"
+#include "base/uuid.h"
 #include "runtime/state.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"
@@ -888,35 +891,489 @@ test_state_out_of_memory_fails_cleanly(void **state)
     weft__plan_cleanup(&plan);
 }
 
-#define STATE_CASES(setup, teardown)                                                              \
-    cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,          \
-                                    teardown),                                                    \
-        cmocka_unit_test_setup_teardown(test_state_cursors_are_saved_per_queue, setup, teardown), \
-        cmocka_unit_test_setup_teardown(                                                          \
-            test_state_transaction_groups_writes_and_rolls_back_on_failure, setup, teardown),     \
-        cmocka_unit_test_setup_teardown(test_state_lazy_transaction_commits_like_an_ordinary_one, \
-                                        setup, teardown),                                         \
-        cmocka_unit_test_setup_teardown(test_state_run_begin_end_and_info_round_trip, setup,      \
-                                        teardown),                                                \
-        cmocka_unit_test_setup_teardown(test_state_inputs_are_redacted_on_disk, setup, teardown), \
-        cmocka_unit_test_setup_teardown(test_state_steps_save_update_and_read_in_plan_order,      \
-                                        setup, teardown),                                         \
-        cmocka_unit_test_setup_teardown(test_state_steps_keep_task_uuid_retries_and_dispatch,     \
-                                        setup, teardown),                                         \
-        cmocka_unit_test_setup_teardown(test_state_runs_list_newest_first_with_limit, setup,      \
-                                        teardown),                                                \
-        cmocka_unit_test_setup_teardown(test_state_run_resolve_by_prefix, setup, teardown),       \
-        cmocka_unit_test_setup_teardown(test_state_messages_keep_the_last_ones_oldest_first,      \
-                                        setup, teardown),                                         \
-        cmocka_unit_test_setup_teardown(test_state_exchanges_make_a_replayable_script, setup,     \
-                                        teardown),                                                \
-        cmocka_unit_test_setup_teardown(test_state_surgery_records_steps_and_correction, setup,   \
-                                        teardown),                                                \
-        cmocka_unit_test_setup_teardown(                                                          \
-            test_state_surgery_nests_in_a_transaction_and_rolls_back_whole, setup, teardown),     \
-        cmocka_unit_test_setup_teardown(                                                          \
-            test_state_lease_is_exclusive_and_recover_marks_dead_owners, setup, teardown),        \
-        cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),           \
-        cmocka_unit_test_setup_teardown(test_state_out_of_memory_fails_cleanly, setup, teardown)
+/* ------------------------------------------------------------------------------------------ */
+/* Skill memory                                                                                */
+
+/* A skill of @p agent for @p task; the strings are borrowed (never cleaned up). */
+static struct weft__skill
+skill_of(const char *agent, const char *task, const char *solution, double reward)
+{
+    struct weft__skill s;
+
+    memset(&s, 0, sizeof(s));
+    s.agent = (char *)agent;
+    s.task = (char *)task;
+    s.solution = (char *)solution;
+    s.reward = reward;
+    return s;
+}
+
+static void
+save_skill(struct fx *f, const char *agent, const char *task, double reward, bool want_new)
+{
+    struct weft__skill s = skill_of(agent, task, "the solution", reward);
+    bool is_new = !want_new;
+
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_int_equal(is_new, want_new);
+}
+
+/* The id of the newest skill (of @p agent, NULL: any) into @p id. */
+static void
+newest_skill_id(struct fx *f, const char *agent, char id[WEFT_UUID_LEN + 1])
+{
+    struct weft__skill *list = NULL;
+    size_t n = 0;
+
+    assert_weft_ok(weft__state_skills_list(f->st, agent, 1, &list, &n));
+    assert_int_equal(n, 1);
+    memcpy(id, list[0].id, WEFT_UUID_LEN + 1);
+    weft__skills_free(list, n);
+}
+
+static void
+test_state_skill_save_dedups_by_normalised_task_per_agent(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill s = skill_of("coder", "Write a Fibonacci function in C", "int fib", 1.0);
+    struct weft__skill *list = NULL;
+    size_t n = 0;
+    bool is_new = false;
+
+    memcpy(s.trace_id, "0123456789abcdef0123456789abcdef", 33);
+    memcpy(s.span_id, "0123456789abcdef", 17);
+    s.workflow = "wf";
+    s.run_id = "run-1";
+    s.created_ns = weft__now_ns() - 1000; /* retention drops skills older than 180 days */
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_true(is_new);
+    /* Case, punctuation and spacing make no other task; digits do; another agent's skill is
+     * its own. */
+    save_skill(f, "coder", "  write a fibonacci-function, in c!! ", 0.5, false);
+    save_skill(f, "coder", "Write a Fibonacci function in C99", 1.0, true);
+    save_skill(f, "tester", "Write a Fibonacci function in C", 1.0, true);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 3);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent = 'coder'"), 2);
+    /* Everything round-trips; a list is newest first. */
+    assert_weft_ok(weft__state_skills_list(f->st, "coder", 10, &list, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(list[1].task, "Write a Fibonacci function in C");
+    assert_string_equal(list[1].solution, "int fib");
+    assert_string_equal(list[1].agent, "coder");
+    assert_string_equal(list[1].workflow, "wf");
+    assert_string_equal(list[1].run_id, "run-1");
+    assert_string_equal(list[1].trace_id, "0123456789abcdef0123456789abcdef");
+    assert_string_equal(list[1].span_id, "0123456789abcdef");
+    assert_true(list[1].reward == 1.0);
+    assert_int_equal(list[1].created_ns, s.created_ns);
+    assert_int_equal(list[1].uses, 0);
+    assert_true(weft__uuid_is_valid(list[1].id));
+    assert_null(list[0].workflow);
+    assert_string_equal(list[0].trace_id, "");
+    assert_true(list[0].created_ns > s.created_ns); /* 0 on save: now */
+    weft__skills_free(list, n);
+    /* Bad arguments store nothing. */
+    s.agent = "";
+    assert_int_equal(weft__state_skill_save(f->st, &s, &is_new), WEFT_EINVAL);
+    s = skill_of("coder", "", "x", 1.0);
+    assert_int_equal(weft__state_skill_save(f->st, &s, &is_new), WEFT_EINVAL);
+    s = skill_of("coder", "t", NULL, 1.0);
+    assert_int_equal(weft__state_skill_save(f->st, &s, &is_new), WEFT_EINVAL);
+    s = skill_of("coder", "t", "x", 1.0);
+    memcpy(s.trace_id, "not hex", 8);
+    assert_int_equal(weft__state_skill_save(f->st, &s, &is_new), WEFT_EINVAL);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 3);
+}
+
+static void
+test_state_skill_is_replaced_by_an_equal_or_better_reward(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill s = skill_of("coder", "sort the list", "v1", 1.0);
+    struct weft__skill got;
+    char id[WEFT_UUID_LEN + 1];
+    bool is_new = false;
+
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    newest_skill_id(f, NULL, id);
+    assert_weft_ok(weft__state_skill_used(f->st, id, 77));
+    /* A lower reward keeps the stored solution. */
+    s = skill_of("coder", "Sort the list.", "v2", 0.5);
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_false(is_new);
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_string_equal(got.solution, "v1");
+    weft__skill_cleanup(&got);
+    /* An equal one replaces it (the newer solution wins), a higher one too; id and uses stay. */
+    s = skill_of("coder", "sort THE list", "v3", 1.0);
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_false(is_new);
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_string_equal(got.solution, "v3");
+    assert_string_equal(got.task, "sort THE list");
+    assert_int_equal(got.uses, 1);
+    assert_int_equal(got.last_used_ns, 77);
+    weft__skill_cleanup(&got);
+    s = skill_of("coder", "sort the list", "v4", 1.5);
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_false(is_new);
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_string_equal(got.solution, "v4");
+    assert_true(got.reward == 1.5);
+    weft__skill_cleanup(&got);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 1);
+    /* The replaced task is what the full-text index finds. */
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE solution = 'v4'"), 1);
+}
+
+static void
+test_state_skill_task_and_solution_are_capped_on_utf8_boundaries(void **state)
+{
+    struct fx *f = *state;
+    size_t big = 3 * WEFT_SKILL_SOLUTION_MAX + 1;
+    char *solution = malloc(big + 1);
+    char *task = malloc(big + 1);
+    struct weft__skill s;
+    struct weft__skill got;
+    char id[WEFT_UUID_LEN + 1];
+
+    /* "é" is two bytes and "€" three: an odd cap falls inside a character. */
+    for (size_t i = 0; i + 3 <= big; i += 3) {
+        memcpy(solution + i, "\xe2\x82\xac", 3);
+    }
+    solution[big - big % 3] = '\0';
+    for (size_t i = 0; i + 2 <= big; i += 2) {
+        memcpy(task + i, "\xc3\xa9", 2);
+    }
+    task[big - big % 2] = '\0';
+    s = skill_of("coder", task, solution, 1.0);
+    assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    newest_skill_id(f, "coder", id);
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_true(strlen(got.solution) <= WEFT_SKILL_SOLUTION_MAX);
+    assert_true(strlen(got.solution) > WEFT_SKILL_SOLUTION_MAX - 64);
+    assert_true(weft__utf8_valid(got.solution, strlen(got.solution)));
+    assert_non_null(strstr(got.solution, "[weft: cut to 8192 of"));
+    assert_true(strlen(got.task) <= WEFT_SKILL_TASK_MAX);
+    assert_true(weft__utf8_valid(got.task, strlen(got.task)));
+    assert_non_null(strstr(got.task, "[weft: cut to 2048 of"));
+    weft__skill_cleanup(&got);
+    /* Short texts are kept whole. */
+    s = skill_of("coder", "short", "tiny", 1.0);
+    assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE solution = 'tiny'"), 1);
+    free(solution);
+    free(task);
+}
+
+static void
+fill_search_store(struct fx *f)
+{
+    save_skill(f, "coder", "Fix the JSON parser bug with nested arrays", 1.0, true);
+    save_skill(f, "coder", "Write unit tests for the JSON parser", 1.0, true);
+    save_skill(f, "coder", "Add a retry loop to the HTTP client", 1.0, true);
+    save_skill(f, "coder", "Render the dashboard chart in SVG", 1.0, true);
+    save_skill(f, "reviewer", "Review the JSON parser bug fix with nested arrays", 1.0, true);
+}
+
+static void
+test_state_skills_search_ranks_one_agent_above_a_threshold(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+
+    fill_search_store(f);
+    assert_weft_ok(weft__state_skills_search(f->st, "coder", "parser bug: nested arrays crash", 3,
+                                             0.0, &hits, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(hits[0].task, "Fix the JSON parser bug with nested arrays");
+    assert_string_equal(hits[1].task, "Write unit tests for the JSON parser");
+    assert_true(hits[0].score > hits[1].score);
+    assert_true(hits[1].score > 0.0 && hits[0].score < 1.0);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(hits[i].agent, "coder");
+        assert_non_null(hits[i].solution);
+    }
+    weft__skills_free(hits, n);
+    /* k caps the hits; a threshold between the two scores keeps the better one only. */
+    assert_weft_ok(
+        weft__state_skills_search(f->st, "coder", "parser bug nested arrays", 1, 0.0, &hits, &n));
+    assert_int_equal(n, 1);
+    {
+        double best = hits[0].score;
+        struct weft__skill *all = NULL;
+        size_t m = 0;
+
+        weft__skills_free(hits, n);
+        assert_weft_ok(weft__state_skills_search(f->st, "coder", "parser bug nested arrays", 3, 0.0,
+                                                 &all, &m));
+        assert_int_equal(m, 2);
+        assert_weft_ok(weft__state_skills_search(f->st, "coder", "parser bug nested arrays", 3,
+                                                 (best + all[1].score) / 2, &hits, &n));
+        assert_int_equal(n, 1);
+        assert_true(hits[0].score >= (best + all[1].score) / 2);
+        weft__skills_free(all, m);
+        weft__skills_free(hits, n);
+    }
+    assert_weft_ok(
+        weft__state_skills_search(f->st, "coder", "parser bug nested arrays", 3, 0.999, &hits, &n));
+    assert_int_equal(n, 0);
+    assert_null(hits);
+    /* Nothing in common, another agent, no agent's skills: no hits. */
+    assert_weft_ok(weft__state_skills_search(f->st, "coder", "kubernetes", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 0);
+    assert_weft_ok(
+        weft__state_skills_search(f->st, "reviewer", "dashboard chart", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 0);
+    assert_weft_ok(weft__state_skills_search(f->st, "nobody", "JSON parser", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 0);
+    /* Stemming: "retrying" finds "retry". */
+    assert_weft_ok(weft__state_skills_search(f->st, "coder", "retrying http", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(hits[0].task, "Add a retry loop to the HTTP client");
+    weft__skills_free(hits, n);
+    assert_int_equal(weft__state_skills_search(f->st, NULL, "x", 3, 0.0, &hits, &n), WEFT_EINVAL);
+}
+
+static void
+test_state_skills_search_treats_query_syntax_as_words(void **state)
+{
+    struct fx *f = *state;
+    static const char *const queries[] = {
+        "\"JSON",
+        "parser\"\"",
+        "pars*",
+        "NEAR(json parser)",
+        "-json",
+        "json -parser",
+        "(json",
+        "json)",
+        "json AND",
+        "OR parser",
+        "NOT",
+        "agent: json",
+        "task : x",
+        "^json",
+        "{task}: js",
+        "json + parser",
+        "'json'",
+        "",
+        "!!!",
+        "\\",
+        "json\"; DROP TABLE skills; --",
+        "ünïcode parser",
+    };
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+
+    fill_search_store(f);
+    save_skill(f, "odd \"agent\" (x)", "JSON parser", 1.0, true);
+    save_skill(f, "---", "JSON parser", 1.0, true);
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
+        assert_weft_ok(weft__state_skills_search(f->st, "coder", queries[i], 3, 0.0, &hits, &n));
+        weft__skills_free(hits, n);
+        assert_weft_ok(
+            weft__state_skills_search(f->st, "odd \"agent\" (x)", queries[i], 3, 0.0, &hits, &n));
+        weft__skills_free(hits, n);
+    }
+    /* The words in them still count: a quoted, starred, NEAR-ed query finds the parser. */
+    assert_weft_ok(weft__state_skills_search(f->st, "coder", "NEAR(\"json\" pars*) -nested", 3, 0.0,
+                                             &hits, &n));
+    assert_true(n >= 1);
+    weft__skills_free(hits, n);
+    /* Odd agent names are filtered exactly. */
+    assert_weft_ok(
+        weft__state_skills_search(f->st, "odd \"agent\" (x)", "json parser", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(hits[0].agent, "odd \"agent\" (x)");
+    weft__skills_free(hits, n);
+    assert_weft_ok(weft__state_skills_search(f->st, "---", "json parser", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(hits[0].agent, "---");
+    weft__skills_free(hits, n);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 7);
+}
+
+static void
+test_state_skill_used_counts_injections(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill got;
+    char id[WEFT_UUID_LEN + 1];
+
+    save_skill(f, "coder", "deploy the service", 1.0, true);
+    newest_skill_id(f, "coder", id);
+    assert_weft_ok(weft__state_skill_used(f->st, id, 100));
+    assert_weft_ok(weft__state_skill_used(f->st, id, 200));
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_int_equal(got.uses, 2);
+    assert_int_equal(got.last_used_ns, 200);
+    weft__skill_cleanup(&got);
+    assert_int_equal(weft__state_skill_used(f->st, "00000000-0000-4000-8000-000000000000", 1),
+                     WEFT_ENOTFOUND);
+    assert_int_equal(weft__state_skill_used(f->st, "nope", 1), WEFT_EINVAL);
+}
+
+static void
+test_state_skills_list_get_by_prefix_and_forget(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill s = skill_of("coder", "first task", "a", 1.0);
+    struct weft__skill got;
+    struct weft__skill *list = NULL;
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+    size_t removed = 99;
+
+    memcpy(s.id, "aaaa0000-0000-4000-8000-000000000001", WEFT_UUID_LEN + 1);
+    s.created_ns = weft__now_ns() - 30;
+    assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    s = skill_of("coder", "second task", "b", 1.0);
+    memcpy(s.id, "AAAA1111-0000-4000-8000-000000000002", WEFT_UUID_LEN + 1); /* stored lowercase */
+    s.created_ns = weft__now_ns() - 20;
+    assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    s = skill_of("reviewer", "third task", "c", 1.0);
+    s.created_ns = weft__now_ns() - 10;
+    assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    /* Lists: all, one agent's, a limit; newest first. */
+    assert_weft_ok(weft__state_skills_list(f->st, NULL, 0, &list, &n));
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].task, "third task");
+    assert_string_equal(list[2].task, "first task");
+    weft__skills_free(list, n);
+    assert_weft_ok(weft__state_skills_list(f->st, "coder", 1, &list, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].task, "second task");
+    weft__skills_free(list, n);
+    assert_weft_ok(weft__state_skills_list(f->st, "nobody", 5, &list, &n));
+    assert_int_equal(n, 0);
+    assert_null(list);
+    /* Get: exact, unique prefix (either case), ambiguous, unknown, malformed. */
+    assert_weft_ok(weft__state_skill_get(f->st, "aaaa0000-0000-4000-8000-000000000001", &got));
+    assert_string_equal(got.task, "first task");
+    weft__skill_cleanup(&got);
+    assert_weft_ok(weft__state_skill_get(f->st, "AAAA1", &got));
+    assert_string_equal(got.id, "aaaa1111-0000-4000-8000-000000000002");
+    weft__skill_cleanup(&got);
+    assert_int_equal(weft__state_skill_get(f->st, "aaaa", &got), WEFT_EINVAL);
+    assert_int_equal(weft__state_skill_get(f->st, "bbbb", &got), WEFT_ENOTFOUND);
+    assert_int_equal(weft__state_skill_get(f->st, "aa", &got), WEFT_EINVAL);
+    assert_int_equal(weft__state_skill_get(f->st, "aaaa%", &got), WEFT_EINVAL);
+    assert_int_equal(weft__state_skill_get(f->st, "aaa_", &got), WEFT_EINVAL);
+    /* Forget: by prefix, an ambiguous prefix refused, unknown is 0, by agent, both. */
+    assert_int_equal(weft__state_skills_forget(f->st, "aaaa", NULL, &removed), WEFT_EINVAL);
+    assert_weft_ok(weft__state_skills_forget(f->st, "aaaa0", "reviewer", &removed));
+    assert_int_equal(removed, 0); /* not the reviewer's */
+    assert_weft_ok(weft__state_skills_forget(f->st, "aaaa0", NULL, &removed));
+    assert_int_equal(removed, 1);
+    assert_weft_ok(weft__state_skills_forget(f->st, "cccc", NULL, &removed));
+    assert_int_equal(removed, 0);
+    assert_weft_ok(weft__state_skills_forget(f->st, NULL, "coder", &removed));
+    assert_int_equal(removed, 1);
+    assert_int_equal(weft__state_skills_forget(f->st, NULL, NULL, &removed), WEFT_EINVAL);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 1);
+    /* A forgotten skill is gone from the full-text index too. */
+    assert_weft_ok(
+        weft__state_skills_search(f->st, "coder", "first second task", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 0);
+}
+
+static void
+test_state_skills_prune_by_count_and_age(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill *list = NULL;
+    uint64_t now = 1000ull * 1000000000ull;
+    size_t n = 0;
+    size_t removed = 0;
+    char task[32];
+
+    weft__state_skills_retention(f->st, 0, 0);
+    for (int i = 1; i <= 5; i++) {
+        struct weft__skill s = skill_of("a", task, "x", (double)i);
+        snprintf(task, sizeof(task), "task a%d", i);
+        s.created_ns = now - (uint64_t)i;
+        assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    }
+    for (int i = 1; i <= 3; i++) {
+        struct weft__skill s = skill_of("b", task, "x", 1.0);
+        snprintf(task, sizeof(task), "task b%d", i);
+        s.created_ns = now - 100 * (uint64_t)i; /* b3 is the oldest */
+        assert_weft_ok(weft__state_skill_save(f->st, &s, NULL));
+    }
+    /* Count: the best rewards stay, then the newest. */
+    assert_weft_ok(weft__state_skills_prune(f->st, 2, 0, now, &removed));
+    assert_int_equal(removed, 4);
+    assert_weft_ok(weft__state_skills_list(f->st, "a", 10, &list, &n));
+    assert_int_equal(n, 2);
+    assert_true(list[0].reward == 4.0 || list[0].reward == 5.0);
+    assert_true(list[1].reward == 4.0 || list[1].reward == 5.0);
+    weft__skills_free(list, n);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent = 'b' AND"
+                                 " task IN ('task b1', 'task b2')"),
+                     2);
+    /* Age: older than now - 150 goes (b2 at now - 200). */
+    assert_weft_ok(weft__state_skills_prune(f->st, 0, 150, now, &removed));
+    assert_int_equal(removed, 1);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 3);
+    /* Retention on save: at most 2 per agent, the lowest reward goes first. */
+    weft__state_skills_retention(f->st, 2, 0);
+    save_skill(f, "c", "c one", 3.0, true);
+    save_skill(f, "c", "c two", 1.0, true);
+    save_skill(f, "c", "c three", 2.0, true);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent = 'c'"), 2);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE task = 'c two'"), 0);
+    /* ... and none older than the maximum age. */
+    weft__state_skills_retention(f->st, 0, 1000000000ull);
+    save_skill(f, "d", "d new", 1.0, true);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent IN ('a', 'b')"), 0);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent IN ('c', 'd')"), 3);
+}
+
+#define STATE_CASES(setup, teardown)                                                               \
+    cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
+                                    teardown),                                                     \
+        cmocka_unit_test_setup_teardown(test_state_cursors_are_saved_per_queue, setup, teardown),  \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_transaction_groups_writes_and_rolls_back_on_failure, setup, teardown),      \
+        cmocka_unit_test_setup_teardown(test_state_lazy_transaction_commits_like_an_ordinary_one,  \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_run_begin_end_and_info_round_trip, setup,       \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_inputs_are_redacted_on_disk, setup, teardown),  \
+        cmocka_unit_test_setup_teardown(test_state_steps_save_update_and_read_in_plan_order,       \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_steps_keep_task_uuid_retries_and_dispatch,      \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_runs_list_newest_first_with_limit, setup,       \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_run_resolve_by_prefix, setup, teardown),        \
+        cmocka_unit_test_setup_teardown(test_state_messages_keep_the_last_ones_oldest_first,       \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_exchanges_make_a_replayable_script, setup,      \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_surgery_records_steps_and_correction, setup,    \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_surgery_nests_in_a_transaction_and_rolls_back_whole, setup, teardown),      \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_lease_is_exclusive_and_recover_marks_dead_owners, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(test_state_out_of_memory_fails_cleanly, setup, teardown),  \
+        cmocka_unit_test_setup_teardown(test_state_skill_save_dedups_by_normalised_task_per_agent, \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_skill_is_replaced_by_an_equal_or_better_reward, \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_skill_task_and_solution_are_capped_on_utf8_boundaries, setup, teardown),    \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_skills_search_ranks_one_agent_above_a_threshold, setup, teardown),          \
+        cmocka_unit_test_setup_teardown(test_state_skills_search_treats_query_syntax_as_words,     \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_skill_used_counts_injections, setup, teardown), \
+        cmocka_unit_test_setup_teardown(test_state_skills_list_get_by_prefix_and_forget, setup,    \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_skills_prune_by_count_and_age, setup, teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */

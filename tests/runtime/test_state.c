@@ -1,7 +1,9 @@
 /* tests/runtime/test_state.c - the state store over SQLite files in a temp dir: every case of
  * state_cases.h (the behaviour both backends share), plus what only the SQLite backend has:
  * scripted cursors merged with a pre-version-4 row, migration of a version-1 database to the
- * current schema (6: task UUIDs, retries, dispatched flags), and clear errors for a newer,
+ * current schema (7: task UUIDs, retries, dispatched flags, skills), a version-6 database
+ * gaining skill memory, the skills search planned on its full-text index, out of memory over
+ * skill saves and searches, and clear errors for a newer,
  * corrupt, damaged or unopenable file. tests/runtime_pg/test_state_pg.c runs the same cases
  * against PostgreSQL. */
 #include "runtime/state.h"
@@ -171,7 +173,7 @@ test_state_migrates_a_version_1_database(void **state)
              " 'done', NULL, NULL);"
              "PRAGMA user_version = 1;");
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 6);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 7);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     assert_string_equal(info.status, "completed");
     assert_int_equal(info.iterations, 4);
@@ -213,7 +215,7 @@ test_state_refuses_a_newer_schema(void **state)
     exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99;");
     assert_int_equal(weft__state_open(path, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 6"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 7"));
     assert_non_null(strstr(err, path));
     /* Nothing was changed. */
     assert_int_equal(count_rows(path, "PRAGMA user_version"), 99);
@@ -308,6 +310,129 @@ test_state_damage_after_open_is_reported(void **state)
     weft__state_close(st);
 }
 
+/* A database of schema 6 (before skill memory) gains the skills tables, its full-text index
+ * and triggers, and keeps its runs; skills then save and search. */
+static void
+test_state_migrates_a_version_6_database_to_skills(void **state)
+{
+    struct fx *f = *state;
+    char path[160];
+    char err[256] = "";
+    struct rt_state *st = NULL;
+    struct weft_run_info info;
+    struct weft__skill s;
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+
+    snprintf(path, sizeof(path), "%s/v6.db", f->dir);
+    assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
+    assert_weft_ok(weft__state_run_begin(st, "old-run", "wf", NULL, "s", "in", 1));
+    weft__state_close(st);
+    exec_sql(path, "DROP TABLE skills_fts; DROP TABLE skills; PRAGMA user_version = 6;");
+    assert_int_equal(count_rows(path, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE"
+                                      " 'skills%'"),
+                     0);
+    assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 7);
+    assert_weft_ok(weft__state_run_info(st, "old-run", &info));
+    weft__state_info_cleanup(&info);
+    memset(&s, 0, sizeof(s));
+    s.agent = "coder";
+    s.task = "migrate the database schema";
+    s.solution = "ALTER TABLE";
+    s.reward = 1.0;
+    assert_weft_ok(weft__state_skill_save(st, &s, NULL));
+    assert_weft_ok(weft__state_skills_search(st, "coder", "database migration", 3, 0.0, &hits, &n));
+    assert_int_equal(n, 1);
+    weft__skills_free(hits, n);
+    assert_int_equal(count_rows(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger'"
+                                      " AND name LIKE 'skills_fts_%'"),
+                     3);
+    weft__state_close(st);
+    /* Opening again migrates nothing twice. */
+    assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
+    weft__state_close(st);
+}
+
+/* Save and search with the search planned on BM25 over a full-text index: the query the
+ * retrieval runs is the one EXPLAIN shows (the match drives, no scan of skills). */
+static void
+test_state_skills_search_is_driven_by_the_full_text_index(void **state)
+{
+    struct fx *f = *state;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    bool has_scan = false;
+
+    assert_int_equal(sqlite3_open_v2(f->location, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "EXPLAIN QUERY PLAN SELECT s.id, f.rank FROM skills_fts f"
+                                        " CROSS JOIN skills s ON s.rid = f.rowid WHERE"
+                                        " skills_fts MATCH 'x' AND s.agent = 'a'"
+                                        " ORDER BY f.rank LIMIT 3",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(stmt, 3);
+        has_scan = has_scan || strstr(detail, "SCAN s") != NULL;
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    assert_false(has_scan);
+}
+
+/* Out of memory at every allocation of a save and a search in turn: each fails cleanly or
+ * succeeds (no crash, no leak, no transaction left open, never an empty task stored). */
+static size_t
+skill_calls(struct fx *f, int round)
+{
+    struct weft__skill s;
+    struct weft__skill *hits = NULL;
+    char task[64];
+    size_t n = 0;
+    size_t ok = 0;
+    bool is_new = false;
+
+    memset(&s, 0, sizeof(s));
+    snprintf(task, sizeof(task), "refactor the parser module round %d", round);
+    s.agent = "coder";
+    s.task = task;
+    s.solution = "split parse() into lexer and parser";
+    s.reward = 1.0;
+    ok += weft__state_skill_save(f->st, &s, &is_new) == WEFT_OK;
+    if (weft__state_skills_search(f->st, "coder", "refactor parser module", 3, 0.0, &hits, &n) ==
+        WEFT_OK) {
+        ok++;
+        weft__skills_free(hits, n);
+    }
+    if (weft__state_skills_list(f->st, "coder", 3, &hits, &n) == WEFT_OK) {
+        ok++;
+        weft__skills_free(hits, n);
+    }
+    return ok;
+}
+
+static void
+test_state_skills_out_of_memory_fails_cleanly(void **state)
+{
+    struct fx *f = *state;
+    bool is_done = false;
+    int round = 0;
+
+    assert_int_equal(skill_calls(f, round++), 3);
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; !is_done && budget < 2000; budget++) {
+        failalloc_budget = budget;
+        is_done = skill_calls(f, round++) == 3;
+        failalloc_budget = -1;
+        assert_false(weft__state_in_transaction(f->st));
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    assert_int_equal(count_rows(f->location, "SELECT COUNT(*) FROM skills WHERE task = ''"), 0);
+    assert_int_equal(skill_calls(f, round++), 3);
+}
+
 int
 main(void)
 {
@@ -321,6 +446,12 @@ main(void)
         cmocka_unit_test_setup_teardown(test_state_refuses_a_newer_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_open_errors_name_the_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_damage_after_open_is_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_migrates_a_version_6_database_to_skills, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_state_skills_search_is_driven_by_the_full_text_index,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_skills_out_of_memory_fails_cleanly, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
