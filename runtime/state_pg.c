@@ -171,7 +171,22 @@ static const char migration_2[] =
     " PRIMARY KEY (run_id, attempt, name, labels));"
     "CREATE INDEX run_metrics_name_idx ON run_metrics (name);";
 
-static const char *const migrations[] = {migration_1, migration_2};
+/* Version 3: skill memory (state.h, docs/memory.md), the SQLite table's columns. The task's
+ * words are a generated tsvector (english: stemmed, stop words dropped) under a GIN index;
+ * ids sort in the C collation, so a prefix is a range of the primary key. */
+static const char migration_3[] =
+    "CREATE TABLE skills ("
+    " id TEXT COLLATE \"C\" PRIMARY KEY, agent TEXT NOT NULL, task_hash TEXT NOT NULL,"
+    " task TEXT NOT NULL, solution TEXT NOT NULL, workflow TEXT, run_id TEXT, trace_id TEXT,"
+    " span_id TEXT, reward DOUBLE PRECISION NOT NULL, created_ns BIGINT NOT NULL,"
+    " last_used_ns BIGINT NOT NULL DEFAULT 0, uses BIGINT NOT NULL DEFAULT 0,"
+    " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', task)) STORED,"
+    " UNIQUE (agent, task_hash));"
+    "CREATE INDEX skills_agent_rank_idx ON skills (agent, reward, created_ns);"
+    "CREATE INDEX skills_created_idx ON skills (created_ns);"
+    "CREATE INDEX skills_tsv_idx ON skills USING GIN (tsv);";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2405,6 +2420,329 @@ weft__state_metrics_fold(struct rt_state *base,
     return tx_end(st, err);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Skill memory (state.h, docs/memory.md)                                                      */
+
+#define SKILL_COLUMNS                                                                     \
+    "id, agent, task, solution, workflow, run_id, trace_id, span_id, reward, created_ns," \
+    " last_used_ns, uses"
+
+/* How many rows a DELETE or UPDATE touched. */
+static size_t
+affected(PGresult *res)
+{
+    return (size_t)strtoull(PQcmdTuples(res), NULL, 10);
+}
+
+static void
+read_skill(const PGresult *res, int row, struct weft__skill *s, bool *is_oom)
+{
+    const char *v = NULL;
+
+    memset(s, 0, sizeof(*s));
+    snprintf(s->id, sizeof(s->id), "%s", PQgetvalue(res, row, 0));
+    s->agent = col_dup(res, row, 1, is_oom);
+    s->task = col_dup(res, row, 2, is_oom);
+    s->solution = col_dup(res, row, 3, is_oom);
+    s->workflow = col_dup(res, row, 4, is_oom);
+    s->run_id = col_dup(res, row, 5, is_oom);
+    v = val(res, row, 6);
+    snprintf(s->trace_id, sizeof(s->trace_id), "%s", v != NULL ? v : "");
+    v = val(res, row, 7);
+    snprintf(s->span_id, sizeof(s->span_id), "%s", v != NULL ? v : "");
+    s->reward = col_double(res, row, 8);
+    s->created_ns = (uint64_t)col_i64(res, row, 9);
+    s->last_used_ns = (uint64_t)col_i64(res, row, 10);
+    s->uses = (uint64_t)col_i64(res, row, 11);
+}
+
+/* The rows of @p res (SKILL_COLUMNS, then a score when @p has_score; best first) into *out,
+ * stopping at the first score below @p min_score. Clears @p res. */
+static weft_err
+collect_skills(
+    PGresult *res, bool has_score, double min_score, struct weft__skill **out, size_t *count)
+{
+    struct weft__skill *rows = NULL;
+    int total = PQntuples(res);
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    for (int i = 0; err == WEFT_OK && i < total; i++) {
+        bool is_oom = false;
+        double score = has_score ? col_double(res, i, 12) : 0.0;
+
+        if (has_score && score < min_score) {
+            break;
+        }
+        if (rows == NULL) {
+            rows = weft__calloc((size_t)total, sizeof(*rows));
+            if (rows == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+        }
+        read_skill(res, i, &rows[n], &is_oom);
+        rows[n++].score = score;
+        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    }
+    PQclear(res);
+    if (err != WEFT_OK) {
+        weft__skills_free(rows, n);
+        return err;
+    }
+    *out = rows;
+    *count = n;
+    return WEFT_OK;
+}
+
+/* Retention after a new row (state.h): two indexed deletes, nothing to do in the usual case. */
+static weft_err
+skills_retain(struct pg_state *st, const char *agent)
+{
+    uint64_t now = weft__now_ns();
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (st->base.skills_max_age_ns > 0 && now > st->base.skills_max_age_ns) {
+        params_init(&p);
+        p_u64(&p, now - st->base.skills_max_age_ns);
+        err = exec_sql(st, "skills age retention", "DELETE FROM skills WHERE created_ns < $1", &p);
+        params_cleanup(&p);
+    }
+    if (err == WEFT_OK && st->base.skills_max_per_agent > 0) {
+        params_init(&p);
+        p_key(&p, agent);
+        p_u64(&p, st->base.skills_max_per_agent);
+        err = exec_sql(st, "skills count retention",
+                       "DELETE FROM skills WHERE id IN (SELECT id FROM skills WHERE agent = $1"
+                       " ORDER BY reward DESC, created_ns DESC OFFSET $2)",
+                       &p);
+        params_cleanup(&p);
+    }
+    return err;
+}
+
+static weft_err
+pg_skill_save(struct rt_state *base, const struct weft__skill *s, const char *hash, bool *is_new)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    *is_new = false;
+    if (pg_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    params_init(&p);
+    p_key(&p, s->id);
+    p_key(&p, s->agent);
+    p_key(&p, hash);
+    p_text(&p, s->task);
+    p_text(&p, s->solution);
+    p_key(&p, s->workflow);
+    p_key(&p, s->run_id);
+    p_key(&p, s->trace_id[0] != '\0' ? s->trace_id : NULL);
+    p_key(&p, s->span_id[0] != '\0' ? s->span_id : NULL);
+    p_double(&p, s->reward);
+    p_u64(&p, s->created_ns);
+    /* One statement decides, so two processes saving the same task cannot both insert: the
+     * row is replaced only by an equal or better reward (no row comes back otherwise), and
+     * xmax = 0 tells an insert from an update. */
+    res = query(st, "skill save",
+                "INSERT INTO skills (id, agent, task_hash, task, solution, workflow, run_id,"
+                " trace_id, span_id, reward, created_ns)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                " ON CONFLICT (agent, task_hash) DO UPDATE SET task = excluded.task,"
+                " solution = excluded.solution, workflow = excluded.workflow,"
+                " run_id = excluded.run_id, trace_id = excluded.trace_id,"
+                " span_id = excluded.span_id, reward = excluded.reward,"
+                " created_ns = excluded.created_ns WHERE skills.reward <= excluded.reward"
+                " RETURNING xmax = 0",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return tx_end(st, WEFT_EIO);
+    }
+    *is_new = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (*is_new) {
+        err = skills_retain(st, s->agent);
+    }
+    err = tx_end(st, err);
+    if (err != WEFT_OK) {
+        *is_new = false;
+    }
+    return err;
+}
+
+static weft_err
+pg_skills_search(struct rt_state *base,
+                 const char *agent,
+                 const char *terms,
+                 size_t k,
+                 double min_score,
+                 struct weft__skill **out,
+                 size_t *count)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_key(&p, agent);
+    p_key(&p, terms);
+    p_u64(&p, k);
+    /* websearch_to_tsquery never fails on odd input; the terms are plain words joined by its
+     * "or". Normalisation 32 maps the rank into [0, 1) as rank / (rank + 1). */
+    res = query(st, "skills search",
+                "SELECT " SKILL_COLUMNS ", ts_rank_cd(tsv, q, 32) AS score"
+                " FROM skills, websearch_to_tsquery('english', $2) q"
+                " WHERE agent = $1 AND tsv @@ q"
+                " ORDER BY score DESC, reward DESC, created_ns DESC LIMIT $3",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    return collect_skills(res, true, min_score, out, count);
+}
+
+static weft_err
+pg_skill_used(struct rt_state *base, const char *id, uint64_t now_ns)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    size_t n = 0;
+
+    params_init(&p);
+    p_u64(&p, now_ns);
+    p_key(&p, id);
+    res = query(st, "skill used",
+                "UPDATE skills SET uses = uses + 1, last_used_ns = $1 WHERE id = $2", &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    n = affected(res);
+    PQclear(res);
+    return n > 0 ? WEFT_OK : WEFT_ENOTFOUND;
+}
+
+static weft_err
+pg_skills_list(
+    struct rt_state *base, const char *agent, size_t limit, struct weft__skill **out, size_t *count)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_key(&p, agent);
+    p_u64(&p, limit);
+    res = query(st, "skills list",
+                "SELECT " SKILL_COLUMNS " FROM skills WHERE $1::text IS NULL OR agent = $1"
+                " ORDER BY created_ns DESC LIMIT $2",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    return collect_skills(res, false, 0.0, out, count);
+}
+
+static weft_err
+pg_skill_get(struct rt_state *base, const char *prefix, struct weft__skill **out, size_t *count)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_key(&p, prefix);
+    /* Ids are lowercase hex and hyphens, all below 'z' in the C collation of the column. */
+    res = query(st, "skill get",
+                "SELECT " SKILL_COLUMNS " FROM skills WHERE id >= $1 AND id < $1 || 'z'"
+                " ORDER BY id = $1 DESC, id LIMIT 2",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    return collect_skills(res, false, 0.0, out, count);
+}
+
+static weft_err
+pg_skills_forget(struct rt_state *base, const char *id, const char *agent, size_t *removed)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_key(&p, id);
+    p_key(&p, agent);
+    res = query(st, "skills forget",
+                "DELETE FROM skills WHERE ($1::text IS NULL OR id = $1)"
+                " AND ($2::text IS NULL OR agent = $2)",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    if (removed != NULL) {
+        *removed = affected(res);
+    }
+    PQclear(res);
+    return WEFT_OK;
+}
+
+static weft_err
+pg_skills_prune(struct rt_state *base,
+                size_t max_per_agent,
+                uint64_t max_age_ns,
+                uint64_t now_ns,
+                size_t *removed)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (pg_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    if (max_age_ns > 0 && now_ns > max_age_ns) {
+        params_init(&p);
+        p_u64(&p, now_ns - max_age_ns);
+        res = query(st, "skills prune by age", "DELETE FROM skills WHERE created_ns < $1", &p);
+        params_cleanup(&p);
+        err = res != NULL ? WEFT_OK : WEFT_EIO;
+        n += res != NULL ? affected(res) : 0;
+        PQclear(res);
+    }
+    if (err == WEFT_OK && max_per_agent > 0) {
+        params_init(&p);
+        p_u64(&p, max_per_agent);
+        res = query(st, "skills prune by count",
+                    "DELETE FROM skills WHERE id IN (SELECT id FROM (SELECT id, row_number()"
+                    " OVER (PARTITION BY agent ORDER BY reward DESC, created_ns DESC) AS n"
+                    " FROM skills) r WHERE n > $1)",
+                    &p);
+        params_cleanup(&p);
+        err = res != NULL ? WEFT_OK : WEFT_EIO;
+        n += res != NULL ? affected(res) : 0;
+        PQclear(res);
+    }
+    err = tx_end(st, err);
+    if (err == WEFT_OK && removed != NULL) {
+        *removed = n;
+    }
+    return err;
+}
+
 static const struct weft__state_ops pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -2438,4 +2776,11 @@ static const struct weft__state_ops pg_ops = {
     .end = pg_end,
     .dead_collect = pg_dead_collect,
     .dead_mark = pg_dead_mark,
+    .skill_save = pg_skill_save,
+    .skills_search = pg_skills_search,
+    .skill_used = pg_skill_used,
+    .skills_list = pg_skills_list,
+    .skill_get = pg_skill_get,
+    .skills_forget = pg_skills_forget,
+    .skills_prune = pg_skills_prune,
 };
