@@ -466,3 +466,47 @@ cli_json_print(json_t *doc)
     json_decref(doc);
     return rc;
 }
+
+json_t *
+cli_json_skill(const struct weft_skill *s, bool with_solution)
+{
+    json_t *o = json_object();
+
+    if (o == NULL) {
+        return NULL;
+    }
+    json_object_set_new(o, "id", str_or_null(s->id));
+    json_object_set_new(o, "agent", str_or_null(s->agent));
+    json_object_set_new(o, "task", str_or_null(s->task));
+    if (with_solution) {
+        json_object_set_new(o, "solution", str_or_null(s->solution));
+    }
+    json_object_set_new(o, "reward", json_real(s->reward));
+    json_object_set_new(o, "uses", json_integer((json_int_t)s->uses));
+    set_time(o, "created", s->created_ns);
+    set_time(o, "last_used", s->last_used_ns);
+    json_object_set_new(o, "workflow", str_or_null(s->workflow));
+    json_object_set_new(o, "run_id", str_or_null(s->run_id));
+    json_object_set_new(o, "trace_id", str_or_null(s->trace_id));
+    json_object_set_new(o, "span_id", str_or_null(s->span_id));
+    return o;
+}
+
+json_t *
+cli_json_skills(const struct weft_skill *skills, size_t count)
+{
+    json_t *doc = json_object();
+    json_t *arr = json_array();
+
+    if (doc == NULL || arr == NULL) {
+        json_decref(doc);
+        json_decref(arr);
+        return NULL;
+    }
+    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_SKILLS));
+    for (size_t i = 0; i < count; i++) {
+        json_array_append_new(arr, cli_json_skill(&skills[i], false));
+    }
+    json_object_set_new(doc, "skills", arr);
+    return doc;
+}

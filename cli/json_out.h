@@ -19,6 +19,8 @@
 #define CLI_SCHEMA_TRACES    "weft.traces/v1"
 #define CLI_SCHEMA_TRACE     "weft.trace/v1"
 #define CLI_SCHEMA_EXPORTERS "weft.exporters/v1"
+#define CLI_SCHEMA_SKILLS    "weft.skills/v1"
+#define CLI_SCHEMA_SKILL     "weft.skill/v1"
 
 /* One run of `weft runs` (also the "run" member of `weft run show`). */
 json_t *cli_json_run_info(const struct weft_run_info *info);
@@ -32,6 +34,12 @@ json_t *cli_json_traces(const char *db_path, const struct weft_trace_summary *li
 /* One span: ids as lowercase hex, attributes as an object of JSON-typed values, events and
  * links as arrays. */
 json_t *cli_json_span(const struct weft_span_data *s, size_t depth);
+
+/* One stored skill (the solution only with @p with_solution: lists leave it out). */
+json_t *cli_json_skill(const struct weft_skill *s, bool with_solution);
+
+/* The whole `weft skills list --json` document. */
+json_t *cli_json_skills(const struct weft_skill *skills, size_t count);
 
 /* Print @p doc (consumed) to stdout, indented, keys in insertion order, followed by a
  * newline. @return CLI_EXIT_OK, or CLI_EXIT_FAIL (with a message on stderr) when @p doc is

@@ -32,6 +32,8 @@ static const struct cli_command commands[] = {
      cli_worker_usage},
     {"serve", "serve [--addr HOST:PORT] [--broker URL]",
      "serve /metrics across stored runs, and /healthz", cli_serve, cli_serve_usage},
+    {"skills", "skills list|show|forget", "inspect and prune skill memory (docs/memory.md)",
+     cli_skills, cli_skills_usage},
     {"trace", "trace list|show ...", "inspect traces in the local store", cli_trace,
      cli_trace_usage},
     {"exporters", "exporters [--json]", "list the exporters OTEL_TRACES_EXPORTER can name",

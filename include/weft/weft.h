@@ -20,6 +20,7 @@
 #include <weft/metrics.h>
 #include <weft/runtime.h>
 #include <weft/secrets.h>
+#include <weft/skills.h>
 #include <weft/store.h>
 #include <weft/tool.h>
 #include <weft/trace.h>

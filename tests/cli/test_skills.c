@@ -1,0 +1,274 @@
+/* tests/cli/test_skills.c - `weft skills list|show|forget` end to end: the built `weft` binary
+ * reads a SQLite state filled through the state interface (runtime/state.h) in a temporary
+ * WEFT_HOME, as text and as the JSON documents of docs/cli-json.md (parsed and checked type by
+ * type); prefixes, an ambiguous prefix, forgetting one skill and an agent's, bad usage, and a
+ * missing database. */
+#include "runtime/state.h"
+#include "support/weft_test.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define WEFT_BIN   WEFT_BINARY_DIR "/weft"
+#define MAX_OUTPUT (1u << 20)
+
+struct fixture {
+    char dir[64];
+    char state[128];
+    char *out;
+    char *err;
+};
+
+struct run {
+    int status;
+    const char *out;
+    const char *err;
+};
+
+static void
+save(struct rt_state *st, const char *id, const char *agent, const char *task, double reward)
+{
+    struct weft__skill s;
+
+    memset(&s, 0, sizeof(s));
+    snprintf(s.id, sizeof(s.id), "%s", id);
+    s.agent = (char *)agent;
+    s.task = (char *)task;
+    s.solution = "step 1: read the file\nstep 2: fix it";
+    s.workflow = "wf";
+    s.run_id = "run-7";
+    memcpy(s.trace_id, "0123456789abcdef0123456789abcdef", 33);
+    s.reward = reward;
+    assert_weft_ok(weft__state_skill_save(st, &s, NULL));
+}
+
+static int
+setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct rt_state *st = NULL;
+    char err[256];
+
+    assert_non_null(f);
+    f->out = malloc(MAX_OUTPUT);
+    f->err = malloc(MAX_OUTPUT);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-skills-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    weft_test_setenv("WEFT_HOME", f->dir);
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
+    assert_weft_ok(weft__state_open(f->state, &st, err, sizeof(err)));
+    save(st, "aaaa0000-0000-4000-8000-000000000001", "coder", "Fix the JSON parser", 1.0);
+    save(st, "aaaa1111-0000-4000-8000-000000000002", "coder", "Write parser tests", 1.5);
+    save(st, "bbbb0000-0000-4000-8000-000000000003", "reviewer", "Review the parser fix", 0.5);
+    weft__state_close(st);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    weft_test_rmtree(f->dir);
+    free(f->out);
+    free(f->err);
+    free(f);
+    return 0;
+}
+
+static void
+read_file(const char *path, char *buf, size_t len)
+{
+    FILE *fp = fopen(path, "r");
+    size_t n = 0;
+
+    assert_non_null(fp);
+    n = fread(buf, 1, len - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+}
+
+/* Run the weft binary with @p args (NULL-terminated). */
+static struct run
+run_weft(struct fixture *f, const char *const *args)
+{
+    char out_path[160];
+    char err_path[160];
+    char *argv[24];
+    size_t argc = 0;
+    posix_spawn_file_actions_t actions;
+    pid_t pid = 0;
+    int status = 0;
+    struct run r = {0};
+
+    snprintf(out_path, sizeof(out_path), "%s/stdout", f->dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", f->dir);
+    argv[argc++] = (char *)WEFT_BIN;
+    for (; args[argc - 1] != NULL; argc++) {
+        assert_true(argc < 23);
+        argv[argc] = (char *)args[argc - 1];
+    }
+    argv[argc] = NULL;
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    read_file(out_path, f->out, MAX_OUTPUT);
+    read_file(err_path, f->err, MAX_OUTPUT);
+    r.status = WEXITSTATUS(status);
+    r.out = f->out;
+    r.err = f->err;
+    return r;
+}
+
+#define RUN(f, ...) run_weft((f), (const char *const[]){__VA_ARGS__, NULL})
+
+static json_t *
+parse(const char *text)
+{
+    json_error_t error;
+    json_t *doc = json_loads(text, 0, &error);
+
+    if (doc == NULL) {
+        fail_msg("not JSON: %s (line %d): %s", error.text, error.line, text);
+    }
+    return doc;
+}
+
+static void
+test_skills_list_as_text_and_json(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "skills", "list");
+    json_t *doc = NULL;
+    json_t *first = NULL;
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "ID"));
+    assert_non_null(strstr(r.out, "aaaa0000"));
+    assert_non_null(strstr(r.out, "Review the parser fix"));
+    r = RUN(f, "skills", "list", "--agent", "coder", "--limit", "1", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.skills/v1");
+    assert_int_equal(json_array_size(json_object_get(doc, "skills")), 1);
+    first = json_array_get(json_object_get(doc, "skills"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "agent")), "coder");
+    assert_true(json_is_real(json_object_get(first, "reward")));
+    assert_true(json_is_integer(json_object_get(first, "uses")));
+    assert_true(json_is_integer(json_object_get(first, "created_ns")));
+    assert_true(json_is_string(json_object_get(first, "created")));
+    assert_true(json_is_null(json_object_get(first, "last_used_ns")));
+    assert_true(json_is_null(json_object_get(first, "span_id")));
+    assert_null(json_object_get(first, "solution")); /* lists leave it out */
+    json_decref(doc);
+    r = RUN(f, "skills", "list", "--limit", "0");
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_skills_show_by_prefix(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "skills", "show", "aaaa1");
+    json_t *doc = NULL;
+    json_t *skill = NULL;
+
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "aaaa1111-0000-4000-8000-000000000002"));
+    assert_non_null(strstr(r.out, "Write parser tests"));
+    assert_non_null(strstr(r.out, "step 2: fix it"));
+    r = RUN(f, "skills", "show", "AAAA0000", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.skill/v1");
+    skill = json_object_get(doc, "skill");
+    assert_string_equal(json_string_value(json_object_get(skill, "id")),
+                        "aaaa0000-0000-4000-8000-000000000001");
+    assert_string_equal(json_string_value(json_object_get(skill, "solution")),
+                        "step 1: read the file\nstep 2: fix it");
+    assert_string_equal(json_string_value(json_object_get(skill, "run_id")), "run-7");
+    assert_string_equal(json_string_value(json_object_get(skill, "trace_id")),
+                        "0123456789abcdef0123456789abcdef");
+    json_decref(doc);
+    /* Ambiguous, unknown, malformed, missing. */
+    r = RUN(f, "skills", "show", "aaaa");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "names several skills"));
+    r = RUN(f, "skills", "show", "cccc");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "no skill 'cccc'"));
+    r = RUN(f, "skills", "show", "x'; --");
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "skills", "show");
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_skills_forget_one_or_an_agents(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = RUN(f, "skills", "forget", "bbbb");
+
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "removed 1 skill\n");
+    r = RUN(f, "skills", "forget", "bbbb");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "removed 0 skills\n");
+    r = RUN(f, "skills", "forget", "aaaa");
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "skills", "forget", "--agent", "coder");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "removed 2 skills\n");
+    r = RUN(f, "skills", "list");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "no skills yet\n");
+    r = RUN(f, "skills", "forget");
+    assert_int_equal(r.status, 2);
+    r = RUN(f, "skills", "frobnicate");
+    assert_int_equal(r.status, 2);
+}
+
+static void
+test_skills_without_a_database(void **state)
+{
+    struct fixture *f = *state;
+    char missing[160];
+    struct run r;
+
+    snprintf(missing, sizeof(missing), "%s/none.db", f->dir);
+    r = RUN(f, "skills", "list", "--state", missing, "--json");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"skills\": []"));
+    r = RUN(f, "skills", "show", "aaaa0", "--state", missing);
+    assert_int_equal(r.status, 1);
+    assert_int_equal(access(missing, F_OK), -1); /* reading never creates state */
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_skills_list_as_text_and_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_skills_show_by_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_skills_forget_one_or_an_agents, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_skills_without_a_database, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
