@@ -1,0 +1,237 @@
+/* bench/skills_bench.c - skill memory (runtime/state.h, docs/memory.md): the cost of saving a
+ * skill and of retrieving the top k for an agent, as the store grows to 1,000, 10,000 and
+ * 100,000 skills. Prints one JSON object per line and store size:
+ *
+ *   {"bench":"skills","backend":"sqlite","stored":N,"insert_us_per_skill":...,
+ *    "queries":Q,"k":3,"p50_us":...,"p99_us":...,"max_us":...,"mean_hits":...}
+ *
+ * Task texts are generated deterministically (a fixed-seed xorshift over vocabularies of
+ * verbs, components, objects and conditions, plus a ticket number), spread over four agents;
+ * the queries are new tasks from the same generator with another seed, so they share words
+ * with many stored tasks without being copies of them. Skills are saved through
+ * weft__state_skill_save() in transactions of 500 (retention off: the default keeps 1,000 per
+ * agent). Queries run weft__state_skills_search() with k = 3 and no threshold.
+ *
+ * Usage: skills_bench [--pg] [--queries N] [--max N]
+ *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/).
+ */
+#include "base/mem.h"
+#include "base/time.h"
+#include "runtime/state.h"
+#include "support/pg_server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BATCH 500
+
+static const char *const agents[] = {"coder", "tester", "reviewer", "writer"};
+static const char *const verbs[] = {"Fix",      "Refactor", "Add tests for", "Document",
+                                    "Optimise", "Review",   "Port",          "Debug",
+                                    "Rewrite",  "Profile",  "Validate",      "Migrate",
+                                    "Simplify", "Harden",   "Benchmark",     "Implement"};
+static const char *const components[] = {
+    "JSON parser",   "HTTP client",    "retry loop",         "SQL migration",    "login form",
+    "cache layer",   "CSV exporter",   "rate limiter",       "websocket server", "config loader",
+    "PDF renderer",  "search index",   "billing job",        "email sender",     "image resizer",
+    "audit log",     "OAuth flow",     "dashboard chart",    "queue consumer",   "backup script",
+    "plugin loader", "date formatter", "unicode normaliser", "memory allocator"};
+static const char *const objects[] = {
+    "in the Python service", "in the Go gateway",  "of the React frontend", "in the C library",
+    "of the mobile app",     "in the Rust worker", "of the admin panel",    "in the data pipeline",
+    "of the public API",     "in the CLI tool"};
+static const char *const conditions[] = {
+    "when the input is empty", "under heavy load",      "after a timeout",
+    "with nested arrays",      "on Windows paths",      "when the network drops",
+    "for large files",         "with unicode names",    "during a deploy",
+    "when two users race",     "with an expired token", "at midnight UTC"};
+
+struct rng {
+    uint64_t s;
+};
+
+static uint64_t
+next(struct rng *r)
+{
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s;
+}
+
+#define PICK(r, a) ((a)[next(r) % (sizeof(a) / sizeof((a)[0]))])
+
+static void
+make_task(struct rng *r, char *out, size_t len)
+{
+    snprintf(out, len, "%s the %s %s %s (ticket %llu)", PICK(r, verbs), PICK(r, components),
+             PICK(r, objects), PICK(r, conditions), (unsigned long long)(next(r) % 100000));
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Save skills until the store holds @p target; @return µs per skill, or -1. */
+static double
+fill(struct rt_state *st, struct rng *r, size_t *stored, size_t target)
+{
+    char task[256];
+    char solution[512];
+    uint64_t t0 = weft__monotonic_ns();
+    size_t added = 0;
+
+    while (*stored < target) {
+        if (weft__state_begin(st) != WEFT_OK) {
+            return -1;
+        }
+        for (size_t i = 0; i < BATCH && *stored < target; i++) {
+            struct weft__skill s;
+            bool is_new = false;
+
+            memset(&s, 0, sizeof(s));
+            make_task(r, task, sizeof(task));
+            snprintf(solution, sizeof(solution),
+                     "Read the failing case, wrote a regression test, changed the %s, ran the "
+                     "suite: green. Tool calls: read_file, run_tests, apply_patch.",
+                     task);
+            s.agent = (char *)agents[*stored % 4];
+            s.task = task;
+            s.solution = solution;
+            s.workflow = "bench";
+            s.reward = 1.0 + (double)(next(r) % 5) / 10.0;
+            if (weft__state_skill_save(st, &s, &is_new) != WEFT_OK) {
+                weft__state_commit(st);
+                return -1;
+            }
+            *stored += is_new ? 1 : 0;
+            added++;
+        }
+        if (weft__state_commit(st) != WEFT_OK) {
+            return -1;
+        }
+    }
+    return added > 0 ? (double)(weft__monotonic_ns() - t0) / 1e3 / (double)added : 0.0;
+}
+
+static int
+measure(const char *backend, struct rt_state *st, size_t stored, double insert_us, size_t queries)
+{
+    uint64_t *lat = calloc(queries, sizeof(*lat));
+    struct rng qr = {0x9e3779b97f4a7c15ull};
+    char task[256];
+    size_t hits = 0;
+
+    if (lat == NULL) {
+        return 1;
+    }
+    for (size_t i = 0; i < queries; i++) {
+        struct weft__skill *out = NULL;
+        size_t n = 0;
+        uint64_t t0 = 0;
+
+        make_task(&qr, task, sizeof(task));
+        t0 = weft__monotonic_ns();
+        if (weft__state_skills_search(st, agents[i % 4], task, 3, 0.0, &out, &n) != WEFT_OK) {
+            fprintf(stderr, "skills_bench: search failed\n");
+            free(lat);
+            return 1;
+        }
+        lat[i] = weft__monotonic_ns() - t0;
+        hits += n;
+        weft__skills_free(out, n);
+    }
+    qsort(lat, queries, sizeof(*lat), cmp_u64);
+    printf("{\"bench\":\"skills\",\"backend\":\"%s\",\"stored\":%zu,\"insert_us_per_skill\":%.1f,"
+           "\"queries\":%zu,\"k\":3,\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
+           "\"mean_hits\":%.2f}\n",
+           backend, stored, insert_us, queries, (double)lat[queries / 2] / 1e3,
+           (double)lat[(queries * 99) / 100] / 1e3, (double)lat[queries - 1] / 1e3,
+           (double)hits / (double)queries);
+    fflush(stdout);
+    free(lat);
+    return 0;
+}
+
+static int
+run(const char *backend, const char *location, size_t queries, size_t max)
+{
+    static const size_t sizes[] = {1000, 10000, 100000};
+    struct rt_state *st = NULL;
+    struct rng r = {0x2545f4914f6cdd1dull};
+    char err[512];
+    size_t stored = 0;
+    int rc = 0;
+
+    if (weft__state_open(location, &st, err, sizeof(err)) != WEFT_OK) {
+        fprintf(stderr, "skills_bench: %s\n", err);
+        return 1;
+    }
+    weft__state_skills_retention(st, 0, 0);
+    for (size_t i = 0; rc == 0 && i < sizeof(sizes) / sizeof(sizes[0]) && sizes[i] <= max; i++) {
+        double us = fill(st, &r, &stored, sizes[i]);
+
+        if (us < 0) {
+            fprintf(stderr, "skills_bench: save failed\n");
+            rc = 1;
+            break;
+        }
+        rc = measure(backend, st, stored, us, queries);
+    }
+    weft__state_close(st);
+    return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+    bool is_pg = false;
+    size_t queries = 1000;
+    size_t max = 100000;
+    char dir[] = "/tmp/weft-skills-bench-XXXXXX";
+    char path[128];
+    char cmd[160];
+    int rc = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--pg") == 0) {
+            is_pg = true;
+        } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
+            queries = (size_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
+            max = (size_t)strtoul(argv[++i], NULL, 10);
+        } else {
+            fprintf(stderr, "usage: skills_bench [--pg] [--queries N] [--max N]\n");
+            return 2;
+        }
+    }
+    if (queries == 0 || mkdtemp(dir) == NULL) {
+        return 2;
+    }
+    snprintf(path, sizeof(path), "%s/state.db", dir);
+    rc = run("sqlite", path, queries, max);
+    if (rc == 0 && is_pg) {
+        struct weft_test_pg *pg = weft_test_pg_start(NULL, cmd, sizeof(cmd));
+        char url[256];
+
+        if (pg == NULL || weft_test_pg_createdb(pg, "weft_bench", url, sizeof(url)) != 0) {
+            fprintf(stderr, "skills_bench: PostgreSQL did not start: %s\n", cmd);
+            rc = 1;
+        } else {
+            rc = run("postgresql", url, queries, max);
+        }
+        weft_test_pg_stop(pg);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "skills_bench: could not remove %s\n", dir);
+    }
+    return rc;
+}
