@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "evaluate.h"
 #include "mcp/hub.h"
+#include "memory.h"
 #include "semconv.h"
 #include "spans.h"
 
@@ -83,6 +84,7 @@ static json_t *
 attempt_messages(const struct run *run,
                  const struct plan_step *step,
                  const char *instructions,
+                 const char *skills,
                  const char *feedback)
 {
     const struct weft_workflow *wf = run->cfg.wf;
@@ -101,6 +103,9 @@ attempt_messages(const struct run *run,
                              wf->agents[agent->can_request[i]].name);
         }
         weft__buf_printf(&sys, " (tool request_agent).");
+    }
+    if (skills != NULL && skills[0] != '\0') {
+        weft__buf_append_str(&sys, skills); /* worked examples from skill memory */
     }
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content",
                                           sys.data != NULL ? sys.data : ""));
@@ -741,6 +746,7 @@ attempt_start(struct run *run, size_t index, const struct wf_agent *agent, unsig
 /* What one attempt produced: the output (owned), or why there is none. */
 struct attempt {
     char *output;
+    char *tools; /* the tool calls that worked (for a skill's solution), or NULL */
     char why[512];
     const char *error_type;
 };
@@ -753,6 +759,7 @@ attempt_act(struct run *run,
             struct weft_span *span,
             const struct wf_agent *agent,
             const struct rt_prompt *prompt,
+            const char *skills,
             const char *feedback,
             uint64_t deadline,
             struct attempt *a)
@@ -766,10 +773,13 @@ attempt_act(struct run *run,
         weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
         free(si);
     }
-    msgs = attempt_messages(run, &run->ps.plan.steps[index], instructions, feedback);
+    msgs = attempt_messages(run, &run->ps.plan.steps[index], instructions, skills, feedback);
     weft__rt_set_prompt_link(agent->prompt != NULL ? agent->prompt->name : NULL,
                              agent->prompt != NULL ? prompt : NULL);
     a->output = act(run, index, span, msgs, deadline, a->why, sizeof(a->why), &a->error_type);
+    if (a->output != NULL && run->cfg.wf->memory.is_skills) {
+        a->tools = weft__rt_skills_tools(msgs);
+    }
     weft__rt_set_prompt_link(NULL, NULL);
     json_decref(msgs);
 }
@@ -874,8 +884,13 @@ weft__rt_agent_step(struct run *run, size_t index)
     struct rt_prompt prompt;
     bool is_prompt_resolved = false;
     char prompt_error[300] = "";
+    struct rt_recall recall;
+    char *tools = NULL;                 /* the last attempt's tool calls that worked */
+    struct weft_span_context last_span; /* the last attempt's span: a skill's provenance */
 
     memset(&prompt, 0, sizeof(prompt));
+    memset(&recall, 0, sizeof(recall));
+    memset(&last_span, 0, sizeof(last_span));
     step->status = STEP_IN_PROGRESS;
     step->started_ns = weft__now_ns();
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
@@ -884,6 +899,11 @@ weft__rt_agent_step(struct run *run, size_t index)
         struct attempt a;
 
         memset(&a, 0, sizeof(a));
+        if (attempt == 1) {
+            weft__rt_skills_recall(run, index, span, &recall);
+        } else if (recall.ids != NULL) {
+            weft__rt_skills_mark(span, recall.ids); /* every attempt saw them */
+        }
         if (agent->prompt != NULL && !is_prompt_resolved) {
             /* Fetched (or cached) once per step, without the run lock. */
             char perr[256] = "";
@@ -901,7 +921,7 @@ weft__rt_agent_step(struct run *run, size_t index)
             snprintf(a.why, sizeof(a.why), "%s", prompt_error);
             a.error_type = "prompt_unavailable";
         } else {
-            attempt_act(run, index, span, agent, &prompt, feedback, deadline, &a);
+            attempt_act(run, index, span, agent, &prompt, recall.text, feedback, deadline, &a);
         }
         if (a.output != NULL) {
             check_replan_on(run, index, a.output, span);
@@ -916,6 +936,9 @@ weft__rt_agent_step(struct run *run, size_t index)
             a.output = NULL;
         }
         is_done = attempt_finish(run, index, span, attempt, max_attempts, &a);
+        weft__free(tools);
+        tools = a.tools;
+        weft_span_context_of(span, &last_span);
         weft_context_detach(token);
         weft_span_end(span, 0);
         /* act() and reflect() release the run lock: the plan may have moved. */
@@ -925,6 +948,9 @@ weft__rt_agent_step(struct run *run, size_t index)
     weft__free(feedback);
     weft__rt_prompt_cleanup(&prompt);
     step->ended_ns = weft__now_ns();
+    weft__rt_skills_learn(run, index, tools, &last_span, recall.ids != NULL);
+    weft__free(tools);
+    weft__rt_recall_cleanup(&recall);
     weft__rt_metrics_agent(run->tel.metrics, agent->name, step->status == STEP_COMPLETED,
                            (double)(step->ended_ns - step->started_ns) / 1e9);
     weft__rt_save_step(run, index);

@@ -2657,8 +2657,8 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
     }
     cursors_restore(run);
     if (wf->has_router && wf->supervisor.policy == WF_POLICY_ROUTER) {
-        err = weft__state_messages_load(run->store.state, run->store.session_id, 200,
-                                        &run->store.history);
+        err = weft__state_messages_load(run->store.state, run->store.session_id,
+                                        wf->memory.history_messages, &run->store.history);
         if (err != WEFT_OK) {
             snprintf(error, error_len, "state database: cannot load session %s",
                      run->store.session_id);

@@ -39,6 +39,9 @@ struct rt_metrics {
     struct weft_instrument *tool_duration;
     struct weft_instrument *tool_calls;
     struct weft_instrument *mcp_calls;
+    struct weft_instrument *skill_lookups;
+    struct weft_instrument *skills_saved;
+    struct weft_instrument *skill_outcomes;
     struct weft_instrument *mcp_truncated;
     struct weft_instrument *cost;
     struct weft_instrument *stuck;
@@ -146,6 +149,14 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
                          "Tool calls by outcome", NULL, 0, &is_ok);
     m->mcp_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.calls", "{call}",
                         "MCP tool calls by server and outcome", NULL, 0, &is_ok);
+    m->skill_lookups = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.lookups", "{lookup}",
+                            "Skill memory lookups by outcome (hit, miss)", NULL, 0, &is_ok);
+    m->skills_saved =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.saved", "{skill}",
+             "Skills kept (new, or an existing one updated or kept)", NULL, 0, &is_ok);
+    m->skill_outcomes =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.step_outcomes", "{step}",
+             "Agent steps by outcome, with and without injected skills", NULL, 0, &is_ok);
     m->mcp_truncated =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.truncated_results", "{result}",
              "MCP tool results cut at the server's max_output_bytes", NULL, 0, &is_ok);
@@ -369,6 +380,58 @@ weft__rt_metrics_mcp(struct rt_metrics *m, const char *server, const char *outco
     if (is_cut) {
         weft_counter_add(m->mcp_truncated, 1, a, 2);
     }
+}
+
+void
+weft__rt_metrics_skill_lookup(struct rt_metrics *m, const char *agent, bool is_hit)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_skill_lookup(m->tee, agent, is_hit);
+    a[0] = WF(m);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
+    a[2] = weft_attr_str("outcome", is_hit ? "hit" : "miss");
+    weft_counter_add(m->skill_lookups, 1, a, 3);
+}
+
+void
+weft__rt_metrics_skill_saved(struct rt_metrics *m, const char *agent, bool is_new)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_skill_saved(m->tee, agent, is_new);
+    a[0] = WF(m);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
+    a[2] = weft_attr_str("outcome", is_new ? "new" : "existing");
+    weft_counter_add(m->skills_saved, 1, a, 3);
+}
+
+void
+weft__rt_metrics_skill_outcome(struct rt_metrics *m,
+                               const char *agent,
+                               bool had_skill,
+                               bool is_success)
+{
+    struct weft_attr a[4];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_skill_outcome(m->tee, agent, had_skill, is_success);
+    a[0] = WF(m);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
+    a[2] = weft_attr_str("with_skill", had_skill ? "true" : "false");
+    a[3] = weft_attr_str("outcome", is_success ? "success" : "failure");
+    weft_counter_add(m->skill_outcomes, 1, a, 4);
 }
 
 void

@@ -41,6 +41,16 @@ void weft__rt_metrics_handoff(struct rt_metrics *m, const char *from, const char
 void weft__rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
 void weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
 void weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
+/* Skill memory (memory.c): a lookup for @p agent that found something or not; a skill kept
+ * (new, or an existing one updated or kept); an agent step's outcome with or without injected
+ * skills (weft.skills.lookups, .saved, .step_outcomes). */
+void weft__rt_metrics_skill_lookup(struct rt_metrics *m, const char *agent, bool is_hit);
+void weft__rt_metrics_skill_saved(struct rt_metrics *m, const char *agent, bool is_new);
+void weft__rt_metrics_skill_outcome(struct rt_metrics *m,
+                                    const char *agent,
+                                    bool had_skill,
+                                    bool is_success);
+
 /* An MCP tool call to @p server: @p outcome is success, tool_error, timeout, server_down,
  * protocol, jsonrpc_error or invalid_arguments (a bounded set: weft.mcp.calls); @p is_cut:
  * its result was cut at max_output_bytes (weft.mcp.truncated_results). */

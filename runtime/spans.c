@@ -44,6 +44,9 @@ static const struct kind_info kinds[] = {
     [RT_SPAN_LOOP] = {"loop", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_FANOUT] = {"fan_out", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
     [RT_SPAN_ITEM] = {"item", NULL, "CHAIN", "chain", WEFT_SPAN_KIND_INTERNAL},
+    /* GenAI retrieval spans are CLIENT: the store may be another process (PostgreSQL). */
+    [RT_SPAN_RETRIEVAL] = {"retrieval", "retrieval", "RETRIEVER", "retriever",
+                           WEFT_SPAN_KIND_CLIENT},
 };
 
 /* The GenAI start attributes of one kind of span; @p provider only for chat spans. */
@@ -88,6 +91,9 @@ genai_start_attrs(const struct run *run,
         break;
     case RT_SPAN_TOOL:
         attrs[n++] = weft_attr_str(WEFT__GENAI_TOOL_NAME, subject);
+        break;
+    case RT_SPAN_RETRIEVAL:
+        attrs[n++] = weft_attr_str("gen_ai.data_source.id", subject);
         break;
     default:
         break;

@@ -18,7 +18,8 @@ typedef enum rt_span_kind {
     RT_SPAN_CORRECT,
     RT_SPAN_LOOP,
     RT_SPAN_FANOUT,
-    RT_SPAN_ITEM
+    RT_SPAN_ITEM,
+    RT_SPAN_RETRIEVAL /* a lookup in skill memory: subject is the data source id */
 } rt_span_kind;
 
 /* Start a span named "{operation} {subject}" with the three vocabularies (gen_ai.operation.name

@@ -2122,6 +2122,33 @@ load_executor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     ex->max_in_flight = (unsigned)get_int(ld, e, "executor", "max_in_flight", 0, 1, 256);
 }
 
+/* "memory": skill memory (off unless "skills" is true) and the conversation's window. */
+static void
+load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    static const char *const keys[] = {
+        "skills", "k", "min_score", "max_per_agent", "max_age_days", "history_messages", NULL};
+    const json_t *m = get_typed(ld, root, "", "memory", JSON_OBJECT, false);
+    struct wf_memory *mem = &wf->memory;
+
+    mem->k = 3;
+    mem->min_score = 0.2;
+    mem->max_per_agent = 1000;
+    mem->max_age_ns = 180ull * 24 * 3600 * 1000000000ull;
+    mem->history_messages = 200;
+    if (m == NULL) {
+        return;
+    }
+    check_keys(ld, m, "memory", keys);
+    mem->is_skills = get_bool(ld, m, "memory", "skills", false);
+    mem->k = (unsigned)get_int(ld, m, "memory", "k", 3, 1, 16);
+    mem->min_score = get_num(ld, m, "memory", "min_score", 0.2, 0.0, 1.0);
+    mem->max_per_agent = (size_t)get_int(ld, m, "memory", "max_per_agent", 1000, 1, 1000000);
+    mem->max_age_ns = (uint64_t)get_int(ld, m, "memory", "max_age_days", 180, 0, 36500) * 24 *
+                      3600 * 1000000000ull;
+    mem->history_messages = (unsigned)get_int(ld, m, "memory", "history_messages", 200, 0, 10000);
+}
+
 /* Load every section of @p root into @p wf, in the order their diagnostics come out: later
  * sections refer to what earlier ones declared (models, tools, agents). */
 static void
@@ -2130,7 +2157,8 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     static const char *const keys[] = {
         "name",  "description", "models",      "supervisor",       "agents",
         "tools", "plan",        "router",      "workspace",        "capture_content",
-        "flow",  "executor",    "mcp_servers", "mcp_servers_file", NULL};
+        "flow",  "executor",    "mcp_servers", "mcp_servers_file", "memory",
+        NULL};
     char *workspace = NULL;
 
     check_keys(ld, root, "", keys);
@@ -2146,6 +2174,7 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     load_plan(ld, wf, root);
     load_flow_section(ld, wf, root);
     load_executor(ld, wf, root);
+    load_memory(ld, wf, root);
     check_scripts(ld, wf);
     check_policy(ld, wf);
     workspace = get_str(ld, root, "", "workspace", false);

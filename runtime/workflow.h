@@ -66,6 +66,16 @@ struct wf_agent {
     bool is_mcp; /* made for an MCP server (mcp_agent_<name>), not declared in "agents" */
 };
 
+/* "memory" (docs/memory.md): skill memory and how much of a conversation an agent sees. */
+struct wf_memory {
+    bool is_skills;            /* save successful steps as skills and inject similar ones */
+    unsigned k;                /* skills injected at most (default 3) */
+    double min_score;          /* relevance a skill needs to be injected (default 0.2) */
+    size_t max_per_agent;      /* retention: skills kept per agent (default 1000) */
+    uint64_t max_age_ns;       /* retention: 0 none (default 180 days) */
+    unsigned history_messages; /* a conversation's last N messages an agent sees (default 200) */
+};
+
 typedef enum wf_policy {
     WF_POLICY_PLAN_EXECUTE = 0, /* plan, then route by priority (optionally with the LLM) */
     WF_POLICY_ROUTER = 1        /* conversational: one routed turn per run */
@@ -187,6 +197,7 @@ struct weft_workflow {
     char *workspace;      /* absolute, or NULL */
     int capture_content;  /* -1 unset, 0, 1 */
     struct wf_executor executor;
+    struct wf_memory memory;
     /* MCP servers ("mcp_servers", then "mcp_servers_file"'s "mcpServers"): runtime/mcp/. */
     struct weft__mcp_entry *mcp;
     size_t mcp_count;

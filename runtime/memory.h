@@ -1,0 +1,47 @@
+/* runtime/memory.h - skill memory in a run (docs/memory.md): before an agent step, the agent's
+ * most similar past successes are looked up (a `retrieval weft.skills` span) and shown to it as
+ * worked examples; after a step that succeeded, it is kept as a skill. The storage is the
+ * state store's (state.h, both backends); this module decides when, what and how it is shown,
+ * traced and counted. Everything here is off unless the workflow's "memory" says "skills".
+ * Run lock held for every call (the lookups are short database reads). */
+#ifndef WEFT_RUNTIME_MEMORY_H
+#define WEFT_RUNTIME_MEMORY_H
+
+#include "run.h"
+
+#include <jansson.h>
+
+/* What a lookup found for a step: the text for the agent's instructions and the ids shown. */
+struct rt_recall {
+    char *text;  /* "" when nothing matched; NULL when memory is off */
+    json_t *ids; /* array of the injected skills' ids (NULL: none) */
+};
+
+/* Look up the skills of step @p index's agent for its task, under @p agent_span; the hits are
+ * counted as used, put on @p agent_span (weft.skills.injected) and returned in @p out.
+ * Ownership: @p out's members are new (weft__rt_recall_cleanup()). */
+void weft__rt_skills_recall(struct run *run,
+                            size_t index,
+                            struct weft_span *agent_span,
+                            struct rt_recall *out);
+void weft__rt_recall_cleanup(struct rt_recall *r);
+
+/* Put skill ids @p ids (a JSON array of strings) on @p span as weft.skills.injected. */
+void weft__rt_skills_mark(struct weft_span *span, const json_t *ids);
+
+/* The tool calls in @p msgs (an attempt's chat) whose result was not an error, as text for a
+ * skill's solution ("" when none). Ownership: returns new (weft__free), NULL when out of
+ * memory. */
+char *weft__rt_skills_tools(const json_t *msgs);
+
+/* Keep step @p index as a skill when it succeeded with a reward above 0: its task, its result
+ * (the fixed one after reflection) followed by @p tools (may be NULL), its reward and where it
+ * came from (@p span, the last attempt's agent span). @p had_skill: skills were injected into
+ * it (counted with its outcome, whatever it was). */
+void weft__rt_skills_learn(struct run *run,
+                           size_t index,
+                           const char *tools,
+                           const struct weft_span_context *span,
+                           bool had_skill);
+
+#endif /* WEFT_RUNTIME_MEMORY_H */
