@@ -776,6 +776,7 @@ teardown(struct run *run)
     json_decref(run->store.history);
     json_decref(run->store.resumed);
     weft__state_close(run->store.state);
+    weft__state_close(run->store.memory);
     weft__free(run->store.session_id);
     weft__free(run->cfg.workspace);
     weft__free(run->cfg.stored_input);
@@ -2676,6 +2677,23 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
     return WEFT_OK;
 }
 
+/* A worker's task run keeps and finds skills in the shared store the orchestrator uses
+ * (WEFT_STATE_URL, else its WEFT_HOME's state.db), on a handle of its own: the run's state is
+ * the orchestrator's business, not the task's. */
+static weft_err
+open_memory(struct run *run, char *err, size_t err_len)
+{
+    char *location = weft__state_default_path();
+    weft_err e = WEFT_OK;
+
+    if (location == NULL) {
+        return WEFT_ENOMEM;
+    }
+    e = weft__state_open(location, &run->store.memory, err, err_len);
+    weft__free(location);
+    return e;
+}
+
 /* An MCP call's progress notification, shown in the run's progress display. Called on the
  * client's reader thread: the run lock is taken for the event (the agent waiting on the call
  * released it). */
@@ -3097,6 +3115,9 @@ weft__execute_task(const struct weft__task_run *t,
     if (e == WEFT_OK && t->provider != NULL) {
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
         e = e == WEFT_EDISABLED ? WEFT_OK : e;
+    }
+    if (e == WEFT_OK && t->wf->memory.is_skills) {
+        e = open_memory(run, err, err_len);
     }
     if (e == WEFT_OK && t->mcp != NULL) {
         run->cfg.mcp = t->mcp; /* the worker's, started once for its tasks */

@@ -28,6 +28,13 @@
 #define SHOWN_MAX   6000u /* bytes of worked examples shown to an agent at most, all included */
 #define TOOLS_MAX   16u   /* tool calls kept in a solution */
 
+/* The store skills live in: the run's state, or a task run's own handle on the shared one. */
+static struct rt_state *
+memory_store(const struct run *run)
+{
+    return run->store.memory != NULL ? run->store.memory : run->store.state;
+}
+
 void
 weft__rt_recall_cleanup(struct rt_recall *r)
 {
@@ -199,7 +206,7 @@ weft__rt_skills_recall(struct run *run,
     weft_err err = WEFT_OK;
 
     memset(out, 0, sizeof(*out));
-    if (!mem->is_skills || run->store.state == NULL || step->task == NULL) {
+    if (!mem->is_skills || memory_store(run) == NULL || step->task == NULL) {
         return;
     }
     span = weft__rt_span_start(run, RT_SPAN_RETRIEVAL, DATA_SOURCE, agent_span, NULL, 0);
@@ -208,7 +215,7 @@ weft__rt_skills_recall(struct run *run,
     weft_span_set_double(span, "weft.skills.min_score", mem->min_score);
     weft__rt_span_content(run, span, "gen_ai.retrieval.query.text", step->task);
     err =
-        weft__state_skills_search(run->store.state, agent, step->task, 4 * mem->k, 0.0, &hits, &n);
+        weft__state_skills_search(memory_store(run), agent, step->task, 4 * mem->k, 0.0, &hits, &n);
     if (err == WEFT_OK) {
         rescore(hits, &n, step->task, mem->k, mem->min_score);
     }
@@ -228,7 +235,7 @@ weft__rt_skills_recall(struct run *run,
         out->ids = json_array();
         for (size_t i = 0; i < n; i++) {
             json_array_append_new(out->ids, json_string(hits[i].id));
-            (void)weft__state_skill_used(run->store.state, hits[i].id, weft__now_ns());
+            (void)weft__state_skill_used(memory_store(run), hits[i].id, weft__now_ns());
         }
         weft__rt_skills_mark(agent_span, out->ids);
     }
@@ -311,7 +318,7 @@ weft__rt_skills_learn(struct run *run,
     struct weft__buf solution;
     bool is_new = false;
 
-    if (!mem->is_skills || run->store.state == NULL) {
+    if (!mem->is_skills || memory_store(run) == NULL) {
         return;
     }
     weft__rt_metrics_skill_outcome(run->tel.metrics, agent, had_skill, is_success);
@@ -334,8 +341,8 @@ weft__rt_skills_learn(struct run *run,
         weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, s.trace_id);
         weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, s.span_id);
     }
-    weft__state_skills_retention(run->store.state, mem->max_per_agent, mem->max_age_ns);
-    if (weft__state_skill_save(run->store.state, &s, &is_new) == WEFT_OK) {
+    weft__state_skills_retention(memory_store(run), mem->max_per_agent, mem->max_age_ns);
+    if (weft__state_skill_save(memory_store(run), &s, &is_new) == WEFT_OK) {
         weft__rt_metrics_skill_saved(run->tel.metrics, agent, is_new);
     }
     weft__buf_cleanup(&solution);

@@ -93,6 +93,9 @@ struct run_config {
 /* Where the run is kept. */
 struct run_persist {
     struct rt_state *state;
+    /* Where skill memory lives when it is not the run's state: a worker's task run opens the
+     * shared store (WEFT_STATE_URL, or its WEFT_HOME) for it alone; NULL otherwise. Owned. */
+    struct rt_state *memory;
     char run_id[72];
     char *session_id;
     bool is_resumed;

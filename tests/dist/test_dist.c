@@ -322,15 +322,15 @@ test_wider_than_the_window_runs_every_step(void **state)
     weft_test_rm_rf(e.dir);
 }
 
-/* A copy of file @p name of examples/mcp_filesystem into @p dir. */
+/* A file of examples/@p example into @p dir. */
 static void
-copy_example_file(const char *dir, const char *name)
+copy_from(const char *example, const char *dir, const char *name)
 {
     char src[700], text[16384];
     FILE *in = NULL;
     size_t n = 0;
 
-    snprintf(src, sizeof(src), "%s/examples/mcp_filesystem/%s", WEFT_SOURCE_DIR, name);
+    snprintf(src, sizeof(src), "%s/examples/%s/%s", WEFT_SOURCE_DIR, example, name);
     in = fopen(src, "r");
     assert_non_null(in);
     n = fread(text, 1, sizeof(text) - 1, in);
@@ -352,8 +352,8 @@ test_mcp_agent_runs_on_a_worker(void **state)
     env_init(&e, "mcp");
     e.vars[5] = "WEFT_MCP_MODULES=" WEFT_SOURCE_DIR "/tests/mcp/node_modules";
     e.vars[6] = NULL;
-    copy_example_file(e.dir, "workflow.json");
-    copy_example_file(e.dir, "script.json");
+    copy_from("mcp_filesystem", e.dir, "workflow.json");
+    copy_from("mcp_filesystem", e.dir, "script.json");
     snprintf(path, sizeof(path), "%s/sandbox", e.dir);
     assert_int_equal(mkdir(path, 0700), 0);
     w = start_worker(&e, "w", "2", NULL);
@@ -368,6 +368,37 @@ test_mcp_agent_runs_on_a_worker(void **state)
     assert_log(&e, "run.log", "3 task(s) published, 3 result(s)");
     snprintf(path, sizeof(path), "%s/sandbox/notes.md", e.dir);
     assert_true(weft_test_file_contains(path, "# Release 1.4"));
+    stop_worker(w);
+    weft_test_rm_rf(e.dir);
+}
+
+/* Skill memory on a worker: the step that ran there is kept in the shared store, and the
+ * second run's step (on the worker again) is shown it. */
+static void
+test_skill_memory_on_a_worker(void **state)
+{
+    struct env e;
+    char log[700];
+    pid_t w = 0;
+
+    (void)state;
+    env_init(&e, "skills");
+    copy_from("skills", e.dir, "workflow.json");
+    copy_from("skills", e.dir, "script.json");
+    w = start_worker(&e, "w", "1", NULL);
+    for (int i = 0; i < 2; i++) {
+        const char *argv[] = {weft_bin, "run", "workflow.json", "--executor", "amqp", "--no-trace",
+                              "-q",     NULL};
+        snprintf(log, sizeof(log), "%s/run%d.log", e.dir, i);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 120000), 0);
+    }
+    {
+        const char *argv[] = {weft_bin, "skills", "list", "--json", NULL};
+        snprintf(log, sizeof(log), "%s/skills.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 60000), 0);
+    }
+    assert_log(&e, "skills.log", "\"agent\": \"coder\"");
+    assert_log(&e, "skills.log", "\"uses\": 1");
     stop_worker(w);
     weft_test_rm_rf(e.dir);
 }
@@ -575,6 +606,7 @@ main(void)
         cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
         cmocka_unit_test(test_wider_than_the_window_runs_every_step),
         cmocka_unit_test(test_mcp_agent_runs_on_a_worker),
+        cmocka_unit_test(test_skill_memory_on_a_worker),
         cmocka_unit_test(test_worker_killed_mid_task),
         cmocka_unit_test(test_malformed_messages_rejected),
         cmocka_unit_test(test_poison_task_dead_lettered),
