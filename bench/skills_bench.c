@@ -12,8 +12,9 @@
  * weft__state_skill_save() in transactions of 500 (retention off: the default keeps 1,000 per
  * agent). Queries run weft__state_skills_search() with k = 3 and no threshold.
  *
- * Usage: skills_bench [--pg] [--queries N] [--max N]
- *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/).
+ * Usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]
+ *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/);
+ *   --keep DIR: write the SQLite store to DIR/state.db and leave it there (to EXPLAIN it).
  */
 #include "base/mem.h"
 #include "base/time.h"
@@ -196,6 +197,7 @@ main(int argc, char **argv)
     size_t queries = 1000;
     size_t max = 100000;
     char dir[] = "/tmp/weft-skills-bench-XXXXXX";
+    const char *keep = NULL;
     char path[128];
     char cmd[160];
     int rc = 0;
@@ -205,17 +207,19 @@ main(int argc, char **argv)
             is_pg = true;
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             queries = (size_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+            keep = argv[++i];
         } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
             max = (size_t)strtoul(argv[++i], NULL, 10);
         } else {
-            fprintf(stderr, "usage: skills_bench [--pg] [--queries N] [--max N]\n");
+            fprintf(stderr, "usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]\n");
             return 2;
         }
     }
     if (queries == 0 || mkdtemp(dir) == NULL) {
         return 2;
     }
-    snprintf(path, sizeof(path), "%s/state.db", dir);
+    snprintf(path, sizeof(path), "%s/state.db", keep != NULL ? keep : dir);
     rc = run("sqlite", path, queries, max);
     if (rc == 0 && is_pg) {
         struct weft_test_pg *pg = weft_test_pg_start(NULL, cmd, sizeof(cmd));

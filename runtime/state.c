@@ -985,9 +985,10 @@ weft__state_skills_search(struct rt_state *st,
         return WEFT_OK;
     }
     is_pg = strcmp(st->ops->name, "postgresql") == 0;
-    /* FTS5: each word a quoted string, so no character of the query is FTS5 syntax (a quote
-     * cannot occur: words are letters and digits). PostgreSQL: websearch_to_tsquery's "or". */
-    err = weft__skill_query_terms(query, is_pg ? "" : "\"", is_pg ? " or " : " OR ", &terms);
+    /* Words of letters and digits only, so no character of the query is query syntax.
+     * PostgreSQL: websearch_to_tsquery's "or" between them; SQLite: space-separated, the
+     * backend picks the rarest and quotes them for FTS5. */
+    err = weft__skill_query_terms(query, "", is_pg ? " or " : " ", &terms);
     if (err != WEFT_OK || terms == NULL) {
         return err;
     }

@@ -1128,7 +1128,7 @@ test_state_skills_search_ranks_one_agent_above_a_threshold(void **state)
     assert_int_equal(n, 0);
     assert_weft_ok(weft__state_skills_search(f->st, "nobody", "JSON parser", 3, 0.0, &hits, &n));
     assert_int_equal(n, 0);
-    /* Stemming: "retrying" finds "retry". */
+    /* PostgreSQL stems ("retrying" finds "retry"); SQLite does not, and "http" finds it. */
     assert_weft_ok(weft__state_skills_search(f->st, "coder", "retrying http", 3, 0.0, &hits, &n));
     assert_int_equal(n, 1);
     assert_string_equal(hits[0].task, "Add a retry loop to the HTTP client");

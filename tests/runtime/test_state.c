@@ -328,7 +328,8 @@ test_state_migrates_a_version_6_database_to_skills(void **state)
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
     assert_weft_ok(weft__state_run_begin(st, "old-run", "wf", NULL, "s", "in", 1));
     weft__state_close(st);
-    exec_sql(path, "DROP TABLE skills_fts; DROP TABLE skills; PRAGMA user_version = 6;");
+    exec_sql(path, "DROP TABLE skills_vocab; DROP TABLE skills_fts; DROP TABLE skills;"
+                   " DROP TABLE skills_terms; DROP TABLE skills_meta; PRAGMA user_version = 6;");
     assert_int_equal(count_rows(path, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE"
                                       " 'skills%'"),
                      0);
