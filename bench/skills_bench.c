@@ -14,7 +14,8 @@
  *
  * Usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]
  *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/);
- *   --keep DIR: write the SQLite store to DIR/state.db and leave it there (to EXPLAIN it).
+ *   --keep DIR: write the SQLite store to DIR/state.db and leave it there (to EXPLAIN it);
+ *   --reuse: with --keep, only query the store already there (to profile the queries).
  */
 #include "base/mem.h"
 #include "base/time.h"
@@ -161,6 +162,8 @@ measure(const char *backend, struct rt_state *st, size_t stored, double insert_u
     return 0;
 }
 
+static bool is_reuse;
+
 static int
 run(const char *backend, const char *location, size_t queries, size_t max)
 {
@@ -176,6 +179,11 @@ run(const char *backend, const char *location, size_t queries, size_t max)
         return 1;
     }
     weft__state_skills_retention(st, 0, 0);
+    if (is_reuse) {
+        rc = measure(backend, st, max, 0.0, queries);
+        weft__state_close(st);
+        return rc;
+    }
     for (size_t i = 0; rc == 0 && i < sizeof(sizes) / sizeof(sizes[0]) && sizes[i] <= max; i++) {
         double us = fill(st, &r, &stored, sizes[i]);
 
@@ -207,12 +215,15 @@ main(int argc, char **argv)
             is_pg = true;
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             queries = (size_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--reuse") == 0) {
+            is_reuse = true;
         } else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
             keep = argv[++i];
         } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
             max = (size_t)strtoul(argv[++i], NULL, 10);
         } else {
-            fprintf(stderr, "usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]\n");
+            fprintf(stderr,
+                    "usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR [--reuse]]\n");
             return 2;
         }
     }
