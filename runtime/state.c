@@ -967,7 +967,6 @@ weft__state_skills_search(struct rt_state *st,
                           struct weft__skill **out,
                           size_t *count)
 {
-    bool is_pg = false;
     char *terms = NULL;
     weft_err err = WEFT_OK;
 
@@ -984,11 +983,9 @@ weft__state_skills_search(struct rt_state *st,
     if (k == 0) {
         return WEFT_OK;
     }
-    is_pg = strcmp(st->ops->name, "postgresql") == 0;
-    /* Words of letters and digits only, so no character of the query is query syntax.
-     * PostgreSQL: websearch_to_tsquery's "or" between them; SQLite: space-separated, the
-     * backend picks the rarest and quotes them for FTS5. */
-    err = weft__skill_query_terms(query, "", is_pg ? " or " : " ", &terms);
+    /* Words of letters and digits only, space-separated, so no character of the query is
+     * query syntax; each backend picks the rarest and builds its own match from them. */
+    err = weft__skill_query_terms(query, "", " ", &terms);
     if (err != WEFT_OK || terms == NULL) {
         return err;
     }
