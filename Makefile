@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench bench-dist install format format-check clean
+	test-fuzz fuzz bench bench-skills bench-dist install format format-check clean
 
 all: build
 
@@ -93,6 +93,9 @@ bench: build
 # PostgreSQL state): starts its own throwaway servers, so it needs the test packages and is
 # kept out of `make bench`. DIST_BENCH_ARGS: e.g. --tasks 5000 --cases throughput.
 DIST_BENCH_ARGS ?=
+bench-skills: build
+	$(BUILD)/skills_bench $(SKILLS_BENCH_ARGS)
+
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)
 

@@ -3,7 +3,8 @@
  * 100,000 skills. Prints one JSON object per line and store size:
  *
  *   {"bench":"skills","backend":"sqlite","stored":N,"insert_us_per_skill":...,
- *    "queries":Q,"k":3,"p50_us":...,"p99_us":...,"max_us":...,"mean_hits":...}
+ *    "queries":Q,"k":3,"p50_us":...,"p99_us":...,"max_us":...,"mean_hits":...,
+ *    "mean_top_score":...}   (the best hit's relevance, averaged: to choose a threshold)
  *
  * Task texts are generated deterministically (a fixed-seed xorshift over vocabularies of
  * verbs, components, objects and conditions, plus a ticket number), spread over four agents;
@@ -12,8 +13,11 @@
  * weft__state_skill_save() in transactions of 500 (retention off: the default keeps 1,000 per
  * agent). Queries run weft__state_skills_search() with k = 3 and no threshold.
  *
- * Usage: skills_bench [--pg] [--queries N] [--max N]
- *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/).
+ * Usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]
+ *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/);
+ *   --keep DIR: write the SQLite store to DIR/state.db and leave it there (to EXPLAIN it);
+ *   --reuse: with --keep, only query the store already there (to profile the queries);
+ *   --pg-url URL: PostgreSQL at URL instead of a throwaway server (with --reuse: query only).
  */
 #include "base/mem.h"
 #include "base/time.h"
@@ -128,6 +132,7 @@ measure(const char *backend, struct rt_state *st, size_t stored, double insert_u
     struct rng qr = {0x9e3779b97f4a7c15ull};
     char task[256];
     size_t hits = 0;
+    double top = 0.0;
 
     if (lat == NULL) {
         return 1;
@@ -146,19 +151,22 @@ measure(const char *backend, struct rt_state *st, size_t stored, double insert_u
         }
         lat[i] = weft__monotonic_ns() - t0;
         hits += n;
+        top += n > 0 ? out[0].score : 0.0;
         weft__skills_free(out, n);
     }
     qsort(lat, queries, sizeof(*lat), cmp_u64);
     printf("{\"bench\":\"skills\",\"backend\":\"%s\",\"stored\":%zu,\"insert_us_per_skill\":%.1f,"
            "\"queries\":%zu,\"k\":3,\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
-           "\"mean_hits\":%.2f}\n",
+           "\"mean_hits\":%.2f,\"mean_top_score\":%.3f}\n",
            backend, stored, insert_us, queries, (double)lat[queries / 2] / 1e3,
            (double)lat[(queries * 99) / 100] / 1e3, (double)lat[queries - 1] / 1e3,
-           (double)hits / (double)queries);
+           (double)hits / (double)queries, top / (double)queries);
     fflush(stdout);
     free(lat);
     return 0;
 }
+
+static bool is_reuse;
 
 static int
 run(const char *backend, const char *location, size_t queries, size_t max)
@@ -175,6 +183,11 @@ run(const char *backend, const char *location, size_t queries, size_t max)
         return 1;
     }
     weft__state_skills_retention(st, 0, 0);
+    if (is_reuse) {
+        rc = measure(backend, st, max, 0.0, queries);
+        weft__state_close(st);
+        return rc;
+    }
     for (size_t i = 0; rc == 0 && i < sizeof(sizes) / sizeof(sizes[0]) && sizes[i] <= max; i++) {
         double us = fill(st, &r, &stored, sizes[i]);
 
@@ -196,6 +209,8 @@ main(int argc, char **argv)
     size_t queries = 1000;
     size_t max = 100000;
     char dir[] = "/tmp/weft-skills-bench-XXXXXX";
+    const char *keep = NULL;
+    const char *pg_url = NULL;
     char path[128];
     char cmd[160];
     int rc = 0;
@@ -205,17 +220,29 @@ main(int argc, char **argv)
             is_pg = true;
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             queries = (size_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--pg-url") == 0 && i + 1 < argc) {
+            pg_url = argv[++i];
+        } else if (strcmp(argv[i], "--reuse") == 0) {
+            is_reuse = true;
+        } else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+            keep = argv[++i];
         } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
             max = (size_t)strtoul(argv[++i], NULL, 10);
         } else {
-            fprintf(stderr, "usage: skills_bench [--pg] [--queries N] [--max N]\n");
+            fprintf(stderr, "usage: skills_bench [--pg | --pg-url URL] [--queries N] [--max N] "
+                            "[--keep DIR] [--reuse]\n");
             return 2;
         }
     }
     if (queries == 0 || mkdtemp(dir) == NULL) {
         return 2;
     }
-    snprintf(path, sizeof(path), "%s/state.db", dir);
+    snprintf(path, sizeof(path), "%s/state.db", keep != NULL ? keep : dir);
+    if (pg_url != NULL) {
+        rc = run("postgresql", pg_url, queries, max);
+        rmdir(dir);
+        return rc;
+    }
     rc = run("sqlite", path, queries, max);
     if (rc == 0 && is_pg) {
         struct weft_test_pg *pg = weft_test_pg_start(NULL, cmd, sizeof(cmd));

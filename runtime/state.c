@@ -967,7 +967,6 @@ weft__state_skills_search(struct rt_state *st,
                           struct weft__skill **out,
                           size_t *count)
 {
-    bool is_pg = false;
     char *terms = NULL;
     weft_err err = WEFT_OK;
 
@@ -984,10 +983,9 @@ weft__state_skills_search(struct rt_state *st,
     if (k == 0) {
         return WEFT_OK;
     }
-    is_pg = strcmp(st->ops->name, "postgresql") == 0;
-    /* FTS5: each word a quoted string, so no character of the query is FTS5 syntax (a quote
-     * cannot occur: words are letters and digits). PostgreSQL: websearch_to_tsquery's "or". */
-    err = weft__skill_query_terms(query, is_pg ? "" : "\"", is_pg ? " or " : " OR ", &terms);
+    /* Words of letters and digits only, space-separated, so no character of the query is
+     * query syntax; each backend picks the rarest and builds its own match from them. */
+    err = weft__skill_query_terms(query, "", " ", &terms);
     if (err != WEFT_OK || terms == NULL) {
         return err;
     }

@@ -366,8 +366,10 @@ weft__state_recover(struct rt_state *st, state_interrupted_fn fn, void *user_dat
  * so that a later step of the same agent on a similar task can be shown how it was done. Both
  * backends store skills in a table `skills`, one row per (agent, normalised task hash): the
  * task text lowercased, punctuation dropped, whitespace collapsed, digits kept (see
- * weft__skill_task_hash()). Retrieval is full-text ranking over the task text (SQLite FTS5
- * BM25, PostgreSQL ts_rank_cd over a GIN-indexed tsvector), filtered by agent.
+ * weft__skill_task_hash()). Retrieval is full-text ranking over the task text, filtered by
+ * agent: SQLite FTS5 with weft's own BM25 (weft_skill_rank(), state_sqlite.c), PostgreSQL
+ * ts_rank_cd over a GIN-indexed tsvector; both rank only the query's rarest words within a
+ * budget, so a search's cost does not grow with the store (docs/memory.md).
  *
  * Caps: a task is cut to WEFT_SKILL_TASK_MAX bytes and a solution to WEFT_SKILL_SOLUTION_MAX,
  * on a UTF-8 boundary, with a note saying so at the end of the cut text. The dedup hash is of
@@ -421,7 +423,8 @@ weft_err weft__state_skill_save(struct rt_state *st, const struct weft__skill *s
 
 /* The @p k (at most WEFT_SKILLS_K_MAX) skills of @p agent whose task best matches @p query,
  * best first, only those whose score is at least @p min_score (their relevance in [0, 1):
- * SQLite s/(s+1) of s = -bm25, PostgreSQL ts_rank_cd with normalisation 32). The query is
+ * s/(s+1) of the BM25 sum s on SQLite, ts_rank_cd with normalisation 32 on PostgreSQL; the
+ * two are not the same number, see docs/memory.md). The query is
  * untrusted text: only its words count (at most WEFT_SKILL_QUERY_TERMS distinct ones, ORed),
  * never its syntax. *out is NULL when nothing matched. @return WEFT_OK, WEFT_EINVAL, WEFT_EIO,
  * WEFT_ENOMEM. Ownership: caller owns *out (weft__skills_free(*out, *count)). */
@@ -486,9 +489,9 @@ char *weft__skill_cap(const char *text, size_t max);
 
 /* The distinct words of @p query (lowercased ASCII letters and digits, and bytes >= 0x80),
  * without a few very common English words, at most WEFT_SKILL_QUERY_TERMS of 64 bytes, each
- * wrapped in @p quote and joined by @p sep (FTS5: "\"" and " OR "; PostgreSQL websearch: ""
- * and " or "). *out is NULL when the query has no word. @return WEFT_OK, WEFT_ENOMEM.
- * Ownership: caller owns *out (weft__free). */
+ * wrapped in @p quote and joined by @p sep (a search uses "" and " ", and each backend builds
+ * its own match from the words). *out is NULL when the query has no word. @return WEFT_OK,
+ * WEFT_ENOMEM. Ownership: caller owns *out (weft__free). */
 weft_err weft__skill_query_terms(const char *query, const char *quote, const char *sep, char **out);
 
 /* Is @p ref a UUID or a prefix of one (4 to 36 characters of hex digits and hyphens)? */

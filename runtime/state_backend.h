@@ -111,7 +111,7 @@ struct weft__state_ops {
     weft_err (*dead_mark)(struct rt_state *st, struct weft__state_dead *d);
     /* Skill memory: state.c checks the arguments and applies the caps (s->task and
      * s->solution are already cut, s->id set, @p hash the task's weft__skill_task_hash());
-     * @p terms is weft__skill_query_terms()'s text in the backend's syntax, never NULL. */
+     * @p terms is weft__skill_query_terms()'s words joined by single spaces, never NULL. */
     weft_err (*skill_save)(struct rt_state *st,
                            const struct weft__skill *s,
                            const char *hash,

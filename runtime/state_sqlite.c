@@ -18,6 +18,7 @@
 #include "tracing/redact.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,29 +87,44 @@ static const char state_migrate_v6[] = "ALTER TABLE steps ADD COLUMN task_uuid T
 /* Version 7 (skill memory, docs/memory.md): one row per (agent, normalised task hash), an
  * integer key for the full-text index, and the indexes retention needs: (agent, reward,
  * created_ns) keeps the best of an agent with one range walk, created_ns finds the old ones.
- * skills_fts is an external-content FTS5 table over the task (and the agent, which a search
- * ANDs into the match so that BM25 ranks only that agent's rows; its weight is 0), kept in
- * step by triggers. Porter stemming: "tests" finds "testing". */
+ * skills_fts is an external-content FTS5 table over the task and the agent's key (one token,
+ * "k" and 16 hex digits of the agent name's FNV-1a: a search ANDs it into the match, so only
+ * that agent's rows are ranked, exactly, whatever characters the name has), kept in step by
+ * triggers. Words are not stemmed: a search looks its words' document frequencies up
+ * by the index's own tokens (skills_terms, see skills_terms_refresh()), and a stemmer would
+ * make those differ from the words of the query.
+ * skills_terms holds the words of at least SKILL_COMMON_DOCS tasks with their counts,
+ * rebuilt from the index's vocabulary (skills_vocab) when the store's size has moved by an
+ * eighth since the last rebuild; skills_meta counts the rows (kept by the triggers). */
 static const char state_migrate_v7[] =
     "CREATE TABLE IF NOT EXISTS skills ("
     " rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, agent TEXT NOT NULL,"
     " task_hash TEXT NOT NULL, task TEXT NOT NULL, solution TEXT NOT NULL, workflow TEXT,"
     " run_id TEXT, trace_id TEXT, span_id TEXT, reward REAL NOT NULL,"
     " created_ns BIGINT NOT NULL, last_used_ns BIGINT NOT NULL DEFAULT 0,"
-    " uses INTEGER NOT NULL DEFAULT 0, UNIQUE (agent, task_hash));"
+    " uses INTEGER NOT NULL DEFAULT 0, agent_key TEXT NOT NULL, UNIQUE (agent, task_hash));"
     "CREATE INDEX IF NOT EXISTS skills_agent_rank ON skills(agent, reward, created_ns);"
     "CREATE INDEX IF NOT EXISTS skills_created ON skills(created_ns);"
-    "CREATE VIRTUAL TABLE IF NOT EXISTS skills_fts USING fts5(task, agent, content='skills',"
-    " content_rowid='rid', tokenize='porter unicode61 remove_diacritics 2');"
+    "CREATE TABLE IF NOT EXISTS skills_meta (id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " stored INTEGER NOT NULL, stored_at_terms INTEGER NOT NULL);"
+    "INSERT OR IGNORE INTO skills_meta VALUES (1, 0, 0);"
+    "CREATE TABLE IF NOT EXISTS skills_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS skills_fts USING fts5(task, agent_key, content='skills',"
+    " content_rowid='rid', tokenize='unicode61 remove_diacritics 2');"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS skills_vocab USING fts5vocab(skills_fts, 'col');"
     "CREATE TRIGGER IF NOT EXISTS skills_fts_insert AFTER INSERT ON skills BEGIN"
-    " INSERT INTO skills_fts(rowid, task, agent) VALUES (new.rid, new.task, new.agent); END;"
+    " INSERT INTO skills_fts(rowid, task, agent_key) VALUES (new.rid, new.task, new.agent_key);"
+    " UPDATE skills_meta SET stored = stored + 1 WHERE id = 1; END;"
     "CREATE TRIGGER IF NOT EXISTS skills_fts_delete AFTER DELETE ON skills BEGIN"
-    " INSERT INTO skills_fts(skills_fts, rowid, task, agent)"
-    " VALUES ('delete', old.rid, old.task, old.agent); END;"
-    "CREATE TRIGGER IF NOT EXISTS skills_fts_update AFTER UPDATE OF task, agent ON skills BEGIN"
-    " INSERT INTO skills_fts(skills_fts, rowid, task, agent)"
-    " VALUES ('delete', old.rid, old.task, old.agent);"
-    " INSERT INTO skills_fts(rowid, task, agent) VALUES (new.rid, new.task, new.agent); END;"
+    " INSERT INTO skills_fts(skills_fts, rowid, task, agent_key)"
+    " VALUES ('delete', old.rid, old.task, old.agent_key);"
+    " UPDATE skills_meta SET stored = stored - 1 WHERE id = 1; END;"
+    "CREATE TRIGGER IF NOT EXISTS skills_fts_update AFTER UPDATE OF task, agent_key ON skills"
+    " BEGIN INSERT INTO skills_fts(skills_fts, rowid, task, agent_key)"
+    " VALUES ('delete', old.rid, old.task, old.agent_key);"
+    " INSERT INTO skills_fts(rowid, task, agent_key) VALUES (new.rid, new.task, new.agent_key);"
+    " END;"
     "INSERT INTO skills_fts(skills_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)');";
 
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
@@ -204,6 +220,100 @@ make_private(const char *path)
     close(fd);
 }
 
+/* The IDF weights of a search's phrases, in the order of the match expression, parsed once
+ * per query from weft_skill_rank()'s argument. */
+struct rank_weights {
+    int n;
+    double w[WEFT_SKILL_QUERY_TERMS + 1];
+};
+
+static void
+rank_weights_free(void *p)
+{
+    weft__free(p);
+}
+
+/* weft_skill_rank(skills_fts, 'w0 w1 ...'): BM25 of the row's task for the query's phrases,
+ * each weighted by the IDF the search computed (0 for the agent's phrase), without length
+ * normalisation (b = 0: tasks are capped and alike in length, and skipping it saves a
+ * %_docsize lookup per row). FTS5's bm25() would count every phrase's documents for its IDFs
+ * on each query (60 ns per document, the agent's phrase included), which the search's own
+ * document frequencies make unnecessary. */
+static void
+skill_rank(const Fts5ExtensionApi *api,
+           Fts5Context *fts,
+           sqlite3_context *ctx,
+           int argc,
+           sqlite3_value **argv)
+{
+    struct rank_weights *rw = api->xGetAuxdata(fts, 0);
+    int phrases = api->xPhraseCount(fts);
+    double score = 0.0;
+
+    if (rw == NULL) {
+        const char *p = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
+
+        rw = weft__calloc(1, sizeof(*rw));
+        if (rw == NULL) {
+            sqlite3_result_error_nomem(ctx);
+            return;
+        }
+        while (p != NULL && *p != '\0' && rw->n < (int)WEFT_SKILL_QUERY_TERMS + 1) {
+            char *end = NULL;
+            double v = strtod(p, &end);
+
+            if (end == p) {
+                break;
+            }
+            rw->w[rw->n++] = v;
+            p = end;
+        }
+        if (api->xSetAuxdata(fts, rw, rank_weights_free) != SQLITE_OK) {
+            sqlite3_result_error_nomem(ctx); /* xSetAuxdata freed it */
+            return;
+        }
+    }
+    for (int i = 0; i < phrases && i < rw->n; i++) {
+        Fts5PhraseIter it;
+        int col = -1;
+        int off = 0;
+        int tf = 0;
+
+        if (rw->w[i] == 0.0) {
+            continue;
+        }
+        if (api->xPhraseFirst(fts, i, &it, &col, &off) != SQLITE_OK) {
+            sqlite3_result_error(ctx, "weft_skill_rank: cannot read a phrase", -1);
+            return;
+        }
+        for (; col >= 0; api->xPhraseNext(fts, &it, &col, &off)) {
+            tf += col == 0 ? 1 : 0;
+        }
+        if (tf > 0) {
+            score += rw->w[i] * (double)tf * 2.2 / ((double)tf + 1.2); /* k1 = 1.2 */
+        }
+    }
+    sqlite3_result_double(ctx, score);
+}
+
+/* Register weft_skill_rank() on @p db through the FTS5 API (fetched as SQLite documents it:
+ * SELECT fts5(?) with a pointer binding). @return false when FTS5 is missing. */
+static bool
+register_rank(sqlite3 *db)
+{
+    fts5_api *api = NULL;
+    sqlite3_stmt *stmt = NULL;
+
+    if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &stmt, NULL) != SQLITE_OK) {
+        return false;
+    }
+    sqlite3_bind_pointer(stmt, 1, (void *)&api, "fts5_api_ptr", NULL);
+    sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    return api != NULL &&
+           api->xCreateFunction(api, "weft_skill_rank", NULL, skill_rank, NULL) == SQLITE_OK;
+}
+
 weft_err
 weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size_t err_len)
 {
@@ -226,10 +336,20 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         goto fail;
     }
     sqlite3_busy_timeout(st->db, 5000);
+    if (!register_rank(st->db)) {
+        snprintf(err, err_len, "state database %s: this SQLite lacks FTS5 (skill memory needs it)",
+                 path);
+        goto fail;
+    }
     /* The version is read inside the write transaction, so two processes opening a new file
      * at once migrate it once; a crash leaves the previous version whole. */
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", NULL, NULL,
-                     &errmsg) != SQLITE_OK ||
+    /* A page cache of up to 32 MiB (SQLite's default is 2 MiB), filled only as pages are read:
+     * a skills search at 100,000 skills reads a few MiB of index, and re-reading it through
+     * the kernel on every search was a third of its time (perf). */
+    if (sqlite3_exec(st->db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     " PRAGMA cache_size=-32768",
+                     NULL, NULL, &errmsg) != SQLITE_OK ||
         sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
@@ -1605,8 +1725,7 @@ collect_skills(struct lite_state *st,
         double score = 0.0;
 
         if (has_rank) {
-            /* bm25() is negative, better more so; FTS5 keeps every term's IDF above 0. */
-            double s = -sqlite3_column_double(stmt, 12);
+            double s = sqlite3_column_double(stmt, 12); /* weft_skill_rank(): >= 0 */
             score = s > 0.0 ? s / (s + 1.0) : 0.0;
             if (score < min_score) {
                 rc = SQLITE_DONE;
@@ -1670,6 +1789,79 @@ skills_retain(struct lite_state *st, const char *agent)
     return err;
 }
 
+/* A word in at least this many tasks is "common": its count is kept in skills_terms. Rarer
+ * words are looked up there in vain and count as rare, which they are. */
+#define SKILL_COMMON_DOCS 64
+#define WEFT__STR2(x)     #x
+#define WEFT__STR(x)      WEFT__STR2(x)
+/* A search ranks at most about this many postings: the rarest words of the query are kept
+ * while the documents they occur in add up to no more (the rarest one always). Words left out
+ * are the most common ones, whose IDF adds least to BM25; what a search costs is then bounded
+ * by this whatever the store's size (docs/PERFORMANCE.md, "Skill memory"). */
+#define SKILL_DF_BUDGET 12000
+
+/* Rebuild skills_terms from the index's vocabulary when the store's size has moved by more
+ * than an eighth (at least 256 rows) since the last rebuild: one scan of the vocabulary (80
+ * ms at 100,000 skills), every 12,500 saves at that size. */
+static weft_err
+skills_terms_refresh(struct lite_state *st)
+{
+    sqlite3_stmt *stmt = cached(st, "SELECT stored, stored_at_terms FROM skills_meta"
+                                    " WHERE id = 1");
+    sqlite3_int64 stored = 0;
+    sqlite3_int64 at = 0;
+    sqlite3_int64 slack = 0;
+    char *errmsg = NULL;
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        stored = sqlite3_column_int64(stmt, 0);
+        at = sqlite3_column_int64(stmt, 1);
+    }
+    release(st, stmt);
+    if (rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        return WEFT_EIO;
+    }
+    slack = at / 8 > 256 ? at / 8 : 256;
+    if (stored <= at + slack && stored >= at - slack) {
+        return WEFT_OK;
+    }
+    if (sqlite3_exec(
+            st->db,
+            "DELETE FROM skills_terms;"
+            "INSERT INTO skills_terms (term, docs) SELECT term, doc FROM skills_vocab"
+            " WHERE col = 'task' AND doc >= " WEFT__STR(
+                SKILL_COMMON_DOCS) ";"
+                                   "UPDATE skills_meta SET stored_at_terms = stored WHERE id = 1",
+            NULL, NULL, &errmsg) != SQLITE_OK) {
+        state_note_error(st, sqlite3_errcode(st->db));
+        WEFT_LOG(WEFT_LOG_ERROR, "state: skills terms rebuild failed: %s",
+                 errmsg != NULL ? errmsg : "?");
+        sqlite3_free(errmsg);
+        st->is_tx_failed = st->tx_depth > 0;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+/* The agent's one-token key in the full-text index: "k" and 16 hex digits of FNV-1a over the
+ * name's bytes (the letter keeps FTS5 from reading it as a number). */
+static void
+agent_key(const char *agent, char out[18])
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (const unsigned char *p = (const unsigned char *)agent; *p != '\0'; p++) {
+        h = (h ^ *p) * 1099511628211ull;
+    }
+    snprintf(out, 18, "k%016llx", (unsigned long long)h);
+}
+
 static weft_err
 lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *hash, bool *is_new)
 {
@@ -1708,8 +1900,8 @@ lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *
                           " trace_id = ?, span_id = ?, reward = ?, created_ns = ? WHERE rid = ?");
     } else {
         stmt = cached(st, "INSERT INTO skills (task, solution, workflow, run_id, trace_id,"
-                          " span_id, reward, created_ns, id, agent, task_hash)"
-                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                          " span_id, reward, created_ns, id, agent, task_hash, agent_key)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     }
     if (stmt == NULL) {
         return tx_end(st, WEFT_EIO);
@@ -1727,49 +1919,136 @@ lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *
     if (rc == SQLITE_ROW) {
         sqlite3_bind_int64(stmt, 9, rid);
     } else {
+        char key[18];
+
+        agent_key(s->agent, key);
         bind_key(stmt, 9, s->id);
         bind_key(stmt, 10, s->agent);
         bind_key(stmt, 11, hash);
+        bind_key(stmt, 12, key);
     }
     err = finish(st, stmt, rc == SQLITE_ROW ? "skill update" : "skill insert");
     if (err == WEFT_OK && rc == SQLITE_DONE) {
         err = skills_retain(st, s->agent);
+    }
+    if (err == WEFT_OK && rc == SQLITE_DONE) {
+        err = skills_terms_refresh(st);
     }
     err = tx_end(st, err);
     *is_new = err == WEFT_OK && rc == SQLITE_DONE;
     return err;
 }
 
-/* @p agent as an FTS5 phrase ("..." with quotes doubled), or NULL when it has no letter or
- * digit (its tokens would be empty: only the join's exact test filters then). */
-static char *
-agent_phrase(const char *agent, bool *is_oom)
+/* The document frequency of the index token @p w[0..len) in tasks: from skills_terms for a
+ * common word, else counted in the index's vocabulary (cheap: fewer than SKILL_COMMON_DOCS
+ * documents, or a word that became common since the last rebuild). -1 on failure. */
+static int64_t
+term_docs(struct lite_state *st, const char *w, size_t len)
 {
-    struct weft__buf b;
-    bool has_word = false;
+    static const char *const sql[2] = {
+        "SELECT docs FROM skills_terms WHERE term = ?",
+        "SELECT doc FROM skills_vocab WHERE term = ? AND col = 'task'",
+    };
+    int64_t docs = 0;
+
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *stmt = cached(st, sql[i]);
+        int rc = 0;
+
+        if (stmt == NULL) {
+            return -1;
+        }
+        sqlite3_bind_text(stmt, 1, w, (int)len, SQLITE_TRANSIENT);
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            docs = sqlite3_column_int64(stmt, 0);
+        }
+        release(st, stmt);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            state_note_error(st, rc);
+            return -1;
+        }
+        if (rc == SQLITE_ROW) {
+            return docs;
+        }
+    }
+    return 0;
+}
+
+/* The match expression of @p words (space-separated, from weft__skill_query_terms()) into
+ * @p match: the rarest of them (in no task: left out) while their documents add up to at most
+ * SKILL_DF_BUDGET, each quoted, ORed; and their IDF weights in the same order into
+ * @p weights (@p has_agent: a 0 first, for the agent's phrase). *is_empty when no word is in
+ * any task. */
+static weft_err
+select_terms(struct lite_state *st,
+             const char *words,
+             bool has_agent,
+             struct weft__buf *match,
+             struct weft__buf *weights,
+             bool *is_empty)
+{
+    const char *w[WEFT_SKILL_QUERY_TERMS];
+    size_t len[WEFT_SKILL_QUERY_TERMS];
+    int64_t df[WEFT_SKILL_QUERY_TERMS];
+    size_t order[WEFT_SKILL_QUERY_TERMS];
+    sqlite3_stmt *stmt = cached(st, "SELECT stored FROM skills_meta WHERE id = 1");
+    double rows = 0.0;
+    size_t n = 0;
+    size_t kept = 0;
+    int64_t sum = 0;
     weft_err err = WEFT_OK;
 
-    for (const char *c = agent; *c != '\0'; c++) {
-        has_word = has_word || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
-                   (*c >= 'A' && *c <= 'Z') || (unsigned char)*c >= 0x80;
+    if (stmt == NULL) {
+        return WEFT_EIO;
     }
-    if (!has_word) {
-        return NULL;
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+        rows = (double)sqlite3_column_int64(stmt, 0);
     }
-    weft__buf_init(&b, 0);
-    err = weft__buf_append(&b, "agent : \"", 9);
-    for (const char *c = agent; err == WEFT_OK && *c != '\0'; c++) {
-        err = weft__buf_append(&b, *c == '"' ? "\"\"" : c, *c == '"' ? 2 : 1);
+    release(st, stmt);
+    for (const char *p = words; *p != '\0' && n < WEFT_SKILL_QUERY_TERMS;) {
+        size_t l = strcspn(p, " ");
+
+        w[n] = p;
+        len[n] = l;
+        df[n] = term_docs(st, p, l);
+        p += l;
+        p += *p == ' ' ? 1 : 0;
+        if (df[n] < 0) {
+            return WEFT_EIO;
+        }
+        if (df[n] == 0) {
+            continue; /* in no task: it could only slow the match down */
+        }
+        /* Insertion by document frequency, rarest first (at most 32 words). */
+        order[n] = n;
+        for (size_t j = n; j > 0 && df[order[j - 1]] > df[order[j]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+        n++;
     }
-    if (err == WEFT_OK) {
-        err = weft__buf_append(&b, "\" AND (", 7);
+    err = has_agent ? weft__buf_append(weights, "0", 1) : WEFT_OK;
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        size_t k = order[i];
+        double d = (double)df[k];
+        /* BM25's IDF (the form that stays positive for words in most tasks). */
+        double idf = log(1.0 + (rows - d + 0.5) / (d + 0.5));
+
+        if (i > 0 && sum + df[k] > SKILL_DF_BUDGET) {
+            break;
+        }
+        sum += df[k];
+        err = weft__buf_printf(match, "%s\"%.*s\"", i > 0 ? " OR " : "", (int)len[k], w[k]);
+        if (err == WEFT_OK) {
+            err = weft__buf_printf(weights, "%s%.6g", has_agent || i > 0 ? " " : "",
+                                   idf > 0.0 ? idf : 1e-6);
+        }
+        kept++;
     }
-    if (err != WEFT_OK || b.data == NULL) {
-        weft__buf_cleanup(&b);
-        *is_oom = true;
-        return NULL;
-    }
-    return b.data;
+    *is_empty = kept == 0;
+    return err;
 }
 
 static weft_err
@@ -1783,36 +2062,49 @@ lite_skills_search(struct rt_state *base,
 {
     struct lite_state *st = lite(base);
     sqlite3_stmt *stmt = NULL;
-    bool is_oom = false;
-    char *phrase = agent_phrase(agent, &is_oom);
+    bool is_empty = false;
+    char key[18];
     struct weft__buf match;
+    struct weft__buf weights;
     weft_err err = WEFT_OK;
 
-    if (is_oom) {
-        return WEFT_ENOMEM;
-    }
-    /* The agent's phrase ANDed into the match makes FTS5 rank only rows that carry it (a
-     * fraction of the store), and the join's equality keeps exactly that agent's. */
+    /* The agent's key ANDed into the match: FTS5 ranks only that agent's rows. */
+    agent_key(agent, key);
     weft__buf_init(&match, 0);
-    err = phrase != NULL ? weft__buf_printf(&match, "%s%s)", phrase, terms)
-                         : weft__buf_append(&match, terms, strlen(terms));
-    weft__free(phrase);
-    if (err != WEFT_OK) {
+    weft__buf_init(&weights, 0);
+    err = weft__buf_printf(&match, "agent_key : \"%s\" AND (", key);
+    if (err == WEFT_OK) {
+        err = select_terms(st, terms, true, &match, &weights, &is_empty);
+    }
+    if (err == WEFT_OK) {
+        err = weft__buf_append(&match, ")", 1);
+    }
+    if (err != WEFT_OK || is_empty) {
         weft__buf_cleanup(&match);
+        weft__buf_cleanup(&weights);
         return err;
     }
-    /* CROSS JOIN: the full-text match drives, never a scan of the agent's rows probing it. */
-    stmt = cached(st, "SELECT " SKILL_COLUMNS ", f.rank FROM skills_fts f CROSS JOIN skills s"
-                      " ON s.rid = f.rowid WHERE skills_fts MATCH ? AND s.agent = ?"
-                      " ORDER BY f.rank LIMIT ?");
+    /* The k best rows are picked inside the full-text index (weft_skill_rank() is BM25 over
+     * the query's words with the IDFs computed here, see skill_rank()), and only those k are
+     * read from skills: a join per candidate row was half of a search's time. The agent's
+     * equality is checked again on them (a 64-bit key collision would only lose hits). */
+    stmt =
+        cached(st, "WITH r AS MATERIALIZED (SELECT rowid AS rid,"
+                   " weft_skill_rank(skills_fts, ?3) AS score FROM skills_fts"
+                   " WHERE skills_fts MATCH ?1 ORDER BY score DESC LIMIT ?4)"
+                   " SELECT " SKILL_COLUMNS ", r.score FROM r JOIN skills s ON s.rid = r.rid"
+                   " WHERE s.agent = ?2 ORDER BY r.score DESC, s.reward DESC, s.created_ns DESC");
     if (stmt == NULL) {
         weft__buf_cleanup(&match);
+        weft__buf_cleanup(&weights);
         return WEFT_EIO;
     }
     sqlite3_bind_text(stmt, 1, match.data, -1, SQLITE_TRANSIENT);
     bind_key(stmt, 2, agent);
-    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)k);
+    sqlite3_bind_text(stmt, 3, weights.data, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)k);
     weft__buf_cleanup(&match);
+    weft__buf_cleanup(&weights);
     return collect_skills(st, stmt, k, true, min_score, out, count);
 }
 

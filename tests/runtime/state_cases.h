@@ -1128,7 +1128,7 @@ test_state_skills_search_ranks_one_agent_above_a_threshold(void **state)
     assert_int_equal(n, 0);
     assert_weft_ok(weft__state_skills_search(f->st, "nobody", "JSON parser", 3, 0.0, &hits, &n));
     assert_int_equal(n, 0);
-    /* Stemming: "retrying" finds "retry". */
+    /* PostgreSQL stems ("retrying" finds "retry"); SQLite does not, and "http" finds it. */
     assert_weft_ok(weft__state_skills_search(f->st, "coder", "retrying http", 3, 0.0, &hits, &n));
     assert_int_equal(n, 1);
     assert_string_equal(hits[0].task, "Add a retry loop to the HTTP client");
@@ -1331,6 +1331,36 @@ test_state_skills_prune_by_count_and_age(void **state)
     assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE agent IN ('c', 'd')"), 3);
 }
 
+/* Past a few hundred skills the store keeps its common words' document counts (skills_terms,
+ * rebuilt as it grows), which a search uses to pick the rarest words; a word in every task still
+ * finds nothing better than the rare word does. */
+static void
+test_state_skills_search_keeps_common_word_counts(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+    char task[64];
+
+    weft__state_skills_retention(f->st, 0, 0);
+    assert_weft_ok(weft__state_begin(f->st));
+    for (int i = 0; i < 300; i++) {
+        snprintf(task, sizeof(task), "common chore number %d", i);
+        save_skill(f, "coder", task, 1.0, true);
+    }
+    save_skill(f, "coder", "common chore with a zeppelin", 1.0, true);
+    assert_weft_ok(weft__state_commit(f->st));
+    /* Rebuilt at the 257th skill (the first time the store has moved by 256). */
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills_terms WHERE docs >= 256 AND"
+                                 " term IN ('common', 'chore')"),
+                     2);
+    assert_weft_ok(weft__state_skills_search(f->st, "coder", "Common chore: zeppelin repair", 3,
+                                             0.0, &hits, &n));
+    assert_true(n >= 1);
+    assert_string_equal(hits[0].task, "common chore with a zeppelin");
+    weft__skills_free(hits, n);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
@@ -1374,6 +1404,9 @@ test_state_skills_prune_by_count_and_age(void **state)
         cmocka_unit_test_setup_teardown(test_state_skill_used_counts_injections, setup, teardown), \
         cmocka_unit_test_setup_teardown(test_state_skills_list_get_by_prefix_and_forget, setup,    \
                                         teardown),                                                 \
-        cmocka_unit_test_setup_teardown(test_state_skills_prune_by_count_and_age, setup, teardown)
+        cmocka_unit_test_setup_teardown(test_state_skills_prune_by_count_and_age, setup,           \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_skills_search_keeps_common_word_counts, setup,  \
+                                        teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
