@@ -568,7 +568,7 @@ check_replan_on(struct run *run, size_t step, const char *output, struct weft_sp
 /* The reflector's messages for @p output of step @p s: the agent's reflection instructions and
  * the task with the output to review. @return new, or NULL when out of memory. */
 static json_t *
-reflect_messages(const struct wf_agent *agent, const struct plan_step *s, const char *output)
+reflect_messages(const struct plan_step *s, const char *instructions, const char *output)
 {
     struct weft__buf user;
     json_t *msgs = NULL;
@@ -579,10 +579,8 @@ reflect_messages(const struct wf_agent *agent, const struct plan_step *s, const 
                      "\"APPROVED\"|\"FIXED\"|\"REJECTED\", \"refined_output\": ..., "
                      "\"feedback\": ...}",
                      s->task, output);
-    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
-                     agent->reflection.instructions != NULL ? agent->reflection.instructions
-                                                            : "You review an agent's output.",
-                     "role", "user", "content", user.data != NULL ? user.data : "");
+    msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", instructions, "role",
+                     "user", "content", user.data != NULL ? user.data : "");
     weft__buf_cleanup(&user);
     return msgs;
 }
@@ -655,16 +653,26 @@ reflect(struct run *run,
     json_t *msgs = NULL;
     verdict v = VERDICT_REJECTED;
     char why[256] = "";
+    struct rt_prompt held;
+    const char *instructions = NULL;
+    weft_err call_err = WEFT_OK;
 
     *refined = NULL;
     *feedback = NULL;
-    msgs = reflect_messages(agent, s, output);
     weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
     weft_span_set_int(span, "weft.reflection.attempt", attempt);
     weft_span_set_str(span, "weft.step.id", s->id);
-    if (weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
-                          agent->reflection.model, msgs, NULL, true, -1.0, deadline, &resp,
-                          &lerr) != WEFT_OK) {
+    instructions =
+        weft__rt_instructions_begin(run, agent->reflection.instructions, agent->reflection.prompt,
+                                    "You review an agent's output.", &held);
+    /* The plan may have moved while a managed prompt was fetched (the lock was released). */
+    s = &run->ps.plan.steps[step];
+    msgs = reflect_messages(s, instructions, output);
+    call_err =
+        weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_REFLECT,
+                          agent->reflection.model, msgs, NULL, true, -1.0, deadline, &resp, &lerr);
+    weft__rt_instructions_end(&held);
+    if (call_err != WEFT_OK) {
         snprintf(why, sizeof(why), "reflector LLM failed (%s): %.180s", lerr.type, lerr.message);
     } else {
         v = read_verdict(resp.content, refined, feedback, why, sizeof(why));

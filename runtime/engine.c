@@ -329,7 +329,9 @@ chat_start(struct run *run,
     if (call->json_mode) {
         weft_span_set_str(span, WEFT__GENAI_OUTPUT_TYPE, "json");
     }
-    if (prompt_link != NULL && call->purpose == LLM_PURPOSE_ACT) {
+    /* Set around the calls whose instructions it gave (agent.c act(), the supervisor's and
+     * reflector's calls: weft__rt_instructions_begin()). */
+    if (prompt_link != NULL) {
         if (prompt_link->is_fallback) {
             weft_span_set_str(span, "weft.prompt.name", prompt_name);
             weft_span_set_bool(span, "weft.prompt.is_fallback", true);
@@ -891,18 +893,21 @@ out:
     return is_ok;
 }
 
+/* The supervisor's messages: its instructions (a managed prompt is resolved into @p held and
+ * linked to the call's generation: end it with weft__rt_instructions_end() after the call), the
+ * agents and what they do, and @p user. */
 static json_t *
-supervisor_messages(struct run *run, const char *user)
+supervisor_messages(struct run *run, const char *user, struct rt_prompt *held)
 {
     const struct weft_workflow *wf = run->cfg.wf;
     json_t *msgs = json_array();
     struct weft__buf sys;
 
     weft__buf_init(&sys, 0);
-    weft__buf_printf(&sys, "%s\n\nAgents:",
-                     wf->supervisor.instructions != NULL
-                         ? wf->supervisor.instructions
-                         : "You are the supervisor of a team of agents.");
+    weft__buf_printf(
+        &sys, "%s\n\nAgents:",
+        weft__rt_instructions_begin(run, wf->supervisor.instructions, wf->supervisor.prompt,
+                                    "You are the supervisor of a team of agents.", held));
     for (size_t i = 0; i < wf->agent_count; i++) {
         char *about = NULL;
         if (wf->agents[i].is_mcp && run->cfg.mcp != NULL) {
@@ -946,6 +951,8 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
         struct llm_response resp;
         struct llm_error lerr;
         json_t *msgs = NULL;
+        struct rt_prompt held;
+        weft_err call_err = WEFT_OK;
 
         if (attempt == 1) {
             weft__buf_printf(&user,
@@ -953,10 +960,11 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
                              "corrected plan.",
                              why);
         }
-        msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
-        if (weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_PLAN,
-                              wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp,
-                              &lerr) != WEFT_OK) {
+        msgs = supervisor_messages(run, user.data != NULL ? user.data : "", &held);
+        call_err = weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_PLAN,
+                                     wf->supervisor.model, msgs, NULL, true, -1.0, 0, &resp, &lerr);
+        weft__rt_instructions_end(&held);
+        if (call_err != WEFT_OK) {
             snprintf(why, sizeof(why), "planner LLM failed: %.200s", lerr.message);
         } else if (parse_llm_plan(run, resp.content, why, sizeof(why))) {
             is_ok = true;
@@ -1072,6 +1080,8 @@ llm_route(struct run *run,
     json_t *answer = NULL;
     const char *next = NULL;
     size_t step = RT_END;
+    struct rt_prompt held;
+    weft_err call_err = WEFT_OK;
 
     weft__buf_init(&user, 0);
     weft__buf_printf(&user, "Plan status:");
@@ -1082,12 +1092,13 @@ llm_route(struct run *run,
     }
     weft__buf_printf(&user, "\nAnswer as JSON: {\"next\": \"<agent>\" or \"end\", \"reason\": "
                             "\"...\"}");
-    msgs = supervisor_messages(run, user.data != NULL ? user.data : "");
+    msgs = supervisor_messages(run, user.data != NULL ? user.data : "", &held);
     weft__buf_cleanup(&user);
     *is_end = false;
-    if (weft__rt_llm_call(run, decision, wf->supervisor.name, NULL, LLM_PURPOSE_ROUTE,
-                          wf->supervisor.model, msgs, NULL, true, 0.0, 0, &resp,
-                          &lerr) != WEFT_OK) {
+    call_err = weft__rt_llm_call(run, decision, wf->supervisor.name, NULL, LLM_PURPOSE_ROUTE,
+                                 wf->supervisor.model, msgs, NULL, true, 0.0, 0, &resp, &lerr);
+    weft__rt_instructions_end(&held);
+    if (call_err != WEFT_OK) {
         *layer = RT_LAYER_FALLBACK;
         snprintf(reason, reason_len, "route LLM failed (%s): next ready step by rule", lerr.type);
         json_decref(msgs);
@@ -1549,7 +1560,12 @@ decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len)
         snprintf(reason, reason_len, "turn answered");
     } else {
         struct rt_route_decision d;
-        weft__rt_router_decide(run->svc, &wf->router, run->cfg.input, run->store.history, span, &d);
+        struct rt_prompt held;
+        const char *instructions = weft__rt_instructions_begin(
+            run, wf->router.instructions, wf->router.prompt, "Route the user's message.", &held);
+        weft__rt_router_decide(run->svc, &wf->router, instructions, run->cfg.input,
+                               run->store.history, span, &d);
+        weft__rt_instructions_end(&held);
         route = d.route;
         layer = d.layer;
         snprintf(reason, reason_len, "%s", d.reason);

@@ -72,14 +72,19 @@ find_route(const struct wf_router *r, const char *name)
 /* What the router's model is shown: its instructions and the routes, the session's earlier
  * messages, then the user's message. */
 static json_t *
-route_messages(const struct wf_router *r, const char *input, const json_t *history)
+route_messages(const struct wf_router *r,
+               const char *instructions,
+               const char *input,
+               const json_t *history)
 {
     struct weft__buf sys;
     json_t *msgs = json_array();
 
     weft__buf_init(&sys, 0);
     weft__buf_printf(&sys, "%s\nRoutes:",
-                     r->instructions != NULL ? r->instructions : "Route the user's message.");
+                     instructions != NULL      ? instructions
+                     : r->instructions != NULL ? r->instructions
+                                               : "Route the user's message.");
     for (size_t i = 0; i < r->route_count; i++) {
         weft__buf_printf(&sys, " %s", r->routes[i].name);
     }
@@ -99,6 +104,7 @@ route_messages(const struct wf_router *r, const char *input, const json_t *histo
 void
 weft__rt_router_decide(const struct run_services *svc,
                        const struct wf_router *r,
+                       const char *instructions,
                        const char *input_or_null,
                        const json_t *history,
                        struct weft_span *decision_span,
@@ -132,7 +138,7 @@ weft__rt_router_decide(const struct run_services *svc,
                  r->routes[r->default_route].name);
         return;
     }
-    msgs = route_messages(r, input, history);
+    msgs = route_messages(r, instructions, input, history);
     memset(&call, 0, sizeof(call));
     call.parent = decision_span;
     call.agent = "router";

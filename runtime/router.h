@@ -17,11 +17,14 @@ struct rt_route_decision {
 };
 
 /* Choose the route for this turn. @p input (NULL: "") and @p history (NULL: none; an array of
- * {role, content, route} messages) are borrowed. The LLM layer calls svc->llm_call (and no
- * other service) under @p decision_span, on which the clarification count is recorded.
- * Never fails: a failed call or an unusable answer falls back to the default route. */
+ * {role, content, route} messages) are borrowed. @p instructions: the router's instructions as
+ * resolved by the caller (a managed prompt), NULL for the router's own text or the default. The LLM
+ * layer calls svc->llm_call (and no other service) under @p decision_span, on which the
+ * clarification count is recorded. Never fails: a failed call or an unusable answer falls back to
+ * the default route. */
 void weft__rt_router_decide(const struct run_services *svc,
                             const struct wf_router *router,
+                            const char *instructions,
                             const char *input,
                             const json_t *history,
                             struct weft_span *decision_span,

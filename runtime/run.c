@@ -3,7 +3,9 @@
  */
 #include "run.h"
 
+#include "base/log.h"
 #include "base/mem.h"
+#include "prompts.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -24,6 +26,41 @@ weft__prompt_link(const char **name)
 {
     *name = prompt_name;
     return prompt_link;
+}
+
+const char *
+weft__rt_instructions_begin(struct run *run,
+                            const char *text,
+                            const struct rt_prompt_ref *ref,
+                            const char *builtin,
+                            struct rt_prompt *held)
+{
+    char err[256] = "";
+    weft_err e = WEFT_OK;
+
+    memset(held, 0, sizeof(*held));
+    if (ref == NULL) {
+        return text != NULL ? text : builtin;
+    }
+    weft__rt_unlock(run);
+    e = weft__rt_prompt_resolve(ref, held, err, sizeof(err));
+    weft__rt_lock(run);
+    if (e != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_WARN, "prompt %s: %s; using weft's built-in instructions", ref->name,
+                 err);
+        held->text = weft__strdup(builtin);
+        held->is_fallback = true;
+        held->version = 0;
+    }
+    weft__rt_set_prompt_link(ref->name, held);
+    return held->text != NULL ? held->text : builtin;
+}
+
+void
+weft__rt_instructions_end(struct rt_prompt *held)
+{
+    weft__rt_set_prompt_link(NULL, NULL);
+    weft__rt_prompt_cleanup(held);
 }
 
 int

@@ -293,6 +293,20 @@ void weft__rt_set_prompt_link(const char *name, const struct rt_prompt *prompt);
 /* The calling thread's prompt link (NULL: none), its name in *name. */
 const struct rt_prompt *weft__prompt_link(const char **name);
 
+/* Instructions for a model call that is not an agent's own step (the supervisor's planning and
+ * routing, reflection, the conversational router): @p text, or the Langfuse prompt @p ref
+ * resolved into @p held (without the run lock) and linked to the calling thread's generations
+ * until weft__rt_instructions_end(). A prompt that cannot be had (no cache, no fallback) gives
+ * @p builtin, marked as a fallback on the generations, with a warning: these callers have a
+ * sensible default, so the run goes on. @return the text to use, valid until the end call.
+ * Ownership: @p held is the caller's (zeroed before the call). */
+const char *weft__rt_instructions_begin(struct run *run,
+                                        const char *text,
+                                        const struct rt_prompt_ref *ref,
+                                        const char *builtin,
+                                        struct rt_prompt *held);
+void weft__rt_instructions_end(struct rt_prompt *held);
+
 /* Has the caller asked the run to stop (the options' abort flag)? */
 bool weft__rt_aborted(const struct run *run);
 /* Milliseconds left before @p step_deadline_mono or the run's deadline (whichever is first);

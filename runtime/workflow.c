@@ -342,6 +342,18 @@ get_prompt_ref(struct loader *ld, const json_t *obj, const char *agent_path)
     return ref;
 }
 
+/* obj.instructions: a string into *text, or a Langfuse prompt reference into *ref. */
+static void
+get_instructions(
+    struct loader *ld, const json_t *obj, const char *path, char **text, struct rt_prompt_ref **ref)
+{
+    if (json_is_object(json_object_get(obj, "instructions"))) {
+        *ref = get_prompt_ref(ld, json_object_get(obj, "instructions"), path);
+    } else {
+        *text = get_str(ld, obj, path, "instructions", false);
+    }
+}
+
 /* An array of non-empty strings; *count receives its length. */
 static char **
 get_str_array(
@@ -1076,7 +1088,7 @@ load_agent_reflection(struct loader *ld,
     check_keys(ld, refl, sub, refl_keys);
     ag->has_reflection = true;
     ag->reflection.model = model_ref(ld, wf, refl, sub, ag->model);
-    ag->reflection.instructions = get_str(ld, refl, sub, "instructions", false);
+    get_instructions(ld, refl, sub, &ag->reflection.instructions, &ag->reflection.prompt);
     ag->reflection.max_retries = (unsigned)get_int(ld, refl, sub, "max_retries", 2, 0, 100);
 }
 
@@ -1162,11 +1174,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         snprintf(path, sizeof(path), "agents[%zu]", i);
         check_keys(ld, a, path, keys);
         ag->model = model_ref(ld, wf, a, path, WF_NONE);
-        if (json_is_object(json_object_get(a, "instructions"))) {
-            ag->prompt = get_prompt_ref(ld, json_object_get(a, "instructions"), path);
-        } else {
-            ag->instructions = get_str(ld, a, path, "instructions", false);
-        }
+        get_instructions(ld, a, path, &ag->instructions, &ag->prompt);
         ag->description = get_str(ld, a, path, "description", false);
         load_agent_tools(ld, wf, ag, a, path);
         load_agent_mcp(ld, wf, ag, a, path);
@@ -1321,7 +1329,7 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         sup->name = weft__strdup("supervisor");
     }
     sup->model = model_ref(ld, wf, s, "supervisor", wf->model_count > 0 ? 0 : WF_NONE);
-    sup->instructions = get_str(ld, s, "supervisor", "instructions", false);
+    get_instructions(ld, s, "supervisor", &sup->instructions, &sup->prompt);
     load_policy(ld, wf, s);
     sup->route_with_llm = get_bool(ld, s, "supervisor", "route_with_llm", false);
     sup->max_iterations = (unsigned)get_int(ld, s, "supervisor", "max_iterations", 50, 1, 1000000);
@@ -1389,7 +1397,7 @@ load_router(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     rt->clarification_route = WF_NONE;
     check_keys(ld, r, "router", keys);
     rt->model = model_ref(ld, wf, r, "router", wf->model_count > 0 ? 0 : WF_NONE);
-    rt->instructions = get_str(ld, r, "router", "instructions", false);
+    get_instructions(ld, r, "router", &rt->instructions, &rt->prompt);
     rt->temperature = get_num(ld, r, "router", "temperature", 0.1, 0.0, 2.0);
     routes = get_typed(ld, r, "router", "routes", JSON_OBJECT, true);
     if (routes != NULL && json_object_size(routes) > 0) {
@@ -2251,6 +2259,15 @@ weft_workflow_name(const struct weft_workflow *workflow)
     return workflow != NULL && workflow->name != NULL ? workflow->name : "";
 }
 
+static void
+free_prompt_ref(struct rt_prompt_ref *ref)
+{
+    if (ref != NULL) {
+        weft__rt_prompt_ref_cleanup(ref);
+        weft__free(ref);
+    }
+}
+
 void
 weft_workflow_free(struct weft_workflow *wf)
 {
@@ -2271,16 +2288,14 @@ weft_workflow_free(struct weft_workflow *wf)
         struct wf_agent *a = &wf->agents[i];
         weft__free(a->name);
         weft__free(a->instructions);
-        if (a->prompt != NULL) {
-            weft__rt_prompt_ref_cleanup(a->prompt);
-            weft__free(a->prompt);
-        }
+        free_prompt_ref(a->prompt);
         weft__free(a->tools);
         weft__free(a->description);
         weft__free(a->mcp_servers);
         weft__free(a->can_request);
         free_str_array(a->replan_keywords, a->replan_keyword_count);
         weft__free(a->reflection.instructions);
+        free_prompt_ref(a->reflection.prompt);
     }
     weft__free(wf->agents);
     for (size_t i = 0; i < wf->mcp_count; i++) {
@@ -2304,9 +2319,11 @@ weft_workflow_free(struct weft_workflow *wf)
     }
     weft__free(wf->router.routes);
     weft__free(wf->router.instructions);
+    free_prompt_ref(wf->router.prompt);
     free_str_array(wf->router.vague_patterns, wf->router.vague_pattern_count);
     weft__free(wf->supervisor.name);
     weft__free(wf->supervisor.instructions);
+    free_prompt_ref(wf->supervisor.prompt);
     weft__free(wf->supervisor.watchdog.webhook_url);
     weft__free(wf->executor.kind);
     weft__free(wf->executor.queue_prefix);

@@ -41,7 +41,8 @@ struct wf_model {
 struct wf_reflection {
     size_t model;
     char *instructions;
-    unsigned max_retries; /* REJECTED verdicts re-run the agent at most this often */
+    struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
+    unsigned max_retries;         /* REJECTED verdicts re-run the agent at most this often */
 };
 
 struct wf_agent {
@@ -85,6 +86,7 @@ struct wf_supervisor {
     char *name; /* span name suffix: "plan {name}" */
     size_t model;
     char *instructions;
+    struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
     wf_policy policy;
     bool route_with_llm;
     unsigned max_iterations;  /* default 50 */
@@ -110,7 +112,8 @@ struct wf_route {
 struct wf_router {
     size_t model;
     char *instructions;
-    double temperature; /* default 0.1 */
+    struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
+    double temperature;           /* default 0.1 */
     struct wf_route *routes;
     size_t route_count;
     size_t default_route;        /* index into routes */

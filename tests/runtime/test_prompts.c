@@ -309,6 +309,107 @@ test_prompts_run_uses_fallback_or_fails_the_step(void **state)
     otlp_sink_free(sink);
 }
 
+/* A run of @p workflow (JSON) with @p script (JSON), traced into a sink. */
+static struct weft_run_result *
+run_workflow(struct otlp_sink *sink, const char *workflow, const char *script)
+{
+    char dir[] = "/tmp/weft-prompts-XXXXXX";
+    char path[128];
+    char error[256] = "";
+    struct weft_workflow *wf = NULL;
+    struct weft_run_options ro;
+    struct weft_run_result *r = NULL;
+    struct weft_diags d = {0};
+
+    assert_non_null(mkdtemp(dir));
+    put_file(dir, "script.json", script);
+    put_file(dir, "wf.json", workflow);
+    snprintf(path, sizeof(path), "%s/wf.json", dir);
+    if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
+        char line[512];
+        fail_msg("invalid: %s",
+                 d.count > 0 ? weft_diag_format(&d.items[0], line, sizeof(line)) : "?");
+    }
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = otlp_sink_provider(sink);
+    ro.workspace = dir;
+    ro.capture_content = 1;
+    assert_weft_ok(weft_run(wf, &ro, &r, error, sizeof(error)));
+    otlp_sink_collect(sink);
+    weft_workflow_free(wf);
+    weft_test_rmtree(dir);
+    return r;
+}
+
+static const char managed_workflow[] =
+    "{\"name\": \"managed\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+    "\"script.json\"}}, \"supervisor\": {\"instructions\": {\"langfuse_prompt\": \"sup-sys\"}}, "
+    "\"agents\": [{\"name\": \"coder\", \"reflection\": {\"instructions\": "
+    "{\"langfuse_prompt\": \"critic-sys\", \"version\": 2}}}]}";
+static const char managed_script[] =
+    "{\"responses\": {\"supervisor\": {\"plan\": [{\"content\": {\"thought\": \"one step\", "
+    "\"plan\": [{\"agent\": \"coder\", \"task\": \"write it\"}]}}]}, \"coder\": {\"act\": "
+    "[{\"content\": \"done\"}], \"reflect\": [{\"content\": {\"status\": \"APPROVED\"}}]}}}";
+
+/* The supervisor's and the reflector's instructions come from Langfuse prompt management too:
+ * the planning and reflection generations use the prompts' texts and link to their versions;
+ * a prompt that cannot be had gives weft's built-in text, marked, and the run goes on. */
+static void
+test_prompts_supervisor_and_reflection_prompts_are_managed(void **state)
+{
+    struct fx *f = *state;
+    struct otlp_sink *sink = otlp_sink_new();
+    struct weft_run_result *r = NULL;
+    json_t *plan_chat = NULL;
+    json_t *reflect_chat = NULL;
+
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"sup-sys\",\"version\":7,"
+              "\"prompt\":\"You plan carefully.\",\"labels\":[\"production\"]}");
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"critic-sys\",\"version\":2,"
+              "\"prompt\":\"You check carefully.\",\"labels\":[]}");
+    r = run_workflow(sink, managed_workflow, managed_script);
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    assert_string_equal(http_receiver_request(f->rx, 0)->path,
+                        "/api/public/v2/prompts/sup-sys?label=production");
+    assert_string_equal(http_receiver_request(f->rx, 1)->path,
+                        "/api/public/v2/prompts/critic-sys?version=2");
+    plan_chat = otlp_sink_find(sink, "chat m", 0);
+    assert_string_equal(otlp_span_attr(plan_chat, "weft.llm.purpose"), "plan");
+    assert_string_equal(otlp_span_attr(plan_chat, "langfuse.observation.prompt.name"), "sup-sys");
+    assert_string_equal(otlp_span_attr(plan_chat, "langfuse.observation.prompt.version"), "7");
+    assert_non_null(
+        strstr(otlp_span_attr(plan_chat, "gen_ai.input.messages"), "You plan carefully."));
+    reflect_chat = otlp_sink_find(sink, "chat m", 2);
+    assert_string_equal(otlp_span_attr(reflect_chat, "weft.llm.purpose"), "reflect");
+    assert_string_equal(otlp_span_attr(reflect_chat, "langfuse.observation.prompt.name"),
+                        "critic-sys");
+    assert_non_null(
+        strstr(otlp_span_attr(reflect_chat, "gen_ai.input.messages"), "You check carefully."));
+    /* The agent's own generation is linked to neither. */
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(sink, "chat m", 1), "langfuse.observation.prompt.name"), "");
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+
+    /* Langfuse fails and there is no fallback: weft's built-in text, marked; the run goes on. */
+    weft__rt_prompt_cache_clear();
+    sink = otlp_sink_new();
+    push_json(f, 500, "{\"error\":\"boom\"}");
+    push_json(f, 500, "{\"error\":\"boom\"}");
+    r = run_workflow(sink, managed_workflow, managed_script);
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    plan_chat = otlp_sink_find(sink, "chat m", 0);
+    assert_string_equal(otlp_span_attr(plan_chat, "weft.prompt.is_fallback"), "true");
+    assert_string_equal(otlp_span_attr(plan_chat, "weft.prompt.name"), "sup-sys");
+    assert_string_equal(otlp_span_attr(plan_chat, "langfuse.observation.prompt.name"), "");
+    assert_non_null(strstr(otlp_span_attr(plan_chat, "gen_ai.input.messages"),
+                           "You are the supervisor of a team of agents."));
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+}
+
 static void
 test_prompts_workflow_checks_the_reference(void **state)
 {
@@ -353,6 +454,7 @@ main(void)
         T(test_prompts_without_langfuse_keys),
         T(test_prompts_run_links_generations_to_the_prompt),
         T(test_prompts_run_uses_fallback_or_fails_the_step),
+        T(test_prompts_supervisor_and_reflection_prompts_are_managed),
         T(test_prompts_workflow_checks_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -110,7 +110,7 @@ static void
 decide(struct fx *f, const char *input)
 {
     memset(&f->d, 0xff, sizeof(f->d));
-    weft__rt_router_decide(&f->svc, &f->router, input, f->history, f->span, &f->d);
+    weft__rt_router_decide(&f->svc, &f->router, NULL, input, f->history, f->span, &f->d);
 }
 
 static void
@@ -277,7 +277,7 @@ test_router_null_input_and_history(void **state)
 
     f->script.answer = "{\"route\": \"billing\", \"reason\": \"r\"}";
     memset(&f->d, 0, sizeof(f->d));
-    weft__rt_router_decide(&f->svc, &f->router, NULL, NULL, f->span, &f->d);
+    weft__rt_router_decide(&f->svc, &f->router, NULL, NULL, NULL, f->span, &f->d);
     assert_int_equal(f->d.route, 2);
     assert_non_null(strstr(f->script.messages, "{\"role\":\"user\",\"content\":\"\"}]"));
 }
