@@ -175,6 +175,9 @@ rescore(struct weft__skill *hits, size_t *n, const char *query, size_t k, double
     struct words q;
     size_t kept = 0;
 
+    if (*n == 0) {
+        return; /* hits is NULL */
+    }
     words_of(query, &q);
     for (size_t i = 0; i < *n; i++) {
         hits[i].score = coverage(&q, hits[i].task);
