@@ -44,10 +44,20 @@ group_setup(void **state)
     return 0;
 }
 
+/* Every worker a test started: one whose test failed before stopping it is stopped at the end
+ * (a child's pid is not reused before it is reaped, so this never hits another process). */
+static pid_t started[64];
+static size_t started_count;
+
 static int
 group_teardown(void **state)
 {
     (void)state;
+    for (size_t i = 0; i < started_count; i++) {
+        if (!weft_test_has_exited(started[i], NULL)) {
+            weft_test_kill_group(started[i], 5000);
+        }
+    }
     return weft_test_amqp_stop(broker) == 0 ? 0 : -1;
 }
 
@@ -82,6 +92,9 @@ start_worker(const struct env *e, const char *name, const char *concurrency, con
     snprintf(log, sizeof(log), "%s/%s.log", e->dir, name);
     pid = weft_test_spawn(argv, e->vars, e->dir, log, true);
     assert_true(pid > 0);
+    if (started_count < sizeof(started) / sizeof(started[0])) {
+        started[started_count++] = pid;
+    }
     return pid;
 }
 
