@@ -18,6 +18,7 @@
 #include "memory.h"
 #include "semconv.h"
 #include "spans.h"
+#include "subrun.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
@@ -878,6 +879,29 @@ attempt_finish(struct run *run,
     return true;
 }
 
+/* A team agent's step: its workflow runs as one sub-run under the step's invoke_agent span. */
+static void
+team_step(struct run *run, size_t index, const struct wf_agent *agent)
+{
+    struct weft_span *span = attempt_start(run, index, agent, 1);
+    struct weft_span_context ctx;
+    const struct plan_step *step = NULL;
+
+    weft_span_set_str(span, "weft.team.workflow", agent->team->name);
+    weft_span_context_of(span, &ctx);
+    weft__rt_run_subworkflow(run, index, agent->team, &ctx);
+    step = &run->ps.plan.steps[index];
+    weft_span_set_str(span, "weft.step.status", weft__step_status_name(step->status));
+    if (step->status != STEP_COMPLETED) {
+        weft_span_set_str(span, WEFT__ERROR_TYPE, "team_failed");
+        weft_span_set_status(span, WEFT_STATUS_ERROR, step->feedback != NULL ? step->feedback : "");
+    }
+    weft_span_end(span, 0);
+    weft__rt_metrics_agent(run->tel.metrics, agent->name, step->status == STEP_COMPLETED,
+                           (double)(step->ended_ns - step->started_ns) / 1e9);
+    weft__rt_progress(run, WEFT_EVENT_STEP_END, step, weft__step_status_name(step->status));
+}
+
 void
 weft__rt_agent_step(struct run *run, size_t index)
 {
@@ -896,6 +920,10 @@ weft__rt_agent_step(struct run *run, size_t index)
     char *tools = NULL;                 /* the last attempt's tool calls that worked */
     struct weft_span_context last_span; /* the last attempt's span: a skill's provenance */
 
+    if (agent->team != NULL) {
+        team_step(run, index, agent);
+        return;
+    }
     memset(&prompt, 0, sizeof(prompt));
     memset(&recall, 0, sizeof(recall));
     memset(&last_span, 0, sizeof(last_span));

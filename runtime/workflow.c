@@ -1134,6 +1134,55 @@ load_agent_mcp(struct loader *ld,
     free_str_array(names, n);
 }
 
+static weft_err load_depth(const char *path,
+                           const json_t *doc,
+                           unsigned depth,
+                           struct weft_workflow **out,
+                           struct weft_diags *diags);
+
+/* Agent @p ag's "workflow": a team, loaded now (at most 3 files deep, so a team that names
+ * itself is refused). A team runs its own agents: it takes no instructions, tools, MCP servers
+ * or reflection of its own. */
+static void
+load_agent_team(struct loader *ld,
+                const struct weft_workflow *wf,
+                struct wf_agent *ag,
+                const json_t *a,
+                const char *path)
+{
+    static const char *const own[] = {"instructions", "tools",     "mcp_servers", "reflection",
+                                      "can_request",  "replan_on", NULL};
+    char *file = get_str(ld, a, path, "workflow", false);
+    char *full = NULL;
+    char sub[160];
+
+    if (file == NULL) {
+        return;
+    }
+    snprintf(sub, sizeof(sub), "%s.workflow", path);
+    for (size_t i = 0; own[i] != NULL; i++) {
+        if (json_object_get(a, own[i]) != NULL) {
+            diag_add(ld, sub, 0, 0, "a team agent runs its workflow's agents: remove \"%s\"",
+                     own[i]);
+        }
+    }
+    full = resolve_path(wf, file);
+    if (full == NULL) {
+        ld->is_oom = true;
+    } else if (ld->file_depth >= 3) {
+        diag_add(ld, sub, 0, 0, "teams nested deeper than 3 levels (a cycle?)");
+    } else {
+        struct weft_diags inner = {0};
+        if (load_depth(full, NULL, ld->file_depth + 1, &ag->team, &inner) != WEFT_OK) {
+            diag_add(ld, sub, 0, 0, "'%s' is invalid: %s", file,
+                     inner.count > 0 ? inner.items[0].message : "cannot be loaded");
+        }
+        weft_diags_cleanup(&inner);
+    }
+    weft__free(file);
+    weft__free(full);
+}
+
 /* An agent made for an MCP server: the server's model, else the workflow's only or first. */
 static void
 load_mcp_agent(struct loader *ld, struct weft_workflow *wf, struct wf_agent *ag)
@@ -1156,7 +1205,8 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
 {
     static const char *const keys[] = {
         "name",       "model",           "instructions", "tools",       "can_request", "replan_on",
-        "reflection", "max_tool_rounds", "timeout_s",    "description", "mcp_servers", NULL};
+        "reflection", "max_tool_rounds", "timeout_s",    "description", "mcp_servers", "workflow",
+        NULL};
     const json_t *agents = json_object_get(root, "agents");
 
     for (size_t i = 0; i < wf->agent_count; i++) {
@@ -1181,6 +1231,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         ag->can_request = agent_refs(ld, wf, a, path, "can_request", &ag->can_request_count);
         load_agent_replan(ld, wf, ag, a, path);
         load_agent_reflection(ld, wf, ag, a, path);
+        load_agent_team(ld, wf, ag, a, path);
         ag->max_tool_rounds = (unsigned)get_int(ld, a, path, "max_tool_rounds", 8, 1, 1000);
         ag->timeout_ms = get_seconds_ms(ld, a, path, "timeout_s");
     }
@@ -1684,12 +1735,6 @@ flow_reaches(const struct wf_flow *flow, size_t a, size_t b, unsigned depth)
     }
     return false;
 }
-
-static weft_err load_depth(const char *path,
-                           const json_t *doc,
-                           unsigned depth,
-                           struct weft_workflow **out,
-                           struct weft_diags *diags);
 
 static struct wf_flow *load_flow(struct loader *ld,
                                  struct weft_workflow *wf,
@@ -2292,6 +2337,7 @@ weft_workflow_free(struct weft_workflow *wf)
         weft__free(a->tools);
         weft__free(a->description);
         weft__free(a->mcp_servers);
+        weft_workflow_free(a->team);
         weft__free(a->can_request);
         free_str_array(a->replan_keywords, a->replan_keyword_count);
         weft__free(a->reflection.instructions);

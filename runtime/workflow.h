@@ -65,6 +65,9 @@ struct wf_agent {
     size_t *mcp_servers;      /* indices into workflow.mcp: their tools are the agent's too */
     size_t mcp_server_count;
     bool is_mcp; /* made for an MCP server (mcp_agent_<name>), not declared in "agents" */
+    /* "workflow": a team, another workflow file this agent runs as one step (subrun.h): the
+     * supervisor routes to it like any agent. NULL: an LLM agent. */
+    struct weft_workflow *team;
 };
 
 /* "memory" (docs/memory.md): skill memory and how much of a conversation an agent sees. */
