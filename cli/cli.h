@@ -149,6 +149,8 @@ void cli_trace_usage(FILE *out);
 int cli_exporters(int argc, char **argv);
 void cli_exporters_usage(FILE *out);
 int cli_mcp(int argc, char **argv);
+int cli_compose(int argc, char **argv);
+void cli_compose_usage(FILE *out);
 void cli_mcp_usage(FILE *out);
 
 #endif /* WEFT_CLI_CLI_H */

@@ -15,6 +15,7 @@
 #define WEFT_WEFT_H
 
 #include <weft/common.h>
+#include <weft/compose.h>
 #include <weft/export.h>
 #include <weft/mcp.h>
 #include <weft/metrics.h>

@@ -1,0 +1,106 @@
+/* cli/compose_cmd.c - `weft compose GOAL --workflow FILE [--out DIR] [--attempts N]`: the
+ * architect designs a team for GOAL with FILE's models, tools and MCP servers, and the checked
+ * team is saved as a workflow file (docs/architect.md).
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/weft.h>
+
+void
+cli_compose_usage(FILE *out)
+{
+    fputs("usage: weft compose GOAL --workflow FILE [--out DIR] [--attempts N] [--no-trace]\n"
+          "\n"
+          "The architect (FILE's supervisor model) designs a team for GOAL: a supervisor-star\n"
+          "workflow of single-purpose agents using FILE's tools and MCP servers. A design that\n"
+          "does not check out goes back with the reasons (at most N designs, default 3). The\n"
+          "team is saved as DIR/<team>.json (default: beside FILE); run it with `weft run`, or\n"
+          "give an agent {\"workflow\": \"<team>.json\"} to route to it as one node.\n"
+          "\n"
+          "options:\n"
+          "      --workflow FILE  the models, tools and MCP servers the architect works with\n"
+          "      --out DIR        where the team's file goes\n"
+          "      --attempts N     designs asked for at most, 1 to 10\n"
+          "      --no-trace       keep the architect's spans out of the local store\n"
+          "  -h, --help           this help\n"
+          "\n"
+          "exit status: 0 composed, 1 the architect could not run or the file not be written,\n"
+          "2 bad usage or every design was rejected\n",
+          out);
+}
+
+int
+cli_compose(int argc, char **argv)
+{
+    const char *workflow = NULL;
+    const char *out = NULL;
+    const char *attempts_text = NULL;
+    bool is_help = false;
+    bool is_no_trace = false;
+    const struct cli_option options[] = {
+        {"workflow", 0, true, false, &workflow, NULL},
+        {"out", 0, true, false, &out, NULL},
+        {"attempts", 0, true, false, &attempts_text, NULL},
+        {"no-trace", 0, false, false, NULL, &is_no_trace},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+    char *pos[1];
+    size_t count = 0;
+    size_t attempts = 3;
+    struct weft_workflow *wf = NULL;
+    struct weft_diags diags = {0};
+    struct weft_compose_options o;
+    struct cli_telemetry tel;
+    char *path = NULL;
+    char error[4096] = "";
+    weft_err err = WEFT_OK;
+    int rc = CLI_EXIT_OK;
+
+    if (cli_parse("compose", argc, argv, options, sizeof(options) / sizeof(options[0]), pos, 1,
+                  &count) != CLI_EXIT_OK) {
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help) {
+        cli_compose_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (count != 1 || workflow == NULL ||
+        (attempts_text != NULL && !cli_parse_size(attempts_text, 1, 10, &attempts))) {
+        cli_compose_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    err = weft_workflow_load(workflow, &wf, &diags);
+    if (err != WEFT_OK) {
+        char line[1024];
+        for (size_t i = 0; i < diags.count; i++) {
+            fprintf(stderr, "%s\n", weft_diag_format(&diags.items[i], line, sizeof(line)));
+        }
+        weft_diags_cleanup(&diags);
+        return CLI_EXIT_USAGE;
+    }
+    memset(&tel, 0, sizeof(tel));
+    if (!is_no_trace && cli_start_tracing("compose", NULL, &tel) != CLI_EXIT_OK) {
+        weft_workflow_free(wf);
+        return CLI_EXIT_USAGE;
+    }
+    memset(&o, 0, sizeof(o));
+    o.goal = pos[0];
+    o.base = wf;
+    o.out_dir = out;
+    o.max_attempts = (unsigned)attempts;
+    o.provider = tel.provider;
+    err = weft_compose(&o, &path, error, sizeof(error));
+    if (err == WEFT_OK) {
+        printf("composed team: %s\n", path);
+    } else {
+        fprintf(stderr, "weft compose: %s\n", error[0] != '\0' ? error : weft_strerror(err));
+        rc = err == WEFT_EPARSE || err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    weft_compose_text_free(path);
+    cli_telemetry_stop(&tel);
+    weft_workflow_free(wf);
+    return rc;
+}

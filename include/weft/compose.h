@@ -1,0 +1,62 @@
+/* include/weft/compose.h - the architect: a model designs a team (a supervisor-star workflow
+ * in weft's own format) for a goal, weft checks the design, and saves it as a workflow file an
+ * agent can run as a team ("workflow" in docs/workflow.md). docs/architect.md.
+ *
+ * Thread-safety: weft_compose() may be called from any thread; calls share nothing.
+ */
+#ifndef WEFT_COMPOSE_H
+#define WEFT_COMPOSE_H
+
+#include <weft/common.h>
+#include <weft/runtime.h>
+#include <weft/trace.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What to compose, with what. Zero-initialise; every pointer is borrowed for the call. */
+struct weft_compose_options {
+    /** The goal, e.g. "a team that researches stocks and writes a Python report". */
+    const char *goal;
+    /** The workflow whose models the architect uses (its supervisor's model designs) and whose
+     * tools and MCP servers the team may use; the team's file goes beside it unless out_dir. */
+    const struct weft_workflow *base;
+    /** Directory for the team's file (created when missing); NULL: the base's directory. */
+    const char *out_dir;
+    /** Designs asked for at most (a rejected design goes back with the reasons); 0 means 3. */
+    unsigned max_attempts;
+    /** Where the architect's spans go (its runs, and a create_agent span per agent of the
+     * accepted team); NULL: not traced. */
+    struct weft_provider *provider;
+    /** Where the architect's runs are kept; NULL: the default state store. */
+    const char *state_path;
+};
+
+/** Ask the architect for a team, check it and save it.
+ * The design must be a workflow (weft_workflow_load() accepts it: schema, unique names, known
+ * tools and models, no cycles), a supervisor-star (agents and a supervisor; no "flow"), and
+ * made of single-purpose agents (each bound to at most one tool or MCP server), without team
+ * agents of its own (composition is one level deep). A rejected design is sent back with its
+ * reasons, up to max_attempts designs.
+ * @param path receives the saved file's path (new; free with weft_compose_text_free()).
+ * @param error receives the last rejection's reasons, or why the architect could not run.
+ * @return WEFT_OK; WEFT_EPARSE (every design was rejected); WEFT_EINVAL (no goal or base);
+ * WEFT_EIO (the file could not be written; the architect's run failed); WEFT_ENOMEM.
+ * *path is NULL on error.
+ * Ownership: borrows @p options; *path is the caller's.
+ * Errors: as @return says. */
+WEFT_API weft_err weft_compose(const struct weft_compose_options *options,
+                               char **path,
+                               char *error,
+                               size_t error_len);
+
+/** Free text from weft_compose(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p text. */
+WEFT_API void weft_compose_text_free(char *text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_COMPOSE_H */

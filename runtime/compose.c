@@ -1,0 +1,364 @@
+/* runtime/compose.c - the architect (include/weft/compose.h).
+ *
+ * The architect is an ordinary run: a one-agent workflow made here from the base workflow's
+ * models, whose agent is told the goal, the tools and MCP servers it may use, and the shape of
+ * a team, and answers with the team as JSON. So its model calls are traced, recorded and
+ * replayable like any run's, with the scripted provider too. Each design is checked before it
+ * is kept (weft_workflow_load() on the written file, plus the architect's own rules: a
+ * supervisor-star, single-purpose agents, no teams inside the team); a rejected one goes back
+ * in the next run's task with its reasons.
+ */
+#include "base/buf.h"
+#include "base/fs.h"
+#include "base/mem.h"
+#include "runtime/workflow.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <weft/compose.h>
+#include <weft/tool.h>
+
+#define REASONS_MAX 2048
+
+void
+weft_compose_text_free(char *text)
+{
+    weft__free(text);
+}
+
+/* The architect's instructions: the team's shape and what the team may use. */
+static char *
+architect_prompt(const struct weft_workflow *base)
+{
+    struct weft__buf b;
+
+    weft__buf_init(&b, 0);
+    (void)weft__buf_append_str(
+        &b, "You are the architect of teams of AI agents. Design a team for the goal as a weft "
+            "workflow, a JSON object: {\"name\": a snake_case team name, \"description\", "
+            "\"supervisor\": {\"instructions\"}, \"agents\": [{\"name\", \"description\", "
+            "\"instructions\", \"tools\": [at most one tool], \"mcp_servers\": [at most one "
+            "server]}], \"plan\": [{\"id\", \"agent\", \"task\", \"depends_on\"}] (optional)}. "
+            "Each agent does one thing and is bound to at most one tool or MCP server. Submit "
+            "it with the submit_team tool ({\"team\": ...}) and fix what it rejects.\nTools the "
+            "team may use:");
+    for (size_t i = 0; i < base->tool_count; i++) {
+        (void)weft__buf_printf(&b, " %s", base->tools[i].name);
+    }
+    (void)weft__buf_append_str(&b, "\nMCP servers the team may use:");
+    for (size_t i = 0; i < base->mcp_count; i++) {
+        (void)weft__buf_printf(&b, " %s", base->mcp[i].cfg.name);
+    }
+    if (base->mcp_count == 0) {
+        (void)weft__buf_append_str(&b, " none");
+    }
+    return b.data;
+}
+
+/* The base's models for a team saved elsewhere: scripted models' relative script paths made
+ * absolute (they resolve against the base's directory, not the team's). New reference. */
+static json_t *
+models_for_team(const struct weft_workflow *base)
+{
+    json_t *models = json_deep_copy(json_object_get(base->doc, "models"));
+    const char *k = NULL;
+    json_t *m = NULL;
+
+    json_object_foreach(models, k, m)
+    {
+        const char *script = json_string_value(json_object_get(m, "script"));
+        if (script != NULL && script[0] != '/') {
+            struct weft__buf abs;
+            weft__buf_init(&abs, 0);
+            if (weft__buf_printf(&abs, "%s/%s", base->dir, script) == WEFT_OK) {
+                json_object_set_new(m, "script", json_string(abs.data));
+            }
+            weft__buf_cleanup(&abs);
+        }
+    }
+    return models;
+}
+
+/* The architect's rules beyond the workflow schema, into @p why; true when the design keeps
+ * them. The design gets the base's models, tools and MCP servers where it has none. */
+static bool
+check_shape(json_t *design, const struct weft_workflow *base, struct weft__buf *why)
+{
+    const json_t *agents = json_object_get(design, "agents");
+    const char *name = json_string_value(json_object_get(design, "name"));
+    size_t i = 0;
+    const json_t *a = NULL;
+    bool is_ok = true;
+
+    if (name == NULL || name[0] == '\0' || strlen(name) > 64 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(name)) {
+        (void)weft__buf_append_str(why, "\n- name: expected a snake_case team name");
+        is_ok = false;
+    }
+    if (json_object_get(design, "flow") != NULL) {
+        (void)weft__buf_append_str(why, "\n- flow: a team is a supervisor-star, not a flow");
+        is_ok = false;
+    }
+    if (json_array_size(agents) == 0) {
+        (void)weft__buf_append_str(why, "\n- agents: expected at least one agent");
+        is_ok = false;
+    }
+    json_array_foreach(agents, i, a)
+    {
+        size_t bound = json_array_size(json_object_get(a, "tools")) +
+                       json_array_size(json_object_get(a, "mcp_servers"));
+        const char *agent = json_string_value(json_object_get(a, "name"));
+        if (bound > 1) {
+            (void)weft__buf_printf(why,
+                                   "\n- agents[%zu] (%s): bound to %zu tools and MCP servers; "
+                                   "each agent may use at most one",
+                                   i, agent != NULL ? agent : "?", bound);
+            is_ok = false;
+        }
+        if (json_object_get(a, "workflow") != NULL) {
+            (void)weft__buf_printf(why,
+                                   "\n- agents[%zu] (%s): a team inside a composed team is too "
+                                   "deep (composition is one level)",
+                                   i, agent != NULL ? agent : "?");
+            is_ok = false;
+        }
+    }
+    if (json_object_get(design, "models") == NULL) {
+        json_object_set_new(design, "models", models_for_team(base));
+    }
+    if (json_object_get(design, "tools") == NULL && json_object_get(base->doc, "tools") != NULL) {
+        json_object_set(design, "tools", json_object_get(base->doc, "tools"));
+    }
+    if (json_object_get(design, "mcp_servers") == NULL &&
+        json_object_get(base->doc, "mcp_servers") != NULL) {
+        json_object_set(design, "mcp_servers", json_object_get(base->doc, "mcp_servers"));
+    }
+    return is_ok;
+}
+
+/* Write @p design as @p dir/<name>.json and load it back (the schema's check, with the base's
+ * models and tools resolved beside it). @return the path (new) when it loads, else NULL with
+ * the problems in @p why and the file removed. */
+static char *
+save_and_load(json_t *design, const char *dir, struct weft__buf *why)
+{
+    struct weft__buf path;
+    struct weft_workflow *wf = NULL;
+    struct weft_diags d = {0};
+    char line[512];
+
+    weft__buf_init(&path, 0);
+    (void)weft__buf_printf(&path, "%s/%s.json", dir,
+                           json_string_value(json_object_get(design, "name")));
+    if (path.data == NULL || json_dump_file(design, path.data, JSON_INDENT(2)) != 0) {
+        (void)weft__buf_printf(why, "\n- cannot write %s", path.data != NULL ? path.data : dir);
+        weft__buf_cleanup(&path);
+        return NULL;
+    }
+    if (weft_workflow_load(path.data, &wf, &d) != WEFT_OK) {
+        for (size_t i = 0; i < d.count && i < 8; i++) {
+            (void)weft__buf_printf(why, "\n- %s",
+                                   weft_diag_format(&d.items[i], line, sizeof(line)));
+        }
+        (void)unlink(path.data);
+        weft__buf_cleanup(&path);
+        path.data = NULL;
+    }
+    weft_diags_cleanup(&d);
+    weft_workflow_free(wf);
+    return path.data;
+}
+
+/* A create_agent span per agent of the accepted team, under a `compose {team}` span. */
+static void
+trace_team(const struct weft_compose_options *o, const json_t *design, unsigned attempt)
+{
+    struct weft_tracer *tracer = NULL;
+    struct weft_span *root = NULL;
+    const char *team = json_string_value(json_object_get(design, "name"));
+    char name[128];
+    size_t i = 0;
+    const json_t *a = NULL;
+
+    if (o->provider == NULL ||
+        weft_provider_get_tracer(o->provider, "weft.compose", NULL, &tracer) != WEFT_OK) {
+        return;
+    }
+    snprintf(name, sizeof(name), "compose %s", team);
+    root = weft_span_start(tracer, name, NULL);
+    weft_span_set_str(root, "weft.compose.team", team);
+    weft_span_set_str(root, "weft.compose.goal", o->goal);
+    weft_span_set_int(root, "weft.compose.attempts", attempt);
+    json_array_foreach(json_object_get(design, "agents"), i, a)
+    {
+        const char *agent = json_string_value(json_object_get(a, "name"));
+        struct weft_span_start_options so;
+        struct weft_span *span = NULL;
+        memset(&so, 0, sizeof(so));
+        so.parent = root;
+        snprintf(name, sizeof(name), "create_agent %s", agent != NULL ? agent : "?");
+        span = weft_span_start(tracer, name, &so);
+        weft_span_set_str(span, "gen_ai.operation.name", "create_agent");
+        weft_span_set_str(span, "gen_ai.agent.name", agent != NULL ? agent : "");
+        if (json_string_value(json_object_get(a, "description")) != NULL) {
+            weft_span_set_str(span, "gen_ai.agent.description",
+                              json_string_value(json_object_get(a, "description")));
+        }
+        weft_span_set_str(span, "weft.compose.team", team);
+        weft_span_end(span, 0);
+    }
+    weft_span_end(root, 0);
+}
+
+/* What the architect's submit_team tool keeps between its calls. */
+struct submit {
+    const struct weft_compose_options *o;
+    const char *dir;
+    unsigned calls;
+    unsigned max_calls;
+    char *path;   /* the accepted team's file, once one is */
+    json_t *team; /* the accepted design */
+    char last[REASONS_MAX + 64];
+};
+
+/* The architect's tool: check a design, save it when it checks out, else say why. */
+static weft_err
+submit_team(void *user_data, const char *arguments_json, struct weft_tool_result *result)
+{
+    struct submit *sub = user_data;
+    json_t *args = json_loads(arguments_json, 0, NULL);
+    json_t *design = json_object_get(args, "team");
+    struct weft__buf why;
+    char text[REASONS_MAX + 160];
+
+    weft__buf_init(&why, REASONS_MAX);
+    sub->calls++;
+    if (sub->path != NULL) {
+        (void)weft_tool_result_set(result, "a team was accepted already", true);
+    } else if (sub->calls > sub->max_calls) {
+        snprintf(text, sizeof(text), "no more designs: %u were asked for", sub->max_calls);
+        (void)weft_tool_result_set(result, text, true);
+    } else if (!json_is_object(design)) {
+        (void)weft_tool_result_set(result, "expected {\"team\": the workflow object}", true);
+    } else {
+        bool is_ok = check_shape(design, sub->o->base, &why);
+        if (is_ok) {
+            sub->path = save_and_load(design, sub->dir, &why);
+        }
+        if (sub->path != NULL) {
+            sub->team = json_incref(design);
+            snprintf(text, sizeof(text), "accepted: saved as %s", sub->path);
+            (void)weft_tool_result_set(result, text, false);
+        } else {
+            snprintf(text, sizeof(text), "rejected:%s\nFix these and submit the team again.",
+                     why.data != NULL ? why.data : " out of memory");
+            snprintf(sub->last, sizeof(sub->last), "%s", why.data != NULL ? why.data : "");
+            (void)weft_tool_result_set(result, text, true);
+        }
+    }
+    weft__buf_cleanup(&why);
+    json_decref(args);
+    return WEFT_OK;
+}
+
+/* The architect's workflow: the base's models, one agent with submit_team, the goal. */
+static json_t *
+architect_doc(const struct weft_compose_options *o, unsigned max_calls)
+{
+    const struct weft_workflow *base = o->base;
+    char *prompt = architect_prompt(base);
+    json_t *doc = json_pack(
+        "{s:s, s:O?, s:{s:s, s:i}, s:[{s:s, s:s, s:s}], "
+        "s:[{s:s, s:s, s:s, s:[s], s:i}], s:[{s:s, s:s, s:s}]}",
+        "name", "architect", "models", json_object_get(base->doc, "models"), "supervisor", "name",
+        "architect_supervisor", "max_iterations", 5, "tools", "name", "submit_team", "type",
+        "native", "description",
+        "Submit the team (the workflow object) for checking; it answers accepted or why not.",
+        "agents", "name", "architect", "model", base->models[base->supervisor.model].name,
+        "instructions", prompt != NULL ? prompt : "", "tools", "submit_team", "max_tool_rounds",
+        (int)max_calls + 1, "plan", "id", "design", "agent", "architect", "task", o->goal);
+
+    weft__free(prompt);
+    return doc;
+}
+
+weft_err
+weft_compose(const struct weft_compose_options *o, char **path, char *error, size_t error_len)
+{
+    struct submit sub;
+    struct weft_tools *tools = NULL;
+    struct weft_workflow *wf = NULL;
+    struct weft_diags d = {0};
+    struct weft_run_options ro;
+    struct weft_run_result *r = NULL;
+    json_t *doc = NULL;
+    weft_err err = WEFT_OK;
+
+    if (path != NULL) {
+        *path = NULL;
+    }
+    if (o == NULL || o->goal == NULL || o->base == NULL || path == NULL || error == NULL) {
+        return WEFT_EINVAL;
+    }
+    error[0] = '\0';
+    if (o->base->supervisor.model == WF_NONE || o->base->model_count == 0) {
+        snprintf(error, error_len, "%s has no model for the architect", o->base->path);
+        return WEFT_EINVAL;
+    }
+    if (o->out_dir != NULL && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(error, error_len, "cannot create %s", o->out_dir);
+        return WEFT_EIO;
+    }
+    memset(&sub, 0, sizeof(sub));
+    sub.o = o;
+    sub.dir = o->out_dir != NULL ? o->out_dir : o->base->dir;
+    sub.max_calls = o->max_attempts != 0 ? o->max_attempts : 3;
+    doc = architect_doc(o, sub.max_calls);
+    err = doc != NULL ? weft_tools_new(&tools) : WEFT_ENOMEM;
+    if (err == WEFT_OK) {
+        err = weft_tools_add(tools, "submit_team", "Submit the team for checking",
+                             "{\"type\": \"object\", \"properties\": {\"team\": {\"type\": "
+                             "\"object\"}}, \"required\": [\"team\"]}",
+                             submit_team, &sub);
+    }
+    if (err == WEFT_OK && weft__workflow_load_doc(o->base->path, doc, &wf, &d) != WEFT_OK) {
+        snprintf(error, error_len, "architect: cannot make its workflow%s%s",
+                 d.count > 0 ? ": " : "", d.count > 0 ? d.items[0].message : "");
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK) {
+        memset(&ro, 0, sizeof(ro));
+        ro.provider = o->provider;
+        ro.state_path = o->state_path;
+        ro.input = o->goal;
+        ro.tools = tools;
+        err = weft_run(wf, &ro, &r, error, error_len);
+        err = err == WEFT_OK ? WEFT_OK : WEFT_EIO;
+    }
+    if (err == WEFT_OK && sub.path != NULL) {
+        trace_team(o, sub.team, sub.calls);
+        *path = sub.path;
+        sub.path = NULL;
+    } else if (err == WEFT_OK) {
+        snprintf(error, error_len, "no design was accepted (%u submitted)%s%s", sub.calls,
+                 sub.last[0] != '\0' ? "; the last one:" : "", sub.last);
+        err = sub.calls > 0 ? WEFT_EPARSE : WEFT_EIO;
+        if (sub.calls == 0 && r != NULL) {
+            snprintf(error, error_len, "the architect submitted no design (its run %s: %s)",
+                     weft_run_status_name(r->status), r->reason != NULL ? r->reason : "");
+        }
+    }
+    weft__free(sub.path);
+    json_decref(sub.team);
+    weft_run_result_free(r);
+    weft_workflow_free(wf);
+    weft_diags_cleanup(&d);
+    weft_tools_free(tools);
+    json_decref(doc);
+    return err;
+}
