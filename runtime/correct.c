@@ -19,6 +19,7 @@
 #include "semconv.h"
 #include "spans.h"
 
+#include "base/buf.h"
 #include "base/mem.h"
 
 #include <stdio.h>
@@ -232,14 +233,26 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
     json_t *msgs = NULL;
     json_t *answer = NULL;
     const json_t *steps = NULL;
+    struct rt_prompt held;
+    const char *guidance = NULL;
+    struct weft__buf sys;
 
     memset(&resp, 0, sizeof(resp));
+    /* The guidance may be a managed prompt; the answer's format is weft's and always follows. */
+    guidance = weft__rt_instructions_begin(run, wf->supervisor.correction_instructions,
+                                           wf->supervisor.correction_prompt,
+                                           "A step of the plan failed.", &held);
+    weft__buf_init(&sys, 0);
+    (void)weft__buf_printf(&sys,
+                           "%s\n\nAnswer with a corrective plan as JSON: {\"steps\": "
+                           "[{\"description\", \"executor\": \"agent|command|file_writer|"
+                           "http_call\", \"rationale\", ...executor fields}, ..., "
+                           "{\"executor\": \"retry\", \"step\": FAILED_ID}]}",
+                           guidance);
     msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content",
-                     "A step of the plan failed. Answer with a corrective plan as JSON: "
-                     "{\"steps\": [{\"description\", \"executor\": \"agent|command|file_writer|"
-                     "http_call\", \"rationale\", ...executor fields}, ..., {\"executor\": "
-                     "\"retry\", \"step\": FAILED_ID}]}",
-                     "role", "user", "content", ctx_text != NULL ? ctx_text : "{}");
+                     sys.data != NULL ? sys.data : "", "role", "user", "content",
+                     ctx_text != NULL ? ctx_text : "{}");
+    weft__buf_cleanup(&sys);
     weft__rt_span_content(run, span, "langfuse.observation.input", ctx_text);
     if (msgs == NULL) {
         snprintf(c->why, sizeof(c->why), "out of memory");
@@ -257,6 +270,7 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
             c->first = apply(run, index, steps, c->number, c->why, sizeof(c->why));
         }
     }
+    weft__rt_instructions_end(&held);
     json_decref(answer);
     json_decref(msgs);
     json_decref(ctx);

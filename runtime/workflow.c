@@ -1358,7 +1358,8 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         "route_with_llm", "max_iterations", "timeout_s",       "step_timeout_s",
         "max_tokens",     "max_cost_usd",   "circuit_breaker", "final_agent",
         "correction",     "watchdog",       "max_parallel",    NULL};
-    static const char *const correction_keys[] = {"enabled", "max_corrections", NULL};
+    static const char *const correction_keys[] = {"enabled", "max_corrections", "instructions",
+                                                  NULL};
     const json_t *corr = NULL;
     const json_t *s = get_typed(ld, root, "", "supervisor", JSON_OBJECT, false);
     struct wf_supervisor *sup = &wf->supervisor;
@@ -1397,6 +1398,8 @@ load_supervisor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
         sup->has_correction = get_bool(ld, corr, "supervisor.correction", "enabled", true);
         sup->max_corrections =
             (unsigned)get_int(ld, corr, "supervisor.correction", "max_corrections", 2, 1, 100);
+        get_instructions(ld, corr, "supervisor.correction", &sup->correction_instructions,
+                         &sup->correction_prompt);
     }
     final = get_str(ld, s, "supervisor", "final_agent", false);
     if (final != NULL) {
@@ -2370,6 +2373,8 @@ weft_workflow_free(struct weft_workflow *wf)
     weft__free(wf->supervisor.name);
     weft__free(wf->supervisor.instructions);
     free_prompt_ref(wf->supervisor.prompt);
+    weft__free(wf->supervisor.correction_instructions);
+    free_prompt_ref(wf->supervisor.correction_prompt);
     weft__free(wf->supervisor.watchdog.webhook_url);
     weft__free(wf->executor.kind);
     weft__free(wf->executor.queue_prefix);

@@ -92,15 +92,17 @@ struct wf_supervisor {
     struct rt_prompt_ref *prompt; /* instructions kept in Langfuse; NULL: the text above */
     wf_policy policy;
     bool route_with_llm;
-    unsigned max_iterations;  /* default 50 */
-    uint32_t timeout_ms;      /* whole run; 0: none */
-    uint32_t step_timeout_ms; /* default per agent step; 0: none */
-    int64_t max_tokens;       /* 0: none */
-    double max_cost_usd;      /* 0: none */
-    unsigned circuit_breaker; /* default 2 */
-    size_t final_agent;       /* WF_NONE: end */
-    bool has_correction;      /* correction mode after a failed step */
-    unsigned max_corrections; /* default 2 */
+    unsigned max_iterations;       /* default 50 */
+    uint32_t timeout_ms;           /* whole run; 0: none */
+    uint32_t step_timeout_ms;      /* default per agent step; 0: none */
+    int64_t max_tokens;            /* 0: none */
+    double max_cost_usd;           /* 0: none */
+    unsigned circuit_breaker;      /* default 2 */
+    size_t final_agent;            /* WF_NONE: end */
+    bool has_correction;           /* correction mode after a failed step */
+    char *correction_instructions; /* the corrector's guidance (correction.instructions) */
+    struct rt_prompt_ref *correction_prompt; /* or kept in Langfuse; NULL: the text above */
+    unsigned max_corrections;                /* default 2 */
     /* Ready steps run at once in plan mode; 0: not set (1 in process, the executor's
      * max_in_flight for a remote one; engine.c parallel_width()). */
     unsigned max_parallel;

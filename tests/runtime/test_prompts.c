@@ -410,6 +410,45 @@ test_prompts_supervisor_and_reflection_prompts_are_managed(void **state)
     otlp_sink_free(sink);
 }
 
+/* Correction mode's guidance may be a managed prompt too; weft's answer format always follows
+ * it, and the corrector's generation links to the prompt. */
+static void
+test_prompts_correction_guidance_is_managed(void **state)
+{
+    struct fx *f = *state;
+    struct otlp_sink *sink = otlp_sink_new();
+    struct weft_run_result *r = NULL;
+    json_t *chat = NULL;
+    const char *input = NULL;
+
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"corrector\",\"version\":3,"
+              "\"prompt\":\"Prefer writing the missing file.\",\"labels\":[\"production\"]}");
+    r = run_workflow(
+        sink,
+        "{\"name\": \"fix\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"supervisor\": {\"correction\": {\"enabled\": true, "
+        "\"instructions\": {\"langfuse_prompt\": \"corrector\"}}}, \"agents\": [{\"name\": "
+        "\"a\"}], \"plan\": [{\"id\": \"greet\", \"executor\": \"command\", \"task\": \"greet\", "
+        "\"argv\": [\"sh\", \"-c\", \"cat hello.txt\"]}]}",
+        "{\"responses\": {\"supervisor\": {\"correct\": [{\"content\": {\"steps\": [{"
+        "\"description\": \"write it\", \"executor\": \"file_writer\", \"path\": \"hello.txt\", "
+        "\"content\": \"hello\", \"rationale\": \"missing\"}, {\"description\": \"retry\", "
+        "\"executor\": \"retry\", \"step\": \"greet\", \"rationale\": \"now there\"}]}}]}}}");
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(r->corrections, 1);
+    chat = otlp_sink_find(sink, "chat m", 0);
+    assert_non_null(chat);
+    assert_string_equal(otlp_span_attr(chat, "weft.llm.purpose"), "correct");
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.name"), "corrector");
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.version"), "3");
+    input = otlp_span_attr(chat, "gen_ai.input.messages");
+    assert_non_null(strstr(input, "Prefer writing the missing file."));
+    assert_non_null(strstr(input, "Answer with a corrective plan as JSON"));
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+}
+
 static void
 test_prompts_workflow_checks_the_reference(void **state)
 {
@@ -455,6 +494,7 @@ main(void)
         T(test_prompts_run_links_generations_to_the_prompt),
         T(test_prompts_run_uses_fallback_or_fails_the_step),
         T(test_prompts_supervisor_and_reflection_prompts_are_managed),
+        T(test_prompts_correction_guidance_is_managed),
         T(test_prompts_workflow_checks_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
