@@ -16,6 +16,7 @@
  * steps' spans link to the failed step's span.
  */
 #include "correct.h"
+#include "lessons.h"
 #include "semconv.h"
 #include "spans.h"
 
@@ -195,6 +196,9 @@ struct correction {
     json_t *before;
     json_t *after;
     char why[300];
+    const json_t *given;   /* a lesson's corrective plan: applied without asking the model */
+    const char *lesson_id; /* the lesson it came from, or NULL */
+    json_t *answer;        /* the plan the model gave, once applied (kept as the step's lesson) */
 };
 
 /* The `correct` span for correction @p c of @p failed, linked to the failed step's span, with the
@@ -229,7 +233,8 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
     struct llm_response resp;
     struct llm_error lerr;
     json_t *ctx = context_json(run, &run->ps.plan.steps[index]);
-    char *ctx_text = ctx != NULL ? json_dumps(ctx, JSON_COMPACT) : NULL;
+    json_t *lessons = weft__rt_lessons_for(run, index, span);
+    char *ctx_text = NULL;
     json_t *msgs = NULL;
     json_t *answer = NULL;
     const json_t *steps = NULL;
@@ -237,6 +242,12 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
     const char *guidance = NULL;
     struct weft__buf sys;
 
+    if (ctx != NULL && lessons != NULL) {
+        /* Past corrections of failures like this one, best rewarded first (lessons.c). */
+        json_object_set(ctx, "lessons", lessons);
+    }
+    json_decref(lessons);
+    ctx_text = ctx != NULL ? json_dumps(ctx, JSON_COMPACT) : NULL;
     memset(&resp, 0, sizeof(resp));
     /* The guidance may be a managed prompt; the answer's format is weft's and always follows. */
     guidance = weft__rt_instructions_begin(run, wf->supervisor.correction_instructions,
@@ -268,6 +279,7 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
         } else if (validate(answer, c->failed_id, &steps, c->why, sizeof(c->why))) {
             c->old_count = run->ps.plan.count;
             c->first = apply(run, index, steps, c->number, c->why, sizeof(c->why));
+            c->answer = c->first != (size_t)-1 ? json_incref(answer) : NULL;
         }
     }
     weft__rt_instructions_end(&held);
@@ -276,6 +288,28 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
     json_decref(ctx);
     free(ctx_text);
     weft__llm_response_cleanup(&resp);
+}
+
+/* A lesson's corrective plan applied to step @p index as the model's would be, its retry step
+ * pointed at this step. */
+static void
+apply_given(struct run *run, size_t index, struct correction *c)
+{
+    json_t *plan = json_deep_copy(c->given);
+    json_t *list = json_object_get(plan, "steps");
+    json_t *last = json_array_get(list, json_array_size(list) - 1);
+    const json_t *steps = NULL;
+
+    if (last != NULL) {
+        json_object_set_new(last, "step", json_string(c->failed_id));
+    }
+    if (plan == NULL) {
+        snprintf(c->why, sizeof(c->why), "out of memory");
+    } else if (validate(plan, c->failed_id, &steps, c->why, sizeof(c->why))) {
+        c->old_count = run->ps.plan.count;
+        c->first = apply(run, index, steps, c->number, c->why, sizeof(c->why));
+    }
+    json_decref(plan);
 }
 
 /* Save the applied correction (c->first) in the state store as one DAG surgery. If the store
@@ -294,9 +328,10 @@ persist_surgery(struct run *run, size_t index, struct correction *c)
         actors[i] = weft__rt_step_actor(run, &run->ps.plan.steps[i]);
     }
     if (serr == WEFT_OK && run->store.state != NULL) {
-        serr =
-            weft__state_surgery(run->store.state, run->store.run_id, &run->ps.plan, index, c->first,
-                                c->number, failed->error_type, c->before, c->after, actors);
+        serr = weft__state_surgery(run->store.state, run->store.run_id, &run->ps.plan, index,
+                                   c->first, c->number,
+                                   failed->error_type != NULL ? failed->error_type : "lesson",
+                                   c->before, c->after, actors);
     }
     weft__free((void *)actors);
     if (serr != WEFT_OK) {
@@ -343,8 +378,8 @@ correction_outcome(struct run *run, struct weft_span *span, size_t index, struct
     }
 }
 
-bool
-weft__rt_correct(struct run *run, size_t index)
+static bool
+correct_core(struct run *run, size_t index, const json_t *given, const char *lesson_id)
 {
     struct plan_step *failed = &run->ps.plan.steps[index];
     struct weft_span *span = NULL;
@@ -356,9 +391,19 @@ weft__rt_correct(struct run *run, size_t index)
     snprintf(c.failed_id, sizeof(c.failed_id), "%s", failed->id);
     c.old_status = failed->status;
     c.first = (size_t)-1;
+    c.given = given;
+    c.lesson_id = lesson_id;
     span = correction_start(run, failed, &c);
     c.before = string_array(failed->depends_on, failed->depends_count);
-    ask_corrector(run, span, index, &c);
+    if (given != NULL) {
+        const char *ids[1] = {lesson_id};
+        weft_span_set_bool(span, "weft.correction.preemptive", true);
+        weft_span_set_str(span, "weft.correction.error_type", "preemptive");
+        weft_span_set_str_array(span, "weft.lessons.used", ids, 1);
+        apply_given(run, index, &c);
+    } else {
+        ask_corrector(run, span, index, &c);
+    }
     if (c.first != (size_t)-1) {
         persist_surgery(run, index, &c);
     }
@@ -374,7 +419,26 @@ weft__rt_correct(struct run *run, size_t index)
         weft__rt_add_decision(run, RT_LAYER_CORRECTION,
                               is_ok ? run->ps.plan.steps[c.first].id : "end", detail);
     }
+    if (is_ok && c.answer != NULL) {
+        /* The plan that repaired it: a lesson once the step completes (lessons.c). */
+        json_decref(run->ps.plan.steps[index].lesson);
+        run->ps.plan.steps[index].lesson = c.answer;
+        c.answer = NULL;
+    }
+    json_decref(c.answer);
     json_decref(c.before);
     json_decref(c.after);
     return is_ok;
+}
+
+bool
+weft__rt_correct(struct run *run, size_t index)
+{
+    return correct_core(run, index, NULL, NULL);
+}
+
+bool
+weft__rt_correct_preempt(struct run *run, size_t index, const json_t *plan, const char *lesson_id)
+{
+    return correct_core(run, index, plan, lesson_id);
 }

@@ -10,4 +10,11 @@
  * traced, counted). */
 bool weft__rt_correct(struct run *run, size_t index);
 
+/* A lesson's corrective @p plan ({"steps": [..., {"executor": "retry", ...}]}) applied to step
+ * @p index before it runs, as DAG surgery without asking the model: the step waits for the
+ * corrective steps (paused) and then runs. The `correct` span says weft.correction.preemptive
+ * and weft.lessons.used. @return true when applied. Run lock held. */
+bool
+weft__rt_correct_preempt(struct run *run, size_t index, const json_t *plan, const char *lesson_id);
+
 #endif /* WEFT_RUNTIME_CORRECT_H */

@@ -23,6 +23,7 @@
 #include "durable.h"
 #include "evaluate.h"
 #include "flow.h"
+#include "lessons.h"
 #include "mcp/hub.h"
 #include "metrics_store.h"
 #include "parallel.h"
@@ -1652,6 +1653,7 @@ step_correct(struct run *run, size_t index)
 {
     const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
 
+    weft__rt_lessons_mistake(run, index);
     if (run->ps.plan.steps[index].status != STEP_FAILED || !sup->has_correction ||
         run->cfg.wf->supervisor.policy != WF_POLICY_PLAN_EXECUTE) {
         return;
@@ -1688,6 +1690,7 @@ step_finish(struct run *run, size_t index)
     const struct plan_step *s = &run->ps.plan.steps[index];
 
     ENG(run)->steps_finished++;
+    weft__rt_lessons_learn(run, index);
     weft__rt_watchdog_step_done(run, index);
     weft__rt_cursors_save(run);
     if (s->status == STEP_COMPLETED &&
@@ -1922,6 +1925,9 @@ execute(struct run *run)
             r->reason = weft__strdup(reason);
             return;
         }
+    }
+    if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->store.is_resumed) {
+        weft__rt_lessons_preempt(run); /* mistakes a past run corrected, avoided this time */
     }
     batch = weft__calloc(1, sizeof(*batch));
     if (batch == NULL) {
@@ -3132,7 +3138,7 @@ weft__execute_task(const struct weft__task_run *t,
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
         e = e == WEFT_EDISABLED ? WEFT_OK : e;
     }
-    if (e == WEFT_OK && t->wf->memory.is_skills) {
+    if (e == WEFT_OK && (t->wf->memory.is_skills || t->wf->memory.is_lessons)) {
         e = open_memory(run, err, err_len);
     }
     if (e == WEFT_OK && t->mcp != NULL) {

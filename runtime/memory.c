@@ -193,6 +193,29 @@ rescore(struct weft__skill *hits, size_t *n, const char *query, size_t k, double
     *n = kept;
 }
 
+weft_err
+weft__rt_memory_search(struct run *run,
+                       const char *agent,
+                       const char *query,
+                       size_t k,
+                       double min_score,
+                       struct weft__skill **hits,
+                       size_t *n)
+{
+    weft_err err = WEFT_OK;
+
+    *hits = NULL;
+    *n = 0;
+    if (memory_store(run) == NULL) {
+        return WEFT_OK;
+    }
+    err = weft__state_skills_search(memory_store(run), agent, query, 4 * k, 0.0, hits, n);
+    if (err == WEFT_OK) {
+        rescore(*hits, n, query, k, min_score);
+    }
+    return err;
+}
+
 void
 weft__rt_skills_recall(struct run *run,
                        size_t index,

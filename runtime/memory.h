@@ -44,4 +44,17 @@ void weft__rt_skills_learn(struct run *run,
                            const struct weft_span_context *span,
                            bool had_skill);
 
+/* The @p k best of @p agent's stored items for @p query, by coverage (the share of the
+ * query's words the stored task has, at least @p min_score), best first, from the run's memory
+ * store (none: *n is 0). Skill memory and lessons (lessons.c) share it. @return as
+ * weft__state_skills_search(). Ownership: *hits is the caller's (weft__skills_free()). */
+struct weft__skill;
+weft_err weft__rt_memory_search(struct run *run,
+                                const char *agent,
+                                const char *query,
+                                size_t k,
+                                double min_score,
+                                struct weft__skill **hits,
+                                size_t *n);
+
 #endif /* WEFT_RUNTIME_MEMORY_H */

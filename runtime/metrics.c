@@ -42,6 +42,8 @@ struct rt_metrics {
     struct weft_instrument *skill_lookups;
     struct weft_instrument *skills_saved;
     struct weft_instrument *skill_outcomes;
+    struct weft_instrument *lessons;
+    struct weft_instrument *mistakes;
     struct weft_instrument *mcp_truncated;
     struct weft_instrument *cost;
     struct weft_instrument *stuck;
@@ -157,6 +159,12 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
     m->skill_outcomes =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.step_outcomes", "{step}",
              "Agent steps by outcome, with and without injected skills", NULL, 0, &is_ok);
+    m->lessons =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons", "{lesson}",
+             "Lessons learned from corrections and used (guided, preempted)", NULL, 0, &is_ok);
+    m->mistakes =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons.mistakes", "{failure}",
+             "Step failures, repeated when a lesson already covered them", NULL, 0, &is_ok);
     m->mcp_truncated =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.truncated_results", "{result}",
              "MCP tool results cut at the server's max_output_bytes", NULL, 0, &is_ok);
@@ -432,6 +440,37 @@ weft__rt_metrics_skill_outcome(struct rt_metrics *m,
     a[2] = weft_attr_str("with_skill", had_skill ? "true" : "false");
     a[3] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->skill_outcomes, 1, a, 4);
+}
+
+void
+weft__rt_metrics_lesson(struct rt_metrics *m, const char *outcome)
+{
+    struct weft_attr a[2];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_lesson(m->tee, outcome);
+    a[0] = WF(m);
+    a[1] = weft_attr_str("outcome", outcome);
+    weft_counter_add(m->lessons, 1, a, 2);
+}
+
+void
+weft__rt_metrics_mistake(struct rt_metrics *m, const char *error_type, bool is_repeated)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_mistake(m->tee, error_type, is_repeated);
+    a[0] = WF(m);
+    a[1] = weft_attr_str(WEFT__ERROR_TYPE, error_type);
+    a[2] = weft_attr_str("repeated", is_repeated ? "true" : "false");
+    weft_counter_add(m->mistakes, 1, a, 3);
 }
 
 void

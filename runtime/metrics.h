@@ -51,6 +51,12 @@ void weft__rt_metrics_skill_outcome(struct rt_metrics *m,
                                     bool had_skill,
                                     bool is_success);
 
+/* Lessons (lessons.c): one learned, or used to guide a corrector or to repair a step before it
+ * ran (@p outcome learned, guided, preempted); a step failure, repeated when a lesson covered it
+ * (weft.lessons, weft.lessons.mistakes). */
+void weft__rt_metrics_lesson(struct rt_metrics *m, const char *outcome);
+void weft__rt_metrics_mistake(struct rt_metrics *m, const char *error_type, bool is_repeated);
+
 /* An MCP tool call to @p server: @p outcome is success, tool_error, timeout, server_down,
  * protocol, jsonrpc_error or invalid_arguments (a bounded set: weft.mcp.calls); @p is_cut:
  * its result was cut at max_output_bytes (weft.mcp.truncated_results). */

@@ -84,6 +84,7 @@ step_cleanup(struct plan_step *s)
     weft__free(s->extra_input);
     weft__free(s->error_type);
     json_decref(s->spec);
+    json_decref(s->lesson);
     json_decref(s->error);
 }
 

@@ -61,8 +61,10 @@ struct plan_step {
     char *parent;  /* correction steps: the failed step they repair */
     double reward; /* evaluator reward of the last evaluation */
     bool has_reward;
-    char *error_type;              /* last failure's type ("exit_status", "timeout", ...) */
-    json_t *error;                 /* last failure's details for the corrector (owned) */
+    char *error_type; /* last failure's type ("exit_status", "timeout", ...) */
+    json_t *error;    /* last failure's details for the corrector (owned) */
+    json_t *lesson;   /* the corrective plan that repaired this step (owned): kept as a lesson
+                       * when the step then completes (lessons.c) */
     struct weft_span_context span; /* the last attempt's span (links from corrections) */
     uint64_t started_ns;
     uint64_t ended_ns;

@@ -2183,7 +2183,8 @@ static void
 load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
-        "skills", "k", "min_score", "max_per_agent", "max_age_days", "history_messages", NULL};
+        "skills",           "k",       "min_score", "max_per_agent", "max_age_days",
+        "history_messages", "lessons", NULL};
     const json_t *m = get_typed(ld, root, "", "memory", JSON_OBJECT, false);
     struct wf_memory *mem = &wf->memory;
 
@@ -2197,6 +2198,7 @@ load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
     check_keys(ld, m, "memory", keys);
     mem->is_skills = get_bool(ld, m, "memory", "skills", false);
+    mem->is_lessons = get_bool(ld, m, "memory", "lessons", false);
     mem->k = (unsigned)get_int(ld, m, "memory", "k", 3, 1, 16);
     mem->min_score = get_num(ld, m, "memory", "min_score", 0.2, 0.0, 1.0);
     mem->max_per_agent = (size_t)get_int(ld, m, "memory", "max_per_agent", 1000, 1, 1000000);

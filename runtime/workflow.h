@@ -73,6 +73,7 @@ struct wf_agent {
 /* "memory" (docs/memory.md): skill memory and how much of a conversation an agent sees. */
 struct wf_memory {
     bool is_skills;            /* save successful steps as skills and inject similar ones */
+    bool is_lessons;           /* keep corrections as lessons, and use them (lessons.c) */
     unsigned k;                /* skills injected at most (default 3) */
     double min_score;          /* relevance a skill needs to be injected (default 0.2) */
     size_t max_per_agent;      /* retention: skills kept per agent (default 1000) */

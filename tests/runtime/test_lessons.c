@@ -1,0 +1,227 @@
+/* tests/runtime/test_lessons.c - lessons from corrections (runtime/lessons.c) with
+ * examples/lessons: the first run fails a step and correction mode repairs it, which is kept as
+ * a lesson; the second run repairs the step before it runs (no failure, no corrector call,
+ * fewer steps run), visible in its trace; a similar but not identical task that fails gets the
+ * lesson in its corrector's context instead; mistakes are counted, repeated or not.
+ */
+#include "support/otlp_sink.h"
+#include "support/weft_test.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+struct fx {
+    char dir[256];
+    char state[300];
+    struct otlp_sink *sink;
+    struct weft_meter *meter;
+    struct weft_workflow *wf;
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-lessons-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
+    f->sink = otlp_sink_new();
+    assert_weft_ok(weft_meter_new(NULL, &f->meter));
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    weft_workflow_free(f->wf);
+    otlp_sink_free(f->sink);
+    weft_meter_free(f->meter);
+    weft_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A run of the loaded workflow in a fresh workspace @p n (so the missing file is missing). */
+static struct weft_run_result *
+run(struct fx *f, int n)
+{
+    struct weft_run_options ro;
+    struct weft_run_result *r = NULL;
+    char ws[400];
+    char error[512] = "";
+
+    snprintf(ws, sizeof(ws), "%s/ws%d", f->dir, n);
+    assert_int_equal(mkdir(ws, 0700), 0);
+    memset(&ro, 0, sizeof(ro));
+    ro.provider = otlp_sink_provider(f->sink);
+    ro.state_path = f->state;
+    ro.workspace = ws;
+    ro.meter = f->meter;
+    ro.capture_content = 1;
+    if (weft_run(f->wf, &ro, &r, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("weft_run: %s", error);
+    }
+    otlp_sink_collect(f->sink);
+    return r;
+}
+
+static void
+load(struct fx *f, const char *path)
+{
+    struct weft_diags d = {0};
+
+    weft_workflow_free(f->wf);
+    f->wf = NULL;
+    assert_weft_ok(weft_workflow_load(path, &f->wf, &d));
+}
+
+static const struct weft_run_step *
+step(const struct weft_run_result *r, const char *id)
+{
+    for (size_t i = 0; i < r->step_count; i++) {
+        if (strcmp(r->steps[i].id, id) == 0) {
+            return &r->steps[i];
+        }
+    }
+    fail_msg("no step %s", id);
+    return NULL;
+}
+
+static bool
+prom_has(struct weft_meter *meter, const char *needle)
+{
+    char *text = NULL;
+    size_t len = 0;
+    bool has = false;
+
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    has = strstr(text, needle) != NULL;
+    if (!has) {
+        print_message("%s not in:\n%.2500s\n", needle, text);
+    }
+    free(text);
+    return has;
+}
+
+static void
+test_lessons_second_run_avoids_the_first_runs_failure(void **state)
+{
+    struct fx *f = *state;
+    struct weft_run_result *first = NULL;
+    struct weft_run_result *second = NULL;
+    json_t *preempt = NULL;
+
+    load(f, WEFT_SOURCE_DIR "/examples/lessons/workflow.json");
+    first = run(f, 1);
+    assert_int_equal(first->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(step(first, "greet")->attempts, 2); /* failed, repaired, retried */
+    assert_int_equal(first->llm_calls, 2);               /* the corrector and the reporter */
+    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"learned\""));
+    assert_true(prom_has(f->meter, "repeated=\"false\""));
+    otlp_sink_free(f->sink);
+    f->sink = otlp_sink_new();
+
+    second = run(f, 2);
+    assert_int_equal(second->status, WEFT_RUN_COMPLETED);
+    /* The step ran once and never failed; the corrector was not asked. */
+    assert_int_equal(step(second, "greet")->attempts, 1);
+    assert_string_equal(step(second, "greet")->status, "completed");
+    assert_int_equal(second->llm_calls, 1);
+    assert_true(second->tool_calls < first->tool_calls);
+    assert_true(second->iterations < first->iterations);
+    /* In its trace: the repair before the step, with the lesson it came from. */
+    preempt = otlp_sink_find(f->sink, "correct greet", 0);
+    assert_non_null(preempt);
+    assert_string_equal(otlp_span_attr(preempt, "weft.correction.preemptive"), "true");
+    {
+        char *text = json_dumps(preempt, 0);
+        assert_non_null(strstr(text, "weft.lessons.used"));
+        free(text);
+    }
+    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"preempted\""));
+    weft_run_result_free(first);
+    weft_run_result_free(second);
+}
+
+static void
+write_file(const struct fx *f, const char *name, const char *text)
+{
+    char path[512];
+    FILE *out = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    out = fopen(path, "w");
+    assert_non_null(out);
+    fputs(text, out);
+    fclose(out);
+}
+
+/* A failure like a known one, on a task that is only similar: the lesson guides the corrector
+ * (it is in the corrector's context, its id on the correct span), and the failure counts as a
+ * repeated mistake. */
+static void
+test_lessons_guide_the_corrector_of_a_similar_failure(void **state)
+{
+    struct fx *f = *state;
+    struct weft_run_result *r = NULL;
+    char *wf = NULL;
+    char path[512];
+    json_t *doc = NULL;
+    json_t *chat = NULL;
+    json_t *correct = NULL;
+
+    load(f, WEFT_SOURCE_DIR "/examples/lessons/workflow.json");
+    r = run(f, 1); /* the lesson */
+    weft_run_result_free(r);
+    doc = json_load_file(WEFT_SOURCE_DIR "/examples/lessons/workflow.json", 0, NULL);
+    assert_non_null(doc);
+    json_object_set_new(json_array_get(json_object_get(doc, "plan"), 0), "task",
+                        json_string("Run the greeting script for the team again"));
+    json_object_set_new(json_object_get(json_object_get(doc, "models"), "scripted"), "script",
+                        json_string(WEFT_SOURCE_DIR "/examples/lessons/script.json"));
+    wf = json_dumps(doc, JSON_INDENT(1));
+    write_file(f, "similar.json", wf);
+    free(wf);
+    json_decref(doc);
+    snprintf(path, sizeof(path), "%s/similar.json", f->dir);
+    load(f, path);
+    otlp_sink_free(f->sink);
+    f->sink = otlp_sink_new();
+    r = run(f, 2);
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(step(r, "greet")->attempts, 2); /* not repaired ahead: failed, then fixed */
+    correct = otlp_sink_find(f->sink, "correct greet", 0);
+    assert_non_null(correct);
+    {
+        char *text = json_dumps(correct, 0);
+        assert_non_null(strstr(text, "weft.lessons.used"));
+        free(text);
+    }
+    chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
+    assert_string_equal(otlp_span_attr(chat, "weft.llm.purpose"), "correct");
+    assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "lessons"));
+    assert_true(prom_has(f->meter, "repeated=\"true\""));
+    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"guided\""));
+    weft_run_result_free(r);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lessons_second_run_avoids_the_first_runs_failure,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lessons_guide_the_corrector_of_a_similar_failure,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
