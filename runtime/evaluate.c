@@ -39,10 +39,9 @@ weft__rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span 
     unsigned retries = s->attempts > 0 ? s->attempts - 1 : 0;
     double reward = weft__rt_reward(eval, retries);
 
-    /* A step evaluated again (a retry after correction) replaces its earlier reward. */
-    if (s->has_reward) {
-        run->tel.result->reward -= s->reward;
-    }
+    /* Every evaluation counts in the run's reward: a failed attempt's penalty stays when a
+     * retry after correction succeeds, so a run that failed and recovered earns less than one
+     * that did not fail (lessons.c avoids the failure). The step keeps its latest reward. */
     s->reward = reward;
     s->has_reward = true;
     run->tel.result->reward += reward;

@@ -174,7 +174,8 @@ test_correct_example_writes_the_missing_helper_and_retries(void **state)
     assert_string_equal(step(f->r, "greet")->depends_on, "greet.c1.1");
     assert_string_equal(step(f->r, "greet.c1.1")->parent, "greet");
     assert_string_equal(step(f->r, "greet.c1.1")->executor, "file_writer");
-    assert_true(f->r->reward == 3.5);
+    /* The run's reward counts the failed attempt too: -1.0 + 1.5 + 1.0 + 1.0. */
+    assert_true(f->r->reward == 2.5);
     /* Spans: the failed attempt, the correction with before/after, the linked fix, the retry. */
     assert_int_equal(otlp_sink_count_named(f->sink, "execute_tool command"), 2);
     correct = otlp_sink_find(f->sink, "correct greet", 0);
@@ -206,13 +207,13 @@ test_correct_example_writes_the_missing_helper_and_retries(void **state)
     assert_string_equal(
         otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow adaptive-correction", 0),
                        "weft.run.reward"),
-        "3.5");
+        "2.5");
     /* The store: the surgery history and the rewired plan. */
     assert_query(
         f, "SELECT inserted || ' ' || depends_before || ' ' || depends_after FROM corrections",
         "[\"greet.c1.1\"] [] [\"greet.c1.1\"]");
     assert_query(f, "SELECT depends_on FROM steps WHERE step_id = 'greet'", "[\"greet.c1.1\"]");
-    assert_query(f, "SELECT reward FROM runs", "3.5");
+    assert_query(f, "SELECT reward FROM runs", "2.5");
 }
 
 #define FAILING_WORKFLOW                                                                          \

@@ -138,6 +138,8 @@ test_lessons_second_run_avoids_the_first_runs_failure(void **state)
     assert_int_equal(second->llm_calls, 1);
     assert_true(second->tool_calls < first->tool_calls);
     assert_true(second->iterations < first->iterations);
+    /* No failed attempt to pay for: a higher reward (3.0 against 2.5). */
+    assert_true(second->reward > first->reward);
     /* In its trace: the repair before the step, with the lesson it came from. */
     preempt = otlp_sink_find(f->sink, "correct greet", 0);
     assert_non_null(preempt);
