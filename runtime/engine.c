@@ -940,13 +940,16 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
     char why[256] = "";
     bool is_ok = false;
 
+    const char *request = run->cfg.input != NULL    ? run->cfg.input
+                          : wf->description != NULL ? wf->description
+                                                    : wf->name;
+
     weft__buf_init(&user, 0);
     weft__buf_printf(&user,
                      "Make a plan as JSON: {\"thought\": ..., \"plan\": [{\"agent\", \"task\", "
                      "\"depends_on\": [step ids s1, s2, ...]}]}.\n\nRequest: %s",
-                     run->cfg.input != NULL    ? run->cfg.input
-                     : wf->description != NULL ? wf->description
-                                               : wf->name);
+                     request);
+    weft__rt_lessons_for_plan(run, request, span, &user);
     run->tel.result->iterations++;
     for (int attempt = 0; attempt < 2 && !is_ok; attempt++) {
         struct llm_response resp;

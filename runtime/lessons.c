@@ -10,6 +10,7 @@
  */
 #include "lessons.h"
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "correct.h"
 #include "memory.h"
@@ -20,10 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LESSONS_AGENT "weft.lessons"
-#define COVER_GUIDE   0.5
-#define COVER_PREEMPT 0.9
-#define GUIDE_K       2u
+#define LESSONS_AGENT   "weft.lessons"
+#define COVER_GUIDE     0.5
+#define COVER_PREEMPT   0.9
+#define GUIDE_K         2u
+#define PLAN_LESSON_MAX 1500 /* bytes of one lesson shown to the planner */
 
 static const char *
 error_type_of(const struct plan_step *s)
@@ -153,4 +155,35 @@ weft__rt_lessons_preempt(struct run *run)
         json_decref(lesson);
         weft__skills_free(hits, n);
     }
+}
+
+void
+weft__rt_lessons_for_plan(struct run *run,
+                          const char *request,
+                          struct weft_span *span,
+                          struct weft__buf *prompt)
+{
+    struct weft__skill *hits = NULL;
+    size_t n = 0;
+    const char *ids[GUIDE_K];
+
+    if (!run->cfg.wf->memory.is_lessons || request == NULL) {
+        return;
+    }
+    find(run, request, GUIDE_K, COVER_GUIDE, &hits, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0) {
+            weft__buf_printf(prompt, "\n\nLessons from earlier runs (a task that failed, why, "
+                                     "and the corrective steps that made it work; plan so the "
+                                     "mistake does not happen again):");
+        }
+        weft__buf_printf(prompt, "\n- lesson %s (reward %.2f): task \"%.300s\": %.*s", hits[i].id,
+                         hits[i].reward, hits[i].task, PLAN_LESSON_MAX, hits[i].solution);
+        ids[i] = hits[i].id;
+    }
+    if (n > 0) {
+        weft_span_set_str_array(span, "weft.lessons.used", ids, n);
+        weft__rt_metrics_lesson(run->tel.metrics, "planned");
+    }
+    weft__skills_free(hits, n);
 }

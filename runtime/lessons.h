@@ -11,6 +11,8 @@
 
 #include "run.h"
 
+#include "base/buf.h"
+
 #include <jansson.h>
 
 /* After step @p index completed: kept as a lesson when a correction repaired it. */
@@ -28,5 +30,13 @@ json_t *weft__rt_lessons_for(struct run *run, size_t index, struct weft_span *sp
 /* Before the plan runs: each pending step whose task a lesson's failed task covers is repaired
  * before it runs (weft__rt_correct_preempt()). */
 void weft__rt_lessons_preempt(struct run *run);
+
+/* Before the LLM plans @p request: the best lessons whose failed task the request covers at
+ * least halfway are appended to @p prompt (the planner avoids the mistake), their ids go on
+ * @p span as weft.lessons.used. Nothing when none match or lessons are off. */
+void weft__rt_lessons_for_plan(struct run *run,
+                               const char *request,
+                               struct weft_span *span,
+                               struct weft__buf *prompt);
 
 #endif /* WEFT_RUNTIME_LESSONS_H */

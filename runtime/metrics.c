@@ -161,7 +161,7 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
              "Agent steps by outcome, with and without injected skills", NULL, 0, &is_ok);
     m->lessons =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons", "{lesson}",
-             "Lessons learned from corrections and used (guided, preempted)", NULL, 0, &is_ok);
+             "Lessons learned from corrections and used (guided, preempted, planned)", NULL, 0, &is_ok);
     m->mistakes =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons.mistakes", "{failure}",
              "Step failures, repeated when a lesson already covered them", NULL, 0, &is_ok);

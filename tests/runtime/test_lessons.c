@@ -216,6 +216,79 @@ test_lessons_guide_the_corrector_of_a_similar_failure(void **state)
     weft_run_result_free(r);
 }
 
+/* A workflow whose supervisor plans with the model: a request like a task that failed before
+ * brings the lesson into the planner's prompt (before anything runs), and its id onto the plan
+ * span. An unrelated request brings none. */
+static void
+test_lessons_reach_the_llm_planner(void **state)
+{
+    struct fx *f = *state;
+    struct weft_run_result *r = NULL;
+    char path[512];
+    json_t *chat = NULL;
+    const char *script =
+        "{\"version\": 1, \"responses\": {\"supervisor\": {\"plan\": [{\"content\": "
+        "{\"thought\": \"report\", \"plan\": [{\"agent\": \"reporter\", \"task\": "
+        "\"Report the greeting.\", \"depends_on\": []}]}}]}, \"reporter\": {\"act\": "
+        "[{\"content\": \"done\"}]}}}";
+    const char *wf =
+        "{\"name\": \"planned\", \"models\": {\"scripted\": {\"provider\": \"scripted\", "
+        "\"model\": \"scripted-gpt-4o-mini\", \"script\": \"planned-script.json\"}}, "
+        "\"supervisor\": {\"instructions\": \"Plan.\"}, \"agents\": [{\"name\": "
+        "\"reporter\", \"instructions\": \"Report.\"}], \"memory\": {\"lessons\": true}}";
+
+    load(f, WEFT_SOURCE_DIR "/examples/lessons/workflow.json");
+    r = run(f, 1); /* the lesson */
+    weft_run_result_free(r);
+    write_file(f, "planned-script.json", script);
+    write_file(f, "planned.json", wf);
+    snprintf(path, sizeof(path), "%s/planned.json", f->dir);
+    for (int i = 0; i < 2; i++) {
+        struct weft_run_options ro;
+        char error[512] = "";
+        char ws[400];
+        const char *msgs = NULL;
+        json_t *plan = NULL;
+
+        load(f, path);
+        otlp_sink_free(f->sink);
+        f->sink = otlp_sink_new();
+        snprintf(ws, sizeof(ws), "%s/planned-ws%d", f->dir, i);
+        assert_int_equal(mkdir(ws, 0700), 0);
+        memset(&ro, 0, sizeof(ro));
+        ro.provider = otlp_sink_provider(f->sink);
+        ro.state_path = f->state;
+        ro.workspace = ws;
+        ro.meter = f->meter;
+        ro.capture_content = 1;
+        ro.input = i == 0 ? "Run the greeting script, then report it" : "Summarise the weather";
+        if (weft_run(f->wf, &ro, &r, error, sizeof(error)) != WEFT_OK) {
+            fail_msg("weft_run: %s", error);
+        }
+        otlp_sink_collect(f->sink);
+        assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+        chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
+        assert_non_null(chat);
+        assert_string_equal(otlp_span_attr(chat, "weft.llm.purpose"), "plan");
+        msgs = otlp_span_attr(chat, "gen_ai.input.messages");
+        plan = otlp_sink_parent(f->sink, chat);
+        assert_non_null(plan);
+        if (i == 0) {
+            assert_non_null(strstr(msgs, "Lessons from earlier runs"));
+            assert_non_null(strstr(msgs, "lib/helpers.sh")); /* the corrective plan */
+        } else {
+            assert_null(strstr(msgs, "Lessons from earlier runs"));
+        }
+        {
+            char *text = json_dumps(plan, 0);
+            assert_true((strstr(text, "weft.lessons.used") != NULL) == (i == 0));
+            free(text);
+        }
+        weft_run_result_free(r);
+    }
+    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"planned\""));
+}
+
 int
 main(void)
 {
@@ -224,6 +297,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_lessons_guide_the_corrector_of_a_similar_failure,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lessons_reach_the_llm_planner, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
