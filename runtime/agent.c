@@ -985,6 +985,7 @@ weft__rt_agent_step(struct run *run, size_t index)
     weft__rt_prompt_cleanup(&prompt);
     step->ended_ns = weft__now_ns();
     weft__rt_skills_learn(run, index, tools, &last_span, recall.ids != NULL);
+    step = &run->ps.plan.steps[index]; /* an embeddings call released the run lock */
     weft__free(tools);
     weft__rt_recall_cleanup(&recall);
     weft__rt_metrics_agent(run->tel.metrics, agent->name, step->status == STEP_COMPLETED,

@@ -21,6 +21,7 @@
 #include "command_step.h"
 #include "correct.h"
 #include "durable.h"
+#include "embed.h"
 #include "evaluate.h"
 #include "flow.h"
 #include "lessons.h"
@@ -780,6 +781,7 @@ teardown(struct run *run)
     json_decref(run->store.resumed);
     weft__state_close(run->store.state);
     weft__state_close(run->store.memory);
+    weft__rt_embedder_free(run->store.embedder);
     weft__free(run->store.session_id);
     weft__free(run->cfg.workspace);
     weft__free(run->cfg.stored_input);
@@ -1694,6 +1696,7 @@ step_finish(struct run *run, size_t index)
 
     ENG(run)->steps_finished++;
     weft__rt_lessons_learn(run, index);
+    s = &run->ps.plan.steps[index]; /* an embeddings call released the run lock */
     weft__rt_watchdog_step_done(run, index);
     weft__rt_cursors_save(run);
     if (s->status == STEP_COMPLETED &&

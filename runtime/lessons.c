@@ -7,12 +7,17 @@
  * same thing for both. The thresholds differ on purpose: guiding a corrector needs only a
  * likely match (COVER_GUIDE), repairing a step before it runs needs a near-identical task
  * (COVER_PREEMPT), since it changes the plan without asking anyone.
+ *
+ * With memory.embeddings, a lesson is saved with its task's vector as a skill is, but lessons
+ * are still found by coverage alone: a preemptive repair changes the plan without asking
+ * anyone, so "the same task" stays a matter of shared words, not of nearby meanings.
  */
 #include "lessons.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
 #include "correct.h"
+#include "embed.h"
 #include "memory.h"
 #include "metrics.h"
 #include "state.h"
@@ -55,15 +60,20 @@ weft__rt_lessons_learn(struct run *run, size_t index)
 {
     const struct plan_step *s = &run->ps.plan.steps[index];
     struct weft__skill lesson;
+    struct rt_embedding vec;
     json_t *text = NULL;
     char *solution = NULL;
 
     if (!run->cfg.wf->memory.is_lessons || s->task == NULL) {
         return;
     }
-    if (s->status != STEP_COMPLETED || s->lesson == NULL || !s->has_reward) {
+    if (s->status != STEP_COMPLETED || s->lesson == NULL || !s->has_reward ||
+        run->store.state == NULL) {
         return;
     }
+    /* The vector first: the call releases the run lock, so the step is read again after it. */
+    (void)weft__rt_memory_embed(run, s->task, &s->span, &vec);
+    s = &run->ps.plan.steps[index];
     text = json_pack("{s:s, s:s?, s:O}", "error_type", error_type_of(s), "message",
                      json_string_value(json_object_get(s->error, "message")), "plan", s->lesson);
     solution = text != NULL ? json_dumps(text, JSON_COMPACT) : NULL;
@@ -75,12 +85,11 @@ weft__rt_lessons_learn(struct run *run, size_t index)
         lesson.workflow = run->cfg.wf->name;
         lesson.run_id = run->store.run_id;
         lesson.reward = s->reward;
-        if (run->store.state != NULL &&
-            weft__state_skill_save(run->store.memory != NULL ? run->store.memory : run->store.state,
-                                   &lesson, NULL) == WEFT_OK) {
+        if (weft__rt_memory_save(run, &lesson, &vec, NULL) == WEFT_OK) {
             weft__rt_metrics_lesson(run->tel.metrics, "learned");
         }
     }
+    weft__rt_embedding_cleanup(&vec);
     free(solution);
     json_decref(text);
 }

@@ -3,7 +3,10 @@
  * worked examples; after a step that succeeded, it is kept as a skill. The storage is the
  * state store's (state.h, both backends); this module decides when, what and how it is shown,
  * traced and counted. Everything here is off unless the workflow's "memory" says "skills".
- * Run lock held for every call (the lookups are short database reads). */
+ * Run lock held for every call (the lookups are short database reads); with
+ * memory.embeddings, an embeddings call releases it around the network call, as an LLM call
+ * does, so callers re-read the plan after weft__rt_skills_recall(), weft__rt_skills_learn()
+ * and weft__rt_memory_embed(). */
 #ifndef WEFT_RUNTIME_MEMORY_H
 #define WEFT_RUNTIME_MEMORY_H
 
@@ -56,5 +59,25 @@ weft_err weft__rt_memory_search(struct run *run,
                                 double min_score,
                                 struct weft__skill **hits,
                                 size_t *n);
+
+/* The vector of @p text for a save (a skill's or a lesson's task) when memory.embeddings is
+ * configured, with an `embeddings {model}` span under @p parent (the step's agent span; the
+ * run's root when invalid). A failure is traced, counted and warned about once per run (see
+ * memory.c) and returns false: the item is saved without a vector. Releases the run lock
+ * around the call: re-read the plan afterwards. Ownership: *out is new on true
+ * (weft__rt_embedding_cleanup()), zeroed on false. */
+struct rt_embedding;
+bool weft__rt_memory_embed(struct run *run,
+                           const char *text,
+                           const struct weft_span_context *parent,
+                           struct rt_embedding *out);
+
+/* Save @p s in the run's memory store with the vector @p v (may be NULL or empty: none),
+ * stored under the configured embeddings model. @return as weft__state_skill_save_vec(),
+ * WEFT_ESTATE when the run has no store. Ownership: borrows everything. */
+weft_err weft__rt_memory_save(struct run *run,
+                              const struct weft__skill *s,
+                              const struct rt_embedding *v,
+                              bool *is_new);
 
 #endif /* WEFT_RUNTIME_MEMORY_H */

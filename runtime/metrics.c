@@ -42,6 +42,8 @@ struct rt_metrics {
     struct weft_instrument *skill_lookups;
     struct weft_instrument *skills_saved;
     struct weft_instrument *skill_outcomes;
+    struct weft_instrument *embeddings;
+    struct weft_instrument *embedding_errors;
     struct weft_instrument *lessons;
     struct weft_instrument *mistakes;
     struct weft_instrument *mcp_truncated;
@@ -159,6 +161,12 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
     m->skill_outcomes =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.step_outcomes", "{step}",
              "Agent steps by outcome, with and without injected skills", NULL, 0, &is_ok);
+    m->embeddings = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.embeddings", "{call}",
+                         "Embeddings calls of skill memory by operation (lookup, save) and outcome",
+                         NULL, 0, &is_ok);
+    m->embedding_errors = make(
+        meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.embedding_errors", "{error}",
+        "Embeddings calls that failed (text ranking used instead) by error.type", NULL, 0, &is_ok);
     m->lessons =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons", "{lesson}",
              "Lessons learned from corrections and used (guided, preempted, planned)", NULL, 0, &is_ok);
@@ -440,6 +448,26 @@ weft__rt_metrics_skill_outcome(struct rt_metrics *m,
     a[2] = weft_attr_str("with_skill", had_skill ? "true" : "false");
     a[3] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->skill_outcomes, 1, a, 4);
+}
+
+void
+weft__rt_metrics_embedding(struct rt_metrics *m, const char *operation, const char *error_type)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_embedding(m->tee, operation, error_type);
+    a[0] = WF(m);
+    a[1] = weft_attr_str("operation", operation);
+    a[2] = weft_attr_str("outcome", error_type == NULL ? "ok" : "error");
+    weft_counter_add(m->embeddings, 1, a, 3);
+    if (error_type != NULL) {
+        a[2] = weft_attr_str(WEFT__ERROR_TYPE, error_type);
+        weft_counter_add(m->embedding_errors, 1, a, 3);
+    }
 }
 
 void

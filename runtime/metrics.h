@@ -51,6 +51,12 @@ void weft__rt_metrics_skill_outcome(struct rt_metrics *m,
                                     bool had_skill,
                                     bool is_success);
 
+/* Skill memory's embeddings calls (memory.c): one call for @p operation (lookup, save) that
+ * succeeded (@p error_type NULL) or failed with @p error_type (weft.skills.embeddings by
+ * outcome; failures also weft.skills.embedding_errors by error.type). */
+void
+weft__rt_metrics_embedding(struct rt_metrics *m, const char *operation, const char *error_type);
+
 /* Lessons (lessons.c): one learned, or used to guide a corrector or to repair a step before it
  * ran (@p outcome learned, guided, preempted); a step failure, repeated when a lesson covered it
  * (weft.lessons, weft.lessons.mistakes). */

@@ -43,6 +43,7 @@
 #define RUN_MAX_REQUESTS 16 /* pending loop-back requests; more are cancelled and traced */
 #define RT_END           ((size_t)-1)
 
+struct rt_embedder;
 struct rt_mstore;
 struct rt_prompt;
 struct tool_def;
@@ -96,6 +97,10 @@ struct run_persist {
     /* Where skill memory lives when it is not the run's state: a worker's task run opens the
      * shared store (WEFT_STATE_URL, or its WEFT_HOME) for it alone; NULL otherwise. Owned. */
     struct rt_state *memory;
+    /* Skill memory's embeddings client (memory.c), made on first use; freed with the run. */
+    struct rt_embedder *embedder;
+    bool is_embedder_broken; /* it could not be made (its key's variable unset): text only */
+    bool is_embed_warned;    /* the run's one warning about the endpoint was logged */
     char run_id[72];
     char *session_id;
     bool is_resumed;

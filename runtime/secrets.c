@@ -440,6 +440,9 @@ weft__rt_secrets_load(const struct weft_workflow *wf)
             add_env(wf->models[i].api_key_env);
         }
     }
+    if (wf != NULL && wf->memory.embeddings.api_key_env != NULL) {
+        add_env(wf->memory.embeddings.api_key_env);
+    }
     for (size_t i = 0; i < sizeof(header_vars) / sizeof(header_vars[0]); i++) {
         add_header_list(header_vars[i]);
     }

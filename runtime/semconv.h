@@ -32,6 +32,7 @@ struct llm_tool_call; /* llm/llm.h */
 #define WEFT__GENAI_OP_PLAN            "plan"
 #define WEFT__GENAI_OP_CHAT            "chat"
 #define WEFT__GENAI_OP_EXECUTE_TOOL    "execute_tool"
+#define WEFT__GENAI_OP_EMBEDDINGS      "embeddings"
 #define WEFT__GENAI_OP_CREATE_AGENT    "create_agent" /* remote agent services; weft has none */
 
 /* Attributes shared by the spans. */

@@ -47,6 +47,9 @@ static const struct kind_info kinds[] = {
     /* GenAI retrieval spans are CLIENT: the store may be another process (PostgreSQL). */
     [RT_SPAN_RETRIEVAL] = {"retrieval", "retrieval", "RETRIEVER", "retriever",
                            WEFT_SPAN_KIND_CLIENT},
+    /* An embeddings endpoint's call (skill memory): a model call, CLIENT. */
+    [RT_SPAN_EMBEDDINGS] = {WEFT__GENAI_OP_EMBEDDINGS, WEFT__GENAI_OP_EMBEDDINGS, "EMBEDDING",
+                            "embedding", WEFT_SPAN_KIND_CLIENT},
 };
 
 /* The GenAI start attributes of one kind of span; @p provider only for chat spans. */
@@ -84,6 +87,7 @@ genai_start_attrs(const struct run *run,
         attrs[n++] = weft_attr_str(WEFT__GENAI_AGENT_NAME, subject);
         break;
     case RT_SPAN_CHAT:
+    case RT_SPAN_EMBEDDINGS:
         if (provider != NULL) {
             attrs[n++] = weft_attr_str(WEFT__GENAI_PROVIDER_NAME, provider);
         }
@@ -170,6 +174,20 @@ weft__span_start_chat(struct run *run,
                       struct weft_span *parent)
 {
     return start(run, RT_SPAN_CHAT, model, provider, parent, NULL, NULL, 0);
+}
+
+struct weft_span *
+weft__span_start_embeddings(struct run *run,
+                            const char *model,
+                            struct weft_span *parent,
+                            const struct weft_span_context *parent_ctx)
+{
+    if (parent == NULL && (parent_ctx == NULL || !weft_span_context_is_valid(parent_ctx))) {
+        parent = run->tel.root;
+        parent_ctx = NULL;
+    }
+    return start(run, RT_SPAN_EMBEDDINGS, model, "openai", parent,
+                 parent == NULL ? parent_ctx : NULL, NULL, 0);
 }
 
 void

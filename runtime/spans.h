@@ -19,7 +19,8 @@ typedef enum rt_span_kind {
     RT_SPAN_LOOP,
     RT_SPAN_FANOUT,
     RT_SPAN_ITEM,
-    RT_SPAN_RETRIEVAL /* a lookup in skill memory: subject is the data source id */
+    RT_SPAN_RETRIEVAL, /* a lookup in skill memory: subject is the data source id */
+    RT_SPAN_EMBEDDINGS /* an embeddings call (skill memory): subject is the model */
 } rt_span_kind;
 
 /* Start a span named "{operation} {subject}" with the three vocabularies (gen_ai.operation.name
@@ -47,6 +48,14 @@ struct weft_span *weft__span_start_chat(struct run *run,
                                         const char *model,
                                         const char *provider,
                                         struct weft_span *parent);
+
+/* An `embeddings {model}` span (CLIENT, gen_ai.operation.name embeddings, gen_ai.provider.name
+ * openai and gen_ai.request.model at start) under @p parent, else under the span context
+ * @p parent_ctx when valid, else under the run's root. Never NULL. */
+struct weft_span *weft__span_start_embeddings(struct run *run,
+                                              const char *model,
+                                              struct weft_span *parent,
+                                              const struct weft_span_context *parent_ctx);
 
 /* Set a content attribute (prompts, outputs, arguments) only when capture is on. */
 void

@@ -17,6 +17,7 @@
 #include "tracing/ids.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -912,10 +913,73 @@ is_short_text(const char *s)
     return s == NULL || strnlen(s, WEFT_SKILL_TEXT_MAX + 1) <= WEFT_SKILL_TEXT_MAX;
 }
 
+/* Vectors are stored as float32 little-endian whatever the host's order, so a store moved
+ * between machines (or shared over PostgreSQL) reads the same numbers. */
+static void
+vec_encode(const float *values, size_t dims, unsigned char *out)
+{
+    for (size_t i = 0; i < dims; i++) {
+        uint32_t u = 0;
+
+        memcpy(&u, &values[i], sizeof(u));
+        out[4 * i] = (unsigned char)(u & 0xffu);
+        out[4 * i + 1] = (unsigned char)((u >> 8) & 0xffu);
+        out[4 * i + 2] = (unsigned char)((u >> 16) & 0xffu);
+        out[4 * i + 3] = (unsigned char)(u >> 24);
+    }
+}
+
+static void
+vec_decode(const unsigned char *bytes, size_t dims, float *out)
+{
+    for (size_t i = 0; i < dims; i++) {
+        uint32_t u = (uint32_t)bytes[4 * i] | (uint32_t)bytes[4 * i + 1] << 8 |
+                     (uint32_t)bytes[4 * i + 2] << 16 | (uint32_t)bytes[4 * i + 3] << 24;
+
+        memcpy(&out[i], &u, sizeof(u));
+    }
+}
+
+static bool
+vec_is_valid(const struct weft__skill_vector *v)
+{
+    if (v->model == NULL || v->model[0] == '\0' || !is_short_text(v->model) || v->values == NULL ||
+        v->dims == 0 || v->dims > WEFT_SKILL_VECTOR_DIMS_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < v->dims; i++) {
+        if (!isfinite(v->values[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+skill_is_valid(const struct weft__skill *s)
+{
+    return s != NULL && s->agent != NULL && s->agent[0] != '\0' && s->task != NULL &&
+           s->task[0] != '\0' && s->solution != NULL && is_short_text(s->agent) &&
+           is_short_text(s->workflow) && is_short_text(s->run_id) &&
+           is_hex_or_empty(s->trace_id, 32) && is_hex_or_empty(s->span_id, 16) &&
+           (s->id[0] == '\0' || weft__uuid_is_valid(s->id));
+}
+
 weft_err
 weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *is_new)
 {
+    return weft__state_skill_save_vec(st, s, NULL, is_new);
+}
+
+weft_err
+weft__state_skill_save_vec(struct rt_state *st,
+                           const struct weft__skill *s,
+                           const struct weft__skill_vector *vec,
+                           bool *is_new)
+{
     struct weft__skill copy;
+    struct weft__state_vec_blob blob;
+    unsigned char *bytes = NULL;
     char hash[17];
     bool added = false;
     weft_err err = WEFT_OK;
@@ -923,12 +987,18 @@ weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *i
     if (is_new != NULL) {
         *is_new = false;
     }
-    if (st == NULL || s == NULL || s->agent == NULL || s->agent[0] == '\0' || s->task == NULL ||
-        s->task[0] == '\0' || s->solution == NULL || !is_short_text(s->agent) ||
-        !is_short_text(s->workflow) || !is_short_text(s->run_id) ||
-        !is_hex_or_empty(s->trace_id, 32) || !is_hex_or_empty(s->span_id, 16) ||
-        (s->id[0] != '\0' && !weft__uuid_is_valid(s->id))) {
+    if (st == NULL || !skill_is_valid(s) || (vec != NULL && !vec_is_valid(vec))) {
         return WEFT_EINVAL;
+    }
+    if (vec != NULL) {
+        bytes = weft__malloc(4 * vec->dims);
+        if (bytes == NULL) {
+            return WEFT_ENOMEM;
+        }
+        vec_encode(vec->values, vec->dims, bytes);
+        blob.model = vec->model;
+        blob.bytes = bytes;
+        blob.len = 4 * vec->dims;
     }
     /* The caps apply to a copy: the caller's skill is borrowed. */
     copy = *s;
@@ -948,13 +1018,58 @@ weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *i
         copy.created_ns = weft__now_ns();
     }
     weft__skill_task_hash(s->task, hash);
-    err = st->ops->skill_save(st, &copy, hash, &added);
+    err = st->ops->skill_save(st, &copy, hash, vec != NULL ? &blob : NULL, &added);
     if (err == WEFT_OK && is_new != NULL) {
         *is_new = added;
     }
 out:
     weft__free(copy.task);
     weft__free(copy.solution);
+    weft__free(bytes);
+    return err;
+}
+
+struct vec_scan {
+    state_vector_fn fn;
+    void *user_data;
+    float *values; /* dims floats, reused for every row */
+    size_t dims;
+};
+
+static bool
+vec_scan_row(const char *id, const unsigned char *bytes, void *user_data)
+{
+    struct vec_scan *scan = user_data;
+
+    vec_decode(bytes, scan->dims, scan->values);
+    return scan->fn(id, scan->values, scan->user_data);
+}
+
+weft_err
+weft__state_skill_vectors_each(struct rt_state *st,
+                               const char *agent,
+                               const char *model,
+                               size_t dims,
+                               state_vector_fn fn,
+                               void *user_data)
+{
+    struct vec_scan scan;
+    weft_err err = WEFT_OK;
+
+    if (st == NULL || agent == NULL || model == NULL || fn == NULL || dims == 0 ||
+        dims > WEFT_SKILL_VECTOR_DIMS_MAX) {
+        return WEFT_EINVAL;
+    }
+    scan.fn = fn;
+    scan.user_data = user_data;
+    scan.dims = dims;
+    scan.values = weft__malloc(dims * sizeof(float));
+    if (scan.values == NULL) {
+        return WEFT_ENOMEM;
+    }
+    err = st->ops->skill_vectors(st, agent, model, 4 * dims, WEFT_SKILL_VECTORS_SCAN_MAX,
+                                 vec_scan_row, &scan);
+    weft__free(scan.values);
     return err;
 }
 

@@ -421,6 +421,46 @@ void weft__state_skills_retention(struct rt_state *st, size_t max_per_agent, uin
  * Ownership: borrows @p s. */
 weft_err weft__state_skill_save(struct rt_state *st, const struct weft__skill *s, bool *is_new);
 
+/* A skill's embedding (docs/memory.md, "Embeddings"): the vector of its task as @p model
+ * made it. Stored as float32 little-endian bytes beside the skill (SQLite: skill_vectors, a BLOB
+ * keyed by the skill's row; PostgreSQL: skill_vectors, bytea keyed by the skill's id, deleted
+ * with it), and only ever compared with vectors of the same model and length. */
+struct weft__skill_vector {
+    const char *model;   /* at most WEFT_SKILL_TEXT_MAX bytes */
+    const float *values; /* dims finite floats */
+    size_t dims;         /* 1..WEFT_SKILL_VECTOR_DIMS_MAX */
+};
+
+#define WEFT_SKILL_VECTOR_DIMS_MAX 8192u
+/* Most vectors one scan reads: retention keeps 1,000 skills per agent by default, so a scan
+ * reads them all; an agent allowed more is compared on its first 20,000 vectors only. */
+#define WEFT_SKILL_VECTORS_SCAN_MAX 20000u
+
+/* weft__state_skill_save() with the task's vector @p vec (NULL: none). The vector is stored
+ * (replacing the skill's previous one) when the skill row is added or replaced, in the same
+ * transaction; a skill kept because it earned more keeps its own vector.
+ * @return as weft__state_skill_save(); also WEFT_EINVAL for a malformed vector. */
+weft_err weft__state_skill_save_vec(struct rt_state *st,
+                                    const struct weft__skill *s,
+                                    const struct weft__skill_vector *vec,
+                                    bool *is_new);
+
+/* Called for each stored vector: the skill's id and its @p dims values (borrowed for the call).
+ * Return false to stop the scan. */
+typedef bool (*state_vector_fn)(const char *id, const float *values, void *user_data);
+
+/* Call @p fn for each of @p agent's skills that has a vector made by @p model with @p dims
+ * numbers (vectors of another model or length are never shown), at most
+ * WEFT_SKILL_VECTORS_SCAN_MAX of them, in no particular order. A brute-force scan: one agent's
+ * skills are capped by retention (1,000 by default), so there is no vector index.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM. Ownership: borrows everything. */
+weft_err weft__state_skill_vectors_each(struct rt_state *st,
+                                        const char *agent,
+                                        const char *model,
+                                        size_t dims,
+                                        state_vector_fn fn,
+                                        void *user_data);
+
 /* The @p k (at most WEFT_SKILLS_K_MAX) skills of @p agent whose task best matches @p query,
  * best first, only those whose score is at least @p min_score (their relevance in [0, 1):
  * s/(s+1) of the BM25 sum s on SQLite, ts_rank_cd with normalisation 32 on PostgreSQL; the

@@ -13,6 +13,15 @@
 
 struct weft__state_dead;
 
+/* A skill's vector as stored: float32 little-endian bytes (state.c encodes and decodes). */
+struct weft__state_vec_blob {
+    const char *model;
+    const unsigned char *bytes;
+    size_t len;
+};
+/* One stored vector of a scan: the skill's id and @p len bytes. false stops the scan. */
+typedef bool (*state_blob_fn)(const char *id, const unsigned char *bytes, void *user_data);
+
 struct weft__state_ops {
     const char *name; /* "sqlite", "postgresql" */
     void (*close)(struct rt_state *st);
@@ -115,7 +124,16 @@ struct weft__state_ops {
     weft_err (*skill_save)(struct rt_state *st,
                            const struct weft__skill *s,
                            const char *hash,
+                           const struct weft__state_vec_blob *vec,
                            bool *is_new);
+    /* Each of @p agent's vectors of @p model that are @p len bytes long, at most @p limit. */
+    weft_err (*skill_vectors)(struct rt_state *st,
+                              const char *agent,
+                              const char *model,
+                              size_t len,
+                              size_t limit,
+                              state_blob_fn fn,
+                              void *user_data);
     weft_err (*skills_search)(struct rt_state *st,
                               const char *agent,
                               const char *terms,

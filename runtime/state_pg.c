@@ -202,7 +202,16 @@ static const char migration_3[] =
     "CREATE TRIGGER skills_count AFTER INSERT OR DELETE ON skills"
     " FOR EACH ROW EXECUTE FUNCTION weft_skills_count();";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3};
+/* Version 4: skill embeddings (state.h, docs/memory.md): each skill's task vector, float32
+ * little-endian bytes, with the model that made it, deleted with its skill (the foreign key);
+ * a table of its own so that a scan of one agent's vectors reads only vectors. */
+static const char migration_4[] =
+    "CREATE TABLE skill_vectors ("
+    " id TEXT COLLATE \"C\" PRIMARY KEY REFERENCES skills (id) ON DELETE CASCADE,"
+    " agent TEXT NOT NULL, model TEXT NOT NULL, vec bytea NOT NULL);"
+    "CREATE INDEX skill_vectors_agent_idx ON skill_vectors (agent, model);";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2582,11 +2591,109 @@ skills_terms_refresh(struct pg_state *st)
     return err;
 }
 
+/* The vector of skill @p id, replacing the one it had. bytea travels as hex text. */
 static weft_err
-pg_skill_save(struct rt_state *base, const struct weft__skill *s, const char *hash, bool *is_new)
+vector_put(struct pg_state *st,
+           const char *id,
+           const char *agent,
+           const struct weft__state_vec_blob *vec)
+{
+    char *hex = weft__malloc(2 * vec->len + 1);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    if (hex == NULL) {
+        st->is_tx_failed = st->tx_depth > 0;
+        return WEFT_ENOMEM;
+    }
+    weft_hex_encode(vec->bytes, vec->len, hex);
+    hex[2 * vec->len] = '\0';
+    params_init(&p);
+    p_key(&p, id);
+    p_key(&p, agent);
+    p_key(&p, vec->model);
+    p_raw(&p, hex);
+    err = exec_sql(st, "skill vector",
+                   "INSERT INTO skill_vectors (id, agent, model, vec)"
+                   " VALUES ($1, $2, $3, decode($4, 'hex')) ON CONFLICT (id) DO UPDATE"
+                   " SET agent = excluded.agent, model = excluded.model, vec = excluded.vec",
+                   &p);
+    params_cleanup(&p);
+    weft__free(hex);
+    return err;
+}
+
+/* One row of a vector scan: hex text back into bytes, then @p fn. */
+static bool
+vector_row(const PGresult *res,
+           int row,
+           size_t len,
+           unsigned char *bytes,
+           state_blob_fn fn,
+           void *user_data,
+           bool *is_bad)
+{
+    const char *hex = PQgetvalue(res, row, 1);
+
+    if ((size_t)PQgetlength(res, row, 1) != 2 * len ||
+        weft__hex_decode_id(hex, 2 * len, bytes, len) != WEFT_OK) {
+        *is_bad = true; /* skipped: length() said len, so this is not expected */
+        return true;
+    }
+    return fn(PQgetvalue(res, row, 0), bytes, user_data);
+}
+
+static weft_err
+pg_skill_vectors(struct rt_state *base,
+                 const char *agent,
+                 const char *model,
+                 size_t len,
+                 size_t limit,
+                 state_blob_fn fn,
+                 void *user_data)
+{
+    struct pg_state *st = pg(base);
+    unsigned char *bytes = weft__malloc(len);
+    PGresult *res = NULL;
+    struct params p;
+    bool is_bad = false;
+
+    if (bytes == NULL) {
+        return WEFT_ENOMEM;
+    }
+    params_init(&p);
+    p_key(&p, agent);
+    p_key(&p, model);
+    p_u64(&p, len);
+    p_u64(&p, limit);
+    res = query(st, "skill vectors",
+                "SELECT id, encode(vec, 'hex') FROM skill_vectors WHERE agent = $1"
+                " AND model = $2 AND length(vec) = $3 LIMIT $4",
+                &p);
+    params_cleanup(&p);
+    for (int i = 0; res != NULL && i < PQntuples(res); i++) {
+        if (!vector_row(res, i, len, bytes, fn, user_data, &is_bad)) {
+            break;
+        }
+    }
+    if (is_bad) {
+        WEFT_LOG(WEFT_LOG_WARN, "state: skipped a malformed skill vector on %s", st->where);
+    }
+    PQclear(res);
+    weft__free(bytes);
+    return res != NULL ? WEFT_OK : WEFT_EIO;
+}
+
+static weft_err
+pg_skill_save(struct rt_state *base,
+              const struct weft__skill *s,
+              const char *hash,
+              const struct weft__state_vec_blob *vec,
+              bool *is_new)
 {
     struct pg_state *st = pg(base);
     PGresult *res = NULL;
+    char kept_id[WEFT_UUID_LEN + 1] = "";
     struct params p;
     weft_err err = WEFT_OK;
 
@@ -2618,15 +2725,22 @@ pg_skill_save(struct rt_state *base, const struct weft__skill *s, const char *ha
                 " run_id = excluded.run_id, trace_id = excluded.trace_id,"
                 " span_id = excluded.span_id, reward = excluded.reward,"
                 " created_ns = excluded.created_ns WHERE skills.reward <= excluded.reward"
-                " RETURNING xmax = 0",
+                " RETURNING xmax = 0, id",
                 &p);
     params_cleanup(&p);
     if (res == NULL) {
         return tx_end(st, WEFT_EIO);
     }
     *is_new = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    if (PQntuples(res) == 1) {
+        /* The row written: a replaced one keeps its id. */
+        snprintf(kept_id, sizeof(kept_id), "%s", PQgetvalue(res, 0, 1));
+    }
     PQclear(res);
-    if (*is_new) {
+    if (vec != NULL && kept_id[0] != '\0') {
+        err = vector_put(st, kept_id, s->agent, vec);
+    }
+    if (*is_new && err == WEFT_OK) {
         err = skills_retain(st, s->agent);
     }
     if (*is_new && err == WEFT_OK) {
@@ -2876,6 +2990,7 @@ static const struct weft__state_ops pg_ops = {
     .dead_collect = pg_dead_collect,
     .dead_mark = pg_dead_mark,
     .skill_save = pg_skill_save,
+    .skill_vectors = pg_skill_vectors,
     .skills_search = pg_skills_search,
     .skill_used = pg_skill_used,
     .skills_list = pg_skills_list,

@@ -26,10 +26,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
-#define STMT_CACHE 16
+#define STMT_CACHE 24
 
 struct cached_stmt {
     const char *sql; /* a string literal: compared by address */
@@ -126,6 +126,17 @@ static const char state_migrate_v7[] =
     " INSERT INTO skills_fts(rowid, task, agent_key) VALUES (new.rid, new.task, new.agent_key);"
     " END;"
     "INSERT INTO skills_fts(skills_fts, rank) VALUES ('rank', 'bm25(1.0, 0.0)');";
+
+/* Version 8 (skill embeddings, docs/memory.md): each skill's task vector, float32
+ * little-endian, with the model that made it, in a table of its own so that a scan of one
+ * agent's vectors reads only vectors (not the tasks and solutions beside them); deleted with
+ * its skill by a trigger (retention, forget, prune all delete from skills). */
+static const char state_migrate_v8[] =
+    "CREATE TABLE IF NOT EXISTS skill_vectors (rid INTEGER PRIMARY KEY, id TEXT NOT NULL,"
+    " agent TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS skill_vectors_agent ON skill_vectors(agent, model);"
+    "CREATE TRIGGER IF NOT EXISTS skill_vectors_delete AFTER DELETE ON skills BEGIN"
+    " DELETE FROM skill_vectors WHERE rid = old.rid; END;";
 
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
  * interrupted before anything marks it so. */
@@ -371,7 +382,8 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         (version < 5 && sqlite3_exec(st->db, state_migrate_v5, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 6 && sqlite3_exec(st->db, state_migrate_v6, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 7 && sqlite3_exec(st->db, state_migrate_v7, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 7; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 8 && sqlite3_exec(st->db, state_migrate_v8, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 8; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = &st->base;
@@ -1862,8 +1874,111 @@ agent_key(const char *agent, char out[18])
     snprintf(out, 18, "k%016llx", (unsigned long long)h);
 }
 
+/* The id of the skill at row @p rid into @p out. */
 static weft_err
-lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *hash, bool *is_new)
+skill_id_of(struct lite_state *st, sqlite3_int64 rid, char out[WEFT_UUID_LEN + 1])
+{
+    sqlite3_stmt *stmt = cached(st, "SELECT id FROM skills WHERE rid = ?");
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, rid);
+    rc = sqlite3_step(stmt);
+    snprintf(out, WEFT_UUID_LEN + 1, "%s",
+             rc == SQLITE_ROW && state_col_text(stmt, 0) != NULL ? state_col_text(stmt, 0) : "");
+    release(st, stmt);
+    if (rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+/* The vector of the skill at row @p rid (its id @p id), replacing the one it had. */
+static weft_err
+vector_put(struct lite_state *st,
+           sqlite3_int64 rid,
+           const char *id,
+           const char *agent,
+           const struct weft__state_vec_blob *vec)
+{
+    sqlite3_stmt *stmt = cached(st, "INSERT OR REPLACE INTO skill_vectors (rid, id, agent, model,"
+                                    " vec) VALUES (?, ?, ?, ?, ?)");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, rid);
+    bind_key(stmt, 2, id);
+    bind_key(stmt, 3, agent);
+    bind_key(stmt, 4, vec->model);
+    sqlite3_bind_blob(stmt, 5, vec->bytes, (int)vec->len, SQLITE_TRANSIENT);
+    return finish(st, stmt, "skill vector");
+}
+
+/* The vector of the skill just written at row @p rid: @p id is the new row's, NULL for an
+ * updated row, which keeps its own id (looked up rather than taken from the caller). */
+static weft_err
+vector_save(struct lite_state *st,
+            sqlite3_int64 rid,
+            const char *id,
+            const char *agent,
+            const struct weft__state_vec_blob *vec)
+{
+    char kept_id[WEFT_UUID_LEN + 1];
+    weft_err err = id == NULL ? skill_id_of(st, rid, kept_id) : WEFT_OK;
+
+    return err == WEFT_OK ? vector_put(st, rid, id != NULL ? id : kept_id, agent, vec) : err;
+}
+
+static weft_err
+lite_skill_vectors(struct rt_state *base,
+                   const char *agent,
+                   const char *model,
+                   size_t len,
+                   size_t limit,
+                   state_blob_fn fn,
+                   void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = cached(st, "SELECT id, vec FROM skill_vectors WHERE agent = ?"
+                                    " AND model = ? AND length(vec) = ? LIMIT ?");
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, agent);
+    bind_key(stmt, 2, model);
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)len);
+    sqlite3_bind_int64(stmt, 4, (sqlite3_int64)limit);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *id = state_col_text(stmt, 0);
+        const unsigned char *bytes = sqlite3_column_blob(stmt, 1);
+
+        if (id != NULL && bytes != NULL && (size_t)sqlite3_column_bytes(stmt, 1) == len &&
+            !fn(id, bytes, user_data)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    release(st, stmt);
+    if (rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: skill vectors read failed: %s", sqlite3_errstr(rc));
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+static weft_err
+lite_skill_save(struct rt_state *base,
+                const struct weft__skill *s,
+                const char *hash,
+                const struct weft__state_vec_blob *vec,
+                bool *is_new)
 {
     struct lite_state *st = lite(base);
     sqlite3_stmt *stmt = NULL;
@@ -1928,6 +2043,10 @@ lite_skill_save(struct rt_state *base, const struct weft__skill *s, const char *
         bind_key(stmt, 12, key);
     }
     err = finish(st, stmt, rc == SQLITE_ROW ? "skill update" : "skill insert");
+    if (err == WEFT_OK && vec != NULL) {
+        err = vector_save(st, rc == SQLITE_ROW ? rid : sqlite3_last_insert_rowid(st->db),
+                          rc == SQLITE_ROW ? NULL : s->id, s->agent, vec);
+    }
     if (err == WEFT_OK && rc == SQLITE_DONE) {
         err = skills_retain(st, s->agent);
     }
@@ -2265,6 +2384,7 @@ static const struct weft__state_ops lite_ops = {
     .dead_collect = lite_dead_collect,
     .dead_mark = lite_dead_mark,
     .skill_save = lite_skill_save,
+    .skill_vectors = lite_skill_vectors,
     .skills_search = lite_skills_search,
     .skill_used = lite_skill_used,
     .skills_list = lite_skills_list,

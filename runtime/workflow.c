@@ -2178,13 +2178,46 @@ load_executor(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     ex->max_in_flight = (unsigned)get_int(ld, e, "executor", "max_in_flight", 0, 1, 256);
 }
 
+/* "memory.embeddings" (@p e): an OpenAI-compatible embeddings endpoint, named the way a
+ * "models" entry names its server (base_url environment expanded, api_key_env), with the
+ * cosine's share of the score and the call's timeout (10 s by default: a lookup waits on it). */
+static void
+load_embeddings(struct loader *ld, struct wf_embeddings *emb, const json_t *e)
+{
+    static const char *const keys[] = {"base_url",  "model",      "api_key_env", "weight",
+                                       "timeout_s", "dimensions", NULL};
+    const char *path = "memory.embeddings";
+
+    check_keys(ld, e, path, keys);
+    emb->base_url = get_str(ld, e, path, "base_url", true);
+    if (emb->base_url != NULL) {
+        char *expanded = expand_env(emb->base_url);
+        weft__free(emb->base_url);
+        emb->base_url = expanded;
+        if (expanded != NULL && strncmp(expanded, "http://", 7) != 0 &&
+            strncmp(expanded, "https://", 8) != 0) {
+            diag_add(ld, "memory.embeddings.base_url", 0, 0,
+                     "expected an http:// or https:// URL, got \"%s\"", expanded);
+        }
+    }
+    emb->model = get_str(ld, e, path, "model", true);
+    emb->api_key_env = get_str(ld, e, path, "api_key_env", false);
+    emb->weight = get_num(ld, e, path, "weight", 0.5, 0.0, 1.0);
+    emb->timeout_ms = get_seconds_ms(ld, e, path, "timeout_s");
+    if (emb->timeout_ms == 0) {
+        emb->timeout_ms = 10000;
+    }
+    emb->dimensions = (size_t)get_int(ld, e, path, "dimensions", 0, 1, 8192);
+}
+
 /* "memory": skill memory (off unless "skills" is true) and the conversation's window. */
 static void
 load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
-        "skills",           "k",       "min_score", "max_per_agent", "max_age_days",
-        "history_messages", "lessons", NULL};
+        "skills",  "k",          "min_score", "max_per_agent", "max_age_days", "history_messages",
+        "lessons", "embeddings", NULL};
+    const json_t *e = NULL;
     const json_t *m = get_typed(ld, root, "", "memory", JSON_OBJECT, false);
     struct wf_memory *mem = &wf->memory;
 
@@ -2205,6 +2238,10 @@ load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     mem->max_age_ns = (uint64_t)get_int(ld, m, "memory", "max_age_days", 180, 0, 36500) * 24 *
                       3600 * 1000000000ull;
     mem->history_messages = (unsigned)get_int(ld, m, "memory", "history_messages", 200, 0, 10000);
+    e = get_typed(ld, m, "memory", "embeddings", JSON_OBJECT, false);
+    if (e != NULL) {
+        load_embeddings(ld, &mem->embeddings, e);
+    }
 }
 
 /* Load every section of @p root into @p wf, in the order their diagnostics come out: later
@@ -2334,6 +2371,9 @@ weft_workflow_free(struct weft_workflow *wf)
         weft__free(m->script);
     }
     weft__free(wf->models);
+    weft__free(wf->memory.embeddings.base_url);
+    weft__free(wf->memory.embeddings.model);
+    weft__free(wf->memory.embeddings.api_key_env);
     for (size_t i = 0; i < wf->agent_count; i++) {
         struct wf_agent *a = &wf->agents[i];
         weft__free(a->name);

@@ -71,6 +71,16 @@ struct wf_agent {
 };
 
 /* "memory" (docs/memory.md): skill memory and how much of a conversation an agent sees. */
+/* "memory.embeddings": an OpenAI-compatible embeddings endpoint for vector similarity. */
+struct wf_embeddings {
+    char *base_url;    /* NULL: no embeddings (text ranking only); environment expanded */
+    char *model;       /* sent as "model"; stored with each vector */
+    char *api_key_env; /* name of the variable holding the key; never the key; may be NULL */
+    double weight;     /* share of the score the cosine takes, in [0, 1] (default 0.5) */
+    uint32_t timeout_ms;
+    size_t dimensions; /* 0: the model's own length */
+};
+
 struct wf_memory {
     bool is_skills;            /* save successful steps as skills and inject similar ones */
     bool is_lessons;           /* keep corrections as lessons, and use them (lessons.c) */
@@ -79,6 +89,7 @@ struct wf_memory {
     size_t max_per_agent;      /* retention: skills kept per agent (default 1000) */
     uint64_t max_age_ns;       /* retention: 0 none (default 180 days) */
     unsigned history_messages; /* a conversation's last N messages an agent sees (default 200) */
+    struct wf_embeddings embeddings;
 };
 
 typedef enum wf_policy {

@@ -28,6 +28,7 @@
 #include "support/failalloc.h"
 #include "support/weft_test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1361,6 +1362,94 @@ test_state_skills_search_keeps_common_word_counts(void **state)
     weft__skills_free(hits, n);
 }
 
+/* Skill vectors (memory.embeddings): saved with the skill, exact floats back, only those of
+ * the asked model and length; replaced with an equal or better reward, kept with a lower one;
+ * deleted with their skill; malformed vectors refused. */
+struct vec_seen {
+    size_t n;
+    char id[WEFT_UUID_LEN + 1];
+    float first;
+};
+
+static bool
+vec_seen_row(const char *id, const float *values, void *user_data)
+{
+    struct vec_seen *seen = user_data;
+
+    seen->n++;
+    memcpy(seen->id, id, WEFT_UUID_LEN + 1);
+    seen->first = values[0];
+    return true;
+}
+
+static struct vec_seen
+vectors_of(struct fx *f, const char *agent, const char *model, size_t dims)
+{
+    struct vec_seen seen;
+
+    memset(&seen, 0, sizeof(seen));
+    assert_weft_ok(weft__state_skill_vectors_each(f->st, agent, model, dims, vec_seen_row, &seen));
+    return seen;
+}
+
+static void
+test_state_skill_vectors_follow_their_skill(void **state)
+{
+    struct fx *f = *state;
+    const float v1[3] = {0.25f, -1.5f, 3.0e-7f};
+    const float v2[3] = {0.75f, 0.0f, 1.0f};
+    const float bad[3] = {1.0f, NAN, 0.0f};
+    struct weft__skill_vector vec = {"emb-1", v1, 3};
+    struct weft__skill s = skill_of("coder", "sum the numbers", "sum()", 1.0);
+    struct vec_seen seen;
+    char id[WEFT_UUID_LEN + 1];
+    size_t removed = 0;
+    bool is_new = false;
+
+    assert_weft_ok(weft__state_skill_save_vec(f->st, &s, &vec, &is_new));
+    assert_true(is_new);
+    newest_skill_id(f, "coder", id);
+    seen = vectors_of(f, "coder", "emb-1", 3);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.id, id);
+    assert_true(seen.first == 0.25f);
+    /* Another model, another length or another agent: never seen. */
+    assert_int_equal(vectors_of(f, "coder", "emb-2", 3).n, 0);
+    assert_int_equal(vectors_of(f, "coder", "emb-1", 4).n, 0);
+    assert_int_equal(vectors_of(f, "tester", "emb-1", 3).n, 0);
+    /* A lower reward keeps the stored skill and its vector; an equal one replaces both, and
+     * the skill keeps its id. */
+    vec.values = v2;
+    s.reward = 0.5;
+    assert_weft_ok(weft__state_skill_save_vec(f->st, &s, &vec, &is_new));
+    assert_true(vectors_of(f, "coder", "emb-1", 3).first == 0.25f);
+    s.reward = 1.0;
+    assert_weft_ok(weft__state_skill_save_vec(f->st, &s, &vec, &is_new));
+    assert_false(is_new);
+    seen = vectors_of(f, "coder", "emb-1", 3);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.id, id);
+    assert_true(seen.first == 0.75f);
+    /* A save without a vector keeps the one it has. */
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_int_equal(vectors_of(f, "coder", "emb-1", 3).n, 1);
+    /* Malformed vectors store nothing. */
+    vec.values = bad;
+    assert_int_equal(weft__state_skill_save_vec(f->st, &s, &vec, &is_new), WEFT_EINVAL);
+    vec.values = v1;
+    vec.dims = 0;
+    assert_int_equal(weft__state_skill_save_vec(f->st, &s, &vec, &is_new), WEFT_EINVAL);
+    vec.dims = 3;
+    vec.model = "";
+    assert_int_equal(weft__state_skill_save_vec(f->st, &s, &vec, &is_new), WEFT_EINVAL);
+    assert_true(vectors_of(f, "coder", "emb-1", 3).first == 0.75f);
+    /* Forgetting the skill deletes its vector. */
+    assert_weft_ok(weft__state_skills_forget(f->st, id, NULL, &removed));
+    assert_int_equal(removed, 1);
+    assert_int_equal(vectors_of(f, "coder", "emb-1", 3).n, 0);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skill_vectors"), 0);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
@@ -1407,6 +1496,8 @@ test_state_skills_search_keeps_common_word_counts(void **state)
         cmocka_unit_test_setup_teardown(test_state_skills_prune_by_count_and_age, setup,           \
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_state_skills_search_keeps_common_word_counts, setup,  \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_skill_vectors_follow_their_skill, setup,        \
                                         teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */

@@ -1,11 +1,10 @@
 /* tests/runtime/test_state.c - the state store over SQLite files in a temp dir: every case of
  * state_cases.h (the behaviour both backends share), plus what only the SQLite backend has:
  * scripted cursors merged with a pre-version-4 row, migration of a version-1 database to the
- * current schema (7: task UUIDs, retries, dispatched flags, skills), a version-6 database
- * gaining skill memory, the skills search planned on its full-text index, out of memory over
- * skill saves and searches, and clear errors for a newer,
- * corrupt, damaged or unopenable file. tests/runtime_pg/test_state_pg.c runs the same cases
- * against PostgreSQL. */
+ * current schema (8: task UUIDs, retries, dispatched flags, skills, skill vectors), a version-6
+ * database gaining skill memory, the skills search planned on its full-text index, out of memory
+ * over skill saves and searches, and clear errors for a newer, corrupt, damaged or unopenable file.
+ * tests/runtime_pg/test_state_pg.c runs the same cases against PostgreSQL. */
 #include "runtime/state.h"
 #include "support/weft_test.h"
 
@@ -173,7 +172,7 @@ test_state_migrates_a_version_1_database(void **state)
              " 'done', NULL, NULL);"
              "PRAGMA user_version = 1;");
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 7);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 8);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     assert_string_equal(info.status, "completed");
     assert_int_equal(info.iterations, 4);
@@ -215,7 +214,7 @@ test_state_refuses_a_newer_schema(void **state)
     exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99;");
     assert_int_equal(weft__state_open(path, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 7"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 8"));
     assert_non_null(strstr(err, path));
     /* Nothing was changed. */
     assert_int_equal(count_rows(path, "PRAGMA user_version"), 99);
@@ -334,7 +333,7 @@ test_state_migrates_a_version_6_database_to_skills(void **state)
                                       " 'skills%'"),
                      0);
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 7);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 8);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     weft__state_info_cleanup(&info);
     memset(&s, 0, sizeof(s));
