@@ -13,6 +13,12 @@
  * weft__state_skill_save() in transactions of 500 (retention off: the default keeps 1,000 per
  * agent). Queries run weft__state_skills_search() with k = 3 and no threshold.
  *
+ * Then, on the same store, the vector rerank of memory.embeddings at 1,000 skills of one agent
+ * with 1,536-float vectors (text search plus a cosine scan of the agent's vectors):
+ *
+ *   {"bench":"skills_vectors","backend":"sqlite","per_agent":1000,"dims":1536,"queries":Q,
+ *    "p50_us":...,"p99_us":...,"max_us":...}
+ *
  * Usage: skills_bench [--pg] [--queries N] [--max N] [--keep DIR]
  *   --pg: PostgreSQL too, a throwaway server started like dist_bench's (tests/support/);
  *   --keep DIR: write the SQLite store to DIR/state.db and leave it there (to EXPLAIN it);
@@ -24,6 +30,7 @@
 #include "runtime/state.h"
 #include "support/pg_server.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +173,124 @@ measure(const char *backend, struct rt_state *st, size_t stored, double insert_u
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Vector rerank (memory.embeddings): one agent with VEC_AGENT_SKILLS skills, each with a
+ * VEC_DIMS-float vector (text-embedding-3-small's length), and per query what a lookup with
+ * embeddings adds to the text search: one scan of the agent's vectors with a cosine each and the
+ * 4 k nearest kept (runtime/memory.c does the same; its embeddings call is the endpoint's time,
+ * not measured here). */
+
+#define VEC_AGENT_SKILLS 1000
+#define VEC_DIMS         1536
+#define VEC_NEAREST      12 /* 4 k with k = 3 */
+
+struct vec_query {
+    const float *q;
+    double best[VEC_NEAREST];
+};
+
+static bool
+vec_row(const char *id, const float *v, void *user_data)
+{
+    struct vec_query *vq = user_data;
+    double dot = 0.0;
+    double norm = 0.0;
+    double cos = 0.0;
+    size_t at = VEC_NEAREST;
+
+    (void)id;
+    for (size_t i = 0; i < VEC_DIMS; i++) {
+        dot += (double)vq->q[i] * (double)v[i];
+        norm += (double)v[i] * (double)v[i];
+    }
+    cos = norm > 0.0 ? dot / sqrt(norm) : 0.0;
+    while (at > 0 && vq->best[at - 1] < cos) {
+        if (at < VEC_NEAREST) {
+            vq->best[at] = vq->best[at - 1];
+        }
+        at--;
+    }
+    if (at < VEC_NEAREST) {
+        vq->best[at] = cos;
+    }
+    return true;
+}
+
+static void
+random_vector(struct rng *r, float *v)
+{
+    for (size_t i = 0; i < VEC_DIMS; i++) {
+        v[i] = (float)((double)(next(r) % 2001) / 1000.0 - 1.0);
+    }
+}
+
+static int
+vec_fill(struct rt_state *st, struct rng *r, float *v)
+{
+    char task[256];
+    int rc = weft__state_begin(st) == WEFT_OK ? 0 : 1;
+
+    for (size_t i = 0; rc == 0 && i < VEC_AGENT_SKILLS; i++) {
+        struct weft__skill s;
+        struct weft__skill_vector vec = {"bench-embed", v, VEC_DIMS};
+
+        make_task(r, task, sizeof(task));
+        random_vector(r, v);
+        memset(&s, 0, sizeof(s));
+        s.agent = "vec-agent";
+        s.task = task;
+        s.solution = "a solution";
+        s.reward = 1.0;
+        rc = weft__state_skill_save_vec(st, &s, &vec, NULL) == WEFT_OK ? 0 : 1;
+    }
+    return weft__state_commit(st) == WEFT_OK ? rc : 1;
+}
+
+static int
+measure_vectors(const char *backend, struct rt_state *st, size_t queries)
+{
+    uint64_t *lat = calloc(queries, sizeof(*lat));
+    float *v = malloc(VEC_DIMS * sizeof(float));
+    struct rng r = {0x51ed270b2f1d3b4bull};
+    char task[256];
+    int rc = lat != NULL && v != NULL ? vec_fill(st, &r, v) : 1;
+
+    for (size_t i = 0; rc == 0 && i < queries; i++) {
+        struct weft__skill *out = NULL;
+        struct vec_query vq;
+        size_t n = 0;
+        uint64_t t0 = 0;
+
+        make_task(&r, task, sizeof(task));
+        random_vector(&r, v);
+        memset(&vq, 0, sizeof(vq));
+        vq.q = v;
+        t0 = weft__monotonic_ns();
+        rc = weft__state_skills_search(st, "vec-agent", task, VEC_NEAREST, 0.0, &out, &n) ==
+                         WEFT_OK &&
+                     weft__state_skill_vectors_each(st, "vec-agent", "bench-embed", VEC_DIMS,
+                                                    vec_row, &vq) == WEFT_OK
+                 ? 0
+                 : 1;
+        lat[i] = weft__monotonic_ns() - t0;
+        weft__skills_free(out, n);
+    }
+    if (rc == 0) {
+        qsort(lat, queries, sizeof(*lat), cmp_u64);
+        printf("{\"bench\":\"skills_vectors\",\"backend\":\"%s\",\"per_agent\":%d,"
+               "\"dims\":%d,\"queries\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+               "\"max_us\":%.1f}\n",
+               backend, VEC_AGENT_SKILLS, VEC_DIMS, queries, (double)lat[queries / 2] / 1e3,
+               (double)lat[(queries * 99) / 100] / 1e3, (double)lat[queries - 1] / 1e3);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "skills_bench: vector rerank failed\n");
+    }
+    free(v);
+    free(lat);
+    return rc;
+}
+
 static bool is_reuse;
 
 static int
@@ -197,6 +322,9 @@ run(const char *backend, const char *location, size_t queries, size_t max)
             break;
         }
         rc = measure(backend, st, stored, us, queries);
+    }
+    if (rc == 0) {
+        rc = measure_vectors(backend, st, queries);
     }
     weft__state_close(st);
     return rc;
