@@ -1,4 +1,5 @@
-/* cli/compose_cmd.c - `weft compose GOAL --workflow FILE [--out DIR] [--attempts N]`: the
+/* cli/compose_cmd.c - `weft compose GOAL --workflow FILE [--out DIR] [--attempts N] [--depth N]`:
+ * the
  * architect designs a team for GOAL with FILE's models, tools and MCP servers, and the checked
  * team is saved as a workflow file (docs/architect.md).
  */
@@ -12,18 +13,23 @@
 void
 cli_compose_usage(FILE *out)
 {
-    fputs("usage: weft compose GOAL --workflow FILE [--out DIR] [--attempts N] [--no-trace]\n"
+    fputs("usage: weft compose GOAL --workflow FILE [--out DIR] [--attempts N] [--depth N]\n"
+          "                    [--no-trace]\n"
           "\n"
-          "The architect (FILE's supervisor model) designs a team for GOAL: a supervisor-star\n"
-          "workflow of single-purpose agents using FILE's tools and MCP servers. A design that\n"
-          "does not check out goes back with the reasons (at most N designs, default 3). The\n"
-          "team is saved as DIR/<team>.json (default: beside FILE); run it with `weft run`, or\n"
-          "give an agent {\"workflow\": \"<team>.json\"} to route to it as one node.\n"
+          "The architect (FILE's first agent with \"architect\", its model and instructions;\n"
+          "else FILE's supervisor model) designs a team for GOAL: a supervisor-star workflow\n"
+          "of single-purpose agents using FILE's tools and MCP servers. A design that does not\n"
+          "check out goes back with the reasons (at most N designs, default 3). The team is\n"
+          "saved as DIR/<team>.json (default: the architect agent's out_dir, else beside\n"
+          "FILE); run it with `weft run`, or give an agent {\"workflow\": \"<team>.json\"} to\n"
+          "route to it as one node.\n"
           "\n"
           "options:\n"
           "      --workflow FILE  the models, tools and MCP servers the architect works with\n"
           "      --out DIR        where the team's file goes\n"
           "      --attempts N     designs asked for at most, 1 to 10\n"
+          "      --depth N        levels of composition, 1 to 3 (default 1: the team has no\n"
+          "                       architect agent of its own)\n"
           "      --no-trace       keep the architect's spans out of the local store\n"
           "  -h, --help           this help\n"
           "\n"
@@ -38,18 +44,21 @@ cli_compose(int argc, char **argv)
     const char *workflow = NULL;
     const char *out = NULL;
     const char *attempts_text = NULL;
+    const char *depth_text = NULL;
     bool is_help = false;
     bool is_no_trace = false;
     const struct cli_option options[] = {
         {"workflow", 0, true, false, &workflow, NULL},
         {"out", 0, true, false, &out, NULL},
         {"attempts", 0, true, false, &attempts_text, NULL},
+        {"depth", 0, true, false, &depth_text, NULL},
         {"no-trace", 0, false, false, NULL, &is_no_trace},
         {"help", 'h', false, false, NULL, &is_help},
     };
     char *pos[1];
     size_t count = 0;
-    size_t attempts = 3;
+    size_t attempts = 0;
+    size_t depth = 0;
     struct weft_workflow *wf = NULL;
     struct weft_diags diags = {0};
     struct weft_compose_options o;
@@ -68,7 +77,8 @@ cli_compose(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (count != 1 || workflow == NULL ||
-        (attempts_text != NULL && !cli_parse_size(attempts_text, 1, 10, &attempts))) {
+        (attempts_text != NULL && !cli_parse_size(attempts_text, 1, 10, &attempts)) ||
+        (depth_text != NULL && !cli_parse_size(depth_text, 1, 3, &depth))) {
         cli_compose_usage(stderr);
         return CLI_EXIT_USAGE;
     }
@@ -91,6 +101,7 @@ cli_compose(int argc, char **argv)
     o.base = wf;
     o.out_dir = out;
     o.max_attempts = (unsigned)attempts;
+    o.max_depth = (unsigned)depth;
     o.provider = tel.provider;
     err = weft_compose(&o, &path, error, sizeof(error));
     if (err == WEFT_OK) {

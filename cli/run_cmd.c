@@ -172,7 +172,10 @@ validate_one(const char *path, bool is_offline)
     if (err != WEFT_OK) {
         status = print_diags(path, err, &diags);
     } else {
-        printf("%s: valid (workflow '%s')\n", path, weft_workflow_name(wf));
+        char *agents = weft_workflow_describe(wf);
+        printf("%s: valid (workflow '%s')\n%s", path, weft_workflow_name(wf),
+               agents != NULL ? agents : "");
+        weft_workflow_text_free(agents);
     }
     weft_mcp_text_free(report);
     weft_diags_cleanup(&diags);

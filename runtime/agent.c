@@ -13,6 +13,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "agent.h"
+#include "architect.h"
 #include "evaluate.h"
 #include "mcp/hub.h"
 #include "memory.h"
@@ -89,7 +90,7 @@ attempt_messages(const struct run *run,
                  const char *feedback)
 {
     const struct weft_workflow *wf = run->cfg.wf;
-    const struct wf_agent *agent = &wf->agents[step->agent];
+    const struct wf_agent *agent = weft__rt_agent(run, step->agent);
     json_t *msgs = json_array();
     struct weft__buf user;
     struct weft__buf sys;
@@ -208,7 +209,7 @@ call_request(struct run *run,
              struct call_result *r)
 {
     const char *to = json_string_value(json_object_get(args, "agent"));
-    size_t to_index = weft__wf_find_agent(run->cfg.wf, to);
+    size_t to_index = weft__rt_find_agent(run, to);
 
     weft_span_set_str(span, "weft.replan.to", to);
     if (to_index == WF_NONE || !weft__wf_agent_can_request(agent, to_index)) {
@@ -239,7 +240,7 @@ call_tool(struct run *run,
           uint64_t deadline,
           struct call_result *r)
 {
-    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
     struct tool_def bounded = *def;
     uint32_t left = weft__rt_remaining_ms(run, deadline);
     weft_err trc = WEFT_OK;
@@ -311,7 +312,7 @@ call_mcp(struct run *run,
          uint64_t deadline,
          struct call_result *r)
 {
-    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
     struct weft__mcp_client *client = weft__mcp_hub_client(run->cfg.mcp, server);
     char *mcp_name = weft__mcp_hub_tool_name(run->cfg.mcp, server, name);
     struct weft__mcp_call_result res;
@@ -402,7 +403,7 @@ run_tool_call(struct run *run,
               uint64_t deadline)
 {
     const struct weft_workflow *wf = run->cfg.wf;
-    const struct wf_agent *agent = &wf->agents[run->ps.plan.steps[step].agent];
+    const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
     size_t idx = weft__wf_find_tool(wf, call->name);
     struct weft_span *span = tool_call_start(run, agent_span, call);
     struct call_result r;
@@ -486,7 +487,7 @@ act(struct run *run,
     size_t why_len,
     const char **error_type)
 {
-    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
     json_t *tools = tools_json(run, agent);
     char *output = NULL;
     unsigned round = 0;
@@ -551,7 +552,7 @@ act(struct run *run,
 static void
 check_replan_on(struct run *run, size_t step, const char *output, struct weft_span *span)
 {
-    const struct wf_agent *agent = &run->cfg.wf->agents[run->ps.plan.steps[step].agent];
+    const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
 
     if (agent->replan_agent == WF_NONE || output == NULL) {
         return;
@@ -646,7 +647,7 @@ reflect(struct run *run,
         char **feedback)
 {
     const struct plan_step *s = &run->ps.plan.steps[step];
-    const struct wf_agent *agent = &run->cfg.wf->agents[s->agent];
+    const struct wf_agent *agent = weft__rt_agent(run, s->agent);
     struct weft_span *span =
         weft__rt_span_start(run, RT_SPAN_REFLECT, agent->name, parent, NULL, 0);
     struct llm_response resp;
@@ -721,8 +722,11 @@ output_matches_schema(const struct plan_step *step, const char *output)
 /* Attempt @p attempt of step @p index: its `invoke_agent` span, saved with the step (recovery
  * closes it if a kill leaves it open), with the step's attributes; progress and the watchdog are
  * told. Never NULL. */
-static struct weft_span *
-attempt_start(struct run *run, size_t index, const struct wf_agent *agent, unsigned attempt)
+struct weft_span *
+weft__rt_agent_attempt_start(struct run *run,
+                             size_t index,
+                             const struct wf_agent *agent,
+                             unsigned attempt)
 {
     struct plan_step *step = &run->ps.plan.steps[index];
     struct weft_link_spec link;
@@ -879,21 +883,18 @@ attempt_finish(struct run *run,
     return true;
 }
 
-/* A team agent's step: its workflow runs as one sub-run under the step's invoke_agent span. */
-static void
-team_step(struct run *run, size_t index, const struct wf_agent *agent)
+void
+weft__rt_agent_step_end(struct run *run,
+                        size_t index,
+                        const struct wf_agent *agent,
+                        struct weft_span *span,
+                        const char *error_type)
 {
-    struct weft_span *span = attempt_start(run, index, agent, 1);
-    struct weft_span_context ctx;
-    const struct plan_step *step = NULL;
+    const struct plan_step *step = &run->ps.plan.steps[index];
 
-    weft_span_set_str(span, "weft.team.workflow", agent->team->name);
-    weft_span_context_of(span, &ctx);
-    weft__rt_run_subworkflow(run, index, agent->team, &ctx);
-    step = &run->ps.plan.steps[index];
     weft_span_set_str(span, "weft.step.status", weft__step_status_name(step->status));
     if (step->status != STEP_COMPLETED) {
-        weft_span_set_str(span, WEFT__ERROR_TYPE, "team_failed");
+        weft_span_set_str(span, WEFT__ERROR_TYPE, error_type);
         weft_span_set_status(span, WEFT_STATUS_ERROR, step->feedback != NULL ? step->feedback : "");
     }
     weft_span_end(span, 0);
@@ -902,11 +903,24 @@ team_step(struct run *run, size_t index, const struct wf_agent *agent)
     weft__rt_progress(run, WEFT_EVENT_STEP_END, step, weft__step_status_name(step->status));
 }
 
+/* A team agent's step: its workflow runs as one sub-run under the step's invoke_agent span. */
+static void
+team_step(struct run *run, size_t index, const struct wf_agent *agent)
+{
+    struct weft_span *span = weft__rt_agent_attempt_start(run, index, agent, 1);
+    struct weft_span_context ctx;
+
+    weft_span_set_str(span, "weft.team.workflow", agent->team->name);
+    weft_span_context_of(span, &ctx);
+    weft__rt_run_subworkflow(run, index, agent->team, &ctx);
+    weft__rt_agent_step_end(run, index, agent, span, "team_failed");
+}
+
 void
 weft__rt_agent_step(struct run *run, size_t index)
 {
     struct plan_step *step = &run->ps.plan.steps[index];
-    const struct wf_agent *agent = &run->cfg.wf->agents[step->agent];
+    const struct wf_agent *agent = weft__rt_agent(run, step->agent);
     uint32_t timeout =
         agent->timeout_ms != 0 ? agent->timeout_ms : run->cfg.wf->supervisor.step_timeout_ms;
     uint64_t deadline = timeout != 0 ? weft__monotonic_ns() + (uint64_t)timeout * 1000000u : 0;
@@ -924,13 +938,17 @@ weft__rt_agent_step(struct run *run, size_t index)
         team_step(run, index, agent);
         return;
     }
+    if (agent->architect != NULL) {
+        weft__rt_architect_step(run, index, agent);
+        return;
+    }
     memset(&prompt, 0, sizeof(prompt));
     memset(&recall, 0, sizeof(recall));
     memset(&last_span, 0, sizeof(last_span));
     step->status = STEP_IN_PROGRESS;
     step->started_ns = weft__now_ns();
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
-        struct weft_span *span = attempt_start(run, index, agent, attempt);
+        struct weft_span *span = weft__rt_agent_attempt_start(run, index, agent, attempt);
         size_t token = weft_context_attach(span);
         struct attempt a;
 

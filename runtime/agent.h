@@ -10,4 +10,18 @@
  * on entry and released only around LLM and tool calls. */
 void weft__rt_agent_step(struct run *run, size_t index);
 
+/* For steps that are not an LLM agent's (teams, architects): the step's invoke_agent span for
+ * attempt @p attempt (attempts counted, span context kept, progress and watchdog told), and
+ * its end (status, error type when it did not complete, agent metrics, progress). Run lock
+ * held. */
+struct weft_span *weft__rt_agent_attempt_start(struct run *run,
+                                               size_t index,
+                                               const struct wf_agent *agent,
+                                               unsigned attempt);
+void weft__rt_agent_step_end(struct run *run,
+                             size_t index,
+                             const struct wf_agent *agent,
+                             struct weft_span *span,
+                             const char *error_type);
+
 #endif /* WEFT_RUNTIME_AGENT_H */

@@ -31,22 +31,33 @@ weft_compose_text_free(char *text)
     weft__free(text);
 }
 
-/* The architect's instructions: the team's shape and what the team may use. */
+#define ARCHITECT_GUIDANCE "You are the architect of teams of AI agents."
+
+/* The architect's task: the goal, the team's shape and what the team may use. Kept out of the
+ * instructions so that those can be the user's (a managed prompt too) and this still holds. */
 static char *
-architect_prompt(const struct weft_workflow *base)
+architect_task(const char *goal, const struct weft_workflow *base, unsigned depth)
 {
     struct weft__buf b;
 
     weft__buf_init(&b, 0);
+    (void)weft__buf_printf(&b, "Goal: %s\n\n", goal);
     (void)weft__buf_append_str(
-        &b, "You are the architect of teams of AI agents. Design a team for the goal as a weft "
-            "workflow, a JSON object: {\"name\": a snake_case team name, \"description\", "
-            "\"supervisor\": {\"instructions\"}, \"agents\": [{\"name\", \"description\", "
-            "\"instructions\", \"tools\": [at most one tool], \"mcp_servers\": [at most one "
-            "server]}], \"plan\": [{\"id\", \"agent\", \"task\", \"depends_on\"}] (optional)}. "
-            "Each agent does one thing and is bound to at most one tool or MCP server. Submit "
-            "it with the submit_team tool ({\"team\": ...}) and fix what it rejects.\nTools the "
-            "team may use:");
+        &b, "Design a team for the goal as a weft workflow, a JSON object: {\"name\": a "
+            "snake_case team name, \"description\", \"supervisor\": {\"instructions\"}, "
+            "\"agents\": [{\"name\", \"description\", \"instructions\", \"tools\": [at most "
+            "one tool], \"mcp_servers\": [at most one server]}], \"plan\": [{\"id\", "
+            "\"agent\", \"task\", \"depends_on\"}] (optional)}. Each agent does one thing and "
+            "is bound to at most one tool or MCP server. Submit it with the submit_team tool "
+            "({\"team\": ...}) and fix what it rejects.");
+    if (depth > 1) {
+        (void)weft__buf_printf(&b,
+                               " An agent may be an architect itself ({\"name\", \"architect\": "
+                               "true}) that composes a sub-team when the team runs (%u more "
+                               "level%s allowed).",
+                               depth - 1, depth - 1 == 1 ? "" : "s");
+    }
+    (void)weft__buf_append_str(&b, "\nTools the team may use:");
     for (size_t i = 0; i < base->tool_count; i++) {
         (void)weft__buf_printf(&b, " %s", base->tools[i].name);
     }
@@ -84,10 +95,36 @@ models_for_team(const struct weft_workflow *base)
     return models;
 }
 
+/* Agent @p i of a design that is an architect: allowed while @p depth leaves a level below,
+ * and given one level less (so each level down composes less deep, whatever it asked). */
+static bool
+check_architect(json_t *a, size_t i, unsigned depth, struct weft__buf *why)
+{
+    json_t *arch = json_object_get(a, "architect");
+    const char *agent = json_string_value(json_object_get(a, "name"));
+
+    if (arch == NULL || json_is_false(arch)) {
+        return true;
+    }
+    if (depth <= 1) {
+        (void)weft__buf_printf(why,
+                               "\n- agents[%zu] (%s): an architect inside this team is too deep "
+                               "(composition depth limit reached)",
+                               i, agent != NULL ? agent : "?");
+        return false;
+    }
+    if (!json_is_object(arch)) {
+        json_object_set_new(a, "architect", json_object());
+        arch = json_object_get(a, "architect");
+    }
+    json_object_set_new(arch, "max_depth", json_integer((json_int_t)depth - 1));
+    return true;
+}
+
 /* The architect's rules beyond the workflow schema, into @p why; true when the design keeps
  * them. The design gets the base's models, tools and MCP servers where it has none. */
 static bool
-check_shape(json_t *design, const struct weft_workflow *base, struct weft__buf *why)
+check_shape(json_t *design, const struct weft_workflow *base, unsigned depth, struct weft__buf *why)
 {
     const json_t *agents = json_object_get(design, "agents");
     const char *name = json_string_value(json_object_get(design, "name"));
@@ -122,11 +159,14 @@ check_shape(json_t *design, const struct weft_workflow *base, struct weft__buf *
         }
         if (json_object_get(a, "workflow") != NULL) {
             (void)weft__buf_printf(why,
-                                   "\n- agents[%zu] (%s): a team inside a composed team is too "
-                                   "deep (composition is one level)",
-                                   i, agent != NULL ? agent : "?");
+                                   "\n- agents[%zu] (%s): a team file inside a composed team is "
+                                   "too deep (%s)",
+                                   i, agent != NULL ? agent : "?",
+                                   depth > 1 ? "compose sub-teams with an architect agent"
+                                             : "composition is one level here");
             is_ok = false;
         }
+        is_ok = check_architect((json_t *)a, i, depth, why) && is_ok;
     }
     if (json_object_get(design, "models") == NULL) {
         json_object_set_new(design, "models", models_for_team(base));
@@ -174,26 +214,54 @@ save_and_load(json_t *design, const char *dir, struct weft__buf *why)
     return path.data;
 }
 
-/* A create_agent span per agent of the accepted team, under a `compose {team}` span. */
-static void
-trace_team(const struct weft_compose_options *o, const json_t *design, unsigned attempt)
+/* The compose span: the architect's run nests under it (so under @p o->parent, a running
+ * workflow's step, when there is one). NULL when not traced. */
+static struct weft_span *
+compose_span_start(const struct weft_compose_options *o, struct weft_tracer **tracer)
 {
-    struct weft_tracer *tracer = NULL;
-    struct weft_span *root = NULL;
+    struct weft_span_start_options so;
+    struct weft_span *span = NULL;
+
+    *tracer = NULL;
+    if (o->provider == NULL ||
+        weft_provider_get_tracer(o->provider, "weft.compose", NULL, tracer) != WEFT_OK) {
+        return NULL;
+    }
+    memset(&so, 0, sizeof(so));
+    so.parent_context = o->parent;
+    so.is_root = o->parent == NULL;
+    span = weft_span_start(*tracer, "compose", &so);
+    weft_span_set_str(span, "weft.compose.goal", o->goal);
+    return span;
+}
+
+/* The compose span ended: named `compose {team}` with a create_agent span per agent of the
+ * accepted @p design, or an error with @p error when none was accepted. */
+static void
+compose_span_end(struct weft_tracer *tracer,
+                 struct weft_span *root,
+                 const json_t *design,
+                 unsigned attempts,
+                 const char *error)
+{
     const char *team = json_string_value(json_object_get(design, "name"));
     char name[128];
     size_t i = 0;
     const json_t *a = NULL;
 
-    if (o->provider == NULL ||
-        weft_provider_get_tracer(o->provider, "weft.compose", NULL, &tracer) != WEFT_OK) {
+    if (root == NULL) {
+        return;
+    }
+    weft_span_set_int(root, "weft.compose.attempts", attempts);
+    if (team == NULL) {
+        weft_span_set_str(root, "error.type", "no_design_accepted");
+        weft_span_set_status(root, WEFT_STATUS_ERROR, error);
+        weft_span_end(root, 0);
         return;
     }
     snprintf(name, sizeof(name), "compose %s", team);
-    root = weft_span_start(tracer, name, NULL);
+    (void)weft_span_update_name(root, name);
     weft_span_set_str(root, "weft.compose.team", team);
-    weft_span_set_str(root, "weft.compose.goal", o->goal);
-    weft_span_set_int(root, "weft.compose.attempts", attempt);
     json_array_foreach(json_object_get(design, "agents"), i, a)
     {
         const char *agent = json_string_value(json_object_get(a, "name"));
@@ -219,6 +287,7 @@ trace_team(const struct weft_compose_options *o, const json_t *design, unsigned 
 struct submit {
     const struct weft_compose_options *o;
     const char *dir;
+    unsigned depth; /* levels of composition from here (check_architect()) */
     unsigned calls;
     unsigned max_calls;
     char *path;   /* the accepted team's file, once one is */
@@ -246,7 +315,7 @@ submit_team(void *user_data, const char *arguments_json, struct weft_tool_result
     } else if (!json_is_object(design)) {
         (void)weft_tool_result_set(result, "expected {\"team\": the workflow object}", true);
     } else {
-        bool is_ok = check_shape(design, sub->o->base, &why);
+        bool is_ok = check_shape(design, sub->o->base, sub->depth, &why);
         if (is_ok) {
             sub->path = save_and_load(design, sub->dir, &why);
         }
@@ -266,25 +335,118 @@ submit_team(void *user_data, const char *arguments_json, struct weft_tool_result
     return WEFT_OK;
 }
 
-/* The architect's workflow: the base's models, one agent with submit_team, the goal. */
-static json_t *
-architect_doc(const struct weft_compose_options *o, unsigned max_calls)
+/* The base's architect agent: the one named in the options (NULL when it is not an
+ * architect), else the first; *index its position in the base's "agents". */
+static const struct wf_agent *
+find_architect(const struct weft_compose_options *o, size_t *index, bool *is_unknown)
 {
     const struct weft_workflow *base = o->base;
-    char *prompt = architect_prompt(base);
+
+    *is_unknown = false;
+    for (size_t i = 0; i < base->agent_count; i++) {
+        const struct wf_agent *a = &base->agents[i];
+        if (a->architect != NULL && (o->architect == NULL || strcmp(a->name, o->architect) == 0)) {
+            *index = i;
+            return a;
+        }
+    }
+    *is_unknown = o->architect != NULL;
+    return NULL;
+}
+
+/* The architect's workflow: the base's models, one agent with submit_team, the goal. Its model
+ * and instructions (text or a managed prompt) are @p arch's when there is one. */
+static json_t *
+architect_doc(const struct weft_compose_options *o,
+              const struct wf_agent *arch,
+              size_t arch_index,
+              unsigned max_calls,
+              unsigned depth)
+{
+    const struct weft_workflow *base = o->base;
+    size_t model = arch != NULL && arch->model != WF_NONE ? arch->model : base->supervisor.model;
+    json_t *instructions =
+        arch != NULL
+            ? json_object_get(json_array_get(json_object_get(base->doc, "agents"), arch_index),
+                              "instructions")
+            : NULL;
+    char *task = architect_task(o->goal, base, depth);
     json_t *doc = json_pack(
         "{s:s, s:O?, s:{s:s, s:i}, s:[{s:s, s:s, s:s}], "
-        "s:[{s:s, s:s, s:s, s:[s], s:i}], s:[{s:s, s:s, s:s}]}",
+        "s:[{s:s, s:s, s:o, s:[s], s:i}], s:[{s:s, s:s, s:s}]}",
         "name", "architect", "models", json_object_get(base->doc, "models"), "supervisor", "name",
         "architect_supervisor", "max_iterations", 5, "tools", "name", "submit_team", "type",
         "native", "description",
         "Submit the team (the workflow object) for checking; it answers accepted or why not.",
-        "agents", "name", "architect", "model", base->models[base->supervisor.model].name,
-        "instructions", prompt != NULL ? prompt : "", "tools", "submit_team", "max_tool_rounds",
-        (int)max_calls + 1, "plan", "id", "design", "agent", "architect", "task", o->goal);
+        "agents", "name", "architect", "model", base->models[model].name, "instructions",
+        instructions != NULL ? json_incref(instructions) : json_string(ARCHITECT_GUIDANCE), "tools",
+        "submit_team", "max_tool_rounds", (int)max_calls + 1, "plan", "id", "design", "agent",
+        "architect", "task", task != NULL ? task : o->goal);
 
-    weft__free(prompt);
+    weft__free(task);
     return doc;
+}
+
+/* Check the options and make the submit state and the architect's workflow document. */
+static weft_err
+compose_prepare(const struct weft_compose_options *o,
+                struct submit *sub,
+                json_t **doc,
+                char *error,
+                size_t error_len)
+{
+    size_t arch_index = 0;
+    bool is_unknown = false;
+    const struct wf_agent *arch = find_architect(o, &arch_index, &is_unknown);
+
+    if (is_unknown) {
+        snprintf(error, error_len, "%s has no architect agent named '%s'", o->base->path,
+                 o->architect);
+        return WEFT_EINVAL;
+    }
+    if ((arch == NULL || arch->model == WF_NONE) &&
+        (o->base->supervisor.model == WF_NONE || o->base->model_count == 0)) {
+        snprintf(error, error_len, "%s has no model for the architect", o->base->path);
+        return WEFT_EINVAL;
+    }
+    if (o->max_depth > 3) {
+        snprintf(error, error_len, "max_depth %u: expected 1 to 3", o->max_depth);
+        return WEFT_EINVAL;
+    }
+    memset(sub, 0, sizeof(*sub));
+    sub->o = o;
+    sub->dir = o->out_dir != NULL ? o->out_dir : arch != NULL ? arch->architect->out_dir : NULL;
+    sub->dir = sub->dir != NULL ? sub->dir : o->base->dir;
+    if (mkdir(sub->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(error, error_len, "cannot create %s", sub->dir);
+        return WEFT_EIO;
+    }
+    sub->max_calls = o->max_attempts != 0 ? o->max_attempts
+                     : arch != NULL       ? arch->architect->max_attempts
+                                          : 3;
+    sub->depth = o->max_depth != 0 ? o->max_depth : arch != NULL ? arch->architect->max_depth : 1;
+    *doc = architect_doc(o, arch, arch_index, sub->max_calls, sub->depth);
+    return *doc != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* The outcome of the architect's run @p r into *path or @p error. */
+static weft_err
+compose_outcome(
+    struct submit *sub, const struct weft_run_result *r, char **path, char *error, size_t error_len)
+{
+    if (sub->path != NULL) {
+        *path = sub->path;
+        sub->path = NULL;
+        return WEFT_OK;
+    }
+    if (sub->calls == 0) {
+        snprintf(error, error_len, "the architect submitted no design (its run %s: %s)",
+                 weft_run_status_name(r->status), r->reason != NULL ? r->reason : "");
+        return WEFT_EIO;
+    }
+    snprintf(error, error_len, "no design was accepted (%u submitted)%s%s", sub->calls,
+             sub->last[0] != '\0' ? "; the last one:" : "", sub->last);
+    return WEFT_EPARSE;
 }
 
 weft_err
@@ -296,6 +458,9 @@ weft_compose(const struct weft_compose_options *o, char **path, char *error, siz
     struct weft_diags d = {0};
     struct weft_run_options ro;
     struct weft_run_result *r = NULL;
+    struct weft_tracer *tracer = NULL;
+    struct weft_span *span = NULL;
+    struct weft_span_context ctx;
     json_t *doc = NULL;
     weft_err err = WEFT_OK;
 
@@ -306,20 +471,14 @@ weft_compose(const struct weft_compose_options *o, char **path, char *error, siz
         return WEFT_EINVAL;
     }
     error[0] = '\0';
-    if (o->base->supervisor.model == WF_NONE || o->base->model_count == 0) {
-        snprintf(error, error_len, "%s has no model for the architect", o->base->path);
-        return WEFT_EINVAL;
-    }
-    if (o->out_dir != NULL && mkdir(o->out_dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(error, error_len, "cannot create %s", o->out_dir);
-        return WEFT_EIO;
+    if (o->usage != NULL) {
+        memset(o->usage, 0, sizeof(*o->usage));
     }
     memset(&sub, 0, sizeof(sub));
-    sub.o = o;
-    sub.dir = o->out_dir != NULL ? o->out_dir : o->base->dir;
-    sub.max_calls = o->max_attempts != 0 ? o->max_attempts : 3;
-    doc = architect_doc(o, sub.max_calls);
-    err = doc != NULL ? weft_tools_new(&tools) : WEFT_ENOMEM;
+    err = compose_prepare(o, &sub, &doc, error, error_len);
+    if (err == WEFT_OK) {
+        err = weft_tools_new(&tools);
+    }
     if (err == WEFT_OK) {
         err = weft_tools_add(tools, "submit_team", "Submit the team for checking",
                              "{\"type\": \"object\", \"properties\": {\"team\": {\"type\": "
@@ -332,26 +491,26 @@ weft_compose(const struct weft_compose_options *o, char **path, char *error, siz
         err = WEFT_EIO;
     }
     if (err == WEFT_OK) {
+        span = compose_span_start(o, &tracer);
+        weft_span_context_of(span, &ctx);
         memset(&ro, 0, sizeof(ro));
         ro.provider = o->provider;
         ro.state_path = o->state_path;
         ro.input = o->goal;
         ro.tools = tools;
-        err = weft_run(wf, &ro, &r, error, error_len);
-        err = err == WEFT_OK ? WEFT_OK : WEFT_EIO;
-    }
-    if (err == WEFT_OK && sub.path != NULL) {
-        trace_team(o, sub.team, sub.calls);
-        *path = sub.path;
-        sub.path = NULL;
-    } else if (err == WEFT_OK) {
-        snprintf(error, error_len, "no design was accepted (%u submitted)%s%s", sub.calls,
-                 sub.last[0] != '\0' ? "; the last one:" : "", sub.last);
-        err = sub.calls > 0 ? WEFT_EPARSE : WEFT_EIO;
-        if (sub.calls == 0 && r != NULL) {
-            snprintf(error, error_len, "the architect submitted no design (its run %s: %s)",
-                     weft_run_status_name(r->status), r->reason != NULL ? r->reason : "");
+        ro.parent_context = span != NULL ? &ctx : o->parent;
+        err = weft_run(wf, &ro, &r, error, error_len) == WEFT_OK ? WEFT_OK : WEFT_EIO;
+        if (err == WEFT_OK && o->usage != NULL) {
+            o->usage->input_tokens = r->input_tokens;
+            o->usage->output_tokens = r->output_tokens;
+            o->usage->cost_usd = r->cost_usd;
+            o->usage->llm_calls = r->llm_calls;
+            o->usage->tool_calls = r->tool_calls;
         }
+        if (err == WEFT_OK) {
+            err = compose_outcome(&sub, r, path, error, error_len);
+        }
+        compose_span_end(tracer, span, err == WEFT_OK ? sub.team : NULL, sub.calls, error);
     }
     weft__free(sub.path);
     json_decref(sub.team);

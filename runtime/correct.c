@@ -137,7 +137,7 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         weft__step_executor_parse(json_string_value(json_object_get(js, "executor")), &ex);
         if (ex == EXEC_AGENT) {
             const char *name = json_string_value(json_object_get(js, "agent"));
-            agent = name != NULL ? weft__wf_find_agent(run->cfg.wf, name) : WF_NONE;
+            agent = name != NULL ? weft__rt_find_agent(run, name) : WF_NONE;
             if (agent == WF_NONE) {
                 snprintf(why, len, "steps[%zu].agent: expected a known agent", i);
                 goto undo;

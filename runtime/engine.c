@@ -777,6 +777,9 @@ teardown(struct run *run)
         weft__free(run->ps.requests[i].query);
     }
     weft__plan_cleanup(&run->ps.plan);
+    for (size_t i = 0; i < run->roster.count; i++) {
+        weft_workflow_free(run->roster.teams[i]);
+    }
     json_decref(run->store.history);
     json_decref(run->store.resumed);
     weft__state_close(run->store.state);
@@ -816,7 +819,6 @@ save_plan(struct run *run)
 static bool
 parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
 {
-    const struct weft_workflow *wf = run->cfg.wf;
     json_error_t jerr;
     json_t *root = json_loads(text != NULL ? text : "", 0, &jerr);
     const json_t *steps = json_object_get(root, "plan");
@@ -843,7 +845,7 @@ parse_llm_plan(struct run *run, const char *text, char *why, size_t why_len)
         const char *dep_ids[64];
         char numbered[64][24];
         size_t ndeps = 0;
-        size_t agent_idx = agent != NULL ? weft__wf_find_agent(wf, agent) : WF_NONE;
+        size_t agent_idx = agent != NULL ? weft__rt_find_agent(run, agent) : WF_NONE;
 
         if (agent == NULL || task == NULL) {
             snprintf(why, why_len, "plan[%zu]: expected \"agent\" and \"task\" strings", i);
@@ -911,15 +913,18 @@ supervisor_messages(struct run *run, const char *user, struct rt_prompt *held)
         &sys, "%s\n\nAgents:",
         weft__rt_instructions_begin(run, wf->supervisor.instructions, wf->supervisor.prompt,
                                     "You are the supervisor of a team of agents.", held));
-    for (size_t i = 0; i < wf->agent_count; i++) {
+    /* The workflow's agents and the teams composed so far (the count is read again each time:
+     * describing an MCP agent releases the lock). */
+    for (size_t i = 0; i < weft__rt_agent_count(run); i++) {
+        const struct wf_agent *agent = weft__rt_agent(run, i);
         char *about = NULL;
-        if (wf->agents[i].is_mcp && run->cfg.mcp != NULL) {
+        if (agent->is_mcp && run->cfg.mcp != NULL) {
             weft__rt_unlock(run); /* as agent.c tools_json(): the client may wait on its reader */
-            about = weft__mcp_hub_describe(run->cfg.mcp, &wf->agents[i]);
+            about = weft__mcp_hub_describe(run->cfg.mcp, agent);
             weft__rt_lock(run);
         }
-        const char *text = about != NULL ? about : wf->agents[i].description;
-        weft__buf_printf(&sys, "\n- %s", wf->agents[i].name);
+        const char *text = about != NULL ? about : agent->description;
+        weft__buf_printf(&sys, "\n- %s", agent->name);
         if (text != NULL && text[0] != '\0') {
             weft__buf_printf(&sys, ": %s", text);
         }
@@ -1008,15 +1013,14 @@ initial_plan(struct run *run, char *reason, size_t reason_len)
 static void
 apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *note)
 {
-    const struct weft_workflow *wf = run->cfg.wf;
-
     for (size_t i = 0; i < run->ps.request_count; i++) {
         struct rt_request *rq = &run->ps.requests[i];
         /* An id copy, not a pointer into the plan: weft__plan_append() may move the steps. */
         const char *from_id = run->ps.plan.steps[rq->from_step].id;
         char from[64];
-        const struct wf_agent *from_agent = &wf->agents[run->ps.plan.steps[rq->from_step].agent];
-        size_t to = weft__wf_find_agent(wf, rq->agent);
+        const struct wf_agent *from_agent =
+            weft__rt_agent(run, run->ps.plan.steps[rq->from_step].agent);
+        size_t to = weft__rt_find_agent(run, rq->agent);
         struct weft_link_spec link;
         struct weft_span *span = NULL;
         char subject[160];
@@ -1035,7 +1039,7 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         weft__rt_span_content(run, span, "weft.replan.query", rq->query);
         if (to == WF_NONE) {
             snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
-        } else if (!weft__wf_agent_can_request(from_agent, to)) {
+        } else if (!weft__rt_may_request(run, from_agent, to)) {
             snprintf(why, sizeof(why), "%.64s may not request %.64s (not in can_request)",
                      from_agent->name, rq->agent);
         } else if (weft__plan_append(&run->ps.plan, NULL, to, rq->query, NULL, 0, &added) !=
@@ -1125,7 +1129,7 @@ llm_route(struct run *run,
                      ? json_string_value(json_object_get(answer, "reason"))
                      : "the supervisor chose to end");
     } else {
-        size_t agent = weft__wf_find_agent(wf, next);
+        size_t agent = weft__rt_find_agent(run, next);
         *layer = RT_LAYER_LLM;
         if (agent == WF_NONE) {
             *layer = RT_LAYER_FALLBACK;
@@ -1247,7 +1251,7 @@ watchdog_route(
         *layer = RT_LAYER_WATCHDOG;
         *step = added;
         snprintf(why, why_len, "%.200s: escalated to %.64s", wd->stuck_reason,
-                 run->cfg.wf->agents[agent].name);
+                 weft__rt_agent(run, agent)->name);
     }
 }
 
@@ -2063,7 +2067,7 @@ resume_step(const struct state_step_row *row, void *user_data)
         return WEFT_EPARSE;
     }
     if (ex == EXEC_AGENT) {
-        agent = weft__wf_find_agent(run->cfg.wf, row->actor);
+        agent = weft__rt_find_agent(run, row->actor);
         if (agent == WF_NONE) {
             WEFT_LOG(WEFT_LOG_ERROR, "resume: step %s names agent '%s', unknown to the workflow",
                      row->id, row->actor);
@@ -2518,8 +2522,10 @@ svc_execute_step(void *ctx, size_t index)
 {
     struct run *run = ctx;
     struct engine *eng = ENG(run);
-    struct weft__executor *ex = eng->executor;
     const struct plan_step *s = &run->ps.plan.steps[index];
+    /* An architect and the teams it composed live in this run's memory (run_roster): they run
+     * here whatever the executor. */
+    struct weft__executor *ex = weft__rt_step_is_local(run, s) ? &eng->inproc.base : eng->executor;
     struct weft__step_task task;
     struct engine_task *t = NULL;
     char *context = NULL;
@@ -2968,7 +2974,7 @@ task_plan(struct run *run, const struct weft__task_run *t, char *err, size_t err
         return WEFT_EINVAL;
     }
     if (kind == EXEC_AGENT) {
-        agent = weft__wf_find_agent(run->cfg.wf, task->agent);
+        agent = weft__rt_find_agent(run, task->agent);
         if (agent == WF_NONE) {
             snprintf(err, err_len, "task %s: workflow %s has no agent \"%s\"", task->step_id,
                      run->cfg.wf->name, task->agent);

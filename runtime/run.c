@@ -100,11 +100,61 @@ weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono)
                                                         : (uint32_t)((deadline - now) / 1000000u);
 }
 
+size_t
+weft__rt_agent_count(const struct run *run)
+{
+    return run->cfg.wf->agent_count + run->roster.count;
+}
+
+const struct wf_agent *
+weft__rt_agent(const struct run *run, size_t index)
+{
+    if (index < run->cfg.wf->agent_count) {
+        return &run->cfg.wf->agents[index];
+    }
+    index -= run->cfg.wf->agent_count;
+    return index < run->roster.count ? &run->roster.teams[index]->agents[0] : NULL;
+}
+
+size_t
+weft__rt_find_agent(const struct run *run, const char *name)
+{
+    size_t i = weft__wf_find_agent(run->cfg.wf, name);
+
+    for (size_t t = 0; i == WF_NONE && name != NULL && t < run->roster.count; t++) {
+        if (strcmp(run->roster.teams[t]->agents[0].name, name) == 0) {
+            i = run->cfg.wf->agent_count + t;
+        }
+    }
+    return i;
+}
+
+bool
+weft__rt_may_request(const struct run *run, const struct wf_agent *from, size_t to)
+{
+    if (from->architect != NULL && to >= run->cfg.wf->agent_count) {
+        return to < weft__rt_agent_count(run);
+    }
+    return weft__wf_agent_can_request(from, to);
+}
+
+bool
+weft__rt_step_is_local(const struct run *run, const struct plan_step *step)
+{
+    const struct wf_agent *agent =
+        step->executor == EXEC_AGENT ? weft__rt_agent(run, step->agent) : NULL;
+
+    return agent != NULL && (agent->architect != NULL || step->agent >= run->cfg.wf->agent_count);
+}
+
 const char *
 weft__rt_step_actor(const struct run *run, const struct plan_step *step)
 {
-    if (step->executor == EXEC_AGENT && step->agent < run->cfg.wf->agent_count) {
-        return run->cfg.wf->agents[step->agent].name;
+    const struct wf_agent *agent =
+        step->executor == EXEC_AGENT ? weft__rt_agent(run, step->agent) : NULL;
+
+    if (agent != NULL) {
+        return agent->name;
     }
     return weft__step_executor_name(step->executor);
 }

@@ -189,12 +189,24 @@ struct run_services {
     void (*execute_step)(void *ctx, size_t index);
 };
 
+/* Teams an architect agent composed during this run (architect.h): agents beyond the
+ * workflow's, numbered from wf->agent_count on, that the supervisor routes to like any. Each
+ * slot is a one-agent workflow whose agent runs the team; slots never move, so an agent
+ * pointer stays valid until the run ends. Run lock held to read or add. */
+#define RUN_MAX_TEAMS 8
+
+struct run_roster {
+    struct weft_workflow *teams[RUN_MAX_TEAMS];
+    size_t count;
+};
+
 /* One run: the parts, the watchdog and the services back into the engine. */
 struct run {
     struct run_config cfg;
     struct run_persist store;
     struct run_telemetry tel;
     struct run_plan_state ps;
+    struct run_roster roster;
     struct watchdog watchdog;
     const struct run_services *svc;
 };
@@ -317,6 +329,20 @@ bool weft__rt_aborted(const struct run *run);
 /* Milliseconds left before @p step_deadline_mono or the run's deadline (whichever is first);
  * UINT32_MAX when neither is set, 0 when passed. */
 uint32_t weft__rt_remaining_ms(const struct run *run, uint64_t step_deadline_mono);
+/* The run's agents: the workflow's, then the teams composed during the run (run_roster).
+ * weft__rt_agent() is NULL for an index beyond them; weft__rt_find_agent() WF_NONE for an
+ * unknown (or NULL) name. Run lock held. */
+size_t weft__rt_agent_count(const struct run *run);
+const struct wf_agent *weft__rt_agent(const struct run *run, size_t index);
+size_t weft__rt_find_agent(const struct run *run, const char *name);
+/* May agent @p from request agent @p to (a run agent index)? Its can_request says so, or it is
+ * an architect and @p to a team composed during the run. */
+bool weft__rt_may_request(const struct run *run, const struct wf_agent *from, size_t to);
+
+/* Must @p step run in this process whatever the run's executor? An architect's step and a
+ * composed team's do: both need this run's roster. */
+bool weft__rt_step_is_local(const struct run *run, const struct plan_step *step);
+
 /* The agent's name, or the step kind's ("command", ...) for steps without an agent. */
 const char *weft__rt_step_actor(const struct run *run, const struct plan_step *step);
 

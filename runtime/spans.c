@@ -67,10 +67,10 @@ genai_start_attrs(const struct run *run,
         attrs[n++] = weft_attr_str(WEFT__GENAI_WORKFLOW_NAME, run->cfg.wf->name);
         break;
     case RT_SPAN_AGENT: {
-        size_t a = weft__wf_find_agent(run->cfg.wf, subject);
+        size_t a = weft__rt_find_agent(run, subject);
         attrs[n++] = weft_attr_str(WEFT__GENAI_AGENT_NAME, subject);
-        if (a != WF_NONE) {
-            size_t model = run->cfg.wf->agents[a].model;
+        size_t model = a != WF_NONE ? weft__rt_agent(run, a)->model : WF_NONE;
+        if (model < run->cfg.wf->model_count) {
             const char *provider_of = run->svc->provider_name != NULL
                                           ? run->svc->provider_name(run->svc->ctx, model)
                                           : NULL;

@@ -77,8 +77,9 @@ is_budget_kind(const char *kind)
 static const char *
 agent_name(const struct run *run, size_t agent)
 {
-    return agent < run->cfg.wf->agent_count ? run->cfg.wf->agents[agent].name
-                                            : run->cfg.wf->supervisor.name;
+    const struct wf_agent *a = weft__rt_agent(run, agent);
+
+    return a != NULL ? a->name : run->cfg.wf->supervisor.name;
 }
 
 /* Counted, logged and alerted: thread-safe, so the stall timer uses it too. @p span_hex is
@@ -439,7 +440,7 @@ weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
 {
     const struct plan_step *s = &run->ps.plan.steps[step];
     size_t from =
-        run->ps.last_actor != NULL ? weft__wf_find_agent(run->cfg.wf, run->ps.last_actor) : WF_NONE;
+        run->ps.last_actor != NULL ? weft__rt_find_agent(run, run->ps.last_actor) : WF_NONE;
     const char *to = weft__rt_step_actor(run, s);
     uint64_t sig = hash_text(
         hash_text(hash_text(FNV_OFFSET, agent_name(run, from), false), to, false), s->task, true);
@@ -485,7 +486,7 @@ weft__rt_watchdog_decision(struct run *run,
         weft__rt_watchdog_fact(run, state);
         snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.64s", sup->name, next);
         occur(run, decision, WD_ROUTE, hash_text(FNV_OFFSET, next, false), WF_NONE,
-              weft__wf_find_agent(run->cfg.wf, next), what);
+              weft__rt_find_agent(run, next), what);
     }
 }
 
@@ -499,7 +500,7 @@ weft__rt_watchdog_tool(
 
     (void)learn(&run->watchdog, hash_text(sig, result, true));
     if (run->ps.last_actor != NULL) {
-        agent = weft__wf_find_agent(run->cfg.wf, run->ps.last_actor);
+        agent = weft__rt_find_agent(run, run->ps.last_actor);
     }
     snprintf(what, sizeof(what), "%.48s %.120s", tool, args != NULL ? args : "");
     occur(run, span, WD_TOOL, sig, agent, WF_NONE, what);

@@ -1183,6 +1183,53 @@ load_agent_team(struct loader *ld,
     weft__free(full);
 }
 
+/* Agent @p ag's "architect": true, or {"max_attempts", "max_depth", "out_dir"}. An architect
+ * composes teams with its model and instructions: it takes no tools, MCP servers, team,
+ * reflection or requests of its own (it requests the teams it composed). */
+static void
+load_agent_architect(struct loader *ld,
+                     const struct weft_workflow *wf,
+                     struct wf_agent *ag,
+                     const json_t *a,
+                     const char *path)
+{
+    static const char *const keys[] = {"max_attempts", "max_depth", "out_dir", NULL};
+    static const char *const own[] = {"tools",       "mcp_servers", "workflow", "reflection",
+                                      "can_request", "replan_on",   NULL};
+    const json_t *v = json_object_get(a, "architect");
+    char sub[160];
+    char *dir = NULL;
+
+    snprintf(sub, sizeof(sub), "%s.architect", path);
+    if (v == NULL || json_is_false(v)) {
+        return;
+    }
+    if (!json_is_true(v) && !json_is_object(v)) {
+        diag_add(ld, sub, 0, 0, "expected true or an object {max_attempts, max_depth, out_dir}");
+        return;
+    }
+    for (size_t i = 0; own[i] != NULL; i++) {
+        if (json_object_get(a, own[i]) != NULL) {
+            diag_add(ld, sub, 0, 0,
+                     "an architect composes teams and uses none itself: remove \"%s\"", own[i]);
+        }
+    }
+    ag->architect = weft__calloc(1, sizeof(*ag->architect));
+    if (ag->architect == NULL) {
+        ld->is_oom = true;
+        return;
+    }
+    if (json_is_object(v)) {
+        check_keys(ld, v, sub, keys);
+        dir = get_str(ld, v, sub, "out_dir", false);
+    }
+    ag->architect->max_attempts = (unsigned)get_int(ld, v, sub, "max_attempts", 3, 1, 10);
+    ag->architect->max_depth = (unsigned)get_int(ld, v, sub, "max_depth", 1, 1, 3);
+    ag->architect->out_dir = resolve_path(wf, dir != NULL ? dir : "teams");
+    ld->is_oom = ld->is_oom || ag->architect->out_dir == NULL;
+    weft__free(dir);
+}
+
 /* An agent made for an MCP server: the server's model, else the workflow's only or first. */
 static void
 load_mcp_agent(struct loader *ld, struct weft_workflow *wf, struct wf_agent *ag)
@@ -1204,9 +1251,9 @@ static void
 load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
-        "name",       "model",           "instructions", "tools",       "can_request", "replan_on",
-        "reflection", "max_tool_rounds", "timeout_s",    "description", "mcp_servers", "workflow",
-        NULL};
+        "name",        "model",      "instructions",    "tools",     "can_request",
+        "replan_on",   "reflection", "max_tool_rounds", "timeout_s", "description",
+        "mcp_servers", "workflow",   "architect",       NULL};
     const json_t *agents = json_object_get(root, "agents");
 
     for (size_t i = 0; i < wf->agent_count; i++) {
@@ -1232,6 +1279,7 @@ load_agents_pass2(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         load_agent_replan(ld, wf, ag, a, path);
         load_agent_reflection(ld, wf, ag, a, path);
         load_agent_team(ld, wf, ag, a, path);
+        load_agent_architect(ld, wf, ag, a, path);
         ag->max_tool_rounds = (unsigned)get_int(ld, a, path, "max_tool_rounds", 8, 1, 1000);
         ag->timeout_ms = get_seconds_ms(ld, a, path, "timeout_s");
     }
@@ -2347,6 +2395,55 @@ weft_workflow_name(const struct weft_workflow *workflow)
 }
 
 static void
+describe(const struct weft_workflow *wf, unsigned depth, struct weft__buf *b)
+{
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        const struct wf_agent *a = &wf->agents[i];
+        (void)weft__buf_printf(b, "%*s- %s: ", (int)(2 + 2 * depth), "", a->name);
+        if (a->team != NULL) {
+            (void)weft__buf_printf(b, "team '%s' (%s)\n", a->team->name, a->team->path);
+            if (depth < 3) {
+                describe(a->team, depth + 1, b);
+            }
+            continue;
+        }
+        if (a->architect != NULL) {
+            (void)weft__buf_printf(b, "architect (%u designs, depth %u, teams in %s)\n",
+                                   a->architect->max_attempts, a->architect->max_depth,
+                                   a->architect->out_dir);
+            continue;
+        }
+        (void)weft__buf_printf(b, "%s", a->is_mcp ? "MCP server agent" : "agent");
+        if (a->model != WF_NONE) {
+            (void)weft__buf_printf(b, " on %s", wf->models[a->model].name);
+        }
+        for (size_t t = 0; t < a->tool_count; t++) {
+            (void)weft__buf_printf(b, "%s%s", t == 0 ? ", tools: " : " ",
+                                   wf->tools[a->tools[t]].name);
+        }
+        (void)weft__buf_append_str(b, "\n");
+    }
+}
+
+char *
+weft_workflow_describe(const struct weft_workflow *workflow)
+{
+    struct weft__buf b;
+
+    weft__buf_init(&b, 0);
+    if (workflow != NULL) {
+        describe(workflow, 0, &b);
+    }
+    return b.data != NULL ? b.data : weft__strdup("");
+}
+
+void
+weft_workflow_text_free(char *text)
+{
+    weft__free(text);
+}
+
+static void
 free_prompt_ref(struct rt_prompt_ref *ref)
 {
     if (ref != NULL) {
@@ -2383,6 +2480,10 @@ weft_workflow_free(struct weft_workflow *wf)
         weft__free(a->description);
         weft__free(a->mcp_servers);
         weft_workflow_free(a->team);
+        if (a->architect != NULL) {
+            weft__free(a->architect->out_dir);
+            weft__free(a->architect);
+        }
         weft__free(a->can_request);
         free_str_array(a->replan_keywords, a->replan_keyword_count);
         weft__free(a->reflection.instructions);

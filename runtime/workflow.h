@@ -68,6 +68,17 @@ struct wf_agent {
     /* "workflow": a team, another workflow file this agent runs as one step (subrun.h): the
      * supervisor routes to it like any agent. NULL: an LLM agent. */
     struct weft_workflow *team;
+    struct wf_architect *architect; /* NULL: not an architect */
+};
+
+/* "architect" on an agent (docs/architect.md): its step composes a team for the step's task
+ * (weft_compose(), with this agent's model and instructions) and registers the team for the
+ * rest of the run (architect.h). */
+struct wf_architect {
+    unsigned max_attempts; /* designs asked for at most (default 3) */
+    unsigned max_depth;    /* levels of composition from here (default 1: a composed team has
+                            * no architect of its own; each level down has one less) */
+    char *out_dir;         /* where teams are saved, absolute (default: <workflow dir>/teams) */
 };
 
 /* "memory" (docs/memory.md): skill memory and how much of a conversation an agent sees. */

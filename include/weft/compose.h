@@ -7,6 +7,8 @@
 #ifndef WEFT_COMPOSE_H
 #define WEFT_COMPOSE_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <weft/common.h>
 #include <weft/runtime.h>
 #include <weft/trace.h>
@@ -14,6 +16,15 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** What the architect's run used (weft_compose_options.usage). */
+struct weft_compose_usage {
+    int64_t input_tokens;
+    int64_t output_tokens;
+    double cost_usd;
+    size_t llm_calls;
+    size_t tool_calls;
+};
 
 /** What to compose, with what. Zero-initialise; every pointer is borrowed for the call. */
 struct weft_compose_options {
@@ -31,14 +42,29 @@ struct weft_compose_options {
     struct weft_provider *provider;
     /** Where the architect's runs are kept; NULL: the default state store. */
     const char *state_path;
+    /** The base's agent with "architect" whose model, instructions (text or a managed prompt)
+     * and limits design; NULL: the base's first architect agent, else weft's built-in
+     * architect on the supervisor's model. */
+    const char *architect;
+    /** Levels of composition allowed from here: 1 (a composed team has no architect of its
+     * own) to 3; 0: the architect agent's max_depth, else 1. A design's architect agents get
+     * one level less, and none is accepted at 1. */
+    unsigned max_depth;
+    /** The span the compose span (and the architect's run under it) nests under, e.g. the
+     * step of a running workflow; NULL: a new trace. */
+    const struct weft_span_context *parent;
+    /** Receives what the architect's run used, whatever the outcome (zeroed first); NULL:
+     * not wanted. The one field written to. */
+    struct weft_compose_usage *usage;
 };
 
 /** Ask the architect for a team, check it and save it.
  * The design must be a workflow (weft_workflow_load() accepts it: schema, unique names, known
  * tools and models, no cycles), a supervisor-star (agents and a supervisor; no "flow"), and
  * made of single-purpose agents (each bound to at most one tool or MCP server), without team
- * agents of its own (composition is one level deep). A rejected design is sent back with its
- * reasons, up to max_attempts designs.
+ * files of its own, and with architect agents only while max_depth allows (recursive
+ * composition, one level less each time). A rejected design is sent back with its reasons, up
+ * to max_attempts designs.
  * @param path receives the saved file's path (new; free with weft_compose_text_free()).
  * @param error receives the last rejection's reasons, or why the architect could not run.
  * @return WEFT_OK; WEFT_EPARSE (every design was rejected); WEFT_EINVAL (no goal or base);

@@ -66,6 +66,16 @@ WEFT_API weft_err weft_workflow_load(const char *path,
  * Errors: none. */
 WEFT_API const char *weft_workflow_name(const struct weft_workflow *workflow);
 
+/** The workflow's agents as text for people (`weft validate`): one line per agent with what it
+ * is (an LLM agent with its model and tools, an MCP server's agent, a team with its file and
+ * agents, recursively, an architect with its limits and where its teams go).
+ * @return new text (free with weft_workflow_text_free()), or NULL when out of memory.
+ * Ownership: caller owns the result. Errors: none beyond memory. */
+WEFT_API char *weft_workflow_describe(const struct weft_workflow *workflow);
+
+/** Free text from weft_workflow_describe(). NULL is a no-op. Errors: none. */
+WEFT_API void weft_workflow_text_free(char *text);
+
 /** Free a workflow. NULL is a no-op.
  * Errors: none. Ownership: takes @p workflow (frees it). */
 WEFT_API void weft_workflow_free(struct weft_workflow *workflow);

@@ -212,6 +212,8 @@ test_compose_reasons(void **state)
         {"{\"name\": \"t\", \"agents\": [{\"name\": \"a\", \"workflow\": \"x.json\"}]}",
          "too deep"},
         {"{\"name\": \"Bad Name\", \"agents\": [{\"name\": \"a\"}]}", "snake_case"},
+        {"{\"name\": \"t\", \"agents\": [{\"name\": \"a\", \"architect\": true}]}",
+         "an architect inside this team is too deep"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
