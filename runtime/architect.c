@@ -80,6 +80,7 @@ compose(struct run *run,
     o.provider = run->cfg.opts->provider;
     o.state_path = run->cfg.opts->state_path;
     o.parent = under;
+    o.capture_content = run->cfg.capture_content ? 1 : 0;
     weft__rt_unlock(run);
     if (weft_compose(&o, &path, why, why_len) != WEFT_OK && why[0] == '\0') {
         snprintf(why, why_len, "the architect composed no team");

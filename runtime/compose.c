@@ -498,6 +498,7 @@ weft_compose(const struct weft_compose_options *o, char **path, char *error, siz
         ro.state_path = o->state_path;
         ro.input = o->goal;
         ro.tools = tools;
+        ro.capture_content = o->capture_content;
         ro.parent_context = span != NULL ? &ctx : o->parent;
         err = weft_run(wf, &ro, &r, error, error_len) == WEFT_OK ? WEFT_OK : WEFT_EIO;
         if (err == WEFT_OK && o->usage != NULL) {

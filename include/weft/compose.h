@@ -53,6 +53,9 @@ struct weft_compose_options {
     /** The span the compose span (and the architect's run under it) nests under, e.g. the
      * step of a running workflow; NULL: a new trace. */
     const struct weft_span_context *parent;
+    /** Record prompts and outputs on the architect's spans, as weft_run_options'
+     * capture_content: 1 records, 0 (the default) never, -1 the environment decides. */
+    int capture_content;
     /** Receives what the architect's run used, whatever the outcome (zeroed first); NULL:
      * not wanted. The one field written to. */
     struct weft_compose_usage *usage;

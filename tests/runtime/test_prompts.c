@@ -449,6 +449,44 @@ test_prompts_correction_guidance_is_managed(void **state)
     otlp_sink_free(sink);
 }
 
+/* An architect agent's instructions from Langfuse: its generations (in the composition's run)
+ * link to the prompt, and weft's team format still reaches the model (in its task). */
+static void
+test_prompts_architect_prompt_is_managed(void **state)
+{
+    struct fx *f = *state;
+    struct otlp_sink *sink = otlp_sink_new();
+    struct weft_run_result *r = NULL;
+    json_t *chat = NULL;
+    const char *input = NULL;
+
+    push_json(f, 200,
+              "{\"type\":\"text\",\"name\":\"architect-sys\",\"version\":7,"
+              "\"prompt\":\"Design the smallest team that works.\",\"labels\":[\"production\"]}");
+    r = run_workflow(
+        sink,
+        "{\"name\": \"arch\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"agents\": [{\"name\": \"architect\", \"instructions\": "
+        "{\"langfuse_prompt\": \"architect-sys\"}, \"architect\": true}], \"plan\": [{\"id\": "
+        "\"design\", \"agent\": \"architect\", \"task\": \"Build a team that greets\"}]}",
+        "{\"responses\": {\"architect\": {\"act\": [{\"tool_calls\": [{\"name\": "
+        "\"submit_team\", \"arguments\": {\"team\": {\"name\": \"greeters\", \"agents\": "
+        "[{\"name\": \"greeter\"}], \"plan\": [{\"id\": \"g\", \"agent\": \"greeter\", "
+        "\"task\": \"greet\"}]}}}]}, {\"content\": \"done\"}]}, \"greeter\": {\"act\": "
+        "[{\"content\": \"hello\"}]}}}");
+    assert_int_equal(r->status, WEFT_RUN_COMPLETED);
+    chat = otlp_sink_find(sink, "chat m", 0);
+    assert_non_null(chat);
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.name"), "architect-sys");
+    assert_string_equal(otlp_span_attr(chat, "langfuse.observation.prompt.version"), "7");
+    input = otlp_span_attr(chat, "gen_ai.input.messages");
+    assert_non_null(strstr(input, "Design the smallest team that works."));
+    assert_non_null(strstr(input, "Design a team for the goal as a weft workflow"));
+    assert_non_null(strstr(input, "Build a team that greets"));
+    weft_run_result_free(r);
+    otlp_sink_free(sink);
+}
+
 static void
 test_prompts_workflow_checks_the_reference(void **state)
 {
@@ -495,6 +533,7 @@ main(void)
         T(test_prompts_run_uses_fallback_or_fails_the_step),
         T(test_prompts_supervisor_and_reflection_prompts_are_managed),
         T(test_prompts_correction_guidance_is_managed),
+        T(test_prompts_architect_prompt_is_managed),
         T(test_prompts_workflow_checks_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
