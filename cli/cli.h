@@ -136,6 +136,8 @@ int cli_serve(int argc, char **argv);
 void cli_serve_usage(FILE *out);
 int cli_runs(int argc, char **argv);
 void cli_runs_usage(FILE *out);
+int cli_teams(int argc, char **argv);
+void cli_teams_usage(FILE *out);
 int cli_skills(int argc, char **argv);
 void cli_skills_usage(FILE *out);
 int cli_resume(int argc, char **argv);

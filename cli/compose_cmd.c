@@ -4,10 +4,12 @@
  * team is saved as a workflow file (docs/architect.md).
  */
 #include "cli.h"
+#include "json_out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <weft/weft.h>
 
 void
@@ -113,5 +115,99 @@ cli_compose(int argc, char **argv)
     weft_compose_text_free(path);
     cli_telemetry_stop(&tel);
     weft_workflow_free(wf);
+    return rc;
+}
+
+void
+cli_teams_usage(FILE *out)
+{
+    fputs("usage: weft teams [--run RUN_ID] [--limit N] [--state PATH] [--json]\n"
+          "\n"
+          "The teams architects composed (`weft compose`, architect agents during runs), as\n"
+          "the state store keeps them: newest first, or one run's in the order they were\n"
+          "composed. Each row: name, when, the run it was composed for, its file, the goal.\n"
+          "\n"
+          "options:\n"
+          "      --run RUN_ID  one run's teams\n"
+          "  -n, --limit N     teams to list (default 50, at most 10000)\n"
+          "      --state PATH  state: a SQLite file or a postgresql:// URL (default\n"
+          "                    $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
+          "      --json        {\"schema\": \"weft.teams/v1\", \"teams\": [{id, name, path, goal,\n"
+          "                    run_id, created, team}]} (team: the design)\n"
+          "\n"
+          "exit status: 0 ok, 1 the store cannot be read, 2 bad usage\n",
+          out);
+}
+
+static int
+teams_json(const struct weft_team_record *teams, size_t count)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; list != NULL && i < count; i++) {
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:s, s:s, s:s?, s:I, s:o?}", "id", teams[i].id, "name",
+                            teams[i].name, "path", teams[i].path, "goal", teams[i].goal, "run_id",
+                            teams[i].run_id, "created_ns", (json_int_t)teams[i].created_ns, "team",
+                            json_loads(teams[i].document, 0, NULL)));
+    }
+    return cli_json_print(json_pack("{s:s, s:o?}", "schema", "weft.teams/v1", "teams", list));
+}
+
+int
+cli_teams(int argc, char **argv)
+{
+    const char *state = NULL;
+    const char *run = NULL;
+    const char *limit_text = NULL;
+    bool is_help = false;
+    bool is_json = false;
+    size_t limit = 50;
+    size_t count = 0;
+    struct weft_team_record *teams = NULL;
+    const struct cli_option options[] = {
+        {"run", 0, true, false, &run, NULL},         {"limit", 'n', true, false, &limit_text, NULL},
+        {"state", 0, true, false, &state, NULL},     {"json", 0, false, false, NULL, &is_json},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+    weft_err err = WEFT_OK;
+    int rc = CLI_EXIT_OK;
+
+    if (cli_parse("teams", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
+                  &count) != CLI_EXIT_OK ||
+        (limit_text != NULL && !cli_parse_size(limit_text, 1, 10000, &limit))) {
+        cli_teams_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help) {
+        cli_teams_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    err = weft_teams_list(state, run, limit, &teams, &count);
+    if (err != WEFT_OK && err != WEFT_ENOTFOUND) { /* no database yet: no teams */
+        fprintf(stderr, "weft teams: cannot read the state store: %s\n", weft_strerror(err));
+        return CLI_EXIT_FAIL;
+    }
+    if (is_json) {
+        rc = teams_json(teams, count);
+    } else if (count == 0) {
+        printf("no composed teams yet\n");
+    } else {
+        printf("%-24s %-19s %-10s %s\n", "TEAM", "COMPOSED", "RUN", "FILE / GOAL");
+        for (size_t i = 0; i < count; i++) {
+            time_t secs = (time_t)(teams[i].created_ns / 1000000000u);
+            struct tm tm;
+            char when[32] = "-";
+            if (localtime_r(&secs, &tm) != NULL) {
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+            }
+            printf("%-24.24s %-19s %-10.8s %s\n", teams[i].name, when,
+                   teams[i].run_id != NULL ? teams[i].run_id : "-", teams[i].path);
+            printf("%56s", "");
+            cli_put_clean(stdout, teams[i].goal, 70);
+            putchar('\n');
+        }
+    }
+    weft_teams_free(teams, count);
     return rc;
 }

@@ -37,6 +37,8 @@ static const struct cli_command commands[] = {
      "serve /metrics across stored runs, and /healthz", cli_serve, cli_serve_usage},
     {"skills", "skills list|show|forget", "inspect and prune skill memory (docs/memory.md)",
      cli_skills, cli_skills_usage},
+    {"teams", "teams [--run RUN_ID] [--json]",
+     "list the teams architects composed (docs/architect.md)", cli_teams, cli_teams_usage},
     {"trace", "trace list|show ...", "inspect traces in the local store", cli_trace,
      cli_trace_usage},
     {"exporters", "exporters [--json]", "list the exporters OTEL_TRACES_EXPORTER can name",

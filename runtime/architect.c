@@ -10,9 +10,11 @@
 
 #include "agent.h"
 #include "evaluate.h"
+#include "state.h"
 #include "workflow.h"
 
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
 
@@ -80,6 +82,7 @@ compose(struct run *run,
     o.provider = run->cfg.opts->provider;
     o.state_path = run->cfg.opts->state_path;
     o.parent = under;
+    o.run_id = run->store.run_id;
     o.capture_content = run->cfg.capture_content ? 1 : 0;
     weft__rt_unlock(run);
     if (weft_compose(&o, &path, why, why_len) != WEFT_OK && why[0] == '\0') {
@@ -136,4 +139,25 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
     weft__rt_agent_step_end(run, index, agent, span, "no_team");
     weft__free(path);
     weft__free(goal);
+}
+
+void
+weft__rt_architect_restore(struct run *run)
+{
+    struct weft__state_team *teams = NULL;
+    size_t n = 0;
+
+    if (run->store.state == NULL || weft__state_teams_list(run->store.state, run->store.run_id,
+                                                           RUN_MAX_TEAMS, &teams, &n) != WEFT_OK) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char why[512] = "";
+        if (weft__rt_find_agent(run, teams[i].name) == WF_NONE &&
+            register_team(run, teams[i].path, why, sizeof(why)) == NULL) {
+            WEFT_LOG(WEFT_LOG_WARN, "resume: composed team %s not registered again: %s",
+                     teams[i].name, why);
+        }
+    }
+    weft__state_teams_free(teams, n);
 }

@@ -10,7 +10,9 @@
  */
 #include "base/buf.h"
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/mem.h"
+#include "runtime/state.h"
 #include "runtime/workflow.h"
 
 #include <errno.h>
@@ -387,6 +389,35 @@ architect_doc(const struct weft_compose_options *o,
     return doc;
 }
 
+/* Keep the accepted team in the state store's teams table. A failure is logged: the file is
+ * what runs, the row what lists and resumes. */
+static void
+record_team(const struct weft_compose_options *o, const struct submit *sub, const char *run_id)
+{
+    struct rt_state *st = NULL;
+    struct weft__state_team t;
+    char why[256] = "";
+    char *doc = json_dumps(sub->team, JSON_COMPACT);
+    char *location =
+        o->state_path != NULL ? weft__strdup(o->state_path) : weft__state_default_path();
+
+    memset(&t, 0, sizeof(t));
+    t.name = (char *)json_string_value(json_object_get(sub->team, "name"));
+    t.path = sub->path;
+    t.goal = (char *)o->goal;
+    t.document = doc;
+    t.run_id = (char *)(o->run_id != NULL ? o->run_id : run_id);
+    if (doc == NULL || location == NULL ||
+        weft__state_open(location, &st, why, sizeof(why)) != WEFT_OK ||
+        weft__state_team_save(st, &t) != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_WARN, "compose: team %s not kept in the state store%s%s", t.name,
+                 why[0] != '\0' ? ": " : "", why);
+    }
+    weft__state_close(st);
+    weft__free(location);
+    free(doc);
+}
+
 /* Check the options and make the submit state and the architect's workflow document. */
 static weft_err
 compose_prepare(const struct weft_compose_options *o,
@@ -435,6 +466,7 @@ compose_outcome(
     struct submit *sub, const struct weft_run_result *r, char **path, char *error, size_t error_len)
 {
     if (sub->path != NULL) {
+        record_team(sub->o, sub, r->run_id);
         *path = sub->path;
         sub->path = NULL;
         return WEFT_OK;
@@ -521,4 +553,66 @@ weft_compose(const struct weft_compose_options *o, char **path, char *error, siz
     weft_tools_free(tools);
     json_decref(doc);
     return err;
+}
+
+weft_err
+weft_teams_list(const char *state_path,
+                const char *run_id,
+                size_t limit,
+                struct weft_team_record **out,
+                size_t *count)
+{
+    struct rt_state *st = NULL;
+    struct weft__state_team *rows = NULL;
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (out == NULL || count == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    *count = 0;
+    err = weft__state_open_existing(state_path, &st);
+    if (err == WEFT_OK) {
+        err = weft__state_teams_list(st, run_id, limit, &rows, &n);
+    }
+    weft__state_close(st);
+    if (err == WEFT_OK && n > 0) {
+        *out = weft__calloc(n, sizeof(**out));
+        err = *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+    }
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        struct weft_team_record *t = &(*out)[i];
+        t->id = weft__strdup(rows[i].id);
+        t->name = rows[i].name;
+        t->path = rows[i].path;
+        t->goal = rows[i].goal;
+        t->document = rows[i].document;
+        t->run_id = rows[i].run_id;
+        t->created_ns = rows[i].created_ns;
+        memset(&rows[i], 0, sizeof(rows[i])); /* taken over */
+        err = t->id != NULL ? WEFT_OK : WEFT_ENOMEM;
+        *count = i + 1;
+    }
+    weft__state_teams_free(rows, n);
+    if (err != WEFT_OK) {
+        weft_teams_free(*out, *count);
+        *out = NULL;
+        *count = 0;
+    }
+    return err;
+}
+
+void
+weft_teams_free(struct weft_team_record *teams, size_t count)
+{
+    for (size_t i = 0; teams != NULL && i < count; i++) {
+        weft__free(teams[i].id);
+        weft__free(teams[i].name);
+        weft__free(teams[i].path);
+        weft__free(teams[i].goal);
+        weft__free(teams[i].document);
+        weft__free(teams[i].run_id);
+    }
+    weft__free(teams);
 }

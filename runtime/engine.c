@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "agent.h"
+#include "architect.h"
 #include "command_step.h"
 #include "correct.h"
 #include "durable.h"
@@ -2189,6 +2190,7 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
                                                run->store.resumed)
                       : WEFT_ENOMEM;
         } else {
+            weft__rt_architect_restore(run); /* before the steps: some may be its teams' */
             err = weft__state_steps_each(run->store.state, run->store.run_id, resume_step, run);
         }
         if (err != WEFT_OK) {

@@ -13,29 +13,6 @@
 #include <unistd.h>
 #include <weft/skills.h>
 
-static weft_err
-open_existing(const char *state_path, struct rt_state **out)
-{
-    char *path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
-    char err[256];
-    weft_err rc = WEFT_OK;
-
-    *out = NULL;
-    if (path == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (!weft__state_is_url(path) && access(path, F_OK) != 0) {
-        weft__free(path);
-        return WEFT_ENOTFOUND;
-    }
-    rc = weft__state_open(path, out, err, sizeof(err));
-    if (rc != WEFT_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "%s", err);
-    }
-    weft__free(path);
-    return rc;
-}
-
 /* A copy of @p s, or NULL (with *is_oom set when @p s was not NULL). */
 static char *
 dup_or_null(const char *s, bool *is_oom)
@@ -105,7 +82,7 @@ weft_skills_list(
     if (limit > WEFT_SKILLS_LIST_MAX) {
         return WEFT_EINVAL;
     }
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err == WEFT_OK) {
         err = weft__state_skills_list(st, agent, limit, &found, &n);
     }
@@ -135,7 +112,7 @@ weft_skill_show(const char *state_path, const char *id_or_prefix, struct weft_sk
     if (!weft__skill_ref_is_valid(id_or_prefix)) {
         return WEFT_EINVAL;
     }
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err == WEFT_OK) {
         err = weft__state_skill_get(st, id_or_prefix, &found);
     }
@@ -163,7 +140,7 @@ weft_skills_forget(const char *state_path,
         (id_or_prefix != NULL && !weft__skill_ref_is_valid(id_or_prefix))) {
         return WEFT_EINVAL;
     }
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err == WEFT_OK) {
         err = weft__state_skills_forget(st, id_or_prefix, agent, removed);
     }

@@ -11,9 +11,11 @@
 #include "base/buf.h"
 #include "base/env.h"
 #include "base/fs.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
 #include "base/utf8.h"
+#include "base/uuid.h"
 #include "tracing/ids.h"
 
 #include <errno.h>
@@ -1117,6 +1119,77 @@ weft__state_skill_used(struct rt_state *st, const char *id, uint64_t now_ns)
         return WEFT_EINVAL;
     }
     return st->ops->skill_used(st, id, now_ns);
+}
+
+weft_err
+weft__state_team_save(struct rt_state *st, struct weft__state_team *t)
+{
+    if (st == NULL || t == NULL || t->name == NULL || t->path == NULL || t->goal == NULL ||
+        t->document == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (t->id[0] == '\0') {
+        weft__uuid_v4(t->id);
+    }
+    if (t->created_ns == 0) {
+        t->created_ns = weft__now_ns();
+    }
+    return st->ops->team_save(st, t);
+}
+
+weft_err
+weft__state_teams_list(struct rt_state *st,
+                       const char *run_id,
+                       size_t limit,
+                       struct weft__state_team **out,
+                       size_t *count)
+{
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (st == NULL || out == NULL || count == NULL || limit > WEFT_SKILLS_LIST_MAX) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->teams_list(st, run_id, limit == 0 ? 50 : limit, out, count);
+}
+
+weft_err
+weft__state_open_existing(const char *state_path, struct rt_state **out)
+{
+    char *path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
+    char err[256];
+    weft_err rc = WEFT_OK;
+
+    *out = NULL;
+    if (path == NULL) {
+        return WEFT_ENOMEM;
+    }
+    if (!weft__state_is_url(path) && access(path, F_OK) != 0) {
+        weft__free(path);
+        return WEFT_ENOTFOUND;
+    }
+    rc = weft__state_open(path, out, err, sizeof(err));
+    if (rc != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "%s", err);
+    }
+    weft__free(path);
+    return rc;
+}
+
+void
+weft__state_teams_free(struct weft__state_team *teams, size_t count)
+{
+    for (size_t i = 0; teams != NULL && i < count; i++) {
+        weft__free(teams[i].name);
+        weft__free(teams[i].path);
+        weft__free(teams[i].goal);
+        weft__free(teams[i].document);
+        weft__free(teams[i].run_id);
+    }
+    weft__free(teams);
 }
 
 weft_err

@@ -45,6 +45,12 @@ struct rt_state;
  * than this weft, a failed migration), WEFT_ENOMEM. *out is NULL on failure.
  * Ownership: borrows @p location; caller owns *out (weft__state_close()). */
 weft_err weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len);
+
+/* For readers (`weft skills`, `weft teams`): open the store at @p state_path (NULL: the
+ * default location) only when it exists: a missing SQLite file is WEFT_ENOTFOUND, never a new
+ * empty file; a PostgreSQL URL is always opened. Failures are logged.
+ * @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EIO, WEFT_ENOMEM. Ownership: *out is the caller's. */
+weft_err weft__state_open_existing(const char *state_path, struct rt_state **out);
 /* Close the handle (NULL is a no-op); an open transaction is rolled back. */
 void weft__state_close(struct rt_state *st);
 
@@ -500,6 +506,35 @@ weft_err weft__state_skills_forget(struct rt_state *st,
                                    const char *id_or_prefix,
                                    const char *agent,
                                    size_t *removed);
+
+/* Composed teams (docs/architect.md): one row per team an architect composed: its name, its
+ * file, the goal, the design (JSON text), the run it was composed for (an architect agent's
+ * run; for `weft compose`, the architect's own run) and when. A resumed run registers its
+ * teams again from these rows. Strings are owned by the struct (weft__state_teams_free()). */
+struct weft__state_team {
+    char id[WEFT_UUID_LEN + 1]; /* made by weft__state_team_save() when empty */
+    char *name;
+    char *path;
+    char *goal;
+    char *document;
+    char *run_id; /* may be NULL */
+    uint64_t created_ns;
+};
+
+/* Keep team @p t (the id made when empty; created_ns 0 means now). @return WEFT_OK,
+ * WEFT_EINVAL (NULL or a missing name, path, goal or document), WEFT_EIO. */
+weft_err weft__state_team_save(struct rt_state *st, struct weft__state_team *t);
+
+/* The @p limit (1..WEFT_SKILLS_LIST_MAX; 0 means 50) teams composed for run @p run_id (NULL:
+ * for any run), oldest first for a run (the order they were registered in), newest first
+ * otherwise. @return WEFT_OK (*out NULL when none), WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.
+ * Ownership: caller owns *out (weft__state_teams_free()). */
+weft_err weft__state_teams_list(struct rt_state *st,
+                                const char *run_id,
+                                size_t limit,
+                                struct weft__state_team **out,
+                                size_t *count);
+void weft__state_teams_free(struct weft__state_team *teams, size_t count);
 
 /* Apply a retention policy to the whole store now: drop skills created before @p now_ns -
  * @p max_age_ns (0: no age limit), then keep at most @p max_per_agent (0: no limit) per agent,

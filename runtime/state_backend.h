@@ -142,6 +142,12 @@ struct weft__state_ops {
                               struct weft__skill **out,
                               size_t *count);
     weft_err (*skill_used)(struct rt_state *st, const char *id, uint64_t now_ns);
+    weft_err (*team_save)(struct rt_state *st, const struct weft__state_team *t);
+    weft_err (*teams_list)(struct rt_state *st,
+                           const char *run_id,
+                           size_t limit,
+                           struct weft__state_team **out,
+                           size_t *count);
     weft_err (*skills_list)(struct rt_state *st,
                             const char *agent,
                             size_t limit,

@@ -211,7 +211,16 @@ static const char migration_4[] =
     " agent TEXT NOT NULL, model TEXT NOT NULL, vec bytea NOT NULL);"
     "CREATE INDEX skill_vectors_agent_idx ON skill_vectors (agent, model);";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4};
+/* Migration 5 (composed teams, docs/architect.md): a row per team an architect composed, its
+ * design as JSONB beside the design's workflows table. (4 is the skill vectors'.) */
+static const char migration_5[] =
+    "CREATE TABLE teams (id UUID PRIMARY KEY, name TEXT NOT NULL, path TEXT NOT NULL,"
+    " goal TEXT NOT NULL, document JSONB NOT NULL, run_id TEXT, created_ns BIGINT NOT NULL);"
+    "CREATE INDEX teams_run_idx ON teams (run_id, created_ns);"
+    "CREATE INDEX teams_created_idx ON teams (created_ns);";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                         migration_5};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2866,6 +2875,79 @@ pg_skills_list(
 }
 
 static weft_err
+pg_team_save(struct rt_state *base, const struct weft__state_team *t)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_raw(&p, t->id);
+    p_key(&p, t->name);
+    p_key(&p, t->path);
+    p_text(&p, t->goal);
+    p_text(&p, t->document);
+    p_key(&p, t->run_id);
+    p_u64(&p, t->created_ns);
+    err = exec_sql(st, "team save",
+                   "INSERT INTO teams (id, name, path, goal, document, run_id, created_ns)"
+                   " VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_teams_list(struct rt_state *base,
+              const char *run_id,
+              size_t limit,
+              struct weft__state_team **out,
+              size_t *count)
+{
+    struct pg_state *st = pg(base);
+    struct weft__state_team *rows = NULL;
+    PGresult *res = NULL;
+    struct params p;
+    bool is_oom = false;
+    int total = 0;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    p_u64(&p, limit);
+    res = query(st, "teams list",
+                run_id != NULL ? "SELECT id, name, path, goal, document::text, run_id, created_ns"
+                                 " FROM teams WHERE run_id = $1 ORDER BY created_ns LIMIT $2"
+                               : "SELECT id, name, path, goal, document::text, run_id, created_ns"
+                                 " FROM teams WHERE $1::text IS NULL ORDER BY created_ns DESC"
+                                 " LIMIT $2",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    total = PQntuples(res);
+    rows = total > 0 ? weft__calloc((size_t)total, sizeof(*rows)) : NULL;
+    is_oom = total > 0 && rows == NULL;
+    for (int i = 0; !is_oom && i < total; i++) {
+        snprintf(rows[i].id, sizeof(rows[i].id), "%s", PQgetvalue(res, i, 0));
+        rows[i].name = col_dup(res, i, 1, &is_oom);
+        rows[i].path = col_dup(res, i, 2, &is_oom);
+        rows[i].goal = col_dup(res, i, 3, &is_oom);
+        rows[i].document = col_dup(res, i, 4, &is_oom);
+        rows[i].run_id = col_dup(res, i, 5, &is_oom);
+        rows[i].created_ns = (uint64_t)col_i64(res, i, 6);
+    }
+    PQclear(res);
+    if (is_oom) {
+        weft__state_teams_free(rows, (size_t)total);
+        return WEFT_ENOMEM;
+    }
+    *out = rows;
+    *count = (size_t)total;
+    return WEFT_OK;
+}
+
+static weft_err
 pg_skill_get(struct rt_state *base, const char *prefix, struct weft__skill **out, size_t *count)
 {
     struct pg_state *st = pg(base);
@@ -2994,6 +3076,8 @@ static const struct weft__state_ops pg_ops = {
     .skills_search = pg_skills_search,
     .skill_used = pg_skill_used,
     .skills_list = pg_skills_list,
+    .team_save = pg_team_save,
+    .teams_list = pg_teams_list,
     .skill_get = pg_skill_get,
     .skills_forget = pg_skills_forget,
     .skills_prune = pg_skills_prune,

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 9
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -137,6 +137,14 @@ static const char state_migrate_v8[] =
     "CREATE INDEX IF NOT EXISTS skill_vectors_agent ON skill_vectors(agent, model);"
     "CREATE TRIGGER IF NOT EXISTS skill_vectors_delete AFTER DELETE ON skills BEGIN"
     " DELETE FROM skill_vectors WHERE rid = old.rid; END;";
+
+/* Version 9 (composed teams, docs/architect.md): a row per team an architect composed. */
+static const char state_migrate_v9[] =
+    "CREATE TABLE IF NOT EXISTS teams (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+    " path TEXT NOT NULL, goal TEXT NOT NULL, document TEXT NOT NULL, run_id TEXT,"
+    " created_ns INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS teams_run ON teams(run_id, created_ns);"
+    "CREATE INDEX IF NOT EXISTS teams_created ON teams(created_ns);";
 
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
  * interrupted before anything marks it so. */
@@ -383,7 +391,8 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         (version < 6 && sqlite3_exec(st->db, state_migrate_v6, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 7 && sqlite3_exec(st->db, state_migrate_v7, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 8 && sqlite3_exec(st->db, state_migrate_v8, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 8; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 9 && sqlite3_exec(st->db, state_migrate_v9, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 9; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     *out = &st->base;
@@ -2272,6 +2281,77 @@ lite_skills_list(
 }
 
 static weft_err
+lite_team_save(struct rt_state *base, const struct weft__state_team *t)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "INSERT INTO teams (id, name, path, goal, document, run_id,"
+                                     " created_ns) VALUES (?, ?, ?, ?, ?, ?, ?)");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, t->id);
+    bind_key(stmt, 2, t->name);
+    bind_key(stmt, 3, t->path);
+    bind_text(stmt, 4, t->goal);
+    bind_text(stmt, 5, t->document);
+    bind_key(stmt, 6, t->run_id);
+    sqlite3_bind_int64(stmt, 7, (sqlite3_int64)t->created_ns);
+    return finish(st, stmt, "team save");
+}
+
+static weft_err
+lite_teams_list(struct rt_state *base,
+                const char *run_id,
+                size_t limit,
+                struct weft__state_team **out,
+                size_t *count)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(
+        st, run_id != NULL ? "SELECT id, name, path, goal, document, run_id, created_ns FROM teams"
+                             " WHERE run_id = ?1 ORDER BY created_ns LIMIT ?2"
+                           : "SELECT id, name, path, goal, document, run_id, created_ns FROM teams"
+                             " WHERE ?1 IS NULL ORDER BY created_ns DESC LIMIT ?2");
+    struct weft__state_team *rows = NULL;
+    size_t n = 0;
+    bool is_oom = false;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    sqlite3_bind_int64(stmt, 2, (sqlite3_int64)limit);
+    while (!is_oom && n < limit && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *id = state_col_text(stmt, 0);
+        rows = rows != NULL ? rows : weft__calloc(limit, sizeof(*rows));
+        if (rows == NULL) {
+            is_oom = true;
+            break;
+        }
+        snprintf(rows[n].id, sizeof(rows[n].id), "%s", id != NULL ? id : "");
+        rows[n].name = col_dup(stmt, 1, &is_oom);
+        rows[n].path = col_dup(stmt, 2, &is_oom);
+        rows[n].goal = col_dup(stmt, 3, &is_oom);
+        rows[n].document = col_dup(stmt, 4, &is_oom);
+        rows[n].run_id = col_dup(stmt, 5, &is_oom);
+        rows[n++].created_ns = (uint64_t)sqlite3_column_int64(stmt, 6);
+    }
+    release(st, stmt);
+    if (is_oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+        weft__state_teams_free(rows, n);
+        if (!is_oom) {
+            state_note_error(st, rc);
+        }
+        return is_oom ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    *out = rows;
+    *count = n;
+    return WEFT_OK;
+}
+
+static weft_err
 lite_skill_get(struct rt_state *base, const char *prefix, struct weft__skill **out, size_t *count)
 {
     struct lite_state *st = lite(base);
@@ -2388,6 +2468,8 @@ static const struct weft__state_ops lite_ops = {
     .skills_search = lite_skills_search,
     .skill_used = lite_skill_used,
     .skills_list = lite_skills_list,
+    .team_save = lite_team_save,
+    .teams_list = lite_teams_list,
     .skill_get = lite_skill_get,
     .skills_forget = lite_skills_forget,
     .skills_prune = lite_skills_prune,

@@ -56,6 +56,9 @@ struct weft_compose_options {
     /** Record prompts and outputs on the architect's spans, as weft_run_options'
      * capture_content: 1 records, 0 (the default) never, -1 the environment decides. */
     int capture_content;
+    /** The run the team is composed for, kept with the team in the state store's teams table
+     * (a resumed run registers its teams again from it); NULL: the architect's own run. */
+    const char *run_id;
     /** Receives what the architect's run used, whatever the outcome (zeroed first); NULL:
      * not wanted. The one field written to. */
     struct weft_compose_usage *usage;
@@ -68,6 +71,8 @@ struct weft_compose_options {
  * files of its own, and with architect agents only while max_depth allows (recursive
  * composition, one level less each time). A rejected design is sent back with its reasons, up
  * to max_attempts designs.
+ * The accepted team is also kept in the state store's teams table (name, file, goal, design,
+ * run), so `weft teams` lists it; a store that cannot be written is logged, the file stands.
  * @param path receives the saved file's path (new; free with weft_compose_text_free()).
  * @param error receives the last rejection's reasons, or why the architect could not run.
  * @return WEFT_OK; WEFT_EPARSE (every design was rejected); WEFT_EINVAL (no goal or base);
@@ -83,6 +88,33 @@ WEFT_API weft_err weft_compose(const struct weft_compose_options *options,
 /** Free text from weft_compose(). NULL is a no-op.
  * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_compose_text_free(char *text);
+
+/** A composed team as the state store keeps it (`weft teams`). Strings are owned by the
+ * array (weft_teams_free()). */
+struct weft_team_record {
+    char *id;       /**< a UUID */
+    char *name;     /**< the team's name, the agent name it is registered under */
+    char *path;     /**< its workflow file */
+    char *goal;     /**< what it was composed for */
+    char *document; /**< the accepted design, JSON */
+    char *run_id;   /**< the run it was composed for; may be NULL */
+    uint64_t created_ns;
+};
+
+/** The @p limit newest composed teams (of run @p run_id only, oldest first, when not NULL).
+ * @param state_path the state store; NULL means $WEFT_STATE_URL, else $WEFT_HOME/state.db.
+ * @param limit 1 to 10000; 0 means 50.
+ * @return WEFT_OK (also when there are none: *out NULL), WEFT_ENOTFOUND (no database),
+ * WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM. Errors: *out NULL and *count 0 on failure.
+ * Ownership: borrows the arguments; caller owns *out (weft_teams_free(*out, *count)). */
+WEFT_API weft_err weft_teams_list(const char *state_path,
+                                  const char *run_id,
+                                  size_t limit,
+                                  struct weft_team_record **out,
+                                  size_t *count);
+
+/** Free an array from weft_teams_list(). NULL is a no-op. Errors: none. */
+WEFT_API void weft_teams_free(struct weft_team_record *teams, size_t count);
 
 #ifdef __cplusplus
 }

@@ -675,6 +675,60 @@ test_cli_resume_after_sigkill_keeps_completed_steps(void **state)
     free(old_trace);
 }
 
+/* A run whose architect composed a team, killed while the team's step runs: `weft resume`
+ * registers the team again from the state store's teams table and finishes the step, without
+ * composing again; `weft teams --run` lists it. */
+static void
+test_cli_resume_registers_composed_teams_again(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char state_db[128];
+    char *run_id = NULL;
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/arch.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
+    write_text(script,
+               "{\"responses\": {\"architect\": {\"act\": [{\"tool_calls\": [{\"name\": "
+               "\"submit_team\", \"arguments\": {\"team\": {\"name\": \"slow_team\", "
+               "\"agents\": [{\"name\": \"w\"}], \"plan\": [{\"id\": \"work\", \"agent\": "
+               "\"w\", \"task\": \"work\"}]}}}]}, {\"content\": \"done\"}]}, \"w\": {\"act\": "
+               "[{\"content\": \"worked\", \"delay_ms\": 1500}]}}}");
+    write_text(wf, "{\"name\": \"arch\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"architect\","
+                   " \"architect\": true}], \"plan\": [{\"id\": \"design\", \"agent\":"
+                   " \"architect\", \"task\": \"Build a team that works\"}]}");
+    kill_while_in_flight(f, wf, "s1");
+    run_id = sql_value(state_db, "SELECT run_id FROM steps WHERE step_id = 's1'");
+    r = RUN(f, "resume", run_id, "--json", "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    {
+        json_t *j = json_loads(r.out, 0, NULL);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
+        assert_string_equal(json_string_value(json_object_get(j, "output")), "worked");
+        /* Not composed again: the team's one call only. */
+        assert_int_equal(json_integer_value(json_object_get(j, "llm_calls")), 1);
+        json_decref(j);
+    }
+    r = RUN(f, "teams", "--run", run_id, "--json");
+    assert_int_equal(r.status, 0);
+    {
+        json_t *j = json_loads(r.out, 0, NULL);
+        json_t *teams = json_object_get(j, "teams");
+        assert_int_equal(json_array_size(teams), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(teams, 0), "name")),
+                            "slow_team");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(teams, 0), "goal")),
+                            "Build a team that works");
+        json_decref(j);
+    }
+    free(run_id);
+}
+
 /* GET http://127.0.0.1:PORT/PATH with curl(1)-free libcurl; returns the body (free it). */
 static char *
 http_get_text(unsigned port, const char *path, long *status)
@@ -1399,6 +1453,7 @@ main(void)
         T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
         T(test_cli_runs_and_run_show_list_the_surgery),
         T(test_cli_resume_after_sigkill_keeps_completed_steps),
+        T(test_cli_resume_registers_composed_teams_again),
         T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),
         T(test_cli_serve_exposes_metrics_across_stored_runs),
         T(test_cli_run_exports_otlp_metrics),

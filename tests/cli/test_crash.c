@@ -636,7 +636,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 8);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 9);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

@@ -1450,6 +1450,61 @@ test_state_skill_vectors_follow_their_skill(void **state)
     assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skill_vectors"), 0);
 }
 
+/* Composed teams: saved with a generated id, listed per run oldest first (the order a resume
+ * registers them in) or across runs newest first, the design kept as JSON. */
+static void
+test_state_teams_round_trip(void **state)
+{
+    struct fx *f = *state;
+    struct weft__state_team a;
+    struct weft__state_team b;
+    struct weft__state_team c;
+    struct weft__state_team *list = NULL;
+    size_t n = 0;
+    json_t *doc = NULL;
+
+    memset(&a, 0, sizeof(a));
+    a.name = "first_team";
+    a.path = "/teams/first_team.json";
+    a.goal = "Build the first team";
+    a.document = "{\"name\": \"first_team\", \"agents\": [{\"name\": \"x\"}]}";
+    a.run_id = "run-1";
+    a.created_ns = 1000;
+    b = a;
+    b.name = "second_team";
+    b.created_ns = 2000;
+    c = a;
+    c.name = "other_run_team";
+    c.run_id = NULL;
+    c.created_ns = 3000;
+    assert_weft_ok(weft__state_team_save(f->st, &b));
+    assert_weft_ok(weft__state_team_save(f->st, &a));
+    assert_weft_ok(weft__state_team_save(f->st, &c));
+    assert_true(weft__uuid_is_valid(a.id));
+    assert_weft_err(weft__state_team_save(f->st, NULL), WEFT_EINVAL);
+    assert_weft_ok(weft__state_teams_list(f->st, "run-1", 10, &list, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].name, "first_team");
+    assert_string_equal(list[1].name, "second_team");
+    assert_string_equal(list[0].path, "/teams/first_team.json");
+    assert_string_equal(list[0].goal, "Build the first team");
+    assert_string_equal(list[0].run_id, "run-1");
+    assert_string_equal(list[0].id, a.id);
+    assert_int_equal(list[0].created_ns, 1000);
+    doc = json_loads(list[0].document, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(doc, "name")), "first_team");
+    json_decref(doc);
+    weft__state_teams_free(list, n);
+    assert_weft_ok(weft__state_teams_list(f->st, NULL, 2, &list, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].name, "other_run_team");
+    assert_null(list[0].run_id);
+    weft__state_teams_free(list, n);
+    assert_weft_ok(weft__state_teams_list(f->st, "no-such-run", 10, &list, &n));
+    assert_int_equal(n, 0);
+    assert_null(list);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
@@ -1498,6 +1553,7 @@ test_state_skill_vectors_follow_their_skill(void **state)
         cmocka_unit_test_setup_teardown(test_state_skills_search_keeps_common_word_counts, setup,  \
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_state_skill_vectors_follow_their_skill, setup,        \
-                                        teardown)
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_teams_round_trip, setup, teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
