@@ -167,9 +167,9 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
     m->embedding_errors = make(
         meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.embedding_errors", "{error}",
         "Embeddings calls that failed (text ranking used instead) by error.type", NULL, 0, &is_ok);
-    m->lessons =
-        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons", "{lesson}",
-             "Lessons learned from corrections and used (guided, preempted, planned)", NULL, 0, &is_ok);
+    m->lessons = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons", "{lesson}",
+                      "Lessons learned from corrections and used (guided, preempted, planned)",
+                      NULL, 0, &is_ok);
     m->mistakes =
         make(meter, WEFT_INSTRUMENT_COUNTER, "weft.lessons.mistakes", "{failure}",
              "Step failures, repeated when a lesson already covered them", NULL, 0, &is_ok);
