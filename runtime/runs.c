@@ -15,30 +15,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-static weft_err
-open_existing(const char *state_path, struct rt_state **out)
-{
-    char *path = state_path != NULL ? weft__strdup(state_path) : weft__state_default_path();
-    char err[256];
-    weft_err rc = WEFT_OK;
-
-    *out = NULL;
-    if (path == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (!weft__state_is_url(path) && access(path, F_OK) != 0) {
-        weft__free(path);
-        return WEFT_ENOTFOUND;
-    }
-    rc = weft__state_open(path, out, err, sizeof(err));
-    if (rc != WEFT_OK) {
-        WEFT_LOG(WEFT_LOG_ERROR, "%s", err);
-    }
-    weft__free(path);
-    return rc;
-}
 
 weft_err
 weft_runs_list(const char *state_path, size_t limit, struct weft_run_info **out, size_t *count)
@@ -51,7 +27,7 @@ weft_runs_list(const char *state_path, size_t limit, struct weft_run_info **out,
     }
     *out = NULL;
     *count = 0;
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err == WEFT_OK) {
         err = weft__state_runs_list(st, limit == 0 ? 20 : limit, out, count);
     }
@@ -69,7 +45,7 @@ weft_runs_recover(const char *state_path, weft_interrupted_fn fn, void *user_dat
     if (count != NULL) {
         *count = 0;
     }
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err == WEFT_OK) {
         err = weft__state_recover(st, fn, user_data, count);
         if (weft__state_check(st, why, sizeof(why)) != WEFT_OK) {
@@ -266,7 +242,7 @@ weft_run_load(const char *state_path, const char *ref, struct weft_run_details *
         return WEFT_EINVAL;
     }
     *out = NULL;
-    err = open_existing(state_path, &st);
+    err = weft__state_open_existing(state_path, &st);
     if (err != WEFT_OK) {
         return err;
     }
