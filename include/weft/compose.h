@@ -113,7 +113,8 @@ WEFT_API weft_err weft_teams_list(const char *state_path,
                                   struct weft_team_record **out,
                                   size_t *count);
 
-/** Free an array from weft_teams_list(). NULL is a no-op. Errors: none. */
+/** Free an array from weft_teams_list(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p teams (the array and its strings). */
 WEFT_API void weft_teams_free(struct weft_team_record *teams, size_t count);
 
 #ifdef __cplusplus

@@ -73,7 +73,8 @@ WEFT_API const char *weft_workflow_name(const struct weft_workflow *workflow);
  * Ownership: caller owns the result. Errors: none beyond memory. */
 WEFT_API char *weft_workflow_describe(const struct weft_workflow *workflow);
 
-/** Free text from weft_workflow_describe(). NULL is a no-op. Errors: none. */
+/** Free text from weft_workflow_describe(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_workflow_text_free(char *text);
 
 /** Free a workflow. NULL is a no-op.
