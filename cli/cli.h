@@ -21,6 +21,7 @@
 #define CLI_EXIT_STUCK 3 /* weft run: the watchdog ended the run on a stuck loop (break, fail) */
 #define CLI_EXIT_TELEMETRY \
     4 /* weft run: the run completed but an exporter delivered none of its spans */
+#define CLI_EXIT_DIVERGED 5 /* weft replay: the replay differs from the original run */
 
 /* One entry of a command table. @p run gets argv with argv[0] = the command's name. */
 struct cli_command {
@@ -92,7 +93,12 @@ struct cli_run_flags {
     bool is_no_trace;
     bool is_capture;
     bool is_color;
-    bool is_force; /* `weft resume --force`: the workflow file may have changed */
+    bool is_force;           /* `weft resume --force`: the workflow file may have changed */
+    const char *replay_of;   /* `weft replay`: the run id to replay */
+    const char *fork_of;     /* `weft fork`: the run id to fork */
+    const char *fork_from;   /* `weft fork --from STEP` */
+    const char *const *sets; /* `weft fork --set KEY=VALUE`, in order */
+    size_t set_count;
 };
 
 /* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
@@ -130,6 +136,11 @@ void cli_worker_usage(FILE *out);
  * span store (docs/durability.md); says so on stderr. @p state may be NULL. */
 void cli_recover(const char *cmd, const char *state);
 
+/* A replay's verdict for people: "identical" with counts, or the first differing span with what
+ * the original had and what the replay made. NULL @p report prints nothing. */
+struct weft_replay_report;
+void cli_print_replay(FILE *out, const struct weft_replay_report *report);
+
 /* Commands. */
 int cli_run_show(int argc, char **argv);
 int cli_serve(int argc, char **argv);
@@ -140,6 +151,10 @@ int cli_teams(int argc, char **argv);
 void cli_teams_usage(FILE *out);
 int cli_skills(int argc, char **argv);
 void cli_skills_usage(FILE *out);
+int cli_replay(int argc, char **argv);
+void cli_replay_usage(FILE *out);
+int cli_fork(int argc, char **argv);
+void cli_fork_usage(FILE *out);
 int cli_resume(int argc, char **argv);
 void cli_resume_usage(FILE *out);
 int cli_run(int argc, char **argv);

@@ -152,6 +152,12 @@ cli_json_run_info(const struct weft_run_info *info)
     json_object_set_new(o, "trace_id", str_or_null(info->trace_id));
     json_object_set_new(o, "root_span_id", str_or_null(info->root_span_id));
     json_object_set_new(o, "resumed_from_trace", str_or_null(info->resumed_from_trace));
+    json_object_set_new(o, "origin",
+                        info->origin_kind != NULL
+                            ? json_pack("{s:s, s:o, s:o}", "kind", info->origin_kind, "run_id",
+                                        str_or_null(info->origin_run_id), "step",
+                                        str_or_null(info->origin_step))
+                            : json_null());
     set_time(o, "started", info->started_ns);
     set_time(o, "ended", info->ended_ns);
     json_object_set_new(o, "duration_ns",
@@ -169,6 +175,32 @@ cli_json_run_info(const struct weft_run_info *info)
     if (!json_is_object(loops)) {
         json_decref(loops);
     }
+    return o;
+}
+
+json_t *
+cli_json_replay(const struct weft_replay_report *r)
+{
+    json_t *o = json_object();
+
+    if (o == NULL) {
+        return NULL;
+    }
+    json_object_set_new(o, "of", str_or_null(r->original_run_id));
+    json_object_set_new(o, "identical", json_boolean(r->is_identical));
+    json_object_set_new(o, "llm_calls",
+                        json_pack("{s:I, s:I}", "replayed", (json_int_t)r->llm_calls, "original",
+                                  (json_int_t)r->llm_expected));
+    json_object_set_new(o, "tool_calls",
+                        json_pack("{s:I, s:I}", "replayed", (json_int_t)r->tool_calls, "original",
+                                  (json_int_t)r->tool_expected));
+    json_object_set_new(o, "divergence",
+                        r->is_identical
+                            ? json_null()
+                            : json_pack("{s:o, s:o, s:o, s:o, s:o}", "span", str_or_null(r->span),
+                                        "step", str_or_null(r->step_id), "what",
+                                        str_or_null(r->what), "expected", str_or_null(r->expected),
+                                        "got", str_or_null(r->got)));
     return o;
 }
 

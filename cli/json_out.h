@@ -41,6 +41,9 @@ json_t *cli_json_skill(const struct weft_skill *s, bool with_solution);
 /* The whole `weft skills list --json` document. */
 json_t *cli_json_skills(const struct weft_skill *skills, size_t count);
 
+/* The "replay" member of `weft replay --json`: the comparison with the original run. */
+json_t *cli_json_replay(const struct weft_replay_report *r);
+
 /* Print @p doc (consumed) to stdout, indented, keys in insertion order, followed by a
  * newline. @return CLI_EXIT_OK, or CLI_EXIT_FAIL (with a message on stderr) when @p doc is
  * NULL or writing failed. */

@@ -30,6 +30,13 @@ static const struct cli_command commands[] = {
      cli_runs, cli_runs_usage},
     {"resume", "resume RUN_ID [options]", "continue an interrupted run", cli_resume,
      cli_resume_usage},
+    {"replay", "replay RUN_ID [--workflow FILE] [--json]",
+     "re-run a finished run from its stored LLM answers and tool results; report the first "
+     "difference",
+     cli_replay, cli_replay_usage},
+    {"fork", "fork RUN_ID --from STEP [--workflow FILE] [--set K=V]...",
+     "a new run reusing the steps before STEP, running STEP and after live", cli_fork,
+     cli_fork_usage},
     {"worker", "worker [--broker URL] [--concurrency N]",
      "run steps of distributed runs from RabbitMQ (docs/distributed.md)", cli_worker,
      cli_worker_usage},

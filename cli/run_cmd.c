@@ -10,6 +10,7 @@
  * reported as lost.
  */
 #include "cli.h"
+#include "json_out.h"
 #include "runtime/dist/amqp_executor.h"
 #include "runtime/workflow.h"
 
@@ -615,6 +616,12 @@ print_json(const struct weft_run_result *r,
                                   "dropped", (json_int_t)ts->spans_dropped, "failed",
                                   (json_int_t)ts->spans_failed));
     json_object_set_new(o, "exporters", exporters_json(provider));
+    if (r->replay != NULL) {
+        json_object_set_new(o, "replay", cli_json_replay(r->replay));
+    }
+    if (r->reused_steps > 0) {
+        json_object_set_new(o, "reused_steps", json_integer((json_int_t)r->reused_steps));
+    }
     text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text != NULL) {
         /* Belt, as for the summary's output line: configured secrets never reach stdout. */
@@ -943,6 +950,9 @@ fill_run_options(struct weft_run_options *ro,
     ro->progress_user_data = progress;
     ro->abort_flag = &abort_requested;
     ro->resume_force = fl->is_force;
+    ro->replay_run_id = fl->replay_of;
+    ro->fork_run_id = fl->fork_of;
+    ro->fork_from_step = fl->fork_from;
     ro->checkpoint_user_data = store_processor(t->provider);
     ro->checkpoint = ro->checkpoint_user_data != NULL ? on_checkpoint : NULL;
 }
@@ -987,6 +997,11 @@ report_run(const char *cmd,
         if (!fl->is_no_trace && result->trace_id[0] != '\0') {
             print_trace(result->trace_id, fl->is_color);
         }
+        cli_print_replay(stdout, result->replay);
+    }
+    if (result->replay != NULL) {
+        /* A replay's verdict is the comparison: an identical replay of a failed run is 0. */
+        return result->replay->is_identical ? CLI_EXIT_OK : CLI_EXIT_DIVERGED;
     }
     status = result->status == WEFT_RUN_COMPLETED ? CLI_EXIT_OK
              : result->status == WEFT_RUN_STUCK   ? CLI_EXIT_STUCK
@@ -1067,6 +1082,30 @@ run_on_executor(const char *cmd,
     return err;
 }
 
+/* `--set KEY=VALUE` overrides, in order, on the loaded workflow. false: one was refused (said
+ * on stderr). */
+static bool
+apply_sets(const char *cmd, struct weft_workflow *wf, const struct cli_run_flags *fl)
+{
+    for (size_t i = 0; i < fl->set_count; i++) {
+        char key[256];
+        const char *eq = strchr(fl->sets[i], '=');
+        char error[300] = "";
+
+        if (eq == NULL || eq == fl->sets[i] || (size_t)(eq - fl->sets[i]) >= sizeof(key)) {
+            fprintf(stderr, "weft %s: --set: expected KEY=VALUE, got \"%s\"\n", cmd, fl->sets[i]);
+            return false;
+        }
+        memcpy(key, fl->sets[i], (size_t)(eq - fl->sets[i]));
+        key[eq - fl->sets[i]] = '\0';
+        if (weft_workflow_set(wf, key, eq + 1, error, sizeof(error)) != WEFT_OK) {
+            fprintf(stderr, "weft %s: %s\n", cmd, error[0] != '\0' ? error : "out of memory");
+            return false;
+        }
+    }
+    return true;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
@@ -1108,6 +1147,11 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         weft_diags_cleanup(&diags);
         free(tag_text);
         return status;
+    }
+    if (!apply_sets(cmd, wf, fl)) {
+        weft_workflow_free(wf);
+        free(tag_text);
+        return CLI_EXIT_USAGE;
     }
     status = cli_start_tracing(cmd, NULL, &t);
     if (status == CLI_EXIT_OK) {

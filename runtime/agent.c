@@ -17,6 +17,7 @@
 #include "evaluate.h"
 #include "mcp/hub.h"
 #include "memory.h"
+#include "replay.h"
 #include "semconv.h"
 #include "spans.h"
 #include "subrun.h"
@@ -227,6 +228,21 @@ call_request(struct run *run,
     }
 }
 
+/* What a native tool call needs while the run lock is released (rt_tool_fn). */
+struct native_call {
+    const struct tool_def *def;
+    const char *workspace;
+    const json_t *args;
+};
+
+static weft_err
+native_run(void *ctx, struct tool_outcome *out)
+{
+    const struct native_call *c = ctx;
+
+    return weft__tool_run(c->def, c->workspace, c->args, out);
+}
+
 /* Run tool @p def with validated @p args, its timeout cut to what is left of the step's
  * @p deadline. The run's lock is released while the tool runs; the watchdog is told before and
  * after. */
@@ -252,9 +268,11 @@ call_tool(struct run *run,
     }
     snprintf(activity, sizeof(activity), "tool %.60s", name);
     weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
-    weft__rt_unlock(run);
-    trc = weft__tool_run(&bounded, run->cfg.workspace, args, &r->outcome);
-    weft__rt_lock(run);
+    {
+        struct native_call c = {&bounded, run->cfg.workspace, args};
+        /* Kept with the run; a replay answers it from there (replay.h). */
+        trc = weft__rt_tool_call(run, name, "native", args, native_run, &c, &r->outcome);
+    }
     weft__rt_watchdog_progress(run);
     weft__rt_watchdog_poll(run, span);
     if (trc != WEFT_OK) {
@@ -298,6 +316,34 @@ mcp_outcome(const struct call_result *r)
     return "error";
 }
 
+/* What an MCP tool call needs while the run lock is released (rt_tool_fn). */
+struct mcp_call {
+    struct weft__mcp_client *client;
+    const char *name;
+    const json_t *args;
+    const struct weft_span_context *parent;
+    uint32_t timeout_ms;
+};
+
+/* The MCP call, its result as a tool outcome (output = the content as text). */
+static weft_err
+mcp_run(void *ctx, struct tool_outcome *out)
+{
+    const struct mcp_call *c = ctx;
+    struct weft__mcp_call_result res;
+
+    memset(&res, 0, sizeof(res));
+    (void)weft__mcp_client_call(c->client, c->name, c->args, c->parent, c->timeout_ms, &res);
+    out->is_error = res.is_error;
+    out->exit_code = -1;
+    out->is_truncated = res.is_truncated;
+    snprintf(out->error_type, sizeof(out->error_type), "%.47s", res.error_type);
+    out->output = res.text;
+    res.text = NULL;
+    weft__mcp_call_result_cleanup(&res);
+    return WEFT_OK;
+}
+
 /* Tool @p name of MCP server @p server with @p args, validated first against the tool's
  * @p schema, its timeout cut to what is left of the step's @p deadline. The run's lock is
  * released during the call; its client span nests under @p span (the execute_tool span). */
@@ -315,12 +361,10 @@ call_mcp(struct run *run,
     const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
     struct weft__mcp_client *client = weft__mcp_hub_client(run->cfg.mcp, server);
     char *mcp_name = weft__mcp_hub_tool_name(run->cfg.mcp, server, name);
-    struct weft__mcp_call_result res;
     struct weft_span_context ctx;
     char verr[200] = "";
     char activity[96];
 
-    memset(&res, 0, sizeof(res));
     weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "extension");
     weft_span_set_str(span, "weft.mcp.server", run->cfg.wf->mcp[server].cfg.name);
     if (!json_is_object(args)) {
@@ -329,37 +373,37 @@ call_mcp(struct run *run,
     } else if (schema != NULL && !weft__tool_schema_validate(schema, args, verr, sizeof(verr))) {
         r->outcome_name = "invalid_arguments";
         snprintf(r->err, sizeof(r->err), "invalid arguments: %s", verr);
-    } else if (client == NULL || mcp_name == NULL) {
+    } else if ((client == NULL || mcp_name == NULL) && run->cfg.replay == NULL) {
         r->outcome_name = "error";
         snprintf(r->err, sizeof(r->err), "MCP server %s is not running",
                  run->cfg.wf->mcp[server].cfg.name);
         snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "server_down");
     } else {
         uint32_t left = weft__rt_remaining_ms(run, deadline);
+        struct mcp_call c = {client, mcp_name, args, &ctx,
+                             deadline != 0 ? (left > 0 ? left : 1) : 0};
         snprintf(activity, sizeof(activity), "mcp tool %.60s", name);
         weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
         weft_span_context_of(span, &ctx);
-        weft__rt_unlock(run);
-        (void)weft__mcp_client_call(client, mcp_name, args, &ctx,
-                                    deadline != 0 ? (left > 0 ? left : 1) : 0, &res);
-        weft__rt_lock(run);
+        /* Kept with the run; a replay answers it from there and calls no server (replay.h). */
+        (void)weft__rt_tool_call(run, name, "mcp", args, mcp_run, &c, &r->outcome);
         weft__rt_watchdog_progress(run);
         weft__rt_watchdog_poll(run, span);
-        r->outcome_name = res.is_error ? "error" : "ok";
-        r->text = res.text;
-        res.text = NULL;
-        if (res.is_error) {
-            const char *type = res.error_type[0] != '\0' ? res.error_type : "tool_error";
-            snprintf(r->err, sizeof(r->err), "%.47s", type);
-            snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "%.47s", type);
+        r->outcome_name = r->outcome.is_error ? "error" : "ok";
+        r->text = r->outcome.output;
+        r->outcome.output = NULL;
+        if (r->outcome.is_error) {
+            if (r->outcome.error_type[0] == '\0') {
+                snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "tool_error");
+            }
+            snprintf(r->err, sizeof(r->err), "%.47s", r->outcome.error_type);
         }
-        if (res.is_truncated) {
+        if (r->outcome.is_truncated) {
             weft_span_set_bool(span, "weft.tool.truncated", true);
         }
     }
     weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name, mcp_outcome(r),
-                         res.is_truncated);
-    weft__mcp_call_result_cleanup(&res);
+                         r->outcome.is_truncated);
     weft__free(mcp_name);
 }
 
@@ -736,6 +780,7 @@ weft__rt_agent_attempt_start(struct run *run,
     memset(&link, 0, sizeof(link));
     link.context = step->requester;
     step->attempts++;
+    weft__rt_step_begin(step->id, attempt); /* its tool calls are kept (and replayed) by it */
     span = weft__rt_span_start_under(run, RT_SPAN_AGENT, agent->name, &step->parent_ctx, &link,
                                      step->has_requester ? 1 : 0);
     weft_span_context_of(span, &step->span);
@@ -1009,4 +1054,5 @@ weft__rt_agent_step(struct run *run, size_t index)
     weft__rt_metrics_agent(run->tel.metrics, agent->name, step->status == STEP_COMPLETED,
                            (double)(step->ended_ns - step->started_ns) / 1e9);
     weft__rt_save_step(run, index);
+    weft__rt_step_begin(NULL, 0);
 }

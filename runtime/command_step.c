@@ -11,6 +11,7 @@
  */
 #include "command_step.h"
 #include "evaluate.h"
+#include "replay.h"
 #include "semconv.h"
 #include "spans.h"
 
@@ -50,9 +51,19 @@ set_error(struct plan_step *s, const char *type, json_t *details)
     }
 }
 
+/* What a command step's tool needs without the run lock (rt_tool_fn). */
+struct step_call {
+    const char *workspace;
+    step_executor executor;
+    const json_t *spec;
+};
+
 /* Run the step's tool; fills @p out. */
 static weft_err
-run_executor(struct run *run, step_executor executor, const json_t *spec, struct tool_outcome *out)
+run_executor(const char *workspace,
+             step_executor executor,
+             const json_t *spec,
+             struct tool_outcome *out)
 {
     struct tool_def def;
     json_t *args = NULL;
@@ -96,31 +107,57 @@ run_executor(struct run *run, step_executor executor, const json_t *spec, struct
         weft__free(host);
         return WEFT_ENOMEM;
     }
-    err = weft__tool_run(&def, run->cfg.workspace, args, out);
+    err = weft__tool_run(&def, workspace, args, out);
     json_decref(args);
     weft__free(host);
     return err;
 }
 
-/* Does the file hold exactly the content the step wrote? */
-static bool
-file_matches(struct run *run, const struct plan_step *s)
+static weft_err
+step_run(void *ctx, struct tool_outcome *out)
 {
+    const struct step_call *c = ctx;
+
+    return run_executor(c->workspace, c->executor, c->spec, out);
+}
+
+/* What the read-back of a file_writer step needs without the run lock (rt_tool_fn). */
+struct check_call {
+    const char *workspace;
+    const json_t *args;
+};
+
+static weft_err
+check_run(void *ctx, struct tool_outcome *out)
+{
+    const struct check_call *c = ctx;
     struct tool_def def;
-    struct tool_outcome out;
-    json_t *args = json_pack("{s:O}", "path", json_object_get(s->spec, "path"));
-    json_t *got = NULL;
-    bool is_match = false;
 
     memset(&def, 0, sizeof(def));
     def.type = TOOL_READ_FILE;
     def.max_bytes = 64u << 20;
-    if (args != NULL && weft__tool_run(&def, run->cfg.workspace, args, &out) == WEFT_OK) {
+    return weft__tool_run(&def, c->workspace, c->args, out);
+}
+
+/* Does the file hold exactly the content the step wrote? (A tool call of its own: a replay
+ * answers the read from the store, as it answered the write.) */
+static bool
+file_matches(struct run *run, const struct plan_step *s)
+{
+    struct tool_outcome out;
+    json_t *args = json_pack("{s:O}", "path", json_object_get(s->spec, "path"));
+    json_t *got = NULL;
+    bool is_match = false;
+    struct check_call c = {run->cfg.workspace, args};
+
+    memset(&out, 0, sizeof(out));
+    if (args != NULL &&
+        weft__rt_tool_call(run, "read_file", "check", args, check_run, &c, &out) == WEFT_OK) {
         got = out.is_error ? NULL : json_loads(out.output, 0, NULL);
         is_match = got != NULL &&
                    json_equal(json_object_get(got, "content"), json_object_get(s->spec, "content"));
-        weft__tool_outcome_cleanup(&out);
     }
+    weft__tool_outcome_cleanup(&out);
     json_decref(got);
     json_decref(args);
     return is_match;
@@ -141,6 +178,7 @@ command_step_start(struct run *run, size_t index, const char *name)
     s->status = STEP_IN_PROGRESS;
     s->attempts++;
     s->started_ns = weft__now_ns();
+    weft__rt_step_begin(s->id, s->attempts); /* its tool calls are kept (and replayed) by it */
     weft__rt_save_step(run, index);
     span = weft__rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
                                      s->has_requester ? 1 : 0);
@@ -271,12 +309,11 @@ weft__command_step(struct run *run, size_t index)
 
     memset(&out, 0, sizeof(out));
     {
-        /* The spec object stays put while the lock is released; the step array may move. */
-        step_executor executor = s->executor;
+        /* The spec object stays put while the lock is released; the step array may move. The
+         * call is kept with the run, and a replay answers it from there (replay.h). */
         json_t *spec = json_incref(s->spec);
-        weft__rt_unlock(run);
-        rc = run_executor(run, executor, spec, &out);
-        weft__rt_lock(run);
+        struct step_call c = {run->cfg.workspace, s->executor, spec};
+        rc = weft__rt_tool_call(run, name, "step", spec, step_run, &c, &out);
         json_decref(spec);
         s = &run->ps.plan.steps[index];
     }
@@ -291,4 +328,5 @@ weft__command_step(struct run *run, size_t index)
     weft__tool_outcome_cleanup(&out);
     weft__rt_progress(run, WEFT_EVENT_STEP_END, s, weft__step_status_name(s->status));
     weft__rt_save_step(run, index);
+    weft__rt_step_begin(NULL, 0);
 }

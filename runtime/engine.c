@@ -25,10 +25,12 @@
 #include "embed.h"
 #include "evaluate.h"
 #include "flow.h"
+#include "fork.h"
 #include "lessons.h"
 #include "mcp/hub.h"
 #include "metrics_store.h"
 #include "parallel.h"
+#include "replay.h"
 #include "router.h"
 #include "secrets.h"
 #include "semconv.h"
@@ -579,6 +581,22 @@ svc_make_worker_providers(void *ctx, size_t workers)
     return WEFT_OK;
 }
 
+/* A replay: the original's calls answer every model (replay.h); its root span is the link. */
+static weft_err
+setup_replay(struct run *run, char *error, size_t error_len)
+{
+    struct weft_run_info info;
+    weft_err err = weft__replay_open(run->store.state, run->cfg.opts->replay_run_id,
+                                     &run->cfg.replay, &info, error, error_len);
+
+    if (err != WEFT_OK) {
+        return err;
+    }
+    weft__rt_stored_root(&info, &ENG(run)->origin);
+    weft__state_info_cleanup(&info);
+    return weft__replay_provider_new(run->cfg.replay, &ENG(run)->replay);
+}
+
 static weft_err
 setup_providers(struct run *run, char *error, size_t error_len)
 {
@@ -590,6 +608,9 @@ setup_providers(struct run *run, char *error, size_t error_len)
     ENG(run)->providers = weft__calloc(wf->model_count, sizeof(*ENG(run)->providers));
     if (ENG(run)->providers == NULL) {
         return WEFT_ENOMEM;
+    }
+    if (run->cfg.opts->replay_run_id != NULL) {
+        return setup_replay(run, error, error_len);
     }
     if (run->cfg.opts->replay_path != NULL && strncmp(run->cfg.opts->replay_path, "run:", 4) == 0) {
         /* Replay a stored run: its LLM exchanges, in order, become the script. */
@@ -768,6 +789,8 @@ teardown(struct run *run)
     }
     weft__free(ENG(run)->worker_providers);
     weft__llm_provider_free(ENG(run)->replay);
+    weft__replay_free(run->cfg.replay);
+    weft__rt_fork_free(run->store.fork);
     weft__llm_recording_free(ENG(run)->recording);
     weft__free((void *)run->cfg.native);
     if (!run->cfg.is_mcp_borrowed) {
@@ -1619,6 +1642,8 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
         (run->watchdog.is_break && run->cfg.wf->flow != NULL)) {
         *status = WEFT_RUN_STUCK;
         snprintf(reason, reason_len, "%s", run->watchdog.stuck_reason);
+    } else if (weft__replay_diverged(run->cfg.replay, reason, reason_len)) {
+        *status = WEFT_RUN_ABORTED;
     } else if (weft__rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
@@ -1920,6 +1945,9 @@ execute(struct run *run)
 
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
+    if (wf->flow != NULL && run->store.fork != NULL) {
+        weft__rt_fork_apply(run); /* spans and counts; the flow takes the results itself */
+    }
     if (wf->flow != NULL) {
         weft__rt_run_flow(run, &r->status, reason, sizeof(reason));
         stuck_status(run, NULL, reason, sizeof(reason));
@@ -1931,11 +1959,20 @@ execute(struct run *run)
             if (!file_plan(run)) {
                 return;
             }
+        } else if (run->store.fork != NULL) {
+            if (!weft__rt_fork_plan(run)) {
+                r->status = WEFT_RUN_FAILED;
+                r->reason = weft__strdup("fork: the original's plan does not fit this workflow");
+                return;
+            }
         } else if (!initial_plan(run, reason, sizeof(reason))) {
             r->status = WEFT_RUN_FAILED;
             r->reason = weft__strdup(reason);
             return;
         }
+    }
+    if (run->store.fork != NULL && wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE) {
+        weft__rt_fork_apply(run);
     }
     if (wf->supervisor.policy == WF_POLICY_PLAN_EXECUTE && !run->store.is_resumed) {
         weft__rt_lessons_preempt(run); /* mistakes a past run corrected, avoided this time */
@@ -2634,6 +2671,27 @@ init_ids(struct run *run)
     return r->session_id != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
+/* A replay and a fork are runs of their own: neither goes with a recording, a script replay, a
+ * resume or the other. */
+static bool
+origin_options_ok(const struct weft_run_options *opts, char *error, size_t error_len)
+{
+    bool is_replay = opts->replay_run_id != NULL;
+    bool is_fork = opts->fork_run_id != NULL;
+
+    if ((is_replay || is_fork) && (opts->record_path != NULL || opts->replay_path != NULL ||
+                                   opts->resume_run_id != NULL || (is_replay && is_fork))) {
+        snprintf(error, error_len, "%s excludes --record, --replay, resume and %s",
+                 is_replay ? "replay" : "fork", is_replay ? "fork" : "replay");
+        return false;
+    }
+    if (is_fork != (opts->fork_from_step != NULL)) {
+        snprintf(error, error_len, "fork: the run and the step to fork from go together");
+        return false;
+    }
+    return true;
+}
+
 /* The state database, the providers, native tools, workspace and recording. */
 static weft_err
 open_resources(struct run *run, char *error, size_t error_len)
@@ -2644,6 +2702,9 @@ open_resources(struct run *run, char *error, size_t error_len)
 
     if (opts->record_path != NULL && opts->replay_path != NULL) {
         snprintf(error, error_len, "--record and --replay exclude each other");
+        return WEFT_EINVAL;
+    }
+    if (!origin_options_ok(opts, error, error_len)) {
         return WEFT_EINVAL;
     }
     state_path =
@@ -2679,6 +2740,15 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
     struct weft_run_result *r = run->tel.result;
     weft_err err = WEFT_OK;
 
+    if (run->cfg.replay != NULL) {
+        *resumed_from = ENG(run)->origin;
+    }
+    if (run->cfg.opts->fork_run_id != NULL) {
+        err = weft__rt_fork_load(run, resumed_from, error, error_len);
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
     if (run->cfg.opts->resume_run_id != NULL) {
         err = resume_load(run, resumed_from, error, error_len);
         if (err != WEFT_OK) {
@@ -2816,6 +2886,13 @@ run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, 
     if (err == WEFT_OK) {
         err = weft__rt_run_claim(run, error, error_len); /* durable.c: owner, file hash */
     }
+    if (err == WEFT_OK && (run->cfg.replay != NULL || run->store.fork != NULL)) {
+        err = run->cfg.replay != NULL
+                  ? weft__state_run_origin(run->store.state, run->store.run_id, "replay",
+                                           weft__replay_run_id(run->cfg.replay), NULL)
+                  : weft__state_run_origin(run->store.state, run->store.run_id, "fork",
+                                           run->store.fork->run_id, run->store.fork->from);
+    }
     if (err != WEFT_OK && error[0] == '\0' &&
         weft__state_check(run->store.state, error, error_len) == WEFT_OK) {
         snprintf(error, error_len, "state database: cannot record run %s", run->store.run_id);
@@ -2823,14 +2900,36 @@ run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, 
     return err;
 }
 
-/* The root span (linked to the run it resumes), its ids kept with the run, the meters and the
- * watchdog started. */
+/* Why the root span links to another run's root. */
+static const char *
+link_reason(const struct run *run)
+{
+    return run->cfg.replay != NULL   ? "replay_of"
+           : run->store.fork != NULL ? "fork_of"
+                                     : "resumed_from";
+}
+
+/* A replay or fork names its original on the root span. */
+static void
+origin_attrs(struct run *run)
+{
+    if (run->cfg.replay != NULL) {
+        weft_span_set_str(run->tel.root, "weft.replay.of", weft__replay_run_id(run->cfg.replay));
+    }
+    if (run->store.fork != NULL) {
+        weft_span_set_str(run->tel.root, "weft.fork.of", run->store.fork->run_id);
+        weft_span_set_str(run->tel.root, "weft.fork.from", run->store.fork->from);
+    }
+}
+
+/* The root span (linked to the run it resumes, replays or forks), its ids kept with the run,
+ * the meters and the watchdog started. */
 static void
 run_start(struct run *run, const struct weft_span_context *resumed_from)
 {
     const struct weft_workflow *wf = run->cfg.wf;
     struct weft_link_spec link;
-    struct weft_attr link_attr = weft_attr_str("weft.link.reason", "resumed_from");
+    struct weft_attr link_attr = weft_attr_str("weft.link.reason", link_reason(run));
     struct weft_span_context ctx;
 
     run->tel.root_started_ns = weft__now_ns();
@@ -2844,6 +2943,7 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
     if (run->store.is_resumed) {
         weft_span_set_bool(run->tel.root, "weft.run.resumed", true);
     }
+    origin_attrs(run);
     weft_span_context_of(run->tel.root, &ctx);
     if (weft_span_context_is_valid(&ctx)) {
         char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
@@ -2934,6 +3034,12 @@ run_finish(struct run *run, weft_err err, char *error, size_t error_len)
         err = copy_steps(run);
     }
     r->duration_ns = weft__monotonic_ns() - run->cfg.started_mono;
+    if (run->cfg.replay != NULL) {
+        r->replay = weft__replay_finish(run->cfg.replay, run->tel.root);
+        if (r->replay == NULL && err == WEFT_OK) {
+            err = WEFT_ENOMEM;
+        }
+    }
     end_root(run);
     save_turn(run);
     save_run_end(run);
@@ -3315,5 +3421,6 @@ weft_run_result_free(struct weft_run_result *r)
         weft__free(r->verdicts[i]);
     }
     weft__free(r->verdicts);
+    weft__replay_report_free(r->replay);
     weft__free(r);
 }

@@ -43,7 +43,8 @@ struct engine {
     struct run run; /* first: the services' context is &run, and ENG() goes back */
     struct run_services services;
     struct llm_provider **providers; /* one per model (shared where a script is shared) */
-    struct llm_provider *replay;     /* --replay: answers every model */
+    struct llm_provider *replay;     /* --replay, or a replay's provider: answers every model */
+    struct weft_span_context origin; /* a replay's original root span (its link) */
     struct llm_recording *recording;
     struct llm_provider ***worker_providers; /* [worker][model] OpenAI clients, or NULL */
     size_t worker_count;

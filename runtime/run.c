@@ -2,6 +2,7 @@
  * actor, the abort flag, the time left, and the calling thread's worker index and prompt link.
  */
 #include "run.h"
+#include "replay.h"
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -78,7 +79,9 @@ weft__rt_set_worker_index(int index)
 bool
 weft__rt_aborted(const struct run *run)
 {
-    return run->cfg.opts->abort_flag != NULL && *run->cfg.opts->abort_flag != 0;
+    /* A replay stops at its first difference: what follows it would only differ more. */
+    return (run->cfg.opts->abort_flag != NULL && *run->cfg.opts->abort_flag != 0) ||
+           weft__replay_diverged(run->cfg.replay, NULL, 0);
 }
 
 uint32_t

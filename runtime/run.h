@@ -44,8 +44,10 @@
 #define RT_END           ((size_t)-1)
 
 struct rt_embedder;
+struct rt_fork;
 struct rt_mstore;
 struct rt_prompt;
+struct rt_replay;
 struct tool_def;
 struct weft__mcp_hub;
 
@@ -89,6 +91,9 @@ struct run_config {
      * 0 and 0 for an ordinary run. */
     unsigned task_attempt;
     int64_t task_redeliveries;
+    /* A replay (`weft replay`, replay.h): the original's calls that answer this run's; NULL for
+     * any other run. Set before the first step; it has its own lock. Owned. */
+    struct rt_replay *replay;
 };
 
 /* Where the run is kept. */
@@ -104,8 +109,9 @@ struct run_persist {
     char run_id[72];
     char *session_id;
     bool is_resumed;
-    json_t *resumed; /* resumed flows: stored steps by id {status, result, attempts, reward} */
-    json_t *history; /* router: the session's earlier messages */
+    json_t *resumed;      /* resumed flows: stored steps by id {status, result, attempts, reward} */
+    json_t *history;      /* router: the session's earlier messages */
+    struct rt_fork *fork; /* a fork (fork.h): the original and the reused steps; else NULL */
 };
 
 /* What the run reports. */

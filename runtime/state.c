@@ -331,6 +331,43 @@ weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **o
 }
 
 weft_err
+weft__state_tool_result_add(struct rt_state *st,
+                            const char *run_id,
+                            const struct weft__state_tool_result *r)
+{
+    if (st == NULL || run_id == NULL || r == NULL || r->step_id == NULL || r->tool == NULL ||
+        r->kind == NULL || r->request == NULL || r->outcome == NULL) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->tool_result_add(st, run_id, r);
+}
+
+weft_err
+weft__state_tool_results_each(struct rt_state *st,
+                              const char *run_id,
+                              state_tool_result_fn fn,
+                              void *user_data)
+{
+    if (st == NULL || run_id == NULL || fn == NULL) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->tool_results_each(st, run_id, fn, user_data);
+}
+
+weft_err
+weft__state_run_origin(struct rt_state *st,
+                       const char *run_id,
+                       const char *kind,
+                       const char *origin_run_id,
+                       const char *origin_step)
+{
+    if (st == NULL || run_id == NULL || kind == NULL || origin_run_id == NULL) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->run_origin(st, run_id, kind, origin_run_id, origin_step);
+}
+
+weft_err
 weft__state_check(struct rt_state *st, char *err, size_t err_len)
 {
     return st->ops->check(st, err, err_len);
@@ -467,6 +504,9 @@ weft__state_info_cleanup(struct weft_run_info *info)
     weft__free(info->root_span_id);
     weft__free(info->resumed_from_trace);
     weft__free(info->loops);
+    weft__free(info->origin_kind);
+    weft__free(info->origin_run_id);
+    weft__free(info->origin_step);
     memset(info, 0, sizeof(*info));
 }
 

@@ -235,6 +235,49 @@ weft_err weft__state_exchange_add(struct rt_state *st,
 weft_err weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Tool results and run origins (replay and fork, docs/replay.md)                              */
+
+/* Bytes of a stored tool request or outcome; a longer one is cut on a UTF-8 boundary with a
+ * note (a replay of that call then answers the cut text, and the run diverges from there). */
+#define WEFT_TOOL_RESULT_MAX (1u << 20)
+
+/* One tool call of a run, as `weft replay` answers it: keyed by (run, step, attempt, seq), seq
+ * counting the step attempt's calls from 1. Every pointer is borrowed. */
+struct weft__state_tool_result {
+    const char *step_id;
+    unsigned attempt;
+    unsigned seq;
+    const char *tool;    /* the tool's name ("search", "command", "read_file") */
+    const char *kind;    /* "native", "mcp", "step" (a command step's own tool), "check" */
+    const char *request; /* JSON text: the arguments */
+    const char *outcome; /* JSON text: {"rc", "output", "is_error", "error_type", ...} */
+};
+
+/* Keep one tool call of @p run_id (a second save of the same key replaces it: a resumed step
+ * attempt runs its calls again). Request and outcome are redacted and capped at
+ * WEFT_TOOL_RESULT_MAX. @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged), WEFT_ENOMEM. */
+weft_err weft__state_tool_result_add(struct rt_state *st,
+                                     const char *run_id,
+                                     const struct weft__state_tool_result *r);
+
+/* Call @p fn for each stored tool call of @p run_id in the order they were made; stops at the
+ * first error @p fn returns. @return WEFT_OK (also for none), WEFT_EIO, or @p fn's error. */
+typedef weft_err (*state_tool_result_fn)(const struct weft__state_tool_result *r, void *user_data);
+weft_err weft__state_tool_results_each(struct rt_state *st,
+                                       const char *run_id,
+                                       state_tool_result_fn fn,
+                                       void *user_data);
+
+/* Record where run @p run_id came from: @p kind "replay" or "fork", the original run's id and,
+ * for a fork, the step it forked from (may be NULL). Read back in weft_run_info.origin_*.
+ * @return WEFT_OK, WEFT_EIO. */
+weft_err weft__state_run_origin(struct rt_state *st,
+                                const char *run_id,
+                                const char *kind,
+                                const char *origin_run_id,
+                                const char *origin_step);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Run metric snapshots in a PostgreSQL state (metrics_store.c)                                */
 
 /* A SQLite state's snapshots are written and folded by metrics_store.c over a connection of its

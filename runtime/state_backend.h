@@ -94,6 +94,18 @@ struct weft__state_ops {
                              const char *purpose,
                              const json_t *entry);
     weft_err (*exchanges_script)(struct rt_state *st, const char *run_id, json_t **out);
+    weft_err (*tool_result_add)(struct rt_state *st,
+                                const char *run_id,
+                                const struct weft__state_tool_result *r);
+    weft_err (*tool_results_each)(struct rt_state *st,
+                                  const char *run_id,
+                                  state_tool_result_fn fn,
+                                  void *user_data);
+    weft_err (*run_origin)(struct rt_state *st,
+                           const char *run_id,
+                           const char *kind,
+                           const char *origin_run_id,
+                           const char *origin_step);
     weft_err (*check)(struct rt_state *st, char *err, size_t err_len);
     weft_err (*lease_acquire)(struct rt_state *st, const char *run_id, struct state_owner *holder);
     weft_err (*lease_release)(struct rt_state *st, const char *run_id);

@@ -219,8 +219,21 @@ static const char migration_5[] =
     "CREATE INDEX teams_run_idx ON teams (run_id, created_ns);"
     "CREATE INDEX teams_created_idx ON teams (created_ns);";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5};
+/* Version 6 (replay and fork, docs/replay.md): every tool call's request and outcome, keyed by
+ * run, step, attempt and call sequence (seq_all keeps the order they were made in), and where
+ * a run came from (a replay or a fork of another run). */
+static const char migration_6[] =
+    "CREATE TABLE tool_results ("
+    " run_id TEXT NOT NULL, step_id TEXT NOT NULL, attempt INT NOT NULL, seq INT NOT NULL,"
+    " seq_all BIGINT GENERATED ALWAYS AS IDENTITY, tool TEXT NOT NULL, kind TEXT NOT NULL,"
+    " request TEXT NOT NULL, outcome TEXT NOT NULL, created_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, step_id, attempt, seq));"
+    "ALTER TABLE workflows ADD COLUMN origin_kind TEXT;"
+    "ALTER TABLE workflows ADD COLUMN origin_run_id TEXT;"
+    "ALTER TABLE workflows ADD COLUMN origin_step TEXT;";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3,
+                                         migration_4, migration_5, migration_6};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1507,7 +1520,8 @@ pg_cursors_save(struct rt_state *base,
     " COALESCE(total_reward, 0), input_tokens, output_tokens, cost_usd,"                       \
     " (SELECT count(*) FROM tasks t WHERE t.workflow_id = w.workflow_id),"                     \
     " owner_pid, owner_host, heartbeat_ns,"                                                    \
-    " (SELECT MAX(t.ended_ns) FROM tasks t WHERE t.workflow_id = w.workflow_id)"
+    " (SELECT MAX(t.ended_ns) FROM tasks t WHERE t.workflow_id = w.workflow_id),"              \
+    " origin_kind, origin_run_id, origin_step"
 
 static void
 read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom)
@@ -1535,6 +1549,9 @@ read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom
     weft__state_owner_view(info, col_i64(res, row, 20), val(res, row, 21),
                            (uint64_t)col_i64(res, row, 22), (uint64_t)col_i64(res, row, 23),
                            is_oom);
+    info->origin_kind = col_dup(res, row, 24, is_oom);
+    info->origin_run_id = col_dup(res, row, 25, is_oom);
+    info->origin_step = col_dup(res, row, 26, is_oom);
 }
 
 static weft_err
@@ -1842,6 +1859,98 @@ pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
     }
     *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tool results and run origins (docs/replay.md)                                               */
+
+static weft_err
+pg_tool_result_add(struct rt_state *base,
+                   const char *run_id,
+                   const struct weft__state_tool_result *r)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    p_key(&p, r->step_id);
+    p_u64(&p, r->attempt);
+    p_u64(&p, r->seq);
+    p_key(&p, r->tool);
+    p_key(&p, r->kind);
+    p_text(&p, r->request);
+    p_text(&p, r->outcome);
+    p_u64(&p, weft__now_ns());
+    err = exec_sql(st, "tool result insert",
+                   "INSERT INTO tool_results (run_id, step_id, attempt, seq, tool, kind, request,"
+                   " outcome, created_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                   " ON CONFLICT (run_id, step_id, attempt, seq) DO UPDATE SET tool = $5,"
+                   " kind = $6, request = $7, outcome = $8, created_ns = $9",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_tool_results_each(struct rt_state *base,
+                     const char *run_id,
+                     state_tool_result_fn fn,
+                     void *user_data)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "tool results read",
+                "SELECT step_id, attempt, seq, tool, kind, request, outcome FROM tool_results"
+                " WHERE run_id = $1 ORDER BY created_ns, seq_all",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft__state_tool_result r;
+        r.step_id = val(res, i, 0);
+        r.attempt = (unsigned)col_i64(res, i, 1);
+        r.seq = (unsigned)col_i64(res, i, 2);
+        r.tool = val(res, i, 3);
+        r.kind = val(res, i, 4);
+        r.request = val(res, i, 5);
+        r.outcome = val(res, i, 6);
+        err = fn(&r, user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+pg_run_origin(struct rt_state *base,
+              const char *run_id,
+              const char *kind,
+              const char *origin_run_id,
+              const char *origin_step)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, kind);
+    p_key(&p, origin_run_id);
+    p_key(&p, origin_step);
+    p_key(&p, run_id);
+    err = exec_sql(st, "run origin update",
+                   "UPDATE workflows SET origin_kind = $1, origin_run_id = $2, origin_step = $3"
+                   " WHERE run_id = $4",
+                   &p);
+    params_cleanup(&p);
+    return err;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -3061,6 +3170,9 @@ static const struct weft__state_ops pg_ops = {
     .corrections_each = pg_corrections_each,
     .exchange_add = pg_exchange_add,
     .exchanges_script = pg_exchanges_script,
+    .tool_result_add = pg_tool_result_add,
+    .tool_results_each = pg_tool_results_each,
+    .run_origin = pg_run_origin,
     .check = pg_check,
     .lease_acquire = pg_lease_acquire,
     .lease_release = pg_lease_release,

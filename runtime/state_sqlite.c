@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -215,6 +215,21 @@ static const char migrate_v2[] =
     " PRIMARY KEY (run_id, seq));"
     "CREATE INDEX IF NOT EXISTS runs_started ON runs(started_ns);";
 
+/* Version 10 (replay and fork, docs/replay.md): every tool call's request and outcome, keyed by
+ * run, step, attempt and call sequence, so `weft replay` answers tools as the run saw them;
+ * and where a run came from (a replay or a fork of another run), so a UI can compare the
+ * pair. Versions 8 and 9 belong to other work (skill vectors, composed teams). Only ADD
+ * COLUMN and CREATE. */
+static const char state_migrate_v10[] =
+    "CREATE TABLE IF NOT EXISTS tool_results ("
+    " run_id TEXT NOT NULL, step_id TEXT NOT NULL, attempt INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, tool TEXT NOT NULL, kind TEXT NOT NULL, request TEXT NOT NULL,"
+    " outcome TEXT NOT NULL, created_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, step_id, attempt, seq));"
+    "ALTER TABLE runs ADD COLUMN origin_kind TEXT;"
+    "ALTER TABLE runs ADD COLUMN origin_run_id TEXT;"
+    "ALTER TABLE runs ADD COLUMN origin_step TEXT;";
+
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
  * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
@@ -392,7 +407,10 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         (version < 7 && sqlite3_exec(st->db, state_migrate_v7, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 8 && sqlite3_exec(st->db, state_migrate_v8, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 9 && sqlite3_exec(st->db, state_migrate_v9, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 9; COMMIT", NULL, NULL, &errmsg) != SQLITE_OK) {
+        (version < 10 &&
+         sqlite3_exec(st->db, state_migrate_v10, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 10; COMMIT", NULL, NULL, &errmsg) !=
+            SQLITE_OK) {
         goto sql_fail;
     }
     *out = &st->base;
@@ -1015,7 +1033,8 @@ col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
     "id, workflow, workflow_path, session_id, input, status, reason, trace_id, root_span_id," \
     " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
     " input_tokens, output_tokens, cost_usd,"                                                 \
-    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS
+    " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS        \
+    ", origin_kind, origin_run_id, origin_step"
 
 static void
 read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
@@ -1041,6 +1060,9 @@ read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
     info->cost_usd = sqlite3_column_double(stmt, 18);
     info->step_count = (size_t)sqlite3_column_int64(stmt, 19);
     state_owner_view(stmt, 20, info, is_oom);
+    info->origin_kind = col_dup(stmt, 24, is_oom);
+    info->origin_run_id = col_dup(stmt, 25, is_oom);
+    info->origin_step = col_dup(stmt, 26, is_oom);
 }
 
 static weft_err
@@ -1306,6 +1328,90 @@ lite_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
     }
     *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tool results and run origins (docs/replay.md)                                               */
+
+static weft_err
+lite_tool_result_add(struct rt_state *base,
+                     const char *run_id,
+                     const struct weft__state_tool_result *r)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = cached(st, "INSERT OR REPLACE INTO tool_results (run_id, step_id,"
+                                    " attempt, seq, tool, kind, request, outcome, created_ns)"
+                                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    bind_key(stmt, 2, r->step_id);
+    sqlite3_bind_int64(stmt, 3, r->attempt);
+    sqlite3_bind_int64(stmt, 4, r->seq);
+    bind_key(stmt, 5, r->tool);
+    bind_key(stmt, 6, r->kind);
+    bind_text(stmt, 7, r->request);
+    bind_text(stmt, 8, r->outcome);
+    sqlite3_bind_int64(stmt, 9, (sqlite3_int64)weft__now_ns());
+    return finish(st, stmt, "tool result insert");
+}
+
+static weft_err
+lite_tool_results_each(struct rt_state *base,
+                       const char *run_id,
+                       state_tool_result_fn fn,
+                       void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT step_id, attempt, seq, tool, kind, request, outcome"
+                                     " FROM tool_results WHERE run_id = ?"
+                                     " ORDER BY created_ns, rowid");
+    weft_err err = WEFT_OK;
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft__state_tool_result r;
+        r.step_id = (const char *)sqlite3_column_text(stmt, 0);
+        r.attempt = (unsigned)sqlite3_column_int64(stmt, 1);
+        r.seq = (unsigned)sqlite3_column_int64(stmt, 2);
+        r.tool = (const char *)sqlite3_column_text(stmt, 3);
+        r.kind = (const char *)sqlite3_column_text(stmt, 4);
+        r.request = (const char *)sqlite3_column_text(stmt, 5);
+        r.outcome = (const char *)sqlite3_column_text(stmt, 6);
+        err = fn(&r, user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_run_origin(struct rt_state *base,
+                const char *run_id,
+                const char *kind,
+                const char *origin_run_id,
+                const char *origin_step)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET origin_kind = ?, origin_run_id = ?,"
+                                     " origin_step = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, kind);
+    bind_key(stmt, 2, origin_run_id);
+    bind_key(stmt, 3, origin_step);
+    bind_key(stmt, 4, run_id);
+    return finish(st, stmt, "run origin update");
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2453,6 +2559,9 @@ static const struct weft__state_ops lite_ops = {
     .corrections_each = lite_corrections_each,
     .exchange_add = lite_exchange_add,
     .exchanges_script = lite_exchanges_script,
+    .tool_result_add = lite_tool_result_add,
+    .tool_results_each = lite_tool_results_each,
+    .run_origin = lite_run_origin,
     .check = lite_check,
     .lease_acquire = lite_lease_acquire,
     .lease_release = lite_lease_release,

@@ -2452,6 +2452,77 @@ free_prompt_ref(struct rt_prompt_ref *ref)
     }
 }
 
+/* The agent a "agent.NAME.FIELD" key names (NAME may hold dots: the field is after the last),
+ * with @p field pointing at FIELD; NULL when the key has another shape or no such agent. */
+static struct wf_agent *
+set_key_agent(struct weft_workflow *wf, const char *key, const char **field)
+{
+    const char *dot = strrchr(key, '.');
+    size_t len = 0;
+
+    if (strncmp(key, "agent.", 6) != 0 || dot == NULL || dot <= key + 6) {
+        return NULL;
+    }
+    len = (size_t)(dot - (key + 6));
+    *field = dot + 1;
+    for (size_t i = 0; i < wf->agent_count; i++) {
+        if (strlen(wf->agents[i].name) == len && strncmp(wf->agents[i].name, key + 6, len) == 0) {
+            return &wf->agents[i];
+        }
+    }
+    return NULL;
+}
+
+weft_err
+weft_workflow_set(struct weft_workflow *workflow,
+                  const char *key,
+                  const char *value,
+                  char *error,
+                  size_t error_len)
+{
+    static const char keys[] = "supported keys: agent.NAME.model, agent.NAME.instructions";
+    const char *field = "";
+    struct wf_agent *agent = NULL;
+    char *copy = NULL;
+
+    if (workflow == NULL || key == NULL || value == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (error == NULL) {
+        error_len = 0; /* snprintf(NULL, 0, ...) only measures */
+    }
+    agent = set_key_agent(workflow, key, &field);
+    if (agent == NULL) {
+        snprintf(error, error_len, "--set %.80s: %s%s", key,
+                 strncmp(key, "agent.", 6) == 0 ? "no such agent; " : "unknown key; ", keys);
+        return WEFT_EINVAL;
+    }
+    if (strcmp(field, "model") == 0) {
+        for (size_t i = 0; i < workflow->model_count; i++) {
+            if (strcmp(workflow->models[i].name, value) == 0) {
+                agent->model = i;
+                return WEFT_OK;
+            }
+        }
+        snprintf(error, error_len, "--set %.80s: no model '%.80s' in the workflow's models", key,
+                 value);
+        return WEFT_EINVAL;
+    }
+    if (strcmp(field, "instructions") != 0) {
+        snprintf(error, error_len, "--set %.80s: unknown field '%.40s'; %s", key, field, keys);
+        return WEFT_EINVAL;
+    }
+    copy = weft__strdup(value);
+    if (copy == NULL) {
+        return WEFT_ENOMEM;
+    }
+    weft__free(agent->instructions);
+    agent->instructions = copy;
+    free_prompt_ref(agent->prompt);
+    agent->prompt = NULL;
+    return WEFT_OK;
+}
+
 void
 weft_workflow_free(struct weft_workflow *wf)
 {

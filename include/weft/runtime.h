@@ -77,6 +77,19 @@ WEFT_API char *weft_workflow_describe(const struct weft_workflow *workflow);
  * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_workflow_text_free(char *text);
 
+/** Override one simple field of a loaded workflow (`weft fork --set KEY=VALUE`). Keys:
+ * "agent.NAME.model" (VALUE names one of the workflow's models) and
+ * "agent.NAME.instructions" (VALUE is the new text; a Langfuse prompt reference is dropped).
+ * Call it before the workflow is shared with any run.
+ * @return WEFT_OK; WEFT_EINVAL (NULL argument, unknown key, agent or model: @p error says
+ * which, and which keys exist); WEFT_ENOMEM. The workflow is unchanged on error.
+ * Ownership: copies @p value; borrows the rest for the call. */
+WEFT_API weft_err weft_workflow_set(struct weft_workflow *workflow,
+                                    const char *key,
+                                    const char *value,
+                                    char *error,
+                                    size_t error_len);
+
 /** Free a workflow. NULL is a no-op.
  * Errors: none. Ownership: takes @p workflow (frees it). */
 WEFT_API void weft_workflow_free(struct weft_workflow *workflow);
@@ -204,6 +217,21 @@ struct weft_run_options {
      * the remote executor's max-in-flight with `--executor amqp`. Steps chosen by an LLM
      * router (supervisor.route_with_llm) and the final agent's step always run alone. */
     unsigned max_parallel;
+    /** Replay the stored run with this id (a run id, a unique prefix, or "last") as a new run
+     * (`weft replay`, docs/replay.md): every LLM call is answered from the run's stored
+     * exchanges and every tool call (native, MCP, command steps) from its stored tool results;
+     * nothing goes to the network and no tool runs. Each request is compared with the one the
+     * original made at the same position; the first difference stops the replay (status
+     * aborted) and the result's replay report names it. Excludes record_path, replay_path,
+     * resume_run_id and fork_run_id. */
+    const char *replay_run_id;
+    /** Fork the stored run with this id (or a unique prefix, or "last") as a new run
+     * (`weft fork`): the steps before fork_from_step that completed are reused (their stored
+     * results, no LLM or tool call) and fork_from_step with everything after it runs live
+     * with this workflow. The original must have ended. Requires fork_from_step. */
+    const char *fork_run_id;
+    /** The step id a fork runs live from; must be a step of the original run. */
+    const char *fork_from_step;
 };
 
 /** One step of the final plan. */
@@ -228,6 +256,8 @@ struct weft_run_decision {
     char *next;   /**< an agent name, or "end" */
     char *reason; /**< a sentence */
 };
+
+struct weft_replay_report;
 
 /** The outcome of a run. */
 struct weft_run_result {
@@ -256,6 +286,31 @@ struct weft_run_result {
     size_t verdict_count;
     double reward;      /**< sum of the steps' evaluator rewards (see docs/workflow.md) */
     size_t corrections; /**< correction attempts (valid corrective plans and invalid ones) */
+    /** A replay (weft_run_options.replay_run_id): how it compared with the original; else
+     * NULL. Freed with the result. */
+    struct weft_replay_report *replay;
+    /** A fork: steps reused from the original (not run again); 0 otherwise. */
+    size_t reused_steps;
+};
+
+/** What a replay found. Strings are owned by the report (freed with the run result). */
+struct weft_replay_report {
+    char *original_run_id;
+    bool is_identical;    /**< every call matched and none was missing or added */
+    size_t llm_calls;     /**< LLM calls answered from the original's exchanges */
+    size_t tool_calls;    /**< tool calls answered from the original's tool results */
+    size_t llm_expected;  /**< the original's stored LLM exchanges */
+    size_t tool_expected; /**< the original's stored tool results */
+    /** The first differing span, when not identical: its name ("chat MODEL",
+     * "execute_tool TOOL"), its step id (NULL for supervisor calls), what differed
+     * ("request": same position, different request; "unexpected_call": a call the original
+     * did not make; "missing_call": a call the original made and the replay did not) and
+     * short excerpts of what the original had and what the replay made (either may be NULL). */
+    char *span;
+    char *step_id;
+    char *what;
+    char *expected;
+    char *got;
 };
 
 /** Run @p workflow to its end (a route of end, a spent budget, a failure or an abort).
@@ -330,6 +385,9 @@ struct weft_run_info {
     char *root_span_id;       /**< its root span; may be NULL */
     char *resumed_from_trace; /**< the trace a resumed run continued; may be NULL */
     char *loops;              /**< JSON {kind: count}; may be NULL */
+    char *origin_kind;   /**< "replay" or "fork" when the run was made from another; else NULL */
+    char *origin_run_id; /**< the run it replayed or forked; NULL when origin_kind is */
+    char *origin_step;   /**< a fork's step id it ran live from; else NULL */
     uint64_t started_ns;
     uint64_t ended_ns; /**< 0 while running */
     size_t iterations;

@@ -572,6 +572,81 @@ test_cli_runs_and_run_show_list_the_surgery(void **state)
     assert_int_equal(r.status, 1);
 }
 
+/* A scripted workflow in the fixture's directory whose build step runs @p build. */
+static void
+write_replay_workflow(struct fixture *f, const char *name, const char *build)
+{
+    char path[256];
+    char text[1024];
+
+    snprintf(path, sizeof(path), "%s/script.json", f->dir);
+    write_text(path, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"found\"},"
+                     " {\"content\": \"reported\"}]}}}");
+    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    snprintf(text, sizeof(text),
+             "{\"name\": \"rp\", \"models\": {\"m\": {\"provider\": \"scripted\","
+             " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
+             "{\"id\": \"find\", \"agent\": \"a\", \"task\": \"Find\"},"
+             "{\"id\": \"build\", \"executor\": \"command\", \"task\": \"Build\","
+             " \"depends_on\": [\"find\"], \"argv\": [\"sh\", \"-c\", \"%s\"]},"
+             "{\"id\": \"report\", \"agent\": \"a\", \"task\": \"Report\","
+             " \"depends_on\": [\"build\"]}]}",
+             build);
+    write_text(path, text);
+}
+
+/* weft replay: identical (exit 0, --json's replay member), diverged after the workflow changed
+ * (exit 5, the first differing span named); weft fork from the failed step with the fixed
+ * workflow completes; unknown runs and steps are refused. */
+static void
+test_cli_replay_and_fork(void **state)
+{
+    struct fixture *f = *state;
+    char ok[256];
+    char broken[256];
+    char id[16] = "";
+    struct run r;
+
+    weft_test_setenv("WEFT_HOME", f->dir);
+    write_replay_workflow(f, "ok.json", "echo built");
+    write_replay_workflow(f, "broken.json", "exit 3");
+    snprintf(ok, sizeof(ok), "%s/ok.json", f->dir);
+    snprintf(broken, sizeof(broken), "%s/broken.json", f->dir);
+    r = RUN(f, "run", ok, "-q", "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    r = RUN(f, "replay", "last", "--json", "-q", "--workspace", f->dir);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"replay\": {"));
+    assert_non_null(strstr(r.out, "\"identical\": true"));
+    r = RUN(f, "run", broken, "-q", "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "runs", "--json");
+    assert_int_equal(r.status, 0);
+    /* The newest run is the broken one. */
+    assert_non_null(strstr(r.out, "\"run_id\": \""));
+    memcpy(id, strstr(r.out, "\"run_id\": \"") + 11, 12);
+    r = RUN(f, "replay", id, "--workflow", ok, "--no-trace", "--workspace", f->dir);
+    assert_int_equal(r.status, 5);
+    assert_non_null(strstr(r.out, "DIVERGED at span execute_tool command (step build): request"));
+    assert_non_null(strstr(r.out, "expected: "));
+    r = RUN(f, "fork", id, "--from", "build", "--workflow", ok, "--json", "-q");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"reused_steps\": 1"));
+    assert_non_null(strstr(r.out, "\"status\": \"completed\""));
+    r = RUN(f, "run", "show", "last", "--json");
+    assert_non_null(strstr(r.out, "\"kind\": \"fork\""));
+    r = RUN(f, "fork", id, "--from", "nope");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "no step 'nope'"));
+    r = RUN(f, "fork", "ffffffffffff", "--from", "build");
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "fork", id);
+    assert_int_equal(r.status, 2);
+    r = RUN(f, "fork", id, "--from", "build", "--set", "agent.a.colour=red");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "agent.NAME.instructions"));
+}
+
 /* Start `weft run WF` and SIGKILL it while step @p step_id is in progress. */
 static void
 kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id)
@@ -1452,6 +1527,7 @@ main(void)
         T(test_cli_run_json_record_and_replay),
         T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
         T(test_cli_runs_and_run_show_list_the_surgery),
+        T(test_cli_replay_and_fork),
         T(test_cli_resume_after_sigkill_keeps_completed_steps),
         T(test_cli_resume_registers_composed_teams_again),
         T(test_cli_resume_flow_after_sigkill_reruns_only_the_item_in_flight),

@@ -612,7 +612,11 @@ downgrade(const char *path, int version)
                    "ALTER TABLE runs DROP COLUMN root_parent_span_id;"
                    "ALTER TABLE runs DROP COLUMN root_started_ns;"
                    "ALTER TABLE steps DROP COLUMN span_id;"
-                   "ALTER TABLE steps DROP COLUMN span_parent_id;");
+                   "ALTER TABLE steps DROP COLUMN span_parent_id;"
+                   "ALTER TABLE runs DROP COLUMN origin_kind;"
+                   "ALTER TABLE runs DROP COLUMN origin_run_id;"
+                   "ALTER TABLE runs DROP COLUMN origin_step;"
+                   "DROP TABLE tool_results;");
     if (version < 4) {
         exec_sql(path, "DROP TABLE script_cursor_keys;");
     }
@@ -621,7 +625,7 @@ downgrade(const char *path, int version)
 }
 
 /* Databases written before owners existed (schema 4) and before per-queue cursors (schema 3)
- * are migrated to the current schema (8) and keep their runs; a new run works on them. */
+ * are migrated to the current schema (10) and keep their runs; a new run works on them. */
 static void
 test_crash_older_schemas_are_migrated(void **state)
 {
@@ -636,7 +640,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 9);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 10);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

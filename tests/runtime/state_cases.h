@@ -1505,6 +1505,80 @@ test_state_teams_round_trip(void **state)
     assert_null(list);
 }
 
+struct tool_rows {
+    int count;
+    char seen[8][64];
+};
+
+static weft_err
+collect_tool_row(const struct weft__state_tool_result *r, void *user_data)
+{
+    struct tool_rows *rows = user_data;
+
+    if (rows->count < 8) {
+        snprintf(rows->seen[rows->count], sizeof(rows->seen[0]), "%s/%u/%u %s %s", r->step_id,
+                 r->attempt, r->seq, r->tool, r->kind);
+    }
+    rows->count++;
+    assert_non_null(r->request);
+    assert_non_null(r->outcome);
+    /* Credentials never reach the store, in tool results as elsewhere. */
+    assert_null(strstr(r->outcome, "sk-proj-abcdefghijklmnopqrstuv"));
+    return WEFT_OK;
+}
+
+/* Tool results (replay.h) are kept per (run, step, attempt, seq), in the order they were made,
+ * redacted; a second save of the same key replaces the first (a resumed attempt). A run's origin
+ * (replay or fork) reads back with the run. */
+static void
+test_state_tool_results_and_origin_round_trip(void **state)
+{
+    struct fx *f = *state;
+    struct weft__state_tool_result r;
+    struct tool_rows rows;
+    struct weft_run_info info;
+
+    memset(&rows, 0, sizeof(rows));
+    memset(&r, 0, sizeof(r));
+    assert_weft_ok(weft__state_run_begin(f->st, "t1", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_run_begin(f->st, "t2", "wf", NULL, "s", NULL, 2));
+    r.step_id = "research";
+    r.attempt = 1;
+    r.seq = 1;
+    r.tool = "lookup";
+    r.kind = "native";
+    r.request = "{\"q\":\"x\"}";
+    r.outcome = "{\"rc\":0,\"output\":\"old\"}";
+    assert_weft_ok(weft__state_tool_result_add(f->st, "t1", &r));
+    r.outcome = "{\"rc\":0,\"output\":\"key sk-proj-abcdefghijklmnopqrstuv\"}";
+    assert_weft_ok(weft__state_tool_result_add(f->st, "t1", &r)); /* replaces */
+    r.step_id = "build";
+    r.seq = 1;
+    r.tool = "command";
+    r.kind = "step";
+    assert_weft_ok(weft__state_tool_result_add(f->st, "t1", &r));
+    r.tool = "other";
+    assert_weft_ok(weft__state_tool_result_add(f->st, "t2", &r));
+    assert_int_equal(weft__state_tool_result_add(f->st, "t1", NULL), WEFT_EINVAL);
+    assert_weft_ok(weft__state_tool_results_each(f->st, "t1", collect_tool_row, &rows));
+    assert_int_equal(rows.count, 2);
+    assert_string_equal(rows.seen[0], "research/1/1 lookup native");
+    assert_string_equal(rows.seen[1], "build/1/1 command step");
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM tool_results WHERE run_id = 't1' AND"
+                                 " outcome LIKE '%old%'"),
+                     0);
+    assert_weft_ok(weft__state_run_origin(f->st, "t2", "fork", "t1", "build"));
+    assert_weft_ok(weft__state_run_info(f->st, "t2", &info));
+    assert_string_equal(info.origin_kind, "fork");
+    assert_string_equal(info.origin_run_id, "t1");
+    assert_string_equal(info.origin_step, "build");
+    weft__state_info_cleanup(&info);
+    assert_weft_ok(weft__state_run_info(f->st, "t1", &info));
+    assert_null(info.origin_kind);
+    assert_null(info.origin_step);
+    weft__state_info_cleanup(&info);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
@@ -1554,6 +1628,8 @@ test_state_teams_round_trip(void **state)
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_state_skill_vectors_follow_their_skill, setup,        \
                                         teardown),                                                 \
-        cmocka_unit_test_setup_teardown(test_state_teams_round_trip, setup, teardown)
+        cmocka_unit_test_setup_teardown(test_state_teams_round_trip, setup, teardown),             \
+        cmocka_unit_test_setup_teardown(test_state_tool_results_and_origin_round_trip, setup,      \
+                                        teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
