@@ -192,3 +192,17 @@ cli_format_duration(uint64_t ns, char *buf, size_t len)
 {
     weft__format_duration(ns, true, buf, len);
 }
+
+int
+cli_json_print(json_t *doc)
+{
+    int rc = CLI_EXIT_OK;
+
+    if (doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+        fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+        fputs("weft: cannot write the JSON document (out of memory or stdout closed)\n", stderr);
+        rc = CLI_EXIT_FAIL;
+    }
+    json_decref(doc);
+    return rc;
+}

@@ -9,6 +9,7 @@
 #ifndef WEFT_CLI_CLI_H
 #define WEFT_CLI_CLI_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -169,5 +170,9 @@ int cli_mcp(int argc, char **argv);
 int cli_compose(int argc, char **argv);
 void cli_compose_usage(FILE *out);
 void cli_mcp_usage(FILE *out);
+
+/* Print @p doc (taken; NULL: out of memory) to stdout as indented JSON.
+ * @return CLI_EXIT_OK or CLI_EXIT_FAIL (said on stderr). */
+int cli_json_print(json_t *doc);
 
 #endif /* WEFT_CLI_CLI_H */

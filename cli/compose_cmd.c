@@ -4,7 +4,7 @@
  * team is saved as a workflow file (docs/architect.md).
  */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

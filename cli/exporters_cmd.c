@@ -7,7 +7,7 @@
  * exactly what the library accepts.
  */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 
 #include <string.h>
 #include <weft/weft.h>
@@ -111,7 +111,7 @@ exporters_json(void)
         json_decref(list);
         return NULL;
     }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_EXPORTERS));
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_EXPORTERS));
     for (size_t i = 0; (e = weft_exporter_info_at(i)) != NULL; i++) {
         json_t *o = json_object();
         json_t *env = json_array();

@@ -10,7 +10,7 @@
  * reported as lost.
  */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 #include "runtime/dist/amqp_executor.h"
 #include "runtime/workflow.h"
 
@@ -617,7 +617,7 @@ print_json(const struct weft_run_result *r,
                                   (json_int_t)ts->spans_failed));
     json_object_set_new(o, "exporters", exporters_json(provider));
     if (r->replay != NULL) {
-        json_object_set_new(o, "replay", cli_json_replay(r->replay));
+        json_object_set_new(o, "replay", weft__doc_replay(r->replay));
     }
     if (r->reused_steps > 0) {
         json_object_set_new(o, "reused_steps", json_integer((json_int_t)r->reused_steps));

@@ -1,7 +1,7 @@
 /* cli/runs_cmd.c - `weft runs`, `weft run show RUN_ID` and `weft resume RUN_ID`: the state
  * database read back (include/weft/runtime.h) and interrupted runs continued. */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -159,9 +159,9 @@ print_runs_json(const struct weft_run_info *runs, size_t count)
         json_decref(arr);
         return cli_json_print(NULL);
     }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_RUNS));
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_RUNS));
     for (size_t i = 0; i < count; i++) {
-        json_array_append_new(arr, cli_json_run_info(&runs[i]));
+        json_array_append_new(arr, weft__doc_run_info(&runs[i]));
     }
     json_object_set_new(doc, "runs", arr);
     return cli_json_print(doc);
@@ -436,7 +436,7 @@ print_step_table(const struct weft_run_details *d,
             snprintf(reward, sizeof(reward), "%.2f", s->reward);
         }
         printf("%-16s %-12s %-12s %-11s %8u %7s  %-24s ", s->id, s->agent, s->executor,
-               cli_step_status(d, i), s->attempts, reward,
+               weft__doc_step_status(d, i), s->attempts, reward,
                s->depends_on[0] != '\0' ? s->depends_on : "-");
         cli_put_clean(stdout, s->task, 60);
         putchar('\n');
@@ -572,7 +572,7 @@ cli_run_show(int argc, char **argv)
         return explain("run show", err, positional[0]);
     }
     if (is_json) {
-        rc = cli_json_print(cli_json_run_details(d));
+        rc = cli_json_print(weft__doc_run_details(d));
     } else {
         print_details(d);
         rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -1,4 +1,5 @@
-/* cli/serve_cmd.c - `weft serve`: a long-running metrics endpoint over the state store.
+/* cli/serve_cmd.c - `weft serve`: the trace explorer (web UI and /api/v1, serve/) and a
+ * long-running metrics endpoint over the state store, on one port.
  *
  * Each scrape of /metrics builds a fresh meter from the state database (every family listed,
  * at zero before the first run; each run's persisted metrics summed per name and labels, see
@@ -10,6 +11,7 @@
  */
 #include "cli.h"
 #include "runtime/dist/broker_probe.h"
+#include "serve/http.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -22,13 +24,17 @@
 void
 cli_serve_usage(FILE *out)
 {
-    fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--broker URL]\n"
-          "                  [--queue-prefix P]\n"
+    fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token T]\n"
+          "                  [--broker URL] [--queue-prefix P]\n"
           "\n"
-          "Serve Prometheus /metrics aggregated across the runs in the state database (every\n"
-          "metric a run records, with its span counts per exporter), and /healthz, until\n"
-          "interrupted (SIGINT or SIGTERM). Bind to loopback unless a scraper must reach it\n"
-          "from elsewhere (a pod IP, another container).\n"
+          "Serve the trace explorer at / (runs, plans, span waterfalls, why a run failed,\n"
+          "compare two runs, collaboration metrics; docs/explorer.md) and its JSON API at\n"
+          "/api/v1/, Prometheus /metrics aggregated across the runs in the state database\n"
+          "(every metric a run records, with its span counts per exporter), and /healthz,\n"
+          "until interrupted (SIGINT or SIGTERM). Binds to loopback. The explorer shows prompts\n"
+          "and outputs: on another address it is off unless a token is given (a browser then\n"
+          "opens /?token=T once, a script sends Authorization: Bearer T); /metrics and\n"
+          "/healthz stay open for scrapers.\n"
           "\n"
           "With a broker (distributed runs), each scrape also asks RabbitMQ for\n"
           "weft_broker_queue_depth{queue=dispatch|results|dead_letter}, weft_workers_live\n"
@@ -40,6 +46,9 @@ cli_serve_usage(FILE *out)
           "; IPv4; port 0 picks one)\n"
           "      --state PATH      state: a SQLite file or a postgresql:// URL (default\n"
           "                        $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
+          "      --store PATH      span store the explorer reads (default $WEFT_HOME/weft.db)\n"
+          "      --token T         require T for the explorer and its API ($WEFT_SERVE_TOKEN;\n"
+          "                        letters, digits and -._~ only, at least 16)\n"
           "      --broker URL      amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL; none:\n"
           "                        no broker series)\n"
           "      --queue-prefix P  prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
@@ -76,6 +85,31 @@ render_store(void *user_data, char **out, size_t *len)
     return err;
 }
 
+/* The host part of HOST:PORT (a static copy). */
+static const char *
+host_of(const char *addr)
+{
+    static char host[64];
+    const char *colon = strrchr(addr, ':');
+    size_t len = colon != NULL ? (size_t)(colon - addr) : strlen(addr);
+
+    snprintf(host, sizeof(host), "%.*s", (int)(len < sizeof(host) ? len : sizeof(host) - 1), addr);
+    return host[0] != '\0' ? host : "127.0.0.1";
+}
+
+/* A token must be one a cookie carries as it is. */
+static int
+check_access(const char *token)
+{
+    if (token != NULL && token[0] != '\0' &&
+        (strlen(token) < 16 || strspn(token, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789-._~") != strlen(token))) {
+        fprintf(stderr, "weft serve: --token: expected at least 16 letters, digits or -._~\n");
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
 int
 cli_serve(int argc, char **argv)
 {
@@ -83,14 +117,16 @@ cli_serve(int argc, char **argv)
     const char *state = NULL;
     const char *broker = NULL;
     const char *prefix = NULL;
+    const char *store = NULL;
+    const char *token = NULL;
     const struct cli_option options[] = {
-        {"addr", 0, true, false, &addr, NULL},
-        {"state", 0, true, false, &state, NULL},
-        {"broker", 0, true, false, &broker, NULL},
-        {"queue-prefix", 0, true, false, &prefix, NULL},
+        {"addr", 0, true, false, &addr, NULL},     {"state", 0, true, false, &state, NULL},
+        {"broker", 0, true, false, &broker, NULL}, {"queue-prefix", 0, true, false, &prefix, NULL},
+        {"store", 0, true, false, &store, NULL},   {"token", 0, true, false, &token, NULL},
     };
     struct source src = {NULL, NULL};
-    struct weft_metrics_server *server = NULL;
+    struct weft__serve *server = NULL;
+    struct weft__serve_config sc;
     sigset_t stop;
     size_t npos = 0;
     int sig = 0;
@@ -103,6 +139,13 @@ cli_serve(int argc, char **argv)
     }
     if (broker == NULL) {
         broker = getenv("WEFT_BROKER_URL");
+    }
+    if (token == NULL) {
+        token = getenv("WEFT_SERVE_TOKEN");
+    }
+    rc = check_access(token);
+    if (rc != CLI_EXIT_OK) {
+        return rc;
     }
     if (broker != NULL && broker[0] != '\0') {
         struct weft__broker_probe_config pc = {broker, prefix, 0};
@@ -120,7 +163,21 @@ cli_serve(int argc, char **argv)
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    err = weft_metrics_server_start_source(render_store, &src, addr, &server);
+    memset(&sc, 0, sizeof(sc));
+    sc.addr = addr;
+    sc.token = token != NULL && token[0] != '\0' ? token : NULL;
+    sc.is_explorer_off = sc.token == NULL && strncmp(host_of(addr), "127.", 4) != 0;
+    if (sc.is_explorer_off) {
+        fprintf(stderr,
+                "weft serve: --addr %s is not loopback and no --token was given: the "
+                "explorer is off (/metrics and /healthz are served)\n",
+                addr);
+    }
+    sc.api.state_path = state;
+    sc.api.store_path = store;
+    sc.metrics = render_store;
+    sc.metrics_data = &src;
+    err = weft__serve_start(&sc, &server);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft serve: --addr %s: %s\n", addr,
                 err == WEFT_EINVAL ? "expected HOST:PORT with an IPv4 host"
@@ -132,11 +189,15 @@ cli_serve(int argc, char **argv)
         fprintf(stderr, "weft serve: asking broker %s about its queues at each scrape\n",
                 weft__broker_probe_url_safe(src.probe));
     }
-    fprintf(stderr, "weft serve: listening on port %u (/metrics, /healthz); Ctrl-C stops\n",
-            weft_metrics_server_port(server));
+    fprintf(stderr,
+            "weft serve: listening on port %u; the explorer is at http://%s:%u/ (its API at "
+            "/api/v1/; /metrics, /healthz); Ctrl-C stops\n",
+            weft__serve_port(server),
+            strncmp(addr, "0.0.0.0", 7) == 0 || addr[0] == ':' ? "127.0.0.1" : host_of(addr),
+            weft__serve_port(server));
     sigwait(&stop, &sig);
     fprintf(stderr, "weft serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    weft_metrics_server_stop(server); /* no scrape runs after this: the probe can go */
+    weft__serve_stop(server); /* no scrape runs after this: the probe can go */
     weft__broker_probe_free(src.probe);
     return CLI_EXIT_OK;
 }

@@ -1,7 +1,7 @@
 /* cli/skills_cmd.c - `weft skills list|show|forget`: the skill memory kept in the state store
  * (include/weft/skills.h, docs/memory.md), inspected and pruned. */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 
 #include <string.h>
 #include <time.h>
@@ -95,7 +95,7 @@ skills_list(int argc, char **argv)
         return explain("list", err, "state database");
     }
     if (is_json) {
-        json_t *doc = cli_json_skills(skills, count);
+        json_t *doc = weft__doc_skills(skills, count);
 
         weft_skills_free(skills, count);
         return cli_json_print(doc);
@@ -156,8 +156,8 @@ skills_show(int argc, char **argv)
         json_t *doc = json_object();
 
         if (doc != NULL) {
-            json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_SKILL));
-            json_object_set_new(doc, "skill", cli_json_skill(s, true));
+            json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_SKILL));
+            json_object_set_new(doc, "skill", weft__doc_skill(s, true));
         }
         weft_skills_free(s, 1);
         return cli_json_print(doc);

@@ -2,7 +2,7 @@
  * through the read API of include/weft/store.h.
  */
 #include "cli.h"
-#include "json_out.h"
+#include "report/docs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +177,7 @@ trace_list(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     if (is_json) {
-        rc = cli_json_print(cli_json_traces(weft_store_path(store), list, count));
+        rc = cli_json_print(weft__doc_traces(weft_store_path(store), list, count));
         weft_trace_summaries_free(list, count);
         weft_store_close(store);
         return rc;
@@ -258,37 +258,7 @@ is_exact_run(const char *state, const char *ref)
 static int
 print_trace_json(const struct weft_trace *trace, const char *run_id, const char *earlier)
 {
-    json_t *doc = json_object();
-    json_t *spans = json_array();
-    json_t *others = json_array();
-    const struct weft_span_data *first = weft_trace_span(trace, 0);
-    char trace_hex[WEFT_TRACE_ID_HEX_LEN + 1];
-    size_t errors = 0;
-
-    if (doc == NULL || spans == NULL || others == NULL) {
-        json_decref(doc);
-        json_decref(spans);
-        json_decref(others);
-        return cli_json_print(NULL);
-    }
-    weft_hex_encode(first->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
-    for (size_t i = 0; i < weft_trace_span_count(trace); i++) {
-        const struct weft_span_data *s = weft_trace_span(trace, i);
-
-        errors += s->status_code == WEFT_STATUS_ERROR;
-        json_array_append_new(spans, cli_json_span(s, weft_trace_span_depth(trace, i)));
-    }
-    if (earlier != NULL && earlier[0] != '\0') {
-        json_array_append_new(others, json_string(earlier));
-    }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_TRACE));
-    json_object_set_new(doc, "trace_id", json_string(trace_hex));
-    json_object_set_new(doc, "run_id", run_id != NULL ? json_string(run_id) : json_null());
-    json_object_set_new(doc, "other_traces", others);
-    json_object_set_new(doc, "span_count", json_integer((json_int_t)weft_trace_span_count(trace)));
-    json_object_set_new(doc, "error_count", json_integer((json_int_t)errors));
-    json_object_set_new(doc, "spans", spans);
-    return cli_json_print(doc);
+    return cli_json_print(weft__doc_trace(trace, run_id, earlier, 0, SIZE_MAX));
 }
 
 /* Why the trace @p ref (or run @p run_id's trace @p trace_id) could not be loaded. */

@@ -3013,6 +3013,11 @@ save_run_end(struct run *run)
         json_object_set_new(loops, weft_loop_kind_name((weft_loop_kind)k),
                             json_integer((json_int_t)r->loops[k]));
     }
+    /* Stuck loops the watchdog found, beside the loops (the explorer's runs list shows them);
+     * not a loop kind: the stored metrics skip it. */
+    if (loops != NULL && run->watchdog.detections > 0) {
+        json_object_set_new(loops, "stuck", json_integer((json_int_t)run->watchdog.detections));
+    }
     loops_text = loops != NULL ? json_dumps(loops, JSON_COMPACT) : NULL;
     json_decref(loops);
     end.loops = loops_text;

@@ -610,7 +610,7 @@ weft__rt_metrics_stored_run(struct rt_metrics *m, const struct weft_run_info *in
         struct weft_attr k[2] = {a[0], weft_attr_str("kind", kind)};
         double n = json_is_integer(count) ? (double)json_integer_value(count) : 0;
 
-        if (n > 0) {
+        if (n > 0 && strcmp(kind, "stuck") != 0) { /* stuck loops: not a loop kind */
             weft_counter_add(m->loops, n, k, 2);
             if (strcmp(kind, weft_loop_kind_name(WEFT_LOOP_CIRCUIT_BREAKER)) == 0) {
                 weft_counter_add(m->breaker, n, a, 1);

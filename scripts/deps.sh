@@ -9,10 +9,16 @@ set -eu
 # libpq-dev: the PostgreSQL state backend (WEFT_STATE_URL=postgresql://...) links libpq;
 # librabbitmq-dev: the AMQP executor and `weft worker` link librabbitmq.
 pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev librabbitmq-dev libpq-dev"
+# The trace explorer (`weft serve`) embeds pinned browser libraries (graph layout, charts) that
+# npm installs into dashboards/ui at build time (npm_ci below): node and npm from Debian.
+command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 if [ "${1:-build}" = test ]; then
     # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
     # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.
     pkgs="$pkgs libcmocka-dev protobuf-compiler prometheus python3-yaml clang libclang-rt-14-dev"
+    # The explorer's browser tests (tests/ui) drive Debian's chromium with playwright-core.
+    pkgs="$pkgs chromium"
     # Distributed runs (issue 14): the `servers` tests start a real RabbitMQ broker and a real
     # PostgreSQL 15 (binaries in /usr/lib/postgresql/15/bin) and talk to them with librabbitmq
     # (both in the build list: the library links them).
@@ -26,24 +32,23 @@ elif [ "${1:-build}" != build ]; then
     exit 2
 fi
 
-# The MCP client's tests (tests/mcp) start real MCP servers from npm: node and npm from Debian
-# when node is missing, then `npm ci` in tests/mcp (as the current user, root or not) when
-# node_modules is missing or older than the lockfile.
-mcp_test_servers() {
-    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+# `npm ci` in DIR (as the current user, root or not) when its node_modules is missing or older
+# than the lockfile: dashboards/ui (the explorer's libraries, every build), tests/mcp (the MCP
+# client's tests start real MCP servers from npm) and tests/ui (playwright-core).
+npm_ci() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
     if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
-        echo "weft: installing the MCP test servers (npm ci in tests/mcp)" >&2
+        echo "weft: installing $2 (npm ci in $1)" >&2
         (cd "$dir" && npm ci --no-audit --no-fund) && touch "$dir/node_modules"
     fi
 }
-if [ "${1:-build}" = test ]; then
-    if ! command -v node >/dev/null 2>&1; then
-        pkgs="$pkgs nodejs"
+npm_packages() {
+    npm_ci dashboards/ui "the explorer's browser libraries"
+    if [ "${1:-build}" = test ]; then
+        npm_ci tests/mcp "the MCP test servers"
+        npm_ci tests/ui "playwright-core for the explorer's browser tests"
     fi
-    if ! command -v npm >/dev/null 2>&1; then
-        pkgs="$pkgs npm"
-    fi
-fi
+}
 
 missing=""
 for p in $pkgs; do
@@ -52,9 +57,7 @@ for p in $pkgs; do
     fi
 done
 if [ -z "$missing" ]; then
-    if [ "${1:-build}" = test ]; then
-        mcp_test_servers
-    fi
+    npm_packages "${1:-build}"
     exit 0
 fi
 
@@ -100,6 +103,4 @@ case " $missing " in
 *" postgresql-15 "*) stop_service postgresql ;;
 esac
 
-if [ "${1:-build}" = test ]; then
-    mcp_test_servers
-fi
+npm_packages "${1:-build}"

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE /* realpath */
 #include "runtime/mcp/server.h"
+#include "report/docs.h"
 
 #include "base/buf.h"
 #include "base/fs.h"
@@ -497,24 +498,6 @@ find_span(const struct weft_trace *trace, const char *hex)
 }
 
 /* Index of the parent of span @p index, or SIZE_MAX (a root or an orphan). */
-static size_t
-parent_of(const struct weft_trace *trace, size_t index)
-{
-    const struct weft_span_data *s = weft_trace_span(trace, index);
-    size_t depth = weft_trace_span_depth(trace, index);
-
-    if (!s->has_parent || depth == 0) {
-        return SIZE_MAX;
-    }
-    /* Tree order: the parent is the nearest earlier span one level up. */
-    for (size_t i = index; i-- > 0;) {
-        if (weft_trace_span_depth(trace, i) == depth - 1) {
-            return i;
-        }
-    }
-    return SIZE_MAX;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Tools                                                                                      */
 
@@ -944,7 +927,6 @@ tool_why_failed(struct weft_mcp_server *srv, const json_t *args, struct tool_out
     struct weft_trace *trace = NULL;
     size_t deepest = SIZE_MAX;
     size_t errors = 0;
-    size_t n = 0;
     json_t *path = NULL;
     json_t *failed = NULL;
     char summary[1024];
@@ -975,20 +957,11 @@ tool_why_failed(struct weft_mcp_server *srv, const json_t *args, struct tool_out
         return;
     }
     /* The deepest ERROR span; among equals the latest in tree order, which is the last
-     * failure (a step retried after a correction fails again later in the trace). */
-    n = weft_trace_span_count(trace);
-    for (size_t i = 0; i < n; i++) {
-        if (weft_trace_span(trace, i)->status_code != WEFT_STATUS_ERROR) {
-            continue;
-        }
-        errors++;
-        if (deepest == SIZE_MAX ||
-            weft_trace_span_depth(trace, i) >= weft_trace_span_depth(trace, deepest)) {
-            deepest = i;
-        }
-    }
+     * failure (a step retried after a correction fails again later in the trace). The same
+     * rule as the explorer's (report/docs.h). */
+    deepest = weft__why_deepest(trace, &errors);
     path = json_array();
-    for (size_t i = deepest; path != NULL && i != SIZE_MAX; i = parent_of(trace, i)) {
+    for (size_t i = deepest; path != NULL && i != SIZE_MAX; i = weft__trace_parent(trace, i)) {
         json_array_insert_new(path, 0, path_entry(trace, i));
     }
     failed = json_array();

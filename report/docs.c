@@ -1,14 +1,12 @@
-/* cli/json_out.c - the `--json` documents of the read commands (see json_out.h and
- * docs/cli-json.md). The documents are built from the public read APIs only, with their own
- * schema version, so that scripts do not depend on the text layout.
+/* report/docs.c - the JSON documents of the read commands' `--json` and of `weft serve`'s
+ * /api/v1 (see docs.h and docs/cli-json.md). The documents are built from the public read APIs
+ * only, with their own schema version, so that scripts do not depend on the text layout.
  *
  * Stored text may hold invalid UTF-8 (a command's output cut by a byte limit): jansson
  * refuses such strings, so they are repaired (invalid bytes become U+FFFD) rather than
  * dropped or turned into null.
  */
-#include "json_out.h"
-
-#include "cli.h"
+#include "docs.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -133,7 +131,7 @@ id_list(const char *comma_list)
 }
 
 json_t *
-cli_json_run_info(const struct weft_run_info *info)
+weft__doc_run_info(const struct weft_run_info *info)
 {
     json_t *o = json_object();
     json_t *loops = parsed_or(info->loops, json_object());
@@ -179,7 +177,7 @@ cli_json_run_info(const struct weft_run_info *info)
 }
 
 json_t *
-cli_json_replay(const struct weft_replay_report *r)
+weft__doc_replay(const struct weft_replay_report *r)
 {
     json_t *o = json_object();
 
@@ -205,7 +203,7 @@ cli_json_replay(const struct weft_replay_report *r)
 }
 
 const char *
-cli_step_status(const struct weft_run_details *d, size_t i)
+weft__doc_step_status(const struct weft_run_details *d, size_t i)
 {
     if (d->step_extras != NULL && d->step_extras[i].skipped_dependency != NULL) {
         return "skipped";
@@ -226,7 +224,7 @@ step_json(const struct weft_run_details *d, size_t i)
     json_object_set_new(o, "id", str_or_null(s->id));
     json_object_set_new(o, "agent", str_or_null(s->agent));
     json_object_set_new(o, "executor", str_or_null(s->executor));
-    json_object_set_new(o, "status", str_or_null(cli_step_status(d, i)));
+    json_object_set_new(o, "status", str_or_null(weft__doc_step_status(d, i)));
     json_object_set_new(o, "stored_status", str_or_null(s->status));
     json_object_set_new(o, "attempts", json_integer((json_int_t)s->attempts));
     json_object_set_new(o, "reward", s->has_reward ? json_real(s->reward) : json_null());
@@ -257,7 +255,7 @@ step_json(const struct weft_run_details *d, size_t i)
 }
 
 json_t *
-cli_json_run_details(const struct weft_run_details *d)
+weft__doc_run_details(const struct weft_run_details *d)
 {
     json_t *doc = json_object();
     json_t *steps = json_array();
@@ -269,8 +267,8 @@ cli_json_run_details(const struct weft_run_details *d)
         json_decref(corrections);
         return NULL;
     }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_RUN));
-    json_object_set_new(doc, "run", cli_json_run_info(&d->info));
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_RUN));
+    json_object_set_new(doc, "run", weft__doc_run_info(&d->info));
     for (size_t i = 0; i < d->step_count; i++) {
         json_array_append_new(steps, step_json(d, i));
     }
@@ -293,7 +291,7 @@ cli_json_run_details(const struct weft_run_details *d)
 }
 
 json_t *
-cli_json_traces(const char *db_path, const struct weft_trace_summary *list, size_t count)
+weft__doc_traces(const char *db_path, const struct weft_trace_summary *list, size_t count)
 {
     json_t *doc = json_object();
     json_t *arr = json_array();
@@ -303,7 +301,7 @@ cli_json_traces(const char *db_path, const struct weft_trace_summary *list, size
         json_decref(arr);
         return NULL;
     }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_TRACES));
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_TRACES));
     json_object_set_new(doc, "db", str_or_null(db_path));
     for (size_t i = 0; i < count; i++) {
         const struct weft_trace_summary *s = &list[i];
@@ -409,7 +407,7 @@ status_name(weft_status_code code)
 }
 
 json_t *
-cli_json_span(const struct weft_span_data *s, size_t depth)
+weft__doc_span(const struct weft_span_data *s, size_t depth)
 {
     char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
     char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
@@ -485,22 +483,8 @@ cli_json_span(const struct weft_span_data *s, size_t depth)
     return o;
 }
 
-int
-cli_json_print(json_t *doc)
-{
-    int rc = CLI_EXIT_OK;
-
-    if (doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-        fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-        fputs("weft: cannot write the JSON document (out of memory or stdout closed)\n", stderr);
-        rc = CLI_EXIT_FAIL;
-    }
-    json_decref(doc);
-    return rc;
-}
-
 json_t *
-cli_json_skill(const struct weft_skill *s, bool with_solution)
+weft__doc_skill(const struct weft_skill *s, bool with_solution)
 {
     json_t *o = json_object();
 
@@ -525,7 +509,7 @@ cli_json_skill(const struct weft_skill *s, bool with_solution)
 }
 
 json_t *
-cli_json_skills(const struct weft_skill *skills, size_t count)
+weft__doc_skills(const struct weft_skill *skills, size_t count)
 {
     json_t *doc = json_object();
     json_t *arr = json_array();
@@ -535,10 +519,147 @@ cli_json_skills(const struct weft_skill *skills, size_t count)
         json_decref(arr);
         return NULL;
     }
-    json_object_set_new(doc, "schema", json_string(CLI_SCHEMA_SKILLS));
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_SKILLS));
     for (size_t i = 0; i < count; i++) {
-        json_array_append_new(arr, cli_json_skill(&skills[i], false));
+        json_array_append_new(arr, weft__doc_skill(&skills[i], false));
     }
     json_object_set_new(doc, "skills", arr);
     return doc;
+}
+
+json_t *
+weft__doc_trace(const struct weft_trace *trace,
+                const char *run_id,
+                const char *earlier,
+                size_t offset,
+                size_t limit)
+{
+    json_t *doc = json_object();
+    json_t *spans = json_array();
+    json_t *others = json_array();
+    const struct weft_span_data *first = weft_trace_span(trace, 0);
+    size_t total = weft_trace_span_count(trace);
+    char trace_hex[WEFT_TRACE_ID_HEX_LEN + 1];
+    size_t errors = 0;
+
+    if (doc == NULL || spans == NULL || others == NULL || first == NULL) {
+        json_decref(doc);
+        json_decref(spans);
+        json_decref(others);
+        return NULL;
+    }
+    weft_hex_encode(first->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
+    for (size_t i = 0; i < total; i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+
+        errors += s->status_code == WEFT_STATUS_ERROR;
+        if (i >= offset && i - offset < limit) {
+            json_array_append_new(spans, weft__doc_span(s, weft_trace_span_depth(trace, i)));
+        }
+    }
+    if (earlier != NULL && earlier[0] != '\0') {
+        json_array_append_new(others, json_string(earlier));
+    }
+    json_object_set_new(doc, "schema", json_string(WEFT_DOC_SCHEMA_TRACE));
+    json_object_set_new(doc, "trace_id", json_string(trace_hex));
+    json_object_set_new(doc, "run_id", run_id != NULL ? json_string(run_id) : json_null());
+    json_object_set_new(doc, "other_traces", others);
+    json_object_set_new(doc, "span_count", json_integer((json_int_t)total));
+    json_object_set_new(doc, "error_count", json_integer((json_int_t)errors));
+    if (offset > 0 || limit < total) {
+        json_object_set_new(doc, "offset", json_integer((json_int_t)offset));
+    }
+    json_object_set_new(doc, "spans", spans);
+    return doc;
+}
+
+size_t
+weft__why_deepest(const struct weft_trace *trace, size_t *errors)
+{
+    size_t deepest = SIZE_MAX;
+    size_t n = weft_trace_span_count(trace);
+
+    *errors = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (weft_trace_span(trace, i)->status_code != WEFT_STATUS_ERROR) {
+            continue;
+        }
+        (*errors)++;
+        if (deepest == SIZE_MAX ||
+            weft_trace_span_depth(trace, i) >= weft_trace_span_depth(trace, deepest)) {
+            deepest = i;
+        }
+    }
+    return deepest;
+}
+
+size_t
+weft__trace_parent(const struct weft_trace *trace, size_t index)
+{
+    const struct weft_span_data *s = weft_trace_span(trace, index);
+    size_t depth = weft_trace_span_depth(trace, index);
+
+    if (s == NULL || !s->has_parent || depth == 0) {
+        return SIZE_MAX;
+    }
+    /* Tree order: the parent is the nearest earlier span one level up. */
+    for (size_t i = index; i-- > 0;) {
+        if (weft_trace_span_depth(trace, i) == depth - 1) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static json_t *
+why_entry(const struct weft_trace *trace, size_t i)
+{
+    const struct weft_span_data *s = weft_trace_span(trace, i);
+    const struct weft_value *et = weft_span_data_attr(s, "error.type");
+    const struct weft_value *step = weft_span_data_attr(s, "weft.step.id");
+    char span_id[WEFT_SPAN_ID_SIZE * 2 + 1];
+
+    weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, span_id);
+    return json_pack(
+        "{s:s, s:o, s:s, s:o, s:o, s:o, s:I}", "span_id", span_id, "name", str_or_null(s->name),
+        "status",
+        s->status_code == WEFT_STATUS_ERROR ? "error"
+        : s->status_code == WEFT_STATUS_OK  ? "ok"
+                                            : "unset",
+        "status_message", str_or_null(s->status_message), "error_type",
+        str_or_null(et != NULL && et->type == WEFT_VALUE_STRING ? et->u.str : NULL), "step_id",
+        str_or_null(step != NULL && step->type == WEFT_VALUE_STRING ? step->u.str : NULL), "depth",
+        (json_int_t)weft_trace_span_depth(trace, i));
+}
+
+json_t *
+weft__doc_why(const struct weft_run_details *run, const struct weft_trace *trace)
+{
+    size_t errors = 0;
+    size_t deepest = trace != NULL ? weft__why_deepest(trace, &errors) : SIZE_MAX;
+    json_t *path = json_array();
+    json_t *failed = json_array();
+
+    for (size_t i = deepest; path != NULL && i != SIZE_MAX; i = weft__trace_parent(trace, i)) {
+        json_array_insert_new(path, 0, why_entry(trace, i));
+    }
+    for (size_t i = 0; failed != NULL && i < run->step_count; i++) {
+        const char *status = weft__doc_step_status(run, i);
+        const struct weft_run_step_extra *x =
+            run->step_extras != NULL ? &run->step_extras[i] : NULL;
+        if (status != NULL && strcmp(status, "failed") == 0) {
+            json_array_append_new(
+                failed, json_pack("{s:o, s:o, s:o, s:o}", "id", str_or_null(run->steps[i].id),
+                                  "agent", str_or_null(run->steps[i].agent), "error_type",
+                                  str_or_null(x != NULL ? x->error_type : NULL), "feedback",
+                                  str_or_null(x != NULL ? x->feedback : NULL)));
+        }
+    }
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "schema", "weft.why/v1",
+                     "run_id", str_or_null(run->info.run_id), "status",
+                     str_or_null(run->info.status), "reason", str_or_null(run->info.reason),
+                     "trace_id", str_or_null(run->info.trace_id), "error_span_count",
+                     (json_int_t)errors, "path", path != NULL ? path : json_array(), "failed_span",
+                     deepest != SIZE_MAX ? why_entry(trace, deepest) : json_null(), "failed_steps",
+                     failed != NULL ? failed : json_array());
 }

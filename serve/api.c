@@ -1,0 +1,567 @@
+/* serve/api.c - the explorer's JSON API (api.h, docs/explorer.md).
+ *
+ * Routes (GET):
+ *   /api/v1/runs?limit=N&status=S&q=TEXT   weft.runs/v1, newest first, filtered
+ *   /api/v1/runs/REF                       weft.run/v1 (REF: id, unique prefix or "last")
+ *   /api/v1/runs/REF/trace?offset&limit    weft.trace/v1 of the run's latest trace, paged
+ *   /api/v1/runs/REF/why                   weft.why/v1: the path to the deepest error span
+ *   /api/v1/traces/ID?offset&limit         weft.trace/v1
+ *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
+ *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
+ */
+#include "api.h"
+
+#include "report/docs.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/store.h>
+#include <weft/weft.h>
+
+#define RUNS_DEFAULT   200
+#define RUNS_MAX       10000
+#define SPANS_DEFAULT  5000
+#define SPANS_MAX      100000
+#define COLLAB_DEFAULT 200
+#define DIFF_LINES_MAX 2000 /* output lines compared at most per side */
+
+static void
+reply_doc(struct weft__api_reply *reply, unsigned status, json_t *doc)
+{
+    reply->status = doc != NULL ? status : 503;
+    reply->body = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    reply->len = reply->body != NULL ? strlen(reply->body) : 0;
+    if (reply->body == NULL) {
+        reply->status = 503;
+    }
+    json_decref(doc);
+}
+
+static void
+reply_error(struct weft__api_reply *reply, unsigned status, const char *message)
+{
+    reply_doc(reply, status,
+              json_pack("{s:{s:i, s:s}}", "error", "status", (int)status, "message", message));
+}
+
+/* Query argument @p name as a count in [0, max]; @p def when absent; false when malformed. */
+static bool
+arg_size(const struct weft__api_request *req, const char *name, size_t def, size_t max, size_t *out)
+{
+    const char *v = req->arg(req->ctx, name);
+    char *end = NULL;
+    unsigned long long n = 0;
+
+    *out = def;
+    if (v == NULL || v[0] == '\0') {
+        return true;
+    }
+    if (v[0] < '0' || v[0] > '9') {
+        return false;
+    }
+    n = strtoull(v, &end, 10);
+    if (*end != '\0' || n > max) {
+        return false;
+    }
+    *out = (size_t)n;
+    return true;
+}
+
+static void
+reply_weft_error(struct weft__api_reply *reply, weft_err err, const char *what)
+{
+    char msg[300];
+
+    snprintf(msg, sizeof(msg), "%s: %s", what, weft_strerror(err));
+    reply_error(reply,
+                err == WEFT_ENOTFOUND ? 404
+                : err == WEFT_EINVAL  ? 400
+                : err == WEFT_ENOMEM  ? 503
+                                      : 500,
+                msg);
+}
+
+/* Does run @p r pass the list's filters (status exact; q in its id, workflow, input or
+ * reason, case-sensitive)? */
+static bool
+run_matches(const struct weft_run_info *r, const char *status, const char *q)
+{
+    if (status != NULL && status[0] != '\0' &&
+        (r->status == NULL || strcmp(r->status, status) != 0)) {
+        return false;
+    }
+    if (q == NULL || q[0] == '\0') {
+        return true;
+    }
+    return (r->run_id != NULL && strstr(r->run_id, q) != NULL) ||
+           (r->workflow != NULL && strstr(r->workflow, q) != NULL) ||
+           (r->input != NULL && strstr(r->input, q) != NULL) ||
+           (r->reason != NULL && strstr(r->reason, q) != NULL);
+}
+
+static void
+runs_list(const struct weft__api_config *cfg,
+          const struct weft__api_request *req,
+          struct weft__api_reply *reply)
+{
+    struct weft_run_info *runs = NULL;
+    size_t count = 0;
+    size_t limit = 0;
+    const char *status = req->arg(req->ctx, "status");
+    const char *q = req->arg(req->ctx, "q");
+    json_t *arr = NULL;
+    weft_err err = WEFT_OK;
+
+    if (!arg_size(req, "limit", RUNS_DEFAULT, RUNS_MAX, &limit) || limit == 0) {
+        reply_error(reply, 400, "limit: expected a number from 1 to 10000");
+        return;
+    }
+    err = weft_runs_list(cfg->state_path, (status != NULL || q != NULL) ? RUNS_MAX : limit, &runs,
+                         &count);
+    if (err == WEFT_ENOTFOUND) { /* no state database yet: no runs */
+        err = WEFT_OK;
+    }
+    if (err != WEFT_OK) {
+        reply_weft_error(reply, err, "state store");
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < count && json_array_size(arr) < limit; i++) {
+        if (run_matches(&runs[i], status, q)) {
+            json_array_append_new(arr, weft__doc_run_info(&runs[i]));
+        }
+    }
+    weft_run_infos_free(runs, count);
+    reply_doc(reply, 200,
+              arr != NULL ? json_pack("{s:s, s:o}", "schema", WEFT_DOC_SCHEMA_RUNS, "runs", arr)
+                          : NULL);
+}
+
+/* Run @p ref loaded, or NULL with the reply set. */
+static struct weft_run_details *
+load_run(const struct weft__api_config *cfg, const char *ref, struct weft__api_reply *reply)
+{
+    struct weft_run_details *run = NULL;
+    weft_err err = weft_run_load(cfg->state_path, ref, &run);
+
+    if (err != WEFT_OK) {
+        char what[160];
+        snprintf(what, sizeof(what), "run %.64s", ref);
+        reply_weft_error(reply, err, what);
+        return NULL;
+    }
+    return run;
+}
+
+/* Trace @p trace_id loaded from the span store, or NULL with the reply set. */
+static struct weft_trace *
+load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api_reply *reply)
+{
+    struct weft_store *store = NULL;
+    struct weft_trace *trace = NULL;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+    weft_err err = weft_store_open(cfg->store_path, &store);
+
+    if (err == WEFT_OK) {
+        err = weft_store_resolve(store, ref, id);
+    }
+    if (err == WEFT_OK) {
+        err = weft_store_load_trace(store, id, &trace);
+    }
+    weft_store_close(store);
+    if (err != WEFT_OK) {
+        char what[160];
+        snprintf(what, sizeof(what), "trace %.64s", ref);
+        reply_weft_error(reply, err, what);
+    }
+    return trace;
+}
+
+static void
+trace_page(const struct weft__api_config *cfg,
+           const struct weft__api_request *req,
+           const char *trace_ref,
+           const char *run_id,
+           struct weft__api_reply *reply)
+{
+    struct weft_trace *trace = NULL;
+    size_t offset = 0;
+    size_t limit = 0;
+
+    if (!arg_size(req, "offset", 0, SIZE_MAX / 2, &offset) ||
+        !arg_size(req, "limit", SPANS_DEFAULT, SPANS_MAX, &limit)) {
+        reply_error(reply, 400, "offset, limit: expected numbers (limit at most 100000)");
+        return;
+    }
+    trace = load_trace(cfg, trace_ref, reply);
+    if (trace != NULL) {
+        reply_doc(reply, 200, weft__doc_trace(trace, run_id, NULL, offset, limit));
+    }
+    weft_trace_free(trace);
+}
+
+static void
+run_show(const struct weft__api_config *cfg,
+         const char *ref,
+         const char *rest,
+         const struct weft__api_request *req,
+         struct weft__api_reply *reply)
+{
+    struct weft_run_details *run = load_run(cfg, ref, reply);
+
+    if (run == NULL) {
+        return;
+    }
+    if (rest[0] == '\0') {
+        reply_doc(reply, 200, weft__doc_run_details(run));
+    } else if (strcmp(rest, "trace") == 0 && run->info.trace_id == NULL) {
+        reply_error(reply, 404, "the run was not traced");
+    } else if (strcmp(rest, "trace") == 0) {
+        trace_page(cfg, req, run->info.trace_id, run->info.run_id, reply);
+    } else if (strcmp(rest, "why") == 0) {
+        struct weft_trace *trace =
+            run->info.trace_id != NULL ? load_trace(cfg, run->info.trace_id, reply) : NULL;
+        if (trace != NULL || run->info.trace_id == NULL) {
+            reply_doc(reply, 200, weft__doc_why(run, trace));
+        }
+        weft_trace_free(trace);
+    } else {
+        reply_error(reply, 404, "no such route: try /api/v1/runs/REF, .../trace or .../why");
+    }
+    weft_run_details_free(run);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Compare                                                                                   */
+
+/* Lines of @p text (at most DIFF_LINES_MAX) as a JSON array of strings. */
+static json_t *
+lines_of(const char *text)
+{
+    json_t *arr = json_array();
+    const char *p = text != NULL ? text : "";
+
+    while (arr != NULL && *p != '\0' && json_array_size(arr) < DIFF_LINES_MAX) {
+        size_t len = strcspn(p, "\n");
+        json_t *line = json_stringn(p, len);
+        json_array_append_new(arr, line != NULL ? line : json_string("\xef\xbf\xbd"));
+        p += len;
+        p += *p == '\n';
+    }
+    return arr;
+}
+
+/* A line diff of @p a and @p b (longest common subsequence): [{"op": "=" | "-" | "+",
+ * "line"}]. Quadratic in lines, so both sides are cut to DIFF_LINES_MAX. */
+static json_t *
+line_diff(const char *a, const char *b)
+{
+    json_t *la = lines_of(a);
+    json_t *lb = lines_of(b);
+    size_t n = json_array_size(la);
+    size_t m = json_array_size(lb);
+    unsigned *t = calloc((n + 1) * (m + 1), sizeof(*t));
+    json_t *out = json_array();
+
+    for (size_t i = n; t != NULL && i-- > 0;) {
+        for (size_t j = m; j-- > 0;) {
+            const char *x = json_string_value(json_array_get(la, i));
+            const char *y = json_string_value(json_array_get(lb, j));
+            unsigned down = t[(i + 1) * (m + 1) + j];
+            unsigned right = t[i * (m + 1) + j + 1];
+            t[i * (m + 1) + j] = strcmp(x, y) == 0 ? t[(i + 1) * (m + 1) + j + 1] + 1
+                                                   : (down > right ? down : right);
+        }
+    }
+    for (size_t i = 0, j = 0; t != NULL && out != NULL && (i < n || j < m);) {
+        const char *x = i < n ? json_string_value(json_array_get(la, i)) : NULL;
+        const char *y = j < m ? json_string_value(json_array_get(lb, j)) : NULL;
+        if (x != NULL && y != NULL && strcmp(x, y) == 0) {
+            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "=", "line", x));
+            i++;
+            j++;
+        } else if (y == NULL || (x != NULL && t[(i + 1) * (m + 1) + j] >= t[i * (m + 1) + j + 1])) {
+            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "-", "line", x));
+            i++;
+        } else {
+            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "+", "line", y));
+            j++;
+        }
+    }
+    free(t);
+    json_decref(la);
+    json_decref(lb);
+    if (t == NULL) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static size_t
+step_index(const struct weft_run_details *run, const char *id)
+{
+    for (size_t i = 0; i < run->step_count; i++) {
+        if (run->steps[i].id != NULL && strcmp(run->steps[i].id, id) == 0) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static json_t *
+step_side(const struct weft_run_details *run, size_t i)
+{
+    const struct weft_run_step_extra *x = run->step_extras != NULL ? &run->step_extras[i] : NULL;
+    uint64_t dur = x != NULL && x->started_ns != 0 && x->ended_ns >= x->started_ns
+                       ? x->ended_ns - x->started_ns
+                       : 0;
+
+    return json_pack("{s:s?, s:s?, s:i, s:o, s:s?, s:o, s:s?}", "agent", run->steps[i].agent,
+                     "status", weft__doc_step_status(run, i), "attempts",
+                     (int)run->steps[i].attempts, "duration_ns",
+                     dur != 0 ? json_integer((json_int_t)dur) : json_null(), "depends_on",
+                     run->steps[i].depends_on, "reward",
+                     run->steps[i].has_reward ? json_real(run->steps[i].reward) : json_null(),
+                     "result", run->steps[i].result);
+}
+
+/* What differs between step @p i of @p a and @p j of @p b (either may be SIZE_MAX: absent),
+ * as a list of field names; "presence" when one run lacks the step. */
+static json_t *
+step_changes(const struct weft_run_details *a, size_t i, const struct weft_run_details *b, size_t j)
+{
+    json_t *changed = json_array();
+    static const char *const fields[] = {"agent", "status", "depends_on", "result"};
+
+    if (i == SIZE_MAX || j == SIZE_MAX) {
+        json_array_append_new(changed, json_string("presence"));
+        return changed;
+    }
+    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+        const char *x = f == 0   ? a->steps[i].agent
+                        : f == 1 ? weft__doc_step_status(a, i)
+                        : f == 2 ? a->steps[i].depends_on
+                                 : a->steps[i].result;
+        const char *y = f == 0   ? b->steps[j].agent
+                        : f == 1 ? weft__doc_step_status(b, j)
+                        : f == 2 ? b->steps[j].depends_on
+                                 : b->steps[j].result;
+        if ((x == NULL) != (y == NULL) || (x != NULL && strcmp(x, y) != 0)) {
+            json_array_append_new(changed, json_string(fields[f]));
+        }
+    }
+    return changed;
+}
+
+/* Both runs' steps, a's order first then b's extra steps; the first step (in a's order) that
+ * changed is the first point of divergence. */
+static json_t *
+compare_doc(const struct weft_run_details *a, const struct weft_run_details *b)
+{
+    json_t *steps = json_array();
+    json_t *first = json_null();
+
+    for (size_t k = 0; steps != NULL && k < a->step_count + b->step_count; k++) {
+        bool is_a = k < a->step_count;
+        const char *id = is_a ? a->steps[k].id : b->steps[k - a->step_count].id;
+        size_t i = is_a ? k : step_index(a, id);
+        size_t j = step_index(b, id);
+        json_t *changed = NULL;
+        if (!is_a && i != SIZE_MAX) {
+            continue; /* listed with a's steps */
+        }
+        changed = step_changes(a, i, b, j);
+        if (json_array_size(changed) > 0 && json_is_null(first)) {
+            json_decref(first);
+            first = json_pack("{s:s, s:O}", "step", id, "changed", changed);
+        }
+        json_array_append_new(steps, json_pack("{s:s, s:o, s:o, s:o}", "id", id, "a",
+                                               i != SIZE_MAX ? step_side(a, i) : json_null(), "b",
+                                               j != SIZE_MAX ? step_side(b, j) : json_null(),
+                                               "changed", changed));
+    }
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "schema", "weft.compare/v1", "a",
+                     weft__doc_run_info(&a->info), "b", weft__doc_run_info(&b->info), "steps",
+                     steps != NULL ? steps : json_array(), "first_divergence",
+                     first != NULL ? first : json_null(), "output_diff",
+                     line_diff(a->step_count > 0 ? a->steps[a->step_count - 1].result : NULL,
+                               b->step_count > 0 ? b->steps[b->step_count - 1].result : NULL));
+}
+
+static void
+compare(const struct weft__api_config *cfg,
+        const struct weft__api_request *req,
+        struct weft__api_reply *reply)
+{
+    const char *ra = req->arg(req->ctx, "a");
+    const char *rb = req->arg(req->ctx, "b");
+    struct weft_run_details *a = NULL;
+    struct weft_run_details *b = NULL;
+
+    if (ra == NULL || rb == NULL || ra[0] == '\0' || rb[0] == '\0') {
+        reply_error(reply, 400, "expected ?a=RUN&b=RUN");
+        return;
+    }
+    a = load_run(cfg, ra, reply);
+    b = a != NULL ? load_run(cfg, rb, reply) : NULL;
+    if (a != NULL && b != NULL) {
+        reply_doc(reply, 200, compare_doc(a, b));
+    }
+    weft_run_details_free(a);
+    weft_run_details_free(b);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Collaboration                                                                             */
+
+static void
+count_pair(json_t *matrix, const char *from, const char *to)
+{
+    json_t *row = json_object_get(matrix, from);
+
+    if (row == NULL) {
+        row = json_object();
+        json_object_set_new(matrix, from, row);
+    }
+    json_object_set_new(row, to, json_integer(json_integer_value(json_object_get(row, to)) + 1));
+}
+
+/* One run into the totals: a hand-off is a step whose work another agent's step fed (its
+ * dependency, or the step that requested it); agent outcomes by final step status. */
+static void
+collab_add(const struct weft_run_details *run, json_t *matrix, json_t *agents, json_t *loops)
+{
+    json_t *run_loops = run->info.loops != NULL ? json_loads(run->info.loops, 0, NULL) : NULL;
+    const char *kind = NULL;
+    json_t *n = NULL;
+
+    for (size_t i = 0; i < run->step_count; i++) {
+        const struct weft_run_step *s = &run->steps[i];
+        const char *status = weft__doc_step_status(run, i);
+        json_t *a = json_object_get(agents, s->agent != NULL ? s->agent : "?");
+        const char *p = s->depends_on != NULL ? s->depends_on : "";
+        if (a == NULL) {
+            a = json_pack("{s:i, s:i, s:i}", "steps", 0, "completed", 0, "failed", 0);
+            json_object_set_new(agents, s->agent != NULL ? s->agent : "?", a);
+        }
+        json_object_set_new(a, "steps",
+                            json_integer(json_integer_value(json_object_get(a, "steps")) + 1));
+        if (status != NULL && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)) {
+            json_object_set_new(a, status,
+                                json_integer(json_integer_value(json_object_get(a, status)) + 1));
+        }
+        while (*p != '\0') {
+            size_t len = strcspn(p, ",");
+            char id[128];
+            size_t j = SIZE_MAX;
+            snprintf(id, sizeof(id), "%.*s", (int)(len < 127 ? len : 127), p);
+            j = step_index(run, id);
+            if (j != SIZE_MAX && run->steps[j].agent != NULL && s->agent != NULL) {
+                count_pair(matrix, run->steps[j].agent, s->agent);
+            }
+            p += len;
+            p += *p == ',';
+        }
+        if (s->requested_by != NULL) {
+            size_t j = step_index(run, s->requested_by);
+            if (j != SIZE_MAX && run->steps[j].agent != NULL && s->agent != NULL) {
+                count_pair(matrix, run->steps[j].agent, s->agent);
+            }
+        }
+    }
+    json_object_foreach(run_loops, kind, n)
+    {
+        json_object_set_new(
+            loops, kind,
+            json_integer(json_integer_value(json_object_get(loops, kind)) + json_integer_value(n)));
+    }
+    json_decref(run_loops);
+}
+
+static void
+collab(const struct weft__api_config *cfg,
+       const struct weft__api_request *req,
+       struct weft__api_reply *reply)
+{
+    struct weft_run_info *runs = NULL;
+    size_t count = 0;
+    size_t limit = 0;
+    size_t read = 0;
+    json_t *matrix = json_object();
+    json_t *agents = json_object();
+    json_t *loops = json_object();
+    weft_err err = WEFT_OK;
+
+    if (!arg_size(req, "limit", COLLAB_DEFAULT, RUNS_MAX, &limit) || limit == 0) {
+        reply_error(reply, 400, "limit: expected a number from 1 to 10000");
+    } else if ((err = weft_runs_list(cfg->state_path, limit, &runs, &count)) != WEFT_OK &&
+               err != WEFT_ENOTFOUND) {
+        reply_weft_error(reply, err, "state store");
+    } else {
+        for (size_t i = 0; i < count; i++) {
+            struct weft_run_details *run = NULL;
+            if (weft_run_load(cfg->state_path, runs[i].run_id, &run) == WEFT_OK) {
+                collab_add(run, matrix, agents, loops);
+                read++;
+            }
+            weft_run_details_free(run);
+        }
+        reply_doc(reply, 200,
+                  json_pack("{s:s, s:I, s:O, s:O, s:O}", "schema", "weft.collab/v1", "runs",
+                            (json_int_t)read, "handoffs", matrix, "agents", agents, "loops",
+                            loops));
+    }
+    weft_run_infos_free(runs, count);
+    json_decref(matrix);
+    json_decref(agents);
+    json_decref(loops);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+void
+weft__api_get(const struct weft__api_config *cfg,
+              const struct weft__api_request *req,
+              struct weft__api_reply *reply)
+{
+    const char *p = req->path + strlen("/api/v1/");
+    char ref[128];
+    size_t len = 0;
+
+    memset(reply, 0, sizeof(*reply));
+    if (strncmp(req->path, "/api/v1/", 8) != 0) {
+        reply_error(reply, 404, "no such route");
+    } else if (strcmp(p, "runs") == 0) {
+        runs_list(cfg, req, reply);
+    } else if (strcmp(p, "compare") == 0) {
+        compare(cfg, req, reply);
+    } else if (strcmp(p, "metrics") == 0) {
+        collab(cfg, req, reply);
+    } else if (strncmp(p, "runs/", 5) == 0 || strncmp(p, "traces/", 7) == 0) {
+        bool is_run = p[0] == 'r';
+        p += is_run ? 5 : 7;
+        len = strcspn(p, "/");
+        if (len == 0 || len >= sizeof(ref)) {
+            reply_error(reply, 400, "expected a run or trace reference");
+            return;
+        }
+        snprintf(ref, sizeof(ref), "%.*s", (int)len, p);
+        p += len;
+        if (is_run) {
+            run_show(cfg, ref, p[0] == '/' ? p + 1 : p, req, reply);
+        } else if (p[0] != '\0') {
+            reply_error(reply, 404, "no such route: try /api/v1/traces/ID");
+        } else {
+            trace_page(cfg, req, ref, NULL, reply);
+        }
+    } else {
+        reply_error(reply, 404,
+                    "no such route: try /api/v1/runs, /api/v1/runs/REF, "
+                    "/api/v1/traces/ID, /api/v1/compare or /api/v1/metrics");
+    }
+}

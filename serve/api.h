@@ -1,0 +1,45 @@
+/* serve/api.h - the explorer's JSON API under /api/v1 (docs/explorer.md): the documents of
+ * `weft runs --json`, `weft run show --json` and `weft trace show --json` served as they are
+ * (report/docs.h, so a status or a count reads the same in the terminal and the browser), plus
+ * what only the explorer needs: why a run failed, two runs compared, the collaboration matrix.
+ *
+ * Every handler reads the stores through their public read APIs and nothing else: the state
+ * store (runs, steps, corrections) and the span store (traces). Nothing here writes.
+ *
+ * Thread-safety: handlers share nothing; each call opens what it reads.
+ */
+#ifndef WEFT_SERVE_API_H
+#define WEFT_SERVE_API_H
+
+#include <stddef.h>
+
+/* Where the API reads. Borrowed for the server's lifetime. */
+struct weft__api_config {
+    const char *state_path; /* NULL: $WEFT_STATE_URL, else $WEFT_HOME/state.db */
+    const char *store_path; /* span store; NULL: weft_store_default_path() */
+};
+
+/* A request: its path below the host (no query string) and its query arguments. */
+struct weft__api_request {
+    const char *path;
+    /* The value of query argument @p name, or NULL. */
+    const char *(*arg)(void *ctx, const char *name);
+    void *ctx;
+};
+
+/* An answer: a status and a JSON body (new, malloc'd; free()). */
+struct weft__api_reply {
+    unsigned status;
+    char *body;
+    size_t len;
+};
+
+/* Answer GET @p req->path (which starts with /api/v1/). Every answer has a JSON body: the
+ * document, or {"error": {"status", "message"}} with 400 (bad argument), 404 (no such run,
+ * trace or route), 500 (a store failed) or 503 (out of memory, with a NULL body).
+ * Ownership: @p reply->body is the caller's. Errors: in the reply. */
+void weft__api_get(const struct weft__api_config *cfg,
+                   const struct weft__api_request *req,
+                   struct weft__api_reply *reply);
+
+#endif /* WEFT_SERVE_API_H */

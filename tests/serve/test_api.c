@@ -1,0 +1,440 @@
+/* tests/serve/test_api.c - the explorer's JSON API (serve/api.c) and `weft serve`'s HTTP layer
+ * (serve/http.c) over stores filled by the built `weft` running scripted workflows: the runs
+ * list and its filters, a run, its trace paged, why it failed (the same span as `weft mcp
+ * serve`'s rule), two runs compared, the collaboration totals, clear errors; and over HTTP the
+ * security headers, the embedded assets, a token (401, Bearer, the login cookie) and the
+ * explorer off beyond loopback without one (403) while /metrics stays open.
+ */
+#include "support/serve_proc.h"
+#include "support/weft_test.h"
+
+#include "serve/api.h"
+#include "serve/http.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fx {
+    char home[256];
+    char state[300];
+    char store[300];
+    char failed[64];
+    char good_a[64];
+    char good_b[64];
+    struct weft__api_config cfg;
+};
+
+static void
+write_file(const struct fx *f, const char *name, const char *text)
+{
+    char path[512];
+    FILE *out = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", f->home, name);
+    out = fopen(path, "w");
+    assert_non_null(out);
+    fputs(text, out);
+    fclose(out);
+}
+
+/* `weft run FILE` in the fixture's home; the new run's id into @p id. */
+static void
+run_weft(struct fx *f, const char *file, int want_status, char *id, size_t id_len)
+{
+    char path[512];
+    char out[512];
+    const char *args[] = {"run", path, "-q", "--json", NULL};
+    FILE *in = NULL;
+    json_t *doc = NULL;
+    char buf[1 << 16];
+    size_t n = 0;
+
+    snprintf(path, sizeof(path), "%s/%s", f->home, file);
+    snprintf(out, sizeof(out), "%s/out.json", f->home);
+    assert_int_equal(serve_proc_run(WEFT_BINARY_DIR "/weft", f->home, out, args), want_status);
+    in = fopen(out, "r");
+    assert_non_null(in);
+    n = fread(buf, 1, sizeof(buf) - 1, in);
+    buf[n] = '\0';
+    fclose(in);
+    doc = json_loads(buf, 0, NULL);
+    assert_non_null(doc);
+    snprintf(id, id_len, "%s", json_string_value(json_object_get(doc, "run_id")));
+    json_decref(doc);
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    snprintf(f->home, sizeof(f->home), "/tmp/weft-serve-api-XXXXXX");
+    assert_non_null(mkdtemp(f->home));
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->home);
+    snprintf(f->store, sizeof(f->store), "%s/weft.db", f->home);
+    f->cfg.state_path = f->state;
+    f->cfg.store_path = f->store;
+    write_file(
+        f, "fail.json",
+        "{\"name\": \"fails\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"a_script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": [{\"id\": \"boom\", "
+        "\"executor\": \"command\", \"task\": \"explode\", \"argv\": [\"sh\", \"-c\", "
+        "\"exit 4\"]}]}");
+    write_file(f, "a.json",
+               "{\"name\": \"pair\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+               "\"a_script.json\"}}, \"agents\": [{\"name\": \"w\"}, {\"name\": \"r\"}], \"plan\": "
+               "[{\"id\": \"one\", \"agent\": \"w\", \"task\": \"write\"}, {\"id\": \"two\", "
+               "\"agent\": \"r\", \"task\": \"read\", \"depends_on\": [\"one\"]}]}");
+    write_file(f, "b.json",
+               "{\"name\": \"pair\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+               "\"b_script.json\"}}, \"agents\": [{\"name\": \"w\"}, {\"name\": \"r\"}], \"plan\": "
+               "[{\"id\": \"one\", \"agent\": \"w\", \"task\": \"write\"}, {\"id\": \"two\", "
+               "\"agent\": \"r\", \"task\": \"read\", \"depends_on\": [\"one\"]}]}");
+    write_file(f, "a_script.json",
+               "{\"responses\": {\"w\": {\"act\": [{\"content\": \"draft\"}]}, \"r\": {\"act\": "
+               "[{\"content\": \"line 1\\nline 2\"}]}}}");
+    write_file(f, "b_script.json",
+               "{\"responses\": {\"w\": {\"act\": [{\"content\": \"draft\"}]}, \"r\": {\"act\": "
+               "[{\"content\": \"line 1\\nline two\"}]}}}");
+    run_weft(f, "fail.json", 1, f->failed, sizeof(f->failed));
+    run_weft(f, "a.json", 0, f->good_a, sizeof(f->good_a));
+    run_weft(f, "b.json", 0, f->good_b, sizeof(f->good_b));
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    weft_test_rmtree(f->home);
+    free(f);
+    return 0;
+}
+
+struct args {
+    const char *names[4];
+    const char *values[4];
+};
+
+static const char *
+arg_of(void *ctx, const char *name)
+{
+    const struct args *a = ctx;
+
+    for (size_t i = 0; i < 4 && a->names[i] != NULL; i++) {
+        if (strcmp(a->names[i], name) == 0) {
+            return a->values[i];
+        }
+    }
+    return NULL;
+}
+
+/* GET @p path with @p args; the parsed body, the status in *status. */
+static json_t *
+get(const struct fx *f, const char *path, const struct args *args, unsigned *status)
+{
+    static const struct args none = {{NULL}, {NULL}};
+    struct weft__api_request req = {path, arg_of, (void *)(args != NULL ? args : &none)};
+    struct weft__api_reply reply;
+    json_t *doc = NULL;
+
+    weft__api_get(&f->cfg, &req, &reply);
+    assert_non_null(reply.body);
+    doc = json_loads(reply.body, 0, NULL);
+    assert_non_null(doc);
+    *status = reply.status;
+    free(reply.body);
+    return doc;
+}
+
+static void
+test_api_runs_list_filters_and_run_documents(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    struct args failed_only = {{"status"}, {"failed"}};
+    struct args query = {{"q", "limit"}, {"pair", "1"}};
+    struct args bad = {{"limit"}, {"lots"}};
+    json_t *doc = get(f, "/api/v1/runs", NULL, &status);
+    char path[128];
+
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.runs/v1");
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 3);
+    json_decref(doc);
+    doc = get(f, "/api/v1/runs", &failed_only, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 1);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(doc, "runs"), 0), "run_id")),
+                        f->failed);
+    json_decref(doc);
+    doc = get(f, "/api/v1/runs", &query, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 1); /* limit 1 of the 2 */
+    json_decref(doc);
+    doc = get(f, "/api/v1/runs", &bad, &status);
+    assert_int_equal(status, 400);
+    assert_non_null(json_object_get(json_object_get(doc, "error"), "message"));
+    json_decref(doc);
+    /* A run: the document of `weft run show --json`. */
+    snprintf(path, sizeof(path), "/api/v1/runs/%s", f->good_a);
+    doc = get(f, path, NULL, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.run/v1");
+    assert_int_equal(json_array_size(json_object_get(doc, "steps")), 2);
+    json_decref(doc);
+    doc = get(f, "/api/v1/runs/ffffffffffff", NULL, &status);
+    assert_int_equal(status, 404);
+    json_decref(doc);
+    doc = get(f, "/api/v1/nothing", NULL, &status);
+    assert_int_equal(status, 404);
+    json_decref(doc);
+}
+
+static void
+test_api_trace_is_paged_and_why_names_the_deepest_error(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    struct args page = {{"offset", "limit"}, {"1", "2"}};
+    char path[128];
+    json_t *doc = NULL;
+    json_t *why = NULL;
+    size_t total = 0;
+
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/trace", f->good_a);
+    doc = get(f, path, NULL, &status);
+    assert_int_equal(status, 200);
+    total = (size_t)json_integer_value(json_object_get(doc, "span_count"));
+    assert_true(total > 3);
+    assert_int_equal(json_array_size(json_object_get(doc, "spans")), total);
+    json_decref(doc);
+    doc = get(f, path, &page, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "spans")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "offset")), 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), total);
+    json_decref(doc);
+
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/why", f->failed);
+    why = get(f, path, NULL, &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(why, "status")), "failed");
+    assert_true(json_array_size(json_object_get(why, "path")) >= 2);
+    /* The path runs from the root to the failed span; the failed step is named. */
+    assert_int_equal(json_integer_value(
+                         json_object_get(json_array_get(json_object_get(why, "path"), 0), "depth")),
+                     0);
+    assert_string_equal(
+        json_string_value(
+            json_object_get(json_array_get(json_object_get(why, "path"),
+                                           json_array_size(json_object_get(why, "path")) - 1),
+                            "span_id")),
+        json_string_value(json_object_get(json_object_get(why, "failed_span"), "span_id")));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(why, "failed_span"), "error_type")),
+        "exit_status");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(why, "failed_steps"), 0), "id")),
+                        "boom");
+    json_decref(why);
+}
+
+static void
+test_api_compare_and_collaboration(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    struct args pair = {{"a", "b"}, {f->good_a, f->good_b}};
+    struct args missing = {{"a"}, {f->good_a}};
+    json_t *doc = get(f, "/api/v1/compare", &pair, &status);
+    json_t *diff = NULL;
+    bool has_del = false;
+    bool has_add = false;
+    size_t i = 0;
+    json_t *d = NULL;
+
+    assert_int_equal(status, 200);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(doc, "first_divergence"), "step")),
+        "two");
+    diff = json_object_get(doc, "output_diff");
+    json_array_foreach(diff, i, d)
+    {
+        const char *op = json_string_value(json_object_get(d, "op"));
+        const char *line = json_string_value(json_object_get(d, "line"));
+        has_del = has_del || (strcmp(op, "-") == 0 && strcmp(line, "line 2") == 0);
+        has_add = has_add || (strcmp(op, "+") == 0 && strcmp(line, "line two") == 0);
+    }
+    assert_true(has_del && has_add);
+    json_decref(doc);
+    doc = get(f, "/api/v1/compare", &missing, &status);
+    assert_int_equal(status, 400);
+    json_decref(doc);
+
+    doc = get(f, "/api/v1/metrics", NULL, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(doc, "runs")), 3);
+    /* w's step feeds r's in both pair runs. */
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(doc, "handoffs"), "w"), "r")),
+                     2);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(doc, "agents"), "command"), "failed")),
+                     1);
+    json_decref(doc);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* HTTP                                                                                      */
+
+struct http_answer {
+    long status;
+    char headers[4096];
+    char body[8192];
+    size_t hlen;
+    size_t blen;
+};
+
+static size_t
+on_body(char *p, size_t size, size_t n, void *user)
+{
+    struct http_answer *a = user;
+    size_t len = size * n;
+    size_t room = sizeof(a->body) - 1 - a->blen;
+
+    memcpy(a->body + a->blen, p, len < room ? len : room);
+    a->blen += len < room ? len : room;
+    a->body[a->blen] = '\0';
+    return len;
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *user)
+{
+    struct http_answer *a = user;
+    size_t len = size * n;
+    size_t room = sizeof(a->headers) - 1 - a->hlen;
+
+    memcpy(a->headers + a->hlen, p, len < room ? len : room);
+    a->hlen += len < room ? len : room;
+    a->headers[a->hlen] = '\0';
+    return len;
+}
+
+static void
+http_get(unsigned port, const char *path, const char *header, struct http_answer *a)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = header != NULL ? curl_slist_append(NULL, header) : NULL;
+    char url[256];
+
+    memset(a, 0, sizeof(*a));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+static weft_err
+no_metrics(void *user_data, char **out, size_t *len)
+{
+    (void)user_data;
+    *out = strdup("weft_up 1\n");
+    *len = strlen(*out);
+    return WEFT_OK;
+}
+
+static void
+test_http_headers_assets_and_token(void **state)
+{
+    struct fx *f = *state;
+    struct weft__serve_config cfg;
+    struct weft__serve *srv = NULL;
+    struct http_answer a;
+    unsigned port = 0;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.addr = "127.0.0.1:0";
+    cfg.api = f->cfg;
+    cfg.metrics = no_metrics;
+    assert_weft_ok(weft__serve_start(&cfg, &srv));
+    port = weft__serve_port(srv);
+    http_get(port, "/", NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.headers, "Content-Security-Policy: default-src 'none'; script-src "
+                                      "'self'"));
+    assert_non_null(strstr(a.headers, "X-Content-Type-Options: nosniff"));
+    assert_non_null(strstr(a.body, "/assets/app.js"));
+    http_get(port, "/assets/dagre.min.js", NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.headers, "text/javascript"));
+    http_get(port, "/assets/../state.db", NULL, &a);
+    assert_int_equal(a.status, 404);
+    http_get(port, "/api/v1/runs", NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.headers, "application/json"));
+    weft__serve_stop(srv);
+
+    /* With a token: 401 without it, the Bearer header or the login cookie let in; /healthz
+     * and /metrics stay open. */
+    cfg.token = "correct-horse-battery-staple";
+    assert_weft_ok(weft__serve_start(&cfg, &srv));
+    port = weft__serve_port(srv);
+    http_get(port, "/api/v1/runs", NULL, &a);
+    assert_int_equal(a.status, 401);
+    http_get(port, "/api/v1/runs", "Authorization: Bearer wrong-horse-battery-staple", &a);
+    assert_int_equal(a.status, 401);
+    http_get(port, "/api/v1/runs", "Authorization: Bearer correct-horse-battery-staple", &a);
+    assert_int_equal(a.status, 200);
+    http_get(port, "/?token=correct-horse-battery-staple", NULL, &a);
+    assert_int_equal(a.status, 303);
+    assert_non_null(strstr(a.headers, "weft_token=correct-horse-battery-staple; Path=/; HttpOnly"));
+    http_get(port, "/", "Cookie: weft_token=correct-horse-battery-staple", &a);
+    assert_int_equal(a.status, 200);
+    http_get(port, "/healthz", NULL, &a);
+    assert_int_equal(a.status, 200);
+    http_get(port, "/metrics", NULL, &a);
+    assert_int_equal(a.status, 200);
+    weft__serve_stop(srv);
+
+    /* Beyond loopback without a token the explorer is off (tested on loopback: the flag is
+     * what the command sets for another address). */
+    cfg.token = NULL;
+    cfg.is_explorer_off = true;
+    assert_weft_ok(weft__serve_start(&cfg, &srv));
+    port = weft__serve_port(srv);
+    http_get(port, "/api/v1/runs", NULL, &a);
+    assert_int_equal(a.status, 403);
+    http_get(port, "/", NULL, &a);
+    assert_int_equal(a.status, 403);
+    http_get(port, "/metrics", NULL, &a);
+    assert_int_equal(a.status, 200);
+    weft__serve_stop(srv);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_api_runs_list_filters_and_run_documents, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_api_trace_is_paged_and_why_names_the_deepest_error,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
