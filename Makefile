@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench bench-skills bench-dist install format format-check clean
+	test-fuzz fuzz bench bench-skills bench-explorer bench-dist install format format-check clean
 
 all: build
 
@@ -95,6 +95,13 @@ bench: build
 DIST_BENCH_ARGS ?=
 bench-skills: build
 	$(BUILD)/skills_bench $(SKILLS_BENCH_ARGS)
+
+# The explorer at size (docs/PERFORMANCE.md, "Explorer"): API latency over 10,000 runs and a
+# 100,000-span trace, then the first render of that trace in Chromium (needs `make deps-test`
+# for chromium and playwright-core).
+bench-explorer: build deps-test
+	@rm -rf $(BUILD)/explorer-bench && $(BUILD)/explorer_bench --keep $(BUILD)/explorer-bench
+	@WEFT_BIN=$(BUILD)/weft node bench/explorer_render.mjs $(BUILD)/explorer-bench
 
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)

@@ -4,8 +4,10 @@
  *   /api/v1/runs?limit=N&status=S&q=TEXT   weft.runs/v1, newest first, filtered
  *   /api/v1/runs/REF                       weft.run/v1 (REF: id, unique prefix or "last")
  *   /api/v1/runs/REF/trace?offset&limit    weft.trace/v1 of the run's latest trace, paged
+ *                                          (&view=waterfall: the rows only)
  *   /api/v1/runs/REF/why                   weft.why/v1: the path to the deepest error span
- *   /api/v1/traces/ID?offset&limit         weft.trace/v1
+ *   /api/v1/traces/ID?offset&limit         weft.trace/v1 (view=waterfall: weft.waterfall/v1)
+ *   /api/v1/traces/ID/spans/SPAN_ID        one span, whole
  *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
  *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
  */
@@ -181,6 +183,89 @@ load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api
     return trace;
 }
 
+/* Stuck loops and circuit-breaker decisions: the waterfall's markers. */
+static bool
+is_marker(const struct weft_span_data *s)
+{
+    const struct weft_value *layer = weft_span_data_attr(s, "weft.decision.layer");
+
+    for (size_t i = 0; i < s->event_count; i++) {
+        if (s->events[i].name != NULL && strcmp(s->events[i].name, "weft.stuck_loop") == 0) {
+            return true;
+        }
+    }
+    return layer != NULL && layer->type == WEFT_VALUE_STRING &&
+           strcmp(layer->u.str, "circuit_breaker") == 0;
+}
+
+/* The waterfall's view of a trace (weft.waterfall/v1): per span only what a row draws, as an
+ * array [span_id, depth, name, start (ns after the trace's first span), duration (ns), status
+ * ("error", "ok", "unset"), marker (1: stuck loop or breaker)], so 100,000 spans are a few MB;
+ * a span's detail is one more request (/api/v1/traces/ID/spans/SPAN_ID). */
+static json_t *
+waterfall_doc(const struct weft_trace *trace, const char *run_id, size_t offset, size_t limit)
+{
+    size_t total = weft_trace_span_count(trace);
+    uint64_t t0 = UINT64_MAX;
+    size_t errors = 0;
+    json_t *rows = json_array();
+    char hex[WEFT_TRACE_ID_HEX_LEN + 1];
+
+    for (size_t i = 0; i < total; i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+        t0 = s->start_time_ns < t0 ? s->start_time_ns : t0;
+        errors += s->status_code == WEFT_STATUS_ERROR;
+    }
+    for (size_t i = offset; rows != NULL && i < total && i - offset < limit; i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+        char id[WEFT_SPAN_ID_SIZE * 2 + 1];
+        weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, id);
+        json_array_append_new(rows, json_pack("[s, I, s, I, I, s, i]", id,
+                                              (json_int_t)weft_trace_span_depth(trace, i),
+                                              s->name != NULL ? s->name : "",
+                                              (json_int_t)(s->start_time_ns - t0),
+                                              (json_int_t)(s->end_time_ns > s->start_time_ns
+                                                               ? s->end_time_ns - s->start_time_ns
+                                                               : 0),
+                                              s->status_code == WEFT_STATUS_ERROR ? "error"
+                                              : s->status_code == WEFT_STATUS_OK  ? "ok"
+                                                                                  : "unset",
+                                              is_marker(s) ? 1 : 0));
+    }
+    weft_hex_encode(weft_trace_span(trace, 0)->trace_id, WEFT_TRACE_ID_SIZE, hex);
+    return rows == NULL
+               ? NULL
+               : json_pack("{s:s, s:s, s:s?, s:I, s:I, s:I, s:o}", "schema", "weft.waterfall/v1",
+                           "trace_id", hex, "run_id", run_id, "span_count", (json_int_t)total,
+                           "error_count", (json_int_t)errors, "offset", (json_int_t)offset, "spans",
+                           rows);
+}
+
+/* One span of a trace, whole (weft.trace/v1's span object). */
+static void
+span_show(const struct weft__api_config *cfg,
+          const char *trace_ref,
+          const char *span_id,
+          struct weft__api_reply *reply)
+{
+    struct weft_trace *trace = load_trace(cfg, trace_ref, reply);
+
+    for (size_t i = 0; trace != NULL && i < weft_trace_span_count(trace); i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+        char id[WEFT_SPAN_ID_SIZE * 2 + 1];
+        weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, id);
+        if (strcmp(id, span_id) == 0) {
+            reply_doc(reply, 200, weft__doc_span(s, weft_trace_span_depth(trace, i)));
+            weft_trace_free(trace);
+            return;
+        }
+    }
+    if (trace != NULL) {
+        reply_error(reply, 404, "no such span in that trace");
+    }
+    weft_trace_free(trace);
+}
+
 static void
 trace_page(const struct weft__api_config *cfg,
            const struct weft__api_request *req,
@@ -189,6 +274,7 @@ trace_page(const struct weft__api_config *cfg,
            struct weft__api_reply *reply)
 {
     struct weft_trace *trace = NULL;
+    const char *view = req->arg(req->ctx, "view");
     size_t offset = 0;
     size_t limit = 0;
 
@@ -198,7 +284,9 @@ trace_page(const struct weft__api_config *cfg,
         return;
     }
     trace = load_trace(cfg, trace_ref, reply);
-    if (trace != NULL) {
+    if (trace != NULL && view != NULL && strcmp(view, "waterfall") == 0) {
+        reply_doc(reply, 200, waterfall_doc(trace, run_id, offset, limit));
+    } else if (trace != NULL) {
         reply_doc(reply, 200, weft__doc_trace(trace, run_id, NULL, offset, limit));
     }
     weft_trace_free(trace);
@@ -554,8 +642,10 @@ weft__api_get(const struct weft__api_config *cfg,
         p += len;
         if (is_run) {
             run_show(cfg, ref, p[0] == '/' ? p + 1 : p, req, reply);
+        } else if (strncmp(p, "/spans/", 7) == 0 && p[7] != '\0' && strchr(p + 7, '/') == NULL) {
+            span_show(cfg, ref, p + 7, reply);
         } else if (p[0] != '\0') {
-            reply_error(reply, 404, "no such route: try /api/v1/traces/ID");
+            reply_error(reply, 404, "no such route: try /api/v1/traces/ID[/spans/SPAN_ID]");
         } else {
             trace_page(cfg, req, ref, NULL, reply);
         }

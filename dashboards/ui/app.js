@@ -3,7 +3,7 @@
  * Everything from the stores reaches the page as text (textContent, attribute values): the UI
  * never builds markup from data, so a prompt holding <script> shows as that text. The server's
  * Content-Security-Policy forbids inline script besides. Views: #/runs, #/run/ID,
- * #/compare/A/B, #/metrics; data from /api/v1 only.
+ * #/trace/ID, #/compare/A/B, #/metrics; data from /api/v1 only.
  */
 "use strict";
 
@@ -173,7 +173,7 @@
     const rows = Object.entries(s.attributes || {}).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, el("pre", {}, attrText(v)))));
     return [
       el("h2", { id: "span-name" }, s.name),
-      el("p", { class: "muted" }, "span " + s.span_id + (s.parent_span_id ? " · parent " + s.parent_span_id : "") + " · " + dur(s.duration_ns)),
+      el("p", { class: "muted", id: "span-ids" }, "span " + s.span_id + (s.parent_span_id ? " · parent " + s.parent_span_id : "") + " · " + dur(s.duration_ns)),
       el("p", { class: "status status-" + (s.status === "error" ? "failed" : "completed"), id: "span-status" },
         "status: " + s.status + (s.status_message ? " — " + s.status_message : "")),
       el("table", { id: "span-attrs" }, el("tbody", {}, rows)),
@@ -184,55 +184,51 @@
     ];
   }
 
-  function isMarker(s) {
-    const ev = (s.events || []).some((e) => e.name === "weft.stuck_loop");
-    const a = s.attributes || {};
-    return ev || a["weft.decision.layer"] === "circuit_breaker" || a["error.type"] === "stuck_loop";
-  }
-
   /* A virtualised waterfall: only the rows in view are in the document, so a 100,000-span
-   * trace scrolls like a short one. */
-  function waterfall(trace, detail) {
-    const spans = trace.spans;
-    let t0 = Infinity, t1 = 0;
-    for (const s of spans) { t0 = Math.min(t0, s.start_ns); t1 = Math.max(t1, s.end_ns); }
-    const total = Math.max(1, t1 - t0);
+   * trace scrolls like a short one. Rows come from the compact view (weft.waterfall/v1: [id,
+   * depth, name, start, duration, status, marker]); a span's detail is fetched on click. */
+  function waterfall(view, detail) {
+    const spans = view.spans;
+    const traceId = view.trace_id;
+    let total = 1;
+    for (const s of spans) total = Math.max(total, s[3] + s[4]);
     const box = el("div", { class: "waterfall", id: "waterfall" });
     const spacer = el("div", { class: "spacer" });
     spacer.style.height = spans.length * ROW_H + "px";
     box.append(spacer);
     const state = { selected: null, path: new Set() };
     function row(i) {
-      const s = spans[i];
-      const err = s.status === "error";
+      const [id, depth, nm, start, len, status, marker] = spans[i];
       const bar = el("div", { class: "bar" });
-      bar.style.left = ((s.start_ns - t0) / total) * 100 + "%";
-      bar.style.width = Math.max(0.2, ((s.end_ns - s.start_ns) / total) * 100) + "%";
-      const name = el("div", { class: "name" }, isMarker(s) ? el("span", { class: "flag", title: "stuck loop or circuit breaker" }, "⟲") : null, s.name);
-      name.style.paddingLeft = 6 + s.depth * 12 + "px";
+      bar.style.left = (start / total) * 100 + "%";
+      bar.style.width = Math.max(0.2, (len / total) * 100) + "%";
+      const name = el("div", { class: "name" }, marker ? el("span", { class: "flag", title: "stuck loop or circuit breaker" }, "⟲") : null, nm);
+      name.style.paddingLeft = 6 + depth * 12 + "px";
       const r = el("div", {
-        class: "row" + (err ? " error" : "") + (isMarker(s) ? " marker" : "") + (state.path.has(s.span_id) ? " onpath" : "") +
-          (state.selected === s.span_id ? " selected" : ""),
-        "data-span": s.span_id, "data-index": i,
-        onclick: () => select(s.span_id),
+        class: "row" + (status === "error" ? " error" : "") + (marker ? " marker" : "") + (state.path.has(id) ? " onpath" : "") +
+          (state.selected === id ? " selected" : ""),
+        "data-span": id, "data-index": i,
+        onclick: () => select(id),
       }, name, el("div", { class: "track" }, bar));
       r.style.top = i * ROW_H + "px";
       return r;
     }
     function render() {
       const first = Math.max(0, Math.floor(box.scrollTop / ROW_H) - 10);
-      const last = Math.min(spans.length, first + Math.ceil(box.clientHeight / ROW_H) + 20);
+      const last = Math.min(spans.length, first + Math.ceil((box.clientHeight || 480) / ROW_H) + 20);
       const rows = [];
       for (let i = first; i < last; i++) rows.push(row(i));
       spacer.replaceChildren(...rows);
     }
-    function select(id, scroll) {
-      const i = spans.findIndex((s) => s.span_id === id);
+    async function select(id, scroll) {
+      const i = spans.findIndex((s) => s[0] === id);
       if (i < 0) return;
       state.selected = id;
       if (scroll) box.scrollTop = Math.max(0, i * ROW_H - box.clientHeight / 2);
-      detail.replaceChildren(...spanDetail(spans[i]).flat().filter((x) => x));
       render();
+      detail.replaceChildren(el("p", { class: "muted" }, "Loading span…"));
+      const s = await api("/api/v1/traces/" + traceId + "/spans/" + id);
+      if (state.selected === id) detail.replaceChildren(...spanDetail(s).flat().filter((x) => x));
     }
     box.addEventListener("scroll", render);
     requestAnimationFrame(render);
@@ -266,9 +262,10 @@
     parts.push(planGraph(doc, false));
     let wf = null;
     if (r.trace_id) {
-      const trace = await api("/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace?limit=" + SPAN_LIMIT);
+      const trace = await api("/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace?view=waterfall&limit=" + SPAN_LIMIT);
       wf = waterfall(trace, detail);
-      parts.push(el("h2", {}, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"), el("div", { class: "split" }, wf.box, detail));
+      parts.push(el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
+        el("div", { class: "split" }, wf.box, detail));
     } else {
       parts.push(el("p", { class: "muted" }, "This run was not traced."));
     }
@@ -288,8 +285,20 @@
       w.path.length ? list : el("p", { class: "muted" }, "No span of its trace has status ERROR.")));
     if (wf && w.failed_span) {
       wf.markPath(w.path.map((p) => p.span_id));
-      wf.select(w.failed_span.span_id, true);
+      await wf.select(w.failed_span.span_id, true);
     }
+  }
+
+  /* A trace of its own (one that belongs to no run: an ingested service's, say). */
+  async function viewTrace(id) {
+    const trace = await api("/api/v1/traces/" + encodeURIComponent(id) + "?view=waterfall&limit=" + SPAN_LIMIT);
+    const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span."));
+    const wf = waterfall(trace, detail);
+    show(el("h1", {}, "Trace " + trace.trace_id),
+      trace.run_id ? el("p", {}, el("a", { href: "#/run/" + trace.run_id }, "its run")) : null,
+      el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
+      el("div", { class: "split" }, wf.box, detail));
+    wf.render();
   }
 
   /* --------------------------------------------------------------------------- compare */
@@ -350,6 +359,7 @@
     const p = parts[0] === "run" && parts[1] ? viewRun(parts[1])
       : parts[0] === "compare" && parts[2] ? viewCompare(parts[1], parts[2])
       : parts[0] === "metrics" ? viewMetrics()
+      : parts[0] === "trace" && parts[1] ? viewTrace(parts[1])
       : viewRuns();
     p.catch(fail);
   }

@@ -220,6 +220,35 @@ test_api_trace_is_paged_and_why_names_the_deepest_error(void **state)
     assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), total);
     json_decref(doc);
 
+    /* The waterfall's compact rows, and one span whole. */
+    {
+        struct args wf = {{"view"}, {"waterfall"}};
+        json_t *row = NULL;
+        char span_path[200];
+        doc = get(f, path, &wf, &status);
+        assert_int_equal(status, 200);
+        assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.waterfall/v1");
+        assert_int_equal(json_array_size(json_object_get(doc, "spans")), total);
+        row = json_array_get(json_object_get(doc, "spans"), 0);
+        assert_int_equal(json_array_size(row), 7);
+        assert_int_equal(json_integer_value(json_array_get(row, 1)), 0); /* the root's depth */
+        assert_int_equal(json_integer_value(json_array_get(row, 3)), 0); /* it starts first */
+        assert_string_equal(json_string_value(json_array_get(row, 2)), "invoke_workflow pair");
+        snprintf(span_path, sizeof(span_path), "/api/v1/traces/%s/spans/%s",
+                 json_string_value(json_object_get(doc, "trace_id")),
+                 json_string_value(json_array_get(row, 0)));
+        json_decref(doc);
+        doc = get(f, span_path, NULL, &status);
+        assert_int_equal(status, 200);
+        assert_string_equal(json_string_value(json_object_get(doc, "name")),
+                            "invoke_workflow pair");
+        json_decref(doc);
+        snprintf(span_path + strlen(span_path) - 16, 17, "%s", "0000000000000000");
+        doc = get(f, span_path, NULL, &status);
+        assert_int_equal(status, 404);
+        json_decref(doc);
+    }
+
     snprintf(path, sizeof(path), "/api/v1/runs/%s/why", f->failed);
     why = get(f, path, NULL, &status);
     assert_int_equal(status, 200);

@@ -147,6 +147,7 @@ try {
     assert.equal(last.id, why.failed_span.span_id);
     assert.match(last.text, /exit_status|compiler exploded|exit/);
     await page.waitForSelector(`#waterfall .row.selected[data-span="${why.failed_span.span_id}"]`);
+    await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), why.failed_span.span_id);
     assert.equal(await page.textContent("#span-name"), why.failed_span.name);
   });
 
@@ -182,7 +183,9 @@ try {
     const rows = await page.$$("#waterfall .row");
     let found = false;
     for (const r of rows) {
+      const id = await r.getAttribute("data-span");
       await r.click();
+      await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), id);
       const text = await page.textContent("#span-detail");
       if (text.includes("<script>window.__pwned = 1</script>")) { found = true; break; }
     }
