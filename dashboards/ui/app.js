@@ -250,6 +250,12 @@
     const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span."));
     const parts = [el("h1", {}, "Run " + r.run_id), cards];
     if (r.reason) parts.push(el("p", { id: "run-reason" }, r.reason));
+    if (r.origin && r.origin.run_id) {
+      parts.push(el("p", { id: "origin" }, (r.origin.kind || "copy") + " of ",
+        el("a", { href: "#/run/" + r.origin.run_id }, short(r.origin.run_id)),
+        r.origin.step ? " from step " + r.origin.step : "", " · ",
+        el("a", { id: "compare-origin", href: "#/compare/" + r.origin.run_id + "/" + r.run_id }, "compare with the original")));
+    }
     const compareTo = el("input", { id: "compare-with", placeholder: "another run id to compare" });
     parts.push(el("p", {},
       r.status !== "completed" ? el("button", { class: "primary", id: "why", onclick: () => why(r.run_id, whyBox, wf).catch(fail) }, "Why did it fail?") : null,

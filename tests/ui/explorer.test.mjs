@@ -4,7 +4,8 @@
 //
 // Checks: the runs list shows the runs; a failed run's page marks the failing step and "why did
 // it fail" reaches the error span; a stuck-loop run shows its loop marker; correction mode's
-// surgery shows the plan before and after; compare shows where two runs diverge; a span whose
+// surgery shows the plan before and after; compare shows where two runs diverge, and a fork's
+// page opens it on the fork and its original; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
 // logs a console error. Screenshots of each page go to $WEFT_UI_ARTIFACTS (default
 // ./ui-artifacts).
@@ -63,6 +64,10 @@ const failingWf = write("failing.json", JSON.stringify({
 write("failing_script.json", JSON.stringify({ responses: { writer: { act: [{ content: "notes ready" }] } } }));
 run(["run", failingWf, "-q"], false);
 const failed = lastRunId();
+// Its fix, tried with a fork: the step that worked is reused, the failed one runs fixed.
+const fixedWf = write("fixed.json", fs.readFileSync(failingWf, "utf8").replace("echo compiler exploded >&2; exit 3", "echo report built"));
+run(["fork", failed, "--from", "build", "--workflow", fixedWf, "-q"]);
+const fork = lastRunId();
 const evil = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
 const markupWf = write("markup.json", JSON.stringify({
   name: "markup", capture_content: true, models: { m: { provider: "scripted", script: "markup_script.json" } },
@@ -126,7 +131,7 @@ try {
     await page.goto(base + "/");
     await page.waitForSelector("#runs tbody tr");
     const ids = await page.$$eval("#runs tbody tr", (rows) => rows.map((r) => r.getAttribute("data-run")));
-    for (const id of [codeReview, corrected, stuck, failed, markup, cmpA, cmpB]) assert.ok(ids.includes(id), "missing run " + id);
+    for (const id of [codeReview, corrected, stuck, failed, fork, markup, cmpA, cmpB]) assert.ok(ids.includes(id), "missing run " + id);
     const stuckRow = await page.textContent(`#runs tr[data-run="${stuck}"]`);
     assert.match(stuckRow, /stuck/);
     await page.selectOption("#status", "failed");
@@ -175,6 +180,17 @@ try {
     assert.ok(await page.$('#compare-steps tr.diverge[data-step="one"]'));
     const diff = await page.textContent("#output-diff");
     assert.match(diff, /same end/);
+  });
+
+  await check("a fork opens the compare view on the pair", async () => {
+    await openRun(fork);
+    await page.click("#compare-origin");
+    await page.waitForSelector("#compare-steps");
+    assert.match(await page.textContent("#first-divergence"), /step build \(status/);
+    const row = await page.textContent('#compare-steps tr[data-step="build"]');
+    assert.match(row, /failed/);
+    assert.match(row, /completed/);
+    assert.match(await page.textContent("#output-diff"), /report built/);
   });
 
   await check("span content with <script> is text and runs nothing", async () => {
