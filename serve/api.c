@@ -401,21 +401,86 @@ step_index(const struct weft_run_details *run, const char *id)
     return SIZE_MAX;
 }
 
+static int64_t
+int_attr(const struct weft_span_data *s, const char *key)
+{
+    const struct weft_value *v = weft_span_data_attr(s, key);
+
+    return v != NULL && v->type == WEFT_VALUE_INT ? v->u.i : 0;
+}
+
+/* A model call (chat, embeddings): the spans whose tokens are their own, not a sum of their
+ * children's as an agent's or a workflow's are. */
+static bool
+is_model_call(const struct weft_span_data *s)
+{
+    const struct weft_value *op = weft_span_data_attr(s, "gen_ai.operation.name");
+
+    return op != NULL && op->type == WEFT_VALUE_STRING &&
+           (strcmp(op->u.str, "chat") == 0 || strcmp(op->u.str, "text_completion") == 0 ||
+            strcmp(op->u.str, "embeddings") == 0);
+}
+
+/* Tokens per step of run @p run's trace: {step_id: [input, output]}, each LLM call counted for
+ * the nearest enclosing span that names a step (weft.step.id). An empty object when the run was
+ * not traced or its trace is not in the span store. New reference. */
 static json_t *
-step_side(const struct weft_run_details *run, size_t i)
+step_tokens(const struct weft__api_config *cfg, const struct weft_run_details *run)
+{
+    json_t *out = json_object();
+    struct weft__api_reply ignored = {0};
+    struct weft_trace *trace =
+        run->info.trace_id != NULL ? load_trace(cfg, run->info.trace_id, &ignored) : NULL;
+    const char *at[64] = {NULL}; /* the step id in force at each depth */
+
+    if (trace == NULL) {
+        free(ignored.body);
+        return out;
+    }
+    for (size_t i = 0; out != NULL && i < weft_trace_span_count(trace); i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+        size_t depth = weft_trace_span_depth(trace, i);
+        const struct weft_value *step = weft_span_data_attr(s, "weft.step.id");
+        int64_t in = int_attr(s, "gen_ai.usage.input_tokens");
+        int64_t outt = int_attr(s, "gen_ai.usage.output_tokens");
+        if (depth >= 64) {
+            continue;
+        }
+        at[depth] = step != NULL && step->type == WEFT_VALUE_STRING ? step->u.str
+                    : depth > 0                                     ? at[depth - 1]
+                                                                    : NULL;
+        if (at[depth] != NULL && (in > 0 || outt > 0) && is_model_call(s)) {
+            json_t *t = json_object_get(out, at[depth]);
+            if (t == NULL) {
+                t = json_pack("[I, I]", (json_int_t)0, (json_int_t)0);
+                json_object_set_new(out, at[depth], t);
+            }
+            json_array_set_new(t, 0, json_integer(json_integer_value(json_array_get(t, 0)) + in));
+            json_array_set_new(t, 1, json_integer(json_integer_value(json_array_get(t, 1)) + outt));
+        }
+    }
+    weft_trace_free(trace);
+    return out;
+}
+
+static json_t *
+step_side(const struct weft_run_details *run, size_t i, const json_t *tokens)
 {
     const struct weft_run_step_extra *x = run->step_extras != NULL ? &run->step_extras[i] : NULL;
     uint64_t dur = x != NULL && x->started_ns != 0 && x->ended_ns >= x->started_ns
                        ? x->ended_ns - x->started_ns
                        : 0;
 
-    return json_pack("{s:s?, s:s?, s:i, s:o, s:s?, s:o, s:s?}", "agent", run->steps[i].agent,
-                     "status", weft__doc_step_status(run, i), "attempts",
-                     (int)run->steps[i].attempts, "duration_ns",
-                     dur != 0 ? json_integer((json_int_t)dur) : json_null(), "depends_on",
-                     run->steps[i].depends_on, "reward",
-                     run->steps[i].has_reward ? json_real(run->steps[i].reward) : json_null(),
-                     "result", run->steps[i].result);
+    const json_t *t = json_object_get(tokens, run->steps[i].id);
+
+    return json_pack(
+        "{s:s?, s:s?, s:i, s:o, s:s?, s:o, s:I, s:I, s:s?}", "agent", run->steps[i].agent, "status",
+        weft__doc_step_status(run, i), "attempts", (int)run->steps[i].attempts, "duration_ns",
+        dur != 0 ? json_integer((json_int_t)dur) : json_null(), "depends_on",
+        run->steps[i].depends_on, "reward",
+        run->steps[i].has_reward ? json_real(run->steps[i].reward) : json_null(), "input_tokens",
+        (json_int_t)json_integer_value(json_array_get(t, 0)), "output_tokens",
+        (json_int_t)json_integer_value(json_array_get(t, 1)), "result", run->steps[i].result);
 }
 
 /* What differs between step @p i of @p a and @p j of @p b (either may be SIZE_MAX: absent),
@@ -449,10 +514,15 @@ step_changes(const struct weft_run_details *a, size_t i, const struct weft_run_d
 /* Both runs' steps, a's order first then b's extra steps; the first step (in a's order) that
  * changed is the first point of divergence. */
 static json_t *
-compare_doc(const struct weft_run_details *a, const struct weft_run_details *b)
+compare_doc(const struct weft__api_config *cfg,
+            const struct weft_run_details *a,
+            const struct weft_run_details *b)
 {
     json_t *steps = json_array();
     json_t *first = json_null();
+    json_t *ta = step_tokens(cfg, a);
+    json_t *tb = step_tokens(cfg, b);
+    json_t *doc = NULL;
 
     for (size_t k = 0; steps != NULL && k < a->step_count + b->step_count; k++) {
         bool is_a = k < a->step_count;
@@ -468,17 +538,21 @@ compare_doc(const struct weft_run_details *a, const struct weft_run_details *b)
             json_decref(first);
             first = json_pack("{s:s, s:O}", "step", id, "changed", changed);
         }
-        json_array_append_new(steps, json_pack("{s:s, s:o, s:o, s:o}", "id", id, "a",
-                                               i != SIZE_MAX ? step_side(a, i) : json_null(), "b",
-                                               j != SIZE_MAX ? step_side(b, j) : json_null(),
-                                               "changed", changed));
+        json_array_append_new(steps,
+                              json_pack("{s:s, s:o, s:o, s:o}", "id", id, "a",
+                                        i != SIZE_MAX ? step_side(a, i, ta) : json_null(), "b",
+                                        j != SIZE_MAX ? step_side(b, j, tb) : json_null(),
+                                        "changed", changed));
     }
-    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "schema", "weft.compare/v1", "a",
-                     weft__doc_run_info(&a->info), "b", weft__doc_run_info(&b->info), "steps",
-                     steps != NULL ? steps : json_array(), "first_divergence",
-                     first != NULL ? first : json_null(), "output_diff",
-                     line_diff(a->step_count > 0 ? a->steps[a->step_count - 1].result : NULL,
-                               b->step_count > 0 ? b->steps[b->step_count - 1].result : NULL));
+    doc = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "schema", "weft.compare/v1", "a",
+                    weft__doc_run_info(&a->info), "b", weft__doc_run_info(&b->info), "steps",
+                    steps != NULL ? steps : json_array(), "first_divergence",
+                    first != NULL ? first : json_null(), "output_diff",
+                    line_diff(a->step_count > 0 ? a->steps[a->step_count - 1].result : NULL,
+                              b->step_count > 0 ? b->steps[b->step_count - 1].result : NULL));
+    json_decref(ta);
+    json_decref(tb);
+    return doc;
 }
 
 static void
@@ -498,7 +572,7 @@ compare(const struct weft__api_config *cfg,
     a = load_run(cfg, ra, reply);
     b = a != NULL ? load_run(cfg, rb, reply) : NULL;
     if (a != NULL && b != NULL) {
-        reply_doc(reply, 200, compare_doc(a, b));
+        reply_doc(reply, 200, compare_doc(cfg, a, b));
     }
     weft_run_details_free(a);
     weft_run_details_free(b);

@@ -309,6 +309,8 @@
 
   /* --------------------------------------------------------------------------- compare */
 
+  function tokens(side) { return side ? (side.input_tokens || 0) + (side.output_tokens || 0) : "–"; }
+
   async function viewCompare(a, b) {
     const c = await api("/api/v1/compare?a=" + encodeURIComponent(a) + "&b=" + encodeURIComponent(b));
     const first = c.first_divergence ? c.first_divergence.step : null;
@@ -321,6 +323,7 @@
         el("td", { class: "status status-" + (s.b ? s.b.status : "") }, s.b ? s.b.status : "absent"),
         el("td", {}, dur(da)), el("td", {}, dur(db)),
         el("td", { class: delta > 0 ? "delta-pos" : delta < 0 ? "delta-neg" : "" }, delta == null ? "–" : (delta > 0 ? "+" : "") + dur(Math.abs(delta)).replace(/^/, delta < 0 ? "−" : "")),
+        el("td", {}, tokens(s.a) + " → " + tokens(s.b)),
         el("td", {}, s.changed.join(", ")));
     });
     const diff = el("div", { class: "diff", id: "output-diff" }, (c.output_diff || []).map((d) =>
@@ -329,7 +332,7 @@
       el("p", {}, el("a", { href: "#/run/" + c.a.run_id }, "A " + short(c.a.run_id) + " (" + c.a.status + ")"), " vs ",
         el("a", { href: "#/run/" + c.b.run_id }, "B " + short(c.b.run_id) + " (" + c.b.status + ")")),
       el("p", { id: "first-divergence" }, first ? "First divergence: step " + first + " (" + c.first_divergence.changed.join(", ") + ")" : "No divergence: the runs did the same."),
-      el("table", { id: "compare-steps" }, el("thead", {}, el("tr", {}, ["step", "agent", "A", "B", "A time", "B time", "Δ time", "changed"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)),
+      el("table", { id: "compare-steps" }, el("thead", {}, el("tr", {}, ["step", "agent", "A", "B", "A time", "B time", "Δ time", "tokens A → B", "changed"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)),
       el("h2", {}, "Final output"), diff);
   }
 

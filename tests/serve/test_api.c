@@ -95,7 +95,8 @@ setup(void **state)
                "[{\"id\": \"one\", \"agent\": \"w\", \"task\": \"write\"}, {\"id\": \"two\", "
                "\"agent\": \"r\", \"task\": \"read\", \"depends_on\": [\"one\"]}]}");
     write_file(f, "a_script.json",
-               "{\"responses\": {\"w\": {\"act\": [{\"content\": \"draft\"}]}, \"r\": {\"act\": "
+               "{\"responses\": {\"w\": {\"act\": [{\"content\": \"draft\", \"usage\": "
+               "{\"input_tokens\": 100, \"output_tokens\": 7}}]}, \"r\": {\"act\": "
                "[{\"content\": \"line 1\\nline 2\"}]}}}");
     write_file(f, "b_script.json",
                "{\"responses\": {\"w\": {\"act\": [{\"content\": \"draft\"}]}, \"r\": {\"act\": "
@@ -300,6 +301,16 @@ test_api_compare_and_collaboration(void **state)
         has_add = has_add || (strcmp(op, "+") == 0 && strcmp(line, "line two") == 0);
     }
     assert_true(has_del && has_add);
+    /* Tokens per step, from the traces' model calls: A's writer reported usage, B's none. */
+    {
+        json_t *one = json_array_get(json_object_get(doc, "steps"), 0);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(one, "a"), "input_tokens")), 100);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(one, "a"), "output_tokens")), 7);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(one, "b"), "input_tokens")), 0);
+    }
     json_decref(doc);
     doc = get(f, "/api/v1/compare", &missing, &status);
     assert_int_equal(status, 400);
