@@ -1,5 +1,6 @@
-/* cli/serve_cmd.c - `weft serve`: the trace explorer (web UI and /api/v1, serve/) and a
- * long-running metrics endpoint over the state store, on one port.
+/* cli/serve_cmd.c - `weft serve`: the trace explorer (web UI and /api/v1, serve/), an
+ * OTLP/HTTP trace receiver (POST /v1/traces into the span store, exporters/ingest.h; on unless
+ * --no-ingest) and a long-running metrics endpoint over the state store, on one port.
  *
  * Each scrape of /metrics builds a fresh meter from the state database (every family listed,
  * at zero before the first run; each run's persisted metrics summed per name and labels, see
@@ -10,6 +11,7 @@
  * blocked in every thread and taken with sigwait(), so no handler runs inside libmicrohttpd.
  */
 #include "cli.h"
+#include "exporters/ingest.h"
 #include "runtime/dist/broker_probe.h"
 #include "serve/http.h"
 
@@ -25,7 +27,7 @@ void
 cli_serve_usage(FILE *out)
 {
     fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token T]\n"
-          "                  [--broker URL] [--queue-prefix P]\n"
+          "                  [--max-body BYTES] [--no-ingest] [--broker URL] [--queue-prefix P]\n"
           "\n"
           "Serve the trace explorer at / (runs, plans, span waterfalls, why a run failed,\n"
           "compare two runs, collaboration metrics; docs/explorer.md) and its JSON API at\n"
@@ -35,6 +37,13 @@ cli_serve_usage(FILE *out)
           "and outputs: on another address it is off unless a token is given (a browser then\n"
           "opens /?token=T once, a script sends Authorization: Bearer T); /metrics and\n"
           "/healthz stay open for scrapers.\n"
+          "\n"
+          "OTLP/HTTP trace ingest (on unless --no-ingest; like the explorer, it needs the token\n"
+          "beyond loopback): POST /v1/traces takes an ExportTraceServiceRequest\n"
+          "(application/x-protobuf or application/json, gzip or not) from any OpenTelemetry\n"
+          "SDK or collector and writes its spans into the span store, where the explorer and\n"
+          "`weft trace show` find them; counted on /metrics as weft_ingest_spans_total{outcome}\n"
+          "and weft_ingest_requests_total{status} (docs/serve.md).\n"
           "\n"
           "With a broker (distributed runs), each scrape also asks RabbitMQ for\n"
           "weft_broker_queue_depth{queue=dispatch|results|dead_letter}, weft_workers_live\n"
@@ -46,14 +55,19 @@ cli_serve_usage(FILE *out)
           "; IPv4; port 0 picks one)\n"
           "      --state PATH      state: a SQLite file or a postgresql:// URL (default\n"
           "                        $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
-          "      --store PATH      span store the explorer reads (default $WEFT_HOME/weft.db)\n"
+          "      --store PATH      span store the explorer reads and ingest writes (default\n"
+          "                        $WEFT_HOME/weft.db, else ./.weft/weft.db; --db too)\n"
+          "      --max-body BYTES  cap on an ingest body, compressed and decompressed (default\n"
+          "                        16M; suffixes K, M, G); larger bodies get 413\n"
+          "      --no-ingest       no /v1/traces route\n"
           "      --token T         require T for the explorer and its API ($WEFT_SERVE_TOKEN;\n"
           "                        letters, digits and -._~ only, at least 16)\n"
           "      --broker URL      amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL; none:\n"
           "                        no broker series)\n"
           "      --queue-prefix P  prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
           "\n"
-          "exit status: 0 stopped by a signal, 1 cannot listen, 2 bad usage\n",
+          "exit status: 0 stopped by a signal, 1 cannot listen or open the span store,\n"
+          "2 bad usage\n",
           out);
 }
 
@@ -61,6 +75,7 @@ cli_serve_usage(FILE *out)
 struct source {
     const char *state_path;
     struct weft__broker_probe *probe; /* NULL: no broker */
+    struct weft__ingest *ingest;      /* NULL: --no-ingest */
 };
 
 static weft_err
@@ -76,6 +91,9 @@ render_store(void *user_data, char **out, size_t *len)
     if (err == WEFT_OK && src->probe != NULL) {
         (void)weft__broker_probe_observe(src->probe, meter); /* down: weft_broker_up 0 */
     }
+    if (err == WEFT_OK && src->ingest != NULL) {
+        err = weft__ingest_observe(src->ingest, meter);
+    }
     if (err == WEFT_OK) {
         err = weft_prometheus_render(meter, out, len);
     } else {
@@ -83,6 +101,60 @@ render_store(void *user_data, char **out, size_t *len)
     }
     weft_meter_free(meter);
     return err;
+}
+
+/* "16777216", "512K", "16M", "1G" (binary multiples) into bytes; false when malformed. */
+static bool
+parse_size(const char *text, size_t *out)
+{
+    char *end = NULL;
+    unsigned long long n = 0;
+    unsigned shift = 0;
+
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
+        return false;
+    }
+    n = strtoull(text, &end, 10);
+    if (*end == 'K' || *end == 'k') {
+        shift = 10;
+    } else if (*end == 'M' || *end == 'm') {
+        shift = 20;
+    } else if (*end == 'G' || *end == 'g') {
+        shift = 30;
+    }
+    if (shift != 0) {
+        end++;
+    }
+    if (*end != '\0' || n == 0 || n > (SIZE_MAX / 64) >> shift) {
+        return false;
+    }
+    *out = (size_t)(n << shift);
+    return true;
+}
+
+/* Open the span store for ingest (unless --no-ingest). @return CLI_EXIT_OK or an exit code. */
+static int
+open_ingest(const char *db, const char *max_body_text, bool is_off, struct weft__ingest **out)
+{
+    struct weft__ingest_options io = {db, 0};
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    if (max_body_text != NULL && !parse_size(max_body_text, &io.max_body)) {
+        fprintf(stderr, "weft serve: --max-body %s: expected a positive size such as 16M\n",
+                max_body_text);
+        return CLI_EXIT_USAGE;
+    }
+    if (is_off) {
+        return CLI_EXIT_OK;
+    }
+    err = weft__ingest_new(&io, out);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft serve: cannot open the span store for ingest: %s\n",
+                weft_strerror(err));
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
 }
 
 /* The host part of HOST:PORT (a static copy). */
@@ -118,13 +190,22 @@ cli_serve(int argc, char **argv)
     const char *broker = NULL;
     const char *prefix = NULL;
     const char *store = NULL;
+    const char *db = NULL;
     const char *token = NULL;
+    const char *max_body = NULL;
+    bool is_ingest_off = false;
     const struct cli_option options[] = {
-        {"addr", 0, true, false, &addr, NULL},     {"state", 0, true, false, &state, NULL},
-        {"broker", 0, true, false, &broker, NULL}, {"queue-prefix", 0, true, false, &prefix, NULL},
-        {"store", 0, true, false, &store, NULL},   {"token", 0, true, false, &token, NULL},
+        {"addr", 0, true, false, &addr, NULL},
+        {"state", 0, true, false, &state, NULL},
+        {"broker", 0, true, false, &broker, NULL},
+        {"queue-prefix", 0, true, false, &prefix, NULL},
+        {"store", 0, true, false, &store, NULL},
+        {"db", 0, true, false, &db, NULL},
+        {"token", 0, true, false, &token, NULL},
+        {"max-body", 0, true, false, &max_body, NULL},
+        {"no-ingest", 0, false, false, NULL, &is_ingest_off},
     };
-    struct source src = {NULL, NULL};
+    struct source src = {NULL, NULL, NULL};
     struct weft__serve *server = NULL;
     struct weft__serve_config sc;
     sigset_t stop;
@@ -156,6 +237,12 @@ cli_serve(int argc, char **argv)
             return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
         }
     }
+    store = store != NULL ? store : db;
+    rc = open_ingest(store, max_body, is_ingest_off, &src.ingest);
+    if (rc != CLI_EXIT_OK) {
+        weft__broker_probe_free(src.probe);
+        return rc;
+    }
     src.state_path = state;
     cli_recover("serve", state); /* runs killed earlier read as interrupted, not running */
     /* Block the stop signals before libmicrohttpd starts its thread, which inherits the mask. */
@@ -177,12 +264,14 @@ cli_serve(int argc, char **argv)
     sc.api.store_path = store;
     sc.metrics = render_store;
     sc.metrics_data = &src;
+    sc.ingest = src.ingest;
     err = weft__serve_start(&sc, &server);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft serve: --addr %s: %s\n", addr,
                 err == WEFT_EINVAL ? "expected HOST:PORT with an IPv4 host"
                                    : "cannot listen there (in use or not permitted?)");
         weft__broker_probe_free(src.probe);
+        weft__ingest_free(src.ingest);
         return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     if (src.probe != NULL) {
@@ -199,5 +288,6 @@ cli_serve(int argc, char **argv)
     fprintf(stderr, "weft serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     weft__serve_stop(server); /* no scrape runs after this: the probe can go */
     weft__broker_probe_free(src.probe);
+    weft__ingest_free(src.ingest);
     return CLI_EXIT_OK;
 }

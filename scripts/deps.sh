@@ -34,7 +34,8 @@ fi
 
 # `npm ci` in DIR (as the current user, root or not) when its node_modules is missing or older
 # than the lockfile: dashboards/ui (the explorer's libraries, every build), tests/mcp (the MCP
-# client's tests start real MCP servers from npm) and tests/ui (playwright-core).
+# client's tests start real MCP servers from npm), tests/ui (playwright-core) and tests/ingest
+# (the OpenTelemetry JS SDK the ingest test sends spans with).
 npm_ci() {
     dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
     if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
@@ -47,6 +48,7 @@ npm_packages() {
     if [ "${1:-build}" = test ]; then
         npm_ci tests/mcp "the MCP test servers"
         npm_ci tests/ui "playwright-core for the explorer's browser tests"
+        npm_ci tests/ingest "the OpenTelemetry JS SDK for the ingest test"
     fi
 }
 

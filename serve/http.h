@@ -1,18 +1,22 @@
-/* serve/http.h - `weft serve`'s HTTP server (libmicrohttpd): the trace explorer (web UI at /,
- * its JSON API at /api/v1/), Prometheus /metrics and /healthz, on one port (docs/explorer.md).
+/* serve/http.h - `weft serve`'s HTTP server: the trace explorer (web UI at /, its JSON API at
+ * /api/v1/), OTLP/HTTP ingest (POST /v1/traces, exporters/ingest.h), Prometheus /metrics and
+ * /healthz, on one port (docs/explorer.md, docs/serve.md): routes on the metrics server's
+ * table (exporters/metrics_server.h).
  *
  * Security: every response carries a Content-Security-Policy that allows only the server's own
  * scripts, styles and API (no inline script, no other origin), nosniff and no-referrer. The
- * explorer (UI and API) shows prompts and outputs: with a token, its requests must carry it
- * (`Authorization: Bearer TOKEN`, or the HttpOnly cookie a browser gets by opening
- * /?token=TOKEN once; else 401), and without one it is on only when the server listens on
- * loopback (else 403). /metrics and /healthz hold aggregates only and stay open, so a
- * Prometheus in another container scrapes as before.
+ * explorer (UI and API) shows prompts and outputs, and ingest writes the store: with a token,
+ * their requests must carry it (`Authorization: Bearer TOKEN`, or the HttpOnly cookie a browser
+ * gets by opening /?token=TOKEN once; else 401), and without one they are on only when the
+ * server listens on loopback (else 403). /metrics and /healthz hold aggregates only and stay
+ * open, so a Prometheus in another container scrapes as before.
  */
 #ifndef WEFT_SERVE_HTTP_H
 #define WEFT_SERVE_HTTP_H
 
 #include "api.h"
+
+#include "exporters/ingest.h"
 
 #include <stdbool.h>
 #include <weft/metrics.h>
@@ -26,6 +30,7 @@ struct weft__serve_config {
     struct weft__api_config api;
     weft_metrics_source_fn metrics; /* renders /metrics */
     void *metrics_data;
+    struct weft__ingest *ingest; /* POST /v1/traces; NULL: no ingest */
 };
 
 /* Start serving. @p cfg and what it points to are borrowed until weft__serve_stop().
@@ -33,17 +38,5 @@ struct weft__serve_config {
 weft_err weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out);
 unsigned short weft__serve_port(const struct weft__serve *srv);
 void weft__serve_stop(struct weft__serve *srv);
-
-/* The route of a request (exposed for tests and the fuzz harness). */
-typedef enum weft__serve_route {
-    WEFT__SERVE_NOT_FOUND = 0,
-    WEFT__SERVE_BAD_METHOD,
-    WEFT__SERVE_HEALTHZ,
-    WEFT__SERVE_METRICS,
-    WEFT__SERVE_API,
-    WEFT__SERVE_ASSET
-} weft__serve_route;
-
-weft__serve_route weft__serve_route_of(const char *method, const char *url);
 
 #endif /* WEFT_SERVE_HTTP_H */

@@ -1,0 +1,549 @@
+/* exporters/ingest.c - OTLP/HTTP trace ingest (ingest.h): one POST /v1/traces request from
+ * headers and body to an HTTP status and an OTLP response.
+ *
+ * The path of a request: method and Content-Type checked (405, 415); gzip inflated into a
+ * buffer capped at max_body, so a gzip bomb stops at the cap (413); the body decoded into a
+ * batch whose decoded form is capped too (WEFT__INGEST_DECODED_FACTOR times max_body: an empty
+ * protobuf span is 2 bytes on the wire and a few hundred in memory); the accepted spans handed
+ * to the store exporter's export_batch, the very code path the tracing pipeline uses, in one
+ * call and so one transaction. The store exporter is single-threaded (export.h), so the write
+ * holds a mutex; decoding does not. Nothing is queued: a request is answered once its spans are
+ * committed, so memory is bounded by the server's threads times the caps.
+ *
+ * Counting: atomics, read by weft__ingest_observe() at each scrape. Logging: one WARN per kind
+ * of refusal for the life of the process, then DEBUG, so a misconfigured client cannot flood
+ * the log but the first occurrence of each problem is seen.
+ */
+#include "ingest.h"
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "exporters/gzip.h"
+#include "exporters/otlp_decode.h"
+#include "tracing/exporter.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <weft/weft.h>
+
+/* google.rpc.Code values carried in the Status of an error response. */
+#define RPC_INVALID_ARGUMENT   3
+#define RPC_RESOURCE_EXHAUSTED 8
+#define RPC_UNIMPLEMENTED      12
+#define RPC_UNAVAILABLE        14
+
+typedef enum reason {
+    REASON_METHOD,
+    REASON_CONTENT_TYPE,
+    REASON_ENCODING,
+    REASON_TOO_LARGE,
+    REASON_GZIP,
+    REASON_MALFORMED,
+    REASON_REJECTED_SPANS,
+    REASON_STORE,
+    REASON_COUNT
+} reason;
+
+struct weft__ingest {
+    struct weft_exporter *store;
+    pthread_mutex_t store_lock;
+    size_t max_body;
+    atomic_uint_fast64_t spans_accepted;
+    atomic_uint_fast64_t spans_rejected;
+    atomic_uint_fast64_t requests[6]; /* by status_slot() */
+    atomic_bool logged[REASON_COUNT];
+};
+
+static const unsigned statuses[6] = {200, 400, 405, 413, 415, 503};
+
+static size_t
+status_slot(unsigned status)
+{
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        if (statuses[i] == status) {
+            return i;
+        }
+    }
+    return 5; /* not reached: every answer is one of the above */
+}
+
+weft_err
+weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **out)
+{
+    struct weft__ingest *ing = NULL;
+    weft_err err = WEFT_OK;
+
+    if (opts == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    *out = NULL;
+    ing = weft__calloc(1, sizeof(*ing));
+    if (ing == NULL) {
+        return WEFT_ENOMEM;
+    }
+    ing->max_body = opts->max_body != 0 ? opts->max_body : WEFT__INGEST_DEFAULT_MAX_BODY;
+    err = weft_store_exporter_new(opts->db_path, &ing->store);
+    if (err != WEFT_OK) {
+        weft__free(ing);
+        return err;
+    }
+    if (pthread_mutex_init(&ing->store_lock, NULL) != 0) {
+        weft_exporter_free(ing->store);
+        weft__free(ing);
+        return WEFT_ENOMEM;
+    }
+    *out = ing;
+    return WEFT_OK;
+}
+
+void
+weft__ingest_free(struct weft__ingest *ing)
+{
+    if (ing == NULL) {
+        return;
+    }
+    weft_exporter_free(ing->store);
+    pthread_mutex_destroy(&ing->store_lock);
+    weft__free(ing);
+}
+
+size_t
+weft__ingest_max_body(const struct weft__ingest *ing)
+{
+    return ing != NULL ? ing->max_body : 0;
+}
+
+/* WARN the first time @p why happens, DEBUG afterwards. */
+static void
+log_reason(struct weft__ingest *ing, reason why, const char *detail)
+{
+    static const char *const what[REASON_COUNT] = {
+        "a request with a method other than POST (405)",
+        "a request with an unsupported Content-Type (415)",
+        "a request with an unsupported Content-Encoding (415)",
+        "a request over the body cap (413)",
+        "a request whose gzip body cannot be inflated (400)",
+        "a malformed request (400)",
+        "spans rejected for their ids (partial success)",
+        "a request the span store could not write (503)",
+    };
+    bool was_logged = atomic_exchange(&ing->logged[why], true);
+
+    WEFT_LOG(was_logged ? WEFT_LOG_DEBUG : WEFT_LOG_WARN, "ingest: %s: %s%s", what[why], detail,
+             was_logged ? "" : " (further ones are logged at DEBUG and counted on /metrics)");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Responses                                                                                   */
+
+typedef enum encoding {
+    ENC_NONE, /* unsupported */
+    ENC_PROTO,
+    ENC_JSON
+} encoding;
+
+/* The media type without parameters, case-insensitively. */
+static encoding
+parse_content_type(const char *ct)
+{
+    size_t len = 0;
+
+    if (ct == NULL) {
+        return ENC_NONE;
+    }
+    while (*ct == ' ') {
+        ct++;
+    }
+    len = strcspn(ct, "; ");
+    if ((len == 22 && strncasecmp(ct, "application/x-protobuf", len) == 0) ||
+        (len == 20 && strncasecmp(ct, "application/protobuf", len) == 0)) {
+        return ENC_PROTO;
+    }
+    if (len == 16 && strncasecmp(ct, "application/json", len) == 0) {
+        return ENC_JSON;
+    }
+    return ENC_NONE;
+}
+
+static const char *
+content_type_of(encoding enc)
+{
+    return enc == ENC_PROTO ? "application/x-protobuf" : "application/json";
+}
+
+static size_t
+put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* A protobuf message of one varint field @p vfield and one string field @p sfield (either
+ * omitted when zero or empty): both ExportTracePartialSuccess (1, 2) and google.rpc.Status
+ * (1, 2) have this shape. */
+static weft_err
+proto_pair(uint64_t value, const char *text, struct weft__buf *out)
+{
+    uint8_t head[24];
+    size_t n = 0;
+    size_t text_len = text != NULL ? strlen(text) : 0;
+    weft_err err = WEFT_OK;
+
+    if (value != 0) {
+        head[n++] = 0x08; /* field 1, varint */
+        n += put_varint(head + n, value);
+    }
+    if (text_len > 0) {
+        head[n++] = 0x12; /* field 2, length-delimited */
+        n += put_varint(head + n, text_len);
+    }
+    err = weft__buf_append(out, head, n);
+    if (err == WEFT_OK && text_len > 0) {
+        err = weft__buf_append(out, text, text_len);
+    }
+    return err;
+}
+
+static void
+set_reply(struct weft__http_reply *reply, unsigned status, encoding enc, struct weft__buf *body)
+{
+    reply->status = status;
+    reply->content_type = content_type_of(enc);
+    reply->body = body->data;
+    reply->len = body->len;
+    reply->free_body = body->data != NULL;
+    body->data = NULL; /* the reply owns it now */
+    weft__buf_cleanup(body);
+}
+
+/* A google.rpc.Status {code, message} in @p enc. */
+static void
+reply_status(struct weft__http_reply *reply,
+             unsigned http_status,
+             encoding enc,
+             int rpc_code,
+             const char *message)
+{
+    struct weft__buf body;
+
+    weft__buf_init(&body, 0);
+    if (enc == ENC_PROTO) {
+        (void)proto_pair((uint64_t)rpc_code, message, &body);
+    } else {
+        json_t *j = json_pack("{s:i, s:s}", "code", rpc_code, "message", message);
+        char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+
+        if (text != NULL) {
+            (void)weft__buf_append_str(&body, text);
+        }
+        free(text);
+        json_decref(j);
+    }
+    set_reply(reply, http_status, enc, &body);
+}
+
+/* An ExportTraceServiceResponse, with partial_success when spans were rejected. */
+static void
+reply_success(struct weft__http_reply *reply, encoding enc, uint64_t rejected, const char *message)
+{
+    struct weft__buf body;
+    struct weft__buf inner;
+
+    weft__buf_init(&body, 0);
+    weft__buf_init(&inner, 0);
+    if (enc == ENC_PROTO && rejected > 0) {
+        uint8_t head[12];
+        size_t n = 0;
+
+        (void)proto_pair(rejected, message, &inner);
+        head[n++] = 0x0a; /* partial_success, field 1, length-delimited */
+        n += put_varint(head + n, inner.len);
+        if (weft__buf_append(&body, head, n) == WEFT_OK) {
+            (void)weft__buf_append(&body, inner.data, inner.len);
+        }
+    } else if (enc == ENC_JSON) {
+        char count[24];
+        json_t *j = NULL;
+        char *text = NULL;
+
+        snprintf(count, sizeof(count), "%llu", (unsigned long long)rejected);
+        j = rejected > 0 ? json_pack("{s:{s:s, s:s}}", "partialSuccess", "rejectedSpans", count,
+                                     "errorMessage", message)
+                         : json_object();
+        text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+        (void)weft__buf_append_str(&body, text != NULL ? text : "{}");
+        free(text);
+        json_decref(j);
+    }
+    weft__buf_cleanup(&inner);
+    set_reply(reply, 200, enc, &body);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Handling                                                                                    */
+
+static void
+count_request(struct weft__ingest *ing, const struct weft__http_reply *reply)
+{
+    atomic_fetch_add(&ing->requests[status_slot(reply->status)], 1);
+}
+
+/* Refuse @p req before decoding: the method, the media type, the encoding, the size. */
+static bool
+refuse_early(struct weft__ingest *ing,
+             const struct weft__ingest_request *req,
+             encoding enc,
+             struct weft__http_reply *reply)
+{
+    const char *ce = req->content_encoding;
+    char detail[160];
+
+    if (req->method == NULL || strcmp(req->method, "POST") != 0) {
+        snprintf(detail, sizeof(detail), "%.32s %s", req->method != NULL ? req->method : "?",
+                 WEFT__INGEST_PATH);
+        log_reason(ing, REASON_METHOD, detail);
+        reply_status(reply, 405, enc, RPC_UNIMPLEMENTED, "only POST is allowed on /v1/traces");
+        reply->allow = "POST";
+        return true;
+    }
+    if (enc == ENC_NONE) {
+        snprintf(detail, sizeof(detail), "'%.64s'",
+                 req->content_type != NULL ? req->content_type : "(none)");
+        log_reason(ing, REASON_CONTENT_TYPE, detail);
+        reply_status(reply, 415, ENC_JSON, RPC_INVALID_ARGUMENT,
+                     "Content-Type must be application/x-protobuf or application/json");
+        return true;
+    }
+    if (ce != NULL && ce[0] != '\0' && strcasecmp(ce, "gzip") != 0 &&
+        strcasecmp(ce, "identity") != 0) {
+        snprintf(detail, sizeof(detail), "'%.64s'", ce);
+        log_reason(ing, REASON_ENCODING, detail);
+        reply_status(reply, 415, enc, RPC_INVALID_ARGUMENT,
+                     "Content-Encoding must be gzip or identity");
+        return true;
+    }
+    if (req->is_too_large) {
+        snprintf(detail, sizeof(detail), "over %zu bytes", ing->max_body);
+        log_reason(ing, REASON_TOO_LARGE, detail);
+        reply_status(reply, 413, enc, RPC_RESOURCE_EXHAUSTED,
+                     "the request body exceeds the server's limit (--max-body)");
+        return true;
+    }
+    return false;
+}
+
+/* Inflate a gzip body into @p plain (capped). @return true, or false with @p reply set. */
+static bool
+inflate_body(struct weft__ingest *ing,
+             const struct weft__ingest_request *req,
+             encoding enc,
+             struct weft__buf *plain,
+             struct weft__http_reply *reply)
+{
+    weft_err err = weft__gzip_decompress(req->body, req->len, plain);
+    char detail[96];
+
+    if (err == WEFT_OK) {
+        return true;
+    }
+    if (err == WEFT_ELIMIT) {
+        snprintf(detail, sizeof(detail), "inflates past %zu bytes", ing->max_body);
+        log_reason(ing, REASON_TOO_LARGE, detail);
+        reply_status(reply, 413, enc, RPC_RESOURCE_EXHAUSTED,
+                     "the decompressed request body exceeds the server's limit (--max-body)");
+    } else {
+        log_reason(ing, REASON_GZIP, weft_strerror(err));
+        reply_status(reply, err == WEFT_ENOMEM ? 503 : 400, enc,
+                     err == WEFT_ENOMEM ? RPC_UNAVAILABLE : RPC_INVALID_ARGUMENT,
+                     "the body is not a valid gzip stream");
+    }
+    return false;
+}
+
+/* Write the accepted spans in one export call, hence one transaction. */
+static weft_err
+store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch)
+{
+    struct weft_export_result result = {0};
+    weft_err err = WEFT_OK;
+
+    if (batch->count == 0) {
+        return WEFT_OK;
+    }
+    pthread_mutex_lock(&ing->store_lock);
+    err = ing->store->ops->export_batch(ing->store->self, batch->spans, batch->count, 0, &result);
+    pthread_mutex_unlock(&ing->store_lock);
+    return err;
+}
+
+/* Decode and store @p data in @p enc; fills @p reply. */
+static void
+ingest_body(struct weft__ingest *ing,
+            encoding enc,
+            const void *data,
+            size_t len,
+            struct weft__http_reply *reply)
+{
+    struct weft__otlp_batch batch;
+    size_t cap = ing->max_body > SIZE_MAX / WEFT__INGEST_DECODED_FACTOR
+                     ? SIZE_MAX
+                     : ing->max_body * WEFT__INGEST_DECODED_FACTOR;
+    char why[192] = "";
+    weft_err err = WEFT_OK;
+
+    weft__otlp_batch_init(&batch, cap);
+    err = enc == ENC_PROTO ? weft__otlp_decode_proto(data, len, &batch, why, sizeof(why))
+                           : weft__otlp_decode_json(data, len, &batch, why, sizeof(why));
+    if (err == WEFT_OK) {
+        err = store_batch(ing, &batch);
+        if (err != WEFT_OK) {
+            log_reason(ing, REASON_STORE, weft_strerror(err));
+            reply_status(reply, 503, enc, RPC_UNAVAILABLE, "the span store cannot be written");
+        } else {
+            atomic_fetch_add(&ing->spans_accepted, batch.count);
+            atomic_fetch_add(&ing->spans_rejected, batch.rejected);
+            if (batch.rejected > 0) {
+                log_reason(ing, REASON_REJECTED_SPANS, batch.reject_reason);
+            }
+            reply_success(reply, enc, batch.rejected, batch.reject_reason);
+        }
+    } else if (err == WEFT_ELIMIT) {
+        log_reason(ing, REASON_TOO_LARGE, why);
+        reply_status(reply, 413, enc, RPC_RESOURCE_EXHAUSTED, why);
+    } else if (err == WEFT_ENOMEM) {
+        log_reason(ing, REASON_STORE, "out of memory decoding a request");
+        reply_status(reply, 503, enc, RPC_UNAVAILABLE, "out of memory");
+    } else {
+        log_reason(ing, REASON_MALFORMED, why);
+        reply_status(reply, 400, enc, RPC_INVALID_ARGUMENT, why);
+    }
+    weft__otlp_batch_cleanup(&batch);
+}
+
+void
+weft__ingest_handle(struct weft__ingest *ing,
+                    const struct weft__ingest_request *req,
+                    struct weft__http_reply *reply)
+{
+    encoding enc = parse_content_type(req->content_type);
+    const char *ce = req->content_encoding;
+    struct weft__buf plain;
+
+    memset(reply, 0, sizeof(*reply));
+    weft__buf_init(&plain, ing->max_body);
+    if (refuse_early(ing, req, enc, reply)) {
+        count_request(ing, reply);
+        return;
+    }
+    if (ce != NULL && strcasecmp(ce, "gzip") == 0) {
+        if (inflate_body(ing, req, enc, &plain, reply)) {
+            ingest_body(ing, enc, plain.data, plain.len, reply);
+        }
+    } else {
+        ingest_body(ing, enc, req->body, req->len, reply);
+    }
+    weft__buf_cleanup(&plain);
+    count_request(ing, reply);
+}
+
+static void
+route_handler(void *user_data,
+              const struct weft__http_request *hreq,
+              struct weft__http_reply *reply)
+{
+    struct weft__ingest_request req = {
+        hreq->method,
+        weft__http_header(hreq, "Content-Type"),
+        weft__http_header(hreq, "Content-Encoding"),
+        hreq->body,
+        hreq->body_len,
+        hreq->is_too_large,
+    };
+
+    weft__ingest_handle(user_data, &req, reply);
+}
+
+struct weft__http_route
+weft__ingest_route(struct weft__ingest *ing)
+{
+    struct weft__http_route route = {WEFT__INGEST_PATH, weft__ingest_max_body(ing), route_handler,
+                                     ing};
+
+    return route;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Counters                                                                                    */
+
+void
+weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *out)
+{
+    struct weft__ingest *m = (struct weft__ingest *)ing; /* atomics load through non-const */
+
+    memset(out, 0, sizeof(*out));
+    if (ing == NULL) {
+        return;
+    }
+    out->spans_accepted = atomic_load(&m->spans_accepted);
+    out->spans_rejected = atomic_load(&m->spans_rejected);
+    out->requests_200 = atomic_load(&m->requests[0]);
+    out->requests_400 = atomic_load(&m->requests[1]);
+    out->requests_405 = atomic_load(&m->requests[2]);
+    out->requests_413 = atomic_load(&m->requests[3]);
+    out->requests_415 = atomic_load(&m->requests[4]);
+    out->requests_503 = atomic_load(&m->requests[5]);
+}
+
+weft_err
+weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
+{
+    struct weft__ingest_stats st;
+    struct weft_instrument *spans = NULL;
+    struct weft_instrument *requests = NULL;
+    uint64_t counts[6];
+    struct weft_attr attr;
+    char status[8];
+    weft_err err = WEFT_OK;
+
+    if (ing == NULL || meter == NULL) {
+        return WEFT_EINVAL;
+    }
+    weft__ingest_stats(ing, &st);
+    err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.spans", "{span}",
+                                "Spans received on /v1/traces, by outcome", NULL, 0, &spans);
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.requests",
+                                    "{request}", "Requests to /v1/traces, by HTTP status", NULL, 0,
+                                    &requests);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    attr = weft_attr_str("outcome", "accepted");
+    (void)weft_counter_add(spans, (double)st.spans_accepted, &attr, 1);
+    attr = weft_attr_str("outcome", "rejected");
+    (void)weft_counter_add(spans, (double)st.spans_rejected, &attr, 1);
+    counts[0] = st.requests_200;
+    counts[1] = st.requests_400;
+    counts[2] = st.requests_405;
+    counts[3] = st.requests_413;
+    counts[4] = st.requests_415;
+    counts[5] = st.requests_503;
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(status, sizeof(status), "%u", statuses[i]);
+        attr = weft_attr_str("status", status);
+        (void)weft_counter_add(requests, (double)counts[i], &attr, 1);
+    }
+    return WEFT_OK;
+}

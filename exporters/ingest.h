@@ -1,0 +1,89 @@
+/* exporters/ingest.h - OTLP/HTTP trace ingest for `weft serve`: POST /v1/traces bodies
+ * (protobuf or JSON, gzip or identity) decoded (otlp_decode.h) and written into the span store
+ * through the store exporter (store_writer.c), one transaction per request. Internal.
+ *
+ * Responses follow the OTLP/HTTP specification: 200 with an ExportTraceServiceResponse in the
+ * request's encoding (with partial_success when spans were rejected), 400 for a malformed body,
+ * 413 for a body over the cap (compressed or decompressed), 415 for an unsupported
+ * Content-Type or Content-Encoding, 405 for a method other than POST, 503 when the store
+ * cannot be written (the client retries); every error carries a google.rpc.Status.
+ * Everything is counted (weft__ingest_observe()) and each kind of refusal is logged once at
+ * WARN (later ones at DEBUG).
+ *
+ * Thread-safety: weft__ingest_handle() may run on several threads at once (decoding runs in
+ * parallel; store writes are serialised by a mutex). new/free must not race with anything.
+ */
+#ifndef WEFT_EXPORTERS_INGEST_H
+#define WEFT_EXPORTERS_INGEST_H
+
+#include "exporters/metrics_server.h"
+
+#include <stdint.h>
+#include <weft/metrics.h>
+
+#define WEFT__INGEST_PATH             "/v1/traces"
+#define WEFT__INGEST_DEFAULT_MAX_BODY ((size_t)16 << 20)
+/* The decoded form of a request may take this many times the body cap. */
+#define WEFT__INGEST_DECODED_FACTOR 8
+
+struct weft__ingest;
+
+struct weft__ingest_options {
+    const char *db_path; /* span store; NULL: weft_store_default_path() */
+    size_t max_body;     /* bytes, compressed and decompressed; 0: the default (16 MiB) */
+};
+
+/* Open the span store for writing (creating it when missing) and prepare the counters.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (the store cannot be opened: logged), WEFT_ENOMEM.
+ * Ownership: copies @p opts; caller owns *out (weft__ingest_free()). */
+weft_err weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **out);
+
+/* Close the store and free @p ing. NULL is a no-op. */
+void weft__ingest_free(struct weft__ingest *ing);
+
+/* The body cap in bytes. */
+size_t weft__ingest_max_body(const struct weft__ingest *ing);
+
+/* What one request brings (see struct weft__http_request): its method, headers and body. */
+struct weft__ingest_request {
+    const char *method;
+    const char *content_type;     /* NULL: missing (415) */
+    const char *content_encoding; /* NULL or "identity": none; "gzip" */
+    const void *body;
+    size_t len;
+    bool is_too_large; /* the transport dropped a body over the cap */
+};
+
+/* Handle one request to /v1/traces and fill @p reply (the body is weft__malloc'd with
+ * free_body set, or static). Never fails: every outcome is an HTTP status, counted.
+ * Ownership: borrows @p req for the call. */
+void weft__ingest_handle(struct weft__ingest *ing,
+                         const struct weft__ingest_request *req,
+                         struct weft__http_reply *reply);
+
+/* The route for weft__metrics_server_start_routes(): POST /v1/traces with the body cap.
+ * Ownership: @p ing is borrowed until the server stops. */
+struct weft__http_route weft__ingest_route(struct weft__ingest *ing);
+
+/* The counters. */
+struct weft__ingest_stats {
+    uint64_t spans_accepted;
+    uint64_t spans_rejected;
+    uint64_t requests_200;
+    uint64_t requests_400;
+    uint64_t requests_405;
+    uint64_t requests_413;
+    uint64_t requests_415;
+    uint64_t requests_503;
+};
+
+/* Read the counters (zeros for NULL). */
+void weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *out);
+
+/* Add the counters to @p meter as weft.ingest.spans{outcome=accepted|rejected} and
+ * weft.ingest.requests{status=...} (Prometheus: weft_ingest_spans_total,
+ * weft_ingest_requests_total). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * Ownership: borrows both for the call. */
+weft_err weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter);
+
+#endif /* WEFT_EXPORTERS_INGEST_H */
