@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench bench-skills bench-explorer bench-dist install format format-check clean
+	test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest install format format-check clean
 
 all: build
 
@@ -102,6 +102,11 @@ bench-skills: build
 bench-explorer: build deps-test
 	@rm -rf $(BUILD)/explorer-bench && $(BUILD)/explorer_bench --keep $(BUILD)/explorer-bench
 	@WEFT_BIN=$(BUILD)/weft node bench/explorer_render.mjs $(BUILD)/explorer-bench
+
+# OTLP ingest (`weft serve`'s POST /v1/traces without the network): decode, and decode plus
+# store, of 512-span batches; INGEST_BENCH_ARGS: e.g. --batches 400 --runs 7.
+bench-ingest: build
+	$(BUILD)/ingest_bench $(INGEST_BENCH_ARGS)
 
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)

@@ -738,7 +738,8 @@ decode_any(struct dec *d, struct rd m, struct weft_value *out, bool *is_set)
     return d->err == WEFT_OK;
 }
 
-/* One KeyValue into @p out; *is_kept is false for an empty key or an unset value. */
+/* One KeyValue into @p out; *is_kept is false for an empty key, a key holding a NUL byte, or
+ * an unset value. */
 static bool
 decode_kv(struct dec *d, struct rd m, struct weft_attr *out, bool *is_kept)
 {
@@ -762,7 +763,10 @@ decode_kv(struct dec *d, struct rd m, struct weft_attr *out, bool *is_kept)
             return false;
         }
     }
-    *is_kept = d->err == WEFT_OK && key_len > 0 && has_value;
+    /* A key must be non-empty text: one that starts with (or holds) a NUL byte would read as
+     * another key, or as none, once it is a C string. */
+    *is_kept =
+        d->err == WEFT_OK && key_len > 0 && memchr(out->key, '\0', key_len) == NULL && has_value;
     return d->err == WEFT_OK;
 }
 

@@ -13,7 +13,8 @@
  * doubles and homogeneous arrays of those map one to one; a kvlist, a heterogeneous or nested
  * array becomes a string holding its JSON (objects for kvlists, arrays for arrays), and bytes
  * become a base64 string, as the OTel specification maps AnyValue to non-OTLP formats. An
- * attribute with an empty key or no value is dropped and counted in the owner's dropped count.
+ * attribute with an empty key, a key holding a NUL byte, or no value is dropped and counted in
+ * the owner's dropped count.
  *
  * Thread-safety: a batch belongs to one thread; the decoders are reentrant.
  */

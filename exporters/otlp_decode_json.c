@@ -9,8 +9,9 @@
  * JSON type (a string where an object belongs) makes the request malformed, while an id that
  * is not valid hex only rejects its span, as in the protobuf decoder.
  *
- * jansson builds the whole tree first; its size is bounded by the body cap (the caller
- * decompresses into a capped buffer), at several times the body's size.
+ * Strings may hold "\u0000" (JSON_ALLOW_NUL: OTLP string values are any UTF-8); a key holding
+ * one is dropped like an empty key. jansson builds the whole tree first; its size is bounded by the
+ * body cap (the caller decompresses into a capped buffer), at several times the body's size.
  * Invariants: d->err is sticky, as in otlp_decode.c.
  */
 #include "otlp_decode.h"
@@ -503,7 +504,9 @@ decode_attrs(struct jdec *d,
         if (!decode_any(d, member(kv, "value", NULL), &a->value, &is_set)) {
             return false;
         }
-        if (!is_set || json_string_length(key) == 0) {
+        /* A key holding a NUL byte ("\u0000") would read as another key as a C string. */
+        if (!is_set || json_string_length(key) == 0 ||
+            strlen(json_string_value(key)) != json_string_length(key)) {
             (*dropped)++;
             continue;
         }
@@ -789,7 +792,8 @@ weft__otlp_decode_json(
     if (why != NULL && why_len > 0) {
         why[0] = '\0';
     }
-    root = json_loadb(data != NULL ? data : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    root =
+        json_loadb(data != NULL ? data : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (root == NULL) {
         if (why != NULL && why_len > 0) {
             snprintf(why, why_len, "malformed JSON at line %d, column %d: %s", jerr.line,

@@ -915,6 +915,50 @@ test_ingest_json_decoder_accepts_proto_names_and_enum_names(void **state)
     weft__otlp_batch_cleanup(&batch);
 }
 
+/* Found by fuzz_otlp_ingest (corpus regress-nul-key): a key that starts with a NUL byte was kept
+ * and read as an empty key. */
+static void
+test_ingest_decoders_drop_keys_holding_nul(void **state)
+{
+    static const char json[] =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":"
+        "\"ab0102030405060708090a0b0c0d0e0f\",\"spanId\":\"0101010101010101\",\"attributes\":"
+        "[{\"key\":\"\\u0000x\",\"value\":{\"intValue\":1}},{\"key\":\"ok\",\"value\":"
+        "{\"intValue\":2}}]}]}]}]}";
+    static const char nul_key[] = {'\0', 'x'};
+    struct weft__otlp_batch batch;
+    struct weft__buf attrs;
+    struct weft__buf any;
+    struct weft__buf kv;
+    struct weft__buf ss;
+    struct weft__buf req;
+
+    (void)state;
+    weft__otlp_batch_init(&batch, 1 << 20);
+    assert_weft_ok(weft__otlp_decode_json(json, strlen(json), &batch, NULL, 0));
+    assert_int_equal(batch.count, 1);
+    assert_int_equal(batch.spans[0]->attr_count, 1);
+    assert_string_equal(batch.spans[0]->attrs[0].key, "ok");
+    assert_int_equal(batch.spans[0]->dropped_attrs, 1);
+    weft__otlp_batch_cleanup(&batch);
+    weft__buf_init(&attrs, 0);
+    weft__buf_init(&kv, 0);
+    pb_bytes(&kv, 1, nul_key, sizeof(nul_key));
+    any_str(&any, "v");
+    pb_msg(&kv, 2, &any);
+    pb_msg(&attrs, 9, &kv);
+    weft__buf_init(&ss, 0);
+    pb_span(&ss, good_trace, 16, span_a, "nul", &attrs);
+    weft__buf_cleanup(&attrs);
+    pb_request(&req, "nul", &ss);
+    assert_weft_ok(weft__otlp_decode_proto((const uint8_t *)req.data, req.len, &batch, NULL, 0));
+    assert_int_equal(batch.count, 1);
+    assert_int_equal(batch.spans[0]->attr_count, 0);
+    assert_int_equal(batch.spans[0]->dropped_attrs, 1);
+    weft__otlp_batch_cleanup(&batch);
+    weft__buf_cleanup(&req);
+}
+
 int
 main(void)
 {
@@ -938,6 +982,7 @@ main(void)
         cmocka_unit_test(test_ingest_decoder_caps_the_decoded_size),
         cmocka_unit_test(test_ingest_decoder_rejects_deep_nesting_and_groups),
         cmocka_unit_test(test_ingest_json_decoder_accepts_proto_names_and_enum_names),
+        cmocka_unit_test(test_ingest_decoders_drop_keys_holding_nul),
     };
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
