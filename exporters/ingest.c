@@ -478,7 +478,7 @@ struct weft__http_route
 weft__ingest_route(struct weft__ingest *ing)
 {
     struct weft__http_route route = {WEFT__INGEST_PATH, weft__ingest_max_body(ing), route_handler,
-                                     ing};
+                                     ing, false};
 
     return route;
 }

@@ -151,97 +151,102 @@ add_headers(struct MHD_Response *resp, const char *const *common, const char *li
         lines += len;
         lines += *lines == '\n';
     }
+}
 
-    static enum MHD_Result answer_builtin(struct weft_metrics_server * srv,
-                                          struct MHD_Connection * conn, const char *url,
-                                          const char *method)
-    {
-        struct MHD_Response *resp = NULL;
-        enum MHD_Result ret = MHD_NO;
-        unsigned status = MHD_HTTP_OK;
-        char *text = NULL;
-        size_t len = 0;
-        const char *type = "text/plain; charset=utf-8";
-        weft__metrics_route route = WEFT__ROUTE_NOT_FOUND;
+static enum MHD_Result
+answer_builtin(struct weft_metrics_server *srv,
+               struct MHD_Connection *conn,
+               const char *url,
+               const char *method)
+{
+    struct MHD_Response *resp = NULL;
+    enum MHD_Result ret = MHD_NO;
+    unsigned status = MHD_HTTP_OK;
+    char *text = NULL;
+    size_t len = 0;
+    const char *type = "text/plain; charset=utf-8";
+    weft__metrics_route route = WEFT__ROUTE_NOT_FOUND;
 
-        route = weft__metrics_server_route(method, url);
-        if (route == WEFT__ROUTE_BAD_METHOD) {
-            static const char msg[] = "method not allowed\n";
+    route = weft__metrics_server_route(method, url);
+    if (route == WEFT__ROUTE_BAD_METHOD) {
+        static const char msg[] = "method not allowed\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (route == WEFT__ROUTE_METRICS) {
+        if (srv->source(srv->source_data, &text, &len) != WEFT_OK) {
+            static const char msg[] = "cannot render metrics\n";
             resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
                                                    MHD_RESPMEM_PERSISTENT);
-            status = MHD_HTTP_METHOD_NOT_ALLOWED;
-        } else if (route == WEFT__ROUTE_METRICS) {
-            if (srv->source(srv->source_data, &text, &len) != WEFT_OK) {
-                static const char msg[] = "cannot render metrics\n";
-                resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-                                                       MHD_RESPMEM_PERSISTENT);
-                status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-            } else {
-                resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-                type = "text/plain; version=0.0.4; charset=utf-8";
-                if (resp == NULL) {
-                    free(text);
-                }
-            }
-        } else if (route == WEFT__ROUTE_HEALTHZ) {
-            static const char msg[] = "ok\n";
-            resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-                                                   MHD_RESPMEM_PERSISTENT);
+            status = MHD_HTTP_INTERNAL_SERVER_ERROR;
         } else {
-            static const char msg[] = "not found: try /metrics or /healthz\n";
-            resp = MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg,
-                                                   MHD_RESPMEM_PERSISTENT);
-            status = MHD_HTTP_NOT_FOUND;
-        }
-        if (resp == NULL) {
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", type);
-        add_headers(resp, srv->headers, NULL);
-        ret = MHD_queue_response(conn, status, resp);
-        MHD_destroy_response(resp);
-        return ret;
-    }
-
-    /* ------------------------------------------------------------------------------------------ */
-    /* Extra routes */
-
-    const char *weft__http_header(const struct weft__http_request *req, const char *name)
-    {
-        if (req == NULL || req->conn == NULL || name == NULL) {
-            return NULL;
-        }
-        return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-    }
-
-    const char *weft__http_query(const struct weft__http_request *req, const char *name)
-    {
-        if (req == NULL || req->conn == NULL || name == NULL) {
-            return NULL;
-        }
-        return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
-    }
-
-    const char *weft__http_cookie(const struct weft__http_request *req, const char *name)
-    {
-        if (req == NULL || req->conn == NULL || name == NULL) {
-            return NULL;
-        }
-        return MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND, name);
-    }
-
-    static const struct weft__http_route *find_route(const struct weft_metrics_server *srv,
-                                                     const char *url)
-    {
-        for (size_t i = 0; url != NULL && i < srv->route_count; i++) {
-            const struct weft__http_route *r = &srv->routes[i];
-            if (r->is_prefix ? strncmp(r->path, url, strlen(r->path)) == 0
-                             : strcmp(r->path, url) == 0) {
-                return r;
+            resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+            type = "text/plain; version=0.0.4; charset=utf-8";
+            if (resp == NULL) {
+                free(text);
             }
         }
+    } else if (route == WEFT__ROUTE_HEALTHZ) {
+        static const char msg[] = "ok\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    } else {
+        static const char msg[] = "not found: try /metrics or /healthz\n";
+        resp =
+            MHD_create_response_from_buffer(sizeof(msg) - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_NOT_FOUND;
+    }
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    add_headers(resp, srv->headers, NULL);
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Extra routes */
+
+const char *
+weft__http_header(const struct weft__http_request *req, const char *name)
+{
+    if (req == NULL || req->conn == NULL || name == NULL) {
         return NULL;
     }
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *
+weft__http_query(const struct weft__http_request *req, const char *name)
+{
+    if (req == NULL || req->conn == NULL || name == NULL) {
+        return NULL;
+    }
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *
+weft__http_cookie(const struct weft__http_request *req, const char *name)
+{
+    if (req == NULL || req->conn == NULL || name == NULL) {
+        return NULL;
+    }
+    return MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND, name);
+}
+
+static const struct weft__http_route *
+find_route(const struct weft_metrics_server *srv, const char *url)
+{
+    for (size_t i = 0; url != NULL && i < srv->route_count; i++) {
+        const struct weft__http_route *r = &srv->routes[i];
+        if (r->is_prefix ? strncmp(r->path, url, strlen(r->path)) == 0
+                         : strcmp(r->path, url) == 0) {
+            return r;
+        }
+    }
+    return NULL;
 }
 
 /* Run the route's handler on the request as it stands and queue its reply. */

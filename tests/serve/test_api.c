@@ -366,12 +366,33 @@ on_header(char *p, size_t size, size_t n, void *user)
     return len;
 }
 
+static void http_request(unsigned port,
+                         const char *path,
+                         const char *header,
+                         const char *post_json,
+                         struct http_answer *a);
+
 static void
 http_get(unsigned port, const char *path, const char *header, struct http_answer *a)
+{
+    http_request(port, path, header, NULL, a);
+}
+
+static void
+http_request(unsigned port,
+             const char *path,
+             const char *header,
+             const char *post_json,
+             struct http_answer *a)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = header != NULL ? curl_slist_append(NULL, header) : NULL;
     char url[256];
+
+    if (post_json != NULL) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, post_json);
+    }
 
     memset(a, 0, sizeof(*a));
     snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
@@ -465,6 +486,48 @@ test_http_headers_assets_and_token(void **state)
     weft__serve_stop(srv);
 }
 
+/* A trace sent to `weft serve`'s OTLP ingest is in the explorer's API at once; ingest follows
+ * the explorer's access rule (the token). */
+static void
+test_http_ingested_trace_reaches_the_explorer(void **state)
+{
+    struct fx *f = *state;
+    struct weft__serve_config cfg;
+    struct weft__serve *srv = NULL;
+    struct weft__ingest *ing = NULL;
+    struct weft__ingest_options io = {f->store, 0};
+    struct http_answer a;
+    unsigned port = 0;
+    static const char body[] =
+        "{\"resourceSpans\": [{\"resource\": {\"attributes\": [{\"key\": \"service.name\", "
+        "\"value\": {\"stringValue\": \"checkout\"}}]}, \"scopeSpans\": [{\"scope\": {\"name\": "
+        "\"t\"}, \"spans\": [{\"traceId\": \"0af7651916cd43dd8448eb211c80319c\", \"spanId\": "
+        "\"b7ad6b7169203331\", \"name\": \"GET /cart\", \"kind\": 2, \"startTimeUnixNano\": "
+        "\"1700000000000000000\", \"endTimeUnixNano\": \"1700000000100000000\"}]}]}]}";
+
+    assert_weft_ok(weft__ingest_new(&io, &ing));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.addr = "127.0.0.1:0";
+    cfg.api = f->cfg;
+    cfg.metrics = no_metrics;
+    cfg.ingest = ing;
+    cfg.token = "correct-horse-battery-staple";
+    assert_weft_ok(weft__serve_start(&cfg, &srv));
+    port = weft__serve_port(srv);
+    http_request(port, "/v1/traces", NULL, body, &a);
+    assert_int_equal(a.status, 401);
+    http_request(port, "/v1/traces", "Authorization: Bearer correct-horse-battery-staple", body,
+                 &a);
+    assert_int_equal(a.status, 200);
+    http_get(port, "/api/v1/traces/0af7651916cd43dd8448eb211c80319c",
+             "Authorization: Bearer correct-horse-battery-staple", &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"GET /cart\""));
+    assert_non_null(strstr(a.body, "\"checkout\""));
+    weft__serve_stop(srv);
+    weft__ingest_free(ing);
+}
+
 int
 main(void)
 {
@@ -475,6 +538,8 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_ingested_trace_reaches_the_explorer, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
