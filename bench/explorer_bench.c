@@ -212,6 +212,15 @@ bench_trace(unsigned port, const char *what, const char *suffix, const struct op
     return rc;
 }
 
+static weft_err
+no_metrics(void *user_data, char **out, size_t *len)
+{
+    (void)user_data;
+    *out = strdup("");
+    *len = 0;
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
 static bool
 parse(int argc, char **argv, struct opts *o)
 {
@@ -259,7 +268,10 @@ main(int argc, char **argv)
     }
     if (o.keep != NULL) {
         snprintf(dir, sizeof(dir), "%s", o.keep);
-        (void)mkdir(dir, 0755);
+        if (mkdir(dir, 0755) != 0) {
+            fprintf(stderr, "explorer_bench: --keep %s: expected a directory to create\n", dir);
+            return 2;
+        }
     } else if (mkdtemp(dir) == NULL) {
         return 1;
     }
@@ -273,7 +285,9 @@ main(int argc, char **argv)
     cfg.addr = "127.0.0.1:0";
     cfg.api.state_path = state;
     cfg.api.store_path = store;
+    cfg.metrics = no_metrics;
     if (weft__serve_start(&cfg, &srv) != WEFT_OK) {
+        fprintf(stderr, "explorer_bench: cannot start the server\n");
         return 1;
     }
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/api/v1/runs?limit=200", weft__serve_port(srv));

@@ -13,6 +13,7 @@
 #include "base/mem.h"
 #include "tracing/ids.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -424,11 +425,24 @@ enum {
     COL_SCOPE_VERSION
 };
 
+#define LOAD_COLUMNS                                                                              \
+    "SELECT span_id, parent_span_id, parent_is_remote, trace_state, flags, name, kind, start_ns," \
+    " end_ns, status_code, status_message, attributes, events, links, dropped_attributes_count,"  \
+    " dropped_events_count, dropped_links_count, service_name, scope_name, scope_version"         \
+    " FROM spans"
+
 static const char load_sql[] =
-    "SELECT span_id, parent_span_id, parent_is_remote, trace_state, flags, name, kind, start_ns,"
-    " end_ns, status_code, status_message, attributes, events, links, dropped_attributes_count,"
-    " dropped_events_count, dropped_links_count, service_name, scope_name, scope_version"
-    " FROM spans WHERE trace_id = ?1 ORDER BY start_ns, span_id LIMIT ?2";
+    LOAD_COLUMNS " WHERE trace_id = ?1 ORDER BY start_ns, span_id LIMIT ?2";
+static const char load_span_sql[] = LOAD_COLUMNS " WHERE trace_id = ?1 AND span_id = ?3 LIMIT ?2";
+
+/* What a load reads: a whole trace, its outline (weft_store_load_outline()), or one span. */
+struct load_req {
+    bool is_outline;
+    const char *span_hex; /* one span; NULL: every span */
+};
+
+/* The outline keeps this attribute: the explorer marks circuit-breaker decisions with it. */
+#define OUTLINE_ATTR "weft.decision.layer"
 
 static const char *
 arena_column(struct weft__arena *arena, sqlite3_stmt *stmt, int col, bool *is_oom)
@@ -466,16 +480,39 @@ json_column(struct weft_store *store, sqlite3_stmt *stmt, int col, const char *w
     return j;
 }
 
-/* The attributes, events and links columns of the row into @p span. */
+/* Only OUTLINE_ATTR of an attributes column, parsed only when its text names it (most spans'
+ * do not: their attributes are never parsed). */
+static json_t *
+outline_attrs(struct weft_store *store, sqlite3_stmt *stmt)
+{
+    const char *text = (const char *)sqlite3_column_text(stmt, COL_ATTRS);
+    json_t *all = NULL;
+    json_t *kept = NULL;
+    json_t *v = NULL;
+
+    if (text == NULL || strstr(text, "\"" OUTLINE_ATTR "\"") == NULL) {
+        return NULL;
+    }
+    all = json_column(store, stmt, COL_ATTRS, "attributes");
+    v = json_object_get(all, OUTLINE_ATTR);
+    kept = v != NULL ? json_pack("{s:O}", OUTLINE_ATTR, v) : NULL;
+    json_decref(all);
+    return kept;
+}
+
+/* The attributes, events and links columns of the row into @p span (the outline: events, and
+ * of the attributes OUTLINE_ATTR only). */
 static weft_err
 read_json_columns(struct weft_store *store,
                   struct weft__arena *arena,
                   sqlite3_stmt *stmt,
+                  bool is_outline,
                   struct weft_span_data *span)
 {
-    json_t *attrs = json_column(store, stmt, COL_ATTRS, "attributes");
+    json_t *attrs =
+        is_outline ? outline_attrs(store, stmt) : json_column(store, stmt, COL_ATTRS, "attributes");
     json_t *events = json_column(store, stmt, COL_EVENTS, "events");
-    json_t *links = json_column(store, stmt, COL_LINKS, "links");
+    json_t *links = is_outline ? NULL : json_column(store, stmt, COL_LINKS, "links");
     weft_err err =
         weft__store_read_attrs(arena, attrs, &span->attrs, &span->attr_count, &span->dropped_attrs);
 
@@ -496,6 +533,7 @@ row_to_span(struct weft_store *store,
             struct weft__arena *arena,
             sqlite3_stmt *stmt,
             const uint8_t *trace_id,
+            bool is_outline,
             struct weft_span_data **out)
 {
     struct weft_span_data *span = weft__arena_alloc(arena, sizeof(*span));
@@ -561,7 +599,7 @@ row_to_span(struct weft_store *store,
     if (is_oom) {
         return WEFT_ENOMEM;
     }
-    err = read_json_columns(store, arena, stmt, span);
+    err = read_json_columns(store, arena, stmt, is_outline, span);
     if (err == WEFT_OK) {
         *out = span;
     }
@@ -575,6 +613,7 @@ read_spans(struct weft_store *store,
            struct weft_trace *trace,
            const char *hex,
            const uint8_t *id,
+           const struct load_req *req,
            struct weft_span_data ***rows,
            size_t *count)
 {
@@ -583,11 +622,15 @@ read_spans(struct weft_store *store,
     int rc = 0;
     weft_err err = WEFT_OK;
 
-    if (sqlite3_prepare_v2(store->db, load_sql, -1, &stmt, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(store->db, req->span_hex != NULL ? load_span_sql : load_sql, -1, &stmt,
+                           NULL) != SQLITE_OK) {
         return db_failure(store, "cannot load the trace");
     }
     sqlite3_bind_text(stmt, 1, hex, -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 2, MAX_LOADED_SPANS);
+    if (req->span_hex != NULL) {
+        sqlite3_bind_text(stmt, 3, req->span_hex, -1, SQLITE_STATIC);
+    }
     while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct weft_span_data *span = NULL;
 
@@ -602,7 +645,7 @@ read_spans(struct weft_store *store,
             *rows = grown;
             cap = new_cap;
         }
-        err = row_to_span(store, &trace->arena, stmt, id, &span);
+        err = row_to_span(store, &trace->arena, stmt, id, req->is_outline, &span);
         if (err == WEFT_OK && span != NULL) {
             (*rows)[(*count)++] = span;
         }
@@ -639,8 +682,11 @@ arrange(struct weft_trace *trace, struct weft_span_data **rows, size_t n)
     return err;
 }
 
-weft_err
-weft_store_load_trace(struct weft_store *store, const char *trace_id, struct weft_trace **out)
+static weft_err
+load(struct weft_store *store,
+     const char *trace_id,
+     const struct load_req *req,
+     struct weft_trace **out)
 {
     struct weft_trace *trace = NULL;
     struct weft_span_data **rows = NULL;
@@ -666,9 +712,12 @@ weft_store_load_trace(struct weft_store *store, const char *trace_id, struct wef
         return WEFT_ENOMEM;
     }
     weft__arena_init(&trace->arena);
-    err = read_spans(store, trace, hex, id, &rows, &n);
+    err = read_spans(store, trace, hex, id, req, &rows, &n);
     if (err == WEFT_OK && n == 0) {
-        set_errmsg(store, "no spans stored for trace %s", hex);
+        set_errmsg(store,
+                   req->span_hex != NULL ? "no span %s stored in trace %s"
+                                         : "no spans stored for trace %s%s",
+                   req->span_hex != NULL ? req->span_hex : hex, req->span_hex != NULL ? hex : "");
         err = WEFT_ENOTFOUND;
     }
     if (err == WEFT_OK) {
@@ -681,6 +730,50 @@ weft_store_load_trace(struct weft_store *store, const char *trace_id, struct wef
     }
     *out = trace;
     return WEFT_OK;
+}
+
+weft_err
+weft_store_load_trace(struct weft_store *store, const char *trace_id, struct weft_trace **out)
+{
+    struct load_req req = {false, NULL};
+
+    return load(store, trace_id, &req, out);
+}
+
+weft_err
+weft_store_load_outline(struct weft_store *store, const char *trace_id, struct weft_trace **out)
+{
+    struct load_req req = {true, NULL};
+
+    return load(store, trace_id, &req, out);
+}
+
+weft_err
+weft_store_load_span(struct weft_store *store,
+                     const char *trace_id,
+                     const char *span_id,
+                     struct weft_trace **out)
+{
+    char hex[2 * WEFT_SPAN_ID_SIZE + 1];
+    uint8_t id[WEFT_SPAN_ID_SIZE];
+    struct load_req req = {false, hex};
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (span_id == NULL || strlen(span_id) != 2 * WEFT_SPAN_ID_SIZE ||
+        weft__hex_decode_id(span_id, 2 * WEFT_SPAN_ID_SIZE, id, sizeof(id)) != WEFT_OK) {
+        if (store != NULL) {
+            set_errmsg(store, "'%.64s' is not a 16-digit hex span id",
+                       span_id != NULL ? span_id : "");
+        }
+        return WEFT_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(hex) - 1; i++) {
+        hex[i] = (char)tolower((unsigned char)span_id[i]);
+    }
+    hex[sizeof(hex) - 1] = '\0';
+    return load(store, trace_id, &req, out);
 }
 
 /* ------------------------------------------------------------------------------------------ */

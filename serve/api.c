@@ -159,9 +159,18 @@ load_run(const struct weft__api_config *cfg, const char *ref, struct weft__api_r
     return run;
 }
 
-/* Trace @p trace_id loaded from the span store, or NULL with the reply set. */
+/* What of a trace to load: all of it, its outline (the waterfall's), or one span. */
+struct trace_want {
+    bool is_outline;
+    const char *span_id; /* one span; NULL: the trace */
+};
+
+/* Trace @p ref loaded from the span store as @p want says, or NULL with the reply set. */
 static struct weft_trace *
-load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api_reply *reply)
+load_trace_as(const struct weft__api_config *cfg,
+              const char *ref,
+              const struct trace_want *want,
+              struct weft__api_reply *reply)
 {
     struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
@@ -172,7 +181,9 @@ load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api
         err = weft_store_resolve(store, ref, id);
     }
     if (err == WEFT_OK) {
-        err = weft_store_load_trace(store, id, &trace);
+        err = want->span_id != NULL ? weft_store_load_span(store, id, want->span_id, &trace)
+              : want->is_outline    ? weft_store_load_outline(store, id, &trace)
+                                    : weft_store_load_trace(store, id, &trace);
     }
     weft_store_close(store);
     if (err != WEFT_OK) {
@@ -181,6 +192,14 @@ load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api
         reply_weft_error(reply, err, what);
     }
     return trace;
+}
+
+static struct weft_trace *
+load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api_reply *reply)
+{
+    struct trace_want all = {false, NULL};
+
+    return load_trace_as(cfg, ref, &all, reply);
 }
 
 /* Stuck loops and circuit-breaker decisions: the waterfall's markers. */
@@ -248,20 +267,11 @@ span_show(const struct weft__api_config *cfg,
           const char *span_id,
           struct weft__api_reply *reply)
 {
-    struct weft_trace *trace = load_trace(cfg, trace_ref, reply);
+    struct trace_want one = {false, span_id};
+    struct weft_trace *trace = load_trace_as(cfg, trace_ref, &one, reply);
 
-    for (size_t i = 0; trace != NULL && i < weft_trace_span_count(trace); i++) {
-        const struct weft_span_data *s = weft_trace_span(trace, i);
-        char id[WEFT_SPAN_ID_SIZE * 2 + 1];
-        weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, id);
-        if (strcmp(id, span_id) == 0) {
-            reply_doc(reply, 200, weft__doc_span(s, weft_trace_span_depth(trace, i)));
-            weft_trace_free(trace);
-            return;
-        }
-    }
     if (trace != NULL) {
-        reply_error(reply, 404, "no such span in that trace");
+        reply_doc(reply, 200, weft__doc_span(weft_trace_span(trace, 0), 0));
     }
     weft_trace_free(trace);
 }
@@ -283,7 +293,10 @@ trace_page(const struct weft__api_config *cfg,
         reply_error(reply, 400, "offset, limit: expected numbers (limit at most 100000)");
         return;
     }
-    trace = load_trace(cfg, trace_ref, reply);
+    {
+        struct trace_want want = {view != NULL && strcmp(view, "waterfall") == 0, NULL};
+        trace = load_trace_as(cfg, trace_ref, &want, reply);
+    }
     if (trace != NULL && view != NULL && strcmp(view, "waterfall") == 0) {
         reply_doc(reply, 200, waterfall_doc(trace, run_id, offset, limit));
     } else if (trace != NULL) {

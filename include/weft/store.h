@@ -127,6 +127,23 @@ WEFT_API weft_err weft_store_load_trace(struct weft_store *store,
                                         const char *trace_id,
                                         struct weft_trace **out);
 
+/** As weft_store_load_trace(), but the outline a waterfall draws: every span with its ids,
+ * name, kind, times, status, events and scope, and of its attributes only
+ * `weft.decision.layer`; no links. Several times faster on large traces (attributes are most
+ * of a stored span). Errors and ownership as weft_store_load_trace(). */
+WEFT_API weft_err weft_store_load_outline(struct weft_store *store,
+                                          const char *trace_id,
+                                          struct weft_trace **out);
+
+/** Load one span of a trace, whole, as a trace of that one span (its depth reads 0).
+ * @param span_id 16 hex digits.
+ * @return WEFT_OK, WEFT_EINVAL (malformed ids), WEFT_ENOTFOUND (no such span), WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: caller owns *out; release with weft_trace_free(). */
+WEFT_API weft_err weft_store_load_span(struct weft_store *store,
+                                       const char *trace_id,
+                                       const char *span_id,
+                                       struct weft_trace **out);
+
 /** Number of spans in @p trace (0 for NULL).
  * Errors: none. Ownership: none. */
 WEFT_API size_t weft_trace_span_count(const struct weft_trace *trace);

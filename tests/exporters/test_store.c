@@ -277,6 +277,47 @@ test_store_load_returns_spans_in_tree_order(void **state)
     weft_trace_free(trace);
 }
 
+/* The outline keeps ids, names, times, status and events, and of the attributes only
+ * weft.decision.layer; one span loads whole, alone. */
+static void
+test_store_outline_and_one_span(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data s[2];
+    struct weft_attr attrs[2] = {weft_attr_str("weft.decision.layer", "circuit_breaker"),
+                                 weft_attr_str("gen_ai.prompt", "a long prompt")};
+    struct weft_attr other[1] = {weft_attr_str("gen_ai.prompt", "another prompt")};
+    struct weft_trace *trace = NULL;
+    const struct weft_span_data *x = NULL;
+
+    s[0] = make_span(TA, "0000000000000001", NULL, "invoke_workflow demo", 0, 500);
+    s[0].attrs = other;
+    s[0].attr_count = 1;
+    s[1] = make_span(TA, "0000000000000002", "0000000000000001", "plan supervisor", 10, 50);
+    s[1].attrs = attrs;
+    s[1].attr_count = 2;
+    s[1].status_code = WEFT_STATUS_ERROR;
+    assert_weft_ok(export_batch(f->ex, s, 2));
+    assert_weft_ok(weft_store_load_outline(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 2);
+    assert_int_equal(weft_trace_span(trace, 0)->attr_count, 0);
+    x = weft_trace_span(trace, 1);
+    assert_string_equal(x->name, "plan supervisor");
+    assert_int_equal(weft_trace_span_depth(trace, 1), 1);
+    assert_int_equal(x->status_code, WEFT_STATUS_ERROR);
+    assert_int_equal(x->attr_count, 1);
+    assert_string_equal(x->attrs[0].key, "weft.decision.layer");
+    assert_string_equal(x->attrs[0].value.u.str, "circuit_breaker");
+    weft_trace_free(trace);
+    assert_weft_ok(weft_store_load_span(f->store, TA, "0000000000000002", &trace));
+    assert_int_equal(weft_trace_span_count(trace), 1);
+    assert_int_equal(weft_trace_span(trace, 0)->attr_count, 2);
+    assert_string_equal(weft_trace_span(trace, 0)->name, "plan supervisor");
+    weft_trace_free(trace);
+    assert_weft_err(weft_store_load_span(f->store, TA, "00000000000000ff", &trace), WEFT_ENOTFOUND);
+    assert_weft_err(weft_store_load_span(f->store, TA, "nothex", &trace), WEFT_EINVAL);
+}
+
 /* Render into a memory stream; the text goes to *@p text (free with free()). The stream writes
  * the caller's pointer itself: returned from a local, GCC 12 at -O2 took pointers into the text
  * for pointers to that local (-Wdangling-pointer). */
@@ -1112,6 +1153,7 @@ main(void)
         T(test_store_list_returns_newest_first_with_counts),
         T(test_store_list_honours_limit_and_empty_store),
         T(test_store_load_returns_spans_in_tree_order),
+        T(test_store_outline_and_one_span),
         T(test_store_render_draws_tree_with_durations_and_errors),
         T(test_store_resolve_last_is_the_newest_trace),
         T(test_store_resolve_accepts_unique_prefix_in_any_case),
