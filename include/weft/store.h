@@ -130,7 +130,9 @@ WEFT_API weft_err weft_store_load_trace(struct weft_store *store,
 /** As weft_store_load_trace(), but the outline a waterfall draws: every span with its ids,
  * name, kind, times, status, events and scope, and of its attributes only
  * `weft.decision.layer`; no links. Several times faster on large traces (attributes are most
- * of a stored span). Errors and ownership as weft_store_load_trace(). */
+ * of a stored span).
+ * @return as weft_store_load_trace().
+ * Ownership: caller owns *out; release with weft_trace_free(). */
 WEFT_API weft_err weft_store_load_outline(struct weft_store *store,
                                           const char *trace_id,
                                           struct weft_trace **out);
