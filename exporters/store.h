@@ -39,14 +39,12 @@ weft_err weft__store_migrate(sqlite3 *db, const char *path);
 
 /* --- store_json.c -------------------------------------------------------------------------- */
 
-/* The JSON of a span's attributes, events and links as the store writes them; NULL on
- * ENOMEM. Ownership: new references. */
-json_t *weft__store_attrs_json(const struct weft_attr *attrs, size_t count);
-json_t *weft__store_events_json(const struct weft_span_data *span);
-json_t *weft__store_links_json(const struct weft_span_data *span);
-/* Serialise @p j (consumed, may be NULL for ENOMEM) into @p out, replacing its contents.
- * @return WEFT_OK or WEFT_ENOMEM. */
-weft_err weft__store_dump_json(json_t *j, struct weft__buf *out);
+/* Write the JSON of a span's attributes, events and links, as the store keeps them, into
+ * @p out (its contents replaced; data never NULL on success). @return WEFT_OK or WEFT_ENOMEM
+ * (also past the buffer's cap, or for an attribute with a NULL key). */
+weft_err weft__store_attrs_text(const struct weft_attr *attrs, size_t count, struct weft__buf *out);
+weft_err weft__store_events_text(const struct weft_span_data *span, struct weft__buf *out);
+weft_err weft__store_links_text(const struct weft_span_data *span, struct weft__buf *out);
 
 /* Parse the JSON columns back into @p arena: values weft would not write are skipped and
  * counted in *dropped (attributes) or the span's dropped counts. @p j may be NULL (read as

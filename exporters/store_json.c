@@ -13,16 +13,26 @@
 #include "store.h"
 
 #include "base/buf.h"
+#include "base/mem.h"
 #include "base/utf8.h"
 #include "tracing/ids.h"
 
 #include <jansson.h>
+#include <locale.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* JSON columns: writing                                                                       */
+
+/* Why hand-written: the columns used to be built as a jansson tree and dumped, one tree per
+ * span and column; on OTLP ingest that was about 40% of the time of decoding and storing a
+ * span (bench/ingest_bench.c, issue 17). Writing straight into the column's buffer keeps the
+ * very bytes jansson wrote (JSON_COMPACT | JSON_REAL_PRECISION(17), keys in insertion order, a
+ * repeated key keeping its first place and its last value, strings escaped as jansson escapes
+ * them), because readers and users' SQL (json_extract) rely on them;
+ * tests/exporters/test_store_json.c compares the two on many spans. */
 
 static const char *const type_names[] = {
     [WEFT_VALUE_STRING] = "string",
@@ -35,243 +45,521 @@ static const char *const type_names[] = {
     [WEFT_VALUE_DOUBLE_ARRAY] = "double_array",
 };
 
-/* A JSON string for @p len bytes of @p s; invalid UTF-8 is replaced rather than refused, so
- * one bad byte in a tool's output cannot lose the span. NULL only on ENOMEM. */
-static json_t *
-json_text(const char *s, size_t len)
-{
-    struct weft__buf clean;
-    json_t *j = NULL;
+/* Attribute sets up to this size find repeated keys with tables on the stack. */
+#define SMALL_SET 32
 
-    j = json_stringn(s != NULL ? s : "", s != NULL ? len : 0);
-    if (j != NULL) {
-        return j;
+/* A writer into one column: the first error sticks and later writes do nothing. */
+struct jw {
+    struct weft__buf *out;
+    weft_err err;
+};
+
+static void
+put(struct jw *w, const char *s, size_t len)
+{
+    if (w->err == WEFT_OK && len > 0) {
+        w->err = weft__buf_append(w->out, s, len);
     }
-    weft__buf_init(&clean, 0);
-    if (weft__utf8_sanitize(s, len, WEFT__UTF8_REPLACEMENT, &clean) == WEFT_OK) {
-        j = json_stringn(clean.data != NULL ? clean.data : "", clean.len);
-    }
-    weft__buf_cleanup(&clean);
-    return j;
 }
 
-/* Set @p key to @p value in @p obj, replacing invalid UTF-8 in the key as in values (jansson
- * refuses such keys). Steals @p value, also on failure. @return 0 or -1 (ENOMEM). */
-static int
-json_set(json_t *obj, const char *key, json_t *value)
+static void
+put_lit(struct jw *w, const char *s)
 {
-    struct weft__buf clean;
-    size_t len = strlen(key);
-    int rc = -1;
-
-    if (value == NULL) {
-        return -1;
-    }
-    if (weft__utf8_valid(key, len)) {
-        return json_object_set_new(obj, key, value);
-    }
-    weft__buf_init(&clean, 0);
-    if (weft__utf8_sanitize(key, len, WEFT__UTF8_REPLACEMENT, &clean) == WEFT_OK) {
-        rc = json_object_set_new(obj, clean.data != NULL ? clean.data : "", value);
-    } else {
-        json_decref(value);
-    }
-    weft__buf_cleanup(&clean);
-    return rc;
+    put(w, s, strlen(s));
 }
 
-/* Scalars and arrays plain JSON can type; NULL on ENOMEM. */
-static json_t *
-double_json(double d)
+/* The escape of ASCII byte @p c as jansson writes it: the short forms, else \u00XX. */
+static void
+put_escape(struct jw *w, uint8_t c)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char seq[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+
+    switch (c) {
+    case '"':
+        put(w, "\\\"", 2);
+        return;
+    case '\\':
+        put(w, "\\\\", 2);
+        return;
+    case '\b':
+        put(w, "\\b", 2);
+        return;
+    case '\f':
+        put(w, "\\f", 2);
+        return;
+    case '\n':
+        put(w, "\\n", 2);
+        return;
+    case '\r':
+        put(w, "\\r", 2);
+        return;
+    case '\t':
+        put(w, "\\t", 2);
+        return;
+    default:
+        put(w, seq, sizeof(seq));
+        return;
+    }
+}
+
+/* A JSON string for @p len bytes of @p text (NULL reads as empty). Each maximal invalid
+ * subpart becomes U+FFFD, as weft__utf8_sanitize() did before jansson saw the text, so one
+ * bad byte in a tool's output cannot lose the span. Runs that need no escape are copied
+ * whole. */
+static void
+put_text(struct jw *w, const char *text, size_t len)
+{
+    const uint8_t *s = (const uint8_t *)text;
+    size_t run = 0;
+    size_t i = 0;
+
+    put(w, "\"", 1);
+    while (s != NULL && i < len) {
+        size_t n = 1;
+        bool is_valid = true;
+
+        if (s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
+            i++;
+            continue;
+        }
+        if (s[i] >= 0x80) {
+            n = weft__utf8_seq(s + i, len - i, &is_valid);
+            if (is_valid) {
+                i += n;
+                continue;
+            }
+        }
+        put(w, text + run, i - run);
+        if (is_valid) {
+            put_escape(w, s[i]);
+        } else {
+            put(w, WEFT__UTF8_REPLACEMENT, sizeof(WEFT__UTF8_REPLACEMENT) - 1);
+        }
+        i += n;
+        run = i;
+    }
+    put(w, text != NULL ? text + run : NULL, i - run);
+    put(w, "\"", 1);
+}
+
+static void
+put_int(struct jw *w, int64_t v)
+{
+    char digits[24];
+    size_t n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+
+    do {
+        digits[sizeof(digits) - 1 - n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0) {
+        digits[sizeof(digits) - 1 - n++] = '-';
+    }
+    put(w, digits + sizeof(digits) - n, n);
+}
+
+/* A finite double as jansson's dump writes it at JSON_REAL_PRECISION(17): "%.17g", the
+ * locale's decimal point turned into '.', ".0" added when neither '.' nor 'e' is there (so
+ * that it reads back as a real), and the exponent without '+' or leading zeros. */
+static void
+put_real(struct jw *w, double d)
+{
+    char text[40];
+    const char *point = localeconv()->decimal_point;
+    char *e = NULL;
+    int n = snprintf(text, sizeof(text) - 3, "%.17g", d);
+    size_t len = n > 0 ? (size_t)n : 0;
+
+    if (point[0] != '.' && strchr(text, point[0]) != NULL) {
+        *strchr(text, point[0]) = '.';
+    }
+    if (strchr(text, '.') == NULL && strchr(text, 'e') == NULL) {
+        memcpy(text + len, ".0", 3);
+        len += 2;
+    }
+    e = strchr(text, 'e');
+    if (e != NULL) {
+        char *start = e + 1;
+        char *end = start + 1;
+
+        if (*start == '-') {
+            start++;
+        }
+        while (*end == '0') {
+            end++;
+        }
+        memmove(start, end, len + 1 - (size_t)(end - text));
+        len -= (size_t)(end - start);
+    }
+    put(w, text, len);
+}
+
+/* A double inside a value: non-finite ones as the strings "NaN", "Infinity", "-Infinity". */
+static void
+put_double(struct jw *w, double d)
 {
     if (isnan(d)) {
-        return json_string("NaN");
+        put_lit(w, "\"NaN\"");
+    } else if (isinf(d)) {
+        put_lit(w, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    } else {
+        put_real(w, d);
     }
-    if (isinf(d)) {
-        return json_string(d > 0 ? "Infinity" : "-Infinity");
-    }
-    return json_real(d);
 }
 
-static json_t *
-tagged(weft_value_type type, json_t *value)
+static void
+put_bool(struct jw *w, bool b)
 {
-    json_t *obj = NULL;
-
-    if (value == NULL) {
-        return NULL;
-    }
-    obj = json_object();
-    if (obj == NULL) {
-        json_decref(value);
-        return NULL;
-    }
-    if (json_object_set_new(obj, "type", json_string(type_names[type])) != 0 ||
-        json_object_set_new(obj, "value", value) != 0) {
-        json_decref(obj);
-        return NULL;
-    }
-    return obj;
+    put_lit(w, b ? "true" : "false");
 }
 
-static json_t *
-value_json(const struct weft_value *v)
+/* An array value's elements as a JSON array (its tag, when it needs one, is the caller's). */
+static void
+put_items(struct jw *w, const struct weft_value *v)
 {
-    json_t *arr = NULL;
-    bool needs_tag = false;
+    put(w, "[", 1);
+    for (size_t i = 0; i < v->len; i++) {
+        if (i > 0) {
+            put(w, ",", 1);
+        }
+        switch (v->type) {
+        case WEFT_VALUE_STRING_ARRAY:
+            put_text(w, v->u.strs[i], v->u.strs[i] != NULL ? strlen(v->u.strs[i]) : 0);
+            break;
+        case WEFT_VALUE_BOOL_ARRAY:
+            put_bool(w, v->u.bools[i]);
+            break;
+        case WEFT_VALUE_INT_ARRAY:
+            put_int(w, v->u.ints[i]);
+            break;
+        default:
+            put_double(w, v->u.doubles[i]);
+            break;
+        }
+    }
+    put(w, "]", 1);
+}
+
+/* Values plain JSON cannot type (non-finite doubles, empty arrays, double arrays holding a
+ * non-finite element) are written {"type":"<type>","value":...}. */
+static bool
+needs_tag(const struct weft_value *v)
+{
+    if (v->type == WEFT_VALUE_DOUBLE) {
+        return !isfinite(v->u.d);
+    }
+    if (v->len == 0) {
+        return true;
+    }
+    for (size_t i = 0; v->type == WEFT_VALUE_DOUBLE_ARRAY && i < v->len; i++) {
+        if (!isfinite(v->u.doubles[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+put_value(struct jw *w, const struct weft_value *v)
+{
+    bool is_tagged = false;
 
     switch (v->type) {
     case WEFT_VALUE_STRING:
-        return json_text(v->u.str, v->len);
+        put_text(w, v->u.str, v->u.str != NULL ? v->len : 0);
+        return;
     case WEFT_VALUE_BOOL:
-        return json_boolean(v->u.b);
+        put_bool(w, v->u.b);
+        return;
     case WEFT_VALUE_INT:
-        return json_integer((json_int_t)v->u.i);
+        put_int(w, v->u.i);
+        return;
     case WEFT_VALUE_DOUBLE:
-        if (isfinite(v->u.d)) {
-            return json_real(v->u.d);
-        }
-        return tagged(v->type, double_json(v->u.d));
     case WEFT_VALUE_STRING_ARRAY:
     case WEFT_VALUE_BOOL_ARRAY:
     case WEFT_VALUE_INT_ARRAY:
     case WEFT_VALUE_DOUBLE_ARRAY:
         break;
     default:
-        return json_null();
+        put_lit(w, "null");
+        return;
     }
-    arr = json_array();
-    if (arr == NULL) {
-        return NULL;
+    is_tagged = needs_tag(v);
+    if (is_tagged) {
+        put_lit(w, "{\"type\":\"");
+        put_lit(w, type_names[v->type]);
+        put_lit(w, "\",\"value\":");
     }
-    /* An empty array has no element to carry its type. */
-    needs_tag = v->len == 0;
-    for (size_t i = 0; i < v->len; i++) {
-        json_t *item = NULL;
-
-        switch (v->type) {
-        case WEFT_VALUE_STRING_ARRAY:
-            item = json_text(v->u.strs[i], strlen(v->u.strs[i]));
-            break;
-        case WEFT_VALUE_BOOL_ARRAY:
-            item = json_boolean(v->u.bools[i]);
-            break;
-        case WEFT_VALUE_INT_ARRAY:
-            item = json_integer((json_int_t)v->u.ints[i]);
-            break;
-        default:
-            needs_tag = needs_tag || !isfinite(v->u.doubles[i]);
-            item = double_json(v->u.doubles[i]);
-            break;
-        }
-        if (item == NULL || json_array_append_new(arr, item) != 0) {
-            json_decref(arr);
-            return NULL;
-        }
+    if (v->type == WEFT_VALUE_DOUBLE) {
+        put_double(w, v->u.d);
+    } else {
+        put_items(w, v);
     }
-    return needs_tag ? tagged(v->type, arr) : arr;
+    if (is_tagged) {
+        put(w, "}", 1);
+    }
 }
 
-json_t *
-weft__store_attrs_json(const struct weft_attr *attrs, size_t count)
-{
-    json_t *obj = json_object();
+/* --- repeated keys ------------------------------------------------------------------------ */
 
-    if (obj == NULL) {
-        return NULL;
+/* The next character of s[0..len) at *i as the column holds it: a well-formed sequence, or
+ * U+FFFD for a maximal invalid subpart. Sets *c and returns its length. */
+static size_t
+next_char(const char *s, size_t len, size_t *i, const char **c)
+{
+    bool is_valid = true;
+    size_t n = weft__utf8_seq((const uint8_t *)s + *i, len - *i, &is_valid);
+
+    *c = is_valid ? s + *i : WEFT__UTF8_REPLACEMENT;
+    *i += n;
+    return is_valid ? n : sizeof(WEFT__UTF8_REPLACEMENT) - 1;
+}
+
+/* FNV-1a of a key as written (invalid UTF-8 replaced). */
+static uint32_t
+key_hash(const char *key)
+{
+    size_t len = strlen(key);
+    uint32_t h = 2166136261u;
+    size_t i = 0;
+
+    while (i < len) {
+        const char *c = key + i;
+        size_t n = 1;
+
+        if ((uint8_t)key[i] < 0x80) {
+            i++;
+        } else {
+            n = next_char(key, len, &i, &c);
+        }
+        for (size_t k = 0; k < n; k++) {
+            h = (h ^ (uint8_t)c[k]) * 16777619u;
+        }
     }
+    return h;
+}
+
+/* Are two keys one key once written? Keys that differ only in their invalid bytes are. */
+static bool
+key_equal(const char *a, const char *b)
+{
+    size_t alen = strlen(a);
+    size_t blen = strlen(b);
+    size_t i = 0;
+    size_t j = 0;
+
+    if (alen == blen && memcmp(a, b, alen) == 0) {
+        return true;
+    }
+    while (i < alen && j < blen) {
+        const char *ca = NULL;
+        const char *cb = NULL;
+        size_t na = next_char(a, alen, &i, &ca);
+        size_t nb = next_char(b, blen, &j, &cb);
+
+        if (na != nb || memcmp(ca, cb, na) != 0) {
+            return false;
+        }
+    }
+    return i == alen && j == blen;
+}
+
+#define SKIPPED UINT32_MAX
+
+/* For each attribute, the index of the one whose value goes in its place (the last with the
+ * same key: a jansson object kept a key's first position and its last value), or SKIPPED
+ * when its key came earlier. @p slots has room for @p mask + 1 indexes, a power of two at
+ * least twice @p count; @p hashes for @p count. */
+static void
+resolve_keys(const struct weft_attr *attrs,
+             size_t count,
+             uint32_t *winner,
+             uint32_t *hashes,
+             uint32_t *slots,
+             size_t mask)
+{
+    memset(slots, 0xff, (mask + 1) * sizeof(*slots));
     for (size_t i = 0; i < count; i++) {
-        if (attrs[i].key == NULL || json_set(obj, attrs[i].key, value_json(&attrs[i].value)) != 0) {
-            json_decref(obj);
-            return NULL;
+        size_t at = 0;
+
+        hashes[i] = key_hash(attrs[i].key);
+        winner[i] = (uint32_t)i;
+        for (at = hashes[i] & mask; slots[at] != SKIPPED; at = (at + 1) & mask) {
+            uint32_t first = slots[at];
+
+            if (hashes[first] == hashes[i] && key_equal(attrs[first].key, attrs[i].key)) {
+                winner[first] = (uint32_t)i;
+                winner[i] = SKIPPED;
+                break;
+            }
+        }
+        if (slots[at] == SKIPPED) {
+            slots[at] = (uint32_t)i;
         }
     }
-    return obj;
 }
 
-json_t *
-weft__store_events_json(const struct weft_span_data *span)
+static void
+put_attrs_resolved(struct jw *w, const struct weft_attr *attrs, size_t count, const uint32_t *win)
 {
-    json_t *arr = json_array();
+    bool is_first = true;
 
-    if (arr == NULL) {
-        return NULL;
+    put(w, "{", 1);
+    for (size_t i = 0; i < count; i++) {
+        if (win[i] == SKIPPED) {
+            continue;
+        }
+        if (!is_first) {
+            put(w, ",", 1);
+        }
+        is_first = false;
+        put_text(w, attrs[i].key, strlen(attrs[i].key));
+        put(w, ":", 1);
+        put_value(w, &attrs[win[i]].value);
     }
-    for (size_t i = 0; i < span->event_count; i++) {
-        const struct weft_event_data *ev = &span->events[i];
-        json_t *obj = json_object();
+    put(w, "}", 1);
+}
 
-        if (obj == NULL || json_array_append_new(arr, obj) != 0 ||
-            json_set(obj, "name", json_text(ev->name, ev->name != NULL ? strlen(ev->name) : 0)) !=
-                0 ||
-            json_set(obj, "time_ns", json_integer((json_int_t)ev->time_ns)) != 0 ||
-            json_set(obj, "attributes", weft__store_attrs_json(ev->attrs, ev->attr_count)) != 0 ||
-            (ev->dropped_attrs != 0 &&
-             json_set(obj, "dropped_attributes_count", json_integer(ev->dropped_attrs)) != 0)) {
-            json_decref(arr);
-            return NULL;
+/* An attribute object. A NULL key fails the column, as it did with jansson. */
+static void
+put_attrs(struct jw *w, const struct weft_attr *attrs, size_t count)
+{
+    uint32_t small[SMALL_SET * 4];
+    uint32_t *mem = small;
+    size_t slots = 2 * SMALL_SET;
+
+    for (size_t i = 0; i < count; i++) {
+        if (attrs[i].key == NULL && w->err == WEFT_OK) {
+            w->err = WEFT_ENOMEM;
         }
     }
-    return arr;
-}
-
-json_t *
-weft__store_links_json(const struct weft_span_data *span)
-{
-    json_t *arr = json_array();
-
-    if (arr == NULL) {
-        return NULL;
+    if (w->err != WEFT_OK) {
+        return;
     }
-    for (size_t i = 0; i < span->link_count; i++) {
-        const struct weft_link_data *link = &span->links[i];
-        char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
-        char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
-        json_t *obj = json_object();
-
-        weft_hex_encode(link->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
-        weft_hex_encode(link->span_id, WEFT_SPAN_ID_SIZE, span_hex);
-        if (obj == NULL || json_array_append_new(arr, obj) != 0 ||
-            json_set(obj, "trace_id", json_string(trace_hex)) != 0 ||
-            json_set(obj, "span_id", json_string(span_hex)) != 0 ||
-            (link->trace_state != NULL &&
-             json_set(obj, "trace_state",
-                      json_text(link->trace_state, strlen(link->trace_state))) != 0) ||
-            json_set(obj, "flags", json_integer(link->trace_flags)) != 0 ||
-            json_set(obj, "is_remote", json_boolean(link->is_remote)) != 0 ||
-            json_set(obj, "attributes", weft__store_attrs_json(link->attrs, link->attr_count)) !=
-                0 ||
-            (link->dropped_attrs != 0 &&
-             json_set(obj, "dropped_attributes_count", json_integer(link->dropped_attrs)) != 0)) {
-            json_decref(arr);
-            return NULL;
+    if (count > SMALL_SET) {
+        if (count > UINT32_MAX / 4) {
+            w->err = WEFT_ENOMEM;
+            return;
+        }
+        for (slots = 2 * SMALL_SET; slots < 2 * count;) {
+            slots *= 2;
+        }
+        mem = weft__malloc((2 * count + slots) * sizeof(*mem));
+        if (mem == NULL) {
+            w->err = WEFT_ENOMEM;
+            return;
         }
     }
-    return arr;
+    resolve_keys(attrs, count, mem, mem + count, mem + 2 * count, slots - 1);
+    put_attrs_resolved(w, attrs, count, mem);
+    if (mem != small) {
+        weft__free(mem);
+    }
 }
 
-static int
-dump_to_buf(const char *data, size_t size, void *user_data)
+/* Start writing a column into @p out, replacing its contents. */
+static struct jw
+column(struct weft__buf *out)
 {
-    return weft__buf_append(user_data, data, size) == WEFT_OK ? 0 : -1;
-}
-
-/* Serialise @p j (consumed) into @p out. */
-weft_err
-weft__store_dump_json(json_t *j, struct weft__buf *out)
-{
-    int rc = 0;
+    struct jw w = {out, WEFT_OK};
 
     weft__buf_reset(out);
-    if (j == NULL) {
-        return WEFT_ENOMEM;
+    return w;
+}
+
+/* Finish a column: any failure (out of memory or past the column cap) is WEFT_ENOMEM, as
+ * jansson's dump reported it; the data is never NULL on success. */
+static weft_err
+column_end(struct jw *w)
+{
+    if (w->err == WEFT_OK) {
+        w->err = weft__buf_reserve(w->out, 0);
     }
-    rc = json_dump_callback(j, dump_to_buf, out, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(j);
-    if (rc != 0) {
-        return WEFT_ENOMEM;
+    return w->err == WEFT_OK ? WEFT_OK : WEFT_ENOMEM;
+}
+
+weft_err
+weft__store_attrs_text(const struct weft_attr *attrs, size_t count, struct weft__buf *out)
+{
+    struct jw w = column(out);
+
+    put_attrs(&w, attrs, count);
+    return column_end(&w);
+}
+
+static void
+put_dropped(struct jw *w, uint32_t dropped)
+{
+    if (dropped != 0) {
+        put_lit(w, ",\"dropped_attributes_count\":");
+        put_int(w, dropped);
     }
-    return weft__buf_reserve(out, 0);
+}
+
+weft_err
+weft__store_events_text(const struct weft_span_data *span, struct weft__buf *out)
+{
+    struct jw w = column(out);
+
+    put(&w, "[", 1);
+    for (size_t i = 0; i < span->event_count; i++) {
+        const struct weft_event_data *ev = &span->events[i];
+
+        put_lit(&w, i == 0 ? "{\"name\":" : ",{\"name\":");
+        put_text(&w, ev->name, ev->name != NULL ? strlen(ev->name) : 0);
+        put_lit(&w, ",\"time_ns\":");
+        put_int(&w, (int64_t)ev->time_ns);
+        put_lit(&w, ",\"attributes\":");
+        put_attrs(&w, ev->attrs, ev->attr_count);
+        put_dropped(&w, ev->dropped_attrs);
+        put(&w, "}", 1);
+    }
+    put(&w, "]", 1);
+    return column_end(&w);
+}
+
+static void
+put_link(struct jw *w, const struct weft_link_data *link)
+{
+    char hex[2 * WEFT_TRACE_ID_SIZE + 1];
+
+    weft_hex_encode(link->trace_id, WEFT_TRACE_ID_SIZE, hex);
+    put_lit(w, "{\"trace_id\":\"");
+    put(w, hex, 2 * WEFT_TRACE_ID_SIZE);
+    weft_hex_encode(link->span_id, WEFT_SPAN_ID_SIZE, hex);
+    put_lit(w, "\",\"span_id\":\"");
+    put(w, hex, 2 * WEFT_SPAN_ID_SIZE);
+    put(w, "\"", 1);
+    if (link->trace_state != NULL) {
+        put_lit(w, ",\"trace_state\":");
+        put_text(w, link->trace_state, strlen(link->trace_state));
+    }
+    put_lit(w, ",\"flags\":");
+    put_int(w, link->trace_flags);
+    put_lit(w, ",\"is_remote\":");
+    put_bool(w, link->is_remote);
+    put_lit(w, ",\"attributes\":");
+    put_attrs(w, link->attrs, link->attr_count);
+    put_dropped(w, link->dropped_attrs);
+    put(w, "}", 1);
+}
+
+weft_err
+weft__store_links_text(const struct weft_span_data *span, struct weft__buf *out)
+{
+    struct jw w = column(out);
+
+    put(&w, "[", 1);
+    for (size_t i = 0; i < span->link_count; i++) {
+        if (i > 0) {
+            put(&w, ",", 1);
+        }
+        put_link(&w, &span->links[i]);
+    }
+    put(&w, "]", 1);
+    return column_end(&w);
 }
 
 /* ------------------------------------------------------------------------------------------ */

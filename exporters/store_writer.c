@@ -226,13 +226,12 @@ insert_span(struct store_exporter *st, const struct weft_span_data *span)
     bool has_parent = weft__store_has_parent(span);
     weft_err err = WEFT_OK;
 
-    err = weft__store_dump_json(weft__store_attrs_json(span->attrs, span->attr_count),
-                                &st->attrs_text);
+    err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
     if (err == WEFT_OK) {
-        err = weft__store_dump_json(weft__store_events_json(span), &st->events_text);
+        err = weft__store_events_text(span, &st->events_text);
     }
     if (err == WEFT_OK) {
-        err = weft__store_dump_json(weft__store_links_json(span), &st->links_text);
+        err = weft__store_links_text(span, &st->links_text);
     }
     if (err != WEFT_OK) {
         return err;
