@@ -51,14 +51,22 @@ static const char *const type_names[] = {
 /* A writer into one column: the first error sticks and later writes do nothing. */
 struct jw {
     struct weft__buf *out;
+    size_t max; /* the buffer's hard cap (weft__buf_init() turned 0 into SIZE_MAX / 2) */
     weft_err err;
 };
 
-static void
+/* Most writes are a few bytes into a buffer that already has room: they are copied in place,
+ * without weft__buf_append()'s checks and NUL (column_end() terminates the text). */
+static inline void
 put(struct jw *w, const char *s, size_t len)
 {
-    if (w->err == WEFT_OK && len > 0) {
-        w->err = weft__buf_append(w->out, s, len);
+    struct weft__buf *b = w->out;
+
+    if (len < b->cap - b->len && len <= w->max - b->len) {
+        memcpy(b->data + b->len, s, len);
+        b->len += len;
+    } else if (w->err == WEFT_OK && len > 0) {
+        w->err = weft__buf_append(b, s, len);
     }
 }
 
@@ -463,7 +471,7 @@ put_attrs(struct jw *w, const struct weft_attr *attrs, size_t count)
 static struct jw
 column(struct weft__buf *out)
 {
-    struct jw w = {out, WEFT_OK};
+    struct jw w = {out, out->max, WEFT_OK};
 
     weft__buf_reset(out);
     return w;
@@ -476,6 +484,9 @@ column_end(struct jw *w)
 {
     if (w->err == WEFT_OK) {
         w->err = weft__buf_reserve(w->out, 0);
+    }
+    if (w->out->data != NULL) {
+        w->out->data[w->out->len] = '\0';
     }
     return w->err == WEFT_OK ? WEFT_OK : WEFT_ENOMEM;
 }
