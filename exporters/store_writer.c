@@ -34,13 +34,19 @@
 #include <unistd.h>
 #include <weft/store.h>
 
-static const char insert_sql[] =
-    "INSERT OR REPLACE INTO spans (trace_id, span_id, parent_span_id, parent_is_remote,"
-    " trace_state, flags, name, kind, start_ns, end_ns, status_code, status_message,"
-    " attributes, events, links, dropped_attributes_count, dropped_events_count,"
-    " dropped_links_count, service_name, scope_name, scope_version)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-    " ?19, ?20, ?21)";
+#define INSERT_COLUMNS                                                                     \
+    " INTO spans (trace_id, span_id, parent_span_id, parent_is_remote,"                    \
+    " trace_state, flags, name, kind, start_ns, end_ns, status_code, status_message,"      \
+    " attributes, events, links, dropped_attributes_count, dropped_events_count,"          \
+    " dropped_links_count, service_name, scope_name, scope_version)"                       \
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17," \
+    " ?18, ?19, ?20, ?21)"
+
+/* A span is first inserted plainly: the primary key refuses it when it is already stored,
+ * which tells the summary a span was replaced without a lookup per span; only then is it
+ * written again with OR REPLACE. */
+static const char insert_sql[] = "INSERT" INSERT_COLUMNS;
+static const char replace_sql[] = "INSERT OR REPLACE" INSERT_COLUMNS;
 
 /* The root is the span without a parent; failing that, one whose parent is remote (a local
  * root in a distributed trace); failing that (the root has not ended yet), the earliest. */
@@ -67,9 +73,10 @@ struct store_exporter {
     sqlite3_stmt *commit;
     sqlite3_stmt *rollback;
     sqlite3_stmt *insert;
+    sqlite3_stmt *replace;
     sqlite3_stmt *summary;
     /* The incremental summary (summary_add): prepared on first use. */
-    sqlite3_stmt *exists;
+    sqlite3_stmt *summary_new;
     sqlite3_stmt *summary_get;
     sqlite3_stmt *summary_set;
     struct weft__buf attrs_text;
@@ -192,6 +199,8 @@ store_open_write(struct store_exporter *st)
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(st->db, insert_sql, -1, SQLITE_PREPARE_PERSISTENT, &st->insert, NULL) !=
             SQLITE_OK ||
+        sqlite3_prepare_v3(st->db, replace_sql, -1, SQLITE_PREPARE_PERSISTENT, &st->replace,
+                           NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(st->db, summary_sql, -1, SQLITE_PREPARE_PERSISTENT, &st->summary,
                            NULL) != SQLITE_OK) {
         weft__store_log_db_error(WEFT_LOG_ERROR, st->path, st->db, "cannot prepare statements");
@@ -216,26 +225,16 @@ ns_column(uint64_t ns)
     return ns > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)ns;
 }
 
-static weft_err
-insert_span(struct store_exporter *st, const struct weft_span_data *span)
+/* Bind @p span to @p s, an insert_sql or replace_sql statement; its JSON columns are already
+ * in st's buffers. */
+static void
+bind_span(struct store_exporter *st, sqlite3_stmt *s, const struct weft_span_data *span)
 {
-    sqlite3_stmt *s = st->insert;
     char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
     char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     bool has_parent = weft__store_has_parent(span);
-    weft_err err = WEFT_OK;
 
-    err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
-    if (err == WEFT_OK) {
-        err = weft__store_events_text(span, &st->events_text);
-    }
-    if (err == WEFT_OK) {
-        err = weft__store_links_text(span, &st->links_text);
-    }
-    if (err != WEFT_OK) {
-        return err;
-    }
     weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
     weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, span_hex);
     weft_hex_encode(span->parent_span_id, WEFT_SPAN_ID_SIZE, parent_hex);
@@ -274,7 +273,33 @@ insert_span(struct store_exporter *st, const struct weft_span_data *span)
     if (span->scope != NULL && span->scope->version != NULL) {
         sqlite3_bind_text(s, 21, span->scope->version, -1, SQLITE_STATIC);
     }
-    return step_once(s) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+/* Write @p span; *is_replaced says whether it replaced a stored span. */
+static weft_err
+insert_span(struct store_exporter *st, const struct weft_span_data *span, bool *is_replaced)
+{
+    weft_err err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
+    int rc = SQLITE_OK;
+
+    *is_replaced = false;
+    if (err == WEFT_OK) {
+        err = weft__store_events_text(span, &st->events_text);
+    }
+    if (err == WEFT_OK) {
+        err = weft__store_links_text(span, &st->links_text);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    bind_span(st, st->insert, span);
+    rc = step_once(st->insert);
+    if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        *is_replaced = true;
+        bind_span(st, st->replace, span);
+        rc = step_once(st->replace);
+    }
+    return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
 static weft_err
@@ -289,14 +314,17 @@ update_summary(struct store_exporter *st, const uint8_t *trace_id)
 
 /* What one batch adds to one trace's summary. A run's spans reach the store in many small
  * batches (a flush at each checkpoint, docs/durability.md), so recomputing the summary from
- * every span of the trace each time would make a step's cost grow with the trace. */
+ * every span of the trace each time would make a step's cost grow with the trace; and an
+ * ingested trace usually arrives whole or with its root last, where the batch alone says what
+ * the summary becomes. */
 struct trace_delta {
     const uint8_t *trace_id;
     const struct weft_span_data *earliest; /* by (start, span id) */
+    const struct weft_span_data *root;     /* the first root candidate in ROOT_ORDER, or NULL */
     uint64_t max_end;
     int64_t count;
     int64_t errors;
-    bool needs_full; /* a span replaced, or a root candidate: recompute from the spans */
+    bool is_replaced; /* a span replaced a stored one: recompute from the spans */
 };
 
 static bool
@@ -305,12 +333,28 @@ is_root_candidate(const struct weft_span_data *span)
     return !weft__store_has_parent(span) || span->parent_is_remote;
 }
 
+/* (start, span id) as the store orders them: times as stored (clamped), ids as their hex. */
 static bool
 is_earlier(const struct weft_span_data *a, const struct weft_span_data *b)
 {
-    return a->start_time_ns < b->start_time_ns ||
-           (a->start_time_ns == b->start_time_ns &&
-            memcmp(a->span_id, b->span_id, WEFT_SPAN_ID_SIZE) < 0);
+    sqlite3_int64 as = ns_column(a->start_time_ns);
+    sqlite3_int64 bs = ns_column(b->start_time_ns);
+
+    return as < bs || (as == bs && memcmp(a->span_id, b->span_id, WEFT_SPAN_ID_SIZE) < 0);
+}
+
+/* ROOT_ORDER between two root candidates: no parent first, then a remote parent, then
+ * (start, span id). */
+static bool
+is_better_root(const struct weft_span_data *a, const struct weft_span_data *b)
+{
+    bool a_has = weft__store_has_parent(a);
+    bool b_has = weft__store_has_parent(b);
+
+    if (a_has != b_has) {
+        return !a_has;
+    }
+    return is_earlier(a, b);
 }
 
 static int
@@ -322,42 +366,53 @@ prepare_once(struct store_exporter *st, sqlite3_stmt **stmt, const char *sql)
     return sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, NULL);
 }
 
-/* Is the span already stored (so that inserting it replaces a row)? -1 on error. */
-static int
-span_exists(struct store_exporter *st, const struct weft_span_data *span)
+/* The summary of a trace with no summary row yet: its spans are the batch's (every writer
+ * keeps the row in the same transaction as the spans), so the row is the batch's delta, with
+ * the same root as summary_sql picks. */
+static weft_err
+summary_insert(struct store_exporter *st, const struct trace_delta *d, const char *hex)
 {
-    char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
-    char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
-    int rc =
-        prepare_once(st, &st->exists, "SELECT 1 FROM spans WHERE trace_id = ?1 AND span_id = ?2");
+    const struct weft_span_data *root = d->root != NULL ? d->root : d->earliest;
+    sqlite3_stmt *s = NULL;
 
-    if (rc != SQLITE_OK) {
-        return -1;
+    if (prepare_once(
+            st, &st->summary_new,
+            "INSERT INTO traces (trace_id, start_ns, end_ns, span_count, error_count,"
+            " root_name, service_name, has_root) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") !=
+        SQLITE_OK) {
+        return WEFT_EIO;
     }
-    weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
-    weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, span_hex);
-    sqlite3_bind_text(st->exists, 1, trace_hex, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st->exists, 2, span_hex, -1, SQLITE_TRANSIENT);
-    rc = step_once(st->exists);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    s = st->summary_new;
+    sqlite3_bind_text(s, 1, hex, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, ns_column(d->earliest->start_time_ns));
+    sqlite3_bind_int64(s, 3, ns_column(d->max_end));
+    sqlite3_bind_int64(s, 4, d->count);
+    sqlite3_bind_int64(s, 5, d->errors);
+    sqlite3_bind_text(s, 6, root->name != NULL ? root->name : "", -1, SQLITE_STATIC);
+    if (weft__store_service_name(root) != NULL) {
+        sqlite3_bind_text(s, 7, weft__store_service_name(root), -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_int(s, 8, d->root != NULL);
+    return step_once(s) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
 
 /* Add @p d to its trace's summary row, with the same result as summary_sql: the root is the
- * parentless span, else one with a remote parent, else the earliest span. Falls back to
- * summary_sql when the batch replaced a span, holds a root candidate, ties with the stored
- * earliest span, or the trace has no summary yet. */
+ * parentless span, else one with a remote parent, else the earliest span. A trace without a
+ * row gets the batch's (summary_insert). Falls back to summary_sql when the batch replaced a
+ * span, holds a root candidate while one is stored (whose order is not kept), or ties with
+ * the stored earliest span while there is no root. */
 static weft_err
 summary_add(struct store_exporter *st, const struct trace_delta *d)
 {
     char hex[2 * WEFT_TRACE_ID_SIZE + 1];
+    const struct weft_span_data *named = NULL;
     sqlite3_stmt *get = NULL;
     sqlite3_stmt *set = NULL;
-    uint64_t start = 0;
+    sqlite3_int64 start = 0;
     bool has_root = false;
-    bool is_new_root = false;
     int rc = 0;
 
-    if (d->needs_full) {
+    if (d->is_replaced) {
         return update_summary(st, d->trace_id);
     }
     if (prepare_once(st, &st->summary_get,
@@ -366,7 +421,8 @@ summary_add(struct store_exporter *st, const struct trace_delta *d)
                      "UPDATE traces SET start_ns = MIN(start_ns, ?2), end_ns = MAX(end_ns, ?3),"
                      " span_count = span_count + ?4, error_count = error_count + ?5,"
                      " root_name = CASE WHEN ?6 THEN ?7 ELSE root_name END,"
-                     " service_name = CASE WHEN ?6 THEN ?8 ELSE service_name END"
+                     " service_name = CASE WHEN ?6 THEN ?8 ELSE service_name END,"
+                     " has_root = has_root OR ?9"
                      " WHERE trace_id = ?1") != SQLITE_OK) {
         return WEFT_EIO;
     }
@@ -376,33 +432,61 @@ summary_add(struct store_exporter *st, const struct trace_delta *d)
     sqlite3_bind_text(get, 1, hex, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(get);
     if (rc == SQLITE_ROW) {
-        start = (uint64_t)sqlite3_column_int64(get, 0);
+        start = sqlite3_column_int64(get, 0);
         has_root = sqlite3_column_int(get, 1) != 0;
     }
     sqlite3_reset(get);
     sqlite3_clear_bindings(get);
-    if (rc == SQLITE_DONE || (!has_root && d->earliest->start_time_ns == start)) {
-        return update_summary(st, d->trace_id);
+    if (rc == SQLITE_DONE) {
+        return summary_insert(st, d, hex);
     }
     if (rc != SQLITE_ROW) {
         return WEFT_EIO;
     }
-    /* Without a root, the earliest span names the trace. */
-    is_new_root = !has_root && d->earliest->start_time_ns < start;
+    if ((has_root && d->root != NULL) ||
+        (!has_root && d->root == NULL && ns_column(d->earliest->start_time_ns) == start)) {
+        return update_summary(st, d->trace_id);
+    }
+    /* Any root candidate beats every stored span when none of those is one; without a root,
+     * the earliest span names the trace. */
+    if (d->root != NULL) {
+        named = d->root;
+    } else if (!has_root && ns_column(d->earliest->start_time_ns) < start) {
+        named = d->earliest;
+    }
     sqlite3_bind_text(set, 1, hex, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(set, 2, ns_column(d->earliest->start_time_ns));
     sqlite3_bind_int64(set, 3, ns_column(d->max_end));
     sqlite3_bind_int64(set, 4, d->count);
     sqlite3_bind_int64(set, 5, d->errors);
-    sqlite3_bind_int(set, 6, is_new_root);
-    if (is_new_root) {
-        sqlite3_bind_text(set, 7, d->earliest->name != NULL ? d->earliest->name : "", -1,
-                          SQLITE_STATIC);
-        if (weft__store_service_name(d->earliest) != NULL) {
-            sqlite3_bind_text(set, 8, weft__store_service_name(d->earliest), -1, SQLITE_STATIC);
+    sqlite3_bind_int(set, 6, named != NULL);
+    sqlite3_bind_int(set, 9, d->root != NULL);
+    if (named != NULL) {
+        sqlite3_bind_text(set, 7, named->name != NULL ? named->name : "", -1, SQLITE_STATIC);
+        if (weft__store_service_name(named) != NULL) {
+            sqlite3_bind_text(set, 8, weft__store_service_name(named), -1, SQLITE_STATIC);
         }
     }
     return step_once(set) == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
+}
+
+/* The delta of @p span's trace among the first @p traces of @p deltas, added when new. */
+static struct trace_delta *
+delta_of(struct trace_delta *deltas, size_t *traces, const struct weft_span_data *span)
+{
+    struct trace_delta *d = NULL;
+
+    for (size_t t = *traces; t > 0 && d == NULL; t--) {
+        if (memcmp(deltas[t - 1].trace_id, span->trace_id, WEFT_TRACE_ID_SIZE) == 0) {
+            d = &deltas[t - 1];
+        }
+    }
+    if (d == NULL) {
+        d = &deltas[(*traces)++];
+        d->trace_id = span->trace_id;
+        d->earliest = span;
+    }
+    return d;
 }
 
 static weft_err
@@ -417,29 +501,22 @@ write_batch(struct store_exporter *st, const struct weft_span_data *const *spans
     }
     for (size_t i = 0; i < count && err == WEFT_OK; i++) {
         const struct weft_span_data *span = spans[i];
-        struct trace_delta *d = NULL;
-        int exists = span_exists(st, span);
+        struct trace_delta *d = delta_of(deltas, &traces, span);
+        bool is_replaced = false;
 
-        for (size_t t = 0; t < traces && d == NULL; t++) {
-            if (memcmp(deltas[t].trace_id, span->trace_id, WEFT_TRACE_ID_SIZE) == 0) {
-                d = &deltas[t];
-            }
-        }
-        if (d == NULL) {
-            d = &deltas[traces++];
-            d->trace_id = span->trace_id;
-            d->earliest = span;
-        }
-        d->needs_full = d->needs_full || exists != 0 || is_root_candidate(span);
+        err = insert_span(st, span, &is_replaced);
+        d->is_replaced = d->is_replaced || is_replaced;
         if (is_earlier(span, d->earliest)) {
             d->earliest = span;
+        }
+        if (is_root_candidate(span) && (d->root == NULL || is_better_root(span, d->root))) {
+            d->root = span;
         }
         if (span->end_time_ns > d->max_end) {
             d->max_end = span->end_time_ns;
         }
         d->count++;
         d->errors += span->status_code == WEFT_STATUS_ERROR;
-        err = exists < 0 ? WEFT_EIO : insert_span(st, span);
     }
     /* Refresh the summary of every trace the batch touched, once each. */
     for (size_t t = 0; t < traces && err == WEFT_OK; t++) {
@@ -531,8 +608,9 @@ store_destroy(void *self)
     sqlite3_finalize(st->commit);
     sqlite3_finalize(st->rollback);
     sqlite3_finalize(st->insert);
+    sqlite3_finalize(st->replace);
     sqlite3_finalize(st->summary);
-    sqlite3_finalize(st->exists);
+    sqlite3_finalize(st->summary_new);
     sqlite3_finalize(st->summary_get);
     sqlite3_finalize(st->summary_set);
     /* sqlite3_close_v2 checkpoints the WAL when this is the last connection. */

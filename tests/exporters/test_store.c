@@ -677,6 +677,97 @@ test_store_summary_follows_root_arriving_late(void **state)
     weft_trace_summaries_free(list, n);
 }
 
+/* Every row of @p sql as "a|b|c\n" lines (NULL as "NULL"), into @p out. */
+static void
+query_text(const char *db_path, const char *sql, char *out, size_t out_len)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    size_t used = 0;
+
+    out[0] = '\0';
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), SQLITE_OK);
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+        for (int c = 0; c < sqlite3_column_count(stmt); c++) {
+            const char *v = (const char *)sqlite3_column_text(stmt, c);
+
+            used += (size_t)snprintf(out + used, out_len - used, "%s%c", v != NULL ? v : "NULL",
+                                     c + 1 < sqlite3_column_count(stmt) ? '|' : '\n');
+            assert_true(used < out_len);
+        }
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+}
+
+/* The summary rows as recomputing them from the spans gives (the writer's summary_sql). */
+#define ROOT_ORDER_SQL \
+    " ORDER BY (parent_span_id IS NULL) DESC, parent_is_remote DESC, start_ns, span_id LIMIT 1)"
+static const char summary_oracle_sql[] =
+    "SELECT trace_id, MIN(start_ns), MAX(end_ns), COUNT(*), SUM(status_code = 2),"
+    " (SELECT name FROM spans s2 WHERE s2.trace_id = s.trace_id" ROOT_ORDER_SQL ","
+    " (SELECT service_name FROM spans s2 WHERE s2.trace_id = s.trace_id" ROOT_ORDER_SQL ","
+    " EXISTS (SELECT 1 FROM spans s2 WHERE s2.trace_id = s.trace_id"
+    " AND (parent_span_id IS NULL OR parent_is_remote))"
+    " FROM spans s GROUP BY trace_id ORDER BY trace_id";
+
+/* The writer keeps each trace's summary incrementally (a new trace from its batch, roots
+ * arriving late, replaced spans); whatever the batches, the rows equal a recomputation. */
+static void
+test_store_incremental_summary_matches_recomputation(void **state)
+{
+    static const char *const traces[] = {TA, TB, TC};
+    static const char *const names[] = {"workflow", "step", "tool", "late"};
+    static const uint64_t starts[] = {0, 5, 5, 10, 40};
+    static const struct weft_attr other_attrs[] = {
+        {"service.name", {WEFT_VALUE_STRING, 5, {.str = "other"}}},
+    };
+    static const struct weft_resource other = {other_attrs, 1, 0, NULL};
+    static const struct weft_resource no_service = {NULL, 0, 0, NULL};
+    struct fixture *f = *state;
+    uint64_t rng = 42;
+    char got[8192];
+    char want[8192];
+
+    for (int round = 0; round < 300; round++) {
+        struct weft_span_data batch[8];
+        size_t n = 1 + (size_t)(round % 8);
+
+        for (size_t i = 0; i < n; i++) {
+            char span_hex[17];
+            char parent_hex[17];
+            unsigned kind = 0;
+
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            kind = (unsigned)(rng >> 60) % 4;
+            snprintf(span_hex, sizeof(span_hex), "%016x", 1 + (unsigned)(rng >> 40) % 12);
+            snprintf(parent_hex, sizeof(parent_hex), "%016x",
+                     kind == 1 ? 0u : 1 + (unsigned)(rng >> 36) % 12);
+            batch[i] = make_span(traces[(rng >> 33) % 3], span_hex, kind == 0 ? NULL : parent_hex,
+                                 names[(rng >> 20) % 4], starts[(rng >> 24) % 5], (rng >> 28) % 50);
+            batch[i].parent_is_remote = kind == 3;
+            batch[i].status_code = (rng >> 18) % 4 == 0 ? WEFT_STATUS_ERROR : WEFT_STATUS_OK;
+            batch[i].resource = (rng >> 16) % 3 == 0   ? &other
+                                : (rng >> 16) % 3 == 1 ? &no_service
+                                                       : &resource;
+            if ((rng >> 14) % 40 == 0) {
+                batch[i].start_time_ns = UINT64_MAX - (rng >> 50); /* clamped when stored */
+                batch[i].end_time_ns = UINT64_MAX;
+            }
+        }
+        assert_weft_ok(export_batch(f->ex, batch, n));
+        query_text(f->db,
+                   "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name,"
+                   " service_name, has_root FROM traces ORDER BY trace_id",
+                   got, sizeof(got));
+        query_text(f->db, summary_oracle_sql, want, sizeof(want));
+        if (strcmp(got, want) != 0) {
+            fail_msg("round %d: summary\n%s\nrecomputed\n%s", round, got, want);
+        }
+    }
+}
+
 static void
 test_store_orphans_and_cycles_are_listed_once_as_roots(void **state)
 {
@@ -1165,6 +1256,7 @@ main(void)
         T(test_store_invalid_utf8_is_replaced_not_lost),
         T(test_store_duplicate_span_is_replaced),
         T(test_store_summary_follows_root_arriving_late),
+        T(test_store_incremental_summary_matches_recomputation),
         T(test_store_orphans_and_cycles_are_listed_once_as_roots),
         T(test_store_render_replaces_control_characters),
         T(test_store_bad_path_returns_eio_and_logs_it),
