@@ -111,6 +111,25 @@ put_escape(struct jw *w, uint8_t c)
     }
 }
 
+/* Do the 8 bytes at @p s need neither an escape nor a UTF-8 check (printable ASCII other than
+ * '"' and '\\')? Bit tricks on one word: a byte below 0x20, a byte equal to '"' or '\\', or a
+ * byte with its high bit set each leave a high bit in the result. */
+static inline bool
+is_plain_word(const uint8_t *s)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+    const uint64_t highs = 0x8080808080808080ull;
+    uint64_t x = 0;
+    uint64_t quote = 0;
+    uint64_t slash = 0;
+
+    memcpy(&x, s, sizeof(x));
+    quote = x ^ (ones * '"');
+    slash = x ^ (ones * '\\');
+    return ((((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((slash - ones) & ~slash) | x) &
+            highs) == 0;
+}
+
 /* A JSON string for @p len bytes of @p text (NULL reads as empty). Each maximal invalid
  * subpart becomes U+FFFD, as weft__utf8_sanitize() did before jansson saw the text, so one
  * bad byte in a tool's output cannot lose the span. Runs that need no escape are copied
@@ -127,6 +146,10 @@ put_text(struct jw *w, const char *text, size_t len)
         size_t n = 1;
         bool is_valid = true;
 
+        if (len - i >= 8 && is_plain_word(s + i)) {
+            i += 8;
+            continue;
+        }
         if (s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') {
             i++;
             continue;
