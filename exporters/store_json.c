@@ -62,10 +62,13 @@ put(struct jw *w, const char *s, size_t len)
 {
     struct weft__buf *b = w->out;
 
+    if (len == 0) {
+        return; /* s may be NULL */
+    }
     if (len < b->cap - b->len && len <= w->max - b->len) {
         memcpy(b->data + b->len, s, len);
         b->len += len;
-    } else if (w->err == WEFT_OK && len > 0) {
+    } else if (w->err == WEFT_OK) {
         w->err = weft__buf_append(b, s, len);
     }
 }
