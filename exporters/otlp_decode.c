@@ -11,7 +11,8 @@
  *
  * Shape: a reader (struct rd) over one length-delimited slice; one function per message. The
  * repeated fields of a span (attributes, events, links) are counted in a first cheap pass over
- * the span's tags, so that each gets one exactly-sized array. Strings are copied into the arena
+ * the span's tags, so that each gets one exactly-sized array; a second pass decodes everything
+ * (the hot path of ingest: a span used to be walked four times). Strings are copied into the arena
  * (exporters expect NUL-terminated text). Unknown fields of any valid wire type are skipped, as
  * protobuf requires; a known field with another wire type, a truncated item, a group or a
  * nesting deeper than WEFT__OTLP_MAX_VALUE_DEPTH make the whole request malformed.
@@ -942,50 +943,63 @@ decode_status(struct dec *d, struct rd m, struct weft_span_data *span)
     return d->err == WEFT_OK;
 }
 
-/* Events and links: counted, allocated, then filled in a second pass. */
-static bool
-decode_events_links(
-    struct dec *d, struct rd m, size_t n_events, size_t n_links, struct weft_span_data *span)
-{
-    uint32_t f = 0;
-    uint32_t wt = 0;
-    struct weft_event_data *events = NULL;
-    struct weft_link_data *links = NULL;
+/* The repeated members of a span (attributes, events, links): arrays sized by a first pass
+ * over the span's tags, filled in order by the second. */
+struct span_parts {
+    struct weft_attr *attrs;
+    struct weft_event_data *events;
+    struct weft_link_data *links;
+};
 
-    events = alloc_array(d, n_events, sizeof(*events));
-    links = alloc_array(d, n_links, sizeof(*links));
-    if ((n_events > 0 && events == NULL) || (n_links > 0 && links == NULL)) {
+static bool
+span_parts_alloc(struct dec *d, const size_t counts[3], struct span_parts *p)
+{
+    p->attrs = alloc_array(d, counts[0], sizeof(*p->attrs));
+    p->events = alloc_array(d, counts[1], sizeof(*p->events));
+    p->links = alloc_array(d, counts[2], sizeof(*p->links));
+    return d->err == WEFT_OK;
+}
+
+/* One attribute (field 9), event (11) or link (13) of @p span into its slot of @p p. An
+ * attribute or link that is not kept is counted as dropped and its slot reused. */
+static bool
+span_repeated(struct dec *d,
+              struct rd *m,
+              uint32_t f,
+              uint32_t wt,
+              struct weft_span_data *span,
+              struct span_parts *p)
+{
+    struct rd sub;
+    bool is_kept = false;
+
+    if (!read_sub(d, m, wt, &sub)) {
         return false;
     }
-    while (rd_tag(d, &m, &f, &wt)) {
-        struct rd sub;
-        bool is_kept = false;
-
-        if (f != 11 && f != 13) {
-            rd_skip(d, &m, wt);
-            continue;
-        }
-        if (!read_sub(d, &m, wt, &sub)) {
+    if (f == 9) {
+        if (!decode_kv(d, sub, &p->attrs[span->attr_count], &is_kept)) {
             return false;
         }
-        if (f == 11 && !decode_event(d, sub, &events[span->event_count++])) {
-            return false;
+        if (is_kept) {
+            span->attr_count++;
+        } else {
+            span->dropped_attrs++;
         }
-        if (f == 13) {
-            if (!decode_link(d, sub, &links[span->link_count], &is_kept)) {
-                return false;
-            }
-            if (is_kept) {
-                span->link_count++;
-            } else {
-                memset(&links[span->link_count], 0, sizeof(*links));
-                span->dropped_links++;
-            }
-        }
+        return true;
     }
-    span->events = events;
-    span->links = links;
-    return d->err == WEFT_OK;
+    if (f == 11) {
+        return decode_event(d, sub, &p->events[span->event_count++]);
+    }
+    if (!decode_link(d, sub, &p->links[span->link_count], &is_kept)) {
+        return false;
+    }
+    if (is_kept) {
+        span->link_count++;
+    } else {
+        memset(&p->links[span->link_count], 0, sizeof(*p->links));
+        span->dropped_links++;
+    }
+    return true;
 }
 
 /* The scalar fields of a span. */
@@ -1036,11 +1050,6 @@ span_field(
         span->trace_flags = (uint8_t)(v & 0xff);
         span->parent_is_remote = (v & FLAG_HAS_IS_REMOTE) != 0 && (v & FLAG_IS_REMOTE) != 0;
         return true;
-    case 9:
-    case 11:
-    case 13:
-        /* Decoded by decode_attrs and decode_events_links; only the wire type is checked. */
-        return want(d, wt, WT_LEN) && rd_skip(d, m, wt);
     default:
         return rd_skip(d, m, wt);
     }
@@ -1058,6 +1067,7 @@ decode_span(struct dec *d,
     int ids[3] = {0, 0, 0}; /* trace, span, parent: 0 absent, 1 valid, -1 wrong size */
     static const uint32_t repeated[3] = {9, 11, 13}; /* attributes, events, links */
     size_t counts[3];
+    struct span_parts parts;
     weft_err err = WEFT_OK;
 
     if (span == NULL) {
@@ -1066,20 +1076,25 @@ decode_span(struct dec *d,
     span->name = "";
     span->resource = resource;
     span->scope = scope;
-    if (!count_fields(d, m, repeated, counts, 3) ||
-        !decode_attrs_n(d, m, 9, counts[0], &span->attrs, &span->attr_count,
-                        &span->dropped_attrs) ||
-        !decode_events_links(d, m, counts[1], counts[2], span)) {
+    /* Two walks over the span's tags: one counts the repeated members, one decodes
+     * everything. */
+    if (!count_fields(d, m, repeated, counts, 3) || !span_parts_alloc(d, counts, &parts)) {
         return false;
     }
     while (rd_tag(d, &m, &f, &wt)) {
-        if (!span_field(d, &m, f, wt, span, ids)) {
+        bool ok = f == 9 || f == 11 || f == 13 ? span_repeated(d, &m, f, wt, span, &parts)
+                                               : span_field(d, &m, f, wt, span, ids);
+
+        if (!ok) {
             return false;
         }
     }
     if (d->err != WEFT_OK) {
         return false;
     }
+    span->attrs = parts.attrs;
+    span->events = parts.events;
+    span->links = parts.links;
     span->has_parent = ids[2] == 1 && !is_zero(span->parent_span_id, WEFT_SPAN_ID_SIZE);
     if (!span->has_parent) {
         span->parent_is_remote = false;
