@@ -10,11 +10,15 @@
  *   decode        weft__otlp_decode_proto / _json alone, into a reused batch.
  *   decode_store  a whole request through weft__ingest_handle(): decode, one export call into
  *                 the SQLite store (one transaction per request), the response; the store is a
- *                 fresh file in a temporary directory, and each batch is a new trace.
- * spans_per_sec is the median over the runs; each run handles --batches batches.
- * Usage: ingest_bench [--batches N] [--runs N] [--dir DIR] [--only CASE:FORMAT]
- *   defaults 200 batches, 5 runs, $TMPDIR; --only runs one case, e.g. decode_store:protobuf
- *   (handy under perf).
+ *                 fresh file in a temporary directory, and each batch is a new trace. Run with
+ *                 one client and with --threads clients at once (threads calling the handler
+ *                 as the server's connection threads do; "clients" in the output).
+ * spans_per_sec is the median over the runs; each run handles --batches batches. decode_store
+ * also prints the store's WAL checkpoints over all runs (on their own thread, and inline past
+ * the backstop: exporters/store_checkpoint.c) and the WAL file's size at the end.
+ * Usage: ingest_bench [--batches N] [--runs N] [--threads N] [--dir DIR] [--only CASE:FORMAT]
+ *   defaults 200 batches, 5 runs, 2 threads, $TMPDIR; --only runs one case, e.g.
+ *   decode_store:protobuf (handy under perf).
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
@@ -23,15 +27,18 @@
 #include "exporters/otlp_decode.h"
 #include "exporters/otlp_encode.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define BATCH    512
-#define MAX_RUNS 31
+#define BATCH       512
+#define MAX_RUNS    31
+#define MAX_THREADS 8
 
 static double
 now_s(void)
@@ -189,22 +196,99 @@ encode_all(struct fixture *f, bool is_json, int batches, uint32_t first_seq)
     return bodies;
 }
 
+/* The size of the store's WAL file, -1 when there is none. */
+static long long
+wal_bytes(const char *db_path)
+{
+    char wal[600];
+    struct stat sb;
+
+    snprintf(wal, sizeof(wal), "%s-wal", db_path);
+    return stat(wal, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+/* One client: every clients-th body from its first, one request at a time. */
+struct client {
+    pthread_t thread;
+    struct weft__ingest *ing;
+    const struct weft__buf *bodies;
+    bool is_json;
+    int first;
+    int step;
+    int batches;
+    unsigned failed_status; /* 0, or the first status other than 200 */
+};
+
+static void *
+client_main(void *arg)
+{
+    struct client *c = arg;
+
+    for (int b = c->first; b < c->batches && c->failed_status == 0; b += c->step) {
+        struct weft__ingest_request req = {"POST",
+                                           c->is_json ? "application/json"
+                                                      : "application/x-protobuf",
+                                           NULL,
+                                           c->bodies[b].data,
+                                           c->bodies[b].len,
+                                           false};
+        struct weft__http_reply reply;
+
+        weft__ingest_handle(c->ing, &req, &reply);
+        if (reply.free_body) {
+            weft__free(reply.body);
+        }
+        if (reply.status != 200) {
+            c->failed_status = reply.status;
+        }
+    }
+    return NULL;
+}
+
+/* Send @p batches bodies through @p clients threads at once. @return 0 or the first failed
+ * status. */
+static unsigned
+send_all(struct weft__ingest *ing,
+         const struct weft__buf *bodies,
+         bool is_json,
+         int batches,
+         int clients)
+{
+    struct client c[MAX_THREADS];
+    unsigned failed = 0;
+
+    for (int t = 0; t < clients; t++) {
+        c[t] = (struct client){0, ing, bodies, is_json, t, clients, batches, 0};
+        if (pthread_create(&c[t].thread, NULL, client_main, &c[t]) != 0) {
+            failed = 1;
+            clients = t;
+        }
+    }
+    for (int t = 0; t < clients; t++) {
+        pthread_join(c[t].thread, NULL);
+        failed = failed != 0 ? failed : c[t].failed_status;
+    }
+    return failed;
+}
+
 static int
-bench_store(struct fixture *f, bool is_json, int batches, int runs, const char *dir)
+bench_store(struct fixture *f, bool is_json, int batches, int runs, int clients, const char *dir)
 {
     double rates[MAX_RUNS];
     char path[512];
     struct weft__ingest *ing = NULL;
     struct weft__ingest_options opts = {path, 0};
+    struct weft__ingest_stats stats;
 
-    snprintf(path, sizeof(path), "%s/ingest_bench_%d_%s.db", dir, (int)getpid(),
-             is_json ? "json" : "proto");
+    snprintf(path, sizeof(path), "%s/ingest_bench_%d_%s_%d.db", dir, (int)getpid(),
+             is_json ? "json" : "proto", clients);
     if (weft__ingest_new(&opts, &ing) != WEFT_OK) {
         fprintf(stderr, "ingest_bench: cannot open a store at %s\n", path);
         return 1;
     }
     for (int r = 0; r < runs; r++) {
         struct weft__buf *bodies = encode_all(f, is_json, batches, (uint32_t)(r * batches + 1));
+        unsigned failed = 0;
         double t0 = 0;
 
         if (bodies == NULL) {
@@ -212,21 +296,10 @@ bench_store(struct fixture *f, bool is_json, int batches, int runs, const char *
             return 1;
         }
         t0 = now_s();
-        for (int b = 0; b < batches; b++) {
-            struct weft__ingest_request req = {
-                "POST",        is_json ? "application/json" : "application/x-protobuf",
-                NULL,          bodies[b].data,
-                bodies[b].len, false};
-            struct weft__http_reply reply;
-
-            weft__ingest_handle(ing, &req, &reply);
-            if (reply.free_body) {
-                weft__free(reply.body);
-            }
-            if (reply.status != 200) {
-                fprintf(stderr, "ingest_bench: ingest answered %u\n", reply.status);
-                return 1;
-            }
+        failed = send_all(ing, bodies, is_json, batches, clients);
+        if (failed != 0) {
+            fprintf(stderr, "ingest_bench: ingest answered %u\n", failed);
+            return 1;
         }
         rates[r] = (double)batches * BATCH / (now_s() - t0);
         for (int b = 0; b < batches; b++) {
@@ -234,9 +307,13 @@ bench_store(struct fixture *f, bool is_json, int batches, int runs, const char *
         }
         free(bodies);
     }
+    weft__ingest_stats(ing, &stats);
     printf("{\"bench\":\"ingest_bench\",\"case\":\"decode_store\",\"format\":\"%s\","
-           "\"batch\":%d,\"attrs_per_span\":10,\"spans_per_sec\":%.0f}\n",
-           is_json ? "json" : "protobuf", BATCH, median(rates, runs));
+           "\"batch\":%d,\"attrs_per_span\":10,\"clients\":%d,\"spans_per_sec\":%.0f,"
+           "\"checkpoints\":%llu,\"inline_checkpoints\":%llu,\"wal_bytes\":%lld}\n",
+           is_json ? "json" : "protobuf", BATCH, clients, median(rates, runs),
+           (unsigned long long)stats.checkpoints, (unsigned long long)stats.inline_checkpoints,
+           wal_bytes(path));
     weft__ingest_free(ing);
     for (size_t i = 0; i < 3; i++) {
         char file[600];
@@ -253,6 +330,7 @@ main(int argc, char **argv)
     static struct fixture f;
     int batches = 200;
     int runs = 5;
+    int threads = 2;
     const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     const char *only = NULL;
     int rc = 0;
@@ -262,14 +340,18 @@ main(int argc, char **argv)
             batches = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--runs") == 0) {
             runs = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--threads") == 0) {
+            threads = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--dir") == 0) {
             dir = argv[i + 1];
         } else if (strcmp(argv[i], "--only") == 0) {
             only = argv[i + 1];
         }
     }
-    if (batches < 1 || runs < 1 || runs > MAX_RUNS || argc % 2 == 0) {
-        fprintf(stderr, "usage: ingest_bench [--batches N] [--runs 1..31] [--dir DIR]"
+    if (batches < 1 || runs < 1 || runs > MAX_RUNS || threads < 1 || threads > MAX_THREADS ||
+        argc % 2 == 0) {
+        fprintf(stderr, "usage: ingest_bench [--batches N] [--runs 1..31] [--threads 1..8]"
+                        " [--dir DIR]"
                         " [--only decode|decode_store:protobuf|json]\n");
         return 2;
     }
@@ -281,8 +363,14 @@ main(int argc, char **argv)
         if (only != NULL && strcmp(only, names[c]) != 0) {
             continue;
         }
-        rc |= c < 2 ? bench_decode(&f, c == 1, batches, runs)
-                    : bench_store(&f, c == 3, batches, runs, dir);
+        if (c < 2) {
+            rc |= bench_decode(&f, c == 1, batches, runs);
+            continue;
+        }
+        rc |= bench_store(&f, c == 3, batches, runs, 1, dir);
+        if (threads > 1) {
+            rc |= bench_store(&f, c == 3, batches, runs, threads, dir);
+        }
     }
     return rc;
 }

@@ -21,7 +21,7 @@
 #include "base/mem.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_decode.h"
-#include "tracing/exporter.h"
+#include "exporters/store.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -92,10 +92,16 @@ weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **
         weft__free(ing);
         return err;
     }
-    if (pthread_mutex_init(&ing->store_lock, NULL) != 0) {
+    /* Requests wait on the store's lock: its commits should not also copy the WAL. */
+    err = weft__store_checkpoint_in_background(ing->store, WEFT__STORE_CHECKPOINT_PAGES,
+                                               WEFT__STORE_WAL_BACKSTOP);
+    if (err == WEFT_OK && pthread_mutex_init(&ing->store_lock, NULL) != 0) {
+        err = WEFT_ENOMEM;
+    }
+    if (err != WEFT_OK) {
         weft_exporter_free(ing->store);
         weft__free(ing);
-        return WEFT_ENOMEM;
+        return err;
     }
     *out = ing;
     return WEFT_OK;
@@ -371,19 +377,26 @@ inflate_body(struct weft__ingest *ing,
     return false;
 }
 
-/* Write the accepted spans in one export call, hence one transaction. */
+/* Write the accepted spans in one export call, hence one transaction. Their JSON columns are
+ * built before the lock, so requests served at once build theirs in parallel and the lock
+ * covers only SQLite's work; texts that do not fit @p cap are built under the lock, one span
+ * at a time, as export_batch builds them. */
 static weft_err
-store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch)
+store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch, size_t cap)
 {
-    struct weft_export_result result = {0};
+    struct weft__store_texts texts;
+    bool is_built = false;
     weft_err err = WEFT_OK;
 
     if (batch->count == 0) {
         return WEFT_OK;
     }
+    is_built = weft__store_texts_build(&texts, batch->spans, batch->count, cap) == WEFT_OK;
     pthread_mutex_lock(&ing->store_lock);
-    err = ing->store->ops->export_batch(ing->store->self, batch->spans, batch->count, 0, &result);
+    err =
+        weft__store_export_texts(ing->store, batch->spans, batch->count, is_built ? &texts : NULL);
     pthread_mutex_unlock(&ing->store_lock);
+    weft__store_texts_cleanup(&texts);
     return err;
 }
 
@@ -406,7 +419,7 @@ ingest_body(struct weft__ingest *ing,
     err = enc == ENC_PROTO ? weft__otlp_decode_proto(data, len, &batch, why, sizeof(why))
                            : weft__otlp_decode_json(data, len, &batch, why, sizeof(why));
     if (err == WEFT_OK) {
-        err = store_batch(ing, &batch);
+        err = store_batch(ing, &batch, cap);
         if (err != WEFT_OK) {
             log_reason(ing, REASON_STORE, weft_strerror(err));
             reply_status(reply, 503, enc, RPC_UNAVAILABLE, "the span store cannot be written");
@@ -503,6 +516,8 @@ weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *ou
     out->requests_413 = atomic_load(&m->requests[3]);
     out->requests_415 = atomic_load(&m->requests[4]);
     out->requests_503 = atomic_load(&m->requests[5]);
+    weft__store_checkpointer_stats(weft__store_checkpointer(m->store), &out->checkpoints,
+                                   &out->inline_checkpoints);
 }
 
 weft_err
@@ -511,6 +526,7 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
     struct weft__ingest_stats st;
     struct weft_instrument *spans = NULL;
     struct weft_instrument *requests = NULL;
+    struct weft_instrument *checkpoints = NULL;
     uint64_t counts[6];
     struct weft_attr attr;
     char status[8];
@@ -527,9 +543,21 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
                                     "{request}", "Requests to /v1/traces, by HTTP status", NULL, 0,
                                     &requests);
     }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_checkpoints",
+                                    "{checkpoint}",
+                                    "Checkpoints of the span store's WAL: on their own thread"
+                                    " (background) or in a request past the WAL's backstop"
+                                    " (inline)",
+                                    NULL, 0, &checkpoints);
+    }
     if (err != WEFT_OK) {
         return err;
     }
+    attr = weft_attr_str("mode", "background");
+    (void)weft_counter_add(checkpoints, (double)st.checkpoints, &attr, 1);
+    attr = weft_attr_str("mode", "inline");
+    (void)weft_counter_add(checkpoints, (double)st.inline_checkpoints, &attr, 1);
     attr = weft_attr_str("outcome", "accepted");
     (void)weft_counter_add(spans, (double)st.spans_accepted, &attr, 1);
     attr = weft_attr_str("outcome", "rejected");

@@ -75,14 +75,17 @@ struct weft__ingest_stats {
     uint64_t requests_413;
     uint64_t requests_415;
     uint64_t requests_503;
+    uint64_t checkpoints;        /* the store's WAL checkpoints on their own thread */
+    uint64_t inline_checkpoints; /* the WAL past its backstop: a request waited for one */
 };
 
 /* Read the counters (zeros for NULL). */
 void weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *out);
 
-/* Add the counters to @p meter as weft.ingest.spans{outcome=accepted|rejected} and
- * weft.ingest.requests{status=...} (Prometheus: weft_ingest_spans_total,
- * weft_ingest_requests_total). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+/* Add the counters to @p meter as weft.ingest.spans{outcome=accepted|rejected},
+ * weft.ingest.requests{status=...} and weft.ingest.store_checkpoints{mode=background|inline}
+ * (Prometheus: weft_ingest_spans_total, weft_ingest_requests_total,
+ * weft_ingest_store_checkpoints_total). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
  * Ownership: borrows both for the call. */
 weft_err weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter);
 

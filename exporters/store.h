@@ -46,6 +46,78 @@ weft_err weft__store_attrs_text(const struct weft_attr *attrs, size_t count, str
 weft_err weft__store_events_text(const struct weft_span_data *span, struct weft__buf *out);
 weft_err weft__store_links_text(const struct weft_span_data *span, struct weft__buf *out);
 
+/* A batch's JSON columns written ahead of the store's writer, so that the requests weft serve
+ * ingests at once build theirs in parallel while one of them holds the writer (ingest.c):
+ * column k of span i (k = 0 attributes, 1 events, 2 links) is column 3 * i + k. */
+struct weft__store_texts {
+    struct weft__buf text; /* the columns back to back, each closed by a NUL */
+    size_t *starts;        /* 3 * count + 1 offsets into text */
+    size_t count;          /* spans */
+};
+
+/* Build the columns of @p count spans into @p texts, whose text holds at most @p max bytes
+ * (0: no cap beyond the columns' own). Call weft__store_texts_cleanup() whatever it returns.
+ * @return WEFT_OK or WEFT_ENOMEM (also past @p max or a column's cap, or a NULL key). */
+weft_err weft__store_texts_build(struct weft__store_texts *texts,
+                                 const struct weft_span_data *const *spans,
+                                 size_t count,
+                                 size_t max);
+/* Column @p i (see above) and its length. Ownership: borrowed from @p texts. */
+const char *weft__store_texts_column(const struct weft__store_texts *texts, size_t i, size_t *len);
+void weft__store_texts_cleanup(struct weft__store_texts *texts);
+
+/* export_batch of the store exporter @p ex (weft_store_exporter_new()) with the JSON columns
+ * already built for these spans in @p texts; NULL @p texts builds them as export_batch does.
+ * @return as export_batch; WEFT_EINVAL when @p ex is not a store exporter or @p texts holds
+ * another number of spans. */
+weft_err weft__store_export_texts(struct weft_exporter *ex,
+                                  const struct weft_span_data *const *spans,
+                                  size_t count,
+                                  const struct weft__store_texts *texts);
+
+/* --- store_checkpoint.c -------------------------------------------------------------------- */
+/* SQLite's automatic checkpoint threshold, restored when the thread stops. */
+#ifndef SQLITE_DEFAULT_WAL_AUTOCHECKPOINT
+#define SQLITE_DEFAULT_WAL_AUTOCHECKPOINT 1000
+#endif
+/* The ingest's thresholds: the thread checkpoints from 4,000 WAL pages (16 MiB of 4 KiB
+ * pages: fewer, larger checkpoints than SQLite's 1,000 measured faster), the writer too from
+ * 65,536 (256 MiB, only reached while a reader pins old frames). */
+#define WEFT__STORE_CHECKPOINT_PAGES 4000
+#define WEFT__STORE_WAL_BACKSTOP     65536
+
+struct weft__store_checkpointer;
+
+/* Move the checkpoints of the writer's connection @p writer on the store at @p path to a
+ * thread of their own (with its own connection), woken once the WAL holds @p pages pages; past
+ * @p backstop pages (more than @p pages) the writer checkpoints after its commits too.
+ * @p writer must not be used while this starts or stops.
+ * @return WEFT_OK, WEFT_ENOMEM or WEFT_EIO (logged). Ownership: caller owns *out; release with
+ * weft__store_checkpointer_stop() before closing @p writer. */
+weft_err weft__store_checkpointer_start(sqlite3 *writer,
+                                        const char *path,
+                                        int pages,
+                                        int backstop,
+                                        struct weft__store_checkpointer **out);
+/* Around each write transaction of the writer (no-ops for NULL): a checkpoint's last pass
+ * waits for the transaction to end, and the next transaction waits for that pass. */
+void weft__store_checkpointer_enter(struct weft__store_checkpointer *cp);
+void weft__store_checkpointer_leave(struct weft__store_checkpointer *cp);
+/* Checkpoints the thread completed, and the writer's own past the backstop (zeros for NULL). */
+void weft__store_checkpointer_stats(const struct weft__store_checkpointer *cp,
+                                    uint64_t *checkpoints,
+                                    uint64_t *inline_checkpoints);
+/* Stop the thread (a checkpoint under way ends first) and give the writer back SQLite's
+ * automatic checkpoint. NULL is a no-op. */
+void weft__store_checkpointer_stop(struct weft__store_checkpointer *cp);
+
+/* Checkpoint the store exporter @p ex's WAL on a thread (above). Call before the first
+ * export. @return as weft__store_checkpointer_start(); WEFT_EINVAL when @p ex is not a store
+ * exporter or already has a checkpointer. */
+weft_err weft__store_checkpoint_in_background(struct weft_exporter *ex, int pages, int backstop);
+/* The exporter's checkpointer, or NULL. Ownership: borrowed from @p ex. */
+const struct weft__store_checkpointer *weft__store_checkpointer(struct weft_exporter *ex);
+
 /* Parse the JSON columns back into @p arena: values weft would not write are skipped and
  * counted in *dropped (attributes) or the span's dropped counts. @p j may be NULL (read as
  * empty). @return WEFT_OK or WEFT_ENOMEM. */

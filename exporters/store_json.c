@@ -535,25 +535,31 @@ put_dropped(struct jw *w, uint32_t dropped)
     }
 }
 
+static void
+put_events(struct jw *w, const struct weft_span_data *span)
+{
+    put(w, "[", 1);
+    for (size_t i = 0; i < span->event_count; i++) {
+        const struct weft_event_data *ev = &span->events[i];
+
+        put_lit(w, i == 0 ? "{\"name\":" : ",{\"name\":");
+        put_text(w, ev->name, ev->name != NULL ? strlen(ev->name) : 0);
+        put_lit(w, ",\"time_ns\":");
+        put_int(w, (int64_t)ev->time_ns);
+        put_lit(w, ",\"attributes\":");
+        put_attrs(w, ev->attrs, ev->attr_count);
+        put_dropped(w, ev->dropped_attrs);
+        put(w, "}", 1);
+    }
+    put(w, "]", 1);
+}
+
 weft_err
 weft__store_events_text(const struct weft_span_data *span, struct weft__buf *out)
 {
     struct jw w = column(out);
 
-    put(&w, "[", 1);
-    for (size_t i = 0; i < span->event_count; i++) {
-        const struct weft_event_data *ev = &span->events[i];
-
-        put_lit(&w, i == 0 ? "{\"name\":" : ",{\"name\":");
-        put_text(&w, ev->name, ev->name != NULL ? strlen(ev->name) : 0);
-        put_lit(&w, ",\"time_ns\":");
-        put_int(&w, (int64_t)ev->time_ns);
-        put_lit(&w, ",\"attributes\":");
-        put_attrs(&w, ev->attrs, ev->attr_count);
-        put_dropped(&w, ev->dropped_attrs);
-        put(&w, "}", 1);
-    }
-    put(&w, "]", 1);
+    put_events(&w, span);
     return column_end(&w);
 }
 
@@ -583,20 +589,86 @@ put_link(struct jw *w, const struct weft_link_data *link)
     put(w, "}", 1);
 }
 
+static void
+put_links(struct jw *w, const struct weft_span_data *span)
+{
+    put(w, "[", 1);
+    for (size_t i = 0; i < span->link_count; i++) {
+        if (i > 0) {
+            put(w, ",", 1);
+        }
+        put_link(w, &span->links[i]);
+    }
+    put(w, "]", 1);
+}
+
 weft_err
 weft__store_links_text(const struct weft_span_data *span, struct weft__buf *out)
 {
     struct jw w = column(out);
 
-    put(&w, "[", 1);
-    for (size_t i = 0; i < span->link_count; i++) {
-        if (i > 0) {
-            put(&w, ",", 1);
-        }
-        put_link(&w, &span->links[i]);
-    }
-    put(&w, "]", 1);
+    put_links(&w, span);
     return column_end(&w);
+}
+
+/* One column of a batch's texts: written after the ones before it and closed with a NUL;
+ * past STORE_JSON_COLUMN_MAX it fails as the single column would. */
+static void
+texts_column(struct jw *w, size_t start)
+{
+    if (w->err == WEFT_OK && w->out->len - start > STORE_JSON_COLUMN_MAX) {
+        w->err = WEFT_ENOMEM;
+    }
+    put(w, "", 1);
+}
+
+weft_err
+weft__store_texts_build(struct weft__store_texts *texts,
+                        const struct weft_span_data *const *spans,
+                        size_t count,
+                        size_t max)
+{
+    struct jw w = {&texts->text, 0, WEFT_OK};
+
+    weft__buf_init(&texts->text, max);
+    w.max = texts->text.max;
+    texts->count = 0;
+    texts->starts = weft__calloc(3 * count + 1, sizeof(*texts->starts));
+    if (texts->starts == NULL) {
+        return WEFT_ENOMEM;
+    }
+    for (size_t i = 0; i < count && w.err == WEFT_OK; i++) {
+        size_t *at = &texts->starts[3 * i];
+
+        at[0] = w.out->len;
+        put_attrs(&w, spans[i]->attrs, spans[i]->attr_count);
+        texts_column(&w, at[0]);
+        at[1] = w.out->len;
+        put_events(&w, spans[i]);
+        texts_column(&w, at[1]);
+        at[2] = w.out->len;
+        put_links(&w, spans[i]);
+        texts_column(&w, at[2]);
+    }
+    texts->starts[3 * count] = w.out->len;
+    texts->count = count;
+    return w.err == WEFT_OK ? WEFT_OK : WEFT_ENOMEM;
+}
+
+const char *
+weft__store_texts_column(const struct weft__store_texts *texts, size_t i, size_t *len)
+{
+    *len = texts->starts[i + 1] - texts->starts[i] - 1;
+    return texts->text.data + texts->starts[i];
+}
+
+void
+weft__store_texts_cleanup(struct weft__store_texts *texts)
+{
+    weft__buf_cleanup(&texts->text);
+    weft__free(texts->starts);
+    texts->starts = NULL;
+    texts->count = 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

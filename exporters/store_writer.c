@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
+#include "tracing/exporter.h"
 #include "tracing/ids.h"
 
 #include <errno.h>
@@ -82,6 +83,7 @@ struct store_exporter {
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
+    struct weft__store_checkpointer *checkpointer; /* NULL: SQLite checkpoints in COMMIT */
     atomic_bool is_shut_down;
     uint64_t failures; /* consecutive failed batches: only the first is logged at ERROR */
 };
@@ -228,79 +230,121 @@ ns_column(uint64_t ns)
     return ns > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)ns;
 }
 
-/* Bind @p span to @p s, an insert_sql or replace_sql statement; its JSON columns are already
- * in st's buffers. */
-static void
-bind_span(struct store_exporter *st, sqlite3_stmt *s, const struct weft_span_data *span)
-{
+/* A span's three JSON columns, in st's buffers or in a batch's prebuilt texts, and its ids in
+ * hex: all bound SQLITE_STATIC (a copy per bind was a measurable share of a span's write), so
+ * they live until the statement is reset. */
+struct span_texts {
+    const char *text[3];
+    size_t len[3];
     char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
     char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
+};
+
+/* Bind @p text, or NULL when it is NULL. */
+static void
+bind_text_or_null(sqlite3_stmt *s, int column, const char *text)
+{
+    if (text != NULL) {
+        sqlite3_bind_text(s, column, text, -1, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(s, column);
+    }
+}
+
+/* Bind every column of @p span to @p s, an insert_sql or replace_sql statement, with its JSON
+ * columns and ids in @p t (see struct span_texts). */
+static void
+bind_span(sqlite3_stmt *s, const struct weft_span_data *span, struct span_texts *t)
+{
     bool has_parent = weft__store_has_parent(span);
 
-    weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, trace_hex);
-    weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, span_hex);
-    weft_hex_encode(span->parent_span_id, WEFT_SPAN_ID_SIZE, parent_hex);
-    /* Every text is bound SQLITE_TRANSIENT or outlives the step (the JSON buffers are only
-     * rewritten for the next span, after step_once has reset the statement). */
-    sqlite3_bind_text(s, 1, trace_hex, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 2, span_hex, -1, SQLITE_TRANSIENT);
-    if (has_parent) {
-        sqlite3_bind_text(s, 3, parent_hex, -1, SQLITE_TRANSIENT);
-    }
+    weft_hex_encode(span->trace_id, WEFT_TRACE_ID_SIZE, t->trace_hex);
+    weft_hex_encode(span->span_id, WEFT_SPAN_ID_SIZE, t->span_hex);
+    weft_hex_encode(span->parent_span_id, WEFT_SPAN_ID_SIZE, t->parent_hex);
+    sqlite3_bind_text(s, 1, t->trace_hex, 2 * WEFT_TRACE_ID_SIZE, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, t->span_hex, 2 * WEFT_SPAN_ID_SIZE, SQLITE_STATIC);
+    bind_text_or_null(s, 3, has_parent ? t->parent_hex : NULL);
     sqlite3_bind_int(s, 4, has_parent && span->parent_is_remote);
-    if (span->trace_state != NULL) {
-        sqlite3_bind_text(s, 5, span->trace_state, -1, SQLITE_STATIC);
-    }
+    bind_text_or_null(s, 5, span->trace_state);
     sqlite3_bind_int(s, 6, span->trace_flags);
     sqlite3_bind_text(s, 7, span->name != NULL ? span->name : "", -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 8, (int)span->kind);
     sqlite3_bind_int64(s, 9, ns_column(span->start_time_ns));
     sqlite3_bind_int64(s, 10, ns_column(span->end_time_ns));
     sqlite3_bind_int(s, 11, (int)span->status_code);
-    if (span->status_message != NULL && span->status_code == WEFT_STATUS_ERROR) {
-        sqlite3_bind_text(s, 12, span->status_message, -1, SQLITE_STATIC);
+    bind_text_or_null(s, 12, span->status_code == WEFT_STATUS_ERROR ? span->status_message : NULL);
+    for (int k = 0; k < 3; k++) {
+        sqlite3_bind_text(s, 13 + k, t->text[k], (int)t->len[k], SQLITE_STATIC);
     }
-    sqlite3_bind_text(s, 13, st->attrs_text.data, (int)st->attrs_text.len, SQLITE_STATIC);
-    sqlite3_bind_text(s, 14, st->events_text.data, (int)st->events_text.len, SQLITE_STATIC);
-    sqlite3_bind_text(s, 15, st->links_text.data, (int)st->links_text.len, SQLITE_STATIC);
     sqlite3_bind_int64(s, 16, span->dropped_attrs);
     sqlite3_bind_int64(s, 17, span->dropped_events);
     sqlite3_bind_int64(s, 18, span->dropped_links);
-    if (weft__store_service_name(span) != NULL) {
-        sqlite3_bind_text(s, 19, weft__store_service_name(span), -1, SQLITE_STATIC);
-    }
-    if (span->scope != NULL && span->scope->name != NULL) {
-        sqlite3_bind_text(s, 20, span->scope->name, -1, SQLITE_STATIC);
-    }
-    if (span->scope != NULL && span->scope->version != NULL) {
-        sqlite3_bind_text(s, 21, span->scope->version, -1, SQLITE_STATIC);
-    }
+    bind_text_or_null(s, 19, weft__store_service_name(span));
+    bind_text_or_null(s, 20, span->scope != NULL ? span->scope->name : NULL);
+    bind_text_or_null(s, 21, span->scope != NULL ? span->scope->version : NULL);
 }
 
-/* Write @p span; *is_replaced says whether it replaced a stored span. */
-static weft_err
-insert_span(struct store_exporter *st, const struct weft_span_data *span, bool *is_replaced)
+/* Step a statement whose every parameter the next use binds again: reset without clearing
+ * the bindings. */
+static int
+step_rebound(sqlite3_stmt *stmt)
 {
-    weft_err err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
-    int rc = SQLITE_OK;
+    int rc = sqlite3_step(stmt);
 
-    *is_replaced = false;
+    sqlite3_reset(stmt);
+    return rc;
+}
+
+/* The JSON columns of the @p i th span of a batch: from @p prebuilt, or written now into
+ * st's buffers. */
+static weft_err
+span_texts(struct store_exporter *st,
+           const struct weft_span_data *span,
+           const struct weft__store_texts *prebuilt,
+           size_t i,
+           struct span_texts *t)
+{
+    weft_err err = WEFT_OK;
+
+    if (prebuilt != NULL) {
+        for (size_t k = 0; k < 3; k++) {
+            t->text[k] = weft__store_texts_column(prebuilt, 3 * i + k, &t->len[k]);
+        }
+        return WEFT_OK;
+    }
+    err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
     if (err == WEFT_OK) {
         err = weft__store_events_text(span, &st->events_text);
     }
     if (err == WEFT_OK) {
         err = weft__store_links_text(span, &st->links_text);
     }
-    if (err != WEFT_OK) {
-        return err;
-    }
-    bind_span(st, st->insert, span);
-    rc = step_once(st->insert);
+    t->text[0] = st->attrs_text.data;
+    t->text[1] = st->events_text.data;
+    t->text[2] = st->links_text.data;
+    t->len[0] = st->attrs_text.len;
+    t->len[1] = st->events_text.len;
+    t->len[2] = st->links_text.len;
+    return err;
+}
+
+/* Write @p span with its columns @p t; *is_replaced says whether it replaced a stored span. */
+static weft_err
+insert_span(struct store_exporter *st,
+            const struct weft_span_data *span,
+            struct span_texts *t,
+            bool *is_replaced)
+{
+    int rc = SQLITE_OK;
+
+    *is_replaced = false;
+    bind_span(st->insert, span, t);
+    rc = step_rebound(st->insert);
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
         *is_replaced = true;
-        bind_span(st, st->replace, span);
-        rc = step_once(st->replace);
+        bind_span(st->replace, span, t);
+        rc = step_rebound(st->replace);
     }
     return rc == SQLITE_DONE ? WEFT_OK : WEFT_EIO;
 }
@@ -493,7 +537,10 @@ delta_of(struct trace_delta *deltas, size_t *traces, const struct weft_span_data
 }
 
 static weft_err
-write_batch(struct store_exporter *st, const struct weft_span_data *const *spans, size_t count)
+write_batch(struct store_exporter *st,
+            const struct weft_span_data *const *spans,
+            size_t count,
+            const struct weft__store_texts *prebuilt)
 {
     struct trace_delta *deltas = weft__calloc(count, sizeof(*deltas));
     size_t traces = 0;
@@ -505,9 +552,13 @@ write_batch(struct store_exporter *st, const struct weft_span_data *const *spans
     for (size_t i = 0; i < count && err == WEFT_OK; i++) {
         const struct weft_span_data *span = spans[i];
         struct trace_delta *d = delta_of(deltas, &traces, span);
+        struct span_texts t;
         bool is_replaced = false;
 
-        err = insert_span(st, span, &is_replaced);
+        err = span_texts(st, span, prebuilt, i, &t);
+        if (err == WEFT_OK) {
+            err = insert_span(st, span, &t, &is_replaced);
+        }
         d->is_replaced = d->is_replaced || is_replaced;
         if (is_earlier(span, d->earliest)) {
             d->earliest = span;
@@ -530,17 +581,13 @@ write_batch(struct store_exporter *st, const struct weft_span_data *const *spans
 }
 
 static weft_err
-store_export(void *self,
-             const struct weft_span_data *const *spans,
-             size_t count,
-             uint64_t deadline_ns,
-             struct weft_export_result *result)
+write_texts(struct store_exporter *st,
+            const struct weft_span_data *const *spans,
+            size_t count,
+            const struct weft__store_texts *prebuilt)
 {
-    struct store_exporter *st = self;
     weft_err err = WEFT_OK;
 
-    (void)deadline_ns; /* bounded by the busy timeout, well inside any export deadline */
-    (void)result;
     if (atomic_load(&st->is_shut_down)) {
         return WEFT_ESTATE;
     }
@@ -550,35 +597,48 @@ store_export(void *self,
     if (spans == NULL) {
         return WEFT_EINVAL;
     }
+    weft__store_checkpointer_enter(st->checkpointer);
     if (step_once(st->begin) != SQLITE_DONE) {
         err = WEFT_EIO;
     } else {
-        err = write_batch(st, spans, count);
+        err = write_batch(st, spans, count, prebuilt);
         if (err == WEFT_OK && step_once(st->commit) != SQLITE_DONE) {
             err = WEFT_EIO;
         }
     }
-    if (err == WEFT_OK) {
-        if (st->failures > 0) {
-            WEFT_LOG(WEFT_LOG_INFO, "store %s: writing again after %" PRIu64 " failed batches",
-                     st->path, st->failures);
+    if (err != WEFT_OK) {
+        /* Log before ROLLBACK replaces SQLite's message. */
+        if (err == WEFT_ENOMEM) {
+            WEFT_LOG(st->failures == 0 ? WEFT_LOG_ERROR : WEFT_LOG_DEBUG,
+                     "store %s: out of memory encoding a batch", st->path);
+        } else {
+            weft__store_log_db_error(st->failures == 0 ? WEFT_LOG_ERROR : WEFT_LOG_DEBUG, st->path,
+                                     st->db, "cannot write a batch");
         }
+        st->failures++;
+        if (!sqlite3_get_autocommit(st->db)) {
+            step_once(st->rollback);
+        }
+    }
+    weft__store_checkpointer_leave(st->checkpointer);
+    if (err == WEFT_OK && st->failures > 0) {
+        WEFT_LOG(WEFT_LOG_INFO, "store %s: writing again after %" PRIu64 " failed batches",
+                 st->path, st->failures);
         st->failures = 0;
-        return WEFT_OK;
     }
-    /* Log before ROLLBACK replaces SQLite's message. */
-    if (err == WEFT_ENOMEM) {
-        WEFT_LOG(st->failures == 0 ? WEFT_LOG_ERROR : WEFT_LOG_DEBUG,
-                 "store %s: out of memory encoding a batch", st->path);
-    } else {
-        weft__store_log_db_error(st->failures == 0 ? WEFT_LOG_ERROR : WEFT_LOG_DEBUG, st->path,
-                                 st->db, "cannot write a batch");
-    }
-    st->failures++;
-    if (!sqlite3_get_autocommit(st->db)) {
-        step_once(st->rollback);
-    }
-    return err == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_EIO;
+    return err == WEFT_OK || err == WEFT_ENOMEM ? err : WEFT_EIO;
+}
+
+static weft_err
+store_export(void *self,
+             const struct weft_span_data *const *spans,
+             size_t count,
+             uint64_t deadline_ns,
+             struct weft_export_result *result)
+{
+    (void)deadline_ns; /* bounded by the busy timeout, well inside any export deadline */
+    (void)result;
+    return write_texts(self, spans, count, NULL);
 }
 
 static weft_err
@@ -607,6 +667,7 @@ store_destroy(void *self)
     if (st == NULL) {
         return;
     }
+    weft__store_checkpointer_stop(st->checkpointer);
     sqlite3_finalize(st->begin);
     sqlite3_finalize(st->commit);
     sqlite3_finalize(st->rollback);
@@ -675,6 +736,39 @@ weft_store_exporter_new(const char *db_path, struct weft_exporter **out)
 fail:
     store_destroy(st);
     return err;
+}
+
+weft_err
+weft__store_export_texts(struct weft_exporter *ex,
+                         const struct weft_span_data *const *spans,
+                         size_t count,
+                         const struct weft__store_texts *texts)
+{
+    struct store_exporter *st = weft__exporter_self(ex, &store_ops);
+
+    if (st == NULL || (texts != NULL && texts->count != count)) {
+        return WEFT_EINVAL;
+    }
+    return write_texts(st, spans, count, texts);
+}
+
+weft_err
+weft__store_checkpoint_in_background(struct weft_exporter *ex, int pages, int backstop)
+{
+    struct store_exporter *st = weft__exporter_self(ex, &store_ops);
+
+    if (st == NULL || st->checkpointer != NULL) {
+        return WEFT_EINVAL;
+    }
+    return weft__store_checkpointer_start(st->db, st->path, pages, backstop, &st->checkpointer);
+}
+
+const struct weft__store_checkpointer *
+weft__store_checkpointer(struct weft_exporter *ex)
+{
+    struct store_exporter *st = weft__exporter_self(ex, &store_ops);
+
+    return st != NULL ? st->checkpointer : NULL;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -808,6 +808,8 @@ test_ingest_counters_reach_the_meter(void **state)
     assert_weft_ok(weft_prometheus_render(meter, &text, &len));
     assert_non_null(strstr(text, "weft_ingest_requests_total{status=\"415\"} 1"));
     assert_non_null(strstr(text, "weft_ingest_spans_total{outcome=\"accepted\"} 0"));
+    assert_non_null(strstr(text, "weft_ingest_store_checkpoints_total{mode=\"background\"} 0"));
+    assert_non_null(strstr(text, "weft_ingest_store_checkpoints_total{mode=\"inline\"} 0"));
     free(text);
     weft_meter_free(meter);
 }

@@ -187,14 +187,51 @@ test_store_exporter_creates_private_wal_database(void **state)
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(stmt, 0), 0x77656674);
     sqlite3_finalize(stmt);
-    /* The indexes that keep trace loads and time queries off full scans. */
+    /* The index that keeps trace loads off full scans, and no other on spans than the
+     * primary key's (each costs every span written a b-tree insert). */
     assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                                        " AND name IN ('spans_trace_start', 'spans_start')",
+                                        "SELECT group_concat(name) FROM sqlite_master"
+                                        " WHERE type = 'index' AND tbl_name = 'spans'",
                                         -1, &stmt, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(stmt, 0), 2);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0),
+                        "sqlite_autoindex_spans_1,spans_trace_start");
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+}
+
+/* A store an older weft wrote carries the unused spans_start index: the writer drops it when
+ * it opens the store, and the spans stay. */
+static void
+test_store_writer_drops_the_old_start_index(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_span_data a[1];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+
+    a[0] = make_span(TA, "0000000000000001", NULL, "invoke_workflow old", 0, 10);
+    assert_weft_ok(export_batch(f->ex, a, 1));
+    weft_exporter_free(f->ex);
+    f->ex = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE INDEX spans_start ON spans (start_ns)", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    assert_weft_ok(weft_store_exporter_new(f->db, &f->ex));
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT (SELECT count(*) FROM sqlite_master"
+                           " WHERE name = 'spans_start'), (SELECT count(*) FROM spans)",
+                           -1, &stmt, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 0);
+    assert_int_equal(sqlite3_column_int(stmt, 1), 1);
     sqlite3_finalize(stmt);
     sqlite3_close(db);
 }
@@ -1241,6 +1278,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_store_exporter_creates_private_wal_database),
         T(test_store_concurrent_first_opens_all_succeed),
+        T(test_store_writer_drops_the_old_start_index),
         T(test_store_list_returns_newest_first_with_counts),
         T(test_store_list_honours_limit_and_empty_store),
         T(test_store_load_returns_spans_in_tree_order),

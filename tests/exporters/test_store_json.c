@@ -859,6 +859,86 @@ test_store_json_random_spans_match_jansson(void **state)
     }
 }
 
+/* Column @p k of span @p i in @p texts equals what the single-column writer gives. */
+static void
+expect_batch_column(const struct weft__store_texts *texts,
+                    size_t i,
+                    size_t k,
+                    const struct weft_span_data *span)
+{
+    struct weft__buf one;
+    size_t len = 0;
+    const char *text = weft__store_texts_column(texts, 3 * i + k, &len);
+
+    weft__buf_init(&one, 0);
+    assert_weft_ok(k == 0   ? weft__store_attrs_text(span->attrs, span->attr_count, &one)
+                   : k == 1 ? weft__store_events_text(span, &one)
+                            : weft__store_links_text(span, &one));
+    assert_int_equal(len, one.len);
+    assert_memory_equal(text, one.data, len);
+    assert_int_equal(text[len], '\0');
+    weft__buf_cleanup(&one);
+}
+
+/* The batch texts the ingest builds before taking the store's lock are the very columns the
+ * writer builds one span at a time. */
+static void
+test_store_json_batch_texts_match_the_column_writers(void **state)
+{
+    static const struct weft_attr fixed_attrs[] = {
+        {"gen_ai.operation.name", {WEFT_VALUE_STRING, 4, {.str = "chat"}}},
+        {"n", {WEFT_VALUE_INT, 0, {.i = -7}}}};
+    struct weft_span_data fixed;
+    struct weft_span_data span;
+    struct weft__store_texts texts;
+
+    (void)state;
+    memset(&fixed, 0, sizeof(fixed));
+    fixed.attrs = fixed_attrs;
+    fixed.attr_count = 2;
+    for (int n = 0; n < 2000; n++) {
+        const struct weft_span_data *batch[3] = {&span, &fixed, &span};
+
+        random_span(&span);
+        assert_weft_ok(weft__store_texts_build(&texts, batch, 3, 0));
+        assert_int_equal(texts.count, 3);
+        for (size_t i = 0; i < 3; i++) {
+            for (size_t k = 0; k < 3; k++) {
+                expect_batch_column(&texts, i, k, batch[i]);
+            }
+        }
+        weft__store_texts_cleanup(&texts);
+    }
+}
+
+/* A NULL key fails the batch as it fails the column; so does a batch past its cap. */
+static void
+test_store_json_batch_texts_fail_as_the_columns_do(void **state)
+{
+    static const struct weft_attr bad[] = {{NULL, {WEFT_VALUE_BOOL, 0, {.b = true}}}};
+    static const struct weft_attr good[] = {{"k", {WEFT_VALUE_STRING, 5, {.str = "value"}}}};
+    struct weft_span_data spans[2];
+    const struct weft_span_data *batch[2] = {&spans[0], &spans[1]};
+    struct weft__store_texts texts;
+
+    (void)state;
+    memset(spans, 0, sizeof(spans));
+    spans[0].attrs = good;
+    spans[0].attr_count = 1;
+    spans[1].attrs = bad;
+    spans[1].attr_count = 1;
+    assert_int_equal(weft__store_texts_build(&texts, batch, 2, 0), WEFT_ENOMEM);
+    weft__store_texts_cleanup(&texts);
+    /* {"k":"value"}, [] and [] with their NUL bytes: 20 bytes. */
+    assert_weft_ok(weft__store_texts_build(&texts, batch, 1, 0));
+    assert_int_equal(texts.text.len, 20);
+    weft__store_texts_cleanup(&texts);
+    assert_weft_ok(weft__store_texts_build(&texts, batch, 1, 20));
+    weft__store_texts_cleanup(&texts);
+    assert_int_equal(weft__store_texts_build(&texts, batch, 1, 19), WEFT_ENOMEM);
+    weft__store_texts_cleanup(&texts);
+}
+
 int
 main(void)
 {
@@ -871,6 +951,8 @@ main(void)
         cmocka_unit_test(test_store_json_format_is_pinned),
         cmocka_unit_test(test_store_json_null_key_and_cap_fail_as_before),
         cmocka_unit_test(test_store_json_random_spans_match_jansson),
+        cmocka_unit_test(test_store_json_batch_texts_match_the_column_writers),
+        cmocka_unit_test(test_store_json_batch_texts_fail_as_the_columns_do),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
