@@ -11,9 +11,11 @@
  * - traces: one summary row per trace (start, end, span and error counts, root name, service),
  *   kept up to date by the writer for every trace a batch touches. `weft trace list` reads only
  *   this table through its start_ns index, so listing stays fast however many spans are stored.
- * - indexes: the primary key and spans_trace_start (a trace's spans in time order) only. Each
- *   index costs every span a b-tree insert; spans_start (start_ns alone), which no query
- *   used, made ingest about 10% slower and is dropped from stores that have it.
+ * - indexes: the primary key's alone, which also finds a trace's spans (the reader sorts them
+ *   by time). Each index costs every span written a b-tree insert: spans_start (start_ns),
+ *   which no query used, and spans_trace_start (trace_id, start_ns), whose order the reader
+ *   now makes itself, were a third of the writer's time on ingest (bench/ingest_bench.c) and
+ *   are dropped from stores that have them.
  */
 #include "base/env.h"
 #include "base/log.h"
@@ -52,41 +54,39 @@ weft_store_default_path(char *buf, size_t buf_len)
 /* ------------------------------------------------------------------------------------------ */
 /* Schema                                                                                      */
 
-static const char schema_sql[] =
-    "CREATE TABLE IF NOT EXISTS spans ("
-    " trace_id TEXT NOT NULL,"
-    " span_id TEXT NOT NULL,"
-    " parent_span_id TEXT,"
-    " parent_is_remote INTEGER NOT NULL DEFAULT 0,"
-    " trace_state TEXT,"
-    " flags INTEGER NOT NULL DEFAULT 0,"
-    " name TEXT NOT NULL,"
-    " kind INTEGER NOT NULL,"
-    " start_ns INTEGER NOT NULL,"
-    " end_ns INTEGER NOT NULL,"
-    " status_code INTEGER NOT NULL,"
-    " status_message TEXT,"
-    " attributes TEXT NOT NULL DEFAULT '{}',"
-    " events TEXT NOT NULL DEFAULT '[]',"
-    " links TEXT NOT NULL DEFAULT '[]',"
-    " dropped_attributes_count INTEGER NOT NULL DEFAULT 0,"
-    " dropped_events_count INTEGER NOT NULL DEFAULT 0,"
-    " dropped_links_count INTEGER NOT NULL DEFAULT 0,"
-    " service_name TEXT,"
-    " scope_name TEXT,"
-    " scope_version TEXT,"
-    " PRIMARY KEY (trace_id, span_id));"
-    "CREATE INDEX IF NOT EXISTS spans_trace_start ON spans (trace_id, start_ns);"
-    "CREATE TABLE IF NOT EXISTS traces ("
-    " trace_id TEXT PRIMARY KEY,"
-    " start_ns INTEGER NOT NULL,"
-    " end_ns INTEGER NOT NULL,"
-    " span_count INTEGER NOT NULL,"
-    " error_count INTEGER NOT NULL,"
-    " root_name TEXT,"
-    " service_name TEXT,"
-    " has_root INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);";
+static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS spans ("
+                                 " trace_id TEXT NOT NULL,"
+                                 " span_id TEXT NOT NULL,"
+                                 " parent_span_id TEXT,"
+                                 " parent_is_remote INTEGER NOT NULL DEFAULT 0,"
+                                 " trace_state TEXT,"
+                                 " flags INTEGER NOT NULL DEFAULT 0,"
+                                 " name TEXT NOT NULL,"
+                                 " kind INTEGER NOT NULL,"
+                                 " start_ns INTEGER NOT NULL,"
+                                 " end_ns INTEGER NOT NULL,"
+                                 " status_code INTEGER NOT NULL,"
+                                 " status_message TEXT,"
+                                 " attributes TEXT NOT NULL DEFAULT '{}',"
+                                 " events TEXT NOT NULL DEFAULT '[]',"
+                                 " links TEXT NOT NULL DEFAULT '[]',"
+                                 " dropped_attributes_count INTEGER NOT NULL DEFAULT 0,"
+                                 " dropped_events_count INTEGER NOT NULL DEFAULT 0,"
+                                 " dropped_links_count INTEGER NOT NULL DEFAULT 0,"
+                                 " service_name TEXT,"
+                                 " scope_name TEXT,"
+                                 " scope_version TEXT,"
+                                 " PRIMARY KEY (trace_id, span_id));"
+                                 "CREATE TABLE IF NOT EXISTS traces ("
+                                 " trace_id TEXT PRIMARY KEY,"
+                                 " start_ns INTEGER NOT NULL,"
+                                 " end_ns INTEGER NOT NULL,"
+                                 " span_count INTEGER NOT NULL,"
+                                 " error_count INTEGER NOT NULL,"
+                                 " root_name TEXT,"
+                                 " service_name TEXT,"
+                                 " has_root INTEGER NOT NULL);"
+                                 "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);";
 
 /* Log a database failure with the path and SQLite's message. */
 void
@@ -174,8 +174,9 @@ weft__store_migrate(sqlite3 *db, const char *path)
             goto fail;
         }
     }
-    if (exec(db, "DROP INDEX IF EXISTS spans_start") != SQLITE_OK) {
-        weft__store_log_db_error(WEFT_LOG_ERROR, path, db, "cannot drop an unused index");
+    if (exec(db, "DROP INDEX IF EXISTS spans_start; DROP INDEX IF EXISTS spans_trace_start") !=
+        SQLITE_OK) {
+        weft__store_log_db_error(WEFT_LOG_ERROR, path, db, "cannot drop the old indexes");
         goto fail;
     }
     if (exec(db, "COMMIT") != SQLITE_OK) {

@@ -187,24 +187,23 @@ test_store_exporter_creates_private_wal_database(void **state)
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(stmt, 0), 0x77656674);
     sqlite3_finalize(stmt);
-    /* The index that keeps trace loads off full scans, and no other on spans than the
-     * primary key's (each costs every span written a b-tree insert). */
+    /* No index on spans but the primary key's, which also keeps trace loads off full scans
+     * (each index costs every span written a b-tree insert). */
     assert_int_equal(sqlite3_prepare_v2(db,
                                         "SELECT group_concat(name) FROM sqlite_master"
                                         " WHERE type = 'index' AND tbl_name = 'spans'",
                                         -1, &stmt, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(stmt, 0),
-                        "sqlite_autoindex_spans_1,spans_trace_start");
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "sqlite_autoindex_spans_1");
     sqlite3_finalize(stmt);
     sqlite3_close(db);
 }
 
-/* A store an older weft wrote carries the unused spans_start index: the writer drops it when
- * it opens the store, and the spans stay. */
+/* A store an older weft wrote carries the spans_start and spans_trace_start indexes: the
+ * writer drops them when it opens the store, and the spans stay. */
 static void
-test_store_writer_drops_the_old_start_index(void **state)
+test_store_writer_drops_the_old_time_indexes(void **state)
 {
     struct fixture *f = *state;
     struct weft_span_data a[1];
@@ -216,19 +215,21 @@ test_store_writer_drops_the_old_start_index(void **state)
     weft_exporter_free(f->ex);
     f->ex = NULL;
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_exec(db, "CREATE INDEX spans_start ON spans (start_ns)", NULL, NULL, NULL),
-        SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE INDEX spans_start ON spans (start_ns);"
+                                  "CREATE INDEX spans_trace_start ON spans (trace_id, start_ns)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
 
     assert_weft_ok(weft_store_exporter_new(f->db, &f->ex));
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_prepare_v2(db,
-                           "SELECT (SELECT count(*) FROM sqlite_master"
-                           " WHERE name = 'spans_start'), (SELECT count(*) FROM spans)",
-                           -1, &stmt, NULL),
-        SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT (SELECT count(*) FROM sqlite_master"
+                                        " WHERE name IN ('spans_start', 'spans_trace_start')),"
+                                        " (SELECT count(*) FROM spans)",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(stmt, 0), 0);
     assert_int_equal(sqlite3_column_int(stmt, 1), 1);
@@ -311,6 +312,31 @@ test_store_load_returns_spans_in_tree_order(void **state)
     assert_string_equal(tool->resource->attrs[0].key, "service.name");
     assert_string_equal(tool->resource->attrs[0].value.u.str, "svc-store");
     assert_false(weft_trace_span(trace, 0)->has_parent);
+    weft_trace_free(trace);
+}
+
+/* With no time index, the reader orders a trace's spans itself: by start time whatever their
+ * ids, and spans that tie on start, end and name by span id, as the index did. */
+static void
+test_store_load_orders_by_time_then_span_id(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *trace = NULL;
+    struct weft_span_data s[5];
+
+    s[0] = make_span(TA, "0000000000000009", NULL, "invoke_workflow root", 0, 100);
+    s[1] = make_span(TA, "0000000000000008", "0000000000000009", "late", 50, 10);
+    s[2] = make_span(TA, "0000000000000007", "0000000000000009", "tie", 20, 10);
+    s[3] = make_span(TA, "0000000000000006", "0000000000000009", "tie", 20, 10);
+    s[4] = make_span(TA, "000000000000000a", "0000000000000009", "early", 10, 10);
+    assert_weft_ok(export_batch(f->ex, s, 5));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span_count(trace), 5);
+    assert_string_equal(weft_trace_span(trace, 0)->name, "invoke_workflow root");
+    assert_string_equal(weft_trace_span(trace, 1)->name, "early");
+    assert_int_equal(weft_trace_span(trace, 2)->span_id[7], 0x06);
+    assert_int_equal(weft_trace_span(trace, 3)->span_id[7], 0x07);
+    assert_string_equal(weft_trace_span(trace, 4)->name, "late");
     weft_trace_free(trace);
 }
 
@@ -1278,10 +1304,11 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_store_exporter_creates_private_wal_database),
         T(test_store_concurrent_first_opens_all_succeed),
-        T(test_store_writer_drops_the_old_start_index),
+        T(test_store_writer_drops_the_old_time_indexes),
         T(test_store_list_returns_newest_first_with_counts),
         T(test_store_list_honours_limit_and_empty_store),
         T(test_store_load_returns_spans_in_tree_order),
+        T(test_store_load_orders_by_time_then_span_id),
         T(test_store_outline_and_one_span),
         T(test_store_render_draws_tree_with_durations_and_errors),
         T(test_store_resolve_last_is_the_newest_trace),
