@@ -40,12 +40,23 @@ group_setup(void **state)
     return 0;
 }
 
+/* The worker and the run the test started: stopped here when a failed assertion left the
+ * test before it stopped them (a child's pid is not reused before it is reaped). */
+static pid_t worker;
+static pid_t run;
+
 static int
 group_teardown(void **state)
 {
     int rc = 0;
 
     (void)state;
+    if (worker > 0 && !weft_test_has_exited(worker, NULL)) {
+        weft_test_kill_group(worker, 5000);
+    }
+    if (run > 0 && !weft_test_has_exited(run, NULL)) {
+        weft_test_kill_group(run, 5000);
+    }
     rc |= weft_test_pg_stop(pg);
     rc |= weft_test_amqp_stop(broker);
     return rc == 0 ? 0 : -1;
@@ -133,7 +144,6 @@ test_resume_takes_results_that_came_while_the_orchestrator_was_dead(void **state
     char home[700], url[700], prefix[64], state_url[700], db[512], wf[700], log[700];
     char run_id[80] = "";
     const char *vars[7];
-    pid_t worker = 0, run = 0;
     PGconn *conn = NULL;
     PGresult *res = NULL;
 

@@ -194,6 +194,9 @@ group_setup(void **state)
     return 0;
 }
 
+/* The run of test 3, stopped by the group teardown when a failed assertion left it running. */
+static pid_t waiting_run;
+
 static int
 group_teardown(void **state)
 {
@@ -202,6 +205,9 @@ group_teardown(void **state)
     (void)state;
     if (w.worker > 0) {
         weft_test_kill_group(w.worker, 10000);
+    }
+    if (waiting_run > 0 && !weft_test_has_exited(waiting_run, NULL)) {
+        weft_test_kill_group(waiting_run, 10000);
     }
     if (w.serve > 0) {
         kill(w.serve, SIGTERM);
@@ -416,6 +422,7 @@ test_dispatched_task_waits_without_workers(void **state)
         const char *argv[] = {w.bin, "run", wf, "--executor", "amqp", "--no-trace", "-q", NULL};
         run = weft_test_spawn(argv, w.env, w.dir, log, true);
         assert_true(run > 0);
+        waiting_run = run;
     }
     wait_serve_value("weft_broker_queue_depth", "queue=\"dispatch\"", 1);
     wait_serve_value("weft_workers_live", NULL, 0);
