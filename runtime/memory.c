@@ -33,6 +33,7 @@
 #include "spans.h"
 #include "state.h"
 
+#include <libstemmer.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,14 +87,56 @@ shown_text(const struct weft__skill *hits, size_t n)
 }
 
 /* Words of @p text (lowercase ASCII letters and digits, and any byte of a UTF-8 sequence),
- * distinct, at most WORDS_MAX, into @p words (each NUL-terminated in @p store). */
+ * stemmed, distinct, at most WORDS_MAX, into @p words (each NUL-terminated). */
 #define WORDS_MAX 64
 #define WORD_MAX  48
 
 struct words {
     size_t count;
+    struct sb_stemmer *stemmer; /* Snowball English; NULL (out of memory): words as they are */
     char w[WORDS_MAX][WORD_MAX];
 };
+
+/* The query's words, with a stemmer of their own (a Snowball stemmer is not thread-safe, and
+ * lookups run on several agent threads): words_cleanup() releases it. */
+static void
+words_init(struct words *out)
+{
+    out->count = 0;
+    out->stemmer = sb_stemmer_new("english", NULL);
+}
+
+static void
+words_cleanup(struct words *w)
+{
+    if (w->stemmer != NULL) {
+        sb_stemmer_delete(w->stemmer);
+        w->stemmer = NULL;
+    }
+}
+
+/* Replace the @p *len bytes of ASCII @p word by their stem ("retrying" and "retries" become
+ * "retri", as PostgreSQL's english configuration stems them), so that coverage counts a word's
+ * inflections as the word. Words with other bytes are left as they are. */
+static void
+stem(struct sb_stemmer *stemmer, char *word, size_t *len)
+{
+    const sb_symbol *out = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < *len; i++) {
+        if ((unsigned char)word[i] >= 0x80) {
+            return;
+        }
+    }
+    out = stemmer != NULL ? sb_stemmer_stem(stemmer, (const sb_symbol *)word, (int)*len) : NULL;
+    n = out != NULL ? (size_t)sb_stemmer_length(stemmer) : 0;
+    if (n > 0 && n < WORD_MAX) {
+        memcpy(word, out, n);
+        word[n] = '\0';
+        *len = n;
+    }
+}
 
 static bool
 is_word_byte(unsigned char c)
@@ -121,6 +164,7 @@ words_of(const char *text, struct words *out)
             p++;
         }
         word[len] = '\0';
+        stem(out->stemmer, word, &len);
         for (size_t i = 0; i < out->count && !is_seen; i++) {
             is_seen = strcmp(out->w[i], word) == 0;
         }
@@ -130,9 +174,9 @@ words_of(const char *text, struct words *out)
     }
 }
 
-/* The share of @p query's distinct words that @p task has, in [0, 1]: how much of the new task
- * an old one covers. Unlike BM25, it does not depend on how many skills are stored, so one
- * threshold means the same with 1 skill or 100,000. */
+/* The share of @p query's distinct words (stems) that @p task has, in [0, 1]: how much of the
+ * new task an old one covers. Unlike BM25, it does not depend on how many skills are stored, so
+ * one threshold means the same with 1 skill or 100,000. */
 static double
 coverage(const struct words *query, const char *task)
 {
@@ -142,6 +186,7 @@ coverage(const struct words *query, const char *task)
     if (query->count == 0) {
         return 0;
     }
+    t.stemmer = query->stemmer;
     words_of(task, &t);
     for (size_t i = 0; i < query->count; i++) {
         bool is_hit = false;
@@ -173,10 +218,12 @@ rescore(struct weft__skill *hits, size_t *n, const char *query, size_t k, double
     if (*n == 0) {
         return; /* hits is NULL */
     }
+    words_init(&q);
     words_of(query, &q);
     for (size_t i = 0; i < *n; i++) {
         hits[i].score = coverage(&q, hits[i].task);
     }
+    words_cleanup(&q);
     qsort(hits, *n, sizeof(*hits), by_score);
     for (size_t i = 0; i < *n; i++) {
         if (kept < k && hits[i].score >= min_score) {
@@ -559,6 +606,7 @@ lookup(
     if (r->c == NULL) {
         return WEFT_ENOMEM;
     }
+    words_init(&words);
     words_of(task, &words);
     err = add_text(run, agent, task, &words, r, 4 * (size_t)mem->k);
     has_vector = err == WEFT_OK && embed(run, "lookup", task, span, NULL, &q);
@@ -566,6 +614,7 @@ lookup(
         add_nearest(run, agent, &words, &q, r, 4 * (size_t)mem->k);
         weft__rt_embedding_cleanup(&q);
     }
+    words_cleanup(&words);
     weft_span_set_str(span, "weft.skills.ranking", has_vector ? "text+vector" : "text");
     if (err == WEFT_OK) {
         rank_keep(r, mem->embeddings.weight, mem->k, mem->min_score);

@@ -224,6 +224,58 @@ test_memory_failure_keeps_nothing_and_off_looks_nothing_up(void **state)
     assert_int_equal(otlp_sink_count_named(f->sink, "retrieval weft.skills"), 1); /* run 1's */
 }
 
+/* One-step workflow @p name for agent "a" on @p task, skill memory on at a high min_score. */
+static void
+load_task(struct fx *f, const char *name, const char *task)
+{
+    char text[1024];
+    char path[512];
+
+    snprintf(text, sizeof(text),
+             "{\"name\": \"inflect\", \"memory\": {\"skills\": true, \"min_score\": 0.9},"
+             " \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": \"script.json\"}},"
+             " \"agents\": [{\"name\": \"a\"}],"
+             " \"plan\": [{\"id\": \"s1\", \"agent\": \"a\", \"task\": \"%s\"}]}",
+             task);
+    write_file(f, name, text);
+    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    load(f, path);
+}
+
+/* A new task that says an old one's words in other forms is covered by it: coverage compares
+ * stems (Snowball English: "retrying" and "retry", "reports" and "report", "quarterly" and
+ * "quarter"), so the old skill clears a min_score of 0.9. Compared word for word, half the new
+ * task's words would be missing and nothing would be shown. */
+static void
+test_memory_inflected_task_is_covered_by_the_old_one(void **state)
+{
+    struct fx *f = *state;
+    struct weft__skill *skills = NULL;
+    json_t *retrieval = NULL;
+
+    write_file(f, "script.json", "{\"responses\": {\"a\": {\"act\": [{\"content\": \"done\"}]}}}");
+    load_task(f, "first.json", "retry the failed download of the quarterly report");
+    run(f);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    assert_int_equal(stored(f, "a", &skills), 1);
+    weft__skills_free(skills, 1);
+
+    load_task(f, "second.json", "retrying failed downloads of quarterly reports");
+    run(f);
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    retrieval = otlp_sink_find(f->sink, "retrieval weft.skills", 1);
+    assert_non_null(retrieval);
+    assert_string_equal(otlp_span_attr(retrieval, "weft.skills.hits"), "1");
+    assert_non_null(strstr(otlp_span_attr(retrieval, "gen_ai.retrieval.documents"), "\"score\":1"));
+
+    /* An unrelated task in the same words' company is still not covered. */
+    load_task(f, "third.json", "summarise the quarterly sales figures");
+    run(f);
+    retrieval = otlp_sink_find(f->sink, "retrieval weft.skills", 2);
+    assert_non_null(retrieval);
+    assert_string_equal(otlp_span_attr(retrieval, "weft.skills.hits"), "0");
+}
+
 int
 main(void)
 {
@@ -232,6 +284,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_memory_failure_keeps_nothing_and_off_looks_nothing_up,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_inflected_task_is_covered_by_the_old_one, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
