@@ -94,6 +94,16 @@ weft__free(void *ptr)
     }
 }
 
+void
+weft__wipe(void *p, size_t n)
+{
+    volatile char *v = p;
+
+    for (size_t i = 0; i < n; i++) {
+        v[i] = 0;
+    }
+}
+
 char *
 weft__strndup(const char *s, size_t len)
 {

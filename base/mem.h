@@ -20,4 +20,8 @@ void weft__free(void *ptr);
 char *weft__strdup(const char *s);
 char *weft__strndup(const char *s, size_t len);
 
+/* Overwrite @p n bytes at @p p with zeros through a volatile pointer, so that the compiler
+ * cannot drop the stores as dead (C11 has no portable memset_s): for secrets before free. */
+void weft__wipe(void *p, size_t n);
+
 #endif /* WEFT_BASE_MEM_H */

@@ -51,15 +51,6 @@ struct rt_embedder {
     weft_err body_err;
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
-
 static void set_error(struct rt_embed_error *e, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -72,16 +63,6 @@ set_error(struct rt_embed_error *e, const char *type, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
-}
-
-static void
-wipe(void *p, size_t n)
-{
-    volatile char *v = p;
-
-    for (size_t i = 0; i < n; i++) {
-        v[i] = 0;
-    }
 }
 
 static size_t
@@ -297,7 +278,7 @@ add_auth(struct rt_embedder *e, const char *key)
     }
     snprintf(line, len, "%s%s", AUTH_PREFIX, key);
     err = weft__rt_curl_add_header(&e->headers, line);
-    wipe(line, len);
+    weft__wipe(line, len);
     weft__free(line);
     return err;
 }
@@ -398,8 +379,7 @@ weft__rt_embedder_new(const struct rt_embedder_options *o, struct rt_embedder **
          strncasecmp(o->base_url, "https://", 8) != 0)) {
         return WEFT_EINVAL;
     }
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
+    if (!weft__rt_curl_ready()) {
         return WEFT_EIO;
     }
     e = weft__calloc(1, sizeof(*e));
@@ -428,7 +408,7 @@ weft__rt_embedder_free(struct rt_embedder *e)
         curl_easy_cleanup(e->curl);
     }
     for (struct curl_slist *h = e->headers; h != NULL; h = h->next) {
-        wipe(h->data, strlen(h->data));
+        weft__wipe(h->data, strlen(h->data));
     }
     curl_slist_free_all(e->headers);
     weft__buf_cleanup(&e->request);

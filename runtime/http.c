@@ -1,6 +1,24 @@
 /* runtime/http.c - libcurl helpers shared by the runtime's HTTP clients (see http.h). */
 #include "http.h"
 
+#include <pthread.h>
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static bool curl_ok;
+
+static void
+curl_init_once(void)
+{
+    curl_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+bool
+weft__rt_curl_ready(void)
+{
+    pthread_once(&curl_once, curl_init_once);
+    return curl_ok;
+}
+
 bool
 weft__rt_curl_is_retryable(CURLcode rc)
 {

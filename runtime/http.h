@@ -8,6 +8,11 @@
 #include <stdbool.h>
 #include <weft/common.h>
 
+/* libcurl's global initialisation, run once for the process by whichever HTTP client of the
+ * runtime comes first (curl_global_init() must not race with itself).
+ * @return true when libcurl is ready; false when its initialisation failed. */
+bool weft__rt_curl_ready(void);
+
 /* Transport failures worth another attempt: the server may be restarting, overloaded or not
  * reachable yet (resolve, connect, timeout, send or receive, empty answer, TLS handshake). */
 bool weft__rt_curl_is_retryable(CURLcode rc);

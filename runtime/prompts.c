@@ -6,6 +6,8 @@
  */
 #include "prompts.h"
 
+#include "http.h"
+
 #include "base/buf.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -33,13 +35,6 @@ struct cached {
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cached cache[CACHE_SLOTS];
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void
-curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 void
 weft__rt_prompt_cleanup(struct rt_prompt *p)
@@ -216,8 +211,7 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
                  ref->name);
         return WEFT_EINVAL;
     }
-    pthread_once(&curl_once, curl_init_once);
-    curl = curl_easy_init();
+    curl = weft__rt_curl_ready() ? curl_easy_init() : NULL;
     if (curl == NULL) {
         return WEFT_ENOMEM;
     }

@@ -226,10 +226,7 @@ weft_secrets_clear(void)
     n = atomic_load_explicit(&published, memory_order_relaxed);
     atomic_store_explicit(&published, 0, memory_order_release);
     for (size_t i = 0; i < n; i++) {
-        volatile char *v = table[i].value;
-        for (size_t k = 0; k < table[i].len; k++) {
-            v[k] = 0;
-        }
+        weft__wipe(table[i].value, table[i].len);
         weft__free(table[i].value);
         memset(&table[i], 0, sizeof(table[i]));
     }

@@ -78,15 +78,6 @@ struct rt_webhook {
     size_t answer_len;
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
-
 /* ---- configuration ---------------------------------------------------------------------- */
 
 /* An http(s) URL with a host and without spaces or control characters (they would end up in
@@ -777,8 +768,7 @@ weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **ou
     if (err != WEFT_OK) {
         return err;
     }
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
+    if (!weft__rt_curl_ready()) {
         WEFT_LOG(WEFT_LOG_ERROR, "webhook: libcurl could not be initialised");
         return WEFT_EIO;
     }

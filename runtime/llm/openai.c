@@ -63,15 +63,6 @@ struct openai {
     char retry_after[64];       /* the last Retry-After value */
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
-
 static void set_error(struct llm_error *error, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -84,18 +75,6 @@ set_error(struct llm_error *error, const char *type, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(error->message, sizeof(error->message), fmt, ap);
     va_end(ap);
-}
-
-/* Overwrite @p n bytes through a volatile pointer so the compiler cannot drop the stores as
- * dead (C11 has no portable memset_s). */
-static void
-wipe(void *p, size_t n)
-{
-    volatile char *v = p;
-
-    for (size_t i = 0; i < n; i++) {
-        v[i] = 0;
-    }
 }
 
 /* The API key as stored in the header list, or NULL when none was given. */
@@ -676,7 +655,7 @@ openai_free(void *self)
         curl_easy_cleanup(x->curl);
     }
     for (struct curl_slist *h = x->headers; h != NULL; h = h->next) {
-        wipe(h->data, strlen(h->data));
+        weft__wipe(h->data, strlen(h->data));
     }
     curl_slist_free_all(x->headers);
     weft__buf_cleanup(&x->request);
@@ -705,7 +684,7 @@ add_auth_header(struct openai *x, const char *key)
     }
     snprintf(line, len, "%s%s", AUTH_PREFIX, key);
     err = weft__rt_curl_add_header(&x->headers, line);
-    wipe(line, len);
+    weft__wipe(line, len);
     weft__free(line);
     return err;
 }
@@ -793,8 +772,7 @@ weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provid
          strncasecmp(options->base_url, "https://", 8) != 0)) {
         return WEFT_EINVAL;
     }
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
+    if (!weft__rt_curl_ready()) {
         return WEFT_EIO;
     }
     x = weft__calloc(1, sizeof(*x));

@@ -19,6 +19,8 @@
 
 #include "runtime/mcp/transport.h"
 
+#include "runtime/http.h"
+
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -66,15 +68,6 @@ struct xfer {
     char last_id[MAX_EVENT_ID];
     char new_session[256];
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
 
 static void
 xfer_init(struct xfer *x, struct weft__mcp_http *h, uint64_t deadline)
@@ -304,8 +297,7 @@ perform(struct xfer *x,
     weft_err result = WEFT_OK;
 
     *status = 0;
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
+    if (!weft__rt_curl_ready()) {
         snprintf(err, err_len, "libcurl could not be initialised");
         return WEFT_EIO;
     }
@@ -481,8 +473,7 @@ weft__mcp_http_parse_url(const char *url, char *host, size_t host_len, int *port
     char *scheme = NULL;
     weft_err result = WEFT_OK;
 
-    pthread_once(&curl_once, curl_init_once);
-    u = curl_url();
+    u = weft__rt_curl_ready() ? curl_url() : NULL;
     if (u == NULL) {
         return WEFT_ENOMEM;
     }

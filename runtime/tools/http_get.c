@@ -14,6 +14,8 @@
  */
 #include "tools.h"
 
+#include "runtime/http.h"
+
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/utf8.h"
@@ -27,14 +29,6 @@
 
 #define DEFAULT_TIMEOUT_MS 30000u
 #define DEFAULT_MAX_OUTPUT (64u << 10)
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void
-curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 struct body {
     struct weft__buf buf;
@@ -224,7 +218,9 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
     CURLcode rc = CURLE_OK;
     weft_err err = WEFT_OK;
 
-    pthread_once(&curl_once, curl_init_once);
+    if (!weft__rt_curl_ready()) {
+        return WEFT_EIO;
+    }
     memset(&body, 0, sizeof(body));
     weft__buf_init(&body.buf, 0);
     body.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
