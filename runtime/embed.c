@@ -32,7 +32,6 @@
 
 #define MAX_RESPONSE_BYTES (4u << 20)
 #define DEFAULT_TIMEOUT_MS 10000u
-#define AUTH_PREFIX        "Authorization: Bearer "
 
 struct rt_embedder {
     pthread_mutex_t lock;
@@ -265,24 +264,6 @@ weft__rt_embed(struct rt_embedder *e,
     return err;
 }
 
-/* "Authorization: Bearer <key>" into the header list (the line wiped once curl copied it). */
-static weft_err
-add_auth(struct rt_embedder *e, const char *key)
-{
-    size_t len = strlen(AUTH_PREFIX) + strlen(key) + 1;
-    char *line = weft__malloc(len);
-    weft_err err = WEFT_OK;
-
-    if (line == NULL) {
-        return WEFT_ENOMEM;
-    }
-    snprintf(line, len, "%s%s", AUTH_PREFIX, key);
-    err = weft__rt_curl_add_header(&e->headers, line);
-    weft__wipe(line, len);
-    weft__free(line);
-    return err;
-}
-
 /* e->url, and from it the host, the port and the endpoint without credentials or query. */
 static weft_err
 set_url(struct rt_embedder *e, const char *base)
@@ -344,7 +325,7 @@ configure(struct rt_embedder *e, const struct rt_embedder_options *o)
         err = weft__rt_curl_add_header(&e->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
-        err = add_auth(e, o->api_key);
+        err = weft__rt_curl_add_bearer(&e->headers, o->api_key);
     }
     e->curl = err == WEFT_OK ? curl_easy_init() : NULL;
     if (e->curl == NULL) {
@@ -407,10 +388,7 @@ weft__rt_embedder_free(struct rt_embedder *e)
     if (e->curl != NULL) {
         curl_easy_cleanup(e->curl);
     }
-    for (struct curl_slist *h = e->headers; h != NULL; h = h->next) {
-        weft__wipe(h->data, strlen(h->data));
-    }
-    curl_slist_free_all(e->headers);
+    weft__rt_curl_free_headers(e->headers);
     weft__buf_cleanup(&e->request);
     weft__buf_cleanup(&e->response);
     weft__free(e->url);

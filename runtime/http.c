@@ -1,7 +1,11 @@
 /* runtime/http.c - libcurl helpers shared by the runtime's HTTP clients (see http.h). */
 #include "http.h"
 
+#include "base/mem.h"
+
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static bool curl_ok;
@@ -48,4 +52,31 @@ weft__rt_curl_add_header(struct curl_slist **list, const char *line)
     }
     *list = grown;
     return WEFT_OK;
+}
+
+weft_err
+weft__rt_curl_add_bearer(struct curl_slist **list, const char *key)
+{
+    static const char prefix[] = "Authorization: Bearer ";
+    size_t len = sizeof(prefix) + strlen(key);
+    char *line = weft__malloc(len);
+    weft_err err = WEFT_OK;
+
+    if (line == NULL) {
+        return WEFT_ENOMEM;
+    }
+    snprintf(line, len, "%s%s", prefix, key);
+    err = weft__rt_curl_add_header(list, line);
+    weft__wipe(line, len);
+    weft__free(line);
+    return err;
+}
+
+void
+weft__rt_curl_free_headers(struct curl_slist *list)
+{
+    for (struct curl_slist *h = list; h != NULL; h = h->next) {
+        weft__wipe(h->data, strlen(h->data));
+    }
+    curl_slist_free_all(list);
 }

@@ -21,4 +21,12 @@ bool weft__rt_curl_is_retryable(CURLcode rc);
  * @return WEFT_OK, WEFT_ENOMEM (the list is unchanged). */
 weft_err weft__rt_curl_add_header(struct curl_slist **list, const char *line);
 
+/* Append "Authorization: Bearer <key>" to @p list. The line is built in an exactly sized
+ * buffer (no realloc can leave a stray copy) and wiped once libcurl has its own copy.
+ * @return WEFT_OK, WEFT_ENOMEM (the list is unchanged). */
+weft_err weft__rt_curl_add_bearer(struct curl_slist **list, const char *key);
+
+/* Wipe every line of @p list (API keys, tokens) and free it. NULL is a no-op. */
+void weft__rt_curl_free_headers(struct curl_slist *list);
+
 #endif /* WEFT_RUNTIME_HTTP_H */

@@ -654,10 +654,7 @@ openai_free(void *self)
     if (x->curl != NULL) {
         curl_easy_cleanup(x->curl);
     }
-    for (struct curl_slist *h = x->headers; h != NULL; h = h->next) {
-        weft__wipe(h->data, strlen(h->data));
-    }
-    curl_slist_free_all(x->headers);
+    weft__rt_curl_free_headers(x->headers);
     weft__buf_cleanup(&x->request);
     weft__buf_cleanup(&x->response);
     weft__free(x->url);
@@ -669,25 +666,6 @@ static const struct llm_provider_ops openai_ops = {
     .complete = openai_complete,
     .free = openai_free,
 };
-
-/* Add "Authorization: Bearer <key>". The line is built in an exactly sized buffer (no
- * realloc could leave a stray copy) and wiped as soon as curl has its own copy. */
-static weft_err
-add_auth_header(struct openai *x, const char *key)
-{
-    size_t len = strlen(AUTH_PREFIX) + strlen(key) + 1;
-    char *line = weft__malloc(len);
-    weft_err err = WEFT_OK;
-
-    if (line == NULL) {
-        return WEFT_ENOMEM;
-    }
-    snprintf(line, len, "%s%s", AUTH_PREFIX, key);
-    err = weft__rt_curl_add_header(&x->headers, line);
-    weft__wipe(line, len);
-    weft__free(line);
-    return err;
-}
 
 static weft_err
 configure(struct openai *x, const struct llm_openai_options *o)
@@ -730,7 +708,7 @@ configure(struct openai *x, const struct llm_openai_options *o)
         err = weft__rt_curl_add_header(&x->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
-        err = add_auth_header(x, o->api_key);
+        err = weft__rt_curl_add_bearer(&x->headers, o->api_key);
     }
     if (err != WEFT_OK) {
         return err;

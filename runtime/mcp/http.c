@@ -273,7 +273,7 @@ build_headers(struct weft__mcp_http *h, const char *accept, bool has_body, const
         is_ok = next != NULL;
     }
     if (!is_ok) {
-        curl_slist_free_all(list);
+        weft__rt_curl_free_headers(list); /* header values may be secrets */
         return NULL;
     }
     return list;
@@ -366,7 +366,7 @@ perform(struct xfer *x,
         sse_dispatch(x); /* a stream that ended without the closing blank line */
     }
 out:
-    curl_slist_free_all(headers);
+    weft__rt_curl_free_headers(headers);
     if (curl != NULL) {
         curl_easy_cleanup(curl);
     }
