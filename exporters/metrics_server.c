@@ -335,7 +335,11 @@ route_upload(const struct weft_metrics_server *srv,
     }
     if (*upload_data_size > 0) {
         if (!up->is_too_large) {
-            weft_err err = weft__buf_append(&up->body, upload_data, *upload_data_size);
+            /* max_body 0: the route takes no body (a chunked one has no Content-Length to
+             * refuse up front, and an uncapped buffer would keep all of it). */
+            weft_err err = route->max_body == 0
+                               ? WEFT_ELIMIT
+                               : weft__buf_append(&up->body, upload_data, *upload_data_size);
 
             if (err == WEFT_ELIMIT) {
                 up->is_too_large = true;

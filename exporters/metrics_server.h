@@ -74,7 +74,7 @@ typedef void (*weft__http_handler_fn)(void *user_data,
 /* One extra route: every method on an exact @p path goes to @p handler (it answers 405 itself
  * for methods it does not take). A body over @p max_body bytes is not accumulated: the handler
  * sees is_too_large instead, right away when Content-Length says so (the body is then never
- * read), else when the body ends. */
+ * read), else when the body ends. A route with @p max_body 0 takes no body at all. */
 struct weft__http_route {
     const char *path;
     size_t max_body;

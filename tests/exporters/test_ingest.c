@@ -961,6 +961,71 @@ test_ingest_decoders_drop_keys_holding_nul(void **state)
     weft__buf_cleanup(&req);
 }
 
+static size_t
+discard(char *data, size_t size, size_t n, void *user_data)
+{
+    (void)data;
+    (void)user_data;
+    return size * n;
+}
+
+/* A route with max_body 0 (every explorer route) takes no body: one sent chunked, with no
+ * Content-Length to refuse it by, is not accumulated either (it once was, without a cap). */
+struct probe {
+    bool is_too_large;
+    size_t body_len;
+    bool is_called;
+};
+
+static void
+probe_handler(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
+{
+    struct probe *p = user_data;
+
+    p->is_called = true;
+    p->is_too_large = req->is_too_large;
+    p->body_len = req->body_len;
+    reply->status = 405;
+    reply->content_type = "text/plain";
+    reply->body = "no body here\n";
+    reply->len = strlen(reply->body);
+}
+
+static void
+test_ingest_bodyless_route_keeps_no_chunked_body(void **state)
+{
+    struct probe p = {false, 0, false};
+    struct weft__http_route route = {"/probe", 0, probe_handler, &p, false};
+    struct weft_metrics_server *server = NULL;
+    struct curl_slist *headers = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+    static char body[256 * 1024];
+    CURL *curl = curl_easy_init();
+    char url[96];
+    long status = 0;
+
+    (void)state;
+    memset(body, 'x', sizeof(body));
+    assert_weft_ok(
+        weft__metrics_server_start_routes(no_metrics, NULL, "127.0.0.1:0", &route, 1, &server));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/probe", weft_metrics_server_port(server));
+    assert_non_null(curl);
+    assert_non_null(headers);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)sizeof(body));
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+    assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(curl);
+    curl_slist_free_all(headers);
+    weft_metrics_server_stop(server);
+    assert_int_equal(status, 405);
+    assert_true(p.is_called);
+    assert_true(p.is_too_large);
+    assert_int_equal(p.body_len, 0);
+}
+
 int
 main(void)
 {
@@ -985,6 +1050,7 @@ main(void)
         cmocka_unit_test(test_ingest_decoder_rejects_deep_nesting_and_groups),
         cmocka_unit_test(test_ingest_json_decoder_accepts_proto_names_and_enum_names),
         cmocka_unit_test(test_ingest_decoders_drop_keys_holding_nul),
+        cmocka_unit_test(test_ingest_bodyless_route_keeps_no_chunked_body),
     };
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
