@@ -16,6 +16,7 @@
 #include "runtime/workflow.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,31 +184,74 @@ check_shape(json_t *design, const struct weft_workflow *base, unsigned depth, st
     return is_ok;
 }
 
+/* Is the file at @p path exactly @p text? */
+static bool
+holds(const char *path, const char *text)
+{
+    size_t len = strlen(text);
+    char *buf = weft__malloc(len + 2);
+    FILE *in = buf != NULL ? fopen(path, "rb") : NULL;
+    size_t n = in != NULL ? fread(buf, 1, len + 1, in) : 0;
+    bool is_same = in != NULL && n == len && memcmp(buf, text, len) == 0;
+
+    if (in != NULL) {
+        fclose(in);
+    }
+    weft__free(buf);
+    return is_same;
+}
+
 /* Write @p design as @p dir/<name>.json and load it back (the schema's check, with the base's
- * models and tools resolved beside it). @return the path (new) when it loads, else NULL with
- * the problems in @p why and the file removed. */
+ * models and tools resolved beside it). A file of that name is never overwritten: one holding
+ * this very design (the same team composed again) is used as it is, any other (the base
+ * workflow, an earlier team) sends the design back to be renamed. @return the path (new) when
+ * it loads, else NULL with the problems in @p why and a file this call wrote removed. */
 static char *
 save_and_load(json_t *design, const char *dir, struct weft__buf *why)
 {
     struct weft__buf path;
     struct weft_workflow *wf = NULL;
     struct weft_diags d = {0};
+    char *text = json_dumps(design, JSON_INDENT(2));
+    bool is_written = false;
+    bool is_taken = false; /* a file of that name exists */
     char line[512];
+    int fd = -1;
 
     weft__buf_init(&path, 0);
     (void)weft__buf_printf(&path, "%s/%s.json", dir,
                            json_string_value(json_object_get(design, "name")));
-    if (path.data == NULL || json_dump_file(design, path.data, JSON_INDENT(2)) != 0) {
-        (void)weft__buf_printf(why, "\n- cannot write %s", path.data != NULL ? path.data : dir);
+    if (path.data != NULL && text != NULL) {
+        fd = open(path.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        is_taken = fd < 0 && errno == EEXIST;
+        is_written = fd >= 0 && weft__write_all(fd, text, strlen(text)) == WEFT_OK;
+    }
+    if (fd >= 0) {
+        close(fd);
+        if (!is_written) {
+            (void)unlink(path.data); /* created, then a short write */
+        }
+    }
+    if (!is_written && !(is_taken && holds(path.data, text))) {
+        if (is_taken) {
+            (void)weft__buf_printf(why, "\n- %s already exists: give the team another name",
+                                   path.data);
+        } else {
+            (void)weft__buf_printf(why, "\n- cannot write %s", path.data != NULL ? path.data : dir);
+        }
         weft__buf_cleanup(&path);
+        free(text);
         return NULL;
     }
+    free(text);
     if (weft_workflow_load(path.data, &wf, &d) != WEFT_OK) {
         for (size_t i = 0; i < d.count && i < 8; i++) {
             (void)weft__buf_printf(why, "\n- %s",
                                    weft_diag_format(&d.items[i], line, sizeof(line)));
         }
-        (void)unlink(path.data);
+        if (is_written) {
+            (void)unlink(path.data);
+        }
         weft__buf_cleanup(&path);
         path.data = NULL;
     }
@@ -448,8 +492,9 @@ compose_prepare(const struct weft_compose_options *o,
     sub->o = o;
     sub->dir = o->out_dir != NULL ? o->out_dir : arch != NULL ? arch->architect->out_dir : NULL;
     sub->dir = sub->dir != NULL ? sub->dir : o->base->dir;
-    if (mkdir(sub->dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(error, error_len, "cannot create %s", sub->dir);
+    if (weft__mkdir_parents(sub->dir, 0755) != WEFT_OK ||
+        (mkdir(sub->dir, 0755) != 0 && errno != EEXIST)) {
+        snprintf(error, error_len, "cannot create %s: %s", sub->dir, strerror(errno));
         return WEFT_EIO;
     }
     sub->max_calls = o->max_attempts != 0 ? o->max_attempts

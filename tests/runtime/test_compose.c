@@ -5,6 +5,7 @@
  * rejected with their reason, and when every design is rejected compose fails clearly.
  */
 #include "support/otlp_sink.h"
+#include "support/server_proc.h"
 #include "support/weft_test.h"
 
 #include <jansson.h>
@@ -188,6 +189,51 @@ test_compose_rejects_bad_designs_with_their_reasons(void **state)
     }
 }
 
+/* A design is never written over a file already there: one named after the base workflow is
+ * sent back (the base left as it was) and the renamed one kept; composing the same team again
+ * finds its own file, identical, and keeps it. */
+static void
+test_compose_never_overwrites_a_file(void **state)
+{
+    struct fx *f = *state;
+    char *path = NULL;
+    char *again = NULL;
+    char error[4096] = "";
+    char base_path[512];
+    static const char base_text[] =
+        "{\"name\": \"base\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"agents\": [{\"name\": \"assistant\"}]}";
+    char *kept = NULL;
+    json_t *first = NULL;
+
+    write_file(
+        f, "script.json",
+        "{\"responses\": {\"architect\": {\"act\": [" SUBMIT(
+            "{\"name\": \"base\", \"agents\": [{\"name\": \"a\"}]}") "," SUBMIT("{\"name\": "
+                                                                                "\"renamed\", "
+                                                                                "\"agents\": "
+                                                                                "[{\"name\": "
+                                                                                "\"a\"}]}") "]}}}");
+    write_file(f, "base.json", base_text);
+    snprintf(base_path, sizeof(base_path), "%s/base.json", f->dir);
+    load_base(f, base_path);
+    assert_weft_ok(compose(f, 3, &path, error, sizeof(error)));
+    assert_non_null(strstr(path, "/renamed.json"));
+    kept = weft_test_log_tail(base_path, 4096);
+    assert_non_null(kept);
+    assert_string_equal(kept, base_text);
+    free(kept);
+    otlp_sink_collect(f->sink);
+    first = otlp_sink_find(f->sink, "execute_tool submit_team", 0);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(first, "status"), "code")),
+                     2);
+
+    assert_weft_ok(compose(f, 3, &again, error, sizeof(error)));
+    assert_string_equal(again, path);
+    weft_compose_text_free(again);
+    weft_compose_text_free(path);
+}
+
 /* The reasons themselves, without the architect: what check and load say of each design. */
 static void
 test_compose_reasons(void **state)
@@ -246,6 +292,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_compose_rejects_bad_designs_with_their_reasons, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_compose_never_overwrites_a_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compose_reasons, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
