@@ -191,23 +191,25 @@ plan_row(struct run *run, const json_t *row)
     const char *executor = json_string_value(json_object_get(row, "executor"));
     const char *spec = json_string_value(json_object_get(row, "spec"));
     json_t *deps = json_loads(json_string_value(json_object_get(row, "depends_on")), 0, NULL);
-    const char *ids[256];
+    size_t dep_count = json_array_size(deps);
+    const char **ids = weft__calloc(dep_count > 0 ? dep_count : 1, sizeof(*ids));
     step_executor ex = EXEC_AGENT;
     size_t agent = WF_NONE;
     size_t n = 0;
     size_t index = 0;
-    bool is_ok = executor == NULL || weft__step_executor_parse(executor, &ex);
+    bool is_ok = ids != NULL && (executor == NULL || weft__step_executor_parse(executor, &ex));
 
     if (is_ok && ex == EXEC_AGENT) {
         agent = weft__wf_find_agent(run->cfg.wf, json_string_value(json_object_get(row, "actor")));
         is_ok = agent != WF_NONE;
     }
-    for (; n < json_array_size(deps) && n < 256; n++) {
+    for (; is_ok && n < dep_count; n++) {
         ids[n] = json_string_value(json_array_get(deps, n));
     }
     is_ok = is_ok && weft__plan_append(&run->ps.plan, json_string_value(json_object_get(row, "id")),
                                        agent, json_string_value(json_object_get(row, "task")), ids,
                                        n, &index) == WEFT_OK;
+    weft__free(ids);
     json_decref(deps);
     if (is_ok) {
         run->ps.plan.steps[index].executor = ex;

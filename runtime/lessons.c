@@ -15,6 +15,7 @@
 #include "lessons.h"
 
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "correct.h"
 #include "embed.h"
@@ -117,23 +118,32 @@ weft__rt_lessons_for(struct run *run, size_t index, struct weft_span *span)
     size_t n = 0;
     json_t *out = NULL;
     const char *ids[GUIDE_K];
+    size_t shown = 0;
 
     if (!run->cfg.wf->memory.is_lessons || s->task == NULL) {
         return NULL;
     }
     find(run, s->task, GUIDE_K, COVER_GUIDE, &hits, &n);
-    if (n > 0) {
-        out = json_array();
-    }
+    out = n > 0 ? json_array() : NULL;
     for (size_t i = 0; out != NULL && i < n; i++) {
         json_t *lesson = json_loads(hits[i].solution, 0, NULL);
-        json_array_append_new(out, json_pack("{s:s, s:f, s:o?}", "id", hits[i].id, "reward",
-                                             hits[i].reward, "lesson", lesson));
-        ids[i] = hits[i].id;
+
+        if (lesson == NULL) {
+            WEFT_LOG(WEFT_LOG_WARN, "lesson %s: its stored plan is not JSON: not shown",
+                     hits[i].id);
+            continue;
+        }
+        if (json_array_append_new(out, json_pack("{s:s, s:f, s:o}", "id", hits[i].id, "reward",
+                                                 hits[i].reward, "lesson", lesson)) == 0) {
+            ids[shown++] = hits[i].id;
+        }
     }
-    if (n > 0) {
-        weft_span_set_str_array(span, "weft.lessons.used", ids, n);
+    if (shown > 0) {
+        weft_span_set_str_array(span, "weft.lessons.used", ids, shown);
         weft__rt_metrics_lesson(run->tel.metrics, "guided");
+    } else {
+        json_decref(out);
+        out = NULL;
     }
     weft__skills_free(hits, n);
     return out;
