@@ -104,6 +104,13 @@ is_zero(const uint8_t *id, size_t len)
     return true;
 }
 
+bool
+weft__otlp_link_ids_ok(const struct weft_link_data *link, bool has_trace_id, bool has_span_id)
+{
+    return has_trace_id && has_span_id && !is_zero(link->trace_id, WEFT_TRACE_ID_SIZE) &&
+           !is_zero(link->span_id, WEFT_SPAN_ID_SIZE);
+}
+
 static void
 reject(struct weft__otlp_batch *batch, const char *why)
 {
@@ -470,7 +477,6 @@ list_json(struct dec *d, struct rd m, bool is_kvlist, int depth)
             const uint8_t *key = NULL;
             size_t key_len = 0;
             json_t *value = NULL;
-            char *key_text = NULL;
 
             while (rd_tag(d, &kv, &f, &wt)) {
                 struct rd part;
@@ -485,11 +491,10 @@ list_json(struct dec *d, struct rd m, bool is_kvlist, int depth)
                     rd_skip(d, &kv, wt);
                 }
             }
-            key_text = weft__malloc(key_len + 1);
-            if (key_text != NULL) {
-                memcpy(key_text, key != NULL ? (const char *)key : "", key_len);
-                key_text[key_len] = '\0';
-                item = weft__otlp_text_json(key_text, key_len);
+            /* No key: proto3's default, the empty string. */
+            item = weft__otlp_text_json(key != NULL ? (const char *)key : "", key_len);
+            if (item == NULL && d->err == WEFT_OK) {
+                d->err = WEFT_ENOMEM;
             }
             if (d->err == WEFT_OK && item != NULL && value != NULL) {
                 json_object_set_new(out, json_string_value(item), value);
@@ -497,7 +502,6 @@ list_json(struct dec *d, struct rd m, bool is_kvlist, int depth)
             }
             json_decref(item);
             json_decref(value);
-            weft__free(key_text);
         }
     }
     if (d->err != WEFT_OK || out == NULL) {
@@ -912,9 +916,7 @@ decode_link(struct dec *d, struct rd m, struct weft_link_data *link, bool *is_ke
             return false;
         }
     }
-    *is_kept = trace_state == 1 && span_state == 1 &&
-               !is_zero(link->trace_id, WEFT_TRACE_ID_SIZE) &&
-               !is_zero(link->span_id, WEFT_SPAN_ID_SIZE);
+    *is_kept = weft__otlp_link_ids_ok(link, trace_state == 1, span_state == 1);
     return d->err == WEFT_OK;
 }
 

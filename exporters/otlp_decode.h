@@ -83,6 +83,11 @@ weft_err weft__otlp_batch_add(struct weft__otlp_batch *batch,
                               bool has_span_id,
                               bool is_parent_ok);
 
+/* Are @p link's ids usable: both present (@p has_trace_id, @p has_span_id: the right sizes)
+ * and not all zero? A link that is not is dropped and counted in its span's dropped links, by
+ * both decoders alike. */
+bool weft__otlp_link_ids_ok(const struct weft_link_data *link, bool has_trace_id, bool has_span_id);
+
 /* Store @p j (consumed) as a JSON string value in @p out, text in the batch. */
 weft_err
 weft__otlp_batch_json_value(struct weft__otlp_batch *batch, json_t *j, struct weft_value *out);

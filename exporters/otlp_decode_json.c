@@ -279,12 +279,18 @@ plain_list(struct jdec *d, const json_t *list, bool is_kvlist, int depth)
             json_decref(out);
             return NULL;
         }
-        if (!is_kvlist) {
-            json_array_append_new(out, plain);
-        } else if (json_is_string(key)) {
-            json_object_set_new(out, json_string_value(key), plain);
-        } else {
+        if (is_kvlist && key != NULL && !json_is_string(key)) {
             json_decref(plain);
+            json_decref(out);
+            fail(d, "a kvlistValue entry's key is not a string");
+            return NULL;
+        }
+        /* No key: proto3's default, the empty string, as the protobuf decoder reads it. */
+        if ((is_kvlist ? json_object_set_new(out, key != NULL ? json_string_value(key) : "", plain)
+                       : json_array_append_new(out, plain)) != 0) {
+            json_decref(out);
+            d->err = WEFT_ENOMEM;
+            return NULL;
         }
     }
     if (out == NULL) {
@@ -565,7 +571,7 @@ decode_link(struct jdec *d, const json_t *j, struct weft_link_data *link, bool *
     link->dropped_attrs += dropped;
     link->trace_flags = (uint8_t)(flags & 0xff);
     link->is_remote = (flags & FLAG_HAS_IS_REMOTE) != 0 && (flags & FLAG_IS_REMOTE) != 0;
-    *is_kept = has_trace == 1 && has_span == 1;
+    *is_kept = weft__otlp_link_ids_ok(link, has_trace == 1, has_span == 1);
     return true;
 }
 

@@ -369,8 +369,9 @@ line_diff(const char *a, const char *b)
     json_t *out = json_array();
 
     for (size_t i = n; t != NULL && i-- > 0;) {
+        const char *x = json_string_value(json_array_get(la, i));
+
         for (size_t j = m; j-- > 0;) {
-            const char *x = json_string_value(json_array_get(la, i));
             const char *y = json_string_value(json_array_get(lb, j));
             unsigned down = t[(i + 1) * (m + 1) + j];
             unsigned right = t[i * (m + 1) + j + 1];

@@ -158,13 +158,17 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
         text_reply(reply, 503, "out of memory\n");
         return;
     }
+    reply->body = weft__strndup(ar.body, ar.len); /* the server frees with weft__free */
+    free(ar.body);
+    if (reply->body == NULL) {
+        text_reply(reply, 503, "out of memory\n");
+        return;
+    }
     reply->status = ar.status;
     reply->content_type = "application/json; charset=utf-8";
-    reply->body = weft__strndup(ar.body, ar.len); /* the server frees with weft__free */
-    reply->len = reply->body != NULL ? ar.len : 0;
-    reply->free_body = reply->body != NULL;
+    reply->len = ar.len;
+    reply->free_body = true;
     reply->headers = weft__strdup("Cache-Control: no-store");
-    free(ar.body);
 }
 
 static void

@@ -917,6 +917,62 @@ test_ingest_json_decoder_accepts_proto_names_and_enum_names(void **state)
     weft__otlp_batch_cleanup(&batch);
 }
 
+/* A link with an all-zero trace or span id is dropped and counted in JSON as in protobuf (the
+ * JSON decoder used to keep it). */
+static void
+test_ingest_json_decoder_drops_zero_id_links(void **state)
+{
+    static const char body[] =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{"
+        "\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0101010101010101\","
+        "\"name\":\"n\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\",\"links\":["
+        "{\"traceId\":\"00000000000000000000000000000000\",\"spanId\":\"0202020202020202\"},"
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0000000000000000\"},"
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0303030303030303\"}]}]}]}]"
+        "}";
+    struct weft__otlp_batch batch;
+    const struct weft_span_data *s = NULL;
+
+    (void)state;
+    weft__otlp_batch_init(&batch, 1 << 20);
+    assert_weft_ok(weft__otlp_decode_json(body, strlen(body), &batch, NULL, 0));
+    assert_int_equal(batch.count, 1);
+    s = batch.spans[0];
+    assert_int_equal(s->link_count, 1);
+    assert_int_equal(s->links[0].span_id[0], 0x03);
+    assert_int_equal(s->dropped_links, 2);
+    weft__otlp_batch_cleanup(&batch);
+}
+
+/* A kvlistValue entry without a key is kept under "" (proto3's default, as the protobuf
+ * decoder reads it); one whose key is not a string fails the body (it was dropped unseen). */
+static void
+test_ingest_json_kvlist_keys(void **state)
+{
+#define KV_SPAN(kv)                                                                             \
+    "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{"                                        \
+    "\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0101010101010101\","         \
+    "\"name\":\"n\",\"attributes\":[{\"key\":\"m\",\"value\":{\"kvlistValue\":{\"values\":[" kv \
+    "]}}}]}]}]}]}"
+    static const char keyless[] = KV_SPAN("{\"value\":{\"intValue\":\"1\"}}");
+    static const char numeric[] = KV_SPAN("{\"key\":5,\"value\":{\"intValue\":\"1\"}}");
+#undef KV_SPAN
+    struct weft__otlp_batch batch;
+    char why[192] = "";
+
+    (void)state;
+    weft__otlp_batch_init(&batch, 1 << 20);
+    assert_weft_ok(weft__otlp_decode_json(keyless, strlen(keyless), &batch, NULL, 0));
+    assert_int_equal(batch.count, 1);
+    assert_string_equal(weft_span_data_attr(batch.spans[0], "m")->u.str, "{\"\":1}");
+    weft__otlp_batch_cleanup(&batch);
+    weft__otlp_batch_init(&batch, 1 << 20);
+    assert_true(weft__otlp_decode_json(numeric, strlen(numeric), &batch, why, sizeof(why)) !=
+                WEFT_OK);
+    assert_non_null(strstr(why, "key is not a string"));
+    weft__otlp_batch_cleanup(&batch);
+}
+
 /* Found by fuzz_otlp_ingest (corpus regress-nul-key): a key that starts with a NUL byte was kept
  * and read as an empty key. */
 static void
@@ -1050,6 +1106,8 @@ main(void)
         cmocka_unit_test(test_ingest_decoder_rejects_deep_nesting_and_groups),
         cmocka_unit_test(test_ingest_json_decoder_accepts_proto_names_and_enum_names),
         cmocka_unit_test(test_ingest_decoders_drop_keys_holding_nul),
+        cmocka_unit_test(test_ingest_json_decoder_drops_zero_id_links),
+        cmocka_unit_test(test_ingest_json_kvlist_keys),
         cmocka_unit_test(test_ingest_bodyless_route_keeps_no_chunked_body),
     };
 

@@ -397,6 +397,7 @@ http_request(unsigned port,
     memset(a, 0, sizeof(*a));
     snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L); /* send "/../" as it is, not resolved */
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
