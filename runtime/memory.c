@@ -198,66 +198,6 @@ coverage(const struct words *query, const char *task)
     return (double)hit / (double)query->count;
 }
 
-static int
-by_score(const void *a, const void *b)
-{
-    double x = ((const struct weft__skill *)a)->score;
-    double y = ((const struct weft__skill *)b)->score;
-
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* The store's full-text candidates (4 k, any rank) rescored by coverage(), those at or above
- * @p min_score kept, best first, at most @p k; the rest freed. */
-static void
-rescore(struct weft__skill *hits, size_t *n, const char *query, size_t k, double min_score)
-{
-    struct words q;
-    size_t kept = 0;
-
-    if (*n == 0) {
-        return; /* hits is NULL */
-    }
-    words_init(&q);
-    words_of(query, &q);
-    for (size_t i = 0; i < *n; i++) {
-        hits[i].score = coverage(&q, hits[i].task);
-    }
-    words_cleanup(&q);
-    qsort(hits, *n, sizeof(*hits), by_score);
-    for (size_t i = 0; i < *n; i++) {
-        if (kept < k && hits[i].score >= min_score) {
-            kept++;
-        } else {
-            weft__skill_cleanup(&hits[i]);
-        }
-    }
-    *n = kept;
-}
-
-weft_err
-weft__rt_memory_search(struct run *run,
-                       const char *agent,
-                       const char *query,
-                       size_t k,
-                       double min_score,
-                       struct weft__skill **hits,
-                       size_t *n)
-{
-    weft_err err = WEFT_OK;
-
-    *hits = NULL;
-    *n = 0;
-    if (memory_store(run) == NULL) {
-        return WEFT_OK;
-    }
-    err = weft__state_skills_search(memory_store(run), agent, query, 4 * k, 0.0, hits, n);
-    if (err == WEFT_OK) {
-        rescore(*hits, n, query, k, min_score);
-    }
-    return err;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* Embeddings                                                                                  */
 
@@ -633,6 +573,44 @@ take_skills(struct ranking *r)
         memset(&r->c[i].s, 0, sizeof(r->c[i].s));
     }
     return out;
+}
+
+/* Lessons and other callers: the store's full-text candidates (4 k, any rank) ranked by
+ * coverage alone, as a lookup without embeddings ranks them. */
+weft_err
+weft__rt_memory_search(struct run *run,
+                       const char *agent,
+                       const char *query,
+                       size_t k,
+                       double min_score,
+                       struct weft__skill **hits,
+                       size_t *n)
+{
+    struct ranking r = {NULL, 0, 4 * k};
+    struct words words;
+    weft_err err = WEFT_OK;
+
+    *hits = NULL;
+    *n = 0;
+    if (memory_store(run) == NULL || k == 0) {
+        return WEFT_OK;
+    }
+    r.c = weft__calloc(r.cap, sizeof(*r.c));
+    if (r.c == NULL) {
+        return WEFT_ENOMEM;
+    }
+    words_init(&words);
+    words_of(query, &words);
+    err = add_text(run, agent, query, &words, &r, r.cap);
+    words_cleanup(&words);
+    if (err == WEFT_OK) {
+        rank_keep(&r, 0.0, k, min_score);
+        *hits = take_skills(&r);
+        err = *hits != NULL || r.n == 0 ? WEFT_OK : WEFT_ENOMEM;
+        *n = *hits != NULL ? r.n : 0;
+    }
+    ranking_cleanup(&r);
+    return err;
 }
 
 void
