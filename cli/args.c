@@ -206,3 +206,20 @@ cli_json_print(json_t *doc)
     json_decref(doc);
     return rc;
 }
+
+int
+cli_print_diags(const char *path, weft_err err, const struct weft_diags *diags)
+{
+    char line[1024];
+
+    for (size_t i = 0; i < diags->count; i++) {
+        fprintf(stderr, "%s\n", weft_diag_format(&diags->items[i], line, sizeof(line)));
+    }
+    if (diags->dropped > 0) {
+        fprintf(stderr, "%s: ... and %zu more problems\n", path, diags->dropped);
+    }
+    if (diags->count == 0) {
+        fprintf(stderr, "%s: %s\n", path, weft_strerror(err));
+    }
+    return CLI_EXIT_USAGE;
+}

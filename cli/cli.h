@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <weft/runtime.h>
 
 /* Exit codes. */
 #define CLI_EXIT_OK    0 /* success */
@@ -59,6 +60,10 @@ int cli_parse(const char *cmd,
 
 /* Parse a whole decimal number in [min, max]. */
 bool cli_parse_size(const char *text, size_t min, size_t max, size_t *out);
+
+/* Print every diagnostic of loading @p path to stderr (and how many more there were, or, with
+ * none, @p err itself). @return CLI_EXIT_USAGE. */
+int cli_print_diags(const char *path, weft_err err, const struct weft_diags *diags);
 
 /* Resolve --color=WHEN ("auto", "always", "never"; NULL means auto) for @p stream: auto means
  * a terminal, NO_COLOR unset and TERM not "dumb". @return false for an unknown WHEN. */

@@ -4,7 +4,6 @@
  * team is saved as a workflow file (docs/architect.md).
  */
 #include "cli.h"
-#include "report/docs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,10 +85,7 @@ cli_compose(int argc, char **argv)
     }
     err = weft_workflow_load(workflow, &wf, &diags);
     if (err != WEFT_OK) {
-        char line[1024];
-        for (size_t i = 0; i < diags.count; i++) {
-            fprintf(stderr, "%s\n", weft_diag_format(&diags.items[i], line, sizeof(line)));
-        }
+        cli_print_diags(workflow, err, &diags);
         weft_diags_cleanup(&diags);
         return CLI_EXIT_USAGE;
     }

@@ -136,24 +136,6 @@ cli_validate_usage(FILE *out)
           out);
 }
 
-/* Print every diagnostic; @return CLI_EXIT_USAGE. */
-static int
-print_diags(const char *path, weft_err err, const struct weft_diags *diags)
-{
-    char line[1024];
-
-    for (size_t i = 0; i < diags->count; i++) {
-        fprintf(stderr, "%s\n", weft_diag_format(&diags->items[i], line, sizeof(line)));
-    }
-    if (diags->dropped > 0) {
-        fprintf(stderr, "%s: ... and %zu more problems\n", path, diags->dropped);
-    }
-    if (diags->count == 0) {
-        fprintf(stderr, "%s: %s\n", path, weft_strerror(err));
-    }
-    return CLI_EXIT_USAGE;
-}
-
 /* One file: loaded, then (unless @p is_offline) its MCP servers started and listed. */
 static int
 validate_one(const char *path, bool is_offline)
@@ -171,7 +153,7 @@ validate_one(const char *path, bool is_offline)
         fputs(report, stdout);
     }
     if (err != WEFT_OK) {
-        status = print_diags(path, err, &diags);
+        status = cli_print_diags(path, err, &diags);
     } else {
         char *agents = weft_workflow_describe(wf);
         printf("%s: valid (workflow '%s')\n%s", path, weft_workflow_name(wf),
@@ -1143,7 +1125,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     }
     err = weft_workflow_load(workflow_path, &wf, &diags);
     if (err != WEFT_OK) {
-        status = print_diags(workflow_path, err, &diags);
+        status = cli_print_diags(workflow_path, err, &diags);
         weft_diags_cleanup(&diags);
         free(tag_text);
         return status;
