@@ -68,19 +68,6 @@ teardown(void **state)
     return 0;
 }
 
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[1024];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 /* Load @p name of the test directory; @p diags receives the problems. */
 static weft_err
 load(struct fx *f, const char *name, struct weft_diags *diags)
@@ -120,7 +107,7 @@ assert_load_error(struct fx *f, const char *servers, const char *path, const cha
     snprintf(wf, sizeof(wf),
              "{\"name\": \"bad\", " MODEL ", \"agents\": [{\"name\": \"a\"}], \"mcp_servers\": %s}",
              servers);
-    write_file(f, "bad.json", wf);
+    weft_test_write_file(f->dir, "bad.json", wf);
     assert_weft_err(load(f, "bad.json", &d), WEFT_EPARSE);
     if (strstr(diag_text(&d), path) == NULL || strstr(diag_text(&d), needle) == NULL) {
         fail_msg("expected '%s' ... '%s' in:\n%s", path, needle, diag_text(&d));
@@ -134,7 +121,7 @@ test_mcp_config_errors_name_server_and_key(void **state)
 {
     struct fx *f = *state;
 
-    write_file(f, "script.json", "{\"responses\": {}}");
+    weft_test_write_file(f->dir, "script.json", "{\"responses\": {}}");
     assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"colour\": 1}}",
                       "mcp_servers.fs.colour", "unknown key");
     assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"url\": \"http://127.0.0.1:1/\"}}",
@@ -156,9 +143,9 @@ test_mcp_config_errors_name_server_and_key(void **state)
     /* An agent binding a server that does not exist. */
     {
         struct weft_diags d = {0};
-        write_file(f, "bind.json",
-                   "{\"name\": \"bind\", " MODEL ", \"agents\": [{\"name\": \"a\", "
-                   "\"mcp_servers\": [\"nope\"]}]}");
+        weft_test_write_file(f->dir, "bind.json",
+                             "{\"name\": \"bind\", " MODEL ", \"agents\": [{\"name\": \"a\", "
+                             "\"mcp_servers\": [\"nope\"]}]}");
         assert_weft_err(load(f, "bind.json", &d), WEFT_EPARSE);
         assert_non_null(
             strstr(diag_text(&d), "agents[0].mcp_servers[0]: unknown MCP server 'nope'"));
@@ -176,17 +163,18 @@ test_mcp_agents_from_file_inline_and_bindings(void **state)
     const struct weft_workflow *wf = NULL;
 
     weft_test_setenv("WEFT_TEST_MCP_TOKEN", "sk-test-abc");
-    write_file(f, "script.json", "{\"responses\": {}}");
-    write_file(f, "mcp.json",
-               "{\"mcpServers\": {\"files\": {\"command\": \"node\", \"args\": [\"x.js\"], "
-               "\"env\": {\"TOKEN\": \"${WEFT_TEST_MCP_TOKEN}\"}}, \"web\": {\"type\": \"http\", "
-               "\"url\": \"http://127.0.0.1:9/mcp\", \"headers\": {\"Authorization\": \"Bearer "
-               "${WEFT_TEST_MCP_TOKEN}\"}}}}");
-    write_file(f, "wf.json",
-               "{\"name\": \"team\", " MODEL ", \"mcp_servers_file\": \"mcp.json\", "
-               "\"mcp_servers\": {\"quiet\": {\"command\": \"node\", \"agent\": false}}, "
-               "\"agents\": [{\"name\": \"writer\", \"mcp_servers\": [\"quiet\"]}, "
-               "{\"name\": \"mcp_agent_web\", \"description\": \"the web, my way\"}]}");
+    weft_test_write_file(f->dir, "script.json", "{\"responses\": {}}");
+    weft_test_write_file(
+        f->dir, "mcp.json",
+        "{\"mcpServers\": {\"files\": {\"command\": \"node\", \"args\": [\"x.js\"], "
+        "\"env\": {\"TOKEN\": \"${WEFT_TEST_MCP_TOKEN}\"}}, \"web\": {\"type\": \"http\", "
+        "\"url\": \"http://127.0.0.1:9/mcp\", \"headers\": {\"Authorization\": \"Bearer "
+        "${WEFT_TEST_MCP_TOKEN}\"}}}}");
+    weft_test_write_file(f->dir, "wf.json",
+                         "{\"name\": \"team\", " MODEL ", \"mcp_servers_file\": \"mcp.json\", "
+                         "\"mcp_servers\": {\"quiet\": {\"command\": \"node\", \"agent\": false}}, "
+                         "\"agents\": [{\"name\": \"writer\", \"mcp_servers\": [\"quiet\"]}, "
+                         "{\"name\": \"mcp_agent_web\", \"description\": \"the web, my way\"}]}");
     if (load(f, "wf.json", &d) != WEFT_OK) {
         fail_msg("%s", diag_text(&d));
     }
@@ -258,8 +246,8 @@ copy_example(struct fx *f)
 
     assert_non_null(wf);
     assert_non_null(script);
-    write_file(f, "workflow.json", wf);
-    write_file(f, "script.json", script);
+    weft_test_write_file(f->dir, "workflow.json", wf);
+    weft_test_write_file(f->dir, "script.json", script);
     free(wf);
     free(script);
     snprintf(sandbox, sizeof(sandbox), "%s/sandbox", f->dir);
@@ -388,16 +376,17 @@ test_mcp_long_result_is_cut_and_counted(void **state)
         snprintf(sandbox, sizeof(sandbox), "%s/sandbox", f->dir);
         assert_int_equal(mkdir(sandbox, 0700), 0);
     }
-    write_file(f, "sandbox/big.txt", big);
-    write_file(f, "script.json",
-               "{\"responses\": {\"mcp_agent_fs\": {\"act\": [{\"tool_calls\": [{\"name\": "
-               "\"read_text_file\", \"arguments\": {\"path\": \"big.txt\"}}]}, {\"content\": "
-               "\"read\"}]}}}");
-    write_file(f, "wf.json",
-               "{\"name\": \"cut\", " MODEL ", \"mcp_servers\": {\"fs\": {\"command\": "
-               "\"node\", \"args\": [\"" FS_SERVER "\", \"sandbox\"], \"cwd\": \".\", "
-               "\"max_output_bytes\": 1024}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
-               "\"mcp_agent_fs\", \"task\": \"read\"}]}");
+    weft_test_write_file(f->dir, "sandbox/big.txt", big);
+    weft_test_write_file(
+        f->dir, "script.json",
+        "{\"responses\": {\"mcp_agent_fs\": {\"act\": [{\"tool_calls\": [{\"name\": "
+        "\"read_text_file\", \"arguments\": {\"path\": \"big.txt\"}}]}, {\"content\": "
+        "\"read\"}]}}}");
+    weft_test_write_file(f->dir, "wf.json",
+                         "{\"name\": \"cut\", " MODEL ", \"mcp_servers\": {\"fs\": {\"command\": "
+                         "\"node\", \"args\": [\"" FS_SERVER "\", \"sandbox\"], \"cwd\": \".\", "
+                         "\"max_output_bytes\": 1024}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
+                         "\"mcp_agent_fs\", \"task\": \"read\"}]}");
     if (load(f, "wf.json", &d) != WEFT_OK) {
         fail_msg("%s", diag_text(&d));
     }
@@ -469,9 +458,9 @@ test_mcp_list_and_validate(void **state)
         json_decref(listing);
         free(out);
     }
-    write_file(f, "mcp.json",
-               "{\"mcpServers\": {\"fs\": {\"command\": \"node\", \"args\": [\"" FS_SERVER
-               "\", \"sandbox\"]}, \"other\": {\"url\": \"http://127.0.0.1:9/mcp\"}}}");
+    weft_test_write_file(f->dir, "mcp.json",
+                         "{\"mcpServers\": {\"fs\": {\"command\": \"node\", \"args\": [\"" FS_SERVER
+                         "\", \"sandbox\"]}, \"other\": {\"url\": \"http://127.0.0.1:9/mcp\"}}}");
     {
         const char *args[] = {"mcp", "list", "mcp.json", "fs", NULL};
         assert_int_equal(weft_cli(f, args, &out), 0);
@@ -492,10 +481,10 @@ test_mcp_list_and_validate(void **state)
         assert_non_null(strstr(out, "valid (workflow 'mcp-filesystem')"));
         free(out);
     }
-    write_file(f, "broken.json",
-               "{\"name\": \"broken\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
-               "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
-               "\"init_timeout_s\": 5}}}");
+    weft_test_write_file(f->dir, "broken.json",
+                         "{\"name\": \"broken\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
+                         "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
+                         "\"init_timeout_s\": 5}}}");
     {
         const char *args[] = {"validate", "broken.json", NULL};
         assert_int_equal(weft_cli(f, args, &out), 2);
@@ -519,15 +508,16 @@ test_mcp_server_that_does_not_start_leaves_the_run_going(void **state)
     struct weft_diags d = {0};
 
     weft_test_capture_logs();
-    write_file(f, "script.json",
-               "{\"responses\": {\"mcp_agent_gone\": {\"act\": [{\"content\": \"no tools "
-               "today\"}]}, \"a\": {\"act\": [{\"content\": \"done\"}]}}}");
-    write_file(f, "gone.json",
-               "{\"name\": \"gone\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
-               "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
-               "\"init_timeout_s\": 5}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
-               "\"mcp_agent_gone\", \"task\": \"try\"}, {\"id\": \"s2\", \"agent\": \"a\", "
-               "\"task\": \"go on\", \"depends_on\": [\"s1\"]}]}");
+    weft_test_write_file(f->dir, "script.json",
+                         "{\"responses\": {\"mcp_agent_gone\": {\"act\": [{\"content\": \"no tools "
+                         "today\"}]}, \"a\": {\"act\": [{\"content\": \"done\"}]}}}");
+    weft_test_write_file(
+        f->dir, "gone.json",
+        "{\"name\": \"gone\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
+        "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
+        "\"init_timeout_s\": 5}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
+        "\"mcp_agent_gone\", \"task\": \"try\"}, {\"id\": \"s2\", \"agent\": \"a\", "
+        "\"task\": \"go on\", \"depends_on\": [\"s1\"]}]}");
     if (load(f, "gone.json", &d) != WEFT_OK) {
         fail_msg("%s", diag_text(&d));
     }
@@ -565,15 +555,17 @@ test_mcp_progress_reaches_the_progress_display(void **state)
     struct progress_seen seen;
 
     memset(&seen, 0, sizeof(seen));
-    write_file(f, "script.json",
-               "{\"responses\": {\"mcp_agent_everything\": {\"act\": [{\"tool_calls\": "
-               "[{\"name\": \"trigger-long-running-operation\", \"arguments\": {\"duration\": "
-               "0.4, \"steps\": 4}}]}, {\"content\": \"done\"}]}}}");
-    write_file(f, "wf.json",
-               "{\"name\": \"long\", " MODEL ", \"mcp_servers\": {\"everything\": "
-               "{\"command\": \"node\", \"args\": [\"" EVERYTHING "\", \"stdio\"]}}, "
-               "\"plan\": [{\"id\": \"s1\", \"agent\": \"mcp_agent_everything\", \"task\": "
-               "\"wait\"}]}");
+    weft_test_write_file(
+        f->dir, "script.json",
+        "{\"responses\": {\"mcp_agent_everything\": {\"act\": [{\"tool_calls\": "
+        "[{\"name\": \"trigger-long-running-operation\", \"arguments\": {\"duration\": "
+        "0.4, \"steps\": 4}}]}, {\"content\": \"done\"}]}}}");
+    weft_test_write_file(
+        f->dir, "wf.json",
+        "{\"name\": \"long\", " MODEL ", \"mcp_servers\": {\"everything\": "
+        "{\"command\": \"node\", \"args\": [\"" EVERYTHING "\", \"stdio\"]}}, "
+        "\"plan\": [{\"id\": \"s1\", \"agent\": \"mcp_agent_everything\", \"task\": "
+        "\"wait\"}]}");
     if (load(f, "wf.json", &d) != WEFT_OK) {
         fail_msg("%s", diag_text(&d));
     }

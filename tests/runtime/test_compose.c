@@ -124,19 +124,6 @@ test_compose_example_rejects_then_keeps_and_the_team_runs(void **state)
     weft_compose_text_free(path);
 }
 
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[512];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 #define SUBMIT(team) \
     "{\"tool_calls\": [{\"name\": \"submit_team\", \"arguments\": {\"team\": " team "}}]}"
 
@@ -148,8 +135,8 @@ test_compose_rejects_bad_designs_with_their_reasons(void **state)
     char error[4096] = "";
     char base_path[512];
 
-    write_file(
-        f, "script.json",
+    weft_test_write_file(
+        f->dir, "script.json",
         "{\"responses\": {\"architect\": {\"act\": [" SUBMIT(
             "{\"name\": \"t\", \"agents\": [{\"name\": \"a\", \"tools\": "
             "[\"nonexistent_tool\"]}]}") "," SUBMIT("{\"name\": \"t\", \"agents\": "
@@ -169,9 +156,10 @@ test_compose_rejects_bad_designs_with_their_reasons(void **state)
                                                                               "\"other."
                                                                               "json\"}]}") "," SUBMIT("{\"name\": \"t\", \"flow\": {}, \"agents\": [{\"name\": \"a\"}]}") ","
                                                                                                                                                                           "{\"content\": \"I give up\"}]}}}");
-    write_file(f, "base.json",
-               "{\"name\": \"base\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-               "\"script.json\"}}, \"agents\": [{\"name\": \"assistant\"}]}");
+    weft_test_write_file(
+        f->dir, "base.json",
+        "{\"name\": \"base\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"agents\": [{\"name\": \"assistant\"}]}");
     snprintf(base_path, sizeof(base_path), "%s/base.json", f->dir);
     load_base(f, base_path);
     assert_weft_err(compose(f, 4, &path, error, sizeof(error)), WEFT_EPARSE);
@@ -206,15 +194,15 @@ test_compose_never_overwrites_a_file(void **state)
     char *kept = NULL;
     json_t *first = NULL;
 
-    write_file(
-        f, "script.json",
+    weft_test_write_file(
+        f->dir, "script.json",
         "{\"responses\": {\"architect\": {\"act\": [" SUBMIT(
             "{\"name\": \"base\", \"agents\": [{\"name\": \"a\"}]}") "," SUBMIT("{\"name\": "
                                                                                 "\"renamed\", "
                                                                                 "\"agents\": "
                                                                                 "[{\"name\": "
                                                                                 "\"a\"}]}") "]}}}");
-    write_file(f, "base.json", base_text);
+    weft_test_write_file(f->dir, "base.json", base_text);
     snprintf(base_path, sizeof(base_path), "%s/base.json", f->dir);
     load_base(f, base_path);
     assert_weft_ok(compose(f, 3, &path, error, sizeof(error)));
@@ -268,10 +256,11 @@ test_compose_reasons(void **state)
                  "{\"responses\": {\"architect\": {\"act\": [{\"tool_calls\": [{\"name\": "
                  "\"submit_team\", \"arguments\": {\"team\": %s}}]}, {\"content\": \"done\"}]}}}",
                  cases[i].team);
-        write_file(f, "script.json", script);
-        write_file(f, "base.json",
-                   "{\"name\": \"base\", \"models\": {\"m\": {\"provider\": \"scripted\", "
-                   "\"script\": \"script.json\"}}, \"agents\": [{\"name\": \"assistant\"}]}");
+        weft_test_write_file(f->dir, "script.json", script);
+        weft_test_write_file(
+            f->dir, "base.json",
+            "{\"name\": \"base\", \"models\": {\"m\": {\"provider\": \"scripted\", "
+            "\"script\": \"script.json\"}}, \"agents\": [{\"name\": \"assistant\"}]}");
         snprintf(base_path, sizeof(base_path), "%s/base.json", f->dir);
         weft_workflow_free(f->base);
         f->base = NULL;

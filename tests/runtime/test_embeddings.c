@@ -78,19 +78,6 @@ teardown(void **state)
     return 0;
 }
 
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[512];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 /* A one-step workflow for agent "a" on @p task, embeddings at @p base (extra keys @p extra). */
 static void
 load_task(struct fx *f, const char *base, const char *extra, const char *task)
@@ -99,8 +86,9 @@ load_task(struct fx *f, const char *base, const char *extra, const char *task)
     char path[512];
     struct weft_diags d = {0};
 
-    write_file(f, "script.json",
-               "{\"responses\": {\"a\": {\"act\": [{\"content\": \"use an iterative loop\"}]}}}");
+    weft_test_write_file(
+        f->dir, "script.json",
+        "{\"responses\": {\"a\": {\"act\": [{\"content\": \"use an iterative loop\"}]}}}");
     snprintf(text, sizeof(text),
              "{\"name\": \"emb\", \"memory\": {\"skills\": true, \"min_score\": 0.3,"
              " \"embeddings\": {\"base_url\": \"%s\", \"model\": \"fake-embed\","
@@ -109,7 +97,7 @@ load_task(struct fx *f, const char *base, const char *extra, const char *task)
              " \"agents\": [{\"name\": \"a\"}],"
              " \"plan\": [{\"id\": \"s1\", \"agent\": \"a\", \"task\": \"%s\"}]}",
              base, extra, task);
-    write_file(f, "wf.json", text);
+    weft_test_write_file(f->dir, "wf.json", text);
     snprintf(path, sizeof(path), "%s/wf.json", f->dir);
     weft_workflow_free(f->wf);
     f->wf = NULL;
@@ -156,22 +144,6 @@ stored_vectors(const struct fx *f)
         weft__state_skill_vectors_each(st, "a", "fake-embed", EMBED_SERVER_DIMS, count_vector, &n));
     weft__state_close(st);
     return n;
-}
-
-static bool
-prom_has(struct weft_meter *meter, const char *needle)
-{
-    char *text = NULL;
-    size_t len = 0;
-    bool has = false;
-
-    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
-    has = strstr(text, needle) != NULL;
-    if (!has) {
-        print_message("%s not in:\n%.3000s\n", needle, text);
-    }
-    free(text);
-    return has;
 }
 
 static void
@@ -233,8 +205,8 @@ test_embeddings_vector_only_match_is_shown(void **state)
     chat = otlp_sink_find(f->sink, "chat m", 1);
     assert_non_null(chat);
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "iterative loop"));
-    assert_true(prom_has(f->meter, "weft_skills_embeddings_total{"));
-    assert_true(prom_has(f->meter, "outcome=\"hit\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_skills_embeddings_total{"));
+    assert_true(weft_test_prom_has(f->meter, "outcome=\"hit\""));
 }
 
 static void
@@ -301,10 +273,10 @@ test_embeddings_endpoint_down_falls_back_to_text_and_counts(void **state)
     assert_string_equal(otlp_span_attr(retrieval, "weft.skills.hits"), "1");
     assert_string_equal(otlp_span_attr(retrieval, "weft.skills.ranking"), "text");
     assert_int_equal(lines_with(weft_test_logs(), "memory.embeddings"), 2); /* once per run */
-    assert_true(prom_has(f->meter, "weft_skills_embedding_errors_total{"));
-    assert_true(prom_has(f->meter, "error_type=\"connection\""));
-    assert_true(prom_has(f->meter, "operation=\"lookup\""));
-    assert_true(prom_has(f->meter, "operation=\"save\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_skills_embedding_errors_total{"));
+    assert_true(weft_test_prom_has(f->meter, "error_type=\"connection\""));
+    assert_true(weft_test_prom_has(f->meter, "operation=\"lookup\""));
+    assert_true(weft_test_prom_has(f->meter, "operation=\"save\""));
 }
 
 /* 500, garbage and a vector of the wrong length: each falls back, with its error.type. */
@@ -335,9 +307,9 @@ test_embeddings_bad_answers_fall_back_with_their_error_type(void **state)
                             "text");
     }
     assert_int_equal(stored_vectors(f), 0);
-    assert_true(prom_has(f->meter, "error_type=\"500\""));
-    assert_true(prom_has(f->meter, "error_type=\"invalid_response\""));
-    assert_true(prom_has(f->meter, "error_type=\"dimension_mismatch\""));
+    assert_true(weft_test_prom_has(f->meter, "error_type=\"500\""));
+    assert_true(weft_test_prom_has(f->meter, "error_type=\"invalid_response\""));
+    assert_true(weft_test_prom_has(f->meter, "error_type=\"dimension_mismatch\""));
     /* "dimensions" is sent to the endpoint. */
     assert_int_equal(
         json_integer_value(json_object_get(embed_server_request_body(f->srv, 0), "dimensions")),
@@ -440,8 +412,8 @@ test_embeddings_bad_config_is_a_load_error(void **state)
                  " \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": \"s.json\"}},"
                  " \"agents\": [{\"name\": \"a\"}]}",
                  cases[i].embeddings);
-        write_file(f, "s.json", "{\"responses\": {}}");
-        write_file(f, "bad.json", text);
+        weft_test_write_file(f->dir, "s.json", "{\"responses\": {}}");
+        weft_test_write_file(f->dir, "bad.json", text);
         snprintf(path, sizeof(path), "%s/bad.json", f->dir);
         assert_int_not_equal(weft_workflow_load(path, &wf, &d), WEFT_OK);
         assert_true(d.count >= 1);

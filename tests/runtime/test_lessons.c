@@ -96,22 +96,6 @@ step(const struct weft_run_result *r, const char *id)
     return NULL;
 }
 
-static bool
-prom_has(struct weft_meter *meter, const char *needle)
-{
-    char *text = NULL;
-    size_t len = 0;
-    bool has = false;
-
-    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
-    has = strstr(text, needle) != NULL;
-    if (!has) {
-        print_message("%s not in:\n%.2500s\n", needle, text);
-    }
-    free(text);
-    return has;
-}
-
 static void
 test_lessons_second_run_avoids_the_first_runs_failure(void **state)
 {
@@ -125,8 +109,8 @@ test_lessons_second_run_avoids_the_first_runs_failure(void **state)
     assert_int_equal(first->status, WEFT_RUN_COMPLETED);
     assert_int_equal(step(first, "greet")->attempts, 2); /* failed, repaired, retried */
     assert_int_equal(first->llm_calls, 2);               /* the corrector and the reporter */
-    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"learned\""));
-    assert_true(prom_has(f->meter, "repeated=\"false\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_lessons_total{outcome=\"learned\""));
+    assert_true(weft_test_prom_has(f->meter, "repeated=\"false\""));
     otlp_sink_free(f->sink);
     f->sink = otlp_sink_new();
 
@@ -149,22 +133,9 @@ test_lessons_second_run_avoids_the_first_runs_failure(void **state)
         assert_non_null(strstr(text, "weft.lessons.used"));
         free(text);
     }
-    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"preempted\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_lessons_total{outcome=\"preempted\""));
     weft_run_result_free(first);
     weft_run_result_free(second);
-}
-
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[512];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
 }
 
 /* A failure like a known one, on a task that is only similar: the lesson guides the corrector
@@ -191,7 +162,7 @@ test_lessons_guide_the_corrector_of_a_similar_failure(void **state)
     json_object_set_new(json_object_get(json_object_get(doc, "models"), "scripted"), "script",
                         json_string(WEFT_SOURCE_DIR "/examples/lessons/script.json"));
     wf = json_dumps(doc, JSON_INDENT(1));
-    write_file(f, "similar.json", wf);
+    weft_test_write_file(f->dir, "similar.json", wf);
     free(wf);
     json_decref(doc);
     snprintf(path, sizeof(path), "%s/similar.json", f->dir);
@@ -211,8 +182,8 @@ test_lessons_guide_the_corrector_of_a_similar_failure(void **state)
     chat = otlp_sink_find(f->sink, "chat scripted-gpt-4o-mini", 0);
     assert_string_equal(otlp_span_attr(chat, "weft.llm.purpose"), "correct");
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"), "lessons"));
-    assert_true(prom_has(f->meter, "repeated=\"true\""));
-    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"guided\""));
+    assert_true(weft_test_prom_has(f->meter, "repeated=\"true\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_lessons_total{outcome=\"guided\""));
     weft_run_result_free(r);
 }
 
@@ -240,8 +211,8 @@ test_lessons_reach_the_llm_planner(void **state)
     load(f, WEFT_SOURCE_DIR "/examples/lessons/workflow.json");
     r = run(f, 1); /* the lesson */
     weft_run_result_free(r);
-    write_file(f, "planned-script.json", script);
-    write_file(f, "planned.json", wf);
+    weft_test_write_file(f->dir, "planned-script.json", script);
+    weft_test_write_file(f->dir, "planned.json", wf);
     snprintf(path, sizeof(path), "%s/planned.json", f->dir);
     for (int i = 0; i < 2; i++) {
         struct weft_run_options ro;
@@ -286,7 +257,7 @@ test_lessons_reach_the_llm_planner(void **state)
         }
         weft_run_result_free(r);
     }
-    assert_true(prom_has(f->meter, "weft_lessons_total{outcome=\"planned\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_lessons_total{outcome=\"planned\""));
 }
 
 int

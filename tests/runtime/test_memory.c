@@ -98,22 +98,6 @@ stored(const struct fx *f, const char *agent, struct weft__skill **out)
     return n;
 }
 
-static bool
-prom_has(struct weft_meter *meter, const char *needle)
-{
-    char *text = NULL;
-    size_t len = 0;
-    bool has = false;
-
-    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
-    has = strstr(text, needle) != NULL;
-    if (!has) {
-        print_message("%s not in:\n%.2000s\n", needle, text);
-    }
-    free(text);
-    return has;
-}
-
 static void
 test_memory_second_run_is_shown_the_first_runs_skill(void **state)
 {
@@ -170,22 +154,9 @@ test_memory_second_run_is_shown_the_first_runs_skill(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(skills[0].uses, 1);
     weft__skills_free(skills, n);
-    assert_true(prom_has(f->meter, "outcome=\"hit\""));
-    assert_true(prom_has(f->meter, "weft_skills_step_outcomes_total{"));
-    assert_true(prom_has(f->meter, "with_skill=\"true\""));
-}
-
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[512];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
+    assert_true(weft_test_prom_has(f->meter, "outcome=\"hit\""));
+    assert_true(weft_test_prom_has(f->meter, "weft_skills_step_outcomes_total{"));
+    assert_true(weft_test_prom_has(f->meter, "with_skill=\"true\""));
 }
 
 /* A step whose model has no answer fails: nothing is kept. Without "memory", nothing is looked
@@ -197,9 +168,9 @@ test_memory_failure_keeps_nothing_and_off_looks_nothing_up(void **state)
     struct weft__skill *skills = NULL;
     char path[512];
 
-    write_file(f, "script.json", "{\"responses\": {}}");
-    write_file(
-        f, "on.json",
+    weft_test_write_file(f->dir, "script.json", "{\"responses\": {}}");
+    weft_test_write_file(
+        f->dir, "on.json",
         "{\"name\": \"on\", \"memory\": {\"skills\": true}, \"models\": {\"m\": {\"provider\": "
         "\"scripted\", \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], "
         "\"plan\": [{\"id\": \"s1\", \"agent\": \"a\", \"task\": \"answer\"}]}");
@@ -209,13 +180,15 @@ test_memory_failure_keeps_nothing_and_off_looks_nothing_up(void **state)
     assert_int_equal(f->r->status, WEFT_RUN_FAILED);
     assert_int_equal(stored(f, "a", &skills), 0);
     assert_non_null(otlp_sink_find(f->sink, "retrieval weft.skills", 0));
-    assert_true(prom_has(f->meter, "outcome=\"failure\""));
+    assert_true(weft_test_prom_has(f->meter, "outcome=\"failure\""));
 
-    write_file(f, "script.json", "{\"responses\": {\"a\": {\"act\": [{\"content\": \"42\"}]}}}");
-    write_file(f, "off.json",
-               "{\"name\": \"off\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
-               "\"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": [{\"id\": \"s1\", "
-               "\"agent\": \"a\", \"task\": \"answer\"}]}");
+    weft_test_write_file(f->dir, "script.json",
+                         "{\"responses\": {\"a\": {\"act\": [{\"content\": \"42\"}]}}}");
+    weft_test_write_file(
+        f->dir, "off.json",
+        "{\"name\": \"off\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
+        "\"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": [{\"id\": \"s1\", "
+        "\"agent\": \"a\", \"task\": \"answer\"}]}");
     snprintf(path, sizeof(path), "%s/off.json", f->dir);
     load(f, path);
     run(f);
@@ -237,7 +210,7 @@ load_task(struct fx *f, const char *name, const char *task)
              " \"agents\": [{\"name\": \"a\"}],"
              " \"plan\": [{\"id\": \"s1\", \"agent\": \"a\", \"task\": \"%s\"}]}",
              task);
-    write_file(f, name, text);
+    weft_test_write_file(f->dir, name, text);
     snprintf(path, sizeof(path), "%s/%s", f->dir, name);
     load(f, path);
 }
@@ -253,7 +226,8 @@ test_memory_inflected_task_is_covered_by_the_old_one(void **state)
     struct weft__skill *skills = NULL;
     json_t *retrieval = NULL;
 
-    write_file(f, "script.json", "{\"responses\": {\"a\": {\"act\": [{\"content\": \"done\"}]}}}");
+    weft_test_write_file(f->dir, "script.json",
+                         "{\"responses\": {\"a\": {\"act\": [{\"content\": \"done\"}]}}}");
     load_task(f, "first.json", "retry the failed download of the quarterly report");
     run(f);
     assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);

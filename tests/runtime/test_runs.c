@@ -17,19 +17,6 @@ struct fx {
     char *run_id;
 };
 
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[256];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 /* Plan: build (command, fails with stderr) -> test (agent) -> ship (agent); docs (agent) is
  * independent and completes. */
 static int
@@ -47,9 +34,10 @@ setup(void **state)
     snprintf(f->dir, sizeof(f->dir), "/tmp/weft-runs-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
     snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
-    write_file(f, "script.json", "{\"responses\": {\"a\": {\"act\": [{\"content\": \"docs\"}]}}}");
-    write_file(
-        f, "wf.json",
+    weft_test_write_file(f->dir, "script.json",
+                         "{\"responses\": {\"a\": {\"act\": [{\"content\": \"docs\"}]}}}");
+    weft_test_write_file(
+        f->dir, "wf.json",
         "{\"name\": \"w\", \"models\": {\"m\": {\"provider\": \"scripted\","
         " \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
         "{\"id\": \"docs\", \"agent\": \"a\", \"task\": \"Write docs\"},"

@@ -51,19 +51,6 @@ teardown(void **state)
     return 0;
 }
 
-static void
-write_file(const struct fx *f, const char *name, const char *text)
-{
-    char path[512];
-    FILE *out = NULL;
-
-    snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    out = fopen(path, "w");
-    assert_non_null(out);
-    fputs(text, out);
-    fclose(out);
-}
-
 #define MODEL "\"models\": {\"m\": {\"provider\": \"scripted\", \"script\": \"script.json\"}}"
 
 static weft_err
@@ -86,21 +73,24 @@ test_team_runs_as_one_step_of_the_supervisor(void **state)
     json_t *agent = NULL;
     json_t *team_root = NULL;
 
-    write_file(f, "script.json",
-               "{\"responses\": {\"analyst\": {\"act\": [{\"content\": \"prices rose 3%\", "
-               "\"usage\": {\"input_tokens\": 100, \"output_tokens\": 10}}]}, \"writer\": "
-               "{\"act\": [{\"content\": \"Report: prices rose 3%.\", \"usage\": "
-               "{\"input_tokens\": 50, \"output_tokens\": 5}}]}}}");
-    write_file(f, "team.json",
-               "{\"name\": \"stock_report_team\", " MODEL ", \"agents\": [{\"name\": "
-               "\"analyst\"}], \"plan\": [{\"id\": \"t1\", \"agent\": \"analyst\", \"task\": "
-               "\"analyse\"}]}");
-    write_file(f, "main.json",
-               "{\"name\": \"main\", " MODEL ", \"agents\": [{\"name\": \"stock_report_team\", "
-               "\"description\": \"researches stocks\", \"workflow\": \"team.json\"}, {\"name\": "
-               "\"writer\"}], \"plan\": [{\"id\": \"s1\", \"agent\": \"stock_report_team\", "
-               "\"task\": \"research ACME\"}, {\"id\": \"s2\", \"agent\": \"writer\", \"task\": "
-               "\"write\", \"depends_on\": [\"s1\"]}]}");
+    weft_test_write_file(
+        f->dir, "script.json",
+        "{\"responses\": {\"analyst\": {\"act\": [{\"content\": \"prices rose 3%\", "
+        "\"usage\": {\"input_tokens\": 100, \"output_tokens\": 10}}]}, \"writer\": "
+        "{\"act\": [{\"content\": \"Report: prices rose 3%.\", \"usage\": "
+        "{\"input_tokens\": 50, \"output_tokens\": 5}}]}}}");
+    weft_test_write_file(
+        f->dir, "team.json",
+        "{\"name\": \"stock_report_team\", " MODEL ", \"agents\": [{\"name\": "
+        "\"analyst\"}], \"plan\": [{\"id\": \"t1\", \"agent\": \"analyst\", \"task\": "
+        "\"analyse\"}]}");
+    weft_test_write_file(
+        f->dir, "main.json",
+        "{\"name\": \"main\", " MODEL ", \"agents\": [{\"name\": \"stock_report_team\", "
+        "\"description\": \"researches stocks\", \"workflow\": \"team.json\"}, {\"name\": "
+        "\"writer\"}], \"plan\": [{\"id\": \"s1\", \"agent\": \"stock_report_team\", "
+        "\"task\": \"research ACME\"}, {\"id\": \"s2\", \"agent\": \"writer\", \"task\": "
+        "\"write\", \"depends_on\": [\"s1\"]}]}");
     if (load(f, "main.json", &d) != WEFT_OK) {
         char line[512];
         fail_msg("%s", weft_diag_format(&d.items[0], line, sizeof(line)));
@@ -134,14 +124,17 @@ test_team_failure_fails_the_step_and_cycles_are_refused(void **state)
     char error[256] = "";
     json_t *agent = NULL;
 
-    write_file(f, "script.json", "{\"responses\": {}}"); /* the team's agent has no answer */
-    write_file(f, "team.json",
-               "{\"name\": \"team\", " MODEL ", \"agents\": [{\"name\": \"analyst\"}], \"plan\": "
-               "[{\"id\": \"t1\", \"agent\": \"analyst\", \"task\": \"analyse\"}]}");
-    write_file(f, "main.json",
-               "{\"name\": \"main\", " MODEL ", \"agents\": [{\"name\": \"team\", \"workflow\": "
-               "\"team.json\"}], \"plan\": [{\"id\": \"s1\", \"agent\": \"team\", \"task\": "
-               "\"go\"}]}");
+    weft_test_write_file(f->dir, "script.json",
+                         "{\"responses\": {}}"); /* the team's agent has no answer */
+    weft_test_write_file(f->dir, "team.json",
+                         "{\"name\": \"team\", " MODEL
+                         ", \"agents\": [{\"name\": \"analyst\"}], \"plan\": "
+                         "[{\"id\": \"t1\", \"agent\": \"analyst\", \"task\": \"analyse\"}]}");
+    weft_test_write_file(
+        f->dir, "main.json",
+        "{\"name\": \"main\", " MODEL ", \"agents\": [{\"name\": \"team\", \"workflow\": "
+        "\"team.json\"}], \"plan\": [{\"id\": \"s1\", \"agent\": \"team\", \"task\": "
+        "\"go\"}]}");
     assert_weft_ok(load(f, "main.json", &d));
     assert_weft_ok(weft_run(f->wf, &f->ro, &f->r, error, sizeof(error)));
     otlp_sink_collect(f->sink);
@@ -151,15 +144,17 @@ test_team_failure_fails_the_step_and_cycles_are_refused(void **state)
     assert_string_equal(otlp_span_attr(agent, "error.type"), "team_failed");
 
     /* A team that names itself, and a team agent with tools of its own. */
-    write_file(f, "loop.json",
-               "{\"name\": \"loop\", " MODEL ", \"agents\": [{\"name\": \"again\", \"workflow\": "
-               "\"loop.json\"}]}");
+    weft_test_write_file(f->dir, "loop.json",
+                         "{\"name\": \"loop\", " MODEL
+                         ", \"agents\": [{\"name\": \"again\", \"workflow\": "
+                         "\"loop.json\"}]}");
     assert_weft_err(load(f, "loop.json", &d), WEFT_EPARSE);
     assert_non_null(strstr(d.items[0].message, "is invalid"));
     weft_diags_cleanup(&d);
-    write_file(f, "mixed.json",
-               "{\"name\": \"mixed\", " MODEL ", \"agents\": [{\"name\": \"t\", \"workflow\": "
-               "\"team.json\", \"tools\": [\"read_file\"]}]}");
+    weft_test_write_file(f->dir, "mixed.json",
+                         "{\"name\": \"mixed\", " MODEL
+                         ", \"agents\": [{\"name\": \"t\", \"workflow\": "
+                         "\"team.json\", \"tools\": [\"read_file\"]}]}");
     assert_weft_err(load(f, "mixed.json", &d), WEFT_EPARSE);
     assert_string_equal(d.items[0].path, "agents[0].workflow");
     assert_non_null(strstr(d.items[0].message, "remove \"tools\""));

@@ -66,3 +66,32 @@ weft_test_clear_logs(void)
     log_text[0] = '\0';
     pthread_mutex_unlock(&log_lock);
 }
+
+void
+weft_test_write_file(const char *dir, const char *name, const char *text)
+{
+    char path[1024];
+    FILE *out = NULL;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    out = fopen(path, "w");
+    assert_non_null(out);
+    assert_true(fputs(text, out) >= 0);
+    assert_int_equal(fclose(out), 0);
+}
+
+bool
+weft_test_prom_has(struct weft_meter *meter, const char *needle)
+{
+    char *text = NULL;
+    size_t len = 0;
+    bool has = false;
+
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    has = strstr(text, needle) != NULL;
+    if (!has) {
+        print_message("%s not in:\n%.3000s\n", needle, text);
+    }
+    free(text);
+    return has;
+}

@@ -36,6 +36,12 @@ void weft_test_setenv(const char *name, const char *value);
  * does not work. */
 void weft_test_rmtree(const char *dir);
 
+/* Write @p text to @p dir/@p name (a test's fixture file); fails the test when it cannot. */
+void weft_test_write_file(const char *dir, const char *name, const char *text);
+
+/* Does @p meter's Prometheus text contain @p needle? Prints the text when not. */
+bool weft_test_prom_has(struct weft_meter *meter, const char *needle);
+
 /* Collect log lines so tests can assert on warnings. */
 void weft_test_capture_logs(void);
 const char *weft_test_logs(void); /* all captured lines joined by '\n' */
