@@ -61,9 +61,12 @@ validate(const json_t *answer, const char *failed_id, const json_t **steps, char
     size_t n = json_array_size(list);
     const json_t *last = NULL;
 
-    if (!json_is_array(list) || n < 1 || n > MAX_CORRECTIVE_STEPS + 1) {
-        snprintf(why, len, "expected {\"steps\": [...]} with 1 to %d steps",
-                 MAX_CORRECTIVE_STEPS + 1);
+    /* At least one corrective step before the retry: a bare retry is no correction (the
+     * step's own retries do that), and the surgery below always has a step to rewire to. */
+    if (!json_is_array(list) || n < 2 || n > MAX_CORRECTIVE_STEPS + 1) {
+        snprintf(why, len,
+                 "expected {\"steps\": [...]} with 1 to %d corrective steps, then the retry",
+                 MAX_CORRECTIVE_STEPS);
         return false;
     }
     last = json_array_get(list, n - 1);

@@ -253,6 +253,27 @@ test_correct_failing_correction_ends_at_max_corrections(void **state)
     assert_query(f, "SELECT status FROM runs", "failed");
 }
 
+/* A plan of nothing but the retry step is refused as invalid (it once read the step after the
+ * plan's end and crashed the run), and the failed step keeps its dependencies. */
+static void
+test_correct_retry_only_plan_is_invalid(void **state)
+{
+    struct fx *f = *state;
+
+    load_inline(f, FAILING_WORKFLOW,
+                "{\"responses\": {\"supervisor\": {\"correct\": ["
+                "{\"content\": {\"steps\": [{\"executor\": \"retry\", \"step\": \"check\"}]}},"
+                "{\"content\": {\"steps\": [{\"executor\": \"retry\", \"step\": \"check\"}]}}]}}}");
+    run(f);
+    assert_int_equal(f->r->status, WEFT_RUN_FAILED);
+    assert_string_equal(step(f->r, "check")->status, "failed");
+    assert_int_equal(f->r->step_count, 2);
+    assert_non_null(
+        strstr(otlp_span_attr(otlp_sink_find(f->sink, "correct check", 0), "error.type"),
+               "invalid_correction"));
+    assert_query(f, "SELECT count(*) FROM corrections", "0");
+}
+
 static void
 test_correct_surgery_refused_by_the_store_rolls_back(void **state)
 {
@@ -335,6 +356,7 @@ main(void)
         cmocka_unit_test(test_correct_reward_table),
         T(test_correct_example_writes_the_missing_helper_and_retries),
         T(test_correct_failing_correction_ends_at_max_corrections),
+        T(test_correct_retry_only_plan_is_invalid),
         T(test_correct_surgery_refused_by_the_store_rolls_back),
         T(test_correct_executor_validation_and_invalid_output),
     };
