@@ -446,6 +446,15 @@ weft__rt_watchdog_step(struct run *run, struct weft_span *decision, size_t step)
         hash_text(hash_text(FNV_OFFSET, agent_name(run, from), false), to, false), s->task, true);
     char what[240];
 
+    if (s->executor != EXEC_AGENT && s->spec != NULL) {
+        /* A command, HTTP or file step is told what to do by its parameters, not by a task
+         * text (its task is the executor's name): four different commands in a row are four
+         * hand-offs, not one repeated, while the same command run again is the same. */
+        char *params = json_dumps(s->spec, JSON_COMPACT | JSON_SORT_KEYS);
+        sig = hash_text(sig, params, false);
+        free(params);
+    }
+
     snprintf(what, sizeof(what), "%.48s \xe2\x86\x92 %.48s '%.100s'", agent_name(run, from), to,
              s->task != NULL ? s->task : "");
     occur(run, decision, WD_HANDOFF, sig, from, s->agent, what);

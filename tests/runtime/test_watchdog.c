@@ -169,8 +169,15 @@ test_watchdog_quiet_on_a_legitimate_review_cycle(void **state)
     stuck_kinds(f, kinds, sizeof(kinds));
     assert_string_equal(kinds, "");
     text = scrape(f);
-    assert_null(strstr(text, "weft_stuck_loops_total{"));
+    /* The workflow's stuck-loop series are there from its start, at 0 (every kind is known in
+     * advance, so a first detection is an increase in Prometheus), and none moved. */
     assert_non_null(strstr(text, "# TYPE weft_stuck_loops_total counter"));
+    assert_non_null(
+        strstr(text, "weft_stuck_loops_total{kind=\"handoff\",workflow=\"code-review\"} 0\n"));
+    for (const char *p = strstr(text, "weft_stuck_loops_total{"); p != NULL;
+         p = strstr(p + 1, "weft_stuck_loops_total{")) {
+        assert_int_equal(strncmp(strchr(p, '}'), "} 0\n", 4), 0);
+    }
     free(text);
 }
 
@@ -181,6 +188,40 @@ reset_sink(struct fx *f)
     otlp_sink_free(f->sink);
     f->sink = otlp_sink_new();
     f->ro.provider = otlp_sink_provider(f->sink);
+}
+
+/* A plan of different commands in a row, none printing anything: four hand-offs to the command
+ * executor, not one repeated (the signature once ignored the command, so the third was
+ * reported as a stuck loop and paged); the same command three times is still one. */
+static void
+test_watchdog_different_commands_are_not_a_loop(void **state)
+{
+    struct fx *f = *state;
+    char kinds[256];
+
+    run_inline(
+        f,
+        "{\"name\": \"cmds\", \"models\": {\"m\": {\"provider\": \"scripted\", "
+        "\"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
+        "{\"id\": \"s1\", \"executor\": \"command\", \"argv\": [\"true\"]},"
+        "{\"id\": \"s2\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"exit 0\"]},"
+        "{\"id\": \"s3\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \":\"]},"
+        "{\"id\": \"s4\", \"executor\": \"command\", \"argv\": [\"sh\", \"-c\", \"true\"]}]}",
+        "{\"responses\": {}}");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "");
+
+    reset_sink(f);
+    run_inline(f,
+               "{\"name\": \"cmds\", \"models\": {\"m\": {\"provider\": \"scripted\", "
+               "\"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\"}], \"plan\": ["
+               "{\"id\": \"s1\", \"executor\": \"command\", \"argv\": [\"true\"]},"
+               "{\"id\": \"s2\", \"executor\": \"command\", \"argv\": [\"true\"]},"
+               "{\"id\": \"s3\", \"executor\": \"command\", \"argv\": [\"true\"]}]}",
+               "{\"responses\": {}}");
+    stuck_kinds(f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "handoff");
 }
 
 /* A static plan polling the same thing four times: supervisor -> poller once, then the same
@@ -843,6 +884,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_watchdog_handoff_ping_pong_flagged_on_third_repetition),
+        T(test_watchdog_different_commands_are_not_a_loop),
         T(test_watchdog_handoff_warn_reports_and_alerts_once),
         T(test_watchdog_cycle_of_three_agents),
         T(test_watchdog_progressing_loop_is_not_flagged),
