@@ -14,7 +14,7 @@
  * Both state backends keep the snapshots: a SQLite file through this module's own connection,
  * PostgreSQL through the weft__state_metrics_* functions of a state handle of its own, so the
  * SQL of each backend lives with the rest of that backend's SQL conventions (state_pg.c: its
- * migrations, prepared statements, reconnect-once rule).
+ * migrations, prepared statements, outage handling).
  *
  * Thread-safety: weft__rt_mstore_checkpoint() may be called from any run thread (it takes the
  * store's own lock, under which its own connection or state handle is used); the rest from the

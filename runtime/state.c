@@ -126,8 +126,8 @@ weft__state_default_path(void)
     return b.data;
 }
 
-weft_err
-weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len)
+static weft_err
+state_open(const char *location, bool is_waiting, struct rt_state **out, char *err, size_t err_len)
 {
     weft_err rc = WEFT_OK;
 
@@ -141,7 +141,7 @@ weft__state_open(const char *location, struct rt_state **out, char *err, size_t 
         return WEFT_EINVAL;
     }
     if (weft__state_is_url(location)) {
-        rc = weft__state_pg_open(location, out, err, err_len);
+        rc = weft__state_pg_open(location, is_waiting, out, err, err_len);
     } else {
         rc = weft__state_sqlite_open(location, out, err, err_len);
     }
@@ -149,6 +149,18 @@ weft__state_open(const char *location, struct rt_state **out, char *err, size_t 
         weft__state_skills_retention(*out, WEFT_SKILLS_MAX_PER_AGENT, WEFT_SKILLS_MAX_AGE_NS);
     }
     return rc;
+}
+
+weft_err
+weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len)
+{
+    return state_open(location, false, out, err, err_len);
+}
+
+weft_err
+weft__state_open_waiting(const char *location, struct rt_state **out, char *err, size_t err_len)
+{
+    return state_open(location, true, out, err, err_len);
 }
 
 const char *

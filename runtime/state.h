@@ -16,9 +16,11 @@
  * lease; weft__state_recover() scans running runs with FOR UPDATE SKIP LOCKED, so a scan never
  * waits on (or marks) a run another process is taking over at that moment; migrations run
  * under pg_advisory_xact_lock, so processes starting together migrate once. A PostgreSQL call
- * that fails because the connection dropped reconnects once (PQreset) and is retried when no
- * transaction was open; inside one, the error is returned (logged) and the transaction's
- * commit rolls back. Nothing here exits or aborts.
+ * that fails because the connection dropped waits for the server (WEFT_STATE_RECONNECT_MS,
+ * default 60 s) and is sent again, with the open transaction's statements before it; when the
+ * wait runs out the error is returned (logged), the transaction rolls back, and
+ * weft__state_check() reports the handle lost (state_pg.c, docs/durability.md). Nothing here
+ * exits or aborts.
  *
  * Errors and logs name the database: the file, or the URL with its password replaced by
  * "****" (weft__state_location_redacted()).
@@ -45,6 +47,11 @@ struct rt_state;
  * than this weft, a failed migration), WEFT_ENOMEM. *out is NULL on failure.
  * Ownership: borrows @p location; caller owns *out (weft__state_close()). */
 weft_err weft__state_open(const char *location, struct rt_state **out, char *err, size_t err_len);
+/* weft__state_open(), except that a PostgreSQL server that cannot be reached is waited for as a
+ * lost connection is (WEFT_STATE_RECONNECT_MS): for a `weft worker`'s task, which must not fail
+ * for a short outage. Same contract otherwise. */
+weft_err
+weft__state_open_waiting(const char *location, struct rt_state **out, char *err, size_t err_len);
 
 /* For readers (`weft skills`, `weft teams`): open the store at @p state_path (NULL: the
  * default location) only when it exists: a missing SQLite file is WEFT_ENOTFOUND, never a new
@@ -282,7 +289,7 @@ weft_err weft__state_run_origin(struct rt_state *st,
 
 /* A SQLite state's snapshots are written and folded by metrics_store.c over a connection of its
  * own; a PostgreSQL state's go through these, on a handle metrics_store.c opens for itself, so
- * they share this backend's migrations, prepared statements and reconnect-once rule. Each
+ * they share this backend's migrations, prepared statements and outage handling. Each
  * returns WEFT_EINVAL for a SQLite handle. */
 
 /* One stored series of a run's snapshot (table run_metrics); every pointer is borrowed. */

@@ -191,10 +191,12 @@ struct rt_state {
     uint64_t skills_max_age_ns;
 };
 
-/* Open a backend (weft__state_open() picks one). Same contract as weft__state_open(). */
+/* Open a backend (weft__state_open() picks one). Same contract as weft__state_open();
+ * @p is_waiting: a server that cannot be reached is waited for (weft__state_open_waiting()). */
 weft_err
 weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size_t err_len);
-weft_err weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t err_len);
+weft_err weft__state_pg_open(
+    const char *url, bool is_waiting, struct rt_state **out, char *err, size_t err_len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Helpers both backends use (state.c)                                                         */

@@ -26,13 +26,24 @@
  * messages, exchanges) is redacted as the SQLite backend does, and made valid UTF-8 (PostgreSQL
  * refuses anything else).
  *
- * Connection loss: a statement that fails with the connection gone (PQstatus CONNECTION_BAD)
- * reconnects once (PQreset) and is run again, unless a transaction was open: then the error
- * is returned and the outermost commit rolls back (and reconnects for the next call). COMMIT
- * and ROLLBACK are never retried: a retried COMMIT would claim a transaction the server lost.
- * Whether a statement that failed with the connection had reached the server cannot be known;
- * retrying one is harmless for the upserts and updates, and may store an append (a message, an
- * LLM exchange) twice in that rare case (docs/distributed.md).
+ * Connection loss (docs/durability.md, "PostgreSQL outages"): every statement goes through
+ * run_sql(), the one place that handles it. A statement that fails with the connection gone
+ * (PQstatus CONNECTION_BAD) waits for the server, making the connection again with exponential
+ * backoff (100 ms doubling to 5 s) for at most WEFT_STATE_RECONNECT_MS (default 60 s, counted
+ * from the failure), then runs again. Inside a transaction the server lost the statements
+ * already sent, so each statement of an open transaction is kept in a journal (a copy of its
+ * parameters) and, after the reconnect, BEGIN and the journal are sent again before the failed
+ * statement; a COMMIT whose answer was lost is retried the same way. That is only correct when
+ * running a statement twice changes nothing, since a COMMIT (or a statement outside a
+ * transaction) may have been applied before its answer was lost: every write here is an upsert,
+ * an update to given values, a delete, or (appends, the run's totals) guarded: run_end adds its
+ * totals only to a row not already ended at that instant, and messages, LLM exchanges,
+ * corrections and teams are sent again as a variant that skips a row already there (their
+ * `resend` text). A transaction that read rows (a lease, a skill save, a migration) decided on
+ * what it read and is not replayed; nor is one whose journal outgrew JOURNAL_MAX_BYTES: they
+ * fail and roll back as before. Once a wait ran out the handle is lost for good (pg_check()
+ * says so, and the run must not report success: some write is missing); later statements then
+ * try once more without waiting.
  *
  * Memory: results are read whole (a run's steps, one page of runs at a time); everything else
  * is one row.
@@ -48,6 +59,7 @@
 #include "tracing/ids.h"
 #include "tracing/redact.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <limits.h>
 #include <stdio.h>
@@ -55,13 +67,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MIGRATION_LOCK   2003134068 /* pg_advisory_xact_lock key of the migrations: "weft" */
-#define MAX_PARAMS       28
-#define RUNS_PAGE        256  /* runs read per query by runs_each */
-#define NOTES_TEXT_CAP   8192 /* bytes of each text copied into feedback_notes */
-#define CONNECT_TIMEOUT  "10" /* seconds; the URL's connect_timeout wins */
-#define SQL_IN_LOG_BYTES 160  /* how much of a failed statement a log line quotes */
-#define PREPARED_MAX     48   /* distinct statements prepared per connection */
+#define MIGRATION_LOCK        2003134068 /* pg_advisory_xact_lock key of the migrations: "weft" */
+#define MAX_PARAMS            28
+#define RUNS_PAGE             256        /* runs read per query by runs_each */
+#define NOTES_TEXT_CAP        8192       /* bytes of each text copied into feedback_notes */
+#define CONNECT_TIMEOUT       "10"       /* seconds; the URL's connect_timeout wins */
+#define SQL_IN_LOG_BYTES      160        /* how much of a failed statement a log line quotes */
+#define PREPARED_MAX          48         /* distinct statements prepared per connection */
+#define RECONNECT_DEFAULT_MS  60000u     /* the wait for the server (WEFT_STATE_RECONNECT_MS) */
+#define RECONNECT_FIRST_MS    100u       /* the first pause between attempts, doubled each time */
+#define RECONNECT_MAX_STEP_MS 5000u      /* the longest pause between attempts */
+#define RECONNECT_CAP_MS      3600000u   /* WEFT_STATE_RECONNECT_MS is capped at one hour */
+#define JOURNAL_MAX_BYTES     (8u << 20) /* parameter bytes kept per transaction for a replay */
+#define JOURNAL_MAX_ENTRIES   4096u      /* statements kept per transaction (~2 MiB of entries) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Schema                                                                                      */
@@ -247,15 +265,39 @@ struct prepared {
     bool is_ready; /* prepared in this session (a reconnect starts a new one) */
 };
 
+/* One statement of the open transaction, kept to be sent again after a reconnect: its text
+ * (the same literal, so the prepared statement cache still knows it) and copies of its
+ * parameters. */
+struct journal_entry {
+    const char *sql;
+    char *v[MAX_PARAMS]; /* owned copies; NULL for SQL NULL */
+    int len[MAX_PARAMS];
+    int fmt[MAX_PARAMS];
+    int n;
+    bool has_binary;
+    bool is_binary_result;
+};
+
 struct pg_state {
     struct rt_state base; /* first: the handle callers hold */
     PGconn *conn;
     struct prepared prepared[PREPARED_MAX];
-    char *where;          /* the URL without its password, for messages */
-    unsigned tx_depth;    /* weft__state_begin() nesting: only the outermost pair reaches PG */
-    bool is_tx_failed;    /* a statement inside the open transaction failed: roll it back */
-    bool is_lost;         /* the connection dropped and could not be made again */
-    char owner_token[33]; /* this handle's lease token; "" when it owns no run */
+    char *where;           /* the URL without its password, for messages */
+    unsigned tx_depth;     /* weft__state_begin() nesting: only the outermost pair reaches PG */
+    bool is_tx_failed;     /* a statement inside the open transaction failed: roll it back */
+    bool is_lost;          /* an outage outlasted the wait: some write is missing (sticky) */
+    bool is_committing;    /* pg_commit() is sending COMMIT: a lost answer replays the journal */
+    uint64_t reconnect_ms; /* the wait for a lost connection (WEFT_STATE_RECONNECT_MS) */
+    const char *begin_sql; /* how the open transaction began ("BEGIN" or the lazy one) */
+    /* The open transaction's statements (see the file comment); is_replayable false once it
+     * read rows or outgrew JOURNAL_MAX_BYTES / JOURNAL_MAX_ENTRIES, or a copy failed. */
+    struct journal_entry *journal;
+    size_t journal_count;
+    size_t journal_cap;
+    size_t journal_bytes;
+    bool is_replayable;
+    unsigned reconnects;          /* connections made again after a loss, for tests and logs */
+    char owner_token[33];         /* this handle's lease token; "" when it owns no run */
     uint64_t last_heartbeat_mono; /* heartbeats are written at most once a second */
 };
 
@@ -482,23 +524,78 @@ session_setup(struct pg_state *st)
     PQclear(res);
 }
 
-/* After the connection dropped: make it again. @return true when it is back. */
-static bool
-reconnect(struct pg_state *st, const char *what)
+/* The wait for a lost connection: WEFT_STATE_RECONNECT_MS (milliseconds, at most
+ * RECONNECT_CAP_MS; 0 makes the connection again once, without waiting), else
+ * RECONNECT_DEFAULT_MS. */
+static uint64_t
+reconnect_budget_ms(void)
 {
-    PQreset(st->conn);
+    const char *v = getenv("WEFT_STATE_RECONNECT_MS");
+    char *end = NULL;
+    unsigned long long ms = 0;
+
+    if (v == NULL || v[0] == '\0') {
+        return RECONNECT_DEFAULT_MS;
+    }
+    errno = 0;
+    ms = strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "state: WEFT_STATE_RECONNECT_MS=%.32s is not a number of milliseconds; using %u",
+                 v, RECONNECT_DEFAULT_MS);
+        return RECONNECT_DEFAULT_MS;
+    }
+    return ms > RECONNECT_CAP_MS ? RECONNECT_CAP_MS : (uint64_t)ms;
+}
+
+/* After the connection dropped: make it again, with a pause between attempts that starts at
+ * RECONNECT_FIRST_MS and doubles up to RECONNECT_MAX_STEP_MS, until @p deadline
+ * (weft__monotonic_ns() time; an attempt itself can take up to the connect timeout). @return
+ * true when it is back; false marks the handle lost for good (is_lost). */
+static bool
+reconnect(struct pg_state *st, const char *what, uint64_t deadline)
+{
+    uint64_t started = weft__monotonic_ns();
+    unsigned pause = RECONNECT_FIRST_MS;
+    unsigned attempts = 0;
+
+    for (;;) {
+        uint64_t now = 0;
+        uint64_t left_ms = 0;
+
+        PQreset(st->conn);
+        attempts++;
+        if (PQstatus(st->conn) == CONNECTION_OK) {
+            break;
+        }
+        now = weft__monotonic_ns();
+        if (now >= deadline) {
+            WEFT_LOG(WEFT_LOG_ERROR,
+                     "state: the connection to %s was lost during %s and could not be made "
+                     "again in %llu ms (%u attempts); writes from now on may be missing",
+                     st->where, what, (unsigned long long)((now - started) / 1000000u), attempts);
+            st->is_lost = true;
+            return false;
+        }
+        if (attempts == 1) {
+            WEFT_LOG(WEFT_LOG_WARN,
+                     "state: the connection to %s was lost during %s; waiting up to %llu ms for "
+                     "the server",
+                     st->where, what, (unsigned long long)((deadline - now) / 1000000u));
+        }
+        left_ms = (deadline - now + 999999u) / 1000000u;
+        weft__sleep_ms(left_ms < pause ? (unsigned)left_ms : pause);
+        pause = pause * 2 > RECONNECT_MAX_STEP_MS ? RECONNECT_MAX_STEP_MS : pause * 2;
+    }
     for (size_t i = 0; i < PREPARED_MAX; i++) {
         st->prepared[i].is_ready = false; /* prepared statements live in a session */
     }
-    if (PQstatus(st->conn) == CONNECTION_OK) {
-        session_setup(st);
-        WEFT_LOG(WEFT_LOG_WARN, "state: the connection to %s was lost during %s; reconnected",
-                 st->where, what);
-        st->is_lost = false;
-        return true;
-    }
-    st->is_lost = true;
-    return false;
+    session_setup(st);
+    st->reconnects++;
+    WEFT_LOG(WEFT_LOG_WARN,
+             "state: the connection to %s was lost during %s; reconnected after %llu ms", st->where,
+             what, (unsigned long long)((weft__monotonic_ns() - started) / 1000000u));
+    return true;
 }
 
 /* The prepared statement of @p sql (a string literal, known by its address), or NULL when the
@@ -549,15 +646,165 @@ send_sql(struct pg_state *st, const char *sql, const struct params *p)
     return PQexecPrepared(st->conn, ps->name, p->n, p->v, lens, fmts, result_format);
 }
 
-/* Run @p sql with the parameters @p p (NULL: none). @p may_retry: the statement may run again
- * after a reconnect (never inside a transaction, never COMMIT or ROLLBACK). @return the result
- * (PQclear it), or NULL on failure: logged with the statement and the database, and an open
- * transaction is marked to roll back. */
+/* ------------------------------------------------------------------------------------------ */
+/* The journal of the open transaction (see the file comment)                                  */
+
+static void
+journal_clear(struct pg_state *st)
+{
+    for (size_t i = 0; i < st->journal_count; i++) {
+        for (int k = 0; k < st->journal[i].n; k++) {
+            weft__free(st->journal[i].v[k]);
+        }
+    }
+    st->journal_count = 0;
+    st->journal_bytes = 0;
+    st->is_replayable = true;
+}
+
+/* The open transaction can no longer be sent again: its journal goes (memory back at once). */
+static void
+journal_drop(struct pg_state *st)
+{
+    journal_clear(st);
+    st->is_replayable = false;
+}
+
+/* Keep @p sql and copies of @p p (NULL: none) as the next statement of the open transaction. */
+static void
+journal_add(struct pg_state *st, const char *sql, const struct params *p)
+{
+    struct journal_entry *e = NULL;
+    size_t bytes = 0;
+
+    if (!st->is_replayable) {
+        return;
+    }
+    for (int i = 0; p != NULL && i < p->n; i++) {
+        bytes += p->v[i] == NULL ? 0 : p->fmt[i] == 1 ? (size_t)p->len[i] : strlen(p->v[i]) + 1;
+    }
+    if (st->journal_count == JOURNAL_MAX_ENTRIES || bytes > JOURNAL_MAX_BYTES - st->journal_bytes) {
+        WEFT_LOG(WEFT_LOG_DEBUG, "state: a transaction on %s outgrew its journal: not replayable",
+                 st->where);
+        journal_drop(st);
+        return;
+    }
+    if (st->journal_count == st->journal_cap) {
+        size_t cap = st->journal_cap > 0 ? st->journal_cap * 2 : 16;
+        struct journal_entry *grown = weft__realloc(st->journal, cap * sizeof(*grown));
+        if (grown == NULL) {
+            journal_drop(st);
+            return;
+        }
+        st->journal = grown;
+        st->journal_cap = cap;
+    }
+    e = &st->journal[st->journal_count];
+    memset(e, 0, sizeof(*e));
+    e->sql = sql;
+    e->n = p != NULL ? p->n : -1; /* -1: sent without parameters (not prepared) */
+    for (int i = 0; p != NULL && i < p->n; i++) {
+        size_t len = 0;
+
+        e->fmt[i] = p->fmt[i];
+        e->len[i] = p->len[i];
+        if (p->v[i] == NULL) {
+            continue;
+        }
+        len = p->fmt[i] == 1 ? (size_t)p->len[i] : strlen(p->v[i]) + 1;
+        e->v[i] = weft__malloc(len > 0 ? len : 1);
+        if (e->v[i] == NULL) {
+            for (int k = 0; k < i; k++) {
+                weft__free(e->v[k]);
+            }
+            journal_drop(st);
+            return;
+        }
+        memcpy(e->v[i], p->v[i], len);
+    }
+    if (p != NULL) {
+        e->has_binary = p->has_binary;
+        e->is_binary_result = p->is_binary_result;
+    }
+    st->journal_count++;
+    st->journal_bytes += bytes;
+}
+
+/* After a reconnect inside a transaction: begin it again and send its journal, so that the
+ * server holds what it held before the loss. @return true then; false when something failed
+ * (the connection again: PQstatus tells). */
+static bool
+journal_replay(struct pg_state *st)
+{
+    PGresult *res = PQexec(st->conn, st->begin_sql != NULL ? st->begin_sql : "BEGIN");
+    bool is_ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+    PQclear(res);
+    for (size_t i = 0; is_ok && i < st->journal_count; i++) {
+        const struct journal_entry *e = &st->journal[i];
+        struct params q;
+        ExecStatusType status = PGRES_FATAL_ERROR;
+
+        params_init(&q);
+        for (int k = 0; k < e->n; k++) {
+            q.v[k] = e->v[k];
+            q.len[k] = e->len[k];
+            q.fmt[k] = e->fmt[k];
+        }
+        q.n = e->n > 0 ? e->n : 0;
+        q.has_binary = e->has_binary;
+        q.is_binary_result = e->is_binary_result;
+        res = send_sql(st, e->sql, e->n >= 0 ? &q : NULL);
+        status = PQresultStatus(res);
+        is_ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+        PQclear(res);
+    }
+    if (is_ok) {
+        WEFT_LOG(WEFT_LOG_INFO, "state: the open transaction on %s was sent again (%zu statements)",
+                 st->where, st->journal_count);
+    }
+    return is_ok;
+}
+
+/* The connection is gone during @p what: make it again before @p deadline and, @p is_in_tx,
+ * give the server the open transaction back. @return true when the statement can be sent
+ * again. */
+static bool
+recover(struct pg_state *st, const char *what, bool is_in_tx, uint64_t deadline)
+{
+    for (;;) {
+        if (!reconnect(st, what, deadline)) {
+            return false;
+        }
+        if (!is_in_tx || journal_replay(st)) {
+            return true;
+        }
+        if (PQstatus(st->conn) != CONNECTION_BAD) {
+            WEFT_LOG(WEFT_LOG_ERROR,
+                     "state: the open transaction on %s could not be sent again: %s", st->where,
+                     PQerrorMessage(st->conn));
+            return false;
+        }
+    }
+}
+
+/* Run @p sql with the parameters @p p (NULL: none): the one wrapper around libpq's execution.
+ * @p may_retry: the statement may be sent again after a reconnect (not ROLLBACK). @p resend
+ * (NULL: @p sql) is what is sent again, and journaled inside a transaction: a variant that
+ * changes nothing when the first one was applied before its answer was lost. @return the
+ * result (PQclear it), or NULL on failure: logged with the statement and the database, and an
+ * open transaction is marked to roll back. */
 static PGresult *
-run_sql(
-    struct pg_state *st, const char *what, const char *sql, const struct params *p, bool may_retry)
+run_sql_as(struct pg_state *st,
+           const char *what,
+           const char *sql,
+           const char *resend,
+           const struct params *p,
+           bool may_retry)
 {
     PGresult *res = NULL;
+    const char *again = resend != NULL ? resend : sql;
+    uint64_t deadline = 0;
     char why[512];
 
     if (p != NULL && p->is_oom) {
@@ -565,22 +812,34 @@ run_sql(
         st->is_tx_failed = st->tx_depth > 0;
         return NULL;
     }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        ExecStatusType status = PGRES_FATAL_ERROR;
+    res = send_sql(st, sql, p);
+    for (;;) {
+        ExecStatusType status = PQresultStatus(res);
+        bool is_in_tx = st->tx_depth > 0 || st->is_committing;
 
-        res = send_sql(st, sql, p);
-        status = PQresultStatus(res);
         if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+            if (st->tx_depth > 0 && status == PGRES_TUPLES_OK) {
+                journal_drop(st); /* what was read decided what follows */
+            } else if (st->tx_depth > 0) {
+                journal_add(st, again, p);
+            }
             return res;
         }
-        if (attempt > 0 || !may_retry || st->tx_depth > 0 || PQstatus(st->conn) != CONNECTION_BAD) {
+        if (!may_retry || PQstatus(st->conn) != CONNECTION_BAD ||
+            (is_in_tx && !st->is_replayable)) {
             break;
         }
         PQclear(res);
         res = NULL;
-        if (!reconnect(st, what)) {
+        if (deadline == 0) {
+            /* A handle already lost tries once: a dead database does not cost every statement
+             * the whole wait. */
+            deadline = weft__monotonic_ns() + (st->is_lost ? 0 : st->reconnect_ms * 1000000u);
+        }
+        if (!recover(st, what, is_in_tx, deadline)) {
             break;
         }
+        res = send_sql(st, again, p);
     }
     error_text(st, res, why, sizeof(why));
     WEFT_LOG(WEFT_LOG_ERROR, "state: %s failed on %s: %s (statement: %.*s%s)", what, st->where, why,
@@ -588,6 +847,13 @@ run_sql(
     PQclear(res);
     st->is_tx_failed = st->tx_depth > 0;
     return NULL;
+}
+
+static PGresult *
+run_sql(
+    struct pg_state *st, const char *what, const char *sql, const struct params *p, bool may_retry)
+{
+    return run_sql_as(st, what, sql, NULL, p, may_retry);
 }
 
 static PGresult *
@@ -601,6 +867,21 @@ static weft_err
 exec_sql(struct pg_state *st, const char *what, const char *sql, const struct params *p)
 {
     PGresult *res = query(st, what, sql, p);
+
+    PQclear(res);
+    return res != NULL ? WEFT_OK : WEFT_EIO;
+}
+
+/* An append (a row with no key of its own): @p resend, sent again after a lost answer, adds
+ * the row only when the first send did not. @return WEFT_OK, WEFT_EIO (logged). */
+static weft_err
+exec_append(struct pg_state *st,
+            const char *what,
+            const char *sql,
+            const char *resend,
+            const struct params *p)
+{
+    PGresult *res = run_sql_as(st, what, sql, resend, p, true);
 
     PQclear(res);
     return res != NULL ? WEFT_OK : WEFT_EIO;
@@ -665,7 +946,8 @@ migrate_one(struct pg_state *st, int version, char *err, size_t err_len)
         snprintf(err, err_len, "state database %s: cannot begin a migration", st->where);
         return WEFT_EIO;
     }
-    st->tx_depth = 1; /* nothing below is retried after a reconnect */
+    st->tx_depth = 1;
+    journal_drop(st); /* nothing below is sent again after a reconnect */
     /* The lock is the transaction's: the table that records versions is created under it too,
      * so the first two processes on an empty database do not both create it. */
     if (exec_sql(st, "migration lock", "SELECT pg_advisory_xact_lock($1)", &lock) != WEFT_OK ||
@@ -714,6 +996,7 @@ migrate_one(struct pg_state *st, int version, char *err, size_t err_len)
     rc = WEFT_OK;
 out:
     st->tx_depth = 0;
+    journal_clear(st);
     if (rc == WEFT_OK) {
         res = run_sql(st, "migration commit", "COMMIT", NULL, false);
         if (res == NULL || strcmp(PQcmdStatus(res), "COMMIT") != 0) {
@@ -760,7 +1043,8 @@ migrate(struct pg_state *st, char *err, size_t err_len)
 static void pg_close(struct rt_state *base);
 
 weft_err
-weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t err_len)
+weft__state_pg_open(
+    const char *url, bool is_waiting, struct rt_state **out, char *err, size_t err_len)
 {
     /* Defaults first: the URL's own settings, processed after them, win. */
     static const char *const keys[] = {"connect_timeout", "fallback_application_name",
@@ -775,6 +1059,8 @@ weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t er
         return WEFT_ENOMEM;
     }
     st->base.ops = &pg_ops;
+    st->reconnect_ms = reconnect_budget_ms();
+    st->is_replayable = true;
     st->where = weft__state_location_redacted(url);
     if (st->where == NULL) {
         weft__free(st);
@@ -786,6 +1072,13 @@ weft__state_pg_open(const char *url, struct rt_state **out, char *err, size_t er
         return WEFT_ENOMEM;
     }
     PQsetNoticeProcessor(st->conn, notice, NULL);
+    /* A worker's task waits for a server that is away, as a lost connection does; a command
+     * (`weft run`, `weft runs`) fails at once: nothing has run yet, and a wrong URL should not
+     * cost a minute. */
+    if (PQstatus(st->conn) != CONNECTION_OK && is_waiting &&
+        reconnect(st, "open", weft__monotonic_ns() + st->reconnect_ms * 1000000u)) {
+        st->reconnects = 0;
+    }
     if (PQstatus(st->conn) != CONNECTION_OK) {
         char why[512];
         error_text(st, NULL, why, sizeof(why));
@@ -812,6 +1105,8 @@ pg_close(struct rt_state *base)
         return;
     }
     PQfinish(st->conn); /* an open transaction ends with the session: rolled back */
+    journal_clear(st);
+    weft__free(st->journal);
     weft__free(st->where);
     weft__free(st);
 }
@@ -834,6 +1129,8 @@ pg_begin(struct rt_state *base)
     }
     st->tx_depth = 1;
     st->is_tx_failed = false;
+    st->begin_sql = "BEGIN";
+    journal_clear(st);
     return WEFT_OK;
 }
 
@@ -842,6 +1139,8 @@ pg_begin(struct rt_state *base)
  * milliseconds, and any later synchronous commit flushes it first. BEGIN and SET travel as one
  * simple query (one round trip). Should that fail, the transaction is an ordinary one: slower,
  * never less durable. */
+static const char lazy_begin_sql[] = "BEGIN; SET LOCAL synchronous_commit TO OFF";
+
 static weft_err
 pg_begin_lazy(struct rt_state *base)
 {
@@ -853,12 +1152,14 @@ pg_begin_lazy(struct rt_state *base)
         st->tx_depth++;
         return WEFT_OK;
     }
-    res = PQexec(st->conn, "BEGIN; SET LOCAL synchronous_commit TO OFF");
+    res = PQexec(st->conn, lazy_begin_sql);
     is_ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
     if (is_ok) {
         st->tx_depth = 1;
         st->is_tx_failed = false;
+        st->begin_sql = lazy_begin_sql; /* a replay begins it the same way */
+        journal_clear(st);
         return WEFT_OK;
     }
     if (PQstatus(st->conn) == CONNECTION_OK && PQtransactionStatus(st->conn) != PQTRANS_IDLE) {
@@ -884,11 +1185,17 @@ pg_commit(struct rt_state *base)
         return WEFT_OK;
     }
     if (!st->is_tx_failed) {
-        res = run_sql(st, "commit", "COMMIT", NULL, false);
+        /* A COMMIT whose answer was lost may or may not have committed: run_sql() replays
+         * the journal (idempotent statements) and commits again, so either way the
+         * transaction is there once. A transaction that is not replayable fails as before. */
+        st->is_committing = true;
+        res = run_sql(st, "commit", "COMMIT", NULL, true);
+        st->is_committing = false;
         /* The server answers COMMIT of a failed transaction with "ROLLBACK". */
         is_committed = res != NULL && strcmp(PQcmdStatus(res), "COMMIT") == 0;
         PQclear(res);
         if (is_committed) {
+            journal_clear(st);
             return WEFT_OK;
         }
     }
@@ -896,9 +1203,10 @@ pg_commit(struct rt_state *base)
              st->is_tx_failed ? "a statement in the transaction failed; rolled back"
                               : "the transaction was rolled back");
     st->is_tx_failed = false;
-    if (PQstatus(st->conn) == CONNECTION_BAD) {
-        (void)reconnect(st, "commit"); /* the transaction is gone with the connection */
-    } else {
+    journal_clear(st);
+    /* With the connection gone the transaction went with it; the next statement makes the
+     * connection again (run_sql). */
+    if (PQstatus(st->conn) != CONNECTION_BAD) {
         PQclear(run_sql(st, "rollback", "ROLLBACK", NULL, false));
     }
     return WEFT_EIO;
@@ -1020,10 +1328,19 @@ pg_run_end(struct rt_state *base, const char *run_id, const struct weft__state_r
     p_u64(&p, end->corrections);
     p_text(&p, end->loops);
     p_key(&p, run_id);
+    /* The totals are added (a resumed run adds its attempt's), only to a row not already
+     * ended at this end's own instant: sent again after a lost answer, the statement sets the
+     * same values and adds nothing. */
     err = exec_sql(st, "run update",
                    "UPDATE workflows SET status = $1, final_status = $2, reason = $3, output = $4,"
-                   " iterations = iterations + $5, input_tokens = input_tokens + $6,"
-                   " output_tokens = output_tokens + $7, cost_usd = cost_usd + $8, ended_ns = $9,"
+                   " iterations = iterations + CASE WHEN ended_ns IS DISTINCT FROM $9::bigint"
+                   " THEN $5::bigint ELSE 0 END,"
+                   " input_tokens = input_tokens + CASE WHEN ended_ns IS DISTINCT FROM $9::bigint"
+                   " THEN $6::bigint ELSE 0 END,"
+                   " output_tokens = output_tokens + CASE WHEN ended_ns IS DISTINCT FROM"
+                   " $9::bigint THEN $7::bigint ELSE 0 END,"
+                   " cost_usd = cost_usd + CASE WHEN ended_ns IS DISTINCT FROM $9::bigint"
+                   " THEN $8::float8 ELSE 0 END, ended_ns = $9,"
                    " total_reward = $10, corrections = $11, loops = $12 WHERE run_id = $13",
                    &p);
     params_cleanup(&p);
@@ -1362,11 +1679,15 @@ pg_surgery(struct rt_state *base,
         p_raw(&p, before_text);
         p_raw(&p, after_text);
         p_u64(&p, weft__now_ns());
-        err = exec_sql(st, "correction insert",
-                       "INSERT INTO corrections (run_id, seq, failed_step, error_type, inserted,"
-                       " depends_before, depends_after, created_ns)"
-                       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                       &p);
+        err = exec_append(st, "correction insert",
+                          "INSERT INTO corrections (run_id, seq, failed_step, error_type, inserted,"
+                          " depends_before, depends_after, created_ns)"
+                          " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                          "INSERT INTO corrections (run_id, seq, failed_step, error_type, inserted,"
+                          " depends_before, depends_after, created_ns)"
+                          " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                          " ON CONFLICT (run_id, seq) DO NOTHING",
+                          &p);
     }
     if (err != WEFT_OK) {
         st->is_tx_failed = true; /* the outermost commit rolls back */
@@ -1450,10 +1771,14 @@ pg_message_add(struct rt_state *base,
     p_text(&p, route);
     p_u64(&p, weft__now_ns());
     /* seq is an identity column: appends from parallel flow steps never collide. */
-    err = exec_sql(st, "message insert",
-                   "INSERT INTO messages (session_id, run_id, role, content, route, created_ns)"
-                   " VALUES ($1, $2, $3, $4, $5, $6)",
-                   &p);
+    err = exec_append(st, "message insert",
+                      "INSERT INTO messages (session_id, run_id, role, content, route, created_ns)"
+                      " VALUES ($1, $2, $3, $4, $5, $6)",
+                      "INSERT INTO messages (session_id, run_id, role, content, route, created_ns)"
+                      " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint"
+                      " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE session_id = $1::text"
+                      " AND run_id = $2::text AND role = $3::text AND created_ns = $6::bigint)",
+                      &p);
     params_cleanup(&p);
     return err;
 }
@@ -1840,10 +2165,14 @@ pg_exchange_add(struct rt_state *base,
     p_text(&p, raw); /* redacted, as the SQLite backend does */
     p_u64(&p, weft__now_ns());
     free(raw);
-    err = exec_sql(st, "exchange insert",
-                   "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
-                   " VALUES ($1, $2, $3, $4, $5)",
-                   &p);
+    err = exec_append(st, "exchange insert",
+                      "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
+                      " VALUES ($1, $2, $3, $4, $5)",
+                      "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
+                      " SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint"
+                      " WHERE NOT EXISTS (SELECT 1 FROM llm_exchanges WHERE run_id = $1::text"
+                      " AND who = $2::text AND purpose = $3::text AND created_ns = $5::bigint)",
+                      &p);
     params_cleanup(&p);
     return err;
 }
@@ -1991,9 +2320,13 @@ pg_check(struct rt_state *base, char *err, size_t err_len)
         return WEFT_OK;
     }
     error_text(st, NULL, why, sizeof(why));
+    if (why[0] == '\0') {
+        snprintf(why, sizeof(why), "the server did not answer");
+    }
     snprintf(err, err_len,
-             "state database %s: the connection was lost and could not be made again: %s",
-             st->where, why);
+             "state database %s: the connection was lost and could not be made again within "
+             "%llu ms (WEFT_STATE_RECONNECT_MS), so some of the run's state was not saved: %s",
+             st->where, (unsigned long long)st->reconnect_ms, why);
     return WEFT_EIO;
 }
 
@@ -2997,10 +3330,12 @@ pg_team_save(struct rt_state *base, const struct weft__state_team *t)
     p_text(&p, t->document);
     p_key(&p, t->run_id);
     p_u64(&p, t->created_ns);
-    err = exec_sql(st, "team save",
-                   "INSERT INTO teams (id, name, path, goal, document, run_id, created_ns)"
-                   " VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
-                   &p);
+    err = exec_append(st, "team save",
+                      "INSERT INTO teams (id, name, path, goal, document, run_id, created_ns)"
+                      " VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
+                      "INSERT INTO teams (id, name, path, goal, document, run_id, created_ns)"
+                      " VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7) ON CONFLICT (id) DO NOTHING",
+                      &p);
     params_cleanup(&p);
     return err;
 }

@@ -9,15 +9,19 @@
  *   and feedback_notes in the success and failure shapes; two processes racing for a run's
  *   lease: exactly one wins; recovery skips a run another connection holds locked; a connection
  *   terminated by the server (pg_terminate_backend) is made again, and a transaction it cut
- *   short is rolled back; a server gone for good is reported, naming the URL; errors and logs
- *   never show the URL's password.
+ *   short is sent again, before a statement or at COMMIT, and stored once; a server stopped
+ *   and started again within WEFT_STATE_RECONNECT_MS is waited for and nothing is lost; a run
+ *   end sent twice adds its totals once; a server gone for good is reported after the wait,
+ *   naming the URL; errors and logs never show the URL's password.
  * A server that cannot start fails the file: it never skips. */
 #include "base/mem.h"
 #include "runtime/state.h"
 #include "support/pg_server.h"
+#include "support/server_proc.h"
 #include "support/weft_test.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -672,21 +676,164 @@ test_pg_dropped_connection_is_made_again(void **state)
     assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
     assert_int_equal(fx_count(f, "SELECT count(*) FROM steps"), 1);
 
-    /* Inside a transaction the statement is not retried: the transaction fails whole, and the
-     * handle works again afterwards. */
+    /* Inside a transaction the server lost what was sent: the transaction is begun again and
+     * its statements sent again before the one that failed, and it commits whole, once. */
     weft_test_clear_logs();
     assert_weft_ok(weft__state_begin(f->st));
     plan.steps[0].status = STEP_COMPLETED;
     assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
     terminate_state_connections(f);
-    assert_int_equal(weft__state_message_add(f->st, "s", "r", "user", "hello", NULL), WEFT_EIO);
-    assert_int_equal(weft__state_commit(f->st), WEFT_EIO);
+    assert_weft_ok(weft__state_message_add(f->st, "s", "r", "user", "hello", NULL));
+    assert_weft_ok(weft__state_commit(f->st));
     assert_false(weft__state_in_transaction(f->st));
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM steps WHERE status = 'completed'"), 0);
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM messages"), 0);
-    assert_weft_ok(weft__state_message_add(f->st, "s", "r", "user", "again", NULL));
+    assert_non_null(strstr(weft_test_logs(), "was sent again (1 statements)"));
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM steps WHERE status = 'completed'"), 1);
     assert_int_equal(fx_count(f, "SELECT count(*) FROM messages"), 1);
+
+    /* At COMMIT: the transaction is sent again and committed, once. */
+    assert_weft_ok(weft__state_begin(f->st));
+    plan.steps[0].attempts = 2;
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_weft_ok(weft__state_message_add(f->st, "s", "r", "user", "second", NULL));
+    terminate_state_connections(f);
+    assert_weft_ok(weft__state_commit(f->st));
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM steps WHERE attempts = 2"), 1);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM messages WHERE content = 'second'"), 1);
+    assert_weft_ok(weft__state_message_add(f->st, "s", "r", "user", "again", NULL));
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM messages"), 3);
+    {
+        char why[512];
+        assert_weft_ok(weft__state_check(f->st, why, sizeof(why)));
+    }
     weft__plan_cleanup(&plan);
+}
+
+/* A run end sent a second time (as after an answer lost with the connection) adds its totals
+ * once: they are added to a row not already ended at that instant. */
+static void
+test_pg_run_end_sent_twice_adds_once(void **state)
+{
+    struct fx *f = *state;
+    struct weft__state_run_end end;
+
+    memset(&end, 0, sizeof(end));
+    end.status = "completed";
+    end.iterations = 3;
+    end.input_tokens = 5;
+    end.output_tokens = 7;
+    end.cost_usd = 0.5;
+    end.ended_ns = 1000;
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", "in", 1));
+    assert_weft_ok(weft__state_run_end(f->st, "r", &end));
+    assert_weft_ok(weft__state_run_end(f->st, "r", &end));
+    assert_int_equal(fx_count(f, "SELECT input_tokens + output_tokens + iterations FROM runs"), 15);
+    /* A resumed run's end (another instant) adds its attempt's totals. */
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", "in", 2));
+    end.ended_ns = 2000;
+    assert_weft_ok(weft__state_run_end(f->st, "r", &end));
+    assert_int_equal(fx_count(f, "SELECT input_tokens + output_tokens + iterations FROM runs"), 30);
+}
+
+/* Starts the halted server again after a pause, from a thread: the test's main thread is
+ * meanwhile inside a state call that waits for it. */
+struct restarter {
+    struct weft_test_pg *pg;
+    long delay_ms;
+    int rc;
+    char err[2048];
+};
+
+static void *
+restart_later(void *arg)
+{
+    struct restarter *r = arg;
+
+    weft_test_sleep_ms(r->delay_ms); /* the outage's length: the scenario, not a sync */
+    r->rc = weft_test_pg_restart(r->pg, r->err, sizeof(r->err));
+    return NULL;
+}
+
+/* The server stops (pg_ctl stop) in the middle of a transaction and starts again 1.5 s later
+ * on the same data and port: the next statement waits for it, the transaction is sent again,
+ * and everything is stored once; a statement outside a transaction waits the same way. */
+static void
+test_pg_outage_within_the_wait_loses_nothing(void **state)
+{
+    struct weft_test_pg *srv = NULL;
+    struct rt_state *st = NULL;
+    /* Static: a failed assertion leaves the function while the thread may still run. */
+    static struct restarter r;
+    pthread_t thread;
+    struct weft_run_info info;
+    struct plan plan;
+    char err[4096] = "";
+    char url[256];
+    PGconn *conn = NULL;
+    PGresult *res = NULL;
+
+    (void)state;
+    srv = weft_test_pg_start(NULL, err, sizeof(err));
+    if (srv == NULL) {
+        fail_msg("PostgreSQL did not start: %s", err);
+    }
+    snprintf(url, sizeof(url), "%s", weft_test_pg_url(srv));
+    assert_weft_ok(weft__state_open(url, &st, err, sizeof(err)));
+    weft__plan_init(&plan);
+    assert_weft_ok(weft__plan_append(&plan, "a", 0, "t", NULL, 0, NULL));
+    assert_weft_ok(weft__state_run_begin(st, "r", "wf", NULL, "s", NULL, 1));
+    weft_test_capture_logs();
+
+    assert_weft_ok(weft__state_begin(st));
+    plan.steps[0].status = STEP_COMPLETED;
+    assert_weft_ok(weft__state_step_save(st, "r", 0, &plan.steps[0], "coder"));
+    assert_int_equal(weft_test_pg_halt(srv), 0);
+    memset(&r, 0, sizeof(r));
+    r.pg = srv;
+    r.delay_ms = 1500;
+    assert_int_equal(pthread_create(&thread, NULL, restart_later, &r), 0);
+    assert_weft_ok(weft__state_message_add(st, "s", "r", "assistant", "kept", NULL));
+    assert_weft_ok(weft__state_commit(st));
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    if (r.rc != 0) {
+        fail_msg("restart: %s", r.err);
+    }
+    assert_non_null(strstr(weft_test_logs(), "waiting up to"));
+    assert_non_null(strstr(weft_test_logs(), "reconnected after"));
+
+    /* Outside a transaction. */
+    assert_int_equal(weft_test_pg_halt(srv), 0);
+    assert_int_equal(pthread_create(&thread, NULL, restart_later, &r), 0);
+    assert_weft_ok(weft__state_message_add(st, "s", "r", "user", "also kept", NULL));
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(r.rc, 0);
+    assert_weft_ok(weft__state_check(st, err, sizeof(err)));
+
+    conn = PQconnectdb(url);
+    assert_int_equal(PQstatus(conn), CONNECTION_OK);
+    res = PQexec(conn, "SELECT (SELECT string_agg(step_status, ',') FROM tasks) || ' ' ||"
+                       " (SELECT string_agg(content, ',' ORDER BY seq) FROM messages)");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(res, 0, 0), "completed kept,also kept");
+    PQclear(res);
+    PQfinish(conn);
+    weft__plan_cleanup(&plan);
+    weft__state_close(st);
+
+    /* Opening while the server is away: a command fails at once; a worker's task (the waiting
+     * open) waits for it. */
+    assert_int_equal(weft_test_pg_halt(srv), 0);
+    st = NULL;
+    assert_int_equal(weft__state_open(url, &st, err, sizeof(err)), WEFT_EIO);
+    assert_null(st);
+    assert_int_equal(pthread_create(&thread, NULL, restart_later, &r), 0);
+    assert_weft_ok(weft__state_open_waiting(url, &st, err, sizeof(err)));
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(r.rc, 0);
+    assert_weft_ok(weft__state_run_info(st, "r", &info));
+    assert_string_equal(info.status, "running");
+    weft__state_info_cleanup(&info);
+    weft__state_close(st);
+    assert_int_equal(weft_test_pg_stop(srv), 0);
 }
 
 /* The server goes away for good: calls fail (logged), nothing crashes, weft__state_check()
@@ -706,7 +853,9 @@ test_pg_server_gone_for_good_is_reported(void **state)
         fail_msg("PostgreSQL did not start: %s", err);
     }
     snprintf(url, sizeof(url), "%s", weft_test_pg_url(gone));
+    weft_test_setenv("WEFT_STATE_RECONNECT_MS", "700"); /* read by the open */
     assert_weft_ok(weft__state_open(url, &st, err, sizeof(err)));
+    weft_test_setenv("WEFT_STATE_RECONNECT_MS", NULL);
     assert_weft_ok(weft__state_run_begin(st, "r", "wf", NULL, "s", NULL, 1));
     assert_weft_ok(weft__state_check(st, err, sizeof(err)));
     assert_int_equal(weft_test_pg_stop(gone), 0);
@@ -719,7 +868,9 @@ test_pg_server_gone_for_good_is_reported(void **state)
         strstr(weft_test_logs(), "run info failed on postgresql://postgres@127.0.0.1:"));
     assert_int_equal(weft__state_check(st, err, sizeof(err)), WEFT_EIO);
     assert_non_null(strstr(err, url));
-    assert_non_null(strstr(err, "the connection was lost and could not be made again"));
+    assert_non_null(strstr(err, "the connection was lost and could not be made again within "
+                                "700 ms (WEFT_STATE_RECONNECT_MS)"));
+    assert_non_null(strstr(weft_test_logs(), "waiting up to"));
     assert_null(strchr(err, '\n'));
     weft__state_close(st);
 }
@@ -827,6 +978,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_pg_lease_race_has_exactly_one_winner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_recover_skips_a_locked_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_dropped_connection_is_made_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_run_end_sent_twice_adds_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_outage_within_the_wait_loses_nothing, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pg_server_gone_for_good_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_unreachable_server_fails_clearly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_password_never_shown, setup, teardown),

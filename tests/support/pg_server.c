@@ -443,6 +443,41 @@ weft_test_pg_createdb(struct weft_test_pg *pg, const char *name, char *url, size
 }
 
 int
+weft_test_pg_halt(struct weft_test_pg *pg)
+{
+    int rc = stop_server(pg, "fast");
+
+    pg->postmaster = -1; /* stopped: the guard's pid is stale until the restart re-arms it */
+    return rc;
+}
+
+int
+weft_test_pg_restart(struct weft_test_pg *pg, char *err, size_t err_len)
+{
+    const char *const args[] = {"start", "-D", pg->data, "-l", pg->log, "-w", "-t", "30", NULL};
+    long deadline = weft_test_now_ms() + START_TIMEOUT_MS;
+
+    set_err(err, err_len, "");
+    /* The same port (postgresql.conf keeps it): clients reconnect to the URL they had. */
+    if (run_tool(pg, "pg_ctl", args, pg->ctl_log, START_TIMEOUT_MS + 10000) != 0) {
+        set_log_err(err, err_len, "pg_ctl start (restart) failed", pg->log);
+        return -1;
+    }
+    pg->postmaster = read_postmaster_pid(pg);
+    weft_test_guard_disarm(pg->guard);
+    pg->guard = -1;
+    if (arm_guard(pg) != 0) {
+        set_err(err, err_len, "PostgreSQL test server: cannot start the guard process");
+        return -1;
+    }
+    if (!wait_connect(pg, deadline)) {
+        set_log_err(err, err_len, "no libpq connection within 30 s of the restart", pg->log);
+        return -1;
+    }
+    return 0;
+}
+
+int
 weft_test_pg_stop(struct weft_test_pg *pg)
 {
     int rc = 0;

@@ -45,6 +45,15 @@ const char *weft_test_pg_log(const struct weft_test_pg *pg);
  * @return 0, or -1 with the reason in @p url. */
 int weft_test_pg_createdb(struct weft_test_pg *pg, const char *name, char *url, size_t url_len);
 
+/* An outage: stop the server (pg_ctl stop -m fast, which ends every connection) and keep its
+ * data, port and directory for weft_test_pg_restart(). @return 0, or -1 when pg_ctl failed
+ * (the server was then killed). */
+int weft_test_pg_halt(struct weft_test_pg *pg);
+
+/* The end of an outage: start the halted server again on the same data and port, waiting (at
+ * most 30 s) until a libpq connection succeeds. @return 0, or -1 with the reason in @p err. */
+int weft_test_pg_restart(struct weft_test_pg *pg, char *err, size_t err_len);
+
 /* Stop the server (pg_ctl stop -m fast; kill it if that fails), remove the directory and
  * free @p pg. NULL is a no-op. @return 0 when the server stopped cleanly and the directory is
  * gone, -1 otherwise (everything is still released). */
