@@ -150,6 +150,22 @@ void cli_print_replay(FILE *out, const struct weft_replay_report *report);
 /* Commands. */
 int cli_run_show(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+
+/* Who may reach `weft serve` and `weft mcp serve --http` (cli/serve_access.c). */
+#define CLI_MAX_ALLOW_HOSTS 16
+/* Read the token of --token-file @p path into *out (free with cli_token_free()): the file's
+ * text without its trailing newline, one line without blanks or control characters. A file
+ * that group or others may access (mode beyond 0700) is refused. Errors print "weft CMD: ...".
+ * @return CLI_EXIT_OK, CLI_EXIT_USAGE (missing, loose mode, empty, not one token) or
+ * CLI_EXIT_FAIL (cannot read it). */
+int cli_read_token_file(const char *cmd, const char *path, char **out);
+/* Zero and free a token of cli_read_token_file(); NULL is a no-op. */
+void cli_token_free(char *token);
+/* Take every "--allow-host NAME" and "--allow-host=NAME" out of @p argv (before any "--"),
+ * into @p hosts (at most CLI_MAX_ALLOW_HOSTS; borrowed from argv), checking each name; *argc
+ * is what is left. @return CLI_EXIT_OK or CLI_EXIT_USAGE (printed). */
+int
+cli_take_allow_hosts(const char *cmd, int *argc, char **argv, const char **hosts, size_t *count);
 void cli_serve_usage(FILE *out);
 int cli_runs(int argc, char **argv);
 void cli_runs_usage(FILE *out);

@@ -30,7 +30,8 @@ cli_mcp_usage(FILE *out)
 {
     fputs("usage: weft mcp list FILE SERVER [--json]\n"
           "       weft mcp serve [--http] [--addr HOST:PORT] [--workflows DIR] [--state PATH]\n"
-          "                      [--db PATH] [--token T]\n"
+          "                      [--db PATH] [--token-file PATH | --token T]\n"
+          "                      [--allow-host NAME]...\n"
           "\n"
           "list: start MCP server SERVER of FILE (a workflow, or a JSON file\n"
           "{\"mcpServers\": {...}} as editors and desktop clients write it), initialize it,\n"
@@ -47,9 +48,15 @@ cli_mcp_usage(FILE *out)
           "      --http            serve: Streamable HTTP instead of stdio\n"
           "      --addr HOST:PORT  serve --http: listen address (default " SERVE_DEFAULT_ADDR ";\n"
           "                        IPv4; port 0 picks one). Requests from a non-local Origin\n"
-          "                        are refused\n"
-          "      --token T         serve --http: require \"Authorization: Bearer T\"\n"
-          "                        (default $WEFT_MCP_TOKEN; none when unset)\n"
+          "                        are refused (403); on loopback, so are those for a Host\n"
+          "                        other than localhost, 127.x.y.z or [::1] (421)\n"
+          "      --token-file PATH serve --http: require \"Authorization: Bearer T\", T the\n"
+          "                        one line of PATH (mode 0600 or 0400, else refused)\n"
+          "      --token T         serve --http: the same with T itself, which `ps` shows\n"
+          "                        to every local user (default $WEFT_MCP_TOKEN, which it\n"
+          "                        does not; none when unset)\n"
+          "      --allow-host NAME serve --http on loopback: also answer to Host NAME (any\n"
+          "                        port); repeatable\n"
           "      --workflows DIR   serve: start_run runs workflow files below DIR only\n"
           "                        (default the working directory)\n"
           "      --state PATH      serve: state, a SQLite file or a postgresql:// URL (default\n"
@@ -119,7 +126,11 @@ mcp_serve(int argc, char **argv)
     const char *workflows = NULL;
     const char *state = NULL;
     const char *db = NULL;
-    const char *token = getenv("WEFT_MCP_TOKEN");
+    const char *token = NULL;
+    const char *token_file = NULL;
+    char *file_token = NULL; /* read from --token-file */
+    const char *allow_hosts[CLI_MAX_ALLOW_HOSTS];
+    size_t allow_host_count = 0;
     const char *exporters = getenv("OTEL_TRACES_EXPORTER");
     bool is_http = false;
     bool is_help = false;
@@ -131,6 +142,7 @@ mcp_serve(int argc, char **argv)
         {"state", 0, true, false, &state, NULL},
         {"db", 0, true, false, &db, NULL},
         {"token", 0, true, false, &token, NULL},
+        {"token-file", 0, true, false, &token_file, NULL},
     };
     char *pos[1];
     size_t count = 0;
@@ -145,13 +157,31 @@ mcp_serve(int argc, char **argv)
     int status = CLI_EXIT_OK;
     weft_err err = WEFT_OK;
 
-    if (cli_parse("mcp serve", argc, argv, options, sizeof(options) / sizeof(options[0]), pos, 0,
+    if (cli_take_allow_hosts("mcp serve", &argc, argv, allow_hosts, &allow_host_count) !=
+            CLI_EXIT_OK ||
+        cli_parse("mcp serve", argc, argv, options, sizeof(options) / sizeof(options[0]), pos, 0,
                   &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;
     }
     if (is_help) {
         cli_mcp_usage(stdout);
         return CLI_EXIT_OK;
+    }
+    if (token != NULL && token_file != NULL) {
+        fprintf(stderr, "weft mcp serve: --token and --token-file exclude each other\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (token_file != NULL) {
+        status = cli_read_token_file("mcp serve", token_file, &file_token);
+        if (status != CLI_EXIT_OK) {
+            return status;
+        }
+        token = file_token;
+    } else if (token != NULL) {
+        fprintf(stderr, "weft mcp serve: note: --token shows in `ps` to every user of this "
+                        "machine; --token-file PATH or WEFT_MCP_TOKEN keep it out of sight\n");
+    } else {
+        token = getenv("WEFT_MCP_TOKEN");
     }
     if (!is_http && exporters != NULL && strstr(exporters, "console") != NULL) {
         fprintf(stderr, "weft mcp serve: OTEL_TRACES_EXPORTER=console writes to stdout, which "
@@ -160,6 +190,7 @@ mcp_serve(int argc, char **argv)
     }
     status = cli_start_tracing("mcp", NULL, &t);
     if (status != CLI_EXIT_OK) {
+        cli_token_free(file_token);
         return status;
     }
     cli_recover("mcp", state); /* runs killed earlier read as interrupted, not running */
@@ -175,6 +206,7 @@ mcp_serve(int argc, char **argv)
                 err == WEFT_ENOTFOUND ? "--workflows: no such directory: " : "",
                 err == WEFT_ENOTFOUND ? workflows : weft_strerror(err));
         cli_telemetry_stop(&t);
+        cli_token_free(file_token);
         return err == WEFT_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     /* No SA_RESTART: a signal interrupts the stdio read, and the loop sees the flag. */
@@ -199,6 +231,8 @@ mcp_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &block, &old);
     ho.addr = addr;
     ho.token = token != NULL && token[0] != '\0' ? token : NULL;
+    ho.allowed_hosts = allow_hosts;
+    ho.allowed_host_count = allow_host_count;
     err = weft_mcp_http_start(server, &ho, &http);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft mcp serve: --addr %s: %s\n", addr,
@@ -218,6 +252,7 @@ mcp_serve(int argc, char **argv)
 out:
     weft_mcp_server_free(server);
     cli_telemetry_stop(&t);
+    cli_token_free(file_token);
     return status;
 }
 

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <weft/weft.h>
@@ -26,8 +27,9 @@
 void
 cli_serve_usage(FILE *out)
 {
-    fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token T]\n"
-          "                  [--max-body BYTES] [--no-ingest] [--broker URL] [--queue-prefix P]\n"
+    fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token-file PATH]\n"
+          "                  [--token T] [--allow-host NAME]... [--max-body BYTES] [--no-ingest]\n"
+          "                  [--broker URL] [--queue-prefix P]\n"
           "\n"
           "Serve the trace explorer at / (runs, plans, span waterfalls, why a run failed,\n"
           "compare two runs, collaboration metrics; docs/explorer.md) and its JSON API at\n"
@@ -36,7 +38,10 @@ cli_serve_usage(FILE *out)
           "until interrupted (SIGINT or SIGTERM). Binds to loopback. The explorer shows prompts\n"
           "and outputs: on another address it is off unless a token is given (a browser then\n"
           "opens /?token=T once, a script sends Authorization: Bearer T); /metrics and\n"
-          "/healthz stay open for scrapers.\n"
+          "/healthz stay open for scrapers. On loopback, the explorer, its API and ingest\n"
+          "answer only to the Host names localhost, 127.x.y.z and [::1] (and --allow-host\n"
+          "names), else 421, so that no web page can read them through DNS rebinding;\n"
+          "refusals are counted as weft_serve_access_denied_total{reason} (docs/serve.md).\n"
           "\n"
           "OTLP/HTTP trace ingest (on unless --no-ingest; like the explorer, it needs the token\n"
           "beyond loopback): POST /v1/traces takes an ExportTraceServiceRequest\n"
@@ -60,8 +65,14 @@ cli_serve_usage(FILE *out)
           "      --max-body BYTES  cap on an ingest body, compressed and decompressed (default\n"
           "                        16M; suffixes K, M, G); larger bodies get 413\n"
           "      --no-ingest       no /v1/traces route\n"
-          "      --token T         require T for the explorer and its API ($WEFT_SERVE_TOKEN;\n"
-          "                        letters, digits and -._~ only, at least 16)\n"
+          "      --token-file PATH require the token in PATH (one line; mode 0600 or 0400,\n"
+          "                        else refused) for the explorer, its API and ingest\n"
+          "      --token T         the same with T itself, which `ps` shows to every local\n"
+          "                        user: prefer --token-file or $WEFT_SERVE_TOKEN (used when\n"
+          "                        neither is given). A token is letters, digits and -._~\n"
+          "                        only, at least 16\n"
+          "      --allow-host NAME on loopback, also answer to Host NAME (any port; a name\n"
+          "                        you gave 127.0.0.1 in /etc/hosts, a proxy's); repeatable\n"
           "      --broker URL      amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL; none:\n"
           "                        no broker series)\n"
           "      --queue-prefix P  prefix of the exchange and queue names ($WEFT_QUEUE_PREFIX)\n"
@@ -76,6 +87,8 @@ struct source {
     const char *state_path;
     struct weft__broker_probe *probe; /* NULL: no broker */
     struct weft__ingest *ingest;      /* NULL: --no-ingest */
+    /* The server's refusal counters; set once it has started (a scrape may come first). */
+    _Atomic(const struct weft__serve *) serve;
 };
 
 static weft_err
@@ -93,6 +106,9 @@ render_store(void *user_data, char **out, size_t *len)
     }
     if (err == WEFT_OK && src->ingest != NULL) {
         err = weft__ingest_observe(src->ingest, meter);
+    }
+    if (err == WEFT_OK) {
+        err = weft__serve_observe(atomic_load(&src->serve), meter);
     }
     if (err == WEFT_OK) {
         err = weft_prometheus_render(meter, out, len);
@@ -169,17 +185,55 @@ host_of(const char *addr)
     return host[0] != '\0' ? host : "127.0.0.1";
 }
 
-/* A token must be one a cookie carries as it is. */
+/* A token must be one a cookie carries as it is. @p from says where it came from. */
 static int
-check_access(const char *token)
+check_access(const char *token, const char *from)
 {
     if (token != NULL && token[0] != '\0' &&
         (strlen(token) < 16 || strspn(token, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                              "0123456789-._~") != strlen(token))) {
-        fprintf(stderr, "weft serve: --token: expected at least 16 letters, digits or -._~\n");
+        fprintf(stderr, "weft serve: %s: expected a token of at least 16 letters, digits or -._~\n",
+                from);
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
+}
+
+/* The token from --token, --token-file or $WEFT_SERVE_TOKEN (in that order; the first two
+ * exclude each other) into *token (NULL: none), *owned the copy to free when it was read from
+ * a file. @return CLI_EXIT_OK or an exit code (printed). */
+static int
+find_token(const char *given, const char *file, const char **token, char **owned)
+{
+    const char *from = "--token";
+    int rc = CLI_EXIT_OK;
+
+    *token = given;
+    *owned = NULL;
+    if (given != NULL && file != NULL) {
+        fprintf(stderr, "weft serve: --token and --token-file exclude each other\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (file != NULL) {
+        rc = cli_read_token_file("serve", file, owned);
+        if (rc != CLI_EXIT_OK) {
+            return rc;
+        }
+        *token = *owned;
+        from = "--token-file";
+    } else if (given == NULL) {
+        *token = getenv("WEFT_SERVE_TOKEN");
+        from = "WEFT_SERVE_TOKEN";
+    } else {
+        fprintf(stderr, "weft serve: note: --token shows in `ps` to every user of this machine; "
+                        "--token-file PATH or WEFT_SERVE_TOKEN keep it out of sight\n");
+    }
+    rc = check_access(*token, from);
+    if (rc != CLI_EXIT_OK) {
+        cli_token_free(*owned);
+        *owned = NULL;
+    }
+    return rc;
 }
 
 int
@@ -192,6 +246,10 @@ cli_serve(int argc, char **argv)
     const char *store = NULL;
     const char *db = NULL;
     const char *token = NULL;
+    const char *token_file = NULL;
+    char *file_token = NULL; /* read from --token-file */
+    const char *allow_hosts[CLI_MAX_ALLOW_HOSTS];
+    size_t allow_host_count = 0;
     const char *max_body = NULL;
     bool is_ingest_off = false;
     const struct cli_option options[] = {
@@ -202,31 +260,31 @@ cli_serve(int argc, char **argv)
         {"store", 0, true, false, &store, NULL},
         {"db", 0, true, false, &db, NULL},
         {"token", 0, true, false, &token, NULL},
+        {"token-file", 0, true, false, &token_file, NULL},
         {"max-body", 0, true, false, &max_body, NULL},
         {"no-ingest", 0, false, false, NULL, &is_ingest_off},
     };
-    struct source src = {NULL, NULL, NULL};
+    struct source src = {NULL, NULL, NULL, NULL};
     struct weft__serve *server = NULL;
     struct weft__serve_config sc;
     sigset_t stop;
     size_t npos = 0;
     int sig = 0;
     weft_err err = WEFT_OK;
-    int rc = cli_parse("serve", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
-                       &npos);
+    int rc = cli_take_allow_hosts("serve", &argc, argv, allow_hosts, &allow_host_count);
 
+    if (rc == CLI_EXIT_OK) {
+        rc = cli_parse("serve", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
+                       &npos);
+    }
+    if (rc == CLI_EXIT_OK) {
+        rc = find_token(token, token_file, &token, &file_token);
+    }
     if (rc != CLI_EXIT_OK) {
         return rc;
     }
     if (broker == NULL) {
         broker = getenv("WEFT_BROKER_URL");
-    }
-    if (token == NULL) {
-        token = getenv("WEFT_SERVE_TOKEN");
-    }
-    rc = check_access(token);
-    if (rc != CLI_EXIT_OK) {
-        return rc;
     }
     if (broker != NULL && broker[0] != '\0') {
         struct weft__broker_probe_config pc = {broker, prefix, 0};
@@ -234,6 +292,7 @@ cli_serve(int argc, char **argv)
         err = weft__broker_probe_new(&pc, &src.probe, why, sizeof(why));
         if (err != WEFT_OK) {
             fprintf(stderr, "weft serve: %s\n", why[0] != '\0' ? why : weft_strerror(err));
+            cli_token_free(file_token);
             return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
         }
     }
@@ -241,6 +300,7 @@ cli_serve(int argc, char **argv)
     rc = open_ingest(store, max_body, is_ingest_off, &src.ingest);
     if (rc != CLI_EXIT_OK) {
         weft__broker_probe_free(src.probe);
+        cli_token_free(file_token);
         return rc;
     }
     src.state_path = state;
@@ -256,10 +316,18 @@ cli_serve(int argc, char **argv)
     sc.is_explorer_off = sc.token == NULL && strncmp(host_of(addr), "127.", 4) != 0;
     if (sc.is_explorer_off) {
         fprintf(stderr,
-                "weft serve: --addr %s is not loopback and no --token was given: the "
+                "weft serve: --addr %s is not loopback and no token was given: the "
                 "explorer is off (/metrics and /healthz are served)\n",
                 addr);
     }
+    if (allow_host_count > 0 && strncmp(host_of(addr), "127.", 4) != 0) {
+        fprintf(stderr,
+                "weft serve: note: --allow-host matters on loopback only; on --addr %s "
+                "the token guards the explorer and ingest\n",
+                addr);
+    }
+    sc.allow_hosts = allow_hosts;
+    sc.allow_host_count = allow_host_count;
     sc.api.state_path = state;
     sc.api.store_path = store;
     sc.metrics = render_store;
@@ -272,8 +340,10 @@ cli_serve(int argc, char **argv)
                                    : "cannot listen there (in use or not permitted?)");
         weft__broker_probe_free(src.probe);
         weft__ingest_free(src.ingest);
+        cli_token_free(file_token);
         return err == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
+    atomic_store(&src.serve, server);
     if (src.probe != NULL) {
         fprintf(stderr, "weft serve: asking broker %s about its queues at each scrape\n",
                 weft__broker_probe_url_safe(src.probe));
@@ -289,5 +359,6 @@ cli_serve(int argc, char **argv)
     weft__serve_stop(server); /* no scrape runs after this: the probe can go */
     weft__broker_probe_free(src.probe);
     weft__ingest_free(src.ingest);
+    cli_token_free(file_token);
     return CLI_EXIT_OK;
 }

@@ -1,12 +1,21 @@
 /* serve/http.c - `weft serve`'s HTTP server (http.h): the explorer's and ingest's routes on the
- * metrics server's route table, each behind the same access rule. */
+ * metrics server's route table, each behind the same access rule (admit()): the Host name on a
+ * loopback address, then the explorer being off beyond loopback, then the token. Each refusal
+ * is counted in an atomic, read at each scrape by weft__serve_observe(), and the first of each
+ * kind is logged at WARN (later ones at DEBUG), so a misconfigured client cannot flood the log
+ * but the first occurrence says what to change. */
 #include "http.h"
 
 #include "ui.h"
 
+#include "base/http_host.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "exporters/metrics_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +29,22 @@ static const char *const common_headers[] = {
     "frame-ancestors 'none'",
     "X-Content-Type-Options: nosniff", "Referrer-Policy: no-referrer", NULL};
 
+/* Why admit() refused a request (weft__serve_observe() names them). */
+typedef enum denial {
+    DENIED_HOST,  /* 421: a Host name that is neither loopback nor allowed, on loopback */
+    DENIED_TOKEN, /* 401: no token, or a wrong one */
+    DENIED_OFF,   /* 403: beyond loopback without a token */
+    DENIED_COUNT
+} denial;
+
+static const char *const denial_names[DENIED_COUNT] = {"host", "token", "off"};
+
 struct weft__serve {
     struct weft_metrics_server *server;
     const struct weft__serve_config *cfg;
+    bool is_loopback; /* listens on 127.0.0.0/8: the Host rule applies */
+    atomic_uint_fast64_t denied[DENIED_COUNT];
+    atomic_bool is_logged[DENIED_COUNT];
 };
 
 /* Constant-time comparison of a presented token with the expected one. */
@@ -62,20 +84,53 @@ text_reply(struct weft__http_reply *reply, unsigned status, const char *text)
     reply->len = strlen(text);
 }
 
+/* Count a refusal of kind @p why; the first of its kind is logged at WARN with @p what (no
+ * request data but the Host name, which says what to pass to --allow-host). */
+static void
+deny(struct weft__serve *srv, denial why, const char *what, const char *host)
+{
+    char clean[80];
+    bool is_first = false;
+
+    atomic_fetch_add(&srv->denied[why], 1);
+    is_first = !atomic_exchange(&srv->is_logged[why], true);
+    WEFT_LOG(is_first ? WEFT_LOG_WARN : WEFT_LOG_DEBUG, "serve: %s (Host %s)%s", what,
+             weft__http_host_for_log(host, clean, sizeof(clean)),
+             is_first ? "; later ones are logged at DEBUG" : "");
+}
+
 /* The access rule of the explorer and ingest (http.h): false with the reply set when the
  * request may not go on. */
 static bool
-admit(const struct weft__serve *srv,
-      const struct weft__http_request *req,
-      struct weft__http_reply *reply)
+admit(struct weft__serve *srv, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
     const char *token = srv->cfg->token;
     const char *login = weft__http_query(req, "token");
+    const char *host = weft__http_header(req, "Host");
 
+    /* First: on loopback without a token (the usual case) this is all that keeps a web page
+     * out, and a name the user did not allow is refused whatever else the request carries. A
+     * request without Host (HTTP/1.0 from a raw socket) is refused too: no browser sends one,
+     * so it costs nothing and leaves no gap. */
+    if (srv->is_loopback &&
+        !weft__http_host_is_allowed(host, srv->cfg->allow_hosts, srv->cfg->allow_host_count)) {
+        deny(srv, DENIED_HOST, "a request for a Host name that is not loopback refused (421)",
+             host);
+        text_reply(reply, 421,
+                   "misdirected request: this server listens on loopback and answers only to "
+                   "the Host names localhost, 127.x.y.z and [::1] (a guard against DNS "
+                   "rebinding): open it as http://127.0.0.1:<port>/ or "
+                   "http://localhost:<port>/, or start it with weft serve --allow-host NAME\n");
+        return false;
+    }
     if (srv->cfg->is_explorer_off) {
+        deny(srv, DENIED_OFF,
+             "a request to the explorer or ingest refused: off beyond loopback without a token "
+             "(403)",
+             host);
         text_reply(reply, 403,
                    "the explorer and ingest are off: this server listens beyond loopback "
-                   "without a token (weft serve --token)\n");
+                   "without a token (weft serve --token-file PATH)\n");
         return false;
     }
     if (token != NULL && strcmp(req->url, "/") == 0 && login != NULL && token_equal(login, token)) {
@@ -90,6 +145,7 @@ admit(const struct weft__serve *srv,
         return false;
     }
     if (!is_authorized(req, token)) {
+        deny(srv, DENIED_TOKEN, "a request without the right token refused (401)", host);
         text_reply(reply, 401,
                    "a token is needed: Authorization: Bearer TOKEN, or open /?token=TOKEN\n");
         return false;
@@ -111,7 +167,7 @@ is_get(const struct weft__http_request *req, struct weft__http_reply *reply)
 static void
 on_asset(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
-    const struct weft__serve *srv = user_data;
+    struct weft__serve *srv = user_data;
     const struct weft__ui_asset *a = NULL;
     const char *type = NULL;
     bool is_index = strcmp(req->url, "/") == 0 || strcmp(req->url, "/index.html") == 0;
@@ -145,7 +201,7 @@ query_arg(void *ctx, const char *name)
 static void
 on_api(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
-    const struct weft__serve *srv = user_data;
+    struct weft__serve *srv = user_data;
     struct arg_ctx ctx = {req};
     struct weft__api_request areq = {req->url, query_arg, &ctx};
     struct weft__api_reply ar;
@@ -174,7 +230,7 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
 static void
 on_ingest(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
-    const struct weft__serve *srv = user_data;
+    struct weft__serve *srv = user_data;
     struct weft__http_route inner = weft__ingest_route(srv->cfg->ingest);
 
     if (admit(srv, req, reply)) {
@@ -188,6 +244,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     struct weft__serve *srv = NULL;
     struct weft__http_route routes[5];
     struct weft__http_server_options o;
+    struct sockaddr_in sa;
     size_t n = 0;
     weft_err err = WEFT_OK;
 
@@ -200,14 +257,23 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
         return WEFT_ENOMEM;
     }
     srv->cfg = cfg;
+    if (weft__metrics_server_parse_addr(cfg->addr, &sa) != WEFT_OK) {
+        weft__free(srv);
+        return WEFT_EINVAL;
+    }
+    srv->is_loopback = weft__http_ipv4_is_loopback(sa.sin_addr.s_addr);
     memset(routes, 0, sizeof(routes));
-    routes[n++] = (struct weft__http_route){"/api/v1/", 0, on_api, srv, true};
-    routes[n++] = (struct weft__http_route){"/assets/", 0, on_asset, srv, true};
-    routes[n++] = (struct weft__http_route){"/", 0, on_asset, srv, false};
-    routes[n++] = (struct weft__http_route){"/index.html", 0, on_asset, srv, false};
+    /* The API and ingest are the heavy routes: each takes at most its max_active requests at
+     * once (the next get 503 with Retry-After), which bounds their memory; the UI's files,
+     * /metrics and /healthz are never held up by them (metrics_server.h). */
+    routes[n++] = (struct weft__http_route){"/api/v1/", 0, on_api, srv, true, WEFT__API_MAX_ACTIVE};
+    routes[n++] = (struct weft__http_route){"/assets/", 0, on_asset, srv, true, 0};
+    routes[n++] = (struct weft__http_route){"/", 0, on_asset, srv, false, 0};
+    routes[n++] = (struct weft__http_route){"/index.html", 0, on_asset, srv, false, 0};
     if (cfg->ingest != NULL) {
         routes[n++] = (struct weft__http_route){
-            WEFT__INGEST_PATH, weft__ingest_max_body(cfg->ingest), on_ingest, srv, false};
+            WEFT__INGEST_PATH,      weft__ingest_max_body(cfg->ingest), on_ingest, srv, false,
+            WEFT__INGEST_MAX_ACTIVE};
     }
     memset(&o, 0, sizeof(o));
     o.source = cfg->metrics;
@@ -223,6 +289,28 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     }
     *out = srv;
     return WEFT_OK;
+}
+
+weft_err
+weft__serve_observe(const struct weft__serve *srv, struct weft_meter *meter)
+{
+    struct weft_instrument *denied = NULL;
+    weft_err err = WEFT_OK;
+
+    if (meter == NULL) {
+        return WEFT_EINVAL;
+    }
+    err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.serve.access.denied",
+                                "{request}",
+                                "Requests to the explorer, its API and ingest refused by the "
+                                "access rule, by reason: host (421), token (401), off (403)",
+                                NULL, 0, &denied);
+    for (size_t i = 0; err == WEFT_OK && i < DENIED_COUNT; i++) {
+        struct weft_attr attr = weft_attr_str("reason", denial_names[i]);
+        uint64_t n = srv != NULL ? atomic_load(&srv->denied[i]) : 0;
+        err = weft_counter_add(denied, (double)n, &attr, 1);
+    }
+    return err;
 }
 
 unsigned short

@@ -8,8 +8,12 @@
  * explorer (UI and API) shows prompts and outputs, and ingest writes the store: with a token,
  * their requests must carry it (`Authorization: Bearer TOKEN`, or the HttpOnly cookie a browser
  * gets by opening /?token=TOKEN once; else 401), and without one they are on only when the
- * server listens on loopback (else 403). /metrics and /healthz hold aggregates only and stay
- * open, so a Prometheus in another container scrapes as before.
+ * server listens on loopback (else 403). On a loopback address they also answer only requests
+ * whose Host header names loopback ("localhost", 127.x.y.z, "[::1]", any port) or one of
+ * allow_hosts (else 421, base/http_host.h): a page that rebinds its DNS name to 127.0.0.1 cannot
+ * read them. /metrics and /healthz hold aggregates only and stay open whatever the Host and the
+ * token, so a Prometheus in another container scrapes as before. Every refusal is counted
+ * (weft__serve_observe()).
  */
 #ifndef WEFT_SERVE_HTTP_H
 #define WEFT_SERVE_HTTP_H
@@ -27,6 +31,10 @@ struct weft__serve_config {
     const char *addr;     /* HOST:PORT (IPv4; port 0 picks one) */
     const char *token;    /* NULL: none needed */
     bool is_explorer_off; /* not loopback and no token: UI and API answer 403 */
+    /* On a loopback address, Host names served besides the loopback ones (no port; compared
+     * case-insensitively); NULL with 0: none. */
+    const char *const *allow_hosts;
+    size_t allow_host_count;
     struct weft__api_config api;
     weft_metrics_source_fn metrics; /* renders /metrics */
     void *metrics_data;
@@ -37,6 +45,13 @@ struct weft__serve_config {
  * @return WEFT_OK, WEFT_EINVAL (bad address), WEFT_EIO (cannot listen), WEFT_ENOMEM. */
 weft_err weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out);
 unsigned short weft__serve_port(const struct weft__serve *srv);
+
+/* Add the access rule's refusals to @p meter: weft.serve.access.denied{reason} (Prometheus
+ * weft_serve_access_denied_total), reason "host" (421), "token" (401) or "off" (403), each
+ * since the server started. NULL @p srv adds the family at zero (a scrape before the server
+ * is known). @return WEFT_OK, WEFT_EINVAL (NULL @p meter), WEFT_ENOMEM.
+ * Ownership: borrows both for the call. Thread-safety: any thread. */
+weft_err weft__serve_observe(const struct weft__serve *srv, struct weft_meter *meter);
 void weft__serve_stop(struct weft__serve *srv);
 
 #endif /* WEFT_SERVE_HTTP_H */

@@ -146,14 +146,27 @@ struct weft_mcp_http_options {
     const char *token;
     /** Sessions kept at once; the least recently used is ended beyond it. 0 means 64. */
     size_t max_sessions;
+    /** On a loopback address (127.0.0.0/8), Host names answered besides "localhost",
+     * "127.x.y.z" and "[::1]" (each a name without a port, compared case-insensitively; any
+     * port passes); other Host names, and requests without one, get 421. NULL with 0: none.
+     * Ignored on other addresses. */
+    const char *const *allowed_hosts;
+    /** How many names @c allowed_hosts holds (at most 64). */
+    size_t allowed_host_count;
 };
 
 /** Serve @p server at POST/DELETE /mcp on a thread of its own, until weft_mcp_http_stop().
  * A session id (Mcp-Session-Id) is issued by initialize and required afterwards (400 when
  * missing, 404 when unknown or ended); a request whose Origin is not a loopback origin is
- * refused (403); GET is 405 (no server-initiated stream). Answers are application/json.
+ * refused (403), and on a loopback address one whose Host is neither a loopback name nor an
+ * allowed one (421: no web page reaches the server through DNS rebinding); GET is 405 (no
+ * server-initiated stream). Answers are application/json. A client address holds at most 32
+ * connections at once, and a connection silent for 5 s (its headers unfinished, or idle
+ * between requests) is closed, so half-open connections cannot lock clients out.
  * @param out receives the endpoint; NULL on failure.
- * @return WEFT_OK, WEFT_EINVAL (NULL argument, or @p options->addr is not HOST:PORT), WEFT_EIO
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument, @p options->addr is not HOST:PORT, an allowed
+ * host name that is empty, holds a port or a character other than letters, digits, '.', '-',
+ * '_', or more than 64 of them), WEFT_EIO
  * (cannot listen there: logged), WEFT_ENOMEM.
  * Ownership: borrows @p server until weft_mcp_http_stop(); copies @p options; caller owns
  * *out.

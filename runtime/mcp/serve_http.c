@@ -5,18 +5,33 @@
  *
  * Security, as the transport specification asks of local servers: it binds 127.0.0.1 unless
  * told otherwise, refuses requests whose Origin is not a loopback origin (403: a web page must
- * not reach it through DNS rebinding), and with a token requires "Authorization: Bearer" (401).
+ * not reach it through DNS rebinding), on a loopback address also those whose Host is not a
+ * loopback name or an allowed one (421, base/http_host.h: a browser always sends the page's
+ * own name there, even where it sends no Origin), and with a token requires "Authorization:
+ * Bearer" (401).
+ *
+ * Connections: a connection that never finishes its headers must not hold a place for long.
+ * A client address (IP) holds at most PER_IP_LIMIT connections (libmicrohttpd closes the next
+ * one at once), and a connection silent for CONNECTION_TIMEOUT_S, headers unfinished or idle
+ * between requests, is closed: 64 half-open connections from one address no longer lock every
+ * other client out (they held all 64 places for 120 s). The limit is per address, not global,
+ * so one client cannot take the others' places; clients behind one proxy or NAT share it.
  * Sessions: initialize issues an Mcp-Session-Id (a random UUID); every later request must carry
  * it (400 without, 404 for one that is unknown, ended or expired). At most max_sessions live at
  * once (the least recently used is ended beyond that) and a session idle for an hour ends.
  *
- * Threads: libmicrohttpd runs one internal thread, which is the only one that touches the
- * sessions; requests are answered one at a time (the server handles one message at a time
- * anyway). weft_mcp_http_stop() joins it.
+ * Threads: libmicrohttpd runs a thread per connection, and `lock` makes the messages pass one
+ * at a time (the server handles one message at a time anyway; it also guards the sessions).
+ * Not one thread for all: a start_run holds the server for as long as its run, and with one
+ * thread nothing else would be read meanwhile, so a request sent on an open connection would
+ * find its connection past the short timeout when the run ends and be dropped unanswered.
+ * With a thread each, a request waits on the lock, and its connection's timeout is not
+ * counted while it waits. weft_mcp_http_stop() joins them all.
  */
 #include "runtime/mcp/server.h"
 
 #include "base/buf.h"
+#include "base/http_host.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
@@ -26,6 +41,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +53,10 @@
 #define DEFAULT_MAX_SESSIONS 64
 #define MAX_SESSIONS_CAP     4096
 #define SESSION_IDLE_NS      (3600ull * 1000000000ull)
-#define CONNECTION_LIMIT     64
-#define CONNECTION_TIMEOUT_S 120
+#define CONNECTION_LIMIT     256
+#define PER_IP_LIMIT         32
+#define CONNECTION_TIMEOUT_S 5
+#define MAX_ALLOWED_HOSTS    64
 #define MCP_PATH             "/mcp"
 
 struct session {
@@ -50,6 +69,12 @@ struct weft_mcp_http {
     struct weft_mcp_server *server;
     struct MHD_Daemon *daemon;
     char *token; /* NULL: none */
+    char **allowed_hosts;
+    size_t allowed_host_count;
+    bool is_loopback;           /* listens on 127.0.0.0/8: the Host rule applies */
+    atomic_bool is_host_logged; /* the first Host refusal was logged at WARN */
+    pthread_mutex_t lock;       /* one message at a time; the sessions */
+    bool is_lock_ready;
     struct session *sessions;
     size_t max_sessions;
     unsigned port;
@@ -324,6 +349,7 @@ answer(void *cls,
     struct weft_mcp_http *http = cls;
     struct request *req = *con_cls;
     const char *origin = NULL;
+    const char *host = NULL;
 
     (void)version;
     if (req == NULL) {
@@ -349,6 +375,21 @@ answer(void *cls,
         *upload_data_size = 0;
         return MHD_YES;
     }
+    host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+    if (http->is_loopback &&
+        !weft__http_host_is_allowed(host, (const char *const *)http->allowed_hosts,
+                                    http->allowed_host_count)) {
+        char clean[80];
+
+        /* The first at WARN, later ones at DEBUG: a page retrying cannot flood the log. */
+        WEFT_LOG(atomic_exchange(&http->is_host_logged, true) ? WEFT_LOG_DEBUG : WEFT_LOG_WARN,
+                 "mcp serve: a request for Host %s refused (421): not a loopback name "
+                 "(--allow-host NAME serves another)",
+                 weft__http_host_for_log(host, clean, sizeof(clean)));
+        return reply_error(conn, MHD_HTTP_MISDIRECTED_REQUEST, -32600,
+                           "Misdirected Request: this server answers only to the Host names "
+                           "localhost, 127.x.y.z and [::1] (or --allow-host names)");
+    }
     origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     if (origin != NULL && !is_loopback_origin(origin)) {
         WEFT_LOG(WEFT_LOG_WARN, "mcp serve: a request from a non-local Origin refused (403)");
@@ -361,11 +402,13 @@ answer(void *cls,
     if (strcmp(url, MCP_PATH) != 0) {
         return reply_error(conn, MHD_HTTP_NOT_FOUND, -32600, "Not found: the endpoint is /mcp");
     }
-    if (strcmp(method, "POST") == 0) {
-        return answer_post(http, conn, req);
-    }
-    if (strcmp(method, "DELETE") == 0) {
-        return answer_delete(http, conn);
+    if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0) {
+        enum MHD_Result ret = MHD_NO;
+
+        pthread_mutex_lock(&http->lock);
+        ret = method[0] == 'P' ? answer_post(http, conn, req) : answer_delete(http, conn);
+        pthread_mutex_unlock(&http->lock);
+        return ret;
     }
     return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32600,
                        "Method not allowed: POST and DELETE only (no server stream)");
@@ -391,6 +434,17 @@ completed(void *cls,
 
 /* ---------------------------------------------------------------------------------------- */
 /* Lifecycle                                                                                  */
+
+static void
+free_allowed_hosts(struct weft_mcp_http *http)
+{
+    for (size_t i = 0; http->allowed_hosts != NULL && i < http->allowed_host_count; i++) {
+        weft__free(http->allowed_hosts[i]);
+    }
+    weft__free(http->allowed_hosts);
+    http->allowed_hosts = NULL;
+    http->allowed_host_count = 0;
+}
 
 /* "HOST:PORT" with an IPv4 host or "localhost". */
 static bool
@@ -467,17 +521,44 @@ weft_mcp_http_start(struct weft_mcp_server *server,
             goto fail;
         }
     }
-    if (sa.sin_addr.s_addr != htonl(INADDR_LOOPBACK) && http->token == NULL) {
+    if (options != NULL && options->allowed_host_count > 0) {
+        if (options->allowed_hosts == NULL || options->allowed_host_count > MAX_ALLOWED_HOSTS) {
+            err = WEFT_EINVAL;
+            goto fail;
+        }
+        http->allowed_hosts = weft__calloc(options->allowed_host_count, sizeof(char *));
+        if (http->allowed_hosts == NULL) {
+            goto fail;
+        }
+        for (size_t i = 0; i < options->allowed_host_count; i++) {
+            if (!weft__http_host_name_ok(options->allowed_hosts[i])) {
+                err = WEFT_EINVAL;
+                goto fail;
+            }
+            http->allowed_hosts[i] = weft__strdup(options->allowed_hosts[i]);
+            if (http->allowed_hosts[i] == NULL) {
+                goto fail;
+            }
+            http->allowed_host_count = i + 1;
+        }
+    }
+    http->is_loopback = weft__http_ipv4_is_loopback(sa.sin_addr.s_addr);
+    if (!http->is_loopback && http->token == NULL) {
         WEFT_LOG(WEFT_LOG_WARN,
                  "mcp serve: listening on %s without a token: anyone who reaches it can read "
                  "the traces and start runs",
                  addr);
     }
-    http->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, answer, http,
-                                    MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-                                    (unsigned)CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-                                    (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED,
-                                    completed, NULL, MHD_OPTION_END);
+    if (pthread_mutex_init(&http->lock, NULL) != 0) {
+        goto fail;
+    }
+    http->is_lock_ready = true;
+    http->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
+                                    NULL, NULL, answer, http, MHD_OPTION_SOCK_ADDR, &sa,
+                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP_LIMIT,
+                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+                                    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (http->daemon == NULL) {
         WEFT_LOG(WEFT_LOG_ERROR, "mcp serve: cannot listen on %s", addr);
         err = WEFT_EIO;
@@ -489,6 +570,10 @@ weft_mcp_http_start(struct weft_mcp_server *server,
     return WEFT_OK;
 fail:
     if (http != NULL) {
+        if (http->is_lock_ready) {
+            pthread_mutex_destroy(&http->lock);
+        }
+        free_allowed_hosts(http);
         weft__free(http->token);
         weft__free(http->sessions);
     }
@@ -509,10 +594,12 @@ weft_mcp_http_stop(struct weft_mcp_http *http)
         return;
     }
     MHD_stop_daemon(http->daemon);
+    pthread_mutex_destroy(&http->lock);
     if (http->token != NULL) {
         memset(http->token, 0, strlen(http->token));
     }
     weft__free(http->token);
+    free_allowed_hosts(http);
     weft__free(http->sessions);
     weft__free(http);
 }

@@ -4,19 +4,27 @@
  * (examples/correction), one completed with reflection (examples/swarm_reflection) and one
  * that fails (a command step running `false`). The JSON-RPC error paths are checked on the
  * library entry point weft_mcp_server_handle(); the HTTP status codes with raw libcurl
- * requests. Anything that cannot start fails the test. */
+ * requests, and over HTTP who may reach it (the Host rule, --allow-host, --token-file kept out
+ * of argv) and that half-open connections cannot lock other clients out. Anything that cannot
+ * start fails the test. */
 #include "support/weft_test.h"
 
 #include "runtime/mcp/mcp.h"
 #include "support/server_proc.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <weft/mcp.h>
@@ -634,13 +642,16 @@ discard_cb(char *buf, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-/* One raw request. @return the HTTP status (0 when it could not be made). */
+/* One raw request from source address @p from (NULL: the kernel's choice), within
+ * @p timeout_ms. @return the HTTP status (0 when it could not be made). */
 static long
-http_request(const char *method,
-             const char *url,
-             const char *const *headers,
-             const char *body,
-             char *sid_out)
+http_request_from(const char *from,
+                  long timeout_ms,
+                  const char *method,
+                  const char *url,
+                  const char *const *headers,
+                  const char *body,
+                  char *sid_out)
 {
     CURL *curl = curl_easy_init();
     struct curl_slist *list = NULL;
@@ -659,7 +670,13 @@ http_request(const char *method,
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, sid);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_cb);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (from != NULL) {
+        char iface[64];
+        snprintf(iface, sizeof(iface), "host!%s", from);
+        curl_easy_setopt(curl, CURLOPT_INTERFACE, iface);
+    }
     if (body != NULL) {
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
     }
@@ -672,6 +689,16 @@ http_request(const char *method,
     curl_slist_free_all(list);
     curl_easy_cleanup(curl);
     return status;
+}
+
+static long
+http_request(const char *method,
+             const char *url,
+             const char *const *headers,
+             const char *body,
+             char *sid_out)
+{
+    return http_request_from(NULL, 30000, method, url, headers, body, sid_out);
 }
 
 #define INIT_BODY                                                                              \
@@ -761,6 +788,253 @@ test_http_session_origin_token(void **state)
     assert_int_equal(weft_test_wait(pid, 10000), 0);
 }
 
+/* Start `weft mcp serve --http --addr 127.0.0.1:PORT EXTRA...` with @p env and wait (at most
+ * 15 s) until an initialize with @p headers answers 200. @return the pid; *url its /mcp URL. */
+static pid_t
+start_http(const char *const *extra,
+           const char *const *env,
+           const char *const *headers,
+           char *url,
+           size_t url_len,
+           unsigned *port)
+{
+    char addr[64];
+    char log_path[600];
+    const char *argv[16] = {WEFT, "mcp", "serve", "--http", "--addr", addr};
+    size_t n = 6;
+    long status = 0;
+    long deadline = weft_test_now_ms() + 15000;
+    pid_t pid = 0;
+
+    *port = weft_test_free_port();
+    assert_true(*port > 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", *port);
+    snprintf(url, url_len, "http://127.0.0.1:%u/mcp", *port);
+    snprintf(log_path, sizeof(log_path), "%s/http-host.log", fx.dir);
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
+        argv[n++] = extra[i];
+    }
+    unlink(log_path);
+    pid = weft_test_spawn(argv, env, fx.dir, log_path, true);
+    assert_true(pid > 0);
+    while (status != 200 && weft_test_now_ms() < deadline && !weft_test_has_exited(pid, NULL)) {
+        status = http_request_from(NULL, 2000, "POST", url, headers, INIT_BODY, NULL);
+        if (status != 200) {
+            weft_test_sleep_ms(50);
+        }
+    }
+    if (status != 200) {
+        char *tail = weft_test_log_tail(log_path, 2000);
+
+        weft_test_kill_group(pid, 1000);
+        fail_msg("weft mcp serve --http did not answer initialize (HTTP %ld): %s", status, tail);
+    }
+    return pid;
+}
+
+/* The status code of @p text sent as is on a new connection to 127.0.0.1:@p port. */
+static long
+raw_status(unsigned port, const char *text)
+{
+    struct sockaddr_in sa;
+    struct timeval tv = {15, 0};
+    char buf[256] = "";
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    while (got < 12) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return strncmp(buf, "HTTP/1.", 7) == 0 ? strtol(buf + 9, NULL, 10) : 0;
+}
+
+/* On loopback a request for a foreign Host name is refused (421: a page using DNS rebinding
+ * sends its own name there), even with the token and without an Origin; --allow-host serves
+ * one more name; a token from --token-file works and is nowhere in the process's argv. */
+static void
+test_http_host_rule_and_token_file(void **state)
+{
+    char token_path[600];
+    char loose_log[600];
+    char cmdline[4096];
+    char url[128];
+    char local[64];
+    char proc[64];
+    unsigned port = 0;
+    const char *extra[] = {"--workflows", fx.wf_dir, "--token-file", token_path, "--allow-host",
+                           "weft.box",    NULL};
+    const char *env[] = {fx.home_env, "WEFT_MCP_TOKEN*", NULL};
+    const char *auth[] = {"Authorization: Bearer file-token-0123456789", NULL};
+    const char *evil[] = {"Authorization: Bearer file-token-0123456789",
+                          "Host: attacker.example:8765", NULL};
+    const char *box[] = {"Authorization: Bearer file-token-0123456789", "Host: WEFT.box:8765",
+                         NULL};
+    const char *named[] = {"Authorization: Bearer file-token-0123456789", local, NULL};
+    const char *no_auth[] = {"Host: attacker.example:8765", NULL};
+    const char *loose_argv[] = {WEFT, "mcp", "serve", "--http", "--token-file", token_path, NULL};
+    size_t got = 0;
+    FILE *in = NULL;
+    int fd = -1;
+    pid_t pid = 0;
+
+    (void)state;
+    snprintf(token_path, sizeof(token_path), "%s/mcp-token", fx.dir);
+    fd = open(token_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "file-token-0123456789\n", 22), 22);
+    assert_int_equal(close(fd), 0);
+    pid = start_http(extra, env, auth, url, sizeof(url), &port);
+    snprintf(local, sizeof(local), "Host: localhost:%u", port);
+
+    snprintf(proc, sizeof(proc), "/proc/%d/cmdline", (int)pid);
+    in = fopen(proc, "r");
+    assert_non_null(in);
+    got = fread(cmdline, 1, sizeof(cmdline) - 1, in);
+    fclose(in);
+    for (size_t i = 0; i < got; i++) {
+        cmdline[i] = cmdline[i] == '\0' ? ' ' : cmdline[i];
+    }
+    cmdline[got] = '\0';
+    assert_non_null(strstr(cmdline, "--token-file"));
+    assert_null(strstr(cmdline, "file-token-0123456789"));
+
+    assert_int_equal(http_request("POST", url, evil, INIT_BODY, NULL), 421);
+    assert_int_equal(http_request("POST", url, no_auth, INIT_BODY, NULL), 421);
+    assert_int_equal(raw_status(port, "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n"
+                                      "Authorization: Bearer file-token-0123456789\r\n"
+                                      "Content-Length: 2\r\nConnection: close\r\n\r\n{}"),
+                     421); /* no Host at all */
+    assert_int_equal(http_request("POST", url, box, INIT_BODY, NULL), 200);
+    assert_int_equal(http_request("POST", url, named, INIT_BODY, NULL), 200);
+    assert_int_equal(http_request("POST", url, NULL, INIT_BODY, NULL), 401);
+    weft_test_kill_group(pid, 5000);
+    snprintf(loose_log, sizeof(loose_log), "%s/http-host.log", fx.dir);
+    assert_true(weft_test_file_contains(loose_log, "Host attacker.example:8765 refused (421)"));
+
+    /* A token file others may read is refused before anything starts. */
+    assert_int_equal(chmod(token_path, 0644), 0);
+    snprintf(loose_log, sizeof(loose_log), "%s/loose.log", fx.dir);
+    assert_int_equal(weft_test_run(loose_argv, env, fx.dir, loose_log, 15000), 2);
+    assert_true(weft_test_file_contains(loose_log, "chmod 600"));
+}
+
+/* Close, within @p ms, those of @p fds the server closed (EOF or reset; their fd becomes -1,
+ * which poll skips), until @p want are. @return how many are closed in all. */
+static size_t
+reap_closed(struct pollfd *fds, size_t n, long ms, size_t want)
+{
+    long deadline = weft_test_now_ms() + ms;
+    size_t closed = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        closed += fds[i].fd < 0;
+    }
+    while (closed < want && weft_test_now_ms() < deadline) {
+        assert_true(poll(fds, n, 100) >= 0);
+        for (size_t i = 0; i < n; i++) {
+            char c = 0;
+            if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+                read(fds[i].fd, &c, 1) <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                closed++;
+            }
+        }
+    }
+    return closed;
+}
+
+/* 64 connections that never finish their headers (a slowloris from one address) took every
+ * place of the server for 120 s. Now one address holds at most 32 (the others are closed at
+ * once, long before the 5 s timeout) and a silent connection is cut within seconds: a client
+ * from another address is answered at once, the half-open connections are closed, and then a
+ * client from their address is answered too. */
+static void
+test_http_half_open_connections_do_not_lock_out(void **state)
+{
+    enum { HALF_OPEN = 64 };
+    static const char partial[] = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ";
+    const char *extra[] = {"--workflows", fx.wf_dir, NULL};
+    const char *env[] = {fx.home_env, "WEFT_MCP_TOKEN*", NULL};
+    struct pollfd fds[HALF_OPEN];
+    struct sockaddr_in sa;
+    char url[128];
+    unsigned port = 0;
+    size_t closed = 0;
+    long t0 = 0;
+    long status = 0;
+    pid_t pid = 0;
+
+    (void)state;
+    pid = start_http(extra, env, NULL, url, sizeof(url), &port);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (size_t i = 0; i < HALF_OPEN; i++) {
+        ssize_t sent = 0;
+
+        fds[i].fd = socket(AF_INET, SOCK_STREAM, 0);
+        fds[i].events = POLLIN;
+        assert_true(fds[i].fd >= 0);
+        assert_int_equal(connect(fds[i].fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        /* A connection the server closed at once (over its per-address limit) may refuse the
+         * bytes: that is no failure, and MSG_NOSIGNAL keeps SIGPIPE away. */
+        sent = send(fds[i].fd, partial, sizeof(partial) - 1, MSG_NOSIGNAL);
+        assert_true(sent == (ssize_t)(sizeof(partial) - 1) || errno == EPIPE ||
+                    errno == ECONNRESET);
+    }
+
+    /* Past the per-address limit (32) the server closes connections as it accepts them: well
+     * within 3 s, where the idle timeout is 5 s. */
+    closed = reap_closed(fds, HALF_OPEN, 3000, HALF_OPEN - 32);
+    if (closed < HALF_OPEN - 32) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("only %zu of %d connections from one address were refused at once", closed,
+                 (int)HALF_OPEN);
+    }
+
+    /* Another address (all of 127/8 is this machine) is answered at once. */
+    t0 = weft_test_now_ms();
+    status = http_request_from("127.0.0.2", 10000, "POST", url, NULL, INIT_BODY, NULL);
+    if (status != 200 || weft_test_now_ms() - t0 > 5000) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("a new client waited %ld ms for HTTP %ld behind %d half-open connections",
+                 weft_test_now_ms() - t0, status, (int)HALF_OPEN);
+    }
+
+    /* The rest, silent, are closed by the server's timeout (5 s) within 20 s. */
+    closed = reap_closed(fds, HALF_OPEN, 20000, HALF_OPEN);
+    for (size_t i = 0; i < HALF_OPEN; i++) {
+        if (fds[i].fd >= 0) {
+            close(fds[i].fd);
+        }
+    }
+    if (closed < HALF_OPEN) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("%zu of %d half-open connections still open after 20 s", HALF_OPEN - closed,
+                 (int)HALF_OPEN);
+    }
+    /* Their own address is served again. */
+    assert_int_equal(http_request_from("127.0.0.1", 10000, "POST", url, NULL, INIT_BODY, NULL),
+                     200);
+    weft_test_kill_group(pid, 5000);
+}
+
 /* @modelcontextprotocol/inspector's CLI mode (pinned in tests/mcp/package.json) lists the
  * tools of `weft mcp serve` over stdio: another implementation of the protocol agrees. */
 static void
@@ -798,6 +1072,8 @@ main(void)
         cmocka_unit_test(test_stdio_start_run_refuses_escapes),
         cmocka_unit_test(test_handle_jsonrpc_errors),
         cmocka_unit_test(test_http_session_origin_token),
+        cmocka_unit_test(test_http_host_rule_and_token_file),
+        cmocka_unit_test(test_http_half_open_connections_do_not_lock_out),
         cmocka_unit_test(test_stdio_stdout_only_protocol_and_eof_ends),
         cmocka_unit_test(test_inspector_cli_lists_tools),
         cmocka_unit_test(test_stdio_start_run_then_listed),
