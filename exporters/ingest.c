@@ -8,7 +8,14 @@
  * to the store exporter's export_batch, the very code path the tracing pipeline uses, in one
  * call and so one transaction. The store exporter is single-threaded (export.h), so the write
  * holds a mutex; decoding does not. Nothing is queued: a request is answered once its spans are
- * committed, so memory is bounded by the server's threads times the caps.
+ * committed, so memory is bounded by the requests admitted at once (WEFT__INGEST_MAX_ACTIVE,
+ * enforced by the server) times the caps, and the decoded cap counts decoded bytes (the
+ * decoders' arena and jansson trees), not wire bytes.
+ *
+ * Span limits: as the OTel SDK's (128 attributes, events and links per span, 128 attributes
+ * per event and link, or OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT and the like at start), applied as
+ * spans are decoded, the excess dropped and counted in each span's dropped_*_count and in
+ * weft_ingest_limited_total. A NUL byte in a span or event name becomes U+FFFD (counted).
  *
  * Counting: atomics, read by weft__ingest_observe() at each scrape. Logging: one WARN per kind
  * of refusal for the life of the process, then DEBUG, so a misconfigured client cannot flood
@@ -53,6 +60,9 @@ struct weft__ingest {
     struct weft_exporter *store;
     pthread_mutex_t store_lock;
     size_t max_body;
+    struct weft__otlp_limits limits;    /* from the environment, at new */
+    atomic_uint_fast64_t limited;       /* attributes, events, links dropped by the limits */
+    atomic_uint_fast64_t names_escaped; /* names whose NUL bytes became U+FFFD */
     atomic_uint_fast64_t spans_accepted;
     atomic_uint_fast64_t spans_rejected;
     atomic_uint_fast64_t requests[6]; /* by status_slot() */
@@ -87,6 +97,9 @@ weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **
         return WEFT_ENOMEM;
     }
     ing->max_body = opts->max_body != 0 ? opts->max_body : WEFT__INGEST_DEFAULT_MAX_BODY;
+    weft__otlp_limits_from_env(&ing->limits);
+    /* Before the server's threads run: jansson's hooks are set once, while no one uses it. */
+    weft__otlp_decode_global_init();
     err = weft_store_exporter_new(opts->db_path, &ing->store);
     if (err != WEFT_OK) {
         weft__free(ing);
@@ -416,6 +429,7 @@ ingest_body(struct weft__ingest *ing,
     weft_err err = WEFT_OK;
 
     weft__otlp_batch_init(&batch, cap);
+    batch.limits = ing->limits;
     err = enc == ENC_PROTO ? weft__otlp_decode_proto(data, len, &batch, why, sizeof(why))
                            : weft__otlp_decode_json(data, len, &batch, why, sizeof(why));
     if (err == WEFT_OK) {
@@ -426,6 +440,8 @@ ingest_body(struct weft__ingest *ing,
         } else {
             atomic_fetch_add(&ing->spans_accepted, batch.count);
             atomic_fetch_add(&ing->spans_rejected, batch.rejected);
+            atomic_fetch_add(&ing->limited, batch.dropped_by_limits);
+            atomic_fetch_add(&ing->names_escaped, batch.names_escaped);
             if (batch.rejected > 0) {
                 log_reason(ing, REASON_REJECTED_SPANS, batch.reject_reason);
             }
@@ -490,8 +506,9 @@ route_handler(void *user_data,
 struct weft__http_route
 weft__ingest_route(struct weft__ingest *ing)
 {
-    struct weft__http_route route = {WEFT__INGEST_PATH, weft__ingest_max_body(ing), route_handler,
-                                     ing, false};
+    struct weft__http_route route = {
+        WEFT__INGEST_PATH,      weft__ingest_max_body(ing), route_handler, ing, false,
+        WEFT__INGEST_MAX_ACTIVE};
 
     return route;
 }
@@ -516,6 +533,8 @@ weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *ou
     out->requests_413 = atomic_load(&m->requests[3]);
     out->requests_415 = atomic_load(&m->requests[4]);
     out->requests_503 = atomic_load(&m->requests[5]);
+    out->limited = atomic_load(&m->limited);
+    out->names_escaped = atomic_load(&m->names_escaped);
     weft__store_checkpointer_stats(weft__store_checkpointer(m->store), &out->checkpoints,
                                    &out->inline_checkpoints);
 }
@@ -527,6 +546,8 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
     struct weft_instrument *spans = NULL;
     struct weft_instrument *requests = NULL;
     struct weft_instrument *checkpoints = NULL;
+    struct weft_instrument *limited = NULL;
+    struct weft_instrument *escaped = NULL;
     uint64_t counts[6];
     struct weft_attr attr;
     char status[8];
@@ -551,9 +572,25 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
                                     " (inline)",
                                     NULL, 0, &checkpoints);
     }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.limited", "{item}",
+                                    "Attributes, events and links of stored spans dropped by the"
+                                    " span limits (OTEL_SPAN_*_COUNT_LIMIT, 128 each by default);"
+                                    " each span's dropped_*_count says how many of its own",
+                                    NULL, 0, &limited);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.names_escaped",
+                                    "{name}",
+                                    "Span and event names stored with their NUL bytes replaced"
+                                    " by U+FFFD",
+                                    NULL, 0, &escaped);
+    }
     if (err != WEFT_OK) {
         return err;
     }
+    (void)weft_counter_add(limited, (double)st.limited, NULL, 0);
+    (void)weft_counter_add(escaped, (double)st.names_escaped, NULL, 0);
     attr = weft_attr_str("mode", "background");
     (void)weft_counter_add(checkpoints, (double)st.checkpoints, &attr, 1);
     attr = weft_attr_str("mode", "inline");

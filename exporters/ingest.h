@@ -23,8 +23,15 @@
 
 #define WEFT__INGEST_PATH             "/v1/traces"
 #define WEFT__INGEST_DEFAULT_MAX_BODY ((size_t)16 << 20)
-/* The decoded form of a request may take this many times the body cap. */
+/* The decoded form of a request may take this many times the body cap: the decoder's arena
+ * and, for JSON (and protobuf kvlist values), the jansson trees it builds, counted as they are
+ * allocated. Past it the request gets 413. */
 #define WEFT__INGEST_DECODED_FACTOR 8
+/* Requests to /v1/traces served at once, from their headers to their answer; the next get 503
+ * with Retry-After (OTLP senders retry). Each takes at most its body, the inflated body and the
+ * decoded budget above: with the 16 MiB default, memory stays under about 2 x 300 MiB
+ * whatever the senders do (docs/serve.md). */
+#define WEFT__INGEST_MAX_ACTIVE 2
 
 struct weft__ingest;
 
@@ -75,6 +82,8 @@ struct weft__ingest_stats {
     uint64_t requests_413;
     uint64_t requests_415;
     uint64_t requests_503;
+    uint64_t limited;            /* attributes, events and links dropped by the span limits */
+    uint64_t names_escaped;      /* span and event names whose NUL bytes became U+FFFD */
     uint64_t checkpoints;        /* the store's WAL checkpoints on their own thread */
     uint64_t inline_checkpoints; /* the WAL past its backstop: a request waited for one */
 };
@@ -83,10 +92,12 @@ struct weft__ingest_stats {
 void weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *out);
 
 /* Add the counters to @p meter as weft.ingest.spans{outcome=accepted|rejected},
- * weft.ingest.requests{status=...} and weft.ingest.store_checkpoints{mode=background|inline}
- * (Prometheus: weft_ingest_spans_total, weft_ingest_requests_total,
- * weft_ingest_store_checkpoints_total). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
- * Ownership: borrows both for the call. */
+ * weft.ingest.requests{status=...}, weft.ingest.store_checkpoints{mode=background|inline},
+ * weft.ingest.limited and weft.ingest.names_escaped (Prometheus: weft_ingest_spans_total,
+ * weft_ingest_requests_total, weft_ingest_store_checkpoints_total, weft_ingest_limited_total,
+ * weft_ingest_names_escaped_total). Requests refused at once because WEFT__INGEST_MAX_ACTIVE
+ * were in are the server's (weft_http_requests_refused_total{route="/v1/traces"}). @return WEFT_OK,
+ * WEFT_EINVAL, WEFT_ENOMEM. Ownership: borrows both for the call. */
 weft_err weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter);
 
 #endif /* WEFT_EXPORTERS_INGEST_H */

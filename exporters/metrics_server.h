@@ -81,7 +81,21 @@ struct weft__http_route {
     weft__http_handler_fn handler;
     void *user_data;
     bool is_prefix; /* every path that starts with @p path (the first such route wins) */
+    /* At most this many requests of the route at once, from their headers to their answer
+     * (0: no limit). One more is answered 503 with Retry-After without its handler: its body
+     * is read and dropped (a client that waits for 100 Continue is answered at once), and it
+     * is counted (weft_http_requests_refused_total{route,reason="busy"}). So a heavy route
+     * (ingest, big API reads) cannot take the memory of the others. */
+    unsigned max_active;
 };
+
+/* How long a client told "busy" should wait before it retries (the Retry-After header). */
+#define WEFT__HTTP_RETRY_AFTER_S 1
+
+/* /metrics shows the server's own counter after what the source renders, when it has extra
+ * routes: weft_http_requests_refused_total{route, reason} with reason "busy" (503 at
+ * admission), "timeout" (closed after the idle timeout before an answer) or "client_closed"
+ * (the client went away before an answer). */
 
 /* A server with extra routes and headers on every response (`weft serve`). */
 struct weft__http_server_options {

@@ -24,8 +24,11 @@
 #include "base/mem.h"
 #include "base/utf8.h"
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WT_VARINT 0u
@@ -46,24 +49,193 @@ weft__otlp_batch_init(struct weft__otlp_batch *batch, size_t max_bytes)
     memset(batch, 0, sizeof(*batch));
     weft__arena_init(&batch->arena);
     batch->max_bytes = max_bytes;
+    batch->limits.attrs = UINT32_MAX;
+    batch->limits.events = UINT32_MAX;
+    batch->limits.links = UINT32_MAX;
+    batch->limits.event_attrs = UINT32_MAX;
+    batch->limits.link_attrs = UINT32_MAX;
 }
 
 void
 weft__otlp_batch_cleanup(struct weft__otlp_batch *batch)
 {
     size_t max = batch->max_bytes;
+    struct weft__otlp_limits limits = batch->limits;
 
     weft__arena_cleanup(&batch->arena);
     weft__free(batch->spans);
     weft__otlp_batch_init(batch, max);
+    batch->limits = limits;
 }
 
 static bool
 over_cap(const struct weft__otlp_batch *batch, size_t more)
 {
-    size_t used = batch->arena.bytes + batch->cap * sizeof(*batch->spans);
+    size_t used = batch->arena.bytes + batch->cap * sizeof(*batch->spans) + batch->json_bytes;
 
     return used > batch->max_bytes || more > batch->max_bytes - used;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The jansson trees' budget                                                                   */
+
+/* The decoded size is what a request costs, not its wire size: 16 KiB of gzip inflate to
+ * 16 MiB of "{}," whose jansson tree took 1.3 GB. So jansson's allocations on a decoding
+ * thread count against the batch's cap, through hooks that call malloc and free (other
+ * threads and other users of jansson see no difference: no budget is set on their thread). */
+static _Thread_local struct weft__otlp_batch *json_budget;
+
+/* What malloc keeps beside each block (glibc: a size word, 16-byte alignment). */
+#define MALLOC_OVERHEAD 16
+
+static void *
+counted_malloc(size_t size)
+{
+    struct weft__otlp_batch *b = json_budget;
+
+    if (b != NULL) {
+        if (over_cap(b, size + MALLOC_OVERHEAD)) {
+            b->is_json_over = true;
+            return NULL;
+        }
+        b->json_bytes += size + MALLOC_OVERHEAD;
+    }
+    return malloc(size);
+}
+
+static void
+counted_free(void *p)
+{
+    free(p);
+}
+
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static void
+install_hooks(void)
+{
+    json_set_alloc_funcs(counted_malloc, counted_free);
+}
+
+void
+weft__otlp_decode_global_init(void)
+{
+    pthread_once(&hooks_once, install_hooks);
+}
+
+size_t
+weft__otlp_batch_json_begin(struct weft__otlp_batch *batch)
+{
+    weft__otlp_decode_global_init();
+    json_budget = batch;
+    return batch->json_bytes;
+}
+
+void
+weft__otlp_batch_json_end(struct weft__otlp_batch *batch, size_t mark)
+{
+    json_budget = NULL;
+    batch->json_bytes = mark;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Span limits and names                                                                       */
+
+static uint32_t
+env_limit(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    unsigned long n = 0;
+
+    if ((v == NULL || v[0] == '\0') && fallback != NULL) {
+        v = getenv(fallback);
+    }
+    if (v == NULL || v[0] < '0' || v[0] > '9') {
+        return WEFT__OTLP_DEFAULT_LIMIT;
+    }
+    errno = 0;
+    n = strtoul(v, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return WEFT__OTLP_DEFAULT_LIMIT;
+    }
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n; /* 0 keeps none, as in the SDK */
+}
+
+void
+weft__otlp_limits_from_env(struct weft__otlp_limits *out)
+{
+    out->attrs = env_limit("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT");
+    out->events = env_limit("OTEL_SPAN_EVENT_COUNT_LIMIT", NULL);
+    out->links = env_limit("OTEL_SPAN_LINK_COUNT_LIMIT", NULL);
+    out->event_attrs = env_limit("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT");
+    out->link_attrs = env_limit("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT");
+}
+
+/* Keep the first @p limit of @p *count items, adding the rest to @p *dropped. */
+static void
+clip(struct weft__otlp_batch *batch, size_t *count, uint32_t *dropped, uint32_t limit)
+{
+    size_t excess = 0;
+
+    if (*count <= limit) {
+        return;
+    }
+    excess = *count - limit;
+    *count = limit;
+    *dropped = excess > UINT32_MAX - *dropped ? UINT32_MAX : *dropped + (uint32_t)excess;
+    batch->dropped_by_limits += excess;
+}
+
+/* The span limits on @p span, whose arrays live in the batch's arena (hence writable). */
+static void
+apply_limits(struct weft__otlp_batch *batch, struct weft_span_data *span)
+{
+    const struct weft__otlp_limits *l = &batch->limits;
+
+    clip(batch, &span->attr_count, &span->dropped_attrs, l->attrs);
+    clip(batch, &span->event_count, &span->dropped_events, l->events);
+    clip(batch, &span->link_count, &span->dropped_links, l->links);
+    for (size_t i = 0; i < span->event_count; i++) {
+        struct weft_event_data *ev = (struct weft_event_data *)&span->events[i];
+        clip(batch, &ev->attr_count, &ev->dropped_attrs, l->event_attrs);
+    }
+    for (size_t i = 0; i < span->link_count; i++) {
+        struct weft_link_data *ln = (struct weft_link_data *)&span->links[i];
+        clip(batch, &ln->attr_count, &ln->dropped_attrs, l->link_attrs);
+    }
+}
+
+char *
+weft__otlp_batch_name(struct weft__otlp_batch *batch, const char *s, size_t len, weft_err *err)
+{
+    size_t nuls = len > 0 ? (size_t)(memchr(s, '\0', len) != NULL) : 0;
+    char *copy = NULL;
+    size_t j = 0;
+
+    if (nuls == 0) {
+        return weft__otlp_batch_str(batch, s, len, err);
+    }
+    nuls = 0;
+    for (size_t i = 0; i < len; i++) {
+        nuls += s[i] == '\0';
+    }
+    /* Each NUL (1 byte) becomes U+FFFD (3 bytes). */
+    copy = weft__otlp_batch_alloc(batch, len + 2 * nuls + 1, err);
+    if (copy == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\0') {
+            memcpy(copy + j, "\xef\xbf\xbd", 3);
+            j += 3;
+        } else {
+            copy[j++] = s[i];
+        }
+    }
+    copy[j] = '\0';
+    batch->names_escaped++;
+    return copy;
 }
 
 void *
@@ -138,6 +310,7 @@ weft__otlp_batch_add(struct weft__otlp_batch *batch,
         reject(batch, "a span's parent span id is neither empty nor 8 bytes");
         return WEFT_OK;
     }
+    apply_limits(batch, span);
     if (batch->count == batch->cap) {
         size_t cap = batch->cap == 0 ? 64 : batch->cap * 2;
         const struct weft_span_data **grown = NULL;
@@ -409,6 +582,21 @@ read_str(struct dec *d, struct rd *r, uint32_t wt, const char **out, size_t *len
     return true;
 }
 
+/* A span's or an event's name: NUL bytes escaped (weft__otlp_batch_name). */
+static bool
+read_name(struct dec *d, struct rd *r, uint32_t wt, const char **out)
+{
+    struct rd sub;
+    char *s = NULL;
+
+    if (!read_sub(d, r, wt, &sub)) {
+        return false;
+    }
+    s = weft__otlp_batch_name(d->b, (const char *)sub.p, sub.len, &d->err);
+    *out = s != NULL ? s : *out;
+    return s != NULL;
+}
+
 /* Count the fields numbered fields[0..nf) of @p m into counts[] (a pass over the tags only). */
 static bool
 count_fields(struct dec *d, struct rd m, const uint32_t *fields, size_t *counts, size_t nf)
@@ -605,6 +793,23 @@ any_member(struct dec *d, struct rd m, uint32_t *member)
 static bool decode_any(struct dec *d, struct rd m, struct weft_value *out, bool *is_set);
 
 /* An ArrayValue of one scalar type becomes a weft array; anything else becomes JSON text. */
+/* A kvlist, or an array of mixed or nested values, as a string of JSON. Its jansson tree is
+ * counted against the batch's cap while it lives (16 MiB of empty kvlist entries would
+ * otherwise build a tree of gigabytes). */
+static bool
+value_as_json(struct dec *d, struct rd m, bool is_kvlist, struct weft_value *out)
+{
+    size_t mark = weft__otlp_batch_json_begin(d->b);
+    json_t *j = list_json(d, m, is_kvlist, 1);
+    bool ok = j != NULL && (d->err = weft__otlp_batch_json_value(d->b, j, out)) == WEFT_OK;
+
+    weft__otlp_batch_json_end(d->b, mark);
+    if (!ok && d->b->is_json_over) {
+        d->err = WEFT_ELIMIT;
+    }
+    return ok;
+}
+
 static bool
 decode_array(struct dec *d, struct rd m, struct weft_value *out)
 {
@@ -638,9 +843,7 @@ decode_array(struct dec *d, struct rd m, struct weft_value *out)
         return false;
     }
     if (!is_uniform) {
-        json_t *j = list_json(d, m, false, 1);
-
-        return j != NULL && (d->err = weft__otlp_batch_json_value(d->b, j, out)) == WEFT_OK;
+        return value_as_json(d, m, false, out);
     }
     if (n == 0) {
         common = 1; /* an empty array: no element says its type */
@@ -713,11 +916,7 @@ decode_any(struct dec *d, struct rd m, struct weft_value *out, bool *is_set)
             ok = read_sub(d, &m, wt, &sub) && decode_array(d, sub, out);
             break;
         case 6:
-            if (read_sub(d, &m, wt, &sub)) {
-                json_t *j = list_json(d, sub, true, 1);
-
-                ok = j != NULL && (d->err = weft__otlp_batch_json_value(d->b, j, out)) == WEFT_OK;
-            }
+            ok = read_sub(d, &m, wt, &sub) && value_as_json(d, sub, true, out);
             break;
         case 7:
             if (read_sub(d, &m, wt, &sub)) {
@@ -866,7 +1065,7 @@ decode_event(struct dec *d, struct rd m, struct weft_event_data *ev)
         if (f == 1) {
             ok = read_fixed(d, &m, wt, &ev->time_ns);
         } else if (f == 2) {
-            ok = read_str(d, &m, wt, &ev->name, NULL);
+            ok = read_name(d, &m, wt, &ev->name);
         } else if (f == 4) {
             ok = read_varint(d, &m, wt, &v);
             ev->dropped_attrs += (uint32_t)v;
@@ -1022,7 +1221,7 @@ span_field(
     case 4:
         return read_id(d, m, wt, span->parent_span_id, WEFT_SPAN_ID_SIZE, &ids[2]);
     case 5:
-        return read_str(d, m, wt, &span->name, NULL);
+        return read_name(d, m, wt, &span->name);
     case 6:
         if (!read_varint(d, m, wt, &v)) {
             return false;

@@ -30,10 +30,29 @@
 /* Nesting allowed inside one attribute value (arrays and kvlists within one another). */
 #define WEFT__OTLP_MAX_VALUE_DEPTH 32
 
+/* Per-span limits applied as spans are added (the OTel SDK's span limits, which a sender may
+ * not have applied): the first N are kept, the rest dropped and added to the owner's
+ * dropped_*_count, which the store keeps. 0 keeps none; UINT32_MAX (after init) all. */
+struct weft__otlp_limits {
+    uint32_t attrs;       /* OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT */
+    uint32_t events;      /* OTEL_SPAN_EVENT_COUNT_LIMIT */
+    uint32_t links;       /* OTEL_SPAN_LINK_COUNT_LIMIT */
+    uint32_t event_attrs; /* OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT */
+    uint32_t link_attrs;  /* OTEL_LINK_ATTRIBUTE_COUNT_LIMIT */
+};
+
+/* The OTel SDK's default for each limit. */
+#define WEFT__OTLP_DEFAULT_LIMIT 128
+
 /* The spans of one decoded request. */
 struct weft__otlp_batch {
     struct weft__arena arena;
-    size_t max_bytes;                    /* cap on the arena plus the span array */
+    size_t max_bytes;  /* cap on the arena, the span array and the live jansson trees */
+    size_t json_bytes; /* jansson allocations counted (weft__otlp_batch_json_begin) */
+    bool is_json_over; /* a jansson allocation was refused for the cap */
+    struct weft__otlp_limits limits;     /* none after init; ingest sets them */
+    uint64_t dropped_by_limits;          /* attributes, events and links the limits dropped */
+    uint64_t names_escaped;              /* span and event names whose NUL bytes became U+FFFD */
     const struct weft_span_data **spans; /* accepted spans, in request order */
     size_t count;
     size_t cap;
@@ -43,6 +62,31 @@ struct weft__otlp_batch {
 
 /* Prepare an empty batch whose decoded form may take at most @p max_bytes. */
 void weft__otlp_batch_init(struct weft__otlp_batch *batch, size_t max_bytes);
+
+/* Install jansson's allocation hooks that count a decode's trees against its batch (they call
+ * malloc and free, so nothing else changes). Idempotent; call it before other threads use
+ * jansson (ingest does at weft__ingest_new); the decoders call it too. */
+void weft__otlp_decode_global_init(void);
+
+/* Count this thread's jansson allocations against @p batch's max_bytes from now until
+ * weft__otlp_batch_json_end(@p batch, the returned mark); an allocation past the cap fails
+ * (jansson then fails as out of memory) and sets is_json_over. The count is of bytes
+ * allocated (frees are not subtracted), plus a malloc header each. */
+size_t weft__otlp_batch_json_begin(struct weft__otlp_batch *batch);
+/* Stop counting; the trees built since the mark are freed by now: their bytes are given back. */
+void weft__otlp_batch_json_end(struct weft__otlp_batch *batch, size_t mark);
+
+/* Read the limits from the environment as the OTel SDK does (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT,
+ * else OTEL_ATTRIBUTE_COUNT_LIMIT; OTEL_SPAN_EVENT_COUNT_LIMIT; OTEL_SPAN_LINK_COUNT_LIMIT;
+ * OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT and OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, else
+ * OTEL_ATTRIBUTE_COUNT_LIMIT), WEFT__OTLP_DEFAULT_LIMIT each when unset or not a number. */
+void weft__otlp_limits_from_env(struct weft__otlp_limits *out);
+
+/* A NUL-terminated copy of a name of @p len bytes in the batch, each NUL byte in it replaced
+ * by U+FFFD (a C string would end at the first: "a\0b" read as "a") and counted in
+ * names_escaped. NULL as weft__otlp_batch_alloc(). */
+char *
+weft__otlp_batch_name(struct weft__otlp_batch *batch, const char *s, size_t len, weft_err *err);
 
 /* Free everything a decoder put in @p batch and empty it (it can be reused). */
 void weft__otlp_batch_cleanup(struct weft__otlp_batch *batch);

@@ -10,8 +10,10 @@
  * is not valid hex only rejects its span, as in the protobuf decoder.
  *
  * Strings may hold "\u0000" (JSON_ALLOW_NUL: OTLP string values are any UTF-8); a key holding
- * one is dropped like an empty key. jansson builds the whole tree first; its size is bounded by the
- * body cap (the caller decompresses into a capped buffer), at several times the body's size.
+ * one is dropped like an empty key; in a span's or an event's name it becomes U+FFFD. jansson
+ * builds the whole tree first: its allocations count against the batch's cap as they are made
+ * (weft__otlp_batch_json_begin), since a tree takes 10 to 100 times its text (an empty
+ * attribute "{}," is 3 bytes and a few hundred in jansson), so the cap is of decoded bytes.
  * Invariants: d->err is sticky, as in otlp_decode.c.
  */
 #include "otlp_decode.h"
@@ -233,6 +235,20 @@ json_str(struct jdec *d, const json_t *v, const char *what, const char **out)
         return fail(d, what);
     }
     *out = weft__otlp_batch_str(d->b, json_string_value(v), json_string_length(v), &d->err);
+    return *out != NULL;
+}
+
+/* A span's or an event's name: NUL bytes ("\u0000") escaped (weft__otlp_batch_name). */
+static bool
+json_name(struct jdec *d, const json_t *v, const char *what, const char **out)
+{
+    if (v == NULL) {
+        return true;
+    }
+    if (!json_is_string(v)) {
+        return fail(d, what);
+    }
+    *out = weft__otlp_batch_name(d->b, json_string_value(v), json_string_length(v), &d->err);
     return *out != NULL;
 }
 
@@ -536,7 +552,7 @@ decode_event(struct jdec *d, const json_t *j, struct weft_event_data *ev)
     ev->name = "";
     if (!want_object(d, j, "an event is not an object") ||
         !json_u64(d, member(j, "timeUnixNano", "time_unix_nano"), "timeUnixNano", &ev->time_ns) ||
-        !json_str(d, member(j, "name", NULL), "event name", &ev->name) ||
+        !json_name(d, member(j, "name", NULL), "event name", &ev->name) ||
         !decode_attrs(d, member(j, "attributes", NULL), &ev->attrs, &ev->attr_count,
                       &ev->dropped_attrs) ||
         !json_u32(d, member(j, "droppedAttributesCount", "dropped_attributes_count"),
@@ -651,7 +667,7 @@ span_scalars(struct jdec *d, const json_t *j, struct weft_span_data *span, int i
     ids[2] = json_id(member(j, "parentSpanId", "parent_span_id"), span->parent_span_id,
                      WEFT_SPAN_ID_SIZE);
     if (!json_str(d, member(j, "traceState", "trace_state"), "traceState", &span->trace_state) ||
-        !json_str(d, member(j, "name", NULL), "name is not a string", &span->name) ||
+        !json_name(d, member(j, "name", NULL), "name is not a string", &span->name) ||
         !json_enum(d, member(j, "kind", NULL), kinds, 6, &kind) ||
         !json_u64(d, member(j, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano",
                   &span->start_time_ns) ||
@@ -791,6 +807,7 @@ weft__otlp_decode_json(
     json_error_t jerr;
     json_t *root = NULL;
     const json_t *rs = NULL;
+    size_t mark = 0;
 
     if (batch == NULL || (data == NULL && len > 0)) {
         return WEFT_EINVAL;
@@ -798,9 +815,20 @@ weft__otlp_decode_json(
     if (why != NULL && why_len > 0) {
         why[0] = '\0';
     }
+    /* The tree is counted against the batch's cap as jansson builds it (and the trees of
+     * kvlist values after it): past the cap, the parse fails as out of memory, and is 413. */
+    mark = weft__otlp_batch_json_begin(batch);
     root =
         json_loadb(data != NULL ? data : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (root == NULL && batch->is_json_over) {
+        weft__otlp_batch_json_end(batch, mark);
+        if (why != NULL && why_len > 0) {
+            snprintf(why, why_len, "the decoded request would exceed %zu bytes", batch->max_bytes);
+        }
+        return WEFT_ELIMIT;
+    }
     if (root == NULL) {
+        weft__otlp_batch_json_end(batch, mark);
         if (why != NULL && why_len > 0) {
             snprintf(why, why_len, "malformed JSON at line %d, column %d: %s", jerr.line,
                      jerr.column, jerr.text);
@@ -818,6 +846,10 @@ weft__otlp_decode_json(
         }
     }
     json_decref(root);
+    weft__otlp_batch_json_end(batch, mark);
+    if (d.err != WEFT_OK && batch->is_json_over) {
+        d.err = WEFT_ELIMIT;
+    }
     if (d.err == WEFT_ELIMIT && why != NULL && why_len > 0) {
         snprintf(why, why_len, "the decoded request would exceed %zu bytes", batch->max_bytes);
     }
