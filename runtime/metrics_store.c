@@ -53,6 +53,9 @@
 #define QUEUE_FRESH_NS  (60ull * 1000000000ull)
 #define SELF_NAME_MATCH "(name LIKE 'weft.spans.%' OR name LIKE 'weft.exporter.%')"
 
+/* Workflows whose stuck-loop and breaker series show at 0 (weft__rt_metrics_zero_known). */
+#define FOLD_ZERO_WORKFLOWS 100
+
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS run_metrics ("
     " run_id TEXT NOT NULL, attempt INTEGER NOT NULL, name TEXT NOT NULL, kind INTEGER NOT NULL,"
@@ -765,6 +768,13 @@ fold_metrics(struct fold *f, const char *workflow)
     m = weft__rt_metrics_new(f->meter, workflow);
     if (m != NULL) {
         f->by_workflow[f->count++] = m;
+        /* Runs come newest first: the workflows run most recently show their stuck-loop and
+         * breaker series at 0 (their first event is then an increase). Only so many: the
+         * zeros take at most 900 of the 2,000 series the stuck-loop instrument keeps, and
+         * real detections keep the rest; the alert rules count a new series anyway. */
+        if (f->count <= FOLD_ZERO_WORKFLOWS) {
+            weft__rt_metrics_zero_known(m);
+        }
     }
     return m;
 }

@@ -586,7 +586,9 @@ test_dashboards_stuck_loop_alert_fires_on_a_real_scrape(void **state)
                 labels[0] = exact;
                 before = serve_proc_sum(world.before, "weft_stuck_loops_total", labels, &n);
             }
-            if (strstr(sample, "workflow=\"stuck-handoff\"") != NULL) {
+            /* The kinds that did not fire are there too, at 0 (weft serve exports every kind of
+             * a workflow it has seen): they stay out of the input. */
+            if (strstr(sample, "workflow=\"stuck-handoff\"") != NULL && after > 0) {
                 assert_true(after > before);
                 fprintf(fp, "      - series: '%s'\n        values: '%g %g %g %g %g %g'\n", sample,
                         before, before, before, after, after, after);
