@@ -319,6 +319,30 @@ put_output(const char *text)
     weft_secrets_text_free(scrubbed);
 }
 
+/* The reason, one line of at most 200 columns per line of it, the later ones indented, at
+ * most 16 lines: a server that did not start explains itself on several (its stderr). */
+static void
+print_reason(const char *reason)
+{
+    char line[1024];
+    size_t n = 0;
+
+    for (int i = 0; i < 16 && (i == 0 || *reason != '\0'); i++) {
+        n = strcspn(reason, "\n");
+        snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1),
+                 reason);
+        if (i > 0) {
+            printf("\n           ");
+        }
+        cli_put_clean(stdout, line, 200);
+        reason += n;
+        reason += *reason == '\n' ? 1 : 0;
+    }
+    if (*reason != '\0') {
+        printf("\n           ... (weft run show has it all)");
+    }
+}
+
 static void
 print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
@@ -332,7 +356,7 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     }
     printf(")\n");
     printf("  reason:  ");
-    cli_put_clean(stdout, r->reason != NULL ? r->reason : "", 200);
+    print_reason(r->reason != NULL ? r->reason : "");
     printf("\n  session: %s\n", r->session_id);
     if (r->route != NULL) {
         printf("  route:   %s\n", r->route);
@@ -540,7 +564,8 @@ finish_telemetry(const char *cmd, struct weft_provider *provider)
 static void
 print_json(const struct weft_run_result *r,
            const struct weft_trace_stats *ts,
-           struct weft_provider *provider)
+           struct weft_provider *provider,
+           json_t *tool_errors)
 {
     json_t *o = json_object();
     json_t *steps = json_array();
@@ -593,6 +618,7 @@ print_json(const struct weft_run_result *r,
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "decisions", decisions);
     json_object_set_new(o, "verdicts", verdicts);
+    json_object_set_new(o, "tool_errors", tool_errors != NULL ? tool_errors : json_array());
     json_object_set_new(o, "spans",
                         json_pack("{s:I, s:I, s:I}", "recorded", (json_int_t)ts->spans_ended,
                                   "dropped", (json_int_t)ts->spans_dropped, "failed",
@@ -643,6 +669,7 @@ struct collab {
     size_t handoffs_len;
     char agents[2048];
     size_t agents_len;
+    json_t *tool_errors_json; /* [{agent, kind, count}], or NULL when not wanted */
 };
 
 static const char *
@@ -673,15 +700,26 @@ collect_collab(const struct weft_instrument_view *in, const struct weft_series_v
         c->agents_len += (size_t)snprintf(
             c->agents + c->agents_len, sizeof(c->agents) - c->agents_len, " %s:%s=%.0f",
             attr_of(s, "gen_ai.agent.name"), attr_of(s, "outcome"), s->value);
+    } else if (strcmp(in->name, "weft.tool.errors") == 0 && s->value > 0) {
+        /* The same counter weft serve's /metrics shows (weft_tool_errors_total). */
+        if (c->tool_errors_json != NULL) {
+            json_array_append_new(c->tool_errors_json, json_pack("{s:s, s:s, s:I}", "agent",
+                                                                 attr_of(s, "gen_ai.agent.name"),
+                                                                 "kind", attr_of(s, "error.type"),
+                                                                 "count", (json_int_t)s->value));
+        }
     }
     return true;
 }
 
-/* The collaboration summary: the hand-off matrix and agent outcomes from the run's meter. */
+/* The collaboration summary: the hand-off matrix and agent outcomes from the run's meter, and
+ * the failed tool calls of @p tool_errors (run_tool_errors()). */
 static void
-print_collaboration(struct weft_meter *meter)
+print_collaboration(struct weft_meter *meter, const json_t *tool_errors)
 {
     struct collab c;
+    size_t i = 0;
+    const json_t *row = NULL;
 
     memset(&c, 0, sizeof(c));
     if (weft_meter_collect(meter, collect_collab, &c) != WEFT_OK) {
@@ -689,6 +727,39 @@ print_collaboration(struct weft_meter *meter)
     }
     printf("  handoffs:%s\n", c.handoffs_len > 0 ? c.handoffs : " none");
     printf("  agents:  %s\n", c.agents_len > 0 ? c.agents + 1 : "none");
+    printf("  tool errors:");
+    json_array_foreach(tool_errors, i, row)
+    {
+        printf(" %s:%s=%lld", json_string_value(json_object_get(row, "agent")),
+               json_string_value(json_object_get(row, "kind")),
+               (long long)json_integer_value(json_object_get(row, "count")));
+    }
+    printf("%s\n", json_array_size(tool_errors) > 0 ? "" : " none");
+}
+
+/* Failed tool calls by agent and kind ([{agent, kind, count}], new): from the run's stored
+ * steps, as `weft run show`, --json of it and the explorer count them, so that a run whose
+ * steps ran on `weft worker` processes (--executor amqp) shows the calls made there too; from
+ * the run's meter (the counter /metrics shows) when the run cannot be read back. */
+static json_t *
+run_tool_errors(const char *state, const char *run_id, struct weft_meter *meter)
+{
+    struct weft_run_details *d = NULL;
+    struct collab c;
+
+    if (run_id != NULL && weft_run_load(state, run_id, &d) == WEFT_OK) {
+        json_t *list = weft__doc_tool_errors(d);
+        weft_run_details_free(d);
+        if (list != NULL) {
+            return list;
+        }
+    }
+    memset(&c, 0, sizeof(c));
+    c.tool_errors_json = json_array();
+    if (c.tool_errors_json != NULL && weft_meter_collect(meter, collect_collab, &c) != WEFT_OK) {
+        json_array_clear(c.tool_errors_json);
+    }
+    return c.tool_errors_json;
 }
 
 /* The local store always, plus what OTEL_TRACES_EXPORTER names. The store comes first: the
@@ -952,6 +1023,7 @@ report_run(const char *cmd,
     struct weft_trace_stats stats;
     bool is_telemetry_lost = false;
     int status = CLI_EXIT_OK;
+    json_t *tool_errors = NULL;
 
     finish_telemetry(cmd, t->provider);
     weft_provider_get_stats(t->provider, &stats);
@@ -970,17 +1042,20 @@ report_run(const char *cmd,
         return err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
                                                                                  : CLI_EXIT_FAIL;
     }
+    tool_errors = run_tool_errors(fl->state, result->run_id, t->meter);
     if (fl->is_json) {
-        print_json(result, &stats, t->provider);
+        print_json(result, &stats, t->provider, tool_errors);
+        tool_errors = NULL; /* taken */
     } else {
         print_summary(result, &stats);
         print_exporters(t->provider);
-        print_collaboration(t->meter);
+        print_collaboration(t->meter, tool_errors);
         if (!fl->is_no_trace && result->trace_id[0] != '\0') {
             print_trace(result->trace_id, fl->is_color);
         }
         cli_print_replay(stdout, result->replay);
     }
+    json_decref(tool_errors);
     if (result->replay != NULL) {
         /* A replay's verdict is the comparison: an identical replay of a failed run is 0. */
         return result->replay->is_identical ? CLI_EXIT_OK : CLI_EXIT_DIVERGED;

@@ -395,6 +395,29 @@ is_not_run(const struct weft_run_details *d, size_t i)
            strcmp(run, "running") != 0 && strcmp(run, "interrupted") != 0;
 }
 
+/* Failed tool calls by agent and kind, as --json's "tool_errors" and `weft run` say them. */
+static void
+print_tool_errors(const struct weft_run_details *d)
+{
+    json_t *list = weft__doc_tool_errors(d);
+    size_t i = 0;
+    json_t *row = NULL;
+
+    if (json_array_size(list) > 0) {
+        printf("  tool errors:");
+        json_array_foreach(list, i, row)
+        {
+            printf(" ");
+            cli_put_clean(stdout, json_string_value(json_object_get(row, "agent")), 64);
+            printf(":");
+            cli_put_clean(stdout, json_string_value(json_object_get(row, "kind")), 32);
+            printf("=%lld", (long long)json_integer_value(json_object_get(row, "count")));
+        }
+        printf("\n");
+    }
+    json_decref(list);
+}
+
 /* The run's line: ids, status, times, reward, and why it ended. */
 static void
 print_run_header(const struct weft_run_details *d)
@@ -418,6 +441,7 @@ print_run_header(const struct weft_run_details *d)
         printf("  reason: ");
         put_block(stdout, d->info.reason, 0);
     }
+    print_tool_errors(d);
 }
 
 /* The plan as a table; counts what the sections below it will show. */

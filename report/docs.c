@@ -255,6 +255,52 @@ step_json(const struct weft_run_details *d, size_t i)
 }
 
 json_t *
+weft__doc_tool_errors(const struct weft_run_details *d)
+{
+    json_t *list = json_array();
+
+    /* Each step's error keeps {"tool_errors": {kind: n}} (runtime/agent.c); the run's are
+     * their sum by agent and kind, in the order first seen. */
+    for (size_t i = 0; list != NULL && d->step_extras != NULL && i < d->step_count; i++) {
+        json_t *error =
+            d->step_extras[i].error != NULL ? json_loads(d->step_extras[i].error, 0, NULL) : NULL;
+        json_t *counts = json_object_get(error, "tool_errors");
+        const char *kind = NULL;
+        json_t *n = NULL;
+
+        json_object_foreach(counts, kind, n)
+        {
+            const char *agent = d->steps[i].agent != NULL ? d->steps[i].agent : "";
+            json_t *row = NULL;
+            size_t k = 0;
+            json_t *each = NULL;
+
+            if (!json_is_integer(n)) {
+                continue;
+            }
+            json_array_foreach(list, k, each)
+            {
+                if (strcmp(json_string_value(json_object_get(each, "agent")), agent) == 0 &&
+                    strcmp(json_string_value(json_object_get(each, "kind")), kind) == 0) {
+                    row = each;
+                    break;
+                }
+            }
+            if (row == NULL) {
+                json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "agent", agent, "kind",
+                                                      kind, "count", json_integer_value(n)));
+            } else {
+                json_object_set_new(row, "count",
+                                    json_integer(json_integer_value(json_object_get(row, "count")) +
+                                                 json_integer_value(n)));
+            }
+        }
+        json_decref(error);
+    }
+    return list;
+}
+
+json_t *
 weft__doc_run_details(const struct weft_run_details *d)
 {
     json_t *doc = json_object();
@@ -287,6 +333,7 @@ weft__doc_run_details(const struct weft_run_details *d)
     }
     json_object_set_new(doc, "steps", steps);
     json_object_set_new(doc, "corrections", corrections);
+    json_object_set_new(doc, "tool_errors", weft__doc_tool_errors(d));
     return doc;
 }
 

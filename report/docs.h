@@ -29,6 +29,10 @@ json_t *weft__doc_run_info(const struct weft_run_info *info);
 /* The whole `weft run show --json` document. */
 json_t *weft__doc_run_details(const struct weft_run_details *d);
 
+/* The run's failed tool calls by agent and kind ("tool_errors" of `weft run show --json`):
+ * [{"agent", "kind", "count"}], summed from the steps' stored error objects. */
+json_t *weft__doc_tool_errors(const struct weft_run_details *d);
+
 /* The whole `weft trace list --json` document. */
 json_t *weft__doc_traces(const char *db_path, const struct weft_trace_summary *list, size_t count);
 

@@ -174,13 +174,91 @@ queue_request(
 
 /* What one tool call came to, as run_tool_call()'s phases fill it in: the outcome name for
  * weft.tool.outcome ("ok", "unknown_tool", "invalid_arguments", "error"), the error message,
- * the text for the tool message (owned, may stay NULL) and the tool's own outcome (owned). */
+ * the text for the tool message (owned, may stay NULL) and the tool's own outcome (owned).
+ * is_infra: the call failed for a reason of the server's (down, timeout, protocol, oversized),
+ * not the tool's: after its retries it fails the step instead of going back to the model. */
 struct call_result {
     const char *outcome_name;
     char err[256];
     char *text;
     struct tool_outcome outcome;
+    bool is_infra;
 };
+
+/* A tool call that failed the step (an infrastructure failure): its kind and the sentence. */
+struct tool_failure {
+    const char *kind; /* NULL: none */
+    char why[400];
+};
+
+/* Whether an MCP call's error type is the server's fault rather than the tool's answer. The
+ * client's types: "server_down" (exited, not running, could not restart), "timeout" (no
+ * answer within timeout_s), "protocol" (broke JSON-RPC), "oversized" (a message over the
+ * transport's 8 MiB cap). A tool's isError ("tool_error") and JSON-RPC errors (bad params)
+ * are answers the model can act on. */
+static bool
+is_infra_type(const char *type)
+{
+    return strcmp(type, "server_down") == 0 || strcmp(type, "timeout") == 0 ||
+           strcmp(type, "protocol") == 0 || strcmp(type, "oversized") == 0;
+}
+
+/* The fixed error kind of a failed call (weft.tool.errors' error.type, the step's error type
+ * for infrastructure failures, the summaries' counts): a bounded set. */
+static const char *
+error_kind(const struct call_result *r, bool is_mcp)
+{
+    const char *type = r->outcome.error_type;
+
+    /* Static strings only: the kind outlives @p r (it becomes the step's error type). */
+    static const char *const same[] = {"server_down", "timeout", "oversized", "tool_error"};
+
+    if (strcmp(r->outcome_name, "unknown_tool") == 0) {
+        return "unknown_tool";
+    }
+    if (strcmp(r->outcome_name, "invalid_arguments") == 0) {
+        return "invalid_arguments";
+    }
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        if (strcmp(type, same[i]) == 0) {
+            return same[i];
+        }
+    }
+    if (strcmp(type, "protocol") == 0) {
+        return "protocol_error";
+    }
+    if (strncmp(type, "jsonrpc_", 8) == 0) {
+        return "jsonrpc_error";
+    }
+    /* A native tool that ran and failed (exit code, its own timeout, refused path) is the
+     * tool's own error, as an MCP tool's isError is. */
+    return is_mcp ? "error" : "tool_error";
+}
+
+/* Count one failed call of @p kind on step @p index: the step's error object keeps
+ * {"tool_errors": {kind: n}} (stored with the step; `weft run show` and the explorer add
+ * them up), whether the step then completes or fails. */
+static void
+count_step_tool_error(struct run *run, size_t index, const char *kind)
+{
+    struct plan_step *step = &run->ps.plan.steps[index];
+    json_t *counts = NULL;
+
+    if (step->error == NULL) {
+        step->error = json_object();
+    }
+    counts = json_object_get(step->error, "tool_errors");
+    if (step->error != NULL && !json_is_object(counts)) {
+        counts = json_object();
+        if (json_object_set_new(step->error, "tool_errors", counts) != 0) {
+            counts = NULL;
+        }
+    }
+    if (counts != NULL) {
+        json_int_t n = json_integer_value(json_object_get(counts, kind));
+        (void)json_object_set_new(counts, kind, json_integer(n + 1));
+    }
+}
 
 /* The `execute_tool` span of @p call under @p agent_span, with the call's attributes. */
 static struct weft_span *
@@ -309,8 +387,7 @@ mcp_outcome(const struct call_result *r)
     if (strncmp(type, "jsonrpc_", 8) == 0) {
         return "jsonrpc_error";
     }
-    if (strcmp(type, "tool_error") == 0 || strcmp(type, "timeout") == 0 ||
-        strcmp(type, "server_down") == 0 || strcmp(type, "protocol") == 0) {
+    if (strcmp(type, "tool_error") == 0 || is_infra_type(type)) {
         return type;
     }
     return "error";
@@ -378,17 +455,44 @@ call_mcp(struct run *run,
         snprintf(r->err, sizeof(r->err), "MCP server %s is not running",
                  run->cfg.wf->mcp[server].cfg.name);
         snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "server_down");
+        r->is_infra = true;
     } else {
-        uint32_t left = weft__rt_remaining_ms(run, deadline);
-        struct mcp_call c = {client, mcp_name, args, &ctx,
-                             deadline != 0 ? (left > 0 ? left : 1) : 0};
+        unsigned retries = run->cfg.wf->mcp[server].retries;
         snprintf(activity, sizeof(activity), "mcp tool %.60s", name);
-        weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
         weft_span_context_of(span, &ctx);
-        /* Kept with the run; a replay answers it from there and calls no server (replay.h). */
-        (void)weft__rt_tool_call(run, name, "mcp", args, mcp_run, &c, &r->outcome);
-        weft__rt_watchdog_progress(run);
-        weft__rt_watchdog_poll(run, span);
+        /* A server failure (down, timeout, protocol, oversized) is tried again up to the
+         * server's "retries" (the client restarts a server that is down, with backoff), while
+         * the step has time left; what still fails then fails the step (agent.c act()). */
+        for (unsigned k = 0;; k++) {
+            uint32_t left = weft__rt_remaining_ms(run, deadline);
+            struct mcp_call c = {client, mcp_name, args, &ctx,
+                                 deadline != 0 ? (left > 0 ? left : 1) : 0};
+            weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
+            /* Kept with the run; a replay answers it from there and calls no server. */
+            (void)weft__rt_tool_call(run, name, "mcp", args, mcp_run, &c, &r->outcome);
+            weft__rt_watchdog_progress(run);
+            weft__rt_watchdog_poll(run, span);
+            if (!r->outcome.is_error || !is_infra_type(r->outcome.error_type) || k >= retries ||
+                weft__rt_aborted(run) ||
+                (deadline != 0 && weft__rt_remaining_ms(run, deadline) == 0)) {
+                break;
+            }
+            {
+                struct weft_attr ev[3] = {
+                    weft_attr_str(WEFT__ERROR_TYPE, r->outcome.error_type),
+                    weft_attr_int("weft.tool.attempt", (int64_t)k + 1),
+                    weft_attr_str("weft.tool.error", r->outcome.output != NULL
+                                                         ? r->outcome.output
+                                                         : r->outcome.error_type)};
+                weft_span_add_event(span, "weft.tool.retry", ev, 3, 0);
+            }
+            r->outcome_name = "error";
+            weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name,
+                                 mcp_outcome(r), r->outcome.is_truncated);
+            weft__tool_outcome_cleanup(&r->outcome);
+            memset(&r->outcome, 0, sizeof(r->outcome));
+            r->outcome.exit_code = -1;
+        }
         r->outcome_name = r->outcome.is_error ? "error" : "ok";
         r->text = r->outcome.output;
         r->outcome.output = NULL;
@@ -396,7 +500,12 @@ call_mcp(struct run *run,
             if (r->outcome.error_type[0] == '\0') {
                 snprintf(r->outcome.error_type, sizeof(r->outcome.error_type), "tool_error");
             }
-            snprintf(r->err, sizeof(r->err), "%.47s", r->outcome.error_type);
+            r->is_infra = is_infra_type(r->outcome.error_type);
+            if (r->is_infra && r->text != NULL) {
+                snprintf(r->err, sizeof(r->err), "%.47s: %.200s", r->outcome.error_type, r->text);
+            } else {
+                snprintf(r->err, sizeof(r->err), "%.47s", r->outcome.error_type);
+            }
         }
         if (r->outcome.is_truncated) {
             weft_span_set_bool(span, "weft.tool.truncated", true);
@@ -438,13 +547,15 @@ tool_call_finish(struct run *run,
     weft_span_end(span, 0);
 }
 
-/* Run one tool call; returns the text for the tool message (new). */
+/* Run one tool call; returns the text for the tool message (new). A failure of the server's
+ * (after its retries) is put in @p fail: it ends the attempt (act()). */
 static char *
 run_tool_call(struct run *run,
               size_t step,
               struct weft_span *agent_span,
               const struct llm_tool_call *call,
-              uint64_t deadline)
+              uint64_t deadline,
+              struct tool_failure *fail)
 {
     const struct weft_workflow *wf = run->cfg.wf;
     const struct wf_agent *agent = weft__rt_agent(run, run->ps.plan.steps[step].agent);
@@ -461,12 +572,26 @@ run_tool_call(struct run *run,
     r.outcome_name = "ok";
     args = json_loads(call->arguments != NULL ? call->arguments : "", JSON_DECODE_ANY, NULL);
     bool is_request = strcmp(call->name, "request_agent") == 0 && agent->can_request_count > 0;
+    bool is_down = false; /* the tool is not offered because a server is not running */
     bool is_mcp = !is_request && (idx == WF_NONE || !agent_has_tool(agent, idx)) &&
                   run->cfg.mcp != NULL &&
                   weft__mcp_hub_find(run->cfg.mcp, agent, call->name, &mcp_server, &mcp_schema);
     if (is_mcp) {
         idx = WF_NONE;
         call_mcp(run, step, span, mcp_server, call->name, args, mcp_schema, deadline, &r);
+    } else if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx)) &&
+               run->cfg.mcp != NULL &&
+               weft__mcp_hub_down(run->cfg.mcp, agent, &mcp_server, r.err, sizeof(r.err))) {
+        /* No running server offers the tool, and one of the agent's servers is not running:
+         * the tool is most likely that server's. Say what happened (server_down), not
+         * unknown_tool, which would send the model looking for another name. */
+        is_down = true;
+        r.outcome_name = "error";
+        r.is_infra = true;
+        snprintf(r.outcome.error_type, sizeof(r.outcome.error_type), "server_down");
+        weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "extension");
+        weft_span_set_str(span, "weft.mcp.server", wf->mcp[mcp_server].cfg.name);
+        weft__rt_metrics_mcp(run->tel.metrics, wf->mcp[mcp_server].cfg.name, "server_down", false);
     } else if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
         r.outcome_name = "unknown_tool";
         snprintf(r.err, sizeof(r.err), "unknown tool '%.64s' for agent %.64s", call->name,
@@ -493,6 +618,16 @@ run_tool_call(struct run *run,
     }
     tool_call_finish(run, span, call, is_request, &r);
     run->tel.result->tool_calls++;
+    if (strcmp(r.outcome_name, "ok") != 0) {
+        const char *kind = error_kind(&r, is_mcp || is_down);
+        weft__rt_metrics_tool_error(run->tel.metrics, agent->name, kind);
+        count_step_tool_error(run, step, kind);
+        if (r.is_infra && fail->kind == NULL) {
+            fail->kind = kind;
+            snprintf(fail->why, sizeof(fail->why), "tool %.64s failed (%s): %.300s", call->name,
+                     kind, r.err);
+        }
+    }
     /* Every call counts, as in the run's tool_calls (refused ones as failures); a name the
      * workflow does not know is not a label value, so series stay bounded. */
     json_decref(mcp_schema);
@@ -535,6 +670,7 @@ act(struct run *run,
     json_t *tools = tools_json(run, agent);
     char *output = NULL;
     unsigned round = 0;
+    struct tool_failure fail = {NULL, ""};
 
     for (round = 0; round < agent->max_tool_rounds; round++) {
         struct llm_response resp;
@@ -573,16 +709,24 @@ act(struct run *run,
             break;
         }
         json_array_append_new(msgs, assistant_tool_message(&resp));
-        for (size_t i = 0; i < resp.tool_call_count; i++) {
-            char *text = run_tool_call(run, step, span, &resp.tool_calls[i], deadline);
+        for (size_t i = 0; i < resp.tool_call_count && fail.kind == NULL; i++) {
+            char *text = run_tool_call(run, step, span, &resp.tool_calls[i], deadline, &fail);
             json_array_append_new(msgs, json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id",
                                                   resp.tool_calls[i].id, "content",
                                                   text != NULL ? text : ""));
             weft__free(text);
         }
         weft__llm_response_cleanup(&resp);
+        if (fail.kind != NULL) {
+            /* A server failure the retries did not cure: the step fails like any other
+             * failed step (correction mode, budgets, the run's status and exit code), and
+             * the agent's success rate does not count it as a success. */
+            snprintf(why, why_len, "%s", fail.why);
+            *error_type = fail.kind;
+            break;
+        }
     }
-    if (output == NULL && round == agent->max_tool_rounds) {
+    if (output == NULL && fail.kind == NULL && round == agent->max_tool_rounds) {
         snprintf(why, why_len, "max_tool_rounds (%u) reached without a final answer",
                  agent->max_tool_rounds);
         *error_type = "max_tool_rounds";
@@ -921,8 +1065,16 @@ attempt_finish(struct run *run,
     step->feedback = weft__strdup(a->why);
     weft__free(step->error_type);
     step->error_type = weft__strdup(a->error_type);
-    json_decref(step->error);
-    step->error = json_pack("{s:s, s:s}", "error_type", a->error_type, "message", a->why);
+    {
+        /* The counts of failed tool calls stay beside the error (count_step_tool_error). */
+        json_t *counts = json_object_get(step->error, "tool_errors");
+        json_t *error = json_pack("{s:s, s:s}", "error_type", a->error_type, "message", a->why);
+        if (error != NULL && counts != NULL) {
+            (void)json_object_set(error, "tool_errors", counts);
+        }
+        json_decref(step->error);
+        step->error = error;
+    }
     step->status = STEP_FAILED;
     weft__rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE, span);
     return true;

@@ -943,9 +943,15 @@ supervisor_messages(struct run *run, const char *user, struct rt_prompt *held)
         const struct wf_agent *agent = weft__rt_agent(run, i);
         char *about = NULL;
         if (agent->is_mcp && run->cfg.mcp != NULL) {
+            bool is_ready = false;
             weft__rt_unlock(run); /* as agent.c tools_json(): the client may wait on its reader */
-            about = weft__mcp_hub_describe(run->cfg.mcp, agent);
+            /* An optional server that is not running: its agent is not offered. */
+            is_ready = weft__mcp_hub_agent_ready(run->cfg.mcp, agent);
+            about = is_ready ? weft__mcp_hub_describe(run->cfg.mcp, agent) : NULL;
             weft__rt_lock(run);
+            if (!is_ready) {
+                continue;
+            }
         }
         const char *text = about != NULL ? about : agent->description;
         weft__buf_printf(&sys, "\n- %s", agent->name);
@@ -1647,6 +1653,13 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
     } else if (weft__rt_aborted(run)) {
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
+    } else if (run->store.state != NULL &&
+               strcmp(weft__state_backend_name(run->store.state), "postgresql") == 0 &&
+               weft__state_check(run->store.state, reason, reason_len) != WEFT_OK) {
+        /* The database stayed away longer than the reconnect wait (docs/durability.md): no
+         * further step runs, since its result could not be kept; aborted is resumable, and
+         * `weft resume` re-runs only what was not stored. */
+        *status = WEFT_RUN_ABORTED;
     } else if (run->cfg.deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
         /* Less than a millisecond left counts as spent: no call could use it. */
         *status = WEFT_RUN_TIMED_OUT;
@@ -1945,6 +1958,16 @@ execute(struct run *run)
 
     memset(&br, 0, sizeof(br));
     r->status = WEFT_RUN_COMPLETED;
+    if (run->cfg.mcp != NULL) {
+        char mcp_down[WEFT__MCP_HUB_ERROR_MAX] = "";
+        if (weft__mcp_hub_required_down(run->cfg.mcp, mcp_down, sizeof(mcp_down))) {
+            /* A server the workflow needs did not start: no step could do its work, and the
+             * steps that could would only hide it (docs/mcp.md, "Faults"). */
+            r->status = WEFT_RUN_FAILED;
+            r->reason = weft__strdup(mcp_down);
+            return;
+        }
+    }
     if (wf->flow != NULL && run->store.fork != NULL) {
         weft__rt_fork_apply(run); /* spans and counts; the flow takes the results itself */
     }
@@ -2795,7 +2818,8 @@ open_memory(struct run *run, char *err, size_t err_len)
     if (location == NULL) {
         return WEFT_ENOMEM;
     }
-    e = weft__state_open(location, &run->store.memory, err, err_len);
+    /* Waiting: a short database outage must not fail the task (docs/durability.md). */
+    e = weft__state_open_waiting(location, &run->store.memory, err, err_len);
     weft__free(location);
     return e;
 }

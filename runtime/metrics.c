@@ -39,6 +39,7 @@ struct rt_metrics {
     struct weft_instrument *tool_duration;
     struct weft_instrument *tool_calls;
     struct weft_instrument *mcp_calls;
+    struct weft_instrument *tool_errors;
     struct weft_instrument *skill_lookups;
     struct weft_instrument *skills_saved;
     struct weft_instrument *skill_outcomes;
@@ -153,6 +154,9 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
                          "Tool calls by outcome", NULL, 0, &is_ok);
     m->mcp_calls = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.mcp.calls", "{call}",
                         "MCP tool calls by server and outcome", NULL, 0, &is_ok);
+    m->tool_errors =
+        make(meter, WEFT_INSTRUMENT_COUNTER, "weft.tool.errors", "{error}",
+             "Tool calls that failed, by agent and error.type (a fixed set)", NULL, 0, &is_ok);
     m->skill_lookups = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.skills.lookups", "{lookup}",
                             "Skill memory lookups by outcome (hit, miss)", NULL, 0, &is_ok);
     m->skills_saved =
@@ -197,12 +201,17 @@ weft__rt_metrics_new_tee(struct weft_meter *run_meter,
     struct rt_metrics *m = NULL;
 
     if (run_meter == NULL) {
-        return weft__rt_metrics_new(meter, workflow);
+        m = weft__rt_metrics_new(meter, workflow);
+        weft__rt_metrics_zero_known(m);
+        return m;
     }
     m = weft__rt_metrics_new(run_meter, workflow);
     if (m != NULL && meter != NULL) {
         m->tee = weft__rt_metrics_new(meter, workflow);
     }
+    /* The caller's meter shows the workflow's known series at 0 from the run's start (the run's
+     * own meter need not: its snapshots leave zeros out). */
+    weft__rt_metrics_zero_known(m != NULL ? m->tee : NULL);
     return m;
 }
 
@@ -230,6 +239,33 @@ weft__rt_metrics_free(struct rt_metrics *m)
 }
 
 #define WF(m) weft_attr_str("workflow", (m)->workflow != NULL ? (m)->workflow : "")
+
+/* Every kind the stuck-loop watchdog reports (watchdog.c: its repetition kinds, the stall timer
+ * and the three budget warnings; docs/metrics.md lists them). */
+static const char *const stuck_kinds[] = {"handoff",          "tool",         "route",
+                                          "reflection",       "flow",         "stall",
+                                          "iteration_budget", "token_budget", "cost_budget"};
+
+/* A counter series that appears at 1 between two scrapes has no increase() in Prometheus, so an
+ * alert on the first stuck loop or breaker trip of a workflow would miss it if the series did
+ * not exist before (the alert rules also count a new series, dashboards/weft-alerts.yml; with
+ * these zeros the first event is an ordinary increase wherever the workflow was seen before).
+ * Adding 0 creates a series without counting an event; snapshots skip sums at 0. */
+void
+weft__rt_metrics_zero_known(struct rt_metrics *m)
+{
+    struct weft_attr a[2];
+
+    if (m == NULL || m->workflow == NULL || m->workflow[0] == '\0') {
+        return; /* the families alone (weft_runtime_metrics_register) */
+    }
+    a[0] = WF(m);
+    (void)weft_counter_add(m->breaker, 0, a, 1);
+    for (size_t i = 0; i < sizeof(stuck_kinds) / sizeof(stuck_kinds[0]); i++) {
+        a[1] = weft_attr_str("kind", stuck_kinds[i]);
+        (void)weft_counter_add(m->stuck, 0, a, 2);
+    }
+}
 
 void
 weft__rt_metrics_run_start(struct rt_metrics *m, uint64_t *token)
@@ -377,6 +413,22 @@ weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, d
     a[2] = weft_attr_str("outcome", is_success ? "success" : "failure");
     weft_counter_add(m->tool_calls, 1, a, 3);
     weft_histogram_record(m->tool_duration, seconds, a, 2);
+}
+
+void
+weft__rt_metrics_tool_error(struct rt_metrics *m, const char *agent, const char *kind)
+{
+    struct weft_attr a[3];
+
+    if (m == NULL) {
+        return;
+    }
+    atomic_fetch_add_explicit(&m->events, 1, memory_order_relaxed);
+    weft__rt_metrics_tool_error(m->tee, agent, kind);
+    a[0] = WF(m);
+    a[1] = weft_attr_str(WEFT__GENAI_AGENT_NAME, agent);
+    a[2] = weft_attr_str(WEFT__ERROR_TYPE, kind);
+    weft_counter_add(m->tool_errors, 1, a, 3);
 }
 
 void

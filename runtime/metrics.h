@@ -38,9 +38,18 @@ void weft__rt_metrics_run_end(struct rt_metrics *m,
 void
 weft__rt_metrics_agent(struct rt_metrics *m, const char *agent, bool is_success, double seconds);
 void weft__rt_metrics_handoff(struct rt_metrics *m, const char *from, const char *to);
+/* Create the series of @p m's workflow whose labels are known in advance at 0: stuck loops of
+ * every watchdog kind and breaker trips, so that their first event is an increase in Prometheus.
+ * Nothing for a NULL @p m or an empty workflow. weft__rt_metrics_new_tee() calls it for the
+ * caller's meter; weft serve's fold for the workflows of the most recent runs. */
+void weft__rt_metrics_zero_known(struct rt_metrics *m);
 void weft__rt_metrics_loop(struct rt_metrics *m, weft_loop_kind kind);
 void weft__rt_metrics_verdict(struct rt_metrics *m, const char *agent, const char *verdict);
 void weft__rt_metrics_tool(struct rt_metrics *m, const char *tool, bool is_success, double seconds);
+/* A tool call of @p agent that failed, by @p kind (weft.tool.errors, error.type): one of the
+ * fixed set agent.c names (server_down, timeout, protocol_error, oversized, tool_error,
+ * unknown_tool, invalid_arguments, jsonrpc_error, error), so series stay bounded. */
+void weft__rt_metrics_tool_error(struct rt_metrics *m, const char *agent, const char *kind);
 /* Skill memory (memory.c): a lookup for @p agent that found something or not; a skill kept
  * (new, or an existing one updated or kept); an agent step's outcome with or without injected
  * skills (weft.skills.lookups, .saved, .step_outcomes). */

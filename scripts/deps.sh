@@ -34,7 +34,8 @@ elif [ "${1:-build}" != build ]; then
 fi
 
 # `npm ci` in DIR (as the current user, root or not) when its node_modules is missing or older
-# than the lockfile: dashboards/ui (the explorer's libraries, every build), tests/mcp (the MCP
+# than the lockfile: dashboards/ui (the explorer's libraries, every build),
+# examples/mcp_filesystem (the MCP example's server, every build), tests/mcp (the MCP
 # client's tests start real MCP servers from npm), tests/ui (playwright-core) and tests/ingest
 # (the OpenTelemetry JS SDK the ingest test sends spans with).
 npm_ci() {
@@ -46,6 +47,9 @@ npm_ci() {
 }
 npm_packages() {
     npm_ci dashboards/ui "the explorer's browser libraries"
+    # The README's MCP example starts the filesystem reference server from npm: installed
+    # with the build, so `make run` users can run it as the README says.
+    npm_ci examples/mcp_filesystem "the MCP example's filesystem server"
     if [ "${1:-build}" = test ]; then
         npm_ci tests/mcp "the MCP test servers"
         npm_ci tests/ui "playwright-core for the explorer's browser tests"

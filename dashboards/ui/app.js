@@ -34,7 +34,13 @@
     return e;
   }
   async function api(path) {
-    const r = await fetch(path, { credentials: "same-origin" });
+    let r = await fetch(path, { credentials: "same-origin" });
+    /* The server answers 503 with Retry-After when two reads are already in (docs/serve.md):
+       wait as told and ask again, a few times, before showing an error. */
+    for (let i = 0; i < 5 && r.status === 503 && r.headers.get("Retry-After"); i++) {
+      await new Promise((ok) => setTimeout(ok, 1000 * (Number(r.headers.get("Retry-After")) || 1)));
+      r = await fetch(path, { credentials: "same-origin" });
+    }
     const body = await r.json().catch(() => ({}));
     if (!r.ok) throw new Error((body.error && body.error.message) || r.status + " " + r.statusText);
     return body;
@@ -250,6 +256,11 @@
     const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span."));
     const parts = [el("h1", {}, "Run " + r.run_id), cards];
     if (r.reason) parts.push(el("p", { id: "run-reason" }, r.reason));
+    if ((doc.tool_errors || []).length) {
+      /* Failed tool calls by agent and kind, as `weft run show` and /metrics count them. */
+      parts.push(el("p", { id: "tool-errors" }, el("b", {}, "Tool errors: "),
+        doc.tool_errors.map((e) => e.agent + ": " + e.kind + " ×" + e.count).join(", ")));
+    }
     if (r.origin && r.origin.run_id) {
       parts.push(el("p", { id: "origin" }, (r.origin.kind || "copy") + " of ",
         el("a", { href: "#/run/" + r.origin.run_id }, short(r.origin.run_id)),

@@ -59,6 +59,7 @@
 #define DEFAULT_INIT      30000u
 #define DEFAULT_OUTPUT    (1024u * 1024u)
 #define LOG_EXCERPT_BYTES 160
+#define STDERR_TAIL_BYTES 1024
 
 const char *const weft__mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 const size_t weft__mcp_version_count = sizeof(weft__mcp_versions) / sizeof(weft__mcp_versions[0]);
@@ -83,7 +84,7 @@ struct pending {
     int64_t id;
     uint64_t gen;
     json_t *answer;     /* the response message, owned */
-    char fail_type[24]; /* done without an answer: "server_down", "protocol" */
+    char fail_type[24]; /* done without an answer: "server_down", "protocol", "oversized" */
     char why[320];
     char tool[128]; /* for progress events ("" when not a call) */
 };
@@ -133,6 +134,10 @@ struct weft__mcp_client {
     uint64_t session_start_ns;
     bool is_session_open;
     char last_stderr[200];
+    /* The last lines of stderr (newline-separated, oldest dropped first): a server that dies
+     * while starting explains itself there (node prints the error, then a stack, then its
+     * version), and the start error quotes it. */
+    char stderr_tail[STDERR_TAIL_BYTES];
     bool is_worker_stopping;
     bool is_tools_dirty;
     char *outbox[OUTBOX_MAX];
@@ -800,6 +805,39 @@ sink_message(void *ctx, const char *data, size_t len)
     json_decref(msg);
 }
 
+/* Append line @p line to the newline-separated @p tail, dropping its oldest lines to make
+ * room (a line longer than the whole tail keeps its end). */
+static void
+tail_append(char *tail, size_t cap, const char *line, size_t len)
+{
+    size_t have = strlen(tail);
+    size_t need = len + (have > 0 ? 1 : 0);
+
+    if (len >= cap) {
+        line += len - (cap - 1);
+        len = cap - 1;
+        while (len > 0 && ((unsigned char)*line & 0xC0) == 0x80) {
+            line++; /* not in the middle of a UTF-8 sequence */
+            len--;
+        }
+        memcpy(tail, line, len);
+        tail[len] = '\0';
+        return;
+    }
+    while (have > 0 && have + need >= cap) {
+        const char *nl = strchr(tail, '\n');
+        size_t drop = nl != NULL ? (size_t)(nl - tail) + 1 : have;
+        memmove(tail, tail + drop, have - drop + 1);
+        have -= drop;
+        need = len + (have > 0 ? 1 : 0);
+    }
+    if (have > 0) {
+        tail[have++] = '\n';
+    }
+    memcpy(tail + have, line, len);
+    tail[have + len] = '\0';
+}
+
 static void
 sink_stderr(void *ctx, const char *line, size_t len)
 {
@@ -815,23 +853,24 @@ sink_stderr(void *ctx, const char *line, size_t len)
     if (cn->gen == c->gen) {
         const char *src = scrubbed != NULL ? scrubbed : line;
         size_t n = scrubbed != NULL ? strlen(scrubbed) : len;
-        n = weft__utf8_cut(src, n, sizeof(c->last_stderr) - 1);
-        memcpy(c->last_stderr, src, n);
-        c->last_stderr[n] = '\0';
+        size_t cut = weft__utf8_cut(src, n, sizeof(c->last_stderr) - 1);
+        memcpy(c->last_stderr, src, cut);
+        c->last_stderr[cut] = '\0';
+        tail_append(c->stderr_tail, sizeof(c->stderr_tail), src, n);
     }
     pthread_mutex_unlock(&c->lock);
     weft_secrets_text_free(scrubbed);
 }
 
 static void
-sink_closed(void *ctx, const char *why, bool is_protocol)
+sink_closed(void *ctx, const char *why, const char *fail_type)
 {
     struct conn *cn = ctx;
     struct weft__mcp_client *c = cn->c;
     struct down_note note;
 
     pthread_mutex_lock(&c->lock);
-    mark_down_locked(c, cn->gen, is_protocol ? "protocol" : "server_down", why, &note);
+    mark_down_locked(c, cn->gen, fail_type, why, &note);
     pthread_mutex_unlock(&c->lock);
     tell_down(c, &note);
 }
@@ -1172,7 +1211,9 @@ rpc(struct weft__mcp_client *c,
     } else if (rc != WEFT_OK && rc != WEFT_ETIMEDOUT && !slot->is_done) {
         slot->is_done = true;
         snprintf(slot->fail_type, sizeof(slot->fail_type), "%s",
-                 rc == WEFT_ENOMEM ? "out_of_memory" : "protocol");
+                 rc == WEFT_ENOMEM   ? "out_of_memory"
+                 : rc == WEFT_ELIMIT ? "oversized"
+                                     : "protocol");
         snprintf(slot->why, sizeof(slot->why), "%s", why[0] != '\0' ? why : weft_strerror(rc));
     }
     while (!slot->is_done && weft__monotonic_ns() < deadline) {
@@ -1438,6 +1479,7 @@ start_session(struct weft__mcp_client *c, uint64_t deadline, char *err, size_t e
     c->protocol[0] = '\0';
     c->session_id[0] = '\0';
     c->last_stderr[0] = '\0';
+    c->stderr_tail[0] = '\0';
     c->down_why[0] = '\0';
     c->last_start_ns = weft__monotonic_ns();
     pthread_mutex_unlock(&c->lock);
@@ -1561,6 +1603,15 @@ fail:
         pthread_mutex_unlock(&c->lock);
     }
     conn_stop(c, cn);
+    /* After the reader has stopped: what the server said on stderr before it gave up is the
+     * best explanation of a failed start (a missing module, a bad argument). */
+    pthread_mutex_lock(&c->lock);
+    if (c->stderr_tail[0] != '\0' && err[0] != '\0') {
+        size_t used = strlen(err);
+        /* hub.c splits the message at this mark: keep them the same. */
+        snprintf(err + used, err_len - used, "; its stderr ends:\n%s", c->stderr_tail);
+    }
+    pthread_mutex_unlock(&c->lock);
     return rc;
 }
 
@@ -1873,6 +1924,8 @@ weft__mcp_client_call(struct weft__mcp_client *client,
     char err[320] = "";
     weft_err rc = WEFT_OK;
     bool is_failed = false;
+    uint64_t bad_before = 0;
+    uint64_t bad_after = 0;
 
     if (out != NULL) {
         memset(out, 0, sizeof(*out));
@@ -1884,6 +1937,7 @@ weft__mcp_client_call(struct weft__mcp_client *client,
     deadline = deadline_after(timeout_ms != 0 ? timeout_ms : c->cfg.timeout_ms);
     pthread_mutex_lock(&c->lock);
     c->stats.calls++;
+    bad_before = c->stats.bad_lines;
     pthread_mutex_unlock(&c->lock);
     if (ensure_up(c, deadline, err, sizeof(err)) != WEFT_OK) {
         pthread_mutex_lock(&c->lock);
@@ -1902,6 +1956,20 @@ weft__mcp_client_call(struct weft__mcp_client *client,
     rc = rpc(c, "tools/call", params, tool, parent, deadline, false, &r);
     if (rc != WEFT_OK) {
         return rc;
+    }
+    pthread_mutex_lock(&c->lock);
+    bad_after = c->stats.bad_lines;
+    pthread_mutex_unlock(&c->lock);
+    if (strcmp(r.error_type, "timeout") == 0 && bad_after > bad_before) {
+        /* The server wrote lines that are not JSON-RPC while this call waited, and no answer
+         * came: most likely the answer was among them. A protocol error says so better than
+         * a timeout (with calls in parallel, another call's garbage may be the cause). */
+        snprintf(r.error_type, sizeof(r.error_type), "protocol");
+        snprintf(r.message, sizeof(r.message),
+                 "mcp server '%s' wrote %" PRIu64 " line(s) that are not JSON-RPC and no answer "
+                 "to tools/call %.64s within %u ms",
+                 c->cfg.name, bad_after - bad_before, tool,
+                 (unsigned)(timeout_ms != 0 ? timeout_ms : c->cfg.timeout_ms));
     }
     if (r.error_type[0] != '\0') {
         is_failed = true;

@@ -29,6 +29,9 @@ static const char *const entry_keys[] = {"type",
                                          "description",
                                          "model",
                                          "agent",
+                                         "optional",
+                                         "retries",
+                                         "install",
                                          NULL};
 
 void
@@ -40,6 +43,7 @@ weft__mcp_entry_cleanup(struct weft__mcp_entry *e)
     weft__mcp_server_config_cleanup(&e->cfg);
     weft__free(e->description);
     weft__free(e->model);
+    weft__free(e->install);
     memset(e, 0, sizeof(*e));
 }
 
@@ -316,6 +320,35 @@ weft_keys(const json_t *value,
         return bad(field, field_len, "agent", why, why_len, "expected true or false");
     }
     out->is_agent = v == NULL || json_is_true(v);
+    v = json_object_get(value, "optional");
+    if (v != NULL && !json_is_boolean(v)) {
+        return bad(field, field_len, "optional", why, why_len,
+                   "expected true (the run goes on without the server when it does not start) "
+                   "or false (the default: the run fails before its first step)");
+    }
+    out->is_optional = json_is_true(v);
+    v = json_object_get(value, "retries");
+    out->retries = WEFT__MCP_DEFAULT_RETRIES;
+    if (v != NULL) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > WEFT__MCP_MAX_RETRIES) {
+            return bad(field, field_len, "retries", why, why_len,
+                       "expected an integer from 0 to 5 (calls tried again after a server "
+                       "failure)");
+        }
+        out->retries = (unsigned)json_integer_value(v);
+    }
+    v = json_object_get(value, "install");
+    if (v != NULL) {
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 300) {
+            return bad(field, field_len, "install", why, why_len,
+                       "expected the command that installs the server (1 to 300 characters)");
+        }
+        out->install = weft__strdup(json_string_value(v));
+        if (out->install == NULL) {
+            return bad(field, field_len, "install", why, why_len, "out of memory");
+        }
+    }
     v = json_object_get(value, "description");
     if (v != NULL) {
         out->description = expanded_string(v, "description", field, field_len, why, why_len);
@@ -411,7 +444,8 @@ parse_keys(const char *name,
         if (!is_known) {
             return bad(field, field_len, k, why, why_len,
                        "unknown key (expected type, command, args, env, cwd, url, headers, "
-                       "timeout_s, init_timeout_s, max_output_bytes, description, model, agent)");
+                       "timeout_s, init_timeout_s, max_output_bytes, description, model, agent, "
+                       "optional, retries, install)");
         }
     }
     if (!transport_of(value, &is_stdio, field, field_len, why, why_len)) {

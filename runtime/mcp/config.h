@@ -7,7 +7,10 @@
  * plus "type" ("stdio", "http" or "streamable-http"; implied by command or url), and weft's own
  * keys: "timeout_s", "init_timeout_s", "max_output_bytes", "description" (for the agent, instead
  * of the server's instructions), "model" (the agent's model; the workflow's first by default)
- * and "agent" (false: no mcp_agent_<name>, the server's tools only go to agents that bind them).
+ * "agent" (false: no mcp_agent_<name>, the server's tools only go to agents that bind them),
+ * "optional" (true: a server that does not start does not fail the run), "retries" (0-5, default
+ * 1: a call that failed for a server reason - down, timeout, protocol, oversized - is tried again)
+ * and "install" (the command that installs the server, named when it does not start).
  * "${NAME}" and "${NAME:-default}" anywhere in args, env, cwd, url and header values expand
  * from the environment of the process that starts the server (a worker's own, for distributed
  * runs), so files carry no secrets. The legacy HTTP+SSE transport ("type": "sse") is refused.
@@ -27,7 +30,16 @@ struct weft__mcp_entry {
     char *description; /* NULL: the server's instructions and tool descriptions */
     char *model;       /* NULL: the workflow's default */
     bool is_agent;     /* default true: the server becomes agent mcp_agent_<name> */
+    /* false (default): a server that does not start fails the run before its first step;
+     * true: the run goes on without it, and its agent is not offered to the supervisor. */
+    bool is_optional;
+    unsigned retries; /* a call that fails for a server reason is tried again this often */
+    char *install;    /* NULL: none; else the command that installs the server, named when
+                       * it does not start */
 };
+
+#define WEFT__MCP_DEFAULT_RETRIES 1u
+#define WEFT__MCP_MAX_RETRIES     5u
 
 void weft__mcp_entry_cleanup(struct weft__mcp_entry *e); /* NULL: no-op */
 

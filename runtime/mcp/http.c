@@ -344,7 +344,7 @@ perform(struct xfer *x,
     }
     if (x->is_too_big) {
         snprintf(err, err_len, "answered a message over %u bytes", (unsigned)WEFT__MCP_MAX_MESSAGE);
-        result = WEFT_EPARSE;
+        result = WEFT_ELIMIT; /* the call fails as "oversized" (client.c) */
     } else if (rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_OPERATION_TIMEDOUT) {
         snprintf(err, err_len, "no answer in time");
         result = WEFT_ETIMEDOUT;

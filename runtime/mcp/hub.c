@@ -28,11 +28,13 @@
 #define BACKOFF_MAX_MS 30000u
 #define DESCRIBE_MAX   1500
 #define MODEL_NAME_MAX 64
+/* What the client puts before the end of a server's stderr in a start error (client.c). */
+#define STDERR_MARK "; its stderr ends:\n"
 
 struct hub_server {
     const struct weft__mcp_entry *entry;
     struct weft__mcp_client *client;
-    char error[256]; /* why it is not started ("" when it is) */
+    char error[WEFT__MCP_HUB_ERROR_MAX]; /* why it is not started ("" when it is) */
     bool is_starting;
     uint64_t next_try_ns; /* monotonic */
     unsigned backoff_ms;
@@ -154,7 +156,7 @@ weft__mcp_hub_new(const struct weft_workflow *wf,
         hub->servers[i].entry = &wf->mcp[i];
     }
     for (size_t i = 0; i < hub->count; i++) {
-        char why[256] = "";
+        char why[WEFT__MCP_HUB_ERROR_MAX] = "";
         weft_err e = WEFT_OK;
         if (!is_wanted(&hub->opts, i)) {
             continue;
@@ -211,7 +213,7 @@ refresh(struct weft__mcp_hub *hub, size_t i)
     struct weft__mcp_tool *tools = NULL;
     size_t count = 0;
     uint64_t version = 0;
-    char why[256];
+    char why[WEFT__MCP_HUB_ERROR_MAX];
 
     if (start_server(hub, s, why, sizeof(why)) != WEFT_OK) {
         return false;
@@ -405,4 +407,68 @@ weft__mcp_hub_describe(struct weft__mcp_hub *hub, const struct wf_agent *agent)
         return empty;
     }
     return b.data;
+}
+
+bool
+weft__mcp_hub_required_down(struct weft__mcp_hub *hub, char *why, size_t why_len)
+{
+    bool is_down = false;
+
+    pthread_mutex_lock(&hub->lock);
+    for (size_t i = 0; i < hub->count && !is_down; i++) {
+        const struct hub_server *s = &hub->servers[i];
+        if (s->client != NULL || s->entry->is_optional || !is_wanted(&hub->opts, i)) {
+            continue;
+        }
+        /* The client's sentence first, then the install command, then the end of the
+         * server's stderr (which the client put after STDERR_MARK): a terminal that shows
+         * only the first lines still shows what to do. */
+        const char *tail = strstr(s->error, STDERR_MARK);
+        int head = tail != NULL ? (int)(tail - s->error) : (int)strlen(s->error);
+        is_down = true;
+        snprintf(why, why_len, "MCP server %s did not start: %.*s%s%s%s%s", s->entry->cfg.name,
+                 head, s->error[0] != '\0' ? s->error : "no reason given",
+                 s->entry->install != NULL ? "\nInstall it with: " : "",
+                 s->entry->install != NULL ? s->entry->install : "",
+                 tail != NULL ? "\nIts stderr ends:\n" : "",
+                 tail != NULL ? tail + strlen(STDERR_MARK) : "");
+    }
+    pthread_mutex_unlock(&hub->lock);
+    return is_down;
+}
+
+bool
+weft__mcp_hub_agent_ready(struct weft__mcp_hub *hub, const struct wf_agent *agent)
+{
+    for (size_t k = 0; k < agent->mcp_server_count; k++) {
+        size_t i = agent->mcp_servers[k];
+        if (i < hub->count && !refresh(hub, i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool
+weft__mcp_hub_down(struct weft__mcp_hub *hub,
+                   const struct wf_agent *agent,
+                   size_t *server,
+                   char *why,
+                   size_t why_len)
+{
+    bool is_down = false;
+
+    pthread_mutex_lock(&hub->lock);
+    for (size_t k = 0; k < agent->mcp_server_count && !is_down; k++) {
+        size_t i = agent->mcp_servers[k];
+        if (i < hub->count && hub->servers[i].client == NULL) {
+            is_down = true;
+            *server = i;
+            snprintf(why, why_len, "MCP server %s is not running: %s",
+                     hub->servers[i].entry->cfg.name,
+                     hub->servers[i].error[0] != '\0' ? hub->servers[i].error : "not started");
+        }
+    }
+    pthread_mutex_unlock(&hub->lock);
+    return is_down;
 }

@@ -3,10 +3,13 @@
  * server says they changed), the calls themselves, and the description the supervisor reads
  * for an MCP agent (its server's instructions and tool descriptions).
  *
- * A server that does not start is no reason to fail the run: its agent is described as
- * unavailable, its tools are absent, and a call fails to the agent (which may retry or route
- * elsewhere) while the client keeps trying to start it again with backoff. `weft validate` and
- * `weft mcp list` use weft__mcp_hub_new() with is_strict to report a start failure instead.
+ * The hub itself never fails a run: weft__mcp_hub_new() starts what it can, and the engine asks
+ * weft__mcp_hub_required_down() whether a server the workflow did not mark "optional" failed to
+ * start (the run then fails before its first step, saying why). An optional server that is not
+ * running has no tools, its agent is not offered to the supervisor
+ * (weft__mcp_hub_agent_ready()), and the hub keeps trying to start it again with backoff.
+ * `weft validate` and `weft mcp list` use weft__mcp_hub_new() with is_strict to report a start
+ * failure instead.
  *
  * Thread-safety: every function may be called from any thread, concurrently; free is the
  * exception (no call may overlap it).
@@ -23,6 +26,10 @@
 struct weft_workflow;
 struct wf_agent;
 struct weft__mcp_hub;
+
+/* Room for a start error: the client's sentence, the tail of the server's stderr (1 KiB) and
+ * the install command. */
+#define WEFT__MCP_HUB_ERROR_MAX 1800
 
 /* Called (on a client's reader thread, no lock of the hub's held) for each progress
  * notification of a call in flight. */
@@ -84,5 +91,23 @@ char *weft__mcp_hub_tool_name(struct weft__mcp_hub *hub, size_t server, const ch
  * server's instructions and its tools' one-line descriptions, else why it is unavailable.
  * @return new text (NULL: out of memory). */
 char *weft__mcp_hub_describe(struct weft__mcp_hub *hub, const struct wf_agent *agent);
+
+/* Whether a server that is not optional (and is wanted) failed to start; @p why then names it,
+ * says why (with the end of its stderr) and gives its "install" command when configured.
+ * Call it after weft__mcp_hub_new(). */
+bool weft__mcp_hub_required_down(struct weft__mcp_hub *hub, char *why, size_t why_len);
+
+/* Whether every server @p agent binds is running (a stopped one is tried again when its
+ * backoff allows). The supervisor is not offered an MCP agent that is not ready. */
+bool weft__mcp_hub_agent_ready(struct weft__mcp_hub *hub, const struct wf_agent *agent);
+
+/* Whether one of @p agent's servers is not running: *server is its index and @p why says
+ * why. A tool the model names that no running server offers is then a server failure
+ * (server_down), not an unknown tool. */
+bool weft__mcp_hub_down(struct weft__mcp_hub *hub,
+                        const struct wf_agent *agent,
+                        size_t *server,
+                        char *why,
+                        size_t why_len);
 
 #endif /* WEFT_RUNTIME_MCP_HUB_H */

@@ -136,8 +136,10 @@ weft_err weft__mcp_client_tools(struct weft__mcp_client *client,
 struct weft__mcp_call_result {
     bool is_error;       /* isError from the server, or the call failed (error_type says) */
     char error_type[48]; /* "" (ok), "tool_error" (isError), "timeout", "server_down",
-                          * "protocol", "jsonrpc_<code>", "overloaded" (more than 64
-                          * requests in flight on this client) */
+                          * "protocol" (broke JSON-RPC; also a timeout after lines that
+                          * were not JSON-RPC), "oversized" (a message over
+                          * WEFT__MCP_MAX_MESSAGE, 8 MiB), "jsonrpc_<code>", "overloaded"
+                          * (more than 64 requests in flight on this client) */
     char *text;          /* the content as text for the model (text items joined, other items
                           * as JSON); never NULL after a call that returned WEFT_OK */
     json_t *structured;  /* structuredContent, or NULL */

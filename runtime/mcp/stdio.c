@@ -211,7 +211,7 @@ reader_main(void *arg)
                     char why[96];
                     snprintf(why, sizeof(why), "sent a line over %u bytes",
                              (unsigned)WEFT__MCP_MAX_MESSAGE);
-                    s->sink.on_closed(s->sink.ctx, why, true);
+                    s->sink.on_closed(s->sink.ctx, why, "oversized");
                     is_closed_told = true;
                     is_out_open = false;
                     weft__buf_reset(&out);
@@ -249,7 +249,7 @@ reader_main(void *arg)
             if (try_reap(s, 500, &status)) {
                 describe_status(status, why, sizeof(why));
             }
-            s->sink.on_closed(s->sink.ctx, why, false);
+            s->sink.on_closed(s->sink.ctx, why, "server_down");
             is_closed_told = true;
         }
     }
@@ -259,7 +259,7 @@ reader_main(void *arg)
                                                               : err.len);
     }
     if (!is_closed_told) {
-        s->sink.on_closed(s->sink.ctx, "was stopped", false);
+        s->sink.on_closed(s->sink.ctx, "was stopped", "server_down");
     }
     weft__buf_cleanup(&out);
     weft__buf_cleanup(&err);

@@ -29,8 +29,10 @@ struct weft__mcp_sink {
     /* A line the server wrote on stderr (without its newline; cut at MAX_STDERR_LINE). */
     void (*on_stderr)(void *ctx, const char *line, size_t len);
     /* The connection is gone: @p why is a sentence fragment ("exited with status 1");
-     * @p is_protocol when the server broke the framing (an oversized line). Called once. */
-    void (*on_closed)(void *ctx, const char *why, bool is_protocol);
+     * @p fail_type is what the calls in flight fail with: "server_down", or "oversized" when
+     * the server sent a line over WEFT__MCP_MAX_MESSAGE (the framing is broken, so the
+     * connection ends there). Called once. */
+    void (*on_closed)(void *ctx, const char *why, const char *fail_type);
 };
 
 /* stdio: a child process in its own process group. */
@@ -71,8 +73,8 @@ weft_err weft__mcp_http_new(const struct weft__mcp_server_config *cfg,
  * @p want_id's answer has not arrived (the sink's caller says when it has, see
  * weft__mcp_http_answered). Thread-safe (one curl handle per request).
  * @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO (connection failed or dropped), WEFT_EHTTP
- * (an error status; 404 with a session means the session is gone), WEFT_EPROTO-like errors
- * as WEFT_EPARSE (an oversized or garbled answer). @p err says what happened. */
+ * (an error status; 404 with a session means the session is gone), WEFT_ELIMIT (an answer
+ * over WEFT__MCP_MAX_MESSAGE), WEFT_EPARSE (a garbled answer). @p err says what happened. */
 weft_err weft__mcp_http_post(struct weft__mcp_http *h,
                              const char *msg,
                              size_t len,

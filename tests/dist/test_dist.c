@@ -385,6 +385,45 @@ test_mcp_agent_runs_on_a_worker(void **state)
     weft_test_rm_rf(e.dir);
 }
 
+/* Failed tool calls on a worker are counted where the run's summary, --json and `run show` read
+ * them (the stored steps): notes.md is a directory, so the server answers isError to the write
+ * and the read, and the summary of a run whose steps ran on a worker says so (the run's own
+ * meter, which it once read, never saw them). */
+static void
+test_tool_errors_on_a_worker_reach_the_summary(void **state)
+{
+    struct env e;
+    char path[700], log[700];
+    pid_t w = 0;
+
+    (void)state;
+    env_init(&e, "mcp-errors");
+    e.vars[5] = "WEFT_MCP_MODULES=" WEFT_SOURCE_DIR "/tests/mcp/node_modules";
+    e.vars[6] = NULL;
+    copy_from("mcp_filesystem", e.dir, "workflow.json");
+    copy_from("mcp_filesystem", e.dir, "script.json");
+    snprintf(path, sizeof(path), "%s/sandbox", e.dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/sandbox/notes.md", e.dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    w = start_worker(&e, "w", "2", NULL);
+    {
+        const char *argv[] = {weft_bin, "run", "workflow.json", "--executor", "amqp", "--no-trace",
+                              "-q",     NULL};
+        snprintf(log, sizeof(log), "%s/run.log", e.dir);
+        (void)weft_test_run(argv, e.vars, e.dir, log, 120000);
+    }
+    assert_log(&e, "run.log", "tool errors: mcp_agent_filesystem:tool_error=");
+    {
+        const char *argv[] = {weft_bin, "run", "show", "last", NULL};
+        snprintf(log, sizeof(log), "%s/show.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 60000), 0);
+    }
+    assert_log(&e, "show.log", "mcp_agent_filesystem:tool_error=");
+    stop_worker(w);
+    weft_test_rm_rf(e.dir);
+}
+
 /* Skill memory on a worker: the step that ran there is kept in the shared store, and the
  * second run's step (on the worker again) is shown it. */
 static void
@@ -619,6 +658,7 @@ main(void)
         cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
         cmocka_unit_test(test_wider_than_the_window_runs_every_step),
         cmocka_unit_test(test_mcp_agent_runs_on_a_worker),
+        cmocka_unit_test(test_tool_errors_on_a_worker_reach_the_summary),
         cmocka_unit_test(test_skill_memory_on_a_worker),
         cmocka_unit_test(test_worker_killed_mid_task),
         cmocka_unit_test(test_malformed_messages_rejected),

@@ -140,6 +140,12 @@ test_mcp_config_errors_name_server_and_key(void **state)
                       "mcp_servers.fs.timeout_s", "expected seconds");
     assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"model\": \"nope\"}}",
                       "mcp_servers.fs.model", "unknown model 'nope'");
+    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"optional\": \"yes\"}}",
+                      "mcp_servers.fs.optional", "expected true (the run goes on");
+    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"retries\": 9}}",
+                      "mcp_servers.fs.retries", "expected an integer from 0 to 5");
+    assert_load_error(f, "{\"fs\": {\"command\": \"node\", \"install\": 1}}",
+                      "mcp_servers.fs.install", "expected the command that installs");
     /* An agent binding a server that does not exist. */
     {
         struct weft_diags d = {0};
@@ -499,10 +505,10 @@ test_mcp_list_and_validate(void **state)
     }
 }
 
-/* A server that does not start fails nothing by itself: its agent is there, described as
- * unavailable, and the run goes on; the log names the server. */
+/* An optional server that does not start fails nothing by itself: the run goes on and the log
+ * names the server (one that is not optional fails the run first: test_mcp_faults.c). */
 static void
-test_mcp_server_that_does_not_start_leaves_the_run_going(void **state)
+test_mcp_optional_server_that_does_not_start_leaves_the_run_going(void **state)
 {
     struct fx *f = *state;
     struct weft_diags d = {0};
@@ -515,7 +521,7 @@ test_mcp_server_that_does_not_start_leaves_the_run_going(void **state)
         f->dir, "gone.json",
         "{\"name\": \"gone\", " MODEL ", \"agents\": [{\"name\": \"a\"}], "
         "\"mcp_servers\": {\"gone\": {\"command\": \"/nonexistent/mcp-server\", "
-        "\"init_timeout_s\": 5}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
+        "\"init_timeout_s\": 5, \"optional\": true}}, \"plan\": [{\"id\": \"s1\", \"agent\": "
         "\"mcp_agent_gone\", \"task\": \"try\"}, {\"id\": \"s2\", \"agent\": \"a\", "
         "\"task\": \"go on\", \"depends_on\": [\"s1\"]}]}");
     if (load(f, "gone.json", &d) != WEFT_OK) {
@@ -592,8 +598,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mcp_long_result_is_cut_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mcp_progress_reaches_the_progress_display, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_mcp_server_that_does_not_start_leaves_the_run_going,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_mcp_optional_server_that_does_not_start_leaves_the_run_going, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -403,6 +403,56 @@ test_http_dropped_stream_is_resumed(void **state)
     assert_true(weft_test_file_contains(record, "Last-Event-ID: 1"));
 }
 
+/* An HTTP answer over the 8 MiB message cap: reading stops there and the call fails as
+ * oversized (a server failure: agent.c retries it, then fails the step), not as a garbled
+ * answer. */
+static void
+test_http_oversized_answer_fails_the_call(void **state)
+{
+    struct fx *f = *state;
+    unsigned port = weft_test_free_port();
+    char port_env[32], url[128], log_path[300];
+    const char *argv[] = {"/usr/bin/node", MCP_DIR "/servers/huge_http.mjs", NULL};
+    const char *env[] = {port_env, NULL};
+    struct weft__mcp_server_config cfg;
+    struct weft__mcp_options o = options(f);
+    struct weft__mcp_client *c = NULL;
+    struct weft__mcp_call_result r;
+    char err[512] = "";
+    pid_t pid = 0;
+    weft_err rc = WEFT_OK;
+
+    assert_true(port > 0);
+    snprintf(port_env, sizeof(port_env), "PORT=%u", port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", port);
+    snprintf(log_path, sizeof(log_path), "%s/huge.log", f->dir);
+    pid = weft_test_spawn(argv, env, MCP_DIR, log_path, true);
+    assert_true(pid > 0);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.name = "huge";
+    cfg.url = url;
+    cfg.init_timeout_ms = 2000;
+    for (int i = 0; i < 50; i++) {
+        rc = weft__mcp_client_new(&cfg, &o, &c, err, sizeof(err));
+        if (rc == WEFT_OK) {
+            break;
+        }
+        msleep(200);
+    }
+    if (rc != WEFT_OK) {
+        weft_test_kill_group(pid, 1000);
+        fail_msg("could not start the huge server: %s", err);
+    }
+    rc = weft__mcp_client_call(c, "huge", NULL, &f->parent_ctx, 10000, &r);
+    weft__mcp_client_free(c);
+    weft_test_kill_group(pid, 2000); /* before any assertion: a failed one leaves no server */
+    assert_weft_ok(rc);
+    assert_true(r.is_error);
+    assert_string_equal(r.error_type, "oversized");
+    assert_non_null(strstr(r.text, "over 8388608 bytes"));
+    weft__mcp_call_result_cleanup(&r);
+}
+
 static void
 test_everything_http_session_progress(void **state)
 {
@@ -691,9 +741,9 @@ test_fault_errors_and_list_changed(void **state)
     uint64_t v1 = 0;
     size_t n = 0;
 
-    /* Six tools over three pages. */
+    /* Eight tools over four pages. */
     assert_true(has_tool(c, "change", &v0, &n));
-    assert_int_equal(n, 6);
+    assert_int_equal(n, 8);
     {
         char *instructions = weft__mcp_client_instructions(c);
         assert_string_equal(instructions, "a server that breaks");
@@ -726,7 +776,7 @@ test_fault_errors_and_list_changed(void **state)
     }
     assert_int_equal(count_of(f, &f->tools_changed), 1);
     assert_true(has_tool(c, "added", &v1, &n));
-    assert_int_equal(n, 7);
+    assert_int_equal(n, 9);
     assert_true(v1 > v0);
     weft__mcp_client_free(c);
 }
@@ -811,6 +861,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_everything_http_session_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_dropped_stream_is_resumed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_oversized_answer_fails_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filesystem_write_then_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_crash_mid_call_then_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_hang_times_out_and_cancels, setup, teardown),
