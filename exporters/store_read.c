@@ -1,7 +1,9 @@
 /* exporters/store_read.c - the read API of include/weft/store.h behind `weft trace`, `weft run
  * show` and `weft serve`: open a store read-only, list traces from the summary table, resolve
  * a trace reference, and load one trace's spans in tree order (weft__trace_tree, which the
- * renderer in report/ also uses for spans that did not come from a store).
+ * renderer in report/ also uses for spans that did not come from a store), or one page of them:
+ * a page read orders the trace from compact outline nodes and reads only the page's rows whole,
+ * so `weft serve`'s paged trace view costs memory for the page, not for the trace.
  *
  * Readers never block the exporter: the database runs in WAL mode and is opened read-only,
  * and each batch is one transaction, so a reader sees it whole or not at all. A corrupt JSON
@@ -701,6 +703,21 @@ arrange(struct weft_trace *trace, struct weft_span_data **rows, size_t n)
     return err;
 }
 
+/* A full trace id into lowercase @p hex and @p id; false (with the errmsg set) if malformed. */
+static bool
+parse_trace_id(struct weft_store *store,
+               const char *trace_id,
+               char hex[WEFT_TRACE_ID_HEX_LEN + 1],
+               uint8_t id[WEFT_TRACE_ID_SIZE])
+{
+    if (strlen(trace_id) != WEFT_TRACE_ID_HEX_LEN || !normalise_hex(trace_id, hex) ||
+        weft__hex_decode_id(hex, WEFT_TRACE_ID_HEX_LEN, id, WEFT_TRACE_ID_SIZE) != WEFT_OK) {
+        set_errmsg(store, "'%.64s' is not a 32-digit hex trace id", trace_id);
+        return false;
+    }
+    return true;
+}
+
 static weft_err
 load(struct weft_store *store,
      const char *trace_id,
@@ -721,9 +738,7 @@ load(struct weft_store *store,
         return WEFT_EINVAL;
     }
     store->errmsg[0] = '\0';
-    if (strlen(trace_id) != WEFT_TRACE_ID_HEX_LEN || !normalise_hex(trace_id, hex) ||
-        weft__hex_decode_id(hex, WEFT_TRACE_ID_HEX_LEN, id, sizeof(id)) != WEFT_OK) {
-        set_errmsg(store, "'%.64s' is not a 32-digit hex trace id", trace_id);
+    if (!parse_trace_id(store, trace_id, hex, id)) {
         return WEFT_EINVAL;
     }
     trace = weft__calloc(1, sizeof(*trace));
@@ -850,8 +865,35 @@ cmp_id_key(const void *key, const void *elem)
     return memcmp(key, ((const struct by_id *)elem)->id, WEFT_SPAN_ID_SIZE);
 }
 
+/* What tree order reads of one span. weft__trace_tree() reads it from loaded spans; a page
+ * read (weft_store_load_page()) from compact outline nodes, so that ordering a large trace does
+ * not cost a whole weft_span_data per span. Both go through one walk, so they agree. */
+struct tree_key {
+    uint64_t start;
+    uint64_t end;
+    const char *name;
+    const uint8_t *id;
+    const uint8_t *parent;
+    bool has_parent;
+    bool is_parent_remote;
+};
+
+/* One stored span as a page read orders it: its outline and its row, 56 bytes and a name. */
+struct page_node {
+    uint64_t start;
+    uint64_t end;
+    const char *name;    /* in the read's scratch arena */
+    sqlite3_int64 rowid; /* its row, read whole when the span is on the page */
+    uint8_t id[WEFT_SPAN_ID_SIZE];
+    uint8_t parent[WEFT_SPAN_ID_SIZE];
+    bool has_parent;
+    bool is_parent_remote;
+    bool is_error;
+};
+
 struct tree {
-    const struct weft_span_data *const *spans;
+    const struct weft_span_data *const *spans; /* one of spans and nodes is set */
+    const struct page_node *nodes;
     size_t count;
     size_t *head; /* first child of each span, linked through next; roots under head[count] */
     size_t *next;
@@ -864,6 +906,41 @@ struct tree {
     size_t emitted;
 };
 
+static void
+tree_key_at(const struct tree *t, size_t i, struct tree_key *k)
+{
+    if (t->spans != NULL) {
+        const struct weft_span_data *s = t->spans[i];
+
+        k->start = s->start_time_ns;
+        k->end = s->end_time_ns;
+        k->name = s->name;
+        k->id = s->span_id;
+        k->parent = s->parent_span_id;
+        k->has_parent = s->has_parent;
+        k->is_parent_remote = s->parent_is_remote;
+    } else {
+        const struct page_node *n = &t->nodes[i];
+
+        k->start = n->start;
+        k->end = n->end;
+        k->name = n->name;
+        k->id = n->id;
+        k->parent = n->parent;
+        k->has_parent = n->has_parent;
+        k->is_parent_remote = n->is_parent_remote;
+    }
+}
+
+/* weft__store_has_parent() of a key: a zero parent id counts as none. */
+static bool
+key_has_parent(const struct tree_key *k)
+{
+    static const uint8_t zero[WEFT_SPAN_ID_SIZE];
+
+    return k->has_parent && memcmp(k->parent, zero, WEFT_SPAN_ID_SIZE) != 0;
+}
+
 /* Emit the subtree under @p root depth-first. Child lists are linked latest first, so
  * pushing a list front to back pops its earliest span first. */
 static void
@@ -875,7 +952,7 @@ walk(struct tree *t, size_t root)
     t->stack[top++] = root;
     while (top > 0) {
         size_t i = t->stack[--top];
-        const struct weft_span_data *s = t->spans[i];
+        struct tree_key k;
 
         if (t->is_visited[i]) {
             continue;
@@ -884,8 +961,9 @@ walk(struct tree *t, size_t root)
         t->order[t->emitted] = i;
         t->depth[t->emitted] = t->node_depth[i];
         if (t->is_orphan != NULL) {
+            tree_key_at(t, i, &k);
             t->is_orphan[t->emitted] =
-                t->node_depth[i] == 0 && weft__store_has_parent(s) && !s->parent_is_remote;
+                t->node_depth[i] == 0 && key_has_parent(&k) && !k.is_parent_remote;
         }
         t->emitted++;
         /* Each span is on exactly one list, so the stack never holds more than count. */
@@ -898,15 +976,13 @@ walk(struct tree *t, size_t root)
     }
 }
 
-weft_err
-weft__trace_tree(const struct weft_span_data *const *spans,
-                 size_t count,
-                 size_t *order,
-                 size_t *depth,
-                 bool *is_orphan)
+/* Tree order of t->count spans (t->spans or t->nodes) into t->order and t->depth (and
+ * t->is_orphan): weft__trace_tree()'s contract. */
+static weft_err
+tree_order(const struct tree *spec)
 {
-    struct tree t = {
-        .spans = spans, .count = count, .order = order, .depth = depth, .is_orphan = is_orphan};
+    struct tree t = *spec; /* the walk's scratch arrays go in this copy */
+    size_t count = t.count;
     struct by_start *starts = NULL;
     struct by_id *ids = NULL;
     bool *is_root = NULL;
@@ -932,11 +1008,14 @@ weft__trace_tree(const struct weft_span_data *const *spans,
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        starts[i].start = spans[i]->start_time_ns;
-        starts[i].end = spans[i]->end_time_ns;
-        starts[i].name = spans[i]->name;
+        struct tree_key k;
+
+        tree_key_at(&t, i, &k);
+        starts[i].start = k.start;
+        starts[i].end = k.end;
+        starts[i].name = k.name;
         starts[i].index = i;
-        memcpy(ids[i].id, spans[i]->span_id, WEFT_SPAN_ID_SIZE);
+        memcpy(ids[i].id, k.id, WEFT_SPAN_ID_SIZE);
         ids[i].index = i;
         t.head[i] = SIZE_MAX;
     }
@@ -947,12 +1026,13 @@ weft__trace_tree(const struct weft_span_data *const *spans,
      * in ascending start order and prepending, so each list runs latest first. */
     for (size_t k = 0; k < count; k++) {
         size_t i = starts[k].index;
-        const struct weft_span_data *s = spans[i];
+        struct tree_key key;
         const struct by_id *found = NULL;
         size_t p = count;
 
-        if (s->has_parent) {
-            found = bsearch(s->parent_span_id, ids, count, sizeof(*ids), cmp_id_key);
+        tree_key_at(&t, i, &key);
+        if (key.has_parent) {
+            found = bsearch(key.parent, ids, count, sizeof(*ids), cmp_id_key);
         }
         if (found != NULL && found->index != i) {
             p = found->index;
@@ -985,4 +1065,285 @@ out:
     weft__free(t.is_visited);
     weft__free(is_root);
     return err;
+}
+
+weft_err
+weft__trace_tree(const struct weft_span_data *const *spans,
+                 size_t count,
+                 size_t *order,
+                 size_t *depth,
+                 bool *is_orphan)
+{
+    struct tree t = {
+        .spans = spans, .count = count, .order = order, .depth = depth, .is_orphan = is_orphan};
+
+    return tree_order(&t);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Page read                                                                                   */
+
+/* The rows read_spans() reads (same filter, same cap), only what tree order needs. */
+static const char page_outline_sql[] =
+    "SELECT rowid, span_id, parent_span_id, parent_is_remote, name, start_ns, end_ns,"
+    " status_code FROM spans WHERE trace_id = ?1 LIMIT ?2";
+static const char page_row_sql[] = LOAD_COLUMNS " WHERE rowid = ?1";
+
+/* Nodes by (start, span id): read_spans()'s order, so that tree order breaks ties alike. */
+static int
+node_by_start(const void *a, const void *b)
+{
+    const struct page_node *x = a;
+    const struct page_node *y = b;
+
+    if (x->start != y->start) {
+        return x->start < y->start ? -1 : 1;
+    }
+    return memcmp(x->id, y->id, WEFT_SPAN_ID_SIZE);
+}
+
+/* The outline row of @p stmt into @p node, its name into @p names. *is_skipped: a malformed
+ * span id, which row_to_span() skips too. @return WEFT_OK or WEFT_ENOMEM. */
+static weft_err
+row_to_node(sqlite3_stmt *stmt, struct weft__arena *names, struct page_node *node, bool *is_skipped)
+{
+    const char *span_hex = (const char *)sqlite3_column_text(stmt, 1);
+    const char *parent_hex = (const char *)sqlite3_column_text(stmt, 2);
+    const char *name = (const char *)sqlite3_column_text(stmt, 4);
+
+    memset(node, 0, sizeof(*node));
+    *is_skipped = span_hex == NULL || weft__hex_decode_id(span_hex, strlen(span_hex), node->id,
+                                                          WEFT_SPAN_ID_SIZE) != WEFT_OK;
+    if (*is_skipped) {
+        return WEFT_OK;
+    }
+    node->rowid = sqlite3_column_int64(stmt, 0);
+    if (parent_hex != NULL && weft__hex_decode_id(parent_hex, strlen(parent_hex), node->parent,
+                                                  WEFT_SPAN_ID_SIZE) == WEFT_OK) {
+        node->has_parent = true;
+        node->is_parent_remote = sqlite3_column_int(stmt, 3) != 0;
+    }
+    node->name = "";
+    if (name != NULL) {
+        node->name = weft__arena_strndup(names, name, (size_t)sqlite3_column_bytes(stmt, 4));
+        if (node->name == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    node->start = column_ns(stmt, 5);
+    node->end = column_ns(stmt, 6);
+    node->is_error = sqlite3_column_int(stmt, 7) == WEFT_STATUS_ERROR;
+    return WEFT_OK;
+}
+
+/* Every span of trace @p hex as page nodes in read_spans()'s order; *nodes is a new array of
+ * *count (the caller frees it), names in @p names. */
+static weft_err
+read_nodes(struct weft_store *store,
+           const char *hex,
+           struct weft__arena *names,
+           struct page_node **nodes,
+           size_t *count)
+{
+    sqlite3_stmt *stmt = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(store->db, page_outline_sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return db_failure(store, "cannot load the trace");
+    }
+    sqlite3_bind_text(stmt, 1, hex, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, MAX_LOADED_SPANS);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        bool is_skipped = false;
+
+        if (*count == cap) {
+            size_t new_cap = cap == 0 ? 256 : cap * 2;
+            struct page_node *grown = weft__realloc(*nodes, new_cap * sizeof(**nodes));
+
+            if (grown == NULL) {
+                err = WEFT_ENOMEM;
+                break;
+            }
+            *nodes = grown;
+            cap = new_cap;
+        }
+        err = row_to_node(stmt, names, &(*nodes)[*count], &is_skipped);
+        if (err == WEFT_OK && !is_skipped) {
+            (*count)++;
+        }
+    }
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        err = db_failure(store, "cannot load the trace");
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && *count > 1) {
+        qsort(*nodes, *count, sizeof(**nodes), node_by_start);
+    }
+    return err;
+}
+
+/* Read the @p m rows @p rowids whole into @p trace, which holds them in that order. */
+static weft_err
+read_page_rows(struct weft_store *store,
+               struct weft_trace *trace,
+               const uint8_t *id,
+               const sqlite3_int64 *rowids,
+               size_t m)
+{
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    /* One prepared lookup by row id per span. Measured on a 200,000-span trace, a page of
+     * 10,000 took about as long as a page of none: ordering the outline is the read's cost, so
+     * batched IN lists (SQL built at run time) would gain little. */
+    if (sqlite3_prepare_v2(store->db, page_row_sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return db_failure(store, "cannot load the trace");
+    }
+    for (size_t k = 0; err == WEFT_OK && k < m; k++) {
+        struct weft_span_data *span = NULL;
+
+        sqlite3_reset(stmt);
+        sqlite3_bind_int64(stmt, 1, rowids[k]);
+        if (sqlite3_step(stmt) != SQLITE_ROW) {
+            /* The outline was read in this transaction: a missing row is a database fault. */
+            err = db_failure(store, "cannot load the trace");
+            break;
+        }
+        err = row_to_span(store, &trace->arena, stmt, id, false, &span);
+        if (err == WEFT_OK && span == NULL) {
+            set_errmsg(store, "a span of the page changed its id while read");
+            err = WEFT_EIO;
+        }
+        if (err == WEFT_OK) {
+            trace->spans[trace->count++] = span;
+        }
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+weft_err
+weft_store_load_page(struct weft_store *store,
+                     const char *trace_id,
+                     size_t offset,
+                     size_t limit,
+                     struct weft_trace **out,
+                     size_t *span_count,
+                     size_t *error_count)
+{
+    struct weft__arena names;
+    struct weft_trace *trace = NULL;
+    struct page_node *nodes = NULL;
+    sqlite3_int64 *rowids = NULL;
+    size_t *order = NULL;
+    size_t *depth = NULL;
+    char hex[WEFT_TRACE_ID_HEX_LEN + 1];
+    uint8_t id[WEFT_TRACE_ID_SIZE];
+    size_t n = 0;
+    size_t m = 0;
+    size_t errors = 0;
+    bool is_in_txn = false;
+    weft_err err = WEFT_OK;
+
+    weft__arena_init(&names);
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (span_count != NULL) {
+        *span_count = 0;
+    }
+    if (error_count != NULL) {
+        *error_count = 0;
+    }
+    if (store == NULL || trace_id == NULL || out == NULL || span_count == NULL) {
+        return WEFT_EINVAL;
+    }
+    store->errmsg[0] = '\0';
+    if (!parse_trace_id(store, trace_id, hex, id)) {
+        return WEFT_EINVAL;
+    }
+    /* The outline and the page's rows are read in one transaction, so the page is cut from
+     * the same snapshot of the trace that was ordered, whatever the writer commits meanwhile. */
+    if (sqlite3_exec(store->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        return db_failure(store, "cannot load the trace");
+    }
+    is_in_txn = true;
+    err = read_nodes(store, hex, &names, &nodes, &n);
+    if (err == WEFT_OK && n == 0) {
+        set_errmsg(store, "no spans stored for trace %s", hex);
+        err = WEFT_ENOTFOUND;
+    }
+    if (err != WEFT_OK) {
+        goto out;
+    }
+    order = weft__malloc(n * sizeof(*order));
+    depth = weft__malloc(n * sizeof(*depth));
+    if (order == NULL || depth == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    {
+        struct tree t = {.nodes = nodes, .count = n, .order = order, .depth = depth};
+
+        err = tree_order(&t);
+        if (err != WEFT_OK) {
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        errors += nodes[i].is_error;
+    }
+    m = offset < n ? n - offset : 0;
+    m = m < limit ? m : limit;
+    trace = weft__calloc(1, sizeof(*trace));
+    if (trace == NULL) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    weft__arena_init(&trace->arena);
+    if (m > 0) {
+        rowids = weft__malloc(m * sizeof(*rowids));
+        trace->spans = weft__arena_alloc(&trace->arena, m * sizeof(*trace->spans));
+        trace->depth = weft__arena_alloc(&trace->arena, m * sizeof(*trace->depth));
+        if (rowids == NULL || trace->spans == NULL || trace->depth == NULL) {
+            err = WEFT_ENOMEM;
+            goto out;
+        }
+        for (size_t k = 0; k < m; k++) {
+            rowids[k] = nodes[order[offset + k]].rowid;
+            trace->depth[k] = depth[offset + k];
+        }
+    }
+    /* The outline has done its work: give it back before the page's rows are parsed, so the
+     * peak is the larger of the two rather than their sum. */
+    weft__free(nodes);
+    nodes = NULL;
+    weft__free(order);
+    order = NULL;
+    weft__free(depth);
+    depth = NULL;
+    weft__arena_cleanup(&names);
+    err = read_page_rows(store, trace, id, rowids, m);
+out:
+    if (is_in_txn) {
+        /* Ends a read transaction; it wrote nothing, so this cannot lose data. */
+        sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    weft__free(rowids);
+    weft__free(nodes);
+    weft__free(order);
+    weft__free(depth);
+    weft__arena_cleanup(&names);
+    if (err != WEFT_OK) {
+        weft_trace_free(trace);
+        return err;
+    }
+    *out = trace;
+    *span_count = n;
+    if (error_count != NULL) {
+        *error_count = errors;
+    }
+    return WEFT_OK;
 }

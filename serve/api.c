@@ -24,10 +24,14 @@
 #include <weft/store.h>
 #include <weft/weft.h>
 
-#define RUNS_DEFAULT   200
-#define RUNS_MAX       10000
-#define SPANS_DEFAULT  5000
-#define SPANS_MAX      100000
+#define RUNS_DEFAULT  200
+#define RUNS_MAX      10000
+#define SPANS_DEFAULT 5000
+#define SPANS_MAX     100000
+/* The whole-span view (weft.trace/v1) is tens of times the waterfall's rows per span: a page of
+ * it holds at most this many spans (a larger limit is cut to it; span_count and offset tell
+ * the client where the next page starts), so one reader's document stays in the tens of MB. */
+#define SPANS_FULL_MAX 10000
 #define COLLAB_DEFAULT 200
 #define DIFF_LINES_MAX 2000 /* output lines compared at most per side */
 
@@ -159,17 +163,24 @@ load_run(const struct weft__api_config *cfg, const char *ref, struct weft__api_r
     return run;
 }
 
-/* What of a trace to load: all of it, its outline (the waterfall's), or one span. */
+/* What of a trace to load: all of it, its outline (the waterfall's), one span, or one page of
+ * whole spans (with is_page; the counts and id come back in the page_ fields). */
 struct trace_want {
     bool is_outline;
     const char *span_id; /* one span; NULL: the trace */
+    bool is_page;
+    size_t offset;
+    size_t limit;
+    size_t page_span_count; /* out: the whole trace's span and error counts */
+    size_t page_error_count;
+    char page_trace_id[WEFT_TRACE_ID_HEX_LEN + 1]; /* out: the resolved id */
 };
 
 /* Trace @p ref loaded from the span store as @p want says, or NULL with the reply set. */
 static struct weft_trace *
 load_trace_as(const struct weft__api_config *cfg,
               const char *ref,
-              const struct trace_want *want,
+              struct trace_want *want,
               struct weft__api_reply *reply)
 {
     struct weft_store *store = NULL;
@@ -180,7 +191,13 @@ load_trace_as(const struct weft__api_config *cfg,
     if (err == WEFT_OK) {
         err = weft_store_resolve(store, ref, id);
     }
-    if (err == WEFT_OK) {
+    if (err == WEFT_OK && want->is_page) {
+        /* Only the page is read whole: loading the whole trace to cut a page from it took
+         * hundreds of MB per request on large traces, whatever the page's size. */
+        memcpy(want->page_trace_id, id, sizeof(id));
+        err = weft_store_load_page(store, id, want->offset, want->limit, &trace,
+                                   &want->page_span_count, &want->page_error_count);
+    } else if (err == WEFT_OK) {
         err = want->span_id != NULL ? weft_store_load_span(store, id, want->span_id, &trace)
               : want->is_outline    ? weft_store_load_outline(store, id, &trace)
                                     : weft_store_load_trace(store, id, &trace);
@@ -197,7 +214,7 @@ load_trace_as(const struct weft__api_config *cfg,
 static struct weft_trace *
 load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api_reply *reply)
 {
-    struct trace_want all = {false, NULL};
+    struct trace_want all = {.is_outline = false};
 
     return load_trace_as(cfg, ref, &all, reply);
 }
@@ -267,13 +284,47 @@ span_show(const struct weft__api_config *cfg,
           const char *span_id,
           struct weft__api_reply *reply)
 {
-    struct trace_want one = {false, span_id};
+    struct trace_want one = {.span_id = span_id};
     struct weft_trace *trace = load_trace_as(cfg, trace_ref, &one, reply);
 
     if (trace != NULL) {
         reply_doc(reply, 200, weft__doc_span(weft_trace_span(trace, 0), 0));
     }
     weft_trace_free(trace);
+}
+
+/* weft.trace/v1 of one page read by weft_store_load_page(): what weft__doc_trace() gives for
+ * the whole trace with @p offset and @p limit (the counts are the whole trace's), built from
+ * the page alone; an offset past the end gives no spans. */
+static json_t *
+page_doc(const struct weft_trace *page, const struct trace_want *want, const char *run_id)
+{
+    json_t *spans = json_array();
+    json_t *doc = NULL;
+
+    for (size_t i = 0; spans != NULL && i < weft_trace_span_count(page); i++) {
+        json_t *span = weft__doc_span(weft_trace_span(page, i), weft_trace_span_depth(page, i));
+
+        if (span == NULL || json_array_append_new(spans, span) != 0) {
+            json_decref(spans);
+            return NULL;
+        }
+    }
+    doc = spans != NULL
+              ? json_pack("{s:s, s:s, s:s?, s:[], s:I, s:I}", "schema", WEFT_DOC_SCHEMA_TRACE,
+                          "trace_id", want->page_trace_id, "run_id", run_id, "other_traces",
+                          "span_count", (json_int_t)want->page_span_count, "error_count",
+                          (json_int_t)want->page_error_count)
+              : NULL;
+    if (doc == NULL) {
+        json_decref(spans);
+        return NULL;
+    }
+    if (want->offset > 0 || want->limit < want->page_span_count) {
+        json_object_set_new(doc, "offset", json_integer((json_int_t)want->offset));
+    }
+    json_object_set_new(doc, "spans", spans);
+    return doc;
 }
 
 static void
@@ -293,14 +344,17 @@ trace_page(const struct weft__api_config *cfg,
         reply_error(reply, 400, "offset, limit: expected numbers (limit at most 100000)");
         return;
     }
-    {
-        struct trace_want want = {view != NULL && strcmp(view, "waterfall") == 0, NULL};
-        trace = load_trace_as(cfg, trace_ref, &want, reply);
-    }
-    if (trace != NULL && view != NULL && strcmp(view, "waterfall") == 0) {
+    bool is_waterfall = view != NULL && strcmp(view, "waterfall") == 0;
+    struct trace_want want = {.is_outline = is_waterfall,
+                              .is_page = !is_waterfall,
+                              .offset = offset,
+                              .limit = limit < SPANS_FULL_MAX ? limit : SPANS_FULL_MAX};
+
+    trace = load_trace_as(cfg, trace_ref, &want, reply);
+    if (trace != NULL && is_waterfall) {
         reply_doc(reply, 200, waterfall_doc(trace, run_id, offset, limit));
     } else if (trace != NULL) {
-        reply_doc(reply, 200, weft__doc_trace(trace, run_id, NULL, offset, limit));
+        reply_doc(reply, 200, page_doc(trace, &want, run_id));
     }
     weft_trace_free(trace);
 }

@@ -1,7 +1,7 @@
 /* include/weft/store.h - read access to the local SQLite span store that
  * weft_store_exporter_new() writes: list recent traces, resolve a trace reference ("last", a
- * full id or a unique hex prefix), load one trace's spans in tree order, and render a trace as
- * an indented tree with durations and errors.
+ * full id or a unique hex prefix), load one trace's spans in tree order (or one page of them),
+ * and render a trace as an indented tree with durations and errors.
  *
  * The store is opened read-only: readers never block the exporter (the database runs in WAL
  * mode), and a reader sees each batch whole or not at all (one transaction per batch).
@@ -145,6 +145,32 @@ WEFT_API weft_err weft_store_load_span(struct weft_store *store,
                                        const char *trace_id,
                                        const char *span_id,
                                        struct weft_trace **out);
+
+/** Load one page of a trace: the spans @p offset .. @p offset + @p limit of
+ * weft_store_load_trace()'s tree order, whole, with the depths that load gives them, and the
+ * whole trace's span and error counts. The result equals cutting that page out of
+ * weft_store_load_trace()'s trace, but memory follows the page: the trace is ordered from its
+ * outline (ids, parents, times and names, under 200 bytes a span), then only the page's rows
+ * are read whole, all in one read transaction. An @p offset at or past the end gives an empty
+ * page (weft_trace_span_count() 0) with the counts.
+ * @param trace_id a full lowercase or uppercase hex trace id (see weft_store_resolve()).
+ * @param offset index in tree order of the page's first span.
+ * @param limit at most this many spans (0: none, only the counts).
+ * @param out receives the page; weft_trace_span_depth() is a span's depth in the whole trace.
+ * @param span_count receives the trace's span count (weft_trace_span_count() of
+ * weft_store_load_trace()); 0 on failure.
+ * @param error_count receives how many of them have status ERROR; may be NULL.
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p store, @p trace_id, @p out or @p span_count, or a
+ * malformed id), WEFT_ENOTFOUND (no span of that trace), WEFT_EIO (SQLite failed), WEFT_ENOMEM.
+ * Ownership: borrows @p trace_id for the call; caller owns *out, release with weft_trace_free().
+ * Thread-safety: as every call on @p store, one thread at a time. */
+WEFT_API weft_err weft_store_load_page(struct weft_store *store,
+                                       const char *trace_id,
+                                       size_t offset,
+                                       size_t limit,
+                                       struct weft_trace **out,
+                                       size_t *span_count,
+                                       size_t *error_count);
 
 /** Number of spans in @p trace (0 for NULL).
  * Errors: none. Ownership: none. */

@@ -5,6 +5,9 @@
  * databases, out of memory). Span batches are built by hand, independent of the SDK. */
 #include "support/failalloc.h"
 #include "support/weft_test.h"
+
+#include "base/buf.h"
+#include "exporters/store.h"
 #include "tracing/exporter.h"
 
 #include <math.h>
@@ -1297,6 +1300,259 @@ test_store_render_keeps_outcome_attributes_events_and_links(void **state)
     weft_trace_free(trace);
 }
 
+/* ---- page reads ------------------------------------------------------------------------- */
+
+#define TE               "ee550000000000000000000000000005"
+#define PAGE_TRACE_SPANS 47
+
+/* The JSON the store keeps of a span's attributes, events and links, for comparing spans. */
+static void
+assert_same_columns(const struct weft_span_data *a, const struct weft_span_data *b)
+{
+    struct weft__buf x;
+    struct weft__buf y;
+
+    weft__buf_init(&x, 0);
+    weft__buf_init(&y, 0);
+    assert_weft_ok(weft__store_attrs_text(a->attrs, a->attr_count, &x));
+    assert_weft_ok(weft__store_attrs_text(b->attrs, b->attr_count, &y));
+    assert_string_equal(x.data, y.data);
+    assert_weft_ok(weft__store_events_text(a, &x));
+    assert_weft_ok(weft__store_events_text(b, &y));
+    assert_string_equal(x.data, y.data);
+    assert_weft_ok(weft__store_links_text(a, &x));
+    assert_weft_ok(weft__store_links_text(b, &y));
+    assert_string_equal(x.data, y.data);
+    weft__buf_cleanup(&x);
+    weft__buf_cleanup(&y);
+}
+
+static void
+assert_same_span(const struct weft_span_data *a, const struct weft_span_data *b)
+{
+    assert_memory_equal(a->trace_id, b->trace_id, WEFT_TRACE_ID_SIZE);
+    assert_memory_equal(a->span_id, b->span_id, WEFT_SPAN_ID_SIZE);
+    assert_memory_equal(a->parent_span_id, b->parent_span_id, WEFT_SPAN_ID_SIZE);
+    assert_int_equal(a->has_parent, b->has_parent);
+    assert_int_equal(a->parent_is_remote, b->parent_is_remote);
+    assert_int_equal(a->trace_flags, b->trace_flags);
+    assert_string_equal(a->name, b->name);
+    assert_int_equal(a->kind, b->kind);
+    assert_int_equal(a->start_time_ns, b->start_time_ns);
+    assert_int_equal(a->end_time_ns, b->end_time_ns);
+    assert_int_equal(a->status_code, b->status_code);
+    assert_string_equal(a->status_message != NULL ? a->status_message : "(null)",
+                        b->status_message != NULL ? b->status_message : "(null)");
+    assert_int_equal(a->attr_count, b->attr_count);
+    assert_int_equal(a->event_count, b->event_count);
+    assert_int_equal(a->link_count, b->link_count);
+    assert_int_equal(a->dropped_attrs, b->dropped_attrs);
+    assert_string_equal(weft__store_service_name(a), weft__store_service_name(b));
+    assert_string_equal(a->scope->name, b->scope->name);
+    assert_string_equal(a->scope->version, b->scope->version);
+    assert_same_columns(a, b);
+}
+
+/* Trace TE: a root with a link and attributes; four agents under it, each with six tool calls
+ * (every third with an event, every fifth failed); spans that tie on start and end (apart by
+ * name, and by span id alone); an orphan and a root under a remote parent. Span ids run
+ * against time order and the spans arrive in batches out of order, so the page must order
+ * them itself, exactly as the whole load does. */
+static void
+write_page_trace(struct fixture *f)
+{
+    static const struct weft_attr root_attrs[] = {
+        {"weft.run.id", {WEFT_VALUE_STRING, 6, {.str = "run-42"}}},
+        {"gen_ai.usage.input_tokens", {WEFT_VALUE_INT, 0, {.i = 1234}}},
+    };
+    static const struct weft_attr tool_attrs[] = {
+        {"gen_ai.tool.name", {WEFT_VALUE_STRING, 6, {.str = "search"}}},
+        {"weft.step.attempt", {WEFT_VALUE_INT, 0, {.i = 2}}},
+    };
+    static const struct weft_attr ev_attrs[] = {
+        {"weft.stuck_loop.kind", {WEFT_VALUE_STRING, 7, {.str = "handoff"}}},
+    };
+    static const struct weft_event_data event = {T0 + 5 * MS, "weft.stuck_loop", ev_attrs, 1, 0};
+    static char ids[PAGE_TRACE_SPANS][17];
+    static char names[PAGE_TRACE_SPANS][32];
+    struct weft_link_data link;
+    struct weft_span_data s[PAGE_TRACE_SPANS];
+    size_t n = 0;
+
+    memset(&link, 0, sizeof(link));
+    hex_to_bytes(TB, link.trace_id, WEFT_TRACE_ID_SIZE);
+    hex_to_bytes("00000000000000b1", link.span_id, WEFT_SPAN_ID_SIZE);
+    link.attrs = tool_attrs;
+    link.attr_count = 1;
+    for (size_t i = 0; i < PAGE_TRACE_SPANS; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%016zx", 0x1000 - 37 * i);
+    }
+    s[n] = make_span(TE, ids[0], NULL, "invoke_workflow paged", 0, 10000);
+    s[n].attrs = root_attrs;
+    s[n].attr_count = 2;
+    s[n].links = &link;
+    s[n++].link_count = 1;
+    for (size_t a = 0; a < 4; a++) {
+        size_t agent = n;
+        uint64_t start_ms = 100 + 2000 * (a / 2);
+
+        snprintf(names[agent], sizeof(names[agent]), "invoke_agent a%zu", a % 2);
+        /* Agents 0 and 1 tie on start and end (apart by name), 2 and 3 on all three. */
+        s[n++] = make_span(TE, ids[agent], ids[0], names[agent], start_ms, a < 2 ? 900 : 800);
+        if (a >= 2) {
+            s[agent].name = "invoke_agent same";
+        }
+        for (size_t t = 0; t < 6; t++) {
+            snprintf(names[n], sizeof(names[n]), "execute_tool t%zu", t);
+            s[n] = make_span(TE, ids[n], ids[agent], names[n], start_ms + 10 + 100 * (5 - t), 50);
+            s[n].attrs = tool_attrs;
+            s[n].attr_count = 2;
+            s[n].kind = WEFT_SPAN_KIND_CLIENT;
+            if (n % 3 == 0) {
+                s[n].events = &event;
+                s[n].event_count = 1;
+            }
+            if (n % 5 == 0) {
+                s[n].status_code = WEFT_STATUS_ERROR;
+                s[n].status_message = "tool failed";
+            }
+            n++;
+        }
+    }
+    /* Under tool 0 of agent 0, a chain three deep. */
+    for (size_t d = 0; d < 3; d++, n++) {
+        s[n] = make_span(TE, ids[n], ids[d == 0 ? 2 : n - 1], "chat m", 620 + d, 10 - d);
+    }
+    /* An orphan (its parent was never stored), a root under a remote parent, and a span
+     * starting with the root. */
+    s[n] = make_span(TE, ids[n], "00000000deadbeef", "lost child", 50, 5);
+    n++;
+    s[n] = make_span(TE, ids[n], "00000000cafebabe", "remote child", 60, 5);
+    s[n++].parent_is_remote = true;
+    s[n] = make_span(TE, ids[n], ids[0], "early", 0, 1);
+    n++;
+    while (n < PAGE_TRACE_SPANS) {
+        s[n] = make_span(TE, ids[n], ids[0], "plan", 9000 - n, 3);
+        n++;
+    }
+    /* Out of order, in batches of up to 13. */
+    for (size_t from = PAGE_TRACE_SPANS; from > 0;) {
+        size_t k = from >= 13 ? 13 : from;
+
+        from -= k;
+        assert_weft_ok(export_batch(f->ex, s + from, k));
+    }
+}
+
+/* A page equals the same page cut out of the whole load: same spans, whole, in the same order
+ * with the same depths, and the whole trace's counts; for every page size, including a last
+ * partial page, an offset at or past the end (no spans), and a limit of 0. */
+static void
+test_store_page_equals_the_page_of_the_whole_load(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *full = NULL;
+    const size_t limits[] = {1, 7, 10, PAGE_TRACE_SPANS, 10000};
+    size_t errors = 0;
+
+    write_page_trace(f);
+    write_three_traces(f); /* other traces in the table are not read */
+    assert_weft_ok(weft_store_load_trace(open_store(f), TE, &full));
+    assert_int_equal(weft_trace_span_count(full), PAGE_TRACE_SPANS);
+    for (size_t i = 0; i < PAGE_TRACE_SPANS; i++) {
+        errors += weft_trace_span(full, i)->status_code == WEFT_STATUS_ERROR;
+    }
+    assert_true(errors > 0);
+    for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
+        for (size_t offset = 0; offset <= PAGE_TRACE_SPANS + limits[l]; offset += limits[l]) {
+            struct weft_trace *page = NULL;
+            size_t total = 0;
+            size_t page_errors = 0;
+            size_t want = offset < PAGE_TRACE_SPANS ? PAGE_TRACE_SPANS - offset : 0;
+
+            want = want < limits[l] ? want : limits[l];
+            assert_weft_ok(
+                weft_store_load_page(f->store, TE, offset, limits[l], &page, &total, &page_errors));
+            assert_int_equal(total, PAGE_TRACE_SPANS);
+            assert_int_equal(page_errors, errors);
+            assert_int_equal(weft_trace_span_count(page), want);
+            for (size_t k = 0; k < want; k++) {
+                assert_same_span(weft_trace_span(page, k), weft_trace_span(full, offset + k));
+                assert_int_equal(weft_trace_span_depth(page, k),
+                                 weft_trace_span_depth(full, offset + k));
+            }
+            assert_null(weft_trace_span(page, want));
+            weft_trace_free(page);
+        }
+    }
+    weft_trace_free(full);
+}
+
+static void
+test_store_page_edges_and_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace *page = NULL;
+    size_t total = 7;
+
+    write_page_trace(f);
+    open_store(f);
+    assert_weft_ok(weft_store_load_page(f->store, TE, SIZE_MAX, SIZE_MAX, &page, &total, NULL));
+    assert_int_equal(total, PAGE_TRACE_SPANS);
+    assert_int_equal(weft_trace_span_count(page), 0);
+    assert_null(weft_trace_span(page, 0));
+    weft_trace_free(page);
+    assert_weft_ok(weft_store_load_page(f->store, TE, 3, 0, &page, &total, NULL));
+    assert_int_equal(weft_trace_span_count(page), 0);
+    weft_trace_free(page);
+    /* Uppercase ids are accepted as by weft_store_load_trace(). */
+    assert_weft_ok(weft_store_load_page(f->store, "EE550000000000000000000000000005", 0, 2, &page,
+                                        &total, NULL));
+    assert_int_equal(weft_trace_span_count(page), 2);
+    assert_string_equal(weft_trace_span(page, 0)->name, "invoke_workflow paged");
+    weft_trace_free(page);
+    assert_weft_err(weft_store_load_page(f->store, TD, 0, 10, &page, &total, NULL), WEFT_ENOTFOUND);
+    assert_null(page);
+    assert_int_equal(total, 0);
+    assert_non_null(strstr(weft_store_errmsg(f->store), "no spans stored"));
+    assert_weft_err(weft_store_load_page(f->store, "xyz", 0, 10, &page, &total, NULL), WEFT_EINVAL);
+    assert_weft_err(weft_store_load_page(f->store, TE, 0, 10, &page, NULL, NULL), WEFT_EINVAL);
+    assert_weft_err(weft_store_load_page(NULL, TE, 0, 10, &page, &total, NULL), WEFT_EINVAL);
+    assert_null(page);
+}
+
+static void
+test_store_page_fails_cleanly_out_of_memory(void **state)
+{
+    struct fixture *f = *state;
+    bool is_done = false;
+
+    write_page_trace(f);
+    open_store(f);
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; budget < 2000 && !is_done; budget++) {
+        struct weft_trace *page = NULL;
+        size_t total = 0;
+        weft_err err = WEFT_OK;
+
+        failalloc_budget = budget;
+        err = weft_store_load_page(f->store, TE, 5, 20, &page, &total, NULL);
+        assert_true(err == WEFT_OK || err == WEFT_ENOMEM);
+        if (err == WEFT_OK) {
+            assert_int_equal(weft_trace_span_count(page), 20);
+            assert_int_equal(total, PAGE_TRACE_SPANS);
+            is_done = true;
+        } else {
+            assert_null(page);
+            assert_int_equal(total, 0);
+        }
+        weft_trace_free(page);
+    }
+    failalloc_budget = -1;
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+}
+
 int
 main(void)
 {
@@ -1334,6 +1590,9 @@ main(void)
         T(test_store_exporter_fails_cleanly_out_of_memory),
         T(test_store_render_summarises_5000_spans_keeping_errors),
         T(test_store_render_keeps_outcome_attributes_events_and_links),
+        T(test_store_page_equals_the_page_of_the_whole_load),
+        T(test_store_page_edges_and_errors),
+        T(test_store_page_fails_cleanly_out_of_memory),
 #undef T
     };
 

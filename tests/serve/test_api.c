@@ -8,14 +8,23 @@
 #include "support/serve_proc.h"
 #include "support/weft_test.h"
 
+#include "base/buf.h"
+#include "base/mem.h"
+#include "base/time.h"
+#include "report/docs.h"
 #include "serve/api.h"
 #include "serve/http.h"
+#include "tracing/exporter.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 struct fx {
@@ -529,6 +538,368 @@ test_http_ingested_trace_reaches_the_explorer(void **state)
     weft__ingest_free(ing);
 }
 
+/* A page of whole spans is at most 10,000 spans, whatever `limit` asks: a reader cannot make
+ * the server build a document of 100,000 whole spans (it did). The waterfall's compact rows
+ * still go to 100,000, and the client reads on from offset + the spans returned. */
+static void
+test_api_whole_span_pages_are_capped(void **state)
+{
+    struct fx *f = *state;
+    struct weft__ingest *ing = NULL;
+    struct weft__ingest_options io = {f->store, 0};
+    struct weft__ingest_request ireq;
+    struct weft__http_reply reply;
+    struct weft__buf body;
+    struct args all = {{"limit"}, {"100000"}};
+    struct args next = {{"limit", "offset"}, {"100000", "10000"}};
+    struct args wf = {{"limit", "view"}, {"100000", "waterfall"}};
+    unsigned status = 0;
+    json_t *doc = NULL;
+    const size_t spans = 10050;
+
+    weft__buf_init(&body, 0);
+    assert_weft_ok(
+        weft__buf_append_str(&body, "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":["));
+    for (size_t i = 0; i < spans; i++) {
+        assert_weft_ok(weft__buf_printf(&body,
+                                        "%s{\"traceId\":\"5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e\","
+                                        "\"spanId\":\"%016zx\",\"name\":\"s\"}",
+                                        i > 0 ? "," : "", i + 1));
+    }
+    assert_weft_ok(weft__buf_append_str(&body, "]}]}]}"));
+    assert_weft_ok(weft__ingest_new(&io, &ing));
+    memset(&ireq, 0, sizeof(ireq));
+    ireq.method = "POST";
+    ireq.content_type = "application/json";
+    ireq.body = body.data;
+    ireq.len = body.len;
+    weft__ingest_handle(ing, &ireq, &reply);
+    assert_int_equal(reply.status, 200);
+    if (reply.free_body) {
+        weft__free(reply.body);
+    }
+    weft__ingest_free(ing);
+    weft__buf_cleanup(&body);
+    doc = get(f, "/api/v1/traces/5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e", &all, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_array_size(json_object_get(doc, "spans")), 10000);
+    assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), spans);
+    json_decref(doc);
+    doc = get(f, "/api/v1/traces/5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e", &next, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "spans")), spans - 10000);
+    json_decref(doc);
+    doc = get(f, "/api/v1/traces/5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e", &wf, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "spans")), spans);
+    json_decref(doc);
+}
+
+/* Live and peak bytes of weft's own allocations (the span store's arenas among them), each
+ * block prefixed with its size. Single-threaded: weft__api_get() runs on this thread. */
+static size_t counted_live;
+static size_t counted_peak;
+
+static void *
+counted_malloc(size_t n)
+{
+    size_t *p = malloc(n + 16);
+
+    if (p == NULL) {
+        return NULL;
+    }
+    *p = n;
+    counted_live += n;
+    counted_peak = counted_live > counted_peak ? counted_live : counted_peak;
+    return (char *)p + 16;
+}
+
+static void
+counted_free(void *q)
+{
+    size_t *p = q != NULL ? (size_t *)(void *)((char *)q - 16) : NULL;
+
+    if (p != NULL) {
+        counted_live -= *p;
+        free(p);
+    }
+}
+
+static void *
+counted_realloc(void *q, size_t n)
+{
+    size_t *p = q != NULL ? (size_t *)(void *)((char *)q - 16) : NULL;
+    size_t old = p != NULL ? *p : 0;
+    size_t *grown = realloc(p, n + 16);
+
+    if (grown == NULL) {
+        return NULL;
+    }
+    *grown = n;
+    counted_live = counted_live - old + n;
+    counted_peak = counted_live > counted_peak ? counted_live : counted_peak;
+    return (char *)grown + 16;
+}
+
+#define BIG_TRACE       "b16b16b16b16b16b16b16b16b16b16b1"
+#define BIG_TRACE_SPANS 20000
+
+/* A trace of 20,000 spans, each with a 2 KB attribute (40 MB of attributes in all): a root,
+ * 200 agents, 99 tool calls under each, every 7th with an event, every 11th failed. */
+static void
+write_big_trace(const struct fx *f)
+{
+    static char blob[2049];
+    static const struct weft_attr ev_attrs[] = {
+        {"weft.stuck_loop.kind", {WEFT_VALUE_STRING, 7, {.str = "handoff"}}},
+    };
+    struct weft_exporter *ex = NULL;
+    struct weft_attr attrs[2];
+    struct weft_event_data event = {0, "weft.stuck_loop", ev_attrs, 1, 0};
+    struct weft_span_data batch[500];
+    const struct weft_span_data *ptrs[500];
+    uint64_t t0 = 1700000000000000000ull;
+
+    memset(blob, 'x', sizeof(blob) - 1);
+    attrs[0] = weft_attr_str("gen_ai.prompt", blob);
+    attrs[1] = weft_attr_str("weft.step.id", "step");
+    assert_weft_ok(weft_store_exporter_new(f->store, &ex));
+    for (size_t from = 0; from < BIG_TRACE_SPANS; from += 500) {
+        struct weft_export_result result = {0};
+
+        for (size_t k = 0; k < 500; k++) {
+            size_t i = from + k;
+            struct weft_span_data *s = &batch[k];
+            size_t parent = i == 0 ? 0 : i <= 200 ? 0 : 1 + (i - 201) / 99;
+
+            memset(s, 0, sizeof(*s));
+            memcpy(s->trace_id, "\xb1\x6b\x16\xb1\x6b\x16\xb1\x6b\x16\xb1\x6b\x16\xb1\x6b\x16\xb1",
+                   WEFT_TRACE_ID_SIZE);
+            s->span_id[0] = 0x5a;
+            s->span_id[6] = (uint8_t)((i + 1) >> 8);
+            s->span_id[7] = (uint8_t)(i + 1);
+            s->span_id[5] = (uint8_t)((i + 1) >> 16);
+            if (i > 0) {
+                s->has_parent = true;
+                s->parent_span_id[0] = 0x5a;
+                s->parent_span_id[5] = (uint8_t)((parent + 1) >> 16);
+                s->parent_span_id[6] = (uint8_t)((parent + 1) >> 8);
+                s->parent_span_id[7] = (uint8_t)(parent + 1);
+            }
+            s->name = i == 0 ? "invoke_workflow big" : i <= 200 ? "invoke_agent coder" : "tool";
+            s->start_time_ns = t0 + (uint64_t)(BIG_TRACE_SPANS - i) * 1000;
+            s->end_time_ns = s->start_time_ns + (i == 0 ? 1000000000ull : 500);
+            if (i == 0) {
+                s->start_time_ns = t0;
+            }
+            s->attrs = attrs;
+            s->attr_count = 2;
+            if (i % 7 == 3) {
+                event.time_ns = s->start_time_ns;
+                s->events = &event;
+                s->event_count = 1;
+            }
+            if (i % 11 == 5) {
+                s->status_code = WEFT_STATUS_ERROR;
+                s->status_message = "failed";
+            }
+            ptrs[k] = s;
+        }
+        assert_weft_ok(ex->ops->export_batch(ex->self, ptrs, 500,
+                                             weft_monotonic_ns() + 60000000000ull, &result));
+    }
+    weft_exporter_free(ex);
+}
+
+/* GET the whole-span page of BIG_TRACE at @p offset of @p limit spans; the peak of weft's
+ * allocations while it was answered into *peak. */
+static json_t *
+get_big_page(const struct fx *f, const char *offset, const char *limit, size_t *peak)
+{
+    struct args a = {{"offset", "limit"}, {offset, limit}};
+    unsigned status = 0;
+    json_t *doc = NULL;
+
+    counted_live = 0;
+    counted_peak = 0;
+    assert_weft_ok(weft_set_allocator(counted_malloc, counted_realloc, counted_free));
+    doc = get(f, "/api/v1/traces/" BIG_TRACE, &a, &status);
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_int_equal(status, 200);
+    assert_int_equal(counted_live, 0);
+    *peak = counted_peak;
+    return doc;
+}
+
+/* A page of whole spans costs memory for the page, not the trace: the API loaded the whole
+ * trace to cut a page from it (over 40 MB of weft's allocations for this one, hundreds of MB for
+ * a large real trace, per request), and now orders the trace from its outline and reads only
+ * the page's rows whole. The documents are the ones cut from the whole load. */
+static void
+test_api_whole_span_page_reads_only_the_page(void **state)
+{
+    struct fx *f = *state;
+    struct weft_store *store = NULL;
+    struct weft_trace *full = NULL;
+    const char *pages[][2] = {
+        {"0", "100"}, {"10000", "100"}, {"19950", "100"}, {"20000", "100"}, {"0", "100000"}};
+    size_t peak = 0;
+
+    write_big_trace(f);
+    assert_weft_ok(weft_store_open(f->store, &store));
+    assert_weft_ok(weft_store_load_trace(store, BIG_TRACE, &full));
+    weft_store_close(store);
+    assert_int_equal(weft_trace_span_count(full), BIG_TRACE_SPANS);
+    for (size_t p = 0; p < sizeof(pages) / sizeof(pages[0]); p++) {
+        size_t offset = strtoul(pages[p][0], NULL, 10);
+        size_t limit = strtoul(pages[p][1], NULL, 10);
+        json_t *doc = get_big_page(f, pages[p][0], pages[p][1], &peak);
+        json_t *want = weft__doc_trace(full, NULL, NULL, offset, limit < 10000 ? limit : 10000);
+
+        assert_non_null(want);
+        if (!json_equal(doc, want)) {
+            char *got_text = json_dumps(doc, JSON_COMPACT);
+
+            fail_msg("page %s+%s differs from the whole load's: %.300s", pages[p][0], pages[p][1],
+                     got_text);
+        }
+        assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), BIG_TRACE_SPANS);
+        json_decref(want);
+        json_decref(doc);
+        /* The whole trace holds 40 MB of attributes; the page at most 10,000 spans' worth
+         * (20 MB) and the outline ~200 bytes a span (4 MB). */
+        if (limit <= 100) {
+            assert_true(peak < (8u << 20));
+        } else {
+            assert_true(peak < (32u << 20));
+        }
+    }
+    weft_trace_free(full);
+}
+
+/* One GET on a thread, with no assertion (cmocka's are not for threads). */
+struct reader {
+    unsigned port;
+    const char *path;
+    CURLcode rc;
+    long status;
+    bool has_retry_after;
+    atomic_int *done;
+};
+
+static size_t
+reader_body(char *data, size_t size, size_t n, void *user_data)
+{
+    (void)data;
+    (void)user_data;
+    return size * n;
+}
+
+static size_t
+reader_header(char *data, size_t size, size_t n, void *user_data)
+{
+    struct reader *r = user_data;
+
+    if (size * n >= 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        r->has_retry_after = true;
+    }
+    return size * n;
+}
+
+static void *
+reader_run(void *arg)
+{
+    struct reader *r = arg;
+    CURL *c = curl_easy_init();
+    char url[256];
+
+    r->rc = CURLE_FAILED_INIT;
+    if (c != NULL) {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", r->port, r->path);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, reader_body);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, reader_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+        r->rc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_easy_cleanup(c);
+    }
+    atomic_fetch_add(r->done, 1);
+    return NULL;
+}
+
+#define READERS 4
+
+/* The reported fault: readers of a locked span store held both of the server's two threads
+ * (5 s each, SQLite's busy timeout) and /healthz waited 5.2 s behind them. Now two reads are
+ * admitted, the others are answered 503 with Retry-After at once and counted on /metrics,
+ * and /healthz answers while the admitted ones wait. */
+static void
+test_http_reads_of_a_locked_store_leave_healthz_answering(void **state)
+{
+    struct fx *f = *state;
+    struct weft__serve_config cfg;
+    struct weft__serve *srv = NULL;
+    struct reader readers[READERS];
+    pthread_t threads[READERS];
+    atomic_int done = 0;
+    struct http_answer health;
+    struct http_answer m;
+    char path[128];
+    sqlite3 *db = NULL;
+    uint64_t deadline = 0;
+    uint64_t t0 = 0;
+    uint64_t health_ms = 0;
+    int refused_early = 0;
+    size_t n503 = 0;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.addr = "127.0.0.1:0";
+    cfg.api = f->cfg;
+    cfg.metrics = no_metrics;
+    assert_weft_ok(weft__serve_start(&cfg, &srv));
+    /* A writer that keeps the store to itself (exclusive locking mode): every reader waits
+     * for SQLite's busy timeout. */
+    assert_int_equal(sqlite3_open(f->store, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE", NULL, NULL, NULL),
+        SQLITE_OK);
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/trace", f->good_a);
+    for (size_t i = 0; i < READERS; i++) {
+        readers[i] = (struct reader){weft__serve_port(srv), path, 0, 0, false, &done};
+        assert_int_equal(pthread_create(&threads[i], NULL, reader_run, &readers[i]), 0);
+    }
+    deadline = weft__monotonic_ns() + 4000000000ull; /* under the store's 5 s busy timeout */
+    while (atomic_load(&done) < READERS - WEFT__API_MAX_ACTIVE && weft__monotonic_ns() < deadline) {
+        weft__sleep_ms(5);
+    }
+    refused_early = atomic_load(&done);
+    t0 = weft__monotonic_ns();
+    http_get(weft__serve_port(srv), "/healthz", NULL, &health);
+    health_ms = (weft__monotonic_ns() - t0) / 1000000u;
+    print_message("/healthz answered in %llu ms\n", (unsigned long long)health_ms);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    for (size_t i = 0; i < READERS; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    http_get(weft__serve_port(srv), "/metrics", NULL, &m);
+    weft__serve_stop(srv);
+    assert_int_equal(refused_early, READERS - WEFT__API_MAX_ACTIVE);
+    assert_int_equal(health.status, 200);
+    assert_true(health_ms < 1000);
+    for (size_t i = 0; i < READERS; i++) {
+        assert_int_equal(readers[i].rc, CURLE_OK);
+        assert_true(readers[i].status == 200 || readers[i].status == 503);
+        if (readers[i].status == 503) {
+            assert_true(readers[i].has_retry_after);
+            n503++;
+        }
+    }
+    assert_int_equal(n503, READERS - WEFT__API_MAX_ACTIVE);
+    assert_non_null(
+        strstr(m.body, "weft_http_requests_refused_total{reason=\"busy\",route=\"/api/v1/\"} 2"));
+}
+
 int
 main(void)
 {
@@ -539,6 +910,11 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_whole_span_pages_are_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_whole_span_page_reads_only_the_page, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_http_reads_of_a_locked_store_leave_healthz_answering,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_ingested_trace_reaches_the_explorer, setup,
                                         teardown),
     };
