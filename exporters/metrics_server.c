@@ -390,20 +390,27 @@ declared_too_large(struct MHD_Connection *conn, size_t max)
     return *end == '\0' && n > (unsigned long long)max;
 }
 
-/* libmicrohttpd's own messages (a failed accept, a thread it could not start) go to weft's log
- * handler, never to stderr: the library does not print. */
+/* libmicrohttpd's own messages go to weft's log handler, never to stderr: the library does not
+ * print. What the server could not do (start a thread, allocate, accept) is a warning; the rest
+ * is what clients did (closed mid-request, sent a bad header), counted on /metrics already, and
+ * only worth a debug line: 150 slow clients must not write 150 warnings. */
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
+    weft_log_level level = WEFT_LOG_DEBUG;
 
     (void)cls;
     if (weft__log_fn == NULL || WEFT_LOG_WARN > weft__log_max) {
-        return;
+        return; /* nothing of it would be shown: no formatting */
     }
     vsnprintf(line, sizeof(line), fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    WEFT_LOG(WEFT_LOG_WARN, "http server: %s", line);
+    if (strstr(line, "ailed to") != NULL || strstr(line, "nable to") != NULL ||
+        strstr(line, "emory") != NULL) {
+        level = WEFT_LOG_WARN;
+    }
+    WEFT_LOG(level, "http server: %s", line);
 }
 
 /* Take one of the route's max_active slots; false when all are in use. */

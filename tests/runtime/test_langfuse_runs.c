@@ -375,17 +375,17 @@ test_langfuse_runs_outage_loses_nothing_and_delays_nothing(void **state)
 {
     struct fx *f = *state;
     struct weft_langfuse_stats st;
-    uint64_t t0 = 0;
     size_t mem_spans = 0;
     json_t *spans = NULL;
 
     start_provider(f);
-    langfuse_server_go_down(f->srv, 1500);
-    t0 = weft_monotonic_ns();
+    langfuse_server_go_down(f->srv, 3000);
     run_example(f, "code_review", "Add a login endpoint to the user service", "outage");
-    /* The run does not wait on Langfuse. */
-    assert_true(weft_monotonic_ns() - t0 < 1000000000ull);
-    /* Nor does the other exporter: it has every span while Langfuse is still down. */
+    /* The run does not wait on Langfuse: it returned with nothing delivered there (a run that
+     * waited for its spans to reach Langfuse would have waited out the outage and delivered
+     * them). No clock: a slow machine (ThreadSanitizer) cannot fail this, nor pass it wrongly. */
+    assert_int_equal(langfuse_server_span_count(f->srv), 0);
+    /* Nor does the other exporter lose anything to the outage. */
     assert_weft_ok(weft_provider_force_flush(f->provider, 30000));
     mem_spans = mem_exporter_count(f->mem);
     assert_true(mem_spans >= 10);
