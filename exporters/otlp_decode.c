@@ -562,13 +562,53 @@ read_sub(struct dec *d, struct rd *r, uint32_t wt, struct rd *sub)
     return want(d, wt, WT_LEN) && (rd_sub(r, sub) || fail(d, "truncated length-delimited field"));
 }
 
+/* A protobuf string field must be UTF-8; one that is not has each invalid sequence replaced
+ * by U+FFFD in the batch, as weft's encoder (otlp_proto.c) does when it sends the span on:
+ * raw bytes kept here reached the store and came back different from every re-export (the
+ * ingest fuzz harness's round trip). @p sub is left as it was when the text is valid. */
+static bool
+utf8_repaired(struct dec *d, struct rd *sub)
+{
+    size_t out_len = 0;
+    size_t n = 0;
+    bool is_valid = true;
+    uint8_t *copy = NULL;
+    uint8_t *p = NULL;
+
+    if (weft__utf8_valid((const char *)sub->p, sub->len)) {
+        return true;
+    }
+    for (size_t i = 0; i < sub->len; i += n) {
+        n = weft__utf8_seq(sub->p + i, sub->len - i, &is_valid);
+        out_len += is_valid ? n : 3;
+    }
+    copy = weft__otlp_batch_alloc(d->b, out_len + 1, &d->err);
+    if (copy == NULL) {
+        return false;
+    }
+    p = copy;
+    for (size_t i = 0; i < sub->len; i += n) {
+        n = weft__utf8_seq(sub->p + i, sub->len - i, &is_valid);
+        if (is_valid) {
+            memcpy(p, sub->p + i, n);
+            p += n;
+        } else {
+            memcpy(p, "\xef\xbf\xbd", 3);
+            p += 3;
+        }
+    }
+    sub->p = copy;
+    sub->len = out_len;
+    return true;
+}
+
 static bool
 read_str(struct dec *d, struct rd *r, uint32_t wt, const char **out, size_t *len)
 {
     struct rd sub;
     char *s = NULL;
 
-    if (!read_sub(d, r, wt, &sub)) {
+    if (!read_sub(d, r, wt, &sub) || !utf8_repaired(d, &sub)) {
         return false;
     }
     s = weft__otlp_batch_str(d->b, (const char *)sub.p, sub.len, &d->err);
@@ -589,7 +629,7 @@ read_name(struct dec *d, struct rd *r, uint32_t wt, const char **out)
     struct rd sub;
     char *s = NULL;
 
-    if (!read_sub(d, r, wt, &sub)) {
+    if (!read_sub(d, r, wt, &sub) || !utf8_repaired(d, &sub)) {
         return false;
     }
     s = weft__otlp_batch_name(d->b, (const char *)sub.p, sub.len, &d->err);

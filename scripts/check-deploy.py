@@ -2,7 +2,9 @@
 """scripts/check-deploy.py - static checks of the deploy files that no tool here can run:
 every YAML file parses (all documents), Kubernetes manifests carry apiVersion, kind and a
 name and run their containers as non-root, compose services have an image or a build and
-publish ports on 127.0.0.1 only, and the systemd units name an ExecStart. For distributed
+publish ports on 127.0.0.1 only, the files they mount and build from exist and the variables
+they need are set by the env example beside them (what `docker compose config` checks, so that
+a machine without Docker still checks the stacks), and the systemd units name an ExecStart. For distributed
 runs: a weft container says what it runs (command or args), a `weft worker` gets more time to
 stop than its --grace for finishing tasks, and in Kubernetes a readiness probe; RabbitMQ and
 PostgreSQL services have a healthcheck. No credentials in the files: a secret-looking variable
@@ -152,6 +154,46 @@ def check_compose(path, doc):
         for dep in svc.get("depends_on") or []:
             if dep not in services:
                 problems.append(f"{path}: service {name} depends on unknown service {dep}")
+        check_compose_files(path, name, svc)
+
+
+# ${VAR}, ${VAR:?why}, ${VAR?why} need VAR set; ${VAR:-x}, ${VAR-x}, ${VAR:+x} do not.
+INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?([-?+])[^}]*)?\}")
+
+
+def check_compose_files(path, name, svc):
+    """What `docker compose config` would find missing, without Docker: the files a service
+    mounts from the tree and the build context and Dockerfile it names exist."""
+    base = (ROOT / path).parent
+    for vol in svc.get("volumes") or []:
+        source = str(vol).split(":", 1)[0]
+        if source.startswith(".") and not (base / source).exists():
+            problems.append(f"{path}: service {name} mounts {source}, which does not exist")
+    build = svc.get("build")
+    if build is not None:
+        context = build if isinstance(build, str) else build.get("context", ".")
+        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        if not (base / context).is_dir():
+            problems.append(f"{path}: service {name} builds in {context}, not a directory")
+        elif not (base / context / dockerfile).is_file():
+            problems.append(f"{path}: service {name} builds with {dockerfile}, which does not exist")
+
+
+def check_compose_variables(path, text):
+    """Every variable the file needs set (no default) is set by an *.env.example beside it, so
+    that the documented `--env-file ....env.example` trial interpolates."""
+    needed = sorted({m.group(1) for m in INTERPOLATION.finditer(text) if m.group(2) in (None, "?")})
+    if not needed:
+        return
+    examples = sorted((ROOT / path).parent.glob("*.env.example"))
+    given = set()
+    for example in examples:
+        for line in example.read_text().splitlines():
+            if "=" in line and not line.lstrip().startswith("#"):
+                given.add(line.split("=", 1)[0].strip())
+    for var in needed:
+        if var not in given:
+            problems.append(f"{path}: needs ${{{var}}} but no *.env.example beside it sets it")
 
 
 def main():
@@ -167,6 +209,7 @@ def main():
                 check_k8s(rel, doc)
             elif "compose" in rel.parts and "services" in doc:
                 check_compose(rel, doc)
+                check_compose_variables(rel, path.read_text())
     for path in sorted(ROOT.glob("deploy/systemd/*.service")):
         unit = configparser.ConfigParser(strict=False, interpolation=None)
         unit.optionxform = str

@@ -7,7 +7,9 @@
 // surgery shows the plan before and after; compare shows where two runs diverge, and a fork's
 // page opens it on the fork and its original; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
-// logs a console error. Screenshots of each page go to $WEFT_UI_ARTIFACTS (default
+// logs a console error; behind a token (a second server, WEFT_SERVE_TOKEN) the explorer refuses
+// a browser without it, /?token= logs it in with an HttpOnly, SameSite=Strict cookie and leaves
+// the address clean, and the pages then load through that cookie. Screenshots of each page go to $WEFT_UI_ARTIFACTS (default
 // ./ui-artifacts).
 //
 // Usage: WEFT_BIN=build/weft node tests/ui/explorer.test.mjs
@@ -88,18 +90,27 @@ for (const side of ["a", "b"]) {
 const runs = JSON.parse(run(["runs", "--json", "--limit", "2"]).stdout).runs;
 const [cmpB, cmpA] = [runs[0].run_id, runs[1].run_id];
 
-// The server, on a port of its choosing; its first line names it.
-const serve = spawn(weft, ["serve", "--addr", "127.0.0.1:0"], { env, cwd: home, stdio: ["ignore", "ignore", "pipe"] });
-const base = await new Promise((resolve, reject) => {
-  let err = "";
-  const t = setTimeout(() => reject(new Error("weft serve did not start: " + err)), 10000);
-  serve.stderr.on("data", (d) => {
-    err += d;
-    const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(err);
-    if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[1]}`); }
+// A server, on a port of its choosing; its first line names it. @p extraEnv: e.g. a token.
+function startServe(extraEnv) {
+  const proc = spawn(weft, ["serve", "--addr", "127.0.0.1:0"], { env: { ...env, ...extraEnv }, cwd: home, stdio: ["ignore", "ignore", "pipe"] });
+  const url = new Promise((resolve, reject) => {
+    let err = "";
+    const t = setTimeout(() => reject(new Error("weft serve did not start: " + err)), 10000);
+    proc.stderr.on("data", (d) => {
+      err += d;
+      const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(err);
+      if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[1]}`); }
+    });
+    proc.on("exit", (code) => reject(new Error(`weft serve exited ${code}: ${err}`)));
   });
-  serve.on("exit", (code) => reject(new Error(`weft serve exited ${code}: ${err}`)));
-});
+  return [proc, url];
+}
+const [serve, baseP] = startServe({ WEFT_SERVE_TOKEN: "" });
+const base = await baseP;
+// The same runs behind a token, as a server beyond loopback is run (WEFT_SERVE_TOKEN).
+const token = "ui-test-token-0123456789abcdef";
+const [tokenServe, tokenBaseP] = startServe({ WEFT_SERVE_TOKEN: token });
+const tokenBase = await tokenBaseP;
 
 fs.mkdirSync(artifacts, { recursive: true });
 const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
@@ -220,9 +231,47 @@ try {
   await check("no console errors", async () => {
     assert.deepEqual(consoleErrors, []);
   });
+
+  // With a token: refused without it; /?token= logs the browser in with an HttpOnly,
+  // SameSite=Strict cookie, drops the token from the address, and every page's API calls
+  // then carry the cookie (the runs list and a run's plan and waterfall load).
+  await check("token: login by /?token=, then the explorer works", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const tokenErrors = [];
+    try {
+      const p = await ctx.newPage();
+      p.on("pageerror", (e) => tokenErrors.push(e.message));
+      const refused = await p.goto(tokenBase + "/");
+      assert.equal(refused.status(), 401);
+      assert.match(await p.textContent("body"), /a token is needed/);
+      await p.goto(`${tokenBase}/?token=${token}`);
+      assert.equal(p.url(), tokenBase + "/", "the token stays in the address bar");
+      await p.waitForSelector(`#runs tr[data-run="${codeReview}"]`);
+      const cookie = (await ctx.cookies(tokenBase)).find((c) => c.name === "weft_token");
+      assert.ok(cookie, "no weft_token cookie");
+      assert.equal(cookie.httpOnly, true);
+      assert.equal(cookie.sameSite, "Strict");
+      assert.equal(await p.evaluate(() => document.cookie.includes("weft_token")), false);
+      await p.goto(`${tokenBase}/#/run/${failed}`);
+      await p.waitForFunction((want) => (document.querySelector("h1") || {}).textContent === "Run " + want, failed);
+      await p.waitForSelector('#plan g.node-failed[data-step="build"]');
+      await p.waitForSelector("#waterfall .row");
+      // A wrong token logs nobody in.
+      const other = await browser.newContext();
+      const q = await other.newPage();
+      const wrong = await q.goto(`${tokenBase}/?token=wrong-token-0123456789abcdef`);
+      assert.equal(wrong.status(), 401);
+      assert.equal((await other.cookies(tokenBase)).length, 0);
+      await other.close();
+      assert.deepEqual(tokenErrors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
 } finally {
   await browser.close();
   serve.kill("SIGTERM");
+  tokenServe.kill("SIGTERM");
   fs.rmSync(home, { recursive: true, force: true });
 }
 if (failures > 0) {
