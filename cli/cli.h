@@ -105,7 +105,31 @@ struct cli_run_flags {
     const char *fork_from;   /* `weft fork --from STEP` */
     const char *const *sets; /* `weft fork --set KEY=VALUE`, in order */
     size_t set_count;
+    const char *snapshot_root; /* the workflow comes from a run's snapshot written here */
 };
+
+/* An explicit SQLite --state FILE among @p argv (argv[0] the command) names the home when
+ * WEFT_HOME is unset: WEFT_HOME is set to FILE's directory, so the span store, the traces file
+ * and the workspaces go beside the state (cli/state_home.c). Call before the command runs. */
+void cli_state_home(int argc, char **argv);
+
+/* The workflow file `weft replay`, `fork` and `resume` load for stored run @p d: @p workflow
+ * (--workflow) when given, else the run's file while it is what the run had, else its
+ * snapshot written under a new temporary directory (@p tmpdir, saying so on stderr); with
+ * @p is_resume, a changed file is still used (the runtime refuses it without --force) and the
+ * snapshot only replaces a missing one. @return CLI_EXIT_OK with *path_out set, or the exit
+ * status after saying what is wrong (mentioning --workflow FILE). Release both with
+ * cli_run_workflow_done(). */
+int cli_run_workflow(const char *cmd,
+                     const char *state,
+                     const struct weft_run_details *d,
+                     const char *workflow,
+                     bool is_resume,
+                     char **path_out,
+                     char *tmpdir,
+                     size_t tmpdir_len);
+/* Free @p path and remove the snapshot directory @p tmpdir (when not ""). */
+void cli_run_workflow_done(char *path, char *tmpdir);
 
 /* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
  * @p cmd names the command in messages. @return the command's exit status. */

@@ -124,14 +124,14 @@ cli_teams_usage(FILE *out)
           "composed. Each row: name, when, the run it was composed for, its file, the goal.\n"
           "\n"
           "options:\n"
-          "      --run RUN_ID  one run's teams\n"
+          "      --run RUN_ID  one run's teams (an id, a unique prefix of one, or \"last\")\n"
           "  -n, --limit N     teams to list (default 50, at most 10000)\n"
           "      --state PATH  state: a SQLite file or a postgresql:// URL (default\n"
           "                    $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
           "      --json        {\"schema\": \"weft.teams/v1\", \"teams\": [{id, name, path, goal,\n"
           "                    run_id, created, team}]} (team: the design)\n"
           "\n"
-          "exit status: 0 ok, 1 the store cannot be read, 2 bad usage\n",
+          "exit status: 0 ok, 1 the store cannot be read or --run matches no run, 2 bad usage\n",
           out);
 }
 
@@ -161,6 +161,7 @@ cli_teams(int argc, char **argv)
     size_t limit = 50;
     size_t count = 0;
     struct weft_team_record *teams = NULL;
+    struct weft_run_details *details = NULL;
     const struct cli_option options[] = {
         {"run", 0, true, false, &run, NULL},         {"limit", 'n', true, false, &limit_text, NULL},
         {"state", 0, true, false, &state, NULL},     {"json", 0, false, false, NULL, &is_json},
@@ -179,7 +180,22 @@ cli_teams(int argc, char **argv)
         cli_teams_usage(stdout);
         return CLI_EXIT_OK;
     }
+    if (run != NULL) {
+        /* --run takes what the tables show (an 8-character prefix, or "last") as run show does;
+         * a run that matches nothing is an error, not an empty list that reads as "no teams". */
+        err = weft_run_load(state, run, &details);
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft teams: %s '%s'%s\n",
+                    err == WEFT_EINVAL ? "ambiguous run id" : "no run", run,
+                    err == WEFT_ENOTFOUND ? " (or no state database yet)" : "");
+            return CLI_EXIT_FAIL;
+        }
+        run = details->info.run_id;
+    }
     err = weft_teams_list(state, run, limit, &teams, &count);
+    weft_run_details_free(details);
+    /* run pointed into details */
+    run = NULL;
     if (err != WEFT_OK && err != WEFT_ENOTFOUND) { /* no database yet: no teams */
         fprintf(stderr, "weft teams: cannot read the state store: %s\n", weft_strerror(err));
         return CLI_EXIT_FAIL;

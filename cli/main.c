@@ -157,5 +157,6 @@ main(int argc, char **argv)
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    cli_state_home(argc - 1, argv + 1); /* --state FILE: the spans go beside it */
     return cmd->run(argc - 1, argv + 1);
 }

@@ -4,12 +4,25 @@
  * its input, through cli_execute() like `weft run` and `weft resume`: the library does the
  * replaying and forking (weft_run_options.replay_run_id, fork_run_id); this file parses the
  * command line, finds the workflow and says what a replay found.
+ *
+ * Finding the workflow (cli_run_workflow(), shared with `weft resume`): a run keeps the
+ * absolute path of its workflow and a snapshot of the workflow's files (runtime/snapshot.c).
+ * The file at the path is used while it is what the run had; when it moved, or changed under
+ * a replay or a fork (which reproduce the run), the snapshot is written to a private temporary
+ * directory and loaded from there, and one line on stderr says so. Resume keeps its own rule
+ * for a changed file (refused without --force) and takes the snapshot only when the file is
+ * gone.
  */
+#define _GNU_SOURCE /* realpath */
 #include "cli.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <weft/weft.h>
 
 #define MAX_SETS 32
@@ -26,10 +39,11 @@ cli_replay_usage(FILE *out)
           "compared with the original's at the same position; the first difference (a changed\n"
           "workflow, prompt or tool) stops the replay and is reported as the first differing\n"
           "span. The replay is a run of its own whose trace links to the original's.\n"
-          "RUN_ID may be a unique prefix or \"last\".\n"
+          "RUN_ID may be a unique prefix or \"last\". The workflow is the run's file (by its\n"
+          "absolute path), or, when it moved or changed, the snapshot stored with the run.\n"
           "\n"
           "options:\n"
-          "      --workflow FILE  replay against this workflow file instead of the stored path\n"
+          "      --workflow FILE  replay against this workflow file instead of the run's\n"
           "\n"
           "exit status: 0 identical (whatever the run's own status), 5 diverged, 1 the replay\n"
           "             could not run (no such run, a run still running), 2 bad usage\n",
@@ -51,7 +65,9 @@ cli_fork_usage(FILE *out)
           "\n"
           "options:\n"
           "      --from STEP        the step id to run live from (see weft run show RUN_ID)\n"
-          "      --workflow FILE    the workflow to run (default: the one the run used)\n"
+          "      --workflow FILE    the workflow to run (default: the one the run used: its\n"
+          "                         file, or the snapshot stored with the run when the file\n"
+          "                         moved or changed)\n"
           "      --set KEY=VALUE    override a field: agent.NAME.model (a model of the\n"
           "                         workflow's models) or agent.NAME.instructions; repeatable\n"
           "\n"
@@ -87,6 +103,124 @@ cli_print_replay(FILE *out, const struct weft_replay_report *r)
     fputs("\n", out);
 }
 
+/* Remove @p path and everything under it, never following a link (the snapshot's directory
+ * links the workflow's original neighbours: those stay). */
+static void
+remove_tree(const char *path)
+{
+    struct stat sb;
+    DIR *d = NULL;
+    struct dirent *e = NULL;
+    char child[4096];
+
+    if (lstat(path, &sb) != 0) {
+        return;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        (void)unlink(path);
+        return;
+    }
+    d = opendir(path);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            snprintf(child, sizeof(child), "%s/%s", path, e->d_name) < (int)sizeof(child)) {
+            remove_tree(child);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    (void)rmdir(path);
+}
+
+void
+cli_run_workflow_done(char *path, char *tmpdir)
+{
+    free(path);
+    if (tmpdir != NULL && tmpdir[0] != '\0') {
+        remove_tree(tmpdir);
+        tmpdir[0] = '\0';
+    }
+}
+
+int
+cli_run_workflow(const char *cmd,
+                 const char *state,
+                 const struct weft_run_details *d,
+                 const char *workflow,
+                 bool is_resume,
+                 char **path_out,
+                 char *tmpdir,
+                 size_t tmpdir_len)
+{
+    const char *stored = d->info.workflow_path;
+    const char *tmp = getenv("TMPDIR");
+    struct weft_run_snapshot snap;
+    char *copy = NULL;
+    char resolved[PATH_MAX];
+    bool is_stored = false;
+    bool is_snapshot = false;
+    weft_err err = WEFT_OK;
+
+    *path_out = NULL;
+    tmpdir[0] = '\0';
+    if (workflow != NULL) {
+        *path_out = strdup(workflow);
+        return *path_out != NULL ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    err = weft_run_snapshot_load(state, d->info.run_id, NULL, &snap, NULL);
+    is_stored = err == WEFT_OK;
+    if (is_stored) {
+        /* Resume: a changed file is the runtime's to refuse (or take with --force). */
+        is_snapshot =
+            is_resume ? !snap.is_workflow_present || (!snap.is_current && !snap.is_workflow_changed)
+                      : !snap.is_current;
+    }
+    if (!is_snapshot) {
+        if (stored == NULL || access(stored, R_OK) != 0) {
+            fprintf(stderr,
+                    "weft %s: run %s: its workflow file %s cannot be opened and the run kept "
+                    "no snapshot of it%s\n",
+                    cmd, d->info.run_id, stored != NULL ? stored : "(no path stored)",
+                    is_resume ? "; restore the file to resume it"
+                              : "; give --workflow FILE to name the workflow to use");
+            return CLI_EXIT_USAGE;
+        }
+        *path_out = strdup(stored);
+        return *path_out != NULL ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    if (snprintf(tmpdir, tmpdir_len, "%s/weft-snapshot-XXXXXX",
+                 tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp") >= (int)tmpdir_len ||
+        mkdtemp(tmpdir) == NULL) {
+        fprintf(stderr, "weft %s: cannot create a directory for the run's snapshot\n", cmd);
+        tmpdir[0] = '\0';
+        return CLI_EXIT_FAIL;
+    }
+    /* Resolved, as the loader resolves the files under it: the run names them without it. */
+    if (realpath(tmpdir, resolved) != NULL && strlen(resolved) < tmpdir_len) {
+        memcpy(tmpdir, resolved, strlen(resolved) + 1);
+    }
+    err = weft_run_snapshot_load(state, d->info.run_id, tmpdir, &snap, &copy);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft %s: run %s: cannot write its workflow snapshot: %s%s\n", cmd,
+                d->info.run_id, weft_strerror(err),
+                is_resume ? "" : "; give --workflow FILE to name the workflow to use");
+        cli_run_workflow_done(NULL, tmpdir);
+        return CLI_EXIT_FAIL;
+    }
+    fprintf(stderr,
+            "weft %s: the workflow moved or changed: using the snapshot stored with the run "
+            "(hash %s)%s\n",
+            cmd, snap.hash, is_resume ? "" : "; give --workflow FILE to run another file");
+    *path_out = strdup(copy);
+    weft_run_snapshot_text_free(copy);
+    if (*path_out == NULL) {
+        cli_run_workflow_done(NULL, tmpdir);
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
 /* The stored run @p ref: its workflow path (or @p workflow) and input into @p fl, then the run.
  * @return the command's exit status. */
 static int
@@ -94,6 +228,7 @@ execute_from(const char *cmd, const char *ref, const char *workflow, struct cli_
 {
     struct weft_run_details *d = NULL;
     char *path = NULL;
+    char tmpdir[4096] = "";
     int status = CLI_EXIT_FAIL;
     weft_err err = WEFT_OK;
 
@@ -107,20 +242,21 @@ execute_from(const char *cmd, const char *ref, const char *workflow, struct cli_
     if (strcmp(d->info.status, "running") == 0) {
         fprintf(stderr, "weft %s: run %s is still running; try again once it ended\n", cmd,
                 d->info.run_id);
-    } else if (workflow == NULL && d->info.workflow_path == NULL) {
-        fprintf(stderr, "weft %s: run %s has no stored workflow path; give --workflow\n", cmd,
-                d->info.run_id);
     } else {
-        path = strdup(workflow != NULL ? workflow : d->info.workflow_path);
+        status =
+            cli_run_workflow(cmd, fl->state, d, workflow, false, &path, tmpdir, sizeof(tmpdir));
+    }
+    if (path != NULL) {
         fl->input = d->info.input;
         if (fl->fork_from != NULL) {
             fl->fork_of = d->info.run_id;
         } else {
             fl->replay_of = d->info.run_id;
         }
-        status = path != NULL ? cli_execute(cmd, path, fl) : CLI_EXIT_FAIL;
+        fl->snapshot_root = tmpdir[0] != '\0' ? tmpdir : NULL;
+        status = cli_execute(cmd, path, fl);
     }
-    free(path);
+    cli_run_workflow_done(path, tmpdir);
     weft_run_details_free(d);
     return status;
 }

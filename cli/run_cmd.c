@@ -9,6 +9,7 @@
  * final flush waits on a collector that does not answer; the spans not yet exported are
  * reported as lost.
  */
+#define _GNU_SOURCE /* realpath */
 #include "cli.h"
 #include "report/docs.h"
 #include "runtime/dist/amqp_executor.h"
@@ -16,6 +17,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -343,6 +345,35 @@ print_reason(const char *reason)
     }
 }
 
+/* The spans the local store holds for @p trace_id: more than this process recorded when
+ * `weft worker` processes ran steps of the run (--executor amqp) and stored their spans in the
+ * same trace, which the trace tree below the summary shows. 0 when unknown. */
+static size_t
+stored_span_count(const char *trace_id)
+{
+    struct weft_store *store = NULL;
+    struct weft_trace_summary *list = NULL;
+    size_t n = 0;
+    size_t count = 0;
+    char path[4096];
+
+    if (trace_id[0] == '\0' || weft_store_default_path(path, sizeof(path)) != WEFT_OK ||
+        weft_store_open(path, &store) != WEFT_OK) {
+        return 0;
+    }
+    /* The run just ended: its trace is among the newest, whose summaries carry the count. */
+    if (weft_store_list_traces(store, 16, &list, &n) == WEFT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(list[i].trace_id, trace_id) == 0) {
+                count = list[i].span_count;
+            }
+        }
+    }
+    weft_trace_summaries_free(list, n);
+    weft_store_close(store);
+    return count;
+}
+
 static void
 print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
 {
@@ -383,10 +414,21 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     if (r->trace_id[0] != '\0') {
         printf("  trace:   %s\n", r->trace_id);
     }
-    /* Telemetry that did not make it is never silent. */
-    printf("  spans:   %llu recorded, %llu dropped, %llu failed to export\n",
-           (unsigned long long)ts->spans_ended, (unsigned long long)ts->spans_dropped,
-           (unsigned long long)ts->spans_failed);
+    /* Telemetry that did not make it is never silent. A distributed run's trace also holds
+     * the workers' spans: both counts, so that the summary agrees with the tree below it ("so
+     * far": a worker's last spans can reach the store a batch delay after its result). */
+    size_t in_trace = stored_span_count(r->trace_id);
+    if (in_trace > ts->spans_ended) {
+        printf("  spans:   %zu in the run's trace so far (%llu recorded here, %llu by workers), "
+               "%llu dropped, %llu failed to export\n",
+               in_trace, (unsigned long long)ts->spans_ended,
+               (unsigned long long)(in_trace - ts->spans_ended),
+               (unsigned long long)ts->spans_dropped, (unsigned long long)ts->spans_failed);
+    } else {
+        printf("  spans:   %llu recorded, %llu dropped, %llu failed to export\n",
+               (unsigned long long)ts->spans_ended, (unsigned long long)ts->spans_dropped,
+               (unsigned long long)ts->spans_failed);
+    }
     if (r->output != NULL) {
         printf("  output:  ");
         put_output(r->output);
@@ -620,9 +662,10 @@ print_json(const struct weft_run_result *r,
     json_object_set_new(o, "verdicts", verdicts);
     json_object_set_new(o, "tool_errors", tool_errors != NULL ? tool_errors : json_array());
     json_object_set_new(o, "spans",
-                        json_pack("{s:I, s:I, s:I}", "recorded", (json_int_t)ts->spans_ended,
+                        json_pack("{s:I, s:I, s:I, s:I}", "recorded", (json_int_t)ts->spans_ended,
                                   "dropped", (json_int_t)ts->spans_dropped, "failed",
-                                  (json_int_t)ts->spans_failed));
+                                  (json_int_t)ts->spans_failed, "in_trace",
+                                  (json_int_t)stored_span_count(r->trace_id)));
     json_object_set_new(o, "exporters", exporters_json(provider));
     if (r->replay != NULL) {
         json_object_set_new(o, "replay", weft__doc_replay(r->replay));
@@ -712,10 +755,71 @@ collect_collab(const struct weft_instrument_view *in, const struct weft_series_v
     return true;
 }
 
-/* The collaboration summary: the hand-off matrix and agent outcomes from the run's meter, and
- * the failed tool calls of @p tool_errors (run_tool_errors()). */
+/* Steps without an agent (command, file_writer, http_call) are not agent invocations, so the
+ * meter's weft.agent.invocations leaves them out, yet they are the run's work as much as the
+ * agents' steps are: add them from the stored steps, as `run show` lists them, named after their
+ * executor. A completed step that took N attempts succeeded once after N - 1 failures. */
 static void
-print_collaboration(struct weft_meter *meter, const json_t *tool_errors)
+add_executor_steps(struct collab *c, const char *state, const char *run_id)
+{
+    struct weft_run_details *d = NULL;
+
+    if (run_id == NULL || weft_run_load(state, run_id, &d) != WEFT_OK) {
+        return;
+    }
+    for (size_t i = 0; i < d->step_count; i++) {
+        const struct weft_run_step *st = &d->steps[i];
+        unsigned ok = 0;
+        unsigned failed = 0;
+        bool is_seen = false;
+
+        if (st->executor == NULL || strcmp(st->executor, "agent") == 0) {
+            continue;
+        }
+        for (size_t j = 0; j < i && !is_seen; j++) {
+            const char *other = d->steps[j].executor;
+
+            is_seen = other != NULL && strcmp(other, st->executor) == 0;
+        }
+        if (is_seen) {
+            continue; /* counted with the first step of its executor */
+        }
+        for (size_t j = i; j < d->step_count; j++) {
+            const struct weft_run_step *o = &d->steps[j];
+            unsigned tries = o->attempts > 0 ? o->attempts : 1;
+
+            if (o->executor == NULL || strcmp(o->executor, st->executor) != 0) {
+                continue;
+            }
+            if (strcmp(o->status, "completed") == 0) {
+                ok++;
+                failed += tries - 1;
+            } else if (strcmp(o->status, "failed") == 0) {
+                failed += tries;
+            }
+        }
+        if (ok > 0 && c->agents_len < sizeof(c->agents) - 128) {
+            c->agents_len +=
+                (size_t)snprintf(c->agents + c->agents_len, sizeof(c->agents) - c->agents_len,
+                                 " %s:success=%u", st->executor, ok);
+        }
+        if (failed > 0 && c->agents_len < sizeof(c->agents) - 128) {
+            c->agents_len +=
+                (size_t)snprintf(c->agents + c->agents_len, sizeof(c->agents) - c->agents_len,
+                                 " %s:failure=%u", st->executor, failed);
+        }
+    }
+    weft_run_details_free(d);
+}
+
+/* The collaboration summary: the hand-off matrix and agent outcomes from the run's meter (and
+ * the steps without an agent from the stored run), and the failed tool calls of @p tool_errors
+ * (run_tool_errors()). */
+static void
+print_collaboration(struct weft_meter *meter,
+                    const json_t *tool_errors,
+                    const char *state,
+                    const char *run_id)
 {
     struct collab c;
     size_t i = 0;
@@ -725,6 +829,7 @@ print_collaboration(struct weft_meter *meter, const json_t *tool_errors)
     if (weft_meter_collect(meter, collect_collab, &c) != WEFT_OK) {
         return;
     }
+    add_executor_steps(&c, state, run_id);
     printf("  handoffs:%s\n", c.handoffs_len > 0 ? c.handoffs : " none");
     printf("  agents:  %s\n", c.agents_len > 0 ? c.agents + 1 : "none");
     printf("  tool errors:");
@@ -1006,6 +1111,7 @@ fill_run_options(struct weft_run_options *ro,
     ro->replay_run_id = fl->replay_of;
     ro->fork_run_id = fl->fork_of;
     ro->fork_from_step = fl->fork_from;
+    ro->snapshot_root = fl->snapshot_root;
     ro->checkpoint_user_data = store_processor(t->provider);
     ro->checkpoint = ro->checkpoint_user_data != NULL ? on_checkpoint : NULL;
 }
@@ -1049,7 +1155,7 @@ report_run(const char *cmd,
     } else {
         print_summary(result, &stats);
         print_exporters(t->provider);
-        print_collaboration(t->meter, tool_errors);
+        print_collaboration(t->meter, tool_errors, fl->state, result->run_id);
         if (!fl->is_no_trace && result->trace_id[0] != '\0') {
             print_trace(result->trace_id, fl->is_color);
         }
@@ -1180,6 +1286,8 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
     size_t max_parallel = 0;
+    char abs_path[PATH_MAX];
+    const char *load_path = workflow_path;
 
     if (fl->max_parallel != NULL && !cli_parse_size(fl->max_parallel, 1, 256, &max_parallel)) {
         fprintf(stderr, "weft %s: --max-parallel: expected an integer from 1 to 256\n", cmd);
@@ -1198,7 +1306,12 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         }
         tag_count = (size_t)n;
     }
-    err = weft_workflow_load(workflow_path, &wf, &diags);
+    /* Loaded by its absolute path, which the run stores: replay, fork and resume then find the
+     * file from any directory (a relative path only worked from the one the run started in). */
+    if (realpath(workflow_path, abs_path) != NULL) {
+        load_path = abs_path;
+    }
+    err = weft_workflow_load(load_path, &wf, &diags);
     if (err != WEFT_OK) {
         status = cli_print_diags(workflow_path, err, &diags);
         weft_diags_cleanup(&diags);

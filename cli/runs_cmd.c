@@ -40,8 +40,9 @@ cli_resume_usage(FILE *out)
           "\n"
           "Continue a run that was interrupted (killed or aborted): completed steps are kept,\n"
           "the step that was in progress runs again, and the new trace links to the old one.\n"
-          "The workflow is loaded from the path the run was started with. One process owns a\n"
-          "run at a time: a run still running elsewhere is refused, naming its owner.\n"
+          "The workflow is loaded from the path the run was started with, or, when that file\n"
+          "is gone, from the snapshot stored with the run. One process owns a run at a time:\n"
+          "a run still running elsewhere is refused, naming its owner.\n"
           "\n"
           "options:\n"
           "      --force   resume although the workflow file changed since the run started\n"
@@ -222,7 +223,13 @@ cli_runs(int argc, char **argv)
         char dur[32] = "-";
         format_time(runs[i].started_ns, started, sizeof(started));
         if (runs[i].ended_ns > runs[i].started_ns) {
-            cli_format_duration(runs[i].ended_ns - runs[i].started_ns, dur, sizeof(dur));
+            /* An interrupted run ran at least until its last sign of life (docs/durability.md),
+             * maybe longer: the duration is a lower bound, and says so. */
+            bool is_cut = strcmp(runs[i].status, "interrupted") == 0;
+
+            dur[0] = '>';
+            cli_format_duration(runs[i].ended_ns - runs[i].started_ns, dur + is_cut,
+                                sizeof(dur) - is_cut);
         }
         printf("%-14s ", runs[i].run_id);
         printf("%*s", (int)(21 - cli_put_clean(stdout, runs[i].workflow, 20)), "");
@@ -630,6 +637,7 @@ cli_resume(int argc, char **argv)
     weft_err err = WEFT_OK;
     int status = CLI_EXIT_OK;
     char *path = NULL;
+    char tmpdir[4096] = "";
 
     memset(&fl, 0, sizeof(fl));
     if (cli_parse("resume", argc, argv, options, sizeof(options) / sizeof(options[0]), positional,
@@ -645,15 +653,14 @@ cli_resume(int argc, char **argv)
     if (err != WEFT_OK) {
         return explain("resume", err, positional[0]);
     }
-    if (d->info.workflow_path == NULL) {
-        fprintf(stderr, "weft resume: run %s has no stored workflow path\n", d->info.run_id);
-        weft_run_details_free(d);
-        return CLI_EXIT_FAIL;
+    /* The run's file, or its snapshot when the file is gone (cli/replay_cmd.c). */
+    status = cli_run_workflow("resume", fl.state, d, NULL, true, &path, tmpdir, sizeof(tmpdir));
+    if (path != NULL) {
+        fl.resume = d->info.run_id;
+        fl.snapshot_root = tmpdir[0] != '\0' ? tmpdir : NULL;
+        status = cli_execute("resume", path, &fl);
     }
-    path = strdup(d->info.workflow_path);
-    fl.resume = d->info.run_id;
-    status = path != NULL ? cli_execute("resume", path, &fl) : CLI_EXIT_FAIL;
-    free(path);
+    cli_run_workflow_done(path, tmpdir);
     weft_run_details_free(d);
     return status;
 }

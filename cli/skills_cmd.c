@@ -119,6 +119,32 @@ skills_list(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* A stored task or solution is multi-line text (code, mostly): its newlines and tabs are printed
+ * as such; other control characters (C0, DEL, C1) become '?' so that a stored text cannot move
+ * the terminal's cursor or change its colours. At most max_bytes bytes are printed. */
+static void
+put_text(const char *text, size_t max_bytes)
+{
+    const unsigned char *p = (const unsigned char *)(text != NULL ? text : "");
+    size_t n = 0;
+
+    for (; p[n] != '\0' && n < max_bytes; n++) {
+        if (p[n] == '\n' || p[n] == '\t') {
+            putchar(p[n]);
+        } else if (p[n] < 0x20 || p[n] == 0x7f) {
+            putchar('?');
+        } else if (p[n] == 0xc2 && p[n + 1] >= 0x80 && p[n + 1] <= 0x9f) {
+            putchar('?');
+            n++;
+        } else {
+            putchar(p[n]);
+        }
+    }
+    if (p[n] != '\0') {
+        printf("\n... (cut at %zu bytes; weft skills show --json has it all)", max_bytes);
+    }
+}
+
 static int
 skills_show(int argc, char **argv)
 {
@@ -176,9 +202,9 @@ skills_show(int argc, char **argv)
     cli_put_clean(stdout, s->run_id != NULL ? s->run_id : "-", 200);
     printf("\ntrace     %s", s->trace_id != NULL ? s->trace_id : "-");
     printf("\nspan      %s\n\ntask:\n", s->span_id != NULL ? s->span_id : "-");
-    cli_put_clean(stdout, s->task, 100000);
+    put_text(s->task, 100000);
     printf("\n\nsolution:\n");
-    cli_put_clean(stdout, s->solution, 100000);
+    put_text(s->solution, 100000);
     putchar('\n');
     weft_skills_free(s, 1);
     return CLI_EXIT_OK;

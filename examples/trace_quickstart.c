@@ -147,9 +147,30 @@ main(void)
     err = weft_provider_shutdown(provider, 30000);
     weft_provider_get_stats(provider, &stats);
     printf("trace_quickstart: traceparent %s\n", tp);
-    printf("trace_quickstart: spans started=%llu exported=%llu dropped=%llu failed=%llu\n",
-           (unsigned long long)stats.spans_started, (unsigned long long)stats.spans_exported,
-           (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
+    printf("trace_quickstart: %llu spans\n", (unsigned long long)stats.spans_started);
+    /* Each exporter has its own queue: the provider's totals add them up, so with two
+     * exporters "exported=7 failed=7" cannot say which one lost the spans. One line per
+     * exporter does, with why its last export failed, in its own words. */
+    for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(provider, i);
+        struct weft_processor_stats ps;
+        char why[256] = "";
+
+        weft_processor_get_stats(proc, &ps);
+        weft_processor_last_error(proc, why, sizeof(why));
+        printf("  %s: %llu delivered", weft_processor_exporter_name(proc),
+               (unsigned long long)ps.exported);
+        if (ps.failed > 0 || ps.dropped > 0) {
+            printf(", %llu failed, %llu dropped", (unsigned long long)ps.failed,
+                   (unsigned long long)ps.dropped);
+        }
+        printf("%s%s%s\n", why[0] != '\0' ? " (" : "", why, why[0] != '\0' ? ")" : "");
+    }
+    if (stats.spans_failed > 0 || stats.spans_dropped > 0) {
+        printf("trace_quickstart: spans were not delivered (see above); start a collector at the "
+               "OTLP endpoint, or see them locally: OTEL_TRACES_EXPORTER=otlp,store, then "
+               "build/weft trace show last\n");
+    }
     weft_provider_free(provider);
     return err == WEFT_OK && stats.spans_dropped == 0 && stats.spans_failed == 0 ? 0 : 1;
 }

@@ -142,18 +142,18 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
 }
 
 void
-weft__rt_architect_restore(struct run *run)
+weft__rt_architect_restore(struct run *run, const char *run_id, uint64_t before_ns)
 {
     struct weft__state_team *teams = NULL;
     size_t n = 0;
 
-    if (run->store.state == NULL || weft__state_teams_list(run->store.state, run->store.run_id,
-                                                           RUN_MAX_TEAMS, &teams, &n) != WEFT_OK) {
+    if (run->store.state == NULL ||
+        weft__state_teams_list(run->store.state, run_id, RUN_MAX_TEAMS, &teams, &n) != WEFT_OK) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
         char why[512] = "";
-        if (weft__rt_find_agent(run, teams[i].name) == WF_NONE &&
+        if (teams[i].created_ns < before_ns && weft__rt_find_agent(run, teams[i].name) == WF_NONE &&
             register_team(run, teams[i].path, why, sizeof(why)) == NULL) {
             WEFT_LOG(WEFT_LOG_WARN, "resume: composed team %s not registered again: %s",
                      teams[i].name, why);

@@ -16,9 +16,11 @@
  * the architect designs. */
 void weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *agent);
 
-/* On resume: the teams composed for this run (the state store's teams table) registered again,
- * in the order they were composed, so its stored steps find their agents. A team whose file is
- * gone is logged (its steps then fail to resume, naming the agent). Run lock held. */
-void weft__rt_architect_restore(struct run *run);
+/* On resume: the teams composed for run @p run_id (the state store's teams table) before
+ * @p before_ns registered again, in the order they were composed, so its stored steps find their
+ * agents (a fork: the original's teams composed before the forked step started; those composed
+ * later are composed again live). A team whose file is gone is logged (its steps then fail to
+ * resume, naming the agent). Run lock held. */
+void weft__rt_architect_restore(struct run *run, const char *run_id, uint64_t before_ns);
 
 #endif /* WEFT_RUNTIME_ARCHITECT_H */

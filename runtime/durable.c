@@ -7,6 +7,7 @@
  * (state.c). Nothing here knows exporters: the checkpoint option is the embedding program's.
  */
 #include "durable.h"
+#include "snapshot.h"
 #include "state.h"
 #include "workflow.h"
 
@@ -100,6 +101,11 @@ weft__rt_run_claim(struct run *run, char *error, size_t error_len)
 
     if (err == WEFT_OK && file_hash(run->cfg.wf->path, hash)) {
         err = weft__state_run_hash_set(run->store.state, run->store.run_id, hash);
+    }
+    if (err == WEFT_OK) {
+        /* What replay, fork and resume load when the file moved (snapshot.c). */
+        weft__rt_snapshot_save(run->store.state, run->store.run_id, run->cfg.wf,
+                               run->cfg.opts->snapshot_root);
     }
     return err;
 }

@@ -34,6 +34,7 @@
 #include "router.h"
 #include "secrets.h"
 #include "semconv.h"
+#include "snapshot.h"
 #include "spans.h"
 
 #include "base/buf.h"
@@ -717,8 +718,11 @@ script_of(const struct run *run, size_t i)
     if (ENG(run)->replay != NULL) {
         return run->cfg.opts->replay_path;
     }
-    return run->cfg.wf->models[i].provider == WF_PROVIDER_SCRIPTED ? run->cfg.wf->models[i].script
-                                                                   : NULL;
+    /* A script loaded from a snapshot keeps the cursors of the file the run had (snapshot.c). */
+    return run->cfg.wf->models[i].provider == WF_PROVIDER_SCRIPTED
+               ? weft__rt_snapshot_unroot(run->cfg.opts->snapshot_root,
+                                          run->cfg.wf->models[i].script)
+               : NULL;
 }
 
 /* A conversation given a session id, or a resumed run, continues its scripts where the last
@@ -1203,9 +1207,8 @@ final_step(struct run *run)
             return i;
         }
     }
-    if (weft__plan_append(&run->ps.plan, NULL, agent,
-                          "Synthesize the final answer from the results so far.", NULL, 0,
-                          &index) != WEFT_OK) {
+    if (weft__plan_append(&run->ps.plan, NULL, agent, WEFT__RT_FINAL_TASK, NULL, 0, &index) !=
+        WEFT_OK) {
         return RT_END;
     }
     weft__rt_save_step(run, index);
@@ -1982,6 +1985,11 @@ execute(struct run *run)
             if (!file_plan(run)) {
                 return;
             }
+            if (run->store.fork != NULL && !weft__rt_fork_plan(run)) {
+                r->status = WEFT_RUN_FAILED;
+                r->reason = weft__strdup("fork: the original's plan does not fit this workflow");
+                return;
+            }
         } else if (run->store.fork != NULL) {
             if (!weft__rt_fork_plan(run)) {
                 r->status = WEFT_RUN_FAILED;
@@ -2250,7 +2258,8 @@ resume_load(struct run *run, struct weft_span_context *link, char *error, size_t
                                                run->store.resumed)
                       : WEFT_ENOMEM;
         } else {
-            weft__rt_architect_restore(run); /* before the steps: some may be its teams' */
+            /* before the steps: some may be its teams' */
+            weft__rt_architect_restore(run, run->store.run_id, UINT64_MAX);
             err = weft__state_steps_each(run->store.state, run->store.run_id, resume_step, run);
         }
         if (err != WEFT_OK) {
@@ -2786,6 +2795,13 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
         }
     }
     cursors_restore(run);
+    for (size_t i = 0; run->store.fork != NULL && i < wf->model_count; i++) {
+        /* A fork's scripted models answer from where the original's were when the forked
+         * step started: its re-run asks what the original asked then (runtime/fork.c). */
+        if (script_of(run, i) != NULL && run->store.fork->cursors != NULL) {
+            (void)weft__llm_scripted_restore(provider_for(run, i), run->store.fork->cursors);
+        }
+    }
     if (wf->has_router && wf->supervisor.policy == WF_POLICY_ROUTER) {
         err = weft__state_messages_load(run->store.state, run->store.session_id,
                                         wf->memory.history_messages, &run->store.history);
@@ -2905,7 +2921,8 @@ run_setup(struct run *run, struct weft_span_context *resumed_from, char *error, 
         run->cfg.deadline_mono =
             run->cfg.started_mono + (uint64_t)wf->supervisor.timeout_ms * 1000000u;
     }
-    err = weft__state_run_begin(run->store.state, run->store.run_id, wf->name, wf->path,
+    err = weft__state_run_begin(run->store.state, run->store.run_id, wf->name,
+                                weft__rt_snapshot_unroot(opts->snapshot_root, wf->path),
                                 run->store.session_id, run->cfg.input, weft__now_ns());
     if (err == WEFT_OK) {
         err = weft__rt_run_claim(run, error, error_len); /* durable.c: owner, file hash */

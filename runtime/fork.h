@@ -1,11 +1,16 @@
 /* runtime/fork.h - `weft fork RUN --from STEP`: a new run that reuses the original run's results
  * for the steps before STEP and runs STEP and everything after it live (docs/replay.md).
  *
- * Which steps are reused: in the original's plan order, a step before STEP that completed and
- * does not depend (directly or through other steps) on STEP or on a step after it. Every other
- * step runs live. The fork's plan is the workflow's own plan when it has one (so a changed
- * workflow's fixed steps are used), else the original's stored plan (an LLM made it; no planner
- * call is made again). Flows take the reused steps' results the way a resumed flow does.
+ * The fork starts from the original's plan as it stood when STEP started: corrections made
+ * after that are undone, and steps a replan added at the request of a step that re-runs are left
+ * out (the re-run asks for them again, or not). Which steps are reused: a step that completed
+ * before STEP in plan order or ended before STEP started, and does not depend (directly or
+ * through other steps) on a step that re-runs. Every other step runs live. The fork's plan is
+ * the workflow's own plan when it has one (so a changed workflow's fixed steps are used) and the
+ * steps it lacks that replans and corrections had added by then, else that stored plan (an LLM
+ * made it; no planner call is made again). Flows take the reused
+ * steps' results the way a resumed flow does. Scripted models answer from where the original's
+ * were when STEP started (cursors).
  *
  * Thread-safety: used on the run's engine thread only, before its steps start.
  */
@@ -16,11 +21,18 @@
 
 #include <jansson.h>
 
+/* The task of the final agent's step the supervisor appends when the plan is done (engine.c):
+ * a fork leaves it out when it came after the forked step, the re-run appends it again. */
+#define WEFT__RT_FINAL_TASK "Synthesize the final answer from the results so far."
+
 struct rt_fork {
-    char run_id[72]; /* the original */
-    char *from;      /* the step it forks from */
-    json_t *rows;    /* the original's steps in plan order: [{id, actor, task, ...}] */
-    json_t *reused;  /* step id -> {status, result, attempts, reward, actor, executor} */
+    char run_id[72];     /* the original */
+    char *from;          /* the step it forks from */
+    json_t *rows;        /* the original's plan when `from` started, in order: [{id, actor, ...}] */
+    json_t *reused;      /* step id -> {status, result, attempts, reward, actor, executor} */
+    json_t *cursors;     /* "who/purpose" -> the original's LLM calls of that queue before `from` */
+    uint64_t decided_ns; /* when the original decided to start `from` (UINT64_MAX: never) */
+    json_t *origins;     /* the original is a fork: [{run, before}] its originals, and when */
 };
 
 /* Load the original for run @p run (its options name it): refuses an unknown run, a run still
@@ -30,7 +42,9 @@ struct rt_fork {
 weft_err
 weft__rt_fork_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len);
 
-/* An LLM-planned workflow's fork: the original's stored steps become the plan (all pending).
+/* The fork's plan from the original's (as it stood when the forked step started), all pending:
+ * the whole of it for an LLM-planned workflow; after a workflow's own plan, the steps that plan
+ * lacks (those replans and corrections had added by then).
  * @return false when out of memory or a stored step names an agent the workflow lacks. */
 bool weft__rt_fork_plan(struct run *run);
 

@@ -343,6 +343,15 @@ weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **o
 }
 
 weft_err
+weft__state_exchange_counts(struct rt_state *st,
+                            const char *run_id,
+                            uint64_t before_ns,
+                            json_t **out)
+{
+    return st->ops->exchange_counts(st, run_id, before_ns, out);
+}
+
+weft_err
 weft__state_tool_result_add(struct rt_state *st,
                             const char *run_id,
                             const struct weft__state_tool_result *r)
@@ -423,6 +432,19 @@ weft_err
 weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len)
 {
     return st->ops->run_hash_get(st, run_id, out, out_len);
+}
+
+weft_err
+weft__state_run_snapshot_set(struct rt_state *st, const char *run_id, const char *snapshot)
+{
+    return st->ops->run_snapshot_set(st, run_id, snapshot);
+}
+
+weft_err
+weft__state_run_snapshot_get(struct rt_state *st, const char *run_id, char **out)
+{
+    *out = NULL;
+    return st->ops->run_snapshot_get(st, run_id, out);
 }
 
 weft_err

@@ -240,6 +240,14 @@ weft_err weft__state_exchange_add(struct rt_state *st,
 /* The run's exchanges as a replayable script. @return WEFT_OK, WEFT_ENOTFOUND (none), WEFT_EIO,
  * WEFT_ENOMEM. Ownership: caller owns *out. */
 weft_err weft__state_exchanges_script(struct rt_state *st, const char *run_id, json_t **out);
+/* How many LLM exchanges of each queue the run had made before @p before_ns (its clock):
+ * {"who/purpose": n}, the scripted provider's cursors at that moment (a fork positions its
+ * scripts there, runtime/fork.c). @return WEFT_OK (an empty object when there are none),
+ * WEFT_EIO, WEFT_ENOMEM. Ownership: caller owns *out. */
+weft_err weft__state_exchange_counts(struct rt_state *st,
+                                     const char *run_id,
+                                     uint64_t before_ns,
+                                     json_t **out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tool results and run origins (replay and fork, docs/replay.md)                              */
@@ -406,6 +414,12 @@ weft_err weft__state_run_root(struct rt_state *st,
 weft_err weft__state_run_hash_set(struct rt_state *st, const char *run_id, const char *hash);
 weft_err
 weft__state_run_hash_get(struct rt_state *st, const char *run_id, char *out, size_t out_len);
+/* The snapshot of the workflow's files the run was started with (a JSON text, snapshot.c).
+ * get: WEFT_OK, WEFT_ENOTFOUND (none stored: an older run, or one over the cap), WEFT_EIO,
+ * WEFT_ENOMEM. Ownership: set copies; caller owns *out (weft__free). */
+weft_err
+weft__state_run_snapshot_set(struct rt_state *st, const char *run_id, const char *snapshot);
+weft_err weft__state_run_snapshot_get(struct rt_state *st, const char *run_id, char **out);
 
 /* Mark every running run whose owner is gone as interrupted (ended at its last sign of life,
  * owner cleared), in one transaction (PostgreSQL: rows another process has locked are

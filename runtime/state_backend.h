@@ -94,6 +94,10 @@ struct weft__state_ops {
                              const char *purpose,
                              const json_t *entry);
     weft_err (*exchanges_script)(struct rt_state *st, const char *run_id, json_t **out);
+    weft_err (*exchange_counts)(struct rt_state *st,
+                                const char *run_id,
+                                uint64_t before_ns,
+                                json_t **out);
     weft_err (*tool_result_add)(struct rt_state *st,
                                 const char *run_id,
                                 const struct weft__state_tool_result *r);
@@ -117,6 +121,8 @@ struct weft__state_ops {
                          uint64_t started_ns);
     weft_err (*run_hash_set)(struct rt_state *st, const char *run_id, const char *hash);
     weft_err (*run_hash_get)(struct rt_state *st, const char *run_id, char *out, size_t out_len);
+    weft_err (*run_snapshot_set)(struct rt_state *st, const char *run_id, const char *snapshot);
+    weft_err (*run_snapshot_get)(struct rt_state *st, const char *run_id, char **out);
     /* End a transaction of begin(): committed when @p err is WEFT_OK or a refusal that wrote
      * nothing (WEFT_ESTATE, WEFT_ENOTFOUND), else rolled back. @return @p err, or the
      * commit's failure. */

@@ -251,8 +251,12 @@ static const char migration_6[] =
     "ALTER TABLE workflows ADD COLUMN origin_run_id TEXT;"
     "ALTER TABLE workflows ADD COLUMN origin_step TEXT;";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3,
-                                         migration_4, migration_5, migration_6};
+/* The snapshot of the run's workflow files (docs/replay.md, "What a run keeps"): replay, fork
+ * and resume work after the workflow file moved. SQLite's version 11. */
+static const char migration_7[] = "ALTER TABLE workflows ADD COLUMN workflow_snapshot TEXT;";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                         migration_5, migration_6, migration_7};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1863,14 +1867,22 @@ pg_cursors_save(struct rt_state *base,
 /* ------------------------------------------------------------------------------------------ */
 /* Reading runs back                                                                           */
 
+/* A run's latest sign of life apart from its heartbeat, which is written at most once a second:
+ * the last start or end of a task and the last LLM exchange it stored (GREATEST skips NULLs).
+ * Without the starts and exchanges, a run killed 600 ms into its first step read as having
+ * lasted a few microseconds. */
+#define PG_LAST_LIFE                                                         \
+    " GREATEST((SELECT MAX(GREATEST(t.ended_ns, t.started_ns)) FROM tasks t" \
+    " WHERE t.workflow_id = w.workflow_id),"                                 \
+    " (SELECT MAX(e.created_ns) FROM llm_exchanges e WHERE e.run_id = w.run_id))"
+
 /* The columns read_info() reads, in its order; the last four feed weft__state_owner_view(). */
 #define RUN_COLUMNS                                                                            \
     "run_id, workflow, workflow_path, session_id, user_prompt, status, reason, trace_id,"      \
     " root_span_id, resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections," \
     " COALESCE(total_reward, 0), input_tokens, output_tokens, cost_usd,"                       \
     " (SELECT count(*) FROM tasks t WHERE t.workflow_id = w.workflow_id),"                     \
-    " owner_pid, owner_host, heartbeat_ns,"                                                    \
-    " (SELECT MAX(t.ended_ns) FROM tasks t WHERE t.workflow_id = w.workflow_id),"              \
+    " owner_pid, owner_host, heartbeat_ns," PG_LAST_LIFE ","                                   \
     " origin_kind, origin_run_id, origin_step"
 
 static void
@@ -2215,6 +2227,44 @@ pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
+static weft_err
+pg_exchange_counts(struct rt_state *base, const char *run_id, uint64_t before_ns, json_t **out)
+{
+    struct pg_state *st = pg(base);
+    json_t *counts = json_object();
+    PGresult *res = NULL;
+    struct params p;
+    char key[512];
+    bool is_oom = counts == NULL;
+
+    *out = NULL;
+    params_init(&p);
+    p_key(&p, run_id);
+    p_u64(&p, before_ns);
+    res = counts != NULL ? query(st, "exchange counts",
+                                 "SELECT who, purpose, COUNT(*) FROM llm_exchanges"
+                                 " WHERE run_id = $1 AND created_ns < $2 GROUP BY who, purpose",
+                                 &p)
+                         : NULL;
+    params_cleanup(&p);
+    if (res == NULL) {
+        json_decref(counts);
+        return is_oom ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    for (int i = 0; !is_oom && i < PQntuples(res); i++) {
+        snprintf(key, sizeof(key), "%s/%s", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+        is_oom = json_object_set_new(counts, key,
+                                     json_integer(strtoll(PQgetvalue(res, i, 2), NULL, 10))) != 0;
+    }
+    PQclear(res);
+    if (is_oom) {
+        json_decref(counts);
+        return WEFT_ENOMEM;
+    }
+    *out = counts;
+    return WEFT_OK;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tool results and run origins (docs/replay.md)                                               */
 
@@ -2508,6 +2558,47 @@ pg_run_hash_get(struct rt_state *base, const char *run_id, char *out, size_t out
     return err;
 }
 
+static weft_err
+pg_run_snapshot_set(struct rt_state *base, const char *run_id, const char *snapshot)
+{
+    struct pg_state *st = pg(base);
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, snapshot); /* as is: the files' bytes are the point (p_text would rewrite them) */
+    p_key(&p, run_id);
+    err = exec_sql(st, "workflow snapshot",
+                   "UPDATE workflows SET workflow_snapshot = $1 WHERE run_id = $2", &p);
+    params_cleanup(&p);
+    return err;
+}
+
+static weft_err
+pg_run_snapshot_get(struct rt_state *base, const char *run_id, char **out)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    bool is_oom = false;
+    weft_err err = WEFT_ENOTFOUND;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "workflow snapshot read",
+                "SELECT workflow_snapshot FROM workflows WHERE run_id = $1", &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    if (PQntuples(res) == 1 && val(res, 0, 0) != NULL) {
+        *out = col_dup(res, 0, 0, &is_oom);
+        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    }
+    PQclear(res);
+    return err;
+}
+
 /* The steps of @p d's run that were in progress, with the spans the kill left open. */
 static weft_err
 open_steps(struct pg_state *st, struct weft__state_dead *d)
@@ -2546,9 +2637,7 @@ pg_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead **d
     PGresult *res = query(st, "recover scan",
                           "SELECT run_id, workflow, owner_host, trace_id, root_span_id,"
                           " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
-                          " root_started_ns, started_ns,"
-                          " (SELECT MAX(t.ended_ns) FROM tasks t"
-                          " WHERE t.workflow_id = w.workflow_id)"
+                          " root_started_ns, started_ns," PG_LAST_LIFE
                           " FROM workflows w WHERE status = 'running' AND owner_token IS NOT NULL"
                           " FOR UPDATE OF w SKIP LOCKED",
                           NULL);
@@ -3134,6 +3223,9 @@ pg_skill_vectors(struct rt_state *base,
     return res != NULL ? WEFT_OK : WEFT_EIO;
 }
 
+/* In pg_skill_save()'s upsert: the stored row has the solution and reward being saved. */
+#define PG_SAME_SKILL "skills.solution = excluded.solution AND skills.reward = excluded.reward"
+
 static weft_err
 pg_skill_save(struct rt_state *base,
               const struct weft__skill *s,
@@ -3165,16 +3257,24 @@ pg_skill_save(struct rt_state *base,
     p_u64(&p, s->created_ns);
     /* One statement decides, so two processes saving the same task cannot both insert: the
      * row is replaced only by an equal or better reward (no row comes back otherwise), and
-     * xmax = 0 tells an insert from an update. */
+     * xmax = 0 tells an insert from an update. The same solution at the same reward, from a
+     * run that was shown it, keeps the provenance of the run that made it (run, trace, span,
+     * workflow, creation time): the CASEs. */
     res = query(st, "skill save",
                 "INSERT INTO skills (id, agent, task_hash, task, solution, workflow, run_id,"
                 " trace_id, span_id, reward, created_ns)"
                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                 " ON CONFLICT (agent, task_hash) DO UPDATE SET task = excluded.task,"
-                " solution = excluded.solution, workflow = excluded.workflow,"
-                " run_id = excluded.run_id, trace_id = excluded.trace_id,"
-                " span_id = excluded.span_id, reward = excluded.reward,"
-                " created_ns = excluded.created_ns WHERE skills.reward <= excluded.reward"
+                " solution = excluded.solution, reward = excluded.reward,"
+                " workflow = CASE WHEN " PG_SAME_SKILL " THEN skills.workflow"
+                " ELSE excluded.workflow END,"
+                " run_id = CASE WHEN " PG_SAME_SKILL " THEN skills.run_id ELSE excluded.run_id END,"
+                " trace_id = CASE WHEN " PG_SAME_SKILL " THEN skills.trace_id"
+                " ELSE excluded.trace_id END,"
+                " span_id = CASE WHEN " PG_SAME_SKILL " THEN skills.span_id"
+                " ELSE excluded.span_id END,"
+                " created_ns = CASE WHEN " PG_SAME_SKILL " THEN skills.created_ns"
+                " ELSE excluded.created_ns END WHERE skills.reward <= excluded.reward"
                 " RETURNING xmax = 0, id",
                 &p);
     params_cleanup(&p);
@@ -3504,6 +3604,7 @@ static const struct weft__state_ops pg_ops = {
     .corrections_each = pg_corrections_each,
     .exchange_add = pg_exchange_add,
     .exchanges_script = pg_exchanges_script,
+    .exchange_counts = pg_exchange_counts,
     .tool_result_add = pg_tool_result_add,
     .tool_results_each = pg_tool_results_each,
     .run_origin = pg_run_origin,
@@ -3514,6 +3615,8 @@ static const struct weft__state_ops pg_ops = {
     .run_root = pg_run_root,
     .run_hash_set = pg_run_hash_set,
     .run_hash_get = pg_run_hash_get,
+    .run_snapshot_set = pg_run_snapshot_set,
+    .run_snapshot_get = pg_run_snapshot_get,
     .end = pg_end,
     .dead_collect = pg_dead_collect,
     .dead_mark = pg_dead_mark,

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION 11
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -146,11 +146,17 @@ static const char state_migrate_v9[] =
     "CREATE INDEX IF NOT EXISTS teams_run ON teams(run_id, created_ns);"
     "CREATE INDEX IF NOT EXISTS teams_created ON teams(created_ns);";
 
+/* A run's latest sign of life apart from its heartbeat, which is written at most once a second:
+ * the last start or end of a step and the last LLM exchange it stored. Without the starts and
+ * exchanges, a run killed 600 ms into its first step read as having lasted a few microseconds. */
+#define STATE_LAST_LIFE                                                              \
+    " MAX(COALESCE((SELECT MAX(MAX(COALESCE(ended_ns, 0), COALESCE(started_ns, 0)))" \
+    " FROM steps WHERE steps.run_id = runs.id), 0),"                                 \
+    " COALESCE((SELECT MAX(e.created_ns) FROM llm_exchanges e WHERE e.run_id = runs.id), 0))"
+
 /* The owner columns read with every run (read_info): a run whose owner is gone reads as
  * interrupted before anything marks it so. */
-#define STATE_OWNER_COLUMNS                \
-    "owner_pid, owner_host, heartbeat_ns," \
-    " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+#define STATE_OWNER_COLUMNS "owner_pid, owner_host, heartbeat_ns," STATE_LAST_LIFE
 
 /* Durability helpers, defined at the end of the file. */
 static void state_note_error(struct lite_state *st, int rc);
@@ -229,6 +235,11 @@ static const char state_migrate_v10[] =
     "ALTER TABLE runs ADD COLUMN origin_kind TEXT;"
     "ALTER TABLE runs ADD COLUMN origin_run_id TEXT;"
     "ALTER TABLE runs ADD COLUMN origin_step TEXT;";
+
+/* Version 11 (docs/replay.md, "What a run keeps"): the snapshot of the workflow file and the
+ * files it references (scripts, team and sub-workflows, the MCP servers file), so that replay,
+ * fork and resume work after the file moved. Only ADD COLUMN. */
+static const char state_migrate_v11[] = "ALTER TABLE runs ADD COLUMN workflow_snapshot TEXT;";
 
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
@@ -409,7 +420,9 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         (version < 9 && sqlite3_exec(st->db, state_migrate_v9, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 10 &&
          sqlite3_exec(st->db, state_migrate_v10, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 10; COMMIT", NULL, NULL, &errmsg) !=
+        (version < 11 &&
+         sqlite3_exec(st->db, state_migrate_v11, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 11; COMMIT", NULL, NULL, &errmsg) !=
             SQLITE_OK) {
         goto sql_fail;
     }
@@ -1330,6 +1343,41 @@ lite_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
+static weft_err
+lite_exchange_counts(struct rt_state *base, const char *run_id, uint64_t before_ns, json_t **out)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, COUNT(*) FROM llm_exchanges"
+                                     " WHERE run_id = ? AND created_ns < ? GROUP BY who, purpose");
+    json_t *counts = json_object();
+    char key[512];
+    int rc = 0;
+
+    *out = NULL;
+    if (stmt == NULL || counts == NULL) {
+        sqlite3_finalize(stmt);
+        json_decref(counts);
+        return stmt == NULL ? WEFT_EIO : WEFT_ENOMEM;
+    }
+    bind_text(stmt, 1, run_id);
+    sqlite3_bind_int64(stmt, 2, before_ns > INT64_MAX ? INT64_MAX : (sqlite3_int64)before_ns);
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        snprintf(key, sizeof(key), "%s/%s", (const char *)sqlite3_column_text(stmt, 0),
+                 (const char *)sqlite3_column_text(stmt, 1));
+        if (json_object_set_new(counts, key, json_integer(sqlite3_column_int64(stmt, 2))) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        json_decref(counts);
+        return rc == SQLITE_NOMEM ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    *out = counts;
+    return WEFT_OK;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Tool results and run origins (docs/replay.md)                                               */
 
@@ -1643,6 +1691,46 @@ lite_run_hash_get(struct rt_state *base, const char *run_id, char *out, size_t o
     return err;
 }
 
+static weft_err
+lite_run_snapshot_set(struct rt_state *base, const char *run_id, const char *snapshot)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET workflow_snapshot = ? WHERE id = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    /* Bound as is: the files' bytes are the point (bind_text would rewrite them). */
+    sqlite3_bind_text(stmt, 1, snapshot, -1, SQLITE_TRANSIENT);
+    bind_key(stmt, 2, run_id);
+    return finish(st, stmt, "workflow snapshot");
+}
+
+static weft_err
+lite_run_snapshot_get(struct rt_state *base, const char *run_id, char **out)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT workflow_snapshot FROM runs WHERE id = ?");
+    weft_err err = WEFT_ENOTFOUND;
+    bool is_oom = false;
+    int rc = 0;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_NULL) {
+        *out = col_dup(stmt, 0, &is_oom);
+        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    return err;
+}
+
 /* The steps of @p d's run that were in progress, with the spans the kill left open. */
 static weft_err
 open_steps(struct lite_state *st, struct weft__state_dead *d)
@@ -1671,7 +1759,8 @@ open_steps(struct lite_state *st, struct weft__state_dead *d)
 }
 
 /* Copy the row of a run found dead (the SELECT of lite_dead_collect()) into @p d, which owns the
- * copies. Its end is the latest sign of life: the heartbeat, the last step's end or the start. */
+ * copies. Its end is the latest sign of life: the heartbeat, the last step's start or end, the
+ * last LLM exchange, or the start (STATE_LAST_LIFE). */
 static weft_err
 dead_copy(sqlite3_stmt *stmt, struct weft__state_dead *d)
 {
@@ -1706,8 +1795,7 @@ lite_dead_collect(struct rt_state *base, uint64_t now, struct weft__state_dead *
 
     stmt = prepare(st, "SELECT id, workflow, owner_host, trace_id, root_span_id,"
                        " root_parent_span_id, root_span_name, owner_pid, heartbeat_ns,"
-                       " root_started_ns, started_ns,"
-                       " (SELECT MAX(ended_ns) FROM steps WHERE steps.run_id = runs.id)"
+                       " root_started_ns, started_ns," STATE_LAST_LIFE
                        " FROM runs WHERE status = 'running' AND owner_token IS NOT NULL");
     if (stmt == NULL) {
         return WEFT_EIO;
@@ -2099,6 +2187,7 @@ lite_skill_save(struct rt_state *base,
     sqlite3_stmt *stmt = NULL;
     sqlite3_int64 rid = 0;
     double old_reward = 0.0;
+    bool is_same = false;
     weft_err err = WEFT_OK;
     int rc = 0;
 
@@ -2106,7 +2195,7 @@ lite_skill_save(struct rt_state *base,
     if (lite_begin(&st->base) != WEFT_OK) {
         return WEFT_EIO;
     }
-    stmt = cached(st, "SELECT rid, reward FROM skills WHERE agent = ? AND task_hash = ?");
+    stmt = cached(st, "SELECT rid, reward, solution FROM skills WHERE agent = ? AND task_hash = ?");
     if (stmt == NULL) {
         return tx_end(st, WEFT_EIO);
     }
@@ -2114,8 +2203,12 @@ lite_skill_save(struct rt_state *base,
     bind_key(stmt, 2, hash);
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW) {
+        const unsigned char *old_solution = sqlite3_column_text(stmt, 2);
+
         rid = sqlite3_column_int64(stmt, 0);
         old_reward = sqlite3_column_double(stmt, 1);
+        is_same = old_solution != NULL && s->solution != NULL &&
+                  strcmp((const char *)old_solution, s->solution) == 0;
     }
     release(st, stmt);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -2124,6 +2217,13 @@ lite_skill_save(struct rt_state *base,
     }
     if (rc == SQLITE_ROW && s->reward < old_reward) {
         return tx_end(st, WEFT_OK); /* the stored solution earned more: it stays */
+    }
+    if (rc == SQLITE_ROW && s->reward <= old_reward && is_same) {
+        /* The same solution again, typically from a run that was shown it: the skill is the
+         * one an earlier run made, so its run, trace and creation time stay that run's (its
+         * use was counted when it was retrieved); only a vector given now replaces its own. */
+        err = vec != NULL ? vector_save(st, rid, NULL, s->agent, vec) : WEFT_OK;
+        return tx_end(st, err);
     }
     if (rc == SQLITE_ROW) {
         stmt = cached(st, "UPDATE skills SET task = ?, solution = ?, workflow = ?, run_id = ?,"
@@ -2559,6 +2659,7 @@ static const struct weft__state_ops lite_ops = {
     .corrections_each = lite_corrections_each,
     .exchange_add = lite_exchange_add,
     .exchanges_script = lite_exchanges_script,
+    .exchange_counts = lite_exchange_counts,
     .tool_result_add = lite_tool_result_add,
     .tool_results_each = lite_tool_results_each,
     .run_origin = lite_run_origin,
@@ -2569,6 +2670,8 @@ static const struct weft__state_ops lite_ops = {
     .run_root = lite_run_root,
     .run_hash_set = lite_run_hash_set,
     .run_hash_get = lite_run_hash_get,
+    .run_snapshot_set = lite_run_snapshot_set,
+    .run_snapshot_get = lite_run_snapshot_get,
     .end = lite_end,
     .dead_collect = lite_dead_collect,
     .dead_mark = lite_dead_mark,

@@ -40,7 +40,10 @@ fi
 # (the OpenTelemetry JS SDK the ingest test sends spans with).
 npm_ci() {
     dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
-    if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    # npm writes node_modules/.package-lock.json last: without it an install was cut short
+    # (or its files removed), and the folder alone proves nothing.
+    if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+        [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
         echo "weft: installing $2 (npm ci in $1)" >&2
         (cd "$dir" && npm ci --no-audit --no-fund) && touch "$dir/node_modules"
     fi

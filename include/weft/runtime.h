@@ -232,6 +232,11 @@ struct weft_run_options {
     const char *fork_run_id;
     /** The step id a fork runs live from; must be a step of the original run. */
     const char *fork_from_step;
+    /** The workflow was loaded from a stored run's snapshot written under this directory
+     * (weft_run_snapshot_load()): its files are named as the run had them, without this
+     * prefix, wherever the run records a file (its workflow path, the scripts' cursors that
+     * a resume continues, its own snapshot). NULL: files are named as they are. */
+    const char *snapshot_root;
 };
 
 /** One step of the final plan. */
@@ -459,6 +464,40 @@ WEFT_API void weft_run_infos_free(struct weft_run_info *infos, size_t count);
 WEFT_API weft_err weft_run_load(const char *state_path,
                                 const char *ref,
                                 struct weft_run_details **out);
+
+/** Length of a snapshot hash with its NUL: "fnv1a64:" and 16 hex digits. */
+#define WEFT_RUN_SNAPSHOT_HASH_LEN 32
+
+/** What a stored run kept of its workflow's files (docs/replay.md, "What a run keeps"). */
+struct weft_run_snapshot {
+    char hash[WEFT_RUN_SNAPSHOT_HASH_LEN]; /**< over every file's path and bytes */
+    size_t file_count;                     /**< the workflow file first, then what it uses */
+    size_t bytes;                          /**< of file text, at most 4 MiB */
+    bool is_current;          /**< every file is at its path with the bytes the run had */
+    bool is_workflow_present; /**< the workflow file is at its path (changed or not) */
+    bool is_workflow_changed; /**< ... and its bytes differ from the run's */
+};
+
+/** The snapshot of the workflow files run @p run_id (a full id, as weft_run_load() gives)
+ * was started with, checked against the files on disk; with @p dir, its files are also
+ * written under @p dir, each at @p dir followed by its absolute path (mode 0600; the other
+ * entries of the workflow's directory are linked there when it still exists), and
+ * @p *workflow_out names the workflow's copy, ready for weft_workflow_load().
+ * @param state_path as weft_run_load().
+ * @return WEFT_OK, WEFT_ENOTFOUND (no such run, no database, or a run that kept no snapshot:
+ * an older one, or one over the bounds), WEFT_EINVAL (NULL argument, a path too long),
+ * WEFT_EIO (the state database, or a file under @p dir), WEFT_ENOMEM.
+ * Ownership: *workflow_out is new (weft_run_snapshot_text_free()); NULL on failure. The caller
+ * owns @p dir and removes it when done. Thread-safety: any thread. */
+WEFT_API weft_err weft_run_snapshot_load(const char *state_path,
+                                         const char *run_id,
+                                         const char *dir,
+                                         struct weft_run_snapshot *out,
+                                         char **workflow_out);
+
+/** Free a text from weft_run_snapshot_load(). NULL is a no-op.
+ * Errors: none. Ownership: takes @p text. */
+WEFT_API void weft_run_snapshot_text_free(char *text);
 
 /** Free what weft_run_load() returned. NULL is a no-op.
  * Errors: none. Ownership: takes @p details (frees it and everything in it). */

@@ -462,10 +462,36 @@ on_confirm(struct worker *w, const struct weft__broker_event *ev)
     }
 }
 
+/* Before results go out, the spans of their tasks go to the local span store (only the store:
+ * a network exporter keeps its own pace): where the orchestrator shares that store (one machine,
+ * `make distributed`), its run summary then counts the workers' spans with its own, as the trace
+ * tree shows them. One flush per batch of results; a flush that fails or times out delays
+ * nothing further (the spans follow with the next batch). */
+static void
+flush_store(struct worker *w)
+{
+    bool is_due = false;
+
+    for (size_t i = 0; i < w->job_cap && !is_due; i++) {
+        is_due = w->jobs[i].state == JOB_DONE;
+    }
+    for (size_t i = 0; is_due && w->cfg->provider != NULL; i++) {
+        struct weft_processor *proc = weft_provider_processor(w->cfg->provider, i);
+
+        if (proc == NULL) {
+            break;
+        }
+        if (strcmp(weft_processor_exporter_name(proc), "store") == 0) {
+            (void)weft_processor_force_flush(proc, 2000);
+        }
+    }
+}
+
 /* Publish finished jobs' results; reject the messages that were not tasks. */
 static void
 flush_jobs(struct worker *w)
 {
+    flush_store(w);
     for (size_t i = 0; i < w->job_cap && weft__broker_is_connected(w->broker); i++) {
         struct job *j = &w->jobs[i];
         if (j->state == JOB_REJECT) {

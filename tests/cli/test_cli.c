@@ -523,6 +523,83 @@ test_cli_run_failed_run_exits_1_invalid_workflow_exits_2(void **state)
     assert_non_null(strstr(r.err, "invalid JSON"));
 }
 
+/* A run the watchdog stops is stuck: exit status 3 with the loop named (exit 1 would read as
+ * an ordinary failure to a script). The policy is spelled "abort", the old name of "fail", so
+ * the alias is checked too; an invalid WEFT_WATCHDOG_WINDOW is said on stderr and the default
+ * window applies; a flow with policy "escalate" is refused at load (exit 2). */
+static void
+test_cli_stuck_run_exits_3_and_watchdog_settings_are_checked(void **state)
+{
+    struct fixture *f = *state;
+    char wf[128];
+    char script[128];
+    char *flow = NULL;
+    char *at = NULL;
+    struct run r;
+
+    snprintf(wf, sizeof(wf), "%s/wf.json", f->dir);
+    snprintf(script, sizeof(script), "%s/script.json", f->dir);
+    write_text(script, "{\"responses\": {\"poller\": {\"act\": [{\"content\": \"pending\"}, "
+                       "{\"content\": \"pending\"}, {\"content\": \"pending\"}, "
+                       "{\"content\": \"pending\"}]}}}");
+    write_text(wf, "{\"name\": \"poll\", \"models\": {\"m\": {\"provider\": \"scripted\","
+                   " \"script\": \"script.json\"}}, \"supervisor\": {\"watchdog\": {\"policy\":"
+                   " \"abort\"}}, \"agents\": [{\"name\": \"poller\"}], \"plan\": ["
+                   "{\"agent\": \"poller\", \"task\": \"Check the build status\"},"
+                   " {\"agent\": \"poller\", \"task\": \"Check the build status\"},"
+                   " {\"agent\": \"poller\", \"task\": \"Check the build status\"},"
+                   " {\"agent\": \"poller\", \"task\": \"Check the build status\"}]}");
+    weft_test_setenv("WEFT_HOME", f->dir);
+    weft_test_setenv("WEFT_WATCHDOG_WINDOW", "many");
+    r = RUN(f, "run", wf, "-q", "--no-trace", "--workspace", f->dir);
+    weft_test_setenv("WEFT_WATCHDOG_WINDOW", NULL);
+    if (r.status != 3 || strstr(r.out, "stuck") == NULL) {
+        fail_msg("exit %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    }
+    if (strstr(r.err, "WEFT_WATCHDOG_WINDOW=many: expected an integer from 2 to") == NULL) {
+        fail_msg("the invalid window is not reported:\n%s", r.err);
+    }
+    /* Its --json says so too. */
+    r = RUN(f, "run", wf, "-q", "--json", "--workspace", f->dir);
+    assert_int_equal(r.status, 3);
+    assert_non_null(strstr(r.out, "\"status\": \"stuck\""));
+
+    /* The stuck-loop example's flow with "escalate": nobody to escalate to. */
+    {
+        char path[512];
+        FILE *fp = NULL;
+        size_t n = 0;
+
+        snprintf(path, sizeof(path), "%s/examples/stuck_loops/flow.json", WEFT_SOURCE_DIR);
+        flow = calloc(1, 1 << 16);
+        assert_non_null(flow);
+        fp = fopen(path, "r");
+        assert_non_null(fp);
+        n = fread(flow, 1, (1 << 16) - 1, fp);
+        fclose(fp);
+        flow[n] = '\0';
+    }
+    at = strstr(flow, "\"policy\": \"break\"");
+    assert_non_null(at);
+    {
+        static char escalating[1 << 16];
+        snprintf(escalating, sizeof(escalating), "%.*s\"policy\": \"escalate\"%s", (int)(at - flow),
+                 flow, at + strlen("\"policy\": \"break\""));
+        write_text(wf, escalating);
+    }
+    free(flow);
+    snprintf(script, sizeof(script), "%s/flow_script.json", f->dir);
+    write_text(script, "{\"responses\": {}}");
+    r = RUN(f, "validate", wf);
+    assert_int_equal(r.status, 2);
+    if (strstr(r.out, "supervisor.watchdog.policy") == NULL &&
+        strstr(r.err, "supervisor.watchdog.policy") == NULL) {
+        fail_msg("stdout:\n%s\nstderr:\n%s", r.out, r.err);
+    }
+    assert_true(strstr(r.out, "\"escalate\" needs a supervisor") != NULL ||
+                strstr(r.err, "\"escalate\" needs a supervisor") != NULL);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* weft runs / weft run show / weft resume                                                     */
 
@@ -1526,6 +1603,7 @@ main(void)
         T(test_cli_run_example_prints_summary_and_tree),
         T(test_cli_run_json_record_and_replay),
         T(test_cli_run_failed_run_exits_1_invalid_workflow_exits_2),
+        T(test_cli_stuck_run_exits_3_and_watchdog_settings_are_checked),
         T(test_cli_runs_and_run_show_list_the_surgery),
         T(test_cli_replay_and_fork),
         T(test_cli_resume_after_sigkill_keeps_completed_steps),

@@ -324,7 +324,9 @@ crash_at(struct fixture *f, int completed)
     char id[32];
     char trace[64];
     char root[32];
+    char old_root[32];
     long long ended[STEPS];
+    long long last_sign = 0;
     pid_t pid = 0;
     struct run r;
 
@@ -337,6 +339,27 @@ crash_at(struct fixture *f, int completed)
     query_text(f->state_db, "SELECT root_span_id FROM runs WHERE id = ?", id, root, sizeof(root));
     assert_int_equal(strlen(trace), 32);
     assert_int_equal(strlen(root), 16);
+    snprintf(old_root, sizeof(old_root), "%s", root);
+    /* The run's last sign of life (docs/durability.md): its last heartbeat, the start or end of
+     * its last step, or its last LLM exchange, whichever is later (never before its root span
+     * started); the spans left open end there, not at the recovery. */
+    last_sign = query_int(f->state_db,
+                          "SELECT max(coalesce(heartbeat_ns, 0), coalesce((SELECT MAX(max("
+                          "coalesce(ended_ns, 0), coalesce(started_ns, 0))) FROM steps"
+                          " WHERE steps.run_id = runs.id), 0), coalesce((SELECT MAX(created_ns)"
+                          " FROM llm_exchanges e WHERE e.run_id = runs.id), 0), started_ns,"
+                          " coalesce(root_started_ns, 0)) FROM runs WHERE id = ?",
+                          id);
+    /* At least the start of the step the kill cut short: a run killed in a step reads as
+     * having run until then, not until its last heartbeat (issue 26). */
+    {
+        char cut[16];
+
+        snprintf(cut, sizeof(cut), "s%d", completed);
+        assert_true(last_sign >=
+                    query_int(f->state_db, "SELECT started_ns FROM steps WHERE step_id = ?", cut));
+    }
+    assert_true(last_sign > 0);
 
     /* Every step completed before the kill has its agent span in the span store. */
     for (int k = 0; k < STEPS; k++) {
@@ -359,6 +382,7 @@ crash_at(struct fixture *f, int completed)
     r = RUN(f, "runs");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "interrupted"));
+    assert_non_null(strstr(r.out, " >")); /* its duration is a lower bound, and says so */
     assert_non_null(strstr(r.err, "was interrupted"));
     assert_int_equal(query_int(f->state_db,
                                "SELECT count(*) FROM runs WHERE status = 'interrupted'"
@@ -371,6 +395,11 @@ crash_at(struct fixture *f, int completed)
                                " AND name = 'invoke_workflow chain' AND span_id = ?",
                                root),
                      1);
+    /* The root ends at the run's last sign of life, as the stored run does. */
+    assert_int_equal(query_int(f->span_db, "SELECT end_ns FROM spans WHERE span_id = ?", root),
+                     last_sign);
+    assert_int_equal(query_int(f->state_db, "SELECT ended_ns FROM runs WHERE id = ?", id),
+                     last_sign);
     /* So is the agent span of the step the kill cut short, under the root. */
     {
         char step[16];
@@ -384,6 +413,38 @@ crash_at(struct fixture *f, int completed)
                                    " AND name = 'invoke_agent a' AND span_id = ?",
                                    root),
                          1);
+        /* With its original parent (the root) and start, marked weft.interrupted, and ended
+         * at the run's last sign of life, as the root is (or at its start, when it started
+         * after that sign: a span never ends before it starts). */
+        {
+            char sql[512];
+            long long step_start = 0;
+            snprintf(step, sizeof(step), "s%d", completed);
+            step_start =
+                query_int(f->state_db, "SELECT started_ns FROM steps WHERE step_id = ?", step);
+            assert_true(step_start > 0);
+            if (step_start > last_sign) {
+                last_sign = step_start;
+            }
+            snprintf(sql, sizeof(sql),
+                     "SELECT count(*) FROM spans WHERE span_id = ? AND parent_span_id = '%s'"
+                     " AND json_extract(attributes, '$.\"weft.interrupted\"') = 1"
+                     " AND end_ns = %lld AND start_ns <= end_ns",
+                     old_root, last_sign);
+            if (query_int(f->span_db, sql, root) != 1) {
+                char got[256];
+                query_text(f->span_db,
+                           "SELECT coalesce(parent_span_id, '-') || ' ' || end_ns || ' ' ||"
+                           " attributes FROM spans WHERE span_id = ?",
+                           root, got, sizeof(got));
+                fail_msg("killed step's span: want parent %s, end %lld, weft.interrupted;"
+                         " got %s",
+                         old_root, last_sign, got);
+            }
+            assert_int_equal(
+                query_int(f->span_db, "SELECT start_ns FROM spans WHERE span_id = ?", root),
+                step_start);
+        }
     }
     r = RUN(f, "trace", "show", trace);
     assert_int_equal(r.status, 0);
@@ -399,6 +460,43 @@ crash_at(struct fixture *f, int completed)
                                " AND owner_token IS NULL AND id = ?",
                                id),
                      1);
+    /* In a new trace whose root links to the old root as resumed_from. */
+    {
+        char new_trace[64];
+        char sql[640];
+
+        query_text(f->state_db, "SELECT trace_id FROM runs WHERE id = ?", id, new_trace,
+                   sizeof(new_trace));
+        assert_int_equal(strlen(new_trace), 32);
+        assert_string_not_equal(new_trace, trace);
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM spans, json_each(spans.links) AS l WHERE"
+                 " spans.trace_id = ? AND spans.parent_span_id IS NULL"
+                 " AND spans.name = 'invoke_workflow chain'"
+                 " AND json_extract(l.value, '$.trace_id') = '%s'"
+                 " AND json_extract(l.value, '$.span_id') = '%s'"
+                 " AND json_extract(l.value, '$.attributes.\"weft.link.reason\"') ="
+                 " 'resumed_from'",
+                 trace, old_root);
+        if (query_int(f->span_db, sql, new_trace) != 1) {
+            char got[512];
+            query_text(f->span_db,
+                       "SELECT links FROM spans WHERE trace_id = ? AND parent_span_id IS NULL",
+                       new_trace, got, sizeof(got));
+            fail_msg("resumed root does not link to %s/%s: %s", trace, old_root, got);
+        }
+    }
+    /* The step the kill cut short ran again: its second attempt. */
+    {
+        char step[16];
+
+        snprintf(step, sizeof(step), "s%d", completed);
+        assert_int_equal(query_int(f->state_db,
+                                   "SELECT attempts FROM steps WHERE status = 'completed'"
+                                   " AND step_id = ?",
+                                   step),
+                         2);
+    }
     assert_int_equal(
         query_int(f->state_db, "SELECT count(*) FROM steps WHERE status = 'completed'", NULL),
         STEPS);
@@ -616,6 +714,7 @@ downgrade(const char *path, int version)
                    "ALTER TABLE runs DROP COLUMN origin_kind;"
                    "ALTER TABLE runs DROP COLUMN origin_run_id;"
                    "ALTER TABLE runs DROP COLUMN origin_step;"
+                   "ALTER TABLE runs DROP COLUMN workflow_snapshot;"
                    "DROP TABLE tool_results;");
     if (version < 4) {
         exec_sql(path, "DROP TABLE script_cursor_keys;");
@@ -625,7 +724,7 @@ downgrade(const char *path, int version)
 }
 
 /* Databases written before owners existed (schema 4) and before per-queue cursors (schema 3)
- * are migrated to the current schema (10) and keep their runs; a new run works on them. */
+ * are migrated to the current schema (11) and keep their runs; a new run works on them. */
 static void
 test_crash_older_schemas_are_migrated(void **state)
 {
@@ -640,7 +739,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 10);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 11);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

@@ -2,7 +2,7 @@
  * reads a SQLite state filled through the state interface (runtime/state.h) in a temporary
  * WEFT_HOME, as text and as the JSON documents of docs/cli-json.md (parsed and checked type by
  * type); prefixes, an ambiguous prefix, forgetting one skill and an agent's, bad usage, and a
- * missing database. */
+ * missing database; multi-line skills shown as lines; `weft teams --run` with a run prefix. */
 #include "runtime/state.h"
 #include "support/weft_test.h"
 
@@ -245,6 +245,85 @@ test_skills_forget_one_or_an_agents(void **state)
     assert_int_equal(r.status, 2);
 }
 
+/* A stored task or solution is multi-line text: show prints its lines as lines (issue 26: each
+ * newline read as '?'), and still turns other control characters (an ESC) into '?'. */
+static void
+test_skills_show_prints_lines_as_lines(void **state)
+{
+    struct fixture *f = *state;
+    struct rt_state *st = NULL;
+    struct weft__skill s;
+    char err[256];
+    struct run r;
+
+    assert_weft_ok(weft__state_open(f->state, &st, err, sizeof(err)));
+    memset(&s, 0, sizeof(s));
+    snprintf(s.id, sizeof(s.id), "%s", "dddd0000-0000-4000-8000-000000000004");
+    s.agent = "coder";
+    s.task = "Write slugify\ninto slug.py";
+    s.solution = "def slugify(title):\n\treturn title.lower()\n\x1b[31mred";
+    s.run_id = "run-8";
+    s.reward = 1.0;
+    assert_weft_ok(weft__state_skill_save(st, &s, NULL));
+    weft__state_close(st);
+    r = RUN(f, "skills", "show", "dddd");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "task:\nWrite slugify\ninto slug.py\n"));
+    assert_non_null(strstr(r.out, "def slugify(title):\n\treturn title.lower()\n?[31mred"));
+    assert_null(strchr(r.out, 0x1b));
+}
+
+/* `weft teams --run` takes the prefix the tables show (and "last"), as `run show` does; a run
+ * that matches nothing is an error, not an empty list (issue 26: the 8-character prefix listed
+ * nothing, with exit 0). */
+static void
+test_teams_take_a_run_prefix(void **state)
+{
+    struct fixture *f = *state;
+    struct rt_state *st = NULL;
+    struct weft__state_team t;
+    char err[256];
+    char run_id[64];
+    char prefix[9];
+    json_t *doc = NULL;
+    struct run r = RUN(f, "run", WEFT_SOURCE_DIR "/examples/correction/workflow.json", "--quiet",
+                       "--no-trace");
+
+    assert_int_equal(r.status, 0);
+    r = RUN(f, "runs", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    snprintf(run_id, sizeof(run_id), "%s",
+             json_string_value(
+                 json_object_get(json_array_get(json_object_get(doc, "runs"), 0), "run_id")));
+    json_decref(doc);
+    assert_true(strlen(run_id) > 8);
+    snprintf(prefix, sizeof(prefix), "%.8s", run_id);
+    assert_weft_ok(weft__state_open(f->state, &st, err, sizeof(err)));
+    memset(&t, 0, sizeof(t));
+    t.name = "slug_team";
+    t.path = "/tmp/slug_team.json";
+    t.goal = "Write slugify";
+    t.document = "{\"agents\": []}";
+    t.run_id = run_id;
+    assert_weft_ok(weft__state_team_save(st, &t));
+    weft__state_close(st);
+
+    r = RUN(f, "teams", "--run", run_id);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "slug_team"));
+    r = RUN(f, "teams", "--run", prefix);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "slug_team"));
+    r = RUN(f, "teams", "--run", "last", "--json");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "slug_team"));
+    r = RUN(f, "teams", "--run", "ffffffff");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "no run 'ffffffff'"));
+    assert_null(strstr(r.out, "no composed teams yet"));
+}
+
 static void
 test_skills_without_a_database(void **state)
 {
@@ -269,6 +348,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_skills_show_by_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_skills_forget_one_or_an_agents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_skills_without_a_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_skills_show_prints_lines_as_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_teams_take_a_run_prefix, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

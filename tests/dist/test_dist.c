@@ -140,6 +140,39 @@ wait_counts(const char *queue, long ready, long unacked)
     assert_int_equal(u, unacked);
 }
 
+/* Wait (at most 30 s) until @p queue has a consumer: the worker declared the topology (the
+ * exchanges, the queues and their dead-letter routes, all before it consumes) and listens. A
+ * fixed pause instead either wastes time or, on a loaded machine, publishes into exchanges
+ * not declared yet, where the broker drops the messages unseen. */
+static void
+wait_consumer(const char *queue)
+{
+    const char *args[] = {"list_queues", "-q", "name", "consumers", NULL};
+    long deadline = weft_test_now_ms() + 30000;
+    long consumers = -1;
+
+    while (consumers < 1) {
+        char *out = NULL;
+        char *line = NULL;
+        assert_int_equal(weft_test_amqp_ctl(broker, args, &out), 0);
+        for (line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            char name[256];
+            long c = 0;
+            if (sscanf(line, "%255s %ld", name, &c) == 2 && strcmp(name, queue) == 0) {
+                consumers = c;
+            }
+        }
+        free(out);
+        if (consumers >= 1) {
+            break;
+        }
+        if (weft_test_now_ms() >= deadline) {
+            fail_msg("no consumer on %s after 30 s", queue);
+        }
+        weft_test_sleep_ms(100);
+    }
+}
+
 static void
 write_file(const char *dir, const char *name, const char *text)
 {
@@ -236,6 +269,11 @@ test_run_matches_in_process(void **state)
     assert_log(&e, "amqp.log", "llm calls: 26, tool calls: 16, tokens: 8870 in / 1085 out");
     assert_log(&e, "local.log", "llm calls: 26, tool calls: 16, tokens: 8870 in / 1085 out");
     assert_log(&e, "amqp.log", "loops:   replan=6");
+    /* The summary counts the workers' spans too, as the trace tree shows them (issue 26: it said
+     * "37 spans recorded" under a tree of 96). */
+    assert_log(&e, "amqp.log", "in the run's trace so far (");
+    assert_log(&e, "amqp.log", " by workers), 0 dropped");
+    assert_log(&e, "local.log", "spans:   ");
     /* SIGTERM: a graceful stop, exit 0, with the tasks it ran counted. */
     stop_workers(w1, w2);
     assert_log(&e, "w1.log", "stopped:");
@@ -598,7 +636,7 @@ test_malformed_messages_rejected(void **state)
                "{\"version\": 1, \"responses\": {\"slow\": {\"act\": [{\"content\": \"ok\"}]}}}\n");
     snprintf(wf, sizeof(wf), "%s/workflow.json", e.dir);
     w = start_worker(&e, "w", "2", NULL);
-    weft_test_sleep_ms(1500); /* the worker declares the topology */
+    wait_consumer("bad.task_dispatch_queue"); /* the worker declared the topology */
     publish_raw("bad.", "\x01\x02 not json", NULL);
     publish_raw("bad.", "{\"hello\": \"world\"}", "something.else");
     publish_raw("bad.",

@@ -481,13 +481,31 @@ test_state_exchanges_make_a_replayable_script(void **state)
     json_t *e3 = json_pack("{s:s}", "content", "plan");
     json_t *script = NULL;
     json_t *list = NULL;
+    json_t *counts = NULL;
+    uint64_t mid = 0;
 
     assert_int_equal(weft__state_exchanges_script(f->st, "r", &script), WEFT_ENOTFOUND);
     assert_null(script);
     assert_weft_ok(weft__state_exchange_add(f->st, "r", "coder", "act", e1));
     assert_weft_ok(weft__state_exchange_add(f->st, "r", "planner", "plan", e3));
+    mid = weft__now_ns();
+    while (weft__now_ns() == mid) {
+        /* the next exchange is stored strictly after mid */
+    }
     assert_weft_ok(weft__state_exchange_add(f->st, "r", "coder", "act", e2));
     assert_weft_ok(weft__state_exchange_add(f->st, "other", "coder", "act", e3));
+    /* A fork positions its scripts at the calls made before the forked step (fork.c). */
+    assert_weft_ok(weft__state_exchange_counts(f->st, "r", mid + 1, &counts));
+    assert_int_equal(json_object_size(counts), 2);
+    assert_int_equal(json_integer_value(json_object_get(counts, "coder/act")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "planner/plan")), 1);
+    json_decref(counts);
+    assert_weft_ok(weft__state_exchange_counts(f->st, "r", UINT64_MAX, &counts));
+    assert_int_equal(json_integer_value(json_object_get(counts, "coder/act")), 2);
+    json_decref(counts);
+    assert_weft_ok(weft__state_exchange_counts(f->st, "nobody", UINT64_MAX, &counts));
+    assert_int_equal(json_object_size(counts), 0);
+    json_decref(counts);
     assert_weft_ok(weft__state_exchanges_script(f->st, "r", &script));
     assert_int_equal(json_integer_value(json_object_get(script, "version")), 1);
     list = json_object_get(json_object_get(json_object_get(script, "responses"), "coder"), "act");
@@ -744,6 +762,28 @@ test_state_run_hash_and_root(void **state)
                                  " AND root_span_name = 'invoke_workflow wf'"
                                  " AND root_parent_span_id IS NULL"),
                      1);
+}
+
+/* The workflow snapshot (SQLite schema 11, PostgreSQL migration 7) is stored as given, byte
+ * for byte (no redaction rewrites a file the run loaded), and reads NOTFOUND before. */
+static void
+test_state_run_snapshot_round_trip(void **state)
+{
+    struct fx *f = *state;
+    const char *text =
+        "{\"hash\": \"fnv1a64:0123456789abcdef\", \"files\": [{\"path\": "
+        "\"/w/wf.json\", \"text\": \"{\\n  \\\"name\\\": \\\"\u00e9t\u00e9\\\"}\"}]}";
+    char *got = NULL;
+
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", "/w/wf.json", "s", NULL, 1));
+    assert_int_equal(weft__state_run_snapshot_get(f->st, "r", &got), WEFT_ENOTFOUND);
+    assert_null(got);
+    assert_int_equal(weft__state_run_snapshot_get(f->st, "missing", &got), WEFT_ENOTFOUND);
+    assert_weft_ok(weft__state_run_snapshot_set(f->st, "r", text));
+    assert_weft_ok(weft__state_run_snapshot_get(f->st, "r", &got));
+    assert_non_null(got);
+    assert_string_equal(got, text);
+    weft__free(got);
 }
 
 /* The distributed-run fields of a step (its task UUID, redeliveries, dispatched flag) are
@@ -1022,9 +1062,25 @@ test_state_skill_is_replaced_by_an_equal_or_better_reward(void **state)
     assert_string_equal(got.solution, "v4");
     assert_true(got.reward == 1.5);
     weft__skill_cleanup(&got);
+    /* A new solution is the saving run's; the same solution at the same reward (a run that was
+     * shown the skill) keeps the run that made it and when (issue 26). */
+    s = skill_of("coder", "sort the list", "v5", 1.5);
+    s.run_id = "run-maker";
+    s.created_ns = 1000;
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    s.run_id = "run-user";
+    s.created_ns = 2000;
+    assert_weft_ok(weft__state_skill_save(f->st, &s, &is_new));
+    assert_false(is_new);
+    assert_weft_ok(weft__state_skill_get(f->st, id, &got));
+    assert_string_equal(got.solution, "v5");
+    assert_string_equal(got.run_id, "run-maker");
+    assert_int_equal(got.created_ns, 1000);
+    assert_int_equal(got.uses, 1);
+    weft__skill_cleanup(&got);
     assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills"), 1);
     /* The replaced task is what the full-text index finds. */
-    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE solution = 'v4'"), 1);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM skills WHERE solution = 'v5'"), 1);
 }
 
 static void
@@ -1608,6 +1664,7 @@ test_state_tool_results_and_origin_round_trip(void **state)
         cmocka_unit_test_setup_teardown(                                                           \
             test_state_lease_is_exclusive_and_recover_marks_dead_owners, setup, teardown),         \
         cmocka_unit_test_setup_teardown(test_state_run_hash_and_root, setup, teardown),            \
+        cmocka_unit_test_setup_teardown(test_state_run_snapshot_round_trip, setup, teardown),      \
         cmocka_unit_test_setup_teardown(test_state_out_of_memory_fails_cleanly, setup, teardown),  \
         cmocka_unit_test_setup_teardown(test_state_skill_save_dedups_by_normalised_task_per_agent, \
                                         setup, teardown),                                          \

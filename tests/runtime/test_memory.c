@@ -149,10 +149,14 @@ test_memory_second_run_is_shown_the_first_runs_skill(void **state)
     assert_non_null(chat);
     assert_non_null(strstr(otlp_span_attr(chat, "gen_ai.input.messages"),
                            "Solutions that worked for similar tasks before"));
-    /* Still one skill (the same task), now used once. */
+    /* Still one skill (the same task), now used once; the second run gave the same solution,
+     * so the skill is still the first run's: its trace, and a creation before its last use
+     * (issue 26: the second run used to overwrite them both). */
     n = stored(f, "coder", &skills);
     assert_int_equal(n, 1);
     assert_int_equal(skills[0].uses, 1);
+    assert_string_equal(skills[0].trace_id, first_trace);
+    assert_true(skills[0].created_ns <= skills[0].last_used_ns);
     weft__skills_free(skills, n);
     assert_true(weft_test_prom_has(f->meter, "outcome=\"hit\""));
     assert_true(weft_test_prom_has(f->meter, "weft_skills_step_outcomes_total{"));

@@ -274,18 +274,18 @@ test_pg_migrations_are_tracked_and_run_once(void **state)
 
     /* 1: workflows, tasks and weft's tables; 2: run_metrics (per-run metric snapshots);
      * 3: skills (skill memory); 4: skill_vectors (its embeddings); 5: teams (composed);
-     * 6: tool_results and run origins (replay and fork). */
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 6);
+     * 6: tool_results and run origins (replay and fork); 7: the workflow snapshot. */
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 7);
     assert_int_equal(fx_count(f, "SELECT min(version) FROM weft_schema_migrations"), 1);
-    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 6);
+    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 7);
     assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations WHERE applied_at IS"
                                  " NOT NULL AND applied_at <= now()"),
-                     6);
+                     7);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[0], sizeof(stamp[0]));
     /* Opening again applies nothing. */
     assert_weft_ok(weft__state_open(f->location, &again, err, sizeof(err)));
     weft__state_close(again);
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 6);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 7);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[1], sizeof(stamp[1]));
     assert_string_equal(stamp[0], stamp[1]);
     assert_string_equal(column(f, "weft_schema_migrations", "version", stamp[0], sizeof(stamp[0])),
@@ -339,8 +339,8 @@ test_pg_concurrent_first_opens_migrate_once(void **state)
              "SELECT count(*), count(DISTINCT version) FROM "
              "weft_schema_migrations");
     res = run_ok(conn, sql);
-    assert_string_equal(PQgetvalue(res, 0, 0), "6");
-    assert_string_equal(PQgetvalue(res, 0, 1), "6");
+    assert_string_equal(PQgetvalue(res, 0, 0), "7");
+    assert_string_equal(PQgetvalue(res, 0, 1), "7");
     PQclear(res);
     PQfinish(conn);
 }
@@ -355,7 +355,7 @@ test_pg_refuses_a_newer_schema(void **state)
     fx_exec(f, NULL, "INSERT INTO weft_schema_migrations (version) VALUES (99)");
     assert_int_equal(weft__state_open(f->location, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 6"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 7"));
     assert_non_null(strstr(err, f->location));
     /* Nothing was changed. */
     assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 99);
