@@ -394,6 +394,8 @@ declared_too_large(struct MHD_Connection *conn, size_t max)
  * print. What the server could not do (start a thread, allocate, accept) is a warning; the rest
  * is what clients did (closed mid-request, sent a bad header), counted on /metrics already, and
  * only worth a debug line: 150 slow clients must not write 150 warnings. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {
