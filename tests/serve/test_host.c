@@ -76,7 +76,6 @@ start_serve(struct fx *f, const char *const *extra, const char *const *env_extra
     const char *env[8] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*"};
     size_t n = 4;
     size_t e = 3;
-    long deadline = weft_test_now_ms() + 15000;
 
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
         argv[n++] = extra[i];
@@ -84,32 +83,7 @@ start_serve(struct fx *f, const char *const *extra, const char *const *env_extra
     for (size_t i = 0; env_extra != NULL && env_extra[i] != NULL && e < 7; i++) {
         env[e++] = env_extra[i];
     }
-    unlink(f->log);
-    f->port = 0;
-    f->pid = weft_test_spawn(argv, env, f->dir, f->log, true);
-    assert_true(f->pid > 0);
-    while (f->port == 0) {
-        char text[2048] = "";
-        FILE *in = fopen(f->log, "r");
-        const char *p = NULL;
-        int status = 0;
-
-        if (in != NULL) {
-            text[fread(text, 1, sizeof(text) - 1, in)] = '\0';
-            fclose(in);
-        }
-        p = strstr(text, "listening on port ");
-        if (p != NULL) {
-            f->port = (unsigned)strtoul(p + 18, NULL, 10);
-            break;
-        }
-        if (weft_test_has_exited(f->pid, &status) || weft_test_now_ms() > deadline) {
-            char *tail = weft_test_log_tail(f->log, 2000);
-            f->pid = 0;
-            fail_msg("weft serve did not start (exit %d): %s", status, tail);
-        }
-        weft_test_sleep_ms(20);
-    }
+    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
 }
 
 static void

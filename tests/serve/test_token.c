@@ -66,34 +66,11 @@ start_serve(struct fx *f, const char *addr, const char *const *extra)
     const char *argv[16] = {WEFT, "serve", "--addr", addr};
     const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
     size_t n = 4;
-    long deadline = weft_test_now_ms() + 15000;
 
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
         argv[n++] = extra[i];
     }
-    unlink(f->log);
-    f->port = 0;
-    f->pid = weft_test_spawn(argv, env, f->dir, f->log, true);
-    assert_true(f->pid > 0);
-    while (f->port == 0) {
-        int status = 0;
-        char *text = weft_test_log_tail(f->log, 4000);
-        const char *p = strstr(text, "listening on port ");
-
-        if (p != NULL) {
-            f->port = (unsigned)strtoul(p + 18, NULL, 10);
-        }
-        free(text);
-        if (f->port != 0) {
-            break;
-        }
-        if (weft_test_has_exited(f->pid, &status) || weft_test_now_ms() > deadline) {
-            char *tail = weft_test_log_tail(f->log, 2000);
-            f->pid = 0;
-            fail_msg("weft serve did not start (exit %d): %s", status, tail);
-        }
-        weft_test_sleep_ms(20);
-    }
+    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
 }
 
 static void

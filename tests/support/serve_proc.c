@@ -1,6 +1,7 @@
 /* tests/support/serve_proc.c - see serve_proc.h. */
 #include "serve_proc.h"
 
+#include "server_proc.h"
 #include "weft_test.h"
 
 #include <curl/curl.h>
@@ -39,6 +40,41 @@ serve_proc_run(const char *bin, const char *home, const char *out_path, const ch
     posix_spawn_file_actions_destroy(&fa);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+pid_t
+serve_proc_spawn(const char *const *argv,
+                 const char *const *env,
+                 const char *cwd,
+                 const char *log_path,
+                 unsigned *port)
+{
+    long deadline = weft_test_now_ms() + 15000;
+    pid_t pid = 0;
+
+    *port = 0;
+    unlink(log_path);
+    pid = weft_test_spawn(argv, env, cwd, log_path, true);
+    assert_true(pid > 0);
+    for (;;) {
+        int status = 0;
+        char *text = weft_test_log_tail(log_path, 4000);
+        const char *p = strstr(text, "listening on port ");
+
+        *port = p != NULL ? (unsigned)strtoul(p + 18, NULL, 10) : 0;
+        free(text);
+        if (*port != 0) {
+            return pid;
+        }
+        if (weft_test_has_exited(pid, &status) || weft_test_now_ms() > deadline) {
+            char *tail = weft_test_log_tail(log_path, 2000);
+            if (!weft_test_has_exited(pid, &status)) {
+                weft_test_kill_group(pid, 1000);
+            }
+            fail_msg("weft serve did not start (exit %d): %s", status, tail);
+        }
+        weft_test_sleep_ms(20);
+    }
 }
 
 pid_t

@@ -16,6 +16,16 @@ serve_proc_run(const char *bin, const char *home, const char *out_path, const ch
  * port N" line. @return the pid; *port the port (the test fails when it never listens). */
 pid_t serve_proc_start(const char *bin, const char *home, unsigned *port);
 
+/* Start `weft serve` as @p argv says (argv[0] the binary; weft_test_spawn()'s @p env, @p cwd
+ * and @p log_path, in a process group of its own) and wait at most 15 s for its "listening on
+ * port N" line in @p log_path. @return the pid (stop it with weft_test_kill_group()); *port the
+ * port. Fails the test with the server's log when it exits or never listens. */
+pid_t serve_proc_spawn(const char *const *argv,
+                       const char *const *env,
+                       const char *cwd,
+                       const char *log_path,
+                       unsigned *port);
+
 /* SIGTERM, wait, and assert it exited 0. */
 void serve_proc_stop(pid_t pid);
 
