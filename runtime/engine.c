@@ -1657,11 +1657,10 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
         *status = WEFT_RUN_ABORTED;
         snprintf(reason, reason_len, "aborted");
     } else if (run->store.state != NULL &&
-               strcmp(weft__state_backend_name(run->store.state), "postgresql") == 0 &&
                weft__state_check(run->store.state, reason, reason_len) != WEFT_OK) {
-        /* The database stayed away longer than the reconnect wait (docs/durability.md): no
-         * further step runs, since its result could not be kept; aborted is resumable, and
-         * `weft resume` re-runs only what was not stored. */
+        /* The state store cannot keep what a step would do (PostgreSQL away longer than the
+         * reconnect wait, a damaged SQLite file; docs/durability.md): no further step runs;
+         * aborted is resumable, and `weft resume` re-runs only what was not stored. */
         *status = WEFT_RUN_ABORTED;
     } else if (run->cfg.deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
         /* Less than a millisecond left counts as spent: no call could use it. */
