@@ -252,6 +252,12 @@ execute_from(const char *cmd, const char *ref, const char *workflow, struct cli_
             fl->fork_of = d->info.run_id;
         } else {
             fl->replay_of = d->info.run_id;
+            if (d->info.origin_kind != NULL && strcmp(d->info.origin_kind, "fork") == 0) {
+                /* A fork's calls start at its forked step: its replay is the same fork of the
+                 * same original, answered from the fork's own calls. */
+                fl->fork_of = d->info.origin_run_id;
+                fl->fork_from = d->info.origin_step;
+            }
         }
         fl->snapshot_root = tmpdir[0] != '\0' ? tmpdir : NULL;
         status = cli_execute(cmd, path, fl);

@@ -2710,10 +2710,11 @@ origin_options_ok(const struct weft_run_options *opts, char *error, size_t error
     bool is_replay = opts->replay_run_id != NULL;
     bool is_fork = opts->fork_run_id != NULL;
 
+    /* replay and fork together replay a fork: the same fork, its calls answered by the fork's */
     if ((is_replay || is_fork) && (opts->record_path != NULL || opts->replay_path != NULL ||
-                                   opts->resume_run_id != NULL || (is_replay && is_fork))) {
-        snprintf(error, error_len, "%s excludes --record, --replay, resume and %s",
-                 is_replay ? "replay" : "fork", is_replay ? "fork" : "replay");
+                                   opts->resume_run_id != NULL)) {
+        snprintf(error, error_len, "%s excludes --record, --replay and resume",
+                 is_replay ? "replay" : "fork");
         return false;
     }
     if (is_fork != (opts->fork_from_step != NULL)) {
@@ -2775,9 +2776,13 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
         *resumed_from = ENG(run)->origin;
     }
     if (run->cfg.opts->fork_run_id != NULL) {
-        err = weft__rt_fork_load(run, resumed_from, error, error_len);
+        struct weft_span_context forked;
+        err = weft__rt_fork_load(run, &forked, error, error_len);
         if (err != WEFT_OK) {
             return err;
+        }
+        if (run->cfg.replay == NULL) {
+            *resumed_from = forked; /* a replay of a fork links to the fork it replays */
         }
     }
     if (run->cfg.opts->resume_run_id != NULL) {

@@ -224,6 +224,33 @@ restore_step(struct flow *fl, int scope, size_t node, size_t step)
     }
 }
 
+static json_t *
+fanout_list(const struct flow *fl, const struct scope *sc, const struct wf_flow_node *n);
+static int add_scope(struct flow *fl,
+                     const struct wf_flow *def,
+                     int parent,
+                     size_t owner,
+                     int item,
+                     const json_t *item_value);
+
+/* A fork reuses fan-out node @p step of scope @p index (it ended before the forked step, its
+ * items with it): its items' steps are reused too, and listed with the run's steps as the
+ * original's were, in scopes that never run. @return false when out of memory. */
+static bool
+restore_items(struct flow *fl, int index, size_t step)
+{
+    const struct scope *sc = &fl->scopes[index];
+    const struct wf_flow_node *n = &sc->def->nodes[fl->run->ps.plan.steps[step].flow_node];
+    json_t *list = fanout_list(fl, sc, n);
+    bool is_ok = true;
+
+    for (size_t i = 0; is_ok && i < json_array_size(list) && i < MAX_ITEMS; i++) {
+        is_ok = add_scope(fl, n->sub, index, step, (int)i, json_array_get(list, i)) >= 0;
+    }
+    json_decref(list);
+    return is_ok;
+}
+
 /* Create scope @p def with its steps. @return the scope index, or -1 (out of memory). */
 static int
 add_scope(struct flow *fl,
@@ -298,6 +325,13 @@ add_scope(struct flow *fl,
         weft__rt_save_step(run, idx);
     }
     weft__free(value);
+    for (size_t i = 0; run->store.fork != NULL && i < def->count; i++) {
+        size_t step = fl->scopes[index].first_step + i;
+        if (def->nodes[i].sub != NULL && def->nodes[i].for_each != NULL &&
+            run->ps.plan.steps[step].status == STEP_COMPLETED && !restore_items(fl, index, step)) {
+            return -1;
+        }
+    }
     return reserve_jobs(fl) ? index : -1;
 }
 
@@ -449,6 +483,25 @@ activate_items(struct flow *fl, struct fanout *fo)
 
 static void finish_fanout(struct flow *fl, struct fanout *fo);
 
+/* The list fan-out node @p n of scope @p sc goes over: the first upstream result with an
+ * array at its for_each path (a new reference), or NULL. */
+static json_t *
+fanout_list(const struct flow *fl, const struct scope *sc, const struct wf_flow_node *n)
+{
+    const struct run *run = fl->run;
+    json_t *list = NULL;
+
+    for (size_t k = 0; k < n->upstream_count && list == NULL; k++) {
+        json_t *r = parse_result(run->ps.plan.steps[sc->first_step + n->upstream[k]].result);
+        const json_t *v = lookup(r, n->for_each);
+        if (json_is_array(v)) {
+            list = json_incref((json_t *)v);
+        }
+        json_decref(r);
+    }
+    return list;
+}
+
 /* Start the fan-out node @p step: one scope per item of the upstream's list. */
 static void
 start_fanout(struct flow *fl, size_t step)
@@ -464,14 +517,7 @@ start_fanout(struct flow *fl, size_t step)
     run->ps.plan.steps[step].status = STEP_IN_PROGRESS;
     run->ps.plan.steps[step].attempts++;
     run->ps.plan.steps[step].started_ns = weft__now_ns();
-    for (size_t k = 0; k < n->upstream_count && list == NULL; k++) {
-        json_t *r = parse_result(run->ps.plan.steps[sc->first_step + n->upstream[k]].result);
-        const json_t *v = lookup(r, n->for_each);
-        if (json_is_array(v)) {
-            list = json_incref((json_t *)v);
-        }
-        json_decref(r);
-    }
+    list = fanout_list(fl, sc, n);
     if (list == NULL) {
         snprintf(why, sizeof(why), "no upstream result has a list at '%.100s'", n->for_each);
     } else if (json_array_size(list) > MAX_ITEMS) {

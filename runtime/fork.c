@@ -70,6 +70,24 @@ depends_on_live(const json_t *rows, size_t i, const bool *live)
     return is_live;
 }
 
+/* The row of the fan-out step that owns item step row @p i ("per_chunk" for
+ * "per_chunk[2].translate"), or (size_t)-1 for a step that is no fan-out item. */
+static size_t
+owner_row(const json_t *rows, size_t i)
+{
+    const char *id = json_string_value(json_object_get(json_array_get(rows, i), "id"));
+    const char *open = id != NULL ? strrchr(id, '[') : NULL;
+    char owner[160];
+
+    if (open == NULL || strchr(open, ']') == NULL || strchr(open, '.') == NULL ||
+        (size_t)(open - id) >= sizeof(owner)) {
+        return (size_t)-1;
+    }
+    memcpy(owner, id, (size_t)(open - id));
+    owner[open - id] = '\0';
+    return row_index(rows, owner);
+}
+
 static uint64_t
 row_ns(const json_t *row, const char *key)
 {
@@ -130,7 +148,8 @@ undo_corrections(
  *   - corrections made after @p t are undone (undo_corrections());
  *   - reused: a step that completed before @p from in plan order or ended before @p t (a
  *     corrective step sits at the plan's end but ran before the step it repaired), and does
- *     not depend, directly or through others, on a step that re-runs;
+ *     not depend, directly or through others, on a step that re-runs, nor is a fan-out with
+ *     an item that re-runs;
  *   - a step a replan added is kept only when the step that asked for it is reused: when the
  *     asker re-runs, it asks again (or not) live; the final agent's step the supervisor
  *     appended once the plan was done is left out when it started after @p t (appended again
@@ -178,8 +197,14 @@ plan_at_start(
     while (is_changed) { /* dependencies may point forward: until nothing changes */
         is_changed = false;
         for (size_t i = 0; i < n; i++) {
+            size_t owner = live[i] ? owner_row(f->rows, i) : (size_t)-1;
             if (!live[i] && !dropped[i] && depends_on_live(f->rows, i, live)) {
                 live[i] = true;
+                is_changed = true;
+            }
+            /* a fan-out ends with its items: one re-run, and it runs again */
+            if (owner != (size_t)-1 && !live[owner] && !dropped[owner]) {
+                live[owner] = true;
                 is_changed = true;
             }
         }
@@ -442,6 +467,11 @@ read_original(struct run *run,
         snprintf(error, error_len, "fork: run %s has no step '%.64s' (its steps: %s)", f->run_id,
                  f->from, ids[0] != '\0' ? ids : "none");
         err = WEFT_EINVAL;
+    }
+    /* A fan-out's items start together, on one decision, and it ends with them: forking from
+     * an item re-runs its fan-out, from where that started. */
+    while (err == WEFT_OK && owner_row(f->rows, from) != (size_t)-1) {
+        from = owner_row(f->rows, from);
     }
     if (err == WEFT_OK) {
         /* The scripts' positions and the plan as they were when the forked step started. */

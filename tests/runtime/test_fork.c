@@ -47,11 +47,12 @@ teardown(void **state)
 
 /* One run of @p wf (a fork when @p fork is set), in its own workspace under the fixture. */
 static struct weft_run_result *
-run(const struct fx *f,
-    const struct weft_workflow *wf,
-    const char *input,
-    const char *fork,
-    const char *from)
+run_as(const struct fx *f,
+       const struct weft_workflow *wf,
+       const char *input,
+       const char *fork,
+       const char *from,
+       const char *replay)
 {
     static unsigned n;
     struct weft_run_options ro;
@@ -67,12 +68,52 @@ run(const struct fx *f,
     ro.input = input;
     ro.fork_run_id = fork;
     ro.fork_from_step = from;
+    ro.replay_run_id = replay;
     err = weft_run(wf, &ro, &r, error, sizeof(error));
     if (err != WEFT_OK) {
         fail_msg("run (fork of %s from %s): %s: %s", fork != NULL ? fork : "-",
                  from != NULL ? from : "-", weft_strerror(err), error);
     }
     return r;
+}
+
+static struct weft_run_result *
+run(const struct fx *f,
+    const struct weft_workflow *wf,
+    const char *input,
+    const char *fork,
+    const char *from)
+{
+    return run_as(f, wf, input, fork, from, NULL);
+}
+
+/* A replay of fork @p fk (of @p orig from @p from) is the same fork answered from the fork's
+ * own calls (as `weft replay` runs it): identical, every call of the fork answered. */
+static void
+replay_fork(const struct fx *f,
+            const struct weft_workflow *wf,
+            const char *input,
+            const struct weft_run_result *orig,
+            const char *from,
+            const struct weft_run_result *fk,
+            const char *rel)
+{
+    struct weft_run_result *rp = run_as(f, wf, input, orig->run_id, from, fk->run_id);
+    const struct weft_replay_report *rr = rp->replay;
+
+    assert_non_null(rr);
+    if (!rr->is_identical || rr->llm_calls != rr->llm_expected ||
+        rr->tool_calls != rr->tool_expected || rp->status != fk->status ||
+        rp->reused_steps != fk->reused_steps) {
+        fail_msg("%s forked from %s, replayed: identical %d (%s at %s: %s), %zu of %zu LLM "
+                 "and %zu of %zu tool calls, status %d (the fork's %d), %zu reused (the fork %zu)",
+                 rel, from, (int)rr->is_identical, rr->what != NULL ? rr->what : "-",
+                 rr->span != NULL ? rr->span : "-", rr->got != NULL ? rr->got : "-",
+                 rr->llm_calls, rr->llm_expected, rr->tool_calls, rr->tool_expected,
+                 (int)rp->status, (int)fk->status, rp->reused_steps, fk->reused_steps);
+    }
+    assert_string_equal(rr->original_run_id, fk->run_id);
+    weft_run_result_free(rp);
 }
 
 static const char *
@@ -128,8 +169,9 @@ fork_file_each_step(
                      (int)fk->status, fk->reason != NULL ? fk->reason : "", (int)orig->status);
         }
         /* Its scripts answer as they did then, so it makes the original's decisions again: no
-         * step more, none fewer (a plan that grew, or lost the steps the forked one needed). */
-        if (fk->step_count > orig->step_count || (!is_flow && fk->step_count != orig->step_count)) {
+         * step more, none fewer (a plan that grew, or lost the steps the forked one needed, or
+         * a reused fan-out whose items it did not list). */
+        if (fk->step_count != orig->step_count) {
             fail_msg("%s forked from %s: %zu steps (last %s), the original had %zu", rel, from,
                      fk->step_count, fk->steps[fk->step_count - 1].id, orig->step_count);
         }
@@ -145,6 +187,7 @@ fork_file_each_step(
                          fk->steps[i].id, fk->steps[i].status, was != NULL ? was : "absent");
             }
         }
+        replay_fork(f, wf, input, orig, from, fk, rel);
         if (s == 0) { /* from the first step: the original's run again, corrections and all */
             assert_int_equal(fk->step_count, orig->step_count);
             assert_int_equal(fk->reused_steps, 0);
