@@ -679,13 +679,15 @@ reuse_step(struct run *run, size_t i, const json_t *row)
  * steps' hand-offs and outputs, in the order they ended, and the last of them is the actor the
  * next step is handed off from, so a hand-off loop that began before the forked step is found
  * on the same repetition as in the original, not later. The repetitions it saw there have no
- * span in the fork (their links are left out). */
+ * span in the fork (their links are left out), and a loop found among them was the original's
+ * to report: it is not counted, logged or paged again. */
 static void
 watchdog_catch_up(struct run *run)
 {
     const json_t *rows = run->store.fork->rows;
     uint64_t after = 0;
 
+    run->watchdog.is_catching_up = true;
     for (;;) {
         size_t next = (size_t)-1;
         uint64_t next_ns = UINT64_MAX;
@@ -699,6 +701,7 @@ watchdog_catch_up(struct run *run)
             }
         }
         if (next == (size_t)-1) {
+            run->watchdog.is_catching_up = false;
             return;
         }
         weft__rt_watchdog_step(run, NULL, next); /* its hand-off, from the step before */

@@ -386,6 +386,10 @@ report_loop(struct run *run,
     extra[1] = weft_attr_int("weft.stuck_loop.repetitions", wd->repeats);
     extra[2] = weft_attr_str("weft.stuck_loop.agents", agents);
     extra[3] = weft_attr_str("weft.stuck_loop.span_ids", ids);
+    if (wd->is_catching_up) {
+        apply_policy(run, kind_names[kind], evidence);
+        return;
+    }
     weft_span_context_of(span, &here);
     span_hex_of(&here, here_hex);
     announce(run, kind_names[kind], evidence, here_hex[0] != '\0' ? here_hex : NULL, agents);

@@ -109,6 +109,9 @@ struct watchdog {
     bool is_fail;             /* end the run as stuck now */
     bool is_escalate_pending; /* policy escalate fired: the next decision hands over */
     bool has_escalated;
+    /* a fork going over its reused steps (runtime/fork.c): a loop among them was reported by
+     * the original; it is remembered and its policy applies, but it is not announced again */
+    bool is_catching_up;
     uint64_t escalated_epoch;
     char stuck_reason[320]; /* the loop that ended or escalated the run */
     size_t detections;

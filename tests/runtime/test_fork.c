@@ -302,6 +302,63 @@ test_fork_stuck_loops_from_each_step(void **state)
 }
 
 /* Team agents (sub-workflows). */
+/* A hand-off loop the watchdog warned about before the forked step was the original's to
+ * report: the fork remembers it (it is not found again on its next repetition) but does not
+ * count, log or page it a second time. The fork from the loop's own third hand-off, and the
+ * steps after it, find nothing new either. */
+static void
+test_fork_does_not_report_the_originals_loop_again(void **state)
+{
+    const struct fx *f = *state;
+    char path[512];
+    char *text = NULL;
+    char *at = NULL;
+    struct weft_workflow *wf = NULL;
+    struct weft_diags d = {0};
+    struct weft_run_result *orig = NULL;
+    char needle[96];
+
+    snprintf(path, sizeof(path), "%s/examples/stuck_loops/handoff_script.json", WEFT_SOURCE_DIR);
+    text = weft_test_read_file(path);
+    assert_non_null(text);
+    weft_test_write_file(f->dir, "handoff_script.json", text);
+    free(text);
+    snprintf(path, sizeof(path), "%s/examples/stuck_loops/handoff.json", WEFT_SOURCE_DIR);
+    text = weft_test_read_file(path);
+    assert_non_null(text);
+    at = strstr(text, "\"policy\": \"break\"");
+    assert_non_null(at);
+    memcpy(at, "\"policy\":  \"warn\"", strlen("\"policy\": \"break\""));
+    weft_test_write_file(f->dir, "handoff.json", text);
+    free(text);
+    snprintf(path, sizeof(path), "%s/handoff.json", f->dir);
+    if (weft_workflow_load(path, &wf, &d) != WEFT_OK) {
+        fail_msg("%s does not load", path);
+    }
+    weft_diags_cleanup(&d);
+    weft_test_capture_logs();
+    orig = run(f, wf, NULL, NULL, NULL);
+    snprintf(needle, sizeof(needle), "run %s: stuck loop (handoff)", orig->run_id);
+    assert_non_null(strstr(weft_test_logs(), needle)); /* the original found it, once */
+    if (strstr(strstr(weft_test_logs(), needle) + strlen(needle), "stuck loop") != NULL) {
+        fail_msg("the original reported more than one loop:\n%s", weft_test_logs());
+    }
+    for (size_t s = 1; s < orig->step_count; s++) {
+        struct weft_run_result *fk = run(f, wf, NULL, orig->run_id, orig->steps[s].id);
+        snprintf(needle, sizeof(needle), "run %s: stuck loop", fk->run_id);
+        /* from s1-s5 the fork re-runs the repetitions and finds the loop itself */
+        if (s >= 6 && strstr(weft_test_logs(), needle) != NULL) {
+            fail_msg("fork from %s reported the original's loop again", orig->steps[s].id);
+        }
+        if (s < 5 && strstr(weft_test_logs(), needle) == NULL) {
+            fail_msg("fork from %s re-ran the loop and did not find it", orig->steps[s].id);
+        }
+        weft_run_result_free(fk);
+    }
+    weft_run_result_free(orig);
+    weft_workflow_free(wf);
+}
+
 static void
 test_fork_architect_team_from_each_step(void **state)
 {
@@ -320,6 +377,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_fork_translation_from_each_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_stuck_loops_from_each_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_architect_team_from_each_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_does_not_report_the_originals_loop_again, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

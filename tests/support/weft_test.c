@@ -80,6 +80,29 @@ weft_test_write_file(const char *dir, const char *name, const char *text)
     assert_int_equal(fclose(out), 0);
 }
 
+char *
+weft_test_read_file(const char *path)
+{
+    FILE *in = fopen(path, "rb");
+    char *text = NULL;
+    long len = 0;
+
+    if (in == NULL) {
+        return NULL;
+    }
+    if (fseek(in, 0, SEEK_END) == 0 && (len = ftell(in)) >= 0 && fseek(in, 0, SEEK_SET) == 0 &&
+        (text = malloc((size_t)len + 1)) != NULL) {
+        if (fread(text, 1, (size_t)len, in) != (size_t)len) {
+            free(text);
+            text = NULL;
+        } else {
+            text[len] = '\0';
+        }
+    }
+    fclose(in);
+    return text;
+}
+
 bool
 weft_test_prom_has(struct weft_meter *meter, const char *needle)
 {

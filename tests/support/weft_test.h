@@ -39,6 +39,9 @@ void weft_test_rmtree(const char *dir);
 /* Write @p text to @p dir/@p name (a test's fixture file); fails the test when it cannot. */
 void weft_test_write_file(const char *dir, const char *name, const char *text);
 
+/* The whole of file @p path, NUL-terminated (free() it), or NULL when it cannot be read. */
+char *weft_test_read_file(const char *path);
+
 /* Does @p meter's Prometheus text contain @p needle? Prints the text when not. */
 bool weft_test_prom_has(struct weft_meter *meter, const char *needle);
 
