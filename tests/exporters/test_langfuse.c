@@ -1426,24 +1426,16 @@ static void
 test_langfuse_slow_server_does_not_delay_span_end(void **state)
 {
     struct fx *f = *state;
-    uint64_t worst = 0;
-    uint64_t total = 0;
-
     langfuse_server_set_delay(f->srv, 2000);
     lf_start(f, 1);
     weft_span_end(rt_start(f, K_TOOL, "first", NULL), 0);
     /* The export thread now waits two seconds for Langfuse's answer. */
     assert_true(langfuse_server_wait_spans(f->srv, 1, 5000));
     for (int i = 0; i < 20; i++) {
-        struct weft_span *span = rt_start(f, K_TOOL, "during", NULL);
-        uint64_t t = weft_monotonic_ns();
-        weft_span_end(span, 0);
-        t = weft_monotonic_ns() - t;
-        worst = t > worst ? t : worst;
-        total += t;
+        weft_span_end(rt_start(f, K_TOOL, "during", NULL), 0);
     }
-    assert_true(worst < 50000000u);
-    assert_true(total < 50000000u);
+    /* All twenty ended while Langfuse still held the first request: none waited for it. */
+    assert_int_equal(langfuse_server_span_count(f->srv), 1);
     langfuse_server_set_delay(f->srv, 0);
     assert_weft_ok(weft_provider_shutdown(f->provider, 20000));
     assert_int_equal(langfuse_server_span_count(f->srv), 21);

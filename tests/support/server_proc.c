@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -220,6 +221,12 @@ weft_test_spawn(const char *const *argv,
     }
     pid = fork();
     if (pid == 0) {
+        /* Dies with the test: a test that fails before its teardown (cmocka jumps out of it)
+         * leaves no `weft serve` or worker behind to hold a port or ctest's output pipe. */
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() == 1) {
+            _exit(127); /* the test is already gone */
+        }
         child_setup(cwd, log_path, is_new_group, -1);
         execve(argv[0], (char *const *)argv, envp);
         _exit(127);
