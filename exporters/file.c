@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "otlp_encode.h"
-#include "store.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

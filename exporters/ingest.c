@@ -28,7 +28,7 @@
 #include "base/mem.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_decode.h"
-#include "exporters/store.h"
+#include "store/store.h"
 
 #include <jansson.h>
 #include <pthread.h>

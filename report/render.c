@@ -15,7 +15,7 @@
 
 #include "base/mem.h"
 #include "base/utf8.h"
-#include "exporters/store.h"
+#include "store/store.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

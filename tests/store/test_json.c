@@ -15,7 +15,7 @@
 
 #include "base/buf.h"
 #include "base/utf8.h"
-#include "exporters/store.h"
+#include "store/store.h"
 #include "tracing/ids.h"
 
 #include <float.h>

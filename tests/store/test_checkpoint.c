@@ -6,7 +6,7 @@
 #include "support/weft_test.h"
 
 #include "base/mem.h"
-#include "exporters/store.h"
+#include "store/store.h"
 #include "tracing/exporter.h"
 
 #include <sqlite3.h>

@@ -1,14 +1,18 @@
-/* exporters/store.h - private declarations shared by the files of the local span store:
- * store_schema.c (default path, schema, identity checks), store_json.c (the JSON columns and
- * span facts), store_writer.c (the exporter), store_read.c (the read API and tree order), and
- * their one consumer outside exporters/, the renderer in report/render.c.
+/* store/store.h - private declarations of the span store, a layer of its own (DESIGN.md,
+ * "Production volume"): one write path (the store exporter, OTLP ingest, the spans of
+ * interrupted runs) and one read API (include/weft/store.h: the CLI, the explorer, `weft mcp
+ * serve`, replay) over two backends, chosen by the store's location:
  *
- * Dependencies point one way: writer and reader use schema and JSON; the renderer uses the
- * reader (tree order, loaded traces); nothing here knows about rendering. Nothing here is
- * public API.
+ *   a file path                          SQLite (the embedded default): sqlite_*.c
+ *   postgresql://... or postgres://...   PostgreSQL (libpq; partitioned by time): pg_*.c
+ *
+ * read.c builds the public read API on a handful of primitive reads each backend answers
+ * (struct weft__store_reader_ops) and on the shared JSON columns (json.c); writer.c dispatches
+ * the write path. Dependencies point one way: report/ and exporters/ use this layer, this
+ * layer uses tracing/ and base/ only. Nothing here is public API.
  */
-#ifndef WEFT_EXPORTERS_STORE_H
-#define WEFT_EXPORTERS_STORE_H
+#ifndef WEFT_STORE_STORE_H
+#define WEFT_STORE_STORE_H
 
 #include "base/arena.h"
 #include "base/buf.h"
@@ -22,7 +26,139 @@
 #define STORE_BUSY_TIMEOUT_MS 5000
 #define STORE_JSON_COLUMN_MAX (64u << 20) /* bytes of one JSON column, written or read */
 
-/* --- store_schema.c ------------------------------------------------------------------------ */
+/* --- backends ------------------------------------------------------------------------------ */
+
+struct weft__store_texts; /* json.c */
+
+/* Is @p location a PostgreSQL connection URL (postgresql:// or postgres://)? */
+bool weft__store_is_pg_url(const char *location);
+
+/* One row of a backend's answer to a primitive read, valid during the callback only. text():
+ * the column as NUL-terminated text (*len its bytes, when not NULL), NULL for SQL NULL;
+ * integer(): the column as an integer (0 for NULL). */
+struct weft__store_row {
+    const char *(*text)(const struct weft__store_row *row, int col, size_t *len);
+    int64_t (*integer)(const struct weft__store_row *row, int col);
+    void *cursor; /* the backend's: a statement, a result and its row number */
+    int index;
+};
+/* Called once per row; a non-WEFT_OK return stops the read and is returned by it. */
+typedef weft_err (*weft__store_row_fn)(const struct weft__store_row *row, void *user);
+
+/* The columns of the primitive reads, in this order in every backend. */
+enum weft__store_list_col { /* a trace's summary */
+    WEFT__LIST_TRACE_ID,
+    WEFT__LIST_START,
+    WEFT__LIST_END,
+    WEFT__LIST_SPANS,
+    WEFT__LIST_ERRORS,
+    WEFT__LIST_ROOT_NAME,
+    WEFT__LIST_SERVICE,
+    WEFT__LIST_HAS_ROOT
+};
+enum weft__store_span_col { /* a whole span */
+    WEFT__COL_SPAN_ID,
+    WEFT__COL_PARENT,
+    WEFT__COL_PARENT_REMOTE,
+    WEFT__COL_TRACE_STATE,
+    WEFT__COL_FLAGS,
+    WEFT__COL_NAME,
+    WEFT__COL_KIND,
+    WEFT__COL_START,
+    WEFT__COL_END,
+    WEFT__COL_STATUS,
+    WEFT__COL_STATUS_MESSAGE,
+    WEFT__COL_ATTRS, /* JSON object (store_json.c's encoding) */
+    WEFT__COL_EVENTS, /* JSON array */
+    WEFT__COL_LINKS,  /* JSON array */
+    WEFT__COL_DROPPED_ATTRS,
+    WEFT__COL_DROPPED_EVENTS,
+    WEFT__COL_DROPPED_LINKS,
+    WEFT__COL_SERVICE,
+    WEFT__COL_SCOPE_NAME,
+    WEFT__COL_SCOPE_VERSION
+};
+enum weft__store_node_col { /* what tree order needs of a span (page reads) */
+    WEFT__NODE_SPAN_ID,
+    WEFT__NODE_PARENT,
+    WEFT__NODE_PARENT_REMOTE,
+    WEFT__NODE_NAME,
+    WEFT__NODE_START,
+    WEFT__NODE_END,
+    WEFT__NODE_STATUS
+};
+
+/* What a backend answers for read.c. Ids are lowercase hex. Every read returns WEFT_OK (also
+ * for no rows), WEFT_EIO (the database failed: errmsg() says how) or what a callback returned.
+ * A handle is used by one thread at a time. */
+struct weft__store_reader_ops {
+    const char *name; /* "sqlite", "postgresql" */
+    /* Trace summaries, newest first (start, then trace id), at most @p limit: LIST columns. */
+    weft_err (*list)(void *impl, size_t limit, weft__store_row_fn fn, void *user);
+    /* Trace ids (one column) in [@p lo, @p hi) in id order, at most @p limit; @p lo NULL: the
+     * newest trace's id (list()'s first). */
+    weft_err (*ids)(
+        void *impl, const char *lo, const char *hi, size_t limit, weft__store_row_fn fn, void *user);
+    /* The spans of trace @p trace_hex (only span @p span_hex when not NULL), at most @p limit,
+     * in any order: span columns. @p is_outline: the attributes column may hold only the
+     * attributes the outline keeps (it is filtered again), the links column may be NULL. */
+    weft_err (*spans)(void *impl,
+                      const char *trace_hex,
+                      const char *span_hex,
+                      size_t limit,
+                      bool is_outline,
+                      weft__store_row_fn fn,
+                      void *user);
+    /* Spans @p span_hex[0 .. @p count) of trace @p trace_hex, whole, in any order. */
+    weft_err (*spans_by_id)(void *impl,
+                            const char *trace_hex,
+                            const char *const *span_hex,
+                            size_t count,
+                            weft__store_row_fn fn,
+                            void *user);
+    /* Every span of the trace as node columns, at most @p limit, in any order. */
+    weft_err (*nodes)(
+        void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn, void *user);
+    /* A read snapshot around a page read (nodes, then spans_by_id): both see the same spans. */
+    weft_err (*begin)(void *impl);
+    void (*end)(void *impl);
+    /* A sentence on the last failure. Never NULL. */
+    const char *(*errmsg)(void *impl);
+    void (*close)(void *impl);
+};
+
+/* Open the backend reader of @p location (a path, or a PostgreSQL URL). @return WEFT_OK,
+ * WEFT_ENOTFOUND (no store there), WEFT_EIO (not a weft store, a newer one, the database
+ * failed: logged with the location, passwords never), WEFT_ENOMEM. */
+weft_err weft__store_sqlite_reader_open(const char *path,
+                                        const struct weft__store_reader_ops **ops,
+                                        void **impl);
+weft_err weft__store_pg_reader_open(const char *url,
+                                    const struct weft__store_reader_ops **ops,
+                                    void **impl);
+
+/* The PostgreSQL exporter (weft_store_exporter_new() of a URL), weft__store_export_texts() of
+ * it, and weft_store_add_interrupted_span() of a URL: as their SQLite counterparts. */
+weft_err weft__store_pg_exporter_new(const char *url, struct weft_exporter **out);
+weft_err weft__store_pg_export_texts(struct weft_exporter *ex,
+                                     const struct weft_span_data *const *spans,
+                                     size_t count,
+                                     const struct weft__store_texts *texts);
+weft_err weft__store_pg_add_interrupted_span(const char *url,
+                                             const struct weft_interrupted_span *span);
+/* The SQLite ones (sqlite_writer.c). */
+weft_err weft__store_sqlite_exporter_new(const char *path, struct weft_exporter **out);
+weft_err weft__store_sqlite_export_texts(struct weft_exporter *ex,
+                                         const struct weft_span_data *const *spans,
+                                         size_t count,
+                                         const struct weft__store_texts *texts);
+weft_err weft__store_sqlite_add_interrupted_span(const char *path,
+                                                 const struct weft_interrupted_span *span);
+
+/* A URL with its password replaced by "***", for messages. Ownership: writes into @p out. */
+void weft__store_redact_url(const char *location, char *out, size_t out_len);
+
+/* --- sqlite_schema.c ------------------------------------------------------------------------ */
 
 /* Log a database failure with the path and SQLite's message (NULL @p db: no connection). */
 void
@@ -37,7 +173,7 @@ weft_err weft__store_check_identity(sqlite3 *db, bool is_fresh_ok, int *version,
  * transaction; failures are logged with @p path. @return WEFT_OK or WEFT_EIO. */
 weft_err weft__store_migrate(sqlite3 *db, const char *path);
 
-/* --- store_json.c -------------------------------------------------------------------------- */
+/* --- json.c ------------------------------------------------------------------------------ */
 
 /* Write the JSON of a span's attributes, events and links, as the store keeps them, into
  * @p out (its contents replaced; data never NULL on success). @return WEFT_OK or WEFT_ENOMEM
@@ -75,7 +211,7 @@ weft_err weft__store_export_texts(struct weft_exporter *ex,
                                   size_t count,
                                   const struct weft__store_texts *texts);
 
-/* --- store_checkpoint.c -------------------------------------------------------------------- */
+/* --- sqlite_checkpoint.c -------------------------------------------------------------------- */
 /* SQLite's automatic checkpoint threshold, restored when the thread stops. */
 #ifndef SQLITE_DEFAULT_WAL_AUTOCHECKPOINT
 #define SQLITE_DEFAULT_WAL_AUTOCHECKPOINT 1000
@@ -137,7 +273,7 @@ const char *weft__store_service_name(const struct weft_span_data *span);
 /* The span has a parent with a non-zero id (a zero parent id counts as none). */
 bool weft__store_has_parent(const struct weft_span_data *span);
 
-/* --- store_read.c -------------------------------------------------------------------------- */
+/* --- read.c ------------------------------------------------------------------------------ */
 
 /* Tree order of @p count spans of one trace: depth-first from the roots, siblings by start
  * time (then end time, then name). A span is a root when it has no parent or its parent is
@@ -155,4 +291,4 @@ weft_err weft__trace_tree(const struct weft_span_data *const *spans,
  * Ownership: borrowed until weft_trace_free(). */
 const struct weft_span_data *const *weft__trace_spans(const struct weft_trace *trace);
 
-#endif /* WEFT_EXPORTERS_STORE_H */
+#endif /* WEFT_STORE_STORE_H */

@@ -7,7 +7,7 @@
 #include "support/weft_test.h"
 
 #include "base/buf.h"
-#include "exporters/store.h"
+#include "store/store.h"
 #include "tracing/exporter.h"
 
 #include <math.h>
