@@ -128,6 +128,62 @@ cli_parse_size(const char *text, size_t min, size_t max, size_t *out)
 }
 
 bool
+cli_parse_duration(const char *text, uint64_t *ns)
+{
+    static const struct {
+        char unit;
+        uint64_t ns;
+    } units[] = {{'s', 1000000000ull}, {'m', 60000000000ull}, {'h', 3600000000000ull},
+                 {'d', 86400000000000ull}};
+    char *end = NULL;
+    unsigned long long v = 0;
+
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno != 0 || v == 0 || end[0] == '\0' || end[1] != '\0') {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (end[0] == units[i].unit && v <= UINT64_MAX / units[i].ns) {
+            *ns = (uint64_t)v * units[i].ns;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+cli_parse_bytes(const char *text, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        unsigned shift;
+    } units[] = {{"", 0},    {"K", 10},   {"KiB", 10}, {"M", 20}, {"MiB", 20},
+                 {"G", 30},  {"GiB", 30}, {"T", 40},   {"TiB", 40}};
+    char *end = NULL;
+    unsigned long long v = 0;
+
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno != 0 || v == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].suffix) == 0 && v <= (UINT64_MAX >> units[i].shift)) {
+            *out = (uint64_t)v << units[i].shift;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
 cli_color(const char *when, FILE *stream, bool *is_color)
 {
     const char *term = getenv("TERM");

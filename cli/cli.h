@@ -61,6 +61,13 @@ int cli_parse(const char *cmd,
 /* Parse a whole decimal number in [min, max]. */
 bool cli_parse_size(const char *text, size_t min, size_t max, size_t *out);
 
+/* A positive duration "90s", "30m", "12h" or "14d" into nanoseconds; false otherwise. */
+bool cli_parse_duration(const char *text, uint64_t *ns);
+
+/* A positive size "2147483648", "512K", "2GiB" (binary multiples K, M, G, T with or without
+ * "iB") into bytes; false otherwise. */
+bool cli_parse_bytes(const char *text, uint64_t *out);
+
 /* Print every diagnostic of loading @p path to stderr (and how many more there were, or, with
  * none, @p err itself). @return CLI_EXIT_USAGE. */
 int cli_print_diags(const char *path, weft_err err, const struct weft_diags *diags);

@@ -14,6 +14,7 @@
 #include "exporters/ingest.h"
 #include "runtime/dist/broker_probe.h"
 #include "serve/http.h"
+#include "store/store.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +30,7 @@ cli_serve_usage(FILE *out)
 {
     fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token-file PATH]\n"
           "                  [--token T] [--allow-host NAME]... [--max-body BYTES] [--no-ingest]\n"
+          "                  [--retention AGE] [--max-store-size SIZE]\n"
           "                  [--broker URL] [--queue-prefix P]\n"
           "\n"
           "Serve the trace explorer at / (runs, plans, span waterfalls, why a run failed,\n"
@@ -60,8 +62,14 @@ cli_serve_usage(FILE *out)
           "; IPv4; port 0 picks one)\n"
           "      --state PATH      state: a SQLite file or a postgresql:// URL (default\n"
           "                        $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
-          "      --store PATH      span store the explorer reads and ingest writes (default\n"
-          "                        $WEFT_HOME/weft.db, else ./.weft/weft.db; --db too)\n"
+          "      --store PATH|URL  span store the explorer reads and ingest writes: a SQLite\n"
+          "                        file or postgresql://... (default WEFT_TRACE_STORE_URL, a\n"
+          "                        PostgreSQL WEFT_STATE_URL, $WEFT_HOME/weft.db, else\n"
+          "                        ./.weft/weft.db; --db too)\n"
+          "      --retention AGE   delete traces that ended longer ago than AGE (14d, 12h,\n"
+          "                        30m) at start and hourly; WEFT_RETENTION too\n"
+          "      --max-store-size SIZE  SQLite: delete the oldest traces past SIZE (2GiB,\n"
+          "                        512M); WEFT_MAX_STORE_SIZE too\n"
           "      --max-body BYTES  cap on an ingest body, compressed and decompressed (default\n"
           "                        16M; suffixes K, M, G); larger bodies get 413\n"
           "      --no-ingest       no /v1/traces route\n"
@@ -87,6 +95,7 @@ struct source {
     const char *state_path;
     struct weft__broker_probe *probe; /* NULL: no broker */
     struct weft__ingest *ingest;      /* NULL: --no-ingest */
+    struct weft__store_retention *retention; /* NULL: no --retention nor --max-store-size */
     /* The server's refusal counters; set once it has started (a scrape may come first). */
     _Atomic(const struct weft__serve *) serve;
 };
@@ -106,6 +115,9 @@ render_store(void *user_data, char **out, size_t *len)
     }
     if (err == WEFT_OK && src->ingest != NULL) {
         err = weft__ingest_observe(src->ingest, meter);
+    }
+    if (err == WEFT_OK) {
+        err = weft__store_retention_observe(src->retention, meter);
     }
     if (err == WEFT_OK) {
         err = weft__serve_observe(atomic_load(&src->serve), meter);
@@ -169,6 +181,39 @@ open_ingest(const char *db, const char *max_body_text, bool is_off, struct weft_
         fprintf(stderr, "weft serve: cannot open the span store for ingest: %s\n",
                 weft_strerror(err));
         return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* --retention and --max-store-size (or WEFT_RETENTION, WEFT_MAX_STORE_SIZE; the pass interval
+ * WEFT_RETENTION_INTERVAL, default 1h) into @p cfg. @return CLI_EXIT_OK or CLI_EXIT_USAGE
+ * (printed). */
+static int
+retention_config(const char *age, const char *size, struct weft__store_retention_config *cfg)
+{
+    const char *interval = getenv("WEFT_RETENTION_INTERVAL");
+    uint64_t ns = 0;
+
+    memset(cfg, 0, sizeof(*cfg));
+    age = age != NULL ? age : getenv("WEFT_RETENTION");
+    size = size != NULL ? size : getenv("WEFT_MAX_STORE_SIZE");
+    if (age != NULL && age[0] != '\0' && !cli_parse_duration(age, &cfg->max_age_ns)) {
+        fprintf(stderr, "weft serve: retention '%s': expected a duration such as 14d, 12h, 30m\n",
+                age);
+        return CLI_EXIT_USAGE;
+    }
+    if (size != NULL && size[0] != '\0' && !cli_parse_bytes(size, &cfg->max_bytes)) {
+        fprintf(stderr, "weft serve: max store size '%s': expected a size such as 2GiB or 512M\n",
+                size);
+        return CLI_EXIT_USAGE;
+    }
+    if (interval != NULL && interval[0] != '\0') {
+        if (!cli_parse_duration(interval, &ns)) {
+            fprintf(stderr, "weft serve: WEFT_RETENTION_INTERVAL '%s': expected a duration\n",
+                    interval);
+            return CLI_EXIT_USAGE;
+        }
+        cfg->interval_ms = ns / 1000000u;
     }
     return CLI_EXIT_OK;
 }
@@ -251,6 +296,9 @@ cli_serve(int argc, char **argv)
     const char *allow_hosts[CLI_MAX_ALLOW_HOSTS];
     size_t allow_host_count = 0;
     const char *max_body = NULL;
+    const char *retention = NULL;
+    const char *max_store = NULL;
+    struct weft__store_retention_config rc_cfg;
     bool is_ingest_off = false;
     const struct cli_option options[] = {
         {"addr", 0, true, false, &addr, NULL},
@@ -262,9 +310,11 @@ cli_serve(int argc, char **argv)
         {"token", 0, true, false, &token, NULL},
         {"token-file", 0, true, false, &token_file, NULL},
         {"max-body", 0, true, false, &max_body, NULL},
+        {"retention", 0, true, false, &retention, NULL},
+        {"max-store-size", 0, true, false, &max_store, NULL},
         {"no-ingest", 0, false, false, NULL, &is_ingest_off},
     };
-    struct source src = {NULL, NULL, NULL, NULL};
+    struct source src = {NULL, NULL, NULL, NULL, NULL};
     struct weft__serve *server = NULL;
     struct weft__serve_config sc;
     sigset_t stop;
@@ -276,6 +326,9 @@ cli_serve(int argc, char **argv)
     if (rc == CLI_EXIT_OK) {
         rc = cli_parse("serve", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
                        &npos);
+    }
+    if (rc == CLI_EXIT_OK) {
+        rc = retention_config(retention, max_store, &rc_cfg);
     }
     if (rc == CLI_EXIT_OK) {
         rc = find_token(token, token_file, &token, &file_token);
@@ -305,6 +358,13 @@ cli_serve(int argc, char **argv)
     }
     src.state_path = state;
     cli_recover("serve", state); /* runs killed earlier read as interrupted, not running */
+    if (weft__store_retention_start(store, &rc_cfg, &src.retention) != WEFT_OK) {
+        fprintf(stderr, "weft serve: cannot start retention\n");
+        weft__broker_probe_free(src.probe);
+        weft__ingest_free(src.ingest);
+        cli_token_free(file_token);
+        return CLI_EXIT_FAIL;
+    }
     /* Block the stop signals before libmicrohttpd starts its thread, which inherits the mask. */
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -338,6 +398,7 @@ cli_serve(int argc, char **argv)
         fprintf(stderr, "weft serve: --addr %s: %s\n", addr,
                 err == WEFT_EINVAL ? "expected HOST:PORT with an IPv4 host"
                                    : "cannot listen there (in use or not permitted?)");
+        weft__store_retention_stop(src.retention);
         weft__broker_probe_free(src.probe);
         weft__ingest_free(src.ingest);
         cli_token_free(file_token);
@@ -357,6 +418,7 @@ cli_serve(int argc, char **argv)
     sigwait(&stop, &sig);
     fprintf(stderr, "weft serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     weft__serve_stop(server); /* no scrape runs after this: the probe can go */
+    weft__store_retention_stop(src.retention);
     weft__broker_probe_free(src.probe);
     weft__ingest_free(src.ingest);
     cli_token_free(file_token);

@@ -8,8 +8,9 @@
  * $WEFT_HOME/state.db, an explicit SQLite `--state` names the home when WEFT_HOME is unset:
  * the directory of the file. Every command goes through here before it runs, writers and
  * readers alike, so they agree on where the spans are. WEFT_HOME, when set, wins (it is the
- * user's explicit choice); a postgresql:// state leaves the home alone (its spans have no
- * directory to follow); `weft serve --store` still names the span store itself.
+ * user's explicit choice); a postgresql:// state keeps the run's spans in that database too
+ * (WEFT_TRACE_STORE_URL, unless set), as WEFT_STATE_URL does (store/location.c); `weft serve
+ * --store` still names the span store itself.
  */
 #define _GNU_SOURCE /* realpath, setenv */
 #include "cli.h"
@@ -48,6 +49,16 @@ cli_state_home(int argc, char **argv)
     char abs[PATH_MAX];
     size_t n = 0;
 
+    if (state != NULL && (strncmp(state, "postgresql://", 13) == 0 ||
+                          strncmp(state, "postgres://", 11) == 0)) {
+        /* A PostgreSQL state keeps its spans there too (as WEFT_STATE_URL does), unless the
+         * user named the span store. */
+        const char *trace = getenv("WEFT_TRACE_STORE_URL");
+        if (trace == NULL || trace[0] == '\0') {
+            (void)setenv("WEFT_TRACE_STORE_URL", state, 1);
+        }
+        return;
+    }
     if (state == NULL || state[0] == '\0' || (home != NULL && home[0] != '\0') ||
         strstr(state, "://") != NULL || strcmp(state, ":memory:") == 0 ||
         strncmp(state, "file:", 5) == 0) {

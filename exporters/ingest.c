@@ -82,6 +82,19 @@ status_slot(unsigned status)
     return 5; /* not reached: every answer is one of the above */
 }
 
+/* Is the store at @p db_path (NULL: the default) a PostgreSQL one? */
+static bool
+is_pg_store(const char *db_path)
+{
+    char location[4096];
+
+    if (db_path == NULL) {
+        return weft_store_default_path(location, sizeof(location)) == WEFT_OK &&
+               weft__store_is_pg_url(location);
+    }
+    return weft__store_is_pg_url(db_path);
+}
+
 weft_err
 weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **out)
 {
@@ -105,9 +118,12 @@ weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **
         weft__free(ing);
         return err;
     }
-    /* Requests wait on the store's lock: its commits should not also copy the WAL. */
-    err = weft__store_checkpoint_in_background(ing->store, WEFT__STORE_CHECKPOINT_PAGES,
-                                               WEFT__STORE_WAL_BACKSTOP);
+    /* Requests wait on the store's lock: its commits should not also copy the WAL (SQLite;
+     * PostgreSQL checkpoints on its own). */
+    if (!is_pg_store(opts->db_path)) {
+        err = weft__store_checkpoint_in_background(ing->store, WEFT__STORE_CHECKPOINT_PAGES,
+                                                   WEFT__STORE_WAL_BACKSTOP);
+    }
     if (err == WEFT_OK && pthread_mutex_init(&ing->store_lock, NULL) != 0) {
         err = WEFT_ENOMEM;
     }

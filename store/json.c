@@ -1,4 +1,4 @@
-/* exporters/store_json.c - the JSON columns of the span store (attributes, events, links):
+/* store/json.c - the JSON columns of the span store (attributes, events, links):
  * spans to JSON for the writer, JSON back to spans for the reader, and the few span facts both
  * sides and the renderer agree on (service name, whether a parent is real).
  *
@@ -32,7 +32,7 @@
  * very bytes jansson wrote (JSON_COMPACT | JSON_REAL_PRECISION(17), keys in insertion order, a
  * repeated key keeping its first place and its last value, strings escaped as jansson escapes
  * them), because readers and users' SQL (json_extract) rely on them;
- * tests/exporters/test_store_json.c compares the two on many spans. */
+ * tests/store/test_json.c compares the two on many spans. */
 
 static const char *const type_names[] = {
     [WEFT_VALUE_STRING] = "string",

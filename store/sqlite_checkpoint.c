@@ -1,4 +1,4 @@
-/* exporters/store_checkpoint.c - checkpoints of a store's WAL on a thread of their own, for a
+/* store/sqlite_checkpoint.c - checkpoints of a store's WAL on a thread of their own, for a
  * writer whose commits should not wait for them (weft serve's OTLP ingest, ingest.c).
  *
  * SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL past 1,000 pages:

@@ -1,4 +1,4 @@
-/* exporters/store_schema.c - what makes a SQLite file a weft span store: where it lives by
+/* store/sqlite_schema.c - what makes a SQLite file a weft span store: where it lives by
  * default, the schema, and the identity checks that the writer (store_writer.c) and the reader
  * (store_read.c) run before they touch it.
  *
@@ -17,7 +17,6 @@
  *   now makes itself, were a third of the writer's time on ingest (bench/ingest_bench.c) and
  *   are dropped from stores that have them.
  */
-#include "base/env.h"
 #include "base/log.h"
 #include "store.h"
 
@@ -26,30 +25,6 @@
 
 #define SCHEMA_VERSION      1
 #define WEFT_APPLICATION_ID 0x77656674 /* "weft" in PRAGMA application_id */
-
-/* ------------------------------------------------------------------------------------------ */
-/* Paths                                                                                       */
-
-weft_err
-weft_store_default_path(char *buf, size_t buf_len)
-{
-    const char *home = weft__env("WEFT_HOME");
-    int n = 0;
-
-    if (buf == NULL || buf_len == 0) {
-        return WEFT_EINVAL;
-    }
-    if (home != NULL) {
-        n = snprintf(buf, buf_len, "%s/weft.db", home);
-    } else {
-        n = snprintf(buf, buf_len, "./.weft/weft.db");
-    }
-    if (n < 0 || (size_t)n >= buf_len) {
-        buf[0] = '\0';
-        return WEFT_EINVAL;
-    }
-    return WEFT_OK;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Schema                                                                                      */
@@ -156,6 +131,10 @@ weft__store_migrate(sqlite3 *db, const char *path)
     const char *why = NULL;
     int version = 0;
 
+    /* Before the first table: a new store gives deleted pages back to the file system on
+     * `weft gc` (PRAGMA incremental_vacuum); on an existing one this only takes effect with
+     * the VACUUM gc runs once (store/gc.c). */
+    (void)exec(db, "PRAGMA auto_vacuum = INCREMENTAL");
     if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK) {
         weft__store_log_db_error(WEFT_LOG_ERROR, path, db, "cannot lock the database");
         return WEFT_EIO;

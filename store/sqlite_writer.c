@@ -1,5 +1,5 @@
-/* exporters/store_writer.c - the span store's exporter: writes ended spans into the local
- * SQLite store (schema in store_schema.c, JSON columns in store_json.c) and keeps each trace's
+/* store/sqlite_writer.c - the span store's exporter: writes ended spans into the local
+ * SQLite store (schema in sqlite_schema.c, JSON columns in json.c) and keeps each trace's
  * summary row current, incrementally, batch by batch; and the one other writer of the store,
  * weft_store_add_interrupted_span(), which closes the spans of a run whose process died.
  *
@@ -695,7 +695,7 @@ static const struct weft_exporter_ops store_ops = {
 };
 
 weft_err
-weft_store_exporter_new(const char *db_path, struct weft_exporter **out)
+weft__store_sqlite_exporter_new(const char *db_path, struct weft_exporter **out)
 {
     struct store_exporter *st = NULL;
     char default_path[4096];
@@ -739,7 +739,7 @@ fail:
 }
 
 weft_err
-weft__store_export_texts(struct weft_exporter *ex,
+weft__store_sqlite_export_texts(struct weft_exporter *ex,
                          const struct weft_span_data *const *spans,
                          size_t count,
                          const struct weft__store_texts *texts)
@@ -818,7 +818,8 @@ insert_interrupted(sqlite3_stmt *stmt,
 }
 
 weft_err
-weft_store_add_interrupted_span(const char *db_path, const struct weft_interrupted_span *span)
+weft__store_sqlite_add_interrupted_span(const char *db_path,
+                                        const struct weft_interrupted_span *span)
 {
     struct store_exporter *st = NULL;
     char default_path[4096];

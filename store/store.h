@@ -146,6 +146,13 @@ weft_err weft__store_pg_export_texts(struct weft_exporter *ex,
                                      const struct weft__store_texts *texts);
 weft_err weft__store_pg_add_interrupted_span(const char *url,
                                              const struct weft_interrupted_span *span);
+/* weft_store_gc() of a PostgreSQL store (no size cap there: partitions go by age). */
+weft_err weft__store_pg_gc(const char *url,
+                           uint64_t cutoff_ns,
+                           bool dry_run,
+                           struct weft_store_gc_report *out,
+                           char *error,
+                           size_t error_len);
 /* The SQLite ones (sqlite_writer.c). */
 weft_err weft__store_sqlite_exporter_new(const char *path, struct weft_exporter **out);
 weft_err weft__store_sqlite_export_texts(struct weft_exporter *ex,
@@ -157,6 +164,49 @@ weft_err weft__store_sqlite_add_interrupted_span(const char *path,
 
 /* A URL with its password replaced by "***", for messages. Ownership: writes into @p out. */
 void weft__store_redact_url(const char *location, char *out, size_t out_len);
+
+/* --- retention.c ---------------------------------------------------------------------------- */
+
+/* What follows the traces out at each pass (the runs older than @p cutoff_ns, in serve); a
+ * failure is logged and counted as the pass's. */
+typedef weft_err (*weft__store_retention_hook)(void *data,
+                                               uint64_t cutoff_ns,
+                                               char *error,
+                                               size_t error_len);
+
+struct weft__store_retention_config {
+    uint64_t max_age_ns;  /* traces that ended longer ago go (0: none by age) */
+    uint64_t max_bytes;   /* SQLite: the oldest go past this size (0: no cap) */
+    uint64_t interval_ms; /* between passes (0: hourly); the first runs at start */
+    weft__store_retention_hook hook; /* may be NULL */
+    void *hook_data;
+};
+
+struct weft__store_retention_stats {
+    uint64_t passes_ok;
+    uint64_t passes_failed;
+    uint64_t traces_deleted;
+    uint64_t spans_deleted;
+    uint64_t partitions_dropped;
+    int64_t store_bytes; /* after the last pass; -1 unknown (PostgreSQL, none yet) */
+};
+
+struct weft__store_retention;
+struct weft_meter;
+
+/* Start retention of the store at @p location (NULL: the default) on a thread; *out NULL (and
+ * WEFT_OK) when @p cfg bounds nothing. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. Ownership:
+ * copies @p location and @p cfg; stop with weft__store_retention_stop(). */
+weft_err weft__store_retention_start(const char *location,
+                                     const struct weft__store_retention_config *cfg,
+                                     struct weft__store_retention **out);
+/* Counters so far (zeros, store_bytes -1, for NULL); any thread. */
+void weft__store_retention_stats(struct weft__store_retention *r,
+                                 struct weft__store_retention_stats *out);
+/* The counters into @p meter as weft.store.retention.* and weft.store.size (NULL: nothing). */
+weft_err weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter *meter);
+/* Stop the thread (a pass under way ends first) and free @p r. NULL is a no-op. */
+void weft__store_retention_stop(struct weft__store_retention *r);
 
 /* --- sqlite_schema.c ------------------------------------------------------------------------ */
 

@@ -273,14 +273,19 @@ WEFT_API weft_err weft_file_exporter_new(const char *path, struct weft_exporter 
  * Ownership: borrows @p stream for the exporter's life (not closed); caller owns *out. */
 WEFT_API weft_err weft_console_exporter_new(void *stream, struct weft_exporter **out);
 
-/** SQLite span store exporter: writes spans into the database at @p db_path (NULL means
- * weft_store_default_path()), WAL mode, one transaction per batch.
- * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged with the path and SQLite's message).
+/** Span store exporter: writes spans into the store at @p db_path (NULL means
+ * weft_store_default_path()), one transaction per batch: a SQLite file (WAL mode), or
+ * PostgreSQL when @p db_path is a postgresql:// (postgres://) URL (time-partitioned tables, a
+ * span sent twice stored once; docs/fleet.md).
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged with the location, never a password, and the
+ * database's message).
  * Ownership: copies @p db_path; caller owns *out (hand it to a processor, or
  * weft_exporter_free()); *out is NULL on failure. */
 WEFT_API weft_err weft_store_exporter_new(const char *db_path, struct weft_exporter **out);
 
-/** The default store path: $WEFT_HOME/weft.db, or ./.weft/weft.db. Ownership: writes into
+/** The default span store location: WEFT_TRACE_STORE_URL when set (a path or a
+ * postgresql:// URL); else WEFT_STATE_URL when that is a PostgreSQL URL (runs and their spans
+ * in one database); else $WEFT_HOME/weft.db, or ./.weft/weft.db. Ownership: writes into
  * @p buf; @return WEFT_OK or WEFT_EINVAL (buffer too small). */
 WEFT_API weft_err weft_store_default_path(char *buf, size_t buf_len);
 

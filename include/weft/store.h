@@ -1,5 +1,5 @@
-/* include/weft/store.h - read access to the local SQLite span store that
- * weft_store_exporter_new() writes: list recent traces, resolve a trace reference ("last", a
+/* include/weft/store.h - read access to the span store that weft_store_exporter_new()
+ * writes (a SQLite file, or PostgreSQL when the location is a postgresql:// URL): list recent traces, resolve a trace reference ("last", a
  * full id or a unique hex prefix), load one trace's spans in tree order (or one page of them),
  * and render a trace as an indented tree with durations and errors.
  *
@@ -42,7 +42,8 @@ struct weft_trace_summary {
 };
 
 /** Open the store at @p db_path read-only.
- * @param db_path database file; NULL means weft_store_default_path().
+ * @param db_path database file, or a postgresql:// (postgres://) URL; NULL means
+ * weft_store_default_path().
  * @param out receives the handle; NULL on failure.
  * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOTFOUND (no database at the path),
  * WEFT_EIO (not a weft store, written by a newer weft, or SQLite failed; logged with the
@@ -54,7 +55,8 @@ WEFT_API weft_err weft_store_open(const char *db_path, struct weft_store **out);
  * Errors: none. Ownership: takes @p store (frees it). */
 WEFT_API void weft_store_close(struct weft_store *store);
 
-/** The database path of @p store. Ownership: borrowed until weft_store_close().
+/** Where @p store is, for messages: its database path, or its PostgreSQL URL with the
+ * password replaced by "***". Ownership: borrowed until weft_store_close().
  * Errors: none. */
 WEFT_API const char *weft_store_path(const struct weft_store *store);
 
@@ -87,6 +89,36 @@ struct weft_interrupted_span {
  * Ownership: borrows @p db_path and @p span for the call. */
 WEFT_API weft_err weft_store_add_interrupted_span(const char *db_path,
                                                   const struct weft_interrupted_span *span);
+
+/** What weft_store_gc() deleted, or would delete. */
+struct weft_store_gc_report {
+    size_t traces;          /**< whole traces deleted */
+    size_t spans;           /**< their spans (SQLite; PostgreSQL: 0, partitions go whole) */
+    size_t partitions;      /**< PostgreSQL partitions dropped */
+    int64_t bytes_before;   /**< SQLite: the file's bytes (with its WAL) before; -1 unknown */
+    int64_t bytes_after;    /**< ... and after (the dry run: as before) */
+};
+
+/** Delete what the span store at @p location (NULL: weft_store_default_path()) keeps past
+ * its retention: every trace that ended before @p cutoff_ns (0: none by age) and, for SQLite,
+ * the oldest traces (by start) until the live data fits in @p max_bytes (0: no cap). Whole
+ * traces go, never part of one. SQLite gives the freed pages back to the file system
+ * (incremental vacuum; a store made before this release is vacuumed once, whole); PostgreSQL
+ * drops each time partition that ends at or before the cutoff (cheap, whatever its size) and
+ * the summaries of the traces that ended before it.
+ * @param dry_run count what would go; change nothing.
+ * @param out receives the report.
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOTFOUND (no store there), WEFT_EIO (the
+ * database failed; @p error says how, never with a password), WEFT_ENOMEM.
+ * Ownership: borrows everything for the call. Thread-safety: any thread; concurrent writers
+ * wait (SQLite) or go on (PostgreSQL). */
+WEFT_API weft_err weft_store_gc(const char *location,
+                                uint64_t cutoff_ns,
+                                uint64_t max_bytes,
+                                bool dry_run,
+                                struct weft_store_gc_report *out,
+                                char *error,
+                                size_t error_len);
 
 /** List the @p limit most recent traces, newest first (by their earliest span start).
  * @param limit at most this many; 0 means 20.

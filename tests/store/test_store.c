@@ -1,9 +1,10 @@
-/* tests/exporters/test_store.c - the SQLite span store: schema and file modes, batches written
+/* tests/store/test_store.c - the SQLite span store: schema and file modes, batches written
  * by the exporter and read back through include/weft/store.h (list order and counts, tree
  * order and rendering, "last", prefix resolution and ambiguity), typed attribute round trips,
  * replacement of duplicate spans, and the failure paths (bad path, foreign or newer
  * databases, out of memory). Span batches are built by hand, independent of the SDK. */
 #include "support/failalloc.h"
+#include "support/store_spans.h"
 #include "support/weft_test.h"
 
 #include "base/buf.h"
@@ -20,70 +21,12 @@
 #include <unistd.h>
 #include <weft/store.h>
 
-#define MS 1000000ull
-#define T0 1700000000000000000ull /* 2023-11-14T22:13:20Z */
+#define MS STORE_SPANS_MS
+#define T0 STORE_SPANS_T0
 
-/* ---- span builder ---------------------------------------------------------------------- */
-
-static const struct weft_attr resource_attrs[] = {
-    {"service.name", {WEFT_VALUE_STRING, 9, {.str = "svc-store"}}},
-};
-static const struct weft_resource resource = {resource_attrs, 1, 0, NULL};
-static const struct weft_scope scope = {"weft.test", "1.2.3", NULL, NULL, 0};
-
-static void
-hex_to_bytes(const char *hex, uint8_t *out, size_t len)
-{
-    for (size_t i = 0; i < len; i++) {
-        unsigned v = 0;
-
-        sscanf(hex + 2 * i, "%2x", &v);
-        out[i] = (uint8_t)v;
-    }
-}
-
-/* A span of trace @p trace_hex (32 hex), id @p span_hex (16 hex), parent @p parent_hex
- * (NULL for a root), starting @p start_ms after T0 and lasting @p dur_ms. */
-static struct weft_span_data
-make_span(const char *trace_hex,
-          const char *span_hex,
-          const char *parent_hex,
-          const char *name,
-          uint64_t start_ms,
-          uint64_t dur_ms)
-{
-    struct weft_span_data s;
-
-    memset(&s, 0, sizeof(s));
-    hex_to_bytes(trace_hex, s.trace_id, WEFT_TRACE_ID_SIZE);
-    hex_to_bytes(span_hex, s.span_id, WEFT_SPAN_ID_SIZE);
-    if (parent_hex != NULL) {
-        hex_to_bytes(parent_hex, s.parent_span_id, WEFT_SPAN_ID_SIZE);
-        s.has_parent = true;
-    }
-    s.trace_flags = 1;
-    s.name = name;
-    s.kind = WEFT_SPAN_KIND_INTERNAL;
-    s.start_time_ns = T0 + start_ms * MS;
-    s.end_time_ns = s.start_time_ns + dur_ms * MS;
-    s.resource = &resource;
-    s.scope = &scope;
-    return s;
-}
-
-/* Call the exporter as a processor would: one batch of @p n spans. */
-static weft_err
-export_batch(struct weft_exporter *ex, const struct weft_span_data *spans, size_t n)
-{
-    const struct weft_span_data *ptrs[64];
-    struct weft_export_result result = {0};
-
-    assert_true(n <= 64);
-    for (size_t i = 0; i < n; i++) {
-        ptrs[i] = &spans[i];
-    }
-    return ex->ops->export_batch(ex->self, ptrs, n, weft_monotonic_ns() + 5000 * MS, &result);
-}
+#define make_span    store_spans_make
+#define export_batch store_spans_export
+#define hex_to_bytes store_spans_hex
 
 /* ---- fixture --------------------------------------------------------------------------- */
 
@@ -816,7 +759,7 @@ test_store_incremental_summary_matches_recomputation(void **state)
             batch[i].status_code = (rng >> 18) % 4 == 0 ? WEFT_STATUS_ERROR : WEFT_STATUS_OK;
             batch[i].resource = (rng >> 16) % 3 == 0   ? &other
                                 : (rng >> 16) % 3 == 1 ? &no_service
-                                                       : &resource;
+                                                       : &store_spans_resource;
             if ((rng >> 14) % 40 == 0) {
                 batch[i].start_time_ns = UINT64_MAX - (rng >> 50); /* clamped when stored */
                 batch[i].end_time_ns = UINT64_MAX;
