@@ -451,8 +451,15 @@ ingest_body(struct weft__ingest *ing,
     if (err == WEFT_OK) {
         err = store_batch(ing, &batch, cap);
         if (err != WEFT_OK) {
+            char *retry = weft__malloc(32);
             log_reason(ing, REASON_STORE, weft_strerror(err));
             reply_status(reply, 503, enc, RPC_UNAVAILABLE, "the span store cannot be written");
+            /* OTLP senders retry a 503 after Retry-After: the store (PostgreSQL restarting,
+             * SQLite locked) gets that long to come back, and nothing is lost. */
+            if (retry != NULL) {
+                snprintf(retry, 32, "Retry-After: %d", WEFT__HTTP_RETRY_AFTER_S);
+                reply->headers = retry;
+            }
         } else {
             atomic_fetch_add(&ing->spans_accepted, batch.count);
             atomic_fetch_add(&ing->spans_rejected, batch.rejected);

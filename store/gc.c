@@ -6,9 +6,10 @@
  * per step so the exporter waits at most one step; then the freed pages go back to the file
  * system: PRAGMA incremental_vacuum on a store created with auto_vacuum=INCREMENTAL (every
  * store since this release), one whole VACUUM (which also switches it) on an older one; and
- * the WAL is truncated so the file size says what is kept. PostgreSQL: store/pg_*.c drops
- * whole partitions.
+ * the WAL is truncated so the file size says what is kept. PostgreSQL: whole partitions are
+ * dropped (weft__store_pg_drop_before()); its dry run counts the traces that would go.
  */
+#include "pg.h"
 #include "store.h"
 
 #include "base/log.h"
@@ -20,8 +21,8 @@
 
 #define CAP_STEP 200 /* traces deleted per transaction while over the size cap */
 
-static int64_t
-file_bytes(const char *path)
+int64_t
+weft__store_file_bytes(const char *path)
 {
     char wal[4200];
     struct stat st;
@@ -212,7 +213,7 @@ sqlite_gc(const char *path,
         snprintf(error, error_len, "no span store at %s", path);
         return WEFT_ENOTFOUND;
     }
-    out->bytes_before = file_bytes(path);
+    out->bytes_before = weft__store_file_bytes(path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         err = db_error(db, "cannot open the store", error, error_len);
         sqlite3_close_v2(db);
@@ -249,7 +250,68 @@ sqlite_gc(const char *path,
         err = reclaim(db, error, error_len);
     }
     sqlite3_close_v2(db);
-    out->bytes_after = dry_run ? out->bytes_before : file_bytes(path);
+    out->bytes_after = dry_run ? out->bytes_before : weft__store_file_bytes(path);
+    return err;
+}
+
+/* A dry run on PostgreSQL: the traces that ended before @p cutoff_ns. */
+static weft_err
+pg_count(const char *url,
+         uint64_t cutoff_ns,
+         struct weft_store_gc_report *out,
+         char *error,
+         size_t error_len)
+{
+    static const char sql[] = "SELECT count(*) FROM weft_traces WHERE end_ns < $1::bigint";
+    struct weft__store_pg pg;
+    char cutoff[24];
+    const char *params[1] = {cutoff};
+    PGresult *res = NULL;
+    weft_err err = WEFT_OK;
+
+    memset(&pg, 0, sizeof(pg));
+    snprintf(cutoff, sizeof(cutoff), "%llu",
+             (unsigned long long)(cutoff_ns > INT64_MAX ? INT64_MAX : cutoff_ns));
+    err = weft__store_pg_connect(&pg, url);
+    if (err == WEFT_OK) {
+        res = weft__store_pg_run(&pg, sql, 1, params, true);
+        if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK) {
+            err = weft__store_pg_fail(&pg, res, "cannot count old traces");
+        } else {
+            out->traces = (size_t)strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        }
+        PQclear(res);
+    }
+    if (err != WEFT_OK) {
+        snprintf(error, error_len, "%s", pg.errmsg);
+    }
+    weft__store_pg_close(&pg);
+    return err;
+}
+
+weft_err
+weft__store_pg_gc(const char *url,
+                  uint64_t cutoff_ns,
+                  bool dry_run,
+                  struct weft_store_gc_report *out,
+                  char *error,
+                  size_t error_len)
+{
+    char where[512];
+    weft_err err = WEFT_OK;
+
+    if (cutoff_ns == 0) {
+        return WEFT_OK; /* no size cap on PostgreSQL: nothing to do without an age */
+    }
+    if (dry_run) {
+        return pg_count(url, cutoff_ns, out, error, error_len);
+    }
+    err = weft__store_pg_drop_before(url, cutoff_ns, &out->partitions, &out->traces);
+    if (err != WEFT_OK) {
+        weft__store_redact_url(url, where, sizeof(where));
+        snprintf(error, error_len, "store %s: retention failed (%s; the log says more)", where,
+                 weft_strerror(err));
+    }
     return err;
 }
 

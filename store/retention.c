@@ -114,7 +114,8 @@ weft__store_retention_start(const char *location,
     if (r->cfg.interval_ms == 0) {
         r->cfg.interval_ms = 3600000u; /* hourly */
     }
-    r->stats.store_bytes = -1;
+    /* the size from the start, so a scrape before the first pass sees it */
+    r->stats.store_bytes = weft__store_is_pg_url(location) ? -1 : weft__store_file_bytes(location);
     pthread_mutex_init(&r->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -153,6 +154,7 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
     struct weft_instrument *deleted = NULL;
     struct weft_instrument *dropped = NULL;
     struct weft_instrument *bytes = NULL;
+    struct weft_instrument *limit = NULL;
     struct weft_attr attr;
     weft_err err = WEFT_OK;
 
@@ -181,8 +183,16 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
                                     " retention pass",
                                     NULL, 0, &bytes);
     }
+    if (err == WEFT_OK && r->cfg.max_bytes > 0) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.size_limit", "By",
+                                    "The SQLite span store's size cap (--max-store-size)", NULL, 0,
+                                    &limit);
+    }
     if (err != WEFT_OK) {
         return err;
+    }
+    if (limit != NULL) {
+        (void)weft_gauge_set(limit, (double)r->cfg.max_bytes, NULL, 0);
     }
     attr = weft_attr_str("outcome", "ok");
     (void)weft_counter_add(passes, (double)st.passes_ok, &attr, 1);

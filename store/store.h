@@ -194,6 +194,9 @@ struct weft__store_retention_stats {
 struct weft__store_retention;
 struct weft_meter;
 
+/* A SQLite store's bytes with its WAL, -1 when it cannot be read (gc.c). */
+int64_t weft__store_file_bytes(const char *path);
+
 /* Start retention of the store at @p location (NULL: the default) on a thread; *out NULL (and
  * WEFT_OK) when @p cfg bounds nothing. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. Ownership:
  * copies @p location and @p cfg; stop with weft__store_retention_stop(). */

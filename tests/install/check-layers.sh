@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/install/check-layers.sh SRCDIR - the one-way dependencies of docs/ARCHITECTURE.md, read
 # off the #include lines: base/ uses nothing of weft but include/weft/common.h; tracing/ uses
-# base/ only; exporters/ and report/ (the renderer the console exporter and the CLI share)
-# never include runtime/ or cli/; runtime/ never includes cli/; no
+# base/ only; store/ (the span store) uses base/ and tracing/ only, so exporters/ and report/
+# stand on it and never the other way round; exporters/ and report/ (the renderer the console
+# exporter and the CLI share) never include runtime/ or cli/; runtime/ never includes cli/; no
 # include climbs with "../".
 set -eu
 cd "$1"
@@ -29,6 +30,12 @@ for line in $(quoted exporters | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
     case $inc in runtime/* | cli/*) bad "$(echo "$line" | tr '\001' ' '): exporters/ may not include runtime/ or cli/" ;; esac
 done
+for line in $(quoted store | tr ' ' '\001'); do
+    inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
+    case $inc in runtime/* | cli/* | exporters/* | report/* | serve/*)
+        bad "$(echo "$line" | tr '\001' ' '): store/ (the span store) may include base/, tracing/ and store/ only" ;;
+    esac
+done
 for line in $(quoted report | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
     case $inc in runtime/* | cli/*) bad "$(echo "$line" | tr '\001' ' '): report/ may not include runtime/ or cli/" ;; esac
@@ -40,5 +47,5 @@ done
 climbs=$(git ls-files '*.c' '*.h' 2>/dev/null | xargs grep -n '^#include "\.\./' 2>/dev/null || true)
 [ -z "$climbs" ] || bad "includes that climb with ../ (include by path from the source root):
 $climbs"
-[ $status -eq 0 ] && echo "layers: base <- tracing <- exporters, runtime <- cli; no ../ includes"
+[ $status -eq 0 ] && echo "layers: base <- tracing <- store <- exporters, report; runtime <- cli; no ../ includes"
 exit $status

@@ -66,9 +66,17 @@ static char *
 scrape(const char *home)
 {
     unsigned port = 0;
-    pid_t pid = serve_proc_start(WEFT_BIN, home, &port);
+    pid_t pid = 0;
     long status = 0;
-    char *text = serve_proc_get(port, "/metrics", 10000, &status);
+    char *text = NULL;
+
+    /* With retention on, as a production serve runs: its families are exported too. */
+    weft_test_setenv("WEFT_RETENTION", "3650d");
+    weft_test_setenv("WEFT_MAX_STORE_SIZE", "10GiB");
+    pid = serve_proc_start(WEFT_BIN, home, &port);
+    text = serve_proc_get(port, "/metrics", 10000, &status);
+    weft_test_setenv("WEFT_RETENTION", NULL);
+    weft_test_setenv("WEFT_MAX_STORE_SIZE", NULL);
 
     assert_non_null(text);
     assert_int_equal(status, 200);

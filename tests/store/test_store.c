@@ -4,6 +4,9 @@
  * replacement of duplicate spans, and the failure paths (bad path, foreign or newer
  * databases, out of memory). Span batches are built by hand, independent of the SDK. */
 #include "support/failalloc.h"
+#ifdef WEFT_TEST_STORE_PG
+#include "support/pg_server.h"
+#endif
 #include "support/store_spans.h"
 #include "support/weft_test.h"
 
@@ -32,10 +35,35 @@
 
 struct fixture {
     char dir[64];
-    char db[128];
+    char db[256];
     struct weft_exporter *ex;
     struct weft_store *store;
 };
+
+#ifdef WEFT_TEST_STORE_PG
+static struct weft_test_pg *pg;
+
+static int
+pg_group_setup(void **state)
+{
+    char err[512] = "";
+
+    (void)state;
+    pg = weft_test_pg_start(NULL, err, sizeof(err));
+    if (pg == NULL) {
+        fail_msg("PostgreSQL did not start: %s", err);
+    }
+    return 0;
+}
+
+static int
+pg_group_teardown(void **state)
+{
+    (void)state;
+    weft_test_pg_stop(pg);
+    return 0;
+}
+#endif
 
 static int
 setup(void **state)
@@ -45,7 +73,16 @@ setup(void **state)
     assert_non_null(f);
     snprintf(f->dir, sizeof(f->dir), "/tmp/weft-store-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
+#ifdef WEFT_TEST_STORE_PG
+    {
+        static unsigned n;
+        char name[32];
+        snprintf(name, sizeof(name), "store%u", n++);
+        assert_int_equal(weft_test_pg_createdb(pg, name, f->db, sizeof(f->db)), 0);
+    }
+#else
     snprintf(f->db, sizeof(f->db), "%s/home/weft.db", f->dir);
+#endif
     assert_weft_ok(weft_store_exporter_new(f->db, &f->ex));
     *state = f;
     return 0;
@@ -1496,6 +1533,37 @@ test_store_page_fails_cleanly_out_of_memory(void **state)
     assert_true(is_done);
 }
 
+#ifdef WEFT_TEST_STORE_PG
+/* The backend-neutral tests again, on PostgreSQL: the same public read and write API over a
+ * real server (store_pg/store_api; PostgreSQL's own cases are tests/store_pg/test_store_pg.c). */
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_store_list_returns_newest_first_with_counts),
+        T(test_store_list_honours_limit_and_empty_store),
+        T(test_store_load_returns_spans_in_tree_order),
+        T(test_store_load_orders_by_time_then_span_id),
+        T(test_store_outline_and_one_span),
+        T(test_store_render_draws_tree_with_durations_and_errors),
+        T(test_store_resolve_last_is_the_newest_trace),
+        T(test_store_resolve_accepts_unique_prefix_in_any_case),
+        T(test_store_resolve_ambiguous_prefix_names_candidates),
+        T(test_store_resolve_rejects_unknown_and_malformed_refs),
+        T(test_store_load_unknown_trace_is_not_found),
+        T(test_store_summary_follows_root_arriving_late),
+        T(test_store_orphans_and_cycles_are_listed_once_as_roots),
+        T(test_store_reader_sees_batches_written_after_open),
+        T(test_store_render_summarises_5000_spans_keeping_errors),
+        T(test_store_page_equals_the_page_of_the_whole_load),
+        T(test_store_page_edges_and_errors),
+#undef T
+    };
+
+    return cmocka_run_group_tests(tests, pg_group_setup, pg_group_teardown);
+}
+#else
 int
 main(void)
 {
@@ -1541,3 +1609,4 @@ main(void)
 
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#endif
