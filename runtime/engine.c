@@ -582,6 +582,20 @@ svc_make_worker_providers(void *ctx, size_t workers)
     return WEFT_OK;
 }
 
+/* A replay with fork options (@p opts) replays a fork: run @p info must be a fork of that
+ * run (or an id prefix of it) from that step. True for a replay without them. */
+static bool
+is_replayed_fork(const struct weft_run_options *opts, const struct weft_run_info *info)
+{
+    if (opts->fork_run_id == NULL) {
+        return true;
+    }
+    return info->origin_kind != NULL && strcmp(info->origin_kind, "fork") == 0 &&
+           info->origin_run_id != NULL && info->origin_step != NULL &&
+           opts->fork_from_step != NULL && strcmp(info->origin_step, opts->fork_from_step) == 0 &&
+           strncmp(info->origin_run_id, opts->fork_run_id, strlen(opts->fork_run_id)) == 0;
+}
+
 /* A replay: the original's calls answer every model (replay.h); its root span is the link. */
 static weft_err
 setup_replay(struct run *run, char *error, size_t error_len)
@@ -592,6 +606,14 @@ setup_replay(struct run *run, char *error, size_t error_len)
 
     if (err != WEFT_OK) {
         return err;
+    }
+    if (!is_replayed_fork(run->cfg.opts, &info)) {
+        snprintf(error, error_len,
+                 "replay and fork together replay a fork: run %s is not a fork of %.64s from "
+                 "step %.64s",
+                 info.run_id, run->cfg.opts->fork_run_id, run->cfg.opts->fork_from_step);
+        weft__state_info_cleanup(&info);
+        return WEFT_EINVAL;
     }
     weft__rt_stored_root(&info, &ENG(run)->origin);
     weft__state_info_cleanup(&info);

@@ -377,7 +377,9 @@ test_fork_and_replay_refuse_unknown_runs_steps_and_running_runs(void **state)
     assert_non_null(strstr(error, "no step 'nope'"));
     assert_non_null(strstr(error, "research, build, report"));
     assert_null(run(f, wf, NULL, orig, NULL, WEFT_EINVAL, error, sizeof(error)));
+    /* Replay and fork together replay a fork; the original is none. */
     assert_null(run(f, wf, orig, orig, "build", WEFT_EINVAL, error, sizeof(error)));
+    assert_non_null(strstr(error, "is not a fork of"));
     assert_int_equal(weft_workflow_set(wf, "agent.writer.temperature", "1", error, sizeof(error)),
                      WEFT_EINVAL);
     assert_non_null(strstr(error, "agent.NAME.model"));
