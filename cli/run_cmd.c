@@ -1235,11 +1235,11 @@ run_on_executor(const char *cmd,
         fprintf(stderr,
                 "weft %s: amqp executor: %llu task(s) published, %llu result(s), %llu "
                 "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s), "
-                "%llu reclaimed\n",
+                "%llu reclaimed, %llu refused\n",
                 cmd, (unsigned long long)stats.published, (unsigned long long)stats.results,
                 (unsigned long long)stats.duplicates, (unsigned long long)stats.redeliveries,
                 (unsigned long long)stats.dead_lettered, (unsigned long long)stats.reconnects,
-                (unsigned long long)stats.reclaimed);
+                (unsigned long long)stats.reclaimed, (unsigned long long)stats.refused);
     }
     ex->ops->destroy(ex);
     return err;

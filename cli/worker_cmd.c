@@ -25,7 +25,7 @@ cli_worker_usage(FILE *out)
     fputs(
         "usage: weft worker [--broker URL] [--queue-prefix P] [--concurrency N]\n"
         "                   [--max-redeliveries N] [--grace SECONDS] [--id ID]\n"
-        "                   [--metrics-addr H:P]\n"
+        "                   [--metrics-addr H:P] [--allow-commands CMD,...]\n"
         "\n"
         "Run steps of distributed runs: consume task messages from the dispatch queue, run\n"
         "each step (its agent, LLM calls, tools and reflection) and publish the result. The\n"
@@ -33,6 +33,9 @@ cli_worker_usage(FILE *out)
         "Spans go where OTEL_* and LANGFUSE_* say, with service.instance.id = the worker id.\n"
         "SIGTERM or SIGINT: take no new task, finish the running ones (at most --grace\n"
         "seconds), give back the rest, exit 0.\n"
+        "Trust: with WEFT_DIST_KEY or WEFT_DIST_KEY_FILE set, tasks must carry the\n"
+        "orchestrator's signature (HMAC-SHA256) and unsigned or forged ones are refused;\n"
+        "WEFT_DIST_KEY_PREVIOUS(_FILE) is still accepted during a key rotation.\n"
         "\n"
         "options:\n"
         "      --broker URL          amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
@@ -44,6 +47,10 @@ cli_worker_usage(FILE *out)
         "      --grace SECONDS       how long running tasks may finish after SIGTERM (default 30)\n"
         "      --id ID               the worker's id (default HOST/PID)\n"
         "      --metrics-addr H:P    serve this worker's Prometheus /metrics on H:P\n"
+        "      --allow-commands LIST programs tasks may start, comma-separated, each compared\n"
+        "                            with argv[0] exactly (\"sh\": sh from PATH, \"/bin/sh\":\n"
+        "                            that path); others fail their step\n"
+        "                            ($WEFT_WORKER_ALLOW_COMMANDS; default: any)\n"
         "\n"
         "exit status: 0 stopped by a signal, 1 the broker could not be reached,\n"
         "             2 bad usage or configuration\n",
@@ -54,7 +61,7 @@ int
 cli_worker(int argc, char **argv)
 {
     const char *broker = NULL, *prefix = NULL, *concurrency = NULL, *redeliveries = NULL;
-    const char *grace = NULL, *id = NULL, *metrics_addr = NULL;
+    const char *grace = NULL, *id = NULL, *metrics_addr = NULL, *allow_commands = NULL;
     bool is_help = false;
     size_t count = 0;
     char *positional[1];
@@ -66,6 +73,7 @@ cli_worker(int argc, char **argv)
         {"grace", 0, true, false, &grace, NULL},
         {"id", 0, true, false, &id, NULL},
         {"metrics-addr", 0, true, false, &metrics_addr, NULL},
+        {"allow-commands", 0, true, false, &allow_commands, NULL},
         {"help", 'h', false, false, NULL, &is_help},
     };
     struct weft__worker_config cfg;
@@ -129,6 +137,7 @@ cli_worker(int argc, char **argv)
     cfg.meter = t.meter;
     cfg.stop = &stop_requested;
     cfg.connect_timeout_ms = 0;
+    cfg.allow_commands = allow_commands; /* NULL: $WEFT_WORKER_ALLOW_COMMANDS */
     fprintf(stderr, "weft worker %s: starting (%zu slot%s)\n", id, n_conc, n_conc == 1 ? "" : "s");
     e = weft__worker_run(&cfg, &stats, err, sizeof(err));
     if (e != WEFT_OK) {
@@ -137,10 +146,12 @@ cli_worker(int argc, char **argv)
     } else {
         fprintf(stderr,
                 "weft worker %s: stopped: %llu received, %llu succeeded, %llu failed, %llu "
-                "rejected, %llu given back, %llu reconnect(s)\n",
+                "rejected, %llu given back, %llu reconnect(s), %llu refused unsigned or forged, "
+                "%llu command(s) refused\n",
                 id, (unsigned long long)stats.received, (unsigned long long)stats.succeeded,
                 (unsigned long long)stats.failed, (unsigned long long)stats.rejected,
-                (unsigned long long)stats.requeued, (unsigned long long)stats.reconnects);
+                (unsigned long long)stats.requeued, (unsigned long long)stats.reconnects,
+                (unsigned long long)stats.refused, (unsigned long long)stats.commands_refused);
     }
     cli_telemetry_stop(&t);
     return status;

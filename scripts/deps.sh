@@ -8,8 +8,9 @@ set -eu
 
 # libpq-dev: the PostgreSQL state backend (WEFT_STATE_URL=postgresql://...) links libpq;
 # librabbitmq-dev: the AMQP executor and `weft worker` link librabbitmq;
-# libstemmer-dev: skill memory compares tasks by word stems (Snowball's English stemmer).
-pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev librabbitmq-dev libpq-dev libstemmer-dev"
+# libstemmer-dev: skill memory compares tasks by word stems (Snowball's English stemmer);
+# libssl-dev: libcrypto's HMAC-SHA256 signs distributed runs' messages (WEFT_DIST_KEY).
+pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev libdeflate-dev libsqlite3-dev libmicrohttpd-dev librabbitmq-dev libpq-dev libstemmer-dev libssl-dev"
 # The trace explorer (`weft serve`) embeds pinned browser libraries (graph layout, charts) that
 # npm installs into dashboards/ui at build time (npm_ci below): node and npm from Debian.
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"

@@ -11,9 +11,11 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
+#include "base/uuid.h"
 #include "runtime/dist/broker.h"
 #include "runtime/dist/dist_telemetry.h"
 #include "runtime/dist/message.h"
+#include "runtime/dist/sign.h"
 #include "runtime/workflow.h"
 
 #include <pthread.h>
@@ -95,6 +97,7 @@ struct amqp_ex {
     uint64_t parked_order;
     struct answered answered[MAX_ANSWERED]; /* a ring */
     size_t answered_next;
+    struct weft__dist_keys keys; /* a current key: tasks are signed, results verified */
 };
 
 static struct slot *
@@ -424,6 +427,7 @@ publish_pending(struct amqp_ex *ex)
     for (size_t i = 0; i < ex->slot_count && weft__broker_is_connected(ex->broker); i++) {
         struct slot *s = &ex->slots[i];
         struct weft__broker_msg msg;
+        char signature[WEFT__SIGN_LEN];
         if (!s->is_used || s->publish_seq != 0 || s->has_result) {
             continue;
         }
@@ -435,6 +439,11 @@ publish_pending(struct amqp_ex *ex)
         msg.traceparent = s->traceparent[0] != '\0' ? s->traceparent : NULL;
         msg.attempt = s->attempt;
         msg.timestamp_ms = weft__now_ns() / 1000000u;
+        /* Signed at each publish: the sent time it covers is this publish's. */
+        if (weft__dist_keys_enabled(&ex->keys) &&
+            weft__dist_sign(&ex->keys, &msg, s->body, s->body_len, signature) != WEFT_OK) {
+            continue; /* out of memory: tried again at the next pass */
+        }
         if (weft__broker_publish(ex->broker, "task", false, &msg, s->body, s->body_len,
                                  &s->publish_seq) != WEFT_OK) {
             s->publish_seq = 0;
@@ -556,6 +565,43 @@ on_dead_task(struct amqp_ex *ex, const struct weft__broker_event *ev)
     (void)weft__broker_ack(ex->broker, ev->delivery_tag);
 }
 
+/* The task id a refused message claims (its message id when it is a UUID), for the log. */
+static const char *
+claimed_id(const struct weft__broker_event *ev)
+{
+    const char *id = ev->msg.message_id;
+
+    return id != NULL && weft__uuid_is_valid(id) ? id : "(unknown)";
+}
+
+/* With a key: is @p ev signed with this deployment's key? A refused message decides nothing
+ * (not even a failure: whoever forged it must not be able to fail a step either): its task
+ * waits for a genuine result and, without one, ends like a lost result at the run's timeout.
+ * A refused result goes to the dead letters; a refused task that came back through them is
+ * acknowledged (its copy is there already). */
+static bool
+verified(struct amqp_ex *ex, const struct weft__broker_event *ev)
+{
+    weft__verify_result v = weft__dist_verify(&ex->keys, &ev->msg, ev->body, ev->body_len);
+    bool is_task = ev->msg.type != NULL && strcmp(ev->msg.type, WEFT__MSG_TASK) == 0;
+
+    if (v == WEFT__VERIFY_OK) {
+        return true;
+    }
+    WEFT_LOG(WEFT_LOG_WARN,
+             "results queue: %s for task %s refused (%s): not signed with this deployment's key "
+             "(WEFT_DIST_KEY); the task waits for a genuine result",
+             is_task ? "dead-lettered task" : "result", claimed_id(ev), weft__verify_reason(v));
+    ex->stats.refused++;
+    weft__dist_metrics_refused(&ex->metrics, weft__verify_reason(v));
+    if (is_task) {
+        (void)weft__broker_ack(ex->broker, ev->delivery_tag);
+    } else {
+        (void)weft__broker_reject(ex->broker, ev->delivery_tag, false);
+    }
+    return false;
+}
+
 static void
 on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
 {
@@ -563,6 +609,9 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     char why[256];
     struct slot *s = NULL;
 
+    if (!verified(ex, ev)) {
+        return;
+    }
     if (ev->msg.type != NULL && strcmp(ev->msg.type, WEFT__MSG_TASK) == 0) {
         on_dead_task(ex, ev);
         return;
@@ -589,10 +638,18 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
          * orchestrator waits for any more is dropped then, and counted). */
         struct weft__broker_msg msg;
         uint64_t seq = 0;
+        /* Passed on as it came, signature included (x-weft-bounces is outside what it
+         * covers), so the orchestrator it belongs to verifies the worker's signature. */
         memset(&msg, 0, sizeof(msg));
         msg.type = WEFT__MSG_RESULT;
-        msg.message_id = r.task_id;
+        msg.message_id = ev->msg.message_id != NULL ? ev->msg.message_id : r.task_id;
+        msg.correlation_id = ev->msg.correlation_id;
+        msg.reply_to = ev->msg.reply_to;
         msg.traceparent = ev->msg.traceparent;
+        msg.tracestate = ev->msg.tracestate;
+        msg.attempt = ev->msg.attempt;
+        msg.timestamp_ms = ev->msg.timestamp_ms;
+        msg.signature = ev->msg.signature;
         msg.bounces = ev->msg.bounces + 1;
         ex->stats.foreign++;
         if (weft__broker_publish(ex->broker, "result", false, &msg, ev->body, ev->body_len, &seq) ==
@@ -720,6 +777,7 @@ amqp_destroy(struct weft__executor *base)
     }
     drop_parked(ex);
     weft__broker_free(ex->broker);
+    weft__dist_keys_cleanup(&ex->keys);
     json_decref(ex->doc);
     weft__free(ex->workflow_path);
     weft__dist_metrics_cleanup(&ex->metrics);
@@ -802,7 +860,12 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
     bc.max_redeliveries = cfg->max_redeliveries;
     bc.name = "weft orchestrator";
     e = weft__broker_new(&bc, &ex->broker, err, err_len);
+    if (e == WEFT_OK) {
+        e = weft__dist_keys_from_env(&ex->keys, err, err_len);
+    }
     if (e != WEFT_OK) {
+        weft__broker_free(ex->broker);
+        weft__dist_keys_cleanup(&ex->keys);
         weft__free(ex);
         return e;
     }
@@ -812,6 +875,7 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
         json_decref(ex->doc);
         weft__free(ex->workflow_path);
         weft__broker_free(ex->broker);
+        weft__dist_keys_cleanup(&ex->keys);
         weft__free(ex);
         return WEFT_ENOMEM;
     }
@@ -831,7 +895,8 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
     if (cfg->provider != NULL) {
         (void)weft_provider_get_tracer(cfg->provider, "weft.dist", WEFT_VERSION, &ex->tracer);
     }
-    weft__dist_metrics_init(&ex->metrics, cfg->meter, WEFT__DIST_TASKS | WEFT__DIST_BROKER);
+    weft__dist_metrics_init(&ex->metrics, cfg->meter,
+                            WEFT__DIST_TASKS | WEFT__DIST_BROKER | WEFT__DIST_TRUST);
     weft__dist_metrics_zero(&ex->metrics, wf->name);
     for (;;) {
         e = weft__broker_connect(ex->broker, err, err_len);

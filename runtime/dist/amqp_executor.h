@@ -15,6 +15,11 @@
  * its task is submitted again (the worker finished while no orchestrator ran) is kept aside,
  * at most 256 of them, and taken by that submit: the task does not run again.
  *
+ * Trust (docs/distributed.md, "Trust"): with a key in the environment (runtime/dist/sign.h)
+ * every task is signed, and a result whose signature is missing or wrong is refused (to the
+ * dead letters, logged and counted in weft.dist.messages.refused) without touching its task,
+ * which then waits for a genuine result or the run's timeout.
+ *
  * Spans: a PRODUCER span `publish {exchange}` per task, under the step's parent, whose context
  * travels as the message's traceparent (the worker's spans nest under it), and a CONSUMER span
  * `process {results queue}` per result, both with the OTel messaging attributes.
@@ -62,6 +67,7 @@ struct weft__amqp_executor_stats {
     uint64_t redeliveries;  /* deliveries before the one that ran, summed over results */
     uint64_t reconnects;
     uint64_t reclaimed; /* tasks submitted again after a resume whose result was waiting */
+    uint64_t refused;   /* results (and dead-lettered tasks) refused for their signature */
     /* Where the I/O thread's time goes (monotonic nanoseconds, summed): in publish calls
      * (encoding frames and writing them to the socket), from submit to the broker's confirm
      * (queueing + publish + the broker's fsync of a persistent message), and handling results

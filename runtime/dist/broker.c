@@ -4,6 +4,11 @@
  * requests made after setup (passive declares for queue statistics), so their replies never
  * interleave with deliveries and confirms (librabbitmq queues frames of other channels while
  * it waits for a reply).
+ *
+ * amqps:// URLs connect over TLS with the peer's certificate and host name verified against
+ * $WEFT_AMQP_CACERT (default: the system's bundle), with a client certificate from
+ * $WEFT_AMQP_CERT and $WEFT_AMQP_KEY when set. The files are checked when the handle is made,
+ * so a wrong path fails at start with a sentence rather than at each reconnect.
  */
 #include "runtime/dist/broker.h"
 
@@ -11,7 +16,10 @@
 #include "base/mem.h"
 #include "base/time.h"
 
+#include "base/env.h"
+
 #include <amqp.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +60,16 @@ struct weft__broker {
     char type[64];
     char reply_to[256];
     char routing_key[256];
+    char signature[256];
+    /* TLS (amqps://): file paths, checked readable by weft__broker_new. */
+    bool is_tls;
+    bool is_verify; /* peer certificate and host name; $WEFT_AMQP_VERIFY=false turns it off */
+    char *cacert;
+    char *cert;
+    char *key;
 };
+
+#define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 static bool
 name_char_ok(char c)
@@ -107,6 +124,65 @@ mask_url(const char *url)
     return out;
 }
 
+/* A TLS file named by $@p var: copied into *out, or an error naming the variable and the path
+ * when it cannot be read (the broker would fail the handshake with a vaguer reason). */
+static weft_err
+tls_file(const char *var, const char *fallback, char **out, char *err, size_t err_len)
+{
+    const char *path = weft__env(var);
+
+    *out = NULL;
+    if (path == NULL) {
+        path = fallback;
+    }
+    if (path == NULL) {
+        return WEFT_OK;
+    }
+    if (access(path, R_OK) != 0) {
+        snprintf(err, err_len, "%s %s: cannot read: %s", var, path, strerror(errno));
+        return WEFT_EINVAL;
+    }
+    *out = weft__strdup(path);
+    return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+/* The TLS settings of an amqps:// URL from the environment. */
+static weft_err
+tls_config(struct weft__broker *b, char *err, size_t err_len)
+{
+    const char *bundle = access(SYSTEM_CA_BUNDLE, R_OK) == 0 ? SYSTEM_CA_BUNDLE : NULL;
+    weft_err e = WEFT_OK;
+
+    b->is_verify = weft__env_bool("WEFT_AMQP_VERIFY", true);
+    if (weft__env("WEFT_AMQP_CACERT") == NULL && bundle == NULL && b->is_verify) {
+        snprintf(err, err_len,
+                 "broker %s: amqps needs the CA that signed the broker's certificate: set "
+                 "WEFT_AMQP_CACERT to its PEM file (no system bundle at " SYSTEM_CA_BUNDLE ")",
+                 b->url_safe);
+        return WEFT_EINVAL;
+    }
+    e = tls_file("WEFT_AMQP_CACERT", bundle, &b->cacert, err, err_len);
+    if (e == WEFT_OK) {
+        e = tls_file("WEFT_AMQP_CERT", NULL, &b->cert, err, err_len);
+    }
+    if (e == WEFT_OK) {
+        e = tls_file("WEFT_AMQP_KEY", NULL, &b->key, err, err_len);
+    }
+    if (e == WEFT_OK && (b->cert == NULL) != (b->key == NULL)) {
+        snprintf(err, err_len,
+                 "WEFT_AMQP_CERT and WEFT_AMQP_KEY: set both (a client "
+                 "certificate and its key) or neither");
+        e = WEFT_EINVAL;
+    }
+    if (e == WEFT_OK && !b->is_verify) {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "broker %s: WEFT_AMQP_VERIFY=false: the broker's certificate is not verified "
+                 "(anyone on the path can pose as the broker)",
+                 b->url_safe);
+    }
+    return e;
+}
+
 weft_err
 weft__broker_new(const struct weft__broker_config *cfg,
                  struct weft__broker **out,
@@ -118,6 +194,7 @@ weft__broker_new(const struct weft__broker_config *cfg,
     struct amqp_connection_info info;
     struct weft__broker *b = NULL;
     char *scratch = NULL;
+    weft_err e = WEFT_OK;
 
     *out = NULL;
     if (url == NULL || url[0] == '\0') {
@@ -130,17 +207,20 @@ weft__broker_new(const struct weft__broker_config *cfg,
     }
     if (amqp_parse_url(scratch, &info) != AMQP_STATUS_OK) {
         char *safe = mask_url(url);
-        snprintf(err, err_len, "broker URL %s: expected amqp://user:password@host:port/vhost",
+        snprintf(err, err_len,
+                 "broker URL %s: expected amqp://user:password@host:port/vhost (or amqps://)",
                  safe != NULL ? safe : "(unprintable)");
         weft__free(safe);
         weft__free(scratch);
         return WEFT_EINVAL;
     }
-    weft__free(scratch);
     b = weft__calloc(1, sizeof(*b));
     if (b == NULL) {
+        weft__free(scratch);
         return WEFT_ENOMEM;
     }
+    b->is_tls = info.ssl != 0;
+    weft__free(scratch);
     b->wake[0] = b->wake[1] = -1;
     if (weft__broker_names_make(prefix, &b->names) != WEFT_OK) {
         snprintf(err, err_len, "queue prefix \"%.100s\": expected at most 100 of [A-Za-z0-9._:-]",
@@ -159,6 +239,13 @@ weft__broker_new(const struct weft__broker_config *cfg,
     if (b->url == NULL || b->url_safe == NULL || b->name == NULL || pipe(b->wake) != 0) {
         weft__broker_free(b);
         return WEFT_ENOMEM;
+    }
+    if (b->is_tls) {
+        e = tls_config(b, err, err_len);
+        if (e != WEFT_OK) {
+            weft__broker_free(b);
+            return e;
+        }
     }
     (void)fcntl(b->wake[0], F_SETFL, O_NONBLOCK);
     (void)fcntl(b->wake[1], F_SETFL, O_NONBLOCK);
@@ -182,6 +269,9 @@ weft__broker_free(struct weft__broker *b)
     weft__free(b->url);
     weft__free(b->url_safe);
     weft__free(b->name);
+    weft__free(b->cacert);
+    weft__free(b->cert);
+    weft__free(b->key);
     weft__free(b);
 }
 
@@ -378,6 +468,33 @@ bound_rpc(struct weft__broker *b)
     return true;
 }
 
+/* The TLS socket's CA, client certificate and verification. */
+static bool
+tls_socket(struct weft__broker *b, amqp_socket_t *sock, char *err, size_t err_len)
+{
+    int rc = AMQP_STATUS_OK;
+
+    amqp_ssl_socket_set_verify_peer(sock, b->is_verify ? 1 : 0);
+    amqp_ssl_socket_set_verify_hostname(sock, b->is_verify ? 1 : 0);
+    if (b->cacert != NULL) {
+        rc = amqp_ssl_socket_set_cacert(sock, b->cacert);
+        if (rc != AMQP_STATUS_OK) {
+            snprintf(err, err_len, "broker %s: WEFT_AMQP_CACERT %s: %s", b->url_safe, b->cacert,
+                     amqp_error_string2(rc));
+            return false;
+        }
+    }
+    if (b->cert != NULL) {
+        rc = amqp_ssl_socket_set_key(sock, b->cert, b->key);
+        if (rc != AMQP_STATUS_OK) {
+            snprintf(err, err_len, "broker %s: WEFT_AMQP_CERT %s / WEFT_AMQP_KEY %s: %s",
+                     b->url_safe, b->cert, b->key, amqp_error_string2(rc));
+            return false;
+        }
+    }
+    return true;
+}
+
 weft_err
 weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
 {
@@ -399,11 +516,18 @@ weft__broker_connect(struct weft__broker *b, char *err, size_t err_len)
         return WEFT_EINVAL;
     }
     b->conn = amqp_new_connection();
-    sock = b->conn != NULL ? amqp_tcp_socket_new(b->conn) : NULL;
+    sock = b->conn == NULL ? NULL
+           : b->is_tls     ? amqp_ssl_socket_new(b->conn)
+                           : amqp_tcp_socket_new(b->conn);
     if (sock == NULL) {
         weft__free(scratch);
         weft__broker_close(b);
         return WEFT_ENOMEM;
+    }
+    if (b->is_tls && !tls_socket(b, sock, err, err_len)) {
+        weft__free(scratch);
+        weft__broker_close(b);
+        return WEFT_EIO;
     }
     if (!next_bound(b, &tv, &is_bounded)) {
         snprintf(err, err_len, "broker %s: cannot connect: no time left", b->url_safe);
@@ -546,7 +670,7 @@ weft__broker_publish(struct weft__broker *b,
                      uint64_t *seq)
 {
     amqp_basic_properties_t p;
-    amqp_table_entry_t h[5];
+    amqp_table_entry_t h[6];
     size_t n = 0;
     amqp_bytes_t content;
     int rc = 0;
@@ -590,6 +714,9 @@ weft__broker_publish(struct weft__broker *b,
     }
     if (msg->bounces > 0) {
         table_add(h, &n, "x-weft-bounces", NULL, msg->bounces);
+    }
+    if (msg->signature != NULL) {
+        table_add(h, &n, "weft-signature", msg->signature, 0);
     }
     p.headers.num_entries = (int)n;
     p.headers.entries = h;
@@ -745,6 +872,9 @@ fill_delivery(struct weft__broker *b, struct weft__broker_event *ev)
     }
     if (field_str(header(h, "tracestate"), b->tracestate, sizeof(b->tracestate))) {
         m->tracestate = b->tracestate;
+    }
+    if (field_str(header(h, "weft-signature"), b->signature, sizeof(b->signature))) {
+        m->signature = b->signature;
     }
     m->attempt = field_int(header(h, "x-weft-attempt"));
     m->timestamp_ms = (uint64_t)field_int(header(h, "x-weft-sent-ms"));

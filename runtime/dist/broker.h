@@ -66,6 +66,7 @@ struct weft__broker_msg {
     int64_t attempt;       /* header x-weft-attempt; 0: absent */
     uint64_t timestamp_ms; /* header x-weft-sent-ms (AMQP's timestamp has seconds only) */
     int64_t bounces;       /* header x-weft-bounces: times an orchestrator put it back */
+    const char *signature; /* header weft-signature (runtime/dist/sign.h); NULL: unsigned */
     /* Deliveries only. */
     int64_t delivery_count; /* x-delivery-count: earlier deliveries of this message */
     bool is_redelivered;

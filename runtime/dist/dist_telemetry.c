@@ -19,6 +19,8 @@ static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 
 /* The values of the bounded labels (docs/metrics.md). */
 static const char *const worker_outcomes[] = {"success", "failed", "requeued", "rejected"};
 static const char *const dead_reasons[] = {"delivery_limit", "malformed", "rejected"};
+static const char *const refused_reasons[] = {"unsigned", "forged", "unknown_key",
+                                              "malformed_signature"};
 
 static struct weft_instrument *
 make(struct weft__dist_metrics *m,
@@ -81,10 +83,27 @@ weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, 
                               "Tasks executing on the worker now");
         m->worker_concurrency = make(m, WEFT_INSTRUMENT_GAUGE, "weft.worker.concurrency", "{task}",
                                      "Tasks the worker runs at once at most");
+        m->commands_refused =
+            make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.commands.refused", "{command}",
+                 "Task programs the worker's command allow-list refused");
         for (size_t i = 0; i < sizeof(worker_outcomes) / sizeof(worker_outcomes[0]); i++) {
             struct weft_attr a = weft_attr_str("outcome", worker_outcomes[i]);
             if (m->worker_tasks != NULL) {
                 (void)weft_counter_add(m->worker_tasks, 0, &a, 1);
+            }
+        }
+        if (m->commands_refused != NULL) {
+            (void)weft_counter_add(m->commands_refused, 0, NULL, 0);
+        }
+    }
+    if ((families & WEFT__DIST_TRUST) != 0) {
+        /* Every reason at 0 from the start: an alert on increase() sees the first refusal. */
+        m->refused = make(m, WEFT_INSTRUMENT_COUNTER, "weft.dist.messages.refused", "{message}",
+                          "Task and result messages refused for their signature, by reason");
+        for (size_t i = 0; i < sizeof(refused_reasons) / sizeof(refused_reasons[0]); i++) {
+            struct weft_attr a = weft_attr_str("reason", refused_reasons[i]);
+            if (m->refused != NULL) {
+                (void)weft_counter_add(m->refused, 0, &a, 1);
             }
         }
     }
@@ -277,5 +296,23 @@ weft__dist_metrics_worker_busy(struct weft__dist_metrics *m, size_t busy, size_t
     if (m->worker_busy != NULL) {
         (void)weft_gauge_set(m->worker_busy, (double)busy, NULL, 0);
         (void)weft_gauge_set(m->worker_concurrency, (double)concurrency, NULL, 0);
+    }
+}
+
+void
+weft__dist_metrics_command_refused(struct weft__dist_metrics *m)
+{
+    if (m->commands_refused != NULL) {
+        (void)weft_counter_add(m->commands_refused, 1, NULL, 0);
+    }
+}
+
+void
+weft__dist_metrics_refused(struct weft__dist_metrics *m, const char *reason)
+{
+    struct weft_attr a = weft_attr_str("reason", reason);
+
+    if (m->refused != NULL) {
+        (void)weft_counter_add(m->refused, 1, &a, 1);
     }
 }

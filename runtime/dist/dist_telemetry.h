@@ -26,12 +26,14 @@ struct weft_instrument;
 #define WEFT__DIST_TASKS  1u /* weft.tasks.*, weft.task.*: an orchestrator's, per run */
 #define WEFT__DIST_BROKER 2u /* weft.broker.queue.depth, weft.workers.live, weft.broker.up */
 #define WEFT__DIST_WORKER 4u /* weft.worker.*: a worker's own */
+#define WEFT__DIST_TRUST  8u /* weft.dist.messages.refused: a process's own, worker or not */
 
 struct weft__dist_metrics {
     struct weft_meter *meter;
     struct weft_instrument *dispatched, *redeliveries, *dead, *duplicates, *in_flight;
     struct weft_instrument *dispatch_to_start, *start_to_end, *depth, *live, *up;
     struct weft_instrument *worker_tasks, *worker_busy, *worker_concurrency;
+    struct weft_instrument *refused, *commands_refused;
     /* The task measurements are recorded here too when set (weft__dist_metrics_tee). */
     struct weft__dist_metrics *also;
 };
@@ -88,5 +90,11 @@ void weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker
 /* Worker side. @p outcome: success, failed, requeued or rejected. */
 void weft__dist_metrics_worker_task(struct weft__dist_metrics *m, const char *outcome);
 void weft__dist_metrics_worker_busy(struct weft__dist_metrics *m, size_t busy, size_t concurrency);
+/* A task command refused by the worker's allow-list (weft.worker.commands.refused; no label:
+ * the command comes from the message and would make the series unbounded). */
+void weft__dist_metrics_command_refused(struct weft__dist_metrics *m);
+
+/* A message refused for its signature; @p reason: weft__verify_reason() (a bounded set). */
+void weft__dist_metrics_refused(struct weft__dist_metrics *m, const char *reason);
 
 #endif /* WEFT_RUNTIME_DIST_DIST_TELEMETRY_H */

@@ -10,12 +10,15 @@
 
 #include "runtime/mcp/hub.h"
 
+#include "base/env.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
+#include "base/uuid.h"
 #include "runtime/dist/broker.h"
 #include "runtime/dist/dist_telemetry.h"
 #include "runtime/dist/message.h"
+#include "runtime/dist/sign.h"
 #include "runtime/executor.h"
 #include "runtime/workflow.h"
 
@@ -29,6 +32,7 @@
 
 #define MAX_CONCURRENCY 256
 #define WF_CACHE        8
+#define MAX_ALLOWED     64 /* programs on the allow-list */
 
 typedef enum {
     JOB_FREE = 0,
@@ -82,6 +86,10 @@ struct worker {
     struct cached_wf cache[WF_CACHE];
     pthread_mutex_t cache_lock;
     struct weft__worker_stats stats;
+    struct weft__dist_keys keys; /* no current key: tasks are not authenticated */
+    char *allow_text;            /* the allow-list, split in place: allowed[] point into it */
+    const char *allowed[MAX_ALLOWED];
+    size_t allowed_count; /* 0: any program */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -227,6 +235,96 @@ consumer_span(struct worker *w, const struct job *j, const struct weft__task_msg
     return weft_span_start(w->tracer, name, &so);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The command allow-list                                                                      */
+
+/* Split the comma-separated list @p text into w->allowed (blanks around names dropped). */
+static weft_err
+allow_parse(struct worker *w, const char *text, char *err, size_t err_len)
+{
+    char *save = NULL;
+
+    if (text == NULL || text[0] == '\0') {
+        return WEFT_OK;
+    }
+    w->allow_text = weft__strdup(text);
+    if (w->allow_text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    for (char *tok = strtok_r(w->allow_text, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *end = tok + strlen(tok);
+        while (*tok == ' ' || *tok == '\t') {
+            tok++;
+        }
+        while (end > tok && (end[-1] == ' ' || end[-1] == '\t')) {
+            *--end = '\0';
+        }
+        if (tok[0] == '\0') {
+            continue;
+        }
+        if (w->allowed_count == MAX_ALLOWED) {
+            snprintf(err, err_len, "--allow-commands: at most %d programs", MAX_ALLOWED);
+            return WEFT_EINVAL;
+        }
+        w->allowed[w->allowed_count++] = tok;
+    }
+    return WEFT_OK;
+}
+
+/* Exact comparison, no basename: "sh" must not let "/tmp/x/sh" through. */
+static bool
+program_allowed(const struct worker *w, const char *program)
+{
+    if (w->allowed_count == 0) {
+        return true;
+    }
+    for (size_t i = 0; program != NULL && i < w->allowed_count; i++) {
+        if (strcmp(w->allowed[i], program) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The first program task @p t could start that the allow-list refuses, or NULL: a command
+ * step's argv[0]; an agent's command tools; the workflow's stdio MCP servers (a worker starts
+ * them for the workflow's tasks). */
+static const char *
+denied_program(const struct worker *w,
+               const struct weft_workflow *wf,
+               const struct weft__task_msg *t)
+{
+    if (w->allowed_count == 0) {
+        return NULL;
+    }
+    if (strcmp(t->kind, "command") == 0) {
+        const char *p = json_string_value(json_array_get(json_object_get(t->spec, "argv"), 0));
+        if (!program_allowed(w, p)) {
+            return p != NULL ? p : "(none)";
+        }
+    }
+    if (wf == NULL) {
+        return NULL;
+    }
+    if (strcmp(t->kind, "agent") == 0) {
+        size_t a = weft__wf_find_agent(wf, t->agent);
+        for (size_t i = 0; a != WF_NONE && i < wf->agents[a].tool_count; i++) {
+            const struct tool_def *d = &wf->tools[wf->agents[a].tools[i]];
+            if (d->type == TOOL_COMMAND && d->argc > 0 && !program_allowed(w, d->argv[0])) {
+                return d->argv[0];
+            }
+        }
+    }
+    for (size_t i = 0; i < wf->mcp_count; i++) {
+        const struct weft__mcp_server_config *c = &wf->mcp[i].cfg;
+        if (c->argc > 0 && !program_allowed(w, c->argv[0])) {
+            return c->argv[0];
+        }
+    }
+    return NULL;
+}
+
 /* Run the step of task @p t under @p span into @p r. */
 static void
 run_step(struct worker *w,
@@ -239,6 +337,7 @@ run_step(struct worker *w,
     struct weft__task_run tr;
     struct weft__task_outcome out;
     struct weft_workflow *wf = NULL;
+    const char *denied = NULL;
     char err[512] = "";
     weft_err e = WEFT_OK;
 
@@ -249,6 +348,24 @@ run_step(struct worker *w,
     if (wf == NULL && strcmp(t->kind, "noop") != 0) {
         r->error = weft__strdup(err);
         r->error_type = weft__strdup("workflow_invalid");
+        return;
+    }
+    denied = denied_program(w, wf, t);
+    if (denied != NULL) {
+        /* A step failure, not a crash or a rejected message: the orchestrator learns at once
+         * why, and its correction or retry policy decides what follows. */
+        snprintf(err, sizeof(err), "command '%.200s' not allowed on this worker", denied);
+        WEFT_LOG(WEFT_LOG_WARN, "worker %s: task %s (step %s): %s (--allow-commands)", w->id,
+                 t->task_id, t->step_id, err);
+        r->error = weft__strdup(err);
+        r->error_type = weft__strdup("command_not_allowed");
+        pthread_mutex_lock(&w->lock);
+        w->stats.commands_refused++;
+        pthread_mutex_unlock(&w->lock);
+        weft__dist_metrics_command_refused(&w->metrics);
+        if (wf != NULL && !workflow_is_cached(w, wf)) {
+            weft_workflow_free(wf);
+        }
         return;
     }
     memset(&task, 0, sizeof(task));
@@ -401,6 +518,52 @@ job_free(struct job *j)
     memset(j, 0, sizeof(*j));
 }
 
+/* The task id a refused message claims, for the log line: its message id, else the body's
+ * "task_id", when either is a UUID (anything else is not printed: it came from whoever
+ * published it and could carry control characters into the log). */
+static void
+claimed_task_id(const struct weft__broker_event *ev, char out[WEFT_UUID_LEN + 1])
+{
+    json_t *root = NULL;
+    const char *id = ev->msg.message_id;
+
+    snprintf(out, WEFT_UUID_LEN + 1, "(unknown)");
+    if (id != NULL && weft__uuid_is_valid(id)) {
+        snprintf(out, WEFT_UUID_LEN + 1, "%s", id);
+        return;
+    }
+    if (ev->body_len <= WEFT__MSG_MAX) {
+        root = json_loadb(ev->body, ev->body_len, 0, NULL);
+    }
+    id = json_string_value(json_object_get(root, "task_id"));
+    if (id != NULL && weft__uuid_is_valid(id)) {
+        snprintf(out, WEFT_UUID_LEN + 1, "%s", id);
+    }
+    json_decref(root);
+}
+
+/* With a key: is @p ev signed by the orchestrator? A refused task goes to the dead letters
+ * unread (no requeue: another worker would refuse it too), logged and counted. */
+static bool
+task_verified(struct worker *w, const struct weft__broker_event *ev)
+{
+    weft__verify_result v = weft__dist_verify(&w->keys, &ev->msg, ev->body, ev->body_len);
+    char task_id[WEFT_UUID_LEN + 1];
+
+    if (v == WEFT__VERIFY_OK) {
+        return true;
+    }
+    claimed_task_id(ev, task_id);
+    WEFT_LOG(WEFT_LOG_WARN,
+             "worker %s: task %s refused (%s): not signed with this deployment's key "
+             "(WEFT_DIST_KEY); rejected to the dead letters without running",
+             w->id, task_id, weft__verify_reason(v));
+    (void)weft__broker_reject(w->broker, ev->delivery_tag, false);
+    w->stats.refused++;
+    weft__dist_metrics_refused(&w->metrics, weft__verify_reason(v));
+    return false;
+}
+
 static void
 on_delivery(struct worker *w, const struct weft__broker_event *ev)
 {
@@ -414,6 +577,9 @@ on_delivery(struct worker *w, const struct weft__broker_event *ev)
         return;
     }
     w->stats.received++;
+    if (!task_verified(w, ev)) {
+        return;
+    }
     j->body = malloc(ev->body_len + 1);
     if (j->body == NULL) {
         (void)weft__broker_reject(w->broker, ev->delivery_tag, true);
@@ -503,12 +669,17 @@ flush_jobs(struct worker *w)
             job_free(j);
         } else if (j->state == JOB_DONE) {
             struct weft__broker_msg msg;
+            char signature[WEFT__SIGN_LEN];
             memset(&msg, 0, sizeof(msg));
             msg.message_id = j->task_id;
             msg.correlation_id = j->task_id;
             msg.type = WEFT__MSG_RESULT;
             msg.traceparent = j->traceparent[0] != '\0' ? j->traceparent : NULL;
             msg.timestamp_ms = weft__now_ns() / 1000000u;
+            if (weft__dist_keys_enabled(&w->keys) &&
+                weft__dist_sign(&w->keys, &msg, j->result, j->result_len, signature) != WEFT_OK) {
+                continue; /* out of memory: tried again at the next flush */
+            }
             if (weft__broker_publish(w->broker, "result", false, &msg, j->result, j->result_len,
                                      &j->publish_seq) == WEFT_OK) {
                 j->state = JOB_PUBLISHED;
@@ -643,6 +814,31 @@ serve(struct worker *w, char *err, size_t err_len)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* Say once at start how far this worker trusts its tasks: the key id (never the key), or
+ * that anyone who can publish to the broker can run its tasks. */
+static void
+log_trust(const struct worker *w)
+{
+    if (weft__dist_keys_enabled(&w->keys)) {
+        WEFT_LOG(WEFT_LOG_INFO,
+                 "worker %s: tasks must be signed: key %s%s%s; unsigned or forged ones are "
+                 "refused",
+                 w->id, w->keys.current.id,
+                 w->keys.previous.secret != NULL ? ", previous key " : "",
+                 w->keys.previous.secret != NULL ? w->keys.previous.id : "");
+    } else {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "worker %s: tasks are not authenticated: anyone who can publish to the broker "
+                 "can run commands here; set WEFT_DIST_KEY or WEFT_DIST_KEY_FILE "
+                 "(docs/distributed.md, \"Trust\")",
+                 w->id);
+    }
+    if (w->allowed_count > 0) {
+        WEFT_LOG(WEFT_LOG_INFO, "worker %s: %zu program(s) allowed (--allow-commands)", w->id,
+                 w->allowed_count);
+    }
+}
+
 weft_err
 weft__worker_run(const struct weft__worker_config *cfg,
                  struct weft__worker_stats *stats,
@@ -676,6 +872,15 @@ weft__worker_run(const struct weft__worker_config *cfg,
     bc.max_redeliveries = cfg->max_redeliveries;
     bc.name = w->id;
     e = weft__broker_new(&bc, &w->broker, err, err_len);
+    if (e == WEFT_OK) {
+        e = weft__dist_keys_from_env(&w->keys, err, err_len);
+    }
+    if (e == WEFT_OK) {
+        e = allow_parse(w,
+                        cfg->allow_commands != NULL ? cfg->allow_commands
+                                                    : weft__env("WEFT_WORKER_ALLOW_COMMANDS"),
+                        err, err_len);
+    }
     /* Room for a full prefetch on a new connection while the old one's tasks finish. */
     w->job_cap = 2 * (size_t)w->concurrency;
     w->jobs = e == WEFT_OK ? weft__calloc(w->job_cap, sizeof(*w->jobs)) : NULL;
@@ -689,7 +894,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
         if (cfg->provider != NULL) {
             (void)weft_provider_get_tracer(cfg->provider, "weft.worker", WEFT_VERSION, &w->tracer);
         }
-        weft__dist_metrics_init(&w->metrics, cfg->meter, WEFT__DIST_WORKER);
+        weft__dist_metrics_init(&w->metrics, cfg->meter, WEFT__DIST_WORKER | WEFT__DIST_TRUST);
         weft__dist_metrics_worker_busy(&w->metrics, 0, w->concurrency);
         e = connect_loop(w, err, err_len);
     }
@@ -697,6 +902,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
         WEFT_LOG(WEFT_LOG_INFO, "worker %s: consuming %s on %s with %u slots", w->id,
                  weft__broker_names(w->broker)->dispatch, weft__broker_url_safe(w->broker),
                  w->concurrency);
+        log_trust(w);
         for (; started < w->concurrency; started++) {
             if (pthread_create(&threads[started], NULL, executor_main, w) != 0) {
                 break;
@@ -728,6 +934,8 @@ weft__worker_run(const struct weft__worker_config *cfg,
     }
     weft__dist_metrics_cleanup(&w->metrics);
     weft__broker_free(w->broker);
+    weft__dist_keys_cleanup(&w->keys);
+    weft__free(w->allow_text);
     weft__free(w->jobs);
     weft__free(w);
     return e;

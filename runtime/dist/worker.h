@@ -9,6 +9,13 @@
  * goes away the worker reconnects with backoff; tasks running then still publish their results
  * (the orchestrator keeps the first per task and attempt).
  *
+ * Trust (docs/distributed.md, "Trust"): with a key in the environment (runtime/dist/sign.h)
+ * a task whose signature is missing or does not verify is rejected without requeue (to the
+ * dead letters), logged with its reason and task id, counted in weft.dist.messages.refused
+ * and never decoded further; results are signed. Without a key tasks run as before, and the
+ * worker says once at start that they are not authenticated. An allow-list of programs
+ * (allow_commands) fails, as a step failure, any task whose step would start another program.
+ *
  * Shutdown: when *stop becomes non-zero (SIGTERM), the worker takes no new task, gives back
  * the ones it received but did not start, lets the running ones finish (at most grace_ms, then
  * they are aborted and left unacknowledged, so the broker redelivers them), publishes their
@@ -36,6 +43,10 @@ struct weft__worker_config {
     const volatile sig_atomic_t *stop;
     /* Give up when no connection could be made for this long (0: keep trying). */
     uint32_t connect_timeout_ms;
+    /* Programs a task may start, comma-separated, each compared with argv[0] exactly: "sh"
+     * allows sh looked up in the worker's PATH, "/usr/bin/sh" that path and nothing else.
+     * NULL: $WEFT_WORKER_ALLOW_COMMANDS; unset or empty: any program. */
+    const char *allow_commands;
 };
 
 struct weft__worker_stats {
@@ -45,11 +56,14 @@ struct weft__worker_stats {
     uint64_t rejected; /* malformed or foreign messages sent to the dead letters */
     uint64_t requeued; /* given back at shutdown without running */
     uint64_t reconnects;
+    uint64_t refused;          /* tasks refused for their signature (unsigned, forged, ...) */
+    uint64_t commands_refused; /* tasks failed by the command allow-list */
 };
 
-/* Run until *cfg->stop. @return WEFT_OK after a graceful stop, WEFT_EINVAL (bad URL or prefix:
- * reason in @p err), WEFT_EIO (no connection within connect_timeout_ms: reason in @p err),
- * WEFT_ENOMEM. @p stats (may be NULL) receives the counts. */
+/* Run until *cfg->stop. @return WEFT_OK after a graceful stop, WEFT_EINVAL (bad URL or prefix,
+ * an unusable key or key file, an allow-list too long: reason in @p err), WEFT_EIO (no connection
+ * within connect_timeout_ms: reason in @p err), WEFT_ENOMEM. @p stats (may be NULL) receives the
+ * counts. */
 weft_err weft__worker_run(const struct weft__worker_config *cfg,
                           struct weft__worker_stats *stats,
                           char *err,
