@@ -200,6 +200,8 @@ cli_take_allow_hosts(const char *cmd, int *argc, char **argv, const char **hosts
 void cli_serve_usage(FILE *out);
 int cli_runs(int argc, char **argv);
 void cli_runs_usage(FILE *out);
+int cli_gc(int argc, char **argv);
+void cli_gc_usage(FILE *out);
 int cli_teams(int argc, char **argv);
 void cli_teams_usage(FILE *out);
 int cli_skills(int argc, char **argv);

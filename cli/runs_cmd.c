@@ -1,5 +1,6 @@
-/* cli/runs_cmd.c - `weft runs`, `weft run show RUN_ID` and `weft resume RUN_ID`: the state
- * database read back (include/weft/runtime.h) and interrupted runs continued. */
+/* cli/runs_cmd.c - `weft runs`, `weft runs pin|unpin RUN`, `weft run show RUN_ID` and
+ * `weft resume RUN_ID`: the state database read back (include/weft/runtime.h), runs kept from
+ * `weft gc` (docs/retention.md) and interrupted runs continued. */
 #include "cli.h"
 #include "report/docs.h"
 
@@ -12,10 +13,13 @@ void
 cli_runs_usage(FILE *out)
 {
     fputs("usage: weft runs [--limit N] [--state PATH] [--json]\n"
+          "       weft runs pin|unpin RUN_ID|prefix|last [--state PATH]\n"
           "       weft run show RUN_ID|prefix|last [--state PATH] [--json]\n"
           "\n"
           "  runs       recent runs, newest first: status, duration, steps, loops, reward,\n"
-          "             and why a run did not complete\n"
+          "             and why a run did not complete; a pinned run's id ends in '*'\n"
+          "  runs pin   keep the run from weft gc whatever its age (unpin: no longer);\n"
+          "             docs/retention.md\n"
           "  run show   one run's plan as a table, with its DAG-surgery history, the stored\n"
           "             failure text of failed steps, the steps a failed dependency skipped,\n"
           "             and the steps' results\n"
@@ -27,7 +31,8 @@ cli_runs_usage(FILE *out)
           "      --json        one JSON document (schema weft.runs/v1, weft.run/v1:\n"
           "                    docs/cli-json.md)\n"
           "\n"
-          "exit status: 0 ok, 1 no such run or no database, 2 bad usage\n",
+          "exit status: 0 ok, 1 no such run or no database, 2 bad usage (also a prefix\n"
+          "             that matches several runs, for pin and unpin)\n",
           out);
 }
 
@@ -168,6 +173,46 @@ print_runs_json(const struct weft_run_info *runs, size_t count)
     return cli_json_print(doc);
 }
 
+/* `weft runs pin|unpin RUN`: argv[0] is "pin" or "unpin". */
+static int
+runs_pin(int argc, char **argv)
+{
+    const char *state = NULL;
+    bool is_help = false;
+    bool is_pin = strcmp(argv[0], "pin") == 0;
+    char *positional[1];
+    char id[96];
+    size_t count = 0;
+    const struct cli_option options[] = {
+        {"state", 0, true, false, &state, NULL},
+        {"help", 'h', false, false, NULL, &is_help},
+    };
+    const char *cmd = is_pin ? "runs pin" : "runs unpin";
+    weft_err err = WEFT_OK;
+
+    if (cli_parse(cmd, argc, argv, options, sizeof(options) / sizeof(options[0]), positional, 1,
+                  &count) != CLI_EXIT_OK) {
+        return CLI_EXIT_USAGE;
+    }
+    if (is_help || count != 1) {
+        cli_runs_usage(is_help ? stdout : stderr);
+        return is_help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    err = weft_run_pin(state, positional[0], is_pin, id, sizeof(id));
+    if (err == WEFT_EINVAL) {
+        /* The library logged which (several runs match, or a malformed id). */
+        fprintf(stderr, "weft %s: '%s' does not name one run (give more of its id)\n", cmd,
+                positional[0]);
+        return CLI_EXIT_USAGE;
+    }
+    if (err != WEFT_OK) {
+        return explain(cmd, err, positional[0]);
+    }
+    printf("%s %s%s\n", is_pin ? "pinned" : "unpinned", id,
+           is_pin ? ": weft gc keeps it" : ": weft gc may delete it once it is old enough");
+    return CLI_EXIT_OK;
+}
+
 int
 cli_runs(int argc, char **argv)
 {
@@ -185,7 +230,11 @@ cli_runs(int argc, char **argv)
         {"help", 'h', false, false, NULL, &is_help},
     };
     weft_err err = WEFT_OK;
+    bool has_pinned = false;
 
+    if (argc > 1 && (strcmp(argv[1], "pin") == 0 || strcmp(argv[1], "unpin") == 0)) {
+        return runs_pin(argc - 1, argv + 1);
+    }
     if (cli_parse("runs", argc, argv, options, sizeof(options) / sizeof(options[0]), NULL, 0,
                   &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;
@@ -221,6 +270,7 @@ cli_runs(int argc, char **argv)
     for (size_t i = 0; i < count; i++) {
         char started[32];
         char dur[32] = "-";
+        size_t id_len = 0;
         format_time(runs[i].started_ns, started, sizeof(started));
         if (runs[i].ended_ns > runs[i].started_ns) {
             /* An interrupted run ran at least until its last sign of life (docs/durability.md),
@@ -231,7 +281,11 @@ cli_runs(int argc, char **argv)
             cli_format_duration(runs[i].ended_ns - runs[i].started_ns, dur + is_cut,
                                 sizeof(dur) - is_cut);
         }
-        printf("%-14s ", runs[i].run_id);
+        /* A pinned run's id ends in '*' (weft gc keeps it). */
+        id_len = strlen(runs[i].run_id);
+        printf("%s%-*s ", runs[i].run_id, id_len < 14 ? (int)(14 - id_len) : 0,
+               runs[i].is_pinned ? "*" : "");
+        has_pinned = has_pinned || runs[i].is_pinned;
         printf("%*s", (int)(21 - cli_put_clean(stdout, runs[i].workflow, 20)), "");
         printf("%-17s %-19s %10s %6zu %6ld %8.2f", runs[i].status, started, dur, runs[i].step_count,
                loops_total(runs[i].loops), runs[i].reward);
@@ -241,6 +295,9 @@ cli_runs(int argc, char **argv)
             cli_put_clean(stdout, runs[i].reason, 70);
         }
         putchar('\n');
+    }
+    if (has_pinned) {
+        printf("* pinned: weft gc keeps it (weft runs unpin RUN)\n");
     }
     weft_run_infos_free(runs, count);
     return CLI_EXIT_OK;

@@ -169,6 +169,7 @@ weft__doc_run_info(const struct weft_run_info *info)
     json_object_set_new(o, "input_tokens", json_integer(info->input_tokens));
     json_object_set_new(o, "output_tokens", json_integer(info->output_tokens));
     json_object_set_new(o, "cost_usd", json_real(info->cost_usd));
+    json_object_set_new(o, "pinned", json_boolean(info->is_pinned));
     json_object_set_new(o, "loops", json_is_object(loops) ? loops : json_object());
     if (!json_is_object(loops)) {
         json_decref(loops);

@@ -389,6 +389,57 @@ weft__state_run_origin(struct rt_state *st,
 }
 
 weft_err
+weft__state_run_pin(struct rt_state *st, const char *run_id, bool is_pinned)
+{
+    if (st == NULL || run_id == NULL) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->run_pin(st, run_id, is_pinned);
+}
+
+weft_err
+weft__state_gc_scan(struct rt_state *st,
+                    uint64_t cutoff_ns,
+                    uint64_t after_ns,
+                    const char *after_id,
+                    size_t limit,
+                    state_gc_fn fn,
+                    void *user_data)
+{
+    if (st == NULL || fn == NULL || limit == 0) {
+        return WEFT_EINVAL;
+    }
+    return st->ops->gc_scan(st, cutoff_ns, after_ns, after_id, limit, fn, user_data);
+}
+
+weft_err
+weft__state_gc_kept(struct rt_state *st, uint64_t cutoff_ns, size_t *pinned, size_t *running)
+{
+    if (st == NULL || pinned == NULL || running == NULL) {
+        return WEFT_EINVAL;
+    }
+    *pinned = 0;
+    *running = 0;
+    return st->ops->gc_kept(st, cutoff_ns, pinned, running);
+}
+
+weft_err
+weft__state_gc_run(struct rt_state *st,
+                   const char *run_id,
+                   uint64_t cutoff_ns,
+                   bool is_dry_run,
+                   uint64_t *rows,
+                   bool *is_deleted)
+{
+    if (st == NULL || run_id == NULL || rows == NULL || is_deleted == NULL) {
+        return WEFT_EINVAL;
+    }
+    *rows = 0;
+    *is_deleted = false;
+    return st->ops->gc_run(st, run_id, cutoff_ns, is_dry_run, rows, is_deleted);
+}
+
+weft_err
 weft__state_check(struct rt_state *st, char *err, size_t err_len)
 {
     return st->ops->check(st, err, err_len);

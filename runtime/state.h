@@ -293,6 +293,45 @@ weft_err weft__state_run_origin(struct rt_state *st,
                                 const char *origin_step);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Retention (retention.c, docs/retention.md)                                                  */
+
+/* Pin or unpin run @p run_id (a full id). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no such
+ * run), WEFT_EIO (logged). */
+weft_err weft__state_run_pin(struct rt_state *st, const char *run_id, bool is_pinned);
+
+/* One run weft__state_gc_scan() found; @p run_id is borrowed for the call, and @p fn must not
+ * use the handle. A non-OK return stops the scan and is returned. */
+typedef weft_err (*state_gc_fn)(const char *run_id, uint64_t ended_ns, void *user_data);
+/* Call @p fn for at most @p limit runs that retention may delete (ended before @p cutoff_ns, not
+ * stored as running, not pinned), in (ended_ns, id) order, strictly after (@p after_ns,
+ * @p after_id) when @p after_id is not NULL: a page at a time, whether or not the previous
+ * page was deleted. @return WEFT_OK, WEFT_EINVAL, WEFT_EIO, or @p fn's error. */
+weft_err weft__state_gc_scan(struct rt_state *st,
+                             uint64_t cutoff_ns,
+                             uint64_t after_ns,
+                             const char *after_id,
+                             size_t limit,
+                             state_gc_fn fn,
+                             void *user_data);
+/* How many runs retention keeps although they are old: pinned runs that ended before
+ * @p cutoff_ns (not running), and runs stored as running that started before it.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO. */
+weft_err
+weft__state_gc_kept(struct rt_state *st, uint64_t cutoff_ns, size_t *pinned, size_t *running);
+/* Delete run @p run_id with its rows in every run-keyed table, and its session's messages and
+ * cursors when no other run of that session remains, in one transaction that first checks
+ * again that the run may go (ended before @p cutoff_ns, not running, not pinned); with
+ * @p is_dry_run, count the same rows and delete nothing. *rows: the rows deleted (or counted);
+ * *is_deleted: false when the run may no longer go (or is gone), with *rows 0.
+ * @return WEFT_OK, WEFT_EINVAL, WEFT_EIO (logged; rolled back). */
+weft_err weft__state_gc_run(struct rt_state *st,
+                            const char *run_id,
+                            uint64_t cutoff_ns,
+                            bool is_dry_run,
+                            uint64_t *rows,
+                            bool *is_deleted);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Run metric snapshots in a PostgreSQL state (metrics_store.c)                                */
 
 /* A SQLite state's snapshots are written and folded by metrics_store.c over a connection of its

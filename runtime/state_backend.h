@@ -181,11 +181,27 @@ struct weft__state_ops {
                               const char *id,
                               const char *agent,
                               size_t *removed);
-    weft_err (*skills_prune)(struct rt_state *st,
-                             size_t max_per_agent,
-                             uint64_t max_age_ns,
-                             uint64_t now_ns,
-                             size_t *removed);
+    weft_err (*skills_prune)(
+        struct rt_state *st,
+        size_t max_per_agent,
+        uint64_t max_age_ns,
+        uint64_t now_ns,
+        size_t *removed); /* Retention (state.h documents each; state.c checks the arguments). */
+    weft_err (*run_pin)(struct rt_state *st, const char *run_id, bool is_pinned);
+    weft_err (*gc_scan)(struct rt_state *st,
+                        uint64_t cutoff_ns,
+                        uint64_t after_ns,
+                        const char *after_id,
+                        size_t limit,
+                        state_gc_fn fn,
+                        void *user_data);
+    weft_err (*gc_kept)(struct rt_state *st, uint64_t cutoff_ns, size_t *pinned, size_t *running);
+    weft_err (*gc_run)(struct rt_state *st,
+                       const char *run_id,
+                       uint64_t cutoff_ns,
+                       bool is_dry_run,
+                       uint64_t *rows,
+                       bool *is_deleted);
 };
 
 /* The first member of every backend's handle. */

@@ -255,8 +255,14 @@ static const char migration_6[] =
  * and resume work after the workflow file moved. SQLite's version 11. */
 static const char migration_7[] = "ALTER TABLE workflows ADD COLUMN workflow_snapshot TEXT;";
 
+/* Retention (docs/retention.md): a pinned run is kept by `weft gc` whatever its age; the index
+ * on ended_ns finds the runs old enough to go. SQLite's version 12. */
+static const char migration_8[] =
+    "ALTER TABLE workflows ADD COLUMN pinned BOOLEAN NOT NULL DEFAULT false;"
+    "CREATE INDEX workflows_ended_idx ON workflows (ended_ns);";
+
 static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5, migration_6, migration_7};
+                                         migration_5, migration_6, migration_7, migration_8};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1883,7 +1889,7 @@ pg_cursors_save(struct rt_state *base,
     " COALESCE(total_reward, 0), input_tokens, output_tokens, cost_usd,"                       \
     " (SELECT count(*) FROM tasks t WHERE t.workflow_id = w.workflow_id),"                     \
     " owner_pid, owner_host, heartbeat_ns," PG_LAST_LIFE ","                                   \
-    " origin_kind, origin_run_id, origin_step"
+    " origin_kind, origin_run_id, origin_step, pinned"
 
 static void
 read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom)
@@ -1914,6 +1920,7 @@ read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom
     info->origin_kind = col_dup(res, row, 24, is_oom);
     info->origin_run_id = col_dup(res, row, 25, is_oom);
     info->origin_step = col_dup(res, row, 26, is_oom);
+    info->is_pinned = val(res, row, 27) != NULL && strcmp(val(res, row, 27), "t") == 0;
 }
 
 static weft_err
@@ -3581,6 +3588,196 @@ pg_skills_prune(struct rt_state *base,
     return err;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Retention (state.h, docs/retention.md)                                                      */
+
+static weft_err
+pg_run_pin(struct rt_state *base, const char *run_id, bool is_pinned)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_bool(&p, is_pinned);
+    p_key(&p, run_id);
+    res = query(st, "run pin", "UPDATE workflows SET pinned = $1 WHERE run_id = $2", &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    err = affected(res) == 0 ? WEFT_ENOTFOUND : WEFT_OK;
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+pg_gc_scan(struct rt_state *base,
+           uint64_t cutoff_ns,
+           uint64_t after_ns,
+           const char *after_id,
+           size_t limit,
+           state_gc_fn fn,
+           void *user_data)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_u64(&p, cutoff_ns);
+    p_u64(&p, after_ns);
+    p_key(&p, after_id);
+    p_u64(&p, limit);
+    res = query(st, "gc scan",
+                "SELECT run_id, ended_ns FROM workflows WHERE status <> 'running'"
+                " AND ended_ns IS NOT NULL AND ended_ns < $1 AND NOT pinned AND ($3::text IS NULL"
+                " OR (ended_ns, run_id) > ($2::bigint, $3::text)) ORDER BY ended_ns, run_id"
+                " LIMIT $4",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = fn(PQgetvalue(res, i, 0), (uint64_t)col_i64(res, i, 1), user_data);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+pg_gc_kept(struct rt_state *base, uint64_t cutoff_ns, size_t *pinned, size_t *running)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_u64(&p, cutoff_ns);
+    res = query(st, "gc count",
+                "SELECT count(*) FILTER (WHERE pinned AND status <> 'running' AND ended_ns < $1),"
+                " count(*) FILTER (WHERE status = 'running' AND started_ns < $1) FROM workflows",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    *pinned = (size_t)col_i64(res, 0, 0);
+    *running = (size_t)col_i64(res, 0, 1);
+    PQclear(res);
+    return WEFT_OK;
+}
+
+/* A session's rows (messages, scripted cursors) go with its last run: later runs of the same
+ * session read its conversation back ($1 the run, $2 its session). */
+#define PG_SESSION_GONE                                                  \
+    " AND NOT EXISTS (SELECT 1 FROM workflows r WHERE r.session_id = $2" \
+    " AND r.run_id <> $1)"
+
+/* Every table with rows of a run, the run's own row last: the same WHERE counted (dry run) or
+ * deleted; each text a literal, as the prepared statement cache needs. Tasks are deleted
+ * before their workflow (not left to ON DELETE CASCADE) so that they are counted. Skills
+ * (lessons are skills) and teams keep their own retention and are not here. */
+static const struct pg_gc_table {
+    const char *name;
+    bool is_session; /* takes the session as $2 */
+    const char *count;
+    const char *del;
+} pg_gc_tables[] = {
+    {"tasks", false,
+     "SELECT count(*) FROM tasks WHERE workflow_id = (SELECT workflow_id FROM workflows"
+     " WHERE run_id = $1)",
+     "DELETE FROM tasks WHERE workflow_id = (SELECT workflow_id FROM workflows"
+     " WHERE run_id = $1)"},
+    {"llm_exchanges", false, "SELECT count(*) FROM llm_exchanges WHERE run_id = $1",
+     "DELETE FROM llm_exchanges WHERE run_id = $1"},
+    {"tool_results", false, "SELECT count(*) FROM tool_results WHERE run_id = $1",
+     "DELETE FROM tool_results WHERE run_id = $1"},
+    {"corrections", false, "SELECT count(*) FROM corrections WHERE run_id = $1",
+     "DELETE FROM corrections WHERE run_id = $1"},
+    {"run_metrics", false, "SELECT count(*) FROM run_metrics WHERE run_id = $1",
+     "DELETE FROM run_metrics WHERE run_id = $1"},
+    {"messages", true, "SELECT count(*) FROM messages WHERE session_id = $2" PG_SESSION_GONE,
+     "DELETE FROM messages WHERE session_id = $2" PG_SESSION_GONE},
+    {"script_cursor_keys", true,
+     "SELECT count(*) FROM script_cursor_keys WHERE session_id = $2" PG_SESSION_GONE,
+     "DELETE FROM script_cursor_keys WHERE session_id = $2" PG_SESSION_GONE},
+    {"workflows", false, "SELECT count(*) FROM workflows WHERE run_id = $1",
+     "DELETE FROM workflows WHERE run_id = $1"},
+};
+
+static weft_err
+pg_gc_run(struct rt_state *base,
+          const char *run_id,
+          uint64_t cutoff_ns,
+          bool is_dry_run,
+          uint64_t *rows,
+          bool *is_deleted)
+{
+    struct pg_state *st = pg(base);
+    PGresult *res = NULL;
+    struct params p;
+    char *session_id = NULL;
+    uint64_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (!is_dry_run && pg_begin(base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    /* FOR UPDATE: a process resuming or pinning the run meanwhile waits, or has committed and
+     * is seen here (the run is then kept). A dry run only reads. */
+    params_init(&p);
+    p_key(&p, run_id);
+    p_u64(&p, cutoff_ns);
+    res = query(st, "gc check",
+                is_dry_run ? "SELECT session_id FROM workflows WHERE run_id = $1"
+                             " AND status <> 'running' AND ended_ns IS NOT NULL"
+                             " AND ended_ns < $2 AND NOT pinned"
+                           : "SELECT session_id FROM workflows WHERE run_id = $1"
+                             " AND status <> 'running' AND ended_ns IS NOT NULL"
+                             " AND ended_ns < $2 AND NOT pinned FOR UPDATE",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        err = WEFT_EIO;
+    } else if (PQntuples(res) == 1) {
+        session_id = weft__strdup(PQgetvalue(res, 0, 0));
+        err = session_id == NULL ? WEFT_ENOMEM : WEFT_OK;
+    }
+    PQclear(res);
+    for (size_t i = 0;
+         err == WEFT_OK && session_id != NULL && i < sizeof(pg_gc_tables) / sizeof(pg_gc_tables[0]);
+         i++) {
+        const struct pg_gc_table *t = &pg_gc_tables[i];
+
+        params_init(&p);
+        p_key(&p, run_id);
+        if (t->is_session) {
+            p_key(&p, session_id);
+        }
+        res = query(st, t->name, is_dry_run ? t->count : t->del, &p);
+        params_cleanup(&p);
+        if (res == NULL) {
+            err = WEFT_EIO;
+            break;
+        }
+        n += is_dry_run ? (uint64_t)col_i64(res, 0, 0) : (uint64_t)affected(res);
+        PQclear(res);
+    }
+    if (!is_dry_run) {
+        err = tx_end(st, err);
+    }
+    if (err == WEFT_OK && session_id != NULL) {
+        *rows = n;
+        *is_deleted = true;
+    }
+    weft__free(session_id);
+    return err;
+}
+
 static const struct weft__state_ops pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -3630,4 +3827,8 @@ static const struct weft__state_ops pg_ops = {
     .skill_get = pg_skill_get,
     .skills_forget = pg_skills_forget,
     .skills_prune = pg_skills_prune,
+    .run_pin = pg_run_pin,
+    .gc_scan = pg_gc_scan,
+    .gc_kept = pg_gc_kept,
+    .gc_run = pg_gc_run,
 };

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 11
+#define SCHEMA_VERSION 12
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -241,6 +241,12 @@ static const char state_migrate_v10[] =
  * fork and resume work after the file moved. Only ADD COLUMN. */
 static const char state_migrate_v11[] = "ALTER TABLE runs ADD COLUMN workflow_snapshot TEXT;";
 
+/* Version 12 (retention, docs/retention.md): a pinned run is kept by `weft gc` whatever its
+ * age; the index on ended_ns finds the runs old enough to go. Only ADD COLUMN and CREATE. */
+static const char state_migrate_v12[] =
+    "ALTER TABLE runs ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX IF NOT EXISTS runs_ended ON runs(ended_ns);";
+
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
  * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
@@ -422,7 +428,9 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
          sqlite3_exec(st->db, state_migrate_v10, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 11 &&
          sqlite3_exec(st->db, state_migrate_v11, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 11; COMMIT", NULL, NULL, &errmsg) !=
+        (version < 12 &&
+         sqlite3_exec(st->db, state_migrate_v12, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 12; COMMIT", NULL, NULL, &errmsg) !=
             SQLITE_OK) {
         goto sql_fail;
     }
@@ -1047,7 +1055,7 @@ col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
     " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
     " input_tokens, output_tokens, cost_usd,"                                                 \
     " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS        \
-    ", origin_kind, origin_run_id, origin_step"
+    ", origin_kind, origin_run_id, origin_step, pinned"
 
 static void
 read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
@@ -1076,6 +1084,7 @@ read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
     info->origin_kind = col_dup(stmt, 24, is_oom);
     info->origin_run_id = col_dup(stmt, 25, is_oom);
     info->origin_step = col_dup(stmt, 26, is_oom);
+    info->is_pinned = sqlite3_column_int64(stmt, 27) != 0;
 }
 
 static weft_err
@@ -2636,6 +2645,249 @@ lite_skills_prune(struct rt_state *base,
     return err;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Retention (state.h, docs/retention.md)                                                      */
+
+static weft_err
+lite_run_pin(struct rt_state *base, const char *run_id, bool is_pinned)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET pinned = ? WHERE id = ?");
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int(stmt, 1, is_pinned ? 1 : 0);
+    bind_key(stmt, 2, run_id);
+    err = finish(st, stmt, "run pin");
+    if (err == WEFT_OK && sqlite3_changes(st->db) == 0) {
+        err = WEFT_ENOTFOUND;
+    }
+    return err;
+}
+
+static sqlite3_int64
+ns_param(uint64_t ns)
+{
+    return ns > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)ns;
+}
+
+static weft_err
+lite_gc_scan(struct rt_state *base,
+             uint64_t cutoff_ns,
+             uint64_t after_ns,
+             const char *after_id,
+             size_t limit,
+             state_gc_fn fn,
+             void *user_data)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(st, "SELECT id, ended_ns FROM runs WHERE status <> 'running'"
+                                     " AND ended_ns IS NOT NULL AND ended_ns < ?1 AND pinned = 0"
+                                     " AND (?3 IS NULL OR ended_ns > ?2 OR (ended_ns = ?2"
+                                     " AND id > ?3)) ORDER BY ended_ns, id LIMIT ?4");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, ns_param(cutoff_ns));
+    sqlite3_bind_int64(stmt, 2, ns_param(after_ns));
+    if (after_id != NULL) {
+        bind_key(stmt, 3, after_id);
+    }
+    sqlite3_bind_int64(stmt, 4, limit > INT64_MAX ? INT64_MAX : (sqlite3_int64)limit);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = fn((const char *)sqlite3_column_text(stmt, 0),
+                 (uint64_t)sqlite3_column_int64(stmt, 1), user_data);
+    }
+    sqlite3_finalize(stmt);
+    if (err == WEFT_OK && rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc scan failed: %s", sqlite3_errstr(rc));
+        err = WEFT_EIO;
+    }
+    return err;
+}
+
+static weft_err
+lite_gc_kept(struct rt_state *base, uint64_t cutoff_ns, size_t *pinned, size_t *running)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = prepare(
+        st, "SELECT COALESCE(SUM(pinned <> 0 AND status <> 'running' AND ended_ns IS NOT NULL"
+            " AND ended_ns < ?1), 0), COALESCE(SUM(status = 'running' AND started_ns < ?1), 0)"
+            " FROM runs");
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_int64(stmt, 1, ns_param(cutoff_ns));
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        *pinned = (size_t)sqlite3_column_int64(stmt, 0);
+        *running = (size_t)sqlite3_column_int64(stmt, 1);
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc count failed: %s", sqlite3_errstr(rc));
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+/* A session's rows (messages, scripted cursors) go with its last run: later runs of the same
+ * session read its conversation back (?1 the run, ?2 its session). */
+#define LITE_SESSION_GONE \
+    " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.session_id = ?2 AND r.id <> ?1)"
+
+/* Every table with rows of a run, the run's own row last: the same WHERE counted (dry run) or
+ * deleted. run_metrics is created by metrics_store.c on the first snapshot, so it may be
+ * missing. Skills (lessons are skills) and teams keep their own retention and are not here. */
+static const struct lite_gc_table {
+    const char *name;
+    const char *count;
+    const char *del;
+} lite_gc_tables[] = {
+    {"steps", "SELECT count(*) FROM steps WHERE run_id = ?1",
+     "DELETE FROM steps WHERE run_id = ?1"},
+    {"llm_exchanges", "SELECT count(*) FROM llm_exchanges WHERE run_id = ?1",
+     "DELETE FROM llm_exchanges WHERE run_id = ?1"},
+    {"tool_results", "SELECT count(*) FROM tool_results WHERE run_id = ?1",
+     "DELETE FROM tool_results WHERE run_id = ?1"},
+    {"corrections", "SELECT count(*) FROM corrections WHERE run_id = ?1",
+     "DELETE FROM corrections WHERE run_id = ?1"},
+    {"run_metrics", "SELECT count(*) FROM run_metrics WHERE run_id = ?1",
+     "DELETE FROM run_metrics WHERE run_id = ?1"},
+    {"messages", "SELECT count(*) FROM messages WHERE session_id = ?2" LITE_SESSION_GONE,
+     "DELETE FROM messages WHERE session_id = ?2" LITE_SESSION_GONE},
+    {"script_cursors",
+     "SELECT count(*) FROM script_cursors WHERE session_id = ?2" LITE_SESSION_GONE,
+     "DELETE FROM script_cursors WHERE session_id = ?2" LITE_SESSION_GONE},
+    {"script_cursor_keys",
+     "SELECT count(*) FROM script_cursor_keys WHERE session_id = ?2" LITE_SESSION_GONE,
+     "DELETE FROM script_cursor_keys WHERE session_id = ?2" LITE_SESSION_GONE},
+    {"runs", "SELECT count(*) FROM runs WHERE id = ?1", "DELETE FROM runs WHERE id = ?1"},
+};
+
+static bool
+lite_has_table(struct lite_state *st, const char *name)
+{
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    bool has = false;
+
+    if (stmt != NULL) {
+        bind_key(stmt, 1, name);
+        has = sqlite3_step(stmt) == SQLITE_ROW;
+    }
+    sqlite3_finalize(stmt);
+    return has;
+}
+
+/* Count or delete one table's rows of the run. */
+static weft_err
+lite_gc_table(struct lite_state *st,
+              const struct lite_gc_table *t,
+              const char *run_id,
+              const char *session_id,
+              bool is_dry_run,
+              uint64_t *rows)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = SQLITE_DONE;
+
+    if (strcmp(t->name, "run_metrics") == 0 && !lite_has_table(st, t->name)) {
+        return WEFT_OK;
+    }
+    stmt = prepare(st, is_dry_run ? t->count : t->del);
+    if (stmt == NULL) {
+        st->is_tx_failed = st->tx_depth > 0;
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    if (sqlite3_bind_parameter_count(stmt) >= 2) {
+        bind_key(stmt, 2, session_id);
+    }
+    rc = sqlite3_step(stmt);
+    if (is_dry_run && rc == SQLITE_ROW) {
+        *rows += (uint64_t)sqlite3_column_int64(stmt, 0);
+        rc = SQLITE_DONE;
+    } else if (rc == SQLITE_DONE) {
+        *rows += (uint64_t)sqlite3_changes(st->db);
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc of run %s: %s failed: %s", run_id, t->name,
+                 sqlite3_errstr(rc));
+        st->is_tx_failed = st->tx_depth > 0;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+static weft_err
+lite_gc_run(struct rt_state *base,
+            const char *run_id,
+            uint64_t cutoff_ns,
+            bool is_dry_run,
+            uint64_t *rows,
+            bool *is_deleted)
+{
+    struct lite_state *st = lite(base);
+    sqlite3_stmt *stmt = NULL;
+    char *session_id = NULL;
+    uint64_t n = 0;
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    /* The write lock first (BEGIN IMMEDIATE), then the check: a run resumed or pinned by
+     * another process after the scan is seen here and kept. A dry run reads without it. */
+    if (!is_dry_run && lite_begin(base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    stmt = prepare(st, "SELECT session_id FROM runs WHERE id = ?1 AND status <> 'running'"
+                       " AND ended_ns IS NOT NULL AND ended_ns < ?2 AND pinned = 0");
+    if (stmt == NULL) {
+        err = WEFT_EIO;
+        goto out;
+    }
+    bind_key(stmt, 1, run_id);
+    sqlite3_bind_int64(stmt, 2, ns_param(cutoff_ns));
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        session_id = weft__strdup((const char *)sqlite3_column_text(stmt, 0));
+        err = session_id == NULL ? WEFT_ENOMEM : WEFT_OK;
+    } else if (rc != SQLITE_DONE) {
+        state_note_error(st, rc);
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc of run %s: %s", run_id, sqlite3_errstr(rc));
+        err = WEFT_EIO;
+    }
+    sqlite3_finalize(stmt);
+    if (err != WEFT_OK || rc != SQLITE_ROW) {
+        goto out; /* an error, or the run may no longer go: nothing written */
+    }
+    for (size_t i = 0; err == WEFT_OK && i < sizeof(lite_gc_tables) / sizeof(lite_gc_tables[0]);
+         i++) {
+        err = lite_gc_table(st, &lite_gc_tables[i], run_id, session_id, is_dry_run, &n);
+    }
+out:
+    if (!is_dry_run) {
+        err = tx_end(st, err);
+    }
+    if (err == WEFT_OK && session_id != NULL) {
+        *rows = n;
+        *is_deleted = true;
+    }
+    weft__free(session_id);
+    return err;
+}
+
 static const struct weft__state_ops lite_ops = {
     .name = "sqlite",
     .close = lite_close,
@@ -2685,4 +2937,8 @@ static const struct weft__state_ops lite_ops = {
     .skill_get = lite_skill_get,
     .skills_forget = lite_skills_forget,
     .skills_prune = lite_skills_prune,
+    .run_pin = lite_run_pin,
+    .gc_scan = lite_gc_scan,
+    .gc_kept = lite_gc_kept,
+    .gc_run = lite_gc_run,
 };

@@ -402,6 +402,8 @@ struct weft_run_info {
     int64_t input_tokens;
     int64_t output_tokens;
     double cost_usd;
+    /** Kept by weft_runs_gc() whatever its age (weft_run_pin()). */
+    bool is_pinned;
 };
 
 /** One DAG surgery of a run. Lists are JSON arrays of step ids. */
@@ -548,6 +550,55 @@ WEFT_API weft_err weft_runs_recover(const char *state_path,
                                     weft_interrupted_fn fn,
                                     void *user_data,
                                     size_t *count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Retention: pinning runs and deleting old ones (`weft runs pin`, `weft gc`, docs/retention.md) */
+
+/** Pin (@p is_pinned true) or unpin the run @p ref names: a pinned run is kept by
+ * weft_runs_gc() whatever its age. Pinning a pinned run (or unpinning an unpinned one) is not
+ * an error.
+ * @param state_path as weft_run_load(). @param ref a run id, a unique prefix of one, or "last".
+ * @param id_out receives the run's full id, NUL-terminated (may be NULL); @p id_len its size.
+ * @return WEFT_OK, WEFT_ENOTFOUND (no such run, or no database), WEFT_EINVAL (ambiguous prefix,
+ * malformed ref, NULL @p ref), WEFT_EIO, WEFT_ENOMEM. On error the run is unchanged.
+ * Ownership: borrows every argument for the call. Thread-safety: any thread (a handle of its
+ * own per call). */
+WEFT_API weft_err
+weft_run_pin(const char *state_path, const char *ref, bool is_pinned, char *id_out, size_t id_len);
+
+/** What weft_runs_gc() deleted, or with dry_run would delete. */
+struct weft_runs_gc_report {
+    size_t runs_deleted;       /**< runs deleted (dry run: that would be) */
+    uint64_t rows_deleted;     /**< rows of every run-keyed table, the runs' own included */
+    size_t workspaces_removed; /**< workspace folders removed (dry run: that would be) */
+    uint64_t workspace_bytes;  /**< bytes of regular files in them (apparent size) */
+    size_t workspace_errors;   /**< folders that could not be removed whole (logged) */
+    size_t runs_kept_pinned;   /**< ended before the cutoff but pinned */
+    size_t runs_kept_running;  /**< started before the cutoff, stored as running */
+};
+
+/** Delete every stored run that ended before @p cutoff_ns (nanoseconds since the Unix epoch),
+ * except runs stored as running (whatever their age: weft_runs_recover() first marks those
+ * whose process died) and pinned runs. A run goes with its rows in every run-keyed table
+ * (steps or tasks, LLM exchanges, tool results, corrections, metric snapshots) in one
+ * transaction per run, re-checked inside it, so a run resumed or pinned meanwhile is kept; its
+ * session's messages and scripted cursors go with the session's last stored run. Skills,
+ * lessons and composed teams are kept (they have their own retention). Then the run's
+ * workspace folder is removed, under one rule: only the entry named exactly as the run's id
+ * directly under weft's own workspaces root ($WEFT_HOME/workspaces, else ./.weft/workspaces,
+ * as a run creates it), and never across a symbolic link or a mount: a link in its place is
+ * removed as a link, its target untouched, and a --workspace elsewhere is never looked at.
+ * @param state_path as weft_run_load(). @param is_dry_run count and report, change nothing.
+ * @param out receives the report (zeroed first; filled also on a failure part way, for what
+ * was done until then).
+ * @return WEFT_OK, WEFT_ENOTFOUND (no database), WEFT_EINVAL (NULL @p out), WEFT_EIO (the
+ * database; runs deleted before the failure stay deleted), WEFT_ENOMEM. A workspace that
+ * cannot be removed is not an error: it is counted in workspace_errors and logged.
+ * Ownership: borrows every argument for the call. Thread-safety: any thread. */
+WEFT_API weft_err weft_runs_gc(const char *state_path,
+                               uint64_t cutoff_ns,
+                               bool is_dry_run,
+                               struct weft_runs_gc_report *out);
 
 #ifdef __cplusplus
 }

@@ -1635,9 +1635,262 @@ test_state_tool_results_and_origin_round_trip(void **state)
     weft__state_info_cleanup(&info);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Retention: pinning and deleting old runs (retention.c)                                      */
+
+#define GC_CUTOFF 500000000000ull /* runs seeded to end before it are old */
+
+/* Seed run @p id of @p session with one row in every run-keyed table; @p ended_ns 0 leaves it
+ * running. */
+static void
+gc_seed(struct fx *f, const char *id, const char *session, uint64_t ended_ns)
+{
+    struct plan_step step;
+    struct weft__state_tool_result r;
+    struct weft__state_run_end end;
+    json_t *cursors = json_pack("{s:i}", "a/act", 1);
+    json_t *entry = json_pack("{s:s}", "content", "answer");
+    char sql[512];
+
+    memset(&step, 0, sizeof(step));
+    step.id = "s1";
+    step.task = "do it";
+    step.status = STEP_COMPLETED;
+    assert_weft_ok(weft__state_run_begin(f->st, id, "wf", NULL, session, "in", 1000));
+    assert_weft_ok(weft__state_step_save(f->st, id, 0, &step, "a"));
+    assert_weft_ok(weft__state_message_add(f->st, session, id, "user", "hello", NULL));
+    assert_weft_ok(weft__state_cursors_save(f->st, session, "script.json", cursors));
+    assert_weft_ok(weft__state_exchange_add(f->st, id, "a", "act", entry));
+    memset(&r, 0, sizeof(r));
+    r.step_id = "s1";
+    r.attempt = 1;
+    r.seq = 1;
+    r.tool = "lookup";
+    r.kind = "native";
+    r.request = "{}";
+    r.outcome = "{\"rc\":0}";
+    assert_weft_ok(weft__state_tool_result_add(f->st, id, &r));
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO corrections (run_id, seq, failed_step, error_type, inserted,"
+             " depends_before, depends_after, created_ns) VALUES ('%s', 1, 's1', NULL, '[]',"
+             " '[]', '[]', 5)",
+             id);
+    fx_exec(f, sql, sql);
+    fx_exec(f,
+            "CREATE TABLE IF NOT EXISTS run_metrics (run_id TEXT NOT NULL, attempt INTEGER NOT"
+            " NULL, name TEXT NOT NULL, kind INTEGER NOT NULL, unit TEXT NOT NULL, description"
+            " TEXT NOT NULL, labels TEXT NOT NULL, value REAL NOT NULL DEFAULT 0, count INTEGER"
+            " NOT NULL DEFAULT 0, sum REAL NOT NULL DEFAULT 0, min REAL, max REAL, bounds TEXT,"
+            " buckets TEXT, saved_ns BIGINT NOT NULL, PRIMARY KEY (run_id, attempt, name,"
+            " labels))",
+            "SELECT 1");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO run_metrics (run_id, attempt, name, kind, unit, description, labels,"
+             " saved_ns) VALUES ('%s', 0, 'weft.runs', 0, '1', 'runs', '{}', 5)",
+             id);
+    fx_exec(f, sql, sql);
+    if (ended_ns != 0) {
+        memset(&end, 0, sizeof(end));
+        end.status = "completed";
+        end.ended_ns = ended_ns;
+        end.loops = "{}";
+        assert_weft_ok(weft__state_run_end(f->st, id, &end));
+    }
+    json_decref(cursors);
+    json_decref(entry);
+}
+
+/* Rows of run @p id (and its session @p session) in table @p table. */
+static long long
+gc_rows(struct fx *f, const char *table, const char *id, const char *session)
+{
+    char sql[256];
+    bool is_session = strcmp(table, "messages") == 0 || strcmp(table, "script_cursor_keys") == 0;
+
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s WHERE %s = '%s'", table,
+             strcmp(table, "runs") == 0 ? "id"
+             : is_session               ? "session_id"
+                                        : "run_id",
+             is_session ? session : id);
+    return fx_count(f, sql);
+}
+
+static const char *const gc_tables[] = {
+    "runs",          "steps",        "messages",    "script_cursor_keys",
+    "llm_exchanges", "tool_results", "corrections", "run_metrics"};
+#define GC_TABLES (sizeof(gc_tables) / sizeof(gc_tables[0]))
+
+static weft_err
+gc_collect(const char *run_id, uint64_t ended_ns, void *user_data)
+{
+    char *seen = user_data;
+
+    (void)ended_ns;
+    strcat(seen, run_id);
+    strcat(seen, " ");
+    return WEFT_OK;
+}
+
+static void
+test_state_gc_deletes_an_old_run_with_every_row(void **state)
+{
+    struct fx *f = *state;
+    char seen[256] = "";
+    uint64_t rows = 0;
+    bool is_deleted = false;
+
+    gc_seed(f, "old1", "s-old", 2000);
+    gc_seed(f, "new1", "s-new", GC_CUTOFF + 1);
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 10, gc_collect, seen));
+    assert_string_equal(seen, "old1 ");
+    assert_weft_ok(weft__state_gc_run(f->st, "old1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, GC_TABLES); /* one row in each table */
+    for (size_t i = 0; i < GC_TABLES; i++) {
+        if (gc_rows(f, gc_tables[i], "old1", "s-old") != 0 ||
+            gc_rows(f, gc_tables[i], "new1", "s-new") != 1) {
+            fail_msg("table %s: old1 has %lld rows, new1 %lld", gc_tables[i],
+                     gc_rows(f, gc_tables[i], "old1", "s-old"),
+                     gc_rows(f, gc_tables[i], "new1", "s-new"));
+        }
+    }
+    /* Gone: a second pass finds nothing and deletes nothing. */
+    seen[0] = '\0';
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 10, gc_collect, seen));
+    assert_string_equal(seen, "");
+    assert_weft_ok(weft__state_gc_run(f->st, "old1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_false(is_deleted);
+    assert_int_equal(rows, 0);
+    /* The newer run is deleted by a later cutoff. */
+    assert_weft_ok(weft__state_gc_run(f->st, "new1", GC_CUTOFF + 2, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM runs"), 0);
+}
+
+static void
+test_state_gc_keeps_running_and_pinned_runs(void **state)
+{
+    struct fx *f = *state;
+    struct weft_run_info info;
+    char seen[256] = "";
+    uint64_t rows = 0;
+    size_t pinned = 0;
+    size_t running = 0;
+    bool is_deleted = false;
+
+    gc_seed(f, "live", "s1", 0);
+    gc_seed(f, "pin1", "s2", 2000);
+    assert_weft_ok(weft__state_run_pin(f->st, "pin1", true));
+    assert_int_equal(weft__state_run_pin(f->st, "nope", true), WEFT_ENOTFOUND);
+    assert_weft_ok(weft__state_run_info(f->st, "pin1", &info));
+    assert_true(info.is_pinned);
+    weft__state_info_cleanup(&info);
+    assert_weft_ok(weft__state_gc_kept(f->st, GC_CUTOFF, &pinned, &running));
+    assert_int_equal(pinned, 1);
+    assert_int_equal(running, 1);
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 10, gc_collect, seen));
+    assert_string_equal(seen, "");
+    /* Asked directly, the backend checks again and keeps both. */
+    assert_weft_ok(weft__state_gc_run(f->st, "pin1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_false(is_deleted);
+    assert_weft_ok(weft__state_gc_run(f->st, "live", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_false(is_deleted);
+    assert_int_equal(rows, 0);
+    for (size_t i = 0; i < GC_TABLES; i++) {
+        assert_int_equal(gc_rows(f, gc_tables[i], "pin1", "s2"), 1);
+        assert_int_equal(gc_rows(f, gc_tables[i], "live", "s1"), 1);
+    }
+    /* Unpinned, it goes. */
+    assert_weft_ok(weft__state_run_pin(f->st, "pin1", false));
+    assert_weft_ok(weft__state_run_info(f->st, "pin1", &info));
+    assert_false(info.is_pinned);
+    weft__state_info_cleanup(&info);
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 10, gc_collect, seen));
+    assert_string_equal(seen, "pin1 ");
+    assert_weft_ok(weft__state_gc_run(f->st, "pin1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, GC_TABLES);
+    assert_int_equal(gc_rows(f, "runs", "pin1", "s2"), 0);
+    assert_int_equal(gc_rows(f, "runs", "live", "s1"), 1);
+}
+
+static void
+test_state_gc_dry_run_counts_and_deletes_nothing(void **state)
+{
+    struct fx *f = *state;
+    uint64_t dry_rows = 0;
+    uint64_t rows = 0;
+    bool is_deleted = false;
+
+    gc_seed(f, "old1", "s1", 2000);
+    assert_weft_ok(weft__state_gc_run(f->st, "old1", GC_CUTOFF, true, &dry_rows, &is_deleted));
+    assert_true(is_deleted); /* would be */
+    assert_int_equal(dry_rows, GC_TABLES);
+    for (size_t i = 0; i < GC_TABLES; i++) {
+        assert_int_equal(gc_rows(f, gc_tables[i], "old1", "s1"), 1);
+    }
+    assert_weft_ok(weft__state_gc_run(f->st, "old1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, dry_rows);
+}
+
+/* A session's messages and cursors stay while another run of the session remains: its later
+ * runs read the conversation back. */
+static void
+test_state_gc_session_rows_go_with_its_last_run(void **state)
+{
+    struct fx *f = *state;
+    uint64_t rows = 0;
+    bool is_deleted = false;
+
+    gc_seed(f, "a1", "shared", 2000);
+    gc_seed(f, "a2", "shared", 3000);
+    assert_int_equal(gc_rows(f, "messages", NULL, "shared"), 2);
+    assert_weft_ok(weft__state_gc_run(f->st, "a1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, GC_TABLES - 2); /* not the session's two tables */
+    assert_int_equal(gc_rows(f, "messages", NULL, "shared"), 2);
+    assert_int_equal(gc_rows(f, "script_cursor_keys", NULL, "shared"), 1);
+    assert_weft_ok(weft__state_gc_run(f->st, "a2", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_int_equal(rows, GC_TABLES + 1); /* both messages */
+    assert_int_equal(gc_rows(f, "messages", NULL, "shared"), 0);
+    assert_int_equal(gc_rows(f, "script_cursor_keys", NULL, "shared"), 0);
+}
+
+/* The scan pages by (end, id): a dry run, which deletes nothing, still moves on. */
+static void
+test_state_gc_scan_pages_by_end_and_id(void **state)
+{
+    struct fx *f = *state;
+    char seen[256] = "";
+
+    gc_seed(f, "c", "s1", 3000);
+    gc_seed(f, "b", "s2", 2000);
+    gc_seed(f, "a", "s3", 3000);
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 2, gc_collect, seen));
+    assert_string_equal(seen, "b a ");
+    seen[0] = '\0';
+    assert_weft_ok(weft__state_gc_scan(f->st, GC_CUTOFF, 3000, "a", 2, gc_collect, seen));
+    assert_string_equal(seen, "c ");
+    seen[0] = '\0';
+    assert_weft_ok(weft__state_gc_scan(f->st, 2500, 0, NULL, 10, gc_collect, seen));
+    assert_string_equal(seen, "b ");
+    assert_int_equal(weft__state_gc_scan(f->st, GC_CUTOFF, 0, NULL, 0, gc_collect, seen),
+                     WEFT_EINVAL);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
+        cmocka_unit_test_setup_teardown(test_state_gc_deletes_an_old_run_with_every_row, setup,    \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_gc_keeps_running_and_pinned_runs, setup,        \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_gc_dry_run_counts_and_deletes_nothing, setup,   \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_gc_session_rows_go_with_its_last_run, setup,    \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_gc_scan_pages_by_end_and_id, setup, teardown),  \
         cmocka_unit_test_setup_teardown(test_state_cursors_are_saved_per_queue, setup, teardown),  \
         cmocka_unit_test_setup_teardown(                                                           \
             test_state_transaction_groups_writes_and_rolls_back_on_failure, setup, teardown),      \

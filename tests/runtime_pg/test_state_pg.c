@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,18 +275,19 @@ test_pg_migrations_are_tracked_and_run_once(void **state)
 
     /* 1: workflows, tasks and weft's tables; 2: run_metrics (per-run metric snapshots);
      * 3: skills (skill memory); 4: skill_vectors (its embeddings); 5: teams (composed);
-     * 6: tool_results and run origins (replay and fork); 7: the workflow snapshot. */
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 7);
+     * 6: tool_results and run origins (replay and fork); 7: the workflow snapshot; 8: pinned
+     * runs (retention). */
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 8);
     assert_int_equal(fx_count(f, "SELECT min(version) FROM weft_schema_migrations"), 1);
-    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 7);
+    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 8);
     assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations WHERE applied_at IS"
                                  " NOT NULL AND applied_at <= now()"),
-                     7);
+                     8);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[0], sizeof(stamp[0]));
     /* Opening again applies nothing. */
     assert_weft_ok(weft__state_open(f->location, &again, err, sizeof(err)));
     weft__state_close(again);
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 7);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 8);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[1], sizeof(stamp[1]));
     assert_string_equal(stamp[0], stamp[1]);
     assert_string_equal(column(f, "weft_schema_migrations", "version", stamp[0], sizeof(stamp[0])),
@@ -339,8 +341,8 @@ test_pg_concurrent_first_opens_migrate_once(void **state)
              "SELECT count(*), count(DISTINCT version) FROM "
              "weft_schema_migrations");
     res = run_ok(conn, sql);
-    assert_string_equal(PQgetvalue(res, 0, 0), "7");
-    assert_string_equal(PQgetvalue(res, 0, 1), "7");
+    assert_string_equal(PQgetvalue(res, 0, 0), "8");
+    assert_string_equal(PQgetvalue(res, 0, 1), "8");
     PQclear(res);
     PQfinish(conn);
 }
@@ -355,7 +357,7 @@ test_pg_refuses_a_newer_schema(void **state)
     fx_exec(f, NULL, "INSERT INTO weft_schema_migrations (version) VALUES (99)");
     assert_int_equal(weft__state_open(f->location, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 7"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 8"));
     assert_non_null(strstr(err, f->location));
     /* Nothing was changed. */
     assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 99);
@@ -960,6 +962,63 @@ test_pg_state_url_is_the_default_location(void **state)
     assert_false(weft__state_is_url(NULL));
 }
 
+/* weft_runs_gc() and weft_run_pin() over a PostgreSQL URL: the old unpinned run goes with its
+ * rows in every table and its workspace folder; the pinned one stays; a dry run first reports
+ * the same numbers and changes nothing. */
+static void
+test_pg_runs_gc_through_the_public_api(void **state)
+{
+    struct fx *f = *state;
+    struct weft_runs_gc_report dry;
+    struct weft_runs_gc_report r;
+    const char *home = getenv("WEFT_HOME");
+    char path[512];
+    char id[96];
+
+    assert_non_null(home);
+    gc_seed(f, "pgold1", "s-old", 2000);
+    gc_seed(f, "pgpin1", "s-pin", 2000);
+    gc_seed(f, "pgnew1", "s-new", GC_CUTOFF + 1);
+    snprintf(path, sizeof(path), "%s/workspaces", home);
+    (void)mkdir(home, 0755);
+    (void)mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/workspaces/pgold1", home);
+    weft_test_rmtree(path);
+    assert_int_equal(mkdir(path, 0755), 0);
+    weft_test_write_file(path, "out.txt", "12345");
+    assert_weft_ok(weft_run_pin(f->location, "pgpin", true, id, sizeof(id)));
+    assert_string_equal(id, "pgpin1");
+    assert_int_equal(weft_run_pin(f->location, "pg", true, id, sizeof(id)), WEFT_EINVAL);
+    assert_int_equal(weft_run_pin(f->location, "nope", true, id, sizeof(id)), WEFT_ENOTFOUND);
+
+    assert_weft_ok(weft_runs_gc(f->location, GC_CUTOFF, true, &dry));
+    assert_int_equal(dry.runs_deleted, 1);
+    assert_int_equal(dry.rows_deleted, GC_TABLES);
+    assert_int_equal(dry.workspaces_removed, 1);
+    assert_int_equal(dry.workspace_bytes, 5);
+    assert_int_equal(dry.runs_kept_pinned, 1);
+    assert_int_equal(gc_rows(f, "runs", "pgold1", "s-old"), 1);
+    assert_int_equal(access(path, F_OK), 0);
+
+    assert_weft_ok(weft_runs_gc(f->location, GC_CUTOFF, false, &r));
+    assert_int_equal(r.runs_deleted, dry.runs_deleted);
+    assert_int_equal(r.rows_deleted, dry.rows_deleted);
+    assert_int_equal(r.workspace_bytes, dry.workspace_bytes);
+    assert_int_equal(r.runs_kept_pinned, 1);
+    assert_int_equal(access(path, F_OK), -1);
+    for (size_t i = 0; i < GC_TABLES; i++) {
+        assert_int_equal(gc_rows(f, gc_tables[i], "pgold1", "s-old"), 0);
+        assert_int_equal(gc_rows(f, gc_tables[i], "pgpin1", "s-pin"), 1);
+        assert_int_equal(gc_rows(f, gc_tables[i], "pgnew1", "s-new"), 1);
+    }
+    /* Unpinned, it goes too. */
+    assert_weft_ok(weft_run_pin(f->location, "pgpin1", false, NULL, 0));
+    assert_weft_ok(weft_runs_gc(f->location, GC_CUTOFF, false, &r));
+    assert_int_equal(r.runs_deleted, 1);
+    assert_int_equal(gc_rows(f, "runs", "pgpin1", "s-pin"), 0);
+    assert_int_equal(gc_rows(f, "runs", "pgnew1", "s-new"), 1);
+}
+
 int
 main(void)
 {
@@ -985,6 +1044,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_pg_unreachable_server_fails_clearly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_password_never_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_state_url_is_the_default_location, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_runs_gc_through_the_public_api, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, start_server, stop_server);
