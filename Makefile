@@ -7,7 +7,8 @@ CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest install format format-check clean
+	test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest \
+	bench-ingest-pg install format format-check clean
 
 all: build
 
@@ -107,6 +108,14 @@ bench-explorer: build deps-test
 # store, of 512-span batches; INGEST_BENCH_ARGS: e.g. --batches 400 --runs 7.
 bench-ingest: build
 	$(BUILD)/ingest_bench $(INGEST_BENCH_ARGS)
+
+# The same decode_store cases into SQLite and into a throwaway PostgreSQL 15 (fsync on, on a
+# free loopback port, removed afterwards: scripts/bench-pg.sh), 1 and 2 clients, 1 and 2
+# instances, with bytes on disk per span (docs/PERFORMANCE.md, "Span store backends").
+# Needs postgresql-15 (`make deps-servers`); INGEST_PG_BENCH_ARGS as above.
+INGEST_PG_BENCH_ARGS ?= --only decode_store:protobuf
+bench-ingest-pg: build
+	@scripts/bench-pg.sh $(BUILD)/ingest_bench $(INGEST_PG_BENCH_ARGS)
 
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)

@@ -20,12 +20,14 @@
 void
 cli_gc_usage(FILE *out)
 {
-    fputs("usage: weft gc --older-than AGE [--dry-run] [--state PATH] [--json]\n"
+    fputs("usage: weft gc --older-than AGE [--dry-run] [--state PATH] [--store PATH] [--json]\n"
           "\n"
           "Delete what weft keeps about runs that ended more than AGE ago: their rows in the\n"
           "state database (steps, LLM exchanges, tool results, corrections, metric snapshots,\n"
           "and a session's messages with its last run) and their workspace folders under\n"
-          "$WEFT_HOME/workspaces. Kept whatever their age: runs still running, pinned runs\n"
+          "$WEFT_HOME/workspaces; and the traces that ended before then, whole, from the span\n"
+          "store (a SQLite file gives the space back; PostgreSQL drops whole partitions).\n"
+          "Kept whatever their age: runs still running, pinned runs\n"
           "(weft runs pin), skills and lessons (weft skills forget prunes those), composed\n"
           "teams. A --workspace given elsewhere is never touched; symbolic links are removed\n"
           "as links, never followed. Runs whose process died are first marked interrupted,\n"
@@ -36,6 +38,9 @@ cli_gc_usage(FILE *out)
           "      --dry-run         print what would be deleted; delete nothing\n"
           "      --state PATH      state: a SQLite file or a postgresql:// URL (default\n"
           "                        $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
+          "      --store PATH      the span store: a SQLite file or a postgresql:// URL (default\n"
+          "                        $WEFT_TRACE_STORE_URL, a PostgreSQL $WEFT_STATE_URL, else\n"
+          "                        $WEFT_HOME/weft.db)\n"
           "      --json            one JSON document (schema weft.gc/v1: docs/cli-json.md)\n"
           "\n"
           "exit status: 0 ok (also when there was nothing to delete), 1 a store failed,\n"
@@ -130,6 +135,7 @@ format_utc(uint64_t ns, char *buf, size_t len)
 
 struct gc_request {
     const char *state;
+    const char *store; /* the span store; NULL: weft_store_default_path() */
     const char *age; /* as given */
     uint64_t cutoff_ns;
     bool is_dry_run;
@@ -184,11 +190,47 @@ gc_runs(const struct gc_request *rq, json_t *stores)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Store: spans (the local span store, $WEFT_HOME/weft.db)                                     */
+/* Store: spans (the span store: a SQLite file or PostgreSQL, docs/fleet.md)                  */
 
-/* SPAN STORE: traces older than the cutoff are collected here, in a gc_spans(rq, stores) of
- * the same shape as gc_runs() (its own "spans" section in JSON, its own line in text), called
- * from cli_gc() after gc_runs(). Not written yet. */
+/* Collect the traces that ended before the cutoff (whole traces; PostgreSQL drops whole
+ * partitions); its section into @p stores (JSON) or onto stdout. @return CLI_EXIT_OK or
+ * CLI_EXIT_FAIL (said on stderr). */
+static int
+gc_spans(const struct gc_request *rq, json_t *stores)
+{
+    struct weft_store_gc_report r;
+    char error[512] = "";
+    char freed[32];
+    weft_err err =
+        weft_store_gc(rq->store, rq->cutoff_ns, 0, rq->is_dry_run, &r, error, sizeof(error));
+
+    if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+        fprintf(stderr, "weft gc: spans: %s\n", error[0] != '\0' ? error : weft_strerror(err));
+    }
+    if (rq->is_json) {
+        json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I}", "ok",
+                              err == WEFT_OK || err == WEFT_ENOTFOUND, "traces_deleted",
+                              (json_int_t)r.traces, "spans_deleted", (json_int_t)r.spans,
+                              "partitions_dropped", (json_int_t)r.partitions, "bytes_before",
+                              (json_int_t)r.bytes_before, "bytes_after", (json_int_t)r.bytes_after);
+        json_object_set_new(stores, "spans", o != NULL ? o : json_null());
+    } else if (err == WEFT_ENOTFOUND) {
+        printf("spans: no span store yet: nothing to delete\n");
+    } else if (err == WEFT_OK) {
+        printf("spans: %s %zu trace%s (%zu spans", rq->is_dry_run ? "would delete" : "deleted",
+               r.traces, r.traces == 1 ? "" : "s", r.spans);
+        if (r.partitions > 0) {
+            printf(", %zu partition%s dropped", r.partitions, r.partitions == 1 ? "" : "s");
+        }
+        if (!rq->is_dry_run && r.bytes_before >= 0 && r.bytes_after >= 0 &&
+            r.bytes_before >= r.bytes_after) {
+            format_bytes((uint64_t)(r.bytes_before - r.bytes_after), freed, sizeof(freed));
+            printf(", %s freed", freed);
+        }
+        printf(")\n");
+    }
+    return err == WEFT_OK || err == WEFT_ENOTFOUND ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
 
 /* ------------------------------------------------------------------------------------------ */
 
@@ -210,6 +252,7 @@ cli_gc(int argc, char **argv)
         {"older-than", 0, true, false, &rq.age, NULL},
         {"dry-run", 0, false, false, NULL, &rq.is_dry_run},
         {"state", 0, true, false, &rq.state, NULL},
+        {"store", 0, true, false, &rq.store, NULL},
         {"json", 0, false, false, NULL, &rq.is_json},
         {"help", 'h', false, false, NULL, &is_help},
     };
@@ -256,7 +299,9 @@ cli_gc(int argc, char **argv)
     if (gc_runs(&rq, stores) != CLI_EXIT_OK) {
         rc = CLI_EXIT_FAIL;
     }
-    /* SPAN STORE: `if (gc_spans(&rq, stores) != CLI_EXIT_OK) rc = CLI_EXIT_FAIL;` goes here. */
+    if (gc_spans(&rq, stores) != CLI_EXIT_OK) {
+        rc = CLI_EXIT_FAIL;
+    }
     if (rq.is_json) {
         json_object_set_new(doc, "stores", stores);
         if (cli_json_print(doc) != CLI_EXIT_OK) {

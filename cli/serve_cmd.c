@@ -185,6 +185,27 @@ open_ingest(const char *db, const char *max_body_text, bool is_off, struct weft_
     return CLI_EXIT_OK;
 }
 
+/* Retention's hook: the runs follow their traces out (unless pinned or running), with their
+ * workspaces (docs/retention.md). */
+static weft_err
+runs_follow(void *data, uint64_t cutoff_ns, char *error, size_t error_len)
+{
+    const char *state = data;
+    struct weft_runs_gc_report r;
+    weft_err err = weft_runs_gc(state, cutoff_ns, false, &r);
+
+    if (err == WEFT_ENOTFOUND) {
+        return WEFT_OK; /* no state database yet */
+    }
+    if (err != WEFT_OK) {
+        snprintf(error, error_len, "runs older than the retention: %s", weft_strerror(err));
+    } else if (r.runs_deleted > 0) {
+        fprintf(stderr, "weft serve: retention: %zu run(s) deleted with their workspaces\n",
+                r.runs_deleted);
+    }
+    return err;
+}
+
 /* --retention and --max-store-size (or WEFT_RETENTION, WEFT_MAX_STORE_SIZE; the pass interval
  * WEFT_RETENTION_INTERVAL, default 1h) into @p cfg. @return CLI_EXIT_OK or CLI_EXIT_USAGE
  * (printed). */
@@ -358,6 +379,8 @@ cli_serve(int argc, char **argv)
     }
     src.state_path = state;
     cli_recover("serve", state); /* runs killed earlier read as interrupted, not running */
+    rc_cfg.hook = runs_follow;
+    rc_cfg.hook_data = (void *)(uintptr_t)state; /* NULL: the default state */
     if (weft__store_retention_start(store, &rc_cfg, &src.retention) != WEFT_OK) {
         fprintf(stderr, "weft serve: cannot start retention\n");
         weft__broker_probe_free(src.probe);

@@ -4,6 +4,8 @@
  * --json, --dry-run) deletes it with its workspace folder, `weft runs pin|unpin` keeps it or
  * lets it go, and the age parser takes 14d, 12h, 30m, 90s and refuses everything else with
  * exit status 2. */
+#include "support/serve_proc.h"
+#include "support/server_proc.h"
 #include "support/weft_test.h"
 
 #include <fcntl.h>
@@ -422,6 +424,108 @@ test_gc_age_accepts_days_hours_minutes_seconds_only(void **state)
     assert_non_null(strstr(r.out, "usage: weft gc --older-than AGE"));
 }
 
+/* A traced run whose spans are aged by 30 days in the span store: `weft gc` deletes its trace
+ * (and not the new one's), says so in both forms, and the store reads on. */
+static void
+test_gc_deletes_old_traces_from_the_span_store(void **state)
+{
+    struct fixture *f = *state;
+    char store[160];
+    char sql[320];
+    char old_trace[40];
+    char new_trace[40];
+    json_t *doc = NULL;
+    json_t *spans = NULL;
+    long long traces = 0;
+    struct run r = RUN(f, "run", EXAMPLE, "-q");
+
+    assert_int_equal(r.status, 0);
+    snprintf(store, sizeof(store), "%s/weft.db", f->dir);
+    sql_text(store, "SELECT trace_id FROM traces ORDER BY start_ns DESC LIMIT 1", old_trace,
+             sizeof(old_trace));
+    r = RUN(f, "run", EXAMPLE, "-q");
+    assert_int_equal(r.status, 0);
+    sql_text(store, "SELECT trace_id FROM traces ORDER BY start_ns DESC LIMIT 1", new_trace,
+             sizeof(new_trace));
+    traces = sql_count(store, "SELECT count(*) FROM traces");
+    assert_int_equal(strlen(old_trace), 32);
+    assert_int_equal(strlen(new_trace), 32);
+    snprintf(sql, sizeof(sql),
+             "UPDATE traces SET start_ns = start_ns - 30 * " DAY_NS ", end_ns = end_ns - 30 * "
+             DAY_NS " WHERE trace_id = '%s'",
+             old_trace);
+    sql_exec(store, sql);
+    r = RUN(f, "gc", "--older-than", "14d", "--dry-run", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    spans = json_object_get(json_object_get(doc, "stores"), "spans");
+    assert_true(json_is_true(json_object_get(spans, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(spans, "traces_deleted")), 1);
+    assert_true(json_integer_value(json_object_get(spans, "spans_deleted")) > 10);
+    json_decref(doc);
+    assert_int_equal(sql_count(store, "SELECT count(*) FROM traces"), traces);
+    r = RUN(f, "gc", "--older-than", "14d");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "spans: deleted 1 trace ("));
+    assert_non_null(strstr(r.out, " freed)"));
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM spans WHERE trace_id = '%s'", old_trace);
+    assert_int_equal(sql_count(store, sql), 0);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM spans WHERE trace_id = '%s'", new_trace);
+    assert_true(sql_count(store, sql) > 10);
+    r = RUN(f, "trace", "show", new_trace);
+    assert_int_equal(r.status, 0);
+    r = RUN(f, "trace", "show", old_trace);
+    assert_int_equal(r.status, 1);
+}
+
+/* `weft serve --retention`: its first pass, at start, deletes the aged run's trace and the run
+ * itself (runs follow their traces out), counted on /metrics. */
+static void
+test_serve_retention_deletes_old_traces_and_their_runs(void **state)
+{
+    struct fixture *f = *state;
+    char store[160];
+    char sql[320];
+    char log[160];
+    char home_env[160];
+    const char *argv[] = {WEFT_BIN, "serve", "--addr", "127.0.0.1:0", "--retention", "14d", NULL};
+    const char *env[] = {home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+    const char *labels[] = {"outcome=\"ok\"", NULL};
+    unsigned port = 0;
+    pid_t pid = 0;
+    char *metrics = NULL;
+    long status = 0;
+    double deleted = 0;
+    struct run r = RUN(f, "run", EXAMPLE, "-q");
+
+    assert_int_equal(r.status, 0);
+    snprintf(store, sizeof(store), "%s/weft.db", f->dir);
+    sql_exec(store, "UPDATE traces SET start_ns = start_ns - 30 * " DAY_NS
+                    ", end_ns = end_ns - 30 * " DAY_NS);
+    snprintf(home_env, sizeof(home_env), "WEFT_HOME=%s", f->dir);
+    snprintf(log, sizeof(log), "%s/serve.log", f->dir);
+    pid = serve_proc_spawn(argv, env, f->dir, log, &port);
+    for (int i = 0; i < 200 && deleted < 1; i++) {
+        free(metrics);
+        metrics = serve_proc_get(port, "/metrics", 10000, &status);
+        assert_non_null(metrics);
+        deleted = serve_proc_sum(metrics, "weft_store_retention_traces_deleted_total", NULL, NULL);
+        if (deleted < 1) {
+            weft_test_sleep_ms(50);
+        }
+    }
+    assert_true(deleted >= 1);
+    assert_true(serve_proc_sum(metrics, "weft_store_retention_passes_total", labels, NULL) >= 1);
+    free(metrics);
+    weft_test_kill_group(pid, 5000);
+    assert_int_equal(sql_count(store, "SELECT count(*) FROM traces"), 0);
+    /* The run aged in setup went with the traces; the new ones are younger than 14 days. */
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE id = '%s'", f->old_id);
+    assert_int_equal(sql_count(f->state, sql), 0);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM runs WHERE id = '%s'", f->new_id);
+    assert_int_equal(sql_count(f->state, sql), 1);
+}
+
 int
 main(void)
 {
@@ -434,6 +538,10 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_gc_age_accepts_days_hours_minutes_seconds_only, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_gc_deletes_old_traces_from_the_span_store, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_serve_retention_deletes_old_traces_and_their_runs,
+                                        setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
