@@ -46,9 +46,10 @@ pg_tool() {
 }
 
 [ $# -ge 1 ] || die "usage: scripts/bench-pg.sh COMMAND [ARGS...]"
-[ -x "$PG_BINDIR/initdb" ] && [ -x "$PG_BINDIR/pg_ctl" ] ||
+if [ ! -x "$PG_BINDIR/initdb" ] || [ ! -x "$PG_BINDIR/pg_ctl" ]; then
     die "PostgreSQL 15 is not installed ($PG_BINDIR/initdb not found): run \`make deps-servers\`" \
         "or \`apt-get install postgresql-15\` (or set PG_BINDIR)"
+fi
 if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 ||
         die "running as root and there is no 'postgres' user to run PostgreSQL as (postgresql-15 creates it)"
