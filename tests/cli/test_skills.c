@@ -85,53 +85,13 @@ teardown(void **state)
     return 0;
 }
 
-static void
-read_file(const char *path, char *buf, size_t len)
-{
-    FILE *fp = fopen(path, "r");
-    size_t n = 0;
-
-    assert_non_null(fp);
-    n = fread(buf, 1, len - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-}
-
 /* Run the weft binary with @p args (NULL-terminated). */
 static struct run
 run_weft(struct fixture *f, const char *const *args)
 {
-    char out_path[160];
-    char err_path[160];
-    char *argv[24];
-    size_t argc = 0;
-    posix_spawn_file_actions_t actions;
-    pid_t pid = 0;
-    int status = 0;
     struct run r = {0};
 
-    snprintf(out_path, sizeof(out_path), "%s/stdout", f->dir);
-    snprintf(err_path, sizeof(err_path), "%s/stderr", f->dir);
-    argv[argc++] = (char *)WEFT_BIN;
-    for (; args[argc - 1] != NULL; argc++) {
-        assert_true(argc < 23);
-        argv[argc] = (char *)args[argc - 1];
-    }
-    argv[argc] = NULL;
-    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
-    assert_int_equal(
-        posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-        0);
-    assert_int_equal(
-        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-        0);
-    assert_int_equal(posix_spawn(&pid, WEFT_BIN, &actions, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    read_file(out_path, f->out, MAX_OUTPUT);
-    read_file(err_path, f->err, MAX_OUTPUT);
-    r.status = WEXITSTATUS(status);
+    r.status = weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
     r.out = f->out;
     r.err = f->err;
     return r;

@@ -1,10 +1,16 @@
 /* tests/support/weft_test.c - environment and log-capture helpers for tests. */
 #include "weft_test.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+
+extern char **environ;
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_text[65536];
@@ -117,4 +123,58 @@ weft_test_prom_has(struct weft_meter *meter, const char *needle)
     }
     free(text);
     return has;
+}
+
+/* The whole of @p path (at most @p len - 1 bytes) into @p buf. */
+static void
+read_capture(const char *path, char *buf, size_t len)
+{
+    FILE *fp = fopen(path, "r");
+    size_t n = 0;
+
+    assert_non_null(fp);
+    n = fread(buf, 1, len - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+}
+
+int
+weft_test_run_captured(const char *bin,
+                       const char *const *args,
+                       const char *dir,
+                       char *out,
+                       size_t out_len,
+                       char *err,
+                       size_t err_len)
+{
+    char out_path[4200];
+    char err_path[4200];
+    char *argv[32];
+    size_t argc = 0;
+    posix_spawn_file_actions_t actions;
+    pid_t pid = 0;
+    int status = 0;
+
+    snprintf(out_path, sizeof(out_path), "%s/stdout", dir);
+    snprintf(err_path, sizeof(err_path), "%s/stderr", dir);
+    argv[argc++] = (char *)(uintptr_t)bin;
+    for (; args[argc - 1] != NULL; argc++) {
+        assert_true(argc < 31);
+        argv[argc] = (char *)(uintptr_t)args[argc - 1];
+    }
+    argv[argc] = NULL;
+    assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+        0);
+    assert_int_equal(posix_spawn(&pid, bin, &actions, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    read_capture(out_path, out, out_len);
+    read_capture(err_path, err, err_len);
+    return WEXITSTATUS(status);
 }

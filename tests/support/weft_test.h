@@ -42,6 +42,18 @@ void weft_test_write_file(const char *dir, const char *name, const char *text);
 /* The whole of file @p path, NUL-terminated (free() it), or NULL when it cannot be read. */
 char *weft_test_read_file(const char *path);
 
+/* Run @p bin with @p args (NULL-terminated, without argv[0]; at most 30) and this process's
+ * environment, and wait for it; its stdout and stderr go through files in @p dir (named stdout
+ * and stderr) into @p out and @p err (each cut at its length, NUL-terminated). Fails the test
+ * when it cannot run or does not exit normally. @return its exit status. */
+int weft_test_run_captured(const char *bin,
+                           const char *const *args,
+                           const char *dir,
+                           char *out,
+                           size_t out_len,
+                           char *err,
+                           size_t err_len);
+
 /* Does @p meter's Prometheus text contain @p needle? Prints the text when not. */
 bool weft_test_prom_has(struct weft_meter *meter, const char *needle);
 
