@@ -26,6 +26,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/time.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_decode.h"
 #include "store/store.h"
@@ -65,6 +66,10 @@ struct weft__ingest {
     atomic_uint_fast64_t names_escaped; /* names whose NUL bytes became U+FFFD */
     atomic_uint_fast64_t spans_accepted;
     atomic_uint_fast64_t spans_rejected;
+    atomic_uint_fast64_t spans_refused; /* in requests answered 503: the store failed */
+    atomic_uint_fast64_t in_flight;     /* requests being handled now */
+    atomic_uint_fast64_t store_writes;  /* batches written (or tried) */
+    atomic_uint_fast64_t store_write_ns;
     atomic_uint_fast64_t requests[6]; /* by status_slot() */
     atomic_bool logged[REASON_COUNT];
 };
@@ -415,6 +420,7 @@ store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch, size
 {
     struct weft__store_texts texts;
     bool is_built = false;
+    uint64_t t0 = 0;
     weft_err err = WEFT_OK;
 
     if (batch->count == 0) {
@@ -422,8 +428,11 @@ store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch, size
     }
     is_built = weft__store_texts_build(&texts, batch->spans, batch->count, cap) == WEFT_OK;
     pthread_mutex_lock(&ing->store_lock);
+    t0 = weft__monotonic_ns();
     err =
         weft__store_export_texts(ing->store, batch->spans, batch->count, is_built ? &texts : NULL);
+    atomic_fetch_add(&ing->store_write_ns, weft__monotonic_ns() - t0);
+    atomic_fetch_add(&ing->store_writes, 1);
     pthread_mutex_unlock(&ing->store_lock);
     weft__store_texts_cleanup(&texts);
     return err;
@@ -452,6 +461,7 @@ ingest_body(struct weft__ingest *ing,
         err = store_batch(ing, &batch, cap);
         if (err != WEFT_OK) {
             char *retry = weft__malloc(32);
+            atomic_fetch_add(&ing->spans_refused, batch.count);
             log_reason(ing, REASON_STORE, weft_strerror(err));
             reply_status(reply, 503, enc, RPC_UNAVAILABLE, "the span store cannot be written");
             /* OTLP senders retry a 503 after Retry-After: the store (PostgreSQL restarting,
@@ -523,7 +533,11 @@ route_handler(void *user_data,
         hreq->is_too_large,
     };
 
-    weft__ingest_handle(user_data, &req, reply);
+    struct weft__ingest *ing = user_data;
+
+    atomic_fetch_add(&ing->in_flight, 1);
+    weft__ingest_handle(ing, &req, reply);
+    atomic_fetch_sub(&ing->in_flight, 1);
 }
 
 struct weft__http_route
@@ -550,6 +564,10 @@ weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *ou
     }
     out->spans_accepted = atomic_load(&m->spans_accepted);
     out->spans_rejected = atomic_load(&m->spans_rejected);
+    out->spans_refused = atomic_load(&m->spans_refused);
+    out->in_flight = atomic_load(&m->in_flight);
+    out->store_writes = atomic_load(&m->store_writes);
+    out->store_write_ns = atomic_load(&m->store_write_ns);
     out->requests_200 = atomic_load(&m->requests[0]);
     out->requests_400 = atomic_load(&m->requests[1]);
     out->requests_405 = atomic_load(&m->requests[2]);
@@ -571,6 +589,10 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
     struct weft_instrument *checkpoints = NULL;
     struct weft_instrument *limited = NULL;
     struct weft_instrument *escaped = NULL;
+    struct weft_instrument *in_flight = NULL;
+    struct weft_instrument *in_flight_limit = NULL;
+    struct weft_instrument *writes = NULL;
+    struct weft_instrument *write_time = NULL;
     uint64_t counts[6];
     struct weft_attr attr;
     char status[8];
@@ -609,9 +631,40 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
                                     " by U+FFFD",
                                     NULL, 0, &escaped);
     }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.in_flight",
+                                    "{request}",
+                                    "Requests to /v1/traces being handled now (the ingest queue)",
+                                    NULL, 0, &in_flight);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.in_flight_limit",
+                                    "{request}",
+                                    "Requests to /v1/traces handled at once; one more is answered"
+                                    " 503 with Retry-After",
+                                    NULL, 0, &in_flight_limit);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_writes",
+                                    "{batch}", "Batches written into the span store (one a request)",
+                                    NULL, 0, &writes);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_write_time",
+                                    "s",
+                                    "Time spent writing batches into the span store (with "
+                                    "weft.ingest.store_writes: the mean write latency)",
+                                    NULL, 0, &write_time);
+    }
     if (err != WEFT_OK) {
         return err;
     }
+    (void)weft_gauge_set(in_flight, (double)st.in_flight, NULL, 0);
+    (void)weft_gauge_set(in_flight_limit, (double)WEFT__INGEST_MAX_ACTIVE, NULL, 0);
+    (void)weft_counter_add(writes, (double)st.store_writes, NULL, 0);
+    (void)weft_counter_add(write_time, (double)st.store_write_ns / 1e9, NULL, 0);
+    attr = weft_attr_str("outcome", "refused");
+    (void)weft_counter_add(spans, (double)st.spans_refused, &attr, 1);
     (void)weft_counter_add(limited, (double)st.limited, NULL, 0);
     (void)weft_counter_add(escaped, (double)st.names_escaped, NULL, 0);
     attr = weft_attr_str("mode", "background");

@@ -76,6 +76,10 @@ struct weft__http_route weft__ingest_route(struct weft__ingest *ing);
 struct weft__ingest_stats {
     uint64_t spans_accepted;
     uint64_t spans_rejected;
+    uint64_t spans_refused;  /* in requests answered 503 because the store failed */
+    uint64_t in_flight;      /* requests being handled now */
+    uint64_t store_writes;   /* batches written into the store (or tried) */
+    uint64_t store_write_ns; /* time in those writes */
     uint64_t requests_200;
     uint64_t requests_400;
     uint64_t requests_405;

@@ -274,7 +274,16 @@ test_database_outage_answers_503_and_loses_nothing(void **state)
     assert_non_null(metrics);
     {
         const char *labels[] = {"status=\"503\"", NULL};
+        const char *refused[] = {"outcome=\"refused\"", NULL};
+        const char *accepted[] = {"outcome=\"accepted\"", NULL};
         assert_true(serve_proc_sum(metrics, "weft_ingest_requests_total", labels, NULL) >= 1);
+        assert_true(serve_proc_sum(metrics, "weft_ingest_spans_total", refused, NULL) >= BATCH);
+        assert_true(serve_proc_sum(metrics, "weft_ingest_spans_total", accepted, NULL) ==
+                    3 * BATCH);
+        assert_true(serve_proc_sum(metrics, "weft_ingest_store_writes_total", NULL, NULL) >= 4);
+        assert_true(serve_proc_sum(metrics, "weft_ingest_store_write_time_seconds_total", NULL,
+                                   NULL) > 0);
+        assert_true(serve_proc_sum(metrics, "weft_ingest_in_flight_limit", NULL, NULL) >= 1);
     }
     free(metrics);
     weft_exporter_free(ex);
