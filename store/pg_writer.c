@@ -128,6 +128,8 @@ struct pg_exporter {
     struct weft__buf links_text;
     atomic_bool is_shut_down;
     uint64_t failures; /* consecutive failed batches: only the first is logged at ERROR */
+    char *url;         /* to connect when the database did not answer at start */
+    bool is_ready;     /* connected once, schema made, partitions ahead made */
 };
 
 static int64_t
@@ -532,6 +534,8 @@ may_retry(struct pg_exporter *ex)
     return strcmp(ex->pg.sqlstate, "40P01") == 0 || strcmp(ex->pg.sqlstate, "40001") == 0;
 }
 
+static weft_err get_ready(struct pg_exporter *ex);
+
 static weft_err
 write_texts(struct pg_exporter *ex,
             const struct weft_span_data *const *spans,
@@ -550,7 +554,8 @@ write_texts(struct pg_exporter *ex,
     if (spans == NULL) {
         return WEFT_EINVAL;
     }
-    err = write_once(ex, spans, count, prebuilt, is_guarded);
+    err = ex->is_ready ? WEFT_OK : get_ready(ex);
+    err = err == WEFT_OK ? write_once(ex, spans, count, prebuilt, is_guarded) : err;
     if (err == WEFT_EIO && may_retry(ex)) {
         WEFT_LOG(WEFT_LOG_DEBUG, "%s; sending the batch again", ex->pg.errmsg);
         err = write_once(ex, spans, count, prebuilt, is_guarded);
@@ -617,6 +622,7 @@ pg_destroy(void *self)
     weft__buf_cleanup(&ex->events_text);
     weft__buf_cleanup(&ex->links_text);
     weft__free(ex->parts);
+    weft__free(ex->url);
     weft__free(ex);
 }
 
@@ -645,10 +651,33 @@ static const struct weft_exporter_ops pg_ops = {
 /* Connect, create or upgrade the schema and make the partitions of now and the next
  * PARTS_AHEAD intervals. */
 static weft_err
+get_ready(struct pg_exporter *ex)
+{
+    int64_t now = ns_column(weft__now_ns());
+    weft_err err = WEFT_OK;
+
+    weft__store_pg_close(&ex->pg);
+    err = weft__store_pg_connect(&ex->pg, ex->url);
+    if (err == WEFT_OK) {
+        err = weft__store_pg_migrate(&ex->pg);
+    }
+    for (int k = 0; k <= PARTS_AHEAD && err == WEFT_OK; k++) {
+        err =
+            ensure_part(ex, weft__store_pg_bucket(now + k * ex->interval_ns, ex->interval_ns, now));
+    }
+    ex->is_ready = err == WEFT_OK;
+    return err;
+}
+
+/* The exporter, ready when the database answers. One that does not answer at start (down,
+ * restarting, not reachable yet) is no configuration error: like an OTLP exporter whose
+ * collector is away, the exporter is made and its batches fail, counted, until it answers,
+ * so a run or a worker starts whatever the span store's state. Anything else (a newer schema,
+ * a refused login, a failed migration) fails here. */
+static weft_err
 exporter_open(const char *url, struct pg_exporter **out)
 {
     struct pg_exporter *ex = weft__calloc(1, sizeof(*ex));
-    int64_t now = ns_column(weft__now_ns());
     weft_err err = WEFT_OK;
 
     *out = NULL;
@@ -661,13 +690,12 @@ exporter_open(const char *url, struct pg_exporter **out)
     weft__buf_init(&ex->events_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&ex->links_text, STORE_JSON_COLUMN_MAX);
     ex->interval_ns = weft__store_pg_interval_ns();
-    err = weft__store_pg_connect(&ex->pg, url);
-    if (err == WEFT_OK) {
-        err = weft__store_pg_migrate(&ex->pg);
-    }
-    for (int k = 0; k <= PARTS_AHEAD && err == WEFT_OK; k++) {
-        err =
-            ensure_part(ex, weft__store_pg_bucket(now + k * ex->interval_ns, ex->interval_ns, now));
+    ex->url = weft__strdup(url);
+    err = ex->url != NULL ? get_ready(ex) : WEFT_ENOMEM;
+    if (err == WEFT_EIO && weft__store_pg_is_lost(&ex->pg)) {
+        WEFT_LOG(WEFT_LOG_WARN, "%s; its spans are written once it answers (each batch tries again)",
+                 ex->pg.errmsg);
+        err = WEFT_OK;
     }
     if (err != WEFT_OK) {
         WEFT_LOG(WEFT_LOG_ERROR, "%s", ex->pg.errmsg);

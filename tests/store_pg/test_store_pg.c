@@ -1104,12 +1104,52 @@ test_pg_password_never_in_messages(void **state)
 
     weft_test_capture_logs();
     assert_weft_err(weft__store_pg_reader_open(url, &ops, &impl), WEFT_EIO);
-    assert_weft_err(weft__store_pg_exporter_new(url, &ex), WEFT_EIO);
+    /* The exporter is made (the database may answer later); its batches fail meanwhile. */
+    assert_weft_ok(weft__store_pg_exporter_new(url, &ex));
+    {
+        struct weft_span_data one = make_span(TA, "0000000000000001", NULL, "root", T0, 1);
+        assert_weft_err(export_batch(ex, &one, 1), WEFT_EIO);
+    }
+    weft_exporter_free(ex);
     assert_weft_err(weft__store_pg_add_interrupted_span(url, &span), WEFT_EIO);
     assert_weft_err(weft__store_pg_drop_before(url, 1, NULL, NULL), WEFT_EIO);
     assert_non_null(strstr(weft_test_logs(), "store postgresql://u:***@127.0.0.1:1/x"));
     assert_non_null(strstr(weft_test_logs(), "cannot connect"));
     assert_null(strstr(weft_test_logs(), "secret"));
+}
+
+/* A span store that does not answer when the exporter is made (here: its database does not
+ * exist yet) gets the batches sent once it answers; the ones before fail, counted by their
+ * processor, and are not written later by surprise. */
+static void
+test_pg_exporter_writes_once_the_database_answers(void **state)
+{
+    struct fx *f = *state;
+    struct weft_exporter *ex = NULL;
+    struct weft_span_data a = make_span(TA, "0000000000000001", NULL, "root", T0, 1);
+    struct weft_span_data b = make_span(TA, "0000000000000002", "0000000000000001", "kid", T0, 1);
+    char url[512];
+    char name[32];
+    PGconn *c = NULL;
+    PGresult *r = NULL;
+
+    snprintf(name, sizeof(name), "late%u", ++databases);
+    snprintf(url, sizeof(url), "%.*s/%s", (int)(strrchr(f->url, '/') - f->url), f->url, name);
+    assert_weft_ok(weft__store_pg_exporter_new(url, &ex));
+    assert_weft_err(export_batch(ex, &a, 1), WEFT_EIO);
+    if (weft_test_pg_createdb(server, name, url, sizeof(url)) != 0) {
+        fail_msg("createdb %s: %s", name, url);
+    }
+    assert_weft_ok(export_batch(ex, &b, 1));
+    weft_exporter_free(ex);
+    c = PQconnectdb(url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    r = PQexec(c, "SELECT span_id FROM weft_spans");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), 1);
+    assert_string_equal(PQgetvalue(r, 0, 0), "0000000000000002");
+    PQclear(r);
+    PQfinish(c);
 }
 
 int
@@ -1127,6 +1167,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_pg_export_texts_uses_prebuilt_columns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_lost_connection_is_made_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_exporter_writes_once_the_database_answers, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pg_spans_of_three_days_land_in_three_partitions, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_hourly_partitions_are_named_by_hour, setup,
