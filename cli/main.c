@@ -72,7 +72,8 @@ usage(FILE *out)
     }
     fputs("\n"
           "Run 'weft help <command>' for a command's options.\n"
-          "Traces are read from $WEFT_HOME/weft.db (default ./.weft/weft.db); --db overrides.\n"
+          "Traces are read from $WEFT_TRACE_STORE_URL (a file or postgresql:// URL), else\n"
+          "$WEFT_HOME/weft.db (default ./.weft/weft.db); --db overrides.\n"
           "Environment: WEFT_HOME, WEFT_DEBUG=1 (debug logging), NO_COLOR.\n",
           out);
 }
