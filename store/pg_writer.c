@@ -7,7 +7,8 @@
  * DO NOTHING RETURNING hands only the spans actually inserted to the summary upsert, so a span
  * stored twice (a retried batch, two `weft serve` instances ingesting the same export) is
  * stored and counted once, and a batch can always be sent again. COPY costs one round trip
- * and one parse for the whole batch where a prepared INSERT per span costs one each. Summary
+ * and one parse for the whole batch where a prepared INSERT per span costs one each; a batch
+ * is four round trips (BEGIN with the COPY's start, its data, the statement, COMMIT). Summary
  * rows are upserted in trace id order, so two writers lock them in the same order; a deadlock
  * or serialization failure anyway, or a lost connection (made again once), retries the batch
  * once.
@@ -60,7 +61,9 @@ static const char stage_sql[] =
     " dropped_attributes_count, dropped_events_count, dropped_links_count, service_name,"  \
     " scope_name, scope_version, run_id"
 
-static const char copy_sql[] = "COPY weft_span_stage (" SPAN_COLUMNS ", is_guarded) FROM STDIN";
+/* BEGIN rides with the COPY: one round trip fewer a batch (PQexec returns at the COPY). */
+static const char copy_sql[] =
+    "BEGIN; COPY weft_span_stage (" SPAN_COLUMNS ", is_guarded) FROM STDIN";
 
 /* A guarded row (an interrupted span) is written only when no span with its ids is stored,
  * whatever its start, and takes the trace's service. */
@@ -420,7 +423,7 @@ send_copy(struct pg_exporter *ex)
     return is_ok;
 }
 
-/* Stage the batch with COPY. */
+/* Open the batch's transaction and stage the batch with COPY. */
 static weft_err
 copy_batch(struct pg_exporter *ex,
            const struct weft_span_data *const *spans,
@@ -495,12 +498,8 @@ write_once(struct pg_exporter *ex,
         pg->has_stage = err == WEFT_OK;
     }
     if (err == WEFT_OK) {
-        err = weft__store_pg_exec(pg, "cannot begin a batch", "BEGIN");
+        err = copy_batch(ex, spans, count, prebuilt, is_guarded);
     }
-    if (err != WEFT_OK) {
-        return err;
-    }
-    err = copy_batch(ex, spans, count, prebuilt, is_guarded);
     if (err == WEFT_OK) {
         res = weft__store_pg_run(pg, write_sql, 0, NULL, true);
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
