@@ -133,7 +133,9 @@ cli_parse_duration(const char *text, uint64_t *ns)
     static const struct {
         char unit;
         uint64_t ns;
-    } units[] = {{'s', 1000000000ull}, {'m', 60000000000ull}, {'h', 3600000000000ull},
+    } units[] = {{'s', 1000000000ull},
+                 {'m', 60000000000ull},
+                 {'h', 3600000000000ull},
                  {'d', 86400000000000ull}};
     char *end = NULL;
     unsigned long long v = 0;
@@ -161,8 +163,8 @@ cli_parse_bytes(const char *text, uint64_t *out)
     static const struct {
         const char *suffix;
         unsigned shift;
-    } units[] = {{"", 0},    {"K", 10},   {"KiB", 10}, {"M", 20}, {"MiB", 20},
-                 {"G", 30},  {"GiB", 30}, {"T", 40},   {"TiB", 40}};
+    } units[] = {{"", 0},   {"K", 10},   {"KiB", 10}, {"M", 20},  {"MiB", 20},
+                 {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40}};
     char *end = NULL;
     unsigned long long v = 0;
 

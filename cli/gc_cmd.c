@@ -136,7 +136,7 @@ format_utc(uint64_t ns, char *buf, size_t len)
 struct gc_request {
     const char *state;
     const char *store; /* the span store; NULL: weft_store_default_path() */
-    const char *age; /* as given */
+    const char *age;   /* as given */
     uint64_t cutoff_ns;
     bool is_dry_run;
     bool is_json;

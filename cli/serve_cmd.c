@@ -93,8 +93,8 @@ cli_serve_usage(FILE *out)
 /* What a scrape reads: the state store, and the broker when there is one. */
 struct source {
     const char *state_path;
-    struct weft__broker_probe *probe; /* NULL: no broker */
-    struct weft__ingest *ingest;      /* NULL: --no-ingest */
+    struct weft__broker_probe *probe;        /* NULL: no broker */
+    struct weft__ingest *ingest;             /* NULL: --no-ingest */
     struct weft__store_retention *retention; /* NULL: no --retention nor --max-store-size */
     /* The server's refusal counters; set once it has started (a scrape may come first). */
     _Atomic(const struct weft__serve *) serve;

@@ -49,8 +49,8 @@ cli_state_home(int argc, char **argv)
     char abs[PATH_MAX];
     size_t n = 0;
 
-    if (state != NULL && (strncmp(state, "postgresql://", 13) == 0 ||
-                          strncmp(state, "postgres://", 11) == 0)) {
+    if (state != NULL &&
+        (strncmp(state, "postgresql://", 13) == 0 || strncmp(state, "postgres://", 11) == 0)) {
         /* A PostgreSQL state keeps its spans there too (as WEFT_STATE_URL does), unless the
          * user named the span store. */
         const char *trace = getenv("WEFT_TRACE_STORE_URL");

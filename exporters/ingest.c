@@ -632,10 +632,9 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
                                     NULL, 0, &escaped);
     }
     if (err == WEFT_OK) {
-        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.in_flight",
-                                    "{request}",
-                                    "Requests to /v1/traces being handled now (the ingest queue)",
-                                    NULL, 0, &in_flight);
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.in_flight", "{request}",
+            "Requests to /v1/traces being handled now (the ingest queue)", NULL, 0, &in_flight);
     }
     if (err == WEFT_OK) {
         err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.in_flight_limit",
@@ -645,9 +644,9 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
                                     NULL, 0, &in_flight_limit);
     }
     if (err == WEFT_OK) {
-        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_writes",
-                                    "{batch}", "Batches written into the span store (one a request)",
-                                    NULL, 0, &writes);
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_writes", "{batch}",
+            "Batches written into the span store (one a request)", NULL, 0, &writes);
     }
     if (err == WEFT_OK) {
         err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.store_write_time",

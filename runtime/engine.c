@@ -2733,8 +2733,8 @@ origin_options_ok(const struct weft_run_options *opts, char *error, size_t error
     bool is_fork = opts->fork_run_id != NULL;
 
     /* replay and fork together replay a fork: the same fork, its calls answered by the fork's */
-    if ((is_replay || is_fork) && (opts->record_path != NULL || opts->replay_path != NULL ||
-                                   opts->resume_run_id != NULL)) {
+    if ((is_replay || is_fork) &&
+        (opts->record_path != NULL || opts->replay_path != NULL || opts->resume_run_id != NULL)) {
         snprintf(error, error_len, "%s excludes --record, --replay and resume",
                  is_replay ? "replay" : "fork");
         return false;

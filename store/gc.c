@@ -84,11 +84,8 @@ static const char oldest_traces[] =
 
 /* Count (dry run) or delete the traces @p select picks with @p arg, adding to @p out. */
 static weft_err
-drop_traces(sqlite3 *db,
-            const char *select,
-            int64_t arg,
-            bool dry_run,
-            struct weft_store_gc_report *out)
+drop_traces(
+    sqlite3 *db, const char *select, int64_t arg, bool dry_run, struct weft_store_gc_report *out)
 {
     char count_traces[256];
     char count_spans[320];
@@ -99,8 +96,8 @@ drop_traces(sqlite3 *db,
     weft_err err = WEFT_OK;
 
     snprintf(count_traces, sizeof(count_traces), "SELECT count(*) FROM (%s)", select);
-    snprintf(count_spans, sizeof(count_spans),
-             "SELECT count(*) FROM spans WHERE trace_id IN (%s)", select);
+    snprintf(count_spans, sizeof(count_spans), "SELECT count(*) FROM spans WHERE trace_id IN (%s)",
+             select);
     snprintf(del_spans, sizeof(del_spans), "DELETE FROM spans WHERE trace_id IN (%s)", select);
     snprintf(del_traces, sizeof(del_traces), "DELETE FROM traces WHERE trace_id IN (%s)", select);
     err = query_i64(db, count_traces, arg, &traces);
@@ -240,8 +237,8 @@ sqlite_gc(const char *path,
         /* the share of traces the excess is, assuming traces of like size, at least one */
         step = traces * (live - (int64_t)max_bytes) / live + 1;
         step = step < CAP_STEP ? step : CAP_STEP;
-        err = err == WEFT_OK ? in_txn(db, oldest_traces, step, dry_run, out, error, error_len)
-                             : err;
+        err =
+            err == WEFT_OK ? in_txn(db, oldest_traces, step, dry_run, out, error, error_len) : err;
         if (dry_run || out->traces == before) {
             break; /* nothing left to delete, or a dry run */
         }

@@ -17,8 +17,8 @@
 bool
 weft__store_is_pg_url(const char *location)
 {
-    return location != NULL &&
-           (strncmp(location, "postgresql://", 13) == 0 || strncmp(location, "postgres://", 11) == 0);
+    return location != NULL && (strncmp(location, "postgresql://", 13) == 0 ||
+                                strncmp(location, "postgres://", 11) == 0);
 }
 
 weft_err

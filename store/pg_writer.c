@@ -692,7 +692,8 @@ exporter_open(const char *url, struct pg_exporter **out)
     ex->url = weft__strdup(url);
     err = ex->url != NULL ? get_ready(ex) : WEFT_ENOMEM;
     if (err == WEFT_EIO && weft__store_pg_is_lost(&ex->pg)) {
-        WEFT_LOG(WEFT_LOG_WARN, "%s; its spans are written once it answers (each batch tries again)",
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "%s; its spans are written once it answers (each batch tries again)",
                  ex->pg.errmsg);
         err = WEFT_OK;
     }

@@ -31,7 +31,7 @@
 struct weft_store {
     const struct weft__store_reader_ops *ops;
     void *impl;
-    char *path; /* as given; a URL's password is never printed from it (see label) */
+    char *path;      /* as given; a URL's password is never printed from it (see label) */
     char label[512]; /* the location for messages: a URL with its password replaced */
     char errmsg[512];
 };
@@ -863,7 +863,7 @@ struct tree_key {
 struct page_node {
     uint64_t start;
     uint64_t end;
-    const char *name;    /* in the read's scratch arena */
+    const char *name; /* in the read's scratch arena */
     uint8_t id[WEFT_SPAN_ID_SIZE];
     uint8_t parent[WEFT_SPAN_ID_SIZE];
     bool has_parent;
@@ -1114,8 +1114,8 @@ add_node_row(const struct weft__store_row *row, void *user)
         weft__hex_decode_id(span_hex, span_len, node->id, WEFT_SPAN_ID_SIZE) != WEFT_OK) {
         return WEFT_OK;
     }
-    if (parent_hex != NULL && weft__hex_decode_id(parent_hex, parent_len, node->parent,
-                                                  WEFT_SPAN_ID_SIZE) == WEFT_OK) {
+    if (parent_hex != NULL &&
+        weft__hex_decode_id(parent_hex, parent_len, node->parent, WEFT_SPAN_ID_SIZE) == WEFT_OK) {
         node->has_parent = true;
         node->is_parent_remote = col_int(row, WEFT__NODE_PARENT_REMOTE) != 0;
     }
@@ -1207,7 +1207,7 @@ read_page_rows(struct weft_store *store,
                size_t m)
 {
     struct page_rows acc = {store, trace, id, slots, m, 0};
-    char (*ids)[2 * WEFT_SPAN_ID_SIZE + 1] = m > 0 ? weft__malloc(m * sizeof(*ids)) : NULL;
+    char(*ids)[2 * WEFT_SPAN_ID_SIZE + 1] = m > 0 ? weft__malloc(m * sizeof(*ids)) : NULL;
     const char **refs = m > 0 ? weft__malloc(m * sizeof(*refs)) : NULL;
     weft_err err = WEFT_OK;
 

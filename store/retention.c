@@ -12,10 +12,10 @@
 #include "base/time.h"
 
 #include <pthread.h>
-#include <weft/metrics.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <weft/metrics.h>
 
 struct weft__store_retention {
     struct weft__store_retention_config cfg;
@@ -23,7 +23,7 @@ struct weft__store_retention {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    bool is_stopping;           /* under lock */
+    bool is_stopping;                         /* under lock */
     struct weft__store_retention_stats stats; /* under lock */
 };
 
@@ -33,11 +33,11 @@ pass(struct weft__store_retention *r)
 {
     struct weft_store_gc_report rep;
     uint64_t now = weft__now_ns();
-    uint64_t cutoff = r->cfg.max_age_ns > 0 && now > r->cfg.max_age_ns ? now - r->cfg.max_age_ns
-                                                                        : 0;
+    uint64_t cutoff =
+        r->cfg.max_age_ns > 0 && now > r->cfg.max_age_ns ? now - r->cfg.max_age_ns : 0;
     char error[512] = "";
-    weft_err err = weft_store_gc(r->location, cutoff, r->cfg.max_bytes, false, &rep, error,
-                                 sizeof(error));
+    weft_err err =
+        weft_store_gc(r->location, cutoff, r->cfg.max_bytes, false, &rep, error, sizeof(error));
     bool is_ok = err == WEFT_OK || err == WEFT_ENOTFOUND; /* nothing stored yet */
 
     if (is_ok && r->cfg.hook != NULL && cutoff > 0) {
@@ -163,19 +163,17 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
     }
     weft__store_retention_stats(r, &st);
     err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.store.retention.passes",
-                                "{pass}", "Retention passes over the span store, by outcome",
-                                NULL, 0, &passes);
+                                "{pass}", "Retention passes over the span store, by outcome", NULL,
+                                0, &passes);
     if (err == WEFT_OK) {
-        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER,
-                                    "weft.store.retention.traces_deleted", "{trace}",
-                                    "Traces retention deleted (past --retention or the size cap)",
-                                    NULL, 0, &deleted);
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_COUNTER, "weft.store.retention.traces_deleted", "{trace}",
+            "Traces retention deleted (past --retention or the size cap)", NULL, 0, &deleted);
     }
     if (err == WEFT_OK) {
-        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER,
-                                    "weft.store.retention.partitions_dropped", "{partition}",
-                                    "PostgreSQL span partitions retention dropped", NULL, 0,
-                                    &dropped);
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_COUNTER, "weft.store.retention.partitions_dropped",
+            "{partition}", "PostgreSQL span partitions retention dropped", NULL, 0, &dropped);
     }
     if (err == WEFT_OK && st.store_bytes >= 0) {
         err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.size", "By",

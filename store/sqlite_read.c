@@ -151,8 +151,7 @@ sq_spans_by_id(void *impl,
     struct sqlite_reader *r = impl;
     weft_err err = WEFT_OK;
 
-    if (r->by_id == NULL &&
-        sqlite3_prepare_v2(r->db, span_sql, -1, &r->by_id, NULL) != SQLITE_OK) {
+    if (r->by_id == NULL && sqlite3_prepare_v2(r->db, span_sql, -1, &r->by_id, NULL) != SQLITE_OK) {
         return WEFT_EIO;
     }
     for (size_t k = 0; err == WEFT_OK && k < count; k++) {

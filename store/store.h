@@ -47,45 +47,45 @@ typedef weft_err (*weft__store_row_fn)(const struct weft__store_row *row, void *
 
 /* The columns of the primitive reads, in this order in every backend. */
 enum weft__store_list_col { /* a trace's summary */
-    WEFT__LIST_TRACE_ID,
-    WEFT__LIST_START,
-    WEFT__LIST_END,
-    WEFT__LIST_SPANS,
-    WEFT__LIST_ERRORS,
-    WEFT__LIST_ROOT_NAME,
-    WEFT__LIST_SERVICE,
-    WEFT__LIST_HAS_ROOT
+                            WEFT__LIST_TRACE_ID,
+                            WEFT__LIST_START,
+                            WEFT__LIST_END,
+                            WEFT__LIST_SPANS,
+                            WEFT__LIST_ERRORS,
+                            WEFT__LIST_ROOT_NAME,
+                            WEFT__LIST_SERVICE,
+                            WEFT__LIST_HAS_ROOT
 };
 enum weft__store_span_col { /* a whole span */
-    WEFT__COL_SPAN_ID,
-    WEFT__COL_PARENT,
-    WEFT__COL_PARENT_REMOTE,
-    WEFT__COL_TRACE_STATE,
-    WEFT__COL_FLAGS,
-    WEFT__COL_NAME,
-    WEFT__COL_KIND,
-    WEFT__COL_START,
-    WEFT__COL_END,
-    WEFT__COL_STATUS,
-    WEFT__COL_STATUS_MESSAGE,
-    WEFT__COL_ATTRS, /* JSON object (store_json.c's encoding) */
-    WEFT__COL_EVENTS, /* JSON array */
-    WEFT__COL_LINKS,  /* JSON array */
-    WEFT__COL_DROPPED_ATTRS,
-    WEFT__COL_DROPPED_EVENTS,
-    WEFT__COL_DROPPED_LINKS,
-    WEFT__COL_SERVICE,
-    WEFT__COL_SCOPE_NAME,
-    WEFT__COL_SCOPE_VERSION
+                            WEFT__COL_SPAN_ID,
+                            WEFT__COL_PARENT,
+                            WEFT__COL_PARENT_REMOTE,
+                            WEFT__COL_TRACE_STATE,
+                            WEFT__COL_FLAGS,
+                            WEFT__COL_NAME,
+                            WEFT__COL_KIND,
+                            WEFT__COL_START,
+                            WEFT__COL_END,
+                            WEFT__COL_STATUS,
+                            WEFT__COL_STATUS_MESSAGE,
+                            WEFT__COL_ATTRS,  /* JSON object (store_json.c's encoding) */
+                            WEFT__COL_EVENTS, /* JSON array */
+                            WEFT__COL_LINKS,  /* JSON array */
+                            WEFT__COL_DROPPED_ATTRS,
+                            WEFT__COL_DROPPED_EVENTS,
+                            WEFT__COL_DROPPED_LINKS,
+                            WEFT__COL_SERVICE,
+                            WEFT__COL_SCOPE_NAME,
+                            WEFT__COL_SCOPE_VERSION
 };
 enum weft__store_node_col { /* what tree order needs of a span (page reads) */
-    WEFT__NODE_SPAN_ID,
-    WEFT__NODE_PARENT,
-    WEFT__NODE_PARENT_REMOTE,
-    WEFT__NODE_NAME,
-    WEFT__NODE_START,
-    WEFT__NODE_END,
-    WEFT__NODE_STATUS
+                            WEFT__NODE_SPAN_ID,
+                            WEFT__NODE_PARENT,
+                            WEFT__NODE_PARENT_REMOTE,
+                            WEFT__NODE_NAME,
+                            WEFT__NODE_START,
+                            WEFT__NODE_END,
+                            WEFT__NODE_STATUS
 };
 
 /* What a backend answers for read.c. Ids are lowercase hex. Every read returns WEFT_OK (also
@@ -97,8 +97,12 @@ struct weft__store_reader_ops {
     weft_err (*list)(void *impl, size_t limit, weft__store_row_fn fn, void *user);
     /* Trace ids (one column) in [@p lo, @p hi) in id order, at most @p limit; @p lo NULL: the
      * newest trace's id (list()'s first). */
-    weft_err (*ids)(
-        void *impl, const char *lo, const char *hi, size_t limit, weft__store_row_fn fn, void *user);
+    weft_err (*ids)(void *impl,
+                    const char *lo,
+                    const char *hi,
+                    size_t limit,
+                    weft__store_row_fn fn,
+                    void *user);
     /* The spans of trace @p trace_hex (only span @p span_hex when not NULL), at most @p limit,
      * in any order: span columns. @p is_outline: the attributes column may hold only the
      * attributes the outline keeps (it is filtered again), the links column may be NULL. */
@@ -133,9 +137,8 @@ struct weft__store_reader_ops {
 weft_err weft__store_sqlite_reader_open(const char *path,
                                         const struct weft__store_reader_ops **ops,
                                         void **impl);
-weft_err weft__store_pg_reader_open(const char *url,
-                                    const struct weft__store_reader_ops **ops,
-                                    void **impl);
+weft_err
+weft__store_pg_reader_open(const char *url, const struct weft__store_reader_ops **ops, void **impl);
 
 /* The PostgreSQL exporter (weft_store_exporter_new() of a URL), weft__store_export_texts() of
  * it, and weft_store_add_interrupted_span() of a URL: as their SQLite counterparts. */
@@ -175,9 +178,9 @@ typedef weft_err (*weft__store_retention_hook)(void *data,
                                                size_t error_len);
 
 struct weft__store_retention_config {
-    uint64_t max_age_ns;  /* traces that ended longer ago go (0: none by age) */
-    uint64_t max_bytes;   /* SQLite: the oldest go past this size (0: no cap) */
-    uint64_t interval_ms; /* between passes (0: hourly); the first runs at start */
+    uint64_t max_age_ns;             /* traces that ended longer ago go (0: none by age) */
+    uint64_t max_bytes;              /* SQLite: the oldest go past this size (0: no cap) */
+    uint64_t interval_ms;            /* between passes (0: hourly); the first runs at start */
     weft__store_retention_hook hook; /* may be NULL */
     void *hook_data;
 };

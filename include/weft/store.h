@@ -1,7 +1,8 @@
 /* include/weft/store.h - read access to the span store that weft_store_exporter_new()
- * writes (a SQLite file, or PostgreSQL when the location is a postgresql:// URL): list recent traces, resolve a trace reference ("last", a
- * full id or a unique hex prefix), load one trace's spans in tree order (or one page of them),
- * and render a trace as an indented tree with durations and errors.
+ * writes (a SQLite file, or PostgreSQL when the location is a postgresql:// URL): list recent
+ * traces, resolve a trace reference ("last", a full id or a unique hex prefix), load one trace's
+ * spans in tree order (or one page of them), and render a trace as an indented tree with durations
+ * and errors.
  *
  * The store is opened read-only: readers never block the exporter (the database runs in WAL
  * mode), and a reader sees each batch whole or not at all (one transaction per batch).
@@ -92,11 +93,11 @@ WEFT_API weft_err weft_store_add_interrupted_span(const char *db_path,
 
 /** What weft_store_gc() deleted, or would delete. */
 struct weft_store_gc_report {
-    size_t traces;          /**< whole traces deleted */
-    size_t spans;           /**< their spans (SQLite; PostgreSQL: 0, partitions go whole) */
-    size_t partitions;      /**< PostgreSQL partitions dropped */
-    int64_t bytes_before;   /**< SQLite: the file's bytes (with its WAL) before; -1 unknown */
-    int64_t bytes_after;    /**< ... and after (the dry run: as before) */
+    size_t traces;        /**< whole traces deleted */
+    size_t spans;         /**< their spans (SQLite; PostgreSQL: 0, partitions go whole) */
+    size_t partitions;    /**< PostgreSQL partitions dropped */
+    int64_t bytes_before; /**< SQLite: the file's bytes (with its WAL) before; -1 unknown */
+    int64_t bytes_after;  /**< ... and after (the dry run: as before) */
 };
 
 /** Delete what the span store at @p location (NULL: weft_store_default_path()) keeps past

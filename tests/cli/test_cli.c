@@ -158,7 +158,8 @@ run_weft(struct fixture *f, const char *const *args)
 {
     struct run r = {0};
 
-    r.status = weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, sizeof(f->out), f->err, sizeof(f->err));
+    r.status = weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, sizeof(f->out), f->err,
+                                      sizeof(f->err));
     r.out = f->out;
     r.err = f->err;
     return r;

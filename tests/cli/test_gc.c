@@ -47,7 +47,8 @@ run_weft(struct fixture *f, const char *const *args)
 {
     struct run r = {0};
 
-    r.status = weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
+    r.status =
+        weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
     r.out = f->out;
     r.err = f->err;
     return r;
@@ -411,8 +412,8 @@ test_gc_deletes_old_traces_from_the_span_store(void **state)
     assert_int_equal(strlen(old_trace), 32);
     assert_int_equal(strlen(new_trace), 32);
     snprintf(sql, sizeof(sql),
-             "UPDATE traces SET start_ns = start_ns - 30 * " DAY_NS ", end_ns = end_ns - 30 * "
-             DAY_NS " WHERE trace_id = '%s'",
+             "UPDATE traces SET start_ns = start_ns - 30 * " DAY_NS
+             ", end_ns = end_ns - 30 * " DAY_NS " WHERE trace_id = '%s'",
              old_trace);
     sql_exec(store, sql);
     r = RUN(f, "gc", "--older-than", "14d", "--dry-run", "--json");

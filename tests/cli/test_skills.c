@@ -91,7 +91,8 @@ run_weft(struct fixture *f, const char *const *args)
 {
     struct run r = {0};
 
-    r.status = weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
+    r.status =
+        weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
     r.out = f->out;
     r.err = f->err;
     return r;

@@ -64,8 +64,8 @@ group_teardown(void **state)
 static void
 start_instance(struct fx *f, int i)
 {
-    const char *argv[] = {WEFT, "serve", "--addr", "127.0.0.1:0", "--store", f->url,
-                          "--state", f->url, NULL};
+    const char *argv[] = {WEFT,   "serve",   "--addr", "127.0.0.1:0", "--store",
+                          f->url, "--state", f->url,   NULL};
     const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_TRACE_STORE_URL*", NULL};
 
     snprintf(f->log[i], sizeof(f->log[i]), "%s/serve%d.log", f->dir, i);
@@ -159,8 +159,9 @@ count_rows(const struct fx *f, long *rows, long *distinct)
     PGresult *r = NULL;
 
     assert_int_equal(PQstatus(c), CONNECTION_OK);
-    r = PQexec(c, "SELECT count(*), count(DISTINCT span_id) FROM weft_spans WHERE trace_id = '"
-                  TRACE_HEX "'");
+    r = PQexec(
+        c, "SELECT count(*), count(DISTINCT span_id) FROM weft_spans WHERE trace_id = '" TRACE_HEX
+           "'");
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         fail_msg("count: %s", PQerrorMessage(c));
     }
@@ -281,8 +282,8 @@ test_database_outage_answers_503_and_loses_nothing(void **state)
         assert_true(serve_proc_sum(metrics, "weft_ingest_spans_total", accepted, NULL) ==
                     3 * BATCH);
         assert_true(serve_proc_sum(metrics, "weft_ingest_store_writes_total", NULL, NULL) >= 4);
-        assert_true(serve_proc_sum(metrics, "weft_ingest_store_write_time_seconds_total", NULL,
-                                   NULL) > 0);
+        assert_true(
+            serve_proc_sum(metrics, "weft_ingest_store_write_time_seconds_total", NULL, NULL) > 0);
         assert_true(serve_proc_sum(metrics, "weft_ingest_in_flight_limit", NULL, NULL) >= 1);
     }
     free(metrics);
@@ -293,8 +294,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_two_instances_store_every_span_once, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_two_instances_store_every_span_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_instance_killed_mid_ingest_loses_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_database_outage_answers_503_and_loses_nothing, setup,

@@ -108,9 +108,9 @@ replay_fork(const struct fx *f,
         fail_msg("%s forked from %s, replayed: identical %d (%s at %s: %s), %zu of %zu LLM "
                  "and %zu of %zu tool calls, status %d (the fork's %d), %zu reused (the fork %zu)",
                  rel, from, (int)rr->is_identical, rr->what != NULL ? rr->what : "-",
-                 rr->span != NULL ? rr->span : "-", rr->got != NULL ? rr->got : "-",
-                 rr->llm_calls, rr->llm_expected, rr->tool_calls, rr->tool_expected,
-                 (int)rp->status, (int)fk->status, rp->reused_steps, fk->reused_steps);
+                 rr->span != NULL ? rr->span : "-", rr->got != NULL ? rr->got : "-", rr->llm_calls,
+                 rr->llm_expected, rr->tool_calls, rr->tool_expected, (int)rp->status,
+                 (int)fk->status, rp->reused_steps, fk->reused_steps);
     }
     assert_string_equal(rr->original_run_id, fk->run_id);
     weft_run_result_free(rp);

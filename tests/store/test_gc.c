@@ -54,7 +54,7 @@ write_trace(struct fx *f, unsigned k, uint64_t start_ms, size_t spans, size_t pa
 {
     struct weft_span_data *batch = calloc(spans, sizeof(*batch));
     struct weft_attr *attrs = calloc(spans, sizeof(*attrs));
-    char (*ids)[17] = calloc(spans, sizeof(*ids));
+    char(*ids)[17] = calloc(spans, sizeof(*ids));
     char *text = calloc(1, payload + 1);
     char trace[33];
 
@@ -275,8 +275,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gc_deletes_whole_traces_past_the_age, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gc_deletes_whole_traces_past_the_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_size_cap_takes_the_oldest_and_shrinks_the_file,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_vacuums_an_old_store_once, setup, teardown),

@@ -63,8 +63,8 @@ store_spans_export(struct weft_exporter *ex, const struct weft_span_data *spans,
         for (size_t i = 0; i < n; i++) {
             ptrs[i] = &spans[i];
         }
-        err = ex->ops->export_batch(ex->self, ptrs, n,
-                                    weft_monotonic_ns() + 5000 * STORE_SPANS_MS, &result);
+        err = ex->ops->export_batch(ex->self, ptrs, n, weft_monotonic_ns() + 5000 * STORE_SPANS_MS,
+                                    &result);
     }
     free(ptrs);
     return err;
