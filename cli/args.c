@@ -163,8 +163,8 @@ cli_parse_bytes(const char *text, uint64_t *out)
     static const struct {
         const char *suffix;
         unsigned shift;
-    } units[] = {{"", 0},   {"K", 10},   {"KiB", 10}, {"M", 20},  {"MiB", 20},
-                 {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40}};
+    } units[] = {{"", 0},     {"K", 10}, {"k", 10}, {"KiB", 10}, {"M", 20}, {"m", 20},
+                 {"MiB", 20}, {"G", 30}, {"g", 30}, {"GiB", 30}, {"T", 40}, {"TiB", 40}};
     char *end = NULL;
     unsigned long long v = 0;
 

@@ -48,55 +48,24 @@ cli_gc_usage(FILE *out)
           out);
 }
 
-/* Parse AGE: digits then one unit, d, h, m or s ("14d", "12h", "30m", "90s"), at least one
- * second and at most GC_MAX_AGE_DAYS days. @return false (with *why set) otherwise. */
+/* AGE as cli_parse_duration() reads it ("14d", "12h", "30m", "90s"), at most GC_MAX_AGE_DAYS
+ * days. @return false (with *why set) otherwise. */
 static bool
 parse_age(const char *text, uint64_t *ns, const char **why)
 {
-    uint64_t n = 0;
-    uint64_t unit_s = 0;
-    const char *p = text;
+    size_t zeros = text != NULL ? strspn(text, "0") : 0;
 
-    *why = "expected a whole number and a unit: 14d, 12h, 30m or 90s";
-    if (text == NULL || *p < '0' || *p > '9') {
+    if (!cli_parse_duration(text, ns)) {
+        *why = zeros > 0 && text[zeros] != '\0' && strchr("dhms", text[zeros]) != NULL &&
+                       text[zeros + 1] == '\0'
+                   ? "must be more than 0"
+                   : "expected a whole number and a unit: 14d, 12h, 30m or 90s";
         return false;
     }
-    while (*p >= '0' && *p <= '9') {
-        if (n > GC_MAX_AGE_DAYS * 86400ull) {
-            *why = "too long (at most 36500d)";
-            return false;
-        }
-        n = n * 10 + (uint64_t)(*p - '0');
-        p++;
-    }
-    switch (*p) {
-    case 'd':
-        unit_s = 86400;
-        break;
-    case 'h':
-        unit_s = 3600;
-        break;
-    case 'm':
-        unit_s = 60;
-        break;
-    case 's':
-        unit_s = 1;
-        break;
-    default:
-        return false;
-    }
-    if (p[1] != '\0') {
-        return false;
-    }
-    if (n == 0) {
-        *why = "must be more than 0";
-        return false;
-    }
-    if (n > GC_MAX_AGE_DAYS * 86400ull / unit_s) {
+    if (*ns > GC_MAX_AGE_DAYS * 86400ull * NS_PER_S) {
         *why = "too long (at most 36500d)";
         return false;
     }
-    *ns = n * unit_s * NS_PER_S;
     return true;
 }
 

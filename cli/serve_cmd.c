@@ -131,48 +131,22 @@ render_store(void *user_data, char **out, size_t *len)
     return err;
 }
 
-/* "16777216", "512K", "16M", "1G" (binary multiples) into bytes; false when malformed. */
-static bool
-parse_size(const char *text, size_t *out)
-{
-    char *end = NULL;
-    unsigned long long n = 0;
-    unsigned shift = 0;
-
-    if (text == NULL || text[0] < '0' || text[0] > '9') {
-        return false;
-    }
-    n = strtoull(text, &end, 10);
-    if (*end == 'K' || *end == 'k') {
-        shift = 10;
-    } else if (*end == 'M' || *end == 'm') {
-        shift = 20;
-    } else if (*end == 'G' || *end == 'g') {
-        shift = 30;
-    }
-    if (shift != 0) {
-        end++;
-    }
-    if (*end != '\0' || n == 0 || n > (SIZE_MAX / 64) >> shift) {
-        return false;
-    }
-    *out = (size_t)(n << shift);
-    return true;
-}
-
 /* Open the span store for ingest (unless --no-ingest). @return CLI_EXIT_OK or an exit code. */
 static int
 open_ingest(const char *db, const char *max_body_text, bool is_off, struct weft__ingest **out)
 {
     struct weft__ingest_options io = {db, 0};
+    uint64_t max_body = 0;
     weft_err err = WEFT_OK;
 
     *out = NULL;
-    if (max_body_text != NULL && !parse_size(max_body_text, &io.max_body)) {
+    if (max_body_text != NULL &&
+        (!cli_parse_bytes(max_body_text, &max_body) || max_body > (SIZE_MAX / 64))) {
         fprintf(stderr, "weft serve: --max-body %s: expected a positive size such as 16M\n",
                 max_body_text);
         return CLI_EXIT_USAGE;
     }
+    io.max_body = (size_t)max_body;
     if (is_off) {
         return CLI_EXIT_OK;
     }

@@ -698,21 +698,14 @@ weft_err
 weft__store_sqlite_exporter_new(const char *db_path, struct weft_exporter **out)
 {
     struct store_exporter *st = NULL;
-    char default_path[4096];
     weft_err err = WEFT_OK;
 
+    /* store/writer.c resolves a NULL location to the default before it calls this */
     if (out == NULL) {
         return WEFT_EINVAL;
     }
     *out = NULL;
-    if (db_path == NULL) {
-        err = weft_store_default_path(default_path, sizeof(default_path));
-        if (err != WEFT_OK) {
-            return err;
-        }
-        db_path = default_path;
-    }
-    if (db_path[0] == '\0') {
+    if (db_path == NULL || db_path[0] == '\0') {
         return WEFT_EINVAL;
     }
     st = weft__calloc(1, sizeof(*st));
@@ -740,9 +733,9 @@ fail:
 
 weft_err
 weft__store_sqlite_export_texts(struct weft_exporter *ex,
-                         const struct weft_span_data *const *spans,
-                         size_t count,
-                         const struct weft__store_texts *texts)
+                                const struct weft_span_data *const *spans,
+                                size_t count,
+                                const struct weft__store_texts *texts)
 {
     struct store_exporter *st = weft__exporter_self(ex, &store_ops);
 
@@ -822,7 +815,6 @@ weft__store_sqlite_add_interrupted_span(const char *db_path,
                                         const struct weft_interrupted_span *span)
 {
     struct store_exporter *st = NULL;
-    char default_path[4096];
     sqlite3_stmt *stmt = NULL;
     json_t *attrs = NULL;
     char *attrs_text = NULL;
@@ -843,15 +835,11 @@ weft__store_sqlite_add_interrupted_span(const char *db_path,
     if (attrs_text == NULL) {
         return WEFT_ENOMEM;
     }
-    if (db_path == NULL) {
-        err = weft_store_default_path(default_path, sizeof(default_path));
-        db_path = default_path;
-    }
-    st = err == WEFT_OK ? weft__calloc(1, sizeof(*st)) : NULL;
+    st = db_path != NULL ? weft__calloc(1, sizeof(*st)) : NULL; /* writer.c resolved it */
     if (st == NULL || (st->path = weft__strdup(db_path)) == NULL) {
         store_destroy(st);
         free(attrs_text);
-        return err != WEFT_OK ? err : WEFT_ENOMEM;
+        return db_path == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
     }
     weft__buf_init(&st->attrs_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&st->events_text, STORE_JSON_COLUMN_MAX);
