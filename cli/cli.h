@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <weft/runtime.h>
+#include <weft/sampling.h>
 
 /* Exit codes. */
 #define CLI_EXIT_OK    0 /* success */
@@ -101,6 +102,7 @@ struct cli_run_flags {
     const char *queue_prefix; /* amqp: NULL: $WEFT_QUEUE_PREFIX */
     const char *max_in_flight;
     const char *max_parallel; /* ready plan steps at once; NULL: the workflow decides */
+    const char *sampling;     /* tail-sampling rules; NULL: $WEFT_SAMPLING, else the workflow's */
     bool is_json;
     bool is_quiet;
     bool is_no_trace;
@@ -155,6 +157,9 @@ struct cli_telemetry {
     struct weft_meter *meter;
     struct weft_metrics_server *server;
     struct weft_metric_reader *reader;
+    /* Set before cli_start_tracing() to put every batched exporter behind a run buffer of
+     * tail sampling (include/weft/sampling.h); released by cli_telemetry_stop(). */
+    struct weft_tail *tail;
 };
 
 /* The provider (with service.instance.id = @p instance_id unless NULL) and its meter.

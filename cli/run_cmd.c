@@ -374,8 +374,48 @@ stored_span_count(const char *trace_id)
     return count;
 }
 
+/* The sampling decision and what the run buffers did with it (one line, the summary's). */
 static void
-print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts)
+print_sampling(const struct weft_run_result *r, const struct weft_tail *tail)
+{
+    struct weft_tail_stats st;
+
+    if (!r->is_trace_sampled) {
+        return;
+    }
+    weft_tail_get_stats(tail, &st);
+    printf("  sampling: trace %s (rule %s); spans kept %llu, sampled out %llu",
+           r->is_trace_kept ? "kept" : "not kept", r->sampling_rule,
+           (unsigned long long)st.spans_kept, (unsigned long long)st.spans_sampled_out);
+    if (st.spans_failed > 0) {
+        printf(", %llu failed", (unsigned long long)st.spans_failed);
+    }
+    if (st.traces_forced > 0) {
+        printf(", %llu undecided traces sent whole", (unsigned long long)st.traces_forced);
+    }
+    putchar('\n');
+}
+
+static json_t *
+sampling_json(const struct weft_run_result *r, const struct weft_tail *tail)
+{
+    struct weft_tail_stats st;
+
+    if (!r->is_trace_sampled) {
+        return json_null();
+    }
+    weft_tail_get_stats(tail, &st);
+    return json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I}", "kept", r->is_trace_kept, "rule",
+                     r->sampling_rule, "spans_kept", (json_int_t)st.spans_kept, "spans_sampled_out",
+                     (json_int_t)st.spans_sampled_out, "spans_failed", (json_int_t)st.spans_failed,
+                     "spans_spilled", (json_int_t)st.spans_spilled, "traces_forced",
+                     (json_int_t)st.traces_forced);
+}
+
+static void
+print_summary(const struct weft_run_result *r,
+              const struct weft_trace_stats *ts,
+              const struct weft_tail *tail)
 {
     char dur[32];
 
@@ -414,6 +454,7 @@ print_summary(const struct weft_run_result *r, const struct weft_trace_stats *ts
     if (r->trace_id[0] != '\0') {
         printf("  trace:   %s\n", r->trace_id);
     }
+    print_sampling(r, tail);
     /* Telemetry that did not make it is never silent. A distributed run's trace also holds
      * the workers' spans: both counts, so that the summary agrees with the tree below it ("so
      * far": a worker's last spans can reach the store a batch delay after its result). */
@@ -606,9 +647,10 @@ finish_telemetry(const char *cmd, struct weft_provider *provider)
 static void
 print_json(const struct weft_run_result *r,
            const struct weft_trace_stats *ts,
-           struct weft_provider *provider,
+           const struct cli_telemetry *t,
            json_t *tool_errors)
 {
+    struct weft_provider *provider = t->provider;
     json_t *o = json_object();
     json_t *steps = json_array();
     json_t *decisions = json_array();
@@ -667,6 +709,7 @@ print_json(const struct weft_run_result *r,
                                   (json_int_t)ts->spans_failed, "in_trace",
                                   (json_int_t)stored_span_count(r->trace_id)));
     json_object_set_new(o, "exporters", exporters_json(provider));
+    json_object_set_new(o, "sampling", sampling_json(r, t->tail));
     if (r->replay != NULL) {
         json_object_set_new(o, "replay", weft__doc_replay(r->replay));
     }
@@ -871,7 +914,7 @@ run_tool_errors(const char *state, const char *run_id, struct weft_meter *meter)
  * provider shuts its processors down in order, so the local trace is complete before a slow
  * collector uses up the time left (or a second SIGINT cuts the wait). */
 static weft_err
-setup_provider(const char *instance_id, struct weft_provider **out)
+setup_provider(const char *instance_id, struct weft_tail *tail, struct weft_provider **out)
 {
     const char *env = getenv("OTEL_TRACES_EXPORTER");
     struct weft_provider_options popts = {.service_name = NULL};
@@ -895,6 +938,9 @@ setup_provider(const char *instance_id, struct weft_provider **out)
         struct weft_exporter *exporter = NULL;
         struct weft_processor *proc = NULL;
         err = weft_store_exporter_new(NULL, &exporter);
+        if (err == WEFT_OK && tail != NULL) {
+            err = weft_tail_wrap(tail, exporter, &exporter);
+        }
         if (err == WEFT_OK) {
             err = weft_batch_processor_new(exporter, NULL, &proc);
         }
@@ -903,7 +949,7 @@ setup_provider(const char *instance_id, struct weft_provider **out)
         }
     }
     if (err == WEFT_OK) {
-        err = weft_provider_add_env_exporters(provider, "store");
+        err = weft_provider_add_env_exporters_tail(provider, "store", tail);
     }
     if (err != WEFT_OK) {
         weft_provider_free(provider);
@@ -1003,6 +1049,7 @@ cli_telemetry_stop(struct cli_telemetry *t)
     weft_metrics_server_stop(t->server);
     weft_meter_free(t->meter);
     weft_provider_free(t->provider);
+    weft_tail_unref(t->tail); /* after the provider: its wrappers held references */
     memset(t, 0, sizeof(*t));
 }
 
@@ -1011,7 +1058,7 @@ cli_telemetry_stop(struct cli_telemetry *t)
 int
 cli_start_tracing(const char *cmd, const char *instance_id, struct cli_telemetry *t)
 {
-    weft_err err = setup_provider(instance_id, &t->provider);
+    weft_err err = setup_provider(instance_id, t->tail, &t->provider);
 
     if (err == WEFT_OK) {
         /* Metrics and traces describe the same service. */
@@ -1150,13 +1197,15 @@ report_run(const char *cmd,
     }
     tool_errors = run_tool_errors(fl->state, result->run_id, t->meter);
     if (fl->is_json) {
-        print_json(result, &stats, t->provider, tool_errors);
+        print_json(result, &stats, t, tool_errors);
         tool_errors = NULL; /* taken */
     } else {
-        print_summary(result, &stats);
+        print_summary(result, &stats, t->tail);
         print_exporters(t->provider);
         print_collaboration(t->meter, tool_errors, fl->state, result->run_id);
-        if (!fl->is_no_trace && result->trace_id[0] != '\0') {
+        if (result->is_trace_sampled && !result->is_trace_kept) {
+            printf("trace not kept (rule %s)\n", result->sampling_rule);
+        } else if (!fl->is_no_trace && result->trace_id[0] != '\0') {
             print_trace(result->trace_id, fl->is_color);
         }
         cli_print_replay(stdout, result->replay);
@@ -1269,6 +1318,46 @@ apply_sets(const char *cmd, struct weft_workflow *wf, const struct cli_run_flags
     return true;
 }
 
+/* The tail-sampling policy: --sampling, else WEFT_SAMPLING, else the workflow's "sampling"
+ * ("off" in either of the first two turns the workflow's off). *policy receives a parsed
+ * --sampling/WEFT_SAMPLING (NULL when the workflow's applies); *tail the run buffers' shared
+ * part when any policy applies. @return false after saying what is wrong. */
+static bool
+resolve_sampling(const char *cmd,
+                 const struct cli_run_flags *fl,
+                 const struct weft_workflow *wf,
+                 struct weft_sampling_policy **policy,
+                 struct weft_tail **tail)
+{
+    const char *text = fl->sampling != NULL ? fl->sampling : getenv("WEFT_SAMPLING");
+    const char *from = fl->sampling != NULL ? "--sampling" : "WEFT_SAMPLING";
+    bool is_set = text != NULL && text[0] != '\0';
+    char why[256] = "";
+    weft_err err = WEFT_OK;
+
+    *policy = NULL;
+    *tail = NULL;
+    if (is_set) {
+        err = weft_sampling_policy_parse(text, policy, why, sizeof(why));
+        if (err != WEFT_OK) {
+            fprintf(stderr, "weft %s: %s: %s\n", cmd, from,
+                    err == WEFT_EPARSE ? why : weft_strerror(err));
+            return false;
+        }
+    }
+    if (*policy == NULL && (is_set || weft_workflow_sampling(wf) == NULL)) {
+        return true; /* no policy, or "off": every trace is kept as it ends */
+    }
+    err = weft_tail_new(NULL, tail);
+    if (err != WEFT_OK) {
+        fprintf(stderr, "weft %s: tail sampling: %s\n", cmd, weft_strerror(err));
+        weft_sampling_policy_free(*policy);
+        *policy = NULL;
+        return false;
+    }
+    return true;
+}
+
 int
 cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *fl)
 {
@@ -1288,6 +1377,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     size_t max_parallel = 0;
     char abs_path[PATH_MAX];
     const char *load_path = workflow_path;
+    struct weft_sampling_policy *sampling = NULL;
 
     if (fl->max_parallel != NULL && !cli_parse_size(fl->max_parallel, 1, 256, &max_parallel)) {
         fprintf(stderr, "weft %s: --max-parallel: expected an integer from 1 to 256\n", cmd);
@@ -1318,7 +1408,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         free(tag_text);
         return status;
     }
-    if (!apply_sets(cmd, wf, fl)) {
+    if (!apply_sets(cmd, wf, fl) || !resolve_sampling(cmd, fl, wf, &sampling, &t.tail)) {
         weft_workflow_free(wf);
         free(tag_text);
         return CLI_EXIT_USAGE;
@@ -1333,6 +1423,8 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         progress.is_quiet = fl->is_quiet;
         fill_run_options(&ro, fl, &t, tags, tag_count, &progress);
         ro.max_parallel = (unsigned)max_parallel;
+        ro.sampling = sampling;
+        ro.is_sampling_off = t.tail == NULL; /* "off", or no policy anywhere */
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_sigint;
         sigemptyset(&sa.sa_mask);
@@ -1342,6 +1434,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         weft_run_result_free(result);
     }
     cli_telemetry_stop(&t);
+    weft_sampling_policy_free(sampling);
     weft_workflow_free(wf);
     free(tag_text);
     return status;
@@ -1371,6 +1464,7 @@ cli_run(int argc, char **argv)
         {"queue-prefix", 0, true, false, &fl.queue_prefix, NULL},
         {"max-in-flight", 0, true, false, &fl.max_in_flight, NULL},
         {"max-parallel", 0, true, false, &fl.max_parallel, NULL},
+        {"sampling", 0, true, false, &fl.sampling, NULL},
         {"capture-content", 0, false, false, NULL, &fl.is_capture},
         {"json", 0, false, false, NULL, &fl.is_json},
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},

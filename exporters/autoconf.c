@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <weft/export.h>
+#include <weft/sampling.h>
 
 typedef weft_err (*create_fn)(struct weft_exporter **out);
 
@@ -204,8 +205,11 @@ log_unknown(const char *name)
              name, names);
 }
 
+/* One exporter of the registry behind its processor; behind a run buffer of @p tail too
+ * when it is set and the exporter is batched (a simple processor exports on the ending
+ * thread, where holding spans has no place: the console stays unsampled). */
 static weft_err
-add_entry(struct weft_provider *provider, const struct registry_entry *e)
+add_entry(struct weft_provider *provider, const struct registry_entry *e, struct weft_tail *tail)
 {
     struct weft_exporter *exporter = NULL;
     struct weft_processor *proc = NULL;
@@ -221,7 +225,12 @@ add_entry(struct weft_provider *provider, const struct registry_entry *e)
     if (strcmp(e->info.processor, "simple") == 0) {
         err = weft_simple_processor_new(exporter, &proc);
     } else {
-        err = weft_batch_processor_new(exporter, NULL, &proc);
+        if (tail != NULL) {
+            err = weft_tail_wrap(tail, exporter, &exporter);
+        }
+        if (err == WEFT_OK) {
+            err = weft_batch_processor_new(exporter, NULL, &proc);
+        }
     }
     if (err != WEFT_OK) {
         return err;
@@ -239,6 +248,14 @@ keep_first(weft_err *first, weft_err err)
 
 weft_err
 weft_provider_add_env_exporters(struct weft_provider *provider, const char *default_exporters)
+{
+    return weft_provider_add_env_exporters_tail(provider, default_exporters, NULL);
+}
+
+weft_err
+weft_provider_add_env_exporters_tail(struct weft_provider *provider,
+                                     const char *default_exporters,
+                                     struct weft_tail *tail)
 {
     const char *list = weft__env("OTEL_TRACES_EXPORTER");
     bool is_named[REGISTRY_COUNT] = {false};
@@ -271,12 +288,12 @@ weft_provider_add_env_exporters(struct weft_provider *provider, const char *defa
         }
         is_named[e - registry] = true;
         if (e->create != NULL) {
-            keep_first(&first, add_entry(provider, e));
+            keep_first(&first, add_entry(provider, e, tail));
         }
     }
     for (size_t i = 0; i < REGISTRY_COUNT; i++) {
         if (!is_named[i] && registry[i].is_implied != NULL && registry[i].is_implied()) {
-            keep_first(&first, add_entry(provider, &registry[i]));
+            keep_first(&first, add_entry(provider, &registry[i], tail));
         }
     }
     return first;

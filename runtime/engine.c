@@ -2104,6 +2104,53 @@ copy_steps(struct run *run)
     return WEFT_OK;
 }
 
+/* Tail sampling: the policy decides the run's trace now that everything it reads is known
+ * (metrics and the stored run count the run whatever it decides). Only a run that owns its
+ * trace's local root decides: a nested run's spans go with its parent's trace. */
+static void
+decide_sampling(struct run *run)
+{
+    const struct weft_sampling_policy *policy =
+        run->cfg.opts->sampling != NULL ? run->cfg.opts->sampling : run->cfg.wf->sampling;
+    const struct weft_span_context *parent = run->cfg.opts->parent_context;
+    struct weft_run_result *r = run->tel.result;
+    struct weft_sampling_facts f;
+    struct weft_span_context ctx;
+    const char *rule = NULL;
+
+    if (policy == NULL || run->cfg.opts->is_sampling_off ||
+        (parent != NULL && weft_span_context_is_valid(parent) && !parent->is_remote)) {
+        return;
+    }
+    weft_span_context_of(run->tel.root, &ctx);
+    memset(&f, 0, sizeof(f));
+    memcpy(f.trace_id, ctx.trace_id, sizeof(f.trace_id));
+    f.is_completed = r->status == WEFT_RUN_COMPLETED;
+    f.is_stuck = r->status == WEFT_RUN_STUCK || run->watchdog.detections > 0;
+    f.is_corrected = r->corrections > 0;
+    for (size_t i = 0; i < r->verdict_count; i++) {
+        const char *v = strrchr(r->verdicts[i], ':');
+
+        f.is_rejected |= v != NULL && strcmp(v + 1, "REJECTED") == 0;
+    }
+    f.duration_s = (double)r->duration_ns / 1e9;
+    f.cost_usd = r->cost_usd;
+    f.reward = r->reward;
+    for (size_t i = 0; i < r->step_count; i++) {
+        f.has_reward |= r->steps[i].has_reward;
+    }
+    r->is_trace_kept = weft_sampling_decide(policy, &f, &rule);
+    r->sampling_rule = weft__strdup(rule);
+    r->is_trace_sampled = r->sampling_rule != NULL;
+    if (!r->is_trace_sampled) {
+        r->is_trace_kept = true; /* out of memory: no decision, the buffers keep the trace */
+        return;
+    }
+    weft_span_set_str(run->tel.root, WEFT_SAMPLING_DECISION_ATTR,
+                      r->is_trace_kept ? "keep" : "drop");
+    weft_span_set_str(run->tel.root, WEFT_SAMPLING_RULE_ATTR, rule);
+}
+
 static void
 end_root(struct run *run)
 {
@@ -2127,6 +2174,7 @@ end_root(struct run *run)
         weft_span_set_str(root, "weft.route", r->route);
     }
     weft__rt_span_content(run, root, "langfuse.observation.output", r->output);
+    decide_sampling(run);
     if (r->status == WEFT_RUN_COMPLETED) {
         weft_span_set_status(root, WEFT_STATUS_OK, NULL);
     } else {
@@ -3470,6 +3518,7 @@ weft_run_result_free(struct weft_run_result *r)
     weft__free(r->session_id);
     weft__free(r->output);
     weft__free(r->reason);
+    weft__free(r->sampling_rule);
     weft__free(r->route);
     for (size_t i = 0; i < r->step_count; i++) {
         weft__free(r->steps[i].id);

@@ -50,6 +50,8 @@ struct rt_metrics {
     struct weft_instrument *mcp_truncated;
     struct weft_instrument *cost;
     struct weft_instrument *stuck;
+    struct weft_instrument *traces_kept;
+    struct weft_instrument *traces_dropped;
 };
 
 /* Active runs of this process (start times), for the oldest-active-run gauge. */
@@ -136,6 +138,10 @@ weft__rt_metrics_new(struct weft_meter *meter, const char *workflow)
                      reward_bounds, 11, &is_ok);
     m->runs = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.runs", "{run}", "Runs by final status",
                    NULL, 0, &is_ok);
+    m->traces_kept = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.traces.kept", "{trace}",
+                          "Run traces a sampling policy kept, by rule", NULL, 0, &is_ok);
+    m->traces_dropped = make(meter, WEFT_INSTRUMENT_COUNTER, "weft.traces.dropped", "{trace}",
+                             "Run traces a sampling policy dropped, by rule", NULL, 0, &is_ok);
     m->run_duration = make(meter, WEFT_INSTRUMENT_HISTOGRAM, "weft.run.duration", "s",
                            "Run duration", duration_bounds, 14, &is_ok);
     m->active = make(meter, WEFT_INSTRUMENT_UPDOWN_COUNTER, "weft.runs.active", "{run}",
@@ -311,6 +317,15 @@ weft__rt_metrics_run_end(struct rt_metrics *m, uint64_t token, const struct weft
         total += r->loops[k];
     }
     weft_histogram_record(m->run_loops, (double)total, a, 1);
+    if (r->is_trace_sampled) {
+        a[1] = weft_attr_str("rule", r->sampling_rule);
+        weft_counter_add(r->is_trace_kept ? m->traces_kept : m->traces_dropped, 1, a, 2);
+        if (m->tee != NULL) {
+            weft_counter_add(r->is_trace_kept ? m->tee->traces_kept : m->tee->traces_dropped, 1, a,
+                             2);
+        }
+        a[1] = weft_attr_str("status", weft_run_status_name(r->status));
+    }
     if (m->tee != NULL) {
         weft_counter_add(m->tee->active, -1, a, 1);
         weft_counter_add(m->tee->runs, 1, a, 2);

@@ -2292,16 +2292,63 @@ load_memory(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     }
 }
 
+/* "sampling": the tail-sampling policy (docs/sampling.md), as one string of comma-separated
+ * rules or an array of rule strings, in the order they are tried. */
+static void
+load_sampling(struct loader *ld, struct weft_workflow *wf, const json_t *root)
+{
+    const json_t *v = json_object_get(root, "sampling");
+    struct weft__buf text;
+    char why[256] = "";
+    weft_err err = WEFT_OK;
+
+    if (v == NULL || json_is_null(v)) {
+        return;
+    }
+    weft__buf_init(&text, 0);
+    if (json_is_string(v)) {
+        err = weft__buf_append_str(&text, json_string_value(v));
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v) && err == WEFT_OK; i++) {
+            const json_t *r = json_array_get(v, i);
+            char path[32];
+
+            if (!json_is_string(r) || strchr(json_string_value(r), ',') != NULL) {
+                snprintf(path, sizeof(path), "sampling[%zu]", i);
+                diag_add(ld, path, 0, 0,
+                         "expected one rule as a string, e.g. \"failed\" or "
+                         "\"low_reward=reward<0.5\"");
+                weft__buf_cleanup(&text);
+                return;
+            }
+            err = weft__buf_printf(&text, "%s%s", i > 0 ? "," : "", json_string_value(r));
+        }
+    } else {
+        diag_add(ld, "sampling", 0, 0,
+                 "expected a string of rules (\"failed,stuck,5%%\") or an array of rules");
+        return;
+    }
+    if (err == WEFT_OK) {
+        err = weft_sampling_policy_parse(text.data != NULL ? text.data : "", &wf->sampling, why,
+                                         sizeof(why));
+    }
+    if (err == WEFT_EPARSE) {
+        diag_add(ld, "sampling", 0, 0, "%s", why);
+    } else if (err != WEFT_OK) {
+        ld->is_oom = true;
+    }
+    weft__buf_cleanup(&text);
+}
+
 /* Load every section of @p root into @p wf, in the order their diagnostics come out: later
  * sections refer to what earlier ones declared (models, tools, agents). */
 static void
 load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 {
     static const char *const keys[] = {
-        "name",  "description", "models",      "supervisor",       "agents",
-        "tools", "plan",        "router",      "workspace",        "capture_content",
-        "flow",  "executor",    "mcp_servers", "mcp_servers_file", "memory",
-        NULL};
+        "name",        "description",      "models",    "supervisor",      "agents", "tools",
+        "plan",        "router",           "workspace", "capture_content", "flow",   "executor",
+        "mcp_servers", "mcp_servers_file", "memory",    "sampling",        NULL};
     char *workspace = NULL;
 
     check_keys(ld, root, "", keys);
@@ -2318,6 +2365,7 @@ load_sections(struct loader *ld, struct weft_workflow *wf, const json_t *root)
     load_flow_section(ld, wf, root);
     load_executor(ld, wf, root);
     load_memory(ld, wf, root);
+    load_sampling(ld, wf, root);
     check_scripts(ld, wf);
     check_policy(ld, wf);
     workspace = get_str(ld, root, "", "workspace", false);
@@ -2392,6 +2440,12 @@ const char *
 weft_workflow_name(const struct weft_workflow *workflow)
 {
     return workflow != NULL && workflow->name != NULL ? workflow->name : "";
+}
+
+const struct weft_sampling_policy *
+weft_workflow_sampling(const struct weft_workflow *workflow)
+{
+    return workflow != NULL ? workflow->sampling : NULL;
 }
 
 static void
@@ -2530,6 +2584,7 @@ weft_workflow_free(struct weft_workflow *wf)
         return;
     }
     json_decref(wf->doc);
+    weft_sampling_policy_free(wf->sampling);
     for (size_t i = 0; i < wf->model_count; i++) {
         struct wf_model *m = &wf->models[i];
         weft__free(m->name);

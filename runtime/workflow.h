@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <weft/runtime.h>
+#include <weft/sampling.h>
 
 #define WF_NONE ((size_t)-1)
 
@@ -212,6 +213,7 @@ struct weft_workflow {
     char *dir;   /* directory of the file: relative paths resolve against it */
     json_t *doc; /* the document as loaded (task messages carry it to workers) */
     char *name;
+    struct weft_sampling_policy *sampling; /* "sampling": tail sampling; NULL keeps all */
     char *description;
     struct wf_model *models;
     size_t model_count;

@@ -66,6 +66,13 @@ WEFT_API weft_err weft_workflow_load(const char *path,
  * Errors: none. */
 WEFT_API const char *weft_workflow_name(const struct weft_workflow *workflow);
 
+struct weft_sampling_policy; /* include/weft/sampling.h */
+
+/** The workflow's tail-sampling policy (its "sampling"), or NULL when it has none.
+ * Ownership: borrowed until weft_workflow_free(). Errors: none. */
+WEFT_API const struct weft_sampling_policy *
+weft_workflow_sampling(const struct weft_workflow *workflow);
+
 /** The workflow's agents as text for people (`weft validate`): one line per agent with what it
  * is (an LLM agent with its model and tools, an MCP server's agent, a team with its file and
  * agents, recursively, an architect with its limits and where its teams go).
@@ -237,6 +244,14 @@ struct weft_run_options {
      * prefix, wherever the run records a file (its workflow path, the scripts' cursors that
      * a resume continues, its own snapshot). NULL: files are named as they are. */
     const char *snapshot_root;
+    /** Tail sampling (include/weft/sampling.h): decide at the run's end whether its trace is
+     * kept; wins over the workflow's "sampling". NULL: the workflow's policy, if any. The
+     * decision goes on the root span (weft.sampling.decision, weft.sampling.rule) for the run
+     * buffers of weft_tail_wrap() to follow; a nested run (a local parent_context) is decided
+     * with its parent's trace, not on its own. Borrowed for the call. */
+    const struct weft_sampling_policy *sampling;
+    /** Decide nothing: the workflow's "sampling" is ignored (every trace kept whole). */
+    bool is_sampling_off;
 };
 
 /** One step of the final plan. */
@@ -296,6 +311,12 @@ struct weft_run_result {
     struct weft_replay_report *replay;
     /** A fork: steps reused from the original (not run again); 0 otherwise. */
     size_t reused_steps;
+    /** A sampling policy decided the run's trace (weft_run_options.sampling or the
+     * workflow's): is_trace_kept says whether it is kept and sampling_rule names the rule
+     * (weft.sampling.rule). false/NULL without a policy: the trace is kept whole. */
+    bool is_trace_sampled;
+    bool is_trace_kept;
+    char *sampling_rule;
 };
 
 /** What a replay found. Strings are owned by the report (freed with the run result). */

@@ -20,6 +20,7 @@
 #include <weft/mcp.h>
 #include <weft/metrics.h>
 #include <weft/runtime.h>
+#include <weft/sampling.h>
 #include <weft/secrets.h>
 #include <weft/skills.h>
 #include <weft/store.h>
