@@ -154,6 +154,23 @@ loops_total(const char *loops)
     return total;
 }
 
+/* What tail sampling decided of a run's trace, after its trace id: " (trace not kept (rule
+ * sample))" or " (trace kept by rule failed)"; nothing without a policy. */
+static void
+put_sampling(const char *sampling)
+{
+    const char *colon = sampling != NULL ? strchr(sampling, ':') : NULL;
+
+    if (colon == NULL) {
+        return;
+    }
+    if (strncmp(sampling, "dropped:", 8) == 0) {
+        printf("  (trace not kept (rule %s))", colon + 1);
+    } else {
+        printf("  (trace kept by rule %s)", colon + 1);
+    }
+}
+
 static int
 print_runs_json(const struct weft_run_info *runs, size_t count)
 {
@@ -293,6 +310,9 @@ cli_runs(int argc, char **argv)
         if (strcmp(runs[i].status, "completed") != 0 && runs[i].reason != NULL) {
             fputs("  ", stdout);
             cli_put_clean(stdout, runs[i].reason, 70);
+        }
+        if (runs[i].trace_sampling != NULL && strncmp(runs[i].trace_sampling, "dropped:", 8) == 0) {
+            put_sampling(runs[i].trace_sampling);
         }
         putchar('\n');
     }
@@ -497,6 +517,7 @@ print_run_header(const struct weft_run_details *d)
     if (d->info.resumed_from_trace != NULL) {
         printf("  resumed from trace %s", d->info.resumed_from_trace);
     }
+    put_sampling(d->info.trace_sampling);
     printf("\n");
     if (d->info.reason != NULL && strchr(d->info.reason, '\n') != NULL) {
         printf("  reason:\n");

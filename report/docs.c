@@ -130,6 +130,18 @@ id_list(const char *comma_list)
     return arr;
 }
 
+/* "kept:RULE" / "dropped:RULE" as {"kept": bool, "rule": RULE}; null when no policy applied. */
+static json_t *
+sampling_doc(const char *text)
+{
+    const char *colon = text != NULL ? strchr(text, ':') : NULL;
+
+    if (colon == NULL) {
+        return json_null();
+    }
+    return json_pack("{s:b, s:s}", "kept", strncmp(text, "kept:", 5) == 0, "rule", colon + 1);
+}
+
 json_t *
 weft__doc_run_info(const struct weft_run_info *info)
 {
@@ -170,6 +182,7 @@ weft__doc_run_info(const struct weft_run_info *info)
     json_object_set_new(o, "output_tokens", json_integer(info->output_tokens));
     json_object_set_new(o, "cost_usd", json_real(info->cost_usd));
     json_object_set_new(o, "pinned", json_boolean(info->is_pinned));
+    json_object_set_new(o, "trace_sampling", sampling_doc(info->trace_sampling));
     json_object_set_new(o, "loops", json_is_object(loops) ? loops : json_object());
     if (!json_is_object(loops)) {
         json_decref(loops);

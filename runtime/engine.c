@@ -3111,6 +3111,7 @@ save_run_end(struct run *run)
     struct weft__state_run_end end;
     char *loops_text = NULL;
     json_t *loops = json_object();
+    char sampling[80];
 
     memset(&end, 0, sizeof(end));
     end.status = weft_run_status_name(r->status);
@@ -3136,6 +3137,11 @@ save_run_end(struct run *run)
     loops_text = loops != NULL ? json_dumps(loops, JSON_COMPACT) : NULL;
     json_decref(loops);
     end.loops = loops_text;
+    if (r->is_trace_sampled) {
+        snprintf(sampling, sizeof(sampling), "%s:%s", r->is_trace_kept ? "kept" : "dropped",
+                 r->sampling_rule);
+        end.trace_sampling = sampling;
+    }
     (void)weft__state_run_end(run->store.state, run->store.run_id, &end);
     free(loops_text);
 }

@@ -592,6 +592,7 @@ weft__state_info_cleanup(struct weft_run_info *info)
     weft__free(info->origin_kind);
     weft__free(info->origin_run_id);
     weft__free(info->origin_step);
+    weft__free(info->trace_sampling);
     memset(info, 0, sizeof(*info));
 }
 

@@ -124,7 +124,8 @@ struct weft__state_run_end {
     uint64_t ended_ns;
     double reward;
     size_t corrections;
-    const char *loops; /* JSON object {kind: count} */
+    const char *loops;          /* JSON object {kind: count} */
+    const char *trace_sampling; /* "kept:RULE", "dropped:RULE", or NULL (no policy) */
 };
 
 weft_err

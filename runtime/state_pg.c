@@ -261,8 +261,13 @@ static const char migration_8[] =
     "ALTER TABLE workflows ADD COLUMN pinned BOOLEAN NOT NULL DEFAULT false;"
     "CREATE INDEX workflows_ended_idx ON workflows (ended_ns);";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5, migration_6, migration_7, migration_8};
+/* Tail sampling (docs/sampling.md): what the policy decided of the run's trace, "kept:RULE" or
+ * "dropped:RULE" (NULL: no policy). SQLite's version 13. */
+static const char migration_9[] = "ALTER TABLE workflows ADD COLUMN trace_sampling TEXT;";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3,
+                                         migration_4, migration_5, migration_6,
+                                         migration_7, migration_8, migration_9};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1338,6 +1343,7 @@ pg_run_end(struct rt_state *base, const char *run_id, const struct weft__state_r
     p_u64(&p, end->corrections);
     p_text(&p, end->loops);
     p_key(&p, run_id);
+    p_text(&p, end->trace_sampling);
     /* The totals are added (a resumed run adds its attempt's), only to a row not already
      * ended at this end's own instant: sent again after a lost answer, the statement sets the
      * same values and adds nothing. */
@@ -1351,7 +1357,8 @@ pg_run_end(struct rt_state *base, const char *run_id, const struct weft__state_r
                    " $9::bigint THEN $7::bigint ELSE 0 END,"
                    " cost_usd = cost_usd + CASE WHEN ended_ns IS DISTINCT FROM $9::bigint"
                    " THEN $8::float8 ELSE 0 END, ended_ns = $9,"
-                   " total_reward = $10, corrections = $11, loops = $12 WHERE run_id = $13",
+                   " total_reward = $10, corrections = $11, loops = $12, trace_sampling = $14"
+                   " WHERE run_id = $13",
                    &p);
     params_cleanup(&p);
     return err;
@@ -1889,7 +1896,7 @@ pg_cursors_save(struct rt_state *base,
     " COALESCE(total_reward, 0), input_tokens, output_tokens, cost_usd,"                       \
     " (SELECT count(*) FROM tasks t WHERE t.workflow_id = w.workflow_id),"                     \
     " owner_pid, owner_host, heartbeat_ns," PG_LAST_LIFE ","                                   \
-    " origin_kind, origin_run_id, origin_step, pinned"
+    " origin_kind, origin_run_id, origin_step, pinned, trace_sampling"
 
 static void
 read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom)
@@ -1921,6 +1928,7 @@ read_info(const PGresult *res, int row, struct weft_run_info *info, bool *is_oom
     info->origin_run_id = col_dup(res, row, 25, is_oom);
     info->origin_step = col_dup(res, row, 26, is_oom);
     info->is_pinned = val(res, row, 27) != NULL && strcmp(val(res, row, 27), "t") == 0;
+    info->trace_sampling = col_dup(res, row, 28, is_oom);
 }
 
 static weft_err

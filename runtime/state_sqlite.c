@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 12
+#define SCHEMA_VERSION 13
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -247,6 +247,10 @@ static const char state_migrate_v12[] =
     "ALTER TABLE runs ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX IF NOT EXISTS runs_ended ON runs(ended_ns);";
 
+/* Version 13 (tail sampling, docs/sampling.md): what the policy decided of the run's trace,
+ * "kept:RULE" or "dropped:RULE" (NULL: no policy). Only ADD COLUMN. */
+static const char state_migrate_v13[] = "ALTER TABLE runs ADD COLUMN trace_sampling TEXT;";
+
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
  * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
@@ -430,7 +434,9 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
          sqlite3_exec(st->db, state_migrate_v11, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 12 &&
          sqlite3_exec(st->db, state_migrate_v12, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 12; COMMIT", NULL, NULL, &errmsg) !=
+        (version < 13 &&
+         sqlite3_exec(st->db, state_migrate_v13, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 13; COMMIT", NULL, NULL, &errmsg) !=
             SQLITE_OK) {
         goto sql_fail;
     }
@@ -667,8 +673,8 @@ lite_run_end(struct rt_state *base, const char *run_id, const struct weft__state
         prepare(st, "UPDATE runs SET status = ?, reason = ?, output = ?,"
                     " iterations = iterations + ?, input_tokens = input_tokens + ?,"
                     " output_tokens = output_tokens + ?, cost_usd = cost_usd + ?,"
-                    " ended_ns = ?, reward = ?, corrections = ?, loops = ?"
-                    " WHERE id = ?");
+                    " ended_ns = ?, reward = ?, corrections = ?, loops = ?,"
+                    " trace_sampling = ? WHERE id = ?");
 
     if (stmt == NULL) {
         return WEFT_EIO;
@@ -684,7 +690,8 @@ lite_run_end(struct rt_state *base, const char *run_id, const struct weft__state
     sqlite3_bind_double(stmt, 9, end->reward);
     sqlite3_bind_int64(stmt, 10, (sqlite3_int64)end->corrections);
     bind_text(stmt, 11, end->loops);
-    bind_text(stmt, 12, run_id);
+    bind_text(stmt, 12, end->trace_sampling);
+    bind_text(stmt, 13, run_id);
     return finish(st, stmt, "run update");
 }
 
@@ -1055,7 +1062,7 @@ col_dup(sqlite3_stmt *stmt, int i, bool *is_oom)
     " resumed_from_trace, loops, started_ns, ended_ns, iterations, corrections, reward,"      \
     " input_tokens, output_tokens, cost_usd,"                                                 \
     " (SELECT count(*) FROM steps WHERE steps.run_id = runs.id), " STATE_OWNER_COLUMNS        \
-    ", origin_kind, origin_run_id, origin_step, pinned"
+    ", origin_kind, origin_run_id, origin_step, pinned, trace_sampling"
 
 static void
 read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
@@ -1085,6 +1092,7 @@ read_info(sqlite3_stmt *stmt, struct weft_run_info *info, bool *is_oom)
     info->origin_run_id = col_dup(stmt, 25, is_oom);
     info->origin_step = col_dup(stmt, 26, is_oom);
     info->is_pinned = sqlite3_column_int64(stmt, 27) != 0;
+    info->trace_sampling = col_dup(stmt, 28, is_oom);
 }
 
 static weft_err

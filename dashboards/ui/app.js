@@ -278,7 +278,11 @@
     }
     parts.push(planGraph(doc, false));
     let wf = null;
-    if (r.trace_id) {
+    const dropped = r.trace_sampling && !r.trace_sampling.kept;
+    if (dropped) {
+      parts.push(el("p", { class: "muted", id: "trace-not-kept" },
+        "Trace not kept (rule " + r.trace_sampling.rule + "): tail sampling dropped its spans; the run's numbers above are complete."));
+    } else if (r.trace_id) {
       const trace = await api("/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace?view=waterfall&limit=" + SPAN_LIMIT);
       wf = waterfall(trace, detail);
       parts.push(el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),

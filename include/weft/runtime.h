@@ -425,6 +425,9 @@ struct weft_run_info {
     double cost_usd;
     /** Kept by weft_runs_gc() whatever its age (weft_run_pin()). */
     bool is_pinned;
+    /** Tail sampling decided the run's trace: "kept:RULE" or "dropped:RULE" (the run's
+     * weft.sampling.rule); NULL when no policy applied (the trace was kept whole). */
+    char *trace_sampling;
 };
 
 /** One DAG surgery of a run. Lists are JSON arrays of step ids. */
