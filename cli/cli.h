@@ -106,6 +106,7 @@ struct cli_run_flags {
     bool is_json;
     bool is_quiet;
     bool is_no_trace;
+    bool is_spool; /* `weft run --spool`: the OTLP/Langfuse exporters spool (WEFT_EXPORT_SPOOL) */
     bool is_capture;
     bool is_color;
     bool is_force;           /* `weft resume --force`: the workflow file may have changed */

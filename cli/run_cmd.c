@@ -80,7 +80,7 @@ cli_run_usage(FILE *out)
     fputs("usage: weft run WORKFLOW [--input TEXT] [--session ID] [--record FILE | --replay FILE]\n"
           "                [--user ID] [--tags A,B] [--metrics-addr H:P]\n"
           "                [--workspace DIR] [--state PATH] [--capture-content] [--json]\n"
-          "                [--quiet] [--no-trace] [--color[=WHEN]]\n"
+          "                [--quiet] [--no-trace] [--color[=WHEN]] [--spool]\n"
           "                [--executor in_process|amqp] [--broker URL] [--queue-prefix P]\n"
           "                [--max-in-flight N] [--max-parallel N]\n"
           "\n"
@@ -113,6 +113,9 @@ cli_run_usage(FILE *out)
           "  -q, --quiet            no progress display\n"
           "      --no-trace         do not print the trace tree after the summary\n"
           "      --color[=WHEN]     auto (default), always or never\n"
+          "      --spool            keep OTLP/Langfuse batches whose retries give up in an\n"
+          "                         on-disk spool, sent when the endpoint answers (also by the\n"
+          "                         next weft process); same as WEFT_EXPORT_SPOOL=on\n"
           "\n"
           "exit status: 0 the run completed, 1 it failed, hit a budget or was aborted,\n"
           "             2 bad usage or configuration (workflow, script, exporter, --record),\n"
@@ -492,12 +495,36 @@ exporters_json(struct weft_provider *provider)
         weft_processor_last_error(proc, error, sizeof(error));
         json_array_append_new(
             list,
-            json_pack("{s:s, s:I, s:I, s:I, s:s?}", "name", weft_processor_exporter_name(proc),
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:s?}", "name", weft_processor_exporter_name(proc),
                       "delivered", (json_int_t)ps.exported, "failed", (json_int_t)ps.failed,
-                      "dropped", (json_int_t)ps.dropped, "last_error",
-                      ps.failed + ps.dropped > 0 && error[0] != '\0' ? error : NULL));
+                      "dropped", (json_int_t)ps.dropped, "spooled", (json_int_t)ps.spooled,
+                      "last_error", ps.failed + ps.dropped > 0 && error[0] != '\0' ? error : NULL));
     }
     return list;
+}
+
+/* The exporter's spool, when it has one that did anything: what went there, what was sent
+ * from it, what it lost and what still waits on disk. */
+static void
+print_spool(const struct weft_processor *proc, const struct weft_processor_stats *ps)
+{
+    struct weft_spool_stats ss;
+    uint64_t lost = 0;
+
+    weft_processor_spool_stats(proc, &ss);
+    if (!ss.is_enabled) {
+        return;
+    }
+    lost = ss.spans_dropped + ss.spans_corrupt + ss.spans_rejected + ss.spans_lost;
+    if (ps->spooled == 0 && ss.spans_drained == 0 && ss.spans == 0 && lost == 0) {
+        return;
+    }
+    printf(", %llu spooled (spool: %llu sent", (unsigned long long)ps->spooled,
+           (unsigned long long)ss.spans_drained);
+    if (lost > 0) {
+        printf(", %llu lost", (unsigned long long)lost);
+    }
+    printf(", %llu waiting on disk)", (unsigned long long)ss.spans);
 }
 
 /* The summary's per-exporter lines: delivered, failed and dropped, and the last failure. */
@@ -518,6 +545,7 @@ print_exporters(struct weft_provider *provider)
         if (ps.dropped > 0) {
             printf(", %llu dropped", (unsigned long long)ps.dropped);
         }
+        print_spool(proc, &ps);
         if (ps.failed + ps.dropped > 0 &&
             weft_processor_last_error(proc, error, sizeof(error)) > 0) {
             printf(" (");
@@ -544,11 +572,12 @@ report_export_failures(const char *cmd, struct weft_provider *provider)
         if (ps.failed + ps.dropped == 0) {
             continue;
         }
-        is_total_loss = is_total_loss || ps.exported == 0;
+        /* Spooled spans are not lost: they wait on disk for the endpoint. */
+        is_total_loss = is_total_loss || ps.exported + ps.spooled == 0;
         weft_processor_last_error(proc, error, sizeof(error));
         fprintf(stderr, "weft %s: exporter %s delivered %llu of %llu spans", cmd,
                 weft_processor_exporter_name(proc), (unsigned long long)ps.exported,
-                (unsigned long long)(ps.exported + ps.failed + ps.dropped));
+                (unsigned long long)(ps.exported + ps.failed + ps.dropped + ps.spooled));
         if (error[0] != '\0') {
             fputs(": ", stderr);
             cli_put_clean(stderr, error, 300);
@@ -570,7 +599,7 @@ spans_pending(struct weft_provider *provider)
     for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
         handed += ts.spans_ended; /* every processor receives every ended span */
     }
-    settled = ts.spans_exported + ts.spans_failed + ts.spans_dropped;
+    settled = ts.spans_exported + ts.spans_failed + ts.spans_dropped + ts.spans_spooled;
     return handed > settled ? handed - settled : 0;
 }
 
@@ -1470,6 +1499,7 @@ cli_run(int argc, char **argv)
         {"quiet", 'q', false, false, NULL, &fl.is_quiet},
         {"no-trace", 0, false, false, NULL, &fl.is_no_trace},
         {"color", 0, false, true, &color, &is_color_set},
+        {"spool", 0, false, false, NULL, &fl.is_spool},
         {"help", 'h', false, false, NULL, &is_help},
     };
 
@@ -1500,6 +1530,10 @@ cli_run(int argc, char **argv)
     if (!cli_color(color, stdout, &fl.is_color)) {
         fprintf(stderr, "weft run: --color: expected auto, always or never\n");
         return CLI_EXIT_USAGE;
+    }
+    if (fl.is_spool) {
+        /* The exporters are built from the environment (OTEL_TRACES_EXPORTER, LANGFUSE_*). */
+        setenv("WEFT_EXPORT_SPOOL", "on", 1);
     }
     return cli_execute("run", positional[0], &fl);
 }

@@ -30,7 +30,9 @@ cli_worker_usage(FILE *out)
         "Run steps of distributed runs: consume task messages from the dispatch queue, run\n"
         "each step (its agent, LLM calls, tools and reflection) and publish the result. The\n"
         "workflow travels in the task message; API keys come from this process's environment.\n"
-        "Spans go where OTEL_* and LANGFUSE_* say, with service.instance.id = the worker id.\n"
+        "Spans go where OTEL_* and LANGFUSE_* say, with service.instance.id = the worker id;\n"
+        "batches an endpoint does not take wait in an on-disk spool (WEFT_EXPORT_SPOOL=off:\n"
+        "none).\n"
         "SIGTERM or SIGINT: take no new task, finish the running ones (at most --grace\n"
         "seconds), give back the rest, exit 0.\n"
         "Trust: with WEFT_DIST_KEY or WEFT_DIST_KEY_FILE set, tasks must carry the\n"
@@ -113,6 +115,9 @@ cli_worker(int argc, char **argv)
         id = hostid;
     }
     memset(&t, 0, sizeof(t));
+    /* A worker runs for days: batches its retries give up on wait in the on-disk spool
+     * (docs/spool.md) unless WEFT_EXPORT_SPOOL says otherwise. */
+    setenv("WEFT_EXPORT_SPOOL", "on", 0);
     status = cli_start_tracing("worker", id, &t);
     if (status == CLI_EXIT_OK) {
         status = cli_start_metrics("worker", metrics_addr, &t);

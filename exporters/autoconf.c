@@ -103,6 +103,11 @@ static const struct weft_exporter_env otlp_env[] = {
      "for traces only; wins over OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
     {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", NULL,
      "for traces only; wins over OTEL_EXPORTER_OTLP_CLIENT_KEY"},
+    {"WEFT_EXPORT_SPOOL", "off",
+     "on: batches whose retries give up wait in an on-disk spool (weft worker: on)"},
+    {"WEFT_EXPORT_SPOOL_DIR", "$WEFT_HOME/spool", "the spool's root; one directory per exporter"},
+    {"WEFT_EXPORT_SPOOL_MAX_BYTES", "268435456",
+     "the spool's cap; the oldest requests go first, counted"},
 };
 
 static const struct weft_exporter_env langfuse_env[] = {
@@ -119,6 +124,11 @@ static const struct weft_exporter_env langfuse_env[] = {
     {"WEFT_LANGFUSE_MAX_VALUE_BYTES", "32768", "longer string values are cut, with a marker"},
     {"WEFT_LANGFUSE_MAX_REQUEST_BYTES", "3145728", "a request's body before gzip"},
     {"WEFT_LANGFUSE_MAX_SPANS_PER_TRACE", "10000", "a longer run is split into several traces"},
+    {"WEFT_EXPORT_SPOOL", "off",
+     "on: batches whose retries give up wait in an on-disk spool (weft worker: on)"},
+    {"WEFT_EXPORT_SPOOL_DIR", "$WEFT_HOME/spool", "the spool's root; one directory per exporter"},
+    {"WEFT_EXPORT_SPOOL_MAX_BYTES", "268435456",
+     "the spool's cap; the oldest requests go first, counted"},
 };
 
 static const struct weft_exporter_env file_env[] = {

@@ -673,8 +673,10 @@ static weft_err
 send_part(struct langfuse *x,
           const struct weft_span_data *const *views,
           size_t count,
-          uint64_t deadline)
+          uint64_t deadline,
+          uint64_t *spooled_out)
 {
+    uint64_t spooled = 0;
     weft_err err = WEFT_OK;
 
     if (atomic_load(&x->is_stopped)) {
@@ -694,15 +696,19 @@ send_part(struct langfuse *x,
         }
         /* Split by bytes: each half on its own, and keep going after a failed half. */
         {
-            weft_err first = send_part(x, views, count / 2, deadline);
-            weft_err second = send_part(x, views + count / 2, count - count / 2, deadline);
+            weft_err first = send_part(x, views, count / 2, deadline, spooled_out);
+            weft_err second =
+                send_part(x, views + count / 2, count - count / 2, deadline, spooled_out);
             return first != WEFT_OK ? first : second;
         }
     }
     if (err == WEFT_OK) {
-        err = weft__otlp_transport_send(x->spans, x->body.data, x->body.len, deadline, NULL);
+        err = weft__otlp_transport_export(x->spans, x->body.data, x->body.len, (uint32_t)count,
+                                          deadline, NULL, &spooled);
     }
-    if (err == WEFT_OK) {
+    if (err == WEFT_OK && spooled > 0) {
+        *spooled_out += spooled; /* sent later from the spool (weft_exporter_spool_stats) */
+    } else if (err == WEFT_OK) {
         atomic_fetch_add(&x->n_sent, count);
     } else {
         atomic_fetch_add(&x->n_dropped, count);
@@ -752,7 +758,6 @@ lf_export(void *self,
     size_t kept = 0;
     weft_err err = WEFT_OK;
 
-    (void)result;
     if (atomic_load(&x->is_stopped)) {
         atomic_fetch_add(&x->n_dropped, count);
         return WEFT_ESTATE;
@@ -778,10 +783,11 @@ lf_export(void *self,
         return WEFT_ENOMEM;
     }
     if (kept > 0) {
-        err = send_part(x, ptrs, kept, deadline_ns);
+        err = send_part(x, ptrs, kept, deadline_ns, &result->spooled);
     }
-    /* Scores name spans: send them once their spans are in (else they would point nowhere). */
-    if (err == WEFT_OK && b.scores != NULL) {
+    /* Scores name spans: send them once their spans are in (else they would point nowhere).
+     * Scores are not spooled: when the spans went to the spool, the scores count as failed. */
+    if (err == WEFT_OK && result->spooled == 0 && b.scores != NULL) {
         send_scores(x, b.scores, deadline_ns);
     } else if (b.scores != NULL) {
         atomic_fetch_add(&x->n_scores_failed, json_array_size(b.scores));
@@ -828,12 +834,43 @@ lf_last_error(void *self, char *buf, size_t len)
     return weft__otlp_transport_last_error(x->spans, buf, len);
 }
 
+/* The span spool (otlp_transport.h): sent on flush and when the processor is idle. */
+static weft_err
+lf_force_flush(void *self, uint64_t deadline_ns)
+{
+    struct langfuse *x = self;
+
+    if (!atomic_load(&x->is_stopped)) {
+        weft__otlp_transport_flush_spool(x->spans, deadline_ns);
+    }
+    return WEFT_OK;
+}
+
+static bool
+lf_idle(void *self, uint64_t deadline_ns)
+{
+    struct langfuse *x = self;
+
+    return !atomic_load(&x->is_stopped) && weft__otlp_transport_idle(x->spans, deadline_ns);
+}
+
+static void
+lf_spool_stats(void *self, struct weft_spool_stats *out)
+{
+    struct langfuse *x = self;
+
+    weft__otlp_transport_spool_stats(x->spans, out);
+}
+
 static const struct weft_exporter_ops langfuse_ops = {
     .name = "langfuse",
     .export_batch = lf_export,
+    .force_flush = lf_force_flush,
     .shutdown = lf_shutdown,
     .destroy = lf_destroy,
     .last_error = lf_last_error,
+    .idle = lf_idle,
+    .spool_stats = lf_spool_stats,
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -970,6 +1007,12 @@ make_transport(const struct weft_langfuse_options *o,
     oo.timeout_ms = o->timeout_ms;
     oo.max_retry_ms = o->max_retry_ms;
     oo.initial_backoff_ms = o->initial_backoff_ms;
+    oo.spool = o->spool;
+    oo.spool_dir = o->spool_dir;
+    oo.spool_max_bytes = o->spool_max_bytes;
+    if (!is_scores) {
+        cfg.spool_kind = "langfuse";
+    }
     oo.user_agent = "weft/" WEFT_VERSION_STRING " (Langfuse)";
     return weft__otlp_transport_new(&cfg, &oo, out);
 }

@@ -50,10 +50,12 @@ export_part(struct otlp *x,
     }
     {
         uint64_t rejected = 0;
+        uint64_t spooled = 0;
 
-        err =
-            weft__otlp_transport_send(x->transport, x->body.data, x->body.len, deadline, &rejected);
+        err = weft__otlp_transport_export(x->transport, x->body.data, x->body.len, (uint32_t)count,
+                                          deadline, &rejected, &spooled);
         result->rejected += rejected;
+        result->spooled += spooled;
     }
     return err;
 }
@@ -71,6 +73,33 @@ otlp_export(void *self,
         return WEFT_OK; /* no envelopes without spans */
     }
     return export_part(x, spans, count, deadline_ns, result);
+}
+
+/* Flush: send what the spool holds while the endpoint takes it (spooled spans are safe on
+ * disk either way, so a flush that leaves some there still succeeds). */
+static weft_err
+otlp_force_flush(void *self, uint64_t deadline_ns)
+{
+    struct otlp *x = self;
+
+    weft__otlp_transport_flush_spool(x->transport, deadline_ns);
+    return WEFT_OK;
+}
+
+static bool
+otlp_idle(void *self, uint64_t deadline_ns)
+{
+    struct otlp *x = self;
+
+    return weft__otlp_transport_idle(x->transport, deadline_ns);
+}
+
+static void
+otlp_spool_stats(void *self, struct weft_spool_stats *out)
+{
+    struct otlp *x = self;
+
+    weft__otlp_transport_spool_stats(x->transport, out);
 }
 
 static weft_err
@@ -107,9 +136,12 @@ otlp_last_error(void *self, char *buf, size_t len)
 static const struct weft_exporter_ops otlp_ops = {
     .name = "otlp",
     .export_batch = otlp_export,
+    .force_flush = otlp_force_flush,
     .shutdown = otlp_shutdown,
     .destroy = otlp_destroy,
     .last_error = otlp_last_error,
+    .idle = otlp_idle,
+    .spool_stats = otlp_spool_stats,
 };
 
 weft_err
@@ -120,6 +152,7 @@ weft_otlp_exporter_new(const struct weft_otlp_options *opts, struct weft_exporte
         .path = "v1/traces",
         .log_name = "OTLP",
         .parse_partial_success = true,
+        .spool_kind = "otlp",
     };
     struct otlp *x = NULL;
     weft_err err = WEFT_OK;

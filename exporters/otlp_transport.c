@@ -23,6 +23,7 @@
 
 #include "gzip.h"
 #include "otlp_encode.h"
+#include "spool.h"
 
 #include "base/buf.h"
 #include "base/env.h"
@@ -61,14 +62,18 @@ struct weft__otlp_transport {
     uint32_t initial_backoff_ms;
     uint32_t max_backoff_ms;
     CURL *curl;
-    struct curl_slist *headers;
-    struct weft__buf gz;       /* compressed request */
-    struct weft__buf response; /* answer body, capped */
-    char retry_after[64];      /* the last Retry-After header value */
-    char content_type[64];     /* of the last answer */
-    char where[256];           /* the URL as scheme://host:port/path, for messages */
-    char last_error[320];      /* the last failure, under lock */
-    bool is_failing;           /* the last attempt failed (the send thread only) */
+    struct curl_slist *headers;       /* the common lines: Expect, OTLP and extra headers */
+    struct curl_slist *variant[2][2]; /* [json][gzip]: Content-Type (+ Encoding) + common */
+    struct weft__spool *spool;        /* NULL: none (the export thread only, but for stats) */
+    struct weft__buf spool_body;      /* a spooled request being resent */
+    bool is_spooling;                 /* requests go to the spool (for the log lines) */
+    struct weft__buf gz;              /* compressed request */
+    struct weft__buf response;        /* answer body, capped */
+    char retry_after[64];             /* the last Retry-After header value */
+    char content_type[64];            /* of the last answer */
+    char where[256];                  /* the URL as scheme://host:port/path, for messages */
+    char last_error[320];             /* the last failure, under lock */
+    bool is_failing;                  /* the last attempt failed (the send thread only) */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     atomic_bool is_shut_down;
@@ -396,18 +401,6 @@ configure(struct weft__otlp_transport *x,
         key = env_pair(x, "CLIENT_KEY", NULL);
     }
 
-    x->headers = curl_slist_append(NULL, x->is_json ? "Content-Type: application/json"
-                                                    : "Content-Type: application/x-protobuf");
-    if (x->headers == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (x->gzip) {
-        struct curl_slist *h = curl_slist_append(x->headers, "Content-Encoding: gzip");
-        if (h == NULL) {
-            return WEFT_ENOMEM;
-        }
-        x->headers = h;
-    }
     /* "Expect: 100-continue" costs a round trip per large request; collectors don't need it. */
     {
         struct curl_slist *h = curl_slist_append(x->headers, "Expect:");
@@ -436,6 +429,36 @@ configure(struct weft__otlp_transport *x,
         x->headers = h;
     }
 
+    /* One list per encoding a request may have: a spooled request is resent with the
+     * encoding it was written in, even when the configuration changed since. */
+    for (int json = 0; json < 2; json++) {
+        for (int gz = 0; gz < 2; gz++) {
+            struct curl_slist *list =
+                curl_slist_append(NULL, json ? "Content-Type: application/json"
+                                             : "Content-Type: application/x-protobuf");
+
+            if (list != NULL && gz) {
+                struct curl_slist *h = curl_slist_append(list, "Content-Encoding: gzip");
+
+                if (h == NULL) {
+                    curl_slist_free_all(list);
+                }
+                list = h;
+            }
+            for (struct curl_slist *c = x->headers; list != NULL && c != NULL; c = c->next) {
+                struct curl_slist *h = curl_slist_append(list, c->data);
+
+                if (h == NULL) {
+                    curl_slist_free_all(list);
+                }
+                list = h;
+            }
+            if (list == NULL) {
+                return WEFT_ENOMEM;
+            }
+            x->variant[json][gz] = list;
+        }
+    }
     x->curl = curl_easy_init();
     if (x->curl == NULL) {
         return WEFT_ENOMEM;
@@ -444,7 +467,7 @@ configure(struct weft__otlp_transport *x,
              o->user_agent != NULL ? o->user_agent : "weft/" WEFT_VERSION_STRING " (OTLP)");
     curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
     curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->variant[x->is_json][x->gzip]);
     curl_easy_setopt(x->curl, CURLOPT_USERAGENT, ua);
     curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -642,6 +665,7 @@ send_request(struct weft__otlp_transport *x,
              const char *data,
              size_t len,
              uint64_t deadline,
+             unsigned max_attempts,
              uint64_t *rejected_out)
 {
     struct weft__rng *rng = weft__thread_rng();
@@ -747,6 +771,10 @@ send_request(struct weft__otlp_transport *x,
             WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
             return WEFT_EHTTP;
         }
+        if (max_attempts != 0 && attempt + 1 >= max_attempts) {
+            x->is_failing = true;
+            return WEFT_ETIMEDOUT; /* a probe of the endpoint: one attempt */
+        }
         note_retrying(x);
         /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
         wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
@@ -797,8 +825,9 @@ weft__otlp_transport_send(struct weft__otlp_transport *t,
         set_error(t, "not sent to %s: the exporter was shut down", t->where);
         return WEFT_ESTATE;
     }
+    curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, t->variant[t->is_json][t->gzip]);
     if (!t->gzip) {
-        return send_request(t, data == NULL ? "" : data, len, deadline, rejected);
+        return send_request(t, data == NULL ? "" : data, len, deadline, 0, rejected);
     }
     weft__buf_reset(&t->gz);
     /* Level 1: about 3x faster than the default level for a few percent more bytes; the
@@ -807,7 +836,227 @@ weft__otlp_transport_send(struct weft__otlp_transport *t,
     if (err != WEFT_OK) {
         return err;
     }
-    return send_request(t, t->gz.data, t->gz.len, deadline, rejected);
+    return send_request(t, t->gz.data, t->gz.len, deadline, 0, rejected);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The spool (spool.h): requests whose retries gave up, sent again when the endpoint answers    */
+
+#define DRAIN_PER_EXPORT 8  /* spooled requests sent before a new batch, at most */
+#define DRAIN_PER_IDLE   16 /* per idle call; the processor calls again at once while more wait */
+
+/* Open the spool when the options or WEFT_EXPORT_SPOOL ask for one. A spool that cannot be
+ * opened (no permission, every slot held) is logged by spool.c and the exporter runs without:
+ * failed batches are then dropped and counted as before. */
+static void
+open_spool(struct weft__otlp_transport *x, const char *kind, const struct weft_otlp_options *o)
+{
+    char root[4096];
+    struct weft__spool_config sc;
+
+    memset(&sc, 0, sizeof(sc));
+    if (!weft__spool_resolve(o->spool, o->spool_dir, o->spool_max_bytes, root, sizeof(root),
+                             &sc.max_bytes)) {
+        return;
+    }
+    sc.root = root;
+    sc.kind = kind;
+    sc.url = x->url;
+    if (weft__spool_open(&sc, &x->spool) == WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s export spool: %s", x->log_name, weft__spool_dir(x->spool));
+    }
+}
+
+static uint32_t
+wire_flags(const struct weft__otlp_transport *x)
+{
+    return (x->is_json ? WEFT__SPOOL_JSON : 0u) | (x->gzip ? WEFT__SPOOL_GZIP : 0u);
+}
+
+/* Errors after which a request is worth keeping: the endpoint did not take it but may later
+ * (retries gave up, a transport failure, shut down mid-retry). A final HTTP status or an
+ * answer that is not OTLP would be the same next time. */
+static bool
+is_spoolable(weft_err err)
+{
+    return err == WEFT_ETIMEDOUT || err == WEFT_EIO || err == WEFT_ESTATE;
+}
+
+/* Send spooled requests, oldest first, one attempt each, until the spool is empty, @p max were
+ * sent, the deadline passes or the endpoint still fails. A request refused for good is
+ * dropped and counted. @return WEFT_OK when the spool is empty, else the reason it is not
+ * (WEFT_ELIMIT: @p max reached with the endpoint answering). */
+static weft_err
+drain_spool(struct weft__otlp_transport *x, uint64_t deadline, size_t max)
+{
+    size_t sent = 0;
+
+    while (!weft__spool_is_empty(x->spool)) {
+        uint32_t flags = 0;
+        uint32_t spans = 0;
+        uint64_t rejected = 0;
+        weft_err err = WEFT_OK;
+
+        if (sent == max) {
+            return WEFT_ELIMIT;
+        }
+        if (atomic_load(&x->is_shut_down)) {
+            return WEFT_ESTATE;
+        }
+        if (deadline != 0 && weft__monotonic_ns() >= deadline) {
+            return WEFT_ETIMEDOUT;
+        }
+        err = weft__spool_peek(x->spool, &x->spool_body, &flags, &spans);
+        if (err == WEFT_ENOTFOUND) {
+            break; /* the rest was damaged: deleted and counted */
+        }
+        if (err != WEFT_OK) {
+            return err;
+        }
+        curl_easy_setopt(
+            x->curl, CURLOPT_HTTPHEADER,
+            x->variant[(flags & WEFT__SPOOL_JSON) != 0][(flags & WEFT__SPOOL_GZIP) != 0]);
+        err = send_request(x, x->spool_body.data, x->spool_body.len, deadline, 1, &rejected);
+        if (err == WEFT_OK) {
+            atomic_fetch_add(&x->items_rejected, rejected);
+            weft__spool_pop(x->spool);
+            sent++;
+            continue;
+        }
+        if (is_spoolable(err) || err == WEFT_ENOMEM) {
+            return err; /* still down: the file waits */
+        }
+        {
+            char text[sizeof(x->last_error)];
+
+            weft__otlp_transport_last_error(x, text, sizeof(text));
+            WEFT_LOG(WEFT_LOG_ERROR,
+                     "%s: a spooled request (%u spans) was refused for good: %s; "
+                     "dropped",
+                     x->log_name, spans, text);
+        }
+        weft__spool_reject(x->spool);
+        sent++;
+    }
+    if (x->is_spooling) {
+        x->is_spooling = false;
+        WEFT_LOG(WEFT_LOG_INFO, "%s: the spool %s is sent; exporting directly again", x->log_name,
+                 weft__spool_dir(x->spool));
+    }
+    return WEFT_OK;
+}
+
+/* Write the request the transport holds (data, or t->gz when compressed) to the spool. */
+static weft_err
+spool_request(struct weft__otlp_transport *x,
+              const char *wire,
+              size_t wire_len,
+              uint32_t spans,
+              weft_err cause)
+{
+    weft_err err = weft__spool_put(x->spool, wire, wire_len, wire_flags(x), spans);
+
+    if (err != WEFT_OK) {
+        if (err != WEFT_ELIMIT) {
+            weft__spool_count_lost(x->spool, spans);
+        }
+        WEFT_LOG(WEFT_LOG_ERROR, "%s: %u spans could not be spooled in %s: %s; dropped",
+                 x->log_name, spans, weft__spool_dir(x->spool),
+                 err == WEFT_ELIMIT ? "larger than the spool's cap" : strerror(errno));
+        return cause;
+    }
+    if (!x->is_spooling) {
+        x->is_spooling = true;
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "%s: %s does not take requests (%s); keeping them in the spool %s "
+                 "until it does",
+                 x->log_name, x->where, weft_strerror(cause), weft__spool_dir(x->spool));
+    }
+    return WEFT_OK;
+}
+
+weft_err
+weft__otlp_transport_export(struct weft__otlp_transport *t,
+                            const char *data,
+                            size_t len,
+                            uint32_t spans,
+                            uint64_t deadline,
+                            uint64_t *rejected,
+                            uint64_t *spooled)
+{
+    uint64_t ignored = 0;
+    weft_err err = WEFT_OK;
+
+    if (t == NULL || spooled == NULL || (data == NULL && len > 0)) {
+        return WEFT_EINVAL;
+    }
+    *spooled = 0;
+    if (rejected == NULL) {
+        rejected = &ignored;
+    }
+    *rejected = 0;
+    if (t->spool == NULL) {
+        return weft__otlp_transport_send(t, data, len, deadline, rejected);
+    }
+    if (data == NULL) {
+        data = "";
+    }
+    if (t->gzip) {
+        weft__buf_reset(&t->gz);
+        err = weft__gzip_compress(data, len, 1, &t->gz);
+        if (err != WEFT_OK) {
+            return err;
+        }
+        data = t->gz.data;
+        len = t->gz.len;
+    }
+    /* Older requests first: while any wait, a new one joins the queue behind them. */
+    if (!weft__spool_is_empty(t->spool)) {
+        err = drain_spool(t, deadline, DRAIN_PER_EXPORT);
+    }
+    if (err == WEFT_OK) {
+        if (atomic_load(&t->is_shut_down)) {
+            set_error(t, "not sent to %s: the exporter was shut down", t->where);
+            err = WEFT_ESTATE;
+        } else {
+            curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, t->variant[t->is_json][t->gzip]);
+            err = send_request(t, data, len, deadline, 0, rejected);
+        }
+        if (!is_spoolable(err)) {
+            return err;
+        }
+    } else if (err == WEFT_ELIMIT || err == WEFT_ENOMEM) {
+        err = WEFT_ETIMEDOUT; /* not sent because older requests still wait */
+    }
+    if (spool_request(t, data, len, spans, err) != WEFT_OK) {
+        return err;
+    }
+    *spooled = spans;
+    return WEFT_OK;
+}
+
+bool
+weft__otlp_transport_idle(struct weft__otlp_transport *t, uint64_t deadline)
+{
+    if (t == NULL || weft__spool_is_empty(t->spool)) {
+        return false;
+    }
+    /* More to do only while the endpoint answers; a failure waits for the next call. */
+    return drain_spool(t, deadline, DRAIN_PER_IDLE) == WEFT_ELIMIT;
+}
+
+void
+weft__otlp_transport_flush_spool(struct weft__otlp_transport *t, uint64_t deadline)
+{
+    if (t != NULL && !weft__spool_is_empty(t->spool)) {
+        (void)drain_spool(t, deadline, SIZE_MAX);
+    }
+}
+
+void
+weft__otlp_transport_spool_stats(const struct weft__otlp_transport *t, struct weft_spool_stats *out)
+{
+    weft__spool_stats(t == NULL ? NULL : t->spool, out);
 }
 
 void
@@ -832,6 +1081,13 @@ weft__otlp_transport_free(struct weft__otlp_transport *t)
         curl_easy_cleanup(t->curl);
     }
     curl_slist_free_all(t->headers);
+    for (int json = 0; json < 2; json++) {
+        for (int gz = 0; gz < 2; gz++) {
+            curl_slist_free_all(t->variant[json][gz]);
+        }
+    }
+    weft__spool_close(t->spool);
+    weft__buf_cleanup(&t->spool_body);
     weft__buf_cleanup(&t->gz);
     weft__buf_cleanup(&t->response);
     pthread_cond_destroy(&t->wake);
@@ -872,10 +1128,14 @@ weft__otlp_transport_new(const struct weft__otlp_transport_config *cfg,
     pthread_condattr_destroy(&attr);
     weft__buf_init(&t->gz, 0);
     weft__buf_init(&t->response, MAX_RESPONSE_BYTES);
+    weft__buf_init(&t->spool_body, 0);
     err = configure(t, cfg, o != NULL ? o : &defaults);
     if (err != WEFT_OK) {
         weft__otlp_transport_free(t);
         return err;
+    }
+    if (cfg->spool_kind != NULL) {
+        open_spool(t, cfg->spool_kind, o != NULL ? o : &defaults);
     }
     *out = t;
     return WEFT_OK;

@@ -35,6 +35,10 @@ struct weft__otlp_transport_config {
     /** Parse 2xx answers for OTLP partial_success (false for receivers that answer JSON of
      * their own, such as Langfuse). */
     bool parse_partial_success;
+    /** "otlp", "langfuse": the kind in the spool's directory name. NULL: never a spool
+     * (metrics, scores); else a spool when the options' spool fields or WEFT_EXPORT_SPOOL*
+     * ask for one (spool.h). */
+    const char *spool_kind;
 };
 
 /** Create a transport. @p o: zero/NULL fields come from the environment (when cfg->signal is
@@ -65,6 +69,30 @@ weft_err weft__otlp_transport_send(struct weft__otlp_transport *t,
                                    size_t len,
                                    uint64_t deadline,
                                    uint64_t *rejected);
+
+/** Send one request of @p spans spans like weft__otlp_transport_send(), with the spool: older
+ * spooled requests go first (up to 8, one attempt each); while some still wait, or when this
+ * one's retries give up (WEFT_ETIMEDOUT, WEFT_EIO, WEFT_ESTATE), it is written to the spool
+ * instead and the call succeeds with *spooled = @p spans. Without a spool it is exactly
+ * weft__otlp_transport_send(). @return as weft__otlp_transport_send(). */
+weft_err weft__otlp_transport_export(struct weft__otlp_transport *t,
+                                     const char *data,
+                                     size_t len,
+                                     uint32_t spans,
+                                     uint64_t deadline,
+                                     uint64_t *rejected,
+                                     uint64_t *spooled);
+
+/** Send up to 16 spooled requests while the endpoint takes them (the processor's idle op).
+ * @return true when more wait and the endpoint answers: call again. */
+bool weft__otlp_transport_idle(struct weft__otlp_transport *t, uint64_t deadline);
+
+/** Send spooled requests until none is left, the endpoint fails or @p deadline passes. */
+void weft__otlp_transport_flush_spool(struct weft__otlp_transport *t, uint64_t deadline);
+
+/** The spool's counters (zeros, is_enabled false, without one). Thread-safe. */
+void weft__otlp_transport_spool_stats(const struct weft__otlp_transport *t,
+                                      struct weft_spool_stats *out);
 
 /** Stop: later sends fail with WEFT_ESTATE, a retry wait and a request in flight end now.
  * Thread-safe. */

@@ -360,6 +360,8 @@ forward(struct wrapper *w, const struct weft_span_data *const *views, size_t n, 
         if (err == WEFT_OK) {
             uint64_t rejected = res.rejected > k ? k : res.rejected;
 
+            /* Spooled spans count as kept: the exporter sends them once its endpoint answers
+             * (its spool counters say what becomes of them). */
             atomic_fetch_add(&t->spans_kept, k - rejected);
             atomic_fetch_add(&t->spans_failed, rejected);
         } else {
@@ -699,6 +701,26 @@ tail_destroy(void *self)
     weft__free(w);
 }
 
+/* The wrapped exporter's background work (an OTLP exporter sends its spool) and spool
+ * counters pass through: the buffer has none of its own. */
+static bool
+tail_idle(void *self, uint64_t deadline)
+{
+    struct wrapper *w = self;
+
+    return w->inner->ops->idle != NULL && w->inner->ops->idle(w->inner->self, deadline);
+}
+
+static void
+tail_spool_stats(void *self, struct weft_spool_stats *out)
+{
+    struct wrapper *w = self;
+
+    if (w->inner->ops->spool_stats != NULL) {
+        w->inner->ops->spool_stats(w->inner->self, out);
+    }
+}
+
 static size_t
 tail_last_error(void *self, char *buf, size_t len)
 {
@@ -773,6 +795,8 @@ static const struct weft_exporter_ops tail_ops = {
     .shutdown = tail_shutdown,
     .destroy = tail_destroy,
     .last_error = tail_last_error,
+    .idle = tail_idle,
+    .spool_stats = tail_spool_stats,
 };
 
 weft_err
@@ -798,6 +822,12 @@ weft_tail_wrap(struct weft_tail *tail, struct weft_exporter *inner, struct weft_
     }
     w->ops = tail_ops;
     w->ops.name = weft_exporter_name(inner); /* the processor and its stats read this name */
+    if (inner->ops->idle == NULL) {
+        w->ops.idle = NULL;
+    }
+    if (inner->ops->spool_stats == NULL) {
+        w->ops.spool_stats = NULL;
+    }
     w->tail = tail;
     w->inner = inner;
     w->spill_fd = -1;

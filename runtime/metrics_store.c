@@ -1116,6 +1116,7 @@ fold_sqlite(struct fold *f, const char *path, uint64_t fresh_ns)
             " THEN MAX(v) ELSE SUM(v) END, 0, NULL, NULL, NULL, NULL"
             " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
             " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
+            " AND m.name NOT IN ('weft.exporter.spool.size', 'weft.exporter.spool.bytes')"
             " OR ((r.ended_ns IS NULL OR r.ended_ns = 0) AND m.saved_ns >= ?1)"
             " THEN m.value ELSE 0 END AS v"
             " FROM run_metrics m JOIN runs r ON r.id = m.run_id WHERE m.kind = 2) m"

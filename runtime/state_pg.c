@@ -2974,6 +2974,7 @@ fold_metric_rows(struct pg_state *st,
                 " THEN MAX(v) ELSE SUM(v) END, 0, NULL, NULL, NULL, NULL"
                 " FROM (SELECT m.*, CASE WHEN m.name NOT LIKE 'weft.exporter.queue.%'"
                 " AND m.name <> 'weft.exporter.failing' AND m.name <> 'weft.tasks.in_flight'"
+                " AND m.name NOT IN ('weft.exporter.spool.size', 'weft.exporter.spool.bytes')"
                 " OR ((w.ended_ns IS NULL OR w.ended_ns = 0) AND m.saved_ns >= $1)"
                 " THEN m.value ELSE 0 END AS v"
                 " FROM run_metrics m JOIN workflows w ON w.run_id = m.run_id WHERE m.kind = 2) m"

@@ -5,6 +5,8 @@
 #include "base/mem.h"
 #include "base/time.h"
 
+#include <string.h>
+
 weft_err
 weft_exporter_new(const struct weft_exporter_ops *ops, void *self, struct weft_exporter **out)
 {
@@ -63,4 +65,16 @@ weft__exporter_self(const struct weft_exporter *exporter, const struct weft_expo
         return NULL;
     }
     return exporter->self;
+}
+
+void
+weft_exporter_spool_stats(const struct weft_exporter *exporter, struct weft_spool_stats *out)
+{
+    if (out == NULL) {
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    if (exporter != NULL && exporter->ops->spool_stats != NULL) {
+        exporter->ops->spool_stats(exporter->self, out);
+    }
 }

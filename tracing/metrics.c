@@ -913,6 +913,7 @@ observe_spans(struct weft_instrument *gauge, void *user_data)
     }
     which = strcmp(gauge->name, "weft.spans.exported") == 0  ? 0
             : strcmp(gauge->name, "weft.spans.dropped") == 0 ? 1
+            : strcmp(gauge->name, "weft.spans.spooled") == 0 ? 3
                                                              : 2;
     for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
         struct weft_processor_stats ps;
@@ -922,7 +923,10 @@ observe_spans(struct weft_instrument *gauge, void *user_data)
         if (weft_processor_get_stats(proc, &ps) != WEFT_OK) {
             continue;
         }
-        v = which == 0 ? ps.exported : which == 1 ? ps.dropped : ps.failed;
+        v = which == 0   ? ps.exported
+            : which == 1 ? ps.dropped
+            : which == 3 ? ps.spooled
+                         : ps.failed;
         per_exporter += v;
         attr = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
         weft_gauge_observe(gauge, (double)v, &attr, 1);
@@ -1007,6 +1011,46 @@ observe_failing(struct weft_instrument *gauge, void *user_data)
     }
 }
 
+/* The on-disk spool of each exporter that has one (docs/spool.md): spans waiting and bytes
+ * on disk now, spans sent from it, and spans that left it unsent, by reason. */
+static void
+observe_spool(struct weft_instrument *gauge, void *user_data)
+{
+    struct weft_provider *provider = user_data;
+    int which = strcmp(gauge->name, "weft.exporter.spool.size") == 0      ? 0
+                : strcmp(gauge->name, "weft.exporter.spool.bytes") == 0   ? 1
+                : strcmp(gauge->name, "weft.exporter.spool.drained") == 0 ? 2
+                                                                          : 3;
+    struct weft_processor *proc = NULL;
+
+    for (size_t i = 0; (proc = weft_provider_processor(provider, i)) != NULL; i++) {
+        struct weft_spool_stats ss;
+        struct weft_attr attrs[2];
+
+        weft_processor_spool_stats(proc, &ss);
+        if (!ss.is_enabled) {
+            continue;
+        }
+        attrs[0] = weft_attr_str("exporter", weft_exporter_name(proc->exporter));
+        if (which < 3) {
+            weft_gauge_observe(gauge,
+                               which == 0   ? (double)ss.spans
+                               : which == 1 ? (double)ss.bytes
+                                            : (double)ss.spans_drained,
+                               attrs, 1);
+            continue;
+        }
+        attrs[1] = weft_attr_str("reason", "cap");
+        weft_gauge_observe(gauge, (double)ss.spans_dropped, attrs, 2);
+        attrs[1] = weft_attr_str("reason", "corrupt");
+        weft_gauge_observe(gauge, (double)ss.spans_corrupt, attrs, 2);
+        attrs[1] = weft_attr_str("reason", "rejected");
+        weft_gauge_observe(gauge, (double)ss.spans_rejected, attrs, 2);
+        attrs[1] = weft_attr_str("reason", "write_error");
+        weft_gauge_observe(gauge, (double)ss.spans_lost, attrs, 2);
+    }
+}
+
 weft_err
 weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *provider)
 {
@@ -1014,11 +1058,13 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
     weft_err err = WEFT_OK;
 
     static const char *const names[] = {"weft.spans.ended", "weft.spans.exported",
-                                        "weft.spans.dropped", "weft.spans.failed"};
+                                        "weft.spans.dropped", "weft.spans.failed",
+                                        "weft.spans.spooled"};
     static const char *const help[] = {
         "Spans ended since start", "Spans accepted by exporters since start",
         "Spans lost before export (queue full, out of memory, after shutdown) since start",
-        "Spans an exporter failed or rejected since start"};
+        "Spans an exporter failed or rejected since start",
+        "Spans an exporter kept in its on-disk spool (endpoint down) since start"};
 
     if (meter == NULL || provider == NULL) {
         return WEFT_EINVAL;
@@ -1069,6 +1115,24 @@ weft_meter_observe_provider(struct weft_meter *meter, struct weft_provider *prov
     }
     if (err == WEFT_OK) {
         weft_gauge_set_callback(g, observe_failing, provider);
+    }
+    {
+        static const char *const sp_names[] = {
+            "weft.exporter.spool.size", "weft.exporter.spool.bytes", "weft.exporter.spool.drained",
+            "weft.exporter.spool.dropped"};
+        static const char *const sp_units[] = {"{span}", "By", "{span}", "{span}"};
+        static const char *const sp_help[] = {
+            "Spans waiting in an exporter's on-disk spool", "Bytes of an exporter's on-disk spool",
+            "Spooled spans an exporter sent once its endpoint answered, since start",
+            "Spooled spans lost (reason: cap, corrupt, rejected, write_error) since start"};
+
+        for (size_t i = 0; err == WEFT_OK && i < 4; i++) {
+            err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, sp_names[i], sp_units[i],
+                                        sp_help[i], NULL, 0, &g);
+            if (err == WEFT_OK) {
+                weft_gauge_set_callback(g, observe_spool, provider);
+            }
+        }
     }
     return err;
 }

@@ -155,8 +155,10 @@ struct batch {
     atomic_uint_fast64_t failed;
     atomic_uint_fast64_t batches;
     atomic_uint_fast64_t failed_batches;
-    atomic_uint_fast64_t export_ns;      /* time spent in export calls */
-    struct weft_span **spans;            /* export-thread scratch, max batch size */
+    atomic_uint_fast64_t export_ns; /* time spent in export calls */
+    atomic_uint_fast64_t spooled;   /* spans the exporter wrote to its spool */
+    bool is_idle_busy;              /* the exporter's idle op has more to do (export thread only) */
+    struct weft_span **spans;       /* export-thread scratch, max batch size */
     const struct weft_span_data **views; /* same, as exporter views */
 };
 
@@ -266,9 +268,11 @@ export_spans(struct batch *b, size_t n)
     atomic_fetch_add_explicit(&b->batches, 1, memory_order_relaxed);
     if (err == WEFT_OK) {
         uint64_t rejected = result.rejected > n ? n : result.rejected;
+        uint64_t spooled = result.spooled > n - rejected ? n - rejected : result.spooled;
 
-        atomic_fetch_add_explicit(&b->exported, n - rejected, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->exported, n - rejected - spooled, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->failed, rejected, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->spooled, spooled, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&b->failed, n, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->failed_batches, 1, memory_order_relaxed);
@@ -278,15 +282,18 @@ export_spans(struct batch *b, size_t n)
     weft__span_unref_batch(b->spans, n);
 }
 
-/* Export everything queued now, batch by batch. */
-static void
+/* Export everything queued now, batch by batch. @return the spans exported. */
+static size_t
 drain(struct batch *b)
 {
     size_t n = 0;
+    size_t total = 0;
 
     while ((n = dequeue(b, b->opts.max_export_batch_size)) > 0) {
         export_spans(b, n);
+        total += n;
     }
+    return total;
 }
 
 static void
@@ -295,7 +302,7 @@ wait_for_work(struct batch *b)
     struct timespec ts;
     uint64_t ns = 0;
 
-    if (queue_len(b) >= b->opts.max_export_batch_size) {
+    if (queue_len(b) >= b->opts.max_export_batch_size || b->is_idle_busy) {
         return;
     }
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -330,7 +337,18 @@ export_thread(void *arg)
         pthread_mutex_unlock(&b->lock);
         stopping = atomic_load(&b->stopping);
 
-        drain(b);
+        if (drain(b) == 0 && !stopping && target <= b->flush_done &&
+            b->base.exporter->ops->idle != NULL) {
+            /* Nothing to export: the exporter's background work (an OTLP exporter sends its
+             * spool), again at once while it has more and no batch waits. */
+            struct weft_exporter *exporter = b->base.exporter;
+
+            b->is_idle_busy = exporter->ops->idle(
+                exporter->self,
+                export_deadline(b->opts.export_timeout_ms, atomic_load(&b->shutdown_deadline)));
+        } else {
+            b->is_idle_busy = false;
+        }
 
         if (target > b->flush_done || stopping) {
             weft_err err = WEFT_OK;
@@ -476,6 +494,7 @@ batch_stats(const struct weft_processor *proc, struct weft_processor_stats *out)
     out->batches = atomic_load_explicit(&b->batches, memory_order_relaxed);
     out->failed_batches = atomic_load_explicit(&b->failed_batches, memory_order_relaxed);
     out->export_ns = atomic_load_explicit(&b->export_ns, memory_order_relaxed);
+    out->spooled = atomic_load_explicit(&b->spooled, memory_order_relaxed);
     out->dropped = weft__counter_read(&b->dropped);
     out->queue_len = queue_len(b);
 }
@@ -613,6 +632,7 @@ struct simple {
     atomic_uint_fast64_t failed;
     atomic_uint_fast64_t dropped;
     atomic_uint_fast64_t batches;
+    atomic_uint_fast64_t spooled;
 };
 
 static void
@@ -634,7 +654,9 @@ simple_on_end(struct weft_processor *proc, struct weft_span *span)
                                             export_deadline(DEFAULT_TIMEOUT_MS, 0), &result);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add(&s->batches, 1);
-    if (err == WEFT_OK && result.rejected == 0) {
+    if (err == WEFT_OK && result.rejected == 0 && result.spooled > 0) {
+        atomic_fetch_add(&s->spooled, 1);
+    } else if (err == WEFT_OK && result.rejected == 0) {
         atomic_fetch_add(&s->exported, 1);
     } else {
         atomic_fetch_add(&s->failed, 1);
@@ -700,6 +722,7 @@ simple_stats(const struct weft_processor *proc, struct weft_processor_stats *out
     out->failed = atomic_load(&s->failed);
     out->dropped = atomic_load(&s->dropped);
     out->batches = atomic_load(&s->batches);
+    out->spooled = atomic_load(&s->spooled);
     out->enqueued = out->batches;
     out->queue_len = 0;
     out->queue_cap = 0;
@@ -753,6 +776,12 @@ const char *
 weft_processor_exporter_name(const struct weft_processor *processor)
 {
     return weft_exporter_name(processor == NULL ? NULL : processor->exporter);
+}
+
+void
+weft_processor_spool_stats(const struct weft_processor *processor, struct weft_spool_stats *out)
+{
+    weft_exporter_spool_stats(processor == NULL ? NULL : processor->exporter, out);
 }
 
 size_t

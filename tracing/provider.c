@@ -292,6 +292,7 @@ weft_provider_get_stats(const struct weft_provider *provider, struct weft_trace_
         out->spans_exported += ps.exported;
         out->spans_dropped += ps.dropped;
         out->spans_failed += ps.failed;
+        out->spans_spooled += ps.spooled;
     }
 }
 

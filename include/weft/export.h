@@ -93,6 +93,30 @@ WEFT_API const struct weft_value *weft_span_data_attr(const struct weft_span_dat
 struct weft_export_result {
     /** Spans the receiver rejected although the call succeeded (OTLP partial_success). */
     uint64_t rejected;
+    /** Spans of a successful call that were not delivered but written to the exporter's
+     * on-disk spool, to be sent when the endpoint answers again (the processor counts them
+     * as spooled, not exported). */
+    uint64_t spooled;
+};
+
+/** Counters of an exporter's on-disk spool (docs/spool.md). Requests whose retries gave up go
+ * there and are sent again, oldest first, when the endpoint answers. Every span that leaves
+ * the spool unsent is counted in one of dropped, rejected, corrupt or lost. */
+struct weft_spool_stats {
+    bool is_enabled;           /**< the exporter has a spool (opened and locked) */
+    uint64_t requests_spooled; /**< requests written to the spool since start */
+    uint64_t spans_spooled;    /**< their spans */
+    uint64_t requests_drained; /**< spooled requests the endpoint accepted later */
+    uint64_t spans_drained;    /**< their spans (spooled by this process or one before it) */
+    uint64_t requests_dropped; /**< requests deleted unsent to stay under the cap, oldest first */
+    uint64_t spans_dropped;    /**< their spans */
+    uint64_t spans_rejected;   /**< spooled spans the endpoint refused for good when resent */
+    uint64_t files_corrupt;    /**< files that failed their checks (torn, damaged): deleted */
+    uint64_t spans_corrupt;    /**< their spans, when the header was still readable */
+    uint64_t spans_lost;       /**< spans that could not be written (disk full, I/O error) */
+    uint64_t bytes;            /**< on disk now */
+    uint64_t files;            /**< requests waiting now */
+    uint64_t spans;            /**< spans waiting now */
 };
 
 /** Exporter operations. @c export_batch must return within the batch deadline.
@@ -105,7 +129,8 @@ struct weft_export_result {
  * - last_error: copy a one-line description of the last failure (what happened and where,
  *   never credentials) into @p buf and return its length, 0 when there is none. Called from
  *   the export thread after a failed export_batch. May be NULL (the processor then reports
- *   the error code). */
+ *   the error code).
+ * - idle, spool_stats: see below; both may be NULL. */
 struct weft_exporter_ops {
     const char *name;
     weft_err (*export_batch)(void *self,
@@ -117,6 +142,12 @@ struct weft_exporter_ops {
     weft_err (*shutdown)(void *self, uint64_t deadline_ns);
     void (*destroy)(void *self);
     size_t (*last_error)(void *self, char *buf, size_t len);
+    /** Background work when the batch processor has nothing to export (called from its
+     * export thread after a schedule delay passed without a full batch, and again at once
+     * while it returns true): the OTLP exporters send their spool here. May be NULL. */
+    bool (*idle)(void *self, uint64_t deadline_ns);
+    /** Fill @p out with the spool's counters (any thread). May be NULL: no spool. */
+    void (*spool_stats)(void *self, struct weft_spool_stats *out);
 };
 
 /** Wrap an implementation in an exporter handle. Deadlines passed to the ops are
@@ -134,6 +165,16 @@ WEFT_API void weft_exporter_free(struct weft_exporter *exporter);
 /** The ops name ("otlp", "file", ...). Never NULL.
  * "unknown" for NULL. Errors: none. Ownership: returns a static string. */
 WEFT_API const char *weft_exporter_name(const struct weft_exporter *exporter);
+
+/** Read the spool counters of @p exporter into @p out (zeroed, is_enabled false, when it is
+ * NULL or has no spool). Thread-safe. Errors: none. Ownership: none; @p out is the caller's. */
+WEFT_API void weft_exporter_spool_stats(const struct weft_exporter *exporter,
+                                        struct weft_spool_stats *out);
+
+/** The same for the exporter behind @p processor (its spool once the processor owns it).
+ * Thread-safe. Errors: none. Ownership: none; @p out is the caller's. */
+WEFT_API void weft_processor_spool_stats(const struct weft_processor *processor,
+                                         struct weft_spool_stats *out);
 
 /** CLOCK_MONOTONIC in ns, the clock of export deadlines.
  * Errors: none. Ownership: none. */
@@ -168,6 +209,17 @@ struct weft_otlp_options {
     /** Metrics only: full URL, used as given (wins over endpoint and
      * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT). */
     const char *metrics_endpoint;
+    /** The on-disk spool (traces only; docs/spool.md): 0 from WEFT_EXPORT_SPOOL (default off),
+     * 1 off, 2 on. On: a request whose retries give up (endpoint down, refusing with 429/502/
+     * 503/504, or unreachable) is kept in a file and sent, oldest first, once the endpoint
+     * answers; also by the next process with the same spool directory. */
+    int spool;
+    /** The spool's root directory; NULL from WEFT_EXPORT_SPOOL_DIR, else $WEFT_HOME/spool.
+     * Each exporter uses its own subdirectory (named by its kind and a hash of its URL). */
+    const char *spool_dir;
+    /** The spool's cap in bytes; 0 from WEFT_EXPORT_SPOOL_MAX_BYTES, default 256 MiB. When
+     * full, the oldest requests are deleted and their spans counted. */
+    uint64_t spool_max_bytes;
 };
 
 /** Create an OTLP/HTTP trace exporter (libcurl; connection reused across exports).
@@ -220,6 +272,9 @@ struct weft_langfuse_options {
     uint32_t timeout_ms;         /**< per request; default 10000 */
     uint32_t max_retry_ms;       /**< retry budget per batch; 0: bounded by the deadline */
     uint32_t initial_backoff_ms; /**< default 1000 */
+    int spool;                   /**< on-disk spool of span requests, as weft_otlp_options */
+    const char *spool_dir;       /**< as weft_otlp_options */
+    uint64_t spool_max_bytes;    /**< as weft_otlp_options */
 };
 
 /** Create a Langfuse exporter: spans over Langfuse's OTLP endpoint

@@ -306,6 +306,7 @@ struct weft_trace_stats {
     uint64_t spans_exported;    /**< accepted by an exporter */
     uint64_t spans_dropped;     /**< lost before export: queue full or after shutdown */
     uint64_t spans_failed;      /**< an exporter failed for good or rejected them */
+    uint64_t spans_spooled;     /**< kept in an exporter's on-disk spool, sent later */
     uint64_t context_overflows; /**< weft_context_attach() calls beyond the depth bound */
 };
 
@@ -544,6 +545,9 @@ struct weft_processor_stats {
     uint64_t failed_batches;
     /** Time spent in export calls, in ns (batch processor; 0 for the simple one). */
     uint64_t export_ns;
+    /** Spans the exporter wrote to its on-disk spool instead of delivering them (its
+     * endpoint was down); weft_processor_spool_stats() says what became of them. */
+    uint64_t spooled;
 };
 
 /** Read a processor's counters. @return WEFT_OK, WEFT_EINVAL.
