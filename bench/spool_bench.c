@@ -21,6 +21,7 @@
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
+#include "bench_util.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_encode.h"
 #include "exporters/spool.h"
@@ -31,8 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BATCH 512
-
 static double
 now_us(void)
 {
@@ -40,72 +39,6 @@ now_us(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-struct fixture {
-    struct weft_attr res_attr;
-    struct weft_resource resource;
-    struct weft_scope scope;
-    struct weft_attr attrs[10];
-    struct weft_attr ev_attr;
-    struct weft_event_data event;
-    struct weft_span_data spans[BATCH];
-    const struct weft_span_data *views[BATCH];
-};
-
-static void
-fixture_init(struct fixture *f)
-{
-    memset(f, 0, sizeof(*f));
-    f->res_attr = weft_attr_str("service.name", "bench-service");
-    f->resource.attrs = &f->res_attr;
-    f->resource.attr_count = 1;
-    f->scope.name = "bench";
-    f->attrs[0] = weft_attr_str("gen_ai.operation.name", "chat");
-    f->attrs[1] = weft_attr_str("gen_ai.request.model", "gpt-4o-mini");
-    f->attrs[2] = weft_attr_str("gen_ai.provider.name", "openai");
-    f->attrs[3] = weft_attr_int("gen_ai.usage.input_tokens", 1234);
-    f->attrs[4] = weft_attr_int("gen_ai.usage.output_tokens", 567);
-    f->attrs[5] = weft_attr_double("weft.cost.usd", 0.00123);
-    f->attrs[6] = weft_attr_bool("weft.cache.hit", false);
-    f->attrs[7] = weft_attr_str("weft.step.id", "step-0042");
-    f->attrs[8] = weft_attr_int("weft.step.attempt", 1);
-    f->attrs[9] = weft_attr_str("http.url", "https://api.example.com/v1/chat/completions");
-    f->ev_attr = weft_attr_str("weft.note", "retry after 429");
-    f->event.name = "weft.retry";
-    f->event.attrs = &f->ev_attr;
-    f->event.attr_count = 1;
-    for (size_t i = 0; i < BATCH; i++) {
-        struct weft_span_data *s = &f->spans[i];
-
-        s->name = i == 0 ? "invoke_workflow bench" : "chat gpt-4o-mini";
-        s->kind = i == 0 ? WEFT_SPAN_KIND_INTERNAL : WEFT_SPAN_KIND_CLIENT;
-        s->attrs = f->attrs;
-        s->attr_count = 10;
-        s->resource = &f->resource;
-        s->scope = &f->scope;
-        s->trace_flags = 1;
-        s->events = i % 8 == 7 ? &f->event : NULL;
-        s->event_count = i % 8 == 7 ? 1 : 0;
-        s->trace_id[0] = 1;
-        s->span_id[0] = (uint8_t)(i >> 8);
-        s->span_id[1] = (uint8_t)i;
-        s->span_id[7] = 1;
-        s->has_parent = i > 0;
-        s->parent_span_id[7] = i > 0 ? 1 : 0;
-        s->start_time_ns = 1700000000000000000ull + i * 1000u;
-        s->end_time_ns = s->start_time_ns + 500000u;
-        f->views[i] = s;
-    }
 }
 
 static void
@@ -221,6 +154,7 @@ main(int argc, char **argv)
         requests = 1;
     }
     fixture_init(&f);
+    fixture_ids(&f, 1);
     weft__buf_init(&body, 0);
     weft__buf_init(&gz, 0);
     if (weft__otlp_encode_proto(f.views, BATCH, &body) != WEFT_OK ||

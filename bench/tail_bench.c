@@ -20,6 +20,7 @@
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
+#include "bench_util.h"
 #include "exporters/otlp_encode.h"
 
 #include <stdio.h>
@@ -65,22 +66,6 @@ cpu_ns(void)
 
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return v[n / 2];
 }
 
 struct setup {
