@@ -10,6 +10,7 @@
  * server binds to loopback unless told otherwise. SIGINT and SIGTERM stop it cleanly: they are
  * blocked in every thread and taken with sigwait(), so no handler runs inside libmicrohttpd.
  */
+#include "base/env.h"
 #include "cli.h"
 #include "exporters/ingest.h"
 #include "runtime/dist/broker_probe.h"
@@ -96,9 +97,48 @@ struct source {
     struct weft__broker_probe *probe;        /* NULL: no broker */
     struct weft__ingest *ingest;             /* NULL: --no-ingest */
     struct weft__store_retention *retention; /* NULL: no --retention nor --max-store-size */
+    struct weft_store_pool *pool;            /* the API's span store handles */
     /* The server's refusal counters; set once it has started (a scrape may come first). */
     _Atomic(const struct weft__serve *) serve;
 };
+
+/* The API's span store pool: weft.store.read_handles{event=opened|reused|discarded}
+ * (Prometheus weft_store_read_handles_total) and the idle ones. */
+static weft_err
+observe_pool(struct weft_store_pool *pool, struct weft_meter *meter)
+{
+    struct weft_store_pool_stats st;
+    struct weft_instrument *events = NULL;
+    struct weft_instrument *idle = NULL;
+    struct weft_attr attr;
+    weft_err err = WEFT_OK;
+
+    if (pool == NULL) {
+        return WEFT_OK;
+    }
+    weft_store_pool_stats(pool, &st);
+    err =
+        weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.store.read_handles", "{handle}",
+                              "Span store handles of the explorer API: opened (a PostgreSQL"
+                              " connection each), reused from the pool, discarded (lost)",
+                              NULL, 0, &events);
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.read_handles_idle",
+                                    "{handle}", "Span store handles kept open while idle", NULL, 0,
+                                    &idle);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    attr = weft_attr_str("event", "opened");
+    (void)weft_counter_add(events, (double)st.opened, &attr, 1);
+    attr = weft_attr_str("event", "reused");
+    (void)weft_counter_add(events, (double)st.reused, &attr, 1);
+    attr = weft_attr_str("event", "discarded");
+    (void)weft_counter_add(events, (double)st.discarded, &attr, 1);
+    (void)weft_gauge_set(idle, (double)st.idle, NULL, 0);
+    return WEFT_OK;
+}
 
 static weft_err
 render_store(void *user_data, char **out, size_t *len)
@@ -118,6 +158,9 @@ render_store(void *user_data, char **out, size_t *len)
     }
     if (err == WEFT_OK) {
         err = weft__store_retention_observe(src->retention, meter);
+    }
+    if (err == WEFT_OK) {
+        err = observe_pool(src->pool, meter);
     }
     if (err == WEFT_OK) {
         err = weft__serve_observe(atomic_load(&src->serve), meter);
@@ -295,6 +338,7 @@ cli_serve(int argc, char **argv)
     const char *max_store = NULL;
     struct weft__store_retention_config rc_cfg;
     bool is_ingest_off = false;
+    uint64_t pool_size = 0;
     const struct cli_option options[] = {
         {"addr", 0, true, false, &addr, NULL},
         {"state", 0, true, false, &state, NULL},
@@ -309,7 +353,7 @@ cli_serve(int argc, char **argv)
         {"max-store-size", 0, true, false, &max_store, NULL},
         {"no-ingest", 0, false, false, NULL, &is_ingest_off},
     };
-    struct source src = {NULL, NULL, NULL, NULL, NULL};
+    struct source src = {NULL, NULL, NULL, NULL, NULL, NULL};
     struct weft__serve *server = NULL;
     struct weft__serve_config sc;
     sigset_t stop;
@@ -351,12 +395,23 @@ cli_serve(int argc, char **argv)
         cli_token_free(file_token);
         return rc;
     }
+    /* WEFT_STORE_POOL_SIZE: idle span store handles the API keeps (0: it opens the store for
+     * each request, as before the pool). */
+    pool_size = weft__env_u64("WEFT_STORE_POOL_SIZE", WEFT_STORE_POOL_DEFAULT_IDLE, 0, 64);
+    if (pool_size > 0 && weft_store_pool_new(store, (size_t)pool_size, &src.pool) != WEFT_OK) {
+        fprintf(stderr, "weft serve: out of memory\n");
+        weft__broker_probe_free(src.probe);
+        weft__ingest_free(src.ingest);
+        cli_token_free(file_token);
+        return CLI_EXIT_FAIL;
+    }
     src.state_path = state;
     cli_recover("serve", state); /* runs killed earlier read as interrupted, not running */
     rc_cfg.hook = runs_follow;
     rc_cfg.hook_data = (void *)(uintptr_t)state; /* NULL: the default state */
     if (weft__store_retention_start(store, &rc_cfg, &src.retention) != WEFT_OK) {
         fprintf(stderr, "weft serve: cannot start retention\n");
+        weft_store_pool_free(src.pool);
         weft__broker_probe_free(src.probe);
         weft__ingest_free(src.ingest);
         cli_token_free(file_token);
@@ -387,6 +442,7 @@ cli_serve(int argc, char **argv)
     sc.allow_host_count = allow_host_count;
     sc.api.state_path = state;
     sc.api.store_path = store;
+    sc.api.store_pool = src.pool;
     sc.metrics = render_store;
     sc.metrics_data = &src;
     sc.ingest = src.ingest;
@@ -396,6 +452,7 @@ cli_serve(int argc, char **argv)
                 err == WEFT_EINVAL ? "expected HOST:PORT with an IPv4 host"
                                    : "cannot listen there (in use or not permitted?)");
         weft__store_retention_stop(src.retention);
+        weft_store_pool_free(src.pool);
         weft__broker_probe_free(src.probe);
         weft__ingest_free(src.ingest);
         cli_token_free(file_token);
@@ -414,8 +471,9 @@ cli_serve(int argc, char **argv)
             weft__serve_port(server));
     sigwait(&stop, &sig);
     fprintf(stderr, "weft serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    weft__serve_stop(server); /* no scrape runs after this: the probe can go */
+    weft__serve_stop(server); /* no request runs after this: the probe and the pool can go */
     weft__store_retention_stop(src.retention);
+    weft_store_pool_free(src.pool);
     weft__broker_probe_free(src.probe);
     weft__ingest_free(src.ingest);
     cli_token_free(file_token);

@@ -6,7 +6,9 @@ publish ports on 127.0.0.1 only, the files they mount and build from exist and t
 they need are set by the env example beside them (what `docker compose config` checks, so that
 a machine without Docker still checks the stacks), and the systemd units name an ExecStart. For distributed
 runs: a weft container says what it runs (command or args), a `weft worker` gets more time to
-stop than its --grace for finishing tasks, and in Kubernetes a readiness probe; RabbitMQ and
+stop than its --grace for finishing tasks, and in Kubernetes a readiness probe; every worker
+and orchestrator (`weft run --executor amqp`) gets the signing key (WEFT_DIST_KEY or
+WEFT_DIST_KEY_FILE; a secret like the others); RabbitMQ and
 PostgreSQL services have a healthcheck. No credentials in the files: a secret-looking variable
 or a URL with a password takes its value from the environment (${VAR}) in compose and from a
 Secret in Kubernetes, which ships no Secret with data. Prints one line per problem (file: what)
@@ -23,7 +25,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 problems = []
 
 # Variable names that hold credentials (not *_FILE, which names a file holding one).
-SECRET_NAME = re.compile(r"(PASSWORD|_PASS$|SECRET|TOKEN|API_KEY|PRIVATE_KEY|ENCRYPTION_KEY|_AUTH$)")
+SECRET_NAME = re.compile(
+    r"(PASSWORD|_PASS$|SECRET|TOKEN|API_KEY|PRIVATE_KEY|ENCRYPTION_KEY|DIST_KEY|_AUTH$)")
 # A URL with a password: scheme://user:password@host
 URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:([^@\s]+)@")
 # `weft worker` stops after at most --grace seconds of finishing tasks (default 30).
@@ -45,6 +48,33 @@ def worker_grace(argv):
         if arg.startswith("--grace="):
             return int(arg.split("=", 1)[1])
     return WORKER_GRACE_DEFAULT
+
+
+def signs_messages(argv, env):
+    """Does this command line run a process of a distributed run that signs or checks task and
+    result messages: a `weft worker`, or an orchestrator (`weft run` or `weft resume` with the
+    amqp executor, by flag or WEFT_EXECUTOR)?"""
+    argv = [str(a) for a in argv or []]
+    if not argv:
+        return False
+    if argv[0] == "worker":
+        return True
+    if argv[0] not in ("run", "resume"):
+        return False
+    for i, arg in enumerate(argv):
+        if arg == "--executor" and i + 1 < len(argv):
+            return argv[i + 1] == "amqp"
+        if arg.startswith("--executor="):
+            return arg.split("=", 1)[1] == "amqp"
+    return str(env.get("WEFT_EXECUTOR", "")) == "amqp"
+
+
+def check_dist_key(path, where, argv, env):
+    """A worker or an orchestrator without the signing key runs unsigned (docs/distributed.md,
+    "Signing"): every one must get WEFT_DIST_KEY or WEFT_DIST_KEY_FILE."""
+    if signs_messages(argv, env) and not ({"WEFT_DIST_KEY", "WEFT_DIST_KEY_FILE"} & set(env)):
+        problems.append(f"{path}: {where}: a distributed weft process without WEFT_DIST_KEY or "
+                        f"WEFT_DIST_KEY_FILE (its messages would go unsigned)")
 
 
 def duration_seconds(text):
@@ -110,6 +140,8 @@ def check_k8s(path, doc):
             if not c.get("readinessProbe"):
                 problems.append(f"{path}: {where}: weft worker without a readinessProbe")
         check_k8s_env(path, where, c.get("env"))
+        env = {v.get("name"): v.get("value", "") for v in c.get("env") or []}
+        check_dist_key(path, where, c.get("args") or c.get("command"), env)
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:
                 problems.append(f"{path}: container {c.get('name')} mounts unknown volume "
@@ -144,6 +176,9 @@ def check_compose(path, doc):
         command = svc.get("command") or []
         for arg in command if isinstance(command, list) else [command]:
             check_compose_secret(path, f"service {name} command", None, arg)
+        if weft:
+            check_dist_key(path, f"service {name}",
+                           command if isinstance(command, list) else str(command).split(), env)
         for port in svc.get("ports") or []:
             if not str(port).startswith("127.0.0.1:"):
                 problems.append(f"{path}: service {name} publishes {port} beyond 127.0.0.1")

@@ -186,7 +186,8 @@ load_trace_as(const struct weft__api_config *cfg,
     struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     char id[WEFT_TRACE_ID_HEX_LEN + 1];
-    weft_err err = weft_store_open(cfg->store_path, &store);
+    weft_err err = cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, &store)
+                                           : weft_store_open(cfg->store_path, &store);
 
     if (err == WEFT_OK) {
         err = weft_store_resolve(store, ref, id);
@@ -202,7 +203,11 @@ load_trace_as(const struct weft__api_config *cfg,
               : want->is_outline    ? weft_store_load_outline(store, id, &trace)
                                     : weft_store_load_trace(store, id, &trace);
     }
-    weft_store_close(store);
+    if (cfg->store_pool != NULL) {
+        weft_store_pool_release(cfg->store_pool, store); /* kept unless its connection broke */
+    } else {
+        weft_store_close(store);
+    }
     if (err != WEFT_OK) {
         char what[160];
         snprintf(what, sizeof(what), "trace %.64s", ref);

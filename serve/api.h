@@ -6,12 +6,14 @@
  * Every handler reads the stores through their public read APIs and nothing else: the state
  * store (runs, steps, corrections) and the span store (traces). Nothing here writes.
  *
- * Thread-safety: handlers share nothing; each call opens what it reads.
+ * Thread-safety: handlers share nothing but the span store's pool (thread-safe): each call
+ * takes a handle from it (or opens the store) for its reads and gives it back.
  */
 #ifndef WEFT_SERVE_API_H
 #define WEFT_SERVE_API_H
 
 #include <stddef.h>
+#include <weft/store.h>
 
 /* Requests under /api/v1/ served at once; the next get 503 with Retry-After (the server's
  * admission, exporters/metrics_server.h). A trace document holds a page of spans (the
@@ -23,6 +25,9 @@
 struct weft__api_config {
     const char *state_path; /* NULL: $WEFT_STATE_URL, else $WEFT_HOME/state.db */
     const char *store_path; /* span store; NULL: weft_store_default_path() */
+    /* Open handles of the span store at store_path, reused across requests (a PostgreSQL
+     * connection each); NULL: each request opens the store. */
+    struct weft_store_pool *store_pool;
 };
 
 /* A request: its path below the host (no query string) and its query arguments. */

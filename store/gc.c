@@ -348,3 +348,25 @@ weft_store_gc(const char *location,
     }
     return sqlite_gc(location, cutoff_ns, max_bytes, dry_run, out, error, error_len);
 }
+
+weft_err
+weft__store_shape(const char *location, int64_t *partitions, int64_t *oldest_start_ns)
+{
+    sqlite3 *db = NULL;
+    weft_err err = WEFT_OK;
+
+    *partitions = -1;
+    *oldest_start_ns = 0;
+    if (weft__store_is_pg_url(location)) {
+        return weft__store_pg_shape(location, partitions, oldest_start_ns);
+    }
+    if (sqlite3_open_v2(location, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(db);
+        return WEFT_EIO;
+    }
+    sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+    /* traces_start answers it from one end of the index */
+    err = query_i64(db, "SELECT COALESCE(min(start_ns), 0) FROM traces", 0, oldest_start_ns);
+    sqlite3_close(db);
+    return err;
+}

@@ -18,13 +18,22 @@
 /* Drop the partitions of weft_spans whose whole range ends at or before @p cutoff_ns (ns since
  * the epoch), delete the summary rows of the traces that ended before it (end_ns < cutoff)
  * with their spans left in partitions that are kept (the default one, one straddling the
- * cutoff), in one transaction. *partitions_dropped and *traces_deleted (each may be NULL)
- * receive the counts. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no span store there),
+ * cutoff), and compute again the summary rows of the traces that straddled it (started in a
+ * dropped partition, ended after the cutoff: their counts, times and name from the spans left;
+ * the row deleted when none is left), in one transaction. *partitions_dropped and
+ * *traces_deleted (each may be NULL) receive the counts (a straddling trace left without spans
+ * counts as deleted). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no span store there),
  * WEFT_EIO (logged with the URL, its password never), WEFT_ENOMEM. Ownership: borrows @p url. */
 weft_err weft__store_pg_drop_before(const char *url,
                                     uint64_t cutoff_ns,
                                     size_t *partitions_dropped,
                                     size_t *traces_deleted);
+
+/* What /metrics says of the store at @p url (cli/serve_cmd.c through retention.c): the
+ * partitions of weft_spans, the default one included, and the earliest start among the
+ * stored traces (0 when none). @return WEFT_OK, WEFT_ENOTFOUND (no span store there), WEFT_EIO
+ * (logged at DEBUG), WEFT_ENOMEM. Ownership: borrows @p url. */
+weft_err weft__store_pg_shape(const char *url, int64_t *partitions, int64_t *oldest_start_ns);
 
 /* --- shared by pg_*.c ------------------------------------------------------------------------ */
 

@@ -384,6 +384,17 @@ pg_errmsg(void *impl)
     return r != NULL ? r->pg.errmsg : "no store";
 }
 
+/* A connection the server ended is not reused: the next caller would pay the failed read
+ * before the reconnect, and a server that is still down would fail it again. */
+static bool
+pg_is_reusable(void *impl)
+{
+    struct pg_reader *r = impl;
+
+    return !r->is_in_tx && !weft__store_pg_is_lost(&r->pg) &&
+           PQtransactionStatus(r->pg.conn) == PQTRANS_IDLE;
+}
+
 static void
 pg_close(void *impl)
 {
@@ -409,6 +420,7 @@ static const struct weft__store_reader_ops pg_reader_ops = {
     .begin = pg_begin,
     .end = pg_end,
     .errmsg = pg_errmsg,
+    .is_reusable = pg_is_reusable,
     .close = pg_close,
 };
 

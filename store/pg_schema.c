@@ -630,6 +630,63 @@ static const char retention_sql[] =
     " AND s.start_ns < $1 RETURNING 1)"
     " SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM spans)";
 
+/* The summaries of the traces that straddled the cutoff: a trace that ended after it but
+ * started before $1 (the end of the last partition dropped) may have lost spans with the
+ * partitions, so its row is computed again from the spans left, as the writer would compute it
+ * from scratch (pg_writer.c: start, end, counts, the span that names the trace), and deleted
+ * when none is left. Only the rows that started before $1 are touched (weft_traces_start_idx),
+ * and their spans are looked up by trace id (the primary key of every partition). The DROP
+ * TABLEs before it, in the same transaction, hold weft_spans exclusively until the commit: no
+ * writer adds a span to these traces between the count and the update. */
+static const char recount_sql[] =
+    "WITH stale AS (SELECT trace_id FROM weft_traces WHERE start_ns < $1),"
+    " r AS (SELECT trace_id, span_id, name, start_ns, end_ns, status_code, service_name,"
+    " CASE WHEN parent_span_id IS NULL THEN 0 WHEN parent_is_remote THEN 1 ELSE 2 END AS rank"
+    " FROM weft_spans WHERE trace_id = ANY (ARRAY(SELECT trace_id FROM stale))),"
+    " best AS (SELECT DISTINCT ON (trace_id) trace_id, rank, start_ns, span_id, name,"
+    " service_name FROM r ORDER BY trace_id, rank, start_ns, span_id),"
+    " agg AS (SELECT trace_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns,"
+    " max(start_ns) AS last_start_ns, count(*) AS span_count,"
+    " count(*) FILTER (WHERE status_code = 2) AS error_count, bool_or(rank < 2) AS has_root"
+    " FROM r GROUP BY trace_id),"
+    " fixed AS (UPDATE weft_traces t SET start_ns = a.start_ns, end_ns = a.end_ns,"
+    " last_start_ns = a.last_start_ns, span_count = a.span_count, error_count = a.error_count,"
+    " has_root = a.has_root, root_name = b.name, service_name = b.service_name,"
+    " root_rank = b.rank, root_start_ns = b.start_ns, root_span_id = b.span_id"
+    " FROM agg a JOIN best b ON b.trace_id = a.trace_id WHERE t.trace_id = a.trace_id"
+    " AND (t.start_ns, t.end_ns, t.last_start_ns, t.span_count, t.error_count, t.has_root,"
+    " t.root_span_id) IS DISTINCT FROM (a.start_ns, a.end_ns, a.last_start_ns, a.span_count,"
+    " a.error_count, a.has_root, b.span_id) RETURNING 1),"
+    " emptied AS (DELETE FROM weft_traces t USING stale s WHERE t.trace_id = s.trace_id"
+    " AND NOT EXISTS (SELECT 1 FROM agg a WHERE a.trace_id = s.trace_id) RETURNING 1)"
+    " SELECT (SELECT count(*) FROM fixed), (SELECT count(*) FROM emptied)";
+
+/* recount_sql for the traces that started before @p hi; the rows it deleted are added to
+ * *traces_deleted (may be NULL). @return WEFT_OK or WEFT_EIO (recorded in pg->errmsg). */
+static weft_err
+recount(struct weft__store_pg *pg, int64_t hi, size_t *traces_deleted)
+{
+    char bound[24];
+    const char *param[1] = {bound};
+    PGresult *res = NULL;
+    weft_err err = WEFT_OK;
+
+    snprintf(bound, sizeof(bound), "%" PRId64, hi);
+    res = PQexecParams(pg->conn, recount_sql, 1, NULL, param, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        err = weft__store_pg_fail(pg, res, "cannot recount the traces that straddle the cutoff");
+    } else {
+        size_t emptied = (size_t)strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+        WEFT_LOG(WEFT_LOG_DEBUG, "store %s: retention: %s summaries recounted, %zu emptied",
+                 pg->where, PQgetvalue(res, 0, 0), emptied);
+        if (traces_deleted != NULL) {
+            *traces_deleted += emptied;
+        }
+    }
+    PQclear(res);
+    return err;
+}
+
 weft_err
 weft__store_pg_drop_before(const char *url,
                            uint64_t cutoff_ns,
@@ -644,6 +701,7 @@ weft__store_pg_drop_before(const char *url,
     const char *param[1];
     int64_t cutoff_i = cutoff_ns > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)cutoff_ns;
     size_t dropped = 0;
+    int64_t dropped_hi = INT64_MIN; /* the end of the last partition dropped */
     int version = 0;
     weft_err err = WEFT_OK;
 
@@ -692,6 +750,7 @@ weft__store_pg_drop_before(const char *url,
         PQfreemem(quoted);
         err = weft__store_pg_exec(&pg, "cannot drop a partition", sql);
         dropped += err == WEFT_OK;
+        dropped_hi = err == WEFT_OK && hi > dropped_hi ? hi : dropped_hi;
     }
     if (err == WEFT_OK) {
         snprintf(cutoff, sizeof(cutoff), "%" PRId64, cutoff_i);
@@ -702,6 +761,9 @@ weft__store_pg_drop_before(const char *url,
         } else if (traces_deleted != NULL) {
             *traces_deleted = (size_t)strtoull(PQgetvalue(res, 0, 0), NULL, 10);
         }
+    }
+    if (err == WEFT_OK && dropped > 0) {
+        err = recount(&pg, dropped_hi, traces_deleted);
     }
     if (err == WEFT_OK) {
         err = weft__store_pg_exec(&pg, "cannot commit retention", "COMMIT");
@@ -717,6 +779,40 @@ out:
         WEFT_LOG(WEFT_LOG_ERROR, "%s", pg.errmsg);
     }
     PQclear(parts);
+    PQclear(res);
+    weft__store_pg_close(&pg);
+    return err;
+}
+
+weft_err
+weft__store_pg_shape(const char *url, int64_t *partitions, int64_t *oldest_start_ns)
+{
+    struct weft__store_pg pg;
+    PGresult *res = NULL;
+    int version = 0;
+    weft_err err = weft__store_pg_connect(&pg, url);
+
+    *partitions = 0;
+    *oldest_start_ns = 0;
+    if (err == WEFT_OK) {
+        err = weft__store_pg_version(&pg, &version);
+    }
+    if (err == WEFT_OK) {
+        /* Both answered from catalogs and an index (weft_traces_start_idx): cheap whatever the
+         * store's size. */
+        res = PQexec(pg.conn, "SELECT (SELECT count(*) FROM pg_inherits"
+                              " WHERE inhparent = 'weft_spans'::regclass),"
+                              " (SELECT COALESCE(min(start_ns), 0) FROM weft_traces)");
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+            err = weft__store_pg_fail(&pg, res, "cannot count the partitions");
+        } else {
+            *partitions = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+            *oldest_start_ns = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        }
+    }
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s", pg.errmsg);
+    }
     PQclear(res);
     weft__store_pg_close(&pg);
     return err;

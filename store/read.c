@@ -138,6 +138,16 @@ weft_store_close(struct weft_store *store)
     weft__free(store);
 }
 
+bool
+weft__store_is_reusable(struct weft_store *store)
+{
+    if (store == NULL || store->ops == NULL || !store->ops->is_reusable(store->impl)) {
+        return false;
+    }
+    store->errmsg[0] = '\0';
+    return true;
+}
+
 const char *
 weft_store_path(const struct weft_store *store)
 {

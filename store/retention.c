@@ -1,6 +1,8 @@
 /* store/retention.c - retention on a thread of its own (`weft serve --retention 14d
  * --max-store-size 2G`, store.h): weft_store_gc() at start and then every interval, with a
  * hook for what follows the traces out (the runs: cli/serve_cmd.c), counted for /metrics.
+ * After each pass it also reads what the store holds (gc.c's weft__store_shape(): PostgreSQL's
+ * partitions, the earliest trace start), so that a scrape never queries the store.
  *
  * The thread sleeps on a condition variable, so stopping it never waits out an interval; a
  * pass that fails is logged, counted and tried again at the next interval.
@@ -39,6 +41,9 @@ pass(struct weft__store_retention *r)
     weft_err err =
         weft_store_gc(r->location, cutoff, r->cfg.max_bytes, false, &rep, error, sizeof(error));
     bool is_ok = err == WEFT_OK || err == WEFT_ENOTFOUND; /* nothing stored yet */
+    int64_t partitions = -1;
+    int64_t oldest_ns = 0;
+    weft_err shape_err = WEFT_EIO;
 
     if (is_ok && r->cfg.hook != NULL && cutoff > 0) {
         is_ok = r->cfg.hook(r->cfg.hook_data, cutoff, error, sizeof(error)) == WEFT_OK;
@@ -49,7 +54,14 @@ pass(struct weft__store_retention *r)
         WEFT_LOG(WEFT_LOG_INFO, "retention: %zu trace(s) deleted (%zu spans, %zu partitions)",
                  rep.traces, rep.spans, rep.partitions);
     }
+    if (err == WEFT_OK) {
+        /* What the store holds now, for the gauges; a failure leaves them unknown until the
+         * next pass (logged at DEBUG: the pass itself went well). */
+        shape_err = weft__store_shape(r->location, &partitions, &oldest_ns);
+    }
     pthread_mutex_lock(&r->lock);
+    r->stats.partitions = shape_err == WEFT_OK ? partitions : -1;
+    r->stats.oldest_start_ns = shape_err == WEFT_OK ? oldest_ns : 0;
     r->stats.passes_ok += is_ok ? 1 : 0;
     r->stats.passes_failed += is_ok ? 0 : 1;
     if (err == WEFT_OK) {
@@ -116,6 +128,16 @@ weft__store_retention_start(const char *location,
     }
     /* the size from the start, so a scrape before the first pass sees it */
     r->stats.store_bytes = weft__store_is_pg_url(location) ? -1 : weft__store_file_bytes(location);
+    r->stats.partitions = -1; /* PostgreSQL: known after the first pass */
+    if (!weft__store_is_pg_url(location)) {
+        /* SQLite answers at once (a file): the oldest start from the start too. A PostgreSQL
+         * that does not answer yet must not hold the server's start, so it waits for the pass. */
+        int64_t partitions = -1;
+        int64_t oldest = 0;
+        if (weft__store_shape(location, &partitions, &oldest) == WEFT_OK) {
+            r->stats.oldest_start_ns = oldest;
+        }
+    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -138,6 +160,7 @@ weft__store_retention_stats(struct weft__store_retention *r,
 {
     memset(out, 0, sizeof(*out));
     out->store_bytes = -1;
+    out->partitions = -1;
     if (r == NULL) {
         return;
     }
@@ -155,7 +178,10 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
     struct weft_instrument *dropped = NULL;
     struct weft_instrument *bytes = NULL;
     struct weft_instrument *limit = NULL;
+    struct weft_instrument *partitions = NULL;
+    struct weft_instrument *oldest = NULL;
     struct weft_attr attr;
+    uint64_t now = weft__now_ns();
     weft_err err = WEFT_OK;
 
     if (r == NULL) {
@@ -186,8 +212,29 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
                                     "The SQLite span store's size cap (--max-store-size)", NULL, 0,
                                     &limit);
     }
+    if (err == WEFT_OK && st.partitions >= 0) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.partitions",
+                                    "{partition}",
+                                    "Partitions of the PostgreSQL span store (weft_spans, the"
+                                    " default one included) after the last retention pass",
+                                    NULL, 0, &partitions);
+    }
+    if (err == WEFT_OK && st.oldest_start_ns > 0) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.oldest_span_age", "s",
+                                    "Age of the earliest trace start in the span store (as of"
+                                    " the last retention pass)",
+                                    NULL, 0, &oldest);
+    }
     if (err != WEFT_OK) {
         return err;
+    }
+    if (partitions != NULL) {
+        (void)weft_gauge_set(partitions, (double)st.partitions, NULL, 0);
+    }
+    if (oldest != NULL) {
+        /* the age at the scrape: it grows between passes, as the data does */
+        uint64_t start = (uint64_t)st.oldest_start_ns;
+        (void)weft_gauge_set(oldest, now > start ? (double)(now - start) / 1e9 : 0.0, NULL, 0);
     }
     if (limit != NULL) {
         (void)weft_gauge_set(limit, (double)r->cfg.max_bytes, NULL, 0);

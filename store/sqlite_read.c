@@ -197,6 +197,15 @@ sq_errmsg(void *impl)
     return sqlite3_errmsg(r->db);
 }
 
+/* Outside a transaction the handle holds no snapshot: its next read sees every commit. */
+static bool
+sq_is_reusable(void *impl)
+{
+    struct sqlite_reader *r = impl;
+
+    return sqlite3_get_autocommit(r->db) != 0;
+}
+
 static void
 sq_close(void *impl)
 {
@@ -221,6 +230,7 @@ static const struct weft__store_reader_ops sqlite_ops = {
     .begin = sq_begin,
     .end = sq_end,
     .errmsg = sq_errmsg,
+    .is_reusable = sq_is_reusable,
     .close = sq_close,
 };
 

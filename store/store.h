@@ -128,6 +128,10 @@ struct weft__store_reader_ops {
     void (*end)(void *impl);
     /* A sentence on the last failure. Never NULL. */
     const char *(*errmsg)(void *impl);
+    /* Can the handle serve another caller (pool.c)? False when its connection is lost (a
+     * PostgreSQL server that restarted and could not be reached again) or a read transaction
+     * was left open. */
+    bool (*is_reusable)(void *impl);
     void (*close)(void *impl);
 };
 
@@ -168,6 +172,12 @@ weft_err weft__store_sqlite_add_interrupted_span(const char *path,
 /* A URL with its password replaced by "***", for messages. Ownership: writes into @p out. */
 void weft__store_redact_url(const char *location, char *out, size_t out_len);
 
+/* --- read.c, for pool.c ------------------------------------------------------------------ */
+
+/* Can @p store be handed to another caller (its backend's is_reusable())? When it can, its
+ * last error message is cleared. */
+bool weft__store_is_reusable(struct weft_store *store);
+
 /* --- retention.c ---------------------------------------------------------------------------- */
 
 /* What follows the traces out at each pass (the runs older than @p cutoff_ns, in serve); a
@@ -191,7 +201,11 @@ struct weft__store_retention_stats {
     uint64_t traces_deleted;
     uint64_t spans_deleted;
     uint64_t partitions_dropped;
-    int64_t store_bytes; /* after the last pass; -1 unknown (PostgreSQL, none yet) */
+    int64_t store_bytes;     /* after the last pass; -1 unknown (PostgreSQL, none yet) */
+    int64_t partitions;      /* PostgreSQL: weft_spans' partitions after the last pass; -1 unknown
+                                (SQLite, none yet) */
+    int64_t oldest_start_ns; /* the earliest stored trace's start after the last pass; 0
+                                unknown or empty */
 };
 
 struct weft__store_retention;
@@ -199,6 +213,11 @@ struct weft_meter;
 
 /* A SQLite store's bytes with its WAL, -1 when it cannot be read (gc.c). */
 int64_t weft__store_file_bytes(const char *path);
+
+/* The store's partitions (PostgreSQL's weft_spans with its default one; -1 for SQLite, which
+ * has none) and the earliest start among its traces (0: none), read in one short connection
+ * (gc.c). @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EIO, WEFT_ENOMEM. */
+weft_err weft__store_shape(const char *location, int64_t *partitions, int64_t *oldest_start_ns);
 
 /* Start retention of the store at @p location (NULL: the default) on a thread; *out NULL (and
  * WEFT_OK) when @p cfg bounds nothing. @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM. Ownership:

@@ -8,7 +8,8 @@
  * mode), and a reader sees each batch whole or not at all (one transaction per batch).
  *
  * Thread-safety:
- * - struct weft_store: confine a handle to one thread at a time; open one per thread.
+ * - struct weft_store: confine a handle to one thread at a time; open one per thread, or take
+ *   one from a struct weft_store_pool (safe from any thread) for the time of a request.
  * - struct weft_trace and struct weft_trace_summary: immutable once returned; may be read
  *   from any thread.
  */
@@ -67,6 +68,64 @@ WEFT_API const char *weft_store_path(const struct weft_store *store);
  * Errors: none. */
 WEFT_API const char *weft_store_errmsg(const struct weft_store *store);
 
+/** Idle handles a pool keeps when weft_store_pool_new() is given 0. */
+#define WEFT_STORE_POOL_DEFAULT_IDLE 4
+
+struct weft_store_pool; /* open read handles of one store, reused */
+
+/** What a pool did since weft_store_pool_new(). */
+struct weft_store_pool_stats {
+    uint64_t opened;    /**< handles opened (weft_store_open()) */
+    uint64_t reused;    /**< acquisitions served by an idle handle */
+    uint64_t discarded; /**< handles closed because their connection was lost (or a read
+                             transaction was left open) instead of kept */
+    size_t idle;        /**< idle handles kept now */
+};
+
+/** Create a pool of read handles of the store at @p location, so that a server answering many
+ * requests does not open the store for each: with PostgreSQL an open is a new connection
+ * (TCP, authentication, a backend process: milliseconds); with SQLite it reads the schema
+ * again. No handle is opened until the first weft_store_pool_acquire().
+ * A pooled handle sees every write committed before each of its reads (it is kept outside any
+ * transaction). A handle whose connection was lost is closed on release, not kept, and an
+ * idle one found lost when acquired is closed and replaced.
+ * @param location as weft_store_open()'s @p db_path (NULL: weft_store_default_path(), looked
+ * up at each open).
+ * @param max_idle handles kept open while idle, at most; 0 means
+ * WEFT_STORE_POOL_DEFAULT_IDLE. Handles in use are not bounded by it: past it, released
+ * handles are closed.
+ * @param out receives the pool; NULL on failure.
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOMEM.
+ * Ownership: copies @p location; caller owns *out, release with weft_store_pool_free().
+ * Thread-safety: the pool may be used from any number of threads at once; each handle it
+ * hands out is the caller's alone until released. */
+WEFT_API weft_err weft_store_pool_new(const char *location,
+                                      size_t max_idle,
+                                      struct weft_store_pool **out);
+
+/** Take an open handle: an idle one (the most recently released) or a new one.
+ * @param out receives the handle; NULL on failure.
+ * @return WEFT_OK, or weft_store_open()'s errors (WEFT_EINVAL for a NULL argument,
+ * WEFT_ENOTFOUND, WEFT_EIO, WEFT_ENOMEM).
+ * Ownership: the caller holds *out until weft_store_pool_release() (or weft_store_close(),
+ * which drops it from the pool for good). Thread-safety: any thread. */
+WEFT_API weft_err weft_store_pool_acquire(struct weft_store_pool *pool, struct weft_store **out);
+
+/** Give back a handle weft_store_pool_acquire() gave: kept idle when it can serve again and
+ * fewer than the pool's max_idle are idle, else closed. NULL @p store is a no-op.
+ * Errors: none. Ownership: takes @p store. Thread-safety: any thread. */
+WEFT_API void weft_store_pool_release(struct weft_store_pool *pool, struct weft_store *store);
+
+/** The pool's counters into @p out (zeros for a NULL @p pool).
+ * Errors: none. Ownership: writes into the caller's @p out. Thread-safety: any thread. */
+WEFT_API void weft_store_pool_stats(struct weft_store_pool *pool,
+                                    struct weft_store_pool_stats *out);
+
+/** Close every idle handle and free the pool. Every handle acquired from it must have been
+ * released or closed before. NULL is a no-op.
+ * Errors: none. Ownership: takes @p pool. Thread-safety: no other call on @p pool may run. */
+WEFT_API void weft_store_pool_free(struct weft_store_pool *pool);
+
 /** A span whose process died before it ended (a run killed with SIGKILL), to be closed on
  * recovery. Ids are lowercase hex. */
 struct weft_interrupted_span {
@@ -106,7 +165,9 @@ struct weft_store_gc_report {
  * traces go, never part of one. SQLite gives the freed pages back to the file system
  * (incremental vacuum; a store made before this release is vacuumed once, whole); PostgreSQL
  * drops each time partition that ends at or before the cutoff (cheap, whatever its size) and
- * the summaries of the traces that ended before it.
+ * the summaries of the traces that ended before it; a trace that straddles the cutoff keeps
+ * its spans after it, and its summary (span and error counts, start, root name) is computed
+ * again from them.
  * @param dry_run count what would go; change nothing.
  * @param out receives the report.
  * @return WEFT_OK, WEFT_EINVAL (NULL @p out), WEFT_ENOTFOUND (no store there), WEFT_EIO (the

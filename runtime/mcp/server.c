@@ -72,9 +72,10 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"}
 
 struct weft_mcp_server {
     pthread_mutex_t lock;
-    char *state_path;    /* NULL: the default */
-    char *db_path;       /* NULL: the default */
-    char *workflows_dir; /* resolved (realpath) */
+    char *state_path;               /* NULL: the default */
+    char *db_path;                  /* NULL: the default */
+    struct weft_store_pool *stores; /* open span store handles, reused across tool calls */
+    char *workflows_dir;            /* resolved (realpath) */
     struct weft_provider *provider;
     struct weft_meter *meter;
     const volatile sig_atomic_t *abort_flag;
@@ -337,7 +338,7 @@ static struct weft_store *
 open_store(struct weft_mcp_server *srv, struct tool_out *to)
 {
     struct weft_store *store = NULL;
-    weft_err err = weft_store_open(srv->db_path, &store);
+    weft_err err = weft_store_pool_acquire(srv->stores, &store);
 
     if (err == WEFT_ENOTFOUND) {
         fail_tool(to, "no span store yet at %s: no run has been traced",
@@ -349,6 +350,13 @@ open_store(struct weft_mcp_server *srv, struct tool_out *to)
         return NULL;
     }
     return store;
+}
+
+/* Give back a handle open_store() gave (NULL: nothing). */
+static void
+close_store(struct weft_mcp_server *srv, struct weft_store *store)
+{
+    weft_store_pool_release(srv->stores, store);
 }
 
 /* Resolve a trace reference: "last", a trace id or a prefix, or a run id (its latest trace).
@@ -689,7 +697,7 @@ tool_get_trace(struct weft_mcp_server *srv, const json_t *args, struct tool_out 
         }
     }
     if (err != WEFT_OK) {
-        weft_store_close(store);
+        close_store(srv, store);
         return;
     }
     n = weft_trace_span_count(trace);
@@ -723,7 +731,7 @@ tool_get_trace(struct weft_mcp_server *srv, const json_t *args, struct tool_out 
                                         "or size cap): the first ones in tree order are listed"));
     }
     weft_trace_free(trace);
-    weft_store_close(store);
+    close_store(srv, store);
 }
 
 static void
@@ -763,7 +771,7 @@ tool_get_span(struct weft_mcp_server *srv, const json_t *args, struct tool_out *
         to->result = span_json(trace, index, true);
     }
     weft_trace_free(trace);
-    weft_store_close(store);
+    close_store(srv, store);
 }
 
 /* Does span @p s match the search? */
@@ -820,7 +828,7 @@ tool_search_spans(struct weft_mcp_server *srv, const json_t *args, struct tool_o
     err = weft_store_list_traces(store, (size_t)max_traces, &sums, &sum_count);
     if (err != WEFT_OK) {
         fail_tool(to, "the span store cannot be read: %s", weft_strerror(err));
-        weft_store_close(store);
+        close_store(srv, store);
         return;
     }
     matches = json_array();
@@ -873,7 +881,7 @@ tool_search_spans(struct weft_mcp_server *srv, const json_t *args, struct tool_o
                   (json_int_t)json_array_size(matches), "traces_scanned", (json_int_t)scanned,
                   "spans_scanned", (json_int_t)scanned_spans, "truncated", is_truncated);
     weft_trace_summaries_free(sums, sum_count);
-    weft_store_close(store);
+    close_store(srv, store);
 }
 
 /* The attributes that say why a span failed, for the path of why_failed. */
@@ -952,7 +960,7 @@ tool_why_failed(struct weft_mcp_server *srv, const json_t *args, struct tool_out
         }
     }
     if (trace == NULL) {
-        weft_store_close(store);
+        close_store(srv, store);
         weft_run_details_free(run);
         return;
     }
@@ -997,7 +1005,7 @@ tool_why_failed(struct weft_mcp_server *srv, const json_t *args, struct tool_out
         summary, "error_span_count", (json_int_t)errors, "path", path, "failed_span",
         deepest != SIZE_MAX ? path_entry(trace, deepest) : json_null(), "failed_steps", failed);
     weft_trace_free(trace);
-    weft_store_close(store);
+    close_store(srv, store);
     weft_run_details_free(run);
 }
 
@@ -1582,6 +1590,10 @@ weft_mcp_server_new(const struct weft_mcp_server_options *options, struct weft_m
         (options->db_path != NULL && srv->db_path == NULL)) {
         goto fail;
     }
+    err = weft_store_pool_new(srv->db_path, 0, &srv->stores);
+    if (err != WEFT_OK) {
+        goto fail;
+    }
     srv->provider = options->provider;
     srv->meter = options->meter;
     srv->abort_flag = options->abort_flag;
@@ -1614,6 +1626,7 @@ weft_mcp_server_free(struct weft_mcp_server *server)
         return;
     }
     pthread_mutex_destroy(&server->lock);
+    weft_store_pool_free(server->stores);
     weft__free(server->workflows_dir);
     weft__free(server->state_path);
     weft__free(server->db_path);

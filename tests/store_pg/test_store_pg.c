@@ -9,7 +9,8 @@
  * - a batch written twice, and by two exporters at once from two threads, stored and counted
  *   once; prebuilt JSON columns; a connection the server ended is made again;
  * - partitions: spans of three days in three partitions, a span at time 0 in the default one;
- *   retention drops old partitions and summaries and keeps the new;
+ *   retention drops old partitions and summaries and keeps the new, and computes again the
+ *   summary of a trace that straddles the cutoff (as from scratch; deleted when no span is left);
  * - the interrupted span: written once, never over an existing span;
  * - the read primitives: list order, ids, one span, spans by id, nodes, the outline, a read
  *   transaction; a database without the schema is WEFT_ENOTFOUND; a password never appears in
@@ -814,6 +815,107 @@ test_pg_drop_before_drops_old_partitions_and_traces(void **state)
     assert_int_equal(deleted, 0);
 }
 
+/* Trace @p trace's summary row, every column, as one text. */
+static const char *
+summary_of(PGconn *conn, const char *trace, char *out, size_t len)
+{
+    char sql[200];
+    PGresult *res = NULL;
+
+    snprintf(sql, sizeof(sql), "SELECT t::text FROM weft_traces t WHERE trace_id = '%s'", trace);
+    res = run_ok(conn, sql);
+    snprintf(out, len, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "(none)");
+    PQclear(res);
+    return out;
+}
+
+/* A trace with spans on two days, the older dropped: its summary is what a store holding
+ * only the spans left computes from scratch, and what the read API gives; a trace whose
+ * every span went with the partition (one long span that ended after the cutoff) has no
+ * summary left. */
+static void
+test_pg_drop_before_recounts_a_trace_that_straddles_the_cutoff(void **state)
+{
+    struct fx *f = *state;
+    struct weft_exporter *ex = NULL;
+    struct weft_span_data s[6];
+    uint64_t today = now_ns() / DAY * DAY;
+    size_t dropped = 99;
+    size_t deleted = 99;
+    char fresh_url[256];
+    char name[32];
+    char got[1024];
+    char want[1024];
+    PGconn *fresh = NULL;
+    struct weft_store *store = NULL;
+    struct weft_trace_summary *list = NULL;
+    struct weft_trace *page = NULL;
+    size_t count = 0;
+    size_t spans = 0;
+    size_t errors = 0;
+
+    s[0] = make_span(TA, "0000000000000001", NULL, "invoke_workflow straddle", today - 5 * DAY,
+                     3 * 24 * 3600 * 1000ull);
+    s[1] = make_span(TA, "0000000000000002", "0000000000000001", "plan old",
+                     today - 5 * DAY + 10 * MS, 1);
+    s[1].status_code = WEFT_STATUS_ERROR;
+    s[2] =
+        make_span(TA, "0000000000000003", "0000000000000001", "invoke_agent a", today - 3 * DAY, 1);
+    s[2].status_code = WEFT_STATUS_ERROR;
+    s[3] = make_span(TA, "0000000000000004", "0000000000000001", "invoke_agent b",
+                     today - 3 * DAY + 5 * MS, 2);
+    s[4] =
+        make_span(TB, "0000000000000001", NULL, "long", today - 5 * DAY, 2 * 24 * 3600 * 1000ull);
+    s[5] = make_span(TC, "0000000000000001", NULL, "new", today + 60 * 1000 * MS, 1);
+    assert_weft_ok(weft__store_pg_exporter_new(f->url, &ex));
+    assert_weft_ok(export_batch(ex, s, 6));
+    weft_exporter_free(ex);
+    assert_int_equal(count_of(f, "SELECT span_count FROM weft_traces WHERE trace_id = '" TA "'"),
+                     4);
+
+    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted));
+    assert_int_equal(dropped, 1);
+    assert_int_equal(deleted, 1); /* TB: no span left */
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_traces WHERE trace_id = '" TB "'"), 0);
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_spans WHERE trace_id = '" TA "'"), 2);
+    assert_int_equal(count_of(f, "SELECT span_count FROM weft_traces WHERE trace_id = '" TA "'"),
+                     2);
+    assert_int_equal(count_of(f, "SELECT error_count FROM weft_traces WHERE trace_id = '" TA "'"),
+                     1);
+
+    /* From scratch: a store that was only ever sent the spans left. */
+    snprintf(name, sizeof(name), "fresh%u", ++databases);
+    if (weft_test_pg_createdb(server, name, fresh_url, sizeof(fresh_url)) != 0) {
+        fail_msg("createdb %s: %s", name, fresh_url);
+    }
+    assert_weft_ok(weft__store_pg_exporter_new(fresh_url, &ex));
+    assert_weft_ok(export_batch(ex, &s[2], 2));
+    weft_exporter_free(ex);
+    fresh = PQconnectdb(fresh_url);
+    assert_int_equal(PQstatus(fresh), CONNECTION_OK);
+    assert_string_equal(summary_of(f->conn, TA, got, sizeof(got)),
+                        summary_of(fresh, TA, want, sizeof(want)));
+    PQfinish(fresh);
+
+    /* What the explorer reads: the list (the summary) and the trace (its spans) agree. */
+    assert_weft_ok(weft_store_open(f->url, &store));
+    assert_weft_ok(weft_store_list_traces(store, 10, &list, &count));
+    assert_int_equal(count, 2); /* TA and TC */
+    assert_string_equal(list[1].trace_id, TA);
+    assert_int_equal(list[1].span_count, 2);
+    assert_int_equal(list[1].error_count, 1);
+    assert_true(list[1].start_ns == today - 3 * DAY);
+    assert_false(list[1].has_root);
+    assert_string_equal(list[1].root_name, "invoke_agent a");
+    assert_weft_ok(weft_store_load_page(store, TA, 0, 10, &page, &spans, &errors));
+    assert_int_equal(spans, list[1].span_count);
+    assert_int_equal(errors, list[1].error_count);
+    assert_int_equal(weft_trace_span_count(page), 2);
+    weft_trace_free(page);
+    weft_trace_summaries_free(list, count);
+    weft_store_close(store);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Interrupted spans                                                                           */
 
@@ -1175,6 +1277,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_drop_before_drops_old_partitions_and_traces, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_pg_drop_before_recounts_a_trace_that_straddles_the_cutoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_interrupted_span_is_written_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_primitive_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_callback_error_stops_the_read, setup, teardown),
