@@ -320,7 +320,7 @@ bench_store(struct fixture *f,
     char path[PG_URL_MAX];
     char db_name[64];
     struct weft__ingest *ing[MAX_THREADS] = {NULL};
-    struct weft__ingest_options opts = {path, 0};
+    struct weft__ingest_options opts = {path, 0, NULL, 0};
     struct weft__ingest_stats stats;
     struct weft__ingest_stats total = {0};
     long long wal = -1;

@@ -32,6 +32,7 @@ cli_serve_usage(FILE *out)
     fputs("usage: weft serve [--addr HOST:PORT] [--state PATH] [--store PATH] [--token-file PATH]\n"
           "                  [--token T] [--allow-host NAME]... [--max-body BYTES] [--no-ingest]\n"
           "                  [--retention AGE] [--max-store-size SIZE]\n"
+          "                  [--sampling RULES] [--sampling-wait DURATION]\n"
           "                  [--broker URL] [--queue-prefix P]\n"
           "\n"
           "Serve the trace explorer at / (runs, plans, span waterfalls, why a run failed,\n"
@@ -73,7 +74,14 @@ cli_serve_usage(FILE *out)
           "                        512M); WEFT_MAX_STORE_SIZE too\n"
           "      --max-body BYTES  cap on an ingest body, compressed and decompressed (default\n"
           "                        16M; suffixes K, M, G); larger bodies get 413\n"
-          "      --no-ingest       no /v1/traces route\n"
+          "      --no-ingest       no /v1/traces route\n",
+          out);
+    fputs("      --sampling RULES  tail sampling at ingest: spans wait per trace; a decision a\n"
+          "                        weft run put on its root is followed, other traces are kept\n"
+          "                        when a rule matches (\"failed,stuck,5%\"; WEFT_SAMPLING too;\n"
+          "                        docs/sampling.md)\n"
+          "      --sampling-wait D how long after a trace's root late spans are waited for\n"
+          "                        (default 5s; WEFT_SAMPLING_WAIT too)\n"
           "      --token-file PATH require the token in PATH (one line; mode 0600 or 0400,\n"
           "                        else refused) for the explorer, its API and ingest\n"
           "      --token T         the same with T itself, which `ps` shows to every local\n"
@@ -176,13 +184,40 @@ render_store(void *user_data, char **out, size_t *len)
 
 /* Open the span store for ingest (unless --no-ingest). @return CLI_EXIT_OK or an exit code. */
 static int
-open_ingest(const char *db, const char *max_body_text, bool is_off, struct weft__ingest **out)
+open_ingest(const char *db,
+            const char *max_body_text,
+            const char *sampling,
+            const char *sampling_wait,
+            bool is_off,
+            struct weft__ingest **out)
 {
-    struct weft__ingest_options io = {db, 0};
+    struct weft__ingest_options io = {db, 0, NULL, 0};
+    struct weft_sampling_policy *policy = NULL;
     uint64_t max_body = 0;
+    uint64_t wait_ns = 0;
+    char why[256] = "";
     weft_err err = WEFT_OK;
 
     *out = NULL;
+    sampling = sampling != NULL ? sampling : getenv("WEFT_SAMPLING");
+    sampling_wait = sampling_wait != NULL ? sampling_wait : getenv("WEFT_SAMPLING_WAIT");
+    if (sampling != NULL &&
+        weft_sampling_policy_parse(sampling, &policy, why, sizeof(why)) == WEFT_EPARSE) {
+        fprintf(stderr, "weft serve: --sampling: %s\n", why);
+        return CLI_EXIT_USAGE;
+    }
+    weft_sampling_policy_free(policy); /* checked here; the ingest parses its own copy */
+    if (sampling_wait != NULL && sampling_wait[0] != '\0' &&
+        (!cli_parse_duration(sampling_wait, &wait_ns) || wait_ns / 1000000u == 0 ||
+         wait_ns / 1000000u > 3600000u)) {
+        fprintf(stderr,
+                "weft serve: --sampling-wait %s: expected a duration from 1s to 1h "
+                "(5s, 2m)\n",
+                sampling_wait);
+        return CLI_EXIT_USAGE;
+    }
+    io.sampling = sampling;
+    io.sampling_wait_ms = (uint32_t)(wait_ns / 1000000u);
     if (max_body_text != NULL &&
         (!cli_parse_bytes(max_body_text, &max_body) || max_body > (SIZE_MAX / 64))) {
         fprintf(stderr, "weft serve: --max-body %s: expected a positive size such as 16M\n",
@@ -334,6 +369,8 @@ cli_serve(int argc, char **argv)
     const char *allow_hosts[CLI_MAX_ALLOW_HOSTS];
     size_t allow_host_count = 0;
     const char *max_body = NULL;
+    const char *sampling = NULL;
+    const char *sampling_wait = NULL;
     const char *retention = NULL;
     const char *max_store = NULL;
     struct weft__store_retention_config rc_cfg;
@@ -349,6 +386,8 @@ cli_serve(int argc, char **argv)
         {"token", 0, true, false, &token, NULL},
         {"token-file", 0, true, false, &token_file, NULL},
         {"max-body", 0, true, false, &max_body, NULL},
+        {"sampling", 0, true, false, &sampling, NULL},
+        {"sampling-wait", 0, true, false, &sampling_wait, NULL},
         {"retention", 0, true, false, &retention, NULL},
         {"max-store-size", 0, true, false, &max_store, NULL},
         {"no-ingest", 0, false, false, NULL, &is_ingest_off},
@@ -389,7 +428,7 @@ cli_serve(int argc, char **argv)
         }
     }
     store = store != NULL ? store : db;
-    rc = open_ingest(store, max_body, is_ingest_off, &src.ingest);
+    rc = open_ingest(store, max_body, sampling, sampling_wait, is_ingest_off, &src.ingest);
     if (rc != CLI_EXIT_OK) {
         weft__broker_probe_free(src.probe);
         cli_token_free(file_token);

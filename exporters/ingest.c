@@ -30,6 +30,7 @@
 #include "exporters/gzip.h"
 #include "exporters/otlp_decode.h"
 #include "store/store.h"
+#include "tracing/exporter.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -37,7 +38,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <weft/weft.h>
+
+#define TICK_MS 200 /* how often the ticker looks for traces whose wait is over */
 
 /* google.rpc.Code values carried in the Status of an error response. */
 #define RPC_INVALID_ARGUMENT   3
@@ -58,7 +62,14 @@ typedef enum reason {
 } reason;
 
 struct weft__ingest {
-    struct weft_exporter *store;
+    struct weft_exporter *store;         /* the store exporter, or the run buffer wrapping it */
+    struct weft_exporter *writer;        /* the store exporter itself (borrowed when wrapped) */
+    struct weft_tail *tail;              /* tail sampling at ingest; NULL: off */
+    struct weft_sampling_policy *policy; /* the tail's policy, owned here */
+    pthread_t ticker;                    /* decides traces whose wait is over (with tail) */
+    pthread_mutex_t tick_lock;
+    pthread_cond_t tick_wake;
+    bool is_stopping; /* guarded by tick_lock */
     pthread_mutex_t store_lock;
     size_t max_body;
     struct weft__otlp_limits limits;    /* from the environment, at new */
@@ -100,6 +111,72 @@ is_pg_store(const char *db_path)
     return weft__store_is_pg_url(db_path);
 }
 
+/* Tail sampling: decide the traces whose wait is over, every TICK_MS, under the store's lock
+ * (the run buffer is the store exporter's: one thread at a time). */
+static void *
+tick_thread(void *arg)
+{
+    struct weft__ingest *ing = arg;
+
+    pthread_mutex_lock(&ing->tick_lock);
+    while (!ing->is_stopping) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&ing->tick_wake, &ing->tick_lock, &ts);
+        if (ing->is_stopping) {
+            break;
+        }
+        pthread_mutex_unlock(&ing->tick_lock);
+        pthread_mutex_lock(&ing->store_lock);
+        weft_tail_tick(ing->store);
+        pthread_mutex_unlock(&ing->store_lock);
+        pthread_mutex_lock(&ing->tick_lock);
+    }
+    pthread_mutex_unlock(&ing->tick_lock);
+    return NULL;
+}
+
+/* Put the store exporter behind a deciding run buffer and start its ticker. */
+static weft_err
+start_sampling(struct weft__ingest *ing, const struct weft__ingest_options *opts)
+{
+    struct weft_tail_options to = {.decision_wait_ms = opts->sampling_wait_ms};
+    char why[256] = "";
+    weft_err err = weft_sampling_policy_parse(opts->sampling, &ing->policy, why, sizeof(why));
+
+    if (err == WEFT_EPARSE) {
+        WEFT_LOG(WEFT_LOG_ERROR, "ingest: %s", why);
+        return WEFT_EINVAL;
+    }
+    if (err != WEFT_OK || ing->policy == NULL) {
+        return err; /* "off": nothing to do */
+    }
+    to.policy = ing->policy;
+    err = weft_tail_new(&to, &ing->tail);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    ing->writer = ing->store;
+    err = weft_tail_wrap(ing->tail, ing->store, &ing->store);
+    if (err != WEFT_OK) {
+        ing->store = NULL; /* taken (and freed) by the wrap */
+        ing->writer = NULL;
+        return err;
+    }
+    if (pthread_mutex_init(&ing->tick_lock, NULL) != 0 ||
+        pthread_cond_init(&ing->tick_wake, NULL) != 0 ||
+        pthread_create(&ing->ticker, NULL, tick_thread, ing) != 0) {
+        return WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
 weft_err
 weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **out)
 {
@@ -132,8 +209,14 @@ weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **
     if (err == WEFT_OK && pthread_mutex_init(&ing->store_lock, NULL) != 0) {
         err = WEFT_ENOMEM;
     }
+    ing->writer = ing->store;
+    if (err == WEFT_OK && opts->sampling != NULL) {
+        err = start_sampling(ing, opts);
+    }
     if (err != WEFT_OK) {
         weft_exporter_free(ing->store);
+        weft_tail_unref(ing->tail);
+        weft_sampling_policy_free(ing->policy);
         weft__free(ing);
         return err;
     }
@@ -147,7 +230,19 @@ weft__ingest_free(struct weft__ingest *ing)
     if (ing == NULL) {
         return;
     }
+    if (ing->tail != NULL) {
+        pthread_mutex_lock(&ing->tick_lock);
+        ing->is_stopping = true;
+        pthread_cond_signal(&ing->tick_wake);
+        pthread_mutex_unlock(&ing->tick_lock);
+        pthread_join(ing->ticker, NULL);
+        pthread_cond_destroy(&ing->tick_wake);
+        pthread_mutex_destroy(&ing->tick_lock);
+    }
+    /* The run buffer's shutdown decides what it still holds and writes what is kept. */
     weft_exporter_free(ing->store);
+    weft_tail_unref(ing->tail);
+    weft_sampling_policy_free(ing->policy);
     pthread_mutex_destroy(&ing->store_lock);
     weft__free(ing);
 }
@@ -426,6 +521,19 @@ store_batch(struct weft__ingest *ing, const struct weft__otlp_batch *batch, size
     if (batch->count == 0) {
         return WEFT_OK;
     }
+    if (ing->tail != NULL) {
+        /* Through the run buffer: it holds the spans and writes the kept ones later. */
+        struct weft_export_result res = {0};
+
+        pthread_mutex_lock(&ing->store_lock);
+        t0 = weft__monotonic_ns();
+        err = ing->store->ops->export_batch(ing->store->self, batch->spans, batch->count,
+                                            weft__monotonic_ns() + 30000000000ull, &res);
+        atomic_fetch_add(&ing->store_write_ns, weft__monotonic_ns() - t0);
+        atomic_fetch_add(&ing->store_writes, 1);
+        pthread_mutex_unlock(&ing->store_lock);
+        return err;
+    }
     is_built = weft__store_texts_build(&texts, batch->spans, batch->count, cap) == WEFT_OK;
     pthread_mutex_lock(&ing->store_lock);
     t0 = weft__monotonic_ns();
@@ -576,8 +684,80 @@ weft__ingest_stats(const struct weft__ingest *ing, struct weft__ingest_stats *ou
     out->requests_503 = atomic_load(&m->requests[5]);
     out->limited = atomic_load(&m->limited);
     out->names_escaped = atomic_load(&m->names_escaped);
-    weft__store_checkpointer_stats(weft__store_checkpointer(m->store), &out->checkpoints,
+    weft__store_checkpointer_stats(weft__store_checkpointer(m->writer), &out->checkpoints,
                                    &out->inline_checkpoints);
+}
+
+/* Tail sampling at ingest on /metrics: decisions by rule, what is held, spilled, decided
+ * early and lost. */
+static weft_err
+observe_sampling(const struct weft__ingest *ing, struct weft_meter *meter)
+{
+    struct weft_tail_stats ts;
+    struct weft_tail_rule_count rules[40];
+    size_t n = weft_tail_rule_counts(ing->tail, rules, 40);
+    struct weft_instrument *kept = NULL;
+    struct weft_instrument *dropped = NULL;
+    struct weft_instrument *held = NULL;
+    struct weft_instrument *spans_held = NULL;
+    struct weft_instrument *spilled = NULL;
+    struct weft_instrument *early = NULL;
+    struct weft_instrument *failed = NULL;
+    weft_err err = WEFT_OK;
+
+    weft_tail_get_stats(ing->tail, &ts);
+    err =
+        weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.traces.kept", "{trace}",
+                              "Traces tail sampling at ingest kept, by rule", NULL, 0, &kept);
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.traces.dropped",
+                                    "{trace}", "Traces tail sampling at ingest dropped, by rule",
+                                    NULL, 0, &dropped);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.traces.held",
+                                    "{trace}", "Traces waiting for their sampling decision", NULL,
+                                    0, &held);
+    }
+    if (err == WEFT_OK) {
+        err =
+            weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.ingest.spans.held", "{span}",
+                                  "Spans waiting for their trace's decision", NULL, 0, &spans_held);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(
+            meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.spans.spilled", "{span}",
+            "Spans the run buffer wrote to its spill file (memory bound)", NULL, 0, &spilled);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.traces.early",
+                                    "{trace}",
+                                    "Traces decided before their wait ended: the bound on held"
+                                    " traces or spill was reached",
+                                    NULL, 0, &early);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER, "weft.ingest.spans.lost",
+                                    "{span}",
+                                    "Kept spans the span store did not take after their"
+                                    " decision (its request had been answered 200)",
+                                    NULL, 0, &failed);
+    }
+    if (err != WEFT_OK) {
+        return err;
+    }
+    for (size_t i = 0; i < n && i < 40; i++) {
+        struct weft_attr a = weft_attr_str("rule", rules[i].rule);
+
+        (void)weft_counter_add(kept, (double)rules[i].kept, &a, 1);
+        (void)weft_counter_add(dropped, (double)rules[i].dropped, &a, 1);
+    }
+    (void)weft_gauge_set(held, (double)ts.traces_held, NULL, 0);
+    (void)weft_gauge_set(spans_held, (double)ts.spans_held, NULL, 0);
+    (void)weft_counter_add(spilled, (double)ts.spans_spilled, NULL, 0);
+    (void)weft_counter_add(early, (double)ts.traces_early, NULL, 0);
+    (void)weft_counter_add(failed, (double)ts.spans_failed, NULL, 0);
+    return WEFT_OK;
 }
 
 weft_err
@@ -685,5 +865,5 @@ weft__ingest_observe(const struct weft__ingest *ing, struct weft_meter *meter)
         attr = weft_attr_str("status", status);
         (void)weft_counter_add(requests, (double)counts[i], &attr, 1);
     }
-    return WEFT_OK;
+    return ing->tail != NULL ? observe_sampling(ing, meter) : WEFT_OK;
 }

@@ -38,6 +38,12 @@ struct weft__ingest;
 struct weft__ingest_options {
     const char *db_path; /* span store; NULL: weft_store_default_path() */
     size_t max_body;     /* bytes, compressed and decompressed; 0: the default (16 MiB) */
+    /* Tail sampling at ingest (docs/sampling.md "At ingest"): spans wait per trace in a run
+     * buffer before the store; decisions spans carry are followed, other traces decided by
+     * these rules (weft_sampling_policy_parse(); the ingest keeps its own copy)
+     * sampling_wait_ms after their root. NULL, "" or "off": every span stored as it comes. */
+    const char *sampling;
+    uint32_t sampling_wait_ms; /* 0: 5000 */
 };
 
 /* Open the span store for writing (creating it when missing) and prepare the counters.

@@ -25,9 +25,12 @@
 #include "otlp_encode.h"
 #include "tracing/exporter.h"
 
+#include "base/time.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,11 @@
 #define DEFAULT_SPILL     (1024ull * 1024 * 1024)
 #define DEFAULT_DECISIONS 65536u
 #define FORWARD_CHUNK     512 /* spans per call to the wrapped exporter (OTEL_BSP default) */
+#define DEFAULT_WAIT_MS   5000u
+#define DEFAULT_TRACES    50000u
+#define MAX_RULE_COUNTS   40
+#define NO_ROOT_FACTOR    6              /* no root: decide after this many waits of silence */
+#define NO_ROOT_MIN_NS    30000000000ull /* ... and at least 30 s */
 
 struct weft_tail {
     atomic_size_t refs;
@@ -46,6 +54,10 @@ struct weft_tail {
     char *spill_dir;
     atomic_uint_fast64_t traces_held, spans_held, bytes_held, bytes_spilled, spans_spilled;
     atomic_uint_fast64_t spans_kept, spans_sampled_out, spans_failed, traces_forced;
+    atomic_uint_fast64_t traces_kept, traces_dropped, traces_early;
+    pthread_mutex_t rules_lock; /* guards rules and rule_count */
+    struct weft_tail_rule_count rules[MAX_RULE_COUNTS];
+    size_t rule_count;
 };
 
 struct segment {
@@ -63,6 +75,12 @@ struct held {
     size_t mem_spans; /* of which in mem */
     uint64_t seq;     /* arrival order: overflow sends the oldest first */
     size_t pending;
+    /* What the spans showed so far, for a policy buffer (observe()). */
+    struct weft_sampling_facts facts;
+    bool has_root, has_run_status, has_root_cost, has_error;
+    uint64_t root_seen_ns, last_seen_ns; /* CLOCK_MONOTONIC */
+    uint64_t min_start_ns, max_end_ns;
+    double cost_sum;
 };
 
 /* Open addressing with linear probing keyed by trace id; deletion shifts back, so there are
@@ -88,6 +106,7 @@ struct wrapper {
     uint64_t spill_end, spill_live;
     int spill_fd;
     uint64_t seq;
+    uint64_t next_due_ns; /* no held trace is due before this (policy buffers) */
     char last_error[256];
     /* scratch, reused across calls */
     const struct weft_span_data **fw;
@@ -408,6 +427,33 @@ release(struct wrapper *w, struct held *h, uint64_t deadline)
     held_free(h);
 }
 
+/* Count a decision under its rule. */
+static void
+count_decision(struct weft_tail *t, bool keep, const char *rule)
+{
+    size_t i = 0;
+
+    atomic_fetch_add(keep ? &t->traces_kept : &t->traces_dropped, 1);
+    pthread_mutex_lock(&t->rules_lock);
+    for (i = 0; i < t->rule_count; i++) {
+        if (strcmp(t->rules[i].rule, rule) == 0) {
+            break;
+        }
+    }
+    if (i == t->rule_count && i < MAX_RULE_COUNTS) {
+        snprintf(t->rules[i].rule, sizeof(t->rules[i].rule), "%s", rule);
+        t->rule_count++;
+    }
+    if (i < t->rule_count) {
+        if (keep) {
+            t->rules[i].kept++;
+        } else {
+            t->rules[i].dropped++;
+        }
+    }
+    pthread_mutex_unlock(&t->rules_lock);
+}
+
 /* Remember a decision; the oldest is forgotten past max_decisions. */
 static void
 remember(struct wrapper *w, const uint8_t *id, bool keep)
@@ -426,6 +472,8 @@ remember(struct wrapper *w, const uint8_t *id, bool keep)
     }
 }
 
+static void decide_by_policy(struct wrapper *w, struct held *h, uint64_t deadline);
+
 /* The oldest held trace, sent on as kept: the spill bound was reached. */
 static void
 force_oldest(struct wrapper *w, uint64_t deadline, const char *why)
@@ -440,6 +488,13 @@ force_oldest(struct wrapper *w, uint64_t deadline, const char *why)
         }
     }
     if (oldest == NULL) {
+        return;
+    }
+    if (w->tail->opts.policy != NULL) {
+        /* A deciding buffer decides it now, from what it has, rather than keep it blindly. */
+        atomic_fetch_add(&w->tail->traces_early, 1);
+        (void)idmap_take(&w->held, oldest->id);
+        decide_by_policy(w, oldest, deadline);
         return;
     }
     WEFT_LOG(WEFT_LOG_WARN, "exporter %s: tail sampling: a trace of %zu spans sent undecided (%s)",
@@ -477,6 +532,166 @@ enforce_bounds(struct wrapper *w, uint64_t deadline)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* deciding at ingest                                                                          */
+
+static double
+attr_double(const struct weft_span_data *s, const char *key, bool *has)
+{
+    const struct weft_value *v = weft_span_data_attr(s, key);
+
+    *has = v != NULL && (v->type == WEFT_VALUE_DOUBLE || v->type == WEFT_VALUE_INT);
+    if (!*has) {
+        return 0;
+    }
+    return v->type == WEFT_VALUE_DOUBLE ? v->u.d : (double)v->u.i;
+}
+
+static bool
+attr_is(const struct weft_span_data *s, const char *key, const char *value)
+{
+    const struct weft_value *v = weft_span_data_attr(s, key);
+
+    return v != NULL && v->type == WEFT_VALUE_STRING && v->u.str != NULL &&
+           strcmp(v->u.str, value) == 0;
+}
+
+/* What one span tells the policy about its trace: an ERROR status, a stuck-loop event, a
+ * correction, a REJECTED verdict, cost; the root (no parent) brings the run's own figures
+ * when a weft run sent it (weft.run.status, .reward, .ps.corrections, weft.cost.usd). */
+static void
+observe(struct held *h, const struct weft_span_data *s, uint64_t now)
+{
+    bool has = false;
+    double v = 0;
+
+    h->last_seen_ns = now;
+    if (h->min_start_ns == 0 || s->start_time_ns < h->min_start_ns) {
+        h->min_start_ns = s->start_time_ns;
+    }
+    if (s->end_time_ns > h->max_end_ns) {
+        h->max_end_ns = s->end_time_ns;
+    }
+    h->has_error |= s->status_code == WEFT_STATUS_ERROR;
+    for (size_t i = 0; i < s->event_count; i++) {
+        h->facts.is_stuck |= strcmp(s->events[i].name, "weft.stuck_loop") == 0;
+    }
+    h->facts.is_corrected |= strncmp(s->name, "correct ", 8) == 0;
+    h->facts.is_rejected |= attr_is(s, "weft.reflection.verdict", "REJECTED");
+    v = attr_double(s, "weft.cost.usd", &has);
+    if (s->has_parent) {
+        h->cost_sum += has ? v : 0;
+        return;
+    }
+    h->has_root = true;
+    h->root_seen_ns = now;
+    h->facts.duration_s = (double)(s->end_time_ns - s->start_time_ns) / 1e9;
+    if (has) {
+        h->has_root_cost = true;
+        h->facts.cost_usd = v;
+    }
+    if (weft_span_data_attr(s, "weft.run.status") != NULL) {
+        h->has_run_status = true;
+        h->facts.is_completed = attr_is(s, "weft.run.status", "completed");
+        h->facts.is_stuck |= attr_is(s, "weft.run.status", "stuck");
+    }
+    v = attr_double(s, "weft.run.reward", &has);
+    if (has) {
+        h->facts.has_reward = true;
+        h->facts.reward = v;
+    }
+    h->facts.is_corrected |= attr_double(s, "weft.run.ps.corrections", &has) > 0;
+}
+
+/* When @p h is due for a decision (CLOCK_MONOTONIC ns). */
+static uint64_t
+due_ns(const struct wrapper *w, const struct held *h)
+{
+    uint64_t wait = (uint64_t)w->tail->opts.decision_wait_ms * 1000000u;
+    uint64_t silence =
+        wait * NO_ROOT_FACTOR > NO_ROOT_MIN_NS ? wait * NO_ROOT_FACTOR : NO_ROOT_MIN_NS;
+
+    return h->has_root ? h->root_seen_ns + wait : h->last_seen_ns + silence;
+}
+
+/* Decide @p h (taken out of held) by the policy from what its spans showed, and send it on
+ * or drop it. */
+static void
+decide_by_policy(struct wrapper *w, struct held *h, uint64_t deadline)
+{
+    struct weft_tail *t = w->tail;
+    const char *rule = NULL;
+    bool keep = false;
+
+    memcpy(h->facts.trace_id, h->id, WEFT_TRACE_ID_SIZE);
+    if (!h->has_run_status) {
+        h->facts.is_completed = !h->has_error; /* not a weft run: an ERROR span failed it */
+    }
+    if (!h->has_root) {
+        h->facts.duration_s = (double)(h->max_end_ns - h->min_start_ns) / 1e9;
+    }
+    if (!h->has_root_cost) {
+        h->facts.cost_usd = h->cost_sum;
+    }
+    keep = weft_sampling_decide(t->opts.policy, &h->facts, &rule);
+    count_decision(t, keep, rule);
+    remember(w, h->id, keep);
+    if (keep) {
+        release(w, h, deadline);
+        return;
+    }
+    atomic_fetch_add(&t->spans_sampled_out, h->spans);
+    unaccount(w, h);
+    held_free(h);
+}
+
+/* Decide every held trace whose wait is over (@p is_all: every one: the process stops). */
+static void
+decide_due(struct wrapper *w, uint64_t deadline, bool is_all)
+{
+    uint64_t now = weft__monotonic_ns();
+    uint64_t next = UINT64_MAX;
+
+    if (w->tail->opts.policy == NULL || (!is_all && now < w->next_due_ns)) {
+        return;
+    }
+    for (size_t i = 0; i < w->held.cap;) {
+        struct held *h = (struct held *)w->held.slots[i].val;
+        uint64_t due = h != NULL ? due_ns(w, h) : 0;
+
+        if (h == NULL || (!is_all && due > now)) {
+            next = h != NULL && due < next ? due : next;
+            i++;
+            continue;
+        }
+        /* Taking it out may shift a later entry into slot i: look at slot i again. An entry
+         * shifted from before i (wrapping around) is seen on the next call. */
+        (void)idmap_take(&w->held, h->id);
+        decide_by_policy(w, h, deadline);
+    }
+    w->next_due_ns = next;
+}
+
+/* Past max_traces, the oldest undecided trace is decided now from the spans it has. */
+static void
+decide_oldest_early(struct wrapper *w, uint64_t deadline)
+{
+    struct held *oldest = NULL;
+
+    for (size_t i = 0; i < w->held.cap; i++) {
+        struct held *h = (struct held *)w->held.slots[i].val;
+
+        if (h != NULL && (oldest == NULL || h->seq < oldest->seq)) {
+            oldest = h;
+        }
+    }
+    if (oldest != NULL) {
+        atomic_fetch_add(&w->tail->traces_early, 1);
+        (void)idmap_take(&w->held, oldest->id);
+        decide_by_policy(w, oldest, deadline);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* exporter ops                                                                                */
 
 static bool
@@ -499,6 +714,15 @@ decision_of(const struct weft_span_data *s)
         return 0;
     }
     return strcmp(v->u.str, "keep") == 0 ? 1 : strcmp(v->u.str, "drop") == 0 ? 2 : 0;
+}
+
+/* The rule a carried decision names (weft.sampling.rule), for the counts by rule. */
+static const char *
+rule_of(const struct weft_span_data *s)
+{
+    const struct weft_value *v = weft_span_data_attr(s, WEFT_SAMPLING_RULE_ATTR);
+
+    return v != NULL && v->type == WEFT_VALUE_STRING && v->u.str != NULL ? v->u.str : "decided";
 }
 
 static bool
@@ -590,6 +814,7 @@ tail_export(void *self,
     struct weft_tail *t = w->tail;
     size_t nfw = 0;
     size_t lost = 0;
+    uint64_t now = weft__monotonic_ns();
 
     (void)result;
     if (!scratch(w, count)) {
@@ -605,6 +830,7 @@ tail_export(void *self,
             continue;
         }
         remember(w, spans[i]->trace_id, d == 1);
+        count_decision(t, d == 1, rule_of(spans[i]));
         h = (struct held *)idmap_take(&w->held, spans[i]->trace_id);
         if (h == NULL) {
             continue;
@@ -631,6 +857,13 @@ tail_export(void *self,
                 lost++;
             } else {
                 w->hold_of[i]->pending++;
+                if (t->opts.policy != NULL) {
+                    uint64_t due = 0;
+
+                    observe(w->hold_of[i], spans[i], now);
+                    due = due_ns(w, w->hold_of[i]);
+                    w->next_due_ns = due < w->next_due_ns ? due : w->next_due_ns;
+                }
             }
         }
     }
@@ -643,6 +876,12 @@ tail_export(void *self,
     }
     forward(w, w->fw, nfw, deadline);
     enforce_bounds(w, deadline);
+    if (t->opts.policy != NULL) {
+        while (w->held.count > t->opts.max_traces) {
+            decide_oldest_early(w, deadline);
+        }
+        decide_due(w, deadline, false);
+    }
     return WEFT_OK;
 }
 
@@ -662,6 +901,7 @@ tail_shutdown(void *self, uint64_t deadline)
 {
     struct wrapper *w = self;
 
+    decide_due(w, deadline, true); /* a deciding buffer decides what it holds, as it stands */
     while (w->held.count > 0) {
         force_oldest(w, deadline, "shutdown before the run's end");
     }
@@ -708,6 +948,7 @@ tail_idle(void *self, uint64_t deadline)
 {
     struct wrapper *w = self;
 
+    decide_due(w, deadline, false);
     return w->inner->ops->idle != NULL && w->inner->ops->idle(w->inner->self, deadline);
 }
 
@@ -763,12 +1004,23 @@ weft_tail_new(const struct weft_tail_options *options, struct weft_tail **out)
     if (t->opts.max_decisions == 0) {
         t->opts.max_decisions = DEFAULT_DECISIONS;
     }
+    if (t->opts.decision_wait_ms == 0) {
+        t->opts.decision_wait_ms = DEFAULT_WAIT_MS;
+    }
+    if (t->opts.max_traces == 0) {
+        t->opts.max_traces = DEFAULT_TRACES;
+    }
+    if (pthread_mutex_init(&t->rules_lock, NULL) != 0) {
+        weft__free(t);
+        return WEFT_ENOMEM;
+    }
     dir = t->opts.spill_dir;
     if (dir == NULL || dir[0] == '\0') {
         dir = getenv("TMPDIR");
     }
     t->spill_dir = weft__strdup(dir != NULL && dir[0] != '\0' ? dir : "/tmp");
     if (t->spill_dir == NULL) {
+        pthread_mutex_destroy(&t->rules_lock);
         weft__free(t);
         return WEFT_ENOMEM;
     }
@@ -784,6 +1036,7 @@ weft_tail_unref(struct weft_tail *tail)
     if (tail == NULL || atomic_fetch_sub(&tail->refs, 1) != 1) {
         return;
     }
+    pthread_mutex_destroy(&tail->rules_lock);
     weft__free(tail->spill_dir);
     weft__free(tail);
 }
@@ -822,7 +1075,7 @@ weft_tail_wrap(struct weft_tail *tail, struct weft_exporter *inner, struct weft_
     }
     w->ops = tail_ops;
     w->ops.name = weft_exporter_name(inner); /* the processor and its stats read this name */
-    if (inner->ops->idle == NULL) {
+    if (inner->ops->idle == NULL && tail->opts.policy == NULL) {
         w->ops.idle = NULL;
     }
     if (inner->ops->spool_stats == NULL) {
@@ -831,6 +1084,7 @@ weft_tail_wrap(struct weft_tail *tail, struct weft_exporter *inner, struct weft_
     w->tail = tail;
     w->inner = inner;
     w->spill_fd = -1;
+    w->next_due_ns = UINT64_MAX;
     atomic_fetch_add(&tail->refs, 1);
     return weft_exporter_new(&w->ops, w, out);
 }
@@ -856,4 +1110,37 @@ weft_tail_get_stats(const struct weft_tail *tail, struct weft_tail_stats *out)
     out->spans_sampled_out = atomic_load(&t->spans_sampled_out);
     out->spans_failed = atomic_load(&t->spans_failed);
     out->traces_forced = atomic_load(&t->traces_forced);
+    out->traces_kept = atomic_load(&t->traces_kept);
+    out->traces_dropped = atomic_load(&t->traces_dropped);
+    out->traces_early = atomic_load(&t->traces_early);
+}
+
+size_t
+weft_tail_rule_counts(const struct weft_tail *tail, struct weft_tail_rule_count *out, size_t cap)
+{
+    struct weft_tail *t = (struct weft_tail *)tail;
+    size_t n = 0;
+
+    if (t == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&t->rules_lock);
+    n = t->rule_count;
+    for (size_t i = 0; i < n && i < cap && out != NULL; i++) {
+        out[i] = t->rules[i];
+    }
+    pthread_mutex_unlock(&t->rules_lock);
+    return n;
+}
+
+void
+weft_tail_tick(struct weft_exporter *exporter)
+{
+    struct wrapper *w = NULL;
+
+    if (exporter == NULL || exporter->ops->export_batch != tail_export) {
+        return;
+    }
+    w = exporter->self;
+    decide_due(w, weft__monotonic_ns() + 30000000000ull, false);
 }

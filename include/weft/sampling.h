@@ -95,6 +95,17 @@ struct weft_tail_options {
     const char *spill_dir;
     /** Decisions remembered for late spans, per buffer. Default 65536. */
     size_t max_decisions;
+    /** Decide here too (ingest, where a trace's spans come from many processes): a trace no
+     * span of which carries a decision is decided by this policy from what its spans show
+     * (docs/sampling.md, "At ingest") decision_wait_ms after its root span arrived, or after
+     * 6 x decision_wait_ms (at least 30 s) without a new span when no root comes. NULL: only
+     * decisions carried by spans are followed. Borrowed: must outlive the buffers. */
+    const struct weft_sampling_policy *policy;
+    /** With @c policy: the wait after a root for late spans. Default 5000 ms. */
+    uint32_t decision_wait_ms;
+    /** With @c policy: undecided traces held at most, per buffer; past it the oldest is
+     * decided now from the spans it has (later ones follow that decision). Default 50000. */
+    size_t max_traces;
 };
 
 /** Counters of all the run buffers of one struct weft_tail (summed over its wrappers). */
@@ -108,6 +119,16 @@ struct weft_tail_stats {
     uint64_t spans_sampled_out; /**< spans dropped by a drop decision (intended, not a loss) */
     uint64_t spans_failed;      /**< kept spans the wrapped exporter failed to take */
     uint64_t traces_forced;     /**< undecided traces sent on as kept (overflow or shutdown) */
+    uint64_t traces_kept;       /**< traces decided keep (by a span's decision or the policy) */
+    uint64_t traces_dropped;    /**< traces decided drop */
+    uint64_t traces_early;      /**< decided before their wait ended: max_traces was reached */
+};
+
+/** Traces one rule decided, for metrics by rule. */
+struct weft_tail_rule_count {
+    char rule[48]; /**< the rule's name (for a decision a span carried: its weft.sampling.rule) */
+    uint64_t kept;
+    uint64_t dropped;
 };
 
 struct weft_tail; /* shared bounds and counters of a process's run buffers */
@@ -139,6 +160,18 @@ WEFT_API weft_err weft_tail_wrap(struct weft_tail *tail,
 WEFT_API weft_err weft_provider_add_env_exporters_tail(struct weft_provider *provider,
                                                        const char *default_exporters,
                                                        struct weft_tail *tail);
+
+/** Copy at most @p cap per-rule counts into @p out. @return the number of rules counted (may
+ * exceed @p cap). Errors: none (0 for NULL). Thread-safe. Ownership: @p out is the caller's. */
+WEFT_API size_t weft_tail_rule_counts(const struct weft_tail *tail,
+                                      struct weft_tail_rule_count *out,
+                                      size_t cap);
+
+/** Decide and send on what is due now: traces whose wait ended (policy buffers only); the
+ * batch processor does this on its own when idle, a caller that drives the exporter itself
+ * (ingest) calls it now and then, from the thread that exports. Errors: none.
+ * Ownership: borrows @p exporter (one that weft_tail_wrap() made; others are left alone). */
+WEFT_API void weft_tail_tick(struct weft_exporter *exporter);
 
 /** Read the counters. Errors: none (zeros for NULL). Thread-safe.
  * Ownership: @p out is the caller's. */

@@ -50,6 +50,7 @@ start(void **state, size_t max_body)
              getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
     assert_non_null(mkdtemp(f->dir));
     snprintf(f->db, sizeof(f->db), "%s/weft.db", f->dir);
+    memset(&opts, 0, sizeof(opts));
     opts.db_path = f->db;
     opts.max_body = max_body;
     assert_weft_ok(weft__ingest_new(&opts, &f->ingest));

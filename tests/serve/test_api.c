@@ -505,7 +505,7 @@ test_http_ingested_trace_reaches_the_explorer(void **state)
     struct weft__serve_config cfg;
     struct weft__serve *srv = NULL;
     struct weft__ingest *ing = NULL;
-    struct weft__ingest_options io = {f->store, 0};
+    struct weft__ingest_options io = {f->store, 0, NULL, 0};
     struct http_answer a;
     unsigned port = 0;
     static const char body[] =
@@ -546,7 +546,7 @@ test_api_whole_span_pages_are_capped(void **state)
 {
     struct fx *f = *state;
     struct weft__ingest *ing = NULL;
-    struct weft__ingest_options io = {f->store, 0};
+    struct weft__ingest_options io = {f->store, 0, NULL, 0};
     struct weft__ingest_request ireq;
     struct weft__http_reply reply;
     struct weft__buf body;
