@@ -8,6 +8,11 @@
  * double and a bool, as SDK spans carry; a parent, one event on every 8th span, the
  * resource's service.name; bodies built by weft's own encoders, otlp_encode.h):
  *   decode        weft__otlp_decode_proto / _json alone, into a reused batch.
+ *                 "format":"json-jansson-parse" (decode:json-jansson-parse) times
+ *                 json_loadb + json_decref of the same JSON body (the jansson tree the JSON
+ *                 decoder used to build, a lower bound of its old cost) alternating with
+ *                 weft__otlp_decode_json in each run; json_decoder_speedup is the median
+ *                 ratio of the decoder's rate to jansson's.
  *   decode_store  a whole request through weft__ingest_handle(): decode, one export call into
  *                 the store (one transaction per request), the response; each batch is a new
  *                 trace. "clients" threads call the handler at once, as the server's
@@ -43,6 +48,7 @@
 #include "exporters/otlp_decode.h"
 #include "exporters/otlp_encode.h"
 
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -100,6 +106,63 @@ bench_decode(struct fixture *f, bool is_json, int batches, int runs)
     printf("{\"bench\":\"ingest_bench\",\"case\":\"decode\",\"format\":\"%s\",\"batch\":%d,"
            "\"attrs_per_span\":10,\"bytes_per_span\":%.1f,\"spans_per_sec\":%.0f}\n",
            is_json ? "json" : "protobuf", BATCH, (double)body.len / BATCH, median(rates, runs));
+    weft__otlp_batch_cleanup(&batch);
+    weft__buf_cleanup(&body);
+    return 0;
+}
+
+/* The same JSON body through weft__otlp_decode_json and through jansson's json_loadb (with the
+ * flags the decoder it replaced used) and json_decref alone: the tree that decoder built
+ * before reading a single span, a lower bound of its cost. The two alternate within each run,
+ * so that both see the same machine; speedup is the median of the runs' ratios. */
+static int
+bench_decode_json_vs_jansson(struct fixture *f, int batches, int runs)
+{
+    struct weft__buf body;
+    struct weft__otlp_batch batch;
+    double rates[MAX_RUNS];
+    double parse_rates[MAX_RUNS];
+    double ratios[MAX_RUNS];
+
+    weft__buf_init(&body, 0);
+    fixture_ids(f, 1);
+    if (weft__otlp_encode_json(f->views, BATCH, &body) != WEFT_OK) {
+        fprintf(stderr, "ingest_bench: encode failed\n");
+        return 1;
+    }
+    weft__otlp_batch_init(&batch, (size_t)1 << 30);
+    for (int r = 0; r < runs; r++) {
+        double t0 = now_s();
+        double t1 = 0;
+
+        for (int b = 0; b < batches; b++) {
+            if (weft__otlp_decode_json(body.data, body.len, &batch, NULL, 0) != WEFT_OK ||
+                batch.count != BATCH) {
+                fprintf(stderr, "ingest_bench: decode failed\n");
+                return 1;
+            }
+            weft__otlp_batch_cleanup(&batch);
+        }
+        t1 = now_s();
+        for (int b = 0; b < batches; b++) {
+            json_t *root =
+                json_loadb(body.data, body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+
+            if (root == NULL) {
+                fprintf(stderr, "ingest_bench: json_loadb failed\n");
+                return 1;
+            }
+            json_decref(root);
+        }
+        rates[r] = (double)batches * BATCH / (t1 - t0);
+        parse_rates[r] = (double)batches * BATCH / (now_s() - t1);
+        ratios[r] = rates[r] / parse_rates[r];
+    }
+    printf("{\"bench\":\"ingest_bench\",\"case\":\"decode\",\"format\":\"json-jansson-parse\","
+           "\"batch\":%d,\"attrs_per_span\":10,\"bytes_per_span\":%.1f,\"spans_per_sec\":%.0f,"
+           "\"json_decoder_spans_per_sec\":%.0f,\"json_decoder_speedup\":%.2f}\n",
+           BATCH, (double)body.len / BATCH, median(parse_rates, runs), median(rates, runs),
+           median(ratios, runs));
     weft__otlp_batch_cleanup(&batch);
     weft__buf_cleanup(&body);
     return 0;
@@ -459,22 +522,28 @@ main(int argc, char **argv)
         (store != NULL && strcmp(store, "postgresql") == 0 && pg_url == NULL)) {
         fprintf(stderr, "usage: ingest_bench [--batches N] [--runs 1..31] [--threads 1..8]"
                         " [--dir DIR]"
-                        " [--only decode|decode_store:protobuf|json]"
+                        " [--only decode|decode_store:protobuf|json, or"
+                        " decode:json-jansson-parse]"
                         " [--pg-url postgresql://...] [--store sqlite|postgresql]\n"
                         "  (--store postgresql needs --pg-url)\n");
         return 2;
     }
     fixture_init(&f);
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         static const char *const names[] = {"decode:protobuf", "decode:json",
-                                            "decode_store:protobuf", "decode_store:json"};
-        bool is_json = c == 1 || c == 3;
+                                            "decode:json-jansson-parse", "decode_store:protobuf",
+                                            "decode_store:json"};
+        bool is_json = c == 1 || c == 4;
 
         if (only != NULL && strcmp(only, names[c]) != 0) {
             continue;
         }
         if (c < 2) {
             rc |= bench_decode(&f, is_json, batches, runs);
+            continue;
+        }
+        if (c == 2) {
+            rc |= bench_decode_json_vs_jansson(&f, batches, runs);
             continue;
         }
         if (store == NULL || strcmp(store, "sqlite") == 0) {

@@ -136,7 +136,7 @@ main(int argc, char **argv)
     static struct fixture f;
     struct weft__buf body;
     struct weft__buf gz;
-    const char *dir = ".";
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     int requests = 200;
     int rc = 0;
 
@@ -146,7 +146,8 @@ main(int argc, char **argv)
         } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
             dir = argv[++i];
         } else {
-            fprintf(stderr, "usage: spool_bench [--requests N] [--dir DIR]\n");
+            fprintf(stderr,
+                    "usage: spool_bench [--requests N] [--dir DIR (default $TMPDIR or /tmp)]\n");
             return 2;
         }
     }

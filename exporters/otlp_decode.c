@@ -25,6 +25,7 @@
 #include "base/utf8.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -121,6 +122,17 @@ void
 weft__otlp_decode_global_init(void)
 {
     pthread_once(&hooks_once, install_hooks);
+}
+
+bool
+weft__otlp_batch_charge(struct weft__otlp_batch *batch, size_t size, weft_err *err)
+{
+    if (over_cap(batch, size)) {
+        *err = WEFT_ELIMIT;
+        return false;
+    }
+    batch->json_bytes += size;
+    return true;
 }
 
 size_t
@@ -329,8 +341,8 @@ weft__otlp_batch_add(struct weft__otlp_batch *batch,
     return WEFT_OK;
 }
 
-weft_err
-weft__otlp_batch_json_value(struct weft__otlp_batch *batch, json_t *j, struct weft_value *out)
+static weft_err
+batch_json_value(struct weft__otlp_batch *batch, json_t *j, struct weft_value *out)
 {
     char *text = NULL;
     weft_err err = WEFT_OK;
@@ -377,8 +389,8 @@ base64_encode(const uint8_t *data, size_t len, char *out)
     return o;
 }
 
-json_t *
-weft__otlp_base64_json(const uint8_t *data, size_t len)
+static json_t *
+base64_json(const uint8_t *data, size_t len)
 {
     char *text = weft__malloc(base64_len(len) + 1);
     json_t *j = NULL;
@@ -391,8 +403,8 @@ weft__otlp_base64_json(const uint8_t *data, size_t len)
     return j;
 }
 
-json_t *
-weft__otlp_text_json(const char *s, size_t len)
+static json_t *
+text_json(const char *s, size_t len)
 {
     struct weft__buf clean;
     json_t *j = json_stringn(len > 0 ? s : "", len);
@@ -720,7 +732,7 @@ list_json(struct dec *d, struct rd m, bool is_kvlist, int depth)
                 }
             }
             /* No key: proto3's default, the empty string. */
-            item = weft__otlp_text_json(key != NULL ? (const char *)key : "", key_len);
+            item = text_json(key != NULL ? (const char *)key : "", key_len);
             if (item == NULL && d->err == WEFT_OK) {
                 d->err = WEFT_ENOMEM;
             }
@@ -773,8 +785,8 @@ any_json(struct dec *d, struct rd m, int depth)
 
         if (f == 1 || f == 7) {
             if (read_sub(d, &m, wt, &sub)) {
-                next = f == 1 ? weft__otlp_text_json((const char *)sub.p, sub.len)
-                              : weft__otlp_base64_json(sub.p, sub.len);
+                next =
+                    f == 1 ? text_json((const char *)sub.p, sub.len) : base64_json(sub.p, sub.len);
             }
         } else if (f == 2 || f == 3) {
             if (read_varint(d, &m, wt, &v)) {
@@ -841,7 +853,7 @@ value_as_json(struct dec *d, struct rd m, bool is_kvlist, struct weft_value *out
 {
     size_t mark = weft__otlp_batch_json_begin(d->b);
     json_t *j = list_json(d, m, is_kvlist, 1);
-    bool ok = j != NULL && (d->err = weft__otlp_batch_json_value(d->b, j, out)) == WEFT_OK;
+    bool ok = j != NULL && (d->err = batch_json_value(d->b, j, out)) == WEFT_OK;
 
     weft__otlp_batch_json_end(d->b, mark);
     if (!ok && d->b->is_json_over) {

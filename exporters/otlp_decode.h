@@ -23,7 +23,6 @@
 
 #include "base/arena.h"
 
-#include <jansson.h>
 #include <stdint.h>
 #include <weft/export.h>
 
@@ -47,8 +46,10 @@ struct weft__otlp_limits {
 /* The spans of one decoded request. */
 struct weft__otlp_batch {
     struct weft__arena arena;
-    size_t max_bytes;  /* cap on the arena, the span array and the live jansson trees */
-    size_t json_bytes; /* jansson allocations counted (weft__otlp_batch_json_begin) */
+    size_t max_bytes;  /* cap on the arena, the span array and a decoder's work memory */
+    size_t json_bytes; /* work memory counted: the protobuf decoder's jansson trees
+                          (weft__otlp_batch_json_begin), the JSON decoder's scratch buffers
+                          (weft__otlp_batch_charge) */
     bool is_json_over; /* a jansson allocation was refused for the cap */
     struct weft__otlp_limits limits;     /* none after init; ingest sets them */
     uint64_t dropped_by_limits;          /* attributes, events and links the limits dropped */
@@ -65,7 +66,7 @@ void weft__otlp_batch_init(struct weft__otlp_batch *batch, size_t max_bytes);
 
 /* Install jansson's allocation hooks that count a decode's trees against its batch (they call
  * malloc and free, so nothing else changes). Idempotent; call it before other threads use
- * jansson (ingest does at weft__ingest_new); the decoders call it too. */
+ * jansson (ingest does at weft__ingest_new); the protobuf decoder calls it too. */
 void weft__otlp_decode_global_init(void);
 
 /* Count this thread's jansson allocations against @p batch's max_bytes from now until
@@ -75,6 +76,11 @@ void weft__otlp_decode_global_init(void);
 size_t weft__otlp_batch_json_begin(struct weft__otlp_batch *batch);
 /* Stop counting; the trees built since the mark are freed by now: their bytes are given back. */
 void weft__otlp_batch_json_end(struct weft__otlp_batch *batch, size_t mark);
+
+/* Count @p size bytes of a decoder's work memory (given back when the decoder resets
+ * json_bytes to what it was) against @p batch's max_bytes. @return false, with *err
+ * WEFT_ELIMIT, when that would pass the cap. */
+bool weft__otlp_batch_charge(struct weft__otlp_batch *batch, size_t size, weft_err *err);
 
 /* Read the limits from the environment as the OTel SDK does (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT,
  * else OTEL_ATTRIBUTE_COUNT_LIMIT; OTEL_SPAN_EVENT_COUNT_LIMIT; OTEL_SPAN_LINK_COUNT_LIMIT;
@@ -101,10 +107,12 @@ void weft__otlp_batch_cleanup(struct weft__otlp_batch *batch);
 weft_err weft__otlp_decode_proto(
     const uint8_t *data, size_t len, struct weft__otlp_batch *batch, char *why, size_t why_len);
 
-/* The same for an OTLP JSON ExportTraceServiceRequest: lowerCamelCase (or proto) field names,
- * hex ids, enums as integers (or their names), 64-bit integers as strings or numbers. Unknown
- * members are ignored. Errors as weft__otlp_decode_proto() (WEFT_EPARSE also for text that is
- * not JSON, or a member of the wrong JSON type). */
+/* The same for an OTLP JSON ExportTraceServiceRequest, read in one pass without a JSON tree:
+ * lowerCamelCase (or proto) field names, hex ids, enums as integers (or their names), 64-bit
+ * integers as strings or numbers. Unknown members are ignored. Errors as
+ * weft__otlp_decode_proto() (WEFT_EPARSE also for text that is not JSON as jansson's
+ * json_loadb(JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL) reads it, or a member of the wrong JSON
+ * type; the first error in the text wins). Its scratch memory counts against max_bytes too. */
 weft_err weft__otlp_decode_json(
     const char *data, size_t len, struct weft__otlp_batch *batch, char *why, size_t why_len);
 
@@ -131,15 +139,5 @@ weft_err weft__otlp_batch_add(struct weft__otlp_batch *batch,
  * and not all zero? A link that is not is dropped and counted in its span's dropped links, by
  * both decoders alike. */
 bool weft__otlp_link_ids_ok(const struct weft_link_data *link, bool has_trace_id, bool has_span_id);
-
-/* Store @p j (consumed) as a JSON string value in @p out, text in the batch. */
-weft_err
-weft__otlp_batch_json_value(struct weft__otlp_batch *batch, json_t *j, struct weft_value *out);
-
-/* The base64 (RFC 4648, padded) text of @p len bytes as a jansson string; NULL on ENOMEM. */
-json_t *weft__otlp_base64_json(const uint8_t *data, size_t len);
-
-/* A jansson string for possibly invalid UTF-8 (replaced by U+FFFD); NULL on ENOMEM. */
-json_t *weft__otlp_text_json(const char *s, size_t len);
 
 #endif /* WEFT_EXPORTERS_OTLP_DECODE_H */
