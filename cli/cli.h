@@ -161,6 +161,10 @@ struct cli_telemetry {
     /* Set before cli_start_tracing() to put every batched exporter behind a run buffer of
      * tail sampling (include/weft/sampling.h); released by cli_telemetry_stop(). */
     struct weft_tail *tail;
+    /* With tail: only the local store is sampled here; the OTLP and Langfuse exporters get
+     * every span, the decision on the run's root, for `weft serve --sampling` to apply to the
+     * whole trace (a distributed run: its workers' spans never pass through this process). */
+    bool is_tail_store_only;
 };
 
 /* The provider (with service.instance.id = @p instance_id unless NULL) and its meter.

@@ -947,7 +947,10 @@ run_tool_errors(const char *state, const char *run_id, struct weft_meter *meter)
  * provider shuts its processors down in order, so the local trace is complete before a slow
  * collector uses up the time left (or a second SIGINT cuts the wait). */
 static weft_err
-setup_provider(const char *instance_id, struct weft_tail *tail, struct weft_provider **out)
+setup_provider(const char *instance_id,
+               struct weft_tail *tail,
+               bool is_tail_store_only,
+               struct weft_provider **out)
 {
     const char *env = getenv("OTEL_TRACES_EXPORTER");
     struct weft_provider_options popts = {.service_name = NULL};
@@ -982,7 +985,8 @@ setup_provider(const char *instance_id, struct weft_tail *tail, struct weft_prov
         }
     }
     if (err == WEFT_OK) {
-        err = weft_provider_add_env_exporters_tail(provider, "store", tail);
+        err = weft_provider_add_env_exporters_tail(provider, "store", tail,
+                                                   is_tail_store_only ? "store" : NULL);
     }
     if (err != WEFT_OK) {
         weft_provider_free(provider);
@@ -1091,7 +1095,7 @@ cli_telemetry_stop(struct cli_telemetry *t)
 int
 cli_start_tracing(const char *cmd, const char *instance_id, struct cli_telemetry *t)
 {
-    weft_err err = setup_provider(instance_id, t->tail, &t->provider);
+    weft_err err = setup_provider(instance_id, t->tail, t->is_tail_store_only, &t->provider);
 
     if (err == WEFT_OK) {
         /* Metrics and traces describe the same service. */
@@ -1445,6 +1449,13 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
         weft_workflow_free(wf);
         free(tag_text);
         return CLI_EXIT_USAGE;
+    }
+    {
+        /* A distributed run's trace comes together at the collector, not here: only the
+         * local store is sampled in this process (docs/sampling.md, "At ingest"). */
+        const char *kind = fl->executor != NULL ? fl->executor : getenv("WEFT_EXECUTOR");
+
+        t.is_tail_store_only = kind != NULL && strcmp(kind, "amqp") == 0;
     }
     status = cli_start_tracing(cmd, NULL, &t);
     if (status == CLI_EXIT_OK) {

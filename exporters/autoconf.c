@@ -256,16 +256,24 @@ keep_first(weft_err *first, weft_err err)
     }
 }
 
+/* The run buffer an entry goes behind: @p tail, unless only @p only_name is wrapped. */
+static struct weft_tail *
+wrap_for(const struct registry_entry *e, struct weft_tail *tail, const char *only_name)
+{
+    return only_name == NULL || strcmp(e->info.name, only_name) == 0 ? tail : NULL;
+}
+
 weft_err
 weft_provider_add_env_exporters(struct weft_provider *provider, const char *default_exporters)
 {
-    return weft_provider_add_env_exporters_tail(provider, default_exporters, NULL);
+    return weft_provider_add_env_exporters_tail(provider, default_exporters, NULL, NULL);
 }
 
 weft_err
 weft_provider_add_env_exporters_tail(struct weft_provider *provider,
                                      const char *default_exporters,
-                                     struct weft_tail *tail)
+                                     struct weft_tail *tail,
+                                     const char *only_name)
 {
     const char *list = weft__env("OTEL_TRACES_EXPORTER");
     bool is_named[REGISTRY_COUNT] = {false};
@@ -298,12 +306,12 @@ weft_provider_add_env_exporters_tail(struct weft_provider *provider,
         }
         is_named[e - registry] = true;
         if (e->create != NULL) {
-            keep_first(&first, add_entry(provider, e, tail));
+            keep_first(&first, add_entry(provider, e, wrap_for(e, tail, only_name)));
         }
     }
     for (size_t i = 0; i < REGISTRY_COUNT; i++) {
         if (!is_named[i] && registry[i].is_implied != NULL && registry[i].is_implied()) {
-            keep_first(&first, add_entry(provider, &registry[i], tail));
+            keep_first(&first, add_entry(provider, &registry[i], wrap_for(&registry[i], tail, only_name)));
         }
     }
     return first;

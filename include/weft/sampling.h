@@ -152,14 +152,18 @@ WEFT_API weft_err weft_tail_wrap(struct weft_tail *tail,
                                  struct weft_exporter *inner,
                                  struct weft_exporter **out);
 
-/** As weft_provider_add_env_exporters(), with every batched exporter behind a run buffer of
- * @p tail (the console exporter, behind a simple processor, is not sampled). NULL @p tail
- * adds them unwrapped.
+/** As weft_provider_add_env_exporters(), with batched exporters behind a run buffer of
+ * @p tail (the console exporter, behind a simple processor, is not sampled).
+ * @param tail NULL adds them all unwrapped.
+ * @param only_name NULL wraps every batched exporter; a name ("store") wraps only that one,
+ * so that the others send every span with the decision on its root to a collector that
+ * samples the whole trace (a distributed run's `weft serve --sampling`).
  * @return as weft_provider_add_env_exporters().
  * Ownership: borrows the arguments for the call; each wrapper holds a reference to @p tail. */
 WEFT_API weft_err weft_provider_add_env_exporters_tail(struct weft_provider *provider,
                                                        const char *default_exporters,
-                                                       struct weft_tail *tail);
+                                                       struct weft_tail *tail,
+                                                       const char *only_name);
 
 /** Copy at most @p cap per-rule counts into @p out. @return the number of rules counted (may
  * exceed @p cap). Errors: none (0 for NULL). Thread-safe. Ownership: @p out is the caller's. */
