@@ -311,7 +311,8 @@ weft_provider_add_env_exporters_tail(struct weft_provider *provider,
     }
     for (size_t i = 0; i < REGISTRY_COUNT; i++) {
         if (!is_named[i] && registry[i].is_implied != NULL && registry[i].is_implied()) {
-            keep_first(&first, add_entry(provider, &registry[i], wrap_for(&registry[i], tail, only_name)));
+            keep_first(&first,
+                       add_entry(provider, &registry[i], wrap_for(&registry[i], tail, only_name)));
         }
     }
     return first;
