@@ -1113,6 +1113,9 @@ cli_start_tracing(const char *cmd, const char *instance_id, struct cli_telemetry
     if (err == WEFT_OK) {
         err = weft_meter_observe_provider(t->meter, t->provider);
     }
+    if (err == WEFT_OK && t->tail != NULL) {
+        err = weft_tail_observe(t->tail, t->meter); /* spans held, spilled, sampled out */
+    }
     if (err != WEFT_OK) {
         /* The exporter that failed said why on the line above (e.g. a partial Langfuse key
          * pair, or a store or traces file that cannot be created where WEFT_HOME or

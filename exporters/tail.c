@@ -32,6 +32,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ struct weft_tail {
     pthread_mutex_t rules_lock; /* guards rules and rule_count */
     struct weft_tail_rule_count rules[MAX_RULE_COUNTS];
     size_t rule_count;
+    struct gauge_ctx *gauges; /* weft_tail_observe()'s callback contexts, or NULL */
 };
 
 struct segment {
@@ -1037,6 +1039,7 @@ weft_tail_unref(struct weft_tail *tail)
         return;
     }
     pthread_mutex_destroy(&tail->rules_lock);
+    weft__free(tail->gauges);
     weft__free(tail->spill_dir);
     weft__free(tail);
 }
@@ -1143,4 +1146,82 @@ weft_tail_tick(struct weft_exporter *exporter)
     }
     w = exporter->self;
     decide_due(w, weft__monotonic_ns() + 30000000000ull, false);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* metrics                                                                                     */
+
+/* One gauge per counter of struct weft_tail_stats, read at each collection. */
+static const struct {
+    const char *name;
+    const char *unit;
+    const char *description;
+    size_t offset;
+} tail_gauges[] = {
+    {"weft.sampling.traces.held", "{trace}", "Traces waiting for their sampling decision",
+     offsetof(struct weft_tail_stats, traces_held)},
+    {"weft.sampling.spans.held", "{span}", "Spans waiting for their trace's sampling decision",
+     offsetof(struct weft_tail_stats, spans_held)},
+    {"weft.sampling.held", "By", "Encoded bytes of held spans in memory",
+     offsetof(struct weft_tail_stats, bytes_held)},
+    {"weft.sampling.spilled", "By", "Encoded bytes of held spans in spill files",
+     offsetof(struct weft_tail_stats, bytes_spilled)},
+    {"weft.sampling.spans.spilled", "{span}", "Spans written to a spill file since start",
+     offsetof(struct weft_tail_stats, spans_spilled)},
+    {"weft.sampling.spans.kept", "{span}", "Spans sent on after a keep decision since start",
+     offsetof(struct weft_tail_stats, spans_kept)},
+    {"weft.sampling.spans.sampled_out", "{span}",
+     "Spans dropped by a drop decision since start (intended, not a loss)",
+     offsetof(struct weft_tail_stats, spans_sampled_out)},
+    {"weft.sampling.spans.failed", "{span}",
+     "Kept spans the wrapped exporter did not take since start",
+     offsetof(struct weft_tail_stats, spans_failed)},
+    {"weft.sampling.traces.forced", "{trace}",
+     "Undecided traces sent on whole (a bound or shutdown) since start",
+     offsetof(struct weft_tail_stats, traces_forced)},
+};
+
+struct gauge_ctx {
+    struct weft_tail *tail;
+    size_t index;
+};
+
+static void
+observe_gauge(struct weft_instrument *gauge, void *user_data)
+{
+    const struct gauge_ctx *c = user_data;
+    struct weft_tail_stats st;
+    uint64_t v = 0;
+
+    weft_tail_get_stats(c->tail, &st);
+    memcpy(&v, (const char *)&st + tail_gauges[c->index].offset, sizeof(v));
+    (void)weft_gauge_observe(gauge, (double)v, NULL, 0);
+}
+
+weft_err
+weft_tail_observe(struct weft_tail *tail, struct weft_meter *meter)
+{
+    enum { N = sizeof(tail_gauges) / sizeof(tail_gauges[0]) };
+    weft_err err = WEFT_OK;
+
+    if (tail == NULL || meter == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (tail->gauges == NULL) {
+        tail->gauges = weft__calloc(N, sizeof(*tail->gauges));
+        if (tail->gauges == NULL) {
+            return WEFT_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < N && err == WEFT_OK; i++) {
+        struct weft_instrument *g = NULL;
+
+        tail->gauges[i] = (struct gauge_ctx){tail, i};
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, tail_gauges[i].name,
+                                    tail_gauges[i].unit, tail_gauges[i].description, NULL, 0, &g);
+        if (err == WEFT_OK) {
+            err = weft_gauge_set_callback(g, observe_gauge, &tail->gauges[i]);
+        }
+    }
+    return err;
 }

@@ -24,6 +24,7 @@
 #define WEFT_SAMPLING_H
 
 #include <weft/export.h>
+#include <weft/metrics.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -176,6 +177,14 @@ WEFT_API size_t weft_tail_rule_counts(const struct weft_tail *tail,
  * (ingest) calls it now and then, from the thread that exports. Errors: none.
  * Ownership: borrows @p exporter (one that weft_tail_wrap() made; others are left alone). */
 WEFT_API void weft_tail_tick(struct weft_exporter *exporter);
+
+/** The run buffers' counters as callback gauges on @p meter, read at each collection
+ * (cumulative counts observed, as weft_meter_observe_provider() does): weft.sampling.traces.held,
+ * weft.sampling.spans.held, weft.sampling.held and weft.sampling.spilled (bytes; now), and
+ * weft.sampling.spans.spilled, .spans.kept, .spans.sampled_out, .spans.failed,
+ * weft.sampling.traces.forced (since start). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOMEM.
+ * Ownership: @p tail is borrowed while the meter lives (free the meter first). */
+WEFT_API weft_err weft_tail_observe(struct weft_tail *tail, struct weft_meter *meter);
 
 /** Read the counters. Errors: none (zeros for NULL). Thread-safe.
  * Ownership: @p out is the caller's. */

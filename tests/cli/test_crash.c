@@ -717,6 +717,7 @@ downgrade(const char *path, int version)
                    "ALTER TABLE runs DROP COLUMN workflow_snapshot;"
                    "DROP INDEX runs_ended;"
                    "ALTER TABLE runs DROP COLUMN pinned;"
+                   "ALTER TABLE runs DROP COLUMN trace_sampling;"
                    "DROP TABLE tool_results;");
     if (version < 4) {
         exec_sql(path, "DROP TABLE script_cursor_keys;");
@@ -741,7 +742,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 12);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 13);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

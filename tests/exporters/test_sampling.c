@@ -428,6 +428,31 @@ test_tail_shutdown_sends_undecided_traces(void **state)
 }
 
 static void
+test_tail_counters_reach_metrics(void **state)
+{
+    struct fixture f;
+    struct weft_meter *meter = NULL;
+    struct weft_span *root = NULL;
+
+    (void)state;
+    setup_with(&f, NULL);
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft_tail_observe(f.tail, meter));
+    root = trace(&f, "open", 4, "drop", true);
+    flush(&f);
+    assert_true(weft_test_prom_has(meter, "weft_sampling_spans_held 4\n"));
+    assert_true(weft_test_prom_has(meter, "weft_sampling_traces_held 1\n"));
+    assert_true(weft_test_prom_has(meter, "# TYPE weft_sampling_held_bytes gauge\n"));
+    assert_true(weft_test_prom_has(meter, "weft_sampling_spilled_bytes 0\n"));
+    weft_span_end(root, 0);
+    flush(&f);
+    assert_true(weft_test_prom_has(meter, "weft_sampling_spans_held 0\n"));
+    assert_true(weft_test_prom_has(meter, "weft_sampling_spans_sampled_out 5\n"));
+    weft_meter_free(meter);
+    teardown(&f);
+}
+
+static void
 test_tail_counts_what_the_wrapped_exporter_refuses(void **state)
 {
     struct fixture f;
@@ -459,6 +484,7 @@ main(void)
         cmocka_unit_test(test_tail_spill_bound_sends_the_oldest_undecided_trace_whole),
         cmocka_unit_test(test_tail_shutdown_sends_undecided_traces),
         cmocka_unit_test(test_tail_counts_what_the_wrapped_exporter_refuses),
+        cmocka_unit_test(test_tail_counters_reach_metrics),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

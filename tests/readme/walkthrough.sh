@@ -38,6 +38,7 @@ build/weft mcp list examples/mcp_filesystem/workflow.json filesystem	0	write_fil
 build/weft runs && build/weft run show last	0	^run [0-9a-f]+ +workflow=
 build/weft run show last --json | jq '.steps[] | select(.status != "completed") | {id, status, skipped, error}'	0	EMPTY
 build/weft run examples/translation/workflow.json --metrics-addr 127.0.0.1:9464	0	^run [0-9a-f]+: completed
+build/weft run examples/stuck_loops/route.json --sampling "failed,stuck,reward<0.5,5%"	0	^  sampling: trace kept \(rule stuck\)
 OTEL_TRACES_EXPORTER=otlp OTEL_METRICS_EXPORTER=otlp build/weft run examples/code_review/workflow.json	4	otlp: 0 delivered, [0-9]+ failed \(connection refused by http://localhost:4318/v1/traces\)
 build/weft serve --addr 127.0.0.1:9464	serve	weft serve: listening
 build/weft run examples/stuck_loops/handoff.json	3	stuck loop \(handoff\)
