@@ -87,7 +87,13 @@ fixture_ids(struct fixture *f, uint32_t seq)
 
         memset(s->trace_id, 0, sizeof(s->trace_id));
         memcpy(s->trace_id, &seq, sizeof(seq));
-        s->trace_id[15] = 1;
+        /* Bytes 8..15 as random as a W3C trace id's (a share sampler reads them). */
+        for (int b = 8; b < 16; b++) {
+            uint64_t z = ((uint64_t)seq + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            s->trace_id[b] = (uint8_t)((z ^ (z >> 31)) >> (8 * (b - 8)));
+        }
         memset(s->span_id, 0, sizeof(s->span_id));
         s->span_id[0] = (uint8_t)(i >> 8);
         s->span_id[1] = (uint8_t)i;

@@ -33,12 +33,15 @@
  * cases also print the WAL checkpoints over all runs (on their own thread, and inline past the
  * backstop: exporters/store_checkpoint.c) and the WAL file's size before closing.
  * Usage: ingest_bench [--batches N] [--runs N] [--threads N] [--dir DIR] [--only CASE:FORMAT]
- *                     [--pg-url URL] [--store sqlite|postgresql]
+ *                     [--pg-url URL] [--store sqlite|postgresql] [--sampling RULES]
  *   defaults 200 batches, 5 runs, 2 threads, $TMPDIR; --only runs one case, e.g.
  *   decode_store:protobuf (handy under perf); --store limits decode_store to one backend.
  *   --pg-url names a server and a user allowed to CREATE DATABASE (e.g.
  *   postgresql://postgres@127.0.0.1:5432/postgres); its own database is never written.
  *   `make bench-ingest-pg` starts a throwaway PostgreSQL 15 for it (scripts/bench-pg.sh).
+ *   --sampling RULES: ingest through tail sampling (docs/sampling.md), each batch's trace
+ *   decided 1 ms after its root; spans_stored then counts what was received, store_bytes
+ *   what was kept.
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
@@ -62,6 +65,8 @@
 #define MAX_RUNS    31
 #define MAX_THREADS 8
 #define PG_URL_MAX  1024
+
+static const char *bench_sampling; /* --sampling RULES: tail sampling at ingest; NULL: off */
 
 static double
 now_s(void)
@@ -383,7 +388,9 @@ bench_store(struct fixture *f,
     char path[PG_URL_MAX];
     char db_name[64];
     struct weft__ingest *ing[MAX_THREADS] = {NULL};
-    struct weft__ingest_options opts = {path, 0, NULL, 0};
+    /* --sampling: tail sampling at ingest, each batch's trace decided 1 ms after its root
+     * (the wait a real deployment sets to seconds only delays the writes, not their cost). */
+    struct weft__ingest_options opts = {path, 0, bench_sampling, 1};
     struct weft__ingest_stats stats;
     struct weft__ingest_stats total = {0};
     long long wal = -1;
@@ -456,10 +463,11 @@ bench_store(struct fixture *f,
     printf("{\"bench\":\"ingest_bench\",\"case\":\"decode_store\",\"store\":\"%s\","
            "\"format\":\"%s\",\"batch\":%d,\"attrs_per_span\":10,\"instances\":%d,"
            "\"clients\":%d,\"spans_per_sec\":%.0f,\"spans_stored\":%lld,\"spans_rejected\":%llu,"
-           "\"store_bytes\":%lld,\"bytes_per_span\":%.1f",
+           "\"store_bytes\":%lld,\"bytes_per_span\":%.1f,\"sampling\":\"%s\"",
            pg_url != NULL ? "postgresql" : "sqlite", is_json ? "json" : "protobuf", BATCH,
            instances, clients, median(rates, runs), rows, (unsigned long long)total.spans_rejected,
-           store_bytes, rows > 0 ? (double)store_bytes / (double)rows : 0.0);
+           store_bytes, rows > 0 ? (double)store_bytes / (double)rows : 0.0,
+           bench_sampling != NULL ? bench_sampling : "off");
     if (pg_url == NULL) {
         printf(",\"checkpoints\":%llu,\"inline_checkpoints\":%llu,\"wal_bytes\":%lld",
                (unsigned long long)total.checkpoints, (unsigned long long)total.inline_checkpoints,
@@ -514,6 +522,8 @@ main(int argc, char **argv)
             pg_url = argv[i + 1];
         } else if (strcmp(argv[i], "--store") == 0) {
             store = argv[i + 1];
+        } else if (strcmp(argv[i], "--sampling") == 0) {
+            bench_sampling = argv[i + 1];
         }
     }
     if (batches < 1 || runs < 1 || runs > MAX_RUNS || threads < 1 || threads > MAX_THREADS ||
@@ -524,7 +534,8 @@ main(int argc, char **argv)
                         " [--dir DIR]"
                         " [--only decode|decode_store:protobuf|json, or"
                         " decode:json-jansson-parse]"
-                        " [--pg-url postgresql://...] [--store sqlite|postgresql]\n"
+                        " [--pg-url postgresql://...] [--store sqlite|postgresql]"
+                        " [--sampling RULES]\n"
                         "  (--store postgresql needs --pg-url)\n");
         return 2;
     }

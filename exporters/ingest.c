@@ -29,6 +29,7 @@
 #include "base/time.h"
 #include "exporters/gzip.h"
 #include "exporters/otlp_decode.h"
+#include "store/decisions.h"
 #include "store/store.h"
 #include "tracing/exporter.h"
 
@@ -62,11 +63,13 @@ typedef enum reason {
 } reason;
 
 struct weft__ingest {
-    struct weft_exporter *store;         /* the store exporter, or the run buffer wrapping it */
-    struct weft_exporter *writer;        /* the store exporter itself (borrowed when wrapped) */
-    struct weft_tail *tail;              /* tail sampling at ingest; NULL: off */
-    struct weft_sampling_policy *policy; /* the tail's policy, owned here */
-    pthread_t ticker;                    /* decides traces whose wait is over (with tail) */
+    struct weft_exporter *store;             /* the store exporter, or the run buffer wrapping it */
+    struct weft_exporter *writer;            /* the store exporter itself (borrowed when wrapped) */
+    struct weft_tail *tail;                  /* tail sampling at ingest; NULL: off */
+    struct weft_sampling_policy *policy;     /* the tail's policy, owned here */
+    struct weft__store_decisions *decisions; /* shared with other serve processes */
+    struct weft_tail_coordinator coordinator;
+    pthread_t ticker; /* decides traces whose wait is over (with tail) */
     pthread_mutex_t tick_lock;
     pthread_cond_t tick_wake;
     bool is_stopping; /* guarded by tick_lock */
@@ -142,6 +145,49 @@ tick_thread(void *arg)
     return NULL;
 }
 
+/* The coordinator of the run buffer: the store's decisions table (store/decisions.c). Called
+ * under the store lock, like the buffer itself. */
+static bool
+claim_decision(void *user_data,
+               const char *trace_hex,
+               bool keep,
+               const char *rule,
+               bool *standing_keep,
+               char *standing_rule,
+               size_t rule_len)
+{
+    struct weft__ingest *ing = user_data;
+
+    return weft__store_decisions_claim(ing->decisions, trace_hex, keep, rule, standing_keep,
+                                       standing_rule, rule_len) == WEFT_OK;
+}
+
+struct lookup_ctx {
+    void (*found)(void *ctx, size_t index, bool keep, const char *rule);
+    void *ctx;
+};
+
+static void
+on_decision(void *user, size_t index, bool keep, const char *rule)
+{
+    struct lookup_ctx *l = user;
+
+    l->found(l->ctx, index, keep, rule);
+}
+
+static void
+lookup_decisions(void *user_data,
+                 const char *const *trace_hex,
+                 size_t count,
+                 void (*found)(void *ctx, size_t index, bool keep, const char *rule),
+                 void *ctx)
+{
+    struct weft__ingest *ing = user_data;
+    struct lookup_ctx l = {found, ctx};
+
+    (void)weft__store_decisions_lookup(ing->decisions, trace_hex, count, on_decision, &l);
+}
+
 /* Put the store exporter behind a deciding run buffer and start its ticker. */
 static weft_err
 start_sampling(struct weft__ingest *ing, const struct weft__ingest_options *opts)
@@ -158,6 +204,23 @@ start_sampling(struct weft__ingest *ing, const struct weft__ingest_options *opts
         return err; /* "off": nothing to do */
     }
     to.policy = ing->policy;
+    {
+        char location[4096];
+
+        if (opts->db_path != NULL) {
+            snprintf(location, sizeof(location), "%s", opts->db_path);
+        } else if (weft_store_default_path(location, sizeof(location)) != WEFT_OK) {
+            return WEFT_EIO;
+        }
+        err = weft__store_decisions_open(location, &ing->decisions);
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+    ing->coordinator.claim = claim_decision;
+    ing->coordinator.lookup = lookup_decisions;
+    ing->coordinator.user_data = ing;
+    to.coordinator = &ing->coordinator;
     err = weft_tail_new(&to, &ing->tail);
     if (err != WEFT_OK) {
         return err;
@@ -216,6 +279,7 @@ weft__ingest_new(const struct weft__ingest_options *opts, struct weft__ingest **
     if (err != WEFT_OK) {
         weft_exporter_free(ing->store);
         weft_tail_unref(ing->tail);
+        weft__store_decisions_close(ing->decisions);
         weft_sampling_policy_free(ing->policy);
         weft__free(ing);
         return err;
@@ -242,6 +306,7 @@ weft__ingest_free(struct weft__ingest *ing)
     /* The run buffer's shutdown decides what it still holds and writes what is kept. */
     weft_exporter_free(ing->store);
     weft_tail_unref(ing->tail);
+    weft__store_decisions_close(ing->decisions);
     weft_sampling_policy_free(ing->policy);
     pthread_mutex_destroy(&ing->store_lock);
     weft__free(ing);

@@ -48,6 +48,8 @@
 #define MAX_RULE_COUNTS   40
 #define NO_ROOT_FACTOR    6              /* no root: decide after this many waits of silence */
 #define NO_ROOT_MIN_NS    30000000000ull /* ... and at least 30 s */
+#define LOOKUP_EVERY_NS   1000000000ull  /* held traces asked about others' decisions */
+#define LOOKUP_BATCH      512
 
 struct weft_tail {
     atomic_size_t refs;
@@ -108,7 +110,8 @@ struct wrapper {
     uint64_t spill_end, spill_live;
     int spill_fd;
     uint64_t seq;
-    uint64_t next_due_ns; /* no held trace is due before this (policy buffers) */
+    uint64_t next_due_ns;    /* no held trace is due before this (policy buffers) */
+    uint64_t next_lookup_ns; /* the next lookup_others() */
     char last_error[256];
     /* scratch, reused across calls */
     const struct weft_span_data **fw;
@@ -604,6 +607,46 @@ observe(struct held *h, const struct weft_span_data *s, uint64_t now)
     h->facts.is_corrected |= attr_double(s, "weft.run.ps.corrections", &has) > 0;
 }
 
+/* Settle trace @p id (@p h: what is held of it, taken out of held, or NULL) as @p keep under
+ * @p rule: claimed in the shared record first when there is one (@p is_claim), whose standing
+ * decision wins, then remembered, counted, and the held spans sent on or dropped. */
+static void
+apply_decision(struct wrapper *w,
+               const uint8_t *id,
+               struct held *h,
+               bool keep,
+               const char *rule,
+               bool is_claim,
+               uint64_t deadline)
+{
+    struct weft_tail *t = w->tail;
+    const struct weft_tail_coordinator *c = t->opts.coordinator;
+    char standing[48];
+
+    snprintf(standing, sizeof(standing), "%s", rule);
+    if (is_claim && c != NULL && c->claim != NULL) {
+        char hex[2 * WEFT_TRACE_ID_SIZE + 1];
+        bool standing_keep = keep;
+
+        weft_hex_encode(id, WEFT_TRACE_ID_SIZE, hex);
+        if (c->claim(c->user_data, hex, keep, rule, &standing_keep, standing, sizeof(standing))) {
+            keep = standing_keep;
+        }
+    }
+    remember(w, id, keep);
+    count_decision(t, keep, standing);
+    if (h == NULL) {
+        return;
+    }
+    if (keep) {
+        release(w, h, deadline);
+        return;
+    }
+    atomic_fetch_add(&t->spans_sampled_out, h->spans);
+    unaccount(w, h);
+    held_free(h);
+}
+
 /* When @p h is due for a decision (CLOCK_MONOTONIC ns). */
 static uint64_t
 due_ns(const struct wrapper *w, const struct held *h)
@@ -635,15 +678,63 @@ decide_by_policy(struct wrapper *w, struct held *h, uint64_t deadline)
         h->facts.cost_usd = h->cost_sum;
     }
     keep = weft_sampling_decide(t->opts.policy, &h->facts, &rule);
-    count_decision(t, keep, rule);
-    remember(w, h->id, keep);
-    if (keep) {
-        release(w, h, deadline);
+    apply_decision(w, h->id, h, keep, rule, true, deadline);
+}
+
+struct found_ctx {
+    struct wrapper *w;
+    const uint8_t (*ids)[WEFT_TRACE_ID_SIZE];
+    uint64_t deadline;
+};
+
+/* Another process decided a trace held here: follow it (no claim: it stands). */
+static void
+on_found(void *ctx, size_t index, bool keep, const char *rule)
+{
+    struct found_ctx *f = ctx;
+    struct held *h = (struct held *)idmap_take(&f->w->held, f->ids[index]);
+
+    if (h != NULL) {
+        apply_decision(f->w, f->ids[index], h, keep, rule, false, f->deadline);
+    }
+}
+
+/* Once a second: ask the shared record about held traces (at most LOOKUP_BATCH, oldest first
+ * in slot order), so that spans of a trace whose root reached another process follow its
+ * decision there. */
+static void
+lookup_others(struct wrapper *w, uint64_t now, uint64_t deadline)
+{
+    const struct weft_tail_coordinator *c = w->tail->opts.coordinator;
+    uint8_t(*ids)[WEFT_TRACE_ID_SIZE] = NULL;
+    char(*hex)[2 * WEFT_TRACE_ID_SIZE + 1] = NULL;
+    const char **list = NULL;
+    size_t n = 0;
+
+    if (c == NULL || c->lookup == NULL || w->held.count == 0 || now < w->next_lookup_ns) {
         return;
     }
-    atomic_fetch_add(&t->spans_sampled_out, h->spans);
-    unaccount(w, h);
-    held_free(h);
+    w->next_lookup_ns = now + LOOKUP_EVERY_NS;
+    ids = weft__calloc(LOOKUP_BATCH, sizeof(*ids));
+    hex = weft__calloc(LOOKUP_BATCH, sizeof(*hex));
+    list = weft__calloc(LOOKUP_BATCH, sizeof(*list));
+    for (size_t i = 0;
+         ids != NULL && hex != NULL && list != NULL && i < w->held.cap && n < LOOKUP_BATCH; i++) {
+        if (w->held.slots[i].val != 0) {
+            memcpy(ids[n], w->held.slots[i].id, WEFT_TRACE_ID_SIZE);
+            weft_hex_encode(ids[n], WEFT_TRACE_ID_SIZE, hex[n]);
+            list[n] = hex[n];
+            n++;
+        }
+    }
+    if (n > 0) {
+        struct found_ctx f = {w, (const uint8_t(*)[WEFT_TRACE_ID_SIZE])ids, deadline};
+
+        c->lookup(c->user_data, list, n, on_found, &f);
+    }
+    weft__free(ids);
+    weft__free(hex);
+    weft__free(list);
 }
 
 /* Decide every held trace whose wait is over (@p is_all: every one: the process stops). */
@@ -653,7 +744,11 @@ decide_due(struct wrapper *w, uint64_t deadline, bool is_all)
     uint64_t now = weft__monotonic_ns();
     uint64_t next = UINT64_MAX;
 
-    if (w->tail->opts.policy == NULL || (!is_all && now < w->next_due_ns)) {
+    if (w->tail->opts.policy == NULL) {
+        return;
+    }
+    lookup_others(w, now, deadline);
+    if (!is_all && now < w->next_due_ns) {
         return;
     }
     for (size_t i = 0; i < w->held.cap;) {
@@ -831,19 +926,9 @@ tail_export(void *self,
         if (d == 0 || idmap_get(&w->decided, spans[i]->trace_id) != 0) {
             continue;
         }
-        remember(w, spans[i]->trace_id, d == 1);
-        count_decision(t, d == 1, rule_of(spans[i]));
         h = (struct held *)idmap_take(&w->held, spans[i]->trace_id);
-        if (h == NULL) {
-            continue;
-        }
-        if (d == 1) {
-            release(w, h, deadline);
-        } else {
-            atomic_fetch_add(&t->spans_sampled_out, h->spans);
-            unaccount(w, h);
-            held_free(h);
-        }
+        apply_decision(w, spans[i]->trace_id, h, d == 1, rule_of(spans[i]), t->opts.policy != NULL,
+                       deadline);
     }
     for (size_t i = 0; i < count; i++) {
         uintptr_t d = idmap_get(&w->decided, spans[i]->trace_id);

@@ -98,7 +98,17 @@ static const char migration_1[] =
     "CREATE INDEX weft_traces_start_idx ON weft_traces (start_ns DESC, trace_id);"
     "CREATE INDEX weft_traces_end_idx ON weft_traces (end_ns);";
 
-static const char *const migrations[] = {migration_1};
+/* Tail sampling's decisions, shared by every weft serve writing this store (docs/sampling.md,
+ * "At ingest"): the first instance to decide a trace records it, the others follow. */
+static const char migration_2[] =
+    "CREATE TABLE weft_trace_decisions ("
+    " trace_id TEXT COLLATE \"C\" PRIMARY KEY,"
+    " keep BOOLEAN NOT NULL,"
+    " rule TEXT NOT NULL,"
+    " decided_ns BIGINT NOT NULL);"
+    "CREATE INDEX weft_trace_decisions_decided_idx ON weft_trace_decisions (decided_ns);";
+
+static const char *const migrations[] = {migration_1, migration_2};
 
 /* ------------------------------------------------------------------------------------------ */
 /* URLs                                                                                        */

@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SCHEMA_VERSION      1
+#define SCHEMA_VERSION      2
 #define WEFT_APPLICATION_ID 0x77656674 /* "weft" in PRAGMA application_id */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -61,7 +61,14 @@ static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS spans ("
                                  " root_name TEXT,"
                                  " service_name TEXT,"
                                  " has_root INTEGER NOT NULL);"
-                                 "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);";
+                                 "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);"
+                                 /* Version 2: tail sampling's decisions, shared by the weft
+                                  * serve processes writing this store (docs/sampling.md). */
+                                 "CREATE TABLE IF NOT EXISTS trace_decisions ("
+                                 " trace_id TEXT PRIMARY KEY,"
+                                 " keep INTEGER NOT NULL,"
+                                 " rule TEXT NOT NULL,"
+                                 " decided_ns INTEGER NOT NULL) WITHOUT ROWID;";
 
 /* Log a database failure with the path and SQLite's message. */
 void

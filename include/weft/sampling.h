@@ -82,6 +82,29 @@ WEFT_API bool weft_sampling_decide(const struct weft_sampling_policy *policy,
                                    const struct weft_sampling_facts *facts,
                                    const char **rule);
 
+/** How the run buffers of several processes decide each trace once (weft serve over one span
+ * store). Both are called on the exporting thread; ids are lowercase hex. */
+struct weft_tail_coordinator {
+    /** Record @p keep / @p rule for @p trace_hex unless a decision stands; fill *standing_keep
+     * and @p standing_rule (@p rule_len bytes) with the decision that stands. Return false when
+     * the shared record cannot be reached (the buffer then follows its own decision). */
+    bool (*claim)(void *user_data,
+                  const char *trace_hex,
+                  bool keep,
+                  const char *rule,
+                  bool *standing_keep,
+                  char *standing_rule,
+                  size_t rule_len);
+    /** Look up decisions other processes took for @p count held traces; call @p found for each
+     * that has one (its index in @p trace_hex). */
+    void (*lookup)(void *user_data,
+                   const char *const *trace_hex,
+                   size_t count,
+                   void (*found)(void *ctx, size_t index, bool keep, const char *rule),
+                   void *ctx);
+    void *user_data;
+};
+
 /** Bounds of a process's run buffers (one per wrapped exporter). Zero means the default. */
 struct weft_tail_options {
     /** Encoded span bytes one buffer keeps in memory before it spills the largest held trace
@@ -107,6 +130,10 @@ struct weft_tail_options {
     /** With @c policy: undecided traces held at most, per buffer; past it the oldest is
      * decided now from the spans it has (later ones follow that decision). Default 50000. */
     size_t max_traces;
+    /** With @c policy: decisions shared with other processes (NULL: decide alone). Every
+     * decision is claimed; held traces are looked up once a second. Borrowed: must outlive
+     * the buffers. */
+    const struct weft_tail_coordinator *coordinator;
 };
 
 /** Counters of all the run buffers of one struct weft_tail (summed over its wrappers). */

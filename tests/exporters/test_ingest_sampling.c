@@ -251,6 +251,40 @@ test_ingest_sampling_counts_by_rule_and_decides_at_shutdown(void **state)
     assert_int_equal(stored(f, 7), 0);
 }
 
+/* Two serve processes writing one store: what one decides, the other follows for the spans
+ * of that trace it holds without the root (each keeps its own run buffer). */
+static void
+test_ingest_sampling_two_instances_decide_each_trace_once(void **state)
+{
+    struct fixture *f = *state;
+    struct fixture other;
+    const struct spec at_a[] = {{9, 1, 0, false, WEFT_STATUS_UNSET, NULL, NULL},
+                                {9, 2, 1, false, WEFT_STATUS_ERROR, NULL, NULL},
+                                {10, 1, 0, false, WEFT_STATUS_UNSET, NULL, NULL},
+                                {10, 2, 1, false, WEFT_STATUS_UNSET, NULL, NULL}};
+    /* At B: a clean span of the failed trace 9, and an ERROR span of trace 10 that B alone
+     * would keep: A's decisions must win for both. */
+    const struct spec at_b[] = {{9, 3, 1, false, WEFT_STATUS_UNSET, NULL, NULL},
+                                {10, 3, 1, false, WEFT_STATUS_ERROR, NULL, NULL}};
+
+    open_ingest(f, "failed,0%", 300);
+    other = *f;
+    other.ingest = NULL;
+    open_ingest(&other, "failed,0%", 300);
+    post(&other, at_b, 2);
+    post(f, at_a, 4);
+    /* A decides after its wait; B asks the store about what it holds once a second. */
+    for (int i = 0; i < 160 && stored(f, 9) != 3; i++) {
+        sleep_ms(50);
+    }
+    assert_int_equal(stored(f, 9), 3);
+    sleep_ms(1500); /* B's next lookups: trace 10 must stay out */
+    assert_int_equal(stored(f, 10), 0);
+    /* Stopping B decides nothing of trace 10 on its own: it was settled already. */
+    weft__ingest_free(other.ingest);
+    assert_int_equal(stored(f, 10), 0);
+}
+
 static void
 test_ingest_sampling_refuses_a_bad_policy(void **state)
 {
@@ -283,6 +317,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_ingest_sampling_counts_by_rule_and_decides_at_shutdown,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_ingest_sampling_refuses_a_bad_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ingest_sampling_two_instances_decide_each_trace_once,
+                                        setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -164,7 +164,7 @@ test_store_exporter_creates_private_wal_database(void **state)
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(stmt, 0), 1);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 2);
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);

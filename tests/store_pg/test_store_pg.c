@@ -22,6 +22,7 @@
 #include "support/weft_test.h"
 
 #include "base/buf.h"
+#include "store/decisions.h"
 #include "store/pg.h"
 #include "store/store.h"
 #include "tracing/exporter.h"
@@ -636,7 +637,7 @@ test_pg_two_exporters_at_once_store_once(void **state)
                                  " OR NOT has_root"),
                      0);
     /* Both created the schema at once: one version row. */
-    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 1);
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 2);
 }
 
 static void
@@ -1254,6 +1255,59 @@ test_pg_exporter_writes_once_the_database_answers(void **state)
     PQfinish(c);
 }
 
+struct seen_decision {
+    size_t index;
+    bool keep;
+    char rule[48];
+    int calls;
+};
+
+static void
+on_seen(void *user, size_t index, bool keep, const char *rule)
+{
+    struct seen_decision *s = user;
+
+    s->index = index;
+    s->keep = keep;
+    snprintf(s->rule, sizeof(s->rule), "%s", rule);
+    s->calls++;
+}
+
+/* Tail sampling's shared decisions (store/decisions.c): the first claim of a trace stands for
+ * every later claimer, on two connections as two weft serve processes would hold them, and a
+ * lookup finds it for a trace decided, nothing for one not. */
+static void
+test_pg_sampling_decisions_first_claim_stands(void **state)
+{
+    struct fx *f = *state;
+    struct weft__store_decisions *a = NULL;
+    struct weft__store_decisions *b = NULL;
+    const char *ids[] = {"00000000000000000000000000000abc", "00000000000000000000000000000def"};
+    struct seen_decision seen = {0, false, "", 0};
+    char rule[48];
+    bool keep = false;
+
+    assert_weft_ok(weft__store_decisions_open(f->url, &a));
+    assert_weft_ok(weft__store_decisions_open(f->url, &b));
+    assert_weft_ok(
+        weft__store_decisions_claim(a, ids[0], true, "failed", &keep, rule, sizeof(rule)));
+    assert_true(keep);
+    assert_string_equal(rule, "failed");
+    /* B decided otherwise, later: A's decision stands for B too. */
+    assert_weft_ok(
+        weft__store_decisions_claim(b, ids[0], false, "sample", &keep, rule, sizeof(rule)));
+    assert_true(keep);
+    assert_string_equal(rule, "failed");
+    assert_weft_ok(weft__store_decisions_lookup(b, ids, 2, on_seen, &seen));
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.index, 0);
+    assert_true(seen.keep);
+    assert_string_equal(seen.rule, "failed");
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_trace_decisions"), 1);
+    weft__store_decisions_close(a);
+    weft__store_decisions_close(b);
+}
+
 int
 main(void)
 {
@@ -1279,6 +1333,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_pg_drop_before_recounts_a_trace_that_straddles_the_cutoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_sampling_decisions_first_claim_stands, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pg_interrupted_span_is_written_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_primitive_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_callback_error_stops_the_read, setup, teardown),

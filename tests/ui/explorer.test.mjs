@@ -89,6 +89,9 @@ for (const side of ["a", "b"]) {
 }
 const runs = JSON.parse(run(["runs", "--json", "--limit", "2"]).stdout).runs;
 const [cmpB, cmpA] = [runs[0].run_id, runs[1].run_id];
+// A run whose trace tail sampling dropped (docs/sampling.md): kept in the runs list, no spans.
+run(["run", path.join(root, "examples/code_review/workflow.json"), "--sampling", "failed,0%", "-q"]);
+const sampledOut = lastRunId();
 
 // A server, on a port of its choosing; its first line names it. @p extraEnv: e.g. a token.
 function startServe(extraEnv) {
@@ -165,6 +168,13 @@ try {
     await page.waitForSelector(`#waterfall .row.selected[data-span="${why.failed_span.span_id}"]`);
     await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), why.failed_span.span_id);
     assert.equal(await page.textContent("#span-name"), why.failed_span.name);
+  });
+
+  await check("a run whose trace was not kept says why", async () => {
+    await openRun(sampledOut);
+    await page.waitForSelector("#trace-not-kept");
+    assert.match(await page.textContent("#trace-not-kept"), /Trace not kept \(rule sample\)/);
+    assert.equal(await page.$("#waterfall .row"), null, "a dropped trace drew spans");
   });
 
   await check("stuck-loop run shows its loop marker", async () => {
