@@ -531,9 +531,11 @@ print_spool(const struct weft_processor *proc, const struct weft_processor_stats
     printf(", %llu waiting on disk)", (unsigned long long)ss.spans);
 }
 
-/* The summary's per-exporter lines: delivered, failed and dropped, and the last failure. */
+/* The summary's per-exporter lines: delivered, failed and dropped, and the last failure. With
+ * tail sampling (@p is_sampled) an exporter "delivers" to its run buffer: the sampling line
+ * says what then reached the exporters. */
 static void
-print_exporters(struct weft_provider *provider)
+print_exporters(struct weft_provider *provider, bool is_sampled)
 {
     for (size_t i = 0; weft_provider_processor(provider, i) != NULL; i++) {
         struct weft_processor *proc = weft_provider_processor(provider, i);
@@ -541,8 +543,9 @@ print_exporters(struct weft_provider *provider)
         char error[320];
 
         weft_processor_get_stats(proc, &ps);
-        printf("  %s %s: %llu delivered", i == 0 ? "export: " : "        ",
-               weft_processor_exporter_name(proc), (unsigned long long)ps.exported);
+        printf("  %s %s: %llu %s", i == 0 ? "export: " : "        ",
+               weft_processor_exporter_name(proc), (unsigned long long)ps.exported,
+               is_sampled ? "taken by tail sampling" : "delivered");
         if (ps.failed > 0) {
             printf(", %llu failed", (unsigned long long)ps.failed);
         }
@@ -589,6 +592,27 @@ report_export_failures(const char *cmd, struct weft_provider *provider)
         fputc('\n', stderr);
     }
     return is_total_loss;
+}
+
+/* Kept spans the exporters behind tail sampling did not take are counted by the run buffers,
+ * not by the processors (which handed them over): say so on stderr. @return true when kept spans
+ * failed and none was delivered: the trace is lost. */
+static bool
+report_sampling_failures(const char *cmd, const struct cli_telemetry *t)
+{
+    struct weft_tail_stats st;
+
+    weft_tail_get_stats(t->tail, &st);
+    if (st.spans_failed == 0) {
+        return false;
+    }
+    /* Which exporter and why: the WARN line its buffer logged when the export failed. */
+    fprintf(stderr,
+            "weft %s: tail sampling: %llu of %llu kept spans did not reach their exporter (see "
+            "the warning above)\n",
+            cmd, (unsigned long long)st.spans_failed,
+            (unsigned long long)(st.spans_failed + st.spans_kept));
+    return st.spans_kept == 0;
 }
 
 /* Spans handed to the processors that none has delivered, failed or dropped yet. */
@@ -1230,6 +1254,7 @@ report_run(const char *cmd,
                 (unsigned long long)stats.spans_dropped, (unsigned long long)stats.spans_failed);
     }
     is_telemetry_lost = report_export_failures(cmd, t->provider);
+    is_telemetry_lost = report_sampling_failures(cmd, t) || is_telemetry_lost;
     if (err != WEFT_OK) {
         fprintf(stderr, "weft %s: %s\n", cmd, error);
         return err == WEFT_EINVAL || err == WEFT_ENOTFOUND || err == WEFT_EPARSE ? CLI_EXIT_USAGE
@@ -1241,7 +1266,7 @@ report_run(const char *cmd,
         tool_errors = NULL; /* taken */
     } else {
         print_summary(result, &stats, t->tail);
-        print_exporters(t->provider);
+        print_exporters(t->provider, t->tail != NULL);
         print_collaboration(t->meter, tool_errors, fl->state, result->run_id);
         if (result->is_trace_sampled && !result->is_trace_kept) {
             printf("trace not kept (rule %s)\n", result->sampling_rule);

@@ -157,6 +157,28 @@ test_cli_sampling_kept_run_is_stored_whole(void **state)
     json_decref(doc);
 }
 
+/* Kept spans an exporter behind the buffer could not deliver are not reported as delivered:
+ * the exporter lines say the spans went to tail sampling, stderr says how many kept spans did
+ * not arrive; the store still has the trace, so the run's exit status stays 0. */
+static void
+test_cli_sampling_failed_delivery_is_reported(void **state)
+{
+    struct fixture *f = *state;
+
+    weft_test_setenv("OTEL_TRACES_EXPORTER", "otlp");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1");
+    weft_test_setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
+    assert_int_equal(RUN(f, "run", EXAMPLE, "-q", "--no-trace", "--sampling", "all"), 0);
+    weft_test_setenv("OTEL_TRACES_EXPORTER", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_ENDPOINT", NULL);
+    weft_test_setenv("OTEL_EXPORTER_OTLP_TIMEOUT", NULL);
+    assert_non_null(strstr(f->out, "otlp: "));
+    assert_non_null(strstr(f->out, " taken by tail sampling"));
+    assert_null(strstr(f->out, " delivered"));
+    assert_non_null(strstr(f->err, "kept spans did not reach their exporter"));
+    assert_non_null(strstr(f->out, " failed"));
+}
+
 static void
 test_cli_sampling_workflow_policy_and_env_override(void **state)
 {
@@ -225,6 +247,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_cli_sampling_dropped_run_reads_the_same_everywhere,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_sampling_kept_run_is_stored_whole, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_sampling_failed_delivery_is_reported, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_sampling_workflow_policy_and_env_override, setup,
                                         teardown),
