@@ -21,6 +21,37 @@ hexval(char c)
     return -1;
 }
 
+size_t
+weft__fmt_json_real(double d, char point, char *buf)
+{
+    int n = snprintf(buf, WEFT__JSON_REAL_MAX - 3, "%.17g", d);
+    size_t len = n > 0 ? (size_t)n : 0;
+    char *e = NULL;
+
+    if (point != '.' && (e = strchr(buf, point)) != NULL) {
+        *e = '.';
+    }
+    if (strchr(buf, '.') == NULL && strchr(buf, 'e') == NULL) {
+        memcpy(buf + len, ".0", 3);
+        len += 2;
+    }
+    e = strchr(buf, 'e');
+    if (e != NULL) {
+        char *start = e + 1;
+        char *end = start + 1;
+
+        if (*start == '-') {
+            start++;
+        }
+        while (*end == '0') {
+            end++;
+        }
+        memmove(start, end, len + 1 - (size_t)(end - buf));
+        len -= (size_t)(end - start);
+    }
+    return len;
+}
+
 char *
 weft__percent_decode(const char *s, size_t len)
 {

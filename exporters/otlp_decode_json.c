@@ -59,6 +59,7 @@
 #include "otlp_decode.h"
 
 #include "base/mem.h"
+#include "base/str.h"
 #include "base/utf8.h"
 
 #include <errno.h>
@@ -1431,14 +1432,12 @@ emit_tok_str(struct jd *d, const struct tok *t)
     return str_bytes(d, t, &d->str, &s, &len) && emit_str(d, s, len);
 }
 
-/* jansson's jsonp_dtostr() at precision 17. */
+/* jansson's jsonp_dtostr() at precision 17 (weft__fmt_json_real()). */
 static bool
 emit_double(struct jd *d, double x)
 {
-    char buf[64];
-    int n = 0;
+    char buf[WEFT__JSON_REAL_MAX];
     size_t len = 0;
-    char *e = NULL;
 
     if (isnan(x)) {
         return sbuf_put(d, &d->text, "\"NaN\"", 5);
@@ -1447,36 +1446,7 @@ emit_double(struct jd *d, double x)
         return x > 0 ? sbuf_put(d, &d->text, "\"Infinity\"", 10)
                      : sbuf_put(d, &d->text, "\"-Infinity\"", 11);
     }
-    n = snprintf(buf, sizeof(buf) - 3, "%.17g", x);
-    if (n < 0 || (size_t)n >= sizeof(buf) - 3) {
-        d->err = WEFT_ENOMEM;
-        return false;
-    }
-    len = (size_t)n;
-    if (d->point != '.' && (e = strchr(buf, d->point)) != NULL) {
-        *e = '.';
-    }
-    if (strchr(buf, '.') == NULL && strchr(buf, 'e') == NULL) {
-        memcpy(buf + len, ".0", 3);
-        len += 2;
-    }
-    /* No '+' and no leading zeros in the exponent. */
-    e = strchr(buf, 'e');
-    if (e != NULL) {
-        char *start = e + 1;
-        char *end = start + 1;
-
-        if (*start == '-') {
-            start++;
-        }
-        while (*end == '0') {
-            end++;
-        }
-        if (end != start) {
-            memmove(start, end, len - (size_t)(end - buf));
-            len -= (size_t)(end - start);
-        }
-    }
+    len = weft__fmt_json_real(x, d->point, buf);
     return sbuf_put(d, &d->text, buf, len);
 }
 

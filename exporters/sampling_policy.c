@@ -9,6 +9,7 @@
  */
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/str.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -162,18 +163,6 @@ valid_name(const char *s, size_t len)
     return true;
 }
 
-static void
-trim(const char **s, size_t *len)
-{
-    while (*len > 0 && isspace((unsigned char)**s)) {
-        (*s)++;
-        (*len)--;
-    }
-    while (*len > 0 && isspace((unsigned char)(*s)[*len - 1])) {
-        (*len)--;
-    }
-}
-
 /* One rule "[NAME=]CONDITION" of @p len bytes at @p s. */
 static bool
 parse_rule(const char *s, size_t len, struct rule *r, char *why, size_t why_len)
@@ -189,7 +178,7 @@ parse_rule(const char *s, size_t len, struct rule *r, char *why, size_t why_len)
         size_t name_len = (size_t)(eq - s);
         const char *name = s;
 
-        trim(&name, &name_len);
+        weft__trim(&name, &name_len);
         if (!valid_name(name, name_len)) {
             say(why, why_len, shown,
                 "a rule's name is 1 to 47 characters of a-z, 0-9, '_', '-' and '.'");
@@ -199,7 +188,7 @@ parse_rule(const char *s, size_t len, struct rule *r, char *why, size_t why_len)
         r->name[name_len] = '\0';
         cond = eq + 1;
         cond_len = (size_t)(s + len - cond);
-        trim(&cond, &cond_len);
+        weft__trim(&cond, &cond_len);
     }
     if (!parse_condition(cond, cond_len, r, &default_name)) {
         say(why, why_len, shown,
@@ -278,7 +267,7 @@ weft_sampling_policy_parse(const char *text,
         return WEFT_EINVAL;
     }
     all_len = strlen(text);
-    trim(&s, &all_len);
+    weft__trim(&s, &all_len);
     if (all_len == 0 || (all_len == 3 && memcmp(s, "off", 3) == 0)) {
         return WEFT_OK;
     }
@@ -292,7 +281,7 @@ weft_sampling_policy_parse(const char *text,
         const char *rule = s;
         size_t len = (size_t)(stop - s);
 
-        trim(&rule, &len);
+        weft__trim(&rule, &len);
         if (len == 0) {
             say(why, why_len, "", "empty (two commas in a row, or a trailing comma)");
             err = WEFT_EPARSE;

@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/str.h"
 #include "base/utf8.h"
 #include "tracing/ids.h"
 
@@ -194,39 +195,13 @@ put_int(struct jw *w, int64_t v)
     put(w, digits + sizeof(digits) - n, n);
 }
 
-/* A finite double as jansson's dump writes it at JSON_REAL_PRECISION(17): "%.17g", the
- * locale's decimal point turned into '.', ".0" added when neither '.' nor 'e' is there (so
- * that it reads back as a real), and the exponent without '+' or leading zeros. */
+/* A finite double as jansson's dump writes it (weft__fmt_json_real()). */
 static void
 put_real(struct jw *w, double d)
 {
-    char text[40];
-    const char *point = localeconv()->decimal_point;
-    char *e = NULL;
-    int n = snprintf(text, sizeof(text) - 3, "%.17g", d);
-    size_t len = n > 0 ? (size_t)n : 0;
+    char text[WEFT__JSON_REAL_MAX];
+    size_t len = weft__fmt_json_real(d, localeconv()->decimal_point[0], text);
 
-    if (point[0] != '.' && strchr(text, point[0]) != NULL) {
-        *strchr(text, point[0]) = '.';
-    }
-    if (strchr(text, '.') == NULL && strchr(text, 'e') == NULL) {
-        memcpy(text + len, ".0", 3);
-        len += 2;
-    }
-    e = strchr(text, 'e');
-    if (e != NULL) {
-        char *start = e + 1;
-        char *end = start + 1;
-
-        if (*start == '-') {
-            start++;
-        }
-        while (*end == '0') {
-            end++;
-        }
-        memmove(start, end, len + 1 - (size_t)(end - text));
-        len -= (size_t)(end - start);
-    }
     put(w, text, len);
 }
 
