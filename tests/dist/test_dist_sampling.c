@@ -43,32 +43,6 @@ static struct {
     unsigned serve_port;
 } w;
 
-static unsigned
-port_in_log(pid_t pid, const char *log, const char *marker)
-{
-    long deadline = weft_test_now_ms() + 20000;
-
-    while (weft_test_now_ms() < deadline && !weft_test_has_exited(pid, NULL)) {
-        char *text = weft_test_read_file(log);
-        const char *p = text != NULL ? strstr(text, marker) : NULL;
-        unsigned port = p != NULL ? (unsigned)strtoul(p + strlen(marker), NULL, 10) : 0;
-
-        free(text);
-        if (port != 0) {
-            return port;
-        }
-        weft_test_sleep_ms(50);
-    }
-    {
-        char *tail = weft_test_log_tail(log, 4000);
-
-        fprintf(stderr, "no \"%s\" in %s:\n%s\n", marker, log, tail);
-        free(tail);
-    }
-    fail();
-    return 0;
-}
-
 static int
 setup(void **state)
 {
@@ -100,11 +74,7 @@ setup(void **state)
                              "WEFT_SAMPLING*", "OTEL_TRACES_EXPORTER=none", NULL};
 
         snprintf(log, sizeof(log), "%s/serve.log", w.dir);
-        w.serve = weft_test_spawn(argv, env, w.dir, log, true);
-        if (w.serve <= 0) {
-            return -1;
-        }
-        w.serve_port = port_in_log(w.serve, log, "listening on port ");
+        w.serve = serve_proc_spawn(argv, env, w.dir, log, &w.serve_port);
     }
     snprintf(w.endpoint, sizeof(w.endpoint), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%u",
              w.serve_port);
