@@ -17,6 +17,7 @@
  */
 #include "store/payload.h"
 
+#include "base/env.h"
 #include "base/mem.h"
 
 #include <libdeflate.h>
@@ -44,6 +45,12 @@ to_hex(const unsigned char *bin, char hex[WEFT__PAYLOAD_HEX_LEN + 1])
         hex[2 * i + 1] = digits[bin[i] & 15];
     }
     hex[WEFT__PAYLOAD_HEX_LEN] = '\0';
+}
+
+bool
+weft__payload_enabled(void)
+{
+    return weft__env_bool("WEFT_PAYLOADS", true);
 }
 
 void

@@ -70,6 +70,11 @@ struct weft__payload_source {
     void *user;
 };
 
+/* Are texts stored as payloads? Yes unless WEFT_PAYLOADS is false ("0", "false", "no",
+ * "off"): inline text is how stores were written before, kept to measure the difference and
+ * as a way back. A store reads references either way. Read at each call (stores open rarely). */
+bool weft__payload_enabled(void);
+
 /* The SHA-256 of @p len bytes at @p data as lowercase hex into @p hex (NUL-terminated). */
 void weft__payload_hash(const void *data, size_t len, char hex[WEFT__PAYLOAD_HEX_LEN + 1]);
 
