@@ -104,11 +104,19 @@ drop_traces(
     if (err == WEFT_OK) {
         err = query_i64(db, count_spans, arg, &spans);
     }
-    if (err == WEFT_OK && !dry_run && traces > 0) {
+    /* A dry run deletes too, in the transaction its caller rolls back: so it can count the
+     * payload records the deletion would free. */
+    if (err == WEFT_OK && traces > 0) {
         /* spans first: the summaries say which traces go */
         err = exec_i64(db, del_spans, arg);
         if (err == WEFT_OK) {
             err = exec_i64(db, del_traces, arg);
+        }
+        if (err == WEFT_OK) {
+            size_t payloads = 0;
+
+            err = weft__store_sqlite_payload_sweep(db, dry_run, &payloads);
+            out->payloads += payloads;
         }
     }
     if (err == WEFT_OK) {
@@ -303,7 +311,8 @@ weft__store_pg_gc(const char *url,
     if (dry_run) {
         return pg_count(url, cutoff_ns, out, error, error_len);
     }
-    err = weft__store_pg_drop_before(url, cutoff_ns, &out->partitions, &out->traces);
+    err =
+        weft__store_pg_drop_before(url, cutoff_ns, &out->partitions, &out->traces, &out->payloads);
     if (err != WEFT_OK) {
         weft__store_redact_url(url, where, sizeof(where));
         snprintf(error, error_len, "store %s: retention failed (%s; the log says more)", where,

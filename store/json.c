@@ -54,6 +54,7 @@ struct jw {
     struct weft__buf *out;
     size_t max; /* the buffer's hard cap (weft__buf_init() turned 0 into SIZE_MAX / 2) */
     weft_err err;
+    struct weft__store_payloads *pl; /* where long attribute texts go; NULL: inline */
 };
 
 /* Most writes are a few bytes into a buffer that already has room: they are copied in place,
@@ -270,6 +271,32 @@ needs_tag(const struct weft_value *v)
     return false;
 }
 
+/* A long attribute text as a payload reference, when @p w collects payloads and the text can
+ * be one: valid UTF-8 without NUL, so that reading it back gives the very text an inline
+ * column would (which replaces invalid bytes, and in PostgreSQL NUL characters). */
+static bool
+put_payload(struct jw *w, const char *text, size_t len)
+{
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1];
+    weft_err err = WEFT_OK;
+
+    if (w->pl == NULL || !w->pl->is_enabled || len < WEFT__PAYLOAD_MIN || len > WEFT__PAYLOAD_MAX ||
+        memchr(text, '\0', len) != NULL || !weft__utf8_valid(text, len)) {
+        return false;
+    }
+    err = weft__store_payloads_add(w->pl, text, len, ref);
+    if (err != WEFT_OK) {
+        if (w->err == WEFT_OK) {
+            w->err = err;
+        }
+        return true;
+    }
+    put_lit(w, "{\"type\":\"payload\",\"value\":\"");
+    put(w, ref, WEFT__PAYLOAD_HEX_LEN);
+    put(w, "\"}", 2);
+    return true;
+}
+
 static void
 put_value(struct jw *w, const struct weft_value *v)
 {
@@ -277,7 +304,9 @@ put_value(struct jw *w, const struct weft_value *v)
 
     switch (v->type) {
     case WEFT_VALUE_STRING:
-        put_text(w, v->u.str, v->u.str != NULL ? v->len : 0);
+        if (v->u.str == NULL || !put_payload(w, v->u.str, v->len)) {
+            put_text(w, v->u.str, v->u.str != NULL ? v->len : 0);
+        }
         return;
     case WEFT_VALUE_BOOL:
         put_bool(w, v->u.b);
@@ -472,7 +501,7 @@ put_attrs(struct jw *w, const struct weft_attr *attrs, size_t count)
 static struct jw
 column(struct weft__buf *out)
 {
-    struct jw w = {out, out->max, WEFT_OK};
+    struct jw w = {out, out->max, WEFT_OK, NULL};
 
     weft__buf_reset(out);
     return w;
@@ -493,10 +522,14 @@ column_end(struct jw *w)
 }
 
 weft_err
-weft__store_attrs_text(const struct weft_attr *attrs, size_t count, struct weft__buf *out)
+weft__store_attrs_text(const struct weft_attr *attrs,
+                       size_t count,
+                       struct weft__store_payloads *pl,
+                       struct weft__buf *out)
 {
     struct jw w = column(out);
 
+    w.pl = pl;
     put_attrs(&w, attrs, count);
     return column_end(&w);
 }
@@ -603,9 +636,10 @@ weft__store_texts_build(struct weft__store_texts *texts,
                         size_t count,
                         size_t max)
 {
-    struct jw w = {&texts->text, 0, WEFT_OK};
+    struct jw w = {&texts->text, 0, WEFT_OK, &texts->payloads};
 
     weft__buf_init(&texts->text, max);
+    weft__store_payloads_init(&texts->payloads);
     w.max = texts->text.max;
     texts->count = 0;
     texts->starts = weft__calloc(3 * count + 1, sizeof(*texts->starts));
@@ -618,15 +652,18 @@ weft__store_texts_build(struct weft__store_texts *texts,
         at[0] = w.out->len;
         put_attrs(&w, spans[i]->attrs, spans[i]->attr_count);
         texts_column(&w, at[0]);
+        w.pl = NULL; /* events and links stay inline: they are rarely long */
         at[1] = w.out->len;
         put_events(&w, spans[i]);
         texts_column(&w, at[1]);
         at[2] = w.out->len;
         put_links(&w, spans[i]);
         texts_column(&w, at[2]);
+        w.pl = &texts->payloads;
     }
     texts->starts[3 * count] = w.out->len;
     texts->count = count;
+    weft__store_payloads_sort(&texts->payloads);
     return w.err == WEFT_OK ? WEFT_OK : WEFT_ENOMEM;
 }
 
@@ -641,6 +678,7 @@ void
 weft__store_texts_cleanup(struct weft__store_texts *texts)
 {
     weft__buf_cleanup(&texts->text);
+    weft__store_payloads_cleanup(&texts->payloads);
     weft__free(texts->starts);
     texts->starts = NULL;
     texts->count = 0;

@@ -20,14 +20,16 @@
  * with their spans left in partitions that are kept (the default one, one straddling the
  * cutoff), and compute again the summary rows of the traces that straddled it (started in a
  * dropped partition, ended after the cutoff: their counts, times and name from the spans left;
- * the row deleted when none is left), in one transaction. *partitions_dropped and
- * *traces_deleted (each may be NULL) receive the counts (a straddling trace left without spans
+ * the row deleted when none is left), and collect the payload records no span left refers
+ * to, in one transaction. *partitions_dropped, *traces_deleted and *payloads_deleted (each
+ * may be NULL) receive the counts (a straddling trace left without spans
  * counts as deleted). @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no span store there),
  * WEFT_EIO (logged with the URL, its password never), WEFT_ENOMEM. Ownership: borrows @p url. */
 weft_err weft__store_pg_drop_before(const char *url,
                                     uint64_t cutoff_ns,
                                     size_t *partitions_dropped,
-                                    size_t *traces_deleted);
+                                    size_t *traces_deleted,
+                                    size_t *payloads_deleted);
 
 /* What /metrics says of the store at @p url (cli/serve_cmd.c through retention.c): the
  * partitions of weft_spans, the default one included, and the earliest start among the
@@ -38,7 +40,7 @@ weft_err weft__store_pg_shape(const char *url, int64_t *partitions, int64_t *old
 /* --- shared by pg_*.c ------------------------------------------------------------------------ */
 
 #define WEFT__PG_PREPARED_MAX   16
-#define WEFT__PG_SCHEMA_VERSION 2
+#define WEFT__PG_SCHEMA_VERSION 3
 
 struct weft__pg_prepared {
     const char *sql; /* a string literal, known by its address */
@@ -81,6 +83,9 @@ PGresult *weft__store_pg_run(
 
 /* Run a statement that returns no rows; a failure is recorded (weft__store_pg_fail()).
  * @return WEFT_OK or WEFT_EIO. */
+/* Collect the payload records no span refers to (payload_gc.c), inside the caller's
+ * transaction; @p dry_run counts them only. @return WEFT_OK or WEFT_EIO (recorded). */
+weft_err weft__store_pg_payload_sweep(struct weft__store_pg *pg, bool dry_run, size_t *deleted);
 weft_err weft__store_pg_exec(struct weft__store_pg *pg, const char *what, const char *sql);
 
 /* The schema version of the span store, 0 when weft_span_schema holds none. @return WEFT_OK,

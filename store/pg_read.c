@@ -340,6 +340,83 @@ pg_spans_by_id(void *impl,
     return err;
 }
 
+/* A payload record from a row of payloads_sql, to the caller's callback. */
+struct payload_rows {
+    weft__payload_each_fn each;
+    void *each_user;
+};
+
+static weft_err
+payload_row(const struct weft__store_row *row, void *user)
+{
+    struct payload_rows *pr = user;
+    const char *hash = row->text(row, 0, NULL);
+    const char *hex = row->text(row, 3, NULL);
+    struct weft__payload_record rec = {
+        .kind = (weft__payload_kind)row->integer(row, 1),
+        .raw_len = (size_t)row->integer(row, 2),
+    };
+    unsigned char *data = NULL;
+    weft_err err = WEFT_OK;
+
+    if (hash == NULL || hex == NULL || strlen(hash) != WEFT__PAYLOAD_HEX_LEN) {
+        return WEFT_OK; /* not a record this reader wrote: as if missing */
+    }
+    data = PQunescapeBytea((const unsigned char *)hex, &rec.len);
+    if (data == NULL) {
+        return WEFT_ENOMEM;
+    }
+    memcpy(rec.hash, hash, sizeof(rec.hash));
+    rec.data = data;
+    err = pr->each(&rec, pr->each_user);
+    PQfreemem(data);
+    return err;
+}
+
+/* One query for all of @p hashes: a text's chunks in one round trip. */
+static weft_err
+pg_payloads(void *impl,
+            const char *const *hashes,
+            size_t count,
+            weft__payload_each_fn each,
+            void *each_user)
+{
+    static const char payloads_sql[] =
+        "SELECT hash, kind, size, data FROM weft_payloads WHERE hash = ANY($1::text[])";
+    struct pg_reader *r = impl;
+    struct payload_rows pr = {each, each_user};
+    struct weft__buf arr;
+    const char *values[1] = {NULL};
+    weft_err err = WEFT_OK;
+
+    if (count == 0) {
+        return WEFT_OK;
+    }
+    /* An array literal of the hashes: payload.c asks only for well-formed ones (hex). */
+    weft__buf_init(&arr, 0);
+    err = weft__buf_append_byte(&arr, '{');
+    for (size_t i = 0; i < count && err == WEFT_OK; i++) {
+        if (i > 0) {
+            err = weft__buf_append_byte(&arr, ',');
+        }
+        if (err == WEFT_OK) {
+            err = weft__buf_append_str(&arr, weft__payload_is_ref(hashes[i]) ? hashes[i] : "-");
+        }
+    }
+    if (err == WEFT_OK) {
+        err = weft__buf_append(&arr, "}", 2); /* with its NUL */
+    }
+    if (err != WEFT_OK) {
+        weft__buf_cleanup(&arr);
+        snprintf(r->pg.errmsg, sizeof(r->pg.errmsg), "store %s: out of memory", r->pg.where);
+        return err;
+    }
+    values[0] = arr.data;
+    err = read_rows(r, "cannot read payloads", payloads_sql, 1, values, payload_row, &pr);
+    weft__buf_cleanup(&arr);
+    return err;
+}
+
 static weft_err
 pg_nodes(void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn, void *user)
 {
@@ -417,6 +494,7 @@ static const struct weft__store_reader_ops pg_reader_ops = {
     .spans = pg_spans,
     .spans_by_id = pg_spans_by_id,
     .nodes = pg_nodes,
+    .payloads = pg_payloads,
     .begin = pg_begin,
     .end = pg_end,
     .errmsg = pg_errmsg,

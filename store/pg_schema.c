@@ -108,7 +108,19 @@ static const char migration_2[] =
     " decided_ns BIGINT NOT NULL);"
     "CREATE INDEX weft_trace_decisions_decided_idx ON weft_trace_decisions (decided_ns);";
 
-static const char *const migrations[] = {migration_1, migration_2};
+/* Version 3: content-addressed payloads (store/payload.h, docs/payloads.md): attribute values
+ * of spans hold references into this table. stored_ns is the last time a writer stored or
+ * re-stored the record; collection (weft__store_payloads_sweep) keys on it. */
+static const char migration_3[] =
+    "CREATE TABLE weft_payloads ("
+    " hash TEXT COLLATE \"C\" PRIMARY KEY,"
+    " kind SMALLINT NOT NULL,"
+    " size BIGINT NOT NULL,"
+    " data BYTEA NOT NULL,"
+    " stored_ns BIGINT NOT NULL);"
+    "CREATE INDEX weft_payloads_stored_idx ON weft_payloads (stored_ns);";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3};
 
 /* ------------------------------------------------------------------------------------------ */
 /* URLs                                                                                        */
@@ -701,7 +713,8 @@ weft_err
 weft__store_pg_drop_before(const char *url,
                            uint64_t cutoff_ns,
                            size_t *partitions_dropped,
-                           size_t *traces_deleted)
+                           size_t *traces_deleted,
+                           size_t *payloads_deleted)
 {
     struct weft__store_pg pg;
     PGresult *parts = NULL;
@@ -720,6 +733,9 @@ weft__store_pg_drop_before(const char *url,
     }
     if (traces_deleted != NULL) {
         *traces_deleted = 0;
+    }
+    if (payloads_deleted != NULL) {
+        *payloads_deleted = 0;
     }
     if (url == NULL) {
         return WEFT_EINVAL;
@@ -774,6 +790,14 @@ weft__store_pg_drop_before(const char *url,
     }
     if (err == WEFT_OK && dropped > 0) {
         err = recount(&pg, dropped_hi, traces_deleted);
+    }
+    if (err == WEFT_OK && (dropped > 0 || (traces_deleted != NULL && *traces_deleted > 0))) {
+        size_t swept = 0;
+
+        err = weft__store_pg_payload_sweep(&pg, false, &swept);
+        if (payloads_deleted != NULL) {
+            *payloads_deleted = swept;
+        }
     }
     if (err == WEFT_OK) {
         err = weft__store_pg_exec(&pg, "cannot commit retention", "COMMIT");

@@ -129,6 +129,7 @@ struct pg_exporter {
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
+    struct weft__store_payloads payloads; /* the batch's, when its columns are built here */
     atomic_bool is_shut_down;
     uint64_t failures; /* consecutive failed batches: only the first is logged at ERROR */
     char *url;         /* to connect when the database did not answer at start */
@@ -262,7 +263,7 @@ span_texts(struct pg_exporter *ex,
         }
         return WEFT_OK;
     }
-    err = weft__store_attrs_text(span->attrs, span->attr_count, &ex->attrs_text);
+    err = weft__store_attrs_text(span->attrs, span->attr_count, &ex->payloads, &ex->attrs_text);
     if (err == WEFT_OK) {
         err = weft__store_events_text(span, &ex->events_text);
     }
@@ -423,6 +424,67 @@ send_copy(struct pg_exporter *ex)
     return is_ok;
 }
 
+/* Write the payload records the batch's spans refer to (store.h), in hash order, in one
+ * statement: arrays of hashes, kinds, sizes and hex data unnested. A record stored already
+ * only has its stored_ns brought forward, at most once per WEFT__PAYLOAD_TOUCH_NS. */
+static weft_err
+write_payloads(struct pg_exporter *ex, const struct weft__store_payloads *pl)
+{
+    static const char payload_sql[] =
+        "INSERT INTO weft_payloads (hash, kind, size, data, stored_ns)"
+        " SELECT h, k, s, decode(d, 'hex'), $5::bigint"
+        " FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::text[]) AS u (h, k, s, d)"
+        " ORDER BY h"
+        " ON CONFLICT (hash) DO UPDATE SET stored_ns = EXCLUDED.stored_ns"
+        " WHERE weft_payloads.stored_ns < EXCLUDED.stored_ns - 1800000000000";
+    static const char digits[] = "0123456789abcdef";
+    struct weft__buf arr[4];
+    const char *values[5];
+    char now[24];
+    PGresult *res = NULL;
+    weft_err err = WEFT_OK;
+
+    if (pl->count == 0) {
+        return WEFT_OK;
+    }
+    for (int k = 0; k < 4; k++) {
+        weft__buf_init(&arr[k], 0);
+        err = err == WEFT_OK ? weft__buf_append_byte(&arr[k], '{') : err;
+    }
+    for (size_t i = 0; i < pl->count && err == WEFT_OK; i++) {
+        const struct weft__store_payload_rec *r = &pl->recs[i];
+        const unsigned char *data = weft__store_payloads_data(pl, i);
+        const char *sep = i > 0 ? "," : "";
+
+        err = weft__buf_printf(&arr[0], "%s%s", sep, r->hash);
+        err = err == WEFT_OK ? weft__buf_printf(&arr[1], "%s%d", sep, (int)r->kind) : err;
+        err = err == WEFT_OK ? weft__buf_printf(&arr[2], "%s%zu", sep, r->raw_len) : err;
+        err = err == WEFT_OK ? weft__buf_append_str(&arr[3], sep) : err;
+        err = err == WEFT_OK ? weft__buf_reserve(&arr[3], 2 * r->len + 2) : err;
+        for (size_t b = 0; b < r->len && err == WEFT_OK; b++) {
+            arr[3].data[arr[3].len++] = digits[data[b] >> 4];
+            arr[3].data[arr[3].len++] = digits[data[b] & 15];
+        }
+    }
+    for (int k = 0; k < 4 && err == WEFT_OK; k++) {
+        err = weft__buf_append_byte(&arr[k], '}');
+        values[k] = arr[k].data;
+    }
+    if (err == WEFT_OK) {
+        snprintf(now, sizeof(now), "%" PRIu64, weft__now_ns());
+        values[4] = now;
+        res = weft__store_pg_run(&ex->pg, payload_sql, 5, values, true);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            err = weft__store_pg_fail(&ex->pg, res, "cannot write payloads");
+        }
+        PQclear(res);
+    }
+    for (int k = 0; k < 4; k++) {
+        weft__buf_cleanup(&arr[k]);
+    }
+    return err;
+}
+
 /* Open the batch's transaction and stage the batch with COPY. */
 static weft_err
 copy_batch(struct pg_exporter *ex,
@@ -492,6 +554,7 @@ write_once(struct pg_exporter *ex,
     weft_err err = WEFT_OK;
 
     pg->sqlstate[0] = '\0';
+    weft__store_payloads_reset(&ex->payloads);
     err = ensure_batch_parts(ex, spans, count);
     if (err == WEFT_OK && !pg->has_stage) {
         err = weft__store_pg_exec(pg, "cannot create the staging table", stage_sql);
@@ -506,6 +569,12 @@ write_once(struct pg_exporter *ex,
             err = weft__store_pg_fail(pg, res, "cannot write a batch");
         }
         PQclear(res);
+    }
+    if (err == WEFT_OK && prebuilt == NULL) {
+        weft__store_payloads_sort(&ex->payloads); /* texts_build sorted prebuilt's */
+    }
+    if (err == WEFT_OK) {
+        err = write_payloads(ex, prebuilt != NULL ? &prebuilt->payloads : &ex->payloads);
     }
     if (err == WEFT_OK) {
         res = PQexec(pg->conn, "COMMIT");
@@ -618,6 +687,7 @@ pg_destroy(void *self)
     weft__store_pg_close(&ex->pg);
     weft__buf_cleanup(&ex->copy);
     weft__buf_cleanup(&ex->attrs_text);
+    weft__store_payloads_cleanup(&ex->payloads);
     weft__buf_cleanup(&ex->events_text);
     weft__buf_cleanup(&ex->links_text);
     weft__free(ex->parts);
@@ -686,6 +756,7 @@ exporter_open(const char *url, struct pg_exporter **out)
     atomic_init(&ex->is_shut_down, false);
     weft__buf_init(&ex->copy, 0);
     weft__buf_init(&ex->attrs_text, STORE_JSON_COLUMN_MAX);
+    weft__store_payloads_init(&ex->payloads);
     weft__buf_init(&ex->events_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&ex->links_text, STORE_JSON_COLUMN_MAX);
     ex->interval_ns = weft__store_pg_interval_ns();

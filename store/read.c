@@ -473,6 +473,42 @@ outline_attrs(struct weft_store *store, const struct weft__store_row *row)
     return kept;
 }
 
+/* The backend's payload lookup as a payload source (store/payload.h), remembering whether
+ * the database failed (the read then fails) rather than a record being missing. */
+struct payload_reader {
+    struct weft_store *store;
+    bool is_db_failed;
+};
+
+static weft_err
+payload_get(void *user,
+            const char *const *hashes,
+            size_t count,
+            weft__payload_each_fn each,
+            void *each_user)
+{
+    struct payload_reader *pr = user;
+    weft_err err = pr->store->ops->payloads(pr->store->impl, hashes, count, each, each_user);
+
+    pr->is_db_failed = pr->is_db_failed || err == WEFT_EIO;
+    return err;
+}
+
+/* Replace the payload references of @p attrs by their texts (payload_batch.c). */
+static weft_err
+resolve_payloads(struct weft_store *store, json_t *attrs)
+{
+    struct payload_reader pr = {store, false};
+    struct weft__payload_source src = {payload_get, &pr};
+    weft_err err = WEFT_OK;
+
+    if (attrs == NULL) {
+        return WEFT_OK;
+    }
+    err = weft__store_resolve_payloads(attrs, &src, &pr.is_db_failed, store->label);
+    return err == WEFT_EIO ? db_failure(store, "cannot read a payload") : err;
+}
+
 /* The attributes, events and links columns of the row into @p span (the outline: events, and
  * of the attributes OUTLINE_ATTR only). */
 static weft_err
@@ -486,9 +522,12 @@ read_json_columns(struct weft_store *store,
                                : json_column(store, row, WEFT__COL_ATTRS, "attributes");
     json_t *events = json_column(store, row, WEFT__COL_EVENTS, "events");
     json_t *links = is_outline ? NULL : json_column(store, row, WEFT__COL_LINKS, "links");
-    weft_err err =
-        weft__store_read_attrs(arena, attrs, &span->attrs, &span->attr_count, &span->dropped_attrs);
+    weft_err err = resolve_payloads(store, attrs);
 
+    if (err == WEFT_OK) {
+        err = weft__store_read_attrs(arena, attrs, &span->attrs, &span->attr_count,
+                                     &span->dropped_attrs);
+    }
     if (err == WEFT_OK) {
         err = weft__store_read_events(arena, events, span);
     }

@@ -11,6 +11,7 @@
 #include "base/mem.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,7 +19,8 @@
 struct sqlite_reader {
     sqlite3 *db;
     char *path;
-    sqlite3_stmt *by_id; /* spans_by_id's lookup, prepared once */
+    sqlite3_stmt *by_id;   /* spans_by_id's lookup, prepared once */
+    sqlite3_stmt *payload; /* payloads' lookup, prepared on first use */
 };
 
 #define SPAN_COLUMNS                                                                       \
@@ -172,6 +174,47 @@ sq_nodes(void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn,
     return run(impl, nodes_sql, &trace_hex, 1, 2, limit, fn, user);
 }
 
+/* One prepared lookup by primary key per record: a text's chunks are a few dozen, and each
+ * lookup is a b-tree descent in a page the last one probably read. */
+static weft_err
+sq_payloads(void *impl,
+            const char *const *hashes,
+            size_t count,
+            weft__payload_each_fn each,
+            void *each_user)
+{
+    struct sqlite_reader *r = impl;
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (r->payload == NULL &&
+        sqlite3_prepare_v2(r->db, "SELECT kind, size, data FROM payloads WHERE hash = ?1", -1,
+                           &r->payload, NULL) != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    for (size_t k = 0; err == WEFT_OK && k < count; k++) {
+        sqlite3_reset(r->payload);
+        sqlite3_bind_text(r->payload, 1, hashes[k], -1, SQLITE_STATIC);
+        rc = sqlite3_step(r->payload);
+        if (rc == SQLITE_ROW) {
+            struct weft__payload_record rec = {
+                .kind = (weft__payload_kind)sqlite3_column_int(r->payload, 0),
+                .raw_len = (size_t)sqlite3_column_int64(r->payload, 1),
+                .data = sqlite3_column_blob(r->payload, 2),
+                .len = (size_t)sqlite3_column_bytes(r->payload, 2),
+            };
+
+            snprintf(rec.hash, sizeof(rec.hash), "%s", hashes[k]);
+            err = each(&rec, each_user);
+        } else if (rc != SQLITE_DONE) {
+            err = WEFT_EIO;
+        }
+    }
+    sqlite3_reset(r->payload);
+    sqlite3_clear_bindings(r->payload);
+    return err;
+}
+
 static weft_err
 sq_begin(void *impl)
 {
@@ -215,6 +258,7 @@ sq_close(void *impl)
         return;
     }
     sqlite3_finalize(r->by_id);
+    sqlite3_finalize(r->payload);
     sqlite3_close_v2(r->db);
     weft__free(r->path);
     weft__free(r);
@@ -227,6 +271,7 @@ static const struct weft__store_reader_ops sqlite_ops = {
     .spans = sq_spans,
     .spans_by_id = sq_spans_by_id,
     .nodes = sq_nodes,
+    .payloads = sq_payloads,
     .begin = sq_begin,
     .end = sq_end,
     .errmsg = sq_errmsg,

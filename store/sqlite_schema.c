@@ -23,52 +23,64 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SCHEMA_VERSION      2
+#define SCHEMA_VERSION      3
 #define WEFT_APPLICATION_ID 0x77656674 /* "weft" in PRAGMA application_id */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Schema                                                                                      */
 
-static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS spans ("
-                                 " trace_id TEXT NOT NULL,"
-                                 " span_id TEXT NOT NULL,"
-                                 " parent_span_id TEXT,"
-                                 " parent_is_remote INTEGER NOT NULL DEFAULT 0,"
-                                 " trace_state TEXT,"
-                                 " flags INTEGER NOT NULL DEFAULT 0,"
-                                 " name TEXT NOT NULL,"
-                                 " kind INTEGER NOT NULL,"
-                                 " start_ns INTEGER NOT NULL,"
-                                 " end_ns INTEGER NOT NULL,"
-                                 " status_code INTEGER NOT NULL,"
-                                 " status_message TEXT,"
-                                 " attributes TEXT NOT NULL DEFAULT '{}',"
-                                 " events TEXT NOT NULL DEFAULT '[]',"
-                                 " links TEXT NOT NULL DEFAULT '[]',"
-                                 " dropped_attributes_count INTEGER NOT NULL DEFAULT 0,"
-                                 " dropped_events_count INTEGER NOT NULL DEFAULT 0,"
-                                 " dropped_links_count INTEGER NOT NULL DEFAULT 0,"
-                                 " service_name TEXT,"
-                                 " scope_name TEXT,"
-                                 " scope_version TEXT,"
-                                 " PRIMARY KEY (trace_id, span_id));"
-                                 "CREATE TABLE IF NOT EXISTS traces ("
-                                 " trace_id TEXT PRIMARY KEY,"
-                                 " start_ns INTEGER NOT NULL,"
-                                 " end_ns INTEGER NOT NULL,"
-                                 " span_count INTEGER NOT NULL,"
-                                 " error_count INTEGER NOT NULL,"
-                                 " root_name TEXT,"
-                                 " service_name TEXT,"
-                                 " has_root INTEGER NOT NULL);"
-                                 "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);"
-                                 /* Version 2: tail sampling's decisions, shared by the weft
-                                  * serve processes writing this store (docs/sampling.md). */
-                                 "CREATE TABLE IF NOT EXISTS trace_decisions ("
-                                 " trace_id TEXT PRIMARY KEY,"
-                                 " keep INTEGER NOT NULL,"
-                                 " rule TEXT NOT NULL,"
-                                 " decided_ns INTEGER NOT NULL) WITHOUT ROWID;";
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS spans ("
+    " trace_id TEXT NOT NULL,"
+    " span_id TEXT NOT NULL,"
+    " parent_span_id TEXT,"
+    " parent_is_remote INTEGER NOT NULL DEFAULT 0,"
+    " trace_state TEXT,"
+    " flags INTEGER NOT NULL DEFAULT 0,"
+    " name TEXT NOT NULL,"
+    " kind INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " status_code INTEGER NOT NULL,"
+    " status_message TEXT,"
+    " attributes TEXT NOT NULL DEFAULT '{}',"
+    " events TEXT NOT NULL DEFAULT '[]',"
+    " links TEXT NOT NULL DEFAULT '[]',"
+    " dropped_attributes_count INTEGER NOT NULL DEFAULT 0,"
+    " dropped_events_count INTEGER NOT NULL DEFAULT 0,"
+    " dropped_links_count INTEGER NOT NULL DEFAULT 0,"
+    " service_name TEXT,"
+    " scope_name TEXT,"
+    " scope_version TEXT,"
+    " PRIMARY KEY (trace_id, span_id));"
+    "CREATE TABLE IF NOT EXISTS traces ("
+    " trace_id TEXT PRIMARY KEY,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " span_count INTEGER NOT NULL,"
+    " error_count INTEGER NOT NULL,"
+    " root_name TEXT,"
+    " service_name TEXT,"
+    " has_root INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS traces_start ON traces (start_ns);"
+    /* Version 2: tail sampling's decisions, shared by the weft
+     * serve processes writing this store (docs/sampling.md). */
+    "CREATE TABLE IF NOT EXISTS trace_decisions ("
+    " trace_id TEXT PRIMARY KEY,"
+    " keep INTEGER NOT NULL,"
+    " rule TEXT NOT NULL,"
+    " decided_ns INTEGER NOT NULL) WITHOUT ROWID;"
+    /* Version 3: content-addressed payloads (store/payload.h,
+     * docs/payloads.md): attribute values hold references into
+     * this table; stored_ns is the last time a writer stored or
+     * re-stored a record, what collection keys on. */
+    "CREATE TABLE IF NOT EXISTS payloads ("
+    " hash TEXT PRIMARY KEY,"
+    " kind INTEGER NOT NULL,"
+    " size INTEGER NOT NULL,"
+    " data BLOB NOT NULL,"
+    " stored_ns INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS payloads_stored ON payloads (stored_ns);";
 
 /* Log a database failure with the path and SQLite's message. */
 void

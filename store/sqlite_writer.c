@@ -80,6 +80,8 @@ struct store_exporter {
     sqlite3_stmt *summary_new;
     sqlite3_stmt *summary_get;
     sqlite3_stmt *summary_set;
+    sqlite3_stmt *payload;                /* prepared on first use */
+    struct weft__store_payloads payloads; /* the batch's, when its columns are built here */
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
@@ -313,7 +315,7 @@ span_texts(struct store_exporter *st,
         }
         return WEFT_OK;
     }
-    err = weft__store_attrs_text(span->attrs, span->attr_count, &st->attrs_text);
+    err = weft__store_attrs_text(span->attrs, span->attr_count, &st->payloads, &st->attrs_text);
     if (err == WEFT_OK) {
         err = weft__store_events_text(span, &st->events_text);
     }
@@ -536,6 +538,36 @@ delta_of(struct trace_delta *deltas, size_t *traces, const struct weft_span_data
     return d;
 }
 
+/* Write the payload records the batch's spans refer to (store.h), in hash order. A record
+ * stored already only has its stored_ns brought forward, at most once per
+ * WEFT__PAYLOAD_TOUCH_NS: collection keeps what was stored or referred to lately. */
+static weft_err
+write_payloads(struct store_exporter *st, const struct weft__store_payloads *pl)
+{
+    sqlite3_int64 now = (sqlite3_int64)weft__now_ns();
+
+    if (pl->count == 0) {
+        return WEFT_OK;
+    }
+    if (prepare_once(st, &st->payload, WEFT__STORE_PAYLOAD_UPSERT_SQLITE) != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    for (size_t i = 0; i < pl->count; i++) {
+        const struct weft__store_payload_rec *r = &pl->recs[i];
+
+        sqlite3_bind_text(st->payload, 1, r->hash, WEFT__PAYLOAD_HEX_LEN, SQLITE_STATIC);
+        sqlite3_bind_int(st->payload, 2, (int)r->kind);
+        sqlite3_bind_int64(st->payload, 3, (sqlite3_int64)r->raw_len);
+        sqlite3_bind_blob(st->payload, 4, weft__store_payloads_data(pl, i), (int)r->len,
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(st->payload, 5, now);
+        if (step_rebound(st->payload) != SQLITE_DONE) {
+            return WEFT_EIO;
+        }
+    }
+    return WEFT_OK;
+}
+
 static weft_err
 write_batch(struct store_exporter *st,
             const struct weft_span_data *const *spans,
@@ -549,6 +581,7 @@ write_batch(struct store_exporter *st,
     if (deltas == NULL) {
         return WEFT_ENOMEM;
     }
+    weft__store_payloads_reset(&st->payloads);
     for (size_t i = 0; i < count && err == WEFT_OK; i++) {
         const struct weft_span_data *span = spans[i];
         struct trace_delta *d = delta_of(deltas, &traces, span);
@@ -575,6 +608,12 @@ write_batch(struct store_exporter *st,
     /* Refresh the summary of every trace the batch touched, once each. */
     for (size_t t = 0; t < traces && err == WEFT_OK; t++) {
         err = summary_add(st, &deltas[t]);
+    }
+    if (err == WEFT_OK && prebuilt == NULL) {
+        weft__store_payloads_sort(&st->payloads); /* texts_build sorted prebuilt's */
+    }
+    if (err == WEFT_OK) {
+        err = write_payloads(st, prebuilt != NULL ? &prebuilt->payloads : &st->payloads);
     }
     weft__free(deltas);
     return err;
@@ -677,11 +716,13 @@ store_destroy(void *self)
     sqlite3_finalize(st->summary_new);
     sqlite3_finalize(st->summary_get);
     sqlite3_finalize(st->summary_set);
+    sqlite3_finalize(st->payload);
     /* sqlite3_close_v2 checkpoints the WAL when this is the last connection. */
     sqlite3_close_v2(st->db);
     weft__buf_cleanup(&st->attrs_text);
     weft__buf_cleanup(&st->events_text);
     weft__buf_cleanup(&st->links_text);
+    weft__store_payloads_cleanup(&st->payloads);
     weft__free(st->path);
     weft__free(st);
 }
@@ -716,6 +757,7 @@ weft__store_sqlite_exporter_new(const char *db_path, struct weft_exporter **out)
     weft__buf_init(&st->attrs_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&st->events_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&st->links_text, STORE_JSON_COLUMN_MAX);
+    weft__store_payloads_init(&st->payloads);
     st->path = weft__strdup(db_path);
     if (st->path == NULL) {
         err = WEFT_ENOMEM;

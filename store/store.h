@@ -16,6 +16,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "store/payload.h"
 
 #include <jansson.h>
 #include <sqlite3.h>
@@ -28,7 +29,8 @@
 
 /* --- backends ------------------------------------------------------------------------------ */
 
-struct weft__store_texts; /* json.c */
+struct weft__store_texts;    /* json.c */
+struct weft__store_payloads; /* payload_batch.c */
 
 /* Is @p location a PostgreSQL connection URL (postgresql:// or postgres://)? */
 bool weft__store_is_pg_url(const char *location);
@@ -123,6 +125,13 @@ struct weft__store_reader_ops {
     /* Every span of the trace as node columns, at most @p limit, in any order. */
     weft_err (*nodes)(
         void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn, void *user);
+    /* The payload records (payload.h) among @p hashes, each through @p each; a hash with no
+     * record is not reported. */
+    weft_err (*payloads)(void *impl,
+                         const char *const *hashes,
+                         size_t count,
+                         weft__payload_each_fn each,
+                         void *each_user);
     /* A read snapshot around a page read (nodes, then spans_by_id): both see the same spans. */
     weft_err (*begin)(void *impl);
     void (*end)(void *impl);
@@ -251,19 +260,88 @@ weft_err weft__store_migrate(sqlite3 *db, const char *path);
 /* --- json.c ------------------------------------------------------------------------------ */
 
 /* Write the JSON of a span's attributes, events and links, as the store keeps them, into
- * @p out (its contents replaced; data never NULL on success). @return WEFT_OK or WEFT_ENOMEM
- * (also past the buffer's cap, or for an attribute with a NULL key). */
-weft_err weft__store_attrs_text(const struct weft_attr *attrs, size_t count, struct weft__buf *out);
+ * @p out (its contents replaced; data never NULL on success). With @p pl, a long attribute
+ * text (WEFT__PAYLOAD_MIN bytes of valid UTF-8 without NUL) is written as a payload
+ * reference, {"type":"payload","value":REF}, and its records are added to @p pl (NULL, or a
+ * collector set up with payloads disabled: inline, as before). @return WEFT_OK or
+ * WEFT_ENOMEM (also past the buffer's cap, or for an attribute with a NULL key). */
+weft_err weft__store_attrs_text(const struct weft_attr *attrs,
+                                size_t count,
+                                struct weft__store_payloads *pl,
+                                struct weft__buf *out);
 weft_err weft__store_events_text(const struct weft_span_data *span, struct weft__buf *out);
 weft_err weft__store_links_text(const struct weft_span_data *span, struct weft__buf *out);
+
+/* --- payload_batch.c: a batch's payload records ------------------------------------------- */
+
+/* The payload records (store/payload.h) a batch's attribute columns refer to, collected while
+ * the columns are written and stored by the backend in the batch's transaction, so a span is
+ * never committed without the text it refers to. Each record appears once (a text repeated
+ * across the batch is cut and compressed once); sorted by hash before they are written, so two
+ * writers lock them in the same order (weft__store_texts_build() sorts its own). */
+struct weft__store_payload_rec {
+    char hash[WEFT__PAYLOAD_HEX_LEN + 1];
+    weft__payload_kind kind;
+    size_t raw_len;
+    size_t off; /* into data */
+    size_t len;
+};
+struct weft__store_payloads {
+    struct weft__buf data; /* the records' bytes back to back */
+    struct weft__store_payload_rec *recs;
+    size_t count;
+    size_t cap;
+    uint32_t *index; /* open addressing over recs by hash; index_cap slots, 0 = empty, else i+1 */
+    size_t index_cap;
+    bool is_enabled; /* weft__payload_enabled() when the collector was set up */
+};
+/* A record stored again has its stored_ns brought forward at most this often (a write per
+ * touch would double the writes of repeated texts); collection spares records stored or
+ * touched within twice this of its cutoff. */
+#define WEFT__PAYLOAD_TOUCH_NS (1800ull * 1000000000ull)
+#define WEFT__STORE_PAYLOAD_UPSERT_SQLITE                                                  \
+    "INSERT INTO payloads (hash, kind, size, data, stored_ns) VALUES (?1, ?2, ?3, ?4, ?5)" \
+    " ON CONFLICT (hash) DO UPDATE SET stored_ns = excluded.stored_ns"                     \
+    " WHERE payloads.stored_ns < excluded.stored_ns - 1800000000000"
+
+void weft__store_payloads_init(struct weft__store_payloads *pl);
+void weft__store_payloads_reset(struct weft__store_payloads *pl);
+void weft__store_payloads_cleanup(struct weft__store_payloads *pl);
+/* Store @p text as payloads into @p pl; @p ref receives its reference. @return as
+ * weft__payload_put(). */
+weft_err weft__store_payloads_add(struct weft__store_payloads *pl,
+                                  const char *text,
+                                  size_t len,
+                                  char ref[WEFT__PAYLOAD_HEX_LEN + 1]);
+/* Sort the records by hash (the order a backend writes them in). */
+void weft__store_payloads_sort(struct weft__store_payloads *pl);
+/* Record @p i's data. */
+const unsigned char *weft__store_payloads_data(const struct weft__store_payloads *pl, size_t i);
+
+/* Collect the payload records no span of the SQLite store @p db refers to (payload_gc.c),
+ * inside the caller's write transaction; @p dry_run counts them only. @return WEFT_OK or
+ * WEFT_EIO. */
+weft_err weft__store_sqlite_payload_sweep(sqlite3 *db, bool dry_run, size_t *deleted);
+
+/* Resolve the payload references of attribute object @p attrs (a JSON object of the
+ * attributes column) in place: each {"type":"payload","value":REF} becomes the text, read
+ * through @p src. A record that is missing or damaged makes the value a sentence saying so
+ * (logged with @p where), never a crash or a silently missing attribute; when the database
+ * itself failed (@p src sets *@p is_db_failed) the read fails. @return WEFT_OK, WEFT_ENOMEM,
+ * WEFT_EIO. */
+weft_err weft__store_resolve_payloads(json_t *attrs,
+                                      const struct weft__payload_source *src,
+                                      const bool *is_db_failed,
+                                      const char *where);
 
 /* A batch's JSON columns written ahead of the store's writer, so that the requests weft serve
  * ingests at once build theirs in parallel while one of them holds the writer (ingest.c):
  * column k of span i (k = 0 attributes, 1 events, 2 links) is column 3 * i + k. */
 struct weft__store_texts {
-    struct weft__buf text; /* the columns back to back, each closed by a NUL */
-    size_t *starts;        /* 3 * count + 1 offsets into text */
-    size_t count;          /* spans */
+    struct weft__buf text;                /* the columns back to back, each closed by a NUL */
+    size_t *starts;                       /* 3 * count + 1 offsets into text */
+    size_t count;                         /* spans */
+    struct weft__store_payloads payloads; /* the records the attribute columns refer to */
 };
 
 /* Build the columns of @p count spans into @p texts, whose text holds at most @p max bytes

@@ -157,6 +157,8 @@ struct weft_store_gc_report {
     size_t partitions;    /**< PostgreSQL partitions dropped */
     int64_t bytes_before; /**< SQLite: the file's bytes (with its WAL) before; -1 unknown */
     int64_t bytes_after;  /**< ... and after (the dry run: as before) */
+    size_t payloads;      /**< payload records (prompts, answers, tool I/O stored once by
+                               content hash) no span kept refers to any more: deleted */
 };
 
 /** Delete what the span store at @p location (NULL: weft_store_default_path()) keeps past

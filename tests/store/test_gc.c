@@ -62,18 +62,27 @@ write_trace(struct fx *f, unsigned k, uint64_t start_ms, size_t spans, size_t pa
     assert_non_null(attrs);
     assert_non_null(ids);
     assert_non_null(text);
-    memset(text, 'x', payload);
     snprintf(trace, sizeof(trace), "%032x", k + 1);
     for (size_t i = 0; i < spans; i++) {
+        /* Text of its own per span (a repeated one would be stored once, as a payload). */
+        uint32_t x = k * 7919u + (uint32_t)i * 104729u + 1;
+
+        for (size_t b = 0; b < payload; b++) {
+            x = x * 1103515245u + 12345u;
+            text[b] = (char)('a' + (x >> 16) % 26);
+        }
         snprintf(ids[i], sizeof(ids[i]), "%016zx", i + 1);
         batch[i] = store_spans_make(trace, ids[i], i == 0 ? NULL : ids[0], "work", start_ms + i, 1);
-        attrs[i] = weft_attr_str("payload", text);
+        attrs[i] = weft_attr_str("payload", strdup(text));
         batch[i].attrs = &attrs[i];
         batch[i].attr_count = 1;
     }
     assert_weft_ok(store_spans_export(f->ex, batch, spans));
     free(text);
     free(ids);
+    for (size_t i = 0; i < spans; i++) {
+        free((char *)(uintptr_t)attrs[i].value.u.str);
+    }
     free(attrs);
     free(batch);
 }

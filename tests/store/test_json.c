@@ -309,7 +309,7 @@ expect_same_capped(const struct weft_span_data *span, size_t max)
 
     weft__buf_init(&got, max);
     weft__buf_init(&want, max);
-    err = weft__store_attrs_text(span->attrs, span->attr_count, &got);
+    err = weft__store_attrs_text(span->attrs, span->attr_count, NULL, &got);
     ref_err = ref_dump_json(ref_attrs_json(span->attrs, span->attr_count), &want);
     expect_equal("attributes", err, ref_err, &got, &want);
     err = weft__store_events_text(span, &got);
@@ -334,7 +334,7 @@ expect_attrs_text(const struct weft_attr *attrs, size_t n, const char *text)
     struct weft__buf got;
 
     weft__buf_init(&got, 0);
-    assert_weft_ok(weft__store_attrs_text(attrs, n, &got));
+    assert_weft_ok(weft__store_attrs_text(attrs, n, NULL, &got));
     assert_string_equal(got.data, text);
     weft__buf_cleanup(&got);
 }
@@ -871,7 +871,7 @@ expect_batch_column(const struct weft__store_texts *texts,
     const char *text = weft__store_texts_column(texts, 3 * i + k, &len);
 
     weft__buf_init(&one, 0);
-    assert_weft_ok(k == 0   ? weft__store_attrs_text(span->attrs, span->attr_count, &one)
+    assert_weft_ok(k == 0   ? weft__store_attrs_text(span->attrs, span->attr_count, NULL, &one)
                    : k == 1 ? weft__store_events_text(span, &one)
                             : weft__store_links_text(span, &one));
     assert_int_equal(len, one.len);

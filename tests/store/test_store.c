@@ -6,6 +6,8 @@
 #include "support/failalloc.h"
 #ifdef WEFT_TEST_STORE_PG
 #include "support/pg_server.h"
+
+#include <libpq-fe.h>
 #endif
 #include "support/store_spans.h"
 #include "support/weft_test.h"
@@ -164,7 +166,7 @@ test_store_exporter_creates_private_wal_database(void **state)
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(stmt, 0), 2);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 3);
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
@@ -1294,8 +1296,8 @@ assert_same_columns(const struct weft_span_data *a, const struct weft_span_data 
 
     weft__buf_init(&x, 0);
     weft__buf_init(&y, 0);
-    assert_weft_ok(weft__store_attrs_text(a->attrs, a->attr_count, &x));
-    assert_weft_ok(weft__store_attrs_text(b->attrs, b->attr_count, &y));
+    assert_weft_ok(weft__store_attrs_text(a->attrs, a->attr_count, NULL, &x));
+    assert_weft_ok(weft__store_attrs_text(b->attrs, b->attr_count, NULL, &y));
     assert_string_equal(x.data, y.data);
     assert_weft_ok(weft__store_events_text(a, &x));
     assert_weft_ok(weft__store_events_text(b, &y));
@@ -1533,6 +1535,215 @@ test_store_page_fails_cleanly_out_of_memory(void **state)
     assert_true(is_done);
 }
 
+/* ---- payloads ------------------------------------------------------------------------- */
+
+#define CONV_TURNS 6
+
+/* The conversation a chat span carries at turn @p turn: the history so far, as JSON. */
+static char *
+conversation(unsigned turn)
+{
+    struct weft__buf b;
+
+    weft__buf_init(&b, 0);
+    assert_weft_ok(weft__buf_append_str(&b, "[{\"role\":\"system\",\"content\":\"You plan.\"}"));
+    for (unsigned t = 0; t <= turn; t++) {
+        assert_weft_ok(weft__buf_printf(&b, ",{\"role\":\"user\",\"content\":\"turn %u:", t));
+        for (unsigned w = 0; w < 90; w++) {
+            assert_weft_ok(weft__buf_printf(&b, " w%u-%u", t, (w * 7919u + t) % 1000u));
+        }
+        assert_weft_ok(weft__buf_append_str(&b, "\"}"));
+    }
+    assert_weft_ok(weft__buf_append_str(&b, "]"));
+    return b.data;
+}
+
+/* Trace @p trace: one chat span per turn carrying the conversation twice (the GenAI and the
+ * Langfuse attribute, as weft's own chat spans do), plus a 511-byte text and a long text with
+ * an invalid byte, which stay inline. */
+static void
+write_conversation(
+    struct fixture *f, const char *trace, char **conv, const char *short_text, const char *bad_text)
+{
+    struct weft_span_data spans[CONV_TURNS];
+    struct weft_attr attrs[CONV_TURNS][4];
+    char ids[CONV_TURNS][17];
+
+    for (unsigned t = 0; t < CONV_TURNS; t++) {
+        snprintf(ids[t], sizeof(ids[t]), "%016x", t + 1);
+        spans[t] = make_span(trace, ids[t], t == 0 ? NULL : ids[0], "chat m", 10 * t, 5);
+        attrs[t][0] = weft_attr_str("gen_ai.input.messages", conv[t]);
+        attrs[t][1] = weft_attr_str("langfuse.observation.input", conv[t]);
+        attrs[t][2] = weft_attr_str("short", short_text);
+        attrs[t][3] = weft_attr_str("bad", bad_text);
+        spans[t].attrs = attrs[t];
+        spans[t].attr_count = 4;
+    }
+    /* Two batches: the records of the second are partly the first's. */
+    assert_weft_ok(export_batch(f->ex, spans, CONV_TURNS / 2));
+    assert_weft_ok(export_batch(f->ex, spans + CONV_TURNS / 2, CONV_TURNS - CONV_TURNS / 2));
+}
+
+static const char *
+attr_text(const struct weft_span_data *span, const char *key, size_t *len)
+{
+    for (size_t i = 0; i < span->attr_count; i++) {
+        if (strcmp(span->attrs[i].key, key) == 0) {
+            assert_int_equal(span->attrs[i].value.type, WEFT_VALUE_STRING);
+            *len = span->attrs[i].value.len;
+            return span->attrs[i].value.u.str;
+        }
+    }
+    fail_msg("no attribute %s", key);
+    return NULL;
+}
+
+static void
+assert_conversation(struct fixture *f, const char *trace, char **conv, const char *short_text)
+{
+    struct weft_trace *tr = NULL;
+    struct weft_trace *one = NULL;
+    size_t len = 0;
+
+    assert_weft_ok(weft_store_load_trace(open_store(f), trace, &tr));
+    assert_int_equal(weft_trace_span_count(tr), CONV_TURNS);
+    for (size_t i = 0; i < CONV_TURNS; i++) {
+        const struct weft_span_data *span = weft_trace_span(tr, i);
+        unsigned t = span->span_id[7] - 1u;
+        const char *got = attr_text(span, "gen_ai.input.messages", &len);
+
+        assert_int_equal(len, strlen(conv[t]));
+        assert_memory_equal(got, conv[t], len);
+        got = attr_text(span, "langfuse.observation.input", &len);
+        assert_int_equal(len, strlen(conv[t]));
+        assert_memory_equal(got, conv[t], len);
+        assert_string_equal(attr_text(span, "short", &len), short_text);
+        got = attr_text(span, "bad", &len);
+        assert_non_null(strstr(got, "\xef\xbf\xbd")); /* replaced, as an inline text is */
+    }
+    weft_trace_free(tr);
+    assert_weft_ok(weft_store_load_span(f->store, trace, "0000000000000006", &one));
+    assert_memory_equal(attr_text(weft_trace_span(one, 0), "gen_ai.input.messages", &len), conv[5],
+                        strlen(conv[5]));
+    weft_trace_free(one);
+}
+
+/* Long texts are stored once per content hash and read back byte for byte, by every read. */
+static void
+test_store_long_texts_round_trip_as_payloads(void **state)
+{
+    struct fixture *f = *state;
+    char *conv[CONV_TURNS];
+    char short_text[512];
+    char bad_text[700];
+
+    for (unsigned t = 0; t < CONV_TURNS; t++) {
+        conv[t] = conversation(t);
+        assert_true(strlen(conv[t]) >= WEFT__PAYLOAD_MIN);
+    }
+    memset(short_text, 's', 511);
+    short_text[511] = '\0';
+    memset(bad_text, 'b', sizeof(bad_text) - 1);
+    bad_text[300] = (char)0xff;
+    bad_text[sizeof(bad_text) - 1] = '\0';
+    write_conversation(f, TA, conv, short_text, bad_text);
+    write_conversation(f, TB, conv, short_text, bad_text);
+    assert_conversation(f, TA, conv, short_text);
+    assert_conversation(f, TB, conv, short_text);
+#ifndef WEFT_TEST_STORE_PG
+    {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *stmt = NULL;
+        int64_t raw = 0;
+        struct weft_store_gc_report rep;
+
+        for (unsigned t = 0; t < CONV_TURNS; t++) {
+            raw += 2 * 2 * (int64_t)strlen(conv[t]); /* two attributes, two traces */
+        }
+        assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT (SELECT count(*) FROM spans WHERE"
+                                            " json_extract(attributes, '$.\"gen_ai.input.messages\""
+                                            ".type') = 'payload'), (SELECT sum(length(data)) FROM"
+                                            " payloads), (SELECT count(*) FROM spans WHERE"
+                                            " json_extract(attributes, '$.short') IS NOT NULL"
+                                            " AND json_type(attributes, '$.short') = 'text')",
+                                            -1, &stmt, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(stmt, 0), 2 * CONV_TURNS);
+        /* The history is stored about once: far less than the texts the spans carry. */
+        assert_true(sqlite3_column_int64(stmt, 1) * 10 < raw);
+        assert_int_equal(sqlite3_column_int(stmt, 2), 2 * CONV_TURNS); /* 511 bytes: inline */
+        sqlite3_finalize(stmt);
+        sqlite3_close_v2(db);
+        /* Deleting TA keeps what TB refers to; deleting TB too leaves no record. */
+        assert_weft_ok(weft_store_gc(f->db, T0 + 4 * MS, 0, false, &rep, NULL, 0));
+        assert_int_equal(rep.traces, 0);
+        assert_weft_ok(weft_store_gc(f->db, T0 + 1000 * MS, 0, true, &rep, NULL, 0));
+        assert_int_equal(rep.traces, 2);
+        assert_true(rep.payloads > 0); /* the dry run counts them */
+        assert_conversation(f, TB, conv, short_text);
+        assert_weft_ok(weft_store_gc(f->db, T0 + 1000 * MS, 0, false, &rep, NULL, 0));
+        assert_int_equal(rep.traces, 2);
+        assert_true(rep.payloads > 0);
+        assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM payloads", -1, &stmt, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(stmt, 0), 0);
+        sqlite3_finalize(stmt);
+        sqlite3_close_v2(db);
+    }
+#endif
+    for (unsigned t = 0; t < CONV_TURNS; t++) {
+        free(conv[t]);
+    }
+}
+
+/* A reference whose record is gone reads as a sentence saying so, and the rest of the span
+ * reads as before. */
+static void
+test_store_missing_payload_reads_as_a_sentence(void **state)
+{
+    struct fixture *f = *state;
+    char *conv[CONV_TURNS];
+    struct weft_trace *one = NULL;
+    size_t len = 0;
+    char short_text[600];
+
+    for (unsigned t = 0; t < CONV_TURNS; t++) {
+        conv[t] = conversation(t);
+    }
+    memset(short_text, 's', 10);
+    short_text[10] = '\0';
+    write_conversation(f, TA, conv, short_text, short_text);
+    {
+#ifdef WEFT_TEST_STORE_PG
+        PGconn *conn = PQconnectdb(f->db);
+
+        PQclear(PQexec(conn, "DELETE FROM weft_payloads"));
+        PQfinish(conn);
+#else
+        sqlite3 *db = NULL;
+
+        assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, "DELETE FROM payloads", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close_v2(db);
+#endif
+    }
+    weft_test_capture_logs();
+    assert_weft_ok(weft_store_load_span(open_store(f), TA, "0000000000000002", &one));
+    assert_non_null(strstr(attr_text(weft_trace_span(one, 0), "gen_ai.input.messages", &len),
+                           "is missing from"));
+    assert_string_equal(attr_text(weft_trace_span(one, 0), "short", &len), short_text);
+    assert_non_null(strstr(weft_test_logs(), "payload"));
+    weft_trace_free(one);
+    for (unsigned t = 0; t < CONV_TURNS; t++) {
+        free(conv[t]);
+    }
+}
+
 #ifdef WEFT_TEST_STORE_PG
 /* The backend-neutral tests again, on PostgreSQL: the same public read and write API over a
  * real server (store_pg/store_api; PostgreSQL's own cases are tests/store_pg/test_store_pg.c). */
@@ -1558,6 +1769,8 @@ main(void)
         T(test_store_render_summarises_5000_spans_keeping_errors),
         T(test_store_page_equals_the_page_of_the_whole_load),
         T(test_store_page_edges_and_errors),
+        T(test_store_long_texts_round_trip_as_payloads),
+        T(test_store_missing_payload_reads_as_a_sentence),
 #undef T
     };
 
@@ -1598,6 +1811,8 @@ main(void)
         T(test_store_reader_sees_batches_written_after_open),
         T(test_store_default_path_uses_weft_home),
         T(test_store_load_and_render_fail_cleanly_out_of_memory),
+        T(test_store_long_texts_round_trip_as_payloads),
+        T(test_store_missing_payload_reads_as_a_sentence),
         T(test_store_exporter_fails_cleanly_out_of_memory),
         T(test_store_render_summarises_5000_spans_keeping_errors),
         T(test_store_render_keeps_outcome_attributes_events_and_links),

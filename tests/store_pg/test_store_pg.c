@@ -398,7 +398,7 @@ test_pg_batch_round_trips_every_field(void **state)
                               "a\xEF\xBF\xBD"
                               "b",
                               5);
-    assert_weft_ok(weft__store_attrs_text(attrs, 11, &want));
+    assert_weft_ok(weft__store_attrs_text(attrs, 11, NULL, &want));
     want_j = json_loads(want.data, 0, NULL);
     got_j = json_loads(r.text[i][WEFT__COL_ATTRS], 0, NULL);
     assert_non_null(want_j);
@@ -636,8 +636,8 @@ test_pg_two_exporters_at_once_store_once(void **state)
                                  " WHERE s.trace_id = weft_traces.trace_id AND status_code = 2)"
                                  " OR NOT has_root"),
                      0);
-    /* Both created the schema at once: one version row. */
-    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 2);
+    /* Both created the schema at once: one row per version. */
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 3);
 }
 
 static void
@@ -799,7 +799,7 @@ test_pg_drop_before_drops_old_partitions_and_traces(void **state)
     weft_exporter_free(ex);
     assert_int_equal(count_of(f, "SELECT count(*) FROM weft_traces"), 3);
 
-    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted));
+    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted, NULL));
     assert_int_equal(dropped, 2);
     assert_int_equal(deleted, 2);
     assert_int_equal(count_of(f, "SELECT count(*) FROM weft_traces"), 1);
@@ -811,7 +811,7 @@ test_pg_drop_before_drops_old_partitions_and_traces(void **state)
                                  " WHERE inhparent = 'weft_spans'::regclass"),
                      4);
     /* Nothing more to drop. */
-    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted));
+    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted, NULL));
     assert_int_equal(dropped, 0);
     assert_int_equal(deleted, 0);
 }
@@ -874,7 +874,7 @@ test_pg_drop_before_recounts_a_trace_that_straddles_the_cutoff(void **state)
     assert_int_equal(count_of(f, "SELECT span_count FROM weft_traces WHERE trace_id = '" TA "'"),
                      4);
 
-    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted));
+    assert_weft_ok(weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted, NULL));
     assert_int_equal(dropped, 1);
     assert_int_equal(deleted, 1); /* TB: no span left */
     assert_int_equal(count_of(f, "SELECT count(*) FROM weft_traces WHERE trace_id = '" TB "'"), 0);
@@ -1166,7 +1166,7 @@ test_pg_database_without_schema_is_not_found(void **state)
     assert_weft_err(weft__store_pg_reader_open(f->url, &ops, &impl), WEFT_ENOTFOUND);
     assert_null(ops);
     assert_null(impl);
-    assert_weft_err(weft__store_pg_drop_before(f->url, 1, &dropped, NULL), WEFT_ENOTFOUND);
+    assert_weft_err(weft__store_pg_drop_before(f->url, 1, &dropped, NULL, NULL), WEFT_ENOTFOUND);
     /* A newer schema is refused by both sides. */
     PQclear(run_ok(f->conn, "CREATE TABLE weft_span_schema (version INT PRIMARY KEY);"
                             " INSERT INTO weft_span_schema VALUES (99);"
@@ -1215,7 +1215,7 @@ test_pg_password_never_in_messages(void **state)
     }
     weft_exporter_free(ex);
     assert_weft_err(weft__store_pg_add_interrupted_span(url, &span), WEFT_EIO);
-    assert_weft_err(weft__store_pg_drop_before(url, 1, NULL, NULL), WEFT_EIO);
+    assert_weft_err(weft__store_pg_drop_before(url, 1, NULL, NULL, NULL), WEFT_EIO);
     assert_non_null(strstr(weft_test_logs(), "store postgresql://u:***@127.0.0.1:1/x"));
     assert_non_null(strstr(weft_test_logs(), "cannot connect"));
     assert_null(strstr(weft_test_logs(), "secret"));
