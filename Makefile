@@ -8,7 +8,7 @@ CTEST      := ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
 	test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest \
-	bench-ingest-pg install format format-check clean
+	bench-ingest-pg bench-payloads install format format-check clean
 
 all: build
 
@@ -118,6 +118,14 @@ bench-ingest: build
 INGEST_PG_BENCH_ARGS ?= --only decode_store:protobuf
 bench-ingest-pg: build
 	@scripts/bench-pg.sh $(BUILD)/ingest_bench $(INGEST_PG_BENCH_ARGS)
+
+# Content-addressed payloads (docs/payloads.md): bytes that repeated runs of a 25-step,
+# 50-agent-LLM-call conversation with content capture leave in the stores, payloads off and on,
+# SQLite, then a throwaway PostgreSQL 15 (`make deps-servers`). PAYLOAD_BENCH_ARGS: --runs N.
+PAYLOAD_BENCH_ARGS ?= --runs 5
+bench-payloads: build
+	@python3 scripts/payload-bytes.py --weft $(BUILD)/weft $(PAYLOAD_BENCH_ARGS)
+	@scripts/bench-pg.sh python3 scripts/payload-bytes.py --weft $(BUILD)/weft $(PAYLOAD_BENCH_ARGS)
 
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)
