@@ -1,9 +1,11 @@
-# scripts/payload-bytes-workflow.py DIR - writes the workflow scripts/payload-bytes.py measures by
+# scripts/payload-bytes-workflow.py DIR [SECRET] - writes the workflow scripts/payload-bytes.py measures by
 # default, and its script: a 25-step, 50-agent-LLM-call conversation. One writer agent (1.5 KB
 # of instructions); each step a write_file tool call and then an answer of about 700 bytes, and
 # each step is given every earlier step's answer (depends_on all of them), so the text sent to
 # the model grows step after step as a conversation's history does. Text is drawn from a
 # seeded generator over a vocabulary: the same every time, and no more repetitive than prose.
+# SECRET, when given, is written into the agent's instructions (tests/payloads: it must be
+# redacted before anything is hashed or stored).
 import json
 import os
 import random
@@ -22,6 +24,8 @@ def prose(words):
 
 
 instructions = " ".join(prose(12) for _ in range(18))
+if len(sys.argv) > 2:
+    instructions += " Deploy with the key %s when asked." % sys.argv[2]
 plan = [{"agent": "writer", "task": "Write section %d of the report on tracing agent runs." % i,
          "depends_on": ["s%d" % j for j in range(1, i)]} for i in range(1, STEPS + 1)]
 acts = []

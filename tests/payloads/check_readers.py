@@ -12,6 +12,8 @@ before: the reference) and one with payloads on. Then, for the run with payloads
   - `weft replay` answers every LLM call from the stored exchanges and every tool call from the
     stored results and reports the replay identical; `weft fork --from s20` reuses the steps
     before s20 from the stored results and completes.
+An API key in the agent's instructions is redacted before anything is hashed or stored: it is
+in no file of either WEFT_HOME and in no payload record once inflated.
 Exit status 0 when all hold; a message on stderr and 1 otherwise.
 """
 import json
@@ -23,9 +25,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 
 WEFT, SRC = sys.argv[1], sys.argv[2]
 LONG = 512
+SECRET = "sk-live-0123456789abcdefABCDEF"
 
 
 def fail(msg):
@@ -127,12 +131,33 @@ def store_counts(home):
     return refs, records
 
 
+def secret_nowhere(home):
+    """The secret is in no file under @home, and in no payload record of its SQLite stores."""
+    for root, _, files in os.walk(home):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                if SECRET.encode() in f.read():
+                    fail("the secret is in %s" % os.path.join(root, name))
+    inflated = 0
+    for db in ("weft.db", "state.db"):
+        con = sqlite3.connect(os.path.join(home, db))
+        if con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'payloads'").fetchone()[0]:
+            for kind, data in con.execute("SELECT kind, data FROM payloads"):
+                if kind == 0:
+                    text = zlib.decompressobj(-15).decompress(data)
+                    inflated += 1
+                    if SECRET.encode() in text:
+                        fail("the secret is in a payload record of %s" % db)
+        con.close()
+    return inflated
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="weft-payload-readers-") as tmp:
         wf_dir = os.path.join(tmp, "wf")
         os.makedirs(wf_dir)
         subprocess.run([sys.executable, os.path.join(SRC, "scripts", "payload-bytes-workflow.py"),
-                        wf_dir], check=True)
+                        wf_dir, SECRET], check=True)
         workflow = os.path.join(wf_dir, "workflow.json")
         runs = {}
         for mode in ("off", "on"):
@@ -166,6 +191,10 @@ def main():
                      (what, len(got), len(ref), str(diff)[:800]))
 
         same("weft trace show --json", on_spans, off_spans)
+        redacted = [v for s in on_spans for k, v in s["attributes"].items()
+                    if k == "gen_ai.system_instructions"]
+        if not redacted or any(SECRET in v or "[REDACTED]" not in v for v in redacted):
+            fail("the instructions on the spans are not redacted: %s" % str(redacted)[:300])
         on_api = serve_reads(on_home, on_run, on_trace)
         off_api = serve_reads(off_home, off_run, off_trace)
         same("GET /api/v1/traces/ID", on_api[0], off_api[0])
@@ -178,6 +207,9 @@ def main():
              [off_mcp[1][s["span_id"]] | {"name": s["name"]} for s in off_spans
               if s["span_id"] in off_mcp[1]])
 
+        if secret_nowhere(on_home) < 50:
+            fail("too few payload records were inflated")
+        secret_nowhere(off_home)
         r = weft(on_home, "replay", on_run, "--json", check=False)
         if r.returncode != 0:
             fail("weft replay exited %d: %s %s" % (r.returncode, r.stdout[-1500:], r.stderr[-1500:]))

@@ -1562,8 +1562,12 @@ conversation(unsigned turn)
  * Langfuse attribute, as weft's own chat spans do), plus a 511-byte text and a long text with
  * an invalid byte, which stay inline. */
 static void
-write_conversation(
-    struct fixture *f, const char *trace, char **conv, const char *short_text, const char *bad_text)
+write_conversation(struct fixture *f,
+                   const char *trace,
+                   char **conv,
+                   const char *short_text,
+                   const char *bad_text,
+                   bool is_prebuilt)
 {
     struct weft_span_data spans[CONV_TURNS];
     struct weft_attr attrs[CONV_TURNS][4];
@@ -1579,9 +1583,26 @@ write_conversation(
         spans[t].attrs = attrs[t];
         spans[t].attr_count = 4;
     }
-    /* Two batches: the records of the second are partly the first's. */
-    assert_weft_ok(export_batch(f->ex, spans, CONV_TURNS / 2));
-    assert_weft_ok(export_batch(f->ex, spans + CONV_TURNS / 2, CONV_TURNS - CONV_TURNS / 2));
+    /* Two batches: the records of the second are partly the first's. Prebuilt: the columns
+     * and records made ahead of the writer, as OTLP ingest makes them. */
+    for (int half = 0; half < 2; half++) {
+        const struct weft_span_data *views[CONV_TURNS];
+        size_t from = half == 0 ? 0 : CONV_TURNS / 2;
+        size_t n = half == 0 ? CONV_TURNS / 2 : CONV_TURNS - CONV_TURNS / 2;
+        struct weft__store_texts texts;
+
+        if (!is_prebuilt) {
+            assert_weft_ok(export_batch(f->ex, spans + from, n));
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            views[i] = &spans[from + i];
+        }
+        assert_weft_ok(weft__store_texts_build(&texts, views, n, 0));
+        assert_true(texts.payloads.count > 0);
+        assert_weft_ok(weft__store_export_texts(f->ex, views, n, &texts));
+        weft__store_texts_cleanup(&texts);
+    }
 }
 
 static const char *
@@ -1646,8 +1667,8 @@ test_store_long_texts_round_trip_as_payloads(void **state)
     memset(bad_text, 'b', sizeof(bad_text) - 1);
     bad_text[300] = (char)0xff;
     bad_text[sizeof(bad_text) - 1] = '\0';
-    write_conversation(f, TA, conv, short_text, bad_text);
-    write_conversation(f, TB, conv, short_text, bad_text);
+    write_conversation(f, TA, conv, short_text, bad_text, false);
+    write_conversation(f, TB, conv, short_text, bad_text, true);
     assert_conversation(f, TA, conv, short_text);
     assert_conversation(f, TB, conv, short_text);
 #ifndef WEFT_TEST_STORE_PG
@@ -1717,7 +1738,7 @@ test_store_missing_payload_reads_as_a_sentence(void **state)
     }
     memset(short_text, 's', 10);
     short_text[10] = '\0';
-    write_conversation(f, TA, conv, short_text, short_text);
+    write_conversation(f, TA, conv, short_text, short_text, false);
     {
 #ifdef WEFT_TEST_STORE_PG
         PGconn *conn = PQconnectdb(f->db);
