@@ -816,6 +816,70 @@ test_pg_drop_before_drops_old_partitions_and_traces(void **state)
     assert_int_equal(deleted, 0);
 }
 
+/* Retention collects the payload records no span left refers to, in its transaction: a text
+ * only the dropped trace had goes, one the kept trace shares stays and reads back whole. */
+static void
+test_pg_drop_before_collects_payloads(void **state)
+{
+    struct fx *f = *state;
+    struct weft_exporter *ex = NULL;
+    struct weft_span_data s[2];
+    struct weft_attr a[2][2];
+    struct weft_store *store = NULL;
+    struct weft_trace *tr = NULL;
+    uint64_t today = now_ns() / DAY * DAY;
+    char shared[20000];
+    char own[20000];
+    uint32_t x = 28;
+    size_t dropped = 0;
+    size_t deleted = 0;
+    size_t payloads = 0;
+    bool is_found = false;
+
+    for (size_t i = 0; i < sizeof(shared) - 1; i++) { /* several chunks each (an LCG) */
+        x = x * 1103515245u + 12345u;
+        shared[i] = (char)('a' + (x >> 16) % 26);
+        x = x * 1103515245u + 12345u;
+        own[i] = (char)('A' + (x >> 16) % 26);
+    }
+    shared[sizeof(shared) - 1] = '\0';
+    own[sizeof(own) - 1] = '\0';
+    s[0] = make_span(TA, "0000000000000001", NULL, "old", today - 5 * DAY, 1);
+    s[1] = make_span(TC, "0000000000000001", NULL, "new", today + 60 * 1000 * MS, 1);
+    a[0][0] = weft_attr_str("gen_ai.input.messages", shared);
+    a[0][1] = weft_attr_str("gen_ai.output.messages", own);
+    a[1][0] = weft_attr_str("gen_ai.input.messages", shared);
+    a[1][1] = weft_attr_str("weft.note", "short");
+    for (int i = 0; i < 2; i++) {
+        s[i].attrs = a[i];
+        s[i].attr_count = 2;
+    }
+    assert_weft_ok(weft__store_pg_exporter_new(f->url, &ex));
+    assert_weft_ok(export_batch(ex, s, 2));
+    weft_exporter_free(ex);
+    assert_true(count_of(f, "SELECT count(*) FROM weft_payloads") >= 4);
+    assert_weft_ok(
+        weft__store_pg_drop_before(f->url, today - 4 * DAY, &dropped, &deleted, &payloads));
+    assert_int_equal(deleted, 1);
+    assert_true(payloads >= 2); /* own's chunks and list */
+    /* What is left is exactly what TC refers to: its text and the chunks of that text. */
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_payloads"),
+                     count_of(f, "SELECT 1 + length(data) / 32 FROM weft_payloads WHERE kind = 1"));
+    assert_weft_ok(weft_store_open(f->url, &store));
+    assert_weft_ok(weft_store_load_trace(store, TC, &tr));
+    for (size_t i = 0; i < weft_trace_span(tr, 0)->attr_count; i++) {
+        const struct weft_attr *at = &weft_trace_span(tr, 0)->attrs[i];
+
+        if (strcmp(at->key, "gen_ai.input.messages") == 0) {
+            assert_string_equal(at->value.u.str, shared);
+            is_found = true;
+        }
+    }
+    assert_true(is_found);
+    weft_trace_free(tr);
+    weft_store_close(store);
+}
+
 /* Trace @p trace's summary row, every column, as one text. */
 static const char *
 summary_of(PGconn *conn, const char *trace, char *out, size_t len)
@@ -1329,6 +1393,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_hourly_partitions_are_named_by_hour, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_pg_drop_before_collects_payloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_drop_before_drops_old_partitions_and_traces, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
