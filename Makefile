@@ -91,6 +91,7 @@ bench: build
 	$(BUILD)/metrics_bench
 	$(BUILD)/tail_bench
 	$(BUILD)/spool_bench
+	$(BUILD)/payload_bench
 
 # Distributed runs end to end (no-op tasks through RabbitMQ, `weft worker` processes and
 # PostgreSQL state): starts its own throwaway servers, so it needs the test packages and is
