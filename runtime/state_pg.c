@@ -11,7 +11,9 @@
  * what is read back is exactly what was written. Sessions' messages, scripted cursors, LLM
  * exchanges, corrections and per-run metric snapshots (run_metrics, migration 2, written and
  * folded for metrics_store.c by the weft__state_metrics_* functions) are tables of their own.
- * docs/distributed.md has the full map.
+ * The long texts of LLM exchanges and tool results are content-addressed payloads (payloads,
+ * migration 10, state_payloads.h) that their rows refer to. docs/distributed.md has the full
+ * map.
  *
  * Migrations are an ordered array of SQL texts; version N is migrations[N - 1]. Each is applied
  * in a transaction of its own under pg_advisory_xact_lock(MIGRATION_LOCK) and recorded in
@@ -49,6 +51,7 @@
  * is one row.
  */
 #include "state_backend.h"
+#include "state_payloads.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -80,6 +83,11 @@
 #define RECONNECT_CAP_MS      3600000u   /* WEFT_STATE_RECONNECT_MS is capped at one hour */
 #define JOURNAL_MAX_BYTES     (8u << 20) /* parameter bytes kept per transaction for a replay */
 #define JOURNAL_MAX_ENTRIES   4096u      /* statements kept per transaction (~2 MiB of entries) */
+
+/* The advisory lock payload writers hold shared and their collection exclusively (payload_begin):
+ * "payb" in ASCII. A literal, as it is spelled into SQL texts. */
+#define PAYLOAD_LOCK      "1885436258"
+#define PAYLOAD_GET_BATCH 512 /* hashes asked for per query of a payload read */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Schema                                                                                      */
@@ -265,9 +273,25 @@ static const char migration_8[] =
  * "dropped:RULE" (NULL: no policy). SQLite's version 13. */
 static const char migration_9[] = "ALTER TABLE workflows ADD COLUMN trace_sampling TEXT;";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3,
-                                         migration_4, migration_5, migration_6,
-                                         migration_7, migration_8, migration_9};
+/* Content-addressed payloads (store/payload.h, docs/replay.md): a replay record's text of
+ * WEFT__PAYLOAD_MIN bytes or more is stored once per content hash in payloads, and its row
+ * keeps the reference with the text column empty; a row without one reads as before. The
+ * partial indexes let retention ask whether a reference is still held. SQLite's version 14. */
+static const char migration_10[] =
+    "CREATE TABLE payloads (hash TEXT PRIMARY KEY, kind INT NOT NULL, size BIGINT NOT NULL,"
+    " data bytea NOT NULL);"
+    "ALTER TABLE llm_exchanges ADD COLUMN entry_ref TEXT;"
+    "ALTER TABLE tool_results ADD COLUMN request_ref TEXT, ADD COLUMN outcome_ref TEXT;"
+    "CREATE INDEX llm_exchanges_entry_ref_idx ON llm_exchanges (entry_ref)"
+    " WHERE entry_ref IS NOT NULL;"
+    "CREATE INDEX tool_results_request_ref_idx ON tool_results (request_ref)"
+    " WHERE request_ref IS NOT NULL;"
+    "CREATE INDEX tool_results_outcome_ref_idx ON tool_results (outcome_ref)"
+    " WHERE outcome_ref IS NOT NULL;";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
+                                         migration_5, migration_6, migration_7, migration_8,
+                                         migration_9, migration_10};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2168,6 +2192,168 @@ pg_corrections_each(struct rt_state *base,
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Payloads (state_payloads.h): long replay texts stored once per content hash                 */
+
+/* Free text as p_text() binds it, redacted and then made valid UTF-8, so that a payload's
+ * reference is the hash of what is stored. NULL when out of memory. */
+static char *
+clean_text(const char *s)
+{
+    char *clean = weft__redact_text(s);
+    struct weft__buf b;
+
+    if (clean == NULL || weft__utf8_valid(clean, strlen(clean))) {
+        return clean;
+    }
+    weft__buf_init(&b, 0);
+    if (weft__utf8_sanitize(clean, strlen(clean), WEFT__UTF8_REPLACEMENT, &b) != WEFT_OK ||
+        b.data == NULL) {
+        weft__buf_cleanup(&b);
+        weft__free(clean);
+        return NULL;
+    }
+    weft__free(clean);
+    return b.data;
+}
+
+/* Open the transaction a payload and its row are written in, holding the payload lock shared:
+ * collection (pg_gc_run) takes it exclusively before it decides which records no row holds, so
+ * it never deletes a record a writer found there (ON CONFLICT DO NOTHING) and is about to refer
+ * to. A DO block, not a SELECT: a statement that returns rows would stop the transaction from
+ * being sent again after a lost connection (run_sql_as). */
+static weft_err
+payload_begin(struct pg_state *st)
+{
+    weft_err err = WEFT_OK;
+
+    if (pg_begin(&st->base) != WEFT_OK) {
+        return WEFT_EIO;
+    }
+    err = exec_sql(st, "payload lock",
+                   "DO $$ BEGIN PERFORM pg_advisory_xact_lock_shared(" PAYLOAD_LOCK "); END $$",
+                   NULL);
+    if (err != WEFT_OK) {
+        (void)tx_end(st, err);
+    }
+    return err;
+}
+
+/* No has(): a record already there is skipped by the server (ON CONFLICT DO NOTHING), which
+ * costs its compression and its bytes on the wire but no round trip per chunk to ask first. */
+static weft_err
+payload_put(void *user, const struct weft__payload_record *rec)
+{
+    struct pg_state *st = user;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, rec->hash);
+    p_i64(&p, (int64_t)rec->kind);
+    p_u64(&p, rec->raw_len);
+    p_bytes(&p, rec->data, rec->len);
+    err = exec_sql(st, "payload insert",
+                   "INSERT INTO payloads (hash, kind, size, data) VALUES ($1, $2, $3, $4)"
+                   " ON CONFLICT (hash) DO NOTHING",
+                   &p);
+    params_cleanup(&p);
+    return err;
+}
+
+/* Up to PAYLOAD_GET_BATCH hashes per query (WHERE hash = ANY), the data in binary. */
+static weft_err
+payload_get(void *user,
+            const char *const *hashes,
+            size_t count,
+            weft__payload_each_fn each,
+            void *each_user)
+{
+    struct pg_state *st = user;
+    struct weft__buf list;
+    weft_err err = WEFT_OK;
+
+    weft__buf_init(&list, 0);
+    for (size_t at = 0; err == WEFT_OK && at < count; at += PAYLOAD_GET_BATCH) {
+        PGresult *res = NULL;
+        struct params p;
+
+        weft__buf_reset(&list);
+        err = weft__buf_append_byte(&list, '{');
+        for (size_t i = at; err == WEFT_OK && i < count && i < at + PAYLOAD_GET_BATCH; i++) {
+            if (!weft__payload_is_ref(hashes[i])) {
+                continue; /* never part of the array's text */
+            }
+            err = weft__buf_printf(&list, "%s%s", list.len > 1 ? "," : "", hashes[i]);
+        }
+        if (err == WEFT_OK) {
+            err = weft__buf_append_byte(&list, '}');
+        }
+        if (err != WEFT_OK) {
+            break;
+        }
+        params_init(&p);
+        p_raw(&p, list.data);
+        p.is_binary_result = true; /* data as its bytes; the other columns are cast to text */
+        res = query(st, "payload read",
+                    "SELECT hash, kind::text, size::text, data FROM payloads"
+                    " WHERE hash = ANY ($1::text[])",
+                    &p);
+        params_cleanup(&p);
+        if (res == NULL) {
+            err = WEFT_EIO;
+            break;
+        }
+        for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+            struct weft__payload_record rec;
+            const char *hash = PQgetvalue(res, i, 0);
+
+            if (PQgetlength(res, i, 0) != WEFT__PAYLOAD_HEX_LEN) {
+                continue;
+            }
+            memcpy(rec.hash, hash, sizeof(rec.hash));
+            rec.kind = (weft__payload_kind)strtol(PQgetvalue(res, i, 1), NULL, 10);
+            rec.raw_len = (size_t)strtoull(PQgetvalue(res, i, 2), NULL, 10);
+            rec.data = (const unsigned char *)PQgetvalue(res, i, 3);
+            rec.len = (size_t)PQgetlength(res, i, 3);
+            err = each(&rec, each_user);
+        }
+        PQclear(res);
+    }
+    weft__buf_cleanup(&list);
+    return err;
+}
+
+/* The text of column @p col of row @p row, resolved through its reference in column @p ref_col
+ * when that is set, into @p buf. NULL when the text cannot be had (logged): a missing or
+ * damaged record, or out of memory (*is_oom). */
+static const char *
+column_text(struct pg_state *st,
+            const PGresult *res,
+            int row,
+            int col,
+            int ref_col,
+            struct weft__buf *buf,
+            bool *is_oom)
+{
+    const struct weft__payload_source src = {.get = payload_get, .user = st};
+    const char *ref = val(res, row, ref_col);
+    weft_err err = WEFT_OK;
+
+    if (ref == NULL) {
+        return val(res, row, col);
+    }
+    weft__buf_reset(buf);
+    err = weft__payload_get(ref, &src, buf);
+    if (err != WEFT_OK) {
+        *is_oom = err == WEFT_ENOMEM;
+        WEFT_LOG(WEFT_LOG_WARN, "state: payload %.12s on %s: %s", ref, st->where,
+                 weft_strerror(err));
+        return NULL;
+    }
+    return buf->data;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* LLM exchanges                                                                               */
 
 static weft_err
@@ -2179,28 +2365,50 @@ pg_exchange_add(struct rt_state *base,
 {
     struct pg_state *st = pg(base);
     char *raw = json_dumps(entry, JSON_COMPACT);
+    char *text = raw != NULL ? clean_text(raw) : NULL; /* redacted, as the SQLite backend does */
+    const struct weft__payload_sink sink = {.put = payload_put, .user = st};
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
     struct params p;
+    bool is_ref = false;
+    bool is_tx = false;
     weft_err err = WEFT_OK;
 
-    if (raw == NULL) {
+    free(raw);
+    if (text == NULL) {
         return WEFT_ENOMEM;
     }
-    params_init(&p);
-    p_key(&p, run_id);
-    p_text(&p, who);
-    p_text(&p, purpose);
-    p_text(&p, raw); /* redacted, as the SQLite backend does */
-    p_u64(&p, weft__now_ns());
-    free(raw);
-    err = exec_append(st, "exchange insert",
-                      "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
-                      " VALUES ($1, $2, $3, $4, $5)",
-                      "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
-                      " SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint"
-                      " WHERE NOT EXISTS (SELECT 1 FROM llm_exchanges WHERE run_id = $1::text"
-                      " AND who = $2::text AND purpose = $3::text AND created_ns = $5::bigint)",
-                      &p);
-    params_cleanup(&p);
+    /* Redacted before it is hashed; the records and the row commit together. */
+    is_tx = strlen(text) >= WEFT__PAYLOAD_MIN && weft__payload_enabled();
+    if (is_tx) {
+        err = payload_begin(st);
+        is_tx = err == WEFT_OK;
+    }
+    if (is_tx) {
+        err = weft__state_payload_put(text, &sink, ref, &is_ref);
+    }
+    if (err == WEFT_OK) {
+        params_init(&p);
+        p_key(&p, run_id);
+        p_text(&p, who);
+        p_text(&p, purpose);
+        p_raw(&p, is_ref ? "" : text);
+        p_u64(&p, weft__now_ns());
+        p_raw(&p, is_ref ? ref : NULL);
+        err = exec_append(
+            st, "exchange insert",
+            "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns, entry_ref)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns, entry_ref)"
+            " SELECT $1::text, $2::text, $3::text, $4::text, $5::bigint, $6::text"
+            " WHERE NOT EXISTS (SELECT 1 FROM llm_exchanges WHERE run_id = $1::text"
+            " AND who = $2::text AND purpose = $3::text AND created_ns = $5::bigint)",
+            &p);
+        params_cleanup(&p);
+    }
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
+    weft__free(text);
     return err;
 }
 
@@ -2210,14 +2418,16 @@ pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
     struct pg_state *st = pg(base);
     json_t *responses = json_object();
     PGresult *res = NULL;
+    struct weft__buf buf;
     struct params p;
+    bool is_oom = false;
     size_t n = 0;
 
     *out = NULL;
     params_init(&p);
     p_key(&p, run_id);
     res = responses != NULL ? query(st, "exchanges read",
-                                    "SELECT who, purpose, entry FROM llm_exchanges"
+                                    "SELECT who, purpose, entry, entry_ref FROM llm_exchanges"
                                     " WHERE run_id = $1 ORDER BY seq",
                                     &p)
                             : NULL;
@@ -2226,17 +2436,20 @@ pg_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
         json_decref(responses);
         return responses == NULL ? WEFT_ENOMEM : WEFT_EIO;
     }
-    for (int i = 0; i < PQntuples(res); i++) {
+    weft__buf_init(&buf, 0);
+    for (int i = 0; !is_oom && i < PQntuples(res); i++) {
         const char *who = PQgetvalue(res, i, 0);
         const char *purpose = PQgetvalue(res, i, 1);
-        json_t *entry = json_loads(PQgetvalue(res, i, 2), 0, NULL);
+        const char *text = column_text(st, res, i, 2, 3, &buf, &is_oom);
+        json_t *entry = text != NULL ? json_loads(text, 0, NULL) : NULL;
         /* A damaged row is skipped: the replay then reports the missing answer. */
         n += weft__state_script_add(responses, who, purpose, entry) ? 1 : 0;
     }
     PQclear(res);
-    if (n == 0) {
+    weft__buf_cleanup(&buf);
+    if (is_oom || n == 0) {
         json_decref(responses);
-        return WEFT_ENOTFOUND;
+        return is_oom ? WEFT_ENOMEM : WEFT_ENOTFOUND;
     }
     *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
@@ -2289,9 +2502,37 @@ pg_tool_result_add(struct rt_state *base,
                    const struct weft__state_tool_result *r)
 {
     struct pg_state *st = pg(base);
+    const struct weft__payload_sink sink = {.put = payload_put, .user = st};
+    char *request = r->request != NULL ? clean_text(r->request) : NULL;
+    char *outcome = r->outcome != NULL ? clean_text(r->outcome) : NULL;
+    char request_ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
+    char outcome_ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
     struct params p;
+    bool has_request_ref = false;
+    bool has_outcome_ref = false;
+    bool is_tx = false;
     weft_err err = WEFT_OK;
 
+    if ((r->request != NULL && request == NULL) || (r->outcome != NULL && outcome == NULL)) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* Redacted first, then hashed; records and row in one transaction (pg_exchange_add). */
+    is_tx = weft__payload_enabled() && ((request != NULL && strlen(request) >= WEFT__PAYLOAD_MIN) ||
+                                        (outcome != NULL && strlen(outcome) >= WEFT__PAYLOAD_MIN));
+    if (is_tx) {
+        err = payload_begin(st);
+        is_tx = err == WEFT_OK;
+    }
+    if (is_tx) {
+        err = weft__state_payload_put(request, &sink, request_ref, &has_request_ref);
+    }
+    if (is_tx && err == WEFT_OK) {
+        err = weft__state_payload_put(outcome, &sink, outcome_ref, &has_outcome_ref);
+    }
+    if (err != WEFT_OK) {
+        goto out;
+    }
     params_init(&p);
     p_key(&p, run_id);
     p_key(&p, r->step_id);
@@ -2299,16 +2540,26 @@ pg_tool_result_add(struct rt_state *base,
     p_u64(&p, r->seq);
     p_key(&p, r->tool);
     p_key(&p, r->kind);
-    p_text(&p, r->request);
-    p_text(&p, r->outcome);
+    p_raw(&p, has_request_ref ? "" : request); /* clean_text() above */
+    p_raw(&p, has_outcome_ref ? "" : outcome);
     p_u64(&p, weft__now_ns());
+    p_raw(&p, has_request_ref ? request_ref : NULL);
+    p_raw(&p, has_outcome_ref ? outcome_ref : NULL);
     err = exec_sql(st, "tool result insert",
                    "INSERT INTO tool_results (run_id, step_id, attempt, seq, tool, kind, request,"
-                   " outcome, created_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                   " outcome, created_ns, request_ref, outcome_ref)"
+                   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                    " ON CONFLICT (run_id, step_id, attempt, seq) DO UPDATE SET tool = $5,"
-                   " kind = $6, request = $7, outcome = $8, created_ns = $9",
+                   " kind = $6, request = $7, outcome = $8, created_ns = $9,"
+                   " request_ref = $10, outcome_ref = $11",
                    &p);
     params_cleanup(&p);
+out:
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
+    weft__free(request);
+    weft__free(outcome);
     return err;
 }
 
@@ -2320,19 +2571,24 @@ pg_tool_results_each(struct rt_state *base,
 {
     struct pg_state *st = pg(base);
     PGresult *res = NULL;
+    struct weft__buf request;
+    struct weft__buf outcome;
     struct params p;
+    bool is_oom = false;
     weft_err err = WEFT_OK;
 
     params_init(&p);
     p_key(&p, run_id);
     res = query(st, "tool results read",
-                "SELECT step_id, attempt, seq, tool, kind, request, outcome FROM tool_results"
-                " WHERE run_id = $1 ORDER BY created_ns, seq_all",
+                "SELECT step_id, attempt, seq, tool, kind, request, outcome, request_ref,"
+                " outcome_ref FROM tool_results WHERE run_id = $1 ORDER BY created_ns, seq_all",
                 &p);
     params_cleanup(&p);
     if (res == NULL) {
         return WEFT_EIO;
     }
+    weft__buf_init(&request, 0);
+    weft__buf_init(&outcome, 0);
     for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
         struct weft__state_tool_result r;
         r.step_id = val(res, i, 0);
@@ -2340,11 +2596,17 @@ pg_tool_results_each(struct rt_state *base,
         r.seq = (unsigned)col_i64(res, i, 2);
         r.tool = val(res, i, 3);
         r.kind = val(res, i, 4);
-        r.request = val(res, i, 5);
-        r.outcome = val(res, i, 6);
-        err = fn(&r, user_data);
+        r.request = column_text(st, res, i, 5, 7, &request, &is_oom);
+        r.outcome = column_text(st, res, i, 6, 8, &outcome, &is_oom);
+        if (is_oom) {
+            err = WEFT_ENOMEM;
+        } else if (r.request != NULL && r.outcome != NULL) {
+            err = fn(&r, user_data); /* a row whose payload is missing is skipped */
+        }
     }
     PQclear(res);
+    weft__buf_cleanup(&request);
+    weft__buf_cleanup(&outcome);
     return err;
 }
 
@@ -3718,6 +3980,150 @@ static const struct pg_gc_table {
      "DELETE FROM workflows WHERE run_id = $1"},
 };
 
+/* The run being deleted, for the payload collection's callbacks. */
+struct pg_gc {
+    struct pg_state *st;
+    const char *run_id;
+};
+
+static weft_err
+gc_is_referenced(void *user, const char *hash, bool *is_live)
+{
+    struct pg_gc *gc = user;
+    PGresult *res = NULL;
+    struct params p;
+
+    params_init(&p);
+    p_key(&p, hash);
+    p_key(&p, gc->run_id);
+    res = query(gc->st, "payload references",
+                "SELECT EXISTS (SELECT 1 FROM llm_exchanges WHERE entry_ref = $1 AND run_id <> $2)"
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE request_ref = $1 AND run_id <> $2)"
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = $1 AND run_id <> $2)",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    *is_live = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return WEFT_OK;
+}
+
+static weft_err
+gc_lists_each(void *user, weft__payload_each_fn each, void *each_user)
+{
+    struct pg_gc *gc = user;
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p.is_binary_result = true;
+    res = query(gc->st, "payload lists",
+                "SELECT hash, size::text, data FROM payloads WHERE kind = 1", &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        struct weft__payload_record rec = {.kind = WEFT__PAYLOAD_CHUNKS};
+
+        if (PQgetlength(res, i, 0) != WEFT__PAYLOAD_HEX_LEN) {
+            continue;
+        }
+        memcpy(rec.hash, PQgetvalue(res, i, 0), sizeof(rec.hash));
+        rec.raw_len = (size_t)strtoull(PQgetvalue(res, i, 1), NULL, 10);
+        rec.data = (const unsigned char *)PQgetvalue(res, i, 2);
+        rec.len = (size_t)PQgetlength(res, i, 2);
+        err = each(&rec, each_user);
+    }
+    PQclear(res);
+    return err;
+}
+
+static weft_err
+gc_del(void *user, const char *hash)
+{
+    struct pg_gc *gc = user;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, hash);
+    err = exec_sql(gc->st, "payload delete", "DELETE FROM payloads WHERE hash = $1", &p);
+    params_cleanup(&p);
+    return err;
+}
+
+/* The payload references run @p run_id's rows hold, into @p refs. */
+static weft_err
+gc_run_refs(struct pg_state *st, const char *run_id, struct weft__hash_set *refs)
+{
+    PGresult *res = NULL;
+    struct params p;
+    weft_err err = WEFT_OK;
+
+    params_init(&p);
+    p_key(&p, run_id);
+    res = query(st, "payload references of the run",
+                "SELECT entry_ref FROM llm_exchanges WHERE run_id = $1 AND entry_ref IS NOT NULL"
+                " UNION SELECT request_ref FROM tool_results WHERE run_id = $1"
+                " AND request_ref IS NOT NULL"
+                " UNION SELECT outcome_ref FROM tool_results WHERE run_id = $1"
+                " AND outcome_ref IS NOT NULL",
+                &p);
+    params_cleanup(&p);
+    if (res == NULL) {
+        return WEFT_EIO;
+    }
+    for (int i = 0; err == WEFT_OK && i < PQntuples(res); i++) {
+        err = weft__hash_set_add(refs, PQgetvalue(res, i, 0));
+    }
+    PQclear(res);
+    return err;
+}
+
+/* After the run's rows (or, dry, instead of deleting them): the payload records only they
+ * held, counted into *rows like any table's rows. The payload lock, taken exclusively, waits
+ * for the writers' transactions that may be taking up a record (payload_begin) and holds new
+ * ones off until this one commits. */
+static weft_err
+gc_payloads(struct pg_state *st,
+            const char *run_id,
+            struct weft__hash_set *refs,
+            bool is_dry_run,
+            uint64_t *rows)
+{
+    struct pg_gc gc = {.st = st, .run_id = run_id};
+    const struct weft__state_payload_gc ops = {
+        .source = {.get = payload_get, .user = st},
+        .is_referenced = gc_is_referenced,
+        .lists_each = gc_lists_each,
+        .del = gc_del,
+        .user = &gc,
+    };
+    uint64_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (refs->count == 0) {
+        return WEFT_OK;
+    }
+    if (!is_dry_run) {
+        err = exec_sql(st, "payload lock", "SELECT pg_advisory_xact_lock(" PAYLOAD_LOCK ")", NULL);
+    }
+    if (err == WEFT_OK) {
+        err = weft__state_payloads_collect(&ops, refs, is_dry_run, &n);
+    }
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc of run %s on %s: payloads: %s", run_id, st->where,
+                 weft_strerror(err));
+        return err;
+    }
+    *rows += n;
+    return WEFT_OK;
+}
+
 static weft_err
 pg_gc_run(struct rt_state *base,
           const char *run_id,
@@ -3727,6 +4133,7 @@ pg_gc_run(struct rt_state *base,
           bool *is_deleted)
 {
     struct pg_state *st = pg(base);
+    struct weft__hash_set refs;
     PGresult *res = NULL;
     struct params p;
     char *session_id = NULL;
@@ -3736,6 +4143,7 @@ pg_gc_run(struct rt_state *base,
     if (!is_dry_run && pg_begin(base) != WEFT_OK) {
         return WEFT_EIO;
     }
+    weft__hash_set_init(&refs);
     /* FOR UPDATE: a process resuming or pinning the run meanwhile waits, or has committed and
      * is seen here (the run is then kept). A dry run only reads. */
     params_init(&p);
@@ -3757,6 +4165,10 @@ pg_gc_run(struct rt_state *base,
         err = session_id == NULL ? WEFT_ENOMEM : WEFT_OK;
     }
     PQclear(res);
+    /* Its references are read before its rows go; what they alone held goes after them. */
+    if (err == WEFT_OK && session_id != NULL) {
+        err = gc_run_refs(st, run_id, &refs);
+    }
     for (size_t i = 0;
          err == WEFT_OK && session_id != NULL && i < sizeof(pg_gc_tables) / sizeof(pg_gc_tables[0]);
          i++) {
@@ -3776,6 +4188,9 @@ pg_gc_run(struct rt_state *base,
         n += is_dry_run ? (uint64_t)col_i64(res, 0, 0) : (uint64_t)affected(res);
         PQclear(res);
     }
+    if (err == WEFT_OK && session_id != NULL) {
+        err = gc_payloads(st, run_id, &refs, is_dry_run, &n);
+    }
     if (!is_dry_run) {
         err = tx_end(st, err);
     }
@@ -3783,6 +4198,7 @@ pg_gc_run(struct rt_state *base,
         *rows = n;
         *is_deleted = true;
     }
+    weft__hash_set_cleanup(&refs);
     weft__free(session_id);
     return err;
 }

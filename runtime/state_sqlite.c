@@ -7,8 +7,13 @@
  * literal): parsing them was 60 % of a scripted step's instructions (callgrind). SQLite
  * re-prepares a cached statement itself when the schema changes (sqlite3_prepare_v2). Reads
  * for `weft runs` are rare and keep per-call statements.
+ *
+ * The long texts of LLM exchanges and tool results are content-addressed payloads (schema 14,
+ * state_payloads.h): records in the payloads table, written in the transaction of the row that
+ * refers to them and collected with the last run that does.
  */
 #include "state_backend.h"
+#include "state_payloads.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -26,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 13
+#define SCHEMA_VERSION 14
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -251,6 +256,24 @@ static const char state_migrate_v12[] =
  * "kept:RULE" or "dropped:RULE" (NULL: no policy). Only ADD COLUMN. */
 static const char state_migrate_v13[] = "ALTER TABLE runs ADD COLUMN trace_sampling TEXT;";
 
+/* Version 14 (content-addressed payloads, store/payload.h, docs/replay.md): a replay record's
+ * text of WEFT__PAYLOAD_MIN bytes or more is stored once per content hash in payloads, and its
+ * row keeps the reference (entry_ref, request_ref, outcome_ref) with the text column empty; a
+ * row without a reference reads as before. The partial indexes let retention ask whether a
+ * reference is still held (docs/retention.md). Only ADD COLUMN and CREATE. */
+static const char state_migrate_v14[] =
+    "CREATE TABLE IF NOT EXISTS payloads (hash TEXT PRIMARY KEY, kind INTEGER NOT NULL,"
+    " size INTEGER NOT NULL, data BLOB NOT NULL);"
+    "ALTER TABLE llm_exchanges ADD COLUMN entry_ref TEXT;"
+    "ALTER TABLE tool_results ADD COLUMN request_ref TEXT;"
+    "ALTER TABLE tool_results ADD COLUMN outcome_ref TEXT;"
+    "CREATE INDEX IF NOT EXISTS llm_exchanges_entry_ref ON llm_exchanges(entry_ref)"
+    " WHERE entry_ref IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS tool_results_request_ref ON tool_results(request_ref)"
+    " WHERE request_ref IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS tool_results_outcome_ref ON tool_results(outcome_ref)"
+    " WHERE outcome_ref IS NOT NULL;";
+
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
  * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
@@ -436,7 +459,9 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
          sqlite3_exec(st->db, state_migrate_v12, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 13 &&
          sqlite3_exec(st->db, state_migrate_v13, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 13; COMMIT", NULL, NULL, &errmsg) !=
+        (version < 14 &&
+         sqlite3_exec(st->db, state_migrate_v14, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 14; COMMIT", NULL, NULL, &errmsg) !=
             SQLITE_OK) {
         goto sql_fail;
     }
@@ -1292,6 +1317,123 @@ lite_corrections_each(struct rt_state *base,
     return err;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Payloads (state_payloads.h): long replay texts stored once per content hash                 */
+
+static weft_err tx_end(struct lite_state *st, weft_err err);
+
+static bool
+payload_has(void *user, const char *hash)
+{
+    struct lite_state *st = user;
+    sqlite3_stmt *stmt = cached(st, "SELECT 1 FROM payloads WHERE hash = ?");
+    bool has = false;
+
+    if (stmt == NULL) {
+        return false; /* put() then says what is wrong */
+    }
+    bind_key(stmt, 1, hash);
+    has = sqlite3_step(stmt) == SQLITE_ROW;
+    release(st, stmt);
+    return has;
+}
+
+static weft_err
+payload_put(void *user, const struct weft__payload_record *rec)
+{
+    struct lite_state *st = user;
+    sqlite3_stmt *stmt = cached(st, "INSERT OR IGNORE INTO payloads (hash, kind, size, data)"
+                                    " VALUES (?, ?, ?, ?)");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, rec->hash);
+    sqlite3_bind_int(stmt, 2, (int)rec->kind);
+    sqlite3_bind_int64(stmt, 3, (sqlite3_int64)rec->raw_len);
+    sqlite3_bind_blob64(stmt, 4, rec->data, rec->len, SQLITE_STATIC);
+    return finish(st, stmt, "payload insert");
+}
+
+/* One statement per hash: SQLite has no round trips to save, and the primary key finds each. */
+static weft_err
+payload_get(void *user,
+            const char *const *hashes,
+            size_t count,
+            weft__payload_each_fn each,
+            void *each_user)
+{
+    struct lite_state *st = user;
+    sqlite3_stmt *stmt = cached(st, "SELECT kind, size, data FROM payloads WHERE hash = ?");
+    weft_err err = WEFT_OK;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    for (size_t i = 0; err == WEFT_OK && i < count; i++) {
+        struct weft__payload_record rec;
+        int rc = SQLITE_DONE;
+
+        if (strlen(hashes[i]) != WEFT__PAYLOAD_HEX_LEN) {
+            continue;
+        }
+        sqlite3_reset(stmt);
+        bind_key(stmt, 1, hashes[i]);
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            memcpy(rec.hash, hashes[i], sizeof(rec.hash));
+            rec.kind = (weft__payload_kind)sqlite3_column_int(stmt, 0);
+            rec.raw_len = (size_t)sqlite3_column_int64(stmt, 1);
+            rec.data = sqlite3_column_blob(stmt, 2);
+            rec.len = (size_t)sqlite3_column_bytes(stmt, 2);
+            err = each(&rec, each_user);
+        } else if (rc != SQLITE_DONE) {
+            state_note_error(st, rc);
+            WEFT_LOG(WEFT_LOG_ERROR, "state: payload read failed: %s", sqlite3_errstr(rc));
+            err = WEFT_EIO;
+        }
+    }
+    release(st, stmt);
+    return err;
+}
+
+static const struct weft__payload_sink *
+payload_sink(struct lite_state *st, struct weft__payload_sink *sink)
+{
+    sink->has = payload_has;
+    sink->put = payload_put;
+    sink->user = st;
+    return sink;
+}
+
+/* The text of column @p col, resolved through its reference in column @p ref_col when that is
+ * set, into @p buf. NULL when the row's text cannot be had (logged): a missing or damaged
+ * record, or out of memory (*is_oom). */
+static const char *
+column_text(struct lite_state *st,
+            sqlite3_stmt *stmt,
+            int col,
+            int ref_col,
+            struct weft__buf *buf,
+            bool *is_oom)
+{
+    const struct weft__payload_source src = {.get = payload_get, .user = st};
+    const char *ref = (const char *)sqlite3_column_text(stmt, ref_col);
+    weft_err err = WEFT_OK;
+
+    if (ref == NULL) {
+        return (const char *)sqlite3_column_text(stmt, col);
+    }
+    weft__buf_reset(buf);
+    err = weft__payload_get(ref, &src, buf);
+    if (err != WEFT_OK) {
+        *is_oom = err == WEFT_ENOMEM;
+        WEFT_LOG(WEFT_LOG_WARN, "state: payload %.12s: %s", ref, weft_strerror(err));
+        return NULL;
+    }
+    return buf->data;
+}
+
 static weft_err
 lite_exchange_add(struct rt_state *base,
                   const char *run_id,
@@ -1302,27 +1444,50 @@ lite_exchange_add(struct rt_state *base,
     struct lite_state *st = lite(base);
     char *raw = json_dumps(entry, JSON_COMPACT);
     char *text = raw != NULL ? weft__redact_text(raw) : NULL;
+    struct weft__payload_sink sink;
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
     sqlite3_stmt *stmt = NULL;
+    bool is_ref = false;
+    bool is_tx = false;
     weft_err err = WEFT_OK;
 
     free(raw);
     if (text == NULL) {
         return WEFT_ENOMEM;
     }
-    stmt = cached(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
-                      " VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
-                      " WHERE run_id = ?), ?, ?, ?, ?)");
-    if (stmt == NULL) {
+    /* Secrets are redacted before the text is hashed: the reference stands for what is
+     * stored. The records and the row commit together. */
+    is_tx = strlen(text) >= WEFT__PAYLOAD_MIN && weft__payload_enabled();
+    if (is_tx && lite_begin(base) != WEFT_OK) {
         weft__free(text);
         return WEFT_EIO;
     }
-    bind_text(stmt, 1, run_id);
-    bind_text(stmt, 2, run_id);
-    bind_text(stmt, 3, who);
-    bind_text(stmt, 4, purpose);
-    bind_text(stmt, 5, text);
-    sqlite3_bind_int64(stmt, 6, (sqlite3_int64)weft__now_ns());
-    err = finish(st, stmt, "exchange insert");
+    if (is_tx) {
+        err = weft__state_payload_put(text, payload_sink(st, &sink), ref, &is_ref);
+    }
+    stmt = err == WEFT_OK ? cached(st, "INSERT INTO llm_exchanges (run_id, seq, who, purpose,"
+                                       " entry, created_ns, entry_ref) VALUES (?, (SELECT"
+                                       " COALESCE(MAX(seq), 0) + 1 FROM llm_exchanges"
+                                       " WHERE run_id = ?), ?, ?, ?, ?, ?)")
+                          : NULL;
+    if (err == WEFT_OK && stmt == NULL) {
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK) {
+        bind_key(stmt, 1, run_id); /* a key: bind_text() would store "" when out of memory */
+        bind_key(stmt, 2, run_id);
+        bind_text(stmt, 3, who);
+        bind_text(stmt, 4, purpose);
+        bind_text(stmt, 5, is_ref ? "" : text);
+        sqlite3_bind_int64(stmt, 6, (sqlite3_int64)weft__now_ns());
+        if (is_ref) {
+            bind_key(stmt, 7, ref);
+        }
+        err = finish(st, stmt, "exchange insert");
+    }
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
     weft__free(text);
     return err;
 }
@@ -1331,9 +1496,11 @@ static weft_err
 lite_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
 {
     struct lite_state *st = lite(base);
-    sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, entry FROM llm_exchanges"
+    sqlite3_stmt *stmt = prepare(st, "SELECT who, purpose, entry, entry_ref FROM llm_exchanges"
                                      " WHERE run_id = ? ORDER BY seq");
     json_t *responses = json_object();
+    struct weft__buf buf;
+    bool is_oom = false;
     size_t n = 0;
     int rc = 0;
 
@@ -1343,18 +1510,21 @@ lite_exchanges_script(struct rt_state *base, const char *run_id, json_t **out)
         json_decref(responses);
         return stmt == NULL ? WEFT_EIO : WEFT_ENOMEM;
     }
+    weft__buf_init(&buf, 0);
     bind_text(stmt, 1, run_id);
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (!is_oom && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         const char *who = (const char *)sqlite3_column_text(stmt, 0);
         const char *purpose = (const char *)sqlite3_column_text(stmt, 1);
-        json_t *entry = json_loads((const char *)sqlite3_column_text(stmt, 2), 0, NULL);
+        const char *text = column_text(st, stmt, 2, 3, &buf, &is_oom);
+        json_t *entry = text != NULL ? json_loads(text, 0, NULL) : NULL;
         /* A damaged row is skipped: the replay then reports the missing answer. */
         n += weft__state_script_add(responses, who, purpose, entry) ? 1 : 0;
     }
     sqlite3_finalize(stmt);
-    if (rc != SQLITE_DONE || n == 0) {
+    weft__buf_cleanup(&buf);
+    if (is_oom || rc != SQLITE_DONE || n == 0) {
         json_decref(responses);
-        return rc != SQLITE_DONE ? WEFT_EIO : WEFT_ENOTFOUND;
+        return is_oom ? WEFT_ENOMEM : rc != SQLITE_DONE ? WEFT_EIO : WEFT_ENOTFOUND;
     }
     *out = json_pack("{s:i, s:o}", "version", 1, "responses", responses);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
@@ -1404,12 +1574,46 @@ lite_tool_result_add(struct rt_state *base,
                      const struct weft__state_tool_result *r)
 {
     struct lite_state *st = lite(base);
-    sqlite3_stmt *stmt = cached(st, "INSERT OR REPLACE INTO tool_results (run_id, step_id,"
-                                    " attempt, seq, tool, kind, request, outcome, created_ns)"
-                                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    struct weft__payload_sink sink;
+    char *request = r->request != NULL ? weft__redact_text(r->request) : NULL;
+    char *outcome = r->outcome != NULL ? weft__redact_text(r->outcome) : NULL;
+    char request_ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
+    char outcome_ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
+    sqlite3_stmt *stmt = NULL;
+    bool has_request_ref = false;
+    bool has_outcome_ref = false;
+    bool is_tx = false;
+    weft_err err = WEFT_OK;
 
-    if (stmt == NULL) {
-        return WEFT_EIO;
+    if ((r->request != NULL && request == NULL) || (r->outcome != NULL && outcome == NULL)) {
+        err = WEFT_ENOMEM;
+        goto out;
+    }
+    /* Redacted first, then hashed; records and row in one transaction (lite_exchange_add). */
+    is_tx = weft__payload_enabled() && ((request != NULL && strlen(request) >= WEFT__PAYLOAD_MIN) ||
+                                        (outcome != NULL && strlen(outcome) >= WEFT__PAYLOAD_MIN));
+    if (is_tx && lite_begin(base) != WEFT_OK) {
+        is_tx = false;
+        err = WEFT_EIO;
+        goto out;
+    }
+    if (is_tx) {
+        err = weft__state_payload_put(request, payload_sink(st, &sink), request_ref,
+                                      &has_request_ref);
+    }
+    if (is_tx && err == WEFT_OK) {
+        err = weft__state_payload_put(outcome, &sink, outcome_ref, &has_outcome_ref);
+    }
+    stmt = err == WEFT_OK ? cached(st, "INSERT OR REPLACE INTO tool_results (run_id, step_id,"
+                                       " attempt, seq, tool, kind, request, outcome, created_ns,"
+                                       " request_ref, outcome_ref)"
+                                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                          : NULL;
+    if (err == WEFT_OK && stmt == NULL) {
+        err = WEFT_EIO;
+    }
+    if (err != WEFT_OK) {
+        goto out;
     }
     bind_key(stmt, 1, run_id);
     bind_key(stmt, 2, r->step_id);
@@ -1417,10 +1621,23 @@ lite_tool_result_add(struct rt_state *base,
     sqlite3_bind_int64(stmt, 4, r->seq);
     bind_key(stmt, 5, r->tool);
     bind_key(stmt, 6, r->kind);
-    bind_text(stmt, 7, r->request);
-    bind_text(stmt, 8, r->outcome);
+    bind_key(stmt, 7, has_request_ref ? "" : request); /* redacted above */
+    bind_key(stmt, 8, has_outcome_ref ? "" : outcome);
     sqlite3_bind_int64(stmt, 9, (sqlite3_int64)weft__now_ns());
-    return finish(st, stmt, "tool result insert");
+    if (has_request_ref) {
+        bind_key(stmt, 10, request_ref);
+    }
+    if (has_outcome_ref) {
+        bind_key(stmt, 11, outcome_ref);
+    }
+    err = finish(st, stmt, "tool result insert");
+out:
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
+    weft__free(request);
+    weft__free(outcome);
+    return err;
 }
 
 static weft_err
@@ -1430,15 +1647,20 @@ lite_tool_results_each(struct rt_state *base,
                        void *user_data)
 {
     struct lite_state *st = lite(base);
-    sqlite3_stmt *stmt = prepare(st, "SELECT step_id, attempt, seq, tool, kind, request, outcome"
-                                     " FROM tool_results WHERE run_id = ?"
+    sqlite3_stmt *stmt = prepare(st, "SELECT step_id, attempt, seq, tool, kind, request, outcome,"
+                                     " request_ref, outcome_ref FROM tool_results WHERE run_id = ?"
                                      " ORDER BY created_ns, rowid");
+    struct weft__buf request;
+    struct weft__buf outcome;
+    bool is_oom = false;
     weft_err err = WEFT_OK;
     int rc = 0;
 
     if (stmt == NULL) {
         return WEFT_EIO;
     }
+    weft__buf_init(&request, 0);
+    weft__buf_init(&outcome, 0);
     bind_key(stmt, 1, run_id);
     while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         struct weft__state_tool_result r;
@@ -1447,11 +1669,17 @@ lite_tool_results_each(struct rt_state *base,
         r.seq = (unsigned)sqlite3_column_int64(stmt, 2);
         r.tool = (const char *)sqlite3_column_text(stmt, 3);
         r.kind = (const char *)sqlite3_column_text(stmt, 4);
-        r.request = (const char *)sqlite3_column_text(stmt, 5);
-        r.outcome = (const char *)sqlite3_column_text(stmt, 6);
-        err = fn(&r, user_data);
+        r.request = column_text(st, stmt, 5, 7, &request, &is_oom);
+        r.outcome = column_text(st, stmt, 6, 8, &outcome, &is_oom);
+        if (is_oom) {
+            err = WEFT_ENOMEM;
+        } else if (r.request != NULL && r.outcome != NULL) {
+            err = fn(&r, user_data); /* a row whose payload is missing is skipped, as above */
+        }
     }
     sqlite3_finalize(stmt);
+    weft__buf_cleanup(&request);
+    weft__buf_cleanup(&outcome);
     if (err == WEFT_OK && rc != SQLITE_DONE) {
         err = WEFT_EIO;
     }
@@ -2839,6 +3067,131 @@ lite_gc_table(struct lite_state *st,
     return WEFT_OK;
 }
 
+/* The run being deleted, for the payload collection's callbacks. */
+struct lite_gc {
+    struct lite_state *st;
+    const char *run_id;
+};
+
+static weft_err
+gc_is_referenced(void *user, const char *hash, bool *is_live)
+{
+    struct lite_gc *gc = user;
+    sqlite3_stmt *stmt = prepare(
+        gc->st, "SELECT EXISTS (SELECT 1 FROM llm_exchanges WHERE entry_ref = ?1 AND run_id <> ?2)"
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE request_ref = ?1 AND run_id <> ?2)"
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = ?1 AND run_id <> ?2)");
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, hash);
+    bind_key(stmt, 2, gc->run_id);
+    rc = sqlite3_step(stmt);
+    *is_live = rc == SQLITE_ROW && sqlite3_column_int(stmt, 0) != 0;
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? WEFT_OK : WEFT_EIO;
+}
+
+static weft_err
+gc_lists_each(void *user, weft__payload_each_fn each, void *each_user)
+{
+    struct lite_gc *gc = user;
+    sqlite3_stmt *stmt = prepare(gc->st, "SELECT hash, size, data FROM payloads WHERE kind = 1");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        struct weft__payload_record rec = {.kind = WEFT__PAYLOAD_CHUNKS};
+        const char *hash = (const char *)sqlite3_column_text(stmt, 0);
+
+        if (!weft__payload_is_ref(hash)) {
+            continue;
+        }
+        memcpy(rec.hash, hash, sizeof(rec.hash));
+        rec.raw_len = (size_t)sqlite3_column_int64(stmt, 1);
+        rec.data = sqlite3_column_blob(stmt, 2);
+        rec.len = (size_t)sqlite3_column_bytes(stmt, 2);
+        err = each(&rec, each_user);
+    }
+    sqlite3_finalize(stmt);
+    return err == WEFT_OK && rc != SQLITE_DONE ? WEFT_EIO : err;
+}
+
+static weft_err
+gc_del(void *user, const char *hash)
+{
+    struct lite_gc *gc = user;
+    sqlite3_stmt *stmt = prepare(gc->st, "DELETE FROM payloads WHERE hash = ?");
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, hash);
+    return finish(gc->st, stmt, "payload delete");
+}
+
+/* The payload references run @p run_id's rows hold, into @p refs. */
+static weft_err
+gc_run_refs(struct lite_state *st, const char *run_id, struct weft__hash_set *refs)
+{
+    sqlite3_stmt *stmt = prepare(
+        st, "SELECT entry_ref FROM llm_exchanges WHERE run_id = ?1 AND entry_ref IS NOT NULL"
+            " UNION SELECT request_ref FROM tool_results WHERE run_id = ?1"
+            " AND request_ref IS NOT NULL"
+            " UNION SELECT outcome_ref FROM tool_results WHERE run_id = ?1"
+            " AND outcome_ref IS NOT NULL");
+    weft_err err = WEFT_OK;
+    int rc = SQLITE_DONE;
+
+    if (stmt == NULL) {
+        return WEFT_EIO;
+    }
+    bind_key(stmt, 1, run_id);
+    while (err == WEFT_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = weft__hash_set_add(refs, (const char *)sqlite3_column_text(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    return err == WEFT_OK && rc != SQLITE_DONE ? WEFT_EIO : err;
+}
+
+/* After the run's rows (or, dry, instead of deleting them): the payload records only they
+ * held, counted into *rows like any table's rows. */
+static weft_err
+gc_payloads(struct lite_state *st,
+            const char *run_id,
+            struct weft__hash_set *refs,
+            bool is_dry_run,
+            uint64_t *rows)
+{
+    struct lite_gc gc = {.st = st, .run_id = run_id};
+    const struct weft__state_payload_gc ops = {
+        .source = {.get = payload_get, .user = st},
+        .is_referenced = gc_is_referenced,
+        .lists_each = gc_lists_each,
+        .del = gc_del,
+        .user = &gc,
+    };
+    uint64_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (refs->count == 0) {
+        return WEFT_OK;
+    }
+    err = weft__state_payloads_collect(&ops, refs, is_dry_run, &n);
+    if (err != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_ERROR, "state: gc of run %s: payloads: %s", run_id, weft_strerror(err));
+        st->is_tx_failed = st->tx_depth > 0;
+        return err;
+    }
+    *rows += n;
+    return WEFT_OK;
+}
+
 static weft_err
 lite_gc_run(struct rt_state *base,
             const char *run_id,
@@ -2848,12 +3201,14 @@ lite_gc_run(struct rt_state *base,
             bool *is_deleted)
 {
     struct lite_state *st = lite(base);
+    struct weft__hash_set refs;
     sqlite3_stmt *stmt = NULL;
     char *session_id = NULL;
     uint64_t n = 0;
     weft_err err = WEFT_OK;
     int rc = SQLITE_DONE;
 
+    weft__hash_set_init(&refs);
     /* The write lock first (BEGIN IMMEDIATE), then the check: a run resumed or pinned by
      * another process after the scan is seen here and kept. A dry run reads without it. */
     if (!is_dry_run && lite_begin(base) != WEFT_OK) {
@@ -2880,9 +3235,15 @@ lite_gc_run(struct rt_state *base,
     if (err != WEFT_OK || rc != SQLITE_ROW) {
         goto out; /* an error, or the run may no longer go: nothing written */
     }
+    /* Its references are read before its rows go; what they alone held goes after them, in
+     * the same transaction (the write lock keeps any writer from taking a record up meanwhile). */
+    err = gc_run_refs(st, run_id, &refs);
     for (size_t i = 0; err == WEFT_OK && i < sizeof(lite_gc_tables) / sizeof(lite_gc_tables[0]);
          i++) {
         err = lite_gc_table(st, &lite_gc_tables[i], run_id, session_id, is_dry_run, &n);
+    }
+    if (err == WEFT_OK) {
+        err = gc_payloads(st, run_id, &refs, is_dry_run, &n);
     }
 out:
     if (!is_dry_run) {
@@ -2892,6 +3253,7 @@ out:
         *rows = n;
         *is_deleted = true;
     }
+    weft__hash_set_cleanup(&refs);
     weft__free(session_id);
     return err;
 }

@@ -718,7 +718,10 @@ downgrade(const char *path, int version)
                    "DROP INDEX runs_ended;"
                    "ALTER TABLE runs DROP COLUMN pinned;"
                    "ALTER TABLE runs DROP COLUMN trace_sampling;"
-                   "DROP TABLE tool_results;");
+                   "DROP TABLE tool_results;"
+                   "DROP TABLE payloads;"
+                   "DROP INDEX llm_exchanges_entry_ref;"
+                   "ALTER TABLE llm_exchanges DROP COLUMN entry_ref;");
     if (version < 4) {
         exec_sql(path, "DROP TABLE script_cursor_keys;");
     }
@@ -727,7 +730,7 @@ downgrade(const char *path, int version)
 }
 
 /* Databases written before owners existed (schema 4) and before per-queue cursors (schema 3)
- * are migrated to the current schema (12) and keep their runs; a new run works on them. */
+ * are migrated to the current schema (14) and keep their runs; a new run works on them. */
 static void
 test_crash_older_schemas_are_migrated(void **state)
 {
@@ -742,7 +745,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 13);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 14);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",

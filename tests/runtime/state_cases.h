@@ -25,9 +25,12 @@
 #include "base/utf8.h"
 #include "base/uuid.h"
 #include "runtime/state.h"
+#include "store/payload.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"
+#include "tracing/redact.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1879,6 +1882,445 @@ test_state_gc_scan_pages_by_end_and_id(void **state)
                      WEFT_EINVAL);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Content-addressed payloads (state_payloads.h, docs/replay.md)                               */
+
+/* @p len bytes of words from @p seed: varied enough to be cut into several chunks. Free it. */
+static char *
+payload_text(unsigned seed, size_t len)
+{
+    char *s = malloc(len + 1);
+    uint32_t x = seed * 2654435761u + 1;
+
+    assert_non_null(s);
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1103515245u + 12345u;
+        s[i] = i % 7 == 6 ? ' ' : (char)('a' + (x >> 16) % 26);
+    }
+    s[len] = '\0';
+    return s;
+}
+
+/* The reference the backends give @p text: the hash of it redacted. */
+static void
+payload_ref_of(const char *text, char ref[WEFT__PAYLOAD_HEX_LEN + 1])
+{
+    char *clean = weft__redact_text(text);
+
+    assert_non_null(clean);
+    weft__payload_hash(clean, strlen(clean), ref);
+    weft__free(clean);
+}
+
+/* The content of run @p run_id's first coder/act exchange, copied (free it); NULL if none. */
+static char *
+payload_exchange_content(struct fx *f, const char *run_id)
+{
+    json_t *script = NULL;
+    json_t *list = NULL;
+    char *content = NULL;
+
+    if (weft__state_exchanges_script(f->st, run_id, &script) != WEFT_OK) {
+        return NULL;
+    }
+    list = json_object_get(json_object_get(json_object_get(script, "responses"), "coder"), "act");
+    if (json_string_value(json_object_get(json_array_get(list, 0), "content")) != NULL) {
+        content = strdup(json_string_value(json_object_get(json_array_get(list, 0), "content")));
+    }
+    json_decref(script);
+    return content;
+}
+
+struct payload_tool_row {
+    int count;
+    char *request;
+    char *outcome;
+};
+
+static weft_err
+collect_payload_tool(const struct weft__state_tool_result *r, void *user_data)
+{
+    struct payload_tool_row *row = user_data;
+
+    if (row->count++ == 0) {
+        row->request = strdup(r->request);
+        row->outcome = strdup(r->outcome);
+    }
+    return WEFT_OK;
+}
+
+/* Run @p id with one exchange whose content is @p content and one tool call with @p request
+ * and @p outcome; ended at @p ended_ns (0: left running). */
+static void
+payload_run(struct fx *f,
+            const char *id,
+            const char *content,
+            const char *request,
+            const char *outcome,
+            uint64_t ended_ns)
+{
+    struct weft__state_tool_result r;
+    struct weft__state_run_end end;
+    json_t *entry = json_pack("{s:s}", "content", content);
+
+    assert_weft_ok(weft__state_run_begin(f->st, id, "wf", NULL, id, NULL, 1000));
+    assert_weft_ok(weft__state_exchange_add(f->st, id, "coder", "act", entry));
+    memset(&r, 0, sizeof(r));
+    r.step_id = "s1";
+    r.attempt = 1;
+    r.seq = 1;
+    r.tool = "lookup";
+    r.kind = "native";
+    r.request = request;
+    r.outcome = outcome;
+    assert_weft_ok(weft__state_tool_result_add(f->st, id, &r));
+    if (ended_ns != 0) {
+        memset(&end, 0, sizeof(end));
+        end.status = "completed";
+        end.ended_ns = ended_ns;
+        end.loops = "{}";
+        assert_weft_ok(weft__state_run_end(f->st, id, &end));
+    }
+    json_decref(entry);
+}
+
+/* Check that run @p id reads back @p content, @p request and @p outcome exactly. */
+static void
+payload_read_back(
+    struct fx *f, const char *id, const char *content, const char *request, const char *outcome)
+{
+    struct payload_tool_row row;
+    char *got = payload_exchange_content(f, id);
+
+    assert_non_null(got);
+    assert_string_equal(got, content);
+    free(got);
+    memset(&row, 0, sizeof(row));
+    assert_weft_ok(weft__state_tool_results_each(f->st, id, collect_payload_tool, &row));
+    assert_int_equal(row.count, 1);
+    assert_string_equal(row.request, request);
+    assert_string_equal(row.outcome, outcome);
+    free(row.request);
+    free(row.outcome);
+}
+
+/* A long exchange and a long tool call are kept as references (the text columns empty, the
+ * records in payloads) and read back byte for byte; short texts stay inline. */
+static void
+test_state_payloads_store_long_texts_as_references(void **state)
+{
+    struct fx *f = *state;
+    char *content = payload_text(1, 3000);
+    char *request = payload_text(2, 2000);
+    char *outcome = payload_text(3, 5000);
+    json_t *entry = json_pack("{s:s}", "content", content);
+    char *entry_text = json_dumps(entry, JSON_COMPACT);
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1];
+    char sql[256];
+
+    payload_run(f, "p1", content, request, outcome, 0);
+    payload_ref_of(entry_text, ref);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM llm_exchanges WHERE run_id = 'p1' AND entry = ''"
+             " AND entry_ref = '%s'",
+             ref);
+    assert_int_equal(fx_count(f, sql), 1);
+    payload_ref_of(request, ref);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM tool_results WHERE run_id = 'p1' AND request = ''"
+             " AND outcome = '' AND request_ref = '%s' AND outcome_ref IS NOT NULL",
+             ref);
+    assert_int_equal(fx_count(f, sql), 1);
+    /* Several chunks each: more records than the three texts. */
+    assert_true(fx_count(f, "SELECT count(*) FROM payloads") > 3);
+    assert_true(fx_count(f, "SELECT count(*) FROM payloads WHERE kind = 1") >= 1);
+    payload_read_back(f, "p1", content, request, outcome);
+    /* Short texts stay in their columns. */
+    payload_run(f, "p2", "short", "{}", "{\"rc\":0}", 0);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM llm_exchanges WHERE run_id = 'p2' AND"
+                                 " entry_ref IS NULL AND entry <> ''"),
+                     1);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM tool_results WHERE run_id = 'p2' AND"
+                                 " request_ref IS NULL AND outcome_ref IS NULL"),
+                     1);
+    payload_read_back(f, "p2", "short", "{}", "{\"rc\":0}");
+    free(entry_text);
+    json_decref(entry);
+    free(content);
+    free(request);
+    free(outcome);
+}
+
+/* Two runs with the same long texts share their records; deleting one keeps them readable for
+ * the other, and deleting both leaves no record. A dry run counts and keeps them. */
+static void
+test_state_payloads_are_shared_and_collected_with_their_last_run(void **state)
+{
+    struct fx *f = *state;
+    char *content = payload_text(4, 4000);
+    char *request = payload_text(5, 1500);
+    char *outcome = payload_text(6, 3000);
+    long long records = 0;
+    uint64_t rows = 0;
+    uint64_t dry_rows = 0;
+    bool is_deleted = false;
+
+    payload_run(f, "a1", content, request, outcome, 2000);
+    records = fx_count(f, "SELECT count(*) FROM payloads");
+    assert_true(records > 3);
+    payload_run(f, "a2", content, request, outcome, 3000);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records);
+    /* While another run holds them, a run's records are not its own to collect. */
+    assert_weft_ok(weft__state_gc_run(f->st, "a1", GC_CUTOFF, true, &dry_rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_weft_ok(weft__state_gc_run(f->st, "a1", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, dry_rows);
+    assert_int_equal(rows, 3); /* the run, its exchange and its tool call */
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records);
+    payload_read_back(f, "a2", content, request, outcome);
+    /* The last holder's dry run counts the records with its rows and deletes nothing. */
+    assert_weft_ok(weft__state_gc_run(f->st, "a2", GC_CUTOFF, true, &dry_rows, &is_deleted));
+    assert_int_equal(dry_rows, 3 + (uint64_t)records);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records);
+    payload_read_back(f, "a2", content, request, outcome);
+    assert_weft_ok(weft__state_gc_run(f->st, "a2", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(rows, dry_rows);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), 0);
+    free(content);
+    free(request);
+    free(outcome);
+}
+
+/* Is there a payload record of @p len bytes of @p text? */
+static bool
+payload_has_record(struct fx *f, const char *text, size_t len)
+{
+    char hash[WEFT__PAYLOAD_HEX_LEN + 1];
+    char sql[160];
+
+    weft__payload_hash(text, len, hash);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM payloads WHERE hash = '%s'", hash);
+    return fx_count(f, sql) == 1;
+}
+
+/* A one-chunk text of one run that is also a chunk of another run's longer text is one record:
+ * it stays while either holds it, whichever goes first. */
+static void
+test_state_payloads_keep_a_chunk_another_text_lists(void **state)
+{
+    struct fx *f = *state;
+    char *whole = payload_text(7, 6000);
+    char *chunk = NULL;
+    long long records = 0;
+    uint64_t rows = 0;
+    bool is_deleted = false;
+
+    payload_run(f, "long", "x", whole, "{}", 2000);
+    records = fx_count(f, "SELECT count(*) FROM payloads");
+    /* Find the chunks' ends by their records, up to one long enough to be a text of its own. */
+    for (size_t at = 0, len = 1; chunk == NULL && at + len <= 6000; len++) {
+        if (payload_has_record(f, whole + at, len)) {
+            if (len >= WEFT__PAYLOAD_MIN) {
+                chunk = strndup(whole + at, len);
+            }
+            at += len;
+            len = 0;
+        }
+    }
+    assert_non_null(chunk);
+    payload_run(f, "part", "x", chunk, "{}", 2000);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records); /* shared */
+    assert_weft_ok(weft__state_gc_run(f->st, "part", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records);
+    payload_read_back(f, "long", "x", whole, "{}");
+    /* The other way round: the list goes, the chunk a row still holds stays. */
+    payload_run(f, "part2", "x", chunk, "{}", 2000);
+    assert_weft_ok(weft__state_gc_run(f->st, "long", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_true(is_deleted);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), 1);
+    payload_read_back(f, "part2", "x", chunk, "{}");
+    assert_weft_ok(weft__state_gc_run(f->st, "part2", GC_CUTOFF, false, &rows, &is_deleted));
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), 0);
+    free(chunk);
+    free(whole);
+}
+
+/* WEFT_PAYLOADS=off writes inline text, as before payloads existed, and reads it back. */
+static void
+test_state_payloads_off_writes_inline(void **state)
+{
+    struct fx *f = *state;
+    char *content = payload_text(8, 3000);
+    char *request = payload_text(9, 2000);
+    char *outcome = payload_text(10, 2000);
+
+    setenv("WEFT_PAYLOADS", "off", 1);
+    payload_run(f, "off1", content, request, outcome, 0);
+    unsetenv("WEFT_PAYLOADS");
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), 0);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM llm_exchanges WHERE run_id = 'off1' AND"
+                                 " entry_ref IS NULL AND entry <> ''"),
+                     1);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM tool_results WHERE run_id = 'off1' AND"
+                                 " request_ref IS NULL AND outcome_ref IS NULL AND request <> ''"),
+                     1);
+    payload_read_back(f, "off1", content, request, outcome);
+    free(content);
+    free(request);
+    free(outcome);
+}
+
+/* A credential in a long request is redacted before the text is hashed: what reads back is
+ * redacted, and the reference is the hash of the redacted text. */
+static void
+test_state_payloads_redact_before_hashing(void **state)
+{
+    struct fx *f = *state;
+    char *words = payload_text(11, 1500);
+    char request[2048];
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1];
+    char raw_ref[WEFT__PAYLOAD_HEX_LEN + 1];
+    char sql[256];
+    struct payload_tool_row row;
+
+    snprintf(request, sizeof(request), "{\"q\":\"%.700s key sk-proj-abcdefghijklmnopqrstuv %s\"}",
+             words, words + 700);
+    payload_run(f, "sec", "hello", request, "{\"rc\":0}", 0);
+    payload_ref_of(request, ref);
+    weft__payload_hash(request, strlen(request), raw_ref);
+    assert_string_not_equal(ref, raw_ref);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM tool_results WHERE request_ref = '%s'", ref);
+    assert_int_equal(fx_count(f, sql), 1);
+    memset(&row, 0, sizeof(row));
+    assert_weft_ok(weft__state_tool_results_each(f->st, "sec", collect_payload_tool, &row));
+    assert_int_equal(row.count, 1);
+    assert_null(strstr(row.request, "sk-proj-abcdefghijklmnopqrstuv"));
+    assert_non_null(strstr(row.request, words + 700)); /* the rest is untouched */
+    weft__payload_hash(row.request, strlen(row.request), raw_ref);
+    assert_string_equal(raw_ref, ref);
+    free(row.request);
+    free(row.outcome);
+    free(words);
+}
+
+/* Rows written before payloads (no reference, however long) read as they did. */
+static void
+test_state_payloads_old_rows_without_ref_still_read(void **state)
+{
+    struct fx *f = *state;
+    char *content = payload_text(12, 1000);
+    char *request = payload_text(13, 1000);
+    char sql[3072];
+
+    assert_weft_ok(weft__state_run_begin(f->st, "old", "wf", NULL, "old", NULL, 1000));
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO llm_exchanges (run_id, seq, who, purpose, entry, created_ns)"
+             " VALUES ('old', 1, 'coder', 'act', '{\"content\":\"%s\"}', 5)",
+             content);
+    fx_exec(f, sql, strstr(sql, "seq, ") == NULL ? sql : "SELECT 1");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO llm_exchanges (run_id, who, purpose, entry, created_ns)"
+             " VALUES ('old', 'coder', 'act', '{\"content\":\"%s\"}', 5)",
+             content);
+    fx_exec(f, "SELECT 1", sql);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO tool_results (run_id, step_id, attempt, seq, tool, kind, request,"
+             " outcome, created_ns) VALUES ('old', 's1', 1, 1, 'lookup', 'native', '%s',"
+             " '{\"rc\":0}', 5)",
+             request);
+    fx_exec(f, sql, sql);
+    payload_read_back(f, "old", content, request, "{\"rc\":0}");
+    free(content);
+    free(request);
+}
+
+/* Out of memory at every allocation of a payload write, read and collection: each call fails
+ * whole (no transaction left open, a failed collection rolled back) or works. */
+static void
+test_state_payloads_out_of_memory_fails_cleanly(void **state)
+{
+    struct fx *f = *state;
+    char *content = payload_text(14, 3000);
+    char *request = payload_text(15, 2000);
+    json_t *entry = json_pack("{s:s}", "content", content);
+    struct weft__state_tool_result r;
+    struct payload_tool_row row;
+    long long records = 0;
+    uint64_t rows = 0;
+    bool is_deleted = false;
+    bool is_done = false;
+
+    memset(&r, 0, sizeof(r));
+    r.step_id = "s1";
+    r.attempt = 1;
+    r.seq = 1;
+    r.tool = "lookup";
+    r.kind = "native";
+    r.request = request;
+    r.outcome = "{}";
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; !is_done && budget < 20000; budget++) {
+        json_t *script = NULL;
+        char id[32];
+        weft_err err = WEFT_OK;
+
+        /* A run per round, so that each round reads back only its own rows. */
+        snprintf(id, sizeof(id), "oom%ld", budget);
+        assert_weft_ok(weft__state_run_begin(f->st, id, "wf", NULL, "oom", NULL, 1000));
+        failalloc_budget = budget;
+        err = weft__state_exchange_add(f->st, id, "coder", "act", entry);
+        if (err == WEFT_OK) {
+            err = weft__state_tool_result_add(f->st, id, &r);
+        }
+        if (err == WEFT_OK) {
+            err = weft__state_exchanges_script(f->st, id, &script);
+            json_decref(script);
+        }
+        memset(&row, 0, sizeof(row));
+        if (err == WEFT_OK) {
+            err = weft__state_tool_results_each(f->st, id, collect_payload_tool, &row);
+        }
+        failalloc_budget = -1;
+        free(row.request);
+        free(row.outcome);
+        is_done = err == WEFT_OK;
+        assert_false(weft__state_in_transaction(f->st));
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    /* Collection: a failure rolls the run's deletion back whole. */
+    payload_run(f, "g1", content, request, "{}", 2000);
+    records = fx_count(f, "SELECT count(*) FROM payloads");
+    fx_exec(f, "DELETE FROM llm_exchanges WHERE run_id LIKE 'oom%'",
+            "DELETE FROM llm_exchanges WHERE run_id LIKE 'oom%'");
+    fx_exec(f, "DELETE FROM tool_results WHERE run_id LIKE 'oom%'",
+            "DELETE FROM tool_results WHERE run_id LIKE 'oom%'");
+    is_done = false;
+    assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
+    for (long budget = 0; !is_done && budget < 20000; budget++) {
+        weft_err err = WEFT_OK;
+
+        failalloc_budget = budget;
+        err = weft__state_gc_run(f->st, "g1", GC_CUTOFF, false, &rows, &is_deleted);
+        failalloc_budget = -1;
+        is_done = err == WEFT_OK && is_deleted;
+        assert_false(weft__state_in_transaction(f->st));
+        if (!is_done) {
+            assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), records);
+            assert_int_equal(fx_count(f, "SELECT count(*) FROM runs WHERE id = 'g1'"), 1);
+        }
+    }
+    weft_set_allocator(NULL, NULL, NULL);
+    assert_true(is_done);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM payloads"), 0);
+    json_decref(entry);
+    free(content);
+    free(request);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
@@ -1940,6 +2382,19 @@ test_state_gc_scan_pages_by_end_and_id(void **state)
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_state_teams_round_trip, setup, teardown),             \
         cmocka_unit_test_setup_teardown(test_state_tool_results_and_origin_round_trip, setup,      \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_payloads_store_long_texts_as_references, setup, \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(                                                           \
+            test_state_payloads_are_shared_and_collected_with_their_last_run, setup, teardown),    \
+        cmocka_unit_test_setup_teardown(test_state_payloads_keep_a_chunk_another_text_lists,       \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_payloads_off_writes_inline, setup, teardown),   \
+        cmocka_unit_test_setup_teardown(test_state_payloads_redact_before_hashing, setup,          \
+                                        teardown),                                                 \
+        cmocka_unit_test_setup_teardown(test_state_payloads_old_rows_without_ref_still_read,       \
+                                        setup, teardown),                                          \
+        cmocka_unit_test_setup_teardown(test_state_payloads_out_of_memory_fails_cleanly, setup,    \
                                         teardown)
 
 #endif /* WEFT_TESTS_STATE_CASES_H */
