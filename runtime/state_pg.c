@@ -289,9 +289,16 @@ static const char migration_10[] =
     "CREATE INDEX tool_results_outcome_ref_idx ON tool_results (outcome_ref)"
     " WHERE outcome_ref IS NOT NULL;";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4,
-                                         migration_5, migration_6, migration_7, migration_8,
-                                         migration_9, migration_10};
+/* The run's workflow snapshot as a payload too: repeated runs of one workflow keep its files
+ * once. SQLite's version 15. */
+static const char migration_11[] =
+    "ALTER TABLE workflows ADD COLUMN workflow_snapshot_ref TEXT;"
+    "CREATE INDEX workflows_snapshot_ref_idx ON workflows (workflow_snapshot_ref)"
+    " WHERE workflow_snapshot_ref IS NOT NULL;";
+
+static const char *const migrations[] = {migration_1, migration_2,  migration_3, migration_4,
+                                         migration_5, migration_6,  migration_7, migration_8,
+                                         migration_9, migration_10, migration_11};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2839,15 +2846,39 @@ static weft_err
 pg_run_snapshot_set(struct rt_state *base, const char *run_id, const char *snapshot)
 {
     struct pg_state *st = pg(base);
+    const struct weft__payload_sink sink = {.put = payload_put, .user = st};
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
+    /* Valid UTF-8 only: the column makes other bytes valid, and the payload must read back
+     * as the column would. */
+    bool is_tx = strlen(snapshot) >= WEFT__PAYLOAD_MIN && weft__payload_enabled() &&
+                 weft__utf8_valid(snapshot, strlen(snapshot));
+    bool is_ref = false;
     struct params p;
     weft_err err = WEFT_OK;
 
-    params_init(&p);
-    p_key(&p, snapshot); /* as is: the files' bytes are the point (p_text would rewrite them) */
-    p_key(&p, run_id);
-    err = exec_sql(st, "workflow snapshot",
-                   "UPDATE workflows SET workflow_snapshot = $1 WHERE run_id = $2", &p);
-    params_cleanup(&p);
+    /* A long snapshot is a payload: the records and the row commit together. */
+    if (is_tx) {
+        err = payload_begin(st);
+        is_tx = err == WEFT_OK;
+    }
+    if (is_tx) {
+        err = weft__state_payload_put(snapshot, &sink, ref, &is_ref);
+    }
+    if (err == WEFT_OK) {
+        params_init(&p);
+        /* as is: the files' bytes are the point (p_text would rewrite them) */
+        p_key(&p, is_ref ? NULL : snapshot);
+        p_raw(&p, is_ref ? ref : NULL);
+        p_key(&p, run_id);
+        err = exec_sql(st, "workflow snapshot",
+                       "UPDATE workflows SET workflow_snapshot = $1, workflow_snapshot_ref = $2"
+                       " WHERE run_id = $3",
+                       &p);
+        params_cleanup(&p);
+    }
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
     return err;
 }
 
@@ -2856,23 +2887,31 @@ pg_run_snapshot_get(struct rt_state *base, const char *run_id, char **out)
 {
     struct pg_state *st = pg(base);
     PGresult *res = NULL;
+    struct weft__buf buf;
     struct params p;
+    const char *text = NULL;
     bool is_oom = false;
     weft_err err = WEFT_ENOTFOUND;
 
     params_init(&p);
     p_key(&p, run_id);
     res = query(st, "workflow snapshot read",
-                "SELECT workflow_snapshot FROM workflows WHERE run_id = $1", &p);
+                "SELECT workflow_snapshot, workflow_snapshot_ref FROM workflows WHERE run_id = $1",
+                &p);
     params_cleanup(&p);
     if (res == NULL) {
         return WEFT_EIO;
     }
-    if (PQntuples(res) == 1 && val(res, 0, 0) != NULL) {
-        *out = col_dup(res, 0, 0, &is_oom);
-        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    weft__buf_init(&buf, 0);
+    if (PQntuples(res) == 1 && (val(res, 0, 0) != NULL || val(res, 0, 1) != NULL)) {
+        text = column_text(st, res, 0, 0, 1, &buf, &is_oom);
+        *out = text != NULL ? weft__strdup(text) : NULL;
+        err = is_oom || (text != NULL && *out == NULL) ? WEFT_ENOMEM
+              : text == NULL                           ? WEFT_EIO
+                                                       : WEFT_OK;
     }
     PQclear(res);
+    weft__buf_cleanup(&buf);
     return err;
 }
 
@@ -3999,7 +4038,9 @@ gc_is_referenced(void *user, const char *hash, bool *is_live)
     res = query(gc->st, "payload references",
                 "SELECT EXISTS (SELECT 1 FROM llm_exchanges WHERE entry_ref = $1 AND run_id <> $2)"
                 " OR EXISTS (SELECT 1 FROM tool_results WHERE request_ref = $1 AND run_id <> $2)"
-                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = $1 AND run_id <> $2)",
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = $1 AND run_id <> $2)"
+                " OR EXISTS (SELECT 1 FROM workflows WHERE workflow_snapshot_ref = $1"
+                " AND run_id <> $2)",
                 &p);
     params_cleanup(&p);
     if (res == NULL) {
@@ -4071,7 +4112,9 @@ gc_run_refs(struct pg_state *st, const char *run_id, struct weft__hash_set *refs
                 " UNION SELECT request_ref FROM tool_results WHERE run_id = $1"
                 " AND request_ref IS NOT NULL"
                 " UNION SELECT outcome_ref FROM tool_results WHERE run_id = $1"
-                " AND outcome_ref IS NOT NULL",
+                " AND outcome_ref IS NOT NULL"
+                " UNION SELECT workflow_snapshot_ref FROM workflows WHERE run_id = $1"
+                " AND workflow_snapshot_ref IS NOT NULL",
                 &p);
     params_cleanup(&p);
     if (res == NULL) {

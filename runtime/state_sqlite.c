@@ -31,7 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 14
+#define SCHEMA_VERSION 15
 
 /* Distinct cached SQL texts; more than this are prepared per call (still correct). */
 #define STMT_CACHE 24
@@ -274,6 +274,13 @@ static const char state_migrate_v14[] =
     "CREATE INDEX IF NOT EXISTS tool_results_outcome_ref ON tool_results(outcome_ref)"
     " WHERE outcome_ref IS NOT NULL;";
 
+/* Version 15: the run's workflow snapshot (docs/replay.md, "What a run keeps") as a payload
+ * too: repeated runs of one workflow keep its files once. */
+static const char state_migrate_v15[] =
+    "ALTER TABLE runs ADD COLUMN workflow_snapshot_ref TEXT;"
+    "CREATE INDEX IF NOT EXISTS runs_workflow_snapshot_ref ON runs(workflow_snapshot_ref)"
+    " WHERE workflow_snapshot_ref IS NOT NULL;";
+
 /* The state holds prompts, answers and tool outputs: create the file 0600 before SQLite opens
  * it (SQLite gives its -wal and -shm files the database's mode), and take group and other
  * access away from a file an older weft created 0644. Failures are left to sqlite3_open_v2,
@@ -461,7 +468,9 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
          sqlite3_exec(st->db, state_migrate_v13, NULL, NULL, &errmsg) != SQLITE_OK) ||
         (version < 14 &&
          sqlite3_exec(st->db, state_migrate_v14, NULL, NULL, &errmsg) != SQLITE_OK) ||
-        sqlite3_exec(st->db, "PRAGMA user_version = 14; COMMIT", NULL, NULL, &errmsg) !=
+        (version < 15 &&
+         sqlite3_exec(st->db, state_migrate_v15, NULL, NULL, &errmsg) != SQLITE_OK) ||
+        sqlite3_exec(st->db, "PRAGMA user_version = 15; COMMIT", NULL, NULL, &errmsg) !=
             SQLITE_OK) {
         goto sql_fail;
     }
@@ -1940,22 +1949,51 @@ static weft_err
 lite_run_snapshot_set(struct rt_state *base, const char *run_id, const char *snapshot)
 {
     struct lite_state *st = lite(base);
-    sqlite3_stmt *stmt = prepare(st, "UPDATE runs SET workflow_snapshot = ? WHERE id = ?");
+    struct weft__payload_sink sink;
+    char ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
+    sqlite3_stmt *stmt = NULL;
+    bool is_ref = false;
+    bool is_tx = strlen(snapshot) >= WEFT__PAYLOAD_MIN && weft__payload_enabled();
+    weft_err err = WEFT_OK;
 
-    if (stmt == NULL) {
+    /* A long snapshot is a payload: the records and the row commit together. */
+    if (is_tx && lite_begin(base) != WEFT_OK) {
         return WEFT_EIO;
     }
-    /* Bound as is: the files' bytes are the point (bind_text would rewrite them). */
-    sqlite3_bind_text(stmt, 1, snapshot, -1, SQLITE_TRANSIENT);
-    bind_key(stmt, 2, run_id);
-    return finish(st, stmt, "workflow snapshot");
+    if (is_tx) {
+        err = weft__state_payload_put(snapshot, payload_sink(st, &sink), ref, &is_ref);
+    }
+    stmt = err == WEFT_OK ? prepare(st, "UPDATE runs SET workflow_snapshot = ?,"
+                                        " workflow_snapshot_ref = ? WHERE id = ?")
+                          : NULL;
+    if (err == WEFT_OK && stmt == NULL) {
+        err = WEFT_EIO;
+    }
+    if (err == WEFT_OK) {
+        /* Bound as is: the files' bytes are the point (bind_text would rewrite them). */
+        if (!is_ref) {
+            sqlite3_bind_text(stmt, 1, snapshot, -1, SQLITE_TRANSIENT);
+        }
+        if (is_ref) {
+            bind_key(stmt, 2, ref);
+        }
+        bind_key(stmt, 3, run_id);
+        err = finish(st, stmt, "workflow snapshot");
+    }
+    if (is_tx) {
+        err = tx_end(st, err);
+    }
+    return err;
 }
 
 static weft_err
 lite_run_snapshot_get(struct rt_state *base, const char *run_id, char **out)
 {
     struct lite_state *st = lite(base);
-    sqlite3_stmt *stmt = prepare(st, "SELECT workflow_snapshot FROM runs WHERE id = ?");
+    sqlite3_stmt *stmt =
+        prepare(st, "SELECT workflow_snapshot, workflow_snapshot_ref FROM runs WHERE id = ?");
+    struct weft__buf buf;
+    const char *text = NULL;
     weft_err err = WEFT_ENOTFOUND;
     bool is_oom = false;
     int rc = 0;
@@ -1963,16 +2001,22 @@ lite_run_snapshot_get(struct rt_state *base, const char *run_id, char **out)
     if (stmt == NULL) {
         return WEFT_EIO;
     }
+    weft__buf_init(&buf, 0);
     bind_key(stmt, 1, run_id);
     rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_NULL) {
-        *out = col_dup(stmt, 0, &is_oom);
-        err = is_oom ? WEFT_ENOMEM : WEFT_OK;
+    if (rc == SQLITE_ROW && (sqlite3_column_type(stmt, 0) != SQLITE_NULL ||
+                             sqlite3_column_type(stmt, 1) != SQLITE_NULL)) {
+        text = column_text(st, stmt, 0, 1, &buf, &is_oom);
+        *out = text != NULL ? weft__strdup(text) : NULL;
+        err = is_oom || (text != NULL && *out == NULL) ? WEFT_ENOMEM
+              : text == NULL                           ? WEFT_EIO
+                                                       : WEFT_OK;
     } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         state_note_error(st, rc);
         err = WEFT_EIO;
     }
     sqlite3_finalize(stmt);
+    weft__buf_cleanup(&buf);
     return err;
 }
 
@@ -3080,7 +3124,8 @@ gc_is_referenced(void *user, const char *hash, bool *is_live)
     sqlite3_stmt *stmt = prepare(
         gc->st, "SELECT EXISTS (SELECT 1 FROM llm_exchanges WHERE entry_ref = ?1 AND run_id <> ?2)"
                 " OR EXISTS (SELECT 1 FROM tool_results WHERE request_ref = ?1 AND run_id <> ?2)"
-                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = ?1 AND run_id <> ?2)");
+                " OR EXISTS (SELECT 1 FROM tool_results WHERE outcome_ref = ?1 AND run_id <> ?2)"
+                " OR EXISTS (SELECT 1 FROM runs WHERE workflow_snapshot_ref = ?1 AND id <> ?2)");
     int rc = SQLITE_DONE;
 
     if (stmt == NULL) {
@@ -3144,7 +3189,9 @@ gc_run_refs(struct lite_state *st, const char *run_id, struct weft__hash_set *re
             " UNION SELECT request_ref FROM tool_results WHERE run_id = ?1"
             " AND request_ref IS NOT NULL"
             " UNION SELECT outcome_ref FROM tool_results WHERE run_id = ?1"
-            " AND outcome_ref IS NOT NULL");
+            " AND outcome_ref IS NOT NULL"
+            " UNION SELECT workflow_snapshot_ref FROM runs WHERE id = ?1"
+            " AND workflow_snapshot_ref IS NOT NULL");
     weft_err err = WEFT_OK;
     int rc = SQLITE_DONE;
 

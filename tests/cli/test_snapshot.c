@@ -294,9 +294,25 @@ test_replay_after_an_edit_uses_the_snapshot(void **state)
            "weft replay of an edited workflow");
     assert_non_null(strstr(f->out, "identical"));
     assert_non_null(strstr(f->err, SNAPSHOT_LINE));
-    /* The hash named is the one stored with the run. */
+    /* The snapshot is kept as a payload (docs/payloads.md) and was read back whole. */
+    query_text(f->state,
+               "SELECT count(*) FROM runs r JOIN payloads p ON p.hash = r.workflow_snapshot_ref"
+               " WHERE r.workflow_snapshot IS NULL AND r.id = ?",
+               id, hash, sizeof(hash));
+    assert_string_equal(hash, "1");
+    /* The hash named is the one stored with the run (inline, to read it with SQL). */
+    weft_test_setenv("WEFT_PAYLOADS", "off");
+    write_workflow(f, 0, "Do the step.");
+    expect(f, WEFT_IN(f, f->start, "run", f->wf_rel, "--state", f->state, "-q", "--no-trace"), 0,
+           "weft run, snapshot inline");
+    query_text(f->state, "SELECT id FROM runs ORDER BY started_ns DESC LIMIT 1", NULL, id,
+               sizeof(id));
+    write_workflow(f, 0, "Do the step differently now.");
+    expect(f, WEFT_IN(f, f->other, "replay", id, "--state", f->state, "-q", "--no-trace"), 0,
+           "weft replay of an edited workflow, snapshot inline");
     query_text(f->state, "SELECT json_extract(workflow_snapshot, '$.hash') FROM runs WHERE id = ?",
                id, hash, sizeof(hash));
+    unsetenv("WEFT_PAYLOADS");
     assert_true(strncmp(hash, "fnv1a64:", 8) == 0);
     assert_non_null(strstr(f->err, hash));
     expect(f,
@@ -321,7 +337,10 @@ test_replay_without_file_or_snapshot_names_workflow_option(void **state)
     weft_test_rmtree(f->src);
     /* As a run from before snapshots (a weft without them has no such column to clear). */
     assert_int_equal(sqlite3_open(f->state, &db), SQLITE_OK);
-    snprintf(sql, sizeof(sql), "UPDATE runs SET workflow_snapshot = NULL WHERE id = '%s'", id);
+    snprintf(
+        sql, sizeof(sql),
+        "UPDATE runs SET workflow_snapshot = NULL, workflow_snapshot_ref = NULL WHERE id = '%s'",
+        id);
     (void)sqlite3_exec(db, sql, NULL, NULL, NULL);
     sqlite3_close(db);
     expect(f, WEFT_IN(f, f->other, "replay", id, "--state", f->state, "-q"), 2,
@@ -342,8 +361,10 @@ test_a_credential_in_the_workflow_keeps_no_snapshot(void **state)
     first_run(f, id, sizeof(id));
     assert_non_null(strstr(f->err, "keeps no snapshot of its workflow"));
     assert_non_null(strstr(f->err, "looks like a credential"));
-    query_text(f->state, "SELECT count(*) FROM runs WHERE workflow_snapshot IS NULL AND id = ?", id,
-               n, sizeof(n));
+    query_text(f->state,
+               "SELECT count(*) FROM runs WHERE workflow_snapshot IS NULL"
+               " AND workflow_snapshot_ref IS NULL AND id = ?",
+               id, n, sizeof(n));
     assert_string_equal(n, "1");
 }
 
@@ -374,8 +395,10 @@ test_a_workflow_over_the_cap_keeps_no_snapshot(void **state)
     first_run(f, id, sizeof(id));
     assert_non_null(strstr(f->err, "keeps no snapshot of its workflow"));
     assert_non_null(strstr(f->err, "exceed the snapshot's 4 MiB"));
-    query_text(f->state, "SELECT count(*) FROM runs WHERE workflow_snapshot IS NULL AND id = ?", id,
-               n, sizeof(n));
+    query_text(f->state,
+               "SELECT count(*) FROM runs WHERE workflow_snapshot IS NULL"
+               " AND workflow_snapshot_ref IS NULL AND id = ?",
+               id, n, sizeof(n));
     assert_string_equal(n, "1");
 }
 

@@ -5,7 +5,8 @@ every reader returns the very text a store without payloads returns.
 The 25-step conversation of scripts/payload-bytes-workflow.py runs with --capture-content
 twice, in two WEFT_HOMEs: one with WEFT_PAYLOADS=off (inline text, how stores were written
 before: the reference) and one with payloads on. Then, for the run with payloads:
-  - the stores really hold references and records (the check is not vacuous), the other none;
+  - the stores really hold references and records, span store and run state (LLM exchanges,
+    tool results, the workflow snapshot): the check is not vacuous; the other home none;
   - `weft trace show --json`, the explorer API (`weft serve`: /api/v1/traces/ID and
     /api/v1/runs/ID/trace) and `weft mcp serve` (tools get_trace and get_span) return, for
     every span, exactly the long texts the inline store holds (run and trace ids normalised);
@@ -128,6 +129,14 @@ def store_counts(home):
                            " '%{\"type\":\"payload\"%'").fetchone()[0]
     records = span_db.execute("SELECT count(*) FROM payloads").fetchone()[0]
     span_db.close()
+    state = sqlite3.connect(os.path.join(home, "state.db"))
+    refs += state.execute("SELECT (SELECT count(*) FROM llm_exchanges WHERE entry_ref IS NOT NULL)"
+                          " + (SELECT count(*) FROM tool_results WHERE request_ref IS NOT NULL"
+                          " OR outcome_ref IS NOT NULL)"
+                          " + (SELECT count(*) FROM runs WHERE workflow_snapshot_ref IS NOT NULL)"
+                          ).fetchone()[0]
+    records += state.execute("SELECT count(*) FROM payloads").fetchone()[0]
+    state.close()
     return refs, records
 
 
@@ -176,7 +185,7 @@ def main():
         want = long_texts(off_spans, [(off_run, "RUN"), (off_trace, "TRACE"), (off_home, "HOME")])
 
         refs, records = store_counts(on_home)
-        if refs < 50 or records < 50:
+        if refs < 120 or records < 100:
             fail("payloads on: %d spans with references, %d records" % (refs, records))
         if store_counts(off_home) != (0, 0):
             fail("payloads off: references or records were written")
