@@ -177,11 +177,12 @@ gc_spans(const struct gc_request *rq, json_t *stores)
         fprintf(stderr, "weft gc: spans: %s\n", error[0] != '\0' ? error : weft_strerror(err));
     }
     if (rq->is_json) {
-        json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I}", "ok",
+        json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "ok",
                               err == WEFT_OK || err == WEFT_ENOTFOUND, "traces_deleted",
                               (json_int_t)r.traces, "spans_deleted", (json_int_t)r.spans,
-                              "partitions_dropped", (json_int_t)r.partitions, "bytes_before",
-                              (json_int_t)r.bytes_before, "bytes_after", (json_int_t)r.bytes_after);
+                              "partitions_dropped", (json_int_t)r.partitions, "payloads_deleted",
+                              (json_int_t)r.payloads, "bytes_before", (json_int_t)r.bytes_before,
+                              "bytes_after", (json_int_t)r.bytes_after);
         json_object_set_new(stores, "spans", o != NULL ? o : json_null());
     } else if (err == WEFT_ENOTFOUND) {
         printf("spans: no span store yet: nothing to delete\n");
@@ -190,6 +191,10 @@ gc_spans(const struct gc_request *rq, json_t *stores)
                r.traces, r.traces == 1 ? "" : "s", r.spans);
         if (r.partitions > 0) {
             printf(", %zu partition%s dropped", r.partitions, r.partitions == 1 ? "" : "s");
+        }
+        if (r.payloads > 0) {
+            printf(", %zu payload record%s no span refers to", r.payloads,
+                   r.payloads == 1 ? "" : "s");
         }
         if (!rq->is_dry_run && r.bytes_before >= 0 && r.bytes_after >= 0 &&
             r.bytes_before >= r.bytes_after) {

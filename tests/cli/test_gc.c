@@ -423,6 +423,10 @@ test_gc_deletes_old_traces_from_the_span_store(void **state)
     assert_true(json_is_true(json_object_get(spans, "ok")));
     assert_int_equal(json_integer_value(json_object_get(spans, "traces_deleted")), 1);
     assert_true(json_integer_value(json_object_get(spans, "spans_deleted")) > 10);
+    /* No content captured: no payload record to collect (tests/payloads and the store tests
+     * cover collection). */
+    assert_true(json_is_integer(json_object_get(spans, "payloads_deleted")));
+    assert_int_equal(json_integer_value(json_object_get(spans, "payloads_deleted")), 0);
     json_decref(doc);
     assert_int_equal(sql_count(store, "SELECT count(*) FROM traces"), traces);
     r = RUN(f, "gc", "--older-than", "14d");
