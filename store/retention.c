@@ -51,8 +51,10 @@ pass(struct weft__store_retention *r)
     if (!is_ok) {
         WEFT_LOG(WEFT_LOG_ERROR, "retention: %s", error[0] != '\0' ? error : weft_strerror(err));
     } else if (rep.traces > 0) {
-        WEFT_LOG(WEFT_LOG_INFO, "retention: %zu trace(s) deleted (%zu spans, %zu partitions)",
-                 rep.traces, rep.spans, rep.partitions);
+        WEFT_LOG(WEFT_LOG_INFO,
+                 "retention: %zu trace(s) deleted (%zu spans, %zu partitions, %zu payload"
+                 " records)",
+                 rep.traces, rep.spans, rep.partitions, rep.payloads);
     }
     if (err == WEFT_OK) {
         /* What the store holds now, for the gauges; a failure leaves them unknown until the
@@ -68,6 +70,7 @@ pass(struct weft__store_retention *r)
         r->stats.traces_deleted += rep.traces;
         r->stats.spans_deleted += rep.spans;
         r->stats.partitions_dropped += rep.partitions;
+        r->stats.payloads_deleted += rep.payloads;
         r->stats.store_bytes = rep.bytes_after;
     }
     pthread_mutex_unlock(&r->lock);
@@ -176,6 +179,7 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
     struct weft_instrument *passes = NULL;
     struct weft_instrument *deleted = NULL;
     struct weft_instrument *dropped = NULL;
+    struct weft_instrument *payloads = NULL;
     struct weft_instrument *bytes = NULL;
     struct weft_instrument *limit = NULL;
     struct weft_instrument *partitions = NULL;
@@ -200,6 +204,13 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
         err = weft_meter_instrument(
             meter, WEFT_INSTRUMENT_COUNTER, "weft.store.retention.partitions_dropped",
             "{partition}", "PostgreSQL span partitions retention dropped", NULL, 0, &dropped);
+    }
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_COUNTER,
+                                    "weft.store.retention.payloads_deleted", "{record}",
+                                    "Payload records (long texts stored once by content hash)"
+                                    " retention deleted once no span referred to them",
+                                    NULL, 0, &payloads);
     }
     if (err == WEFT_OK && st.store_bytes >= 0) {
         err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.store.size", "By",
@@ -245,6 +256,7 @@ weft__store_retention_observe(struct weft__store_retention *r, struct weft_meter
     (void)weft_counter_add(passes, (double)st.passes_failed, &attr, 1);
     (void)weft_counter_add(deleted, (double)st.traces_deleted, NULL, 0);
     (void)weft_counter_add(dropped, (double)st.partitions_dropped, NULL, 0);
+    (void)weft_counter_add(payloads, (double)st.payloads_deleted, NULL, 0);
     if (bytes != NULL) {
         (void)weft_gauge_set(bytes, (double)st.store_bytes, NULL, 0);
     }

@@ -210,11 +210,12 @@ struct weft__store_retention_stats {
     uint64_t traces_deleted;
     uint64_t spans_deleted;
     uint64_t partitions_dropped;
-    int64_t store_bytes;     /* after the last pass; -1 unknown (PostgreSQL, none yet) */
-    int64_t partitions;      /* PostgreSQL: weft_spans' partitions after the last pass; -1 unknown
-                                (SQLite, none yet) */
-    int64_t oldest_start_ns; /* the earliest stored trace's start after the last pass; 0
-                                unknown or empty */
+    uint64_t payloads_deleted; /* payload records no span referred to any more */
+    int64_t store_bytes;       /* after the last pass; -1 unknown (PostgreSQL, none yet) */
+    int64_t partitions;        /* PostgreSQL: weft_spans' partitions after the last pass; -1 unknown
+                                  (SQLite, none yet) */
+    int64_t oldest_start_ns;   /* the earliest stored trace's start after the last pass; 0
+                                  unknown or empty */
 };
 
 struct weft__store_retention;

@@ -249,7 +249,7 @@ test_retention_thread_runs_at_start_and_counts(void **state)
     struct weft_meter *meter = NULL;
 
     for (unsigned k = 0; k < 5; k++) {
-        write_trace(f, k, (uint64_t)k * 1000, 2, 10);
+        write_trace(f, k, (uint64_t)k * 1000, 2, 600); /* long texts: payload records */
     }
     memset(&cfg, 0, sizeof(cfg));
     cfg.max_age_ns = 1000000000ull; /* a second: every trace of 2023 is older */
@@ -266,10 +266,18 @@ test_retention_thread_runs_at_start_and_counts(void **state)
     weft__store_retention_stats(r, &st);
     assert_int_equal(st.passes_ok, 1);
     assert_int_equal(st.traces_deleted, 5);
+    assert_true(st.payloads_deleted >= 10); /* a text of its own per span: its records */
     assert_true(st.store_bytes > 0);
     assert_weft_ok(weft_meter_new(NULL, &meter));
     assert_weft_ok(weft__store_retention_observe(r, meter));
     assert_true(weft_test_prom_has(meter, "weft_store_retention_traces_deleted_total 5"));
+    {
+        char line[96];
+
+        snprintf(line, sizeof(line), "weft_store_retention_payloads_deleted_total %llu",
+                 (unsigned long long)st.payloads_deleted);
+        assert_true(weft_test_prom_has(meter, line));
+    }
     assert_true(weft_test_prom_has(meter, "weft_store_retention_passes_total{outcome=\"ok\"} 1"));
     weft_meter_free(meter);
     weft__store_retention_stop(r); /* does not wait out the hour */
