@@ -4,17 +4,15 @@
  * Compression of a whole request body uses libdeflate: the body is in memory already, and
  * libdeflate's one-shot compressor is about twice as fast as zlib's streaming deflate
  * at level 1 for the same ratio on OTLP protobuf (span_bench, case export). Its compressor
- * is built once per thread and kept (the OTLP transport compresses on its export thread;
- * building one costs several page-sized allocations). The compressor's memory comes from libc's
- * malloc, not weft__malloc: libdeflate 1.14 (Debian 12) has only a process-wide allocator hook,
- * which would change it for every other user of libdeflate in the process. Decompression has no
+ * is built once per thread and level and kept, shared with the span store's payloads
+ * (weft__deflate_compressor(), store/payload.c). Decompression has no
  * size known in advance and streams through zlib's inflate. The zlib compressor stays for the
  * benchmark and for tests that cross-check the two. */
 #include "gzip.h"
 #include "base/buf.h"
+#include "store/payload.h"
 
 #include <libdeflate.h>
-#include <pthread.h>
 #include <zlib.h>
 
 /* libdeflate levels run 0..12; zlib's "default" (-1) is 6 in both. */
@@ -25,51 +23,6 @@ deflate_level(int level)
         return 6;
     }
     return level > 12 ? 12 : level;
-}
-
-/* One compressor per thread and level in use (the transport always uses the same level). */
-static pthread_key_t compressor_key;
-static pthread_once_t compressor_once = PTHREAD_ONCE_INIT;
-static bool compressor_key_ready;
-static _Thread_local struct libdeflate_compressor *thread_compressor;
-static _Thread_local int thread_compressor_level = -1;
-
-static void
-compressor_destroy(void *c)
-{
-    libdeflate_free_compressor(c);
-}
-
-static void
-compressor_key_init(void)
-{
-    compressor_key_ready = pthread_key_create(&compressor_key, compressor_destroy) == 0;
-}
-
-/* This thread's compressor for @p level; NULL when out of memory. The thread-exit destructor
- * frees it, so when the key cannot be registered the caller frees it (*owned is true). */
-static struct libdeflate_compressor *
-compressor_get(int level, bool *owned)
-{
-    struct libdeflate_compressor *c = NULL;
-
-    *owned = false;
-    if (thread_compressor != NULL && thread_compressor_level == level) {
-        return thread_compressor;
-    }
-    pthread_once(&compressor_once, compressor_key_init);
-    c = libdeflate_alloc_compressor(level);
-    if (c == NULL) {
-        return NULL;
-    }
-    if (!compressor_key_ready || pthread_setspecific(compressor_key, c) != 0) {
-        *owned = true;
-        return c;
-    }
-    libdeflate_free_compressor(thread_compressor);
-    thread_compressor = c;
-    thread_compressor_level = level;
-    return c;
 }
 
 weft_err
@@ -87,7 +40,7 @@ weft__gzip_compress(const void *data, size_t len, int level, struct weft__buf *o
     if (level > 9) {
         return WEFT_EINVAL; /* the zlib range, which callers are written against */
     }
-    c = compressor_get(deflate_level(level), &owned);
+    c = weft__deflate_compressor(deflate_level(level), &owned);
     if (c == NULL) {
         return WEFT_ENOMEM;
     }

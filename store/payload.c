@@ -12,8 +12,11 @@
  *
  * Compression is raw DEFLATE through libdeflate, whose one-shot calls fit: the text is in
  * memory, and the reader knows each chunk's length, so it inflates straight into place. The
- * compressor is built once per thread and kept (building one costs several page-sized
- * allocations; a span store writer compresses on its export thread).
+ * compressor is built once per thread and level and kept (building one costs several
+ * page-sized allocations; a span store writer compresses on its export thread); the OTLP
+ * exporters' gzip uses the same ones (weft__deflate_compressor()). Its memory comes from libc's
+ * malloc, not weft__malloc: libdeflate 1.14 (Debian 12) has only a process-wide allocator
+ * hook, which would change it for every other user of libdeflate in the process.
  */
 #include "store/payload.h"
 
@@ -125,44 +128,54 @@ cut(const unsigned char *p, size_t len)
 /* ------------------------------------------------------------------------------------------ */
 /* Compression                                                                                 */
 
+/* One compressor per thread and level in use, kept for the thread's life: this writer and the
+ * OTLP exporters' gzip (exporters/gzip.c) share them. The thread-exit destructor gets the
+ * thread's array (the key's value) and frees what it holds. */
+#define LEVELS 13 /* libdeflate's 0..12 */
+
 static pthread_key_t compressor_key;
 static pthread_once_t compressor_once = PTHREAD_ONCE_INIT;
 static bool compressor_key_ready;
-static _Thread_local struct libdeflate_compressor *thread_compressor;
+static _Thread_local struct libdeflate_compressor *thread_compressors[LEVELS];
 
 static void
-compressor_destroy(void *c)
+compressors_destroy(void *array)
 {
-    libdeflate_free_compressor(c);
+    struct libdeflate_compressor **c = array;
+
+    for (int i = 0; i < LEVELS; i++) {
+        libdeflate_free_compressor(c[i]);
+        c[i] = NULL;
+    }
 }
 
 static void
 compressor_key_init(void)
 {
-    compressor_key_ready = pthread_key_create(&compressor_key, compressor_destroy) == 0;
+    compressor_key_ready = pthread_key_create(&compressor_key, compressors_destroy) == 0;
 }
 
-/* This thread's compressor; NULL when out of memory. When the thread-exit destructor cannot
- * be registered the caller frees it (*owned is true). */
-static struct libdeflate_compressor *
-compressor_get(bool *owned)
+struct libdeflate_compressor *
+weft__deflate_compressor(int level, bool *owned)
 {
     struct libdeflate_compressor *c = NULL;
 
     *owned = false;
-    if (thread_compressor != NULL) {
-        return thread_compressor;
+    level = level < 0 ? LEVEL : level >= LEVELS ? LEVELS - 1 : level;
+    if (thread_compressors[level] != NULL) {
+        return thread_compressors[level];
     }
     pthread_once(&compressor_once, compressor_key_init);
-    c = libdeflate_alloc_compressor(LEVEL);
+    c = libdeflate_alloc_compressor(level);
     if (c == NULL) {
         return NULL;
     }
-    if (!compressor_key_ready || pthread_setspecific(compressor_key, c) != 0) {
+    if (!compressor_key_ready ||
+        pthread_setspecific(compressor_key, (void *)thread_compressors) != 0) {
         *owned = true;
         return c;
     }
-    thread_compressor = c;
+    thread_compressors[level] = c;
     return c;
 }
 
@@ -180,7 +193,7 @@ put_text(const struct weft__payload_sink *sink, const char *hash, const char *te
     if (sink->has != NULL && sink->has(sink->user, hash)) {
         return WEFT_OK;
     }
-    c = compressor_get(&owned);
+    c = weft__deflate_compressor(LEVEL, &owned);
     if (c == NULL) {
         return WEFT_ENOMEM;
     }

@@ -106,4 +106,11 @@ void weft__payload_chunks_each(const struct weft__payload_record *rec,
                                bool (*fn)(const char *hash, void *user),
                                void *user);
 
+/* This thread's libdeflate compressor for @p level (0..12; below 0: 6), built on first use and
+ * freed when the thread exits; shared with the OTLP exporters' gzip. NULL when out of memory.
+ * When the thread-exit destructor cannot be registered, *owned is true and the caller frees it
+ * with libdeflate_free_compressor(). */
+struct libdeflate_compressor;
+struct libdeflate_compressor *weft__deflate_compressor(int level, bool *owned);
+
 #endif /* WEFT_STORE_PAYLOAD_H */

@@ -294,6 +294,43 @@ is_hex(const char *s)
     return true;
 }
 
+/* A text[] literal of those of @p items that @p is_ok accepts (hex: no quoting needed) into
+ * @p arr, NUL-terminated; a rejected one is left out (it matches nothing). @return WEFT_OK, or
+ * WEFT_ENOMEM with the reader's message set and @p arr cleaned up. */
+static weft_err
+array_literal(struct pg_reader *r,
+              const char *const *items,
+              size_t count,
+              bool (*is_ok)(const char *s),
+              struct weft__buf *arr)
+{
+    bool is_first = true;
+    weft_err err = WEFT_OK;
+
+    weft__buf_init(arr, 0);
+    err = weft__buf_append_byte(arr, '{');
+    for (size_t i = 0; i < count && err == WEFT_OK; i++) {
+        if (!is_ok(items[i])) {
+            continue;
+        }
+        if (!is_first) {
+            err = weft__buf_append_byte(arr, ',');
+        }
+        if (err == WEFT_OK) {
+            err = weft__buf_append_str(arr, items[i]);
+        }
+        is_first = false;
+    }
+    if (err == WEFT_OK) {
+        err = weft__buf_append(arr, "}", 2); /* with its NUL */
+    }
+    if (err != WEFT_OK) {
+        weft__buf_cleanup(arr);
+        snprintf(r->pg.errmsg, sizeof(r->pg.errmsg), "store %s: out of memory", r->pg.where);
+    }
+    return err;
+}
+
 static weft_err
 pg_spans_by_id(void *impl,
                const char *trace_hex,
@@ -305,33 +342,14 @@ pg_spans_by_id(void *impl,
     struct pg_reader *r = impl;
     struct weft__buf arr;
     const char *values[2] = {trace_hex, NULL};
-    bool is_first = true;
     weft_err err = WEFT_OK;
 
     if (count == 0) {
         return WEFT_OK;
     }
     /* An array literal of the ids: hex needs no quoting; anything else matches no span. */
-    weft__buf_init(&arr, 0);
-    err = weft__buf_append_byte(&arr, '{');
-    for (size_t i = 0; i < count && err == WEFT_OK; i++) {
-        if (!is_hex(span_hex[i])) {
-            continue;
-        }
-        if (!is_first) {
-            err = weft__buf_append_byte(&arr, ',');
-        }
-        if (err == WEFT_OK) {
-            err = weft__buf_append_str(&arr, span_hex[i]);
-        }
-        is_first = false;
-    }
-    if (err == WEFT_OK) {
-        err = weft__buf_append(&arr, "}", 2); /* with its NUL */
-    }
+    err = array_literal(r, span_hex, count, is_hex, &arr);
     if (err != WEFT_OK) {
-        weft__buf_cleanup(&arr);
-        snprintf(r->pg.errmsg, sizeof(r->pg.errmsg), "store %s: out of memory", r->pg.where);
         return err;
     }
     values[1] = arr.data;
@@ -393,22 +411,8 @@ pg_payloads(void *impl,
         return WEFT_OK;
     }
     /* An array literal of the hashes: payload.c asks only for well-formed ones (hex). */
-    weft__buf_init(&arr, 0);
-    err = weft__buf_append_byte(&arr, '{');
-    for (size_t i = 0; i < count && err == WEFT_OK; i++) {
-        if (i > 0) {
-            err = weft__buf_append_byte(&arr, ',');
-        }
-        if (err == WEFT_OK) {
-            err = weft__buf_append_str(&arr, weft__payload_is_ref(hashes[i]) ? hashes[i] : "-");
-        }
-    }
-    if (err == WEFT_OK) {
-        err = weft__buf_append(&arr, "}", 2); /* with its NUL */
-    }
+    err = array_literal(r, hashes, count, weft__payload_is_ref, &arr);
     if (err != WEFT_OK) {
-        weft__buf_cleanup(&arr);
-        snprintf(r->pg.errmsg, sizeof(r->pg.errmsg), "store %s: out of memory", r->pg.where);
         return err;
     }
     values[0] = arr.data;
