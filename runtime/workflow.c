@@ -14,6 +14,7 @@
 #include "base/buf.h"
 #include "base/mem.h"
 #include "expr.h"
+#include "json_type.h"
 #include "llm/llm.h"
 #include "plan.h"
 #include "webhook.h"
@@ -149,29 +150,6 @@ join_path(char *out, size_t len, const char *path, const char *key)
     }
 }
 
-static const char *
-json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "object";
-    case JSON_ARRAY:
-        return "array";
-    case JSON_STRING:
-        return "string";
-    case JSON_INTEGER:
-        return "integer";
-    case JSON_REAL:
-        return "number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "value";
-}
-
 /* Report every key of @p obj not in @p allowed (NULL-terminated). */
 static void
 check_keys(struct loader *ld, const json_t *obj, const char *path, const char *const *allowed)
@@ -207,19 +185,19 @@ get_typed(struct loader *ld,
 {
     const json_t *v = json_object_get(obj, key);
     char sub[256];
-    static const char *const names[] = {"object", "array",   "string",  "integer",
-                                        "number", "boolean", "boolean", "null"};
 
     join_path(sub, sizeof(sub), path, key);
     if (v == NULL) {
         if (is_required) {
-            diag_add(ld, sub, 0, 0, "required key is missing (expected %s)", names[type]);
+            diag_add(ld, sub, 0, 0, "required key is missing (expected %s)",
+                     weft__json_type_expected(type));
         }
         return NULL;
     }
     if (json_typeof(v) != type && !(type == JSON_REAL && json_is_integer(v)) &&
         !(type == JSON_TRUE && json_is_boolean(v))) {
-        diag_add(ld, sub, 0, 0, "expected %s, got %s", names[type], json_type_name(v));
+        diag_add(ld, sub, 0, 0, "expected %s, got %s", weft__json_type_expected(type),
+                 weft__json_type_name(v));
         return NULL;
     }
     return v;
@@ -594,7 +572,7 @@ load_model(struct loader *ld, struct weft_workflow *wf, struct wf_model *mod, co
 
     snprintf(path, sizeof(path), "models.%s", mod->name);
     if (!json_is_object(m)) {
-        diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(m));
+        diag_add(ld, path, 0, 0, "expected object, got %s", weft__json_type_name(m));
         return;
     }
     check_keys(ld, m, path, keys);
@@ -708,7 +686,7 @@ load_tool(struct loader *ld, struct weft_workflow *wf, const json_t *t, size_t i
 
     snprintf(path, sizeof(path), "tools[%zu]", i);
     if (!json_is_object(t)) {
-        diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(t));
+        diag_add(ld, path, 0, 0, "expected object, got %s", weft__json_type_name(t));
         return;
     }
     check_keys(ld, t, path, keys);
@@ -939,7 +917,7 @@ load_agents_pass1(struct loader *ld, struct weft_workflow *wf, const json_t *roo
         ag->replan_agent = WF_NONE;
         ag->model = WF_NONE;
         if (!json_is_object(a)) {
-            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(a));
+            diag_add(ld, path, 0, 0, "expected object, got %s", weft__json_type_name(a));
             continue;
         }
         ag->name = get_str(ld, a, path, "name", true);
@@ -1715,7 +1693,7 @@ load_plan(struct loader *ld, struct weft_workflow *wf, const json_t *root)
 
         snprintf(path, sizeof(path), "plan[%zu]", i);
         if (!json_is_object(s)) {
-            diag_add(ld, path, 0, 0, "expected object, got %s", json_type_name(s));
+            diag_add(ld, path, 0, 0, "expected object, got %s", weft__json_type_name(s));
             continue;
         }
         load_plan_step(ld, wf, &wf->plan[wf->plan_count], s, i, path);
@@ -2021,7 +1999,7 @@ load_flow(struct loader *ld,
         snprintf(np, sizeof(np), "%.200s[%zu]", sub, i);
         flow->count = i + 1;
         if (!json_is_object(n)) {
-            diag_add(ld, np, 0, 0, "expected object, got %s", json_type_name(n));
+            diag_add(ld, np, 0, 0, "expected object, got %s", weft__json_type_name(n));
             flow->nodes[i].id = weft__strdup("?");
             flow->nodes[i].agent = WF_NONE;
             continue;
@@ -2191,7 +2169,7 @@ read_root(struct loader *ld, const char *path, json_t **root)
     }
     if (!json_is_object(*root)) {
         diag_add(ld, "", 0, 0, "expected a JSON object at the top level, got %s",
-                 json_type_name(*root));
+                 weft__json_type_name(*root));
         return WEFT_EPARSE;
     }
     return WEFT_OK;

@@ -24,6 +24,7 @@
 #include "llm.h"
 
 #include "runtime/http.h"
+#include "runtime/json_type.h"
 
 #include "base/buf.h"
 #include "base/http.h"
@@ -241,29 +242,6 @@ http_error(const struct openai *x, long status, unsigned attempts, struct llm_er
     }
 }
 
-static const char *
-type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "object";
-    case JSON_ARRAY:
-        return "array";
-    case JSON_STRING:
-        return "string";
-    case JSON_INTEGER:
-        return "integer";
-    case JSON_REAL:
-        return "number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "boolean";
-    case JSON_NULL:
-    default:
-        return "null";
-    }
-}
-
 /* A member that must be a string, or null or absent (*out NULL then). @p path names it in
  * the error. @return WEFT_OK, WEFT_EPARSE (error set), WEFT_ENOMEM. */
 static weft_err
@@ -277,7 +255,7 @@ opt_string(const json_t *obj, const char *key, const char *path, char **out, str
     }
     if (!json_is_string(v)) {
         set_error(e, "invalid_response", "response: %s: expected string or null, got %s", path,
-                  type_name(v));
+                  weft__json_type_name(v));
         return WEFT_EPARSE;
     }
     *out = weft__strdup(json_string_value(v));
@@ -306,7 +284,7 @@ token_count(const json_t *usage, const char *key, int64_t *out, struct llm_error
         } else {
             set_error(e, "invalid_response",
                       "response: usage.%s: expected a non-negative integer, got %s", key,
-                      type_name(v));
+                      weft__json_type_name(v));
         }
         return WEFT_EPARSE;
     }
@@ -332,26 +310,26 @@ parse_tool_call(const json_t *c,
     if (!json_is_object(c)) {
         set_error(e, "invalid_response",
                   "response: choices[0].message.tool_calls[%zu]: expected object, got %s", i,
-                  type_name(c));
+                  weft__json_type_name(c));
         return WEFT_EPARSE;
     }
     if (!json_is_object(fn)) {
         set_error(e, "invalid_response",
                   "response: choices[0].message.tool_calls[%zu].function: expected object, got %s",
-                  i, fn == NULL ? "nothing" : type_name(fn));
+                  i, fn == NULL ? "nothing" : weft__json_type_name(fn));
         return WEFT_EPARSE;
     }
     if (!json_is_string(name) || json_string_length(name) == 0) {
         set_error(e, "invalid_response",
                   "response: choices[0].message.tool_calls[%zu].function.name: expected a "
                   "non-empty string, got %s",
-                  i, name == NULL ? "nothing" : type_name(name));
+                  i, name == NULL ? "nothing" : weft__json_type_name(name));
         return WEFT_EPARSE;
     }
     if (id != NULL && !json_is_null(id) && !json_is_string(id)) {
         set_error(e, "invalid_response",
                   "response: choices[0].message.tool_calls[%zu].id: expected string, got %s", i,
-                  type_name(id));
+                  weft__json_type_name(id));
         return WEFT_EPARSE;
     }
     /* Text, as the API sends it; some compatible servers send an object instead, which is
@@ -360,7 +338,7 @@ parse_tool_call(const json_t *c,
         set_error(e, "invalid_response",
                   "response: choices[0].message.tool_calls[%zu].function.arguments: expected "
                   "string, got %s",
-                  i, type_name(args));
+                  i, weft__json_type_name(args));
         return WEFT_EPARSE;
     }
     id_text = json_string_value(id);
@@ -418,7 +396,7 @@ weft__llm_openai_parse(const char *data,
                   "response: choices: expected a non-empty array, got %s",
                   choices == NULL          ? "nothing"
                   : json_is_array(choices) ? "[]"
-                                           : type_name(choices));
+                                           : weft__json_type_name(choices));
         err = WEFT_EPARSE;
         goto out;
     }
@@ -427,9 +405,9 @@ weft__llm_openai_parse(const char *data,
     if (!json_is_object(choice) || !json_is_object(message)) {
         set_error(error, "invalid_response",
                   "response: choices[0].message: expected object, got %s",
-                  !json_is_object(choice) ? type_name(choice)
+                  !json_is_object(choice) ? weft__json_type_name(choice)
                   : message == NULL       ? "nothing"
-                                          : type_name(message));
+                                          : weft__json_type_name(message));
         err = WEFT_EPARSE;
         goto out;
     }
@@ -450,7 +428,7 @@ weft__llm_openai_parse(const char *data,
     usage = json_object_get(root, "usage");
     if (usage != NULL && !json_is_null(usage) && !json_is_object(usage)) {
         set_error(error, "invalid_response", "response: usage: expected object or null, got %s",
-                  type_name(usage));
+                  weft__json_type_name(usage));
         err = WEFT_EPARSE;
         goto out;
     }
@@ -465,7 +443,7 @@ weft__llm_openai_parse(const char *data,
     if (calls != NULL && !json_is_null(calls) && !json_is_array(calls)) {
         set_error(error, "invalid_response",
                   "response: choices[0].message.tool_calls: expected array or null, got %s",
-                  type_name(calls));
+                  weft__json_type_name(calls));
         err = WEFT_EPARSE;
         goto out;
     }
