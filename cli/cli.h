@@ -141,6 +141,16 @@ int cli_run_workflow(const char *cmd,
 /* Free @p path and remove the snapshot directory @p tmpdir (when not ""). */
 void cli_run_workflow_done(char *path, char *tmpdir);
 
+/* The live progress of a run (cli/progress.c): weft_run_options.progress with a struct
+ * cli_progress as its user data. */
+struct cli_progress {
+    bool is_tty;
+    bool is_quiet;
+    bool has_line; /* a live line is on screen */
+};
+struct weft_run_event;
+void cli_on_progress(const struct weft_run_event *ev, void *user_data);
+
 /* Load @p workflow_path, run it with the flags and report (summary or JSON, trace tree);
  * @p cmd names the command in messages. @return the command's exit status. */
 int cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_flags *flags);

@@ -1,4 +1,4 @@
-/* cli/run_cmd.c - `weft run` and `weft validate`.
+/* cli/run_cmd.c - `weft run` (`weft validate` is cli/validate_cmd.c).
  *
  * `weft run` wires the library together for a terminal user: it loads the workflow, builds a
  * tracer provider whose spans always reach the local store (plus whatever
@@ -126,136 +126,6 @@ cli_run_usage(FILE *out)
           "             3 stuck, 4 completed but an exporter delivered none of its spans,\n"
           "             130 interrupted twice (exits without waiting for telemetry)\n",
           out);
-}
-
-void
-cli_validate_usage(FILE *out)
-{
-    fputs("usage: weft validate [--offline] WORKFLOW...\n"
-          "\n"
-          "Check workflow files and print every problem as FILE:PATH: MESSAGE. The MCP\n"
-          "servers a workflow names are started, initialized and asked for their tools\n"
-          "(each must start and list at least one), then stopped.\n"
-          "\n"
-          "options:\n"
-          "      --offline    check the files only: start no MCP server\n"
-          "  -h, --help       this help\n"
-          "\n"
-          "exit status: 0 valid, 2 invalid or unreadable, or an MCP server did not start\n",
-          out);
-}
-
-/* One file: loaded, then (unless @p is_offline) its MCP servers started and listed. */
-static int
-validate_one(const char *path, bool is_offline)
-{
-    struct weft_workflow *wf = NULL;
-    struct weft_diags diags = {0};
-    char *report = NULL;
-    weft_err err = weft_workflow_load(path, &wf, &diags);
-    int status = CLI_EXIT_OK;
-
-    if (err == WEFT_OK && !is_offline) {
-        err = weft_mcp_check(wf, &diags, &report);
-    }
-    if (report != NULL) {
-        fputs(report, stdout);
-    }
-    if (err != WEFT_OK) {
-        status = cli_print_diags(path, err, &diags);
-    } else {
-        char *agents = weft_workflow_describe(wf);
-        printf("%s: valid (workflow '%s')\n%s", path, weft_workflow_name(wf),
-               agents != NULL ? agents : "");
-        weft_workflow_text_free(agents);
-    }
-    weft_mcp_text_free(report);
-    weft_diags_cleanup(&diags);
-    weft_workflow_free(wf);
-    return status;
-}
-
-int
-cli_validate(int argc, char **argv)
-{
-    bool is_help = false;
-    bool is_offline = false;
-    char *paths[64];
-    size_t count = 0;
-    int status = CLI_EXIT_OK;
-    const struct cli_option options[] = {{"help", 'h', false, false, NULL, &is_help},
-                                         {"offline", 0, false, false, NULL, &is_offline}};
-
-    if (cli_parse("validate", argc, argv, options, 2, paths, 64, &count) != CLI_EXIT_OK) {
-        return CLI_EXIT_USAGE;
-    }
-    if (is_help) {
-        cli_validate_usage(stdout);
-        return CLI_EXIT_OK;
-    }
-    if (count == 0) {
-        cli_validate_usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    for (size_t i = 0; i < count; i++) {
-        if (validate_one(paths[i], is_offline) != CLI_EXIT_OK) {
-            status = CLI_EXIT_USAGE;
-        }
-    }
-    return status;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Progress                                                                                    */
-
-struct progress {
-    bool is_tty;
-    bool is_quiet;
-    bool has_line; /* a live line is on screen */
-};
-
-static const char *const event_names[] = {"start", "decide",  "step", "step-end", "llm",
-                                          "tool",  "verdict", "end",  "progress"};
-
-static void
-on_progress(const struct weft_run_event *ev, void *user_data)
-{
-    struct progress *p = user_data;
-    char elapsed[32];
-    const char *kind = (size_t)ev->kind < sizeof(event_names) / sizeof(event_names[0])
-                           ? event_names[ev->kind]
-                           : "event";
-
-    if (p->is_quiet) {
-        return;
-    }
-    cli_format_duration(ev->elapsed_ns, elapsed, sizeof(elapsed));
-    if (p->is_tty) {
-        /* One live line, rewritten in place. */
-        fprintf(stderr, "\r\033[K[%s] iter %zu  steps %zu/%zu  %s%s%s  %-8s ", elapsed,
-                ev->iteration, ev->steps_done, ev->steps_total,
-                ev->step_id != NULL ? ev->step_id : "", ev->agent != NULL ? " " : "",
-                ev->agent != NULL ? ev->agent : "", kind);
-        cli_put_clean(stderr, ev->detail, 40);
-        fprintf(stderr, "  %lld tok", (long long)(ev->input_tokens + ev->output_tokens));
-        p->has_line = true;
-        if (ev->kind == WEFT_EVENT_RUN_END) {
-            fputc('\n', stderr);
-            p->has_line = false;
-        }
-        fflush(stderr);
-        return;
-    }
-    if (ev->kind == WEFT_EVENT_LLM_CALL || ev->kind == WEFT_EVENT_TOOL_CALL) {
-        return; /* plain logs keep to decisions, steps and verdicts */
-    }
-    fprintf(stderr, "[%s] iter=%zu %s", elapsed, ev->iteration, kind);
-    if (ev->step_id != NULL) {
-        fprintf(stderr, " step=%s agent=%s", ev->step_id, ev->agent);
-    }
-    fputc(' ', stderr);
-    cli_put_clean(stderr, ev->detail, 160);
-    fputc('\n', stderr);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1199,7 +1069,7 @@ fill_run_options(struct weft_run_options *ro,
                  const struct cli_telemetry *t,
                  char **tags,
                  size_t tag_count,
-                 struct progress *progress)
+                 struct cli_progress *progress)
 {
     memset(ro, 0, sizeof(*ro));
     ro->provider = t->provider;
@@ -1215,7 +1085,7 @@ fill_run_options(struct weft_run_options *ro,
     ro->resume_run_id = fl->resume;
     ro->meter = t->meter;
     ro->capture_content = fl->is_capture ? 1 : -1;
-    ro->progress = on_progress;
+    ro->progress = cli_on_progress;
     ro->progress_user_data = progress;
     ro->abort_flag = &abort_requested;
     ro->resume_force = fl->is_force;
@@ -1434,7 +1304,7 @@ cli_execute(const char *cmd, const char *workflow_path, const struct cli_run_fla
     size_t tag_count = 0;
     struct weft_run_options ro;
     struct weft_run_result *result = NULL;
-    struct progress progress;
+    struct cli_progress progress;
     struct sigaction sa;
     char error[512] = "";
     weft_err err = WEFT_OK;
