@@ -76,33 +76,6 @@ cli_fork_usage(FILE *out)
           out);
 }
 
-void
-cli_print_replay(FILE *out, const struct weft_replay_report *r)
-{
-    if (r == NULL) {
-        return;
-    }
-    if (r->is_identical) {
-        fprintf(out,
-                "replay of run %s: identical (%zu of %zu LLM calls and %zu of %zu tool calls "
-                "answered from the original)\n",
-                r->original_run_id, r->llm_calls, r->llm_expected, r->tool_calls, r->tool_expected);
-        return;
-    }
-    fprintf(out, "replay of run %s: DIVERGED at span ", r->original_run_id);
-    cli_put_clean(out, r->span != NULL ? r->span : "?", 120);
-    if (r->step_id != NULL) {
-        fputs(" (step ", out);
-        cli_put_clean(out, r->step_id, 80);
-        fputs(")", out);
-    }
-    fprintf(out, ": %s\n  expected: ", r->what != NULL ? r->what : "?");
-    cli_put_clean(out, r->expected != NULL ? r->expected : "(no call)", 200);
-    fputs("\n  got:      ", out);
-    cli_put_clean(out, r->got != NULL ? r->got : "(no call)", 200);
-    fputs("\n", out);
-}
-
 /* Remove @p path and everything under it, never following a link (the snapshot's directory
  * links the workflow's original neighbours: those stay). */
 static void

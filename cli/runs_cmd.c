@@ -59,63 +59,6 @@ cli_resume_usage(FILE *out)
           out);
 }
 
-struct recover_ctx {
-    const char *cmd;
-};
-
-/* Close the root span of a run found interrupted in the local span store, as ERROR
- * "interrupted", and say that the run was interrupted. */
-static void
-close_interrupted(const struct weft_interrupted_run *run, void *user_data)
-{
-    const struct recover_ctx *c = user_data;
-
-    if (run->trace_id != NULL && run->root_span_id != NULL && run->root_started_ns != 0) {
-        struct weft_interrupted_span span;
-
-        memset(&span, 0, sizeof(span));
-        span.trace_id = run->trace_id;
-        span.span_id = run->root_span_id;
-        span.parent_span_id = run->root_parent_span_id;
-        span.name = run->root_name;
-        span.run_id = run->run_id;
-        span.start_ns = run->root_started_ns;
-        span.end_ns = run->ended_ns;
-        if (weft_store_add_interrupted_span(NULL, &span) != WEFT_OK) {
-            fprintf(stderr, "weft %s: run %s: cannot close its trace %s in the span store\n",
-                    c->cmd, run->run_id, run->trace_id);
-        }
-        /* The agent spans of the steps in flight never ended either. */
-        for (size_t i = 0; i < run->open_step_count; i++) {
-            const struct weft_interrupted_step *s = &run->open_steps[i];
-            span.span_id = s->span_id;
-            span.parent_span_id = s->parent_span_id != NULL ? s->parent_span_id : run->root_span_id;
-            span.name = s->name;
-            span.start_ns = s->started_ns;
-            if (weft_store_add_interrupted_span(NULL, &span) != WEFT_OK) {
-                fprintf(stderr, "weft %s: run %s: cannot close span %s in the span store\n", c->cmd,
-                        run->run_id, s->span_id);
-            }
-        }
-    }
-    fprintf(stderr,
-            "weft %s: run %s (%s) was interrupted: its process (pid %lld on %s) died; "
-            "weft resume %s continues it\n",
-            c->cmd, run->run_id, run->workflow != NULL ? run->workflow : "?",
-            (long long)run->owner_pid, run->owner_host != NULL ? run->owner_host : "?",
-            run->run_id);
-}
-
-void
-cli_recover(const char *cmd, const char *state)
-{
-    struct recover_ctx c = {cmd};
-
-    /* A missing database has nothing to recover; a damaged one is reported by the command's
-     * own read, with the file's name. */
-    (void)weft_runs_recover(state, close_interrupted, &c, NULL);
-}
-
 static int
 explain(const char *cmd, weft_err err, const char *ref)
 {

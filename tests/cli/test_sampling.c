@@ -1,4 +1,4 @@
-/* tests/cli/test_sampling.c - tail sampling from the terminal (cli/run_cmd.c, cli/runs_cmd.c):
+/* tests/cli/test_sampling.c - tail sampling from the terminal (cli/execute.c, cli/runs_cmd.c):
  * the built `weft` binary runs examples/code_review into a temporary WEFT_HOME with
  * --sampling, WEFT_SAMPLING or a workflow's "sampling", and what each place says agrees: the
  * summary, --json, `weft runs`, `weft run show`, the local span store (a dropped trace has no
