@@ -1,5 +1,6 @@
-/* runtime/engine.h - the engine's own state, private to engine.c (and nothing else: a ctest
- * check, tests/arch/check_engine_includes.sh, fails when another module includes it).
+/* runtime/engine.h - the engine's own state, private to engine.c and its parts (engine_*.c:
+ * engine_decide.c, the supervisor's decisions), and nothing else: a ctest check,
+ * tests/arch/check_engine_includes.sh, fails when another module includes it.
  *
  * The modules around the engine see a run through run.h: its parts (configuration, persist,
  * telemetry, plan state), the watchdog and the run services. What only the engine touches
@@ -10,6 +11,7 @@
 #define WEFT_RUNTIME_ENGINE_H
 
 #include "executor.h"
+#include "parallel.h"
 #include "run.h"
 
 #include <pthread.h>
@@ -72,5 +74,50 @@ struct engine {
 
 /* The engine of a run (the run is its first member). */
 #define ENG(run) ((struct engine *)(void *)(run))
+
+/* --- engine_decide.c: the supervisor's decisions, for the loop in engine.c ---------------- */
+
+struct breaker {
+    char last_next[96];
+    size_t last_completed;
+    size_t last_finished;
+    unsigned last_version;
+    unsigned retries;
+    bool has_tripped;
+    char evidence[200]; /* why it tripped */
+};
+
+/* The steps one decision starts: the chosen one first, then those ready beside it; and, while
+ * steps run on the pool (run_parallel()), the ones that ended and those whose failure waits
+ * for correction mode until no step runs. */
+struct batch {
+    size_t width; /* steps this decision may start at most (parallel_width(), less those running) */
+    size_t count;
+    size_t steps[WEFT__RT_MAX_PARALLEL];
+    size_t ended[WEFT__RT_MAX_PARALLEL];
+    size_t failed[WEFT__RT_MAX_PARALLEL];
+    size_t failed_count;
+    bool is_alone; /* the running step must run alone (the final agent's, a resumed one, a route) */
+};
+
+/* Every step of the plan saved, in one commit. */
+void weft__eng_save_plan(struct run *run);
+/* The initial plan from the supervisor's LLM, validated; false: the run cannot start (why in
+ * @p reason). */
+bool weft__eng_initial_plan(struct run *run, char *reason, size_t reason_len);
+/* Steps that run at once in plan mode (see engine_decide.c). */
+size_t weft__eng_parallel_width(const struct run *run);
+/* Is @p s the workflow's final agent's step? */
+bool weft__eng_is_final_agent(const struct run *run, const struct plan_step *s);
+/* One decision: the step to run, RT_END to end, or RT_END - 1 for a no-op route; a step picked
+ * as the next ready one brings the steps ready beside it into @p b. */
+size_t weft__eng_decide(struct run *run,
+                        struct breaker *br,
+                        bool *is_failed,
+                        struct batch *b,
+                        char *reason,
+                        size_t reason_len);
+/* A conversational turn: route, run the route's agent, then end. */
+size_t weft__eng_decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len);
 
 #endif /* WEFT_RUNTIME_ENGINE_H */
