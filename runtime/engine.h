@@ -1,5 +1,6 @@
 /* runtime/engine.h - the engine's own state, private to engine.c and its parts (engine_*.c:
- * engine_decide.c, the supervisor's decisions), and nothing else: a ctest check,
+ * engine_decide.c, the supervisor's decisions; engine_executor.c, steps as the executor's
+ * tasks), and nothing else: a ctest check,
  * tests/arch/check_engine_includes.sh, fails when another module includes it.
  *
  * The modules around the engine see a run through run.h: its parts (configuration, persist,
@@ -119,5 +120,18 @@ size_t weft__eng_decide(struct run *run,
                         size_t reason_len);
 /* A conversational turn: route, run the route's agent, then end. */
 size_t weft__eng_decide_router(struct run *run, bool *is_done, char *reason, size_t reason_len);
+
+/* --- engine_executor.c: steps as tasks of the run's executor ---------------------------- */
+
+/* The run service execute_step (run.h): run plan step @p index through the executor. */
+void weft__eng_execute_step(void *ctx, size_t index);
+
+/* --- engine.c, for its parts ------------------------------------------------------------ */
+
+/* The scripts' positions of the run's scripted models: {script path: cursors} (new), or NULL
+ * when it has none. What a task message carries to a worker and a result brings back. */
+json_t *weft__eng_cursors_collect(struct run *run);
+/* Move the scripts to the positions in @p in ({script path: cursors}). */
+void weft__eng_cursors_apply(struct run *run, const json_t *in);
 
 #endif /* WEFT_RUNTIME_ENGINE_H */
