@@ -250,227 +250,6 @@ svc_save_step(void *ctx, size_t index)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* LLM calls                                                                                   */
-
-static struct llm_provider *
-provider_for(struct run *run, size_t model)
-{
-    int w = weft__rt_worker_index();
-
-    if (ENG(run)->replay != NULL) {
-        return ENG(run)->replay;
-    }
-    /* An OpenAI client holds one connection: each worker has its own, so parallel steps
-     * wait on the network side by side. The scripted provider is thread-safe itself. */
-    if (w >= 0 && ENG(run)->worker_providers != NULL && (size_t)w < ENG(run)->worker_count &&
-        ENG(run)->worker_providers[w][model] != NULL) {
-        return ENG(run)->worker_providers[w][model];
-    }
-    return ENG(run)->providers[model];
-}
-
-static void
-set_usage_attrs(struct weft_span *span,
-                const struct wf_model *m,
-                const struct llm_response *resp,
-                double *cost)
-{
-    char json[256];
-    int64_t in = resp->input_tokens > 0 ? resp->input_tokens : 0;
-    int64_t out = resp->output_tokens > 0 ? resp->output_tokens : 0;
-
-    *cost = 0.0;
-    if (resp->input_tokens >= 0) {
-        weft_span_set_int(span, WEFT__GENAI_USAGE_INPUT, resp->input_tokens);
-    }
-    if (resp->output_tokens >= 0) {
-        weft_span_set_int(span, WEFT__GENAI_USAGE_OUTPUT, resp->output_tokens);
-    }
-    /* Usage stays in gen_ai.usage.* (Langfuse reads those too); cost has no GenAI attribute,
-     * so it goes out both as a number and as Langfuse's cost_details. */
-    if (m->has_prices) {
-        double ci = (double)in * m->input_price / 1e6;
-        double co = (double)out * m->output_price / 1e6;
-        *cost = ci + co;
-        snprintf(json, sizeof(json), "{\"input\":%.10g,\"output\":%.10g,\"total\":%.10g}", ci, co,
-                 ci + co);
-        weft_span_set_str(span, "langfuse.observation.cost_details", json);
-        weft_span_set_double(span, "weft.cost.usd", ci + co);
-    }
-}
-
-/* The request of one call and its `chat {model}` span with the request attributes. */
-static struct weft_span *
-chat_start(struct run *run,
-           const struct run_llm_call *call,
-           const struct llm_provider *p,
-           struct llm_request *req)
-{
-    const struct wf_model *m = &run->cfg.wf->models[call->model];
-    uint32_t remaining = weft__rt_remaining_ms(run, call->step_deadline_mono);
-    const char *prompt_name = NULL;
-    const struct rt_prompt *prompt_link = weft__prompt_link(&prompt_name);
-    struct weft_span *span = NULL;
-
-    memset(req, 0, sizeof(*req));
-    req->agent = call->agent;
-    req->step_key = call->step_key;
-    req->purpose = call->purpose;
-    req->model = m->model;
-    req->messages = call->messages;
-    req->tools = call->tools;
-    req->json_mode = call->json_mode;
-    req->temperature = call->temperature >= 0 ? call->temperature : m->temperature;
-    req->max_tokens = m->max_tokens;
-    req->timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
-    span = weft__span_start_chat(run, m->model, p->provider_name, call->parent);
-    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, call->agent);
-    weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(call->purpose));
-    if (req->temperature >= 0) {
-        weft_span_set_double(span, WEFT__GENAI_REQUEST_TEMPERATURE, req->temperature);
-    }
-    if (req->max_tokens > 0) {
-        weft_span_set_int(span, WEFT__GENAI_REQUEST_MAX_TOKENS, req->max_tokens);
-    }
-    if (call->json_mode) {
-        weft_span_set_str(span, WEFT__GENAI_OUTPUT_TYPE, "json");
-    }
-    /* Set around the calls whose instructions it gave (agent.c act(), the supervisor's and
-     * reflector's calls: weft__rt_instructions_begin()). */
-    if (prompt_link != NULL) {
-        if (prompt_link->is_fallback) {
-            weft_span_set_str(span, "weft.prompt.name", prompt_name);
-            weft_span_set_bool(span, "weft.prompt.is_fallback", true);
-        } else {
-            weft_span_set_str(span, "langfuse.observation.prompt.name", prompt_name);
-            weft_span_set_int(span, "langfuse.observation.prompt.version", prompt_link->version);
-        }
-    }
-    if (run->cfg.capture_content) {
-        char *text = json_dumps(call->messages, JSON_COMPACT);
-        char *semconv = weft__semconv_input_messages(call->messages);
-        weft__rt_span_content(run, span, WEFT__GENAI_INPUT_MESSAGES, semconv);
-        weft__rt_span_content(run, span, "langfuse.observation.input", text);
-        free(semconv);
-        free(text);
-    }
-    return span;
-}
-
-/* Keep the exchange: in the --record file and with the run, so `--replay run:ID` can
- * reproduce it. */
-static void
-chat_record(struct run *run,
-            const struct llm_request *req,
-            const struct llm_provider *p,
-            weft_err err,
-            const struct llm_response *response,
-            const struct llm_error *error)
-{
-    if (ENG(run)->recording != NULL) {
-        (void)weft__llm_recording_add(ENG(run)->recording, req, p->provider_name,
-                                      err == WEFT_OK ? response : NULL, error);
-    }
-    if (run->store.state != NULL) {
-        json_t *entry =
-            weft__llm_exchange_json(req, p->provider_name, err == WEFT_OK ? response : NULL, error);
-        if (entry != NULL) {
-            (void)weft__state_exchange_add(run->store.state, run->store.run_id,
-                                           req->step_key != NULL ? req->step_key : req->agent,
-                                           weft__llm_purpose_name(req->purpose), entry);
-        }
-        json_decref(entry);
-    }
-}
-
-/* The answer on the span and in the run's totals; returns the call's cost. */
-static double
-chat_answered(struct run *run,
-              struct weft_span *span,
-              const struct wf_model *m,
-              const struct llm_response *response)
-{
-    const char *finish = response->finish_reason != NULL ? response->finish_reason : "stop";
-    double cost = 0.0;
-
-    if (response->response_model != NULL) {
-        weft_span_set_str(span, WEFT__GENAI_RESPONSE_MODEL, response->response_model);
-    }
-    if (response->response_id != NULL) {
-        weft_span_set_str(span, WEFT__GENAI_RESPONSE_ID, response->response_id);
-    }
-    weft_span_set_str_array(span, WEFT__GENAI_RESPONSE_FINISH, &finish, 1);
-    set_usage_attrs(span, m, response, &cost);
-    run->tel.result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
-    run->tel.result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
-    run->tel.result->cost_usd += cost;
-    weft__rt_watchdog_budget(run, span);
-    if (run->cfg.capture_content) {
-        char *text = weft__semconv_output_messages(weft__semconv_genai_mode(), response->content,
-                                                   response->tool_calls, response->tool_call_count,
-                                                   response->finish_reason);
-        weft__rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
-        /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
-        weft__rt_span_content(run, span, "langfuse.observation.output",
-                              response->content != NULL ? response->content : text);
-        free(text);
-    }
-    return cost;
-}
-
-/* The llm_call service: one call with its `chat {model}` span, the run lock released around
- * the network call. */
-static weft_err
-svc_llm_call(void *ctx,
-             const struct run_llm_call *call,
-             struct llm_response *response,
-             struct llm_error *error)
-{
-    struct run *run = ctx;
-    const struct wf_model *m = &run->cfg.wf->models[call->model];
-    struct llm_provider *p = provider_for(run, call->model);
-    struct llm_request req;
-    struct weft_span *span = chat_start(run, call, p, &req);
-    uint64_t call_ns = 0;
-    double cost = 0.0;
-    weft_err err = WEFT_OK;
-
-    if (req.timeout_ms == 0) {
-        memset(response, 0, sizeof(*response));
-        snprintf(error->type, sizeof(error->type), "%s", "timeout");
-        snprintf(error->message, sizeof(error->message), "no time left for the call");
-        err = WEFT_ETIMEDOUT;
-    } else {
-        char activity[96];
-        uint64_t call_start = 0;
-        snprintf(activity, sizeof(activity), "chat %.60s", m->model);
-        weft__rt_watchdog_activity(run, activity, call->agent, NULL);
-        weft__rt_unlock(run);
-        call_start = weft__monotonic_ns();
-        err = weft__llm_complete(p, &req, response, error);
-        call_ns = weft__monotonic_ns() - call_start;
-        weft__rt_lock(run);
-        weft__rt_watchdog_progress(run);
-        weft__rt_watchdog_poll(run, span);
-    }
-    chat_record(run, &req, p, err, response, error);
-    run->tel.result->llm_calls++;
-    if (err == WEFT_OK) {
-        cost = chat_answered(run, span, m, response);
-    } else {
-        weft_span_set_str(span, WEFT__ERROR_TYPE, error->type);
-        weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
-    }
-    weft_span_end(span, 0);
-    weft__rt_metrics_llm(
-        run->tel.metrics, p->provider_name, m->model, weft__llm_purpose_name(call->purpose),
-        err == WEFT_OK ? response->input_tokens : -1, err == WEFT_OK ? response->output_tokens : -1,
-        cost, (double)call_ns / 1e9, err == WEFT_OK ? NULL : error->type);
-    weft__rt_progress(run, WEFT_EVENT_LLM_CALL, NULL, m->model);
-    return err;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Set-up                                                                                      */
 
 static weft_err
@@ -761,7 +540,7 @@ cursors_restore(struct run *run)
             weft__state_cursors_load(run->store.state, run->store.session_id, script, &saved) ==
                 WEFT_OK &&
             saved != NULL) {
-            (void)weft__llm_scripted_restore(provider_for(run, i), saved);
+            (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i), saved);
         }
         json_decref(saved);
     }
@@ -772,7 +551,7 @@ svc_provider_name(void *ctx, size_t model)
 {
     struct run *run = ctx;
     const struct llm_provider *p = ENG(run)->providers != NULL && model < run->cfg.wf->model_count
-                                       ? provider_for(run, model)
+                                       ? weft__eng_provider_for(run, model)
                                        : NULL;
 
     return p != NULL ? p->provider_name : NULL;
@@ -784,7 +563,7 @@ svc_cursors_save(void *ctx)
     struct run *run = ctx;
     for (size_t i = 0; i < run->cfg.wf->model_count; i++) {
         const char *script = script_of(run, i);
-        json_t *c = weft__llm_scripted_cursors_changed(provider_for(run, i));
+        json_t *c = weft__llm_scripted_cursors_changed(weft__eng_provider_for(run, i));
         if (script != NULL && c != NULL && json_object_size(c) > 0) {
             (void)weft__state_cursors_save(run->store.state, run->store.session_id, script, c);
         }
@@ -1373,165 +1152,6 @@ end_root(struct run *run)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Resume                                                                                      */
-
-static weft_err
-resume_step(const struct state_step_row *row, void *user_data)
-{
-    struct run *run = user_data;
-    json_t *deps = json_loads(row->depends_on != NULL ? row->depends_on : "[]", 0, NULL);
-    const char *ids[256];
-    size_t n = 0;
-    size_t index = 0;
-    step_executor ex = EXEC_AGENT;
-    size_t agent = WF_NONE;
-    struct plan_step *s = NULL;
-    step_status status = STEP_PENDING;
-
-    if (row->executor != NULL && !weft__step_executor_parse(row->executor, &ex)) {
-        json_decref(deps);
-        return WEFT_EPARSE;
-    }
-    if (ex == EXEC_AGENT) {
-        agent = weft__rt_find_agent(run, row->actor);
-        if (agent == WF_NONE) {
-            WEFT_LOG(WEFT_LOG_ERROR, "resume: step %s names agent '%s', unknown to the workflow",
-                     row->id, row->actor);
-            json_decref(deps);
-            return WEFT_EPARSE;
-        }
-    }
-    for (; n < json_array_size(deps) && n < 256; n++) {
-        ids[n] = json_string_value(json_array_get(deps, n));
-    }
-    if (weft__plan_append(&run->ps.plan, row->id, agent, row->task, ids, n, &index) != WEFT_OK) {
-        json_decref(deps);
-        return WEFT_ENOMEM;
-    }
-    json_decref(deps);
-    s = &run->ps.plan.steps[index];
-    s->executor = ex;
-    (void)weft__step_status_parse(row->status, &status);
-    /* The step that was running when the process died runs again. */
-    s->status = status == STEP_IN_PROGRESS ? STEP_PENDING : status;
-    s->attempts = row->attempts;
-    /* The task keeps its id across a resume: a result a worker published for it while the
-     * orchestrator was down still matches (docs/distributed.md, Resume). */
-    if (row->task_uuid != NULL && weft__uuid_is_valid(row->task_uuid)) {
-        memcpy(s->task_uuid, row->task_uuid, sizeof(s->task_uuid));
-    }
-    s->retries = row->retries;
-    s->is_dispatched = row->is_dispatched;
-    s->spec = row->spec != NULL ? json_loads(row->spec, 0, NULL) : NULL;
-    s->error = row->error != NULL ? json_loads(row->error, 0, NULL) : NULL;
-    s->result = row->result != NULL ? weft__strdup(row->result) : NULL;
-    s->feedback = row->feedback != NULL ? weft__strdup(row->feedback) : NULL;
-    s->requested_by = row->requested_by != NULL ? weft__strdup(row->requested_by) : NULL;
-    s->parent = row->parent != NULL ? weft__strdup(row->parent) : NULL;
-    s->error_type = row->error_type != NULL ? weft__strdup(row->error_type) : NULL;
-    s->has_reward = row->has_reward;
-    s->reward = row->reward;
-    if (s->has_reward) {
-        run->tel.result->reward += s->reward;
-    }
-    return WEFT_OK;
-}
-
-static weft_err
-remember_step(const struct state_step_row *row, void *user_data)
-{
-    json_t *steps = user_data;
-    json_t *entry = json_pack("{s:s, s:s?, s:i}", "status", row->status, "result", row->result,
-                              "attempts", (int)row->attempts);
-
-    if (entry == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (row->has_reward) {
-        json_object_set_new(entry, "reward", json_real(row->reward));
-    }
-    return json_object_set_new(steps, row->id, entry) == 0 ? WEFT_OK : WEFT_ENOMEM;
-}
-
-/* Load the stored run into @p run; fills @p link with the previous trace's root. */
-static weft_err
-resume_load(struct run *run, struct weft_span_context *link, char *error, size_t error_len)
-{
-    struct weft_run_info info;
-    weft_err err = weft__rt_resume_claim(run, error, error_len); /* durable.c: owner, file hash */
-
-    memset(link, 0, sizeof(*link));
-    if (err != WEFT_OK) {
-        return err;
-    }
-    err = weft__state_run_info(run->store.state, run->cfg.opts->resume_run_id, &info);
-    if (err != WEFT_OK) {
-        snprintf(error, error_len, "resume: no run '%.64s' in the state database",
-                 run->cfg.opts->resume_run_id);
-        return err;
-    }
-    if (strcmp(info.workflow, run->cfg.wf->name) != 0) {
-        snprintf(error, error_len, "resume: run %.64s belongs to workflow '%.64s', not '%.64s'",
-                 info.run_id, info.workflow, run->cfg.wf->name);
-        err = WEFT_EINVAL;
-    } else if (strcmp(info.status, "running") != 0 && strcmp(info.status, "aborted") != 0 &&
-               strcmp(info.status, "interrupted") != 0) {
-        snprintf(error, error_len,
-                 "resume: run %.64s already ended (%s); only interrupted runs "
-                 "resume",
-                 info.run_id, info.status);
-        err = WEFT_EINVAL;
-    }
-    if (err == WEFT_OK) {
-        snprintf(run->store.run_id, sizeof(run->store.run_id), "%s", info.run_id);
-        weft__free(run->store.session_id);
-        run->store.session_id = weft__strdup(info.session_id);
-        run->cfg.stored_input = info.input != NULL ? weft__strdup(info.input) : NULL;
-        if (run->cfg.opts->input == NULL) {
-            run->cfg.input = run->cfg.stored_input;
-        }
-        run->store.is_resumed = true;
-        run->tel.result->corrections = info.corrections;
-        run->ps.corrections = (unsigned)info.corrections;
-        if (info.trace_id != NULL && info.root_span_id != NULL && strlen(info.trace_id) == 32 &&
-            strlen(info.root_span_id) == 16) {
-            for (size_t i = 0; i < 16; i++) {
-                unsigned v = 0;
-                sscanf(info.trace_id + 2 * i, "%2x", &v);
-                link->trace_id[i] = (uint8_t)v;
-            }
-            for (size_t i = 0; i < 8; i++) {
-                unsigned v = 0;
-                sscanf(info.root_span_id + 2 * i, "%2x", &v);
-                link->span_id[i] = (uint8_t)v;
-            }
-            link->trace_flags = WEFT_TRACE_FLAG_SAMPLED;
-        }
-        if (run->cfg.wf->flow != NULL) {
-            /* Flows rebuild their scopes as they go; the stored steps fill them in. */
-            run->store.resumed = json_object();
-            err = run->store.resumed != NULL
-                      ? weft__state_steps_each(run->store.state, run->store.run_id, remember_step,
-                                               run->store.resumed)
-                      : WEFT_ENOMEM;
-        } else {
-            /* before the steps: some may be its teams' */
-            weft__rt_architect_restore(run, run->store.run_id, UINT64_MAX);
-            err = weft__state_steps_each(run->store.state, run->store.run_id, resume_step, run);
-        }
-        if (err != WEFT_OK) {
-            snprintf(error, error_len, "resume: the stored plan of run %.64s cannot be loaded",
-                     run->store.run_id);
-        }
-    }
-    weft__state_info_cleanup(&info);
-    if (err != WEFT_OK) {
-        (void)weft__state_lease_release(run->store.state, run->cfg.opts->resume_run_id);
-    }
-    return err;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* weft_run                                                                                    */
 
 static void
@@ -1540,7 +1160,7 @@ services_init(struct engine *eng)
     struct run_services *svc = &eng->services;
 
     svc->ctx = &eng->run;
-    svc->llm_call = svc_llm_call;
+    svc->llm_call = weft__eng_llm_call;
     svc->save_step = svc_save_step;
     svc->progress = svc_progress;
     svc->lock = svc_lock;
@@ -1661,7 +1281,7 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
         }
     }
     if (run->cfg.opts->resume_run_id != NULL) {
-        err = resume_load(run, resumed_from, error, error_len);
+        err = weft__eng_resume_load(run, resumed_from, error, error_len);
         if (err != WEFT_OK) {
             return err;
         }
@@ -1678,7 +1298,8 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
         /* A fork's scripted models answer from where the original's were when the forked
          * step started: its re-run asks what the original asked then (runtime/fork.c). */
         if (script_of(run, i) != NULL && run->store.fork->cursors != NULL) {
-            (void)weft__llm_scripted_restore(provider_for(run, i), run->store.fork->cursors);
+            (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i),
+                                             run->store.fork->cursors);
         }
     }
     if (wf->has_router && wf->supervisor.policy == WF_POLICY_ROUTER) {
@@ -2073,7 +1694,7 @@ weft__eng_cursors_collect(struct run *run)
         if (script == NULL || json_object_get(out, script) != NULL) {
             continue;
         }
-        c = weft__llm_scripted_cursors(provider_for(run, i));
+        c = weft__llm_scripted_cursors(weft__eng_provider_for(run, i));
         if (c != NULL) {
             json_object_set_new(out, script, c);
         }
@@ -2093,7 +1714,7 @@ weft__eng_cursors_apply(struct run *run, const json_t *in)
         const char *script = script_of(run, i);
         const json_t *c = script != NULL ? json_object_get(in, script) : NULL;
         if (c != NULL) {
-            (void)weft__llm_scripted_restore(provider_for(run, i), c);
+            (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i), c);
         }
     }
 }

@@ -1,6 +1,7 @@
 /* runtime/engine.h - the engine's own state, private to engine.c and its parts (engine_*.c:
  * engine_decide.c, the supervisor's decisions; engine_executor.c, steps as the executor's
- * tasks), and nothing else: a ctest check,
+ * tasks; engine_llm.c, the llm_call service; engine_resume.c, a stored run loaded back), and
+ * nothing else: a ctest check,
  * tests/arch/check_engine_includes.sh, fails when another module includes it.
  *
  * The modules around the engine see a run through run.h: its parts (configuration, persist,
@@ -125,6 +126,27 @@ size_t weft__eng_decide_router(struct run *run, bool *is_done, char *reason, siz
 
 /* The run service execute_step (run.h): run plan step @p index through the executor. */
 void weft__eng_execute_step(void *ctx, size_t index);
+
+/* --- engine_llm.c: the llm_call run service -------------------------------------------- */
+
+/* The provider that answers model @p model for the calling thread (a replay's, a worker's own
+ * OpenAI client, or the run's). */
+struct llm_provider *weft__eng_provider_for(struct run *run, size_t model);
+/* The run service llm_call (run.h): one call with its `chat {model}` span, the run lock
+ * released around the network call. */
+weft_err weft__eng_llm_call(void *ctx,
+                            const struct run_llm_call *call,
+                            struct llm_response *response,
+                            struct llm_error *error);
+
+/* --- engine_resume.c: a stored run loaded back ------------------------------------------- */
+
+/* Load the stored run into @p run for `weft resume`; fills @p link with the previous trace's
+ * root. @return WEFT_OK, or an error with @p error saying why. */
+weft_err weft__eng_resume_load(struct run *run,
+                               struct weft_span_context *link,
+                               char *error,
+                               size_t error_len);
 
 /* --- engine.c, for its parts ------------------------------------------------------------ */
 
