@@ -82,551 +82,6 @@ weft_loop_kind_name(weft_loop_kind kind)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Time, budgets, progress, result bookkeeping                                                 */
-
-static void
-svc_lock(void *ctx)
-{
-    if (ENG(ctx)->is_parallel) {
-        pthread_mutex_lock(&ENG(ctx)->lock);
-    }
-}
-
-static void
-svc_unlock(void *ctx)
-{
-    if (ENG(ctx)->is_parallel) {
-        pthread_mutex_unlock(&ENG(ctx)->lock);
-    }
-}
-
-static void
-svc_set_parallel(void *ctx, bool is_parallel)
-{
-    ENG(ctx)->is_parallel = is_parallel;
-}
-
-static void
-svc_cond_wait(void *ctx, pthread_cond_t *cond)
-{
-    pthread_cond_wait(cond, &ENG(ctx)->lock);
-}
-
-static uint64_t
-svc_now_mono(void *ctx)
-{
-    (void)ctx;
-    return weft__monotonic_ns();
-}
-
-static void
-svc_count_loop(void *ctx, weft_loop_kind kind)
-{
-    struct run *run = ctx;
-
-    run->tel.result->loops[kind]++;
-    weft__rt_metrics_loop(run->tel.metrics, kind);
-}
-
-static void
-svc_progress(void *ctx, weft_run_event_kind kind, const struct plan_step *step, const char *detail)
-{
-    struct run *run = ctx;
-    struct weft_run_event ev;
-    const struct weft_run_result *r = run->tel.result;
-
-    if (run->cfg.opts->progress == NULL) {
-        return;
-    }
-    memset(&ev, 0, sizeof(ev));
-    ev.kind = kind;
-    ev.run_id = run->store.run_id;
-    ev.step_id = step != NULL ? step->id : NULL;
-    ev.agent = step != NULL ? weft__rt_step_actor(run, step) : NULL;
-    ev.detail = detail != NULL ? detail : "";
-    ev.iteration = r->iterations;
-    ev.steps_done = weft__plan_count_status(&run->ps.plan, STEP_COMPLETED);
-    ev.steps_total = run->ps.plan.count;
-    ev.elapsed_ns = weft__monotonic_ns() - run->cfg.started_mono;
-    ev.input_tokens = r->input_tokens;
-    ev.output_tokens = r->output_tokens;
-    ev.cost_usd = r->cost_usd;
-    run->cfg.opts->progress(&ev, run->cfg.opts->progress_user_data);
-}
-
-static bool
-grow(void **items, size_t *cap, size_t count, size_t size)
-{
-    void *grown = NULL;
-    size_t new_cap = *cap == 0 ? 16 : *cap * 2;
-
-    if (count < *cap) {
-        return true;
-    }
-    grown = weft__realloc(*items, new_cap * size);
-    if (grown == NULL) {
-        return false;
-    }
-    *items = grown;
-    *cap = new_cap;
-    return true;
-}
-
-static void
-svc_add_decision(void *ctx, rt_layer layer, const char *next, const char *reason)
-{
-    struct run *run = ctx;
-    struct weft_run_result *r = run->tel.result;
-    struct weft_run_decision *d = NULL;
-
-    if (!grow((void **)&r->decisions, &ENG(run)->decisions_cap, r->decision_count, sizeof(*d))) {
-        ENG(run)->oom = WEFT_ENOMEM;
-        return;
-    }
-    d = &r->decisions[r->decision_count];
-    d->layer = weft__strdup(weft__rt_layer_name(layer));
-    d->next = weft__strdup(next);
-    d->reason = weft__strdup(reason);
-    if (d->layer == NULL || d->next == NULL || d->reason == NULL) {
-        weft__free(d->layer);
-        weft__free(d->next);
-        weft__free(d->reason);
-        ENG(run)->oom = WEFT_ENOMEM;
-        return;
-    }
-    r->decision_count++;
-}
-
-static void
-svc_add_verdict(void *ctx, const char *agent, const char *verdict)
-{
-    struct run *run = ctx;
-    struct weft_run_result *r = run->tel.result;
-    struct weft__buf b;
-
-    if (!grow((void **)&r->verdicts, &ENG(run)->verdicts_cap, r->verdict_count, sizeof(char *))) {
-        ENG(run)->oom = WEFT_ENOMEM;
-        return;
-    }
-    weft__buf_init(&b, 0);
-    if (weft__buf_printf(&b, "%s:%s", agent, verdict) != WEFT_OK) {
-        weft__buf_cleanup(&b);
-        ENG(run)->oom = WEFT_ENOMEM;
-        return;
-    }
-    r->verdicts[r->verdict_count++] = b.data;
-}
-
-static void
-svc_save_step(void *ctx, size_t index)
-{
-    struct run *run = ctx;
-    const struct plan_step *s = &run->ps.plan.steps[index];
-    bool is_final = s->status == STEP_COMPLETED || s->status == STEP_FAILED;
-
-    if (run->store.state == NULL) {
-        return;
-    }
-    /* A step that ended is saved with the script cursors it moved: one commit, and a resumed
-     * run never finds the step done with its answers not taken (or the other way round). */
-    if (is_final) {
-        (void)weft__state_begin(run->store.state);
-    }
-    (void)weft__state_step_save(run->store.state, run->store.run_id, index, s,
-                                weft__rt_step_actor(run, s));
-    if (is_final) {
-        weft__rt_cursors_save(run);
-        (void)weft__state_commit(run->store.state);
-    }
-    /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
-     * store writes on a connection of its own and would wait on that transaction's lock. */
-    if (s->status != STEP_PENDING && s->status != STEP_IN_PROGRESS) {
-        weft__rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
-    }
-    if (!weft__state_in_transaction(run->store.state)) {
-        weft__rt_mstore_checkpoint(run->tel.mstore, weft__rt_metrics_events(run->tel.metrics),
-                                   false);
-    }
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Set-up                                                                                      */
-
-static weft_err
-make_run_id(char out[24])
-{
-    uint8_t bytes[8];
-    struct weft__rng *rng = weft__thread_rng();
-    uint64_t v = weft__rng_next(rng);
-
-    memcpy(bytes, &v, sizeof(bytes));
-    weft_hex_encode(bytes, 6, out);
-    out[12] = '\0';
-    return WEFT_OK;
-}
-
-/* mkdir -p: @p path and its missing ancestors. */
-static weft_err
-mkdirs(const char *path)
-{
-    weft_err err = weft__mkdir_parents(path, 0755);
-
-    if (err == WEFT_OK && mkdir(path, 0755) != 0 && errno != EEXIST) {
-        err = WEFT_EIO;
-    }
-    return err;
-}
-
-static weft_err
-setup_workspace(struct run *run, char *error, size_t error_len)
-{
-    struct weft__buf b;
-    char resolved[PATH_MAX];
-    const char *dir =
-        run->cfg.opts->workspace != NULL ? run->cfg.opts->workspace : run->cfg.wf->workspace;
-
-    weft__buf_init(&b, 0);
-    if (dir == NULL) {
-        const char *home = weft__env("WEFT_HOME");
-        if (weft__buf_printf(&b, "%s/workspaces/%s", home != NULL ? home : ".weft",
-                             run->store.run_id) != WEFT_OK) {
-            weft__buf_cleanup(&b);
-            return WEFT_ENOMEM;
-        }
-        dir = b.data;
-    }
-    if (mkdirs(dir) != WEFT_OK || realpath(dir, resolved) == NULL) {
-        snprintf(error, error_len, "workspace %s: cannot create: %s", dir, strerror(errno));
-        weft__buf_cleanup(&b);
-        return WEFT_EINVAL; /* a configuration error, found before the run starts */
-    }
-    weft__buf_cleanup(&b);
-    run->cfg.workspace = weft__strdup(resolved);
-    return run->cfg.workspace != NULL ? WEFT_OK : WEFT_ENOMEM;
-}
-
-static weft_err
-make_openai(const struct wf_model *m, struct llm_provider **out, char *error, size_t error_len)
-{
-    struct llm_openai_options o;
-    const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
-    weft_err err = WEFT_OK;
-
-    memset(&o, 0, sizeof(o));
-    if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
-        snprintf(error, error_len, "models.%s: environment variable %s is not set", m->name,
-                 m->api_key_env);
-        return WEFT_EINVAL;
-    }
-    o.base_url = m->base_url;
-    o.api_key = key;
-    o.max_retries = m->max_retries;
-    err = weft__llm_openai_new(&o, out);
-    if (err != WEFT_OK) {
-        snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
-    }
-    return err;
-}
-
-static weft_err
-svc_make_worker_providers(void *ctx, size_t workers)
-{
-    struct run *run = ctx;
-    const struct weft_workflow *wf = run->cfg.wf;
-    char error[256];
-    bool has_openai = false;
-
-    for (size_t i = 0; i < wf->model_count; i++) {
-        has_openai = has_openai || wf->models[i].provider == WF_PROVIDER_OPENAI;
-    }
-    if (!has_openai || ENG(run)->replay != NULL || workers == 0) {
-        return WEFT_OK;
-    }
-    ENG(run)->worker_providers = weft__calloc(workers, sizeof(*ENG(run)->worker_providers));
-    if (ENG(run)->worker_providers == NULL) {
-        return WEFT_ENOMEM;
-    }
-    ENG(run)->worker_count = workers;
-    for (size_t w = 0; w < workers; w++) {
-        ENG(run)->worker_providers[w] =
-            weft__calloc(wf->model_count, sizeof(**ENG(run)->worker_providers));
-        for (size_t i = 0; ENG(run)->worker_providers[w] != NULL && i < wf->model_count; i++) {
-            if (wf->models[i].provider == WF_PROVIDER_OPENAI &&
-                make_openai(&wf->models[i], &ENG(run)->worker_providers[w][i], error,
-                            sizeof(error)) != WEFT_OK) {
-                WEFT_LOG(WEFT_LOG_WARN, "flow worker %zu shares the engine's client: %s", w, error);
-            }
-        }
-    }
-    return WEFT_OK;
-}
-
-/* A replay with fork options (@p opts) replays a fork: run @p info must be a fork of that
- * run (or an id prefix of it) from that step. True for a replay without them. */
-static bool
-is_replayed_fork(const struct weft_run_options *opts, const struct weft_run_info *info)
-{
-    if (opts->fork_run_id == NULL) {
-        return true;
-    }
-    return info->origin_kind != NULL && strcmp(info->origin_kind, "fork") == 0 &&
-           info->origin_run_id != NULL && info->origin_step != NULL &&
-           opts->fork_from_step != NULL && strcmp(info->origin_step, opts->fork_from_step) == 0 &&
-           strncmp(info->origin_run_id, opts->fork_run_id, strlen(opts->fork_run_id)) == 0;
-}
-
-/* A replay: the original's calls answer every model (replay.h); its root span is the link. */
-static weft_err
-setup_replay(struct run *run, char *error, size_t error_len)
-{
-    struct weft_run_info info;
-    weft_err err = weft__replay_open(run->store.state, run->cfg.opts->replay_run_id,
-                                     &run->cfg.replay, &info, error, error_len);
-
-    if (err != WEFT_OK) {
-        return err;
-    }
-    if (!is_replayed_fork(run->cfg.opts, &info)) {
-        snprintf(error, error_len,
-                 "replay and fork together replay a fork: run %s is not a fork of %.64s from "
-                 "step %.64s",
-                 info.run_id, run->cfg.opts->fork_run_id, run->cfg.opts->fork_from_step);
-        weft__state_info_cleanup(&info);
-        return WEFT_EINVAL;
-    }
-    weft__rt_stored_root(&info, &ENG(run)->origin);
-    weft__state_info_cleanup(&info);
-    return weft__replay_provider_new(run->cfg.replay, &ENG(run)->replay);
-}
-
-static weft_err
-setup_providers(struct run *run, char *error, size_t error_len)
-{
-    const struct weft_workflow *wf = run->cfg.wf;
-    struct llm_error lerr;
-    json_t *script = NULL;
-    weft_err err = WEFT_OK;
-
-    ENG(run)->providers = weft__calloc(wf->model_count, sizeof(*ENG(run)->providers));
-    if (ENG(run)->providers == NULL) {
-        return WEFT_ENOMEM;
-    }
-    if (run->cfg.opts->replay_run_id != NULL) {
-        return setup_replay(run, error, error_len);
-    }
-    if (run->cfg.opts->replay_path != NULL && strncmp(run->cfg.opts->replay_path, "run:", 4) == 0) {
-        /* Replay a stored run: its LLM exchanges, in order, become the script. */
-        char id[96];
-        char why[160];
-        err = weft__state_run_resolve(run->store.state, run->cfg.opts->replay_path + 4, id,
-                                      sizeof(id), why, sizeof(why));
-        if (err == WEFT_OK) {
-            err = weft__state_exchanges_script(run->store.state, id, &script);
-        }
-        if (err == WEFT_OK) {
-            err = weft__llm_scripted_new(script, run->cfg.opts->replay_path, &ENG(run)->replay,
-                                         &lerr);
-        } else {
-            snprintf(lerr.message, sizeof(lerr.message), "no stored LLM exchanges for run '%.64s'",
-                     run->cfg.opts->replay_path + 4);
-        }
-        json_decref(script);
-        if (err != WEFT_OK) {
-            snprintf(error, error_len, "replay: %s", lerr.message);
-        }
-        return err;
-    }
-    if (run->cfg.opts->replay_path != NULL) {
-        err = weft__llm_script_load(run->cfg.opts->replay_path, &script, &lerr);
-        if (err == WEFT_OK) {
-            err = weft__llm_scripted_new(script, run->cfg.opts->replay_path, &ENG(run)->replay,
-                                         &lerr);
-        }
-        json_decref(script);
-        if (err != WEFT_OK) {
-            snprintf(error, error_len, "replay: %s", lerr.message);
-        }
-        return err;
-    }
-    for (size_t i = 0; i < wf->model_count; i++) {
-        const struct wf_model *m = &wf->models[i];
-        if (m->provider == WF_PROVIDER_SCRIPTED) {
-            /* Models naming the same script share one provider, so its queues are shared. */
-            for (size_t j = 0; j < i; j++) {
-                if (wf->models[j].provider == WF_PROVIDER_SCRIPTED &&
-                    strcmp(wf->models[j].script, m->script) == 0) {
-                    ENG(run)->providers[i] = ENG(run)->providers[j];
-                }
-            }
-            if (ENG(run)->providers[i] != NULL) {
-                continue;
-            }
-            err = weft__llm_script_load(m->script, &script, &lerr);
-            if (err == WEFT_OK) {
-                err = weft__llm_scripted_new(script, m->script, &ENG(run)->providers[i], &lerr);
-            }
-            json_decref(script);
-            script = NULL;
-            if (err != WEFT_OK) {
-                snprintf(error, error_len, "models.%s: %s", m->name, lerr.message);
-                return err;
-            }
-        } else {
-            err = make_openai(m, &ENG(run)->providers[i], error, error_len);
-            if (err != WEFT_OK) {
-                return err;
-            }
-        }
-    }
-    return WEFT_OK;
-}
-
-static weft_err
-bind_native_tools(struct run *run, char *error, size_t error_len)
-{
-    const struct weft_workflow *wf = run->cfg.wf;
-
-    run->cfg.native = weft__calloc(wf->tool_count + 1, sizeof(*run->cfg.native));
-    if (run->cfg.native == NULL) {
-        return WEFT_ENOMEM;
-    }
-    for (size_t i = 0; i < wf->tool_count; i++) {
-        bool is_found = false;
-        if (wf->tools[i].type != TOOL_NATIVE) {
-            continue;
-        }
-        for (size_t j = 0; j < weft__tool_registry_count(run->cfg.opts->tools); j++) {
-            const struct tool_def *d = weft__tool_registry_get(run->cfg.opts->tools, j);
-            if (strcmp(d->name, wf->tools[i].name) == 0) {
-                run->cfg.native[i] = d;
-                is_found = true;
-            }
-        }
-        if (!is_found) {
-            snprintf(error, error_len,
-                     "tool '%s' is declared native but the program registered no such tool",
-                     wf->tools[i].name);
-            return WEFT_ENOTFOUND;
-        }
-    }
-    return WEFT_OK;
-}
-
-/* The script path a provider of model @p i answers from (replay or scripted), else NULL. */
-static const char *
-script_of(const struct run *run, size_t i)
-{
-    if (ENG(run)->replay != NULL) {
-        return run->cfg.opts->replay_path;
-    }
-    /* A script loaded from a snapshot keeps the cursors of the file the run had (snapshot.c). */
-    return run->cfg.wf->models[i].provider == WF_PROVIDER_SCRIPTED
-               ? weft__rt_snapshot_unroot(run->cfg.opts->snapshot_root,
-                                          run->cfg.wf->models[i].script)
-               : NULL;
-}
-
-/* A conversation given a session id, or a resumed run, continues its scripts where the last
- * turn or the last finished step left them; cursors are saved after every step for that. */
-static void
-cursors_restore(struct run *run)
-{
-    for (size_t i = 0; (run->cfg.opts->session_id != NULL || run->store.is_resumed) &&
-                       i < run->cfg.wf->model_count;
-         i++) {
-        json_t *saved = NULL;
-        const char *script = script_of(run, i);
-        if (script != NULL &&
-            weft__state_cursors_load(run->store.state, run->store.session_id, script, &saved) ==
-                WEFT_OK &&
-            saved != NULL) {
-            (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i), saved);
-        }
-        json_decref(saved);
-    }
-}
-
-static const char *
-svc_provider_name(void *ctx, size_t model)
-{
-    struct run *run = ctx;
-    const struct llm_provider *p = ENG(run)->providers != NULL && model < run->cfg.wf->model_count
-                                       ? weft__eng_provider_for(run, model)
-                                       : NULL;
-
-    return p != NULL ? p->provider_name : NULL;
-}
-
-static void
-svc_cursors_save(void *ctx)
-{
-    struct run *run = ctx;
-    for (size_t i = 0; i < run->cfg.wf->model_count; i++) {
-        const char *script = script_of(run, i);
-        json_t *c = weft__llm_scripted_cursors_changed(weft__eng_provider_for(run, i));
-        if (script != NULL && c != NULL && json_object_size(c) > 0) {
-            (void)weft__state_cursors_save(run->store.state, run->store.session_id, script, c);
-        }
-        json_decref(c);
-    }
-}
-
-static void
-teardown(struct run *run)
-{
-    weft__rt_watchdog_stop(run);
-    for (size_t i = 0; ENG(run)->providers != NULL && i < run->cfg.wf->model_count; i++) {
-        bool is_shared = false;
-        for (size_t j = 0; j < i; j++) {
-            is_shared = is_shared || ENG(run)->providers[j] == ENG(run)->providers[i];
-        }
-        if (!is_shared) {
-            weft__llm_provider_free(ENG(run)->providers[i]);
-        }
-    }
-    weft__free(ENG(run)->providers);
-    for (size_t w = 0; w < ENG(run)->worker_count; w++) {
-        for (size_t i = 0; ENG(run)->worker_providers[w] != NULL && i < run->cfg.wf->model_count;
-             i++) {
-            weft__llm_provider_free(ENG(run)->worker_providers[w][i]);
-        }
-        weft__free(ENG(run)->worker_providers[w]);
-    }
-    weft__free(ENG(run)->worker_providers);
-    weft__llm_provider_free(ENG(run)->replay);
-    weft__replay_free(run->cfg.replay);
-    weft__rt_fork_free(run->store.fork);
-    weft__llm_recording_free(ENG(run)->recording);
-    weft__free((void *)run->cfg.native);
-    if (!run->cfg.is_mcp_borrowed) {
-        weft__mcp_hub_free(run->cfg.mcp);
-    }
-    for (size_t i = 0; i < run->ps.request_count; i++) {
-        weft__free(run->ps.requests[i].agent);
-        weft__free(run->ps.requests[i].query);
-    }
-    weft__plan_cleanup(&run->ps.plan);
-    for (size_t i = 0; i < run->roster.count; i++) {
-        weft_workflow_free(run->roster.teams[i]);
-    }
-    json_decref(run->store.history);
-    json_decref(run->store.resumed);
-    weft__state_close(run->store.state);
-    weft__state_close(run->store.memory);
-    weft__rt_embedder_free(run->store.embedder);
-    weft__free(run->store.session_id);
-    weft__free(run->cfg.workspace);
-    weft__free(run->cfg.stored_input);
-    weft__rt_metrics_free(run->tel.metrics);
-    if (ENG(run)->executor != NULL && ENG(run)->executor->ops->bind_run_meter != NULL) {
-        ENG(run)->executor->ops->bind_run_meter(ENG(run)->executor, NULL); /* before it is freed */
-    }
-    weft__rt_mstore_free(run->tel.mstore);
-    pthread_mutex_destroy(&ENG(run)->lock);
-    pthread_mutex_destroy(&ENG(run)->task_lock);
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* The loop                                                                                    */
 
 static bool
@@ -1161,20 +616,20 @@ services_init(struct engine *eng)
 
     svc->ctx = &eng->run;
     svc->llm_call = weft__eng_llm_call;
-    svc->save_step = svc_save_step;
-    svc->progress = svc_progress;
-    svc->lock = svc_lock;
-    svc->unlock = svc_unlock;
-    svc->set_parallel = svc_set_parallel;
-    svc->cond_wait = svc_cond_wait;
-    svc->now_mono = svc_now_mono;
-    svc->count_loop = svc_count_loop;
-    svc->add_decision = svc_add_decision;
-    svc->add_verdict = svc_add_verdict;
+    svc->save_step = weft__eng_save_step;
+    svc->progress = weft__eng_progress;
+    svc->lock = weft__eng_lock;
+    svc->unlock = weft__eng_unlock;
+    svc->set_parallel = weft__eng_set_parallel;
+    svc->cond_wait = weft__eng_cond_wait;
+    svc->now_mono = weft__eng_now_mono;
+    svc->count_loop = weft__eng_count_loop;
+    svc->add_decision = weft__eng_add_decision;
+    svc->add_verdict = weft__eng_add_verdict;
     svc->budget_spent = svc_budget_spent;
-    svc->make_worker_providers = svc_make_worker_providers;
-    svc->cursors_save = svc_cursors_save;
-    svc->provider_name = svc_provider_name;
+    svc->make_worker_providers = weft__eng_make_worker_providers;
+    svc->cursors_save = weft__eng_cursors_save;
+    svc->provider_name = weft__eng_provider_name;
     svc->execute_step = weft__eng_execute_step;
     eng->run.svc = svc;
 }
@@ -1186,7 +641,7 @@ init_ids(struct run *run)
     struct weft_run_result *r = run->tel.result;
     const char *session = run->cfg.opts->session_id;
 
-    make_run_id(run->store.run_id);
+    weft__eng_make_run_id(run->store.run_id);
     run->store.session_id =
         weft__strdup(session != NULL && session[0] != '\0' ? session : run->store.run_id);
     r->run_id = weft__strdup(run->store.run_id);
@@ -1245,13 +700,13 @@ open_resources(struct run *run, char *error, size_t error_len)
     }
     weft__free(state_path);
     if (err == WEFT_OK) {
-        err = setup_providers(run, error, error_len);
+        err = weft__eng_setup_providers(run, error, error_len);
     }
     if (err == WEFT_OK) {
-        err = bind_native_tools(run, error, error_len);
+        err = weft__eng_bind_native_tools(run, error, error_len);
     }
     if (err == WEFT_OK) {
-        err = setup_workspace(run, error, error_len);
+        err = weft__eng_setup_workspace(run, error, error_len);
     }
     if (err == WEFT_OK && opts->record_path != NULL) {
         err = weft__llm_recording_new(opts->record_path, &ENG(run)->recording, error, error_len);
@@ -1293,11 +748,11 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
             return WEFT_ENOMEM;
         }
     }
-    cursors_restore(run);
+    weft__eng_cursors_restore(run);
     for (size_t i = 0; run->store.fork != NULL && i < wf->model_count; i++) {
         /* A fork's scripted models answer from where the original's were when the forked
          * step started: its re-run asks what the original asked then (runtime/fork.c). */
-        if (script_of(run, i) != NULL && run->store.fork->cursors != NULL) {
+        if (weft__eng_script_of(run, i) != NULL && run->store.fork->cursors != NULL) {
             (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i),
                                              run->store.fork->cursors);
         }
@@ -1689,7 +1144,7 @@ weft__eng_cursors_collect(struct run *run)
     json_t *out = json_object();
 
     for (size_t i = 0; out != NULL && i < run->cfg.wf->model_count; i++) {
-        const char *script = script_of(run, i);
+        const char *script = weft__eng_script_of(run, i);
         json_t *c = NULL;
         if (script == NULL || json_object_get(out, script) != NULL) {
             continue;
@@ -1711,7 +1166,7 @@ void
 weft__eng_cursors_apply(struct run *run, const json_t *in)
 {
     for (size_t i = 0; in != NULL && i < run->cfg.wf->model_count; i++) {
-        const char *script = script_of(run, i);
+        const char *script = weft__eng_script_of(run, i);
         const json_t *c = script != NULL ? json_object_get(in, script) : NULL;
         if (c != NULL) {
             (void)weft__llm_scripted_restore(weft__eng_provider_for(run, i), c);
@@ -1799,12 +1254,12 @@ weft__execute_task(const struct weft__task_run *t,
     run->cfg.task_redeliveries = t->redeliveries;
     snprintf(run->store.run_id, sizeof(run->store.run_id), "%s", t->run_id);
     run->store.session_id = weft__strdup(t->run_id);
-    e = run->store.session_id != NULL ? setup_providers(run, err, err_len) : WEFT_ENOMEM;
+    e = run->store.session_id != NULL ? weft__eng_setup_providers(run, err, err_len) : WEFT_ENOMEM;
     if (e == WEFT_OK) {
-        e = bind_native_tools(run, err, err_len);
+        e = weft__eng_bind_native_tools(run, err, err_len);
     }
     if (e == WEFT_OK) {
-        e = setup_workspace(run, err, err_len);
+        e = weft__eng_setup_workspace(run, err, err_len);
     }
     if (e == WEFT_OK && t->provider != NULL) {
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
@@ -1841,7 +1296,7 @@ weft__execute_task(const struct weft__task_run *t,
         snprintf(err, err_len, "task run: %s", weft_strerror(e));
     }
     weft_run_result_free(run->tel.result);
-    teardown(run);
+    weft__eng_teardown(run);
     weft__free(eng);
     return e;
 }
@@ -1912,7 +1367,7 @@ weft__run_with_executor(const struct weft_workflow *workflow,
         if (error[0] == '\0') {
             snprintf(error, error_len, "%s", weft_strerror(err));
         }
-        teardown(run);
+        weft__eng_teardown(run);
         weft__free(eng);
         weft_run_result_free(r);
         return err;
@@ -1920,7 +1375,7 @@ weft__run_with_executor(const struct weft_workflow *workflow,
     run_start(run, &resumed_from);
     execute(run);
     err = run_finish(run, WEFT_OK, error, error_len);
-    teardown(run);
+    weft__eng_teardown(run);
     weft__free(eng);
     if (err != WEFT_OK) {
         weft_run_result_free(r);

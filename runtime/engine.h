@@ -1,7 +1,8 @@
 /* runtime/engine.h - the engine's own state, private to engine.c and its parts (engine_*.c:
  * engine_decide.c, the supervisor's decisions; engine_executor.c, steps as the executor's
- * tasks; engine_llm.c, the llm_call service; engine_resume.c, a stored run loaded back), and
- * nothing else: a ctest check,
+ * tasks; engine_llm.c, the llm_call service; engine_resume.c, a stored run loaded back;
+ * engine_setup.c, providers, workspace and teardown; engine_services.c, the small run
+ * services), and nothing else: a ctest check,
  * tests/arch/check_engine_includes.sh, fails when another module includes it.
  *
  * The modules around the engine see a run through run.h: its parts (configuration, persist,
@@ -147,6 +148,37 @@ weft_err weft__eng_resume_load(struct run *run,
                                struct weft_span_context *link,
                                char *error,
                                size_t error_len);
+
+/* --- engine_setup.c: before the first decision, after the last --------------------- */
+/* Each is documented at its definition. */
+
+weft_err weft__eng_make_run_id(char out[24]);
+weft_err weft__eng_setup_workspace(struct run *run, char *error, size_t error_len);
+weft_err weft__eng_make_worker_providers(void *ctx, size_t workers);
+weft_err weft__eng_setup_providers(struct run *run, char *error, size_t error_len);
+weft_err weft__eng_bind_native_tools(struct run *run, char *error, size_t error_len);
+const char *weft__eng_script_of(const struct run *run, size_t i);
+void weft__eng_cursors_restore(struct run *run);
+const char *weft__eng_provider_name(void *ctx, size_t model);
+void weft__eng_cursors_save(void *ctx);
+void weft__eng_teardown(struct run *run);
+
+/* --- engine_services.c: the small run services (run.h) ----------------------------- */
+/* Each is documented at its definition; engine.c wires them into the run's services. */
+
+void weft__eng_lock(void *ctx);
+void weft__eng_unlock(void *ctx);
+void weft__eng_set_parallel(void *ctx, bool is_parallel);
+void weft__eng_cond_wait(void *ctx, pthread_cond_t *cond);
+uint64_t weft__eng_now_mono(void *ctx);
+void weft__eng_count_loop(void *ctx, weft_loop_kind kind);
+void weft__eng_progress(void *ctx,
+                        weft_run_event_kind kind,
+                        const struct plan_step *step,
+                        const char *detail);
+void weft__eng_add_decision(void *ctx, rt_layer layer, const char *next, const char *reason);
+void weft__eng_add_verdict(void *ctx, const char *agent, const char *verdict);
+void weft__eng_save_step(void *ctx, size_t index);
 
 /* --- engine.c, for its parts ------------------------------------------------------------ */
 
