@@ -74,10 +74,15 @@ reserve_one(struct weft__store_payloads *pl)
 {
     if (pl->count == pl->cap) {
         size_t cap = pl->cap == 0 ? 64 : 2 * pl->cap;
-        struct weft__store_payload_rec *recs = weft__realloc(pl->recs, cap * sizeof(*recs));
+        struct weft__store_payload_rec *recs = NULL;
 
-        if (recs == NULL || cap > UINT32_MAX / 2) {
-            weft__free(recs == pl->recs ? NULL : recs);
+        /* The index holds i + 1 in 32 bits: refuse before reallocating, since a successful
+         * realloc may have moved (and freed) the old array. */
+        if (cap > UINT32_MAX / 2) {
+            return WEFT_ENOMEM;
+        }
+        recs = weft__realloc(pl->recs, cap * sizeof(*recs));
+        if (recs == NULL) {
             return WEFT_ENOMEM;
         }
         pl->recs = recs;
