@@ -1,5 +1,5 @@
 /* base/http_host.h - the Host rule of weft's local HTTP servers (`weft serve`, serve/http.c;
- * `weft mcp serve --http`, runtime/mcp/serve_http.c): on a loopback address they answer only
+ * `weft mcp serve --http`, runtime/mcp_server/serve_http.c): on a loopback address they answer only
  * requests whose Host header names loopback, or a name the user allowed.
  *
  * Why: a web page the user visits can make its own DNS name resolve to 127.0.0.1 (DNS

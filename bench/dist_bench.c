@@ -5,7 +5,7 @@
  * PostgreSQL with fsync=on unless --pg-fsync off), spawns `weft worker` processes (the built
  * binary: --weft PATH, default the `weft` next to this program), and drives the AMQP executor
  * (runtime/dist/amqp_executor.h) in process the way the engine does for a remote step
- * (runtime/engine.c: step_started, then step_ended after the result): the step is saved as
+ * (runtime/engine/engine.c: step_started, then step_ended after the result): the step is saved as
  * dispatched, submitted, and when its result has come back through poll() it is marked
  * completed, evaluated and saved in one transaction through the state interface.
  *
@@ -42,9 +42,9 @@
 #include "base/time.h"
 #include "runtime/dist/amqp_executor.h"
 #include "runtime/dist/broker.h"
-#include "runtime/plan.h"
-#include "runtime/state.h"
-#include "runtime/workflow.h"
+#include "runtime/state/state.h"
+#include "runtime/workflow/plan.h"
+#include "runtime/workflow/workflow.h"
 #include "support/amqp_server.h"
 #include "support/pg_server.h"
 #include "support/server_proc.h"

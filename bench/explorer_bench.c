@@ -19,7 +19,7 @@
  *   bench/explorer_render.mjs (first render in Chromium; `make bench-explorer` runs both).
  */
 #include "base/time.h"
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "serve/http.h"
 #include "tracing/exporter.h"
 

@@ -1,4 +1,4 @@
-/* bench/skills_bench.c - skill memory (runtime/state.h, docs/memory.md): the cost of saving a
+/* bench/skills_bench.c - skill memory (runtime/state/state.h, docs/memory.md): the cost of saving a
  * skill and of retrieving the top k for an agent, as the store grows to 1,000, 10,000 and
  * 100,000 skills. Prints one JSON object per line and store size:
  *
@@ -27,7 +27,7 @@
  */
 #include "base/mem.h"
 #include "base/time.h"
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/pg_server.h"
 
 #include <math.h>
@@ -177,8 +177,8 @@ measure(const char *backend, struct rt_state *st, size_t stored, double insert_u
 /* Vector rerank (memory.embeddings): one agent with VEC_AGENT_SKILLS skills, each with a
  * VEC_DIMS-float vector (text-embedding-3-small's length), and per query what a lookup with
  * embeddings adds to the text search: one scan of the agent's vectors with a cosine each and the
- * 4 k nearest kept (runtime/memory.c does the same; its embeddings call is the endpoint's time,
- * not measured here). */
+ * 4 k nearest kept (runtime/memory/memory.c does the same; its embeddings call is the endpoint's
+ * time, not measured here). */
 
 #define VEC_AGENT_SKILLS 1000
 #define VEC_DIMS         1536

@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "report/docs.h"
 #include "runtime/dist/amqp_executor.h"
-#include "runtime/workflow.h"
+#include "runtime/workflow/workflow.h"
 
 #include <errno.h>
 #include <jansson.h>

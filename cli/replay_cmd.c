@@ -6,7 +6,7 @@
  * command line, finds the workflow and says what a replay found.
  *
  * Finding the workflow (cli_run_workflow(), shared with `weft resume`): a run keeps the
- * absolute path of its workflow and a snapshot of the workflow's files (runtime/snapshot.c).
+ * absolute path of its workflow and a snapshot of the workflow's files (runtime/state/snapshot.c).
  * The file at the path is used while it is what the run had; when it moved, or changed under
  * a replay or a fork (which reproduce the run), the snapshot is written to a private temporary
  * directory and loaded from there, and one line on stderr says so. Resume keeps its own rule

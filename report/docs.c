@@ -273,7 +273,7 @@ weft__doc_tool_errors(const struct weft_run_details *d)
 {
     json_t *list = json_array();
 
-    /* Each step's error keeps {"tool_errors": {kind: n}} (runtime/agent.c); the run's are
+    /* Each step's error keeps {"tool_errors": {kind: n}} (runtime/steps/agent.c); the run's are
      * their sum by agent and kind, in the order first seen. */
     for (size_t i = 0; list != NULL && d->step_extras != NULL && i < d->step_count; i++) {
         json_t *error =

@@ -13,10 +13,11 @@
 #include "base/time.h"
 #include "base/uuid.h"
 #include "runtime/dist/broker.h"
-#include "runtime/dist/dist_telemetry.h"
+#include "runtime/dist/broker_probe.h"
 #include "runtime/dist/message.h"
 #include "runtime/dist/sign.h"
-#include "runtime/workflow.h"
+#include "runtime/observe/dist_telemetry.h"
+#include "runtime/workflow/workflow.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* runtime/dist/amqp_executor.h - the executor interface (runtime/executor.h) over RabbitMQ:
+/* runtime/dist/amqp_executor.h - the executor interface (runtime/engine/executor.h) over RabbitMQ:
  * each task becomes a persistent message on task_dispatch_queue, `weft worker` processes run
  * it, and their results come back on task_results_queue (docs/distributed.md).
  *
@@ -27,7 +27,7 @@
 #ifndef WEFT_RUNTIME_DIST_AMQP_EXECUTOR_H
 #define WEFT_RUNTIME_DIST_AMQP_EXECUTOR_H
 
-#include "runtime/executor.h"
+#include "runtime/engine/executor.h"
 
 struct weft_meter;
 struct weft_provider;

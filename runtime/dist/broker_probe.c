@@ -14,7 +14,7 @@
 #include "base/mem.h"
 #include "base/time.h"
 #include "runtime/dist/broker.h"
-#include "runtime/dist/dist_telemetry.h"
+#include "runtime/observe/dist_telemetry.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -150,4 +150,44 @@ weft__broker_probe_observe(struct weft__broker_probe *p, struct weft_meter *mete
     weft__dist_metrics_record_queues(&m, &q);
     weft__dist_metrics_cleanup(&m);
     return q.is_up ? WEFT_OK : WEFT_EIO;
+}
+
+weft_err
+weft__dist_queues_ask(struct weft__broker *broker, struct weft__dist_queues *out)
+{
+    const struct weft__broker_names *names = weft__broker_names(broker);
+    const char *queues[3] = {names->dispatch, names->results, names->dead};
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t messages = 0;
+        uint64_t consumers = 0;
+        weft_err err = weft__broker_queue_stats(broker, queues[i], &messages, &consumers);
+
+        if (err == WEFT_ENOTFOUND) {
+            continue; /* not declared yet: empty, nobody consumes it */
+        }
+        if (err != WEFT_OK) {
+            memset(out, 0, sizeof(*out));
+            return WEFT_EIO;
+        }
+        out->depth[i] = messages;
+        if (i == 0) {
+            out->consumers = consumers;
+        }
+    }
+    out->is_up = true;
+    return WEFT_OK;
+}
+
+void
+weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker *broker)
+{
+    struct weft__dist_queues q;
+
+    if (m->depth == NULL) {
+        return;
+    }
+    (void)weft__dist_queues_ask(broker, &q);
+    weft__dist_metrics_record_queues(m, &q);
 }

@@ -54,4 +54,18 @@ const char *weft__broker_probe_url_safe(const struct weft__broker_probe *p);
  * weft.broker.up 0), WEFT_EINVAL for a NULL argument. */
 weft_err weft__broker_probe_observe(struct weft__broker_probe *p, struct weft_meter *meter);
 
+/* The queues of a deployment, asked of the broker (weft serve's probe and the orchestrator). */
+struct weft__broker;
+struct weft__dist_metrics;
+struct weft__dist_queues;
+
+/* Ask @p broker (connected; the caller's thread owns it) for the depth of its three queues
+ * and the consumers of the dispatch queue. A queue the broker does not have (nothing declared
+ * it yet) counts as empty, with no consumer. @return WEFT_OK (*out->is_up), WEFT_EIO (the
+ * broker did not answer; the connection is closed; *out->is_up false). */
+weft_err weft__dist_queues_ask(struct weft__broker *broker, struct weft__dist_queues *out);
+
+/* weft__dist_queues_ask() then weft__dist_metrics_record_queues(). */
+void weft__dist_metrics_queues(struct weft__dist_metrics *m, struct weft__broker *broker);
+
 #endif /* WEFT_RUNTIME_DIST_BROKER_PROBE_H */

@@ -3,8 +3,8 @@
  * The calling thread owns the broker connection (librabbitmq is not thread-safe): it receives
  * deliveries into a job table, publishes finished jobs' results, acknowledges a delivery when
  * its result's publish is confirmed, and reconnects. `concurrency` executor threads take jobs,
- * decode them, run the step (runtime/executor.h, weft__execute_task) under a CONSUMER span whose
- * parent is the message's traceparent, and encode the result. One mutex guards the table.
+ * decode them, run the step (runtime/engine/executor.h, weft__execute_task) under a CONSUMER span
+ * whose parent is the message's traceparent, and encode the result. One mutex guards the table.
  */
 #include "runtime/dist/worker.h"
 
@@ -16,11 +16,11 @@
 #include "base/time.h"
 #include "base/uuid.h"
 #include "runtime/dist/broker.h"
-#include "runtime/dist/dist_telemetry.h"
 #include "runtime/dist/message.h"
 #include "runtime/dist/sign.h"
-#include "runtime/executor.h"
-#include "runtime/workflow.h"
+#include "runtime/engine/executor.h"
+#include "runtime/observe/dist_telemetry.h"
+#include "runtime/workflow/workflow.h"
 
 #include <pthread.h>
 #include <stdio.h>

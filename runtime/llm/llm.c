@@ -2,7 +2,7 @@
 #include "llm.h"
 
 #include "base/mem.h"
-#include "runtime/secrets.h"
+#include "runtime/common/secrets.h"
 
 #include <stdio.h>
 #include <string.h>

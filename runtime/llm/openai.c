@@ -23,8 +23,8 @@
  */
 #include "llm.h"
 
-#include "runtime/http.h"
-#include "runtime/json_type.h"
+#include "runtime/common/http.h"
+#include "runtime/common/json_type.h"
 
 #include "base/buf.h"
 #include "base/http.h"

@@ -16,7 +16,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "runtime/secrets.h"
+#include "runtime/common/secrets.h"
 #include "tracing/redact.h"
 
 #include <errno.h>

@@ -19,7 +19,7 @@
 
 #include "runtime/mcp/transport.h"
 
-#include "runtime/http.h"
+#include "runtime/common/http.h"
 
 #include "base/buf.h"
 #include "base/log.h"

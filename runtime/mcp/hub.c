@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
-#include "runtime/workflow.h"
+#include "runtime/workflow/workflow.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  */
 #include "tools.h"
 
-#include "runtime/http.h"
+#include "runtime/common/http.h"
 
 #include "base/buf.h"
 #include "base/mem.h"

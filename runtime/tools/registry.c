@@ -14,7 +14,7 @@
 #include "tools.h"
 
 #include "base/mem.h"
-#include "runtime/secrets.h"
+#include "runtime/common/secrets.h"
 
 #include <ctype.h>
 #include <stdio.h>

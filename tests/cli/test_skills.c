@@ -1,9 +1,9 @@
 /* tests/cli/test_skills.c - `weft skills list|show|forget` end to end: the built `weft` binary
- * reads a SQLite state filled through the state interface (runtime/state.h) in a temporary
+ * reads a SQLite state filled through the state interface (runtime/state/state.h) in a temporary
  * WEFT_HOME, as text and as the JSON documents of docs/cli-json.md (parsed and checked type by
  * type); prefixes, an ambiguous prefix, forgetting one skill and an agent's, bad usage, and a
  * missing database; multi-line skills shown as lines; `weft teams --run` with a run prefix. */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/weft_test.h"
 
 #include <fcntl.h>

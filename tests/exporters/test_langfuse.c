@@ -2,9 +2,9 @@
  * on 127.0.0.1 (tests/support/langfuse_server.c), which enforces Langfuse's rules: Basic auth,
  * the ingestion-version header, whole-request rejection of bad ids, score validation.
  *
- * The spans are built the way weft's runtime builds them (runtime/spans.c: the three
- * vocabularies and the run-wide attributes on every span; runtime/engine.c and agent.c: model,
- * usage, cost, verdicts, run outcome) and go through a real provider and batch processor.
+ * The spans are built the way weft's runtime builds them (runtime/observe/spans.c: the three
+ * vocabularies and the run-wide attributes on every span; runtime/engine/engine.c and agent.c:
+ * model, usage, cost, verdicts, run outcome) and go through a real provider and batch processor.
  * Covered: observation types, trace-wide attributes, generation details, levels, metadata,
  * scores (and their validity), trace splitting, secrecy of the secret key, truncation, retries
  * without loss, the stop on 401, configuration errors, span end never waiting on Langfuse,
@@ -13,7 +13,7 @@
 #include "support/langfuse_server.h"
 #include "support/weft_test.h"
 
-#include "runtime/prompts.h"
+#include "runtime/llm/prompts.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -154,7 +154,7 @@ lf_flush(struct fx *f)
 
 enum kind { K_WORKFLOW, K_PLAN, K_AGENT, K_CHAT, K_TOOL, K_REFLECT };
 
-/* runtime/spans.c's table. */
+/* runtime/observe/spans.c's table. */
 static const struct {
     const char *operation;
     const char *genai_op;
@@ -220,7 +220,7 @@ hex_trace_id(const struct weft_span *span, char out[33])
     weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, out);
 }
 
-/* An LLM call as runtime/engine.c records it (prices 0.15 and 0.60 USD per million). */
+/* An LLM call as runtime/engine/engine.c records it (prices 0.15 and 0.60 USD per million). */
 static void
 emit_chat(struct fx *f, const struct weft_span *parent, int64_t in, int64_t out)
 {

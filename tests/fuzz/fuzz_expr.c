@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_expr.c - break-condition expressions (runtime/expr.c).
+/* tests/fuzz/fuzz_expr.c - break-condition expressions (runtime/workflow/expr.c).
  *
  * Input: the expression, a newline, then a JSON document to evaluate it against (absent or
  * invalid: an object of typical fields). A parse error must carry a message and a position
@@ -6,7 +6,7 @@
  */
 #include "fuzz_util.h"
 
-#include "runtime/expr.h"
+#include "runtime/workflow/expr.h"
 
 #include <weft/weft.h>
 

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_serve.c - what `weft serve` parses itself (exporters/metrics_server.c,
- * runtime/metrics_store.c); the HTTP request line and headers are libmicrohttpd's.
+ * runtime/observe/metrics_store.c); the HTTP request line and headers are libmicrohttpd's.
  *
  * Input: newline-separated fields, missing ones empty: method, URL path, listen address,
  * instrument name, unit, description, labels JSON, histogram bounds JSON, bucket counts JSON.
@@ -10,7 +10,7 @@
 #include "fuzz_util.h"
 
 #include "exporters/metrics_server.h"
-#include "runtime/metrics_store.h"
+#include "runtime/observe/metrics_store.h"
 #include "tracing/sdk.h"
 
 #include <arpa/inet.h>

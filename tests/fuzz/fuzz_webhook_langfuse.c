@@ -1,5 +1,5 @@
-/* tests/fuzz/fuzz_webhook_langfuse.c - answers of webhook receivers (runtime/webhook.c) and
- * of Langfuse (runtime/prompts.c prompt API; exporters/langfuse.c reads only the status and
+/* tests/fuzz/fuzz_webhook_langfuse.c - answers of webhook receivers (runtime/observe/webhook.c) and
+ * of Langfuse (runtime/llm/prompts.c prompt API; exporters/langfuse.c reads only the status and
  * the headers of its OTLP answers).
  *
  * The first byte chooses what the rest is: a response header line as libcurl hands it to the
@@ -9,7 +9,7 @@
 #include "fuzz_util.h"
 
 #include "base/http.h"
-#include "runtime/prompts.h"
+#include "runtime/llm/prompts.h"
 
 #include <weft/weft.h>
 

@@ -1,4 +1,5 @@
-/* tests/fuzz/fuzz_workflow.c - the workflow loader (runtime/workflow.c) on arbitrary files.
+/* tests/fuzz/fuzz_workflow.c - the workflow loader (runtime/workflow/workflow.c) on arbitrary
+ * files.
  *
  * The input is written to a workflow file in a private temporary directory and loaded the way
  * `weft run` and `weft validate` load one: every outcome must be WEFT_OK with a workflow, or

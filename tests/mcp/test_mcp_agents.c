@@ -4,7 +4,7 @@
  * (tests/mcp/node_modules, installed by `scripts/deps.sh test`), its spans and metrics, a
  * server that does not start, and `weft mcp list` / `weft validate`.
  */
-#include "runtime/workflow.h"
+#include "runtime/workflow/workflow.h"
 #include "support/otlp_sink.h"
 #include "support/server_proc.h"
 #include "support/weft_test.h"

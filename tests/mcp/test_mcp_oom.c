@@ -1,7 +1,7 @@
 /* tests/mcp/test_mcp_oom.c - out-of-memory loops (tests/support/failalloc.h) over the MCP
  * modules that allocate from input: a server entry's parse (runtime/mcp/config.c) and
- * weft mcp serve's message handling (runtime/mcp/server.c). Each allocation in turn fails: the
- * call fails cleanly (nothing half-built, nothing leaked: ASan's leak check runs this test in
+ * weft mcp serve's message handling (runtime/mcp_server/server.c). Each allocation in turn fails:
+ * the call fails cleanly (nothing half-built, nothing leaked: ASan's leak check runs this test in
  * `make test`) or succeeds, and with enough memory it succeeds.
  */
 #include "runtime/mcp/config.h"

@@ -1,5 +1,5 @@
-/* tests/mcp/test_mcp_serve.c - `weft mcp serve` (runtime/mcp/server.c, serve_http.c), the built
- * binary driven by weft's own MCP client (runtime/mcp/mcp.h) over stdio and Streamable HTTP,
+/* tests/mcp/test_mcp_serve.c - `weft mcp serve` (runtime/mcp_server/server.c, serve_http.c), the
+ * built binary driven by weft's own MCP client (runtime/mcp/mcp.h) over stdio and Streamable HTTP,
  * against a store filled by `weft run` of example workflows: one completed after a correction
  * (examples/correction), one completed with reflection (examples/swarm_reflection) and one
  * that fails (a command step running `false`). The JSON-RPC error paths are checked on the

@@ -1,4 +1,4 @@
-/* tests/runtime/mstore_cases.h - per-run metric snapshots (runtime/metrics_store.h) and the
+/* tests/runtime/mstore_cases.h - per-run metric snapshots (runtime/observe/metrics_store.h) and the
  * fold `weft serve` builds from them, written once and run against both state backends:
  * tests/runtime/test_metrics_store.c over a SQLite file, tests/runtime_pg/test_metrics_pg.c
  * over a real PostgreSQL. Each case is one behaviour the two must share: a resumed run writes a
@@ -18,8 +18,8 @@
 
 #include "base/mem.h"
 #include "base/time.h"
-#include "runtime/metrics_store.h"
-#include "runtime/state.h"
+#include "runtime/observe/metrics_store.h"
+#include "runtime/state/state.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"
 

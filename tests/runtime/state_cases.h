@@ -1,4 +1,4 @@
-/* tests/runtime/state_cases.h - the run state store's behaviour (runtime/state.h), written
+/* tests/runtime/state_cases.h - the run state store's behaviour (runtime/state/state.h), written
  * once and run against both backends: tests/runtime/test_state.c includes it over SQLite files,
  * tests/runtime_pg/test_state_pg.c over a real PostgreSQL. Each case is one behaviour of the
  * interface: cached statements stay correct across many writes, scripted cursors are saved
@@ -24,7 +24,7 @@
 #include "base/time.h"
 #include "base/utf8.h"
 #include "base/uuid.h"
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "store/payload.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"

@@ -1,5 +1,5 @@
-/* tests/runtime/test_architect.c - architect agents (runtime/architect.c): a step routed to an
- * agent with "architect" composes a team for its task, the team is registered for the rest of
+/* tests/runtime/test_architect.c - architect agents (runtime/steps/architect.c): a step routed to
+ * an agent with "architect" composes a team for its task, the team is registered for the rest of
  * the run and runs the goal as the next step (its trace under that step, the composition's
  * under the architect's step); a composed team with an architect of its own composes one level
  * deeper, and no deeper than the limit; a run whose architect composes nothing fails the step.

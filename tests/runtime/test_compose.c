@@ -1,5 +1,5 @@
-/* tests/runtime/test_compose.c - the architect (runtime/compose.c) with the scripted provider:
- * examples/architect's first design (an agent bound to two tools) is sent back through
+/* tests/runtime/test_compose.c - the architect (runtime/steps/compose.c) with the scripted
+ * provider: examples/architect's first design (an agent bound to two tools) is sent back through
  * submit_team and the second is kept, saved, loaded and run, with a create_agent span per
  * agent; designs with an unknown tool, a dependency cycle or a team inside the team are each
  * rejected with their reason, and when every design is rejected compose fails clearly.

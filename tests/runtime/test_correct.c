@@ -4,7 +4,7 @@
  * corrective plans counted as attempts, and DAG surgery that the store refuses midway (a
  * trigger aborts the last statement) leaving the store and the run consistent. Spans reach a
  * real OTLP receiver. */
-#include "runtime/evaluate.h"
+#include "runtime/decide/evaluate.h"
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 

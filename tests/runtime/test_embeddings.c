@@ -1,6 +1,7 @@
-/* tests/runtime/test_embeddings.c - skill memory with an embeddings endpoint (runtime/embed.c,
- * runtime/memory.c, docs/memory.md "Embeddings"), against a fake OpenAI-compatible server
- * (tests/support/embed_server.h) whose vectors put synonyms close together:
+/* tests/runtime/test_embeddings.c - skill memory with an embeddings endpoint
+ * (runtime/memory/embed.c, runtime/memory/memory.c, docs/memory.md "Embeddings"), against a fake
+ * OpenAI-compatible server (tests/support/embed_server.h) whose vectors put synonyms close
+ * together:
  * - a task that shares no word with a stored one but means the same is found by its vector
  *   (the retrieval span's documents carry both scores); an unrelated one is not shown;
  * - the embeddings calls are `embeddings {model}` spans with the GenAI attributes, under the
@@ -10,8 +11,8 @@
  * - the API key reaches the server and nothing else: no span, no log line, no byte of the store;
  * - bad "memory.embeddings" values are load errors naming the field.
  */
-#include "runtime/embed.h"
-#include "runtime/state.h"
+#include "runtime/memory/embed.h"
+#include "runtime/state/state.h"
 #include "support/embed_server.h"
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"

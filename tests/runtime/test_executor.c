@@ -1,4 +1,4 @@
-/* tests/runtime/test_executor.c - the executor interface (runtime/executor.h) proven with an
+/* tests/runtime/test_executor.c - the executor interface (runtime/engine/executor.h) proven with an
  * executor of the test's own: it records every task it is handed (as plain data, the way a
  * remote executor would serialise it) and answers asynchronously from poll(), and its answers
  * drive the run: step results, dependencies' context, failures, the run's output and status.
@@ -6,7 +6,7 @@
  * a result for a task nobody waits for is ignored. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
-#include "runtime/executor.h"
+#include "runtime/engine/executor.h"
 
 #include "support/weft_test.h"
 

@@ -3,7 +3,7 @@
  * form, missing fields and mixed-type comparisons), a table of invalid expressions with the
  * exact error position and message, the limits, out-of-memory, and every prefix and many
  * single-byte mutations of valid expressions (which must parse or fail cleanly, never crash). */
-#include "runtime/expr.h"
+#include "runtime/workflow/expr.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"
 

@@ -1,8 +1,8 @@
-/* tests/runtime/test_json_type.c - JSON type names in messages (runtime/json_type.c): every
+/* tests/runtime/test_json_type.c - JSON type names in messages (runtime/common/json_type.c): every
  * type's word, both booleans alike, NULL as null. */
 #include "support/weft_test.h"
 
-#include "runtime/json_type.h"
+#include "runtime/common/json_type.h"
 
 static void
 test_json_type_names_every_type(void **state)

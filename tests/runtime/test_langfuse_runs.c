@@ -12,7 +12,7 @@
 #include "support/mem_exporter.h"
 #include "support/weft_test.h"
 
-#include "runtime/semconv.h"
+#include "runtime/observe/semconv.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* tests/runtime/test_lessons.c - lessons from corrections (runtime/lessons.c) with
+/* tests/runtime/test_lessons.c - lessons from corrections (runtime/decide/lessons.c) with
  * examples/lessons: the first run fails a step and correction mode repairs it, which is kept as
  * a lesson; the second run repairs the step before it runs (no failure, no corrector call,
  * fewer steps run), visible in its trace; a similar but not identical task that fails gets the

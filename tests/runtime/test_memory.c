@@ -1,9 +1,9 @@
-/* tests/runtime/test_memory.c - skill memory in runs (runtime/memory.c): the examples/skills
+/* tests/runtime/test_memory.c - skill memory in runs (runtime/memory/memory.c): the examples/skills
  * workflow run twice on one state store keeps a skill in the first run and shows it to the
  * second (retrieval span, injected ids on the agent span, the worked example in the agent's
  * instructions, the metrics); a failed step keeps nothing; memory off looks nothing up.
  */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 

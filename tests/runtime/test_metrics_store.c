@@ -2,7 +2,7 @@
  * state file in a temp dir: every case of mstore_cases.h. tests/runtime_pg/test_metrics_pg.c
  * runs the same cases against PostgreSQL; tests/runtime/test_run_metrics.c covers whole runs
  * of the built binary (killed runs, `weft serve`). */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/weft_test.h"
 
 #include <sqlite3.h>

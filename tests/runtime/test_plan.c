@@ -2,7 +2,7 @@
  * out of memory), the router's queries (find, is_ready, next_ready, skip_blocked, truncate,
  * count_status) and the plan checks on invalid plans (duplicates, unknown and self
  * dependencies, cycles), including plans of PLAN_MAX_STEPS steps. */
-#include "runtime/plan.h"
+#include "runtime/workflow/plan.h"
 #include "support/failalloc.h"
 #include "support/weft_test.h"
 

@@ -9,7 +9,7 @@
 #include "support/otlp_sink.h"
 #include "support/weft_test.h"
 
-#include "runtime/prompts.h"
+#include "runtime/llm/prompts.h"
 
 #include <stdio.h>
 #include <stdlib.h>

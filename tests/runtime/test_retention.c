@@ -1,11 +1,11 @@
-/* tests/runtime/test_retention.c - retention through the public API (runtime/retention.c,
+/* tests/runtime/test_retention.c - retention through the public API (runtime/state/retention.c,
  * include/weft/runtime.h) over a SQLite state in a temporary WEFT_HOME: weft_runs_gc() deletes
  * the runs that ended before the cutoff and their workspace folders under
  * $WEFT_HOME/workspaces, keeps running and pinned runs, reports the same numbers in a dry run
  * that changes nothing, and never follows a symbolic link out of the workspaces root;
  * weft_run_pin() resolves ids as weft_run_load() does. The per-table deletion itself is
  * state_cases.h's (both backends). */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/weft_test.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
  * Covers the three layers (counter_limit, pattern, llm), the fallback for a failed call and for
  * every malformed answer (not JSON, no route, a route that is not a string, an unknown route),
  * the clarification route chosen by the model, and what the model is shown. */
-#include "runtime/router.h"
+#include "runtime/decide/router.h"
 
 #include "base/mem.h"
 #include "support/weft_test.h"

@@ -1,5 +1,5 @@
 /* tests/runtime/test_secrets.c - configured secrets never reach anything weft writes
- * (runtime/secrets.c, include/weft/secrets.h), wrong-typed model answers are LLM errors,
+ * (runtime/common/secrets.c, include/weft/secrets.h), wrong-typed model answers are LLM errors,
  * boolean environment variables accept the documented forms, and the databases are private.
  *
  * The end-to-end tests run the real `weft` binary as a child against a real OpenAI-compatible
@@ -14,7 +14,7 @@
 #include "support/weft_test.h"
 
 #include "base/env.h"
-#include "runtime/secrets.h"
+#include "runtime/common/secrets.h"
 
 #include <fcntl.h>
 #include <ftw.h>

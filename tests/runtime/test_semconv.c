@@ -1,4 +1,4 @@
-/* tests/runtime/test_semconv.c - the GenAI vocabulary weft emits (runtime/semconv.h).
+/* tests/runtime/test_semconv.c - the GenAI vocabulary weft emits (runtime/observe/semconv.h).
  *
  * The OTEL_SEMCONV_STABILITY_OPT_IN parser on its own; the message builders against the
  * conventions' JSON shapes, exactly; and scripted runs of the shipped examples received by a
@@ -8,7 +8,7 @@
 #include "support/weft_test.h"
 
 #include "runtime/llm/llm.h"
-#include "runtime/semconv.h"
+#include "runtime/observe/semconv.h"
 
 #include <stdio.h>
 #include <stdlib.h>

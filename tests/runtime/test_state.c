@@ -5,7 +5,7 @@
  * database gaining skill memory, the skills search planned on its full-text index, out of memory
  * over skill saves and searches, and clear errors for a newer, corrupt, damaged or unopenable file.
  * tests/runtime_pg/test_state_pg.c runs the same cases against PostgreSQL. */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/weft_test.h"
 
 #include <sqlite3.h>
@@ -364,7 +364,7 @@ test_state_migrates_a_version_6_database_to_skills(void **state)
     weft__state_close(st);
 }
 
-/* The search's shape (runtime/state_sqlite.c) is planned as intended: the full-text match
+/* The search's shape (runtime/state/state_sqlite.c) is planned as intended: the full-text match
  * picks the best rows, which are then read from skills by key, never a scan of skills. */
 static void
 test_state_skills_search_is_driven_by_the_full_text_index(void **state)

@@ -1,5 +1,5 @@
 /* tests/runtime/test_team.c - team agents: an agent whose "workflow" is another workflow file
- * runs it as one step (runtime/subrun.c), routed to like any agent: the team's output is the
+ * runs it as one step (runtime/steps/subrun.c), routed to like any agent: the team's output is the
  * step's result, its trace nests under the step's agent span, its tokens add to the run's; a
  * failing team fails the step; a team that names itself is refused when the file is loaded.
  */

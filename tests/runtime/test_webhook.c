@@ -7,7 +7,7 @@
 #include "support/http_receiver.h"
 #include "support/weft_test.h"
 
-#include "runtime/webhook.h"
+#include "runtime/observe/webhook.h"
 
 #include <jansson.h>
 #include <pthread.h>

@@ -4,7 +4,7 @@
  * runs over SQLite, plus what only this backend has: the run_metrics table of migration 2 with
  * its key, and a snapshot writer whose connection the server terminated reconnects for the
  * next checkpoint. A server that cannot start fails the file: it never skips. */
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/pg_server.h"
 #include "support/weft_test.h"
 

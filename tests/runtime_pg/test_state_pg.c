@@ -15,7 +15,7 @@
  *   naming the URL; errors and logs never show the URL's password.
  * A server that cannot start fails the file: it never skips. */
 #include "base/mem.h"
-#include "runtime/state.h"
+#include "runtime/state/state.h"
 #include "support/pg_server.h"
 #include "support/server_proc.h"
 #include "support/weft_test.h"
