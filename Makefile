@@ -6,9 +6,9 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 CTEST      := ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps deps-test deps-servers build run distributed test test-plain test-asan test-tsan \
-	test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest \
-	bench-ingest-pg bench-payloads install format format-check clean
+.PHONY: all deps deps-test deps-servers deps-peers build run distributed test test-plain test-asan \
+	test-tsan test-fuzz fuzz bench bench-skills bench-explorer bench-dist bench-ingest \
+	bench-ingest-pg bench-payloads bench-peers install format format-check clean
 
 all: build
 
@@ -21,6 +21,9 @@ deps-test:
 # After deps: two apt-get runs at once (make -j) would fight over dpkg's lock.
 deps-servers: deps
 	@scripts/deps.sh servers
+
+deps-peers: deps
+	@scripts/deps.sh peers
 
 # Plain `make`: install what is missing, then build library, CLI, examples and benchmarks.
 build: deps
@@ -127,6 +130,16 @@ PAYLOAD_BENCH_ARGS ?= --runs 5
 bench-payloads: build
 	@python3 scripts/payload-bytes.py --weft $(BUILD)/weft $(PAYLOAD_BENCH_ARGS)
 	@scripts/bench-pg.sh python3 scripts/payload-bytes.py --weft $(BUILD)/weft $(PAYLOAD_BENCH_ARGS)
+
+# weft beside its peers (docs/PERFORMANCE.md, "Peers side by side"): span_bench's attrs5 case,
+# the same scenario in the OpenTelemetry Go SDK (Debian's golang-go and
+# golang-opentelemetry-otel-dev, built offline into $(BUILD)/peers) and in the OpenTelemetry JS
+# SDK (pinned by bench/peers/package-lock.json, `npm ci` into $(BUILD)/peers/js), alternating
+# three rounds, then the medians and ratios (scripts/bench-peers.sh). A few minutes.
+# PEERS_BENCH_ARGS: e.g. --spans 200000 --runs 5 --rounds 3 --threads 1.
+PEERS_BENCH_ARGS ?=
+bench-peers: build deps-peers
+	@scripts/bench-peers.sh --build $(BUILD) $(PEERS_BENCH_ARGS)
 
 bench-dist: build deps-servers
 	$(BUILD)/dist_bench --weft $(BUILD)/weft $(DIST_BENCH_ARGS)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # scripts/deps.sh - install the Debian packages weft needs to build and test, if missing.
-# Usage: scripts/deps.sh [build|test|servers]
+# Usage: scripts/deps.sh [build|test|servers|peers]
 #   build    what `make` needs; test: also the test tools and servers (`make test`);
-#   servers  the build packages plus rabbitmq-server and postgresql-15 (`make distributed`)
+#   servers  the build packages plus rabbitmq-server and postgresql-15 (`make distributed`);
+#   peers    the build packages plus Go and the OpenTelemetry Go SDK (`make bench-peers`)
 # Installs with apt-get when run as root; otherwise lists what is missing and fails.
 set -eu
 
@@ -15,6 +16,7 @@ pkgs="gcc make cmake pkg-config libcurl4-openssl-dev libjansson-dev zlib1g-dev l
 # npm installs into dashboards/ui at build time (npm_ci below): node and npm from Debian.
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+peer_pkgs="golang-go golang-opentelemetry-otel-dev"
 if [ "${1:-build}" = test ]; then
     # prometheus brings promtool for the alert-rule unit tests; python3-yaml checks deploy/;
     # clang with libclang-rt-14-dev (libFuzzer, ASan, UBSan runtimes) builds tests/fuzz.
@@ -25,12 +27,21 @@ if [ "${1:-build}" = test ]; then
     # PostgreSQL 15 (binaries in /usr/lib/postgresql/15/bin) and talk to them with librabbitmq
     # (both in the build list: the library links them).
     pkgs="$pkgs rabbitmq-server postgresql-15"
+    # bench/peers/otel_go_span_bench builds offline from Debian's Go and OpenTelemetry Go SDK
+    # sources (ctest scripts/bench_peers, tests/scripts/check-bench-peers.sh, checks that it
+    # builds and prints its JSON lines).
+    pkgs="$pkgs $peer_pkgs"
 elif [ "${1:-build}" = servers ]; then
     # `make distributed` (scripts/distributed.sh) starts a throwaway broker and cluster of its
     # own, the same way as the tests; it needs none of the test tools.
     pkgs="$pkgs rabbitmq-server postgresql-15"
+elif [ "${1:-build}" = peers ]; then
+    # `make bench-peers` (scripts/bench-peers.sh) measures the OpenTelemetry SDKs for Go and
+    # JavaScript beside weft: Go 1.19 and the Go SDK's sources (/usr/share/gocode/src), built
+    # offline in GOPATH mode; the JS SDK comes from npm into the build directory (the script).
+    pkgs="$pkgs $peer_pkgs"
 elif [ "${1:-build}" != build ]; then
-    echo "usage: scripts/deps.sh [build|test|servers]" >&2
+    echo "usage: scripts/deps.sh [build|test|servers|peers]" >&2
     exit 2
 fi
 

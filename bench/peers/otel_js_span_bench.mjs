@@ -5,11 +5,12 @@
 // processor exports from the event loop, so the loop yields (setImmediate) every 512 spans;
 // the yields are inside the timed part, as the export thread's work is in weft's wall time.
 //
-// Run it outside the repository (it needs npm packages weft does not ship):
-//   mkdir /tmp/otel-js && cd /tmp/otel-js && npm init -y &&
-//     npm install @opentelemetry/api @opentelemetry/sdk-trace-base
-//   node /path/to/weft/bench/peers/otel_js_span_bench.mjs [spans_per_run] [runs]
-// Prints one JSON object per line, like bench/span_bench.c.
+// `make bench-peers` (scripts/bench-peers.sh) runs it beside weft and Go: it installs the SDK
+// pinned by bench/peers/package.json and package-lock.json with `npm ci` into build/peers/js
+// (never into the tree) and runs it from there, as by hand:
+//   cd build/peers/js && node ../../../bench/peers/otel_js_span_bench.mjs [spans_per_run] [runs]
+// The packages are found from the current directory's node_modules. Prints one JSON object per
+// line, like bench/span_bench.c.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
@@ -71,7 +72,7 @@ results.sort((a, b) => a.ns - b.ns);
 const median = results[Math.floor(runs / 2)];
 console.log(JSON.stringify({
   bench: 'otel_js_span_bench', case: 'attrs5', threads: 1, sdk: `sdk-trace-base ${sdkVersion}`,
-  node: process.version, ns_per_span: +(median.ns / spans).toFixed(1),
+  sdk_version: sdkVersion, node: process.version, ns_per_span: +(median.ns / spans).toFixed(1),
   ns_per_span_min: +(results[0].ns / spans).toFixed(1),
   ns_per_span_max: +(results[runs - 1].ns / spans).toFixed(1),
   spans_per_sec: Math.round(spans / (median.ns / 1e9)), dropped: spans - median.exported, runs,
