@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/install/check-layers.sh SRCDIR - the one-way dependencies of docs/ARCHITECTURE.md, read
-# off the #include lines: base/ uses nothing of weft but include/weft/common.h; tracing/ uses
+# off the #include lines: base/ uses nothing of weft but include/weft/common.h; net/ (HTTP over
+# libcurl and libmicrohttpd, shared by exporters/, runtime/ and serve/) uses base/ only; tracing/ uses
 # base/ only; store/ (the span store) uses base/ and tracing/ only, so exporters/ and report/
 # stand on it and never the other way round; exporters/ and report/ (the renderer the console
 # exporter and the CLI share) never include runtime/ or cli/; runtime/ never includes cli/; no
@@ -19,6 +20,10 @@ quoted() {
 for line in $(quoted base | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
     case $inc in base/*) ;; *) bad "$(echo "$line" | tr '\001' ' '): base/ may include base/ only" ;; esac
+done
+for line in $(quoted net | tr ' ' '\001'); do
+    inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
+    case $inc in base/* | net/*) ;; *) bad "$(echo "$line" | tr '\001' ' '): net/ may include base/ and net/ only" ;; esac
 done
 for line in $(quoted tracing | tr ' ' '\001'); do
     inc=$(echo "$line" | sed 's/.*#include.\(.*\)/\1/' | tr -d '"')
@@ -47,5 +52,5 @@ done
 climbs=$(git ls-files '*.c' '*.h' 2>/dev/null | xargs grep -n '^#include "\.\./' 2>/dev/null || true)
 [ -z "$climbs" ] || bad "includes that climb with ../ (include by path from the source root):
 $climbs"
-[ $status -eq 0 ] && echo "layers: base <- tracing <- store <- exporters, report; runtime <- cli; no ../ includes"
+[ $status -eq 0 ] && echo "layers: base <- net; base <- tracing <- store <- exporters, report; runtime <- cli; no ../ includes"
 exit $status
