@@ -13,13 +13,19 @@
  *                allocs_per_span counts weft allocations (weft_set_allocator) during the timed
  *                part, after each thread's warm-up; dropped sums the spans the queue refused.
  *   attrs5_n     the same with the length-carrying setters (weft_span_set_string_n & co.).
- *   disabled     the same calls with the SDK disabled (OTEL_SDK_DISABLED).
+ *   attrs5_k     the same with interned keys (weft_key_intern() once at set-up, then the inline
+ *                weft_span_set_*_k() setters): the path the runtime is meant to use.
+ *   disabled     the attrs5 calls with the SDK disabled (OTEL_SDK_DISABLED).
+ *   disabled_k   the attrs5_k calls with the SDK disabled.
+ * Each thread's warm-up runs the case's own span body (record_one, record_one_n or
+ * record_one_k), so under callgrind --toggle-collect=<body> counts warm-up + timed spans.
  *   export       OTLP protobuf encoding of 512-span batches, alone ("none") and followed by
  *                whole-batch gzip at level 1 with zlib and with libdeflate (when built with it):
  *                spans/s end to end and bytes per span.
  * Usage: span_bench [spans_per_run] [runs] [only]   (defaults 1000000, 5, every case)
- *   only: run just one case, "case:threads" (attrs5:1, attrs5_n:2, disabled:1) or "export";
- *   handy under valgrind --tool=callgrind --toggle-collect=record_one.
+ *   only: run just one case, "case:threads" (attrs5:1, attrs5_n:2, attrs5_k:1, disabled:1) or
+ *   "export"; handy under valgrind --tool=callgrind --toggle-collect=record_one (record_one_k
+ *   for attrs5_k and disabled_k, record_one_n for attrs5_n).
  * A benchmark, not a test: it asserts nothing about speed.
  */
 #include "base/buf.h"
@@ -77,11 +83,14 @@ static const struct weft_exporter_ops discard_ops = {
 
 /* ---- hot path ------------------------------------------------------------------------- */
 
+/* Which setters a case calls: string keys, keys with lengths, or interned keys. */
+enum variant { PLAIN, LENGTHS, INTERNED };
+
 struct run {
     struct weft_tracer *tracer;
     size_t spans;
     size_t warmup;
-    bool with_lengths;
+    enum variant variant;
     pthread_barrier_t *ready;    /* threads + main: warm-up done */
     pthread_barrier_t *go;       /* threads + main: start timing */
     atomic_uint_fast64_t cpu_ns; /* sum over threads of their CPU time in the timed part */
@@ -131,28 +140,69 @@ record_one_n(struct weft_tracer *tracer, size_t i)
     weft_span_end(s, 0);
 }
 
+/* The interned keys of record_one_k(), set up once (intern_keys()), as an instrumented
+ * module would at start. */
+static const struct weft_attr_key *k_operation;
+static const struct weft_attr_key *k_step_id;
+static const struct weft_attr_key *k_score;
+static const struct weft_attr_key *k_final;
+static const struct weft_attr_key *k_status;
+
+static void
+intern_keys(void)
+{
+    if (weft_key_intern("gen_ai.operation.name", &k_operation) != WEFT_OK ||
+        weft_key_intern("weft.step.id", &k_step_id) != WEFT_OK ||
+        weft_key_intern("weft.step.score", &k_score) != WEFT_OK ||
+        weft_key_intern("weft.step.final", &k_final) != WEFT_OK ||
+        weft_key_intern("weft.step.status", &k_status) != WEFT_OK) {
+        fprintf(stderr, "span_bench: weft_key_intern failed\n");
+        exit(1);
+    }
+}
+
+static NOINLINE void
+record_one_k(struct weft_tracer *tracer, size_t i)
+{
+    struct weft_span *s = weft_span_start(tracer, "invoke_agent planner", NULL);
+
+    weft_span_set_string_k(s, k_operation, LIT("invoke_agent"));
+    weft_span_set_int_k(s, k_step_id, (int64_t)i);
+    weft_span_set_double_k(s, k_score, 0.75);
+    weft_span_set_bool_k(s, k_final, true);
+    weft_span_set_string_k(s, k_status, LIT("completed"));
+    weft_span_end(s, 0);
+}
+
+static void
+record_n(enum variant variant, struct weft_tracer *tracer, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (variant) {
+        case LENGTHS:
+            record_one_n(tracer, i);
+            break;
+        case INTERNED:
+            record_one_k(tracer, i);
+            break;
+        default:
+            record_one(tracer, i);
+            break;
+        }
+    }
+}
+
 static void *
 record_spans(void *arg)
 {
     struct run *r = arg;
-
-    for (size_t i = 0; i < r->warmup; i++) {
-        record_one(r->tracer, i);
-    }
-    pthread_barrier_wait(r->ready);
     uint64_t cpu0 = 0;
 
+    record_n(r->variant, r->tracer, r->warmup);
+    pthread_barrier_wait(r->ready);
     pthread_barrier_wait(r->go);
     cpu0 = thread_cpu_ns();
-    if (r->with_lengths) {
-        for (size_t i = 0; i < r->spans; i++) {
-            record_one_n(r->tracer, i);
-        }
-    } else {
-        for (size_t i = 0; i < r->spans; i++) {
-            record_one(r->tracer, i);
-        }
-    }
+    record_n(r->variant, r->tracer, r->spans);
     atomic_fetch_add(&r->cpu_ns, thread_cpu_ns() - cpu0);
     return NULL;
 }
@@ -175,7 +225,7 @@ struct result {
 
 /* One timed run: @p threads threads each record @p per_thread spans after a warm-up. */
 static struct result
-timed_run(bool disabled, bool with_lengths, int threads, size_t per_thread)
+timed_run(bool disabled, enum variant variant, int threads, size_t per_thread)
 {
     struct weft_provider_options popts = {.disabled = disabled, .service_name = "span_bench"};
     struct weft_batch_options bopts = {.max_queue_size = 1u << 16,
@@ -208,7 +258,7 @@ timed_run(bool disabled, bool with_lengths, int threads, size_t per_thread)
     run.tracer = tracer;
     run.spans = per_thread;
     run.warmup = per_thread / 10 < 20000 ? per_thread / 10 : 20000;
-    run.with_lengths = with_lengths;
+    run.variant = variant;
     run.ready = &ready;
     run.go = &go;
     atomic_init(&run.cpu_ns, 0);
@@ -238,7 +288,7 @@ static double one_thread_rate;
 
 static void
 bench_hot_path(
-    const char *name, bool disabled, bool with_lengths, int threads, size_t spans, int runs)
+    const char *name, bool disabled, enum variant variant, int threads, size_t spans, int runs)
 {
     double ns_per_span[MAX_RUNS];
     double cpu_per_span[MAX_RUNS];
@@ -249,7 +299,7 @@ bench_hot_path(
     double median_rate = 0;
 
     for (int r = 0; r < runs; r++) {
-        struct result res = timed_run(disabled, with_lengths, threads, per_thread);
+        struct result res = timed_run(disabled, variant, threads, per_thread);
 
         ns_per_span[r] = res.wall_ns / (double)per_thread;
         cpu_per_span[r] = res.cpu_ns / (double)(per_thread * (size_t)threads);
@@ -387,6 +437,15 @@ main(int argc, char **argv)
     int runs = argc > 2 ? atoi(argv[2]) : 5;
     const char *only = argc > 3 ? argv[3] : NULL;
     static const int thread_counts[] = {1, 2, 4};
+    static const struct {
+        const char *name;
+        bool disabled;
+        enum variant variant;
+    } cases[] = {{"attrs5", false, PLAIN},
+                 {"attrs5_n", false, LENGTHS},
+                 {"attrs5_k", false, INTERNED},
+                 {"disabled", true, PLAIN},
+                 {"disabled_k", true, INTERNED}};
     char tag[32];
 
     if (spans < 8 || runs < 1 || runs > MAX_RUNS) {
@@ -397,13 +456,13 @@ main(int argc, char **argv)
         fprintf(stderr, "span_bench: weft_set_allocator failed\n");
         return 1;
     }
-    for (int c = 0; c < 3; c++) {
-        static const char *const cases[] = {"attrs5", "attrs5_n", "disabled"};
-
+    intern_keys();
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         for (size_t i = 0; i < sizeof(thread_counts) / sizeof(thread_counts[0]); i++) {
-            snprintf(tag, sizeof(tag), "%s:%d", cases[c], thread_counts[i]);
+            snprintf(tag, sizeof(tag), "%s:%d", cases[c].name, thread_counts[i]);
             if (only == NULL || strcmp(only, tag) == 0) {
-                bench_hot_path(cases[c], c == 2, c == 1, thread_counts[i], spans, runs);
+                bench_hot_path(cases[c].name, cases[c].disabled, cases[c].variant, thread_counts[i],
+                               spans, runs);
             }
         }
     }

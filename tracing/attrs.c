@@ -436,12 +436,18 @@ maybe_secret_key(const char *key, size_t key_len)
 /* The shortest value that can hold a secret shape: "Basic " and 8 token characters (14);
  * "Bearer " needs 15, "sk-" 19, AKIA/ASIA 20 and "gh?_" 24. Shorter values (names, ids,
  * statuses, most enum values) skip the scan: match_secret() could not match them. */
-#define SECRET_MIN_LEN 14
+#define SECRET_MIN_LEN WEFT__SECRET_MIN_LEN
 
 bool
 weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len)
 {
     return maybe_secret_key(key, key_len) || (len >= SECRET_MIN_LEN && maybe_secret(value, len));
+}
+
+bool
+weft__value_may_hold_secret(const char *value, size_t len)
+{
+    return len >= SECRET_MIN_LEN && maybe_secret(value, len);
 }
 
 /* Rewrite @p value with secrets replaced into @p out; false when nothing matched. */

@@ -16,17 +16,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_uint fork_generation;
+atomic_uint weft__fork_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static _Thread_local struct weft__rng tls_rng;
-static _Thread_local unsigned tls_generation;
-static _Thread_local bool tls_seeded;
+_Thread_local struct weft__rng weft__tls_rng;
+_Thread_local unsigned weft__tls_rng_generation;
+_Thread_local bool weft__tls_rng_seeded;
 
 static void
 on_fork_child(void)
 {
-    atomic_fetch_add(&fork_generation, 1);
+    atomic_fetch_add(&weft__fork_generation, 1);
 }
 
 static void
@@ -53,26 +53,10 @@ weft__rng_seed(struct weft__rng *rng, uint64_t seed)
     }
 }
 
-static inline uint64_t
-rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
 uint64_t
 weft__rng_next(struct weft__rng *rng)
 {
-    uint64_t *s = rng->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    return weft__rng_step(rng);
 }
 
 static void
@@ -89,19 +73,22 @@ seed_thread(void)
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid() ^
                (uint64_t)(uintptr_t)&ts;
     }
-    weft__rng_seed(&tls_rng, seed);
-    tls_generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
-    tls_seeded = true;
+    weft__rng_seed(&weft__tls_rng, seed);
+    weft__tls_rng_generation = atomic_load_explicit(&weft__fork_generation, memory_order_relaxed);
+    weft__tls_rng_seeded = true;
+}
+
+struct weft__rng *
+weft__thread_rng_seed(void)
+{
+    seed_thread();
+    return &weft__tls_rng;
 }
 
 struct weft__rng *
 weft__thread_rng(void)
 {
-    if (!tls_seeded ||
-        tls_generation != atomic_load_explicit(&fork_generation, memory_order_relaxed)) {
-        seed_thread();
-    }
-    return &tls_rng;
+    return weft__thread_rng_fast();
 }
 
 static inline void

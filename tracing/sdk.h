@@ -1,11 +1,11 @@
 /* tracing/sdk.h - private structures shared by the provider, spans and processors.
  *
  * Span memory: one allocation holds the span, room for eight attributes and a small arena
- * for copied strings; larger spans grow into extra arena chunks. The exporter-facing view
- * (struct weft_span_data) is the first member, so processors hand &span->data to exporters
- * without copying. Spans are reference counted: the owner holds one reference until
- * weft_span_end(), each processor queue holds one until the export finishes, and the
- * thread-local context holds one while the span is current.
+ * for copied strings; larger spans grow into extra arena chunks (layout: span.h). The
+ * exporter-facing view (struct weft_span_data) is a member, so processors hand &span->data to
+ * exporters without copying (weft__span_data()). Spans are reference counted: the owner holds one
+ * reference until weft_span_end(), each processor queue holds one until the export finishes, and
+ * the thread-local context holds one while the span is current.
  */
 #ifndef WEFT_TRACING_SDK_H
 #define WEFT_TRACING_SDK_H
@@ -123,6 +123,10 @@ const char *weft__redact(const struct weft_provider *provider,
 /* Cheap test: could the built-in rules change this value of @p key (@p key_len bytes)?
  * (false means certainly not) */
 bool weft__may_need_redaction(const char *key, size_t key_len, const char *value, size_t len);
+/* The value half of weft__may_need_redaction(), for keys classified in advance (interned).
+ * Values shorter than WEFT__SECRET_MIN_LEN never can: callers test the length inline. */
+#define WEFT__SECRET_MIN_LEN 14
+bool weft__value_may_hold_secret(const char *value, size_t len);
 
 /* Resource (tracing/resource.c). */
 weft_err weft__resource_build(struct weft_provider *provider,

@@ -2,22 +2,25 @@
  * thread-local current-span stack.
  *
  * One allocation per span holds the span, eight attribute slots and a 384-byte arena for
- * copied strings; attribute arrays, events and links grow into further allocations only
- * when a span needs them, and span objects are recycled through a pool (span_alloc), so
+ * copied strings (the layout and the inline helpers are in span.h, shared with the interned-key
+ * setters of span_keys.c); attribute arrays, events and links grow into further allocations
+ * only when a span needs them, and span objects are recycled through a pool (span_alloc), so
  * start + five attributes + end allocates nothing in the steady state. The other hot-path
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
- * attribute, a Bloom filter in front of the key lookup), the TSC span clock, and span end
- * handing the owner's reference to the processor, each explained where it is defined; with
- * them the span_bench attrs5 case costs about 1,375 instructions per span on the recording
- * thread (callgrind; 1,540 before this round, 2,600 before the first). A span's total arena is
- * capped
+ * attribute, a Bloom filter in front of the key lookup), ids and the default sampler inline
+ * at start, the TSC span clock, and span end handing the owner's reference to the processor,
+ * each explained where it is defined. With them the span_bench attrs5 case costs about 1,310
+ * instructions per span on the recording thread and attrs5_k (interned keys) about 640
+ * (callgrind, 2026-11-28; docs/PERFORMANCE.md). A span's total arena is capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
  * bound: past the cap, new values are dropped and counted like any other limit.
  *
- * Invariants: data.attr_count <= limits.attr_count; every string the span points to lives
- * in its arena; after end, nothing in the span changes (exporters read it from another
- * thread).
+ * Invariants: data.attr_count <= limits.attr_count; every value the span points to lives in
+ * its arena, every key there or in the table of interned keys; after end, nothing in the span
+ * changes (exporters read it from another thread).
  */
+#define WEFT__BUILDING_SPAN /* defines the functions trace.h inlines through macros */
+#include "span.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/time.h"
@@ -30,62 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INLINE_ATTRS         8
-#define INLINE_ARENA         384
-#define CHUNK_MIN            1024
-#define WEFT__SPAN_ARENA_MAX (4u * 1024 * 1024)
-#define CONTEXT_DEPTH        64
-
-/* The attribute setters are layered (public entry, string or scalar path, slot lookup,
- * commit) for clarity; at -O2 the compiler kept each layer a call, and the calls cost about a
- * sixth of a span's instructions. So the layers below set_string() and set_scalar() are
- * forced inline into them, and only the thin public entry points (argument checks, the
- * non-recording early return) stay separate. */
-#if defined(__GNUC__) || defined(__clang__)
-#define HOT_INLINE inline __attribute__((always_inline))
-#define NO_INLINE  __attribute__((noinline))
-#else
-#define HOT_INLINE inline
-#define NO_INLINE
-#endif
-
-struct chunk {
-    struct chunk *next;
-    size_t size;
-    _Alignas(8) char data[];
-};
-
-struct weft_span {
-    struct weft_span_data data; /* first: exporters receive &span->data */
-    atomic_uint refs;
-    bool is_recording;
-    bool is_static;
-    bool has_ended;
-    struct weft_provider *provider;
-    struct weft_attr *attrs; /* == inline_attrs until it grows */
-    uint64_t *key_tags;      /* key_tag() of attrs[i].key; same allocation as attrs */
-    uint64_t tag_filter;     /* bit tag_bit(t) set for the tag t of every key (a Bloom filter) */
-    size_t attr_cap;
-    struct weft_event_data *events;
-    size_t event_cap;
-    struct weft_link_data *links;
-    size_t link_cap;
-    char *arena;
-    size_t arena_left;
-    size_t arena_used;  /* bytes in chunks, for the cap */
-    uint64_t start_tsc; /* span clock reading at start; 0 when the start came from elsewhere */
-    struct weft_span *pool_next;   /* while pooled: next span of the bundle or thread cache */
-    struct weft_span *bundle_next; /* while pooled as a bundle's head: the next bundle */
-    size_t pool_count;             /* while pooled: spans in the bundle this span heads */
-    struct chunk *chunks;
-    /* Not zeroed on reuse: everything from here on is written before it is read. */
-    uint64_t inline_tags[INLINE_ATTRS];
-    struct weft_attr inline_attrs[INLINE_ATTRS];
-    _Alignas(8) char inline_arena[INLINE_ARENA];
-};
+#define CONTEXT_DEPTH 64
 
 /* The shared non-recording span: returned when the SDK is off, shut down or out of memory. */
-static struct weft_span noop_span = {.is_static = true, .has_ended = true};
+static struct weft_span noop_span = {.head.has_ended = true, .is_static = true};
 
 /* ---- thread-local context ------------------------------------------------------------- */
 
@@ -121,12 +72,18 @@ weft_context_detach(size_t token)
     }
 }
 
-struct weft_span *
-weft_context_current(void)
+static inline struct weft_span *
+context_current(void)
 {
     size_t depth = context_depth < CONTEXT_DEPTH ? context_depth : CONTEXT_DEPTH;
 
     return depth == 0 ? NULL : context_stack[depth - 1];
+}
+
+struct weft_span *
+weft_context_current(void)
+{
+    return context_current();
 }
 
 /* ---- span clock ----------------------------------------------------------------------- */
@@ -179,6 +136,7 @@ static atomic_uint_fast64_t tsc_mult;
 static _Thread_local uint64_t anchor_tsc; /* 0: no anchor yet */
 static _Thread_local uint64_t anchor_ns;
 static _Thread_local uint64_t anchor_mult;
+static _Thread_local bool clock_is_wall; /* the TSC is not usable: clock_gettime() at once */
 
 static inline uint64_t
 rdtsc(void)
@@ -261,6 +219,7 @@ span_clock_slow(uint64_t *tsc_out)
     *tsc_out = 0;
     pthread_once(&cal_once, tsc_check);
     if (!tsc_usable) {
+        clock_is_wall = true;
         return weft__now_ns();
     }
     tsc_calibrate();
@@ -279,13 +238,30 @@ span_clock_slow(uint64_t *tsc_out)
     return anchor_ns;
 }
 
+/* weft__now_ns() without the call: span start and end read it on every span where the TSC is
+ * not usable (a VM whose kernel times by kvm-clock, for one). */
+static inline uint64_t
+wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return timespec_ns(&ts);
+}
+
 /* Now, in Unix epoch ns; *tsc_out as span_clock_slow(). */
 static inline uint64_t
 span_clock_now(uint64_t *tsc_out)
 {
-    uint64_t t = rdtsc();
-    uint64_t d = t - anchor_tsc;
+    uint64_t t = 0;
+    uint64_t d = 0;
 
+    if (clock_is_wall) {
+        *tsc_out = 0;
+        return wall_now();
+    }
+    t = rdtsc();
+    d = t - anchor_tsc;
     if (anchor_tsc == 0 || d >= ANCHOR_TICKS) {
         return span_clock_slow(tsc_out);
     }
@@ -300,7 +276,7 @@ span_clock_since(const struct weft_span *span)
     uint64_t d = 0;
 
     if (span->start_tsc == 0) {
-        return weft__now_ns();
+        return wall_now();
     }
     d = rdtsc() - span->start_tsc;
     if (d >= MAX_TICKS) {
@@ -329,10 +305,10 @@ span_clock_since(const struct weft_span *span)
 
 /* ---- arena ---------------------------------------------------------------------------- */
 
-/* The slow half of arena_alloc(): open a new chunk. Kept out of line so that the common
- * bump allocation inlines into its callers. */
-static void *
-arena_grow(struct weft_span *span, size_t size)
+/* The slow half of arena_alloc() (span.h): open a new chunk. Kept out of line so that the
+ * common bump allocation inlines into its callers. */
+void *
+weft__span_arena_grow(struct weft_span *span, size_t size)
 {
     struct chunk *c = NULL;
     size_t chunk_size = size > CHUNK_MIN ? size : CHUNK_MIN;
@@ -351,25 +327,6 @@ arena_grow(struct weft_span *span, size_t size)
     span->arena = c->data + size;
     span->arena_left = chunk_size - size;
     return c->data;
-}
-
-static inline void *
-arena_alloc(struct weft_span *span, size_t size)
-{
-    void *p = NULL;
-
-    /* Larger than the whole cap: refuse before the rounding below could overflow. */
-    if (size > WEFT__SPAN_ARENA_MAX) {
-        return NULL;
-    }
-    size = (size + 7) & ~(size_t)7;
-    if (size > span->arena_left) {
-        return arena_grow(span, size);
-    }
-    p = span->arena;
-    span->arena += size;
-    span->arena_left -= size;
-    return p;
 }
 
 static char *
@@ -716,7 +673,7 @@ pool_get(void)
     return span;
 }
 
-static struct weft_span *
+static HOT_INLINE struct weft_span *
 span_alloc(struct weft_provider *provider)
 {
     struct weft_span *span = pool_get();
@@ -727,15 +684,44 @@ span_alloc(struct weft_provider *provider)
     if (span == NULL) {
         return NULL;
     }
-    /* Only the header needs zeroing; the inline arrays are written before they are read. */
-    memset(span, 0, offsetof(struct weft_span, inline_tags));
+    /* Field by field rather than a memset of the header: gcc turns a memset of this size into
+     * rep stos, which cost 46 instructions a span; most fields are set below or at start
+     * anyway. The pool links and the inline arrays are written before they are read. */
+    memset(&span->data, 0, offsetof(struct weft_span_data, trace_state));
+    span->data.trace_state = NULL;
+    span->data.end_time_ns = 0;
+    span->data.attr_count = 0;
+    span->data.dropped_attrs = 0;
+    span->data.events = NULL;
+    span->data.event_count = 0;
+    span->data.dropped_events = 0;
+    span->data.links = NULL;
+    span->data.link_count = 0;
+    span->data.dropped_links = 0;
+    span->data.status_code = WEFT_STATUS_UNSET;
+    span->data.status_message = NULL;
+    span->head.is_recording = false;
+    span->head.has_ended = false;
+    span->is_static = false;
     atomic_init(&span->refs, 1);
     span->provider = provider;
     span->attrs = span->inline_attrs;
     span->key_tags = span->inline_tags;
+    span->tag_filter = 0;
     span->attr_cap = INLINE_ATTRS;
+    span->attr_fast_max =
+        provider->limits.attr_count < INLINE_ATTRS ? provider->limits.attr_count : INLINE_ATTRS;
+    span->strings_plain =
+        provider->limits.attr_value_length == WEFT_LIMIT_NONE && provider->redact == NULL;
+    span->events = NULL;
+    span->event_cap = 0;
+    span->links = NULL;
+    span->link_cap = 0;
     span->arena = span->inline_arena;
     span->arena_left = INLINE_ARENA;
+    span->arena_used = 0;
+    span->start_tsc = 0;
+    span->chunks = NULL;
     return span;
 }
 
@@ -767,18 +753,34 @@ span_free(struct weft_span *span)
     }
 }
 
-static void
+/* New ids from this thread's generator, inline: three generator steps for a root span, where
+ * the calls through ids.c cost more than the steps themselves. Ids are never all zero. */
+static HOT_INLINE void
+new_ids_fast(uint8_t *trace_id, uint8_t *span_id)
+{
+    struct weft__rng *rng = weft__thread_rng_fast();
+    uint64_t v[2] = {0, 0};
+
+    if (trace_id != NULL) {
+        do {
+            v[0] = weft__rng_step(rng);
+            v[1] = weft__rng_step(rng);
+        } while (v[0] == 0 && v[1] == 0);
+        memcpy(trace_id, v, sizeof(v)); /* host order, as weft__new_trace_id() */
+    }
+    do {
+        v[0] = weft__rng_step(rng);
+    } while (v[0] == 0);
+    memcpy(span_id, v, sizeof(v[0]));
+}
+
+static HOT_INLINE void
 new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
 {
     struct weft__rng seeded;
 
     if (provider->id_seed == 0) {
-        struct weft__rng *rng = weft__thread_rng();
-
-        if (trace_id != NULL) {
-            weft__new_trace_id(rng, trace_id);
-        }
-        weft__new_span_id(rng, span_id);
+        new_ids_fast(trace_id, span_id);
         return;
     }
     /* A fixed seed (tests) makes ids reproducible: one generator, under the lock. */
@@ -790,6 +792,22 @@ new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
     weft__new_span_id(&seeded, span_id);
     memcpy(provider->seeded_rng_state, seeded.s, sizeof(seeded.s));
     pthread_mutex_unlock(&provider->lock);
+}
+
+/* A copy of the span's name (inline: names are short, and memcpy's call costs as much as the
+ * copy); "" when the arena cannot take it. */
+static HOT_INLINE const char *
+start_name(struct weft_span *span, const char *name)
+{
+    size_t len = strlen(name);
+    char *p = len < WEFT__SPAN_ARENA_MAX ? arena_alloc(span, len + 1) : NULL;
+
+    if (p == NULL) {
+        return "";
+    }
+    copy_bytes(p, name, len);
+    p[len] = '\0';
+    return p;
 }
 
 /* The body of weft_span_start() for a live provider. Kept out of line so that the public entry
@@ -817,7 +835,7 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     if (opts->parent != NULL) {
         parent = opts->parent;
     } else if (opts->parent_context == NULL && !opts->is_root) {
-        parent = weft_context_current();
+        parent = context_current();
     }
     if (parent != NULL && !parent->is_static) {
         weft_span_context_of(parent, &parent_ctx);
@@ -846,9 +864,14 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     }
     /* parent_ctx is only filled when has_parent: reading is_remote otherwise would load an
      * indeterminate bool (UBSan reports it). */
-    sampled = weft__sampler_should_sample(
-        provider, span->data.trace_id, has_parent, has_parent && parent_ctx.is_remote,
-        has_parent && (parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED));
+    if (!has_parent && (provider->sampler == WEFT_SAMPLER_PARENTBASED_ALWAYS_ON ||
+                        provider->sampler == WEFT_SAMPLER_ALWAYS_ON)) {
+        sampled = true; /* the default sampler on a root span, without the call */
+    } else {
+        sampled = weft__sampler_should_sample(
+            provider, span->data.trace_id, has_parent, has_parent && parent_ctx.is_remote,
+            has_parent && (parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED));
+    }
     if (sampled) {
         span->data.trace_flags |= WEFT_TRACE_FLAG_SAMPLED;
     } else {
@@ -861,10 +884,15 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     if (!sampled) {
         weft__counter_add(&provider->sampled_out, 1);
         span->data.name = "";
+        span->data.kind = WEFT_SPAN_KIND_UNSPECIFIED; /* span_alloc() left these to start */
+        span->data.start_time_ns = 0;
+        span->data.attrs = NULL;
+        span->data.resource = NULL;
+        span->data.scope = NULL;
         return span; /* carries ids for propagation, records nothing */
     }
 
-    span->is_recording = true;
+    span->head.is_recording = true;
     span->data.kind =
         opts->kind == WEFT_SPAN_KIND_UNSPECIFIED ? WEFT_SPAN_KIND_INTERNAL : opts->kind;
     if (opts->start_time_ns != 0) {
@@ -875,10 +903,7 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     span->data.resource = &provider->resource;
     span->data.scope = &tracer->scope;
     span->data.attrs = span->attrs;
-    span->data.name = arena_strndup(span, name, strlen(name));
-    if (span->data.name == NULL) {
-        span->data.name = "";
-    }
+    span->data.name = start_name(span, name);
     for (size_t i = 0; i < opts->attr_count; i++) {
         weft_span_set_attr(span, &opts->attrs[i]);
     }
@@ -904,40 +929,13 @@ weft_span_start(struct weft_tracer *tracer,
 
 /* ---- attributes ----------------------------------------------------------------------- */
 
-/* Attribute setters are the hottest code in the SDK (a typical span sets five to ten), so
- * the common cases - one string or one scalar - take dedicated paths: the key is measured
- * once, looked up through a tag array, and a new key and its string value share one arena
- * allocation. Only arrays go through the general store_value().
- *
- * A key's tag packs its length with its first, middle and last bytes. Semantic-convention
- * keys share prefixes ("gen_ai.", "http.request.") but rarely length and final bytes, so the
- * lookup compares one integer per attribute and runs memcmp only on a real candidate. The
- * tag holds the exact length (keys shorter than 2^40 bytes, i.e. every key that fits in
- * memory), so a tag match means equal lengths and memcmp never reads past either key. */
-static HOT_INLINE uint64_t
-key_tag(const char *key, size_t klen)
-{
-    return (uint64_t)klen << 24 | (uint64_t)(unsigned char)key[0] << 16 |
-           (uint64_t)(unsigned char)key[klen / 2] << 8 | (uint64_t)(unsigned char)key[klen - 1];
-}
-
-/* One bit of the span's key filter per tag: a clear bit proves the key is new, which is
- * the common case (a span sets each key once), so the lookup below scans nothing. */
-static HOT_INLINE uint64_t
-tag_bit(uint64_t tag)
-{
-    return UINT64_C(1) << ((tag ^ (tag >> 8) ^ (tag >> 24)) & 63);
-}
-
-/* Index of @p key among the span's attributes, or attr_count when absent. */
-static HOT_INLINE size_t
-find_attr(const struct weft_span *span, const char *key, size_t klen, uint64_t tag)
+/* The scan behind a set bit of the key filter (span.h): out of line, since a span rarely sets
+ * a key twice. */
+size_t
+weft__span_find_attr_slow(const struct weft_span *span, const char *key, size_t klen, uint64_t tag)
 {
     size_t count = span->data.attr_count;
 
-    if ((span->tag_filter & tag_bit(tag)) == 0) {
-        return count;
-    }
     for (size_t i = 0; i < count; i++) {
         if (span->key_tags[i] == tag && memcmp(span->attrs[i].key, key, klen) == 0) {
             return i;
@@ -946,8 +944,18 @@ find_attr(const struct weft_span *span, const char *key, size_t klen, uint64_t t
     return count;
 }
 
-static weft_err
-grow_attrs(struct weft_span *span)
+/* Index of @p key among the span's attributes, or attr_count when absent. */
+static HOT_INLINE size_t
+find_attr(const struct weft_span *span, const char *key, size_t klen, uint64_t tag)
+{
+    if ((span->tag_filter & tag_bit(tag)) == 0) {
+        return span->data.attr_count;
+    }
+    return weft__span_find_attr_slow(span, key, klen, tag);
+}
+
+weft_err
+weft__span_grow_attrs(struct weft_span *span)
 {
     size_t cap = span->attr_cap * 2;
     struct weft_attr *attrs = NULL;
@@ -973,14 +981,10 @@ grow_attrs(struct weft_span *span)
     span->attrs = attrs;
     span->key_tags = tags;
     span->attr_cap = cap;
+    span->attr_fast_max = cap; /* cap <= limits.attr_count */
     span->data.attrs = attrs;
     return WEFT_OK;
 }
-
-/* The key length that set_string() and set_scalar() measure themselves (a NUL-terminated key):
- * the public entry points then make no call before their early return, which keeps their
- * register saves off the path of a non-recording span. */
-#define KEY_CSTR SIZE_MAX
 
 /* Where a setter will write: slot @c i (== attr_count for a new key). */
 struct attr_slot {
@@ -1012,7 +1016,7 @@ static HOT_INLINE weft_err
 attr_slot_reserve(struct weft_span *span, const struct attr_slot *slot)
 {
     if (slot->is_new && span->data.attr_count == span->attr_cap) {
-        return grow_attrs(span);
+        return weft__span_grow_attrs(span);
     }
     return WEFT_OK;
 }
@@ -1030,22 +1034,6 @@ attr_slot_commit(struct weft_span *span,
         span->data.attr_count++;
     }
     span->attrs[slot->i].value = *value;
-}
-
-/* memcpy for the short strings typical of keys and values, without a call: two fixed-size
- * copies that overlap in the middle. Only bytes inside [src, src + n) are read. */
-static HOT_INLINE void
-copy_bytes(char *dst, const char *src, size_t n)
-{
-    if (n >= 8 && n <= 16) {
-        memcpy(dst, src, 8);
-        memcpy(dst + n - 8, src + n - 8, 8);
-    } else if (n > 16 && n <= 32) {
-        memcpy(dst, src, 16);
-        memcpy(dst + n - 16, src + n - 16, 16);
-    } else {
-        memcpy(dst, src, n);
-    }
 }
 
 /* Store @p value (already truncated and redacted) under @p key: one arena block holds the
@@ -1159,8 +1147,9 @@ set_string_slow(struct weft_span *span,
  * could be a secret) is inlined; everything else takes set_string_slow(). Every value
  * still goes through the redaction pre-check and, when it may hold a secret or a callback
  * is installed, through weft__redact(). */
-static NO_INLINE weft_err
-set_string(struct weft_span *span, const char *key, size_t klen, const char *value, size_t len)
+NO_INLINE weft_err
+weft__span_set_string(
+    struct weft_span *span, const char *key, size_t klen, const char *value, size_t len)
 {
     const struct weft_provider *provider = span->provider;
     struct attr_slot slot;
@@ -1223,15 +1212,15 @@ weft_span_set_attr(struct weft_span *span, const struct weft_attr *attr)
     if (span == NULL || attr == NULL || attr->key == NULL || attr->key[0] == '\0') {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
     switch (attr->value.type) {
     case WEFT_VALUE_STRING:
         if (attr->value.u.str == NULL) {
-            return set_string(span, attr->key, KEY_CSTR, "", 0); /* as store_string() */
+            return weft__span_set_string(span, attr->key, KEY_CSTR, "", 0); /* as store_string() */
         }
-        return set_string(span, attr->key, KEY_CSTR, attr->value.u.str, attr->value.len);
+        return weft__span_set_string(span, attr->key, KEY_CSTR, attr->value.u.str, attr->value.len);
     case WEFT_VALUE_BOOL:
     case WEFT_VALUE_INT:
     case WEFT_VALUE_DOUBLE:
@@ -1269,10 +1258,10 @@ weft_span_set_strn(struct weft_span *span, const char *key, const char *value, s
     if (span == NULL || key == NULL || value == NULL || key[0] == '\0') {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
-    return set_string(span, key, KEY_CSTR, value, len);
+    return weft__span_set_string(span, key, KEY_CSTR, value, len);
 }
 
 /* A key given with its length must be non-empty and hold no NUL byte: exporters write keys
@@ -1290,13 +1279,13 @@ weft_span_set_string_n(
     if (span == NULL || key == NULL || (value == NULL && value_len > 0)) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
     if (!key_n_is_valid(key, key_len)) {
         return WEFT_EINVAL;
     }
-    return set_string(span, key, key_len, value == NULL ? "" : value, value_len);
+    return weft__span_set_string(span, key, key_len, value == NULL ? "" : value, value_len);
 }
 
 /* weft_span_set_str() on a recording span (see span_start() for why it is apart). */
@@ -1306,7 +1295,7 @@ set_str(struct weft_span *span, const char *key, const char *value)
     if (key[0] == '\0') {
         return WEFT_EINVAL;
     }
-    return set_string(span, key, KEY_CSTR, value, strlen(value));
+    return weft__span_set_string(span, key, KEY_CSTR, value, strlen(value));
 }
 
 weft_err
@@ -1315,7 +1304,7 @@ weft_span_set_str(struct weft_span *span, const char *key, const char *value)
     if (span == NULL || key == NULL || value == NULL) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK; /* before strlen: the disabled SDK must cost next to nothing */
     }
     return set_str(span, key, value);
@@ -1330,7 +1319,7 @@ weft_span_set_bool(struct weft_span *span, const char *key, bool value)
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || key == NULL || key[0] == '\0') {
@@ -1347,7 +1336,7 @@ weft_span_set_bool_n(struct weft_span *span, const char *key, size_t key_len, bo
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || !key_n_is_valid(key, key_len)) {
@@ -1364,7 +1353,7 @@ weft_span_set_int(struct weft_span *span, const char *key, int64_t value)
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || key == NULL || key[0] == '\0') {
@@ -1381,7 +1370,7 @@ weft_span_set_int_n(struct weft_span *span, const char *key, size_t key_len, int
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || !key_n_is_valid(key, key_len)) {
@@ -1398,7 +1387,7 @@ weft_span_set_double(struct weft_span *span, const char *key, double value)
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || key == NULL || key[0] == '\0') {
@@ -1415,7 +1404,7 @@ weft_span_set_double_n(struct weft_span *span, const char *key, size_t key_len, 
 {
     struct weft_value v;
 
-    if (span != NULL && !span->is_recording && key != NULL) {
+    if (span != NULL && !span->head.is_recording && key != NULL) {
         return WEFT_OK;
     }
     if (span == NULL || !key_n_is_valid(key, key_len)) {
@@ -1514,7 +1503,7 @@ weft_span_add_event(struct weft_span *span,
     if (span == NULL || name == NULL || (attrs == NULL && attr_count > 0)) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
     if (span->data.event_count >= span->provider->limits.event_count) {
@@ -1561,7 +1550,7 @@ weft_span_add_link(struct weft_span *span,
     if (span == NULL || !weft_span_context_is_valid(context) || (attrs == NULL && attr_count > 0)) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
     if (span->data.link_count >= span->provider->limits.link_count) {
@@ -1606,7 +1595,7 @@ weft_span_set_status(struct weft_span *span, weft_status_code code, const char *
     if (span == NULL || code > WEFT_STATUS_ERROR) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording || code == WEFT_STATUS_UNSET ||
+    if (!span->head.is_recording || code == WEFT_STATUS_UNSET ||
         span->data.status_code == WEFT_STATUS_OK) {
         return WEFT_OK;
     }
@@ -1659,7 +1648,7 @@ weft_span_update_name(struct weft_span *span, const char *name)
     if (span == NULL || name == NULL) {
         return WEFT_EINVAL;
     }
-    if (!span->is_recording) {
+    if (!span->head.is_recording) {
         return WEFT_OK;
     }
     copy = arena_strndup(span, name, strlen(name));
@@ -1679,10 +1668,10 @@ span_end(struct weft_span *span, uint64_t end_time_ns)
     struct weft_provider *provider = NULL;
     size_t count = 0;
 
-    span->has_ended = true;
-    if (span->is_recording) {
+    span->head.has_ended = true;
+    if (span->head.is_recording) {
         provider = span->provider;
-        span->is_recording = false;
+        span->head.is_recording = false;
         span->data.end_time_ns = end_time_ns != 0 ? end_time_ns : span_clock_since(span);
         if (span->data.end_time_ns < span->data.start_time_ns) {
             span->data.end_time_ns = span->data.start_time_ns;
@@ -1710,7 +1699,7 @@ span_end(struct weft_span *span, uint64_t end_time_ns)
 void
 weft_span_end(struct weft_span *span, uint64_t end_time_ns)
 {
-    if (span == NULL || span->is_static || span->has_ended) {
+    if (span == NULL || span->is_static || span->head.has_ended) {
         return;
     }
     span_end(span, end_time_ns);
@@ -1774,7 +1763,7 @@ weft__span_data(const struct weft_span *span)
 bool
 weft_span_is_recording(const struct weft_span *span)
 {
-    return span != NULL && span->is_recording;
+    return span != NULL && span->head.is_recording;
 }
 
 void

@@ -16,11 +16,15 @@
  *
  * Hot path: weft_span_start(), the weft_span_set_*() setters and weft_span_end() never block
  * and never touch the network. When a processor's queue is full the span is dropped and
- * counted (weft_provider_get_stats()).
+ * counted (weft_provider_get_stats()). For the cheapest attributes, intern fixed keys once
+ * with weft_key_intern() and set them with the inline weft_span_set_*_k() setters; the common
+ * string-key setters and weft_span_end() are also inlined (macros over the exported functions)
+ * so that a span that records nothing costs a test.
  */
 #ifndef WEFT_TRACE_H
 #define WEFT_TRACE_H
 
+#include <string.h>
 #include <weft/common.h>
 
 #ifdef __cplusplus
@@ -32,6 +36,15 @@ struct weft_tracer;
 struct weft_span;
 struct weft_processor;
 struct weft_exporter;
+struct weft_attr_key;
+
+/* weft_span_start() never returns NULL; telling the compiler lets the inline setters below drop
+ * their NULL test. */
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT__RETURNS_NONNULL __attribute__((returns_nonnull))
+#else
+#define WEFT__RETURNS_NONNULL
+#endif
 
 /* ------------------------------------------------------------------------------------------ */
 /* Values and attributes                                                                       */
@@ -356,9 +369,8 @@ struct weft_span_start_options {
  * non-recording span on which every call is a no-op (memory failures are counted as drops).
  * Ownership: the caller owns the span until weft_span_end(). @p name is copied.
  * Errors: none (see above). */
-WEFT_API struct weft_span *weft_span_start(struct weft_tracer *tracer,
-                                           const char *name,
-                                           const struct weft_span_start_options *opts);
+WEFT_API WEFT__RETURNS_NONNULL struct weft_span *weft_span_start(
+    struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts);
 
 /** End the span at @p end_time_ns (ns since the Unix epoch; 0 means now) and hand it to the
  * processors. Never blocks. A second call is a no-op.
@@ -445,6 +457,51 @@ WEFT_API weft_err weft_span_set_double_array(struct weft_span *span,
                                              const char *key,
                                              const double *values,
                                              size_t count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Interned attribute keys                                                                     */
+
+/** Most distinct keys weft_key_intern() holds in one process (interned keys are never freed). */
+#define WEFT_KEY_INTERN_MAX 1024
+/** Longest key weft_key_intern() accepts, in bytes. */
+#define WEFT_KEY_MAX_LEN 255
+
+/** Intern an attribute key: copy it and classify it for the built-in redaction rules once for
+ * the whole process, so that the weft_span_set_*_k() setters record an attribute without
+ * measuring, copying or scanning its key again. Interning the same string again returns the
+ * same handle. Meant for the fixed keys of instrumentation (semantic-convention names): intern
+ * each key once (at set-up, or on first use, keeping the handle) and pass the handle on every
+ * span. Do not intern keys built from data: the table is bounded and never shrinks.
+ * @param key NUL-terminated, non-empty, at most WEFT_KEY_MAX_LEN bytes
+ * @param out receives the handle; NULL on failure
+ * @return WEFT_OK, WEFT_EINVAL (NULL @p out, NULL or empty key, or one longer than
+ * WEFT_KEY_MAX_LEN), WEFT_ELIMIT (the table is full: WEFT_KEY_INTERN_MAX distinct keys are
+ * interned already; logged once at WARN; keep using the string setters for this key).
+ * Ownership: copies @p key; the handle is borrowed and valid for the life of the process
+ * (across providers, and after weft_provider_free()).
+ * Thread-safety: thread-safe; a handle may be used on any thread. */
+WEFT_API weft_err weft_key_intern(const char *key, const struct weft_attr_key **out);
+
+/** The string of an interned key, NUL-terminated; "" for NULL.
+ * Errors: none. Ownership: borrowed, valid for the life of the process. Thread-safe. */
+WEFT_API const char *weft_key_name(const struct weft_attr_key *key);
+
+/** Not API: the bodies of the inline weft_span_set_*_k() setters below, for a recording span
+ * and a non-NULL key only. Call the setters instead.
+ * @return as the setter that calls them. Ownership: as the setter that calls them. */
+WEFT_API weft_err weft__span_set_string_k(struct weft_span *span,
+                                          const struct weft_attr_key *key,
+                                          const char *value,
+                                          size_t value_len);
+WEFT_API weft_err weft__span_set_int_k(struct weft_span *span,
+                                       const struct weft_attr_key *key,
+                                       int64_t value);
+WEFT_API weft_err weft__span_set_double_k(struct weft_span *span,
+                                          const struct weft_attr_key *key,
+                                          double value);
+WEFT_API weft_err weft__span_set_bool_k(struct weft_span *span,
+                                        const struct weft_attr_key *key,
+                                        bool value);
 
 /** Add an event at @p time_ns (0 means now) with attributes (limited per event).
  * @return WEFT_OK, WEFT_ELIMIT (event limit: dropped and counted), WEFT_EINVAL, WEFT_ENOMEM.
@@ -592,6 +649,168 @@ WEFT_API struct weft_processor *weft_provider_processor(struct weft_provider *pr
 /** Current time in ns since the Unix epoch (CLOCK_REALTIME).
  * Errors: none. Ownership: none. */
 WEFT_API uint64_t weft_now_ns(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Inline fast paths                                                                           */
+
+/* Not API: the first member of every struct weft_span, so that the inline functions below
+ * return at once, without a call, on a span that records nothing (a disabled SDK, a span the
+ * sampler dropped, an ended span). */
+struct weft__span_head {
+    bool is_recording; /* sampled, SDK enabled, not yet ended */
+    bool has_ended;    /* ended, or the shared no-op span: weft_span_end() has nothing to do */
+};
+
+static inline const struct weft__span_head *
+weft__span_head(const struct weft_span *span)
+{
+    return (const struct weft__span_head *)(const void *)span;
+}
+
+/** Set a string attribute under an interned key (weft_key_intern()): the hot-path form of
+ * weft_span_set_string_n(). The key is neither measured, copied nor scanned again (its
+ * redaction verdict was taken when it was interned); the value still passes the value-length
+ * limit and redaction exactly as with weft_span_set_str(), and a key that names a secret still
+ * has its value replaced. Inline: on a non-recording span it costs a test and a branch.
+ * @param span the span (a non-recording span accepts the call and records nothing)
+ * @param key an interned key
+ * @param value @p value_len bytes, copied as given (they may hold NUL bytes); NULL is allowed
+ *        when @p value_len is 0
+ * @param value_len length of @p value in bytes
+ * @return WEFT_OK (also on a non-recording span), WEFT_EINVAL (NULL span or key, NULL value
+ * with a non-zero length), WEFT_ELIMIT (attribute limit reached: dropped and counted),
+ * WEFT_ENOMEM (dropped and counted).
+ * Ownership: copies the value; the key handle is borrowed (it lives as long as the process).
+ * Thread-safety: as the other setters (one thread records a span at a time). */
+static inline weft_err
+weft_span_set_string_k(struct weft_span *span,
+                       const struct weft_attr_key *key,
+                       const char *value,
+                       size_t value_len)
+{
+    if (span == NULL || key == NULL || (value == NULL && value_len > 0)) {
+        return WEFT_EINVAL;
+    }
+    if (!weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return weft__span_set_string_k(span, key, value == NULL ? "" : value, value_len);
+}
+
+/** weft_span_set_string_k() with a NUL-terminated @p value.
+ * @return as weft_span_set_string_k(); WEFT_EINVAL for a NULL @p value.
+ * Ownership: as weft_span_set_string_k(). */
+static inline weft_err
+weft_span_set_str_k(struct weft_span *span, const struct weft_attr_key *key, const char *value)
+{
+    if (span == NULL || key == NULL || value == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (!weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return weft__span_set_string_k(span, key, value, strlen(value));
+}
+
+/** Set an int, double or bool attribute under an interned key: the hot-path forms of
+ * weft_span_set_int(), _double() and _bool(), inline as weft_span_set_string_k().
+ * @return WEFT_OK (also on a non-recording span), WEFT_EINVAL (NULL span or key), WEFT_ELIMIT
+ * (attribute limit reached: dropped and counted), WEFT_ENOMEM (dropped and counted).
+ * Ownership: the key handle is borrowed (it lives as long as the process).
+ * Thread-safety: as the other setters. */
+static inline weft_err
+weft_span_set_int_k(struct weft_span *span, const struct weft_attr_key *key, int64_t value)
+{
+    if (span == NULL || key == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (!weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return weft__span_set_int_k(span, key, value);
+}
+
+static inline weft_err
+weft_span_set_double_k(struct weft_span *span, const struct weft_attr_key *key, double value)
+{
+    if (span == NULL || key == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (!weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return weft__span_set_double_k(span, key, value);
+}
+
+static inline weft_err
+weft_span_set_bool_k(struct weft_span *span, const struct weft_attr_key *key, bool value)
+{
+    if (span == NULL || key == NULL) {
+        return WEFT_EINVAL;
+    }
+    if (!weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return weft__span_set_bool_k(span, key, value);
+}
+
+/* The common setters and weft_span_end() are also inlined into their callers, through macros
+ * over the exported functions (which stay, for bindings and function pointers; call one as
+ * (weft_span_end)(span, 0) to bypass the macro). The inline part only returns early on a span
+ * that records nothing, with exactly the checks and results of the function; everything else
+ * calls it. Define WEFT_NO_INLINE_SETTERS before including weft to turn the macros off. */
+#if !defined(WEFT_NO_INLINE_SETTERS) && !defined(WEFT__BUILDING_SPAN)
+static inline weft_err
+weft__span_set_str_inline(struct weft_span *span, const char *key, const char *value)
+{
+    if (span != NULL && key != NULL && value != NULL && !weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return (weft_span_set_str)(span, key, value);
+}
+
+static inline weft_err
+weft__span_set_int_inline(struct weft_span *span, const char *key, int64_t value)
+{
+    if (span != NULL && key != NULL && !weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return (weft_span_set_int)(span, key, value);
+}
+
+static inline weft_err
+weft__span_set_double_inline(struct weft_span *span, const char *key, double value)
+{
+    if (span != NULL && key != NULL && !weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return (weft_span_set_double)(span, key, value);
+}
+
+static inline weft_err
+weft__span_set_bool_inline(struct weft_span *span, const char *key, bool value)
+{
+    if (span != NULL && key != NULL && !weft__span_head(span)->is_recording) {
+        return WEFT_OK;
+    }
+    return (weft_span_set_bool)(span, key, value);
+}
+
+static inline void
+weft__span_end_inline(struct weft_span *span, uint64_t end_time_ns)
+{
+    if (span == NULL || weft__span_head(span)->has_ended) {
+        return;
+    }
+    (weft_span_end)(span, end_time_ns);
+}
+
+#define weft_span_set_str(span, key, value)    weft__span_set_str_inline(span, key, value)
+#define weft_span_set_int(span, key, value)    weft__span_set_int_inline(span, key, value)
+#define weft_span_set_double(span, key, value) weft__span_set_double_inline(span, key, value)
+#define weft_span_set_bool(span, key, value)   weft__span_set_bool_inline(span, key, value)
+#define weft_span_end(span, end_time_ns)       weft__span_end_inline(span, end_time_ns)
+#endif
 
 #ifdef __cplusplus
 }
