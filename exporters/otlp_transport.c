@@ -1,8 +1,8 @@
-/* exporters/otlp_transport.c - the OTLP/HTTP transport over libcurl (see otlp_transport.h).
+/* exporters/otlp_transport.c - the OTLP/HTTP transport over net/http_client (see otlp_transport.h).
  *
  * Configuration follows the OTel specification: options given through the API win, then the
  * signal-specific OTEL_EXPORTER_OTLP_<SIGNAL>_* variables, then OTEL_EXPORTER_OTLP_*, then the
- * defaults. One curl easy handle per transport keeps its connection alive across requests.
+ * defaults. One HTTP client (net/http_client) per transport keeps its connection alive.
  *
  * Retries follow REFERENCE.md: only 429, 502, 503, 504 and transport failures are retried,
  * with exponential backoff and full jitter, honouring Retry-After (delta-seconds or HTTP-date),
@@ -27,14 +27,12 @@
 
 #include "base/buf.h"
 #include "base/env.h"
-#include "base/http.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "base/time.h"
-#include "tracing/ids.h"
+#include "net/http_client.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -61,19 +59,25 @@ struct weft__otlp_transport {
     uint32_t max_retry_ms;
     uint32_t initial_backoff_ms;
     uint32_t max_backoff_ms;
-    CURL *curl;
-    struct curl_slist *headers;       /* the common lines: Expect, OTLP and extra headers */
-    struct curl_slist *variant[2][2]; /* [json][gzip]: Content-Type (+ Encoding) + common */
-    struct weft__spool *spool;        /* NULL: none (the export thread only, but for stats) */
-    struct weft__buf spool_body;      /* a spooled request being resent */
-    bool is_spooling;                 /* requests go to the spool (for the log lines) */
-    struct weft__buf gz;              /* compressed request */
-    struct weft__buf response;        /* answer body, capped */
-    char retry_after[64];             /* the last Retry-After header value */
-    char content_type[64];            /* of the last answer */
-    char where[256];                  /* the URL as scheme://host:port/path, for messages */
-    char last_error[320];             /* the last failure, under lock */
-    bool is_failing;                  /* the last attempt failed (the send thread only) */
+    struct weft__http_client *http;
+    struct weft__http_request req;            /* URL, TLS, auth: set once; headers per send */
+    struct weft__http_headers headers;        /* the common lines: Expect, OTLP and extra headers */
+    struct weft__http_headers variant[2][2];  /* [json][gzip]: Content-Type (+ Encoding) + common */
+    const struct weft__http_headers *current; /* the variant of the request being sent */
+    char *ca_file;                            /* TLS files, copied from the options */
+    char *client_cert;
+    char *client_key;
+    char *basic_user; /* Basic auth (Langfuse); wiped when freed */
+    char *basic_password;
+    char user_agent[96];
+    struct weft__spool *spool;         /* NULL: none (the export thread only, but for stats) */
+    struct weft__buf spool_body;       /* a spooled request being resent */
+    bool is_spooling;                  /* requests go to the spool (for the log lines) */
+    struct weft__buf gz;               /* compressed request */
+    struct weft__http_response answer; /* the last answer, its body capped */
+    char where[256];                   /* the URL as scheme://host:port/path, for messages */
+    char last_error[320];              /* the last failure, under lock */
+    bool is_failing;                   /* the last attempt failed (the send thread only) */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     atomic_bool is_shut_down;
@@ -83,15 +87,6 @@ struct weft__otlp_transport {
     atomic_uint_fast64_t items_rejected;
     atomic_long last_status;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static bool curl_ready;
-
-static void
-curl_init_once(void)
-{
-    curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-}
 
 /* The signal-specific variable, else the general one. @p out_name names the one used. NULL
  * when the transport does not read the environment. */
@@ -233,7 +228,8 @@ weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char
                 size_t vlen = len - klen - 1;
                 char *value = NULL;
                 struct weft__buf line;
-                struct curl_slist *grown = NULL;
+                struct weft__http_headers grown;
+                weft_err added = WEFT_OK;
 
                 weft__trim(&k, &klen);
                 weft__trim(&v, &vlen);
@@ -249,16 +245,19 @@ weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char
                     weft__buf_append(&line, k, klen);
                     weft__buf_append_str(&line, ": ");
                     weft__buf_append_str(&line, value);
+                    weft__wipe(value, strlen(value));
                     weft__free(value);
                     if (line.data == NULL) {
                         return WEFT_ENOMEM;
                     }
-                    grown = curl_slist_append(*headers, line.data);
+                    grown.list = *headers;
+                    added = weft__http_headers_add(&grown, line.data);
+                    weft__wipe(line.data, line.len);
                     weft__buf_cleanup(&line);
-                    if (grown == NULL) {
+                    if (added != WEFT_OK) {
                         return WEFT_ENOMEM;
                     }
-                    *headers = grown;
+                    *headers = grown.list;
                 }
             }
         }
@@ -267,70 +266,15 @@ weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char
     return WEFT_OK;
 }
 
-static size_t
-on_body(char *data, size_t size, size_t n, void *userdata)
+/* The client's should_abort hook: shutdown cuts a request waiting on a slow server, so
+ * shutdown's bound holds (weft__otlp_transport_shutdown() wakes the client). */
+static bool
+is_shut_down(void *user_data, uint32_t *poll_ms)
 {
-    struct weft__otlp_transport *x = userdata;
+    const struct weft__otlp_transport *x = user_data;
 
-    /* A failed append (over 4 MiB) makes curl abort the transfer with CURLE_WRITE_ERROR. */
-    if (weft__buf_append(&x->response, data, size * n) != WEFT_OK) {
-        return 0;
-    }
-    return size * n;
-}
-
-/* Called by curl about once a second and on progress: abort the transfer once the exporter
- * is shut down, so shutdown's bound also cuts a request that is waiting on a slow server. */
-static int
-on_progress(
-    void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
-{
-    struct weft__otlp_transport *x = userdata;
-
-    (void)dltotal;
-    (void)dlnow;
-    (void)ultotal;
-    (void)ulnow;
-    return atomic_load(&x->is_shut_down) ? 1 : 0;
-}
-
-static size_t
-on_header(char *data, size_t size, size_t n, void *userdata)
-{
-    struct weft__otlp_transport *x = userdata;
-    size_t len = size * n;
-
-    if (!weft__http_header_value(data, len, "Retry-After", x->retry_after,
-                                 sizeof(x->retry_after))) {
-        (void)weft__http_header_value(data, len, "Content-Type", x->content_type,
-                                      sizeof(x->content_type));
-    }
-    return len;
-}
-
-/* x->where: the URL without user info, query or fragment (they may carry credentials). */
-static void
-describe_url(struct weft__otlp_transport *x)
-{
-    CURLU *u = curl_url();
-    char *scheme = NULL;
-    char *host = NULL;
-    char *port = NULL;
-    char *path = NULL;
-
-    snprintf(x->where, sizeof(x->where), "the %s endpoint", x->log_name);
-    if (u != NULL && curl_url_set(u, CURLUPART_URL, x->url, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK) {
-        snprintf(x->where, sizeof(x->where), "%s://%s:%s%s", scheme, host, port, path);
-    }
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_free(path);
-    curl_url_cleanup(u);
+    (void)poll_ms;
+    return atomic_load(&x->is_shut_down);
 }
 
 static uint32_t
@@ -344,6 +288,63 @@ env_u32(const struct weft__otlp_transport *x, const char *suffix, uint32_t def)
     return (uint32_t)weft__env_u64(name, def, 0, UINT32_MAX);
 }
 
+/* The request headers: the common lines (Expect, OTEL_EXPORTER_OTLP_*HEADERS, the headers
+ * option, the exporter's extra lines), and one list per encoding on top of them. */
+static weft_err
+build_header_lists(struct weft__otlp_transport *x,
+                   const struct weft__otlp_transport_config *cfg,
+                   const struct weft_otlp_options *o)
+{
+    const char *name = NULL;
+    const char *v = NULL;
+    weft_err err = WEFT_OK;
+
+    /* "Expect: 100-continue" costs a round trip per large request; collectors don't need it. */
+    err = weft__http_headers_add(&x->headers, "Expect:");
+    if (err != WEFT_OK) {
+        return err;
+    }
+    if ((v = env_pair(x, "HEADERS", &name)) != NULL) {
+        err = weft__otlp_headers_add(&x->headers.list, v, name);
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+    if (o->headers != NULL) {
+        err = weft__otlp_headers_add(&x->headers.list, o->headers, "headers option");
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+    for (size_t i = 0; i < cfg->extra_header_count; i++) {
+        err = weft__http_headers_add(&x->headers, cfg->extra_headers[i]);
+        if (err != WEFT_OK) {
+            return err;
+        }
+    }
+
+    /* One list per encoding a request may have: a spooled request is resent with the
+     * encoding it was written in, even when the configuration changed since. */
+    for (int json = 0; json < 2; json++) {
+        for (int gz = 0; gz < 2; gz++) {
+            struct weft__http_headers *list = &x->variant[json][gz];
+
+            err = weft__http_headers_add(list, json ? "Content-Type: application/json"
+                                                    : "Content-Type: application/x-protobuf");
+            if (err == WEFT_OK && gz) {
+                err = weft__http_headers_add(list, "Content-Encoding: gzip");
+            }
+            if (err == WEFT_OK) {
+                err = weft__http_headers_append_all(list, &x->headers);
+            }
+            if (err != WEFT_OK) {
+                return err;
+            }
+        }
+    }
+    return WEFT_OK;
+}
+
 static weft_err
 configure(struct weft__otlp_transport *x,
           const struct weft__otlp_transport_config *cfg,
@@ -354,14 +355,19 @@ configure(struct weft__otlp_transport *x,
     const char *ca = o->ca_file;
     const char *cert = o->client_cert;
     const char *key = o->client_key;
-    char ua[96];
     weft_err err = WEFT_OK;
 
     err = resolve_url(x, cfg, o);
     if (err != WEFT_OK) {
         return err;
     }
-    describe_url(x);
+    {
+        char fallback[64];
+
+        /* Never user info, query or fragment: they may carry credentials. */
+        snprintf(fallback, sizeof(fallback), "the %s endpoint", x->log_name);
+        weft__http_url_describe(x->url, fallback, x->where, sizeof(x->where));
+    }
     if (o->protocol_set) {
         x->is_json = o->protocol == WEFT_OTLP_HTTP_JSON;
     } else if ((v = env_pair(x, "PROTOCOL", &name)) != NULL) {
@@ -401,132 +407,50 @@ configure(struct weft__otlp_transport *x,
         key = env_pair(x, "CLIENT_KEY", NULL);
     }
 
-    /* "Expect: 100-continue" costs a round trip per large request; collectors don't need it. */
-    {
-        struct curl_slist *h = curl_slist_append(x->headers, "Expect:");
-        if (h == NULL) {
-            return WEFT_ENOMEM;
-        }
-        x->headers = h;
+    err = build_header_lists(x, cfg, o);
+    if (err != WEFT_OK) {
+        return err;
     }
-    if ((v = env_pair(x, "HEADERS", &name)) != NULL) {
-        err = weft__otlp_headers_add(&x->headers, v, name);
-        if (err != WEFT_OK) {
-            return err;
-        }
+    x->current = &x->variant[x->is_json][x->gzip];
+    err = weft__http_client_new(&x->http);
+    if (err != WEFT_OK) {
+        return err;
     }
-    if (o->headers != NULL) {
-        err = weft__otlp_headers_add(&x->headers, o->headers, "headers option");
-        if (err != WEFT_OK) {
-            return err;
-        }
+    snprintf(x->user_agent, sizeof(x->user_agent), "%s",
+             o->user_agent != NULL ? o->user_agent : "weft/" WEFT_VERSION_STRING " (OTLP)");
+    x->ca_file = ca != NULL ? weft__strdup(ca) : NULL;
+    x->client_cert = cert != NULL ? weft__strdup(cert) : NULL;
+    x->client_key = key != NULL ? weft__strdup(key) : NULL;
+    if (cfg->basic_user != NULL) {
+        x->basic_user = weft__strdup(cfg->basic_user);
+        x->basic_password = weft__strdup(cfg->basic_password != NULL ? cfg->basic_password : "");
     }
-    for (size_t i = 0; i < cfg->extra_header_count; i++) {
-        struct curl_slist *h = curl_slist_append(x->headers, cfg->extra_headers[i]);
-        if (h == NULL) {
-            return WEFT_ENOMEM;
-        }
-        x->headers = h;
-    }
-
-    /* One list per encoding a request may have: a spooled request is resent with the
-     * encoding it was written in, even when the configuration changed since. */
-    for (int json = 0; json < 2; json++) {
-        for (int gz = 0; gz < 2; gz++) {
-            struct curl_slist *list =
-                curl_slist_append(NULL, json ? "Content-Type: application/json"
-                                             : "Content-Type: application/x-protobuf");
-
-            if (list != NULL && gz) {
-                struct curl_slist *h = curl_slist_append(list, "Content-Encoding: gzip");
-
-                if (h == NULL) {
-                    curl_slist_free_all(list);
-                }
-                list = h;
-            }
-            for (struct curl_slist *c = x->headers; list != NULL && c != NULL; c = c->next) {
-                struct curl_slist *h = curl_slist_append(list, c->data);
-
-                if (h == NULL) {
-                    curl_slist_free_all(list);
-                }
-                list = h;
-            }
-            if (list == NULL) {
-                return WEFT_ENOMEM;
-            }
-            x->variant[json][gz] = list;
-        }
-    }
-    x->curl = curl_easy_init();
-    if (x->curl == NULL) {
+    if ((ca != NULL && x->ca_file == NULL) || (cert != NULL && x->client_cert == NULL) ||
+        (key != NULL && x->client_key == NULL) ||
+        (cfg->basic_user != NULL && (x->basic_user == NULL || x->basic_password == NULL))) {
         return WEFT_ENOMEM;
     }
-    snprintf(ua, sizeof(ua), "%s",
-             o->user_agent != NULL ? o->user_agent : "weft/" WEFT_VERSION_STRING " (OTLP)");
-    curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
-    curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->variant[x->is_json][x->gzip]);
-    curl_easy_setopt(x->curl, CURLOPT_USERAGENT, ua);
-    curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(x->curl, CURLOPT_XFERINFODATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYPEER, o->insecure_skip_verify ? 0L : 1L);
-    curl_easy_setopt(x->curl, CURLOPT_SSL_VERIFYHOST, o->insecure_skip_verify ? 0L : 2L);
-    curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (cfg->basic_user != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(x->curl, CURLOPT_USERNAME, cfg->basic_user);
-        curl_easy_setopt(x->curl, CURLOPT_PASSWORD,
-                         cfg->basic_password != NULL ? cfg->basic_password : "");
-    }
-    if (ca != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_CAINFO, ca);
-    }
-    if (cert != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_SSLCERT, cert);
-    }
-    if (key != NULL) {
-        curl_easy_setopt(x->curl, CURLOPT_SSLKEY, key);
-    }
+    x->req.url = x->url;
+    x->req.has_body = true;
+    x->req.user_agent = x->user_agent;
+    x->req.max_response_bytes = MAX_RESPONSE_BYTES;
+    x->req.is_keepalive = true;
+    x->req.is_insecure = o->insecure_skip_verify;
+    x->req.ca_file = x->ca_file;
+    x->req.client_cert = x->client_cert;
+    x->req.client_key = x->client_key;
+    x->req.basic_user = x->basic_user;
+    x->req.basic_password = x->basic_password;
+    x->req.should_abort = is_shut_down;
+    x->req.user_data = x;
     return WEFT_OK;
-}
-
-static bool
-retryable_status(long status)
-{
-    return status == 429 || status == 502 || status == 503 || status == 504;
-}
-
-static bool
-retryable_curl(CURLcode rc)
-{
-    switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-        return true;
-    default:
-        return false;
-    }
 }
 
 /* Sleep @p ms unless shutdown comes first. @return false when shut down. */
 static bool
-pause_ms(struct weft__otlp_transport *x, uint64_t ms)
+pause_ms(void *user_data, uint64_t ms)
 {
+    struct weft__otlp_transport *x = user_data;
     struct timespec ts;
     uint64_t deadline = weft__monotonic_ns() + ms * 1000000u;
     bool alive = true;
@@ -545,10 +469,10 @@ pause_ms(struct weft__otlp_transport *x, uint64_t ms)
 static void
 body_excerpt(const struct weft__otlp_transport *x, char *out, size_t max)
 {
-    size_t n = x->response.len < max - 1 ? x->response.len : max - 1;
+    size_t n = x->answer.body.len < max - 1 ? x->answer.body.len : max - 1;
 
     for (size_t i = 0; i < n; i++) {
-        char c = x->response.data[i];
+        char c = x->answer.body.data[i];
         out[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
     }
     out[n] = '\0';
@@ -570,36 +494,50 @@ set_error(struct weft__otlp_transport *x, const char *fmt, ...)
     pthread_mutex_unlock(&x->lock);
 }
 
-/* Describe a libcurl failure the way a user reads it: what happened and where. */
+/* Describe a failed attempt the way a user reads it: what happened and where. */
 static void
-set_curl_error(struct weft__otlp_transport *x, CURLcode rc, uint64_t timeout_ms)
+set_transport_error(struct weft__otlp_transport *x)
 {
-    long os_errno = 0;
+    const struct weft__http_response *r = &x->answer;
 
-    switch (rc) {
-    case CURLE_COULDNT_CONNECT:
-        curl_easy_getinfo(x->curl, CURLINFO_OS_ERRNO, &os_errno);
-        if (os_errno == ECONNREFUSED || os_errno == 0) {
+    switch (r->failure) {
+    case WEFT__HTTP_FAIL_CONNECT:
+        if (r->os_errno == ECONNREFUSED || r->os_errno == 0) {
             set_error(x, "connection refused by %s", x->where);
         } else {
-            set_error(x, "cannot connect to %s: %s", x->where, strerror((int)os_errno));
+            set_error(x, "cannot connect to %s: %s", x->where, strerror((int)r->os_errno));
         }
         break;
-    case CURLE_OPERATION_TIMEDOUT:
-        set_error(x, "no answer from %s within %llu ms", x->where, (unsigned long long)timeout_ms);
+    case WEFT__HTTP_FAIL_TIMEOUT:
+        set_error(x, "no answer from %s within %llu ms", x->where,
+                  (unsigned long long)r->timeout_ms);
         break;
-    case CURLE_COULDNT_RESOLVE_HOST:
+    case WEFT__HTTP_FAIL_RESOLVE:
         set_error(x, "cannot resolve the host of %s", x->where);
         break;
-    case CURLE_GOT_NOTHING:
+    case WEFT__HTTP_FAIL_NOTHING:
         set_error(x, "%s closed the connection without an answer", x->where);
         break;
-    case CURLE_WRITE_ERROR:
+    case WEFT__HTTP_FAIL_TOO_LARGE:
         set_error(x, "the answer from %s is over %u bytes", x->where, MAX_RESPONSE_BYTES);
         break;
     default:
-        set_error(x, "%s: %s", x->where, curl_easy_strerror(rc));
+        set_error(x, "%s: %s", x->where, r->error);
         break;
+    }
+}
+
+/* Record what the last attempt brought: a failure, or an HTTP status with the body's head. */
+static void
+set_attempt_error(struct weft__otlp_transport *x)
+{
+    if (x->answer.failure != WEFT__HTTP_FAIL_NONE) {
+        set_transport_error(x);
+    } else {
+        char excerpt[121];
+
+        body_excerpt(x, excerpt, sizeof(excerpt));
+        set_error(x, "HTTP %ld from %s: %s", x->answer.status, x->where, excerpt);
     }
 }
 
@@ -610,11 +548,11 @@ check_answer(struct weft__otlp_transport *x, long status, uint64_t *rejected)
 {
     char message[256];
     char excerpt[81];
-    const char *ct = x->content_type;
+    const char *ct = x->answer.content_type;
     bool json = false;
 
     *rejected = 0;
-    if (x->response.len == 0) {
+    if (x->answer.body.len == 0) {
         return WEFT_OK;
     }
     if (ct[0] == '\0') {
@@ -627,7 +565,7 @@ check_answer(struct weft__otlp_transport *x, long status, uint64_t *rejected)
                   x->where, ct, excerpt);
         return WEFT_EPARSE;
     }
-    if (weft__otlp_parse_response(x->response.data, x->response.len, json, rejected, message,
+    if (weft__otlp_parse_response(x->answer.body.data, x->answer.body.len, json, rejected, message,
                                   sizeof(message)) != WEFT_OK) {
         body_excerpt(x, excerpt, sizeof(excerpt));
         set_error(x, "HTTP %ld from %s is not an OTLP %s response: %s", status, x->where,
@@ -659,7 +597,60 @@ note_retrying(struct weft__otlp_transport *x)
     WEFT_LOG(WEFT_LOG_WARN, "%s export failed: %s; retrying", x->log_name, text);
 }
 
-/* Send the prepared body, retrying per the rules. */
+/* The retry policy's hook, before the wait for the next attempt: count the attempt, keep its
+ * failure in last_error and say so once per outage. */
+static void
+on_retry(void *user_data, const struct weft__http_response *r, uint64_t wait_ms)
+{
+    struct weft__otlp_transport *x = user_data;
+
+    atomic_fetch_add(&x->requests, 1);
+    atomic_fetch_add(&x->bytes_sent, x->req.body_len);
+    atomic_fetch_add(&x->retries, 1);
+    atomic_store(&x->last_status, r->failure == WEFT__HTTP_FAIL_NONE ? r->status : 0);
+    set_attempt_error(x);
+    note_retrying(x);
+    WEFT_LOG(WEFT_LOG_DEBUG, "%s export to %s: retrying in %llu ms", x->log_name, x->where,
+             (unsigned long long)wait_ms);
+}
+
+/* The outcome of an answer the retries ended on. */
+static weft_err
+final_answer(struct weft__otlp_transport *x, uint64_t *rejected_out)
+{
+    const struct weft__http_response *r = &x->answer;
+    char text[sizeof(x->last_error)];
+    uint64_t rejected = 0;
+
+    if (r->status >= 200 && r->status < 300) {
+        if (x->parse_partial_success && check_answer(x, r->status, &rejected) != WEFT_OK) {
+            x->is_failing = true;
+            weft__otlp_transport_last_error(x, text, sizeof(text));
+            WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
+            return WEFT_EPARSE;
+        }
+        *rejected_out += rejected;
+        atomic_fetch_add(&x->items_rejected, rejected);
+        x->is_failing = false;
+        /* Delivered: no failure stands (weft.exporter.failing reads this; the processor
+         * keeps its own copy of the error that failed a batch). */
+        pthread_mutex_lock(&x->lock);
+        x->last_error[0] = '\0';
+        pthread_mutex_unlock(&x->lock);
+        return WEFT_OK;
+    }
+    if (!r->is_retryable) {
+        x->is_failing = true;
+        weft__otlp_transport_last_error(x, text, sizeof(text));
+        WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
+        return WEFT_EHTTP;
+    }
+    return WEFT_ETIMEDOUT;
+}
+
+/* Send the prepared body through the client's retry loop: 429, 502, 503, 504 and transport
+ * failures are retried with full jitter or the server's Retry-After, within the deadline and
+ * the retry budget; @p max_attempts 0 means no other bound. */
 static weft_err
 send_request(struct weft__otlp_transport *x,
              const char *data,
@@ -668,140 +659,75 @@ send_request(struct weft__otlp_transport *x,
              unsigned max_attempts,
              uint64_t *rejected_out)
 {
-    struct weft__rng *rng = weft__thread_rng();
+    struct weft__http_retry retry;
     uint64_t started = weft__monotonic_ns();
-    uint64_t backoff = x->initial_backoff_ms;
+    const struct weft__http_response *r = &x->answer;
+    char text[sizeof(x->last_error)];
+    weft_err err = WEFT_OK;
 
-    for (unsigned attempt = 0;; attempt++) {
-        uint64_t now = weft__monotonic_ns();
-        uint64_t timeout = x->timeout_ms;
-        uint64_t wait_ms = 0;
-        long status = 0;
-        CURLcode rc = CURLE_OK;
-
-        if (atomic_load(&x->is_shut_down)) {
-            if (attempt == 0) {
-                set_error(x, "not sent to %s: the exporter was shut down", x->where);
-            }
-            return WEFT_ESTATE;
-        }
-        if (deadline != 0) {
-            if (now >= deadline) {
-                if (attempt == 0) {
-                    set_error(x, "no time left to send to %s", x->where);
-                }
-                return WEFT_ETIMEDOUT;
-            }
-            if (timeout == 0 || (deadline - now) / 1000000u < timeout) {
-                timeout = (deadline - now) / 1000000u + 1;
-            }
-        }
-        weft__buf_reset(&x->response);
-        x->retry_after[0] = '\0';
-        x->content_type[0] = '\0';
-        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, data);
-        curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        curl_easy_setopt(x->curl, CURLOPT_TIMEOUT_MS, (long)timeout);
-        atomic_fetch_add(&x->requests, 1);
-        if (attempt > 0) {
-            atomic_fetch_add(&x->retries, 1);
-        }
-        atomic_fetch_add(&x->bytes_sent, len);
-        rc = curl_easy_perform(x->curl);
-        if (rc == CURLE_OK) {
-            curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-        }
-        atomic_store(&x->last_status, status);
-        if (rc == CURLE_ABORTED_BY_CALLBACK) {
-            /* Shut down while the request was in flight: keep the reason of an earlier failed
-             * attempt of this export, which is why it was still going at shutdown. */
-            if (attempt == 0) {
-                set_error(x, "no answer from %s within %llu ms (stopped at shutdown)", x->where,
-                          (unsigned long long)((weft__monotonic_ns() - now) / 1000000u));
-            }
-            return WEFT_ESTATE;
-        }
-        if (rc != CURLE_OK) {
-            set_curl_error(x, rc, timeout);
-        }
-        if (rc == CURLE_WRITE_ERROR) {
-            x->is_failing = true;
-            WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s: the answer is over %u bytes", x->log_name,
-                     x->where, MAX_RESPONSE_BYTES);
-            return WEFT_EIO;
-        }
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
-            uint64_t rejected = 0;
-
-            if (x->parse_partial_success && check_answer(x, status, &rejected) != WEFT_OK) {
-                char text[sizeof(x->last_error)];
-
-                x->is_failing = true;
-                weft__otlp_transport_last_error(x, text, sizeof(text));
-                WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
-                return WEFT_EPARSE;
-            }
-            *rejected_out += rejected;
-            atomic_fetch_add(&x->items_rejected, rejected);
-            x->is_failing = false;
-            /* Delivered: no failure stands (weft.exporter.failing reads this; the processor
-             * keeps its own copy of the error that failed a batch). */
-            pthread_mutex_lock(&x->lock);
-            x->last_error[0] = '\0';
-            pthread_mutex_unlock(&x->lock);
-            return WEFT_OK;
-        }
-        if (rc != CURLE_OK && !retryable_curl(rc)) {
-            x->is_failing = true;
-            WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: %s (not retried)", x->log_name,
-                     x->where, curl_easy_strerror(rc));
-            return WEFT_EIO;
-        }
-        if (rc == CURLE_OK) {
-            char excerpt[121];
-
-            body_excerpt(x, excerpt, sizeof(excerpt));
-            set_error(x, "HTTP %ld from %s: %s", status, x->where, excerpt);
-        }
-        if (rc == CURLE_OK && !retryable_status(status)) {
-            char text[sizeof(x->last_error)];
-
-            x->is_failing = true;
-            weft__otlp_transport_last_error(x, text, sizeof(text));
-            WEFT_LOG(WEFT_LOG_ERROR, "%s export failed (not retried): %s", x->log_name, text);
-            return WEFT_EHTTP;
-        }
-        if (max_attempts != 0 && attempt + 1 >= max_attempts) {
-            x->is_failing = true;
-            return WEFT_ETIMEDOUT; /* a probe of the endpoint: one attempt */
-        }
-        note_retrying(x);
-        /* Retryable: full jitter over the current backoff, or the server's Retry-After. */
-        wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
-        if (rc == CURLE_OK) {
-            uint64_t ra = weft__http_retry_after_ms(x->retry_after);
-            if (ra > 0) {
-                wait_ms = ra;
-            }
-        }
-        backoff = backoff * 2 > x->max_backoff_ms ? x->max_backoff_ms : backoff * 2;
-        now = weft__monotonic_ns();
-        if ((deadline != 0 && now + wait_ms * 1000000u >= deadline) ||
-            (x->max_retry_ms != 0 &&
-             now + wait_ms * 1000000u - started > (uint64_t)x->max_retry_ms * 1000000u)) {
-            char text[sizeof(x->last_error)];
-
-            weft__otlp_transport_last_error(x, text, sizeof(text));
-            WEFT_LOG(WEFT_LOG_WARN, "%s export: giving up after %u attempts: %s", x->log_name,
-                     attempt + 1, text);
-            return WEFT_ETIMEDOUT;
-        }
-        WEFT_LOG(WEFT_LOG_DEBUG, "%s export to %s: retrying in %llu ms", x->log_name, x->where,
-                 (unsigned long long)wait_ms);
-        if (!pause_ms(x, wait_ms)) {
-            return WEFT_ESTATE;
-        }
+    if (atomic_load(&x->is_shut_down)) {
+        set_error(x, "not sent to %s: the exporter was shut down", x->where);
+        return WEFT_ESTATE;
     }
+    if (deadline != 0 && started >= deadline) {
+        set_error(x, "no time left to send to %s", x->where);
+        return WEFT_ETIMEDOUT;
+    }
+    x->req.headers = x->current;
+    x->req.body = data;
+    x->req.body_len = len;
+    x->req.timeout_ms = x->timeout_ms;
+    memset(&retry, 0, sizeof(retry));
+    retry.max_attempts = max_attempts != 0 ? max_attempts : UINT32_MAX;
+    retry.initial_backoff_ms = x->initial_backoff_ms;
+    retry.max_backoff_ms = x->max_backoff_ms;
+    retry.deadline_ns = deadline;
+    retry.budget_ms = x->max_retry_ms;
+    retry.sleep_ms = pause_ms;
+    retry.on_retry = on_retry;
+    retry.user_data = x;
+    err = weft__http_client_perform(x->http, &x->req, &retry, &x->answer);
+    if (r->attempts > 0) {
+        atomic_fetch_add(&x->requests, 1);
+        atomic_fetch_add(&x->bytes_sent, len);
+        atomic_store(&x->last_status, r->failure == WEFT__HTTP_FAIL_NONE ? r->status : 0);
+    }
+    if (r->stop == WEFT__HTTP_STOP_CANCELLED) {
+        return WEFT_ESTATE; /* shut down between attempts; last_error says why it retried */
+    }
+    if (r->failure == WEFT__HTTP_FAIL_ABORTED) {
+        /* Shut down while the request was in flight: keep the reason of an earlier failed
+         * attempt of this export, which is why it was still going at shutdown. */
+        if (r->attempts == 1) {
+            set_error(x, "no answer from %s within %llu ms (stopped at shutdown)", x->where,
+                      (unsigned long long)((weft__monotonic_ns() - started) / 1000000u));
+        }
+        return WEFT_ESTATE;
+    }
+    set_attempt_error(x);
+    if (r->failure == WEFT__HTTP_FAIL_TOO_LARGE) {
+        x->is_failing = true;
+        WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s: the answer is over %u bytes", x->log_name,
+                 x->where, MAX_RESPONSE_BYTES);
+        return WEFT_EIO;
+    }
+    if (err != WEFT_OK && !r->is_retryable) {
+        x->is_failing = true;
+        WEFT_LOG(WEFT_LOG_ERROR, "%s export to %s failed: %s (not retried)", x->log_name, x->where,
+                 r->error);
+        return err == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_EIO;
+    }
+    if (err == WEFT_OK && (r->stop == WEFT__HTTP_STOP_FINAL)) {
+        return final_answer(x, rejected_out);
+    }
+    x->is_failing = true;
+    if (r->stop == WEFT__HTTP_STOP_DEADLINE) {
+        note_retrying(x); /* said before it gives up, as on any retryable failure */
+        weft__otlp_transport_last_error(x, text, sizeof(text));
+        WEFT_LOG(WEFT_LOG_WARN, "%s export: giving up after %u attempts: %s", x->log_name,
+                 r->attempts, text);
+    }
+    return WEFT_ETIMEDOUT; /* retries exhausted, or a probe of the endpoint: one attempt */
 }
 
 weft_err
@@ -825,7 +751,7 @@ weft__otlp_transport_send(struct weft__otlp_transport *t,
         set_error(t, "not sent to %s: the exporter was shut down", t->where);
         return WEFT_ESTATE;
     }
-    curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, t->variant[t->is_json][t->gzip]);
+    t->current = &t->variant[t->is_json][t->gzip];
     if (!t->gzip) {
         return send_request(t, data == NULL ? "" : data, len, deadline, 0, rejected);
     }
@@ -913,9 +839,7 @@ drain_spool(struct weft__otlp_transport *x, uint64_t deadline, size_t max)
         if (err != WEFT_OK) {
             return err;
         }
-        curl_easy_setopt(
-            x->curl, CURLOPT_HTTPHEADER,
-            x->variant[(flags & WEFT__SPOOL_JSON) != 0][(flags & WEFT__SPOOL_GZIP) != 0]);
+        x->current = &x->variant[(flags & WEFT__SPOOL_JSON) != 0][(flags & WEFT__SPOOL_GZIP) != 0];
         err = send_request(x, x->spool_body.data, x->spool_body.len, deadline, 1, &rejected);
         if (err == WEFT_OK) {
             atomic_fetch_add(&x->items_rejected, rejected);
@@ -1019,7 +943,7 @@ weft__otlp_transport_export(struct weft__otlp_transport *t,
             set_error(t, "not sent to %s: the exporter was shut down", t->where);
             err = WEFT_ESTATE;
         } else {
-            curl_easy_setopt(t->curl, CURLOPT_HTTPHEADER, t->variant[t->is_json][t->gzip]);
+            t->current = &t->variant[t->is_json][t->gzip];
             err = send_request(t, data, len, deadline, 0, rejected);
         }
         if (!is_spoolable(err)) {
@@ -1069,6 +993,7 @@ weft__otlp_transport_shutdown(struct weft__otlp_transport *t)
     atomic_store(&t->is_shut_down, true);
     pthread_cond_broadcast(&t->wake);
     pthread_mutex_unlock(&t->lock);
+    weft__http_client_wakeup(t->http); /* cut a request in flight at once */
 }
 
 void
@@ -1077,19 +1002,25 @@ weft__otlp_transport_free(struct weft__otlp_transport *t)
     if (t == NULL) {
         return;
     }
-    if (t->curl != NULL) {
-        curl_easy_cleanup(t->curl);
-    }
-    curl_slist_free_all(t->headers);
+    weft__http_client_free(t->http);
+    weft__http_headers_cleanup(&t->headers);
     for (int json = 0; json < 2; json++) {
         for (int gz = 0; gz < 2; gz++) {
-            curl_slist_free_all(t->variant[json][gz]);
+            weft__http_headers_cleanup(&t->variant[json][gz]);
         }
     }
+    weft__http_response_cleanup(&t->answer);
+    weft__free(t->ca_file);
+    weft__free(t->client_cert);
+    weft__free(t->client_key);
+    if (t->basic_password != NULL) {
+        weft__wipe(t->basic_password, strlen(t->basic_password));
+    }
+    weft__free(t->basic_user);
+    weft__free(t->basic_password);
     weft__spool_close(t->spool);
     weft__buf_cleanup(&t->spool_body);
     weft__buf_cleanup(&t->gz);
-    weft__buf_cleanup(&t->response);
     pthread_cond_destroy(&t->wake);
     pthread_mutex_destroy(&t->lock);
     weft__free(t->url);
@@ -1110,8 +1041,7 @@ weft__otlp_transport_new(const struct weft__otlp_transport_config *cfg,
         return WEFT_EINVAL;
     }
     *out = NULL;
-    pthread_once(&curl_once, curl_init_once);
-    if (!curl_ready) {
+    if (!weft__http_global_init()) {
         return WEFT_EIO;
     }
     t = weft__calloc(1, sizeof(*t));
@@ -1127,7 +1057,7 @@ weft__otlp_transport_new(const struct weft__otlp_transport_config *cfg,
     pthread_cond_init(&t->wake, &attr);
     pthread_condattr_destroy(&attr);
     weft__buf_init(&t->gz, 0);
-    weft__buf_init(&t->response, MAX_RESPONSE_BYTES);
+    weft__http_response_init(&t->answer);
     weft__buf_init(&t->spool_body, 0);
     err = configure(t, cfg, o != NULL ? o : &defaults);
     if (err != WEFT_OK) {

@@ -1,8 +1,8 @@
 /* exporters/otlp_transport.h - the OTLP/HTTP transport shared by the trace, metrics and
  * Langfuse exporters: endpoint and option resolution from the OTEL_EXPORTER_OTLP_* environment,
- * one kept-alive libcurl handle, gzip, and the retry rules of REFERENCE.md (429, 502, 503, 504
- * and connection failures, exponential backoff with full jitter, Retry-After honoured, bounded
- * by the deadline and the retry budget).
+ * gzip, the spool, and the retry rules of REFERENCE.md run by net/http_client (one kept-alive
+ * client; 429, 502, 503, 504 and connection failures, exponential backoff with full jitter,
+ * Retry-After honoured, bounded by the deadline and the retry budget).
  *
  * Threads: send runs on one thread at a time (the exporter's). shutdown may come from any
  * thread: it wakes a retry wait and aborts a request in flight. Header values are never logged.
@@ -110,7 +110,8 @@ void weft__otlp_transport_stats(const struct weft__otlp_transport *t, struct wef
  * (values percent-decoded, members trimmed), to @p headers as "k: v" lines. Malformed members
  * are warned about by @p source (a variable name) and skipped; values are never logged.
  * @return WEFT_OK, WEFT_ENOMEM (the list keeps what was added). Ownership: the lines are new
- * in *headers (curl_slist_free_all). */
+ * in *headers, the list of a struct weft__http_headers (net/http_client.h; free it with
+ * weft__http_headers_cleanup, which wipes the values). */
 weft_err weft__otlp_headers_add(struct curl_slist **headers, const char *list, const char *source);
 
 #endif /* WEFT_EXPORTERS_OTLP_TRANSPORT_H */

@@ -1,4 +1,4 @@
-/* runtime/llm/openai.c - the OpenAI-compatible chat-completions provider over libcurl.
+/* runtime/llm/openai.c - the OpenAI-compatible chat-completions provider over net/http_client.
  *
  * One call is one POST of {model, messages, tools, ...} to {base_url}/chat/completions, retried
  * on 429, 500, 502, 503, 504 and transport failures with exponential backoff and full jitter
@@ -7,15 +7,15 @@
  * final. The answer's first choice becomes a struct llm_response.
  *
  * Invariants:
- * - One curl easy handle per provider, so consecutive calls reuse the connection (keep-alive);
- *   a provider is used by one engine thread at a time (llm.h), so the handle needs no lock.
- * - The API key lives only in the curl header list ("Authorization: Bearer ..."): it is not in
+ * - One HTTP client per provider, so consecutive calls reuse the connection (keep-alive);
+ *   a provider is used by one engine thread at a time (llm.h), so the client needs no lock.
+ * - The API key lives only in the header list ("Authorization: Bearer ..."): it is not in
  *   the struct, never logged, never copied into an error, scrubbed from error messages a server
  *   echoes it in, and zeroed before the list is freed.
  * - Answers are capped at MAX_RESPONSE_BYTES; a bigger one is an unusable answer, and so is
  *   one with a wrong-typed member (content that is not text, tool_calls that is not an array,
  *   token counts that are not integers in [0, 10^12]): never taken as an empty answer.
- * - Error messages never hold request content: they are built from the status, the curl error
+ * - Error messages never hold request content: they are built from the status, libcurl's error
  *   text and the server's error.message only.
  *
  * Why: the engine owns the spans and the error reporting (llm.h), so this file logs only its
@@ -23,17 +23,14 @@
  */
 #include "llm.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 #include "runtime/common/json_type.h"
 
 #include "base/buf.h"
-#include "base/http.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
-#include "tracing/ids.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,7 +44,6 @@
 #define DEFAULT_MAX_RETRIES        3u
 #define DEFAULT_INITIAL_BACKOFF_MS 500u
 #define DEFAULT_MAX_BACKOFF_MS     8000u
-#define AUTH_PREFIX                "Authorization: Bearer "
 
 struct openai {
     char *url;           /* {base_url}/chat/completions */
@@ -56,12 +52,10 @@ struct openai {
     uint32_t initial_backoff_ms;
     uint32_t max_backoff_ms;
     uint64_t generated_ids; /* for tool calls the server sent without an id */
-    CURL *curl;
-    struct curl_slist *headers; /* the only place the API key is kept */
-    struct weft__buf request;   /* the JSON body of the current call */
-    struct weft__buf response;  /* the answer body, capped */
-    weft_err body_err;          /* why on_body stopped the transfer */
-    char retry_after[64];       /* the last Retry-After value */
+    struct weft__http_client *http;
+    struct weft__http_headers headers;   /* the only place the API key is kept */
+    struct weft__buf request;            /* the JSON body of the current call */
+    struct weft__http_response response; /* the answer, its body capped */
 };
 
 static void set_error(struct llm_error *error, const char *type, const char *fmt, ...)
@@ -82,39 +76,15 @@ set_error(struct llm_error *error, const char *type, const char *fmt, ...)
 static const char *
 api_key(const struct openai *x, size_t *len)
 {
-    size_t prefix = strlen(AUTH_PREFIX);
+    static const char bearer[] = "Bearer ";
+    const char *v = weft__http_headers_get(&x->headers, "Authorization");
 
-    for (const struct curl_slist *h = x->headers; h != NULL; h = h->next) {
-        if (strncmp(h->data, AUTH_PREFIX, prefix) == 0) {
-            *len = strlen(h->data + prefix);
-            return *len > 0 ? h->data + prefix : NULL;
-        }
+    if (v == NULL || strncmp(v, bearer, sizeof(bearer) - 1) != 0) {
+        return NULL;
     }
-    return NULL;
-}
-
-static size_t
-on_body(char *data, size_t size, size_t n, void *userdata)
-{
-    struct openai *x = userdata;
-
-    /* A failed append (over the cap, or out of memory) makes curl stop with
-     * CURLE_WRITE_ERROR; body_err says which. */
-    x->body_err = weft__buf_append(&x->response, data, size * n);
-    if (x->body_err != WEFT_OK) {
-        return 0;
-    }
-    return size * n;
-}
-
-static size_t
-on_header(char *data, size_t size, size_t n, void *userdata)
-{
-    struct openai *x = userdata;
-    size_t len = size * n;
-
-    (void)weft__http_header_value(data, len, "Retry-After", x->retry_after, sizeof(x->retry_after));
-    return len;
+    v += sizeof(bearer) - 1;
+    *len = strlen(v);
+    return *len > 0 ? v : NULL;
 }
 
 struct dump_sink {
@@ -174,12 +144,6 @@ build_body(struct openai *x, const struct llm_request *request)
     return WEFT_OK;
 }
 
-static bool
-retryable_status(long status)
-{
-    return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
-}
-
 /* Copy @p src into @p dst (at most @p cap bytes with the NUL) with every occurrence of the API
  * key replaced and control characters made visible, so that an error text a server sends
  * back cannot leak the key or break a log line. */
@@ -217,8 +181,8 @@ http_error(const struct openai *x, long status, unsigned attempts, struct llm_er
     const char *detail = NULL;
     char text[200] = "";
 
-    if (x->response.len > 0) {
-        root = json_loadb(x->response.data, x->response.len, 0, NULL);
+    if (x->response.body.len > 0) {
+        root = json_loadb(x->response.body.data, x->response.body.len, 0, NULL);
     }
     detail = json_string_value(json_object_get(json_object_get(root, "error"), "message"));
     if (detail == NULL) {
@@ -468,15 +432,75 @@ out:
     return err;
 }
 
+/* A failed attempt that will be retried: said at DEBUG only (the engine reports failures). */
 static void
-sleep_ms(uint64_t ms)
+on_retry(void *user_data, const struct weft__http_response *r, uint64_t wait_ms)
 {
-    struct timespec ts;
+    const struct openai *x = user_data;
+    unsigned max_retries = x->max_retries;
 
-    ts.tv_sec = (time_t)(ms / 1000u);
-    ts.tv_nsec = (long)(ms % 1000u) * 1000000L;
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    if (r->failure == WEFT__HTTP_FAIL_NONE) {
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s: HTTP %ld, retry %u of %u in %llu ms", x->provider_name,
+                 r->status, r->attempts, max_retries, (unsigned long long)wait_ms);
+    } else {
+        WEFT_LOG(WEFT_LOG_DEBUG, "%s: %s, retry %u of %u in %llu ms", x->provider_name, r->error,
+                 r->attempts, max_retries, (unsigned long long)wait_ms);
     }
+}
+
+/* The error of a call whose last attempt did not bring a usable 2xx. */
+static weft_err
+call_error(const struct openai *x,
+           const struct llm_request *request,
+           uint64_t deadline,
+           weft_err err,
+           struct llm_error *error)
+{
+    const struct weft__http_response *r = &x->response;
+    unsigned attempts = r->attempts;
+    const char *s = attempts == 1 ? "" : "s";
+
+    if (err == WEFT_ENOMEM) {
+        set_error(error, "out_of_memory", "could not store the answer");
+        return WEFT_ENOMEM;
+    }
+    if (err == WEFT_ELIMIT) {
+        set_error(error, "invalid_response", "the answer is over %u bytes", MAX_RESPONSE_BYTES);
+        return WEFT_EPARSE;
+    }
+    if ((r->failure == WEFT__HTTP_FAIL_TIMEOUT && deadline != 0 &&
+         weft__monotonic_ns() + 1000000u >= deadline) ||
+        (attempts == 0 && r->stop == WEFT__HTTP_STOP_DEADLINE)) {
+        set_error(error, "timeout", "no answer within %u ms (%u attempt%s)",
+                  (unsigned)request->timeout_ms, attempts, s);
+        return WEFT_ETIMEDOUT;
+    }
+    if (err != WEFT_OK && !r->is_retryable) {
+        set_error(error, "connection", "%s (not retried)", r->error);
+        return WEFT_EIO;
+    }
+    if (err == WEFT_OK && !r->is_retryable) {
+        http_error(x, r->status, attempts, error);
+        return WEFT_EHTTP;
+    }
+    if (r->stop == WEFT__HTTP_STOP_DEADLINE) {
+        /* Waiting would have taken us past the deadline: given up now rather than then. */
+        if (err == WEFT_OK) {
+            set_error(error, "timeout",
+                      "HTTP %ld and no time left to retry within %u ms (%u attempt%s)", r->status,
+                      (unsigned)request->timeout_ms, attempts, s);
+        } else {
+            set_error(error, "timeout", "%s and no time left to retry within %u ms", r->error,
+                      (unsigned)request->timeout_ms);
+        }
+        return WEFT_ETIMEDOUT;
+    }
+    if (err != WEFT_OK) {
+        set_error(error, "connection", "%s after %u attempts", r->error, attempts);
+        return WEFT_EIO;
+    }
+    http_error(x, r->status, attempts, error);
+    return WEFT_EHTTP;
 }
 
 static weft_err
@@ -486,12 +510,9 @@ openai_complete(void *self,
                 struct llm_error *error)
 {
     struct openai *x = self;
-    struct weft__rng *rng = weft__thread_rng();
-    uint64_t start = weft__monotonic_ns();
-    uint64_t deadline = 0;
-    uint64_t backoff = x->initial_backoff_ms;
+    struct weft__http_request req;
+    struct weft__http_retry retry;
     struct llm_response parsed;
-    unsigned attempts = 0;
     weft_err err = WEFT_OK;
 
     memset(response, 0, sizeof(*response));
@@ -509,116 +530,43 @@ openai_complete(void *self,
                   "could not encode the request: %s", weft_strerror(err));
         return err;
     }
+    memset(&req, 0, sizeof(req));
+    req.url = x->url;
+    req.headers = &x->headers;
+    req.body = x->request.data;
+    req.body_len = x->request.len;
+    req.has_body = true;
+    req.user_agent = "weft/" WEFT_VERSION;
+    req.max_response_bytes = MAX_RESPONSE_BYTES;
+    req.is_keepalive = true;
+    /* Retried on 429, 500, 502, 503, 504 and transport failures; each attempt gets only the
+     * time left before the request's overall timeout. */
+    memset(&retry, 0, sizeof(retry));
+    retry.max_attempts = x->max_retries + 1;
+    retry.initial_backoff_ms = x->initial_backoff_ms;
+    retry.max_backoff_ms = x->max_backoff_ms;
+    retry.is_500_retryable = true;
+    retry.on_retry = on_retry;
+    retry.user_data = x;
     if (request->timeout_ms != 0) {
-        deadline = start + (uint64_t)request->timeout_ms * 1000000u;
+        retry.deadline_ns = weft__monotonic_ns() + (uint64_t)request->timeout_ms * 1000000u;
     }
-    curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, x->request.data);
-    curl_easy_setopt(x->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->request.len);
-
-    for (;;) {
-        uint64_t now = weft__monotonic_ns();
-        uint64_t wait_ms = 0;
-        uint64_t retry_after = 0;
-        long timeout_ms = 0;
-        long status = 0;
-        CURLcode rc = CURLE_OK;
-
-        if (deadline != 0) {
-            if (now >= deadline) {
-                set_error(error, "timeout", "no answer within %u ms (%u attempt%s)",
-                          (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
-                return WEFT_ETIMEDOUT;
-            }
-            /* Round up so that curl's own timer cannot fire before the overall deadline. */
-            timeout_ms = (long)((deadline - now + 999999u) / 1000000u);
-        }
-        weft__buf_reset(&x->response);
-        x->body_err = WEFT_OK;
-        x->retry_after[0] = '\0';
-        curl_easy_setopt(x->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-        attempts++;
-        rc = curl_easy_perform(x->curl);
-        if (rc == CURLE_OK) {
-            curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-        }
-
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
-            err = weft__llm_openai_parse(x->response.data, x->response.len, &x->generated_ids,
-                                         &parsed, error);
-            if (err != WEFT_OK) {
-                weft__llm_response_cleanup(&parsed);
-                if (err == WEFT_ENOMEM) {
-                    set_error(error, "out_of_memory", "could not store the answer");
-                }
-                return err;
-            }
-            parsed.attempts = attempts;
-            *response = parsed;
-            return WEFT_OK;
-        }
-        if (rc == CURLE_WRITE_ERROR && x->body_err == WEFT_ENOMEM) {
+    err = weft__http_client_perform(x->http, &req, &retry, &x->response);
+    if (err != WEFT_OK || x->response.status < 200 || x->response.status >= 300) {
+        return call_error(x, request, retry.deadline_ns, err, error);
+    }
+    err = weft__llm_openai_parse(x->response.body.data, x->response.body.len, &x->generated_ids,
+                                 &parsed, error);
+    if (err != WEFT_OK) {
+        weft__llm_response_cleanup(&parsed);
+        if (err == WEFT_ENOMEM) {
             set_error(error, "out_of_memory", "could not store the answer");
-            return WEFT_ENOMEM;
         }
-        if (rc == CURLE_WRITE_ERROR) {
-            set_error(error, "invalid_response", "the answer is over %u bytes", MAX_RESPONSE_BYTES);
-            return WEFT_EPARSE;
-        }
-        if (rc == CURLE_OPERATION_TIMEDOUT && deadline != 0 &&
-            weft__monotonic_ns() + 1000000u >= deadline) {
-            set_error(error, "timeout", "no answer within %u ms (%u attempt%s)",
-                      (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
-            return WEFT_ETIMEDOUT;
-        }
-        if (rc != CURLE_OK && !weft__rt_curl_is_retryable(rc)) {
-            set_error(error, "connection", "%s (not retried)", curl_easy_strerror(rc));
-            return WEFT_EIO;
-        }
-        if (rc == CURLE_OK && !retryable_status(status)) {
-            http_error(x, status, attempts, error);
-            return WEFT_EHTTP;
-        }
-        if (attempts > x->max_retries) {
-            if (rc != CURLE_OK) {
-                set_error(error, "connection", "%s after %u attempts", curl_easy_strerror(rc),
-                          attempts);
-                return WEFT_EIO;
-            }
-            http_error(x, status, attempts, error);
-            return WEFT_EHTTP;
-        }
-
-        /* Retryable: full jitter over the current backoff, unless the server said when. */
-        wait_ms = backoff == 0 ? 0 : weft__rng_next(rng) % (backoff + 1);
-        backoff = backoff * 2 > x->max_backoff_ms ? x->max_backoff_ms : backoff * 2;
-        if (rc == CURLE_OK) {
-            retry_after = weft__http_retry_after_ms(x->retry_after);
-            if (retry_after > 0) {
-                wait_ms = retry_after;
-            }
-        }
-        now = weft__monotonic_ns();
-        if (deadline != 0 && (now >= deadline || wait_ms >= (deadline - now) / 1000000u)) {
-            /* Waiting would take us past the deadline: give up now rather than then. */
-            if (rc == CURLE_OK) {
-                set_error(error, "timeout",
-                          "HTTP %ld and no time left to retry within %u ms (%u attempt%s)", status,
-                          (unsigned)request->timeout_ms, attempts, attempts == 1 ? "" : "s");
-            } else {
-                set_error(error, "timeout", "%s and no time left to retry within %u ms",
-                          curl_easy_strerror(rc), (unsigned)request->timeout_ms);
-            }
-            return WEFT_ETIMEDOUT;
-        }
-        if (rc == CURLE_OK) {
-            WEFT_LOG(WEFT_LOG_DEBUG, "%s: HTTP %ld, retry %u of %u in %llu ms", x->provider_name,
-                     status, attempts, x->max_retries, (unsigned long long)wait_ms);
-        } else {
-            WEFT_LOG(WEFT_LOG_DEBUG, "%s: %s, retry %u of %u in %llu ms", x->provider_name,
-                     curl_easy_strerror(rc), attempts, x->max_retries, (unsigned long long)wait_ms);
-        }
-        sleep_ms(wait_ms);
+        return err;
     }
+    parsed.attempts = x->response.attempts;
+    *response = parsed;
+    return WEFT_OK;
 }
 
 static void
@@ -629,12 +577,10 @@ openai_free(void *self)
     if (x == NULL) {
         return;
     }
-    if (x->curl != NULL) {
-        curl_easy_cleanup(x->curl);
-    }
-    weft__rt_curl_free_headers(x->headers);
+    weft__http_client_free(x->http);
+    weft__http_headers_cleanup(&x->headers);
     weft__buf_cleanup(&x->request);
-    weft__buf_cleanup(&x->response);
+    weft__http_response_cleanup(&x->response);
     weft__free(x->url);
     weft__free(x->provider_name);
     weft__free(x);
@@ -677,39 +623,23 @@ configure(struct openai *x, const struct llm_openai_options *o)
         x->max_backoff_ms = x->initial_backoff_ms;
     }
 
-    err = weft__rt_curl_add_header(&x->headers, "Content-Type: application/json");
+    err = weft__http_headers_add(&x->headers, "Content-Type: application/json");
     if (err == WEFT_OK) {
-        err = weft__rt_curl_add_header(&x->headers, "Accept: application/json");
+        err = weft__http_headers_add(&x->headers, "Accept: application/json");
     }
     if (err == WEFT_OK) {
         /* "Expect: 100-continue" would cost a round trip on every large request. */
-        err = weft__rt_curl_add_header(&x->headers, "Expect:");
+        err = weft__http_headers_add(&x->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
-        err = weft__rt_curl_add_bearer(&x->headers, o->api_key);
+        err = weft__http_headers_add_bearer(&x->headers, o->api_key);
     }
     if (err != WEFT_OK) {
         return err;
     }
-
-    x->curl = curl_easy_init();
-    if (x->curl == NULL) {
-        return WEFT_ENOMEM;
-    }
-    curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
-    curl_easy_setopt(x->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, x->headers);
-    curl_easy_setopt(x->curl, CURLOPT_USERAGENT, "weft/" WEFT_VERSION);
-    curl_easy_setopt(x->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(x->curl, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(x->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    /* A redirect would resend the body (and the key) somewhere the user did not configure. */
-    curl_easy_setopt(x->curl, CURLOPT_FOLLOWLOCATION, 0L);
-    return WEFT_OK;
+    /* Redirects are not followed (the client's default): one would resend the body and the
+     * key somewhere the user did not configure. */
+    return weft__http_client_new(&x->http);
 }
 
 weft_err
@@ -728,7 +658,7 @@ weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provid
          strncasecmp(options->base_url, "https://", 8) != 0)) {
         return WEFT_EINVAL;
     }
-    if (!weft__rt_curl_ready()) {
+    if (!weft__http_global_init()) {
         return WEFT_EIO;
     }
     x = weft__calloc(1, sizeof(*x));
@@ -738,7 +668,7 @@ weft__llm_openai_new(const struct llm_openai_options *options, struct llm_provid
         goto fail;
     }
     weft__buf_init(&x->request, MAX_REQUEST_BYTES);
-    weft__buf_init(&x->response, MAX_RESPONSE_BYTES);
+    weft__http_response_init(&x->response);
     err = configure(x, options);
     if (err != WEFT_OK) {
         goto fail;

@@ -1,12 +1,12 @@
 /* runtime/llm/prompts.c - Langfuse prompt management for agent instructions (see prompts.h).
  *
- * One GET per cache miss over libcurl, with Basic auth built by libcurl from the project keys
- * (never logged). The answer is checked for the fields weft needs (type, prompt, version); a
+ * One GET per cache miss through net/http_client, with Basic auth built by libcurl from the project
+ * keys (never logged). The answer is checked for the fields weft needs (type, prompt, version); a
  * malformed answer is a failed fetch, so the cached text or the fallback is used.
  */
 #include "runtime/llm/prompts.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 
 #include "base/buf.h"
 #include "base/env.h"
@@ -14,7 +14,6 @@
 #include "base/mem.h"
 #include "base/time.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +21,7 @@
 
 #define CACHE_SLOTS      64
 #define DEFAULT_TTL_S    60
-#define FETCH_TIMEOUT_MS 5000L
+#define FETCH_TIMEOUT_MS 5000u
 #define MAX_ANSWER_BYTES (1u << 20)
 #define DEFAULT_HOST     "https://cloud.langfuse.com"
 
@@ -132,14 +131,6 @@ cache_put(const char *key, const char *text, int64_t version)
     pthread_mutex_unlock(&cache_lock);
 }
 
-static size_t
-on_answer(char *data, size_t size, size_t n, void *userdata)
-{
-    struct weft__buf *b = userdata;
-
-    return weft__buf_append(b, data, size * n) == WEFT_OK ? size * n : 0;
-}
-
 /* The text of a prompt object: a text prompt's string, or a chat prompt's contents. */
 static char *
 prompt_text(json_t *answer)
@@ -192,13 +183,11 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
     const char *host = weft__env("LANGFUSE_HOST");
     const char *pk = weft__env("LANGFUSE_PUBLIC_KEY");
     const char *sk = weft__env("LANGFUSE_SECRET_KEY");
-    CURL *curl = NULL;
     char *name = NULL;
     char *label = NULL;
     struct weft__buf url;
-    struct weft__buf answer;
-    long status = 0;
-    CURLcode rc = CURLE_OK;
+    struct weft__http_request req;
+    struct weft__http_response answer;
     weft_err result = WEFT_EIO;
 
     if (host == NULL) {
@@ -211,15 +200,11 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
                  ref->name);
         return WEFT_EINVAL;
     }
-    curl = weft__rt_curl_ready() ? curl_easy_init() : NULL;
-    if (curl == NULL) {
-        return WEFT_ENOMEM;
-    }
     weft__buf_init(&url, 0);
-    weft__buf_init(&answer, MAX_ANSWER_BYTES);
-    name = curl_easy_escape(curl, ref->name, 0);
+    weft__http_response_init(&answer);
+    name = weft__http_escape(ref->name);
     if (ref->version == 0) {
-        label = curl_easy_escape(curl, ref->label != NULL ? ref->label : "production", 0);
+        label = weft__http_escape(ref->label != NULL ? ref->label : "production");
     }
     {
         const char *h = host != NULL ? host : DEFAULT_HOST;
@@ -239,43 +224,37 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
         result = WEFT_ENOMEM;
         goto out;
     }
-    curl_easy_setopt(curl, CURLOPT_URL, url.data);
-    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-    curl_easy_setopt(curl, CURLOPT_USERNAME, pk);
-    curl_easy_setopt(curl, CURLOPT_PASSWORD, sk);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, FETCH_TIMEOUT_MS);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft/" WEFT_VERSION_STRING " (prompts)");
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_answer);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-    rc = curl_easy_perform(curl);
-    if (rc != CURLE_OK) {
+    memset(&req, 0, sizeof(req));
+    req.url = url.data;
+    req.basic_user = pk;
+    req.basic_password = sk;
+    req.timeout_ms = FETCH_TIMEOUT_MS;
+    req.max_response_bytes = MAX_ANSWER_BYTES;
+    req.user_agent = "weft/" WEFT_VERSION_STRING " (prompts)";
+    if (weft__http_perform(&req, NULL, &answer) != WEFT_OK) {
         snprintf(err, err_len, "prompt '%s': cannot fetch it from Langfuse: %s", ref->name,
-                 curl_easy_strerror(rc));
+                 answer.error[0] != '\0' ? answer.error : "out of memory");
         goto out;
     }
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    if (status != 200) {
+    if (answer.status != 200) {
         snprintf(err, err_len, "prompt '%s' (%s %s): Langfuse answered HTTP %ld", ref->name,
                  ref->version != 0 ? "version" : "label",
                  ref->version != 0 ? "given" : (ref->label != NULL ? ref->label : "production"),
-                 status);
-        result = status == 404 ? WEFT_ENOTFOUND : WEFT_EHTTP;
+                 answer.status);
+        result = answer.status == 404 ? WEFT_ENOTFOUND : WEFT_EHTTP;
         goto out;
     }
-    result = weft__prompt_parse_answer(answer.data, answer.len, out);
+    result = weft__prompt_parse_answer(answer.body.data, answer.body.len, out);
     if (result == WEFT_EPARSE) {
         snprintf(err, err_len,
                  "prompt '%s': Langfuse's answer has no text prompt or chat messages and version",
                  ref->name);
     }
 out:
-    curl_free(name);
-    curl_free(label);
+    weft__free(name);
+    weft__free(label);
     weft__buf_cleanup(&url);
-    weft__buf_cleanup(&answer);
-    curl_easy_cleanup(curl);
+    weft__http_response_cleanup(&answer);
     return result;
 }
 

@@ -1,16 +1,16 @@
 /* runtime/mcp/http.c - the Streamable HTTP transport (MCP 2025-03-26 and later): every message
  * is a POST to the one endpoint; the answer is a JSON body or an SSE stream.
  *
- * Each POST runs on the calling thread with its own curl easy handle, so calls from several
- * threads overlap; what the answer carries (notifications, server requests, the response) goes
- * to the sink while the transfer runs, so progress arrives as it happens. An SSE stream that
+ * Each POST runs on the calling thread with its own HTTP client (net/http_client), so calls from
+ * several threads overlap; what the answer carries (notifications, server requests, the response)
+ * goes to the sink while the transfer runs, so progress arrives as it happens. An SSE stream that
  * drops before the awaited response came is resumed with GET + Last-Event-ID (at most
  * MAX_RESUMES times) when the server gave event ids. A listener thread keeps the optional
  * standalone GET stream open for messages the server starts itself (list_changed).
  *
  * Headers: Content-Type and Accept per the transport spec, Mcp-Session-Id once the server gave
  * one, MCP-Protocol-Version once negotiated, and the configured headers, which are secrets:
- * they are handed to curl and never logged or copied anywhere else.
+ * they are handed to the client's wiped header lists and never logged or copied anywhere else.
  *
  * Bounds: a JSON body or one SSE event over WEFT__MCP_MAX_MESSAGE ends the transfer as a
  * protocol error; an SSE line is bounded the same way.
@@ -19,7 +19,7 @@
 
 #include "runtime/mcp/transport.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -27,7 +27,6 @@
 #include "base/time.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -88,11 +87,10 @@ xfer_cleanup(struct xfer *x)
     weft__buf_cleanup(&x->data);
 }
 
-static size_t
-on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+static bool
+on_header(const char *ptr, size_t len, void *ud)
 {
     struct xfer *x = ud;
-    size_t len = size * nmemb;
     const char *value = NULL;
     size_t vlen = 0;
 
@@ -125,7 +123,7 @@ on_header(char *ptr, size_t size, size_t nmemb, void *ud)
             }
         }
     }
-    return len;
+    return true;
 }
 
 static void
@@ -197,89 +195,82 @@ sse_feed(struct xfer *x, const char *p, size_t len)
     return true;
 }
 
-static size_t
-on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+static bool
+on_body(const char *ptr, size_t len, void *ud)
 {
     struct xfer *x = ud;
-    size_t len = size * nmemb;
 
     if (x->is_sse) {
         if (!sse_feed(x, ptr, len)) {
             x->is_too_big = true;
-            return 0;
+            return false;
         }
-        return len;
+        return true;
     }
     if (weft__buf_append(&x->body, ptr, len) != WEFT_OK) {
         x->is_too_big = true;
-        return 0;
+        return false;
     }
-    return len;
+    return true;
 }
 
-static int
-on_progress(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_t uln)
+/* Close and the call's deadline cut a transfer short; the client polls no longer than the
+ * time left. */
+static bool
+should_abort(void *ud, uint32_t *poll_ms)
 {
     struct xfer *x = ud;
+    uint64_t now = 0;
 
-    (void)dlt;
-    (void)dln;
-    (void)ult;
-    (void)uln;
     if (atomic_load(&x->h->is_stopping)) {
-        return 1;
+        return true;
     }
-    if (x->deadline != 0 && weft__monotonic_ns() >= x->deadline) {
-        return 1;
+    if (x->deadline == 0) {
+        return false;
     }
-    return 0;
+    now = weft__monotonic_ns();
+    if (now >= x->deadline) {
+        return true;
+    }
+    if ((x->deadline - now) / 1000000u + 1 < *poll_ms) {
+        *poll_ms = (uint32_t)((x->deadline - now) / 1000000u + 1);
+    }
+    return false;
 }
 
-/* The header list of one request. @return NULL on ENOMEM. */
-static struct curl_slist *
-build_headers(struct weft__mcp_http *h, const char *accept, bool has_body, const char *last_id)
+/* The header list of one request (wiped when freed: configured values may be secrets).
+ * @return WEFT_OK, WEFT_ENOMEM. */
+static weft_err
+build_headers(struct weft__mcp_http *h,
+              const char *accept,
+              bool has_body,
+              const char *last_id,
+              struct weft__http_headers *list)
 {
-    struct curl_slist *list = NULL;
-    struct curl_slist *next = NULL;
-    char line[512];
-    bool is_ok = true;
+    weft_err err = weft__http_headers_add_pair(list, "Accept", accept);
 
-    snprintf(line, sizeof(line), "Accept: %s", accept);
-    list = curl_slist_append(NULL, line);
-    is_ok = list != NULL;
-    if (is_ok && has_body) {
-        next = curl_slist_append(list, "Content-Type: application/json");
-        is_ok = next != NULL;
+    if (err == WEFT_OK && has_body) {
+        err = weft__http_headers_add(list, "Content-Type: application/json");
     }
     pthread_mutex_lock(&h->lock);
-    if (is_ok && h->session_id != NULL) {
-        snprintf(line, sizeof(line), "Mcp-Session-Id: %s", h->session_id);
-        next = curl_slist_append(list, line);
-        is_ok = next != NULL;
+    if (err == WEFT_OK && h->session_id != NULL) {
+        err = weft__http_headers_add_pair(list, "Mcp-Session-Id", h->session_id);
     }
-    if (is_ok && h->protocol != NULL) {
-        snprintf(line, sizeof(line), "MCP-Protocol-Version: %s", h->protocol);
-        next = curl_slist_append(list, line);
-        is_ok = next != NULL;
+    if (err == WEFT_OK && h->protocol != NULL) {
+        err = weft__http_headers_add_pair(list, "MCP-Protocol-Version", h->protocol);
     }
     pthread_mutex_unlock(&h->lock);
-    if (is_ok && last_id != NULL && last_id[0] != '\0') {
-        snprintf(line, sizeof(line), "Last-Event-ID: %s", last_id);
-        next = curl_slist_append(list, line);
-        is_ok = next != NULL;
+    if (err == WEFT_OK && last_id != NULL && last_id[0] != '\0') {
+        err = weft__http_headers_add_pair(list, "Last-Event-ID", last_id);
     }
-    for (size_t i = 0; is_ok && i < h->header_count; i++) {
-        next = curl_slist_append(list, h->headers[i]);
-        is_ok = next != NULL;
+    for (size_t i = 0; err == WEFT_OK && i < h->header_count; i++) {
+        err = weft__http_headers_add(list, h->headers[i]);
     }
-    if (!is_ok) {
-        weft__rt_curl_free_headers(list); /* header values may be secrets */
-        return NULL;
-    }
-    return list;
+    return err == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_OK;
 }
 
-/* Run one request. @p method "POST", "GET" or "DELETE". */
+/* Run one request, on a client of its own so that calls from several threads overlap.
+ * @p method "POST", "GET" or "DELETE". */
 static weft_err
 perform(struct xfer *x,
         const char *method,
@@ -291,46 +282,41 @@ perform(struct xfer *x,
         size_t err_len)
 {
     struct weft__mcp_http *h = x->h;
-    CURL *curl = NULL;
-    struct curl_slist *headers = NULL;
-    CURLcode rc = CURLE_OK;
+    struct weft__http_headers headers;
+    struct weft__http_request req;
+    struct weft__http_response resp;
+    weft_err rc = WEFT_OK;
     weft_err result = WEFT_OK;
 
     *status = 0;
-    if (!weft__rt_curl_ready()) {
+    weft__http_headers_init(&headers);
+    weft__http_response_init(&resp);
+    if (!weft__http_global_init()) {
         snprintf(err, err_len, "libcurl could not be initialised");
         return WEFT_EIO;
     }
-    curl = curl_easy_init();
-    headers = build_headers(h,
-                            strcmp(method, "POST") == 0 ? "application/json, text/event-stream"
-                                                        : "text/event-stream",
-                            body != NULL, last_id);
-    if (curl == NULL || headers == NULL) {
+    if (build_headers(h,
+                      strcmp(method, "POST") == 0 ? "application/json, text/event-stream"
+                                                  : "text/event-stream",
+                      body != NULL, last_id, &headers) != WEFT_OK) {
         result = WEFT_ENOMEM;
         goto out;
     }
-    curl_easy_setopt(curl, CURLOPT_URL, h->url);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft-mcp");
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, x);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    if (strcmp(method, "POST") == 0) {
-        curl_easy_setopt(curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    } else if (strcmp(method, "DELETE") == 0) {
-        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
-    }
-    rc = curl_easy_perform(curl);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    memset(&req, 0, sizeof(req));
+    req.method = method;
+    req.url = h->url;
+    req.headers = &headers;
+    req.has_body = strcmp(method, "POST") == 0;
+    req.body = body;
+    req.body_len = body_len;
+    req.user_agent = "weft-mcp";
+    req.connect_timeout_ms = 10000;
+    req.on_header = on_header;
+    req.on_write = on_body; /* JSON bodies and SSE streams are parsed here, as they arrive */
+    req.should_abort = should_abort;
+    req.user_data = x;
+    rc = weft__http_perform(&req, NULL, &resp);
+    *status = resp.status;
     if (x->new_session[0] != '\0') {
         pthread_mutex_lock(&h->lock);
         if (h->session_id == NULL || strcmp(h->session_id, x->new_session) != 0) {
@@ -345,12 +331,12 @@ perform(struct xfer *x,
     if (x->is_too_big) {
         snprintf(err, err_len, "answered a message over %u bytes", (unsigned)WEFT__MCP_MAX_MESSAGE);
         result = WEFT_ELIMIT; /* the call fails as "oversized" (client.c) */
-    } else if (rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_OPERATION_TIMEDOUT) {
+    } else if (resp.failure == WEFT__HTTP_FAIL_ABORTED || resp.failure == WEFT__HTTP_FAIL_TIMEOUT) {
         snprintf(err, err_len, "no answer in time");
         result = WEFT_ETIMEDOUT;
-    } else if (rc != CURLE_OK) {
-        snprintf(err, err_len, "%s", curl_easy_strerror(rc));
-        result = WEFT_EIO;
+    } else if (rc != WEFT_OK) {
+        snprintf(err, err_len, "%s", resp.error[0] != '\0' ? resp.error : weft_strerror(rc));
+        result = rc == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_EIO;
     } else if (*status >= 400) {
         /* The head of the body says why (the SDKs answer a JSON-RPC error with a message). */
         size_t n = x->body.len < 160 ? x->body.len : 160;
@@ -366,10 +352,8 @@ perform(struct xfer *x,
         sse_dispatch(x); /* a stream that ended without the closing blank line */
     }
 out:
-    weft__rt_curl_free_headers(headers);
-    if (curl != NULL) {
-        curl_easy_cleanup(curl);
-    }
+    weft__http_headers_cleanup(&headers);
+    weft__http_response_cleanup(&resp);
     return result;
 }
 
@@ -467,35 +451,25 @@ weft__mcp_http_listen(struct weft__mcp_http *h)
 weft_err
 weft__mcp_http_parse_url(const char *url, char *host, size_t host_len, int *port)
 {
-    CURLU *u = NULL;
-    char *h = NULL;
-    char *p = NULL;
-    char *scheme = NULL;
-    weft_err result = WEFT_OK;
+    struct weft__http_url u;
+    weft_err result = weft__http_url_parse(url, false, &u);
 
-    u = weft__rt_curl_ready() ? curl_url() : NULL;
-    if (u == NULL) {
-        return WEFT_ENOMEM;
+    if (result == WEFT_ENOMEM) {
+        return result;
     }
-    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &p, CURLU_DEFAULT_PORT) != CURLUE_OK ||
-        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+    if (result != WEFT_OK || u.scheme == NULL || u.host == NULL || u.port == NULL ||
+        (strcmp(u.scheme, "http") != 0 && strcmp(u.scheme, "https") != 0)) {
         result = WEFT_EINVAL;
-    } else if (h[0] == '[') {
+    } else if (u.host[0] == '[') {
         /* An IPv6 literal comes back in brackets; server.address wants the bare address. */
-        size_t n = strlen(h);
-        snprintf(host, host_len, "%.*s", (int)(n > 2 ? n - 2 : 0), h + 1);
-        *port = atoi(p);
+        size_t n = strlen(u.host);
+        snprintf(host, host_len, "%.*s", (int)(n > 2 ? n - 2 : 0), u.host + 1);
+        *port = atoi(u.port);
     } else {
-        snprintf(host, host_len, "%s", h);
-        *port = atoi(p);
+        snprintf(host, host_len, "%s", u.host);
+        *port = atoi(u.port);
     }
-    curl_free(scheme);
-    curl_free(h);
-    curl_free(p);
-    curl_url_cleanup(u);
+    weft__http_url_cleanup(&u);
     return result;
 }
 

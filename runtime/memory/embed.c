@@ -1,12 +1,12 @@
 /* runtime/memory/embed.c - the OpenAI-compatible embeddings client (embed.h).
  *
  * Invariants:
- * - One curl easy handle per client, used under the client's mutex, so consecutive calls
- *   reuse the connection and two threads never share a transfer.
+ * - One HTTP client (net/http_client) per embedder, used under the embedder's mutex, so
+ *   consecutive calls reuse the connection and two threads never share a transfer.
  * - The API key is only in the header list ("Authorization: Bearer ..."), built in an exactly
- *   sized buffer that is wiped once curl has its copy; the list is wiped before it is freed.
+ *   sized buffer that is wiped once the list has its copy; the list is wiped before it is freed.
  * - Answers are capped at MAX_RESPONSE_BYTES (a 8,192-float vector is about 200 KB of JSON).
- * - Error messages hold the status and curl's error text only: a server that echoes the key
+ * - Error messages hold the status and libcurl's error text only: a server that echoes the key
  *   in its error body cannot get it into a log or a span.
  * - Without a configured length, the first vector fixes the length for the client's life: a
  *   later vector of another length is an error (the endpoint changed its model behind the
@@ -14,12 +14,11 @@
  */
 #include "runtime/memory/embed.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -35,10 +34,10 @@
 
 struct rt_embedder {
     pthread_mutex_t lock;
-    CURL *curl;
-    struct curl_slist *headers; /* the only place the API key is kept */
-    char *url;                  /* {base_url}/embeddings */
-    char *endpoint;             /* url without user, password or query: for logs */
+    struct weft__http_client *http;
+    struct weft__http_headers headers; /* the only place the API key is kept */
+    char *url;                         /* {base_url}/embeddings */
+    char *endpoint;                    /* url without user, password or query: for logs */
     char *host;
     unsigned port;
     char *model;
@@ -46,8 +45,7 @@ struct rt_embedder {
     size_t dimensions; /* configured, or fixed by the first answer; 0: not yet */
     bool is_configured_dims;
     struct weft__buf request;
-    struct weft__buf response;
-    weft_err body_err;
+    struct weft__http_response response;
 };
 
 static void set_error(struct rt_embed_error *e, const char *type, const char *fmt, ...)
@@ -62,15 +60,6 @@ set_error(struct rt_embed_error *e, const char *type, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
-}
-
-static size_t
-on_body(char *data, size_t size, size_t n, void *userdata)
-{
-    struct rt_embedder *e = userdata;
-
-    e->body_err = weft__buf_append(&e->response, data, size * n);
-    return e->body_err == WEFT_OK ? size * n : 0;
 }
 
 void
@@ -188,7 +177,7 @@ build_body(struct rt_embedder *e, const char *text)
 static weft_err
 take_answer(struct rt_embedder *e, struct rt_embedding *out, struct rt_embed_error *error)
 {
-    weft_err err = weft__rt_embed_parse(e->response.data, e->response.len, out, error);
+    weft_err err = weft__rt_embed_parse(e->response.body.data, e->response.body.len, out, error);
 
     if (err != WEFT_OK) {
         return err;
@@ -206,33 +195,37 @@ take_answer(struct rt_embedder *e, struct rt_embedding *out, struct rt_embed_err
 static weft_err
 perform(struct rt_embedder *e, struct rt_embedding *out, struct rt_embed_error *error)
 {
-    long status = 0;
-    CURLcode rc = CURLE_OK;
+    struct weft__http_request req;
+    weft_err err = WEFT_OK;
 
-    weft__buf_reset(&e->response);
-    e->body_err = WEFT_OK;
-    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, e->request.data);
-    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(e->request.len - 1));
-    rc = curl_easy_perform(e->curl);
-    if (rc == CURLE_WRITE_ERROR) {
-        set_error(error, e->body_err == WEFT_ENOMEM ? "out_of_memory" : "invalid_response",
+    memset(&req, 0, sizeof(req));
+    req.url = e->url;
+    req.headers = &e->headers;
+    req.body = e->request.data;
+    req.body_len = e->request.len - 1;
+    req.has_body = true;
+    req.user_agent = "weft/" WEFT_VERSION;
+    req.timeout_ms = e->timeout_ms;
+    req.max_response_bytes = MAX_RESPONSE_BYTES;
+    err = weft__http_client_perform(e->http, &req, NULL, &e->response);
+    if (err == WEFT_ELIMIT || err == WEFT_ENOMEM) {
+        set_error(error, err == WEFT_ENOMEM ? "out_of_memory" : "invalid_response",
                   "the answer is over %u bytes or could not be stored", MAX_RESPONSE_BYTES);
-        return e->body_err == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_EPARSE;
+        return err == WEFT_ENOMEM ? WEFT_ENOMEM : WEFT_EPARSE;
     }
-    if (rc == CURLE_OPERATION_TIMEDOUT) {
+    if (err == WEFT_ETIMEDOUT) {
         set_error(error, "timeout", "no answer within %u ms", (unsigned)e->timeout_ms);
         return WEFT_ETIMEDOUT;
     }
-    if (rc != CURLE_OK) {
-        set_error(error, "connection", "%s", curl_easy_strerror(rc));
+    if (err != WEFT_OK) {
+        set_error(error, "connection", "%s", e->response.error);
         return WEFT_EIO;
     }
-    curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (status < 200 || status >= 300) {
+    if (e->response.status < 200 || e->response.status >= 300) {
         char type[16];
 
-        snprintf(type, sizeof(type), "%ld", status);
-        set_error(error, type, "HTTP %ld", status);
+        snprintf(type, sizeof(type), "%ld", e->response.status);
+        set_error(error, type, "HTTP %ld", e->response.status);
         return WEFT_EHTTP;
     }
     return take_answer(e, out, error);
@@ -269,42 +262,32 @@ static weft_err
 set_url(struct rt_embedder *e, const char *base)
 {
     size_t len = strlen(base);
-    CURLU *u = curl_url();
-    char *scheme = NULL;
-    char *host = NULL;
-    char *path = NULL;
-    char *port = NULL;
+    struct weft__http_url u;
     struct weft__buf b;
     weft_err err = WEFT_ENOMEM;
 
+    memset(&u, 0, sizeof(u));
     len -= len > 0 && base[len - 1] == '/' ? 1 : 0;
     weft__buf_init(&b, 0);
-    if (u != NULL && weft__buf_printf(&b, "%.*s/embeddings", (int)len, base) == WEFT_OK) {
+    if (weft__buf_printf(&b, "%.*s/embeddings", (int)len, base) == WEFT_OK) {
         e->url = b.data;
-        err = curl_url_set(u, CURLUPART_URL, e->url, 0) == CURLUE_OK ? WEFT_OK : WEFT_EINVAL;
+        err = weft__http_url_parse(e->url, false, &u);
     }
     if (err == WEFT_OK &&
-        (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-         curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK ||
-         curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)) {
+        (u.scheme == NULL || u.host == NULL || u.path == NULL || u.port == NULL)) {
         err = WEFT_EINVAL;
     }
     if (err == WEFT_OK) {
         struct weft__buf ep;
 
         weft__buf_init(&ep, 0);
-        e->port = (unsigned)strtoul(port, NULL, 10);
-        e->host = weft__strdup(host);
-        err = weft__buf_printf(&ep, "%s://%s:%u%s", scheme, host, e->port, path);
+        e->port = (unsigned)strtoul(u.port, NULL, 10);
+        e->host = weft__strdup(u.host);
+        err = weft__buf_printf(&ep, "%s://%s:%u%s", u.scheme, u.host, e->port, u.path);
         e->endpoint = ep.data;
         err = e->host == NULL || e->endpoint == NULL ? WEFT_ENOMEM : err;
     }
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(path);
-    curl_free(port);
-    curl_url_cleanup(u);
+    weft__http_url_cleanup(&u);
     return err;
 }
 
@@ -319,30 +302,20 @@ configure(struct rt_embedder *e, const struct rt_embedder_options *o)
     e->dimensions = o->dimensions;
     e->is_configured_dims = o->dimensions != 0;
     if (err == WEFT_OK) {
-        err = weft__rt_curl_add_header(&e->headers, "Content-Type: application/json");
+        err = weft__http_headers_add(&e->headers, "Content-Type: application/json");
     }
     if (err == WEFT_OK) {
-        err = weft__rt_curl_add_header(&e->headers, "Expect:");
+        err = weft__http_headers_add(&e->headers, "Expect:");
     }
     if (err == WEFT_OK && o->api_key != NULL && o->api_key[0] != '\0') {
-        err = weft__rt_curl_add_bearer(&e->headers, o->api_key);
+        err = weft__http_headers_add_bearer(&e->headers, o->api_key);
     }
-    e->curl = err == WEFT_OK ? curl_easy_init() : NULL;
-    if (e->curl == NULL) {
-        return err != WEFT_OK ? err : WEFT_ENOMEM;
+    if (err == WEFT_OK) {
+        /* Redirects are not followed (the client's default): one would resend the text and
+         * the key somewhere the user did not configure. */
+        err = weft__http_client_new(&e->http);
     }
-    curl_easy_setopt(e->curl, CURLOPT_URL, e->url);
-    curl_easy_setopt(e->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->headers);
-    curl_easy_setopt(e->curl, CURLOPT_USERAGENT, "weft/" WEFT_VERSION);
-    curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-    curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
-    curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    /* A redirect would resend the text (and the key) somewhere the user did not configure. */
-    curl_easy_setopt(e->curl, CURLOPT_FOLLOWLOCATION, 0L);
-    return WEFT_OK;
+    return err;
 }
 
 weft_err
@@ -360,7 +333,7 @@ weft__rt_embedder_new(const struct rt_embedder_options *o, struct rt_embedder **
          strncasecmp(o->base_url, "https://", 8) != 0)) {
         return WEFT_EINVAL;
     }
-    if (!weft__rt_curl_ready()) {
+    if (!weft__http_global_init()) {
         return WEFT_EIO;
     }
     e = weft__calloc(1, sizeof(*e));
@@ -369,7 +342,7 @@ weft__rt_embedder_new(const struct rt_embedder_options *o, struct rt_embedder **
     }
     pthread_mutex_init(&e->lock, NULL);
     weft__buf_init(&e->request, 0);
-    weft__buf_init(&e->response, MAX_RESPONSE_BYTES);
+    weft__http_response_init(&e->response);
     err = configure(e, o);
     if (err != WEFT_OK) {
         weft__rt_embedder_free(e);
@@ -385,12 +358,10 @@ weft__rt_embedder_free(struct rt_embedder *e)
     if (e == NULL) {
         return;
     }
-    if (e->curl != NULL) {
-        curl_easy_cleanup(e->curl);
-    }
-    weft__rt_curl_free_headers(e->headers);
+    weft__http_client_free(e->http);
+    weft__http_headers_cleanup(&e->headers);
     weft__buf_cleanup(&e->request);
-    weft__buf_cleanup(&e->response);
+    weft__http_response_cleanup(&e->response);
     weft__free(e->url);
     weft__free(e->endpoint);
     weft__free(e->host);

@@ -6,28 +6,26 @@
  * nothing but libcurl. The queue is a ring of at most queue_cap bodies under one mutex that is
  * never held across network I/O, so a post waits at most for another post or a pop.
  *
- * The sender drives its easy handle through a private multi handle instead of
- * curl_easy_perform(): curl_multi_poll() can be interrupted by curl_multi_wakeup() from
- * weft__rt_webhook_free(), so a request waiting on a slow server is cut at the drain bound instead
- * of at the next progress callback (up to a second later). Backoff waits sleep on a condition
- * variable (monotonic clock) that weft__rt_webhook_free() broadcasts.
+ * The sender sends through net/http_client, whose transfers can be woken from another thread
+ * (weft__http_client_wakeup() from weft__rt_webhook_free()), so a request waiting on a slow
+ * server is cut at the drain bound instead of up to a second later. Backoff waits (the
+ * client's retry policy with this file's sleep hook) sleep on a condition variable (monotonic
+ * clock) that weft__rt_webhook_free() broadcasts.
  *
  * Invariants: count <= cap; queue[(head + i) % cap] for i < count are owned bodies; the stats
- * and the drain fields change only under lock; is_failing, rng, retry_after and answer belong
+ * and the drain fields change only under lock; is_failing and answer belong
  * to the sender thread alone.
  */
 #include "runtime/observe/webhook.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 
 #include "base/buf.h"
-#include "base/http.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
 #include "base/utf8.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -38,7 +36,7 @@
 
 #define MAX_FIELD_BYTES 2048 /* longer alert text is cut (on a UTF-8 boundary) */
 #define ANSWER_SNIPPET  200  /* bytes of a failed answer kept for the log */
-#define POLL_SLICE_MS   1000 /* longest curl_multi_poll() without re-checking the drain */
+#define POLL_SLICE_MS   1000 /* longest wait on the sockets without re-checking the drain */
 
 enum outcome { SENT, FAILED, UNSENT };
 
@@ -51,9 +49,8 @@ struct rt_webhook {
     uint32_t max_retries;
     uint32_t initial_backoff_ms;
     uint32_t max_backoff_ms;
-    struct curl_slist *headers;
-    CURL *easy;
-    CURLM *multi;
+    struct weft__http_headers headers;
+    struct weft__http_client *http;
     pthread_t thread;
     bool has_thread;
 
@@ -72,10 +69,7 @@ struct rt_webhook {
     /* Sender thread only. */
     bool is_failing; /* a failure was logged; reset (and logged) by the next success */
     uint64_t failures_since_log;
-    uint64_t rng;
-    char retry_after[64];
-    char answer[ANSWER_SNIPPET + 1];
-    size_t answer_len;
+    struct weft__http_response answer; /* the last answer, its body cut to ANSWER_SNIPPET */
 };
 
 /* ---- configuration ---------------------------------------------------------------------- */
@@ -398,34 +392,10 @@ out:
 
 /* ---- delivery (sender thread) ------------------------------------------------------------ */
 
-static size_t
-on_answer(char *data, size_t size, size_t n, void *userdata)
-{
-    struct rt_webhook *wh = userdata;
-    size_t len = size * n;
-    size_t room = ANSWER_SNIPPET - wh->answer_len;
-    size_t take = len < room ? len : room;
-
-    memcpy(wh->answer + wh->answer_len, data, take);
-    wh->answer_len += take;
-    return len;
-}
-
-static size_t
-on_header(char *data, size_t size, size_t n, void *userdata)
-{
-    struct rt_webhook *wh = userdata;
-    size_t len = size * n;
-
-    (void)weft__http_header_value(data, len, "Retry-After", wh->retry_after,
-                                  sizeof(wh->retry_after));
-    return len;
-}
-
 /* How long the sender may block before it must look at the drain deadline again.
  * @return false when the drain deadline has passed. */
 static bool
-time_left_ms(struct rt_webhook *wh, int *out)
+time_left_ms(struct rt_webhook *wh, uint32_t *out)
 {
     bool is_alive = true;
 
@@ -438,7 +408,7 @@ time_left_ms(struct rt_webhook *wh, int *out)
         } else {
             uint64_t left = (wh->drain_deadline_ns - now + 999999u) / 1000000u;
             if (left < (uint64_t)*out) {
-                *out = (int)left;
+                *out = (uint32_t)left;
             }
         }
     }
@@ -446,65 +416,11 @@ time_left_ms(struct rt_webhook *wh, int *out)
     return is_alive;
 }
 
-/* One POST of @p body. *is_cut: the drain deadline cut the request short. */
-static CURLcode
-perform(struct rt_webhook *wh, const char *body, long *status, bool *is_cut)
-{
-    CURLcode rc = CURLE_GOT_NOTHING;
-    CURLMcode mc = CURLM_OK;
-    bool is_done = false;
-    int running = 1;
-    int wait_ms = 0;
-
-    *status = 0;
-    *is_cut = false;
-    wh->retry_after[0] = '\0';
-    wh->answer_len = 0;
-    curl_easy_setopt(wh->easy, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(wh->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    if (curl_multi_add_handle(wh->multi, wh->easy) != CURLM_OK) {
-        return CURLE_OUT_OF_MEMORY;
-    }
-    for (;;) {
-        mc = curl_multi_perform(wh->multi, &running);
-        if (mc != CURLM_OK || running == 0) {
-            break;
-        }
-        if (!time_left_ms(wh, &wait_ms)) {
-            *is_cut = true;
-            break;
-        }
-        /* Returns on socket activity, curl's own timers, or weft__rt_webhook_free()'s wakeup. */
-        mc = curl_multi_poll(wh->multi, NULL, 0, wait_ms, NULL);
-        if (mc != CURLM_OK) {
-            break;
-        }
-    }
-    if (!*is_cut) {
-        CURLMsg *msg = NULL;
-        int left = 0;
-
-        while ((msg = curl_multi_info_read(wh->multi, &left)) != NULL) {
-            if (msg->msg == CURLMSG_DONE && msg->easy_handle == wh->easy) {
-                rc = msg->data.result;
-                is_done = true;
-            }
-        }
-        if (!is_done && mc != CURLM_OK) {
-            rc = CURLE_OUT_OF_MEMORY;
-        }
-    }
-    curl_multi_remove_handle(wh->multi, wh->easy);
-    if (is_done && rc == CURLE_OK) {
-        curl_easy_getinfo(wh->easy, CURLINFO_RESPONSE_CODE, status);
-    }
-    return rc;
-}
-
+/* The client's should_abort hook: the drain deadline cuts a request short. */
 static bool
-is_retryable_status(long status)
+is_cut(void *user_data, uint32_t *poll_ms)
 {
-    return status == 429 || status == 502 || status == 503 || status == 504;
+    return !time_left_ms(user_data, poll_ms);
 }
 
 /* Sleep until @p until_ns (monotonic) or until the drain makes the wait pointless.
@@ -532,29 +448,11 @@ pause_until(struct rt_webhook *wh, uint64_t until_ns)
     return is_alive;
 }
 
-static uint64_t
-next_random(struct rt_webhook *wh)
-{
-    /* xorshift64*: jitter only needs to decorrelate clients, not to be unpredictable. */
-    wh->rng ^= wh->rng >> 12;
-    wh->rng ^= wh->rng << 25;
-    wh->rng ^= wh->rng >> 27;
-    return wh->rng * 2685821657736338717ull;
-}
-
-/* A wait drawn from [b/2, b]: never a burst of immediate retries, still spread out. */
-static uint64_t
-jitter_ms(struct rt_webhook *wh, uint64_t b)
-{
-    uint64_t half = b / 2;
-
-    return half + next_random(wh) % (b - half + 1);
-}
-
 /* Log the first failure of a run of failures; the rest are only counted. */
 static void
-note_failure(struct rt_webhook *wh, CURLcode rc, long status, unsigned attempts)
+note_failure(struct rt_webhook *wh)
 {
+    const struct weft__http_response *r = &wh->answer;
     char snippet[ANSWER_SNIPPET + 1];
 
     wh->failures_since_log++;
@@ -562,23 +460,23 @@ note_failure(struct rt_webhook *wh, CURLcode rc, long status, unsigned attempts)
         return;
     }
     wh->is_failing = true;
-    if (rc != CURLE_OK) {
+    if (r->failure != WEFT__HTTP_FAIL_NONE) {
         WEFT_LOG(WEFT_LOG_ERROR,
                  "webhook %s: alert not delivered after %u attempt(s): %s; further failures are "
                  "counted, not logged, until one succeeds",
-                 wh->log_url, attempts, curl_easy_strerror(rc));
+                 wh->log_url, r->attempts, r->error);
         return;
     }
-    for (size_t i = 0; i < wh->answer_len; i++) {
-        char c = wh->answer[i];
+    for (size_t i = 0; i < r->body.len; i++) {
+        char c = r->body.data[i];
         snippet[i] = (c >= 0x20 && c < 0x7f) ? c : '.';
     }
-    snippet[wh->answer_len] = '\0';
+    snippet[r->body.len] = '\0';
     WEFT_LOG(WEFT_LOG_ERROR,
              "webhook %s: alert not delivered after %u attempt(s): HTTP %ld%s: %s; further "
              "failures are counted, not logged, until one succeeds",
-             wh->log_url, attempts, status, is_retryable_status(status) ? "" : " (not retried)",
-             snippet);
+             wh->log_url, r->attempts, r->status,
+             weft__http_status_is_retryable(r->status, false) ? "" : " (not retried)", snippet);
 }
 
 static void
@@ -592,52 +490,70 @@ note_success(struct rt_webhook *wh)
     wh->failures_since_log = 0;
 }
 
+/* The retry policy's hooks: a retry is counted and said at DEBUG; a backoff wait that would
+ * end past the drain deadline gives the alert up. */
+static void
+on_retry(void *user_data, const struct weft__http_response *r, uint64_t wait_ms)
+{
+    struct rt_webhook *wh = user_data;
+
+    pthread_mutex_lock(&wh->lock);
+    wh->stats.retries++;
+    pthread_mutex_unlock(&wh->lock);
+    WEFT_LOG(WEFT_LOG_DEBUG, "webhook %s: %s; retrying in %llu ms", wh->log_url,
+             r->failure != WEFT__HTTP_FAIL_NONE ? r->error : "retryable HTTP status",
+             (unsigned long long)wait_ms);
+}
+
+static bool
+sleep_ms(void *user_data, uint64_t ms)
+{
+    return pause_until(user_data, weft__monotonic_ns() + ms * 1000000u);
+}
+
 static enum outcome
 deliver(struct rt_webhook *wh, const char *body)
 {
-    uint64_t backoff = wh->initial_backoff_ms;
+    struct weft__http_request req;
+    struct weft__http_retry retry;
+    weft_err err = WEFT_OK;
 
-    for (unsigned attempt = 0;; attempt++) {
-        long status = 0;
-        bool is_cut = false;
-        bool is_retryable = false;
-        uint64_t wait_ms = 0;
-        CURLcode rc = CURLE_OK;
-
-        if (attempt > 0) {
-            pthread_mutex_lock(&wh->lock);
-            wh->stats.retries++;
-            pthread_mutex_unlock(&wh->lock);
-        }
-        rc = perform(wh, body, &status, &is_cut);
-        if (is_cut) {
-            return UNSENT;
-        }
-        if (rc == CURLE_OK && status >= 200 && status < 300) {
-            note_success(wh);
-            return SENT;
-        }
-        is_retryable =
-            rc != CURLE_OK ? weft__rt_curl_is_retryable(rc) : is_retryable_status(status);
-        if (!is_retryable || attempt >= wh->max_retries) {
-            note_failure(wh, rc, status, attempt + 1);
-            return FAILED;
-        }
-        wait_ms = jitter_ms(wh, backoff);
-        backoff = backoff * 2 > wh->max_backoff_ms ? wh->max_backoff_ms : backoff * 2;
-        if (rc == CURLE_OK && (status == 429 || status == 503)) {
-            uint64_t ra = weft__http_retry_after_ms(wh->retry_after);
-            if (ra > 0) {
-                wait_ms = ra < RT_WEBHOOK_MAX_RETRY_AFTER_MS ? ra : RT_WEBHOOK_MAX_RETRY_AFTER_MS;
-            }
-        }
-        WEFT_LOG(WEFT_LOG_DEBUG, "webhook %s: %s; retrying in %llu ms", wh->log_url,
-                 rc != CURLE_OK ? curl_easy_strerror(rc) : "retryable HTTP status",
-                 (unsigned long long)wait_ms);
-        if (!pause_until(wh, weft__monotonic_ns() + wait_ms * 1000000u)) {
-            return UNSENT;
-        }
+    memset(&req, 0, sizeof(req));
+    req.url = wh->url;
+    req.headers = &wh->headers;
+    req.body = body;
+    req.body_len = strlen(body);
+    req.has_body = true;
+    req.user_agent = "weft/" WEFT_VERSION_STRING " (webhook)";
+    req.timeout_ms = wh->timeout_ms;
+    req.max_response_bytes = ANSWER_SNIPPET; /* kept for the log line of a failure */
+    req.is_truncate_ok = true;
+    req.is_keepalive = true;
+    req.should_abort = is_cut;
+    req.user_data = wh;
+    /* Waits drawn from [b/2, b]: never a burst of immediate retries, still spread out. The
+     * server's Retry-After counts on 429 and 503 only, and no more than the cap. */
+    memset(&retry, 0, sizeof(retry));
+    retry.max_attempts = wh->max_retries + 1;
+    retry.initial_backoff_ms = wh->initial_backoff_ms;
+    retry.max_backoff_ms = wh->max_backoff_ms;
+    retry.is_half_jitter = true;
+    retry.is_retry_after_503_429 = true;
+    retry.retry_after_max_ms = RT_WEBHOOK_MAX_RETRY_AFTER_MS;
+    retry.sleep_ms = sleep_ms;
+    retry.on_retry = on_retry;
+    retry.user_data = wh;
+    err = weft__http_client_perform(wh->http, &req, &retry, &wh->answer);
+    if (wh->answer.failure == WEFT__HTTP_FAIL_ABORTED ||
+        wh->answer.stop == WEFT__HTTP_STOP_CANCELLED) {
+        return UNSENT;
     }
+    if (err == WEFT_OK && wh->answer.status >= 200 && wh->answer.status < 300) {
+        note_success(wh);
+        return SENT;
+    }
+    note_failure(wh);
+    return FAILED;
 }
 
 static void *
@@ -699,13 +615,9 @@ destroy(struct rt_webhook *wh)
             weft__free(wh->queue[(wh->head + i) % wh->cap]);
         }
     }
-    if (wh->multi != NULL) {
-        curl_multi_cleanup(wh->multi);
-    }
-    if (wh->easy != NULL) {
-        curl_easy_cleanup(wh->easy);
-    }
-    curl_slist_free_all(wh->headers);
+    weft__http_client_free(wh->http);
+    weft__http_headers_cleanup(&wh->headers);
+    weft__http_response_cleanup(&wh->answer);
     pthread_cond_destroy(&wh->wake);
     pthread_mutex_destroy(&wh->lock);
     weft__free(wh->queue);
@@ -715,39 +627,22 @@ destroy(struct rt_webhook *wh)
 }
 
 static weft_err
-setup_curl(struct rt_webhook *wh, const struct rt_webhook_config *cfg)
+setup_http(struct rt_webhook *wh, const struct rt_webhook_config *cfg)
 {
     weft_err err = WEFT_OK;
 
-    err = weft__rt_curl_add_header(&wh->headers, "Content-Type: application/json");
+    err = weft__http_headers_add(&wh->headers, "Content-Type: application/json");
     /* "Expect: 100-continue" would cost a round trip per alert. */
     if (err == WEFT_OK) {
-        err = weft__rt_curl_add_header(&wh->headers, "Expect:");
+        err = weft__http_headers_add(&wh->headers, "Expect:");
     }
     for (size_t i = 0; err == WEFT_OK && i < cfg->header_count; i++) {
-        err = weft__rt_curl_add_header(&wh->headers, cfg->headers[i]);
+        err = weft__http_headers_add(&wh->headers, cfg->headers[i]);
     }
     if (err != WEFT_OK) {
         return err;
     }
-    wh->easy = curl_easy_init();
-    wh->multi = curl_multi_init();
-    if (wh->easy == NULL || wh->multi == NULL) {
-        return WEFT_ENOMEM;
-    }
-    curl_easy_setopt(wh->easy, CURLOPT_URL, wh->url);
-    curl_easy_setopt(wh->easy, CURLOPT_POST, 1L);
-    curl_easy_setopt(wh->easy, CURLOPT_HTTPHEADER, wh->headers);
-    curl_easy_setopt(wh->easy, CURLOPT_USERAGENT, "weft/" WEFT_VERSION_STRING " (webhook)");
-    curl_easy_setopt(wh->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(wh->easy, CURLOPT_TIMEOUT_MS, (long)wh->timeout_ms);
-    curl_easy_setopt(wh->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(wh->easy, CURLOPT_WRITEFUNCTION, on_answer);
-    curl_easy_setopt(wh->easy, CURLOPT_WRITEDATA, wh);
-    curl_easy_setopt(wh->easy, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(wh->easy, CURLOPT_HEADERDATA, wh);
-    curl_easy_setopt(wh->easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    return WEFT_OK;
+    return weft__http_client_new(&wh->http);
 }
 
 weft_err
@@ -768,7 +663,7 @@ weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **ou
     if (err != WEFT_OK) {
         return err;
     }
-    if (!weft__rt_curl_ready()) {
+    if (!weft__http_global_init()) {
         WEFT_LOG(WEFT_LOG_ERROR, "webhook: libcurl could not be initialised");
         return WEFT_EIO;
     }
@@ -794,7 +689,7 @@ weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **ou
     if (wh->max_backoff_ms < wh->initial_backoff_ms) {
         wh->max_backoff_ms = wh->initial_backoff_ms;
     }
-    wh->rng = weft__monotonic_ns() ^ ((uint64_t)(uintptr_t)wh << 16) ^ 0x9e3779b97f4a7c15ull;
+    weft__http_response_init(&wh->answer);
     make_log_url(wh->log_url, sizeof(wh->log_url), cfg->url);
     wh->url = weft__strdup(cfg->url);
     wh->queue = weft__calloc(wh->cap, sizeof(*wh->queue));
@@ -809,7 +704,7 @@ weft__rt_webhook_new(const struct rt_webhook_config *cfg, struct rt_webhook **ou
             goto fail;
         }
     }
-    err = setup_curl(wh, cfg);
+    err = setup_http(wh, cfg);
     if (err != WEFT_OK) {
         goto fail;
     }
@@ -897,8 +792,8 @@ weft__rt_webhook_free(struct rt_webhook *wh, uint32_t drain_ms)
         wh->drain_deadline_ns = weft__monotonic_ns() + (uint64_t)drain_ms * 1000000u;
         pthread_cond_broadcast(&wh->wake);
         pthread_mutex_unlock(&wh->lock);
-        /* Cut a curl_multi_poll() short; harmless when the sender is elsewhere. */
-        curl_multi_wakeup(wh->multi);
+        /* Cut a request's poll short; harmless when the sender is elsewhere. */
+        weft__http_client_wakeup(wh->http);
         pthread_join(wh->thread, NULL);
         unsent = wh->unsent;
     }

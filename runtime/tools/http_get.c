@@ -1,10 +1,10 @@
 /* runtime/tools/http_get.c - the http_get tool: GET a URL whose host is on the tool's
  * allowlist.
  *
- * The host is taken from the URL as libcurl parses it (curl_url), and the same parsed handle
- * is what the transfer uses (CURLOPT_CURLU), so the host judged is the host curl connects to:
- * userinfo tricks ("http://allowed@evil/") and odd spellings (numeric IPv4 forms, which curl
- * normalises) cannot make the two disagree. URLs with credentials are refused outright.
+ * The host is taken from the URL as libcurl parses it (weft__http_url_parse), and the URL
+ * libcurl normalised there is what the transfer uses, so the host judged is the host curl
+ * connects to: userinfo tricks ("http://allowed@evil/") and odd spellings (numeric IPv4 forms,
+ * which curl normalises) cannot make the two disagree. URLs with credentials are refused outright.
  * Redirects are not followed: a 3xx comes back to the model with its "location", and that URL
  * meets the allowlist again when the model asks for it. Only http and https are accepted,
  * both when judging the URL and as the transfer's protocol whitelist.
@@ -14,13 +14,12 @@
  */
 #include "tools.h"
 
-#include "runtime/common/http.h"
+#include "net/http_client.h"
 
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/utf8.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,29 +28,6 @@
 
 #define DEFAULT_TIMEOUT_MS 30000u
 #define DEFAULT_MAX_OUTPUT (64u << 10)
-
-struct body {
-    struct weft__buf buf;
-    size_t max;
-    bool is_truncated;
-};
-
-static size_t
-on_body(char *data, size_t size, size_t n, void *userdata)
-{
-    struct body *b = userdata;
-    size_t len = size * n;
-    size_t room = b->buf.len < b->max ? b->max - b->buf.len : 0;
-
-    if (len > room) {
-        b->is_truncated = true;
-        if (room > 0) {
-            (void)weft__buf_append(&b->buf, data, room);
-        }
-        return 0; /* stop the transfer: what is kept is all the model gets */
-    }
-    return weft__buf_append(&b->buf, data, len) == WEFT_OK ? len : 0;
-}
 
 static weft_err
 finish(struct tool_outcome *out, json_t *j)
@@ -100,12 +76,12 @@ is_allowed(const struct tool_def *def, const char *host)
  * drop that partial character rather than the whole text. NULL for a body that is not UTF-8
  * text (or ENOMEM). */
 static json_t *
-body_text(const struct body *b)
+body_text(const struct weft__http_response *r)
 {
-    const char *data = b->buf.data != NULL ? b->buf.data : "";
-    size_t len = b->buf.len;
+    const char *data = r->body.data != NULL ? r->body.data : "";
+    size_t len = r->body.len;
 
-    if (b->is_truncated) {
+    if (r->is_truncated) {
         len = weft__utf8_complete(data, len);
     }
     return json_stringn(data, len);
@@ -115,76 +91,60 @@ body_text(const struct body *b)
  * credentials, to a host on the tool's allow_hosts list. @return true if so; otherwise false,
  * with the refusal in @p out and refuse()'s result in *err. */
 static bool
-check_url(
-    const struct tool_def *def, CURLU *u, const char *url, struct tool_outcome *out, weft_err *err)
+check_url(const struct tool_def *def,
+          struct weft__http_url *u,
+          const char *url,
+          struct tool_outcome *out,
+          weft_err *err)
 {
-    char *scheme = NULL;
-    char *host = NULL;
-    char *user = NULL;
-    bool is_ok = false;
+    weft_err parsed = WEFT_EINVAL;
 
     /* Parse any scheme, so that "ftp://" or "file://" is refused as not allowed rather than
      * reported as a malformed URL. */
-    if (url == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+    if (url != NULL) {
+        parsed = weft__http_url_parse(url, true, u);
+    }
+    if (parsed == WEFT_ENOMEM) {
+        *err = WEFT_ENOMEM;
+        return false;
+    }
+    if (parsed != WEFT_OK || u->scheme == NULL) {
         *err = refuse(out, "invalid_arguments", "url: not an absolute URL");
-        goto out;
+        return false;
     }
-    if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+    if (strcasecmp(u->scheme, "http") != 0 && strcasecmp(u->scheme, "https") != 0) {
         *err = refuse(out, "not_allowed", "only http and https URLs are allowed");
-        goto out;
+        return false;
     }
-    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL) {
+    if (u->host == NULL || u->url == NULL) {
         *err = refuse(out, "invalid_arguments", "url: no host");
-        goto out;
+        return false;
     }
-    if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK && user != NULL) {
+    if (u->user != NULL) {
         *err = refuse(out, "not_allowed", "URLs with credentials are not allowed");
-        goto out;
+        return false;
     }
-    if (!is_allowed(def, host)) {
+    if (!is_allowed(def, u->host)) {
         char msg[300];
-        snprintf(msg, sizeof(msg), "host '%.200s' is not on the tool's allow_hosts list", host);
+        snprintf(msg, sizeof(msg), "host '%.200s' is not on the tool's allow_hosts list", u->host);
         *err = refuse(out, "not_allowed", msg);
-        goto out;
+        return false;
     }
-    is_ok = true;
-out:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(user);
-    return is_ok;
+    return true;
 }
 
-/* GET the URL in @p u with @p curl into @p body: http and https only, no redirect followed,
- * the tool's timeout. */
-static CURLcode
-perform_get(CURL *curl, const struct tool_def *def, CURLU *u, struct body *body)
-{
-    curl_easy_setopt(curl, CURLOPT_CURLU, u);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                     (long)(def->timeout_ms != 0 ? def->timeout_ms : DEFAULT_TIMEOUT_MS));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft-http_get");
-    return curl_easy_perform(curl);
-}
-
-/* The outcome of a GET that got an answer with HTTP @p status: {"status", "body", "truncated"},
- * plus "location" for a redirect; a status outside 2xx is an error ("http_status"). */
+/* The outcome of a GET that got an answer: {"status", "body", "truncated"}, plus "location"
+ * for a redirect; a status outside 2xx is an error ("http_status"). */
 static weft_err
-answer_outcome(CURL *curl, long status, const struct body *body, struct tool_outcome *out)
+answer_outcome(const struct weft__http_response *r, struct tool_outcome *out)
 {
+    long status = r->status;
     json_t *text = NULL;
     json_t *result = NULL;
-    char *location = NULL;
 
     out->exit_code = (int)status;
-    out->is_truncated = body->is_truncated;
-    text = body_text(body);
+    out->is_truncated = r->is_truncated;
+    text = body_text(r);
     if (text == NULL) {
         text = json_string("(binary body not shown)");
     }
@@ -193,12 +153,11 @@ answer_outcome(CURL *curl, long status, const struct body *body, struct tool_out
         snprintf(out->error_type, sizeof(out->error_type), "%s", "http_status");
     }
     result = json_pack("{s:i, s:o, s:b}", "status", (int)status, "body", text, "truncated",
-                       body->is_truncated);
+                       r->is_truncated);
     /* A redirect is not followed (the target host may not be allowed); the model sees where
      * it points and may ask for it, which checks the allowlist again. */
-    if (result != NULL && status >= 300 && status <= 399 &&
-        curl_easy_getinfo(curl, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location != NULL) {
-        json_t *loc = json_string(location);
+    if (result != NULL && status >= 300 && status <= 399 && r->redirect_url != NULL) {
+        json_t *loc = json_string(r->redirect_url);
         if (loc == NULL || json_object_set_new(result, "location", loc) != 0) {
             json_decref(result);
             result = NULL;
@@ -211,44 +170,40 @@ weft_err
 weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_outcome *out)
 {
     const char *url = json_string_value(json_object_get(args, "url"));
-    CURLU *u = NULL;
-    CURL *curl = NULL;
-    struct body body;
-    long status = 0;
-    CURLcode rc = CURLE_OK;
+    struct weft__http_url u;
+    struct weft__http_request req;
+    struct weft__http_response resp;
     weft_err err = WEFT_OK;
 
-    if (!weft__rt_curl_ready()) {
+    if (!weft__http_global_init()) {
         return WEFT_EIO;
     }
-    memset(&body, 0, sizeof(body));
-    weft__buf_init(&body.buf, 0);
-    body.max = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
-    u = curl_url();
-    if (u == NULL) {
-        err = WEFT_ENOMEM;
+    memset(&u, 0, sizeof(u));
+    weft__http_response_init(&resp);
+    if (!check_url(def, &u, url, out, &err)) {
         goto out;
     }
-    if (!check_url(def, u, url, out, &err)) {
+    /* The transfer uses the URL as parsed and normalised above, so the host judged is the
+     * host libcurl connects to. http and https only, no redirect followed. */
+    memset(&req, 0, sizeof(req));
+    req.url = u.url;
+    req.timeout_ms = def->timeout_ms != 0 ? def->timeout_ms : DEFAULT_TIMEOUT_MS;
+    req.max_response_bytes = def->max_output != 0 ? def->max_output : DEFAULT_MAX_OUTPUT;
+    req.is_truncate_ok = true;
+    req.user_agent = "weft-http_get";
+    err = weft__http_perform(&req, NULL, &resp);
+    if (err == WEFT_ENOMEM && resp.failure == WEFT__HTTP_FAIL_NONE) {
         goto out;
     }
-    curl = curl_easy_init();
-    if (curl == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
-    rc = perform_get(curl, def, u, &body);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && body.is_truncated)) {
+    if (err != WEFT_OK) {
         char msg[300];
-        snprintf(msg, sizeof(msg), "GET failed: %s", curl_easy_strerror(rc));
-        err = refuse(out, rc == CURLE_OPERATION_TIMEDOUT ? "timeout" : "connection", msg);
+        snprintf(msg, sizeof(msg), "GET failed: %s", resp.error);
+        err = refuse(out, err == WEFT_ETIMEDOUT ? "timeout" : "connection", msg);
         goto out;
     }
-    err = answer_outcome(curl, status, &body, out);
+    err = answer_outcome(&resp, out);
 out:
-    curl_easy_cleanup(curl);
-    curl_url_cleanup(u);
-    weft__buf_cleanup(&body.buf);
+    weft__http_url_cleanup(&u);
+    weft__http_response_cleanup(&resp);
     return err;
 }
