@@ -181,7 +181,7 @@ apply(struct run *run, size_t failed, const json_t *steps, unsigned number, char
         }
         f->depends_count++;
     }
-    run->ps.plan.steps[failed].status = STEP_PAUSED;
+    weft__plan_set_status(&run->ps.plan, failed, STEP_PAUSED);
     return first;
 undo:
     weft__plan_truncate(&run->ps.plan, first);
@@ -343,7 +343,7 @@ persist_surgery(struct run *run, size_t index, struct correction *c)
         weft__plan_truncate(&run->ps.plan, c->old_count);
         failed = &run->ps.plan.steps[index];
         weft__free(failed->depends_on[--failed->depends_count]);
-        failed->status = c->old_status;
+        weft__plan_step_set_status(&run->ps.plan, failed, c->old_status);
         c->first = (size_t)-1;
     }
 }
@@ -377,7 +377,7 @@ correction_outcome(struct run *run, struct weft_span *span, size_t index, struct
         weft_span_set_bool(span, "weft.correction.rewired", false);
         weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_correction");
         weft_span_set_status(span, WEFT_STATUS_ERROR, c->why);
-        run->ps.plan.steps[index].status = c->old_status;
+        weft__plan_set_status(&run->ps.plan, index, c->old_status);
     }
 }
 

@@ -1108,7 +1108,7 @@ task_plan(struct run *run, const struct weft__task_run *t, char *err, size_t err
         if (e != WEFT_OK) {
             break;
         }
-        run->ps.plan.steps[i].status = STEP_COMPLETED;
+        weft__plan_set_status(&run->ps.plan, i, STEP_COMPLETED);
         run->ps.plan.steps[i].result =
             weft__strdup(json_is_string(value) ? json_string_value(value) : "");
         deps[dep_count++] = run->ps.plan.steps[i].id;

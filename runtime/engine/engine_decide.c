@@ -473,7 +473,7 @@ watchdog_route(
         if (*step != RT_END && *step != RT_END - 1 &&
             run->ps.plan.steps[*step].status == STEP_PENDING) {
             struct plan_step *s = &run->ps.plan.steps[*step];
-            s->status = STEP_SKIPPED;
+            weft__plan_step_set_status(&run->ps.plan, s, STEP_SKIPPED);
             weft__free(s->feedback);
             s->feedback = weft__strdup("skipped: the stuck loop was escalated");
             weft__rt_save_step(run, *step);
@@ -524,7 +524,10 @@ choose_step(struct run *run,
     size_t failed = RT_END;
     bool is_end = false;
 
-    for (size_t i = 0; i < run->ps.plan.count && failed == RT_END; i++) {
+    /* The first failed step; the plan counts them, so a run without one never scans. */
+    for (size_t i = 0; weft__plan_count_status(&run->ps.plan, STEP_FAILED) > 0 &&
+                       i < run->ps.plan.count && failed == RT_END;
+         i++) {
         if (run->ps.plan.steps[i].status == STEP_FAILED) {
             failed = i;
         }
@@ -690,7 +693,7 @@ batch_collect(
     if (weft__eng_is_final_agent(run, &run->ps.plan.steps[first])) {
         return;
     }
-    for (size_t i = 0; i < run->ps.plan.count && b->count < b->width; i++) {
+    for (size_t i = run->ps.plan.open_from; i < run->ps.plan.count && b->count < b->width; i++) {
         const struct plan_step *s = &run->ps.plan.steps[i];
         if (i == first || s->status != STEP_PENDING || s->is_running ||
             !weft__plan_is_ready(&run->ps.plan, i) || weft__eng_is_final_agent(run, s) ||

@@ -146,7 +146,7 @@ step_started(struct run *run, size_t index, bool is_reclaim)
     struct plan_step *s = &run->ps.plan.steps[index];
     char detail[64];
 
-    s->status = STEP_IN_PROGRESS;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_IN_PROGRESS);
     s->attempts += is_reclaim ? 0 : 1;
     s->is_dispatched = true;
     s->started_ns = weft__now_ns();
@@ -213,7 +213,7 @@ step_ended(struct run *run, size_t index, step_status status, char *output, char
 {
     struct plan_step *s = &run->ps.plan.steps[index];
 
-    s->status = status;
+    weft__plan_step_set_status(&run->ps.plan, s, status);
     s->is_dispatched = false;
     s->ended_ns = weft__now_ns();
     weft__free(s->result);

@@ -82,7 +82,8 @@ resume_step(const struct state_step_row *row, void *user_data)
     s->executor = ex;
     (void)weft__step_status_parse(row->status, &status);
     /* The step that was running when the process died runs again. */
-    s->status = status == STEP_IN_PROGRESS ? STEP_PENDING : status;
+    weft__plan_step_set_status(&run->ps.plan, s,
+                               status == STEP_IN_PROGRESS ? STEP_PENDING : status);
     s->attempts = row->attempts;
     /* The task keeps its id across a resume: a result a worker published for it while the
      * orchestrator was down still matches (docs/distributed.md, Resume). */

@@ -661,7 +661,7 @@ reuse_step(struct run *run, size_t i, const json_t *row)
     struct plan_step *s = &run->ps.plan.steps[i];
     const char *result = json_string_value(json_object_get(row, "result"));
 
-    s->status = STEP_COMPLETED;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
     weft__free(s->result);
     s->result = result != NULL ? weft__strdup(result) : NULL;
     s->attempts = (unsigned)json_integer_value(json_object_get(row, "attempts"));

@@ -805,6 +805,17 @@ weft__rt_watchdog_stop(struct run *run)
     wd->webhook = NULL;
 }
 
+/* snprintf(dst, cap, "%s", s) without the formatting machinery: this runs three times a
+ * step. */
+static void
+copy_text(char *dst, size_t cap, const char *s)
+{
+    size_t len = strnlen(s, cap - 1);
+
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
 void
 weft__rt_watchdog_activity(struct run *run, const char *what, const char *agent, const char *step)
 {
@@ -813,12 +824,12 @@ weft__rt_watchdog_activity(struct run *run, const char *what, const char *agent,
     atomic_store(&wd->last_progress, weft__monotonic_ns());
     if (wd->has_timer) {
         pthread_mutex_lock(&wd->timer_lock);
-        snprintf(wd->activity, sizeof(wd->activity), "%s", what);
+        copy_text(wd->activity, sizeof(wd->activity), what);
         if (agent != NULL) {
-            snprintf(wd->activity_agent, sizeof(wd->activity_agent), "%s", agent);
+            copy_text(wd->activity_agent, sizeof(wd->activity_agent), agent);
         }
         if (step != NULL) {
-            snprintf(wd->activity_step, sizeof(wd->activity_step), "%s", step);
+            copy_text(wd->activity_step, sizeof(wd->activity_step), step);
         }
         pthread_mutex_unlock(&wd->timer_lock);
     }

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE /* realpath */
 #include "runtime/state/snapshot.h"
+#include "runtime/common/json_write.h"
 #include "runtime/state/state.h"
 #include "runtime/workflow/workflow.h"
 
@@ -287,7 +288,7 @@ weft__rt_snapshot_build(
     format_hash(b.hash, hash);
     doc = json_pack("{s:i, s:s, s:I, s:o}", "version", SNAPSHOT_VERSION, "hash", hash, "bytes",
                     (json_int_t)b.bytes, "files", b.files);
-    *out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    *out = doc != NULL ? weft__json_compact(doc) : NULL; /* json_dumps()'s text, faster */
     json_decref(doc);
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
@@ -314,7 +315,7 @@ weft__rt_snapshot_save(struct rt_state *st,
                  "need the workflow's files where they are now",
                  run_id, why[0] != '\0' ? why : weft_strerror(err));
     }
-    free(text); /* json_dumps allocates with malloc */
+    weft__free(text);
 }
 
 /* ------------------------------------------------------------------------------------------ */

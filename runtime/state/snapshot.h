@@ -17,7 +17,7 @@ const char *weft__rt_snapshot_unroot(const char *root, const char *path);
  * @p why receives the reason of a failure.
  * @return WEFT_OK, WEFT_ELIMIT (over 4 MiB or 256 files), WEFT_EINVAL (a file holds what
  * looks like a credential, or is not UTF-8 text), WEFT_EIO (a file cannot be read),
- * WEFT_ENOMEM. Ownership: caller owns *out (free(): jansson's json_dumps). */
+ * WEFT_ENOMEM. Ownership: caller owns *out (free with weft__free()). */
 weft_err weft__rt_snapshot_build(
     const struct weft_workflow *wf, const char *root, char **out, char *why, size_t why_len);
 

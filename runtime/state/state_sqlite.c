@@ -12,6 +12,7 @@
  * state_payloads.h): records in the payloads table, written in the transaction of the row that
  * refers to them and collected with the last run that does.
  */
+#include "runtime/common/json_write.h"
 #include "runtime/state/state_backend.h"
 #include "runtime/state/state_payloads.h"
 
@@ -51,6 +52,13 @@ struct lite_state {
     bool is_damaged;      /* SQLite said the file is corrupt (durable.c) */
     char owner_token[33]; /* this handle's lease token; "" when it owns no run */
     uint64_t last_heartbeat_mono; /* heartbeats are written at most once a second */
+    /* The step rows this handle knows are stored for run rows_run, by index: the hash of the
+     * dependencies last written (0: not known). A step saved again with the same dependencies
+     * is an UPDATE of the columns that change (status, result, times...), not a whole upsert
+     * with its dependencies serialised again. Forgotten on any rollback and on a surgery. */
+    char *rows_run;
+    uint64_t *rows_deps;
+    size_t rows_cap;
 };
 
 static const struct weft__state_ops lite_ops;
@@ -498,6 +506,8 @@ lite_close(struct rt_state *base)
         sqlite3_finalize(st->cache[i].stmt);
     }
     sqlite3_close(st->db);
+    weft__free(st->rows_run);
+    weft__free(st->rows_deps);
     weft__free(st);
 }
 
@@ -603,6 +613,87 @@ cached(struct lite_state *st, const char *sql)
     return free_slot->stmt;
 }
 
+/* Run @p sql (a string literal returning no rows: BEGIN, COMMIT) through the statement cache:
+ * a step's two or three commits no longer parse their BEGIN and COMMIT each time.
+ * @return true when it ran; else sqlite3_errcode()/sqlite3_errmsg() say why. */
+static bool
+exec_cached(struct lite_state *st, const char *sql)
+{
+    sqlite3_stmt *stmt = cached(st, sql);
+    int rc = SQLITE_ERROR;
+
+    if (stmt == NULL) {
+        return false;
+    }
+    rc = sqlite3_step(stmt);
+    release(st, stmt);
+    return rc == SQLITE_DONE;
+}
+
+/* Forget which step rows are known to be stored (rows_deps): the next save of each step is a
+ * whole upsert again. */
+static void
+rows_forget(struct lite_state *st)
+{
+    if (st->rows_deps != NULL) {
+        memset(st->rows_deps, 0, st->rows_cap * sizeof(*st->rows_deps));
+    }
+}
+
+/* A hash of the step's dependencies (never 0): what decides whether a save must write them. */
+static uint64_t
+deps_hash(const struct plan_step *step)
+{
+    uint64_t h = 14695981039346656037ull ^ (uint64_t)step->depends_count;
+
+    for (size_t d = 0; d < step->depends_count; d++) {
+        for (const unsigned char *p = (const unsigned char *)step->depends_on[d]; *p != '\0'; p++) {
+            h = (h ^ *p) * 1099511628211ull;
+        }
+        h = (h ^ 0xffu) * 1099511628211ull; /* between ids: ["ab"] is not ["a", "b"] */
+    }
+    return h != 0 ? h : 1;
+}
+
+/* Is the row of step @p index of @p run_id stored with dependencies hashed @p deps? */
+static bool
+rows_is_known(const struct lite_state *st, const char *run_id, size_t index, uint64_t deps)
+{
+    return st->rows_run != NULL && index < st->rows_cap && st->rows_deps[index] == deps &&
+           strcmp(st->rows_run, run_id) == 0;
+}
+
+/* Remember that the row of step @p index of @p run_id is stored with dependencies @p deps.
+ * Out of memory it remembers nothing: the next save is a whole upsert, as before. */
+static void
+rows_note(struct lite_state *st, const char *run_id, size_t index, uint64_t deps)
+{
+    if (st->rows_run == NULL || strcmp(st->rows_run, run_id) != 0) {
+        char *copy = weft__strdup(run_id);
+        if (copy == NULL) {
+            return;
+        }
+        weft__free(st->rows_run);
+        st->rows_run = copy;
+        rows_forget(st);
+    }
+    if (index >= st->rows_cap) {
+        size_t cap = st->rows_cap == 0 ? 64 : st->rows_cap;
+        uint64_t *grown = NULL;
+        while (cap <= index) {
+            cap *= 2;
+        }
+        grown = weft__realloc(st->rows_deps, cap * sizeof(*grown));
+        if (grown == NULL) {
+            return;
+        }
+        memset(grown + st->rows_cap, 0, (cap - st->rows_cap) * sizeof(*grown));
+        st->rows_deps = grown;
+        st->rows_cap = cap;
+    }
+    st->rows_deps[index] = deps;
+}
+
 static weft_err
 lite_begin(struct rt_state *base)
 {
@@ -612,7 +703,7 @@ lite_begin(struct rt_state *base)
         return WEFT_OK;
     }
     st->is_tx_failed = false;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+    if (!exec_cached(st, "BEGIN IMMEDIATE")) {
         state_note_error(st, sqlite3_errcode(st->db));
         WEFT_LOG(WEFT_LOG_ERROR, "state: begin failed: %s", sqlite3_errmsg(st->db));
         st->tx_depth = 0;
@@ -637,7 +728,7 @@ lite_commit(struct rt_state *base)
     if (st->tx_depth == 0 || --st->tx_depth > 0) {
         return WEFT_OK;
     }
-    if (!st->is_tx_failed && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) {
+    if (!st->is_tx_failed && exec_cached(st, "COMMIT")) {
         return WEFT_OK;
     }
     if (!st->is_tx_failed) {
@@ -646,6 +737,7 @@ lite_commit(struct rt_state *base)
     WEFT_LOG(WEFT_LOG_ERROR, "state: commit failed: %s",
              st->is_tx_failed ? "a write in it failed" : sqlite3_errmsg(st->db));
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    rows_forget(st); /* what the rolled back upserts wrote is gone */
     return WEFT_EIO;
 }
 
@@ -825,6 +917,59 @@ step_upsert(struct lite_state *st,
     return err;
 }
 
+/* Update the columns of a stored step row that change as the step runs: what the upsert's DO
+ * UPDATE writes, but its dependencies (unchanged: rows_is_known()). Part of the caller's
+ * transaction when there is one. *is_updated is false when the row is not there (deleted
+ * behind the handle's back): the caller upserts it whole. */
+static weft_err
+step_update(struct lite_state *st,
+            const char *run_id,
+            size_t index,
+            const struct plan_step *step,
+            bool *is_updated)
+{
+    sqlite3_stmt *stmt = NULL;
+    char *error_text = dump_or_null(step->error);
+    weft_err err = WEFT_OK;
+
+    *is_updated = false;
+    if (step->error != NULL && error_text == NULL) {
+        return WEFT_ENOMEM;
+    }
+    stmt = cached(st, "UPDATE steps SET status = ?, attempts = ?, result = ?, feedback = ?,"
+                      " reward = ?, error_type = ?, error = ?, started_ns = ?, ended_ns = ?,"
+                      " span_id = ?, span_parent_id = ?, task_uuid = COALESCE(task_uuid, ?),"
+                      " retries = ?, is_dispatched = ? WHERE run_id = ? AND idx = ?");
+    if (stmt == NULL) {
+        free(error_text);
+        return WEFT_EIO;
+    }
+    bind_text(stmt, 1, weft__step_status_name(step->status));
+    sqlite3_bind_int64(stmt, 2, step->attempts);
+    bind_text(stmt, 3, step->result);
+    bind_text(stmt, 4, step->feedback);
+    if (step->has_reward) {
+        sqlite3_bind_double(stmt, 5, step->reward);
+    } else {
+        sqlite3_bind_null(stmt, 5);
+    }
+    bind_text(stmt, 6, step->error_type);
+    bind_text(stmt, 7, error_text);
+    sqlite3_bind_int64(stmt, 8, (sqlite3_int64)step->started_ns);
+    sqlite3_bind_int64(stmt, 9, (sqlite3_int64)step->ended_ns);
+    bind_span_id(stmt, 10, &step->span);
+    bind_span_id(stmt, 11, &step->parent_ctx);
+    bind_key(stmt, 12, step->task_uuid[0] != '\0' ? step->task_uuid : NULL);
+    sqlite3_bind_int64(stmt, 13, step->retries);
+    sqlite3_bind_int(stmt, 14, step->is_dispatched ? 1 : 0);
+    bind_key(stmt, 15, run_id);
+    sqlite3_bind_int64(stmt, 16, (sqlite3_int64)index);
+    err = finish(st, stmt, "step update");
+    *is_updated = err == WEFT_OK && sqlite3_changes(st->db) > 0;
+    free(error_text);
+    return err;
+}
+
 static weft_err
 lite_step_save(struct rt_state *base,
                const char *run_id,
@@ -833,8 +978,21 @@ lite_step_save(struct rt_state *base,
                const char *actor)
 {
     struct lite_state *st = lite(base);
+    uint64_t deps = deps_hash(step);
+    weft_err err = WEFT_OK;
 
-    return step_upsert(st, run_id, index, step, actor);
+    if (rows_is_known(st, run_id, index, deps)) {
+        bool is_updated = false;
+        err = step_update(st, run_id, index, step, &is_updated);
+        if (err != WEFT_OK || is_updated) {
+            return err;
+        }
+    }
+    err = step_upsert(st, run_id, index, step, actor);
+    if (err == WEFT_OK) {
+        rows_note(st, run_id, index, deps);
+    }
+    return err;
 }
 
 static weft_err
@@ -866,6 +1024,7 @@ lite_surgery(struct rt_state *base,
         err = WEFT_ENOMEM;
         goto out;
     }
+    rows_forget(st); /* the surgery rewrites dependencies and adds rows */
     /* One transaction: the store holds the plan before the surgery or after it, never a mix.
      * weft__state_begin() nests, so a surgery inside the caller's transaction joins it (a plain
      * BEGIN there failed, and its ROLLBACK undid the caller's writes behind its back). */
@@ -1451,7 +1610,7 @@ lite_exchange_add(struct rt_state *base,
                   const json_t *entry)
 {
     struct lite_state *st = lite(base);
-    char *raw = json_dumps(entry, JSON_COMPACT);
+    char *raw = weft__json_compact(entry); /* json_dumps()'s text, at a fraction of its cost */
     char *text = raw != NULL ? weft__redact_text(raw) : NULL;
     struct weft__payload_sink sink;
     char ref[WEFT__PAYLOAD_HEX_LEN + 1] = "";
@@ -1460,7 +1619,7 @@ lite_exchange_add(struct rt_state *base,
     bool is_tx = false;
     weft_err err = WEFT_OK;
 
-    free(raw);
+    weft__free(raw);
     if (text == NULL) {
         return WEFT_ENOMEM;
     }
@@ -3253,8 +3412,10 @@ lite_gc_run(struct rt_state *base,
     char *session_id = NULL;
     uint64_t n = 0;
     weft_err err = WEFT_OK;
+
     int rc = SQLITE_DONE;
 
+    rows_forget(st); /* its step rows may go */
     weft__hash_set_init(&refs);
     /* The write lock first (BEGIN IMMEDIATE), then the check: a run resumed or pinned by
      * another process after the scan is seen here and kept. A dry run reads without it. */

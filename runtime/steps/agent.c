@@ -1044,7 +1044,7 @@ attempt_finish(struct run *run,
         weft__free(step->result);
         step->result = a->output;
         a->output = NULL;
-        step->status = STEP_COMPLETED;
+        weft__plan_step_set_status(&run->ps.plan, step, STEP_COMPLETED);
         weft__rt_span_content(run, span, "langfuse.observation.output", step->result);
         weft_span_set_str(span, "weft.step.status", "completed");
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
@@ -1075,7 +1075,7 @@ attempt_finish(struct run *run,
         json_decref(step->error);
         step->error = error;
     }
-    step->status = STEP_FAILED;
+    weft__plan_step_set_status(&run->ps.plan, step, STEP_FAILED);
     weft__rt_evaluate(run, index, is_invalid ? RT_EVAL_INVALID_OUTPUT : RT_EVAL_FAILURE, span);
     return true;
 }
@@ -1142,7 +1142,7 @@ weft__rt_agent_step(struct run *run, size_t index)
     memset(&prompt, 0, sizeof(prompt));
     memset(&recall, 0, sizeof(recall));
     memset(&last_span, 0, sizeof(last_span));
-    step->status = STEP_IN_PROGRESS;
+    weft__plan_step_set_status(&run->ps.plan, step, STEP_IN_PROGRESS);
     step->started_ns = weft__now_ns();
     for (unsigned attempt = 1; attempt <= max_attempts && !is_done; attempt++) {
         struct weft_span *span = weft__rt_agent_attempt_start(run, index, agent, attempt);

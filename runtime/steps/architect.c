@@ -112,7 +112,7 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
     char *path = NULL;
     const char *team = NULL;
 
-    s->status = STEP_IN_PROGRESS;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_IN_PROGRESS);
     s->started_ns = weft__now_ns();
     weft_span_context_of(span, &ctx);
     ctx.trace_state = NULL;
@@ -127,7 +127,7 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
         weft__buf_init(&out, 0);
         weft__buf_printf(&out, "composed team %s (saved as %s); it runs the goal next", team, path);
         s->result = out.data;
-        s->status = STEP_COMPLETED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
         weft_span_set_str(span, "weft.architect.team", team);
         weft_span_set_str(span, "weft.architect.path", path);
         weft__rt_request_add(run, index, team, goal, &ctx);
@@ -135,7 +135,7 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
     } else {
         weft__free(s->feedback);
         s->feedback = weft__strdup(why[0] != '\0' ? why : "out of memory");
-        s->status = STEP_FAILED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
         weft__rt_evaluate(run, index, RT_EVAL_FAILURE, NULL);
     }
     weft__rt_save_step(run, index);

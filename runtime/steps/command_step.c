@@ -175,7 +175,7 @@ command_step_start(struct run *run, size_t index, const char *name)
 
     memset(&link, 0, sizeof(link));
     link.context = s->requester;
-    s->status = STEP_IN_PROGRESS;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_IN_PROGRESS);
     s->attempts++;
     s->started_ns = weft__now_ns();
     weft__rt_step_begin(s->id, s->attempts); /* its tool calls are kept (and replayed) by it */
@@ -281,13 +281,13 @@ command_step_finish(struct run *run,
     if (eval == RT_EVAL_SUCCESS) {
         weft__free(s->result);
         s->result = weft__strdup(out->output != NULL ? out->output : "");
-        s->status = STEP_COMPLETED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
         weft_span_set_str(span, "weft.step.status", "completed");
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {
         weft__free(s->feedback);
         s->feedback = weft__strdup(why);
-        s->status = STEP_FAILED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
         weft_span_set_str(span, "weft.step.status", "failed");
         weft_span_set_str(span, WEFT__ERROR_TYPE, s->error_type != NULL ? s->error_type : "failed");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);

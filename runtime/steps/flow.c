@@ -212,7 +212,7 @@ restore_step(struct flow *fl, int scope, size_t node, size_t step)
     if (status == NULL || strcmp(status, "completed") != 0) {
         return;
     }
-    s->status = STEP_COMPLETED;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
     weft__free(s->result);
     s->result = json_is_string(json_object_get(stored, "result"))
                     ? weft__strdup(json_string_value(json_object_get(stored, "result")))
@@ -514,7 +514,7 @@ start_fanout(struct flow *fl, size_t step)
     struct fanout *fo = NULL;
     char why[256] = "";
 
-    run->ps.plan.steps[step].status = STEP_IN_PROGRESS;
+    weft__plan_set_status(&run->ps.plan, step, STEP_IN_PROGRESS);
     run->ps.plan.steps[step].attempts++;
     run->ps.plan.steps[step].started_ns = weft__now_ns();
     list = fanout_list(fl, sc, n);
@@ -551,7 +551,7 @@ start_fanout(struct flow *fl, size_t step)
         struct plan_step *s = &run->ps.plan.steps[step];
         weft__free(s->feedback);
         s->feedback = weft__strdup(why);
-        s->status = STEP_FAILED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
         if (fo != NULL) {
             weft_span_set_status(fo->span, WEFT_STATUS_ERROR, why);
             weft_span_end(fo->span, 0);
@@ -590,12 +590,12 @@ finish_fanout(struct flow *fl, struct fanout *fo)
     free(text);
     s->ended_ns = weft__now_ns();
     if (fo->items > 0 && failed == fo->items) {
-        s->status = STEP_FAILED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
         weft__free(s->feedback);
         s->feedback = weft__strdup("every item failed");
         weft_span_set_status(fo->span, WEFT_STATUS_ERROR, "every item failed");
     } else {
-        s->status = STEP_COMPLETED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
         weft_span_set_status(fo->span, WEFT_STATUS_OK, NULL);
     }
     weft_span_set_int(fo->span, "weft.fan_out.failed", (int64_t)failed);
@@ -702,7 +702,7 @@ reopen(struct flow *fl, const struct scope *sc, size_t back_to, size_t node, con
     for (size_t i = 0; i < sc->def->count; i++) {
         if (reaches(sc->def, back_to, i) && reaches(sc->def, i, node)) {
             struct plan_step *s = &run->ps.plan.steps[sc->first_step + i];
-            s->status = STEP_PENDING;
+            weft__plan_step_set_status(&run->ps.plan, s, STEP_PENDING);
             weft__free(s->extra_input);
             s->extra_input = weft__strdup(feedback);
             weft__rt_save_step(run, sc->first_step + i);
@@ -747,7 +747,7 @@ consider_loop(struct flow *fl, size_t step)
         weft_span_set_str(span, "weft.loop.outcome", "max_iterations");
         weft_span_set_bool(span, "weft.loop.exhausted", true);
         if (n->loop.is_fail_on_max) {
-            s->status = STEP_FAILED;
+            weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
             weft__free(s->feedback);
             s->feedback = weft__strdup("loop reached max_iterations");
             weft_span_set_status(span, WEFT_STATUS_ERROR, "loop reached max_iterations");
@@ -832,7 +832,7 @@ schedule(struct flow *fl)
                                              run->cfg.wf->agents[sc->def->nodes[i].agent].name);
                 }
             }
-            run->ps.plan.steps[step].status = STEP_IN_PROGRESS;
+            weft__plan_set_status(&run->ps.plan, step, STEP_IN_PROGRESS);
             fl->queue[fl->queued++] = step;
             fl->running++;
             pthread_cond_signal(&fl->work);
@@ -926,7 +926,7 @@ stop_workers(struct flow *fl, pthread_t *threads, unsigned started)
     struct run *run = fl->run;
 
     for (size_t i = 0; i < fl->queued; i++) {
-        run->ps.plan.steps[fl->queue[i]].status = STEP_PENDING;
+        weft__plan_set_status(&run->ps.plan, fl->queue[i], STEP_PENDING);
     }
     fl->running -= fl->queued;
     fl->queued = 0;

@@ -27,7 +27,7 @@ weft__rt_run_subworkflow(struct run *run,
     char error[256] = "";
     weft_err err = WEFT_OK;
 
-    s->status = STEP_IN_PROGRESS;
+    weft__plan_step_set_status(&run->ps.plan, s, STEP_IN_PROGRESS);
     s->started_ns = weft__now_ns();
     weft__rt_save_step(run, index);
     weft__buf_init(&input, 0);
@@ -74,12 +74,12 @@ weft__rt_run_subworkflow(struct run *run,
     s->result = NULL;
     if (err == WEFT_OK && res->status == WEFT_RUN_COMPLETED) {
         s->result = res->output != NULL ? weft__strdup(res->output) : weft__strdup("");
-        s->status = STEP_COMPLETED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
         weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, NULL);
     } else {
         weft__free(s->feedback);
         s->feedback = weft__strdup(err != WEFT_OK ? error : res->reason);
-        s->status = STEP_FAILED;
+        weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
         weft__rt_evaluate(run, index, RT_EVAL_FAILURE, NULL);
     }
     weft_run_result_free(res);

@@ -1,8 +1,14 @@
 /* runtime/workflow/plan.c - plan steps, the router's queries over them, and plan checks.
  *
- * Plans are small (tens of steps in practice, a few thousand in benchmarks), so the queries
- * scan linearly in plan order: that order is the router's tie-break, and a scan keeps the
- * code obviously right.
+ * The queries answer in plan order: that order is the router's tie-break. Plans are tens of
+ * steps in practice but thousands in long runs, and the engine asks after every step, so the
+ * plan keeps what makes the questions cheap: an index of step ids (find, readiness), the count
+ * of steps per status, and open_from, below which every step has ended (the next ready step
+ * and the step in progress are searched from there). weft__plan_set_status() keeps the last
+ * two; append and truncate keep the index.
+ * Invariants: status_count[k] is the number of steps of status k; every step below open_from
+ * has ended; ids (when ids_cap > 0) holds every step's index under its id, the lowest index
+ * for an id given twice.
  */
 #include "runtime/workflow/plan.h"
 
@@ -98,7 +104,60 @@ weft__plan_cleanup(struct plan *plan)
         step_cleanup(&plan->steps[i]);
     }
     weft__free(plan->steps);
+    weft__free(plan->ids);
     memset(plan, 0, sizeof(*plan));
+}
+
+static bool
+is_ended(step_status status)
+{
+    return status == STEP_COMPLETED || status == STEP_FAILED || status == STEP_SKIPPED;
+}
+
+static size_t
+id_hash(const char *id)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++) {
+        h = (h ^ *p) * 1099511628211ull;
+    }
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* Put step @p i under its id, unless a lower index holds that id already. */
+static void
+ids_put(size_t *ids, size_t cap, const struct plan_step *steps, size_t i)
+{
+    size_t slot = id_hash(steps[i].id) & (cap - 1);
+
+    while (ids[slot] != 0) {
+        if (strcmp(steps[ids[slot] - 1].id, steps[i].id) == 0) {
+            return;
+        }
+        slot = (slot + 1) & (cap - 1);
+    }
+    ids[slot] = i + 1;
+}
+
+/* Rebuild the index for the plan's steps with room for @p count of them. Out of memory the
+ * plan keeps no index (ids_cap 0) and find scans: slower, never wrong. */
+static void
+ids_rebuild(struct plan *plan, size_t count)
+{
+    size_t cap = 16;
+    size_t *ids = NULL;
+
+    while (cap <= 2 * count) {
+        cap *= 2;
+    }
+    ids = weft__calloc(cap, sizeof(*ids));
+    weft__free(plan->ids);
+    plan->ids = ids;
+    plan->ids_cap = ids != NULL ? cap : 0;
+    for (size_t i = 0; ids != NULL && i < plan->count; i++) {
+        ids_put(ids, cap, plan->steps, i);
+    }
 }
 
 weft_err
@@ -163,6 +222,12 @@ weft__plan_append(struct plan *plan,
     }
     plan->count++;
     plan->version++;
+    plan->status_count[STEP_PENDING]++; /* open_from <= its index: it has not ended */
+    if (2 * plan->count >= plan->ids_cap) {
+        ids_rebuild(plan, 2 * plan->count);
+    } else {
+        ids_put(plan->ids, plan->ids_cap, plan->steps, plan->count - 1);
+    }
     if (id == generated) {
         plan->next_number = number;
     }
@@ -176,26 +241,69 @@ void
 weft__plan_truncate(struct plan *plan, size_t count)
 {
     while (plan->count > count) {
-        step_cleanup(&plan->steps[--plan->count]);
+        struct plan_step *s = &plan->steps[--plan->count];
+        plan->status_count[s->status]--;
+        step_cleanup(s);
+    }
+    if (plan->open_from > plan->count) {
+        plan->open_from = plan->count;
     }
     plan->version++;
+    if (plan->ids_cap > 0) {
+        ids_rebuild(plan, plan->count); /* rare: a failed append's undo */
+    }
 }
 
 size_t
 weft__plan_find(const struct plan *plan, const char *id)
 {
-    for (size_t i = 0; i < plan->count; i++) {
-        if (strcmp(plan->steps[i].id, id) == 0) {
-            return i;
+    if (plan->ids_cap == 0) {
+        for (size_t i = 0; i < plan->count; i++) {
+            if (strcmp(plan->steps[i].id, id) == 0) {
+                return i;
+            }
+        }
+        return NONE;
+    }
+    for (size_t slot = id_hash(id) & (plan->ids_cap - 1); plan->ids[slot] != 0;
+         slot = (slot + 1) & (plan->ids_cap - 1)) {
+        if (strcmp(plan->steps[plan->ids[slot] - 1].id, id) == 0) {
+            return plan->ids[slot] - 1;
         }
     }
     return NONE;
 }
 
+void
+weft__plan_set_status(struct plan *plan, size_t i, step_status status)
+{
+    struct plan_step *s = &plan->steps[i];
+
+    plan->status_count[s->status]--;
+    plan->status_count[status]++;
+    s->status = status;
+    if (!is_ended(status) && i < plan->open_from) {
+        plan->open_from = i;
+    }
+    while (plan->open_from < plan->count && is_ended(plan->steps[plan->open_from].status)) {
+        plan->open_from++;
+    }
+}
+
+void
+weft__plan_step_set_status(struct plan *plan, struct plan_step *s, step_status status)
+{
+    if (plan->count > 0 && s >= plan->steps && s < plan->steps + plan->count) {
+        weft__plan_set_status(plan, (size_t)(s - plan->steps), status);
+    } else {
+        s->status = status;
+    }
+}
+
 size_t
 weft__plan_in_progress(const struct plan *plan)
 {
-    for (size_t i = 0; i < plan->count; i++) {
+    for (size_t i = plan->open_from; i < plan->count; i++) {
         if (plan->steps[i].status == STEP_IN_PROGRESS && !plan->steps[i].is_running) {
             return i;
         }
@@ -222,16 +330,14 @@ weft__plan_skip_blocked(struct plan *plan)
     size_t skipped = 0;
     bool is_changed = false;
 
-    /* Only a failed or skipped step can block others: the common case costs one scan. */
-    for (size_t i = 0; i < plan->count && !is_changed; i++) {
-        is_changed = plan->steps[i].status == STEP_FAILED || plan->steps[i].status == STEP_SKIPPED;
-    }
+    /* Only a failed or skipped step can block others: the common case costs nothing. */
+    is_changed = plan->status_count[STEP_FAILED] + plan->status_count[STEP_SKIPPED] > 0;
     while (is_changed) {
         is_changed = false;
-        for (size_t i = 0; i < plan->count; i++) {
+        for (size_t i = plan->open_from; i < plan->count; i++) {
             struct plan_step *s = &plan->steps[i];
             if (s->status == STEP_PENDING && dependency_blocked(plan, s)) {
-                s->status = STEP_SKIPPED;
+                weft__plan_set_status(plan, i, STEP_SKIPPED);
                 skipped++;
                 is_changed = true;
             }
@@ -257,7 +363,7 @@ weft__plan_is_ready(const struct plan *plan, size_t i)
 size_t
 weft__plan_next_ready(const struct plan *plan, size_t agent)
 {
-    for (size_t i = 0; i < plan->count; i++) {
+    for (size_t i = plan->open_from; i < plan->count; i++) {
         const struct plan_step *s = &plan->steps[i];
         if ((s->status == STEP_PENDING || s->status == STEP_PAUSED) && !s->is_running &&
             (agent == NONE || (s->executor == EXEC_AGENT && s->agent == agent)) &&
@@ -271,12 +377,7 @@ weft__plan_next_ready(const struct plan *plan, size_t agent)
 size_t
 weft__plan_count_status(const struct plan *plan, step_status status)
 {
-    size_t n = 0;
-
-    for (size_t i = 0; i < plan->count; i++) {
-        n += plan->steps[i].status == status;
-    }
-    return n;
+    return (size_t)status < STEP_STATUS_COUNT ? plan->status_count[status] : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -82,12 +82,21 @@ struct plan_step {
     bool is_running;    /* on a thread of the engine's step pool now (parallel.h) */
 };
 
+#define STEP_STATUS_COUNT 6
+
+/* A plan keeps the answers to the engine's per-step questions (a step by id, how many steps
+ * have a status, the first step that has not ended) current as it changes, so each costs the
+ * same at step 10 and step 10,000. Every status change goes through weft__plan_set_status(). */
 struct plan {
     struct plan_step *steps;
     size_t count;
     size_t cap;
     unsigned version;   /* bumped by every change of shape (append) */
     size_t next_number; /* for generated ids "s<N>" */
+    size_t *ids;        /* open addressing over step ids: a slot holds an index + 1, 0 is empty */
+    size_t ids_cap;     /* a power of two above twice count, or 0 (find scans) */
+    size_t status_count[STEP_STATUS_COUNT]; /* steps per status */
+    size_t open_from; /* every step before it has ended (completed, failed or skipped) */
 };
 
 void weft__plan_init(struct plan *plan);
@@ -106,8 +115,14 @@ weft_err weft__plan_append(struct plan *plan,
 /* Drop the steps from @p count on (undoing appends). */
 void weft__plan_truncate(struct plan *plan, size_t count);
 
-/* Index of step @p id, or (size_t)-1. */
+/* Index of step @p id (the first step of that id), or (size_t)-1. */
 size_t weft__plan_find(const struct plan *plan, const char *id);
+
+/* Set the status of step @p i: the one way a step's status changes, so that the plan's counts
+ * and its first open step stay right. */
+void weft__plan_set_status(struct plan *plan, size_t i, step_status status);
+/* The same for step @p s of @p plan (a step outside the plan only gets the status). */
+void weft__plan_step_set_status(struct plan *plan, struct plan_step *s, step_status status);
 
 /* The first step in progress that no thread runs now (one a resume found in progress), or
  * (size_t)-1. */
@@ -126,7 +141,7 @@ bool weft__plan_is_ready(const struct plan *plan, size_t i);
  * waiting for its corrective steps; once they complete it is retried. */
 size_t weft__plan_next_ready(const struct plan *plan, size_t agent);
 
-/* Count steps with @p status. */
+/* Count steps with @p status (kept as the plan changes: no scan). */
 size_t weft__plan_count_status(const struct plan *plan, step_status status);
 
 /* Checks on a list of (id, depends_on) pairs. */

@@ -147,8 +147,8 @@ test_plan_find_and_in_progress(void **state)
     assert_int_equal(weft__plan_find(&p, "c"), 2);
     assert_int_equal(weft__plan_find(&p, "C"), NONE);
     assert_int_equal(weft__plan_in_progress(&p), NONE);
-    p.steps[2].status = STEP_IN_PROGRESS;
-    p.steps[1].status = STEP_IN_PROGRESS;
+    weft__plan_set_status(&p, 2, STEP_IN_PROGRESS);
+    weft__plan_set_status(&p, 1, STEP_IN_PROGRESS);
     assert_int_equal(weft__plan_in_progress(&p), 1); /* the first in plan order */
     weft__plan_cleanup(&p);
 }
@@ -166,11 +166,11 @@ test_plan_is_ready_needs_every_dependency_completed(void **state)
     add(&p, "d", 0, "gone", NULL);
     assert_true(weft__plan_is_ready(&p, 0)); /* no dependencies */
     assert_false(weft__plan_is_ready(&p, 2));
-    p.steps[0].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 0, STEP_COMPLETED);
     assert_false(weft__plan_is_ready(&p, 2));
-    p.steps[1].status = STEP_SKIPPED; /* skipped is not completed */
+    weft__plan_set_status(&p, 1, STEP_SKIPPED); /* skipped is not completed */
     assert_false(weft__plan_is_ready(&p, 2));
-    p.steps[1].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 1, STEP_COMPLETED);
     assert_true(weft__plan_is_ready(&p, 2));
     assert_false(weft__plan_is_ready(&p, 3)); /* an unknown dependency never completes */
     weft__plan_cleanup(&p);
@@ -189,21 +189,21 @@ test_plan_next_ready_follows_order_status_and_agent(void **state)
     add(&p, "d", 2, NULL, NULL);
     assert_int_equal(weft__plan_next_ready(&p, NONE), 0);
     assert_int_equal(weft__plan_next_ready(&p, 1), 2); /* b waits for a */
-    p.steps[0].status = STEP_IN_PROGRESS;              /* in progress is not "ready" */
+    weft__plan_set_status(&p, 0, STEP_IN_PROGRESS);    /* in progress is not "ready" */
     assert_int_equal(weft__plan_next_ready(&p, NONE), 2);
-    p.steps[0].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 0, STEP_COMPLETED);
     assert_int_equal(weft__plan_next_ready(&p, 1), 1);
     /* A paused step (waiting for its corrections) is ready again once they are done. */
-    p.steps[1].status = STEP_PAUSED;
+    weft__plan_set_status(&p, 1, STEP_PAUSED);
     assert_int_equal(weft__plan_next_ready(&p, 1), 1);
-    p.steps[1].status = STEP_FAILED;
-    p.steps[2].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 1, STEP_FAILED);
+    weft__plan_set_status(&p, 2, STEP_COMPLETED);
     assert_int_equal(weft__plan_next_ready(&p, 1), NONE);
     /* An executor step is never an agent's step, even with the same index. */
     p.steps[3].executor = EXEC_COMMAND;
     assert_int_equal(weft__plan_next_ready(&p, 2), NONE);
     assert_int_equal(weft__plan_next_ready(&p, NONE), 3);
-    p.steps[3].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 3, STEP_COMPLETED);
     assert_int_equal(weft__plan_next_ready(&p, NONE), NONE);
     weft__plan_cleanup(&p);
 }
@@ -224,8 +224,8 @@ test_plan_skip_blocked_skips_the_whole_chain(void **state)
     add(&p, "f", 0, "e", "b");
     assert_int_equal(weft__plan_skip_blocked(&p), 0); /* nothing failed */
     assert_int_equal(weft__plan_count_status(&p, STEP_PENDING), 6);
-    p.steps[3].status = STEP_FAILED;
-    p.steps[4].status = STEP_COMPLETED;
+    weft__plan_set_status(&p, 3, STEP_FAILED);
+    weft__plan_set_status(&p, 4, STEP_COMPLETED);
     assert_int_equal(weft__plan_skip_blocked(&p), 4);
     assert_int_equal(p.steps[0].status, STEP_SKIPPED);
     assert_int_equal(p.steps[1].status, STEP_SKIPPED);
@@ -249,9 +249,9 @@ test_plan_skip_blocked_leaves_started_and_paused_steps(void **state)
     add(&p, "a", 0, NULL, NULL);
     add(&p, "b", 0, "a", NULL);
     add(&p, "c", 0, "a", NULL);
-    p.steps[0].status = STEP_FAILED;
-    p.steps[1].status = STEP_IN_PROGRESS;
-    p.steps[2].status = STEP_PAUSED;
+    weft__plan_set_status(&p, 0, STEP_FAILED);
+    weft__plan_set_status(&p, 1, STEP_IN_PROGRESS);
+    weft__plan_set_status(&p, 2, STEP_PAUSED);
     assert_int_equal(weft__plan_skip_blocked(&p), 0);
     assert_int_equal(p.steps[1].status, STEP_IN_PROGRESS);
     assert_int_equal(p.steps[2].status, STEP_PAUSED);
@@ -283,6 +283,74 @@ test_plan_truncate_drops_the_tail(void **state)
     assert_int_equal(weft__plan_find(&p, "s1"), 0);
     weft__plan_truncate(&p, 0);
     assert_int_equal(p.count, 0);
+    weft__plan_cleanup(&p);
+}
+
+/* Thousands of steps: every id is found through the index as it grows (and the first of a
+ * duplicated id wins, as a scan in plan order would pick it). */
+static void
+test_plan_find_uses_the_index_as_the_plan_grows(void **state)
+{
+    struct plan p;
+    char id[32];
+
+    (void)state;
+    weft__plan_init(&p);
+    for (size_t i = 0; i < 3000; i++) {
+        add(&p, NULL, 0, NULL, NULL);
+    }
+    assert_true(p.ids_cap > 2 * p.count);
+    for (size_t i = 0; i < 3000; i += 7) {
+        snprintf(id, sizeof(id), "s%zu", i + 1);
+        assert_int_equal(weft__plan_find(&p, id), i);
+    }
+    assert_int_equal(weft__plan_find(&p, "s3001"), NONE);
+    add(&p, "s5", 0, NULL, NULL); /* a second "s5": find keeps naming the first */
+    assert_int_equal(weft__plan_find(&p, "s5"), 4);
+    weft__plan_truncate(&p, 10);
+    assert_int_equal(weft__plan_find(&p, "s10"), 9);
+    assert_int_equal(weft__plan_find(&p, "s11"), NONE);
+    weft__plan_cleanup(&p);
+}
+
+/* The counts and the first open step follow every status change, reopened steps included: a
+ * completed step set back to pending (a flow's loop, a correction's undo) is found again. */
+static void
+test_plan_counts_and_first_open_step_follow_status_changes(void **state)
+{
+    struct plan p;
+
+    (void)state;
+    weft__plan_init(&p);
+    add(&p, "a", 0, NULL, NULL);
+    add(&p, "b", 0, "a", NULL);
+    add(&p, "c", 0, "b", NULL);
+    assert_int_equal(weft__plan_count_status(&p, STEP_PENDING), 3);
+    assert_int_equal(p.open_from, 0);
+    weft__plan_set_status(&p, 0, STEP_IN_PROGRESS);
+    assert_int_equal(weft__plan_in_progress(&p), 0);
+    weft__plan_set_status(&p, 0, STEP_COMPLETED);
+    weft__plan_set_status(&p, 1, STEP_COMPLETED);
+    assert_int_equal(p.open_from, 2);
+    assert_int_equal(weft__plan_count_status(&p, STEP_COMPLETED), 2);
+    assert_int_equal(weft__plan_count_status(&p, STEP_PENDING), 1);
+    assert_int_equal(weft__plan_next_ready(&p, NONE), 2);
+    weft__plan_set_status(&p, 0, STEP_PENDING); /* reopened */
+    assert_int_equal(p.open_from, 0);
+    assert_int_equal(weft__plan_next_ready(&p, NONE), 0);
+    assert_int_equal(weft__plan_count_status(&p, STEP_COMPLETED), 1);
+    weft__plan_set_status(&p, 0, STEP_COMPLETED);
+    weft__plan_set_status(&p, 2, STEP_COMPLETED);
+    assert_int_equal(p.open_from, 3);
+    assert_int_equal(weft__plan_next_ready(&p, NONE), NONE);
+    assert_int_equal(weft__plan_in_progress(&p), NONE);
+    add(&p, "d", 0, "c", NULL); /* a step added after every other ended */
+    assert_int_equal(weft__plan_next_ready(&p, NONE), 3);
+    assert_int_equal(weft__plan_count_status(&p, STEP_PENDING), 1);
+    weft__plan_truncate(&p, 3);
+    assert_int_equal(weft__plan_count_status(&p, STEP_PENDING), 0);
+    assert_int_equal(weft__plan_count_status(&p, STEP_COMPLETED), 3);
+    assert_int_equal(weft__plan_count_status(&p, (step_status)42), 0);
     weft__plan_cleanup(&p);
 }
 
@@ -499,6 +567,8 @@ main(void)
         cmocka_unit_test(test_plan_skip_blocked_skips_the_whole_chain),
         cmocka_unit_test(test_plan_skip_blocked_leaves_started_and_paused_steps),
         cmocka_unit_test(test_plan_truncate_drops_the_tail),
+        cmocka_unit_test(test_plan_find_uses_the_index_as_the_plan_grows),
+        cmocka_unit_test(test_plan_counts_and_first_open_step_follow_status_changes),
         cmocka_unit_test(test_plan_status_and_executor_names_round_trip),
         cmocka_unit_test(test_plan_check_accepts_a_dag),
         cmocka_unit_test(test_plan_check_reports_the_first_duplicate),

@@ -448,6 +448,104 @@ test_state_skills_out_of_memory_fails_cleanly(void **state)
     assert_int_equal(skill_calls(f, round++), 3);
 }
 
+/* A step saved again with the same dependencies is an UPDATE of what changed (the SQLite
+ * backend remembers which rows it stored); each save still leaves the whole row as a reader (a
+ * resumed run, another handle) must see it: final status, result and times, the task and
+ * actor of the first save, dependencies that changed, and a row deleted behind the handle's
+ * back stored whole again. */
+static void
+test_state_step_saved_again_writes_what_changed(void **state)
+{
+    struct fx *f = *state;
+    struct rt_state *other = NULL;
+    struct plan plan;
+    struct rows rows;
+    const char *deps[2] = {"a", "b"};
+    char err[256] = "";
+
+    memset(&rows, 0, sizeof(rows));
+    weft__plan_init(&plan);
+    assert_weft_ok(weft__plan_append(&plan, "a", 0, "first", NULL, 0, NULL));
+    assert_weft_ok(weft__plan_append(&plan, "b", 0, "second", deps, 1, NULL));
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    /* In progress, then completed: two updates of the stored row. */
+    weft__plan_set_status(&plan, 0, STEP_IN_PROGRESS);
+    plan.steps[0].started_ns = 5;
+    plan.steps[0].attempts = 1;
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    weft__plan_set_status(&plan, 0, STEP_COMPLETED);
+    plan.steps[0].result = weft__strdup("done");
+    plan.steps[0].ended_ns = 9;
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_weft_ok(weft__state_commit(f->st));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'r' AND idx = 0"
+                                 " AND step_id = 'a' AND agent = 'coder' AND task = 'first'"
+                                 " AND status = 'completed' AND result = 'done' AND attempts = 1"
+                                 " AND started_ns = 5 AND ended_ns = 9 AND task_uuid IS NOT NULL"),
+                     1);
+    /* Dependencies that changed are written. */
+    weft__free(plan.steps[1].depends_on[0]);
+    plan.steps[1].depends_on[0] = weft__strdup("b");
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE idx = 1 AND depends_on ="
+                                 " '[\"b\"]'"),
+                     1);
+    /* A row gone behind the handle's back is stored whole again. */
+    fx_exec(f, "DELETE FROM steps WHERE run_id = 'r' AND idx = 0", NULL);
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE idx = 0 AND task = 'first'"
+                                 " AND agent = 'coder' AND status = 'completed'"),
+                     1);
+    /* Another run on the same handle: its rows are its own. */
+    assert_weft_ok(weft__state_run_begin(f->st, "r2", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_step_save(f->st, "r2", 0, &plan.steps[0], "coder"));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'r2'"), 1);
+    /* What a resumed run reads, through a handle of its own. */
+    assert_int_equal(weft__state_open(f->location, &other, err, sizeof(err)), WEFT_OK);
+    assert_weft_ok(weft__state_steps_each(other, "r", collect_step, &rows));
+    assert_int_equal(rows.n, 2);
+    assert_string_equal(rows.status[0], "completed");
+    assert_int_equal(rows.attempts[0], 1);
+    assert_string_equal(rows.status[1], "pending");
+    weft__state_close(other);
+    weft__plan_cleanup(&plan);
+}
+
+/* A rolled back transaction takes the rows' knowledge with it: the dependencies a rolled back
+ * save wrote are written again by the next one. */
+static void
+test_state_step_save_after_a_rollback_writes_dependencies_again(void **state)
+{
+    struct fx *f = *state;
+    struct plan plan;
+    const char *deps[1] = {"a"};
+
+    weft__plan_init(&plan);
+    assert_weft_ok(weft__plan_append(&plan, "a", 0, "first", NULL, 0, NULL));
+    assert_weft_ok(weft__plan_append(&plan, "b", 0, "second", deps, 1, NULL));
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    weft__free(plan.steps[1].depends_on[0]);
+    plan.steps[1].depends_on[0] = weft__strdup("z");
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    /* A write that fails inside the transaction (a row without its actor: NOT NULL), so the
+     * commit rolls it all back. */
+    assert_int_equal(weft__state_step_save(f->st, "r", 5, &plan.steps[0], NULL), WEFT_EIO);
+    assert_int_equal(weft__state_commit(f->st), WEFT_EIO);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE idx = 1 AND depends_on ="
+                                 " '[\"a\"]'"),
+                     1);
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE idx = 1 AND depends_on ="
+                                 " '[\"z\"]'"),
+                     1);
+    weft__plan_cleanup(&plan);
+}
+
 int
 main(void)
 {
@@ -467,6 +565,10 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_skills_out_of_memory_fails_cleanly, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_state_step_saved_again_writes_what_changed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_state_step_save_after_a_rollback_writes_dependencies_again, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
