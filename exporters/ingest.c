@@ -716,9 +716,13 @@ route_handler(void *user_data,
 struct weft__http_route
 weft__ingest_route(struct weft__ingest *ing)
 {
-    struct weft__http_route route = {
-        WEFT__INGEST_PATH,      weft__ingest_max_body(ing), route_handler, ing, false,
-        WEFT__INGEST_MAX_ACTIVE};
+    struct weft__http_route route = {WEFT__INGEST_PATH,
+                                     weft__ingest_max_body(ing),
+                                     route_handler,
+                                     ing,
+                                     false,
+                                     WEFT__INGEST_MAX_ACTIVE,
+                                     false};
 
     return route;
 }

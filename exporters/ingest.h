@@ -16,7 +16,7 @@
 #ifndef WEFT_EXPORTERS_INGEST_H
 #define WEFT_EXPORTERS_INGEST_H
 
-#include "exporters/metrics_server.h"
+#include "net/http_server.h"
 
 #include <stdint.h>
 #include <weft/metrics.h>
@@ -74,7 +74,7 @@ void weft__ingest_handle(struct weft__ingest *ing,
                          const struct weft__ingest_request *req,
                          struct weft__http_reply *reply);
 
-/* The route for weft__metrics_server_start_routes(): POST /v1/traces with the body cap.
+/* The route for the embedded server (net/http_server.h): POST /v1/traces with the body cap.
  * Ownership: @p ing is borrowed until the server stops. */
 struct weft__http_route weft__ingest_route(struct weft__ingest *ing);
 

@@ -60,7 +60,7 @@ struct weft__otlp_transport {
     uint32_t initial_backoff_ms;
     uint32_t max_backoff_ms;
     struct weft__http_client *http;
-    struct weft__http_request req;            /* URL, TLS, auth: set once; headers per send */
+    struct weft__http_client_request req;     /* URL, TLS, auth: set once; headers per send */
     struct weft__http_headers headers;        /* the common lines: Expect, OTLP and extra headers */
     struct weft__http_headers variant[2][2];  /* [json][gzip]: Content-Type (+ Encoding) + common */
     const struct weft__http_headers *current; /* the variant of the request being sent */

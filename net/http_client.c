@@ -285,7 +285,7 @@ weft__http_global_init(void)
 
 /* The state of one attempt, seen by libcurl's callbacks. */
 struct attempt {
-    const struct weft__http_request *req;
+    const struct weft__http_client_request *req;
     struct weft__http_response *resp;
     size_t cap;
     weft__http_failure write_failure; /* why the write callback stopped the transfer */
@@ -351,7 +351,7 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 static void
 set_options(CURL *curl, struct attempt *a, struct curl_slist *headers, uint64_t timeout_ms)
 {
-    const struct weft__http_request *req = a->req;
+    const struct weft__http_client_request *req = a->req;
 
     curl_easy_reset(curl);
     curl_easy_setopt(curl, CURLOPT_URL, req->url);
@@ -408,7 +408,7 @@ set_options(CURL *curl, struct attempt *a, struct curl_slist *headers, uint64_t 
 /* Run the transfer on the multi handle, asking should_abort between polls.
  * @return the transfer's result, CURLE_ABORTED_BY_CALLBACK when aborted. */
 static CURLcode
-run(struct weft__http_client *c, const struct weft__http_request *req)
+run(struct weft__http_client *c, const struct weft__http_client_request *req)
 {
     CURLcode rc = CURLE_GOT_NOTHING;
     CURLMcode mc = CURLM_OK;
@@ -502,7 +502,7 @@ err_of(weft__http_failure f)
 /* One attempt with @p timeout_ms (0: none). */
 static weft_err
 attempt_once(struct weft__http_client *c,
-             const struct weft__http_request *req,
+             const struct weft__http_client_request *req,
              struct curl_slist *headers,
              uint64_t timeout_ms,
              struct weft__http_response *resp)
@@ -616,7 +616,7 @@ wait_for(const struct weft__http_retry *p, const struct weft__http_response *r, 
 
 /* A Content-Type given apart is sent with the request's own lines, in a list of this call. */
 static weft_err
-build_headers(const struct weft__http_request *req, struct weft__http_headers *out)
+build_headers(const struct weft__http_client_request *req, struct weft__http_headers *out)
 {
     weft_err err = WEFT_OK;
 
@@ -636,7 +636,7 @@ build_headers(const struct weft__http_request *req, struct weft__http_headers *o
 
 weft_err
 weft__http_client_perform(struct weft__http_client *c,
-                          const struct weft__http_request *req,
+                          const struct weft__http_client_request *req,
                           const struct weft__http_retry *retry,
                           struct weft__http_response *resp)
 {
@@ -765,7 +765,7 @@ weft__http_client_wakeup(struct weft__http_client *c)
 }
 
 weft_err
-weft__http_perform(const struct weft__http_request *req,
+weft__http_perform(const struct weft__http_client_request *req,
                    const struct weft__http_retry *retry,
                    struct weft__http_response *resp)
 {

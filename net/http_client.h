@@ -90,7 +90,7 @@ typedef bool (*weft__http_header_fn)(const char *line, size_t len, void *user_da
  * transfer (WEFT__HTTP_FAIL_ABORTED), for shutdown and drain deadlines. */
 typedef bool (*weft__http_abort_fn)(void *user_data, uint32_t *poll_ms);
 
-struct weft__http_request {
+struct weft__http_client_request {
     const char *method; /* NULL: POST when has_body, else GET */
     const char *url;
     const struct weft__http_headers *headers; /* NULL: none */
@@ -219,12 +219,12 @@ void weft__http_client_wakeup(struct weft__http_client *c);
  * retries ended (an interrupted retry sleep is WEFT__HTTP_STOP_CANCELLED).
  * Ownership: borrows @p req for the call. */
 weft_err weft__http_client_perform(struct weft__http_client *c,
-                                   const struct weft__http_request *req,
+                                   const struct weft__http_client_request *req,
                                    const struct weft__http_retry *retry,
                                    struct weft__http_response *resp);
 
 /* One request on a client of its own (created and freed here). As weft__http_client_perform. */
-weft_err weft__http_perform(const struct weft__http_request *req,
+weft_err weft__http_perform(const struct weft__http_client_request *req,
                             const struct weft__http_retry *retry,
                             struct weft__http_response *resp);
 

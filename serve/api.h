@@ -16,7 +16,7 @@
 #include <weft/store.h>
 
 /* Requests under /api/v1/ served at once; the next get 503 with Retry-After (the server's
- * admission, exporters/metrics_server.h). A trace document holds a page of spans (the
+ * admission, net/http_server.h). A trace document holds a page of spans (the
  * whole-span view) or the trace's outline (the waterfall) while it is built (docs/serve.md
  * gives the figures), so this bounds what readers can take. */
 #define WEFT__API_MAX_ACTIVE 2

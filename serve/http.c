@@ -1,5 +1,6 @@
 /* serve/http.c - `weft serve`'s HTTP server (http.h): the explorer's and ingest's routes on the
- * metrics server's route table, each behind the same access rule (admit()): the Host name on a
+ * embedded HTTP server (net/http_server.h), before the metrics server's /metrics and /healthz
+ * (exporters/metrics_server.h), each behind the same access rule (admit()): the Host name on a
  * loopback address, then the explorer being off beyond loopback, then the token. Each refusal
  * is counted in an atomic, read at each scrape by weft__serve_observe(), and the first of each
  * kind is logged at WARN (later ones at DEBUG), so a misconfigured client cannot flood the log
@@ -12,6 +13,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "exporters/metrics_server.h"
+#include "net/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -243,7 +245,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
 {
     struct weft__serve *srv = NULL;
     struct weft__http_route routes[5];
-    struct weft__http_server_options o;
+    struct weft__metrics_server_options o;
     struct sockaddr_in sa;
     size_t n = 0;
     weft_err err = WEFT_OK;
@@ -265,15 +267,20 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     memset(routes, 0, sizeof(routes));
     /* The API and ingest are the heavy routes: each takes at most its max_active requests at
      * once (the next get 503 with Retry-After), which bounds their memory; the UI's files,
-     * /metrics and /healthz are never held up by them (metrics_server.h). */
-    routes[n++] = (struct weft__http_route){"/api/v1/", 0, on_api, srv, true, WEFT__API_MAX_ACTIVE};
-    routes[n++] = (struct weft__http_route){"/assets/", 0, on_asset, srv, true, 0};
-    routes[n++] = (struct weft__http_route){"/", 0, on_asset, srv, false, 0};
-    routes[n++] = (struct weft__http_route){"/index.html", 0, on_asset, srv, false, 0};
+     * /metrics and /healthz are never held up by them (net/http_server.h). */
+    routes[n++] =
+        (struct weft__http_route){"/api/v1/", 0, on_api, srv, true, WEFT__API_MAX_ACTIVE, false};
+    routes[n++] = (struct weft__http_route){"/assets/", 0, on_asset, srv, true, 0, false};
+    routes[n++] = (struct weft__http_route){"/", 0, on_asset, srv, false, 0, false};
+    routes[n++] = (struct weft__http_route){"/index.html", 0, on_asset, srv, false, 0, false};
     if (cfg->ingest != NULL) {
-        routes[n++] = (struct weft__http_route){
-            WEFT__INGEST_PATH,      weft__ingest_max_body(cfg->ingest), on_ingest, srv, false,
-            WEFT__INGEST_MAX_ACTIVE};
+        routes[n++] = (struct weft__http_route){WEFT__INGEST_PATH,
+                                                weft__ingest_max_body(cfg->ingest),
+                                                on_ingest,
+                                                srv,
+                                                false,
+                                                WEFT__INGEST_MAX_ACTIVE,
+                                                false};
     }
     memset(&o, 0, sizeof(o));
     o.source = cfg->metrics;

@@ -1,7 +1,7 @@
 /* serve/http.h - `weft serve`'s HTTP server: the trace explorer (web UI at /, its JSON API at
  * /api/v1/), OTLP/HTTP ingest (POST /v1/traces, exporters/ingest.h), Prometheus /metrics and
- * /healthz, on one port (docs/explorer.md, docs/serve.md): routes on the metrics server's
- * table (exporters/metrics_server.h).
+ * /healthz, on one port (docs/explorer.md, docs/serve.md): routes on the embedded HTTP server
+ * (net/http_server.h), before the metrics server's (exporters/metrics_server.h).
  *
  * Security: every response carries a Content-Security-Policy that allows only the server's own
  * scripts, styles and API (no inline script, no other origin), nosniff and no-referrer. The

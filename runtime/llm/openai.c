@@ -510,7 +510,7 @@ openai_complete(void *self,
                 struct llm_error *error)
 {
     struct openai *x = self;
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_retry retry;
     struct llm_response parsed;
     weft_err err = WEFT_OK;

@@ -186,7 +186,7 @@ fetch(const struct rt_prompt_ref *ref, struct rt_prompt *out, char *err, size_t 
     char *name = NULL;
     char *label = NULL;
     struct weft__buf url;
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_response answer;
     weft_err result = WEFT_EIO;
 

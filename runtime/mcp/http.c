@@ -283,7 +283,7 @@ perform(struct xfer *x,
 {
     struct weft__mcp_http *h = x->h;
     struct weft__http_headers headers;
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_response resp;
     weft_err rc = WEFT_OK;
     weft_err result = WEFT_OK;

@@ -11,7 +11,9 @@
  * Bearer" (401).
  *
  * Connections: a connection that never finishes its headers must not hold a place for long.
- * A client address (IP) holds at most PER_IP_LIMIT connections (libmicrohttpd closes the next
+ * The HTTP is the embedded server's (net/http_server.h); this file sets its limits and brings the
+ * access rule, the sessions and the messages as the handler of one route, "/" as a prefix.
+ * A client address (IP) holds at most PER_IP_LIMIT connections (the server closes the next
  * one at once), and a connection silent for CONNECTION_TIMEOUT_S, headers unfinished or idle
  * between requests, is closed: 64 half-open connections from one address no longer lock every
  * other client out (they held all 64 places for 120 s). The limit is per address, not global,
@@ -20,31 +22,29 @@
  * it (400 without, 404 for one that is unknown, ended or expired). At most max_sessions live at
  * once (the least recently used is ended beyond that) and a session idle for an hour ends.
  *
- * Threads: libmicrohttpd runs a thread per connection, and `lock` makes the messages pass one
+ * Threads: the server runs a thread per connection, and `lock` makes the messages pass one
  * at a time (the server handles one message at a time anyway; it also guards the sessions).
  * Not one thread for all: a start_run holds the server for as long as its run, and with one
  * thread nothing else would be read meanwhile, so a request sent on an open connection would
  * find its connection past the short timeout when the run ends and be dropped unanswered.
  * With a thread each, a request waits on the lock, and its connection's timeout is not
- * counted while it waits. weft_mcp_http_stop() joins them all.
+ * counted while it waits. weft_mcp_http_stop() gives the answers in flight STOP_GRACE_MS, then
+ * joins them all.
  */
 #include "runtime/mcp_server/server.h"
 
-#include "base/buf.h"
 #include "base/http_host.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/time.h"
 #include "base/uuid.h"
+#include "net/http_server.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <weft/mcp.h>
@@ -58,6 +58,7 @@
 #define CONNECTION_TIMEOUT_S 5
 #define MAX_ALLOWED_HOSTS    64
 #define MCP_PATH             "/mcp"
+#define STOP_GRACE_MS        1000 /* for the answers in flight when the server stops */
 
 struct session {
     char id[WEFT_UUID_LEN + 1]; /* "" for a free slot */
@@ -67,8 +68,8 @@ struct session {
 
 struct weft_mcp_http {
     struct weft_mcp_server *server;
-    struct MHD_Daemon *daemon;
-    char *token; /* NULL: none */
+    struct weft__http_server *http; /* the embedded server, one "/" route to on_request() */
+    char *token;                    /* NULL: none */
     char **allowed_hosts;
     size_t allowed_host_count;
     bool is_loopback;           /* listens on 127.0.0.0/8: the Host rule applies */
@@ -78,12 +79,6 @@ struct weft_mcp_http {
     struct session *sessions;
     size_t max_sessions;
     unsigned port;
-};
-
-/* One request's body as it arrives. */
-struct request {
-    struct weft__buf body;
-    bool is_too_big;
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -131,14 +126,14 @@ is_same_secret(const char *given, const char *expected)
 }
 
 static bool
-is_authorized(const struct weft_mcp_http *http, struct MHD_Connection *conn)
+is_authorized(const struct weft_mcp_http *http, const struct weft__http_request *req)
 {
     const char *auth = NULL;
 
     if (http->token == NULL) {
         return true;
     }
-    auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    auth = weft__http_header(req, "Authorization");
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
         return false;
     }
@@ -203,50 +198,41 @@ new_session(struct weft_mcp_http *http, const char *protocol)
 /* ---------------------------------------------------------------------------------------- */
 /* Answers                                                                                    */
 
-static enum MHD_Result
-reply(struct MHD_Connection *conn,
-      unsigned status,
-      const char *type,
-      char *body,
-      const char *session_id)
+/* Answer @p status with @p body (copied; NULL: none) of @p type and @p headers ("Name: value"
+ * lines, or NULL). Out of memory, the status goes out with an empty body. */
+static void
+reply_with(struct weft__http_reply *reply,
+           unsigned status,
+           const char *type,
+           const char *body,
+           const char *headers)
 {
-    struct MHD_Response *resp = NULL;
-    enum MHD_Result ret = MHD_NO;
-    size_t len = body != NULL ? strlen(body) : 0;
-
-    /* MHD frees the body with free(); ours comes from weft__malloc, so hand it a copy. */
-    resp = MHD_create_response_from_buffer(len, body != NULL ? body : (void *)"",
-                                           MHD_RESPMEM_MUST_COPY);
-    if (resp == NULL) {
-        return MHD_NO;
+    reply->status = status;
+    reply->content_type = type;
+    if (body != NULL) {
+        reply->body = weft__strdup(body);
+        reply->len = reply->body != NULL ? strlen(reply->body) : 0;
+        reply->free_body = true;
     }
-    if (type != NULL) {
-        MHD_add_response_header(resp, "Content-Type", type);
+    if (headers != NULL) {
+        reply->headers = weft__strdup(headers);
     }
-    if (session_id != NULL) {
-        MHD_add_response_header(resp, "Mcp-Session-Id", session_id);
+    if (status == 405) {
+        reply->allow = "POST, DELETE";
     }
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
-        MHD_add_response_header(resp, "Allow", "POST, DELETE");
-    }
-    if (status == MHD_HTTP_UNAUTHORIZED) {
-        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-    }
-    ret = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
 }
 
 /* An HTTP error with a JSON-RPC error body (id null), as the transport spec suggests. */
-static enum MHD_Result
-reply_error(struct MHD_Connection *conn, unsigned status, int code, const char *message)
+static void
+reply_error(struct weft__http_reply *reply, unsigned status, int code, const char *message)
 {
     char body[512];
 
     snprintf(body, sizeof(body),
              "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"%s\"}}", code,
              message);
-    return reply(conn, status, "application/json", body, NULL);
+    reply_with(reply, status, "application/json", body,
+               status == 401 ? "WWW-Authenticate: Bearer" : NULL);
 }
 
 /* Is @p body an initialize request? Only the method is looked at; the server checks the
@@ -262,120 +248,99 @@ is_initialize_body(const char *body, size_t len)
     return is_init;
 }
 
-static enum MHD_Result
-answer_post(struct weft_mcp_http *http, struct MHD_Connection *conn, struct request *req)
+static void
+answer_post(struct weft_mcp_http *http,
+            const struct weft__http_request *req,
+            struct weft__http_reply *reply)
 {
-    const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-    const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Session-Id");
-    const char *version =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "MCP-Protocol-Version");
-    const char *body = req->body.data != NULL ? req->body.data : "";
+    const char *type = weft__http_header(req, "Content-Type");
+    const char *sid = weft__http_header(req, "Mcp-Session-Id");
+    const char *version = weft__http_header(req, "MCP-Protocol-Version");
+    const char *body = req->body != NULL ? req->body : "";
     struct session *session = NULL;
     char negotiated[WEFT__MCP_PROTOCOL_LEN] = "";
+    char header[64 + WEFT_UUID_LEN];
     char *response = NULL;
     bool is_init = false;
-    enum MHD_Result ret = MHD_NO;
     weft_err err = WEFT_OK;
 
-    if (req->is_too_big) {
-        return reply_error(conn, 413, -32600,
-                           "Invalid Request: body larger than the server's message cap");
+    if (req->is_too_large) {
+        reply_error(reply, 413, -32600,
+                    "Invalid Request: body larger than the server's message cap");
+        return;
     }
     if (type != NULL && strncasecmp(type, "application/json", 16) != 0) {
-        return reply_error(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32600,
-                           "Invalid Request: Content-Type must be application/json");
+        reply_error(reply, 415, -32600, "Invalid Request: Content-Type must be application/json");
+        return;
     }
-    is_init = is_initialize_body(body, req->body.len);
+    is_init = is_initialize_body(body, req->body_len);
     if (!is_init) {
         if (sid == NULL) {
-            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32600,
-                               "Bad Request: Mcp-Session-Id header required (initialize first)");
+            reply_error(reply, 400, -32600,
+                        "Bad Request: Mcp-Session-Id header required (initialize first)");
+            return;
         }
         session = find_session(http, sid);
         if (session == NULL) {
-            return reply_error(conn, MHD_HTTP_NOT_FOUND, -32600,
-                               "Session not found: initialize a new session");
+            reply_error(reply, 404, -32600, "Session not found: initialize a new session");
+            return;
         }
         if (version != NULL && !weft__mcp_server_speaks(version)) {
-            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32600,
-                               "Bad Request: unsupported MCP-Protocol-Version");
+            reply_error(reply, 400, -32600, "Bad Request: unsupported MCP-Protocol-Version");
+            return;
         }
     }
     err =
-        weft__mcp_server_handle(http->server, body, req->body.len, &response, negotiated, &is_init);
+        weft__mcp_server_handle(http->server, body, req->body_len, &response, negotiated, &is_init);
     if (err != WEFT_OK) {
-        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603, "Internal error");
+        reply_error(reply, 500, -32603, "Internal error");
+        return;
     }
     if (response == NULL) {
-        return reply(conn, MHD_HTTP_ACCEPTED, NULL, NULL, NULL);
+        reply_with(reply, 202, NULL, NULL, NULL);
+        return;
     }
+    header[0] = '\0';
     if (is_init && negotiated[0] != '\0') {
         session = new_session(http, negotiated);
+        snprintf(header, sizeof(header), "Mcp-Session-Id: %s", session->id);
     }
-    ret = reply(conn, MHD_HTTP_OK, "application/json", response,
-                is_init && negotiated[0] != '\0' ? session->id : NULL);
+    reply_with(reply, 200, "application/json", response, header[0] != '\0' ? header : NULL);
     weft__free(response);
-    return ret;
 }
 
-static enum MHD_Result
-answer_delete(struct weft_mcp_http *http, struct MHD_Connection *conn)
+static void
+answer_delete(struct weft_mcp_http *http,
+              const struct weft__http_request *req,
+              struct weft__http_reply *reply)
 {
-    const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Session-Id");
+    const char *sid = weft__http_header(req, "Mcp-Session-Id");
     struct session *session = NULL;
 
     if (sid == NULL) {
-        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32600,
-                           "Bad Request: Mcp-Session-Id header required");
+        reply_error(reply, 400, -32600, "Bad Request: Mcp-Session-Id header required");
+        return;
     }
     session = find_session(http, sid);
     if (session == NULL) {
-        return reply_error(conn, MHD_HTTP_NOT_FOUND, -32600, "Session not found");
+        reply_error(reply, 404, -32600, "Session not found");
+        return;
     }
     session->id[0] = '\0';
-    return reply(conn, MHD_HTTP_OK, NULL, NULL, NULL);
+    reply_with(reply, 200, NULL, NULL, NULL);
 }
 
-static enum MHD_Result
-answer(void *cls,
-       struct MHD_Connection *conn,
-       const char *url,
-       const char *method,
-       const char *version,
-       const char *upload_data,
-       size_t *upload_data_size,
-       void **con_cls)
+/* The access rule, in order: the Host name on a loopback address (421), the Origin (403), the
+ * token (401); false with the reply set when the request may not go on. It runs before the
+ * path is looked at, so that nothing about the server is told to a request that may not ask. */
+static bool
+admit(struct weft_mcp_http *http,
+      const struct weft__http_request *req,
+      struct weft__http_reply *reply)
 {
-    struct weft_mcp_http *http = cls;
-    struct request *req = *con_cls;
+    const char *host = weft__http_header(req, "Host");
     const char *origin = NULL;
-    const char *host = NULL;
 
-    (void)version;
-    if (req == NULL) {
-        req = weft__calloc(1, sizeof(*req));
-        if (req == NULL) {
-            return MHD_NO;
-        }
-        weft__buf_init(&req->body, weft__mcp_server_max_message(http->server));
-        *con_cls = req;
-        return MHD_YES;
-    }
-    if (*upload_data_size > 0) {
-        if (!req->is_too_big) {
-            weft_err err = weft__buf_append(&req->body, upload_data, *upload_data_size);
-
-            if (err == WEFT_ELIMIT) {
-                req->is_too_big = true;
-                weft__buf_cleanup(&req->body);
-            } else if (err != WEFT_OK) {
-                return MHD_NO;
-            }
-        }
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
-    host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     if (http->is_loopback &&
         !weft__http_host_is_allowed(host, (const char *const *)http->allowed_hosts,
                                     http->allowed_host_count)) {
@@ -386,50 +351,49 @@ answer(void *cls,
                  "mcp serve: a request for Host %s refused (421): not a loopback name "
                  "(--allow-host NAME serves another)",
                  weft__http_host_for_log(host, clean, sizeof(clean)));
-        return reply_error(conn, MHD_HTTP_MISDIRECTED_REQUEST, -32600,
-                           "Misdirected Request: this server answers only to the Host names "
-                           "localhost, 127.x.y.z and [::1] (or --allow-host names)");
+        reply_error(reply, 421, -32600,
+                    "Misdirected Request: this server answers only to the Host names "
+                    "localhost, 127.x.y.z and [::1] (or --allow-host names)");
+        return false;
     }
-    origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    origin = weft__http_header(req, "Origin");
     if (origin != NULL && !is_loopback_origin(origin)) {
         WEFT_LOG(WEFT_LOG_WARN, "mcp serve: a request from a non-local Origin refused (403)");
-        return reply_error(conn, MHD_HTTP_FORBIDDEN, -32600, "Forbidden: Origin not allowed");
+        reply_error(reply, 403, -32600, "Forbidden: Origin not allowed");
+        return false;
     }
-    if (!is_authorized(http, conn)) {
-        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32600,
-                           "Unauthorized: a bearer token is required");
+    if (!is_authorized(http, req)) {
+        reply_error(reply, 401, -32600, "Unauthorized: a bearer token is required");
+        return false;
     }
-    if (strcmp(url, MCP_PATH) != 0) {
-        return reply_error(conn, MHD_HTTP_NOT_FOUND, -32600, "Not found: the endpoint is /mcp");
-    }
-    if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0) {
-        enum MHD_Result ret = MHD_NO;
-
-        pthread_mutex_lock(&http->lock);
-        ret = method[0] == 'P' ? answer_post(http, conn, req) : answer_delete(http, conn);
-        pthread_mutex_unlock(&http->lock);
-        return ret;
-    }
-    return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32600,
-                       "Method not allowed: POST and DELETE only (no server stream)");
+    return true;
 }
 
+/* Every path comes here (the one route is "/" as a prefix): the access rule first, then /mcp. */
 static void
-completed(void *cls,
-          struct MHD_Connection *conn,
-          void **con_cls,
-          enum MHD_RequestTerminationCode code)
+on_request(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
-    struct request *req = *con_cls;
+    struct weft_mcp_http *http = user_data;
+    bool is_post = strcmp(req->method, "POST") == 0;
 
-    (void)cls;
-    (void)conn;
-    (void)code;
-    if (req != NULL) {
-        weft__buf_cleanup(&req->body);
-        weft__free(req);
-        *con_cls = NULL;
+    if (!admit(http, req, reply)) {
+        return;
     }
+    if (strcmp(req->url, MCP_PATH) != 0) {
+        reply_error(reply, 404, -32600, "Not found: the endpoint is /mcp");
+        return;
+    }
+    if (is_post || strcmp(req->method, "DELETE") == 0) {
+        pthread_mutex_lock(&http->lock);
+        if (is_post) {
+            answer_post(http, req, reply);
+        } else {
+            answer_delete(http, req, reply);
+        }
+        pthread_mutex_unlock(&http->lock);
+        return;
+    }
+    reply_error(reply, 405, -32600, "Method not allowed: POST and DELETE only (no server stream)");
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -446,36 +410,51 @@ free_allowed_hosts(struct weft_mcp_http *http)
     http->allowed_host_count = 0;
 }
 
-/* "HOST:PORT" with an IPv4 host or "localhost". */
+/* "HOST:PORT" with an IPv4 host or "localhost" into @p out and, for the server, @p norm (the
+ * same with "localhost" as 127.0.0.1). */
 static bool
-parse_addr(const char *addr, struct sockaddr_in *out)
+parse_addr(const char *addr, struct sockaddr_in *out, char *norm, size_t norm_len)
 {
     const char *colon = strrchr(addr, ':');
-    char host[64];
-    char *end = NULL;
-    unsigned long port = 0;
-    size_t host_len = 0;
+    int n = 0;
 
-    if (colon == NULL || colon[1] == '\0') {
+    if (colon == NULL || colon == addr) {
         return false;
     }
-    host_len = (size_t)(colon - addr);
-    if (host_len == 0 || host_len >= sizeof(host)) {
-        return false;
+    if ((size_t)(colon - addr) == strlen("localhost") &&
+        strncmp(addr, "localhost", (size_t)(colon - addr)) == 0) {
+        n = snprintf(norm, norm_len, "127.0.0.1%s", colon);
+    } else {
+        n = snprintf(norm, norm_len, "%s", addr);
     }
-    memcpy(host, addr, host_len);
-    host[host_len] = '\0';
-    port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || port > 65535) {
-        return false;
-    }
-    memset(out, 0, sizeof(*out));
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)port);
-    if (strcmp(host, "localhost") == 0) {
-        snprintf(host, sizeof(host), "127.0.0.1");
-    }
-    return inet_pton(AF_INET, host, &out->sin_addr) == 1;
+    return n > 0 && (size_t)n < norm_len && weft__http_server_parse_addr(norm, out) == WEFT_OK;
+}
+
+/* The embedded server for @p http at @p addr, with the transport's limits. */
+static weft_err
+start_server(struct weft_mcp_http *http, const char *addr)
+{
+    struct weft__http_server_config cfg;
+    struct weft__http_route route;
+
+    /* One route for every path: the access rule answers before the path is looked at. A body
+     * over the message cap reaches on_request() too (is_too_large), for the same reason. */
+    memset(&route, 0, sizeof(route));
+    route.path = "/";
+    route.is_prefix = true;
+    route.max_body = weft__mcp_server_max_message(http->server);
+    route.handler = on_request;
+    route.user_data = http;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.addr = addr;
+    cfg.routes = &route;
+    cfg.route_count = 1;
+    cfg.connection_limit = CONNECTION_LIMIT;
+    cfg.per_address_limit = PER_IP_LIMIT;
+    cfg.idle_timeout_s = CONNECTION_TIMEOUT_S;
+    cfg.stop_grace_ms = STOP_GRACE_MS;
+    cfg.name = "mcp serve";
+    return weft__http_server_start(&cfg, &http->http);
 }
 
 weft_err
@@ -486,8 +465,8 @@ weft_mcp_http_start(struct weft_mcp_server *server,
     const char *addr = options != NULL && options->addr != NULL ? options->addr : DEFAULT_ADDR;
     size_t max_sessions = options != NULL ? options->max_sessions : 0;
     struct weft_mcp_http *http = NULL;
-    const union MHD_DaemonInfo *info = NULL;
     struct sockaddr_in sa;
+    char norm[80];
     bool is_ok = false;
     weft_err err = WEFT_ENOMEM;
 
@@ -495,7 +474,7 @@ weft_mcp_http_start(struct weft_mcp_server *server,
         return WEFT_EINVAL;
     }
     *out = NULL;
-    is_ok = parse_addr(addr, &sa);
+    is_ok = parse_addr(addr, &sa, norm, sizeof(norm));
     if (!is_ok) {
         return WEFT_EINVAL;
     }
@@ -553,19 +532,11 @@ weft_mcp_http_start(struct weft_mcp_server *server,
         goto fail;
     }
     http->is_lock_ready = true;
-    http->daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
-                                    NULL, NULL, answer, http, MHD_OPTION_SOCK_ADDR, &sa,
-                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
-                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP_LIMIT,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-                                    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
-    if (http->daemon == NULL) {
-        WEFT_LOG(WEFT_LOG_ERROR, "mcp serve: cannot listen on %s", addr);
-        err = WEFT_EIO;
+    err = start_server(http, norm);
+    if (err != WEFT_OK) {
         goto fail;
     }
-    info = MHD_get_daemon_info(http->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    http->port = info != NULL ? info->port : ntohs(sa.sin_port);
+    http->port = weft__http_server_port(http->http);
     *out = http;
     return WEFT_OK;
 fail:
@@ -593,7 +564,7 @@ weft_mcp_http_stop(struct weft_mcp_http *http)
     if (http == NULL) {
         return;
     }
-    MHD_stop_daemon(http->daemon);
+    weft__http_server_stop(http->http);
     pthread_mutex_destroy(&http->lock);
     if (http->token != NULL) {
         memset(http->token, 0, strlen(http->token));

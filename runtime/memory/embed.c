@@ -195,7 +195,7 @@ take_answer(struct rt_embedder *e, struct rt_embedding *out, struct rt_embed_err
 static weft_err
 perform(struct rt_embedder *e, struct rt_embedding *out, struct rt_embed_error *error)
 {
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     weft_err err = WEFT_OK;
 
     memset(&req, 0, sizeof(req));

@@ -514,7 +514,7 @@ sleep_ms(void *user_data, uint64_t ms)
 static enum outcome
 deliver(struct rt_webhook *wh, const char *body)
 {
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_retry retry;
     weft_err err = WEFT_OK;
 

@@ -171,7 +171,7 @@ weft__tool_http_get(const struct tool_def *def, const json_t *args, struct tool_
 {
     const char *url = json_string_value(json_object_get(args, "url"));
     struct weft__http_url u;
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_response resp;
     weft_err err = WEFT_OK;
 

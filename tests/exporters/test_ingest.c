@@ -1062,7 +1062,7 @@ static void
 test_ingest_bodyless_route_keeps_no_chunked_body(void **state)
 {
     struct probe p = {false, 0, false};
-    struct weft__http_route route = {"/probe", 0, probe_handler, &p, false, 0};
+    struct weft__http_route route = {"/probe", 0, probe_handler, &p, false, 0, false};
     struct weft_metrics_server *server = NULL;
     struct curl_slist *headers = curl_slist_append(NULL, "Transfer-Encoding: chunked");
     static char body[256 * 1024];

@@ -236,7 +236,7 @@ static void
 test_metrics_server_healthz_answers_while_handlers_hold_their_threads(void **state)
 {
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-    struct weft__http_route route = {"/slow", 0, slow_handler, &g, false, 0};
+    struct weft__http_route route = {"/slow", 0, slow_handler, &g, false, 0, false};
     struct weft_metrics_server *srv = NULL;
     pthread_t threads[4];
     struct call calls[4];
@@ -283,7 +283,7 @@ static void
 test_metrics_server_busy_route_answers_503_with_retry_after(void **state)
 {
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
-    struct weft__http_route route = {"/slow", 64, slow_handler, &g, false, 1};
+    struct weft__http_route route = {"/slow", 64, slow_handler, &g, false, 1, false};
     struct weft_metrics_server *srv = NULL;
     pthread_t first;
     struct call held;
@@ -344,7 +344,7 @@ static void
 test_metrics_server_unanswered_timeout_is_counted(void **state)
 {
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, true, 0};
-    struct weft__http_route route = {"/slow", 1024, slow_handler, &g, false, 1};
+    struct weft__http_route route = {"/slow", 1024, slow_handler, &g, false, 1, false};
     struct weft_metrics_server *srv = NULL;
     struct sockaddr_in sa;
     static const char head[] = "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123";

@@ -96,10 +96,10 @@ teardown(void **state)
     return 0;
 }
 
-static struct weft__http_request
+static struct weft__http_client_request
 post(const struct fixture *f, const char *body)
 {
-    struct weft__http_request r;
+    struct weft__http_client_request r;
 
     memset(&r, 0, sizeof(r));
     r.url = f->url;
@@ -115,7 +115,7 @@ static void
 test_http_client_retries_503_honouring_retry_after(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_retry retry = {.max_attempts = 3, .initial_backoff_ms = 1};
     struct weft__http_response resp;
     uint64_t t0 = weft__monotonic_ns();
@@ -138,7 +138,7 @@ static void
 test_http_client_gives_up_after_max_attempts_with_last_status(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_retry retry = {
         .max_attempts = 3, .initial_backoff_ms = 2, .max_backoff_ms = 4};
     struct weft__http_response resp;
@@ -159,7 +159,7 @@ static void
 test_http_client_does_not_retry_400(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_retry retry = {.max_attempts = 5, .initial_backoff_ms = 1};
     struct weft__http_response resp;
 
@@ -179,7 +179,7 @@ static void
 test_http_client_deadline_bounds_retry_after(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_retry retry = {.max_attempts = 5, .initial_backoff_ms = 1};
     struct weft__http_response resp;
     uint64_t t0 = weft__monotonic_ns();
@@ -202,7 +202,7 @@ static void
 test_http_client_enforces_the_response_cap(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_response resp;
 
     f->script.body_bytes = 10000;
@@ -225,7 +225,7 @@ static void
 test_http_client_enforces_the_timeout(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_response resp;
     uint64_t t0 = weft__monotonic_ns();
 
@@ -243,7 +243,7 @@ static void
 test_http_client_sends_headers_and_captures_answers(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{\"a\":1}");
+    struct weft__http_client_request req = post(f, "{\"a\":1}");
     struct weft__http_headers h;
     struct weft__http_response resp;
 
@@ -289,7 +289,7 @@ static void
 test_http_client_never_logs_secret_headers(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req = post(f, "{}");
+    struct weft__http_client_request req = post(f, "{}");
     struct weft__http_retry retry = {.max_attempts = 2, .initial_backoff_ms = 1};
     struct weft__http_headers h;
     struct weft__http_response resp;
@@ -322,7 +322,7 @@ static void
 test_http_client_reports_refused_connections_as_retryable(void **state)
 {
     struct fixture *f = *state;
-    struct weft__http_request req;
+    struct weft__http_client_request req;
     struct weft__http_retry retry = {.max_attempts = 2, .initial_backoff_ms = 1};
     struct weft__http_response resp;
     char url[64];
