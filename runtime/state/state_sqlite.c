@@ -128,8 +128,7 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
         goto fail;
     }
     if (weft__lite_schema_migrate(st->db, version, &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db,
-                     "PRAGMA user_version = " WEFT__LITE_SCHEMA_VERSION_TEXT "; COMMIT",
+        sqlite3_exec(st->db, "PRAGMA user_version = " WEFT__LITE_SCHEMA_VERSION_TEXT "; COMMIT",
                      NULL, NULL, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
