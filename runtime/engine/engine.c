@@ -65,15 +65,13 @@ weft__rt_layer_name(rt_layer layer)
                                                                         : "unknown";
 }
 
-/* A run inside this one (a team agent, a flow's workflow node, the architect's composition):
- * an ordinary weft_run() of its own, so that the steps never call the engine themselves. */
-static weft_err
-svc_run_nested(void *ctx,
-               const struct weft_workflow *workflow,
-               const struct weft_run_options *options,
-               struct weft_run_result **out,
-               char *error,
-               size_t error_len)
+weft_err
+weft__eng_run_nested(void *ctx,
+                     const struct weft_workflow *workflow,
+                     const struct weft_run_options *options,
+                     struct weft_run_result **out,
+                     char *error,
+                     size_t error_len)
 {
     (void)ctx;
     return weft_run(workflow, options, out, error, error_len);
@@ -629,7 +627,7 @@ services_init(struct engine *eng)
     svc->cursors_save = weft__eng_cursors_save;
     svc->provider_name = weft__eng_provider_name;
     svc->execute_step = weft__eng_execute_step;
-    svc->run_nested = svc_run_nested;
+    svc->run_nested = weft__eng_run_nested;
     eng->run.svc = svc;
 }
 

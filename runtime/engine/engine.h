@@ -128,6 +128,17 @@ size_t weft__eng_decide_router(struct run *run, bool *is_done, char *reason, siz
 /* The run service execute_step (run.h): run plan step @p index through the executor. */
 void weft__eng_execute_step(void *ctx, size_t index);
 
+/* The run_nested service, and weft_compose()'s run entry (compose_entry.c): a run inside
+ * another (a team agent, a flow's workflow node, the architect's composition) is an ordinary
+ * weft_run() of its own, so that the steps never call the engine themselves. @p ctx unused.
+ * @return as weft_run(). */
+weft_err weft__eng_run_nested(void *ctx,
+                              const struct weft_workflow *workflow,
+                              const struct weft_run_options *options,
+                              struct weft_run_result **out,
+                              char *error,
+                              size_t error_len);
+
 /* --- engine_llm.c: the llm_call run service -------------------------------------------- */
 
 /* The provider that answers model @p model for the calling thread (a replay's, a worker's own
