@@ -707,7 +707,8 @@ weft__pg_run(struct pg_state *st,
              void *ctx,
              size_t *count)
 {
-    struct weft__state_row row = {.ops = &pg_row_ops};
+    bool is_enough = false;
+    struct weft__state_row row = {.ops = &pg_row_ops, .is_enough = &is_enough};
     PGresult *res = NULL;
     struct params p;
     weft_err err = WEFT_OK;
@@ -720,7 +721,7 @@ weft__pg_run(struct pg_state *st,
         return WEFT_EIO;
     }
     row.handle = res;
-    for (int i = 0; fn != NULL && err == WEFT_OK && i < PQntuples(res); i++) {
+    for (int i = 0; fn != NULL && err == WEFT_OK && !is_enough && i < PQntuples(res); i++) {
         row.index = i;
         err = fn(&row, ctx);
     }

@@ -175,6 +175,7 @@ weft__state_row_skills(const struct weft__state_row *row, void *ctx)
     bool is_oom = false;
 
     if (r->is_done || r->n == r->cap) {
+        weft__state_row_enough(row);
         return WEFT_OK;
     }
     if (r->has_score) {
@@ -184,6 +185,7 @@ weft__state_row_skills(const struct weft__state_row *row, void *ctx)
         }
         if (score < r->min_score) {
             r->is_done = true; /* rows come best first */
+            weft__state_row_enough(row);
             return WEFT_OK;
         }
     }
@@ -334,6 +336,7 @@ weft__state_row_first(const struct weft__state_row *row, void *ctx)
         return WEFT_OK;
     }
     first->has_row = true;
+    weft__state_row_enough(row);
     return first->fn(row, first->ctx);
 }
 
@@ -459,6 +462,7 @@ weft__state_row_teams(const struct weft__state_row *row, void *ctx)
     bool is_oom = false;
 
     if (r->n == r->cap) {
+        weft__state_row_enough(row);
         return WEFT_OK;
     }
     if (r->n == r->rows_cap) {

@@ -105,10 +105,19 @@ struct weft__state_row {
     const struct weft__state_row_ops *ops;
     const void *handle; /* the backend's result: a PGresult, a sqlite3_stmt */
     int index;          /* the row within a PGresult */
+    bool *is_enough;    /* the query helper's: set by weft__state_row_enough() */
 };
 
 /* What a query helper calls for each row; anything but WEFT_OK ends the walk and is returned. */
 typedef weft_err (*state_row_fn)(const struct weft__state_row *row, void *ctx);
+
+/* A row function has every row it wants: the helper steps no further (SQLite stops reading the
+ * query's rows; the walk ends with WEFT_OK). */
+static inline void
+weft__state_row_enough(const struct weft__state_row *row)
+{
+    *row->is_enough = true;
+}
 
 static inline const char *
 weft__row_text(const struct weft__state_row *row, int col)
