@@ -80,6 +80,7 @@ struct weft__http_server {
     size_t addr_cap;
     pthread_mutex_t addr_lock;
     atomic_uint_fast64_t refused_connections;
+    atomic_bool is_refusal_logged; /* the first refused connection was logged at WARN */
     /* Requests in flight, for the graceful stop. */
     pthread_mutex_t flight_lock;
     pthread_cond_t flight_done;
@@ -542,7 +543,16 @@ on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
     is_full = slot != NULL && slot->count >= srv->per_address_limit;
     pthread_mutex_unlock(&srv->addr_lock);
     if (is_full) {
+        char ip[INET_ADDRSTRLEN] = "?";
+
         atomic_fetch_add(&srv->refused_connections, 1);
+        (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, ip,
+                        sizeof(ip));
+        /* The first at WARN, later ones at DEBUG: a client reconnecting cannot flood the log. */
+        WEFT_LOG(atomic_exchange(&srv->is_refusal_logged, true) ? WEFT_LOG_DEBUG : WEFT_LOG_WARN,
+                 "http server: a connection from %s refused: it holds %u already"
+                 " (per_address_limit; later refusals are logged at DEBUG)",
+                 ip, srv->per_address_limit);
         return MHD_NO;
     }
     return MHD_YES;
@@ -739,6 +749,7 @@ weft__http_server_start(const struct weft__http_server_config *cfg, struct weft_
     srv->stop_grace_ms = cfg->stop_grace_ms;
     srv->per_address_limit = cfg->per_address_limit;
     atomic_init(&srv->refused_connections, 0);
+    atomic_init(&srv->is_refusal_logged, false);
     if (!server_tables(srv, cfg, connection_limit)) {
         server_free(srv);
         return WEFT_ENOMEM;

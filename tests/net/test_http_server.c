@@ -339,6 +339,7 @@ test_http_server_caps_connections_per_client_address(void **state)
     (void)state;
     config(&cfg, &route, 1);
     cfg.per_address_limit = 2;
+    weft_test_capture_logs();
     assert_weft_ok(weft__http_server_start(&cfg, &srv));
     port = weft__http_server_port(srv);
     for (size_t i = 0; i < 2; i++) {
@@ -353,6 +354,8 @@ test_http_server_caps_connections_per_client_address(void **state)
     assert_true(is_closed_within(extra, 3000));
     close(extra);
     assert_int_equal(weft__http_server_refused_connections(srv), 1);
+    /* ... and said: the counter has no /metrics of its own under weft mcp serve. */
+    assert_non_null(strstr(weft_test_logs(), "a connection from 127.0.0.1 refused: it holds 2"));
     assert_false(is_closed_within(held[0], 0));
     /* One place given back: a new connection is served (the server sees the close at once,
      * but its thread may take a moment: a few tries, bounded). */

@@ -61,7 +61,13 @@ weft_test_capture_logs(void)
 const char *
 weft_test_logs(void)
 {
-    return log_text;
+    /* A copy taken under the lock: a server's threads may still be logging. */
+    static char snapshot[sizeof(log_text)];
+
+    pthread_mutex_lock(&log_lock);
+    memcpy(snapshot, log_text, log_len + 1);
+    pthread_mutex_unlock(&log_lock);
+    return snapshot;
 }
 
 void
