@@ -419,9 +419,8 @@ lite_each(struct lite_state *st,
           state_row_fn fn,
           void *ctx)
 {
-    bool is_enough = false;
-    const struct weft__state_row row = {
-        .ops = &lite_row_ops, .handle = stmt, .is_enough = &is_enough};
+    bool done = false;
+    const struct weft__state_row row = {.ops = &lite_row_ops, .handle = stmt, .is_enough = &done};
     weft_err err = WEFT_OK;
     int rc = SQLITE_DONE;
 
@@ -430,10 +429,10 @@ lite_each(struct lite_state *st,
         return WEFT_EIO;
     }
     bind_args(stmt, args, n);
-    while (err == WEFT_OK && !is_enough && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (err == WEFT_OK && !done && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         err = fn != NULL ? fn(&row, ctx) : WEFT_OK;
     }
-    if (err == WEFT_OK && !is_enough && rc != SQLITE_DONE) {
+    if (err == WEFT_OK && !done && rc != SQLITE_DONE) {
         state_note_error(st, rc);
         st->last_rc = rc;
         err = WEFT_EIO;
