@@ -66,8 +66,9 @@ typedef void (*weft__http_handler_fn)(void *user_data,
 /* One route: every method on an exact @p path (or, with @p is_prefix, every path that starts
  * with it; the first matching route wins) goes to @p handler, which answers 405 itself for
  * methods it does not take. A path no route matches gets 404. A body over @p max_body bytes is
- * not accumulated: right away when Content-Length says so (the body is then never read), else
- * when the body ends, the request is answered 413 by the server (@p refuses_too_large) or
+ * not accumulated (it is read and dropped; a client sending Expect: 100-continue with a
+ * Content-Length over the cap is answered at once and sends none); when the body ends, the
+ * request is answered 413 by the server (@p refuses_too_large) or
  * handed to the handler with is_too_large set, so that it can check access first and answer in
  * its own format. A route with @p max_body 0 takes no body at all. */
 struct weft__http_route {
