@@ -1048,6 +1048,7 @@ run_finish(struct run *run, weft_err err, char *error, size_t error_len)
     save_turn(run);
     save_run_end(run);
     (void)weft__state_lease_release(run->store.state, run->store.run_id);
+    (void)weft__state_flush(run->store.state); /* a failure is noted for the check below */
     if (err == WEFT_OK && weft__state_check(run->store.state, error, error_len) != WEFT_OK) {
         err = WEFT_EIO; /* the run's state is not safely kept: say so, never exit 0 */
     }

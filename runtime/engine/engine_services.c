@@ -53,9 +53,15 @@ weft__eng_lock(void *ctx)
     }
 }
 
+/* Letting go of the run is where it may block (an LLM call, a tool, a remote executor's
+ * wait): what the step held back is committed first (weft__state_commit_held()), so that no
+ * other process waits on it and a crash from here on loses none of it. */
 void
 weft__eng_unlock(void *ctx)
 {
+    struct run *run = ctx;
+
+    (void)weft__state_flush(run->store.state);
     if (ENG(ctx)->is_parallel) {
         pthread_mutex_unlock(&ENG(ctx)->lock);
     }
@@ -187,12 +193,16 @@ weft__eng_save_step(void *ctx, size_t index)
     struct run *run = ctx;
     const struct plan_step *s = &run->ps.plan.steps[index];
     bool is_final = s->status == STEP_COMPLETED || s->status == STEP_FAILED;
+    uint64_t events = 0;
 
     if (run->store.state == NULL) {
         return;
     }
-    /* A step that ended is saved with the script cursors it moved: one commit, and a resumed
-     * run never finds the step done with its answers not taken (or the other way round). */
+    /* A step that ended is saved with the script cursors it moved, in one transaction, and a
+     * resumed run never finds the step done with its answers not taken (or the other way
+     * round). Its commit is held (weft__state_commit_held()): the decision's writes and the
+     * next step's start join it, and the run's next letting go of its lock commits them all,
+     * before anything leaves the process (weft__eng_unlock()). */
     if (is_final) {
         (void)weft__state_begin(run->store.state);
     }
@@ -200,15 +210,22 @@ weft__eng_save_step(void *ctx, size_t index)
                                 weft__rt_step_actor(run, s));
     if (is_final) {
         weft__rt_cursors_save(run);
-        (void)weft__state_commit(run->store.state);
+        (void)weft__state_commit_held(run->store.state);
     }
-    /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
-     * store writes on a connection of its own and would wait on that transaction's lock. */
     if (s->status != STEP_PENDING && s->status != STEP_IN_PROGRESS) {
         weft__rt_checkpoint(run); /* heartbeat, spans written through (durable.c) */
     }
+    /* Throttled; never inside a transaction of the run's own (the initial plan's): the metrics
+     * store writes on a connection of its own and would wait on that transaction's lock. A
+     * held commit is flushed first when a snapshot is due; when none is, the events are only
+     * noted, and the store's flusher writes them one interval later. */
+    events = weft__rt_metrics_events(run->tel.metrics);
+    if (weft__rt_mstore_is_due(run->tel.mstore, events)) {
+        (void)weft__state_flush(run->store.state);
+    }
     if (!weft__state_in_transaction(run->store.state)) {
-        weft__rt_mstore_checkpoint(run->tel.mstore, weft__rt_metrics_events(run->tel.metrics),
-                                   false);
+        weft__rt_mstore_checkpoint(run->tel.mstore, events, false);
+    } else {
+        weft__rt_mstore_note(run->tel.mstore, events);
     }
 }

@@ -255,7 +255,11 @@ weft__eng_setup_providers(struct run *run, char *error, size_t error_len)
             if (ENG(run)->providers[i] != NULL) {
                 continue;
             }
-            err = weft__llm_script_load(m->script, &script, &lerr);
+            if (m->script_doc != NULL) {
+                script = json_incref(m->script_doc); /* read and checked by the loader */
+            } else {
+                err = weft__llm_script_load(m->script, &script, &lerr);
+            }
             if (err == WEFT_OK) {
                 err = weft__llm_scripted_new(script, m->script, &ENG(run)->providers[i], &lerr);
             }

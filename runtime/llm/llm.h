@@ -134,10 +134,11 @@ weft_err weft__llm_openai_parse(const char *data,
 
 /* Scripted provider: responses from a script (see docs/workflow.md, "Scripts"), keyed by agent
  * and purpose and consumed in order.
- * @param script the parsed script (borrowed for the call; what is needed is copied).
+ * @param script the parsed script. The provider keeps a reference to its "responses" (no copy:
+ *        a script is as large as the run), so nobody may change the script afterwards.
  * @param origin file name for error messages.
  * @return WEFT_OK, WEFT_EPARSE (message in @p error), WEFT_ENOMEM. */
-weft_err weft__llm_scripted_new(const json_t *script,
+weft_err weft__llm_scripted_new(json_t *script,
                                 const char *origin,
                                 struct llm_provider **out,
                                 struct llm_error *error);
@@ -156,9 +157,9 @@ json_t *weft__llm_scripted_cursors_changed(struct llm_provider *provider);
  * scripted provider or not an object), WEFT_ENOMEM. */
 weft_err weft__llm_scripted_restore(struct llm_provider *provider, const json_t *cursors);
 
-/* Load a script file for weft__llm_scripted_new(). @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EPARSE
- * (message with line and column in @p error), WEFT_ENOMEM. Ownership: caller owns *out
- * (json_decref). */
+/* Read a script file's JSON for weft__llm_scripted_new(), which checks it. @return WEFT_OK,
+ * WEFT_ENOTFOUND, WEFT_EPARSE (message with line and column in @p error), WEFT_ENOMEM.
+ * Ownership: caller owns *out (json_decref). */
 weft_err weft__llm_script_load(const char *path, json_t **out, struct llm_error *error);
 
 /* What is wrong with a script file, for `weft validate` and the workflow loader. */
@@ -169,9 +170,12 @@ struct llm_script_problem {
     char message[256]; /* what was expected, or the syntax error */
 };
 
-/* Check a script file with the scripted provider's own rules (what weft__llm_script_load() would
- * refuse). @return WEFT_OK, WEFT_ENOTFOUND (cannot open), WEFT_EPARSE (see *out). */
-weft_err weft__llm_script_check(const char *path, struct llm_script_problem *out);
+/* Check a script file with the scripted provider's own rules (what weft__llm_scripted_new()
+ * would refuse). @p doc, when not NULL, receives the checked script on WEFT_OK (NULL
+ * otherwise), so that a provider can be made from it without reading the file again.
+ * @return WEFT_OK, WEFT_ENOTFOUND (cannot open), WEFT_EPARSE (see *out), WEFT_ENOMEM.
+ * Ownership: caller owns *doc (json_decref). */
+weft_err weft__llm_script_check(const char *path, struct llm_script_problem *out, json_t **doc);
 
 /* Recording of every exchange of a run (`weft run --record FILE`), in the script format so
  * that the file replays as is. The file is rewritten (temp file + rename) after every call,

@@ -21,7 +21,7 @@
 #include <time.h>
 
 struct scripted {
-    json_t *responses; /* owned copy: agent -> purpose -> array; immutable after load */
+    json_t *responses; /* a reference into the script: agent -> purpose -> array; read-only */
     json_t *cursors;   /* "agent/purpose" -> integer: responses handed out; under lock */
     /* Responses whose call has returned. Saved cursors are these, so a call in flight when the
      * process died is answered again on resume (parallel flow steps hand out and finish in
@@ -202,20 +202,12 @@ weft__llm_script_load(const char *path, json_t **out, struct llm_error *error)
                  jerr.line, jerr.column, jerr.text);
         return WEFT_EPARSE;
     }
-    if (!check_script(script, error)) {
-        char detail[sizeof(error->message)];
-        memcpy(detail, error->message, sizeof(detail));
-        snprintf(error->type, sizeof(error->type), "%s", "script_invalid");
-        snprintf(error->message, sizeof(error->message), "%s: %.200s", path, detail);
-        json_decref(script);
-        return WEFT_EPARSE;
-    }
-    *out = script;
+    *out = script; /* checked by weft__llm_scripted_new() */
     return WEFT_OK;
 }
 
 weft_err
-weft__llm_script_check(const char *path, struct llm_script_problem *out)
+weft__llm_script_check(const char *path, struct llm_script_problem *out, json_t **doc)
 {
     json_error_t jerr;
     struct llm_error error;
@@ -225,6 +217,9 @@ weft__llm_script_check(const char *path, struct llm_script_problem *out)
 
     memset(out, 0, sizeof(*out));
     memset(&error, 0, sizeof(error));
+    if (doc != NULL) {
+        *doc = NULL;
+    }
     f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(out->message, sizeof(out->message), "cannot open: %s", strerror(errno));
@@ -239,7 +234,11 @@ weft__llm_script_check(const char *path, struct llm_script_problem *out)
         return WEFT_EPARSE;
     }
     if (check_script(script, &error)) {
-        json_decref(script);
+        if (doc != NULL) {
+            *doc = script;
+        } else {
+            json_decref(script);
+        }
         return WEFT_OK;
     }
     json_decref(script);
@@ -505,7 +504,7 @@ scripted_free(void *self)
 static const struct llm_provider_ops scripted_ops = {scripted_complete, scripted_free};
 
 weft_err
-weft__llm_scripted_new(const json_t *script,
+weft__llm_scripted_new(json_t *script,
                        const char *origin,
                        struct llm_provider **out,
                        struct llm_error *error)
@@ -531,7 +530,8 @@ weft__llm_scripted_new(const json_t *script,
         return WEFT_ENOMEM;
     }
     pthread_mutex_init(&s->lock, NULL);
-    s->responses = json_deep_copy(json_object_get(script, "responses"));
+    /* A reference, not a copy: the script is only read (under s->lock or not at all). */
+    s->responses = json_incref(json_object_get(script, "responses"));
     s->cursors = json_object();
     s->committed = json_object();
     s->changed = json_object();

@@ -610,6 +610,25 @@ stop_flusher(struct rt_mstore *ms)
 }
 
 void
+weft__rt_mstore_note(struct rt_mstore *ms, uint64_t events)
+{
+    if (ms == NULL || ms->meter == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&ms->lock);
+    ms->events = events;
+    pthread_mutex_unlock(&ms->lock);
+}
+
+/* Something was measured since the last snapshot and it is older than the interval. */
+static bool
+is_due_locked(const struct rt_mstore *ms, uint64_t events)
+{
+    return events != ms->last_events &&
+           (ms->last_mono == 0 || weft__monotonic_ns() - ms->last_mono >= ms->interval_ns);
+}
+
+void
 weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
 {
     if (ms == NULL || ms->meter == NULL) {
@@ -620,9 +639,7 @@ weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
     }
     pthread_mutex_lock(&ms->lock);
     ms->events = events;
-    if (is_final ||
-        (events != ms->last_events &&
-         (ms->last_mono == 0 || weft__monotonic_ns() - ms->last_mono >= ms->interval_ns))) {
+    if (is_final || is_due_locked(ms, events)) {
         save_locked(ms, events);
     }
     pthread_mutex_unlock(&ms->lock);
@@ -631,6 +648,20 @@ weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final)
                  (unsigned long long)ms->saves,
                  ms->saves > 0 ? (double)ms->save_ns / 1e3 / (double)ms->saves : 0.0);
     }
+}
+
+bool
+weft__rt_mstore_is_due(struct rt_mstore *ms, uint64_t events)
+{
+    bool is_due = false;
+
+    if (ms == NULL || ms->meter == NULL) {
+        return false;
+    }
+    pthread_mutex_lock(&ms->lock);
+    is_due = is_due_locked(ms, events);
+    pthread_mutex_unlock(&ms->lock);
+    return is_due;
 }
 
 void

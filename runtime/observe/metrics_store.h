@@ -56,6 +56,12 @@ struct weft_meter *weft__rt_mstore_meter(struct rt_mstore *ms);
  * behind). NULL @p ms is a no-op. Errors are logged once, never returned: metrics must not
  * fail a run. */
 void weft__rt_mstore_checkpoint(struct rt_mstore *ms, uint64_t events, bool is_final);
+/* Would weft__rt_mstore_checkpoint(ms, events, false) save a snapshot now (events changed and
+ * the interval has passed)? false for NULL. Thread-safe. */
+bool weft__rt_mstore_is_due(struct rt_mstore *ms, uint64_t events);
+/* Record @p events without writing (the caller's own transaction is open): the flusher writes
+ * a snapshot one interval later. NULL @p ms is a no-op. Thread-safe. */
+void weft__rt_mstore_note(struct rt_mstore *ms, uint64_t events);
 
 /* Close. NULL is a no-op. */
 void weft__rt_mstore_free(struct rt_mstore *ms);

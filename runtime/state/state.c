@@ -176,25 +176,74 @@ void
 weft__state_close(struct rt_state *st)
 {
     if (st != NULL) {
+        (void)weft__state_flush(st); /* a held commit is kept, not rolled back */
         st->ops->close(st);
     }
 }
 
+/* A held transaction is adopted by the next begin: that pair's commit commits it, with what
+ * was held. */
 weft_err
 weft__state_begin(struct rt_state *st)
 {
-    return st->ops->begin(st);
+    weft_err err = WEFT_OK;
+
+    if (st->is_held) {
+        st->is_held = false;
+        st->depth = 1;
+        return WEFT_OK;
+    }
+    err = st->ops->begin(st);
+    if (err == WEFT_OK) {
+        st->depth++;
+    }
+    return err;
 }
 
 weft_err
 weft__state_begin_lazy(struct rt_state *st)
 {
-    return st->ops->begin_lazy(st);
+    weft_err err = WEFT_OK;
+
+    if (st->is_held) {
+        st->is_held = false; /* adopted: it keeps the ordinary durability it was begun with */
+        st->depth = 1;
+        return WEFT_OK;
+    }
+    err = st->ops->begin_lazy(st);
+    if (err == WEFT_OK) {
+        st->depth++;
+    }
+    return err;
 }
 
 weft_err
 weft__state_commit(struct rt_state *st)
 {
+    if (st->depth > 0) {
+        st->depth--;
+    }
+    return st->ops->commit(st);
+}
+
+weft_err
+weft__state_commit_held(struct rt_state *st)
+{
+    if (st->depth != 1) {
+        return weft__state_commit(st); /* nested: the outer pair commits */
+    }
+    st->depth = 0;
+    st->is_held = true;
+    return WEFT_OK;
+}
+
+weft_err
+weft__state_flush(struct rt_state *st)
+{
+    if (st == NULL || !st->is_held) {
+        return WEFT_OK;
+    }
+    st->is_held = false;
     return st->ops->commit(st);
 }
 

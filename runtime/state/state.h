@@ -94,7 +94,20 @@ weft_err weft__state_commit(struct rt_state *st);
  * an open transaction it nests like weft__state_begin() and that transaction's durability
  * holds. @return WEFT_OK, WEFT_EIO (logged). */
 weft_err weft__state_begin_lazy(struct rt_state *st);
-/* Inside a weft__state_begin() pair (false for NULL). */
+/* weft__state_commit() that, for the outermost pair, leaves the transaction open instead: the
+ * writes after it (outside any pair) join it, the next pair adopts it and its commit commits
+ * everything, and weft__state_flush() commits it. So a step's end, its LLM exchange and the
+ * next step's start cost one commit. The caller must flush before anything that blocks or
+ * leaves the process (the engine does it whenever a run lets go of its lock: an LLM call, a
+ * tool, a remote executor's wait), since other processes' writes wait on the open
+ * transaction, and everything held is lost to a crash until then. Nested inside an open pair
+ * it is weft__state_commit(). @return WEFT_OK, WEFT_EIO (logged). */
+weft_err weft__state_commit_held(struct rt_state *st);
+/* Commit a transaction weft__state_commit_held() left open; WEFT_OK when none is (and for
+ * NULL). A failure rolls everything held back and is noted for weft__state_check().
+ * @return WEFT_OK, WEFT_EIO (logged). */
+weft_err weft__state_flush(struct rt_state *st);
+/* Inside a weft__state_begin() pair, or holding a commit (false for NULL). */
 bool weft__state_in_transaction(const struct rt_state *st);
 
 weft_err weft__state_run_begin(struct rt_state *st,

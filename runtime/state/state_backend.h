@@ -211,6 +211,11 @@ struct rt_state {
      * backends' open leaves them 0 and weft__state_open() sets the defaults. */
     size_t skills_max_per_agent;
     uint64_t skills_max_age_ns;
+    /* Held commits (weft__state_commit_held()): the callers' open weft__state_begin() pairs,
+     * and whether the backend's transaction is left open for the next commit or flush. While
+     * held, the backend is one transaction deep and depth is 0. */
+    unsigned depth;
+    bool is_held;
 };
 
 /* Open a backend (weft__state_open() picks one). Same contract as weft__state_open();

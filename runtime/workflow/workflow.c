@@ -372,8 +372,8 @@ get_str_array(
     return out;
 }
 
-static void
-free_str_array(char **arr, size_t count)
+void
+weft__wf_free_str_array(char **arr, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
         weft__free(arr[i]);
@@ -949,13 +949,13 @@ agent_refs(struct loader *ld,
 
     *count = 0;
     if (n == 0) {
-        free_str_array(names, n);
+        weft__wf_free_str_array(names, n);
         return NULL;
     }
     out = weft__calloc(n, sizeof(*out));
     if (out == NULL) {
         ld->is_oom = true;
-        free_str_array(names, n);
+        weft__wf_free_str_array(names, n);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -970,7 +970,7 @@ agent_refs(struct loader *ld,
         }
         out[(*count)++] = idx;
     }
-    free_str_array(names, n);
+    weft__wf_free_str_array(names, n);
     return out;
 }
 
@@ -1006,7 +1006,7 @@ load_agent_tools(struct loader *ld,
         }
         ag->tools[ag->tool_count++] = idx;
     }
-    free_str_array(tool_names, tool_count);
+    weft__wf_free_str_array(tool_names, tool_count);
 }
 
 /* Agent @p ag's "replan_on" section, if any: the keywords that hand over to another agent, and
@@ -1085,7 +1085,7 @@ load_agent_mcp(struct loader *ld,
     ag->mcp_servers = weft__calloc(n + 1, sizeof(*ag->mcp_servers));
     if (ag->mcp_servers == NULL) {
         ld->is_oom = true;
-        free_str_array(names, n);
+        weft__wf_free_str_array(names, n);
         return;
     }
     for (size_t s = 0; s < wf->mcp_count && ag->name != NULL; s++) {
@@ -1109,7 +1109,7 @@ load_agent_mcp(struct loader *ld,
             ag->mcp_servers[ag->mcp_server_count++] = found;
         }
     }
-    free_str_array(names, n);
+    weft__wf_free_str_array(names, n);
 }
 
 static weft_err load_depth(const char *path,
@@ -1883,7 +1883,7 @@ link_flow_node(struct loader *ld, struct wf_flow *flow, size_t i, const json_t *
         }
         node->upstream[node->upstream_count++] = up;
     }
-    free_str_array(ups, count);
+    weft__wf_free_str_array(ups, count);
     if (loop != NULL) {
         char *back = NULL;
         char *brk = NULL;
@@ -2064,28 +2064,30 @@ dir_of(const char *path)
 }
 
 static void
-check_scripts(struct loader *ld, const struct weft_workflow *wf)
+check_scripts(struct loader *ld, struct weft_workflow *wf)
 {
     for (size_t i = 0; i < wf->model_count; i++) {
+        struct wf_model *m = &wf->models[i];
         struct stat st;
         char path[256];
 
-        if (wf->models[i].provider != WF_PROVIDER_SCRIPTED || wf->models[i].script == NULL) {
+        if (m->provider != WF_PROVIDER_SCRIPTED || m->script == NULL) {
             continue;
         }
-        if (stat(wf->models[i].script, &st) != 0 || !S_ISREG(st.st_mode)) {
-            snprintf(path, sizeof(path), "models.%s.script", wf->models[i].name);
-            diag_add(ld, path, 0, 0, "cannot read script file '%s': %s", wf->models[i].script,
+        if (stat(m->script, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(path, sizeof(path), "models.%s.script", m->name);
+            diag_add(ld, path, 0, 0, "cannot read script file '%s': %s", m->script,
                      strerror(errno != 0 ? errno : ENOENT));
         } else {
-            /* The script with the scripted provider's own rules, reported against its file. */
+            /* The script with the scripted provider's own rules, reported against its file, and
+             * kept: the run's provider is made from it without reading the file again. */
             struct llm_script_problem p;
             const char *workflow_file = ld->file;
 
-            if (weft__llm_script_check(wf->models[i].script, &p) != WEFT_OK) {
-                ld->file = wf->models[i].script;
+            if (weft__llm_script_check(m->script, &p, &m->script_doc) != WEFT_OK) {
+                ld->file = m->script;
                 diag_add(ld, p.field, p.line, p.column, "%s (script of model '%s')", p.message,
-                         wf->models[i].name);
+                         m->name);
                 ld->file = workflow_file;
             }
         }
@@ -2475,8 +2477,8 @@ weft_workflow_text_free(char *text)
     weft__free(text);
 }
 
-static void
-free_prompt_ref(struct rt_prompt_ref *ref)
+void
+weft__wf_prompt_ref_free(struct rt_prompt_ref *ref)
 {
     if (ref != NULL) {
         weft__rt_prompt_ref_cleanup(ref);
@@ -2550,85 +2552,7 @@ weft_workflow_set(struct weft_workflow *workflow,
     }
     weft__free(agent->instructions);
     agent->instructions = copy;
-    free_prompt_ref(agent->prompt);
+    weft__wf_prompt_ref_free(agent->prompt);
     agent->prompt = NULL;
     return WEFT_OK;
-}
-
-void
-weft_workflow_free(struct weft_workflow *wf)
-{
-    if (wf == NULL) {
-        return;
-    }
-    json_decref(wf->doc);
-    weft_sampling_policy_free(wf->sampling);
-    for (size_t i = 0; i < wf->model_count; i++) {
-        struct wf_model *m = &wf->models[i];
-        weft__free(m->name);
-        weft__free(m->model);
-        weft__free(m->base_url);
-        weft__free(m->api_key_env);
-        weft__free(m->script);
-    }
-    weft__free(wf->models);
-    weft__free(wf->memory.embeddings.base_url);
-    weft__free(wf->memory.embeddings.model);
-    weft__free(wf->memory.embeddings.api_key_env);
-    for (size_t i = 0; i < wf->agent_count; i++) {
-        struct wf_agent *a = &wf->agents[i];
-        weft__free(a->name);
-        weft__free(a->instructions);
-        free_prompt_ref(a->prompt);
-        weft__free(a->tools);
-        weft__free(a->description);
-        weft__free(a->mcp_servers);
-        weft_workflow_free(a->team);
-        if (a->architect != NULL) {
-            weft__free(a->architect->out_dir);
-            weft__free(a->architect);
-        }
-        weft__free(a->can_request);
-        free_str_array(a->replan_keywords, a->replan_keyword_count);
-        weft__free(a->reflection.instructions);
-        free_prompt_ref(a->reflection.prompt);
-    }
-    weft__free(wf->agents);
-    for (size_t i = 0; i < wf->mcp_count; i++) {
-        weft__mcp_entry_cleanup(&wf->mcp[i]);
-    }
-    weft__free(wf->mcp);
-    for (size_t i = 0; i < wf->tool_count; i++) {
-        weft__tool_def_cleanup(&wf->tools[i]);
-    }
-    weft__free(wf->tools);
-    for (size_t i = 0; i < wf->plan_count; i++) {
-        weft__free(wf->plan[i].id);
-        weft__free(wf->plan[i].task);
-        free_str_array(wf->plan[i].depends_on, wf->plan[i].depends_count);
-        json_decref(wf->plan[i].spec);
-    }
-    weft__free(wf->plan);
-    weft__wf_flow_free(wf->flow);
-    for (size_t i = 0; i < wf->router.route_count; i++) {
-        weft__free(wf->router.routes[i].name);
-    }
-    weft__free(wf->router.routes);
-    weft__free(wf->router.instructions);
-    free_prompt_ref(wf->router.prompt);
-    free_str_array(wf->router.vague_patterns, wf->router.vague_pattern_count);
-    weft__free(wf->supervisor.name);
-    weft__free(wf->supervisor.instructions);
-    free_prompt_ref(wf->supervisor.prompt);
-    weft__free(wf->supervisor.correction_instructions);
-    free_prompt_ref(wf->supervisor.correction_prompt);
-    weft__free(wf->supervisor.watchdog.webhook_url);
-    weft__free(wf->executor.kind);
-    weft__free(wf->executor.queue_prefix);
-    weft__free(wf->path);
-    weft__free(wf->dir);
-    weft__free(wf->name);
-    weft__free(wf->description);
-    weft__free(wf->workspace);
-    weft__free(wf);
 }

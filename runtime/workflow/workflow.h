@@ -30,6 +30,7 @@ struct wf_model {
     char *base_url;     /* openai */
     char *api_key_env;  /* openai: name of the variable holding the key; never the key */
     char *script;       /* scripted: absolute path of the script file */
+    json_t *script_doc; /* scripted: the script as the loader checked it (read-only), or NULL */
     double temperature; /* < 0: backend default */
     int64_t max_tokens; /* <= 0: backend default */
     uint32_t timeout_ms;
@@ -199,6 +200,10 @@ struct wf_flow {
 };
 
 void weft__wf_flow_free(struct wf_flow *flow);
+/* Release @p count strings and the array (NULL is a no-op). */
+void weft__wf_free_str_array(char **arr, size_t count);
+/* Release a prompt reference and its struct (NULL is a no-op). */
+void weft__wf_prompt_ref_free(struct rt_prompt_ref *ref);
 
 /* Where the run's steps execute when neither a flag nor the environment says
  * (docs/distributed.md). The broker URL is never in a workflow file: it carries credentials. */

@@ -79,7 +79,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     memset(&problem, 0, sizeof(problem));
     memset(&error, 0, sizeof(error));
-    checked = weft__llm_script_check(path, &problem);
+    checked = weft__llm_script_check(path, &problem, NULL);
     FUZZ_CHECK(checked == WEFT_OK || problem.message[0] != '\0');
     err = weft__llm_script_load(path, &script, &error);
     if (err != WEFT_OK) {
@@ -89,6 +89,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     err = weft__llm_scripted_new(script, path, &p, &error);
     FUZZ_CHECK(err == WEFT_OK || err == WEFT_EPARSE || err == WEFT_ENOMEM);
+    FUZZ_CHECK(err != WEFT_EPARSE || checked != WEFT_OK); /* the same rules refuse it */
     if (err == WEFT_OK) {
         FUZZ_CHECK(checked == WEFT_OK);
         drain(p, script);

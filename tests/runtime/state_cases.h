@@ -2321,9 +2321,67 @@ test_state_payloads_out_of_memory_fails_cleanly(void **state)
     free(request);
 }
 
+/* weft__state_commit_held(): the outermost pair's transaction stays open (another connection
+ * sees none of it), writes outside any pair join it, and it is committed by
+ * weft__state_flush(), by the next begin/commit pair (which adopts it) or by closing the
+ * handle; nested in a pair it is an ordinary commit. */
+static void
+test_state_held_commit_waits_for_a_flush_a_pair_or_close(void **state)
+{
+    struct fx *f = *state;
+    struct plan plan;
+    char err[256] = "";
+
+    weft__plan_init(&plan);
+    assert_weft_ok(weft__plan_append(&plan, "a", 0, "first", NULL, 0, NULL));
+    assert_weft_ok(weft__plan_append(&plan, "b", 0, "second", NULL, 0, NULL));
+    assert_weft_ok(weft__state_run_begin(f->st, "r", "wf", NULL, "s", NULL, 1));
+    assert_weft_ok(weft__state_flush(f->st)); /* nothing held: nothing to do */
+    assert_false(weft__state_in_transaction(f->st));
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_weft_ok(weft__state_commit_held(f->st));
+    assert_true(weft__state_in_transaction(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'r'"), 0);
+    assert_weft_ok(weft__state_flush(f->st));
+    assert_false(weft__state_in_transaction(f->st));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE run_id = 'r'"), 2);
+
+    /* Held, then adopted by the next pair, with a held commit nested inside it. */
+    weft__plan_set_status(&plan, 0, STEP_COMPLETED);
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 0, &plan.steps[0], "coder"));
+    assert_weft_ok(weft__state_commit_held(f->st));
+    assert_weft_ok(weft__state_begin(f->st));
+    weft__plan_set_status(&plan, 1, STEP_IN_PROGRESS);
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    assert_weft_ok(weft__state_commit_held(f->st));
+    assert_true(weft__state_in_transaction(f->st));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE status = 'completed'"), 0);
+    assert_weft_ok(weft__state_commit(f->st));
+    assert_false(weft__state_in_transaction(f->st));
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE status = 'completed'"), 1);
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE status = 'in_progress'"), 1);
+
+    /* Held when the handle closes: committed, not rolled back. */
+    weft__plan_set_status(&plan, 1, STEP_COMPLETED);
+    assert_weft_ok(weft__state_begin(f->st));
+    assert_weft_ok(weft__state_step_save(f->st, "r", 1, &plan.steps[1], "coder"));
+    assert_weft_ok(weft__state_commit_held(f->st));
+    weft__state_close(f->st);
+    f->st = NULL;
+    assert_int_equal(fx_count(f, "SELECT COUNT(*) FROM steps WHERE status = 'completed'"), 2);
+    assert_weft_ok(weft__state_open(f->location, &f->st, err, sizeof(err)));
+    weft__plan_cleanup(&plan);
+}
+
 #define STATE_CASES(setup, teardown)                                                               \
     cmocka_unit_test_setup_teardown(test_state_cached_statements_write_every_row, setup,           \
                                     teardown),                                                     \
+        cmocka_unit_test_setup_teardown(test_state_held_commit_waits_for_a_flush_a_pair_or_close,  \
+                                        setup, teardown),                                          \
         cmocka_unit_test_setup_teardown(test_state_gc_deletes_an_old_run_with_every_row, setup,    \
                                         teardown),                                                 \
         cmocka_unit_test_setup_teardown(test_state_gc_keeps_running_and_pinned_runs, setup,        \

@@ -128,7 +128,7 @@ test_script_check_reports_line_column_field_and_expected(void **state)
 
     snprintf(f->path, sizeof(f->path), "%s/script.json", f->dir);
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [\n  {\"content\": \"x\",}\n]}}}");
-    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p, NULL), WEFT_EPARSE);
     assert_int_equal(p.line, 2);
     assert_int_equal(p.column, 19);
     assert_string_equal(p.field, "");
@@ -136,26 +136,26 @@ test_script_check_reports_line_column_field_and_expected(void **state)
 
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"},"
                         " {\"tool_calls\": \"x\"}]}}}");
-    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p, NULL), WEFT_EPARSE);
     assert_int_equal(p.line, 0);
     assert_string_equal(p.field, "responses.a.act[1].tool_calls");
     assert_string_equal(p.message, "expected array");
 
     write_text(f->path, "{\"responses\": {\"a\": {\"think\": []}}}");
-    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p, NULL), WEFT_EPARSE);
     assert_string_equal(p.field, "responses.a.think");
     assert_non_null(strstr(p.message, "unknown purpose"));
 
     write_text(f->path, "[1, 2]");
-    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_EPARSE);
+    assert_weft_err(weft__llm_script_check(f->path, &p, NULL), WEFT_EPARSE);
     assert_string_equal(p.field, "");
     assert_non_null(strstr(p.message, "expected {\"version\": 1"));
 
     write_text(f->path, "{\"responses\": {\"a\": {\"act\": [{\"content\": \"x\"}]}}}");
-    assert_weft_ok(weft__llm_script_check(f->path, &p));
+    assert_weft_ok(weft__llm_script_check(f->path, &p, NULL));
 
     snprintf(f->path, sizeof(f->path), "%s/none.json", f->dir);
-    assert_weft_err(weft__llm_script_check(f->path, &p), WEFT_ENOTFOUND);
+    assert_weft_err(weft__llm_script_check(f->path, &p, NULL), WEFT_ENOTFOUND);
     assert_non_null(strstr(p.message, "No such file or directory"));
 }
 
