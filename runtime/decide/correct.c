@@ -16,6 +16,7 @@
  * steps' spans link to the failed step's span.
  */
 #include "runtime/decide/correct.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/decide/lessons.h"
 #include "runtime/observe/semconv.h"
 #include "runtime/observe/spans.h"
@@ -219,11 +220,11 @@ correction_start(struct run *run, const struct plan_step *failed, const struct c
                                weft_span_context_is_valid(&failed->span) ? 1 : 0);
     weft__rt_count_loop(run, WEFT_LOOP_CORRECTION);
     run->tel.result->corrections = run->ps.corrections;
-    weft_span_set_str(span, "weft.correction.failed_task", c->failed_id);
-    weft_span_set_str(span, "weft.correction.error_type",
-                      failed->error_type != NULL ? failed->error_type : "failed");
-    weft_span_set_int(span, "weft.correction.attempt", c->number);
-    weft_span_set_int(span, "weft.correction.max_corrections", wf->supervisor.max_corrections);
+    weft__rk_set_str(span, WEFT__RK_CORRECTION_FAILED_TASK, c->failed_id);
+    weft__rk_set_str(span, WEFT__RK_CORRECTION_ERROR_TYPE,
+                     failed->error_type != NULL ? failed->error_type : "failed");
+    weft__rk_set_int(span, WEFT__RK_CORRECTION_ATTEMPT, c->number);
+    weft__rk_set_int(span, WEFT__RK_CORRECTION_MAX_CORRECTIONS, wf->supervisor.max_corrections);
     return span;
 }
 
@@ -267,7 +268,7 @@ ask_corrector(struct run *run, struct weft_span *span, size_t index, struct corr
                      sys.data != NULL ? sys.data : "", "role", "user", "content",
                      ctx_text != NULL ? ctx_text : "{}");
     weft__buf_cleanup(&sys);
-    weft__rt_span_content(run, span, "langfuse.observation.input", ctx_text);
+    weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_INPUT, ctx_text);
     if (msgs == NULL) {
         snprintf(c->why, sizeof(c->why), "out of memory");
     } else if (weft__rt_llm_call(run, span, wf->supervisor.name, NULL, LLM_PURPOSE_CORRECT,
@@ -355,9 +356,9 @@ static void
 correction_outcome(struct run *run, struct weft_span *span, size_t index, struct correction *c)
 {
     if (c->first != (size_t)-1) {
-        weft_span_set_int(span, "weft.correction.inserted",
-                          (int64_t)(run->ps.plan.count - c->first));
-        weft_span_set_bool(span, "weft.correction.rewired", run->ps.plan.count > c->first);
+        weft__rk_set_int(span, WEFT__RK_CORRECTION_INSERTED,
+                         (int64_t)(run->ps.plan.count - c->first));
+        weft__rk_set_bool(span, WEFT__RK_CORRECTION_REWIRED, run->ps.plan.count > c->first);
         for (size_t k = 0; k < 2; k++) {
             const json_t *list = k == 0 ? c->before : c->after;
             const char *items[64];
@@ -365,17 +366,18 @@ correction_outcome(struct run *run, struct weft_span *span, size_t index, struct
             for (; n < json_array_size(list) && n < 64; n++) {
                 items[n] = json_string_value(json_array_get(list, n));
             }
-            weft_span_set_str_array(
-                span, k == 0 ? "weft.correction.depends_before" : "weft.correction.depends_after",
-                items, n);
+            weft__rk_set_str_array(span,
+                                   k == 0 ? WEFT__RK_CORRECTION_DEPENDS_BEFORE
+                                          : WEFT__RK_CORRECTION_DEPENDS_AFTER,
+                                   items, n);
         }
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {
         struct weft_attr a[2] = {weft_attr_str(WEFT__ERROR_TYPE, "invalid_correction"),
                                  weft_attr_str("weft.correction.error", c->why)};
         weft_span_add_event(span, "weft.correction.invalid", a, 2, 0);
-        weft_span_set_bool(span, "weft.correction.rewired", false);
-        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_correction");
+        weft__rk_set_bool(span, WEFT__RK_CORRECTION_REWIRED, false);
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "invalid_correction");
         weft_span_set_status(span, WEFT_STATUS_ERROR, c->why);
         weft__plan_set_status(&run->ps.plan, index, c->old_status);
     }
@@ -400,9 +402,9 @@ correct_core(struct run *run, size_t index, const json_t *given, const char *les
     c.before = string_array(failed->depends_on, failed->depends_count);
     if (given != NULL) {
         const char *ids[1] = {lesson_id};
-        weft_span_set_bool(span, "weft.correction.preemptive", true);
-        weft_span_set_str(span, "weft.correction.error_type", "preemptive");
-        weft_span_set_str_array(span, "weft.lessons.used", ids, 1);
+        weft__rk_set_bool(span, WEFT__RK_CORRECTION_PREEMPTIVE, true);
+        weft__rk_set_str(span, WEFT__RK_CORRECTION_ERROR_TYPE, "preemptive");
+        weft__rk_set_str_array(span, WEFT__RK_LESSONS_USED, ids, 1);
         apply_given(run, index, &c);
     } else {
         ask_corrector(run, span, index, &c);

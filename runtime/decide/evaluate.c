@@ -7,6 +7,7 @@
  *   failure -1.0 - 0.1 * retries   (retries = attempts - 1)
  */
 #include "runtime/decide/evaluate.h"
+#include "runtime/common/attr_keys.h"
 
 #include <stddef.h>
 
@@ -45,7 +46,7 @@ weft__rt_evaluate(struct run *run, size_t index, rt_eval eval, struct weft_span 
     s->reward = reward;
     s->has_reward = true;
     run->tel.result->reward += reward;
-    weft_span_set_str(span, "weft.evaluation.result", weft__rt_eval_name(eval));
-    weft_span_set_double(span, "weft.step.reward", reward);
-    weft_span_set_int(span, "weft.step.retries", retries);
+    weft__rk_set_str(span, WEFT__RK_EVALUATION_RESULT, weft__rt_eval_name(eval));
+    weft__rk_set_double(span, WEFT__RK_STEP_REWARD, reward);
+    weft__rk_set_int(span, WEFT__RK_STEP_RETRIES, retries);
 }

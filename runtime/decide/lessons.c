@@ -13,6 +13,7 @@
  * anyone, so "the same task" stays a matter of shared words, not of nearby meanings.
  */
 #include "runtime/decide/lessons.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -139,7 +140,7 @@ weft__rt_lessons_for(struct run *run, size_t index, struct weft_span *span)
         }
     }
     if (shown > 0) {
-        weft_span_set_str_array(span, "weft.lessons.used", ids, shown);
+        weft__rk_set_str_array(span, WEFT__RK_LESSONS_USED, ids, shown);
         weft__rt_metrics_lesson(run->tel.metrics, "guided");
     } else {
         json_decref(out);
@@ -201,7 +202,7 @@ weft__rt_lessons_for_plan(struct run *run,
         ids[i] = hits[i].id;
     }
     if (n > 0) {
-        weft_span_set_str_array(span, "weft.lessons.used", ids, n);
+        weft__rk_set_str_array(span, WEFT__RK_LESSONS_USED, ids, n);
         weft__rt_metrics_lesson(run->tel.metrics, "planned");
     }
     weft__skills_free(hits, n);

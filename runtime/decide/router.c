@@ -14,6 +14,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "runtime/decide/router.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/buf.h"
 
@@ -123,7 +124,7 @@ weft__rt_router_decide(const struct run_services *svc,
     json_t *answer = NULL;
     const char *chosen = NULL;
 
-    weft_span_set_int(decision_span, "weft.router.clarifications", clarifications);
+    weft__rk_set_int(decision_span, WEFT__RK_ROUTER_CLARIFICATIONS, clarifications);
     if (r->clarification_route != WF_NONE && clarifications >= r->max_clarifications) {
         *route = r->default_route;
         *layer = RT_LAYER_COUNTER_LIMIT;

@@ -7,6 +7,7 @@
  * on the network: submit() only encodes and queues.
  */
 #include "runtime/dist/amqp_executor.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -197,7 +198,7 @@ unpark(struct amqp_ex *ex, struct slot *s)
             remember_answered(ex, s->task_uuid, s->attempt);
             ex->stats.results++;
             ex->stats.reclaimed++;
-            weft_span_set_bool(s->span, "weft.task.reclaimed", true);
+            weft__rk_set_bool(s->span, WEFT__RK_TASK_RECLAIMED, true);
             weft_span_end(s->span, 0);
             s->span = NULL;
             WEFT_LOG(WEFT_LOG_INFO,
@@ -331,7 +332,7 @@ amqp_submit(struct weft__executor *base,
     s->user_data = user_data;
     producer_span(ex, s, task);
     if (task->is_reclaim) {
-        weft_span_set_bool(s->span, "weft.task.resumed", true);
+        weft__rk_set_bool(s->span, WEFT__RK_TASK_RESUMED, true);
     }
     if (unpark(ex, s)) {
         pthread_cond_broadcast(&ex->changed);
@@ -894,6 +895,7 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
                                                               : cfg->max_in_flight;
     ex->base.writes_plan = false;
     if (cfg->provider != NULL) {
+        weft__rt_keys_init(); /* before the executor's first span */
         (void)weft_provider_get_tracer(cfg->provider, "weft.dist", WEFT_VERSION, &ex->tracer);
     }
     weft__dist_metrics_init(&ex->metrics, cfg->meter,

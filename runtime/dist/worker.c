@@ -7,6 +7,7 @@
  * whose parent is the message's traceparent, and encode the result. One mutex guards the table.
  */
 #include "runtime/dist/worker.h"
+#include "runtime/common/attr_keys.h"
 
 #include "runtime/mcp/hub.h"
 
@@ -892,6 +893,7 @@ weft__worker_run(const struct weft__worker_config *cfg,
         pthread_mutex_init(&w->cache_lock, NULL);
         pthread_cond_init(&w->work, NULL);
         if (cfg->provider != NULL) {
+            weft__rt_keys_init(); /* before the worker's first span */
             (void)weft_provider_get_tracer(cfg->provider, "weft.worker", WEFT_VERSION, &w->tracer);
         }
         weft__dist_metrics_init(&w->metrics, cfg->meter, WEFT__DIST_WORKER | WEFT__DIST_TRUST);

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "runtime/engine/engine.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/common/secrets.h"
 #include "runtime/decide/correct.h"
 #include "runtime/decide/evaluate.h"
@@ -564,9 +565,8 @@ decide_sampling(struct run *run)
         r->is_trace_kept = true; /* out of memory: no decision, the buffers keep the trace */
         return;
     }
-    weft_span_set_str(run->tel.root, WEFT_SAMPLING_DECISION_ATTR,
-                      r->is_trace_kept ? "keep" : "drop");
-    weft_span_set_str(run->tel.root, WEFT_SAMPLING_RULE_ATTR, rule);
+    weft__rk_set_str(run->tel.root, WEFT__RK_SAMPLING_DECISION, r->is_trace_kept ? "keep" : "drop");
+    weft__rk_set_str(run->tel.root, WEFT__RK_SAMPLING_RULE, rule);
 }
 
 static void
@@ -575,28 +575,28 @@ end_root(struct run *run)
     struct weft_run_result *r = run->tel.result;
     struct weft_span *root = run->tel.root;
 
-    weft_span_set_str(root, "weft.run.status", weft_run_status_name(r->status));
-    weft_span_set_int(root, "weft.run.iterations", (int64_t)r->iterations);
-    weft_span_set_int(root, "weft.run.steps", (int64_t)run->ps.plan.count);
-    weft_span_set_int(root, WEFT__GENAI_USAGE_INPUT, r->input_tokens);
-    weft_span_set_int(root, WEFT__GENAI_USAGE_OUTPUT, r->output_tokens);
-    weft_span_set_double(root, "weft.cost.usd", r->cost_usd);
-    weft_span_set_double(root, "weft.run.reward", r->reward);
-    weft_span_set_int(root, "weft.run.ps.corrections", (int64_t)r->corrections);
+    weft__rk_set_str(root, WEFT__RK_RUN_STATUS, weft_run_status_name(r->status));
+    weft__rk_set_int(root, WEFT__RK_RUN_ITERATIONS, (int64_t)r->iterations);
+    weft__rk_set_int(root, WEFT__RK_RUN_STEPS, (int64_t)run->ps.plan.count);
+    weft__rk_set_int(root, WEFT__RK_GEN_AI_USAGE_INPUT_TOKENS, r->input_tokens);
+    weft__rk_set_int(root, WEFT__RK_GEN_AI_USAGE_OUTPUT_TOKENS, r->output_tokens);
+    weft__rk_set_double(root, WEFT__RK_COST_USD, r->cost_usd);
+    weft__rk_set_double(root, WEFT__RK_RUN_REWARD, r->reward);
+    weft__rk_set_int(root, WEFT__RK_RUN_PS_CORRECTIONS, (int64_t)r->corrections);
     for (int k = 0; k < WEFT_LOOP_KIND_COUNT; k++) {
         char key[64];
         snprintf(key, sizeof(key), "weft.run.loops.%s", weft_loop_kind_name((weft_loop_kind)k));
         weft_span_set_int(root, key, (int64_t)r->loops[k]);
     }
     if (r->route != NULL) {
-        weft_span_set_str(root, "weft.route", r->route);
+        weft__rk_set_str(root, WEFT__RK_ROUTE, r->route);
     }
-    weft__rt_span_content(run, root, "langfuse.observation.output", r->output);
+    weft__rt_span_content(run, root, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT, r->output);
     decide_sampling(run);
     if (r->status == WEFT_RUN_COMPLETED) {
         weft_span_set_status(root, WEFT_STATUS_OK, NULL);
     } else {
-        weft_span_set_str(root, WEFT__ERROR_TYPE, weft_run_status_name(r->status));
+        weft__rk_set_str(root, WEFT__RK_ERROR_TYPE, weft_run_status_name(r->status));
         weft_span_set_status(root, WEFT_STATUS_ERROR, r->reason);
     }
     weft_span_end(root, 0);
@@ -764,6 +764,7 @@ load_context(struct run *run, struct weft_span_context *resumed_from, char *erro
         }
     }
     if (run->cfg.opts->provider != NULL) {
+        weft__rt_keys_init(); /* before the run's first span */
         err = weft_provider_get_tracer(run->cfg.opts->provider, "weft.runtime", WEFT_VERSION,
                                        &run->tel.tracer);
         if (err != WEFT_OK && err != WEFT_EDISABLED) {
@@ -907,11 +908,11 @@ static void
 origin_attrs(struct run *run)
 {
     if (run->cfg.replay != NULL) {
-        weft_span_set_str(run->tel.root, "weft.replay.of", weft__replay_run_id(run->cfg.replay));
+        weft__rk_set_str(run->tel.root, WEFT__RK_REPLAY_OF, weft__replay_run_id(run->cfg.replay));
     }
     if (run->store.fork != NULL) {
-        weft_span_set_str(run->tel.root, "weft.fork.of", run->store.fork->run_id);
-        weft_span_set_str(run->tel.root, "weft.fork.from", run->store.fork->from);
+        weft__rk_set_str(run->tel.root, WEFT__RK_FORK_OF, run->store.fork->run_id);
+        weft__rk_set_str(run->tel.root, WEFT__RK_FORK_FROM, run->store.fork->from);
     }
 }
 
@@ -934,7 +935,7 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
         weft__rt_span_start_under(run, RT_SPAN_WORKFLOW, wf->name, run->cfg.opts->parent_context,
                                   &link, weft_span_context_is_valid(resumed_from) ? 1 : 0);
     if (run->store.is_resumed) {
-        weft_span_set_bool(run->tel.root, "weft.run.resumed", true);
+        weft__rk_set_bool(run->tel.root, WEFT__RK_RUN_RESUMED, true);
     }
     origin_attrs(run);
     weft_span_context_of(run->tel.root, &ctx);
@@ -946,8 +947,8 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
                                     span_hex);
         weft__rt_run_root_saved(run); /* durable.c */
     }
-    weft_span_set_str(run->tel.root, WEFT__GENAI_AGENT_NAME, wf->supervisor.name);
-    weft__rt_span_content(run, run->tel.root, "langfuse.observation.input", run->cfg.input);
+    weft__rk_set_str(run->tel.root, WEFT__RK_GEN_AI_AGENT_NAME, wf->supervisor.name);
+    weft__rt_span_content(run, run->tel.root, WEFT__RK_LANGFUSE_OBSERVATION_INPUT, run->cfg.input);
     (void)weft__rt_mstore_start(run->tel.mstore, run->store.run_id, run->cfg.opts->provider);
     run->tel.metrics = weft__rt_metrics_new_tee(weft__rt_mstore_meter(run->tel.mstore),
                                                 run->cfg.opts->meter, wf->name);
@@ -1260,6 +1261,7 @@ weft__execute_task(const struct weft__task_run *t,
         e = weft__eng_setup_workspace(run, err, err_len);
     }
     if (e == WEFT_OK && t->provider != NULL) {
+        weft__rt_keys_init(); /* before the task's first span */
         e = weft_provider_get_tracer(t->provider, "weft.runtime", WEFT_VERSION, &run->tel.tracer);
         e = e == WEFT_EDISABLED ? WEFT_OK : e;
     }

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE /* strcasestr, realpath */
 
+#include "runtime/common/attr_keys.h"
 #include "runtime/common/secrets.h"
 #include "runtime/decide/correct.h"
 #include "runtime/decide/evaluate.h"
@@ -243,18 +244,18 @@ weft__eng_initial_plan(struct run *run, char *reason, size_t reason_len)
         json_decref(msgs);
     }
     weft__buf_cleanup(&user);
-    weft_span_set_str(span, "weft.decision.layer", "llm");
-    weft_span_set_str(span, "weft.decision.next", is_ok ? "plan" : "end");
-    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
+    weft__rk_set_str(span, WEFT__RK_DECISION_LAYER, "llm");
+    weft__rk_set_str(span, WEFT__RK_DECISION_NEXT, is_ok ? "plan" : "end");
+    weft__rk_set_int(span, WEFT__RK_PLAN_VERSION, run->ps.plan.version);
+    weft__rk_set_int(span, WEFT__RK_PLAN_SIZE, (int64_t)run->ps.plan.count);
     if (is_ok) {
         snprintf(reason, reason_len, "planned %zu steps", run->ps.plan.count);
-        weft_span_set_str(span, "weft.decision.reason", reason);
+        weft__rk_set_str(span, WEFT__RK_DECISION_REASON, reason);
         weft__rt_add_decision(run, RT_LAYER_LLM, "plan", reason);
     } else {
         snprintf(reason, reason_len, "no valid plan: %s", why);
-        weft_span_set_str(span, "weft.decision.reason", reason);
-        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_plan");
+        weft__rk_set_str(span, WEFT__RK_DECISION_REASON, reason);
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "invalid_plan");
         weft_span_set_status(span, WEFT_STATUS_ERROR, reason);
         weft__rt_add_decision(run, RT_LAYER_LLM, "end", reason);
     }
@@ -286,11 +287,11 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
         snprintf(subject, sizeof(subject), "%s\xe2\x86\x92%s", from_agent->name, rq->agent);
         span = weft__rt_span_start(run, RT_SPAN_REPLAN, subject, decision, &link,
                                    weft_span_context_is_valid(&rq->requester) ? 1 : 0);
-        weft_span_set_str(span, "weft.replan.from", from_agent->name);
-        weft_span_set_str(span, "weft.replan.to", rq->agent);
+        weft__rk_set_str(span, WEFT__RK_REPLAN_FROM, from_agent->name);
+        weft__rk_set_str(span, WEFT__RK_REPLAN_TO, rq->agent);
         snprintf(from, sizeof(from), "%s", from_id);
-        weft_span_set_str(span, "weft.replan.from_step", from);
-        weft__rt_span_content(run, span, "weft.replan.query", rq->query);
+        weft__rk_set_str(span, WEFT__RK_REPLAN_FROM_STEP, from);
+        weft__rt_span_content(run, span, WEFT__RK_REPLAN_QUERY, rq->query);
         if (to == WF_NONE) {
             snprintf(why, sizeof(why), "unknown agent '%.64s'", rq->agent);
         } else if (!weft__rt_may_request(run, from_agent, to)) {
@@ -301,8 +302,8 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             snprintf(why, sizeof(why), "plan is full");
         }
         if (why[0] != '\0') {
-            weft_span_set_bool(span, "weft.replan.step_added", false);
-            weft_span_set_str(span, WEFT__ERROR_TYPE, "replan_cancelled");
+            weft__rk_set_bool(span, WEFT__RK_REPLAN_STEP_ADDED, false);
+            weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "replan_cancelled");
             weft_span_set_status(span, WEFT_STATUS_ERROR, why);
             weft__buf_printf(note, "request from %s cancelled: %s; ", from, why);
         } else {
@@ -310,8 +311,8 @@ apply_requests(struct run *run, struct weft_span *decision, struct weft__buf *no
             s->requested_by = weft__strdup(from);
             s->requester = rq->requester;
             s->has_requester = weft_span_context_is_valid(&rq->requester);
-            weft_span_set_bool(span, "weft.replan.step_added", true);
-            weft_span_set_str(span, "weft.replan.step_id", s->id);
+            weft__rk_set_bool(span, WEFT__RK_REPLAN_STEP_ADDED, true);
+            weft__rk_set_str(span, WEFT__RK_REPLAN_STEP_ID, s->id);
             weft__rt_count_loop(run, WEFT_LOOP_REPLAN);
             weft__buf_printf(note, "%s requested %s: added %s; ", from, rq->agent, s->id);
             weft__rt_save_step(run, added);
@@ -606,7 +607,7 @@ breaker_check(struct run *run,
     a[2] = weft_attr_int("weft.circuit_breaker.retries", br->retries);
     a[3] = weft_attr_str("weft.circuit_breaker.evidence", evidence);
     weft_span_add_event(span, "weft.circuit_breaker", a, 4, 0);
-    weft_span_set_str(span, WEFT__ERROR_TYPE, "circuit_breaker");
+    weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "circuit_breaker");
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
     weft__rt_count_loop(run, WEFT_LOOP_CIRCUIT_BREAKER);
     br->has_tripped = true;
@@ -705,8 +706,8 @@ batch_collect(
         b->steps[b->count++] = i;
     }
     if (b->count > 1) {
-        weft_span_set_int(span, "weft.decision.parallel", (int64_t)b->count);
-        weft_span_set_str_array(span, "weft.decision.batch", ids, b->count);
+        weft__rk_set_int(span, WEFT__RK_DECISION_PARALLEL, (int64_t)b->count);
+        weft__rk_set_str_array(span, WEFT__RK_DECISION_BATCH, ids, b->count);
         weft__buf_printf(note, "; %zu ready steps at once:", b->count);
         for (size_t i = 0; i < b->count; i++) {
             weft__buf_printf(note, " %.32s", ids[i]);
@@ -740,7 +741,7 @@ weft__eng_decide(struct run *run,
     b->count = 0;
     run->tel.result->iterations++;
     weft__rt_watchdog_activity(run, "a decision", wf->supervisor.name, "");
-    weft_span_set_int(span, "weft.iteration", (int64_t)run->tel.result->iterations);
+    weft__rk_set_int(span, WEFT__RK_ITERATION, (int64_t)run->tel.result->iterations);
     if (run->ps.request_count > 0 || run->ps.requests_dropped > 0) {
         apply_requests(run, span, &note);
     }
@@ -765,13 +766,13 @@ weft__eng_decide(struct run *run,
         batch_collect(run, step, b, span, &note);
     }
     snprintf(reason, reason_len, "%s", note.data != NULL ? note.data : why);
-    weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
-    weft_span_set_str(span, "weft.decision.next", next);
-    weft_span_set_str(span, "weft.decision.reason", reason);
-    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
+    weft__rk_set_str(span, WEFT__RK_DECISION_LAYER, weft__rt_layer_name(layer));
+    weft__rk_set_str(span, WEFT__RK_DECISION_NEXT, next);
+    weft__rk_set_str(span, WEFT__RK_DECISION_REASON, reason);
+    weft__rk_set_int(span, WEFT__RK_PLAN_VERSION, run->ps.plan.version);
+    weft__rk_set_int(span, WEFT__RK_PLAN_SIZE, (int64_t)run->ps.plan.count);
     if (step != RT_END && step != RT_END - 1) {
-        weft_span_set_str(span, "weft.step.id", run->ps.plan.steps[step].id);
+        weft__rk_set_str(span, WEFT__RK_STEP_ID, run->ps.plan.steps[step].id);
     }
     weft_span_end(span, 0);
     weft__rt_add_decision(run, layer, next, reason);
@@ -793,7 +794,7 @@ weft__eng_decide_router(struct run *run, bool *is_done, char *reason, size_t rea
     const char *next = "end";
 
     run->tel.result->iterations++;
-    weft_span_set_int(span, "weft.iteration", (int64_t)run->tel.result->iterations);
+    weft__rk_set_int(span, WEFT__RK_ITERATION, (int64_t)run->tel.result->iterations);
     if (*is_done && run->watchdog.is_escalate_pending) {
         watchdog_route(run, NULL, &index, &layer, reason, reason_len);
         if (index != RT_END) {
@@ -818,7 +819,7 @@ weft__eng_decide_router(struct run *run, bool *is_done, char *reason, size_t rea
             next = wf->agents[wf->router.routes[route].agent].name;
             weft__free(run->tel.result->route);
             run->tel.result->route = weft__strdup(wf->router.routes[route].name);
-            weft_span_set_str(span, "weft.route", wf->router.routes[route].name);
+            weft__rk_set_str(span, WEFT__RK_ROUTE, wf->router.routes[route].name);
             if (route == wf->router.clarification_route) {
                 weft__rt_count_loop(run, WEFT_LOOP_CLARIFICATION);
             }
@@ -826,11 +827,11 @@ weft__eng_decide_router(struct run *run, bool *is_done, char *reason, size_t rea
         }
         *is_done = true;
     }
-    weft_span_set_str(span, "weft.decision.layer", weft__rt_layer_name(layer));
-    weft_span_set_str(span, "weft.decision.next", next);
-    weft_span_set_str(span, "weft.decision.reason", reason);
-    weft_span_set_int(span, "weft.plan.version", run->ps.plan.version);
-    weft_span_set_int(span, "weft.plan.size", (int64_t)run->ps.plan.count);
+    weft__rk_set_str(span, WEFT__RK_DECISION_LAYER, weft__rt_layer_name(layer));
+    weft__rk_set_str(span, WEFT__RK_DECISION_NEXT, next);
+    weft__rk_set_str(span, WEFT__RK_DECISION_REASON, reason);
+    weft__rk_set_int(span, WEFT__RK_PLAN_VERSION, run->ps.plan.version);
+    weft__rk_set_int(span, WEFT__RK_PLAN_SIZE, (int64_t)run->ps.plan.count);
     weft_span_end(span, 0);
     weft__rt_add_decision(run, layer, next, reason);
     progress_decision(run, layer, next, reason);

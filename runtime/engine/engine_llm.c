@@ -5,6 +5,7 @@
  * Private to the engine (engine.h). */
 #define _GNU_SOURCE /* strcasestr, realpath */
 
+#include "runtime/common/attr_keys.h"
 #include "runtime/common/secrets.h"
 #include "runtime/decide/correct.h"
 #include "runtime/decide/evaluate.h"
@@ -75,10 +76,10 @@ set_usage_attrs(struct weft_span *span,
 
     *cost = 0.0;
     if (resp->input_tokens >= 0) {
-        weft_span_set_int(span, WEFT__GENAI_USAGE_INPUT, resp->input_tokens);
+        weft__rk_set_int(span, WEFT__RK_GEN_AI_USAGE_INPUT_TOKENS, resp->input_tokens);
     }
     if (resp->output_tokens >= 0) {
-        weft_span_set_int(span, WEFT__GENAI_USAGE_OUTPUT, resp->output_tokens);
+        weft__rk_set_int(span, WEFT__RK_GEN_AI_USAGE_OUTPUT_TOKENS, resp->output_tokens);
     }
     /* Usage stays in gen_ai.usage.* (Langfuse reads those too); cost has no GenAI attribute,
      * so it goes out both as a number and as Langfuse's cost_details. */
@@ -88,8 +89,8 @@ set_usage_attrs(struct weft_span *span,
         *cost = ci + co;
         snprintf(json, sizeof(json), "{\"input\":%.10g,\"output\":%.10g,\"total\":%.10g}", ci, co,
                  ci + co);
-        weft_span_set_str(span, "langfuse.observation.cost_details", json);
-        weft_span_set_double(span, "weft.cost.usd", ci + co);
+        weft__rk_set_str(span, WEFT__RK_LANGFUSE_OBSERVATION_COST_DETAILS, json);
+        weft__rk_set_double(span, WEFT__RK_COST_USD, ci + co);
     }
 }
 
@@ -118,33 +119,34 @@ chat_start(struct run *run,
     req->max_tokens = m->max_tokens;
     req->timeout_ms = m->timeout_ms < remaining ? m->timeout_ms : remaining;
     span = weft__span_start_chat(run, m->model, p->provider_name, call->parent);
-    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, call->agent);
-    weft_span_set_str(span, "weft.llm.purpose", weft__llm_purpose_name(call->purpose));
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_NAME, call->agent);
+    weft__rk_set_str(span, WEFT__RK_LLM_PURPOSE, weft__llm_purpose_name(call->purpose));
     if (req->temperature >= 0) {
-        weft_span_set_double(span, WEFT__GENAI_REQUEST_TEMPERATURE, req->temperature);
+        weft__rk_set_double(span, WEFT__RK_GEN_AI_REQUEST_TEMPERATURE, req->temperature);
     }
     if (req->max_tokens > 0) {
-        weft_span_set_int(span, WEFT__GENAI_REQUEST_MAX_TOKENS, req->max_tokens);
+        weft__rk_set_int(span, WEFT__RK_GEN_AI_REQUEST_MAX_TOKENS, req->max_tokens);
     }
     if (call->json_mode) {
-        weft_span_set_str(span, WEFT__GENAI_OUTPUT_TYPE, "json");
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_OUTPUT_TYPE, "json");
     }
     /* Set around the calls whose instructions it gave (agent.c act(), the supervisor's and
      * reflector's calls: weft__rt_instructions_begin()). */
     if (prompt_link != NULL) {
         if (prompt_link->is_fallback) {
-            weft_span_set_str(span, "weft.prompt.name", prompt_name);
-            weft_span_set_bool(span, "weft.prompt.is_fallback", true);
+            weft__rk_set_str(span, WEFT__RK_PROMPT_NAME, prompt_name);
+            weft__rk_set_bool(span, WEFT__RK_PROMPT_IS_FALLBACK, true);
         } else {
-            weft_span_set_str(span, "langfuse.observation.prompt.name", prompt_name);
-            weft_span_set_int(span, "langfuse.observation.prompt.version", prompt_link->version);
+            weft__rk_set_str(span, WEFT__RK_LANGFUSE_OBSERVATION_PROMPT_NAME, prompt_name);
+            weft__rk_set_int(span, WEFT__RK_LANGFUSE_OBSERVATION_PROMPT_VERSION,
+                             prompt_link->version);
         }
     }
     if (run->cfg.capture_content) {
         char *text = json_dumps(call->messages, JSON_COMPACT);
         char *semconv = weft__semconv_input_messages(call->messages);
-        weft__rt_span_content(run, span, WEFT__GENAI_INPUT_MESSAGES, semconv);
-        weft__rt_span_content(run, span, "langfuse.observation.input", text);
+        weft__rt_span_content(run, span, WEFT__RK_GEN_AI_INPUT_MESSAGES, semconv);
+        weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_INPUT, text);
         free(semconv);
         free(text);
     }
@@ -191,12 +193,12 @@ chat_answered(struct run *run,
     double cost = 0.0;
 
     if (response->response_model != NULL) {
-        weft_span_set_str(span, WEFT__GENAI_RESPONSE_MODEL, response->response_model);
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_RESPONSE_MODEL, response->response_model);
     }
     if (response->response_id != NULL) {
-        weft_span_set_str(span, WEFT__GENAI_RESPONSE_ID, response->response_id);
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_RESPONSE_ID, response->response_id);
     }
-    weft_span_set_str_array(span, WEFT__GENAI_RESPONSE_FINISH, &finish, 1);
+    weft__rk_set_str_array(span, WEFT__RK_GEN_AI_RESPONSE_FINISH_REASONS, &finish, 1);
     set_usage_attrs(span, m, response, &cost);
     run->tel.result->input_tokens += response->input_tokens > 0 ? response->input_tokens : 0;
     run->tel.result->output_tokens += response->output_tokens > 0 ? response->output_tokens : 0;
@@ -206,9 +208,9 @@ chat_answered(struct run *run,
         char *text = weft__semconv_output_messages(weft__semconv_genai_mode(), response->content,
                                                    response->tool_calls, response->tool_call_count,
                                                    response->finish_reason);
-        weft__rt_span_content(run, span, WEFT__GENAI_OUTPUT_MESSAGES, text);
+        weft__rt_span_content(run, span, WEFT__RK_GEN_AI_OUTPUT_MESSAGES, text);
         /* A turn that only calls tools has no text: Langfuse shows the calls instead. */
-        weft__rt_span_content(run, span, "langfuse.observation.output",
+        weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT,
                               response->content != NULL ? response->content : text);
         free(text);
     }
@@ -255,7 +257,7 @@ weft__eng_llm_call(void *ctx,
     if (err == WEFT_OK) {
         cost = chat_answered(run, span, m, response);
     } else {
-        weft_span_set_str(span, WEFT__ERROR_TYPE, error->type);
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, error->type);
         weft_span_set_status(span, WEFT_STATUS_ERROR, error->message);
     }
     weft_span_end(span, 0);

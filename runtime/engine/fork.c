@@ -9,6 +9,7 @@
  * first decision, exactly as a resumed run's completed steps are.
  */
 #include "runtime/engine/fork.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/observe/spans.h"
 #include "runtime/observe/watchdog.h"
 #include "runtime/replay/replay.h"
@@ -644,11 +645,11 @@ reused_span(struct run *run, const char *id, const json_t *row)
                             is_agent ? json_string_value(json_object_get(row, "actor")) : executor,
                             run->tel.root, NULL, 0);
 
-    weft_span_set_str(span, "weft.step.id", id);
-    weft_span_set_str(span, "weft.step.status", "completed");
-    weft_span_set_bool(span, "weft.fork.reused", true);
-    weft_span_set_str(span, "weft.fork.of", run->store.fork->run_id);
-    weft__rt_span_content(run, span, "langfuse.observation.output",
+    weft__rk_set_str(span, WEFT__RK_STEP_ID, id);
+    weft__rk_set_str(span, WEFT__RK_STEP_STATUS, "completed");
+    weft__rk_set_bool(span, WEFT__RK_FORK_REUSED, true);
+    weft__rk_set_str(span, WEFT__RK_FORK_OF, run->store.fork->run_id);
+    weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT,
                           json_string_value(json_object_get(row, "result")));
     weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     weft_span_end(span, 0);

@@ -30,7 +30,7 @@
  * headers) reach neither spans nor logs (they are registered with weft_secrets_add and every
  * line of server output that is logged, and every tool result, is scrubbed).
  */
-#include "runtime/mcp/mcp.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/mcp/transport.h"
 
 #include "base/buf.h"
@@ -1182,12 +1182,12 @@ rpc(struct weft__mcp_client *c,
         goto finish;
     }
     snprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
-    weft_span_set_str(span, "jsonrpc.request.id", idbuf);
+    weft__rk_set_str(span, WEFT__RK_JSONRPC_REQUEST_ID, idbuf);
     if (protocol[0] != '\0') {
-        weft_span_set_str(span, "mcp.protocol.version", protocol);
+        weft__rk_set_str(span, WEFT__RK_MCP_PROTOCOL_VERSION, protocol);
     }
     if (session[0] != '\0') {
-        weft_span_set_str(span, "mcp.session.id", session);
+        weft__rk_set_str(span, WEFT__RK_MCP_SESSION_ID, session);
     }
     msg = json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method,
                     "params", params);
@@ -1269,18 +1269,18 @@ finish:
         if (strcmp(method, "initialize") == 0 && out->result != NULL) {
             const char *v = json_string_value(json_object_get(out->result, "protocolVersion"));
             if (v != NULL) {
-                weft_span_set_str(span, "mcp.protocol.version", v);
+                weft__rk_set_str(span, WEFT__RK_MCP_PROTOCOL_VERSION, v);
             }
         } else if (protocol[0] != '\0') {
-            weft_span_set_str(span, "mcp.protocol.version", protocol);
+            weft__rk_set_str(span, WEFT__RK_MCP_PROTOCOL_VERSION, protocol);
         }
         if (out->has_code) {
             char code[24];
             snprintf(code, sizeof(code), "%" PRId64, out->code);
-            weft_span_set_str(span, "rpc.response.status_code", code);
+            weft__rk_set_str(span, WEFT__RK_RPC_RESPONSE_STATUS_CODE, code);
         }
         if (out->span_error[0] != '\0') {
-            weft_span_set_str(span, "error.type", out->span_error);
+            weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, out->span_error);
             weft_span_set_status(span, WEFT_STATUS_ERROR, out->message);
         }
     }

@@ -12,6 +12,7 @@
  * a call is matched back the same way.
  */
 #include "runtime/mcp/hub.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -150,6 +151,7 @@ weft__mcp_hub_new(const struct weft_workflow *wf,
     if (opts != NULL) {
         hub->opts = *opts;
     }
+    weft__rt_keys_init(); /* before the first request's span */
     hub->count = wf->mcp_count;
     pthread_mutex_init(&hub->lock, NULL);
     for (size_t i = 0; i < hub->count; i++) {

@@ -22,6 +22,7 @@
  * around the call, as around an LLM call: a parallel flow's other agents do not wait on it.
  */
 #include "runtime/memory/memory.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -250,7 +251,7 @@ embed_failed(struct run *run,
              struct weft_span *span,
              const struct rt_embed_error *why)
 {
-    weft_span_set_str(span, "error.type", why->type);
+    weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, why->type);
     weft_span_set_status(span, WEFT_STATUS_ERROR, why->message);
     weft__rt_metrics_embedding(run->tel.metrics, operation, why->type);
     if (!run->store.is_embed_warned) {
@@ -289,9 +290,9 @@ embed(struct run *run,
     }
     memset(&why, 0, sizeof(why));
     span = weft__span_start_embeddings(run, weft__rt_embedder_model(e), parent, parent_ctx);
-    weft_span_set_str(span, "server.address", weft__rt_embedder_host(e));
-    weft_span_set_int(span, "server.port", (int64_t)weft__rt_embedder_port(e));
-    weft_span_set_str(span, "weft.skills.operation", operation);
+    weft__rk_set_str(span, WEFT__RK_SERVER_ADDRESS, weft__rt_embedder_host(e));
+    weft__rk_set_int(span, WEFT__RK_SERVER_PORT, (int64_t)weft__rt_embedder_port(e));
+    weft__rk_set_str(span, WEFT__RK_SKILLS_OPERATION, operation);
     weft__rt_unlock(run);
     err = weft__rt_embed(e, copy, out, &why);
     weft__rt_lock(run);
@@ -300,9 +301,9 @@ embed(struct run *run,
         embed_failed(run, e, operation, span, &why);
     } else {
         if (out->input_tokens >= 0) {
-            weft_span_set_int(span, "gen_ai.usage.input_tokens", out->input_tokens);
+            weft__rk_set_int(span, WEFT__RK_GEN_AI_USAGE_INPUT_TOKENS, out->input_tokens);
         }
-        weft_span_set_int(span, "gen_ai.embeddings.dimension.count", (int64_t)out->dims);
+        weft__rk_set_int(span, WEFT__RK_GEN_AI_EMBEDDINGS_DIMENSION_COUNT, (int64_t)out->dims);
         weft__rt_metrics_embedding(run->tel.metrics, operation, NULL);
     }
     weft_span_end(span, 0);
@@ -555,7 +556,7 @@ lookup(
         weft__rt_embedding_cleanup(&q);
     }
     words_cleanup(&words);
-    weft_span_set_str(span, "weft.skills.ranking", has_vector ? "text+vector" : "text");
+    weft__rk_set_str(span, WEFT__RK_SKILLS_RANKING, has_vector ? "text+vector" : "text");
     if (err == WEFT_OK) {
         rank_keep(r, mem->embeddings.weight, mem->k, mem->min_score);
     }
@@ -637,19 +638,19 @@ weft__rt_skills_recall(struct run *run,
     }
     task = weft__strdup(step->task); /* the plan may move while an embeddings call runs */
     span = weft__rt_span_start(run, RT_SPAN_RETRIEVAL, DATA_SOURCE, agent_span, NULL, 0);
-    weft_span_set_int(span, "gen_ai.retrieval.top_k", (int64_t)mem->k);
-    weft_span_set_str(span, "gen_ai.agent.name", agent);
-    weft_span_set_double(span, "weft.skills.min_score", mem->min_score);
-    weft__rt_span_content(run, span, "gen_ai.retrieval.query.text", task);
+    weft__rk_set_int(span, WEFT__RK_GEN_AI_RETRIEVAL_TOP_K, (int64_t)mem->k);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_NAME, agent);
+    weft__rk_set_double(span, WEFT__RK_SKILLS_MIN_SCORE, mem->min_score);
+    weft__rt_span_content(run, span, WEFT__RK_GEN_AI_RETRIEVAL_QUERY_TEXT, task);
     err = task != NULL ? lookup(run, agent, task, span, &r) : WEFT_ENOMEM;
     if (err != WEFT_OK) {
-        weft_span_set_str(span, "error.type", weft_strerror(err));
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, weft_strerror(err));
         weft_span_set_status(span, WEFT_STATUS_ERROR, "skill lookup failed");
         ranking_cleanup(&r);
     }
     docs = documents_json(&r);
-    weft_span_set_str(span, "gen_ai.retrieval.documents", docs != NULL ? docs : "[]");
-    weft_span_set_int(span, "weft.skills.hits", (int64_t)r.n);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_RETRIEVAL_DOCUMENTS, docs != NULL ? docs : "[]");
+    weft__rk_set_int(span, WEFT__RK_SKILLS_HITS, (int64_t)r.n);
     weft_span_end(span, 0);
     weft__free(docs);
     weft__free(task);
@@ -759,7 +760,7 @@ weft__rt_skills_mark(struct weft_span *span, const json_t *ids)
         text[n] = json_string_value(json_array_get(ids, n));
     }
     if (n > 0) {
-        weft_span_set_str_array(span, "weft.skills.injected", text, n);
+        weft__rk_set_str_array(span, WEFT__RK_SKILLS_INJECTED, text, n);
     }
 }
 

@@ -191,10 +191,10 @@ weft__span_start_embeddings(struct run *run,
 }
 
 void
-weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text)
+weft__rt_span_content(struct run *run, struct weft_span *span, weft__rk_id key, const char *text)
 {
     if (run->cfg.capture_content && text != NULL) {
-        weft_span_set_str(span, key, text);
+        weft__rk_set_str(span, key, text);
     }
 }
 

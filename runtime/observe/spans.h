@@ -4,6 +4,7 @@
 #ifndef WEFT_RUNTIME_SPANS_H
 #define WEFT_RUNTIME_SPANS_H
 
+#include "runtime/common/attr_keys.h"
 #include "runtime/run/run.h"
 
 /* Span kinds of DESIGN.md's span model. */
@@ -57,8 +58,9 @@ struct weft_span *weft__span_start_embeddings(struct run *run,
                                               struct weft_span *parent,
                                               const struct weft_span_context *parent_ctx);
 
-/* Set a content attribute (prompts, outputs, arguments) only when capture is on. */
+/* Set a content attribute (prompts, outputs, arguments) under key @p key only when capture is
+ * on. */
 void
-weft__rt_span_content(struct run *run, struct weft_span *span, const char *key, const char *text);
+weft__rt_span_content(struct run *run, struct weft_span *span, weft__rk_id key, const char *text);
 
 #endif /* WEFT_RUNTIME_SPANS_H */

@@ -1,6 +1,6 @@
 /* runtime/observe/watchdog.c - the stuck-loop watchdog (see watchdog.h). Everything here runs on
  * the engine thread under the run lock; detectors keep a short bounded history. */
-#include "runtime/observe/semconv.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/observe/webhook.h"
 #include "runtime/run/run.h"
 
@@ -162,7 +162,7 @@ mark(struct run *run,
         a[n++] = extra[i];
     }
     weft_span_add_event(span, "weft.stuck_loop", a, n, 0);
-    weft_span_set_str(span, WEFT__ERROR_TYPE, "stuck_loop");
+    weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "stuck_loop");
     weft_span_set_status(span, WEFT_STATUS_ERROR, evidence);
     if (run->tel.root != NULL && run->tel.root != span) {
         weft_span_add_event(run->tel.root, "weft.stuck_loop", a, n, 0);

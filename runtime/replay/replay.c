@@ -8,6 +8,7 @@
  * after it follows from it.
  */
 #include "runtime/replay/replay.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/common/secrets.h"
 #include "runtime/run/run.h"
 
@@ -712,14 +713,14 @@ weft__replay_finish(struct rt_replay *rp, struct weft_span *root)
     r->expected = rp->expected != NULL ? weft__strdup(rp->expected) : NULL;
     r->got = rp->got != NULL ? weft__strdup(rp->got) : NULL;
     pthread_mutex_unlock(&rp->lock);
-    weft_span_set_bool(root, "weft.replay.identical", r->is_identical);
-    weft_span_set_int(root, "weft.replay.llm_calls", (int64_t)r->llm_calls);
-    weft_span_set_int(root, "weft.replay.tool_calls", (int64_t)r->tool_calls);
+    weft__rk_set_bool(root, WEFT__RK_REPLAY_IDENTICAL, r->is_identical);
+    weft__rk_set_int(root, WEFT__RK_REPLAY_LLM_CALLS, (int64_t)r->llm_calls);
+    weft__rk_set_int(root, WEFT__RK_REPLAY_TOOL_CALLS, (int64_t)r->tool_calls);
     if (!r->is_identical) {
-        weft_span_set_str(root, "weft.replay.diverged.span", r->span != NULL ? r->span : "");
-        weft_span_set_str(root, "weft.replay.diverged.what", r->what != NULL ? r->what : "");
+        weft__rk_set_str(root, WEFT__RK_REPLAY_DIVERGED_SPAN, r->span != NULL ? r->span : "");
+        weft__rk_set_str(root, WEFT__RK_REPLAY_DIVERGED_WHAT, r->what != NULL ? r->what : "");
         if (r->step_id != NULL) {
-            weft_span_set_str(root, "weft.replay.diverged.step", r->step_id);
+            weft__rk_set_str(root, WEFT__RK_REPLAY_DIVERGED_STEP, r->step_id);
         }
     }
     return r;

@@ -2,6 +2,7 @@
  * actor, the abort flag, the time left, and the calling thread's worker index and prompt link.
  */
 #include "runtime/run/run.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/replay/replay.h"
 
 #include "base/log.h"
@@ -166,8 +167,8 @@ void
 weft__rt_span_task_attempt(const struct run *run, struct weft_span *span)
 {
     if (run->cfg.task_attempt > 0) {
-        weft_span_set_int(span, "weft.task.attempt", run->cfg.task_attempt);
-        weft_span_set_int(span, "weft.task.redeliveries", run->cfg.task_redeliveries);
+        weft__rk_set_int(span, WEFT__RK_TASK_ATTEMPT, run->cfg.task_attempt);
+        weft__rk_set_int(span, WEFT__RK_TASK_REDELIVERIES, run->cfg.task_redeliveries);
     }
 }
 

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE /* strcasestr, realpath */
 
 #include "runtime/steps/agent.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/decide/evaluate.h"
 #include "runtime/mcp/hub.h"
 #include "runtime/memory/memory.h"
@@ -267,12 +268,12 @@ tool_call_start(struct run *run, struct weft_span *agent_span, const struct llm_
     struct weft_span *span =
         weft__rt_span_start(run, RT_SPAN_TOOL, call->name, agent_span, NULL, 0);
 
-    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, call->name);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_CALL_ID, call->id);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "function");
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_NAME, call->name);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_CALL_ID, call->id);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_TYPE, "function");
     weft__rt_span_task_attempt(run, span);
-    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_ARGUMENTS, call->arguments);
-    weft__rt_span_content(run, span, "langfuse.observation.input", call->arguments);
+    weft__rt_span_content(run, span, WEFT__RK_GEN_AI_TOOL_CALL_ARGUMENTS, call->arguments);
+    weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_INPUT, call->arguments);
     return span;
 }
 
@@ -290,7 +291,7 @@ call_request(struct run *run,
     const char *to = json_string_value(json_object_get(args, "agent"));
     size_t to_index = weft__rt_find_agent(run, to);
 
-    weft_span_set_str(span, "weft.replan.to", to);
+    weft__rk_set_str(span, WEFT__RK_REPLAN_TO, to);
     if (to_index == WF_NONE || !weft__wf_agent_can_request(agent, to_index)) {
         /* Told to the model at once, so it can pick another agent (nothing queued). */
         r->outcome_name = "invalid_arguments";
@@ -365,10 +366,10 @@ call_tool(struct run *run,
         }
     }
     if (r->outcome.exit_code >= 0) {
-        weft_span_set_int(span, "weft.tool.exit_code", r->outcome.exit_code);
+        weft__rk_set_int(span, WEFT__RK_TOOL_EXIT_CODE, r->outcome.exit_code);
     }
     if (r->outcome.is_truncated) {
-        weft_span_set_bool(span, "weft.tool.truncated", true);
+        weft__rk_set_bool(span, WEFT__RK_TOOL_TRUNCATED, true);
     }
 }
 
@@ -442,8 +443,8 @@ call_mcp(struct run *run,
     char verr[200] = "";
     char activity[96];
 
-    weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "extension");
-    weft_span_set_str(span, "weft.mcp.server", run->cfg.wf->mcp[server].cfg.name);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_TYPE, "extension");
+    weft__rk_set_str(span, WEFT__RK_MCP_SERVER, run->cfg.wf->mcp[server].cfg.name);
     if (!json_is_object(args)) {
         r->outcome_name = "invalid_arguments";
         snprintf(r->err, sizeof(r->err), "arguments are not a JSON object");
@@ -508,7 +509,7 @@ call_mcp(struct run *run,
             }
         }
         if (r->outcome.is_truncated) {
-            weft_span_set_bool(span, "weft.tool.truncated", true);
+            weft__rk_set_bool(span, WEFT__RK_TOOL_TRUNCATED, true);
         }
     }
     weft__rt_metrics_mcp(run->tel.metrics, run->cfg.wf->mcp[server].cfg.name, mcp_outcome(r),
@@ -525,11 +526,11 @@ tool_call_finish(struct run *run,
                  bool is_request,
                  struct call_result *r)
 {
-    weft_span_set_str(span, "weft.tool.outcome", r->outcome_name);
+    weft__rk_set_str(span, WEFT__RK_TOOL_OUTCOME, r->outcome_name);
     if (strcmp(r->outcome_name, "ok") != 0) {
-        weft_span_set_str(span, WEFT__ERROR_TYPE,
-                          r->outcome.error_type[0] != '\0' ? r->outcome.error_type
-                                                           : r->outcome_name);
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE,
+                         r->outcome.error_type[0] != '\0' ? r->outcome.error_type
+                                                          : r->outcome_name);
         weft_span_set_status(span, WEFT_STATUS_ERROR, r->err);
         if (r->text == NULL) {
             json_t *e = json_pack("{s:s, s:s}", "error", r->err, "type", r->outcome_name);
@@ -542,8 +543,8 @@ tool_call_finish(struct run *run,
     if (!is_request) { /* a request is a hand-off: the watchdog sees it when the step starts */
         weft__rt_watchdog_tool(run, span, call->name, call->arguments, r->text);
     }
-    weft__rt_span_content(run, span, WEFT__GENAI_TOOL_CALL_RESULT, r->text);
-    weft__rt_span_content(run, span, "langfuse.observation.output", r->text);
+    weft__rt_span_content(run, span, WEFT__RK_GEN_AI_TOOL_CALL_RESULT, r->text);
+    weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT, r->text);
     weft_span_end(span, 0);
 }
 
@@ -589,8 +590,8 @@ run_tool_call(struct run *run,
         r.outcome_name = "error";
         r.is_infra = true;
         snprintf(r.outcome.error_type, sizeof(r.outcome.error_type), "server_down");
-        weft_span_set_str(span, WEFT__GENAI_TOOL_TYPE, "extension");
-        weft_span_set_str(span, "weft.mcp.server", wf->mcp[mcp_server].cfg.name);
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_TYPE, "extension");
+        weft__rk_set_str(span, WEFT__RK_MCP_SERVER, wf->mcp[mcp_server].cfg.name);
         weft__rt_metrics_mcp(run->tel.metrics, wf->mcp[mcp_server].cfg.name, "server_down", false);
     } else if (!is_request && (idx == WF_NONE || !agent_has_tool(agent, idx))) {
         r.outcome_name = "unknown_tool";
@@ -731,7 +732,7 @@ act(struct run *run,
                  agent->max_tool_rounds);
         *error_type = "max_tool_rounds";
     }
-    weft_span_set_int(span, "weft.step.tool_rounds", round);
+    weft__rk_set_int(span, WEFT__RK_STEP_TOOL_ROUNDS, round);
     json_decref(tools);
     return output;
 }
@@ -849,9 +850,9 @@ reflect(struct run *run,
 
     *refined = NULL;
     *feedback = NULL;
-    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
-    weft_span_set_int(span, "weft.reflection.attempt", attempt);
-    weft_span_set_str(span, "weft.step.id", s->id);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_NAME, agent->name);
+    weft__rk_set_int(span, WEFT__RK_REFLECTION_ATTEMPT, attempt);
+    weft__rk_set_str(span, WEFT__RK_STEP_ID, s->id);
     instructions =
         weft__rt_instructions_begin(run, agent->reflection.instructions, agent->reflection.prompt,
                                     "You review an agent's output.", &held);
@@ -872,11 +873,11 @@ reflect(struct run *run,
         v = VERDICT_REJECTED;
         weft__free(*feedback);
         *feedback = weft__strdup(why);
-        weft_span_set_str(span, WEFT__ERROR_TYPE, "invalid_reflection");
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, "invalid_reflection");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
-    weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
-    weft__rt_span_content(run, span, "weft.reflection.feedback", *feedback);
+    weft__rk_set_str(span, WEFT__RK_REFLECTION_VERDICT, verdict_names[v]);
+    weft__rt_span_content(run, span, WEFT__RK_REFLECTION_FEEDBACK, *feedback);
     verdict_event(run, span, v, *feedback);
     if (v == VERDICT_REJECTED) {
         weft__rt_watchdog_reflection(run, span, s->agent, *feedback, output);
@@ -930,15 +931,15 @@ weft__rt_agent_attempt_start(struct run *run,
     weft_span_context_of(span, &step->span);
     step->span.trace_state = NULL;
     weft__rt_save_step(run, index);
-    weft_span_set_str(span, WEFT__GENAI_AGENT_NAME, agent->name);
-    weft_span_set_str(span, "weft.step.id", step->id);
-    weft_span_set_int(span, "weft.step.attempt", attempt);
-    weft_span_set_str(span, "graph.node.id", agent->name);
-    weft_span_set_str(span, "graph.node.parent_id", run->cfg.wf->supervisor.name);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_NAME, agent->name);
+    weft__rk_set_str(span, WEFT__RK_STEP_ID, step->id);
+    weft__rk_set_int(span, WEFT__RK_STEP_ATTEMPT, attempt);
+    weft__rk_set_str(span, WEFT__RK_GRAPH_NODE_ID, agent->name);
+    weft__rk_set_str(span, WEFT__RK_GRAPH_NODE_PARENT_ID, run->cfg.wf->supervisor.name);
     if (step->requested_by != NULL) {
-        weft_span_set_str(span, "weft.step.requested_by", step->requested_by);
+        weft__rk_set_str(span, WEFT__RK_STEP_REQUESTED_BY, step->requested_by);
     }
-    weft__rt_span_content(run, span, "weft.step.task", step->task);
+    weft__rt_span_content(run, span, WEFT__RK_STEP_TASK, step->task);
     snprintf(detail, sizeof(detail), "attempt %u", attempt);
     weft__rt_progress(run, WEFT_EVENT_STEP_START, step, detail);
     weft__rt_watchdog_activity(run, "the step", agent->name, step->id);
@@ -972,7 +973,7 @@ attempt_act(struct run *run,
     if (run->cfg.capture_content) {
         /* The agent's own instructions, apart from the chat history. */
         char *si = weft__semconv_system_instructions(instructions);
-        weft__rt_span_content(run, span, WEFT__GENAI_SYSTEM_INSTRUCTIONS, si);
+        weft__rt_span_content(run, span, WEFT__RK_GEN_AI_SYSTEM_INSTRUCTIONS, si);
         free(si);
     }
     msgs = attempt_messages(run, &run->ps.plan.steps[index], instructions, skills, feedback);
@@ -1002,7 +1003,7 @@ attempt_reflect(struct run *run,
     char *fb = NULL;
     verdict v = reflect(run, index, span, a->output, attempt, deadline, &refined, &fb);
 
-    weft_span_set_str(span, "weft.reflection.verdict", verdict_names[v]);
+    weft__rk_set_str(span, WEFT__RK_REFLECTION_VERDICT, verdict_names[v]);
     if (v == VERDICT_FIXED) {
         weft__free(a->output);
         a->output = refined;
@@ -1045,16 +1046,16 @@ attempt_finish(struct run *run,
         step->result = a->output;
         a->output = NULL;
         weft__plan_step_set_status(&run->ps.plan, step, STEP_COMPLETED);
-        weft__rt_span_content(run, span, "langfuse.observation.output", step->result);
-        weft_span_set_str(span, "weft.step.status", "completed");
+        weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT, step->result);
+        weft__rk_set_str(span, WEFT__RK_STEP_STATUS, "completed");
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
         weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, span);
         return true;
     }
     is_final = attempt >= max_attempts || strcmp(a->error_type, "rejected") != 0 ||
                weft__rt_watchdog_should_stop(run);
-    weft_span_set_str(span, "weft.step.status", is_final ? "failed" : "retrying");
-    weft_span_set_str(span, WEFT__ERROR_TYPE, a->error_type);
+    weft__rk_set_str(span, WEFT__RK_STEP_STATUS, is_final ? "failed" : "retrying");
+    weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, a->error_type);
     weft_span_set_status(span, WEFT_STATUS_ERROR, a->why);
     if (!is_final) {
         return false;
@@ -1089,9 +1090,9 @@ weft__rt_agent_step_end(struct run *run,
 {
     const struct plan_step *step = &run->ps.plan.steps[index];
 
-    weft_span_set_str(span, "weft.step.status", weft__step_status_name(step->status));
+    weft__rk_set_str(span, WEFT__RK_STEP_STATUS, weft__step_status_name(step->status));
     if (step->status != STEP_COMPLETED) {
-        weft_span_set_str(span, WEFT__ERROR_TYPE, error_type);
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE, error_type);
         weft_span_set_status(span, WEFT_STATUS_ERROR, step->feedback != NULL ? step->feedback : "");
     }
     weft_span_end(span, 0);
@@ -1107,7 +1108,7 @@ team_step(struct run *run, size_t index, const struct wf_agent *agent)
     struct weft_span *span = weft__rt_agent_attempt_start(run, index, agent, 1);
     struct weft_span_context ctx;
 
-    weft_span_set_str(span, "weft.team.workflow", agent->team->name);
+    weft__rk_set_str(span, WEFT__RK_TEAM_WORKFLOW, agent->team->name);
     weft_span_context_of(span, &ctx);
     weft__rt_run_subworkflow(run, index, agent->team, &ctx);
     weft__rt_agent_step_end(run, index, agent, span, "team_failed");
@@ -1166,7 +1167,7 @@ weft__rt_agent_step(struct run *run, size_t index)
                 snprintf(prompt_error, sizeof(prompt_error), "instructions: %s", perr);
             }
         }
-        weft__rt_span_content(run, span, "langfuse.observation.input",
+        weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_INPUT,
                               run->ps.plan.steps[index].task);
         if (agent->prompt != NULL && !is_prompt_resolved) {
             snprintf(a.why, sizeof(a.why), "%s", prompt_error);

@@ -7,6 +7,7 @@
  * means the same in both.
  */
 #include "runtime/steps/architect.h"
+#include "runtime/common/attr_keys.h"
 
 #include "runtime/decide/evaluate.h"
 #include "runtime/state/state.h"
@@ -128,8 +129,8 @@ weft__rt_architect_step(struct run *run, size_t index, const struct wf_agent *ag
         weft__buf_printf(&out, "composed team %s (saved as %s); it runs the goal next", team, path);
         s->result = out.data;
         weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
-        weft_span_set_str(span, "weft.architect.team", team);
-        weft_span_set_str(span, "weft.architect.path", path);
+        weft__rk_set_str(span, WEFT__RK_ARCHITECT_TEAM, team);
+        weft__rk_set_str(span, WEFT__RK_ARCHITECT_PATH, path);
         weft__rt_request_add(run, index, team, goal, &ctx);
         weft__rt_evaluate(run, index, RT_EVAL_SUCCESS, NULL);
     } else {

@@ -10,8 +10,8 @@
  * http_call: 2xx) and scored by the evaluator (evaluate.h).
  */
 #include "runtime/steps/command_step.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/decide/evaluate.h"
-#include "runtime/observe/semconv.h"
 #include "runtime/observe/spans.h"
 #include "runtime/replay/replay.h"
 
@@ -182,15 +182,15 @@ command_step_start(struct run *run, size_t index, const char *name)
     weft__rt_save_step(run, index);
     span = weft__rt_span_start_under(run, RT_SPAN_TOOL, name, &s->parent_ctx, &link,
                                      s->has_requester ? 1 : 0);
-    weft_span_set_str(span, WEFT__GENAI_TOOL_NAME, name);
-    weft_span_set_str(span, "weft.step.id", s->id);
-    weft_span_set_str(span, "weft.step.executor", name);
-    weft_span_set_int(span, "weft.step.attempt", s->attempts);
+    weft__rk_set_str(span, WEFT__RK_GEN_AI_TOOL_NAME, name);
+    weft__rk_set_str(span, WEFT__RK_STEP_ID, s->id);
+    weft__rk_set_str(span, WEFT__RK_STEP_EXECUTOR, name);
+    weft__rk_set_int(span, WEFT__RK_STEP_ATTEMPT, s->attempts);
     weft__rt_span_task_attempt(run, span);
     if (s->parent != NULL) {
-        weft_span_set_str(span, "weft.step.parent", s->parent);
+        weft__rk_set_str(span, WEFT__RK_STEP_PARENT, s->parent);
     }
-    weft__rt_span_content(run, span, "weft.step.task", s->task);
+    weft__rt_span_content(run, span, WEFT__RK_STEP_TASK, s->task);
     weft_span_context_of(span, &s->span);
     s->span.trace_state = NULL;
     snprintf(detail, sizeof(detail), "attempt %u", s->attempts);
@@ -243,7 +243,7 @@ command_step_judge(struct run *run,
     }
     result = json_loads(out->output, 0, NULL);
     if (out->exit_code >= 0) {
-        weft_span_set_int(span, "weft.tool.exit_code", out->exit_code);
+        weft__rk_set_int(span, WEFT__RK_TOOL_EXIT_CODE, out->exit_code);
     }
     if (out->is_error) {
         eval = RT_EVAL_FAILURE;
@@ -282,17 +282,18 @@ command_step_finish(struct run *run,
         weft__free(s->result);
         s->result = weft__strdup(out->output != NULL ? out->output : "");
         weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
-        weft_span_set_str(span, "weft.step.status", "completed");
+        weft__rk_set_str(span, WEFT__RK_STEP_STATUS, "completed");
         weft_span_set_status(span, WEFT_STATUS_OK, NULL);
     } else {
         weft__free(s->feedback);
         s->feedback = weft__strdup(why);
         weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
-        weft_span_set_str(span, "weft.step.status", "failed");
-        weft_span_set_str(span, WEFT__ERROR_TYPE, s->error_type != NULL ? s->error_type : "failed");
+        weft__rk_set_str(span, WEFT__RK_STEP_STATUS, "failed");
+        weft__rk_set_str(span, WEFT__RK_ERROR_TYPE,
+                         s->error_type != NULL ? s->error_type : "failed");
         weft_span_set_status(span, WEFT_STATUS_ERROR, why);
     }
-    weft__rt_span_content(run, span, "langfuse.observation.output", out->output);
+    weft__rt_span_content(run, span, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT, out->output);
     weft_span_end(span, 0);
 }
 
@@ -318,7 +319,7 @@ weft__command_step(struct run *run, size_t index)
         s = &run->ps.plan.steps[index];
     }
     eval = command_step_judge(run, index, span, name, rc, &out, why, sizeof(why));
-    weft_span_set_str(span, "weft.tool.outcome", eval == RT_EVAL_SUCCESS ? "ok" : "error");
+    weft__rk_set_str(span, WEFT__RK_TOOL_OUTCOME, eval == RT_EVAL_SUCCESS ? "ok" : "error");
     weft__rt_evaluate(run, index, eval, span);
     command_step_finish(run, s, span, eval, why, &out);
     s->ended_ns = weft__now_ns();

@@ -11,6 +11,7 @@
  * its run's run_nested service), so this file never calls the engine.
  */
 #include "runtime/steps/compose.h"
+#include "runtime/common/attr_keys.h"
 
 #include "base/buf.h"
 #include "base/fs.h"
@@ -277,11 +278,12 @@ compose_span_start(const struct weft_compose_options *o, struct weft_tracer **tr
         weft_provider_get_tracer(o->provider, "weft.compose", NULL, tracer) != WEFT_OK) {
         return NULL;
     }
+    weft__rt_keys_init(); /* weft_compose() starts this span before any run */
     memset(&so, 0, sizeof(so));
     so.parent_context = o->parent;
     so.is_root = o->parent == NULL;
     span = weft_span_start(*tracer, "compose", &so);
-    weft_span_set_str(span, "weft.compose.goal", o->goal);
+    weft__rk_set_str(span, WEFT__RK_COMPOSE_GOAL, o->goal);
     return span;
 }
 
@@ -302,16 +304,16 @@ compose_span_end(struct weft_tracer *tracer,
     if (root == NULL) {
         return;
     }
-    weft_span_set_int(root, "weft.compose.attempts", attempts);
+    weft__rk_set_int(root, WEFT__RK_COMPOSE_ATTEMPTS, attempts);
     if (team == NULL) {
-        weft_span_set_str(root, "error.type", "no_design_accepted");
+        weft__rk_set_str(root, WEFT__RK_ERROR_TYPE, "no_design_accepted");
         weft_span_set_status(root, WEFT_STATUS_ERROR, error);
         weft_span_end(root, 0);
         return;
     }
     snprintf(name, sizeof(name), "compose %s", team);
     (void)weft_span_update_name(root, name);
-    weft_span_set_str(root, "weft.compose.team", team);
+    weft__rk_set_str(root, WEFT__RK_COMPOSE_TEAM, team);
     json_array_foreach(json_object_get(design, "agents"), i, a)
     {
         const char *agent = json_string_value(json_object_get(a, "name"));
@@ -321,13 +323,13 @@ compose_span_end(struct weft_tracer *tracer,
         so.parent = root;
         snprintf(name, sizeof(name), "create_agent %s", agent != NULL ? agent : "?");
         span = weft_span_start(tracer, name, &so);
-        weft_span_set_str(span, "gen_ai.operation.name", "create_agent");
-        weft_span_set_str(span, "gen_ai.agent.name", agent != NULL ? agent : "");
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_OPERATION_NAME, "create_agent");
+        weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_NAME, agent != NULL ? agent : "");
         if (json_string_value(json_object_get(a, "description")) != NULL) {
-            weft_span_set_str(span, "gen_ai.agent.description",
-                              json_string_value(json_object_get(a, "description")));
+            weft__rk_set_str(span, WEFT__RK_GEN_AI_AGENT_DESCRIPTION,
+                             json_string_value(json_object_get(a, "description")));
         }
-        weft_span_set_str(span, "weft.compose.team", team);
+        weft__rk_set_str(span, WEFT__RK_COMPOSE_TEAM, team);
         weft_span_end(span, 0);
     }
     weft_span_end(root, 0);

@@ -23,6 +23,7 @@
  * failure lets its dependents run without its result.
  */
 #include "runtime/steps/flow.h"
+#include "runtime/common/attr_keys.h"
 #include "runtime/decide/evaluate.h"
 #include "runtime/observe/spans.h"
 #include "runtime/steps/subrun.h"
@@ -467,8 +468,8 @@ activate_items(struct flow *fl, struct fanout *fo)
         char subject[160];
         snprintf(subject, sizeof(subject), "%.100s[%d]", run->ps.plan.steps[fo->step].id, sc->item);
         sc->span = weft__rt_span_start(run, RT_SPAN_ITEM, subject, fo->span, NULL, 0);
-        weft_span_set_int(sc->span, "weft.item.index", sc->item);
-        weft_span_set_str(sc->span, "weft.step.id", run->ps.plan.steps[fo->step].id);
+        weft__rk_set_int(sc->span, WEFT__RK_ITEM_INDEX, sc->item);
+        weft__rk_set_str(sc->span, WEFT__RK_STEP_ID, run->ps.plan.steps[fo->step].id);
         weft_span_context_of(sc->span, &sc->ctx);
         sc->ctx.trace_state = NULL;
         for (size_t i = 0; i < sc->def->count; i++) {
@@ -535,10 +536,10 @@ start_fanout(struct flow *fl, size_t step)
         fo->items = json_array_size(list);
         fo->span = weft__rt_span_start_under(run, RT_SPAN_FANOUT, run->ps.plan.steps[step].id,
                                              &run->ps.plan.steps[step].parent_ctx, NULL, 0);
-        weft_span_set_str(fo->span, "weft.step.id", run->ps.plan.steps[step].id);
-        weft_span_set_str(fo->span, "weft.fan_out.for_each", n->for_each);
-        weft_span_set_int(fo->span, "weft.fan_out.items", (int64_t)fo->items);
-        weft_span_set_int(fo->span, "weft.fan_out.max_parallel", n->max_parallel);
+        weft__rk_set_str(fo->span, WEFT__RK_STEP_ID, run->ps.plan.steps[step].id);
+        weft__rk_set_str(fo->span, WEFT__RK_FAN_OUT_FOR_EACH, n->for_each);
+        weft__rk_set_int(fo->span, WEFT__RK_FAN_OUT_ITEMS, (int64_t)fo->items);
+        weft__rk_set_int(fo->span, WEFT__RK_FAN_OUT_MAX_PARALLEL, n->max_parallel);
         for (size_t i = 0; i < fo->items; i++) {
             if (add_scope(fl, n->sub, scope_index, step, (int)i, json_array_get(list, i)) < 0) {
                 snprintf(why, sizeof(why), "out of memory");
@@ -598,7 +599,7 @@ finish_fanout(struct flow *fl, struct fanout *fo)
         weft__plan_step_set_status(&run->ps.plan, s, STEP_COMPLETED);
         weft_span_set_status(fo->span, WEFT_STATUS_OK, NULL);
     }
-    weft_span_set_int(fo->span, "weft.fan_out.failed", (int64_t)failed);
+    weft__rk_set_int(fo->span, WEFT__RK_FAN_OUT_FAILED, (int64_t)failed);
     weft_span_end(fo->span, 0);
     fo->span = NULL;
     weft__rt_save_step(run, fo->step);
@@ -734,18 +735,18 @@ consider_loop(struct flow *fl, size_t step)
     }
     snprintf(subject, sizeof(subject), "%s", s->id);
     span = weft__rt_span_start_under(run, RT_SPAN_LOOP, subject, &s->parent_ctx, NULL, 0);
-    weft_span_set_int(span, "weft.loop.iteration", *count + 1);
-    weft_span_set_int(span, "weft.loop.max_iterations", n->loop.max_iterations);
-    weft_span_set_str(span, "weft.loop.loop_back_to", sc->def->nodes[n->loop.back_to].id);
-    weft_span_set_str(span, "weft.loop.condition", n->loop.condition_field);
+    weft__rk_set_int(span, WEFT__RK_LOOP_ITERATION, *count + 1);
+    weft__rk_set_int(span, WEFT__RK_LOOP_MAX_ITERATIONS, n->loop.max_iterations);
+    weft__rk_set_str(span, WEFT__RK_LOOP_LOOP_BACK_TO, sc->def->nodes[n->loop.back_to].id);
+    weft__rk_set_str(span, WEFT__RK_LOOP_CONDITION, n->loop.condition_field);
     if (n->loop.brk != NULL) {
-        weft_span_set_str(span, "weft.loop.break_condition", weft__expr_text(n->loop.brk));
+        weft__rk_set_str(span, WEFT__RK_LOOP_BREAK_CONDITION, weft__expr_text(n->loop.brk));
     }
     if (is_break) {
-        weft_span_set_str(span, "weft.loop.outcome", "break");
+        weft__rk_set_str(span, WEFT__RK_LOOP_OUTCOME, "break");
     } else if (*count >= n->loop.max_iterations) {
-        weft_span_set_str(span, "weft.loop.outcome", "max_iterations");
-        weft_span_set_bool(span, "weft.loop.exhausted", true);
+        weft__rk_set_str(span, WEFT__RK_LOOP_OUTCOME, "max_iterations");
+        weft__rk_set_bool(span, WEFT__RK_LOOP_EXHAUSTED, true);
         if (n->loop.is_fail_on_max) {
             weft__plan_step_set_status(&run->ps.plan, s, STEP_FAILED);
             weft__free(s->feedback);
@@ -758,12 +759,12 @@ consider_loop(struct flow *fl, size_t step)
         s = &run->ps.plan.steps[step];
         if (weft__rt_watchdog_should_stop(run)) {
             /* A stuck loop under break or fail: no more rounds; the run ends as stuck. */
-            weft_span_set_str(span, "weft.loop.outcome", "stuck");
+            weft__rk_set_str(span, WEFT__RK_LOOP_OUTCOME, "stuck");
         } else {
             char *text = item_text(result);
             (*count)++;
             weft__rt_count_loop(run, WEFT_LOOP_FLOW);
-            weft_span_set_str(span, "weft.loop.outcome", "loop_back");
+            weft__rk_set_str(span, WEFT__RK_LOOP_OUTCOME, "loop_back");
             reopen(fl, sc, n->loop.back_to, (size_t)s->flow_node, text != NULL ? text : "");
             weft__free(text);
         }
