@@ -1,32 +1,35 @@
 /* tracing/ids.c - trace and span ids, and the W3C trace-context header formats.
  *
- * Ids come from xoshiro256** (fast, 256-bit state, passes BigCrush), one generator per
- * thread so that the hot path takes no lock. Each thread's generator is seeded from
- * getrandom(); a fork bumps a generation counter so a child never repeats its parent's ids.
- * Hand-written because it is twelve lines and the hot path calls it twice per span.
+ * Two generators per thread, so that no caller takes a lock: span and trace ids come from
+ * wyrand (one word of state, the cheapest step that passes BigCrush; why in ids.h), everything
+ * else (run ids, state tokens, the fixed-seed ids of tests) from xoshiro256** (256-bit state,
+ * passes BigCrush). Each thread seeds both from getrandom() on first use. A fork()ed child
+ * clears the seeded flags of the one thread it has (the forking one; no other thread exists
+ * in the child, and threads it creates start unseeded), so a child never repeats its parent's
+ * ids. Hand-written because each is a few lines.
  */
 #include "ids.h"
 
 #include "base/str.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-atomic_uint weft__fork_generation;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 _Thread_local struct weft__rng weft__tls_rng;
-_Thread_local unsigned weft__tls_rng_generation;
 _Thread_local bool weft__tls_rng_seeded;
+_Thread_local uint64_t weft__tls_id_state WEFT__TLS_HOT;
 
+/* Runs in the child, on the thread that called fork(): the only thread the child has. */
 static void
 on_fork_child(void)
 {
-    atomic_fetch_add(&weft__fork_generation, 1);
+    weft__tls_rng_seeded = false;
+    weft__tls_id_state = 0;
 }
 
 static void
@@ -59,23 +62,41 @@ weft__rng_next(struct weft__rng *rng)
     return weft__rng_step(rng);
 }
 
-static void
-seed_thread(void)
+/* 64 bits from getrandom(); without an entropy source, the clock, pid and the thread's stack
+ * address, so that concurrent threads and processes still diverge. */
+static uint64_t
+seed_bits(void)
 {
     uint64_t seed = 0;
     struct timespec ts;
 
     pthread_once(&atfork_once, install_atfork);
     if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed)) {
-        /* No entropy source: mix the clock, pid and the thread's stack address so that
-         * concurrent threads and processes still diverge. */
         clock_gettime(CLOCK_MONOTONIC, &ts);
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid() ^
                (uint64_t)(uintptr_t)&ts;
     }
-    weft__rng_seed(&weft__tls_rng, seed);
-    weft__tls_rng_generation = atomic_load_explicit(&weft__fork_generation, memory_order_relaxed);
+    return seed;
+}
+
+static void
+seed_thread(void)
+{
+    weft__rng_seed(&weft__tls_rng, seed_bits());
     weft__tls_rng_seeded = true;
+}
+
+uint64_t
+weft__id_rng_seed(void)
+{
+    uint64_t seed = seed_bits();
+    /* Mixed, so that a weak fallback seed (clock and pid) does not start two threads' states
+     * a few steps apart. 0 means "not seeded": a state that reaches 0 is seeded again on the
+     * next span (once in 2^64 steps), which is harmless. */
+    uint64_t state = splitmix64(&seed);
+
+    weft__tls_id_state = state != 0 ? state : WEFT__WY_P0;
+    return weft__tls_id_state;
 }
 
 struct weft__rng *

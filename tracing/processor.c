@@ -173,50 +173,65 @@ queue_len(struct batch *b)
     return n;
 }
 
-/* Push into this thread's shard, else any shard with room. */
-static bool
-queue_push(struct batch *b, struct weft_span *span, size_t *pos_out)
+/* A push landed at position @p pos of its shard. Every kick_mask + 1 pushes into a shard, see
+ * whether a batch is waiting in all of them while the export thread sleeps. The fence pairs
+ * with the export thread's seq_cst store of `sleeping` and its reading of the fill: one of the
+ * two sees the other. */
+static void
+maybe_kick(struct batch *b, size_t pos)
 {
-    size_t home = weft__stripe_index() & (b->shard_count - 1); /* a power of two */
-
-    for (size_t k = 0; k < b->shard_count; k++) {
-        size_t i = home + k < b->shard_count ? home + k : home + k - b->shard_count;
-
-        if (weft__ring_push(&b->shards[i], span, pos_out)) {
-            return true;
-        }
+    if (((pos + 1) & b->kick_mask) != 0) {
+        return;
     }
-    return false;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&b->sleeping, memory_order_relaxed) &&
+        !atomic_load_explicit(&b->kicked, memory_order_relaxed) &&
+        queue_len(b) >= b->opts.max_export_batch_size &&
+        !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
+        sem_post(&b->wake);
+    }
 }
 
+/* batch_on_end() when the first attempt on its thread's shard did not take the span: shut
+ * down (drop), or contended or full (push with retries into the home shard, then into the
+ * others; drop when all are full, never wait). */
+static NO_INLINE void
+on_end_slow(struct batch *b, struct weft_span *span)
+{
+    size_t home = weft__stripe_index() & (b->shard_count - 1);
+    size_t pos = 0;
+
+    if (!atomic_load_explicit(&b->base.is_shut_down, memory_order_relaxed)) {
+        for (size_t k = 0; k < b->shard_count; k++) {
+            size_t i = home + k < b->shard_count ? home + k : home + k - b->shard_count;
+
+            if (weft__ring_push(&b->shards[i], span, &pos)) {
+                maybe_kick(b, pos);
+                return;
+            }
+        }
+    }
+    weft_span_unref(span);
+    weft__counter_add(&b->dropped, 1);
+}
+
+/* on_end owns one reference: the queue keeps it, or it is dropped. The common case - this
+ * thread's shard takes the span at the first attempt, no batch to announce - is straight-line
+ * code with no call, so that it needs no stack frame: everything else is a tail call. */
 static void
 batch_on_end(struct weft_processor *proc, struct weft_span *span)
 {
     struct batch *b = (struct batch *)proc;
+    struct weft__ring *home = &b->shards[weft__stripe_index() & (b->shard_count - 1)];
     size_t pos = 0;
 
-    /* on_end owns one reference: the queue keeps it, or it is dropped here. */
-    if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed)) {
-        weft_span_unref(span);
-        weft__counter_add(&b->dropped, 1);
+    if (atomic_load_explicit(&proc->is_shut_down, memory_order_relaxed) ||
+        !weft__ring_try_push(home, span, &pos)) {
+        on_end_slow(b, span);
         return;
     }
-    if (!queue_push(b, span, &pos)) {
-        weft_span_unref(span);
-        weft__counter_add(&b->dropped, 1); /* full: drop, never wait */
-        return;
-    }
-    /* Every kick_mask + 1 pushes into a shard, see whether a batch is waiting in all of them
-     * while the export thread sleeps. The fence pairs with the export thread's seq_cst store
-     * of `sleeping` and its reading of the fill: one of the two sees the other. */
     if (((pos + 1) & b->kick_mask) == 0) {
-        atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&b->sleeping, memory_order_relaxed) &&
-            !atomic_load_explicit(&b->kicked, memory_order_relaxed) &&
-            queue_len(b) >= b->opts.max_export_batch_size &&
-            !atomic_exchange_explicit(&b->kicked, true, memory_order_relaxed)) {
-            sem_post(&b->wake);
-        }
+        maybe_kick(b, pos);
     }
 }
 

@@ -11,20 +11,20 @@
 #include "base/time.h"
 #include "ids.h"
 #include "sdk.h"
+#include "span.h"
 
 #include <string.h>
 
 #define DEFAULT_LIMIT 128
 
 static atomic_uint next_stripe;
-_Thread_local unsigned weft__tls_stripe = UINT32_MAX;
+_Thread_local unsigned weft__tls_stripe WEFT__TLS_HOT;
 
-unsigned
+void
 weft__stripe_assign(void)
 {
     weft__tls_stripe =
         atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % WEFT__STRIPES;
-    return weft__tls_stripe;
 }
 
 uint64_t
@@ -103,6 +103,13 @@ weft_provider_new(const struct weft_provider_options *opts, struct weft_provider
         provider->redact_user_data = opts->redact_user_data;
         provider->id_seed = opts->id_seed;
     }
+    provider->samples_every_root = provider->sampler == WEFT_SAMPLER_ALWAYS_ON ||
+                                   provider->sampler == WEFT_SAMPLER_PARENTBASED_ALWAYS_ON;
+    provider->strings_plain =
+        provider->limits.attr_value_length == WEFT_LIMIT_NONE && provider->redact == NULL;
+    provider->attr_fast_max =
+        provider->limits.attr_count < INLINE_ATTRS ? provider->limits.attr_count : INLINE_ATTRS;
+    provider->string_fast_max = provider->strings_plain ? provider->attr_fast_max : 0;
     if (provider->id_seed != 0) {
         struct weft__rng rng;
 

@@ -67,6 +67,26 @@ weft__ring_push(struct weft__ring *ring, void *item, size_t *pos_out)
     return true;
 }
 
+/* weft__ring_push() in one attempt: false when full, or when another producer claimed the slot
+ * first (the caller then takes weft__ring_push()). Without the retry loop, the common push is
+ * straight-line code that inlines into its caller with few registers. */
+static inline bool
+weft__ring_try_push(struct weft__ring *ring, void *item, size_t *pos_out)
+{
+    size_t pos = atomic_load_explicit(&ring->tail, memory_order_relaxed);
+    struct weft__ring_slot *s = weft__ring_slot(ring, pos);
+
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos ||
+        !atomic_compare_exchange_strong_explicit(&ring->tail, &pos, pos + 1, memory_order_relaxed,
+                                                 memory_order_relaxed)) {
+        return false;
+    }
+    s->item = item;
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+    *pos_out = pos;
+    return true;
+}
+
 /* Pop the oldest item; NULL when empty (or the next slot is claimed but not yet filled). */
 static inline void *
 weft__ring_pop(struct weft__ring *ring)

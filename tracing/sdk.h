@@ -11,26 +11,43 @@
 #define WEFT_TRACING_SDK_H
 
 #include "base/buf.h"
+#include "ids.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <weft/export.h>
 
+/* Inlining control for the span hot path (span.c, span_keys.c, processor.c): HOT_INLINE
+ * forces a helper into its caller, NO_INLINE keeps a slow path or a body behind an early
+ * return out of its caller, so that the caller saves no registers for it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOT_INLINE inline __attribute__((always_inline))
+#define NO_INLINE  __attribute__((noinline))
+#else
+#define HOT_INLINE inline
+#define NO_INLINE
+#endif
+
 /* A counter striped over cache lines so that threads recording at once do not bounce one
- * line between cores. Readers sum the stripes. */
+ * line between cores. Readers sum the stripes. A thread's stripe (also its home shard in the
+ * batch queue) is assigned on its first span start (span.c), where the thread's id generator
+ * is seeded anyway: the hot path then reads it without testing for "not yet assigned" (9
+ * instructions a counter with the test, 4 without). Threads that never start a span - export
+ * threads counting drops, a thread ending spans another started - share stripe 0, which costs
+ * them only contention. */
 #define WEFT__STRIPES 16
 struct weft__counter {
     struct {
         _Alignas(64) atomic_uint_fast64_t v;
     } stripe[WEFT__STRIPES];
 };
-extern _Thread_local unsigned weft__tls_stripe; /* UINT32_MAX until first use */
-unsigned weft__stripe_assign(void);
-/* This thread's stripe: threads get consecutive indexes (mod WEFT__STRIPES) on first use. */
+extern _Thread_local unsigned weft__tls_stripe WEFT__TLS_HOT; /* 0 until assigned */
+/* Give this thread the next stripe (threads get consecutive indexes mod WEFT__STRIPES). */
+void weft__stripe_assign(void);
 static inline unsigned
 weft__stripe_index(void)
 {
-    return weft__tls_stripe != UINT32_MAX ? weft__tls_stripe : weft__stripe_assign();
+    return weft__tls_stripe;
 }
 static inline void
 weft__counter_add(struct weft__counter *c, uint64_t n)
@@ -91,6 +108,12 @@ struct weft_provider {
     weft_redact_fn redact;
     void *redact_user_data;
     uint64_t id_seed;
+    /* Derived once from the above for span start (span.c), so that it copies rather than
+     * computes them on every span: */
+    bool samples_every_root; /* the sampler keeps every root span (always on, parent-based) */
+    bool strings_plain;      /* no value-length limit and no redaction callback */
+    size_t attr_fast_max;    /* min(limits.attr_count, a span's inline attribute slots) */
+    size_t string_fast_max;  /* attr_fast_max if strings_plain, else 0 (span.h) */
 
     struct weft_resource resource;
     struct weft_attr *resource_attrs; /* owned; resource.attrs points here */

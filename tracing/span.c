@@ -7,11 +7,13 @@
  * only when a span needs them, and span objects are recycled through a pool (span_alloc), so
  * start + five attributes + end allocates nothing in the steady state. The other hot-path
  * costs are kept down by the attribute fast paths (key tags, one arena block per string
- * attribute, a Bloom filter in front of the key lookup), ids and the default sampler inline
- * at start, the TSC span clock, and span end handing the owner's reference to the processor,
- * each explained where it is defined. With them the span_bench attrs5 case costs about 1,310
- * instructions per span on the recording thread and attrs5_k (interned keys) about 640
- * (callgrind, 2026-11-28; docs/PERFORMANCE.md). A span's total arena is capped
+ * attribute, a Bloom filter in front of the key lookup), wyrand ids and the default sampler
+ * inline at start, pooled spans kept clean so that start writes only what every span changes,
+ * initial-exec thread-locals, the TSC span clock, and span end handing the owner's reference
+ * straight to a single processor, each explained where it is defined. With them the
+ * span_bench attrs5 case costs about 1,165 instructions per span on the recording thread and
+ * attrs5_k (interned keys) about 490 (callgrind; docs/PERFORMANCE.md, issue 29 part 4). A
+ * span's total arena is capped
  * (WEFT__SPAN_ARENA_MAX) so that a loop overwriting one attribute cannot grow memory without
  * bound: past the cap, new values are dropped and counted like any other limit.
  *
@@ -40,8 +42,10 @@ static struct weft_span noop_span = {.head.has_ended = true, .is_static = true};
 
 /* ---- thread-local context ------------------------------------------------------------- */
 
+/* The depth is read on every span start, the stack only when it is not empty: the depth alone
+ * is initial-exec (WEFT__TLS_HOT, ids.h), the 512-byte stack keeps the default model. */
 static _Thread_local struct weft_span *context_stack[CONTEXT_DEPTH];
-static _Thread_local size_t context_depth; /* may exceed CONTEXT_DEPTH: overflow entries */
+static _Thread_local size_t context_depth WEFT__TLS_HOT; /* may exceed CONTEXT_DEPTH */
 
 size_t
 weft_context_attach(struct weft_span *span)
@@ -133,10 +137,10 @@ static uint64_t cal_tsc;  /* start of the calibration window */
 static uint64_t cal_mono; /* CLOCK_MONOTONIC at cal_tsc */
 static atomic_uint_fast64_t tsc_mult;
 
-static _Thread_local uint64_t anchor_tsc; /* 0: no anchor yet */
-static _Thread_local uint64_t anchor_ns;
-static _Thread_local uint64_t anchor_mult;
-static _Thread_local bool clock_is_wall; /* the TSC is not usable: clock_gettime() at once */
+static _Thread_local uint64_t anchor_tsc WEFT__TLS_HOT; /* 0: no anchor yet */
+static _Thread_local uint64_t anchor_ns WEFT__TLS_HOT;
+static _Thread_local uint64_t anchor_mult WEFT__TLS_HOT;
+static _Thread_local bool clock_is_wall WEFT__TLS_HOT; /* no usable TSC: clock_gettime() */
 
 static inline uint64_t
 rdtsc(void)
@@ -553,22 +557,25 @@ static size_t pool_bundles;        /* under pool_lock */
 static pthread_key_t cache_key;
 static bool cache_key_ready;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct weft_span *cache_head;
-static _Thread_local size_t cache_len;
-static _Thread_local bool cache_registered;
+struct thread_cache {
+    struct weft_span *head;
+    size_t len;
+    bool is_registered;
+};
+static _Thread_local struct thread_cache cache WEFT__TLS_HOT;
 
 /* Thread exit: free the spans this thread's cache still holds. */
 static void
 cache_destroy(void *unused)
 {
     (void)unused;
-    while (cache_head != NULL) {
-        struct weft_span *next = cache_head->pool_next;
+    while (cache.head != NULL) {
+        struct weft_span *next = cache.head->pool_next;
 
-        weft__free(cache_head);
-        cache_head = next;
+        weft__free(cache.head);
+        cache.head = next;
     }
-    cache_len = 0;
+    cache.len = 0;
 }
 
 static void
@@ -613,13 +620,13 @@ pool_put_bundle(struct weft_span *head, size_t n, bool may_wait)
 static bool
 cache_register(void)
 {
-    if (!cache_registered) {
+    if (!cache.is_registered) {
         pthread_once(&pool_once, pool_init);
         /* The value only has to be non-NULL for the destructor to run. */
-        if (!cache_key_ready || pthread_setspecific(cache_key, &cache_head) != 0) {
+        if (!cache_key_ready || pthread_setspecific(cache_key, &cache.head) != 0) {
             return false;
         }
-        cache_registered = true;
+        cache.is_registered = true;
     }
     return true;
 }
@@ -628,26 +635,22 @@ cache_register(void)
 static bool
 cache_put(struct weft_span *span)
 {
-    if (cache_len >= THREAD_CACHE_MAX || !cache_register()) {
+    if (cache.len >= THREAD_CACHE_MAX || !cache_register()) {
         return false;
     }
-    span->pool_next = cache_head;
-    cache_head = span;
-    cache_len++;
+    span->pool_next = cache.head;
+    cache.head = span;
+    cache.len++;
     return true;
 }
 
-/* A recycled span: from this thread's cache, else a bundle from the stack; NULL if none. */
+/* A recycled span from a bundle of the stack, the rest of which becomes this thread's cache
+ * (empty when this is called); NULL if none. */
 static struct weft_span *
-pool_get(void)
+pool_get_bundle(void)
 {
-    struct weft_span *span = cache_head;
+    struct weft_span *span = NULL;
 
-    if (span != NULL) {
-        cache_head = span->pool_next;
-        cache_len--;
-        return span;
-    }
     if (pthread_mutex_trylock(&pool_lock) != 0) {
         return NULL; /* busy: allocate rather than wait */
     }
@@ -660,12 +663,12 @@ pool_get(void)
     if (span == NULL) {
         return NULL;
     }
-    /* Keep the rest of the bundle (the cache is empty here); if this thread cannot cache,
-     * the rest goes back to the ring as a bundle. */
+    /* Keep the rest of the bundle; if this thread cannot cache, the rest goes back to the
+     * stack as a bundle. */
     if (span->pool_next != NULL) {
         if (cache_register()) {
-            cache_head = span->pool_next;
-            cache_len = span->pool_count - 1;
+            cache.head = span->pool_next;
+            cache.len = span->pool_count - 1;
         } else {
             pool_put_bundle(span->pool_next, span->pool_count - 1, false);
         }
@@ -673,74 +676,113 @@ pool_get(void)
     return span;
 }
 
-static HOT_INLINE struct weft_span *
-span_alloc(struct weft_provider *provider)
+/* A span when this thread's cache is empty: a bundle from the stack, else malloc. A span from
+ * the pool is clean: what only the rare paths change (a grown attribute array, events, links,
+ * arena chunks, status, drop counts, the trace state) was reset when it was released
+ * (span_release()), mostly on the export thread, so span start writes only what every span
+ * changes. A span from malloc gets the rest here. */
+static NO_INLINE struct weft_span *
+span_new(void)
 {
-    struct weft_span *span = pool_get();
+    struct weft_span *span = pool_get_bundle();
 
-    if (span == NULL) {
-        span = weft__malloc(sizeof(*span));
+    if (span != NULL) {
+        return span;
     }
+    span = weft__malloc(sizeof(*span));
     if (span == NULL) {
         return NULL;
     }
-    /* Field by field rather than a memset of the header: gcc turns a memset of this size into
-     * rep stos, which cost 46 instructions a span; most fields are set below or at start
-     * anyway. The pool links and the inline arrays are written before they are read. */
-    memset(&span->data, 0, offsetof(struct weft_span_data, trace_state));
-    span->data.trace_state = NULL;
-    span->data.end_time_ns = 0;
-    span->data.attr_count = 0;
-    span->data.dropped_attrs = 0;
-    span->data.events = NULL;
-    span->data.event_count = 0;
-    span->data.dropped_events = 0;
-    span->data.links = NULL;
-    span->data.link_count = 0;
-    span->data.dropped_links = 0;
+    memset(&span->data, 0, sizeof(span->data));
     span->data.status_code = WEFT_STATUS_UNSET;
-    span->data.status_message = NULL;
-    span->head.is_recording = false;
-    span->head.has_ended = false;
     span->is_static = false;
-    atomic_init(&span->refs, 1);
-    span->provider = provider;
     span->attrs = span->inline_attrs;
     span->key_tags = span->inline_tags;
-    span->tag_filter = 0;
     span->attr_cap = INLINE_ATTRS;
-    span->attr_fast_max =
-        provider->limits.attr_count < INLINE_ATTRS ? provider->limits.attr_count : INLINE_ATTRS;
-    span->strings_plain =
-        provider->limits.attr_value_length == WEFT_LIMIT_NONE && provider->redact == NULL;
     span->events = NULL;
     span->event_cap = 0;
     span->links = NULL;
     span->link_cap = 0;
-    span->arena = span->inline_arena;
-    span->arena_left = INLINE_ARENA;
     span->arena_used = 0;
-    span->start_tsc = 0;
     span->chunks = NULL;
     return span;
 }
 
-/* Free what a span owns besides itself. */
+/* A span for span_start(): from this thread's cache (inline: the common case is three loads
+ * and two stores), else from span_new(). */
+static HOT_INLINE struct weft_span *
+span_alloc(struct weft_provider *provider)
+{
+    struct thread_cache *c = &cache;
+    struct weft_span *span = c->head;
+
+    if (span != NULL) {
+        c->head = span->pool_next;
+        c->len--;
+    } else {
+        span = span_new();
+        if (span == NULL) {
+            return NULL;
+        }
+    }
+    /* Field by field rather than a memset of the header: gcc turns a memset of this size into
+     * rep stos, which cost 46 instructions a span. The ids, parent, flags, name, kind, times,
+     * resource and scope are written at start; the pool links and the inline arrays before
+     * they are read. */
+    span->data.attr_count = 0;
+    span->head.is_recording = false;
+    span->head.has_ended = false;
+    atomic_init(&span->refs, 1);
+    span->provider = provider;
+    span->tag_filter = 0;
+    span->attr_fast_max = provider->attr_fast_max;
+    span->string_fast_max = provider->string_fast_max;
+    return span; /* span_start() sets up the arena (start_name()) */
+}
+
+/* Free what a span owns besides itself, and make it clean for the pool (see span_new()). The
+ * tests are the ones freeing needs anyway, so a span that used none of it costs the releasing
+ * thread a few stores and no call. */
 static void
 span_release(struct weft_span *span)
 {
     struct chunk *c = span->chunks;
 
-    while (c != NULL) {
-        struct chunk *next = c->next;
-        weft__free(c);
-        c = next;
+    if (c != NULL) {
+        while (c != NULL) {
+            struct chunk *next = c->next;
+            weft__free(c);
+            c = next;
+        }
+        span->chunks = NULL;
+        span->arena_used = 0;
     }
     if (span->attrs != span->inline_attrs) {
         weft__free(span->attrs);
+        span->attrs = span->inline_attrs;
+        span->key_tags = span->inline_tags;
+        span->attr_cap = INLINE_ATTRS;
     }
-    weft__free(span->events);
-    weft__free(span->links);
+    if (span->events != NULL) {
+        weft__free(span->events);
+        span->events = NULL;
+        span->event_cap = 0;
+        span->data.events = NULL;
+        span->data.event_count = 0;
+    }
+    if (span->links != NULL) {
+        weft__free(span->links);
+        span->links = NULL;
+        span->link_cap = 0;
+        span->data.links = NULL;
+        span->data.link_count = 0;
+    }
+    span->data.trace_state = NULL;
+    span->data.dropped_attrs = 0;
+    span->data.dropped_events = 0;
+    span->data.dropped_links = 0;
+    span->data.status_code = WEFT_STATUS_UNSET;
+    span->data.status_message = NULL;
 }
 
 static void
@@ -753,37 +795,76 @@ span_free(struct weft_span *span)
     }
 }
 
-/* New ids from this thread's generator, inline: three generator steps for a root span, where
- * the calls through ids.c cost more than the steps themselves. Ids are never all zero. */
-static HOT_INLINE void
-new_ids_fast(uint8_t *trace_id, uint8_t *span_id)
+/* A thread's first span: seed its id generator (again, after a fork) and give it its own
+ * counter stripe and queue shard (sdk.h). Apart, so that span start calls nothing here.
+ * @return the generator's state. */
+static NO_INLINE uint64_t
+thread_first_span(void)
 {
-    struct weft__rng *rng = weft__thread_rng_fast();
+    weft__stripe_assign();
+    return weft__id_rng_seed();
+}
+
+/* Ids are never all zero (W3C: an all-zero id is invalid). Three wyrand outputs are zero
+ * together with odds of 2^-64 a span, so the test is one branch and the redraw is apart (it
+ * draws from the thread's generator, whose state the caller has stored). */
+static NO_INLINE void
+redraw_zero_ids(uint8_t *trace_id, uint8_t *span_id)
+{
+    uint64_t state = weft__tls_id_state;
     uint64_t v[2] = {0, 0};
 
     if (trace_id != NULL) {
-        do {
-            v[0] = weft__rng_step(rng);
-            v[1] = weft__rng_step(rng);
-        } while (v[0] == 0 && v[1] == 0);
-        memcpy(trace_id, v, sizeof(v)); /* host order, as weft__new_trace_id() */
+        memcpy(v, trace_id, sizeof(v));
+        while ((v[0] | v[1]) == 0) {
+            v[0] = weft__id_step(&state);
+            v[1] = weft__id_step(&state);
+        }
+        memcpy(trace_id, v, sizeof(v));
     }
-    do {
-        v[0] = weft__rng_step(rng);
-    } while (v[0] == 0);
+    memcpy(v, span_id, sizeof(v[0]));
+    while (v[0] == 0) {
+        v[0] = weft__id_step(&state);
+    }
     memcpy(span_id, v, sizeof(v[0]));
+    weft__tls_id_state = state;
 }
 
+/* New ids from this thread's wyrand generator (ids.h), inline: straight-line steps on a state
+ * read once into a register and written back once (each access to a thread-local variable
+ * costs an address computation in position-independent code). */
 static HOT_INLINE void
-new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
+new_ids_fast(uint8_t *trace_id, uint8_t *span_id)
+{
+    uint64_t state = weft__tls_id_state;
+    uint64_t hi = 1; /* a span with a parent has its trace id already: any non-zero value */
+    uint64_t lo = 0;
+    uint64_t span = 0;
+
+    if (state == 0) {
+        state = thread_first_span();
+    }
+    if (trace_id != NULL) {
+        hi = weft__id_step(&state);
+        lo = weft__id_step(&state);
+        memcpy(trace_id, &hi, sizeof(hi)); /* host order, as weft__new_trace_id() */
+        memcpy(trace_id + sizeof(hi), &lo, sizeof(lo));
+    }
+    span = weft__id_step(&state);
+    memcpy(span_id, &span, sizeof(span));
+    weft__tls_id_state = state;
+    if ((hi | lo) == 0 || span == 0) {
+        redraw_zero_ids(trace_id, span_id);
+    }
+}
+
+/* Ids for a new span: from the thread's generator, or with a fixed seed (tests) from the
+ * provider's xoshiro256**, under the lock, so that they are reproducible. */
+static NO_INLINE void
+new_ids_seeded(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
 {
     struct weft__rng seeded;
 
-    if (provider->id_seed == 0) {
-        new_ids_fast(trace_id, span_id);
-        return;
-    }
-    /* A fixed seed (tests) makes ids reproducible: one generator, under the lock. */
     pthread_mutex_lock(&provider->lock);
     memcpy(seeded.s, provider->seeded_rng_state, sizeof(seeded.s));
     if (trace_id != NULL) {
@@ -794,16 +875,37 @@ new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
     pthread_mutex_unlock(&provider->lock);
 }
 
+static HOT_INLINE void
+new_span_id(struct weft_provider *provider, uint8_t *trace_id, uint8_t *span_id)
+{
+    if (provider->id_seed == 0) {
+        new_ids_fast(trace_id, span_id);
+    } else {
+        new_ids_seeded(provider, trace_id, span_id);
+    }
+}
+
 /* A copy of the span's name (inline: names are short, and memcpy's call costs as much as the
- * copy); "" when the arena cannot take it. */
+ * copy); "" when the arena cannot take it. The name is the first thing a span puts in its
+ * arena, so the arena is set up here: a name that fits the inline arena goes at its start
+ * without arena_alloc()'s tests. */
 static HOT_INLINE const char *
 start_name(struct weft_span *span, const char *name)
 {
     size_t len = strlen(name);
-    char *p = len < WEFT__SPAN_ARENA_MAX ? arena_alloc(span, len + 1) : NULL;
+    size_t size = (len + 8) & ~(size_t)7; /* len + 1, rounded as arena_alloc() */
+    char *p = span->inline_arena;
 
-    if (p == NULL) {
-        return "";
+    if (len < INLINE_ARENA) {
+        span->arena = p + size;
+        span->arena_left = INLINE_ARENA - size;
+    } else {
+        span->arena = p;
+        span->arena_left = INLINE_ARENA;
+        p = len < WEFT__SPAN_ARENA_MAX ? arena_alloc(span, len + 1) : NULL;
+        if (p == NULL) {
+            return "";
+        }
     }
     copy_bytes(p, name, len);
     p[len] = '\0';
@@ -814,10 +916,11 @@ start_name(struct weft_span *span, const char *name)
  * point's early return (SDK disabled or shut down) runs before any register saves: a disabled
  * SDK pays a few instructions per call, not this function's frame. The same split keeps
  * weft_span_end() and weft_span_set_str() cheap on a non-recording span. */
-static NO_INLINE struct weft_span *
-span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts)
+static HOT_INLINE struct weft_span *
+span_start_body(struct weft_tracer *tracer,
+                const char *name,
+                const struct weft_span_start_options *opts)
 {
-    static const struct weft_span_start_options defaults;
     struct weft_provider *provider = tracer->provider;
     struct weft_span *span = NULL;
     const struct weft_span *parent = NULL;
@@ -825,14 +928,15 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     bool has_parent = false;
     bool sampled = false;
 
-    if (opts == NULL) {
-        opts = &defaults;
-    }
     if (name == NULL) {
         name = "";
     }
-    /* The parent: explicit span, explicit context, then the current span. */
-    if (opts->parent != NULL) {
+    /* The parent: explicit span, explicit context, then the current span. Without options
+     * (the common call), the current span; opts is tested rather than pointed at defaults so
+     * that the common call reads no option. */
+    if (opts == NULL) {
+        parent = context_current();
+    } else if (opts->parent != NULL) {
         parent = opts->parent;
     } else if (opts->parent_context == NULL && !opts->is_root) {
         parent = context_current();
@@ -840,7 +944,7 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
     if (parent != NULL && !parent->is_static) {
         weft_span_context_of(parent, &parent_ctx);
         has_parent = true;
-    } else if (parent == NULL && opts->parent_context != NULL &&
+    } else if (parent == NULL && opts != NULL && opts->parent_context != NULL &&
                weft_span_context_is_valid(opts->parent_context)) {
         parent_ctx = *opts->parent_context;
         has_parent = true;
@@ -858,24 +962,29 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
         span->data.parent_is_remote = parent_ctx.is_remote;
         span->data.trace_flags = parent_ctx.trace_flags;
         new_span_id(provider, NULL, span->data.span_id);
+        /* parent_ctx is only filled when has_parent: reading is_remote otherwise would load an
+         * indeterminate bool (UBSan reports it). */
+        sampled =
+            weft__sampler_should_sample(provider, span->data.trace_id, true, parent_ctx.is_remote,
+                                        parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED);
     } else {
-        new_span_id(provider, span->data.trace_id, span->data.span_id);
+        memset(span->data.parent_span_id, 0, WEFT_SPAN_ID_SIZE);
+        span->data.has_parent = false;
+        span->data.parent_is_remote = false;
         span->data.trace_flags = WEFT_TRACE_FLAG_RANDOM;
-    }
-    /* parent_ctx is only filled when has_parent: reading is_remote otherwise would load an
-     * indeterminate bool (UBSan reports it). */
-    if (!has_parent && (provider->sampler == WEFT_SAMPLER_PARENTBASED_ALWAYS_ON ||
-                        provider->sampler == WEFT_SAMPLER_ALWAYS_ON)) {
-        sampled = true; /* the default sampler on a root span, without the call */
-    } else {
-        sampled = weft__sampler_should_sample(
-            provider, span->data.trace_id, has_parent, has_parent && parent_ctx.is_remote,
-            has_parent && (parent_ctx.trace_flags & WEFT_TRACE_FLAG_SAMPLED));
+        new_span_id(provider, span->data.trace_id, span->data.span_id);
+        /* The default sampler on a root span, without the call. */
+        sampled = provider->samples_every_root ||
+                  weft__sampler_should_sample(provider, span->data.trace_id, false, false, false);
     }
     if (sampled) {
+        span->head.is_recording = true;
         span->data.trace_flags |= WEFT_TRACE_FLAG_SAMPLED;
+        span->data.name = start_name(span, name); /* sets up the arena */
     } else {
         span->data.trace_flags &= (uint8_t)~WEFT_TRACE_FLAG_SAMPLED;
+        span->arena = span->inline_arena;
+        span->arena_left = INLINE_ARENA;
     }
     if (has_parent && parent_ctx.trace_state != NULL) {
         span->data.trace_state =
@@ -886,33 +995,51 @@ span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_
         span->data.name = "";
         span->data.kind = WEFT_SPAN_KIND_UNSPECIFIED; /* span_alloc() left these to start */
         span->data.start_time_ns = 0;
+        span->data.end_time_ns = 0;
         span->data.attrs = NULL;
         span->data.resource = NULL;
         span->data.scope = NULL;
         return span; /* carries ids for propagation, records nothing */
     }
 
-    span->head.is_recording = true;
-    span->data.kind =
-        opts->kind == WEFT_SPAN_KIND_UNSPECIFIED ? WEFT_SPAN_KIND_INTERNAL : opts->kind;
-    if (opts->start_time_ns != 0) {
-        span->data.start_time_ns = opts->start_time_ns;
-    } else {
+    /* data.end_time_ns is left to span end, which sets it before any exporter can read it. */
+    if (opts == NULL || opts->start_time_ns == 0) {
         span->data.start_time_ns = span_clock_now(&span->start_tsc);
+    } else {
+        span->data.start_time_ns = opts->start_time_ns;
+        span->start_tsc = 0;
     }
+    span->data.kind = opts == NULL || opts->kind == WEFT_SPAN_KIND_UNSPECIFIED
+                          ? WEFT_SPAN_KIND_INTERNAL
+                          : opts->kind;
     span->data.resource = &provider->resource;
     span->data.scope = &tracer->scope;
-    span->data.attrs = span->attrs;
-    span->data.name = start_name(span, name);
-    for (size_t i = 0; i < opts->attr_count; i++) {
-        weft_span_set_attr(span, &opts->attrs[i]);
-    }
-    for (size_t i = 0; i < opts->link_count; i++) {
-        weft_span_add_link(span, &opts->links[i].context, opts->links[i].attrs,
-                           opts->links[i].attr_count);
+    span->data.attrs = span->inline_attrs; /* == span->attrs: a new span has not grown them */
+    if (opts != NULL) {
+        for (size_t i = 0; i < opts->attr_count; i++) {
+            weft_span_set_attr(span, &opts->attrs[i]);
+        }
+        for (size_t i = 0; i < opts->link_count; i++) {
+            weft_span_add_link(span, &opts->links[i].context, opts->links[i].attrs,
+                               opts->links[i].attr_count);
+        }
     }
     weft__counter_add(&provider->started, 1);
     return span;
+}
+
+static NO_INLINE struct weft_span *
+span_start(struct weft_tracer *tracer, const char *name, const struct weft_span_start_options *opts)
+{
+    return span_start_body(tracer, name, opts);
+}
+
+/* span_start() for the common call without options, compiled apart so that the compiler drops
+ * every test of opts and the registers it held (callgrind: about 10 instructions a span). */
+static NO_INLINE struct weft_span *
+span_start_plain(struct weft_tracer *tracer, const char *name)
+{
+    return span_start_body(tracer, name, NULL);
 }
 
 struct weft_span *
@@ -923,6 +1050,9 @@ weft_span_start(struct weft_tracer *tracer,
     if (tracer == NULL || tracer->provider->is_disabled ||
         atomic_load_explicit(&tracer->provider->is_shut_down, memory_order_relaxed)) {
         return &noop_span;
+    }
+    if (opts == NULL) {
+        return span_start_plain(tracer, name);
     }
     return span_start(tracer, name, opts);
 }
@@ -982,6 +1112,7 @@ weft__span_grow_attrs(struct weft_span *span)
     span->key_tags = tags;
     span->attr_cap = cap;
     span->attr_fast_max = cap; /* cap <= limits.attr_count */
+    span->string_fast_max = span->provider->strings_plain ? cap : 0;
     span->data.attrs = attrs;
     return WEFT_OK;
 }
@@ -1661,45 +1792,65 @@ weft_span_update_name(struct weft_span *span, const char *name)
 
 /* ---- end, references, context --------------------------------------------------------- */
 
-/* weft_span_end() of a span not ended yet (see span_start() for why it is apart). */
+/* Hand an ended span to @p count processors other than one (see span_end()). Apart, so that
+ * span end with one processor keeps no register for the loop. */
 static NO_INLINE void
+end_to_processors(struct weft_provider *provider, struct weft_span *span, size_t count)
+{
+    if (count == 0) {
+        weft_span_unref(span);
+        return;
+    }
+    atomic_fetch_add_explicit(&span->refs, (unsigned)(count - 1), memory_order_relaxed);
+    for (size_t i = 0; i < count; i++) {
+        struct weft_processor *proc = provider->processors[i];
+
+        proc->vt->on_end(proc, span);
+    }
+}
+
+/* weft_span_end() of a span not ended yet. Inline: the inline weft_span_end() of trace.h has
+ * already returned early for a span that records nothing, so the register saves of this body
+ * cost only direct calls of the function on such spans. */
+static HOT_INLINE void
 span_end(struct weft_span *span, uint64_t end_time_ns)
 {
     struct weft_provider *provider = NULL;
+    struct weft_processor *proc = NULL;
     size_t count = 0;
+    uint64_t end = 0;
 
     span->head.has_ended = true;
-    if (span->head.is_recording) {
-        provider = span->provider;
-        span->head.is_recording = false;
-        span->data.end_time_ns = end_time_ns != 0 ? end_time_ns : span_clock_since(span);
-        if (span->data.end_time_ns < span->data.start_time_ns) {
-            span->data.end_time_ns = span->data.start_time_ns;
-        }
-        weft__counter_add(&provider->ended, 1);
-        /* The acquire pairs with the release in weft_provider_add_processor_take so a
-         * processor is fully built before use. Each processor is handed one reference that
-         * it keeps or drops (on_end steals it): the owner's own reference goes to the first,
-         * so with one processor span end does no reference-count atomics at all. */
-        count = atomic_load_explicit(&provider->processor_count, memory_order_acquire);
-        if (count > 0) {
-            if (count > 1) {
-                atomic_fetch_add_explicit(&span->refs, (unsigned)(count - 1), memory_order_relaxed);
-            }
-            for (size_t i = 0; i < count; i++) {
-                struct weft_processor *proc = provider->processors[i];
-                proc->vt->on_end(proc, span);
-            }
-            return;
-        }
+    if (!span->head.is_recording) {
+        weft_span_unref(span);
+        return;
     }
-    weft_span_unref(span);
+    span->head.is_recording = false;
+    /* The clock first, and the provider only after it, so that only the span lives across the
+     * call (fewer registers to save). */
+    end = end_time_ns != 0 ? end_time_ns : span_clock_since(span);
+    span->data.end_time_ns = end < span->data.start_time_ns ? span->data.start_time_ns : end;
+    provider = span->provider;
+    weft__counter_add(&provider->ended, 1);
+    /* The acquire pairs with the release in weft_provider_add_processor_take so a processor is
+     * fully built before use. Each processor is handed one reference that it keeps or drops
+     * (on_end steals it): the owner's own reference goes to the first, so with one processor
+     * span end does no reference-count atomics at all. One processor (the usual set-up) is a
+     * tail call without the loop. */
+    count = atomic_load_explicit(&provider->processor_count, memory_order_acquire);
+    if (count == 1) {
+        proc = provider->processors[0];
+        proc->vt->on_end(proc, span);
+        return;
+    }
+    end_to_processors(provider, span, count);
 }
 
 void
 weft_span_end(struct weft_span *span, uint64_t end_time_ns)
 {
-    if (span == NULL || span->is_static || span->head.has_ended) {
+    /* The shared no-op span (is_static) is marked ended: one test covers both. */
+    if (span == NULL || span->head.has_ended) {
         return;
     }
     span_end(span, end_time_ns);

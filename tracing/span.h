@@ -26,15 +26,8 @@
 /* The attribute setters are layered (public entry, string or scalar path, slot lookup,
  * commit) for clarity; at -O2 the compiler kept each layer a call, and the calls cost about a
  * sixth of a span's instructions. So the layers below the string and scalar paths are forced
- * inline into them, and only the thin entry points (argument checks, the non-recording early
- * return) stay separate. */
-#if defined(__GNUC__) || defined(__clang__)
-#define HOT_INLINE inline __attribute__((always_inline))
-#define NO_INLINE  __attribute__((noinline))
-#else
-#define HOT_INLINE inline
-#define NO_INLINE
-#endif
+ * inline into them (HOT_INLINE, sdk.h), and only the thin entry points (argument checks, the
+ * non-recording early return) stay separate (NO_INLINE). */
 
 struct chunk {
     struct chunk *next;
@@ -53,8 +46,10 @@ struct weft_span {
     uint64_t *key_tags;      /* key_tag() of attrs[i].key; same allocation as attrs */
     uint64_t tag_filter;     /* bit tag_bit(t) set for the tag t of every key (a Bloom filter) */
     size_t attr_cap;
-    size_t attr_fast_max; /* min(attr_cap, limits.attr_count): below it a new key fits as is */
-    bool strings_plain;   /* no value-length limit and no redaction callback (from the provider) */
+    size_t attr_fast_max;   /* min(attr_cap, limits.attr_count): below it a new key fits as is */
+    size_t string_fast_max; /* attr_fast_max, or 0 when string values need the value-length limit
+                               or the redaction callback (provider->strings_plain false): the
+                               string fast path tests both with one comparison */
     struct weft_event_data *events;
     size_t event_cap;
     struct weft_link_data *links;

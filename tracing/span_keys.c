@@ -169,7 +169,7 @@ set_string_k_slow(struct weft_span *span,
 
     /* A length limit, a callback, a secret-named key or a secret-shaped value: the string
      * setters' path, so that truncation and redaction are exactly theirs. */
-    if (!span->strings_plain ||
+    if (!provider->strings_plain ||
         (provider->builtin_redaction &&
          (key->may_secret || weft__value_may_hold_secret(value, value_len)))) {
         return weft__span_set_string(span, key->name, key->len, value, value_len);
@@ -222,8 +222,9 @@ weft__span_set_string_k(struct weft_span *span,
     struct weft_value *v = NULL;
     char *p = NULL;
 
-    if (value_len >= WEFT__SECRET_MIN_LEN || !span->strings_plain || key->may_secret ||
-        (span->tag_filter & key->bit) != 0 || n >= span->attr_fast_max || size > span->arena_left) {
+    if (value_len >= WEFT__SECRET_MIN_LEN || key->may_secret ||
+        (span->tag_filter & key->bit) != 0 || n >= span->string_fast_max ||
+        size > span->arena_left) {
         return set_string_k_slow(span, key, value, value_len);
     }
     p = span->arena;
