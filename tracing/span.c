@@ -90,222 +90,7 @@ weft_context_current(void)
     return context_current();
 }
 
-/* ---- span clock ----------------------------------------------------------------------- */
-
-/* Span timestamps. clock_gettime(CLOCK_REALTIME) costs about 25 ns even through the vDSO,
- * and a span needs two readings (more with events): a third of the hot-path budget. On
- * x86-64 Linux with the kernel itself timing by the TSC, the span clock reads the TSC
- * instead (about 10 ns) and converts it the way the vDSO does, with a multiplier:
- *
- * - Start times are Unix epoch ns: each thread keeps an anchor (a CLOCK_REALTIME reading
- *   and the TSC at that moment) and adds the TSC ticks since then. The anchor is renewed
- *   every ANCHOR_TICKS (2^26 ticks, 15-70 ms), so a step of the wall clock (settimeofday,
- *   an NTP step) reaches start times within that bound, and the drift between threads'
- *   anchors stays within tens of ns.
- * - End and event times are the start time plus the TSC ticks since the start, so a
- *   span's duration is measured on a monotonic clock (as the OTel specification
- *   recommends) and end >= start holds even across a wall-clock step. The TSC is the
- *   same on every core when the kernel uses it as its clocksource (it checks that at boot
- *   and switches away from an unsynchronised TSC), so a span may end on another thread.
- * - The multiplier (ns per tick << MULT_SHIFT) is calibrated against CLOCK_MONOTONIC
- *   over a window that grows from CAL_MIN_NS to CAL_MAX_NS, then restarts, so that it
- *   follows NTP frequency corrections the way CLOCK_MONOTONIC does. Until the first
- *   calibration (the first 50 ms of the process), and everywhere else, the span clock is
- *   clock_gettime(CLOCK_REALTIME). Measured against clock_gettime brackets, start times
- *   were within 80 ns of the wall clock.
- *
- * Explicit start or end times from the caller are used as given. */
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_TSC_CLOCK 1
-#else
-#define HAVE_TSC_CLOCK 0
-#endif
-
-#if HAVE_TSC_CLOCK
-#define ANCHOR_TICKS (UINT64_C(1) << 26)
-#define MULT_SHIFT   24
-#define CAL_MIN_NS   UINT64_C(50000000)    /* first multiplier after 50 ms */
-#define CAL_MAX_NS   UINT64_C(60000000000) /* restart the window after a minute */
-#define MAX_TICKS    (UINT64_C(1) << 52)   /* beyond (weeks), ticks_to_ns() could overflow */
-
-/* Process-wide calibration, under cal_lock (taken with trylock: the hot path never waits).
- * tsc_mult is also read without the lock: 0 until calibrated. */
-static pthread_mutex_t cal_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
-static bool tsc_usable;
-static uint64_t cal_tsc;  /* start of the calibration window */
-static uint64_t cal_mono; /* CLOCK_MONOTONIC at cal_tsc */
-static atomic_uint_fast64_t tsc_mult;
-
-static _Thread_local uint64_t anchor_tsc WEFT__TLS_HOT; /* 0: no anchor yet */
-static _Thread_local uint64_t anchor_ns WEFT__TLS_HOT;
-static _Thread_local uint64_t anchor_mult WEFT__TLS_HOT;
-static _Thread_local bool clock_is_wall WEFT__TLS_HOT; /* no usable TSC: clock_gettime() */
-
-static inline uint64_t
-rdtsc(void)
-{
-    return __builtin_ia32_rdtsc();
-}
-
-static inline uint64_t
-ticks_to_ns(uint64_t ticks, uint64_t mult)
-{
-    /* Split so that neither product overflows for ticks < MAX_TICKS and mult < 2^32 (a TSC
-     * faster than 4 Hz). */
-    return ((ticks >> 32) * mult << (32 - MULT_SHIFT)) +
-           (((ticks & UINT32_MAX) * mult) >> MULT_SHIFT);
-}
-
-static void
-tsc_check(void)
-{
-    char buf[16] = {0};
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                  O_RDONLY | O_CLOEXEC);
-    ssize_t n = 0;
-
-    if (fd < 0) {
-        return;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    tsc_usable = n >= 3 && memcmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
-}
-
-static uint64_t
-timespec_ns(const struct timespec *ts)
-{
-    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
-}
-
-/* Renew the calibration when its window is long enough; called on anchor renewals. */
-static void
-tsc_calibrate(void)
-{
-    struct timespec ts;
-    uint64_t t = 0;
-    uint64_t mono = 0;
-
-    if (pthread_mutex_trylock(&cal_lock) != 0) {
-        return; /* another thread is at it */
-    }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t = rdtsc();
-    mono = timespec_ns(&ts);
-    if (cal_tsc == 0 || t <= cal_tsc || mono <= cal_mono) {
-        cal_tsc = t; /* first call, or the TSC went backwards (not synchronised after all) */
-        cal_mono = mono;
-    } else if (mono - cal_mono >= CAL_MIN_NS) {
-        double mult = (double)(mono - cal_mono) / (double)(t - cal_tsc) * (1u << MULT_SHIFT);
-
-        if (mult >= 1.0 && mult < 4294967296.0) {
-            atomic_store_explicit(&tsc_mult, (uint64_t)mult, memory_order_relaxed);
-        }
-        if (mono - cal_mono >= CAL_MAX_NS) {
-            cal_tsc = t;
-            cal_mono = mono;
-        }
-    }
-    pthread_mutex_unlock(&cal_lock);
-}
-
-/* Read CLOCK_REALTIME, renew this thread's anchor, and return the time; *tsc_out gets the
- * anchor's TSC, or 0 when the TSC is not (yet) usable. */
-static uint64_t
-span_clock_slow(uint64_t *tsc_out)
-{
-    struct timespec ts;
-    uint64_t t0 = 0;
-    uint64_t t1 = 0;
-    uint64_t mult = 0;
-
-    *tsc_out = 0;
-    pthread_once(&cal_once, tsc_check);
-    if (!tsc_usable) {
-        clock_is_wall = true;
-        return weft__now_ns();
-    }
-    tsc_calibrate();
-    mult = atomic_load_explicit(&tsc_mult, memory_order_relaxed);
-    t0 = rdtsc();
-    clock_gettime(CLOCK_REALTIME, &ts);
-    t1 = rdtsc();
-    if (mult == 0 || t1 < t0) {
-        return timespec_ns(&ts);
-    }
-    /* The clock was read between t0 and t1: pin it to the middle. */
-    anchor_tsc = t0 + (t1 - t0) / 2;
-    anchor_ns = timespec_ns(&ts);
-    anchor_mult = mult;
-    *tsc_out = anchor_tsc;
-    return anchor_ns;
-}
-
-/* weft__now_ns() without the call: span start and end read it on every span where the TSC is
- * not usable (a VM whose kernel times by kvm-clock, for one). */
-static inline uint64_t
-wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return timespec_ns(&ts);
-}
-
-/* Now, in Unix epoch ns; *tsc_out as span_clock_slow(). */
-static inline uint64_t
-span_clock_now(uint64_t *tsc_out)
-{
-    uint64_t t = 0;
-    uint64_t d = 0;
-
-    if (clock_is_wall) {
-        *tsc_out = 0;
-        return wall_now();
-    }
-    t = rdtsc();
-    d = t - anchor_tsc;
-    if (anchor_tsc == 0 || d >= ANCHOR_TICKS) {
-        return span_clock_slow(tsc_out);
-    }
-    *tsc_out = t;
-    return anchor_ns + ticks_to_ns(d, anchor_mult);
-}
-
-/* Now for a span started at start_time_ns: start plus the ticks since the start. */
-static inline uint64_t
-span_clock_since(const struct weft_span *span)
-{
-    uint64_t d = 0;
-
-    if (span->start_tsc == 0) {
-        return wall_now();
-    }
-    d = rdtsc() - span->start_tsc;
-    if (d >= MAX_TICKS) {
-        /* Backwards (d wrapped) means an unsynchronised TSC: give no duration rather than a
-         * wrong one; weeks-long spans take the wall clock. */
-        return (int64_t)d < 0 ? span->data.start_time_ns : weft__now_ns();
-    }
-    return span->data.start_time_ns +
-           ticks_to_ns(d, atomic_load_explicit(&tsc_mult, memory_order_relaxed));
-}
-#else
-static inline uint64_t
-span_clock_now(uint64_t *tsc_out)
-{
-    *tsc_out = 0;
-    return weft__now_ns();
-}
-
-static inline uint64_t
-span_clock_since(const struct weft_span *span)
-{
-    (void)span;
-    return weft__now_ns();
-}
-#endif
+#include "span_clock.h" /* the span clock: TSC-based timestamps (span_clock.c) */
 
 /* ---- arena ---------------------------------------------------------------------------- */
 
@@ -912,6 +697,49 @@ start_name(struct weft_span *span, const char *name)
     return p;
 }
 
+/* The new span's parent: explicit span, explicit context, then the current span. Without
+ * options (the common call), the current span; opts is tested rather than pointed at defaults
+ * so that the common call reads no option. Fills *parent_ctx and returns true when there is a
+ * parent. */
+static HOT_INLINE bool
+start_parent(const struct weft_span_start_options *opts, struct weft_span_context *parent_ctx)
+{
+    const struct weft_span *parent = NULL;
+
+    if (opts == NULL) {
+        parent = context_current();
+    } else if (opts->parent != NULL) {
+        parent = opts->parent;
+    } else if (opts->parent_context == NULL && !opts->is_root) {
+        parent = context_current();
+    }
+    if (parent != NULL && !parent->is_static) {
+        weft_span_context_of(parent, parent_ctx);
+        return true;
+    }
+    if (parent == NULL && opts != NULL && opts->parent_context != NULL &&
+        weft_span_context_is_valid(opts->parent_context)) {
+        *parent_ctx = *opts->parent_context;
+        return true;
+    }
+    return false;
+}
+
+/* A span the sampler dropped: ids only, nothing recorded. */
+static NO_INLINE struct weft_span *
+start_unsampled(struct weft_provider *provider, struct weft_span *span)
+{
+    weft__counter_add(&provider->sampled_out, 1);
+    span->data.name = "";
+    span->data.kind = WEFT_SPAN_KIND_UNSPECIFIED; /* span_alloc() left these to start */
+    span->data.start_time_ns = 0;
+    span->data.end_time_ns = 0;
+    span->data.attrs = NULL;
+    span->data.resource = NULL;
+    span->data.scope = NULL;
+    return span;
+}
+
 /* The body of weft_span_start() for a live provider. Kept out of line so that the public entry
  * point's early return (SDK disabled or shut down) runs before any register saves: a disabled
  * SDK pays a few instructions per call, not this function's frame. The same split keeps
@@ -923,7 +751,6 @@ span_start_body(struct weft_tracer *tracer,
 {
     struct weft_provider *provider = tracer->provider;
     struct weft_span *span = NULL;
-    const struct weft_span *parent = NULL;
     struct weft_span_context parent_ctx;
     bool has_parent = false;
     bool sampled = false;
@@ -931,24 +758,7 @@ span_start_body(struct weft_tracer *tracer,
     if (name == NULL) {
         name = "";
     }
-    /* The parent: explicit span, explicit context, then the current span. Without options
-     * (the common call), the current span; opts is tested rather than pointed at defaults so
-     * that the common call reads no option. */
-    if (opts == NULL) {
-        parent = context_current();
-    } else if (opts->parent != NULL) {
-        parent = opts->parent;
-    } else if (opts->parent_context == NULL && !opts->is_root) {
-        parent = context_current();
-    }
-    if (parent != NULL && !parent->is_static) {
-        weft_span_context_of(parent, &parent_ctx);
-        has_parent = true;
-    } else if (parent == NULL && opts != NULL && opts->parent_context != NULL &&
-               weft_span_context_is_valid(opts->parent_context)) {
-        parent_ctx = *opts->parent_context;
-        has_parent = true;
-    }
+    has_parent = start_parent(opts, &parent_ctx);
 
     span = span_alloc(provider);
     if (span == NULL) {
@@ -991,15 +801,7 @@ span_start_body(struct weft_tracer *tracer,
             arena_strndup(span, parent_ctx.trace_state, strlen(parent_ctx.trace_state));
     }
     if (!sampled) {
-        weft__counter_add(&provider->sampled_out, 1);
-        span->data.name = "";
-        span->data.kind = WEFT_SPAN_KIND_UNSPECIFIED; /* span_alloc() left these to start */
-        span->data.start_time_ns = 0;
-        span->data.end_time_ns = 0;
-        span->data.attrs = NULL;
-        span->data.resource = NULL;
-        span->data.scope = NULL;
-        return span; /* carries ids for propagation, records nothing */
+        return start_unsampled(provider, span); /* carries ids for propagation, records nothing */
     }
 
     /* data.end_time_ns is left to span end, which sets it before any exporter can read it. */
