@@ -3,7 +3,7 @@
  * Everything from the stores reaches the page as text (textContent, attribute values): the UI
  * never builds markup from data, so a prompt holding <script> shows as that text. The server's
  * Content-Security-Policy forbids inline script besides. Views: #/runs, #/run/ID,
- * #/trace/ID, #/compare/A/B, #/metrics; data from /api/v1 only.
+ * #/run/ID/span/SPAN_ID, #/trace/ID[/span/SPAN_ID], #/compare/A/B, #/metrics; data from /api/v1 only.
  */
 "use strict";
 
@@ -65,7 +65,15 @@
     m.replaceChildren(...nodes);
     return m;
   }
-  function fail(err) { show(el("p", { class: "status-failed", id: "error" }, "Error: " + err.message)); }
+  /* An error, and what to do about it. */
+  function fail(err) {
+    const msg = err && err.message ? err.message : String(err);
+    const hint = /no such|not found|404/i.test(msg) ? "Check the id in the address, or pick a run from the runs list."
+      : /fetch|network|Failed/i.test(msg) ? "The server did not answer: is `weft serve` still running? Start it again and reload."
+      : "Reload the page; if it persists, run the same read in a terminal (`weft run show --json`, `weft trace show --json`) to see the store's error.";
+    show(el("div", { class: "empty", id: "error-box" }, el("p", { class: "status-failed", id: "error" }, "Error: " + msg),
+      el("p", { id: "error-hint" }, hint, " "), el("p", {}, el("a", { href: "#/runs" }, "← back to the runs"))));
+  }
 
   /* ---------------------------------------------------------------------------- runs */
 
@@ -101,6 +109,12 @@
       const doc = await api("/api/v1/runs?" + p);
       body.replaceChildren(...doc.runs.map(runRow));
       count.textContent = doc.runs.length + " run" + (doc.runs.length === 1 ? "" : "s");
+      if (!doc.runs.length) {
+        count.replaceChildren(el("span", { id: "runs-empty", class: "empty" }, q.value || status.value
+          ? "No run matches: clear the search or pick another status."
+          : ["No runs yet. Run one: ", el("code", {}, "make run"), " or ", el("code", {}, "weft run examples/code_review/workflow.json"),
+            ", then reload (runs land in $WEFT_HOME's state store)."]));
+      }
       const live = doc.runs.some((r) => r.status === "running");
       document.getElementById("live").hidden = !live;
       return live;
@@ -174,76 +188,510 @@
   /* ------------------------------------------------------------------------- waterfall */
 
   function attrText(v) { return typeof v === "string" ? v : JSON.stringify(v); }
+  const STATUS_ICON = { error: "✕", ok: "✓", unset: "○" };
+  function statusIcon(st) {
+    return el("span", { class: "st-icon st-" + (st || "unset"), title: "status " + (st || "unset"), "aria-label": "status " + (st || "unset") }, STATUS_ICON[st] || "○");
+  }
+  function costOf(a) {
+    const c = a["weft.cost.usd"];
+    return typeof c === "number" ? c : null;
+  }
+  function isLlm(a) { return a["gen_ai.operation.name"] === "chat" || a["langfuse.observation.type"] === "generation"; }
+  function money(c) { return c === null || c === undefined ? "" : "$" + (c < 0.01 ? c.toFixed(6) : c.toFixed(4)); }
 
-  function spanDetail(s) {
-    const rows = Object.entries(s.attributes || {}).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, el("pre", {}, attrText(v)))));
+  /* Nice tick step for a window of @p span ns: 1, 2 or 5 × 10^k, about 8 ticks; the unit is
+   * chosen for the window (ns, µs, ms, s). */
+  function ticks(v0, v1, n) {
+    const span = Math.max(1, v1 - v0);
+    const raw = span / Math.max(2, n);
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+    const unit = span >= 2e9 ? ["s", 1e9] : span >= 2e6 ? ["ms", 1e6] : span >= 2e3 ? ["µs", 1e3] : ["ns", 1];
+    const digits = Math.max(0, -Math.floor(Math.log10(step / unit[1]) + 1e-9));
+    const out = [];
+    for (let t = Math.ceil(v0 / step) * step; t <= v1 + 1e-6; t += step) {
+      out.push({ t, label: (t / unit[1]).toFixed(Math.min(digits, 6)) + unit[0] });
+    }
+    return out;
+  }
+
+  /* The GenAI messages (gen_ai.input.messages / gen_ai.output.messages: [{role, parts: [{type:
+   * text|tool_call|tool_call_response, ...}]}], or the older {role, content}) as a conversation. */
+  function parseJson(v) {
+    if (typeof v !== "string") return v;
+    try { return JSON.parse(v); } catch (e) { return null; }
+  }
+  function pretty(v) {
+    const j = typeof v === "string" ? parseJson(v) : v;
+    return j !== null && j !== undefined && typeof j === "object" ? JSON.stringify(j, null, 2) : attrText(v);
+  }
+  function messageParts(m) {
+    if (Array.isArray(m.parts)) return m.parts;
+    const parts = [];
+    if (typeof m.content === "string") parts.push({ type: "text", content: m.content });
+    for (const c of m.tool_calls || []) parts.push({ type: "tool_call", id: c.id, name: (c.function || c).name, arguments: (c.function || c).arguments });
+    return parts;
+  }
+  function conversation(attrs) {
+    const msgs = [];
+    const sys = parseJson(attrs["gen_ai.system_instructions"]);
+    if (Array.isArray(sys)) msgs.push({ role: "system", parts: sys });
+    for (const key of ["gen_ai.input.messages", "gen_ai.output.messages"]) {
+      const list = parseJson(attrs[key]);
+      if (Array.isArray(list)) for (const m of list) if (m && typeof m === "object") msgs.push(m);
+    }
+    if (!msgs.length) return null;
+    return el("div", { class: "conversation", id: "conversation" }, msgs.map((m) => {
+      const role = String(m.role || "user");
+      return el("div", { class: "msg msg-" + role.replace(/[^a-z_]/gi, ""), "data-role": role },
+        el("div", { class: "role" }, role, m.finish_reason ? el("span", { class: "muted" }, " · " + m.finish_reason) : null),
+        messageParts(m).map((p) => {
+          if (!p || typeof p !== "object") return el("pre", {}, attrText(p));
+          if (p.type === "tool_call") {
+            return el("div", { class: "tool-call" }, el("b", {}, "tool call " + (p.name || "")), p.id ? el("span", { class: "muted" }, " " + p.id) : null,
+              el("pre", { class: "json" }, pretty(p.arguments === undefined ? {} : p.arguments)));
+          }
+          if (p.type === "tool_call_response") {
+            return el("div", { class: "tool-result" }, el("b", {}, "tool result"), p.id ? el("span", { class: "muted" }, " " + p.id) : null,
+              el("pre", { class: "json" }, pretty(p.response === undefined ? p.result : p.response)));
+          }
+          return el("pre", {}, p.content !== undefined ? attrText(p.content) : JSON.stringify(p, null, 2));
+        }));
+    }));
+  }
+
+  /* Blocks for what only weft knows: a verdict, a reward, a stuck loop, a correction. */
+  function kv(pairs) {
+    return el("dl", {}, pairs.filter(([, v]) => v !== undefined && v !== null && v !== "").map(([k, v]) => [el("dt", {}, k), el("dd", {}, attrText(v))]));
+  }
+  function weftBlocks(s) {
+    const a = s.attributes || {};
+    const out = [];
+    if (a["weft.reflection.verdict"] !== undefined) {
+      out.push(el("div", { class: "block verdict verdict-" + String(a["weft.reflection.verdict"]).toLowerCase(), id: "verdict-block" },
+        el("h3", {}, "Reflection verdict: " + a["weft.reflection.verdict"]),
+        kv([["attempt", a["weft.reflection.attempt"]], ["feedback", a["weft.reflection.feedback"]]])));
+    }
+    const reward = a["weft.step.reward"] !== undefined ? a["weft.step.reward"] : a["weft.run.reward"] !== undefined ? a["weft.run.reward"] : a["gen_ai.evaluation.score.value"];
+    if (reward !== undefined) {
+      out.push(el("div", { class: "block reward", id: "reward-block" }, el("h3", {}, "Reward: " + attrText(reward)),
+        kv([["evaluation", a["gen_ai.evaluation.name"]], ["label", a["gen_ai.evaluation.score.label"]], ["explanation", a["gen_ai.evaluation.explanation"]]])));
+    }
+    for (const e of s.events || []) {
+      if (e.name !== "weft.stuck_loop" && e.name !== "weft.circuit_breaker") continue;
+      const ea = e.attributes || {};
+      const stuck = e.name === "weft.stuck_loop";
+      out.push(el("div", { class: "block stuck", id: stuck ? "stuck-block" : "breaker-block" },
+        el("h3", {}, stuck ? "⟲ Stuck loop" + (ea["weft.stuck_loop.kind"] ? ": " + ea["weft.stuck_loop.kind"] : "") : "⟲ Circuit breaker"),
+        kv(Object.entries(ea).map(([k, v]) => [k.replace(/^weft\.(stuck_loop|circuit_breaker)\./, ""), v]))));
+    }
+    const corr = Object.keys(a).filter((k) => k.startsWith("weft.correction."));
+    if (corr.length) {
+      out.push(el("div", { class: "block correction", id: "correction-block" },
+        el("h3", {}, "Correction" + (a["weft.correction.failed_task"] ? " of " + a["weft.correction.failed_task"] : "")),
+        kv(corr.map((k) => [k.slice("weft.correction.".length), a[k]]))));
+    }
+    if (a["weft.tool.exit_code"] !== undefined || a["weft.tool.error"] !== undefined) {
+      out.push(el("div", { class: "block tool", id: "tool-block" }, el("h3", {}, "Tool " + (a["weft.tool.outcome"] || "")),
+        kv([["exit code", a["weft.tool.exit_code"]], ["error", a["weft.tool.error"]]])));
+    }
+    return out;
+  }
+
+  const CONTENT_KEYS = new Set(["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"]);
+  function spanDetail(s, link, onClose) {
+    const a = s.attributes || {};
+    const llm = isLlm(a);
+    const conv = conversation(a);
+    const attrRows = (pred) => Object.entries(a).filter(([k]) => pred(k)).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, el("pre", {}, attrText(v)))));
+    const raw = el("table", { id: "raw-attrs", hidden: true }, el("tbody", {}, attrRows(() => true)));
+    const rawBtn = el("button", { id: "raw-toggle", "aria-expanded": "false", onclick: () => {
+      raw.hidden = !raw.hidden;
+      rawBtn.setAttribute("aria-expanded", String(!raw.hidden));
+      rawBtn.textContent = (raw.hidden ? "Show" : "Hide") + " raw attributes";
+    } }, "Show raw attributes");
+    const linkBox = el("input", { id: "span-link", readonly: true, value: link, "aria-label": "link to this span" });
+    const copy = el("button", { id: "copy-link", title: "copy a link to this span", onclick: () => {
+      linkBox.select();
+      const done = () => { copy.textContent = "Copied"; setTimeout(() => { copy.textContent = "Copy link"; }, 1500); };
+      if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(link).then(done, () => { copy.textContent = "Select and copy (Ctrl+C)"; });
+      else copy.textContent = "Select and copy (Ctrl+C)";
+    } }, "Copy link");
+    const tokIn = a["gen_ai.usage.input_tokens"], tokOut = a["gen_ai.usage.output_tokens"];
     return [
-      el("h2", { id: "span-name" }, s.name),
+      el("div", { class: "detail-head" }, el("h2", { id: "span-name" }, s.name),
+        el("button", { id: "detail-close", title: "close (Esc)", "aria-label": "close the detail", onclick: onClose }, "×")),
       el("p", { class: "muted", id: "span-ids" }, "span " + s.span_id + (s.parent_span_id ? " · parent " + s.parent_span_id : "") + " · " + dur(s.duration_ns)),
-      el("p", { class: "status status-" + (s.status === "error" ? "failed" : "completed"), id: "span-status" },
-        "status: " + s.status + (s.status_message ? " — " + s.status_message : "")),
-      el("table", { id: "span-attrs" }, el("tbody", {}, rows)),
-      (s.events || []).length ? el("h2", {}, "Events") : null,
+      el("p", { class: "linkbar" }, linkBox, copy),
+      el("p", { class: "status st-" + (s.status || "unset"), id: "span-status" }, statusIcon(s.status), " status: " + s.status + (s.status_message ? " — " + s.status_message : "")),
+      llm ? el("div", { class: "llm-strip", id: "llm-strip" },
+        [["model", a["gen_ai.response.model"] || a["gen_ai.request.model"] || "–"], ["tokens in", tokIn === undefined ? "–" : tokIn],
+          ["tokens out", tokOut === undefined ? "–" : tokOut], ["cost", money(costOf(a)) || "–"], ["latency", dur(s.duration_ns)]]
+          .map(([k, v]) => el("div", {}, el("span", { class: "muted" }, k), el("b", {}, String(v))))) : null,
+      weftBlocks(s),
+      conv ? [el("h3", {}, "Conversation"), conv] : llm ? el("p", { class: "muted", id: "no-content" },
+        "No messages: content was not captured. Run with --capture-content (or \"capture_content\": true in the workflow) to see prompts and answers.") : null,
+      el("h3", {}, "Attributes"),
+      el("table", { id: "span-attrs" }, el("tbody", {}, attrRows((k) => !k.startsWith("langfuse.") && !k.startsWith("openinference.") && !(conv && CONTENT_KEYS.has(k))))),
+      el("p", {}, rawBtn, el("span", { class: "muted" }, " every attribute, with the langfuse.* and openinference.* copies")), raw,
+      (s.events || []).length ? el("h3", {}, "Events") : null,
       (s.events || []).map((e) => el("div", {}, el("b", {}, e.name), el("pre", {}, JSON.stringify(e.attributes || {}, null, 1)))),
-      (s.links || []).length ? el("h2", {}, "Links") : null,
+      (s.links || []).length ? el("h3", {}, "Links") : null,
       (s.links || []).map((l) => el("div", {}, el("pre", {}, l.trace_id + " / " + l.span_id))),
     ];
   }
 
-  /* A virtualised waterfall: only the rows in view are in the document, so a 100,000-span
-   * trace scrolls like a short one. Rows come from the compact view (weft.waterfall/v1: [id,
-   * depth, name, start, duration, status, marker]); a span's detail is fetched on click. */
-  function waterfall(view, detail) {
+  /* The span query: whitespace-separated terms, all must hold. `status:error`, `step:ID`,
+   * `agent:NAME`, `key=value` (an attribute), or text found in the span's name. */
+  function parseQuery(q) {
+    return q.trim().split(/\s+/).filter(Boolean).map((t) => {
+      let m;
+      if ((m = /^status:(\w+)$/i.exec(t))) return { kind: "status", v: m[1].toLowerCase() };
+      if ((m = /^step:(.+)$/i.exec(t))) return { kind: "step", v: m[1], attrs: true };
+      if ((m = /^agent:(.+)$/i.exec(t))) return { kind: "agent", v: m[1], attrs: true };
+      if ((m = /^([^=\s]+)=(.*)$/.exec(t))) return { kind: "attr", k: m[1], v: m[2], attrs: true };
+      return { kind: "text", v: t.toLowerCase() };
+    });
+  }
+
+  /* A virtualised waterfall on a time axis: only the rows in view are in the document, so a
+   * 100,000-span trace scrolls like a short one; the minimap is one canvas. Rows come from the
+   * compact view (weft.waterfall/v1: [id, depth, name, start, duration, status, marker]); the
+   * attributes (tokens, cost, step, agent) come from the whole spans, read behind the rows
+   * (at once up to ENRICH_MAX spans, when a query needs them above); a span's detail is fetched
+   * when it is opened. @p base: the page's address ("#/run/ID"), a span's link adds /span/ID. */
+  const ENRICH_MAX = 20000;
+  function waterfall(view, detail, base) {
     const spans = view.spans;
+    const n = spans.length;
     const traceId = view.trace_id;
     let total = 1;
     for (const s of spans) total = Math.max(total, s[3] + s[4]);
+    /* The tree: parent, subtree end, errors below, self time (duration minus the union of the
+       children's intervals). */
+    const parent = new Int32Array(n), end = new Int32Array(n), errs = new Int32Array(n + 1);
+    const self = new Float64Array(n);
+    const index = new Map();
+    const kids = new Map();
+    const stack = [];
+    for (let i = 0; i < n; i++) {
+      index.set(spans[i][0], i);
+      errs[i + 1] = errs[i] + (spans[i][5] === "error" ? 1 : 0);
+      while (stack.length && spans[stack[stack.length - 1]][1] >= spans[i][1]) end[stack.pop()] = i;
+      parent[i] = stack.length ? stack[stack.length - 1] : -1;
+      if (parent[i] >= 0) (kids.get(parent[i]) || kids.set(parent[i], []).get(parent[i])).push(i);
+      stack.push(i);
+    }
+    while (stack.length) end[stack.pop()] = n;
+    for (let i = 0; i < n; i++) {
+      const s0 = spans[i][3], s1 = s0 + spans[i][4];
+      const ch = (kids.get(i) || []).map((j) => [Math.max(s0, spans[j][3]), Math.min(s1, spans[j][3] + spans[j][4])]).filter((x) => x[1] > x[0]);
+      ch.sort((x, y) => x[0] - y[0]);
+      let covered = 0, cs = -1, ce = -1;
+      for (const [a, b] of ch) {
+        if (a > ce) { if (ce > cs) covered += ce - cs; cs = a; ce = b; } else if (b > ce) ce = b;
+      }
+      if (ce > cs) covered += ce - cs;
+      self[i] = Math.max(0, spans[i][4] - covered);
+    }
+    const attrs = new Map(); /* span id -> attributes, once read */
+    let enriched = null;
+    const collapsed = new Set();
+    let visible = new Int32Array(0);
+    let vpos = new Int32Array(n);
+    function rebuild() {
+      const v = [];
+      vpos.fill(-1);
+      for (let i = 0; i < n; i++) {
+        vpos[i] = v.length;
+        v.push(i);
+        if (collapsed.has(i)) { for (let j = i + 1; j < end[i]; j++) vpos[j] = -1; i = end[i] - 1; }
+      }
+      visible = Int32Array.from(v);
+      spacer.style.height = visible.length * ROW_H + "px";
+    }
+    const state = { cursor: -1, open: null, path: new Set(), v0: 0, v1: total, matches: [], match: -1 };
+
     const box = el("div", { class: "waterfall", id: "waterfall" });
-    const spacer = el("div", { class: "spacer" });
-    spacer.style.height = spans.length * ROW_H + "px";
-    box.append(spacer);
-    const state = { selected: null, path: new Set() };
+    const spacer = el("div", { class: "spacer", role: "tree", tabindex: "0", "aria-label": "spans of trace " + traceId, id: "span-tree" });
+    const axis = el("div", { class: "axis", id: "axis", title: "drag to zoom" });
+    const sel = el("div", { class: "zoom-sel", hidden: true });
+    const head = el("div", { class: "wf-head" }, el("div", { class: "name" }, "span"), el("div", { class: "num" }, "duration"),
+      el("div", { class: "num" }, "self"), el("div", { class: "num tok" }, "tokens"), el("div", { class: "num" }, "cost"), el("div", { class: "track" }, axis));
+    const canvas = el("canvas", { class: "minimap", id: "minimap", height: 48, title: "the whole trace: drag to zoom" });
+    const mwin = el("div", { class: "minimap-window", id: "minimap-window" });
+    const range = el("span", { class: "muted", id: "zoom-range" });
+    const reset = el("button", { id: "zoom-reset", disabled: true, onclick: () => zoom(0, total) }, "Reset zoom");
+    const mini = el("div", { class: "minimap-box" }, canvas, mwin);
+    const search = el("input", { id: "span-search", type: "search", placeholder: "find: name, status:error, step:s1, agent:NAME, key=value  (/)", "aria-label": "find spans" });
+    const count = el("span", { id: "search-count", class: "muted", "aria-live": "polite" });
+    const prev = el("button", { id: "search-prev", title: "previous match (Shift+Enter)", onclick: () => go(-1) }, "↑ prev");
+    const next = el("button", { id: "search-next", title: "next match (Enter)", onclick: () => go(1) }, "next ↓");
+    const toolbar = el("div", { class: "wf-tools" }, search, prev, next, count, el("span", { class: "grow" }), range, reset);
+    box.append(head, spacer);
+    const root = el("div", { class: "timeline" }, toolbar, mini, box);
+
+    function trackWidth() { return axis.clientWidth || 400; }
+    function x(t, w) { return ((t - state.v0) / (state.v1 - state.v0)) * w; }
     function row(i) {
       const [id, depth, nm, start, len, status, marker] = spans[i];
-      const bar = el("div", { class: "bar" });
-      bar.style.left = (start / total) * 100 + "%";
-      bar.style.width = Math.max(0.2, (len / total) * 100) + "%";
-      const name = el("div", { class: "name" }, marker ? el("span", { class: "flag", title: "stuck loop or circuit breaker" }, "⟲") : null, nm);
-      name.style.paddingLeft = 6 + depth * 12 + "px";
+      const w = trackWidth();
+      /* Bars at least 2 px and always inside the track: a span out of the window sits at its edge, faded. */
+      let left = x(start, w), right = x(start + len, w);
+      const out = right < 0 || left > w;
+      left = Math.min(Math.max(left, 0), w - 2);
+      right = Math.min(Math.max(right, left + 2), w);
+      const bar = el("div", { class: "bar bar-" + status + (out ? " out" : "") });
+      bar.style.left = left + "px";
+      bar.style.width = Math.max(2, right - left) + "px";
+      const hasKids = end[i] > i + 1;
+      const folded = collapsed.has(i);
+      const twisty = el("span", { class: "twisty", "aria-hidden": "true", onclick: hasKids ? (e) => { e.stopPropagation(); fold(i, !folded); } : null }, hasKids ? (folded ? "▸" : "▾") : "");
+      const below = end[i] - i - 1, belowErr = errs[end[i]] - errs[i + 1];
+      const name = el("div", { class: "name" }, twisty, statusIcon(status),
+        marker ? el("span", { class: "flag", title: "stuck loop or circuit breaker" }, "⟲") : null, " ", nm,
+        folded ? el("span", { class: "fold-count", title: "folded subtree" }, " +" + below + " span" + (below === 1 ? "" : "s") + (belowErr ? ", " + belowErr + " error" + (belowErr === 1 ? "" : "s") : "")) : null);
+      name.style.paddingLeft = 4 + depth * 12 + "px";
+      const a = attrs.get(id);
+      const llm = a && isLlm(a);
+      const tin = llm ? a["gen_ai.usage.input_tokens"] : undefined, tout = llm ? a["gen_ai.usage.output_tokens"] : undefined;
       const r = el("div", {
         class: "row" + (status === "error" ? " error" : "") + (marker ? " marker" : "") + (state.path.has(id) ? " onpath" : "") +
-          (state.selected === id ? " selected" : ""),
+          (state.cursor === i ? " selected" : "") + (state.matches.length && state.matchSet.has(i) ? " match" : ""),
+        role: "treeitem", id: "r-" + id, "aria-level": depth + 1, "aria-selected": String(state.cursor === i),
+        "aria-expanded": hasKids ? String(!folded) : null,
         "data-span": id, "data-index": i,
         onclick: () => select(id),
-      }, name, el("div", { class: "track" }, bar));
-      r.style.top = i * ROW_H + "px";
+      }, name, el("div", { class: "num" }, dur(len)), el("div", { class: "num" }, dur(self[i])),
+        el("div", { class: "num tok" }, tin !== undefined || tout !== undefined ? (tin || 0) + "/" + (tout || 0) : ""),
+        el("div", { class: "num" }, llm ? money(costOf(a)) : ""), el("div", { class: "track" }, bar));
+      r.style.top = vpos[i] * ROW_H + "px";
       return r;
     }
     function render() {
       const first = Math.max(0, Math.floor(box.scrollTop / ROW_H) - 10);
-      const last = Math.min(spans.length, first + Math.ceil((box.clientHeight || 480) / ROW_H) + 20);
+      const last = Math.min(visible.length, first + Math.ceil((box.clientHeight || 480) / ROW_H) + 20);
       const rows = [];
-      for (let i = first; i < last; i++) rows.push(row(i));
+      for (let k = first; k < last; k++) rows.push(row(visible[k]));
       spacer.replaceChildren(...rows);
+      if (state.cursor >= 0 && vpos[state.cursor] >= 0) spacer.setAttribute("aria-activedescendant", "r-" + spans[state.cursor][0]);
+      else spacer.removeAttribute("aria-activedescendant");
     }
-    async function select(id, scroll) {
-      const i = spans.findIndex((s) => s[0] === id);
-      if (i < 0) return;
-      state.selected = id;
-      if (scroll) box.scrollTop = Math.max(0, i * ROW_H - box.clientHeight / 2);
+    function drawAxis() {
+      const w = trackWidth();
+      axis.replaceChildren(sel, ...ticks(state.v0, state.v1, Math.max(4, Math.floor(w / 70))).map((t) => {
+        const e = el("span", { class: "tick" }, t.label);
+        e.style.left = x(t.t, w) + "px";
+        return e;
+      }));
+      const zoomed = state.v0 > 0 || state.v1 < total;
+      reset.disabled = !zoomed;
+      range.textContent = zoomed ? "showing " + dur(state.v0) + " – " + dur(state.v1) + " of " + dur(total) : "whole trace: " + dur(total);
+      const mw = canvas.clientWidth || 1;
+      mwin.style.left = (state.v0 / total) * mw + "px";
+      mwin.style.width = Math.max(2, ((state.v1 - state.v0) / total) * mw) + "px";
+    }
+    function drawMinimap() {
+      const w = canvas.clientWidth || 600, h = canvas.height;
+      canvas.width = w;
+      const c = canvas.getContext("2d");
+      const css = getComputedStyle(document.documentElement);
+      c.clearRect(0, 0, w, h);
+      const colors = { error: css.getPropertyValue("--err").trim() || "#c62828", ok: css.getPropertyValue("--bar").trim() || "#60a5fa", unset: css.getPropertyValue("--bar-unset").trim() || "#9ca3af" };
+      for (const st of ["unset", "ok", "error"]) {
+        c.fillStyle = colors[st];
+        for (let i = 0; i < n; i++) {
+          if (spans[i][5] !== st) continue;
+          const x0 = (spans[i][3] / total) * w;
+          c.fillRect(x0, 3 + Math.floor((i / n) * (h - 8)), Math.max(1, (spans[i][4] / total) * w), 3);
+        }
+      }
+    }
+    function zoom(a, b) {
+      a = Math.max(0, Math.min(a, total)); b = Math.max(0, Math.min(b, total));
+      if (b - a < 1) b = Math.min(total, a + 1);
+      state.v0 = a; state.v1 = b;
+      drawAxis();
       render();
-      detail.replaceChildren(el("p", { class: "muted" }, "Loading span…"));
-      const s = await api("/api/v1/traces/" + traceId + "/spans/" + id);
-      if (state.selected === id) detail.replaceChildren(...spanDetail(s).flat().filter((x) => x));
     }
+    /* Drag to zoom: on the axis within the window, on the minimap over the whole trace. */
+    function dragZoom(target, toTime) {
+      target.addEventListener("pointerdown", (e) => {
+        const r = target.getBoundingClientRect();
+        const x0 = e.clientX - r.left;
+        target.setPointerCapture(e.pointerId);
+        sel.hidden = target !== axis;
+        const move = (ev) => {
+          const x1 = ev.clientX - r.left;
+          sel.style.left = Math.min(x0, x1) + "px";
+          sel.style.width = Math.abs(x1 - x0) + "px";
+        };
+        const up = (ev) => {
+          target.removeEventListener("pointermove", move);
+          target.removeEventListener("pointerup", up);
+          sel.hidden = true;
+          const x1 = ev.clientX - r.left;
+          if (Math.abs(x1 - x0) < 3) return;
+          const w = r.width;
+          zoom(toTime(Math.min(x0, x1) / w), toTime(Math.max(x0, x1) / w));
+        };
+        target.addEventListener("pointermove", move);
+        target.addEventListener("pointerup", up);
+        move(e);
+      });
+    }
+    dragZoom(axis, (f) => state.v0 + f * (state.v1 - state.v0));
+    dragZoom(mini, (f) => f * total);
+
+    function fold(i, on) {
+      if (end[i] <= i + 1) return;
+      if (on) collapsed.add(i); else collapsed.delete(i);
+      if (on && state.cursor > i && state.cursor < end[i]) state.cursor = i;
+      rebuild();
+      render();
+    }
+    function reveal(i) {
+      let changed = false;
+      for (let p = parent[i]; p >= 0; p = parent[p]) if (collapsed.delete(p)) changed = true;
+      if (changed) rebuild();
+    }
+    function scrollTo(i) {
+      const y = vpos[i] * ROW_H;
+      if (y < box.scrollTop + ROW_H || y > box.scrollTop + box.clientHeight - 2 * ROW_H) box.scrollTop = Math.max(0, y - box.clientHeight / 2);
+    }
+    function setCursor(i, scroll) {
+      state.cursor = i;
+      reveal(i);
+      if (scroll) scrollTo(i);
+      render();
+    }
+    function closeDetail() {
+      state.open = null;
+      detail.replaceChildren(el("p", { class: "muted" }, "Select a span: click a row, or move with ↑↓ and press Enter."));
+      history.replaceState(null, "", base);
+    }
+    /* Select span @p id and open its detail; its link becomes the page's address. */
+    async function select(id, scroll) {
+      const i = index.get(id);
+      if (i === undefined) {
+        detail.replaceChildren(el("p", { class: "status-failed", id: "span-missing" }, "No span " + id + " in this trace: the link may be from another trace. Pick a span in the waterfall."));
+        return;
+      }
+      setCursor(i, scroll !== false);
+      state.open = id;
+      const link = base + "/span/" + id;
+      if (location.hash !== link) history.replaceState(null, "", link);
+      detail.replaceChildren(el("p", { class: "muted" }, "Loading span…"));
+      try {
+        const s = await api("/api/v1/traces/" + traceId + "/spans/" + id);
+        if (state.open === id) detail.replaceChildren(...spanDetail(s, location.origin + location.pathname + link, closeDetail).flat(3).filter((z) => z));
+      } catch (e) {
+        if (state.open === id) detail.replaceChildren(el("p", { class: "status-failed" }, "Could not read span " + id + ": " + e.message + ". Is weft serve still running? Click the row again to retry."));
+      }
+    }
+    /* Keyboard: ↑↓ / j k move, ← fold (or go to the parent), → unfold (or go to the first
+       child), Enter opens the detail, Esc closes it. */
+    spacer.addEventListener("keydown", (e) => {
+      if (e.altKey || e.ctrlKey || e.metaKey) return;
+      let i = state.cursor >= 0 && vpos[state.cursor] >= 0 ? state.cursor : -1;
+      const k = e.key;
+      if (k === "ArrowDown" || k === "j" || k === "ArrowUp" || k === "k") {
+        const down = k === "ArrowDown" || k === "j";
+        const p = i < 0 ? (down ? 0 : visible.length - 1) : Math.max(0, Math.min(visible.length - 1, vpos[i] + (down ? 1 : -1)));
+        if (visible.length) setCursor(visible[p], true);
+      } else if (k === "ArrowLeft" && i >= 0) {
+        if (end[i] > i + 1 && !collapsed.has(i)) fold(i, true); else if (parent[i] >= 0) setCursor(parent[i], true);
+      } else if (k === "ArrowRight" && i >= 0) {
+        if (collapsed.has(i)) fold(i, false); else if (end[i] > i + 1) setCursor(i + 1, true);
+      } else if (k === "Enter" && i >= 0) {
+        select(spans[i][0]);
+      } else if (k === "Escape") {
+        closeDetail();
+      } else return;
+      e.preventDefault();
+    });
+
+    /* Whole spans read page by page for their attributes (tokens, cost, step, agent, key=value). */
+    function enrich() {
+      if (!enriched) {
+        enriched = (async () => {
+          for (let off = 0; off < n;) {
+            const page = await api("/api/v1/traces/" + traceId + "?offset=" + off + "&limit=10000");
+            if (!page.spans || !page.spans.length) break;
+            for (const s of page.spans) attrs.set(s.span_id, s.attributes || {});
+            off += page.spans.length;
+          }
+          render();
+        })();
+      }
+      return enriched;
+    }
+    function matches(q, i) {
+      const s = spans[i];
+      const a = attrs.get(s[0]) || {};
+      return q.every((t) => {
+        if (t.kind === "text") return s[2].toLowerCase().includes(t.v);
+        if (t.kind === "status") return s[5] === t.v;
+        if (t.kind === "step") return attrText(a["weft.step.id"]) === t.v;
+        if (t.kind === "agent") return s[2] === "invoke_agent " + t.v || (a["gen_ai.agent.name"] === t.v && !String(s[2]).startsWith("chat"));
+        return a[t.k] !== undefined && attrText(a[t.k]) === t.v;
+      });
+    }
+    let searchSeq = 0;
+    async function find() {
+      const seq = ++searchSeq;
+      const q = parseQuery(search.value);
+      if (!q.length) { state.matches = []; state.matchSet = new Set(); state.match = -1; count.textContent = ""; render(); return; }
+      if (q.some((t) => t.attrs) && !attrs.size) {
+        count.textContent = "reading attributes…";
+        try { await enrich(); } catch (e) { count.textContent = "could not read attributes: " + e.message; return; }
+        if (seq !== searchSeq) return;
+      }
+      state.matches = [];
+      for (let i = 0; i < n; i++) if (matches(q, i)) state.matches.push(i);
+      state.matchSet = new Set(state.matches);
+      state.match = -1;
+      count.textContent = state.matches.length ? state.matches.length + " match" + (state.matches.length === 1 ? "" : "es") + " (Enter)"
+        : "0 of 0: no span matches; try part of a name, status:error, step:s1, agent:NAME or key=value";
+      render();
+    }
+    function step(d) {
+      if (!state.matches.length) return;
+      state.match = state.match < 0 ? (d > 0 ? 0 : state.matches.length - 1) : (state.match + d + state.matches.length) % state.matches.length;
+      count.textContent = state.match + 1 + " of " + state.matches.length;
+      select(spans[state.matches[state.match]][0]);
+    }
+    let timer = null;
+    /* Next (1) or previous (-1) match, the query run first when it changed. */
+    async function go(d) {
+      clearTimeout(timer);
+      if (state.lastQuery !== search.value) { state.lastQuery = search.value; await find(); }
+      step(d);
+    }
+    search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => find().catch(() => {}), 150); });
+    search.addEventListener("keydown", async (e) => {
+      if (e.key === "Enter") {
+        e.preventDefault();
+        go(e.shiftKey ? -1 : 1);
+      } else if (e.key === "Escape") { search.blur(); spacer.focus(); }
+    });
+    search.addEventListener("input", () => { state.lastQuery = null; });
+
     box.addEventListener("scroll", render);
-    requestAnimationFrame(render);
-    return { box, select, render, markPath(ids) { state.path = new Set(ids); render(); } };
+    state.matchSet = new Set();
+    rebuild();
+    function layout() { drawMinimap(); drawAxis(); render(); }
+    window.addEventListener("resize", () => { if (root.isConnected) layout(); });
+    if (n <= ENRICH_MAX) enrich().catch(() => {});
+    return {
+      box: root, select, render: layout, focusSearch() { search.focus(); search.select(); },
+      closeDetail, markPath(ids) { state.path = new Set(ids); render(); },
+    };
   }
 
   /* --------------------------------------------------------------------------- a run */
 
-  async function viewRun(ref) {
+  async function viewRun(ref, spanId) {
     const doc = await api("/api/v1/runs/" + encodeURIComponent(ref));
     const r = doc.run;
     const cards = el("div", { class: "cards" },
@@ -253,7 +701,7 @@
         ["corrections", r.corrections]]
         .map(([k, v]) => el("div", { class: "card" }, el("span", { class: "muted" }, k), el("b", { class: k === "status" ? "status status-" + v : "" }, v))));
     const whyBox = el("div", { id: "why-box" });
-    const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span."));
+    const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span: click a row, or move with ↑↓ and press Enter."));
     const parts = [el("h1", {}, "Run " + r.run_id), cards];
     if (r.reason) parts.push(el("p", { id: "run-reason" }, r.reason));
     if ((doc.tool_errors || []).length) {
@@ -284,15 +732,23 @@
         "Trace not kept (rule " + r.trace_sampling.rule + "): tail sampling dropped its spans; the run's numbers above are complete."));
     } else if (r.trace_id) {
       const trace = await api("/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace?view=waterfall&limit=" + SPAN_LIMIT);
-      wf = waterfall(trace, detail);
-      parts.push(el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
-        el("div", { class: "split" }, wf.box, detail));
+      parts.push(el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"));
+      if (trace.spans.length) {
+        wf = waterfall(trace, detail, "#/run/" + r.run_id);
+        parts.push(el("div", { class: "split" }, wf.box, detail));
+      } else {
+        parts.push(el("p", { class: "muted", id: "no-spans" }, "No spans stored for this trace yet: the exporter may still be delivering them (OTEL_TRACES_EXPORTER=store). Reload in a moment."));
+      }
     } else {
-      parts.push(el("p", { class: "muted" }, "This run was not traced."));
+      parts.push(el("p", { class: "muted", id: "not-traced" }, "This run was not traced: run it with OTEL_TRACES_EXPORTER=store (the default) to see its spans here."));
     }
     show(...parts);
-    if (wf) wf.render();
-    if (r.status === "running") poll = setInterval(() => route(), 3000);
+    current = { key: "run/" + ref, wf };
+    if (wf) {
+      wf.render();
+      if (spanId) await wf.select(spanId, true);
+    }
+    if (r.status === "running") poll = setInterval(() => route(true), 3000);
   }
 
   async function why(ref, box, wf) {
@@ -311,15 +767,19 @@
   }
 
   /* A trace of its own (one that belongs to no run: an ingested service's, say). */
-  async function viewTrace(id) {
+  async function viewTrace(id, spanId) {
     const trace = await api("/api/v1/traces/" + encodeURIComponent(id) + "?view=waterfall&limit=" + SPAN_LIMIT);
-    const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span."));
-    const wf = waterfall(trace, detail);
+    const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span: click a row, or move with ↑↓ and press Enter."));
+    const wf = trace.spans.length ? waterfall(trace, detail, "#/trace/" + id) : null;
     show(el("h1", {}, "Trace " + trace.trace_id),
       trace.run_id ? el("p", {}, el("a", { href: "#/run/" + trace.run_id }, "its run")) : null,
       el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
-      el("div", { class: "split" }, wf.box, detail));
-    wf.render();
+      wf ? el("div", { class: "split" }, wf.box, detail) : el("p", { class: "muted", id: "no-spans" }, "This trace has no spans stored yet. Reload in a moment, or check that its service exports to this weft (OTLP /v1/traces)."));
+    current = { key: "trace/" + id, wf };
+    if (wf) {
+      wf.render();
+      if (spanId) await wf.select(spanId, true);
+    }
   }
 
   /* --------------------------------------------------------------------------- compare */
@@ -362,6 +822,11 @@
       el("tbody", {}, names.map((f) => el("tr", {}, el("th", {}, f), names.map((t) => el("td", {}, ((m.handoffs[f] || {})[t]) || ""))))));
     const canvas = el("canvas", { id: "success-chart" });
     const loops = el("table", { id: "loops" }, el("tbody", {}, Object.entries(m.loops).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))));
+    if (!m.runs) {
+      show(el("h1", {}, "Collaboration"), el("p", { class: "empty", id: "metrics-empty" }, "No runs to measure yet: run a workflow (",
+        el("code", {}, "make run"), " or ", el("code", {}, "weft run examples/code_review/workflow.json"), ") and reload."));
+      return;
+    }
     show(el("h1", {}, "Collaboration"), el("p", { class: "muted" }, "Over the last " + m.runs + " runs."),
       el("h2", {}, "Hand-offs (who hands work to whom)"), matrix,
       el("h2", {}, "Success rate per agent"), el("div", { class: "chart" }, canvas),
@@ -376,17 +841,66 @@
 
   /* ---------------------------------------------------------------------------- router */
 
-  function route() {
+  /* The page on show: "run/ID" or "trace/ID" and its waterfall, so that a span's link opened
+   * on its own page selects the span without drawing the page again. */
+  let current = { key: null, wf: null };
+  function route(fromPoll) {
+    const parts = (location.hash || "#/runs").slice(2).split("/").map(decodeURIComponent);
+    const key = parts[0] + "/" + parts[1];
+    if (fromPoll !== true && current.wf && key === current.key && (parts[0] === "run" || parts[0] === "trace")) {
+      if (parts[2] === "span" && parts[3]) current.wf.select(parts[3], true);
+      else current.wf.closeDetail();
+      return;
+    }
     if (poll) { clearInterval(poll); poll = null; }
     document.getElementById("live").hidden = true;
-    const parts = (location.hash || "#/runs").slice(2).split("/").map(decodeURIComponent);
-    const p = parts[0] === "run" && parts[1] ? viewRun(parts[1])
+    current = { key: null, wf: null };
+    const p = parts[0] === "run" && parts[1] ? viewRun(parts[1], parts[2] === "span" ? parts[3] : null)
       : parts[0] === "compare" && parts[2] ? viewCompare(parts[1], parts[2])
       : parts[0] === "metrics" ? viewMetrics()
-      : parts[0] === "trace" && parts[1] ? viewTrace(parts[1])
+      : parts[0] === "trace" && parts[1] ? viewTrace(parts[1], parts[2] === "span" ? parts[3] : null)
       : viewRuns();
     p.catch(fail);
   }
+  /* `/` focuses the span search (or the runs search); Esc in the page closes a span's detail. */
+  document.addEventListener("keydown", (e) => {
+    const t = e.target;
+    const typing = t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT");
+    if (e.key === "/" && !typing && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      const box = document.getElementById("span-search") || document.getElementById("q");
+      if (box) { e.preventDefault(); box.focus(); box.select(); }
+    } else if (e.key === "Escape" && !typing && current.wf) {
+      current.wf.closeDetail();
+    }
+  });
+
+  /* The palette: the browser's preference (prefers-color-scheme) until the toggle picks one,
+   * kept in localStorage. */
+  function theme() {
+    let saved = null;
+    try { saved = localStorage.getItem("weft.theme"); } catch (e) { /* storage off: follow the browser */ }
+    const dark = saved ? saved === "dark" : window.matchMedia("(prefers-color-scheme: dark)").matches;
+    return dark ? "dark" : "light";
+  }
+  function applyTheme(t) {
+    document.documentElement.setAttribute("data-theme", t);
+    const b = document.getElementById("theme-toggle");
+    if (b) {
+      b.textContent = t === "dark" ? "☀ light" : "☾ dark";
+      b.setAttribute("aria-pressed", String(t === "dark"));
+      b.title = "switch to the " + (t === "dark" ? "light" : "dark") + " palette";
+    }
+  }
+  const toggle = el("button", { id: "theme-toggle", class: "theme-toggle", onclick: () => {
+    const t = theme() === "dark" ? "light" : "dark";
+    try { localStorage.setItem("weft.theme", t); } catch (e) { /* not kept: this page only */ }
+    applyTheme(t);
+    if (current.wf) current.wf.render();
+  } });
+  document.querySelector("header").append(toggle);
+  applyTheme(theme());
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => applyTheme(theme()));
+
   window.addEventListener("hashchange", route);
   route();
 })();

@@ -7,7 +7,10 @@
 // surgery shows the plan before and after; compare shows where two runs diverge, and a fork's
 // page opens it on the fork and its original; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
-// logs a console error; behind a token (a second server, WEFT_SERVE_TOKEN) the explorer refuses
+// logs a console error; the timeline (axis ticks, durations, tokens and cost, zoom and reset,
+// folding with counts), find in a trace, span URLs and copy link, the keyboard tree, an LLM
+// span's conversation (a run with --capture-content), the verdict/reward/stuck-loop/correction
+// blocks, empty and error states and the dark palette's toggle; behind a token (a second server, WEFT_SERVE_TOKEN) the explorer refuses
 // a browser without it, /?token= logs it in with an HttpOnly, SameSite=Strict cookie and leaves
 // the address clean, and the pages then load through that cookie. Screenshots of each page go to $WEFT_UI_ARTIFACTS (default
 // ./ui-artifacts).
@@ -51,6 +54,9 @@ function write(name, text) {
 // holds markup, and two runs of one workflow with different answers (to compare).
 run(["run", path.join(root, "examples/code_review/workflow.json"), "--input", "Add a login endpoint", "-q"]);
 const codeReview = lastRunId();
+// The same with its messages captured: the conversation view reads them.
+run(["run", path.join(root, "examples/code_review/workflow.json"), "--input", "Add a login endpoint", "--capture-content", "-q"]);
+const captured = lastRunId();
 run(["run", path.join(root, "examples/correction/workflow.json"), "-q"]);
 const corrected = lastRunId();
 run(["run", path.join(root, "examples/stuck_loops/handoff.json"), "-q"], false);
@@ -236,6 +242,234 @@ try {
     await page.waitForSelector("#handoffs");
     assert.match(await page.textContent("#handoffs"), /architect|codesmith|reviewer/);
     await page.waitForFunction(() => document.querySelector("#success-chart").width > 0);
+  });
+
+  // ---- the timeline, find and link, the keyboard, the LLM-aware detail, the palette ----
+  const apiGet = async (p) => (await fetch(base + p)).json();
+  const capTrace = await apiGet(`/api/v1/runs/${captured}/trace?limit=10000`);
+  const capRows = (await apiGet(`/api/v1/runs/${captured}/trace?view=waterfall&limit=100000`)).spans;
+  const rowName = (id) => page.$eval(`#waterfall .row[data-span="${id}"] .name`, (e) => e.textContent);
+
+  await check("timeline: time axis ticks, duration, self time, tokens and cost per row", async () => {
+    await openRun(captured);
+    await page.waitForFunction(() => document.querySelectorAll("#axis .tick").length >= 3);
+    const labels = await page.$$eval("#axis .tick", (t) => t.map((e) => e.textContent));
+    for (const l of labels) assert.match(l, /^\d+(\.\d+)?(ns|µs|ms|s)$/, "tick " + l);
+    assert.ok(new Set(labels.map((l) => l.replace(/[\d.]/g, ""))).size === 1, "one unit on the axis: " + labels);
+    // An LLM row shows its tokens and cost once the attributes are read; self time <= duration.
+    const chat = capTrace.spans.find((s) => s.attributes["gen_ai.operation.name"] === "chat" && s.attributes["gen_ai.usage.input_tokens"] > 0);
+    const sel = `#waterfall .row[data-span="${chat.span_id}"]`;
+    await page.waitForFunction((s) => /\d+\/\d+/.test((document.querySelector(s + " .num.tok") || {}).textContent || ""), sel);
+    const cells = await page.$$eval(sel + " .num", (n) => n.map((e) => e.textContent));
+    assert.equal(cells[2], chat.attributes["gen_ai.usage.input_tokens"] + "/" + chat.attributes["gen_ai.usage.output_tokens"]);
+    assert.match(cells[3], /^\$0\.\d+$/);
+    assert.match(cells[0], /(ns|µs|ms|s)$/);
+    // A span with status unset: an icon, and not drawn green.
+    const unset = capRows.find((r) => r[5] === "unset");
+    const icon = await page.$eval(`#waterfall .row[data-span="${unset[0]}"] .st-icon`, (e) => [e.textContent, getComputedStyle(e).color]);
+    assert.equal(icon[0], "○");
+    assert.notEqual(icon[1], "rgb(46, 125, 50)");
+    assert.ok(await page.$(`#waterfall .row[data-span="${unset[0]}"] .bar-unset`));
+    assert.ok(await page.$eval("#minimap", (c) => c.width > 100), "no minimap");
+    // The last span's bar is inside the track and at least 2 px wide.
+    const last = capRows.reduce((a, b) => (b[3] > a[3] ? b : a));
+    await page.$eval("#waterfall", (b) => { b.scrollTop = b.scrollHeight; });
+    const lastBar = await page.waitForSelector(`#waterfall .row[data-span="${last[0]}"] .bar`);
+    const [bb, tb] = [await lastBar.boundingBox(), await (await page.$(`#waterfall .row[data-span="${last[0]}"] .track`)).boundingBox()];
+    assert.ok(bb.width >= 2 && bb.x + bb.width <= tb.x + tb.width + 0.5, `late bar not visible: bar ${JSON.stringify(bb)} track ${JSON.stringify(tb)}`);
+  });
+
+  await check("timeline: drag on the axis zooms, reset restores", async () => {
+    await openRun(captured);
+    await page.waitForSelector("#axis .tick");
+    const before = await page.$$eval("#axis .tick", (t) => t.map((e) => e.textContent).join(","));
+    const ax = await (await page.$("#axis")).boundingBox();
+    await page.mouse.move(ax.x + ax.width * 0.5, ax.y + 10);
+    await page.mouse.down();
+    await page.mouse.move(ax.x + ax.width * 0.6, ax.y + 10, { steps: 4 });
+    await page.mouse.up();
+    await page.waitForFunction(() => !document.querySelector("#zoom-reset").disabled);
+    assert.match(await page.textContent("#zoom-range"), /^showing /);
+    assert.notEqual(await page.$$eval("#axis .tick", (t) => t.map((e) => e.textContent).join(",")), before);
+    const win = await (await page.$("#minimap-window")).boundingBox();
+    const mm = await (await page.$("#minimap")).boundingBox();
+    assert.ok(win.width < mm.width * 0.3, "the minimap window does not show the zoom");
+    await page.click("#zoom-reset");
+    await page.waitForFunction(() => document.querySelector("#zoom-reset").disabled);
+    assert.equal(await page.$$eval("#axis .tick", (t) => t.map((e) => e.textContent).join(",")), before);
+  });
+
+  await check("fold a subtree: its span and error counts", async () => {
+    await openRun(failed);
+    const wf = (await apiGet(`/api/v1/runs/${failed}/trace?view=waterfall&limit=100000`)).spans;
+    const rootId = wf[0][0];
+    const below = wf.length - 1, errs = wf.slice(1).filter((r) => r[5] === "error").length;
+    assert.ok(errs > 0);
+    await page.click(`#waterfall .row[data-span="${rootId}"] .twisty`);
+    await page.waitForSelector(`#waterfall .row[data-span="${rootId}"][aria-expanded="false"]`);
+    assert.equal(await page.textContent(`#waterfall .row[data-span="${rootId}"] .fold-count`),
+      ` +${below} span${below === 1 ? "" : "s"}, ${errs} error${errs === 1 ? "" : "s"}`);
+    assert.equal(await page.$$eval("#waterfall .row", (r) => r.length), 1);
+    await page.click(`#waterfall .row[data-span="${rootId}"] .twisty`);
+    await page.waitForFunction((n) => document.querySelectorAll("#waterfall .row").length === n, wf.length);
+  });
+
+  await check("find in a trace: step through the matches", async () => {
+    await openRun(captured);
+    const chats = capRows.filter((r) => r[2].includes("chat"));
+    await page.fill("#span-search", "chat");
+    await page.press("#span-search", "Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, chats.length);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${chats[0][0]}"]`);
+    await page.press("#span-search", "Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "2 of " + n, chats.length);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${chats[1][0]}"]`);
+    assert.match(page.url(), new RegExp(`#/run/${captured}/span/${chats[1][0]}$`));
+    await page.press("#span-search", "Shift+Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, chats.length);
+    await page.click("#search-prev");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === n + " of " + n, chats.length);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${chats[chats.length - 1][0]}"]`);
+    // The other forms: step:ID, agent:NAME, key=value.
+    const step2 = capTrace.spans.filter((s) => s.attributes["weft.step.id"] === "s2");
+    await page.fill("#span-search", "step:s2");
+    await page.press("#span-search", "Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, step2.length);
+    assert.ok(step2.some((s) => s.name === "invoke_agent codesmith"));
+    const reviewers = capRows.filter((r) => r[2] === "invoke_agent reviewer").length;
+    await page.fill("#span-search", "agent:reviewer");
+    await page.click("#search-next");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, reviewers);
+    const tok = capTrace.spans.filter((s) => s.attributes["gen_ai.usage.input_tokens"] === 350).length;
+    await page.fill("#span-search", "gen_ai.usage.input_tokens=350");
+    await page.press("#span-search", "Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, tok);
+    await page.fill("#span-search", "no-such-span-name");
+    await page.waitForFunction(() => /^0 of 0/.test(document.querySelector("#search-count").textContent));
+    // status:error on the failed run
+    await openRun(failed);
+    const why = await apiGet(`/api/v1/runs/${failed}/why`);
+    await page.fill("#span-search", "status:error");
+    await page.press("#span-search", "Enter");
+    await page.waitForFunction((n) => document.querySelector("#search-count").textContent === "1 of " + n, why.error_span_count);
+  });
+
+  await check("a span's URL restores it; copy link", async () => {
+    // A late chat under a step: opened directly, the page selects it and scrolls to it.
+    const deep = capRows.filter((r) => r[1] >= 2).pop();
+    await page.goto(`${base}/#/run/${captured}/span/${deep[0]}`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${deep[0]}"][aria-selected="true"]`);
+    await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), deep[0]);
+    assert.equal(await page.inputValue("#span-link"), `${base}/#/run/${captured}/span/${deep[0]}`);
+    await page.click("#copy-link");
+    await page.waitForFunction(() => /Copied|copy/.test(document.querySelector("#copy-link").textContent) && document.querySelector("#copy-link").textContent !== "Copy link");
+    // Its parent folded, then the link opened: the ancestors unfold.
+    const parentIdx = capRows.slice(0, capRows.indexOf(deep)).map((r, i) => [r, i]).filter(([r]) => r[1] === deep[1] - 1).pop()[1];
+    await page.click(`#waterfall .row[data-span="${capRows[parentIdx][0]}"] .twisty`);
+    await page.waitForSelector(`#waterfall .row[data-span="${capRows[parentIdx][0]}"][aria-expanded="false"]`);
+    await page.goto(`${base}/#/run/${captured}/span/${capRows[0][0]}`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${capRows[0][0]}"]`);
+    await page.goto(`${base}/#/run/${captured}/span/${deep[0]}`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${deep[0]}"]`);
+    assert.equal(await page.getAttribute(`#waterfall .row[data-span="${capRows[parentIdx][0]}"]`, "aria-expanded"), "true");
+    // The same for a trace's page.
+    await page.goto(`${base}/#/trace/${capTrace.trace_id}/span/${deep[0]}`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${deep[0]}"]`);
+    assert.equal(await page.inputValue("#span-link"), `${base}/#/trace/${capTrace.trace_id}/span/${deep[0]}`);
+  });
+
+  await check("keyboard: the rows are a tree", async () => {
+    await openRun(captured);
+    await page.waitForSelector('#span-tree[role="tree"] .row[role="treeitem"][aria-level="1"]');
+    await page.press("body", "/");
+    assert.equal(await page.evaluate(() => document.activeElement.id), "span-search");
+    await page.focus("#span-tree");
+    await page.keyboard.press("ArrowDown");
+    await page.waitForSelector(`#waterfall .row[data-index="0"][aria-selected="true"]`);
+    await page.keyboard.press("j");
+    await page.keyboard.press("j");
+    await page.waitForSelector(`#waterfall .row[data-index="2"][aria-selected="true"]`);
+    await page.keyboard.press("k");
+    await page.waitForSelector(`#waterfall .row[data-index="1"][aria-selected="true"]`);
+    assert.equal(await page.getAttribute("#span-tree", "aria-activedescendant"), "r-" + capRows[1][0]);
+    // Up to the root, fold it with ←, unfold with →.
+    await page.keyboard.press("ArrowUp");
+    await page.keyboard.press("ArrowLeft");
+    await page.waitForSelector(`#waterfall .row[data-index="0"][aria-expanded="false"]`);
+    await page.keyboard.press("ArrowRight");
+    await page.waitForSelector(`#waterfall .row[data-index="0"][aria-expanded="true"]`);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), capRows[0][0]);
+    await page.keyboard.press("Escape");
+    await page.waitForFunction(() => !document.querySelector("#span-name"));
+  });
+
+  await check("LLM span: header strip, conversation, raw attributes toggle", async () => {
+    const withTool = capTrace.spans.find((s) => String(s.attributes["gen_ai.output.messages"] || "").includes('"tool_call"'));
+    const withResult = capTrace.spans.find((s) => String(s.attributes["gen_ai.input.messages"] || "").includes('"tool_call_response"'));
+    assert.ok(withTool && withResult, "no tool call captured in the trace");
+    await page.goto(`${base}/#/run/${captured}/span/${withTool.span_id}`);
+    await page.waitForSelector("#llm-strip");
+    const strip = await page.textContent("#llm-strip");
+    assert.match(strip, /scripted-gpt-4o-mini/);
+    assert.match(strip, new RegExp("tokens in" + withTool.attributes["gen_ai.usage.input_tokens"]));
+    assert.match(strip, /cost\$0\.\d+/);
+    for (const role of ["system", "user", "assistant"]) assert.ok(await page.$(`#conversation .msg[data-role="${role}"]`), "no " + role + " message");
+    const args = await page.$eval("#conversation .tool-call pre", (e) => e.textContent);
+    assert.doesNotThrow(() => JSON.parse(args));
+    assert.match(args, /\n  "/, "arguments are not formatted JSON");
+    assert.doesNotMatch(await page.textContent("#span-attrs"), /langfuse\.|openinference\./);
+    assert.equal(await page.isVisible("#raw-attrs"), false);
+    await page.click("#raw-toggle");
+    assert.match(await page.textContent("#raw-attrs"), /langfuse\.observation\.type/);
+    await page.goto(`${base}/#/run/${captured}/span/${withResult.span_id}`);
+    await page.waitForSelector("#conversation .tool-result pre");
+  });
+
+  await check("weft blocks: reward, stuck loop, correction", async () => {
+    await page.goto(`${base}/#/run/${captured}/span/${capRows[0][0]}`);
+    await page.waitForSelector("#reward-block");
+    assert.match(await page.textContent("#reward-block"), /Reward: 9/);
+    await openRun(stuck);
+    await page.click("#waterfall .row.marker");
+    await page.waitForSelector("#stuck-block, #breaker-block");
+    assert.match(await page.textContent("#span-detail"), /Stuck loop|Circuit breaker/);
+    const corr = (await apiGet(`/api/v1/runs/${corrected}/trace?limit=10000`)).spans.find((s) => Object.keys(s.attributes).some((k) => k.startsWith("weft.correction.")));
+    await page.goto(`${base}/#/run/${corrected}/span/${corr.span_id}`);
+    await page.waitForSelector("#correction-block");
+  });
+
+  await check("empty and error states say what to do", async () => {
+    await page.route("**/api/v1/runs?*", (r) => r.fulfill({ contentType: "application/json", body: '{"schema":"weft.runs/v1","runs":[]}' }));
+    await page.goto(`${base}/#/runs`);
+    await page.waitForSelector("#runs-empty");
+    assert.match(await page.textContent("#runs-empty"), /make run/);
+    await page.unroute("**/api/v1/runs?*");
+    const seen = consoleErrors.length;
+    await page.goto(`${base}/#/run/ffffffffffff`);
+    await page.waitForSelector("#error-hint");
+    assert.match(await page.textContent("#error-box"), /runs list|back to the runs/);
+    // The browser logs the 404 itself; that one is expected here.
+    const extra = consoleErrors.splice(seen);
+    assert.ok(extra.every((m) => /404/.test(m)), "unexpected: " + extra);
+  });
+
+  await check("dark palette: the browser's preference, a toggle that persists", async () => {
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.goto(`${base}/#/run/${captured}`);
+    await page.waitForSelector("#waterfall .row");
+    assert.equal(await page.getAttribute("html", "data-theme"), "dark");
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(bg, "rgb(11, 15, 23)");
+    await page.click("#theme-toggle");
+    assert.equal(await page.getAttribute("html", "data-theme"), "light");
+    await page.reload();
+    await page.waitForSelector("#theme-toggle");
+    assert.equal(await page.getAttribute("html", "data-theme"), "light", "the choice was not kept");
+    await page.click("#theme-toggle");
+    assert.equal(await page.getAttribute("html", "data-theme"), "dark");
+    await page.evaluate(() => localStorage.removeItem("weft.theme"));
+    await page.emulateMedia({ colorScheme: "light" });
   });
 
   await check("no console errors", async () => {
