@@ -296,3 +296,28 @@ mem_span_attr(const struct mem_span *s, const char *key)
     }
     return NULL;
 }
+
+weft_err
+mem_provider_new(const struct weft_provider_options *opts,
+                 struct weft_provider **provider,
+                 struct weft_tracer **tracer,
+                 struct mem_exporter **mem)
+{
+    struct weft_exporter *ex = NULL;
+    struct weft_processor *proc = NULL;
+    weft_err err = weft_provider_new(opts, provider);
+
+    if (err == WEFT_OK) {
+        err = mem_exporter_new(&ex, mem);
+    }
+    if (err == WEFT_OK) {
+        err = weft_simple_processor_new(ex, &proc);
+    }
+    if (err == WEFT_OK) {
+        err = weft_provider_add_processor_take(*provider, proc);
+    }
+    if (err == WEFT_OK) {
+        err = weft_provider_get_tracer(*provider, "t", NULL, tracer);
+    }
+    return err;
+}

@@ -61,6 +61,14 @@ const struct mem_span *mem_exporter_span(struct mem_exporter *m, size_t i);
 const struct mem_span *mem_exporter_find(struct mem_exporter *m, const char *name);
 const struct weft_value *mem_span_attr(const struct mem_span *s, const char *key);
 
+/* A provider with @p opts (NULL: defaults) exporting to a new in-memory exporter through a
+ * simple processor, and its tracer "t". Returns the first error; the caller frees *provider
+ * (weft_provider_shutdown + weft_provider_free), which frees the exporter. */
+weft_err mem_provider_new(const struct weft_provider_options *opts,
+                          struct weft_provider **provider,
+                          struct weft_tracer **tracer,
+                          struct mem_exporter **mem);
+
 /* Keep the state alive after the exporter is destroyed; free with mem_exporter_state_free. */
 void mem_exporter_keep(struct mem_exporter *m);
 void mem_exporter_state_free(struct mem_exporter *m);

@@ -92,8 +92,6 @@ fixture_open(struct fixture *f, size_t value_limit, weft_redact_fn redact, void 
 {
     struct weft_span_limits limits;
     struct weft_provider_options opts = {.service_name = "hotpath"};
-    struct weft_exporter *ex = NULL;
-    struct weft_processor *proc = NULL;
 
     weft_span_limits_from_env(&limits);
     limits.attr_value_length = value_limit;
@@ -101,11 +99,7 @@ fixture_open(struct fixture *f, size_t value_limit, weft_redact_fn redact, void 
     opts.redact = redact;
     opts.redact_user_data = redact_data;
     memset(f, 0, sizeof(*f));
-    assert_weft_ok(weft_provider_new(&opts, &f->provider));
-    assert_weft_ok(mem_exporter_new(&ex, &f->mem));
-    assert_weft_ok(weft_simple_processor_new(ex, &proc));
-    assert_weft_ok(weft_provider_add_processor_take(f->provider, proc));
-    assert_weft_ok(weft_provider_get_tracer(f->provider, "t", NULL, &f->tracer));
+    assert_weft_ok(mem_provider_new(&opts, &f->provider, &f->tracer, &f->mem));
 }
 
 static void

@@ -195,9 +195,7 @@ test_metrics_histogram_buckets_and_exemplars(void **state)
     struct weft_instrument *d = NULL;
     struct weft_provider *p = NULL;
     struct weft_tracer *tracer = NULL;
-    struct weft_exporter *ex = NULL;
     struct mem_exporter *mem = NULL;
-    struct weft_processor *proc = NULL;
     struct weft_span *span = NULL;
     struct weft_span_context ctx;
     const struct seen *s = NULL;
@@ -213,11 +211,7 @@ test_metrics_histogram_buckets_and_exemplars(void **state)
     assert_weft_ok(weft_histogram_record(h, 0.1, NULL, 0));
     assert_weft_ok(weft_histogram_record(h, 0.5, NULL, 0));
     assert_weft_ok(weft_histogram_record(h, 10, NULL, 0));
-    assert_weft_ok(weft_provider_new(NULL, &p));
-    assert_weft_ok(mem_exporter_new(&ex, &mem));
-    assert_weft_ok(weft_simple_processor_new(ex, &proc));
-    assert_weft_ok(weft_provider_add_processor_take(p, proc));
-    assert_weft_ok(weft_provider_get_tracer(p, "t", NULL, &tracer));
+    assert_weft_ok(mem_provider_new(NULL, &p, &tracer, &mem));
     span = weft_span_start(tracer, "chat slow", NULL);
     weft_span_context_of(span, &ctx);
     token = weft_context_attach(span);
@@ -357,18 +351,12 @@ test_metrics_provider_health_gauges(void **state)
     struct weft_meter *m = NULL;
     struct weft_provider *p = NULL;
     struct weft_tracer *tracer = NULL;
-    struct weft_exporter *ex = NULL;
     struct mem_exporter *mem = NULL;
-    struct weft_processor *proc = NULL;
     struct collected *got = NULL;
 
     (void)state;
     assert_weft_ok(weft_meter_new(NULL, &m));
-    assert_weft_ok(weft_provider_new(NULL, &p));
-    assert_weft_ok(mem_exporter_new(&ex, &mem));
-    assert_weft_ok(weft_simple_processor_new(ex, &proc));
-    assert_weft_ok(weft_provider_add_processor_take(p, proc));
-    assert_weft_ok(weft_provider_get_tracer(p, "t", NULL, &tracer));
+    assert_weft_ok(mem_provider_new(NULL, &p, &tracer, &mem));
     assert_weft_ok(weft_meter_observe_provider(m, p));
     for (int i = 0; i < 3; i++) {
         weft_span_end(weft_span_start(tracer, "s", NULL), 0);

@@ -24,17 +24,11 @@ static void
 fixture_open(struct fixture *f, const struct weft_span_limits *limits, weft_redact_fn redact)
 {
     struct weft_provider_options opts = {.service_name = "keys"};
-    struct weft_exporter *ex = NULL;
-    struct weft_processor *proc = NULL;
 
     opts.limits = limits;
     opts.redact = redact;
     memset(f, 0, sizeof(*f));
-    assert_weft_ok(weft_provider_new(&opts, &f->provider));
-    assert_weft_ok(mem_exporter_new(&ex, &f->mem));
-    assert_weft_ok(weft_simple_processor_new(ex, &proc));
-    assert_weft_ok(weft_provider_add_processor_take(f->provider, proc));
-    assert_weft_ok(weft_provider_get_tracer(f->provider, "t", NULL, &f->tracer));
+    assert_weft_ok(mem_provider_new(&opts, &f->provider, &f->tracer, &f->mem));
 }
 
 static void
