@@ -176,7 +176,8 @@
       const cls = ["node", "node-" + s.status];
       if (!before && inserted.has(id)) cls.push("node-inserted");
       if (!before && rewired.has(id)) cls.push("node-rewired");
-      root.append(svg("g", { class: cls.join(" "), "data-step": id, transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` },
+      root.append(svg("g", { class: cls.join(" "), "data-step": id, tabindex: 0, role: "button", "aria-label": "step " + id + ", " + s.status + ": open its span",
+        transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` },
         svg("title", {}, s.status + (s.feedback ? ": " + s.feedback : "")),
         svg("rect", { width: n.width, height: n.height }),
         svg("text", { x: 6, y: 15 }, id),
@@ -686,6 +687,17 @@
     return {
       box: root, select, render: layout, focusSearch() { search.focus(); search.select(); },
       closeDetail, markPath(ids) { state.path = new Set(ids); render(); },
+      /* A plan node's step: the first of its spans (weft.step.id, tree order) that is not a
+       * supervisor's decision about it, selected, and the search left at step:ID. */
+      async findStep(id) {
+        search.value = "step:" + id;
+        state.lastQuery = search.value;
+        await find();
+        if (!state.matches.length) return;
+        state.match = Math.max(0, state.matches.findIndex((i) => !String(spans[i][2]).startsWith("plan ")));
+        count.textContent = state.match + 1 + " of " + state.matches.length;
+        await select(spans[state.matches[state.match]][0]);
+      },
     };
   }
 
@@ -717,15 +729,23 @@
     }
     const compareTo = el("input", { id: "compare-with", placeholder: "another run id to compare" });
     parts.push(el("p", {},
-      r.status !== "completed" ? el("button", { class: "primary", id: "why", onclick: () => why(r.run_id, whyBox, wf).catch(fail) }, "Why did it fail?") : null,
+      r.status !== "completed" ? el("button", { class: "primary", id: "why", onclick: () => why(r.run_id, whyBox, wf, doc.steps).catch(fail) }, "Why did it fail?") : null,
       " ", compareTo, " ", el("button", { id: "compare", onclick: () => { if (compareTo.value) location.hash = "#/compare/" + r.run_id + "/" + compareTo.value; } }, "Compare")));
     parts.push(whyBox, el("h2", {}, "Plan"));
     if ((doc.corrections || []).length) {
       parts.push(el("p", { class: "muted" }, "Before correction mode's surgery:"), planGraph(doc, true),
         el("p", { class: "muted" }, "After (inserted steps dashed, rewired steps outlined):"));
     }
-    parts.push(planGraph(doc, false));
+    const plan = planGraph(doc, false);
+    parts.push(plan);
     let wf = null;
+    /* A plan node opens its step's span (click, or Enter on the focused node). */
+    const openStep = (e) => {
+      const g = e.target.closest && e.target.closest("g[data-step]");
+      if (g && wf && (e.type === "click" || e.key === "Enter")) wf.findStep(g.getAttribute("data-step")).catch(fail);
+    };
+    plan.addEventListener("click", openStep);
+    plan.addEventListener("keydown", openStep);
     const dropped = r.trace_sampling && !r.trace_sampling.kept;
     if (dropped) {
       parts.push(el("p", { class: "muted", id: "trace-not-kept" },
@@ -751,13 +771,33 @@
     if (r.status === "running") poll = setInterval(() => route(true), 3000);
   }
 
-  async function why(ref, box, wf) {
+  /* What a failed step's stored error says (exit status, the tails of stderr and stdout, a
+   * timeout, any other field), first: the cause, not only the path to it. */
+  function causeOf(step) {
+    const e = step.error && typeof step.error === "object" ? step.error : {};
+    const what = e.exit_code !== undefined && e.exit_code !== null ? "exit status " + e.exit_code
+      : e.timed_out ? "timed out" : (step.feedback || step.error_type || "failed");
+    const shown = new Set(["exit_code", "stderr_tail", "stdout_tail", "error_type", "timed_out"]);
+    const rest = Object.entries(e).filter(([k, v]) => !shown.has(k) && v !== null && v !== "");
+    const tail = (label, text, cls) => text ? [el("div", { class: "muted" }, label), el("pre", { class: cls }, text)] : null;
+    return el("div", { class: "cause", "data-step": step.id },
+      el("p", {}, el("b", {}, "Step " + step.id), " (" + (step.executor && step.executor !== "agent" ? step.executor : step.agent || "agent") + ") failed: ",
+        el("span", { class: "cause-what" }, what), e.error_type && e.error_type !== what ? el("span", { class: "muted" }, " · " + e.error_type) : null,
+        step.attempts > 1 ? el("span", { class: "muted" }, " · after " + step.attempts + " attempts") : null),
+      tail("stderr (last lines)", e.stderr_tail, "stderr"), tail("stdout (last lines)", e.stdout_tail, "stdout"),
+      rest.length ? el("ul", {}, rest.map(([k, v]) => el("li", {}, k + ": ", attrText(v)))) : null);
+  }
+
+  async function why(ref, box, wf, steps) {
     const w = await api("/api/v1/runs/" + encodeURIComponent(ref) + "/why");
+    const failedIds = new Set((w.failed_steps || []).map((s) => s.id));
+    const causes = (steps || []).filter((s) => failedIds.has(s.id) || (s.status === "failed" && !failedIds.size));
     const list = el("ol", { id: "why-path" }, w.path.map((p) =>
       el("li", { "data-span": p.span_id, onclick: () => wf && wf.select(p.span_id, true) },
         p.name, p.error_type ? " (" + p.error_type + ")" : "", p.status_message ? ": " + p.status_message : "")));
     box.replaceChildren(el("div", { class: "why" },
       el("b", {}, "Why did it fail? "), w.reason || w.status,
+      causes.length ? el("div", { id: "why-cause" }, causes.map(causeOf)) : null,
       w.failed_steps.length ? el("p", {}, "Failed steps: " + w.failed_steps.map((s) => s.id + " (" + (s.error_type || "failed") + ")").join(", ")) : null,
       w.path.length ? list : el("p", { class: "muted" }, "No span of its trace has status ERROR.")));
     if (wf && w.failed_span) {

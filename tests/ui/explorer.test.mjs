@@ -167,6 +167,10 @@ try {
     assert.ok(await page.$('#plan g.node-failed[data-step="build"]'), "the failing step is not marked");
     await page.click("#why");
     await page.waitForSelector("#why-path li");
+    /* The cause first: the failed command step's exit status and the tail of its stderr. */
+    const cause = await page.textContent('#why-cause .cause[data-step="build"]');
+    assert.match(cause, /exit status 3/);
+    assert.equal((await page.textContent('#why-cause .cause[data-step="build"] pre.stderr')).trim(), "compiler exploded");
     const last = await page.$eval("#why-path li:last-child", (li) => ({ id: li.getAttribute("data-span"), text: li.textContent }));
     const why = await (await fetch(`${base}/api/v1/runs/${failed}/why`)).json();
     assert.equal(last.id, why.failed_span.span_id);
@@ -174,6 +178,10 @@ try {
     await page.waitForSelector(`#waterfall .row.selected[data-span="${why.failed_span.span_id}"]`);
     await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), why.failed_span.span_id);
     assert.equal(await page.textContent("#span-name"), why.failed_span.name);
+    /* A plan node opens its step's span. */
+    await page.click('#plan g[data-step="prepare"]');
+    await page.waitForFunction(() => (document.querySelector("#span-name") || {}).textContent === "invoke_agent writer");
+    assert.equal(await page.inputValue("#span-search"), "step:prepare");
   });
 
   await check("a run whose trace was not kept says why", async () => {
