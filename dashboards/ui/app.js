@@ -157,18 +157,33 @@
         back.get(key).to = s.id;
       }
     }
+    if (!steps.length) {
+      /* No step: dagre would lay out an empty graph as -Infinity wide. */
+      return el("p", { class: "muted", id: before ? "plan-before" : "plan", "data-empty": "" },
+        "No plan was produced: the run ended before its supervisor planned any step (see the reason above and the run's first spans).");
+    }
     dagre.layout(g);
     const gg = g.graph();
-    const root = svg("svg", { class: "plan", id: before ? "plan-before" : "plan", width: gg.width + 20, height: gg.height + 20 });
+    /* Back-edges arc above the nodes: room for them and their counts at the top. */
+    const top = back.size ? 40 : 0;
+    const root = svg("svg", { class: "plan", id: before ? "plan-before" : "plan", width: gg.width + 20, height: gg.height + 20 + top,
+      viewBox: `0 ${-top} ${gg.width + 20} ${gg.height + 20 + top}` });
+    const defs = svg("defs", {});
+    for (const [mid, cls] of [["arrow", "arrow"], ["arrow-back", "arrow back"]]) {
+      defs.append(svg("marker", { id: (before ? "b-" : "") + mid, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        svg("path", { class: cls, d: "M0,0 L10,5 L0,10 z" })));
+    }
+    root.append(defs);
+    const arrow = (mid) => "url(#" + (before ? "b-" : "") + mid + ")";
     for (const e of g.edges()) {
       const pts = g.edge(e).points;
-      root.append(svg("path", { class: "edge", d: "M" + pts.map((p) => p.x + "," + p.y).join(" L") }));
+      root.append(svg("path", { class: "edge", "marker-end": arrow("arrow"), d: "M" + pts.map((p) => p.x + "," + p.y).join(" L") }));
     }
     for (const b of back.values()) {
       const a = g.node(b.to), z = g.node(b.from);
       if (!a || !z) continue;
       const mid = Math.min(a.y, z.y) - 34;
-      root.append(svg("path", { class: "edge back", d: `M${a.x},${a.y - 19} C${a.x},${mid} ${z.x},${mid} ${z.x},${z.y - 19}` }));
+      root.append(svg("path", { class: "edge back", "marker-end": arrow("arrow-back"), d: `M${a.x},${a.y - 19} C${a.x},${mid} ${z.x},${mid} ${z.x},${z.y - 19}` }));
       root.append(svg("text", { class: "count", x: (a.x + z.x) / 2, y: mid + 8 }, "⟲ ×" + b.n));
     }
     for (const id of g.nodes()) {

@@ -73,6 +73,13 @@ write("failing_script.json", JSON.stringify({ responses: { writer: { act: [{ con
 run(["run", failingWf, "-q"], false);
 const failed = lastRunId();
 // Its fix, tried with a fork: the step that worked is reused, the failed one runs fixed.
+// A run that ended before any plan: its supervisor's script has no plan answer.
+write("noplan_script.json", JSON.stringify({ responses: {} }));
+run(["run", write("noplan.json", JSON.stringify({
+  name: "noplan", models: { m: { provider: "scripted", script: "noplan_script.json" } },
+  supervisor: { model: "m" }, agents: [{ name: "a", model: "m" }],
+})), "-q"], false);
+const noPlan = lastRunId();
 const fixedWf = write("fixed.json", fs.readFileSync(failingWf, "utf8").replace("echo compiler exploded >&2; exit 3", "echo report built"));
 run(["fork", failed, "--from", "build", "--workflow", fixedWf, "-q"]);
 const fork = lastRunId();
@@ -155,8 +162,9 @@ try {
     const stuckRow = await page.textContent(`#runs tr[data-run="${stuck}"]`);
     assert.match(stuckRow, /stuck/);
     await page.selectOption("#status", "failed");
-    await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 1);
-    assert.equal(await page.getAttribute("#runs tbody tr", "data-run"), failed);
+    await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 2);
+    const failedIds = await page.$$eval("#runs tbody tr", (rows) => rows.map((r) => r.getAttribute("data-run")).sort());
+    assert.deepEqual(failedIds, [failed, noPlan].sort());
     await page.selectOption("#status", "");
     await page.fill("#q", "compare-me");
     await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 2);
@@ -182,6 +190,16 @@ try {
     await page.click('#plan g[data-step="prepare"]');
     await page.waitForFunction(() => (document.querySelector("#span-name") || {}).textContent === "invoke_agent writer");
     assert.equal(await page.inputValue("#span-search"), "step:prepare");
+  });
+
+  await check("plan graph: arrowheads on edges, a clear state when no plan was produced", async () => {
+    await openRun(failed);
+    assert.ok(await page.$('#plan path.edge[marker-end]'), "a dependency edge has no arrowhead");
+    assert.ok(await page.$('#plan marker path'), "no arrowhead marker");
+    await openRun(noPlan);
+    await page.waitForSelector("#plan[data-empty]");
+    assert.match(await page.textContent("#plan"), /No plan was produced/);
+    assert.equal(await page.$("svg.plan"), null, "an empty plan drew a graph");
   });
 
   await check("a run whose trace was not kept says why", async () => {
