@@ -841,6 +841,17 @@
 
   function tokens(side) { return side ? (side.input_tokens || 0) + (side.output_tokens || 0) : "–"; }
 
+  /* A duration's change is coloured only above the noise: at least DELTA_MIN_NS and
+   * DELTA_MIN_SHARE of the longer of the two (a scripted step's ±4 µs is noise). */
+  const DELTA_MIN_NS = 1e6;
+  const DELTA_MIN_SHARE = 0.2;
+  function deltaClass(da, db) {
+    if (da == null || db == null) return "";
+    const d = db - da;
+    if (Math.abs(d) < DELTA_MIN_NS || Math.abs(d) < DELTA_MIN_SHARE * Math.max(da, db)) return "delta-noise";
+    return d > 0 ? "delta-pos" : "delta-neg";
+  }
+
   async function viewCompare(a, b) {
     const c = await api("/api/v1/compare?a=" + encodeURIComponent(a) + "&b=" + encodeURIComponent(b));
     const first = c.first_divergence ? c.first_divergence.step : null;
@@ -852,7 +863,8 @@
         el("td", { class: "status status-" + (s.a ? s.a.status : "") }, s.a ? s.a.status : "absent"),
         el("td", { class: "status status-" + (s.b ? s.b.status : "") }, s.b ? s.b.status : "absent"),
         el("td", {}, dur(da)), el("td", {}, dur(db)),
-        el("td", { class: delta > 0 ? "delta-pos" : delta < 0 ? "delta-neg" : "" }, delta == null ? "–" : (delta > 0 ? "+" : "") + dur(Math.abs(delta)).replace(/^/, delta < 0 ? "−" : "")),
+        el("td", { class: "delta " + deltaClass(da, db), "data-delta-ns": delta == null ? "" : delta },
+          delta == null ? "–" : (delta > 0 ? "+" : "") + dur(Math.abs(delta)).replace(/^/, delta < 0 ? "−" : "")),
         el("td", {}, tokens(s.a) + " → " + tokens(s.b)),
         el("td", {}, s.changed.join(", ")));
     });

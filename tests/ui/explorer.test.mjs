@@ -233,6 +233,14 @@ try {
     assert.ok(await page.$('#compare-steps tr.diverge[data-step="one"]'));
     const diff = await page.textContent("#output-diff");
     assert.match(diff, /same end/);
+    /* Time is coloured only above the noise threshold (1 ms and 20 % of the longer). */
+    const cells = await page.$$eval("#compare-steps td.delta", (tds) => tds.map((td) => ({ cls: td.className, d: td.getAttribute("data-delta-ns") })));
+    assert.ok(cells.length > 0, "no duration delta cells");
+    for (const c of cells) {
+      const d = c.d === "" ? null : Math.abs(Number(c.d));
+      if (d !== null && d < 1e6) assert.match(c.cls, /delta-noise/, "a sub-millisecond change is coloured: " + JSON.stringify(c));
+      if (/delta-(pos|neg)/.test(c.cls)) assert.ok(d >= 1e6, "coloured below the threshold: " + JSON.stringify(c));
+    }
   });
 
   await check("a fork opens the compare view on the pair", async () => {
