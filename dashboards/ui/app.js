@@ -884,9 +884,16 @@
     const m = await api("/api/v1/metrics");
     const agents = Object.keys(m.agents).sort();
     const names = [...new Set([...Object.keys(m.handoffs), ...Object.values(m.handoffs).flatMap(Object.keys)])].sort();
-    const matrix = el("table", { id: "handoffs" },
-      el("thead", {}, el("tr", {}, el("th", {}, "from \\ to"), names.map((n) => el("th", {}, n)))),
-      el("tbody", {}, names.map((f) => el("tr", {}, el("th", {}, f), names.map((t) => el("td", {}, ((m.handoffs[f] || {})[t]) || ""))))));
+    /* A heat map: narrow cells shaded in five steps of the largest count, the column names
+     * written upwards, so that a dozen agents fit a 1,280 px window. */
+    const top = Math.max(1, ...names.flatMap((f) => names.map((t) => (m.handoffs[f] || {})[t] || 0)));
+    const heat = (n) => (n ? "heat heat-" + Math.max(1, Math.ceil((5 * n) / top)) : "heat heat-0");
+    const matrix = el("table", { id: "handoffs", class: "heatmap" },
+      el("thead", {}, el("tr", {}, el("th", {}, "from \\ to"), names.map((n) => el("th", { class: "col", title: n }, el("span", {}, n))))),
+      el("tbody", {}, names.map((f) => el("tr", {}, el("th", { title: f }, f), names.map((t) => {
+        const n = (m.handoffs[f] || {})[t] || 0;
+        return el("td", { class: heat(n), title: f + " → " + t + ": " + n }, n || "");
+      })))));
     const canvas = el("canvas", { id: "success-chart" });
     const loops = el("table", { id: "loops" }, el("tbody", {}, Object.entries(m.loops).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))));
     if (!m.runs) {

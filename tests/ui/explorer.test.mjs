@@ -275,6 +275,13 @@ try {
     await page.goto(`${base}/#/metrics`);
     await page.waitForSelector("#handoffs");
     assert.match(await page.textContent("#handoffs"), /architect|codesmith|reviewer/);
+    /* A heat map that fits a 1,280 px window: the largest count is the darkest cell. */
+    await page.setViewportSize({ width: 1280, height: 1000 });
+    const fit = await page.$eval("#handoffs", (t) => ({ right: t.getBoundingClientRect().right, max: Math.max(...[...t.querySelectorAll("td.heat")].map((td) => Number(td.textContent) || 0)),
+      darkest: [...t.querySelectorAll("td.heat-5")].map((td) => Number(td.textContent)) }));
+    await page.setViewportSize({ width: 1400, height: 1000 });
+    assert.ok(fit.right <= 1280, "the hand-off matrix is " + fit.right + " px wide in a 1,280 px window");
+    assert.ok(fit.max > 0 && fit.darkest.includes(fit.max), "the largest hand-off count is not the darkest cell");
     await page.waitForFunction(() => document.querySelector("#success-chart").width > 0);
   });
 
