@@ -220,6 +220,56 @@ add_headers(struct MHD_Response *resp, const char *const *common, const char *li
     }
 }
 
+/* A streamed body (weft__http_reply's stream_*), as libmicrohttpd's content reader. */
+struct stream {
+    long (*read)(void *data, char *buf, size_t max);
+    void (*free)(void *data);
+    void *data;
+};
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    long n = st->read(st->data, buf, max);
+
+    (void)pos;
+    return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void
+stream_free(void *cls)
+{
+    struct stream *st = cls;
+
+    st->free(st->data);
+    weft__free(st);
+}
+
+/* The response of a streamed reply, or NULL (its stream freed). Its reads block the
+ * connection's thread, so the idle timeout, checked between them, is off for it. */
+static struct MHD_Response *
+stream_response(struct MHD_Connection *conn, struct weft__http_reply *reply)
+{
+    struct stream *st = weft__calloc(1, sizeof(*st));
+    struct MHD_Response *resp = NULL;
+
+    if (st == NULL) {
+        reply->stream_free(reply->stream_data);
+        return NULL;
+    }
+    st->read = reply->stream_read;
+    st->free = reply->stream_free;
+    st->data = reply->stream_data;
+    resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (resp == NULL) {
+        stream_free(st);
+        return NULL;
+    }
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
+    return resp;
+}
+
 /* Queue @p reply (its body copied; freed as it says) on @p conn. */
 static enum MHD_Result
 send_reply(struct request *rq, struct MHD_Connection *conn, struct weft__http_reply *reply)
@@ -227,8 +277,10 @@ send_reply(struct request *rq, struct MHD_Connection *conn, struct weft__http_re
     struct MHD_Response *resp = NULL;
     enum MHD_Result ret = MHD_NO;
 
-    resp = MHD_create_response_from_buffer(reply->len, reply->len > 0 ? reply->body : (void *)"",
-                                           MHD_RESPMEM_MUST_COPY);
+    resp = reply->stream_read != NULL
+               ? stream_response(conn, reply)
+               : MHD_create_response_from_buffer(
+                     reply->len, reply->len > 0 ? reply->body : (void *)"", MHD_RESPMEM_MUST_COPY);
     if (reply->free_body) {
         weft__free(reply->body);
     }

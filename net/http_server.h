@@ -55,7 +55,19 @@ struct weft__http_reply {
     /* More headers, "Name: value" lines separated by '\n' (weft__malloc'd: the server frees
      * it), or NULL. */
     char *headers;
+    /* A body made as it is sent (Server-Sent Events), instead of @p body: stream_read() is
+     * called on the connection's thread whenever the client can take more, may block, and
+     * returns the bytes it wrote into @p buf (1 .. @p max) or WEFT__HTTP_STREAM_END;
+     * stream_free() is called once the response is over or could not be made (the client
+     * left, the server stopped). The connection's idle timeout does not apply while it runs:
+     * the stream itself must write now and then (a client that left is seen only when a
+     * write fails) and end when the server stops (weft__http_server_stop() waits for it). */
+    long (*stream_read)(void *data, char *buf, size_t max);
+    void (*stream_free)(void *data);
+    void *stream_data;
 };
+
+#define WEFT__HTTP_STREAM_END (-1L)
 
 /* Answer @p req into @p reply (zeroed by the server). Runs on the server's threads,
  * concurrently: a handler does its own locking. */

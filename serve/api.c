@@ -6,12 +6,13 @@
  *   /api/v1/runs/REF/trace?offset&limit    weft.trace/v1 of the run's latest trace, paged
  *                                          (&view=waterfall: the rows only)
  *   /api/v1/runs/REF/why                   weft.why/v1: the path to the deepest error span
+ *   /api/v1/traces?service&q&status&from&to&limit&cursor   every trace, paged (api_traces.c)
  *   /api/v1/traces/ID?offset&limit         weft.trace/v1 (view=waterfall: weft.waterfall/v1)
  *   /api/v1/traces/ID/spans/SPAN_ID        one span, whole
  *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
  *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
  */
-#include "api.h"
+#include "api_int.h"
 
 #include "report/docs.h"
 
@@ -224,6 +225,82 @@ load_trace(const struct weft__api_config *cfg, const char *ref, struct weft__api
     return load_trace_as(cfg, ref, &all, reply);
 }
 
+/* The trace's root as far as @p trace holds it: its first span at depth 0, else its first
+ * span (a page past the root, a trace whose root was not stored); NULL when empty. */
+static const struct weft_span_data *
+root_of(const struct weft_trace *trace)
+{
+    for (size_t i = 0; i < weft_trace_span_count(trace); i++) {
+        if (weft_trace_span_depth(trace, i) == 0) {
+            return weft_trace_span(trace, i);
+        }
+    }
+    return weft_trace_span_count(trace) > 0 ? weft_trace_span(trace, 0) : NULL;
+}
+
+/* A resource attribute as JSON (NULL for types a resource does not use: arrays). */
+static json_t *
+value_json(const struct weft_value *v)
+{
+    switch (v->type) {
+    case WEFT_VALUE_STRING:
+        return json_stringn(v->u.str, v->len);
+    case WEFT_VALUE_BOOL:
+        return json_boolean(v->u.b);
+    case WEFT_VALUE_INT:
+        return json_integer((json_int_t)v->u.i);
+    case WEFT_VALUE_DOUBLE:
+        return json_real(v->u.d);
+    default:
+        return NULL;
+    }
+}
+
+/* What a trace document says of where the trace came from, on @p doc: "service" (service.name
+ * of the root's resource) and "resource" (the resource's attributes as the store keeps them),
+ * and "run_id" (@p run_id, else weft.run.id of the root: a trace opened by its id still names
+ * its run). A trace of no weft run has no "run_id" at all, and one without a service no
+ * "service": absent, never null. */
+static json_t *
+add_origin(json_t *doc, const struct weft_trace *trace, const char *run_id)
+{
+    const struct weft_span_data *root = root_of(trace);
+    const struct weft_value *rid = root != NULL ? weft_span_data_attr(root, "weft.run.id") : NULL;
+    json_t *resource = json_object();
+    const char *service = NULL;
+
+    if (doc == NULL || resource == NULL) {
+        json_decref(resource);
+        json_decref(doc);
+        return NULL;
+    }
+    for (size_t i = 0; root != NULL && root->resource != NULL && i < root->resource->attr_count;
+         i++) {
+        const struct weft_attr *a = &root->resource->attrs[i];
+        json_t *v = a->key != NULL ? value_json(&a->value) : NULL;
+        if (v != NULL) {
+            json_object_set_new(resource, a->key, v);
+        }
+        if (v != NULL && strcmp(a->key, "service.name") == 0 && json_is_string(v)) {
+            service = json_string_value(v);
+        }
+    }
+    if (run_id == NULL && rid != NULL && rid->type == WEFT_VALUE_STRING && rid->u.str != NULL &&
+        rid->u.str[0] != '\0') {
+        run_id = rid->u.str;
+    }
+    if (run_id != NULL) {
+        json_object_set_new(doc, "run_id", json_string(run_id));
+    } else {
+        json_object_del(doc, "run_id");
+    }
+    if (service != NULL) {
+        json_object_set_new(doc, "service", json_string(service));
+    }
+    json_object_set_new(doc, "resource", resource);
+    return doc;
+}
+
 /* Stuck loops and circuit-breaker decisions: the waterfall's markers. */
 static bool
 is_marker(const struct weft_span_data *s)
@@ -357,9 +434,10 @@ trace_page(const struct weft__api_config *cfg,
 
     trace = load_trace_as(cfg, trace_ref, &want, reply);
     if (trace != NULL && is_waterfall) {
-        reply_doc(reply, 200, waterfall_doc(trace, run_id, offset, limit));
+        reply_doc(reply, 200,
+                  add_origin(waterfall_doc(trace, run_id, offset, limit), trace, run_id));
     } else if (trace != NULL) {
-        reply_doc(reply, 200, page_doc(trace, &want, run_id));
+        reply_doc(reply, 200, add_origin(page_doc(trace, &want, run_id), trace, run_id));
     }
     weft_trace_free(trace);
 }
@@ -773,6 +851,8 @@ weft__api_get(const struct weft__api_config *cfg,
         reply_error(reply, 404, "no such route");
     } else if (strcmp(p, "runs") == 0) {
         runs_list(cfg, req, reply);
+    } else if (strcmp(p, "traces") == 0) {
+        weft__api_traces_list(cfg, req, reply);
     } else if (strcmp(p, "compare") == 0) {
         compare(cfg, req, reply);
     } else if (strcmp(p, "metrics") == 0) {
@@ -798,7 +878,33 @@ weft__api_get(const struct weft__api_config *cfg,
         }
     } else {
         reply_error(reply, 404,
-                    "no such route: try /api/v1/runs, /api/v1/runs/REF, "
-                    "/api/v1/traces/ID, /api/v1/compare or /api/v1/metrics");
+                    "no such route: try /api/v1/runs, /api/v1/runs/REF, /api/v1/traces, "
+                    "/api/v1/traces/ID, /api/v1/events, /api/v1/compare or /api/v1/metrics");
     }
+}
+
+/* For the route files of their own (api_int.h). */
+void
+weft__api_reply_json(struct weft__api_reply *reply, unsigned status, json_t *doc)
+{
+    reply_doc(reply, status, doc);
+}
+
+void
+weft__api_reply_error(struct weft__api_reply *reply, unsigned status, const char *message)
+{
+    reply_error(reply, status, message);
+}
+
+void
+weft__api_reply_weft_error(struct weft__api_reply *reply, weft_err err, const char *what)
+{
+    reply_weft_error(reply, err, what);
+}
+
+bool
+weft__api_arg_size(
+    const struct weft__api_request *req, const char *name, size_t def, size_t max, size_t *out)
+{
+    return arg_size(req, name, def, max, out);
 }

@@ -7,6 +7,8 @@
  * but the first occurrence says what to change. */
 #include "http.h"
 
+#include "events.h"
+#include "gzip.h"
 #include "ui.h"
 
 #include "base/http_host.h"
@@ -47,6 +49,7 @@ struct weft__serve {
     bool is_loopback; /* listens on 127.0.0.0/8: the Host rule applies */
     atomic_uint_fast64_t denied[DENIED_COUNT];
     atomic_bool is_logged[DENIED_COUNT];
+    struct weft__serve_events *events; /* GET /api/v1/events */
 };
 
 /* Constant-time comparison of a presented token with the expected one. */
@@ -155,6 +158,37 @@ admit(struct weft__serve *srv, const struct weft__http_request *req, struct weft
     return true;
 }
 
+/* Send @p reply's body gzip-compressed when the request accepts it and the body is worth it
+ * (gzip.h), with Content-Encoding; Vary: Accept-Encoding either way, so that a cache between
+ * the browser and the server keeps the two apart. @p headers: the reply's other header lines
+ * (static). Done here, once for every answer of the explorer and its API, rather than per
+ * route. A body that does not shrink, or a failure to compress, is sent as it is. */
+static void
+encode(const struct weft__http_request *req, struct weft__http_reply *reply, const char *headers)
+{
+    char lines[256];
+    char *packed = NULL;
+    size_t packed_len = 0;
+    bool is_gzip = reply->len >= WEFT__GZIP_MIN_BYTES &&
+                   weft__gzip_is_accepted(weft__http_header(req, "Accept-Encoding")) &&
+                   weft__gzip(reply->body, reply->len, &packed, &packed_len) == WEFT_OK &&
+                   packed_len < reply->len;
+
+    if (is_gzip) {
+        if (reply->free_body) {
+            weft__free(reply->body);
+        }
+        reply->body = packed;
+        reply->len = packed_len;
+        reply->free_body = true;
+    } else {
+        weft__free(packed);
+    }
+    snprintf(lines, sizeof(lines), "%s\nVary: Accept-Encoding%s", headers,
+             is_gzip ? "\nContent-Encoding: gzip" : "");
+    reply->headers = weft__strdup(lines);
+}
+
 static bool
 is_get(const struct weft__http_request *req, struct weft__http_reply *reply)
 {
@@ -186,8 +220,7 @@ on_asset(void *user_data, const struct weft__http_request *req, struct weft__htt
     reply->content_type = type;
     reply->body = (char *)a->data;
     reply->len = a->len;
-    reply->headers =
-        weft__strdup(is_index ? "Cache-Control: no-store" : "Cache-Control: max-age=300");
+    encode(req, reply, is_index ? "Cache-Control: no-store" : "Cache-Control: max-age=300");
 }
 
 struct arg_ctx {
@@ -226,7 +259,20 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
     reply->content_type = "application/json; charset=utf-8";
     reply->len = ar.len;
     reply->free_body = true;
-    reply->headers = weft__strdup("Cache-Control: no-store");
+    encode(req, reply, "Cache-Control: no-store");
+}
+
+/* GET /api/v1/events: the runs as Server-Sent Events (events.h), behind the same access rule
+ * as the rest of the API; at most WEFT__EVENTS_MAX_CLIENTS at once (the route's admission). */
+static void
+on_events(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
+{
+    struct weft__serve *srv = user_data;
+
+    if (!is_get(req, reply) || !admit(srv, req, reply)) {
+        return;
+    }
+    weft__serve_events_reply(srv->events, reply);
 }
 
 static void
@@ -244,7 +290,7 @@ weft_err
 weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out)
 {
     struct weft__serve *srv = NULL;
-    struct weft__http_route routes[5];
+    struct weft__http_route routes[6];
     struct weft__metrics_server_options o;
     struct sockaddr_in sa;
     size_t n = 0;
@@ -264,7 +310,17 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
         return WEFT_EINVAL;
     }
     srv->is_loopback = weft__http_ipv4_is_loopback(sa.sin_addr.s_addr);
+    err = weft__serve_events_new(cfg->api.state_path, cfg->events_poll_ms, cfg->events_heartbeat_ms,
+                                 &srv->events);
+    if (err != WEFT_OK) {
+        weft__free(srv);
+        return err;
+    }
     memset(routes, 0, sizeof(routes));
+    /* Before /api/v1/: a stream holds its slot for as long as the client listens, so it has
+     * admission of its own and never takes one of the API's. */
+    routes[n++] = (struct weft__http_route){"/api/v1/events",         0,    on_events, srv, false,
+                                            WEFT__EVENTS_MAX_CLIENTS, false};
     /* The API and ingest are the heavy routes: each takes at most its max_active requests at
      * once (the next get 503 with Retry-After), which bounds their memory; the UI's files,
      * /metrics and /healthz are never held up by them (net/http_server.h). */
@@ -291,6 +347,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     o.headers = common_headers;
     err = weft__metrics_server_start_ex(&o, &srv->server);
     if (err != WEFT_OK) {
+        weft__serve_events_free(srv->events);
         weft__free(srv);
         return err;
     }
@@ -330,7 +387,11 @@ void
 weft__serve_stop(struct weft__serve *srv)
 {
     if (srv != NULL) {
+        /* The streams first: the server waits for its requests, and a stream ends only when
+         * told to. */
+        weft__serve_events_stop(srv->events);
         weft_metrics_server_stop(srv->server);
+        weft__serve_events_free(srv->events);
         weft__free(srv);
     }
 }

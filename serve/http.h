@@ -39,6 +39,10 @@ struct weft__serve_config {
     weft_metrics_source_fn metrics; /* renders /metrics */
     void *metrics_data;
     struct weft__ingest *ingest; /* POST /v1/traces; NULL: no ingest */
+    /* GET /api/v1/events: how often a stream reads the state store and how long it stays
+     * silent before a heartbeat, in ms; 0: 1,000 and 15,000 (serve/events.h). */
+    uint64_t events_poll_ms;
+    uint64_t events_heartbeat_ms;
 };
 
 /* Start serving. @p cfg and what it points to are borrowed until weft__serve_stop().

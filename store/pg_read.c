@@ -52,6 +52,22 @@ struct pg_cursor {
 static const char list_sql[] =
     "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name, service_name,"
     " has_root::int FROM weft_traces ORDER BY start_ns DESC, trace_id LIMIT $1";
+/* The run a trace belongs to: the run_id column (weft.run.id) of its root span, found by the
+ * primary key the summary row records (trace id, root span id, root start). */
+static const char find_sql[] =
+    "SELECT t.trace_id, t.start_ns, t.end_ns, t.span_count, t.error_count, t.root_name,"
+    " t.service_name, t.has_root::int, CASE WHEN t.has_root THEN (SELECT s.run_id FROM"
+    " weft_spans s WHERE s.trace_id = t.trace_id AND s.span_id = t.root_span_id"
+    " AND s.start_ns = t.root_start_ns LIMIT 1) END FROM weft_traces t"
+    " WHERE ($1::text IS NULL OR t.service_name = $1::text)"
+    " AND ($2::text IS NULL OR strpos(lower(coalesce(t.root_name, '')), lower($2::text)) > 0"
+    " OR left(t.trace_id, length($2::text)) = lower($2::text))"
+    " AND ($3::int = 0 OR ($3::int = 1 AND t.error_count > 0)"
+    " OR ($3::int = 2 AND t.error_count = 0))"
+    " AND t.start_ns >= $4::bigint AND t.start_ns < $5::bigint"
+    " AND ($6::text IS NULL OR t.start_ns < $7::bigint"
+    " OR (t.start_ns = $7::bigint AND t.trace_id > $6::text))"
+    " ORDER BY t.start_ns DESC, t.trace_id LIMIT $8::bigint";
 static const char newest_sql[] =
     "SELECT trace_id FROM weft_traces ORDER BY start_ns DESC, trace_id LIMIT $1";
 static const char ids_sql[] = "SELECT trace_id FROM weft_traces WHERE trace_id >= $1"
@@ -246,6 +262,30 @@ pg_list(void *impl, size_t limit, weft__store_row_fn fn, void *user)
 
     limit_text(limit, lim, sizeof(lim));
     return read_rows(impl, "cannot list traces", list_sql, 1, values, fn, user);
+}
+
+static void
+ns_text(uint64_t ns, char *out, size_t len)
+{
+    snprintf(out, len, "%" PRIu64, ns > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : ns);
+}
+
+static weft_err
+pg_find(void *impl, const struct weft_trace_query *q, weft__store_row_fn fn, void *user)
+{
+    char status[4];
+    char from[24];
+    char to[24];
+    char after[24];
+    char lim[24];
+    const char *values[8] = {q->service, q->text, status, from, to, q->after_id, after, lim};
+
+    snprintf(status, sizeof(status), "%d", q->status);
+    ns_text(q->from_ns, from, sizeof(from));
+    ns_text(q->to_ns != 0 ? q->to_ns : UINT64_MAX, to, sizeof(to));
+    ns_text(q->after_start_ns, after, sizeof(after));
+    limit_text(q->limit, lim, sizeof(lim));
+    return read_rows(impl, "cannot list traces", find_sql, 8, values, fn, user);
 }
 
 static weft_err
@@ -494,6 +534,7 @@ pg_close(void *impl)
 static const struct weft__store_reader_ops pg_reader_ops = {
     .name = "postgresql",
     .list = pg_list,
+    .find = pg_find,
     .ids = pg_ids,
     .spans = pg_spans,
     .spans_by_id = pg_spans_by_id,

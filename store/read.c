@@ -209,6 +209,7 @@ struct summaries {
     struct weft_trace_summary *list;
     size_t n;
     size_t cap;
+    bool has_run_id; /* find()'s rows: the RUN_ID column too */
 };
 
 static weft_err
@@ -227,7 +228,13 @@ add_summary(const struct weft__store_row *row, void *user)
         acc->cap = new_cap;
     }
     /* counted first: a failed row's strings are freed with the list */
-    return row_to_summary(row, &acc->list[acc->n++]);
+    struct weft_trace_summary *sum = &acc->list[acc->n++];
+    weft_err err = row_to_summary(row, sum);
+    if (err == WEFT_OK && acc->has_run_id && col_text(row, WEFT__LIST_RUN_ID, NULL) != NULL) {
+        sum->run_id = column_strdup(row, WEFT__LIST_RUN_ID);
+        err = sum->run_id == NULL ? WEFT_ENOMEM : WEFT_OK;
+    }
+    return err;
 }
 
 weft_err
@@ -236,7 +243,7 @@ weft_store_list_traces(struct weft_store *store,
                        struct weft_trace_summary **out,
                        size_t *count)
 {
-    struct summaries acc = {NULL, 0, 0};
+    struct summaries acc = {NULL, 0, 0, false};
     weft_err err = WEFT_OK;
 
     if (out != NULL) {
@@ -269,6 +276,49 @@ weft_store_list_traces(struct weft_store *store,
     return WEFT_OK;
 }
 
+weft_err
+weft_store_find_traces(struct weft_store *store,
+                       const struct weft_trace_query *query,
+                       struct weft_trace_summary **out,
+                       size_t *count)
+{
+    struct summaries acc = {NULL, 0, 0, true};
+    struct weft_trace_query q = {.limit = 50};
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (query != NULL) {
+        q = *query;
+    }
+    if (store == NULL || out == NULL || count == NULL || q.status < 0 || q.status > 2) {
+        return WEFT_EINVAL;
+    }
+    store->errmsg[0] = '\0';
+    q.limit = q.limit == 0 ? 50 : q.limit > 10000 ? 10000 : q.limit;
+    /* Keyset paging compares (start, id) with the row's; an empty id would compare as the
+     * lowest, so it means no cursor, as NULL does. */
+    if (q.after_id != NULL && q.after_id[0] == '\0') {
+        q.after_id = NULL;
+    }
+    err = store->ops->find(store->impl, &q, add_summary, &acc);
+    if (err != WEFT_OK) {
+        weft_trace_summaries_free(acc.list, acc.n);
+        return read_failed(store, err, "cannot list traces");
+    }
+    if (acc.n == 0) {
+        weft__free(acc.list);
+        acc.list = NULL;
+    }
+    *out = acc.list;
+    *count = acc.n;
+    return WEFT_OK;
+}
+
 void
 weft_trace_summaries_free(struct weft_trace_summary *summaries, size_t count)
 {
@@ -278,6 +328,7 @@ weft_trace_summaries_free(struct weft_trace_summary *summaries, size_t count)
     for (size_t i = 0; i < count; i++) {
         weft__free((char *)(uintptr_t)summaries[i].root_name);
         weft__free((char *)(uintptr_t)summaries[i].service_name);
+        weft__free((char *)(uintptr_t)summaries[i].run_id);
     }
     weft__free(summaries);
 }

@@ -11,6 +11,7 @@
 #include "base/mem.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,20 @@ struct sqlite_reader {
 static const char list_sql[] =
     "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name, service_name,"
     " has_root FROM traces ORDER BY start_ns DESC, trace_id LIMIT ?1";
+/* The run a trace belongs to: weft.run.id of a root span (a weft run's root carries it). The
+ * lookup walks the trace's spans by the primary key until a root, once per trace returned. */
+static const char find_sql[] =
+    "SELECT t.trace_id, t.start_ns, t.end_ns, t.span_count, t.error_count, t.root_name,"
+    " t.service_name, t.has_root, (SELECT json_extract(s.attributes, '$.\"weft.run.id\"')"
+    " FROM spans s WHERE s.trace_id = t.trace_id AND (s.parent_span_id IS NULL"
+    " OR s.parent_is_remote) LIMIT 1) FROM traces t"
+    " WHERE (?1 IS NULL OR t.service_name = ?1)"
+    " AND (?2 IS NULL OR instr(lower(coalesce(t.root_name, '')), lower(?2)) > 0"
+    " OR substr(t.trace_id, 1, length(?2)) = lower(?2))"
+    " AND (?3 = 0 OR (?3 = 1 AND t.error_count > 0) OR (?3 = 2 AND t.error_count = 0))"
+    " AND t.start_ns >= ?4 AND t.start_ns < ?5"
+    " AND (?6 IS NULL OR t.start_ns < ?7 OR (t.start_ns = ?7 AND t.trace_id > ?6))"
+    " ORDER BY t.start_ns DESC, t.trace_id LIMIT ?8";
 static const char last_sql[] =
     "SELECT trace_id FROM traces ORDER BY start_ns DESC, trace_id LIMIT ?1";
 static const char ids_sql[] = "SELECT trace_id FROM traces WHERE trace_id >= ?1 AND trace_id < ?2"
@@ -112,6 +127,35 @@ static weft_err
 sq_list(void *impl, size_t limit, weft__store_row_fn fn, void *user)
 {
     return run(impl, list_sql, NULL, 0, 1, limit, fn, user);
+}
+
+static sqlite3_int64
+ns_param(uint64_t ns)
+{
+    return ns > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)ns;
+}
+
+static weft_err
+sq_find(void *impl, const struct weft_trace_query *q, weft__store_row_fn fn, void *user)
+{
+    struct sqlite_reader *r = impl;
+    sqlite3_stmt *stmt = NULL;
+    weft_err err = WEFT_OK;
+
+    if (sqlite3_prepare_v2(r->db, find_sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_text(stmt, 1, q->service, -1, SQLITE_STATIC); /* NULL binds NULL */
+    sqlite3_bind_text(stmt, 2, q->text, -1, SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 3, q->status);
+    sqlite3_bind_int64(stmt, 4, ns_param(q->from_ns));
+    sqlite3_bind_int64(stmt, 5, q->to_ns != 0 ? ns_param(q->to_ns) : INT64_MAX);
+    sqlite3_bind_text(stmt, 6, q->after_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 7, ns_param(q->after_start_ns));
+    sqlite3_bind_int64(stmt, 8, (sqlite3_int64)q->limit);
+    err = each_row(stmt, fn, user);
+    sqlite3_finalize(stmt);
+    return err;
 }
 
 static weft_err
@@ -267,6 +311,7 @@ sq_close(void *impl)
 static const struct weft__store_reader_ops sqlite_ops = {
     .name = "sqlite",
     .list = sq_list,
+    .find = sq_find,
     .ids = sq_ids,
     .spans = sq_spans,
     .spans_by_id = sq_spans_by_id,

@@ -56,7 +56,8 @@ enum weft__store_list_col { /* a trace's summary */
                             WEFT__LIST_ERRORS,
                             WEFT__LIST_ROOT_NAME,
                             WEFT__LIST_SERVICE,
-                            WEFT__LIST_HAS_ROOT
+                            WEFT__LIST_HAS_ROOT,
+                            WEFT__LIST_RUN_ID /* find() only */
 };
 enum weft__store_span_col { /* a whole span */
                             WEFT__COL_SPAN_ID,
@@ -97,6 +98,13 @@ struct weft__store_reader_ops {
     const char *name; /* "sqlite", "postgresql" */
     /* Trace summaries, newest first (start, then trace id), at most @p limit: LIST columns. */
     weft_err (*list)(void *impl, size_t limit, weft__store_row_fn fn, void *user);
+    /* The trace summaries @p q selects (every field set: limit within 1..10000, status
+     * 0..2, to_ns 0 meaning none), in list()'s order: LIST columns with RUN_ID (weft.run.id of
+     * a root span, NULL when none has it). */
+    weft_err (*find)(void *impl,
+                     const struct weft_trace_query *q,
+                     weft__store_row_fn fn,
+                     void *user);
     /* Trace ids (one column) in [@p lo, @p hi) in id order, at most @p limit; @p lo NULL: the
      * newest trace's id (list()'s first). */
     weft_err (*ids)(void *impl,

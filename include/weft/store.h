@@ -41,6 +41,25 @@ struct weft_trace_summary {
     size_t span_count;
     size_t error_count; /**< spans with status ERROR */
     bool has_root;      /**< a root span (no parent, or a remote parent) is stored */
+    /** weft.run.id of a root span: the weft run the trace belongs to. Set by
+     * weft_store_find_traces() only; NULL otherwise and for traces of no weft run. */
+    const char *run_id;
+};
+
+/** What weft_store_find_traces() selects; zero (NULL) fields select everything. */
+struct weft_trace_query {
+    const char *service; /**< service.name of the trace (the summary's), exactly */
+    /** A substring of the root span's name (ASCII case-insensitive) or a prefix of the trace
+     * id (lowercase hex). */
+    const char *text;
+    int status;       /**< 0: any; 1: with at least one ERROR span; 2: without */
+    uint64_t from_ns; /**< the trace started at or after (ns since the Unix epoch) */
+    uint64_t to_ns;   /**< the trace started before; 0: no bound */
+    /** Keyset paging: only traces after this one in the list's order (start descending, then
+     * id ascending), given by its start and id; NULL @c after_id: from the newest. */
+    uint64_t after_start_ns;
+    const char *after_id;
+    size_t limit; /**< at most this many; 0 means 50; more than 10000 reads 10000 */
 };
 
 /** Open the store at @p db_path read-only.
@@ -192,6 +211,21 @@ WEFT_API weft_err weft_store_gc(const char *location,
  * weft_trace_summaries_free(). */
 WEFT_API weft_err weft_store_list_traces(struct weft_store *store,
                                          size_t limit,
+                                         struct weft_trace_summary **out,
+                                         size_t *count);
+
+/** The traces @p query selects, newest first as weft_store_list_traces() lists them, each
+ * with the weft run it belongs to (@c run_id). Reads the store's trace summaries (one row per
+ * trace) and one root span per trace returned, so a page costs its own size whatever the
+ * store holds.
+ * @param query what to select (NULL: the 50 newest); its strings are borrowed for the call.
+ * @param out receives an array of *count summaries (NULL when there are none).
+ * @return WEFT_OK (also when none match), WEFT_EINVAL (NULL @p store, @p out or @p count, a
+ * @c status outside 0..2), WEFT_EIO, WEFT_ENOMEM.
+ * Ownership: caller owns the array and its strings; release with
+ * weft_trace_summaries_free(). Thread-safety: as every read of @p store. */
+WEFT_API weft_err weft_store_find_traces(struct weft_store *store,
+                                         const struct weft_trace_query *query,
                                          struct weft_trace_summary **out,
                                          size_t *count);
 

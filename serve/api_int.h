@@ -1,0 +1,30 @@
+/* serve/api_int.h - what the API's route files (api.c, api_traces.c) share: the answer helpers
+ * and argument parsing of api.c, and the routes kept in files of their own. Internal to serve/.
+ */
+#ifndef WEFT_SERVE_API_INT_H
+#define WEFT_SERVE_API_INT_H
+
+#include "api.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* @p doc (stolen; NULL: out of memory, 503) as the answer with @p status. */
+void weft__api_reply_json(struct weft__api_reply *reply, unsigned status, json_t *doc);
+
+/* {"error": {"status", "message"}} with @p status. */
+void weft__api_reply_error(struct weft__api_reply *reply, unsigned status, const char *message);
+
+/* @p err of a store read as 404, 400, 503 or 500, with "@p what: <weft_strerror>". */
+void weft__api_reply_weft_error(struct weft__api_reply *reply, weft_err err, const char *what);
+
+/* Query argument @p name as a count in [0, @p max]; @p def when absent; false when malformed. */
+bool weft__api_arg_size(
+    const struct weft__api_request *req, const char *name, size_t def, size_t max, size_t *out);
+
+/* GET /api/v1/traces (api_traces.c). */
+void weft__api_traces_list(const struct weft__api_config *cfg,
+                           const struct weft__api_request *req,
+                           struct weft__api_reply *reply);
+
+#endif /* WEFT_SERVE_API_INT_H */
