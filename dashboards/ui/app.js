@@ -11,6 +11,7 @@
   const ROW_H = 22;
   const SPAN_LIMIT = 100000;
   let poll = null;
+  let events = null; /* the runs page's EventSource */
   let chart = null;
 
   /* el("div", {class: "x", onclick: f}, "text", child...) */
@@ -121,8 +122,71 @@
     }
     q.addEventListener("input", () => load().catch(fail));
     status.addEventListener("change", () => load().catch(fail));
-    await load();
-    poll = setInterval(() => load().catch(() => {}), 2000);
+    const live = await load();
+    /* Live: the server pushes a "run" event when a run appears or changes status
+     * (/api/v1/events), so nothing is fetched while nothing happens. Without the stream (an
+     * older server, a proxy that buffers), poll every 2 s, and only while a run is running. */
+    if (typeof EventSource === "function") {
+      events = new EventSource("/api/v1/events");
+      events.addEventListener("run", () => load().catch(() => {}));
+      events.onerror = () => {
+        if (events && events.readyState === EventSource.CLOSED) { events = null; if (live) pollWhileLive(); }
+      };
+    } else if (live) {
+      pollWhileLive();
+    }
+    function pollWhileLive() {
+      poll = setInterval(() => load().then((still) => { if (!still) { clearInterval(poll); poll = null; } }).catch(() => {}), 2000);
+    }
+  }
+
+  /* ---------------------------------------------------------------------------- traces */
+
+  /* Every trace in the span store, a weft run's or one any OTel SDK sent to /v1/traces. */
+  async function viewTraces() {
+    const service = el("input", { id: "t-service", placeholder: "service (exact)" });
+    const q = el("input", { id: "t-q", placeholder: "root span name or trace id prefix" });
+    const status = el("select", { id: "t-status" }, ["", "error", "ok"].map((s) => el("option", { value: s }, s ? "status " + s : "any status")));
+    const body = el("tbody", {});
+    const more = el("button", { id: "t-more", hidden: true }, "More");
+    const count = el("p", { class: "muted", id: "trace-count" });
+    const table = el("table", { id: "traces" },
+      el("thead", {}, el("tr", {}, ["service", "root span", "start", "duration", "spans", "errors", "run"].map((h) => el("th", {}, h)))), body);
+    show(el("h1", {}, "Traces"), el("div", { class: "filters" }, service, q, status), count, table, more);
+    let next = null;
+    let shown = 0;
+    const row = (t) => el("tr", { class: "clickable", "data-trace": t.trace_id, onclick: () => { location.hash = "#/trace/" + t.trace_id; } },
+      el("td", {}, t.service || "–"),
+      el("td", {}, t.has_root === false ? el("span", { class: "muted", title: "the root span was not received" }, "(no root) " + t.root_name) : t.root_name),
+      el("td", {}, new Date(Math.floor(t.start_ns / 1e6)).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z")),
+      el("td", {}, dur(t.duration_ns)), el("td", {}, t.span_count),
+      el("td", { class: t.error_count ? "status-failed" : "" }, t.error_count),
+      el("td", {}, t.run_id ? el("a", { href: "#/run/" + t.run_id, onclick: (e) => e.stopPropagation() }, short(t.run_id)) : "–"));
+    async function load(append) {
+      const p = new URLSearchParams({ limit: "100" });
+      if (service.value) p.set("service", service.value);
+      if (q.value) p.set("q", q.value);
+      if (status.value) p.set("status", status.value);
+      if (append && next) p.set("cursor", next);
+      const doc = await api("/api/v1/traces?" + p);
+      const rows = doc.traces.map(row);
+      if (append) body.append(...rows); else body.replaceChildren(...rows);
+      shown = (append ? shown : 0) + doc.traces.length;
+      next = doc.next;
+      more.hidden = !next;
+      count.textContent = shown + " trace" + (shown === 1 ? "" : "s") + (next ? " (more below)" : "");
+      if (!shown) {
+        count.replaceChildren(el("span", { class: "empty", id: "traces-empty" }, service.value || q.value || status.value
+          ? "No trace matches: clear a filter."
+          : ["No traces yet: run a workflow (", el("code", {}, "make run"), "), or point an OpenTelemetry SDK at this server (",
+            el("code", {}, "OTEL_EXPORTER_OTLP_ENDPOINT=" + location.origin), ")."]));
+      }
+    }
+    let timer = null;
+    for (const box of [service, q]) box.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => load(false).catch(fail), 200); });
+    status.addEventListener("change", () => load(false).catch(fail));
+    more.addEventListener("click", () => load(true).catch(fail));
+    await load(false);
   }
 
   /* ------------------------------------------------------------------------ plan graph */
@@ -828,6 +892,9 @@
     const wf = trace.spans.length ? waterfall(trace, detail, "#/trace/" + id) : null;
     show(el("h1", {}, "Trace " + trace.trace_id),
       trace.run_id ? el("p", {}, el("a", { href: "#/run/" + trace.run_id }, "its run")) : null,
+      el("p", { id: "trace-service" }, el("b", {}, "service "), trace.service || "unknown",
+        trace.resource && Object.keys(trace.resource).length
+          ? el("span", { class: "muted", id: "trace-resource" }, " · " + Object.entries(trace.resource).map(([k, v]) => k + "=" + attrText(v)).join(", ")) : null),
       el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
       wf ? el("div", { class: "split" }, wf.box, detail) : el("p", { class: "muted", id: "no-spans" }, "This trace has no spans stored yet. Reload in a moment, or check that its service exports to this weft (OTLP /v1/traces)."));
     current = { key: "trace/" + id, wf };
@@ -927,11 +994,13 @@
       return;
     }
     if (poll) { clearInterval(poll); poll = null; }
+    if (events) { events.close(); events = null; }
     document.getElementById("live").hidden = true;
     current = { key: null, wf: null };
     const p = parts[0] === "run" && parts[1] ? viewRun(parts[1], parts[2] === "span" ? parts[3] : null)
       : parts[0] === "compare" && parts[2] ? viewCompare(parts[1], parts[2])
       : parts[0] === "metrics" ? viewMetrics()
+      : parts[0] === "traces" ? viewTraces()
       : parts[0] === "trace" && parts[1] ? viewTrace(parts[1], parts[2] === "span" ? parts[3] : null)
       : viewRuns();
     p.catch(fail);

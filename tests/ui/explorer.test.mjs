@@ -271,6 +271,50 @@ try {
     assert.equal(await page.$$eval("#span-detail script, #span-detail img", (n) => n.length), 0);
   });
 
+  await check("traces list: a trace another SDK sent is one click away", async () => {
+    /* An OTLP/HTTP JSON export, as an OpenTelemetry SDK sends it, with an error span. */
+    const now = BigInt(Date.now()) * 1000000n;
+    const traceId = "5eed" + "0".repeat(24) + "c0de";
+    const otlp = { resourceSpans: [{ resource: { attributes: [{ key: "service.name", value: { stringValue: "checkout-js" } }] },
+      scopeSpans: [{ scope: { name: "ui-test" }, spans: [
+        { traceId, spanId: "aaaaaaaaaaaaaaa1", name: "POST /checkout", kind: 2, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 5000000n), status: { code: 1 } },
+        { traceId, spanId: "aaaaaaaaaaaaaaa2", parentSpanId: "aaaaaaaaaaaaaaa1", name: "charge card", kind: 3, startTimeUnixNano: String(now + 1000000n),
+          endTimeUnixNano: String(now + 4000000n), status: { code: 2, message: "card declined" } }] }] }] };
+    const r = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(otlp) });
+    assert.equal(r.status, 200, "OTLP ingest answered " + r.status);
+    await page.goto(base + "/#/traces");
+    await page.waitForSelector("#traces tbody tr");
+    await page.fill("#t-service", "checkout-js");
+    await page.waitForFunction((id) => { const rows = document.querySelectorAll("#traces tbody tr"); return rows.length === 1 && rows[0].getAttribute("data-trace") === id; }, traceId);
+    const rowText = await page.textContent(`#traces tr[data-trace="${traceId}"]`);
+    assert.match(rowText, /checkout-js/);
+    assert.match(rowText, /POST \/checkout/);
+    await page.selectOption("#t-status", "ok");
+    await page.waitForSelector("#traces-empty");
+    await page.selectOption("#t-status", "error");
+    await page.click(`#traces tr[data-trace="${traceId}"]`);
+    await page.waitForSelector("#trace-service");
+    assert.match(await page.textContent("#trace-service"), /checkout-js/);
+    assert.doesNotMatch(await page.textContent("main"), /\bnull\b/, "the trace page prints a literal null");
+    assert.equal(await page.getAttribute("#span-count", "data-count"), "2");
+  });
+
+  await check("runs list is live without polling: a run pushed by server-sent events", async () => {
+    await page.goto(base + "/");
+    await page.waitForSelector("#runs tbody tr");
+    const requests = [];
+    const onReq = (req) => { if (req.url().includes("/api/v1/runs?")) requests.push(Date.now()); };
+    page.on("request", onReq);
+    await page.waitForTimeout(2500);
+    assert.equal(requests.length, 0, "the runs list fetched while nothing ran");
+    const before = await page.$$eval("#runs tbody tr", (rows) => rows.length);
+    run(["run", path.join(root, "examples/code_review/workflow.json"), "--input", "pushed", "-q"]);
+    const pushed = lastRunId();
+    await page.waitForSelector(`#runs tr[data-run="${pushed}"]`, { timeout: 15000 });
+    page.off("request", onReq);
+    assert.ok((await page.$$eval("#runs tbody tr", (rows) => rows.length)) > before);
+  });
+
   await check("collaboration metrics page", async () => {
     await page.goto(`${base}/#/metrics`);
     await page.waitForSelector("#handoffs");
