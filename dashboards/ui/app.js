@@ -762,7 +762,16 @@
     rebuild();
     function layout() { drawMinimap(); drawAxis(); render(); }
     window.addEventListener("resize", () => { if (root.isConnected) layout(); });
-    if (n <= ENRICH_MAX) enrich().catch(() => {});
+    /* Read at once for traces up to ENRICH_MAX spans. A busy or slow server (503 past the
+     * retries) must not leave the rows without tokens and cost for good: try again, a few
+     * times, a little later. */
+    function enrichSoon(tries) {
+      enrich().catch(() => {
+        enriched = null;
+        if (tries > 1 && root.isConnected) setTimeout(() => enrichSoon(tries - 1), 2000);
+      });
+    }
+    if (n <= ENRICH_MAX) enrichSoon(5);
     return {
       box: root, select, render: layout, focusSearch() { search.focus(); search.select(); },
       closeDetail, markPath(ids) { state.path = new Set(ids); render(); },

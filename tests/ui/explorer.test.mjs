@@ -344,7 +344,9 @@ try {
     // An LLM row shows its tokens and cost once the attributes are read; self time <= duration.
     const chat = capTrace.spans.find((s) => s.attributes["gen_ai.operation.name"] === "chat" && s.attributes["gen_ai.usage.input_tokens"] > 0);
     const sel = `#waterfall .row[data-span="${chat.span_id}"]`;
-    await page.waitForFunction((s) => /\d+\/\d+/.test((document.querySelector(s + " .num.tok") || {}).textContent || ""), sel);
+    /* The attributes are read behind the first screen, retried when the server is busy (under
+     * sanitizers and a parallel suite, reads can take a while): a generous wait. */
+    await page.waitForFunction((s) => /\d+\/\d+/.test((document.querySelector(s + " .num.tok") || {}).textContent || ""), sel, { timeout: 90000 });
     const cells = await page.$$eval(sel + " .num", (n) => n.map((e) => e.textContent));
     assert.equal(cells[2], chat.attributes["gen_ai.usage.input_tokens"] + "/" + chat.attributes["gen_ai.usage.output_tokens"]);
     assert.match(cells[3], /^\$0\.\d+$/);
