@@ -285,7 +285,13 @@
     const span = Math.max(1, v1 - v0);
     const raw = span / Math.max(2, n);
     const p = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+    let step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+    /* At least three ticks: rounding up to a nice step can leave two (87 ms over 4 slots is a
+     * step of 50 ms: 0 and 50), so step down (5 -> 2 -> 1 -> 0.5 ...) until three fit. */
+    while (Math.floor(v1 / step) - Math.ceil(v0 / step) < 2 && step > 1) {
+      const lead = Math.round(step / Math.pow(10, Math.floor(Math.log10(step) + 1e-9)));
+      step *= lead === 5 ? 0.4 : 0.5;
+    }
     const unit = span >= 2e9 ? ["s", 1e9] : span >= 2e6 ? ["ms", 1e6] : span >= 2e3 ? ["µs", 1e3] : ["ns", 1];
     const digits = Math.max(0, -Math.floor(Math.log10(step / unit[1]) + 1e-9));
     const out = [];
