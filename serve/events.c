@@ -51,6 +51,7 @@ struct stream {
     struct seen *seen;
     size_t seen_count;
     bool has_baseline;
+    bool is_failing; /* the last read of the state store failed (said once per streak) */
     uint64_t last_write_ns;
 };
 
@@ -133,8 +134,9 @@ put_event(struct stream *st, const struct weft_run_info *r)
 }
 
 /* Read the runs and queue an event for each one new or changed since the last read (none on
- * the first: the baseline). A failed read changes nothing: the next one compares with the
- * last good one. */
+ * the first: the baseline). A failed read changes nothing (the next one compares with the
+ * last good one) but is said: one "store_error" event when reads start failing, so a page
+ * does not read silence as "nothing happens". */
 static void
 poll_runs(struct stream *st)
 {
@@ -145,8 +147,17 @@ poll_runs(struct stream *st)
     weft_err err = weft_runs_list(st->ev->state_path, WEFT__EVENTS_RUNS, &runs, &count);
 
     if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+        if (!st->is_failing) {
+            (void)weft__buf_printf(
+                &st->out,
+                "event: store_error\ndata: {\"error\":\"the state store cannot be "
+                "read (%s): run events are paused until it can\"}\n\n",
+                weft_strerror(err));
+        }
+        st->is_failing = true;
         return;
     }
+    st->is_failing = false;
     next = count > 0 ? weft__calloc(count, sizeof(*next)) : NULL;
     if (count > 0 && next == NULL) {
         weft_run_infos_free(runs, count);

@@ -129,6 +129,11 @@
     if (typeof EventSource === "function") {
       events = new EventSource("/api/v1/events");
       events.addEventListener("run", () => load().catch(() => {}));
+      /* The server cannot read the state store: say it, the list may be stale. */
+      events.addEventListener("store_error", (e) => {
+        const msg = (JSON.parse(e.data || "{}").error) || "the state store cannot be read";
+        count.replaceChildren(el("span", { class: "status-failed", id: "runs-stale" }, "Not live: " + msg + ". Reload once it is back."));
+      });
       events.onerror = () => {
         if (events && events.readyState === EventSource.CLOSED) { events = null; if (live) pollWhileLive(); }
       };

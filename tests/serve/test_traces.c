@@ -684,6 +684,30 @@ read_until(int fd, char *buf, size_t cap, size_t *len, const char *want, int ms)
     return strstr(buf, want) != NULL;
 }
 
+/* A stream whose state store cannot be read says so (one store_error event), rather than
+ * sending heartbeats as if nothing happened. */
+static void
+test_events_say_when_the_state_store_cannot_be_read(void **state)
+{
+    struct fx *f = *state;
+    static char buf[1 << 14];
+    size_t len = 0;
+    FILE *out = NULL;
+    int fd = -1;
+
+    start_server(f, 100, 300);
+    fd = open_stream(f, "/api/v1/events", AUTH);
+    assert_true(read_until(fd, buf, sizeof(buf), &len, ": connected\n\n", 5000));
+    assert_null(strstr(buf, "store_error"));
+    out = fopen(f->state, "w"); /* no longer a database */
+    assert_non_null(out);
+    fputs("this is not an SQLite database, and it is long enough to have a header", out);
+    fclose(out);
+    assert_true(read_until(fd, buf, sizeof(buf), &len, "event: store_error\n", 5000));
+    assert_non_null(strstr(buf, "the state store cannot be read"));
+    close(fd);
+}
+
 static void
 test_events_push_runs_heartbeats_and_cap(void **state)
 {
@@ -766,6 +790,8 @@ main(void)
 #ifndef WEFT_TEST_TRACES_PG
         cmocka_unit_test_setup_teardown(test_gzip_when_accepted_and_not_with_q0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_push_runs_heartbeats_and_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_say_when_the_state_store_cannot_be_read, setup,
+                                        teardown),
 #endif
     };
 
