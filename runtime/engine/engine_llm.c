@@ -172,11 +172,16 @@ chat_record(struct run *run,
             weft__llm_exchange_json(req, p->provider_name, err == WEFT_OK ? response : NULL, error);
         /* Held (weft__state_commit_held()): the exchange commits with the step's end, or
          * before the step's next LLM call or tool, whichever comes first. */
-        if (entry != NULL && weft__state_begin(run->store.state) == WEFT_OK) {
+        if (entry != NULL) {
+            /* A begin that fails (logged, noted for weft__state_check()) still leaves the
+             * exchange written on its own: it is never skipped. */
+            bool is_begun = weft__state_begin(run->store.state) == WEFT_OK;
             (void)weft__state_exchange_add(run->store.state, run->store.run_id,
                                            req->step_key != NULL ? req->step_key : req->agent,
                                            weft__llm_purpose_name(req->purpose), entry);
-            (void)weft__state_commit_held(run->store.state);
+            if (is_begun) {
+                (void)weft__state_commit_held(run->store.state);
+            }
         }
         json_decref(entry);
     }
