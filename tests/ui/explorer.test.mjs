@@ -460,9 +460,12 @@ try {
     await page.waitForSelector(`#waterfall .row.selected[data-span="${deep[0]}"]`);
     assert.equal(await page.getAttribute(`#waterfall .row[data-span="${capRows[parentIdx][0]}"]`, "aria-expanded"), "true");
     // The same for a trace's page.
-    await page.goto(`${base}/#/trace/${capTrace.trace_id}/span/${deep[0]}`);
+    // The run page already shows this span selected: wait for the trace page's own link, not
+    // the stale row (CI once read the run page's link here).
+    const traceLink = `${base}/#/trace/${capTrace.trace_id}/span/${deep[0]}`;
+    await page.goto(traceLink);
+    await page.waitForFunction((want) => (document.querySelector("#span-link") || {}).value === want, traceLink);
     await page.waitForSelector(`#waterfall .row.selected[data-span="${deep[0]}"]`);
-    assert.equal(await page.inputValue("#span-link"), `${base}/#/trace/${capTrace.trace_id}/span/${deep[0]}`);
   });
 
   await check("keyboard: the rows are a tree", async () => {
@@ -510,6 +513,7 @@ try {
     await page.click("#raw-toggle");
     assert.match(await page.textContent("#raw-attrs"), /langfuse\.observation\.type/);
     await page.goto(`${base}/#/run/${captured}/span/${withResult.span_id}`);
+    await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), withResult.span_id);
     await page.waitForSelector("#conversation .tool-result pre");
   });
 
