@@ -15,6 +15,7 @@ weft__ui_find(const char *name, const struct weft__ui_asset **asset, const char 
                     : strcmp(dot, ".html") == 0 ? "text/html; charset=utf-8"
                     : strcmp(dot, ".js") == 0   ? "text/javascript; charset=utf-8"
                     : strcmp(dot, ".css") == 0  ? "text/css; charset=utf-8"
+                    : strcmp(dot, ".txt") == 0  ? "text/plain; charset=utf-8"
                                                 : "application/octet-stream";
             return true;
         }

@@ -5,7 +5,7 @@
  * Content-Security-Policy forbids inline script besides. Views: #/runs, #/run/ID,
  * #/run/ID/span/SPAN_ID, #/trace/ID[/span/SPAN_ID], #/compare/A/B, #/metrics; data from /api/v1 only.
  */
-"use strict";
+import { Chart, dagre } from "./src/vendor.js";
 
 (function () {
   const ROW_H = 22;

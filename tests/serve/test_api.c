@@ -449,9 +449,18 @@ test_http_headers_assets_and_token(void **state)
                                       "'self'"));
     assert_non_null(strstr(a.headers, "X-Content-Type-Options: nosniff"));
     assert_non_null(strstr(a.body, "/assets/app.js"));
-    http_get(port, "/assets/dagre.min.js", NULL, &a);
+    /* One bundle (esbuild): the page's code with dagre and Chart.js, their licences kept. */
+    http_get(port, "/assets/app.js", NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.headers, "text/javascript"));
+    assert_non_null(strstr(a.body, "/assets/licenses.txt"));
+    http_get(port, "/assets/licenses.txt", NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.headers, "text/plain"));
+    assert_non_null(strstr(a.body, "== @dagrejs/dagre "));
+    assert_non_null(strstr(a.body, "Chart.js Contributors"));
+    http_get(port, "/assets/dagre.min.js", NULL, &a);
+    assert_int_equal(a.status, 404);
     http_get(port, "/assets/../state.db", NULL, &a);
     assert_int_equal(a.status, 404);
     http_get(port, "/api/v1/runs", NULL, &a);
