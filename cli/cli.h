@@ -198,8 +198,14 @@ void cli_recover(const char *cmd, const char *state);
 struct weft_replay_report;
 void cli_print_replay(FILE *out, const struct weft_replay_report *report);
 
+/* Print stored multi-line text, each line after @p indent spaces: UTF-8 kept whole, control
+ * characters and invalid bytes shown as '?' (stored text must not drive the terminal), at most
+ * a screenful of lines with a note on how many more there are (cli/runs_cmd.c). */
+void cli_put_block(FILE *out, const char *text, int indent);
+
 /* Commands. */
 int cli_run_show(int argc, char **argv);
+int cli_run_why(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 
 /* Who may reach `weft serve` and `weft mcp serve --http` (cli/serve_access.c). */

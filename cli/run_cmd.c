@@ -98,6 +98,9 @@ cli_run(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "show") == 0) {
         return cli_run_show(argc - 1, argv + 1);
     }
+    if (argc >= 2 && strcmp(argv[1], "why") == 0) {
+        return cli_run_why(argc - 1, argv + 1);
+    }
     if (cli_parse("run", argc, argv, options, sizeof(options) / sizeof(options[0]), positional, 1,
                   &count) != CLI_EXIT_OK) {
         return CLI_EXIT_USAGE;

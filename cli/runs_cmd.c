@@ -15,6 +15,7 @@ cli_runs_usage(FILE *out)
     fputs("usage: weft runs [--limit N] [--state PATH] [--json]\n"
           "       weft runs pin|unpin RUN_ID|prefix|last [--state PATH]\n"
           "       weft run show RUN_ID|prefix|last [--state PATH] [--json]\n"
+          "       weft run why RUN_ID|prefix|last [--state PATH] [--db PATH] [--json]\n"
           "\n"
           "  runs       recent runs, newest first: status, duration, steps, loops, reward,\n"
           "             and why a run did not complete; a pinned run's id ends in '*'\n"
@@ -23,13 +24,18 @@ cli_runs_usage(FILE *out)
           "  run show   one run's plan as a table, with its DAG-surgery history, the stored\n"
           "             failure text of failed steps, the steps a failed dependency skipped,\n"
           "             and the steps' results\n"
+          "  run why    why the run failed: its failing span and the path to it, each failed\n"
+          "             step's stored error, exception events, the last model answer before\n"
+          "             the failure, stuck loops with their repetitions, the budget that ran\n"
+          "             out (the explorer's \"Why did it fail?\", schema weft.why/v1)\n"
           "\n"
           "options:\n"
           "  -n, --limit N     runs to list (default 20)\n"
           "      --state PATH  state: a SQLite file or a postgresql:// URL (default\n"
           "                    $WEFT_STATE_URL, else $WEFT_HOME/state.db)\n"
-          "      --json        one JSON document (schema weft.runs/v1, weft.run/v1:\n"
-          "                    docs/cli-json.md)\n"
+          "      --db PATH     span store, for run why (default $WEFT_HOME/weft.db)\n"
+          "      --json        one JSON document (schema weft.runs/v1, weft.run/v1,\n"
+          "                    weft.why/v1: docs/cli-json.md)\n"
           "\n"
           "exit status: 0 ok, 1 no such run or no database, 2 bad usage (also a prefix\n"
           "             that matches several runs, for pin and unpin)\n",
@@ -296,8 +302,8 @@ utf8_len(const unsigned char *p)
  * line is cut between characters, never inside one), tabs kept, other control characters
  * and invalid bytes shown as '?' so that stored text cannot drive the terminal. At most
  * BLOCK_MAX_LINES lines; a note says how many more there are. */
-static void
-put_block(FILE *out, const char *text, int indent)
+void
+cli_put_block(FILE *out, const char *text, int indent)
 {
     const unsigned char *p = (const unsigned char *)text;
     size_t lines = 0;
@@ -367,10 +373,10 @@ put_failure(const struct weft_run_details *d, size_t i)
     }
     printf(":\n");
     if (x->feedback != NULL) {
-        put_block(stdout, x->feedback, 4);
+        cli_put_block(stdout, x->feedback, 4);
     }
     if (error == NULL && x->error != NULL) {
-        put_block(stdout, x->error, 4); /* not JSON: as stored */
+        cli_put_block(stdout, x->error, 4); /* not JSON: as stored */
     }
     json_object_foreach(error, key, value)
     {
@@ -384,16 +390,16 @@ put_failure(const struct weft_run_details *d, size_t i)
                 printf("    %s: (empty)\n", key);
             } else if (strchr(text, '\n') == NULL || strchr(text, '\n')[1] == '\0') {
                 printf("    %s: ", key);
-                put_block(stdout, text, 0);
+                cli_put_block(stdout, text, 0);
             } else {
                 printf("    %s:\n", key);
-                put_block(stdout, text, 6);
+                cli_put_block(stdout, text, 6);
             }
         } else if (!json_is_null(value)) {
             char *dumped = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
 
             printf("    %s: ", key);
-            put_block(stdout, dumped != NULL ? dumped : "?", 0);
+            cli_put_block(stdout, dumped != NULL ? dumped : "?", 0);
             free(dumped);
         }
     }
@@ -464,10 +470,10 @@ print_run_header(const struct weft_run_details *d)
     printf("\n");
     if (d->info.reason != NULL && strchr(d->info.reason, '\n') != NULL) {
         printf("  reason:\n");
-        put_block(stdout, d->info.reason, 4);
+        cli_put_block(stdout, d->info.reason, 4);
     } else if (d->info.reason != NULL) {
         printf("  reason: ");
-        put_block(stdout, d->info.reason, 0);
+        cli_put_block(stdout, d->info.reason, 0);
     }
     print_tool_errors(d);
 }
@@ -573,7 +579,7 @@ print_results(const struct weft_run_details *d, size_t results)
                 continue;
             }
             printf("  %s:\n", d->steps[i].id);
-            put_block(stdout, result, 4);
+            cli_put_block(stdout, result, 4);
         }
     }
 }

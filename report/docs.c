@@ -385,8 +385,8 @@ weft__doc_traces(const char *db_path, const struct weft_trace_summary *list, siz
     return doc;
 }
 
-static json_t *
-value_json(const struct weft_value *v)
+json_t *
+weft__doc_value(const struct weft_value *v)
 {
     json_t *arr = NULL;
 
@@ -436,7 +436,7 @@ attrs_json(const struct weft_attr *attrs, size_t count)
         if (attrs[i].key == NULL) {
             continue;
         }
-        v = value_json(&attrs[i].value);
+        v = weft__doc_value(&attrs[i].value);
         json_object_set_new(o, attrs[i].key, v != NULL ? v : json_null());
     }
     return o;
@@ -632,95 +632,4 @@ weft__doc_trace(const struct weft_trace *trace,
     }
     json_object_set_new(doc, "spans", spans);
     return doc;
-}
-
-size_t
-weft__why_deepest(const struct weft_trace *trace, size_t *errors)
-{
-    size_t deepest = SIZE_MAX;
-    size_t n = weft_trace_span_count(trace);
-
-    *errors = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (weft_trace_span(trace, i)->status_code != WEFT_STATUS_ERROR) {
-            continue;
-        }
-        (*errors)++;
-        if (deepest == SIZE_MAX ||
-            weft_trace_span_depth(trace, i) >= weft_trace_span_depth(trace, deepest)) {
-            deepest = i;
-        }
-    }
-    return deepest;
-}
-
-size_t
-weft__trace_parent(const struct weft_trace *trace, size_t index)
-{
-    const struct weft_span_data *s = weft_trace_span(trace, index);
-    size_t depth = weft_trace_span_depth(trace, index);
-
-    if (s == NULL || !s->has_parent || depth == 0) {
-        return SIZE_MAX;
-    }
-    /* Tree order: the parent is the nearest earlier span one level up. */
-    for (size_t i = index; i-- > 0;) {
-        if (weft_trace_span_depth(trace, i) == depth - 1) {
-            return i;
-        }
-    }
-    return SIZE_MAX;
-}
-
-static json_t *
-why_entry(const struct weft_trace *trace, size_t i)
-{
-    const struct weft_span_data *s = weft_trace_span(trace, i);
-    const struct weft_value *et = weft_span_data_attr(s, "error.type");
-    const struct weft_value *step = weft_span_data_attr(s, "weft.step.id");
-    char span_id[WEFT_SPAN_ID_SIZE * 2 + 1];
-
-    weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, span_id);
-    return json_pack(
-        "{s:s, s:o, s:s, s:o, s:o, s:o, s:I}", "span_id", span_id, "name", str_or_null(s->name),
-        "status",
-        s->status_code == WEFT_STATUS_ERROR ? "error"
-        : s->status_code == WEFT_STATUS_OK  ? "ok"
-                                            : "unset",
-        "status_message", str_or_null(s->status_message), "error_type",
-        str_or_null(et != NULL && et->type == WEFT_VALUE_STRING ? et->u.str : NULL), "step_id",
-        str_or_null(step != NULL && step->type == WEFT_VALUE_STRING ? step->u.str : NULL), "depth",
-        (json_int_t)weft_trace_span_depth(trace, i));
-}
-
-json_t *
-weft__doc_why(const struct weft_run_details *run, const struct weft_trace *trace)
-{
-    size_t errors = 0;
-    size_t deepest = trace != NULL ? weft__why_deepest(trace, &errors) : SIZE_MAX;
-    json_t *path = json_array();
-    json_t *failed = json_array();
-
-    for (size_t i = deepest; path != NULL && i != SIZE_MAX; i = weft__trace_parent(trace, i)) {
-        json_array_insert_new(path, 0, why_entry(trace, i));
-    }
-    for (size_t i = 0; failed != NULL && i < run->step_count; i++) {
-        const char *status = weft__doc_step_status(run, i);
-        const struct weft_run_step_extra *x =
-            run->step_extras != NULL ? &run->step_extras[i] : NULL;
-        if (status != NULL && strcmp(status, "failed") == 0) {
-            json_array_append_new(
-                failed, json_pack("{s:o, s:o, s:o, s:o}", "id", str_or_null(run->steps[i].id),
-                                  "agent", str_or_null(run->steps[i].agent), "error_type",
-                                  str_or_null(x != NULL ? x->error_type : NULL), "feedback",
-                                  str_or_null(x != NULL ? x->feedback : NULL)));
-        }
-    }
-    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o}", "schema", "weft.why/v1",
-                     "run_id", str_or_null(run->info.run_id), "status",
-                     str_or_null(run->info.status), "reason", str_or_null(run->info.reason),
-                     "trace_id", str_or_null(run->info.trace_id), "error_span_count",
-                     (json_int_t)errors, "path", path != NULL ? path : json_array(), "failed_span",
-                     deepest != SIZE_MAX ? why_entry(trace, deepest) : json_null(), "failed_steps",
-                     failed != NULL ? failed : json_array());
 }

@@ -40,6 +40,10 @@ json_t *weft__doc_traces(const char *db_path, const struct weft_trace_summary *l
  * links as arrays. */
 json_t *weft__doc_span(const struct weft_span_data *s, size_t depth);
 
+/* An attribute value as JSON: its JSON type, arrays as arrays (null for a double JSON cannot
+ * hold: NaN, infinities). */
+json_t *weft__doc_value(const struct weft_value *v);
+
 /* One stored skill (the solution only with @p with_solution: lists leave it out). */
 json_t *weft__doc_skill(const struct weft_skill *s, bool with_solution);
 
@@ -64,14 +68,9 @@ json_t *weft__doc_trace(const struct weft_trace *trace,
                         size_t offset,
                         size_t limit);
 
-/* Why a run failed (weft.why/v1, the explorer's and `weft mcp serve`'s why_failed rule): the
- * deepest ERROR span of its trace (among equals the latest in tree order, the last failure),
- * the path of spans from the root down to it, the run's failed steps. @p trace may be NULL (the
- * run was not traced: no path). NULL when out of memory. */
-json_t *weft__doc_why(const struct weft_run_details *run, const struct weft_trace *trace);
-
 /* The index of the deepest ERROR span of @p trace (SIZE_MAX: none), *errors the count of
- * ERROR spans; and the parent of span @p index in tree order (SIZE_MAX for a root). */
+ * ERROR spans; and the parent of span @p index in tree order (SIZE_MAX for a root). The rule
+ * of weft.why/v1 (report/why.h, defined in why.c), shared with `weft mcp serve`'s why_failed. */
 size_t weft__why_deepest(const struct weft_trace *trace, size_t *errors);
 size_t weft__trace_parent(const struct weft_trace *trace, size_t index);
 

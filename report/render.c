@@ -284,10 +284,7 @@ static bool
 is_outcome_attr(const char *key)
 {
     static const char *const prefixes[] = {
-        "weft.loop.",
-        "weft.stuck_loop.",
-        "weft.circuit_breaker.",
-        "weft.break",
+        "weft.loop.", "weft.stuck_loop.", "weft.circuit_breaker.", "weft.break", "weft.run.budget",
     };
     static const char *const keys[] = {
         "error.type",        "weft.run.status",         "weft.step.status", "weft.decision.reason",

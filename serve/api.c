@@ -15,6 +15,7 @@
 #include "api_int.h"
 
 #include "report/docs.h"
+#include "report/why.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -238,26 +239,10 @@ root_of(const struct weft_trace *trace)
     return weft_trace_span_count(trace) > 0 ? weft_trace_span(trace, 0) : NULL;
 }
 
-/* A resource attribute as JSON (NULL for types a resource does not use: arrays). */
-static json_t *
-value_json(const struct weft_value *v)
-{
-    switch (v->type) {
-    case WEFT_VALUE_STRING:
-        return json_stringn(v->u.str, v->len);
-    case WEFT_VALUE_BOOL:
-        return json_boolean(v->u.b);
-    case WEFT_VALUE_INT:
-        return json_integer((json_int_t)v->u.i);
-    case WEFT_VALUE_DOUBLE:
-        return json_real(v->u.d);
-    default:
-        return NULL;
-    }
-}
-
 /* What a trace document says of where the trace came from, on @p doc: "service" (service.name
- * of the root's resource) and "resource" (the resource's attributes as the store keeps them),
+ * of the root's resource), "resource" (the attributes of the resource the root's part of the
+ * trace arrived with, as the store keeps them: bounded and redacted, store/resource.c) and
+ * "resource_dropped" (how many of its attributes the sender or the store left out),
  * and "run_id" (@p run_id, else weft.run.id of the root: a trace opened by its id still names
  * its run). A trace of no weft run has no "run_id" at all, and one without a service no
  * "service": absent, never null. */
@@ -277,7 +262,7 @@ add_origin(json_t *doc, const struct weft_trace *trace, const char *run_id)
     for (size_t i = 0; root != NULL && root->resource != NULL && i < root->resource->attr_count;
          i++) {
         const struct weft_attr *a = &root->resource->attrs[i];
-        json_t *v = a->key != NULL ? value_json(&a->value) : NULL;
+        json_t *v = a->key != NULL ? weft__doc_value(&a->value) : NULL;
         if (v != NULL) {
             json_object_set_new(resource, a->key, v);
         }
@@ -298,6 +283,9 @@ add_origin(json_t *doc, const struct weft_trace *trace, const char *run_id)
         json_object_set_new(doc, "service", json_string(service));
     }
     json_object_set_new(doc, "resource", resource);
+    json_object_set_new(
+        doc, "resource_dropped",
+        json_integer(root != NULL && root->resource != NULL ? root->resource->dropped_attrs : 0));
     return doc;
 }
 
@@ -442,6 +430,36 @@ trace_page(const struct weft__api_config *cfg,
     weft_trace_free(trace);
 }
 
+/* weft.why/v1 of @p run; its stored LLM exchanges are read for the last model answer (a run
+ * whose spans kept no content), and a state store that cannot give them only leaves that out. */
+static void
+run_why(const struct weft__api_config *cfg,
+        const struct weft_run_details *run,
+        struct weft__api_reply *reply)
+{
+    struct weft_trace *trace =
+        run->info.trace_id != NULL ? load_trace(cfg, run->info.trace_id, reply) : NULL;
+    struct weft_run_exchange *ex = NULL;
+    size_t ex_count = 0;
+
+    if (trace == NULL && run->info.trace_id != NULL && reply->status != 404) {
+        return; /* answered: the span store failed */
+    }
+    if (trace == NULL && run->info.trace_id != NULL) {
+        /* Its trace is not stored (tail sampling dropped it, no store exporter): the steps'
+         * stored errors and the budget still say why. */
+        free(reply->body);
+        reply->body = NULL;
+        reply->len = 0;
+    }
+    if (trace != NULL) {
+        (void)weft_run_exchanges_load(cfg->state_path, run->info.run_id, &ex, &ex_count);
+    }
+    reply_doc(reply, 200, weft__doc_why(run, trace, ex, ex_count));
+    weft_run_exchanges_free(ex, ex_count);
+    weft_trace_free(trace);
+}
+
 static void
 run_show(const struct weft__api_config *cfg,
          const char *ref,
@@ -461,12 +479,7 @@ run_show(const struct weft__api_config *cfg,
     } else if (strcmp(rest, "trace") == 0) {
         trace_page(cfg, req, run->info.trace_id, run->info.run_id, reply);
     } else if (strcmp(rest, "why") == 0) {
-        struct weft_trace *trace =
-            run->info.trace_id != NULL ? load_trace(cfg, run->info.trace_id, reply) : NULL;
-        if (trace != NULL || run->info.trace_id == NULL) {
-            reply_doc(reply, 200, weft__doc_why(run, trace));
-        }
-        weft_trace_free(trace);
+        run_why(cfg, run, reply);
     } else {
         reply_error(reply, 404, "no such route: try /api/v1/runs/REF, .../trace or .../why");
     }

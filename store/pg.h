@@ -40,7 +40,7 @@ weft_err weft__store_pg_shape(const char *url, int64_t *partitions, int64_t *old
 /* --- shared by pg_*.c ------------------------------------------------------------------------ */
 
 #define WEFT__PG_PREPARED_MAX   16
-#define WEFT__PG_SCHEMA_VERSION 3
+#define WEFT__PG_SCHEMA_VERSION 4
 
 struct weft__pg_prepared {
     const char *sql; /* a string literal, known by its address */

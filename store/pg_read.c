@@ -28,6 +28,7 @@
 struct pg_reader {
     struct weft__store_pg pg;
     bool is_in_tx;
+    int old; /* 1: the span schema predates the resource column (version 3 or less); else 0 */
     struct weft__buf fixed[3]; /* JSON columns of the current row, rewritten (fix_numbers) */
 };
 
@@ -72,23 +73,26 @@ static const char newest_sql[] =
     "SELECT trace_id FROM weft_traces ORDER BY start_ns DESC, trace_id LIMIT $1";
 static const char ids_sql[] = "SELECT trace_id FROM weft_traces WHERE trace_id >= $1"
                               " AND ($2::text IS NULL OR trace_id < $2) ORDER BY trace_id LIMIT $3";
-/* The column order of enum weft__store_span_col: links comes before the dropped counts. */
-static const char spans_sql[] =
-    SPAN_SELECT " attributes::text, events::text, links::text, dropped_attributes_count,"
-                " dropped_events_count, dropped_links_count, service_name, scope_name,"
-                " scope_version FROM weft_spans WHERE trace_id = $1"
-                " AND ($2::text IS NULL OR span_id = $2)" TRACE_BOUNDS " LIMIT $3";
-static const char outline_sql[] = SPAN_SELECT
-    " CASE WHEN attributes ? 'weft.decision.layer' THEN jsonb_build_object("
-    "'weft.decision.layer', attributes -> 'weft.decision.layer')::text END,"
-    " events::text, NULL::text, dropped_attributes_count, dropped_events_count,"
-    " dropped_links_count, service_name, scope_name, scope_version FROM weft_spans"
-    " WHERE trace_id = $1 AND ($2::text IS NULL OR span_id = $2)" TRACE_BOUNDS " LIMIT $3";
-static const char by_id_sql[] =
-    SPAN_SELECT " attributes::text, events::text, links::text, dropped_attributes_count,"
-                " dropped_events_count, dropped_links_count, service_name, scope_name,"
-                " scope_version FROM weft_spans WHERE trace_id = $1"
-                " AND span_id = ANY ($2::text[])" TRACE_BOUNDS;
+/* The column order of enum weft__store_span_col: links comes before the dropped counts. The
+ * resource column is read as NULL from a store of schema 3 no writer has migrated since
+ * (readers never change a store): [0] reads it, [1] does not. */
+#define SPAN_TAIL(resource)                                                               \
+    " dropped_attributes_count, dropped_events_count, dropped_links_count, service_name," \
+    " scope_name, scope_version, " resource " FROM weft_spans WHERE trace_id = $1"
+#define WHOLE_SPANS(resource) \
+    SPAN_SELECT " attributes::text, events::text, links::text," SPAN_TAIL(resource)
+#define OUTLINE_SPANS(resource)                                                          \
+    SPAN_SELECT " CASE WHEN attributes ? 'weft.decision.layer' THEN jsonb_build_object(" \
+                "'weft.decision.layer', attributes -> 'weft.decision.layer')::text END," \
+                " events::text, NULL::text," SPAN_TAIL(resource)
+#define ONE_OR_ALL " AND ($2::text IS NULL OR span_id = $2)" TRACE_BOUNDS " LIMIT $3"
+#define BY_ID      " AND span_id = ANY ($2::text[])" TRACE_BOUNDS
+static const char *const spans_sql[2] = {WHOLE_SPANS("resource") ONE_OR_ALL,
+                                         WHOLE_SPANS("NULL::text") ONE_OR_ALL};
+static const char *const outline_sql[2] = {OUTLINE_SPANS("resource") ONE_OR_ALL,
+                                           OUTLINE_SPANS("NULL::text") ONE_OR_ALL};
+static const char *const by_id_sql[2] = {WHOLE_SPANS("resource") BY_ID,
+                                         WHOLE_SPANS("NULL::text") BY_ID};
 static const char nodes_sql[] =
     "SELECT span_id, parent_span_id, parent_is_remote::int, name, start_ns, end_ns, status_code"
     " FROM weft_spans WHERE trace_id = $1" TRACE_BOUNDS " LIMIT $2";
@@ -207,6 +211,18 @@ row_integer(const struct weft__store_row *row, int col)
     return (int64_t)strtoll(PQgetvalue(cur->res, row->index, col), NULL, 10);
 }
 
+/* Does @p sql read span columns (whose JSON columns may need fix_numbers)? */
+static bool
+is_span_sql(const char *sql)
+{
+    for (int v = 0; v < 2; v++) {
+        if (sql == spans_sql[v] || sql == outline_sql[v] || sql == by_id_sql[v]) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Run @p sql with @p n parameters and hand each row to @p fn. A lost connection outside a
  * read transaction is made again once and the read runs again. */
 static weft_err
@@ -219,7 +235,7 @@ read_rows(struct pg_reader *r,
           void *user)
 {
     struct weft__store_row row = {row_text, row_integer, NULL, 0};
-    struct pg_cursor cur = {NULL, r, sql == spans_sql || sql == outline_sql || sql == by_id_sql};
+    struct pg_cursor cur = {NULL, r, is_span_sql(sql)};
     PGresult *res = weft__store_pg_run(&r->pg, sql, n, values, true);
     weft_err err = WEFT_OK;
 
@@ -312,12 +328,13 @@ pg_spans(void *impl,
          weft__store_row_fn fn,
          void *user)
 {
+    struct pg_reader *r = impl;
     char lim[24];
     const char *values[3] = {trace_hex, span_hex, lim};
 
     limit_text(limit, lim, sizeof(lim));
-    return read_rows(impl, "cannot read the trace", is_outline ? outline_sql : spans_sql, 3, values,
-                     fn, user);
+    return read_rows(r, "cannot read the trace",
+                     is_outline ? outline_sql[r->old] : spans_sql[r->old], 3, values, fn, user);
 }
 
 static bool
@@ -393,7 +410,7 @@ pg_spans_by_id(void *impl,
         return err;
     }
     values[1] = arr.data;
-    err = read_rows(r, "cannot read the page's spans", by_id_sql, 2, values, fn, user);
+    err = read_rows(r, "cannot read the page's spans", by_id_sql[r->old], 2, values, fn, user);
     weft__buf_cleanup(&arr);
     return err;
 }
@@ -585,6 +602,7 @@ weft__store_pg_reader_open(const char *url, const struct weft__store_reader_ops 
         pg_close(r);
         return err;
     }
+    r->old = version < 4 ? 1 : 0; /* migration_4 added the resource column */
     *ops = &pg_reader_ops;
     *impl = r;
     return WEFT_OK;

@@ -6,7 +6,8 @@
  * share the database, so the names differ):
  * - weft_spans: the SQLite spans table's columns with PostgreSQL's types (attributes, events
  *   and links as JSONB, so `attributes @> '{"gen_ai.system": "openai"}'` works from SQL), plus
- *   run_id (the weft.run.id attribute) for finding a run's spans. PARTITION BY RANGE
+ *   run_id (the weft.run.id attribute) for finding a run's spans, and (version 4) resource:
+ *   the resource's attributes on the spans that start a trace's part. PARTITION BY RANGE
  *   (start_ns), one partition per WEFT_TRACE_PARTITION_HOURS (default 24) aligned on the epoch
  *   (midnight UTC for days), named after its range start (weft_spans_p20261128, or
  *   weft_spans_p2026112806 for intervals that are not whole days), and a DEFAULT partition
@@ -120,7 +121,12 @@ static const char migration_3[] =
     " stored_ns BIGINT NOT NULL);"
     "CREATE INDEX weft_payloads_stored_idx ON weft_payloads (stored_ns);";
 
-static const char *const migrations[] = {migration_1, migration_2, migration_3};
+/* Version 4: the resource a trace's part arrived with, on the spans that start one (no parent,
+ * or a remote one; NULL on the others), bounded and redacted (resource.c). Adding a column
+ * without a default only changes the catalog: no partition is rewritten. */
+static const char migration_4[] = "ALTER TABLE weft_spans ADD COLUMN resource TEXT;";
+
+static const char *const migrations[] = {migration_1, migration_2, migration_3, migration_4};
 
 /* ------------------------------------------------------------------------------------------ */
 /* URLs                                                                                        */

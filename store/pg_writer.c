@@ -52,14 +52,14 @@ static const char stage_sql[] =
     " start_ns BIGINT, end_ns BIGINT, status_code SMALLINT, status_message TEXT,"
     " attributes JSONB, events JSONB, links JSONB, dropped_attributes_count BIGINT,"
     " dropped_events_count BIGINT, dropped_links_count BIGINT, service_name TEXT,"
-    " scope_name TEXT, scope_version TEXT, run_id TEXT, is_guarded BOOLEAN)"
+    " scope_name TEXT, scope_version TEXT, run_id TEXT, resource TEXT, is_guarded BOOLEAN)"
     " ON COMMIT DELETE ROWS";
 
 #define SPAN_COLUMNS                                                                       \
     "trace_id, span_id, parent_span_id, parent_is_remote, trace_state, flags, name, kind," \
     " start_ns, end_ns, status_code, status_message, attributes, events, links,"           \
     " dropped_attributes_count, dropped_events_count, dropped_links_count, service_name,"  \
-    " scope_name, scope_version, run_id"
+    " scope_name, scope_version, run_id, resource"
 
 /* BEGIN rides with the COPY: one round trip fewer a batch (PQexec returns at the COPY). */
 static const char copy_sql[] =
@@ -76,7 +76,7 @@ static const char write_sql[] =
     " s.dropped_links_count,"
     " COALESCE(s.service_name, CASE WHEN s.is_guarded THEN (SELECT x.service_name FROM"
     " weft_spans x WHERE x.trace_id = s.trace_id AND x.service_name IS NOT NULL LIMIT 1) END),"
-    " s.scope_name, s.scope_version, s.run_id"
+    " s.scope_name, s.scope_version, s.run_id, s.resource"
     " FROM weft_span_stage s WHERE NOT s.is_guarded OR NOT EXISTS (SELECT 1 FROM weft_spans x"
     " WHERE x.trace_id = s.trace_id AND x.span_id = s.span_id)"
     " ON CONFLICT DO NOTHING"
@@ -129,6 +129,11 @@ struct pg_exporter {
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
+    /* The resource column (resource.c) of the batch's root candidates, kept for the next
+     * span of the same resource in the batch. */
+    struct weft__buf resource_text;
+    const struct weft_resource *resource_of; /* what resource_text holds; NULL: nothing */
+    bool has_resource_text;
     struct weft__store_payloads payloads; /* the batch's, when its columns are built here */
     atomic_bool is_shut_down;
     uint64_t failures; /* consecutive failed batches: only the first is logged at ERROR */
@@ -279,6 +284,29 @@ span_texts(struct pg_exporter *ex,
     return err;
 }
 
+/* The resource column of @p span: a root candidate's (no parent, or a remote one), else NULL. */
+static weft_err
+resource_column(struct pg_exporter *ex, const struct weft_span_data *span, const char **out)
+{
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    if ((weft__store_has_parent(span) && !span->parent_is_remote) || span->resource == NULL) {
+        return WEFT_OK;
+    }
+    if (ex->resource_of != span->resource) {
+        err = weft__store_resource_text(span->resource, &ex->resource_text);
+        if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+            ex->resource_of = NULL;
+            return err;
+        }
+        ex->resource_of = span->resource;
+        ex->has_resource_text = err == WEFT_OK;
+    }
+    *out = ex->has_resource_text ? ex->resource_text.data : NULL;
+    return WEFT_OK;
+}
+
 /* One COPY row for @p span. */
 static weft_err
 put_span(struct pg_exporter *ex,
@@ -295,8 +323,12 @@ put_span(struct pg_exporter *ex,
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     const char *text[3] = {NULL, NULL, NULL};
     size_t len[3] = {0, 0, 0};
+    const char *resource = NULL;
     weft_err err = span_texts(ex, span, prebuilt, i, text, len);
 
+    if (err == WEFT_OK) {
+        err = resource_column(ex, span, &resource);
+    }
     if (err != WEFT_OK) {
         return err;
     }
@@ -345,6 +377,12 @@ put_span(struct pg_exporter *ex,
     put_sep(b, '\t', &err);
     if (run_id != NULL && run_id->type == WEFT_VALUE_STRING && run_id->u.str != NULL) {
         put_text(b, run_id->u.str, run_id->len, &err);
+    } else {
+        put_str(b, NULL, &err);
+    }
+    put_sep(b, '\t', &err);
+    if (resource != NULL) {
+        put_json(b, resource, strlen(resource), &err);
     } else {
         put_str(b, NULL, &err);
     }
@@ -504,6 +542,7 @@ copy_batch(struct pg_exporter *ex,
     }
     PQclear(res);
     weft__buf_reset(&ex->copy);
+    ex->resource_of = NULL; /* a resource's address may be another's in the next batch */
     for (size_t i = 0; i < count && err == WEFT_OK && is_sent; i++) {
         err = put_span(ex, spans[i], prebuilt, i, is_guarded);
         if (err == WEFT_OK && ex->copy.len >= COPY_CHUNK) {
@@ -690,6 +729,7 @@ pg_destroy(void *self)
     weft__store_payloads_cleanup(&ex->payloads);
     weft__buf_cleanup(&ex->events_text);
     weft__buf_cleanup(&ex->links_text);
+    weft__buf_cleanup(&ex->resource_text);
     weft__free(ex->parts);
     weft__free(ex->url);
     weft__free(ex);
@@ -759,6 +799,7 @@ exporter_open(const char *url, struct pg_exporter **out)
     weft__store_payloads_init(&ex->payloads);
     weft__buf_init(&ex->events_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&ex->links_text, STORE_JSON_COLUMN_MAX);
+    weft__buf_init(&ex->resource_text, STORE_JSON_COLUMN_MAX);
     ex->interval_ns = weft__store_pg_interval_ns();
     ex->url = weft__strdup(url);
     err = ex->url != NULL ? get_ready(ex) : WEFT_ENOMEM;

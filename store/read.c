@@ -591,16 +591,24 @@ read_json_columns(struct weft_store *store,
     return err;
 }
 
-/* The resource a stored span reads with: service.name only, when stored. */
+/* The resource a stored span reads with: the resource column of a span that starts a trace's
+ * part (resource.c), else service.name alone, when stored. */
 static weft_err
 row_resource(struct weft__arena *arena,
              const struct weft__store_row *row,
              struct weft_resource *resource)
 {
     bool is_oom = false;
-    const char *service = arena_column(arena, row, WEFT__COL_SERVICE, &is_oom);
+    size_t len = 0;
+    const char *text = col_text(row, WEFT__COL_RESOURCE, &len);
+    const char *service = NULL;
     struct weft_attr *attr = NULL;
+    weft_err err = text != NULL ? weft__store_read_resource(arena, text, len, resource) : WEFT_EIO;
 
+    if (err != WEFT_EIO) {
+        return err; /* read whole, or out of memory; a damaged column reads as service.name */
+    }
+    service = arena_column(arena, row, WEFT__COL_SERVICE, &is_oom);
     if (service == NULL) {
         return is_oom ? WEFT_ENOMEM : WEFT_OK;
     }

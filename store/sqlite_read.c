@@ -20,6 +20,7 @@
 struct sqlite_reader {
     sqlite3 *db;
     char *path;
+    bool has_resource;     /* schema 4 or later: spans have the resource column */
     sqlite3_stmt *by_id;   /* spans_by_id's lookup, prepared once */
     sqlite3_stmt *payload; /* payloads' lookup, prepared on first use */
 };
@@ -28,7 +29,13 @@ struct sqlite_reader {
     "span_id, parent_span_id, parent_is_remote, trace_state, flags, name, kind, start_ns," \
     " end_ns, status_code, status_message, attributes, events, links,"                     \
     " dropped_attributes_count, dropped_events_count, dropped_links_count, service_name,"  \
-    " scope_name, scope_version"
+    " scope_name, scope_version, "
+/* The resource column, or NULL in a store of schema 3 or earlier no writer has opened since
+ * (readers never change a store). [0]: the column is there; [1]: it is not. */
+#define RESOURCE_OR_NULL(sql_head, sql_tail)                   \
+    {                                                          \
+        sql_head "resource" sql_tail, sql_head "NULL" sql_tail \
+    }
 
 static const char list_sql[] =
     "SELECT trace_id, start_ns, end_ns, span_count, error_count, root_name, service_name,"
@@ -52,9 +59,10 @@ static const char last_sql[] =
 static const char ids_sql[] = "SELECT trace_id FROM traces WHERE trace_id >= ?1 AND trace_id < ?2"
                               " ORDER BY trace_id LIMIT ?3";
 /* In the primary key's order (span id): read.c orders them. */
-static const char spans_sql[] = "SELECT " SPAN_COLUMNS " FROM spans WHERE trace_id = ?1 LIMIT ?2";
-static const char span_sql[] =
-    "SELECT " SPAN_COLUMNS " FROM spans WHERE trace_id = ?1 AND span_id = ?2 LIMIT ?3";
+static const char *const spans_sql[2] =
+    RESOURCE_OR_NULL("SELECT " SPAN_COLUMNS, " FROM spans WHERE trace_id = ?1 LIMIT ?2");
+static const char *const span_sql[2] = RESOURCE_OR_NULL(
+    "SELECT " SPAN_COLUMNS, " FROM spans WHERE trace_id = ?1 AND span_id = ?2 LIMIT ?3");
 static const char nodes_sql[] = "SELECT span_id, parent_span_id, parent_is_remote, name,"
                                 " start_ns, end_ns, status_code FROM spans WHERE trace_id = ?1"
                                 " LIMIT ?2";
@@ -176,11 +184,13 @@ sq_spans(void *impl,
          weft__store_row_fn fn,
          void *user)
 {
+    struct sqlite_reader *r = impl;
     const char *keys[2] = {trace_hex, span_hex};
+    int v = r->has_resource ? 0 : 1;
 
     (void)is_outline; /* read.c filters the attributes; reading the column costs little here */
-    return span_hex != NULL ? run(impl, span_sql, keys, 2, 3, limit, fn, user)
-                            : run(impl, spans_sql, keys, 1, 2, limit, fn, user);
+    return span_hex != NULL ? run(impl, span_sql[v], keys, 2, 3, limit, fn, user)
+                            : run(impl, spans_sql[v], keys, 1, 2, limit, fn, user);
 }
 
 /* One prepared lookup by primary key per span. Measured on a 200,000-span trace, a page of
@@ -197,7 +207,8 @@ sq_spans_by_id(void *impl,
     struct sqlite_reader *r = impl;
     weft_err err = WEFT_OK;
 
-    if (r->by_id == NULL && sqlite3_prepare_v2(r->db, span_sql, -1, &r->by_id, NULL) != SQLITE_OK) {
+    if (r->by_id == NULL && sqlite3_prepare_v2(r->db, span_sql[r->has_resource ? 0 : 1], -1,
+                                               &r->by_id, NULL) != SQLITE_OK) {
         return WEFT_EIO;
     }
     for (size_t k = 0; err == WEFT_OK && k < count; k++) {
@@ -354,6 +365,7 @@ weft__store_sqlite_reader_open(const char *path,
         sq_close(r);
         return WEFT_EIO;
     }
+    r->has_resource = version >= 4;
     *ops = &sqlite_ops;
     *impl = r;
     return WEFT_OK;

@@ -2,7 +2,7 @@
  * default, the schema, and the identity checks that the writer (store_writer.c) and the reader
  * (store_read.c) run before they touch it.
  *
- * Schema (version 1, kept in PRAGMA user_version; PRAGMA application_id is "weft", so a store
+ * Schema (version 4, kept in PRAGMA user_version; PRAGMA application_id is "weft", so a store
  * is never confused with, or written into, another program's database):
  * - spans: one row per span, PRIMARY KEY (trace_id, span_id), so a span exported twice is
  *   replaced rather than duplicated. Ids are lowercase hex; parent_span_id is NULL for a root.
@@ -11,6 +11,10 @@
  * - traces: one summary row per trace (start, end, span and error counts, root name, service),
  *   kept up to date by the writer for every trace a batch touches. `weft trace list` reads only
  *   this table through its start_ns index, so listing stays fast however many spans are stored.
+ * - resource (version 4): on the spans that start a trace's part (no parent, or a remote one),
+ *   the resource's attributes, bounded and redacted (resource.c); NULL on other spans, which
+ *   keep service_name only. A store of an earlier version gets the column (NULL everywhere)
+ *   when a writer opens it; readers of a store no writer opened since read NULL.
  * - indexes: the primary key's alone, which also finds a trace's spans (the reader sorts them
  *   by time). Each index costs every span written a b-tree insert: spans_start (start_ns),
  *   which no query used, and spans_trace_start (trace_id, start_ns), whose order the reader
@@ -23,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SCHEMA_VERSION      3
+#define SCHEMA_VERSION      4
 #define WEFT_APPLICATION_ID 0x77656674 /* "weft" in PRAGMA application_id */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -52,6 +56,7 @@ static const char schema_sql[] =
     " service_name TEXT,"
     " scope_name TEXT,"
     " scope_version TEXT,"
+    " resource TEXT," /* version 4: resource.c */
     " PRIMARY KEY (trace_id, span_id));"
     "CREATE TABLE IF NOT EXISTS traces ("
     " trace_id TEXT PRIMARY KEY,"
@@ -167,7 +172,10 @@ weft__store_migrate(sqlite3 *db, const char *path)
 
         snprintf(sql, sizeof(sql), "PRAGMA user_version = %d; PRAGMA application_id = %d",
                  SCHEMA_VERSION, WEFT_APPLICATION_ID);
-        if (exec(db, schema_sql) != SQLITE_OK || exec(db, sql) != SQLITE_OK) {
+        if (exec(db, schema_sql) != SQLITE_OK ||
+            (version > 0 && version < 4 &&
+             exec(db, "ALTER TABLE spans ADD COLUMN resource TEXT") != SQLITE_OK) ||
+            exec(db, sql) != SQLITE_OK) {
             weft__store_log_db_error(WEFT_LOG_ERROR, path, db, "cannot create the schema");
             goto fail;
         }

@@ -39,9 +39,9 @@
     " INTO spans (trace_id, span_id, parent_span_id, parent_is_remote,"                    \
     " trace_state, flags, name, kind, start_ns, end_ns, status_code, status_message,"      \
     " attributes, events, links, dropped_attributes_count, dropped_events_count,"          \
-    " dropped_links_count, service_name, scope_name, scope_version)"                       \
+    " dropped_links_count, service_name, scope_name, scope_version, resource)"             \
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17," \
-    " ?18, ?19, ?20, ?21)"
+    " ?18, ?19, ?20, ?21, ?22)"
 
 /* A span is first inserted plainly: the primary key refuses it when it is already stored,
  * which tells the summary a span was replaced without a lookup per span; only then is it
@@ -85,6 +85,11 @@ struct store_exporter {
     struct weft__buf attrs_text;
     struct weft__buf events_text;
     struct weft__buf links_text;
+    /* The resource column (resource.c) of the batch's root candidates, kept for the next
+     * span of the same resource in the batch (a batch's spans share a few resources). */
+    struct weft__buf resource_text;
+    const struct weft_resource *resource_of; /* what resource_text holds; NULL: nothing */
+    bool has_resource_text;
     struct weft__store_checkpointer *checkpointer; /* NULL: SQLite checkpoints in COMMIT */
     atomic_bool is_shut_down;
     uint64_t failures; /* consecutive failed batches: only the first is logged at ERROR */
@@ -238,6 +243,7 @@ ns_column(uint64_t ns)
 struct span_texts {
     const char *text[3];
     size_t len[3];
+    const char *resource; /* the resource column; NULL but on a root candidate */
     char trace_hex[2 * WEFT_TRACE_ID_SIZE + 1];
     char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
     char parent_hex[2 * WEFT_SPAN_ID_SIZE + 1];
@@ -285,6 +291,7 @@ bind_span(sqlite3_stmt *s, const struct weft_span_data *span, struct span_texts 
     bind_text_or_null(s, 19, weft__store_service_name(span));
     bind_text_or_null(s, 20, span->scope != NULL ? span->scope->name : NULL);
     bind_text_or_null(s, 21, span->scope != NULL ? span->scope->version : NULL);
+    bind_text_or_null(s, 22, t->resource);
 }
 
 /* Step a statement whose every parameter the next use binds again: reset without clearing
@@ -309,6 +316,7 @@ span_texts(struct store_exporter *st,
 {
     weft_err err = WEFT_OK;
 
+    t->resource = NULL;
     if (prebuilt != NULL) {
         for (size_t k = 0; k < 3; k++) {
             t->text[k] = weft__store_texts_column(prebuilt, 3 * i + k, &t->len[k]);
@@ -380,6 +388,28 @@ static bool
 is_root_candidate(const struct weft_span_data *span)
 {
     return !weft__store_has_parent(span) || span->parent_is_remote;
+}
+
+/* The resource column of @p span into @p t: only a root candidate's (resource.c). */
+static weft_err
+resource_column(struct store_exporter *st, const struct weft_span_data *span, struct span_texts *t)
+{
+    weft_err err = WEFT_OK;
+
+    if (!is_root_candidate(span) || span->resource == NULL) {
+        return WEFT_OK;
+    }
+    if (st->resource_of != span->resource) {
+        err = weft__store_resource_text(span->resource, &st->resource_text);
+        if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+            st->resource_of = NULL;
+            return err;
+        }
+        st->resource_of = span->resource;
+        st->has_resource_text = err == WEFT_OK;
+    }
+    t->resource = st->has_resource_text ? st->resource_text.data : NULL;
+    return WEFT_OK;
 }
 
 /* (start, span id) as the store orders them: times as stored (clamped), ids as their hex. */
@@ -582,6 +612,7 @@ write_batch(struct store_exporter *st,
         return WEFT_ENOMEM;
     }
     weft__store_payloads_reset(&st->payloads);
+    st->resource_of = NULL; /* a resource's address may be another's in the next batch */
     for (size_t i = 0; i < count && err == WEFT_OK; i++) {
         const struct weft_span_data *span = spans[i];
         struct trace_delta *d = delta_of(deltas, &traces, span);
@@ -589,6 +620,9 @@ write_batch(struct store_exporter *st,
         bool is_replaced = false;
 
         err = span_texts(st, span, prebuilt, i, &t);
+        if (err == WEFT_OK) {
+            err = resource_column(st, span, &t);
+        }
         if (err == WEFT_OK) {
             err = insert_span(st, span, &t, &is_replaced);
         }
@@ -722,6 +756,7 @@ store_destroy(void *self)
     weft__buf_cleanup(&st->attrs_text);
     weft__buf_cleanup(&st->events_text);
     weft__buf_cleanup(&st->links_text);
+    weft__buf_cleanup(&st->resource_text);
     weft__store_payloads_cleanup(&st->payloads);
     weft__free(st->path);
     weft__free(st);
@@ -757,6 +792,7 @@ weft__store_sqlite_exporter_new(const char *db_path, struct weft_exporter **out)
     weft__buf_init(&st->attrs_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&st->events_text, STORE_JSON_COLUMN_MAX);
     weft__buf_init(&st->links_text, STORE_JSON_COLUMN_MAX);
+    weft__buf_init(&st->resource_text, STORE_JSON_COLUMN_MAX);
     weft__store_payloads_init(&st->payloads);
     st->path = weft__strdup(db_path);
     if (st->path == NULL) {

@@ -79,7 +79,8 @@ enum weft__store_span_col { /* a whole span */
                             WEFT__COL_DROPPED_LINKS,
                             WEFT__COL_SERVICE,
                             WEFT__COL_SCOPE_NAME,
-                            WEFT__COL_SCOPE_VERSION
+                            WEFT__COL_SCOPE_VERSION,
+                            WEFT__COL_RESOURCE /* resource.c's text; NULL but on roots */
 };
 enum weft__store_node_col { /* what tree order needs of a span (page reads) */
                             WEFT__NODE_SPAN_ID,
@@ -428,6 +429,26 @@ weft_err
 weft__store_read_events(struct weft__arena *arena, const json_t *arr, struct weft_span_data *span);
 weft_err
 weft__store_read_links(struct weft__arena *arena, const json_t *arr, struct weft_span_data *span);
+
+/* --- resource.c: the resource a trace's part arrived with ---------------------------------- */
+
+#define WEFT__STORE_RESOURCE_MAX_ATTRS 64    /* attributes kept of one resource */
+#define WEFT__STORE_RESOURCE_VALUE_MAX 1024  /* bytes of one value (strings are cut) */
+#define WEFT__STORE_RESOURCE_TEXT_MAX  16384 /* bytes of keys and values in all */
+
+/* The resource column of a span that starts a trace's part (no parent or a remote one):
+ * @p res bounded and redacted (resource.c says how), into @p out (its contents replaced,
+ * NUL-terminated). @return WEFT_OK, WEFT_ENOTFOUND (no attributes: the column stays NULL),
+ * WEFT_ENOMEM. */
+weft_err weft__store_resource_text(const struct weft_resource *res, struct weft__buf *out);
+
+/* A resource column back into @p res (attributes in @p arena; dropped_attrs the count of
+ * those left out when it was written). @return WEFT_OK, WEFT_EIO (not such a column: @p res is
+ * unchanged), WEFT_ENOMEM. */
+weft_err weft__store_read_resource(struct weft__arena *arena,
+                                   const char *text,
+                                   size_t len,
+                                   struct weft_resource *res);
 
 /* service.name of the span's resource, or NULL. Ownership: borrowed from @p span. */
 const char *weft__store_service_name(const struct weft_span_data *span);

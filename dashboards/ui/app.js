@@ -63,7 +63,8 @@ import { Chart, dagre } from "./src/vendor.js";
   }
   function show(...nodes) {
     const m = document.getElementById("main");
-    m.replaceChildren(...nodes);
+    /* A part a view leaves out is null: not a "null" text node. */
+    m.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
     return m;
   }
   /* An error, and what to do about it. */
@@ -887,8 +888,54 @@ import { Chart, dagre } from "./src/vendor.js";
       rest.length ? el("ul", {}, rest.map(([k, v]) => el("li", {}, k + ": ", attrText(v)))) : null);
   }
 
+  /* The causes weft.why/v1 names beyond the failed steps, each a block with links to its spans
+   * (#/run/ID/span/SPAN selects the span in the waterfall below): exception events, the last
+   * model answer before the failure, the stuck loops with their repetitions, the budget that
+   * ran out. */
+  function spanLink(base, id, text, cls) {
+    return el("a", { href: base + "/span/" + id, class: cls, "data-span": id }, text || short(id));
+  }
+  function exceptionsBlock(list, base) {
+    if (!(list || []).length) return null;
+    return el("div", { id: "why-exceptions", class: "cause" }, el("p", {}, el("b", {}, "Exceptions")),
+      list.map((x) => el("div", { class: "exception", "data-span": x.span_id },
+        el("p", {}, el("span", { class: "exc-type" }, x.type || "exception"), x.message ? ": " : "",
+          x.message ? el("span", { class: "exc-message" }, x.message) : null,
+          el("span", { class: "muted" }, " in "), spanLink(base, x.span_id, x.span_name)),
+        x.stacktrace ? [el("div", { class: "muted" }, "stack trace (last lines)"), el("pre", { class: "stack" }, x.stacktrace)] : null)));
+  }
+  function answerBlock(a, base) {
+    if (!a) return null;
+    const from = a.source === "exchange" ? "from the stored exchange" : a.source === "span" ? "from the span" : null;
+    return el("div", { id: "why-answer", class: "cause", "data-span": a.span_id },
+      el("p", {}, el("b", {}, "Last model answer before the failure"), " · ", spanLink(base, a.span_id, a.span_name),
+        a.agent ? el("span", { class: "muted" }, " · agent " + a.agent) : null, from ? el("span", { class: "muted" }, " · " + from) : null),
+      a.text ? el("pre", { class: "answer" }, a.text + (a.truncated ? "\n…" : "")) : null,
+      !a.text && !a.source ? el("p", { class: "muted" }, "Its content was not captured (weft run --capture-content) and no stored exchange matches it.") : null,
+      (a.tool_calls || []).length ? el("p", { class: "muted" }, "tool calls: " + a.tool_calls.join(", ")) : null,
+      a.error ? el("p", { class: "status-failed" }, "the call failed: " + a.error) : null);
+  }
+  function loopsBlock(loops, base) {
+    if (!(loops || []).length) return null;
+    return el("div", { id: "why-loops", class: "cause" }, loops.map((l) => el("div", { class: "loop", "data-span": l.span_id },
+      el("p", {}, el("b", {}, "Stuck loop (" + l.kind + ")"), l.policy ? el("span", { class: "muted" }, " · policy " + l.policy) : null,
+        ": ", l.evidence || "", el("span", { class: "muted" }, " · found at "), spanLink(base, l.span_id, l.span_name)),
+      el("ol", { class: "repetitions" }, (l.repetitions || []).map((r, i) =>
+        el("li", {}, spanLink(base, r.span_id, (r.name || "span") + " " + short(r.span_id), "repetition"),
+          el("span", { class: "muted" }, " · repetition " + (i + 1))))))));
+  }
+  function budgetBlock(b) {
+    if (!b) return null;
+    const num = (v) => v === null || v === undefined ? "?" : Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6)));
+    return el("div", { id: "why-budget", class: "cause" },
+      el("p", {}, el("b", {}, "Budget ran out: "), el("span", { class: "budget-name" }, b.name),
+        " · limit ", el("span", { class: "budget-limit" }, num(b.limit)),
+        " · used ", el("span", { class: "budget-used" }, num(b.used)), b.unit ? " " + b.unit : ""));
+  }
+
   async function why(ref, box, wf, steps) {
     const w = await api("/api/v1/runs/" + encodeURIComponent(ref) + "/why");
+    const base = "#/run/" + ref;
     const failedIds = new Set((w.failed_steps || []).map((s) => s.id));
     const causes = (steps || []).filter((s) => failedIds.has(s.id) || (s.status === "failed" && !failedIds.size));
     const list = el("ol", { id: "why-path" }, w.path.map((p) =>
@@ -897,8 +944,11 @@ import { Chart, dagre } from "./src/vendor.js";
     box.replaceChildren(el("div", { class: "why" },
       el("b", {}, "Why did it fail? "), w.reason || w.status,
       causes.length ? el("div", { id: "why-cause" }, causes.map(causeOf)) : null,
+      budgetBlock(w.budget), loopsBlock(w.stuck_loops, base), exceptionsBlock(w.exceptions, base), answerBlock(w.last_answer, base),
       w.failed_steps.length ? el("p", {}, "Failed steps: " + w.failed_steps.map((s) => s.id + " (" + (s.error_type || "failed") + ")").join(", ")) : null,
-      w.path.length ? list : el("p", { class: "muted" }, "No span of its trace has status ERROR.")));
+      w.path.length ? list : el("p", { class: "muted", id: "why-no-path" }, w.trace_id && !w.trace_read
+        ? "Its trace is not in the span store (tail sampling dropped it, or no store exporter was on): the causes above come from the stored run."
+        : "No span of its trace has status ERROR.")));
     if (wf && w.failed_span) {
       wf.markPath(w.path.map((p) => p.span_id));
       await wf.select(w.failed_span.span_id, true);
@@ -912,9 +962,15 @@ import { Chart, dagre } from "./src/vendor.js";
     const wf = trace.spans.length ? waterfall(trace, detail, "#/trace/" + id) : null;
     show(el("h1", {}, "Trace " + trace.trace_id),
       trace.run_id ? el("p", {}, el("a", { href: "#/run/" + trace.run_id }, "its run")) : null,
-      el("p", { id: "trace-service" }, el("b", {}, "service "), trace.service || "unknown",
-        trace.resource && Object.keys(trace.resource).length
-          ? el("span", { class: "muted", id: "trace-resource" }, " · " + Object.entries(trace.resource).map(([k, v]) => k + "=" + attrText(v)).join(", ")) : null),
+      el("p", { id: "trace-service" }, el("b", {}, "service "), trace.service || "unknown"),
+      /* The resource the trace's root arrived with (service.version, telemetry.sdk.*, host.*,
+       * ...), as the span store keeps it: bounded, secrets redacted, what was left out counted. */
+      trace.resource && Object.keys(trace.resource).length
+        ? el("details", { id: "trace-resource-box", open: true }, el("summary", {}, "Resource attributes"),
+          el("table", { class: "attrs", id: "trace-resource" }, el("tbody", {}, Object.entries(trace.resource).map(([k, v]) =>
+            el("tr", { "data-key": k }, el("td", {}, k), el("td", {}, attrText(v)))))),
+          trace.resource_dropped ? el("p", { class: "muted", id: "trace-resource-dropped" }, trace.resource_dropped + " more left out (by the sender or the store's limits)") : null)
+        : null,
       el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"),
       wf ? el("div", { class: "split" }, wf.box, detail) : el("p", { class: "muted", id: "no-spans" }, "This trace has no spans stored yet. Reload in a moment, or check that its service exports to this weft (OTLP /v1/traces)."));
     current = { key: "trace/" + id, wf };

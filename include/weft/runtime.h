@@ -491,6 +491,33 @@ WEFT_API weft_err weft_run_load(const char *state_path,
                                 const char *ref,
                                 struct weft_run_details **out);
 
+/** One stored LLM exchange of a run (the record `weft replay` answers from): which queue it
+ * belongs to and what came back. The state store keeps them, redacted, whether or not the
+ * run captured content on its spans. */
+struct weft_run_exchange {
+    char *who;        /**< the queue: the asking agent's name, or a flow step's id */
+    char *purpose;    /**< what the call was for (weft.llm.purpose: act, decide, ...) */
+    char *content;    /**< the answer's text; NULL when it only called tools, or failed */
+    char *tool_calls; /**< the tools it asked for, a JSON array text; NULL when none */
+    char *error;      /**< "type: message" when the call failed; else NULL */
+};
+
+/** Load the stored LLM exchanges of run @p run_id (a full id, as weft_run_load() gives),
+ * grouped by queue (who, then purpose), each queue in the order its calls were made.
+ * @param state_path as weft_run_load().
+ * @return WEFT_OK (*count 0 when the run stored none), WEFT_ENOTFOUND (no database),
+ * WEFT_EINVAL (NULL argument), WEFT_EIO, WEFT_ENOMEM.
+ * Ownership: *out is new, release with weft_run_exchanges_free(); NULL (and *count 0) on
+ * failure. Thread-safety: any thread. */
+WEFT_API weft_err weft_run_exchanges_load(const char *state_path,
+                                          const char *run_id,
+                                          struct weft_run_exchange **out,
+                                          size_t *count);
+
+/** Free what weft_run_exchanges_load() returned. NULL is a no-op.
+ * Errors: none. Ownership: takes @p exchanges (the array and its strings). */
+WEFT_API void weft_run_exchanges_free(struct weft_run_exchange *exchanges, size_t count);
+
 /** Length of a snapshot hash with its NUL: "fnv1a64:" and 16 hex digits. */
 #define WEFT_RUN_SNAPSHOT_HASH_LEN 32
 

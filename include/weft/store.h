@@ -247,7 +247,10 @@ WEFT_API weft_err weft_store_resolve(struct weft_store *store,
 
 /** Load every stored span of one trace, in tree order: depth-first from the roots, children
  * and roots ordered by start time. Spans whose parent is not stored (orphans) are listed as
- * roots. Each span's resource holds only service.name; its scope holds name and version.
+ * roots. A span that starts a trace's part (no parent, or a remote one) reads with the
+ * resource that part arrived with, as the store keeps it (at most 64 attributes, values cut
+ * at 1 KiB, secrets redacted; dropped_attrs counts what was left out); every other span's
+ * resource holds only service.name. Its scope holds name and version.
  * At most 1048576 spans (the earliest) of one trace are loaded.
  * @param trace_id a full lowercase or uppercase hex trace id (see weft_store_resolve()).
  * @return WEFT_OK, WEFT_EINVAL, WEFT_ENOTFOUND (no span of that trace), WEFT_EIO (SQLite

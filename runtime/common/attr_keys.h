@@ -121,6 +121,9 @@
     X(REPLAY_TOOL_CALLS, "weft.replay.tool_calls")                                            \
     X(ROUTE, "weft.route")                                                                    \
     X(ROUTER_CLARIFICATIONS, "weft.router.clarifications")                                    \
+    X(RUN_BUDGET, "weft.run.budget")                                                          \
+    X(RUN_BUDGET_LIMIT, "weft.run.budget.limit")                                              \
+    X(RUN_BUDGET_USED, "weft.run.budget.used")                                                \
     X(RUN_ITERATIONS, "weft.run.iterations")                                                  \
     X(RUN_PS_CORRECTIONS, "weft.run.ps.corrections")                                          \
     X(RUN_RESUMED, "weft.run.resumed")                                                        \

@@ -569,6 +569,40 @@ decide_sampling(struct run *run)
     weft__rk_set_str(run->tel.root, WEFT__RK_SAMPLING_RULE, rule);
 }
 
+/* Which budget ended the run, on the root: weft.run.budget (the workflow's name for it:
+ * max_iterations, max_tokens, max_cost_usd, timeout_s), its limit and the amount used, as
+ * svc_budget_spent() found it spent (in the same order), so a reader need not parse the
+ * reason. Nothing for a run that ended otherwise. */
+static void
+budget_attrs(struct run *run)
+{
+    const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
+    const struct weft_run_result *r = run->tel.result;
+    struct weft_span *root = run->tel.root;
+    int64_t tokens = r->input_tokens + r->output_tokens;
+
+    if (r->status == WEFT_RUN_TIMED_OUT && run->cfg.deadline_mono > run->cfg.started_mono) {
+        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "timeout_s");
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_LIMIT,
+                            (double)(run->cfg.deadline_mono - run->cfg.started_mono) / 1e9);
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_USED, (double)r->duration_ns / 1e9);
+    } else if (r->status != WEFT_RUN_BUDGET_EXHAUSTED) {
+        return;
+    } else if (r->iterations >= sup->max_iterations) {
+        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_iterations");
+        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_LIMIT, (int64_t)sup->max_iterations);
+        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_USED, (int64_t)r->iterations);
+    } else if (sup->max_tokens > 0 && tokens >= sup->max_tokens) {
+        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_tokens");
+        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_LIMIT, sup->max_tokens);
+        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_USED, tokens);
+    } else if (sup->max_cost_usd > 0 && r->cost_usd >= sup->max_cost_usd) {
+        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_cost_usd");
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_LIMIT, sup->max_cost_usd);
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_USED, r->cost_usd);
+    }
+}
+
 static void
 end_root(struct run *run)
 {
@@ -591,6 +625,7 @@ end_root(struct run *run)
     if (r->route != NULL) {
         weft__rk_set_str(root, WEFT__RK_ROUTE, r->route);
     }
+    budget_attrs(run);
     weft__rt_span_content(run, root, WEFT__RK_LANGFUSE_OBSERVATION_OUTPUT, r->output);
     decide_sampling(run);
     if (r->status == WEFT_RUN_COMPLETED) {

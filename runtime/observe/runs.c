@@ -13,7 +13,10 @@
 #include "base/log.h"
 #include "base/mem.h"
 
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 weft_err
@@ -308,6 +311,130 @@ weft_run_details_free(struct weft_run_details *d)
     }
     weft__free(d->corrections);
     weft__free(d);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* LLM exchanges (the explorer's "last model answer")                                          */
+
+/* One script entry (weft__llm_exchange_json()) into @p x; false when out of memory. */
+static bool
+exchange_of(const char *who, const char *purpose, const json_t *entry, struct weft_run_exchange *x)
+{
+    const json_t *calls = json_object_get(entry, "tool_calls");
+    const json_t *error = json_object_get(entry, "error");
+    const char *content = json_string_value(json_object_get(entry, "content"));
+    bool is_oom = false;
+
+    x->who = dup_or_null(who, &is_oom);
+    x->purpose = dup_or_null(purpose, &is_oom);
+    x->content = dup_or_null(content, &is_oom);
+    if (json_array_size(calls) > 0) {
+        char *text = json_dumps(calls, JSON_COMPACT);
+        x->tool_calls = dup_or_null(text, &is_oom);
+        is_oom |= text == NULL;
+        free(text);
+    }
+    if (json_is_object(error)) {
+        struct weft__buf b;
+        const char *type = json_string_value(json_object_get(error, "type"));
+        const char *message = json_string_value(json_object_get(error, "message"));
+
+        weft__buf_init(&b, 0);
+        is_oom |= weft__buf_printf(&b, "%s: %s", type != NULL ? type : "error",
+                                   message != NULL ? message : "") != WEFT_OK;
+        x->error = dup_or_null(b.data, &is_oom);
+        weft__buf_cleanup(&b);
+    }
+    return !is_oom;
+}
+
+/* The entries of a stored script ({"responses": {who: {purpose: [entry, ...]}}}) as an
+ * array; @return WEFT_OK or WEFT_ENOMEM. */
+static weft_err
+exchanges_of(const json_t *script, struct weft_run_exchange **out, size_t *count)
+{
+    const json_t *responses = json_object_get(script, "responses");
+    const char *who = NULL;
+    const char *purpose = NULL;
+    json_t *queues = NULL;
+    json_t *list = NULL;
+    size_t n = 0;
+    size_t i = 0;
+
+    json_object_foreach((json_t *)(uintptr_t)responses, who, queues){
+        json_object_foreach(queues, purpose, list){n += json_array_size(list);
+}
+}
+*out = weft__calloc(n > 0 ? n : 1, sizeof(**out));
+if (*out == NULL) {
+    return WEFT_ENOMEM;
+}
+json_object_foreach((json_t *)(uintptr_t)responses, who, queues){
+    json_object_foreach(queues, purpose, list){
+        for (size_t k = 0; k < json_array_size(list) && i < n;
+             k++){bool is_ok = exchange_of(who, purpose, json_array_get(list, k), &(*out)[i]);
+i++;
+if (!is_ok) {
+    weft_run_exchanges_free(*out, i);
+    *out = NULL;
+    return WEFT_ENOMEM;
+}
+}
+}
+}
+*count = i;
+return WEFT_OK;
+}
+
+weft_err
+weft_run_exchanges_load(const char *state_path,
+                        const char *run_id,
+                        struct weft_run_exchange **out,
+                        size_t *count)
+{
+    struct rt_state *st = NULL;
+    json_t *script = NULL;
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (count != NULL) {
+        *count = 0;
+    }
+    if (run_id == NULL || out == NULL || count == NULL) {
+        return WEFT_EINVAL;
+    }
+    err = weft__state_open_existing(state_path, &st);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = weft__state_exchanges_script(st, run_id, &script);
+    weft__state_close(st);
+    if (err == WEFT_ENOTFOUND) {
+        return WEFT_OK; /* the run stored no exchange */
+    }
+    if (err == WEFT_OK) {
+        err = exchanges_of(script, out, count);
+    }
+    json_decref(script);
+    return err;
+}
+
+void
+weft_run_exchanges_free(struct weft_run_exchange *exchanges, size_t count)
+{
+    if (exchanges == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        weft__free(exchanges[i].who);
+        weft__free(exchanges[i].purpose);
+        weft__free(exchanges[i].content);
+        weft__free(exchanges[i].tool_calls);
+        weft__free(exchanges[i].error);
+    }
+    weft__free(exchanges);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -203,6 +203,81 @@ test_show_run_show_lists_skipped_steps_and_failure_text(void **state)
     assert_null(strstr(r.out, "?"));
 }
 
+/* `weft run why`: the explorer's why document as text, each cause from the same document its
+ * --json prints (weft.why/v1, as /api/v1/runs/REF/why serves it). */
+static void
+test_show_run_why_names_the_causes(void **state)
+{
+    struct fixture *f = *state;
+    struct run r = run_failing(f);
+    json_t *doc = NULL;
+    char wf[128];
+
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "run", "why", "last", "--json");
+    assert_int_equal(r.status, 0);
+    doc = parse(r.out);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.why/v1");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(doc, "last_answer"), "source")),
+        "exchange");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(doc, "failed_span"), "step_id")),
+        "build");
+    json_decref(doc);
+    r = RUN(f, "run", "why", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "failed: step build (command) failed: command failed: "
+                                  "exit_status\n  failing span: execute_tool command ("));
+    assert_non_null(strstr(r.out, "\n  path: invoke_workflow failing > execute_tool command\n"));
+    assert_non_null(strstr(r.out, "\nFailed steps:\n  build (command) failed [exit_status]:\n"
+                                  "    exit status 3\n"));
+    assert_non_null(strstr(r.out, "    stderr (last lines):\n"
+                                  "      l\xc3\xadnea uno\n"
+                                  "      l\xc3\xadnea dos \xe2\x80\x94 \xc3\xbc\n"));
+    /* The answer before the failure: the notes step's, from the stored exchange (the run did
+     * not capture content), multi-line UTF-8 intact. */
+    assert_non_null(strstr(r.out, "\nLast model answer before the failure: chat m ("));
+    assert_non_null(strstr(r.out, "), agent a, from the stored exchange\n"
+                                  "    R\xc3\xa9sum\xc3\xa9 \xe2\x80\x94 line one\n"
+                                  "      \xe7\x82\xb9 line two\n"
+                                  "    line three\n"));
+    assert_null(strstr(r.out, "Budget ran out"));
+    assert_null(strstr(r.out, "Stuck loop"));
+
+    /* A budget: its name, limit and the amount used. */
+    write_text(f, "budget_script.json",
+               "{\"responses\": {\"a\": {\"act\": [{\"content\": \"one\", \"usage\": "
+               "{\"input_tokens\": 40, \"output_tokens\": 30}}, {\"content\": \"two\", \"usage\": "
+               "{\"input_tokens\": 40, \"output_tokens\": 30}}]}}}");
+    write_text(f, "budget.json",
+               "{\"name\": \"budgeted\", \"models\": {\"m\": {\"provider\": \"scripted\","
+               " \"script\": \"budget_script.json\"}}, \"agents\": [{\"name\": \"a\"}],"
+               " \"supervisor\": {\"max_tokens\": 100}, \"plan\": [{\"id\": \"x\", \"agent\":"
+               " \"a\", \"task\": \"X\"}, {\"id\": \"y\", \"agent\": \"a\", \"task\": \"Y\","
+               " \"depends_on\": [\"x\"]}, {\"id\": \"z\", \"agent\": \"a\", \"task\": \"Z\","
+               " \"depends_on\": [\"y\"]}]}");
+    snprintf(wf, sizeof(wf), "%s/budget.json", f->dir);
+    r = RUN(f, "run", wf, "-q");
+    assert_int_equal(r.status, 1);
+    r = RUN(f, "run", "why", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\nBudget ran out: max_tokens: limit 100, used 140 tokens\n"));
+    /* Stuck: the loop and its repetitions, oldest first. */
+    r = RUN(f, "run", WEFT_SOURCE_DIR "/examples/stuck_loops/handoff.json", "-q");
+    assert_int_equal(r.status, 3);
+    r = RUN(f, "run", "why", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\nStuck loop (handoff, policy break): handoff tester "));
+    assert_non_null(strstr(r.out, "\n  repetitions:\n    1. plan supervisor ("));
+    assert_non_null(strstr(r.out, "\n    3. plan supervisor ("));
+    assert_int_equal(count_of(r.out, "\n    4. "), 0);
+    /* No such run: said, exit 1. */
+    r = RUN(f, "run", "why", "nosuchrun");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "weft run why: nosuchrun: no such run"));
+}
+
 static void
 test_show_run_show_json_is_typed(void **state)
 {
@@ -590,6 +665,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_show_run_show_lists_skipped_steps_and_failure_text,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_show_run_show_json_is_typed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_show_run_why_names_the_causes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_show_runs_json_without_database_is_an_empty_array,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_show_trace_show_takes_a_run_id_and_prints_json, setup,

@@ -76,6 +76,38 @@ run_weft(struct fx *f, const char *file, int want_status, char *id, size_t id_le
     json_decref(doc);
 }
 
+/* `weft ARGS... -q --json` in the fixture's home (@p args NULL-terminated, at most 6); the new
+ * run's id into @p id. */
+static void
+run_args(struct fx *f, const char *const *args, int want_status, char *id, size_t id_len)
+{
+    const char *all[10];
+    char out[512];
+    char buf[1 << 16];
+    size_t n = 0;
+    FILE *in = NULL;
+    json_t *doc = NULL;
+
+    while (args[n] != NULL && n < 6) {
+        all[n] = args[n];
+        n++;
+    }
+    all[n++] = "-q";
+    all[n++] = "--json";
+    all[n] = NULL;
+    snprintf(out, sizeof(out), "%s/out.json", f->home);
+    assert_int_equal(serve_proc_run(WEFT_BINARY_DIR "/weft", f->home, out, all), want_status);
+    in = fopen(out, "r");
+    assert_non_null(in);
+    n = fread(buf, 1, sizeof(buf) - 1, in);
+    buf[n] = '\0';
+    fclose(in);
+    doc = json_loads(buf, 0, NULL);
+    assert_non_null(doc);
+    snprintf(id, id_len, "%s", json_string_value(json_object_get(doc, "run_id")));
+    json_decref(doc);
+}
+
 static int
 setup(void **state)
 {
@@ -280,6 +312,137 @@ test_api_trace_is_paged_and_why_names_the_deepest_error(void **state)
     assert_string_equal(json_string_value(json_object_get(
                             json_array_get(json_object_get(why, "failed_steps"), 0), "id")),
                         "boom");
+    json_decref(why);
+}
+
+/* GET /api/v1/runs/@p id/why. */
+static json_t *
+why_of(const struct fx *f, const char *id)
+{
+    char path[128];
+    unsigned status = 0;
+    json_t *why = NULL;
+
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/why", id);
+    why = get(f, path, NULL, &status);
+    assert_int_equal(status, 200);
+    return why;
+}
+
+static const char *
+member_str(const json_t *o, const char *a, const char *b)
+{
+    const json_t *x = json_object_get(o, a);
+
+    return json_string_value(b != NULL ? json_object_get(x, b) : x);
+}
+
+/* Each cause weft.why/v1 names: a failed step's stored error; the budget that ran out with its
+ * limit and the amount used (from the root span, or from the stored run when the trace was
+ * not kept); the last model answer before the failure, the same text whether the span
+ * captured it or it comes from the stored exchange; a stuck loop with its repetitions. */
+static void
+test_api_why_names_each_cause(void **state)
+{
+    struct fx *f = *state;
+    char budget[64];
+    char budget_cap[64];
+    char dropped[64];
+    char stuck[64];
+    char stuck_cap[64];
+    char path[512];
+    json_t *why = NULL;
+    json_t *cap = NULL;
+    const json_t *loop = NULL;
+    const json_t *reps = NULL;
+
+    write_file(f, "budget_script.json",
+               "{\"responses\": {\"w\": {\"act\": [{\"content\": \"first part\", \"usage\": "
+               "{\"input_tokens\": 40, \"output_tokens\": 30}}, {\"content\": \"second part\", "
+               "\"usage\": {\"input_tokens\": 40, \"output_tokens\": 30}}, {\"content\": \"third\","
+               " \"usage\": {\"input_tokens\": 40, \"output_tokens\": 30}}]}}}");
+    write_file(f, "budget.json",
+               "{\"name\": \"budgeted\", \"models\": {\"m\": {\"provider\": \"scripted\", "
+               "\"script\": \"budget_script.json\"}}, \"agents\": [{\"name\": \"w\"}], "
+               "\"supervisor\": {\"max_tokens\": 100}, \"plan\": [{\"id\": \"a\", \"agent\": "
+               "\"w\", \"task\": \"A\"}, {\"id\": \"b\", \"agent\": \"w\", \"task\": \"B\", "
+               "\"depends_on\": [\"a\"]}, {\"id\": \"c\", \"agent\": \"w\", \"task\": \"C\", "
+               "\"depends_on\": [\"b\"]}]}");
+    snprintf(path, sizeof(path), "%s/budget.json", f->home);
+    run_args(f, (const char *const[]){"run", path, NULL}, 1, budget, sizeof(budget));
+    run_args(f, (const char *const[]){"run", path, "--capture-content", NULL}, 1, budget_cap,
+             sizeof(budget_cap));
+    run_args(f, (const char *const[]){"run", path, "--sampling", "0%", NULL}, 1, dropped,
+             sizeof(dropped));
+    run_args(
+        f, (const char *const[]){"run", WEFT_SOURCE_DIR "/examples/stuck_loops/handoff.json", NULL},
+        3, stuck, sizeof(stuck));
+    run_args(f,
+             (const char *const[]){"run", WEFT_SOURCE_DIR "/examples/stuck_loops/handoff.json",
+                                   "--capture-content", NULL},
+             3, stuck_cap, sizeof(stuck_cap));
+
+    /* A command step's exit status and stderr, no model call, nothing else. */
+    why = why_of(f, f->failed);
+    assert_int_equal(
+        json_integer_value(json_object_get(
+            json_object_get(json_array_get(json_object_get(why, "failed_steps"), 0), "error"),
+            "exit_code")),
+        4);
+    assert_true(json_is_true(json_object_get(why, "trace_read")));
+    assert_true(json_is_null(json_object_get(why, "last_answer")));
+    assert_true(json_is_null(json_object_get(why, "budget")));
+    assert_int_equal(json_array_size(json_object_get(why, "exceptions")), 0);
+    assert_int_equal(json_array_size(json_object_get(why, "stuck_loops")), 0);
+    json_decref(why);
+
+    /* The token budget: 70 tokens a call, the second crosses 100. */
+    why = why_of(f, budget);
+    assert_string_equal(member_str(why, "budget", "name"), "max_tokens");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(why, "budget"), "limit")),
+                     100);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(why, "budget"), "used")),
+                     140);
+    assert_string_equal(member_str(why, "budget", "unit"), "tokens");
+    assert_string_equal(member_str(why, "budget", "from"), "span");
+    assert_string_equal(member_str(why, "last_answer", "text"), "second part");
+    assert_string_equal(member_str(why, "last_answer", "source"), "exchange");
+    cap = why_of(f, budget_cap);
+    assert_string_equal(member_str(cap, "last_answer", "text"), "second part");
+    assert_string_equal(member_str(cap, "last_answer", "source"), "span");
+    json_decref(cap);
+    json_decref(why);
+    /* Its trace dropped by tail sampling: the budget from the stored reason and totals. */
+    why = why_of(f, dropped);
+    assert_false(json_is_true(json_object_get(why, "trace_read")));
+    assert_string_equal(member_str(why, "budget", "name"), "max_tokens");
+    assert_string_equal(member_str(why, "budget", "from"), "reason");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(why, "budget"), "used")),
+                     140);
+    json_decref(why);
+
+    /* The stuck loop: its repetitions, oldest first, the last where the watchdog found it; the
+     * last answer the same from the stored exchanges as from the captured spans. */
+    why = why_of(f, stuck);
+    cap = why_of(f, stuck_cap);
+    loop = json_array_get(json_object_get(why, "stuck_loops"), 0);
+    reps = json_object_get(loop, "repetitions");
+    assert_int_equal(json_array_size(json_object_get(why, "stuck_loops")), 1);
+    assert_string_equal(json_string_value(json_object_get(loop, "kind")), "handoff");
+    assert_int_equal(json_array_size(reps), 3);
+    for (size_t i = 0; i < json_array_size(reps); i++) {
+        assert_non_null(json_string_value(json_object_get(json_array_get(reps, i), "name")));
+    }
+    assert_string_equal(json_string_value(json_object_get(json_array_get(reps, 2), "span_id")),
+                        json_string_value(json_object_get(loop, "span_id")));
+    assert_string_equal(member_str(why, "last_answer", "source"), "exchange");
+    assert_string_equal(member_str(cap, "last_answer", "source"), "span");
+    assert_non_null(member_str(cap, "last_answer", "text"));
+    assert_string_equal(member_str(why, "last_answer", "text"),
+                        member_str(cap, "last_answer", "text"));
+    assert_string_equal(member_str(why, "last_answer", "span_name"),
+                        member_str(cap, "last_answer", "span_name"));
+    json_decref(cap);
     json_decref(why);
 }
 
@@ -764,11 +927,14 @@ test_api_whole_span_page_reads_only_the_page(void **state)
         json_t *want = weft__doc_trace(full, NULL, NULL, offset, limit < 10000 ? limit : 10000);
 
         assert_non_null(want);
-        /* Beyond weft trace show's document the API says where the trace came from: service
-         * and resource, and run_id only for a weft run's trace (absent rather than null). */
+        /* Beyond weft trace show's document the API says where the trace came from: service,
+         * resource and what of it was left out, and run_id only for a weft run's trace (absent
+         * rather than null). */
         assert_true(json_is_object(json_object_get(doc, "resource")));
+        assert_true(json_is_integer(json_object_get(doc, "resource_dropped")));
         json_object_del(doc, "service");
         json_object_del(doc, "resource");
+        json_object_del(doc, "resource_dropped");
         if (json_object_get(doc, "run_id") == NULL &&
             json_is_null(json_object_get(want, "run_id"))) {
             json_object_del(want, "run_id");
@@ -924,6 +1090,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_api_runs_list_filters_and_run_documents, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_api_why_names_each_cause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_trace_is_paged_and_why_names_the_deepest_error,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),

@@ -561,6 +561,63 @@ test_trace_document_names_service_and_resource(void **state)
     }
 }
 
+/* The resource a trace arrived with, as the trace document gives it: every attribute (arrays
+ * as arrays), a secret's value redacted, the count of what was left out; a span of another
+ * resource in the same trace does not change it. */
+static void
+test_trace_document_keeps_the_resource_attributes(void **state)
+{
+    struct fx *f = *state;
+    long status = 0;
+    json_t *doc = NULL;
+    json_t *res = NULL;
+    struct answer a;
+    const char *body =
+        "{\"resourceSpans\": [{\"resource\": {\"attributes\": ["
+        "{\"key\": \"service.name\", \"value\": {\"stringValue\": \"checkout\"}},"
+        "{\"key\": \"service.version\", \"value\": {\"stringValue\": \"2.4.1\"}},"
+        "{\"key\": \"telemetry.sdk.language\", \"value\": {\"stringValue\": \"nodejs\"}},"
+        "{\"key\": \"host.cpus\", \"value\": {\"intValue\": \"8\"}},"
+        "{\"key\": \"process.command_args\", \"value\": {\"arrayValue\": {\"values\": ["
+        "{\"stringValue\": \"node\"}, {\"stringValue\": \"server.js\"}]}}},"
+        "{\"key\": \"deployment.client_secret\", \"value\": {\"stringValue\": "
+        "\"hunter2-hunter2\"}}],"
+        " \"droppedAttributesCount\": 3},"
+        " \"scopeSpans\": [{\"scope\": {\"name\": \"otel-js\"}, \"spans\": ["
+        "{\"traceId\": \"" T_CART "\", \"spanId\": \"b7ad6b7169203331\", \"name\": \"GET /cart\","
+        " \"kind\": 2, \"startTimeUnixNano\": \"1700000000000000000\","
+        " \"endTimeUnixNano\": \"1700000000100000000\"}]}]},"
+        " {\"resource\": {\"attributes\": [{\"key\": \"service.name\", \"value\":"
+        " {\"stringValue\": \"pricing\"}}, {\"key\": \"service.version\", \"value\":"
+        " {\"stringValue\": \"0.1\"}}]}, \"scopeSpans\": [{\"scope\": {\"name\": \"otel-go\"},"
+        " \"spans\": [{\"traceId\": \"" T_CART "\", \"spanId\": \"c000000000000001\","
+        " \"parentSpanId\": \"b7ad6b7169203331\", \"name\": \"price\", \"kind\": 2,"
+        " \"startTimeUnixNano\": \"1700000000010000000\","
+        " \"endTimeUnixNano\": \"1700000000020000000\"}]}]}]}";
+
+    start_server(f, 0, 0);
+    request(f, "/v1/traces", AUTH, NULL, body, &a);
+    assert_int_equal(a.status, 200);
+    free(a.body);
+    for (int view = 0; view < 2; view++) {
+        doc = get_json(
+            f, view == 0 ? "/api/v1/traces/" T_CART : "/api/v1/traces/" T_CART "?view=waterfall",
+            &status);
+        assert_int_equal(status, 200);
+        res = json_object_get(doc, "resource");
+        assert_string_equal(json_string_value(json_object_get(doc, "service")), "checkout");
+        assert_string_equal(json_string_value(json_object_get(res, "service.version")), "2.4.1");
+        assert_string_equal(json_string_value(json_object_get(res, "telemetry.sdk.language")),
+                            "nodejs");
+        assert_int_equal(json_integer_value(json_object_get(res, "host.cpus")), 8);
+        assert_int_equal(json_array_size(json_object_get(res, "process.command_args")), 2);
+        assert_string_equal(json_string_value(json_object_get(res, "deployment.client_secret")),
+                            "[REDACTED]");
+        assert_int_equal(json_integer_value(json_object_get(doc, "resource_dropped")), 3);
+        json_decref(doc);
+    }
+}
+
 #ifndef WEFT_TEST_TRACES_PG
 /* @p in gunzipped into a new string (free()). */
 static char *
@@ -785,6 +842,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_traces_list_filters_and_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trace_document_keeps_the_resource_attributes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_trace_document_names_service_and_resource, setup,
                                         teardown),
 #ifndef WEFT_TEST_TRACES_PG

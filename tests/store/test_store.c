@@ -166,7 +166,7 @@ test_store_exporter_creates_private_wal_database(void **state)
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(stmt, 0), 3);
+    assert_int_equal(sqlite3_column_int(stmt, 0), 4);
     sqlite3_finalize(stmt);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &stmt, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
@@ -1765,6 +1765,143 @@ test_store_missing_payload_reads_as_a_sentence(void **state)
     }
 }
 
+/* ---- the resource a trace arrived with ------------------------------------------------- */
+
+/* The value of resource attribute @p key of @p span, or NULL. */
+static const struct weft_value *
+resource_value(const struct weft_span_data *span, const char *key)
+{
+    for (size_t i = 0; span->resource != NULL && i < span->resource->attr_count; i++) {
+        if (strcmp(span->resource->attrs[i].key, key) == 0) {
+            return &span->resource->attrs[i].value;
+        }
+    }
+    return NULL;
+}
+
+/* The root keeps its resource's attributes (at most 64, values cut at 1 KiB, secrets
+ * redacted, what was left out counted); its children keep service.name only. */
+static void
+test_store_resource_kept_on_roots_bounded_and_redacted(void **state)
+{
+    struct fixture *f = *state;
+    enum { EXTRA = 70 };
+    struct weft_attr attrs[5 + EXTRA];
+    char keys[EXTRA][32];
+    char long_value[3000];
+    const char *args[] = {"serve", "--token=sk-abcdefghijklmnopqrstuvwx"};
+    struct weft_resource res = {attrs, 0, 2, NULL};
+    struct weft_span_data a[2];
+    struct weft_trace *trace = NULL;
+    const struct weft_span_data *root = NULL;
+    const struct weft_value *v = NULL;
+
+    memset(long_value, 'x', sizeof(long_value) - 1);
+    long_value[sizeof(long_value) - 1] = '\0';
+    attrs[res.attr_count++] = weft_attr_str("service.name", "checkout");
+    attrs[res.attr_count++] = weft_attr_str("service.version", "2.4.1");
+    attrs[res.attr_count++] = weft_attr_str("telemetry.sdk.language", "python");
+    attrs[res.attr_count++] = weft_attr_str("deployment.auth_token", "plain-looking-value");
+    attrs[res.attr_count++] = weft_attr_str("process.command_line", long_value);
+    attrs[res.attr_count].key = "process.command_args";
+    attrs[res.attr_count].value.type = WEFT_VALUE_STRING_ARRAY;
+    attrs[res.attr_count].value.len = 2;
+    attrs[res.attr_count++].value.u.strs = args;
+    for (size_t i = 0; res.attr_count < sizeof(attrs) / sizeof(attrs[0]); i++) {
+        snprintf(keys[i], sizeof(keys[i]), "extra.%zu", i);
+        attrs[res.attr_count++] = weft_attr_int(keys[i], (int64_t)i);
+    }
+    a[0] = make_span(TA, "0000000000000001", NULL, "POST /checkout", 0, 50);
+    a[1] = make_span(TA, "0000000000000002", "0000000000000001", "charge", 10, 20);
+    a[0].resource = &res;
+    a[1].resource = &res;
+    assert_weft_ok(export_batch(f->ex, a, 2));
+
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    root = weft_trace_span(trace, 0);
+    assert_string_equal(root->name, "POST /checkout");
+    assert_int_equal(root->resource->attr_count, 64);
+    /* The sender's 2, and the 75 - 64 attributes beyond the cap. */
+    assert_int_equal(root->resource->dropped_attrs, 2 + (5 + EXTRA - 64));
+    assert_string_equal(resource_value(root, "service.version")->u.str, "2.4.1");
+    assert_string_equal(resource_value(root, "telemetry.sdk.language")->u.str, "python");
+    assert_string_equal(resource_value(root, "deployment.auth_token")->u.str, WEFT_REDACTED);
+    assert_int_equal(strlen(resource_value(root, "process.command_line")->u.str), 1024);
+    v = resource_value(root, "process.command_args");
+    assert_non_null(v);
+    assert_int_equal(v->type, WEFT_VALUE_STRING_ARRAY);
+    assert_string_equal(v->u.strs[0], "serve");
+    assert_null(strstr(v->u.strs[1], "sk-abcdefghijklmnopqrstuvwx"));
+    assert_non_null(strstr(v->u.strs[1], WEFT_REDACTED));
+    assert_int_equal(weft_trace_span(trace, 1)->resource->attr_count, 1);
+    assert_string_equal(resource_value(weft_trace_span(trace, 1), "service.name")->u.str,
+                        "checkout");
+    weft_trace_free(trace);
+    /* The outline (the explorer's waterfall) reads the root's resource too. */
+    assert_weft_ok(weft_store_load_outline(f->store, TA, &trace));
+    assert_string_equal(resource_value(weft_trace_span(trace, 0), "service.version")->u.str,
+                        "2.4.1");
+    weft_trace_free(trace);
+}
+
+/* A store of the schema before the resource column reads as before (service.name alone), and
+ * gets the column when a writer opens it. */
+static void
+test_store_resource_column_migrates_an_older_store(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_attr attrs[2] = {weft_attr_str("service.name", "svc-new"),
+                                 weft_attr_str("service.version", "9")};
+    struct weft_resource res = {attrs, 2, 0, NULL};
+    struct weft_span_data a[1];
+    struct weft_trace *trace = NULL;
+
+    a[0] = make_span(TA, "0000000000000001", NULL, "old root", 0, 10);
+    assert_weft_ok(export_batch(f->ex, a, 1));
+    weft_exporter_free(f->ex);
+    f->ex = NULL;
+    {
+#ifdef WEFT_TEST_STORE_PG
+        PGconn *conn = PQconnectdb(f->db);
+        PGresult *r = PQexec(conn, "ALTER TABLE weft_spans DROP COLUMN resource;"
+                                   " DELETE FROM weft_span_schema WHERE version = 4");
+
+        assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+        PQclear(r);
+        PQfinish(conn);
+#else
+        sqlite3 *db = NULL;
+
+        assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db,
+                                      "ALTER TABLE spans DROP COLUMN resource;"
+                                      " PRAGMA user_version = 3",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close_v2(db);
+#endif
+    }
+    /* Read as it is: no writer has opened it since. */
+    assert_weft_ok(weft_store_load_trace(open_store(f), TA, &trace));
+    assert_int_equal(weft_trace_span(trace, 0)->resource->attr_count, 1);
+    assert_string_equal(resource_value(weft_trace_span(trace, 0), "service.name")->u.str,
+                        "svc-store");
+    weft_trace_free(trace);
+    weft_store_close(f->store);
+    f->store = NULL;
+
+    assert_weft_ok(weft_store_exporter_new(f->db, &f->ex));
+    a[0] = make_span(TB, "0000000000000001", NULL, "new root", 20, 10);
+    a[0].resource = &res;
+    assert_weft_ok(export_batch(f->ex, a, 1));
+    assert_weft_ok(weft_store_load_trace(open_store(f), TB, &trace));
+    assert_string_equal(resource_value(weft_trace_span(trace, 0), "service.version")->u.str, "9");
+    weft_trace_free(trace);
+    assert_weft_ok(weft_store_load_trace(f->store, TA, &trace));
+    assert_int_equal(weft_trace_span(trace, 0)->resource->attr_count, 1);
+    weft_trace_free(trace);
+}
+
 #ifdef WEFT_TEST_STORE_PG
 /* The backend-neutral tests again, on PostgreSQL: the same public read and write API over a
  * real server (store_pg/store_api; PostgreSQL's own cases are tests/store_pg/test_store_pg.c). */
@@ -1792,6 +1929,8 @@ main(void)
         T(test_store_page_edges_and_errors),
         T(test_store_long_texts_round_trip_as_payloads),
         T(test_store_missing_payload_reads_as_a_sentence),
+        T(test_store_resource_kept_on_roots_bounded_and_redacted),
+        T(test_store_resource_column_migrates_an_older_store),
 #undef T
     };
 
@@ -1840,6 +1979,8 @@ main(void)
         T(test_store_page_equals_the_page_of_the_whole_load),
         T(test_store_page_edges_and_errors),
         T(test_store_page_fails_cleanly_out_of_memory),
+        T(test_store_resource_kept_on_roots_bounded_and_redacted),
+        T(test_store_resource_column_migrates_an_older_store),
 #undef T
     };
 

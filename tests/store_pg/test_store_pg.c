@@ -637,7 +637,7 @@ test_pg_two_exporters_at_once_store_once(void **state)
                                  " OR NOT has_root"),
                      0);
     /* Both created the schema at once: one row per version. */
-    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 3);
+    assert_int_equal(count_of(f, "SELECT count(*) FROM weft_span_schema"), 4);
 }
 
 static void

@@ -3,7 +3,10 @@
 // loopback port over a store it fills by running examples with the scripted provider.
 //
 // Checks: the runs list shows the runs; a failed run's page marks the failing step and "why did
-// it fail" reaches the error span; a stuck-loop run shows its loop marker; correction mode's
+// it fail" reaches the error span; the why panel's causes (a stuck loop's repetitions as links,
+// the last model answer, an ingested exception, a token budget); a trace's resource attributes;
+// the runs list's store_error state (a second server over a state store the test damages); a
+// stuck-loop run shows its loop marker; correction mode's
 // surgery shows the plan before and after; compare shows where two runs diverge, and a fork's
 // page opens it on the fork and its original; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
@@ -192,6 +195,87 @@ try {
     assert.equal(await page.inputValue("#span-search"), "step:prepare");
   });
 
+  await check("why: a stuck loop's repetitions are links that select their spans", async () => {
+    await openRun(stuck);
+    await page.click("#why");
+    await page.waitForSelector("#why-loops .loop a.repetition");
+    const why = await (await fetch(`${base}/api/v1/runs/${stuck}/why`)).json();
+    const want = why.stuck_loops[0].repetitions.map((r) => r.span_id);
+    assert.ok(want.length >= 2, "the API lists fewer than two repetitions");
+    const links = await page.$$eval("#why-loops .loop:first-child a.repetition", (as) => as.map((a) => a.getAttribute("href")));
+    assert.deepEqual(links, want.map((id) => `#/run/${stuck}/span/${id}`));
+    assert.match(await page.textContent("#why-loops .loop"), new RegExp("Stuck loop \\(" + why.stuck_loops[0].kind + "\\)"));
+    /* The first repetition is not the failing span the panel selected: clicking it moves there. */
+    await page.click(`#why-loops a.repetition[data-span="${want[0]}"]`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${want[0]}"]`);
+    await page.waitForFunction((id) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + id), want[0]);
+    assert.match(page.url(), new RegExp(`#/run/${stuck}/span/${want[0]}$`));
+    assert.ok(await page.$("#why-loops"), "the why panel went away on selecting a repetition");
+  });
+
+  await check("why: the last model answer before the failure, linked to its span", async () => {
+    /* The failed run was not captured: the answer comes from the run's stored LLM exchange. */
+    await openRun(failed);
+    await page.click("#why");
+    await page.waitForSelector("#why-answer pre.answer");
+    assert.equal((await page.textContent("#why-answer pre.answer")).trim(), "notes ready");
+    assert.match(await page.textContent("#why-answer"), /from the stored exchange/);
+    const why = await (await fetch(`${base}/api/v1/runs/${failed}/why`)).json();
+    assert.equal(why.last_answer.source, "exchange");
+    await page.click(`#why-answer a[data-span="${why.last_answer.span_id}"]`);
+    await page.waitForSelector(`#waterfall .row.selected[data-span="${why.last_answer.span_id}"]`);
+    await page.waitForFunction((name) => (document.querySelector("#span-name") || {}).textContent === name, why.last_answer.span_name);
+    assert.match(why.last_answer.span_name, /^chat /);
+  });
+
+  await check("why: exception events show their type, message and stack", async () => {
+    /* A failed run whose failing step called a service traced by an OTel SDK: that service's
+     * span, in the run's trace under the failing span, recorded the exception (OTLP ingest). */
+    run(["run", failingWf, "-q"], false);
+    const excRun = lastRunId();
+    const before = await (await fetch(`${base}/api/v1/runs/${excRun}/why`)).json();
+    const now = BigInt(Date.now()) * 1000000n;
+    const otlp = { resourceSpans: [{ resource: { attributes: [{ key: "service.name", value: { stringValue: "report-renderer" } }] },
+      scopeSpans: [{ scope: { name: "ui-test" }, spans: [{ traceId: before.trace_id, spanId: "e0e0e0e0e0e0e0e1", parentSpanId: before.failed_span.span_id,
+        name: "render report", kind: 2, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1000000n), status: { code: 2, message: "ValueError" },
+        events: [{ timeUnixNano: String(now + 500000n), name: "exception", attributes: [
+          { key: "exception.type", value: { stringValue: "ValueError" } },
+          { key: "exception.message", value: { stringValue: "template has no section 'summary'" } },
+          { key: "exception.stacktrace", value: { stringValue: "Traceback (most recent call last):\n  File \"render.py\", line 9, in render\nValueError: template has no section 'summary'" } }] }] }] }] }] };
+    const r = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(otlp) });
+    assert.equal(r.status, 200, "OTLP ingest answered " + r.status);
+    await openRun(excRun);
+    await page.click("#why");
+    await page.waitForSelector("#why-exceptions .exception");
+    assert.equal(await page.textContent("#why-exceptions .exc-type"), "ValueError");
+    assert.equal(await page.textContent("#why-exceptions .exc-message"), "template has no section 'summary'");
+    assert.match(await page.textContent("#why-exceptions pre.stack"), /File "render.py", line 9/);
+    await page.click('#why-exceptions a[data-span="e0e0e0e0e0e0e0e1"]');
+    await page.waitForSelector('#waterfall .row.selected[data-span="e0e0e0e0e0e0e0e1"]');
+  });
+
+  await check("why: the budget that ran out, its limit and the amount used", async () => {
+    /* max_tokens 100; each answer uses 70 tokens: the second call crosses it. */
+    write("budget_script.json", JSON.stringify({ responses: { w: { act: [
+      { content: "first part", usage: { input_tokens: 40, output_tokens: 30 } },
+      { content: "second part", usage: { input_tokens: 40, output_tokens: 30 } },
+      { content: "third part", usage: { input_tokens: 40, output_tokens: 30 } }] } } }));
+    run(["run", write("budget.json", JSON.stringify({
+      name: "budgeted", models: { m: { provider: "scripted", script: "budget_script.json" } }, agents: [{ name: "w" }],
+      supervisor: { max_tokens: 100 },
+      plan: [{ id: "a", agent: "w", task: "A" }, { id: "b", agent: "w", task: "B", depends_on: ["a"] }, { id: "c", agent: "w", task: "C", depends_on: ["b"] }],
+    })), "-q"], false);
+    const spent = lastRunId();
+    await openRun(spent);
+    await page.click("#why");
+    await page.waitForSelector("#why-budget");
+    assert.equal(await page.textContent("#why-budget .budget-name"), "max_tokens");
+    assert.equal(await page.textContent("#why-budget .budget-limit"), "100");
+    assert.equal(await page.textContent("#why-budget .budget-used"), "140");
+    assert.match(await page.textContent("#why-budget"), /140 tokens/);
+    assert.equal((await page.textContent("#why-answer pre.answer")).trim(), "second part");
+  });
+
   await check("plan graph: arrowheads on edges, a clear state when no plan was produced", async () => {
     await openRun(failed);
     assert.ok(await page.$('#plan path.edge[marker-end]'), "a dependency edge has no arrowhead");
@@ -299,6 +383,31 @@ try {
     assert.equal(await page.getAttribute("#span-count", "data-count"), "2");
   });
 
+  await check("a trace's page shows its service and resource attributes", async () => {
+    const now = BigInt(Date.now()) * 1000000n;
+    const traceId = "5eed" + "1".repeat(24) + "c0de";
+    const attr = (key, v) => ({ key, value: typeof v === "number" ? { intValue: String(v) } : { stringValue: v } });
+    const otlp = { resourceSpans: [{ resource: { attributes: [attr("service.name", "cart-js"), attr("service.version", "2.4.1"),
+      attr("telemetry.sdk.language", "nodejs"), attr("telemetry.sdk.name", "opentelemetry"), attr("host.cpus", 8),
+      attr("deployment.client_secret", "hunter2-hunter2")], droppedAttributesCount: 3 },
+      scopeSpans: [{ scope: { name: "ui-test" }, spans: [
+        { traceId, spanId: "bbbbbbbbbbbbbbb1", name: "GET /cart", kind: 2, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 3000000n), status: { code: 1 } }] }] }] };
+    const r = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(otlp) });
+    assert.equal(r.status, 200, "OTLP ingest answered " + r.status);
+    await page.goto(`${base}/#/trace/${traceId}`);
+    await page.waitForFunction((id) => (document.querySelector("h1") || {}).textContent === "Trace " + id, traceId);
+    await page.waitForSelector("#trace-resource");
+    assert.match(await page.textContent("#trace-service"), /cart-js/);
+    const rows = Object.fromEntries(await page.$$eval("#trace-resource tr", (trs) => trs.map((tr) => [tr.getAttribute("data-key"), tr.cells[1].textContent])));
+    assert.equal(rows["service.version"], "2.4.1");
+    assert.equal(rows["telemetry.sdk.language"], "nodejs");
+    assert.equal(rows["host.cpus"], "8");
+    assert.equal(rows["deployment.client_secret"], "[REDACTED]", "a secret's value reached the page");
+    assert.match(await page.textContent("#trace-resource-dropped"), /^3 more left out/);
+    /* A trace of no run leaves the run's link out, not a "null" (glued to the title, \bnull\b missed it). */
+    assert.equal(await page.$eval("#main", (m) => [...m.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent === "null")), false);
+  });
+
   await check("runs list is live without polling: a run pushed by server-sent events", async () => {
     await page.goto(base + "/");
     await page.waitForSelector("#runs tbody tr");
@@ -313,6 +422,31 @@ try {
     await page.waitForSelector(`#runs tr[data-run="${pushed}"]`, { timeout: 15000 });
     page.off("request", onReq);
     assert.ok((await page.$$eval("#runs tbody tr", (rows) => rows.length)) > before);
+  });
+
+  await check("runs list says when the state store cannot be read (store_error)", async () => {
+    /* A second server over a state store of its own, which the test then damages: the stream
+     * sends store_error and the list says it is not live. */
+    const home2 = fs.mkdtempSync(path.join(os.tmpdir(), "weft-ui-broken-"));
+    const env2 = { ...env, WEFT_HOME: home2 };
+    const r2 = spawnSync(weft, ["run", path.join(root, "examples/code_review/workflow.json"), "-q"], { env: env2, encoding: "utf8", cwd: home2 });
+    assert.equal(r2.status, 0, "the run in the second home failed: " + r2.stderr);
+    const [serve2, base2P] = startServe({ WEFT_HOME: home2, WEFT_SERVE_TOKEN: "" });
+    try {
+      const base2 = await base2P;
+      /* The stream answers once the server has read its baseline: damage the database after. */
+      const streamOpen = page.waitForResponse((resp) => resp.url() === base2 + "/api/v1/events");
+      await page.goto(base2 + "/");
+      await page.waitForSelector("#runs tbody tr");
+      assert.equal((await streamOpen).status(), 200);
+      assert.equal(await page.$("#runs-stale"), null, "stale before anything broke");
+      fs.writeFileSync(path.join(home2, "state.db"), "this is not an SQLite database, and it is long enough to have a header");
+      await page.waitForSelector("#runs-stale", { timeout: 15000 });
+      assert.match(await page.textContent("#runs-stale"), /^Not live: .*state store.*Reload once it is back\.$/);
+    } finally {
+      serve2.kill("SIGTERM");
+      fs.rmSync(home2, { recursive: true, force: true });
+    }
   });
 
   await check("collaboration metrics page", async () => {
