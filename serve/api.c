@@ -2,7 +2,8 @@
  *
  * Routes (GET):
  *   /api/v1/runs?limit=N&status=S&q=TEXT   weft.runs/v1, newest first, filtered
- *   /api/v1/runs/REF                       weft.run/v1 (REF: id, unique prefix or "last")
+ *   /api/v1/runs/REF                       weft.run/v1 (REF: id, unique prefix or "last"),
+ *                                          with flow_loops (the plan graph's flow loops)
  *   /api/v1/runs/REF/trace?offset&limit    weft.trace/v1 of the run's latest trace, paged
  *                                          (&view=waterfall: the rows only)
  *   /api/v1/runs/REF/why                   weft.why/v1: the path to the deepest error span
@@ -33,9 +34,10 @@
 /* The whole-span view (weft.trace/v1) is tens of times the waterfall's rows per span: a page of
  * it holds at most this many spans (a larger limit is cut to it; span_count and offset tell
  * the client where the next page starts), so one reader's document stays in the tens of MB. */
-#define SPANS_FULL_MAX 10000
-#define COLLAB_DEFAULT 200
-#define DIFF_LINES_MAX 2000 /* output lines compared at most per side */
+#define SPANS_FULL_MAX  10000
+#define COLLAB_DEFAULT  200
+#define DIFF_LINES_MAX  2000  /* output lines compared at most per side */
+#define FLOW_LOOP_SPANS 10000 /* loop spans read at most for a run's flow_loops */
 
 static void
 reply_doc(struct weft__api_reply *reply, unsigned status, json_t *doc)
@@ -460,6 +462,113 @@ run_why(const struct weft__api_config *cfg,
     weft_trace_free(trace);
 }
 
+static const char *
+str_attr(const struct weft_span_data *s, const char *key)
+{
+    const struct weft_value *v = weft_span_data_attr(s, key);
+
+    return v != NULL && v->type == WEFT_VALUE_STRING ? v->u.str : NULL;
+}
+
+/* Count loop span @p s (`loop STEP`, flow.c) into @p out, flow_loops()'s array. */
+static void
+flow_loop_add(json_t *out, const struct weft_span_data *s)
+{
+    const char *to = str_attr(s, "weft.loop.loop_back_to");
+    const char *outcome = str_attr(s, "weft.loop.outcome");
+    const char *step = s->name != NULL && strncmp(s->name, "loop ", 5) == 0 ? s->name + 5 : NULL;
+    const char *item = NULL;
+    char back[512];
+    json_t *row = NULL;
+    size_t k = 0;
+    json_t *each = NULL;
+
+    if (step == NULL || to == NULL || outcome == NULL) {
+        return;
+    }
+    /* A fan-out item's step (per_chunk[1].audit) returns to a node of the same item. */
+    for (const char *p = strstr(step, "]."); p != NULL; p = strstr(p + 1, "].")) {
+        item = p + 2;
+    }
+    snprintf(back, sizeof(back), "%.*s%s", item != NULL ? (int)(item - step) : 0, step, to);
+    json_array_foreach(out, k, each)
+    {
+        if (strcmp(json_string_value(json_object_get(each, "step")), step) == 0 &&
+            strcmp(json_string_value(json_object_get(each, "back_to")), back) == 0) {
+            row = each;
+            break;
+        }
+    }
+    if (row == NULL) {
+        row = json_pack("{s:s, s:s, s:i, s:s}", "step", step, "back_to", back, "taken", 0,
+                        "outcome", outcome);
+        if (json_array_append_new(out, row) != 0) {
+            return;
+        }
+    }
+    json_object_set_new(row, "outcome", json_string(outcome));
+    if (strcmp(outcome, "loop_back") == 0) {
+        json_object_set_new(row, "taken",
+                            json_integer(json_integer_value(json_object_get(row, "taken")) + 1));
+    }
+}
+
+/* A flow run's loops as they ran, for the plan graph: one {"step", "back_to", "taken",
+ * "outcome"} per looping step, from its trace's `loop STEP` spans (flow.c): "back_to" is the step
+ * it returns to (its loop_back_to node in the step's own fan-out item), "taken" how many times it
+ * looped back, "outcome" the last loop span's (loop_back, break, max_iterations, stuck). Only
+ * runs that counted a flow loop or a stuck loop read their trace, and then its outline (no
+ * attributes) and the loop spans alone (at most FLOW_LOOP_SPANS); an empty array otherwise, and
+ * when the trace is not in the span store. New reference. */
+static json_t *
+flow_loops(const struct weft__api_config *cfg, const struct weft_run_details *run)
+{
+    json_t *out = json_array();
+    json_t *loops = run->info.loops != NULL ? json_loads(run->info.loops, 0, NULL) : NULL;
+    bool has_loops = json_integer_value(json_object_get(loops, "flow")) > 0 ||
+                     json_integer_value(json_object_get(loops, "stuck")) > 0;
+    struct weft_store *store = NULL;
+    struct weft_trace *outline = NULL;
+    char id[WEFT_TRACE_ID_HEX_LEN + 1];
+    weft_err err = WEFT_ENOTFOUND;
+
+    json_decref(loops);
+    if (out == NULL || !has_loops || run->info.trace_id == NULL) {
+        return out;
+    }
+    err = cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, &store)
+                                  : weft_store_open(cfg->store_path, &store);
+    if (err == WEFT_OK) {
+        err = weft_store_resolve(store, run->info.trace_id, id);
+    }
+    if (err == WEFT_OK) {
+        err = weft_store_load_outline(store, id, &outline);
+    }
+    for (size_t i = 0, n = 0;
+         err == WEFT_OK && i < weft_trace_span_count(outline) && n < FLOW_LOOP_SPANS; i++) {
+        const struct weft_span_data *s = weft_trace_span(outline, i);
+        struct weft_trace *one = NULL;
+        char span[WEFT_SPAN_ID_SIZE * 2 + 1];
+        if (s->name == NULL || strncmp(s->name, "loop ", 5) != 0) {
+            continue;
+        }
+        n++;
+        weft_hex_encode(s->span_id, WEFT_SPAN_ID_SIZE, span);
+        if (weft_store_load_span(store, id, span, &one) == WEFT_OK &&
+            weft_trace_span_count(one) == 1) {
+            flow_loop_add(out, weft_trace_span(one, 0));
+        }
+        weft_trace_free(one);
+    }
+    weft_trace_free(outline);
+    if (cfg->store_pool != NULL) {
+        weft_store_pool_release(cfg->store_pool, store);
+    } else {
+        weft_store_close(store);
+    }
+    return out;
+}
+
 static void
 run_show(const struct weft__api_config *cfg,
          const char *ref,
@@ -473,7 +582,11 @@ run_show(const struct weft__api_config *cfg,
         return;
     }
     if (rest[0] == '\0') {
-        reply_doc(reply, 200, weft__doc_run_details(run));
+        json_t *doc = weft__doc_run_details(run);
+        if (doc != NULL) {
+            json_object_set_new(doc, "flow_loops", flow_loops(cfg, run));
+        }
+        reply_doc(reply, 200, doc);
     } else if (strcmp(rest, "trace") == 0 && run->info.trace_id == NULL) {
         reply_error(reply, 404, "the run was not traced");
     } else if (strcmp(rest, "trace") == 0) {

@@ -50,7 +50,8 @@ write_file(const struct fx *f, const char *name, const char *text)
     fclose(out);
 }
 
-/* `weft run FILE` in the fixture's home; the new run's id into @p id. */
+/* `weft run FILE` (relative to the fixture's home unless absolute) in the fixture's home; the
+ * new run's id into @p id. */
 static void
 run_weft(struct fx *f, const char *file, int want_status, char *id, size_t id_len)
 {
@@ -62,7 +63,8 @@ run_weft(struct fx *f, const char *file, int want_status, char *id, size_t id_le
     char buf[1 << 16];
     size_t n = 0;
 
-    snprintf(path, sizeof(path), "%s/%s", f->home, file);
+    snprintf(path, sizeof(path), "%s%s%s", file[0] == '/' ? "" : f->home, file[0] == '/' ? "" : "/",
+             file);
     snprintf(out, sizeof(out), "%s/out.json", f->home);
     assert_int_equal(serve_proc_run(WEFT_BINARY_DIR "/weft", f->home, out, args), want_status);
     in = fopen(out, "r");
@@ -235,6 +237,39 @@ test_api_runs_list_filters_and_run_documents(void **state)
     json_decref(doc);
     doc = get(f, "/api/v1/nothing", NULL, &status);
     assert_int_equal(status, 404);
+    json_decref(doc);
+}
+
+/* A flow run's document carries its loops as they ran (the plan graph's back-edges): the stuck
+ * flow's check went back to patch as many times as the run counted flow loops, and the watchdog
+ * stopped the last one; a plan run's document has none. */
+static void
+test_api_run_document_has_its_flow_loops(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    char id[64];
+    char path[128];
+    json_t *doc = NULL;
+    json_t *loop = NULL;
+
+    run_weft(f, WEFT_SOURCE_DIR "/examples/stuck_loops/flow.json", 3, id, sizeof(id));
+    snprintf(path, sizeof(path), "/api/v1/runs/%s", id);
+    doc = get(f, path, NULL, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_array_size(json_object_get(doc, "flow_loops")), 1);
+    loop = json_array_get(json_object_get(doc, "flow_loops"), 0);
+    assert_string_equal(json_string_value(json_object_get(loop, "step")), "check");
+    assert_string_equal(json_string_value(json_object_get(loop, "back_to")), "patch");
+    assert_string_equal(json_string_value(json_object_get(loop, "outcome")), "stuck");
+    assert_true(json_integer_value(json_object_get(loop, "taken")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(loop, "taken")),
+                     json_integer_value(json_object_get(
+                         json_object_get(json_object_get(doc, "run"), "loops"), "flow")));
+    json_decref(doc);
+    snprintf(path, sizeof(path), "/api/v1/runs/%s", f->good_a);
+    doc = get(f, path, NULL, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "flow_loops")), 0);
     json_decref(doc);
 }
 
@@ -1094,6 +1129,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_api_trace_is_paged_and_why_names_the_deepest_error,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_run_document_has_its_flow_loops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_whole_span_pages_are_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_whole_span_page_reads_only_the_page, setup,

@@ -64,6 +64,12 @@ run(["run", path.join(root, "examples/correction/workflow.json"), "-q"]);
 const corrected = lastRunId();
 run(["run", path.join(root, "examples/stuck_loops/handoff.json"), "-q"], false);
 const stuck = lastRunId();
+// Flows: the stuck-loop flow (check -> patch until the watchdog stops it) and the translation
+// flow (a fan-out over chunks, each looping audit -> translate): the plan graph draws their loops.
+run(["run", path.join(root, "examples/stuck_loops/flow.json"), "-q"], false);
+const stuckFlow = lastRunId();
+run(["run", path.join(root, "examples/translation/workflow.json"), "-q"]);
+const translation = lastRunId();
 const failingWf = write("failing.json", JSON.stringify({
   name: "failing", models: { m: { provider: "scripted", script: "failing_script.json" } },
   agents: [{ name: "writer" }],
@@ -284,6 +290,85 @@ try {
     await page.waitForSelector("#plan[data-empty]");
     assert.match(await page.textContent("#plan"), /No plan was produced/);
     assert.equal(await page.$("svg.plan"), null, "an empty plan drew a graph");
+  });
+
+  // Every <text> of the plan inside the svg's viewBox, in its user space (nothing clipped).
+  async function planClipped() {
+    return page.$eval("svg#plan", (s) => {
+      const vb = s.viewBox.baseVal, toSvg = s.getScreenCTM().inverse(), out = [];
+      if (!vb || !vb.width) return ["no viewBox"];
+      for (const t of s.querySelectorAll("text")) {
+        const b = t.getBBox(), m = toSvg.multiply(t.getScreenCTM());
+        for (const [x, y] of [[b.x, b.y], [b.x + b.width, b.y + b.height]]) {
+          const p = new DOMPoint(x, y).matrixTransform(m);
+          if (p.x < vb.x - 0.5 || p.y < vb.y - 0.5 || p.x > vb.x + vb.width + 0.5 || p.y > vb.y + vb.height + 0.5) out.push(t.textContent);
+        }
+      }
+      return out;
+    });
+  }
+
+  await check("plan graph: flow loops as counted back-edges, fan-out items grouped, a legend, nothing clipped", async () => {
+    /* The stuck flow: check went back to patch; the count is the run's flow loops (one loop). */
+    const doc = await (await fetch(`${base}/api/v1/runs/${stuckFlow}`)).json();
+    const taken = doc.run.loops.flow;
+    assert.ok(taken > 0, "the stuck flow counted no loop");
+    await openRun(stuckFlow);
+    const loop = await page.waitForSelector('#plan path.back.flow[data-from="check"][data-to="patch"]');
+    assert.equal(Number(await loop.getAttribute("data-count")), taken);
+    assert.ok(await loop.getAttribute("marker-end"), "the flow loop has no arrowhead");
+    assert.match(await page.textContent('#plan text.count.flow[data-from="check"]'), new RegExp("×" + taken + "\\b.*stuck"));
+    assert.equal(await page.$('#plan path.back[data-from="patch"]'), null, "a back-edge the wrong way");
+    assert.ok(await page.$('#plan path.edge:not(.back)[data-from="patch"][data-to="check"]'), "no dependency patch -> check");
+    const checkStep = doc.steps.find((s) => s.id === "check");
+    assert.ok(checkStep.attempts > 1);
+    assert.equal(await page.textContent('#plan g[data-step="check"] text.iterations'), "×" + checkStep.attempts);
+    assert.equal(await page.$$eval("#plan g.node", (g) => g.length), doc.steps.length, "one node per step, not per iteration");
+    assert.deepEqual(await page.$$eval("#plan-legend [data-kind]", (s) => s.map((x) => x.getAttribute("data-kind"))), ["dep", "flow"]);
+    assert.deepEqual(await planClipped(), []);
+
+    /* Translation: per_chunk's items in a box named with their count, each fed and feeding. */
+    const tr = await (await fetch(`${base}/api/v1/runs/${translation}`)).json();
+    const items = tr.steps.filter((s) => /^per_chunk\[\d+\]\./.test(s.id));
+    const count = new Set(items.map((s) => /\[(\d+)\]/.exec(s.id)[1])).size;
+    assert.ok(count > 1, "the translation fanned out to " + count + " items");
+    await openRun(translation);
+    const group = await page.waitForSelector('#plan g.group[data-group="per_chunk"]');
+    assert.equal(Number(await group.getAttribute("data-items")), count);
+    assert.match(await page.textContent('#plan g.group[data-group="per_chunk"] text'), new RegExp("per_chunk · " + count + " items"));
+    const box = await page.$eval('#plan g.group[data-group="per_chunk"] rect', (r) => r.getBoundingClientRect().toJSON());
+    for (const s of items) {
+      const r = await page.$eval(`#plan g.node[data-step="${s.id}"] rect`, (x) => x.getBoundingClientRect().toJSON());
+      assert.ok(r.left >= box.left && r.right <= box.right && r.top >= box.top && r.bottom <= box.bottom, s.id + " is outside its group");
+      const ins = await page.$$(`#plan path.edge:not(.back)[data-to="${s.id}"]`);
+      const outs = await page.$$(`#plan path.edge:not(.back)[data-from="${s.id}"]`);
+      assert.ok(ins.length && outs.length, s.id + " is not connected");
+    }
+    assert.ok(await page.$('#plan path.edge.fanout[data-from="per_chunk"][data-to="per_chunk[0].translate"]'), "the fan-out does not feed its items");
+    assert.ok(await page.$('#plan path.edge[data-from="per_chunk[0].audit"][data-to="combine"]'), "the items do not feed combine");
+    /* Each item's loop, counted; together the run's flow loops. */
+    const counts = await page.$$eval("#plan path.back.flow", (p) => p.map((x) => [x.getAttribute("data-from"), x.getAttribute("data-to"), Number(x.getAttribute("data-count"))]));
+    assert.ok(counts.length > 0, "no flow loop drawn");
+    for (const [from, to] of counts) assert.equal(from.replace(/\.audit$/, ".translate"), to);
+    assert.equal(counts.reduce((a, [, , n]) => a + n, 0), tr.run.loops.flow);
+    assert.deepEqual(await page.$$eval("#plan-legend [data-kind]", (s) => s.map((x) => x.getAttribute("data-kind"))), ["dep", "fanout", "flow"]);
+    assert.match(await page.textContent("#plan-legend"), /dependency.*fan-out.*flow loop/);
+    assert.deepEqual(await planClipped(), []);
+    if (process.env.WEFT_UI_DOC_SHOTS) {
+      /* docs/img/explorer-flow.png: the graph with its legend. */
+      const [a, b] = [await (await page.$("svg#plan")).boundingBox(), await (await page.$("#plan-legend")).boundingBox()];
+      await page.screenshot({ path: process.env.WEFT_UI_DOC_SHOTS, clip: { x: a.x - 4, y: a.y - 4, width: Math.max(a.width, b.width) + 8, height: b.y + b.height - a.y + 8 } });
+    }
+
+    /* Loop-back requests stay dashed and apart from flow loops and dependencies. */
+    await openRun(stuck);
+    const req = await page.waitForSelector("#plan path.edge.back:not(.flow)", { state: "attached" });
+    assert.ok(await req.getAttribute("data-count"));
+    assert.ok((await page.$$eval("#plan-legend [data-kind]", (s) => s.map((x) => x.getAttribute("data-kind")))).includes("request"));
+    const dash = (sel) => page.$eval(sel, (p) => getComputedStyle(p).strokeDasharray);
+    assert.notEqual(await dash("#plan path.edge.back:not(.flow)"), "none");
+    assert.notEqual(await dash("#plan path.edge.back:not(.flow)"), await dash("#plan path.edge:not(.back)").catch(() => "none"));
+    assert.deepEqual(await planClipped(), []);
   });
 
   await check("a run whose trace was not kept says why", async () => {
