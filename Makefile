@@ -103,9 +103,10 @@ DIST_BENCH_ARGS ?=
 bench-skills: build
 	$(BUILD)/skills_bench $(SKILLS_BENCH_ARGS)
 
-# The explorer at size (docs/PERFORMANCE.md, "Explorer"): API latency over 10,000 runs and a
-# 100,000-span trace, then the first render of that trace in Chromium (needs `make deps-test`
-# for chromium and playwright-core).
+# The explorer at size (docs/PERFORMANCE.md, "Explorer"): API latency over 10,000 runs and
+# traces of 10,000 and 100,000 spans (bytes sent, as decoded and gzipped, per span), then each
+# trace's page in Chromium: time to the first rows and to every row loaded (needs `make
+# deps-test` for chromium and playwright-core).
 bench-explorer: build deps-test
 	@rm -rf $(BUILD)/explorer-bench && $(BUILD)/explorer_bench --keep $(BUILD)/explorer-bench
 	@WEFT_BIN=$(BUILD)/weft node bench/explorer_render.mjs $(BUILD)/explorer-bench

@@ -5,10 +5,12 @@
  *   /api/v1/runs/REF                       weft.run/v1 (REF: id, unique prefix or "last"),
  *                                          with flow_loops (the plan graph's flow loops)
  *   /api/v1/runs/REF/trace?offset&limit    weft.trace/v1 of the run's latest trace, paged
- *                                          (&view=waterfall: the rows only)
+ *                                          (&view=waterfall: the rows only; view=rows:
+ *                                          weft.rows/v1, the rows as columns, api_rows.c)
  *   /api/v1/runs/REF/why                   weft.why/v1: the path to the deepest error span
  *   /api/v1/traces?service&q&status&from&to&limit&cursor   every trace, paged (api_traces.c)
- *   /api/v1/traces/ID?offset&limit         weft.trace/v1 (view=waterfall: weft.waterfall/v1)
+ *   /api/v1/traces/ID?offset&limit         weft.trace/v1 (view=waterfall: weft.waterfall/v1,
+ *                                          view=rows: weft.rows/v1)
  *   /api/v1/traces/ID/spans/SPAN_ID        one span, whole
  *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
  *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
@@ -171,7 +173,9 @@ load_run(const struct weft__api_config *cfg, const char *ref, struct weft__api_r
  * whole spans (with is_page; the counts and id come back in the page_ fields). */
 struct trace_want {
     bool is_outline;
-    const char *span_id; /* one span; NULL: the trace */
+    bool is_rows;                 /* the rows (out: rows) and the root span, whole */
+    struct weft_trace_rows *rows; /* out, with is_rows: the caller frees it */
+    const char *span_id;          /* one span; NULL: the trace */
     bool is_page;
     size_t offset;
     size_t limit;
@@ -202,6 +206,14 @@ load_trace_as(const struct weft__api_config *cfg,
         memcpy(want->page_trace_id, id, sizeof(id));
         err = weft_store_load_page(store, id, want->offset, want->limit, &trace,
                                    &want->page_span_count, &want->page_error_count);
+    } else if (err == WEFT_OK && want->is_rows) {
+        /* The rows, and the root span whole: where the trace came from (add_origin()). */
+        char root[WEFT_SPAN_ID_SIZE * 2 + 1];
+        err = weft_store_load_rows(store, id, &want->rows);
+        if (err == WEFT_OK) {
+            weft_hex_encode(weft_trace_rows_get(want->rows)[0].span_id, WEFT_SPAN_ID_SIZE, root);
+            err = weft_store_load_span(store, id, root, &trace);
+        }
     } else if (err == WEFT_OK) {
         err = want->span_id != NULL ? weft_store_load_span(store, id, want->span_id, &trace)
               : want->is_outline    ? weft_store_load_outline(store, id, &trace)
@@ -417,19 +429,35 @@ trace_page(const struct weft__api_config *cfg,
         return;
     }
     bool is_waterfall = view != NULL && strcmp(view, "waterfall") == 0;
+    bool is_rows = view != NULL && strcmp(view, "rows") == 0;
     struct trace_want want = {.is_outline = is_waterfall,
-                              .is_page = !is_waterfall,
+                              .is_rows = is_rows,
+                              .is_page = !is_waterfall && !is_rows,
                               .offset = offset,
                               .limit = limit < SPANS_FULL_MAX ? limit : SPANS_FULL_MAX};
 
+    if (view != NULL && !is_waterfall && !is_rows) {
+        reply_error(reply, 400, "view: expected waterfall or rows");
+        return;
+    }
     trace = load_trace_as(cfg, trace_ref, &want, reply);
-    if (trace != NULL && is_waterfall) {
+    if (trace != NULL && is_rows) {
+        char hex[WEFT_TRACE_ID_HEX_LEN + 1];
+        weft_hex_encode(weft_trace_span(trace, 0)->trace_id, WEFT_TRACE_ID_SIZE, hex);
+        weft__api_rows_reply(reply,
+                             add_origin(json_pack("{s:s, s:s, s:s?, s:I}", "schema", "weft.rows/v1",
+                                                  "trace_id", hex, "run_id", run_id, "span_count",
+                                                  (json_int_t)weft_trace_rows_count(want.rows)),
+                                        trace, run_id),
+                             want.rows, offset, limit);
+    } else if (trace != NULL && is_waterfall) {
         reply_doc(reply, 200,
                   add_origin(waterfall_doc(trace, run_id, offset, limit), trace, run_id));
     } else if (trace != NULL) {
         reply_doc(reply, 200, add_origin(page_doc(trace, &want, run_id), trace, run_id));
     }
     weft_trace_free(trace);
+    weft_trace_rows_free(want.rows);
 }
 
 /* weft.why/v1 of @p run; its stored LLM exchanges are read for the last model answer (a run

@@ -1,5 +1,6 @@
-/* serve/api_int.h - what the API's route files (api.c, api_traces.c) share: the answer helpers
- * and argument parsing of api.c, and the routes kept in files of their own. Internal to serve/.
+/* serve/api_int.h - what the API's route files (api.c, api_traces.c, api_rows.c) share: the
+ * answer helpers and argument parsing of api.c, and the routes kept in files of their own.
+ * Internal to serve/.
  */
 #ifndef WEFT_SERVE_API_INT_H
 #define WEFT_SERVE_API_INT_H
@@ -26,5 +27,14 @@ bool weft__api_arg_size(
 void weft__api_traces_list(const struct weft__api_config *cfg,
                            const struct weft__api_request *req,
                            struct weft__api_reply *reply);
+
+/* weft.rows/v1 (api_rows.c): the fields of @p head (stolen; NULL: out of memory), then rows
+ * [@p offset, @p offset + @p limit) of @p rows (borrowed) as columns, with the whole trace's
+ * error count, time extent and critical path. */
+void weft__api_rows_reply(struct weft__api_reply *reply,
+                          json_t *head,
+                          const struct weft_trace_rows *rows,
+                          size_t offset,
+                          size_t limit);
 
 #endif /* WEFT_SERVE_API_INT_H */

@@ -96,6 +96,12 @@ static const char *const by_id_sql[2] = {WHOLE_SPANS("resource") BY_ID,
 static const char nodes_sql[] =
     "SELECT span_id, parent_span_id, parent_is_remote::int, name, start_ns, end_ns, status_code"
     " FROM weft_spans WHERE trace_id = $1" TRACE_BOUNDS " LIMIT $2";
+/* The same with the explorer's marker (store.h, NODE_MARK): JSONB containment is exact. */
+static const char nodes_marks_sql[] =
+    "SELECT span_id, parent_span_id, parent_is_remote::int, name, start_ns, end_ns, status_code,"
+    " (events @> '[{\"name\": \"weft.stuck_loop\"}]'"
+    " OR attributes @> '{\"weft.decision.layer\": \"circuit_breaker\"}')::int"
+    " FROM weft_spans WHERE trace_id = $1" TRACE_BOUNDS " LIMIT $2";
 
 /* ------------------------------------------------------------------------------------------ */
 /* Rows                                                                                        */
@@ -479,13 +485,19 @@ pg_payloads(void *impl,
 }
 
 static weft_err
-pg_nodes(void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn, void *user)
+pg_nodes(void *impl,
+         const char *trace_hex,
+         size_t limit,
+         bool with_marks,
+         weft__store_row_fn fn,
+         void *user)
 {
     char lim[24];
     const char *values[2] = {trace_hex, lim};
 
     limit_text(limit, lim, sizeof(lim));
-    return read_rows(impl, "cannot read the trace's outline", nodes_sql, 2, values, fn, user);
+    return read_rows(impl, "cannot read the trace's outline",
+                     with_marks ? nodes_marks_sql : nodes_sql, 2, values, fn, user);
 }
 
 static weft_err

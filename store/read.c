@@ -1,10 +1,11 @@
 /* store/read.c - the read API of include/weft/store.h behind `weft trace`, `weft run show`,
  * `weft serve` and `weft mcp serve`, for every backend: open a store (a SQLite file or a
  * PostgreSQL URL: store.h), list traces from the summaries, resolve a trace reference, and load
- * one trace's spans in tree order (weft__trace_tree, which the renderer in report/ also uses for
- * spans that did not come from a store), or one page of them: a page read orders the trace from
+ * one trace's spans in tree order (tree.c, which the renderer in report/ also uses for spans
+ * that did not come from a store), or one page of them: a page read orders the trace from
  * compact outline nodes and reads only the page's rows whole, so `weft serve`'s paged trace view
- * costs memory for the page, not for the trace.
+ * costs memory for the page, not for the trace; or the rows a waterfall draws, from the same
+ * nodes (weft_store_load_rows()).
  *
  * The backends answer a few primitive reads (struct weft__store_reader_ops) row by row; this
  * file turns rows into spans, so both backends give the same traces. A corrupt JSON column is
@@ -900,283 +901,14 @@ weft_store_load_span(struct weft_store *store,
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Tree order                                                                                  */
-
-struct by_start {
-    uint64_t start;
-    uint64_t end;
-    const char *name;
-    size_t index;
-};
-
-static int
-cmp_by_start(const void *a, const void *b)
-{
-    const struct by_start *x = a;
-    const struct by_start *y = b;
-    int c = 0;
-
-    if (x->start != y->start) {
-        return x->start < y->start ? -1 : 1;
-    }
-    /* Of two spans that start together, the longer one is more likely the parent. */
-    if (x->end != y->end) {
-        return x->end > y->end ? -1 : 1;
-    }
-    c = strcmp(x->name != NULL ? x->name : "", y->name != NULL ? y->name : "");
-    if (c != 0) {
-        return c;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-struct by_id {
-    uint8_t id[WEFT_SPAN_ID_SIZE];
-    size_t index;
-};
-
-static int
-cmp_by_id(const void *a, const void *b)
-{
-    const struct by_id *x = a;
-    const struct by_id *y = b;
-    int c = memcmp(x->id, y->id, WEFT_SPAN_ID_SIZE);
-
-    if (c != 0) {
-        return c;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int
-cmp_id_key(const void *key, const void *elem)
-{
-    return memcmp(key, ((const struct by_id *)elem)->id, WEFT_SPAN_ID_SIZE);
-}
-
-/* What tree order reads of one span. weft__trace_tree() reads it from loaded spans; a page
- * read (weft_store_load_page()) from compact outline nodes, so that ordering a large trace does
- * not cost a whole weft_span_data per span. Both go through one walk, so they agree. */
-struct tree_key {
-    uint64_t start;
-    uint64_t end;
-    const char *name;
-    const uint8_t *id;
-    const uint8_t *parent;
-    bool has_parent;
-    bool is_parent_remote;
-};
-
-/* One stored span as a page read orders it: its outline and its row, 56 bytes and a name. */
-struct page_node {
-    uint64_t start;
-    uint64_t end;
-    const char *name; /* in the read's scratch arena */
-    uint8_t id[WEFT_SPAN_ID_SIZE];
-    uint8_t parent[WEFT_SPAN_ID_SIZE];
-    bool has_parent;
-    bool is_parent_remote;
-    bool is_error;
-};
-
-struct tree {
-    const struct weft_span_data *const *spans; /* one of spans and nodes is set */
-    const struct page_node *nodes;
-    size_t count;
-    size_t *head; /* first child of each span, linked through next; roots under head[count] */
-    size_t *next;
-    size_t *node_depth;
-    size_t *stack;
-    bool *is_visited;
-    size_t *order;
-    size_t *depth;
-    bool *is_orphan;
-    size_t emitted;
-};
-
-static void
-tree_key_at(const struct tree *t, size_t i, struct tree_key *k)
-{
-    if (t->spans != NULL) {
-        const struct weft_span_data *s = t->spans[i];
-
-        k->start = s->start_time_ns;
-        k->end = s->end_time_ns;
-        k->name = s->name;
-        k->id = s->span_id;
-        k->parent = s->parent_span_id;
-        k->has_parent = s->has_parent;
-        k->is_parent_remote = s->parent_is_remote;
-    } else {
-        const struct page_node *n = &t->nodes[i];
-
-        k->start = n->start;
-        k->end = n->end;
-        k->name = n->name;
-        k->id = n->id;
-        k->parent = n->parent;
-        k->has_parent = n->has_parent;
-        k->is_parent_remote = n->is_parent_remote;
-    }
-}
-
-/* weft__store_has_parent() of a key: a zero parent id counts as none. */
-static bool
-key_has_parent(const struct tree_key *k)
-{
-    static const uint8_t zero[WEFT_SPAN_ID_SIZE];
-
-    return k->has_parent && memcmp(k->parent, zero, WEFT_SPAN_ID_SIZE) != 0;
-}
-
-/* Emit the subtree under @p root depth-first. Child lists are linked latest first, so
- * pushing a list front to back pops its earliest span first. */
-static void
-walk(struct tree *t, size_t root)
-{
-    size_t top = 0;
-
-    t->node_depth[root] = 0;
-    t->stack[top++] = root;
-    while (top > 0) {
-        size_t i = t->stack[--top];
-        struct tree_key k;
-
-        if (t->is_visited[i]) {
-            continue;
-        }
-        t->is_visited[i] = true;
-        t->order[t->emitted] = i;
-        t->depth[t->emitted] = t->node_depth[i];
-        if (t->is_orphan != NULL) {
-            tree_key_at(t, i, &k);
-            t->is_orphan[t->emitted] =
-                t->node_depth[i] == 0 && key_has_parent(&k) && !k.is_parent_remote;
-        }
-        t->emitted++;
-        /* Each span is on exactly one list, so the stack never holds more than count. */
-        for (size_t c = t->head[i]; c != SIZE_MAX; c = t->next[c]) {
-            if (!t->is_visited[c]) {
-                t->node_depth[c] = t->node_depth[i] + 1;
-                t->stack[top++] = c;
-            }
-        }
-    }
-}
-
-/* Tree order of t->count spans (t->spans or t->nodes) into t->order and t->depth (and
- * t->is_orphan): weft__trace_tree()'s contract. */
-static weft_err
-tree_order(const struct tree *spec)
-{
-    struct tree t = *spec; /* the walk's scratch arrays go in this copy */
-    size_t count = t.count;
-    struct by_start *starts = NULL;
-    struct by_id *ids = NULL;
-    bool *is_root = NULL;
-    weft_err err = WEFT_OK;
-
-    if (count == 0) {
-        return WEFT_OK;
-    }
-    if (count > SIZE_MAX / sizeof(struct by_start) - 1) {
-        return WEFT_ENOMEM;
-    }
-    starts = weft__malloc(count * sizeof(*starts));
-    ids = weft__malloc(count * sizeof(*ids));
-    t.head = weft__malloc((count + 1) * sizeof(*t.head));
-    t.next = weft__malloc(count * sizeof(*t.next));
-    t.node_depth = weft__malloc(count * sizeof(*t.node_depth));
-    t.stack = weft__malloc(count * sizeof(*t.stack));
-    t.is_visited = weft__calloc(count, sizeof(*t.is_visited));
-    is_root = weft__calloc(count, sizeof(*is_root));
-    if (starts == NULL || ids == NULL || t.head == NULL || t.next == NULL || t.node_depth == NULL ||
-        t.stack == NULL || t.is_visited == NULL || is_root == NULL) {
-        err = WEFT_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < count; i++) {
-        struct tree_key k;
-
-        tree_key_at(&t, i, &k);
-        starts[i].start = k.start;
-        starts[i].end = k.end;
-        starts[i].name = k.name;
-        starts[i].index = i;
-        memcpy(ids[i].id, k.id, WEFT_SPAN_ID_SIZE);
-        ids[i].index = i;
-        t.head[i] = SIZE_MAX;
-    }
-    t.head[count] = SIZE_MAX;
-    qsort(starts, count, sizeof(*starts), cmp_by_start);
-    qsort(ids, count, sizeof(*ids), cmp_by_id);
-    /* Link every span under its parent (roots and orphans under head[count]), visiting them
-     * in ascending start order and prepending, so each list runs latest first. */
-    for (size_t k = 0; k < count; k++) {
-        size_t i = starts[k].index;
-        struct tree_key key;
-        const struct by_id *found = NULL;
-        size_t p = count;
-
-        tree_key_at(&t, i, &key);
-        if (key.has_parent) {
-            found = bsearch(key.parent, ids, count, sizeof(*ids), cmp_id_key);
-        }
-        if (found != NULL && found->index != i) {
-            p = found->index;
-        }
-        is_root[i] = p == count;
-        t.next[i] = t.head[p];
-        t.head[p] = i;
-    }
-    /* Walk the roots earliest first; then break any parent cycle (spans no root reaches)
-     * by walking its earliest span as a root, so every span is emitted exactly once. */
-    for (size_t k = 0; k < count; k++) {
-        size_t i = starts[k].index;
-
-        if (is_root[i]) {
-            walk(&t, i);
-        }
-    }
-    for (size_t k = 0; k < count && t.emitted < count; k++) {
-        if (!t.is_visited[starts[k].index]) {
-            walk(&t, starts[k].index);
-        }
-    }
-out:
-    weft__free(starts);
-    weft__free(ids);
-    weft__free(t.head);
-    weft__free(t.next);
-    weft__free(t.node_depth);
-    weft__free(t.stack);
-    weft__free(t.is_visited);
-    weft__free(is_root);
-    return err;
-}
-
-weft_err
-weft__trace_tree(const struct weft_span_data *const *spans,
-                 size_t count,
-                 size_t *order,
-                 size_t *depth,
-                 bool *is_orphan)
-{
-    struct tree t = {
-        .spans = spans, .count = count, .order = order, .depth = depth, .is_orphan = is_orphan};
-
-    return tree_order(&t);
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Page read                                                                                   */
 
 /* Nodes by (start, span id): read_spans()'s order, so that tree order breaks ties alike. */
 static int
 node_by_start(const void *a, const void *b)
 {
-    const struct page_node *x = a;
-    const struct page_node *y = b;
+    const struct weft__store_node *x = a;
+    const struct weft__store_node *y = b;
 
     if (x->start != y->start) {
         return x->start < y->start ? -1 : 1;
@@ -1187,7 +919,8 @@ node_by_start(const void *a, const void *b)
 /* What read_nodes() collects, row by row. */
 struct node_rows {
     struct weft__arena *names;
-    struct page_node *nodes;
+    bool with_marks;
+    struct weft__store_node *nodes;
     size_t count;
     size_t cap;
 };
@@ -1198,7 +931,7 @@ static weft_err
 add_node_row(const struct weft__store_row *row, void *user)
 {
     struct node_rows *acc = user;
-    struct page_node *node = NULL;
+    struct weft__store_node *node = NULL;
     size_t span_len = 0;
     size_t parent_len = 0;
     size_t name_len = 0;
@@ -1208,7 +941,7 @@ add_node_row(const struct weft__store_row *row, void *user)
 
     if (acc->count == acc->cap) {
         size_t new_cap = acc->cap == 0 ? 256 : acc->cap * 2;
-        struct page_node *grown = weft__realloc(acc->nodes, new_cap * sizeof(*grown));
+        struct weft__store_node *grown = weft__realloc(acc->nodes, new_cap * sizeof(*grown));
 
         if (grown == NULL) {
             return WEFT_ENOMEM;
@@ -1237,21 +970,25 @@ add_node_row(const struct weft__store_row *row, void *user)
     node->start = column_ns(row, WEFT__NODE_START);
     node->end = column_ns(row, WEFT__NODE_END);
     node->is_error = col_int(row, WEFT__NODE_STATUS) == WEFT_STATUS_ERROR;
+    node->is_ok = col_int(row, WEFT__NODE_STATUS) == WEFT_STATUS_OK;
+    node->is_marker = acc->with_marks && col_int(row, WEFT__NODE_MARK) != 0;
     acc->count++;
     return WEFT_OK;
 }
 
 /* Every span of trace @p hex as page nodes in read_spans()'s order; *nodes is a new array of
- * *count (the caller frees it), names in @p names. */
+ * *count (the caller frees it), names in @p names; @p with_marks: with their markers. */
 static weft_err
 read_nodes(struct weft_store *store,
            const char *hex,
+           bool with_marks,
            struct weft__arena *names,
-           struct page_node **nodes,
+           struct weft__store_node **nodes,
            size_t *count)
 {
-    struct node_rows acc = {names, NULL, 0, 0};
-    weft_err err = store->ops->nodes(store->impl, hex, MAX_LOADED_SPANS, add_node_row, &acc);
+    struct node_rows acc = {names, with_marks, NULL, 0, 0};
+    weft_err err =
+        store->ops->nodes(store->impl, hex, MAX_LOADED_SPANS, with_marks, add_node_row, &acc);
 
     *nodes = acc.nodes;
     *count = acc.count;
@@ -1357,7 +1094,7 @@ weft_store_load_page(struct weft_store *store,
 {
     struct weft__arena names;
     struct weft_trace *trace = NULL;
-    struct page_node *nodes = NULL;
+    struct weft__store_node *nodes = NULL;
     struct page_slot *slots = NULL;
     size_t *order = NULL;
     size_t *depth = NULL;
@@ -1393,7 +1130,7 @@ weft_store_load_page(struct weft_store *store,
         return read_failed(store, err, "cannot load the trace");
     }
     is_in_txn = true;
-    err = read_nodes(store, hex, &names, &nodes, &n);
+    err = read_nodes(store, hex, false, &names, &nodes, &n);
     if (err == WEFT_OK && n == 0) {
         set_errmsg(store, "no spans stored for trace %s", hex);
         err = WEFT_ENOTFOUND;
@@ -1407,13 +1144,9 @@ weft_store_load_page(struct weft_store *store,
         err = WEFT_ENOMEM;
         goto out;
     }
-    {
-        struct tree t = {.nodes = nodes, .count = n, .order = order, .depth = depth};
-
-        err = tree_order(&t);
-        if (err != WEFT_OK) {
-            goto out;
-        }
+    err = weft__store_node_tree(nodes, n, order, depth);
+    if (err != WEFT_OK) {
+        goto out;
     }
     for (size_t i = 0; i < n; i++) {
         errors += nodes[i].is_error;
@@ -1471,4 +1204,118 @@ out:
         *error_count = errors;
     }
     return WEFT_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rows                                                                                        */
+
+struct weft_trace_rows {
+    struct weft__arena names; /* the rows' names */
+    struct weft_trace_row *rows;
+    size_t count;
+};
+
+/* @p n nodes into @p rows in tree order, each with its parent's row (the last row seen one
+ * level up: tree order is depth-first, so that is the parent). */
+static weft_err
+order_rows(struct weft_trace_rows *rows, const struct weft__store_node *nodes, size_t n)
+{
+    size_t *order = weft__malloc(n * sizeof(*order));
+    size_t *depth = weft__malloc(n * sizeof(*depth));
+    size_t *last_at = weft__malloc(n * sizeof(*last_at)); /* the latest row at each depth */
+    weft_err err = WEFT_OK;
+
+    rows->rows = weft__malloc(n * sizeof(*rows->rows));
+    if (order == NULL || depth == NULL || last_at == NULL || rows->rows == NULL) {
+        err = WEFT_ENOMEM;
+    }
+    if (err == WEFT_OK) {
+        err = weft__store_node_tree(nodes, n, order, depth);
+    }
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        const struct weft__store_node *node = &nodes[order[i]];
+        struct weft_trace_row *row = &rows->rows[i];
+
+        memcpy(row->span_id, node->id, WEFT_SPAN_ID_SIZE);
+        row->name = node->name;
+        row->start_time_ns = node->start;
+        row->end_time_ns = node->end;
+        row->depth = depth[i];
+        row->parent = depth[i] > 0 ? last_at[depth[i] - 1] : SIZE_MAX;
+        last_at[depth[i]] = i;
+        row->status_code = node->is_error ? WEFT_STATUS_ERROR
+                           : node->is_ok  ? WEFT_STATUS_OK
+                                          : WEFT_STATUS_UNSET;
+        row->is_marker = node->is_marker;
+    }
+    rows->count = err == WEFT_OK ? n : 0;
+    weft__free(order);
+    weft__free(depth);
+    weft__free(last_at);
+    return err;
+}
+
+weft_err
+weft_store_load_rows(struct weft_store *store, const char *trace_id, struct weft_trace_rows **out)
+{
+    struct weft_trace_rows *rows = NULL;
+    struct weft__store_node *nodes = NULL;
+    char hex[WEFT_TRACE_ID_HEX_LEN + 1];
+    uint8_t id[WEFT_TRACE_ID_SIZE];
+    size_t n = 0;
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (store == NULL || trace_id == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    store->errmsg[0] = '\0';
+    if (!parse_trace_id(store, trace_id, hex, id)) {
+        return WEFT_EINVAL;
+    }
+    rows = weft__calloc(1, sizeof(*rows));
+    if (rows == NULL) {
+        return WEFT_ENOMEM;
+    }
+    weft__arena_init(&rows->names);
+    err = read_nodes(store, hex, true, &rows->names, &nodes, &n);
+    if (err == WEFT_OK && n == 0) {
+        set_errmsg(store, "no spans stored for trace %s", hex);
+        err = WEFT_ENOTFOUND;
+    }
+    if (err == WEFT_OK) {
+        err = order_rows(rows, nodes, n);
+    }
+    weft__free(nodes);
+    if (err != WEFT_OK) {
+        weft_trace_rows_free(rows);
+        return err;
+    }
+    *out = rows;
+    return WEFT_OK;
+}
+
+size_t
+weft_trace_rows_count(const struct weft_trace_rows *rows)
+{
+    return rows != NULL ? rows->count : 0;
+}
+
+const struct weft_trace_row *
+weft_trace_rows_get(const struct weft_trace_rows *rows)
+{
+    return rows != NULL && rows->count > 0 ? rows->rows : NULL;
+}
+
+void
+weft_trace_rows_free(struct weft_trace_rows *rows)
+{
+    if (rows == NULL) {
+        return;
+    }
+    weft__arena_cleanup(&rows->names);
+    weft__free(rows->rows);
+    weft__free(rows);
 }

@@ -89,7 +89,8 @@ enum weft__store_node_col { /* what tree order needs of a span (page reads) */
                             WEFT__NODE_NAME,
                             WEFT__NODE_START,
                             WEFT__NODE_END,
-                            WEFT__NODE_STATUS
+                            WEFT__NODE_STATUS,
+                            WEFT__NODE_MARK /* nodes(with_marks) only: 1 for a marked span */
 };
 
 /* What a backend answers for read.c. Ids are lowercase hex. Every read returns WEFT_OK (also
@@ -131,9 +132,15 @@ struct weft__store_reader_ops {
                             size_t count,
                             weft__store_row_fn fn,
                             void *user);
-    /* Every span of the trace as node columns, at most @p limit, in any order. */
-    weft_err (*nodes)(
-        void *impl, const char *trace_hex, size_t limit, weft__store_row_fn fn, void *user);
+    /* Every span of the trace as node columns, at most @p limit, in any order. @p with_marks:
+     * with NODE_MARK, 1 for a span with a `weft.stuck_loop` event or a `weft.decision.layer`
+     * of `circuit_breaker` (the explorer's markers; weft_store_load_rows()). */
+    weft_err (*nodes)(void *impl,
+                      const char *trace_hex,
+                      size_t limit,
+                      bool with_marks,
+                      weft__store_row_fn fn,
+                      void *user);
     /* The payload records (payload.h) among @p hashes, each through @p each; a hash with no
      * record is not reported. */
     weft_err (*payloads)(void *impl,
@@ -456,7 +463,28 @@ const char *weft__store_service_name(const struct weft_span_data *span);
 /* The span has a parent with a non-zero id (a zero parent id counts as none). */
 bool weft__store_has_parent(const struct weft_span_data *span);
 
-/* --- read.c ------------------------------------------------------------------------------ */
+/* --- read.c, tree.c ------------------------------------------------------------------------ */
+
+/* One stored span as a page or rows read orders it (its node columns): 56 bytes and a name. */
+struct weft__store_node {
+    uint64_t start;
+    uint64_t end;
+    const char *name; /* in the read's scratch arena */
+    uint8_t id[WEFT_SPAN_ID_SIZE];
+    uint8_t parent[WEFT_SPAN_ID_SIZE];
+    bool has_parent;
+    bool is_parent_remote;
+    bool is_error;  /* status ERROR */
+    bool is_ok;     /* status OK */
+    bool is_marker; /* NODE_MARK, when read with marks */
+};
+
+/* weft__trace_tree() of @p count outline nodes (the caller sorted them by start, then span id,
+ * as whole loads sort spans, so that both break ties alike). @return WEFT_OK or WEFT_ENOMEM. */
+weft_err weft__store_node_tree(const struct weft__store_node *nodes,
+                               size_t count,
+                               size_t *order,
+                               size_t *depth);
 
 /* Tree order of @p count spans of one trace: depth-first from the roots, siblings by start
  * time (then end time, then name). A span is a root when it has no parent or its parent is

@@ -9,7 +9,6 @@ import { Chart, dagre } from "./src/vendor.js";
 
 (function () {
   const ROW_H = 22;
-  const SPAN_LIMIT = 100000;
   let poll = null;
   let events = null; /* the runs page's EventSource */
   let chart = null;
@@ -531,63 +530,110 @@ import { Chart, dagre } from "./src/vendor.js";
     });
   }
 
+  /* A trace's rows (weft.rows/v1, docs/serve.md) as columns, filled part by part: the first
+   * part is small so that the first screen is drawn at once, the rest arrives behind it. Times
+   * are kept in ns (the document's unit times its numbers); a row's index is its place in tree
+   * order, the same in every part. */
+  const FIRST_ROWS = 300; /* the first part: more than a screen of rows */
+  const PART_ROWS = 100000; /* the server's most rows in one answer */
+  const STATUS = ["unset", "ok", "error"];
+  function rowsModel(first) {
+    const N = first.span_count;
+    const m = {
+      N, n: 0, traceId: first.trace_id, total: Math.max(1, first.end * first.unit_ns),
+      ids: new Array(N), depth: new Int32Array(N), name: new Array(N), start: new Float64Array(N),
+      len: new Float64Array(N), status: new Uint8Array(N), marker: new Uint8Array(N), crit: new Uint8Array(N),
+    };
+    m.add = (part) => {
+      const u = part.unit_ns, o = part.offset, k = Math.min(part.count, N - o);
+      for (let j = 0; j < k; j++) {
+        const i = o + j;
+        m.ids[i] = part.id.slice(16 * j, 16 * j + 16);
+        m.depth[i] = part.depth[j];
+        m.name[i] = part.names[part.name[j]];
+        m.start[i] = part.start[j] * u;
+        m.len[i] = part.dur[j] * u;
+        m.status[i] = part.status[j];
+      }
+      for (const i of part.marker) if (i < N) m.marker[i] = 1;
+      for (const i of part.critical) if (i < N) m.crit[i] = 1;
+      m.n = Math.max(m.n, o + k);
+    };
+    m.add(first);
+    return m;
+  }
+  /* The first part of the rows of @p path (a trace's or a run's trace route). */
+  function firstRows(path) { return api(path + "?view=rows&limit=" + FIRST_ROWS); }
+
   /* A virtualised waterfall on a time axis: only the rows in view are in the document, so a
    * 100,000-span trace scrolls like a short one; the minimap is one canvas. Rows come from the
-   * compact view (weft.waterfall/v1: [id, depth, name, start, duration, status, marker]); the
+   * rows view (rowsModel(): the first part drawn at once, the rest read behind it by
+   * loadRest(), while everything below keeps working on the rows that have arrived); the
    * attributes (tokens, cost, step, agent) come from the whole spans, read behind the rows
-   * (at once up to ENRICH_MAX spans, when a query needs them above); a span's detail is fetched
-   * when it is opened. @p base: the page's address ("#/run/ID"), a span's link adds /span/ID. */
+   * once all have arrived (at once up to ENRICH_MAX spans, when a query needs them above); a
+   * span's detail is fetched when it is opened. @p base: the page's address ("#/run/ID"), a
+   * span's link adds /span/ID; @p path: the trace's API route, for the rest of the rows. */
   const ENRICH_MAX = 20000;
-  function waterfall(view, detail, base) {
-    const spans = view.spans;
-    const n = spans.length;
-    const traceId = view.trace_id;
-    let total = 1;
-    for (const s of spans) total = Math.max(total, s[3] + s[4]);
-    /* The tree: parent, subtree end, errors below, self time (duration minus the union of the
-       children's intervals). */
-    const parent = new Int32Array(n), end = new Int32Array(n), errs = new Int32Array(n + 1);
-    const self = new Float64Array(n);
+  function waterfall(first, detail, base, path) {
+    let m = rowsModel(first);
+    let n = m.n;
+    const traceId = first.trace_id;
+    let total = m.total;
+    /* The tree over the rows so far: parent, subtree end (rows not arrived yet count as inside
+       every open subtree), errors up to each row; self time (duration minus the union of the
+       children's intervals) is computed when a row is drawn. */
+    let parent = new Int32Array(0), end = new Int32Array(0), errs = new Int32Array(1), self = new Float64Array(0);
     const index = new Map();
-    const kids = new Map();
-    const stack = [];
-    for (let i = 0; i < n; i++) {
-      index.set(spans[i][0], i);
-      errs[i + 1] = errs[i] + (spans[i][5] === "error" ? 1 : 0);
-      while (stack.length && spans[stack[stack.length - 1]][1] >= spans[i][1]) end[stack.pop()] = i;
-      parent[i] = stack.length ? stack[stack.length - 1] : -1;
-      if (parent[i] >= 0) (kids.get(parent[i]) || kids.set(parent[i], []).get(parent[i])).push(i);
-      stack.push(i);
+    function grow() {
+      parent = new Int32Array(n); end = new Int32Array(n); errs = new Int32Array(n + 1);
+      self = new Float64Array(n).fill(-1);
+      const stack = [];
+      for (let i = 0; i < n; i++) {
+        index.set(m.ids[i], i);
+        errs[i + 1] = errs[i] + (m.status[i] === 2 ? 1 : 0);
+        while (stack.length && m.depth[stack[stack.length - 1]] >= m.depth[i]) end[stack.pop()] = i;
+        parent[i] = stack.length ? stack[stack.length - 1] : -1;
+        stack.push(i);
+      }
+      while (stack.length) end[stack.pop()] = n;
     }
-    while (stack.length) end[stack.pop()] = n;
-    for (let i = 0; i < n; i++) {
-      const s0 = spans[i][3], s1 = s0 + spans[i][4];
-      const ch = (kids.get(i) || []).map((j) => [Math.max(s0, spans[j][3]), Math.min(s1, spans[j][3] + spans[j][4])]).filter((x) => x[1] > x[0]);
+    function selfTime(i) {
+      if (self[i] >= 0) return self[i];
+      const s0 = m.start[i], s1 = s0 + m.len[i];
+      const ch = [];
+      for (let j = i + 1; j < end[i]; j = end[j]) {
+        const a = Math.max(s0, m.start[j]), b = Math.min(s1, m.start[j] + m.len[j]);
+        if (b > a) ch.push([a, b]);
+      }
       ch.sort((x, y) => x[0] - y[0]);
       let covered = 0, cs = -1, ce = -1;
       for (const [a, b] of ch) {
         if (a > ce) { if (ce > cs) covered += ce - cs; cs = a; ce = b; } else if (b > ce) ce = b;
       }
       if (ce > cs) covered += ce - cs;
-      self[i] = Math.max(0, spans[i][4] - covered);
+      self[i] = Math.max(0, m.len[i] - covered);
+      return self[i];
     }
     const attrs = new Map(); /* span id -> attributes, once read */
     let enriched = null;
     const collapsed = new Set();
     let visible = new Int32Array(0);
-    let vpos = new Int32Array(n);
+    let vpos = new Int32Array(0);
     function rebuild() {
       const v = [];
+      if (vpos.length !== n) vpos = new Int32Array(n);
       vpos.fill(-1);
       for (let i = 0; i < n; i++) {
+        if (state.critOnly && !m.crit[i]) continue;
         vpos[i] = v.length;
         v.push(i);
-        if (collapsed.has(i)) { for (let j = i + 1; j < end[i]; j++) vpos[j] = -1; i = end[i] - 1; }
+        if (collapsed.has(i)) i = end[i] - 1;
       }
       visible = Int32Array.from(v);
       spacer.style.height = visible.length * ROW_H + "px";
+      spacer.setAttribute("data-rows", visible.length);
     }
-    const state = { cursor: -1, open: null, path: new Set(), v0: 0, v1: total, matches: [], match: -1 };
+    const state = { cursor: -1, open: null, pending: null, path: new Set(), v0: 0, v1: total, matches: [], match: -1, critOnly: false };
 
     const box = el("div", { class: "waterfall", id: "waterfall" });
     const spacer = el("div", { class: "spacer", role: "tree", tabindex: "0", "aria-label": "spans of trace " + traceId, id: "span-tree" });
@@ -604,14 +650,17 @@ import { Chart, dagre } from "./src/vendor.js";
     const count = el("span", { id: "search-count", class: "muted", "aria-live": "polite" });
     const prev = el("button", { id: "search-prev", title: "previous match (Shift+Enter)", onclick: () => go(-1) }, "↑ prev");
     const next = el("button", { id: "search-next", title: "next match (Enter)", onclick: () => go(1) }, "next ↓");
-    const toolbar = el("div", { class: "wf-tools" }, search, prev, next, count, el("span", { class: "grow" }), range, reset);
+    const critical = el("button", { id: "critical-toggle", "aria-pressed": "false", title: "show only the spans on the critical path (the chain that determines when the trace ends)", onclick: () => toggleCritical() }, "Critical path");
+    const loading = el("span", { id: "rows-loading", class: "muted", "aria-live": "polite" });
+    const toolbar = el("div", { class: "wf-tools" }, search, prev, next, count, critical, loading, el("span", { class: "grow" }), range, reset);
     box.append(head, spacer);
     const root = el("div", { class: "timeline" }, toolbar, mini, box);
 
     function trackWidth() { return axis.clientWidth || 400; }
     function x(t, w) { return ((t - state.v0) / (state.v1 - state.v0)) * w; }
     function row(i) {
-      const [id, depth, nm, start, len, status, marker] = spans[i];
+      const id = m.ids[i], depth = m.depth[i], nm = m.name[i], start = m.start[i], len = m.len[i], status = STATUS[m.status[i]], marker = m.marker[i];
+      const crit = m.crit[i] === 1;
       const w = trackWidth();
       /* Bars at least 2 px and always inside the track: a span out of the window sits at its edge, faded. */
       let left = x(start, w), right = x(start + len, w);
@@ -626,6 +675,7 @@ import { Chart, dagre } from "./src/vendor.js";
       const twisty = el("span", { class: "twisty", "aria-hidden": "true", onclick: hasKids ? (e) => { e.stopPropagation(); fold(i, !folded); } : null }, hasKids ? (folded ? "▸" : "▾") : "");
       const below = end[i] - i - 1, belowErr = errs[end[i]] - errs[i + 1];
       const name = el("div", { class: "name" }, twisty, statusIcon(status),
+        crit ? el("span", { class: "crit", title: "on the critical path" }) : null,
         marker ? el("span", { class: "flag", title: "stuck loop or circuit breaker" }, "⟲") : null, " ", nm,
         folded ? el("span", { class: "fold-count", title: "folded subtree" }, " +" + below + " span" + (below === 1 ? "" : "s") + (belowErr ? ", " + belowErr + " error" + (belowErr === 1 ? "" : "s") : "")) : null);
       name.style.paddingLeft = 4 + depth * 12 + "px";
@@ -633,13 +683,13 @@ import { Chart, dagre } from "./src/vendor.js";
       const llm = a && isLlm(a);
       const tin = llm ? a["gen_ai.usage.input_tokens"] : undefined, tout = llm ? a["gen_ai.usage.output_tokens"] : undefined;
       const r = el("div", {
-        class: "row" + (status === "error" ? " error" : "") + (marker ? " marker" : "") + (state.path.has(id) ? " onpath" : "") +
+        class: "row" + (status === "error" ? " error" : "") + (marker ? " marker" : "") + (crit ? " critical" : "") + (state.path.has(id) ? " onpath" : "") +
           (state.cursor === i ? " selected" : "") + (state.matches.length && state.matchSet.has(i) ? " match" : ""),
         role: "treeitem", id: "r-" + id, "aria-level": depth + 1, "aria-selected": String(state.cursor === i),
-        "aria-expanded": hasKids ? String(!folded) : null,
+        "aria-expanded": hasKids ? String(!folded) : null, "aria-description": crit ? "on the critical path" : null,
         "data-span": id, "data-index": i,
         onclick: () => select(id),
-      }, name, el("div", { class: "num" }, dur(len)), el("div", { class: "num" }, dur(self[i])),
+      }, name, el("div", { class: "num" }, dur(len)), el("div", { class: "num" }, dur(selfTime(i))),
         el("div", { class: "num tok" }, tin !== undefined || tout !== undefined ? (tin || 0) + "/" + (tout || 0) : ""),
         el("div", { class: "num" }, llm ? money(costOf(a)) : ""), el("div", { class: "track" }, bar));
       r.style.top = vpos[i] * ROW_H + "px";
@@ -651,7 +701,7 @@ import { Chart, dagre } from "./src/vendor.js";
       const rows = [];
       for (let k = first; k < last; k++) rows.push(row(visible[k]));
       spacer.replaceChildren(...rows);
-      if (state.cursor >= 0 && vpos[state.cursor] >= 0) spacer.setAttribute("aria-activedescendant", "r-" + spans[state.cursor][0]);
+      if (state.cursor >= 0 && vpos[state.cursor] >= 0) spacer.setAttribute("aria-activedescendant", "r-" + m.ids[state.cursor]);
       else spacer.removeAttribute("aria-activedescendant");
     }
     function drawAxis() {
@@ -674,13 +724,13 @@ import { Chart, dagre } from "./src/vendor.js";
       const c = canvas.getContext("2d");
       const css = getComputedStyle(document.documentElement);
       c.clearRect(0, 0, w, h);
-      const colors = { error: css.getPropertyValue("--err").trim() || "#c62828", ok: css.getPropertyValue("--bar").trim() || "#60a5fa", unset: css.getPropertyValue("--bar-unset").trim() || "#9ca3af" };
-      for (const st of ["unset", "ok", "error"]) {
+      const colors = [css.getPropertyValue("--bar-unset").trim() || "#9ca3af", css.getPropertyValue("--bar").trim() || "#60a5fa", css.getPropertyValue("--err").trim() || "#c62828"];
+      for (const st of [0, 1, 2]) {
         c.fillStyle = colors[st];
         for (let i = 0; i < n; i++) {
-          if (spans[i][5] !== st) continue;
-          const x0 = (spans[i][3] / total) * w;
-          c.fillRect(x0, 3 + Math.floor((i / n) * (h - 8)), Math.max(1, (spans[i][4] / total) * w), 3);
+          if (m.status[i] !== st) continue;
+          const x0 = (m.start[i] / total) * w;
+          c.fillRect(x0, 3 + Math.floor((i / m.N) * (h - 8)), Math.max(1, (m.len[i] / total) * w), 3);
         }
       }
     }
@@ -730,6 +780,7 @@ import { Chart, dagre } from "./src/vendor.js";
     function reveal(i) {
       let changed = false;
       for (let p = parent[i]; p >= 0; p = parent[p]) if (collapsed.delete(p)) changed = true;
+      if (state.critOnly && !m.crit[i]) { state.critOnly = false; critical.setAttribute("aria-pressed", "false"); changed = true; }
       if (changed) rebuild();
     }
     function scrollTo(i) {
@@ -744,12 +795,20 @@ import { Chart, dagre } from "./src/vendor.js";
     }
     function closeDetail() {
       state.open = null;
+      state.pending = null;
       detail.replaceChildren(el("p", { class: "muted" }, "Select a span: click a row, or move with ↑↓ and press Enter."));
       history.replaceState(null, "", base);
     }
-    /* Select span @p id and open its detail; its link becomes the page's address. */
+    /* Select span @p id and open its detail; its link becomes the page's address. A span whose
+       row has not arrived yet is selected when it does. */
     async function select(id, scroll) {
       const i = index.get(id);
+      if (i === undefined && n < m.N) {
+        state.pending = id;
+        detail.replaceChildren(el("p", { class: "muted", id: "span-pending" }, "Loading span " + id + ": its row has not arrived yet (" + n + " of " + m.N + " spans read)."));
+        return;
+      }
+      state.pending = null;
       if (i === undefined) {
         detail.replaceChildren(el("p", { class: "status-failed", id: "span-missing" }, "No span " + id + " in this trace: the link may be from another trace. Pick a span in the waterfall."));
         return;
@@ -781,7 +840,7 @@ import { Chart, dagre } from "./src/vendor.js";
       } else if (k === "ArrowRight" && i >= 0) {
         if (collapsed.has(i)) fold(i, false); else if (end[i] > i + 1) setCursor(i + 1, true);
       } else if (k === "Enter" && i >= 0) {
-        select(spans[i][0]);
+        select(m.ids[i]);
       } else if (k === "Escape") {
         closeDetail();
       } else return;
@@ -792,7 +851,7 @@ import { Chart, dagre } from "./src/vendor.js";
     function enrich() {
       if (!enriched) {
         enriched = (async () => {
-          for (let off = 0; off < n;) {
+          for (let off = 0; off < m.N;) {
             const page = await api("/api/v1/traces/" + traceId + "?offset=" + off + "&limit=10000");
             if (!page.spans || !page.spans.length) break;
             for (const s of page.spans) attrs.set(s.span_id, s.attributes || {});
@@ -804,15 +863,29 @@ import { Chart, dagre } from "./src/vendor.js";
       return enriched;
     }
     function matches(q, i) {
-      const s = spans[i];
-      const a = attrs.get(s[0]) || {};
+      const a = attrs.get(m.ids[i]) || {};
+      const nm = m.name[i];
       return q.every((t) => {
-        if (t.kind === "text") return s[2].toLowerCase().includes(t.v);
-        if (t.kind === "status") return s[5] === t.v;
+        if (t.kind === "text") return nm.toLowerCase().includes(t.v);
+        if (t.kind === "status") return STATUS[m.status[i]] === t.v;
         if (t.kind === "step") return attrText(a["weft.step.id"]) === t.v;
-        if (t.kind === "agent") return s[2] === "invoke_agent " + t.v || (a["gen_ai.agent.name"] === t.v && !String(s[2]).startsWith("chat"));
+        if (t.kind === "agent") return nm === "invoke_agent " + t.v || (a["gen_ai.agent.name"] === t.v && !String(nm).startsWith("chat"));
         return a[t.k] !== undefined && attrText(a[t.k]) === t.v;
       });
+    }
+    /* The matches of @p q among the rows so far; the current one kept when it still matches. */
+    function collect(q) {
+      const cur = state.match >= 0 ? state.matches[state.match] : -1;
+      state.matches = [];
+      for (let i = 0; i < n; i++) if (matches(q, i)) state.matches.push(i);
+      state.matchSet = new Set(state.matches);
+      state.match = cur >= 0 ? state.matches.indexOf(cur) : -1;
+    }
+    function countText() {
+      const k = state.matches.length, more = n < m.N ? " so far" : "";
+      count.textContent = state.match >= 0 ? state.match + 1 + " of " + k + more
+        : k ? k + " match" + (k === 1 ? "" : "es") + more + " (Enter)"
+        : "0 of 0" + more + ": no span matches; try part of a name, status:error, step:s1, agent:NAME or key=value";
     }
     let searchSeq = 0;
     async function find() {
@@ -824,19 +897,16 @@ import { Chart, dagre } from "./src/vendor.js";
         try { await enrich(); } catch (e) { count.textContent = "could not read attributes: " + e.message; return; }
         if (seq !== searchSeq) return;
       }
-      state.matches = [];
-      for (let i = 0; i < n; i++) if (matches(q, i)) state.matches.push(i);
-      state.matchSet = new Set(state.matches);
       state.match = -1;
-      count.textContent = state.matches.length ? state.matches.length + " match" + (state.matches.length === 1 ? "" : "es") + " (Enter)"
-        : "0 of 0: no span matches; try part of a name, status:error, step:s1, agent:NAME or key=value";
+      collect(q);
+      countText();
       render();
     }
     function step(d) {
       if (!state.matches.length) return;
       state.match = state.match < 0 ? (d > 0 ? 0 : state.matches.length - 1) : (state.match + d + state.matches.length) % state.matches.length;
-      count.textContent = state.match + 1 + " of " + state.matches.length;
-      select(spans[state.matches[state.match]][0]);
+      countText();
+      select(m.ids[state.matches[state.match]]);
     }
     let timer = null;
     /* Next (1) or previous (-1) match, the query run first when it changed. */
@@ -853,11 +923,38 @@ import { Chart, dagre } from "./src/vendor.js";
       } else if (e.key === "Escape") { search.blur(); spacer.focus(); }
     });
     search.addEventListener("input", () => { state.lastQuery = null; });
+    /* Only the spans on the critical path, or every span. */
+    function toggleCritical() {
+      state.critOnly = !state.critOnly;
+      critical.setAttribute("aria-pressed", String(state.critOnly));
+      box.scrollTop = 0;
+      rebuild();
+      render();
+    }
 
     box.addEventListener("scroll", render);
     state.matchSet = new Set();
-    rebuild();
-    function layout() { drawMinimap(); drawAxis(); render(); }
+    /* performance marks "weft:first-rows" (the first rows in the page) and "weft:rows-loaded"
+       (every row in): what bench/explorer_render.mjs times. */
+    let drawn = false;
+    function layout() {
+      drawMinimap(); drawAxis(); render();
+      if (!drawn && root.isConnected && spacer.firstChild) { drawn = true; performance.mark("weft:first-rows"); }
+    }
+    /* Rows arrived (or the first part): the tree, the visible rows, the search, the minimap,
+       and a span asked for before its row was there. */
+    function grew() {
+      grow();
+      rebuild();
+      box.setAttribute("data-loaded", n);
+      spacer.setAttribute("aria-busy", String(n < m.N));
+      loading.textContent = n < m.N ? "reading spans: " + n + " of " + m.N : "";
+      const q = search.value.trim() ? parseQuery(search.value) : [];
+      if (q.length && (!q.some((t) => t.attrs) || attrs.size)) { collect(q); countText(); }
+      if (root.isConnected) layout();
+      if (state.pending && index.has(state.pending)) select(state.pending, true);
+    }
+    grew();
     window.addEventListener("resize", () => { if (root.isConnected) layout(); });
     /* Read at once for traces up to ENRICH_MAX spans. A busy or slow server (503 past the
      * retries) must not leave the rows without tokens and cost for good: try again, a few
@@ -868,10 +965,38 @@ import { Chart, dagre } from "./src/vendor.js";
         if (tries > 1 && root.isConnected) setTimeout(() => enrichSoon(tries - 1), 2000);
       });
     }
-    if (n <= ENRICH_MAX) enrichSoon(5);
+    /* The rest of the rows, part by part, behind the rows on show. A trace that changed between
+       two parts (a run still writing spans) is read again from its start. */
+    let loadingRest = null;
+    async function readRest() {
+      while (n < m.N && root.isConnected) {
+        const part = await api(path + "?view=rows&offset=" + n + "&limit=" + PART_ROWS);
+        if (part.span_count !== m.N) {
+          m = rowsModel(await api(path + "?view=rows&limit=" + PART_ROWS));
+          index.clear(); collapsed.clear(); state.cursor = -1;
+          total = m.total; state.v0 = 0; state.v1 = total;
+        } else {
+          m.add(part);
+        }
+        n = m.n;
+        grew();
+      }
+      if (root.isConnected) performance.mark("weft:rows-loaded");
+      if (state.pending && n >= m.N) select(state.pending, true);
+      if (m.N <= ENRICH_MAX && root.isConnected) enrichSoon(5);
+    }
     return {
       box: root, select, render: layout, focusSearch() { search.focus(); search.select(); },
       closeDetail, markPath(ids) { state.path = new Set(ids); render(); },
+      /* Read the rest of the rows (once); resolves when all have arrived. */
+      loadRest() {
+        if (!loadingRest) {
+          loadingRest = readRest().catch((e) => {
+            loading.textContent = "could not read the rest of the spans (" + n + " of " + m.N + " shown): " + e.message + "; reload to try again";
+          });
+        }
+        return loadingRest;
+      },
       /* A plan node's step: the first of its spans (weft.step.id, tree order) that is not a
        * supervisor's decision about it, selected, and the search left at step:ID. */
       async findStep(id) {
@@ -879,9 +1004,9 @@ import { Chart, dagre } from "./src/vendor.js";
         state.lastQuery = search.value;
         await find();
         if (!state.matches.length) return;
-        state.match = Math.max(0, state.matches.findIndex((i) => !String(spans[i][2]).startsWith("plan ")));
-        count.textContent = state.match + 1 + " of " + state.matches.length;
-        await select(spans[state.matches[state.match]][0]);
+        state.match = Math.max(0, state.matches.findIndex((i) => !String(m.name[i]).startsWith("plan ")));
+        countText();
+        await select(m.ids[state.matches[state.match]]);
       },
     };
   }
@@ -940,10 +1065,11 @@ import { Chart, dagre } from "./src/vendor.js";
       parts.push(el("p", { class: "muted", id: "trace-not-kept" },
         "Trace not kept (rule " + r.trace_sampling.rule + "): tail sampling dropped its spans; the run's numbers above are complete."));
     } else if (r.trace_id) {
-      const trace = await api("/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace?view=waterfall&limit=" + SPAN_LIMIT);
+      const tracePath = "/api/v1/runs/" + encodeURIComponent(r.run_id) + "/trace";
+      const trace = await firstRows(tracePath);
       parts.push(el("h2", { id: "span-count", "data-count": trace.span_count }, "Spans (" + trace.span_count + ", " + trace.error_count + " with errors)"));
-      if (trace.spans.length) {
-        wf = waterfall(trace, detail, "#/run/" + r.run_id);
+      if (trace.count) {
+        wf = waterfall(trace, detail, "#/run/" + r.run_id, tracePath);
         parts.push(el("div", { class: "split" }, wf.box, detail));
       } else {
         parts.push(el("p", { class: "muted", id: "no-spans" }, "No spans stored for this trace yet: the exporter may still be delivering them (OTEL_TRACES_EXPORTER=store). Reload in a moment."));
@@ -956,6 +1082,7 @@ import { Chart, dagre } from "./src/vendor.js";
     current = { key: "run/" + ref, wf };
     if (wf) {
       wf.render();
+      wf.loadRest();
       if (spanId) await wf.select(spanId, true);
     }
     if (r.status === "running") poll = setInterval(() => route(true), 3000);
@@ -1047,9 +1174,10 @@ import { Chart, dagre } from "./src/vendor.js";
 
   /* A trace of its own (one that belongs to no run: an ingested service's, say). */
   async function viewTrace(id, spanId) {
-    const trace = await api("/api/v1/traces/" + encodeURIComponent(id) + "?view=waterfall&limit=" + SPAN_LIMIT);
+    const tracePath = "/api/v1/traces/" + encodeURIComponent(id);
+    const trace = await firstRows(tracePath);
     const detail = el("div", { class: "detail", id: "span-detail" }, el("p", { class: "muted" }, "Select a span: click a row, or move with ↑↓ and press Enter."));
-    const wf = trace.spans.length ? waterfall(trace, detail, "#/trace/" + id) : null;
+    const wf = trace.count ? waterfall(trace, detail, "#/trace/" + id, tracePath) : null;
     show(el("h1", {}, "Trace " + trace.trace_id),
       trace.run_id ? el("p", {}, el("a", { href: "#/run/" + trace.run_id }, "its run")) : null,
       el("p", { id: "trace-service" }, el("b", {}, "service "), trace.service || "unknown"),
@@ -1066,6 +1194,7 @@ import { Chart, dagre } from "./src/vendor.js";
     current = { key: "trace/" + id, wf };
     if (wf) {
       wf.render();
+      wf.loadRest();
       if (spanId) await wf.select(spanId, true);
     }
   }

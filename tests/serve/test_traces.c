@@ -618,6 +618,107 @@ test_trace_document_keeps_the_resource_attributes(void **state)
     }
 }
 
+/* The integers of JSON array @p a as "1,2,3" (to compare a column in one assert). */
+static void
+ints(const json_t *a, char *out, size_t cap)
+{
+    size_t len = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(a) && len < cap; i++) {
+        len += (size_t)snprintf(out + len, cap - len, "%s%lld", i > 0 ? "," : "",
+                                (long long)json_integer_value(json_array_get(a, i)));
+    }
+}
+
+static void
+expect_ints(const json_t *doc, const char *col, const char *want)
+{
+    char got[256];
+
+    ints(json_object_get(doc, col), got, sizeof(got));
+    if (strcmp(got, want) != 0) {
+        fail_msg("%s: [%s], expected [%s]", col, got, want);
+    }
+}
+
+#define T_MARK "4e000000000000000000000000000005"
+
+/* view=rows (weft.rows/v1): the rows as columns in microseconds after the trace's start, in
+ * parts with the whole trace's counts, extent and critical path; markers exactly (a span whose
+ * text mentions circuit_breaker elsewhere is not one); a view that is not known is a 400. */
+static void
+test_rows_view_columns_parts_and_marks(void **state)
+{
+    struct fx *f = *state;
+    long status = 0;
+    json_t *doc = NULL;
+
+    start_server(f, 0, 0);
+    post_otel_traces(f);
+    doc = get_json(f, "/api/v1/traces/" T_PAY "?view=rows", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.rows/v1");
+    assert_string_equal(json_string_value(json_object_get(doc, "service")), "checkout");
+    assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "error_count")), 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "offset")), 0);
+    assert_int_equal(json_integer_value(json_object_get(doc, "count")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "unit_ns")), 1000);
+    assert_int_equal(json_integer_value(json_object_get(doc, "end")), 500000);
+    assert_string_equal(json_string_value(json_object_get(doc, "id")),
+                        "10000000000000011000000000000002");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(doc, "names"), 1)),
+                        "charge card");
+    expect_ints(doc, "name", "0,1");
+    expect_ints(doc, "depth", "0,1");
+    expect_ints(doc, "start", "0,100000");
+    expect_ints(doc, "dur", "500000,300000");
+    expect_ints(doc, "status", "0,2");
+    expect_ints(doc, "marker", "");
+    expect_ints(doc, "critical", "0,1");
+    json_decref(doc);
+    /* The second part alone: its own rows, indexes in the whole trace's order. */
+    doc = get_json(f, "/api/v1/traces/" T_PAY "?view=rows&offset=1&limit=5", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(doc, "offset")), 1);
+    assert_int_equal(json_integer_value(json_object_get(doc, "count")), 1);
+    assert_string_equal(json_string_value(json_object_get(doc, "id")), "1000000000000002");
+    expect_ints(doc, "name", "0");
+    expect_ints(doc, "critical", "1");
+    json_decref(doc);
+    /* Markers: a stuck-loop event, a circuit-breaker decision; not a mere mention. */
+    post_spans(f, "agents",
+               "{\"traceId\": \"" T_MARK "\", \"spanId\": \"4000000000000001\", \"name\": "
+               "\"invoke_workflow w\", \"startTimeUnixNano\": \"1700000004000000000\", "
+               "\"endTimeUnixNano\": \"1700000004900000000\"}, {\"traceId\": \"" T_MARK
+               "\", \"spanId\": \"4000000000000002\", \"parentSpanId\": \"4000000000000001\", "
+               "\"name\": \"plan sup\", \"startTimeUnixNano\": \"1700000004100000000\", "
+               "\"endTimeUnixNano\": \"1700000004200000000\", \"attributes\": [{\"key\": "
+               "\"weft.decision.layer\", \"value\": {\"stringValue\": \"circuit_breaker\"}}]}, "
+               "{\"traceId\": \"" T_MARK "\", \"spanId\": \"4000000000000003\", "
+               "\"parentSpanId\": \"4000000000000001\", \"name\": \"invoke_agent a\", "
+               "\"startTimeUnixNano\": \"1700000004300000000\", \"endTimeUnixNano\": "
+               "\"1700000004400000000\", \"events\": [{\"name\": \"weft.stuck_loop\", "
+               "\"timeUnixNano\": \"1700000004350000000\"}]}, {\"traceId\": \"" T_MARK
+               "\", \"spanId\": \"4000000000000004\", \"parentSpanId\": \"4000000000000001\", "
+               "\"name\": \"plan sup\", \"startTimeUnixNano\": \"1700000004500000000\", "
+               "\"endTimeUnixNano\": \"1700000004600000000\", \"attributes\": [{\"key\": "
+               "\"weft.decision.layer\", \"value\": {\"stringValue\": \"llm\"}}, {\"key\": "
+               "\"note\", \"value\": {\"stringValue\": \"no circuit_breaker, no "
+               "weft.stuck_loop\"}}], \"events\": [{\"name\": \"weft.stuck_loop_cleared\", "
+               "\"timeUnixNano\": \"1700000004550000000\"}]}");
+    doc = get_json(f, "/api/v1/traces/" T_MARK "?view=rows", &status);
+    assert_int_equal(status, 200);
+    expect_ints(doc, "marker", "1,2");
+    expect_ints(doc, "depth", "0,1,1,1");
+    /* The root, its child that ends last, then each one that ended before the next began. */
+    expect_ints(doc, "critical", "0,1,2,3");
+    json_decref(doc);
+    expect_400(f, "/api/v1/traces/" T_PAY "?view=columns", "view");
+    expect_400(f, "/api/v1/traces/" T_PAY "?view=rows&limit=100001", "offset, limit");
+}
+
 #ifndef WEFT_TEST_TRACES_PG
 /* @p in gunzipped into a new string (free()). */
 static char *
@@ -846,6 +947,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_trace_document_names_service_and_resource, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_rows_view_columns_parts_and_marks, setup, teardown),
 #ifndef WEFT_TEST_TRACES_PG
         cmocka_unit_test_setup_teardown(test_gzip_when_accepted_and_not_with_q0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_push_runs_heartbeats_and_cap, setup, teardown),

@@ -1096,7 +1096,7 @@ test_pg_primitive_reads(void **state)
 
     assert_weft_ok(ops->begin(impl));
     rows_init(&r, 7);
-    assert_weft_ok(ops->nodes(impl, TA, 100, collect, &r));
+    assert_weft_ok(ops->nodes(impl, TA, 100, false, collect, &r));
     assert_int_equal(r.n, 3);
     assert_string_equal(r.text[row_of(&r, "0000000000000003")][WEFT__NODE_PARENT],
                         "0000000000000001");
@@ -1116,20 +1116,20 @@ test_pg_primitive_reads(void **state)
     (void)row_of(&r, "0000000000000001");
     rows_cleanup(&r);
     rows_init(&r, 7);
-    assert_weft_ok(ops->nodes(impl, TA, 100, collect, &r));
+    assert_weft_ok(ops->nodes(impl, TA, 100, false, collect, &r));
     assert_int_equal(r.n, 3);
     rows_cleanup(&r);
     ops->end(impl);
-    assert_weft_ok(ops->nodes(impl, TA, 100, collect, &r));
+    assert_weft_ok(ops->nodes(impl, TA, 100, false, collect, &r));
     assert_int_equal(r.n, 4);
     rows_cleanup(&r);
 
     /* Reads of a trace without its summary row (retention) still find its spans. */
     PQclear(run_ok(f->conn, "DELETE FROM weft_traces WHERE trace_id = '" TA "'"));
-    assert_weft_ok(ops->nodes(impl, TA, 100, collect, &r));
+    assert_weft_ok(ops->nodes(impl, TA, 100, false, collect, &r));
     assert_int_equal(r.n, 4);
     rows_cleanup(&r);
-    assert_weft_ok(ops->nodes(impl, "ffff", 100, collect, &r));
+    assert_weft_ok(ops->nodes(impl, "ffff", 100, false, collect, &r));
     assert_int_equal(r.n, 0);
     assert_non_null(ops->errmsg(impl));
 
@@ -1159,7 +1159,7 @@ test_pg_callback_error_stops_the_read(void **state)
     assert_weft_ok(weft__store_pg_exporter_new(f->url, &ex));
     assert_weft_ok(export_batch(ex, s, 3));
     open_reader(f, &ops, &impl);
-    assert_weft_err(ops->nodes(impl, TC, 10, stop_at_first, &calls), WEFT_ELIMIT);
+    assert_weft_err(ops->nodes(impl, TC, 10, false, stop_at_first, &calls), WEFT_ELIMIT);
     assert_int_equal(calls, 1);
     ops->close(impl);
     weft_exporter_free(ex);

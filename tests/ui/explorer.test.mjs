@@ -11,7 +11,8 @@
 // page opens it on the fork and its original; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
 // logs a console error; the timeline (axis ticks, durations, tokens and cost, zoom and reset,
-// folding with counts), find in a trace, span URLs and copy link, the keyboard tree, an LLM
+// the critical path against the chain computed here, a 30,000-span trace's first rows before the
+// rest of its rows, folding with counts), find in a trace, span URLs and copy link, the keyboard tree, an LLM
 // span's conversation (a run with --capture-content), the verdict/reward/stuck-loop/correction
 // blocks, empty and error states and the dark palette's toggle; behind a token (a second server, WEFT_SERVE_TOKEN) the explorer refuses
 // a browser without it, /?token= logs it in with an HttpOnly, SameSite=Strict cookie and leaves
@@ -603,6 +604,134 @@ try {
     await page.click("#zoom-reset");
     await page.waitForFunction(() => document.querySelector("#zoom-reset").disabled);
     assert.equal(await page.$$eval("#axis .tick", (t) => t.map((e) => e.textContent).join(",")), before);
+  });
+
+  /* The critical path as docs/explorer.md defines it (Jaeger's, a child ending exactly when the
+   * next starts counting as before it), from a weft.trace/v1 span list in tree order, by parent
+   * ids and exact ns times: the ids on it. */
+  const nsOf = (iso) => {
+    const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?Z$/.exec(iso);
+    return BigInt(Date.parse(m[1] + "Z")) * 1000000n + BigInt((m[2] || "").padEnd(9, "0").slice(0, 9));
+  };
+  function expectedCriticalPath(spans) {
+    const at = new Map(spans.map((s, i) => [s.span_id, i]));
+    const par = spans.map((s) => (s.parent_span_id && at.has(s.parent_span_id) ? at.get(s.parent_span_id) : -1));
+    const cs = [], ce = [], keep = [];
+    spans.forEach((s, i) => {
+      const st = nsOf(s.start), e0 = nsOf(s.end), en = e0 > st ? e0 : st, p = par[i];
+      keep[i] = i === 0 || (p >= 0 && keep[p] && st < ce[p] && en > cs[p]);
+      cs[i] = keep[i] && i > 0 && st < cs[p] ? cs[p] : st;
+      ce[i] = keep[i] && i > 0 && en > ce[p] ? ce[p] : en;
+    });
+    const kids = spans.map(() => []);
+    for (let i = 1; i < spans.length; i++) if (keep[i]) kids[par[i]].push(i);
+    for (const k of kids) k.sort((a, b) => (ce[a] > ce[b] ? -1 : ce[a] < ce[b] ? 1 : a - b));
+    const on = new Set([spans[0].span_id]);
+    let cur = 0, bound = ce[0], back = false;
+    for (;;) {
+      const next = kids[cur].find((j) => !on.has(spans[j].span_id) && (!back || ce[j] <= bound));
+      if (next !== undefined) { cur = next; on.add(spans[cur].span_id); bound = ce[cur]; back = false; } else if (cur === 0) break;
+      else { bound = cs[cur]; cur = par[cur]; back = true; }
+    }
+    return on;
+  }
+
+  await check("timeline: the critical path is marked, and its toggle shows only it", async () => {
+    await openRun(captured);
+    await page.waitForFunction((n) => (document.querySelector("#waterfall") || {}).getAttribute?.("data-loaded") === String(n), capTrace.spans.length);
+    const want = expectedCriticalPath(capTrace.spans);
+    assert.ok(want.size > 1, `a chain of ${want.size} of ${capTrace.spans.length} spans`);
+    const rows = await page.$$eval("#waterfall .row", (rs) => rs.map((r) => [r.getAttribute("data-span"), r.classList.contains("critical"), r.getAttribute("aria-description"), !!r.querySelector(".crit[title='on the critical path']")]));
+    assert.ok(rows.length > 0);
+    for (const [id, c, d, dot] of rows) {
+      assert.equal(c, want.has(id), "row " + id + (c ? " is marked but is not" : " is not marked but is") + " on the expected chain");
+      assert.equal(d, c ? "on the critical path" : null);
+      assert.equal(dot, c);
+    }
+    await page.click("#critical-toggle");
+    await page.waitForFunction((n) => document.querySelector("#span-tree").getAttribute("data-rows") === String(n), want.size);
+    assert.equal(await page.getAttribute("#critical-toggle", "aria-pressed"), "true");
+    const only = await page.$$eval("#waterfall .row", (rs) => rs.map((r) => r.getAttribute("data-span")));
+    const inOrder = capTrace.spans.map((s) => s.span_id).filter((id) => want.has(id));
+    assert.deepEqual(only, inOrder.slice(0, only.length));
+    await page.click("#critical-toggle");
+    await page.waitForFunction((n) => document.querySelector("#span-tree").getAttribute("data-rows") === String(n), capTrace.spans.length);
+    /* A run's steps follow one another, so every span of the captured run is on it. A trace
+     * with parallel children (sent over OTLP): root 0-100 ms; a 10-60, b 20-90 (ends last),
+     * c 30-50, d 0-15 (ends before b starts); under b, b1 20-40 and b2 35-80 (ends last). */
+    const pid = "9a7a" + "0".repeat(24) + "11e1";
+    const ms = (t) => String(BigInt(Date.now() - 60000) * 1000000n + BigInt(t) * 1000000n);
+    const shape = [["r", null, 0, 100], ["a", "r", 10, 60], ["b", "r", 20, 90], ["c", "r", 30, 50], ["d", "r", 0, 15], ["b1", "b", 20, 40], ["b2", "b", 35, 80]];
+    const hex = (k) => "ab" + Buffer.from(k.padEnd(7, "_")).toString("hex");
+    const post = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: "ui-test" },
+      spans: shape.map(([k, p, s, e]) => ({ traceId: pid, spanId: hex(k), parentSpanId: p ? hex(p) : undefined, name: "op " + k, kind: 1, startTimeUnixNano: ms(s), endTimeUnixNano: ms(e) })) }] }] }) });
+    assert.equal(post.status, 200);
+    const par = await apiGet(`/api/v1/traces/${pid}?limit=100`);
+    const parWant = expectedCriticalPath(par.spans);
+    assert.deepEqual([...parWant].sort(), ["r", "b", "b2", "d"].map(hex).sort(), "the test's own rule");
+    await page.goto(`${base}/#/trace/${pid}`);
+    await page.waitForFunction((n) => (document.querySelector("#waterfall") || {}).getAttribute?.("data-loaded") === String(n), shape.length);
+    const marks = await page.$$eval("#waterfall .row", (rs) => rs.filter((r) => r.classList.contains("critical")).map((r) => r.getAttribute("data-span")));
+    assert.deepEqual(marks.sort(), [...parWant].sort());
+    await page.click("#critical-toggle");
+    await page.waitForFunction(() => document.querySelector("#span-tree").getAttribute("data-rows") === "4");
+    /* In tree order: d starts first. */
+    assert.deepEqual(await page.$$eval("#waterfall .row", (rs) => rs.map((r) => r.getAttribute("data-span"))), ["r", "d", "b", "b2"].map(hex));
+  });
+
+  await check("timeline: a 30,000-span trace draws its first rows before the rest arrives", async () => {
+    /* An OTLP trace of 30,000 spans (a root, 100 steps of 299 children), sent in three posts. */
+    const total = 30000, bigId = "b16" + "0".repeat(24) + "30000";
+    const sid = (i) => (0xc0de000000000000n + BigInt(i + 1)).toString(16);
+    const isStep = (i) => i > 0 && (i - 1) % 300 === 0;
+    const nameOf = (i) => (i === 0 ? "GET /big" : isStep(i) ? "step" : i % 97 === 0 ? "needle" : "leaf");
+    const t0 = BigInt(Date.now()) * 1000000n;
+    for (let from = 0; from < total; from += 10000) {
+      const spans = [];
+      for (let i = from; i < from + 10000; i++) {
+        const parent = i === 0 ? undefined : isStep(i) ? sid(0) : sid(1 + Math.floor((i - 1) / 300) * 300);
+        const start = t0 + BigInt(i) * 10000n, len = i === 0 ? BigInt(total) * 10000n + 5000n : isStep(i) ? 300n * 10000n : 5000n;
+        spans.push({ traceId: bigId, spanId: sid(i), parentSpanId: parent, name: nameOf(i), kind: 1,
+          startTimeUnixNano: String(start), endTimeUnixNano: String(start + len), status: { code: i % 1000 === 7 ? 2 : 0 } });
+      }
+      const r = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ resourceSpans: [{ resource: { attributes: [{ key: "service.name", value: { stringValue: "big" } }] }, scopeSpans: [{ scope: { name: "ui-test" }, spans }] }] }) });
+      assert.equal(r.status, 200, "OTLP ingest answered " + r.status);
+    }
+    /* The rest of the rows (any part after the first) is held until the first rows are checked. */
+    let release = null;
+    const gate = new Promise((ok) => { release = ok; });
+    const isRest = (u) => u.pathname === `/api/v1/traces/${bigId}` && u.searchParams.get("view") === "rows" && Number(u.searchParams.get("offset") || 0) > 0;
+    const hold = async (route) => { await gate; await route.continue(); };
+    await page.route(isRest, hold);
+    try {
+      const late = 20000; /* a span whose row is not in the first part */
+      const restAsked = page.waitForRequest((req) => isRest(new URL(req.url())));
+      await page.goto(`${base}/#/trace/${bigId}/span/${sid(late)}`);
+      await page.waitForSelector("#waterfall .row");
+      await restAsked;
+      const loaded = Number(await page.getAttribute("#waterfall", "data-loaded"));
+      assert.ok(loaded > 0 && loaded < total, "rows drawn from the first part: " + loaded + " of " + total);
+      assert.equal(await page.getAttribute("#span-tree", "aria-busy"), "true");
+      assert.equal(await page.getAttribute("#span-count", "data-count"), String(total));
+      await page.waitForSelector("#span-pending");
+      /* Find works on the rows so far, and says so. */
+      const needles = (upTo) => [...Array(upTo).keys()].filter((i) => nameOf(i) === "needle").length;
+      await page.fill("#span-search", "needle");
+      await page.waitForFunction((n) => document.querySelector("#search-count").textContent === n + " matches so far (Enter)", needles(loaded));
+      /* The rest arrives: every row, the URL's span selected, the search counted again. */
+      release();
+      await page.waitForFunction((n) => document.querySelector("#waterfall").getAttribute("data-loaded") === String(n), total, { timeout: 30000 });
+      await page.waitForSelector(`#waterfall .row.selected[data-span="${sid(late)}"]`);
+      assert.equal(await page.getAttribute("#span-tree", "data-rows"), String(total));
+      assert.equal(await page.getAttribute("#span-tree", "aria-busy"), "false");
+      await page.waitForFunction((n) => document.querySelector("#search-count").textContent === n + " matches (Enter)", needles(total));
+      await page.$eval("#waterfall", (b) => { b.scrollTop = b.scrollHeight; });
+      await page.waitForSelector(`#waterfall .row[data-index="${total - 1}"][data-span="${sid(total - 1)}"]`);
+    } finally {
+      release();
+      await page.unroute(isRest, hold);
+    }
   });
 
   await check("fold a subtree: its span and error counts", async () => {
