@@ -115,6 +115,8 @@ struct cli_run_flags {
     const char *fork_from;   /* `weft fork --from STEP` */
     const char *const *sets; /* `weft fork --set KEY=VALUE`, in order */
     size_t set_count;
+    const char *fork_task;     /* `weft fork --set step.STEP.task=TEXT` */
+    const char *fork_answer;   /* `weft fork --set step.STEP.answer=TEXT` */
     const char *snapshot_root; /* the workflow comes from a run's snapshot written here */
 };
 

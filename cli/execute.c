@@ -1038,6 +1038,8 @@ fill_run_options(struct weft_run_options *ro,
     ro->replay_run_id = fl->replay_of;
     ro->fork_run_id = fl->fork_of;
     ro->fork_from_step = fl->fork_from;
+    ro->fork_task = fl->fork_task;
+    ro->fork_answer = fl->fork_answer;
     ro->snapshot_root = fl->snapshot_root;
     ro->checkpoint_user_data = store_processor(t->provider);
     ro->checkpoint = ro->checkpoint_user_data != NULL ? on_checkpoint : NULL;

@@ -70,6 +70,9 @@ cli_fork_usage(FILE *out)
           "                         moved or changed)\n"
           "      --set KEY=VALUE    override a field: agent.NAME.model (a model of the\n"
           "                         workflow's models) or agent.NAME.instructions; repeatable\n"
+          "                         step.STEP.task (STEP's task) or step.STEP.answer (STEP's\n"
+          "                         first LLM call answered with VALUE, not the model); STEP\n"
+          "                         is the --from step\n"
           "\n"
           "exit status: as weft run; 1 also for an unknown run or a run still running, 2 for\n"
           "             an unknown step or a --set that is refused\n",
@@ -269,6 +272,54 @@ take_sets(int argc, char **argv, const char **sets, size_t *count)
     return out;
 }
 
+/* The "step.STEP.task" and "step.STEP.answer" sets into @p fl (fork_task, fork_answer), taken
+ * out of @p sets (the rest are the workflow's). STEP must be the --from step: the steps after it
+ * run live from what it hands them. @return CLI_EXIT_OK, or CLI_EXIT_USAGE after saying why. */
+static int
+take_step_sets(struct cli_run_flags *fl, const char **sets)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < fl->set_count; i++) {
+        const char *eq = strchr(sets[i], '=');
+        const char *dot = NULL;
+        size_t id_len = 0;
+        bool is_task = false;
+        bool is_answer = false;
+        if (strncmp(sets[i], "step.", 5) != 0 || eq == NULL) {
+            sets[kept++] = sets[i];
+            continue;
+        }
+        for (const char *c = sets[i] + 5; c < eq; c++) {
+            dot = *c == '.' ? c : dot;
+        }
+        id_len = dot != NULL ? (size_t)(dot - sets[i] - 5) : 0;
+        is_task = dot != NULL && (size_t)(eq - dot) == 5 && strncmp(dot, ".task", 5) == 0;
+        is_answer = dot != NULL && (size_t)(eq - dot) == 7 && strncmp(dot, ".answer", 7) == 0;
+        if (id_len == 0 || (!is_task && !is_answer)) {
+            fprintf(stderr,
+                    "weft fork: --set %.*s: unknown key; supported keys: agent.NAME.model, "
+                    "agent.NAME.instructions, step.STEP.task, step.STEP.answer\n",
+                    (int)(eq - sets[i]), sets[i]);
+            return CLI_EXIT_USAGE;
+        }
+        if (strlen(fl->fork_from) != id_len || strncmp(sets[i] + 5, fl->fork_from, id_len) != 0) {
+            fprintf(stderr,
+                    "weft fork: --set %.*s: only the --from step '%s' can be changed (the steps "
+                    "after it run live from what it hands them)\n",
+                    (int)(eq - sets[i]), sets[i], fl->fork_from);
+            return CLI_EXIT_USAGE;
+        }
+        if (is_task) {
+            fl->fork_task = eq + 1;
+        } else {
+            fl->fork_answer = eq + 1;
+        }
+    }
+    fl->set_count = kept;
+    return CLI_EXIT_OK;
+}
+
 /* Options both commands take; @p fl and the locals receive them. */
 static int
 parse_common(const char *cmd,
@@ -366,5 +417,6 @@ cli_fork(int argc, char **argv)
         cli_fork_usage(stderr);
         status = CLI_EXIT_USAGE;
     }
+    status = status == CLI_EXIT_OK ? take_step_sets(&fl, sets) : status;
     return status != CLI_EXIT_OK ? status : execute_from("fork", positional[0], workflow, &fl);
 }

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <weft/weft.h>
 
 #define DEFAULT_ADDR "127.0.0.1:9464"
@@ -354,6 +355,20 @@ find_token(const char *given, const char *file, const char **token, char **owned
     return rc;
 }
 
+/* This weft binary's path (POST /api/v1/runs/ID/fork runs `weft fork` with it), or NULL when
+ * it cannot be read (the route then answers 403 as without a token). */
+static const char *
+self_exe(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+
+    if (n <= 0 || (size_t)n >= len - 1) {
+        return NULL;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 int
 cli_serve(int argc, char **argv)
 {
@@ -395,6 +410,7 @@ cli_serve(int argc, char **argv)
     struct source src = {NULL, NULL, NULL, NULL, NULL, NULL};
     struct weft__serve *server = NULL;
     struct weft__serve_config sc;
+    char exe[4096];
     sigset_t stop;
     size_t npos = 0;
     int sig = 0;
@@ -485,6 +501,7 @@ cli_serve(int argc, char **argv)
     sc.metrics = render_store;
     sc.metrics_data = &src;
     sc.ingest = src.ingest;
+    sc.fork_exe = self_exe(exe, sizeof(exe));
     err = weft__serve_start(&sc, &server);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft serve: --addr %s: %s\n", addr,

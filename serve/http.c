@@ -8,6 +8,7 @@
 #include "http.h"
 
 #include "events.h"
+#include "fork.h"
 #include "gzip.h"
 #include "ui.h"
 
@@ -18,11 +19,13 @@
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Only this server's own files and API: no inline script or style, no other origin, no
  * framing. Span content is text in the page (the UI never builds markup from it), and this is
@@ -50,6 +53,7 @@ struct weft__serve {
     atomic_uint_fast64_t denied[DENIED_COUNT];
     atomic_bool is_logged[DENIED_COUNT];
     struct weft__serve_events *events; /* GET /api/v1/events */
+    struct weft__serve_fork *fork;     /* POST /api/v1/runs/ID/fork; NULL: none */
 };
 
 /* Constant-time comparison of a presented token with the expected one. */
@@ -234,14 +238,102 @@ query_arg(void *ctx, const char *name)
 }
 
 static void
+json_reply(struct weft__http_reply *reply, int status, char *json)
+{
+    if (json == NULL) {
+        text_reply(reply, 503, "out of memory\n");
+        return;
+    }
+    reply->body = weft__strdup(json);
+    free(json);
+    if (reply->body == NULL) {
+        text_reply(reply, 503, "out of memory\n");
+        return;
+    }
+    reply->status = status;
+    reply->content_type = "application/json; charset=utf-8";
+    reply->len = strlen(reply->body);
+    reply->free_body = true;
+    reply->headers = weft__strdup("Cache-Control: no-store");
+}
+
+static void
+json_error(struct weft__http_reply *reply, int status, const char *text)
+{
+    json_t *o = json_pack("{s:{s:i, s:s}}", "error", "status", status, "message", text);
+
+    json_reply(reply, status, o != NULL ? json_dumps(o, JSON_COMPACT) : NULL);
+    json_decref(o);
+}
+
+/* The run reference of "/api/v1/runs/REF/fork" into @p out; false for any other path. */
+static bool
+fork_path(const char *url, char *out, size_t out_len)
+{
+    const char *ref = url + strlen("/api/v1/runs/");
+    const char *slash = strncmp(url, "/api/v1/runs/", 13) == 0 ? strchr(ref, '/') : NULL;
+
+    if (slash == NULL || strcmp(slash, "/fork") != 0 || slash == ref ||
+        (size_t)(slash - ref) >= out_len) {
+        return false;
+    }
+    snprintf(out, out_len, "%.*s", (int)(slash - ref), ref);
+    return true;
+}
+
+/* POST /api/v1/runs/REF/fork (http.h, serve/fork.h); admitted already. */
+static void
+on_fork(struct weft__serve *srv,
+        const struct weft__http_request *req,
+        const char *ref,
+        struct weft__http_reply *reply)
+{
+    const char *type = weft__http_header(req, "Content-Type");
+    char *json = NULL;
+    int status = 500;
+
+    if (srv->cfg->token == NULL || srv->fork == NULL) {
+        json_error(reply, 403,
+                   "forking from the explorer needs its token: start weft serve with --token, "
+                   "--token-file or WEFT_SERVE_TOKEN");
+        return;
+    }
+    if (type == NULL || strncasecmp(type, "application/json", 16) != 0 ||
+        (type[16] != '\0' && type[16] != ';' && type[16] != ' ')) {
+        json_error(reply, 415, "expected Content-Type: application/json");
+        return;
+    }
+    if (req->is_too_large) {
+        json_error(reply, 413, "the body is too large");
+        return;
+    }
+    weft__serve_fork_post(srv->fork, ref, req->body, req->body_len, &status, &json);
+    json_reply(reply, status, json);
+}
+
+static void
 on_api(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
     struct weft__serve *srv = user_data;
     struct arg_ctx ctx = {req};
     struct weft__api_request areq = {req->url, query_arg, &ctx};
     struct weft__api_reply ar;
+    char ref[80];
 
+    if (strcmp(req->method, "POST") == 0 && fork_path(req->url, ref, sizeof(ref))) {
+        if (admit(srv, req, reply)) {
+            on_fork(srv, req, ref, reply);
+        }
+        return;
+    }
     if (!is_get(req, reply) || !admit(srv, req, reply)) {
+        return;
+    }
+    if (strcmp(req->url, "/api/v1/session") == 0) {
+        /* What the page may do: fork only with the token (it got here with it). */
+        json_t *o = json_pack("{s:b}", "can_fork", srv->cfg->token != NULL && srv->fork != NULL);
+        json_reply(reply, 200, o != NULL ? json_dumps(o, JSON_COMPACT) : NULL);
+        json_decref(o);
         return;
     }
     weft__api_get(&srv->cfg->api, &areq, &ar);
@@ -312,6 +404,12 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     srv->is_loopback = weft__http_ipv4_is_loopback(sa.sin_addr.s_addr);
     err = weft__serve_events_new(cfg->api.state_path, cfg->events_poll_ms, cfg->events_heartbeat_ms,
                                  &srv->events);
+    if (err == WEFT_OK && cfg->fork_exe != NULL) {
+        err = weft__serve_fork_new(cfg->fork_exe, cfg->api.state_path, &srv->fork);
+        if (err != WEFT_OK) {
+            weft__serve_events_free(srv->events);
+        }
+    }
     if (err != WEFT_OK) {
         weft__free(srv);
         return err;
@@ -324,8 +422,8 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     /* The API and ingest are the heavy routes: each takes at most its max_active requests at
      * once (the next get 503 with Retry-After), which bounds their memory; the UI's files,
      * /metrics and /healthz are never held up by them (net/http_server.h). */
-    routes[n++] =
-        (struct weft__http_route){"/api/v1/", 0, on_api, srv, true, WEFT__API_MAX_ACTIVE, false};
+    routes[n++] = (struct weft__http_route){"/api/v1/", WEFT__SERVE_FORK_MAX_BODY, on_api, srv,
+                                            true,       WEFT__API_MAX_ACTIVE,      true};
     routes[n++] = (struct weft__http_route){"/assets/", 0, on_asset, srv, true, 0, false};
     routes[n++] = (struct weft__http_route){"/", 0, on_asset, srv, false, 0, false};
     routes[n++] = (struct weft__http_route){"/index.html", 0, on_asset, srv, false, 0, false};
@@ -347,6 +445,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     o.headers = common_headers;
     err = weft__metrics_server_start_ex(&o, &srv->server);
     if (err != WEFT_OK) {
+        weft__serve_fork_free(srv->fork);
         weft__serve_events_free(srv->events);
         weft__free(srv);
         return err;
@@ -391,6 +490,7 @@ weft__serve_stop(struct weft__serve *srv)
          * told to. */
         weft__serve_events_stop(srv->events);
         weft_metrics_server_stop(srv->server);
+        weft__serve_fork_free(srv->fork); /* after the requests: a fork still running stops */
         weft__serve_events_free(srv->events);
         weft__free(srv);
     }

@@ -14,6 +14,11 @@
  * read them. /metrics and /healthz hold aggregates only and stay open whatever the Host and the
  * token, so a Prometheus in another container scrapes as before. Every refusal is counted
  * (weft__serve_observe()).
+ *
+ * GET /api/v1/session says what the page may do ({"can_fork"}); POST /api/v1/runs/ID/fork
+ * (serve/fork.h) needs the token (the server has one: else 403), a JSON body (Content-Type
+ * application/json: else 415, which a cross-site form cannot send, and the login cookie is
+ * SameSite=Strict) of at most WEFT__SERVE_FORK_MAX_BODY bytes (else 413).
  */
 #ifndef WEFT_SERVE_HTTP_H
 #define WEFT_SERVE_HTTP_H
@@ -43,6 +48,9 @@ struct weft__serve_config {
      * silent before a heartbeat, in ms; 0: 1,000 and 15,000 (serve/events.h). */
     uint64_t events_poll_ms;
     uint64_t events_heartbeat_ms;
+    /* POST /api/v1/runs/ID/fork runs this weft binary (serve/fork.h); NULL: no such route.
+     * The route answers only with a token (403 without one). */
+    const char *fork_exe;
 };
 
 /* Start serving. @p cfg and what it points to are borrowed until weft__serve_stop().

@@ -474,8 +474,71 @@ import { Chart, dagre } from "./src/vendor.js";
     return out;
   }
 
+  /* "Fork from this step" (docs/explorer.md): on a span of a finished run that belongs to a step
+   * (its agent's span or an LLM call under it), when the server has its token and the page is
+   * logged in with it (GET /api/v1/session). The form sends the step's task and, for an LLM span,
+   * the answer of the step's first model call, each only when edited, to POST
+   * /api/v1/runs/ID/fork and opens the fork's page. @p ctx: {runId, traceId}. */
+  let session = null;
+  function forkBox(s, ctx) {
+    const box = el("div", { class: "block fork", id: "fork-box", hidden: true });
+    if (!ctx) return box;
+    (async () => {
+      session = session || api("/api/v1/session").catch(() => ({ can_fork: false }));
+      if (!(await session).can_fork) return;
+      const a = s.attributes || {};
+      let step = a["weft.step.id"];
+      if (!step && isLlm(a) && s.parent_span_id) {
+        const p = await api("/api/v1/traces/" + ctx.traceId + "/spans/" + s.parent_span_id);
+        step = (p.attributes || {})["weft.step.id"];
+      }
+      if (!step) return;
+      const doc = await api("/api/v1/runs/" + encodeURIComponent(ctx.runId));
+      const run = doc.run;
+      const st = (doc.steps || []).find((x) => x.id === step);
+      if (run.status === "running" || !st) return;
+      const out = a["langfuse.observation.output"];
+      const answer0 = isLlm(a) ? (typeof out === "string" ? out : "") : null;
+      const task = el("textarea", { id: "fork-task", rows: 3, "aria-label": "the step's task" });
+      task.value = st.task || "";
+      const ans = answer0 === null ? null : el("textarea", { id: "fork-answer", rows: 5, "aria-label": "the model's answer" });
+      if (ans) ans.value = answer0;
+      const err = el("p", { class: "status-failed", id: "fork-error", role: "alert" });
+      const submit = el("button", { id: "fork-submit", type: "button" }, "Run the fork");
+      const form = el("div", { id: "fork-form", hidden: true },
+        el("label", {}, "Task of step " + step, task),
+        ans ? el("label", {}, "Answer of the step's first model call (given instead of asking the model)", ans) : null,
+        el("p", {}, submit, el("span", { class: "muted" }, " steps before " + step + " are reused; " + step + " and what follows run live")), err);
+      const open = el("button", { id: "fork-open", type: "button", "aria-expanded": "false", onclick: () => {
+        form.hidden = !form.hidden;
+        open.setAttribute("aria-expanded", String(!form.hidden));
+      } }, "Fork from this step");
+      submit.addEventListener("click", async () => {
+        const set = {};
+        if (task.value !== (st.task || "")) set["step." + step + ".task"] = task.value;
+        if (ans && ans.value !== answer0) set["step." + step + ".answer"] = ans.value;
+        submit.disabled = true;
+        err.textContent = "";
+        try {
+          const r = await fetch("/api/v1/runs/" + encodeURIComponent(run.run_id) + "/fork", { method: "POST", credentials: "same-origin",
+            headers: { "Content-Type": "application/json" }, body: JSON.stringify({ from: step, set }) });
+          const body = await r.json().catch(() => ({}));
+          if (r.status !== 202) throw new Error((body.error && body.error.message) || r.status + " " + r.statusText);
+          location.hash = "#/run/" + body.run_id;
+        } catch (e) {
+          err.textContent = "Could not fork: " + e.message;
+        } finally {
+          submit.disabled = false;
+        }
+      });
+      box.replaceChildren(el("h3", {}, "Fork"), open, form);
+      box.hidden = false;
+    })().catch(() => {});
+    return box;
+  }
+
   const CONTENT_KEYS = new Set(["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"]);
-  function spanDetail(s, link, onClose) {
+  function spanDetail(s, link, onClose, forkCtx) {
     const a = s.attributes || {};
     const llm = isLlm(a);
     const conv = conversation(a);
@@ -505,6 +568,7 @@ import { Chart, dagre } from "./src/vendor.js";
           ["tokens out", tokOut === undefined ? "–" : tokOut], ["cost", money(costOf(a)) || "–"], ["latency", dur(s.duration_ns)]]
           .map(([k, v]) => el("div", {}, el("span", { class: "muted" }, k), el("b", {}, String(v))))) : null,
       weftBlocks(s),
+      forkBox(s, forkCtx),
       conv ? [el("h3", {}, "Conversation"), conv] : llm ? el("p", { class: "muted", id: "no-content" },
         "No messages: content was not captured. Run with --capture-content (or \"capture_content\": true in the workflow) to see prompts and answers.") : null,
       el("h3", {}, "Attributes"),
@@ -820,7 +884,8 @@ import { Chart, dagre } from "./src/vendor.js";
       detail.replaceChildren(el("p", { class: "muted" }, "Loading span…"));
       try {
         const s = await api("/api/v1/traces/" + traceId + "/spans/" + id);
-        if (state.open === id) detail.replaceChildren(...spanDetail(s, location.origin + location.pathname + link, closeDetail).flat(3).filter((z) => z));
+        const forkCtx = base.startsWith("#/run/") ? { runId: base.slice(6), traceId } : null;
+        if (state.open === id) detail.replaceChildren(...spanDetail(s, location.origin + location.pathname + link, closeDetail, forkCtx).flat(3).filter((z) => z));
       } catch (e) {
         if (state.open === id) detail.replaceChildren(el("p", { class: "status-failed" }, "Could not read span " + id + ": " + e.message + ". Is weft serve still running? Click the row again to retry."));
       }

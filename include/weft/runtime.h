@@ -239,6 +239,15 @@ struct weft_run_options {
     const char *fork_run_id;
     /** The step id a fork runs live from; must be a step of the original run. */
     const char *fork_from_step;
+    /** A fork: fork_from_step's task replaced with this text (`weft fork --set
+     * step.ID.task=TEXT`); NULL keeps the original's. Requires fork_run_id. */
+    const char *fork_task;
+    /** A fork: fork_from_step's first LLM call is answered with this text instead of asking
+     * the model (`weft fork --set step.ID.answer=TEXT`). The exchange is stored with
+     * "override": true and the call's span says weft.fork.answer_override=true. A scripted
+     * model's answer for that call is still taken (and dropped), so its later answers stay
+     * where they were. NULL: the model answers. Requires fork_run_id. */
+    const char *fork_answer;
     /** The workflow was loaded from a stored run's snapshot written under this directory
      * (weft_run_snapshot_load()): its files are named as the run had them, without this
      * prefix, wherever the run records a file (its workflow path, the scripts' cursors that

@@ -87,6 +87,7 @@
     X(FORK_FROM, "weft.fork.from")                                                            \
     X(FORK_OF, "weft.fork.of")                                                                \
     X(FORK_REUSED, "weft.fork.reused")                                                        \
+    X(FORK_ANSWER_OVERRIDE, "weft.fork.answer_override")                                      \
     X(ITEM_INDEX, "weft.item.index")                                                          \
     X(ITERATION, "weft.iteration")                                                            \
     X(LESSONS_USED, "weft.lessons.used")                                                      \

@@ -699,6 +699,10 @@ origin_options_ok(const struct weft_run_options *opts, char *error, size_t error
                  is_replay ? "replay" : "fork");
         return false;
     }
+    if (!is_fork && (opts->fork_task != NULL || opts->fork_answer != NULL)) {
+        snprintf(error, error_len, "a step's task or answer can be set only for a fork");
+        return false;
+    }
     if (is_fork != (opts->fork_from_step != NULL)) {
         snprintf(error, error_len, "fork: the run and the step to fork from go together");
         return false;

@@ -161,7 +161,8 @@ chat_record(struct run *run,
             const struct llm_provider *p,
             weft_err err,
             const struct llm_response *response,
-            const struct llm_error *error)
+            const struct llm_error *error,
+            bool is_override)
 {
     if (ENG(run)->recording != NULL) {
         (void)weft__llm_recording_add(ENG(run)->recording, req, p->provider_name,
@@ -172,6 +173,10 @@ chat_record(struct run *run,
             weft__llm_exchange_json(req, p->provider_name, err == WEFT_OK ? response : NULL, error);
         /* Held (weft__state_commit_held()): the exchange commits with the step's end, or
          * before the step's next LLM call or tool, whichever comes first. */
+        if (entry != NULL && is_override) {
+            /* a fork's answer (options.fork_answer), not the model's */
+            (void)json_object_set_new(entry, "override", json_true());
+        }
         if (entry != NULL) {
             /* A begin that fails (logged, noted for weft__state_check()) still leaves the
              * exchange written on its own: it is never skipped. */
@@ -222,6 +227,35 @@ chat_answered(struct run *run,
     return cost;
 }
 
+/* A fork's answer for the forked step's first call (options.fork_answer, agent.c act()) into
+ * @p response. A scripted model is still asked, its answer dropped: its later answers stay
+ * where they were (no other model is asked). @return WEFT_OK, WEFT_ENOMEM. */
+static weft_err
+override_answer(struct llm_provider *p,
+                const struct llm_request *req,
+                const char *answer,
+                struct llm_response *response,
+                struct llm_error *error)
+{
+    memset(response, 0, sizeof(*response));
+    if (strcmp(p->provider_name, "weft.scripted") == 0 &&
+        weft__llm_complete(p, req, response, error) == WEFT_OK) {
+        weft__llm_response_cleanup(response);
+    }
+    memset(error, 0, sizeof(*error));
+    response->content = weft__strdup(answer);
+    response->finish_reason = weft__strdup("stop");
+    response->input_tokens = -1;
+    response->output_tokens = -1;
+    if (response->content == NULL || response->finish_reason == NULL) {
+        weft__llm_response_cleanup(response);
+        snprintf(error->type, sizeof(error->type), "%s", "llm_error");
+        snprintf(error->message, sizeof(error->message), "out of memory");
+        return WEFT_ENOMEM;
+    }
+    return WEFT_OK;
+}
+
 /* The llm_call service: one call with its `chat {model}` span, the run lock released around
  * the network call. */
 weft_err
@@ -238,8 +272,15 @@ weft__eng_llm_call(void *ctx,
     uint64_t call_ns = 0;
     double cost = 0.0;
     weft_err err = WEFT_OK;
+    /* a replay of the fork answers from the fork's exchange, the given answer among them */
+    const char *override = ENG(run)->replay == NULL ? run->ps.answer_override : NULL;
 
-    if (req.timeout_ms == 0) {
+    run->ps.answer_override = NULL;
+    if (override != NULL) {
+        run->ps.is_answer_overridden = true;
+        weft__rk_set_bool(span, WEFT__RK_FORK_ANSWER_OVERRIDE, true);
+        err = override_answer(p, &req, override, response, error);
+    } else if (req.timeout_ms == 0) {
         memset(response, 0, sizeof(*response));
         snprintf(error->type, sizeof(error->type), "%s", "timeout");
         snprintf(error->message, sizeof(error->message), "no time left for the call");
@@ -257,7 +298,7 @@ weft__eng_llm_call(void *ctx,
         weft__rt_watchdog_progress(run);
         weft__rt_watchdog_poll(run, span);
     }
-    chat_record(run, &req, p, err, response, error);
+    chat_record(run, &req, p, err, response, error, override != NULL);
     run->tel.result->llm_calls++;
     if (err == WEFT_OK) {
         cost = chat_answered(run, span, m, response);

@@ -432,6 +432,39 @@ list_steps(const json_t *rows, char *out, size_t len)
     }
 }
 
+/* A changed task or answer (options.fork_task, fork_answer) fits the forked step, row @p from:
+ * a step of its own (not a fan-out's item, made as its fan-out runs), and an agent's for an
+ * answer (a tool or command step makes no LLM call). */
+static weft_err
+check_overrides(
+    const struct run *run, const struct rt_fork *f, size_t from, char *error, size_t error_len)
+{
+    const json_t *row = json_array_get(f->rows, from);
+    const char *executor = json_string_value(json_object_get(row, "executor"));
+    const char *key = run->cfg.opts->fork_answer != NULL ? "answer" : "task";
+
+    if (run->cfg.opts->fork_task == NULL && run->cfg.opts->fork_answer == NULL) {
+        return WEFT_OK;
+    }
+    if (owner_row(f->rows, from) != (size_t)-1) {
+        snprintf(error, error_len,
+                 "fork: step.%.64s.%s: the step is an item of fan-out step '%.64s', made as that "
+                 "runs; set the fan-out's own step",
+                 f->from, key,
+                 json_string_value(
+                     json_object_get(json_array_get(f->rows, owner_row(f->rows, from)), "id")));
+        return WEFT_EINVAL;
+    }
+    if (run->cfg.opts->fork_answer != NULL && executor != NULL && strcmp(executor, "agent") != 0) {
+        snprintf(error, error_len,
+                 "fork: step.%.64s.answer: the step runs %.32s, not an agent, and makes no LLM "
+                 "call to answer",
+                 f->from, executor);
+        return WEFT_EINVAL;
+    }
+    return WEFT_OK;
+}
+
 /* The original's row and steps into @p f; checks the run and the step. */
 static weft_err
 read_original(struct run *run,
@@ -468,6 +501,9 @@ read_original(struct run *run,
         snprintf(error, error_len, "fork: run %s has no step '%.64s' (its steps: %s)", f->run_id,
                  f->from, ids[0] != '\0' ? ids : "none");
         err = WEFT_EINVAL;
+    }
+    if (err == WEFT_OK) {
+        err = check_overrides(run, f, from, error, error_len);
     }
     /* A fan-out's items start together, on one decision, and it ends with them: forking from
      * an item re-runs its fan-out, from where that started. */
@@ -594,6 +630,25 @@ add_appended_deps(struct run *run, struct plan_step *s, const json_t *row, size_
     return is_ok;
 }
 
+/* The forked step's task replaced (options.fork_task). false: out of memory. */
+static bool
+set_task(struct run *run)
+{
+    size_t i = weft__plan_find(&run->ps.plan, run->store.fork->from);
+    char *task = NULL;
+
+    if (i == (size_t)-1) {
+        return true; /* the fork's workflow lacks it: nothing runs it */
+    }
+    task = weft__strdup(run->cfg.opts->fork_task);
+    if (task == NULL) {
+        return false;
+    }
+    weft__free(run->ps.plan.steps[i].task);
+    run->ps.plan.steps[i].task = task;
+    return true;
+}
+
 bool
 weft__rt_fork_plan(struct run *run)
 {
@@ -619,6 +674,9 @@ weft__rt_fork_plan(struct run *run)
         if (!plan_row(run, row)) {
             return false;
         }
+    }
+    if (run->cfg.opts->fork_task != NULL && !set_task(run)) {
+        return false;
     }
     for (size_t i = 0; i < first && first < run->ps.plan.count; i++) {
         size_t r = row_index(rows, run->ps.plan.steps[i].id);

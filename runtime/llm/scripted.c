@@ -4,8 +4,9 @@
  * takes the next unused response of its (agent, purpose) queue. A RESPONSE is
  * {"content": text | JSON value, "tool_calls": [{"id", "name", "arguments"}], "usage":
  * {"input_tokens", "output_tokens"}, "model", "error": {"type", "message"}, "delay_ms"} where
- * "request" and "provider" (written by recordings) are ignored. A missing response is an LLM error,
- * so failure paths can be scripted by leaving a queue short, or by an explicit "error".
+ * "request", "provider" (written by recordings) and "override" (a fork's given answer) are
+ * ignored. A missing response is an LLM error, so failure paths can be scripted by leaving a
+ * queue short, or by an explicit "error".
  *
  * The whole script is validated when loaded, so a typo fails `weft run` before the first
  * step rather than in the middle of a run.
@@ -58,8 +59,8 @@ has_only_keys(const json_t *obj, const char *const *allowed, const char **bad)
 static bool
 check_response(const json_t *r, const char *where, struct llm_error *error)
 {
-    static const char *const keys[] = {"content", "tool_calls", "usage",    "model", "error",
-                                       "request", "provider",   "delay_ms", NULL};
+    static const char *const keys[] = {"content", "tool_calls", "usage",    "model",    "error",
+                                       "request", "provider",   "delay_ms", "override", NULL};
     static const char *const call_keys[] = {"id", "name", "arguments", NULL};
     const char *bad = NULL;
     const json_t *calls = json_object_get(r, "tool_calls");

@@ -134,6 +134,10 @@ struct run_plan_state {
     size_t requests_dropped;
     unsigned corrections;   /* correction attempts so far (valid or not) */
     const char *last_actor; /* the previous step's agent, for hand-off counts */
+    /* A fork's answer for the forked step's first LLM call (options.fork_answer): agent.c
+     * sets it just before that call, llm_call takes it (both under the run lock). */
+    const char *answer_override;
+    bool is_answer_overridden; /* the fork's answer was given (once per run) */
 };
 
 /* The arguments of one LLM call (see run_services.llm_call). All borrowed for the call. */

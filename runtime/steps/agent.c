@@ -697,6 +697,10 @@ act(struct run *run,
             *error_type = "timeout";
             break;
         }
+        if (round == 0 && run->cfg.opts->fork_answer != NULL && !run->ps.is_answer_overridden &&
+            strcmp(run->ps.plan.steps[step].id, run->cfg.opts->fork_from_step) == 0) {
+            run->ps.answer_override = run->cfg.opts->fork_answer; /* taken by the call */
+        }
         if (weft__rt_llm_call(run, span, agent->name, flow_key(run, step), LLM_PURPOSE_ACT,
                               agent->model, msgs, tools, false, -1.0, deadline, &resp,
                               &lerr) != WEFT_OK) {

@@ -2514,7 +2514,9 @@ weft_workflow_set(struct weft_workflow *workflow,
                   char *error,
                   size_t error_len)
 {
-    static const char keys[] = "supported keys: agent.NAME.model, agent.NAME.instructions";
+    static const char keys[] =
+        "supported keys: agent.NAME.model, agent.NAME.instructions (weft fork also: "
+        "step.STEP.task, step.STEP.answer)";
     const char *field = "";
     struct wf_agent *agent = NULL;
     char *copy = NULL;

@@ -695,6 +695,23 @@ test_cli_replay_and_fork(void **state)
     r = RUN(f, "fork", id, "--from", "build", "--set", "agent.a.colour=red");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "agent.NAME.instructions"));
+    assert_non_null(strstr(r.err, "step.STEP.answer"));
+    /* The forked step's task and first answer set: its result is the given answer. */
+    r = RUN(f, "fork", id, "--from", "report", "--workflow", ok, "--set",
+            "step.report.task=Report briefly", "--set", "step.report.answer=EDITED REPORT",
+            "--json", "-q");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "EDITED REPORT"));
+    assert_non_null(strstr(r.out, "Report briefly"));
+    r = RUN(f, "fork", id, "--from", "report", "--set", "step.find.task=x");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "only the --from step 'report'"));
+    r = RUN(f, "fork", id, "--from", "report", "--set", "step.report.colour=x");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "step.STEP.task, step.STEP.answer"));
+    r = RUN(f, "fork", id, "--from", "build", "--set", "step.build.answer=x");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "not an agent"));
 }
 
 /* Start `weft run WF` and SIGKILL it while step @p step_id is in progress. */

@@ -359,6 +359,73 @@ test_fork_does_not_report_the_originals_loop_again(void **state)
     weft_workflow_free(wf);
 }
 
+/* A fork with the forked step's task and first answer set (`weft fork --set step.s2.task=...
+ * --set step.s2.answer=...`): the step runs with the new task and ends with the given answer
+ * (its first call asked no model), the run goes on from there, and a replay of the fork is
+ * identical (the answer was stored as the fork's exchange). */
+static void
+test_fork_with_task_and_answer(void **state)
+{
+    const struct fx *f = *state;
+    char path[512];
+    struct weft_workflow *wf = NULL;
+    struct weft_diags d = {0};
+    struct weft_run_result *orig = NULL;
+    struct weft_run_result *fk = NULL;
+    struct weft_run_result *rp = NULL;
+    struct weft_run_options ro;
+    char error[512] = "";
+    const char *answer = "EDITED: login.py now hashes with bcrypt.";
+
+    snprintf(path, sizeof(path), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
+    assert_int_equal(weft_workflow_load(path, &wf, &d), WEFT_OK);
+    weft_diags_cleanup(&d);
+    orig = run(f, wf, NULL, NULL, NULL);
+    memset(&ro, 0, sizeof(ro));
+    ro.state_path = f->state;
+    ro.workspace = f->dir;
+    ro.fork_run_id = orig->run_id;
+    ro.fork_from_step = "s2";
+    ro.fork_task = "Implement the login endpoint in login.py, with bcrypt.";
+    ro.fork_answer = answer;
+    if (weft_run(wf, &ro, &fk, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("fork with a task and an answer: %s", error);
+    }
+    assert_string_equal(fk->steps[1].id, "s2");
+    assert_string_equal(fk->steps[1].status, "completed");
+    assert_string_equal(fk->steps[1].task, ro.fork_task);
+    assert_string_equal(fk->steps[1].result, answer);
+    assert_int_equal(fk->reused_steps, 1);
+    assert_true(fk->step_count >= 3); /* the review after it ran live */
+    /* Replayed, the fork's stored exchanges answer it: the given answer among them. */
+    ro.replay_run_id = fk->run_id;
+    if (weft_run(wf, &ro, &rp, error, sizeof(error)) != WEFT_OK) {
+        fail_msg("replay of the fork: %s", error);
+    }
+    assert_non_null(rp->replay);
+    assert_true(rp->replay->is_identical);
+    assert_int_equal(rp->replay->llm_calls, rp->replay->llm_expected);
+    assert_string_equal(rp->steps[1].result, answer);
+    weft_run_result_free(rp);
+    rp = NULL;
+    ro.replay_run_id = NULL;
+    /* Refused before the run starts: an unknown step (the run's steps named), a task or answer
+     * without a fork. */
+    ro.fork_from_step = "s99";
+    ro.fork_answer = answer;
+    assert_int_equal(weft_run(wf, &ro, &rp, error, sizeof(error)), WEFT_EINVAL);
+    assert_null(rp);
+    assert_non_null(strstr(error, "no step 's99' (its steps: s1, s2, s3"));
+    ro.fork_run_id = NULL;
+    ro.fork_from_step = NULL;
+    assert_int_equal(weft_run(wf, &ro, &rp, error, sizeof(error)), WEFT_EINVAL);
+    assert_null(rp);
+    assert_non_null(strstr(error, "only for a fork"));
+    weft_run_result_free(fk);
+    weft_run_result_free(orig);
+    weft_workflow_free(wf);
+}
+
 static void
 test_fork_architect_team_from_each_step(void **state)
 {
@@ -377,6 +444,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_fork_translation_from_each_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_stuck_loops_from_each_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_architect_team_from_each_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_with_task_and_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_does_not_report_the_originals_loop_again, setup,
                                         teardown),
     };

@@ -951,6 +951,65 @@ try {
       await ctx.close();
     }
   });
+
+  await check("fork from a step with an edited answer", async () => {
+    // The captured code_review run: s2's first LLM call, forked with its answer edited.
+    const spans = (await apiGet(`/api/v1/runs/${captured}/trace?limit=10000`)).spans;
+    const ofS2 = new Set(spans.filter((x) => x.attributes["weft.step.id"] === "s2").map((x) => x.span_id));
+    const chat = spans.find((x) => ofS2.has(x.parent_span_id) && x.attributes["gen_ai.operation.name"] === "chat");
+    assert.ok(chat, "no LLM span under step s2");
+    const edited = "EDITED BY THE UI: login.py uses bcrypt";
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const forkErrors = [];
+    try {
+      const p = await ctx.newPage();
+      p.on("pageerror", (e) => forkErrors.push(e.message));
+      await p.goto(`${tokenBase}/?token=${token}`);
+      await p.goto(`${tokenBase}/#/run/${captured}/span/${chat.span_id}`);
+      await p.waitForSelector("#fork-open");
+      // The plain server (no token) offers no fork.
+      await page.goto(`${base}/#/run/${captured}/span/${chat.span_id}`);
+      await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), chat.span_id);
+      assert.equal(await page.$("#fork-open"), null, "a fork is offered without the token");
+      await p.click("#fork-open");
+      assert.equal(await p.inputValue("#fork-task"), "Implement the login endpoint in login.py.");
+      await p.fill("#fork-answer", edited);
+      await p.click("#fork-submit");
+      await p.waitForFunction((orig) => /^Run [0-9a-f]+$/.test((document.querySelector("h1") || {}).textContent || "") &&
+        document.querySelector("h1").textContent !== "Run " + orig, captured);
+      const forkId = (await p.textContent("h1")).slice(4);
+      assert.match(p.url(), new RegExp(`#/run/${forkId}$`));
+      // The fork's run, read from the API once it ended: s2's output is the edited answer.
+      const auth = { headers: { Authorization: "Bearer " + token } };
+      let doc = null;
+      for (const t0 = Date.now(); Date.now() - t0 < 30000;) {
+        doc = await (await fetch(`${tokenBase}/api/v1/runs/${forkId}`, auth)).json();
+        if (doc.run.status !== "running") break;
+        await new Promise((ok) => setTimeout(ok, 100));
+      }
+      assert.equal(doc.run.status, "completed");
+      assert.equal(doc.run.origin.run_id, captured);
+      assert.equal(doc.run.origin.step, "s2");
+      assert.equal(doc.steps.find((x) => x.id === "s2").result, edited);
+      // Its page links the comparison with the original, and that opens the pair.
+      await p.waitForSelector("#compare-origin");
+      await p.click("#compare-origin");
+      await p.waitForSelector('#compare-steps tr[data-step="s2"]');
+      assert.match(p.url(), new RegExp(`#/compare/${captured}/${forkId}$`));
+      assert.match(await p.textContent('#compare-steps tr[data-step="s2"]'), /completed/);
+      // An error of the route shows in the form.
+      await p.goto(`${tokenBase}/#/run/${captured}/span/${chat.span_id}`);
+      await p.waitForSelector("#fork-open");
+      await p.click("#fork-open");
+      await p.route("**/api/v1/runs/*/fork", (r) => r.fulfill({ status: 409, contentType: "application/json",
+        body: JSON.stringify({ error: { status: 409, message: "fork: run x is still running; fork it once it ended" } }) }));
+      await p.click("#fork-submit");
+      await p.waitForFunction(() => /still running/.test((document.querySelector("#fork-error") || {}).textContent || ""));
+      assert.deepEqual(forkErrors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
 } finally {
   await browser.close();
   serve.kill("SIGTERM");

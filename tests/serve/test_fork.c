@@ -1,0 +1,312 @@
+/* tests/serve/test_fork.c - POST /api/v1/runs/ID/fork (serve/fork.c, serve/http.c) as the
+ * explorer's "fork from this step" uses it: with the token, a finished code_review run forked
+ * from s2 with the step's answer set answers 202 with the fork's id, and that run completes with
+ * the answer as s2's result and weft.fork.answer_override on the LLM span; a bad body (400), a
+ * wrong Content-Type (415), an unknown run (404), an unknown step (400, the run's steps named),
+ * a wrong token (401) are refused, and without a token configured the route is off (403, saying
+ * how to start serve with one). GET /api/v1/session says whether the page may fork.
+ *
+ * The server is the built `weft` binary, spoken to over real HTTP on 127.0.0.1 (libcurl).
+ */
+#include "support/serve_proc.h"
+#include "support/server_proc.h"
+#include "support/weft_test.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <weft/weft.h>
+
+#define WEFT  WEFT_BINARY_DIR "/weft"
+#define TOKEN "correct-horse-battery-staple-42"
+#define JSON  "Content-Type: application/json"
+
+struct fx {
+    char *dir;
+    char home_env[600];
+    char state[600];
+    char log[600];
+    pid_t pid;
+    unsigned port;
+    char run_id[32];
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    char wf[600];
+    char ws[600];
+    struct weft_run_info *runs = NULL;
+    size_t count = 0;
+
+    assert_non_null(f);
+    f->dir = weft_test_mkdtemp("weft-serve-fork-");
+    assert_non_null(f->dir);
+    snprintf(f->home_env, sizeof(f->home_env), "WEFT_HOME=%s", f->dir);
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
+    snprintf(f->log, sizeof(f->log), "%s/serve.log", f->dir);
+    snprintf(wf, sizeof(wf), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
+    snprintf(ws, sizeof(ws), "%s/ws", f->dir);
+    {
+        const char *argv[] = {WEFT, "run", wf, "-q", "--workspace", ws, NULL};
+        const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+        assert_int_equal(weft_test_run(argv, env, f->dir, f->log, 60000), 0);
+    }
+    assert_int_equal(weft_runs_list(f->state, 1, &runs, &count), WEFT_OK);
+    assert_int_equal(count, 1);
+    snprintf(f->run_id, sizeof(f->run_id), "%s", runs[0].run_id);
+    weft_run_infos_free(runs, count);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    if (f->pid > 0) {
+        weft_test_kill_group(f->pid, 5000);
+    }
+    weft_test_rm_rf(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Start `weft serve --addr 127.0.0.1:0 EXTRA...` (WEFT_SERVE_TOKEN unset). */
+static void
+start_serve(struct fx *f, const char *const *extra)
+{
+    const char *argv[16] = {WEFT, "serve", "--addr", "127.0.0.1:0"};
+    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+    size_t n = 4;
+
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
+        argv[n++] = extra[i];
+    }
+    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
+}
+
+/* SIGTERM: the server ends (a fork still running is interrupted and waited for), exit 0. */
+static void
+stop_serve(struct fx *f)
+{
+    assert_int_equal(kill(f->pid, SIGTERM), 0);
+    assert_int_equal(weft_test_wait(f->pid, 20000), 0);
+    f->pid = 0;
+}
+
+struct answer {
+    long status;
+    char headers[8192];
+    size_t headers_len;
+    char body[1 << 18]; /* /metrics fits */
+    size_t len;
+};
+
+static size_t
+append(char *buf, size_t cap, size_t *used, const char *p, size_t len)
+{
+    size_t room = cap - 1 - *used;
+    size_t n = len < room ? len : room;
+
+    memcpy(buf + *used, p, n);
+    *used += n;
+    buf[*used] = '\0';
+    return len;
+}
+
+static size_t
+on_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct answer *a = ud;
+
+    return append(a->body, sizeof(a->body), &a->len, p, size * n);
+}
+
+static size_t
+on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct answer *a = ud;
+
+    return append(a->headers, sizeof(a->headers), &a->headers_len, p, size * n);
+}
+
+/* @p body (NULL: GET) to @p path on 127.0.0.1 with @p header and @p header2 (may be NULL). */
+static void
+request(const struct fx *f,
+        const char *path,
+        const char *header,
+        const char *header2,
+        const char *body,
+        struct answer *a)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    char url[256];
+
+    assert_non_null(c);
+    memset(a, 0, sizeof(*a));
+    if (header != NULL) {
+        h = curl_slist_append(h, header);
+    }
+    if (header2 != NULL) {
+        h = curl_slist_append(h, header2);
+    }
+    if (body != NULL) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", f->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+/* POST @p body to the fork route of run @p ref with @p auth and @p type headers. */
+static long
+post_fork(const struct fx *f,
+          const char *ref,
+          const char *auth,
+          const char *type,
+          const char *body,
+          struct answer *a)
+{
+    char path[128];
+
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/fork", ref);
+    request(f, path, auth, type, body, a);
+    return a->status;
+}
+
+/* Wait (at most 30 s) for run @p id to end; @return its details (weft_run_details_free()). */
+static struct weft_run_details *
+wait_ended(const struct fx *f, const char *id)
+{
+    long deadline = weft_test_now_ms() + 30000;
+    struct weft_run_details *d = NULL;
+
+    for (;;) {
+        assert_int_equal(weft_run_load(f->state, id, &d), WEFT_OK);
+        if (strcmp(d->info.status, "running") != 0 || weft_test_now_ms() > deadline) {
+            return d;
+        }
+        weft_run_details_free(d);
+        weft_test_sleep_ms(50);
+    }
+}
+
+static void
+test_fork_route_with_token(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--token", TOKEN, NULL};
+    const char *auth = "Authorization: Bearer " TOKEN;
+    static struct answer a;
+    char fork_id[32] = "";
+    char path[160];
+    struct weft_run_details *d = NULL;
+    const char *s2 = NULL;
+
+    start_serve(f, args);
+    request(f, "/api/v1/session", auth, NULL, NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"can_fork\":true"));
+    assert_int_equal(post_fork(f, f->run_id, auth, JSON,
+                               "{\"from\": \"s2\", \"set\": {\"step.s2.answer\": "
+                               "\"EDITED: bcrypt it is\"}}",
+                               &a),
+                     202);
+    if (sscanf(a.body, "{\"run_id\":\"%31[0-9a-f]\"}", fork_id) != 1) {
+        fail_msg("202 without the fork's run id: %s", a.body);
+    }
+    d = wait_ended(f, fork_id);
+    assert_string_equal(d->info.status, "completed");
+    assert_string_equal(d->info.origin_kind, "fork");
+    assert_string_equal(d->info.origin_run_id, f->run_id);
+    for (size_t i = 0; i < d->step_count; i++) {
+        s2 = strcmp(d->steps[i].id, "s2") == 0 ? d->steps[i].result : s2;
+    }
+    assert_non_null(s2);
+    assert_string_equal(s2, "EDITED: bcrypt it is");
+    weft_run_details_free(d);
+    snprintf(path, sizeof(path), "/api/v1/runs/%s/trace?limit=500", fork_id);
+    request(f, path, auth, NULL, NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"weft.fork.answer_override\":true"));
+    /* Refused as weft fork refuses, as JSON. */
+    assert_int_equal(post_fork(f, f->run_id, auth, JSON, "not json", &a), 400);
+    assert_non_null(strstr(a.body, "\"message\":\"the body: expected a JSON object"));
+    assert_int_equal(post_fork(f, f->run_id, auth, JSON, "{\"from\": \"s2\", \"x\": 1}", &a), 400);
+    assert_int_equal(post_fork(f, f->run_id, auth, JSON, "{\"from\": \"s99\"}", &a), 400);
+    assert_non_null(strstr(a.body, "has no step 's99' (its steps: s1, s2, s3"));
+    assert_int_equal(post_fork(f, f->run_id, auth, JSON,
+                               "{\"from\": \"s2\", \"set\": {\"step.s3.task\": \"x\"}}", &a),
+                     400);
+    assert_non_null(strstr(a.body, "only step.s2.task and step.s2.answer"));
+    assert_int_equal(
+        post_fork(f, f->run_id, auth, "Content-Type: text/plain", "{\"from\": \"s2\"}", &a), 415);
+    assert_int_equal(post_fork(f, f->run_id, auth, NULL, "{\"from\": \"s2\"}", &a), 415);
+    assert_int_equal(post_fork(f, "ffffffffffff", auth, JSON, "{\"from\": \"s2\"}", &a), 404);
+    assert_non_null(strstr(a.body, "no run 'ffffffffffff'"));
+    assert_int_equal(post_fork(f, f->run_id, "Authorization: Bearer wrong-horse-battery-42", JSON,
+                               "{\"from\": \"s2\"}", &a),
+                     401);
+    /* The browser's login cookie opens it too. The first fork's process may still be ending
+     * (its run has): one fork at a time, the next is told 429 until then. */
+    for (long deadline = weft_test_now_ms() + 20000;;) {
+        long got =
+            post_fork(f, f->run_id, "Cookie: weft_token=" TOKEN, JSON, "{\"from\": \"s2\"}", &a);
+        if (got == 202 || got != 429 || weft_test_now_ms() > deadline) {
+            assert_int_equal(got, 202);
+            break;
+        }
+        assert_non_null(strstr(a.body, "another fork is running"));
+        weft_test_sleep_ms(100);
+    }
+    /* Stopped at once: the fork just started is interrupted or done, and waited for. */
+    stop_serve(f);
+}
+
+static void
+test_fork_route_off_without_token(void **state)
+{
+    struct fx *f = *state;
+    static struct answer a;
+
+    start_serve(f, NULL);
+    request(f, "/api/v1/session", NULL, NULL, NULL, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"can_fork\":false"));
+    assert_int_equal(post_fork(f, f->run_id, NULL, JSON, "{\"from\": \"s2\"}", &a), 403);
+    assert_non_null(strstr(a.body, "--token, --token-file or WEFT_SERVE_TOKEN"));
+    stop_serve(f);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fork_route_with_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_route_off_without_token, setup, teardown),
+    };
+    int rc = 0;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
