@@ -355,6 +355,24 @@ find_token(const char *given, const char *file, const char **token, char **owned
     return rc;
 }
 
+/* What --addr leaves exposed or unguarded, on stderr. */
+static void
+note_exposure(const char *addr, bool is_explorer_off, size_t allow_host_count)
+{
+    if (is_explorer_off) {
+        fprintf(stderr,
+                "weft serve: --addr %s is not loopback and no token was given: the "
+                "explorer is off (/metrics and /healthz are served)\n",
+                addr);
+    }
+    if (allow_host_count > 0 && strncmp(host_of(addr), "127.", 4) != 0) {
+        fprintf(stderr,
+                "weft serve: note: --allow-host matters on loopback only; on --addr %s "
+                "the token guards the explorer and ingest\n",
+                addr);
+    }
+}
+
 /* This weft binary's path (POST /api/v1/runs/ID/fork runs `weft fork` with it), or NULL when
  * it cannot be read (the route then answers 403 as without a token). */
 static const char *
@@ -481,18 +499,7 @@ cli_serve(int argc, char **argv)
     sc.addr = addr;
     sc.token = token != NULL && token[0] != '\0' ? token : NULL;
     sc.is_explorer_off = sc.token == NULL && strncmp(host_of(addr), "127.", 4) != 0;
-    if (sc.is_explorer_off) {
-        fprintf(stderr,
-                "weft serve: --addr %s is not loopback and no token was given: the "
-                "explorer is off (/metrics and /healthz are served)\n",
-                addr);
-    }
-    if (allow_host_count > 0 && strncmp(host_of(addr), "127.", 4) != 0) {
-        fprintf(stderr,
-                "weft serve: note: --allow-host matters on loopback only; on --addr %s "
-                "the token guards the explorer and ingest\n",
-                addr);
-    }
+    note_exposure(addr, sc.is_explorer_off, allow_host_count);
     sc.allow_hosts = allow_hosts;
     sc.allow_host_count = allow_host_count;
     sc.api.state_path = state;

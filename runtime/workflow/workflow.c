@@ -2514,9 +2514,7 @@ weft_workflow_set(struct weft_workflow *workflow,
                   char *error,
                   size_t error_len)
 {
-    static const char keys[] =
-        "supported keys: agent.NAME.model, agent.NAME.instructions (weft fork also: "
-        "step.STEP.task, step.STEP.answer)";
+    static const char keys[] = WF_SET_KEYS;
     const char *field = "";
     struct wf_agent *agent = NULL;
     char *copy = NULL;

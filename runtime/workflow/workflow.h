@@ -20,6 +20,10 @@
 #include <weft/sampling.h>
 
 #define WF_NONE ((size_t)-1)
+/* The keys weft_workflow_set() takes, and those `weft fork --set` takes besides (its error). */
+#define WF_SET_KEYS                                                               \
+    "supported keys: agent.NAME.model, agent.NAME.instructions (weft fork also: " \
+    "step.STEP.task, step.STEP.answer)"
 
 typedef enum wf_provider { WF_PROVIDER_SCRIPTED = 0, WF_PROVIDER_OPENAI = 1 } wf_provider;
 
