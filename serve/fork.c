@@ -368,6 +368,16 @@ child_said(int err_fd, char *out, size_t out_len)
     }
 }
 
+/* Whether child @p pid has ended: reaped now, or already reaped by someone else (ECHILD), so
+ * a child that another waitpid(-1) took never reads as running forever. */
+static bool
+child_ended(pid_t pid)
+{
+    pid_t got = waitpid(pid, NULL, WNOHANG);
+
+    return got == pid || (got < 0 && errno == ECHILD);
+}
+
 /* Start the fork and wait for its run row. @return the status; @p out: the new run id or why. */
 static int
 start_and_wait(struct weft__serve_fork *sf, const struct fork_req *r, char *out, size_t out_len)
@@ -437,7 +447,7 @@ weft__serve_fork_post(struct weft__serve_fork *sf,
         return;
     }
     pthread_mutex_lock(&sf->lock);
-    if (sf->pid > 0 && waitpid(sf->pid, NULL, WNOHANG) == sf->pid) {
+    if (sf->pid > 0 && child_ended(sf->pid)) {
         sf->pid = 0;
     }
     is_busy = sf->is_busy || sf->pid > 0;
@@ -469,10 +479,10 @@ weft__serve_fork_free(struct weft__serve_fork *sf)
     if (sf == NULL) {
         return;
     }
-    if (sf->pid > 0 && waitpid(sf->pid, NULL, WNOHANG) != sf->pid) {
+    if (sf->pid > 0 && !child_ended(sf->pid)) {
         unsigned waited = 0;
         (void)kill(sf->pid, SIGINT); /* as Ctrl-C: it stops at its next check */
-        while (waitpid(sf->pid, NULL, WNOHANG) != sf->pid) {
+        while (!child_ended(sf->pid)) {
             if (waited >= STOP_WAIT_MS) {
                 (void)kill(sf->pid, SIGKILL);
                 (void)waitpid(sf->pid, NULL, 0);
