@@ -36,6 +36,7 @@ static const char keys_text[] = "supported keys: step.STEP.task, step.STEP.answe
 struct weft__serve_fork {
     char *exe;
     char *state_path;
+    char *store_env; /* "WEFT_TRACE_STORE_URL=" the server's span store; NULL: the server's env */
     pthread_mutex_t lock;
     pid_t pid;    /* the fork running, 0: none */
     bool is_busy; /* a request is starting one */
@@ -51,7 +52,10 @@ struct fork_req {
 };
 
 weft_err
-weft__serve_fork_new(const char *exe, const char *state_path, struct weft__serve_fork **out)
+weft__serve_fork_new(const char *exe,
+                     const char *state_path,
+                     const char *store_path,
+                     struct weft__serve_fork **out)
 {
     struct weft__serve_fork *sf = NULL;
 
@@ -65,10 +69,14 @@ weft__serve_fork_new(const char *exe, const char *state_path, struct weft__serve
     }
     sf->exe = weft__strdup(exe);
     sf->state_path = state_path != NULL ? weft__strdup(state_path) : NULL;
+    if (store_path != NULL && asprintf(&sf->store_env, "WEFT_TRACE_STORE_URL=%s", store_path) < 0) {
+        sf->store_env = NULL;
+    }
     if (sf->exe == NULL || (state_path != NULL && sf->state_path == NULL) ||
-        pthread_mutex_init(&sf->lock, NULL) != 0) {
+        (store_path != NULL && sf->store_env == NULL) || pthread_mutex_init(&sf->lock, NULL) != 0) {
         weft__free(sf->exe);
         weft__free(sf->state_path);
+        free(sf->store_env);
         weft__free(sf);
         return WEFT_ENOMEM;
     }
@@ -284,10 +292,11 @@ find_new_fork(const struct weft__serve_fork *sf,
     return is_found;
 }
 
-/* The environment for the child: the server's without WEFT_SERVE_TOKEN. New array of
- * borrowed strings (free() the array). */
+/* The environment for the child: the server's without WEFT_SERVE_TOKEN, and with the span
+ * store the server reads (its --store) as WEFT_TRACE_STORE_URL, so the fork's spans land where
+ * its page looks for them. New array of borrowed strings (free() the array). */
 static char **
-child_env(void)
+child_env(const struct weft__serve_fork *sf)
 {
     size_t n = 0;
     char **env = NULL;
@@ -296,11 +305,16 @@ child_env(void)
     while (environ[n] != NULL) {
         n++;
     }
-    env = calloc(n + 1, sizeof(*env));
+    env = calloc(n + 2, sizeof(*env));
     for (size_t i = 0; env != NULL && i < n; i++) {
-        if (strncmp(environ[i], "WEFT_SERVE_TOKEN=", 17) != 0) {
+        bool is_store = strncmp(environ[i], "WEFT_TRACE_STORE_URL=", 21) == 0;
+        if (strncmp(environ[i], "WEFT_SERVE_TOKEN=", 17) != 0 &&
+            !(is_store && sf->store_env != NULL)) {
             env[k++] = environ[i];
         }
+    }
+    if (env != NULL && sf->store_env != NULL) {
+        env[k] = sf->store_env;
     }
     return env;
 }
@@ -312,7 +326,7 @@ spawn_fork(const struct weft__serve_fork *sf, const struct fork_req *r, int err_
     const char *argv[2 * MAX_SETS + 12];
     size_t n = 0;
     posix_spawn_file_actions_t fa;
-    char **env = child_env();
+    char **env = child_env(sf);
     pid_t pid = -1;
     int rc = 0;
 
@@ -495,5 +509,6 @@ weft__serve_fork_free(struct weft__serve_fork *sf)
     pthread_mutex_destroy(&sf->lock);
     weft__free(sf->exe);
     weft__free(sf->state_path);
+    free(sf->store_env);
     weft__free(sf);
 }

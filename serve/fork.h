@@ -6,8 +6,9 @@
  * workflow file recorded for the run, as weft fork without --workflow), one at a time (another
  * request meanwhile: 429). The answer waits until the fork's run row exists and names it
  * (202 {"run_id"}); a fork refused before that answers 400 with what it said. The child's
- * environment lacks WEFT_SERVE_TOKEN. weft__serve_fork_free() interrupts a fork still running
- * (SIGINT, as Ctrl-C: it stops at its next check and records how it ended) and waits for it.
+ * environment lacks WEFT_SERVE_TOKEN and names the server's span store. weft__serve_fork_free()
+ * interrupts a fork still running (SIGINT, as Ctrl-C: it stops at its next check and records how it
+ * ended) and waits for it.
  *
  * Thread-safety: weft__serve_fork_post() from any thread (one fork at a time inside).
  */
@@ -22,11 +23,13 @@
 
 struct weft__serve_fork;
 
-/* @p exe: the weft binary to run; @p state_path: the server's state database (NULL: the
- * child's environment names it, as the server's). Both copied.
+/* @p exe: the weft binary to run; @p state_path: the server's state database and @p store_path
+ * its span store (each NULL: the child's environment names it, as the server's). All copied.
  * @return WEFT_OK, WEFT_EINVAL (NULL exe), WEFT_ENOMEM. */
-weft_err
-weft__serve_fork_new(const char *exe, const char *state_path, struct weft__serve_fork **out);
+weft_err weft__serve_fork_new(const char *exe,
+                              const char *state_path,
+                              const char *store_path,
+                              struct weft__serve_fork **out);
 
 /* Fork run @p run_ref as @p body ({"from": STEP, "set": {KEY: VALUE}}) asks. *status: 202,
  * 400, 404, 409, 429, 500; *json: the answer's body ({"run_id"}, or {"error": {"status",

@@ -405,7 +405,8 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     err = weft__serve_events_new(cfg->api.state_path, cfg->events_poll_ms, cfg->events_heartbeat_ms,
                                  &srv->events);
     if (err == WEFT_OK && cfg->fork_exe != NULL) {
-        err = weft__serve_fork_new(cfg->fork_exe, cfg->api.state_path, &srv->fork);
+        err = weft__serve_fork_new(cfg->fork_exe, cfg->api.state_path, cfg->api.store_path,
+                                   &srv->fork);
         if (err != WEFT_OK) {
             weft__serve_events_free(srv->events);
         }

@@ -213,7 +213,10 @@ static void
 test_fork_route_with_token(void **state)
 {
     struct fx *f = *state;
-    const char *args[] = {"--token", TOKEN, NULL};
+    char store[640];
+    /* A span store of its own (not WEFT_HOME's): the fork's spans must land where the server
+     * reads, or its page has no trace. */
+    const char *args[] = {"--token", TOKEN, "--store", store, NULL};
     const char *auth = "Authorization: Bearer " TOKEN;
     static struct answer a;
     char fork_id[32] = "";
@@ -221,6 +224,7 @@ test_fork_route_with_token(void **state)
     struct weft_run_details *d = NULL;
     const char *s2 = NULL;
 
+    snprintf(store, sizeof(store), "%s/serve-spans.db", f->dir);
     start_serve(f, args);
     request(f, "/api/v1/session", auth, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
