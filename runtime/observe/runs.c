@@ -348,42 +348,68 @@ exchange_of(const char *who, const char *purpose, const json_t *entry, struct we
     return !is_oom;
 }
 
+/* How many entries the queues of one asker ({purpose: [entry, ...]}) hold. */
+static size_t
+queue_entries(json_t *queues)
+{
+    const char *purpose = NULL;
+    json_t *list = NULL;
+    size_t n = 0;
+
+    json_object_foreach(queues, purpose, list)
+    {
+        n += json_array_size(list);
+    }
+    return n;
+}
+
+/* The entries of @p who's queues into @p out from *@p i on; false when out of memory. */
+static bool
+queue_fill(const char *who, json_t *queues, struct weft_run_exchange *out, size_t *i)
+{
+    const char *purpose = NULL;
+    json_t *list = NULL;
+
+    json_object_foreach(queues, purpose, list)
+    {
+        for (size_t k = 0; k < json_array_size(list); k++) {
+            if (!exchange_of(who, purpose, json_array_get(list, k), &out[(*i)++])) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* The entries of a stored script ({"responses": {who: {purpose: [entry, ...]}}}) as an
  * array; @return WEFT_OK or WEFT_ENOMEM. */
 static weft_err
 exchanges_of(const json_t *script, struct weft_run_exchange **out, size_t *count)
 {
-    const json_t *responses = json_object_get(script, "responses");
+    json_t *responses = json_object_get(script, "responses");
     const char *who = NULL;
-    const char *purpose = NULL;
     json_t *queues = NULL;
-    json_t *list = NULL;
     size_t n = 0;
     size_t i = 0;
 
-    json_object_foreach((json_t *)(uintptr_t)responses, who, queues){
-        json_object_foreach(queues, purpose, list){n += json_array_size(list);
-}
-}
-*out = weft__calloc(n > 0 ? n : 1, sizeof(**out));
-if (*out == NULL) {
-    return WEFT_ENOMEM;
-}
-json_object_foreach((json_t *)(uintptr_t)responses, who, queues){
-    json_object_foreach(queues, purpose, list){
-        for (size_t k = 0; k < json_array_size(list) && i < n;
-             k++){bool is_ok = exchange_of(who, purpose, json_array_get(list, k), &(*out)[i]);
-i++;
-if (!is_ok) {
-    weft_run_exchanges_free(*out, i);
-    *out = NULL;
-    return WEFT_ENOMEM;
-}
-}
-}
-}
-*count = i;
-return WEFT_OK;
+    json_object_foreach(responses, who, queues)
+    {
+        n += queue_entries(queues);
+    }
+    *out = weft__calloc(n > 0 ? n : 1, sizeof(**out));
+    if (*out == NULL) {
+        return WEFT_ENOMEM;
+    }
+    json_object_foreach(responses, who, queues)
+    {
+        if (!queue_fill(who, queues, *out, &i)) {
+            weft_run_exchanges_free(*out, i);
+            *out = NULL;
+            return WEFT_ENOMEM;
+        }
+    }
+    *count = i;
+    return WEFT_OK;
 }
 
 weft_err
