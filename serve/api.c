@@ -184,6 +184,24 @@ struct trace_want {
     char page_trace_id[WEFT_TRACE_ID_HEX_LEN + 1]; /* out: the resolved id */
 };
 
+weft_err
+weft__api_store_get(const struct weft__api_config *cfg, struct weft_store **store)
+{
+    *store = NULL;
+    return cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, store)
+                                   : weft_store_open(cfg->store_path, store);
+}
+
+void
+weft__api_store_put(const struct weft__api_config *cfg, struct weft_store *store)
+{
+    if (cfg->store_pool != NULL) {
+        weft_store_pool_release(cfg->store_pool, store); /* kept unless its connection broke */
+    } else {
+        weft_store_close(store);
+    }
+}
+
 /* Trace @p ref loaded from the span store as @p want says, or NULL with the reply set. */
 static struct weft_trace *
 load_trace_as(const struct weft__api_config *cfg,
@@ -194,8 +212,7 @@ load_trace_as(const struct weft__api_config *cfg,
     struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     char id[WEFT_TRACE_ID_HEX_LEN + 1];
-    weft_err err = cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, &store)
-                                           : weft_store_open(cfg->store_path, &store);
+    weft_err err = weft__api_store_get(cfg, &store);
 
     if (err == WEFT_OK) {
         err = weft_store_resolve(store, ref, id);
@@ -219,11 +236,7 @@ load_trace_as(const struct weft__api_config *cfg,
               : want->is_outline    ? weft_store_load_outline(store, id, &trace)
                                     : weft_store_load_trace(store, id, &trace);
     }
-    if (cfg->store_pool != NULL) {
-        weft_store_pool_release(cfg->store_pool, store); /* kept unless its connection broke */
-    } else {
-        weft_store_close(store);
-    }
+    weft__api_store_put(cfg, store);
     if (err != WEFT_OK) {
         char what[160];
         snprintf(what, sizeof(what), "trace %.64s", ref);
@@ -549,7 +562,10 @@ flow_loop_add(json_t *out, const struct weft_span_data *s)
  * attributes) and the loop spans alone (at most FLOW_LOOP_SPANS); an empty array otherwise, and
  * when the trace is not in the span store. New reference. */
 static json_t *
-flow_loops(const struct weft__api_config *cfg, const struct weft_run_details *run)
+flow_loops(const struct weft__api_config *cfg,
+           const struct weft_run_details *run,
+           char *error,
+           size_t error_len)
 {
     json_t *out = json_array();
     json_t *loops = run->info.loops != NULL ? json_loads(run->info.loops, 0, NULL) : NULL;
@@ -564,8 +580,7 @@ flow_loops(const struct weft__api_config *cfg, const struct weft_run_details *ru
     if (out == NULL || !has_loops || run->info.trace_id == NULL) {
         return out;
     }
-    err = cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, &store)
-                                  : weft_store_open(cfg->store_path, &store);
+    err = weft__api_store_get(cfg, &store);
     if (err == WEFT_OK) {
         err = weft_store_resolve(store, run->info.trace_id, id);
     }
@@ -589,10 +604,10 @@ flow_loops(const struct weft__api_config *cfg, const struct weft_run_details *ru
         weft_trace_free(one);
     }
     weft_trace_free(outline);
-    if (cfg->store_pool != NULL) {
-        weft_store_pool_release(cfg->store_pool, store);
-    } else {
-        weft_store_close(store);
+    weft__api_store_put(cfg, store);
+    if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+        /* The store failed: not "no loops". The page says the back-edges could not be read. */
+        snprintf(error, error_len, "span store: %s", weft_strerror(err));
     }
     return out;
 }
@@ -611,8 +626,12 @@ run_show(const struct weft__api_config *cfg,
     }
     if (rest[0] == '\0') {
         json_t *doc = weft__doc_run_details(run);
+        char error[160] = "";
         if (doc != NULL) {
-            json_object_set_new(doc, "flow_loops", flow_loops(cfg, run));
+            json_object_set_new(doc, "flow_loops", flow_loops(cfg, run, error, sizeof(error)));
+        }
+        if (doc != NULL && error[0] != '\0') {
+            json_object_set_new(doc, "flow_loops_error", json_string(error));
         }
         reply_doc(reply, 200, doc);
     } else if (strcmp(rest, "trace") == 0 && run->info.trace_id == NULL) {

@@ -19,6 +19,12 @@ void weft__api_reply_error(struct weft__api_reply *reply, unsigned status, const
 /* @p err of a store read as 404, 400, 503 or 500, with "@p what: <weft_strerror>". */
 void weft__api_reply_weft_error(struct weft__api_reply *reply, weft_err err, const char *what);
 
+/* A span store handle for one request: the pool's when the server keeps one, else the store
+ * opened. @return as weft_store_pool_acquire() / weft_store_open(). Give it back with
+ * weft__api_store_put() whatever was returned (NULL is fine). */
+weft_err weft__api_store_get(const struct weft__api_config *cfg, struct weft_store **store);
+void weft__api_store_put(const struct weft__api_config *cfg, struct weft_store *store);
+
 /* Query argument @p name as a count in [0, @p max]; @p def when absent; false when malformed. */
 bool weft__api_arg_size(
     const struct weft__api_request *req, const char *name, size_t def, size_t max, size_t *out);

@@ -217,16 +217,11 @@ weft__api_traces_list(const struct weft__api_config *cfg,
     if (!parse_query(req, &q, after, reply)) {
         return;
     }
-    err = cfg->store_pool != NULL ? weft_store_pool_acquire(cfg->store_pool, &store)
-                                  : weft_store_open(cfg->store_path, &store);
+    err = weft__api_store_get(cfg, &store);
     if (err == WEFT_OK) {
         err = weft_store_find_traces(store, &q, &list, &count);
     }
-    if (cfg->store_pool != NULL) {
-        weft_store_pool_release(cfg->store_pool, store);
-    } else {
-        weft_store_close(store);
-    }
+    weft__api_store_put(cfg, store);
     if (err == WEFT_ENOTFOUND) { /* no span store yet: no traces */
         err = WEFT_OK;
     }

@@ -341,7 +341,9 @@ import { Chart, dagre } from "./src/vendor.js";
     }
     const names = { dep: "dependency", fanout: "fan-out to its items", request: "loop-back request (request_agent) ⟲ ×times", flow: "flow loop ↻ ×times taken" };
     root.legend = el("p", { class: "plan-legend muted", id: before ? "plan-before-legend" : "plan-legend" },
-      ["dep", "fanout", "request", "flow"].filter((k) => kinds.has(k)).map((k) => el("span", { class: "legend-item legend-" + k, "data-kind": k }, names[k])));
+      ["dep", "fanout", "request", "flow"].filter((k) => kinds.has(k)).map((k) => el("span", { class: "legend-item legend-" + k, "data-kind": k }, names[k])),
+      /* The loops could not be read (the span store failed): not the same as "no loops". */
+      doc.flow_loops_error ? el("span", { class: "legend-error", id: "flow-loops-error" }, "Flow loops not drawn: " + doc.flow_loops_error) : null);
     return root;
   }
 

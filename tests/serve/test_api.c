@@ -266,11 +266,31 @@ test_api_run_document_has_its_flow_loops(void **state)
     assert_int_equal(json_integer_value(json_object_get(loop, "taken")),
                      json_integer_value(json_object_get(
                          json_object_get(json_object_get(doc, "run"), "loops"), "flow")));
+    assert_null(json_object_get(doc, "flow_loops_error"));
     json_decref(doc);
     snprintf(path, sizeof(path), "/api/v1/runs/%s", f->good_a);
     doc = get(f, path, NULL, &status);
     assert_int_equal(json_array_size(json_object_get(doc, "flow_loops")), 0);
     json_decref(doc);
+    /* A span store that cannot be read is said, never read as "no loops". */
+    {
+        static char broken[320];
+        const char *kept = f->cfg.store_path;
+        const char *error = NULL;
+
+        write_file(f, "broken.db", "this is not a span store, not even SQLite\n");
+        snprintf(broken, sizeof(broken), "%s/broken.db", f->home);
+        f->cfg.store_path = broken;
+        snprintf(path, sizeof(path), "/api/v1/runs/%s", id);
+        doc = get(f, path, NULL, &status);
+        f->cfg.store_path = kept;
+        assert_int_equal(status, 200);
+        assert_int_equal(json_array_size(json_object_get(doc, "flow_loops")), 0);
+        error = json_string_value(json_object_get(doc, "flow_loops_error"));
+        assert_non_null(error);
+        assert_non_null(strstr(error, "span store: "));
+        json_decref(doc);
+    }
 }
 
 static void
