@@ -12,7 +12,7 @@
 #include "support/server_proc.h"
 #include "support/weft_test.h"
 
-#include <curl/curl.h>
+#include <curl/curl.h> /* curl_global_init() */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,81 +101,6 @@ stop_serve(struct fx *f)
     f->pid = 0;
 }
 
-struct answer {
-    long status;
-    char headers[8192];
-    size_t headers_len;
-    char body[1 << 18]; /* /metrics fits */
-    size_t len;
-};
-
-static size_t
-append(char *buf, size_t cap, size_t *used, const char *p, size_t len)
-{
-    size_t room = cap - 1 - *used;
-    size_t n = len < room ? len : room;
-
-    memcpy(buf + *used, p, n);
-    *used += n;
-    buf[*used] = '\0';
-    return len;
-}
-
-static size_t
-on_body(char *p, size_t size, size_t n, void *ud)
-{
-    struct answer *a = ud;
-
-    return append(a->body, sizeof(a->body), &a->len, p, size * n);
-}
-
-static size_t
-on_header(char *p, size_t size, size_t n, void *ud)
-{
-    struct answer *a = ud;
-
-    return append(a->headers, sizeof(a->headers), &a->headers_len, p, size * n);
-}
-
-/* @p body (NULL: GET) to @p path on 127.0.0.1 with @p header and @p header2 (may be NULL). */
-static void
-request(const struct fx *f,
-        const char *path,
-        const char *header,
-        const char *header2,
-        const char *body,
-        struct answer *a)
-{
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    char url[256];
-
-    assert_non_null(c);
-    memset(a, 0, sizeof(*a));
-    if (header != NULL) {
-        h = curl_slist_append(h, header);
-    }
-    if (header2 != NULL) {
-        h = curl_slist_append(h, header2);
-    }
-    if (body != NULL) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    }
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", f->port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    assert_int_equal(curl_easy_perform(c), CURLE_OK);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-}
-
 /* POST @p body to the fork route of run @p ref with @p auth and @p type headers. */
 static long
 post_fork(const struct fx *f,
@@ -183,12 +108,12 @@ post_fork(const struct fx *f,
           const char *auth,
           const char *type,
           const char *body,
-          struct answer *a)
+          struct serve_proc_answer *a)
 {
     char path[128];
 
     snprintf(path, sizeof(path), "/api/v1/runs/%s/fork", ref);
-    request(f, path, auth, type, body, a);
+    serve_proc_request(f->port, path, auth, type, body, a);
     return a->status;
 }
 
@@ -218,7 +143,7 @@ test_fork_route_with_token(void **state)
      * reads, or its page has no trace. */
     const char *args[] = {"--token", TOKEN, "--store", store, NULL};
     const char *auth = "Authorization: Bearer " TOKEN;
-    static struct answer a;
+    static struct serve_proc_answer a;
     char fork_id[32] = "";
     char path[160];
     struct weft_run_details *d = NULL;
@@ -226,7 +151,7 @@ test_fork_route_with_token(void **state)
 
     snprintf(store, sizeof(store), "%s/serve-spans.db", f->dir);
     start_serve(f, args);
-    request(f, "/api/v1/session", auth, NULL, NULL, &a);
+    serve_proc_request(f->port, "/api/v1/session", auth, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"can_fork\":true"));
     assert_int_equal(post_fork(f, f->run_id, auth, JSON,
@@ -248,7 +173,7 @@ test_fork_route_with_token(void **state)
     assert_string_equal(s2, "EDITED: bcrypt it is");
     weft_run_details_free(d);
     snprintf(path, sizeof(path), "/api/v1/runs/%s/trace?limit=500", fork_id);
-    request(f, path, auth, NULL, NULL, &a);
+    serve_proc_request(f->port, path, auth, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"weft.fork.answer_override\":true"));
     /* Refused as weft fork refuses, as JSON. */
@@ -289,10 +214,10 @@ static void
 test_fork_route_off_without_token(void **state)
 {
     struct fx *f = *state;
-    static struct answer a;
+    static struct serve_proc_answer a;
 
     start_serve(f, NULL);
-    request(f, "/api/v1/session", NULL, NULL, NULL, &a);
+    serve_proc_request(f->port, "/api/v1/session", NULL, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"can_fork\":false"));
     assert_int_equal(post_fork(f, f->run_id, NULL, JSON, "{\"from\": \"s2\"}", &a), 403);

@@ -80,74 +80,17 @@ stop_serve(struct fx *f)
     f->pid = 0;
 }
 
-struct answer {
-    long status;
-    char headers[8192];
-    size_t headers_len;
-    char body[1 << 18]; /* /metrics fits */
-    size_t len;
-};
-
-static size_t
-append(char *buf, size_t cap, size_t *used, const char *p, size_t len)
-{
-    size_t room = cap - 1 - *used;
-    size_t n = len < room ? len : room;
-
-    memcpy(buf + *used, p, n);
-    *used += n;
-    buf[*used] = '\0';
-    return len;
-}
-
-static size_t
-on_body(char *p, size_t size, size_t n, void *ud)
-{
-    struct answer *a = ud;
-
-    return append(a->body, sizeof(a->body), &a->len, p, size * n);
-}
-
-static size_t
-on_header(char *p, size_t size, size_t n, void *ud)
-{
-    struct answer *a = ud;
-
-    return append(a->headers, sizeof(a->headers), &a->headers_len, p, size * n);
-}
-
 /* GET @p path on 127.0.0.1 with @p header (may be NULL); redirects are not followed. */
 static void
-get(const struct fx *f, const char *path, const char *header, struct answer *a)
+get(const struct fx *f, const char *path, const char *header, struct serve_proc_answer *a)
 {
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    char url[256];
-
-    assert_non_null(c);
-    memset(a, 0, sizeof(*a));
-    if (header != NULL) {
-        h = curl_slist_append(h, header);
-    }
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", f->port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    assert_int_equal(curl_easy_perform(c), CURLE_OK);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    serve_proc_request(f->port, path, header, NULL, NULL, a);
 }
 
 static long
 get_status(const struct fx *f, const char *path, const char *header)
 {
-    static struct answer a;
+    static struct serve_proc_answer a;
 
     get(f, path, header, &a);
     return a.status;
@@ -157,7 +100,7 @@ get_status(const struct fx *f, const char *path, const char *header)
 static double
 denied(const struct fx *f, const char *reason)
 {
-    static struct answer a;
+    static struct serve_proc_answer a;
     char label[64];
     const char *labels[] = {label, NULL};
     size_t count = 0;
@@ -209,7 +152,7 @@ test_token_cookie_login_is_strict_and_checked(void **state)
 {
     struct fx *f = *state;
     const char *args[] = {"--token", TOKEN, NULL};
-    static struct answer a;
+    static struct serve_proc_answer a;
     double before = 0;
 
     start_serve(f, "127.0.0.1:0", args);

@@ -174,6 +174,72 @@ serve_proc_get(unsigned port, const char *path, long timeout_ms, long *status)
     return b.data != NULL ? b.data : strdup("");
 }
 
+static size_t
+append(char *buf, size_t cap, size_t *used, const char *p, size_t len)
+{
+    size_t room = cap - 1 - *used;
+    size_t n = len < room ? len : room;
+
+    memcpy(buf + *used, p, n);
+    *used += n;
+    buf[*used] = '\0';
+    return len;
+}
+
+static size_t
+on_answer_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct serve_proc_answer *a = ud;
+
+    return append(a->body, sizeof(a->body), &a->len, p, size * n);
+}
+
+static size_t
+on_answer_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct serve_proc_answer *a = ud;
+
+    return append(a->headers, sizeof(a->headers), &a->headers_len, p, size * n);
+}
+
+void
+serve_proc_request(unsigned port,
+                   const char *path,
+                   const char *header,
+                   const char *header2,
+                   const char *body,
+                   struct serve_proc_answer *a)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    char url[256];
+
+    assert_non_null(c);
+    memset(a, 0, sizeof(*a));
+    if (header != NULL) {
+        h = curl_slist_append(h, header);
+    }
+    if (header2 != NULL) {
+        h = curl_slist_append(h, header2);
+    }
+    if (body != NULL) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_answer_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 15000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
 double
 serve_proc_sum(const char *text, const char *name, const char *const *labels, size_t *count)
 {

@@ -33,6 +33,26 @@ void serve_proc_stop(pid_t pid);
  * when the request failed or timed out; *status the HTTP status (0 on failure). */
 char *serve_proc_get(unsigned port, const char *path, long timeout_ms, long *status);
 
+/* A request's answer as serve_proc_request() keeps it: status, headers and body, each cut to
+ * its buffer (NUL-terminated). Large: keep it static or on the heap. */
+struct serve_proc_answer {
+    long status;
+    char headers[8192];
+    size_t headers_len;
+    char body[1 << 18]; /* /metrics fits */
+    size_t len;
+};
+
+/* @p body NULL: GET http://127.0.0.1:port/path, else POST it, with header lines @p header and
+ * @p header2 (each may be NULL), within 15 s; redirects are not followed. Fails the test when
+ * no answer came. */
+void serve_proc_request(unsigned port,
+                        const char *path,
+                        const char *header,
+                        const char *header2,
+                        const char *body,
+                        struct serve_proc_answer *a);
+
 /* Sum of the samples named exactly @p name whose label set contains every one of the
  * NULL-terminated @p labels (each like `kind="flow"`; NULL: all). *count (may be NULL) the
  * number of samples matched. */
