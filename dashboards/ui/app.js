@@ -499,8 +499,10 @@ import { Chart, dagre } from "./src/vendor.js";
       const run = doc.run;
       const st = (doc.steps || []).find((x) => x.id === step);
       if (run.status === "running" || !st) return;
+      /* The answer given replaces the step's first model call only: offered on that call's
+       * span, prefilled with what the model said there; a later call's span says so. */
       const out = a["langfuse.observation.output"];
-      const answer0 = isLlm(a) ? (typeof out === "string" ? out : "") : null;
+      const answer0 = isLlm(a) && ctx.isFirstCall ? (typeof out === "string" ? out : "") : null;
       const task = el("textarea", { id: "fork-task", rows: 3, "aria-label": "the step's task" });
       task.value = st.task || "";
       const ans = answer0 === null ? null : el("textarea", { id: "fork-answer", rows: 5, "aria-label": "the model's answer" });
@@ -509,7 +511,8 @@ import { Chart, dagre } from "./src/vendor.js";
       const submit = el("button", { id: "fork-submit", type: "button" }, "Run the fork");
       const form = el("div", { id: "fork-form", hidden: true },
         el("label", {}, "Task of step " + step, task),
-        ans ? el("label", {}, "Answer of the step's first model call (given instead of asking the model)", ans) : null,
+        ans ? el("label", {}, "Answer of the step's first model call (given instead of asking the model)", ans)
+          : isLlm(a) ? el("p", { class: "muted", id: "fork-answer-note" }, "An answer can be given for the step's first model call only: open that call's span to edit it.") : null,
         el("p", {}, submit, el("span", { class: "muted" }, " steps before " + step + " are reused; " + step + " and what follows run live")), err);
       const open = el("button", { id: "fork-open", type: "button", "aria-expanded": "false", onclick: () => {
         form.hidden = !form.hidden;
@@ -867,6 +870,16 @@ import { Chart, dagre } from "./src/vendor.js";
     }
     /* Select span @p id and open its detail; its link becomes the page's address. A span whose
        row has not arrived yet is selected when it does. */
+    /* Whether row @p i is the first model call ("chat …") among its parent's children: the
+     * only call a fork's given answer replaces (`step.ID.answer`). */
+    function isFirstChat(i) {
+      let p = i - 1;
+      while (p >= 0 && m.depth[p] >= m.depth[i]) p--;
+      for (let j = p + 1; j < n && m.depth[j] >= m.depth[i]; j++) {
+        if (m.depth[j] === m.depth[i] && String(m.name[j]).startsWith("chat")) return j === i;
+      }
+      return false;
+    }
     async function select(id, scroll) {
       const i = index.get(id);
       if (i === undefined && n < m.N) {
@@ -886,7 +899,7 @@ import { Chart, dagre } from "./src/vendor.js";
       detail.replaceChildren(el("p", { class: "muted" }, "Loading span…"));
       try {
         const s = await api("/api/v1/traces/" + traceId + "/spans/" + id);
-        const forkCtx = base.startsWith("#/run/") ? { runId: base.slice(6), traceId } : null;
+        const forkCtx = base.startsWith("#/run/") ? { runId: base.slice(6), traceId, isFirstCall: isFirstChat(i) } : null;
         if (state.open === id) detail.replaceChildren(...spanDetail(s, location.origin + location.pathname + link, closeDetail, forkCtx).flat(3).filter((z) => z));
       } catch (e) {
         if (state.open === id) detail.replaceChildren(el("p", { class: "status-failed" }, "Could not read span " + id + ": " + e.message + ". Is weft serve still running? Click the row again to retry."));

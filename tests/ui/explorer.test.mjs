@@ -971,7 +971,22 @@ try {
       await page.goto(`${base}/#/run/${captured}/span/${chat.span_id}`);
       await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), chat.span_id);
       assert.equal(await page.$("#fork-open"), null, "a fork is offered without the token");
+      // A later model call of a step: the given answer replaces the first call only, so its
+      // form offers the task and says where the answer is edited.
+      const byParent = new Map();
+      for (const x of spans) if (x.attributes["gen_ai.operation.name"] === "chat") byParent.set(x.parent_span_id, [...(byParent.get(x.parent_span_id) || []), x]);
+      const later = [...byParent.values()].find((l) => l.length > 1);
+      assert.ok(later, "no step with two model calls in the captured run");
+      await p.goto(`${tokenBase}/#/run/${captured}/span/${later[1].span_id}`);
+      await p.waitForSelector("#fork-open");
       await p.click("#fork-open");
+      await p.waitForSelector("#fork-answer-note");
+      assert.equal(await p.$("#fork-answer"), null, "a later call offers the first call's answer");
+      await p.goto(`${tokenBase}/#/run/${captured}/span/${chat.span_id}`);
+      await p.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), chat.span_id);
+      await p.waitForSelector("#fork-open");
+      await p.click("#fork-open");
+      await p.waitForSelector("#fork-answer");
       assert.equal(await p.inputValue("#fork-task"), "Implement the login endpoint in login.py.");
       await p.fill("#fork-answer", edited);
       await p.click("#fork-submit");
