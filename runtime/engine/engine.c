@@ -106,16 +106,20 @@ svc_budget_spent(void *ctx, weft_run_status *status, char *reason, size_t reason
     } else if (run->cfg.deadline_mono != 0 && weft__rt_remaining_ms(run, 0) == 0) {
         /* Less than a millisecond left counts as spent: no call could use it. */
         *status = WEFT_RUN_TIMED_OUT;
+        run->ps.spent_budget = "timeout_s";
         snprintf(reason, reason_len, "run timeout of %.3gs reached",
                  (double)sup->timeout_ms / 1000.0);
     } else if (r->iterations >= sup->max_iterations) {
         *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        run->ps.spent_budget = "max_iterations";
         snprintf(reason, reason_len, "max_iterations (%u) reached", sup->max_iterations);
     } else if (sup->max_tokens > 0 && r->input_tokens + r->output_tokens >= sup->max_tokens) {
         *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        run->ps.spent_budget = "max_tokens";
         snprintf(reason, reason_len, "token budget (%lld) spent", (long long)sup->max_tokens);
     } else if (sup->max_cost_usd > 0 && r->cost_usd >= sup->max_cost_usd) {
         *status = WEFT_RUN_BUDGET_EXHAUSTED;
+        run->ps.spent_budget = "max_cost_usd";
         snprintf(reason, reason_len, "cost budget ($%.4g) spent", sup->max_cost_usd);
     } else {
         return false;
@@ -468,6 +472,7 @@ execute(struct run *run)
         char detail[sizeof(reason)];
         memcpy(detail, reason, sizeof(detail));
         r->status = WEFT_RUN_TIMED_OUT;
+        run->ps.spent_budget = "timeout_s";
         snprintf(reason, sizeof(reason), "run timeout of %.3gs reached (%.900s)",
                  (double)wf->supervisor.timeout_ms / 1000.0, detail);
     }
@@ -569,35 +574,32 @@ decide_sampling(struct run *run)
     weft__rk_set_str(run->tel.root, WEFT__RK_SAMPLING_RULE, rule);
 }
 
-/* Which budget ended the run, on the root: weft.run.budget (the workflow's name for it:
- * max_iterations, max_tokens, max_cost_usd, timeout_s), its limit and the amount used, as
- * svc_budget_spent() found it spent (in the same order), so a reader need not parse the
- * reason. Nothing for a run that ended otherwise. */
+/* Which budget ended the run, on the root: weft.run.budget (the workflow's name for it, as
+ * svc_budget_spent() recorded it when it stopped the run), its limit and the amount used, so a
+ * reader need not parse the reason. Nothing for a run that ended otherwise. */
 static void
 budget_attrs(struct run *run)
 {
     const struct wf_supervisor *sup = &run->cfg.wf->supervisor;
     const struct weft_run_result *r = run->tel.result;
     struct weft_span *root = run->tel.root;
-    int64_t tokens = r->input_tokens + r->output_tokens;
+    const char *name = run->ps.spent_budget;
 
-    if (r->status == WEFT_RUN_TIMED_OUT && run->cfg.deadline_mono > run->cfg.started_mono) {
-        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "timeout_s");
-        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_LIMIT,
-                            (double)(run->cfg.deadline_mono - run->cfg.started_mono) / 1e9);
-        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_USED, (double)r->duration_ns / 1e9);
-    } else if (r->status != WEFT_RUN_BUDGET_EXHAUSTED) {
+    if (name == NULL ||
+        (r->status != WEFT_RUN_TIMED_OUT && r->status != WEFT_RUN_BUDGET_EXHAUSTED)) {
         return;
-    } else if (r->iterations >= sup->max_iterations) {
-        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_iterations");
+    }
+    weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, name);
+    if (strcmp(name, "timeout_s") == 0) {
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_LIMIT, (double)sup->timeout_ms / 1000.0);
+        weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_USED, (double)r->duration_ns / 1e9);
+    } else if (strcmp(name, "max_iterations") == 0) {
         weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_LIMIT, (int64_t)sup->max_iterations);
         weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_USED, (int64_t)r->iterations);
-    } else if (sup->max_tokens > 0 && tokens >= sup->max_tokens) {
-        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_tokens");
+    } else if (strcmp(name, "max_tokens") == 0) {
         weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_LIMIT, sup->max_tokens);
-        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_USED, tokens);
-    } else if (sup->max_cost_usd > 0 && r->cost_usd >= sup->max_cost_usd) {
-        weft__rk_set_str(root, WEFT__RK_RUN_BUDGET, "max_cost_usd");
+        weft__rk_set_int(root, WEFT__RK_RUN_BUDGET_USED, r->input_tokens + r->output_tokens);
+    } else {
         weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_LIMIT, sup->max_cost_usd);
         weft__rk_set_double(root, WEFT__RK_RUN_BUDGET_USED, r->cost_usd);
     }

@@ -138,6 +138,9 @@ struct run_plan_state {
      * sets it just before that call, llm_call takes it (both under the run lock). */
     const char *answer_override;
     bool is_answer_overridden; /* the fork's answer was given (once per run) */
+    /* The budget that ended the run, as svc_budget_spent() found it (the workflow's name for
+     * it: "timeout_s", "max_iterations", "max_tokens", "max_cost_usd"); NULL: none. */
+    const char *spent_budget;
 };
 
 /* The arguments of one LLM call (see run_services.llm_call). All borrowed for the call. */

@@ -585,6 +585,25 @@ test_engine_missing_scripted_response_fails_the_step(void **state)
     assert_string_equal(decisions(f->r), "rule:a,rule:end");
 }
 
+/* The last root named @p root carries weft.run.budget @p name, .limit @p limit and .used @p used
+ * (NULL: not checked). */
+static void
+expect_budget(struct fx *f, const char *root, const char *name, const char *limit, const char *used)
+{
+    size_t n = otlp_sink_count_named(f->sink, root);
+    const json_t *span = NULL;
+
+    assert_true(n > 0);
+    span = otlp_sink_find(f->sink, root, n - 1);
+    assert_string_equal(otlp_span_attr(span, "weft.run.budget"), name);
+    if (limit != NULL) {
+        assert_string_equal(otlp_span_attr(span, "weft.run.budget.limit"), limit);
+    }
+    if (used != NULL) {
+        assert_string_equal(otlp_span_attr(span, "weft.run.budget.used"), used);
+    }
+}
+
 static void
 test_engine_iteration_budget_ends_the_run(void **state)
 {
@@ -605,6 +624,8 @@ test_engine_iteration_budget_ends_the_run(void **state)
     assert_string_equal(
         otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow b", 0), "weft.run.status"),
         "budget_exhausted");
+    /* The budget that ended it, on the root: what the why panel reads. */
+    expect_budget(f, "invoke_workflow b", "max_iterations", "2", "2");
 }
 
 static void
@@ -626,6 +647,7 @@ test_engine_token_and_cost_budgets_end_the_run(void **state)
     assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
     assert_non_null(strstr(f->r->reason, "token budget"));
     assert_int_equal(f->r->input_tokens, 600);
+    expect_budget(f, "invoke_workflow t", "max_tokens", "1000", "1100");
     load_inline(
         f,
         "{\"name\": \"t\", \"models\": {\"m\": {\"provider\": \"scripted\", \"script\": "
@@ -637,6 +659,7 @@ test_engine_token_and_cost_budgets_end_the_run(void **state)
     assert_int_equal(f->r->status, WEFT_RUN_BUDGET_EXHAUSTED);
     assert_non_null(strstr(f->r->reason, "cost budget"));
     assert_true(f->r->cost_usd > 1.09 && f->r->cost_usd < 1.11);
+    expect_budget(f, "invoke_workflow t", "max_cost_usd", NULL, NULL);
 }
 
 static void
@@ -719,6 +742,7 @@ test_engine_run_timeout_ends_the_run(void **state)
     assert_string_equal(
         otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow t", 0), "weft.run.status"),
         "timed_out");
+    expect_budget(f, "invoke_workflow t", "timeout_s", "0.3", NULL);
 }
 
 static void
