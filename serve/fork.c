@@ -93,17 +93,6 @@ sleep_ms(unsigned ms)
     }
 }
 
-/* *json: {"error": {"status", "message": @p text}}, as the API's other errors. */
-static void
-answer_error(int *status, char **json, int code, const char *text)
-{
-    json_t *o = json_pack("{s:{s:i, s:s}}", "error", "status", code, "message", text);
-
-    *status = code;
-    *json = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-}
-
 static void
 req_cleanup(struct fork_req *r)
 {
@@ -435,56 +424,49 @@ start_and_wait(struct weft__serve_fork *sf, const struct fork_req *r, char *out,
     return code;
 }
 
-void
+int
 weft__serve_fork_post(struct weft__serve_fork *sf,
                       const char *run_ref,
                       const char *body,
                       size_t body_len,
-                      int *status,
-                      char **json)
+                      char *text,
+                      size_t text_len)
 {
     struct fork_req r;
-    char why[700] = "";
     int code = 0;
     bool is_busy = false;
 
     memset(&r, 0, sizeof(r));
-    if (!parse_body(&r, body, body_len, why, sizeof(why))) {
-        answer_error(status, json, 400, why);
+    text[0] = '\0';
+    if (!parse_body(&r, body, body_len, text, text_len)) {
         req_cleanup(&r);
-        return;
+        return 400;
     }
-    code = check_request(sf, &r, run_ref, why, sizeof(why));
+    code = check_request(sf, &r, run_ref, text, text_len);
     if (code != 0) {
-        answer_error(status, json, code, why);
         req_cleanup(&r);
-        return;
+        return code;
     }
     pthread_mutex_lock(&sf->lock);
     if (sf->pid > 0 && child_ended(sf->pid)) {
         sf->pid = 0;
     }
     is_busy = sf->is_busy || sf->pid > 0;
-    sf->is_busy = true;
+    if (!is_busy) {
+        sf->is_busy = true; /* ours until start_and_wait() has answered */
+    }
     pthread_mutex_unlock(&sf->lock);
     if (is_busy) {
-        answer_error(status, json, 429, "another fork is running; try again when it has ended");
+        snprintf(text, text_len, "another fork is running; try again when it has ended");
         req_cleanup(&r);
-        return;
+        return 429;
     }
-    code = start_and_wait(sf, &r, why, sizeof(why));
+    code = start_and_wait(sf, &r, text, text_len);
     pthread_mutex_lock(&sf->lock);
     sf->is_busy = false;
     pthread_mutex_unlock(&sf->lock);
-    if (code == 202) {
-        json_t *o = json_pack("{s:s}", "run_id", why);
-        *status = 202;
-        *json = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-    } else {
-        answer_error(status, json, code, why);
-    }
     req_cleanup(&r);
+    return code;
 }
 
 void

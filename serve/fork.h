@@ -31,15 +31,14 @@ weft_err weft__serve_fork_new(const char *exe,
                               const char *store_path,
                               struct weft__serve_fork **out);
 
-/* Fork run @p run_ref as @p body ({"from": STEP, "set": {KEY: VALUE}}) asks. *status: 202,
- * 400, 404, 409, 429, 500; *json: the answer's body ({"run_id"}, or {"error": {"status",
- * "message"}} as the API's other errors), new (free()), NULL when out of memory. */
-void weft__serve_fork_post(struct weft__serve_fork *sf,
-                           const char *run_ref,
-                           const char *body,
-                           size_t body_len,
-                           int *status,
-                           char **json);
+/* Fork run @p run_ref as @p body ({"from": STEP, "set": {KEY: VALUE}}) asks. @return the
+ * status: 202 (@p text the new run's id), or 400, 404, 409, 429, 500 (@p text why). */
+int weft__serve_fork_post(struct weft__serve_fork *sf,
+                          const char *run_ref,
+                          const char *body,
+                          size_t body_len,
+                          char *text,
+                          size_t text_len);
 
 /* Interrupt a fork still running, wait for it, free. NULL is a no-op. */
 void weft__serve_fork_free(struct weft__serve_fork *sf);

@@ -289,7 +289,7 @@ on_fork(struct weft__serve *srv,
         struct weft__http_reply *reply)
 {
     const char *type = weft__http_header(req, "Content-Type");
-    char *json = NULL;
+    char text[700];
     int status = 500;
 
     if (srv->cfg->token == NULL || srv->fork == NULL) {
@@ -307,8 +307,14 @@ on_fork(struct weft__serve *srv,
         json_error(reply, 413, "the body is too large");
         return;
     }
-    weft__serve_fork_post(srv->fork, ref, req->body, req->body_len, &status, &json);
-    json_reply(reply, status, json);
+    status = weft__serve_fork_post(srv->fork, ref, req->body, req->body_len, text, sizeof(text));
+    if (status == 202) {
+        json_t *o = json_pack("{s:s}", "run_id", text);
+        json_reply(reply, status, o != NULL ? json_dumps(o, JSON_COMPACT) : NULL);
+        json_decref(o);
+    } else {
+        json_error(reply, status, text);
+    }
 }
 
 static void

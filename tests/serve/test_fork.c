@@ -196,7 +196,7 @@ test_fork_route_with_token(void **state)
                      401);
     /* The browser's login cookie opens it too. The first fork's process may still be ending
      * (its run has): one fork at a time, the next is told 429 until then. */
-    for (long deadline = weft_test_now_ms() + 60000;;) { /* ASan in a busy make test: slow */
+    for (long deadline = weft_test_now_ms() + 20000;;) {
         long got =
             post_fork(f, f->run_id, "Cookie: weft_token=" TOKEN, JSON, "{\"from\": \"s2\"}", &a);
         if (got == 202 || got != 429 || weft_test_now_ms() > deadline) {
@@ -207,6 +207,61 @@ test_fork_route_with_token(void **state)
         weft_test_sleep_ms(100);
     }
     /* Stopped at once: the fork just started is interrupted or done, and waited for. */
+    stop_serve(f);
+}
+
+/* One fork at a time, and only while it runs: a request while the fork's process runs is told
+ * 429, and once it has ended the next fork starts (a 429 once kept every later request out). */
+static void
+test_fork_route_busy_while_one_runs_then_free(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--token", TOKEN, NULL};
+    const char *auth = "Authorization: Bearer " TOKEN;
+    const char *fork_b = "{\"from\": \"a\", \"set\": {\"step.a.answer\": \"given\"}}";
+    static struct serve_proc_answer a;
+    struct weft_run_info *runs = NULL;
+    size_t count = 0;
+    char slow[32];
+    char wf[640];
+    long got = 0;
+
+    /* An original whose second step answers after 1.5 s: its fork from "a" has its run row
+     * at once and its process busy for that long. */
+    weft_test_write_file(f->dir, "slow_script.json",
+                         "{\"responses\": {\"w\": {\"act\": [{\"content\": \"x\"}, "
+                         "{\"content\": \"y\", \"delay_ms\": 1500}]}}}");
+    weft_test_write_file(f->dir, "slow.json",
+                         "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": "
+                         "\"scripted\", \"script\": \"slow_script.json\"}}, \"agents\": "
+                         "[{\"name\": \"w\"}], \"plan\": [{\"id\": \"a\", \"agent\": \"w\", "
+                         "\"task\": \"1\"}, {\"id\": \"b\", \"agent\": \"w\", \"task\": \"2\", "
+                         "\"depends_on\": [\"a\"]}]}");
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    {
+        const char *argv[] = {WEFT, "run", wf, "-q", NULL};
+        const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+        assert_int_equal(weft_test_run(argv, env, f->dir, f->log, 60000), 0);
+    }
+    assert_int_equal(weft_runs_list(f->state, 1, &runs, &count), WEFT_OK);
+    assert_int_equal(count, 1);
+    snprintf(slow, sizeof(slow), "%s", runs[0].run_id);
+    weft_run_infos_free(runs, count);
+    start_serve(f, args);
+    assert_int_equal(post_fork(f, slow, auth, JSON, fork_b, &a), 202);
+    /* Its process still runs step b: the next is refused, and refused again. */
+    assert_int_equal(post_fork(f, slow, auth, JSON, fork_b, &a), 429);
+    assert_non_null(strstr(a.body, "another fork is running"));
+    assert_int_equal(post_fork(f, slow, auth, JSON, fork_b, &a), 429);
+    /* Once it has ended, a fork starts again. */
+    for (long deadline = weft_test_now_ms() + 20000;;) {
+        got = post_fork(f, slow, auth, JSON, fork_b, &a);
+        if (got != 429 || weft_test_now_ms() > deadline) {
+            break;
+        }
+        weft_test_sleep_ms(100);
+    }
+    assert_int_equal(got, 202);
     stop_serve(f);
 }
 
@@ -230,6 +285,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fork_route_with_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_route_busy_while_one_runs_then_free, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fork_route_off_without_token, setup, teardown),
     };
     int rc = 0;
