@@ -56,6 +56,7 @@ struct step_call {
     const char *workspace;
     step_executor executor;
     const json_t *spec;
+    uint32_t left_ms; /* the run's time left when the step started; UINT32_MAX: no deadline */
 };
 
 /* Run the step's tool; fills @p out. */
@@ -63,6 +64,7 @@ static weft_err
 run_executor(const char *workspace,
              step_executor executor,
              const json_t *spec,
+             uint32_t left_ms,
              struct tool_outcome *out)
 {
     struct tool_def def;
@@ -75,6 +77,10 @@ run_executor(const char *workspace,
     memset(&def, 0, sizeof(def));
     def.name = (char *)weft__step_executor_name(executor);
     def.timeout_ms = json_is_number(timeout) ? (uint32_t)(json_number_value(timeout) * 1000.0) : 0;
+    /* The run's deadline (timeout_s) cuts the step short too: a command never outlives its run. */
+    if (left_ms != UINT32_MAX && (def.timeout_ms == 0 || def.timeout_ms > left_ms)) {
+        def.timeout_ms = left_ms > 0 ? left_ms : 1;
+    }
     if (executor == EXEC_COMMAND) {
         const json_t *argv = json_object_get(spec, "argv");
         def.type = TOOL_COMMAND;
@@ -118,7 +124,7 @@ step_run(void *ctx, struct tool_outcome *out)
 {
     const struct step_call *c = ctx;
 
-    return run_executor(c->workspace, c->executor, c->spec, out);
+    return run_executor(c->workspace, c->executor, c->spec, c->left_ms, out);
 }
 
 /* What the read-back of a file_writer step needs without the run lock (rt_tool_fn). */
@@ -313,7 +319,7 @@ weft__command_step(struct run *run, size_t index)
         /* The spec object stays put while the lock is released; the step array may move. The
          * call is kept with the run, and a replay answers it from there (replay.h). */
         json_t *spec = json_incref(s->spec);
-        struct step_call c = {run->cfg.workspace, s->executor, spec};
+        struct step_call c = {run->cfg.workspace, s->executor, spec, weft__rt_remaining_ms(run, 0)};
         rc = weft__rt_tool_call(run, name, "step", spec, step_run, &c, &out);
         json_decref(spec);
         s = &run->ps.plan.steps[index];

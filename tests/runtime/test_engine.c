@@ -745,6 +745,27 @@ test_engine_run_timeout_ends_the_run(void **state)
     expect_budget(f, "invoke_workflow t", "timeout_s", "0.3", NULL);
 }
 
+/* A command step is cut at the run's deadline, not left to its own (default) timeout. */
+static void
+test_engine_run_timeout_cuts_a_command_step(void **state)
+{
+    struct fx *f = *state;
+    uint64_t t0 = weft_monotonic_ns();
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"supervisor\": {\"timeout_s\": 0.5},"
+                "\"agents\": [{\"name\": \"a\"}], \"plan\": [{\"id\": \"slow\", "
+                "\"executor\": \"command\", \"argv\": [\"sleep\", \"5\"]}]}",
+                "{\"responses\": {}}");
+    run(f, NULL);
+    assert_true(weft_monotonic_ns() - t0 < 3000000000ull); /* cut near 0.5 s, not 5 s */
+    assert_int_equal(f->r->status, WEFT_RUN_TIMED_OUT);
+    assert_string_equal(
+        otlp_span_attr(otlp_sink_find(f->sink, "invoke_workflow t", 0), "weft.run.status"),
+        "timed_out");
+    expect_budget(f, "invoke_workflow t", "timeout_s", "0.5", NULL);
+}
+
 static void
 test_engine_replan_on_keywords_request_an_agent(void **state)
 {
@@ -1160,6 +1181,7 @@ main(void)
         T(test_engine_bad_tool_calls_are_returned_not_run),
         T(test_engine_step_timeout_fails_a_hung_llm_call),
         T(test_engine_run_timeout_ends_the_run),
+        T(test_engine_run_timeout_cuts_a_command_step),
         T(test_engine_replan_on_keywords_request_an_agent),
         T(test_engine_route_llm_failure_falls_back_to_the_rule),
         T(test_engine_openai_example_against_a_local_server),
