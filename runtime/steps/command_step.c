@@ -57,16 +57,82 @@ struct step_call {
     step_executor executor;
     const json_t *spec;
     uint32_t left_ms; /* the run's time left when the step started; UINT32_MAX: no deadline */
+    const char *run_id;
+    const char *step_id;
+    const char *input; /* the run's request; NULL: none */
 };
+
+/* The most of the run's request a command sees in WEFT_RUN_INPUT (Linux takes at most 128 KiB
+ * in one environment string). */
+#define INPUT_ENV_MAX (64u * 1024u)
+
+/* What a command step's process is told about its run (docs/workflow.md, "Command steps"):
+ * WEFT_RUN_ID, WEFT_STEP_ID and WEFT_RUN_INPUT (cut at INPUT_ENV_MAX bytes on a character
+ * boundary, WEFT_RUN_INPUT_TRUNCATED=1 then). Fills @p env (5 slots, NULL-ended) with new
+ * strings; false when out of memory (free with free_env() either way). */
+/* "NAME=" and the @p len bytes of @p value, as a new string; NULL when out of memory. */
+static char *
+env_entry(const char *name, const char *value, size_t len)
+{
+    size_t n = strlen(name);
+    char *e = weft__malloc(n + 1 + len + 1);
+
+    if (e != NULL) {
+        memcpy(e, name, n);
+        e[n] = '=';
+        memcpy(e + n + 1, value, len);
+        e[n + 1 + len] = '\0';
+    }
+    return e;
+}
+
+static bool
+step_env(const struct step_call *c, char **env)
+{
+    const char *in = c->input != NULL ? c->input : "";
+    size_t len = strlen(in);
+    size_t n = 0;
+    bool is_cut = len > INPUT_ENV_MAX;
+
+    if (is_cut) {
+        len = INPUT_ENV_MAX;
+        while (len > 0 && ((unsigned char)in[len] & 0xC0u) == 0x80u) {
+            len--; /* not inside a UTF-8 sequence */
+        }
+    }
+    memset(env, 0, 5 * sizeof(*env));
+    env[n++] = env_entry("WEFT_RUN_ID", c->run_id, strlen(c->run_id));
+    env[n++] = env_entry("WEFT_STEP_ID", c->step_id != NULL ? c->step_id : "",
+                         c->step_id != NULL ? strlen(c->step_id) : 0);
+    env[n++] = env_entry("WEFT_RUN_INPUT", in, len);
+    if (is_cut) {
+        env[n++] = env_entry("WEFT_RUN_INPUT_TRUNCATED", "1", 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (env[i] == NULL) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+free_env(char **env)
+{
+    for (size_t i = 0; i < 4; i++) {
+        weft__free(env[i]);
+    }
+}
 
 /* Run the step's tool; fills @p out. */
 static weft_err
-run_executor(const char *workspace,
-             step_executor executor,
-             const json_t *spec,
-             uint32_t left_ms,
-             struct tool_outcome *out)
+run_executor(const struct step_call *c, struct tool_outcome *out)
 {
+    const char *workspace = c->workspace;
+    step_executor executor = c->executor;
+    const json_t *spec = c->spec;
+    uint32_t left_ms = c->left_ms;
+    char *env[5] = {NULL, NULL, NULL, NULL, NULL};
     struct tool_def def;
     json_t *args = NULL;
     char *host = NULL;
@@ -89,7 +155,8 @@ run_executor(const char *workspace,
             argv_store[i] = (char *)json_string_value(json_array_get(argv, i));
         }
         def.argv = argv_store;
-        args = json_object();
+        def.env = env;
+        args = step_env(c, env) ? json_object() : NULL;
     } else if (executor == EXEC_FILE_WRITER) {
         def.type = TOOL_WRITE_FILE;
         args = json_pack("{s:O, s:O}", "path", json_object_get(spec, "path"), "content",
@@ -111,11 +178,13 @@ run_executor(const char *workspace,
     }
     if (args == NULL) {
         weft__free(host);
+        free_env(env);
         return WEFT_ENOMEM;
     }
     err = weft__tool_run(&def, workspace, args, out);
     json_decref(args);
     weft__free(host);
+    free_env(env);
     return err;
 }
 
@@ -124,7 +193,7 @@ step_run(void *ctx, struct tool_outcome *out)
 {
     const struct step_call *c = ctx;
 
-    return run_executor(c->workspace, c->executor, c->spec, c->left_ms, out);
+    return run_executor(c, out);
 }
 
 /* What the read-back of a file_writer step needs without the run lock (rt_tool_fn). */
@@ -319,7 +388,9 @@ weft__command_step(struct run *run, size_t index)
         /* The spec object stays put while the lock is released; the step array may move. The
          * call is kept with the run, and a replay answers it from there (replay.h). */
         json_t *spec = json_incref(s->spec);
-        struct step_call c = {run->cfg.workspace, s->executor, spec, weft__rt_remaining_ms(run, 0)};
+        struct step_call c = {
+            run->cfg.workspace, s->executor, spec,          weft__rt_remaining_ms(run, 0),
+            run->store.run_id,  s->id,       run->cfg.input};
         rc = weft__rt_tool_call(run, name, "step", spec, step_run, &c, &out);
         json_decref(spec);
         s = &run->ps.plan.steps[index];

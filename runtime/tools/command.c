@@ -72,21 +72,43 @@ is_secret_var(const char *entry)
     return false;
 }
 
-/* The environment a command gets: the engine's, without credentials. Ownership: returns a
- * new array of borrowed strings (weft__free the array only); NULL when out of memory. */
+/* Does one of the @p n strings of @p extra set the variable @p entry ("NAME=value") sets? */
+static bool
+is_named_in(const char *entry, char *const *extra, size_t n)
+{
+    size_t len = strcspn(entry, "=");
+
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(extra[i], entry, len) == 0 && extra[i][len] == '=') {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The environment a command gets: @p extra (may be NULL; NULL-ended "NAME=value" strings),
+ * then the engine's without credentials and without the variables @p extra sets. Ownership: returns
+ * a new array of borrowed strings (weft__free the array only); NULL when out of memory. */
 static char **
-command_environ(void)
+command_environ(char *const *extra)
 {
     size_t n = 0;
+    size_t n_extra = 0;
     size_t kept = 0;
     char **env = NULL;
 
     while (environ[n] != NULL) {
         n++;
     }
-    env = weft__calloc(n + 1, sizeof(*env));
+    while (extra != NULL && extra[n_extra] != NULL) {
+        n_extra++;
+    }
+    env = weft__calloc(n + n_extra + 1, sizeof(*env));
+    for (size_t i = 0; env != NULL && i < n_extra; i++) {
+        env[kept++] = extra[i];
+    }
     for (size_t i = 0; env != NULL && i < n; i++) {
-        if (!is_secret_var(environ[i])) {
+        if (!is_secret_var(environ[i]) && !is_named_in(environ[i], extra, n_extra)) {
             env[kept++] = environ[i];
         }
     }
@@ -209,9 +231,9 @@ make_pipe(int fds[2])
  * directory @p dir_fd, in a new process group, with every other descriptor closed.
  * @return 0 or an errno value (ENOENT for a missing program). */
 static int
-spawn(char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
+spawn(char **argv, char *const *extra, int dir_fd, int out_fd, int err_fd, pid_t *pid)
 {
-    char **env = command_environ();
+    char **env = command_environ(extra);
     struct weft__spawn s = {argv, env, -1, out_fd, err_fd, NULL, dir_fd};
     int rc = env != NULL ? weft__spawn(&s, pid) : ENOMEM;
 
@@ -410,7 +432,7 @@ weft__tool_command(const struct tool_def *def,
         err = error_outcome(out, "spawn_failed", "cannot create pipes");
         goto out;
     }
-    rc = spawn(argv, dir_fd, out_pipe[1], err_pipe[1], &pid);
+    rc = spawn(argv, def->env, dir_fd, out_pipe[1], err_pipe[1], &pid);
     close(out_pipe[1]);
     close(err_pipe[1]);
     out_pipe[1] = err_pipe[1] = -1;

@@ -47,6 +47,7 @@ struct tool_def {
     size_t argc;
     bool append_args; /* the model may pass {"args": [...]} appended to argv */
     char *cwd;        /* relative to the workspace; NULL means the workspace */
+    char **env;       /* borrowed "NAME=value" strings added to the environment, NULL-ended */
     /* TOOL_HTTP_GET and TOOL_COMMAND */
     uint32_t timeout_ms; /* 0 means 30000 */
     size_t max_output;   /* bytes of stdout+stderr / body kept; 0 means 64 KiB */

@@ -766,6 +766,47 @@ test_engine_run_timeout_cuts_a_command_step(void **state)
     expect_budget(f, "invoke_workflow t", "timeout_s", "0.5", NULL);
 }
 
+/* A command step's process is told its run, its step and the run's request. */
+static void
+test_engine_command_step_sees_its_run(void **state)
+{
+    struct fx *f = *state;
+    char want[128];
+    char *big = NULL;
+    json_t *out = NULL;
+
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}], "
+                "\"plan\": [{\"id\": \"look\", \"executor\": \"command\", \"argv\": "
+                "[\"sh\", \"-c\", \"printf '%s|%s|%s' \\\"$WEFT_STEP_ID\\\" "
+                "\\\"$WEFT_RUN_INPUT\\\" \\\"$WEFT_RUN_ID\\\"\"]}]}",
+                "{\"responses\": {}}");
+    run(f, "refund ticket \"42\"");
+    assert_int_equal(f->r->status, WEFT_RUN_COMPLETED);
+    snprintf(want, sizeof(want), "look|refund ticket \"42\"|%s", f->r->run_id);
+    out = json_loads(f->r->output, 0, NULL); /* the step's result: {exit_code, stdout, ...} */
+    assert_non_null(out);
+    assert_string_equal(json_string_value(json_object_get(out, "stdout")), want);
+    json_decref(out);
+
+    /* A request past 64 KiB is cut, and says so. */
+    big = calloc(70001, 1);
+    assert_non_null(big);
+    memset(big, 'x', 70000);
+    load_inline(f,
+                "{\"name\": \"t\", " ONE_MODEL ", \"agents\": [{\"name\": \"a\"}], "
+                "\"plan\": [{\"id\": \"look\", \"executor\": \"command\", \"argv\": "
+                "[\"sh\", \"-c\", \"printf '%s %s' ${#WEFT_RUN_INPUT} "
+                "\\\"$WEFT_RUN_INPUT_TRUNCATED\\\"\"]}]}",
+                "{\"responses\": {}}");
+    run(f, big);
+    free(big);
+    out = json_loads(f->r->output, 0, NULL);
+    assert_non_null(out);
+    assert_string_equal(json_string_value(json_object_get(out, "stdout")), "65536 1");
+    json_decref(out);
+}
+
 static void
 test_engine_replan_on_keywords_request_an_agent(void **state)
 {
@@ -1182,6 +1223,7 @@ main(void)
         T(test_engine_step_timeout_fails_a_hung_llm_call),
         T(test_engine_run_timeout_ends_the_run),
         T(test_engine_run_timeout_cuts_a_command_step),
+        T(test_engine_command_step_sees_its_run),
         T(test_engine_replan_on_keywords_request_an_agent),
         T(test_engine_route_llm_failure_falls_back_to_the_rule),
         T(test_engine_openai_example_against_a_local_server),
