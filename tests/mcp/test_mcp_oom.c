@@ -1,6 +1,7 @@
 /* tests/mcp/test_mcp_oom.c - out-of-memory loops (tests/support/failalloc.h) over the MCP
  * modules that allocate from input: a server entry's parse (runtime/mcp/config.c) and
- * weft mcp serve's message handling (runtime/mcp_server/server.c). Each allocation in turn fails:
+ * weft mcp serve's message handling (runtime/mcp_server/server.c) and its why_failed tool over a
+ * stored failed run (tools_why.c). Each allocation in turn fails:
  * the call fails cleanly (nothing half-built, nothing leaked: ASan's leak check runs this test in
  * `make test`) or succeeds, and with enough memory it succeeds.
  */
@@ -56,15 +57,21 @@ test_mcp_entry_parse_out_of_memory(void **state)
     assert_true(failures > 5);
 }
 
-/* One message through a fresh server at each budget. */
+/* One message through a fresh server at each budget (up to @p max_budget allocations), over the
+ * stores of WEFT_HOME @p home (NULL: the defaults). */
 static void
-oom_loop_handle(const char *dir, const char *message, const char *needle)
+oom_loop_handle_in(
+    const char *dir, const char *home, long max_budget, const char *message, const char *needle)
 {
     size_t failures = 0;
     bool is_done = false;
+    char state[600];
+    char db[600];
 
+    snprintf(state, sizeof(state), "%s/state.db", home != NULL ? home : "");
+    snprintf(db, sizeof(db), "%s/weft.db", home != NULL ? home : "");
     assert_weft_ok(weft_set_allocator(failalloc_malloc, failalloc_realloc, free));
-    for (long budget = 0; budget < 400 && !is_done; budget++) {
+    for (long budget = 0; budget < max_budget && !is_done; budget++) {
         struct weft_mcp_server_options o;
         struct weft_mcp_server *srv = NULL;
         char *response = NULL;
@@ -72,6 +79,8 @@ oom_loop_handle(const char *dir, const char *message, const char *needle)
 
         memset(&o, 0, sizeof(o));
         o.workflows_dir = dir;
+        o.state_path = home != NULL ? state : NULL;
+        o.db_path = home != NULL ? db : NULL;
         failalloc_budget = budget;
         err = weft_mcp_server_new(&o, &srv);
         if (err == WEFT_OK) {
@@ -101,6 +110,12 @@ oom_loop_handle(const char *dir, const char *message, const char *needle)
 }
 
 static void
+oom_loop_handle(const char *dir, const char *message, const char *needle)
+{
+    oom_loop_handle_in(dir, NULL, 400, message, needle);
+}
+
+static void
 test_mcp_server_handle_out_of_memory(void **state)
 {
     char *dir = weft_test_mkdtemp("weft-mcp-oom-");
@@ -118,12 +133,59 @@ test_mcp_server_handle_out_of_memory(void **state)
     free(dir);
 }
 
+/* why_failed over a stored failed run (a command step exiting 4): the document, the stored
+ * error and the summary built at every budget, or the call fails cleanly. */
+static void
+test_mcp_why_failed_out_of_memory(void **state)
+{
+    char *dir = weft_test_mkdtemp("weft-mcp-oom-why-");
+    char home[600];
+    char env_home[700];
+    char wf[600];
+    char script[600];
+    FILE *f = NULL;
+
+    (void)state;
+    assert_non_null(dir);
+    snprintf(home, sizeof(home), "%s/home", dir);
+    snprintf(env_home, sizeof(env_home), "WEFT_HOME=%s", home);
+    snprintf(wf, sizeof(wf), "%s/fail.json", dir);
+    f = fopen(wf, "w");
+    assert_non_null(f);
+    fputs("{\"name\": \"fails\", \"models\": {\"m\": {\"provider\": \"scripted\", \"model\": "
+          "\"m\", \"script\": \"script.json\"}}, \"agents\": [{\"name\": \"a\", \"instructions\": "
+          "\"A.\"}], \"plan\": [{\"id\": \"boom\", \"executor\": \"command\", \"task\": "
+          "\"Fail\", \"argv\": [\"sh\", \"-c\", \"echo 'disk full' >&2; exit 4\"], "
+          "\"timeout_s\": 5}]}\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(script, sizeof(script), "%s/script.json", dir);
+    f = fopen(script, "w");
+    assert_non_null(f);
+    fputs("{\"version\": 1, \"responses\": {}}\n", f);
+    assert_int_equal(fclose(f), 0);
+    {
+        const char *argv[] = {WEFT_BINARY_DIR "/weft", "run", "-q", "--no-trace", wf, NULL};
+        const char *env[] = {env_home, "OTEL_*", NULL};
+
+        assert_int_equal(weft_test_run(argv, env, dir, NULL, 60000), 1);
+    }
+    oom_loop_handle_in(dir, home, 20000,
+                       "{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"tools/call\", "
+                       "\"params\": {\"name\": \"why_failed\", \"arguments\": {\"run_id\": "
+                       "\"last\"}}}",
+                       "cause: step boom exited with status 4");
+    weft_test_rm_rf(dir);
+    free(dir);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mcp_entry_parse_out_of_memory),
         cmocka_unit_test(test_mcp_server_handle_out_of_memory),
+        cmocka_unit_test(test_mcp_why_failed_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /* tests/mcp/test_mcp_serve.c - `weft mcp serve` (runtime/mcp_server/server.c, serve_http.c), the
  * built binary driven by weft's own MCP client (runtime/mcp/mcp.h) over stdio and Streamable HTTP,
  * against a store filled by `weft run` of example workflows: one completed after a correction
- * (examples/correction), one completed with reflection (examples/swarm_reflection) and one
- * that fails (a command step running `false`). The JSON-RPC error paths are checked on the
+ * (examples/correction), one completed with reflection (examples/swarm_reflection), one stuck
+ * (examples/stuck_loops/handoff.json), one that spends its token budget, one that fails (a
+ * command step exiting 4 after writing to stderr) and the same failure with tracing off (a run
+ * that was not traced). The JSON-RPC error paths are checked on the
  * library entry point weft_mcp_server_handle(); the HTTP status codes with raw libcurl
  * requests, and over HTTP who may reach it (the Host rule, --allow-host, --token-file kept out
  * of argv) and that half-open connections cannot lock other clients out. Anything that cannot
@@ -42,6 +44,9 @@ struct fx {
     char wf_dir[512];   /* --workflows */
     char failed_run[64];
     char failed_span[32];
+    char untraced_run[64];           /* a failing command step, OTEL_SDK_DISABLED */
+    char stuck_run[64];              /* examples/stuck_loops/handoff.json */
+    char budget_run[64];             /* its token budget (100) spent */
     struct weft__mcp_client *client; /* stdio */
 };
 
@@ -70,16 +75,23 @@ copy_file(const char *from, const char *to)
     json_decref(j);
 }
 
-/* `weft run WORKFLOW` into the test's WEFT_HOME. @return the exit status. */
+/* `weft run WORKFLOW` into the test's WEFT_HOME, with @p extra_env (may be NULL) set too.
+ * @return the exit status. */
 static int
-weft_run_example(const char *workflow)
+weft_run_env(const char *workflow, const char *extra_env)
 {
     const char *argv[] = {WEFT, "run", "-q", "--no-trace", workflow, NULL};
-    const char *env[] = {fx.home_env, "OTEL_*", NULL};
+    const char *env[] = {fx.home_env, "OTEL_*", extra_env, NULL};
     char log[600];
 
     snprintf(log, sizeof(log), "%s/run.log", fx.dir);
     return weft_test_run(argv, env, fx.dir, log, RUN_TIMEOUT);
+}
+
+static int
+weft_run_example(const char *workflow)
+{
+    return weft_run_env(workflow, NULL);
 }
 
 static struct weft__mcp_client *
@@ -176,11 +188,53 @@ run_named(const json_t *runs, const char *workflow)
 /* ---------------------------------------------------------------------------------------- */
 /* Fixture: the store, and one stdio server                                                   */
 
+/* The workflows the fixture runs, in fx.dir, and start_run's in fx.wf_dir. */
+static void
+write_workflows(void)
+{
+    char path[700];
+    char text[800];
+
+    /* A workflow that fails: one command step writing to stdout and stderr, exiting 4; the same
+     * under another name for the run that is not traced. */
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", fx.dir, i == 0 ? "untraced.json" : "fail.json");
+        snprintf(text, sizeof(text),
+                 "{\"name\": \"%s\",\n"
+                 " \"models\": {\"scripted\": {\"provider\": \"scripted\", \"model\": \"m\",\n"
+                 "   \"script\": \"script.json\"}},\n"
+                 " \"agents\": [{\"name\": \"reporter\", \"instructions\": \"Report.\"}],\n"
+                 " \"plan\": [{\"id\": \"boom\", \"executor\": \"command\", \"task\": \"Fail\",\n"
+                 "   \"argv\": [\"sh\", \"-c\", \"echo partial; echo 'disk full' >&2; exit 4\"],\n"
+                 "   \"timeout_s\": 5}]}\n",
+                 i == 0 ? "fails-untraced" : "always-fails");
+        write_file(path, text);
+    }
+    snprintf(path, sizeof(path), "%s/script.json", fx.dir);
+    write_file(path, "{\"version\": 1, \"responses\": {}}\n");
+    /* A workflow whose token budget (100) runs out at its second call (70 tokens each). */
+    snprintf(path, sizeof(path), "%s/budget_script.json", fx.dir);
+    write_file(path, "{\"responses\": {\"w\": {\"act\": [{\"content\": \"first part\", \"usage\":"
+                     " {\"input_tokens\": 40, \"output_tokens\": 30}}, {\"content\": \"second "
+                     "part\", \"usage\": {\"input_tokens\": 40, \"output_tokens\": 30}}]}}}\n");
+    snprintf(path, sizeof(path), "%s/budget.json", fx.dir);
+    write_file(path, "{\"name\": \"budgeted\", \"models\": {\"m\": {\"provider\": \"scripted\", "
+                     "\"script\": \"budget_script.json\"}}, \"agents\": [{\"name\": \"w\"}], "
+                     "\"supervisor\": {\"max_tokens\": 100}, \"plan\": [{\"id\": \"a\", \"agent\": "
+                     "\"w\", \"task\": \"A\"}, {\"id\": \"b\", \"agent\": \"w\", \"task\": \"B\", "
+                     "\"depends_on\": [\"a\"]}, {\"id\": \"c\", \"agent\": \"w\", \"task\": \"C\", "
+                     "\"depends_on\": [\"b\"]}]}\n");
+    /* start_run's workflow: swarm_reflection and its script, copied into the allowed dir. */
+    snprintf(path, sizeof(path), "%s/swarm.json", fx.wf_dir);
+    copy_file(EXAMPLES "/swarm_reflection/workflow.json", path);
+    snprintf(path, sizeof(path), "%s/script.json", fx.wf_dir);
+    copy_file(EXAMPLES "/swarm_reflection/script.json", path);
+}
+
 static int
 group_setup(void **state)
 {
     char path[700];
-    char wf[700];
     char *argv[] = {WEFT, "mcp", "serve", "--workflows", fx.wf_dir, NULL};
 
     (void)state;
@@ -191,27 +245,17 @@ group_setup(void **state)
     snprintf(fx.home_env, sizeof(fx.home_env), "WEFT_HOME=%s", fx.home);
     snprintf(fx.wf_dir, sizeof(fx.wf_dir), "%s/workflows", fx.dir);
     assert_int_equal(mkdir(fx.wf_dir, 0700), 0);
-
-    /* A workflow that fails: one command step running `false`. */
-    snprintf(wf, sizeof(wf), "%s/fail.json", fx.dir);
-    write_file(wf, "{\"name\": \"always-fails\",\n"
-                   " \"models\": {\"scripted\": {\"provider\": \"scripted\", \"model\": \"m\",\n"
-                   "   \"script\": \"script.json\"}},\n"
-                   " \"agents\": [{\"name\": \"reporter\", \"instructions\": \"Report.\"}],\n"
-                   " \"plan\": [{\"id\": \"boom\", \"executor\": \"command\", \"task\": \"Run "
-                   "false\",\n"
-                   "   \"argv\": [\"false\"], \"timeout_s\": 5}]}\n");
-    snprintf(path, sizeof(path), "%s/script.json", fx.dir);
-    write_file(path, "{\"version\": 1, \"responses\": {}}\n");
-    /* start_run's workflow: swarm_reflection and its script, copied into the allowed dir. */
-    snprintf(path, sizeof(path), "%s/swarm.json", fx.wf_dir);
-    copy_file(EXAMPLES "/swarm_reflection/workflow.json", path);
-    snprintf(path, sizeof(path), "%s/script.json", fx.wf_dir);
-    copy_file(EXAMPLES "/swarm_reflection/script.json", path);
+    write_workflows();
 
     assert_int_equal(weft_run_example(EXAMPLES "/correction/workflow.json"), 0);
     assert_int_equal(weft_run_example(EXAMPLES "/swarm_reflection/workflow.json"), 0);
-    assert_int_equal(weft_run_example(wf), 1); /* failed */
+    assert_int_equal(weft_run_example(EXAMPLES "/stuck_loops/handoff.json"), 3); /* stuck */
+    snprintf(path, sizeof(path), "%s/budget.json", fx.dir);
+    assert_int_equal(weft_run_example(path), 1); /* budget_exhausted */
+    snprintf(path, sizeof(path), "%s/untraced.json", fx.dir);
+    assert_int_equal(weft_run_env(path, "OTEL_SDK_DISABLED=true"), 1); /* failed, no trace */
+    snprintf(path, sizeof(path), "%s/fail.json", fx.dir);
+    assert_int_equal(weft_run_example(path), 1); /* failed: the last run */
 
     fx.client = start_client("weft", argv, 5, NULL, NULL, 0);
     return fx.client != NULL ? 0 : -1;
@@ -290,11 +334,23 @@ test_stdio_list_runs_has_statuses(void **state)
         "completed");
     snprintf(fx.failed_run, sizeof(fx.failed_run), "%s",
              json_string_value(json_object_get(failed, "run_id")));
+    assert_string_equal(
+        json_string_value(json_object_get(run_named(runs, "stuck-handoff"), "status")), "stuck");
+    assert_string_equal(json_string_value(json_object_get(run_named(runs, "budgeted"), "status")),
+                        "budget_exhausted");
+    snprintf(fx.stuck_run, sizeof(fx.stuck_run), "%s",
+             json_string_value(json_object_get(run_named(runs, "stuck-handoff"), "run_id")));
+    snprintf(fx.budget_run, sizeof(fx.budget_run), "%s",
+             json_string_value(json_object_get(run_named(runs, "budgeted"), "run_id")));
+    snprintf(fx.untraced_run, sizeof(fx.untraced_run), "%s",
+             json_string_value(json_object_get(run_named(runs, "fails-untraced"), "run_id")));
     json_decref(out);
 
+    /* The failing workflow and its untraced twin. */
     only_failed =
         call_ok(fx.client, "list_runs", json_pack("{s:s, s:i}", "status", "failed", "limit", 5));
-    assert_int_equal(json_array_size(json_object_get(only_failed, "runs")), 1);
+    assert_int_equal(json_array_size(json_object_get(only_failed, "runs")), 2);
+    assert_non_null(run_named(json_object_get(only_failed, "runs"), "fails-untraced"));
     json_decref(only_failed);
 }
 
@@ -315,6 +371,21 @@ test_stdio_show_run_last_has_plan(void **state)
                         "exit_status");
     assert_int_equal(strlen(json_string_value(json_object_get(out, "trace_id"))), 32);
     json_decref(out);
+}
+
+/* @p why's one failed step: boom, exit status 4, with the tails of its stderr and stdout. */
+static void
+assert_exit_4(const json_t *why)
+{
+    const json_t *step = json_array_get(json_object_get(why, "failed_steps"), 0);
+    const json_t *error = json_object_get(step, "error");
+
+    assert_int_equal(json_array_size(json_object_get(why, "failed_steps")), 1);
+    assert_string_equal(json_string_value(json_object_get(step, "id")), "boom");
+    assert_string_equal(json_string_value(json_object_get(step, "error_type")), "exit_status");
+    assert_int_equal(json_integer_value(json_object_get(error, "exit_code")), 4);
+    assert_string_equal(json_string_value(json_object_get(error, "stderr_tail")), "disk full\n");
+    assert_string_equal(json_string_value(json_object_get(error, "stdout_tail")), "partial\n");
 }
 
 static void
@@ -339,6 +410,94 @@ test_stdio_why_failed_reaches_error_span(void **state)
     assert_non_null(strstr(json_string_value(json_object_get(out, "summary")), "exit_status"));
     snprintf(fx.failed_span, sizeof(fx.failed_span), "%s",
              json_string_value(json_object_get(span, "span_id")));
+    /* The step's stored error: its exit status and output tails; the summary names it. */
+    assert_exit_4(out);
+    assert_non_null(strstr(json_string_value(json_object_get(out, "summary")),
+                           "; cause: step boom exited with status 4"));
+    assert_true(json_is_true(json_object_get(out, "trace_read")));
+    assert_int_equal(json_array_size(json_object_get(out, "exceptions")), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "stuck_loops")), 0);
+    assert_true(json_is_null(json_object_get(out, "budget")));
+    assert_true(json_is_null(json_object_get(out, "last_answer"))); /* no model call */
+    assert_null(json_object_get(out, "trace_error"));
+    assert_null(json_object_get(out, "exchanges_error"));
+    json_decref(out);
+}
+
+/* why_failed's causes beyond the failing span, as the explorer's why panel has them: the stuck
+ * loop with its repetitions, the budget that ran out with the last answer before it, and a
+ * run that was not traced answered from what the state database kept. */
+static void
+test_stdio_why_failed_names_causes(void **state)
+{
+    json_t *out = NULL;
+    const json_t *loop = NULL;
+    const json_t *reps = NULL;
+    const json_t *budget = NULL;
+
+    (void)state;
+    assert_true(fx.stuck_run[0] != '\0' && fx.budget_run[0] != '\0');
+    out = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", fx.stuck_run));
+    assert_string_equal(json_string_value(json_object_get(out, "status")), "stuck");
+    assert_int_equal(json_array_size(json_object_get(out, "stuck_loops")), 1);
+    loop = json_array_get(json_object_get(out, "stuck_loops"), 0);
+    reps = json_object_get(loop, "repetitions");
+    assert_string_equal(json_string_value(json_object_get(loop, "kind")), "handoff");
+    assert_int_equal(json_array_size(reps), 3);
+    for (size_t i = 0; i < json_array_size(reps); i++) {
+        const char *id = json_string_value(json_object_get(json_array_get(reps, i), "span_id"));
+
+        assert_non_null(id);
+        assert_int_equal(strlen(id), 16);
+    }
+    /* The last repetition is where the watchdog found the loop. */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(reps, 2), "span_id")),
+                        json_string_value(json_object_get(loop, "span_id")));
+    assert_true(json_is_null(json_object_get(out, "budget")));
+    assert_non_null(strstr(json_string_value(json_object_get(out, "summary")),
+                           "; cause: a stuck handoff loop (3 repetitions)"));
+    json_decref(out);
+
+    out = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", fx.budget_run));
+    budget = json_object_get(out, "budget");
+    assert_string_equal(json_string_value(json_object_get(budget, "name")), "max_tokens");
+    assert_int_equal(json_integer_value(json_object_get(budget, "limit")), 100);
+    assert_int_equal(json_integer_value(json_object_get(budget, "used")), 140);
+    assert_string_equal(json_string_value(json_object_get(budget, "unit")), "tokens");
+    /* The answer that crossed the budget, from the stored exchange (content was not captured). */
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(out, "last_answer"), "text")),
+        "second part");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(out, "last_answer"), "source")),
+        "exchange");
+    assert_int_equal(json_array_size(json_object_get(out, "stuck_loops")), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(out, "summary")),
+                           "; cause: the max_tokens budget ran out (limit 100, used 140 tokens)"));
+    json_decref(out);
+}
+
+static void
+test_stdio_why_failed_untraced_run(void **state)
+{
+    json_t *out = NULL;
+
+    (void)state;
+    assert_true(fx.untraced_run[0] != '\0');
+    out = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", fx.untraced_run));
+    assert_string_equal(json_string_value(json_object_get(out, "run_id")), fx.untraced_run);
+    assert_string_equal(json_string_value(json_object_get(out, "status")), "failed");
+    assert_true(json_is_null(json_object_get(out, "trace_id")));
+    assert_false(json_is_true(json_object_get(out, "trace_read")));
+    assert_true(json_is_array(json_object_get(out, "path")));
+    assert_int_equal(json_array_size(json_object_get(out, "path")), 0);
+    assert_true(json_is_null(json_object_get(out, "failed_span")));
+    assert_int_equal(json_integer_value(json_object_get(out, "error_span_count")), 0);
+    assert_exit_4(out);
+    assert_true(json_is_null(json_object_get(out, "budget")));
+    assert_null(json_object_get(out, "trace_error")); /* not traced: nothing failed to read */
+    assert_non_null(strstr(json_string_value(json_object_get(out, "summary")),
+                           "; it was not traced; cause: step boom exited with status 4"));
     json_decref(out);
 }
 
@@ -1067,6 +1226,8 @@ main(void)
         cmocka_unit_test(test_stdio_list_runs_has_statuses),
         cmocka_unit_test(test_stdio_show_run_last_has_plan),
         cmocka_unit_test(test_stdio_why_failed_reaches_error_span),
+        cmocka_unit_test(test_stdio_why_failed_names_causes),
+        cmocka_unit_test(test_stdio_why_failed_untraced_run),
         cmocka_unit_test(test_stdio_trace_span_and_search),
         cmocka_unit_test(test_stdio_tool_errors),
         cmocka_unit_test(test_stdio_start_run_refuses_escapes),
