@@ -48,8 +48,9 @@ fi
 # `npm ci` in DIR (as the current user, root or not) when its node_modules is missing or older
 # than the lockfile: dashboards/ui (the explorer's libraries, every build),
 # examples/mcp_filesystem (the MCP example's server, every build), tests/mcp (the MCP
-# client's tests start real MCP servers from npm), tests/ui (playwright-core) and tests/ingest
-# (the OpenTelemetry JS SDK the ingest test sends spans with).
+# client's tests start real MCP servers from npm), tests/ui (playwright-core, and the
+# OpenTelemetry JS SDK its traces-list check sends a trace with) and tests/ingest (the
+# OpenTelemetry JS SDK the ingest test sends spans with).
 npm_ci() {
     dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
     # npm writes node_modules/.package-lock.json last: without it an install was cut short
@@ -67,7 +68,7 @@ npm_packages() {
     npm_ci examples/mcp_filesystem "the MCP example's filesystem server"
     if [ "${1:-build}" = test ]; then
         npm_ci tests/mcp "the MCP test servers"
-        npm_ci tests/ui "playwright-core for the explorer's browser tests"
+        npm_ci tests/ui "playwright-core and the OpenTelemetry JS SDK for the explorer's browser tests"
         npm_ci tests/ingest "the OpenTelemetry JS SDK for the ingest test"
     fi
 }

@@ -13,6 +13,7 @@
  *                                          view=rows: weft.rows/v1)
  *   /api/v1/traces/ID/spans/SPAN_ID        one span, whole
  *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
+ *                                          (api_compare.c)
  *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
  */
 #include "api_int.h"
@@ -38,7 +39,6 @@
  * the client where the next page starts), so one reader's document stays in the tens of MB. */
 #define SPANS_FULL_MAX  10000
 #define COLLAB_DEFAULT  200
-#define DIFF_LINES_MAX  2000  /* output lines compared at most per side */
 #define FLOW_LOOP_SPANS 10000 /* loop spans read at most for a run's flow_loops */
 
 static void
@@ -646,76 +646,16 @@ run_show(const struct weft__api_config *cfg,
     weft_run_details_free(run);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Compare                                                                                   */
-
-/* Lines of @p text (at most DIFF_LINES_MAX) as a JSON array of strings. */
-static json_t *
-lines_of(const char *text)
+struct weft_trace *
+weft__api_load_trace(const struct weft__api_config *cfg,
+                     const char *ref,
+                     struct weft__api_reply *reply)
 {
-    json_t *arr = json_array();
-    const char *p = text != NULL ? text : "";
-
-    while (arr != NULL && *p != '\0' && json_array_size(arr) < DIFF_LINES_MAX) {
-        size_t len = strcspn(p, "\n");
-        json_t *line = json_stringn(p, len);
-        json_array_append_new(arr, line != NULL ? line : json_string("\xef\xbf\xbd"));
-        p += len;
-        p += *p == '\n';
-    }
-    return arr;
+    return load_trace(cfg, ref, reply);
 }
 
-/* A line diff of @p a and @p b (longest common subsequence): [{"op": "=" | "-" | "+",
- * "line"}]. Quadratic in lines, so both sides are cut to DIFF_LINES_MAX. */
-static json_t *
-line_diff(const char *a, const char *b)
-{
-    json_t *la = lines_of(a);
-    json_t *lb = lines_of(b);
-    size_t n = json_array_size(la);
-    size_t m = json_array_size(lb);
-    unsigned *t = calloc((n + 1) * (m + 1), sizeof(*t));
-    json_t *out = json_array();
-
-    for (size_t i = n; t != NULL && i-- > 0;) {
-        const char *x = json_string_value(json_array_get(la, i));
-
-        for (size_t j = m; j-- > 0;) {
-            const char *y = json_string_value(json_array_get(lb, j));
-            unsigned down = t[(i + 1) * (m + 1) + j];
-            unsigned right = t[i * (m + 1) + j + 1];
-            t[i * (m + 1) + j] = strcmp(x, y) == 0 ? t[(i + 1) * (m + 1) + j + 1] + 1
-                                                   : (down > right ? down : right);
-        }
-    }
-    for (size_t i = 0, j = 0; t != NULL && out != NULL && (i < n || j < m);) {
-        const char *x = i < n ? json_string_value(json_array_get(la, i)) : NULL;
-        const char *y = j < m ? json_string_value(json_array_get(lb, j)) : NULL;
-        if (x != NULL && y != NULL && strcmp(x, y) == 0) {
-            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "=", "line", x));
-            i++;
-            j++;
-        } else if (y == NULL || (x != NULL && t[(i + 1) * (m + 1) + j] >= t[i * (m + 1) + j + 1])) {
-            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "-", "line", x));
-            i++;
-        } else {
-            json_array_append_new(out, json_pack("{s:s, s:s}", "op", "+", "line", y));
-            j++;
-        }
-    }
-    free(t);
-    json_decref(la);
-    json_decref(lb);
-    if (t == NULL) {
-        json_decref(out);
-        return NULL;
-    }
-    return out;
-}
-
-static size_t
-step_index(const struct weft_run_details *run, const char *id)
+size_t
+weft__api_step_index(const struct weft_run_details *run, const char *id)
 {
     for (size_t i = 0; i < run->step_count; i++) {
         if (run->steps[i].id != NULL && strcmp(run->steps[i].id, id) == 0) {
@@ -723,183 +663,6 @@ step_index(const struct weft_run_details *run, const char *id)
         }
     }
     return SIZE_MAX;
-}
-
-static int64_t
-int_attr(const struct weft_span_data *s, const char *key)
-{
-    const struct weft_value *v = weft_span_data_attr(s, key);
-
-    return v != NULL && v->type == WEFT_VALUE_INT ? v->u.i : 0;
-}
-
-/* A model call (chat, embeddings): the spans whose tokens are their own, not a sum of their
- * children's as an agent's or a workflow's are. */
-static bool
-is_model_call(const struct weft_span_data *s)
-{
-    const struct weft_value *op = weft_span_data_attr(s, "gen_ai.operation.name");
-
-    return op != NULL && op->type == WEFT_VALUE_STRING &&
-           (strcmp(op->u.str, "chat") == 0 || strcmp(op->u.str, "text_completion") == 0 ||
-            strcmp(op->u.str, "embeddings") == 0);
-}
-
-/* Tokens per step of run @p run's trace: {step_id: [input, output]}, each LLM call counted for
- * the nearest enclosing span that names a step (weft.step.id). An empty object when the run was
- * not traced or its trace is not in the span store. New reference. */
-static json_t *
-step_tokens(const struct weft__api_config *cfg, const struct weft_run_details *run)
-{
-    json_t *out = json_object();
-    struct weft__api_reply ignored = {0};
-    struct weft_trace *trace =
-        run->info.trace_id != NULL ? load_trace(cfg, run->info.trace_id, &ignored) : NULL;
-    const char *at[64] = {NULL}; /* the step id in force at each depth */
-
-    if (trace == NULL) {
-        free(ignored.body);
-        return out;
-    }
-    for (size_t i = 0; out != NULL && i < weft_trace_span_count(trace); i++) {
-        const struct weft_span_data *s = weft_trace_span(trace, i);
-        size_t depth = weft_trace_span_depth(trace, i);
-        const struct weft_value *step = weft_span_data_attr(s, "weft.step.id");
-        int64_t in = int_attr(s, "gen_ai.usage.input_tokens");
-        int64_t outt = int_attr(s, "gen_ai.usage.output_tokens");
-        if (depth >= 64) {
-            continue;
-        }
-        at[depth] = step != NULL && step->type == WEFT_VALUE_STRING ? step->u.str
-                    : depth > 0                                     ? at[depth - 1]
-                                                                    : NULL;
-        if (at[depth] != NULL && (in > 0 || outt > 0) && is_model_call(s)) {
-            json_t *t = json_object_get(out, at[depth]);
-            if (t == NULL) {
-                t = json_pack("[I, I]", (json_int_t)0, (json_int_t)0);
-                json_object_set_new(out, at[depth], t);
-            }
-            json_array_set_new(t, 0, json_integer(json_integer_value(json_array_get(t, 0)) + in));
-            json_array_set_new(t, 1, json_integer(json_integer_value(json_array_get(t, 1)) + outt));
-        }
-    }
-    weft_trace_free(trace);
-    return out;
-}
-
-static json_t *
-step_side(const struct weft_run_details *run, size_t i, const json_t *tokens)
-{
-    const struct weft_run_step_extra *x = run->step_extras != NULL ? &run->step_extras[i] : NULL;
-    uint64_t dur = x != NULL && x->started_ns != 0 && x->ended_ns >= x->started_ns
-                       ? x->ended_ns - x->started_ns
-                       : 0;
-
-    const json_t *t = json_object_get(tokens, run->steps[i].id);
-
-    return json_pack(
-        "{s:s?, s:s?, s:i, s:o, s:s?, s:o, s:I, s:I, s:s?}", "agent", run->steps[i].agent, "status",
-        weft__doc_step_status(run, i), "attempts", (int)run->steps[i].attempts, "duration_ns",
-        dur != 0 ? json_integer((json_int_t)dur) : json_null(), "depends_on",
-        run->steps[i].depends_on, "reward",
-        run->steps[i].has_reward ? json_real(run->steps[i].reward) : json_null(), "input_tokens",
-        (json_int_t)json_integer_value(json_array_get(t, 0)), "output_tokens",
-        (json_int_t)json_integer_value(json_array_get(t, 1)), "result", run->steps[i].result);
-}
-
-/* What differs between step @p i of @p a and @p j of @p b (either may be SIZE_MAX: absent),
- * as a list of field names; "presence" when one run lacks the step. */
-static json_t *
-step_changes(const struct weft_run_details *a, size_t i, const struct weft_run_details *b, size_t j)
-{
-    json_t *changed = json_array();
-    static const char *const fields[] = {"agent", "status", "depends_on", "result"};
-
-    if (i == SIZE_MAX || j == SIZE_MAX) {
-        json_array_append_new(changed, json_string("presence"));
-        return changed;
-    }
-    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
-        const char *x = f == 0   ? a->steps[i].agent
-                        : f == 1 ? weft__doc_step_status(a, i)
-                        : f == 2 ? a->steps[i].depends_on
-                                 : a->steps[i].result;
-        const char *y = f == 0   ? b->steps[j].agent
-                        : f == 1 ? weft__doc_step_status(b, j)
-                        : f == 2 ? b->steps[j].depends_on
-                                 : b->steps[j].result;
-        if ((x == NULL) != (y == NULL) || (x != NULL && strcmp(x, y) != 0)) {
-            json_array_append_new(changed, json_string(fields[f]));
-        }
-    }
-    return changed;
-}
-
-/* Both runs' steps, a's order first then b's extra steps; the first step (in a's order) that
- * changed is the first point of divergence. */
-static json_t *
-compare_doc(const struct weft__api_config *cfg,
-            const struct weft_run_details *a,
-            const struct weft_run_details *b)
-{
-    json_t *steps = json_array();
-    json_t *first = json_null();
-    json_t *ta = step_tokens(cfg, a);
-    json_t *tb = step_tokens(cfg, b);
-    json_t *doc = NULL;
-
-    for (size_t k = 0; steps != NULL && k < a->step_count + b->step_count; k++) {
-        bool is_a = k < a->step_count;
-        const char *id = is_a ? a->steps[k].id : b->steps[k - a->step_count].id;
-        size_t i = is_a ? k : step_index(a, id);
-        size_t j = step_index(b, id);
-        json_t *changed = NULL;
-        if (!is_a && i != SIZE_MAX) {
-            continue; /* listed with a's steps */
-        }
-        changed = step_changes(a, i, b, j);
-        if (json_array_size(changed) > 0 && json_is_null(first)) {
-            json_decref(first);
-            first = json_pack("{s:s, s:O}", "step", id, "changed", changed);
-        }
-        json_array_append_new(steps,
-                              json_pack("{s:s, s:o, s:o, s:o}", "id", id, "a",
-                                        i != SIZE_MAX ? step_side(a, i, ta) : json_null(), "b",
-                                        j != SIZE_MAX ? step_side(b, j, tb) : json_null(),
-                                        "changed", changed));
-    }
-    doc = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "schema", "weft.compare/v1", "a",
-                    weft__doc_run_info(&a->info), "b", weft__doc_run_info(&b->info), "steps",
-                    steps != NULL ? steps : json_array(), "first_divergence",
-                    first != NULL ? first : json_null(), "output_diff",
-                    line_diff(a->step_count > 0 ? a->steps[a->step_count - 1].result : NULL,
-                              b->step_count > 0 ? b->steps[b->step_count - 1].result : NULL));
-    json_decref(ta);
-    json_decref(tb);
-    return doc;
-}
-
-static void
-compare(const struct weft__api_config *cfg,
-        const struct weft__api_request *req,
-        struct weft__api_reply *reply)
-{
-    const char *ra = req->arg(req->ctx, "a");
-    const char *rb = req->arg(req->ctx, "b");
-    struct weft_run_details *a = NULL;
-    struct weft_run_details *b = NULL;
-
-    if (ra == NULL || rb == NULL || ra[0] == '\0' || rb[0] == '\0') {
-        reply_error(reply, 400, "expected ?a=RUN&b=RUN");
-        return;
-    }
-    a = load_run(cfg, ra, reply);
-    b = a != NULL ? load_run(cfg, rb, reply) : NULL;
-    if (a != NULL && b != NULL) {
-        reply_doc(reply, 200, compare_doc(cfg, a, b));
-    }
-    weft_run_details_free(a);
-    weft_run_details_free(b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -946,7 +709,7 @@ collab_add(const struct weft_run_details *run, json_t *matrix, json_t *agents, j
             char id[128];
             size_t j = SIZE_MAX;
             snprintf(id, sizeof(id), "%.*s", (int)(len < 127 ? len : 127), p);
-            j = step_index(run, id);
+            j = weft__api_step_index(run, id);
             if (j != SIZE_MAX && run->steps[j].agent != NULL && s->agent != NULL) {
                 count_pair(matrix, run->steps[j].agent, s->agent);
             }
@@ -954,7 +717,7 @@ collab_add(const struct weft_run_details *run, json_t *matrix, json_t *agents, j
             p += *p == ',';
         }
         if (s->requested_by != NULL) {
-            size_t j = step_index(run, s->requested_by);
+            size_t j = weft__api_step_index(run, s->requested_by);
             if (j != SIZE_MAX && run->steps[j].agent != NULL && s->agent != NULL) {
                 count_pair(matrix, run->steps[j].agent, s->agent);
             }
@@ -1027,7 +790,7 @@ weft__api_get(const struct weft__api_config *cfg,
     } else if (strcmp(p, "traces") == 0) {
         weft__api_traces_list(cfg, req, reply);
     } else if (strcmp(p, "compare") == 0) {
-        compare(cfg, req, reply);
+        weft__api_compare(cfg, req, reply);
     } else if (strcmp(p, "metrics") == 0) {
         collab(cfg, req, reply);
     } else if (strncmp(p, "runs/", 5) == 0 || strncmp(p, "traces/", 7) == 0) {

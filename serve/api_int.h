@@ -1,5 +1,6 @@
-/* serve/api_int.h - what the API's route files (api.c, api_traces.c, api_rows.c) share: the
- * answer helpers and argument parsing of api.c, and the routes kept in files of their own.
+/* serve/api_int.h - what the API's route files (api.c, api_traces.c, api_rows.c,
+ * api_compare.c) share: the answer helpers and argument parsing of api.c, and the routes kept
+ * in files of their own.
  * Internal to serve/.
  */
 #ifndef WEFT_SERVE_API_INT_H
@@ -9,6 +10,10 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+struct weft_run_details;
+struct weft_trace;
 
 /* @p doc (stolen; NULL: out of memory, 503) as the answer with @p status. */
 void weft__api_reply_json(struct weft__api_reply *reply, unsigned status, json_t *doc);
@@ -28,6 +33,20 @@ void weft__api_store_put(const struct weft__api_config *cfg, struct weft_store *
 /* Query argument @p name as a count in [0, @p max]; @p def when absent; false when malformed. */
 bool weft__api_arg_size(
     const struct weft__api_request *req, const char *name, size_t def, size_t max, size_t *out);
+
+/* Trace @p ref (an id or a unique prefix) loaded whole, or NULL with the reply set to its
+ * error. Ownership: the caller frees it with weft_trace_free(). */
+struct weft_trace *weft__api_load_trace(const struct weft__api_config *cfg,
+                                        const char *ref,
+                                        struct weft__api_reply *reply);
+
+/* Step @p id's index in @p run, or SIZE_MAX. */
+size_t weft__api_step_index(const struct weft_run_details *run, const char *id);
+
+/* GET /api/v1/compare (api_compare.c). */
+void weft__api_compare(const struct weft__api_config *cfg,
+                       const struct weft__api_request *req,
+                       struct weft__api_reply *reply);
 
 /* GET /api/v1/traces (api_traces.c). */
 void weft__api_traces_list(const struct weft__api_config *cfg,

@@ -561,6 +561,23 @@ WEFT_API weft_err weft_run_snapshot_load(const char *state_path,
  * Errors: none. Ownership: takes @p text. */
 WEFT_API void weft_run_snapshot_text_free(char *text);
 
+/** The workflow document run @p run_id (a full id, as weft_run_load() gives) was started with:
+ * the workflow file's hash ("fnv1a64:" and 16 hex digits, the hash `weft resume` compares)
+ * and, when the run kept a snapshot, the file's text as it was then. A run that kept no
+ * snapshot (an older one, or one over the snapshot's bounds) gives its hash alone, *text_out
+ * NULL. Nothing is read from or written to the workflow's files on disk.
+ * @param state_path as weft_run_load(). @param hash_out receives the hash, NUL-terminated.
+ * @param text_out receives the text, or NULL (none kept).
+ * @return WEFT_OK, WEFT_ENOTFOUND (no such run, no database, or a run that kept neither),
+ * WEFT_EINVAL (NULL argument), WEFT_EIO (the state database, or a snapshot it did not write),
+ * WEFT_ENOMEM.
+ * Ownership: *text_out is new, release with weft_run_snapshot_text_free(); NULL on failure.
+ * Thread-safety: any thread (a handle of its own per call). */
+WEFT_API weft_err weft_run_workflow_load(const char *state_path,
+                                         const char *run_id,
+                                         char hash_out[WEFT_RUN_SNAPSHOT_HASH_LEN],
+                                         char **text_out);
+
 /** Free what weft_run_load() returned. NULL is a no-op.
  * Errors: none. Ownership: takes @p details (frees it and everything in it). */
 WEFT_API void weft_run_details_free(struct weft_run_details *details);

@@ -501,6 +501,65 @@ weft_run_snapshot_load(const char *state_path,
     return WEFT_OK;
 }
 
+/* The snapshot's workflow file (its first) when the run kept one; else the hash durable.c
+ * stored when the run claimed its row. */
+weft_err
+weft_run_workflow_load(const char *state_path,
+                       const char *run_id,
+                       char hash_out[WEFT_RUN_SNAPSHOT_HASH_LEN],
+                       char **text_out)
+{
+    struct rt_state *st = NULL;
+    char *text = NULL;
+    json_t *doc = NULL;
+    const json_t *first = NULL;
+    const char *hash = NULL;
+    const char *body = NULL;
+    char *copy = NULL;
+    weft_err err = WEFT_OK;
+
+    if (text_out != NULL) {
+        *text_out = NULL;
+    }
+    if (run_id == NULL || hash_out == NULL || text_out == NULL) {
+        return WEFT_EINVAL;
+    }
+    hash_out[0] = '\0';
+    err = weft__state_open_existing(state_path, &st);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = weft__state_run_snapshot_get(st, run_id, &text);
+    if (err == WEFT_ENOTFOUND) {
+        err = weft__state_run_hash_get(st, run_id, hash_out, WEFT_RUN_SNAPSHOT_HASH_LEN);
+        weft__state_close(st);
+        return err;
+    }
+    weft__state_close(st);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    doc = json_loads(text, 0, NULL);
+    weft__free(text);
+    first = json_array_get(json_object_get(doc, "files"), 0);
+    hash = json_string_value(json_object_get(first, "hash"));
+    body = json_string_value(json_object_get(first, "text"));
+    if (hash == NULL || body == NULL) {
+        json_decref(doc);
+        return WEFT_EIO; /* not what this file wrote */
+    }
+    copy = weft__malloc(json_string_length(json_object_get(first, "text")) + 1);
+    if (copy == NULL) {
+        json_decref(doc);
+        return WEFT_ENOMEM;
+    }
+    memcpy(copy, body, json_string_length(json_object_get(first, "text")) + 1);
+    snprintf(hash_out, WEFT_RUN_SNAPSHOT_HASH_LEN, "%s", hash);
+    json_decref(doc);
+    *text_out = copy;
+    return WEFT_OK;
+}
+
 void
 weft_run_snapshot_text_free(char *text)
 {

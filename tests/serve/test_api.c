@@ -556,6 +556,152 @@ test_api_compare_and_collaboration(void **state)
     json_decref(doc);
 }
 
+/* A step's side in a compare document: @p side "a" or "b" of step @p id. */
+static json_t *
+cmp_side(json_t *doc, const char *id, const char *side)
+{
+    size_t i = 0;
+    json_t *s = NULL;
+
+    json_array_foreach(json_object_get(doc, "steps"), i, s)
+    {
+        if (strcmp(json_string_value(json_object_get(s, "id")), id) == 0) {
+            return side != NULL ? json_object_get(s, side) : s;
+        }
+    }
+    fail_msg("no step %s", id);
+    return NULL;
+}
+
+/* Does line diff @p diff hold a line @p op with @p text in it? */
+static bool
+diff_has(const json_t *diff, const char *op, const char *text)
+{
+    size_t i = 0;
+    json_t *d = NULL;
+
+    json_array_foreach(diff, i, d)
+    {
+        if (strcmp(json_string_value(json_object_get(d, "op")), op) == 0 &&
+            strstr(json_string_value(json_object_get(d, "line")), text) != NULL) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Inputs and workflows first: the pair's workflows differ (their scripts' names), and the
+ * diff of their documents says where; each step's result diff. */
+static void
+test_api_compare_workflows_and_result_diff(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    struct args pair = {{"a", "b"}, {f->good_a, f->good_b}};
+    json_t *doc = get(f, "/api/v1/compare", &pair, &status);
+    json_t *wf = json_object_get(doc, "workflows");
+    char hash[WEFT_RUN_SNAPSHOT_HASH_LEN];
+    char *text = NULL;
+
+    assert_int_equal(status, 200);
+    assert_true(json_is_true(json_object_get(json_object_get(doc, "inputs"), "same")));
+    assert_true(json_is_false(json_object_get(wf, "same")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(wf, "a"), "name")),
+                        "pair");
+    assert_true(json_is_true(json_object_get(json_object_get(wf, "b"), "document_kept")));
+    /* The documents re-indented, so the one changed value is one changed line. */
+    assert_true(diff_has(json_object_get(wf, "diff"), "-", "\"script\": \"a_script.json\""));
+    assert_true(diff_has(json_object_get(wf, "diff"), "+", "\"script\": \"b_script.json\""));
+    assert_true(diff_has(json_object_get(wf, "diff"), "=", "\"provider\": \"scripted\""));
+    /* The hash is the workflow file's, as weft_run_workflow_load() reads it. */
+    assert_weft_ok(weft_run_workflow_load(f->state, f->good_a, hash, &text));
+    assert_non_null(text);
+    assert_non_null(strstr(text, "a_script.json"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(wf, "a"), "hash")), hash);
+    assert_int_equal(strncmp(hash, "fnv1a64:", 8), 0);
+    weft_run_snapshot_text_free(text);
+    text = NULL;
+    assert_int_equal(weft_run_workflow_load(f->state, "no-such-run", hash, &text), WEFT_ENOTFOUND);
+    assert_null(text);
+    assert_int_equal(weft_run_workflow_load(f->state, NULL, hash, &text), WEFT_EINVAL);
+    /* Step one's results are equal (no diff); step two's differ by a line. */
+    assert_true(json_is_null(json_object_get(cmp_side(doc, "one", NULL), "result_diff")));
+    assert_true(
+        diff_has(json_object_get(cmp_side(doc, "two", NULL), "result_diff"), "-", "line 2"));
+    assert_true(
+        diff_has(json_object_get(cmp_side(doc, "two", NULL), "result_diff"), "+", "line two"));
+    assert_true(
+        diff_has(json_object_get(cmp_side(doc, "two", NULL), "result_diff"), "=", "line 1"));
+    assert_true(json_is_false(json_object_get(cmp_side(doc, "one", "b"), "reused")));
+    json_decref(doc);
+}
+
+/* Two runs of one workflow with different inputs: inputs.same false and their diff; the
+ * workflows the same (one hash, no diff). */
+static void
+test_api_compare_inputs_differ(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    char x[64];
+    char y[64];
+    char path[512];
+    const char *run_x[] = {"run", path, "--input", "add a login page", NULL};
+    const char *run_y[] = {"run", path, "--input", "add a logout page", NULL};
+    struct args pair = {{"a", "b"}, {x, y}};
+    json_t *doc = NULL;
+    json_t *in = NULL;
+    json_t *wf = NULL;
+
+    snprintf(path, sizeof(path), "%s/a.json", f->home);
+    run_args(f, run_x, 0, x, sizeof(x));
+    run_args(f, run_y, 0, y, sizeof(y));
+    doc = get(f, "/api/v1/compare", &pair, &status);
+    assert_int_equal(status, 200);
+    in = json_object_get(doc, "inputs");
+    wf = json_object_get(doc, "workflows");
+    assert_true(json_is_false(json_object_get(in, "same")));
+    assert_string_equal(json_string_value(json_object_get(in, "a")), "add a login page");
+    assert_string_equal(json_string_value(json_object_get(in, "b")), "add a logout page");
+    assert_true(diff_has(json_object_get(in, "diff"), "-", "add a login page"));
+    assert_true(diff_has(json_object_get(in, "diff"), "+", "add a logout page"));
+    assert_true(json_is_true(json_object_get(wf, "same")));
+    assert_int_equal(json_array_size(json_object_get(wf, "diff")), 0);
+    json_decref(doc);
+}
+
+/* A fork's steps taken from its original are marked reused (and carry no duration); the step it
+ * ran again is not. A run that does not exist is a 404 naming the side. */
+static void
+test_api_compare_fork_reused_and_missing(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    char fork[64];
+    const char *fork_args[] = {"fork", f->good_b, "--from", "two", NULL};
+    struct args pair = {{"a", "b"}, {f->good_b, fork}};
+    struct args missing = {{"a", "b"}, {f->good_a, "feedface0000"}};
+    json_t *doc = NULL;
+    const char *msg = NULL;
+
+    run_args(f, fork_args, 0, fork, sizeof(fork));
+    doc = get(f, "/api/v1/compare", &pair, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_is_true(json_object_get(cmp_side(doc, "one", "b"), "reused")));
+    assert_true(json_is_null(json_object_get(cmp_side(doc, "one", "b"), "duration_ns")));
+    assert_true(json_is_false(json_object_get(cmp_side(doc, "one", "a"), "reused")));
+    assert_true(json_is_false(json_object_get(cmp_side(doc, "two", "b"), "reused")));
+    assert_true(json_is_true(json_object_get(json_object_get(doc, "workflows"), "same")));
+    json_decref(doc);
+
+    doc = get(f, "/api/v1/compare", &missing, &status);
+    assert_int_equal(status, 404);
+    msg = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+    assert_non_null(strstr(msg, "b=feedface0000"));
+    assert_non_null(strstr(msg, "no such run"));
+    json_decref(doc);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* HTTP                                                                                      */
 
@@ -1149,6 +1295,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_api_trace_is_paged_and_why_names_the_deepest_error,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_and_collaboration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_compare_workflows_and_result_diff, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_api_compare_inputs_differ, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_compare_fork_reused_and_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_run_document_has_its_flow_loops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_whole_span_pages_are_capped, setup, teardown),

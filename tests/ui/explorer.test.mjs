@@ -8,7 +8,10 @@
 // the runs list's store_error state (a second server over a state store the test damages); a
 // stuck-loop run shows its loop marker; correction mode's
 // surgery shows the plan before and after; compare shows where two runs diverge, and a fork's
-// page opens it on the fork and its original; a span whose
+// page opens it on the fork and its original; compare picked by ticking two runs in the list
+// or with the run page's type-ahead (keyboard), the input and workflow warning and diffs, a
+// fork's reused steps, a step's result diff opened with Enter, time noise left uncoloured;
+// the traces list finds a trace the OpenTelemetry JS SDK sent; a span whose
 // prompt holds <script> shows it as text and runs nothing; the collaboration page draws; no page
 // logs a console error; the timeline (axis ticks, durations, tokens and cost, zoom and reset,
 // the critical path against the chain computed here, a 30,000-span trace's first rows before the
@@ -27,6 +30,10 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import * as otelApi from "@opentelemetry/api";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -115,6 +122,9 @@ const [cmpB, cmpA] = [runs[0].run_id, runs[1].run_id];
 // A run whose trace tail sampling dropped (docs/sampling.md): kept in the runs list, no spans.
 run(["run", path.join(root, "examples/code_review/workflow.json"), "--sampling", "failed,0%", "-q"]);
 const sampledOut = lastRunId();
+// The code review again with another input: compare warns that the inputs differed.
+run(["run", path.join(root, "examples/code_review/workflow.json"), "--input", "Add a logout endpoint", "-q"]);
+const otherInput = lastRunId();
 
 // A server, on a port of its choosing; its first line names it. @p extraEnv: e.g. a token.
 function startServe(extraEnv) {
@@ -150,6 +160,12 @@ let failures = 0;
 async function openRun(id) {
   await page.goto(`${base}/#/run/${id}`);
   await page.waitForFunction((want) => (document.querySelector("h1") || {}).textContent === "Run " + want, id);
+}
+
+// Open the compare view of runs @p a and @p b and wait until it is theirs (not the last view's).
+async function openCompare(a, b) {
+  await page.goto(`${base}/#/compare/${a}/${b}`);
+  await page.waitForSelector(`#compare-runs a.cmp-run[data-run="${a}"] ~ a.cmp-run[data-run="${b}"]`);
 }
 
 async function check(name, fn) {
@@ -424,6 +440,141 @@ try {
     assert.match(await page.textContent("#output-diff"), /report built/);
   });
 
+  await check("compare: tick two runs in the list and compare them", async () => {
+    await page.goto(base + "/#/runs");
+    await page.waitForSelector(`#runs tr[data-run="${cmpB}"] input.tick`);
+    assert.ok(await page.$eval("#compare-ticked", (b) => b.disabled), "the button is enabled with nothing ticked");
+    /* Keyboard-reachable and labelled with the run id. */
+    assert.match(await page.getAttribute(`#runs tr[data-run="${cmpA}"] input.tick`, "aria-label"), new RegExp(cmpA));
+    await page.focus(`#runs tr[data-run="${cmpB}"] input.tick`);
+    await page.keyboard.press("Space");
+    assert.ok(await page.$eval("#compare-ticked", (b) => b.disabled), "enabled with one ticked");
+    await page.check(`#runs tr[data-run="${cmpA}"] input.tick`);
+    assert.equal(await page.$eval("#compare-ticked", (b) => b.disabled), false, "not enabled with two ticked");
+    await page.check(`#runs tr[data-run="${codeReview}"] input.tick`);
+    assert.ok(await page.$eval("#compare-ticked", (b) => b.disabled), "enabled with three ticked");
+    await page.uncheck(`#runs tr[data-run="${codeReview}"] input.tick`);
+    assert.equal(page.url().includes("#/run/"), false, "ticking a box opened the run");
+    await page.click("#compare-ticked");
+    /* A is the older run: cmpA ran before cmpB. */
+    await page.waitForFunction((want) => location.hash === want, `#/compare/${cmpA}/${cmpB}`);
+    await page.waitForSelector("#compare-steps");
+    const shown = await page.$$eval("#compare-runs a.cmp-run", (as) => as.map((a) => a.getAttribute("data-run")));
+    assert.deepEqual(shown, [cmpA, cmpB]);
+    const head = await page.textContent("#compare-runs");
+    assert.ok(head.includes(cmpA.slice(0, 8)) && head.includes(cmpB.slice(0, 8)), "both ids show: " + head);
+  });
+
+  await check("compare: the type-ahead on a run's page picks a run with the keyboard", async () => {
+    await openRun(cmpB);
+    await page.focus("#compare-with");
+    await page.keyboard.type("compare-me");
+    /* The other run of the same workflow is offered (the run itself is not). */
+    await page.waitForSelector(`#compare-list [role="option"][data-run="${cmpA}"]`);
+    assert.equal(await page.getAttribute("#compare-with", "aria-expanded"), "true");
+    assert.equal(await page.$(`#compare-list [role="option"][data-run="${cmpB}"]`), null, "the run offers itself");
+    const opts = await page.$$eval('#compare-list [role="option"]', (li) => li.map((x) => x.getAttribute("data-run")));
+    await page.keyboard.press("ArrowDown");
+    const activeId = await page.getAttribute("#compare-with", "aria-activedescendant");
+    assert.equal(await page.getAttribute("#" + activeId, "aria-selected"), "true");
+    /* Move to the option of cmpA, then Enter. */
+    for (let i = 0; i < opts.indexOf(cmpA); i++) await page.keyboard.press("ArrowDown");
+    assert.equal(await page.getAttribute("#" + (await page.getAttribute("#compare-with", "aria-activedescendant")), "data-run"), cmpA);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((want) => location.hash === want, `#/compare/${cmpA}/${cmpB}`);
+    await page.waitForSelector("#compare-steps");
+    /* Same workflow first: a search for nothing lists the same workflow's runs before others. */
+    await openRun(codeReview);
+    await page.focus("#compare-with");
+    await page.waitForSelector('#compare-list [role="option"]');
+    const wfs = await page.$$eval('#compare-list [role="option"]', (li) => li.map((x) => x.querySelector(".same-wf") !== null));
+    assert.ok(wfs[0], "the first option is not of the same workflow");
+    assert.ok(wfs.indexOf(false) === -1 || wfs.slice(wfs.indexOf(false)).every((x) => !x), "same-workflow runs are not first: " + wfs);
+  });
+
+  await check("compare: different inputs show the warning and the input diff", async () => {
+    await openCompare(codeReview, otherInput);
+    assert.match(await page.textContent("#compare-warning"), /different inputs: differences below may come from that/);
+    const dels = await page.$$eval("#input-diff .del", (d) => d.map((x) => x.textContent));
+    const adds = await page.$$eval("#input-diff .add", (d) => d.map((x) => x.textContent));
+    assert.deepEqual(dels, ["− Add a login endpoint"]);
+    assert.deepEqual(adds, ["+ Add a logout endpoint"]);
+    assert.match(await page.textContent('#compare-context tr[data-what="workflow"]'), /same/);
+    /* Two runs of one input and one workflow do not warn. */
+    await openCompare(codeReview, captured);
+    assert.ok(await page.$("#compare-same"), "no 'same input and workflow' note");
+    assert.equal(await page.$("#compare-warning"), null);
+  });
+
+  await check("compare: a fork's reused steps are marked, the workflows' diff shown", async () => {
+    await openCompare(failed, fork);
+    const prep = await page.$$eval('#compare-steps tr.step-row[data-step="prepare"] td', (tds) => tds.map((t) => t.textContent));
+    /* columns: step, agent, A, B, A time, B time, Δ time, ... */
+    assert.match(prep[3], /reused/, "B's status does not say reused: " + prep);
+    assert.equal(prep[5], "reused", "B's time is not 'reused': " + prep);
+    assert.equal(prep[6], "reused");
+    assert.notEqual(prep[4], "reused", "A (the original) ran the step");
+    assert.doesNotMatch(prep.join("|"), /–/, "a reused step shows –");
+    /* The fork ran with the fixed workflow: the warning, and the changed command in the diff. */
+    assert.match(await page.textContent("#compare-warning"), /different workflows/);
+    const wdel = await page.$$eval("#workflow-diff .del", (d) => d.map((x) => x.textContent).join("\n"));
+    const wadd = await page.$$eval("#workflow-diff .add", (d) => d.map((x) => x.textContent).join("\n"));
+    assert.match(wdel, /^− .*compiler exploded/);
+    assert.match(wadd, /^\+ .*echo report built/);
+    /* The step the fork ran again: its result diff, opened by a click on its row. */
+    await page.click('#compare-steps tr.step-row[data-step="build"]');
+    await page.waitForSelector('tr.result-diff-row[data-diff-step="build"]:not([hidden])');
+    assert.match(await page.textContent('tr.result-diff-row[data-diff-step="build"] .diff .add'), /^\+ .*report built/);
+  });
+
+  await check("compare: a step's result diff opens with Enter, − and + lines", async () => {
+    await openCompare(cmpA, cmpB);
+    assert.ok(await page.$eval('tr.result-diff-row[data-diff-step="one"]', (r) => r.hidden), "the diff is open before asked");
+    /* Tab reaches the rows: focus the first and press Enter. */
+    await page.focus('#compare-steps tr.step-row[data-step="one"]');
+    assert.equal(await page.evaluate(() => document.activeElement.getAttribute("data-step")), "one");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('tr.result-diff-row[data-diff-step="one"]:not([hidden])');
+    assert.equal(await page.getAttribute('#compare-steps tr.step-row[data-step="one"]', "aria-expanded"), "true");
+    const lines = await page.$$eval('tr.result-diff-row[data-diff-step="one"] .diff > div', (d) => d.map((x) => ({ cls: x.className, text: x.textContent })));
+    const del = lines.find((l) => l.cls === "del"), add = lines.find((l) => l.cls === "add");
+    assert.deepEqual([del && del.text, add && add.text], ["− beta", "+ gamma"]);
+    /* Colour as well as the marker: the two lines have different backgrounds. */
+    const bgs = await page.$$eval('tr.result-diff-row[data-diff-step="one"] .diff > div.del, tr.result-diff-row[data-diff-step="one"] .diff > div.add',
+      (d) => d.map((x) => getComputedStyle(x).backgroundColor));
+    assert.equal(new Set(bgs).size, 2, "del and add are not coloured apart: " + bgs);
+    /* ArrowDown moves to the next step; Enter again closes. */
+    await page.keyboard.press("ArrowDown");
+    assert.equal(await page.evaluate(() => document.activeElement.getAttribute("data-step")), "two");
+    await page.keyboard.press("ArrowUp");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('tr.result-diff-row[data-diff-step="one"][hidden]', { state: "attached" });
+  });
+
+  await check("compare: time noise below the threshold is not coloured", async () => {
+    await openCompare(codeReview, captured);
+    const cells = await page.$$eval("#compare-steps td.delta", (tds) => tds.map((td) => ({ cls: td.className, d: td.getAttribute("data-delta-ns"), color: getComputedStyle(td).color })));
+    const noisy = cells.filter((c) => c.d !== "" && Math.abs(Number(c.d)) < 1e6);
+    assert.ok(noisy.length > 0, "no sub-millisecond change to check (scripted steps take µs)");
+    for (const c of noisy) {
+      assert.match(c.cls, /delta-noise/, JSON.stringify(c));
+      assert.doesNotMatch(c.cls, /delta-(pos|neg)/);
+      assert.notEqual(c.color, "rgb(198, 40, 40)", "noise drawn red");
+      assert.notEqual(c.color, "rgb(46, 125, 50)", "noise drawn green");
+    }
+  });
+
+  await check("compare: a run id that does not exist says what to do", async () => {
+    const seen = consoleErrors.length;
+    await page.goto(`${base}/#/compare/${cmpA}/feedfacecafe`);
+    await page.waitForSelector("#error-box");
+    assert.match(await page.textContent("#error"), /no such run/);
+    assert.match(await page.textContent("#error-hint"), /tick two in the runs list/);
+    // The browser logs the 404 itself; that one is expected here.
+    const extra = consoleErrors.splice(seen);
+    assert.ok(extra.every((m) => /404/.test(m)), "unexpected: " + extra);
+  });
+
   await check("span content with <script> is text and runs nothing", async () => {
     await openRun(markup);
     await page.waitForSelector("#waterfall .row");
@@ -442,16 +593,26 @@ try {
   });
 
   await check("traces list: a trace another SDK sent is one click away", async () => {
-    /* An OTLP/HTTP JSON export, as an OpenTelemetry SDK sends it, with an error span. */
-    const now = BigInt(Date.now()) * 1000000n;
-    const traceId = "5eed" + "0".repeat(24) + "c0de";
-    const otlp = { resourceSpans: [{ resource: { attributes: [{ key: "service.name", value: { stringValue: "checkout-js" } }] },
-      scopeSpans: [{ scope: { name: "ui-test" }, spans: [
-        { traceId, spanId: "aaaaaaaaaaaaaaa1", name: "POST /checkout", kind: 2, startTimeUnixNano: String(now), endTimeUnixNano: String(now + 5000000n), status: { code: 1 } },
-        { traceId, spanId: "aaaaaaaaaaaaaaa2", parentSpanId: "aaaaaaaaaaaaaaa1", name: "charge card", kind: 3, startTimeUnixNano: String(now + 1000000n),
-          endTimeUnixNano: String(now + 4000000n), status: { code: 2, message: "card declined" } }] }] }] };
-    const r = await fetch(base + "/v1/traces", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(otlp) });
-    assert.equal(r.status, 200, "OTLP ingest answered " + r.status);
+    /* The OpenTelemetry JS SDK records a trace (a SERVER root, a CLIENT child with ERROR status)
+     * with its service.name resource, and its own OTLP/HTTP exporter sends it, as a service
+     * instrumented with it would. */
+    const memory = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ "service.name": "checkout-js", "service.version": "4.2.0" }),
+      spanProcessors: [new SimpleSpanProcessor(memory)],
+    });
+    const tracer = provider.getTracer("ui-test", "1.0.0");
+    const root = tracer.startSpan("POST /checkout", { kind: otelApi.SpanKind.SERVER });
+    const child = tracer.startSpan("charge card", { kind: otelApi.SpanKind.CLIENT }, otelApi.trace.setSpan(otelApi.context.active(), root));
+    child.setStatus({ code: otelApi.SpanStatusCode.ERROR, message: "card declined" });
+    child.end();
+    root.end();
+    const traceId = root.spanContext().traceId;
+    const exporter = new OTLPTraceExporter({ url: base + "/v1/traces" });
+    const result = await new Promise((ok) => exporter.export(memory.getFinishedSpans(), ok));
+    assert.equal(result.code, 0, "the SDK's export failed: " + (result.error && result.error.message));
+    await exporter.shutdown();
+    await provider.shutdown();
     await page.goto(base + "/#/traces");
     await page.waitForSelector("#traces tbody tr");
     await page.fill("#t-service", "checkout-js");

@@ -1,5 +1,5 @@
 /* dashboards/ui/src/run.js - a run's page (#/run/ID), why it failed, and a trace's page (#/trace/ID). */
-import { api, attrText, dur, el, fail, loopCount, short, show } from "./dom.js";
+import { api, attrText, dur, el, fail, loopCount, short, show, when } from "./dom.js";
 import { fitPlan, planGraph } from "./plan.js";
 import { firstRows, waterfall } from "./waterfall.js";
 import { ui } from "./state.js";
@@ -28,10 +28,9 @@ export async function viewRun(ref, spanId) {
       r.origin.step ? " from step " + r.origin.step : "", " · ",
       el("a", { id: "compare-origin", href: "#/compare/" + r.origin.run_id + "/" + r.run_id }, "compare with the original")));
   }
-  const compareTo = el("input", { id: "compare-with", placeholder: "another run id to compare" });
   parts.push(el("p", {},
     r.status !== "completed" ? el("button", { class: "primary", id: "why", onclick: () => why(r.run_id, whyBox, wf, doc.steps).catch(fail) }, "Why did it fail?") : null,
-    " ", compareTo, " ", el("button", { id: "compare", onclick: () => { if (compareTo.value) location.hash = "#/compare/" + r.run_id + "/" + compareTo.value; } }, "Compare")));
+    " ", comparePicker(r)));
   parts.push(whyBox, el("h2", {}, "Plan"));
   const plans = [];
   if ((doc.corrections || []).length) {
@@ -77,6 +76,94 @@ export async function viewRun(ref, spanId) {
     if (spanId) await wf.select(spanId, true);
   }
   if (r.status === "running") ui.poll = setInterval(() => ui.route(true), 3000);
+}
+
+/* "Compare with": a type-ahead over the recent runs (/api/v1/runs?q=, the same workflow's
+ * first), an ARIA combobox: ↓↑ move through the list, Enter picks (a whole id typed or pasted
+ * with nothing picked is taken as it is), Esc closes. Picking opens compare, the older run as A. */
+const PICK_MAX = 12;
+function comparePicker(r) {
+  const listId = "compare-list";
+  const input = el("input", { id: "compare-with", type: "text", role: "combobox", autocomplete: "off",
+    "aria-autocomplete": "list", "aria-expanded": "false", "aria-controls": listId,
+    placeholder: "type a run id, workflow or input", "aria-label": "compare with another run: type to find it" });
+  const list = el("ul", { id: listId, role: "listbox", "aria-label": "runs to compare with", hidden: true });
+  let options = [];
+  let active = -1;
+  let seq = 0;
+  const go = (other) => {
+    const older = (other.started || "") < (r.started || "");
+    location.hash = "#/compare/" + encodeURIComponent(older ? other.run_id : r.run_id) + "/" + encodeURIComponent(older ? r.run_id : other.run_id);
+  };
+  const mark = (i) => {
+    active = i;
+    [...list.children].forEach((li, k) => li.setAttribute("aria-selected", String(k === i)));
+    if (i >= 0 && list.children[i]) {
+      input.setAttribute("aria-activedescendant", list.children[i].id);
+      list.children[i].scrollIntoView({ block: "nearest" });
+    } else {
+      input.removeAttribute("aria-activedescendant");
+    }
+  };
+  const close = () => { list.hidden = true; input.setAttribute("aria-expanded", "false"); mark(-1); };
+  /* One request at a time, the last keystroke's when it ends (the server answers a third
+   * concurrent read 503), after a short pause in the typing. */
+  let timer = null;
+  let busy = false;
+  let again = false;
+  const refill = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (busy) { again = true; return; }
+      busy = true;
+      fill().catch((err) => {
+        list.replaceChildren(el("li", { class: "status-failed", id: "compare-none", "aria-disabled": "true" }, "Cannot list the runs: " + err.message + ". Try again in a moment."));
+        list.hidden = false;
+      }).finally(() => { busy = false; if (again) { again = false; refill(); } });
+    }, 120);
+  };
+  let shownQ = null;
+  async function fill() {
+    const q = input.value.trim();
+    if (q === shownQ && !list.hidden) return; /* the list on show is this query's */
+    const mine = ++seq;
+    const p = new URLSearchParams({ limit: "100" });
+    if (q) p.set("q", q);
+    const doc = await api("/api/v1/runs?" + p);
+    if (mine !== seq) return; /* a later keystroke's answer wins */
+    const others = doc.runs.filter((o) => o.run_id !== r.run_id);
+    /* Same workflow first, newest first within each group (the API's order). */
+    options = others.filter((o) => o.workflow === r.workflow).concat(others.filter((o) => o.workflow !== r.workflow)).slice(0, PICK_MAX);
+    list.replaceChildren(...(options.length ? options.map((o, i) => el("li", { role: "option", id: "compare-opt-" + i, "data-run": o.run_id, "aria-selected": "false",
+      onmousedown: (e) => { e.preventDefault(); go(o); } },
+      el("b", {}, short(o.run_id)), " ", el("span", { class: "status-" + o.status }, o.status), " · ", o.workflow || "?", " · ", when(o.started),
+      o.workflow === r.workflow ? el("span", { class: "same-wf" }, " · same workflow") : null,
+      o.input ? el("span", { class: "muted" }, " · " + (o.input.length > 40 ? o.input.slice(0, 40) + "…" : o.input)) : null))
+      : [el("li", { class: "muted", id: "compare-none", "aria-disabled": "true" }, "No other run matches: try part of an id, a workflow's name or an input.")]));
+    list.hidden = false;
+    shownQ = q;
+    input.setAttribute("aria-expanded", "true");
+    mark(-1);
+  }
+  input.addEventListener("input", refill);
+  input.addEventListener("focus", () => { if (list.hidden) refill(); });
+  input.addEventListener("blur", () => close());
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      if (list.hidden) { refill(); return; }
+      if (!options.length) return;
+      mark(e.key === "ArrowDown" ? (active + 1) % options.length : (active <= 0 ? options.length - 1 : active - 1));
+    } else if (e.key === "Enter") {
+      e.preventDefault();
+      if (active >= 0 && options[active]) go(options[active]);
+      else if (options.length === 1) go(options[0]);
+      else if (input.value.trim()) location.hash = "#/compare/" + encodeURIComponent(r.run_id) + "/" + encodeURIComponent(input.value.trim());
+    } else if (e.key === "Escape") {
+      close();
+    }
+  });
+  return el("span", { class: "typeahead" }, el("label", { for: "compare-with" }, "Compare with "), input, list);
 }
 
 /* What a failed step's stored error says (exit status, the tails of stderr and stdout, a

@@ -2,8 +2,14 @@
 import { api, dur, el, fail, loopCount, short, show, when } from "./dom.js";
 import { ui } from "./state.js";
 
-function runRow(r) {
+/* @p ticked: the runs ticked for compare (id -> run), kept across reloads of the list. */
+function runRow(r, ticked, onTick) {
+  const box = el("input", { type: "checkbox", class: "tick", "data-run": r.run_id, checked: ticked.has(r.run_id),
+    "aria-label": "tick run " + r.run_id + " to compare",
+    onclick: (e) => e.stopPropagation(),
+    onchange: (e) => onTick(r, e.target.checked) });
   return el("tr", { class: "clickable", "data-run": r.run_id, onclick: () => { location.hash = "#/run/" + r.run_id; } },
+    el("td", { class: "tick" }, box),
     el("td", { class: "status status-" + r.status }, r.status),
     el("td", {}, short(r.run_id)),
     el("td", {}, r.workflow),
@@ -16,6 +22,13 @@ function runRow(r) {
     el("td", { class: (r.loops && r.loops.stuck) ? "status-failed" : "" }, (r.loops && r.loops.stuck) || 0));
 }
 
+/* Two ticked runs, the older first (A), as #/compare/A/B. */
+function compareHash(ticked) {
+  const [x, y] = [...ticked.values()];
+  const older = (x.started || "") <= (y.started || "") ? [x, y] : [y, x];
+  return "#/compare/" + encodeURIComponent(older[0].run_id) + "/" + encodeURIComponent(older[1].run_id);
+}
+
 export async function viewRuns() {
   const q = el("input", { id: "q", placeholder: "search id, workflow, input, reason" });
   const status = el("select", { id: "status" },
@@ -23,16 +36,28 @@ export async function viewRuns() {
       .map((s) => el("option", { value: s }, s || "any status")));
   const body = el("tbody", {});
   const table = el("table", { id: "runs" },
-    el("thead", {}, el("tr", {}, ["status", "run", "workflow", "started", "duration", "tokens in / out", "cost",
-      "reward", "loops", "stuck loops"].map((h) => el("th", {}, h)))), body);
+    el("thead", {}, el("tr", {}, el("th", { class: "tick" }, el("span", { class: "muted", title: "tick two runs to compare them" }, "☐")),
+      ["status", "run", "workflow", "started", "duration", "tokens in / out", "cost",
+        "reward", "loops", "stuck loops"].map((h) => el("th", {}, h)))), body);
   const count = el("p", { class: "muted", id: "run-count" });
-  show(el("h1", {}, "Runs"), el("div", { class: "filters" }, q, status), count, table);
+  /* Compare: tick two runs (Tab to a box, Space), then the button; A is the older. */
+  const ticked = new Map();
+  const compareBtn = el("button", { id: "compare-ticked", class: "primary", disabled: true,
+    onclick: () => { if (ticked.size === 2) location.hash = compareHash(ticked); } }, "Compare the two ticked");
+  const tickNote = el("span", { class: "muted", id: "ticked-count", "aria-live": "polite" }, "Tick two runs to compare them.");
+  const onTick = (r, on) => {
+    if (on) ticked.set(r.run_id, r); else ticked.delete(r.run_id);
+    compareBtn.disabled = ticked.size !== 2;
+    tickNote.textContent = ticked.size === 2 ? "2 ticked: ready to compare."
+      : ticked.size > 2 ? ticked.size + " ticked: untick all but two." : ticked.size + " of 2 ticked.";
+  };
+  show(el("h1", {}, "Runs"), el("div", { class: "filters" }, q, status), el("div", { class: "runs-actions" }, compareBtn, tickNote), count, table);
   async function load() {
     const p = new URLSearchParams({ limit: "500" });
     if (q.value) p.set("q", q.value);
     if (status.value) p.set("status", status.value);
     const doc = await api("/api/v1/runs?" + p);
-    body.replaceChildren(...doc.runs.map(runRow));
+    body.replaceChildren(...doc.runs.map((r) => runRow(r, ticked, onTick)));
     count.textContent = doc.runs.length + " run" + (doc.runs.length === 1 ? "" : "s");
     if (!doc.runs.length) {
       count.replaceChildren(el("span", { id: "runs-empty", class: "empty" }, q.value || status.value
