@@ -72,25 +72,70 @@ is_secret_var(const char *entry)
     return false;
 }
 
-/* The environment a command gets: the engine's, without credentials. Ownership: returns a
+/* The environment a command gets: @p extra (may be NULL) and the engine's, without
+ * credentials. Ownership: returns a
  * new array of borrowed strings (weft__free the array only); NULL when out of memory. */
 static char **
-command_environ(void)
+command_environ(const char *const *extra)
 {
     size_t n = 0;
+    size_t n_extra = 0;
     size_t kept = 0;
     char **env = NULL;
 
     while (environ[n] != NULL) {
         n++;
     }
-    env = weft__calloc(n + 1, sizeof(*env));
+    while (extra != NULL && extra[n_extra] != NULL) {
+        n_extra++;
+    }
+    env = weft__calloc(n + n_extra + 1, sizeof(*env));
+    /* The extra entries first: getenv() finds the first of a name. */
+    for (size_t i = 0; env != NULL && i < n_extra; i++) {
+        env[kept++] = (char *)extra[i];
+    }
     for (size_t i = 0; env != NULL && i < n; i++) {
         if (!is_secret_var(environ[i])) {
             env[kept++] = environ[i];
         }
     }
     return env;
+}
+
+/* A descriptor reading @p text from its start: an unlinked temporary file (no pipe to feed
+ * while the output is collected). @return the descriptor (O_CLOEXEC), or -1. */
+static int
+stdin_file(const char *text)
+{
+    const char *dir = getenv("TMPDIR");
+    char path[PATH_MAX];
+    size_t len = strlen(text);
+    size_t done = 0;
+    int fd = -1;
+
+    snprintf(path, sizeof(path), "%s/weft-stdin-XXXXXX",
+             dir != NULL && *dir != '\0' ? dir : "/tmp");
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    unlink(path);
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Text with every byte that is not part of valid UTF-8 replaced by '?', so that it can travel
@@ -205,16 +250,25 @@ make_pipe(int fds[2])
     return 0;
 }
 
-/* Spawn @p argv with stdout/stderr on the pipes' write ends, stdin from /dev/null, in the
+/* Spawn @p argv with stdout/stderr on the pipes' write ends, stdin from /dev/null (or @p def's
+ * stdin_text), the environment without credentials plus @p def's env_extra, in the
  * directory @p dir_fd, in a new process group, with every other descriptor closed.
  * @return 0 or an errno value (ENOENT for a missing program). */
 static int
-spawn(char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
+spawn(const struct tool_def *def, char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
 {
-    char **env = command_environ();
-    struct weft__spawn s = {argv, env, -1, out_fd, err_fd, NULL, dir_fd};
-    int rc = env != NULL ? weft__spawn(&s, pid) : ENOMEM;
+    char **env = command_environ(def->env_extra);
+    int in_fd = def->stdin_text != NULL ? stdin_file(def->stdin_text) : -1;
+    struct weft__spawn s = {argv, env, in_fd, out_fd, err_fd, NULL, dir_fd};
+    int rc = ENOMEM;
 
+    if (env != NULL) {
+        rc = def->stdin_text != NULL && in_fd < 0 ? EIO : weft__spawn(&s, pid);
+    }
+
+    if (in_fd >= 0) {
+        close(in_fd);
+    }
     weft__free(env);
     return rc;
 }
@@ -410,7 +464,7 @@ weft__tool_command(const struct tool_def *def,
         err = error_outcome(out, "spawn_failed", "cannot create pipes");
         goto out;
     }
-    rc = spawn(argv, dir_fd, out_pipe[1], err_pipe[1], &pid);
+    rc = spawn(def, argv, dir_fd, out_pipe[1], err_pipe[1], &pid);
     close(out_pipe[1]);
     close(err_pipe[1]);
     out_pipe[1] = err_pipe[1] = -1;
