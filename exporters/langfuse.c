@@ -372,8 +372,39 @@ add_score(struct langfuse *x,
     }
 }
 
+/* The evaluator scores recorded on a span (gen_ai.evaluation.result events, include/weft/eval.h):
+ * each a NUMERIC score named after its evaluator, its explanation as the comment; on the
+ * observation, or on the trace when recorded on a root span. */
+static void
+derive_eval_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_data *v)
+{
+    for (size_t i = 0; i < v->event_count; i++) {
+        const struct weft_event_data *ev = &v->events[i];
+        const char *name = NULL;
+        double value = 0;
+        bool has_value = false;
+
+        if (strcmp(ev->name, "gen_ai.evaluation.result") != 0) {
+            continue;
+        }
+        name = event_str(ev, "gen_ai.evaluation.name");
+        for (size_t j = 0; j < ev->attr_count; j++) {
+            const struct weft_attr *a = &ev->attrs[j];
+            if (strcmp(a->key, "gen_ai.evaluation.score.value") == 0 &&
+                (a->value.type == WEFT_VALUE_DOUBLE || a->value.type == WEFT_VALUE_INT)) {
+                value = a->value.type == WEFT_VALUE_DOUBLE ? a->value.u.d : (double)a->value.u.i;
+                has_value = true;
+            }
+        }
+        if (name != NULL && has_value) {
+            add_score(x, b, v, v->has_parent, name, json_real(value), "NUMERIC",
+                      event_str(ev, "gen_ai.evaluation.explanation"), (unsigned)i);
+        }
+    }
+}
+
 /* The scores a span implies: a reflection verdict, the run's outcome, reward and loops (on
- * the root span), a stuck-loop detection. */
+ * the root span), a stuck-loop detection, evaluator scores. */
 static void
 derive_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_data *v)
 {
@@ -408,6 +439,7 @@ derive_scores(struct langfuse *x, struct lf_batch *b, const struct weft_span_dat
         }
         add_score(x, b, v, false, "loops_total", json_real(total), "NUMERIC", NULL, 0);
     }
+    derive_eval_scores(x, b, v);
     /* The run's root span repeats each detection for the trace view; its score belongs to the
      * observation where the loop was found, once. */
     for (size_t i = 0; status == NULL && i < v->event_count; i++) {

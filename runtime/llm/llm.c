@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const purpose_names[] = {"plan",    "route",   "act",
-                                            "reflect", "correct", "summarize"};
+static const char *const purpose_names[] = {"plan",    "route",     "act",     "reflect",
+                                            "correct", "summarize", "evaluate"};
 
 #define PURPOSE_COUNT (sizeof(purpose_names) / sizeof(purpose_names[0]))
 

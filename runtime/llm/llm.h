@@ -27,7 +27,8 @@ typedef enum llm_purpose {
     LLM_PURPOSE_ACT,
     LLM_PURPOSE_REFLECT,
     LLM_PURPOSE_CORRECT,
-    LLM_PURPOSE_SUMMARIZE
+    LLM_PURPOSE_SUMMARIZE,
+    LLM_PURPOSE_EVALUATE /* an LLM-judge evaluator (runtime/eval/) */
 } llm_purpose;
 
 const char *weft__llm_purpose_name(llm_purpose purpose);

@@ -155,7 +155,7 @@ run_executor(const struct step_call *c, struct tool_outcome *out)
             argv_store[i] = (char *)json_string_value(json_array_get(argv, i));
         }
         def.argv = argv_store;
-        def.env = env;
+        def.env_extra = (const char *const *)env;
         args = step_env(c, env) ? json_object() : NULL;
     } else if (executor == EXEC_FILE_WRITER) {
         def.type = TOOL_WRITE_FILE;

@@ -74,7 +74,7 @@ is_secret_var(const char *entry)
 
 /* Does one of the @p n strings of @p extra set the variable @p entry ("NAME=value") sets? */
 static bool
-is_named_in(const char *entry, char *const *extra, size_t n)
+is_named_in(const char *entry, const char *const *extra, size_t n)
 {
     size_t len = strcspn(entry, "=");
 
@@ -86,11 +86,11 @@ is_named_in(const char *entry, char *const *extra, size_t n)
     return false;
 }
 
-/* The environment a command gets: @p extra (may be NULL; NULL-ended "NAME=value" strings),
- * then the engine's without credentials and without the variables @p extra sets. Ownership: returns
- * a new array of borrowed strings (weft__free the array only); NULL when out of memory. */
+/* The environment a command gets: @p extra (may be NULL) and the engine's, without
+ * credentials and without the variables @p extra sets. Ownership: returns a
+ * new array of borrowed strings (weft__free the array only); NULL when out of memory. */
 static char **
-command_environ(char *const *extra)
+command_environ(const char *const *extra)
 {
     size_t n = 0;
     size_t n_extra = 0;
@@ -104,8 +104,9 @@ command_environ(char *const *extra)
         n_extra++;
     }
     env = weft__calloc(n + n_extra + 1, sizeof(*env));
+    /* The extra entries first: getenv() finds the first of a name. */
     for (size_t i = 0; env != NULL && i < n_extra; i++) {
-        env[kept++] = extra[i];
+        env[kept++] = (char *)extra[i];
     }
     for (size_t i = 0; env != NULL && i < n; i++) {
         if (!is_secret_var(environ[i]) && !is_named_in(environ[i], extra, n_extra)) {
@@ -113,6 +114,42 @@ command_environ(char *const *extra)
         }
     }
     return env;
+}
+
+/* A descriptor reading @p text from its start: an unlinked temporary file (no pipe to feed
+ * while the output is collected). @return the descriptor (O_CLOEXEC), or -1. */
+static int
+stdin_file(const char *text)
+{
+    const char *dir = getenv("TMPDIR");
+    char path[PATH_MAX];
+    size_t len = strlen(text);
+    size_t done = 0;
+    int fd = -1;
+
+    snprintf(path, sizeof(path), "%s/weft-stdin-XXXXXX",
+             dir != NULL && *dir != '\0' ? dir : "/tmp");
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    unlink(path);
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Text with every byte that is not part of valid UTF-8 replaced by '?', so that it can travel
@@ -227,16 +264,25 @@ make_pipe(int fds[2])
     return 0;
 }
 
-/* Spawn @p argv with stdout/stderr on the pipes' write ends, stdin from /dev/null, in the
+/* Spawn @p argv with stdout/stderr on the pipes' write ends, stdin from /dev/null (or @p def's
+ * stdin_text), the environment without credentials plus @p def's env_extra, in the
  * directory @p dir_fd, in a new process group, with every other descriptor closed.
  * @return 0 or an errno value (ENOENT for a missing program). */
 static int
-spawn(char **argv, char *const *extra, int dir_fd, int out_fd, int err_fd, pid_t *pid)
+spawn(const struct tool_def *def, char **argv, int dir_fd, int out_fd, int err_fd, pid_t *pid)
 {
-    char **env = command_environ(extra);
-    struct weft__spawn s = {argv, env, -1, out_fd, err_fd, NULL, dir_fd};
-    int rc = env != NULL ? weft__spawn(&s, pid) : ENOMEM;
+    char **env = command_environ(def->env_extra);
+    int in_fd = def->stdin_text != NULL ? stdin_file(def->stdin_text) : -1;
+    struct weft__spawn s = {argv, env, in_fd, out_fd, err_fd, NULL, dir_fd};
+    int rc = ENOMEM;
 
+    if (env != NULL) {
+        rc = def->stdin_text != NULL && in_fd < 0 ? EIO : weft__spawn(&s, pid);
+    }
+
+    if (in_fd >= 0) {
+        close(in_fd);
+    }
     weft__free(env);
     return rc;
 }
@@ -432,7 +478,7 @@ weft__tool_command(const struct tool_def *def,
         err = error_outcome(out, "spawn_failed", "cannot create pipes");
         goto out;
     }
-    rc = spawn(argv, def->env, dir_fd, out_pipe[1], err_pipe[1], &pid);
+    rc = spawn(def, argv, dir_fd, out_pipe[1], err_pipe[1], &pid);
     close(out_pipe[1]);
     close(err_pipe[1]);
     out_pipe[1] = err_pipe[1] = -1;

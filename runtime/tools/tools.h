@@ -47,7 +47,12 @@ struct tool_def {
     size_t argc;
     bool append_args; /* the model may pass {"args": [...]} appended to argv */
     char *cwd;        /* relative to the workspace; NULL means the workspace */
-    char **env;       /* borrowed "NAME=value" strings added to the environment, NULL-ended */
+    /* Programmatic callers only (command steps, the command evaluator of runtime/eval/); the
+     * workflow loader leaves them NULL. The text the command reads on stdin (NULL: /dev/null),
+     * and "NAME=value" entries added to its environment, replacing the engine's variables of
+     * the same names (NULL-terminated; NULL: none). Borrowed. */
+    const char *stdin_text;
+    const char *const *env_extra;
     /* TOOL_HTTP_GET and TOOL_COMMAND */
     uint32_t timeout_ms; /* 0 means 30000 */
     size_t max_output;   /* bytes of stdout+stderr / body kept; 0 means 64 KiB */

@@ -14,6 +14,7 @@
 #include "support/weft_test.h"
 
 #include "runtime/llm/prompts.h"
+#include <weft/eval.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -1538,6 +1539,69 @@ test_langfuse_each_detection_and_verdict_scored_once(void **state)
     assert_int_equal(verdicts, 1);
 }
 
+/* Evaluator scores (include/weft/eval.h) recorded on spans go out as NUMERIC scores named after
+ * their evaluator, the explanation as the comment: on the observation for a child span, on
+ * the trace for the root; an errored one with value 0. */
+static void
+test_langfuse_evaluator_scores_become_numeric_scores(void **state)
+{
+    struct fx *f = *state;
+    struct weft_span *root = NULL;
+    struct weft_span *span = NULL;
+    struct weft_eval_score judge = {(char *)"tone",
+                                    WEFT_EVAL_LLM_JUDGE,
+                                    0.75,
+                                    true,
+                                    false,
+                                    (char *)"polite and on topic",
+                                    0,
+                                    0,
+                                    0};
+    struct weft_eval_score cmd = {(char *)"tests",
+                                  WEFT_EVAL_COMMAND,
+                                  0,
+                                  false,
+                                  true,
+                                  (char *)"pytest: spawn_failed",
+                                  0,
+                                  0,
+                                  0};
+    size_t i = 0;
+    size_t seen = 0;
+    json_t *score = NULL;
+
+    lf_start(f, 3600000);
+    root = rt_start(f, K_WORKFLOW, "research", NULL);
+    span = rt_start(f, K_AGENT, "writer", root);
+    assert_int_equal(weft_eval_score_record(span, &judge), WEFT_OK);
+    weft_span_end(span, 0);
+    assert_int_equal(weft_eval_score_record(root, &cmd), WEFT_OK);
+    assert_int_equal(weft_eval_score_record(NULL, &cmd), WEFT_EINVAL);
+    weft_span_end(root, 0);
+    lf_flush(f);
+    json_array_foreach(f->scores, i, score)
+    {
+        const char *name = json_string_value(json_object_get(score, "name"));
+
+        if (strcmp(name, "tone") == 0) {
+            assert_string_equal(json_string_value(json_object_get(score, "dataType")), "NUMERIC");
+            assert_true(json_number_value(json_object_get(score, "value")) == 0.75);
+            assert_string_equal(json_string_value(json_object_get(score, "comment")),
+                                "polite and on topic");
+            assert_non_null(json_object_get(score, "observationId"));
+            seen++;
+        } else if (strcmp(name, "tests") == 0) {
+            assert_string_equal(json_string_value(json_object_get(score, "dataType")), "NUMERIC");
+            assert_true(json_number_value(json_object_get(score, "value")) == 0);
+            assert_string_equal(json_string_value(json_object_get(score, "comment")),
+                                "pytest: spawn_failed");
+            assert_null(json_object_get(score, "observationId"));
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 2);
+}
+
 /* The limits come from the environment when the options leave them at 0. */
 static void
 test_langfuse_limits_from_the_environment(void **state)
@@ -1573,6 +1637,7 @@ main(void)
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_langfuse_each_detection_and_verdict_scored_once),
+        T(test_langfuse_evaluator_scores_become_numeric_scores),
         T(test_langfuse_limits_from_the_environment),
         T(test_server_refuses_missing_or_wrong_credentials),
         T(test_server_validates_scores_like_langfuse),

@@ -15,9 +15,9 @@
 static void
 drain(struct llm_provider *p, const json_t *script)
 {
-    static const llm_purpose purposes[] = {LLM_PURPOSE_PLAN,    LLM_PURPOSE_ROUTE,
-                                           LLM_PURPOSE_ACT,     LLM_PURPOSE_REFLECT,
-                                           LLM_PURPOSE_CORRECT, LLM_PURPOSE_SUMMARIZE};
+    static const llm_purpose purposes[] = {
+        LLM_PURPOSE_PLAN,    LLM_PURPOSE_ROUTE,     LLM_PURPOSE_ACT,     LLM_PURPOSE_REFLECT,
+        LLM_PURPOSE_CORRECT, LLM_PURPOSE_SUMMARIZE, LLM_PURPOSE_EVALUATE};
     const char *agent = NULL;
     json_t *queues = NULL;
     json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", "hello");
