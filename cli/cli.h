@@ -232,6 +232,8 @@ int cli_gc(int argc, char **argv);
 void cli_gc_usage(FILE *out);
 int cli_teams(int argc, char **argv);
 void cli_teams_usage(FILE *out);
+int cli_dataset(int argc, char **argv);
+void cli_dataset_usage(FILE *out);
 int cli_skills(int argc, char **argv);
 void cli_skills_usage(FILE *out);
 int cli_replay(int argc, char **argv);

@@ -16,6 +16,7 @@
 
 #include <weft/common.h>
 #include <weft/compose.h>
+#include <weft/dataset.h>
 #include <weft/eval.h>
 #include <weft/export.h>
 #include <weft/mcp.h>

@@ -12,6 +12,34 @@
 #include "runtime/state/state.h"
 
 struct weft__state_dead;
+struct weft__state_arg;
+struct weft__state_row;
+
+/* The statements of datasets and experiments (runtime/state/datasets.c): each backend spells
+ * every one in its dialect (state_sqlite_datasets.c, state_pg_datasets.c) with the same values
+ * in the same order and the same columns selected, so datasets.c binds and reads them once. */
+enum weft__ds_stmt {
+    WEFT__DS_CREATE,      /* name, description, evaluators, created_ns; RETURNING name */
+    WEFT__DS_GET,         /* name -> DS columns */
+    WEFT__DS_LIST,        /* -> DS columns, by name */
+    WEFT__DS_VERSION,     /* name, version */
+    WEFT__DS_DROP_ITEMS,  /* name */
+    WEFT__DS_DROP,        /* name; RETURNING name */
+    WEFT__DS_ITEM_ADD,    /* id, dataset, input, expected, assertions, metadata, run_id,
+                           * trace_id, fail_step, added_version */
+    WEFT__DS_ITEM_REMOVE, /* dataset, id, version; RETURNING id */
+    WEFT__DS_ITEMS,       /* dataset, version -> ITEM columns, in the order added */
+    WEFT__EXP_BEGIN,      /* id, name, dataset, dataset_version, workflow, workflow_hash,
+                           * from_failure, started_ns, status */
+    WEFT__EXP_ITEM_PUT,   /* experiment_id, item_id, run_id, status, scores, tokens, cost,
+                           * duration_ns, loops, stuck_loops, corrections, llm_calls, error;
+                           * insert or replace */
+    WEFT__EXP_END,        /* id, status, summary, ended_ns; RETURNING id */
+    WEFT__EXP_LIST,       /* dataset or NULL -> EXP columns, newest first */
+    WEFT__EXP_GET,        /* id -> EXP columns */
+    WEFT__EXP_ITEMS,      /* experiment_id -> EXP ITEM columns, in the order first put */
+    WEFT__DS_STMT_COUNT
+};
 
 /* A skill's vector as stored: float32 little-endian bytes (state.c encodes and decodes). */
 struct weft__state_vec_blob {
@@ -202,6 +230,14 @@ struct weft__state_ops {
                        bool is_dry_run,
                        uint64_t *rows,
                        bool *is_deleted);
+    /* Datasets and experiments: run statement @p which with @p args (datasets.c binds them as
+     * the enum says); each row goes to @p fn (NULL: a write whose rows are not wanted). */
+    weft_err (*ds_run)(struct rt_state *st,
+                       enum weft__ds_stmt which,
+                       const struct weft__state_arg *args,
+                       size_t n,
+                       weft_err (*fn)(const struct weft__state_row *row, void *ctx),
+                       void *ctx);
 };
 
 /* The first member of every backend's handle. */

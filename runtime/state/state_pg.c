@@ -1432,4 +1432,5 @@ const struct weft__state_ops weft__pg_ops = {
     .gc_scan = weft__pg_gc_scan,
     .gc_kept = weft__pg_gc_kept,
     .gc_run = weft__pg_gc_run,
+    .ds_run = weft__pg_ds_run,
 };

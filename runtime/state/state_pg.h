@@ -174,6 +174,14 @@ weft_err weft__pg_payload_get(void *user,
                               weft__payload_each_fn each,
                               void *each_user);
 
+/* state_pg_datasets.c: datasets and experiments (the ds_run ops entry). */
+weft_err weft__pg_ds_run(struct rt_state *base,
+                         enum weft__ds_stmt which,
+                         const struct weft__state_arg *args,
+                         size_t n,
+                         state_row_fn fn,
+                         void *ctx);
+
 /* state_pg_skills.c: skill memory and teams (ops entries). */
 weft_err weft__pg_skill_vectors(struct rt_state *base,
                                 const char *agent,

@@ -232,9 +232,33 @@ static const char migration_11[] =
     "CREATE INDEX workflows_snapshot_ref_idx ON workflows (workflow_snapshot_ref)"
     " WHERE workflow_snapshot_ref IS NOT NULL;";
 
-static const char *const migrations[] = {migration_1, migration_2,  migration_3, migration_4,
-                                         migration_5, migration_6,  migration_7, migration_8,
-                                         migration_9, migration_10, migration_11};
+/* Datasets and experiments (docs/experiments.md): a dataset's items are versioned by the version
+ * that added them and the one that removed them (NULL: still there). seq keeps the order items
+ * and experiments were added in. JSON columns are kept as text, as given. SQLite's version 16. */
+static const char migration_12[] =
+    "CREATE TABLE datasets (name TEXT PRIMARY KEY, description TEXT, evaluators TEXT,"
+    " created_ns BIGINT NOT NULL, version BIGINT NOT NULL DEFAULT 0);"
+    "CREATE TABLE dataset_items (id TEXT PRIMARY KEY, seq BIGINT GENERATED ALWAYS AS IDENTITY,"
+    " dataset TEXT NOT NULL, input TEXT NOT NULL, expected TEXT, assertions TEXT,"
+    " metadata TEXT NOT NULL, run_id TEXT, trace_id TEXT, fail_step TEXT,"
+    " added_version BIGINT NOT NULL, removed_version BIGINT);"
+    "CREATE INDEX dataset_items_dataset_idx ON dataset_items (dataset, added_version);"
+    "CREATE TABLE experiments (id TEXT PRIMARY KEY, seq BIGINT GENERATED ALWAYS AS IDENTITY,"
+    " name TEXT NOT NULL, dataset TEXT NOT NULL, dataset_version BIGINT NOT NULL,"
+    " workflow TEXT NOT NULL, workflow_hash TEXT, from_failure BOOLEAN NOT NULL DEFAULT false,"
+    " started_ns BIGINT NOT NULL, ended_ns BIGINT, status TEXT NOT NULL, summary TEXT);"
+    "CREATE INDEX experiments_dataset_idx ON experiments (dataset, started_ns);"
+    "CREATE TABLE experiment_items (experiment_id TEXT NOT NULL, item_id TEXT NOT NULL,"
+    " seq BIGINT GENERATED ALWAYS AS IDENTITY, run_id TEXT, status TEXT NOT NULL,"
+    " scores TEXT NOT NULL, tokens BIGINT NOT NULL DEFAULT 0,"
+    " cost DOUBLE PRECISION NOT NULL DEFAULT 0, duration_ns BIGINT NOT NULL DEFAULT 0,"
+    " loops BIGINT NOT NULL DEFAULT 0, stuck_loops BIGINT NOT NULL DEFAULT 0,"
+    " corrections BIGINT NOT NULL DEFAULT 0, llm_calls BIGINT NOT NULL DEFAULT 0, error TEXT,"
+    " PRIMARY KEY (experiment_id, item_id));";
+
+static const char *const migrations[] = {migration_1, migration_2,  migration_3,  migration_4,
+                                         migration_5, migration_6,  migration_7,  migration_8,
+                                         migration_9, migration_10, migration_11, migration_12};
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 static weft_err

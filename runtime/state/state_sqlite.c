@@ -1772,11 +1772,11 @@ static const struct weft__state_ops lite_ops = {
     .gc_scan = weft__lite_gc_scan,
     .gc_kept = weft__lite_gc_kept,
     .gc_run = weft__lite_gc_run,
+    .ds_run = weft__lite_ds_run,
 };
 
 /* ------------------------------------------------------------------------------------------ */
-/* The helpers the backend's other files use (state_sqlite.h): the statements and query      */
-/* helpers above, under their cross-file names.                                               */
+/* The helpers the backend's other files use (state_sqlite.h), under their cross-file names. */
 
 void
 weft__lite_bind_key(sqlite3_stmt *stmt, int i, const char *key)

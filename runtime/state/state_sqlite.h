@@ -64,8 +64,8 @@ weft__lite_rows_forget(struct lite_state *st)
 }
 
 /* The schema version this weft writes (PRAGMA user_version), as a number and as SQL text. */
-#define WEFT__LITE_SCHEMA_VERSION      15
-#define WEFT__LITE_SCHEMA_VERSION_TEXT "15"
+#define WEFT__LITE_SCHEMA_VERSION      16
+#define WEFT__LITE_SCHEMA_VERSION_TEXT "16"
 
 /* state_sqlite_schema.c: bring the schema from @p version up to WEFT__LITE_SCHEMA_VERSION, in
  * the caller's write transaction. @return SQLITE_OK, or SQLite's code with *errmsg set
@@ -157,6 +157,13 @@ weft_err weft__lite_skills_prune(struct rt_state *base,
                                  size_t *removed);
 
 /* state_sqlite_gc.c: retention (ops entries). */
+/* state_sqlite_datasets.c: datasets and experiments (the ds_run ops entry). */
+weft_err weft__lite_ds_run(struct rt_state *base,
+                           enum weft__ds_stmt which,
+                           const struct weft__state_arg *args,
+                           size_t n,
+                           state_row_fn fn,
+                           void *ctx);
 weft_err weft__lite_run_pin(struct rt_state *base, const char *run_id, bool is_pinned);
 weft_err weft__lite_gc_scan(struct rt_state *base,
                             uint64_t cutoff_ns,

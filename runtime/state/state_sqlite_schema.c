@@ -205,6 +205,31 @@ static const char state_migrate_v15[] =
     "CREATE INDEX IF NOT EXISTS runs_workflow_snapshot_ref ON runs(workflow_snapshot_ref)"
     " WHERE workflow_snapshot_ref IS NOT NULL;";
 
+/* Version 16 (datasets and experiments, docs/experiments.md): a dataset's items are versioned by
+ * the version that added them and the one that removed them (NULL: still there), so version V
+ * is the items with added_version <= V < removed_version. JSON columns are kept as text, as
+ * given. Only CREATE. */
+static const char state_migrate_v16[] =
+    "CREATE TABLE IF NOT EXISTS datasets (name TEXT PRIMARY KEY, description TEXT,"
+    " evaluators TEXT, created_ns INTEGER NOT NULL, version INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE IF NOT EXISTS dataset_items (id TEXT PRIMARY KEY, dataset TEXT NOT NULL,"
+    " input TEXT NOT NULL, expected TEXT, assertions TEXT, metadata TEXT NOT NULL,"
+    " run_id TEXT, trace_id TEXT, fail_step TEXT, added_version INTEGER NOT NULL,"
+    " removed_version INTEGER);"
+    "CREATE INDEX IF NOT EXISTS dataset_items_dataset ON dataset_items(dataset, added_version);"
+    "CREATE TABLE IF NOT EXISTS experiments (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+    " dataset TEXT NOT NULL, dataset_version INTEGER NOT NULL, workflow TEXT NOT NULL,"
+    " workflow_hash TEXT, from_failure INTEGER NOT NULL DEFAULT 0, started_ns INTEGER NOT NULL,"
+    " ended_ns INTEGER, status TEXT NOT NULL, summary TEXT);"
+    "CREATE INDEX IF NOT EXISTS experiments_dataset ON experiments(dataset, started_ns);"
+    "CREATE TABLE IF NOT EXISTS experiment_items (experiment_id TEXT NOT NULL,"
+    " item_id TEXT NOT NULL, run_id TEXT, status TEXT NOT NULL, scores TEXT NOT NULL,"
+    " tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+    " duration_ns INTEGER NOT NULL DEFAULT 0, loops INTEGER NOT NULL DEFAULT 0,"
+    " stuck_loops INTEGER NOT NULL DEFAULT 0, corrections INTEGER NOT NULL DEFAULT 0,"
+    " llm_calls INTEGER NOT NULL DEFAULT 0, error TEXT,"
+    " PRIMARY KEY (experiment_id, item_id));";
+
 int
 weft__lite_schema_migrate(sqlite3 *db, int version, char **errmsg)
 {
@@ -217,6 +242,7 @@ weft__lite_schema_migrate(sqlite3 *db, int version, char **errmsg)
         {7, state_migrate_v7},   {8, state_migrate_v8},   {9, state_migrate_v9},
         {10, state_migrate_v10}, {11, state_migrate_v11}, {12, state_migrate_v12},
         {13, state_migrate_v13}, {14, state_migrate_v14}, {15, state_migrate_v15},
+        {16, state_migrate_v16},
     };
 
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {

@@ -172,7 +172,7 @@ test_state_migrates_a_version_1_database(void **state)
              " 'done', NULL, NULL);"
              "PRAGMA user_version = 1;");
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 15);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 16);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     assert_string_equal(info.status, "completed");
     assert_int_equal(info.iterations, 4);
@@ -214,7 +214,7 @@ test_state_refuses_a_newer_schema(void **state)
     exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99;");
     assert_int_equal(weft__state_open(path, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 15"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 16"));
     assert_non_null(strstr(err, path));
     /* Nothing was changed. */
     assert_int_equal(count_rows(path, "PRAGMA user_version"), 99);
@@ -343,7 +343,7 @@ test_state_migrates_a_version_6_database_to_skills(void **state)
                                       " 'skills%'"),
                      0);
     assert_weft_ok(weft__state_open(path, &st, err, sizeof(err)));
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 15);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), 16);
     assert_weft_ok(weft__state_run_info(st, "old-run", &info));
     weft__state_info_cleanup(&info);
     memset(&s, 0, sizeof(s));

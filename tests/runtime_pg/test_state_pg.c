@@ -277,18 +277,18 @@ test_pg_migrations_are_tracked_and_run_once(void **state)
      * 3: skills (skill memory); 4: skill_vectors (its embeddings); 5: teams (composed);
      * 6: tool_results and run origins (replay and fork); 7: the workflow snapshot; 8: pinned
      * runs (retention); 9: the trace's sampling decision; 10: content-addressed payloads;
-     * 11: the workflow snapshot as a payload. */
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 11);
+     * 11: the workflow snapshot as a payload; 12: datasets and experiments. */
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 12);
     assert_int_equal(fx_count(f, "SELECT min(version) FROM weft_schema_migrations"), 1);
-    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 11);
+    assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 12);
     assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations WHERE applied_at IS"
                                  " NOT NULL AND applied_at <= now()"),
-                     11);
+                     12);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[0], sizeof(stamp[0]));
     /* Opening again applies nothing. */
     assert_weft_ok(weft__state_open(f->location, &again, err, sizeof(err)));
     weft__state_close(again);
-    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 11);
+    assert_int_equal(fx_count(f, "SELECT count(*) FROM weft_schema_migrations"), 12);
     fx_text(f, "SELECT max(applied_at) FROM weft_schema_migrations", stamp[1], sizeof(stamp[1]));
     assert_string_equal(stamp[0], stamp[1]);
     assert_string_equal(column(f, "weft_schema_migrations", "version", stamp[0], sizeof(stamp[0])),
@@ -342,8 +342,8 @@ test_pg_concurrent_first_opens_migrate_once(void **state)
              "SELECT count(*), count(DISTINCT version) FROM "
              "weft_schema_migrations");
     res = run_ok(conn, sql);
-    assert_string_equal(PQgetvalue(res, 0, 0), "11");
-    assert_string_equal(PQgetvalue(res, 0, 1), "11");
+    assert_string_equal(PQgetvalue(res, 0, 0), "12");
+    assert_string_equal(PQgetvalue(res, 0, 1), "12");
     PQclear(res);
     PQfinish(conn);
 }
@@ -358,7 +358,7 @@ test_pg_refuses_a_newer_schema(void **state)
     fx_exec(f, NULL, "INSERT INTO weft_schema_migrations (version) VALUES (99)");
     assert_int_equal(weft__state_open(f->location, &st, err, sizeof(err)), WEFT_EIO);
     assert_null(st);
-    assert_non_null(strstr(err, "has schema 99; this weft knows 11"));
+    assert_non_null(strstr(err, "has schema 99; this weft knows 12"));
     assert_non_null(strstr(err, f->location));
     /* Nothing was changed. */
     assert_int_equal(fx_count(f, "SELECT max(version) FROM weft_schema_migrations"), 99);
