@@ -7,11 +7,15 @@
  *   {"bench":"explorer","what":"runs_list","runs":10000,"limit":200,"requests":N,
  *    "p50_ms":...,"p99_ms":...,"bytes":...,"gzip_bytes":...}
  *   {"bench":"explorer","what":"rows_first","spans":N,"limit":300,...}   the page's first part
+ *   {"bench":"explorer","what":"rows_rest","spans":N,...}    the rest of the rows (offset 300)
  *   {"bench":"explorer","what":"rows","spans":N,...,"bytes_per_span":...,"gzip_bytes_per_span":...}
  *       every row in one answer (?view=rows: the server's time for the trace's outline)
  *   {"bench":"explorer","what":"waterfall","spans":N,...}  the older ?view=waterfall, as sent
  *   {"bench":"explorer","what":"span","spans":N,...}       one span's detail, on a click
  *   {"bench":"explorer","what":"trace","spans":N,...}      a page of whole spans (10,000)
+ *   {"bench":"explorer","what":"rows_first_cached"|"rows_rest_cached","spans":N,...}
+ *       the first part and the rest answered from the rows cache (serve/rows_cache.h); the
+ *       measures above run on a server without it (WEFT_SERVE_ROWS_CACHE_MB=0), each a read
  *
  * bytes are the body as decoded, gzip_bytes as sent (Content-Encoding: gzip). The runs are
  * written through the state store's own functions in transactions of 1,000; each trace through
@@ -278,7 +282,7 @@ bench_trace(unsigned port,
     return rc;
 }
 
-/* Every measure of the @p spans-span trace. */
+/* Every measure of the @p spans-span trace, on a server without the rows cache. */
 static int
 bench_size(unsigned port, size_t spans, size_t requests)
 {
@@ -288,12 +292,30 @@ bench_size(unsigned port, size_t spans, size_t requests)
 
     snprintf(suffix, sizeof(suffix), "?view=rows&limit=%d", FIRST_ROWS);
     rc |= bench_trace(port, "rows_first", suffix, spans, requests, false);
+    snprintf(suffix, sizeof(suffix), "?view=rows&offset=%d&limit=100000", FIRST_ROWS);
+    rc |= bench_trace(port, "rows_rest", suffix, spans, requests, false);
     rc |= bench_trace(port, "rows", "?view=rows&limit=100000", spans, requests, true);
     rc |= bench_trace(port, "waterfall", "?view=waterfall&limit=100000", spans, requests, true);
     snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)span_id_of(spans, spans * 3 / 4));
     snprintf(suffix, sizeof(suffix), "/spans/%s", hex);
     rc |= bench_trace(port, "span", suffix, spans, requests, false);
     rc |= bench_trace(port, "trace", "?limit=10000", spans, requests, false);
+    return rc;
+}
+
+/* The rows of the @p spans-span trace on a server with the rows cache (serve/rows_cache.h),
+ * after a first part has read them: the first part and the rest as a page's later loads and
+ * its second request get them. */
+static int
+bench_cached(unsigned port, size_t spans, size_t requests)
+{
+    char suffix[64];
+    int rc = 0;
+
+    snprintf(suffix, sizeof(suffix), "?view=rows&limit=%d", FIRST_ROWS);
+    rc |= bench_trace(port, "rows_first_cached", suffix, spans, requests, false);
+    snprintf(suffix, sizeof(suffix), "?view=rows&offset=%d&limit=100000", FIRST_ROWS);
+    rc |= bench_trace(port, "rows_rest_cached", suffix, spans, requests, false);
     return rc;
 }
 
@@ -420,6 +442,7 @@ main(int argc, char **argv)
         return 1;
     }
     memset(&cfg, 0, sizeof(cfg));
+    setenv("WEFT_SERVE_ROWS_CACHE_MB", "0", 1); /* every request reads (the cached: below) */
     cfg.addr = "127.0.0.1:0";
     cfg.api.state_path = state;
     cfg.api.store_path = store;
@@ -435,6 +458,15 @@ main(int argc, char **argv)
            o.runs, o.requests, r.p50, r.p99, r.bytes, r.gzip_bytes);
     for (size_t k = 0; k < o.size_count; k++) {
         rc |= bench_size(weft__serve_port(srv), o.sizes[k], o.requests);
+    }
+    weft__serve_stop(srv);
+    unsetenv("WEFT_SERVE_ROWS_CACHE_MB");
+    if (weft__serve_start(&cfg, &srv) != WEFT_OK) {
+        fprintf(stderr, "explorer_bench: cannot start the server\n");
+        return 1;
+    }
+    for (size_t k = 0; k < o.size_count; k++) {
+        rc |= bench_cached(weft__serve_port(srv), o.sizes[k], o.requests);
     }
     weft__serve_stop(srv);
     if (o.keep == NULL) {

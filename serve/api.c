@@ -173,8 +173,8 @@ load_run(const struct weft__api_config *cfg, const char *ref, struct weft__api_r
  * whole spans (with is_page; the counts and id come back in the page_ fields). */
 struct trace_want {
     bool is_outline;
-    bool is_rows;                 /* the rows (out: rows) and the root span, whole */
-    struct weft_trace_rows *rows; /* out, with is_rows: the caller frees it */
+    bool is_rows;                 /* the rows (out: view) and the root span, whole */
+    struct weft__rows_view *view; /* out, with is_rows: the caller releases it */
     const char *span_id;          /* one span; NULL: the trace */
     bool is_page;
     size_t offset;
@@ -202,6 +202,45 @@ weft__api_store_put(const struct weft__api_config *cfg, struct weft_store *store
     }
 }
 
+/* The rows of trace @p id as view=rows writes them (*out, release it): the cache's view when
+ * it was read at the trace's stamp, else read now (and kept). The stamp is read before the
+ * rows: spans stored in between make the next stamp differ, so the view is read again. */
+static weft_err
+load_rows_view(const struct weft__api_config *cfg,
+               struct weft_store *store,
+               const char *id,
+               struct weft__rows_view **out)
+{
+    struct weft_trace_stamp stamp;
+    struct weft_trace_rows *rows = NULL;
+    bool is_kept = cfg->rows_cache != NULL;
+    weft_err err = WEFT_OK;
+
+    *out = NULL;
+    if (is_kept) {
+        err = weft_store_trace_stamp(store, id, &stamp);
+        is_kept = err == WEFT_OK; /* a trace with no summary is read, not kept */
+        if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+            return err;
+        }
+        *out = is_kept ? weft__rows_cache_get(cfg->rows_cache, id, &stamp) : NULL;
+        if (*out != NULL) {
+            return WEFT_OK;
+        }
+    }
+    err = weft_store_load_rows(store, id, &rows);
+    if (err == WEFT_OK) {
+        *out = weft__api_rows_view(rows);
+        err = *out == NULL ? WEFT_ENOMEM : WEFT_OK;
+    }
+    if (err == WEFT_OK && is_kept) {
+        memcpy((*out)->trace_id, id, sizeof((*out)->trace_id));
+        (*out)->stamp = stamp;
+        weft__rows_cache_put(cfg->rows_cache, *out);
+    }
+    return err;
+}
+
 /* Trace @p ref loaded from the span store as @p want says, or NULL with the reply set. */
 static struct weft_trace *
 load_trace_as(const struct weft__api_config *cfg,
@@ -226,9 +265,9 @@ load_trace_as(const struct weft__api_config *cfg,
     } else if (err == WEFT_OK && want->is_rows) {
         /* The rows, and the root span whole: where the trace came from (add_origin()). */
         char root[WEFT_SPAN_ID_SIZE * 2 + 1];
-        err = weft_store_load_rows(store, id, &want->rows);
+        err = load_rows_view(cfg, store, id, &want->view);
         if (err == WEFT_OK) {
-            weft_hex_encode(weft_trace_rows_get(want->rows)[0].span_id, WEFT_SPAN_ID_SIZE, root);
+            weft_hex_encode(want->view->r[0].span_id, WEFT_SPAN_ID_SIZE, root);
             err = weft_store_load_span(store, id, root, &trace);
         }
     } else if (err == WEFT_OK) {
@@ -457,12 +496,12 @@ trace_page(const struct weft__api_config *cfg,
     if (trace != NULL && is_rows) {
         char hex[WEFT_TRACE_ID_HEX_LEN + 1];
         weft_hex_encode(weft_trace_span(trace, 0)->trace_id, WEFT_TRACE_ID_SIZE, hex);
-        weft__api_rows_reply(reply,
-                             add_origin(json_pack("{s:s, s:s, s:s?, s:I}", "schema", "weft.rows/v1",
-                                                  "trace_id", hex, "run_id", run_id, "span_count",
-                                                  (json_int_t)weft_trace_rows_count(want.rows)),
-                                        trace, run_id),
-                             want.rows, offset, limit);
+        weft__api_rows_reply(
+            reply,
+            add_origin(json_pack("{s:s, s:s, s:s?, s:I}", "schema", "weft.rows/v1", "trace_id", hex,
+                                 "run_id", run_id, "span_count", (json_int_t)want.view->n),
+                       trace, run_id),
+            want.view, offset, limit);
     } else if (trace != NULL && is_waterfall) {
         reply_doc(reply, 200,
                   add_origin(waterfall_doc(trace, run_id, offset, limit), trace, run_id));
@@ -470,7 +509,7 @@ trace_page(const struct weft__api_config *cfg,
         reply_doc(reply, 200, add_origin(page_doc(trace, &want, run_id), trace, run_id));
     }
     weft_trace_free(trace);
-    weft_trace_rows_free(want.rows);
+    weft__rows_view_release(cfg->rows_cache, want.view);
 }
 
 /* weft.why/v1 of @p run; its stored LLM exchanges are read for the last model answer (a run

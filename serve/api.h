@@ -15,11 +15,17 @@
 #include <stddef.h>
 #include <weft/store.h>
 
+struct weft__rows_cache;
+
 /* Requests under /api/v1/ served at once; the next get 503 with Retry-After (the server's
  * admission, net/http_server.h). A trace document holds a page of spans (the
  * whole-span view) or the trace's outline (the waterfall) while it is built (docs/serve.md
  * gives the figures), so this bounds what readers can take. */
 #define WEFT__API_MAX_ACTIVE 2
+
+/* view=rows's cache of outlines (rows_cache.h), MiB, unless WEFT_SERVE_ROWS_CACHE_MB says: a
+ * 100,000-span trace's outline is about 10 MB. */
+#define WEFT__ROWS_CACHE_MB 64
 
 /* Where the API reads. Borrowed for the server's lifetime. */
 struct weft__api_config {
@@ -28,6 +34,9 @@ struct weft__api_config {
     /* Open handles of the span store at store_path, reused across requests (a PostgreSQL
      * connection each); NULL: each request opens the store. */
     struct weft_store_pool *store_pool;
+    /* view=rows's outlines kept between a page's parts (rows_cache.h); NULL: each part reads
+     * the trace. */
+    struct weft__rows_cache *rows_cache;
 };
 
 /* A request: its path below the host (no query string) and its query arguments. */

@@ -7,6 +7,7 @@
 #define WEFT_SERVE_API_INT_H
 
 #include "api.h"
+#include "rows_cache.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -53,12 +54,17 @@ void weft__api_traces_list(const struct weft__api_config *cfg,
                            const struct weft__api_request *req,
                            struct weft__api_reply *reply);
 
+/* The view every part of weft.rows/v1 is written from (api_rows.c): @p rows (taken, freed on
+ * failure) with the whole trace's error count, time extent and critical path; refs 1, release
+ * with weft__rows_view_release(). NULL: out of memory. */
+struct weft__rows_view *weft__api_rows_view(struct weft_trace_rows *rows);
+
 /* weft.rows/v1 (api_rows.c): the fields of @p head (stolen; NULL: out of memory), then rows
- * [@p offset, @p offset + @p limit) of @p rows (borrowed) as columns, with the whole trace's
+ * [@p offset, @p offset + @p limit) of @p view (borrowed) as columns, with the whole trace's
  * error count, time extent and critical path. */
 void weft__api_rows_reply(struct weft__api_reply *reply,
                           json_t *head,
-                          const struct weft_trace_rows *rows,
+                          const struct weft__rows_view *view,
                           size_t offset,
                           size_t limit);
 

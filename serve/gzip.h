@@ -18,7 +18,8 @@
  * it. Case-insensitive. */
 bool weft__gzip_is_accepted(const char *accept);
 
-/* @p in[0 .. @p len) as one gzip member (zlib, level 6) into *out (weft__malloc'd; weft__free).
+/* @p in[0 .. @p len) as one gzip member (zlib, level 6; 2 for weft.rows/v1) into *out
+ * (weft__malloc'd; weft__free).
  * @return WEFT_OK, WEFT_ENOMEM, WEFT_EIO (zlib failed); *out NULL on failure. */
 weft_err weft__gzip(const char *in, size_t len, char **out, size_t *out_len);
 

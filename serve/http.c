@@ -10,8 +10,10 @@
 #include "events.h"
 #include "fork.h"
 #include "gzip.h"
+#include "rows_cache.h"
 #include "ui.h"
 
+#include "base/env.h"
 #include "base/http_host.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -54,6 +56,7 @@ struct weft__serve {
     atomic_bool is_logged[DENIED_COUNT];
     struct weft__serve_events *events; /* GET /api/v1/events */
     struct weft__serve_fork *fork;     /* POST /api/v1/runs/ID/fork; NULL: none */
+    struct weft__api_config api;       /* cfg->api with the rows cache */
 };
 
 /* Constant-time comparison of a presented token with the expected one. */
@@ -342,7 +345,7 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
         json_decref(o);
         return;
     }
-    weft__api_get(&srv->cfg->api, &areq, &ar);
+    weft__api_get(&srv->api, &areq, &ar);
     if (ar.body == NULL) {
         text_reply(reply, 503, "out of memory\n");
         return;
@@ -384,6 +387,16 @@ on_ingest(void *user_data, const struct weft__http_request *req, struct weft__ht
     }
 }
 
+/* The rows cache weft__serve_start() made (not one the caller gave in cfg->api). */
+static void
+rows_cache_drop(struct weft__serve *srv, const struct weft__serve_config *cfg)
+{
+    if (srv->api.rows_cache != cfg->api.rows_cache) {
+        weft__rows_cache_free(srv->api.rows_cache);
+    }
+    srv->api.rows_cache = NULL;
+}
+
 weft_err
 weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out)
 {
@@ -392,6 +405,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     struct weft__metrics_server_options o;
     struct sockaddr_in sa;
     size_t n = 0;
+    uint64_t rows_mb = 0;
     weft_err err = WEFT_OK;
 
     if (cfg == NULL || out == NULL) {
@@ -408,6 +422,14 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
         return WEFT_EINVAL;
     }
     srv->is_loopback = weft__http_ipv4_is_loopback(sa.sin_addr.s_addr);
+    srv->api = cfg->api;
+    /* WEFT_SERVE_ROWS_CACHE_MB: view=rows's outlines kept between a page's parts (0: none). */
+    rows_mb = weft__env_u64("WEFT_SERVE_ROWS_CACHE_MB", WEFT__ROWS_CACHE_MB, 0, 1u << 20);
+    if (srv->api.rows_cache == NULL && rows_mb > 0 &&
+        weft__rows_cache_new((size_t)rows_mb << 20, &srv->api.rows_cache) != WEFT_OK) {
+        weft__free(srv);
+        return WEFT_ENOMEM;
+    }
     err = weft__serve_events_new(cfg->api.state_path, cfg->events_poll_ms, cfg->events_heartbeat_ms,
                                  &srv->events);
     if (err == WEFT_OK && cfg->fork_exe != NULL) {
@@ -418,6 +440,7 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
         }
     }
     if (err != WEFT_OK) {
+        rows_cache_drop(srv, cfg);
         weft__free(srv);
         return err;
     }
@@ -454,11 +477,40 @@ weft__serve_start(const struct weft__serve_config *cfg, struct weft__serve **out
     if (err != WEFT_OK) {
         weft__serve_fork_free(srv->fork);
         weft__serve_events_free(srv->events);
+        rows_cache_drop(srv, cfg);
         weft__free(srv);
         return err;
     }
     *out = srv;
     return WEFT_OK;
+}
+
+/* weft.serve.rows_cache{event=hit|miss|eviction} and weft.serve.rows_cache_bytes. */
+static weft_err
+observe_rows_cache(struct weft__rows_cache *cache, struct weft_meter *meter)
+{
+    static const char *const events[] = {"hit", "miss", "eviction"};
+    struct weft__rows_cache_stats st;
+    struct weft_instrument *count = NULL;
+    struct weft_instrument *bytes = NULL;
+    weft_err err = weft_meter_instrument(
+        meter, WEFT_INSTRUMENT_COUNTER, "weft.serve.rows_cache", "{request}",
+        "The explorer's trace rows (view=rows) by how they were answered: hit (the outline kept "
+        "from an earlier part), miss (read from the span store); eviction: outlines dropped "
+        "to stay under WEFT_SERVE_ROWS_CACHE_MB",
+        NULL, 0, &count);
+
+    if (err == WEFT_OK) {
+        err = weft_meter_instrument(meter, WEFT_INSTRUMENT_GAUGE, "weft.serve.rows_cache_bytes",
+                                    "By", "What the kept outlines hold, about", NULL, 0, &bytes);
+    }
+    weft__rows_cache_stats(cache, &st);
+    for (size_t i = 0; err == WEFT_OK && i < 3; i++) {
+        struct weft_attr attr = weft_attr_str("event", events[i]);
+        uint64_t n = i == 0 ? st.hits : i == 1 ? st.misses : st.evictions;
+        err = weft_counter_add(count, (double)n, &attr, 1);
+    }
+    return err == WEFT_OK ? weft_gauge_set(bytes, (double)st.bytes, NULL, 0) : err;
 }
 
 weft_err
@@ -480,7 +532,8 @@ weft__serve_observe(const struct weft__serve *srv, struct weft_meter *meter)
         uint64_t n = srv != NULL ? atomic_load(&srv->denied[i]) : 0;
         err = weft_counter_add(denied, (double)n, &attr, 1);
     }
-    return err;
+    return err == WEFT_OK ? observe_rows_cache(srv != NULL ? srv->api.rows_cache : NULL, meter)
+                          : err;
 }
 
 unsigned short
@@ -499,6 +552,7 @@ weft__serve_stop(struct weft__serve *srv)
         weft_metrics_server_stop(srv->server);
         weft__serve_fork_free(srv->fork); /* after the requests: a fork still running stops */
         weft__serve_events_free(srv->events);
+        rows_cache_drop(srv, srv->cfg);
         weft__free(srv);
     }
 }

@@ -71,7 +71,9 @@ static const char find_sql[] =
     " ORDER BY t.start_ns DESC, t.trace_id LIMIT $8::bigint";
 static const char newest_sql[] =
     "SELECT trace_id FROM weft_traces ORDER BY start_ns DESC, trace_id LIMIT $1";
-static const char ids_sql[] = "SELECT trace_id FROM weft_traces WHERE trace_id >= $1"
+/* With what weft_store_trace_stamp() reads (read.c, add_id() reads the id only). */
+static const char ids_sql[] = "SELECT trace_id, span_count, error_count, start_ns, end_ns"
+                              " FROM weft_traces WHERE trace_id >= $1"
                               " AND ($2::text IS NULL OR trace_id < $2) ORDER BY trace_id LIMIT $3";
 /* The column order of enum weft__store_span_col: links comes before the dropped counts. The
  * resource column is read as NULL from a store of schema 3 no writer has migrated since

@@ -1319,3 +1319,50 @@ weft_trace_rows_free(struct weft_trace_rows *rows)
     weft__free(rows->rows);
     weft__free(rows);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stamps                                                                                      */
+
+static weft_err
+read_stamp(const struct weft__store_row *row, void *user)
+{
+    struct weft_trace_stamp *st = user;
+
+    st->span_count = (size_t)col_int(row, 1);
+    st->error_count = (size_t)col_int(row, 2);
+    st->start_ns = (uint64_t)col_int(row, 3);
+    st->end_ns = (uint64_t)col_int(row, 4);
+    st->is_found = true;
+    return WEFT_OK;
+}
+
+weft_err
+weft_store_trace_stamp(struct weft_store *store, const char *trace_id, struct weft_trace_stamp *out)
+{
+    char hex[WEFT_TRACE_ID_HEX_LEN + 1];
+    char upper[WEFT_TRACE_ID_HEX_LEN + 2];
+    uint8_t id[WEFT_TRACE_ID_SIZE];
+    weft_err err = WEFT_OK;
+
+    if (out != NULL) {
+        memset(out, 0, sizeof(*out));
+    }
+    if (store == NULL || trace_id == NULL || out == NULL) {
+        return WEFT_EINVAL;
+    }
+    store->errmsg[0] = '\0';
+    if (!parse_trace_id(store, trace_id, hex, id)) {
+        return WEFT_EINVAL;
+    }
+    /* [id, id + "0"): the id alone, on the summaries' primary key. */
+    snprintf(upper, sizeof(upper), "%s0", hex);
+    err = store->ops->ids(store->impl, hex, upper, 1, read_stamp, out);
+    if (err != WEFT_OK) {
+        return read_failed(store, err, "cannot look the trace up");
+    }
+    if (!out->is_found) {
+        set_errmsg(store, "no trace %s", hex);
+        return WEFT_ENOTFOUND;
+    }
+    return WEFT_OK;
+}

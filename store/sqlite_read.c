@@ -56,7 +56,9 @@ static const char find_sql[] =
     " ORDER BY t.start_ns DESC, t.trace_id LIMIT ?8";
 static const char last_sql[] =
     "SELECT trace_id FROM traces ORDER BY start_ns DESC, trace_id LIMIT ?1";
-static const char ids_sql[] = "SELECT trace_id FROM traces WHERE trace_id >= ?1 AND trace_id < ?2"
+/* With what weft_store_trace_stamp() reads (read.c, add_id() reads the id only). */
+static const char ids_sql[] = "SELECT trace_id, span_count, error_count, start_ns, end_ns"
+                              " FROM traces WHERE trace_id >= ?1 AND trace_id < ?2"
                               " ORDER BY trace_id LIMIT ?3";
 /* In the primary key's order (span id): read.c orders them. */
 static const char *const spans_sql[2] =

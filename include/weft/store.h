@@ -245,6 +245,30 @@ WEFT_API weft_err weft_store_resolve(struct weft_store *store,
                                      const char *ref,
                                      char out[WEFT_TRACE_ID_HEX_LEN + 1]);
 
+/** What a writer changes in a trace's summary each time it stores spans of it
+ * (weft_store_trace_stamp()): two reads of a trace that give equal stamps read the same
+ * spans, but for a span stored again under its id with the same status and times inside the
+ * trace's extent. */
+struct weft_trace_stamp {
+    size_t span_count;  /**< spans stored (a span stored again counts again) */
+    size_t error_count; /**< spans stored with status ERROR */
+    uint64_t start_ns;  /**< earliest span start */
+    uint64_t end_ns;    /**< latest span end */
+    bool is_found;      /**< the trace is stored (false: the other fields are 0) */
+};
+
+/** The stamp of trace @p trace_id, one read of its summary by its key: a reader that keeps
+ * what it read of a trace (`weft serve`'s rows cache) reads the stamp before the trace and
+ * reads the trace again when the stamp has changed.
+ * @param trace_id a full hex trace id (see weft_store_resolve()).
+ * @param out receives the stamp (zeroed on failure).
+ * @return WEFT_OK, WEFT_EINVAL (NULL argument or a malformed id), WEFT_ENOTFOUND (no such
+ * trace), WEFT_EIO. Ownership: borrows @p trace_id for the call. Thread-safety: as every call
+ * on @p store. */
+WEFT_API weft_err weft_store_trace_stamp(struct weft_store *store,
+                                         const char *trace_id,
+                                         struct weft_trace_stamp *out);
+
 /** Load every stored span of one trace, in tree order: depth-first from the roots, children
  * and roots ordered by start time. Spans whose parent is not stored (orphans) are listed as
  * roots. A span that starts a trace's part (no parent, or a remote one) reads with the

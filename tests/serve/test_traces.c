@@ -719,6 +719,105 @@ test_rows_view_columns_parts_and_marks(void **state)
     expect_400(f, "/api/v1/traces/" T_PAY "?view=rows&limit=100001", "offset, limit");
 }
 
+/* The value of query argument @p name in the query string @p ctx ("a=1&b=2"), or NULL; valid
+ * until the fourth call after. */
+static const char *
+query_arg(void *ctx, const char *name)
+{
+    static char values[4][64]; /* the API keeps a few at once */
+    static size_t next;
+    char *value = values[next++ % 4];
+    const char *q = ctx;
+    size_t n = strlen(name);
+
+    for (const char *p = q; p != NULL && *p != '\0';
+         p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+        if (strncmp(p, name, n) == 0 && p[n] == '=') {
+            size_t len = strcspn(p + n + 1, "&");
+            snprintf(value, sizeof(values[0]), "%.*s", (int)len, p + n + 1);
+            return value;
+        }
+    }
+    return NULL;
+}
+
+/* weft.serve.rows_cache's count of @p event on the server's /metrics (weft__serve_observe()). */
+static long
+rows_cache_count(const struct fx *f, const char *event)
+{
+    struct weft_meter *meter = NULL;
+    char *text = NULL;
+    char want[96];
+    size_t len = 0;
+    const char *at = NULL;
+    long n = -1;
+
+    assert_weft_ok(weft_meter_new(NULL, &meter));
+    assert_weft_ok(weft__serve_observe(f->srv, meter));
+    assert_weft_ok(weft_prometheus_render(meter, &text, &len));
+    snprintf(want, sizeof(want), "weft_serve_rows_cache_total{event=\"%s\"} ", event);
+    at = strstr(text, want);
+    if (at != NULL) {
+        n = strtol(at + strlen(want), NULL, 10);
+    }
+    free(text);
+    weft_meter_free(meter);
+    return n;
+}
+
+/* The rows cache (serve/rows_cache.h), through the server: parts answered from the outline
+ * kept since the first part are byte for byte the parts the API writes with no cache; a trace
+ * that gains a span between two parts is read again (the span in the next part, a miss). */
+static void
+test_rows_cache_parts_equal_cold_and_reread_on_growth(void **state)
+{
+    static const char *const parts[] = {"view=rows&limit=1", "view=rows&offset=1&limit=5",
+                                        "view=rows"};
+    struct fx *f = *state;
+    struct weft__api_config cold = {f->state, f->store, NULL, NULL};
+    struct weft__api_request req = {"/api/v1/traces/" T_PAY, query_arg, NULL};
+    char path[256];
+    struct answer a;
+    long status = 0;
+    json_t *doc = NULL;
+
+    start_server(f, 0, 0);
+    post_otel_traces(f);
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        struct weft__api_reply r = {0};
+        snprintf(path, sizeof(path), "/api/v1/traces/" T_PAY "?%s", parts[i]);
+        request(f, path, AUTH, NULL, NULL, &a);
+        assert_int_equal(a.status, 200);
+        req.ctx = (void *)parts[i];
+        weft__api_get(&cold, &req, &r);
+        assert_int_equal(r.status, 200);
+        if (a.len != r.len || memcmp(a.body, r.body, r.len) != 0) {
+            fail_msg("%s: cached [%s], cold [%s]", parts[i], a.body, r.body);
+        }
+        free(a.body);
+        free(r.body);
+    }
+    assert_int_equal(rows_cache_count(f, "miss"), 1);
+    assert_int_equal(rows_cache_count(f, "hit"), 2);
+    /* A span stored after the first part: the next part reads the trace again. */
+    post_spans(f, "checkout",
+               "{\"traceId\": \"" T_PAY "\", \"spanId\": \"1000000000000003\", \"parentSpanId\": "
+               "\"1000000000000001\", \"name\": \"send receipt\", \"startTimeUnixNano\": "
+               "\"1700000001420000000\", \"endTimeUnixNano\": \"1700000001450000000\"}");
+    doc = get_json(f, "/api/v1/traces/" T_PAY "?view=rows&offset=1&limit=5", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), 3);
+    assert_string_equal(json_string_value(json_object_get(doc, "id")),
+                        "10000000000000021000000000000003");
+    json_decref(doc);
+    assert_int_equal(rows_cache_count(f, "miss"), 2);
+    doc = get_json(f, "/api/v1/traces/" T_PAY "?view=rows&offset=2", &status);
+    assert_int_equal(json_integer_value(json_object_get(doc, "span_count")), 3);
+    json_decref(doc);
+    assert_int_equal(rows_cache_count(f, "hit"), 3);
+    assert_int_equal(rows_cache_count(f, "eviction"), 0);
+}
+
 #ifndef WEFT_TEST_TRACES_PG
 /* @p in gunzipped into a new string (free()). */
 static char *
@@ -948,6 +1047,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_trace_document_names_service_and_resource, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_rows_view_columns_parts_and_marks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_cache_parts_equal_cold_and_reread_on_growth,
+                                        setup, teardown),
 #ifndef WEFT_TEST_TRACES_PG
         cmocka_unit_test_setup_teardown(test_gzip_when_accepted_and_not_with_q0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_push_runs_heartbeats_and_cap, setup, teardown),

@@ -453,6 +453,34 @@ test_store_resolve_accepts_unique_prefix_in_any_case(void **state)
     assert_string_equal(id, TA);
 }
 
+/* weft_store_trace_stamp(): the trace's summary (as listed) by its full id; an id no trace has
+ * is WEFT_ENOTFOUND, a prefix WEFT_EINVAL. */
+static void
+test_store_trace_stamp_is_the_summary_of_one_trace(void **state)
+{
+    struct fixture *f = *state;
+    struct weft_trace_summary *list = NULL;
+    struct weft_trace_stamp st;
+    size_t count = 0;
+
+    write_three_traces(f);
+    assert_weft_ok(weft_store_list_traces(open_store(f), 10, &list, &count));
+    assert_int_equal(count, 3);
+    for (size_t i = 0; i < count; i++) {
+        assert_weft_ok(weft_store_trace_stamp(f->store, list[i].trace_id, &st));
+        assert_true(st.is_found);
+        assert_int_equal(st.span_count, list[i].span_count);
+        assert_int_equal(st.error_count, list[i].error_count);
+        assert_int_equal(st.start_ns, list[i].start_ns);
+        assert_int_equal(st.end_ns, list[i].end_ns);
+    }
+    weft_trace_summaries_free(list, count);
+    assert_weft_err(weft_store_trace_stamp(f->store, "ffffffffffffffffffffffffffffffff", &st),
+                    WEFT_ENOTFOUND);
+    assert_false(st.is_found);
+    assert_weft_err(weft_store_trace_stamp(f->store, "aa", &st), WEFT_EINVAL);
+}
+
 static void
 test_store_resolve_ambiguous_prefix_names_candidates(void **state)
 {
@@ -1919,6 +1947,7 @@ main(void)
         T(test_store_resolve_last_is_the_newest_trace),
         T(test_store_resolve_accepts_unique_prefix_in_any_case),
         T(test_store_resolve_ambiguous_prefix_names_candidates),
+        T(test_store_trace_stamp_is_the_summary_of_one_trace),
         T(test_store_resolve_rejects_unknown_and_malformed_refs),
         T(test_store_load_unknown_trace_is_not_found),
         T(test_store_summary_follows_root_arriving_late),
@@ -1954,6 +1983,7 @@ main(void)
         T(test_store_resolve_last_is_the_newest_trace),
         T(test_store_resolve_accepts_unique_prefix_in_any_case),
         T(test_store_resolve_ambiguous_prefix_names_candidates),
+        T(test_store_trace_stamp_is_the_summary_of_one_trace),
         T(test_store_resolve_rejects_unknown_and_malformed_refs),
         T(test_store_load_unknown_trace_is_not_found),
         T(test_store_attribute_types_round_trip),

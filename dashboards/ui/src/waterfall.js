@@ -73,7 +73,11 @@ function rowsModel(first) {
   return m;
 }
 /* The first part of the rows of @p path (a trace's or a run's trace route). */
-export function firstRows(path) { return api(path + "?view=rows&limit=" + FIRST_ROWS); }
+export async function firstRows(path) {
+  const first = await api(path + "?view=rows&limit=" + FIRST_ROWS);
+  performance.mark("weft:first-part"); /* its body parsed (bench/explorer_render.mjs) */
+  return first;
+}
 
 /* A virtualised waterfall on a time axis: only the rows in view are in the document, so a
  * 100,000-span trace scrolls like a short one; the minimap is one canvas. Rows come from the
@@ -235,12 +239,26 @@ export function waterfall(first, detail, base, path) {
     const css = getComputedStyle(document.documentElement);
     c.clearRect(0, 0, w, h);
     const colors = [css.getPropertyValue("--bar-unset").trim() || "#9ca3af", css.getPropertyValue("--bar").trim() || "#60a5fa", css.getPropertyValue("--err").trim() || "#c62828"];
-    for (const st of [0, 1, 2]) {
+    /* A bar a row was 100,000 fillRect() calls at 100,000 spans: the rows are counted into
+       pixels instead (per status and line, +1 where a bar starts, -1 past its end), and each
+       line's covered pixels drawn as runs, a few thousand calls whatever the size. */
+    const lines = Math.max(1, h - 8), cover = new Int32Array(3 * lines * (w + 1));
+    for (let i = 0; i < n; i++) {
+      const x0 = Math.min(w - 1, Math.max(0, Math.floor((m.start[i] / total) * w)));
+      const x1 = Math.min(w, Math.max(x0 + 1, Math.ceil(((m.start[i] + m.len[i]) / total) * w)));
+      const at = (m.status[i] * lines + Math.floor((i / m.N) * lines)) * (w + 1);
+      cover[at + x0]++;
+      cover[at + x1]--;
+    }
+    for (let st = 0; st < 3; st++) {
       c.fillStyle = colors[st];
-      for (let i = 0; i < n; i++) {
-        if (m.status[i] !== st) continue;
-        const x0 = (m.start[i] / total) * w;
-        c.fillRect(x0, 3 + Math.floor((i / m.N) * (h - 8)), Math.max(1, (m.len[i] / total) * w), 3);
+      for (let y = 0; y < lines; y++) {
+        const at = (st * lines + y) * (w + 1);
+        for (let x = 0, sum = 0, from = -1; x <= w; x++) {
+          sum += cover[at + x];
+          if (sum > 0 && from < 0) from = x;
+          else if (sum <= 0 && from >= 0) { c.fillRect(from, 3 + y, x - from, 3); from = -1; }
+        }
       }
     }
   }
@@ -455,12 +473,17 @@ export function waterfall(first, detail, base, path) {
 
   box.addEventListener("scroll", render);
   state.matchSet = new Set();
-  /* performance marks "weft:first-rows" (the first rows in the page) and "weft:rows-loaded"
-     (every row in): what bench/explorer_render.mjs times. */
+  /* performance marks "weft:first-rows" (the first rows in the page), "weft:first-rows-painted"
+     (a task after the next frame: they are on screen) and "weft:rows-loaded" (every row in):
+     what bench/explorer_render.mjs times. */
   let drawn = false;
   function layout() {
     drawMinimap(); drawAxis(); render();
-    if (!drawn && root.isConnected && spacer.firstChild) { drawn = true; performance.mark("weft:first-rows"); }
+    if (!drawn && root.isConnected && spacer.firstChild) {
+      drawn = true;
+      performance.mark("weft:first-rows");
+      requestAnimationFrame(() => setTimeout(() => performance.mark("weft:first-rows-painted")));
+    }
   }
   /* Rows arrived (or the first part): the tree, the visible rows, the search, the minimap,
      and a span asked for before its row was there. */
