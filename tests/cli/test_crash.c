@@ -732,7 +732,7 @@ downgrade(const char *path, int version)
 }
 
 /* Databases written before owners existed (schema 4) and before per-queue cursors (schema 3)
- * are migrated to the current schema (15) and keep their runs; a new run works on them. */
+ * are migrated to the current schema (16) and keep their runs; a new run works on them. */
 static void
 test_crash_older_schemas_are_migrated(void **state)
 {
@@ -747,7 +747,7 @@ test_crash_older_schemas_are_migrated(void **state)
         r = RUN(f, "runs");
         assert_int_equal(r.status, 0);
         assert_non_null(strstr(r.out, "completed"));
-        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 15);
+        assert_int_equal(query_int(f->state_db, "PRAGMA user_version", NULL), 16);
         assert_true(query_int(f->state_db,
                               "SELECT count(*) FROM runs WHERE owner_token IS NULL"
                               " AND heartbeat_ns IS NULL",
