@@ -25,6 +25,8 @@
 #define CLI_EXIT_TELEMETRY \
     4 /* weft run: the run completed but an exporter delivered none of its spans */
 #define CLI_EXIT_DIVERGED 5 /* weft replay: the replay differs from the original run */
+/* weft eval: items errored, or the experiment did not finish */
+#define CLI_EXIT_EVAL_ERRORED 6
 
 /* One entry of a command table. @p run gets argv with argv[0] = the command's name. */
 struct cli_command {
@@ -252,6 +254,13 @@ int cli_exporters(int argc, char **argv);
 void cli_exporters_usage(FILE *out);
 int cli_mcp(int argc, char **argv);
 int cli_compose(int argc, char **argv);
+/* `weft eval` (cli/eval_cmd.c) and its list/show/compare (cli/eval_show.c; argv[0] is the
+ * subcommand). cli_eval_print() prints experiment @p id (an id, a prefix or a name) as a table
+ * or one JSON document. @return the exit status. */
+int cli_eval(int argc, char **argv);
+void cli_eval_usage(FILE *out);
+int cli_eval_read(int argc, char **argv);
+int cli_eval_print(const char *state, const char *id, bool is_json);
 void cli_compose_usage(FILE *out);
 void cli_mcp_usage(FILE *out);
 

@@ -41,6 +41,10 @@ static const struct cli_command commands[] = {
     {"fork", "fork RUN_ID --from STEP [--workflow FILE] [--set K=V]...",
      "a new run reusing the steps before STEP, running STEP and after live", cli_fork,
      cli_fork_usage},
+    {"eval", "eval WORKFLOW --dataset NAME[@V] | eval list|show|compare",
+     "run a workflow over a dataset (an experiment), score it, compare experiments "
+     "(docs/experiments.md)",
+     cli_eval, cli_eval_usage},
     {"worker", "worker [--broker URL] [--concurrency N]",
      "run steps of distributed runs from RabbitMQ (docs/distributed.md)", cli_worker,
      cli_worker_usage},

@@ -261,6 +261,12 @@ struct weft_run_options {
     const struct weft_sampling_policy *sampling;
     /** Decide nothing: the workflow's "sampling" is ignored (every trace kept whole). */
     bool is_sampling_off;
+    /** Extra attributes set on the run's root span (invoke_workflow) when it starts, after
+     * weft's own, e.g. weft.experiment.id (`weft eval`); at most 16 are set. A key weft sets
+     * itself is overwritten by the one given here. Borrowed for the call (the span copies
+     * what it keeps). NULL: none. */
+    const struct weft_attr *root_attrs;
+    size_t root_attr_count;
 };
 
 /** One step of the final plan. */

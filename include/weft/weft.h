@@ -18,6 +18,7 @@
 #include <weft/compose.h>
 #include <weft/dataset.h>
 #include <weft/eval.h>
+#include <weft/experiment.h>
 #include <weft/export.h>
 #include <weft/mcp.h>
 #include <weft/metrics.h>

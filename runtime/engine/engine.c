@@ -979,6 +979,9 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
         weft__rk_set_bool(run->tel.root, WEFT__RK_RUN_RESUMED, true);
     }
     origin_attrs(run);
+    for (size_t i = 0; i < run->cfg.opts->root_attr_count && i < 16; i++) {
+        (void)weft_span_set_attr(run->tel.root, &run->cfg.opts->root_attrs[i]);
+    }
     weft_span_context_of(run->tel.root, &ctx);
     if (weft_span_context_is_valid(&ctx)) {
         char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];

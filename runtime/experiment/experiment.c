@@ -1,0 +1,338 @@
+/* runtime/experiment/experiment.c - weft_experiment_run() (include/weft/experiment.h): the
+ * runner's interface (runner.h) mapped onto the datasets and experiments of the state store
+ * (include/weft/dataset.h) and the evaluators (include/weft/eval.h). Thin on purpose: the pool
+ * is runner.c's. */
+#include "runtime/experiment/runner.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <weft/dataset.h>
+#include <weft/eval.h>
+#include <weft/experiment.h>
+
+struct adapter {
+    const struct weft_experiment_options *o;
+    struct weft_dataset_item *items; /* the version's items (weft_dataset_show reads them whole) */
+    size_t count;
+    struct weft_evaluators *evaluators; /* NULL: the run's status decides */
+    struct weft_tracer *tracer;         /* the score spans; NULL: untraced */
+    char id[37];
+    char name[2 * WEFT_DATASET_NAME_MAX + 2]; /* the experiment's */
+};
+
+static char *
+dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+static weft_err
+page(void *user, size_t offset, size_t max, struct weft__exp_item *items, size_t *count)
+{
+    struct adapter *a = user;
+    size_t n = 0;
+
+    for (size_t i = offset; i < a->count && n < max; i++, n++) {
+        const struct weft_dataset_item *d = &a->items[i];
+
+        items[n].id = dup_or_null(d->id);
+        items[n].input = dup_or_null(d->input != NULL ? d->input : "\"\"");
+        items[n].expected = dup_or_null(d->expected);
+        items[n].run_id = dup_or_null(d->run_id);
+        items[n].fail_step = dup_or_null(d->fail_step);
+        if (items[n].id == NULL || items[n].input == NULL) {
+            for (size_t j = 0; j <= n; j++) {
+                weft__exp_item_cleanup(&items[j]);
+            }
+            *count = 0;
+            return WEFT_ENOMEM;
+        }
+    }
+    *count = n;
+    return WEFT_OK;
+}
+
+static int
+hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static bool
+hex_decode(const char *hex, uint8_t *out, size_t len)
+{
+    if (hex == NULL || strlen(hex) != 2 * len) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        int hi = hex_value(hex[2 * i]);
+        int lo = hex_value(hex[2 * i + 1]);
+
+        if (hi < 0 || lo < 0) {
+            return false;
+        }
+        out[i] = (uint8_t)(hi * 16 + lo);
+    }
+    return true;
+}
+
+/* The status score (no evaluators) as the event weft_eval_score_record() writes. */
+static void
+status_event(struct weft_span *span, const struct weft_run_result *result)
+{
+    bool is_passed = result->status == WEFT_RUN_COMPLETED;
+    char why[96];
+    struct weft_attr ev[5];
+
+    snprintf(why, sizeof(why), "the run %s", weft_run_status_name(result->status));
+    ev[0] = weft_attr_str("gen_ai.evaluation.name", "status");
+    ev[1] = weft_attr_double("gen_ai.evaluation.score.value", is_passed ? 1.0 : 0.0);
+    ev[2] = weft_attr_str("gen_ai.evaluation.score.label", is_passed ? "pass" : "fail");
+    ev[3] = weft_attr_str("gen_ai.evaluation.explanation", why);
+    ev[4] = weft_attr_str("weft.evaluation.type", "status");
+    (void)weft_span_add_event(span, "gen_ai.evaluation.result", ev, 5, 0);
+}
+
+/* The scores (NULL: the status score) as events of an `evaluate EXPERIMENT` span under the run's
+ * root span, which the Langfuse exporter sends as the trace's scores (weft_eval_score_record()). */
+static void
+record_scores(const struct adapter *a,
+              const struct weft_run_result *result,
+              const struct weft_eval_scores *scores)
+{
+    struct weft_run_details *d = NULL;
+    struct weft_span_context parent;
+    struct weft_span_start_options so;
+    struct weft_attr attrs[3];
+    struct weft_span *span = NULL;
+    char name[2 * WEFT_DATASET_NAME_MAX + 16];
+
+    if (a->tracer == NULL || (scores != NULL && scores->count == 0) || result->run_id == NULL ||
+        weft_run_load(a->o->state_path, result->run_id, &d) != WEFT_OK) {
+        return;
+    }
+    memset(&parent, 0, sizeof(parent));
+    if (hex_decode(d->info.trace_id, parent.trace_id, WEFT_TRACE_ID_SIZE) &&
+        hex_decode(d->info.root_span_id, parent.span_id, WEFT_SPAN_ID_SIZE)) {
+        parent.trace_flags = WEFT_TRACE_FLAG_SAMPLED;
+        attrs[0] = weft_attr_str("weft.experiment.id", a->id);
+        attrs[1] = weft_attr_str("weft.run.id", result->run_id);
+        attrs[2] = weft_attr_str("langfuse.observation.type", "evaluator");
+        memset(&so, 0, sizeof(so));
+        so.parent_context = &parent;
+        so.attrs = attrs;
+        so.attr_count = 3;
+        snprintf(name, sizeof(name), "evaluate %s", a->name);
+        span = weft_span_start(a->tracer, name, &so);
+        for (size_t i = 0; scores != NULL && i < scores->count; i++) {
+            (void)weft_eval_score_record(span, &scores->scores[i]);
+        }
+        if (scores == NULL) {
+            status_event(span, result);
+        }
+        weft_span_end(span, 0);
+    }
+    weft_run_details_free(d);
+}
+
+static weft_err
+score(void *user,
+      const struct weft__exp_item *item,
+      const struct weft_run_result *result,
+      struct weft__exp_verdict *out)
+{
+    struct adapter *a = user;
+    struct weft_eval_subject subject;
+    struct weft_eval_scores scores;
+    json_t *arr = NULL;
+    weft_err err = WEFT_OK;
+
+    if (a->evaluators == NULL) {
+        record_scores(a, result, NULL);
+        out->scores = weft__exp_status_scores(result, &out->outcome);
+        return out->scores != NULL ? WEFT_OK : WEFT_ENOMEM;
+    }
+    memset(&subject, 0, sizeof(subject));
+    subject.input = item->input;
+    subject.expected = item->expected;
+    subject.output = result->output;
+    subject.result = result;
+    err = weft_evaluators_score(a->evaluators, &subject, NULL, &scores);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < scores.count; i++) {
+        const struct weft_eval_score *s = &scores.scores[i];
+
+        json_array_append_new(arr, json_pack("{s:s, s:f, s:b, s:b, s:s}", "evaluator", s->name,
+                                             "value", s->value, "passed", s->is_passed, "errored",
+                                             s->is_errored, "explanation", s->explanation));
+        if (s->is_errored && out->error == NULL) {
+            out->error = strdup(s->explanation);
+        }
+    }
+    out->scores = arr != NULL ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    out->outcome = out->error != NULL ? WEFT_EXPERIMENT_ERRORED
+                   : scores.is_passed ? WEFT_EXPERIMENT_PASSED
+                                      : WEFT_EXPERIMENT_FAILED;
+    out->tokens = scores.input_tokens + scores.output_tokens;
+    out->cost_usd = scores.cost_usd;
+    record_scores(a, result, &scores);
+    weft_eval_scores_cleanup(&scores);
+    return out->scores != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+static weft_err
+put(void *user,
+    const struct weft__exp_item *item,
+    const struct weft__exp_result *r,
+    char *err,
+    size_t err_len)
+{
+    struct adapter *a = user;
+    struct weft_experiment_item it;
+
+    memset(&it, 0, sizeof(it));
+    it.item_id = item->id;
+    it.run_id = (char *)r->run_id;
+    it.status = (char *)weft_experiment_outcome_name(r->outcome);
+    it.scores = (char *)r->scores;
+    it.tokens = r->tokens > 0 ? (uint64_t)r->tokens : 0;
+    it.cost_usd = r->cost_usd;
+    it.duration_ns = r->duration_ns;
+    it.loops = r->loops;
+    it.stuck_loops = r->stuck_loops;
+    it.corrections = r->corrections;
+    it.llm_calls = r->llm_calls;
+    it.error = (char *)r->error;
+    return weft_experiment_item_put(a->o->state_path, a->id, &it, err, err_len);
+}
+
+/* The experiment's summary (schema weft.experiment/v1's numbers); new text or NULL. */
+static char *
+summary_json(const struct weft_experiment_report *r)
+{
+    json_t *doc = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:I, s:f}",
+        "schema", "weft.experiment/v1", "items", (json_int_t)r->items, "passed",
+        (json_int_t)r->passed, "failed", (json_int_t)r->failed, "errored", (json_int_t)r->errored,
+        "forked", (json_int_t)r->forked, "pass_rate", r->pass_rate, "mean_reward", r->mean_reward,
+        "tokens", (json_int_t)r->tokens, "cost_usd", r->cost_usd, "duration_ns",
+        (json_int_t)r->duration_ns, "run_ns", (json_int_t)r->run_ns, "loops", (json_int_t)r->loops,
+        "stuck_loops", (json_int_t)r->stuck_loops, "corrections", (json_int_t)r->corrections,
+        "llm_calls", (json_int_t)r->llm_calls, "saved_llm_calls", (json_int_t)r->saved_llm_calls,
+        "saved_tokens", (json_int_t)r->saved_tokens, "saved_cost_usd", r->saved_cost_usd);
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+
+    json_decref(doc);
+    return text;
+}
+
+/* Load the dataset version and the evaluators; begin the experiment. */
+static weft_err
+setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size_t err_len)
+{
+    const struct weft_experiment_options *o = a->o;
+    const char *ev = NULL;
+    struct weft_experiment e;
+    weft_err rc =
+        weft_dataset_show(o->state_path, o->dataset, o->dataset_version, ds, &a->items, &a->count);
+
+    if (rc != WEFT_OK) {
+        snprintf(err, err_len, "dataset %s%s: %s", o->dataset,
+                 o->dataset_version != 0 ? " (that version)" : "",
+                 rc == WEFT_ENOTFOUND ? "no such dataset" : weft_strerror(rc));
+        return rc;
+    }
+    ev = o->evaluators != NULL ? o->evaluators : ds->evaluators;
+    if (ev != NULL && ev[0] != '\0') {
+        rc = weft_evaluators_parse(ev, o->evaluators != NULL ? "--evaluators" : "evaluators",
+                                   &a->evaluators, err, err_len);
+        if (rc != WEFT_OK) {
+            return rc;
+        }
+    }
+    snprintf(version, 24, "%llu",
+             (unsigned long long)(o->dataset_version != 0 ? o->dataset_version : ds->version));
+    if (o->name != NULL) {
+        snprintf(a->name, sizeof(a->name), "%s", o->name);
+    } else {
+        snprintf(a->name, sizeof(a->name), "%s@%s", weft_workflow_name(o->workflow), o->dataset);
+    }
+    memset(&e, 0, sizeof(e));
+    e.name = a->name;
+    e.dataset = (char *)o->dataset;
+    e.dataset_version = o->dataset_version != 0 ? o->dataset_version : ds->version;
+    e.workflow = (char *)weft_workflow_name(o->workflow);
+    e.from_failure = o->from_failure;
+    return weft_experiment_begin(o->state_path, &e, a->id, err, err_len);
+}
+
+weft_err
+weft_experiment_run(const struct weft_experiment_options *o,
+                    struct weft_experiment_report *report,
+                    char *err,
+                    size_t err_len)
+{
+    struct adapter a;
+    struct weft_dataset ds;
+    struct weft__exp_io io;
+    struct weft_experiment_options opts;
+    char version[24] = "";
+    char *summary = NULL;
+    weft_err rc = WEFT_OK;
+
+    if (o == NULL || report == NULL || o->workflow == NULL || o->dataset == NULL) {
+        snprintf(err, err_len, "experiment: expected a workflow and a dataset");
+        return WEFT_EINVAL;
+    }
+    if (o->concurrency > WEFT_EXPERIMENT_CONCURRENCY_MAX) {
+        snprintf(err, err_len, "concurrency: expected 1 to %u, got %u",
+                 WEFT_EXPERIMENT_CONCURRENCY_MAX, o->concurrency);
+        return WEFT_EINVAL;
+    }
+    memset(report, 0, sizeof(*report));
+    memset(&a, 0, sizeof(a));
+    memset(&ds, 0, sizeof(ds));
+    a.o = o;
+    if (o->provider != NULL) {
+        (void)weft_provider_get_tracer(o->provider, "weft.experiment", NULL, &a.tracer);
+    }
+    rc = setup(&a, &ds, version, err, err_len);
+    if (rc == WEFT_OK) {
+        memcpy(report->id, a.id, sizeof(report->id));
+        opts = *o;
+        opts.name = a.name;
+        memset(&io, 0, sizeof(io));
+        io.page = page;
+        io.score = score;
+        io.put = put;
+        io.user = &a;
+        io.total = a.count;
+        io.experiment = a.id;
+        io.dataset_version = version;
+        rc = weft__exp_run(&opts, &io, report, err, err_len);
+        summary = summary_json(report);
+        (void)weft_experiment_end(o->state_path, a.id,
+                                  rc != WEFT_OK        ? "failed"
+                                  : report->is_aborted ? "aborted"
+                                                       : "completed",
+                                  summary, NULL, 0);
+        free(summary);
+    }
+    weft_evaluators_free(a.evaluators);
+    weft_dataset_items_free(a.items, a.count);
+    weft_dataset_cleanup(&ds);
+    return rc;
+}
