@@ -69,6 +69,11 @@ WEFT_API size_t weft_evaluators_count(const struct weft_evaluators *evaluators);
  * Ownership: borrowed until weft_evaluators_free(). Errors: none. */
 WEFT_API const char *weft_evaluators_name(const struct weft_evaluators *evaluators, size_t i);
 
+/** The "model" evaluator @p i asks when it is an llm_judge; NULL for another type or out of
+ * range (`weft eval` finds the workflow's model of that name and gives the judges its
+ * provider). Ownership: borrowed until weft_evaluators_free(). Errors: none. */
+WEFT_API const char *weft_evaluators_model(const struct weft_evaluators *evaluators, size_t i);
+
 /** The config name of a type ("llm_judge"); "unknown" out of range.
  * Ownership: a static string. Errors: none. */
 WEFT_API const char *weft_eval_type_name(weft_eval_type type);

@@ -99,29 +99,6 @@ weft__eng_setup_workspace(struct run *run, char *error, size_t error_len)
     return run->cfg.workspace != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
-static weft_err
-make_openai(const struct wf_model *m, struct llm_provider **out, char *error, size_t error_len)
-{
-    struct llm_openai_options o;
-    const char *key = m->api_key_env != NULL ? getenv(m->api_key_env) : NULL;
-    weft_err err = WEFT_OK;
-
-    memset(&o, 0, sizeof(o));
-    if (m->api_key_env != NULL && (key == NULL || key[0] == '\0')) {
-        snprintf(error, error_len, "models.%s: environment variable %s is not set", m->name,
-                 m->api_key_env);
-        return WEFT_EINVAL;
-    }
-    o.base_url = m->base_url;
-    o.api_key = key;
-    o.max_retries = m->max_retries;
-    err = weft__llm_openai_new(&o, out);
-    if (err != WEFT_OK) {
-        snprintf(error, error_len, "models.%s: %s", m->name, weft_strerror(err));
-    }
-    return err;
-}
-
 weft_err
 weft__eng_make_worker_providers(void *ctx, size_t workers)
 {
@@ -146,8 +123,8 @@ weft__eng_make_worker_providers(void *ctx, size_t workers)
             weft__calloc(wf->model_count, sizeof(**ENG(run)->worker_providers));
         for (size_t i = 0; ENG(run)->worker_providers[w] != NULL && i < wf->model_count; i++) {
             if (wf->models[i].provider == WF_PROVIDER_OPENAI &&
-                make_openai(&wf->models[i], &ENG(run)->worker_providers[w][i], error,
-                            sizeof(error)) != WEFT_OK) {
+                weft__wf_model_provider(&wf->models[i], &ENG(run)->worker_providers[w][i], error,
+                                        sizeof(error)) != WEFT_OK) {
                 WEFT_LOG(WEFT_LOG_WARN, "flow worker %zu shares the engine's client: %s", w, error);
             }
         }
@@ -244,36 +221,19 @@ weft__eng_setup_providers(struct run *run, char *error, size_t error_len)
     }
     for (size_t i = 0; i < wf->model_count; i++) {
         const struct wf_model *m = &wf->models[i];
-        if (m->provider == WF_PROVIDER_SCRIPTED) {
-            /* Models naming the same script share one provider, so its queues are shared. */
-            for (size_t j = 0; j < i; j++) {
-                if (wf->models[j].provider == WF_PROVIDER_SCRIPTED &&
-                    strcmp(wf->models[j].script, m->script) == 0) {
-                    ENG(run)->providers[i] = ENG(run)->providers[j];
-                }
+        /* Models naming the same script share one provider, so its queues are shared. */
+        for (size_t j = 0; m->provider == WF_PROVIDER_SCRIPTED && j < i; j++) {
+            if (wf->models[j].provider == WF_PROVIDER_SCRIPTED &&
+                strcmp(wf->models[j].script, m->script) == 0) {
+                ENG(run)->providers[i] = ENG(run)->providers[j];
             }
-            if (ENG(run)->providers[i] != NULL) {
-                continue;
-            }
-            if (m->script_doc != NULL) {
-                script = json_incref(m->script_doc); /* read and checked by the loader */
-            } else {
-                err = weft__llm_script_load(m->script, &script, &lerr);
-            }
-            if (err == WEFT_OK) {
-                err = weft__llm_scripted_new(script, m->script, &ENG(run)->providers[i], &lerr);
-            }
-            json_decref(script);
-            script = NULL;
-            if (err != WEFT_OK) {
-                snprintf(error, error_len, "models.%s: %s", m->name, lerr.message);
-                return err;
-            }
-        } else {
-            err = make_openai(m, &ENG(run)->providers[i], error, error_len);
-            if (err != WEFT_OK) {
-                return err;
-            }
+        }
+        if (ENG(run)->providers[i] != NULL) {
+            continue;
+        }
+        err = weft__wf_model_provider(m, &ENG(run)->providers[i], error, error_len);
+        if (err != WEFT_OK) {
+            return err;
         }
     }
     return WEFT_OK;

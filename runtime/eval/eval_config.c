@@ -468,3 +468,12 @@ weft_evaluators_name(const struct weft_evaluators *evaluators, size_t i)
 {
     return evaluators != NULL && i < evaluators->count ? evaluators->defs[i].name : NULL;
 }
+
+const char *
+weft_evaluators_model(const struct weft_evaluators *evaluators, size_t i)
+{
+    return evaluators != NULL && i < evaluators->count &&
+                   evaluators->defs[i].type == WEFT_EVAL_LLM_JUDGE
+               ? evaluators->defs[i].model
+               : NULL;
+}

@@ -3,8 +3,11 @@
  * (include/weft/dataset.h) and the evaluators (include/weft/eval.h). Thin on purpose: the pool
  * is runner.c's. */
 #include "runtime/experiment/runner.h"
+#include "runtime/llm/llm.h"
+#include "runtime/workflow/workflow.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,10 @@ struct adapter {
     size_t count;
     struct weft_evaluators *evaluators; /* NULL: the run's status decides */
     struct weft_tracer *tracer;         /* the score spans; NULL: untraced */
+    /* The LLM judges' provider (the workflow's model they name), NULL when no judge; its
+     * calls are made one at a time (judge_lock), whatever the experiment's concurrency. */
+    struct llm_provider *judge;
+    pthread_mutex_t judge_lock;
     char id[37];
     char name[2 * WEFT_DATASET_NAME_MAX + 2]; /* the experiment's */
 };
@@ -101,12 +108,11 @@ status_event(struct weft_span *span, const struct weft_run_result *result)
     (void)weft_span_add_event(span, "gen_ai.evaluation.result", ev, 5, 0);
 }
 
-/* The scores (NULL: the status score) as events of an `evaluate EXPERIMENT` span under the run's
- * root span, which the Langfuse exporter sends as the trace's scores (weft_eval_score_record()). */
-static void
-record_scores(const struct adapter *a,
-              const struct weft_run_result *result,
-              const struct weft_eval_scores *scores)
+/* The `evaluate EXPERIMENT` span under the run's root span, which holds the scores as events
+ * (the Langfuse exporter sends them as the trace's scores, weft_eval_score_record()) and the
+ * judges' calls as children; NULL when untraced or the run's trace is unknown. */
+static struct weft_span *
+eval_span(const struct adapter *a, const struct weft_run_result *result)
 {
     struct weft_run_details *d = NULL;
     struct weft_span_context parent;
@@ -115,9 +121,9 @@ record_scores(const struct adapter *a,
     struct weft_span *span = NULL;
     char name[2 * WEFT_DATASET_NAME_MAX + 16];
 
-    if (a->tracer == NULL || (scores != NULL && scores->count == 0) || result->run_id == NULL ||
+    if (a->tracer == NULL || result->run_id == NULL ||
         weft_run_load(a->o->state_path, result->run_id, &d) != WEFT_OK) {
-        return;
+        return NULL;
     }
     memset(&parent, 0, sizeof(parent));
     if (hex_decode(d->info.trace_id, parent.trace_id, WEFT_TRACE_ID_SIZE) &&
@@ -132,15 +138,27 @@ record_scores(const struct adapter *a,
         so.attr_count = 3;
         snprintf(name, sizeof(name), "evaluate %s", a->name);
         span = weft_span_start(a->tracer, name, &so);
-        for (size_t i = 0; scores != NULL && i < scores->count; i++) {
-            (void)weft_eval_score_record(span, &scores->scores[i]);
-        }
-        if (scores == NULL) {
-            status_event(span, result);
-        }
-        weft_span_end(span, 0);
     }
     weft_run_details_free(d);
+    return span;
+}
+
+/* The scores (NULL: the status score) as events of @p span (may be NULL), then end it. */
+static void
+record_scores(struct weft_span *span,
+              const struct weft_run_result *result,
+              const struct weft_eval_scores *scores)
+{
+    if (span == NULL) {
+        return;
+    }
+    for (size_t i = 0; scores != NULL && i < scores->count; i++) {
+        (void)weft_eval_score_record(span, &scores->scores[i]);
+    }
+    if (scores == NULL) {
+        status_event(span, result);
+    }
+    weft_span_end(span, 0);
 }
 
 static weft_err
@@ -152,11 +170,14 @@ score(void *user,
     struct adapter *a = user;
     struct weft_eval_subject subject;
     struct weft_eval_scores scores;
+    struct weft_eval_context ctx;
+    struct weft_span_context parent;
+    struct weft_span *span = NULL;
     json_t *arr = NULL;
     weft_err err = WEFT_OK;
 
     if (a->evaluators == NULL) {
-        record_scores(a, result, NULL);
+        record_scores(eval_span(a, result), result, NULL);
         out->scores = weft__exp_status_scores(result, &out->outcome);
         return out->scores != NULL ? WEFT_OK : WEFT_ENOMEM;
     }
@@ -165,8 +186,23 @@ score(void *user,
     subject.expected = item->expected;
     subject.output = result->output;
     subject.result = result;
-    err = weft_evaluators_score(a->evaluators, &subject, NULL, &scores);
+    span = eval_span(a, result);
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.judge_provider = a->judge;
+    ctx.tracer = a->tracer;
+    if (span != NULL) {
+        weft_span_context_of(span, &parent);
+        ctx.parent = &parent;
+    }
+    if (a->judge != NULL) {
+        pthread_mutex_lock(&a->judge_lock);
+    }
+    err = weft_evaluators_score(a->evaluators, &subject, &ctx, &scores);
+    if (a->judge != NULL) {
+        pthread_mutex_unlock(&a->judge_lock);
+    }
     if (err != WEFT_OK) {
+        record_scores(span, result, NULL);
         return err;
     }
     arr = json_array();
@@ -187,7 +223,7 @@ score(void *user,
                                       : WEFT_EXPERIMENT_FAILED;
     out->tokens = scores.input_tokens + scores.output_tokens;
     out->cost_usd = scores.cost_usd;
-    record_scores(a, result, &scores);
+    record_scores(span, result, &scores);
     weft_eval_scores_cleanup(&scores);
     return out->scores != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
@@ -239,6 +275,40 @@ summary_json(const struct weft_experiment_report *r)
     return text;
 }
 
+/* The provider of the workflow's model the LLM judges name (by its key in "models" or its
+ * model name), when any evaluator is a judge; they must all name the same one. */
+static weft_err
+judge_setup(struct adapter *a, char *err, size_t err_len)
+{
+    const struct weft_workflow *wf = a->o->workflow;
+    const char *model = NULL;
+
+    for (size_t i = 0; i < weft_evaluators_count(a->evaluators); i++) {
+        const char *m = weft_evaluators_model(a->evaluators, i);
+        if (m != NULL && model != NULL && strcmp(m, model) != 0) {
+            snprintf(err, err_len,
+                     "evaluators: the LLM judges name models %s and %s: one model per experiment",
+                     model, m);
+            return WEFT_EINVAL;
+        }
+        model = m != NULL ? m : model;
+    }
+    if (model == NULL) {
+        return WEFT_OK;
+    }
+    for (size_t i = 0; i < wf->model_count; i++) {
+        const struct wf_model *m = &wf->models[i];
+        if (strcmp(m->name, model) == 0 || (m->model != NULL && strcmp(m->model, model) == 0)) {
+            return weft__wf_model_provider(m, &a->judge, err, err_len);
+        }
+    }
+    snprintf(err, err_len,
+             "evaluators: the LLM judge's model %s is not one of the workflow's models (give it "
+             "under \"models\" in %s)",
+             model, weft_workflow_name(wf));
+    return WEFT_EINVAL;
+}
+
 /* Load the dataset version and the evaluators; begin the experiment. */
 static weft_err
 setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size_t err_len)
@@ -259,6 +329,9 @@ setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size
     if (ev != NULL && ev[0] != '\0') {
         rc = weft_evaluators_parse(ev, o->evaluators != NULL ? "--evaluators" : "evaluators",
                                    &a->evaluators, err, err_len);
+        if (rc == WEFT_OK) {
+            rc = judge_setup(a, err, err_len);
+        }
         if (rc != WEFT_OK) {
             return rc;
         }
@@ -306,6 +379,7 @@ weft_experiment_run(const struct weft_experiment_options *o,
     memset(&a, 0, sizeof(a));
     memset(&ds, 0, sizeof(ds));
     a.o = o;
+    pthread_mutex_init(&a.judge_lock, NULL);
     if (o->provider != NULL) {
         (void)weft_provider_get_tracer(o->provider, "weft.experiment", NULL, &a.tracer);
     }
@@ -332,6 +406,8 @@ weft_experiment_run(const struct weft_experiment_options *o,
         free(summary);
     }
     weft_evaluators_free(a.evaluators);
+    weft__llm_provider_free(a.judge);
+    pthread_mutex_destroy(&a.judge_lock);
     weft_dataset_items_free(a.items, a.count);
     weft_dataset_cleanup(&ds);
     return rc;

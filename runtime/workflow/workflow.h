@@ -258,6 +258,16 @@ weft_err weft__diags_add(struct weft_diags *d,
 bool weft__wf_agent_can_request(const struct wf_agent *from, size_t to);
 size_t weft__wf_find_agent(const struct weft_workflow *wf, const char *name);
 
+struct llm_provider;
+/* The provider model entry @p m describes (model_provider.c): scripted over its script, or an
+ * OpenAI-compatible client whose key is read from m->api_key_env. @return WEFT_OK (*out new,
+ * weft__llm_provider_free), WEFT_EINVAL (the key's variable unset), or the script's or client's
+ * error; @p error says which model and why. */
+weft_err weft__wf_model_provider(const struct wf_model *m,
+                                 struct llm_provider **out,
+                                 char *error,
+                                 size_t error_len);
+
 /* Check an executor step's parameters (argv, expect_output, path, content, url) and copy them
  * into a new spec object. @p why receives the problem ("argv: expected ..."), else "".
  * Shared by workflow files and corrective plans. @return the spec, or NULL (why set, or out

@@ -323,6 +323,65 @@ test_eval_broken_version(void **state)
 /* Evaluators over the status: a passing and a failing one, scores stored per item and recorded
  * on the item run's trace (the events the Langfuse exporter sends as scores); a judge with no
  * model to ask errors the items, and an errored experiment exits 6, never 0. */
+/* LLM judges answered by a scripted model of the workflow: 29 polite replies and a curt one
+ * pass and fail, their calls traced under the item's run; a judge whose queue runs dry (the
+ * example's own script has none) makes its item errored, never passed. */
+static void
+judged(struct fixture *f)
+{
+    json_t *wf = json_load_file(FIXED, 0, NULL);
+    json_t *models = json_object_get(wf, "models");
+    json_t *answers = json_array();
+    json_t *doc = NULL;
+    char path[512];
+    struct run r;
+
+    assert_non_null(wf);
+    json_object_set_new(json_object_get(models, "scripted"), "script",
+                        json_string(EXAMPLE "script.json"));
+    json_object_set_new(models, "judge",
+                        json_pack("{s:s, s:s, s:s}", "provider", "scripted", "model", "judge-model",
+                                  "script", "judge_script.json"));
+    for (size_t i = 0; i < json_array_size(json_object_get(wf, "agents")); i++) {
+        json_object_set_new(json_array_get(json_object_get(wf, "agents"), i), "model",
+                            json_string("scripted")); /* two models now: say which */
+    }
+    snprintf(path, sizeof(path), "%s/judged.json", f->dir);
+    assert_int_equal(json_dump_file(wf, path, JSON_INDENT(1)), 0);
+    json_decref(wf);
+    for (int i = 0; i < 30; i++) {
+        json_array_append_new(answers, json_pack("{s:{s:f, s:b, s:s}}", "content", "score",
+                                                 i < 29 ? 0.9 : 0.1, "pass", i < 29, "explanation",
+                                                 i < 29 ? "polite" : "curt"));
+    }
+    wf = json_pack("{s:i, s:{s:{s:o}}}", "version", 1, "responses", "polite", "evaluate", answers);
+    snprintf(path, sizeof(path), "%s/judge_script.json", f->dir);
+    assert_int_equal(json_dump_file(wf, path, 0), 0);
+    json_decref(wf);
+    weft_test_write_file(f->dir, "polite.json",
+                         "[{\"name\": \"polite\", \"type\": \"llm_judge\", \"model\": "
+                         "\"judge\", \"rubric\": \"Is the reply polite?\"}]");
+    snprintf(path, sizeof(path), "%s/judged.json", f->dir);
+    doc = eval_json(f,
+                    (const char *const[]){"eval", path, "--dataset", "tickets", "--evaluators",
+                                          "polite.json", "--json", "-q", NULL},
+                    0);
+    assert_int_equal(count_of(doc, "passed"), 29);
+    assert_int_equal(count_of(doc, "failed"), 1);
+    json_decref(doc);
+    r = RUN(f, "trace", "show", "last");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "chat judge"));
+
+    /* The example's script has no answers for a judge: every item errored (exit 6). */
+    weft_test_write_file(f->dir, "dry.json",
+                         "[{\"name\": \"polite\", \"type\": \"llm_judge\", \"model\": "
+                         "\"scripted\", \"rubric\": \"Is the reply polite?\"}]");
+    r = RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "dry.json", "-q");
+    assert_int_equal(r.status, 6);
+    assert_non_null(strstr(r.out, "errored 30"));
+}
+
 static void
 test_eval_evaluators(void **state)
 {
@@ -357,13 +416,14 @@ test_eval_evaluators(void **state)
     assert_non_null(strstr(r.out, "weft.dataset.item_id"));
     assert_non_null(strstr(r.out, "gen_ai.evaluation.result"));
 
+    /* A judge whose model is not the workflow's: refused before any item runs. */
     weft_test_write_file(f->dir, "judge.json",
                          "[{\"type\": \"llm_judge\", \"model\": \"nowhere\","
                          " \"rubric\": \"Polite?\"}]");
     r = RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "judge.json", "-q");
-    assert_int_equal(r.status, 6);
-    assert_non_null(strstr(r.out, "errored 30"));
-    assert_non_null(strstr(r.err, "30 item(s) errored"));
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "not one of the workflow's models"));
+    judged(f);
 }
 
 static void
