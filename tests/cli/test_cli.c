@@ -715,6 +715,15 @@ test_cli_replay_and_fork(void **state)
 }
 
 /* Start `weft run WF` and SIGKILL it while step @p step_id is in progress. */
+static long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void
 kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id, const char *done_id)
 {
@@ -724,6 +733,7 @@ kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id, con
     char done_sql[160];
     pid_t pid = 0;
     int status = 0;
+    bool is_seen = false;
 
     snprintf(state_db, sizeof(state_db), "%s/state.db", f->dir);
     snprintf(sql, sizeof(sql), "SELECT status FROM steps WHERE step_id = '%s'", step_id);
@@ -731,7 +741,9 @@ kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id, con
              done_id != NULL ? done_id : "");
     weft_test_setenv("WEFT_HOME", f->dir);
     assert_int_equal(posix_spawn(&pid, WEFT_BIN, NULL, NULL, (char *const *)argv, environ), 0);
-    for (int i = 0; i < 500; i++) {
+    /* Until the state is seen (30 s: a sanitizer build under load starts slowly), not a count
+     * of polls, which a slow start could use up before the step is even reached. */
+    for (long deadline = now_ms() + 30000; now_ms() < deadline;) {
         char *st = sql_value(state_db, sql);
         char *done = done_id != NULL ? sql_value(state_db, done_sql) : NULL;
         bool is_running =
@@ -740,9 +752,16 @@ kill_while_in_flight(struct fixture *f, const char *wf, const char *step_id, con
         free(st);
         free(done);
         if (is_running) {
+            is_seen = true;
             break;
         }
         nanosleep(&ts, NULL);
+    }
+    if (!is_seen) {
+        (void)kill(pid, SIGKILL);
+        (void)waitpid(pid, &status, 0);
+        fail_msg("step %s was never seen in progress%s%s", step_id,
+                 done_id != NULL ? " after " : "", done_id != NULL ? done_id : "");
     }
     assert_int_equal(kill(pid, SIGKILL), 0);
     assert_int_equal(waitpid(pid, &status, 0), pid);
