@@ -68,6 +68,9 @@ extern const struct tool weft__mcp_tools_why[]; /* why_failed (tools_why.c) */
 extern const size_t weft__mcp_tools_why_count;
 extern const struct tool weft__mcp_tools_start[]; /* start_run (tools_start.c) */
 extern const size_t weft__mcp_tools_start_count;
+extern const struct tool
+    weft__mcp_tools_eval[]; /* list_datasets, list_experiments, get_experiment */
+extern const size_t weft__mcp_tools_eval_count;
 
 /* ---------------------------------------------------------------------------------------- */
 /* Helpers (tool_util.c)                                                                      */

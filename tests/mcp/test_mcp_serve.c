@@ -94,6 +94,47 @@ weft_run_example(const char *workflow)
     return weft_run_env(workflow, NULL);
 }
 
+/* `weft ARGS...` in the fixture's home. */
+static int
+weft_cmd(const char *const *args)
+{
+    const char *argv[16] = {WEFT};
+    const char *env[] = {fx.home_env, "OTEL_*", NULL};
+    char log[600];
+    size_t n = 1;
+
+    for (size_t i = 0; args[i] != NULL && n < 15; i++) {
+        argv[n++] = args[i];
+    }
+    snprintf(log, sizeof(log), "%s/cmd.log", fx.dir);
+    return weft_test_run(argv, env, fx.dir, log, RUN_TIMEOUT);
+}
+
+#define REPLY \
+    "Thanks for writing in: we have your ticket and the right team will answer within a day."
+
+/* A dataset of two tickets and an experiment over it (before the runs below: the failing run
+ * stays the last): one reply is not what the item expects (failed), one is (passed). */
+static void
+make_experiment(void)
+{
+    char items[700];
+    char evals[700];
+
+    weft_test_write_file(fx.dir, "items.jsonl",
+                         "{\"input\": \"Please refund my order\", \"expected\": \"Refunded.\"}\n"
+                         "{\"input\": \"Where is my invoice?\", \"expected\": \"" REPLY "\"}\n");
+    weft_test_write_file(fx.dir, "exact.json", "[{\"name\": \"reply\", \"type\": \"exact\"}]");
+    snprintf(items, sizeof(items), "%s/items.jsonl", fx.dir);
+    snprintf(evals, sizeof(evals), "%s/exact.json", fx.dir);
+    assert_int_equal(
+        weft_cmd((const char *const[]){"dataset", "create", "tickets", "--file", items, NULL}), 0);
+    assert_int_equal(weft_cmd((const char *const[]){
+                         "eval", EXAMPLES "/support_triage/workflow_fixed.json", "--dataset",
+                         "tickets", "--name", "mcp-exp", "--evaluators", evals, "-q", NULL}),
+                     0);
+}
+
 static struct weft__mcp_client *
 start_client(const char *name,
              char **argv,
@@ -247,6 +288,7 @@ group_setup(void **state)
     assert_int_equal(mkdir(fx.wf_dir, 0700), 0);
     write_workflows();
 
+    make_experiment();
     assert_int_equal(weft_run_example(EXAMPLES "/correction/workflow.json"), 0);
     assert_int_equal(weft_run_example(EXAMPLES "/swarm_reflection/workflow.json"), 0);
     assert_int_equal(weft_run_example(EXAMPLES "/stuck_loops/handoff.json"), 3); /* stuck */
@@ -293,16 +335,17 @@ test_stdio_initialize_negotiates_newest(void **state)
 static void
 test_stdio_tools_listed_with_schemas(void **state)
 {
-    static const char *const names[] = {"list_runs",    "show_run",   "get_trace", "get_span",
-                                        "search_spans", "why_failed", "start_run"};
+    static const char *const names[] = {
+        "list_runs",  "show_run",  "get_trace",     "get_span",         "search_spans",
+        "why_failed", "start_run", "list_datasets", "list_experiments", "get_experiment"};
     struct weft__mcp_tool *tools = NULL;
     size_t count = 0;
     uint64_t version = 0;
 
     (void)state;
     assert_weft_ok(weft__mcp_client_tools(fx.client, &tools, &count, &version));
-    assert_int_equal(count, 7);
-    for (size_t i = 0; i < 7; i++) {
+    assert_int_equal(count, 10);
+    for (size_t i = 0; i < 10; i++) {
         assert_string_equal(tools[i].name, names[i]);
         assert_non_null(tools[i].description);
         assert_string_equal(json_string_value(json_object_get(tools[i].input_schema, "type")),
@@ -386,6 +429,53 @@ assert_exit_4(const json_t *why)
     assert_int_equal(json_integer_value(json_object_get(error, "exit_code")), 4);
     assert_string_equal(json_string_value(json_object_get(error, "stderr_tail")), "disk full\n");
     assert_string_equal(json_string_value(json_object_get(error, "stdout_tail")), "partial\n");
+}
+
+/* The datasets and experiments an agent reads to close the loop (make_experiment()). */
+static void
+test_stdio_datasets_and_experiments(void **state)
+{
+    json_t *out = call_ok(fx.client, "list_datasets", json_object());
+    const json_t *d = json_array_get(json_object_get(out, "datasets"), 0);
+    const json_t *items = NULL;
+    const json_t *e = NULL;
+    char type[64];
+    const char *text = NULL;
+
+    (void)state;
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
+    assert_string_equal(json_string_value(json_object_get(d, "name")), "tickets");
+    assert_int_equal(json_integer_value(json_object_get(d, "items")), 2);
+    json_decref(out);
+
+    out = call_ok(fx.client, "list_experiments", json_pack("{s:s}", "dataset", "tickets"));
+    e = json_array_get(json_object_get(out, "experiments"), 0);
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
+    assert_string_equal(json_string_value(json_object_get(e, "name")), "mcp-exp");
+    assert_string_equal(json_string_value(json_object_get(e, "status")), "completed");
+    json_decref(out);
+    out = call_ok(fx.client, "list_experiments", json_pack("{s:s}", "dataset", "other"));
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 0);
+    json_decref(out);
+
+    /* By name; the failed item first, with its evaluator's score and its run. */
+    out = call_ok(fx.client, "get_experiment", json_pack("{s:s}", "experiment", "mcp-exp"));
+    items = json_object_get(out, "items");
+    assert_int_equal(json_array_size(items), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "status")),
+                        "failed");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "status")),
+                        "passed");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_array_get(json_object_get(json_array_get(items, 0), "scores"), 0), "evaluator")),
+        "reply");
+    assert_non_null(json_string_value(json_object_get(json_array_get(items, 0), "run_id")));
+    json_decref(out);
+
+    text = call_fail(fx.client, "get_experiment", json_pack("{s:s}", "experiment", "nope"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "no experiment nope: list_experiments shows them"));
 }
 
 static void
@@ -1226,6 +1316,7 @@ main(void)
         cmocka_unit_test(test_stdio_list_runs_has_statuses),
         cmocka_unit_test(test_stdio_show_run_last_has_plan),
         cmocka_unit_test(test_stdio_why_failed_reaches_error_span),
+        cmocka_unit_test(test_stdio_datasets_and_experiments),
         cmocka_unit_test(test_stdio_why_failed_names_causes),
         cmocka_unit_test(test_stdio_why_failed_untraced_run),
         cmocka_unit_test(test_stdio_trace_span_and_search),
