@@ -16,6 +16,9 @@
 #include <string.h>
 #include <strings.h>
 
+static weft_err set_explanation(struct weft_eval_score *s, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
 static weft_err
 set_explanation(struct weft_eval_score *s, const char *fmt, va_list ap)
 {
