@@ -3,8 +3,8 @@
  * test): every case of tests/runtime/dataset_cases.h, the same behaviour the SQLite backend has
  * (runs made by real runs stored in PostgreSQL, files, bad lines adding nothing, versions, rm,
  * experiments). A server that cannot start fails the file: it never skips. */
-#include "tests/runtime/dataset_cases.h"
 #include "support/pg_server.h"
+#include "tests/runtime/dataset_cases.h"
 
 #include <unistd.h>
 
