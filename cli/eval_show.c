@@ -31,35 +31,20 @@ exp_cleanup(struct exp *x)
 static int
 exp_load(const char *state, const char *ref, struct exp *x)
 {
-    struct weft_experiment *list = NULL;
-    size_t count = 0;
-    const char *id = NULL;
-    size_t matches = 0;
-    weft_err err = weft_experiments_list(state, NULL, &list, &count);
+    char id[37];
+    weft_err err = weft_experiment_resolve(state, ref, id);
 
     memset(x, 0, sizeof(*x));
+    if (err == WEFT_ENOTFOUND || err == WEFT_EINVAL) {
+        fprintf(stderr, "weft eval: %s: %s (weft eval list shows them)\n", ref,
+                err == WEFT_EINVAL ? "names several experiments" : "no such experiment");
+        return CLI_EXIT_FAIL;
+    }
     if (err != WEFT_OK) {
         fprintf(stderr, "weft eval: cannot list the experiments: %s\n", weft_strerror(err));
         return CLI_EXIT_FAIL;
     }
-    for (size_t i = 0; i < count && id == NULL; i++) { /* newest first */
-        if (strcmp(list[i].id, ref) == 0 || strcmp(list[i].name, ref) == 0) {
-            id = list[i].id;
-        }
-    }
-    for (size_t i = 0; i < count && id == NULL && strlen(ref) >= 4; i++) {
-        if (strncmp(list[i].id, ref, strlen(ref)) == 0 && matches++ == 0) {
-            id = list[i].id;
-        }
-    }
-    if (id == NULL || matches > 1) {
-        fprintf(stderr, "weft eval: %s: %s (weft eval list shows them)\n", ref,
-                matches > 1 ? "names several experiments" : "no such experiment");
-        weft_experiments_free(list, count);
-        return CLI_EXIT_FAIL;
-    }
     err = weft_experiment_load(state, id, &x->e, &x->items, &x->count);
-    weft_experiments_free(list, count);
     if (err != WEFT_OK) {
         fprintf(stderr, "weft eval: experiment %s: %s\n", ref, weft_strerror(err));
         return CLI_EXIT_FAIL;

@@ -248,6 +248,12 @@ WEFT_API weft_err weft_experiments_list(const char *state_path,
                                         struct weft_experiment **out,
                                         size_t *count);
 
+/** The id of the experiment @p ref names: an id, a name (its newest experiment) or a unique
+ * prefix of an id of at least 4 characters, as `weft eval show` and MCP's get_experiment take.
+ * @return WEFT_OK (@p id_out filled), WEFT_ENOTFOUND (none, or no database), WEFT_EINVAL (NULL
+ * argument, or a prefix of several), WEFT_EIO, WEFT_ENOMEM. Ownership: none. */
+WEFT_API weft_err weft_experiment_resolve(const char *state_path, const char *ref, char id_out[37]);
+
 /** Experiment @p id and its items in the order first recorded.
  * @param e receives the experiment; release with weft_experiment_cleanup(e).
  * @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EINVAL, WEFT_EIO, WEFT_ENOMEM.

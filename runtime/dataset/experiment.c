@@ -260,6 +260,44 @@ weft_experiments_list(const char *state_path,
 }
 
 weft_err
+weft_experiment_resolve(const char *state_path, const char *ref, char id_out[37])
+{
+    struct weft_experiment *list = NULL;
+    size_t count = 0;
+    size_t matches = 0;
+    const char *id = NULL;
+    bool is_exact = false;
+    weft_err rc = WEFT_OK;
+
+    if (ref == NULL || id_out == NULL) {
+        return WEFT_EINVAL;
+    }
+    rc = weft_experiments_list(state_path, NULL, &list, &count);
+    for (size_t i = 0; rc == WEFT_OK && i < count && id == NULL; i++) { /* newest first */
+        if (strcmp(list[i].id, ref) == 0 ||
+            (list[i].name != NULL && strcmp(list[i].name, ref) == 0)) {
+            id = list[i].id;
+            matches = 1;
+        }
+    }
+    is_exact = id != NULL;
+    for (size_t i = 0; rc == WEFT_OK && !is_exact && strlen(ref) >= 4 && i < count; i++) {
+        if (strncmp(list[i].id, ref, strlen(ref)) == 0) {
+            id = id == NULL ? list[i].id : id;
+            matches += 1; /* counted on: two make the prefix ambiguous */
+        }
+    }
+    if (rc == WEFT_OK) {
+        rc = matches == 0 ? WEFT_ENOTFOUND : matches > 1 ? WEFT_EINVAL : WEFT_OK;
+    }
+    if (rc == WEFT_OK) {
+        snprintf(id_out, 37, "%s", id);
+    }
+    weft_experiments_free(list, count);
+    return rc;
+}
+
+weft_err
 weft_experiment_load(const char *state_path,
                      const char *id,
                      struct weft_experiment *e,

@@ -202,7 +202,9 @@ score(void *user,
         pthread_mutex_unlock(&a->judge_lock);
     }
     if (err != WEFT_OK) {
-        record_scores(span, result, NULL);
+        if (span != NULL) {
+            weft_span_end(span, 0); /* nothing was scored: no score event */
+        }
         return err;
     }
     arr = json_array();

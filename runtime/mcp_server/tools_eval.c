@@ -105,35 +105,20 @@ tool_list_experiments(struct weft_mcp_server *srv, const json_t *args, struct to
 static bool
 resolve_experiment(struct weft_mcp_server *srv, const char *ref, char *id, struct tool_out *to)
 {
-    struct weft_experiment *e = NULL;
-    size_t count = 0;
-    size_t found = 0;
-    bool is_named = false;
+    weft_err err = weft_experiment_resolve(srv->state_path, ref, id);
 
-    if (!store_ok(weft_experiments_list(srv->state_path, NULL, &e, &count), to)) {
-        return false;
-    }
-    for (size_t i = 0; i < count && found == 0; i++) { /* newest first: a name's newest */
-        if (e[i].name != NULL && strcmp(e[i].name, ref) == 0) {
-            snprintf(id, 37, "%s", e[i].id);
-            found = 1;
-        }
-    }
-    is_named = found == 1;
-    for (size_t i = 0; i < count && !is_named && strlen(ref) >= 4; i++) {
-        if (strncmp(e[i].id, ref, strlen(ref)) == 0) {
-            snprintf(id, 37, "%s", e[i].id);
-            found++;
-        }
-    }
-    weft_experiments_free(e, count);
-    if (found == 1) {
+    if (err == WEFT_OK) {
         return true;
     }
-    weft__mcp_fail_tool(to,
-                        found == 0 ? "no experiment %s: list_experiments shows them"
-                                   : "%s names several experiments: give more of the id",
-                        ref);
+    if (err == WEFT_ENOTFOUND || err == WEFT_EINVAL) {
+        weft__mcp_fail_tool(to,
+                            err == WEFT_ENOTFOUND
+                                ? "no experiment %s: list_experiments shows them"
+                                : "%s names several experiments: give more of the id",
+                            ref);
+    } else {
+        weft__mcp_fail_tool(to, "the state database cannot be read: %s", weft_strerror(err));
+    }
     return false;
 }
 

@@ -471,6 +471,19 @@ test_experiment_round_trip(void **state)
     weft_experiments_free(list, count);
     assert_weft_ok(weft_experiments_list(f->state, "other", &list, &count));
     assert_int_equal(count, 0);
+    {
+        char found[37];
+        char prefix[9];
+
+        /* By name, by a prefix of its id; an unknown or too short reference is refused. */
+        assert_weft_ok(weft_experiment_resolve(f->state, "baseline", found));
+        assert_string_equal(found, id);
+        snprintf(prefix, sizeof(prefix), "%.8s", id);
+        assert_weft_ok(weft_experiment_resolve(f->state, prefix, found));
+        assert_string_equal(found, id);
+        assert_int_equal(weft_experiment_resolve(f->state, "nope", found), WEFT_ENOTFOUND);
+        assert_int_equal(weft_experiment_resolve(f->state, "ab", found), WEFT_ENOTFOUND);
+    }
     assert_weft_ok(weft_experiment_load(f->state, id, &e, &rows, &count));
     assert_string_equal(e.name, "baseline");
     assert_string_equal(e.workflow_hash, "abc123");
