@@ -9,6 +9,8 @@
 #include <time.h>
 #include <weft/weft.h>
 
+#include "report/experiment.h"
+
 #define RUN_IDS_MAX 1000
 
 void
@@ -315,17 +317,6 @@ dataset_create_or_add(int argc, char **argv, bool is_create)
     return CLI_EXIT_OK;
 }
 
-static json_t *
-dataset_json(const struct weft_dataset *d)
-{
-    json_t *ev = d->evaluators != NULL ? json_loads(d->evaluators, 0, NULL) : NULL;
-
-    return json_pack("{s:s, s:s?, s:o, s:I, s:I, s:I}", "name", d->name, "description",
-                     d->description, "evaluators", ev != NULL ? ev : json_null(), "version",
-                     (json_int_t)d->version, "items", (json_int_t)d->items, "created_ns",
-                     (json_int_t)d->created_ns);
-}
-
 static int
 dataset_list(int argc, char **argv)
 {
@@ -350,11 +341,8 @@ dataset_list(int argc, char **argv)
         return failed("dataset list", err, "");
     }
     if (f.is_json) {
-        json_t *doc = json_pack("{s:s, s:[]}", "schema", "weft.datasets/v1", "datasets");
+        json_t *doc = weft__doc_datasets(ds, count);
 
-        for (size_t i = 0; doc != NULL && i < count; i++) {
-            json_array_append_new(json_object_get(doc, "datasets"), dataset_json(&ds[i]));
-        }
         weft_datasets_free(ds, count);
         return cli_json_print(doc);
     }
@@ -371,24 +359,6 @@ dataset_list(int argc, char **argv)
     }
     weft_datasets_free(ds, count);
     return CLI_EXIT_OK;
-}
-
-static json_t *
-text_json(const char *text)
-{
-    json_t *v = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-
-    return v != NULL ? v : json_null();
-}
-
-static json_t *
-item_json(const struct weft_dataset_item *it)
-{
-    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:s?, s:s?, s:s?, s:I}", "id", it->id, "input",
-                     text_json(it->input), "expected", text_json(it->expected), "assertions",
-                     text_json(it->assertions), "metadata", text_json(it->metadata), "run_id",
-                     it->run_id, "trace_id", it->trace_id, "fail_step", it->fail_step,
-                     "added_version", (json_int_t)it->added_version);
 }
 
 /* NAME[@VERSION] split in place. */
@@ -469,13 +439,8 @@ dataset_show(int argc, char **argv)
         return failed("dataset show", err, "");
     }
     if (f.is_json) {
-        json_t *doc = json_pack("{s:s, s:o, s:I, s:[]}", "schema", "weft.dataset/v1", "dataset",
-                                dataset_json(&ds), "version",
-                                (json_int_t)(version != 0 ? version : ds.version), "items");
+        json_t *doc = weft__doc_dataset(&ds, version, items, count);
 
-        for (size_t i = 0; doc != NULL && i < count; i++) {
-            json_array_append_new(json_object_get(doc, "items"), item_json(&items[i]));
-        }
         weft_dataset_items_free(items, count);
         weft_dataset_cleanup(&ds);
         return cli_json_print(doc);

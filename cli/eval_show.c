@@ -9,50 +9,24 @@
 
 #include <weft/dataset.h>
 
-/* An experiment with its items. */
-struct exp {
-    struct weft_experiment e;
-    struct weft_experiment_item *items;
-    size_t count;
-    json_t *summary; /* the stored summary, {} when none */
-};
-
-static void
-exp_cleanup(struct exp *x)
-{
-    weft_experiment_cleanup(&x->e);
-    weft_experiment_items_free(x->items, x->count);
-    json_decref(x->summary);
-    memset(x, 0, sizeof(*x));
-}
+#include "report/experiment.h"
 
 /* Find @p ref (an id, a prefix of 4+ characters, or a name: its newest experiment) and load it.
  * @return CLI_EXIT_OK or CLI_EXIT_FAIL after saying why. */
 static int
-exp_load(const char *state, const char *ref, struct exp *x)
+exp_load(const char *state, const char *ref, struct weft__exp *x)
 {
-    char id[37];
-    weft_err err = weft_experiment_resolve(state, ref, id);
+    weft_err err = weft__exp_load(state, ref, x);
 
-    memset(x, 0, sizeof(*x));
     if (err == WEFT_ENOTFOUND || err == WEFT_EINVAL) {
         fprintf(stderr, "weft eval: %s: %s (weft eval list shows them)\n", ref,
                 err == WEFT_EINVAL ? "names several experiments" : "no such experiment");
-        return CLI_EXIT_FAIL;
-    }
-    if (err != WEFT_OK) {
-        fprintf(stderr, "weft eval: cannot list the experiments: %s\n", weft_strerror(err));
-        return CLI_EXIT_FAIL;
-    }
-    err = weft_experiment_load(state, id, &x->e, &x->items, &x->count);
-    if (err != WEFT_OK) {
+    } else if (err != WEFT_OK) {
         fprintf(stderr, "weft eval: experiment %s: %s\n", ref, weft_strerror(err));
-        return CLI_EXIT_FAIL;
     }
-    x->summary = x->e.summary != NULL ? json_loads(x->e.summary, 0, NULL) : NULL;
-    if (!json_is_object(x->summary)) {
-        json_decref(x->summary);
-        x->summary = json_object();
+    if (err != WEFT_OK) {
+        weft__exp_cleanup(x);
+        return CLI_EXIT_FAIL;
     }
     return CLI_EXIT_OK;
 }
@@ -60,75 +34,11 @@ exp_load(const char *state, const char *ref, struct exp *x)
 static double
 num(const json_t *summary, const char *key)
 {
-    return json_number_value(json_object_get(summary, key));
-}
-
-/* Sums over the items (what compare's deltas are made of). */
-struct sums {
-    size_t items;
-    size_t passed;
-    uint64_t tokens;
-    double cost;
-    uint64_t duration_ns;
-    uint64_t loops;
-};
-
-static void
-sums_of(const struct exp *x, struct sums *s)
-{
-    memset(s, 0, sizeof(*s));
-    for (size_t i = 0; i < x->count; i++) {
-        const struct weft_experiment_item *it = &x->items[i];
-
-        s->items++;
-        s->passed += strcmp(it->status, "passed") == 0 ? 1 : 0;
-        s->tokens += it->tokens;
-        s->cost += it->cost_usd;
-        s->duration_ns += it->duration_ns;
-        s->loops += it->loops;
-    }
-}
-
-static json_t *
-item_json(const struct weft_experiment_item *it)
-{
-    json_t *scores = it->scores != NULL ? json_loads(it->scores, 0, NULL) : NULL;
-
-    return json_pack("{s:s, s:s?, s:s, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s?}", "item_id",
-                     it->item_id, "run_id", it->run_id, "status", it->status, "scores",
-                     scores != NULL ? scores : json_array(), "tokens", (json_int_t)it->tokens,
-                     "cost_usd", it->cost_usd, "duration_ns", (json_int_t)it->duration_ns, "loops",
-                     (json_int_t)it->loops, "stuck_loops", (json_int_t)it->stuck_loops,
-                     "corrections", (json_int_t)it->corrections, "llm_calls",
-                     (json_int_t)it->llm_calls, "error", it->error);
-}
-
-static json_t *
-exp_json(const struct exp *x, bool with_items)
-{
-    json_t *doc =
-        json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:b, s:s, s:I, s:I}", "schema",
-                  "weft.experiment/v1", "id", x->e.id, "name", x->e.name, "dataset", x->e.dataset,
-                  "dataset_version", (json_int_t)x->e.dataset_version, "workflow", x->e.workflow,
-                  "from_failure", x->e.from_failure, "status", x->e.status, "started_ns",
-                  (json_int_t)x->e.started_ns, "ended_ns", (json_int_t)x->e.ended_ns);
-    json_t *items = with_items ? json_array() : NULL;
-
-    if (doc == NULL) {
-        return NULL;
-    }
-    json_object_set(doc, "summary", x->summary);
-    for (size_t i = 0; items != NULL && i < x->count; i++) {
-        json_array_append_new(items, item_json(&x->items[i]));
-    }
-    if (items != NULL) {
-        json_object_set_new(doc, "items", items);
-    }
-    return doc;
+    return weft__exp_num(summary, key);
 }
 
 static void
-print_table(const struct exp *x)
+print_table(const struct weft__exp *x)
 {
     const json_t *s = x->summary;
     char dur[32];
@@ -163,14 +73,14 @@ print_table(const struct exp *x)
 int
 cli_eval_print(const char *state, const char *id, bool is_json)
 {
-    struct exp x;
+    struct weft__exp x;
     int status = exp_load(state, id, &x);
 
     if (status != CLI_EXIT_OK) {
         return status;
     }
     if (is_json) {
-        status = cli_json_print(exp_json(&x, true));
+        status = cli_json_print(weft__doc_experiment(&x, true));
     } else {
         print_table(&x);
         for (size_t i = 0; i < x.count && i < 20; i++) {
@@ -187,7 +97,7 @@ cli_eval_print(const char *state, const char *id, bool is_json)
             }
         }
     }
-    exp_cleanup(&x);
+    weft__exp_cleanup(&x);
     return status;
 }
 
@@ -196,29 +106,21 @@ eval_list(const char *state, const char *dataset, bool is_json)
 {
     struct weft_experiment *list = NULL;
     size_t count = 0;
-    json_t *arr = is_json ? json_array() : NULL;
     weft_err err = weft_experiments_list(state, dataset, &list, &count);
 
     if (err != WEFT_OK) {
         fprintf(stderr, "weft eval list: %s\n", weft_strerror(err));
-        json_decref(arr);
         return CLI_EXIT_FAIL;
     }
-    if (!is_json) {
-        printf("%-36s  %-24s  %-20s  %-10s  %s\n", "ID", "NAME", "DATASET", "STATUS", "PASS RATE");
+    if (is_json) {
+        int status = cli_json_print(weft__doc_experiments(list, count));
+
+        weft_experiments_free(list, count);
+        return status;
     }
+    printf("%-36s  %-24s  %-20s  %-10s  %s\n", "ID", "NAME", "DATASET", "STATUS", "PASS RATE");
     for (size_t i = 0; i < count; i++) {
         json_t *s = list[i].summary != NULL ? json_loads(list[i].summary, 0, NULL) : NULL;
-
-        if (is_json) {
-            json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b, s:o}", "id", list[i].id, "name",
-                               list[i].name, "dataset", list[i].dataset, "dataset_version",
-                               (json_int_t)list[i].dataset_version, "workflow", list[i].workflow,
-                               "status", list[i].status, "from_failure", list[i].from_failure,
-                               "summary", s != NULL ? s : json_object()));
-            continue;
-        }
         char ds[2 * WEFT_DATASET_NAME_MAX];
 
         printf("%-36s  ", list[i].id);
@@ -234,92 +136,11 @@ eval_list(const char *state, const char *dataset, bool is_json)
         json_decref(s);
     }
     weft_experiments_free(list, count);
-    return is_json ? cli_json_print(json_pack("{s:s, s:o}", "schema", "weft.experiments/v1",
-                                              "experiments", arr))
-                   : CLI_EXIT_OK;
-}
-
-static const struct weft_experiment_item *
-find_item(const struct exp *x, const char *item_id)
-{
-    for (size_t i = 0; i < x->count; i++) {
-        if (strcmp(x->items[i].item_id, item_id) == 0) {
-            return &x->items[i];
-        }
-    }
-    return NULL;
-}
-
-/* fixed, broken or unchanged (an item in only one of them: added / removed). */
-static const char *
-change_of(const struct weft_experiment_item *a, const struct weft_experiment_item *b)
-{
-    bool was = a != NULL && strcmp(a->status, "passed") == 0;
-    bool is = b != NULL && strcmp(b->status, "passed") == 0;
-
-    if (a == NULL) {
-        return "added";
-    }
-    if (b == NULL) {
-        return "removed";
-    }
-    return was == is ? "unchanged" : (is ? "fixed" : "broken");
-}
-
-static json_t *
-deltas(const struct exp *a, const struct exp *b)
-{
-    struct sums sa;
-    struct sums sb;
-
-    sums_of(a, &sa);
-    sums_of(b, &sb);
-    return json_pack("{s:f, s:f, s:f, s:I, s:I, s:I}", "pass_rate",
-                     num(b->summary, "pass_rate") - num(a->summary, "pass_rate"), "mean_reward",
-                     num(b->summary, "mean_reward") - num(a->summary, "mean_reward"), "cost_usd",
-                     sb.cost - sa.cost, "tokens", (json_int_t)sb.tokens - (json_int_t)sa.tokens,
-                     "duration_ns", (json_int_t)sb.duration_ns - (json_int_t)sa.duration_ns,
-                     "loops", (json_int_t)sb.loops - (json_int_t)sa.loops);
-}
-
-/* Every item of A then those only in B, the changed ones first; counts by change. */
-static json_t *
-compare_items(const struct exp *a, const struct exp *b, json_t *counts)
-{
-    json_t *changed = json_array();
-    json_t *same = json_array();
-
-    for (size_t pass = 0; pass < 2; pass++) {
-        const struct exp *x = pass == 0 ? a : b;
-
-        for (size_t i = 0; i < x->count; i++) {
-            const struct weft_experiment_item *ia = pass == 0 ? &x->items[i] : NULL;
-            const struct weft_experiment_item *ib =
-                pass == 0 ? find_item(b, x->items[i].item_id) : &x->items[i];
-            const char *c = NULL;
-
-            if (pass == 1 && find_item(a, x->items[i].item_id) != NULL) {
-                continue;
-            }
-            c = change_of(ia, ib);
-            json_object_set_new(counts, c,
-                                json_integer(json_integer_value(json_object_get(counts, c)) + 1));
-            json_array_append_new(strcmp(c, "unchanged") == 0 ? same : changed,
-                                  json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s?}", "item_id",
-                                            x->items[i].item_id, "change", c, "a_status",
-                                            ia != NULL ? ia->status : NULL, "b_status",
-                                            ib != NULL ? ib->status : NULL, "a_run_id",
-                                            ia != NULL ? ia->run_id : NULL, "b_run_id",
-                                            ib != NULL ? ib->run_id : NULL));
-        }
-    }
-    json_array_extend(changed, same);
-    json_decref(same);
-    return changed;
+    return CLI_EXIT_OK;
 }
 
 static void
-print_compare(const struct exp *a, const struct exp *b, const json_t *doc)
+print_compare(const struct weft__exp *a, const struct weft__exp *b, const json_t *doc)
 {
     const json_t *c = json_object_get(doc, "counts");
     const json_t *d = json_object_get(doc, "deltas");
@@ -364,9 +185,8 @@ print_compare(const struct exp *a, const struct exp *b, const json_t *doc)
 static int
 eval_compare(const char *state, const char *ra, const char *rb, bool is_json)
 {
-    struct exp a;
-    struct exp b;
-    json_t *counts = NULL;
+    struct weft__exp a;
+    struct weft__exp b;
     json_t *doc = NULL;
     int status = exp_load(state, ra, &a);
 
@@ -375,18 +195,10 @@ eval_compare(const char *state, const char *ra, const char *rb, bool is_json)
     }
     status = exp_load(state, rb, &b);
     if (status != CLI_EXIT_OK) {
-        exp_cleanup(&a);
+        weft__exp_cleanup(&a);
         return status;
     }
-    counts = json_pack("{s:i, s:i, s:i}", "fixed", 0, "broken", 0, "unchanged", 0);
-    doc = json_pack("{s:s, s:o, s:o}", "schema", "weft.experiment_compare/v1", "a",
-                    exp_json(&a, false), "b", exp_json(&b, false));
-    if (doc != NULL && counts != NULL) {
-        json_object_set_new(doc, "items", compare_items(&a, &b, counts));
-        json_object_set(doc, "counts", counts);
-        json_object_set_new(doc, "deltas", deltas(&a, &b));
-    }
-    json_decref(counts);
+    doc = weft__doc_experiment_compare(&a, &b);
     if (is_json) {
         status = cli_json_print(doc);
     } else {
@@ -396,8 +208,8 @@ eval_compare(const char *state, const char *ra, const char *rb, bool is_json)
         status = doc != NULL ? CLI_EXIT_OK : CLI_EXIT_FAIL;
         json_decref(doc);
     }
-    exp_cleanup(&a);
-    exp_cleanup(&b);
+    weft__exp_cleanup(&a);
+    weft__exp_cleanup(&b);
     return status;
 }
 
