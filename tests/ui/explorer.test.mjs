@@ -1156,8 +1156,12 @@ try {
       assert.equal(await p.inputValue("#fork-task"), "Implement the login endpoint in login.py.");
       await p.fill("#fork-answer", edited);
       await p.click("#fork-submit");
-      await p.waitForFunction((orig) => /^Run [0-9a-f]+$/.test((document.querySelector("h1") || {}).textContent || "") &&
-        document.querySelector("h1").textContent !== "Run " + orig, captured);
+      // The fork's page, or the form's refusal (said, not waited out): the child `weft fork` of a
+      // sanitizer build under a loaded `make test` can take a while to start, hence 90 s.
+      await p.waitForFunction((orig) => ((document.querySelector("#fork-error") || {}).textContent || "") !== "" ||
+        (/^Run [0-9a-f]+$/.test((document.querySelector("h1") || {}).textContent || "") &&
+        document.querySelector("h1").textContent !== "Run " + orig), captured, { timeout: 90000 });
+      assert.equal((await p.$("#fork-error")) ? await p.textContent("#fork-error") : "", "", "the fork was refused");
       const forkId = (await p.textContent("h1")).slice(4);
       assert.match(p.url(), new RegExp(`#/run/${forkId}$`));
       // The fork's run, read from the API once it ended: s2's output is the edited answer.
