@@ -49,6 +49,9 @@ print_table(const struct weft__exp *x)
     cli_put_clean(stdout, x->e.name, 100);
     printf("\n  workflow     ");
     cli_put_clean(stdout, x->e.workflow, 100);
+    if (x->e.workflow_hash != NULL) {
+        printf("  (%s)", x->e.workflow_hash);
+    }
     printf("\n  dataset      ");
     cli_put_clean(stdout, x->e.dataset, 100);
     printf("@%llu%s\n", (unsigned long long)x->e.dataset_version,

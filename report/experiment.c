@@ -69,12 +69,12 @@ weft__doc_experiment_item(const struct weft_experiment_item *it)
 json_t *
 weft__doc_experiment_info(const struct weft_experiment *e)
 {
-    return json_pack("{s:s, s:s?, s:s?, s:I, s:s?, s:s?, s:b, s:I, s:I, s:o}", "id", e->id, "name",
-                     e->name, "dataset", e->dataset, "dataset_version",
-                     (json_int_t)e->dataset_version, "workflow", e->workflow, "status", e->status,
-                     "from_failure", e->from_failure, "started_ns", (json_int_t)e->started_ns,
-                     "ended_ns", (json_int_t)e->ended_ns, "summary",
-                     stored_json(e->summary, json_object()));
+    return json_pack("{s:s, s:s?, s:s?, s:I, s:s?, s:s?, s:s?, s:b, s:I, s:I, s:o}", "id", e->id,
+                     "name", e->name, "dataset", e->dataset, "dataset_version",
+                     (json_int_t)e->dataset_version, "workflow", e->workflow, "workflow_hash",
+                     e->workflow_hash, "status", e->status, "from_failure", e->from_failure,
+                     "started_ns", (json_int_t)e->started_ns, "ended_ns", (json_int_t)e->ended_ns,
+                     "summary", stored_json(e->summary, json_object()));
 }
 
 json_t *
@@ -231,7 +231,14 @@ weft__doc_experiment_compare(const struct weft__exp *a, const struct weft__exp *
             : NULL;
     json_t *items = doc != NULL ? compare_items(a, b, counts) : NULL;
 
-    if (items == NULL || json_object_set_new(doc, "items", items) != 0 ||
+    bool is_known = a->e.workflow_hash != NULL && b->e.workflow_hash != NULL;
+
+    if (items == NULL ||
+        json_object_set_new(doc, "same_workflow",
+                            is_known
+                                ? json_boolean(strcmp(a->e.workflow_hash, b->e.workflow_hash) == 0)
+                                : json_null()) != 0 ||
+        json_object_set_new(doc, "items", items) != 0 ||
         json_object_set(doc, "counts", counts) != 0 ||
         json_object_set_new(doc, "deltas", deltas(a, b)) != 0) {
         json_decref(doc);

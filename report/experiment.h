@@ -54,7 +54,8 @@ json_t *weft__doc_experiment_info(const struct weft_experiment *e);
 /* weft.experiments/v1 of @p count experiments. */
 json_t *weft__doc_experiments(const struct weft_experiment *list, size_t count);
 
-/* weft.experiment_compare/v1 of A and B: "a" and "b" (without items), "counts" (fixed,
+/* weft.experiment_compare/v1 of A and B: "a" and "b" (without items), "same_workflow" (their
+ * workflow hashes equal; null when either has none), "counts" (fixed,
  * broken, unchanged, and added/removed when an item is in only one), "deltas" (B - A: pass
  * rate, mean reward, cost, tokens, duration, loops) and "items": every item of A then those
  * only in B, the changed ones first, each with both statuses and both run ids. */

@@ -162,6 +162,23 @@ WEFT_API weft_err weft_dataset_rm(const char *state_path,
  * Ownership: borrows everything. */
 WEFT_API weft_err weft_dataset_drop(const char *state_path, const char *name);
 
+/** A page of a dataset version's items: at most @p max (0: none, only @p ds and @p total;
+ * SIZE_MAX: all) from the @p offset-th, in the order added, so a large dataset can be read
+ * without holding it whole (`weft eval` reads its items this way). A version's items never
+ * change, so pages read at different times fit together.
+ * @param version 0: the latest. @param ds receives the dataset as listed (may be NULL).
+ * @param total receives how many items the version holds (may be NULL).
+ * @return as weft_dataset_show(). Ownership: as weft_dataset_show(). */
+WEFT_API weft_err weft_dataset_items_page(const char *state_path,
+                                          const char *name,
+                                          uint64_t version,
+                                          size_t offset,
+                                          size_t max,
+                                          struct weft_dataset *ds,
+                                          struct weft_dataset_item **items,
+                                          size_t *count,
+                                          size_t *total);
+
 /** Free the strings of @p ds (not @p ds itself) and zero it. NULL is a no-op.
  * Errors: none. Ownership: takes @p ds's strings. */
 WEFT_API void weft_dataset_cleanup(struct weft_dataset *ds);

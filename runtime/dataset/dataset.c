@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -269,6 +270,20 @@ weft_dataset_show(const char *state_path,
                   struct weft_dataset_item **items,
                   size_t *count)
 {
+    return weft_dataset_items_page(state_path, name, version, 0, SIZE_MAX, ds, items, count, NULL);
+}
+
+weft_err
+weft_dataset_items_page(const char *state_path,
+                        const char *name,
+                        uint64_t version,
+                        size_t offset,
+                        size_t max,
+                        struct weft_dataset *ds,
+                        struct weft_dataset_item **items,
+                        size_t *count,
+                        size_t *total)
+{
     struct weft_dataset found = {0};
     struct rt_state *st = NULL;
     weft_err rc = WEFT_OK;
@@ -281,6 +296,9 @@ weft_dataset_show(const char *state_path,
     if (ds != NULL) {
         memset(ds, 0, sizeof(*ds));
     }
+    if (total != NULL) {
+        *total = 0;
+    }
     rc = weft__state_open_existing(state_path, &st);
     if (rc == WEFT_OK) {
         rc = weft__ds_get(st, name, &found);
@@ -288,8 +306,12 @@ weft_dataset_show(const char *state_path,
     if (rc == WEFT_OK && version > found.version) {
         rc = WEFT_EINVAL;
     }
-    if (rc == WEFT_OK) {
-        rc = weft__ds_items(st, name, version == 0 ? found.version : version, items, count);
+    version = version == 0 ? found.version : version;
+    if (rc == WEFT_OK && total != NULL) {
+        rc = weft__ds_items_count(st, name, version, total);
+    }
+    if (rc == WEFT_OK && max > 0) {
+        rc = weft__ds_items(st, name, version, offset, max, items, count);
     }
     weft__state_close(st);
     if (rc == WEFT_OK && ds != NULL) {
@@ -342,7 +364,7 @@ remove_items(struct rt_state *st,
 {
     struct weft_dataset_item *items = NULL;
     size_t n = 0;
-    weft_err rc = weft__ds_items(st, ds->name, ds->version, &items, &n);
+    weft_err rc = weft__ds_items(st, ds->name, ds->version, 0, SIZE_MAX, &items, &n);
 
     for (size_t i = 0; rc == WEFT_OK && i < id_count; i++) {
         const char *id =

@@ -4,6 +4,7 @@
  * is runner.c's. */
 #include "runtime/experiment/runner.h"
 #include "runtime/llm/llm.h"
+#include "runtime/state/snapshot.h"
 #include "runtime/workflow/workflow.h"
 
 #include <jansson.h>
@@ -17,8 +18,8 @@
 
 struct adapter {
     const struct weft_experiment_options *o;
-    struct weft_dataset_item *items; /* the version's items (weft_dataset_show reads them whole) */
-    size_t count;
+    uint64_t version;                   /* the dataset version run, read a page at a time */
+    size_t count;                       /* its items */
     struct weft_evaluators *evaluators; /* NULL: the run's status decides */
     struct weft_tracer *tracer;         /* the score spans; NULL: untraced */
     /* The LLM judges' provider (the workflow's model they name), NULL when no judge; its
@@ -39,10 +40,18 @@ static weft_err
 page(void *user, size_t offset, size_t max, struct weft__exp_item *items, size_t *count)
 {
     struct adapter *a = user;
+    struct weft_dataset_item *got = NULL;
+    size_t got_count = 0;
     size_t n = 0;
+    weft_err err = weft_dataset_items_page(a->o->state_path, a->o->dataset, a->version, offset, max,
+                                           NULL, &got, &got_count, NULL);
 
-    for (size_t i = offset; i < a->count && n < max; i++, n++) {
-        const struct weft_dataset_item *d = &a->items[i];
+    *count = 0;
+    if (err != WEFT_OK) {
+        return err;
+    }
+    for (size_t i = 0; i < got_count; i++, n++) {
+        const struct weft_dataset_item *d = &got[i];
 
         items[n].id = dup_or_null(d->id);
         items[n].input = dup_or_null(d->input != NULL ? d->input : "\"\"");
@@ -53,10 +62,11 @@ page(void *user, size_t offset, size_t max, struct weft__exp_item *items, size_t
             for (size_t j = 0; j <= n; j++) {
                 weft__exp_item_cleanup(&items[j]);
             }
-            *count = 0;
+            weft_dataset_items_free(got, got_count);
             return WEFT_ENOMEM;
         }
     }
+    weft_dataset_items_free(got, got_count);
     *count = n;
     return WEFT_OK;
 }
@@ -318,8 +328,12 @@ setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size
     const struct weft_experiment_options *o = a->o;
     const char *ev = NULL;
     struct weft_experiment e;
-    weft_err rc =
-        weft_dataset_show(o->state_path, o->dataset, o->dataset_version, ds, &a->items, &a->count);
+    char hash[WEFT_RUN_SNAPSHOT_HASH_LEN];
+    char why[256];
+    struct weft_dataset_item *none = NULL;
+    size_t none_count = 0;
+    weft_err rc = weft_dataset_items_page(o->state_path, o->dataset, o->dataset_version, 0, 0, ds,
+                                          &none, &none_count, &a->count);
 
     if (rc != WEFT_OK) {
         snprintf(err, err_len, "dataset %s%s: %s", o->dataset,
@@ -338,8 +352,8 @@ setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size
             return rc;
         }
     }
-    snprintf(version, 24, "%llu",
-             (unsigned long long)(o->dataset_version != 0 ? o->dataset_version : ds->version));
+    a->version = o->dataset_version != 0 ? o->dataset_version : ds->version;
+    snprintf(version, 24, "%llu", (unsigned long long)a->version);
     if (o->name != NULL) {
         snprintf(a->name, sizeof(a->name), "%s", o->name);
     } else {
@@ -350,6 +364,11 @@ setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size
     e.dataset = (char *)o->dataset;
     e.dataset_version = o->dataset_version != 0 ? o->dataset_version : ds->version;
     e.workflow = (char *)weft_workflow_name(o->workflow);
+    /* The workflow's version: the hash its runs' snapshots carry; a workflow too large or
+     * holding what looks like a credential keeps none, and the experiment records none. */
+    if (weft__rt_snapshot_hash(o->workflow, hash, why, sizeof(why)) == WEFT_OK) {
+        e.workflow_hash = hash;
+    }
     e.from_failure = o->from_failure;
     return weft_experiment_begin(o->state_path, &e, a->id, err, err_len);
 }
@@ -410,7 +429,6 @@ weft_experiment_run(const struct weft_experiment_options *o,
     weft_evaluators_free(a.evaluators);
     weft__llm_provider_free(a.judge);
     pthread_mutex_destroy(&a.judge_lock);
-    weft_dataset_items_free(a.items, a.count);
     weft_dataset_cleanup(&ds);
     return rc;
 }

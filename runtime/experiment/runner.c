@@ -11,7 +11,8 @@
 #include <time.h>
 #include <weft/runtime.h>
 
-#define MAX_TAGS 9 /* "experiment" and up to 8 of the caller's */
+#define MAX_TAGS 9  /* "experiment" and up to 8 of the caller's */
+#define PAGE_MIN 32 /* items read per page at least (see weft__exp_run()) */
 
 const char *
 weft_experiment_outcome_name(weft_experiment_outcome outcome)
@@ -412,6 +413,9 @@ weft__exp_run(const struct weft_experiment_options *o,
               size_t err_len)
 {
     unsigned k = o->concurrency != 0 ? o->concurrency : 4;
+    /* Items read per page: each page is one read of the state store (a connection of its
+     * own), so not fewer than PAGE_MIN however small the pool. */
+    size_t page_cap = k < PAGE_MIN ? PAGE_MIN : k;
     struct pool p;
     pthread_t threads[WEFT_EXPERIMENT_CONCURRENCY_MAX];
     size_t started = 0;
@@ -432,7 +436,7 @@ weft__exp_run(const struct weft_experiment_options *o,
     p.err = err;
     p.err_len = err_len;
     p.queue = calloc(k, sizeof(*p.queue));
-    page = calloc(k, sizeof(*page));
+    page = calloc(page_cap, sizeof(*page));
     if (p.queue == NULL || page == NULL) {
         free(p.queue);
         free(page);
@@ -447,7 +451,7 @@ weft__exp_run(const struct weft_experiment_options *o,
             break;
         }
     }
-    e = started == 0 ? WEFT_ENOMEM : produce(&p, page, k);
+    e = started == 0 ? WEFT_ENOMEM : produce(&p, page, page_cap);
     pthread_mutex_lock(&p.lock);
     p.is_done = true;
     pthread_cond_broadcast(&p.has_item);

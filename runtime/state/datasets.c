@@ -270,13 +270,34 @@ weft_err
 weft__ds_items(struct rt_state *st,
                const char *name,
                uint64_t version,
+               size_t offset,
+               size_t max,
                struct weft_dataset_item **out,
                size_t *count)
 {
     struct rows_read r = {.size = sizeof(struct weft_dataset_item), .read = read_item};
+    /* Both dialects take a LIMIT of any size; INT64_MAX reads as "all". */
+    uint64_t limit = max > (size_t)INT64_MAX ? (uint64_t)INT64_MAX : (uint64_t)max;
 
-    return collect(st, WEFT__DS_ITEMS, SQL_ARGS(SQL_KEY(name), SQL_U64(version)), &r, release_items,
-                   (void **)out, count);
+    return collect(st, WEFT__DS_ITEMS,
+                   SQL_ARGS(SQL_KEY(name), SQL_U64(version), SQL_U64(limit), SQL_U64(offset)), &r,
+                   release_items, (void **)out, count);
+}
+
+/* The first column of the one row as a count: *(size_t *)ctx. */
+static weft_err
+row_count(const struct weft__state_row *row, void *ctx)
+{
+    *(size_t *)ctx = (size_t)row_u64(row, 0);
+    return WEFT_OK;
+}
+
+weft_err
+weft__ds_items_count(struct rt_state *st, const char *name, uint64_t version, size_t *count)
+{
+    *count = 0;
+    return st->ops->ds_run(st, WEFT__DS_ITEMS_COUNT, SQL_ARGS(SQL_KEY(name), SQL_U64(version)),
+                           row_count, count);
 }
 
 weft_err

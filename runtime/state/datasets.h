@@ -37,13 +37,18 @@ weft__ds_item_add(struct rt_state *st, const char *name, const struct weft_datas
 /* Mark the current item @p id of @p name removed at @p version; *is_found says whether it was. */
 weft_err weft__ds_item_remove(
     struct rt_state *st, const char *name, const char *id, uint64_t version, bool *is_found);
-/* The items of @p name at @p version, in the order added. Ownership: *out is the caller's
- * (weft_dataset_items_free()). */
+/* At most @p max items of @p name at @p version from the @p offset-th, in the order added
+ * (SIZE_MAX: all). Ownership: *out is the caller's (weft_dataset_items_free()). */
 weft_err weft__ds_items(struct rt_state *st,
                         const char *name,
                         uint64_t version,
+                        size_t offset,
+                        size_t max,
                         struct weft_dataset_item **out,
                         size_t *count);
+/* How many items @p name holds at @p version. */
+weft_err
+weft__ds_items_count(struct rt_state *st, const char *name, uint64_t version, size_t *count);
 /* Delete @p name and its items. @return WEFT_OK, WEFT_ENOTFOUND, WEFT_EIO. */
 weft_err weft__ds_drop(struct rt_state *st, const char *name);
 

@@ -293,6 +293,28 @@ weft__rt_snapshot_build(
     return *out != NULL ? WEFT_OK : WEFT_ENOMEM;
 }
 
+weft_err
+weft__rt_snapshot_hash(const struct weft_workflow *wf,
+                       char out[WEFT_RUN_SNAPSHOT_HASH_LEN],
+                       char *why,
+                       size_t why_len)
+{
+    char *text = NULL;
+    json_t *doc = NULL;
+    weft_err err = weft__rt_snapshot_build(wf, NULL, &text, why, why_len);
+
+    out[0] = '\0';
+    if (err != WEFT_OK) {
+        return err;
+    }
+    doc = json_loads(text, 0, NULL);
+    weft__free(text);
+    snprintf(out, WEFT_RUN_SNAPSHOT_HASH_LEN, "%s",
+             doc != NULL ? json_string_value(json_object_get(doc, "hash")) : "");
+    json_decref(doc);
+    return out[0] != '\0' ? WEFT_OK : WEFT_ENOMEM;
+}
+
 void
 weft__rt_snapshot_save(struct rt_state *st,
                        const char *run_id,

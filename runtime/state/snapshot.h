@@ -21,6 +21,14 @@ const char *weft__rt_snapshot_unroot(const char *root, const char *path);
 weft_err weft__rt_snapshot_build(
     const struct weft_workflow *wf, const char *root, char **out, char *why, size_t why_len);
 
+/* The hash of @p wf's snapshot (as weft_run_snapshot.hash: every file's path and bytes), for
+ * what names a version of a workflow (an experiment's workflow_hash). @return as
+ * weft__rt_snapshot_build(). */
+weft_err weft__rt_snapshot_hash(const struct weft_workflow *wf,
+                                char out[WEFT_RUN_SNAPSHOT_HASH_LEN],
+                                char *why,
+                                size_t why_len);
+
 /* Build and store @p wf's snapshot (files named without @p root) for run @p run_id; a failure
  * is logged (WARN), never fatal: the run goes on without one. */
 void weft__rt_snapshot_save(struct rt_state *st,

@@ -28,7 +28,9 @@ enum weft__ds_stmt {
     WEFT__DS_ITEM_ADD,    /* id, dataset, input, expected, assertions, metadata, run_id,
                            * trace_id, fail_step, added_version */
     WEFT__DS_ITEM_REMOVE, /* dataset, id, version; RETURNING id */
-    WEFT__DS_ITEMS,       /* dataset, version -> ITEM columns, in the order added */
+    WEFT__DS_ITEMS,       /* dataset, version, limit, offset -> ITEM columns, in the order
+                           * added */
+    WEFT__DS_ITEMS_COUNT, /* dataset, version -> count */
     WEFT__EXP_BEGIN,      /* id, name, dataset, dataset_version, workflow, workflow_hash,
                            * from_failure, started_ns, status */
     WEFT__EXP_ITEM_PUT,   /* experiment_id, item_id, run_id, status, scores, tokens, cost,

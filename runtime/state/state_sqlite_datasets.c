@@ -33,7 +33,11 @@ static const char *const statements[WEFT__DS_STMT_COUNT] = {
                              " RETURNING id",
     [WEFT__DS_ITEMS] = "SELECT " ITEM_COLUMNS " FROM dataset_items WHERE dataset = ?1"
                        " AND added_version <= ?2"
-                       " AND (removed_version IS NULL OR removed_version > ?2) ORDER BY rowid",
+                       " AND (removed_version IS NULL OR removed_version > ?2) ORDER BY rowid"
+                       " LIMIT ?3 OFFSET ?4",
+    [WEFT__DS_ITEMS_COUNT] = "SELECT count(*) FROM dataset_items WHERE dataset = ?1"
+                             " AND added_version <= ?2"
+                             " AND (removed_version IS NULL OR removed_version > ?2)",
     [WEFT__EXP_BEGIN] = "INSERT INTO experiments (id, name, dataset, dataset_version, workflow,"
                         " workflow_hash, from_failure, started_ns, status)"
                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",

@@ -254,6 +254,15 @@ test_eval_support_triage_end_to_end(void **state)
     assert_non_null(json_string_value(json_object_get(first, "b_run_id")));
     assert_true(json_real_value(json_object_get(json_object_get(cmp, "deltas"), "pass_rate")) >
                 0.26);
+    /* Each experiment names its workflow's version: the fixed one differs, a rerun does not. */
+    assert_true(json_is_false(json_object_get(cmp, "same_workflow")));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(json_object_get(cmp, "a"), "workflow_hash")),
+               "fnv1a64:"));
+    json_decref(cmp);
+    cmp =
+        eval_json(f, (const char *const[]){"eval", "compare", "before", "gate", "--json", NULL}, 0);
+    assert_true(json_is_true(json_object_get(cmp, "same_workflow")));
     r = RUN(f, "eval", "compare", "before", "after");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "fixed 8   broken 0   unchanged 22"));

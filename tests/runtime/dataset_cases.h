@@ -513,10 +513,87 @@ test_experiment_round_trip(void **state)
         WEFT_ENOTFOUND);
 }
 
+/* A version read in pages is the version read whole: 40 items, 5 removed at version 2, 40 more
+ * added at version 3; version 2 read 7 at a time gives the same 35 items in the same order,
+ * max 0 gives only the count, a page past the end is empty. */
+static void
+test_dataset_items_in_pages(void **state)
+{
+    struct ds_fx *f = *state;
+    struct weft_dataset_source src = {0};
+    struct weft_dataset ds;
+    struct weft_dataset_item *whole = NULL;
+    struct weft_dataset_item *page = NULL;
+    const char *gone[5];
+    size_t n = 0;
+    size_t got = 0;
+    size_t total = 0;
+    size_t seen = 0;
+    size_t added = 0;
+    uint64_t version = 0;
+    char text[4096] = "";
+    char path[256];
+    char err[512] = "";
+
+    for (int i = 0; i < 40; i++) {
+        snprintf(text + strlen(text), sizeof(text) - strlen(text), "{\"input\": \"q%d\"}\n", i);
+    }
+    weft_test_write_file(f->dir, "forty.jsonl", text);
+    snprintf(path, sizeof(path), "%s/forty.jsonl", f->dir);
+    src.file = path;
+    assert_weft_ok(
+        weft_dataset_create(f->state, "paged", NULL, NULL, &src, &added, err, sizeof(err)));
+    ds_show(f, "paged", 1, &ds, &whole, &n);
+    assert_int_equal(n, 40);
+    for (int i = 0; i < 5; i++) {
+        gone[i] = whole[3 + 7 * i].id; /* spread over the pages */
+    }
+    assert_weft_ok(weft_dataset_rm(f->state, "paged", gone, 5, NULL, &version, err, sizeof(err)));
+    assert_int_equal(version, 2);
+    weft_dataset_items_free(whole, n);
+    weft_dataset_cleanup(&ds);
+    assert_weft_ok(weft_dataset_add(f->state, "paged", &src, &added, &version, err, sizeof(err)));
+    assert_int_equal(version, 3);
+    ds_show(f, "paged", 2, &ds, &whole, &n);
+    assert_int_equal(n, 35);
+    weft_dataset_cleanup(&ds);
+    for (size_t offset = 0;; offset += got) {
+        assert_weft_ok(
+            weft_dataset_items_page(f->state, "paged", 2, offset, 7, NULL, &page, &got, &total));
+        assert_int_equal(total, 35);
+        for (size_t i = 0; i < got; i++) {
+            assert_true(seen + i < n);
+            assert_string_equal(page[i].id, whole[seen + i].id);
+            assert_string_equal(page[i].input, whole[seen + i].input);
+        }
+        seen += got;
+        weft_dataset_items_free(page, got);
+        if (got < 7) {
+            break;
+        }
+    }
+    assert_int_equal(seen, 35);
+    weft_dataset_items_free(whole, n);
+    assert_weft_ok(weft_dataset_items_page(f->state, "paged", 0, 0, 0, &ds, &page, &got, &total));
+    assert_int_equal(got, 0);
+    assert_null(page);
+    assert_int_equal(total, 75);
+    assert_int_equal(ds.version, 3);
+    weft_dataset_cleanup(&ds);
+    assert_weft_ok(weft_dataset_items_page(f->state, "paged", 3, 500, 10, NULL, &page, &got, NULL));
+    assert_int_equal(got, 0);
+    assert_int_equal(
+        weft_dataset_items_page(f->state, "paged", 4, 0, 10, NULL, &page, &got, &total),
+        WEFT_EINVAL);
+    assert_int_equal(weft_dataset_items_page(f->state, "nope", 0, 0, 10, NULL, &page, &got, &total),
+                     WEFT_ENOTFOUND);
+}
+
 #define DATASET_CASES(setup, teardown)                                                        \
     cmocka_unit_test_setup_teardown(test_dataset_from_runs_failing_steps, setup, teardown),   \
         cmocka_unit_test_setup_teardown(test_dataset_files_versions_rm, setup, teardown),     \
         cmocka_unit_test_setup_teardown(test_dataset_bad_lines_add_nothing, setup, teardown), \
-        cmocka_unit_test_setup_teardown(test_experiment_round_trip, setup, teardown)
+        cmocka_unit_test_setup_teardown(test_experiment_round_trip, setup, teardown),         \
+        cmocka_unit_test_setup_teardown(test_dataset_items_in_pages, setup, teardown)
 
 #endif /* WEFT_TESTS_DATASET_CASES_H */
