@@ -9,7 +9,7 @@
 
 #include <weft/dataset.h>
 
-#include "report/experiment.h"
+#include "runtime/dataset/exp_load.h"
 
 /* Find @p ref (an id, a prefix of 4+ characters, or a name: its newest experiment) and load it.
  * @return CLI_EXIT_OK or CLI_EXIT_FAIL after saying why. */

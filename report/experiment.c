@@ -3,38 +3,6 @@
 
 #include <string.h>
 
-weft_err
-weft__exp_load(const char *state, const char *ref, struct weft__exp *x)
-{
-    char id[37];
-    weft_err err = WEFT_OK;
-
-    memset(x, 0, sizeof(*x));
-    err = weft_experiment_resolve(state, ref, id);
-    if (err != WEFT_OK) {
-        return err;
-    }
-    err = weft_experiment_load(state, id, &x->e, &x->items, &x->count);
-    if (err != WEFT_OK) {
-        return err;
-    }
-    x->summary = x->e.summary != NULL ? json_loads(x->e.summary, 0, NULL) : NULL;
-    if (!json_is_object(x->summary)) {
-        json_decref(x->summary);
-        x->summary = json_object();
-    }
-    return x->summary != NULL ? WEFT_OK : WEFT_ENOMEM;
-}
-
-void
-weft__exp_cleanup(struct weft__exp *x)
-{
-    weft_experiment_cleanup(&x->e);
-    weft_experiment_items_free(x->items, x->count);
-    json_decref(x->summary);
-    memset(x, 0, sizeof(*x));
-}
-
 double
 weft__exp_num(const json_t *summary, const char *key)
 {

@@ -20,21 +20,14 @@
 #define WEFT_DOC_SCHEMA_DATASETS    "weft.datasets/v1"
 #define WEFT_DOC_SCHEMA_DATASET     "weft.dataset/v1"
 
-/* An experiment with its items, as loaded by weft__exp_load(). */
+/* An experiment with its items, as runtime/dataset/exp_load.h's weft__exp_load() reads it
+ * (report/ builds documents from data and reads no store). */
 struct weft__exp {
     struct weft_experiment e;
     struct weft_experiment_item *items;
     size_t count;
     json_t *summary; /* the stored summary; {} when none */
 };
-
-/* Find experiment @p ref (an id, a unique id prefix of 4+ characters, or a name: its newest)
- * in the state store @p state (NULL: the default) and load it with its items into @p x.
- * @return WEFT_OK; WEFT_ENOTFOUND (no such experiment), WEFT_EINVAL (@p ref names several),
- * WEFT_EIO, WEFT_ENOMEM. Ownership: release @p x with weft__exp_cleanup() (also after an
- * error: it is zeroed first). */
-weft_err weft__exp_load(const char *state, const char *ref, struct weft__exp *x);
-void weft__exp_cleanup(struct weft__exp *x);
 
 /* A number of the stored summary (0 when absent). */
 double weft__exp_num(const json_t *summary, const char *key);

@@ -1,6 +1,7 @@
 /* runtime/dataset/experiment.c - experiments through the public API (include/weft/dataset.h):
  * what the `weft eval` runner records (begin, one row per item, end) and reads back. Each call
  * checks its arguments and bounds, then opens the state store for one transaction. */
+#include "runtime/dataset/exp_load.h"
 #include "runtime/state/datasets.h"
 
 #include "base/mem.h"
@@ -325,4 +326,36 @@ weft_experiment_load(const char *state_path,
     }
     weft__state_close(st);
     return rc;
+}
+
+weft_err
+weft__exp_load(const char *state, const char *ref, struct weft__exp *x)
+{
+    char id[37];
+    weft_err err = WEFT_OK;
+
+    memset(x, 0, sizeof(*x));
+    err = weft_experiment_resolve(state, ref, id);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    err = weft_experiment_load(state, id, &x->e, &x->items, &x->count);
+    if (err != WEFT_OK) {
+        return err;
+    }
+    x->summary = x->e.summary != NULL ? json_loads(x->e.summary, 0, NULL) : NULL;
+    if (!json_is_object(x->summary)) {
+        json_decref(x->summary);
+        x->summary = json_object();
+    }
+    return x->summary != NULL ? WEFT_OK : WEFT_ENOMEM;
+}
+
+void
+weft__exp_cleanup(struct weft__exp *x)
+{
+    weft_experiment_cleanup(&x->e);
+    weft_experiment_items_free(x->items, x->count);
+    json_decref(x->summary);
+    memset(x, 0, sizeof(*x));
 }
