@@ -100,9 +100,8 @@ set_time(json_t *o, const char *key, uint64_t ns)
     json_object_set_new(o, key, rfc3339(ns));
 }
 
-/* A JSON text stored in the database, parsed; @p fallback (consumed) when absent or corrupt. */
-static json_t *
-parsed_or(const char *text, json_t *fallback)
+json_t *
+weft__doc_parsed_or(const char *text, json_t *fallback)
 {
     json_t *j = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
 
@@ -146,7 +145,7 @@ json_t *
 weft__doc_run_info(const struct weft_run_info *info)
 {
     json_t *o = json_object();
-    json_t *loops = parsed_or(info->loops, json_object());
+    json_t *loops = weft__doc_parsed_or(info->loops, json_object());
 
     if (o == NULL) {
         json_decref(loops);
@@ -250,8 +249,9 @@ step_json(const struct weft_run_details *d, size_t i)
     json_object_set_new(o, "feedback", str_or_null(x != NULL ? x->feedback : NULL));
     json_object_set_new(o, "error_type", str_or_null(x != NULL ? x->error_type : NULL));
     json_object_set_new(o, "error",
-                        x != NULL && x->error != NULL ? parsed_or(x->error, str_or_null(x->error))
-                                                      : json_null());
+                        x != NULL && x->error != NULL
+                            ? weft__doc_parsed_or(x->error, str_or_null(x->error))
+                            : json_null());
     set_time(o, "started", x != NULL ? x->started_ns : 0);
     set_time(o, "ended", x != NULL ? x->ended_ns : 0);
     json_object_set_new(o, "duration_ns",
@@ -339,9 +339,11 @@ weft__doc_run_details(const struct weft_run_details *d)
         json_object_set_new(o, "seq", json_integer((json_int_t)c->seq));
         json_object_set_new(o, "failed_step", str_or_null(c->failed_step));
         json_object_set_new(o, "error_type", str_or_null(c->error_type));
-        json_object_set_new(o, "inserted", parsed_or(c->inserted, json_array()));
-        json_object_set_new(o, "depends_before", parsed_or(c->depends_before, json_array()));
-        json_object_set_new(o, "depends_after", parsed_or(c->depends_after, json_array()));
+        json_object_set_new(o, "inserted", weft__doc_parsed_or(c->inserted, json_array()));
+        json_object_set_new(o, "depends_before",
+                            weft__doc_parsed_or(c->depends_before, json_array()));
+        json_object_set_new(o, "depends_after",
+                            weft__doc_parsed_or(c->depends_after, json_array()));
         set_time(o, "created", c->created_ns);
         json_array_append_new(corrections, o);
     }

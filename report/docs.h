@@ -23,6 +23,10 @@
 #define WEFT_DOC_SCHEMA_SKILLS    "weft.skills/v1"
 #define WEFT_DOC_SCHEMA_SKILL     "weft.skill/v1"
 
+/* A JSON text stored in a database, parsed; @p fallback (a new reference, consumed) when absent
+ * or corrupt. */
+json_t *weft__doc_parsed_or(const char *text, json_t *fallback);
+
 /* One run of `weft runs` (also the "run" member of `weft run show`). */
 json_t *weft__doc_run_info(const struct weft_run_info *info);
 

@@ -1,5 +1,6 @@
 /* report/experiment.c - see experiment.h. */
 #include "report/experiment.h"
+#include "report/docs.h"
 
 #include <string.h>
 
@@ -9,29 +10,16 @@ weft__exp_num(const json_t *summary, const char *key)
     return json_number_value(json_object_get(summary, key));
 }
 
-/* Stored JSON text as JSON; @p fallback (a new reference) when absent or unreadable. */
-static json_t *
-stored_json(const char *text, json_t *fallback)
-{
-    json_t *v = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-
-    if (v == NULL) {
-        return fallback;
-    }
-    json_decref(fallback);
-    return v;
-}
-
 json_t *
 weft__doc_experiment_item(const struct weft_experiment_item *it)
 {
     return json_pack("{s:s, s:s?, s:s, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s?}", "item_id",
                      it->item_id, "run_id", it->run_id, "status", it->status, "scores",
-                     stored_json(it->scores, json_array()), "tokens", (json_int_t)it->tokens,
-                     "cost_usd", it->cost_usd, "duration_ns", (json_int_t)it->duration_ns, "loops",
-                     (json_int_t)it->loops, "stuck_loops", (json_int_t)it->stuck_loops,
-                     "corrections", (json_int_t)it->corrections, "llm_calls",
-                     (json_int_t)it->llm_calls, "error", it->error);
+                     weft__doc_parsed_or(it->scores, json_array()), "tokens",
+                     (json_int_t)it->tokens, "cost_usd", it->cost_usd, "duration_ns",
+                     (json_int_t)it->duration_ns, "loops", (json_int_t)it->loops, "stuck_loops",
+                     (json_int_t)it->stuck_loops, "corrections", (json_int_t)it->corrections,
+                     "llm_calls", (json_int_t)it->llm_calls, "error", it->error);
 }
 
 json_t *
@@ -42,7 +30,7 @@ weft__doc_experiment_info(const struct weft_experiment *e)
                      (json_int_t)e->dataset_version, "workflow", e->workflow, "workflow_hash",
                      e->workflow_hash, "status", e->status, "from_failure", e->from_failure,
                      "started_ns", (json_int_t)e->started_ns, "ended_ns", (json_int_t)e->ended_ns,
-                     "summary", stored_json(e->summary, json_object()));
+                     "summary", weft__doc_parsed_or(e->summary, json_object()));
 }
 
 json_t *
@@ -223,7 +211,7 @@ json_t *
 weft__doc_dataset_info(const struct weft_dataset *d)
 {
     return json_pack("{s:s, s:s?, s:o, s:I, s:I, s:I}", "name", d->name, "description",
-                     d->description, "evaluators", stored_json(d->evaluators, json_null()),
+                     d->description, "evaluators", weft__doc_parsed_or(d->evaluators, json_null()),
                      "version", (json_int_t)d->version, "items", (json_int_t)d->items, "created_ns",
                      (json_int_t)d->created_ns);
 }
@@ -242,12 +230,13 @@ weft__doc_datasets(const struct weft_dataset *list, size_t count)
 json_t *
 weft__doc_dataset_item(const struct weft_dataset_item *it)
 {
-    return json_pack(
-        "{s:s, s:o, s:o, s:o, s:o, s:s?, s:s?, s:s?, s:I}", "id", it->id, "input",
-        stored_json(it->input, json_null()), "expected", stored_json(it->expected, json_null()),
-        "assertions", stored_json(it->assertions, json_null()), "metadata",
-        stored_json(it->metadata, json_null()), "run_id", it->run_id, "trace_id", it->trace_id,
-        "fail_step", it->fail_step, "added_version", (json_int_t)it->added_version);
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:s?, s:s?, s:s?, s:I}", "id", it->id, "input",
+                     weft__doc_parsed_or(it->input, json_null()), "expected",
+                     weft__doc_parsed_or(it->expected, json_null()), "assertions",
+                     weft__doc_parsed_or(it->assertions, json_null()), "metadata",
+                     weft__doc_parsed_or(it->metadata, json_null()), "run_id", it->run_id,
+                     "trace_id", it->trace_id, "fail_step", it->fail_step, "added_version",
+                     (json_int_t)it->added_version);
 }
 
 json_t *
