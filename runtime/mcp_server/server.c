@@ -79,6 +79,7 @@ static const struct {
     {weft__mcp_tools_trace, &weft__mcp_tools_trace_count},
     {weft__mcp_tools_why, &weft__mcp_tools_why_count},
     {weft__mcp_tools_start, &weft__mcp_tools_start_count},
+    {weft__mcp_tools_datasets, &weft__mcp_tools_datasets_count},
     {weft__mcp_tools_eval, &weft__mcp_tools_eval_count},
 };
 #define TABLE_COUNT (sizeof(tool_tables) / sizeof(tool_tables[0]))
@@ -104,9 +105,11 @@ static const char instructions[] =
     "deepest error and its causes: exit status, budget, stuck loop, last answer), get_trace and "
     "get_span for the spans, search_spans to find spans by "
     "attribute across recent traces; start_run runs a workflow file from the allowed "
-    "directory; list_datasets, list_experiments and get_experiment read the datasets and the "
-    "results of `weft eval` experiments (which items failed, their scores and runs). Run ids "
-    "accept a unique prefix or \"last\".";
+    "directory; list_datasets and show_dataset read the datasets (inputs, often failed runs with "
+    "their failing step), list_experiments and get_experiment the results of `weft eval` "
+    "experiments (which items failed, their scores and runs), and compare_experiments two of "
+    "them (items fixed and broken, with both runs): why_failed, change the workflow, `weft "
+    "eval`, compare_experiments. Run ids accept a unique prefix or \"last\".";
 
 /* ---------------------------------------------------------------------------------------- */
 /* JSON-RPC                                                                                   */

@@ -148,6 +148,28 @@ weft__mcp_attrs_json(const struct weft_attr *attrs, size_t count)
     return o;
 }
 
+/* The report's documents (report/experiment.h) count time in nanoseconds since the epoch; the
+ * MCP results have always given times in RFC 3339 too (list_runs' "started"), which a model
+ * reads without arithmetic. */
+bool
+weft__mcp_add_time(json_t *o, const char *ns_key, const char *key)
+{
+    json_int_t ns = json_integer_value(json_object_get(o, ns_key));
+
+    return json_object_set_new(o, key, weft__mcp_time_json(ns > 0 ? (uint64_t)ns : 0)) == 0;
+}
+
+bool
+weft__mcp_cut_member(json_t *o, const char *key, size_t max)
+{
+    const json_t *v = json_object_get(o, key);
+
+    if (!json_is_string(v) || json_string_length(v) <= max) {
+        return true;
+    }
+    return json_object_set_new(o, key, weft__mcp_text_json(json_string_value(v), max)) == 0;
+}
+
 /* Is @p text's JSON size within @p budget? Adds it to *used when it is. */
 bool
 weft__mcp_fits(const json_t *item, size_t *used, size_t budget)

@@ -68,8 +68,10 @@ extern const struct tool weft__mcp_tools_why[]; /* why_failed (tools_why.c) */
 extern const size_t weft__mcp_tools_why_count;
 extern const struct tool weft__mcp_tools_start[]; /* start_run (tools_start.c) */
 extern const size_t weft__mcp_tools_start_count;
+extern const struct tool weft__mcp_tools_datasets[]; /* list_datasets, show_dataset */
+extern const size_t weft__mcp_tools_datasets_count;
 extern const struct tool
-    weft__mcp_tools_eval[]; /* list_datasets, list_experiments, get_experiment */
+    weft__mcp_tools_eval[]; /* list_experiments, get_experiment, compare_experiments */
 extern const size_t weft__mcp_tools_eval_count;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -100,6 +102,14 @@ const char *weft__mcp_status_name(weft_status_code code);
  * set of attributes as an object. New references. */
 json_t *weft__mcp_value_json(const struct weft_value *v);
 json_t *weft__mcp_attrs_json(const struct weft_attr *attrs, size_t count);
+
+/* Set @p key of @p o to the RFC 3339 time of its integer member @p ns_key (nanoseconds since
+ * the epoch; null when 0 or absent). false when out of memory. */
+bool weft__mcp_add_time(json_t *o, const char *ns_key, const char *key);
+
+/* Cut string member @p key of @p o to @p max bytes as weft__mcp_text_json() does (nothing when
+ * it is shorter or not a string). false when out of memory. */
+bool weft__mcp_cut_member(json_t *o, const char *key, size_t max);
 
 /* Is @p item's JSON size within @p budget? Adds it to *used when it is. */
 bool weft__mcp_fits(const json_t *item, size_t *used, size_t budget);

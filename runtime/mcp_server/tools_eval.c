@@ -1,72 +1,59 @@
-/* runtime/mcp_server/tools_eval.c - list_datasets, list_experiments and get_experiment
- * (docs/mcp.md): the datasets and experiments of the state store (include/weft/dataset.h,
+/* runtime/mcp_server/tools_eval.c - list_experiments, get_experiment and compare_experiments
+ * (docs/mcp.md): the experiments of the state store (include/weft/dataset.h,
  * docs/experiments.md), so that an agent can run the loop from a failed run to a passing
- * experiment: why_failed, change the workflow, `weft eval`, read the results here.
+ * experiment: why_failed, change the workflow, `weft eval`, compare_experiments.
+ *
+ * The JSON is report/experiment.h's (`weft eval list|show|compare --json` and `weft serve`
+ * send the same), with what the MCP results have promised since get_experiment came
+ * (docs/mcp.md): RFC 3339 "started"/"ended" beside the _ns times, "duration_ms" beside
+ * "duration_ns", and an item's error cut at WEFT__MCP_MAX_TEXT_BYTES (the stored one may hold
+ * 64 KiB, which would crowd the other items out of the result).
  */
 #include "runtime/mcp_server/tools.h"
+
+#include "runtime/dataset/exp_load.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <weft/dataset.h>
 
-#define MAX_LIST 500 /* datasets or experiments listed at most */
+#define MAX_LIST 500 /* experiments listed at most */
 
-/* What the state store said, as the tool's error; true when it said nothing wrong. */
-static bool
-store_ok(weft_err err, struct tool_out *to)
-{
-    if (err == WEFT_OK || err == WEFT_ENOTFOUND) {
-        return true;
-    }
-    weft__mcp_fail_tool(to, "the state database cannot be read: %s", weft_strerror(err));
-    return false;
-}
-
-static void
-tool_list_datasets(struct weft_mcp_server *srv, const json_t *args, struct tool_out *to)
-{
-    struct weft_dataset *ds = NULL;
-    size_t count = 0;
-    json_t *list = NULL;
-
-    (void)args;
-    if (!store_ok(weft_datasets_list(srv->state_path, &ds, &count), to)) {
-        return;
-    }
-    list = json_array();
-    for (size_t i = 0; list != NULL && i < count && i < MAX_LIST; i++) {
-        json_array_append_new(
-            list, json_pack("{s:s, s:I, s:I, s:o, s:o}", "name", ds[i].name, "version",
-                            (json_int_t)ds[i].version, "items", (json_int_t)ds[i].items, "created",
-                            weft__mcp_time_json(ds[i].created_ns), "description",
-                            weft__mcp_text_json(ds[i].description, WEFT__MCP_MAX_TEXT_BYTES)));
-    }
-    to->result = list != NULL ? json_pack("{s:o, s:I, s:b}", "datasets", list, "count",
-                                          (json_int_t)count, "truncated", count > MAX_LIST)
-                              : NULL;
-    weft_datasets_free(ds, count);
-}
-
-/* An experiment's summary as stored (a JSON object), or null. */
-static json_t *
-summary_json(const struct weft_experiment *e)
-{
-    json_t *s = e->summary != NULL ? json_loads(e->summary, 0, NULL) : NULL;
-
-    return s != NULL ? s : json_null();
-}
-
+/* An experiment (no items) as the tools give it; NULL when out of memory. */
 static json_t *
 experiment_json(const struct weft_experiment *e)
 {
-    return json_pack("{s:s, s:s, s:s, s:I, s:s, s:b, s:s, s:o, s:o, s:o}", "id", e->id, "name",
-                     e->name != NULL ? e->name : "", "dataset", e->dataset, "dataset_version",
-                     (json_int_t)e->dataset_version, "workflow",
-                     e->workflow != NULL ? e->workflow : "", "from_failure", e->from_failure,
-                     "status", e->status != NULL ? e->status : "", "started",
-                     weft__mcp_time_json(e->started_ns), "ended",
-                     e->ended_ns != 0 ? weft__mcp_time_json(e->ended_ns) : json_null(), "summary",
-                     summary_json(e));
+    json_t *o = weft__doc_experiment_info(e);
+
+    if (o == NULL || !weft__mcp_add_time(o, "started_ns", "started") ||
+        !weft__mcp_add_time(o, "ended_ns", "ended")) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A nanosecond member of @p o also as milliseconds (@p key); false when out of memory. */
+static bool
+add_ms(json_t *o, const char *ns_key, const char *key)
+{
+    double ns = json_number_value(json_object_get(o, ns_key));
+
+    return json_object_set_new(o, key, json_real(ns / 1e6)) == 0;
+}
+
+/* One item's result as get_experiment gives it; NULL when out of memory. */
+static json_t *
+item_json(const struct weft_experiment_item *it)
+{
+    json_t *o = weft__doc_experiment_item(it);
+
+    if (o == NULL || !add_ms(o, "duration_ns", "duration_ms") ||
+        !weft__mcp_cut_member(o, "error", WEFT__MCP_MAX_TEXT_BYTES)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static void
@@ -78,16 +65,26 @@ tool_list_experiments(struct weft_mcp_server *srv, const json_t *args, struct to
     json_t *list = NULL;
     size_t used = 0;
     bool is_truncated = false;
+    weft_err err = WEFT_OK;
 
-    if (!weft__mcp_str_arg(args, "dataset", false, &dataset, to) ||
-        !store_ok(weft_experiments_list(srv->state_path, dataset, &e, &count), to)) {
+    if (!weft__mcp_str_arg(args, "dataset", false, &dataset, to)) {
+        return;
+    }
+    err = weft_experiments_list(srv->state_path, dataset, &e, &count);
+    if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+        weft__mcp_fail_tool(to, "the state database cannot be read: %s", weft_strerror(err));
         return;
     }
     list = json_array();
     for (size_t i = 0; list != NULL && i < count; i++) {
-        json_t *item = experiment_json(&e[i]);
+        json_t *item = i < MAX_LIST ? experiment_json(&e[i]) : NULL;
 
-        if (item == NULL || i >= MAX_LIST || !weft__mcp_fits(item, &used, srv->max_result - 1024)) {
+        if (i < MAX_LIST && item == NULL) {
+            json_decref(list);
+            list = NULL;
+            break;
+        }
+        if (item == NULL || !weft__mcp_fits(item, &used, srv->max_result - 1024)) {
             json_decref(item);
             is_truncated = true;
             break;
@@ -100,102 +97,167 @@ tool_list_experiments(struct weft_mcp_server *srv, const json_t *args, struct to
     weft_experiments_free(e, count);
 }
 
-/* The full id of experiment @p ref: an id, a prefix of 4 or more characters, or a name (its
- * newest experiment). false with @p to's error otherwise. */
+/* Load experiment @p ref (an id, a prefix of 4 or more characters, or a name: its newest) into
+ * @p x; false with @p to's error otherwise. Release @p x with weft__exp_cleanup() either way. */
 static bool
-resolve_experiment(struct weft_mcp_server *srv, const char *ref, char *id, struct tool_out *to)
+load_experiment(struct weft_mcp_server *srv,
+                const char *ref,
+                struct weft__exp *x,
+                struct tool_out *to)
 {
-    weft_err err = weft_experiment_resolve(srv->state_path, ref, id);
+    weft_err err = weft__exp_load(srv->state_path, ref, x);
 
     if (err == WEFT_OK) {
         return true;
     }
-    if (err == WEFT_ENOTFOUND || err == WEFT_EINVAL) {
+    if (err == WEFT_ENOTFOUND) {
+        weft__mcp_fail_tool(to, "no experiment %s: list_experiments shows them", ref);
+    } else if (err == WEFT_EINVAL) {
         weft__mcp_fail_tool(to,
-                            err == WEFT_ENOTFOUND
-                                ? "no experiment %s: list_experiments shows them"
-                                : "%s names several experiments: give more of the id",
+                            "%s names several experiments: give more of the id "
+                            "(list_experiments shows them)",
                             ref);
     } else {
-        weft__mcp_fail_tool(to, "the state database cannot be read: %s", weft_strerror(err));
+        weft__mcp_fail_tool(to, "experiment %s cannot be read: %s", ref, weft_strerror(err));
     }
     return false;
 }
 
-static json_t *
-item_json(const struct weft_experiment_item *it)
+/* Add @p item to @p list when it fits the result's budget; false when it does not (or is
+ * NULL: out of memory, *is_oom set). Consumes @p item. */
+static bool
+append_fitting(struct weft_mcp_server *srv, json_t *list, json_t *item, size_t *used, bool *is_oom)
 {
-    json_t *scores = it->scores != NULL ? json_loads(it->scores, 0, NULL) : NULL;
+    if (item == NULL) {
+        *is_oom = true;
+        return false;
+    }
+    if (!weft__mcp_fits(item, used, srv->max_result - 256)) {
+        json_decref(item);
+        return false;
+    }
+    if (json_array_append_new(list, item) != 0) {
+        *is_oom = true;
+        return false;
+    }
+    return true;
+}
 
-    return json_pack(
-        "{s:s, s:o, s:s, s:o, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:o}", "item_id", it->item_id,
-        "run_id", it->run_id != NULL ? json_string(it->run_id) : json_null(), "status", it->status,
-        "scores", scores != NULL ? scores : json_array(), "tokens", (json_int_t)it->tokens,
-        "cost_usd", it->cost_usd, "duration_ms", (double)it->duration_ns / 1e6, "loops",
-        (json_int_t)it->loops, "stuck_loops", (json_int_t)it->stuck_loops, "corrections",
-        (json_int_t)it->corrections, "llm_calls", (json_int_t)it->llm_calls, "error",
-        weft__mcp_text_json(it->error, WEFT__MCP_MAX_TEXT_BYTES));
+/* @p result with "items" (@p list), "count" and "truncated" set, or NULL when out of memory
+ * (*is_oom, or a member that could not be set). Consumes @p result and @p list. */
+static json_t *
+finish(json_t *result, json_t *list, size_t count, bool is_truncated, bool is_oom)
+{
+    if (is_oom || result == NULL || list == NULL) {
+        json_decref(list);
+        json_decref(result);
+        return NULL;
+    }
+    if (json_object_set_new(result, "items", list) != 0 ||
+        json_object_set_new(result, "count", json_integer((json_int_t)count)) != 0 ||
+        json_object_set_new(result, "truncated", json_boolean(is_truncated)) != 0) {
+        json_decref(result);
+        return NULL;
+    }
+    return result;
 }
 
 static void
 tool_get_experiment(struct weft_mcp_server *srv, const json_t *args, struct tool_out *to)
 {
-    struct weft_experiment e;
-    struct weft_experiment_item *items = NULL;
-    size_t count = 0;
+    struct weft__exp x;
     const char *ref = NULL;
-    char id[37];
+    json_t *result = NULL;
     json_t *list = NULL;
     size_t used = 0;
     bool is_truncated = false;
-    weft_err err = WEFT_OK;
+    bool is_oom = false;
 
-    memset(&e, 0, sizeof(e));
+    memset(&x, 0, sizeof(x));
     if (!weft__mcp_str_arg(args, "experiment", true, &ref, to) ||
-        !resolve_experiment(srv, ref, id, to)) {
+        !load_experiment(srv, ref, &x, to)) {
+        weft__exp_cleanup(&x);
         return;
     }
-    err = weft_experiment_load(srv->state_path, id, &e, &items, &count);
-    if (err != WEFT_OK) {
-        weft__mcp_fail_tool(to, "experiment %s cannot be read: %s", id, weft_strerror(err));
-        return;
-    }
+    result = json_pack("{s:o}", "experiment", experiment_json(&x.e));
+    list = result != NULL ? json_array() : NULL;
+    used = result != NULL ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0;
     /* Failed and errored items first: what an agent fixing the workflow reads. */
-    list = json_array();
-    for (int pass = 0; list != NULL && pass < 2 && !is_truncated; pass++) {
-        for (size_t i = 0; i < count; i++) {
-            bool is_passed = strcmp(items[i].status, "passed") == 0;
-            json_t *item = (pass == 0) != is_passed ? item_json(&items[i]) : NULL;
+    for (int pass = 0; list != NULL && pass < 2 && !is_truncated && !is_oom; pass++) {
+        for (size_t i = 0; i < x.count; i++) {
+            bool is_passed = strcmp(x.items[i].status, "passed") == 0;
 
-            if (item != NULL && !weft__mcp_fits(item, &used, srv->max_result - 4096)) {
-                json_decref(item);
+            if ((pass == 0) != is_passed &&
+                !append_fitting(srv, list, item_json(&x.items[i]), &used, &is_oom)) {
                 is_truncated = true;
                 break;
             }
-            if (item != NULL) {
-                json_array_append_new(list, item);
-            }
         }
     }
-    to->result = list != NULL
-                     ? json_pack("{s:o, s:o, s:I, s:b}", "experiment", experiment_json(&e), "items",
-                                 list, "count", (json_int_t)count, "truncated", is_truncated)
-                     : NULL;
-    weft_experiment_items_free(items, count);
-    weft_experiment_cleanup(&e);
+    to->result = finish(result, list, x.count, is_truncated, is_oom);
+    weft__exp_cleanup(&x);
+}
+
+/* The comparison of @p a and @p b (report/experiment.h's weft.experiment_compare/v1) with its
+ * experiments as experiment_json() gives them; NULL when out of memory. Its "items" are left
+ * out: the caller lists them within the budget. */
+static json_t *
+compare_json(const struct weft__exp *a, const struct weft__exp *b, json_t **items)
+{
+    json_t *doc = weft__doc_experiment_compare(a, b);
+
+    *items = NULL;
+    if (doc == NULL || json_object_set_new(doc, "a", experiment_json(&a->e)) != 0 ||
+        json_object_set_new(doc, "b", experiment_json(&b->e)) != 0 ||
+        !add_ms(json_object_get(doc, "deltas"), "duration_ns", "duration_ms")) {
+        json_decref(doc);
+        return NULL;
+    }
+    *items = json_incref(json_object_get(doc, "items"));
+    json_object_del(doc, "items");
+    return doc;
+}
+
+static void
+tool_compare_experiments(struct weft_mcp_server *srv, const json_t *args, struct tool_out *to)
+{
+    struct weft__exp a;
+    struct weft__exp b;
+    const char *ra = NULL;
+    const char *rb = NULL;
+    json_t *result = NULL;
+    json_t *all = NULL;
+    json_t *list = NULL;
+    size_t used = 0;
+    bool is_truncated = false;
+    bool is_oom = false;
+
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    if (!weft__mcp_str_arg(args, "a", true, &ra, to) ||
+        !weft__mcp_str_arg(args, "b", true, &rb, to) || !load_experiment(srv, ra, &a, to) ||
+        !load_experiment(srv, rb, &b, to)) {
+        weft__exp_cleanup(&a);
+        weft__exp_cleanup(&b);
+        return;
+    }
+    result = compare_json(&a, &b, &all);
+    list = result != NULL ? json_array() : NULL;
+    used = result != NULL ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0;
+    /* The changed items come first in the document: what is cut is unchanged ones first. */
+    for (size_t i = 0; list != NULL && i < json_array_size(all); i++) {
+        if (!append_fitting(srv, list, json_incref(json_array_get(all, i)), &used, &is_oom)) {
+            is_truncated = true;
+            break;
+        }
+    }
+    to->result = finish(result, list, json_array_size(all), is_truncated, is_oom);
+    json_decref(all);
+    weft__exp_cleanup(&a);
+    weft__exp_cleanup(&b);
 }
 
 const struct tool weft__mcp_tools_eval[] = {
-    {"list_datasets", "List datasets",
-     "List the datasets of the state store (weft dataset): name, latest version, items in it, "
-     "when it was made. A dataset holds inputs (often the failed runs of a workflow, each with "
-     "the step where it went wrong) that `weft eval WORKFLOW --dataset NAME` runs a workflow "
-     "over.",
-     "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
-     "{\"type\":\"object\",\"properties\":{\"datasets\":{\"type\":\"array\",\"items\":{\"type\":"
-     "\"object\"}},\"count\":{\"type\":\"integer\"},\"truncated\":{\"type\":\"boolean\"}},"
-     "\"required\":[\"datasets\",\"count\",\"truncated\"]}",
-     tool_list_datasets, true},
     {"list_experiments", "List experiments",
      "List experiments (`weft eval` runs of a workflow over a dataset version), newest first: "
      "id, name, dataset and version, workflow, from_failure, status and the summary (items, "
@@ -218,6 +280,26 @@ const struct tool weft__mcp_tools_eval[] = {
      "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"experiment\",\"items\",\"count\","
      "\"truncated\"]}",
      tool_get_experiment, true},
+    {"compare_experiments", "Compare two experiments",
+     "Compare experiment b with experiment a (say, the workflow after a change with the one "
+     "before, over the same dataset): counts of items fixed (passed only in b), broken (passed "
+     "only in a) and unchanged (added and removed for items in only one), the deltas b - a "
+     "(pass rate, mean reward, cost, tokens, duration, loops), and the items with both "
+     "statuses and both run ids, the changed ones first (why_failed on b_run_id says why an "
+     "item broke). a and b may be ids, prefixes of 4+ characters, or names (the newest).",
+     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"description\":\"the "
+     "experiment compared with (before): id, id prefix or name\"},\"b\":{\"type\":\"string\","
+     "\"description\":\"the experiment compared (after): id, id prefix or name\"}},"
+     "\"required\":[\"a\",\"b\"],\"additionalProperties\":false}",
+     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\"},\"b\":{\"type\":"
+     "\"object\"},\"counts\":{\"type\":\"object\",\"properties\":{\"fixed\":{\"type\":"
+     "\"integer\"},\"broken\":{\"type\":\"integer\"},\"unchanged\":{\"type\":\"integer\"},"
+     "\"added\":{\"type\":\"integer\"},\"removed\":{\"type\":\"integer\"}},\"required\":["
+     "\"fixed\",\"broken\",\"unchanged\"]},\"deltas\":{\"type\":\"object\"},\"items\":{"
+     "\"type\":\"array\",\"items\":{\"type\":\"object\"}},\"count\":{\"type\":\"integer\"},"
+     "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"a\",\"b\",\"counts\",\"deltas\","
+     "\"items\",\"count\",\"truncated\"]}",
+     tool_compare_experiments, true},
 };
 const size_t weft__mcp_tools_eval_count =
     sizeof(weft__mcp_tools_eval) / sizeof(weft__mcp_tools_eval[0]);

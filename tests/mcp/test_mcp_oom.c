@@ -1,7 +1,9 @@
 /* tests/mcp/test_mcp_oom.c - out-of-memory loops (tests/support/failalloc.h) over the MCP
  * modules that allocate from input: a server entry's parse (runtime/mcp/config.c) and
- * weft mcp serve's message handling (runtime/mcp_server/server.c) and its why_failed tool over a
- * stored failed run (tools_why.c). Each allocation in turn fails:
+ * weft mcp serve's message handling (runtime/mcp_server/server.c), its why_failed tool over a
+ * stored failed run (tools_why.c), and show_dataset, get_experiment and compare_experiments over
+ * a dataset made from it and two experiments (tools_datasets.c, tools_eval.c). Each allocation in
+ * turn fails:
  * the call fails cleanly (nothing half-built, nothing leaked: ASan's leak check runs this test in
  * `make test`) or succeeds, and with enough memory it succeeds.
  */
@@ -133,22 +135,31 @@ test_mcp_server_handle_out_of_memory(void **state)
     free(dir);
 }
 
-/* why_failed over a stored failed run (a command step exiting 4): the document, the stored
- * error and the summary built at every budget, or the call fails cleanly. */
-static void
-test_mcp_why_failed_out_of_memory(void **state)
+/* `weft ARGS...` in WEFT_HOME @p home, from @p dir. @return the exit status. */
+static int
+weft_in(const char *dir, const char *home, const char *const *args)
 {
-    char *dir = weft_test_mkdtemp("weft-mcp-oom-why-");
-    char home[600];
+    const char *argv[16] = {WEFT_BINARY_DIR "/weft"};
     char env_home[700];
+    const char *env[] = {env_home, "OTEL_*", NULL};
+    size_t n = 1;
+
+    snprintf(env_home, sizeof(env_home), "WEFT_HOME=%s", home);
+    for (size_t i = 0; args[i] != NULL && n < 15; i++) {
+        argv[n++] = args[i];
+    }
+    return weft_test_run(argv, env, dir, NULL, 60000);
+}
+
+/* A stored failed run in WEFT_HOME @p home (in @p dir): fail.json, one command step (boom)
+ * exiting 4. */
+static void
+make_failed_run(const char *dir, const char *home)
+{
     char wf[600];
     char script[600];
     FILE *f = NULL;
 
-    (void)state;
-    assert_non_null(dir);
-    snprintf(home, sizeof(home), "%s/home", dir);
-    snprintf(env_home, sizeof(env_home), "WEFT_HOME=%s", home);
     snprintf(wf, sizeof(wf), "%s/fail.json", dir);
     f = fopen(wf, "w");
     assert_non_null(f);
@@ -164,17 +175,72 @@ test_mcp_why_failed_out_of_memory(void **state)
     assert_non_null(f);
     fputs("{\"version\": 1, \"responses\": {}}\n", f);
     assert_int_equal(fclose(f), 0);
-    {
-        const char *argv[] = {WEFT_BINARY_DIR "/weft", "run", "-q", "--no-trace", wf, NULL};
-        const char *env[] = {env_home, "OTEL_*", NULL};
+    assert_int_equal(weft_in(dir, home, (const char *const[]){"run", "-q", "--no-trace", wf, NULL}),
+                     1);
+}
 
-        assert_int_equal(weft_test_run(argv, env, dir, NULL, 60000), 1);
-    }
+/* why_failed over a stored failed run (a command step exiting 4): the document, the stored
+ * error and the summary built at every budget, or the call fails cleanly. */
+static void
+test_mcp_why_failed_out_of_memory(void **state)
+{
+    char *dir = weft_test_mkdtemp("weft-mcp-oom-why-");
+    char home[600];
+
+    (void)state;
+    assert_non_null(dir);
+    snprintf(home, sizeof(home), "%s/home", dir);
+    make_failed_run(dir, home);
     oom_loop_handle_in(dir, home, 20000,
                        "{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"tools/call\", "
                        "\"params\": {\"name\": \"why_failed\", \"arguments\": {\"run_id\": "
                        "\"last\"}}}",
                        "cause: step boom exited with status 4");
+    weft_test_rm_rf(dir);
+    free(dir);
+}
+
+/* show_dataset over a dataset made from the failed run, and compare_experiments of two
+ * experiments over it (each item fails in both: unchanged). */
+static void
+test_mcp_eval_tools_out_of_memory(void **state)
+{
+    char *dir = weft_test_mkdtemp("weft-mcp-oom-eval-");
+    char home[600];
+    char wf[600];
+
+    (void)state;
+    assert_non_null(dir);
+    snprintf(home, sizeof(home), "%s/home", dir);
+    snprintf(wf, sizeof(wf), "%s/fail.json", dir);
+    make_failed_run(dir, home);
+    assert_int_equal(weft_in(dir, home,
+                             (const char *const[]){"dataset", "create", "fails", "--from-runs",
+                                                   "--status", "failed", NULL}),
+                     0);
+    assert_int_equal(weft_in(dir, home,
+                             (const char *const[]){"eval", wf, "--dataset", "fails", "--name",
+                                                   "one", "-q", NULL}),
+                     0);
+    assert_int_equal(weft_in(dir, home,
+                             (const char *const[]){"eval", wf, "--dataset", "fails", "--name",
+                                                   "two", "-q", NULL}),
+                     0);
+    oom_loop_handle_in(dir, home, 20000,
+                       "{\"jsonrpc\": \"2.0\", \"id\": 4, \"method\": \"tools/call\", "
+                       "\"params\": {\"name\": \"show_dataset\", \"arguments\": {\"dataset\": "
+                       "\"fails@1\", \"failing_only\": true}}}",
+                       "\"fail_step\":\"boom\"");
+    oom_loop_handle_in(dir, home, 20000,
+                       "{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": \"tools/call\", "
+                       "\"params\": {\"name\": \"compare_experiments\", \"arguments\": "
+                       "{\"a\": \"one\", \"b\": \"two\"}}}",
+                       "\"unchanged\":1");
+    oom_loop_handle_in(dir, home, 20000,
+                       "{\"jsonrpc\": \"2.0\", \"id\": 6, \"method\": \"tools/call\", "
+                       "\"params\": {\"name\": \"get_experiment\", \"arguments\": "
+                       "{\"experiment\": \"two\"}}}",
+                       "\"status\":\"failed\"");
     weft_test_rm_rf(dir);
     free(dir);
 }
@@ -186,6 +252,7 @@ main(void)
         cmocka_unit_test(test_mcp_entry_parse_out_of_memory),
         cmocka_unit_test(test_mcp_server_handle_out_of_memory),
         cmocka_unit_test(test_mcp_why_failed_out_of_memory),
+        cmocka_unit_test(test_mcp_eval_tools_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -113,8 +114,11 @@ weft_cmd(const char *const *args)
 #define REPLY \
     "Thanks for writing in: we have your ticket and the right team will answer within a day."
 
-/* A dataset of two tickets and an experiment over it (before the runs below: the failing run
- * stays the last): one reply is not what the item expects (failed), one is (passed). */
+/* A dataset of three tickets and two experiments over it (before the runs below: the failing
+ * run stays the last). mcp-before runs examples/support_triage/workflow.json, whose router has
+ * no queue for refunds (those runs fail at step route); mcp-exp runs workflow_fixed.json. The
+ * first reply is not what its item expects (failed in both), the invoice passes in both, and
+ * the second refund passes only after the fix: compared, one item fixed, two unchanged. */
 static void
 make_experiment(void)
 {
@@ -123,16 +127,48 @@ make_experiment(void)
 
     weft_test_write_file(fx.dir, "items.jsonl",
                          "{\"input\": \"Please refund my order\", \"expected\": \"Refunded.\"}\n"
-                         "{\"input\": \"Where is my invoice?\", \"expected\": \"" REPLY "\"}\n");
+                         "{\"input\": \"Where is my invoice?\", \"expected\": \"" REPLY "\"}\n"
+                         "{\"input\": \"Refund: charged twice\", \"expected\": \"" REPLY "\"}\n");
     weft_test_write_file(fx.dir, "exact.json", "[{\"name\": \"reply\", \"type\": \"exact\"}]");
     snprintf(items, sizeof(items), "%s/items.jsonl", fx.dir);
     snprintf(evals, sizeof(evals), "%s/exact.json", fx.dir);
     assert_int_equal(
         weft_cmd((const char *const[]){"dataset", "create", "tickets", "--file", items, NULL}), 0);
     assert_int_equal(weft_cmd((const char *const[]){
+                         "eval", EXAMPLES "/support_triage/workflow.json", "--dataset", "tickets",
+                         "--name", "mcp-before", "--evaluators", evals, "-q", NULL}),
+                     0);
+    assert_int_equal(weft_cmd((const char *const[]){
                          "eval", EXAMPLES "/support_triage/workflow_fixed.json", "--dataset",
                          "tickets", "--name", "mcp-exp", "--evaluators", evals, "-q", NULL}),
                      0);
+}
+
+/* Datasets made after the runs (they start none): "failures", version 1 the failed run of
+ * always-fails (with its failing step), version 2 that and the three tickets of a file; "big",
+ * 80 items of 2,000 bytes each, more than a server capped at 64 KiB answers at once. */
+static void
+make_datasets(void)
+{
+    char items[700];
+    char big[700];
+    FILE *f = NULL;
+
+    snprintf(items, sizeof(items), "%s/items.jsonl", fx.dir);
+    assert_int_equal(weft_cmd((const char *const[]){"dataset", "create", "failures", "--from-runs",
+                                                    "--workflow", "always-fails", NULL}),
+                     0);
+    assert_int_equal(
+        weft_cmd((const char *const[]){"dataset", "add", "failures", "--file", items, NULL}), 0);
+    snprintf(big, sizeof(big), "%s/big.jsonl", fx.dir);
+    f = fopen(big, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 80; i++) {
+        fprintf(f, "{\"input\": \"%04d %01996d\"}\n", i, 0);
+    }
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(
+        weft_cmd((const char *const[]){"dataset", "create", "big", "--file", big, NULL}), 0);
 }
 
 static struct weft__mcp_client *
@@ -298,6 +334,7 @@ group_setup(void **state)
     assert_int_equal(weft_run_env(path, "OTEL_SDK_DISABLED=true"), 1); /* failed, no trace */
     snprintf(path, sizeof(path), "%s/fail.json", fx.dir);
     assert_int_equal(weft_run_example(path), 1); /* failed: the last run */
+    make_datasets();
 
     fx.client = start_client("weft", argv, 5, NULL, NULL, 0);
     return fx.client != NULL ? 0 : -1;
@@ -336,16 +373,17 @@ static void
 test_stdio_tools_listed_with_schemas(void **state)
 {
     static const char *const names[] = {
-        "list_runs",  "show_run",  "get_trace",     "get_span",         "search_spans",
-        "why_failed", "start_run", "list_datasets", "list_experiments", "get_experiment"};
+        "list_runs",    "show_run",         "get_trace",      "get_span",
+        "search_spans", "why_failed",       "start_run",      "list_datasets",
+        "show_dataset", "list_experiments", "get_experiment", "compare_experiments"};
     struct weft__mcp_tool *tools = NULL;
     size_t count = 0;
     uint64_t version = 0;
 
     (void)state;
     assert_weft_ok(weft__mcp_client_tools(fx.client, &tools, &count, &version));
-    assert_int_equal(count, 10);
-    for (size_t i = 0; i < 10; i++) {
+    assert_int_equal(count, sizeof(names) / sizeof(names[0]));
+    for (size_t i = 0; i < count; i++) {
         assert_string_equal(tools[i].name, names[i]);
         assert_non_null(tools[i].description);
         assert_string_equal(json_string_value(json_object_get(tools[i].input_schema, "type")),
@@ -389,11 +427,13 @@ test_stdio_list_runs_has_statuses(void **state)
              json_string_value(json_object_get(run_named(runs, "fails-untraced"), "run_id")));
     json_decref(out);
 
-    /* The failing workflow and its untraced twin. */
+    /* The failing workflow, its untraced twin and mcp-before's two refunds (make_experiment()). */
     only_failed =
-        call_ok(fx.client, "list_runs", json_pack("{s:s, s:i}", "status", "failed", "limit", 5));
-    assert_int_equal(json_array_size(json_object_get(only_failed, "runs")), 2);
+        call_ok(fx.client, "list_runs", json_pack("{s:s, s:i}", "status", "failed", "limit", 10));
+    assert_int_equal(json_array_size(json_object_get(only_failed, "runs")), 4);
     assert_non_null(run_named(json_object_get(only_failed, "runs"), "fails-untraced"));
+    assert_non_null(run_named(json_object_get(only_failed, "runs"), "always-fails"));
+    assert_non_null(run_named(json_object_get(only_failed, "runs"), "support-triage"));
     json_decref(only_failed);
 }
 
@@ -431,28 +471,51 @@ assert_exit_4(const json_t *why)
     assert_string_equal(json_string_value(json_object_get(error, "stdout_tail")), "partial\n");
 }
 
+/* The entry of @p list whose @p key is @p value, or NULL. */
+static const json_t *
+entry_named(const json_t *list, const char *key, const char *value)
+{
+    size_t i = 0;
+    const json_t *e = NULL;
+
+    json_array_foreach(list, i, e)
+    {
+        const char *v = json_string_value(json_object_get(e, key));
+
+        if (v != NULL && strcmp(v, value) == 0) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
 /* The datasets and experiments an agent reads to close the loop (make_experiment()). */
 static void
 test_stdio_datasets_and_experiments(void **state)
 {
     json_t *out = call_ok(fx.client, "list_datasets", json_object());
-    const json_t *d = json_array_get(json_object_get(out, "datasets"), 0);
+    const json_t *d = entry_named(json_object_get(out, "datasets"), "name", "tickets");
     const json_t *items = NULL;
     const json_t *e = NULL;
     char type[64];
     const char *text = NULL;
 
     (void)state;
-    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
-    assert_string_equal(json_string_value(json_object_get(d, "name")), "tickets");
-    assert_int_equal(json_integer_value(json_object_get(d, "items")), 2);
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 3); /* +failures, big */
+    assert_non_null(d);
+    assert_int_equal(json_integer_value(json_object_get(d, "items")), 3);
+    assert_int_equal(json_integer_value(json_object_get(d, "version")), 1);
+    assert_int_equal(strlen(json_string_value(json_object_get(d, "created"))), 24); /* RFC 3339 */
     json_decref(out);
 
     out = call_ok(fx.client, "list_experiments", json_pack("{s:s}", "dataset", "tickets"));
-    e = json_array_get(json_object_get(out, "experiments"), 0);
-    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
+    e = json_array_get(json_object_get(out, "experiments"), 0); /* the newest */
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 2);
     assert_string_equal(json_string_value(json_object_get(e, "name")), "mcp-exp");
     assert_string_equal(json_string_value(json_object_get(e, "status")), "completed");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(out, "experiments"), 1), "name")),
+                        "mcp-before");
     json_decref(out);
     out = call_ok(fx.client, "list_experiments", json_pack("{s:s}", "dataset", "other"));
     assert_int_equal(json_integer_value(json_object_get(out, "count")), 0);
@@ -461,7 +524,9 @@ test_stdio_datasets_and_experiments(void **state)
     /* By name; the failed item first, with its evaluator's score and its run. */
     out = call_ok(fx.client, "get_experiment", json_pack("{s:s}", "experiment", "mcp-exp"));
     items = json_object_get(out, "items");
-    assert_int_equal(json_array_size(items), 2);
+    assert_int_equal(json_array_size(items), 3);
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 3);
+    assert_false(json_is_true(json_object_get(out, "truncated")));
     assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "status")),
                         "failed");
     assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "status")),
@@ -476,6 +541,138 @@ test_stdio_datasets_and_experiments(void **state)
     text = call_fail(fx.client, "get_experiment", json_pack("{s:s}", "experiment", "nope"), type,
                      sizeof(type));
     assert_non_null(strstr(text, "no experiment nope: list_experiments shows them"));
+}
+
+/* show_dataset: a version from runs (the run, its trace and failing step) and the latest with
+ * the file's items too, failing_only, and the names it refuses. */
+static void
+test_stdio_show_dataset(void **state)
+{
+    json_t *out = call_ok(fx.client, "show_dataset", json_pack("{s:s}", "dataset", "failures@1"));
+    const json_t *items = json_object_get(out, "items");
+    const json_t *it = json_array_get(items, 0);
+    char type[64];
+    char run_id[64];
+    const char *text = NULL;
+
+    (void)state;
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "dataset"), "name")),
+                        "failures");
+    assert_int_equal(json_integer_value(json_object_get(out, "version")), 1);
+    assert_int_equal(json_integer_value(json_object_get(out, "latest_version")), 2);
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
+    assert_int_equal(json_array_size(items), 1);
+    assert_string_equal(json_string_value(json_object_get(it, "fail_step")), "boom");
+    assert_int_equal(strlen(json_string_value(json_object_get(it, "trace_id"))), 32);
+    snprintf(run_id, sizeof(run_id), "%s", json_string_value(json_object_get(it, "run_id")));
+    json_decref(out);
+    /* The item's run is the always-fails run why_failed explains. */
+    out = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", run_id));
+    assert_exit_4(out);
+    json_decref(out);
+
+    /* The latest: the run's item and the file's three, in the order they were added. */
+    out = call_ok(fx.client, "show_dataset", json_pack("{s:s}", "dataset", "failures"));
+    items = json_object_get(out, "items");
+    assert_int_equal(json_integer_value(json_object_get(out, "version")), 2);
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 4);
+    assert_int_equal(json_array_size(items), 4);
+    assert_false(json_is_true(json_object_get(out, "truncated")));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "run_id")),
+                        run_id);
+    it = json_array_get(items, 1);
+    assert_string_equal(json_string_value(json_object_get(it, "input")), "Please refund my order");
+    assert_string_equal(json_string_value(json_object_get(it, "expected")), "Refunded.");
+    assert_true(json_is_null(json_object_get(it, "run_id")));
+    assert_true(json_is_null(json_object_get(it, "fail_step")));
+    assert_int_equal(json_integer_value(json_object_get(it, "added_version")), 2);
+    json_decref(out);
+
+    /* Only the items with a failing step. */
+    out = call_ok(fx.client, "show_dataset",
+                  json_pack("{s:s, s:b}", "dataset", "failures", "failing_only", 1));
+    items = json_object_get(out, "items");
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 1);
+    assert_int_equal(json_array_size(items), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "run_id")),
+                        run_id);
+    json_decref(out);
+
+    text = call_fail(fx.client, "show_dataset", json_pack("{s:s}", "dataset", "nope"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "no dataset nope: list_datasets shows them"));
+    text = call_fail(fx.client, "show_dataset", json_pack("{s:s}", "dataset", "failures@9"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "dataset failures has no version 9: list_datasets"));
+    text = call_fail(fx.client, "show_dataset", json_pack("{s:s}", "dataset", "failures@x"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "expected NAME or NAME@VERSION"));
+    text = call_fail(fx.client, "show_dataset",
+                     json_pack("{s:s, s:s}", "dataset", "failures", "failing_only", "yes"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "failing_only: expected true or false"));
+}
+
+/* compare_experiments: mcp-before (the router without a refund queue) against mcp-exp (fixed):
+ * the fixed item first with both runs, and A's run explained by why_failed. */
+static void
+test_stdio_compare_experiments(void **state)
+{
+    json_t *out = call_ok(fx.client, "compare_experiments",
+                          json_pack("{s:s, s:s}", "a", "mcp-before", "b", "mcp-exp"));
+    const json_t *counts = json_object_get(out, "counts");
+    const json_t *items = json_object_get(out, "items");
+    const json_t *first = json_array_get(items, 0);
+    const json_t *a = json_object_get(out, "a");
+    const json_t *b = json_object_get(out, "b");
+    char type[64];
+    char a_run[64];
+    const char *text = NULL;
+    json_t *why = NULL;
+
+    (void)state;
+    assert_string_equal(json_string_value(json_object_get(a, "name")), "mcp-before");
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "mcp-exp");
+    assert_int_equal(strlen(json_string_value(json_object_get(a, "started"))), 24);
+    assert_int_equal(json_integer_value(json_object_get(counts, "fixed")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "broken")), 0);
+    assert_int_equal(json_integer_value(json_object_get(counts, "unchanged")), 2);
+    assert_null(json_object_get(counts, "added")); /* the same dataset version */
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 3);
+    assert_int_equal(json_array_size(items), 3);
+    assert_false(json_is_true(json_object_get(out, "truncated")));
+    /* B's pass rate less A's, from their summaries. */
+    assert_true(
+        fabs(json_number_value(json_object_get(json_object_get(out, "deltas"), "pass_rate")) -
+             (json_number_value(json_object_get(json_object_get(b, "summary"), "pass_rate")) -
+              json_number_value(json_object_get(json_object_get(a, "summary"), "pass_rate")))) <
+        1e-9);
+    assert_string_equal(json_string_value(json_object_get(first, "change")), "fixed");
+    assert_string_equal(json_string_value(json_object_get(first, "b_status")), "passed");
+    assert_string_not_equal(json_string_value(json_object_get(first, "a_status")), "passed");
+    assert_non_null(json_string_value(json_object_get(first, "b_run_id")));
+    assert_string_not_equal(json_string_value(json_object_get(first, "a_run_id")),
+                            json_string_value(json_object_get(first, "b_run_id")));
+    for (size_t i = 1; i < 3; i++) {
+        assert_string_equal(json_string_value(json_object_get(json_array_get(items, i), "change")),
+                            "unchanged");
+    }
+    snprintf(a_run, sizeof(a_run), "%s", json_string_value(json_object_get(first, "a_run_id")));
+    json_decref(out);
+
+    /* The loop's first step: why A's run of the fixed item failed (the router's step). */
+    why = call_ok(fx.client, "why_failed", json_pack("{s:s}", "run_id", a_run));
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(why, "failed_steps"), 0), "id")),
+                        "route");
+    json_decref(why);
+
+    text = call_fail(fx.client, "compare_experiments",
+                     json_pack("{s:s, s:s}", "a", "mcp-before", "b", "nope"), type, sizeof(type));
+    assert_non_null(strstr(text, "no experiment nope: list_experiments shows them"));
+    text = call_fail(fx.client, "compare_experiments", json_pack("{s:s}", "a", "mcp-before"), type,
+                     sizeof(type));
+    assert_non_null(strstr(text, "b"));
 }
 
 static void
@@ -856,6 +1053,66 @@ test_handle_jsonrpc_errors(void **state)
     assert_non_null(strstr(response, "-32600"));
     weft_mcp_text_free(response);
     free(big);
+    weft_mcp_server_free(srv);
+}
+
+/* A server capped at 64 KiB a result: show_dataset of "big" (80 items of 2 KiB) lists what fits
+ * and says it cut; the eval tools are read-only. */
+static void
+test_handle_results_within_cap(void **state)
+{
+    struct weft_mcp_server_options o = {0};
+    struct weft_mcp_server *srv = NULL;
+    char state_path[600];
+    char db_path[600];
+    json_t *j = NULL;
+    const json_t *out = NULL;
+    const json_t *tools = NULL;
+    size_t listed = 0;
+    size_t seen = 0;
+    char *text = NULL;
+
+    (void)state;
+    snprintf(state_path, sizeof(state_path), "%s/state.db", fx.home);
+    snprintf(db_path, sizeof(db_path), "%s/weft.db", fx.home);
+    o.state_path = state_path;
+    o.db_path = db_path;
+    o.workflows_dir = fx.wf_dir;
+    o.max_result_bytes = 64 * 1024;
+    assert_weft_ok(weft_mcp_server_new(&o, &srv));
+
+    j = handle(srv, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                    "\"name\":\"show_dataset\",\"arguments\":{\"dataset\":\"big\"}}}");
+    out = json_object_get(json_object_get(j, "result"), "structuredContent");
+    assert_non_null(out);
+    listed = json_array_size(json_object_get(out, "items"));
+    assert_int_equal(json_integer_value(json_object_get(out, "count")), 80);
+    assert_true(json_is_true(json_object_get(out, "truncated")));
+    assert_true(listed > 10 && listed < 80);
+    /* The first ones, in order. */
+    assert_memory_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(out, "items"), 0), "input")),
+                        "0000 ", 5);
+    text = json_dumps(out, JSON_COMPACT);
+    assert_non_null(text);
+    assert_true(strlen(text) <= 64 * 1024);
+    free(text);
+    json_decref(j);
+
+    j = handle(srv, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+    tools = json_object_get(json_object_get(j, "result"), "tools");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *t = json_array_get(tools, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+
+        if (strcmp(name, "show_dataset") == 0 || strcmp(name, "compare_experiments") == 0) {
+            assert_true(
+                json_is_true(json_object_get(json_object_get(t, "annotations"), "readOnlyHint")));
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 2);
+    json_decref(j);
     weft_mcp_server_free(srv);
 }
 
@@ -1317,6 +1574,9 @@ main(void)
         cmocka_unit_test(test_stdio_show_run_last_has_plan),
         cmocka_unit_test(test_stdio_why_failed_reaches_error_span),
         cmocka_unit_test(test_stdio_datasets_and_experiments),
+        cmocka_unit_test(test_stdio_show_dataset),
+        cmocka_unit_test(test_stdio_compare_experiments),
+        cmocka_unit_test(test_handle_results_within_cap),
         cmocka_unit_test(test_stdio_why_failed_names_causes),
         cmocka_unit_test(test_stdio_why_failed_untraced_run),
         cmocka_unit_test(test_stdio_trace_span_and_search),
