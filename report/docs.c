@@ -103,8 +103,13 @@ set_time(json_t *o, const char *key, uint64_t ns)
 json_t *
 weft__doc_parsed_or(const char *text, json_t *fallback)
 {
-    json_t *j = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    json_error_t error;
+    json_t *j = text != NULL ? json_loads(text, JSON_DECODE_ANY, &error) : NULL;
 
+    if (j == NULL && text != NULL && json_error_code(&error) == json_error_out_of_memory) {
+        json_decref(fallback); /* not "corrupt": the document cannot be built */
+        return NULL;
+    }
     if (j == NULL) {
         return fallback;
     }

@@ -24,7 +24,7 @@
 #define WEFT_DOC_SCHEMA_SKILL     "weft.skill/v1"
 
 /* A JSON text stored in a database, parsed; @p fallback (a new reference, consumed) when absent
- * or corrupt. */
+ * or corrupt; NULL when memory ran out (the document being built fails with it). */
 json_t *weft__doc_parsed_or(const char *text, json_t *fallback);
 
 /* One run of `weft runs` (also the "run" member of `weft run show`). */

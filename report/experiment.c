@@ -10,6 +10,17 @@ weft__exp_num(const json_t *summary, const char *key)
     return json_number_value(json_object_get(summary, key));
 }
 
+/* Append @p item (consumed) to @p *arr; on failure (out of memory) *arr is released and NULL,
+ * so the document it goes into fails rather than lose an entry. */
+static void
+append_or_drop(json_t **arr, json_t *item)
+{
+    if (*arr != NULL && json_array_append_new(*arr, item) != 0) {
+        json_decref(*arr);
+        *arr = NULL;
+    }
+}
+
 json_t *
 weft__doc_experiment_item(const struct weft_experiment_item *it)
 {
@@ -48,10 +59,11 @@ weft__doc_experiment(const struct weft__exp *x, bool with_items)
     }
     json_decref(info);
     for (size_t i = 0; items != NULL && i < x->count; i++) {
-        json_array_append_new(items, weft__doc_experiment_item(&x->items[i]));
+        append_or_drop(&items, weft__doc_experiment_item(&x->items[i]));
     }
-    if (items != NULL) {
-        json_object_set_new(doc, "items", items);
+    if (with_items && (items == NULL || json_object_set_new(doc, "items", items) != 0)) {
+        json_decref(doc);
+        return NULL;
     }
     return doc;
 }
@@ -62,7 +74,7 @@ weft__doc_experiments(const struct weft_experiment *list, size_t count)
     json_t *arr = json_array();
 
     for (size_t i = 0; arr != NULL && i < count; i++) {
-        json_array_append_new(arr, weft__doc_experiment_info(&list[i]));
+        append_or_drop(&arr, weft__doc_experiment_info(&list[i]));
     }
     return json_pack("{s:s, s:o}", "schema", WEFT_DOC_SCHEMA_EXPERIMENTS, "experiments", arr);
 }
@@ -143,6 +155,7 @@ compare_items(const struct weft__exp *a, const struct weft__exp *b, json_t *coun
 {
     json_t *changed = json_array();
     json_t *same = json_array();
+    bool is_oom = false;
 
     for (size_t pass = 0; changed != NULL && same != NULL && pass < 2; pass++) {
         const struct weft__exp *x = pass == 0 ? a : b;
@@ -157,18 +170,20 @@ compare_items(const struct weft__exp *a, const struct weft__exp *b, json_t *coun
                 continue;
             }
             c = change_of(ia, ib);
-            json_object_set_new(counts, c,
-                                json_integer(json_integer_value(json_object_get(counts, c)) + 1));
-            json_array_append_new(strcmp(c, "unchanged") == 0 ? same : changed,
-                                  json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s?}", "item_id",
-                                            x->items[i].item_id, "change", c, "a_status",
-                                            ia != NULL ? ia->status : NULL, "b_status",
-                                            ib != NULL ? ib->status : NULL, "a_run_id",
-                                            ia != NULL ? ia->run_id : NULL, "b_run_id",
-                                            ib != NULL ? ib->run_id : NULL));
+            is_oom |= json_object_set_new(
+                          counts, c,
+                          json_integer(json_integer_value(json_object_get(counts, c)) + 1)) != 0;
+            is_oom |=
+                json_array_append_new(strcmp(c, "unchanged") == 0 ? same : changed,
+                                      json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s?}", "item_id",
+                                                x->items[i].item_id, "change", c, "a_status",
+                                                ia != NULL ? ia->status : NULL, "b_status",
+                                                ib != NULL ? ib->status : NULL, "a_run_id",
+                                                ia != NULL ? ia->run_id : NULL, "b_run_id",
+                                                ib != NULL ? ib->run_id : NULL)) != 0;
         }
     }
-    if (changed == NULL || same == NULL || json_array_extend(changed, same) != 0) {
+    if (is_oom || changed == NULL || same == NULL || json_array_extend(changed, same) != 0) {
         json_decref(changed);
         changed = NULL;
     }
@@ -222,7 +237,7 @@ weft__doc_datasets(const struct weft_dataset *list, size_t count)
     json_t *arr = json_array();
 
     for (size_t i = 0; arr != NULL && i < count; i++) {
-        json_array_append_new(arr, weft__doc_dataset_info(&list[i]));
+        append_or_drop(&arr, weft__doc_dataset_info(&list[i]));
     }
     return json_pack("{s:s, s:o}", "schema", WEFT_DOC_SCHEMA_DATASETS, "datasets", arr);
 }
@@ -248,7 +263,7 @@ weft__doc_dataset(const struct weft_dataset *ds,
     json_t *arr = json_array();
 
     for (size_t i = 0; arr != NULL && i < count; i++) {
-        json_array_append_new(arr, weft__doc_dataset_item(&items[i]));
+        append_or_drop(&arr, weft__doc_dataset_item(&items[i]));
     }
     return json_pack("{s:s, s:o, s:I, s:o}", "schema", WEFT_DOC_SCHEMA_DATASET, "dataset",
                      weft__doc_dataset_info(ds), "version",
