@@ -45,8 +45,9 @@ cli_eval_usage(FILE *out)
           "      --fail-under RATE    exit 1 when the pass rate is below RATE (0 to 1)\n"
           "      --evaluators FILE    evaluators (a JSON array) over the dataset's\n"
           "      --executor KIND      in_process (default) or amqp: every item run's steps go to\n"
-          "                           `weft worker` processes over RabbitMQ (as weft run),\n"
-          "                           one item run at a time for now\n"
+          "                           `weft worker` processes over RabbitMQ (as weft run);\n"
+          "                           --concurrency item runs at once, each with its own\n"
+          "                           executor and results queue\n"
           "      --broker URL         amqp://user:pass@host:5672/vhost ($WEFT_BROKER_URL)\n"
           "      --queue-prefix P     prefix of the exchange and queue names\n"
           "      --max-in-flight N    amqp: tasks of one run dispatched at once (default 64)\n"
@@ -120,8 +121,8 @@ struct amqp_opts {
     struct weft_meter *meter;
 };
 
-/* One item's run with its steps sent to the workers: an executor of its own per run (the
- * results queue serves one run per executor). */
+/* One item's run with its steps sent to the workers: an executor of its own per run, whose
+ * results come back on that run's own queue, so --concurrency runs go on at once. */
 static weft_err
 run_amqp(const struct weft_workflow *wf,
          const struct weft_run_options *ro,
@@ -268,17 +269,6 @@ eval_options(const struct eval_flags *fl,
         if (fl->max_in_flight != NULL && !cli_parse_size(fl->max_in_flight, 1, 256, &in_flight)) {
             fputs("weft eval: --max-in-flight: expected an integer from 1 to 256\n", stderr);
             return CLI_EXIT_USAGE;
-        }
-        if (o->concurrency > 1) {
-            /* Concurrent runs share the results queue: a result another run's executor takes
-             * goes back to the queue at most 20 times, then it is dropped and its run waits
-             * for good (runtime/dist/amqp_executor.c). Until results have a queue per run,
-             * the items run one at a time; each run's steps still spread over the workers. */
-            fprintf(stderr,
-                    "weft eval: --executor amqp runs one item at a time (--concurrency %u "
-                    "ignored; docs/experiments.md)\n",
-                    o->concurrency);
-            o->concurrency = 1;
         }
         amqp->broker = fl->broker;
         amqp->prefix = fl->queue_prefix != NULL ? fl->queue_prefix : getenv("WEFT_QUEUE_PREFIX");

@@ -1167,11 +1167,12 @@ run_on_executor(const char *cmd,
         fprintf(stderr,
                 "weft %s: amqp executor: %llu task(s) published, %llu result(s), %llu "
                 "duplicate(s), %llu redelivery(ies), %llu dead-lettered, %llu reconnect(s), "
-                "%llu reclaimed, %llu refused\n",
+                "%llu reclaimed, %llu refused, %llu from the shared queue, %llu foreign\n",
                 cmd, (unsigned long long)stats.published, (unsigned long long)stats.results,
                 (unsigned long long)stats.duplicates, (unsigned long long)stats.redeliveries,
                 (unsigned long long)stats.dead_lettered, (unsigned long long)stats.reconnects,
-                (unsigned long long)stats.reclaimed, (unsigned long long)stats.refused);
+                (unsigned long long)stats.reclaimed, (unsigned long long)stats.refused,
+                (unsigned long long)stats.shared_results, (unsigned long long)stats.foreign);
     }
     ex->ops->destroy(ex);
     return err;

@@ -59,6 +59,21 @@ cli_worker_usage(FILE *out)
         out);
 }
 
+/* The stop line: what the worker did. */
+static void
+print_stopped(const char *id, const struct weft__worker_stats *stats)
+{
+    fprintf(stderr,
+            "weft worker %s: stopped: %llu received, %llu succeeded, %llu failed, %llu "
+            "rejected, %llu given back, %llu reconnect(s), %llu refused unsigned or forged, "
+            "%llu command(s) refused, %llu result(s) to the shared queue (run's queue gone)\n",
+            id, (unsigned long long)stats->received, (unsigned long long)stats->succeeded,
+            (unsigned long long)stats->failed, (unsigned long long)stats->rejected,
+            (unsigned long long)stats->requeued, (unsigned long long)stats->reconnects,
+            (unsigned long long)stats->refused, (unsigned long long)stats->commands_refused,
+            (unsigned long long)stats->fallbacks);
+}
+
 int
 cli_worker(int argc, char **argv)
 {
@@ -149,14 +164,7 @@ cli_worker(int argc, char **argv)
         fprintf(stderr, "weft worker: %s\n", err[0] != '\0' ? err : weft_strerror(e));
         status = e == WEFT_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     } else {
-        fprintf(stderr,
-                "weft worker %s: stopped: %llu received, %llu succeeded, %llu failed, %llu "
-                "rejected, %llu given back, %llu reconnect(s), %llu refused unsigned or forged, "
-                "%llu command(s) refused\n",
-                id, (unsigned long long)stats.received, (unsigned long long)stats.succeeded,
-                (unsigned long long)stats.failed, (unsigned long long)stats.rejected,
-                (unsigned long long)stats.requeued, (unsigned long long)stats.reconnects,
-                (unsigned long long)stats.refused, (unsigned long long)stats.commands_refused);
+        print_stopped(id, &stats);
     }
     cli_telemetry_stop(&t);
     return status;

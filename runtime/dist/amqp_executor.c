@@ -33,6 +33,10 @@
 #define MAX_PARKED  256 /* results kept for a submit after a resume */
 /* (task, attempt) keys of the latest results taken: a later copy is a duplicate, not kept. */
 #define MAX_ANSWERED 512
+/* A run's results queue is removed by the broker after this long without a consumer: an
+ * orchestrator that died and is never resumed leaves nothing behind for good, and one resumed
+ * within it finds the results that came meanwhile. */
+#define RUN_QUEUE_EXPIRES_MS (30u * 60u * 1000u)
 
 struct slot {
     bool is_used;
@@ -95,6 +99,12 @@ struct amqp_ex {
     struct weft__amqp_executor_stats stats;
     uint64_t next_stats_ns;
     char run_id[80]; /* the run of the tasks submitted (config, or set by the first) */
+    /* The run's results queue, named once the run id is known ("": not yet, or the run id
+     * cannot name a queue and results use the shared queue). Tasks are published only once
+     * the queues are consumed on the current connection (is_consuming). */
+    char queue[WEFT__BROKER_NAME_MAX];
+    bool is_consuming;
+    bool is_declared; /* the run's queue was declared: destroy deletes it when nothing waits */
     struct parked parked[MAX_PARKED];
     uint64_t parked_order;
     struct answered answered[MAX_ANSWERED]; /* a ring */
@@ -437,7 +447,7 @@ publish_pending(struct amqp_ex *ex)
         msg.message_id = s->task_uuid;
         msg.correlation_id = s->task_uuid;
         msg.type = WEFT__MSG_TASK;
-        msg.reply_to = weft__broker_names(ex->broker)->results;
+        msg.reply_to = ex->queue[0] != '\0' ? ex->queue : weft__broker_names(ex->broker)->results;
         msg.traceparent = s->traceparent[0] != '\0' ? s->traceparent : NULL;
         msg.attempt = s->attempt;
         msg.timestamp_ms = weft__now_ns() / 1000000u;
@@ -610,6 +620,9 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     struct weft__result_msg r;
     char why[256];
     struct slot *s = NULL;
+    /* Workers publish to the run's queue by its name through the default exchange. */
+    bool is_own = ex->queue[0] != '\0' && ev->msg.routing_key != NULL &&
+                  strcmp(ev->msg.routing_key, ex->queue) == 0;
 
     if (!verified(ex, ev)) {
         return;
@@ -634,10 +647,23 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
         (void)weft__broker_ack(ex->broker, ev->delivery_tag);
         return;
     }
+    if (s == NULL && strcmp(r.run_id, ex->run_id) != 0 && is_own) {
+        /* Another run's result in this run's own queue: misaddressed (a worker publishes to the
+         * queue its task names). Never bounced: to the dead letters, where an operator sees it. */
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "results queue %s: result of task %s of another run rejected to the dead "
+                 "letters",
+                 ex->queue, r.task_id);
+        ex->stats.foreign++;
+        weft__result_msg_cleanup(&r);
+        (void)weft__broker_reject(ex->broker, ev->delivery_tag, false);
+        return;
+    }
     if (s == NULL && strcmp(r.run_id, ex->run_id) != 0 && ev->msg.bounces < MAX_BOUNCES) {
-        /* Another orchestrator's (runs that share a queue prefix share the results queue):
-         * back to the queue's tail for it, a bounded number of times (a result of a run no
-         * orchestrator waits for any more is dropped then, and counted). */
+        /* Another orchestrator's, on the shared results queue (an older worker's result, or
+         * one whose run queue was gone): back to the queue's tail for it, a bounded number of
+         * times (a result of a run no orchestrator waits for any more is dropped then, and
+         * counted). */
         struct weft__broker_msg msg;
         uint64_t seq = 0;
         /* Passed on as it came, signature included (x-weft-bounces is outside what it
@@ -674,6 +700,9 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     s->has_result = true;
     remember_answered(ex, s->task_uuid, s->attempt);
     ex->stats.results++;
+    if (!is_own) {
+        ex->stats.shared_results++;
+    }
     ex->stats.redeliveries += (uint64_t)(r.delivery_count > 0 ? r.delivery_count : 0);
     weft__dist_metrics_result(&ex->metrics, ex->wf->name, &r, s->sent_ns);
     consumer_span(ex, ev, s->task_uuid, s->attempt, r.is_success ? NULL : "task failed");
@@ -681,15 +710,60 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     (void)weft__broker_ack(ex->broker, ev->delivery_tag);
 }
 
+/* Declare the run's results queue and consume it and the shared one (an older worker, or one
+ * whose publish to the run's queue was returned, answers there), once the run id is known
+ * (under the lock, released for the requests). @return false: the connection is gone. */
+static bool
+start_consuming(struct amqp_ex *ex, char *err, size_t err_len)
+{
+    struct weft__broker *b = ex->broker;
+    char run_id[sizeof(ex->run_id)];
+    char queue[WEFT__BROKER_NAME_MAX] = "";
+    bool is_ok = true;
+
+    snprintf(run_id, sizeof(run_id), "%s", ex->run_id);
+    pthread_mutex_unlock(&ex->lock);
+    if (weft__broker_results_name(b, run_id, queue, sizeof(queue)) != WEFT_OK) {
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "run %s: its id cannot name a results queue; results use the shared queue %s",
+                 run_id, weft__broker_names(b)->results);
+        queue[0] = '\0';
+    } else {
+        is_ok =
+            weft__broker_declare_results(b, queue, RUN_QUEUE_EXPIRES_MS, err, err_len) == WEFT_OK &&
+            weft__broker_consume(b, queue) == WEFT_OK;
+    }
+    is_ok = is_ok && weft__broker_consume(b, weft__broker_names(b)->results) == WEFT_OK;
+    if (!is_ok && err[0] == '\0') {
+        snprintf(err, err_len, "broker %s: cannot consume the results queues",
+                 weft__broker_url_safe(b));
+    }
+    if (!is_ok) {
+        weft__broker_close(b); /* a new connection starts over */
+    }
+    pthread_mutex_lock(&ex->lock);
+    if (is_ok) {
+        snprintf(ex->queue, sizeof(ex->queue), "%s", queue);
+        ex->is_declared = ex->is_declared || queue[0] != '\0';
+        ex->is_consuming = true;
+    }
+    return is_ok;
+}
+
 static void
 reconnect(struct amqp_ex *ex, unsigned *backoff_ms)
 {
     char err[512] = "";
+    bool is_ok = false;
 
+    ex->is_consuming = false;
     pthread_mutex_unlock(&ex->lock);
-    if (weft__broker_connect(ex->broker, err, sizeof(err)) == WEFT_OK &&
-        weft__broker_consume(ex->broker, weft__broker_names(ex->broker)->results) == WEFT_OK) {
-        pthread_mutex_lock(&ex->lock);
+    is_ok = weft__broker_connect(ex->broker, err, sizeof(err)) == WEFT_OK;
+    pthread_mutex_lock(&ex->lock);
+    if (is_ok && ex->run_id[0] != '\0') {
+        is_ok = start_consuming(ex, err, sizeof(err));
+    }
+    if (is_ok) {
         ex->stats.reconnects++;
         *backoff_ms = 100;
         WEFT_LOG(WEFT_LOG_INFO, "broker %s: connected again", weft__broker_url_safe(ex->broker));
@@ -700,6 +774,7 @@ reconnect(struct amqp_ex *ex, unsigned *backoff_ms)
         }
         return;
     }
+    pthread_mutex_unlock(&ex->lock);
     WEFT_LOG(WEFT_LOG_WARN, "%s; retrying in %u ms", err, *backoff_ms);
     weft__sleep_ms(*backoff_ms);
     *backoff_ms = *backoff_ms * 2 > 5000 ? 5000 : *backoff_ms * 2;
@@ -731,7 +806,17 @@ io_main(void *arg)
             reconnect(ex, &backoff_ms);
             continue;
         }
-        publish_pending(ex);
+        if (!ex->is_consuming && ex->run_id[0] != '\0') {
+            /* The first task told the run id: its queue before its first publish. */
+            char err[512] = "";
+            if (!start_consuming(ex, err, sizeof(err))) {
+                WEFT_LOG(WEFT_LOG_WARN, "%s", err);
+            }
+            continue;
+        }
+        if (ex->is_consuming) {
+            publish_pending(ex);
+        }
         refresh_stats(ex);
         pthread_mutex_unlock(&ex->lock);
         (void)weft__broker_wait(ex->broker, 200, &ev);
@@ -771,6 +856,13 @@ amqp_destroy(struct weft__executor *base)
         pthread_mutex_unlock(&ex->lock);
         weft__broker_wake(ex->broker);
         pthread_join(ex->io, NULL);
+        /* The run ended with nothing in flight: its queue has no use left. With tasks still in
+         * flight (the run stopped early) it stays, for a resume, until it expires; a crashed
+         * orchestrator never gets here. */
+        if (ex->is_declared && in_flight(ex) == 0 && weft__broker_is_connected(ex->broker) &&
+            weft__broker_delete_queue(ex->broker, ex->queue) == WEFT_OK) {
+            WEFT_LOG(WEFT_LOG_DEBUG, "results queue %s deleted", ex->queue);
+        }
     }
     for (size_t i = 0; i < ex->slot_count; i++) {
         if (ex->slots[i].is_used) {
@@ -902,10 +994,9 @@ weft__amqp_executor_new(const struct weft__amqp_executor_config *cfg,
                             WEFT__DIST_TASKS | WEFT__DIST_BROKER | WEFT__DIST_TRUST);
     weft__dist_metrics_zero(&ex->metrics, wf->name);
     for (;;) {
+        /* Only the connection here: the queues are consumed by the I/O thread once the run id
+         * is known (a resumed run's at once), before any task is published. */
         e = weft__broker_connect(ex->broker, err, err_len);
-        if (e == WEFT_OK) {
-            e = weft__broker_consume(ex->broker, weft__broker_names(ex->broker)->results);
-        }
         if (e == WEFT_OK || e == WEFT_EINVAL ||
             weft__monotonic_ns() + backoff * 1000000ull >= deadline) {
             break;

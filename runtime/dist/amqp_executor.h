@@ -1,6 +1,16 @@
 /* runtime/dist/amqp_executor.h - the executor interface (runtime/engine/executor.h) over RabbitMQ:
  * each task becomes a persistent message on task_dispatch_queue, `weft worker` processes run
- * it, and their results come back on task_results_queue (docs/distributed.md).
+ * it, and their results come back on the run's own results queue, {prefix}results.{run_id},
+ * which the task names in reply_to (docs/distributed.md).
+ *
+ * The run's queue: declared (durable quorum queue, removed by the broker after 30 minutes
+ * without a consumer) and consumed once the run id is known, before the first task goes out;
+ * deleted by destroy() when nothing is in flight any more, kept otherwise (a run stopped early
+ * or a crashed orchestrator) so a resume finds the results that came meanwhile. Concurrent runs
+ * (several executors in a process, several processes on a prefix) never see each other's
+ * results there. The executor also consumes the shared task_results_queue, where older workers
+ * and returned results land: another run's result there goes back to the queue's tail (at most
+ * 20 times, then dropped and counted as foreign); one in the run's own queue is never put back.
  *
  * An I/O thread owns the connection: it publishes submitted tasks (confirmed by the broker),
  * consumes results with manual acknowledgement, reconnects with backoff when the broker goes
@@ -61,13 +71,17 @@ struct weft__amqp_executor_stats {
     uint64_t published;     /* task messages confirmed by the broker (republishes included) */
     uint64_t results;       /* results taken */
     uint64_t duplicates;    /* results for a task already answered */
-    uint64_t foreign;       /* results of other runs, put back on the queue */
+    uint64_t foreign;       /* results of other runs: put back on the shared queue, or rejected
+                               to the dead letters from the run's own queue (misaddressed) */
     uint64_t dead_lettered; /* tasks failed because the broker dead-lettered them */
     uint64_t malformed;     /* unreadable messages on the results queue (to the dead letters) */
     uint64_t redeliveries;  /* deliveries before the one that ran, summed over results */
     uint64_t reconnects;
     uint64_t reclaimed; /* tasks submitted again after a resume whose result was waiting */
     uint64_t refused;   /* results (and dead-lettered tasks) refused for their signature */
+    /* Results taken (counted in results too) from the shared results queue rather than the
+     * run's own: an older worker's, or one whose publish to the run's queue came back. */
+    uint64_t shared_results;
     /* Where the I/O thread's time goes (monotonic nanoseconds, summed): in publish calls
      * (encoding frames and writing them to the socket), from submit to the broker's confirm
      * (queueing + publish + the broker's fsync of a persistent message), and handling results

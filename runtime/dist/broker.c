@@ -100,6 +100,31 @@ weft__broker_names_make(const char *prefix, struct weft__broker_names *names)
     return n != 0 ? WEFT_EINVAL : WEFT_OK;
 }
 
+weft_err
+weft__broker_results_name(const struct weft__broker *b,
+                          const char *run_id,
+                          char *out,
+                          size_t out_len)
+{
+    const char *shared = b->names.results;
+    size_t prefix_len = strlen(shared) - strlen("task_results_queue");
+    int n = 0;
+
+    if (run_id == NULL || run_id[0] == '\0') {
+        return WEFT_EINVAL;
+    }
+    for (const char *c = run_id; *c != '\0'; c++) {
+        if (!name_char_ok(*c)) {
+            return WEFT_EINVAL;
+        }
+    }
+    n = snprintf(out, out_len, "%.*sresults.%s", (int)prefix_len, shared, run_id);
+    if (n < 0 || (size_t)n >= out_len || (size_t)n >= WEFT__BROKER_NAME_MAX) {
+        return WEFT_EINVAL;
+    }
+    return WEFT_OK;
+}
+
 /* The URL with the password masked: "amqp://user:***@host:port/vhost". */
 static char *
 mask_url(const char *url)
@@ -433,6 +458,84 @@ declare_topology(struct weft__broker *b, char *err, size_t err_len)
            bind(b, nm->results, nm->dlx, "dead.task", err, err_len);
 }
 
+/* After a 404 on CH_RPC (a passive declare of a missing queue): the broker closed that channel
+ * only; acknowledge and open it again. */
+static bool
+reopen_rpc(struct weft__broker *b, char *err, size_t err_len)
+{
+    amqp_channel_close_ok_t close_ok;
+
+    (void)amqp_send_method(b->conn, CH_RPC, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+    amqp_channel_open(b->conn, CH_RPC);
+    return rpc_ok(b, "open channel", err, err_len);
+}
+
+weft_err
+weft__broker_declare_results(
+    struct weft__broker *b, const char *queue, uint32_t expires_ms, char *err, size_t err_len)
+{
+    amqp_table_entry_t e[4];
+    size_t n = 0;
+    amqp_table_t args;
+    char what[WEFT__BROKER_NAME_MAX + 32];
+    bool is_ok = false;
+
+    err[0] = '\0';
+    if (!b->is_connected) {
+        snprintf(err, err_len, "broker %s: not connected", b->url_safe);
+        return WEFT_EIO;
+    }
+    table_add(e, &n, "x-queue-type", "quorum", 0);
+    table_add(e, &n, "x-dead-letter-exchange", b->names.dlx, 0);
+    table_add(e, &n, "x-dead-letter-routing-key", "dead.result", 0);
+    table_add(e, &n, "x-expires", NULL, expires_ms);
+    args.num_entries = (int)n;
+    args.entries = e;
+    /* Every request on CH_RPC: deliveries and confirms on CH never interleave with the replies.
+     * A queue that exists (a resumed run's) is used as it is, with the results it holds. */
+    if (amqp_queue_declare(b->conn, CH_RPC, amqp_cstring_bytes(queue), 1, 1, 0, 0,
+                           amqp_empty_table) != NULL &&
+        amqp_get_rpc_reply(b->conn).reply_type == AMQP_RESPONSE_NORMAL) {
+        is_ok = true;
+    } else if (reopen_rpc(b, err, err_len)) {
+        amqp_queue_declare(b->conn, CH_RPC, amqp_cstring_bytes(queue), 0, 1, 0, 0, args);
+        snprintf(what, sizeof(what), "declare queue %s", queue);
+        is_ok = rpc_ok(b, what, err, err_len);
+    }
+    if (is_ok) {
+        amqp_queue_bind(b->conn, CH_RPC, amqp_cstring_bytes(queue),
+                        amqp_cstring_bytes(b->names.dlx), amqp_cstring_bytes("dead.task"),
+                        amqp_empty_table);
+        snprintf(what, sizeof(what), "bind %s to %s (dead.task)", queue, b->names.dlx);
+        is_ok = rpc_ok(b, what, err, err_len);
+    }
+    if (!is_ok) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", err);
+        snprintf(err, err_len, "broker %s: %s", b->url_safe, why);
+        weft__broker_close(b);
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
+weft_err
+weft__broker_delete_queue(struct weft__broker *b, const char *queue)
+{
+    char err[256] = "";
+
+    if (!b->is_connected) {
+        return WEFT_EIO;
+    }
+    amqp_queue_delete(b->conn, CH_RPC, amqp_cstring_bytes(queue), 0, 0);
+    if (!rpc_ok(b, "delete queue", err, sizeof(err))) {
+        WEFT_LOG(WEFT_LOG_WARN, "broker %s: delete %s: %s", b->url_safe, queue, err);
+        b->is_connected = false;
+        return WEFT_EIO;
+    }
+    return WEFT_OK;
+}
+
 /* The bound of the next wait: the configured timeout cut to what is left before the deadline
  * (*is_bounded false: no bound). @return false when the deadline has passed. */
 static bool
@@ -722,9 +825,9 @@ weft__broker_publish(struct weft__broker *b,
     p.headers.entries = h;
     content.len = body_len;
     content.bytes = (void *)body;
-    rc = amqp_basic_publish(b->conn, CH,
-                            to_queue ? amqp_empty_bytes : amqp_cstring_bytes(b->names.exchange),
-                            amqp_cstring_bytes(routing_key), 0, 0, &p, content);
+    rc = amqp_basic_publish(
+        b->conn, CH, to_queue ? amqp_empty_bytes : amqp_cstring_bytes(b->names.exchange),
+        amqp_cstring_bytes(routing_key), msg->is_mandatory ? 1 : 0, 0, &p, content);
     if (rc != AMQP_STATUS_OK) {
         WEFT_LOG(WEFT_LOG_WARN, "broker %s: publish failed: %s", b->url_safe,
                  amqp_error_string2(rc));
@@ -942,6 +1045,29 @@ read_frame(struct weft__broker *b, struct weft__broker_event *ev)
             return WEFT_OK;
         }
         fill_delivery(b, ev);
+        return WEFT_OK;
+    }
+    case AMQP_BASIC_RETURN_METHOD: {
+        /* A mandatory publish no queue took: the message follows (its confirm comes after). */
+        const amqp_basic_return_t *d = frame.payload.method.decoded;
+        amqp_rpc_reply_t r;
+        memset(&b->envelope, 0, sizeof(b->envelope));
+        b->envelope.channel = frame.channel;
+        b->envelope.exchange = amqp_bytes_malloc_dup(d->exchange);
+        b->envelope.routing_key = amqp_bytes_malloc_dup(d->routing_key);
+        b->has_envelope = true;
+        r = amqp_read_message(b->conn, frame.channel, &b->envelope.message, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            char why[256];
+            reply_text(r, "read returned message", why, sizeof(why));
+            WEFT_LOG(WEFT_LOG_WARN, "broker %s: %s", b->url_safe, why);
+            b->is_connected = false;
+            ev->kind = WEFT__BROKER_CLOSED;
+            return WEFT_OK;
+        }
+        fill_delivery(b, ev);
+        ev->kind = WEFT__BROKER_RETURNED;
+        ev->delivery_tag = 0;
         return WEFT_OK;
     }
     case AMQP_BASIC_ACK_METHOD: {

@@ -10,8 +10,13 @@
  *                           and "dead.task" also to task_results_queue, so the orchestrator
  *                           learns at once that one of its tasks was dead-lettered
  *   task_dead_letter_queue  quorum queue an operator inspects (nothing consumes it)
- * Every queue is durable, every message persistent; the channel is in confirm mode, so a
- * publish is known safe when its confirm arrives (WEFT__BROKER_CONFIRM events).
+ *   results.{run_id}        one per run, declared by its orchestrator
+ * (weft__broker_declare_results): quorum queue of that run's results, which workers publish to
+ * through the default exchange (the task's reply_to); dead letters as "dead.result", bound to
+ * agent_dlx with "dead.task" too, and removed by the broker after an idle period (x-expires) when
+ * its orchestrator is gone for good Every queue is durable, every message persistent; the channel
+ * is in confirm mode, so a publish is known safe when its confirm arrives (WEFT__BROKER_CONFIRM
+ * events).
  *
  * Threads: a broker belongs to one thread (librabbitmq connections are not thread-safe),
  * except weft__broker_wake(), which any thread may call to end a weft__broker_wait().
@@ -67,6 +72,9 @@ struct weft__broker_msg {
     uint64_t timestamp_ms; /* header x-weft-sent-ms (AMQP's timestamp has seconds only) */
     int64_t bounces;       /* header x-weft-bounces: times an orchestrator put it back */
     const char *signature; /* header weft-signature (runtime/dist/sign.h); NULL: unsigned */
+    /* Publish only: basic.publish's mandatory flag. A message no queue takes comes back as a
+     * WEFT__BROKER_RETURNED event before its confirm (which is then a plain ack). */
+    bool is_mandatory;
     /* Deliveries only. */
     int64_t delivery_count; /* x-delivery-count: earlier deliveries of this message */
     bool is_redelivered;
@@ -81,7 +89,8 @@ typedef enum {
     WEFT__BROKER_WOKEN,    /* weft__broker_wake() was called */
     WEFT__BROKER_DELIVERY, /* a message from a consumed queue */
     WEFT__BROKER_CONFIRM,  /* the broker confirmed (or refused) published messages */
-    WEFT__BROKER_CLOSED    /* the connection is gone: reconnect */
+    WEFT__BROKER_CLOSED,   /* the connection is gone: reconnect */
+    WEFT__BROKER_RETURNED  /* a mandatory publish no queue took (msg: its properties) */
 } weft__broker_event_kind;
 
 struct weft__broker_event {
@@ -100,6 +109,25 @@ struct weft__broker_event {
 /* Fill @p names from @p prefix (NULL or "" for none). @return WEFT_OK, WEFT_EINVAL (a name
  * would be too long or the prefix holds a character other than [A-Za-z0-9._:-]). */
 weft_err weft__broker_names_make(const char *prefix, struct weft__broker_names *names);
+
+/* The results queue of run @p run_id: "{prefix}results.{run_id}" into @p out.
+ * @return WEFT_OK, WEFT_EINVAL (the run id holds a character other than [A-Za-z0-9._:-], or
+ * the name would be longer than WEFT__BROKER_NAME_MAX - 1). */
+weft_err weft__broker_results_name(const struct weft__broker *b,
+                                   const char *run_id,
+                                   char *out,
+                                   size_t out_len);
+
+/* Declare the run results queue @p queue (when missing: an existing one keeps its messages and
+ * arguments): a durable quorum queue dead-lettering to agent_dlx as "dead.result", removed by
+ * the broker once unused for @p expires_ms, and bound to agent_dlx with "dead.task" (every
+ * run's queue gets a copy of each dead-lettered task; its orchestrator keeps its own).
+ * @return WEFT_OK, WEFT_EIO (reason in @p err; the connection is closed). */
+weft_err weft__broker_declare_results(
+    struct weft__broker *b, const char *queue, uint32_t expires_ms, char *err, size_t err_len);
+
+/* Delete @p queue with whatever it holds. @return WEFT_OK, WEFT_EIO. */
+weft_err weft__broker_delete_queue(struct weft__broker *b, const char *queue);
 
 /* A broker handle, not connected yet. @p cfg's strings are copied. The URL is checked here:
  * WEFT_EINVAL with the reason in @p err (the password is never written there).

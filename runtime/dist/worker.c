@@ -59,6 +59,11 @@ struct job {
     char task_id[WEFT_UUID_LEN + 1];
     bool is_success;
     uint64_t publish_seq;
+    /* The task's reply_to when it names one of this deployment's results queues, else "" (the
+     * shared results queue). Set to "" when the broker returned the result from it. */
+    char reply_to[WEFT__BROKER_NAME_MAX];
+    bool is_reply_bad; /* a reply_to was given but not taken: the fallback is counted */
+    bool is_returned;  /* the broker returned the last publish: no queue took it */
 };
 
 struct cached_wf {
@@ -565,6 +570,44 @@ task_verified(struct worker *w, const struct weft__broker_event *ev)
     return false;
 }
 
+/* Take @p reply_to for job @p j when it names one of this deployment's results queues: the
+ * shared one (kept as "": the exchange route) or a run's, "{prefix}results.{run id}". Any other
+ * queue is refused (the result goes to the shared queue, counted): a task must not make a
+ * worker publish into queues that are not results queues. */
+static void
+take_reply_to(struct worker *w, struct job *j, const char *reply_to)
+{
+    const struct weft__broker_names *nm = weft__broker_names(w->broker);
+    size_t prefix_len = strlen(nm->results) - strlen("task_results_queue");
+    const char *id = NULL;
+    bool is_ok = false;
+
+    j->reply_to[0] = '\0';
+    j->is_reply_bad = false;
+    if (reply_to == NULL || strcmp(reply_to, nm->results) == 0) {
+        return;
+    }
+    if (strlen(reply_to) < sizeof(j->reply_to) && strncmp(reply_to, nm->results, prefix_len) == 0 &&
+        strncmp(reply_to + prefix_len, "results.", 8) == 0) {
+        id = reply_to + prefix_len + 8;
+        is_ok = id[0] != '\0';
+        for (const char *c = id; *c != '\0' && is_ok; c++) {
+            is_ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == ':' || *c == '-';
+        }
+    }
+    if (is_ok) {
+        snprintf(j->reply_to, sizeof(j->reply_to), "%s", reply_to);
+    } else {
+        /* The name is not logged: it came from the message and may hold anything. */
+        WEFT_LOG(WEFT_LOG_WARN,
+                 "worker %s: a task's reply_to is not one of this deployment's results queues; "
+                 "its result goes to %s",
+                 w->id, nm->results);
+        j->is_reply_bad = true;
+    }
+}
+
 static void
 on_delivery(struct worker *w, const struct weft__broker_event *ev)
 {
@@ -594,10 +637,32 @@ on_delivery(struct worker *w, const struct weft__broker_event *ev)
     j->delivery_count = ev->msg.delivery_count;
     j->is_redelivered = ev->msg.is_redelivered;
     j->received_ns = weft__now_ns();
+    take_reply_to(w, j, ev->msg.reply_to);
     snprintf(j->traceparent, sizeof(j->traceparent), "%s",
              ev->msg.traceparent != NULL ? ev->msg.traceparent : "");
     j->state = JOB_QUEUED;
     pthread_cond_signal(&w->work);
+}
+
+/* The broker returned a result (mandatory publish to a run's queue that is gone): mark the
+ * oldest unconfirmed publish of that task to its reply_to; its confirm, which follows, sends it
+ * to the shared queue. */
+static void
+on_return(struct worker *w, const struct weft__broker_event *ev)
+{
+    struct job *hit = NULL;
+
+    for (size_t i = 0; i < w->job_cap && ev->msg.message_id != NULL; i++) {
+        struct job *j = &w->jobs[i];
+        if (j->state == JOB_PUBLISHED && !j->is_returned && j->reply_to[0] != '\0' &&
+            strcmp(j->task_id, ev->msg.message_id) == 0 &&
+            (hit == NULL || j->publish_seq < hit->publish_seq)) {
+            hit = j;
+        }
+    }
+    if (hit != NULL) {
+        hit->is_returned = true;
+    }
 }
 
 static void
@@ -611,7 +676,24 @@ on_confirm(struct worker *w, const struct weft__broker_event *ev)
         }
         if (ev->is_nack) {
             j->state = JOB_DONE; /* publish again */
+            j->is_returned = false;
             continue;
+        }
+        if (j->is_returned) {
+            /* No queue took it: the run's queue is gone (the run ended, or its orchestrator
+             * has been away longer than the queue's expiry). The shared queue keeps it. */
+            WEFT_LOG(WEFT_LOG_WARN,
+                     "worker %s: task %s: results queue %s does not exist; result published to "
+                     "the shared results queue",
+                     w->id, j->task_id, j->reply_to);
+            j->reply_to[0] = '\0';
+            j->is_reply_bad = true;
+            j->is_returned = false;
+            j->state = JOB_DONE;
+            continue;
+        }
+        if (j->is_reply_bad) {
+            w->stats.fallbacks++;
         }
         /* Acknowledged only now: had the worker died before, the task would come back. */
         if (j->generation == w->generation) {
@@ -681,7 +763,11 @@ flush_jobs(struct worker *w)
                 weft__dist_sign(&w->keys, &msg, j->result, j->result_len, signature) != WEFT_OK) {
                 continue; /* out of memory: tried again at the next flush */
             }
-            if (weft__broker_publish(w->broker, "result", false, &msg, j->result, j->result_len,
+            /* To the run's own queue when the task named it; the signature covers the same
+             * fields either way (a result carries no reply_to). */
+            msg.is_mandatory = j->reply_to[0] != '\0';
+            if (weft__broker_publish(w->broker, j->reply_to[0] != '\0' ? j->reply_to : "result",
+                                     j->reply_to[0] != '\0', &msg, j->result, j->result_len,
                                      &j->publish_seq) == WEFT_OK) {
                 j->state = JOB_PUBLISHED;
             }
@@ -701,6 +787,7 @@ connection_lost(struct worker *w)
             job_free(j);
         } else if (j->state == JOB_PUBLISHED) {
             j->state = JOB_DONE;
+            j->is_returned = false;
         }
     }
 }
@@ -779,6 +866,8 @@ drain(struct worker *w)
         pthread_mutex_lock(&w->lock);
         if (ev.kind == WEFT__BROKER_CONFIRM) {
             on_confirm(w, &ev);
+        } else if (ev.kind == WEFT__BROKER_RETURNED) {
+            on_return(w, &ev);
         } else if (ev.kind == WEFT__BROKER_DELIVERY) {
             (void)weft__broker_reject(w->broker, ev.delivery_tag, true);
         }
@@ -807,6 +896,8 @@ serve(struct worker *w, char *err, size_t err_len)
             on_delivery(w, &ev);
         } else if (ev.kind == WEFT__BROKER_CONFIRM) {
             on_confirm(w, &ev);
+        } else if (ev.kind == WEFT__BROKER_RETURNED) {
+            on_return(w, &ev);
         }
     }
     drain(w);

@@ -9,6 +9,11 @@
  * goes away the worker reconnects with backoff; tasks running then still publish their results
  * (the orchestrator keeps the first per task and attempt).
  *
+ * Results: each goes to the queue its task names in reply_to (the run's own results queue),
+ * through the default exchange, mandatory: when the broker returns it (the queue is gone) it is
+ * published again to the shared task_results_queue, as is the result of a task without a
+ * reply_to (an older orchestrator's), and counted (fallbacks).
+ *
  * Trust (docs/distributed.md, "Trust"): with a key in the environment (runtime/dist/sign.h)
  * a task whose signature is missing or does not verify is rejected without requeue (to the
  * dead letters), logged with its reason and task id, counted in weft.dist.messages.refused
@@ -58,6 +63,11 @@ struct weft__worker_stats {
     uint64_t reconnects;
     uint64_t refused;          /* tasks refused for their signature (unsigned, forged, ...) */
     uint64_t commands_refused; /* tasks failed by the command allow-list */
+    /* Results published to the shared results queue although their task named a reply_to
+     * queue: that queue was gone (its run ended or expired) or the name was not one of this
+     * deployment's results queues. Tasks without a reply_to (older orchestrators) use the
+     * shared queue as before and are not counted. */
+    uint64_t fallbacks;
 };
 
 /* Run until *cfg->stop. @return WEFT_OK after a graceful stop, WEFT_EINVAL (bad URL or prefix,

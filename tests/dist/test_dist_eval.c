@@ -1,14 +1,18 @@
 /* tests/dist/test_dist_eval.c - `weft eval --executor amqp` against a real RabbitMQ and a real
- * PostgreSQL state started by the test: an experiment of 5 items of examples/support_triage
- * (a dataset from a file, kept in PostgreSQL) runs each item's steps on two `weft worker`
- * processes (one item run at a time: see docs/experiments.md); every item passes and every item
- * run's steps are in the workers' logs (none ran in the eval process). */
+ * PostgreSQL state started by the test: an experiment of 12 items of examples/support_triage
+ * (a dataset from a file, kept in PostgreSQL) with --concurrency 4 runs each item's steps on two
+ * `weft worker` processes; every item passes, every item run completed and its steps are in the
+ * workers' logs (none ran in the eval process), item runs overlapped in time (their stored
+ * start and end), and no result was lost or misrouted: each run's own results queue is gone at
+ * the end, the shared results queue and the dead letters are empty, and no worker fell back to
+ * the shared queue. */
 #include "support/amqp_server.h"
 #include "support/pg_server.h"
 #include "support/server_proc.h"
 #include "support/weft_test.h"
 
 #include <jansson.h>
+#include <libpq-fe.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +57,92 @@ group_teardown(void **state)
     return weft_test_amqp_stop(broker) == 0 ? 0 : -1;
 }
 
+#define ITEMS 12
+
+static long long
+query_int(PGconn *conn, const char *sql)
+{
+    PGresult *res = PQexec(conn, sql);
+    long long n = -1;
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        fail_msg("%s: %s", sql, PQerrorMessage(conn));
+    }
+    n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return n;
+}
+
+/* The stored item runs: all completed, and at least two of them in flight at one moment (a
+ * run started before another one ended, and ended after it started). */
+static void
+assert_runs_overlapped(json_t *items)
+{
+    PGconn *conn = PQconnectdb(weft_test_pg_url(pg));
+    char ids[ITEMS * 20 + 8] = "";
+    char sql[ITEMS * 20 + 512];
+    size_t i = 0;
+    json_t *it = NULL;
+    long long overlapping = 0;
+
+    assert_int_equal(PQstatus(conn), CONNECTION_OK);
+    json_array_foreach(items, i, it)
+    {
+        const char *run_id = json_string_value(json_object_get(it, "run_id"));
+
+        assert_non_null(run_id);
+        assert_true(strlen(run_id) < 16 && strspn(run_id, "0123456789abcdef") == strlen(run_id));
+        snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s'%s'", i > 0 ? "," : "", run_id);
+    }
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM workflows WHERE run_id IN (%s) AND status = 'completed' "
+             "AND ended_ns > started_ns",
+             ids);
+    assert_int_equal(query_int(conn, sql), ITEMS);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM workflows a JOIN workflows b ON a.run_id < b.run_id "
+             "WHERE a.run_id IN (%s) AND b.run_id IN (%s) "
+             "AND a.started_ns < b.ended_ns AND b.started_ns < a.ended_ns",
+             ids, ids);
+    overlapping = query_int(conn, sql);
+    if (overlapping < 1) {
+        fail_msg("no two of the %d item runs were in flight at once (--concurrency 4)", ITEMS);
+    }
+    PQfinish(conn);
+}
+
+/* The queues of prefix "evaltest.": the shared results queue and the dead letters hold
+ * nothing, and no run's own results queue is left (each run deleted its own at its end). */
+static void
+assert_queues_clean(void)
+{
+    const char *args[] = {"list_queues", "-q", "name", "messages", NULL};
+    char *out = NULL;
+    size_t seen = 0;
+
+    assert_int_equal(weft_test_amqp_ctl(broker, args, &out), 0);
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char name[256];
+        long n = 0;
+
+        if (sscanf(line, "%255s %ld", name, &n) != 2) {
+            continue;
+        }
+        if (strncmp(name, "evaltest.results.", 17) == 0) {
+            fail_msg("results queue %s is left after its run (%ld message(s))", name, n);
+        }
+        if (strcmp(name, "evaltest.task_results_queue") == 0 ||
+            strcmp(name, "evaltest.task_dead_letter_queue") == 0) {
+            seen++;
+            if (n != 0) {
+                fail_msg("%s holds %ld message(s), expected none", name, n);
+            }
+        }
+    }
+    assert_int_equal(seen, 2);
+    free(out);
+}
+
 static void
 test_eval_items_run_on_the_workers(void **state)
 {
@@ -82,12 +172,20 @@ test_eval_items_run_on_the_workers(void **state)
     vars[5] = "WEFT_DEBUG=1"; /* workers log each task they start */
     vars[6] = NULL;
     snprintf(wf, sizeof(wf), "%s/examples/support_triage/workflow_fixed.json", WEFT_SOURCE_DIR);
-    weft_test_write_file(dir, "five.jsonl",
-                         "{\"input\": \"I cannot log in after the update\"}\n"
-                         "{\"input\": \"Where is my invoice for March?\"}\n"
-                         "{\"input\": \"Please refund my last order\"}\n"
-                         "{\"input\": \"The export button does nothing\"}\n"
-                         "{\"input\": \"Refund request: charged twice\"}\n");
+    {
+        static const char *const inputs[] = {
+            "I cannot log in after the update", "Where is my invoice for March?",
+            "Please refund my last order",      "The export button does nothing",
+            "Refund request: charged twice",    "My password reset mail never comes",
+        };
+        char lines[ITEMS * 80] = "";
+
+        for (size_t k = 0; k < ITEMS; k++) {
+            snprintf(lines + strlen(lines), sizeof(lines) - strlen(lines),
+                     "{\"input\": \"%s (%zu)\"}\n", inputs[k % 6], k + 1);
+        }
+        weft_test_write_file(dir, "items.jsonl", lines);
+    }
     for (size_t w = 0; w < 2; w++) {
         const char *argv[] = {
             weft_bin, "worker", "--concurrency", "2", "--id", w == 0 ? "w1" : "w2", NULL};
@@ -97,15 +195,16 @@ test_eval_items_run_on_the_workers(void **state)
         assert_true(workers[w] > 0);
     }
     {
-        const char *argv[] = {weft_bin, "dataset", "create", "five", "--file", "five.jsonl", NULL};
+        const char *argv[] = {weft_bin, "dataset",     "create", "items",
+                              "--file", "items.jsonl", NULL};
 
         snprintf(log, sizeof(log), "%s/dataset.log", dir);
         assert_int_equal(weft_test_run(argv, vars, dir, log, 60000), 0);
     }
     {
         const char *argv[] = {weft_bin,        "eval",       wf,     "--dataset",
-                              "five",          "--executor", "amqp", "--json",
-                              "--concurrency", "2",          NULL};
+                              "items",         "--executor", "amqp", "--json",
+                              "--concurrency", "4",          NULL};
 
         int status = 0;
 
@@ -120,11 +219,13 @@ test_eval_items_run_on_the_workers(void **state)
     }
     out = weft_test_read_file(log);
     assert_non_null(out);
-    assert_non_null(strstr(out, "runs one item at a time (--concurrency 2 ignored"));
+    assert_null(strstr(out, "one item at a time"));
     doc = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL);
     assert_non_null(doc);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "summary"), "passed")),
-                     5);
+                     ITEMS);
+    assert_int_equal(json_array_size(json_object_get(doc, "items")), ITEMS);
+    assert_runs_overlapped(json_object_get(doc, "items"));
     for (size_t w = 0; w < 2; w++) {
         snprintf(log, sizeof(log), "%s/w%zu.log", dir, w + 1);
         logs[w] = weft_test_read_file(log);
@@ -152,7 +253,15 @@ test_eval_items_run_on_the_workers(void **state)
         kill(workers[w], SIGTERM);
         assert_int_equal(weft_test_wait(workers[w], 30000), 0);
         free(logs[w]);
+        /* Every result went to its run's own queue. */
+        snprintf(log, sizeof(log), "%s/w%zu.log", dir, w + 1);
+        logs[w] = weft_test_read_file(log);
+        assert_non_null(logs[w]);
+        assert_non_null(strstr(logs[w], " 0 rejected,"));
+        assert_non_null(strstr(logs[w], " 0 result(s) to the shared queue"));
+        free(logs[w]);
     }
+    assert_queues_clean();
     json_decref(doc);
     free(out);
     weft_test_rm_rf(dir);
