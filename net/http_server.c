@@ -8,7 +8,9 @@
  * only, so /healthz and /metrics are answered at once whatever the other connections do (with a
  * pool of two threads, two heavy handlers starved every queued connection until it timed out
  * unanswered). What bounds memory instead is admission: a route may take at most max_active
- * requests at once, and the next one is answered 503 with Retry-After, its body read and dropped
+ * requests at once (from their headers until their answer is built and queued, or until a
+ * streamed answer is sent; a queued answer's copy is bounded by the connection caps), and the
+ * next one is answered 503 with Retry-After, its body read and dropped
  * as it comes, never kept (OTLP senders retry on 503, so nothing is lost). Requests refused, and
  * those whose connection closed or timed out before they were answered, are counted by route and
  * reason for the callers' /metrics.
@@ -95,7 +97,8 @@ struct request {
     struct weft__buf body;
     bool is_too_large;
     bool is_busy;     /* refused at admission: its body is dropped, its answer 503 */
-    bool has_slot;    /* counted in state->active: released when the request completes */
+    bool has_slot;    /* counted in state->active: released when a built answer is queued,
+                       * else (a stream, no answer) when the request completes */
     bool is_answered; /* a response was queued */
 };
 
@@ -300,6 +303,14 @@ send_reply(struct request *rq, struct MHD_Connection *conn, struct weft__http_re
     ret = MHD_queue_response(conn, reply->status != 0 ? reply->status : 500u, resp);
     MHD_destroy_response(resp);
     rq->is_answered = ret == MHD_YES;
+    if (rq->is_answered && rq->has_slot && reply->stream_read == NULL) {
+        /* A built answer: the handler's work is over, and the slot goes back now rather than
+         * when libmicrohttpd says the request completed, which can come after the client has
+         * its answer and sent the next request (a client asking one thing at a time was told
+         * 503). A stream keeps its slot: it reads while it sends. */
+        atomic_fetch_sub(&rq->state->active, 1);
+        rq->has_slot = false;
+    }
     return ret;
 }
 

@@ -508,6 +508,61 @@ test_http_server_start_out_of_memory_fails_cleanly(void **state)
     weft__http_server_stop(srv);
 }
 
+#define BIG_BYTES (48u * 1024u * 1024u) /* far more than loopback's socket buffers hold */
+
+/* 200 with BIG_BYTES of 'x', or "small" with ?small. */
+static void
+big_handler(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
+{
+    (void)user_data;
+    reply->status = 200;
+    reply->content_type = "text/plain";
+    if (weft__http_query(req, "small") != NULL) {
+        reply->body = (char *)"small";
+        reply->len = 5;
+        return;
+    }
+    reply->body = weft__malloc(BIG_BYTES);
+    if (reply->body != NULL) {
+        memset(reply->body, 'x', BIG_BYTES);
+    }
+    reply->len = reply->body != NULL ? BIG_BYTES : 0;
+    reply->free_body = true;
+}
+
+/* Admission counts a request until its answer is built and queued, not until the client has
+ * read all of it: with one slot, a client that never reads its 48 MB answer does not keep the
+ * next client out (before, the slot was held until libmicrohttpd saw the request complete,
+ * which also came late enough under load that a client asking one thing at a time was told
+ * 503). */
+static void
+test_http_server_slot_freed_once_the_answer_is_queued(void **state)
+{
+    struct weft__http_route route = {"/big", 0, big_handler, NULL, false, 1, false};
+    struct weft__http_server_config cfg;
+    struct weft__http_server *srv = NULL;
+    const char *request = "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char head[64];
+    char out[256];
+    long status = 0;
+    int fd = -1;
+
+    (void)state;
+    config(&cfg, &route, 1);
+    assert_weft_ok(weft__http_server_start(&cfg, &srv));
+    fd = connect_port(weft__http_server_port(srv));
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, request, strlen(request), MSG_NOSIGNAL), (ssize_t)strlen(request));
+    /* The answer has started (so it was built and queued); read no more of it. */
+    assert_true(recv(fd, head, sizeof(head), MSG_WAITALL) == (ssize_t)sizeof(head));
+    assert_int_equal(strncmp(head, "HTTP/1.1 200", 12), 0);
+    status = get(weft__http_server_port(srv), "/big?small=1", out, sizeof(out));
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(out, "small"));
+    close(fd);
+    weft__http_server_stop(srv);
+}
+
 int
 main(void)
 {
@@ -519,6 +574,7 @@ main(void)
         cmocka_unit_test(test_http_server_serves_two_threads_at_once),
         cmocka_unit_test(test_http_server_stop_answers_the_request_in_flight),
         cmocka_unit_test(test_http_server_start_out_of_memory_fails_cleanly),
+        cmocka_unit_test(test_http_server_slot_freed_once_the_answer_is_queued),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
