@@ -15,6 +15,7 @@
  *   /api/v1/compare?a=REF&b=REF            weft.compare/v1: two runs step by step
  *                                          (api_compare.c)
  *   /api/v1/metrics?limit=N                weft.collab/v1: hand-offs, agents, loops
+ *   /api/v1/datasets..., /api/v1/experiments...   datasets and experiments (api_eval.c)
  */
 #include "api_int.h"
 
@@ -832,6 +833,8 @@ weft__api_get(const struct weft__api_config *cfg,
         weft__api_compare(cfg, req, reply);
     } else if (strcmp(p, "metrics") == 0) {
         collab(cfg, req, reply);
+    } else if (weft__api_eval_get(cfg, req, p, reply)) {
+        return;
     } else if (strncmp(p, "runs/", 5) == 0 || strncmp(p, "traces/", 7) == 0) {
         bool is_run = p[0] == 'r';
         p += is_run ? 5 : 7;
@@ -854,7 +857,8 @@ weft__api_get(const struct weft__api_config *cfg,
     } else {
         reply_error(reply, 404,
                     "no such route: try /api/v1/runs, /api/v1/runs/REF, /api/v1/traces, "
-                    "/api/v1/traces/ID, /api/v1/events, /api/v1/compare or /api/v1/metrics");
+                    "/api/v1/traces/ID, /api/v1/events, /api/v1/compare, /api/v1/metrics, "
+                    "/api/v1/datasets or /api/v1/experiments");
     }
 }
 

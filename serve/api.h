@@ -4,7 +4,8 @@
  * what only the explorer needs: why a run failed, two runs compared, the collaboration matrix.
  *
  * Every handler reads the stores through their public read APIs and nothing else: the state
- * store (runs, steps, corrections) and the span store (traces). Nothing here writes.
+ * store (runs, steps, corrections, datasets, experiments) and the span store (traces). Nothing
+ * here writes but weft__api_dataset_add(), which the server offers only with its token.
  *
  * Thread-safety: handlers share nothing but the span store's pool (thread-safe): each call
  * takes a handle from it (or opens the store) for its reads and gives it back.
@@ -61,5 +62,21 @@ struct weft__api_reply {
 void weft__api_get(const struct weft__api_config *cfg,
                    const struct weft__api_request *req,
                    struct weft__api_reply *reply);
+
+/* Largest body of POST /api/v1/datasets/NAME/items. */
+#define WEFT__API_DATASET_ADD_MAX_BODY 4096u
+
+/* POST /api/v1/datasets/NAME/items (serve/api_eval.c): @p body {"run_id": RUN, "create": BOOL}
+ * adds stored run RUN (an id or a unique prefix) to dataset @p name as one item, a new version
+ * (weft_dataset_add()); with "create": true a missing dataset is made first
+ * (weft_dataset_create()). Answers 201 {"dataset", "version", "added", "created"}, or
+ * {"error"} with 400 (a bad body, name or run: the store's sentence), 404 (no such dataset and
+ * no "create"), 409, 500 or 503. The caller checked the token and the Content-Type.
+ * Ownership: @p reply->body is the caller's. Thread-safety: any thread. */
+void weft__api_dataset_add(const struct weft__api_config *cfg,
+                           const char *name,
+                           const char *body,
+                           size_t body_len,
+                           struct weft__api_reply *reply);
 
 #endif /* WEFT_SERVE_API_H */

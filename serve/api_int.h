@@ -1,7 +1,6 @@
 /* serve/api_int.h - what the API's route files (api.c, api_traces.c, api_rows.c,
- * api_compare.c) share: the answer helpers and argument parsing of api.c, and the routes kept
- * in files of their own.
- * Internal to serve/.
+ * api_compare.c, api_eval.c) share: the answer helpers and argument parsing of api.c, and the
+ * routes kept in files of their own. Internal to serve/.
  */
 #ifndef WEFT_SERVE_API_INT_H
 #define WEFT_SERVE_API_INT_H
@@ -48,6 +47,13 @@ size_t weft__api_step_index(const struct weft_run_details *run, const char *id);
 void weft__api_compare(const struct weft__api_config *cfg,
                        const struct weft__api_request *req,
                        struct weft__api_reply *reply);
+
+/* GET /api/v1/datasets[/NAME[@V]] and /api/v1/experiments[/REF|/compare] (api_eval.c), @p p
+ * the path after /api/v1/. @return false when @p p is none of them (the reply untouched). */
+bool weft__api_eval_get(const struct weft__api_config *cfg,
+                        const struct weft__api_request *req,
+                        const char *p,
+                        struct weft__api_reply *reply);
 
 /* GET /api/v1/traces (api_traces.c). */
 void weft__api_traces_list(const struct weft__api_config *cfg,

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <weft/dataset.h>
 
 /* Only this server's own files and API: no inline script or style, no other origin, no
  * framing. Span content is text in the page (the UI never builds markup from it), and this is
@@ -269,6 +270,16 @@ json_error(struct weft__http_reply *reply, int status, const char *text)
     json_decref(o);
 }
 
+/* Whether the request says Content-Type: application/json (parameters allowed). */
+static bool
+is_json_body(const struct weft__http_request *req)
+{
+    const char *type = weft__http_header(req, "Content-Type");
+
+    return type != NULL && strncasecmp(type, "application/json", 16) == 0 &&
+           (type[16] == '\0' || type[16] == ';' || type[16] == ' ');
+}
+
 /* The run reference of "/api/v1/runs/REF/fork" into @p out; false for any other path. */
 static bool
 fork_path(const char *url, char *out, size_t out_len)
@@ -291,7 +302,6 @@ on_fork(struct weft__serve *srv,
         const char *ref,
         struct weft__http_reply *reply)
 {
-    const char *type = weft__http_header(req, "Content-Type");
     char text[700];
     int status = 500;
 
@@ -301,8 +311,7 @@ on_fork(struct weft__serve *srv,
                    "--token-file or WEFT_SERVE_TOKEN");
         return;
     }
-    if (type == NULL || strncasecmp(type, "application/json", 16) != 0 ||
-        (type[16] != '\0' && type[16] != ';' && type[16] != ' ')) {
+    if (!is_json_body(req)) {
         json_error(reply, 415, "expected Content-Type: application/json");
         return;
     }
@@ -320,6 +329,49 @@ on_fork(struct weft__serve *srv,
     }
 }
 
+/* The dataset name of "/api/v1/datasets/NAME/items" into @p out; false for any other path. */
+static bool
+dataset_items_path(const char *url, char *out, size_t out_len)
+{
+    const char *name = url + strlen("/api/v1/datasets/");
+    const char *slash = strncmp(url, "/api/v1/datasets/", 17) == 0 ? strchr(name, '/') : NULL;
+
+    if (slash == NULL || strcmp(slash, "/items") != 0 || slash == name ||
+        (size_t)(slash - name) >= out_len) {
+        return false;
+    }
+    snprintf(out, out_len, "%.*s", (int)(slash - name), name);
+    return true;
+}
+
+/* POST /api/v1/datasets/NAME/items (api.h, serve/api_eval.c); admitted already. Off without a
+ * token, as the fork route: the page's "Add to dataset" writes to the state store. */
+static void
+on_dataset_add(struct weft__serve *srv,
+               const struct weft__http_request *req,
+               const char *name,
+               struct weft__http_reply *reply)
+{
+    struct weft__api_reply ar;
+
+    if (srv->cfg->token == NULL) {
+        json_error(reply, 403,
+                   "adding to a dataset from the explorer needs its token: start weft serve with "
+                   "--token, --token-file or WEFT_SERVE_TOKEN (or use weft dataset add)");
+        return;
+    }
+    if (!is_json_body(req)) {
+        json_error(reply, 415, "expected Content-Type: application/json");
+        return;
+    }
+    if (req->is_too_large || req->body_len > WEFT__API_DATASET_ADD_MAX_BODY) {
+        json_error(reply, 413, "the body is too large");
+        return;
+    }
+    weft__api_dataset_add(&srv->api, name, req->body, req->body_len, &ar);
+    json_reply(reply, (int)ar.status, ar.body); /* takes ar.body; NULL: 503 */
+}
+
 static void
 on_api(void *user_data, const struct weft__http_request *req, struct weft__http_reply *reply)
 {
@@ -328,6 +380,7 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
     struct weft__api_request areq = {req->url, query_arg, &ctx};
     struct weft__api_reply ar;
     char ref[80];
+    char name[WEFT_DATASET_NAME_MAX + 1];
 
     if (strcmp(req->method, "POST") == 0 && fork_path(req->url, ref, sizeof(ref))) {
         if (admit(srv, req, reply)) {
@@ -335,12 +388,21 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
         }
         return;
     }
+    if (strcmp(req->method, "POST") == 0 && dataset_items_path(req->url, name, sizeof(name))) {
+        if (admit(srv, req, reply)) {
+            on_dataset_add(srv, req, name, reply);
+        }
+        return;
+    }
     if (!is_get(req, reply) || !admit(srv, req, reply)) {
         return;
     }
     if (strcmp(req->url, "/api/v1/session") == 0) {
-        /* What the page may do: fork only with the token (it got here with it). */
-        json_t *o = json_pack("{s:b}", "can_fork", srv->cfg->token != NULL && srv->fork != NULL);
+        /* What the page may do: fork and add to a dataset only with the token (it got here
+         * with it). */
+        json_t *o =
+            json_pack("{s:b, s:b}", "can_fork", srv->cfg->token != NULL && srv->fork != NULL,
+                      "can_add_to_dataset", srv->cfg->token != NULL);
         json_reply(reply, 200, o != NULL ? json_dumps(o, JSON_COMPACT) : NULL);
         json_decref(o);
         return;

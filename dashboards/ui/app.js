@@ -3,7 +3,9 @@
  * Everything from the stores reaches the page as text (textContent, attribute values): the UI
  * never builds markup from data, so a prompt holding <script> shows as that text. The server's
  * Content-Security-Policy forbids inline script besides. Views: #/runs, #/run/ID,
- * #/run/ID/span/SPAN_ID, #/trace/ID[/span/SPAN_ID], #/compare/A/B, #/metrics; data from /api/v1 only.
+ * #/run/ID/span/SPAN_ID, #/trace/ID[/span/SPAN_ID], #/compare/A/B, #/metrics, #/datasets,
+ * #/dataset/NAME[@V], #/experiments, #/experiment/REF, #/experiments/compare/A/B; data from
+ * /api/v1 only.
  */
 import { el, fail } from "./src/dom.js";
 import { viewRuns } from "./src/runs.js";
@@ -11,6 +13,8 @@ import { viewTraces } from "./src/traces.js";
 import { viewRun, viewTrace } from "./src/run.js";
 import { viewCompare } from "./src/compare.js";
 import { viewMetrics } from "./src/metrics.js";
+import { viewDataset, viewDatasets } from "./src/datasets.js";
+import { viewExperiment, viewExperimentCompare, viewExperiments } from "./src/experiments.js";
 import { ui } from "./src/state.js";
 
 function route(fromPoll) {
@@ -28,6 +32,11 @@ function route(fromPoll) {
   const p = parts[0] === "run" && parts[1] ? viewRun(parts[1], parts[2] === "span" ? parts[3] : null)
     : parts[0] === "compare" && parts[2] ? viewCompare(parts[1], parts[2])
     : parts[0] === "metrics" ? viewMetrics()
+    : parts[0] === "datasets" ? viewDatasets()
+    : parts[0] === "dataset" && parts[1] ? viewDataset(parts[1])
+    : parts[0] === "experiments" && parts[1] === "compare" && parts[3] ? viewExperimentCompare(parts[2], parts[3])
+    : parts[0] === "experiments" ? viewExperiments()
+    : parts[0] === "experiment" && parts[1] ? viewExperiment(parts[1])
     : parts[0] === "traces" ? viewTraces()
     : parts[0] === "trace" && parts[1] ? viewTrace(parts[1], parts[2] === "span" ? parts[3] : null)
     : viewRuns();

@@ -8,18 +8,22 @@
  *   seen by a request (that handle is discarded, counted on /metrics) or not (the idle
  *   connection is made again);
  * - /metrics reports the partitions of weft_spans after a retention pass
- *   (weft_store_partitions equals pg_inherits' count) and the oldest span's age. */
+ *   (weft_store_partitions equals pg_inherits' count) and the oldest span's age;
+ * - over a PostgreSQL state store, the datasets and experiments routes answer the documents
+ *   `weft dataset list|show --json` and `weft eval list|show|compare --json` print for it. */
 #include "support/pg_server.h"
 #include "support/serve_proc.h"
 #include "support/server_proc.h"
 #include "support/store_spans.h"
 #include "support/weft_test.h"
 
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <weft/dataset.h>
 #include <weft/weft.h>
 
 #define WEFT     WEFT_BINARY_DIR "/weft"
@@ -33,7 +37,7 @@ struct fx {
     char dir[64];
     char name[32];
     char url[256];
-    char state[128];
+    char state[300];
     char home_env[128];
     char log[128];
     pid_t pid;
@@ -313,6 +317,128 @@ test_serve_pg_metrics_report_partitions(void **state)
     free(metrics);
 }
 
+/* Experiment @p name over pgds@1: its items @p statuses, in order. */
+static void
+put_experiment(const struct fx *f,
+               const char *name,
+               const struct weft_dataset_item *items,
+               const char *const *statuses)
+{
+    struct weft_experiment e;
+    char id[37];
+    char why[256] = "";
+
+    memset(&e, 0, sizeof(e));
+    e.name = (char *)name;
+    e.dataset = "pgds";
+    e.dataset_version = 1;
+    e.workflow = "wf";
+    if (weft_experiment_begin(f->url, &e, id, why, sizeof(why)) != WEFT_OK) {
+        fail_msg("experiment %s: %s", name, why);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        struct weft_experiment_item it;
+        bool is_pass = strcmp(statuses[i], "passed") == 0;
+        memset(&it, 0, sizeof(it));
+        it.item_id = items[i].id;
+        it.status = (char *)statuses[i];
+        it.scores = is_pass ? "[{\"evaluator\": \"exact\", \"value\": 1, \"passed\": true, "
+                              "\"explanation\": \"the same text\"}]"
+                            : "[{\"evaluator\": \"exact\", \"value\": 0, \"passed\": false, "
+                              "\"explanation\": \"another text\"}]";
+        it.tokens = 10 + i;
+        assert_weft_ok(weft_experiment_item_put(f->url, id, &it, why, sizeof(why)));
+    }
+    assert_weft_ok(
+        weft_experiment_end(f->url, id, "completed", "{\"items\": 2}", why, sizeof(why)));
+}
+
+/* GET @p path answers what `weft ARGS --state URL --json` prints (compared parsed). */
+static void
+same_as_cli(const struct fx *f, const char *path, const char *const *args)
+{
+    static char out[1 << 16];
+    static char err[4096];
+    const char *argv[12];
+    size_t n = 0;
+    long status = 0;
+    char *body = serve_proc_get(f->port, path, 15000, &status);
+    json_t *api = body != NULL ? json_loads(body, 0, NULL) : NULL;
+    json_t *cli = NULL;
+
+    for (; args[n] != NULL; n++) {
+        argv[n] = args[n];
+    }
+    argv[n++] = "--state";
+    argv[n++] = f->url;
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    assert_int_equal(weft_test_run_captured(WEFT, argv, f->dir, out, sizeof(out), err, sizeof(err)),
+                     0);
+    cli = json_loads(out, 0, NULL);
+    if (status != 200 || api == NULL || cli == NULL || !json_equal(api, cli)) {
+        fail_msg("GET %s (%ld) differs from weft %s %s:\nAPI %.400s\nCLI %.400s", path, status,
+                 args[0], args[1], body != NULL ? body : "(none)", out);
+    }
+    json_decref(api);
+    json_decref(cli);
+    free(body);
+}
+
+static void
+test_serve_pg_datasets_and_experiments(void **state)
+{
+    struct fx *f = *state;
+    struct weft_dataset_source src;
+    struct weft_dataset_item *items = NULL;
+    size_t count = 0;
+    char file[128];
+    const char *base[] = {"passed", "failed"};
+    const char *next[] = {"passed", "passed"};
+    long status = 0;
+    char *body = NULL;
+
+    weft_test_write_file(f->dir, "items.jsonl",
+                         "{\"input\": \"add 2 and 2\", \"expected\": \"4\"}\n{\"input\": "
+                         "{\"ticket\": 7}}\n");
+    snprintf(file, sizeof(file), "%s/items.jsonl", f->dir);
+    memset(&src, 0, sizeof(src));
+    src.file = file;
+    assert_weft_ok(weft_dataset_create(f->url, "pgds", "on PostgreSQL", NULL, &src, NULL, NULL, 0));
+    assert_weft_ok(weft_dataset_show(f->url, "pgds", 0, NULL, &items, &count));
+    assert_int_equal(count, 2);
+    put_experiment(f, "base", items, base);
+    put_experiment(f, "next", items, next);
+    weft_dataset_items_free(items, count);
+    snprintf(f->state, sizeof(f->state), "%s", f->url);
+    start_serve(f, NULL);
+    {
+        const char *a[] = {"dataset", "list", NULL};
+        same_as_cli(f, "/api/v1/datasets", a);
+    }
+    {
+        const char *a[] = {"dataset", "show", "pgds@1", NULL};
+        same_as_cli(f, "/api/v1/datasets/pgds@1", a);
+    }
+    {
+        const char *a[] = {"eval", "list", "--dataset", "pgds", NULL};
+        same_as_cli(f, "/api/v1/experiments?dataset=pgds", a);
+    }
+    {
+        const char *a[] = {"eval", "show", "next", NULL};
+        same_as_cli(f, "/api/v1/experiments/next", a);
+    }
+    {
+        const char *a[] = {"eval", "compare", "base", "next", NULL};
+        same_as_cli(f, "/api/v1/experiments/compare?a=base&b=next", a);
+    }
+    body = serve_proc_get(f->port, "/api/v1/experiments/compare?a=base&b=next", 15000, &status);
+    assert_non_null(body);
+    assert_non_null(strstr(body, "\"fixed\":1"));
+    free(body);
+    assert_int_equal(get_status(f, "/api/v1/datasets/nope"), 404);
+}
+
 int
 main(void)
 {
@@ -320,6 +446,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_serve_pg_api_reuses_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serve_pg_reconnects_after_a_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serve_pg_metrics_report_partitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_serve_pg_datasets_and_experiments, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

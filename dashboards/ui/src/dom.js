@@ -74,3 +74,6 @@ export function costOf(a) {
 }
 export function isLlm(a) { return a["gen_ai.operation.name"] === "chat" || a["langfuse.observation.type"] === "generation"; }
 export function money(c) { return c === null || c === undefined ? "" : "$" + (c < 0.01 ? c.toFixed(6) : c.toFixed(4)); }
+/* A time in ns since the epoch (the experiments' and datasets' documents) as when() shows it. */
+export function whenNs(ns) { return ns ? when(new Date(Math.floor(ns / 1e6)).toISOString()) : "–"; }
+export function pct(x) { return typeof x === "number" ? (100 * x).toFixed(1) + "%" : "–"; }

@@ -3,6 +3,7 @@ import { api, attrText, dur, el, fail, loopCount, short, show, when } from "./do
 import { fitPlan, planGraph } from "./plan.js";
 import { firstRows, waterfall } from "./waterfall.js";
 import { ui } from "./state.js";
+import { addToDatasetBox } from "./add_dataset.js";
 
 export async function viewRun(ref, spanId) {
   const doc = await api("/api/v1/runs/" + encodeURIComponent(ref));
@@ -31,6 +32,7 @@ export async function viewRun(ref, spanId) {
   parts.push(el("p", {},
     r.status !== "completed" ? el("button", { class: "primary", id: "why", onclick: () => why(r.run_id, whyBox, wf, doc.steps).catch(fail) }, "Why did it fail?") : null,
     " ", comparePicker(r)));
+  parts.push(addToDatasetBox(r));
   parts.push(whyBox, el("h2", {}, "Plan"));
   const plans = [];
   if ((doc.corrections || []).length) {
