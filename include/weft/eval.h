@@ -99,6 +99,11 @@ struct weft_eval_context {
     const struct weft_span_context *parent;
     /** Directory command evaluators start in; NULL means the current one. */
     const char *workdir;
+    /** Extra attributes on the judge's spans, after weft's own (e.g. the Langfuse experiment
+     * context `weft eval` puts on every span of an item's trace); at most 16 are set.
+     * Borrowed for the call. NULL: none. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /** One evaluator's score. */

@@ -267,6 +267,27 @@ struct weft_run_options {
      * what it keeps). NULL: none. */
     const struct weft_attr *root_attrs;
     size_t root_attr_count;
+    /** Extra attributes on EVERY span the run starts (the workflow root, plan, agent, chat,
+     * tool, reflect, loop, fan-out, retrieval and embeddings spans, command steps' tool spans,
+     * the spans of its MCP calls, and the runs of sub-workflow steps), as start attributes so
+     * that samplers see them; e.g. Langfuse's langfuse.experiment.* context (`weft eval`,
+     * docs/langfuse.md). At most 16 are set, after weft's own start attributes (a key weft sets
+     * when the span starts gets the value given here). Not carried to the spans of a
+     * remote worker (`--executor amqp`, docs/langfuse.md). Borrowed for the call
+     * (each span copies what it keeps). NULL: none, at no cost per span. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
+    /** When non-NULL, every span of the run (as for span_attrs, the root included) also
+     * carries the root span's id, 16 lowercase hex digits, under this key; e.g.
+     * "langfuse.experiment.item.root_observation_id". The spans of a sub-workflow step's run
+     * carry the id of this run's root. Borrowed for the call. NULL: none. */
+    const char *root_span_id_attr;
+    /** Attributes set on the root span only when the run records message content
+     * (capture_content, after redaction), like the run's input and output: content that
+     * belongs with them, e.g. an experiment item's expected output. At most 16 are set.
+     * Borrowed for the call. NULL: none. */
+    const struct weft_attr *root_content_attrs;
+    size_t root_content_attr_count;
 };
 
 /** One step of the final plan. */

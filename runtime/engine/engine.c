@@ -880,6 +880,8 @@ start_mcp(struct run *run, struct weft_meter *meter, char *error, size_t error_l
     o.meter_tee = run->cfg.opts->meter;
     o.on_progress = mcp_progress;
     o.user_data = run;
+    o.span_attrs = run->tel.span_attrs; /* complete by now: the root has started */
+    o.span_attr_count = run->tel.span_attr_count;
     err = weft__mcp_hub_new(run->cfg.wf, &o, &run->cfg.mcp, why, sizeof(why));
     if (err != WEFT_OK && error != NULL) {
         snprintf(error, error_len, "MCP servers: %s", why[0] != '\0' ? why : weft_strerror(err));
@@ -957,6 +959,50 @@ origin_attrs(struct run *run)
     }
 }
 
+/* options.span_attrs for every span of the run (spans.c copies run->tel.span_attrs into each
+ * span's start attributes): prepared once here, before the root starts. */
+static void
+span_attrs_start(struct run *run)
+{
+    const struct weft_run_options *o = run->cfg.opts;
+    size_t n = o->span_attrs != NULL ? o->span_attr_count : 0;
+    /* The slot after the 16 is the root id's; a sub-workflow's run, which has no id of its own
+     * to add, gets its parent's 16 and the parent's root id in it (subrun.c). */
+    size_t max = o->root_span_id_attr != NULL ? RUN_MAX_SPAN_ATTRS : RUN_MAX_SPAN_ATTRS + 1;
+
+    if (n > max) {
+        n = max;
+    }
+    if (n > 0) {
+        memcpy(run->tel.span_attrs, o->span_attrs, n * sizeof(run->tel.span_attrs[0]));
+    }
+    run->tel.span_attr_count = n;
+}
+
+/* Once the root has started: its id under options.root_span_id_attr on the root and, through
+ * run->tel.span_attrs, on every span after it; then the content that goes with the root's input
+ * when the run records content. */
+static void
+root_extras(struct run *run, const struct weft_span_context *root)
+{
+    const struct weft_run_options *o = run->cfg.opts;
+
+    if (o->root_span_id_attr != NULL && o->root_span_id_attr[0] != '\0' &&
+        weft_span_context_is_valid(root)) {
+        struct weft_attr *a = &run->tel.span_attrs[run->tel.span_attr_count];
+
+        weft_hex_encode(root->span_id, WEFT_SPAN_ID_SIZE, run->tel.root_span_hex);
+        *a = weft_attr_str(o->root_span_id_attr, run->tel.root_span_hex);
+        (void)weft_span_set_attr(run->tel.root, a);
+        run->tel.span_attr_count++;
+    }
+    for (size_t i = 0; run->cfg.capture_content && o->root_content_attrs != NULL &&
+                       i < o->root_content_attr_count && i < 16;
+         i++) {
+        (void)weft_span_set_attr(run->tel.root, &o->root_content_attrs[i]);
+    }
+}
+
 /* The root span (linked to the run it resumes, replays or forks), its ids kept with the run,
  * the meters and the watchdog started. */
 static void
@@ -968,6 +1014,7 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
     struct weft_span_context ctx;
 
     run->tel.root_started_ns = weft__now_ns();
+    span_attrs_start(run);
     memset(&link, 0, sizeof(link));
     link.context = *resumed_from;
     link.attrs = &link_attr;
@@ -983,6 +1030,7 @@ run_start(struct run *run, const struct weft_span_context *resumed_from)
         (void)weft_span_set_attr(run->tel.root, &run->cfg.opts->root_attrs[i]);
     }
     weft_span_context_of(run->tel.root, &ctx);
+    root_extras(run, &ctx);
     if (weft_span_context_is_valid(&ctx)) {
         char span_hex[2 * WEFT_SPAN_ID_SIZE + 1];
         weft_hex_encode(ctx.trace_id, WEFT_TRACE_ID_SIZE, run->tel.result->trace_id);

@@ -52,11 +52,15 @@ judge_span_start(const struct eval_def *d,
                  const char *provider_name)
 {
     struct weft_span_start_options so;
-    struct weft_attr attrs[5];
+    struct weft_attr attrs[5 + 16]; /* weft's own, then the context's span_attrs */
+    size_t extra = context->span_attrs != NULL ? context->span_attr_count : 0;
     char name[160];
 
     if (context->tracer == NULL) {
         return NULL;
+    }
+    if (extra > 16) {
+        extra = 16;
     }
     memset(&so, 0, sizeof(so));
     attrs[0] = weft_attr_str("gen_ai.operation.name", "chat");
@@ -66,8 +70,11 @@ judge_span_start(const struct eval_def *d,
     attrs[4] = weft_attr_str("langfuse.observation.type", "generation");
     so.kind = WEFT_SPAN_KIND_CLIENT;
     so.parent_context = context->parent;
+    if (extra > 0) {
+        memcpy(attrs + 5, context->span_attrs, extra * sizeof(attrs[0]));
+    }
     so.attrs = attrs;
-    so.attr_count = 5;
+    so.attr_count = 5 + extra;
     snprintf(name, sizeof(name), "chat %.120s", d->model);
     return weft_span_start(context->tracer, name, &so);
 }

@@ -28,6 +28,7 @@ struct adapter {
     pthread_mutex_t judge_lock;
     char id[37];
     char name[2 * WEFT_DATASET_NAME_MAX + 2]; /* the experiment's */
+    const char *version_text;                 /* the dataset version as text */
 };
 
 static char *
@@ -118,16 +119,37 @@ status_event(struct weft_span *span, const struct weft_run_result *result)
     (void)weft_span_add_event(span, "gen_ai.evaluation.result", ev, 5, 0);
 }
 
+/* Langfuse's experiment and item context of @p item's trace (runner.h), with its root span's
+ * id @p root_hex: what the item run's own spans carry, for the spans made here. */
+static size_t
+lf_attrs(const struct adapter *a,
+         const struct weft__exp_item *item,
+         const char *root_hex,
+         struct weft_attr *attrs)
+{
+    size_t n = weft__exp_lf_attrs(a->id, a->name, a->o->dataset, a->version_text, item->id, attrs);
+
+    attrs[n++] = weft_attr_str(WEFT__EXP_ROOT_ID_ATTR, root_hex);
+    return n;
+}
+
 /* The `evaluate EXPERIMENT` span under the run's root span, which holds the scores as events
  * (the Langfuse exporter sends them as the trace's scores, weft_eval_score_record()) and the
- * judges' calls as children; NULL when untraced or the run's trace is unknown. */
+ * judges' calls as children; NULL when untraced or the run's trace is unknown. The span carries
+ * the item's Langfuse context, left in @p lf (room for WEFT__EXP_LF_ATTRS + 1, borrowing
+ * @p root_hex, room for 17) for the judges' spans. */
 static struct weft_span *
-eval_span(const struct adapter *a, const struct weft_run_result *result)
+eval_span(const struct adapter *a,
+          const struct weft__exp_item *item,
+          const struct weft_run_result *result,
+          char *root_hex,
+          struct weft_attr *lf,
+          size_t *lf_count)
 {
     struct weft_run_details *d = NULL;
     struct weft_span_context parent;
     struct weft_span_start_options so;
-    struct weft_attr attrs[3];
+    struct weft_attr attrs[3 + WEFT__EXP_LF_ATTRS + 1];
     struct weft_span *span = NULL;
     char name[2 * WEFT_DATASET_NAME_MAX + 16];
 
@@ -142,10 +164,13 @@ eval_span(const struct adapter *a, const struct weft_run_result *result)
         attrs[0] = weft_attr_str("weft.experiment.id", a->id);
         attrs[1] = weft_attr_str("weft.run.id", result->run_id);
         attrs[2] = weft_attr_str("langfuse.observation.type", "evaluator");
+        memcpy(root_hex, d->info.root_span_id, 2 * WEFT_SPAN_ID_SIZE + 1); /* d is freed below */
+        *lf_count = lf_attrs(a, item, root_hex, lf);
+        memcpy(attrs + 3, lf, *lf_count * sizeof(attrs[0]));
         memset(&so, 0, sizeof(so));
         so.parent_context = &parent;
         so.attrs = attrs;
-        so.attr_count = 3;
+        so.attr_count = 3 + *lf_count;
         snprintf(name, sizeof(name), "evaluate %s", a->name);
         span = weft_span_start(a->tracer, name, &so);
     }
@@ -183,11 +208,14 @@ score(void *user,
     struct weft_eval_context ctx;
     struct weft_span_context parent;
     struct weft_span *span = NULL;
+    struct weft_attr lf[WEFT__EXP_LF_ATTRS + 1];
+    size_t lf_count = 0;
+    char root_hex[2 * WEFT_SPAN_ID_SIZE + 1] = "";
     json_t *arr = NULL;
     weft_err err = WEFT_OK;
 
     if (a->evaluators == NULL) {
-        record_scores(eval_span(a, result), result, NULL);
+        record_scores(eval_span(a, item, result, root_hex, lf, &lf_count), result, NULL);
         out->scores = weft__exp_status_scores(result, &out->outcome);
         return out->scores != NULL ? WEFT_OK : WEFT_ENOMEM;
     }
@@ -196,13 +224,15 @@ score(void *user,
     subject.expected = item->expected;
     subject.output = result->output;
     subject.result = result;
-    span = eval_span(a, result);
+    span = eval_span(a, item, result, root_hex, lf, &lf_count);
     memset(&ctx, 0, sizeof(ctx));
     ctx.judge_provider = a->judge;
     ctx.tracer = a->tracer;
     if (span != NULL) {
         weft_span_context_of(span, &parent);
         ctx.parent = &parent;
+        ctx.span_attrs = lf;
+        ctx.span_attr_count = lf_count;
     }
     if (a->judge != NULL) {
         pthread_mutex_lock(&a->judge_lock);
@@ -417,6 +447,7 @@ weft_experiment_run(const struct weft_experiment_options *o,
         io.total = a.count;
         io.experiment = a.id;
         io.dataset_version = version;
+        a.version_text = version;
         rc = weft__exp_run(&opts, &io, report, err, err_len);
         summary = summary_json(report);
         (void)weft_experiment_end(o->state_path, a.id,

@@ -235,15 +235,47 @@ account(struct pool *p,
     pthread_mutex_unlock(&p->report_lock);
 }
 
-/* The item run's options: tags, root attributes, a fork of its source run. */
+size_t
+weft__exp_lf_attrs(const char *experiment_id,
+                   const char *name,
+                   const char *dataset,
+                   const char *dataset_version,
+                   const char *item_id,
+                   struct weft_attr *attrs)
+{
+    size_t n = 0;
+
+    attrs[n++] = weft_attr_str("langfuse.experiment.id", experiment_id);
+    attrs[n++] = weft_attr_str("langfuse.experiment.name",
+                               name != NULL && name[0] != '\0' ? name : experiment_id);
+    attrs[n++] = weft_attr_str("langfuse.experiment.dataset.id", dataset != NULL ? dataset : "");
+    if (dataset_version != NULL && dataset_version[0] != '\0') {
+        attrs[n++] = weft_attr_str("langfuse.experiment.metadata.dataset_version", dataset_version);
+    }
+    attrs[n++] = weft_attr_str("langfuse.experiment.item.id", item_id);
+    return n;
+}
+
+/* What an item run's spans carry besides weft's own: the weft.* experiment attributes on the
+ * root; Langfuse's experiment and item context on every span, with the root's id; the item's
+ * expected output on the root when the run records content (the engine puts the input and the
+ * output there under the same rule). */
+struct item_attrs {
+    struct weft_attr root[5];
+    struct weft_attr spans[WEFT__EXP_LF_ATTRS];
+    struct weft_attr content[1];
+};
+
+/* The item run's options: tags, span attributes, a fork of its source run. */
 static void
 item_options(const struct pool *p,
              const struct weft__exp_item *item,
              bool is_fork,
              struct weft_run_options *ro,
              const char **tags,
-             struct weft_attr *attrs)
+             struct item_attrs *ia)
 {
+    struct weft_attr *attrs = ia->root;
     const struct weft_experiment_options *o = p->o;
     size_t n = 0;
 
@@ -267,6 +299,15 @@ item_options(const struct pool *p,
     attrs[4] = weft_attr_str("weft.dataset.item_id", item->id);
     ro->root_attrs = attrs;
     ro->root_attr_count = 5;
+    ro->span_attrs = ia->spans;
+    ro->span_attr_count = weft__exp_lf_attrs(p->io->experiment, o->name, o->dataset,
+                                             p->io->dataset_version, item->id, ia->spans);
+    ro->root_span_id_attr = WEFT__EXP_ROOT_ID_ATTR;
+    if (item->expected != NULL) {
+        ia->content[0] = weft_attr_str("langfuse.experiment.item.expected_output", item->expected);
+        ro->root_content_attrs = ia->content;
+        ro->root_content_attr_count = 1;
+    }
     if (is_fork) {
         ro->fork_run_id = item->run_id;
         ro->fork_from_step = item->fail_step;
@@ -280,7 +321,7 @@ run_item(struct pool *p, const struct weft__exp_item *item)
     const struct weft_experiment_options *o = p->o;
     struct weft_run_options ro;
     const char *tags[MAX_TAGS];
-    struct weft_attr attrs[5];
+    struct item_attrs attrs;
     struct weft_run_result *result = NULL;
     struct weft__exp_verdict v;
     struct weft__exp_result r;
@@ -292,7 +333,7 @@ run_item(struct pool *p, const struct weft__exp_item *item)
     char *input = run_input(item->input);
     weft_err err = WEFT_OK;
 
-    item_options(p, item, is_fork, &ro, tags, attrs);
+    item_options(p, item, is_fork, &ro, tags, &attrs);
     ro.input = input;
     err = o->run != NULL ? o->run(o->workflow, &ro, &result, error, sizeof(error), o->run_user_data)
                          : weft_run(o->workflow, &ro, &result, error, sizeof(error));

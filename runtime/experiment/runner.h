@@ -74,6 +74,21 @@ struct weft__exp_io {
     const char *dataset_version; /* as text, for weft.dataset.version */
 };
 
+/* Langfuse's experiment attributes (docs/langfuse.md, "Experiments in Langfuse") for every span
+ * of one item's trace: langfuse.experiment.id, .name (the id when @p name is NULL or empty),
+ * .dataset.id (the dataset's name as weft knows it), .metadata.dataset_version (when
+ * @p dataset_version is set) and langfuse.experiment.item.id. The root span's id goes under
+ * WEFT__EXP_ROOT_ID_ATTR. Writes at most WEFT__EXP_LF_ATTRS into @p attrs, which borrow the
+ * strings. @return how many it wrote. */
+#define WEFT__EXP_LF_ATTRS     5
+#define WEFT__EXP_ROOT_ID_ATTR "langfuse.experiment.item.root_observation_id"
+size_t weft__exp_lf_attrs(const char *experiment_id,
+                          const char *name,
+                          const char *dataset,
+                          const char *dataset_version,
+                          const char *item_id,
+                          struct weft_attr *attrs);
+
 /* The status score of a run: passed when completed. @return new JSON array text or NULL. */
 char *weft__exp_status_scores(const struct weft_run_result *result, weft_experiment_outcome *out);
 

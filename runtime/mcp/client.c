@@ -1024,7 +1024,7 @@ start_span(struct weft__mcp_client *c,
            const struct weft_span_context *parent)
 {
     struct weft_span_start_options so;
-    struct weft_attr attrs[8];
+    struct weft_attr attrs[8 + WEFT__MCP_SPAN_ATTRS_MAX]; /* its own, then the run's */
     size_t n = 0;
     char name[256];
 
@@ -1051,7 +1051,7 @@ start_span(struct weft__mcp_client *c,
     so.kind = WEFT_SPAN_KIND_CLIENT;
     so.parent_context = weft_span_context_is_valid(parent) ? parent : NULL;
     so.attrs = attrs;
-    so.attr_count = n;
+    so.attr_count = weft__mcp_span_attrs_add(&c->opts, attrs, n);
     return weft_span_start(c->opts.tracer, name, &so);
 }
 

@@ -90,6 +90,8 @@ start_server(struct weft__mcp_hub *hub, struct hub_server *s, char *err, size_t 
     o.meter_tee = hub->opts.meter_tee;
     o.on_event = on_client_event;
     o.user_data = hub;
+    o.span_attrs = hub->opts.span_attrs;
+    o.span_attr_count = hub->opts.span_attr_count;
     e = weft__mcp_client_new(&s->entry->cfg, &o, &client, err, err_len);
 
     pthread_mutex_lock(&hub->lock);

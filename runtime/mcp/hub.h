@@ -50,6 +50,9 @@ struct weft__mcp_hub_options {
     const size_t *only;
     size_t only_count;
     bool is_strict; /* a server that does not start fails the call (validate, mcp list) */
+    /* Extra attributes on every span of the hub's clients; borrowed for the hub's life. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /* Start the workflow's MCP servers (one after the other; each within its init timeout; the

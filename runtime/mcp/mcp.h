@@ -93,7 +93,27 @@ struct weft__mcp_options {
                                    * own meter (stored with it) besides the caller's */
     weft__mcp_event_fn on_event;
     void *user_data;
+    /* Extra attributes on every span of the client (a run's options.span_attrs and its root
+     * id); borrowed for the client's life. NULL: none. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
+
+/* Append @p o's span_attrs (at most WEFT__MCP_SPAN_ATTRS_MAX) to @p attrs, which holds @p n and
+ * has room for that many more. @return the new count. */
+#define WEFT__MCP_SPAN_ATTRS_MAX 17
+static inline size_t
+weft__mcp_span_attrs_add(const struct weft__mcp_options *o, struct weft_attr *attrs, size_t n)
+{
+    size_t extra = o->span_attrs == NULL                           ? 0
+                   : o->span_attr_count < WEFT__MCP_SPAN_ATTRS_MAX ? o->span_attr_count
+                                                                   : WEFT__MCP_SPAN_ATTRS_MAX;
+
+    for (size_t i = 0; i < extra; i++) {
+        attrs[n + i] = o->span_attrs[i];
+    }
+    return n + extra;
+}
 
 struct weft__mcp_client;
 

@@ -2,9 +2,11 @@
  * attribute vocabularies (OTel GenAI, OpenInference, Langfuse) every runtime span carries.
  *
  * The vocabularies are set as start attributes so that samplers see them. Run-wide attributes
- * (session, run id, trace name) go on every span because Langfuse v4 reads trace-level fields
- * from whichever span it meets and does not merge spans after the fact. The session goes out as
- * gen_ai.conversation.id and session.id, both of which Langfuse reads as its session.
+ * (session, run id, trace name, and the caller's options.span_attrs with the root span's id, as
+ * run_start() prepared them in run->tel.span_attrs) go on every span because Langfuse v4 reads
+ * trace-level fields from whichever span it meets and does not merge spans after the fact. The
+ * session goes out as gen_ai.conversation.id and session.id, both of which Langfuse reads as its
+ * session.
  *
  * The GenAI names come from semconv.h. The attributes the conventions mark sampling-relevant
  * (operation, agent name, provider, request model, tool name) are start attributes too; which
@@ -117,7 +119,8 @@ start(struct run *run,
 {
     const struct kind_info *k = &kinds[kind];
     struct weft_span_start_options so;
-    struct weft_attr attrs[16];
+    /* weft's own (at most 16), then the run's extra ones (run.h). */
+    struct weft_attr attrs[16 + RUN_MAX_SPAN_ATTRS + 1];
     size_t n = 0;
     char name[256];
 
@@ -143,6 +146,11 @@ start(struct run *run,
         attrs[n].value.type = WEFT_VALUE_STRING_ARRAY;
         attrs[n].value.len = run->cfg.opts->tag_count < 16 ? run->cfg.opts->tag_count : 16;
         attrs[n++].value.u.strs = run->cfg.opts->tags;
+    }
+    if (run->tel.span_attr_count > 0) {
+        /* A shallow copy: the span copies the strings it keeps when it starts. */
+        memcpy(attrs + n, run->tel.span_attrs, run->tel.span_attr_count * sizeof(attrs[0]));
+        n += run->tel.span_attr_count;
     }
     memset(&so, 0, sizeof(so));
     so.kind = k->span_kind;

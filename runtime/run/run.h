@@ -40,8 +40,9 @@
 #include <stdint.h>
 #include <weft/runtime.h>
 
-#define RUN_MAX_REQUESTS 16 /* pending loop-back requests; more are cancelled and traced */
-#define RT_END           ((size_t)-1)
+#define RUN_MAX_REQUESTS   16 /* pending loop-back requests; more are cancelled and traced */
+#define RT_END             ((size_t)-1)
+#define RUN_MAX_SPAN_ATTRS 16 /* options.span_attrs kept; the root span's id comes on top */
 
 struct rt_embedder;
 struct rt_fork;
@@ -123,6 +124,13 @@ struct run_telemetry {
     struct rt_metrics *metrics;     /* NULL: no meter */
     uint64_t metrics_token;
     struct rt_mstore *mstore; /* per-run metric snapshots (metrics_store.h); NULL: none */
+    /* What every span of the run carries besides weft's own (spans.c): options.span_attrs,
+     * then options.root_span_id_attr with root_span_hex once the root has started. Filled in
+     * by run_start() before any other span starts and read-only after, so the steps' threads
+     * read it without the lock. The values borrow the options' strings and root_span_hex. */
+    struct weft_attr span_attrs[RUN_MAX_SPAN_ATTRS + 1];
+    size_t span_attr_count;
+    char root_span_hex[2 * WEFT_SPAN_ID_SIZE + 1]; /* "" until the root has started */
 };
 
 /* The plan and what changes it. Never hold a pointer into the plan across a call that releases

@@ -56,6 +56,10 @@ weft__rt_run_subworkflow(struct run *run,
     ro.user_id = run->cfg.opts->user_id;
     ro.tags = run->cfg.opts->tags;
     ro.tag_count = run->cfg.opts->tag_count;
+    /* The caller's span attributes with this run's root id: the sub-run's spans belong to the
+     * same trace and, for Langfuse, to the same experiment item. */
+    ro.span_attrs = run->tel.span_attrs;
+    ro.span_attr_count = run->tel.span_attr_count;
     ro.parent_context = weft_span_context_is_valid(&parent) ? &parent : NULL;
     weft__rt_unlock(run);
     err = run->svc->run_nested(run->svc->ctx, subwf, &ro, &res, error, sizeof(error));
