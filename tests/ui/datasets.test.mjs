@@ -17,12 +17,13 @@
 //
 // Usage: WEFT_BIN=build/weft node tests/ui/datasets.test.mjs
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { checker, startServe } from "./support.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -58,23 +59,9 @@ const refunds = json(["dataset", "show", "refunds"]);
 // A completed run of the original 30 that is not in refunds: the one to add.
 const toAdd = json(["runs", "--limit", "200"]).runs.find((r) => r.status === "completed" && !refunds.items.some((it) => it.run_id === r.run_id)).run_id;
 
-function startServe(extraEnv) {
-  const proc = spawn(weft, ["serve", "--addr", "127.0.0.1:0"], { env: { ...env, ...extraEnv }, cwd: home, stdio: ["ignore", "ignore", "pipe"] });
-  const url = new Promise((resolve, reject) => {
-    let err = "";
-    const t = setTimeout(() => reject(new Error("weft serve did not start: " + err)), 10000);
-    proc.stderr.on("data", (d) => {
-      err += d;
-      const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(err);
-      if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[1]}`); }
-    });
-    proc.on("exit", (code) => reject(new Error(`weft serve exited ${code}: ${err}`)));
-  });
-  return [proc, url];
-}
 const token = "ui-datasets-token-0123456789";
-const [tokenServe, baseP] = startServe({ WEFT_SERVE_TOKEN: token });
-const [plainServe, plainP] = startServe({});
+const [tokenServe, baseP] = startServe(weft, env, home, { WEFT_SERVE_TOKEN: token });
+const [plainServe, plainP] = startServe(weft, env, home, {});
 const base = await baseP;
 const plain = await plainP;
 const auth = { headers: { Authorization: "Bearer " + token } };
@@ -87,18 +74,8 @@ const page = await ctx.newPage();
 const consoleErrors = [];
 page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
 page.on("pageerror", (e) => consoleErrors.push(e.message));
-let failures = 0;
 
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failures++;
-    console.log("FAIL " + name + ": " + (e && e.stack ? e.stack : e));
-  }
-  await page.screenshot({ path: path.join(artifacts, "datasets-" + name.replace(/[^a-z0-9]+/gi, "-") + ".png"), fullPage: true }).catch(() => {});
-}
+const { check, failures } = checker(page, artifacts, "datasets-");
 const h1Is = (text) => page.waitForFunction((want) => (document.querySelector("h1") || {}).textContent === want, text);
 
 try {
@@ -247,7 +224,7 @@ try {
 
   await check("empty states say how to make one", async () => {
     const emptyHome = fs.mkdtempSync(path.join(os.tmpdir(), "weft-ui-ds-empty-"));
-    const [proc, urlP] = startServe({ WEFT_HOME: emptyHome });
+    const [proc, urlP] = startServe(weft, env, home, { WEFT_HOME: emptyHome });
     try {
       const url = await urlP;
       const p = await browser.newPage();
@@ -272,8 +249,8 @@ try {
   plainServe.kill("SIGTERM");
   fs.rmSync(home, { recursive: true, force: true });
 }
-if (failures) {
-  console.log(failures + " check(s) failed");
+if (failures()) {
+  console.log(failures() + " check(s) failed");
   process.exit(1);
 }
 console.log("all checks passed");

@@ -24,12 +24,13 @@
 //
 // Usage: WEFT_BIN=build/weft node tests/ui/explorer.test.mjs
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { checker, startServe } from "./support.mjs";
 import * as otelApi from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { resourceFromAttributes } from "@opentelemetry/resources";
@@ -126,26 +127,11 @@ const sampledOut = lastRunId();
 run(["run", path.join(root, "examples/code_review/workflow.json"), "--input", "Add a logout endpoint", "-q"]);
 const otherInput = lastRunId();
 
-// A server, on a port of its choosing; its first line names it. @p extraEnv: e.g. a token.
-function startServe(extraEnv) {
-  const proc = spawn(weft, ["serve", "--addr", "127.0.0.1:0"], { env: { ...env, ...extraEnv }, cwd: home, stdio: ["ignore", "ignore", "pipe"] });
-  const url = new Promise((resolve, reject) => {
-    let err = "";
-    const t = setTimeout(() => reject(new Error("weft serve did not start: " + err)), 10000);
-    proc.stderr.on("data", (d) => {
-      err += d;
-      const m = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(err);
-      if (m) { clearTimeout(t); resolve(`http://127.0.0.1:${m[1]}`); }
-    });
-    proc.on("exit", (code) => reject(new Error(`weft serve exited ${code}: ${err}`)));
-  });
-  return [proc, url];
-}
-const [serve, baseP] = startServe({ WEFT_SERVE_TOKEN: "" });
+const [serve, baseP] = startServe(weft, env, home, { WEFT_SERVE_TOKEN: "" });
 const base = await baseP;
 // The same runs behind a token, as a server beyond loopback is run (WEFT_SERVE_TOKEN).
 const token = "ui-test-token-0123456789abcdef";
-const [tokenServe, tokenBaseP] = startServe({ WEFT_SERVE_TOKEN: token });
+const [tokenServe, tokenBaseP] = startServe(weft, env, home, { WEFT_SERVE_TOKEN: token });
 const tokenBase = await tokenBaseP;
 
 fs.mkdirSync(artifacts, { recursive: true });
@@ -154,7 +140,6 @@ const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
 const consoleErrors = [];
 page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
 page.on("pageerror", (e) => consoleErrors.push(e.message));
-let failures = 0;
 
 // Open run @p id's page and wait until it is that run's (the previous view's nodes are gone).
 async function openRun(id) {
@@ -168,16 +153,7 @@ async function openCompare(a, b) {
   await page.waitForSelector(`#compare-runs a.cmp-run[data-run="${a}"] ~ a.cmp-run[data-run="${b}"]`);
 }
 
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failures++;
-    console.log("FAIL " + name + ": " + (e && e.stack ? e.stack : e));
-  }
-  await page.screenshot({ path: path.join(artifacts, name.replace(/[^a-z0-9]+/gi, "-") + ".png"), fullPage: true }).catch(() => {});
-}
+const { check, failures } = checker(page, artifacts, "");
 
 try {
   await check("runs list shows the runs", async () => {
@@ -683,7 +659,7 @@ try {
     const env2 = { ...env, WEFT_HOME: home2 };
     const r2 = spawnSync(weft, ["run", path.join(root, "examples/code_review/workflow.json"), "-q"], { env: env2, encoding: "utf8", cwd: home2 });
     assert.equal(r2.status, 0, "the run in the second home failed: " + r2.stderr);
-    const [serve2, base2P] = startServe({ WEFT_HOME: home2, WEFT_SERVE_TOKEN: "" });
+    const [serve2, base2P] = startServe(weft, env, home, { WEFT_HOME: home2, WEFT_SERVE_TOKEN: "" });
     try {
       const base2 = await base2P;
       /* The stream answers once the server has read its baseline: damage the database after. */
@@ -1201,8 +1177,8 @@ try {
   tokenServe.kill("SIGTERM");
   fs.rmSync(home, { recursive: true, force: true });
 }
-if (failures > 0) {
-  console.log(`${failures} check(s) failed; screenshots in ${artifacts}`);
+if (failures() > 0) {
+  console.log(`${failures()} check(s) failed; screenshots in ${artifacts}`);
   process.exit(1);
 }
 console.log("all explorer checks passed; screenshots in " + artifacts);
