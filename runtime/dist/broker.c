@@ -944,6 +944,27 @@ bytes_str(amqp_flags_t flags, amqp_flags_t flag, const amqp_bytes_t *bytes, char
     return out;
 }
 
+/* Read the content of the message whose method frame came on @p channel into the envelope.
+ * false when it could not be read: the connection is marked closed and @p ev says so. */
+static bool
+read_message(struct weft__broker *b,
+             amqp_channel_t channel,
+             const char *what,
+             struct weft__broker_event *ev)
+{
+    amqp_rpc_reply_t r = amqp_read_message(b->conn, channel, &b->envelope.message, 0);
+    char why[256];
+
+    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        return true;
+    }
+    reply_text(r, what, why, sizeof(why));
+    WEFT_LOG(WEFT_LOG_WARN, "broker %s: %s", b->url_safe, why);
+    b->is_connected = false;
+    ev->kind = WEFT__BROKER_CLOSED;
+    return false;
+}
+
 /* The message's properties into ev->msg (strings in the broker's buffers). */
 static void
 fill_delivery(struct weft__broker *b, struct weft__broker_event *ev)
@@ -1026,7 +1047,6 @@ read_frame(struct weft__broker *b, struct weft__broker_event *ev)
     switch (frame.payload.method.id) {
     case AMQP_BASIC_DELIVER_METHOD: {
         const amqp_basic_deliver_t *d = frame.payload.method.decoded;
-        amqp_rpc_reply_t r;
         memset(&b->envelope, 0, sizeof(b->envelope));
         b->envelope.channel = frame.channel;
         b->envelope.delivery_tag = d->delivery_tag;
@@ -1035,39 +1055,24 @@ read_frame(struct weft__broker *b, struct weft__broker_event *ev)
         b->envelope.routing_key = amqp_bytes_malloc_dup(d->routing_key);
         b->envelope.consumer_tag = amqp_bytes_malloc_dup(d->consumer_tag);
         b->has_envelope = true;
-        r = amqp_read_message(b->conn, frame.channel, &b->envelope.message, 0);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-            char why[256];
-            reply_text(r, "read message", why, sizeof(why));
-            WEFT_LOG(WEFT_LOG_WARN, "broker %s: %s", b->url_safe, why);
-            b->is_connected = false;
-            ev->kind = WEFT__BROKER_CLOSED;
-            return WEFT_OK;
+        if (read_message(b, frame.channel, "read message", ev)) {
+            fill_delivery(b, ev);
         }
-        fill_delivery(b, ev);
         return WEFT_OK;
     }
     case AMQP_BASIC_RETURN_METHOD: {
         /* A mandatory publish no queue took: the message follows (its confirm comes after). */
         const amqp_basic_return_t *d = frame.payload.method.decoded;
-        amqp_rpc_reply_t r;
         memset(&b->envelope, 0, sizeof(b->envelope));
         b->envelope.channel = frame.channel;
         b->envelope.exchange = amqp_bytes_malloc_dup(d->exchange);
         b->envelope.routing_key = amqp_bytes_malloc_dup(d->routing_key);
         b->has_envelope = true;
-        r = amqp_read_message(b->conn, frame.channel, &b->envelope.message, 0);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-            char why[256];
-            reply_text(r, "read returned message", why, sizeof(why));
-            WEFT_LOG(WEFT_LOG_WARN, "broker %s: %s", b->url_safe, why);
-            b->is_connected = false;
-            ev->kind = WEFT__BROKER_CLOSED;
-            return WEFT_OK;
+        if (read_message(b, frame.channel, "read returned message", ev)) {
+            fill_delivery(b, ev);
+            ev->kind = WEFT__BROKER_RETURNED;
+            ev->delivery_tag = 0;
         }
-        fill_delivery(b, ev);
-        ev->kind = WEFT__BROKER_RETURNED;
-        ev->delivery_tag = 0;
         return WEFT_OK;
     }
     case AMQP_BASIC_ACK_METHOD: {
