@@ -903,17 +903,43 @@ weft_store_load_span(struct weft_store *store,
 /* ------------------------------------------------------------------------------------------ */
 /* Page read                                                                                   */
 
-/* Nodes by (start, span id): read_spans()'s order, so that tree order breaks ties alike. */
+/* Of two nodes that start together, the lower span id first (weft__store_sort()'s tie, @p ctx
+ * the nodes): read_spans()'s order, so that tree order breaks ties alike. */
 static int
-node_by_start(const void *a, const void *b)
+node_tie_by_id(const void *ctx, size_t a, size_t b)
 {
-    const struct weft__store_node *x = a;
-    const struct weft__store_node *y = b;
+    const struct weft__store_node *nodes = ctx;
 
-    if (x->start != y->start) {
-        return x->start < y->start ? -1 : 1;
+    return memcmp(nodes[a].id, nodes[b].id, WEFT_SPAN_ID_SIZE);
+}
+
+/* @p n nodes by (start, span id), into a new array that replaces *nodes. */
+static weft_err
+sort_nodes(struct weft__store_node **nodes, size_t n)
+{
+    uint64_t *key = weft__malloc(n * sizeof(*key));
+    size_t *order = weft__malloc(n * sizeof(*order));
+    struct weft__store_node *sorted = weft__malloc(n * sizeof(*sorted));
+    weft_err err = key != NULL && order != NULL && sorted != NULL ? WEFT_OK : WEFT_ENOMEM;
+
+    for (size_t i = 0; err == WEFT_OK && i < n; i++) {
+        key[i] = (*nodes)[i].start;
     }
-    return memcmp(x->id, y->id, WEFT_SPAN_ID_SIZE);
+    if (err == WEFT_OK) {
+        err = weft__store_sort(key, n, node_tie_by_id, *nodes, order);
+    }
+    if (err == WEFT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            sorted[i] = (*nodes)[order[i]];
+        }
+        weft__free(*nodes);
+        *nodes = sorted;
+        sorted = NULL;
+    }
+    weft__free(key);
+    weft__free(order);
+    weft__free(sorted);
+    return err;
 }
 
 /* What read_nodes() collects, row by row. */
@@ -995,10 +1021,7 @@ read_nodes(struct weft_store *store,
     if (err != WEFT_OK) {
         return read_failed(store, err, "cannot load the trace");
     }
-    if (*count > 1) {
-        qsort(*nodes, *count, sizeof(**nodes), node_by_start);
-    }
-    return WEFT_OK;
+    return *count > 1 ? sort_nodes(nodes, *count) : WEFT_OK;
 }
 
 /* A page's span ids, sorted, with their places on the page: rows come back in any order. */

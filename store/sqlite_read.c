@@ -65,19 +65,33 @@ static const char *const spans_sql[2] =
     RESOURCE_OR_NULL("SELECT " SPAN_COLUMNS, " FROM spans WHERE trace_id = ?1 LIMIT ?2");
 static const char *const span_sql[2] = RESOURCE_OR_NULL(
     "SELECT " SPAN_COLUMNS, " FROM spans WHERE trace_id = ?1 AND span_id = ?2 LIMIT ?3");
-static const char nodes_sql[] = "SELECT span_id, parent_span_id, parent_is_remote, name,"
-                                " start_ns, end_ns, status_code FROM spans WHERE trace_id = ?1"
-                                " LIMIT ?2";
-/* The same with the explorer's marker (store.h, NODE_MARK). A text search first (contains(),
- * below): most spans have no such text, and only those that do are parsed, so the mark costs a
- * scan of two columns. */
-static const char nodes_marks_sql[] =
-    "SELECT span_id, parent_span_id, parent_is_remote, name, start_ns, end_ns, status_code,"
-    " (weft_contains(events, 'weft.stuck_loop') AND EXISTS (SELECT 1 FROM json_each(events) e"
-    " WHERE json_extract(e.value, '$.name') = 'weft.stuck_loop'))"
-    " OR (weft_contains(attributes, 'circuit_breaker')"
+/* The outline of a trace (NODE columns) is read in the table's order, rowid ascending, not in
+ * the primary key's (trace_id, span_id): random span ids (as SDKs make them) made that a jump to
+ * a random page of the table per span, and those jumps were 30 % of the explorer's cold
+ * first part at 100,000 spans (docs/PERFORMANCE.md, "The explorer"). Spans are stored a batch
+ * at a time, so a trace's rows mostly lie close together: when its rowids (from the index:
+ * nodes_span_sql) span at most NODES_SPREAD times its rows, the table is scanned over that range
+ * and other traces' rows are skipped (`+trace_id`: not through the index); otherwise a sorted
+ * list of its rowids is looked up in order (`rowid IN (...)`, a temporary b-tree of them).
+ * read.c orders the rows. */
+#define NODES_SPREAD 4
+#define NODE_COLUMNS \
+    "SELECT span_id, parent_span_id, parent_is_remote, name, start_ns, end_ns, status_code"
+/* The explorer's marker (store.h, NODE_MARK). A text search first (contains(), below): most
+ * spans have no such text, and only those that do are parsed, so the mark costs a scan of two
+ * columns. */
+#define NODE_MARK_COLUMN                                                                        \
+    ", (weft_contains(events, 'weft.stuck_loop') AND EXISTS (SELECT 1 FROM json_each(events) e" \
+    " WHERE json_extract(e.value, '$.name') = 'weft.stuck_loop'))"                              \
+    " OR (weft_contains(attributes, 'circuit_breaker')"                                         \
     " AND json_extract(attributes, '$.\"weft.decision.layer\"') = 'circuit_breaker')"
-    " FROM spans WHERE trace_id = ?1 LIMIT ?2";
+#define NODES_IN    " FROM spans WHERE rowid IN (SELECT rowid FROM spans WHERE trace_id = ?1) LIMIT ?2"
+#define NODES_RANGE " FROM spans WHERE rowid BETWEEN ?3 AND ?4 AND +trace_id = ?1 LIMIT ?2"
+static const char nodes_span_sql[] =
+    "SELECT min(rowid), max(rowid), count(*) FROM spans WHERE trace_id = ?1";
+static const char *const nodes_sql[2][2] = {
+    {NODE_COLUMNS NODES_IN, NODE_COLUMNS NODE_MARK_COLUMN NODES_IN},
+    {NODE_COLUMNS NODES_RANGE, NODE_COLUMNS NODE_MARK_COLUMN NODES_RANGE}};
 
 /* SQL weft_contains(HAYSTACK, NEEDLE): 1 when the text holds the needle. SQLite's instr()
  * compares at every byte; libc's strstr() is several times faster over the attributes of
@@ -248,6 +262,28 @@ sq_spans_by_id(void *impl,
     return err;
 }
 
+/* The trace's rowids: *lo, *hi and how many (nodes_span_sql). */
+static weft_err
+nodes_span(struct sqlite_reader *r, const char *trace_hex, int64_t *lo, int64_t *hi, int64_t *n)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = 0;
+
+    *lo = *hi = *n = 0;
+    if (sqlite3_prepare_v2(r->db, nodes_span_sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    sqlite3_bind_text(stmt, 1, trace_hex, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        *lo = sqlite3_column_int64(stmt, 0);
+        *hi = sqlite3_column_int64(stmt, 1);
+        *n = sqlite3_column_int64(stmt, 2);
+    }
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_ROW ? WEFT_OK : WEFT_EIO;
+}
+
 static weft_err
 sq_nodes(void *impl,
          const char *trace_hex,
@@ -256,7 +292,39 @@ sq_nodes(void *impl,
          weft__store_row_fn fn,
          void *user)
 {
-    return run(impl, with_marks ? nodes_marks_sql : nodes_sql, &trace_hex, 1, 2, limit, fn, user);
+    struct sqlite_reader *r = impl;
+    sqlite3_stmt *stmt = NULL;
+    bool is_own_txn = sqlite3_get_autocommit(r->db) != 0;
+    int64_t lo = 0;
+    int64_t hi = 0;
+    int64_t n = 0;
+    bool is_range = false;
+    weft_err err = WEFT_OK;
+
+    /* One snapshot for both statements, unless the caller holds one (a page read). */
+    if (is_own_txn && sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        return WEFT_EIO;
+    }
+    err = nodes_span(r, trace_hex, &lo, &hi, &n);
+    is_range = err == WEFT_OK && n > 0 && (hi - lo) / NODES_SPREAD < n;
+    if (err == WEFT_OK && n > 0 &&
+        sqlite3_prepare_v2(r->db, nodes_sql[is_range][with_marks], -1, &stmt, NULL) != SQLITE_OK) {
+        err = WEFT_EIO;
+    }
+    if (stmt != NULL) {
+        sqlite3_bind_text(stmt, 1, trace_hex, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 2, (sqlite3_int64)limit);
+        if (is_range) {
+            sqlite3_bind_int64(stmt, 3, lo);
+            sqlite3_bind_int64(stmt, 4, hi);
+        }
+        err = each_row(stmt, fn, user);
+        sqlite3_finalize(stmt);
+    }
+    if (is_own_txn) {
+        (void)sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL); /* a read: nothing to lose */
+    }
+    return err;
 }
 
 /* One prepared lookup by primary key per record: a text's chunks are a few dozen, and each
@@ -383,7 +451,11 @@ weft__store_sqlite_reader_open(const char *path,
         weft__free(r);
         return WEFT_ENOMEM;
     }
-    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    /* NOMUTEX: a handle is confined to one thread at a time (include/weft/store.h), so
+     * SQLite's per-connection mutex, taken by every sqlite3_column_*() call, guards nothing;
+     * locking and unlocking it was 6 % of the explorer's cold read of a 100,000-span trace. */
+    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
         weft__store_log_db_error(WEFT_LOG_ERROR, path, r->db, "cannot open");
         sq_close(r);
         return WEFT_EIO;

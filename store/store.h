@@ -463,6 +463,20 @@ const char *weft__store_service_name(const struct weft_span_data *span);
 /* The span has a parent with a non-zero id (a zero parent id counts as none). */
 bool weft__store_has_parent(const struct weft_span_data *span);
 
+/* --- sort.c -------------------------------------------------------------------------------- */
+
+/* A comparison of items @p a and @p b (indexes) for weft__store_sort(): negative, zero or
+ * positive as strcmp(). */
+typedef int (*weft__store_cmp_fn)(const void *ctx, size_t a, size_t b);
+
+/* The order of @p n items by @p key ascending into @p order (order[k]: the index of the k-th):
+ * items of equal keys by @p tie (with @p ctx), equal by @p tie too (or @p tie NULL) by index,
+ * as a stable sort would leave them. @p tie is called only on items of equal keys. Linear in
+ * @p n but for the ties (a radix sort of the keys). @return WEFT_OK or WEFT_ENOMEM (@p order
+ * undefined). */
+weft_err weft__store_sort(
+    const uint64_t *key, size_t n, weft__store_cmp_fn tie, const void *ctx, size_t *order);
+
 /* --- read.c, tree.c ------------------------------------------------------------------------ */
 
 /* One stored span as a page or rows read orders it (its node columns): 56 bytes and a name. */

@@ -3,67 +3,16 @@
  * every span appears exactly once. One walk serves both inputs: loaded spans
  * (weft__trace_tree(): whole-trace loads, and the renderer in report/) and the compact outline
  * nodes of a page or rows read (weft__store_node_tree()), so that a page, the rows and a whole
- * load agree on the order.
+ * load agree on the order. Linear but for spans that start at the same nanosecond: one radix
+ * sort by start (sort.c) and a map of span ids, as a 100,000-span trace is ordered on every cold
+ * read of the explorer's rows (docs/PERFORMANCE.md, "The explorer").
  */
 #include "store.h"
 
 #include "base/mem.h"
 
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-
-struct by_start {
-    uint64_t start;
-    uint64_t end;
-    const char *name;
-    size_t index;
-};
-
-static int
-cmp_by_start(const void *a, const void *b)
-{
-    const struct by_start *x = a;
-    const struct by_start *y = b;
-    int c = 0;
-
-    if (x->start != y->start) {
-        return x->start < y->start ? -1 : 1;
-    }
-    /* Of two spans that start together, the longer one is more likely the parent. */
-    if (x->end != y->end) {
-        return x->end > y->end ? -1 : 1;
-    }
-    c = strcmp(x->name != NULL ? x->name : "", y->name != NULL ? y->name : "");
-    if (c != 0) {
-        return c;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-struct by_id {
-    uint8_t id[WEFT_SPAN_ID_SIZE];
-    size_t index;
-};
-
-static int
-cmp_by_id(const void *a, const void *b)
-{
-    const struct by_id *x = a;
-    const struct by_id *y = b;
-    int c = memcmp(x->id, y->id, WEFT_SPAN_ID_SIZE);
-
-    if (c != 0) {
-        return c;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-static int
-cmp_id_key(const void *key, const void *elem)
-{
-    return memcmp(key, ((const struct by_id *)elem)->id, WEFT_SPAN_ID_SIZE);
-}
 
 /* What tree order reads of one span. weft__trace_tree() reads it from loaded spans; a page
  * read (weft_store_load_page()) from compact outline nodes, so that ordering a large trace does
@@ -163,34 +112,121 @@ walk(struct tree *t, size_t root)
     }
 }
 
+/* Of two spans that start together, the longer one first (it is more likely the parent), then
+ * by name, then as given (weft__store_sort()'s tie, @p ctx the tree). */
+static int
+tie_by_end(const void *ctx, size_t a, size_t b)
+{
+    const struct tree *t = ctx;
+    struct tree_key x;
+    struct tree_key y;
+    int c = 0;
+
+    tree_key_at(t, a, &x);
+    tree_key_at(t, b, &y);
+    if (x.end != y.end) {
+        return x.end > y.end ? -1 : 1;
+    }
+    c = strcmp(x.name != NULL ? x.name : "", y.name != NULL ? y.name : "");
+    if (c != 0) {
+        return c;
+    }
+    return a < b ? -1 : a > b;
+}
+
+/* A span id as the map's key (the 8 bytes as one word). */
+static uint64_t
+id_word(const uint8_t *id)
+{
+    uint64_t w = 0;
+
+    _Static_assert(WEFT_SPAN_ID_SIZE == sizeof(w), "a span id is one 64-bit word");
+    memcpy(&w, id, sizeof(w));
+    return w;
+}
+
+/* The slot to start probing at for @p w: ids may be random or counters, so the bits are mixed
+ * (a 64-bit finalizer) before the mask. */
+static size_t
+id_slot(uint64_t w, size_t mask)
+{
+    w ^= w >> 33;
+    w *= 0xff51afd7ed558ccdu;
+    w ^= w >> 33;
+    return (size_t)w & mask;
+}
+
+/* The span holding id word @p w in @p map (@p keys: each span's id word), SIZE_MAX if none. */
+static size_t
+find_id(const size_t *map, size_t mask, const uint64_t *keys, uint64_t w)
+{
+    size_t s = id_slot(w, mask);
+
+    while (map[s] != SIZE_MAX && keys[map[s]] != w) {
+        s = (s + 1) & mask;
+    }
+    return map[s];
+}
+
+/* Each span of @p t into @p map (mask + 1 slots) by its id, @p keys set to the id words; of
+ * spans that share an id, the first. */
+static void
+map_ids(const struct tree *t, uint64_t *keys, size_t *map, size_t mask)
+{
+    for (size_t s = 0; s <= mask; s++) {
+        map[s] = SIZE_MAX;
+    }
+    for (size_t i = 0; i < t->count; i++) {
+        struct tree_key k;
+        size_t s = 0;
+
+        tree_key_at(t, i, &k);
+        keys[i] = id_word(k.id);
+        for (s = id_slot(keys[i], mask); map[s] != SIZE_MAX && keys[map[s]] != keys[i];
+             s = (s + 1) & mask) {
+        }
+        if (map[s] == SIZE_MAX) {
+            map[s] = i;
+        }
+    }
+}
+
 /* Tree order of t->count spans (t->spans or t->nodes) into t->order and t->depth (and
- * t->is_orphan): weft__trace_tree()'s contract. */
+ * t->is_orphan): weft__trace_tree()'s contract. A parent is found in a map of span ids (open
+ * addressing, at most half full; the first span of an id when two share it), siblings are
+ * ordered by one sort of all spans by start (weft__store_sort()). */
 static weft_err
 tree_order(const struct tree *spec)
 {
     struct tree t = *spec; /* the walk's scratch arrays go in this copy */
     size_t count = t.count;
-    struct by_start *starts = NULL;
-    struct by_id *ids = NULL;
+    size_t *starts = NULL; /* span indexes, earliest first */
+    uint64_t *keys = NULL; /* start times, then span ids as words */
+    size_t *map = NULL;    /* span indexes by id; SIZE_MAX: empty */
+    size_t mask = 0;
     bool *is_root = NULL;
     weft_err err = WEFT_OK;
 
     if (count == 0) {
         return WEFT_OK;
     }
-    if (count > SIZE_MAX / sizeof(struct by_start) - 1) {
+    if (count > SIZE_MAX / sizeof(*map) / 4 - 1) {
         return WEFT_ENOMEM;
     }
+    while (mask < count * 2 - 1) {
+        mask = mask * 2 + 1;
+    }
     starts = weft__malloc(count * sizeof(*starts));
-    ids = weft__malloc(count * sizeof(*ids));
+    keys = weft__malloc(count * sizeof(*keys));
+    map = weft__malloc((mask + 1) * sizeof(*map));
     t.head = weft__malloc((count + 1) * sizeof(*t.head));
     t.next = weft__malloc(count * sizeof(*t.next));
     t.node_depth = weft__malloc(count * sizeof(*t.node_depth));
     t.stack = weft__malloc(count * sizeof(*t.stack));
     t.is_visited = weft__calloc(count, sizeof(*t.is_visited));
     is_root = weft__calloc(count, sizeof(*is_root));
-    if (starts == NULL || ids == NULL || t.head == NULL || t.next == NULL || t.node_depth == NULL ||
-        t.stack == NULL || t.is_visited == NULL || is_root == NULL) {
+    if (starts == NULL || keys == NULL || map == NULL || t.head == NULL || t.next == NULL ||
+        t.node_depth == NULL || t.stack == NULL || t.is_visited == NULL || is_root == NULL) {
         err = WEFT_ENOMEM;
         goto out;
     }
@@ -198,31 +234,26 @@ tree_order(const struct tree *spec)
         struct tree_key k;
 
         tree_key_at(&t, i, &k);
-        starts[i].start = k.start;
-        starts[i].end = k.end;
-        starts[i].name = k.name;
-        starts[i].index = i;
-        memcpy(ids[i].id, k.id, WEFT_SPAN_ID_SIZE);
-        ids[i].index = i;
+        keys[i] = k.start;
         t.head[i] = SIZE_MAX;
     }
     t.head[count] = SIZE_MAX;
-    qsort(starts, count, sizeof(*starts), cmp_by_start);
-    qsort(ids, count, sizeof(*ids), cmp_by_id);
+    err = weft__store_sort(keys, count, tie_by_end, &t, starts);
+    if (err != WEFT_OK) {
+        goto out;
+    }
+    map_ids(&t, keys, map, mask);
     /* Link every span under its parent (roots and orphans under head[count]), visiting them
      * in ascending start order and prepending, so each list runs latest first. */
     for (size_t k = 0; k < count; k++) {
-        size_t i = starts[k].index;
+        size_t i = starts[k];
         struct tree_key key;
-        const struct by_id *found = NULL;
         size_t p = count;
 
         tree_key_at(&t, i, &key);
         if (key.has_parent) {
-            found = bsearch(key.parent, ids, count, sizeof(*ids), cmp_id_key);
-        }
-        if (found != NULL && found->index != i) {
-            p = found->index;
+            size_t found = find_id(map, mask, keys, id_word(key.parent));
+            p = found != SIZE_MAX && found != i ? found : count;
         }
         is_root[i] = p == count;
         t.next[i] = t.head[p];
@@ -231,20 +262,21 @@ tree_order(const struct tree *spec)
     /* Walk the roots earliest first; then break any parent cycle (spans no root reaches)
      * by walking its earliest span as a root, so every span is emitted exactly once. */
     for (size_t k = 0; k < count; k++) {
-        size_t i = starts[k].index;
+        size_t i = starts[k];
 
         if (is_root[i]) {
             walk(&t, i);
         }
     }
     for (size_t k = 0; k < count && t.emitted < count; k++) {
-        if (!t.is_visited[starts[k].index]) {
-            walk(&t, starts[k].index);
+        if (!t.is_visited[starts[k]]) {
+            walk(&t, starts[k]);
         }
     }
 out:
     weft__free(starts);
-    weft__free(ids);
+    weft__free(keys);
+    weft__free(map);
     weft__free(t.head);
     weft__free(t.next);
     weft__free(t.node_depth);

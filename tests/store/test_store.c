@@ -1930,6 +1930,105 @@ test_store_resource_column_migrates_an_older_store(void **state)
     weft_trace_free(trace);
 }
 
+/* The rows the explorer reads (weft_store_load_rows()) are the whole load's spans in the same
+ * order and depths, however the trace's spans lie in the table: trace TX written at once (its
+ * rows together: SQLite scans their range), trace TY a span at a time between batches of TZ
+ * (spread out: SQLite looks its rows up one by one). Random span ids, ties of start times,
+ * an orphan whose parent was never stored, children before their parents. */
+#define TX     "cc440000000000000000000000000004"
+#define TY     "cc550000000000000000000000000005"
+#define TZ     "cc660000000000000000000000000006"
+#define ROWS_N 60
+
+static void
+check_rows_equal_the_load(struct fixture *f, const char *trace_id)
+{
+    struct weft_trace *trace = NULL;
+    struct weft_trace_rows *rows = NULL;
+    const struct weft_trace_row *r = NULL;
+
+    assert_weft_ok(weft_store_load_trace(open_store(f), trace_id, &trace));
+    assert_weft_ok(weft_store_load_rows(f->store, trace_id, &rows));
+    assert_int_equal(weft_trace_rows_count(rows), ROWS_N);
+    assert_int_equal(weft_trace_span_count(trace), ROWS_N);
+    r = weft_trace_rows_get(rows);
+    for (size_t i = 0; i < ROWS_N; i++) {
+        const struct weft_span_data *s = weft_trace_span(trace, i);
+
+        assert_memory_equal(r[i].span_id, s->span_id, WEFT_SPAN_ID_SIZE);
+        assert_int_equal(r[i].depth, weft_trace_span_depth(trace, i));
+        assert_string_equal(r[i].name, s->name);
+        assert_int_equal(r[i].start_time_ns, s->start_time_ns);
+    }
+    weft_trace_rows_free(rows);
+    weft_trace_free(trace);
+}
+
+static void
+test_store_rows_equal_the_load_stored_together_or_interleaved(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const names[] = {"step", "call", "tool"};
+    char ids[2][ROWS_N][17];
+    char parents[2][ROWS_N][17];
+    char other_ids[ROWS_N * 5][17];
+    struct weft_span_data x[ROWS_N];
+    struct weft_span_data z[5];
+    uint64_t seed = 0x1234567u;
+
+    for (size_t t = 0; t < 2; t++) {
+        for (size_t i = 0; i < ROWS_N; i++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            snprintf(ids[t][i], sizeof(ids[t][i]), "%016llx", (unsigned long long)(seed | 1));
+            /* Span i's parent: an earlier span, or (span 7) one never stored. */
+            snprintf(parents[t][i], sizeof(parents[t][i]), "%s",
+                     i == 7   ? "00000000000000ff"
+                     : i == 0 ? ""
+                              : ids[t][(seed >> 33) % i]);
+        }
+    }
+    for (size_t i = 0; i < ROWS_N; i++) { /* TX: one batch, children first */
+        size_t k = ROWS_N - 1 - i;
+        x[i] = make_span(TX, ids[0][k], k == 0 ? NULL : parents[0][k], names[k % 3], 10 * (k / 3),
+                         1 + k % 4);
+    }
+    assert_weft_ok(export_batch(f->ex, x, ROWS_N));
+    for (size_t i = 0; i < ROWS_N; i++) { /* TY: a span, then five of TZ */
+        size_t k = (i * 7) % ROWS_N;
+        x[0] = make_span(TY, ids[1][k], k == 0 ? NULL : parents[1][k], names[k % 3], 10 * (k / 3),
+                         1 + k % 4);
+        assert_weft_ok(export_batch(f->ex, x, 1));
+        for (size_t j = 0; j < 5; j++) {
+            snprintf(other_ids[i * 5 + j], sizeof(other_ids[0]), "%016zx", i * 5 + j + 1);
+            z[j] = make_span(TZ, other_ids[i * 5 + j], NULL, "other", i, 1);
+        }
+        assert_weft_ok(export_batch(f->ex, z, 5));
+    }
+#ifndef WEFT_TEST_STORE_PG
+    { /* the two layouts the SQLite reader tells apart (store/sqlite_read.c, NODES_SPREAD) */
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT max(rowid) - min(rowid) + 1 FROM spans"
+                                            " WHERE trace_id = ?1",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_text(st, 1, TX, -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int64(st, 0), ROWS_N);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, TY, -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_true(sqlite3_column_int64(st, 0) > 4 * ROWS_N);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+#endif
+    check_rows_equal_the_load(f, TX);
+    check_rows_equal_the_load(f, TY);
+}
+
 #ifdef WEFT_TEST_STORE_PG
 /* The backend-neutral tests again, on PostgreSQL: the same public read and write API over a
  * real server (store_pg/store_api; PostgreSQL's own cases are tests/store_pg/test_store_pg.c). */
@@ -1956,6 +2055,7 @@ main(void)
         T(test_store_render_summarises_5000_spans_keeping_errors),
         T(test_store_page_equals_the_page_of_the_whole_load),
         T(test_store_page_edges_and_errors),
+        T(test_store_rows_equal_the_load_stored_together_or_interleaved),
         T(test_store_long_texts_round_trip_as_payloads),
         T(test_store_missing_payload_reads_as_a_sentence),
         T(test_store_resource_kept_on_roots_bounded_and_redacted),
@@ -2008,6 +2108,7 @@ main(void)
         T(test_store_render_keeps_outcome_attributes_events_and_links),
         T(test_store_page_equals_the_page_of_the_whole_load),
         T(test_store_page_edges_and_errors),
+        T(test_store_rows_equal_the_load_stored_together_or_interleaved),
         T(test_store_page_fails_cleanly_out_of_memory),
         T(test_store_resource_kept_on_roots_bounded_and_redacted),
         T(test_store_resource_column_migrates_an_older_store),
