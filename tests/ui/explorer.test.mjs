@@ -559,11 +559,12 @@ try {
   await check("span content with <script> is text and runs nothing", async () => {
     await openRun(markup);
     await page.waitForSelector("#waterfall .row");
-    const rows = await page.$$("#waterfall .row");
+    // By id, not by element handle: the list may draw its rows again (the rest of the rows
+    // arriving, a live update) between two clicks, which detaches a handle taken before.
+    const ids = await page.$$eval("#waterfall .row", (rows) => rows.map((r) => r.getAttribute("data-span")));
     let found = false;
-    for (const r of rows) {
-      const id = await r.getAttribute("data-span");
-      await r.click();
+    for (const id of ids) {
+      await page.click(`#waterfall .row[data-span="${id}"]`);
       await page.waitForFunction((want) => (document.querySelector("#span-ids") || {}).textContent?.includes("span " + want), id);
       const text = await page.textContent("#span-detail");
       if (text.includes("<script>window.__pwned = 1</script>")) { found = true; break; }
