@@ -170,6 +170,14 @@ try {
     await page.selectOption("#status", "");
     await page.fill("#q", "compare-me");
     await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 2);
+    // A row is reached with the keyboard (Shift+Tab from its tick box lands on the row) and
+    // opened with Enter, as a link is.
+    await page.focus("#runs tbody tr:first-child input[type=checkbox]");
+    await page.keyboard.press("Shift+Tab");
+    const focused = await page.evaluate(() => (document.activeElement.tagName === "TR" ? document.activeElement.getAttribute("data-run") : null));
+    assert.ok([cmpA, cmpB].includes(focused), "Shift+Tab from the tick box did not reach its row: " + focused);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((id) => location.hash === "#/run/" + id, focused);
   });
 
   await check("failed run: failing step marked, why reaches the error span", async () => {

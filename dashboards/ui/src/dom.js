@@ -1,12 +1,21 @@
 /* dashboards/ui/src/dom.js - DOM building, the API fetch and the formatting every view shares. */
 
-/* el("div", {class: "x", onclick: f}, "text", child...) */
+/* el("div", {class: "x", onclick: f}, "text", child...). A table row that opens something
+ * (class "clickable" with an onclick, and no keys of its own) is reached with Tab and opened with
+ * Enter, as a link is. */
 export function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  if (tag === "tr" && attrs && typeof attrs.onclick === "function" && !attrs.onkeydown &&
+      /\bclickable\b/.test(attrs.class || "")) {
+    e.tabIndex = 0;
+    e.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && ev.target === e) { ev.preventDefault(); attrs.onclick(ev); }
+    });
   }
   for (const k of kids.flat()) {
     if (k === undefined || k === null) continue;
