@@ -272,9 +272,11 @@ struct weft_run_options {
      * the spans of its MCP calls, and the runs of sub-workflow steps), as start attributes so
      * that samplers see them; e.g. Langfuse's langfuse.experiment.* context (`weft eval`,
      * docs/langfuse.md). At most 16 are set, after weft's own start attributes (a key weft sets
-     * when the span starts gets the value given here). Not carried to the spans of a
-     * remote worker (`--executor amqp`, docs/langfuse.md). Borrowed for the call
-     * (each span copies what it keeps). NULL: none, at no cost per span. */
+     * when the span starts gets the value given here). With `--executor amqp` they travel in
+     * each task message and a worker puts them on every span it starts for the task
+     * (docs/distributed.md "Messages"); there string, bool, int and double values are carried
+     * (array values are not), within the message's bounds. Borrowed for the call (each span
+     * copies what it keeps). NULL: none, at no cost per span. */
     const struct weft_attr *span_attrs;
     size_t span_attr_count;
     /** When non-NULL, every span of the run (as for span_attrs, the root included) also

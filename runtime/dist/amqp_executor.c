@@ -56,6 +56,10 @@ struct slot {
     bool has_result;
     struct weft__result_msg result; /* valid when has_result */
     char *dead_note;                /* dead-lettered: why (the result is a failure) */
+    /* The run's attributes for every span (the task's span_attrs), copied: its result's
+     * CONSUMER span may start after the run has ended. One allocation; NULL: none. */
+    struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /* A result of this run for a task not submitted (yet): kept for its submit after a resume. */
@@ -141,8 +145,56 @@ slot_free(struct slot *s)
     free(s->body);
     weft__result_msg_cleanup(&s->result);
     weft__free(s->dead_note);
+    weft__free(s->span_attrs);
     weft_span_end(s->span, 0);
     memset(s, 0, sizeof(*s));
+}
+
+/* A copy of @p n attributes in one allocation (the array, then the strings), keeping what a
+ * task message carries: string, boolean, integer and double values. NULL: none, or out of
+ * memory (the spans then go without them). */
+static struct weft_attr *
+attrs_copy(const struct weft_attr *in, size_t n, size_t *count)
+{
+    struct weft_attr *out = NULL;
+    size_t bytes = 0;
+    size_t kept = 0;
+    char *p = NULL;
+
+    *count = 0;
+    n = in != NULL && n < WEFT__TASK_SPAN_ATTRS_MAX ? n
+        : in != NULL                                ? WEFT__TASK_SPAN_ATTRS_MAX
+                                                    : 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += strlen(in[i].key) + 1;
+        bytes += in[i].value.type == WEFT_VALUE_STRING ? in[i].value.len + 1 : 0;
+    }
+    out = n > 0 ? weft__malloc(n * sizeof(*out) + bytes) : NULL;
+    if (out == NULL) {
+        return NULL;
+    }
+    p = (char *)(out + n);
+    for (size_t i = 0; i < n; i++) {
+        const struct weft_attr *a = &in[i];
+        size_t key_len = strlen(a->key);
+        if (a->value.type > WEFT_VALUE_DOUBLE) {
+            continue; /* arrays: not in the task message either */
+        }
+        out[kept] = *a;
+        out[kept].key = memcpy(p, a->key, key_len + 1);
+        p += key_len + 1;
+        if (a->value.type == WEFT_VALUE_STRING) {
+            if (a->value.len > 0) {
+                memcpy(p, a->value.u.str, a->value.len);
+            }
+            p[a->value.len] = '\0';
+            out[kept].value.u.str = p;
+            p += a->value.len + 1;
+        }
+        kept++;
+    }
+    *count = kept;
+    return out;
 }
 
 static bool
@@ -244,7 +296,7 @@ producer_span(struct amqp_ex *ex, struct slot *s, const struct weft__step_task *
 {
     const struct weft__broker_names *nm = weft__broker_names(ex->broker);
     struct weft_span_start_options so;
-    struct weft_attr attrs[12];
+    struct weft_attr attrs[12 + WEFT__TASK_SPAN_ATTRS_MAX]; /* its own, then the run's */
     size_t n = 0;
     char name[WEFT__BROKER_NAME_MAX + 16];
     struct weft_span_context ctx;
@@ -259,6 +311,11 @@ producer_span(struct amqp_ex *ex, struct slot *s, const struct weft__step_task *
     attrs[n++] = weft_attr_str("weft.step.id", task->step_id);
     attrs[n++] = weft_attr_int("weft.task.attempt", task->attempt);
     attrs[n++] = weft_attr_str("weft.run.id", task->run_id != NULL ? task->run_id : "");
+    for (size_t i = 0;
+         task->span_attrs != NULL && i < task->span_attr_count && i < WEFT__TASK_SPAN_ATTRS_MAX;
+         i++) {
+        attrs[n++] = task->span_attrs[i]; /* as on every span of the run */
+    }
     memset(&so, 0, sizeof(so));
     so.kind = WEFT_SPAN_KIND_PRODUCER;
     so.parent_context = weft_span_context_is_valid(&task->parent) ? &task->parent : NULL;
@@ -309,6 +366,8 @@ amqp_submit(struct weft__executor *base,
     m.capture_content = task->capture_content;
     m.timeout_ms = task->timeout_ms;
     m.sent_ns = weft__now_ns();
+    m.span_attrs = task->span_attrs;
+    m.span_attr_count = task->span_attr_count;
     pthread_mutex_lock(&ex->lock);
     for (size_t i = 0; i < MAX_SLOTS && s == NULL; i++) {
         if (!ex->slots[i].is_used) {
@@ -340,6 +399,7 @@ amqp_submit(struct weft__executor *base,
     s->submit_mono = weft__monotonic_ns();
     s->done = done;
     s->user_data = user_data;
+    s->span_attrs = attrs_copy(task->span_attrs, task->span_attr_count, &s->span_attr_count);
     producer_span(ex, s, task);
     if (task->is_reclaim) {
         weft__rk_set_bool(s->span, WEFT__RK_TASK_RESUMED, true);
@@ -497,10 +557,11 @@ consumer_span(struct amqp_ex *ex,
               const struct weft__broker_event *ev,
               const char *task_uuid,
               unsigned attempt,
-              const char *error)
+              const char *error,
+              const struct slot *s)
 {
     struct weft_span_start_options so;
-    struct weft_attr attrs[10];
+    struct weft_attr attrs[10 + WEFT__TASK_SPAN_ATTRS_MAX]; /* its own, then the run's */
     struct weft_span_context parent;
     size_t n = 0;
     char name[WEFT__BROKER_NAME_MAX + 16];
@@ -522,6 +583,9 @@ consumer_span(struct amqp_ex *ex,
     attrs[n++] = weft_attr_str("messaging.message.id", task_uuid);
     attrs[n++] = weft_attr_int("messaging.message.body.size", (int64_t)ev->body_len);
     attrs[n++] = weft_attr_int("weft.task.attempt", attempt);
+    for (size_t i = 0; s != NULL && i < s->span_attr_count; i++) {
+        attrs[n++] = s->span_attrs[i]; /* as on every span of the run */
+    }
     memset(&so, 0, sizeof(so));
     so.kind = WEFT_SPAN_KIND_CONSUMER;
     so.parent_context = &parent;
@@ -570,7 +634,7 @@ on_dead_task(struct amqp_ex *ex, const struct weft__broker_event *ev)
         s->has_result = true;
         s->result.delivery_count = ev->msg.delivery_count;
         ex->stats.dead_lettered++;
-        consumer_span(ex, ev, s->task_uuid, s->attempt, "dead_lettered");
+        consumer_span(ex, ev, s->task_uuid, s->attempt, "dead_lettered", s);
         pthread_cond_broadcast(&ex->changed);
     }
     weft__task_msg_cleanup(&t);
@@ -642,7 +706,7 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     if (s == NULL && ex->run_id[0] != '\0' && strcmp(r.run_id, ex->run_id) == 0 &&
         !was_answered(ex, r.task_id, r.attempt)) {
         /* This run's, for a task not submitted (yet): after a resume, its submit comes. */
-        consumer_span(ex, ev, r.task_id, r.attempt, r.is_success ? NULL : "task failed");
+        consumer_span(ex, ev, r.task_id, r.attempt, r.is_success ? NULL : "task failed", NULL);
         park(ex, &r);
         (void)weft__broker_ack(ex->broker, ev->delivery_tag);
         return;
@@ -705,7 +769,7 @@ on_result(struct amqp_ex *ex, const struct weft__broker_event *ev)
     }
     ex->stats.redeliveries += (uint64_t)(r.delivery_count > 0 ? r.delivery_count : 0);
     weft__dist_metrics_result(&ex->metrics, ex->wf->name, &r, s->sent_ns);
-    consumer_span(ex, ev, s->task_uuid, s->attempt, r.is_success ? NULL : "task failed");
+    consumer_span(ex, ev, s->task_uuid, s->attempt, r.is_success ? NULL : "task failed", s);
     pthread_cond_broadcast(&ex->changed);
     (void)weft__broker_ack(ex->broker, ev->delivery_tag);
 }

@@ -43,13 +43,94 @@ dump(json_t *o, char **out, size_t *len)
     return WEFT_OK;
 }
 
+/* "span_attrs" of @p m: within the bounds the decoder checks (message.h), so a worker never
+ * refuses what an orchestrator sent for them: keys that are empty, too long or not UTF-8, strings
+ * that are not UTF-8 or hold a NUL byte, values of other types (arrays), non-finite numbers and
+ * what would pass the total are left out, long strings cut at a character boundary. NULL: none
+ * to send, or out of memory (*is_oom). */
+static json_t *
+span_attrs_json(const struct weft__task_msg *m, bool *is_oom)
+{
+    json_t *o = NULL;
+    size_t total = 0;
+
+    for (size_t i = 0; m->span_attrs != NULL && i < m->span_attr_count; i++) {
+        const struct weft_attr *a = &m->span_attrs[i];
+        const struct weft_value *v = &a->value;
+        size_t key_len = a->key != NULL ? strlen(a->key) : 0;
+        size_t bytes = key_len;
+        json_t *value = NULL;
+
+        if (key_len == 0 || key_len > WEFT__MSG_ATTR_KEY_MAX ||
+            !weft__utf8_valid(a->key, key_len)) {
+            continue;
+        }
+        if (o == NULL && (o = json_object()) == NULL) {
+            *is_oom = true;
+            return NULL;
+        }
+        if (json_object_get(o, a->key) == NULL &&
+            json_object_size(o) == WEFT__TASK_SPAN_ATTRS_MAX) {
+            continue;
+        }
+        switch (v->type) {
+        case WEFT_VALUE_STRING: {
+            size_t len = v->u.str != NULL ? v->len : 0;
+            /* A NUL byte would come back as \u0000, which the decoder refuses. */
+            if (!weft__utf8_valid(v->u.str, len) || (len > 0 && memchr(v->u.str, 0, len) != NULL)) {
+                continue;
+            }
+            len = weft__utf8_cut(v->u.str, len, WEFT__MSG_ATTR_VALUE_MAX);
+            bytes += len;
+            value = json_stringn(len > 0 ? v->u.str : "", len);
+            break;
+        }
+        case WEFT_VALUE_BOOL:
+            value = json_boolean(v->u.b);
+            break;
+        case WEFT_VALUE_INT:
+            value = json_integer((json_int_t)v->u.i);
+            break;
+        case WEFT_VALUE_DOUBLE:
+            value = json_real(v->u.d); /* NULL for NaN and infinities: left out */
+            if (value == NULL) {
+                continue;
+            }
+            break;
+        default:
+            continue;
+        }
+        if (value == NULL) {
+            *is_oom = true;
+            break;
+        }
+        if (total + bytes > WEFT__MSG_ATTRS_MAX) {
+            json_decref(value);
+            continue;
+        }
+        total += bytes;
+        if (json_object_set_new(o, a->key, value) != 0) {
+            *is_oom = true;
+            break;
+        }
+    }
+    if (*is_oom || (o != NULL && json_object_size(o) == 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 weft_err
 weft__task_msg_encode(const struct weft__task_msg *m, char **out, size_t *len)
 {
-    json_t *o = json_object();
+    bool is_oom = false;
+    json_t *attrs = span_attrs_json(m, &is_oom);
+    json_t *o = is_oom ? NULL : json_object();
 
     *out = NULL;
     if (o == NULL) {
+        json_decref(attrs);
         return WEFT_ENOMEM;
     }
     set_str(o, "type", WEFT__MSG_TASK);
@@ -75,6 +156,9 @@ weft__task_msg_encode(const struct weft__task_msg *m, char **out, size_t *len)
     json_object_set_new(o, "capture_content", json_boolean(m->capture_content));
     set_u64(o, "timeout_ms", m->timeout_ms);
     set_u64(o, "sent_ns", m->sent_ns);
+    if (attrs != NULL) {
+        json_object_set_new(o, "span_attrs", attrs);
+    }
     return dump(o, out, len);
 }
 
@@ -250,6 +334,81 @@ finish(struct reader *r, json_t *root)
     return r->is_oom ? WEFT_ENOMEM : r->is_bad ? WEFT_EPARSE : WEFT_OK;
 }
 
+/* "span_attrs": {key: string, boolean, integer or number}, within the bounds of message.h, into
+ * m->span_attrs (pointing into the kept object). Absent or null: none. */
+static void
+get_span_attrs(struct reader *r, struct weft__task_msg *m)
+{
+    json_t *o = json_object_get(r->root, "span_attrs");
+    const char *key = NULL;
+    json_t *v = NULL;
+    size_t total = 0;
+    size_t n = 0;
+    char what[160];
+
+    if (o == NULL || json_is_null(o)) {
+        return;
+    }
+    if (!json_is_object(o)) {
+        bad(r, "span_attrs", "an object {key: string, boolean or number}");
+        return;
+    }
+    if (json_object_size(o) > WEFT__TASK_SPAN_ATTRS_MAX) {
+        snprintf(what, sizeof(what), "at most %d attributes (%zu given)", WEFT__TASK_SPAN_ATTRS_MAX,
+                 json_object_size(o));
+        bad(r, "span_attrs", what);
+        return;
+    }
+    json_object_foreach(o, key, v)
+    {
+        struct weft_attr *a = &m->span_attr_store[n];
+        size_t key_len = strlen(key);
+
+        /* Keys are not quoted back: they come from the message and may hold anything. */
+        if (key_len == 0 || key_len > WEFT__MSG_ATTR_KEY_MAX) {
+            snprintf(what, sizeof(what), "keys of 1 to %u bytes (attribute %zu has %zu)",
+                     WEFT__MSG_ATTR_KEY_MAX, n + 1, key_len);
+            bad(r, "span_attrs", what);
+            return;
+        }
+        total += key_len;
+        if (json_is_string(v)) {
+            size_t len = json_string_length(v);
+            if (len > WEFT__MSG_ATTR_VALUE_MAX) {
+                snprintf(what, sizeof(what),
+                         "string values of at most %u bytes (attribute %zu has %zu)",
+                         WEFT__MSG_ATTR_VALUE_MAX, n + 1, len);
+                bad(r, "span_attrs", what);
+                return;
+            }
+            total += len;
+            *a = weft_attr_strn(key, json_string_value(v), len);
+        } else if (json_is_boolean(v)) {
+            *a = weft_attr_bool(key, json_is_true(v));
+        } else if (json_is_integer(v)) {
+            *a = weft_attr_int(key, (int64_t)json_integer_value(v));
+        } else if (json_is_real(v)) {
+            *a = weft_attr_double(key, json_real_value(v));
+        } else {
+            snprintf(what, sizeof(what),
+                     "values that are a string, a boolean or a number (attribute %zu is not)",
+                     n + 1);
+            bad(r, "span_attrs", what);
+            return;
+        }
+        if (total > WEFT__MSG_ATTRS_MAX) {
+            snprintf(what, sizeof(what), "at most %u bytes of keys and string values in all",
+                     WEFT__MSG_ATTRS_MAX);
+            bad(r, "span_attrs", what);
+            return;
+        }
+        n++;
+    }
+    m->span_attr_doc = json_incref(o);
+    m->span_attrs = m->span_attr_store;
+    m->span_attr_count = n;
+}
+
 static bool
 is_known_kind(const char *kind)
 {
@@ -305,6 +464,7 @@ weft__task_msg_decode(
     }
     m->timeout_ms = (uint32_t)get_uint(&r, "timeout_ms", false, 0);
     m->sent_ns = get_uint(&r, "sent_ns", false, 0);
+    get_span_attrs(&r, m);
     e = finish(&r, root);
     if (e != WEFT_OK) {
         weft__task_msg_cleanup(m);
@@ -382,6 +542,7 @@ weft__task_msg_cleanup(struct weft__task_msg *m)
     weft__free(m->workflow_path);
     json_decref(m->workflow);
     json_decref(m->cursors);
+    json_decref(m->span_attr_doc);
     memset(m, 0, sizeof(*m));
 }
 

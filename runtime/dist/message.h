@@ -15,16 +15,24 @@
 #define WEFT_RUNTIME_DIST_MESSAGE_H
 
 #include "base/uuid.h"
+#include "runtime/engine/executor.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <weft/common.h>
+#include <weft/trace.h>
 
 #define WEFT__MSG_TASK   "weft.task.v1" /* AMQP type property and the body's "type" */
 #define WEFT__MSG_RESULT "weft.result.v1"
 #define WEFT__MSG_MAX    (16u << 20) /* bodies above this are refused, both ways */
+
+/* Bounds of a task's "span_attrs" (at most WEFT__TASK_SPAN_ATTRS_MAX entries): a message over
+ * one is refused; the encoder keeps within them (it drops or cuts what would not fit). */
+#define WEFT__MSG_ATTR_KEY_MAX   256u        /* bytes of a key */
+#define WEFT__MSG_ATTR_VALUE_MAX 4096u       /* bytes of a string value */
+#define WEFT__MSG_ATTRS_MAX      (16u << 10) /* bytes of all keys and string values together */
 
 struct weft__task_msg {
     char *run_id;
@@ -43,6 +51,16 @@ struct weft__task_msg {
     bool capture_content;
     uint32_t timeout_ms; /* time left in the run when sent; 0: none */
     uint64_t sent_ns;    /* wall clock at publish */
+    /* "span_attrs": {key: string, boolean, integer or number}, the run's attributes for every
+     * span of the task (options.span_attrs and the root span's id: run->tel.span_attrs).
+     * Encode: borrowed, NULL: none; string, bool, int and double values are sent (arrays are
+     * not), in order, a later key replacing an earlier one. Decode: points into span_attr_store
+     * (the strings into span_attr_doc), NULL when the message has none (older orchestrators);
+     * a decoded message is used where it was decoded, never copied by value. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
+    struct weft_attr span_attr_store[WEFT__TASK_SPAN_ATTRS_MAX];
+    json_t *span_attr_doc;
 };
 
 struct weft__result_msg {

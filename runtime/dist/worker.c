@@ -209,7 +209,7 @@ consumer_span(struct worker *w, const struct job *j, const struct weft__task_msg
     const struct weft__broker_names *nm = weft__broker_names(w->broker);
     struct weft_span_start_options so;
     struct weft_span_context parent;
-    struct weft_attr attrs[14];
+    struct weft_attr attrs[14 + WEFT__TASK_SPAN_ATTRS_MAX]; /* its own, then the run's */
     size_t n = 0;
     char name[WEFT__BROKER_NAME_MAX + 16];
 
@@ -227,6 +227,9 @@ consumer_span(struct worker *w, const struct job *j, const struct weft__task_msg
     attrs[n++] = weft_attr_int("weft.task.attempt", t->attempt);
     attrs[n++] = weft_attr_int("weft.task.redeliveries", j->delivery_count);
     attrs[n++] = weft_attr_str("weft.worker.id", w->id);
+    for (size_t i = 0; i < t->span_attr_count && i < WEFT__TASK_SPAN_ATTRS_MAX; i++) {
+        attrs[n++] = t->span_attrs[i]; /* the run's attributes, as on its other spans */
+    }
     memset(&so, 0, sizeof(so));
     so.kind = WEFT_SPAN_KIND_CONSUMER;
     if (j->traceparent[0] != '\0' &&
@@ -396,6 +399,8 @@ run_step(struct worker *w,
     tr.capture_content = t->capture_content;
     tr.redeliveries = j->delivery_count;
     tr.mcp = mcp_for(w, wf);
+    tr.span_attrs = t->span_attrs;
+    tr.span_attr_count = t->span_attr_count;
     e = weft__execute_task(&tr, &out, err, sizeof(err));
     if (e != WEFT_OK) {
         r->error = weft__strdup(err);

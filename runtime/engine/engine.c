@@ -1294,6 +1294,16 @@ task_outcome(struct run *run, const struct weft__task_run *t, struct weft__task_
     }
 }
 
+/* The run's span attributes from the task message (borrowed), as run_start() sets them. */
+static void
+task_span_attrs(struct run *run, const struct weft__task_run *t)
+{
+    for (size_t i = 0; t->span_attrs != NULL && i < t->span_attr_count && i <= RUN_MAX_SPAN_ATTRS;
+         i++) {
+        run->tel.span_attrs[run->tel.span_attr_count++] = t->span_attrs[i];
+    }
+}
+
 weft_err
 weft__execute_task(const struct weft__task_run *t,
                    struct weft__task_outcome *out,
@@ -1345,6 +1355,7 @@ weft__execute_task(const struct weft__task_run *t,
     run->cfg.task_redeliveries = t->redeliveries;
     snprintf(run->store.run_id, sizeof(run->store.run_id), "%s", t->run_id);
     run->store.session_id = weft__strdup(t->run_id);
+    task_span_attrs(run, t);
     e = run->store.session_id != NULL ? weft__eng_setup_providers(run, err, err_len) : WEFT_ENOMEM;
     if (e == WEFT_OK) {
         e = weft__eng_bind_native_tools(run, err, err_len);

@@ -262,9 +262,12 @@ task_await(struct run *run, struct engine_task *t)
     return WEFT_OK;
 }
 
+_Static_assert(WEFT__TASK_SPAN_ATTRS_MAX == RUN_MAX_SPAN_ATTRS + 1,
+               "a task carries what run->tel.span_attrs holds");
+
 /* What an executor working on a copy needs besides the step: the run, the task's UUID, the
  * command parameters, the scripts' positions (*cursors, new), where its spans nest, the time
- * left and the content-capture choice. */
+ * left, the content-capture choice and the attributes every span of the run carries. */
 static void
 task_remote_fields(struct run *run,
                    const struct plan_step *s,
@@ -283,6 +286,8 @@ task_remote_fields(struct run *run,
     }
     task->timeout_ms = run->cfg.deadline_mono != 0 ? weft__rt_remaining_ms(run, 0) : 0;
     task->capture_content = run->cfg.capture_content;
+    task->span_attrs = run->tel.span_attr_count > 0 ? run->tel.span_attrs : NULL;
+    task->span_attr_count = run->tel.span_attr_count;
 }
 
 /* Apply every result that came and is not in the plan yet, this thread's and those of other

@@ -42,6 +42,10 @@
 struct run;
 struct weft_meter;
 
+/* The most attributes a task carries for its spans: a run's options.span_attrs kept (16) and
+ * its root span's id (run.h RUN_MAX_SPAN_ATTRS + 1; engine.c checks they agree). */
+#define WEFT__TASK_SPAN_ATTRS_MAX 17
+
 /* One step handed to an executor. All strings are borrowed for the submit call: an executor
  * that keeps the task copies what it needs. */
 struct weft__step_task {
@@ -66,6 +70,10 @@ struct weft__step_task {
     /* The same task and attempt as before a resume (it was dispatched when the orchestrator
      * stopped): its result may already be waiting. */
     bool is_reclaim;
+    /* Attributes on every span the task starts (run->tel.span_attrs: options.span_attrs and
+     * the root span's id), at most WEFT__TASK_SPAN_ATTRS_MAX; NULL: none. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /* What came of a task. Strings are borrowed for the callback. */
@@ -168,6 +176,10 @@ struct weft__task_run {
     /* The workflow's MCP servers, already started (a worker keeps them across tasks); NULL:
      * the task starts its own and stops them when it ends. */
     struct weft__mcp_hub *mcp;
+    /* Attributes on every span of the task (the orchestrator's run->tel.span_attrs, from the
+     * task message), at most WEFT__TASK_SPAN_ATTRS_MAX kept; NULL: none. */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /* How a task run ended. Owned strings; clean up with weft__task_outcome_cleanup(). */

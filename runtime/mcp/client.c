@@ -31,6 +31,7 @@
  * line of server output that is logged, and every tool result, is scrubbed).
  */
 #include "runtime/common/attr_keys.h"
+#include "runtime/mcp/content.h"
 #include "runtime/mcp/transport.h"
 
 #include "base/buf.h"
@@ -1016,13 +1017,24 @@ record_operation(struct weft__mcp_client *c,
     }
 }
 
+/* What the span of a request needs besides its method: the tool of a tools/call (NULL
+ * otherwise), the parent (NULL or invalid: the thread's current span), and the call's span
+ * attributes in place of the client's options.span_attrs (attrs NULL: the client's). */
+struct span_of {
+    const char *tool;
+    const struct weft_span_context *parent;
+    const struct weft_attr *attrs;
+    size_t attr_count;
+};
+
+static const struct span_of no_span_of = {NULL, NULL, NULL, 0};
+
 /* Start the client span of one request. */
 static struct weft_span *
-start_span(struct weft__mcp_client *c,
-           const char *method,
-           const char *tool,
-           const struct weft_span_context *parent)
+start_span(struct weft__mcp_client *c, const char *method, const struct span_of *sp)
 {
+    const char *tool = sp->tool;
+    struct weft__mcp_options extra = c->opts;
     struct weft_span_start_options so;
     struct weft_attr attrs[8 + WEFT__MCP_SPAN_ATTRS_MAX]; /* its own, then the run's */
     size_t n = 0;
@@ -1049,9 +1061,13 @@ start_span(struct weft__mcp_client *c,
     }
     memset(&so, 0, sizeof(so));
     so.kind = WEFT_SPAN_KIND_CLIENT;
-    so.parent_context = weft_span_context_is_valid(parent) ? parent : NULL;
+    so.parent_context = weft_span_context_is_valid(sp->parent) ? sp->parent : NULL;
     so.attrs = attrs;
-    so.attr_count = weft__mcp_span_attrs_add(&c->opts, attrs, n);
+    if (sp->attrs != NULL) {
+        extra.span_attrs = sp->attrs;
+        extra.span_attr_count = sp->attr_count;
+    }
+    so.attr_count = weft__mcp_span_attrs_add(&extra, attrs, n);
     return weft_span_start(c->opts.tracer, name, &so);
 }
 
@@ -1122,12 +1138,12 @@ static weft_err
 rpc(struct weft__mcp_client *c,
     const char *method,
     json_t *params,
-    const char *tool,
-    const struct weft_span_context *parent,
+    const struct span_of *sp,
     uint64_t deadline,
     bool is_init,
     struct rpc_result *out)
 {
+    const char *tool = sp->tool;
     struct weft_span *span = NULL;
     struct pending *slot = NULL;
     struct conn *cn = NULL;
@@ -1146,7 +1162,7 @@ rpc(struct weft__mcp_client *c,
     char session[256];
 
     memset(out, 0, sizeof(*out));
-    span = start_span(c, method, tool, parent);
+    span = start_span(c, method, sp);
     if (params == NULL) {
         params = json_object();
     }
@@ -1191,7 +1207,7 @@ rpc(struct weft__mcp_client *c,
     }
     msg = json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", (json_int_t)id, "method", method,
                     "params", params);
-    if (msg == NULL || add_meta(json_object_get(msg, "params"), span, parent,
+    if (msg == NULL || add_meta(json_object_get(msg, "params"), span, sp->parent,
                                 strcmp(method, "tools/call") == 0 ? id : -1) != WEFT_OK) {
         rc = WEFT_ENOMEM;
     } else {
@@ -1312,7 +1328,7 @@ list_tools(struct weft__mcp_client *c,
         json_t *params = cursor != NULL ? json_pack("{s:s}", "cursor", cursor) : NULL;
         const json_t *list = NULL;
         const char *next = NULL;
-        rc = rpc(c, "tools/list", params, NULL, NULL, deadline, false, r);
+        rc = rpc(c, "tools/list", params, &no_span_of, deadline, false, r);
         if (rc != WEFT_OK || r->error_type[0] != '\0') {
             goto fail;
         }
@@ -1507,7 +1523,7 @@ start_session(struct weft__mcp_client *c, uint64_t deadline, char *err, size_t e
     rc = rpc(c, "initialize",
              json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", weft__mcp_versions[0],
                        "capabilities", "clientInfo", "name", "weft", "version", "0.1.0"),
-             NULL, NULL, deadline, true, &r);
+             &no_span_of, deadline, true, &r);
     if (rc != WEFT_OK) {
         goto fail;
     }
@@ -1852,63 +1868,6 @@ weft__mcp_client_tools(struct weft__mcp_client *client,
     return rc;
 }
 
-/* The content of a CallToolResult as text for the model: text items joined by newlines,
- * every other item (image, audio, resource, resource_link) as compact JSON. */
-static weft_err
-render_content(const json_t *result, struct weft__buf *buf)
-{
-    const json_t *content = json_object_get(result, "content");
-    const json_t *structured = json_object_get(result, "structuredContent");
-    weft_err rc = WEFT_OK;
-
-    for (size_t i = 0; i < json_array_size(content) && rc == WEFT_OK; i++) {
-        const json_t *item = json_array_get(content, i);
-        const char *type = json_string_value(json_object_get(item, "type"));
-        if (i > 0) {
-            rc = weft__buf_append_byte(buf, '\n');
-        }
-        if (rc != WEFT_OK) {
-            break;
-        }
-        if (type != NULL && strcmp(type, "text") == 0 &&
-            json_is_string(json_object_get(item, "text"))) {
-            const json_t *t = json_object_get(item, "text");
-            rc = weft__buf_append(buf, json_string_value(t), json_string_length(t));
-        } else {
-            char *text = json_dumps(item, JSON_COMPACT | JSON_ENCODE_ANY);
-            rc = text != NULL ? weft__buf_append_str(buf, text) : WEFT_ENOMEM;
-            free(text);
-        }
-    }
-    /* A result with structured content only (older servers send both) still reads as text. */
-    if (rc == WEFT_OK && json_array_size(content) == 0 && structured != NULL) {
-        char *text = json_dumps(structured, JSON_COMPACT | JSON_ENCODE_ANY);
-        rc = text != NULL ? weft__buf_append_str(buf, text) : WEFT_ENOMEM;
-        free(text);
-    }
-    return rc;
-}
-
-static weft_err
-fill_text(struct weft__mcp_call_result *out, const char *text, size_t len, size_t max)
-{
-    char *scrubbed = NULL;
-    size_t keep = 0;
-
-    if (weft_secrets_scrub(text, len, &scrubbed) != WEFT_OK) {
-        return WEFT_ENOMEM;
-    }
-    if (scrubbed != NULL) {
-        text = scrubbed;
-        len = strlen(scrubbed);
-    }
-    keep = weft__utf8_cut(text, len, max);
-    out->is_truncated = keep < len;
-    out->text = weft__strndup(text, keep);
-    weft_secrets_text_free(scrubbed);
-    return out->text != NULL ? WEFT_OK : WEFT_ENOMEM;
-}
-
 weft_err
 weft__mcp_client_call(struct weft__mcp_client *client,
                       const char *tool,
@@ -1917,7 +1876,21 @@ weft__mcp_client_call(struct weft__mcp_client *client,
                       uint32_t timeout_ms,
                       struct weft__mcp_call_result *out)
 {
+    return weft__mcp_client_call_attrs(client, tool, args, parent, timeout_ms, NULL, 0, out);
+}
+
+weft_err
+weft__mcp_client_call_attrs(struct weft__mcp_client *client,
+                            const char *tool,
+                            const json_t *args,
+                            const struct weft_span_context *parent,
+                            uint32_t timeout_ms,
+                            const struct weft_attr *span_attrs,
+                            size_t span_attr_count,
+                            struct weft__mcp_call_result *out)
+{
     struct weft__mcp_client *c = client;
+    struct span_of sp = {tool, parent, span_attrs, span_attr_count};
     struct rpc_result r;
     json_t *params = NULL;
     uint64_t deadline = 0;
@@ -1953,7 +1926,7 @@ weft__mcp_client_call(struct weft__mcp_client *client,
     if (params == NULL) {
         return WEFT_ENOMEM;
     }
-    rc = rpc(c, "tools/call", params, tool, parent, deadline, false, &r);
+    rc = rpc(c, "tools/call", params, &sp, deadline, false, &r);
     if (rc != WEFT_OK) {
         return rc;
     }
@@ -1975,24 +1948,9 @@ weft__mcp_client_call(struct weft__mcp_client *client,
         is_failed = true;
         snprintf(out->error_type, sizeof(out->error_type), "%s", r.error_type);
         out->is_error = true;
-        rc = fill_text(out, r.message, strlen(r.message), c->cfg.max_output);
+        rc = weft__mcp_fill_text(out, r.message, strlen(r.message), c->cfg.max_output);
     } else {
-        struct weft__buf buf;
-        const json_t *structured = json_object_get(r.result, "structuredContent");
-        weft__buf_init(&buf, 0);
-        rc = render_content(r.result, &buf);
-        if (rc == WEFT_OK) {
-            rc = fill_text(out, buf.data != NULL ? buf.data : "", buf.len, c->cfg.max_output);
-        }
-        weft__buf_cleanup(&buf);
-        if (rc == WEFT_OK && structured != NULL && !json_is_null(structured)) {
-            out->structured = json_deep_copy(structured);
-            rc = out->structured != NULL ? WEFT_OK : WEFT_ENOMEM;
-        }
-        if (json_is_true(json_object_get(r.result, "isError"))) {
-            out->is_error = true;
-            snprintf(out->error_type, sizeof(out->error_type), "tool_error");
-        }
+        rc = weft__mcp_result_fill(out, r.result, c->cfg.max_output);
     }
     json_decref(r.result);
     if (rc != WEFT_OK) {
@@ -2025,7 +1983,7 @@ weft__mcp_client_ping(struct weft__mcp_client *client, uint32_t timeout_ms)
     if (client == NULL) {
         return WEFT_EINVAL;
     }
-    rc = rpc(client, "ping", NULL, NULL, NULL,
+    rc = rpc(client, "ping", NULL, &no_span_of,
              deadline_after(timeout_ms != 0 ? timeout_ms : client->cfg.timeout_ms), false, &r);
     json_decref(r.result);
     if (rc != WEFT_OK) {

@@ -182,6 +182,19 @@ weft_err weft__mcp_client_call(struct weft__mcp_client *client,
                                uint32_t timeout_ms,
                                struct weft__mcp_call_result *out);
 
+/* weft__mcp_client_call() whose span carries @p span_attrs (@p span_attr_count of them, at
+ * most WEFT__MCP_SPAN_ATTRS_MAX) in place of the client's options.span_attrs: a hub started once
+ * and shared by the tasks of several runs (`weft worker`) gives each call its own run's
+ * attributes. @p span_attrs NULL: the client's. Borrowed for the call. */
+weft_err weft__mcp_client_call_attrs(struct weft__mcp_client *client,
+                                     const char *tool,
+                                     const json_t *args,
+                                     const struct weft_span_context *parent,
+                                     uint32_t timeout_ms,
+                                     const struct weft_attr *span_attrs,
+                                     size_t span_attr_count,
+                                     struct weft__mcp_call_result *out);
+
 /* ping. @return WEFT_OK, WEFT_ETIMEDOUT, WEFT_EIO. */
 weft_err weft__mcp_client_ping(struct weft__mcp_client *client, uint32_t timeout_ms);
 

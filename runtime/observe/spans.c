@@ -3,10 +3,10 @@
  *
  * The vocabularies are set as start attributes so that samplers see them. Run-wide attributes
  * (session, run id, trace name, and the caller's options.span_attrs with the root span's id, as
- * run_start() prepared them in run->tel.span_attrs) go on every span because Langfuse v4 reads
- * trace-level fields from whichever span it meets and does not merge spans after the fact. The
- * session goes out as gen_ai.conversation.id and session.id, both of which Langfuse reads as its
- * session.
+ * run_start() prepared them in run->tel.span_attrs, or as a worker's task run took them from its
+ * task message) go on every span because Langfuse v4 reads trace-level fields from whichever span
+ * it meets and does not merge spans after the fact. The session goes out as
+ * gen_ai.conversation.id and session.id, both of which Langfuse reads as its session.
  *
  * The GenAI names come from semconv.h. The attributes the conventions mark sampling-relevant
  * (operation, agent name, provider, request model, tool name) are start attributes too; which

@@ -127,7 +127,9 @@ struct run_telemetry {
     /* What every span of the run carries besides weft's own (spans.c): options.span_attrs,
      * then options.root_span_id_attr with root_span_hex once the root has started. Filled in
      * by run_start() before any other span starts and read-only after, so the steps' threads
-     * read it without the lock. The values borrow the options' strings and root_span_hex. */
+     * read it without the lock. The values borrow the options' strings and root_span_hex. A
+     * worker's task run (weft__execute_task) fills it from its task message instead (the
+     * orchestrator's, root id included), borrowing the message's strings. */
     struct weft_attr span_attrs[RUN_MAX_SPAN_ATTRS + 1];
     size_t span_attr_count;
     char root_span_hex[2 * WEFT_SPAN_ID_SIZE + 1]; /* "" until the root has started */

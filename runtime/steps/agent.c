@@ -401,6 +401,10 @@ struct mcp_call {
     const json_t *args;
     const struct weft_span_context *parent;
     uint32_t timeout_ms;
+    /* The run's span attributes for the call's span, when the hub is not the run's own (a
+     * worker's, shared by its tasks' runs): NULL otherwise (the hub's clients carry them). */
+    const struct weft_attr *span_attrs;
+    size_t span_attr_count;
 };
 
 /* The MCP call, its result as a tool outcome (output = the content as text). */
@@ -411,7 +415,8 @@ mcp_run(void *ctx, struct tool_outcome *out)
     struct weft__mcp_call_result res;
 
     memset(&res, 0, sizeof(res));
-    (void)weft__mcp_client_call(c->client, c->name, c->args, c->parent, c->timeout_ms, &res);
+    (void)weft__mcp_client_call_attrs(c->client, c->name, c->args, c->parent, c->timeout_ms,
+                                      c->span_attrs, c->span_attr_count, &res);
     out->is_error = res.is_error;
     out->exit_code = -1;
     out->is_truncated = res.is_truncated;
@@ -466,8 +471,13 @@ call_mcp(struct run *run,
          * the step has time left; what still fails then fails the step (agent.c act()). */
         for (unsigned k = 0;; k++) {
             uint32_t left = weft__rt_remaining_ms(run, deadline);
-            struct mcp_call c = {client, mcp_name, args, &ctx,
-                                 deadline != 0 ? (left > 0 ? left : 1) : 0};
+            struct mcp_call c = {client,
+                                 mcp_name,
+                                 args,
+                                 &ctx,
+                                 deadline != 0 ? (left > 0 ? left : 1) : 0,
+                                 run->cfg.is_mcp_borrowed ? run->tel.span_attrs : NULL,
+                                 run->tel.span_attr_count};
             weft__rt_watchdog_activity(run, activity, agent->name, run->ps.plan.steps[step].id);
             /* Kept with the run; a replay answers it from there and calls no server. */
             (void)weft__rt_tool_call(run, name, "mcp", args, mcp_run, &c, &r->outcome);

@@ -3,7 +3,8 @@
  * worker killed with SIGKILL mid-task loses nothing (the task is delivered again and counted
  * once); a poison task that kills every worker ends in the dead-letter queue and fails its step
  * with a note; malformed messages go to the dead letters and never crash a worker; a worker
- * stops on SIGTERM with exit 0. Each test uses its own queue prefix (its own queues). */
+ * stops on SIGTERM with exit 0; the spans an MCP agent's steps start on a worker carry the
+ * run's span attributes. Each test uses its own queue prefix (its own queues). */
 #include "support/amqp_server.h"
 #include "support/server_proc.h"
 #include "support/weft_test.h"
@@ -423,6 +424,101 @@ test_mcp_agent_runs_on_a_worker(void **state)
     weft_test_rm_rf(e.dir);
 }
 
+/* Langfuse's experiment attributes reach the spans of an MCP agent's steps on a worker: `weft
+ * eval --executor amqp` of one item, the worker keeping the filesystem server across its tasks
+ * (its clients started without any run's attributes), and every span of the item's trace in the
+ * span store they share, the worker's MCP client spans included, carries them with the root
+ * span's id. */
+static void
+test_mcp_spans_on_a_worker_carry_the_run_attrs(void **state)
+{
+    struct env e;
+    char path[700], log[700];
+    char *out = NULL;
+    json_t *doc = NULL;
+    json_t *spans = NULL;
+    json_t *span = NULL;
+    const char *run_id = NULL;
+    const char *root_id = NULL;
+    size_t i = 0;
+    size_t calls = 0, consumers = 0;
+    pid_t w = 0;
+
+    (void)state;
+    env_init(&e, "mcp-attrs");
+    e.vars[3] = "OTEL_TRACES_EXPORTER=store"; /* $WEFT_HOME/weft.db, for both processes */
+    e.vars[5] = "WEFT_MCP_MODULES=" WEFT_SOURCE_DIR "/tests/mcp/node_modules";
+    e.vars[6] = NULL;
+    copy_from("mcp_filesystem", e.dir, "workflow.json");
+    copy_from("mcp_filesystem", e.dir, "script.json");
+    write_file(e.dir, "items.jsonl", "{\"input\": \"Write the release notes\"}\n");
+    snprintf(path, sizeof(path), "%s/sandbox", e.dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    w = start_worker(&e, "w", "2", NULL);
+    {
+        const char *argv[] = {weft_bin, "dataset",     "create", "items",
+                              "--file", "items.jsonl", NULL};
+        snprintf(log, sizeof(log), "%s/dataset.log", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 60000), 0);
+    }
+    {
+        const char *argv[] = {weft_bin,     "eval", "workflow.json", "--dataset", "items",
+                              "--executor", "amqp", "--json",        NULL};
+        snprintf(log, sizeof(log), "%s/eval.json", e.dir);
+        if (weft_test_run(argv, e.vars, e.dir, log, 120000) != 0) {
+            char *text = weft_test_read_file(log);
+            fail_msg("weft eval --executor amqp: %s", text != NULL ? text : "(no output)");
+        }
+    }
+    out = weft_test_read_file(log);
+    assert_non_null(out);
+    doc = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(doc);
+    run_id = json_string_value(
+        json_object_get(json_array_get(json_object_get(doc, "items"), 0), "run_id"));
+    assert_non_null(run_id);
+    snprintf(path, sizeof(path), "%s", run_id);
+    json_decref(doc);
+    free(out);
+    stop_worker(w); /* its spans are in the store */
+    {
+        const char *argv[] = {weft_bin, "trace", "show", path, "--json", NULL};
+        snprintf(log, sizeof(log), "%s/trace.json", e.dir);
+        assert_int_equal(weft_test_run(argv, e.vars, e.dir, log, 60000), 0);
+    }
+    out = weft_test_read_file(log);
+    assert_non_null(out);
+    doc = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(doc);
+    spans = json_object_get(doc, "spans");
+    root_id = json_string_value(json_object_get(json_array_get(spans, 0), "span_id"));
+    assert_non_null(root_id);
+    json_array_foreach(spans, i, span)
+    {
+        const json_t *attrs = json_object_get(span, "attributes");
+        const char *name = json_string_value(json_object_get(span, "name"));
+        const char *got = json_string_value(
+            json_object_get(attrs, "langfuse.experiment.item.root_observation_id"));
+
+        if (got == NULL || strcmp(got, root_id) != 0 ||
+            json_string_value(json_object_get(attrs, "langfuse.experiment.id")) == NULL) {
+            fail_msg("span %s lacks the experiment's attributes (root_observation_id %s, "
+                     "expected %s)",
+                     name, got != NULL ? got : "none", root_id);
+        }
+        calls += strncmp(name, "tools/call ", 11) == 0 ? 1 : 0;
+        consumers += json_object_get(attrs, "weft.worker.id") != NULL ? 1 : 0;
+    }
+    if (calls < 2 || consumers < 2) {
+        fail_msg("the trace has %zu MCP tools/call span(s) and %zu worker task(s); expected at "
+                 "least 2 each",
+                 calls, consumers);
+    }
+    json_decref(doc);
+    free(out);
+    weft_test_rm_rf(e.dir);
+}
+
 /* Failed tool calls on a worker are counted where the run's summary, --json and `run show` read
  * them (the stored steps): notes.md is a directory, so the server answers isError to the write
  * and the read, and the summary of a run whose steps ran on a worker says so (the run's own
@@ -696,6 +792,7 @@ main(void)
         cmocka_unit_test(test_wide_plan_runs_on_two_workers_at_once),
         cmocka_unit_test(test_wider_than_the_window_runs_every_step),
         cmocka_unit_test(test_mcp_agent_runs_on_a_worker),
+        cmocka_unit_test(test_mcp_spans_on_a_worker_carry_the_run_attrs),
         cmocka_unit_test(test_tool_errors_on_a_worker_reach_the_summary),
         cmocka_unit_test(test_skill_memory_on_a_worker),
         cmocka_unit_test(test_worker_killed_mid_task),

@@ -5,7 +5,10 @@
  * workers' logs (none ran in the eval process), item runs overlapped in time (their stored
  * start and end), and no result was lost or misrouted: each run's own results queue is gone at
  * the end, the shared results queue and the dead letters are empty, and no worker fell back to
- * the shared queue. */
+ * the shared queue. Every span of every item's trace, the workers' (their CONSUMER spans and the
+ * agent, chat and tool spans under them) as much as the eval process's, carries Langfuse's
+ * experiment attributes, the root span's id among them (the task messages' "span_attrs"): all
+ * processes record into the PostgreSQL span store, read back with `weft trace show --json`. */
 #include "support/amqp_server.h"
 #include "support/pg_server.h"
 #include "support/server_proc.h"
@@ -143,6 +146,101 @@ assert_queues_clean(void)
     free(out);
 }
 
+static const char *
+span_attr(const json_t *span, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(span, "attributes"), key));
+}
+
+/* Item @p index's run @p run_id: its trace's spans each carry the experiment's attributes with
+ * the root span's id; at least its three steps' CONSUMER spans and two agent and two chat spans
+ * under them are the workers'. The experiment id goes in @p experiment (the first item's) and
+ * the item id in @p item_ids[index] (checked to differ between items). */
+static void
+assert_trace_attrs(const char *const *vars,
+                   const char *dir,
+                   const char *run_id,
+                   size_t index,
+                   char *experiment,
+                   char item_ids[][80])
+{
+    const char *argv[] = {weft_bin, "trace", "show", run_id, "--json", NULL};
+    char log[700];
+    char *out = NULL;
+    json_t *doc = NULL;
+    json_t *spans = NULL;
+    json_t *span = NULL;
+    json_t *worker_spans = json_object(); /* ids of the workers' spans */
+    const char *root_id = NULL;
+    const char *item_id = NULL;
+    size_t i = 0;
+    size_t consumers = 0, agents = 0, chats = 0;
+
+    assert_non_null(run_id);
+    snprintf(log, sizeof(log), "%s/trace-%s.json", dir, run_id);
+    if (weft_test_run(argv, vars, dir, log, 60000) != 0) {
+        char *text = weft_test_read_file(log);
+        fail_msg("weft trace show %s: %s", run_id, text != NULL ? text : "(no output)");
+    }
+    out = weft_test_read_file(log);
+    assert_non_null(out);
+    doc = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(doc);
+    spans = json_object_get(doc, "spans");
+    assert_true(json_array_size(spans) > 6);
+    span = json_array_get(spans, 0);
+    assert_null(json_string_value(json_object_get(span, "parent_span_id")));
+    assert_non_null(strstr(json_string_value(json_object_get(span, "name")), "invoke_workflow"));
+    root_id = json_string_value(json_object_get(span, "span_id"));
+    assert_non_null(root_id);
+    assert_int_equal(strlen(root_id), 16);
+    item_id = span_attr(span, "langfuse.experiment.item.id");
+    assert_non_null(item_id);
+    assert_true(item_id[0] != '\0' && strlen(item_id) < 80);
+    for (size_t k = 0; k < index; k++) {
+        assert_string_not_equal(item_ids[k], item_id);
+    }
+    snprintf(item_ids[index], 80, "%s", item_id);
+    if (experiment[0] == '\0') {
+        assert_non_null(span_attr(span, "langfuse.experiment.id"));
+        snprintf(experiment, 80, "%s", span_attr(span, "langfuse.experiment.id"));
+    }
+    json_array_foreach(spans, i, span)
+    {
+        const char *name = json_string_value(json_object_get(span, "name"));
+        const char *id = json_string_value(json_object_get(span, "span_id"));
+        const char *parent = json_string_value(json_object_get(span, "parent_span_id"));
+        const char *got = span_attr(span, "langfuse.experiment.item.root_observation_id");
+        bool is_worker = span_attr(span, "weft.worker.id") != NULL ||
+                         (parent != NULL && json_object_get(worker_spans, parent) != NULL);
+
+        if (got == NULL || strcmp(got, root_id) != 0) {
+            fail_msg("run %s: span %s (%s%s): root_observation_id %s, expected the root's %s",
+                     run_id, name, id, is_worker ? ", a worker's" : "", got != NULL ? got : "none",
+                     root_id);
+        }
+        assert_string_equal(span_attr(span, "langfuse.experiment.id"), experiment);
+        assert_string_equal(span_attr(span, "langfuse.experiment.item.id"), item_id);
+        assert_string_equal(span_attr(span, "langfuse.experiment.dataset.id"), "items");
+        assert_non_null(span_attr(span, "langfuse.experiment.name"));
+        if (!is_worker) {
+            continue;
+        }
+        json_object_set_new(worker_spans, id, json_true());
+        consumers += span_attr(span, "weft.worker.id") != NULL ? 1 : 0;
+        agents += strncmp(name, "invoke_agent", 12) == 0 ? 1 : 0;
+        chats += strncmp(name, "chat", 4) == 0 ? 1 : 0;
+    }
+    if (consumers < 3 || agents < 2 || chats < 2) {
+        fail_msg("run %s: the workers' spans: %zu CONSUMER, %zu agent, %zu chat; expected at "
+                 "least 3, 2 and 2",
+                 run_id, consumers, agents, chats);
+    }
+    json_decref(worker_spans);
+    json_decref(doc);
+    free(out);
+}
+
 static void
 test_eval_items_run_on_the_workers(void **state)
 {
@@ -168,8 +266,8 @@ test_eval_items_run_on_the_workers(void **state)
     vars[1] = url;
     vars[2] = state_url;
     vars[3] = "WEFT_QUEUE_PREFIX=evaltest.";
-    vars[4] = "OTEL_TRACES_EXPORTER=none";
-    vars[5] = "WEFT_DEBUG=1"; /* workers log each task they start */
+    vars[4] = "OTEL_TRACES_EXPORTER=store"; /* the PostgreSQL of WEFT_STATE_URL, for all */
+    vars[5] = "WEFT_DEBUG=1";               /* workers log each task they start */
     vars[6] = NULL;
     snprintf(wf, sizeof(wf), "%s/examples/support_triage/workflow_fixed.json", WEFT_SOURCE_DIR);
     {
@@ -262,6 +360,16 @@ test_eval_items_run_on_the_workers(void **state)
         free(logs[w]);
     }
     assert_queues_clean();
+    {
+        char experiment[80] = "";
+        char item_ids[ITEMS][80];
+
+        json_array_foreach(json_object_get(doc, "items"), i, it)
+        {
+            assert_trace_attrs(vars, dir, json_string_value(json_object_get(it, "run_id")), i,
+                               experiment, item_ids);
+        }
+    }
     json_decref(doc);
     free(out);
     weft_test_rm_rf(dir);
