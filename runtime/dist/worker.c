@@ -699,6 +699,7 @@ on_confirm(struct worker *w, const struct weft__broker_event *ev)
         }
         if (j->is_reply_bad) {
             w->stats.fallbacks++;
+            weft__dist_metrics_result_fallback(&w->metrics);
         }
         /* Acknowledged only now: had the worker died before, the task would come back. */
         if (j->generation == w->generation) {

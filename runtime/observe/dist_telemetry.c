@@ -86,6 +86,10 @@ weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, 
         m->commands_refused =
             make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.commands.refused", "{command}",
                  "Task programs the worker's command allow-list refused");
+        m->result_fallbacks =
+            make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.results.fallback", "{result}",
+                 "Results published to the shared results queue instead of the task's run "
+                 "queue (none named, not a results queue, or gone)");
         for (size_t i = 0; i < sizeof(worker_outcomes) / sizeof(worker_outcomes[0]); i++) {
             struct weft_attr a = weft_attr_str("outcome", worker_outcomes[i]);
             if (m->worker_tasks != NULL) {
@@ -94,6 +98,9 @@ weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, 
         }
         if (m->commands_refused != NULL) {
             (void)weft_counter_add(m->commands_refused, 0, NULL, 0);
+        }
+        if (m->result_fallbacks != NULL) {
+            (void)weft_counter_add(m->result_fallbacks, 0, NULL, 0);
         }
     }
     if ((families & WEFT__DIST_TRUST) != 0) {
@@ -264,6 +271,14 @@ weft__dist_metrics_command_refused(struct weft__dist_metrics *m)
 {
     if (m->commands_refused != NULL) {
         (void)weft_counter_add(m->commands_refused, 1, NULL, 0);
+    }
+}
+
+void
+weft__dist_metrics_result_fallback(struct weft__dist_metrics *m)
+{
+    if (m->result_fallbacks != NULL) {
+        (void)weft_counter_add(m->result_fallbacks, 1, NULL, 0);
     }
 }
 

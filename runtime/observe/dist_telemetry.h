@@ -33,7 +33,7 @@ struct weft__dist_metrics {
     struct weft_instrument *dispatched, *redeliveries, *dead, *duplicates, *in_flight;
     struct weft_instrument *dispatch_to_start, *start_to_end, *depth, *live, *up;
     struct weft_instrument *worker_tasks, *worker_busy, *worker_concurrency;
-    struct weft_instrument *refused, *commands_refused;
+    struct weft_instrument *refused, *commands_refused, *result_fallbacks;
     /* The task measurements are recorded here too when set (weft__dist_metrics_tee). */
     struct weft__dist_metrics *also;
 };
@@ -84,6 +84,8 @@ void weft__dist_metrics_worker_busy(struct weft__dist_metrics *m, size_t busy, s
 /* A task command refused by the worker's allow-list (weft.worker.commands.refused; no label:
  * the command comes from the message and would make the series unbounded). */
 void weft__dist_metrics_command_refused(struct weft__dist_metrics *m);
+/* A worker's result went to the shared results queue instead of its task's run queue. */
+void weft__dist_metrics_result_fallback(struct weft__dist_metrics *m);
 
 /* A message refused for its signature; @p reason: weft__verify_reason() (a bounded set). */
 void weft__dist_metrics_refused(struct weft__dist_metrics *m, const char *reason);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <weft/metrics.h>
 #include <weft/runtime.h>
 
 #define TASKS 24
@@ -82,8 +83,9 @@ worker_main(void *arg)
     return NULL;
 }
 
+/* A worker's configuration on the test broker, not started yet. */
 static void
-worker_start(struct worker_thread *w, const char *prefix, const char *id)
+worker_prepare(struct worker_thread *w, const char *prefix, const char *id)
 {
     memset(w, 0, sizeof(*w));
     w->cfg.url = weft_test_amqp_url(broker);
@@ -92,6 +94,12 @@ worker_start(struct worker_thread *w, const char *prefix, const char *id)
     w->cfg.id = id;
     w->cfg.stop = &w->stop;
     w->cfg.connect_timeout_ms = 30000;
+}
+
+static void
+worker_start(struct worker_thread *w, const char *prefix, const char *id)
+{
+    worker_prepare(w, prefix, id);
     assert_int_equal(pthread_create(&w->thread, NULL, worker_main, w), 0);
 }
 
@@ -307,6 +315,9 @@ test_result_for_a_missing_queue_goes_to_the_shared_one(void **state)
     char uuids[2][WEFT_UUID_LEN + 1];
     bool seen[2] = {false, false};
     uint64_t deadline = 0;
+    struct weft_meter *meter = NULL;
+    char *text = NULL;
+    size_t text_len = 0;
 
     (void)state;
     memset(&bc, 0, sizeof(bc));
@@ -319,7 +330,10 @@ test_result_for_a_missing_queue_goes_to_the_shared_one(void **state)
      * (a result there would reach the workers as a task). */
     publish_task(b, "fb.results.gone00000001", uuids[0]);
     publish_task(b, "fb.task_dispatch_queue", uuids[1]);
-    worker_start(&w, "fb.", "fb-w1");
+    assert_int_equal(weft_meter_new(NULL, &meter), WEFT_OK);
+    worker_prepare(&w, "fb.", "fb-w1");
+    w.cfg.meter = meter;
+    assert_int_equal(pthread_create(&w.thread, NULL, worker_main, &w), 0);
     assert_int_equal(weft__broker_consume(b, "fb.task_results_queue"), WEFT_OK);
     deadline = weft__monotonic_ns() + 30000000000ull;
     while (!(seen[0] && seen[1]) && weft__monotonic_ns() < deadline) {
@@ -345,6 +359,13 @@ test_result_for_a_missing_queue_goes_to_the_shared_one(void **state)
     assert_int_equal(w.stats.succeeded, 2);
     assert_int_equal(w.stats.fallbacks, 2);
     assert_int_equal(w.stats.rejected, 0); /* no result reached the dispatch queue */
+    /* ... and on the worker's /metrics, as its stop line says. */
+    assert_int_equal(weft_prometheus_render(meter, &text, &text_len), WEFT_OK);
+    if (strstr(text, "weft_worker_results_fallback_total 2") == NULL) {
+        fail_msg("no weft_worker_results_fallback_total 2 in:\n%s", text);
+    }
+    free(text);
+    weft_meter_free(meter);
     weft__broker_free(b);
 }
 
