@@ -42,6 +42,21 @@ enum weft__ds_stmt {
     WEFT__EXP_ITEMS,      /* experiment_id -> EXP ITEM columns, in the order first put */
     WEFT__DS_STMT_COUNT
 };
+/* The columns the statements above select, the same in both dialects, in the order datasets.c
+ * reads them (read_dataset(), read_item(), read_experiment(), read_exp_item()). */
+#define WEFT__DS_COLUMNS                                              \
+    "d.name, d.description, d.evaluators, d.created_ns, d.version,"   \
+    " (SELECT count(*) FROM dataset_items i WHERE i.dataset = d.name" \
+    " AND i.removed_version IS NULL)"
+#define WEFT__DS_ITEM_COLUMNS                                                 \
+    "id, input, expected, assertions, metadata, run_id, trace_id, fail_step," \
+    " added_version, removed_version"
+#define WEFT__EXP_COLUMNS                                                        \
+    "id, name, dataset, dataset_version, workflow, workflow_hash, from_failure," \
+    " started_ns, ended_ns, status, summary"
+#define WEFT__EXP_ITEM_COLUMNS                                                        \
+    "item_id, run_id, status, scores, tokens, cost, duration_ns, loops, stuck_loops," \
+    " corrections, llm_calls, error"
 
 /* A skill's vector as stored: float32 little-endian bytes (state.c encodes and decodes). */
 struct weft__state_vec_blob {

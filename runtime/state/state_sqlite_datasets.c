@@ -3,25 +3,11 @@
  * the values and reads the rows. The tables are schema version 16 (state_sqlite_schema.c). */
 #include "runtime/state/state_sqlite.h"
 
-#define DS_COLUMNS                                                    \
-    "d.name, d.description, d.evaluators, d.created_ns, d.version,"   \
-    " (SELECT count(*) FROM dataset_items i WHERE i.dataset = d.name" \
-    " AND i.removed_version IS NULL)"
-#define ITEM_COLUMNS                                                          \
-    "id, input, expected, assertions, metadata, run_id, trace_id, fail_step," \
-    " added_version, removed_version"
-#define EXP_COLUMNS                                                              \
-    "id, name, dataset, dataset_version, workflow, workflow_hash, from_failure," \
-    " started_ns, ended_ns, status, summary"
-#define EXP_ITEM_COLUMNS                                                              \
-    "item_id, run_id, status, scores, tokens, cost, duration_ns, loops, stuck_loops," \
-    " corrections, llm_calls, error"
-
 static const char *const statements[WEFT__DS_STMT_COUNT] = {
     [WEFT__DS_CREATE] = "INSERT INTO datasets (name, description, evaluators, created_ns, version)"
                         " VALUES (?1, ?2, ?3, ?4, 0) ON CONFLICT (name) DO NOTHING RETURNING name",
-    [WEFT__DS_GET] = "SELECT " DS_COLUMNS " FROM datasets d WHERE d.name = ?1",
-    [WEFT__DS_LIST] = "SELECT " DS_COLUMNS " FROM datasets d ORDER BY d.name",
+    [WEFT__DS_GET] = "SELECT " WEFT__DS_COLUMNS " FROM datasets d WHERE d.name = ?1",
+    [WEFT__DS_LIST] = "SELECT " WEFT__DS_COLUMNS " FROM datasets d ORDER BY d.name",
     [WEFT__DS_VERSION] = "UPDATE datasets SET version = ?2 WHERE name = ?1",
     [WEFT__DS_DROP_ITEMS] = "DELETE FROM dataset_items WHERE dataset = ?1",
     [WEFT__DS_DROP] = "DELETE FROM datasets WHERE name = ?1 RETURNING name",
@@ -31,7 +17,7 @@ static const char *const statements[WEFT__DS_STMT_COUNT] = {
     [WEFT__DS_ITEM_REMOVE] = "UPDATE dataset_items SET removed_version = ?3"
                              " WHERE dataset = ?1 AND id = ?2 AND removed_version IS NULL"
                              " RETURNING id",
-    [WEFT__DS_ITEMS] = "SELECT " ITEM_COLUMNS " FROM dataset_items WHERE dataset = ?1"
+    [WEFT__DS_ITEMS] = "SELECT " WEFT__DS_ITEM_COLUMNS " FROM dataset_items WHERE dataset = ?1"
                        " AND added_version <= ?2"
                        " AND (removed_version IS NULL OR removed_version > ?2) ORDER BY rowid"
                        " LIMIT ?3 OFFSET ?4",
@@ -41,21 +27,22 @@ static const char *const statements[WEFT__DS_STMT_COUNT] = {
     [WEFT__EXP_BEGIN] = "INSERT INTO experiments (id, name, dataset, dataset_version, workflow,"
                         " workflow_hash, from_failure, started_ns, status)"
                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [WEFT__EXP_ITEM_PUT] = "INSERT INTO experiment_items (experiment_id, " EXP_ITEM_COLUMNS ")"
-                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
-                           " ON CONFLICT (experiment_id, item_id) DO UPDATE SET"
-                           " run_id = excluded.run_id, status = excluded.status,"
-                           " scores = excluded.scores, tokens = excluded.tokens,"
-                           " cost = excluded.cost, duration_ns = excluded.duration_ns,"
-                           " loops = excluded.loops, stuck_loops = excluded.stuck_loops,"
-                           " corrections = excluded.corrections,"
-                           " llm_calls = excluded.llm_calls, error = excluded.error",
+    [WEFT__EXP_ITEM_PUT] =
+        "INSERT INTO experiment_items (experiment_id, " WEFT__EXP_ITEM_COLUMNS ")"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+        " ON CONFLICT (experiment_id, item_id) DO UPDATE SET"
+        " run_id = excluded.run_id, status = excluded.status,"
+        " scores = excluded.scores, tokens = excluded.tokens,"
+        " cost = excluded.cost, duration_ns = excluded.duration_ns,"
+        " loops = excluded.loops, stuck_loops = excluded.stuck_loops,"
+        " corrections = excluded.corrections,"
+        " llm_calls = excluded.llm_calls, error = excluded.error",
     [WEFT__EXP_END] = "UPDATE experiments SET status = ?2, summary = ?3, ended_ns = ?4"
                       " WHERE id = ?1 RETURNING id",
-    [WEFT__EXP_LIST] = "SELECT " EXP_COLUMNS " FROM experiments"
+    [WEFT__EXP_LIST] = "SELECT " WEFT__EXP_COLUMNS " FROM experiments"
                        " WHERE ?1 IS NULL OR dataset = ?1 ORDER BY started_ns DESC, rowid DESC",
-    [WEFT__EXP_GET] = "SELECT " EXP_COLUMNS " FROM experiments WHERE id = ?1",
-    [WEFT__EXP_ITEMS] = "SELECT " EXP_ITEM_COLUMNS " FROM experiment_items"
+    [WEFT__EXP_GET] = "SELECT " WEFT__EXP_COLUMNS " FROM experiments WHERE id = ?1",
+    [WEFT__EXP_ITEMS] = "SELECT " WEFT__EXP_ITEM_COLUMNS " FROM experiment_items"
                         " WHERE experiment_id = ?1 ORDER BY rowid",
 };
 
