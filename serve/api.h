@@ -53,6 +53,8 @@ struct weft__api_reply {
     unsigned status;
     char *body;
     size_t len;
+    /* The body is columns of numbers (weft.rows/v1): gzip it fast (gzip.h, WEFT__GZIP_FAST). */
+    bool is_numeric;
 };
 
 /* Answer GET @p req->path (which starts with /api/v1/). Every answer has a JSON body: the

@@ -435,4 +435,5 @@ weft__api_rows_reply(struct weft__api_reply *reply,
     reply->status = 200;
     reply->body = o.p;
     reply->len = o.len;
+    reply->is_numeric = true;
 }

@@ -72,17 +72,8 @@ weft__gzip_is_accepted(const char *accept)
     return gzip >= 0 ? gzip > 0 : star > 0;
 }
 
-/* zlib's level for body @p in (see above). */
-static int
-level_of(const char *in, size_t len)
-{
-    static const char rows[] = "{\"schema\":\"weft.rows/v1\"";
-
-    return len >= sizeof(rows) - 1 && memcmp(in, rows, sizeof(rows) - 1) == 0 ? 2 : 6;
-}
-
 weft_err
-weft__gzip(const char *in, size_t len, char **out, size_t *out_len)
+weft__gzip(const char *in, size_t len, bool is_fast, char **out, size_t *out_len)
 {
     z_stream zs;
     char *buf = NULL;
@@ -95,7 +86,8 @@ weft__gzip(const char *in, size_t len, char **out, size_t *out_len)
         return WEFT_EIO; /* avail_in is 32 bits; no answer is that large */
     }
     memset(&zs, 0, sizeof(zs));
-    if (deflateInit2(&zs, level_of(in, len), Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    if (deflateInit2(&zs, is_fast ? WEFT__GZIP_FAST : WEFT__GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK) {
         return WEFT_ENOMEM;
     }
     cap = deflateBound(&zs, (uLong)len);

@@ -18,9 +18,14 @@
  * it. Case-insensitive. */
 bool weft__gzip_is_accepted(const char *accept);
 
-/* @p in[0 .. @p len) as one gzip member (zlib, level 6; 2 for weft.rows/v1) into *out
+/* zlib's levels (gzip.c says why): the default, and the fast one for bodies of numbers. */
+#define WEFT__GZIP_LEVEL 6
+#define WEFT__GZIP_FAST  2
+
+/* @p in[0 .. @p len) as one gzip member (zlib, WEFT__GZIP_LEVEL; WEFT__GZIP_FAST with
+ * @p is_fast: the caller knows its body is columns of numbers) into *out
  * (weft__malloc'd; weft__free).
  * @return WEFT_OK, WEFT_ENOMEM, WEFT_EIO (zlib failed); *out NULL on failure. */
-weft_err weft__gzip(const char *in, size_t len, char **out, size_t *out_len);
+weft_err weft__gzip(const char *in, size_t len, bool is_fast, char **out, size_t *out_len);
 
 #endif /* WEFT_SERVE_GZIP_H */

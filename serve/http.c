@@ -172,15 +172,19 @@ admit(struct weft__serve *srv, const struct weft__http_request *req, struct weft
  * (static). Done here, once for every answer of the explorer and its API, rather than per
  * route. A body that does not shrink, or a failure to compress, is sent as it is. */
 static void
-encode(const struct weft__http_request *req, struct weft__http_reply *reply, const char *headers)
+encode(const struct weft__http_request *req,
+       struct weft__http_reply *reply,
+       bool is_numeric,
+       const char *headers)
 {
     char lines[256];
     char *packed = NULL;
     size_t packed_len = 0;
-    bool is_gzip = reply->len >= WEFT__GZIP_MIN_BYTES &&
-                   weft__gzip_is_accepted(weft__http_header(req, "Accept-Encoding")) &&
-                   weft__gzip(reply->body, reply->len, &packed, &packed_len) == WEFT_OK &&
-                   packed_len < reply->len;
+    bool is_gzip =
+        reply->len >= WEFT__GZIP_MIN_BYTES &&
+        weft__gzip_is_accepted(weft__http_header(req, "Accept-Encoding")) &&
+        weft__gzip(reply->body, reply->len, is_numeric, &packed, &packed_len) == WEFT_OK &&
+        packed_len < reply->len;
 
     if (is_gzip) {
         if (reply->free_body) {
@@ -228,7 +232,7 @@ on_asset(void *user_data, const struct weft__http_request *req, struct weft__htt
     reply->content_type = type;
     reply->body = (char *)a->data;
     reply->len = a->len;
-    encode(req, reply, is_index ? "Cache-Control: no-store" : "Cache-Control: max-age=300");
+    encode(req, reply, false, is_index ? "Cache-Control: no-store" : "Cache-Control: max-age=300");
 }
 
 struct arg_ctx {
@@ -422,7 +426,7 @@ on_api(void *user_data, const struct weft__http_request *req, struct weft__http_
     reply->content_type = "application/json; charset=utf-8";
     reply->len = ar.len;
     reply->free_body = true;
-    encode(req, reply, "Cache-Control: no-store");
+    encode(req, reply, ar.is_numeric, "Cache-Control: no-store");
 }
 
 /* GET /api/v1/events: the runs as Server-Sent Events (events.h), behind the same access rule
