@@ -261,6 +261,29 @@ add_workflow(struct builder *b, const struct weft_workflow *wf, unsigned depth)
     add_flow(b, wf->flow, depth);
 }
 
+/* Read @p wf's files into @p b (its files array and running hash). @return b->err. */
+static weft_err
+gather(
+    struct builder *b, const struct weft_workflow *wf, const char *root, char *why, size_t why_len)
+{
+    why[0] = '\0';
+    memset(b, 0, sizeof(*b));
+    b->files = json_array();
+    b->root = root;
+    b->hash = FNV_OFFSET;
+    b->why = why;
+    b->why_len = why_len;
+    if (b->files == NULL) {
+        return WEFT_ENOMEM;
+    }
+    add_workflow(b, wf, 0);
+    if (b->err != WEFT_OK) {
+        json_decref(b->files);
+        b->files = NULL;
+    }
+    return b->err;
+}
+
 weft_err
 weft__rt_snapshot_build(
     const struct weft_workflow *wf, const char *root, char **out, char *why, size_t why_len)
@@ -268,22 +291,11 @@ weft__rt_snapshot_build(
     struct builder b;
     char hash[WEFT_RUN_SNAPSHOT_HASH_LEN];
     json_t *doc = NULL;
+    weft_err err = gather(&b, wf, root, why, why_len);
 
     *out = NULL;
-    why[0] = '\0';
-    memset(&b, 0, sizeof(b));
-    b.files = json_array();
-    b.root = root;
-    b.hash = FNV_OFFSET;
-    b.why = why;
-    b.why_len = why_len;
-    if (b.files == NULL) {
-        return WEFT_ENOMEM;
-    }
-    add_workflow(&b, wf, 0);
-    if (b.err != WEFT_OK) {
-        json_decref(b.files);
-        return b.err;
+    if (err != WEFT_OK) {
+        return err;
     }
     format_hash(b.hash, hash);
     doc = json_pack("{s:i, s:s, s:I, s:o}", "version", SNAPSHOT_VERSION, "hash", hash, "bytes",
@@ -299,20 +311,15 @@ weft__rt_snapshot_hash(const struct weft_workflow *wf,
                        char *why,
                        size_t why_len)
 {
-    char *text = NULL;
-    json_t *doc = NULL;
-    weft_err err = weft__rt_snapshot_build(wf, NULL, &text, why, why_len);
+    struct builder b;
+    weft_err err = gather(&b, wf, NULL, why, why_len);
 
     out[0] = '\0';
-    if (err != WEFT_OK) {
-        return err;
+    if (err == WEFT_OK) {
+        format_hash(b.hash, out);
+        json_decref(b.files);
     }
-    doc = json_loads(text, 0, NULL);
-    weft__free(text);
-    snprintf(out, WEFT_RUN_SNAPSHOT_HASH_LEN, "%s",
-             doc != NULL ? json_string_value(json_object_get(doc, "hash")) : "");
-    json_decref(doc);
-    return out[0] != '\0' ? WEFT_OK : WEFT_ENOMEM;
+    return err;
 }
 
 void
