@@ -236,6 +236,10 @@ int cli_teams(int argc, char **argv);
 void cli_teams_usage(FILE *out);
 int cli_dataset(int argc, char **argv);
 void cli_dataset_usage(FILE *out);
+/* The whole of file @p path (an option's small file: @p flag names it in errors) as a new
+ * NUL-terminated string (free()), at most @p max bytes; NULL after printing "weft CMD: FLAG
+ * PATH: ..." (cannot open, cannot read, too long). In cli/dataset_cmd.c. */
+char *cli_read_small_file(const char *cmd, const char *flag, const char *path, size_t max);
 int cli_skills(int argc, char **argv);
 void cli_skills_usage(FILE *out);
 int cli_replay(int argc, char **argv);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* timegm */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -228,26 +229,33 @@ source_of(const char *cmd, const struct ds_flags *f, struct weft_dataset_source 
     return CLI_EXIT_OK;
 }
 
-/* The whole of a small file (the evaluators) into a new string; NULL after saying why. */
-static char *
-read_small(const char *cmd, const char *path)
+char *
+cli_read_small_file(const char *cmd, const char *flag, const char *path, size_t max)
 {
     FILE *in = fopen(path, "rb");
     char *text = NULL;
     size_t n = 0;
+    bool is_error = false;
 
     if (in == NULL) {
-        fprintf(stderr, "weft %s: --evaluators %s: cannot open\n", cmd, path);
+        fprintf(stderr, "weft %s: %s %s: cannot open: %s\n", cmd, flag, path, strerror(errno));
         return NULL;
     }
-    text = malloc(WEFT_DATASET_EVAL_MAX + 2);
+    text = malloc(max + 2);
     if (text != NULL) {
-        n = fread(text, 1, WEFT_DATASET_EVAL_MAX + 1, in);
+        n = fread(text, 1, max + 1, in);
         text[n] = '\0';
+        is_error = ferror(in) != 0;
+    }
+    if (text == NULL || is_error) {
+        fprintf(stderr, "weft %s: %s %s: cannot read it: %s\n", cmd, flag, path,
+                text == NULL ? "out of memory" : strerror(errno));
+    } else if (n > max) {
+        fprintf(stderr, "weft %s: %s %s: expected at most %zu bytes\n", cmd, flag, path, max);
+        is_error = true;
     }
     fclose(in);
-    if (text != NULL && n > WEFT_DATASET_EVAL_MAX) {
-        fprintf(stderr, "weft %s: --evaluators %s: expected at most 64 KiB\n", cmd, path);
+    if (is_error) {
         free(text);
         return NULL;
     }
@@ -298,7 +306,8 @@ dataset_create_or_add(int argc, char **argv, bool is_create)
         fprintf(stderr, "weft %s: --evaluators and --description are for create\n", cmd);
         return CLI_EXIT_USAGE;
     }
-    if (f.evaluators != NULL && (evaluators = read_small(cmd, f.evaluators)) == NULL) {
+    if (f.evaluators != NULL && (evaluators = cli_read_small_file(cmd, "--evaluators", f.evaluators,
+                                                                  WEFT_DATASET_EVAL_MAX)) == NULL) {
         return CLI_EXIT_FAIL;
     }
     if (is_create) {

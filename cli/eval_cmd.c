@@ -189,29 +189,6 @@ split_dataset(const char *text, char *name, uint64_t *version)
     return true;
 }
 
-static char *
-read_text_file(const char *path)
-{
-    FILE *in = fopen(path, "r");
-    char *text = NULL;
-    long len = 0;
-
-    if (in == NULL) {
-        return NULL;
-    }
-    if (fseek(in, 0, SEEK_END) == 0 && (len = ftell(in)) >= 0 && len <= 1024 * 1024 &&
-        fseek(in, 0, SEEK_SET) == 0 && (text = malloc((size_t)len + 1)) != NULL) {
-        if (fread(text, 1, (size_t)len, in) != (size_t)len) {
-            free(text);
-            text = NULL;
-        } else {
-            text[len] = '\0';
-        }
-    }
-    fclose(in);
-    return text;
-}
-
 /* Split --tags A,B in place into @p tags (at most 8). @return the count, -1 when too many. */
 static int
 split_tags(char *text, const char **tags)
@@ -297,6 +274,7 @@ eval_run(const struct eval_flags *fl, struct weft_experiment_options *o, double 
     if (status != CLI_EXIT_OK) {
         return status;
     }
+    memset(&rep, 0, sizeof(rep)); /* read below even when the run refused its options */
     memset(&bar, 0, sizeof(bar));
     bar.is_tty = isatty(STDERR_FILENO) != 0;
     bar.is_quiet = fl->is_quiet;
@@ -371,9 +349,9 @@ eval_main(const char *workflow_path, const struct eval_flags *fl)
         o.tags = tags;
         o.tag_count = (size_t)n;
     }
-    if (fl->evaluators != NULL && (evaluators = read_text_file(fl->evaluators)) == NULL) {
-        fprintf(stderr, "weft eval: --evaluators %s: cannot read it (at most 1 MiB)\n",
-                fl->evaluators);
+    if (fl->evaluators != NULL &&
+        (evaluators = cli_read_small_file("eval", "--evaluators", fl->evaluators,
+                                          (size_t)1024 * 1024)) == NULL) {
         free(tag_text);
         return CLI_EXIT_USAGE;
     }

@@ -52,9 +52,8 @@ name_is_valid(const char *name, char *err, size_t err_len)
     return true;
 }
 
-/* Open the store for writing (created when missing). */
-static weft_err
-open_rw(const char *state_path, struct rt_state **st, char *err, size_t err_len)
+weft_err
+weft__ds_open_rw(const char *state_path, struct rt_state **st, char *err, size_t err_len)
 {
     char *def = state_path == NULL ? weft__state_default_path() : NULL;
     char why[512] = "";
@@ -153,7 +152,7 @@ create_or_add(const char *state_path,
     struct weft__ds_items items = {0};
     struct weft_dataset ds = {0};
     struct rt_state *st = NULL;
-    weft_err rc = open_rw(state_path, &st, err, err_len);
+    weft_err rc = weft__ds_open_rw(state_path, &st, err, err_len);
 
     if (rc == WEFT_OK) {
         rc = build_items(st, src, &items, err, err_len);

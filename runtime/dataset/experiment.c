@@ -2,6 +2,7 @@
  * what the `weft eval` runner records (begin, one row per item, end) and reads back. Each call
  * checks its arguments and bounds, then opens the state store for one transaction. */
 #include "runtime/dataset/exp_load.h"
+#include "runtime/dataset/sources.h"
 #include "runtime/state/datasets.h"
 
 #include "base/mem.h"
@@ -40,24 +41,6 @@ fail(char *err, size_t err_len, weft_err rc, const char *what)
     if (err != NULL && err_len > 0) {
         snprintf(err, err_len, "%s", what);
     }
-    return rc;
-}
-
-static weft_err
-open_rw(const char *state_path, struct rt_state **st, char *err, size_t err_len)
-{
-    char *def = state_path == NULL ? weft__state_default_path() : NULL;
-    char why[512] = "";
-    weft_err rc = WEFT_OK;
-
-    if (state_path == NULL && def == NULL) {
-        return WEFT_ENOMEM;
-    }
-    rc = weft__state_open(state_path != NULL ? state_path : def, st, why, sizeof(why));
-    if (rc != WEFT_OK) {
-        fail(err, err_len, rc, why[0] != '\0' ? why : "cannot open the state store");
-    }
-    weft__free(def);
     return rc;
 }
 
@@ -103,7 +86,7 @@ weft_experiment_begin(const char *state_path,
     }
     row.id = id;
     row.started_ns = e->started_ns != 0 ? e->started_ns : weft__now_ns();
-    rc = open_rw(state_path, &st, err, err_len);
+    rc = weft__ds_open_rw(state_path, &st, err, err_len);
     if (rc == WEFT_OK) {
         rc = weft__ds_begin(st);
         if (rc == WEFT_OK) {
@@ -184,7 +167,7 @@ weft_experiment_item_put(const char *state_path,
         rc = fail(err, err_len, WEFT_EINVAL, "experiment id: expected a UUID");
     }
     if (rc == WEFT_OK) {
-        rc = open_rw(state_path, &st, err, err_len);
+        rc = weft__ds_open_rw(state_path, &st, err, err_len);
     }
     if (rc == WEFT_OK) {
         rc = weft__ds_begin(st);
@@ -223,7 +206,7 @@ weft_experiment_end(const char *state_path,
                     strlen(summary) > WEFT_DATASET_EVAL_MAX ? WEFT_ELIMIT : WEFT_EINVAL,
                     "summary: expected a JSON object of at most 64 KiB");
     }
-    rc = open_rw(state_path, &st, err, err_len);
+    rc = weft__ds_open_rw(state_path, &st, err, err_len);
     if (rc == WEFT_OK) {
         rc = weft__ds_begin(st);
         if (rc == WEFT_OK) {

@@ -10,6 +10,7 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -180,6 +181,10 @@ read_jsonl(FILE *f, const char *path, struct weft__ds_items *items, char *err, s
             rc = jsonl_line(text, items, path, line, err, err_len);
         }
     }
+    if (rc == WEFT_OK && ferror(f)) {
+        snprintf(err, err_len, "%s:%zu: cannot read it: %s", path, line + 1, strerror(errno));
+        rc = WEFT_EIO;
+    }
     free(text);
     return rc;
 }
@@ -236,6 +241,7 @@ csv_next(const char *text, size_t *pos, struct csv_record *r, size_t *line, cons
     struct weft__buf cell;
     size_t i = *pos;
     bool is_quoted = false;
+    bool is_oom = false;
 
     if (text[i] == '\0') {
         return 0;
@@ -253,18 +259,18 @@ csv_next(const char *text, size_t *pos, struct csv_record *r, size_t *line, cons
                 return -1;
             }
             if (c == '"' && text[i + 1] == '"') {
-                weft__buf_append(&cell, "\"", 1);
+                is_oom |= weft__buf_append_byte(&cell, '"') != WEFT_OK;
                 i++;
             } else if (c == '"') {
                 is_quoted = false;
             } else {
                 *line += c == '\n';
-                weft__buf_append(&cell, &c, 1);
+                is_oom |= weft__buf_append_byte(&cell, (uint8_t)c) != WEFT_OK;
             }
         } else if (c == '"' && cell.len == 0) {
             is_quoted = true;
         } else if (c == ',' || c == '\n' || c == '\0' || (c == '\r' && text[i + 1] == '\n')) {
-            if (!record_push(r, &cell)) {
+            if (is_oom || !record_push(r, &cell)) {
                 *why = "memory";
                 weft__buf_cleanup(&cell);
                 return -1;
@@ -277,7 +283,7 @@ csv_next(const char *text, size_t *pos, struct csv_record *r, size_t *line, cons
             *pos = text[i] == '\0' ? i : i + 1;
             break;
         } else {
-            weft__buf_append(&cell, &c, 1);
+            is_oom |= weft__buf_append_byte(&cell, (uint8_t)c) != WEFT_OK;
         }
     }
     r->end_line = *line;
@@ -285,14 +291,16 @@ csv_next(const char *text, size_t *pos, struct csv_record *r, size_t *line, cons
     return 1;
 }
 
-/* A CSV cell as JSON: an object or array kept, else the text as a string. */
-static char *
-cell_json(const char *cell, bool *is_oom)
+/* A CSV cell as JSON: an object or array kept, else the text as a string; NULL out of memory
+ * (the cell is valid UTF-8: the caller checked). */
+static json_t *
+cell_value(const char *cell, bool is_json_ok)
 {
-    char *out = weft__ds_json_text(cell, cell[0] == '{' || cell[0] == '[');
+    json_t *v = is_json_ok && (cell[0] == '{' || cell[0] == '[')
+                    ? json_loads(cell, JSON_REJECT_DUPLICATES, NULL)
+                    : NULL;
 
-    *is_oom = *is_oom || out == NULL;
-    return out;
+    return v != NULL ? v : json_string(cell);
 }
 
 /* One data record into a new item: the input and expected columns, the rest metadata. */
@@ -304,7 +312,8 @@ csv_item(const struct csv_record *head,
          char *err,
          size_t err_len)
 {
-    json_t *obj = json_object();
+    json_t *obj = NULL;
+    json_t *meta = NULL;
     struct weft_dataset_item *it = NULL;
     bool is_full = false;
     weft_err rc = WEFT_OK;
@@ -312,35 +321,38 @@ csv_item(const struct csv_record *head,
     if (r->n != head->n) {
         snprintf(err, err_len, "%s:%zu: expected %zu cells as the header has, got %zu", path,
                  r->line, head->n, r->n);
-        json_decref(obj);
         return WEFT_EPARSE;
     }
-    json_object_set_new(obj, "metadata", json_object());
-    for (size_t c = 0; obj != NULL && c < r->n; c++) {
-        bool is_oom = false;
+    obj = json_object();
+    meta = json_object();
+    if (obj == NULL || meta == NULL || json_object_set(obj, "metadata", meta) != 0) {
+        rc = WEFT_ENOMEM;
+    }
+    for (size_t c = 0; rc == WEFT_OK && c < r->n; c++) {
         const char *name = head->cells[c];
+        const char *cell = r->cells[c];
+        bool is_field = strcmp(name, "input") == 0 || strcmp(name, "expected") == 0;
+        json_t *v = NULL;
 
-        if (strcmp(name, "input") == 0 || strcmp(name, "expected") == 0) {
-            char *text = NULL;
-            json_t *v = NULL;
-
-            if (r->cells[c][0] == '\0') {
-                continue; /* an empty input is reported below */
-            }
-            text = cell_json(r->cells[c], &is_oom);
-            v = text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-            weft__free(text);
-            json_object_set_new(obj, name, v != NULL ? v : json_null());
-        } else {
-            json_object_set_new(json_object_get(obj, "metadata"), name, json_string(r->cells[c]));
+        if (is_field && cell[0] == '\0') {
+            continue; /* an empty input is reported below */
+        }
+        if (!weft__utf8_valid(cell, strlen(cell))) {
+            snprintf(err, err_len, "%s:%zu: %s: expected UTF-8 text", path, r->line, name);
+            rc = WEFT_EPARSE;
+            break;
+        }
+        v = cell_value(cell, is_field);
+        if (v == NULL || json_object_set_new(is_field ? obj : meta, name, v) != 0) {
+            rc = WEFT_ENOMEM;
         }
     }
-    if (obj == NULL) {
-        return WEFT_ENOMEM;
+    json_decref(meta);
+    if (rc == WEFT_OK) {
+        it = weft__ds_items_push(items, &is_full);
+        rc = it == NULL ? (is_full ? WEFT_ELIMIT : WEFT_ENOMEM)
+                        : item_of_object(obj, it, path, r->line, err, err_len);
     }
-    it = weft__ds_items_push(items, &is_full);
-    rc = it == NULL ? (is_full ? WEFT_ELIMIT : WEFT_ENOMEM)
-                    : item_of_object(obj, it, path, r->line, err, err_len);
     if (is_full) {
         snprintf(err, err_len, "%s:%zu: more than %u items at once", path, r->line,
                  WEFT_DATASET_ITEMS_MAX);
@@ -362,10 +374,21 @@ csv_records(
     weft_err rc = WEFT_OK;
     int got = csv_next(text, &pos, &head, &line, &why);
 
-    for (size_t c = 0; got == 1 && c < head.n; c++) {
+    for (size_t c = 0; got == 1 && rc == WEFT_OK && c < head.n; c++) {
         has_input |= strcmp(head.cells[c], "input") == 0;
+        if (!weft__utf8_valid(head.cells[c], strlen(head.cells[c]))) {
+            snprintf(err, err_len, "%s:1: header: column %zu: expected UTF-8 text", path, c + 1);
+            rc = WEFT_EPARSE;
+        }
+        for (size_t d = 0; rc == WEFT_OK && d < c; d++) {
+            if (strcmp(head.cells[c], head.cells[d]) == 0) {
+                snprintf(err, err_len, "%s:1: header: column '%s' appears twice", path,
+                         head.cells[c]);
+                rc = WEFT_EPARSE;
+            }
+        }
     }
-    if (got != 1 || !has_input) {
+    if (rc == WEFT_OK && (got != 1 || !has_input)) {
         snprintf(err, err_len, "%s:1: header: expected a row of column names with \"input\"", path);
         rc = WEFT_EPARSE;
     }
@@ -405,6 +428,11 @@ slurp(FILE *f, const char *path, char **out, char *err, size_t err_len)
             weft__buf_cleanup(&b);
             return WEFT_ENOMEM;
         }
+    }
+    if (ferror(f)) {
+        snprintf(err, err_len, "%s: cannot read it: %s", path, strerror(errno));
+        weft__buf_cleanup(&b);
+        return WEFT_EIO;
     }
     if (weft__buf_append(&b, "", 1) != WEFT_OK) {
         weft__buf_cleanup(&b);

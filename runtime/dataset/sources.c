@@ -40,14 +40,16 @@ weft__ds_items_cleanup(struct weft__ds_items *items)
     memset(items, 0, sizeof(*items));
 }
 
-char *
-weft__ds_json_text(const char *text, bool is_json_ok)
+/* @p text as an item's JSON text: kept when it is a JSON document (object or array), else
+ * encoded as a JSON string. Ownership: new (weft__free), NULL out of memory. */
+static char *
+json_text(const char *text)
 {
     json_t *doc = NULL;
     char *dumped = NULL;
     char *out = NULL;
 
-    if (is_json_ok && text != NULL) {
+    if (text != NULL) {
         doc = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
         if (doc != NULL && !json_is_object(doc) && !json_is_array(doc)) {
             json_decref(doc);
@@ -266,9 +268,10 @@ struct run_ids {
 static weft_err
 add_id(struct run_ids *r, const char *id)
 {
-    for (size_t i = 0; i < r->n; i++) {
+    /* A run named twice is taken once; a scan sees each run once (no quadratic check). */
+    for (size_t i = 0; r->src->run_id_count > 0 && i < r->n; i++) {
         if (strcmp(r->ids[i], id) == 0) {
-            return WEFT_OK; /* named twice */
+            return WEFT_OK;
         }
     }
     if (r->n == r->cap) {
@@ -345,7 +348,7 @@ item_of_run(struct rt_state *st,
     if (err != WEFT_OK) {
         return err;
     }
-    if (src->from_runs && !run_matches(src, &info)) {
+    if (src->run_id_count > 0 && src->from_runs && !run_matches(src, &info)) {
         weft__state_info_cleanup(&info);
         return WEFT_OK;
     }
@@ -357,7 +360,7 @@ item_of_run(struct rt_state *st,
     }
     it = err == WEFT_OK ? weft__ds_items_push(items, &is_full) : NULL;
     if (it != NULL) {
-        it->input = weft__ds_json_text(info.input, true);
+        it->input = json_text(info.input);
         it->metadata = weft__strdup("{}");
         it->run_id = weft__strdup(id);
         it->trace_id = info.trace_id != NULL ? weft__strdup(info.trace_id) : NULL;

@@ -1,6 +1,7 @@
 /* runtime/dataset/sources.h - where a dataset's new items come from (include/weft/dataset.h):
  * stored runs matching a filter, with each run's failing step, and JSONL or CSV files. Items are
- * built in memory first, so a bad source stores nothing.
+ * built in memory first, so a bad source stores nothing. Also the store opened for writing,
+ * which the datasets and the experiments share.
  *
  * Thread-safety: none beyond the state handle's.
  */
@@ -17,6 +18,11 @@ struct weft__ds_items {
     size_t n;
     size_t cap;
 };
+
+/* Open the state store @p state_path (NULL: weft__state_default_path()) for writing, created
+ * when missing (dataset.c, for the datasets' and the experiments' writes). @return
+ * weft__state_open()'s result, with its reason (or a generic one) in @p err. */
+weft_err weft__ds_open_rw(const char *state_path, struct rt_state **st, char *err, size_t err_len);
 
 /* A new zeroed item at the end of @p items, or NULL (out of memory, or WEFT_DATASET_ITEMS_MAX
  * reached: *is_full). */
@@ -45,9 +51,5 @@ weft_err weft__ds_items_from_runs(struct rt_state *st,
  * the run has none; *is_rejected says whether a step was rejected. */
 weft_err weft__ds_fail_step(
     struct rt_state *st, const char *run_id, bool is_stuck, char **out, bool *is_rejected);
-
-/* @p text as an item's JSON text: kept when it is a JSON document (object or array) and
- * @p is_json_ok, else encoded as a JSON string. Ownership: new (free()), NULL out of memory. */
-char *weft__ds_json_text(const char *text, bool is_json_ok);
 
 #endif /* WEFT_RUNTIME_DATASET_SOURCES_H */

@@ -1,9 +1,10 @@
 /* tests/cli/test_dataset.c - `weft dataset create|add|list|show|rm` as a user types them, with
  * the built `weft` binary in a temporary WEFT_HOME: a failed run and a completed run made by
  * `weft run` on the scripted provider, a dataset of the failures (its failing step shown), a JSONL
- * file added (version 2), a bad CSV line reported as FILE:LINE and adding nothing, show @1 and
+ * file added (version 2), bad CSV (a short row, a column named twice, a cell not UTF-8)
+ * reported as FILE:LINE and adding nothing, show @1 and
  * --json, rm of an item by prefix (version 3), rm --all --force, list --json, bad usage. */
-#include "support/weft_test.h"
+#include "support/cli_run.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -11,66 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WEFT_BIN   WEFT_BINARY_DIR "/weft"
-#define MAX_OUTPUT (1u << 20)
-
-struct fixture {
-    char dir[64];
-    char state[128];
-    char *out;
-    char *err;
-};
-
-struct run {
-    int status;
-    const char *out;
-    const char *err;
-};
-
-/* Run the weft binary with @p args (NULL-terminated) from the fixture's directory, so that
- * the file names the test passes are relative to it, as a user's would be. */
-static struct run
-run_weft(struct fixture *f, const char *const *args)
-{
-    struct run r = {0};
-    char cwd[512];
-
-    assert_non_null(getcwd(cwd, sizeof(cwd)));
-    assert_int_equal(chdir(f->dir), 0);
-    r.status =
-        weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
-    assert_int_equal(chdir(cwd), 0);
-    r.out = f->out;
-    r.err = f->err;
-    return r;
-}
-
-#define RUN(f, ...) run_weft((f), (const char *const[]){__VA_ARGS__, NULL})
-
-static json_t *
-parse(const char *text)
-{
-    json_error_t error;
-    json_t *doc = json_loads(text, 0, &error);
-
-    if (doc == NULL) {
-        fail_msg("not JSON: %s (line %d): %s", error.text, error.line, text);
-    }
-    return doc;
-}
+#define WEFT_BIN WEFT_BINARY_DIR "/weft"
 
 static int
 setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
+    struct weft_test_cli *f = weft_test_cli_new(WEFT_BIN, "weft-dataset-cli");
 
-    assert_non_null(f);
-    f->out = malloc(MAX_OUTPUT);
-    f->err = malloc(MAX_OUTPUT);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-dataset-cli-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    weft_test_setenv("WEFT_HOME", f->dir);
-    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
     weft_test_write_file(f->dir, "script.json",
                          "{\"responses\": {\"a\": {\"act\": [{\"content\": \"docs\"}]}}}");
     weft_test_write_file(
@@ -89,6 +37,8 @@ setup(void **state)
                          "{\"input\": \"add 3 and 3\", \"expected\": \"6\","
                          " \"metadata\": {\"level\": \"easy\"}}\n");
     weft_test_write_file(f->dir, "bad.csv", "input,expected\nq1,a1\nq2\n");
+    weft_test_write_file(f->dir, "twice.csv", "input,input\nq1,q2\n");
+    weft_test_write_file(f->dir, "latin1.csv", "input,note\nq1,caf\xe9\n");
     weft_test_write_file(f->dir, "evaluators.json", "{\"exact\": {\"field\": \"output\"}}");
     *state = f;
     return 0;
@@ -97,20 +47,16 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    struct fixture *f = *state;
-
-    weft_test_rmtree(f->dir);
-    free(f->out);
-    free(f->err);
-    free(f);
+    weft_test_cli_free(*state);
     return 0;
 }
 
 static void
 test_dataset_commands(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "run", "fails.json", "--state", f->state, "--input", "ship it", "-q");
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r =
+        WEFT_TEST_CLI_RUN(f, "run", "fails.json", "--state", f->state, "--input", "ship it", "-q");
     json_t *doc = NULL;
     json_t *items = NULL;
     char prefix[9];
@@ -118,29 +64,44 @@ test_dataset_commands(void **state)
     if (r.status != 1) {
         fail_msg("weft run: %d: %s", r.status, r.err);
     }
-    r = RUN(f, "run", "ok.json", "--state", f->state, "--input", "all good", "-q");
+    r = WEFT_TEST_CLI_RUN(f, "run", "ok.json", "--state", f->state, "--input", "all good", "-q");
     assert_int_equal(r.status, 0);
 
-    r = RUN(f, "dataset", "create", "regressions", "--from-runs", "--status", "failed",
-            "--evaluators", "evaluators.json", "--description", "builds that broke", "--state",
-            f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "regressions", "--from-runs", "--status",
+                          "failed", "--evaluators", "evaluators.json", "--description",
+                          "builds that broke", "--state", f->state);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "created regressions: 1 item added, version 1"));
-    r = RUN(f, "dataset", "show", "regressions", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "show", "regressions", "--state", f->state);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "\"ship it\""));
     assert_non_null(strstr(r.out, "build")); /* the failing step */
 
-    r = RUN(f, "dataset", "add", "regressions", "--file", "items.jsonl", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "regressions", "--file", "items.jsonl", "--state",
+                          f->state);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "2 items added, version 2"));
-    r = RUN(f, "dataset", "add", "regressions", "--file", "bad.csv", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "regressions", "--file", "bad.csv", "--state",
+                          f->state);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "bad.csv:3: expected 2 cells as the header has, got 1"));
+    /* A column named twice, or a cell that is not UTF-8, is refused, not dropped. */
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "regressions", "--file", "twice.csv", "--state",
+                          f->state);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "twice.csv:1: header: column 'input' appears twice"));
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "regressions", "--file", "latin1.csv", "--state",
+                          f->state);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "latin1.csv:2: note: expected UTF-8 text"));
+    /* A file that cannot be read (a directory) fails; it is not an empty file of no items. */
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "regressions", "--file", ".", "--state", f->state);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, ".:1: cannot read it"));
 
-    r = RUN(f, "dataset", "show", "regressions@1", "--json", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "show", "regressions@1", "--json", "--state", f->state);
     assert_int_equal(r.status, 0);
-    doc = parse(r.out);
+    doc = weft_test_json_parse(r.out);
     assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.dataset/v1");
     assert_int_equal(json_integer_value(json_object_get(doc, "version")), 1);
     items = json_object_get(doc, "items");
@@ -151,8 +112,8 @@ test_dataset_commands(void **state)
                         "ship it");
     json_decref(doc);
 
-    r = RUN(f, "dataset", "show", "regressions", "--json", "--state", f->state);
-    doc = parse(r.out);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "show", "regressions", "--json", "--state", f->state);
+    doc = weft_test_json_parse(r.out);
     items = json_object_get(doc, "items");
     assert_int_equal(json_array_size(items), 3);
     assert_string_equal(json_string_value(json_object_get(
@@ -161,16 +122,16 @@ test_dataset_commands(void **state)
     snprintf(prefix, sizeof(prefix), "%.8s",
              json_string_value(json_object_get(json_array_get(items, 1), "id")));
     json_decref(doc);
-    r = RUN(f, "dataset", "rm", "regressions", prefix, "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "rm", "regressions", prefix, "--state", f->state);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "1 item removed, version 3"));
-    r = RUN(f, "dataset", "rm", "regressions", prefix, "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "rm", "regressions", prefix, "--state", f->state);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "no item"));
 
-    r = RUN(f, "dataset", "list", "--json", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "list", "--json", "--state", f->state);
     assert_int_equal(r.status, 0);
-    doc = parse(r.out);
+    doc = weft_test_json_parse(r.out);
     items = json_array_get(json_object_get(doc, "datasets"), 0);
     assert_string_equal(json_string_value(json_object_get(items, "name")), "regressions");
     assert_int_equal(json_integer_value(json_object_get(items, "version")), 3);
@@ -180,46 +141,47 @@ test_dataset_commands(void **state)
             json_object_get(json_object_get(items, "evaluators"), "exact"), "field")),
         "output");
     json_decref(doc);
-    r = RUN(f, "dataset", "list", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "list", "--state", f->state);
     assert_non_null(strstr(r.out, "builds that broke"));
 
-    r = RUN(f, "dataset", "rm", "regressions", "--all", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "rm", "regressions", "--all", "--state", f->state);
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "rm", "regressions", "--all", "--force", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "rm", "regressions", "--all", "--force", "--state",
+                          f->state);
     assert_int_equal(r.status, 0);
-    r = RUN(f, "dataset", "list", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "list", "--state", f->state);
     assert_non_null(strstr(r.out, "no datasets yet"));
 }
 
 static void
 test_dataset_usage_errors(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "dataset");
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(f, "dataset");
 
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "frob");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "frob");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "create");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "add", "x");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "add", "x");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "add what?"));
-    r = RUN(f, "dataset", "create", "x", "--from", "yesterday");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "x", "--from", "yesterday");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--from: expected a UTC date"));
-    r = RUN(f, "dataset", "create", "x", "--reward-below", "lots");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "x", "--reward-below", "lots");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "create", "x", "--verdict", "MEH");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "x", "--verdict", "MEH");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "show", "x@zero");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "show", "x@zero");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "dataset", "show", "nothing", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "show", "nothing", "--state", f->state);
     assert_int_equal(r.status, 1);
-    r = RUN(f, "dataset", "create", "x", "--run", "ffffffff", "--state", f->state);
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "x", "--run", "ffffffff", "--state", f->state);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "run ffffffff: no such run"));
-    r = RUN(f, "dataset", "--help");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "--help");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "weft dataset create NAME"));
 }

@@ -5,7 +5,7 @@
  * exchanges) and the saving counted; the original and the fixed workflow over all 30 compare as
  * 8 fixed, 22 unchanged; --fail-under gates the exit status; a broken version (its router fails
  * every ticket) shows up as broken items; list and show. */
-#include "support/weft_test.h"
+#include "support/cli_run.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -14,67 +14,16 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define WEFT_BIN   WEFT_BINARY_DIR "/weft"
-#define EXAMPLE    WEFT_SOURCE_DIR "/examples/support_triage/"
-#define ORIGINAL   EXAMPLE "workflow.json"
-#define FIXED      EXAMPLE "workflow_fixed.json"
-#define MAX_OUTPUT (1u << 20)
-
-struct fixture {
-    char dir[64];
-    char state[128];
-    char *out;
-    char *err;
-};
-
-struct run {
-    int status;
-    const char *out;
-    const char *err;
-};
-
-static struct run
-run_weft(struct fixture *f, const char *const *args)
-{
-    struct run r = {0};
-    char cwd[512];
-
-    assert_non_null(getcwd(cwd, sizeof(cwd)));
-    assert_int_equal(chdir(f->dir), 0);
-    r.status =
-        weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
-    assert_int_equal(chdir(cwd), 0);
-    r.out = f->out;
-    r.err = f->err;
-    return r;
-}
-
-#define RUN(f, ...) run_weft((f), (const char *const[]){__VA_ARGS__, NULL})
-
-static json_t *
-parse(const char *text)
-{
-    json_error_t error;
-    json_t *doc = json_loads(text, 0, &error);
-
-    if (doc == NULL) {
-        fail_msg("not JSON: %s (line %d): %s", error.text, error.line, text);
-    }
-    return doc;
-}
+#define WEFT_BIN WEFT_BINARY_DIR "/weft"
+#define EXAMPLE  WEFT_SOURCE_DIR "/examples/support_triage/"
+#define ORIGINAL EXAMPLE "workflow.json"
+#define FIXED    EXAMPLE "workflow_fixed.json"
 
 static int
 setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
+    struct weft_test_cli *f = weft_test_cli_new(WEFT_BIN, "weft-eval-cli");
 
-    assert_non_null(f);
-    f->out = malloc(MAX_OUTPUT);
-    f->err = malloc(MAX_OUTPUT);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-eval-cli-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    weft_test_setenv("WEFT_HOME", f->dir);
-    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
     *state = f;
     return 0;
 }
@@ -82,18 +31,13 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    struct fixture *f = *state;
-
-    weft_test_rmtree(f->dir);
-    free(f->out);
-    free(f->err);
-    free(f);
+    weft_test_cli_free(*state);
     return 0;
 }
 
 /* The 30 tickets, each run once with the original workflow (8 fail at route). */
 static void
-run_tickets(struct fixture *f)
+run_tickets(struct weft_test_cli *f)
 {
     FILE *in = fopen(EXAMPLE "tickets.jsonl", "r");
     char line[1024];
@@ -102,9 +46,10 @@ run_tickets(struct fixture *f)
 
     assert_non_null(in);
     while (fgets(line, sizeof(line), in) != NULL) {
-        json_t *doc = parse(line);
-        struct run r = RUN(f, "run", ORIGINAL, "--input",
-                           json_string_value(json_object_get(doc, "input")), "-q", "--no-trace");
+        json_t *doc = weft_test_json_parse(line);
+        struct weft_test_cli_result r =
+            WEFT_TEST_CLI_RUN(f, "run", ORIGINAL, "--input",
+                              json_string_value(json_object_get(doc, "input")), "-q", "--no-trace");
 
         assert_true(r.status == 0 || r.status == 1);
         failed += r.status == 1 ? 1 : 0;
@@ -117,7 +62,7 @@ run_tickets(struct fixture *f)
 }
 
 static size_t
-exchanges(const struct fixture *f, const char *run_id)
+exchanges(const struct weft_test_cli *f, const char *run_id)
 {
     struct weft_run_exchange *ex = NULL;
     size_t count = 0;
@@ -129,7 +74,7 @@ exchanges(const struct fixture *f, const char *run_id)
 
 /* The stored input of run @p run_id (new text). */
 static char *
-input_of(const struct fixture *f, const char *run_id)
+input_of(const struct weft_test_cli *f, const char *run_id)
 {
     struct weft_run_details *d = NULL;
     char *input = NULL;
@@ -141,14 +86,14 @@ input_of(const struct fixture *f, const char *run_id)
 }
 
 static json_t *
-eval_json(struct fixture *f, const char *const *args, int want_status)
+eval_json(struct weft_test_cli *f, const char *const *args, int want_status)
 {
-    struct run r = run_weft(f, args);
+    struct weft_test_cli_result r = weft_test_cli_run(f, args);
 
     if (r.status != want_status) {
         fail_msg("weft eval: exit %d, expected %d: %s", r.status, want_status, r.err);
     }
-    return parse(r.out);
+    return weft_test_json_parse(r.out);
 }
 
 static size_t
@@ -160,7 +105,7 @@ count_of(const json_t *doc, const char *key)
 /* --from-failure: each of the 8 forks made fewer LLM calls than the full run of its ticket
  * (@p full: the fixed workflow over all 30, from the start). */
 static void
-check_from_failure(struct fixture *f, const json_t *forks, const json_t *full)
+check_from_failure(struct weft_test_cli *f, const json_t *forks, const json_t *full)
 {
     const json_t *items = json_object_get(forks, "items");
     size_t i = 0;
@@ -196,18 +141,19 @@ check_from_failure(struct fixture *f, const json_t *forks, const json_t *full)
 static void
 test_eval_support_triage_end_to_end(void **state)
 {
-    struct fixture *f = *state;
-    struct run r;
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r;
     json_t *forks = NULL;
     json_t *after = NULL;
     json_t *cmp = NULL;
     const json_t *first = NULL;
 
     run_tickets(f);
-    r = RUN(f, "dataset", "create", "refunds", "--from-runs", "--workflow", "support-triage",
-            "--status", "failed");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "refunds", "--from-runs", "--workflow",
+                          "support-triage", "--status", "failed");
     assert_int_equal(r.status, 0);
-    r = RUN(f, "dataset", "create", "tickets", "--from-runs", "--workflow", "support-triage");
+    r = WEFT_TEST_CLI_RUN(f, "dataset", "create", "tickets", "--from-runs", "--workflow",
+                          "support-triage");
     assert_int_equal(r.status, 0);
 
     /* The fix, where the plan broke: all 8 pass, 8 LLM calls made and 8 saved. */
@@ -223,8 +169,8 @@ test_eval_support_triage_end_to_end(void **state)
     assert_true(count_of(forks, "saved_tokens") > 0);
 
     /* The original and the fixed workflow over all 30, from the start. */
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "before", "--concurrency", "3",
-            "-q");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "before",
+                          "--concurrency", "3", "-q");
     assert_int_equal(r.status, 0); /* no --fail-under: failures are results, not errors */
     assert_non_null(strstr(r.out, "pass rate    73.3%"));
     after = eval_json(f,
@@ -235,8 +181,8 @@ test_eval_support_triage_end_to_end(void **state)
     check_from_failure(f, forks, after);
 
     /* --fail-under gates: 22 of 30 is under 0.9. */
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "gate", "--fail-under", "0.9",
-            "-q");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "gate",
+                          "--fail-under", "0.9", "-q");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "below --fail-under 0.9"));
 
@@ -263,7 +209,7 @@ test_eval_support_triage_end_to_end(void **state)
     cmp =
         eval_json(f, (const char *const[]){"eval", "compare", "before", "gate", "--json", NULL}, 0);
     assert_true(json_is_true(json_object_get(cmp, "same_workflow")));
-    r = RUN(f, "eval", "compare", "before", "after");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "compare", "before", "after");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "fixed 8   broken 0   unchanged 22"));
     json_decref(cmp);
@@ -275,17 +221,17 @@ test_eval_support_triage_end_to_end(void **state)
 static void
 test_eval_broken_version(void **state)
 {
-    struct fixture *f = *state;
+    struct weft_test_cli *f = *state;
     json_t *wf = NULL;
     json_t *cmp = NULL;
     char path[256];
-    struct run r;
+    struct weft_test_cli_result r;
 
     run_tickets(f);
-    assert_int_equal(
-        RUN(f, "dataset", "create", "tickets", "--from-runs", "--workflow", "support-triage")
-            .status,
-        0);
+    assert_int_equal(WEFT_TEST_CLI_RUN(f, "dataset", "create", "tickets", "--from-runs",
+                                       "--workflow", "support-triage")
+                         .status,
+                     0);
     wf = json_load_file(ORIGINAL, 0, NULL);
     assert_non_null(wf);
     json_object_set_new(json_object_get(json_object_get(wf, "models"), "scripted"), "script",
@@ -296,10 +242,10 @@ test_eval_broken_version(void **state)
     assert_int_equal(json_dump_file(wf, path, JSON_INDENT(2)), 0);
     json_decref(wf);
 
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "before", "-q");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "tickets", "--name", "before", "-q");
     assert_int_equal(r.status, 0);
-    r = RUN(f, "eval", "broken.json", "--dataset", "tickets", "--name", "broken", "-q",
-            "--concurrency", "8", "--fail-under", "0.5");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "broken.json", "--dataset", "tickets", "--name", "broken",
+                          "-q", "--concurrency", "8", "--fail-under", "0.5");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.out, "passed 0   failed 30   errored 0"));
     cmp = eval_json(f, (const char *const[]){"eval", "compare", "before", "broken", "--json", NULL},
@@ -311,20 +257,20 @@ test_eval_broken_version(void **state)
     json_decref(cmp);
 
     /* Without evaluators the run's status is the score, on the item run's trace too. */
-    r = RUN(f, "trace", "show", "last", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "trace", "show", "last", "--json");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "\"weft.experiment.name\": \"broken\""));
     assert_non_null(strstr(r.out, "gen_ai.evaluation.result"));
 
     /* list and show read them back; show takes a name or an id prefix. */
-    r = RUN(f, "eval", "list");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "list");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "broken"));
     assert_non_null(strstr(r.out, "before"));
-    r = RUN(f, "eval", "show", "broken");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "show", "broken");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "pass rate    0.0%"));
-    r = RUN(f, "eval", "show", "no-such-experiment");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "show", "no-such-experiment");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "no such experiment"));
 }
@@ -336,14 +282,14 @@ test_eval_broken_version(void **state)
  * pass and fail, their calls traced under the item's run; a judge whose queue runs dry (the
  * example's own script has none) makes its item errored, never passed. */
 static void
-judged(struct fixture *f)
+judged(struct weft_test_cli *f)
 {
     json_t *wf = json_load_file(FIXED, 0, NULL);
     json_t *models = json_object_get(wf, "models");
     json_t *answers = json_array();
     json_t *doc = NULL;
     char path[512];
-    struct run r;
+    struct weft_test_cli_result r;
 
     assert_non_null(wf);
     json_object_set_new(json_object_get(models, "scripted"), "script",
@@ -378,7 +324,7 @@ judged(struct fixture *f)
     assert_int_equal(count_of(doc, "passed"), 29);
     assert_int_equal(count_of(doc, "failed"), 1);
     json_decref(doc);
-    r = RUN(f, "trace", "show", "last");
+    r = WEFT_TEST_CLI_RUN(f, "trace", "show", "last");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "chat judge"));
 
@@ -386,7 +332,8 @@ judged(struct fixture *f)
     weft_test_write_file(f->dir, "dry.json",
                          "[{\"name\": \"polite\", \"type\": \"llm_judge\", \"model\": "
                          "\"scripted\", \"rubric\": \"Is the reply polite?\"}]");
-    r = RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "dry.json", "-q");
+    r = WEFT_TEST_CLI_RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "dry.json",
+                          "-q");
     assert_int_equal(r.status, 6);
     assert_non_null(strstr(r.out, "errored 30"));
 }
@@ -394,16 +341,16 @@ judged(struct fixture *f)
 static void
 test_eval_evaluators(void **state)
 {
-    struct fixture *f = *state;
+    struct weft_test_cli *f = *state;
     json_t *doc = NULL;
     const json_t *scores = NULL;
-    struct run r;
+    struct weft_test_cli_result r;
 
     run_tickets(f);
-    assert_int_equal(
-        RUN(f, "dataset", "create", "tickets", "--from-runs", "--workflow", "support-triage")
-            .status,
-        0);
+    assert_int_equal(WEFT_TEST_CLI_RUN(f, "dataset", "create", "tickets", "--from-runs",
+                                       "--workflow", "support-triage")
+                         .status,
+                     0);
     weft_test_write_file(f->dir, "reply.json",
                          "[{\"name\": \"thanks\", \"type\": \"contains\", \"value\": \"Thanks\"},"
                          " {\"name\": \"refund\", \"type\": \"regex\", \"pattern\": \"refund\"}]");
@@ -419,7 +366,7 @@ test_eval_evaluators(void **state)
     assert_true(json_is_true(json_object_get(json_array_get(scores, 0), "passed")));
     assert_true(json_is_false(json_object_get(json_array_get(scores, 1), "passed")));
     json_decref(doc);
-    r = RUN(f, "trace", "show", "last", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "trace", "show", "last", "--json");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "weft.experiment.id"));
     assert_non_null(strstr(r.out, "weft.dataset.item_id"));
@@ -429,8 +376,10 @@ test_eval_evaluators(void **state)
     weft_test_write_file(f->dir, "judge.json",
                          "[{\"type\": \"llm_judge\", \"model\": \"nowhere\","
                          " \"rubric\": \"Polite?\"}]");
-    r = RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "judge.json", "-q");
+    r = WEFT_TEST_CLI_RUN(f, "eval", FIXED, "--dataset", "tickets", "--evaluators", "judge.json",
+                          "-q");
     assert_int_not_equal(r.status, 0);
+    assert_int_equal(r.status, 2); /* bad configuration */
     assert_non_null(strstr(r.err, "not one of the workflow's models"));
     judged(f);
 }
@@ -438,20 +387,20 @@ test_eval_evaluators(void **state)
 static void
 test_eval_usage(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "eval", ORIGINAL);
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL);
 
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--dataset"));
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "x", "--fail-under", "1.5");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "x", "--fail-under", "1.5");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--fail-under: expected a pass rate from 0 to 1"));
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "x", "--concurrency", "0");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "x", "--concurrency", "0");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "eval", ORIGINAL, "--dataset", "nothing-here");
+    r = WEFT_TEST_CLI_RUN(f, "eval", ORIGINAL, "--dataset", "nothing-here");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "nothing-here"));
-    r = RUN(f, "eval", "--help");
+    r = WEFT_TEST_CLI_RUN(f, "eval", "--help");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "--from-failure"));
 }

@@ -4,34 +4,15 @@
  * type); prefixes, an ambiguous prefix, forgetting one skill and an agent's, bad usage, and a
  * missing database; multi-line skills shown as lines; `weft teams --run` with a run prefix. */
 #include "runtime/state/state.h"
-#include "support/weft_test.h"
+#include "support/cli_run.h"
 
-#include <fcntl.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
-#define WEFT_BIN   WEFT_BINARY_DIR "/weft"
-#define MAX_OUTPUT (1u << 20)
-
-struct fixture {
-    char dir[64];
-    char state[128];
-    char *out;
-    char *err;
-};
-
-struct run {
-    int status;
-    const char *out;
-    const char *err;
-};
+#define WEFT_BIN WEFT_BINARY_DIR "/weft"
 
 static void
 save(struct rt_state *st, const char *id, const char *agent, const char *task, double reward)
@@ -53,17 +34,10 @@ save(struct rt_state *st, const char *id, const char *agent, const char *task, d
 static int
 setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
+    struct weft_test_cli *f = weft_test_cli_new(WEFT_BIN, "weft-skills");
     struct rt_state *st = NULL;
     char err[256];
 
-    assert_non_null(f);
-    f->out = malloc(MAX_OUTPUT);
-    f->err = malloc(MAX_OUTPUT);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/weft-skills-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    weft_test_setenv("WEFT_HOME", f->dir);
-    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
     assert_weft_ok(weft__state_open(f->state, &st, err, sizeof(err)));
     save(st, "aaaa0000-0000-4000-8000-000000000001", "coder", "Fix the JSON parser", 1.0);
     save(st, "aaaa1111-0000-4000-8000-000000000002", "coder", "Write parser tests", 1.5);
@@ -76,47 +50,15 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    struct fixture *f = *state;
-
-    weft_test_rmtree(f->dir);
-    free(f->out);
-    free(f->err);
-    free(f);
+    weft_test_cli_free(*state);
     return 0;
-}
-
-/* Run the weft binary with @p args (NULL-terminated). */
-static struct run
-run_weft(struct fixture *f, const char *const *args)
-{
-    struct run r = {0};
-
-    r.status =
-        weft_test_run_captured(WEFT_BIN, args, f->dir, f->out, MAX_OUTPUT, f->err, MAX_OUTPUT);
-    r.out = f->out;
-    r.err = f->err;
-    return r;
-}
-
-#define RUN(f, ...) run_weft((f), (const char *const[]){__VA_ARGS__, NULL})
-
-static json_t *
-parse(const char *text)
-{
-    json_error_t error;
-    json_t *doc = json_loads(text, 0, &error);
-
-    if (doc == NULL) {
-        fail_msg("not JSON: %s (line %d): %s", error.text, error.line, text);
-    }
-    return doc;
 }
 
 static void
 test_skills_list_as_text_and_json(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "skills", "list");
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(f, "skills", "list");
     json_t *doc = NULL;
     json_t *first = NULL;
 
@@ -124,9 +66,9 @@ test_skills_list_as_text_and_json(void **state)
     assert_non_null(strstr(r.out, "ID"));
     assert_non_null(strstr(r.out, "aaaa0000"));
     assert_non_null(strstr(r.out, "Review the parser fix"));
-    r = RUN(f, "skills", "list", "--agent", "coder", "--limit", "1", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "list", "--agent", "coder", "--limit", "1", "--json");
     assert_int_equal(r.status, 0);
-    doc = parse(r.out);
+    doc = weft_test_json_parse(r.out);
     assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.skills/v1");
     assert_int_equal(json_array_size(json_object_get(doc, "skills")), 1);
     first = json_array_get(json_object_get(doc, "skills"), 0);
@@ -139,15 +81,15 @@ test_skills_list_as_text_and_json(void **state)
     assert_true(json_is_null(json_object_get(first, "span_id")));
     assert_null(json_object_get(first, "solution")); /* lists leave it out */
     json_decref(doc);
-    r = RUN(f, "skills", "list", "--limit", "0");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "list", "--limit", "0");
     assert_int_equal(r.status, 2);
 }
 
 static void
 test_skills_show_by_prefix(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "skills", "show", "aaaa1");
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(f, "skills", "show", "aaaa1");
     json_t *doc = NULL;
     json_t *skill = NULL;
 
@@ -155,9 +97,9 @@ test_skills_show_by_prefix(void **state)
     assert_non_null(strstr(r.out, "aaaa1111-0000-4000-8000-000000000002"));
     assert_non_null(strstr(r.out, "Write parser tests"));
     assert_non_null(strstr(r.out, "step 2: fix it"));
-    r = RUN(f, "skills", "show", "AAAA0000", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "AAAA0000", "--json");
     assert_int_equal(r.status, 0);
-    doc = parse(r.out);
+    doc = weft_test_json_parse(r.out);
     assert_string_equal(json_string_value(json_object_get(doc, "schema")), "weft.skill/v1");
     skill = json_object_get(doc, "skill");
     assert_string_equal(json_string_value(json_object_get(skill, "id")),
@@ -169,40 +111,40 @@ test_skills_show_by_prefix(void **state)
                         "0123456789abcdef0123456789abcdef");
     json_decref(doc);
     /* Ambiguous, unknown, malformed, missing. */
-    r = RUN(f, "skills", "show", "aaaa");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "aaaa");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "names several skills"));
-    r = RUN(f, "skills", "show", "cccc");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "cccc");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "no skill 'cccc'"));
-    r = RUN(f, "skills", "show", "x'; --");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "x'; --");
     assert_int_equal(r.status, 1);
-    r = RUN(f, "skills", "show");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show");
     assert_int_equal(r.status, 2);
 }
 
 static void
 test_skills_forget_one_or_an_agents(void **state)
 {
-    struct fixture *f = *state;
-    struct run r = RUN(f, "skills", "forget", "bbbb");
+    struct weft_test_cli *f = *state;
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(f, "skills", "forget", "bbbb");
 
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "removed 1 skill\n");
-    r = RUN(f, "skills", "forget", "bbbb");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "forget", "bbbb");
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "removed 0 skills\n");
-    r = RUN(f, "skills", "forget", "aaaa");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "forget", "aaaa");
     assert_int_equal(r.status, 1);
-    r = RUN(f, "skills", "forget", "--agent", "coder");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "forget", "--agent", "coder");
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "removed 2 skills\n");
-    r = RUN(f, "skills", "list");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "list");
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "no skills yet\n");
-    r = RUN(f, "skills", "forget");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "forget");
     assert_int_equal(r.status, 2);
-    r = RUN(f, "skills", "frobnicate");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "frobnicate");
     assert_int_equal(r.status, 2);
 }
 
@@ -211,11 +153,11 @@ test_skills_forget_one_or_an_agents(void **state)
 static void
 test_skills_show_prints_lines_as_lines(void **state)
 {
-    struct fixture *f = *state;
+    struct weft_test_cli *f = *state;
     struct rt_state *st = NULL;
     struct weft__skill s;
     char err[256];
-    struct run r;
+    struct weft_test_cli_result r;
 
     assert_weft_ok(weft__state_open(f->state, &st, err, sizeof(err)));
     memset(&s, 0, sizeof(s));
@@ -227,7 +169,7 @@ test_skills_show_prints_lines_as_lines(void **state)
     s.reward = 1.0;
     assert_weft_ok(weft__state_skill_save(st, &s, NULL));
     weft__state_close(st);
-    r = RUN(f, "skills", "show", "dddd");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "dddd");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "task:\nWrite slugify\ninto slug.py\n"));
     assert_non_null(strstr(r.out, "def slugify(title):\n\treturn title.lower()\n?[31mred"));
@@ -240,20 +182,20 @@ test_skills_show_prints_lines_as_lines(void **state)
 static void
 test_teams_take_a_run_prefix(void **state)
 {
-    struct fixture *f = *state;
+    struct weft_test_cli *f = *state;
     struct rt_state *st = NULL;
     struct weft__state_team t;
     char err[256];
     char run_id[64];
     char prefix[9];
     json_t *doc = NULL;
-    struct run r = RUN(f, "run", WEFT_SOURCE_DIR "/examples/correction/workflow.json", "--quiet",
-                       "--no-trace");
+    struct weft_test_cli_result r = WEFT_TEST_CLI_RUN(
+        f, "run", WEFT_SOURCE_DIR "/examples/correction/workflow.json", "--quiet", "--no-trace");
 
     assert_int_equal(r.status, 0);
-    r = RUN(f, "runs", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "runs", "--json");
     assert_int_equal(r.status, 0);
-    doc = parse(r.out);
+    doc = weft_test_json_parse(r.out);
     snprintf(run_id, sizeof(run_id), "%s",
              json_string_value(
                  json_object_get(json_array_get(json_object_get(doc, "runs"), 0), "run_id")));
@@ -270,16 +212,16 @@ test_teams_take_a_run_prefix(void **state)
     assert_weft_ok(weft__state_team_save(st, &t));
     weft__state_close(st);
 
-    r = RUN(f, "teams", "--run", run_id);
+    r = WEFT_TEST_CLI_RUN(f, "teams", "--run", run_id);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "slug_team"));
-    r = RUN(f, "teams", "--run", prefix);
+    r = WEFT_TEST_CLI_RUN(f, "teams", "--run", prefix);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "slug_team"));
-    r = RUN(f, "teams", "--run", "last", "--json");
+    r = WEFT_TEST_CLI_RUN(f, "teams", "--run", "last", "--json");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "slug_team"));
-    r = RUN(f, "teams", "--run", "ffffffff");
+    r = WEFT_TEST_CLI_RUN(f, "teams", "--run", "ffffffff");
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "no run 'ffffffff'"));
     assert_null(strstr(r.out, "no composed teams yet"));
@@ -288,15 +230,15 @@ test_teams_take_a_run_prefix(void **state)
 static void
 test_skills_without_a_database(void **state)
 {
-    struct fixture *f = *state;
+    struct weft_test_cli *f = *state;
     char missing[160];
-    struct run r;
+    struct weft_test_cli_result r;
 
     snprintf(missing, sizeof(missing), "%s/none.db", f->dir);
-    r = RUN(f, "skills", "list", "--state", missing, "--json");
+    r = WEFT_TEST_CLI_RUN(f, "skills", "list", "--state", missing, "--json");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "\"skills\": []"));
-    r = RUN(f, "skills", "show", "aaaa0", "--state", missing);
+    r = WEFT_TEST_CLI_RUN(f, "skills", "show", "aaaa0", "--state", missing);
     assert_int_equal(r.status, 1);
     assert_int_equal(access(missing, F_OK), -1); /* reading never creates state */
 }
