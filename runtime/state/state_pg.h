@@ -56,6 +56,7 @@ struct pg_state {
     char *where;        /* the URL without its password, for messages */
     unsigned tx_depth;  /* weft__state_begin() nesting: only the outermost pair reaches PG */
     bool is_tx_failed;  /* a statement inside the open transaction failed: roll it back */
+    bool is_tx_refused; /* its caller ended it with an error it reports itself: no log */
     bool is_lost;       /* an outage outlasted the wait: some write is missing (sticky) */
     bool is_committing; /* weft__pg_commit() is sending COMMIT: a lost answer replays the journal */
     uint64_t reconnect_ms; /* the wait for a lost connection (WEFT_STATE_RECONNECT_MS) */

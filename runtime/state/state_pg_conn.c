@@ -876,6 +876,7 @@ weft__pg_begin(struct rt_state *base)
     }
     st->tx_depth = 1;
     st->is_tx_failed = false;
+    st->is_tx_refused = false;
     st->begin_sql = "BEGIN";
     weft__pg_journal_clear(st);
     return WEFT_OK;
@@ -905,6 +906,7 @@ weft__pg_begin_lazy(struct rt_state *base)
     if (is_ok) {
         st->tx_depth = 1;
         st->is_tx_failed = false;
+        st->is_tx_refused = false;
         st->begin_sql = lazy_begin_sql; /* a replay begins it the same way */
         weft__pg_journal_clear(st);
         return WEFT_OK;
@@ -946,10 +948,15 @@ weft__pg_commit(struct rt_state *base)
             return WEFT_OK;
         }
     }
-    WEFT_LOG(WEFT_LOG_ERROR, "state: commit on %s failed: %s", st->where,
-             st->is_tx_failed ? "a statement in the transaction failed; rolled back"
-                              : "the transaction was rolled back");
+    /* A rollback its caller asked for (weft__pg_tx_end() with an error) is the caller's to
+     * report; a failed statement was logged where it failed. */
+    WEFT_LOG(st->is_tx_refused ? WEFT_LOG_DEBUG : WEFT_LOG_ERROR, "state: commit on %s failed: %s",
+             st->where,
+             st->is_tx_refused  ? "rolled back as its caller asked"
+             : st->is_tx_failed ? "a statement in the transaction failed; rolled back"
+                                : "the transaction was rolled back");
     st->is_tx_failed = false;
+    st->is_tx_refused = false;
     weft__pg_journal_clear(st);
     /* With the connection gone the transaction went with it; the next statement makes the
      * connection again (weft__pg_run_sql). */
@@ -969,6 +976,7 @@ weft__pg_tx_end(struct pg_state *st, weft_err err)
 
     if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
         st->is_tx_failed = true;
+        st->is_tx_refused = true;
     }
     commit_err = weft__pg_commit(&st->base);
     return err != WEFT_OK ? err : commit_err;

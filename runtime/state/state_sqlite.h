@@ -33,6 +33,7 @@ struct lite_state {
     struct cached_stmt cache[STMT_CACHE];
     unsigned tx_depth;    /* weft__state_begin() nesting: only the outermost pair touches SQLite */
     bool is_tx_failed;    /* a write inside the open transaction failed: roll it back */
+    bool is_tx_refused;   /* its caller ended it with an error it reports itself: no log */
     bool is_damaged;      /* SQLite said the file is corrupt (durable.c) */
     int last_rc;          /* the result code of weft__lite_each()'s last failed statement */
     char owner_token[33]; /* this handle's lease token; "" when it owns no run */
