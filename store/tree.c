@@ -156,16 +156,17 @@ id_slot(uint64_t w, size_t mask)
     return (size_t)w & mask;
 }
 
-/* The span holding id word @p w in @p map (@p keys: each span's id word), SIZE_MAX if none. */
+/* The slot of @p map (mask + 1 slots; @p keys: each mapped span's id word) that holds the span
+ * of id word @p w, or the empty slot where it would go. */
 static size_t
-find_id(const size_t *map, size_t mask, const uint64_t *keys, uint64_t w)
+id_probe(const size_t *map, size_t mask, const uint64_t *keys, uint64_t w)
 {
     size_t s = id_slot(w, mask);
 
     while (map[s] != SIZE_MAX && keys[map[s]] != w) {
         s = (s + 1) & mask;
     }
-    return map[s];
+    return s;
 }
 
 /* Each span of @p t into @p map (mask + 1 slots) by its id, @p keys set to the id words; of
@@ -182,9 +183,7 @@ map_ids(const struct tree *t, uint64_t *keys, size_t *map, size_t mask)
 
         tree_key_at(t, i, &k);
         keys[i] = id_word(k.id);
-        for (s = id_slot(keys[i], mask); map[s] != SIZE_MAX && keys[map[s]] != keys[i];
-             s = (s + 1) & mask) {
-        }
+        s = id_probe(map, mask, keys, keys[i]);
         if (map[s] == SIZE_MAX) {
             map[s] = i;
         }
@@ -252,7 +251,7 @@ tree_order(const struct tree *spec)
 
         tree_key_at(&t, i, &key);
         if (key.has_parent) {
-            size_t found = find_id(map, mask, keys, id_word(key.parent));
+            size_t found = map[id_probe(map, mask, keys, id_word(key.parent))];
             p = found != SIZE_MAX && found != i ? found : count;
         }
         is_root[i] = p == count;

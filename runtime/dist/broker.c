@@ -125,6 +125,19 @@ weft__broker_results_name(const struct weft__broker *b,
     return WEFT_OK;
 }
 
+bool
+weft__broker_is_results_name(const struct weft__broker *b, const char *queue)
+{
+    const char *shared = b->names.results;
+    size_t prefix_len = strlen(shared) - strlen("task_results_queue");
+    char name[WEFT__BROKER_NAME_MAX];
+
+    /* "{prefix}results.{run id}" exactly when the tail names that queue again. */
+    return queue != NULL && strncmp(queue, shared, prefix_len) == 0 &&
+           strncmp(queue + prefix_len, "results.", 8) == 0 &&
+           weft__broker_results_name(b, queue + prefix_len + 8, name, sizeof(name)) == WEFT_OK;
+}
+
 /* The URL with the password masked: "amqp://user:***@host:port/vhost". */
 static char *
 mask_url(const char *url)

@@ -14,7 +14,7 @@
  * (weft__broker_declare_results): quorum queue of that run's results, which workers publish to
  * through the default exchange (the task's reply_to); dead letters as "dead.result", bound to
  * agent_dlx with "dead.task" too, and removed by the broker after an idle period (x-expires) when
- * its orchestrator is gone for good Every queue is durable, every message persistent; the channel
+ * its orchestrator is gone for good. Every queue is durable, every message persistent; the channel
  * is in confirm mode, so a publish is known safe when its confirm arrives (WEFT__BROKER_CONFIRM
  * events).
  *
@@ -117,6 +117,10 @@ weft_err weft__broker_results_name(const struct weft__broker *b,
                                    const char *run_id,
                                    char *out,
                                    size_t out_len);
+
+/* Whether @p queue is a run's results queue of this deployment, as weft__broker_results_name()
+ * names them (NULL: false). */
+bool weft__broker_is_results_name(const struct weft__broker *b, const char *queue);
 
 /* Declare the run results queue @p queue (when missing: an existing one keeps its messages and
  * arguments): a durable quorum queue dead-lettering to agent_dlx as "dead.result", removed by

@@ -583,34 +583,22 @@ static void
 take_reply_to(struct worker *w, struct job *j, const char *reply_to)
 {
     const struct weft__broker_names *nm = weft__broker_names(w->broker);
-    size_t prefix_len = strlen(nm->results) - strlen("task_results_queue");
-    const char *id = NULL;
-    bool is_ok = false;
 
     j->reply_to[0] = '\0';
     j->is_reply_bad = false;
     if (reply_to == NULL || strcmp(reply_to, nm->results) == 0) {
         return;
     }
-    if (strlen(reply_to) < sizeof(j->reply_to) && strncmp(reply_to, nm->results, prefix_len) == 0 &&
-        strncmp(reply_to + prefix_len, "results.", 8) == 0) {
-        id = reply_to + prefix_len + 8;
-        is_ok = id[0] != '\0';
-        for (const char *c = id; *c != '\0' && is_ok; c++) {
-            is_ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == ':' || *c == '-';
-        }
-    }
-    if (is_ok) {
+    if (weft__broker_is_results_name(w->broker, reply_to)) {
         snprintf(j->reply_to, sizeof(j->reply_to), "%s", reply_to);
-    } else {
-        /* The name is not logged: it came from the message and may hold anything. */
-        WEFT_LOG(WEFT_LOG_WARN,
-                 "worker %s: a task's reply_to is not one of this deployment's results queues; "
-                 "its result goes to %s",
-                 w->id, nm->results);
-        j->is_reply_bad = true;
+        return;
     }
+    /* The name is not logged: it came from the message and may hold anything. */
+    WEFT_LOG(WEFT_LOG_WARN,
+             "worker %s: a task's reply_to is not one of this deployment's results queues; "
+             "its result goes to %s",
+             w->id, nm->results);
+    j->is_reply_bad = true;
 }
 
 static void
@@ -772,8 +760,8 @@ flush_jobs(struct worker *w)
             /* To the run's own queue when the task named it; the signature covers the same
              * fields either way (a result carries no reply_to). */
             msg.is_mandatory = j->reply_to[0] != '\0';
-            if (weft__broker_publish(w->broker, j->reply_to[0] != '\0' ? j->reply_to : "result",
-                                     j->reply_to[0] != '\0', &msg, j->result, j->result_len,
+            if (weft__broker_publish(w->broker, msg.is_mandatory ? j->reply_to : "result",
+                                     msg.is_mandatory, &msg, j->result, j->result_len,
                                      &j->publish_seq) == WEFT_OK) {
                 j->state = JOB_PUBLISHED;
             }

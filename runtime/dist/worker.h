@@ -10,9 +10,10 @@
  * (the orchestrator keeps the first per task and attempt).
  *
  * Results: each goes to the queue its task names in reply_to (the run's own results queue),
- * through the default exchange, mandatory: when the broker returns it (the queue is gone) it is
- * published again to the shared task_results_queue, as is the result of a task without a
- * reply_to (an older orchestrator's), and counted (fallbacks).
+ * through the default exchange, mandatory: when the broker returns it (the queue is gone), or
+ * the reply_to is not a results queue, it goes to the shared task_results_queue and is counted
+ * (fallbacks). A task whose reply_to names the shared queue or nothing (an older
+ * orchestrator's) is answered there, not counted.
  *
  * Trust (docs/distributed.md, "Trust"): with a key in the environment (runtime/dist/sign.h)
  * a task whose signature is missing or does not verify is rejected without requeue (to the

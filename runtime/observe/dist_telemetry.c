@@ -88,8 +88,8 @@ weft__dist_metrics_init(struct weft__dist_metrics *m, struct weft_meter *meter, 
                  "Task programs the worker's command allow-list refused");
         m->result_fallbacks =
             make(m, WEFT_INSTRUMENT_COUNTER, "weft.worker.results.fallback", "{result}",
-                 "Results published to the shared results queue instead of the task's run "
-                 "queue (none named, not a results queue, or gone)");
+                 "Results published to the shared results queue instead of the run queue the "
+                 "task named (not a results queue, or gone)");
         for (size_t i = 0; i < sizeof(worker_outcomes) / sizeof(worker_outcomes[0]); i++) {
             struct weft_attr a = weft_attr_str("outcome", worker_outcomes[i]);
             if (m->worker_tasks != NULL) {

@@ -83,9 +83,10 @@ worker_main(void *arg)
     return NULL;
 }
 
-/* A worker's configuration on the test broker, not started yet. */
+/* A worker on the test broker's @p prefix, its metrics on @p meter (NULL: none), started on its
+ * thread. */
 static void
-worker_prepare(struct worker_thread *w, const char *prefix, const char *id)
+worker_start(struct worker_thread *w, const char *prefix, const char *id, struct weft_meter *meter)
 {
     memset(w, 0, sizeof(*w));
     w->cfg.url = weft_test_amqp_url(broker);
@@ -94,12 +95,7 @@ worker_prepare(struct worker_thread *w, const char *prefix, const char *id)
     w->cfg.id = id;
     w->cfg.stop = &w->stop;
     w->cfg.connect_timeout_ms = 30000;
-}
-
-static void
-worker_start(struct worker_thread *w, const char *prefix, const char *id)
-{
-    worker_prepare(w, prefix, id);
+    w->cfg.meter = meter;
     assert_int_equal(pthread_create(&w->thread, NULL, worker_main, w), 0);
 }
 
@@ -227,9 +223,13 @@ test_two_runs_at_once_take_only_their_own_results(void **state)
     struct run_thread runs[2];
     pthread_barrier_t start;
     size_t run_queues = 0;
+    struct weft_meter *meter = NULL;
+    char *text = NULL;
+    size_t text_len = 0;
 
     (void)state;
-    worker_start(&w, "two.", "two-w1");
+    assert_int_equal(weft_meter_new(NULL, &meter), WEFT_OK);
+    worker_start(&w, "two.", "two-w1", meter);
     assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
     for (size_t i = 0; i < 2; i++) {
         memset(&runs[i], 0, sizeof(runs[i]));
@@ -265,6 +265,13 @@ test_two_runs_at_once_take_only_their_own_results(void **state)
     assert_int_equal(w.stats.succeeded, 2 * TASKS);
     assert_int_equal(w.stats.rejected, 0);
     assert_int_equal(w.stats.fallbacks, 0);
+    /* The counter is there at 0 before any fallback: an alert on increase() sees the first. */
+    assert_int_equal(weft_prometheus_render(meter, &text, &text_len), WEFT_OK);
+    if (strstr(text, "weft_worker_results_fallback_total 0") == NULL) {
+        fail_msg("no weft_worker_results_fallback_total 0 in:\n%s", text);
+    }
+    free(text);
+    weft_meter_free(meter);
     /* Each run deleted its queue at its end; nothing waits on the shared one. */
     assert_int_equal(queue_messages("two.", "two.task_results_queue", &run_queues), 0);
     assert_int_equal(run_queues, 0);
@@ -331,9 +338,7 @@ test_result_for_a_missing_queue_goes_to_the_shared_one(void **state)
     publish_task(b, "fb.results.gone00000001", uuids[0]);
     publish_task(b, "fb.task_dispatch_queue", uuids[1]);
     assert_int_equal(weft_meter_new(NULL, &meter), WEFT_OK);
-    worker_prepare(&w, "fb.", "fb-w1");
-    w.cfg.meter = meter;
-    assert_int_equal(pthread_create(&w.thread, NULL, worker_main, &w), 0);
+    worker_start(&w, "fb.", "fb-w1", meter);
     assert_int_equal(weft__broker_consume(b, "fb.task_results_queue"), WEFT_OK);
     deadline = weft__monotonic_ns() + 30000000000ull;
     while (!(seen[0] && seen[1]) && weft__monotonic_ns() < deadline) {

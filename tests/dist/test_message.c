@@ -12,18 +12,46 @@
 
 static const char uuid[] = "123e4567-e89b-42d3-a456-426614174000";
 
+/* A noop task of run r1 (seq 1, attempt 1) into @p m; a test sets what it checks on top. */
+static void
+noop_msg(struct weft__task_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->run_id = "r1";
+    memcpy(m->task_id, uuid, sizeof(uuid));
+    m->seq = 1;
+    m->attempt = 1;
+    m->step_id = "s1";
+    m->kind = "noop";
+    m->agent = "noop";
+    m->task = "";
+}
+
+/* @p m encoded, then decoded into @p back (weft__task_msg_cleanup it). The text goes to *text
+ * when @p text is not NULL (the caller frees it); it is freed otherwise. */
+static void
+task_round_trip(const struct weft__task_msg *m, struct weft__task_msg *back, char **text)
+{
+    char *body = NULL;
+    size_t len = 0;
+    char err[256] = "";
+
+    assert_int_equal(weft__task_msg_encode(m, &body, &len), WEFT_OK);
+    assert_int_equal(weft__task_msg_decode(body, len, back, err, sizeof(err)), WEFT_OK);
+    if (text != NULL) {
+        *text = body;
+    } else {
+        free(body);
+    }
+}
+
 static void
 test_task_round_trip(void **state)
 {
     struct weft__task_msg m, back;
-    char *text = NULL;
-    size_t len = 0;
-    char err[256] = "";
 
     (void)state;
-    memset(&m, 0, sizeof(m));
-    m.run_id = "r1";
-    memcpy(m.task_id, uuid, sizeof(uuid));
+    noop_msg(&m);
     m.seq = 7;
     m.attempt = 2;
     m.step_id = "s3";
@@ -35,8 +63,7 @@ test_task_round_trip(void **state)
     m.workflow = json_pack("{s:s}", "name", "wf");
     m.capture_content = true;
     m.timeout_ms = 5000;
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
+    task_round_trip(&m, &back, NULL);
     assert_string_equal(back.run_id, "r1");
     assert_string_equal(back.task_id, uuid);
     assert_int_equal(back.seq, 7);
@@ -47,7 +74,6 @@ test_task_round_trip(void **state)
     assert_true(back.capture_content);
     assert_int_equal(back.timeout_ms, 5000);
     weft__task_msg_cleanup(&back);
-    free(text);
     json_decref(m.context);
     json_decref(m.workflow);
 }
@@ -99,22 +125,12 @@ test_noop_round_trip(void **state)
     char err[256] = "";
 
     (void)state;
-    memset(&m, 0, sizeof(m));
-    m.run_id = "r1";
-    memcpy(m.task_id, uuid, sizeof(uuid));
-    m.seq = 1;
-    m.attempt = 1;
-    m.step_id = "s1";
-    m.kind = "noop";
-    m.agent = "noop";
-    m.task = "";
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
+    noop_msg(&m);
+    task_round_trip(&m, &back, NULL);
     assert_string_equal(back.kind, "noop");
     assert_null(back.workflow);
     assert_null(back.workflow_path);
     weft__task_msg_cleanup(&back);
-    free(text);
 
     memset(&r, 0, sizeof(r));
     r.run_id = "r1";
@@ -225,19 +241,9 @@ test_span_attrs_round_trip(void **state)
     struct weft_attr attrs[5];
     const struct weft_attr *a = NULL;
     char *text = NULL;
-    size_t len = 0;
-    char err[256] = "";
 
     (void)state;
-    memset(&m, 0, sizeof(m));
-    m.run_id = "r1";
-    memcpy(m.task_id, uuid, sizeof(uuid));
-    m.seq = 1;
-    m.attempt = 1;
-    m.step_id = "s1";
-    m.kind = "noop";
-    m.agent = "noop";
-    m.task = "";
+    noop_msg(&m);
     attrs[0] = weft_attr_str("langfuse.experiment.id", "exp-\xc3\xa9\"1\"");
     attrs[1] = weft_attr_bool("weft.flag", true);
     attrs[2] = weft_attr_int("weft.count", -42);
@@ -245,9 +251,7 @@ test_span_attrs_round_trip(void **state)
     attrs[4] = weft_attr_str("langfuse.experiment.item.root_observation_id", "00f067aa0ba902b7");
     m.span_attrs = attrs;
     m.span_attr_count = 5;
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
-    free(text);
+    task_round_trip(&m, &back, NULL);
     assert_int_equal(back.span_attr_count, 5);
     a = find_attr(&back, "langfuse.experiment.id");
     assert_non_null(a);
@@ -274,9 +278,8 @@ test_span_attrs_round_trip(void **state)
     /* None given: the field is not sent, and a message without it has none. */
     m.span_attrs = NULL;
     m.span_attr_count = 0;
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
+    task_round_trip(&m, &back, &text);
     assert_null(strstr(text, "span_attrs"));
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
     assert_null(back.span_attrs);
     assert_int_equal(back.span_attr_count, 0);
     weft__task_msg_cleanup(&back);
@@ -295,9 +298,6 @@ test_span_attrs_encoder_bounds(void **state)
     char *big = malloc(WEFT__MSG_ATTR_VALUE_MAX + 10);
     static const char *const strs[] = {"x", "y"};
     const struct weft_attr *a = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    char err[256] = "";
 
     (void)state;
     assert_non_null(big);
@@ -305,15 +305,7 @@ test_span_attrs_encoder_bounds(void **state)
     memcpy(big + WEFT__MSG_ATTR_VALUE_MAX - 1, "\xc3\xa9", 2); /* a character across the cut */
     memset(long_key, 'k', sizeof(long_key) - 1);
     long_key[sizeof(long_key) - 1] = '\0';
-    memset(&m, 0, sizeof(m));
-    m.run_id = "r1";
-    memcpy(m.task_id, uuid, sizeof(uuid));
-    m.seq = 1;
-    m.attempt = 1;
-    m.step_id = "s1";
-    m.kind = "noop";
-    m.agent = "noop";
-    m.task = "";
+    noop_msg(&m);
     for (size_t i = 0; i < 24; i++) {
         snprintf(keys[i], sizeof(keys[i]), "k%zu", i);
         attrs[i] = weft_attr_strn(keys[i], big, WEFT__MSG_ATTR_VALUE_MAX + 10);
@@ -328,9 +320,7 @@ test_span_attrs_encoder_bounds(void **state)
     attrs[6] = weft_attr_str(keys[6], "\xff");     /* not UTF-8 */
     m.span_attrs = attrs;
     m.span_attr_count = 24;
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
-    free(text);
+    task_round_trip(&m, &back, NULL);
     /* 16 KiB of keys and strings hold three 4 KiB values besides the integer. */
     assert_int_equal(back.span_attr_count, 4);
     assert_null(find_attr(&back, long_key));
@@ -353,9 +343,7 @@ test_span_attrs_encoder_bounds(void **state)
     for (size_t i = 0; i < 24; i++) {
         attrs[i] = weft_attr_int(keys[i], (int64_t)i);
     }
-    assert_int_equal(weft__task_msg_encode(&m, &text, &len), WEFT_OK);
-    assert_int_equal(weft__task_msg_decode(text, len, &back, err, sizeof(err)), WEFT_OK);
-    free(text);
+    task_round_trip(&m, &back, NULL);
     assert_int_equal(back.span_attr_count, WEFT__TASK_SPAN_ATTRS_MAX);
     assert_non_null(find_attr(&back, "k16"));
     assert_null(find_attr(&back, "k17"));
