@@ -496,8 +496,7 @@ lite_begin(struct rt_state *base)
     if (st->tx_depth++ > 0) {
         return WEFT_OK;
     }
-    st->is_tx_failed = false;
-    st->is_tx_refused = false;
+    st->is_tx_failed = st->is_tx_refused = false;
     if (!exec_cached(st, "BEGIN IMMEDIATE")) {
         state_note_error(st, sqlite3_errcode(st->db));
         WEFT_LOG(WEFT_LOG_ERROR, "state: begin failed: %s", sqlite3_errmsg(st->db));
@@ -529,13 +528,8 @@ lite_commit(struct rt_state *base)
     if (!st->is_tx_failed) {
         state_note_error(st, sqlite3_errcode(st->db));
     }
-    /* A rollback its caller asked for (tx_end with an error) is the caller's to report: "dataset
-     * create" of a name that exists is a refusal, not a store failure. A failed write was
-     * logged where it failed. */
     WEFT_LOG(st->is_tx_refused ? WEFT_LOG_DEBUG : WEFT_LOG_ERROR, "state: commit failed: %s",
-             st->is_tx_refused  ? "rolled back as its caller asked"
-             : st->is_tx_failed ? "a write in it failed"
-                                : sqlite3_errmsg(st->db));
+             st->is_tx_failed ? "a write in it failed" : sqlite3_errmsg(st->db)); /* tx_end() */
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     weft__lite_rows_forget(st); /* what the rolled back upserts wrote is gone */
     return WEFT_EIO;
@@ -1485,8 +1479,7 @@ tx_end(struct lite_state *st, weft_err err)
     weft_err commit_err = WEFT_OK;
 
     if (err != WEFT_OK && err != WEFT_ESTATE && err != WEFT_ENOTFOUND) {
-        st->is_tx_failed = true;
-        st->is_tx_refused = true;
+        st->is_tx_failed = st->is_tx_refused = true; /* the caller says why: no error line */
     }
     commit_err = lite_commit(&st->base);
     return err != WEFT_OK ? err : commit_err;
