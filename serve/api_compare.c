@@ -117,20 +117,29 @@ is_model_call(const struct weft_span_data *s)
  * {step_id: true}}. Each LLM call's tokens count for the nearest enclosing span that names a
  * step (weft.step.id); a fork's reused step has a span of its own with weft.fork.reused=true
  * (runtime/engine/fork.c). Empty objects when the run was not traced or its trace is not in
- * the span store. New reference. */
+ * the span store (404) or named ambiguously (400); NULL with @p reply set when the span store
+ * failed (500, 503): the comparison is not answered with tokens it could not read. New
+ * reference. */
 static json_t *
-step_facts(const struct weft__api_config *cfg, const struct weft_run_details *run)
+step_facts(const struct weft__api_config *cfg,
+           const struct weft_run_details *run,
+           struct weft__api_reply *reply)
 {
     json_t *tokens = json_object();
     json_t *reused = json_object();
     json_t *out = json_pack("{s:o, s:o}", "tokens", tokens, "reused", reused);
-    struct weft__api_reply ignored = {0};
+    struct weft__api_reply failed = {0};
     struct weft_trace *trace = out != NULL && run->info.trace_id != NULL
-                                   ? weft__api_load_trace(cfg, run->info.trace_id, &ignored)
+                                   ? weft__api_load_trace(cfg, run->info.trace_id, &failed)
                                    : NULL;
     const char *at[STEP_DEPTH_MAX] = {NULL}; /* the step id in force at each depth */
 
-    free(ignored.body);
+    if (trace == NULL && failed.status >= 500) {
+        json_decref(out);
+        *reply = failed;
+        return NULL;
+    }
+    free(failed.body);
     for (size_t i = 0; trace != NULL && i < weft_trace_span_count(trace); i++) {
         const struct weft_span_data *s = weft_trace_span(trace, i);
         size_t depth = weft_trace_span_depth(trace, i);
@@ -264,13 +273,23 @@ diffable(const char *text)
 }
 
 /* One run's workflow: its name, the file's hash and its text as the run's snapshot kept it
- * (runtime/state/snapshot.c); hash and text NULL when the run kept neither. */
+ * (runtime/state/snapshot.c); hash and text NULL when the run kept neither. NULL with @p reply
+ * set when the state store failed to say. */
 static json_t *
-workflow_side(const struct weft__api_config *cfg, const struct weft_run_details *run, char **text)
+workflow_side(const struct weft__api_config *cfg,
+              const struct weft_run_details *run,
+              char **text,
+              struct weft__api_reply *reply)
 {
     char hash[WEFT_RUN_SNAPSHOT_HASH_LEN] = "";
     weft_err err = weft_run_workflow_load(cfg->state_path, run->info.run_id, hash, text);
 
+    if (err != WEFT_OK && err != WEFT_ENOTFOUND) {
+        char what[120];
+        snprintf(what, sizeof(what), "run %.64s's workflow", run->info.run_id);
+        weft__api_reply_weft_error(reply, err, what);
+        return NULL;
+    }
     return json_pack("{s:s?, s:s?, s:s?, s:b}", "name", run->info.workflow, "path",
                      run->info.workflow_path, "hash", err == WEFT_OK ? hash : NULL, "document_kept",
                      err == WEFT_OK && *text != NULL);
@@ -278,21 +297,28 @@ workflow_side(const struct weft__api_config *cfg, const struct weft_run_details 
 
 /* {"same", "a", "b", "diff"}: the workflows are the same when their files' hashes are (null:
  * a run kept no hash, so nobody knows); the diff of their documents when both were kept and
- * they differ, else []. */
+ * they differ, else []. NULL with @p reply set when the state store failed. */
 static json_t *
 workflows_doc(const struct weft__api_config *cfg,
               const struct weft_run_details *a,
-              const struct weft_run_details *b)
+              const struct weft_run_details *b,
+              struct weft__api_reply *reply)
 {
     char *ta = NULL;
     char *tb = NULL;
-    json_t *wa = workflow_side(cfg, a, &ta);
-    json_t *wb = workflow_side(cfg, b, &tb);
+    json_t *wa = workflow_side(cfg, a, &ta, reply);
+    json_t *wb = reply->status == 0 ? workflow_side(cfg, b, &tb, reply) : NULL;
     const char *ha = json_string_value(json_object_get(wa, "hash"));
     const char *hb = json_string_value(json_object_get(wb, "hash"));
     json_t *same = ha != NULL && hb != NULL ? json_boolean(strcmp(ha, hb) == 0) : json_null();
     json_t *diff = NULL;
 
+    if (reply->status != 0) {
+        weft_run_snapshot_text_free(ta);
+        json_decref(wa);
+        json_decref(same);
+        return NULL;
+    }
     if (json_is_false(same) && ta != NULL && tb != NULL) {
         char *da = diffable(ta);
         char *db = diffable(tb);
@@ -320,18 +346,28 @@ inputs_doc(const struct weft_run_details *a, const struct weft_run_details *b)
 }
 
 /* Both runs' steps, a's order first then b's extra steps; the first step (in a's order) that
- * changed is the first point of divergence. */
+ * changed is the first point of divergence. NULL with @p reply set when a store failed. */
 static json_t *
 compare_doc(const struct weft__api_config *cfg,
             const struct weft_run_details *a,
-            const struct weft_run_details *b)
+            const struct weft_run_details *b,
+            struct weft__api_reply *reply)
 {
-    json_t *steps = json_array();
-    json_t *first = json_null();
-    json_t *fa = step_facts(cfg, a);
-    json_t *fb = step_facts(cfg, b);
+    json_t *steps = NULL;
+    json_t *first = NULL;
+    json_t *fa = step_facts(cfg, a, reply);
+    json_t *fb = reply->status == 0 ? step_facts(cfg, b, reply) : NULL;
+    json_t *workflows = reply->status == 0 ? workflows_doc(cfg, a, b, reply) : NULL;
     json_t *doc = NULL;
 
+    if (reply->status != 0) {
+        json_decref(fa);
+        json_decref(fb);
+        json_decref(workflows);
+        return NULL;
+    }
+    steps = json_array();
+    first = json_null();
     for (size_t k = 0; steps != NULL && k < a->step_count + b->step_count; k++) {
         bool is_a = k < a->step_count;
         const char *id = is_a ? a->steps[k].id : b->steps[k - a->step_count].id;
@@ -354,8 +390,8 @@ compare_doc(const struct weft__api_config *cfg,
     }
     doc = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema", "weft.compare/v1", "a",
                     weft__doc_run_info(&a->info), "b", weft__doc_run_info(&b->info), "inputs",
-                    inputs_doc(a, b), "workflows", workflows_doc(cfg, a, b), "steps",
-                    steps != NULL ? steps : json_array(), "first_divergence",
+                    inputs_doc(a, b), "workflows", workflows != NULL ? workflows : json_null(),
+                    "steps", steps != NULL ? steps : json_array(), "first_divergence",
                     first != NULL ? first : json_null(), "output_diff",
                     line_diff(a->step_count > 0 ? a->steps[a->step_count - 1].result : NULL,
                               b->step_count > 0 ? b->steps[b->step_count - 1].result : NULL));
@@ -404,7 +440,10 @@ weft__api_compare(const struct weft__api_config *cfg,
     a = load_side(cfg, "a", ra, reply);
     b = a != NULL ? load_side(cfg, "b", rb, reply) : NULL;
     if (a != NULL && b != NULL) {
-        weft__api_reply_json(reply, 200, compare_doc(cfg, a, b));
+        json_t *doc = compare_doc(cfg, a, b, reply);
+        if (reply->status == 0) {
+            weft__api_reply_json(reply, 200, doc);
+        }
     }
     weft_run_details_free(a);
     weft_run_details_free(b);

@@ -284,6 +284,28 @@ is_json_body(const struct weft__http_request *req)
            (type[16] == '\0' || type[16] == ';' || type[16] == ' ');
 }
 
+/* What every writing route (fork, dataset add) checks once admitted: that it is on (@p is_on;
+ * else 403 with @p off_text), a JSON body (415) of at most @p max_body bytes and within the
+ * server's bound (413). False with the reply set when any fails. */
+static bool
+accept_write(const struct weft__http_request *req,
+             bool is_on,
+             const char *off_text,
+             size_t max_body,
+             struct weft__http_reply *reply)
+{
+    if (!is_on) {
+        json_error(reply, 403, off_text);
+    } else if (!is_json_body(req)) {
+        json_error(reply, 415, "expected Content-Type: application/json");
+    } else if (req->is_too_large || req->body_len > max_body) {
+        json_error(reply, 413, "the body is too large");
+    } else {
+        return true;
+    }
+    return false;
+}
+
 /* The run reference of "/api/v1/runs/REF/fork" into @p out; false for any other path. */
 static bool
 fork_path(const char *url, char *out, size_t out_len)
@@ -309,18 +331,10 @@ on_fork(struct weft__serve *srv,
     char text[700];
     int status = 500;
 
-    if (srv->cfg->token == NULL || srv->fork == NULL) {
-        json_error(reply, 403,
-                   "forking from the explorer needs its token: start weft serve with --token, "
-                   "--token-file or WEFT_SERVE_TOKEN");
-        return;
-    }
-    if (!is_json_body(req)) {
-        json_error(reply, 415, "expected Content-Type: application/json");
-        return;
-    }
-    if (req->is_too_large) {
-        json_error(reply, 413, "the body is too large");
+    if (!accept_write(req, srv->cfg->token != NULL && srv->fork != NULL,
+                      "forking from the explorer needs its token: start weft serve with --token, "
+                      "--token-file or WEFT_SERVE_TOKEN",
+                      SIZE_MAX, reply)) {
         return;
     }
     status = weft__serve_fork_post(srv->fork, ref, req->body, req->body_len, text, sizeof(text));
@@ -358,18 +372,10 @@ on_dataset_add(struct weft__serve *srv,
 {
     struct weft__api_reply ar;
 
-    if (srv->cfg->token == NULL) {
-        json_error(reply, 403,
-                   "adding to a dataset from the explorer needs its token: start weft serve with "
-                   "--token, --token-file or WEFT_SERVE_TOKEN (or use weft dataset add)");
-        return;
-    }
-    if (!is_json_body(req)) {
-        json_error(reply, 415, "expected Content-Type: application/json");
-        return;
-    }
-    if (req->is_too_large || req->body_len > WEFT__API_DATASET_ADD_MAX_BODY) {
-        json_error(reply, 413, "the body is too large");
+    if (!accept_write(req, srv->cfg->token != NULL,
+                      "adding to a dataset from the explorer needs its token: start weft serve "
+                      "with --token, --token-file or WEFT_SERVE_TOKEN (or use weft dataset add)",
+                      WEFT__API_DATASET_ADD_MAX_BODY, reply)) {
         return;
     }
     weft__api_dataset_add(&srv->api, name, req->body, req->body_len, &ar);

@@ -41,9 +41,9 @@ view_free(struct weft__rows_view *v)
     weft__free(v);
 }
 
-/* Take @p v out of the list (the lock held); freed when no request uses it. */
+/* Take @p v out of the list's links (the lock held); its counts and references unchanged. */
 static void
-unlink_view(struct weft__rows_cache *c, struct weft__rows_view *v)
+detach(struct weft__rows_cache *c, struct weft__rows_view *v)
 {
     if (v->newer != NULL) {
         v->newer->older = v->older;
@@ -56,6 +56,13 @@ unlink_view(struct weft__rows_cache *c, struct weft__rows_view *v)
         c->oldest = v->newer;
     }
     v->newer = v->older = NULL;
+}
+
+/* Take @p v out of the cache (the lock held); freed when no request uses it. */
+static void
+unlink_view(struct weft__rows_cache *c, struct weft__rows_view *v)
+{
+    detach(c, v);
     v->is_cached = false;
     c->st.bytes -= v->bytes;
     c->st.entries--;
@@ -116,13 +123,8 @@ weft__rows_cache_get(struct weft__rows_cache *cache,
     }
     if (v != NULL) {
         if (v != cache->newest) {
-            struct weft__rows_view *keep = v;
-            keep->refs++; /* unlink_view() drops the list's reference */
-            unlink_view(cache, keep);
-            keep->is_cached = true;
-            cache->st.bytes += keep->bytes;
-            cache->st.entries++;
-            link_newest(cache, keep);
+            detach(cache, v);
+            link_newest(cache, v);
         }
         v->refs++;
         cache->st.hits++;

@@ -24,18 +24,6 @@ weft__mcp_fail_tool(struct tool_out *out, const char *fmt, ...)
     va_end(ap);
 }
 
-void
-weft__mcp_to_hex(const uint8_t *bytes, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[bytes[i] >> 4];
-        out[2 * i + 1] = digits[bytes[i] & 0xf];
-    }
-    out[2 * n] = '\0';
-}
-
 /* RFC 3339 in UTC with milliseconds; null for 0. */
 json_t *
 weft__mcp_time_json(uint64_t ns)
@@ -122,7 +110,8 @@ weft__mcp_value_json(const struct weft_value *v)
     case WEFT_VALUE_INT:
         return json_integer(v->u.i);
     case WEFT_VALUE_DOUBLE:
-        return json_real(v->u.d);
+        a = json_real(v->u.d); /* NaN and infinities have no JSON form: null, as report/docs.c */
+        return a != NULL ? a : json_null();
     default:
         break;
     }
@@ -132,7 +121,7 @@ weft__mcp_value_json(const struct weft_value *v)
                        : v->type == WEFT_VALUE_BOOL_ARRAY ? json_boolean(v->u.bools[i])
                        : v->type == WEFT_VALUE_INT_ARRAY  ? json_integer(v->u.ints[i])
                                                           : json_real(v->u.doubles[i]);
-        json_array_append_new(a, item);
+        json_array_append_new(a, item != NULL ? item : json_null()); /* an element is kept */
     }
     return a;
 }

@@ -81,9 +81,6 @@ extern const size_t weft__mcp_tools_eval_count;
 void weft__mcp_fail_tool(struct tool_out *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* @p n bytes as 2n lowercase hex digits and a NUL into @p out. */
-void weft__mcp_to_hex(const uint8_t *bytes, size_t n, char *out);
-
 /* RFC 3339 in UTC with milliseconds; null for 0. New reference. */
 json_t *weft__mcp_time_json(uint64_t ns);
 

@@ -47,9 +47,9 @@ span_json(const struct weft_trace *trace, size_t index, bool is_whole)
     char parent[17];
     json_t *o = NULL;
 
-    weft__mcp_to_hex(s->trace_id, 16, trace_id);
-    weft__mcp_to_hex(s->span_id, 8, span_id);
-    weft__mcp_to_hex(s->parent_span_id, 8, parent);
+    weft_hex_encode(s->trace_id, 16, trace_id);
+    weft_hex_encode(s->span_id, 8, span_id);
+    weft_hex_encode(s->parent_span_id, 8, parent);
     o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:I, s:o}", "name",
                   s->name != NULL ? s->name : "", "trace_id", trace_id, "span_id", span_id,
                   "parent_span_id", s->has_parent ? json_string(parent) : json_null(), "kind",
@@ -79,8 +79,8 @@ span_json(const struct weft_trace *trace, size_t index, bool is_whole)
         char lt[33];
         char ls[17];
 
-        weft__mcp_to_hex(l->trace_id, 16, lt);
-        weft__mcp_to_hex(l->span_id, 8, ls);
+        weft_hex_encode(l->trace_id, 16, lt);
+        weft_hex_encode(l->span_id, 8, ls);
         json_array_append_new(links, json_pack("{s:s, s:s, s:o}", "trace_id", lt, "span_id", ls,
                                                "attributes",
                                                weft__mcp_attrs_json(l->attrs, l->attr_count)));
@@ -104,7 +104,7 @@ find_span(const struct weft_trace *trace, const char *hex)
     char id[17];
 
     for (size_t i = 0; i < n; i++) {
-        weft__mcp_to_hex(weft_trace_span(trace, i)->span_id, 8, id);
+        weft_hex_encode(weft_trace_span(trace, i)->span_id, 8, id);
         if (strcasecmp(id, hex) == 0) {
             return i;
         }
@@ -112,12 +112,33 @@ find_span(const struct weft_trace *trace, const char *hex)
     return SIZE_MAX;
 }
 
+/* Trace @p ref (an id or a prefix; its full id into @p id) loaded whole from the span store,
+ * or NULL with @p to's error. */
+static struct weft_trace *
+load_trace(struct weft_mcp_server *srv,
+           const char *ref,
+           char id[WEFT_TRACE_ID_HEX_LEN + 1],
+           struct tool_out *to)
+{
+    struct weft_store *store = weft__mcp_open_store(srv, to);
+    struct weft_trace *trace = NULL;
+    weft_err err = store != NULL ? weft__mcp_resolve_trace(srv, store, ref, id, to) : WEFT_EIO;
+
+    if (store != NULL && err == WEFT_OK) {
+        err = weft_store_load_trace(store, id, &trace);
+        if (err != WEFT_OK) {
+            weft__mcp_fail_tool(to, "trace %s cannot be loaded: %s", id, weft_strerror(err));
+        }
+    }
+    weft__mcp_close_store(srv, store);
+    return err == WEFT_OK ? trace : NULL;
+}
+
 static void
 tool_get_trace(struct weft_mcp_server *srv, const json_t *args, struct tool_out *to)
 {
     const char *ref = NULL;
     long long limit = 0;
-    struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     char id[WEFT_TRACE_ID_HEX_LEN + 1];
     json_t *spans = NULL;
@@ -125,25 +146,13 @@ tool_get_trace(struct weft_mcp_server *srv, const json_t *args, struct tool_out 
     size_t used = 0;
     size_t errors = 0;
     bool is_truncated = false;
-    weft_err err = WEFT_OK;
 
     if (!weft__mcp_str_arg(args, "trace_id", true, &ref, to) ||
         !weft__mcp_int_arg(args, "limit", 1, MAX_TRACE_SPANS, MAX_TRACE_SPANS, &limit, to)) {
         return;
     }
-    store = weft__mcp_open_store(srv, to);
-    if (store == NULL) {
-        return;
-    }
-    err = weft__mcp_resolve_trace(srv, store, ref, id, to);
-    if (err == WEFT_OK) {
-        err = weft_store_load_trace(store, id, &trace);
-        if (err != WEFT_OK) {
-            weft__mcp_fail_tool(to, "trace %s cannot be loaded", id);
-        }
-    }
-    if (err != WEFT_OK) {
-        weft__mcp_close_store(srv, store);
+    trace = load_trace(srv, ref, id, to);
+    if (trace == NULL) {
         return;
     }
     n = weft_trace_span_count(trace);
@@ -177,7 +186,6 @@ tool_get_trace(struct weft_mcp_server *srv, const json_t *args, struct tool_out 
                                         "or size cap): the first ones in tree order are listed"));
     }
     weft_trace_free(trace);
-    weft__mcp_close_store(srv, store);
 }
 
 static void
@@ -185,28 +193,16 @@ tool_get_span(struct weft_mcp_server *srv, const json_t *args, struct tool_out *
 {
     const char *ref = NULL;
     const char *span_id = NULL;
-    struct weft_store *store = NULL;
     struct weft_trace *trace = NULL;
     char id[WEFT_TRACE_ID_HEX_LEN + 1];
     size_t index = SIZE_MAX;
-    weft_err err = WEFT_OK;
 
     if (!weft__mcp_str_arg(args, "trace_id", true, &ref, to) ||
         !weft__mcp_str_arg(args, "span_id", true, &span_id, to)) {
         return;
     }
-    store = weft__mcp_open_store(srv, to);
-    if (store == NULL) {
-        return;
-    }
-    err = weft__mcp_resolve_trace(srv, store, ref, id, to);
-    if (err == WEFT_OK) {
-        err = weft_store_load_trace(store, id, &trace);
-        if (err != WEFT_OK) {
-            weft__mcp_fail_tool(to, "trace %s cannot be loaded", id);
-        }
-    }
-    if (err == WEFT_OK) {
+    trace = load_trace(srv, ref, id, to);
+    if (trace != NULL) {
         index = find_span(trace, span_id);
         if (index == SIZE_MAX) {
             weft__mcp_fail_tool(
@@ -218,7 +214,6 @@ tool_get_span(struct weft_mcp_server *srv, const json_t *args, struct tool_out *
         to->result = span_json(trace, index, true);
     }
     weft_trace_free(trace);
-    weft__mcp_close_store(srv, store);
 }
 
 /* Does span @p s match the search? */
@@ -307,7 +302,7 @@ tool_search_spans(struct weft_mcp_server *srv, const json_t *args, struct tool_o
                 is_truncated = true;
                 break;
             }
-            weft__mcp_to_hex(s->span_id, 8, span_id);
+            weft_hex_encode(s->span_id, 8, span_id);
             item =
                 json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "trace_id", sums[t].trace_id,
                           "span_id", span_id, "name", s->name != NULL ? s->name : "", "status",

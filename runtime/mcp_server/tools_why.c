@@ -37,7 +37,7 @@ path_entry(const struct weft_trace *trace, size_t index)
     char span_id[17];
     json_t *attrs = json_object();
 
-    weft__mcp_to_hex(s->span_id, 8, span_id);
+    weft_hex_encode(s->span_id, 8, span_id);
     for (size_t i = 0; attrs != NULL && i < s->attr_count; i++) {
         if (is_telling(s->attrs[i].key)) {
             json_object_set_new(attrs, s->attrs[i].key, weft__mcp_value_json(&s->attrs[i].value));
@@ -71,6 +71,7 @@ load_trace(struct weft_mcp_server *srv,
 {
     struct weft_trace *trace = NULL;
     struct tool_out opened;
+    weft_err err = WEFT_OK;
 
     why[0] = '\0';
     *store = NULL;
@@ -83,12 +84,15 @@ load_trace(struct weft_mcp_server *srv,
         snprintf(why, why_len, "%s", opened.error);
         return NULL;
     }
-    if (weft_store_load_trace(*store, run->info.trace_id, &trace) != WEFT_OK) {
+    err = weft_store_load_trace(*store, run->info.trace_id, &trace);
+    if (err == WEFT_ENOTFOUND) {
         snprintf(why, why_len, "the trace of the run (%s) is not in the span store",
                  run->info.trace_id);
-        return NULL;
+    } else if (err != WEFT_OK) {
+        snprintf(why, why_len, "the trace of the run (%s) cannot be read from the span store: %s",
+                 run->info.trace_id, weft_strerror(err));
     }
-    return trace;
+    return err == WEFT_OK ? trace : NULL;
 }
 
 static const char *

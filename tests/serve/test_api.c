@@ -702,6 +702,31 @@ test_api_compare_fork_reused_and_missing(void **state)
     json_decref(doc);
 }
 
+/* A span store that cannot be read is an error of the comparison (500 naming the trace), not
+ * a 200 whose steps say they used no tokens. */
+static void
+test_api_compare_span_store_unreadable(void **state)
+{
+    struct fx *f = *state;
+    unsigned status = 0;
+    struct args pair = {{"a", "b"}, {f->good_a, f->good_b}};
+    char garbage[320];
+    json_t *doc = NULL;
+    const char *msg = NULL;
+
+    write_file(f, "garbage.db", "this is not a span store, not even SQLite\n");
+    snprintf(garbage, sizeof(garbage), "%s/garbage.db", f->home);
+    f->cfg.store_path = garbage;
+    doc = get(f, "/api/v1/compare", &pair, &status);
+    f->cfg.store_path = f->store;
+    assert_int_equal(status, 500);
+    msg = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "trace "));
+    assert_null(json_object_get(doc, "steps"));
+    json_decref(doc);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* HTTP                                                                                      */
 
@@ -1299,6 +1324,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_inputs_differ, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_compare_fork_reused_and_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_compare_span_store_unreadable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_run_document_has_its_flow_loops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_headers_assets_and_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_whole_span_pages_are_capped, setup, teardown),

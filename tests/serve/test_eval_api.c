@@ -38,11 +38,7 @@
 #define JSON    "Content-Type: application/json"
 
 struct fx {
-    char *dir;
-    char home_env[600];
-    char log[600];
-    pid_t pid;
-    unsigned port;
+    struct serve_proc_home h;
     char before_id[40];
     char run_id[40]; /* a completed run of `before` */
 };
@@ -56,7 +52,7 @@ static void
 weft_ok(const char *const *args)
 {
     int status =
-        weft_test_run_captured(WEFT, args, fixture->dir, out, sizeof(out), err, sizeof(err));
+        weft_test_run_captured(WEFT, args, fixture->h.dir, out, sizeof(out), err, sizeof(err));
 
     if (status != 0) {
         fail_msg("weft %s %s exited %d: %s", args[0], args[1], status, err);
@@ -76,22 +72,13 @@ weft_json(const char *const *args)
     return doc;
 }
 
+/* `weft serve` on the fixture's home, with the token or without. */
 static void
 start_serve(struct fx *f, bool with_token)
 {
-    const char *argv[] = {WEFT,  "serve", "--addr", "127.0.0.1:0", with_token ? "--token" : NULL,
-                          TOKEN, NULL};
-    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+    const char *token[] = {"--token", TOKEN, NULL};
 
-    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
-}
-
-static void
-stop_serve(struct fx *f)
-{
-    assert_int_equal(kill(f->pid, SIGTERM), 0);
-    assert_int_equal(weft_test_wait(f->pid, 20000), 0);
-    f->pid = 0;
+    serve_proc_home_start(&f->h, WEFT, "127.0.0.1:0", with_token ? token : NULL, NULL);
 }
 
 static int
@@ -102,11 +89,8 @@ setup(void **state)
 
     assert_non_null(f);
     fixture = f;
-    f->dir = weft_test_mkdtemp("weft-serve-eval-");
-    assert_non_null(f->dir);
-    snprintf(f->home_env, sizeof(f->home_env), "WEFT_HOME=%s", f->dir);
-    snprintf(f->log, sizeof(f->log), "%s/serve.log", f->dir);
-    weft_test_setenv("WEFT_HOME", f->dir);
+    serve_proc_home_init(&f->h, "weft-serve-eval-");
+    weft_test_setenv("WEFT_HOME", f->h.dir);
     weft_test_setenv("WEFT_STATE_URL", NULL);
     weft_test_setenv("WEFT_SERVE_TOKEN", NULL);
     weft_test_setenv("WEFT_EXECUTOR", NULL);
@@ -169,11 +153,7 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    if (f->pid > 0) {
-        weft_test_kill_group(f->pid, 5000);
-    }
-    weft_test_rm_rf(f->dir);
-    free(f->dir);
+    serve_proc_home_cleanup(&f->h);
     free(f);
     return 0;
 }
@@ -185,7 +165,7 @@ static struct serve_proc_answer answer;
 static void
 request(const struct fx *f, const char *path, const char *h1, const char *h2, const char *body)
 {
-    serve_proc_request(f->port, path, h1, h2, body, &answer);
+    serve_proc_request(f->h.port, path, h1, h2, body, &answer);
 }
 
 /* GET @p path (with the token); the body parsed. */
@@ -328,7 +308,7 @@ test_eval_api_reads_are_the_cli_documents(void **state)
         json_decref(eb);
         json_decref(doc);
     }
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 static void
@@ -358,7 +338,7 @@ test_eval_api_unknown_and_bad_refs_are_json_errors(void **state)
         request(f, cases[i].path, AUTH, NULL, NULL);
         assert_error(cases[i].path, cases[i].status, cases[i].text);
     }
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 static long
@@ -379,7 +359,7 @@ denied_token(const struct fx *f)
     static struct serve_proc_answer m;
     const char *labels[] = {"reason=\"token\"", NULL};
 
-    serve_proc_request(f->port, "/metrics", NULL, NULL, NULL, &m);
+    serve_proc_request(f->h.port, "/metrics", NULL, NULL, NULL, &m);
     assert_int_equal(m.status, 200);
     return serve_proc_sum(m.body, "weft_serve_access_denied_total", labels, NULL);
 }
@@ -471,7 +451,7 @@ test_eval_api_add_to_dataset_with_token(void **state)
     doc = get_json(f, "/api/v1/datasets/refunds", 200);
     assert_int_equal(json_integer_value(json_object_get(doc, "version")), v0 + 2);
     json_decref(doc);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 static void
@@ -494,7 +474,7 @@ test_eval_api_add_to_dataset_off_without_token(void **state)
     doc = json_loads(answer.body, 0, NULL);
     assert_int_equal(json_array_size(json_object_get(doc, "experiments")), 3);
     json_decref(doc);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 int

@@ -25,12 +25,8 @@
 #define JSON  "Content-Type: application/json"
 
 struct fx {
-    char *dir;
-    char home_env[600];
+    struct serve_proc_home h;
     char state[600];
-    char log[600];
-    pid_t pid;
-    unsigned port;
     char run_id[32];
 };
 
@@ -44,17 +40,14 @@ setup(void **state)
     size_t count = 0;
 
     assert_non_null(f);
-    f->dir = weft_test_mkdtemp("weft-serve-fork-");
-    assert_non_null(f->dir);
-    snprintf(f->home_env, sizeof(f->home_env), "WEFT_HOME=%s", f->dir);
-    snprintf(f->state, sizeof(f->state), "%s/state.db", f->dir);
-    snprintf(f->log, sizeof(f->log), "%s/serve.log", f->dir);
+    serve_proc_home_init(&f->h, "weft-serve-fork-");
+    snprintf(f->state, sizeof(f->state), "%s/state.db", f->h.dir);
     snprintf(wf, sizeof(wf), "%s/examples/code_review/workflow.json", WEFT_SOURCE_DIR);
-    snprintf(ws, sizeof(ws), "%s/ws", f->dir);
+    snprintf(ws, sizeof(ws), "%s/ws", f->h.dir);
     {
         const char *argv[] = {WEFT, "run", wf, "-q", "--workspace", ws, NULL};
-        const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
-        assert_int_equal(weft_test_run(argv, env, f->dir, f->log, 60000), 0);
+        const char *env[] = {f->h.home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+        assert_int_equal(weft_test_run(argv, env, f->h.dir, f->h.log, 60000), 0);
     }
     assert_int_equal(weft_runs_list(f->state, 1, &runs, &count), WEFT_OK);
     assert_int_equal(count, 1);
@@ -69,11 +62,7 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    if (f->pid > 0) {
-        weft_test_kill_group(f->pid, 5000);
-    }
-    weft_test_rm_rf(f->dir);
-    free(f->dir);
+    serve_proc_home_cleanup(&f->h);
     free(f);
     return 0;
 }
@@ -82,23 +71,7 @@ teardown(void **state)
 static void
 start_serve(struct fx *f, const char *const *extra)
 {
-    const char *argv[16] = {WEFT, "serve", "--addr", "127.0.0.1:0"};
-    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
-    size_t n = 4;
-
-    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
-        argv[n++] = extra[i];
-    }
-    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
-}
-
-/* SIGTERM: the server ends (a fork still running is interrupted and waited for), exit 0. */
-static void
-stop_serve(struct fx *f)
-{
-    assert_int_equal(kill(f->pid, SIGTERM), 0);
-    assert_int_equal(weft_test_wait(f->pid, 20000), 0);
-    f->pid = 0;
+    serve_proc_home_start(&f->h, WEFT, "127.0.0.1:0", extra, NULL);
 }
 
 /* POST @p body to the fork route of run @p ref with @p auth and @p type headers. */
@@ -113,7 +86,7 @@ post_fork(const struct fx *f,
     char path[128];
 
     snprintf(path, sizeof(path), "/api/v1/runs/%s/fork", ref);
-    serve_proc_request(f->port, path, auth, type, body, a);
+    serve_proc_request(f->h.port, path, auth, type, body, a);
     return a->status;
 }
 
@@ -149,9 +122,9 @@ test_fork_route_with_token(void **state)
     struct weft_run_details *d = NULL;
     const char *s2 = NULL;
 
-    snprintf(store, sizeof(store), "%s/serve-spans.db", f->dir);
+    snprintf(store, sizeof(store), "%s/serve-spans.db", f->h.dir);
     start_serve(f, args);
-    serve_proc_request(f->port, "/api/v1/session", auth, NULL, NULL, &a);
+    serve_proc_request(f->h.port, "/api/v1/session", auth, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"can_fork\":true"));
     assert_int_equal(post_fork(f, f->run_id, auth, JSON,
@@ -173,7 +146,7 @@ test_fork_route_with_token(void **state)
     assert_string_equal(s2, "EDITED: bcrypt it is");
     weft_run_details_free(d);
     snprintf(path, sizeof(path), "/api/v1/runs/%s/trace?limit=500", fork_id);
-    serve_proc_request(f->port, path, auth, NULL, NULL, &a);
+    serve_proc_request(f->h.port, path, auth, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"weft.fork.answer_override\":true"));
     /* Refused as weft fork refuses, as JSON. */
@@ -207,7 +180,7 @@ test_fork_route_with_token(void **state)
         weft_test_sleep_ms(100);
     }
     /* Stopped at once: the fork just started is interrupted or done, and waited for. */
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 /* One fork at a time, and only while it runs: a request while the fork's process runs is told
@@ -228,20 +201,20 @@ test_fork_route_busy_while_one_runs_then_free(void **state)
 
     /* An original whose second step answers after 1.5 s: its fork from "a" has its run row
      * at once and its process busy for that long. */
-    weft_test_write_file(f->dir, "slow_script.json",
+    weft_test_write_file(f->h.dir, "slow_script.json",
                          "{\"responses\": {\"w\": {\"act\": [{\"content\": \"x\"}, "
                          "{\"content\": \"y\", \"delay_ms\": 1500}]}}}");
-    weft_test_write_file(f->dir, "slow.json",
+    weft_test_write_file(f->h.dir, "slow.json",
                          "{\"name\": \"slow\", \"models\": {\"m\": {\"provider\": "
                          "\"scripted\", \"script\": \"slow_script.json\"}}, \"agents\": "
                          "[{\"name\": \"w\"}], \"plan\": [{\"id\": \"a\", \"agent\": \"w\", "
                          "\"task\": \"1\"}, {\"id\": \"b\", \"agent\": \"w\", \"task\": \"2\", "
                          "\"depends_on\": [\"a\"]}]}");
-    snprintf(wf, sizeof(wf), "%s/slow.json", f->dir);
+    snprintf(wf, sizeof(wf), "%s/slow.json", f->h.dir);
     {
         const char *argv[] = {WEFT, "run", wf, "-q", NULL};
-        const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
-        assert_int_equal(weft_test_run(argv, env, f->dir, f->log, 60000), 0);
+        const char *env[] = {f->h.home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
+        assert_int_equal(weft_test_run(argv, env, f->h.dir, f->h.log, 60000), 0);
     }
     assert_int_equal(weft_runs_list(f->state, 1, &runs, &count), WEFT_OK);
     assert_int_equal(count, 1);
@@ -262,7 +235,7 @@ test_fork_route_busy_while_one_runs_then_free(void **state)
         weft_test_sleep_ms(100);
     }
     assert_int_equal(got, 202);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 static void
@@ -272,12 +245,12 @@ test_fork_route_off_without_token(void **state)
     static struct serve_proc_answer a;
 
     start_serve(f, NULL);
-    serve_proc_request(f->port, "/api/v1/session", NULL, NULL, NULL, &a);
+    serve_proc_request(f->h.port, "/api/v1/session", NULL, NULL, NULL, &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"can_fork\":false"));
     assert_int_equal(post_fork(f, f->run_id, NULL, JSON, "{\"from\": \"s2\"}", &a), 403);
     assert_non_null(strstr(a.body, "--token, --token-file or WEFT_SERVE_TOKEN"));
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 int

@@ -31,11 +31,7 @@
 #define EVIL  "attacker.example:9464"
 
 struct fx {
-    char *dir;
-    char home_env[600];
-    char log[600];
-    pid_t pid;
-    unsigned port;
+    struct serve_proc_home h;
 };
 
 static int
@@ -44,10 +40,7 @@ setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    f->dir = weft_test_mkdtemp("weft-serve-host-");
-    assert_non_null(f->dir);
-    snprintf(f->home_env, sizeof(f->home_env), "WEFT_HOME=%s", f->dir);
-    snprintf(f->log, sizeof(f->log), "%s/serve.log", f->dir);
+    serve_proc_home_init(&f->h, "weft-serve-host-");
     *state = f;
     return 0;
 }
@@ -57,40 +50,16 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    if (f->pid > 0) {
-        weft_test_kill_group(f->pid, 5000);
-    }
-    weft_test_rm_rf(f->dir);
-    free(f->dir);
+    serve_proc_home_cleanup(&f->h);
     free(f);
     return 0;
 }
 
-/* Start `weft serve --addr 127.0.0.1:0 EXTRA...` with @p env_extra (NULL-terminated, may be
- * NULL) and wait (at most 15 s) for its "listening on port N" line. Fails the test with the
- * server's log when it exits or never listens. */
+/* Start `weft serve --addr 127.0.0.1:0 EXTRA...` with @p env_extra (may be NULL). */
 static void
 start_serve(struct fx *f, const char *const *extra, const char *const *env_extra)
 {
-    const char *argv[16] = {WEFT, "serve", "--addr", "127.0.0.1:0"};
-    const char *env[8] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*"};
-    size_t n = 4;
-    size_t e = 3;
-
-    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
-        argv[n++] = extra[i];
-    }
-    for (size_t i = 0; env_extra != NULL && env_extra[i] != NULL && e < 7; i++) {
-        env[e++] = env_extra[i];
-    }
-    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
-}
-
-static void
-stop_serve(struct fx *f)
-{
-    weft_test_kill_group(f->pid, 5000);
-    f->pid = 0;
+    serve_proc_home_start(&f->h, WEFT, "127.0.0.1:0", extra, env_extra);
 }
 
 struct answer {
@@ -141,7 +110,7 @@ request(const struct fx *f,
         h = curl_slist_append(h, "Content-Type: application/json");
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     }
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", f->port, path);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", f->h.port, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -177,7 +146,7 @@ raw_status(const struct fx *f, const char *text)
     assert_true(fd >= 0);
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)f->port);
+    sa.sin_port = htons((uint16_t)f->h.port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -338,7 +307,7 @@ test_serve_foreign_host_refused_on_loopback(void **state)
     assert_int_equal(get_status(f, "/metrics", EVIL, NULL), 200);
     assert_int_equal(get_status(f, "/healthz", EVIL, NULL), 200);
     /* Loopback names, any case, any port. */
-    snprintf(local, sizeof(local), "localhost:%u", f->port);
+    snprintf(local, sizeof(local), "localhost:%u", f->h.port);
     assert_int_equal(get_status(f, "/api/v1/runs", NULL, NULL), 200);
     assert_int_equal(get_status(f, "/api/v1/runs", local, NULL), 200);
     assert_int_equal(get_status(f, "/api/v1/runs", "LOCALHOST", NULL), 200);
@@ -348,8 +317,8 @@ test_serve_foreign_host_refused_on_loopback(void **state)
     /* Counted, and only the refusals. */
     assert_true(denied(f, "host") == (double)refused);
     assert_true(denied(f, "token") == 0);
-    assert_true(weft_test_file_contains(f->log, "Host attacker.example:9464"));
-    stop_serve(f);
+    assert_true(weft_test_file_contains(f->h.log, "Host attacker.example:9464"));
+    serve_proc_home_stop(&f->h);
 }
 
 /* --allow-host NAME (repeatable) serves NAME, with any port and case; other names still get
@@ -361,7 +330,7 @@ test_serve_allow_host_serves_that_name(void **state)
     const char *args[] = {"--allow-host", "attacker.example", "--allow-host=weft.box", NULL};
     const char *bad[] = {WEFT,           "serve",        "--addr", "127.0.0.1:0",
                          "--allow-host", "x.example:80", NULL};
-    const char *env[] = {f->home_env, NULL};
+    const char *env[] = {f->h.home_env, NULL};
 
     start_serve(f, args, NULL);
     assert_int_equal(get_status(f, "/api/v1/runs", EVIL, NULL), 200);
@@ -371,9 +340,9 @@ test_serve_allow_host_serves_that_name(void **state)
     assert_int_equal(get_status(f, "/api/v1/runs", "attacker.example.evil:9464", NULL), 421);
     assert_int_equal(get_status(f, "/api/v1/runs", "localhost", NULL), 200);
     assert_true(denied(f, "host") == 2);
-    stop_serve(f);
-    assert_int_equal(weft_test_run(bad, env, f->dir, f->log, 15000), 2);
-    assert_true(weft_test_file_contains(f->log, "--allow-host x.example:80"));
+    serve_proc_home_stop(&f->h);
+    assert_int_equal(weft_test_run(bad, env, f->h.dir, f->h.log, 15000), 2);
+    assert_true(weft_test_file_contains(f->h.log, "--allow-host x.example:80"));
 }
 
 /* --token-file: the token works (401 without it, 200 with it), never shows in the process's
@@ -387,16 +356,16 @@ test_serve_token_file_kept_out_of_argv(void **state)
     char loose[700];
     char cmdline[4096];
     const char *args[] = {"--token-file", path, NULL};
-    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", NULL};
+    const char *env[] = {f->h.home_env, "WEFT_SERVE_TOKEN*", NULL};
     const char *open_file[] = {WEFT, "serve", "--addr", "127.0.0.1:0", "--token-file", loose, NULL};
     const char *both[] = {WEFT,  "serve",        "--addr", "127.0.0.1:0", "--token",
                           TOKEN, "--token-file", path,     NULL};
 
-    snprintf(path, sizeof(path), "%s/token", f->dir);
-    snprintf(loose, sizeof(loose), "%s/token-0644", f->dir);
+    snprintf(path, sizeof(path), "%s/token", f->h.dir);
+    snprintf(loose, sizeof(loose), "%s/token-0644", f->h.dir);
     write_token(path, TOKEN "\n", 0600);
     start_serve(f, args, NULL);
-    cmdline_of(f->pid, cmdline, sizeof(cmdline));
+    cmdline_of(f->h.pid, cmdline, sizeof(cmdline));
     assert_non_null(strstr(cmdline, "--token-file"));
     assert_null(strstr(cmdline, TOKEN));
     assert_int_equal(get_status(f, "/api/v1/runs", NULL, NULL), 401);
@@ -405,12 +374,12 @@ test_serve_token_file_kept_out_of_argv(void **state)
     assert_int_equal(get_status(f, "/api/v1/runs", EVIL, "Authorization: Bearer " TOKEN), 421);
     assert_true(denied(f, "token") == 1);
     assert_true(denied(f, "host") == 1);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 
     write_token(loose, TOKEN "\n", 0644);
-    assert_int_equal(weft_test_run(open_file, env, f->dir, f->log, 15000), 2);
-    assert_true(weft_test_file_contains(f->log, "chmod 600"));
-    assert_int_equal(weft_test_run(both, env, f->dir, f->log, 15000), 2);
+    assert_int_equal(weft_test_run(open_file, env, f->h.dir, f->h.log, 15000), 2);
+    assert_true(weft_test_file_contains(f->h.log, "chmod 600"));
+    assert_int_equal(weft_test_run(both, env, f->h.dir, f->h.log, 15000), 2);
 }
 
 /* WEFT_SERVE_TOKEN: the token from the environment works and is not in argv either. */
@@ -422,12 +391,12 @@ test_serve_token_from_environment(void **state)
     const char *env[] = {"WEFT_SERVE_TOKEN=" TOKEN, NULL};
 
     start_serve(f, NULL, env);
-    cmdline_of(f->pid, cmdline, sizeof(cmdline));
+    cmdline_of(f->h.pid, cmdline, sizeof(cmdline));
     assert_null(strstr(cmdline, TOKEN));
     assert_int_equal(get_status(f, "/api/v1/runs", NULL, NULL), 401);
     assert_int_equal(get_status(f, "/api/v1/runs", NULL, "Authorization: Bearer " TOKEN), 200);
     assert_int_equal(get_status(f, "/metrics", NULL, NULL), 200);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 int

@@ -23,11 +23,7 @@
 #define TOKEN "correct-horse-battery-staple-42"
 
 struct fx {
-    char *dir;
-    char home_env[600];
-    char log[600];
-    pid_t pid;
-    unsigned port;
+    struct serve_proc_home h;
 };
 
 static int
@@ -36,10 +32,7 @@ setup(void **state)
     struct fx *f = calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    f->dir = weft_test_mkdtemp("weft-serve-token-");
-    assert_non_null(f->dir);
-    snprintf(f->home_env, sizeof(f->home_env), "WEFT_HOME=%s", f->dir);
-    snprintf(f->log, sizeof(f->log), "%s/serve.log", f->dir);
+    serve_proc_home_init(&f->h, "weft-serve-token-");
     *state = f;
     return 0;
 }
@@ -49,42 +42,23 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    if (f->pid > 0) {
-        weft_test_kill_group(f->pid, 5000);
-    }
-    weft_test_rm_rf(f->dir);
-    free(f->dir);
+    serve_proc_home_cleanup(&f->h);
     free(f);
     return 0;
 }
 
-/* Start `weft serve --addr ADDR EXTRA...` (WEFT_SERVE_TOKEN unset) and wait (at most 15 s) for
- * its "listening on port N" line; fails the test with the server's log when it never listens. */
+/* Start `weft serve --addr ADDR EXTRA...` (WEFT_SERVE_TOKEN unset). */
 static void
 start_serve(struct fx *f, const char *addr, const char *const *extra)
 {
-    const char *argv[16] = {WEFT, "serve", "--addr", addr};
-    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*", NULL};
-    size_t n = 4;
-
-    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
-        argv[n++] = extra[i];
-    }
-    f->pid = serve_proc_spawn(argv, env, f->dir, f->log, &f->port);
-}
-
-static void
-stop_serve(struct fx *f)
-{
-    weft_test_kill_group(f->pid, 5000);
-    f->pid = 0;
+    serve_proc_home_start(&f->h, WEFT, addr, extra, NULL);
 }
 
 /* GET @p path on 127.0.0.1 with @p header (may be NULL); redirects are not followed. */
 static void
 get(const struct fx *f, const char *path, const char *header, struct serve_proc_answer *a)
 {
-    serve_proc_request(f->port, path, header, NULL, NULL, a);
+    serve_proc_request(f->h.port, path, header, NULL, NULL, a);
 }
 
 static long
@@ -122,26 +96,26 @@ static void
 test_token_needs_16_cookie_safe_characters(void **state)
 {
     struct fx *f = *state;
-    const char *env[] = {f->home_env, "WEFT_SERVE_TOKEN*", NULL};
+    const char *env[] = {f->h.home_env, "WEFT_SERVE_TOKEN*", NULL};
     const char *short_token[] = {WEFT,      "serve",           "--addr", "127.0.0.1:0",
                                  "--token", "abcdefghijklmno", NULL};
     const char *semicolon[] = {
         WEFT, "serve", "--addr", "127.0.0.1:0", "--token", "abcdefgh;ijklmnopq", NULL};
-    const char *short_env[] = {f->home_env, "WEFT_SERVE_TOKEN=abcdefghijklmno", NULL};
+    const char *short_env[] = {f->h.home_env, "WEFT_SERVE_TOKEN=abcdefghijklmno", NULL};
     const char *from_env[] = {WEFT, "serve", "--addr", "127.0.0.1:0", NULL};
     const char *sixteen[] = {"--token", "abcdefghijklmnop", NULL};
 
-    assert_int_equal(weft_test_run(short_token, env, f->dir, f->log, 15000), 2);
-    assert_true(weft_test_file_contains(f->log, "expected a token of at least 16"));
-    assert_int_equal(weft_test_run(semicolon, env, f->dir, f->log, 15000), 2);
-    assert_true(weft_test_file_contains(f->log, "expected a token of at least 16"));
+    assert_int_equal(weft_test_run(short_token, env, f->h.dir, f->h.log, 15000), 2);
+    assert_true(weft_test_file_contains(f->h.log, "expected a token of at least 16"));
+    assert_int_equal(weft_test_run(semicolon, env, f->h.dir, f->h.log, 15000), 2);
+    assert_true(weft_test_file_contains(f->h.log, "expected a token of at least 16"));
     /* The environment's token is held to the same rule. */
-    assert_int_equal(weft_test_run(from_env, short_env, f->dir, f->log, 15000), 2);
-    assert_true(weft_test_file_contains(f->log, "WEFT_SERVE_TOKEN"));
+    assert_int_equal(weft_test_run(from_env, short_env, f->h.dir, f->h.log, 15000), 2);
+    assert_true(weft_test_file_contains(f->h.log, "WEFT_SERVE_TOKEN"));
     start_serve(f, "127.0.0.1:0", sixteen);
     assert_int_equal(get_status(f, "/api/v1/runs", NULL), 401);
     assert_int_equal(get_status(f, "/api/v1/runs", "Authorization: Bearer abcdefghijklmnop"), 200);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 /* /?token=T: a 303 back to / (the token leaves the address bar) with the token as an
@@ -176,7 +150,7 @@ test_token_cookie_login_is_strict_and_checked(void **state)
     get(f, "/?token=wrong-horse-battery-42", NULL, &a);
     assert_int_equal(a.status, 401);
     assert_null(strstr(a.headers, "Set-Cookie"));
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 /* Beyond loopback without a token: the CLI says the explorer is off, its pages, API and ingest
@@ -189,20 +163,20 @@ test_explorer_off_beyond_loopback_without_token(void **state)
     const char *args[] = {"--token", TOKEN, NULL};
 
     start_serve(f, "0.0.0.0:0", NULL);
-    assert_true(weft_test_file_contains(f->log, "is not loopback and no token was given: the "
-                                                "explorer is off"));
+    assert_true(weft_test_file_contains(f->h.log, "is not loopback and no token was given: the "
+                                                  "explorer is off"));
     assert_int_equal(get_status(f, "/", NULL), 403);
     assert_int_equal(get_status(f, "/api/v1/runs", NULL), 403);
     assert_int_equal(get_status(f, "/api/v1/runs", "Authorization: Bearer " TOKEN), 403);
     assert_int_equal(get_status(f, "/healthz", NULL), 200);
     assert_true(denied(f, "off") == 3);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 
     start_serve(f, "0.0.0.0:0", args);
-    assert_false(weft_test_file_contains(f->log, "explorer is off"));
+    assert_false(weft_test_file_contains(f->h.log, "explorer is off"));
     assert_int_equal(get_status(f, "/api/v1/runs", NULL), 401);
     assert_int_equal(get_status(f, "/api/v1/runs", "Authorization: Bearer " TOKEN), 200);
-    stop_serve(f);
+    serve_proc_home_stop(&f->h);
 }
 
 int

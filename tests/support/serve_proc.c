@@ -126,6 +126,61 @@ serve_proc_stop(pid_t pid)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+void
+serve_proc_home_init(struct serve_proc_home *h, const char *prefix)
+{
+    memset(h, 0, sizeof(*h));
+    h->dir = weft_test_mkdtemp(prefix);
+    assert_non_null(h->dir);
+    snprintf(h->home_env, sizeof(h->home_env), "WEFT_HOME=%s", h->dir);
+    snprintf(h->log, sizeof(h->log), "%s/serve.log", h->dir);
+}
+
+void
+serve_proc_home_start(struct serve_proc_home *h,
+                      const char *bin,
+                      const char *addr,
+                      const char *const *extra,
+                      const char *const *env_extra)
+{
+    const char *argv[16] = {bin, "serve", "--addr", addr};
+    const char *env[8] = {h->home_env, "WEFT_SERVE_TOKEN*", "WEFT_STATE_URL*"};
+    size_t n = 4;
+    size_t e = 3;
+
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+        assert_true(n < 15);
+        argv[n++] = extra[i];
+    }
+    for (size_t i = 0; env_extra != NULL && env_extra[i] != NULL; i++) {
+        assert_true(e < 7);
+        env[e++] = env_extra[i];
+    }
+    h->pid = serve_proc_spawn(argv, env, h->dir, h->log, &h->port);
+}
+
+void
+serve_proc_home_stop(struct serve_proc_home *h)
+{
+    assert_int_equal(kill(h->pid, SIGTERM), 0);
+    assert_int_equal(weft_test_wait(h->pid, 20000), 0);
+    h->pid = 0;
+}
+
+void
+serve_proc_home_cleanup(struct serve_proc_home *h)
+{
+    if (h->pid > 0) {
+        weft_test_kill_group(h->pid, 5000);
+        h->pid = 0;
+    }
+    if (h->dir != NULL) {
+        weft_test_rm_rf(h->dir);
+        free(h->dir);
+        h->dir = NULL;
+    }
+}
+
 struct body {
     char *data;
     size_t len;

@@ -26,6 +26,35 @@ pid_t serve_proc_spawn(const char *const *argv,
                        const char *log_path,
                        unsigned *port);
 
+/* A `weft serve` test's home: a fresh directory that is its WEFT_HOME and holds its log, and
+ * the server started on it (pid 0 when none runs). */
+struct serve_proc_home {
+    char *dir;
+    char home_env[600]; /* "WEFT_HOME=dir" */
+    char log[600];      /* dir/serve.log */
+    pid_t pid;
+    unsigned port;
+};
+
+/* Make @p h's directory (weft_test_mkdtemp(@p prefix)); fails the test when it cannot. */
+void serve_proc_home_init(struct serve_proc_home *h, const char *prefix);
+
+/* Start `@p bin serve --addr @p addr EXTRA...` on @p h as serve_proc_spawn() does (cwd the
+ * home), with WEFT_HOME the home, WEFT_SERVE_TOKEN and WEFT_STATE_URL unset and @p env_extra
+ * (each NULL-terminated, may be NULL; at most 11 arguments and 4 variables). Sets h->pid and
+ * h->port. */
+void serve_proc_home_start(struct serve_proc_home *h,
+                           const char *bin,
+                           const char *addr,
+                           const char *const *extra,
+                           const char *const *env_extra);
+
+/* SIGTERM the server and assert it exited 0 within 20 s; h->pid 0 after. */
+void serve_proc_home_stop(struct serve_proc_home *h);
+
+/* Kill a server still running (its process group), remove the directory, free it. */
+void serve_proc_home_cleanup(struct serve_proc_home *h);
+
 /* SIGTERM, wait, and assert it exited 0. */
 void serve_proc_stop(pid_t pid);
 
