@@ -284,8 +284,17 @@ tool_search_spans(struct weft_mcp_server *srv, const json_t *args, struct tool_o
             break;
         }
         err = weft_store_load_trace(store, sums[t].trace_id, &trace);
+        if (err == WEFT_ENOTFOUND) {
+            continue; /* removed since the list was read (retention) */
+        }
         if (err != WEFT_OK) {
-            continue;
+            /* Not "no matches": the search could not look. */
+            weft__mcp_fail_tool(to, "trace %s cannot be read from the span store: %s",
+                                sums[t].trace_id, weft_strerror(err));
+            json_decref(matches);
+            weft_trace_summaries_free(sums, sum_count);
+            weft__mcp_close_store(srv, store);
+            return;
         }
         scanned++;
         n = weft_trace_span_count(trace);
