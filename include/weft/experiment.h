@@ -119,7 +119,8 @@ struct weft_experiment_report {
 };
 
 /** Run the experiment @p options describes; fill @p report.
- * @return WEFT_OK when every item has a result (passed, failed or errored: read @p report);
+ * @return WEFT_OK when every item has a result (passed, failed or errored: read @p report), or
+ * when the abort flag stopped it (report->is_aborted: the items not started have none);
  * WEFT_EINVAL (a missing option, concurrency out of range, bad evaluators: @p err says which),
  * WEFT_ENOTFOUND (no such dataset or version), WEFT_EPARSE (the evaluators), WEFT_EIO (the
  * state store), WEFT_ENOMEM. When the experiment was begun and then fails, it is ended

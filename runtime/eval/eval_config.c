@@ -15,6 +15,8 @@ static const char *const type_names[] = {"exact",       "contains", "regex",
                                          "json_schema", "numeric",  "command",
                                          "llm_judge",   "rewards",  "verdicts"};
 #define TYPE_COUNT (sizeof(type_names) / sizeof(type_names[0]))
+#define TYPE_LIST \
+    "exact, contains, regex, json_schema, numeric, command, llm_judge, rewards, verdicts"
 
 /* The options each type accepts besides "name" and "type". */
 static const char *const type_keys[TYPE_COUNT] = {
@@ -117,6 +119,27 @@ opt_number(struct parse *p, const json_t *obj, const char *key, double min, doub
     return WEFT_OK;
 }
 
+/* An optional "timeout_s" in seconds, more than 0 and at most a day (as the workflow's
+ * timeouts), as milliseconds in *out; 0 when absent (the type's default). */
+static weft_err
+opt_timeout_ms(struct parse *p, const json_t *obj, uint32_t *out)
+{
+    const json_t *v = json_object_get(obj, "timeout_s");
+
+    if (v == NULL) {
+        return WEFT_OK;
+    }
+    if (!json_is_number(v)) {
+        return fail(p, "timeout_s", "expected number, got %s", weft__json_type_name(v));
+    }
+    if (json_number_value(v) < 0.001 || json_number_value(v) > 86400.0) {
+        return fail(p, "timeout_s", "expected seconds in [0.001, 86400], got %g",
+                    json_number_value(v));
+    }
+    *out = (uint32_t)(json_number_value(v) * 1000.0 + 0.5);
+    return WEFT_OK;
+}
+
 /* A required non-empty string option, copied to *out. */
 static weft_err
 req_string(struct parse *p, const json_t *obj, const char *key, char **out)
@@ -145,6 +168,10 @@ parse_contains(struct parse *p, const json_t *obj, struct eval_def *d)
     if (v != NULL && !json_is_string(v) && !json_is_array(v)) {
         return fail(p, "value", "expected a string or an array of strings, got %s",
                     weft__json_type_name(v));
+    }
+    if (json_is_array(v) && json_array_size(v) == 0) {
+        /* "all of none" would pass every output */
+        return fail(p, "value", "expected a string or an array of strings, got an empty array");
     }
     json_array_foreach(v, i, item)
     {
@@ -192,13 +219,11 @@ static weft_err
 parse_command(struct parse *p, const json_t *obj, struct eval_def *d)
 {
     const json_t *argv = json_object_get(obj, "argv");
-    double timeout = 0;
-    weft_err err = opt_number(p, obj, "timeout_s", 0.001, &timeout, NULL);
+    weft_err err = opt_timeout_ms(p, obj, &d->timeout_ms);
 
     if (err != WEFT_OK) {
         return err;
     }
-    d->timeout_ms = (uint32_t)(timeout * 1000.0);
     if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 64) {
         return fail(p, "argv", "expected a non-empty array of at most 64 strings");
     }
@@ -225,7 +250,6 @@ parse_command(struct parse *p, const json_t *obj, struct eval_def *d)
 static weft_err
 parse_judge(struct parse *p, const json_t *obj, struct eval_def *d)
 {
-    double timeout = 0;
     bool has_in = false;
     bool has_out = false;
     weft_err err = req_string(p, obj, "rubric", &d->rubric);
@@ -234,7 +258,7 @@ parse_judge(struct parse *p, const json_t *obj, struct eval_def *d)
         err = req_string(p, obj, "model", &d->model);
     }
     if (err == WEFT_OK) {
-        err = opt_number(p, obj, "timeout_s", 0.001, &timeout, NULL);
+        err = opt_timeout_ms(p, obj, &d->timeout_ms);
     }
     if (err == WEFT_OK) {
         err = opt_number(p, obj, "input_price", 0, &d->input_price, &has_in);
@@ -247,7 +271,6 @@ parse_judge(struct parse *p, const json_t *obj, struct eval_def *d)
                    "missing (input_price and output_price go together)");
     }
     d->has_prices = has_in && has_out;
-    d->timeout_ms = (uint32_t)(timeout * 1000.0);
     return err;
 }
 
@@ -316,18 +339,14 @@ parse_head(struct parse *p, const json_t *obj, struct eval_def *d)
         return fail(p, NULL, "expected an object, got %s", weft__json_type_name(obj));
     }
     if (!json_is_string(type)) {
-        return fail(p, "type",
-                    "%s (expected one of exact, contains, regex, json_schema, "
-                    "numeric, command, llm_judge, rewards, verdicts)",
+        return fail(p, "type", "%s (expected one of " TYPE_LIST ")",
                     type == NULL ? "missing" : "expected string");
     }
     while (t < TYPE_COUNT && strcmp(type_names[t], json_string_value(type)) != 0) {
         t++;
     }
     if (t == TYPE_COUNT) {
-        return fail(p, "type",
-                    "unknown type \"%.60s\" (expected one of exact, contains, regex, "
-                    "json_schema, numeric, command, llm_judge, rewards, verdicts)",
+        return fail(p, "type", "unknown type \"%.60s\" (expected one of " TYPE_LIST ")",
                     json_string_value(type));
     }
     d->type = (weft_eval_type)t;

@@ -92,9 +92,10 @@ expected_text(const struct eval_def *d, const struct weft_eval_subject *subject)
         v = json_loads(subject->expected, JSON_DECODE_ANY, NULL);
         if (json_is_string(v)) {
             copy = weft__strdup(json_string_value(v));
+        } else if (v == NULL) {
+            copy = weft__strdup(subject->expected); /* plain text: as is */
         } else {
-            text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)
-                             : strdup(subject->expected); /* plain text: as is */
+            text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         }
         json_decref(v);
     }

@@ -4,6 +4,7 @@
  * is runner.c's. */
 #include "runtime/experiment/runner.h"
 #include "runtime/llm/llm.h"
+#include "runtime/replay/replay.h"
 #include "runtime/state/snapshot.h"
 #include "runtime/workflow/workflow.h"
 
@@ -72,36 +73,6 @@ page(void *user, size_t offset, size_t max, struct weft__exp_item *items, size_t
     return WEFT_OK;
 }
 
-static int
-hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-static bool
-hex_decode(const char *hex, uint8_t *out, size_t len)
-{
-    if (hex == NULL || strlen(hex) != 2 * len) {
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        int hi = hex_value(hex[2 * i]);
-        int lo = hex_value(hex[2 * i + 1]);
-
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        out[i] = (uint8_t)(hi * 16 + lo);
-    }
-    return true;
-}
-
 /* The status score (no evaluators) as the event weft_eval_score_record() writes. */
 static void
 status_event(struct weft_span *span, const struct weft_run_result *result)
@@ -136,8 +107,8 @@ lf_attrs(const struct adapter *a,
 /* The `evaluate EXPERIMENT` span under the run's root span, which holds the scores as events
  * (the Langfuse exporter sends them as the trace's scores, weft_eval_score_record()) and the
  * judges' calls as children; NULL when untraced or the run's trace is unknown. The span carries
- * the item's Langfuse context, left in @p lf (room for WEFT__EXP_LF_ATTRS + 1, borrowing
- * @p root_hex, room for 17) for the judges' spans. */
+ * the item's Langfuse context, left in @p lf (room for WEFT__EXP_LF_ATTRS + 1; it borrows
+ * @p root_hex, room for 17 characters) for the judges' spans. */
 static struct weft_span *
 eval_span(const struct adapter *a,
           const struct weft__exp_item *item,
@@ -157,10 +128,8 @@ eval_span(const struct adapter *a,
         weft_run_load(a->o->state_path, result->run_id, &d) != WEFT_OK) {
         return NULL;
     }
-    memset(&parent, 0, sizeof(parent));
-    if (hex_decode(d->info.trace_id, parent.trace_id, WEFT_TRACE_ID_SIZE) &&
-        hex_decode(d->info.root_span_id, parent.span_id, WEFT_SPAN_ID_SIZE)) {
-        parent.trace_flags = WEFT_TRACE_FLAG_SAMPLED;
+    weft__rt_stored_root(&d->info, &parent); /* zeroed when the run was not traced */
+    if (parent.trace_flags != 0) {
         attrs[0] = weft_attr_str("weft.experiment.id", a->id);
         attrs[1] = weft_attr_str("weft.run.id", result->run_id);
         attrs[2] = weft_attr_str("langfuse.observation.type", "evaluator");
@@ -375,6 +344,11 @@ setup(struct adapter *a, struct weft_dataset *ds, char *version, char *err, size
     if (ev != NULL && ev[0] != '\0') {
         rc = weft_evaluators_parse(ev, o->evaluators != NULL ? "--evaluators" : "evaluators",
                                    &a->evaluators, err, err_len);
+        if (rc == WEFT_OK && weft_evaluators_count(a->evaluators) == 0) {
+            /* "[]" is no evaluators: the run's status decides, not an empty (vacuous) pass */
+            weft_evaluators_free(a->evaluators);
+            a->evaluators = NULL;
+        }
         if (rc == WEFT_OK) {
             rc = judge_setup(a, err, err_len);
         }

@@ -504,7 +504,9 @@ weft__exp_run(const struct weft_experiment_options *o,
         weft__exp_item_cleanup(&p.queue[p.head]); /* no thread could start */
     }
     if (e != WEFT_OK && p.failure == WEFT_OK) {
-        snprintf(err, err_len, "reading the items: %s", weft_strerror(e));
+        snprintf(err, err_len, "%s: %s",
+                 started == 0 ? "starting the pool's threads" : "reading the items",
+                 weft_strerror(e));
     }
     e = e != WEFT_OK ? e : p.failure;
     report->pass_rate = report->items > 0 ? (double)report->passed / (double)report->items : 0;

@@ -176,6 +176,9 @@ test_eval_bad_configs_say_where_and_what(void **state)
                        "evaluators[0].patern: unknown option for type exact");
     expect_parse_error("[{\"type\":\"contains\",\"value\":[1]}]",
                        "evaluators[0].value[0]: expected string, got integer");
+    expect_parse_error("[{\"type\":\"contains\",\"value\":[]}]",
+                       "evaluators[0].value: expected a string or an array of strings, got an "
+                       "empty array");
     expect_parse_error("[{\"type\":\"contains\",\"mode\":\"some\"}]",
                        "evaluators[0].mode: expected \"all\" or \"any\"");
     expect_parse_error("[{\"type\":\"json_schema\"}]", "evaluators[0].schema: expected an object");
@@ -185,6 +188,14 @@ test_eval_bad_configs_say_where_and_what(void **state)
                        "evaluators[0].argv: expected a non-empty array");
     expect_parse_error("[{\"type\":\"llm_judge\",\"rubric\":\"r\"}]",
                        "evaluators[0].model: missing");
+    /* A timeout beyond a day would overflow the milliseconds it is kept in. */
+    expect_parse_error("[{\"type\":\"command\",\"argv\":[\"true\"],\"timeout_s\":1e10}]",
+                       "evaluators[0].timeout_s: expected seconds in [0.001, 86400], got 1e+10");
+    expect_parse_error("[{\"type\":\"llm_judge\",\"rubric\":\"r\",\"model\":\"m\","
+                       "\"timeout_s\":0}]",
+                       "evaluators[0].timeout_s: expected seconds in [0.001, 86400], got 0");
+    expect_parse_error("[{\"type\":\"command\",\"argv\":[\"true\"],\"timeout_s\":\"5\"}]",
+                       "evaluators[0].timeout_s: expected number, got string");
     expect_parse_error("[{\"type\":\"llm_judge\",\"rubric\":\"r\",\"model\":\"m\","
                        "\"input_price\":1}]",
                        "evaluators[0].output_price: missing");

@@ -110,8 +110,9 @@ start_provider(struct fx *f)
     assert_weft_ok(weft_provider_add_processor_take(f->provider, proc));
 }
 
+/* @p evaluators: the experiment's evaluator config; NULL: the dataset's (none). */
 static void
-run_experiment(struct fx *f)
+run_experiment(struct fx *f, const char *evaluators)
 {
     struct weft_experiment_options o;
     char err[512] = "";
@@ -124,6 +125,7 @@ run_experiment(struct fx *f)
     o.name = "nightly";
     o.concurrency = 2;
     o.provider = f->provider;
+    o.evaluators = evaluators;
     assert_int_equal(weft_experiment_run(&o, &f->rep, err, sizeof(err)), WEFT_OK);
     assert_int_equal(f->rep.items, 2);
     assert_weft_ok(weft_provider_force_flush(f->provider, 20000));
@@ -238,7 +240,7 @@ test_every_span_of_every_item_carries_the_experiment_with_content(void **state)
     struct fx *f = *state;
 
     weft_test_setenv("WEFT_CAPTURE_CONTENT", "1");
-    run_experiment(f);
+    run_experiment(f, NULL);
     check_item_traces(f, true);
 }
 
@@ -248,7 +250,7 @@ test_root_holds_no_item_content_when_capture_is_off(void **state)
     struct fx *f = *state;
 
     weft_test_setenv("WEFT_CAPTURE_CONTENT", "0");
-    run_experiment(f);
+    run_experiment(f, NULL);
     check_item_traces(f, false);
 }
 
@@ -264,7 +266,7 @@ test_langfuse_server_gets_the_experiment_attributes_and_scores(void **state)
     size_t roots = 0;
 
     weft_test_setenv("WEFT_CAPTURE_CONTENT", "1");
-    run_experiment(f);
+    run_experiment(f, NULL);
     assert_true(langfuse_server_wait_scores(f->srv, 2, 20000));
     spans = langfuse_server_spans(f->srv);
     assert_int_equal(json_array_size(spans), mem_exporter_count(f->mem));
@@ -298,6 +300,34 @@ test_langfuse_server_gets_the_experiment_attributes_and_scores(void **state)
     }
     assert_int_equal(roots, 2);
     json_decref(spans);
+}
+
+/* An empty evaluator list is no evaluators: each item is judged by its run's status (one
+ * "status" score on its evaluate span), not passed by an empty list. */
+static void
+test_an_empty_evaluator_list_scores_the_run_status(void **state)
+{
+    struct fx *f = *state;
+    size_t evaluates = 0;
+
+    weft_test_setenv("WEFT_CAPTURE_CONTENT", "0");
+    run_experiment(f, "[]");
+    for (size_t i = 0; i < mem_exporter_count(f->mem); i++) {
+        const struct mem_span *s = mem_exporter_span(f->mem, i);
+        const struct weft_attr *a = NULL;
+
+        if (!has_prefix(s->name, "evaluate ")) {
+            continue;
+        }
+        evaluates++;
+        assert_int_equal(s->event_count, 1);
+        assert_string_equal(s->event_names[0], "gen_ai.evaluation.result");
+        a = s->event_attrs[0];
+        assert_string_equal(a[0].key, "gen_ai.evaluation.name");
+        assert_string_equal(a[0].value.u.str, "status");
+    }
+    assert_int_equal(evaluates, 2);
+    assert_int_equal(f->rep.passed + f->rep.failed + f->rep.errored, 2);
 }
 
 /* With none of the options set, a run's spans carry no experiment attribute. */
@@ -343,6 +373,8 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_langfuse_server_gets_the_experiment_attributes_and_scores, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_empty_evaluator_list_scores_the_run_status, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_plain_run_carries_no_experiment_attributes, setup,
                                         teardown),
     };

@@ -2,12 +2,15 @@
  * runner.h) over the test's own items: examples/support_triage's refunds forked from their
  * failing step with the fixed workflow pass, each with fewer LLM calls than a full run (from the
  * stored exchanges), and what the forks saved is counted; 1,000 items of a one-command workflow
- * run with memory that does not grow with the item count (peak RSS of 200 vs 1,000 items). */
+ * run with memory that does not grow with the item count (peak RSS of 200 vs 1,000 items);
+ * items whose run cannot start or whose scoring fails are errored, never passed, and an
+ * aborted experiment reports it. */
 #include "runtime/experiment/runner.h"
 #include "support/weft_test.h"
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +66,8 @@ struct items {
     pthread_mutex_t lock;
     size_t puts;
     size_t passed;
+    size_t errored;
+    char first_error[256]; /* the first errored item's error */
     char *run_ids[TICKETS];
     char *item_ids[TICKETS];
 };
@@ -116,6 +121,10 @@ put(void *user,
     }
     it->puts++;
     it->passed += r->outcome == WEFT_EXPERIMENT_PASSED ? 1 : 0;
+    if (r->outcome == WEFT_EXPERIMENT_ERRORED && it->errored++ == 0) {
+        snprintf(it->first_error, sizeof(it->first_error), "%s",
+                 r->error != NULL ? r->error : "(none)");
+    }
     pthread_mutex_unlock(&it->lock);
     return WEFT_OK;
 }
@@ -314,15 +323,13 @@ run_synthetic(const struct fx *f, const struct weft_workflow *wf, size_t count)
     items_cleanup(&it);
 }
 
-static void
-test_a_thousand_items_in_flat_memory(void **state)
+/* A workflow of one command step (`true`) that always completes. */
+static struct weft_workflow *
+tiny_workflow(const struct fx *f)
 {
-    const struct fx *f = *state;
     char path[256];
     FILE *out = NULL;
     struct weft_workflow *wf = NULL;
-    long after_200 = 0;
-    long after_1000 = 0;
 
     snprintf(path, sizeof(path), "%s/tiny_script.json", f->dir);
     out = fopen(path, "w");
@@ -339,6 +346,18 @@ test_a_thousand_items_in_flat_memory(void **state)
           out);
     fclose(out);
     assert_int_equal(weft_workflow_load(path, &wf, NULL), WEFT_OK);
+    return wf;
+}
+
+static void
+test_a_thousand_items_in_flat_memory(void **state)
+{
+    const struct fx *f = *state;
+    struct weft_workflow *wf = NULL;
+    long after_200 = 0;
+    long after_1000 = 0;
+
+    wf = tiny_workflow(f);
     run_synthetic(f, wf, 200);
     after_200 = peak_rss_kb();
     run_synthetic(f, wf, 1000);
@@ -351,6 +370,110 @@ test_a_thousand_items_in_flat_memory(void **state)
     weft_workflow_free(wf);
 }
 
+/* A run function standing for an executor that cannot reach its workers. */
+static weft_err
+unreachable_run(const struct weft_workflow *workflow,
+                const struct weft_run_options *options,
+                struct weft_run_result **out,
+                char *error,
+                size_t error_len,
+                void *user_data)
+{
+    (void)workflow;
+    (void)options;
+    (void)user_data;
+    *out = NULL;
+    snprintf(error, error_len, "the broker cannot be reached");
+    return WEFT_EIO;
+}
+
+/* Scoring that cannot decide (the evaluators ran out of memory). */
+static weft_err
+failing_score(void *user,
+              const struct weft__exp_item *item,
+              const struct weft_run_result *result,
+              struct weft__exp_verdict *out)
+{
+    (void)user;
+    (void)item;
+    (void)result;
+    out->outcome = WEFT_EXPERIMENT_PASSED; /* must not be taken for the item's outcome */
+    return WEFT_ENOMEM;
+}
+
+/* An item whose run cannot start, or whose result cannot be scored, is errored, never passed;
+ * an experiment aborted before its items ran says so and has no result for them. */
+static void
+test_items_that_cannot_run_or_be_scored_are_errored(void **state)
+{
+    const struct fx *f = *state;
+    struct weft_workflow *wf = tiny_workflow(f);
+    volatile sig_atomic_t abort_flag = 0;
+    struct items it;
+    struct weft__exp_io io;
+    struct weft_experiment_options o;
+    struct weft_experiment_report rep;
+    char err[256] = "";
+
+    memset(&it, 0, sizeof(it));
+    pthread_mutex_init(&it.lock, NULL);
+    it.synthetic = 5;
+    memset(&io, 0, sizeof(io));
+    io.page = page;
+    io.put = put;
+    io.user = &it;
+    io.total = 5;
+    io.experiment = "00000000-0000-4000-8000-000000000003";
+    memset(&o, 0, sizeof(o));
+    o.state_path = f->state;
+    o.workflow = wf;
+    o.dataset = "pings";
+    o.concurrency = 2;
+    o.run = unreachable_run;
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(weft__exp_run(&o, &io, &rep, err, sizeof(err)), WEFT_OK);
+    assert_int_equal(rep.items, 5);
+    assert_int_equal(rep.errored, 5);
+    assert_int_equal(rep.passed + rep.failed, 0);
+    assert_int_equal(it.passed, 0);
+    assert_int_equal(it.errored, 5);
+    assert_string_equal(it.first_error, "the broker cannot be reached");
+    assert_false(rep.is_aborted);
+
+    /* The runs complete, the scoring fails. */
+    items_cleanup(&it);
+    memset(&it, 0, sizeof(it));
+    pthread_mutex_init(&it.lock, NULL);
+    it.synthetic = 3;
+    io.total = 3;
+    io.score = failing_score;
+    o.run = NULL;
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(weft__exp_run(&o, &io, &rep, err, sizeof(err)), WEFT_OK);
+    assert_int_equal(rep.items, 3);
+    assert_int_equal(rep.errored, 3);
+    assert_int_equal(rep.passed, 0);
+    assert_int_equal(it.errored, 3);
+    assert_non_null(strstr(it.first_error, "could not score"));
+
+    /* Aborted before anything ran: no item has a result and the report says aborted. */
+    items_cleanup(&it);
+    memset(&it, 0, sizeof(it));
+    pthread_mutex_init(&it.lock, NULL);
+    it.synthetic = 3;
+    io.score = NULL;
+    abort_flag = 1;
+    o.abort_flag = &abort_flag;
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(weft__exp_run(&o, &io, &rep, err, sizeof(err)), WEFT_OK);
+    assert_true(rep.is_aborted);
+    assert_int_equal(rep.items, 0);
+    assert_int_equal(rep.passed, 0);
+    assert_int_equal(it.puts, 0);
+    items_cleanup(&it);
+    weft_workflow_free(wf);
+}
+
 int
 main(void)
 {
@@ -358,6 +481,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_from_failure_forks_at_the_failing_step, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_thousand_items_in_flat_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_items_that_cannot_run_or_be_scored_are_errored, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
