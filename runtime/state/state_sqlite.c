@@ -106,14 +106,7 @@ weft__state_sqlite_open(const char *path, struct rt_state **out, char *err, size
     }
     /* The version is read inside the write transaction, so two processes opening a new file
      * at once migrate it once; a crash leaves the previous version whole. */
-    /* A page cache of up to 32 MiB (SQLite's default is 2 MiB), filled only as pages are read:
-     * a skills search at 100,000 skills reads a few MiB of index, and re-reading it through
-     * the kernel on every search was a third of its time (perf). */
-    if (sqlite3_exec(st->db,
-                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                     " PRAGMA cache_size=-32768",
-                     NULL, NULL, &errmsg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, &errmsg) != SQLITE_OK) {
+    if (weft__lite_open_settings(st->db, &errmsg) != SQLITE_OK) {
         goto sql_fail;
     }
     if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &stmt, NULL) == SQLITE_OK &&

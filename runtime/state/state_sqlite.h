@@ -72,6 +72,12 @@ weft__lite_rows_forget(struct lite_state *st)
  * the caller's write transaction. @return SQLITE_OK, or SQLite's code with *errmsg set
  * (sqlite3_free() it). */
 int weft__lite_schema_migrate(sqlite3 *db, int version, char **errmsg);
+/* The connection's settings (WAL, synchronous=NORMAL, a 32 MiB page cache), then BEGIN
+ * IMMEDIATE for the schema check. Switching a new file to WAL takes it exclusively and SQLite's
+ * busy handler does not wait for that: two connections opening a new file at once (runs of one
+ * experiment, two `weft run`s) saw "database is locked"; the switch is tried again, for up to
+ * 5 s. @return an SQLite result code, *errmsg set (sqlite3_free) on failure. */
+int weft__lite_open_settings(sqlite3 *db, char **errmsg);
 
 /* state_sqlite.c: the ops table, statements, the query helpers, transactions, payloads. */
 void weft__lite_bind_key(sqlite3_stmt *stmt, int i, const char *key);

@@ -454,7 +454,9 @@ test_items_that_cannot_run_or_be_scored_are_errored(void **state)
     assert_int_equal(rep.errored, 3);
     assert_int_equal(rep.passed, 0);
     assert_int_equal(it.errored, 3);
-    assert_non_null(strstr(it.first_error, "could not score"));
+    if (strstr(it.first_error, "could not score") == NULL) {
+        fail_msg("first error: %s", it.first_error);
+    }
 
     /* Aborted before anything ran: no item has a result and the report says aborted. */
     items_cleanup(&it);

@@ -8,6 +8,7 @@
 #include "runtime/state/state.h"
 #include "support/weft_test.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,6 +547,56 @@ test_state_step_save_after_a_rollback_writes_dependencies_again(void **state)
     weft__plan_cleanup(&plan);
 }
 
+/* Connections opening a new file at once (the runs of an experiment, two `weft run`s): every
+ * open succeeds. Switching the new file to WAL takes it exclusively, and SQLite's busy handler
+ * did not wait for that: some opens failed with "database is locked". */
+struct opener {
+    const char *path;
+    pthread_barrier_t *start;
+    weft_err err;
+    char msg[256];
+};
+
+static void *
+open_at_once(void *arg)
+{
+    struct opener *o = arg;
+    struct rt_state *st = NULL;
+
+    pthread_barrier_wait(o->start);
+    o->err = weft__state_open(o->path, &st, o->msg, sizeof(o->msg));
+    weft__state_close(st);
+    return NULL;
+}
+
+static void
+test_state_new_file_opened_at_once(void **state)
+{
+    struct fx *f = *state;
+    enum { OPENERS = 8, ROUNDS = 30 };
+
+    for (int round = 0; round < ROUNDS; round++) {
+        char path[192];
+        pthread_barrier_t start;
+        pthread_t threads[OPENERS];
+        struct opener o[OPENERS];
+
+        snprintf(path, sizeof(path), "%s/new-%d.db", f->dir, round);
+        assert_int_equal(pthread_barrier_init(&start, NULL, OPENERS), 0);
+        for (int i = 0; i < OPENERS; i++) {
+            o[i] = (struct opener){.path = path, .start = &start};
+            assert_int_equal(pthread_create(&threads[i], NULL, open_at_once, &o[i]), 0);
+        }
+        for (int i = 0; i < OPENERS; i++) {
+            assert_int_equal(pthread_join(threads[i], NULL), 0);
+            if (o[i].err != WEFT_OK) {
+                fail_msg("round %d, opener %d: %s", round, i, o[i].msg);
+            }
+        }
+        pthread_barrier_destroy(&start);
+    }
+}
+
 int
 main(void)
 {
@@ -569,6 +620,7 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_state_step_save_after_a_rollback_writes_dependencies_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_state_new_file_opened_at_once, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
